@@ -1,0 +1,117 @@
+"""The typed, immutable configuration model that every other module reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+
+class RestartPolicy(StrEnum):
+    NEVER = "never"
+    ON_FAILURE = "on-failure"
+    ALWAYS = "always"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Runner-wide limits (SPEC §3.1), already clamped into their ranges."""
+
+    enabled: bool = True
+    wake_on_match: bool = False
+    max_watchers: int = 20
+    max_agents: int = 8
+    max_matches: int = 200
+    max_log_lines: int = 500
+    match_lines: int = 50
+    poll_ms: int = 500
+    max_line_bytes: int = 65536
+    max_event_bytes: int = 16 * 1024 * 1024
+    stop_timeout_ms: int = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """Where JSONL, state and the control socket go, and how JSONL files rotate."""
+
+    dir: Path
+    max_bytes: int = 64 * 1024 * 1024
+    keep: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class GateSpec:
+    """A CI gate on one watcher (SPEC §8)."""
+
+    max_matches: int | None = None
+    """Crossed when the watcher's matches exceed this number."""
+    exit_code: bool = False
+    """Crossed when the command exits non-zero (command watchers)."""
+    require: str | None = None
+    """A pattern that must appear at least once, else the gate is crossed."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatcherSpec:
+    """One watcher: a file or a command, a pattern, and what to do on a match."""
+
+    id: str
+    label: str
+    pattern: str
+    exclude: tuple[str, ...] = ()
+    case_sensitive: bool = False
+    path: Path | None = None
+    """Absolute path of the watched file (file watchers)."""
+    command: str | tuple[str, ...] | None = None
+    """A string runs under /bin/sh -c; a tuple runs as argv (command watchers)."""
+    cwd: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    from_start: bool = False
+    wake: tuple[str, ...] = ()
+    """Names of the agents woken by a match (resolved: `true` becomes every agent)."""
+    restart: RestartPolicy = RestartPolicy.NEVER
+    restart_delay_ms: int = 1000
+    schedule: str | None = None
+    gate: GateSpec | None = None
+
+    @property
+    def kind(self) -> str:
+        return "file" if self.path is not None else "command"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """One agent: a coding-agent CLI run one turn at a time."""
+
+    name: str
+    provider: str
+    command: tuple[str, ...]
+    """argv template; `{prompt}` is replaced by the prompt as one whole argument."""
+    prompt: str
+    cwd: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    schedule: str | None = None
+    deadline_ms: int | None = None
+    idle_timeout_ms: int | None = None
+    until: str | None = None
+    pty: bool = False
+    max_turns: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole resolved configuration."""
+
+    limits: Limits
+    output: OutputSpec
+    watchers: tuple[WatcherSpec, ...] = ()
+    agents: tuple[AgentSpec, ...] = ()
+    sources: tuple[Path, ...] = ()
+    """The config files it was loaded from, in layering order."""
+
+    def watcher(self, wid: str) -> WatcherSpec | None:
+        return next((w for w in self.watchers if w.id == wid), None)
+
+    def agent(self, name: str) -> AgentSpec | None:
+        return next((a for a in self.agents if a.name == name), None)
