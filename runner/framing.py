@@ -1,0 +1,124 @@
+"""Split a byte stream into chunks of complete lines, with a bounded buffer for long lines."""
+
+from __future__ import annotations
+
+from watchrun.events import Chunk, Cut
+
+
+def utf8_boundary(data: bytes, limit: int) -> int:
+    """The largest k <= limit such that data[:k] does not end inside a UTF-8 sequence."""
+    if limit >= len(data):
+        return len(data)
+    k = limit
+    # Back up over continuation bytes (0b10xxxxxx): at most 3 in valid UTF-8.
+    while k > 0 and limit - k < 3 and (data[k] & 0xC0) == 0x80:
+        k -= 1
+    return k if (data[k] & 0xC0) != 0x80 else limit
+
+
+class LineFramer:
+    """Turns reads into `Chunk`s of whole lines; never emits part of a line.
+
+    A line longer than `max_line_bytes` is cut on a UTF-8 boundary and the rest of it is
+    counted (not buffered), so memory stays bounded by one read plus `max_line_bytes`.
+    Offsets are source offsets: `position` is where a checkpoint may point (just past the last
+    complete line handed out); bytes of a pending partial line are never covered by it.
+    """
+
+    def __init__(self, max_line_bytes: int, *, offset: int = 0, line_no: int = 1) -> None:
+        self.max = max_line_bytes
+        self._offset = offset  # source offset of the first byte not yet handed out in a chunk
+        self._line_no = line_no
+        self._buf = b""  # head of the pending line (at most `max` bytes)
+        self._omitted = 0  # bytes of the pending line dropped beyond `max`
+        self._window = max(1, max_line_bytes // 2)
+
+    @property
+    def position(self) -> int:
+        return self._offset
+
+    @property
+    def line_no(self) -> int:
+        return self._line_no
+
+    @property
+    def pending(self) -> int:
+        """Bytes of the pending (unterminated) line, including omitted ones."""
+        return len(self._buf) + self._omitted
+
+    def feed(self, data: bytes) -> Chunk | None:
+        """Add bytes; return the complete lines they finish, if any."""
+        if self._omitted:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self._omitted += len(data)
+                return None
+            self._omitted += nl
+            head = self._buf + b"\n"
+            head_cut = Cut(0, self._omitted)
+            self._buf, self._omitted = b"", 0
+            chunk = self._emit(head, [head_cut], data[nl + 1 :])
+            return chunk
+        if self._buf:
+            data = self._buf + data
+            self._buf = b""
+        return self._emit(b"", [], data)
+
+    def finish(self) -> Chunk | None:
+        """End of stream (a command exited): the unterminated last line becomes a line."""
+        if not self._buf and not self._omitted:
+            return None
+        cuts = [Cut(0, self._omitted)] if self._omitted else []
+        data = self._buf + b"\n"
+        source_len = len(self._buf) + self._omitted  # no newline in the source
+        self._buf, self._omitted = b"", 0
+        return self._chunk(data, cuts, source_len)
+
+    def _emit(self, prefix: bytes, cuts: list[Cut], data: bytes) -> Chunk | None:
+        last = data.rfind(b"\n")
+        complete, rest = (b"", data) if last < 0 else (data[: last + 1], data[last + 1 :])
+        if len(rest) > self.max:
+            keep = utf8_boundary(rest, self.max)
+            self._buf, self._omitted = rest[:keep], len(rest) - keep
+        else:
+            self._buf = rest
+        if complete and len(complete) > self.max + 1:
+            complete, more = self._cut_long(complete, len(prefix))
+            cuts.extend(more)
+        body = prefix + complete if prefix else complete
+        if not body:
+            return None
+        source_len = len(body) + sum(c.omitted for c in cuts)
+        return self._chunk(body, cuts, source_len)
+
+    def _chunk(self, body: bytes, cuts: list[Cut], source_len: int) -> Chunk:
+        chunk = Chunk(body, self._offset, self._line_no, self._offset + source_len, tuple(cuts))
+        self._offset += source_len
+        self._line_no += body.count(b"\n")
+        return chunk
+
+    def _cut_long(self, data: bytes, base: int) -> tuple[bytes, list[Cut]]:
+        """Cut every line longer than `max`. Any such line fully contains an aligned window of
+        `max // 2` bytes with no newline, so only those windows are inspected."""
+        w, n = self._window, len(data)
+        starts: list[int] = []
+        for i in range(0, n - w + 1, w):
+            if data.find(b"\n", i, i + w) < 0:
+                start = data.rfind(b"\n", 0, i) + 1
+                if (not starts or starts[-1] != start) and data.find(b"\n", start) - start > self.max:
+                    starts.append(start)
+        if not starts:
+            return data, []
+        parts: list[bytes] = []
+        cuts: list[Cut] = []
+        pos = 0
+        out_len = 0
+        for start in starts:
+            end = data.find(b"\n", start)
+            keep = utf8_boundary(data[start:end], self.max)
+            parts.append(data[pos : start + keep])
+            out_len += start + keep - pos
+            cuts.append(Cut(base + out_len - keep, end - start - keep))
+            pos = end
+        parts.append(data[pos:])
+        return b"".join(parts), cuts

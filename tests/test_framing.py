@@ -1,0 +1,94 @@
+"""LineFramer: whole lines only, bounded buffers, exact source offsets."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watchrun.events import Chunk
+from watchrun.framing import LineFramer, utf8_boundary
+
+
+def lines_of(chunks: list[Chunk]) -> list[tuple[bytes, int, int, int]]:
+    """(line, source offset, line number, omitted bytes) for every line in the chunks."""
+    out = []
+    for c in chunks:
+        pos, no = 0, c.line_no
+        while pos < len(c.data):
+            nl = c.data.index(b"\n", pos)
+            out.append((c.data[pos:nl], c.source_offset(pos), no, c.cut_at(pos)))
+            pos, no = nl + 1, no + 1
+    return out
+
+
+def feed_all(framer: LineFramer, pieces: list[bytes]) -> list[Chunk]:
+    return [c for c in (framer.feed(p) for p in pieces) if c is not None]
+
+
+def reference(stream: bytes, limit: int) -> list[tuple[bytes, int, int, int]]:
+    out, offset = [], 0
+    for no, line in enumerate(stream.split(b"\n")[:-1], start=1):
+        keep = utf8_boundary(line, limit)
+        out.append((line[:keep], offset, no, len(line) - keep))
+        offset += len(line) + 1
+    return out
+
+
+def test_partial_line_waits_for_its_newline() -> None:
+    f = LineFramer(100)
+    assert f.feed(b"abc") is None
+    assert f.pending == 3
+    c = f.feed(b"def\nxy")
+    assert c is not None and c.data == b"abcdef\n" and c.offset == 0 and c.end == 7
+    assert f.position == 7 and f.pending == 2
+
+
+def test_long_line_is_cut_and_counted_with_bounded_buffer() -> None:
+    f = LineFramer(256)
+    assert f.feed(b"x" * 1000) is None
+    assert f.feed(b"y" * 10_000_000) is None
+    assert len(f._buf) <= 256  # the head only; the rest is counted
+    c = f.feed(b"z\nnext\n")
+    assert c is not None
+    assert lines_of([c]) == [(b"x" * 256, 0, 1, 10_001_000 - 256 + 1), (b"next", 10_001_002, 2, 0)]
+    assert c.end == 10_001_007
+
+
+def test_cut_lands_on_a_utf8_boundary() -> None:
+    line = "é".encode() * 200  # 400 bytes, 2 per char
+    f = LineFramer(257)
+    c = f.feed(line + b"\n")
+    assert c is not None
+    text = lines_of([c])[0][0]
+    assert len(text) == 256 and text.decode() == "é" * 128
+
+
+def test_finish_emits_unterminated_last_line() -> None:
+    f = LineFramer(100)
+    assert f.feed(b"a\nlast") is not None
+    c = f.finish()
+    assert c is not None and c.data == b"last\n" and c.offset == 2 and c.end == 6
+    assert f.finish() is None
+
+
+def test_nul_bytes_survive_framing() -> None:
+    c = LineFramer(100).feed(b"a\x00b\n")
+    assert c is not None and c.data == b"a\x00b\n"
+
+
+@given(
+    st.lists(st.sampled_from([b"a", b"bb", b"\n", b"\xc3\xa9", b"x" * 40, b"\xff"]), max_size=60),
+    st.lists(st.integers(min_value=1, max_value=50), min_size=1, max_size=20),
+    st.sampled_from([256, 300]),
+)
+def test_any_split_gives_the_reference_lines(tokens: list[bytes], sizes: list[int], lim: int) -> None:
+    stream = b"".join(tokens) * 3
+    pieces, pos, i = [], 0, 0
+    while pos < len(stream):
+        n = sizes[i % len(sizes)] * 7
+        pieces.append(stream[pos : pos + n])
+        pos, i = pos + n, i + 1
+    f = LineFramer(lim)
+    got = lines_of(feed_all(f, pieces))
+    assert got == reference(stream, lim)
+    assert f.position == (stream.rfind(b"\n") + 1)
