@@ -1,0 +1,149 @@
+"""Tool calls for a transcript: files touched, one-line summaries, result text, error class."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["FILE_OPS", "classify_problem", "clip", "file_ops", "result_text", "summary"]
+
+FILE_OPS = ("read", "write", "edit", "delete", "search", "list", "run")
+"""The `op` values of a `file-change` observation (seed 004 plus edit and delete)."""
+
+_OPS: dict[str, str] = {}
+for _op, _names in {
+    "read": "read read_file readfile view cat notebookread read_many_files open_file",
+    "write": "write write_file writefile create create_file",
+    "edit": "edit multiedit multi_edit edit_file replace str_replace str_replace_editor patch "
+    "apply_patch notebookedit",
+    "delete": "delete delete_file remove remove_file rm",
+    "search": "grep glob search search_file_content find rg codebase_search grep_search find_files",
+    "list": "ls list list_directory listdir list_dir list_files",
+    "run": "bash shell run_shell_command exec exec_command command_execution terminal "
+    "run_terminal_cmd execute sh local_shell",
+}.items():
+    for _name in _names.split():
+        _OPS[_name] = _op
+
+_PATH_KEYS = (
+    "file_path", "filePath", "path", "absolute_path", "notebook_path", "target_file", "file",
+    "filename", "dir_path", "directory",
+)
+_PATTERN_KEYS = ("pattern", "query", "regex", "glob")
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
+_SUMMARY_KEYS = ("command", "cmd", *_PATH_KEYS, *_PATTERN_KEYS, "url", "description", "prompt")
+SUMMARY_CHARS = 120
+RUN_PATH_CHARS = 500
+"""A `run` file-change has the command as its path, clipped to this many characters."""
+
+
+def _norm(name: str) -> str:
+    """`mcp__server__Read` / `server.read` / `Read` -> `read`."""
+    return name.rsplit("__", 1)[-1].rsplit(".", 1)[-1].lower()
+
+
+def _first_str(data: Mapping[str, Any], keys: tuple[str, ...]) -> str | None:
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return " ".join(value)
+    return None
+
+
+def file_ops(name: str, args: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
+    """The (path, op, detail) a tool call touches: a shell command is `run` with the command
+    as path, a search has the pattern as detail. Unknown tools touch nothing we can name."""
+    op = _OPS.get(_norm(name))
+    if op is None:
+        return []
+    if op == "run":
+        command = _first_str(args, ("command", "cmd", "commands"))
+        if command and len(command) > RUN_PATH_CHARS:
+            command = command[: RUN_PATH_CHARS - 1] + "…"
+        return [(command, "run", None)] if command else []
+    if op == "search":
+        pattern = _first_str(args, _PATTERN_KEYS)
+        return [(_first_str(args, _PATH_KEYS) or ".", "search", pattern)]
+    if op == "list":
+        return [(_first_str(args, _PATH_KEYS) or ".", "list", None)]
+    path = _first_str(args, _PATH_KEYS)
+    if path:
+        return [(path, op, None)]
+    patch = _first_str(args, ("patch", "input", "diff"))
+    if patch:
+        return [(p.strip(), op, None) for p in _PATCH_FILE.findall(patch)]
+    return []
+
+
+def summary(name: str, args: Any) -> str:
+    """A one-line description of a tool call for a human: its command, path or pattern."""
+    text: str | None = None
+    if isinstance(args, Mapping):
+        text = _first_str(args, _SUMMARY_KEYS)
+        if text is None and args:
+            text = json.dumps(args, ensure_ascii=False, sort_keys=True)
+    elif isinstance(args, str):
+        text = args
+    if not text:
+        return name
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    if len(line) > SUMMARY_CHARS or line != text.strip():
+        line = line[: SUMMARY_CHARS - 1] + "…"
+    return line
+
+
+def result_text(content: Any) -> str:
+    """Tool output as text: strings as they are, content blocks joined, other JSON dumped."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts: list[str] = []
+        for block in content:
+            if isinstance(block, Mapping):
+                if isinstance(block.get("text"), str):
+                    parts.append(block["text"])
+                elif block.get("type") == "image":
+                    parts.append("[image]")
+                else:
+                    parts.append(json.dumps(block, ensure_ascii=False))
+            else:
+                parts.append(result_text(block))
+        return "\n".join(parts)
+    if isinstance(content, Mapping) and isinstance(content.get("content"), str | list):
+        return result_text(content["content"])
+    return json.dumps(content, ensure_ascii=False)
+
+
+def clip(text: str, limit: int) -> tuple[str, bool]:
+    """`text` cut to `limit` characters, and whether it was cut."""
+    if len(text) <= limit:
+        return text, False
+    return text[:limit], True
+
+
+_QUOTA = re.compile(
+    r"rate.?limit|\b429\b|quota|usage limit|resource.?exhausted|too many requests|"
+    r"credit balance",
+    re.IGNORECASE,
+)
+_AUTH = re.compile(
+    r"\b401\b|\b403\b|unauthori[sz]ed|authenticat|forbidden|invalid.{0,12}api.?key|"
+    r"oauth|not logged in|login required|permission to access",
+    re.IGNORECASE,
+)
+
+
+def classify_problem(*texts: object) -> str | None:
+    """"quota" for rate and usage limits, "auth" for credential failures, else None."""
+    joined = " ".join(str(t) for t in texts if t is not None)
+    if _QUOTA.search(joined):
+        return "quota"
+    if _AUTH.search(joined):
+        return "auth"
+    return None

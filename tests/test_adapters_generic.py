@@ -1,0 +1,133 @@
+"""The generic adapter, the provider registry, and that no adapter ever raises on a line."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from adapter_replay import FIXTURES, replay_lines
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from watchrun.agents import KINDS, PROVIDERS, Observation, UsageTracker, make_adapter
+from watchrun.agents.base import JsonAdapter
+from watchrun.agents.generic import GenericAdapter
+from watchrun.agents.toolinfo import classify_problem, file_ops, summary
+
+
+def test_generic_turns_every_line_into_text() -> None:
+    lines = ["Checking the logs…", "", "\x1b[31mERROR\x1b[0m found {json-ish}", '{"type":"x"}']
+    r = replay_lines(GenericAdapter(), lines)
+    assert r.texts == ["Checking the logs…", "", "\x1b[31mERROR\x1b[0m found {json-ish}",
+                       '{"type":"x"}']  # sanitizing is the caller's job
+    assert r.of("usage") == [] and r.completed == []
+
+
+def test_registry_names_match_the_spec() -> None:
+    assert set(PROVIDERS) == {"claude", "codex", "gemini", "opencode", "pi", "mock", "generic"}
+    for name, cls in PROVIDERS.items():
+        adapter = make_adapter(name, UsageTracker())
+        assert isinstance(adapter, cls) and adapter.provider == name
+
+
+def test_unknown_provider_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match=r"unknown agent provider 'cursor'; expected one of: "
+                                         r"claude, codex, gemini, generic, mock, opencode, pi"):
+        make_adapter("cursor")
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=20,
+)
+_LINES = [(path.parent.name, line) for path in sorted(FIXTURES.glob("*/*.jsonl"))
+          for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _mutate(value: Any, data: st.DataObject) -> Any:
+    """A fixture value with one subtree (maybe the whole value) replaced by random JSON."""
+    if isinstance(value, dict) and value and data.draw(st.integers(0, 3)) > 0:
+        key = data.draw(st.sampled_from(sorted(value)))
+        return {**value, key: _mutate(value[key], data)}
+    if isinstance(value, list) and value and data.draw(st.integers(0, 3)) > 0:
+        index = data.draw(st.integers(0, len(value) - 1))
+        return [*value[:index], _mutate(value[index], data), *value[index + 1:]]
+    return data.draw(_json)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_drifted_protocol_line_never_raises(data: st.DataObject) -> None:
+    """Real lines with a field of the wrong shape give observations (or raw), never an
+    exception, and the handlers need no catch-all (no malformed-event)."""
+    provider, line = data.draw(st.sampled_from(_LINES))
+    adapter = make_adapter(provider)
+    out = adapter.parse(json.dumps(_mutate(json.loads(line), data))) + adapter.finish()
+    for obs in out:
+        assert obs.kind in KINDS
+        json.dumps(dict(obs.fields))
+        assert obs.fields.get("reason") != "malformed-event", obs
+
+
+class _Broken(JsonAdapter):
+    provider = "broken"
+
+    def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
+        raise KeyError("part")
+
+
+def test_a_handler_bug_becomes_a_raw_record_not_an_exception() -> None:
+    (obs,) = _Broken().parse('{"type":"x"}')
+    assert (obs.kind, dict(obs.fields)) == ("raw", {
+        "preview": '{"type":"x"}', "reason": "malformed-event", "error": "KeyError: 'part'"})
+
+
+@pytest.mark.parametrize(("name", "args", "touched"), [
+    ("Read", {"file_path": "/a/b.py"}, [("/a/b.py", "read", None)]),
+    ("write_file", {"file_path": "x.md", "content": "hi"}, [("x.md", "write", None)]),
+    ("MultiEdit", {"file_path": "m.py", "edits": []}, [("m.py", "edit", None)]),
+    ("edit", {"filePath": "o.ts"}, [("o.ts", "edit", None)]),
+    ("Grep", {"pattern": "TODO", "path": "src"}, [("src", "search", "TODO")]),
+    ("Glob", {"pattern": "**/*.py"}, [(".", "search", "**/*.py")]),
+    ("list_directory", {"dir_path": "docs"}, [("docs", "list", None)]),
+    ("Bash", {"command": "pytest -q"}, [("pytest -q", "run", None)]),
+    ("apply_patch", {"input": "*** Begin Patch\n*** Update File: a.py\n*** Add File: b.py\n"},
+     [("a.py", "edit", None), ("b.py", "edit", None)]),
+    ("mcp__fs__read_file", {"path": "n.txt"}, [("n.txt", "read", None)]),
+    ("WebFetch", {"url": "https://example.com"}, []),
+    ("Write", {}, []),
+])
+def test_files_touched_by_a_tool_call(
+    name: str, args: dict[str, Any], touched: list[tuple[str, str, str | None]]
+) -> None:
+    assert file_ops(name, args) == touched
+
+
+def test_a_long_command_is_clipped_as_a_run_path() -> None:
+    ((path, op, _),) = file_ops("Bash", {"command": "x" * 2000})
+    assert op == "run" and len(path) == 500 and path.endswith("…")
+
+
+@pytest.mark.parametrize(("texts", "kind"), [
+    (("Rate limit exceeded",), "quota"),
+    (("APIError", 429), "quota"),
+    (("You've hit your usage limit. Upgrade to Pro",), "quota"),
+    (("exceeded retry limit, last status: 401 Unauthorized",), "auth"),
+    (("FatalAuthenticationError",), "auth"),
+    (("Upstream timeout while calling provider", 504), None),
+    (("Reached maximum number of turns (1)",), None),
+])
+def test_problem_classification(texts: tuple[object, ...], kind: str | None) -> None:
+    assert classify_problem(*texts) == kind
+
+
+@pytest.mark.parametrize(("name", "args", "text"), [
+    ("Bash", {"command": "git commit -m 'x'\n\nbody"}, "git commit -m 'x'…"),
+    ("Read", {"file_path": "/a/b.py"}, "/a/b.py"),
+    ("custom", {"z": 1}, '{"z": 1}'),
+    ("custom", {}, "custom"),
+])
+def test_tool_summary(name: str, args: dict[str, Any], text: str) -> None:
+    assert summary(name, args) == text

@@ -1,0 +1,89 @@
+"""OpenCode `run --format json` fixtures through OpenCodeAdapter."""
+
+from __future__ import annotations
+
+import json
+
+from adapter_replay import Replay, replay, replay_lines
+from watchrun.agents.opencode import OpenCodeAdapter
+
+SESSION = "ses_494719016ffe85dkDMj0FPRbHK"
+
+
+def run(name: str) -> Replay:
+    return replay(OpenCodeAdapter(), "opencode", name)
+
+
+def test_tool_then_text_sums_steps() -> None:
+    r = run("tool_then_text.jsonl")
+    assert r.of("session") == [{"sessionId": SESSION}]
+    assert r.tools == [("r9bQWsNLvOrJGIOz", "bash")]
+    assert r.results == {"r9bQWsNLvOrJGIOz": False}
+    assert r.of("tool-result")[0]["output"] == "hello\n"
+    assert r.files == [("echo hello", "run")]
+    assert r.final_text == "```\nhello\n```"
+    # step 1: 21772 in, 110 out; step 2: 671 in + 21415 cache read, 8 out
+    assert r.usage.counts() == {"input": 21772 + 671 + 21415, "cached": 21415,
+                                "output": 110 + 8}
+    assert [u["costUsd"] for u in r.of("usage")] == [0, 0.001]
+    assert r.completed == [{"ok": True, "result": "```\nhello\n```", "sessionId": SESSION,
+                            "reason": "stop"}]
+
+
+def test_error_after_finish_fails_the_turn() -> None:
+    r = run("tool_text_finish_then_error.jsonl")
+    assert r.tools == [("01J3Z2K7S0XQ9Y8W7V6U5T4R3S", "bash")]
+    assert r.results == {"01J3Z2K7S0XQ9Y8W7V6U5T4R3S": False}
+    assert r.of("tool-result")[0]["exitCode"] == 0
+    assert r.final_text == "Found ripgrep 13.0.0."
+    assert r.of("failure") == [{"message": "Upstream timeout while calling provider",
+                                "code": "APIError"}]
+    assert [c["ok"] for c in r.completed] == [False]
+    # 128 output + 64 reasoning
+    assert r.usage.counts() == {"input": 534, "cached": 0, "output": 192}
+
+
+def test_rate_limit_error_is_a_quota() -> None:
+    r = run("api_error.jsonl")
+    assert r.of("quota") == [{"message": "Rate limit exceeded", "code": "APIError"}]
+    assert r.texts == [] and r.of("usage") == []
+    assert r.completed == [{"ok": False, "sessionId": "ses_error123",
+                            "reason": "Rate limit exceeded"}]
+
+
+def test_step_finish_without_reason_still_completes() -> None:
+    r = run("step_finish_without_reason.jsonl")
+    assert r.final_text == "All done."
+    assert r.usage.counts() == {"input": 12, "cached": 0, "output": 3}
+    assert r.completed[0]["ok"] is True
+
+
+def test_reasoning_errored_tool_and_done() -> None:
+    r = run("reasoning_tool_error_done.documented.jsonl")
+    assert [x["text"] for x in r.of("reasoning")] == [
+        "The user wants the command output echoed back."]
+    assert r.tools == [("doc_call_err_1", "read")]
+    assert r.results == {"doc_call_err_1": True}
+    assert r.of("tool-result")[0]["output"] == "File not found: /nonexistent.txt"
+    assert r.files == []  # the read failed
+    assert r.completed == [{"ok": True, "result": "```\nhello\n```", "sessionId": SESSION,
+                            "reason": "idle"}]  # from `done`, not repeated at the end
+
+
+def test_stream_cut_mid_step_has_no_completed() -> None:
+    r = replay_lines(OpenCodeAdapter(), ['{"type":"step_start","sessionID":"s","part":{}}'])
+    assert r.of("session") == [{"sessionId": "s"}] and r.completed == []
+
+
+def test_bash_with_nonzero_exit_is_an_error_result() -> None:
+    part = {"type": "tool", "callID": "c1", "tool": "bash", "state": {
+        "status": "completed", "input": {"command": "false"}, "output": "",
+        "metadata": {"exit": 1}}}
+    r = replay_lines(OpenCodeAdapter(), [json.dumps({"type": "tool_use", "part": part})])
+    assert r.results == {"c1": True} and r.files == []
+
+
+def test_ui_warning_lines_are_output() -> None:
+    line = "permission requested: bash (rm -rf build); auto-rejecting"
+    (obs,) = OpenCodeAdapter().parse(line)
+    assert obs.kind == "output" and obs.fields["text"] == line

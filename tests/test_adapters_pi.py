@@ -1,0 +1,77 @@
+"""pi `-p --mode json` fixtures through PiAdapter."""
+
+from __future__ import annotations
+
+import json
+
+from adapter_replay import Replay, replay, replay_lines
+from watchrun.agents.pi import PiAdapter
+
+
+def run(name: str) -> Replay:
+    return replay(PiAdapter(), "pi", name)
+
+
+def test_all_event_types_with_compaction_and_retry() -> None:
+    r = run("takopi_all_event_types.jsonl")
+    assert r.texts == [
+        "I'll check the README for the CLI commands.",
+        "Main CLI commands include `pi --mode <mode>` for output format and "
+        "`pi --print` for non-interactive runs.",
+        "Retry succeeded. Recent notes: 1) Added --mode json output. "
+        "2) Improved session export.",
+    ]
+    assert [d["text"] for d in r.of("text-delta")] == [
+        "I'll check the README", "Main CLI commands", "Retry succeeded"]
+    assert [x["text"] for x in r.of("reasoning")] == ["Need to read README for the CLI commands."]
+    # the call repeats in the toolCall block, tool_execution_*, toolResult and turn_end
+    assert r.tools == [("toolu_01HXYZREAD", "read")]
+    assert r.results == {"toolu_01HXYZREAD": False}
+    assert r.of("tool-result")[0]["output"].startswith("# Pi Coding Agent\n")
+    assert r.files == [("README.md", "read")]
+    # four assistant message_end lines; agent_end and turn_end repeats are not counted
+    assert r.usage.counts() == {"input": 1240 + 680 + 320 + 410, "cached": 0,
+                                "output": 182 + 128 + 0 + 96}
+    assert r.of("quota") == [{"message": "Rate limit exceeded"}]
+    assert [s["status"] for s in r.of("status")] == ["compacting", "compacted", "retrying"]
+    # the retry succeeded: the outcome is decided at the end, once
+    assert r.completed == [{"ok": True, "result": r.texts[-1], "reason": "stop"}]
+
+
+def test_tool_success() -> None:
+    r = run("takopi_tool_success.jsonl")
+    assert r.tools == [("tool_1", "bash"), ("tool_2", "write")]
+    assert r.results == {"tool_1": False, "tool_2": False}
+    assert r.files == [("ls -la", "run"), ("notes.md", "write")]
+    assert r.final_text == "Done. Added notes.md."
+    assert r.usage.counts() == {"input": 22, "cached": 0, "output": 10}
+    assert r.completed[0]["ok"] is True and r.completed[0]["result"] == "Done. Added notes.md."
+
+
+def test_error_stop_reason() -> None:
+    r = run("takopi_error.jsonl")
+    assert r.of("failure") == [{"message": "Upstream error"}]
+    assert r.completed == [{"ok": False, "reason": "Upstream error"}]
+    assert r.usage.counts() == {"input": 5, "cached": 0, "output": 1}
+
+
+def test_session_header_and_cache_tokens() -> None:
+    lines = [
+        {"type": "session", "version": 3, "id": "sess-1", "timestamp": "t", "cwd": "/w"},
+        {"type": "agent_start"},
+        {"type": "message_end", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": "hi"}], "usage": {"input": 10, "output": 4,
+                                                      "cacheRead": 100, "cacheWrite": 7},
+            "stopReason": "stop"}},
+    ]
+    r = replay_lines(PiAdapter(), [json.dumps(x) for x in lines])
+    assert r.of("session") == [{"sessionId": "sess-1", "cwd": "/w", "version": 3}]
+    assert r.usage.counts() == {"input": 117, "cached": 100, "output": 4}
+    assert r.completed == []  # no agent_end: the stream was cut
+
+
+def test_retry_pending_at_end_gives_no_completed() -> None:
+    lines = [{"type": "agent_start"}, {"type": "agent_end", "messages": []},
+             {"type": "auto_retry_start", "attempt": 1, "errorMessage": "overloaded"}]
+    r = replay_lines(PiAdapter(), [json.dumps(x) for x in lines])
+    assert r.completed == []
