@@ -1,0 +1,65 @@
+"""Load, layer, interpolate, validate and resolve config files into the Config model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from watchrun.config.diagnostics import ConfigError, Diagnostic, LoadResult, Reporter
+from watchrun.config.tree import CMap, Origin
+
+__all__ = ["ConfigError", "Diagnostic", "LoadResult", "load_config"]
+
+
+def load_config(
+    paths: Sequence[Path],
+    *,
+    env: Mapping[str, str] | None = None,
+    output_dir: Path | None = None,
+    strict: bool = False,
+) -> LoadResult:
+    """Load config files layered in order and validate them; never raises for a user mistake.
+
+    `env` (default `os.environ`) feeds `${VAR}` interpolation; `output_dir` overrides
+    `output.dir`; `strict` turns warnings into errors. The result has a Config only when there
+    is no error, and every diagnostic (errors and warnings) either way.
+    """
+    from watchrun.config.checks import Ctx
+    from watchrun.config.interpolate import interpolate_tree
+    from watchrun.config.layering import layer
+    from watchrun.config.loader import read_config_file
+    from watchrun.config.schema import check_schema
+    from watchrun.config.validate import build_config
+
+    report = Reporter()
+    displays = [str(p) for p in paths]
+    if not paths:
+        report.error((), "no config file given: use -c FILE")
+        return LoadResult(None, report.finish(displays, strict))
+    folders: dict[str, Path] = {}
+    trees: list[CMap] = []
+    for path, display in zip(paths, displays, strict=True):
+        folders.setdefault(display, Path(os.path.abspath(path)).parent)
+        tree = read_config_file(Path(path), display, report)
+        if tree is None:
+            continue
+        if not tree and len(paths) == 1:
+            report.error((), "empty config: the file has no settings (`watchrun init` "
+                         "writes a starter config)", Origin(display))
+        elif not tree:
+            report.warning((), "empty config file: this layer adds nothing", Origin(display))
+        trees.append(tree)
+    if report.has_errors:
+        return LoadResult(None, report.finish(displays, strict))
+    root = layer(trees)
+    report.root = root
+    interpolate_tree(root, os.environ if env is None else env, report)
+    report.mute_failed_paths()
+    check_schema(root, report)
+    sources = tuple(Path(os.path.abspath(p)) for p in paths)
+    config = build_config(Ctx(root, folders, report), sources, output_dir)
+    diagnostics = report.finish(displays, strict)
+    if any(d.severity == "error" for d in diagnostics):
+        config = None
+    return LoadResult(config, diagnostics)

@@ -1,0 +1,134 @@
+"""Shared semantic checks: typed reads, path resolution, regexes, cron schedules, env maps."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from watchrun.config.diagnostics import Reporter
+from watchrun.config.tree import CMap, KeyPath, format_path, locate
+
+__all__ = ["CRON_ALIASES", "Ctx"]
+
+CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
+_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n"}
+
+
+class Ctx:
+    """The merged tree, the folder of each config file, and the reporter of one load."""
+
+    def __init__(self, root: CMap, folders: dict[str, Path], report: Reporter) -> None:
+        self.root = root
+        self.folders = folders
+        self.report = report
+
+    def folder(self, path: KeyPath) -> Path:
+        """The folder of the config file that set `path` (the first file when unknown)."""
+        origin = locate(self.root, path)
+        if origin is not None and origin.file in self.folders:
+            return self.folders[origin.file]
+        return next(iter(self.folders.values()))
+
+    def resolve(self, path: KeyPath, value: str) -> Path:
+        """`value` as an absolute path, relative to the folder of the file that set `path`.
+
+        `~` is expanded; symlinks are kept (a followed log may be a symlink that moves).
+        """
+        return Path(os.path.abspath(self.folder(path) / os.path.expanduser(value)))
+
+    def regex(self, path: KeyPath, pattern: Any, flags: int) -> bool:
+        """Report a pattern that Python `re` cannot compile; True when it compiles."""
+        if not isinstance(pattern, str):
+            return False
+        try:
+            re.compile(pattern, flags)
+        except re.error as exc:
+            at = f" at position {exc.pos}" if exc.pos is not None else ""
+            self.report.error(path, f"invalid regex {json.dumps(pattern)}: {exc.msg}{at}")
+            return False
+        except (RecursionError, OverflowError, ValueError) as exc:
+            self.report.error(path, f"invalid regex {json.dumps(pattern)}: {exc}")
+            return False
+        return True
+
+    def cron(self, path: KeyPath, expr: Any) -> bool:
+        """Report a schedule that is not 5 cron fields (or an alias like @hourly)."""
+        if not isinstance(expr, str):
+            return False
+        text = expr.strip()
+        fields = text.split()
+        if text in CRON_ALIASES:
+            return True
+        if len(fields) != 5:
+            self.report.error(path, f"{json.dumps(expr)} is not a cron expression: use 5 fields "
+                              "(minute hour day-of-month month day-of-week), e.g. "
+                              "\"*/5 * * * *\", or one of " + " ".join(CRON_ALIASES))
+            return False
+        from croniter import croniter  # type: ignore[import-untyped]
+
+        try:
+            croniter(text)
+        except Exception as exc:  # croniter raises several unrelated types for bad input
+            self.report.error(path, f"{json.dumps(expr)} is not a valid cron expression: {exc}")
+            return False
+        return True
+
+    def env(self, path: KeyPath, raw: Any) -> dict[str, str]:
+        """An env mapping with values as strings (numbers are written as they read)."""
+        if not isinstance(raw, dict):
+            return {}
+        out: dict[str, str] = {}
+        for key, value in raw.items():
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                continue  # the schema reported it
+            out[str(key)] = value if isinstance(value, str) else str(value)
+        return out
+
+    def unique(self, path: KeyPath, value: Any, seen: dict[str, tuple[KeyPath, str]],
+               what: str) -> None:
+        """Report `value` when an earlier one equals it ignoring case (they are file names)."""
+        if not isinstance(value, str):
+            return
+        prior, other = seen.setdefault(value.lower(), (path, value))
+        if prior == path:
+            return
+        if other == value:
+            self.report.error(path, f"duplicate {what} `{value}` (also at {format_path(prior)});"
+                              f" each {what} must be unique")
+        else:
+            self.report.error(path, f"{what} `{value}` differs from `{other}` at "
+                              f"{format_path(prior)} only in case; {what}s become file names, "
+                              "so they must be unique ignoring case")
+
+    def wake(self, path: KeyPath, raw: Any, agents: list[str], default: bool) -> tuple[str, ...]:
+        """The agent names a watcher wakes; every name must be an agent."""
+        if raw is None:
+            return tuple(agents) if default else ()
+        if isinstance(raw, bool):
+            if raw and not agents:
+                self.report.warning(path, "wake is true but the config has no agents")
+            return tuple(agents) if raw else ()
+        names: list[tuple[KeyPath, str]]
+        if isinstance(raw, str):
+            names = [(path, raw)]
+        elif isinstance(raw, list):
+            names = [((*path, i), n) for i, n in enumerate(raw) if isinstance(n, str)]
+        else:
+            return ()  # the schema reported it
+        for where, name in names:
+            if name not in agents:
+                known = did_you_mean_agents(name, agents)
+                self.report.error(where, f"no agent named `{name}`{known}")
+        return tuple(n for _, n in names)
+
+
+def did_you_mean_agents(name: str, agents: list[str]) -> str:
+    from watchrun.config.schema import did_you_mean
+
+    hint = did_you_mean(name, agents, "agents") if agents else "; the config has no agents"
+    if name.lower() in _YAML11_BOOLS:
+        hint += " (unquoted yes/no/on/off are strings in YAML 1.2: write true or false)"
+    return hint

@@ -1,0 +1,103 @@
+"""Clamp limits into their ranges (SPEC §3.1): out of range is a warning, never a rejection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from watchrun.config.diagnostics import Reporter
+from watchrun.config.model import Limits
+from watchrun.config.tree import KeyPath
+from watchrun.config.units import format_duration, format_size, parse_duration, parse_size
+
+__all__ = ["LIMIT_RULES", "RANGES", "Range", "build_limits", "clamp"]
+
+Unit = Literal["count", "ms", "bytes"]
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """An allowed range of an integer setting, and how its values are written."""
+
+    lo: int
+    hi: int
+    unit: Unit = "count"
+
+    def show(self, value: int) -> str:
+        if self.unit == "ms":
+            return format_duration(value) if value else "0"
+        if self.unit == "bytes":
+            return format_size(value)
+        return str(value)
+
+
+LIMIT_RULES: dict[str, tuple[str, Range | None]] = {
+    "enabled": ("enabled", None),
+    "wakeOnMatch": ("wake_on_match", None),
+    "maxWatchers": ("max_watchers", Range(1, 500)),
+    "maxAgents": ("max_agents", Range(1, 64)),
+    "maxMatches": ("max_matches", Range(1, 100_000)),
+    "maxLogLines": ("max_log_lines", Range(1, 100_000)),
+    "matchLines": ("match_lines", Range(1, 2000)),
+    "pollMs": ("poll_ms", Range(10, 60_000, "ms")),
+    "maxLineBytes": ("max_line_bytes", Range(256, 16 * 1024**2, "bytes")),
+    "maxEventBytes": ("max_event_bytes", Range(4096, 256 * 1024**2, "bytes")),
+    "stopTimeout": ("stop_timeout_ms", Range(0, 60_000, "ms")),
+}
+"""`limits` keys: the Limits field each sets, and its range (None for booleans)."""
+
+RANGES: dict[str, Range] = {
+    "output.maxBytes": Range(64 * 1024, 1024**4, "bytes"),
+    "output.keep": Range(0, 100),
+    "watcher.restartDelay": Range(100, 60_000, "ms"),
+    "agent.deadline": Range(1000, 86_400_000, "ms"),
+    "agent.idleTimeout": Range(1000, 86_400_000, "ms"),
+    "agent.maxTurns": Range(1, 10_000),
+}
+"""Ranges of the clamped settings outside `limits`."""
+
+
+def clamp(raw: Any, rng: Range, path: KeyPath, report: Reporter) -> int | None:
+    """`raw` as an int clamped into `rng`, warning when clamped; None if it is not a number.
+
+    A wrong type is not reported here: the schema check has already reported it.
+    """
+    if isinstance(raw, bool):
+        return None
+    try:
+        if rng.unit == "ms":
+            value = parse_duration(raw)
+        elif rng.unit == "bytes":
+            value = parse_size(raw)
+        elif isinstance(raw, int | float) and float(raw).is_integer():
+            value = int(raw)
+        else:
+            return None
+    except ValueError:
+        return None
+    fixed = min(max(value, rng.lo), rng.hi)
+    if fixed != value:
+        shown = raw.strip() if isinstance(raw, str) else str(value)
+        if isinstance(raw, str):
+            lo_hi, to = f"{rng.show(rng.lo)}\u2013{rng.show(rng.hi)}", rng.show(fixed)
+        else:
+            lo_hi, to = f"{rng.lo}\u2013{rng.hi}", str(fixed)
+        report.warning(path, f"{shown} clamped to {to} (allowed {lo_hi})")
+    return fixed
+
+
+def build_limits(raw: Any, report: Reporter) -> Limits:
+    """Limits from the `limits` mapping: defaults for what is absent or of the wrong type."""
+    values: dict[str, Any] = {}
+    if isinstance(raw, dict):
+        for key, (field, rng) in LIMIT_RULES.items():
+            if key not in raw:
+                continue
+            if rng is None:
+                if isinstance(raw[key], bool):
+                    values[field] = raw[key]
+                continue
+            value = clamp(raw[key], rng, ("limits", key), report)
+            if value is not None:
+                values[field] = value
+    return Limits(**values)

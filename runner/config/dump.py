@@ -1,0 +1,136 @@
+"""Write a resolved Config back as a config document (YAML, JSON or TOML) that validates again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from watchrun.config.interpolate import escape
+from watchrun.config.model import AgentSpec, Config, Limits, WatcherSpec
+
+__all__ = ["DUMP_FORMATS", "config_to_dict", "dump_config"]
+
+DUMP_FORMATS = ("yaml", "json", "toml")
+
+_LIMIT_KEYS = {
+    "enabled": "enabled",
+    "wakeOnMatch": "wake_on_match",
+    "maxWatchers": "max_watchers",
+    "maxAgents": "max_agents",
+    "maxMatches": "max_matches",
+    "maxLogLines": "max_log_lines",
+    "matchLines": "match_lines",
+    "pollMs": "poll_ms",
+    "maxLineBytes": "max_line_bytes",
+    "maxEventBytes": "max_event_bytes",
+    "stopTimeout": "stop_timeout_ms",
+}
+
+
+def config_to_dict(config: Config) -> dict[str, Any]:
+    """The camelCase document of `config`: absolute paths, durations in ms, sizes in bytes.
+
+    Every string is `$`-escaped, so loading the document again gives the same Config.
+    """
+    return {
+        "limits": _limits(config.limits),
+        "output": {
+            "dir": _s(str(config.output.dir)),
+            "maxBytes": config.output.max_bytes,
+            "keep": config.output.keep,
+        },
+        "watchers": [_watcher(w) for w in config.watchers],
+        "agents": [_agent(a) for a in config.agents],
+    }
+
+
+def dump_config(config: Config, fmt: str) -> str:
+    """`config` as a `yaml`, `json` or `toml` document."""
+    return dump_document(config_to_dict(config), fmt)
+
+
+def dump_document(doc: dict[str, Any], fmt: str) -> str:
+    """A config document as text; TOML has no null, so keys set to None are left out."""
+    doc = _drop_none(doc)
+    if fmt == "json":
+        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "toml":
+        import tomli_w
+
+        return tomli_w.dumps(doc, multiline_strings=True)
+    if fmt == "yaml":
+        import yaml
+
+        class _Dumper(yaml.SafeDumper):
+            pass
+
+        def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+            style = "|" if "\n" in value else None
+            return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+        _Dumper.add_representer(str, text)
+        return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                         width=1 << 20)
+    raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(DUMP_FORMATS)}")
+
+
+def _s(text: str) -> str:
+    return escape(text)
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def _limits(limits: Limits) -> dict[str, Any]:
+    return {key: getattr(limits, field) for key, field in _LIMIT_KEYS.items()}
+
+
+def _watcher(w: WatcherSpec) -> dict[str, Any]:
+    doc: dict[str, Any] = {"id": w.id, "label": _s(w.label)}
+    if w.path is not None:
+        doc["path"] = _s(str(w.path))
+    if isinstance(w.command, str):
+        doc["command"] = _s(w.command)
+    elif w.command is not None:
+        doc["command"] = [_s(arg) for arg in w.command]
+    doc["pattern"] = _s(w.pattern)
+    doc["exclude"] = [_s(x) for x in w.exclude]
+    doc["caseSensitive"] = w.case_sensitive
+    doc["wake"] = list(w.wake) if w.wake else False
+    if w.path is not None:
+        doc["fromStart"] = w.from_start
+    else:
+        doc["cwd"] = _s(str(w.cwd)) if w.cwd is not None else None
+        doc["env"] = {k: _s(v) for k, v in w.env.items()}
+        doc["restart"] = w.restart.value
+        doc["restartDelay"] = w.restart_delay_ms
+        doc["schedule"] = _s(w.schedule) if w.schedule is not None else None
+    if w.gate is not None:
+        gate: dict[str, Any] = {"maxMatches": w.gate.max_matches}
+        if w.path is None:
+            gate["exitCode"] = w.gate.exit_code
+        gate["require"] = _s(w.gate.require) if w.gate.require is not None else None
+        doc["gate"] = gate
+    return doc
+
+
+def _agent(a: AgentSpec) -> dict[str, Any]:
+    return {
+        "name": a.name,
+        "provider": a.provider,
+        "command": [_s(arg) for arg in a.command],
+        "prompt": _s(a.prompt),
+        "cwd": _s(str(a.cwd)),
+        "env": {k: _s(v) for k, v in a.env.items()},
+        "schedule": _s(a.schedule) if a.schedule is not None else None,
+        "deadline": a.deadline_ms,
+        "idleTimeout": a.idle_timeout_ms,
+        "until": _s(a.until) if a.until is not None else None,
+        "pty": a.pty,
+        "maxTurns": a.max_turns,
+    }

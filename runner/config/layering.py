@@ -1,0 +1,70 @@
+"""Layer config trees from repeated `-c`: later keys win, watchers and agents merge by id/name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from watchrun.config.tree import CMap, CSeq
+
+__all__ = ["layer"]
+
+_KEYED_LISTS = {"watchers": "id", "agents": "name"}
+"""Top-level lists whose items merge by a key instead of being replaced."""
+
+_SOURCE_KEYS = ("path", "command")
+"""A watcher has exactly one source: a later layer that sets one drops the other."""
+
+
+def layer(trees: list[CMap]) -> CMap:
+    """Merge `trees` in order into one new tree; the inputs are not changed."""
+    out = CMap(trees[0].origin)
+    for tree in trees:
+        out = _merge_map(out, tree, top=True)
+    return out
+
+
+def _merge_map(base: CMap, over: CMap, top: bool = False) -> CMap:
+    out = CMap(base.origin)
+    for key, value in base.items():
+        out.put(key, value, base.origins[key])
+    for key, value in over.items():
+        old = out.get(key)
+        if top and key in _KEYED_LISTS and isinstance(old, CSeq) and isinstance(value, CSeq):
+            merged: Any = _merge_keyed(old, value, _KEYED_LISTS[key], key == "watchers")
+        elif isinstance(old, CMap) and isinstance(value, CMap):
+            merged = _merge_map(old, value)
+        else:
+            merged = value
+        out.put(key, merged, over.origins[key])
+    return out
+
+
+def _merge_keyed(base: CSeq, over: CSeq, key: str, sources: bool) -> CSeq:
+    out = CSeq(base.origin)
+    index: dict[str, int] = {}
+    for item, origin in zip(base, base.origins, strict=True):
+        if isinstance(item, CMap) and isinstance(item.get(key), str):
+            index.setdefault(item[key], len(out))
+        out.put(item, origin)
+    for item, origin in zip(over, over.origins, strict=True):
+        name = item.get(key) if isinstance(item, CMap) else None
+        at = index.get(name) if isinstance(name, str) else None
+        if at is None:
+            if isinstance(name, str):
+                index[name] = len(out)
+            out.put(item, origin)
+            continue
+        old = out[at]
+        if sources and any(k in item for k in _SOURCE_KEYS):
+            old = _without(old, _SOURCE_KEYS)
+        out[at] = _merge_map(old, item)
+        out.origins[at] = origin
+    return out
+
+
+def _without(tree: CMap, keys: tuple[str, ...]) -> CMap:
+    out = CMap(tree.origin)
+    for key, value in tree.items():
+        if key not in keys:
+            out.put(key, value, tree.origins[key])
+    return out

@@ -1,0 +1,284 @@
+"""Read YAML, JSON and TOML config files into position-tracking trees; no validation here."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from watchrun.config.diagnostics import Reporter
+from watchrun.config.tree import CMap, CSeq, Origin
+
+__all__ = ["FORMATS", "config_format", "read_config_file"]
+
+FORMATS: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
+"""Config formats by file extension."""
+
+_MAX_NODES = 200_000
+"""More values than this (an alias bomb) is refused rather than expanded."""
+
+_MAX_BYTES = 16 * 1024**2
+"""A config file larger than this is refused (it is surely not a config)."""
+
+_YAML = "tag:yaml.org,2002:"
+
+
+class _TooBig(Exception):
+    pass
+
+
+def config_format(path: Path) -> str | None:
+    """`yaml`, `json` or `toml` from the last known extension (`watch.yaml.example` is YAML)."""
+    for suffix in reversed(path.suffixes):
+        if suffix.lower() in FORMATS:
+            return FORMATS[suffix.lower()]
+    return None
+
+
+def read_config_file(path: Path, display: str, report: Reporter) -> CMap | None:
+    """The tree of one config file; None (with an error reported) if it cannot be used.
+
+    An empty file gives an empty CMap: the caller decides whether that is an error.
+    """
+    top = Origin(display)
+    try:
+        with path.open("rb") as f:
+            data = f.read(_MAX_BYTES + 1)
+    except FileNotFoundError:
+        report.error((), "config file not found", top)
+        return None
+    except IsADirectoryError:
+        report.error((), "is a directory, not a config file", top)
+        return None
+    except OSError as exc:
+        report.error((), f"cannot read config file: {exc.strerror or exc}", top)
+        return None
+    if len(data) > _MAX_BYTES:
+        report.error((), f"config file is larger than {_MAX_BYTES // 1024**2} MiB", top)
+        return None
+    fmt = config_format(path)
+    if fmt is None:
+        report.error((), f"unknown config format {path.suffix or '(no extension)'!r}: name the "
+                     "file .yaml, .yml, .json or .toml (or e.g. .yaml.example)", top)
+        return None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        report.error((), f"not UTF-8 text: invalid byte 0x{data[exc.start]:02x}",
+                     Origin(display, line))
+        return None
+    errors = len(report.errors)
+    try:
+        tree = {"yaml": _read_yaml, "json": _read_json, "toml": _read_toml}[fmt](
+            text, display, report
+        )
+    except _TooBig:
+        report.error((), f"too many values (more than {_MAX_NODES}); is it an alias bomb?", top)
+        return None
+    if tree is None:
+        return None if len(report.errors) > errors else CMap(top)
+    if not isinstance(tree, CMap):
+        kind = "a list" if isinstance(tree, list) else f"the value {tree!r}"
+        report.error((), f"the top level must be a mapping of keys (limits, output, watchers, "
+                     f"agents), not {kind}", top)
+        return None
+    return tree
+
+
+def _read_yaml(text: str, display: str, report: Reporter) -> Any:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        node = yaml.compose(text, Loader=loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or "syntax error"
+        if exc.context:
+            problem = f"{problem} ({exc.context})"
+        lines = text.splitlines()
+        line = lines[mark.line] if mark is not None and mark.line < len(lines) else ""
+        if mark is not None and "\t" in line[: mark.column + 1]:
+            problem += "; YAML does not allow tabs for indentation"
+        where = Origin(display, mark.line + 1, mark.column + 1) if mark else Origin(display)
+        report.error((), f"YAML syntax error: {problem}", where)
+        return None
+    except yaml.YAMLError as exc:
+        report.error((), f"YAML error: {exc}", Origin(display))
+        return None
+    if node is None:
+        return None
+    return _YamlBuilder(display, report).build(node, ())
+
+
+class _YamlBuilder:
+    """Builds CMap/CSeq from composed YAML nodes with YAML 1.2 scalars (`yes` is a string)."""
+
+    def __init__(self, display: str, report: Reporter) -> None:
+        self.display = display
+        self.report = report
+        self.count = 0
+
+    def origin(self, node: Any) -> Origin:
+        return Origin(self.display, node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def build(self, node: Any, path: tuple[str | int, ...]) -> Any:
+        import yaml
+
+        self.count += 1
+        if self.count > _MAX_NODES:
+            raise _TooBig
+        if not isinstance(node, yaml.ScalarNode) and node.tag not in (_YAML + "map",
+                                                                     _YAML + "seq"):
+            self.report.error(path, f"unsupported YAML tag {node.tag!r}", self.origin(node))
+        if isinstance(node, yaml.MappingNode):
+            out = CMap(self.origin(node))
+            self._fill_map(out, node, path, set())
+            return out
+        if isinstance(node, yaml.SequenceNode):
+            seq = CSeq(self.origin(node))
+            for i, item in enumerate(node.value):
+                seq.put(self.build(item, (*path, i)), self.origin(item))
+            return seq
+        return self.scalar(node, path)
+
+    def _fill_map(self, out: CMap, node: Any, path: tuple[str | int, ...], own: set[str]) -> None:
+        import yaml
+
+        merges = [v for k, v in node.value if k.tag == _YAML + "merge"]
+        for merged in merges:  # `<<: *base` keys come first; the mapping's own keys override
+            for part in merged.value if isinstance(merged, yaml.SequenceNode) else [merged]:
+                if isinstance(part, yaml.MappingNode):
+                    self._fill_map(out, part, path, set())
+        for knode, vnode in node.value:
+            if knode.tag == _YAML + "merge":
+                continue
+            if not isinstance(knode, yaml.ScalarNode):
+                self.report.error(path, "mapping keys must be plain strings",
+                                  self.origin(knode))
+                continue
+            key = str(knode.value)
+            if key in own:
+                first = out.origins[key]
+                self.report.error((*path, key), f"duplicate key `{key}` (first set at line "
+                                  f"{first.line}); remove one of them", self.origin(knode))
+            own.add(key)
+            out.put(key, self.build(vnode, (*path, key)), self.origin(knode))
+
+    def scalar(self, node: Any, path: tuple[str | int, ...]) -> Any:
+        tag, value = node.tag, node.value
+        if not tag.startswith(_YAML):
+            self.report.error(path, f"unsupported YAML tag {tag!r}", self.origin(node))
+            return value
+        kind = tag[len(_YAML) :]
+        if kind == "null":
+            return None
+        if kind == "bool":
+            return {"true": True, "false": False}.get(value.lower(), value)
+        if kind == "int":
+            return _yaml_int(value)
+        if kind == "float":
+            return _yaml_float(value)
+        if kind in ("str", "timestamp"):
+            return value
+        self.report.error(path, f"unsupported YAML type !!{kind}", self.origin(node))
+        return value
+
+
+def _yaml_int(text: str) -> int | str:
+    clean = text.replace("_", "")
+    if re.fullmatch(r"[-+]?[0-9]+", clean):
+        return int(clean)
+    if re.fullmatch(r"[-+]?0[xX][0-9a-fA-F]+|[-+]?0[oO][0-7]+", clean):
+        return int(clean, 0)
+    return text  # YAML 1.1 sexagesimal and 0b forms stay strings
+
+
+def _yaml_float(text: str) -> float | str:
+    special = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
+    try:
+        return float(special.get(text.lower(), text.replace("_", "")))
+    except ValueError:
+        return text
+
+
+def _read_json(text: str, display: str, report: Reporter) -> Any:
+    if not text.strip():
+        return None
+    dupes: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in items:
+            if key in seen:
+                dupes.append(key)
+            seen[key] = value
+        return seen
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs)
+    except json.JSONDecodeError as exc:
+        report.error((), f"JSON syntax error: {exc.msg}", Origin(display, exc.lineno, exc.colno))
+        return None
+    for key in dupes:
+        report.error((), f"duplicate key `{key}` in a JSON object; remove one of them",
+                     Origin(display))
+    return _attach(data, Origin(display), _json_positions(text), display)
+
+
+def _json_positions(text: str) -> Any:
+    """The composed YAML node tree of JSON text (JSON is YAML), for line numbers; or None."""
+    import yaml
+
+    try:
+        return yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None
+
+
+def _attach(data: Any, origin: Origin, node: Any, display: str) -> Any:
+    """Convert parsed JSON/TOML into CMap/CSeq, taking positions from `node` when it has them."""
+
+    def at(n: Any) -> Origin:
+        mark = getattr(n, "start_mark", None)
+        return Origin(display, mark.line + 1, mark.column + 1) if mark else Origin(display)
+
+    if isinstance(data, datetime.date | datetime.time):
+        return data.isoformat()  # TOML dates become strings, as YAML timestamps do
+    if isinstance(data, dict):
+        out = CMap(origin)
+        keyed = {}
+        if node is not None and node.tag.endswith(":map"):
+            keyed = {str(k.value): (k, v) for k, v in node.value}
+        for key, value in data.items():
+            knode, vnode = keyed.get(key, (None, None))
+            out.put(key, _attach(value, at(knode), vnode, display), at(knode))
+        return out
+    if isinstance(data, list):
+        seq = CSeq(origin)
+        items = node.value if node is not None and node.tag.endswith(":seq") else []
+        for i, value in enumerate(data):
+            inode = items[i] if i < len(items) else None
+            seq.put(_attach(value, at(inode), inode, display), at(inode))
+        return seq
+    return data
+
+
+def _read_toml(text: str, display: str, report: Reporter) -> Any:
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        where = Origin(display, int(m.group(1)), int(m.group(2))) if m else Origin(display)
+        problem = re.sub(r" \(at line.*", "", msg)
+        report.error((), f"TOML syntax error: {problem}", where)
+        return None
+    if not data:
+        return None
+    return _attach(data, Origin(display), None, display)

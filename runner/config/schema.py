@@ -1,0 +1,135 @@
+"""Load the JSON Schemas shipped in `watchrun.schemas` and turn schema errors into diagnostics."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from watchrun.config.diagnostics import Reporter
+from watchrun.config.units import DURATION_HELP, SIZE_HELP
+
+__all__ = ["SCHEMA_FILES", "check_schema", "describe_value", "did_you_mean", "schema_text"]
+
+SCHEMA_FILES: dict[str, str] = {
+    "config": "watch.schema.json",
+    "record": "record.schema.json",
+    "agent-watch": "agent-watch.schema.json",
+    "transcript": "transcript.schema.json",
+}
+"""Schema names (as in `watchrun schema NAME`) and their files in the `watchrun.schemas` package."""
+
+_TITLED = {
+    "duration": f"is not a duration: use {DURATION_HELP}",
+    "size": f"is not a size: use {SIZE_HELP}",
+    "name": "is not a valid name: use 1 to 64 letters, digits, `_`, `.` or `-`, starting "
+    "with a letter or digit (it becomes a file name)",
+    "command": "is not a command: use a non-empty string or a non-empty list of strings",
+    "wake": "is not a valid wake: use an agent name, a list of agent names, true or false",
+}
+_TYPES = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "null",
+}
+_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n"}
+
+
+def schema_text(name: str) -> str:
+    """The text of schema `name` (a key of SCHEMA_FILES); raises FileNotFoundError if absent."""
+    file = resources.files("watchrun.schemas").joinpath(SCHEMA_FILES[name])
+    try:
+        return file.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise FileNotFoundError(SCHEMA_FILES[name]) from exc
+
+
+@cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+    return Draft202012Validator(json.loads(schema_text("config")))
+
+
+def describe_value(value: Any) -> str:
+    """A short, quoted description of a config value for messages: `string "yes"`, `null`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"string {json.dumps(value)[:80]}"
+    if isinstance(value, int | float):
+        return f"number {value}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def did_you_mean(word: str, choices: list[str], label: str = "allowed") -> str:
+    """`; did you mean `pattern`?` for a close match, else `; allowed: a, b, c`."""
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if not close:
+        close = [c for c in choices if c.lower() == word.lower()]
+    if close:
+        return f"; did you mean `{close[0]}`?"
+    return f"; {label}: {', '.join(sorted(choices))}" if choices else ""
+
+
+def check_schema(tree: Any, report: Reporter) -> None:
+    """Report every JSON Schema error of `tree` with its location, value and what is allowed."""
+    for err in _validator().iter_errors(tree):
+        path = tuple(err.absolute_path)
+        for sub_path, message in _translate(err):
+            report.error(path + sub_path, message)
+
+
+def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    """(extra path, message) pairs for one jsonschema error."""
+    kind, value, schema = err.validator, err.instance, err.schema
+    if kind == "additionalProperties":
+        allowed = list(schema.get("properties", {}))
+        extras = [k for k in value if k not in allowed]
+        return [((k,), f"unknown key `{k}`{did_you_mean(k, allowed)}") for k in extras]
+    if kind == "required":
+        missing = [k for k in err.validator_value if k not in value]
+        return [((k,), "required key is missing") for k in missing]
+    if "propertyNames" in err.relative_schema_path:
+        return [((value,), f"`{value}` is not a valid environment variable name: use letters, "
+                 "digits and `_`, not starting with a digit")]
+    title = schema.get("title")
+    if kind in ("anyOf", "oneOf", "pattern") and title in _TITLED:
+        return [((), f"{describe_value(value)} {_TITLED[title]}")]
+    if kind == "type":
+        types = [str(t) for t in (err.validator_value if isinstance(err.validator_value, list)
+                                  else [err.validator_value])]
+        want = " or ".join(_TYPES.get(t, t) for t in types)
+        hint = ""
+        if "boolean" in types and isinstance(value, str) and value.lower() in _YAML11_BOOLS:
+            hint = " (unquoted yes/no/on/off are strings in YAML 1.2: write true or false)"
+        return [((), f"expected {want}, got {describe_value(value)}{hint}")]
+    if kind == "enum":
+        choices = [str(c) for c in err.validator_value]
+        near = did_you_mean(str(value), choices) if isinstance(value, str) else ""
+        return [((), f"{describe_value(value)} is not allowed; expected one of: "
+                 f"{', '.join(choices)}{near}")]
+    if kind == "minLength":
+        return [((), "must not be empty")]
+    if kind == "minItems":
+        return [((), "must not be an empty list")]
+    if kind == "minimum":
+        return [((), f"{describe_value(value)} is below the minimum {err.validator_value}")]
+    if kind == "uniqueItems":
+        return [((), "has duplicate items")]
+    if kind == "pattern" and "until" in err.absolute_path:
+        return [((), f"{describe_value(value)} is not a completion marker: use output:TEXT, "
+                 "event:KIND or status:STATUS")]
+    return [((), err.message)]

@@ -1,0 +1,124 @@
+"""Check and build watcher specs: one source, valid regexes, known agents, kind-specific keys."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from watchrun.config.checks import Ctx
+from watchrun.config.clamp import RANGES, clamp
+from watchrun.config.model import GateSpec, Limits, RestartPolicy, WatcherSpec
+from watchrun.config.tree import CMap, KeyPath
+
+__all__ = ["COMMAND_ONLY", "FILE_ONLY", "build_watchers"]
+
+COMMAND_ONLY = ("cwd", "env", "restart", "restartDelay", "schedule")
+"""Watcher keys that only a command watcher may set (and `gate.exitCode`)."""
+FILE_ONLY = ("fromStart",)
+"""Watcher keys that only a file watcher may set."""
+
+DEFAULT_RESTART_DELAY_MS = 1000
+
+
+def build_watchers(ctx: Ctx, raw: Any, agents: list[str], limits: Limits) -> list[WatcherSpec]:
+    """Check every watcher (all errors reported) and build the specs of the valid ones."""
+    if not isinstance(raw, list):
+        return []
+    if len(raw) > limits.max_watchers:
+        ctx.report.error(("watchers",), f"{len(raw)} watchers configured but limits.maxWatchers "
+                         f"is {limits.max_watchers} (it can be raised up to 500)")
+    seen: dict[str, tuple[KeyPath, str]] = {}
+    out: list[WatcherSpec] = []
+    for i, item in enumerate(raw):
+        if isinstance(item, CMap):
+            ctx.unique(("watchers", i, "id"), item.get("id"), seen, "id")
+            spec = _watcher(ctx, ("watchers", i), item, agents, limits)
+            if spec is not None:
+                out.append(spec)
+    return out
+
+
+def _watcher(
+    ctx: Ctx, p: KeyPath, w: CMap, agents: list[str], limits: Limits
+) -> WatcherSpec | None:
+    report = ctx.report
+    is_file = "path" in w and "command" not in w
+    is_command = "command" in w and "path" not in w
+    if "path" in w and "command" in w:
+        report.error(p, "has both `path` and `command`; a watcher needs exactly one of them")
+    elif not (is_file or is_command):
+        report.error(p, "needs a source: `path` (a file to follow) or `command` (to run)")
+    if is_file:
+        for key in COMMAND_ONLY:
+            if key in w:
+                report.error((*p, key), f"`{key}` applies only to command watchers; "
+                             "this watcher has `path`")
+        if isinstance(w.get("gate"), dict) and "exitCode" in w["gate"]:
+            report.error((*p, "gate", "exitCode"), "`exitCode` applies only to command "
+                         "watchers; this watcher has `path`")
+    if is_command:
+        for key in FILE_ONLY:
+            if key in w:
+                report.error((*p, key), f"`{key}` applies only to file watchers; "
+                             "this watcher has `command`")
+    case_sensitive = w.get("caseSensitive") is True
+    flags = 0 if case_sensitive else re.IGNORECASE
+    ctx.regex((*p, "pattern"), w.get("pattern"), flags)
+    raw_exclude = w.get("exclude")
+    exclude: list[Any] = raw_exclude if isinstance(raw_exclude, list) else []
+    for j, item in enumerate(exclude):
+        ctx.regex((*p, "exclude", j), item, flags)
+    gate = _gate(ctx, (*p, "gate"), w.get("gate"), flags)
+    wake = ctx.wake((*p, "wake"), w.get("wake"), agents, limits.wake_on_match)
+    delay: int | None = DEFAULT_RESTART_DELAY_MS
+    if "restartDelay" in w:
+        delay = clamp(w["restartDelay"], RANGES["watcher.restartDelay"], (*p, "restartDelay"),
+                      report)
+    if "schedule" in w:
+        ctx.cron((*p, "schedule"), w["schedule"])
+    if report.has_errors or delay is None:
+        return None  # no model is built; the checks above still ran and reported
+    path = ctx.resolve((*p, "path"), w["path"]) if is_file else None
+    command = w.get("command")
+    command = tuple(command) if isinstance(command, list) else command
+    cwd = None
+    if is_command:
+        cwd = ctx.resolve((*p, "cwd"), w["cwd"]) if "cwd" in w else ctx.folder((*p, "command"))
+    default_label = w.get("path") if is_file else (
+        command if isinstance(command, str) else shlex.join(command or ()))
+    return WatcherSpec(
+        id=w["id"],
+        label=w.get("label") or str(default_label),
+        pattern=w["pattern"],
+        exclude=tuple(exclude),
+        case_sensitive=case_sensitive,
+        path=path,
+        command=command,
+        cwd=cwd,
+        env=ctx.env((*p, "env"), w.get("env")),
+        from_start=w.get("fromStart") is True,
+        wake=wake,
+        restart=RestartPolicy(w.get("restart", "never")),
+        restart_delay_ms=delay,
+        schedule=w["schedule"].strip() if "schedule" in w else None,
+        gate=gate,
+    )
+
+
+def _gate(ctx: Ctx, p: KeyPath, raw: Any, flags: int) -> GateSpec | None:
+    if not isinstance(raw, dict):
+        return None
+    if "require" in raw:
+        ctx.regex((*p, "require"), raw["require"], flags)
+    max_matches = raw.get("maxMatches")
+    require = raw.get("require")
+    exit_code = raw.get("exitCode") is True
+    if not isinstance(max_matches, int) and not exit_code and not isinstance(require, str):
+        ctx.report.warning(p, "has no condition (maxMatches, exitCode: true or require): "
+                           "it can never be crossed")
+    return GateSpec(
+        max_matches=max_matches if isinstance(max_matches, int) else None,
+        exit_code=exit_code,
+        require=require if isinstance(require, str) else None,
+    )

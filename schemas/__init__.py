@@ -1,0 +1,1 @@
+"""JSON Schemas of watchrun: the config, the JSONL records and the readable views."""

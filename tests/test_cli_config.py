@@ -1,0 +1,234 @@
+"""The config commands through the real `watchrun` console script: validate, config, schema,
+init, --version and --help."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+_BESIDE = Path(sys.executable).parent / "watchrun"
+WATCHRUN = str(_BESIDE) if _BESIDE.exists() else (shutil.which("watchrun") or "watchrun")
+BAD = (
+    "limits: {pollMs: 5}\n"
+    "watchers:\n  - id: a\n    path: app.log\n    pattern: '(ab'\n    patern: x\n"
+)
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([WATCHRUN, *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=60, check=False)
+
+
+def test_validate_the_example() -> None:
+    proc = run("validate", "-c", str(ROOT / "watch.yaml.example"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{ROOT / 'watch.yaml.example'}: valid — 2 watchers, 1 agent"
+    assert lines[1].split() == ["watcher", "app-log", "file",
+                                str(ROOT / ".watchrun/demo/app.log"), "→", "wakes", "triage"]
+    assert lines[2].split()[:4] == ["watcher", "demo-writer", "command", "mkdir"]
+    assert lines[3].split()[:3] == ["agent", "triage", "mock"]
+
+
+def test_validate_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "w.yaml").write_text(BAD)
+    proc = run("validate", "-c", "w.yaml", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout.splitlines() == [
+        "warning: limits.pollMs: 5 clamped to 10 (allowed 10–60000) (w.yaml:1:10)",  # noqa: RUF001
+        'error: watchers[0].pattern: invalid regex "(ab": missing ), unterminated subpattern '
+        "at position 0 (w.yaml:5:5)",
+        "error: watchers[0].patern: unknown key `patern`; did you mean `pattern`? (w.yaml:6:5)",
+        "w.yaml: invalid — 2 errors, 1 warning",
+    ]
+
+
+@pytest.mark.parametrize("flag", [["--format", "json"], ["--json"]])
+def test_validate_json(tmp_path: Path, flag: list[str]) -> None:
+    (tmp_path / "w.yaml").write_text(BAD)
+    proc = run("validate", "-c", "w.yaml", *flag, cwd=tmp_path)
+    assert proc.returncode == 2
+    doc = json.loads(proc.stdout)
+    assert (doc["valid"], doc["errors"], doc["warnings"]) == (False, 2, 1)
+    assert [(d["path"], d["severity"], d["line"]) for d in doc["diagnostics"]] == [
+        ("limits.pollMs", "warning", 1), ("watchers[0].pattern", "error", 5),
+        ("watchers[0].patern", "error", 6)]
+    good = run("validate", "-c", str(ROOT / "watch.yaml.example"), *flag)
+    assert good.returncode == 0
+    doc = json.loads(good.stdout)
+    assert doc["valid"] is True and doc["diagnostics"] == []
+    assert [(w["id"], w["kind"], w["wake"]) for w in doc["watchers"]] == [
+        ("app-log", "file", ["triage"]), ("demo-writer", "command", [])]
+
+
+def test_validate_strict_turns_warnings_into_errors(tmp_path: Path) -> None:
+    (tmp_path / "w.yaml").write_text("limits: {pollMs: 5}\nwatchers: [{id: a, path: x, "
+                                     "pattern: y}]\n")
+    assert run("validate", "-c", "w.yaml", cwd=tmp_path).returncode == 0
+    proc = run("validate", "--strict", "-c", "w.yaml", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout.startswith("error: limits.pollMs: 5 clamped to 10")
+
+
+def test_validate_says_which_patterns_backtrack(tmp_path: Path) -> None:
+    (tmp_path / "w.yaml").write_text(
+        "watchers: [{id: a, path: x, pattern: '(\\w+) \\1', exclude: [ok, '(?=z)']}]\n")
+    proc = run("validate", "-c", "w.yaml", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines()[2:] == [
+        "      pattern: uses backreferences; matched with Python re (backtracking)",
+        "      exclude[1]: uses lookaround; matched with Python re (backtracking)",
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json", "toml"])
+def test_config_output_validates_again(tmp_path: Path, fmt: str) -> None:
+    first = run("config", "-c", str(ROOT / "watch.yaml.example"), "--format", fmt)
+    assert first.returncode == 0, first.stderr
+    saved = tmp_path / f"resolved.{fmt}"
+    saved.write_text(first.stdout)
+    check = run("validate", "-c", str(saved))
+    assert check.returncode == 0, check.stdout
+    assert "valid — 2 watchers, 1 agent" in check.stdout
+    again = run("config", "-c", str(saved), "--format", fmt)
+    assert again.stdout == first.stdout  # resolving a resolved config changes nothing
+
+
+def test_config_is_resolved_from_any_cwd(tmp_path: Path) -> None:
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "w.yaml").write_text("watchers: [{id: a, path: logs/a.log, pattern: x}]\n"
+                                 "limits: {stopTimeout: 2s, maxLineBytes: 1MiB}\n")
+    (tmp_path / "other").mkdir()
+    proc = run("config", "-c", "../conf/w.yaml", "--json", "--output-dir", "out",
+               cwd=tmp_path / "other")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["watchers"][0]["path"] == str(conf / "logs" / "a.log")
+    assert doc["output"]["dir"] == str(tmp_path / "other" / "out")
+    assert (doc["limits"]["stopTimeout"], doc["limits"]["maxLineBytes"]) == (2000, 1048576)
+
+
+def test_config_of_an_invalid_file_prints_errors_only(tmp_path: Path) -> None:
+    (tmp_path / "w.yaml").write_text(BAD)
+    proc = run("config", "-c", "w.yaml", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "error: watchers[0].patern: unknown key" in proc.stderr
+
+
+def test_schema() -> None:
+    proc = run("schema")
+    assert proc.returncode == 0
+    schema = json.loads(proc.stdout)
+    assert schema == json.loads((ROOT / "schemas" / "watch.schema.json").read_text())
+    assert run("schema", "config").stdout == proc.stdout
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+    Draft202012Validator.check_schema(schema)
+
+
+@pytest.mark.parametrize("name", ["record", "agent-watch", "transcript"])
+def test_other_schemas_print_or_say_they_are_missing(name: str) -> None:
+    proc = run("schema", name)
+    if proc.returncode == 0:
+        assert json.loads(proc.stdout)["$schema"].endswith("2020-12/schema")
+    else:
+        assert proc.returncode == 2
+        assert f"the `{name}` schema is not available in this installation" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_every_schema_property_is_described_and_closed() -> None:
+    schema = json.loads(run("schema").stdout)
+
+    def walk(node: object, where: str) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "propertyNames" not in node:
+                assert node.get("additionalProperties") is False, where
+            for key, prop in node.get("properties", {}).items():
+                assert prop.get("description"), f"{where}.{key}"
+            for key, value in node.items():
+                walk(value, f"{where}/{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{where}[{i}]")
+
+    walk(schema, "#")
+
+
+def test_init_writes_a_valid_config_and_never_overwrites(tmp_path: Path) -> None:
+    proc = run("init", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("wrote watch.yaml")
+    text = (tmp_path / "watch.yaml").read_text()
+    assert text.startswith("# watch.yaml")
+    check = run("validate", "-c", "watch.yaml", "--strict", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout
+    again = run("init", cwd=tmp_path)
+    assert again.returncode == 2
+    assert "watch.yaml already exists; not overwriting it" in again.stderr
+    assert (tmp_path / "watch.yaml").read_text() == text
+
+
+@pytest.mark.parametrize("target", ["ci/watch.toml", "ci/watch.json", "ci"])
+def test_init_other_formats_and_folders(tmp_path: Path, target: str) -> None:
+    (tmp_path / "ci").mkdir()
+    proc = run("init", target, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads(proc.stdout)["path"]
+    assert written == (target if "." in target else "ci/watch.yaml")
+    assert run("validate", "-c", written, "--strict", cwd=tmp_path).returncode == 0
+
+
+def test_init_refuses_an_unknown_format(tmp_path: Path) -> None:
+    proc = run("init", "watch.txt", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "cannot tell the format of watch.txt" in proc.stderr
+    assert not (tmp_path / "watch.txt").exists()
+
+
+def test_version_and_help() -> None:
+    from watchrun import __version__
+
+    assert run("--version").stdout == f"watchrun {__version__}\n"
+    top = run("--help")
+    assert top.returncode == 0
+    for name in ("run", "validate", "config", "schema", "init"):
+        assert name in top.stdout
+        sub = run(name, "--help")
+        assert sub.returncode == 0
+        assert "examples:" in sub.stdout and f"watchrun {name}" in sub.stdout
+
+
+def test_no_arguments_is_a_usage_error() -> None:
+    proc = run()
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: watchrun")
+
+
+def test_bare_config_flag_means_run() -> None:
+    proc = run("--once", "-c")  # rejected by the `run` parser, so nothing runs
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: watchrun run")
+    assert "argument -c/--config: expected at least one argument" in proc.stderr
+
+
+def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    watchers = "".join(f"  - {{id: w{i}, path: l{i}.log, pattern: '(E{i}', exclude: ['[x'], "
+                       "colour: red}\n" for i in range(400))  # 1200 errors: about 150 KB of text
+    (tmp_path / "w.yaml").write_text("limits: {maxWatchers: 500}\nwatchers:\n" + watchers)
+    proc = subprocess.Popen([WATCHRUN, "validate", "-c", "w.yaml"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(7) == b"error: "  # it started writing
+    proc.stdout.close()  # the reader goes away with most of the output unread
+    assert proc.wait(timeout=60) == 141  # 128 + SIGPIPE, like `yes | head`
+    assert proc.stderr.read() == b""
+    proc.stderr.close()

@@ -1,0 +1,86 @@
+"""Clamped settings: out of range is clamped with a warning, and --strict makes it an error."""
+# ruff: noqa: RUF001 - messages say "allowed 10 to 60000" with an en dash, as users see it
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from watchrun.config import load_config
+
+W = "watchers:\n  - id: a\n    path: app.log\n    pattern: x\n"
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    (folder / name).write_text(text, encoding="utf-8")
+    return folder / name
+
+
+LIMIT_CLAMPS = [
+    ("pollMs", 5, 10, "5 clamped to 10 (allowed 10–60000)"),
+    ("pollMs", 120000, 60000, "120000 clamped to 60000 (allowed 10–60000)"),
+    ("pollMs", "'5ms'", 10, "5ms clamped to 10ms (allowed 10ms–1m)"),
+    ("maxWatchers", 0, 1, "0 clamped to 1 (allowed 1–500)"),
+    ("maxWatchers", 501, 500, "501 clamped to 500 (allowed 1–500)"),
+    ("maxAgents", 65, 64, "65 clamped to 64 (allowed 1–64)"),
+    ("maxMatches", -1, 1, "-1 clamped to 1 (allowed 1–100000)"),
+    ("maxMatches", 100001, 100000, "100001 clamped to 100000 (allowed 1–100000)"),
+    ("maxLogLines", 0, 1, "0 clamped to 1 (allowed 1–100000)"),
+    ("matchLines", 2001, 2000, "2001 clamped to 2000 (allowed 1–2000)"),
+    ("maxLineBytes", 100, 256, "100 clamped to 256 (allowed 256–16777216)"),
+    ("maxLineBytes", "32MiB", 16 * 1024**2, "32MiB clamped to 16MiB (allowed 256B–16MiB)"),
+    ("maxEventBytes", "1KiB", 4096, "1KiB clamped to 4KiB (allowed 4KiB–256MiB)"),
+    ("maxEventBytes", "1GiB", 256 * 1024**2, "1GiB clamped to 256MiB (allowed 4KiB–256MiB)"),
+    ("stopTimeout", "2m", 60_000, "2m clamped to 1m (allowed 0–1m)"),
+    ("stopTimeout", -1, 0, "-1 clamped to 0 (allowed 0–60000)"),
+]
+FIELDS = {"pollMs": "poll_ms", "maxWatchers": "max_watchers", "maxAgents": "max_agents",
+          "maxMatches": "max_matches", "maxLogLines": "max_log_lines",
+          "matchLines": "match_lines", "maxLineBytes": "max_line_bytes",
+          "maxEventBytes": "max_event_bytes", "stopTimeout": "stop_timeout_ms"}
+
+
+@pytest.mark.parametrize(("key", "value", "clamped", "message"), LIMIT_CLAMPS)
+def test_limits_are_clamped_with_a_warning(tmp_path: Path, key: str, value: object,
+                                           clamped: int, message: str) -> None:
+    path = write(tmp_path, "w.yaml", W + f"limits: {{{key}: {value}}}\n")
+    result = load_config([path], env={})
+    assert getattr(result.require().limits, FIELDS[key]) == clamped
+    assert [(d.severity, d.path, d.message, d.line) for d in result.diagnostics] == [
+        ("warning", f"limits.{key}", message, 5)]
+    strict = load_config([path], env={}, strict=True)
+    assert strict.config is None
+    assert [(d.severity, d.message) for d in strict.diagnostics] == [("error", message)]
+
+
+@pytest.mark.parametrize(
+    ("extra", "where", "attr", "clamped", "message"),
+    [
+        ("output: {maxBytes: 1KiB}\n", "output.maxBytes", ("output", "max_bytes"), 65536,
+         "1KiB clamped to 64KiB (allowed 64KiB–1TiB)"),
+        ("output: {keep: 101}\n", "output.keep", ("output", "keep"), 100,
+         "101 clamped to 100 (allowed 0–100)"),
+        ("agents: [{name: t, provider: mock, deadline: 10ms}]\n", "agents[0].deadline",
+         ("agents", "deadline_ms"), 1000, "10ms clamped to 1s (allowed 1s–1d)"),
+        ("agents: [{name: t, provider: mock, idleTimeout: 2d}]\n", "agents[0].idleTimeout",
+         ("agents", "idle_timeout_ms"), 86_400_000, "2d clamped to 1d (allowed 1s–1d)"),
+        ("agents: [{name: t, provider: mock, maxTurns: 0}]\n", "agents[0].maxTurns",
+         ("agents", "max_turns"), 1, "0 clamped to 1 (allowed 1–10000)"),
+    ],
+)
+def test_other_ranges_are_clamped(tmp_path: Path, extra: str, where: str,
+                                  attr: tuple[str, str], clamped: int, message: str) -> None:
+    result = load_config([write(tmp_path, "w.yaml", W + extra)], env={})
+    config = result.require()
+    holder = config.output if attr[0] == "output" else config.agents[0]
+    assert getattr(holder, attr[1]) == clamped
+    assert [(d.path, d.message) for d in result.warnings] == [(where, message)]
+
+
+def test_restart_delay_is_clamped(tmp_path: Path) -> None:
+    text = "watchers:\n  - {id: a, command: make, pattern: x, restartDelay: 90s}\n"
+    result = load_config([write(tmp_path, "w.yaml", text)], env={})
+    assert result.require().watchers[0].restart_delay_ms == 60_000
+    assert [d.format() for d in result.warnings] == [
+        f"warning: watchers[0].restartDelay: 90s clamped to 1m (allowed 100ms–1m) "
+        f"({tmp_path / 'w.yaml'}:2:40)"]

@@ -1,0 +1,258 @@
+"""Invalid configs: every error is located exactly, says what is wrong, and all come at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from watchrun.config import ConfigError, LoadResult, load_config
+
+W = "watchers:\n  - id: a\n    path: app.log\n    pattern: x\n"
+"""A valid file watcher to extend (YAML)."""
+C = "watchers:\n  - id: a\n    command: echo hi\n    pattern: x\n"
+"""A valid command watcher to extend (YAML)."""
+AG = "agents:\n  - name: t\n    provider: mock\n"
+
+
+def load_text(tmp_path: Path, text: str, ext: str = "yaml", **kw: object) -> LoadResult:
+    path = tmp_path / f"watch.{ext}"
+    path.write_text(text, encoding="utf-8")
+    env = kw.pop("env", {})
+    return load_config([path], env=env, **kw)  # type: ignore[arg-type]
+
+
+# (format, config text, location, key phrase of the message)
+INVALID = [
+    ("yaml", W.replace("pattern: x", 'pattern: "(ab"'), "watchers[0].pattern",
+     'invalid regex "(ab": missing ), unterminated subpattern at position 0'),
+    ("yaml", W + '    exclude: ["ok", "a["]\n', "watchers[0].exclude[1]",
+     "unterminated character set at position 1"),
+    ("yaml", W + "    gate: {require: '*x'}\n", "watchers[0].gate.require",
+     "nothing to repeat at position 0"),
+    ("yaml", W + "    patern: y\n", "watchers[0].patern",
+     "unknown key `patern`; did you mean `pattern`?"),
+    ("yaml", "watcher: []\n", "watcher", "unknown key `watcher`; did you mean `watchers`?"),
+    ("yaml", W + "limits: {pollMS: 5}\n", "limits.pollMS", "did you mean `pollMs`?"),
+    ("yaml", "watchers:\n  - id: a\n    path: x\n", "watchers[0].pattern",
+     "required key is missing"),
+    ("yaml", "watchers:\n  - path: x\n    pattern: y\n", "watchers[0].id",
+     "required key is missing"),
+    ("yaml", W + "    command: echo\n", "watchers[0]", "has both `path` and `command`"),
+    ("yaml", "watchers:\n  - id: a\n    pattern: x\n", "watchers[0]",
+     "needs a source: `path` (a file to follow) or `command`"),
+    ("yaml", W.replace("id: a", "id: my id"), "watchers[0].id",
+     'string "my id" is not a valid name'),
+    ("yaml", W.replace("id: a", "id: '..'"), "watchers[0].id", "is not a valid name"),
+    ("yaml", W + "  - id: a\n    path: b.log\n    pattern: y\n", "watchers[1].id",
+     "duplicate id `a` (also at watchers[0].id)"),
+    ("yaml", W + "  - id: A\n    path: b.log\n    pattern: y\n", "watchers[1].id",
+     "differs from `a` at watchers[0].id only in case"),
+    ("yaml", W + "    wake: nobody\n" + AG, "watchers[0].wake",
+     "no agent named `nobody`; agents: t"),
+    ("yaml", W + "    wake: [t, triag]\n" + AG + "  - name: triage\n    provider: mock\n",
+     "watchers[0].wake[1]", "no agent named `triag`; did you mean `triage`?"),
+    ("yaml", W + "    wake: on\n" + AG, "watchers[0].wake",
+     "unquoted yes/no/on/off are strings in YAML 1.2"),
+    ("yaml", W + "    wake: 5\n", "watchers[0].wake", "number 5 is not a valid wake"),
+    ("yaml", C + "    schedule: '61 * * * *'\n", "watchers[0].schedule",
+     "is not a valid cron expression"),
+    ("yaml", C + "    schedule: '* * * *'\n", "watchers[0].schedule", "use 5 fields"),
+    ("yaml", W + "    cwd: /tmp\n", "watchers[0].cwd",
+     "`cwd` applies only to command watchers; this watcher has `path`"),
+    ("yaml", W + "    env: {A: b}\n", "watchers[0].env", "applies only to command watchers"),
+    ("yaml", W + "    restart: always\n", "watchers[0].restart",
+     "applies only to command watchers"),
+    ("yaml", W + "    schedule: '@hourly'\n", "watchers[0].schedule",
+     "applies only to command watchers"),
+    ("yaml", W + "    gate: {exitCode: true}\n", "watchers[0].gate.exitCode",
+     "`exitCode` applies only to command watchers"),
+    ("yaml", C + "    fromStart: true\n", "watchers[0].fromStart",
+     "`fromStart` applies only to file watchers"),
+    ("yaml", C + "    restart: sometimes\n", "watchers[0].restart",
+     'string "sometimes" is not allowed; expected one of: never, on-failure, always'),
+    ("yaml", C.replace("echo hi", "[]"), "watchers[0].command", "is not a command"),
+    ("yaml", C + "    env: {1X: a}\n", "watchers[0].env.1X",
+     "`1X` is not a valid environment variable name"),
+    ("yaml", C + "    env: {A: true}\n", "watchers[0].env.A",
+     "expected a string or a number, got true"),
+    ("yaml", W + "    gate: {maxMatches: -1}\n", "watchers[0].gate.maxMatches",
+     "number -1 is below the minimum 0"),
+    ("yaml", W + "    caseSensitive: no\n", "watchers[0].caseSensitive",
+     'expected true or false, got string "no" (unquoted yes/no/on/off'),
+    ("yaml", W + "    label: 5\n", "watchers[0].label", "expected a string, got number 5"),
+    ("yaml", W.replace("pattern: x", "pattern: ''"), "watchers[0].pattern", "must not be empty"),
+    ("yaml", "watchers: {id: a}\n", "watchers", "expected a list, got a mapping"),
+    ("yaml", W + "limits: {pollMs: fast}\n", "limits.pollMs",
+     'string "fast" is not a duration: use a number of milliseconds'),
+    ("yaml", W + "limits: {maxWatchers: many}\n", "limits.maxWatchers",
+     'expected an integer, got string "many"'),
+    ("yaml", W + "limits: {enabled: yes}\n", "limits.enabled", "write true or false"),
+    ("yaml", W + "output: {maxBytes: lots}\n", "output.maxBytes", 'string "lots" is not a size'),
+    ("yaml", W + "output: {dir: 5}\n", "output.dir", "expected a string, got number 5"),
+    ("yaml", W + "  - id: b\n    path: b\n    pattern: y\nlimits: {maxWatchers: 1}\n",
+     "watchers", "2 watchers configured but limits.maxWatchers is 1"),
+    ("yaml", AG + "  - name: u\n    provider: mock\nlimits: {maxAgents: 1}\n", "agents",
+     "2 agents configured but limits.maxAgents is 1"),
+    ("yaml", "agents:\n  - name: t\n    provider: claud\n", "agents[0].provider",
+     "expected one of: claude, codex, gemini, opencode, pi, mock, generic; did you mean `claude`?"),
+    ("yaml", "agents:\n  - name: t\n    provider: generic\n", "agents[0].command",
+     "is required for provider `generic`"),
+    ("yaml", AG + "  - name: t\n    provider: codex\n", "agents[1].name", "duplicate name `t`"),
+    ("yaml", "agents:\n  - provider: mock\n", "agents[0].name", "required key is missing"),
+    ("yaml", AG + "    until: done\n", "agents[0].until", "is not a completion marker"),
+    ("yaml", AG + "    command: \"cli 'unbalanced\"\n", "agents[0].command",
+     "cannot split \"cli 'unbalanced\" into arguments: No closing quotation"),
+    ("yaml", AG + "    deadline: soon\n", "agents[0].deadline", "is not a duration"),
+    ("yaml", AG + "    maxTurns: lots\n", "agents[0].maxTurns", "expected an integer"),
+    ("yaml", AG + "    schedule: 'every hour'\n", "agents[0].schedule", "use 5 fields"),
+    ("yaml", W.replace("app.log", "${LOGDIR}/app.log"), "watchers[0].path",
+     "environment variable LOGDIR is not set (used as `${LOGDIR}`)"),
+    ("yaml", W.replace("app.log", "${1X}/app.log"), "watchers[0].path",
+     "invalid reference `${1X}`"),
+    ("yaml", W + "    pattern: y\n", "watchers[0].pattern", "duplicate key `pattern`"),
+    ("json", '{"watchers": [{"id": "a", "path": "x", "pattern": "y", "fromstart": true}]}',
+     "watchers[0].fromstart", "did you mean `fromStart`?"),
+    ("json", '{"watchers": [{"id": "a", "path": "x", "pattern": "(?P<n"}]}',
+     "watchers[0].pattern", "missing >, unterminated name at position 4"),
+    ("toml", '[[watchers]]\nid = "a"\npath = "x"\npattern = "y"\nwake = "ghost"\n',
+     "watchers[0].wake", "no agent named `ghost`; the config has no agents"),
+    ("toml", '[limits]\nstopTimeout = "5 seconds"\n[[watchers]]\nid = "a"\npath = "x"\n'
+     'pattern = "y"\n', "limits.stopTimeout", "is not a duration"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "text", "where", "phrase"), INVALID)
+def test_invalid_config(tmp_path: Path, fmt: str, text: str, where: str, phrase: str) -> None:
+    result = load_text(tmp_path, text, fmt)
+    assert result.config is None
+    hits = [d for d in result.errors if d.path == where]
+    assert hits, f"no error at {where}: {[d.format() for d in result.diagnostics]}"
+    assert any(phrase in d.message for d in hits), [d.message for d in hits]
+    assert all(d.file == str(tmp_path / f"watch.{fmt}") for d in hits)
+    with pytest.raises(ConfigError) as info:
+        result.require()
+    assert where in str(info.value)
+
+
+def test_invalid_table_is_large() -> None:
+    assert len(INVALID) >= 30
+
+
+def test_all_errors_are_reported_at_once(tmp_path: Path) -> None:
+    text = (
+        "limits:\n  pollMs: 5\n  maxLogLines: lots\n"
+        "output: {keep: -3, colour: red}\n"
+        "watchers:\n"
+        "  - id: a\n    path: x\n    pattern: '(ab'\n    wake: ghost\n"
+        "  - id: b\n    command: make\n    pattern: ok\n    schedule: 'nope'\n    fromStart: true\n"
+        "  - id: a\n    path: y\n    pattern: '[z'\n"
+        "agents:\n  - name: t\n    provider: generic\n  - name: u\n    provider: mocks\n"
+    )
+    result = load_text(tmp_path, text)
+    assert result.config is None
+    assert {d.path for d in result.errors} == {
+        "limits.maxLogLines", "output.colour", "watchers[0].pattern", "watchers[0].wake",
+        "watchers[1].schedule", "watchers[1].fromStart", "watchers[2].id",
+        "watchers[2].pattern", "agents[0].command", "agents[1].provider",
+    }
+    assert {d.path for d in result.warnings} == {"limits.pollMs", "output.keep"}
+    lines = {d.path: d.line for d in result.diagnostics}
+    assert lines["watchers[0].pattern"] == 8
+    assert lines["agents[1].provider"] == 22
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text", "line", "column", "phrase"),
+    [
+        ("yaml", "watchers:\n  - id: a\n    pattern: [x\n", 4, 1, "YAML syntax error"),
+        ("yaml", "limits:\n\tpollMs: 5\n", 2, 1, "YAML does not allow tabs"),
+        ("yaml", "a: 1\n---\nb: 2\n", 2, 1, "YAML syntax error"),
+        ("json", '{"watchers": [\n  {"id": "a",}\n]}', 2, 14, "JSON syntax error"),
+        ("json", '{"limits": {}}\n{"x": 1}', 2, 1, "JSON syntax error: Extra data"),
+        ("toml", '[limits]\npollMs = = 5\n', 2, 10, "TOML syntax error: Invalid value"),
+    ],
+)
+def test_syntax_error_names_file_line_and_column(
+    tmp_path: Path, fmt: str, text: str, line: int, column: int, phrase: str
+) -> None:
+    result = load_text(tmp_path, text, fmt)
+    assert result.config is None
+    [d] = result.errors
+    assert (d.file, d.line, d.column) == (str(tmp_path / f"watch.{fmt}"), line, column)
+    assert phrase in d.message
+    assert d.format().startswith(f"error: {d.file}:{line}:{column}: {fmt.upper()} syntax error")
+
+
+def test_json_duplicate_keys_are_errors(tmp_path: Path) -> None:
+    result = load_text(tmp_path, '{"limits": {"pollMs": 10, "pollMs": 20}}', "json")
+    assert [d.message for d in result.errors] == [
+        "duplicate key `pollMs` in a JSON object; remove one of them"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "phrase"),
+    [
+        ("missing.yaml", None, "config file not found"),
+        ("folder.yaml", "DIR", "is a directory, not a config file"),
+        ("watch.ini", "a=1", "unknown config format '.ini'"),
+        ("noext", "a: 1", "unknown config format '(no extension)'"),
+        ("empty.yaml", "", "empty config: the file has no settings"),
+        ("comments.yaml", "# nothing here\n", "empty config"),
+        ("empty.json", "  \n", "empty config"),
+        ("empty.toml", "# nothing\n", "empty config"),
+        ("list.yaml", "- a\n- b\n", "the top level must be a mapping"),
+        ("scalar.json", "42", "the top level must be a mapping"),
+        ("latin1.yaml", b"limits:\n  x: caf\xe9\n", "not UTF-8 text: invalid byte 0xe9"),
+        ("tag.yaml", "limits: !!python/object:os.system {}\n", "unsupported YAML tag"),
+    ],
+)
+def test_unusable_files_get_one_clear_error(
+    tmp_path: Path, name: str, content: str | bytes | None, phrase: str
+) -> None:
+    path = tmp_path / name
+    if content == "DIR":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    result = load_config([path], env={})
+    assert result.config is None
+    assert any(phrase in d.message for d in result.errors), [d.format() for d in result.errors]
+    assert all(d.file == str(path) for d in result.errors)
+
+
+def test_an_empty_layer_is_only_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text(W)
+    (tmp_path / "empty.yaml").write_text("# nothing to add\n")
+    result = load_config([tmp_path / "base.yaml", tmp_path / "empty.yaml"], env={})
+    assert result.config is not None
+    assert [(d.severity, d.file, d.message) for d in result.diagnostics] == [
+        ("warning", str(tmp_path / "empty.yaml"), "empty config file: this layer adds nothing")]
+
+
+def test_an_alias_bomb_is_refused(tmp_path: Path) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    result = load_text(tmp_path, "\n".join(lines) + "\n")
+    assert result.config is None
+    assert "alias bomb" in result.errors[0].message
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / "secret.yaml"
+    path.write_text(W)
+    path.chmod(0)
+    if os.access(path, os.R_OK):
+        pytest.skip("running as a user that can read any file (root)")
+    result = load_config([path], env={})
+    assert "cannot read config file: Permission denied" in result.errors[0].message
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux /proc")
+def test_a_read_error_is_reported_not_raised() -> None:
+    result = load_config([Path("/proc/self/mem")], env={})  # reading offset 0 fails with EIO
+    assert [d.format() for d in result.errors] == [
+        "error: /proc/self/mem: cannot read config file: Input/output error"]

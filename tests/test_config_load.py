@@ -1,0 +1,327 @@
+"""Valid configs: defaults, resolution, interpolation, layering and round trips."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from watchrun.config import load_config
+from watchrun.config.dump import config_to_dict, dump_config
+from watchrun.config.interpolate import escape, interpolate
+from watchrun.config.model import Config, GateSpec, Limits, RestartPolicy
+from watchrun.config.validate import regex_engine_note
+
+ROOT = Path(__file__).parents[1]
+W = "watchers:\n  - id: a\n    path: app.log\n    pattern: x\n"
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text, encoding="utf-8")
+    return folder / name
+
+
+def ok(paths: list[Path], env: dict[str, str] | None = None, **kw: Any) -> Config:
+    result = load_config(paths, env=env or {}, **kw)
+    assert result.errors == [], [d.format() for d in result.diagnostics]
+    assert result.config is not None
+    return result.config
+
+
+def test_example_config_is_valid() -> None:
+    result = load_config([ROOT / "watch.yaml.example"])
+    assert result.diagnostics == []
+    config = result.require()
+    assert [(w.id, w.kind, w.wake) for w in config.watchers] == [
+        ("app-log", "file", ("triage",)), ("demo-writer", "command", ())]
+    assert config.watchers[0].path == ROOT / ".watchrun" / "demo" / "app.log"
+    assert config.watchers[1].cwd == ROOT
+    assert config.output.dir == ROOT / ".watchrun"
+    assert [(a.name, a.provider, a.deadline_ms, a.max_turns) for a in config.agents] == [
+        ("triage", "mock", 120_000, 20)]
+
+
+class _AnyEnv(Mapping[str, str]):
+    """Every variable is set, so `${VAR}` templates in contrib/ validate."""
+
+    def __getitem__(self, key: str) -> str:
+        return "placeholder"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def _contrib_configs() -> list[Path]:
+    out = []
+    for path in sorted((ROOT / "contrib").rglob("*")):
+        if path.suffix not in (".yaml", ".yml", ".json", ".toml") or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        if any(line.startswith(("watchers:", "agents:", '"watchers"', "[[watchers]]"))
+               or '"watchers":' in line for line in text.splitlines()):
+            out.append(path)  # a watchrun config (not a shipper, CI or Kubernetes file)
+    return out
+
+
+@pytest.mark.parametrize("path", _contrib_configs() or [None], ids=str)
+def test_contrib_configs_validate(path: Path | None) -> None:
+    if path is None:
+        assert _contrib_configs() == []  # nothing to check yet
+        return
+    result = load_config([path], env=_AnyEnv())
+    assert result.errors == [], [d.format() for d in result.errors]
+
+
+def test_defaults(tmp_path: Path) -> None:
+    config = ok([write(tmp_path, "w.yaml", W + "  - id: b\n    command: [make, test]\n"
+                       "    pattern: FAIL\n")])
+    assert config.limits == Limits()
+    assert config.output.dir == tmp_path / ".watchrun"
+    assert (config.output.max_bytes, config.output.keep) == (64 * 1024**2, 5)
+    a, b = config.watchers
+    assert (a.label, a.path, a.cwd, a.from_start, a.case_sensitive) == (
+        "app.log", tmp_path / "app.log", None, False, False)
+    assert (b.label, b.command, b.cwd, b.restart, b.restart_delay_ms) == (
+        "make test", ("make", "test"), tmp_path, RestartPolicy.NEVER, 1000)
+    assert config.sources == (tmp_path / "w.yaml",)
+
+
+@pytest.mark.parametrize(
+    ("wake_on_match", "wake", "expected"),
+    [
+        (False, None, ()), (True, None, ("t", "u")), (True, "false", ()),
+        (False, "true", ("t", "u")), (False, "u", ("u",)), (False, "[u, t]", ("u", "t")),
+    ],
+)
+def test_wake(tmp_path: Path, wake_on_match: bool, wake: str | None,
+              expected: tuple[str, ...]) -> None:
+    text = W + (f"    wake: {wake}\n" if wake else "")
+    text += f"limits: {{wakeOnMatch: {str(wake_on_match).lower()}}}\n"
+    text += "agents:\n  - {name: t, provider: mock}\n  - {name: u, provider: codex}\n"
+    assert ok([write(tmp_path, "w.yaml", text)]).watchers[0].wake == expected
+
+
+@pytest.mark.parametrize(
+    ("provider", "argv"),
+    [
+        ("claude", ("claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose")),
+        ("codex", ("codex", "exec", "--json", "{prompt}")),
+        ("gemini", ("gemini", "-p", "{prompt}", "--output-format", "stream-json")),
+        ("opencode", ("opencode", "run", "--format", "json", "{prompt}")),
+        ("pi", ("pi", "--mode", "json", "-p", "{prompt}")),
+        ("mock", (sys.executable, "-m", "watchrun.mock_agent", "{prompt}")),
+    ],
+)
+def test_agent_defaults(tmp_path: Path, provider: str, argv: tuple[str, ...]) -> None:
+    config = ok([write(tmp_path, "w.yaml", f"agents:\n  - name: t\n    provider: {provider}\n")])
+    [agent] = config.agents
+    assert agent.command == argv
+    assert agent.prompt == "These lines appeared in {label}:\n{matches}\n"
+    assert (agent.cwd, agent.max_turns, agent.deadline_ms, agent.pty) == (tmp_path, 100, None,
+                                                                         False)
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "warning"),
+    [
+        ("\"my-cli --name 'two words' {prompt}\"", ("my-cli", "--name", "two words", "{prompt}"),
+         None),
+        ("[my-cli, '--prompt={prompt}']", ("my-cli", "--prompt={prompt}"), None),
+        ("my-cli --json", ("my-cli", "--json", "{prompt}"),
+         "has no {prompt} placeholder: the prompt is appended as the last argument"),
+    ],
+)
+def test_agent_command(tmp_path: Path, command: str, argv: tuple[str, ...],
+                       warning: str | None) -> None:
+    path = write(tmp_path, "w.yaml", f"agents:\n  - name: t\n    provider: generic\n"
+                 f"    command: {command}\n")
+    result = load_config([path], env={})
+    assert result.require().agents[0].command == argv
+    assert [d.message for d in result.warnings] == ([warning] if warning else [])
+    strict = load_config([path], env={}, strict=True)
+    assert strict.ok is (warning is None)
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "expected"),
+    [
+        ("${HOST}", {"HOST": "db1"}, "db1"),
+        ("a-${HOST}-b", {"HOST": "db1"}, "a-db1-b"),
+        ("${HOST:-local}", {}, "local"),
+        ("${HOST:-local}", {"HOST": ""}, "local"),
+        ("${HOST:-}", {}, ""),
+        ("${HOST}", {"HOST": ""}, ""),
+        ("$$HOST", {"HOST": "db1"}, "$HOST"),
+        ("$${HOST}", {"HOST": "db1"}, "${HOST}"),
+        ("cost $5 and $(date)", {}, "cost $5 and $(date)"),
+        ("${A}${B:-x}$$", {"A": "1"}, "1x$"),
+        ("${HOST}", {"HOST": "${OTHER}"}, "${OTHER}"),
+    ],
+)
+def test_interpolation(tmp_path: Path, text: str, env: dict[str, str], expected: str) -> None:
+    assert interpolate(text, env) == (expected, [])
+    path = write(tmp_path, "w.yaml", f"watchers:\n  - {{id: a, command: ls, pattern: x, "
+                 f"env: {{V: '{text}'}}}}\n")
+    assert ok([path], env).watchers[0].env == {"V": expected}
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("${MISSING}", "environment variable MISSING is not set (used as `${MISSING}`); set it "
+         "or give a default: `${MISSING:-default}`"),
+        ("${9LIVES}", "invalid reference `${9LIVES}`"),
+        ("${OPEN", "invalid reference `${OPEN`"),
+    ],
+)
+def test_interpolation_errors_name_the_key(tmp_path: Path, text: str, phrase: str) -> None:
+    result = load_config([write(tmp_path, "w.yaml", W + f"    label: '{text}'\n")], env={})
+    assert [(d.path, d.message[: len(phrase)]) for d in result.errors] == [
+        ("watchers[0].label", phrase)]
+
+
+@pytest.mark.parametrize("text", ["plain", "$", "a$$b", "${X}", "$${X}", "x$", "$$$", "{$}"])
+def test_escape_round_trips(text: str) -> None:
+    assert interpolate(escape(text), {"X": "no"}) == (text, [])
+
+
+def test_layering(tmp_path: Path) -> None:
+    base = write(tmp_path / "base", "watch.yaml", (
+        "limits: {pollMs: 100, maxMatches: 50}\n"
+        "watchers:\n"
+        "  - {id: a, path: app.log, pattern: ERROR, exclude: [health]}\n"
+        "  - {id: b, path: b.log, pattern: x}\n"
+        "agents:\n  - {name: t, provider: mock, deadline: 1m}\n"))
+    over = write(tmp_path / "prod", "watch.json", (
+        '{"limits": {"pollMs": 250},'
+        ' "watchers": [{"id": "a", "pattern": "FATAL"}, {"id": "b", "command": "make"},'
+        '              {"id": "c", "path": "c.log", "pattern": "y"}],'
+        ' "agents": [{"name": "t", "provider": "codex"}]}'))
+    config = ok([base, over])
+    assert (config.limits.poll_ms, config.limits.max_matches) == (250, 50)
+    a, b, c = config.watchers
+    assert (a.pattern, a.exclude, a.path) == ("FATAL", ("health",), tmp_path / "base/app.log")
+    assert (b.kind, b.command, b.path, b.cwd) == ("command", "make", None, tmp_path / "prod")
+    assert c.path == tmp_path / "prod" / "c.log"
+    [t] = config.agents
+    assert (t.provider, t.command[0], t.deadline_ms) == ("codex", "codex", 60_000)
+    assert config.output.dir == tmp_path / "base" / ".watchrun"  # beside the FIRST file
+
+
+def test_paths_resolve_against_the_config_folder_not_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "conf", "watch.yaml", (
+        "output: {dir: ../out}\n"
+        "watchers:\n  - {id: a, path: logs/app.log, pattern: x}\n"
+        "  - {id: b, command: ls, cwd: sub, pattern: x}\n"
+        "  - {id: c, path: ~/c.log, pattern: x}\n"
+        "agents:\n  - {name: t, provider: mock, cwd: ..}\n"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = ok([Path("../conf/watch.yaml")])
+    a, b, c = config.watchers
+    assert a.path == tmp_path / "conf" / "logs" / "app.log"
+    assert b.cwd == tmp_path / "conf" / "sub"
+    assert c.path == Path(os.path.expanduser("~/c.log"))
+    assert config.agents[0].cwd == tmp_path
+    assert config.output.dir == tmp_path / "out"
+    assert ok([Path("../conf/watch.yaml")], output_dir=Path("o")).output.dir == elsewhere / "o"
+
+
+def test_yaml_12_scalars_and_merge_keys(tmp_path: Path) -> None:
+    text = (
+        "$schema: ./schemas/watch.schema.json\n"
+        "watchers:\n"
+        "  - &w {id: a, path: app.log, pattern: x, label: on}\n"
+        "  - {<<: *w, id: b, label: 1:30}\n"
+        "  - {<<: *w, id: c, label: 2001-12-14}\n")
+    config = ok([write(tmp_path, "w.yaml", text)])
+    assert [(w.id, w.label, w.pattern) for w in config.watchers] == [
+        ("a", "on", "x"), ("b", "1:30", "x"), ("c", "2001-12-14", "x")]
+
+
+def test_gate(tmp_path: Path) -> None:
+    text = ("watchers:\n  - {id: a, command: make, pattern: x, "
+            "gate: {maxMatches: 0, exitCode: true, require: 'ok$'}}\n"
+            "  - {id: b, path: b.log, pattern: x, gate: {}}\n")
+    result = load_config([write(tmp_path, "w.yaml", text)], env={})
+    a, b = result.require().watchers
+    assert a.gate == GateSpec(max_matches=0, exit_code=True, require="ok$")
+    assert b.gate == GateSpec()
+    assert [(d.path, d.message) for d in result.warnings] == [
+        ("watchers[1].gate", "has no condition (maxMatches, exitCode: true or require): "
+         "it can never be crossed")]
+
+
+def test_nothing_to_run_is_a_warning(tmp_path: Path) -> None:
+    result = load_config([write(tmp_path, "w.yaml", "limits: {pollMs: 100}\n")], env={})
+    assert result.ok
+    assert [d.message for d in result.warnings] == [
+        "no watchers and no agents: there is nothing to run"]
+
+
+RICH = (
+    "limits: {pollMs: 250ms, maxLineBytes: 1MiB, stopTimeout: 2s, wakeOnMatch: true}\n"
+    "output: {dir: out, maxBytes: 1GiB, keep: 0}\n"
+    "watchers:\n"
+    "  - {id: f, label: 'the $$file', path: logs/a.log, pattern: 'ERR$', exclude: [a, 'b$$'],"
+    " caseSensitive: true, fromStart: true, wake: [t], gate: {maxMatches: 3, require: x}}\n"
+    "  - id: c\n    command: \"echo '$${HOME}' $$((1+1))\"\n    cwd: sub\n"
+    "    env: {A: '1', B: 2}\n    pattern: x\n    restart: always\n    restartDelay: 1.5s\n"
+    "    schedule: '*/5 * * * *'\n    gate: {exitCode: true}\n"
+    "  - {id: v, command: [ls, -l], pattern: y, wake: false}\n"
+    "agents:\n"
+    "  - name: t\n    provider: generic\n    command: [cli, --p, '{prompt}']\n"
+    "    prompt: |\n      Look at {matches}\n      in {label}; cost $$5\n"
+    "    env: {K: v}\n    schedule: '@hourly'\n    deadline: 30m\n    idleTimeout: 5m\n"
+    "    until: 'output:DONE'\n    pty: true\n    maxTurns: 7\n"
+    "  - {name: u, provider: claude}\n"
+)
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json", "toml"])
+def test_round_trip_through_every_format(tmp_path: Path, fmt: str) -> None:
+    first = ok([write(tmp_path / "a", "w.yaml", RICH)])
+    assert first.watchers[1].command == "echo '${HOME}' $((1+1))"
+    path = write(tmp_path / "b", f"resolved.{fmt}", dump_config(first, fmt))
+    second = ok([path])
+    assert config_to_dict(second) == config_to_dict(first)
+    assert second.watchers == first.watchers
+    assert second.agents == first.agents
+    assert (second.limits, second.output) == (first.limits, first.output)
+
+
+def test_dumped_yaml_is_camel_case_with_numbers(tmp_path: Path) -> None:
+    doc = yaml.safe_load(dump_config(ok([write(tmp_path, "w.yaml", RICH)]), "yaml"))
+    assert doc["limits"]["pollMs"] == 250 and doc["limits"]["maxLineBytes"] == 1024**2
+    assert doc["output"] == {"dir": str(tmp_path / "out"), "maxBytes": 1024**3, "keep": 0}
+    assert doc["watchers"][1]["restartDelay"] == 1500
+    assert doc["agents"][0]["deadline"] == 1_800_000
+
+
+@pytest.mark.parametrize(
+    ("pattern", "note"),
+    [
+        ("ERROR|FATAL", None),
+        (r"(?i)\berror\b", None),
+        (r"(\w+) \1", "uses backreferences; matched with Python re (backtracking)"),
+        (r"(?P<w>\w+)(?P=w)", "uses backreferences; matched with Python re (backtracking)"),
+        (r"foo(?=bar)", "uses lookaround; matched with Python re (backtracking)"),
+        (r"(?<!x)y", "uses lookaround; matched with Python re (backtracking)"),
+        (r"a++", "uses atomic groups or possessive quantifiers; matched with Python re "
+         "(backtracking)"),
+        (r"end\Z", "uses syntax RE2 does not support; matched with Python re (backtracking)"),
+    ],
+)
+def test_regex_engine_note(pattern: str, note: str | None) -> None:
+    assert regex_engine_note(pattern) == note
