@@ -1,0 +1,256 @@
+"""Read JSONL records back (views, cursors, resume): across rotated files, in seq order."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = [
+    "ID_PATTERN",
+    "ReadStats",
+    "complete_size",
+    "cursor_expired",
+    "format_cursor",
+    "iter_records",
+    "last_records",
+    "oldest_seq",
+    "parse_cursor",
+    "retained_files",
+]
+
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+"""A watcher id or agent name: also a file name and a cursor prefix."""
+_CURSOR = re.compile(rf"({ID_PATTERN}):([0-9a-f]{{16}})")
+_ID = re.compile(ID_PATTERN)
+_BLOCK = 64 * 1024
+_MAX_SEQ = 2**64 - 1
+
+
+def format_cursor(stream_id: str, seq: int) -> str:
+    """`"<id>:<seq as 16 lowercase hex digits>"` (seq 0 means "before the first record")."""
+    if not _ID.fullmatch(stream_id):
+        raise ValueError(f"invalid id {stream_id!r}: must match ^{ID_PATTERN}$")
+    if not 0 <= seq <= _MAX_SEQ:
+        raise ValueError(f"invalid seq {seq}: must be 0..2**64-1")
+    return f"{stream_id}:{seq:016x}"
+
+
+def parse_cursor(cursor: str) -> tuple[str, int]:
+    """`"server:000000000000002a"` → `("server", 42)`; anything else is `invalid_cursor`."""
+    m = _CURSOR.fullmatch(cursor)
+    if m is None:
+        raise ValueError(
+            f"invalid_cursor: {cursor!r} is not <id>:<16 lowercase hex digits>"
+            " (for example server:000000000000002a)"
+        )
+    return m.group(1), int(m.group(2), 16)
+
+
+@dataclass(slots=True)
+class ReadStats:
+    """What a read skipped, so nothing is dropped silently."""
+
+    torn: int = 0
+    """Last lines without their newline: a crash mid-write, or a write still in progress."""
+    invalid: int = 0
+    """Complete lines that are not a JSON object with an integer `seq`."""
+
+
+def retained_files(path: Path) -> list[Path]:
+    """`<path>.N` … `<path>.1`, `<path>`: the files that exist, oldest first."""
+    prefix = path.name + "."
+    numbered: list[tuple[int, Path]] = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(path.parent):
+            tail = entry.name[len(prefix) :]
+            if entry.name.startswith(prefix) and tail.isdigit() and tail[0] != "0":
+                numbered.append((int(tail), Path(entry.path)))
+    files = [p for _, p in sorted(numbered, reverse=True)]
+    if path.exists():
+        files.append(path)
+    return files
+
+
+def _open_snapshot(path: Path) -> list[BinaryIO]:
+    """Open every retained file at once, retrying if a rotation moved them meanwhile."""
+    for _ in range(10):
+        files: list[BinaryIO] = []
+        stable = True
+        for p in retained_files(path):
+            try:
+                files.append(p.open("rb"))
+            except FileNotFoundError:
+                stable = False
+        if stable:
+            for f in files:
+                try:
+                    same = os.stat(f.name).st_ino == os.fstat(f.fileno()).st_ino
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    stable = False
+                    break
+        if stable:
+            return files
+        for f in files:
+            f.close()
+    raise OSError(f"{path}: files kept rotating while reading; try again")
+
+
+def _parse(line: bytes, stats: ReadStats) -> dict[str, Any] | None:
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        rec = None
+    if not isinstance(rec, dict) or type(rec.get("seq")) is not int:
+        stats.invalid += 1
+        return None
+    return rec
+
+
+def _line_at(f: BinaryIO, pos: int) -> tuple[int, int, int | None]:
+    """(start, end, seq) of the first complete line starting at or after `pos`."""
+    start = pos
+    if pos > 0:
+        f.seek(pos - 1)
+        skipped = f.readline()
+        start = pos - 1 + len(skipped)
+        if not skipped.endswith(b"\n"):
+            return start, start, None
+    f.seek(start)
+    line = f.readline()
+    if not line.endswith(b"\n"):
+        return start, start, None
+    rec = _parse(line, ReadStats())
+    return start, start + len(line), None if rec is None else rec["seq"]
+
+
+def _first_after(f: BinaryIO, size: int, since: int) -> int:
+    """A line start at or before the first line with seq > since (binary search by offset)."""
+    lo, hi = 0, size
+    while hi - lo > _BLOCK:
+        start, end, seq = _line_at(f, (lo + hi) // 2)
+        if seq is None or start >= hi:
+            break
+        if seq <= since:
+            lo = end
+        else:
+            hi = start
+    return lo
+
+
+def iter_records(
+    path: Path, *, since_seq: int | None = None, stats: ReadStats | None = None
+) -> Iterator[dict[str, Any]]:
+    """Every retained record of one stream, oldest first; `since_seq`: strictly after it.
+
+    A last line without its newline (torn by a crash, or being written right now) and lines
+    that do not parse are skipped and counted in `stats`.
+    """
+    stats = stats if stats is not None else ReadStats()
+    files = _open_snapshot(path)
+    try:
+        for f in files:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(0 if since_seq is None else _first_after(f, size, since_seq))
+            for line in f:
+                if not line.endswith(b"\n"):
+                    stats.torn += 1
+                    continue
+                rec = _parse(line, stats)
+                if rec is not None and (since_seq is None or rec["seq"] > since_seq):
+                    yield rec
+    finally:
+        for f in files:
+            f.close()
+
+
+def _reverse_lines(f: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
+    """Complete lines of a file, newest first, reading blocks backwards from the end."""
+    pos = os.fstat(f.fileno()).st_size
+    carry: deque[bytes] = deque()  # a line's tail, which ends just before a newline
+    seen_newline = False
+    while pos > 0:
+        step = min(_BLOCK, pos)
+        pos -= step
+        f.seek(pos)
+        block = f.read(step)
+        if b"\n" not in block:
+            carry.appendleft(block)
+            continue
+        parts = (block + b"".join(carry)).split(b"\n")
+        carry.clear()
+        if not seen_newline:
+            seen_newline = True
+            if parts.pop():
+                stats.torn += 1
+        carry.append(parts[0])
+        yield from reversed(parts[1:])
+    if not seen_newline:
+        if any(carry):
+            stats.torn += 1
+    elif any(carry):
+        yield b"".join(carry)
+
+
+def last_records(
+    path: Path, n: int, kinds: set[str] | None = None, *, stats: ReadStats | None = None
+) -> list[dict[str, Any]]:
+    """The last `n` records (of `kinds`, when given), oldest first, read from the end."""
+    stats = stats if stats is not None else ReadStats()
+    found: list[dict[str, Any]] = []
+    if n <= 0:
+        return found
+    files = _open_snapshot(path)
+    try:
+        for f in reversed(files):
+            for line in _reverse_lines(f, stats):
+                if not line:
+                    stats.invalid += 1
+                    continue
+                rec = _parse(line, stats)
+                if rec is not None and (kinds is None or rec.get("kind") in kinds):
+                    found.append(rec)
+                    if len(found) == n:
+                        return found[::-1]
+    finally:
+        for f in files:
+            f.close()
+    return found[::-1]
+
+
+def oldest_seq(path: Path) -> int | None:
+    """The smallest seq still retained (None when the stream has no records)."""
+    for rec in iter_records(path):
+        return int(rec["seq"])
+    return None
+
+
+def complete_size(path: Path, size: int) -> int:
+    """Bytes up to and including the last newline: what is left after cutting a torn record."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        pos = size
+        while pos > 0:
+            step = min(_BLOCK, pos)
+            block = os.pread(fd, step, pos - step)
+            nl = block.rfind(b"\n")
+            if nl >= 0:
+                return pos - step + nl + 1
+            pos -= step
+        return 0
+    finally:
+        os.close(fd)
+
+
+def cursor_expired(path: Path, since_seq: int) -> bool:
+    """True when records right after `since_seq` were rotated away (`cursor_expired`)."""
+    oldest = oldest_seq(path)
+    return oldest is not None and since_seq < oldest - 1

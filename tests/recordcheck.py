@@ -1,0 +1,71 @@
+"""Test helper: validate every record of a JSONL stream against schemas/record.schema.json.
+
+Usage in any test: `from recordcheck import validate_records; recs = validate_records(path)`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
+from watchrun.records import retained_files
+
+_CURSOR = re.compile(r"(.+):([0-9a-f]{16})")
+
+
+@functools.cache
+def record_validator() -> Draft202012Validator:
+    """The record schema as shipped in the package `watchrun.schemas`."""
+    text = resources.files("watchrun.schemas").joinpath("record.schema.json").read_text("utf-8")
+    schema = json.loads(text)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, format_checker=FormatChecker())
+
+
+def record_errors(rec: Any) -> list[str]:
+    """Schema violations of one parsed record, each as `json.path: message`."""
+    errors = sorted(record_validator().iter_errors(rec), key=lambda e: list(e.path))
+    return [f"{e.json_path}: {e.message}" for e in errors]
+
+
+def validate_records(path: Path, *, contiguous: bool = True) -> list[dict[str, Any]]:
+    """Every record in `path` and its rotated copies (oldest first), each checked against the
+    schema; also checks each line is whole UTF-8 JSON, cursors match `<file stem>:<seq>`, and
+    (with `contiguous`) seqs go up by exactly one. Raises AssertionError listing every problem.
+    """
+    stream_id = path.name.removesuffix(".jsonl")
+    files = retained_files(path)
+    if not files:
+        raise AssertionError(f"{path}: no such JSONL file")
+    problems: list[str] = []
+    records: list[dict[str, Any]] = []
+    for f in files:
+        data = f.read_bytes()
+        if data and not data.endswith(b"\n"):
+            problems.append(f"{f.name}: last line is torn (no newline): {data[-80:]!r}")
+        for no, line in enumerate(data.split(b"\n")[:-1], start=1):
+            where = f"{f.name}:{no}"
+            try:
+                rec = json.loads(line.decode("utf-8"))
+            except ValueError as exc:
+                problems.append(f"{where}: not UTF-8 JSON ({exc}): {line[:80]!r}")
+                continue
+            problems.extend(f"{where}: {err}" for err in record_errors(rec))
+            if not isinstance(rec, dict):
+                continue
+            m = _CURSOR.fullmatch(str(rec.get("cursor")))
+            if m and (m.group(1) != stream_id or int(m.group(2), 16) != rec.get("seq")):
+                problems.append(f"{where}: cursor {rec['cursor']} is not {stream_id}:<seq>")
+            if contiguous and records and rec.get("seq") != records[-1].get("seq", 0) + 1:
+                problems.append(f"{where}: seq {rec.get('seq')} after {records[-1].get('seq')}")
+            records.append(rec)
+    if problems:
+        shown = "\n  ".join(problems[:30])
+        more = f"\n  … and {len(problems) - 30} more" if len(problems) > 30 else ""
+        raise AssertionError(f"{path}: {len(problems)} invalid record(s):\n  {shown}{more}")
+    return records
