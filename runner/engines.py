@@ -1,0 +1,343 @@
+"""Regex analysis for the matcher: bytes-pattern checks and translation to engine syntax, from
+the stdlib parse tree (`re._parser`, pinned by the tests on every supported Python).
+
+The translation of a pattern is exact *per line*: every node is rewritten so that it can never
+match b"\\n" (`.` -> `[^\\n]`, `\\s` -> `[\\t\\v\\f\\r ]`, classes lose b"\\n", a literal b"\\n"
+becomes a never-matching class), `\\A`/`^` -> multi-line `^`, `\\Z`/`$` -> multi-line `$`, and
+classes are rewritten as explicit byte sets computed by the stdlib itself (so case folding and
+category semantics are Python's). A match of the translated pattern in a chunk of lines
+therefore never spans a newline, and it exists inside a line exactly when Python's
+`re.search` finds one in that line alone. One known difference is left to the caller: Python's
+`\\B` does not match the empty string, the engines' does, so empty lines are re-checked.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+_P: Any = importlib.import_module("re._parser")
+C: Any = importlib.import_module("re._constants")
+
+__all__ = ["Analysis", "Unsupported", "analyse", "byte_set", "scope_folds", "translate"]
+
+_NL = 10
+_PY_ONLY = {
+    C.ASSERT,
+    C.ASSERT_NOT,
+    C.GROUPREF,
+    C.GROUPREF_EXISTS,
+    C.ATOMIC_GROUP,
+    C.POSSESSIVE_REPEAT,
+}
+ZERO_WIDTH = {C.AT, C.ASSERT, C.ASSERT_NOT}
+REPEATS = {C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT}
+_CATEGORIES = {
+    C.CATEGORY_DIGIT: "\\d",
+    C.CATEGORY_NOT_DIGIT: "\\D",
+    C.CATEGORY_SPACE: "\\s",
+    C.CATEGORY_NOT_SPACE: "\\S",
+    C.CATEGORY_WORD: "\\w",
+    C.CATEGORY_NOT_WORD: "\\W",
+}
+_AT = {
+    C.AT_BEGINNING: "^",
+    C.AT_BEGINNING_STRING: "^",
+    C.AT_END: "$",
+    C.AT_END_STRING: "$",
+    C.AT_BOUNDARY: "\\b",
+    C.AT_NON_BOUNDARY: "\\B",
+}
+_NEVER = "[^\\x00-\\xff]"
+
+
+class Unsupported(Exception):
+    """The pattern uses a construct the target engine does not have."""
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """A validated pattern: its reference regex and what the engines need to know."""
+
+    pattern: str
+    reference: re.Pattern[bytes]
+    tree: Any
+    caseless: bool
+    """Case-insensitive at the top level (the watcher's setting or a leading `(?i)`)."""
+    folds_somewhere: bool
+    """Some part of the pattern is case-insensitive (top level or a `(?i:...)` group)."""
+    python_only: bool
+    """Uses lookaround, backreferences, conditionals, atomic groups or possessive repeats."""
+    always: bool
+    """Matches the empty string with no condition, so every line matches."""
+    empty_line: bool
+    """Whether an empty line matches."""
+
+
+def analyse(pattern: str, case_sensitive: bool) -> Analysis:
+    """Validate `pattern` for bytes matching; ValueError says what is wrong and how to fix it."""
+    flags = 0 if case_sensitive else re.IGNORECASE
+    try:
+        data = _to_bytes(pattern)
+        reference = re.compile(data, flags)
+    except re.error as exc:
+        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
+    except KeyError as exc:  # \N{...} with an unknown name
+        raise ValueError(f"invalid regex {pattern!r}: {exc.args[0]}") from None
+    tree = _P.parse(data, flags)
+    problem = _bytes_problem(pattern, tree)
+    if tree.state.flags & re.LOCALE:
+        problem = "the (?L) locale flag is not supported"
+    if problem:
+        raise ValueError(f"invalid regex {pattern!r}: {problem}")
+    kinds = set(_ops(tree))
+    caseless = bool(tree.state.flags & re.IGNORECASE)
+    scoped = any(add & re.IGNORECASE for add in _scoped_flags(tree))
+    return Analysis(
+        pattern=pattern,
+        reference=reference,
+        tree=tree,
+        caseless=caseless,
+        folds_somewhere=caseless or scoped,
+        python_only=bool(kinds & _PY_ONLY),
+        always=tree.getwidth()[0] == 0
+        and not kinds & (ZERO_WIDTH | {C.GROUPREF, C.GROUPREF_EXISTS}),
+        empty_line=reference.search(b"") is not None,
+    )
+
+
+_TEXT_ESCAPE = re.compile(
+    r"\\(?:\\|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{[^}]*\}|x[89a-fA-F][0-9a-fA-F])"
+)
+
+
+def _to_bytes(pattern: str) -> bytes:
+    """UTF-8 of the pattern, where the escapes of a non-ASCII character (`\\u00e9`,
+    `\\U0001F600`, `\\N{EM DASH}`, `\\xe9`) become the escaped UTF-8 bytes of that character,
+    as they mean a character in a text pattern."""
+
+    def utf8(match: re.Match[str]) -> str:
+        text = match.group()
+        if text == "\\\\":
+            return text
+        char = unicodedata.lookup(text[3:-1]) if text[1] == "N" else chr(int(text[2:], 16))
+        return "".join(f"\\x{b:02x}" for b in char.encode("utf-8", "surrogatepass"))
+
+    return _TEXT_ESCAPE.sub(utf8, pattern).encode("utf-8")
+
+
+def _bytes_problem(pattern: str, tree: Any) -> str | None:
+    """What cannot mean the same on UTF-8 bytes as on text: a non-ASCII character in a class,
+    or a quantifier on a lone non-ASCII character (it would repeat its last byte only)."""
+    if _non_ascii_class(pattern):
+        return (
+            "a character class can hold ASCII characters only (patterns match UTF-8 bytes);"
+            " write non-ASCII alternatives as an alternation, e.g. (?:é|è)"
+        )
+    for op, av in _walk(tree):
+        if op in REPEATS and len(av[2]) == 1 and av[2][0][0] is C.LITERAL and av[2][0][1] > 127:
+            return (
+                "a quantifier on a non-ASCII character repeats its last UTF-8 byte only;"
+                " group the character: (?:é)+"
+            )
+    return None
+
+
+def _non_ascii_class(pattern: str) -> bool:
+    """Whether a `[...]` in the pattern text holds a non-ASCII character or its escape (the
+    parse tree cannot tell: the parser also turns `é|è` into a class)."""
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            if in_class and _escape_value(pattern, i + 1) > 127:
+                return True
+            i += 2
+            continue
+        if not in_class and ch == "[":
+            in_class = True
+            i += 1
+            i += pattern.startswith("^", i)
+            i += pattern.startswith("]", i)  # a leading ] is a literal
+            continue
+        if in_class and ch == "]":
+            in_class = False
+        elif in_class and ord(ch) > 127:
+            return True
+        i += 1
+    return False
+
+
+def _escape_value(pattern: str, i: int) -> int:
+    """The code point of the escape whose letter is at `i` (0 when it is not a character)."""
+    kind = pattern[i : i + 1]
+    if kind in ("u", "U", "N"):
+        return 128  # \u, \U and \N name a character: treat as non-ASCII (ASCII ones are rare)
+    if kind == "x":
+        digits = pattern[i + 1 : i + 3]
+        return int(digits, 16) if re.fullmatch("[0-9a-fA-F]{2}", digits) else 0
+    octal = re.match("[0-7]{1,3}", pattern[i : i + 3])
+    return int(octal.group(), 8) if octal else 0
+
+
+def scope_folds(fold: bool, subpattern: Any) -> bool:
+    """Whether a group `(?flags:...)` (the SUBPATTERN argument) folds case, inside `fold`."""
+    _group, add, remove, _sub = subpattern
+    return bool((fold or add & re.IGNORECASE) and not remove & re.IGNORECASE)
+
+
+def _walk(tree: Any) -> Any:
+    for op, av in tree.data:
+        yield op, av
+        for sub in _children(op, av):
+            yield from _walk(sub)
+
+
+def _children(op: Any, av: Any) -> list[Any]:
+    if op is C.BRANCH:
+        return list(av[1])
+    if op is C.SUBPATTERN:
+        return [av[3]]
+    if op in REPEATS:
+        return [av[2]]
+    if op in (C.ASSERT, C.ASSERT_NOT):
+        return [av[1]]
+    if op is C.ATOMIC_GROUP:
+        return [av]
+    if op is C.GROUPREF_EXISTS:
+        return [p for p in av[1:] if p is not None]
+    return []
+
+
+def _ops(tree: Any) -> Any:
+    return (op for op, _ in _walk(tree))
+
+
+def _scoped_flags(tree: Any) -> Any:
+    """The flags each `(?flags:...)` group turns on."""
+    for op, av in _walk(tree):
+        if op is C.SUBPATTERN:
+            yield av[1]
+
+
+# --- byte sets -------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def byte_set(items: tuple[tuple[Any, Any], ...], fold: bool) -> frozenset[int]:
+    """The bytes other than b"\\n" that the class `items` matches, as the stdlib decides."""
+    parts: list[str] = []
+    for kind, value in items:
+        if kind is C.NEGATE:
+            parts.insert(0, "^")
+        elif kind is C.LITERAL:
+            parts.append(f"\\x{value:02x}")
+        elif kind is C.RANGE:
+            parts.append(f"\\x{value[0]:02x}-\\x{value[1]:02x}")
+        elif kind is C.CATEGORY:
+            parts.append(_CATEGORIES[value])
+        else:
+            raise Unsupported(f"class item {kind}")
+    regex = re.compile(("[" + "".join(parts) + "]").encode(), re.IGNORECASE if fold else 0)
+    return frozenset(b for b in range(256) if b != _NL and regex.fullmatch(bytes((b,))))
+
+
+def _node_set(op: Any, av: Any, fold: bool) -> frozenset[int]:
+    if op is C.IN:
+        return byte_set(tuple(av), fold)
+    if op is C.NOT_LITERAL:
+        return byte_set(((C.NEGATE, None), (C.LITERAL, av)), fold)
+    return byte_set(((C.NEGATE, None), (C.LITERAL, _NL)), False)  # ANY
+
+
+def _esc(b: int) -> str:
+    return chr(b) if chr(b).isalnum() and b < 128 else f"\\x{b:02x}"
+
+
+def _ranges(members: list[int]) -> str:
+    out, i = [], 0
+    while i < len(members):
+        j = i
+        while j + 1 < len(members) and members[j + 1] == members[j] + 1:
+            j += 1
+        out.append(_esc(members[i]) if i == j else f"{_esc(members[i])}-{_esc(members[j])}")
+        i = j + 1
+    return "".join(out)
+
+
+def _emit_set(members: frozenset[int]) -> str:
+    if not members:
+        return _NEVER
+    if len(members) == 1:
+        return _esc(next(iter(members)))
+    if len(members) <= 128:
+        return "[" + _ranges(sorted(members)) + "]"
+    return "[^" + _ranges(sorted(set(range(256)) - members)) + "]"  # includes b"\n"
+
+
+# --- translation -----------------------------------------------------------------------------
+
+
+def translate(analysis: Analysis, dialect: str) -> bytes:
+    """The pattern in `dialect`, multi-line, never matching b"\\n". "py" (stdlib `re`) keeps
+    the case flags: compile it with re.IGNORECASE when `analysis.caseless`. "re2" and "hs" spell
+    case folding out (`[Ee]`) and are compiled case-sensitive, because RE2 in Latin-1 mode would
+    also fold bytes >= 0x80 (Python folds ASCII only). Raises Unsupported."""
+    if dialect != "py" and analysis.python_only:
+        raise Unsupported("lookaround, backreference, conditional, atomic or possessive")
+    return _seq(analysis.tree, analysis.caseless, dialect).encode("ascii")
+
+
+def _seq(tree: Any, fold: bool, dialect: str) -> str:
+    return "".join(_node(op, av, fold, dialect) for op, av in tree.data)
+
+
+def _node(op: Any, av: Any, fold: bool, dialect: str) -> str:
+    if op is C.LITERAL:
+        if fold and dialect != "py":
+            return _emit_set(byte_set(((C.LITERAL, av),), True))
+        return _NEVER if av == _NL else _esc(av)
+    if op in (C.IN, C.NOT_LITERAL, C.ANY):
+        return _emit_set(_node_set(op, av, fold))
+    if op is C.AT:
+        if av not in _AT:
+            raise Unsupported(f"anchor {av}")
+        return _AT[av]
+    if op is C.BRANCH:
+        return "(?:" + "|".join(_seq(alt, fold, dialect) for alt in av[1]) + ")"
+    if op is C.SUBPATTERN:
+        group, sub = av[0], av[3]
+        inner_fold = scope_folds(fold, av)
+        body = _seq(sub, inner_fold, dialect)
+        if inner_fold != fold and dialect == "py":
+            body = ("(?i:" if inner_fold else "(?-i:") + body + ")"
+        return f"({body})" if group is not None and dialect == "py" else f"(?:{body})"
+    if op in REPEATS:
+        low, high, sub = av
+        body = "(?:" + _seq(sub, fold, dialect) + ")"
+        count = f"{{{low},}}" if high == C.MAXREPEAT else f"{{{low},{high}}}"
+        suffix = {C.MAX_REPEAT: "", C.MIN_REPEAT: "?", C.POSSESSIVE_REPEAT: "+"}[op]
+        return body + count + suffix
+    if dialect != "py":
+        raise Unsupported(str(op))
+    if op in (C.ASSERT, C.ASSERT_NOT):
+        direction, sub = av
+        kind = (
+            ("=" if op is C.ASSERT else "!")
+            if direction > 0
+            else ("<=" if op is C.ASSERT else "<!")
+        )
+        return f"(?{kind}{_seq(sub, fold, dialect)})"
+    if op is C.GROUPREF:
+        return f"(?:\\{av})"
+    if op is C.GROUPREF_EXISTS:
+        group, yes, no = av
+        other = "" if no is None else "|" + _seq(no, fold, dialect)
+        return f"(?({group}){_seq(yes, fold, dialect)}{other})"
+    if op is C.ATOMIC_GROUP:
+        return f"(?>{_seq(av, fold, dialect)})"
+    raise Unsupported(str(op))

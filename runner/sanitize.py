@@ -1,0 +1,168 @@
+"""Make untrusted text safe for JSONL fields, terminals and prompts (SPEC §6).
+
+Rules, in the order they are applied by `sanitize`:
+
+1. Terminal escape sequences are removed: CSI (`ESC [` or 8-bit 0x9b, parameters, final byte;
+   an incomplete one loses its introducer and parameters), OSC / DCS / SOS / PM / APC strings
+   (`ESC ] P X ^ _` or 0x9d 0x90 0x98 0x9e 0x9f, ended by BEL, `ESC \\` or 0x9c; an
+   unterminated string is removed up to the end of its line, never past a newline), charset and
+   other nF escapes (`ESC ( B`, `ESC # 8`) and two-byte escapes (`ESC 7`, `ESC c`, `ESC =`).
+   An OSC-8 hyperlink keeps its visible text and loses the URL.
+2. `\\r\\n` becomes `\\n`; a line rewritten with a lone `\\r` keeps its last non-empty segment
+   (`"10%\\r100%"` -> `"100%"`), as a terminal would show it.
+3. A backspace deletes the character before it on the same line (`"a\\bb"` -> `"b"`,
+   overstruck `"E\\bE"` -> `"E"`), as a terminal would show it.
+4. Remaining C0 controls except tab and newline, DEL, C1 controls (U+0080-U+009F) and lone
+   surrogates are removed (surrogates become U+FFFD).
+5. The text is clipped at `max_bytes` of UTF-8 on a character boundary.
+
+U+2028/U+2029 are ordinary text and are kept; `json.dumps(ensure_ascii=False)` does not escape
+them, nor C1 controls, so records should be serialised with `json_line`, which escapes both
+(a reader splitting on Unicode line breaks, or a terminal that honours UTF-8 C1 controls, is
+then safe too).
+
+Two decodings of bytes exist: `decode` (invalid UTF-8 -> U+FFFD) feeds `sanitize` for every text
+field; `raw_text` is the same decoding without sanitizing, for a record's `raw` field, where
+every character (NUL, ESC, ...) is kept and JSON escapes it (`\\u0000`, `\\u001b`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+
+__all__ = ["StreamDecoder", "clean_line", "decode", "json_line", "raw_text", "sanitize"]
+
+# Anything that needs the slow path: C0 but tab/newline, DEL, C1, surrogates.
+_NEEDS_WORK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+_STRING_END = "(?:\x07|\x9c|\x1b\\\\)?"  # BEL, 8-bit ST, ESC \ (or nothing: unterminated)
+_ESCAPES = re.compile(
+    # OSC, DCS, SOS, PM, APC strings: body up to a terminator, an ESC, or the end of the line.
+    "(?:\x1b[\\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x9c\x1b\n]*"
+    + _STRING_END
+    # CSI: parameter bytes, intermediate bytes, final byte (missing when incomplete).
+    + "|(?:\x1b\\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    # nF escapes (charset designation, DEC line attributes, ...): ESC, intermediates, final.
+    + "|\x1b[\x20-\x2f]+[\x30-\x7e]?"
+    # Two-byte escapes: ESC and one final byte (ESC 7, ESC c, ESC =, ESC M, ...).
+    + "|\x1b[\x30-\x7e]"
+)
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029]")
+
+
+def decode(data: bytes) -> str:
+    """UTF-8 with U+FFFD for each invalid byte sequence: the input of `sanitize`."""
+    return data.decode("utf-8", "replace")
+
+
+def raw_text(data: bytes) -> str:
+    """A record's `raw` field: decoded like `decode`, every character kept (no sanitizing);
+    JSON encoding escapes the controls, e.g. NUL as `\\u0000`."""
+    return data.decode("utf-8", "replace")
+
+
+def clean_line(data: bytes, max_bytes: int | None = None) -> tuple[str, bool]:
+    """`sanitize(decode(data), max_bytes)`: bytes of one line to a safe text field."""
+    return sanitize(data.decode("utf-8", "replace"), max_bytes)
+
+
+def sanitize(text: str, max_bytes: int | None = None) -> tuple[str, bool]:
+    """Return (clean text, was_clipped). See the module docstring for the rules."""
+    if _NEEDS_WORK.search(text) is not None:
+        text = _clean(text)
+    if max_bytes is None:
+        return text, False
+    return clip(text, max_bytes)
+
+
+def clip(text: str, max_bytes: int) -> tuple[str, bool]:
+    """Cut `text` to at most `max_bytes` of UTF-8, never inside a character."""
+    if len(text) * 4 <= max_bytes or (text.isascii() and len(text) <= max_bytes):
+        return text, False
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text, False
+    cut = max(max_bytes, 0)
+    while cut > 0 and (data[cut] & 0xC0) == 0x80:  # data[cut] continues the char before it
+        cut -= 1
+    return data[:cut].decode("utf-8"), True
+
+
+def _clean(text: str) -> str:
+    if "\x1b" in text or _has_c1_introducer(text):
+        text = _ESCAPES.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            text = "\n".join(
+                _last_segment(line) if "\r" in line else line for line in text.split("\n")
+            )
+    if "\b" in text:
+        text = _apply_backspaces(text)
+    text = _CONTROLS.sub("", text)
+    if _SURROGATES.search(text) is not None:
+        text = _SURROGATES.sub("\ufffd", text)
+    return text
+
+
+def _has_c1_introducer(text: str) -> bool:
+    return any(ch in text for ch in "\x9b\x9d\x90\x98\x9e\x9f")
+
+
+def _last_segment(line: str) -> str:
+    for segment in reversed(line.split("\r")):
+        if segment:
+            return segment
+    return ""
+
+
+def _apply_backspaces(text: str) -> str:
+    out: list[str] = []
+    for ch in text:
+        if ch == "\b":
+            if out and out[-1] != "\n":
+                out.pop()
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _escape_unsafe(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_line(record: object) -> str:
+    """One JSONL line (without the newline): compact UTF-8 JSON where DEL, C1 controls and
+    U+2028/U+2029 are escaped too, so no character in it can break a line or drive a terminal.
+    `json.loads` returns the same object."""
+    dumped = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    if _JSON_UNSAFE.search(dumped) is None:
+        return dumped
+    return _JSON_UNSAFE.sub(_escape_unsafe, dumped)
+
+
+class StreamDecoder:
+    """Incremental UTF-8 decoding of a byte stream (PTY or pipe reads): a character split
+    across two reads is decoded whole; invalid bytes become U+FFFD."""
+
+    __slots__ = ("_decoder",)
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def decode(self, data: bytes, final: bool = False) -> str:
+        """Decode the next read; with `final=True` an incomplete trailing character is
+        flushed as U+FFFD."""
+        return self._decoder.decode(data, final)
+
+    def flush(self) -> str:
+        """End of stream: whatever is pending, as U+FFFD."""
+        return self._decoder.decode(b"", True)
+
+    def reset(self) -> None:
+        """Forget pending bytes (a new stream)."""
+        self._decoder.reset()

@@ -1,0 +1,370 @@
+"""The chunk matcher: every engine finds exactly the lines the per-line reference finds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from watchrun.matcher import ENGINES, Matcher, best_engine, engines_available
+
+AVAILABLE = engines_available()
+
+
+Spans = list[tuple[int, int]]
+
+
+def reference(pattern: str, data: bytes, exclude: Sequence[str] = (), cs: bool = False) -> Spans:
+    """Per-line loop with the reference semantics, the oracle for every engine."""
+    matcher = Matcher(pattern, exclude, cs, engine="re")
+    out, pos = [], 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        if matcher.match_line(data[pos:end]):
+            out.append((pos, end))
+        pos = end + 1
+    return out
+
+
+def lines_of(data: bytes, spans: Spans) -> list[bytes]:
+    return [data[s:e] for s, e in spans]
+
+
+def engines_for(pattern: str, cs: bool = False) -> list[str]:
+    usable = []
+    for engine in AVAILABLE:
+        try:
+            Matcher(pattern, (), cs, engine=engine)
+        except ValueError:
+            continue
+        usable.append(engine)
+    return usable
+
+
+LOG = (
+    b"INFO start\n"
+    b"ERROR disk full\n"
+    b"\n"
+    b"warn: fatal-ish\n"
+    b"healthcheck ERROR\n"
+    b"caf\xc3\xa9 au lait\n"
+    b"CAF\xc3\x89 AU LAIT\n"
+    b"bad \xff\xfe bytes error\n"
+    b"nul \x00 error\n"
+    b"a\x0bb\n"
+    b"tab\there\n"
+    b"  indented\n"
+    b"aa\n"
+)
+
+TABLE = [
+    # (pattern, exclude, case_sensitive, expected lines)
+    (
+        "ERROR|FATAL",
+        (),
+        False,
+        [
+            b"ERROR disk full",
+            b"warn: fatal-ish",
+            b"healthcheck ERROR",
+            b"bad \xff\xfe bytes error",
+            b"nul \x00 error",
+        ],
+    ),
+    ("ERROR|FATAL", (), True, [b"ERROR disk full", b"healthcheck ERROR"]),
+    (
+        "ERROR|FATAL",
+        ("healthcheck",),
+        False,
+        [b"ERROR disk full", b"warn: fatal-ish", b"bad \xff\xfe bytes error", b"nul \x00 error"],
+    ),
+    ("error", ("HEALTH", "^nul"), False, [b"ERROR disk full", b"bad \xff\xfe bytes error"]),
+    ("^ERROR", (), False, [b"ERROR disk full"]),
+    ("ERROR$", (), True, [b"healthcheck ERROR"]),
+    (r"\AERROR", (), False, [b"ERROR disk full"]),
+    (r"ERROR\Z", (), True, [b"healthcheck ERROR"]),
+    ("^$", (), False, [b""]),
+    (r"full\s+warn", (), False, []),  # \s must not cross the line end
+    (r"full[^x]warn", (), False, []),  # nor a negated class
+    (r"full\n", (), False, []),  # a newline is never inside a line
+    (r"a\sb", (), False, [b"a\x0bb"]),  # \s includes \v, as in Python
+    (r"\t", (), False, [b"tab\there"]),
+    ("^  ", (), False, [b"  indented"]),
+    ("x*", (), False, LOG.split(b"\n")[:-1]),  # matches the empty string: every line
+    ("z?$", (), False, LOG.split(b"\n")[:-1]),
+    ("caf\u00e9", (), False, [b"caf\xc3\xa9 au lait"]),  # ASCII-only folding: not CAFÉ
+    ("café", (), False, [b"caf\xc3\xa9 au lait"]),
+    ("(?:É|é) AU", (), False, [b"caf\xc3\xa9 au lait", b"CAF\xc3\x89 AU LAIT"]),
+    (r"\xe9 au", (), False, [b"caf\xc3\xa9 au lait"]),  # \xe9 means the character é
+    (r"\bau\b", (), True, [b"caf\xc3\xa9 au lait"]),
+    (r"caf\w", (), False, []),  # \w is ASCII on bytes
+    ("caf.", (), False, [b"caf\xc3\xa9 au lait", b"CAF\xc3\x89 AU LAIT"]),  # . is one byte
+    ("\xff", (), False, []),  # the character ÿ, not the byte 0xff
+    ("bad ..", (), False, [b"bad \xff\xfe bytes error"]),
+    ("nul \x00", (), False, [b"nul \x00 error"]),
+    (r"(a)\1", (), False, [b"aa"]),  # backreference: stdlib only
+    (r"(?i)(A)\1", (), True, [b"aa"]),
+    ("disk(?= full)", (), False, [b"ERROR disk full"]),  # lookahead
+    (r"(?<!\S)au\b", (), True, [b"caf\xc3\xa9 au lait"]),  # lookbehind
+    (r"(?<!\s)au", (), True, []),
+    ("(?-i:ERROR)", (), False, [b"ERROR disk full", b"healthcheck ERROR"]),
+    ("(?i:error) disk", (), True, [b"ERROR disk full"]),
+    (r"^\S+$", (), False, [b"aa"]),
+    (r"\B", (), False, [x for x in LOG.split(b"\n")[:-1] if x not in (b"", b"a\x0bb")]),
+]
+
+
+@pytest.mark.parametrize(("pattern", "exclude", "cs", "expected"), TABLE)
+@pytest.mark.parametrize("engine", ENGINES)
+def test_table(
+    pattern: str, exclude: tuple[str, ...], cs: bool, expected: list[bytes], engine: str
+) -> None:
+    if engine not in AVAILABLE:
+        pytest.skip(f"{engine} not installed")
+    try:
+        matcher = Matcher(pattern, exclude, cs, engine=engine)
+    except ValueError as exc:
+        assert "cannot run pattern" in str(exc)
+        assert engine != "re"
+        return
+    spans = matcher.find(LOG)
+    assert lines_of(LOG, spans) == expected
+    assert spans == reference(pattern, LOG, exclude, cs)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "engine"),
+    [
+        ("ERROR|FATAL", "hyperscan"),
+        (r"timeout after \d+ms", "hyperscan"),
+        (r"(a)\1", "re"),
+        ("x(?=y)", "re"),
+        ("(?>ab)c", "re+prefilter"),
+        ("a*+b", "re"),
+    ],
+)
+def test_best_engine(pattern: str, engine: str) -> None:
+    if "hyperscan" not in AVAILABLE:
+        pytest.skip("hyperscan not installed")
+    assert best_engine(pattern) == engine
+
+
+def test_engine_fallbacks_without_hyperscan() -> None:
+    assert Matcher("a(?=b)|c", engine="re").engine == "re"
+    assert Matcher("ERROR|FATAL", engine="re+prefilter").engine == "re+prefilter"
+    with pytest.raises(ValueError, match="re2 cannot run pattern"):
+        Matcher(r"(a)\1", engine="re2")
+    with pytest.raises(ValueError, match=r"re\+prefilter cannot run pattern .*required literal"):
+        Matcher(r"\d+", engine="re+prefilter")
+    with pytest.raises(ValueError, match="unknown engine 'pcre'"):
+        Matcher("x", engine="pcre")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "message"),
+    [
+        ("[éè]", "character class can hold ASCII characters only"),
+        ("[^é]", "character class can hold ASCII characters only"),
+        (r"[\u00e9]", "character class can hold ASCII characters only"),
+        ("é+", r"group the character: \(\?:é\)\+"),
+        ("(unclosed", "invalid regex '\\(unclosed': missing \\)"),
+        (r"\N{NO SUCH NAME}", "undefined character name"),
+        ("(?u)x", "cannot use 'u' flag"),
+        ("(?L)x", "locale flag is not supported"),
+    ],
+)
+def test_invalid_patterns(pattern: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Matcher(pattern)
+
+
+def test_invalid_exclude_is_named() -> None:
+    with pytest.raises(ValueError, match=r"invalid regex '\[x': unterminated"):
+        Matcher("ok", exclude=["[x"])
+
+
+def test_grouped_non_ascii_repeat_is_fine() -> None:
+    m = Matcher("^(?:é)+$", engine="re")
+    assert m.match_line("éé".encode()) and not m.match_line("é\xa9".encode("latin-1"))
+
+
+def test_chunk_without_trailing_newline_and_empty_chunk() -> None:
+    for engine in AVAILABLE:
+        m = Matcher("end$", engine=engine) if engine != "re+prefilter" else Matcher("end")
+        assert m.find(b"a\nthe end") == [(2, 9)]
+        assert m.find(b"") == []
+        assert Matcher("^", engine=engine if engine != "re+prefilter" else None).find(b"") == []
+
+
+def test_every_line_once_and_in_order_for_dense_patterns() -> None:
+    data = b"".join(b"%d abc %s\n" % (i, b"x" * (i % 50)) for i in range(5000))
+    for pattern in [".", r"\w", "x*x", "[a-z]", "(?:a|b|c|x)+"]:
+        expected = reference(pattern, data)
+        for engine in engines_for(pattern):
+            assert Matcher(pattern, engine=engine).find(data) == expected, (pattern, engine)
+
+
+def test_very_long_line() -> None:
+    data = b"x" * 3_000_000 + b" ERROR " + b"y" * 1000 + b"\nshort\nERROR\n"
+    for engine in engines_for("ERROR"):
+        found = Matcher("ERROR", engine=engine).find(data)
+        assert found == [(0, 3_001_007), (3_001_014, 3_001_019)]
+
+
+@pytest.mark.parametrize("engine", ["hyperscan", "re2"])
+def test_redos_pattern_is_linear(engine: str) -> None:
+    if engine not in AVAILABLE:
+        pytest.skip(f"{engine} not installed")
+    matcher = Matcher("^(a+)+$", engine=engine)
+    data = b"a" * 50_000 + b"!\n" + b"aaa\n"
+    started = time.monotonic()
+    assert matcher.find(data) == [(50_002, 50_005)]
+    assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize("engine", ["hyperscan", "re2"])
+def test_hostile_matching_line_is_not_rechecked_by_backtracking(engine: str) -> None:
+    # The stdlib needs minutes for this line (exponential backtracking before it finds ERROR);
+    # the linear engines' hits are exact, so no stdlib confirmation runs.
+    if engine not in AVAILABLE:
+        pytest.skip(f"{engine} not installed")
+    data = b"a" * 40 + b"! ERROR\n"
+    started = time.monotonic()
+    assert Matcher(r"(\w+\s?)+$|ERROR", engine=engine).find(data) == [(0, 47)]
+    assert Matcher("ok", [r"(\w+\s?)+$|ERROR"]).find(b"ok " + data) == []
+    assert time.monotonic() - started < 1.0
+
+
+def test_crafted_line_cannot_hide_a_following_match() -> None:
+    # A hit that an engine could stretch across lines must not swallow the next line's match.
+    data = b"a\n\nb a b\nab\n"
+    for pattern in [r"a\s*b", r"a[^x]*b", r"a.*b|^b"]:
+        expected = reference(pattern, data)
+        for engine in engines_for(pattern):
+            assert Matcher(pattern, engine=engine).find(data) == expected, (pattern, engine)
+
+
+# --- property: all engines agree with the per-line reference ----------------------------------
+
+ATOMS = [
+    "a",
+    "b",
+    "A",
+    "é",
+    " ",
+    "1",
+    "_",
+    "!",
+    r"\.",
+    ".",
+    r"\d",
+    r"\w",
+    r"\s",
+    r"\S",
+    r"\W",
+    "[ab]",
+    "[^a]",
+    "[a-c1]",
+    "[^ ]",
+    r"\b",
+    r"\B",
+    "^",
+    "$",
+    r"\A",
+    r"\Z",
+    r"\n",
+    r"\x0b",
+]
+
+
+def _regex(depth: int) -> st.SearchStrategy[str]:
+    atom = st.sampled_from(ATOMS)
+    if depth == 0:
+        return atom
+    sub = _regex(depth - 1)
+    return st.one_of(
+        atom,
+        st.lists(sub, min_size=2, max_size=4).map("".join),
+        st.lists(sub, min_size=2, max_size=3).map(lambda xs: "(?:" + "|".join(xs) + ")"),
+        st.tuples(sub, st.sampled_from(["*", "+", "?", "{1,3}", "+?", "{2}"])).map(
+            lambda t: f"(?:{t[0]}){t[1]}"
+        ),
+        sub.map(lambda x: f"({x})"),
+        sub.map(lambda x: f"(?i:{x})"),
+        sub.map(lambda x: f"(?-i:{x})"),
+    )
+
+
+TOKENS = [
+    "a",
+    "b",
+    "A",
+    "B",
+    "ab",
+    "é",
+    "É",
+    "\xff",
+    "\x00",
+    " ",
+    "\t",
+    "1",
+    "12",
+    "_",
+    "!",
+    ".",
+    "\x0b",
+    "\r",
+    "\xe3\xa9",
+    "aa",
+]
+LINE = st.lists(st.sampled_from(TOKENS), max_size=6).map(lambda ts: "".join(ts))
+
+
+def _encode(line: str) -> bytes:
+    return line.encode("utf-8") if line != "\xff" else b"\xff"
+
+
+CHUNK = st.tuples(st.lists(LINE, min_size=1, max_size=12), st.booleans()).map(
+    lambda t: b"\n".join(_encode(x) for x in t[0]) + (b"\n" if t[1] else b"")
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_regex(3), st.booleans(), CHUNK, st.lists(st.sampled_from(["a", "^b", r"\d$"]), max_size=1))
+def test_engines_equal_reference(pattern: str, cs: bool, data: bytes, exclude: list[str]) -> None:
+    try:
+        expected = reference(pattern, data, tuple(exclude), cs)
+    except ValueError:
+        return  # e.g. a quantifier on é: rejected for every engine
+    for engine in AVAILABLE:
+        try:
+            matcher = Matcher(pattern, exclude, cs, engine=engine)
+        except ValueError:
+            continue
+        assert matcher.find(data) == expected, (engine, pattern)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from(
+        [
+            r"(a)\1",
+            r"a(?=b)",
+            r"(?<=a)b",
+            r"(?<!\s)a",
+            r"(?!a)\w",
+            r"(a)?(?(1)b|c)",
+            r"(?>a|ab)c",
+            r"a++",
+            r"(?<![ab])\B",
+        ]
+    ),
+    st.booleans(),
+    CHUNK,
+)
+def test_python_only_constructs(pattern: str, cs: bool, data: bytes) -> None:
+    assert Matcher(pattern, (), cs).engine in ("re", "re+prefilter")
+    assert Matcher(pattern, (), cs).find(data) == reference(pattern, data, (), cs)
