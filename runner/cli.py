@@ -94,6 +94,78 @@ def _configure_init(p: argparse.ArgumentParser) -> None:
     _json_flag(p)
 
 
+def add_where_args(p: argparse.ArgumentParser, *, table: bool = True) -> None:
+    """`-c FILE…` or `--output-dir DIR`: where the output dir is (default: ./watch.yaml's)."""
+    p.add_argument("-c", "--config", metavar="FILE", type=Path, action="extend", nargs="+",
+                   help="config file(s) whose output dir to read (default ./watch.yaml)")
+    p.add_argument("--output-dir", metavar="DIR", type=Path,
+                   help="read this output dir directly (no config needed)")
+    if table:
+        p.add_argument("--json", dest="format", action="store_const", const="json",
+                       default="text", help="print JSON instead of a table")
+
+
+def _configure_ops(kind: str) -> Callable[[argparse.ArgumentParser], None]:
+    def configure(p: argparse.ArgumentParser) -> None:
+        add_where_args(p)
+        if kind in ("status", "matches", "logs", "stop"):
+            p.add_argument("id", help="watcher id")
+        if kind in ("matches", "logs"):
+            p.add_argument("--lines", type=int, metavar="N",
+                           help="how many lines (default limits.matchLines)")
+        if kind == "clear":
+            p.add_argument("--all", action="store_true",
+                           help="also stop running watchers before forgetting them")
+        p.set_defaults(op=kind)
+    return configure
+
+
+def _configure_agent(p: argparse.ArgumentParser) -> None:
+    subs = p.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
+    raw = argparse.RawDescriptionHelpFormatter
+    ls = subs.add_parser("list", help="every agent with its status, turns, tokens, last reply",
+                         formatter_class=raw, epilog="example:\n  watchrun agent list -c watch.yaml")
+    add_where_args(ls)
+    run = subs.add_parser("run", help="run one turn in the foreground and print the reply",
+                          formatter_class=raw, epilog="examples:\n  watchrun agent run triage "
+                          "-c watch.yaml\n  watchrun agent run triage -c watch.yaml --prompt "
+                          "'why is the build red?'\nexit status: 0 the turn completed, 1 it failed")
+    add_config_args(run)
+    run.add_argument("name", help="agent name")
+    run.add_argument("--prompt", help="the prompt (default: the agent's prompt template)")
+    watch = subs.add_parser("watch", help="the readable view of an agent (JSON)", formatter_class=raw,
+                            epilog="examples:\n  watchrun agent watch triage -c watch.yaml\n  "
+                            "watchrun agent watch triage -c watch.yaml --until status:idle "
+                            "--timeout 5m\n  watchrun agent watch triage -c watch.yaml --since "
+                            "triage:0000000000000010 --raw")
+    add_where_args(watch, table=False)
+    watch.add_argument("name", help="agent name")
+    watch.add_argument("--include", action="append", default=[], metavar="LIST",
+                       help="comma list of status,transcript,output,delivery,raw_output,events")
+    watch.add_argument("--raw", action="store_true", help="add raw_output to the include set")
+    watch.add_argument("--since", metavar="CURSOR", help="only what is strictly after CURSOR")
+    watch.add_argument("--tail", type=int, metavar="BYTES", help="cap text fields to BYTES")
+    watch.add_argument("--until", metavar="COND", help="wait for a new status:S, output:TOKEN, "
+                       "event:KIND or delivery:STATE")
+    watch.add_argument("--timeout", default="10m", help="how long --until waits (default 10m)")
+    watch.add_argument("--format", choices=("json", "text"), default="json")
+    tr = subs.add_parser("transcript", help="turns grouped by prompt (JSON)", formatter_class=raw,
+                         epilog="example:\n  watchrun agent transcript triage -c watch.yaml")
+    add_where_args(tr, table=False)
+    tr.add_argument("name", help="agent name")
+    tr.add_argument("--format", choices=("json", "text"), default="json")
+    send = subs.add_parser("send", help="queue a prompt for an agent of the live runner",
+                           formatter_class=raw,
+                           epilog="example:\n  watchrun agent send triage 'look at the last deploy'")
+    add_where_args(send)
+    send.add_argument("name", help="agent name")
+    send.add_argument("text", help="the prompt")
+    stop = subs.add_parser("stop", help="abort an agent's running turn in the live runner",
+                           formatter_class=raw, epilog="example:\n  watchrun agent stop triage")
+    add_where_args(stop)
+    stop.add_argument("name", help="agent name")
+
+
 COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
@@ -115,6 +187,26 @@ COMMANDS: dict[str, Command] = {
         Command("init", "write a commented starter config",
                 "examples:\n  watchrun init\n  watchrun init ci/watch.yaml\n  watchrun init "
                 "watch.toml", _configure_init, "watchrun.cli_config:cmd_init"),
+        Command("list", "every watcher with its status and counts (live runner or not)",
+                "examples:\n  watchrun list -c watch.yaml\n  watchrun list --output-dir "
+                "/var/lib/watchrun --json", _configure_ops("list"), "watchrun.cli_ops:cmd_ops"),
+        Command("status", "one watcher's status", "example:\n  watchrun status server -c "
+                "watch.yaml", _configure_ops("status"), "watchrun.cli_ops:cmd_ops"),
+        Command("matches", "a watcher's latest matched lines", "example:\n  watchrun matches "
+                "server -c watch.yaml --lines 20", _configure_ops("matches"),
+                "watchrun.cli_ops:cmd_ops"),
+        Command("logs", "a watcher's latest raw lines (sanitized)", "example:\n  watchrun logs "
+                "server -c watch.yaml --lines 100", _configure_ops("logs"),
+                "watchrun.cli_ops:cmd_ops"),
+        Command("stop", "stop one watcher of the live runner", "example:\n  watchrun stop "
+                "server -c watch.yaml", _configure_ops("stop"), "watchrun.cli_ops:cmd_ops"),
+        Command("clear", "forget stopped watchers' status (--all: stop and forget every one)",
+                "example:\n  watchrun clear --all -c watch.yaml", _configure_ops("clear"),
+                "watchrun.cli_ops:cmd_ops"),
+        Command("agent", "agents: list | run | watch | transcript | send | stop",
+                "examples:\n  watchrun agent list -c watch.yaml\n  watchrun agent run triage "
+                "-c watch.yaml --prompt 'hello'\n  watchrun agent watch triage -c watch.yaml",
+                _configure_agent, "watchrun.cli_ops:cmd_agent"),
     )
 }
 """Subcommands by name, in help order. Add an entry here to add a command."""

@@ -45,14 +45,14 @@ VALID: dict[str, dict[str, Any]] = {
     "usage": {**USAGE, "complete": True},
     "stderr": {"text": "warning: x"},
     "output": {"text": "not json"},
-    "raw": {"value": "{\"type\":", "bytes": 9_000_000, "truncated": True},
+    "raw": {"preview": "{\"type\":", "bytes": 9_000_000, "truncated": True, "reason": "oversized-event"},
     "failure": {"message": "exit 1"},
     "quota": {"message": "rate limited", "resetAt": "2026-05-16T13:00:00.000Z"},
     "stopped": {"reason": "idle-timeout"},
     "status": {"status": "idle"},
     "dispatch-finished": {"status": "done", "completed": True, "usage": USAGE, "durationMs": 1200,
                           "exitCode": 0},
-    "session": {"id": "0199-abc"},
+    "session": {"sessionId": "0199-abc"},
     "completed": {"text": "Final answer"},
 }
 

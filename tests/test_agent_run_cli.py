@@ -1,0 +1,136 @@
+"""`watchrun agent run NAME`: one foreground turn, its exit status, its printed reply."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from test_agent_turn import alive, check_records, of
+
+from watchrun.agents.run_cmd import cmd_agent_run
+
+CONFIG = """\
+agents:
+  - name: triage
+    provider: mock
+    prompt: "Look at {label} ({count}): {matches}|{other}"
+  - name: helper
+    provider: mock
+"""
+WATCHRUN = Path(sys.executable).parent / "watchrun"
+DEADLINE_S = 20.0
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Path:
+    path = tmp_path / "watch.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+def run(cfg: Path, name: str = "triage", prompt: str | None = None) -> int:
+    args = argparse.Namespace(config=[cfg], output_dir=cfg.parent / "out", name=name,
+                              prompt=prompt)
+    return cmd_agent_run(args)
+
+
+def agent_records(cfg: Path, name: str = "triage") -> list[dict[str, object]]:
+    return check_records(cfg.parent / "out" / "agents" / f"{name}.jsonl")
+
+
+def test_done_turn_prints_the_reply(cfg: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(cfg) == 0
+    out = capsys.readouterr().out
+    assert out == "Mock triage: saw 1 matching line(s); first: Look at manual (0): |{other}\nDONE\n"
+    recs = agent_records(cfg)
+    (start,) = of(recs, "dispatch-start")
+    assert start["trigger"] == "manual"
+    assert of(recs, "prompt")[0]["text"] == "Look at manual (0): |{other}"
+    assert of(recs, "dispatch-finished")[0]["status"] == "done"
+
+
+def test_explicit_prompt_and_a_second_turn(cfg: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(cfg, prompt="first") == 0
+    assert run(cfg, prompt="second") == 0
+    assert capsys.readouterr().out.count("DONE\n") == 2
+    recs = agent_records(cfg)
+    assert [p["text"] for p in of(recs, "prompt")] == ["first", "second"]
+    assert len({s["turnId"] for s in of(recs, "dispatch-start")}) == 2
+
+
+def test_failed_turn_exits_1(cfg: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(cfg, prompt="x [mock:fail]") == 1
+    err = capsys.readouterr().err
+    assert "agent triage: turn-1 failed:" in err
+    assert of(agent_records(cfg), "dispatch-finished")[0]["status"] == "failed"
+
+
+def test_unknown_agent_lists_the_known_ones(cfg: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(cfg, name="nope") == 2
+    err = capsys.readouterr().err
+    assert "no agent named 'nope'; known agents: triage, helper" in err
+
+
+def test_invalid_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents:\n  - name: triage\n    provider: nosuch\n")
+    assert run(bad) == 2
+    err = capsys.readouterr().err
+    assert "error: agents[0].provider" in err
+
+
+def test_refuses_while_a_runner_is_live(cfg: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (cfg.parent / "out").mkdir()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(cfg.parent / "out" / "control.sock"))
+        server.listen()
+        assert run(cfg) == 3
+    assert "use `watchrun agent send triage TEXT`" in capsys.readouterr().err
+
+
+def test_sigint_cancels_the_turn(cfg: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = cfg.parent / "out" / "agents" / "triage.jsonl"
+
+    def interrupt() -> None:
+        end = time.monotonic() + DEADLINE_S
+        while time.monotonic() < end:
+            if path.exists() and '"kind":"session"' in path.read_text():
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=interrupt)
+    thread.start()
+    try:
+        assert run(cfg, prompt="[mock:hang]") == 130
+    finally:
+        thread.join()
+    recs = agent_records(cfg)
+    assert of(recs, "stopped")[0]["message"] == "interrupted (SIGINT)"
+    assert of(recs, "dispatch-finished")[0]["status"] == "cancelled"
+    assert not alive(int(str(of(recs, "dispatch-start")[0]["pid"])))
+    assert "turn-1 cancelled" in capsys.readouterr().err
+
+
+def console(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(WATCHRUN), "agent", "run", *args, "-c", str(cfg),
+                           "--output-dir", str(cfg.parent / "out")],
+                          capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+
+
+def test_console_script(cfg: Path) -> None:
+    probe = console(cfg, "triage", "--prompt", "probe")
+    if "is not available in this build" in probe.stderr:
+        pytest.skip("`watchrun agent` is not wired into runner/cli.py yet")
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout == "Mock triage: saw 1 matching line(s); first: probe\nDONE\n"
+    failed = console(cfg, "triage", "--prompt", "[mock:fail]")
+    assert failed.returncode == 1 and "failed" in failed.stderr

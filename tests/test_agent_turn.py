@@ -1,0 +1,302 @@
+"""TurnRunner with real processes: the mock agent, real signals, real pseudo-terminals."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from recordcheck import validate_records
+
+from watchrun.agents.turn import Recorder, TurnResult, TurnRunner
+from watchrun.agents.usage import UsageTracker
+from watchrun.clock import SystemClock
+from watchrun.config.model import AgentSpec, Limits
+from watchrun.logs import RunLog
+from watchrun.procs import Spawner
+from watchrun.sink import JsonlSink
+
+MOCK = (sys.executable, "-m", "watchrun.mock_agent", "{prompt}")
+DEADLINE_S = 20.0
+def check_records(path: Path) -> list[dict[str, Any]]:
+    """Every record, validated against schemas/record.schema.json."""
+    return validate_records(path)
+
+
+def agent(tmp_path: Path, **kw: Any) -> AgentSpec:
+    kw.setdefault("command", MOCK)
+    return AgentSpec(name="t", provider=kw.pop("provider", "mock"), prompt="{matches}",
+                     cwd=tmp_path, **kw)
+
+
+def run_turn(tmp_path: Path, prompt: str, limits: Limits | None = None,
+             settle_s: float = 0.2, abort_after: str | None = None,
+             **kw: Any) -> tuple[TurnResult, list[dict[str, Any]]]:
+    """One turn; `abort_after`: call abort() once a record of that kind was written."""
+    spec = agent(tmp_path, **kw)
+    path = tmp_path / "t.jsonl"
+
+    async def go() -> TurnResult:
+        sink = JsonlSink(path, "t", max_bytes=1 << 30, keep=1, clock=SystemClock())
+        rec = Recorder(sink, RunLog(quiet=True), "t")
+        runner = TurnRunner(spec, limits or Limits(), rec, Spawner(), SystemClock(),
+                            UsageTracker(), settle_s=settle_s)
+        task = asyncio.ensure_future(runner.run(prompt, trigger="manual"))
+        if abort_after is not None:
+            await until(lambda: kinds_in(path, abort_after), f"a {abort_after} record")
+            runner.abort("test abort")
+        try:
+            return await asyncio.wait_for(task, DEADLINE_S)
+        finally:
+            await rec.close()
+
+    result = asyncio.run(go())
+    return result, check_records(path)
+
+
+async def until(cond: Any, what: str) -> None:
+    end = time.monotonic() + DEADLINE_S
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def kinds_in(path: Path, kind: str) -> bool:
+    return path.exists() and f'"kind":"{kind}"' in path.read_text()
+
+
+def of(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r for r in records if r["kind"] == kind]
+
+
+def finished(records: list[dict[str, Any]]) -> dict[str, Any]:
+    (fin,) = of(records, "dispatch-finished")
+    return fin
+
+
+def alive(pid: int) -> bool:
+    """True when `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def group_members(pgid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append(int(name))
+    return out
+
+
+def strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+
+
+def test_completed_turn(tmp_path: Path) -> None:
+    result, recs = run_turn(tmp_path, "ERROR disk full\n[mock:tool]")
+    assert [r["kind"] for r in recs[:3]] == ["dispatch-start", "prompt", "status"]
+    start = recs[0]
+    assert start["turnId"] == f"turn-{start['seq']}" == result.turn_id
+    assert start["command"] == list(MOCK) and start["trigger"] == "manual"
+    assert start["pty"] is False and isinstance(start["pid"], int)
+    assert recs[1]["text"] == "ERROR disk full\n[mock:tool]"
+    assert all(r["turnId"] == result.turn_id for r in recs[:-1])
+    reply = "Mock triage: saw 1 matching line(s); first: ERROR disk full\nDONE"
+    assert [t["text"] for t in of(recs, "text")] == [reply]
+    assert of(recs, "tool")[0]["name"] == "Bash"
+    fin = finished(recs)
+    usage = [u for u in of(recs, "usage")]
+    assert fin["usage"]["input"] == sum(u["input"] for u in usage) > 0
+    assert fin["tokens"] == fin["usage"]["input"] + fin["usage"]["output"]
+    assert (fin["status"], fin["completed"], fin["exitCode"], fin["reply"]) == (
+        "done", True, 0, reply)
+    assert "error" not in fin and "stopped" not in [r["kind"] for r in recs]
+    assert recs[-1]["kind"] == "status" and recs[-1]["status"] == "idle"
+    assert (result.status, result.reply) == ("done", reply)
+
+
+def test_failing_turn(tmp_path: Path) -> None:
+    result, recs = run_turn(tmp_path, "x [mock:fail]")
+    fin = finished(recs)
+    assert (fin["status"], fin["completed"], fin["exitCode"]) == ("failed", False, 1)
+    assert fin["error"]["message"]
+    assert result.status == "failed" and result.exit_code == 1
+
+
+def test_deadline_stops_the_process_group(tmp_path: Path) -> None:
+    _, recs = run_turn(tmp_path, "[mock:hang]", deadline_ms=400)
+    (stopped,) = of(recs, "stopped")
+    assert stopped["reason"] == "deadline" and "400 ms" in stopped["message"]
+    fin = finished(recs)
+    assert (fin["status"], fin["exitCode"], fin["signal"]) == ("failed", None, "SIGTERM")
+    assert fin["error"]["code"] == "deadline" and fin["durationMs"] >= 400
+    assert [r["status"] for r in of(recs, "status")] == ["running", "stopping", "idle"]
+    pid = recs[0]["pid"]
+    assert not alive(pid) and group_members(pid) == []
+    assert of(recs, "session"), "output written before the stop is recorded"
+
+
+def test_idle_timeout(tmp_path: Path) -> None:
+    _, recs = run_turn(tmp_path, "[mock:hang]", idle_timeout_ms=300)
+    (stopped,) = of(recs, "stopped")
+    assert stopped["reason"] == "idle-timeout"
+    assert finished(recs)["status"] == "failed"
+
+
+def test_completion_marker_stops_after_the_settle(tmp_path: Path) -> None:
+    script = "echo working; echo 'all DONE here'; exec sleep 1000"
+    _, recs = run_turn(tmp_path, "p", provider="generic", command=("sh", "-c", script),
+                       until="output:DONE", settle_s=0.2)
+    (stopped,) = of(recs, "stopped")
+    assert stopped["reason"] == "completion"
+    fin = finished(recs)
+    assert (fin["status"], fin["completed"]) == ("done", True)
+    assert fin["reply"] == "working\nall DONE here"
+    assert not alive(recs[0]["pid"])
+
+
+def test_completion_marker_when_the_process_exits_during_the_settle(tmp_path: Path) -> None:
+    _, recs = run_turn(tmp_path, "hi", until="event:completed", settle_s=5)
+    assert of(recs, "stopped") == []
+    assert finished(recs)["status"] == "done"
+
+
+@pytest.mark.parametrize("size", [10_000, 300_000])  # cut inside one read; still pending
+def test_oversized_line_is_previewed_and_stops_the_turn(tmp_path: Path, size: int) -> None:
+    limits = Limits(max_event_bytes=4096)
+    _, recs = run_turn(tmp_path, f"[mock:oversized={size}]", limits=limits)
+    (raw,) = of(recs, "raw")
+    assert raw["reason"] == "oversized-event" and raw["truncated"] is True
+    assert len(raw["preview"]) == 2000 and raw["preview"].startswith('{"type": "assistant"')
+    assert raw["bytes"] > 4096
+    (stopped,) = of(recs, "stopped")
+    assert stopped["reason"] == "oversized-event" and "4096" in stopped["message"]
+    fin = finished(recs)
+    assert fin["status"] == "failed" and fin["error"]["code"] == "oversized-event"
+    assert of(recs, "completed") == [], "nothing after the oversized line is parsed"
+
+
+def test_sigterm_ignoring_tree_is_killed_after_stop_timeout(tmp_path: Path) -> None:
+    limits = Limits(stop_timeout_ms=300)
+    result, recs = run_turn(tmp_path, "[mock:hang][mock:ignore-term][mock:fork]",
+                            limits=limits, deadline_ms=300)
+    forked = [r["text"] for r in of(recs, "stderr") if "forked pid" in r["text"]]
+    assert forked, "the mock reported its setsid child"
+    child = int(forked[0].rsplit(" ", 1)[1])
+    fin = finished(recs)
+    assert (fin["signal"], result.stop_reason) == ("SIGKILL", "deadline")
+    assert fin["durationMs"] >= 600, "SIGKILL only after the stopTimeout grace"
+    assert not alive(recs[0]["pid"]) and not alive(child)
+    assert group_members(recs[0]["pid"]) == []
+
+
+def test_pty_colour_is_sanitized(tmp_path: Path) -> None:
+    _, recs = run_turn(tmp_path, "look [mock:color]", pty=True)
+    assert recs[0]["pty"] is True
+    outputs = [r["text"] for r in of(recs, "output")]
+    assert outputs == ["● mock agent starting", "mock: answer ready"]
+    assert finished(recs)["status"] == "done"
+    texts = [s for r in recs for s in strings({k: v for k, v in r.items() if k != "raw"})]
+    assert not [s for s in texts if "\x1b" in s or "\r" in s]
+    raws = [r["raw"] for r in of(recs, "output")]
+    assert raws[0] == "\x1b[1;32m●\x1b[0m \x1b[36mmock agent\x1b[0m starting"
+    assert len(raws) == 2 and not [r for r in recs if "raw" in r and r["kind"] != "output"]
+    assert of(recs, "stderr") == [], "a pty merges stderr into the output"
+
+
+def test_stderr_lines_become_records(tmp_path: Path) -> None:
+    _, recs = run_turn(tmp_path, "x [mock:stderr]")
+    assert [r["text"] for r in of(recs, "stderr")] == ["mock: a diagnostic line on stderr"]
+    assert finished(recs)["status"] == "done"
+
+
+def test_prompt_is_one_argv_element(tmp_path: Path) -> None:
+    line = 'ERROR x"; rm -rf / # --flag $(id) `id` {label}'
+    _, recs = run_turn(tmp_path, line)
+    assert finished(recs)["reply"] == f"Mock triage: saw 1 matching line(s); first: {line}\nDONE"
+
+
+def test_prompt_goes_to_stdin_without_a_placeholder(tmp_path: Path) -> None:
+    _, recs = run_turn(tmp_path, "one\ntwo", provider="generic", command=("cat",))
+    fin = finished(recs)
+    assert (fin["status"], fin["reply"], fin["completed"]) == ("done", "one\ntwo", True)
+    assert fin["usage"]["complete"] is False and fin["tokens"] == 0
+
+
+def test_generic_nonzero_exit_fails(tmp_path: Path) -> None:
+    _, recs = run_turn(tmp_path, "p", provider="generic", command=("sh", "-c", "echo hi; exit 3"))
+    fin = finished(recs)
+    assert (fin["status"], fin["exitCode"], fin["error"]["code"]) == ("failed", 3, "exit")
+
+
+def test_missing_command_is_an_error_then_a_failed_turn(tmp_path: Path) -> None:
+    result, recs = run_turn(tmp_path, "p", command=("/nonexistent/agent-cli", "{prompt}"))
+    (err,) = of(recs, "error")
+    assert err["code"] == "ENOENT" and "/nonexistent/agent-cli" in err["message"]
+    assert recs[0]["kind"] == "dispatch-start" and recs[0]["pid"] is None
+    fin = finished(recs)
+    assert (fin["status"], fin["exitCode"], fin["error"]["code"]) == ("failed", None, "ENOENT")
+    assert result.status == "failed"
+
+
+def test_abort_cancels_the_turn(tmp_path: Path) -> None:
+    _, recs = run_turn(tmp_path, "[mock:hang]", abort_after="session")
+    (stopped,) = of(recs, "stopped")
+    assert (stopped["reason"], stopped["message"]) == ("aborted", "test abort")
+    fin = finished(recs)
+    assert (fin["status"], fin["error"]["code"]) == ("cancelled", "aborted")
+    assert not alive(recs[0]["pid"])
+
+
+def test_cancelled_task_still_records_and_kills(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    spec = agent(tmp_path)
+
+    async def go() -> None:
+        sink = JsonlSink(path, "t", max_bytes=1 << 30, keep=1, clock=SystemClock())
+        rec = Recorder(sink, RunLog(quiet=True), "t")
+        runner = TurnRunner(spec, Limits(), rec, Spawner(), SystemClock())
+        task = asyncio.ensure_future(runner.run("[mock:hang]", trigger="manual"))
+        await until(lambda: kinds_in(path, "session"), "the init line")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await rec.close()
+
+    asyncio.run(go())
+    recs = check_records(path)
+    assert of(recs, "stopped")[0]["reason"] == "aborted"
+    assert finished(recs)["status"] == "cancelled"
+    assert not alive(recs[0]["pid"])
+
+
+def test_reply_is_clipped_and_marked(tmp_path: Path) -> None:
+    script = "head -c 70000 /dev/zero | tr '\\0' 'a'; echo"
+    _, recs = run_turn(tmp_path, "p", provider="generic", command=("sh", "-c", script),
+                       limits=replace(Limits(), max_line_bytes=100_000))
+    fin = finished(recs)
+    assert len(fin["reply"]) == 64 * 1024 and fin["replyTruncated"] is True
+    assert re.fullmatch("a+", fin["reply"])
