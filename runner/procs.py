@@ -266,6 +266,16 @@ class Spawner:
     read_limit = 64 * 1024  # asyncio buffers at most 2x this per pipe, then stops reading
     pty_size = (50, 200)  # rows, columns: wide, so CLIs do not wrap their lines
 
+    def kill_all(self) -> int:
+        """SIGKILL the process group of every live child at once (a second stop signal).
+        The normal stop path then reaps them and sweeps escapees."""
+        killed = 0
+        for pid in list(_SPAWNED):
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+                killed += 1
+        return killed
+
     async def spawn(self, command: str | Sequence[str], *, cwd: Path | None,
                     env: Mapping[str, str], pty: bool = False, separate_stderr: bool = False,
                     stdin_data: bytes | None = None) -> Proc:

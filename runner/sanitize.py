@@ -139,7 +139,12 @@ def json_line(record: object) -> str:
     """One JSONL line (without the newline): compact UTF-8 JSON where DEL, C1 controls and
     U+2028/U+2029 are escaped too, so no character in it can break a line or drive a terminal.
     `json.loads` returns the same object."""
-    dumped = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    return harden_json(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+
+
+def harden_json(dumped: str) -> str:
+    """Escape DEL, C1 and U+2028/U+2029 in already-dumped JSON (they are only ever inside
+    strings there, where a `\\uXXXX` escape means the same character)."""
     if _JSON_UNSAFE.search(dumped) is None:
         return dumped
     return _JSON_UNSAFE.sub(_escape_unsafe, dumped)

@@ -13,6 +13,7 @@ from typing import Any
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.records import complete_size, format_cursor, last_records, retained_files
+from watchrun.sanitize import harden_json
 
 __all__ = ["FILE_MODE", "AsyncWriter", "JsonlSink", "SinkWriteError"]
 
@@ -41,7 +42,7 @@ def _error(exc: OSError, doing: str) -> SinkWriteError:
 
 def _dumps(rec: Mapping[str, Any]) -> bytes:
     """One JSON line. Control characters are always escaped, so a record is exactly one line."""
-    text = json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = harden_json(json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:  # a lone surrogate: \u-escape it rather than write bad UTF-8

@@ -1,0 +1,58 @@
+"""systemd's notify protocol (READY, RELOADING, STOPPING, STATUS, WATCHDOG) over NOTIFY_SOCKET."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+
+class SdNotify:
+    """Sends notifications when NOTIFY_SOCKET is set; a no-op otherwise."""
+
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
+        env = environ if environ is not None else dict(os.environ)
+        self.address = env.get("NOTIFY_SOCKET") or None
+        usec = env.get("WATCHDOG_USEC")
+        pid = env.get("WATCHDOG_PID")
+        ok_pid = pid is None or pid == str(os.getpid())
+        self.watchdog_s = int(usec) / 1e6 if usec and usec.isdigit() and ok_pid else None
+        self._sock: socket.socket | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.address is not None
+
+    def send(self, *lines: str) -> None:
+        if self.address is None:
+            return
+        addr = self.address
+        if addr.startswith("@"):
+            addr = "\0" + addr[1:]
+        try:
+            if self._sock is None:
+                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+            self._sock.sendto("\n".join(lines).encode(), addr)
+        except OSError:
+            pass  # systemd went away; nothing useful to do
+
+    def ready(self, status: str) -> None:
+        self.send("READY=1", f"STATUS={status}")
+
+    def reloading(self) -> None:
+        usec = int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6)
+        self.send("RELOADING=1", f"MONOTONIC_USEC={usec}")
+
+    def stopping(self) -> None:
+        self.send("STOPPING=1")
+
+    def status(self, text: str) -> None:
+        self.send(f"STATUS={text}")
+
+    def watchdog(self) -> None:
+        self.send("WATCHDOG=1")
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None

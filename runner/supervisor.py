@@ -1,0 +1,352 @@
+"""The supervisor loop: builds every watcher, routes signals, reloads, and stops cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from watchrun.clock import Clock
+from watchrun.agents.hub import AgentHub
+from watchrun.config.model import Config, WatcherSpec
+from watchrun.control import ControlServer
+from watchrun.gate import Evidence
+from watchrun.logs import RunLog
+from watchrun.matcher import Matcher
+from watchrun.outdir import OutputLayout
+from watchrun.pipeline import MatchInfo, WatcherPipeline
+from watchrun.procs import Spawner, reap_orphans
+from watchrun.sdnotify import SdNotify
+from watchrun.signals import SignalInbox
+from watchrun.sink import AsyncWriter, JsonlSink, SinkWriteError
+from watchrun.sources.checkpoints import CheckpointStore
+from watchrun.sources.command import CommandSource
+from watchrun.sources.file_tail import FileSource
+from watchrun.sources.notify import Notifier
+from watchrun.status import StatusBoard
+
+
+class RunnerState(StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    RELOADING = "reloading"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+@dataclass
+class WatcherRuntime:
+    """Everything one running watcher owns."""
+
+    spec: WatcherSpec
+    sink: JsonlSink
+    pipeline: WatcherPipeline
+    source: FileSource | CommandSource
+    task: asyncio.Task[None]
+
+
+class Supervisor:
+    """Runs every watcher (and hands matches to the agents) until told to stop."""
+
+    def __init__(
+        self,
+        config: Config,
+        layout: OutputLayout,
+        log: RunLog,
+        clock: Clock,
+        spawner: Spawner,
+        *,
+        once: bool = False,
+        echo: Callable[[bytes], None] | None = None,
+        reload: Callable[[], Config | None] | None = None,
+        force_poll: bool = False,
+    ) -> None:
+        self.config = config
+        self.layout = layout
+        self.log = log
+        self.clock = clock
+        self.spawner = spawner
+        self.once = once
+        self.echo = echo
+        self._reload = reload
+        self.force_poll = force_poll
+        self.state = RunnerState.STARTING
+        self.watchers: dict[str, WatcherRuntime] = {}
+        self.store = CheckpointStore(layout.state)
+        self.board = StatusBoard(layout.state, clock)
+        self.sd = SdNotify()
+        self.hub: AgentHub | None = None
+        self.evidence: dict[str, Evidence] = {}
+        self.runtime_errors: list[str] = []
+        self._notifier: Notifier | None = None
+        self._stop = asyncio.Event()
+
+    # -- building -------------------------------------------------------------------------
+    def _start_watcher(self, spec: WatcherSpec) -> None:
+        assert self._notifier is not None
+        cfg = self.config
+        sink = JsonlSink(
+            self.layout.jsonl("watcher", spec.id),
+            spec.id,
+            max_bytes=cfg.output.max_bytes,
+            keep=cfg.output.keep,
+            clock=self.clock,
+        )
+        writer = AsyncWriter(
+            sink,
+            on_error=lambda msg, wid=spec.id: self.log.error(f"cannot write records: {msg}", wid),
+            on_recovered=lambda wid=spec.id: self.log.info("writing records again", wid),
+        )
+        matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive)
+        gate = spec.gate
+        require = (
+            Matcher(gate.require, (), spec.case_sensitive)
+            if gate is not None and gate.require is not None
+            else None
+        )
+        pipeline = WatcherPipeline(
+            spec,
+            cfg.limits,
+            sink,
+            writer,
+            matcher,
+            self.log,
+            on_matches=self._matched,
+            on_event=self._watcher_event,
+            require=require,
+        )
+        source: FileSource | CommandSource
+        if spec.path is not None:
+            source = FileSource(
+                spec, cfg.limits, self.store, self._notifier, self.clock, once=self.once
+            )
+        else:
+            source = CommandSource(
+                spec, cfg.limits, self.clock, self.spawner, once=self.once, echo=self.echo
+            )
+        self.board.add(spec, pipeline, source, matcher.engine)
+        task = asyncio.create_task(self._run_source(spec, source, pipeline), name=spec.id)
+        self.watchers[spec.id] = WatcherRuntime(spec, sink, pipeline, source, task)
+        if sink.repaired_bytes:
+            msg = f"repaired a torn last record ({sink.repaired_bytes} bytes) after a crash"
+            self.log.warning(msg, spec.id)
+            fields = {"code": "sink-repaired", "message": msg, "bytes": sink.repaired_bytes}
+            with contextlib.suppress(SinkWriteError):
+                sink.write("error", fields)
+
+    async def _run_source(
+        self, spec: WatcherSpec, source: FileSource | CommandSource, pipeline: WatcherPipeline
+    ) -> None:
+        try:
+            await source.run(pipeline)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must not take the other watchers down
+            self.runtime_errors.append(f"{spec.id}: {exc!r}")
+            self.log.error(f"watcher failed: {exc!r}", spec.id)
+            with contextlib.suppress(Exception):
+                await pipeline.event("error", code="internal", message=repr(exc))
+        finally:
+            self.board.touch(spec.id)
+
+    async def _stop_watcher(self, wid: str, reason: str) -> None:
+        rt = self.watchers.pop(wid, None)
+        if rt is None:
+            return
+        rt.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await rt.task
+        with contextlib.suppress(Exception):
+            await rt.pipeline.event("stop", reason=reason)
+        rt.sink.close()
+        self.board.stopped(wid)
+
+    def _matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None:
+        if spec.wake and self.hub is not None:
+            self.hub.deliver(spec, found)
+
+    def _watcher_event(self, spec: WatcherSpec, kind: str, fields: dict[str, Any]) -> None:
+        self.board.touch(spec.id)
+
+    # -- the loop -------------------------------------------------------------------------
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        control = ControlServer(self.layout.control_socket, self._control)
+        await control.start()  # refuses when another runner is live on this output dir
+        inbox = SignalInbox(loop)
+        # SIGCHLD: orphans re-parented to us (we are a subreaper) are reaped by the loop.
+        loop.add_signal_handler(signal.SIGCHLD, loop.call_soon, reap_orphans)
+        self._notifier = Notifier(self.config.limits.poll_ms, force_poll=self.force_poll)
+        if self.config.agents:
+            self.hub = AgentHub(
+                self.config, self.layout, self.log, self.clock, self.spawner, once=self.once
+            )
+            self._hub_task = asyncio.create_task(self.hub.run(), name="agents")
+        if self.config.limits.enabled:
+            for spec in self.config.watchers:
+                self._start_watcher(spec)
+        self.state = RunnerState.RUNNING  # STARTING -> RUNNING: every watcher is up
+        summary = f"{len(self.watchers)} watchers, {len(self.config.agents)} agents running"
+        self.log.info(f"{summary} (change notification: {self._notifier.mode})")
+        self.sd.ready(summary)
+        watchdog = asyncio.create_task(self._watchdog()) if self.sd.watchdog_s else None
+        done = asyncio.create_task(self._all_done()) if self.once else None
+        try:
+            await self._serve(inbox, done)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            inbox.close()
+            loop.remove_signal_handler(signal.SIGCHLD)
+            await control.close()
+            self._notifier.close()
+            self.board.close()
+            self.sd.close()
+            self.state = RunnerState.STOPPED  # STOPPING -> STOPPED: everything flushed
+
+    async def _serve(self, inbox: SignalInbox, done: asyncio.Task[None] | None) -> None:
+        while True:
+            sig_wait = asyncio.ensure_future(inbox.next())
+            stop_wait = asyncio.ensure_future(self._stop.wait())
+            waiters: set[asyncio.Future[Any]] = {sig_wait, stop_wait}
+            if done is not None:
+                waiters.add(done)
+            finished, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            sig_wait.cancel()
+            stop_wait.cancel()
+            if done is not None and done in finished:
+                await self.shutdown(inbox, reason="once")  # RUNNING -> STOPPING: all ran
+                return
+            sig = sig_wait.result() if sig_wait in finished else None
+            if sig == signal.SIGHUP:
+                await self.reload()
+                continue
+            # SIGTERM/SIGINT/stop request: RUNNING -> STOPPING
+            await self.shutdown(inbox, reason=sig.name if sig is not None else "requested")
+            return
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def _all_done(self) -> None:
+        """Once mode: every source ran to its end, then every woken agent turn finished."""
+        await asyncio.gather(*(rt.task for rt in self.watchers.values()), return_exceptions=True)
+        if self.hub is not None:
+            await self.hub.idle()
+
+    async def shutdown(self, inbox: SignalInbox, reason: str) -> None:
+        """Stop intake, stop every process group (TERM, grace, KILL), flush and checkpoint.
+        A second SIGTERM/SIGINT while this runs kills the remaining groups at once."""
+        self.state = RunnerState.STOPPING
+        self.sd.stopping()
+        self.log.info(f"stopping ({reason})")
+        for wid, rt in self.watchers.items():
+            self.evidence[wid] = self._evidence(rt)
+        jobs = [self._stop_watcher(wid, reason="shutdown") for wid in list(self.watchers)]
+        if self.hub is not None:
+            jobs.append(self._stop_hub())
+        stopping = asyncio.ensure_future(asyncio.gather(*jobs))
+        second = asyncio.ensure_future(inbox.next())
+        await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
+        if not stopping.done():
+            self.log.warning("second signal: killing what remains now")
+            self.spawner.kill_all()
+            await stopping
+        second.cancel()
+
+    async def _stop_hub(self) -> None:
+        assert self.hub is not None
+        await self.hub.shutdown()
+        self._hub_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._hub_task
+
+    def _evidence(self, rt: WatcherRuntime) -> Evidence:
+        c = rt.pipeline.counters
+        last_exit = getattr(rt.source, "last_exit", None)
+        first = [(m.where, m.line) for m in c.first]
+        return Evidence(
+            matches=c.matches,
+            first=first,
+            exit_code=getattr(last_exit, "exit_code", None),
+            signal=getattr(last_exit, "signal", None),
+            ran=not c.spawn_failed,
+            require_seen=c.require_seen,
+            path=str(rt.spec.path) if rt.spec.path is not None else None,
+            first_line_no=c.first[0].line_no if c.first else None,
+        )
+
+    async def _control(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Requests from `watchrun stop/clear/agent send/agent stop` on control.sock."""
+        cmd = req.get("cmd")
+        if cmd == "stop":
+            wid = str(req.get("id"))
+            if wid not in self.watchers:
+                return _fail("not_found", f"no running watcher {wid!r}")
+            await self._stop_watcher(wid, reason="requested")
+            return {"ok": True, "message": f"stopped {wid}"}
+        if cmd == "clear":
+            if req.get("all"):
+                for wid in list(self.watchers):
+                    await self._stop_watcher(wid, reason="requested")
+            cleared = self.board.forget_stopped()
+            return {"ok": True, "cleared": cleared, "message": f"cleared {cleared} watchers"}
+        if cmd in ("agent-send", "agent-stop"):
+            if self.hub is None:
+                return _fail("not_found", "this runner has no agents")
+            name = str(req.get("name"))
+            if cmd == "agent-send":
+                return self.hub.send(name, str(req.get("text", "")))
+            stopped = await self.hub.stop_agent(name)
+            return {"ok": stopped, "message": f"stopped the running turn of {name}"} if stopped \
+                else _fail("not_found", f"{name} has no running turn")
+        if cmd == "status":
+            return {"ok": True, "state": str(self.state), "watchers": sorted(self.watchers)}
+        return _fail("bad_request", f"unknown command {cmd!r}")
+
+    async def reload(self) -> None:
+        """SIGHUP: re-read the config; keep the running one when the new one is invalid."""
+        if self._reload is None:
+            return
+        self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
+        self.sd.reloading()
+        new = self._reload()
+        if new is None:
+            self.log.error("reload failed: the new config is invalid; keeping the running one")
+        else:
+            await self._apply(new)
+        self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
+        self.sd.ready(f"{len(self.watchers)} watchers running")
+
+    async def _apply(self, new: Config) -> None:
+        old = self.config
+        global_change = old.limits != new.limits or old.output != new.output
+        self.config = new
+        if self.hub is not None:
+            await self.hub.reload(new)
+        wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
+        for wid, rt in list(self.watchers.items()):
+            if wid not in wanted or rt.spec != wanted[wid] or global_change:
+                why = "removed" if wid not in wanted else "config changed"
+                await self._stop_watcher(wid, reason="reload")
+                self.log.info(f"{why}; stopped", wid)
+        for wid, spec in wanted.items():
+            if wid not in self.watchers:
+                self._start_watcher(spec)
+        self.log.info(f"reloaded: {len(self.watchers)} watchers running")
+
+    async def _watchdog(self) -> None:
+        """Pings systemd from the loop itself, so a stalled loop stops the pings."""
+        assert self.sd.watchdog_s is not None
+        while True:
+            self.sd.watchdog()
+            await asyncio.sleep(self.sd.watchdog_s / 2)
+
+
+
+def _fail(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code, "message": message}}
