@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,14 @@ if TYPE_CHECKING:
     from watchrun.supervisor import Supervisor
 
 
+def _early_exit(signum: int, frame: object) -> None:
+    """SIGTERM/SIGINT before the loop owns signals: nothing runs yet, so leave cleanly."""
+    raise SystemExit(0)
+
+
 def run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _early_exit)
+    signal.signal(signal.SIGINT, _early_exit)
     from watchrun.clock import SystemClock
     from watchrun.config import load_config
     from watchrun.logs import RunLog
@@ -37,6 +45,15 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         log.error("invalid config; nothing was started (see `watchrun validate`)")
         return ExitStatus.USAGE
+    metrics = None
+    if args.metrics:
+        from watchrun.metrics import parse_address
+
+        try:
+            metrics = parse_address(args.metrics)
+        except ValueError as exc:
+            log.error(str(exc))
+            return ExitStatus.USAGE
     try:
         layout = prepare_output_dir(config.output.dir)
     except OutputDirError as exc:
@@ -64,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         echo=echo,
         reload=reload,  # type: ignore[arg-type]
         force_poll=os.environ.get("WATCHRUN_FORCE_POLL") == "1",
+        metrics=metrics,
     )
     log.info(f"writing JSONL under {layout.root}")
     started = time.monotonic()

@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import termios
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import NamedTuple
 LINUX = sys.platform.startswith("linux")
 SPAWN_ID = "WATCHRUN_SPAWN_ID"  # in every child's env; inherited, so escapees stay attributable
 _STRIPPED = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID")
+_LIVE: weakref.WeakSet[Proc] = weakref.WeakSet()  # for kill_all: cut grace periods short
 _SPAWNED: set[int] = set()  # live pids we spawned: asyncio's child watcher reaps these, never us
 _in_flight = 0  # spawns between fork and registration; reap_orphans() waits for zero
 _ids = itertools.count(1)
@@ -141,6 +143,8 @@ class Proc:
         self._transport, self._protocol, self._out = transport, protocol, out
         self._id = spawn_id
         self._stopping = False
+        self._hurry = False  # set by Spawner.kill_all: no more waiting for a grace period
+        _LIVE.add(self)
         self._info: ExitInfo | None = None
         self._ids: dict[tuple[int, int], str | None] = {}  # (pid, start time) -> spawn id
         self._group = True  # does a live process still have our pgid?
@@ -245,7 +249,7 @@ class Proc:
             self._send(live, signal.SIGTERM)
             sent.append("SIGTERM")
             deadline = loop.time() + grace_s
-            while live and loop.time() < deadline:
+            while live and loop.time() < deadline and not self._hurry:
                 await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
                 live, settling = self._live()
         killed: set[int] = set()
@@ -269,6 +273,8 @@ class Spawner:
     def kill_all(self) -> int:
         """SIGKILL the process group of every live child at once (a second stop signal).
         The normal stop path then reaps them and sweeps escapees."""
+        for proc in list(_LIVE):
+            proc._hurry = True  # a grace period in progress ends now
         killed = 0
         for pid in list(_SPAWNED):
             with contextlib.suppress(OSError):

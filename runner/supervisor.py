@@ -17,6 +17,7 @@ from watchrun.control import ControlServer
 from watchrun.gate import Evidence
 from watchrun.logs import RunLog
 from watchrun.matcher import Matcher
+from watchrun.metrics import MetricsServer
 from watchrun.outdir import OutputLayout
 from watchrun.pipeline import MatchInfo, WatcherPipeline
 from watchrun.procs import Spawner, reap_orphans
@@ -64,6 +65,7 @@ class Supervisor:
         echo: Callable[[bytes], None] | None = None,
         reload: Callable[[], Config | None] | None = None,
         force_poll: bool = False,
+        metrics: tuple[str, int] | None = None,
     ) -> None:
         self.config = config
         self.layout = layout
@@ -74,6 +76,7 @@ class Supervisor:
         self.echo = echo
         self._reload = reload
         self.force_poll = force_poll
+        self.metrics = metrics
         self.state = RunnerState.STARTING
         self.watchers: dict[str, WatcherRuntime] = {}
         self.store = CheckpointStore(layout.state)
@@ -177,6 +180,9 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         control = ControlServer(self.layout.control_socket, self._control)
         await control.start()  # refuses when another runner is live on this output dir
+        metrics = MetricsServer(*self.metrics, self.metrics_snapshot) if self.metrics else None
+        if metrics is not None:
+            await metrics.start()
         inbox = SignalInbox(loop)
         # SIGCHLD: orphans re-parented to us (we are a subreaper) are reaped by the loop.
         loop.add_signal_handler(signal.SIGCHLD, loop.call_soon, reap_orphans)
@@ -203,6 +209,8 @@ class Supervisor:
             inbox.close()
             loop.remove_signal_handler(signal.SIGCHLD)
             await control.close()
+            if metrics is not None:
+                await metrics.close()
             self._notifier.close()
             self.board.close()
             self.sd.close()
@@ -279,6 +287,15 @@ class Supervisor:
             path=str(rt.spec.path) if rt.spec.path is not None else None,
             first_line_no=c.first[0].line_no if c.first else None,
         )
+
+    def metrics_snapshot(self) -> dict[str, Any]:
+        watchers = {}
+        for wid, rt in self.watchers.items():
+            c = rt.pipeline.counters
+            watchers[wid] = {"lines": c.lines, "bytes": c.bytes_read, "matches": c.matches,
+                             "truncated": c.truncated, "errors": c.errors}
+        agents = self.hub.snapshot() if self.hub is not None else []
+        return {"up": self.state == RunnerState.RUNNING, "watchers": watchers, "agents": agents}
 
     async def _control(self, req: dict[str, Any]) -> dict[str, Any]:
         """Requests from `watchrun stop/clear/agent send/agent stop` on control.sock."""

@@ -1,0 +1,149 @@
+"""Test helper: a real `watchrun` process in its own session, with condition waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEADLINE_S = 30.0
+
+
+def watchrun_bin() -> str:
+    found = shutil.which("watchrun") or str(Path(sys.executable).parent / "watchrun")
+    assert Path(found).exists(), "the watchrun console script is not installed"
+    return found
+
+
+def wait_for(cond: Callable[[], Any], what: str, timeout: float = DEADLINE_S) -> Any:
+    """Poll `cond` until it returns something truthy; fail naming `what` after `timeout`."""
+    end = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def write_config(folder: Path, config: dict[str, Any], name: str = "watch.yaml") -> Path:
+    path = folder / name
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_bytes().splitlines(keepends=True):
+        if line.endswith(b"\n"):
+            out.append(json.loads(line))
+    return out
+
+
+def session_pids(sid: int) -> list[int]:
+    """Every live (non-zombie) process whose session id is `sid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if int(fields[3]) == sid and fields[0] != b"Z":
+            found.append(int(entry.name))
+    return found
+
+
+def spawned_by(runner_pid: int) -> list[int]:
+    """Live processes started by that runner (directly or not): their environment carries
+    WATCHRUN_SPAWN_ID=<runner pid>.…, even after `setsid` took them out of the group."""
+    needle = f"WATCHRUN_SPAWN_ID={runner_pid}.".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        if needle in environ and stat[stat.rindex(b")") + 2 :].split()[0] != b"Z":
+            found.append(int(entry.name))
+    return found
+
+
+class LiveRunner:
+    """`watchrun run -c CONFIG` started in a new session (so its pid is the session id)."""
+
+    def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.config = config
+        self.out = config.parent / ".watchrun"
+        self.stderr_path = config.parent / f"runner-{time.monotonic_ns()}.err"
+        self._err = open(self.stderr_path, "wb")  # noqa: SIM115
+        full_env = {**os.environ, **(env or {})}
+        self.left: list[int] = []
+        self.proc = subprocess.Popen(
+            [watchrun_bin(), "run", "-c", str(config), *args],
+            stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
+            start_new_session=True, env=full_env, cwd=config.parent,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def records(self, wid: str, kind: str = "watchers") -> list[dict[str, Any]]:
+        return read_records(self.out / kind / f"{wid}.jsonl")
+
+    def matches(self, wid: str) -> list[dict[str, Any]]:
+        return [r for r in self.records(wid) if r["kind"] == "match"]
+
+    def wait_log(self, text: str, timeout: float = DEADLINE_S) -> None:
+        wait_for(lambda: text in self.stderr(), f"{text!r} in the runner's log", timeout)
+
+    def send(self, sig: int) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = DEADLINE_S) -> int:
+        """Signal and wait; returns the exit status. Kills leftovers after asserting."""
+        if self.proc.poll() is None:
+            self.send(sig)
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Kill the runner if still running; `self.left` = what survived it (then killed)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.left = self.leftovers()
+        for pid in self.left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._err.close()
+
+    def leftovers(self) -> list[int]:
+        return session_pids(self.proc.pid) + spawned_by(self.proc.pid)

@@ -1,0 +1,201 @@
+"""The real runner end to end: files and commands in, JSONL out, signals, restarts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from liverunner import LiveRunner, read_records, wait_for, watchrun_bin, write_config
+from recordcheck import validate_records
+
+PY = sys.executable
+
+
+def cfg(tmp_path: Path, watchers: list[dict], **top: object) -> Path:
+    return write_config(tmp_path, {"watchers": watchers, **top})
+
+
+def append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def test_file_and_command_watchers_write_valid_jsonl_and_stop_cleanly(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("old ERROR before start\n")
+    config = cfg(tmp_path, [
+        {"id": "app", "path": "app.log", "pattern": "ERROR", "exclude": ["healthcheck"]},
+        {"id": "cmd", "command": "echo boot; echo 'FATAL: disk'; exec sleep 1000",
+         "pattern": "fatal"},
+    ])
+    r = LiveRunner(config)
+    try:
+        r.wait_log("following")
+        wait_for(lambda: r.matches("cmd"), "the command's match")
+        append(log, "INFO fine\nERROR one\nhealthcheck ERROR\nERROR two\n")
+        wait_for(lambda: len(r.matches("app")) == 2, "two file matches")
+    finally:
+        rc = r.stop()
+    assert rc == 0, r.stderr()
+    assert r.left == []
+    app = validate_records(r.out / "watchers" / "app.jsonl")
+    matches = [x for x in app if x["kind"] == "match"]
+    assert [m["line"] for m in matches] == ["ERROR one", "ERROR two"]  # not the old line
+    assert matches[0]["lineNo"] == 3 and matches[0]["inode"] == log.stat().st_ino
+    assert matches[0]["offset"] == len("old ERROR before start\nINFO fine\n")
+    assert app[-1]["kind"] == "stop"
+    cmd = validate_records(r.out / "watchers" / "cmd.jsonl")
+    assert [m["line"] for m in cmd if m["kind"] == "match"] == ["FATAL: disk"]
+    kinds = [x["kind"] for x in cmd]
+    assert kinds[0] == "start" and "exit" in kinds and kinds[-1] == "stop"
+    assert (os.stat(r.out / "watchers" / "app.jsonl").st_mode & 0o777) == 0o640
+
+
+def test_restart_resumes_from_checkpoint_exactly_once(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    config = cfg(tmp_path, [{"id": "app", "path": "app.log", "pattern": "ERROR"}])
+    r = LiveRunner(config)
+    try:
+        r.wait_log("following")
+        append(log, "ERROR 1\nERROR 2\n")
+        wait_for(lambda: len(r.matches("app")) == 2, "two matches")
+    finally:
+        assert r.stop() == 0
+    append(log, "ERROR 3 while stopped\npartial ERROR")
+    r2 = LiveRunner(config)
+    try:
+        wait_for(lambda: len(r2.matches("app")) == 3, "the line written while stopped")
+        append(log, " completed\n")
+        wait_for(lambda: len(r2.matches("app")) == 4, "the completed partial line")
+    finally:
+        assert r2.stop() == 0
+    recs = validate_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+    lines = [m["line"] for m in recs if m["kind"] == "match"]
+    assert lines == ["ERROR 1", "ERROR 2", "ERROR 3 while stopped", "partial ERROR completed"]
+    seqs = [x["seq"] for x in recs]
+    assert seqs == list(range(1, len(seqs) + 1))  # seq continues across the restart
+
+
+def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    config = cfg(tmp_path, [{"id": "app", "path": "app.log", "pattern": "ERROR"}])
+    written = 0
+    for round_ in range(4):
+        r = LiveRunner(config)
+        try:
+            r.wait_log("following")
+            # a burst, then kill -9 while the runner is still busy with it
+            with open(log, "a") as fh:
+                for _ in range(3000):
+                    written += 1
+                    fh.write(f"ERROR line {written} {'x' * (written % 50)}\n")
+            seen = len(r.matches("app"))
+            wait_for(lambda s=seen: len(r.matches("app")) > s or len(r.matches("app")) == written,
+                     "some progress")
+            r.send(signal.SIGKILL)
+            r.proc.wait(timeout=10)
+        finally:
+            r.close()
+        assert r.left == [], f"round {round_}"
+    r = LiveRunner(config)
+    try:
+        r.wait_log("running")
+        wait_for(lambda: len(r.matches("app")) >= written, f"all {written} matches")
+    finally:
+        assert r.stop() == 0
+    recs = validate_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+    numbers = [int(m["line"].split()[2]) for m in recs if m["kind"] == "match"]
+    assert numbers == list(range(1, written + 1))
+
+
+def test_second_signal_kills_a_command_that_ignores_sigterm(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    # `$$$$` in a config is the shell's `$$` (the config's own `$$` is a literal `$`)
+    script = (f"trap '' TERM; echo $$$$ >> {pids}; sleep 1000 & echo $! >> {pids}; "
+              f"setsid sleep 1000 & echo $! >> {pids}; echo ready; wait")
+    config = cfg(tmp_path, [{"id": "stubborn", "command": script, "pattern": "ready"}],
+                 limits={"stopTimeout": "60s"})
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: r.matches("stubborn"), "the command to be ready")
+        wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 3, "three pids")
+        r.send(signal.SIGTERM)
+        r.wait_log("stopping")
+        r.send(signal.SIGTERM)  # the second signal: no 60 s grace
+        rc = r.proc.wait(timeout=15)
+    finally:
+        r.close()
+    assert rc == 0, r.stderr()
+    assert r.left == []
+    for pid in map(int, pids.read_text().split()):
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_output_dir_unusable_fails_before_starting_anything(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("a file, not a folder")
+    marker = tmp_path / "ran"
+    config = cfg(tmp_path, [{"id": "c", "command": f"touch {marker}", "pattern": "x"}],
+                 output={"dir": "blocker/out"})
+    p = subprocess.run([watchrun_bin(), "-c", str(config)], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 3
+    assert "blocker" in p.stderr and "Traceback" not in p.stderr
+    assert not marker.exists()
+
+
+def test_a_second_runner_on_the_same_output_dir_is_refused(tmp_path: Path) -> None:
+    config = cfg(tmp_path, [{"id": "c", "command": "sleep 1000", "pattern": "x"}])
+    r = LiveRunner(config)
+    try:
+        r.wait_log("running")
+        p = subprocess.run([watchrun_bin(), "-c", str(config)], capture_output=True, text=True,
+                           timeout=30)
+        assert p.returncode == 3
+        assert "another runner" in p.stderr
+    finally:
+        assert r.stop() == 0
+
+
+def test_invalid_config_starts_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    config = cfg(tmp_path, [{"id": "c", "command": f"touch {marker}", "pattern": "(",
+                             "patern": "x"}])
+    p = subprocess.run([watchrun_bin(), "-c", str(config)], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2
+    assert "watchers[0].pattern" in p.stderr and "did you mean" in p.stderr
+    assert not marker.exists() and not (tmp_path / ".watchrun").exists()
+
+
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_rotation_through_the_real_runner(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    config = cfg(tmp_path, [{"id": "app", "path": "app.log", "pattern": "ERROR"}],
+                 limits={"pollMs": 20})
+    env = {"WATCHRUN_FORCE_POLL": "1"} if mode == "poll" else {}
+    r = LiveRunner(config, env=env)
+    try:
+        r.wait_log("following")
+        append(log, "ERROR a\n")
+        wait_for(lambda: len(r.matches("app")) == 1, "first match")
+        os.rename(log, tmp_path / "app.log.1")
+        append(tmp_path / "app.log.1", "ERROR late to the old file\n")
+        append(log, "ERROR b in the new file\n")
+        wait_for(lambda: len(r.matches("app")) == 3, "matches across rename rotation")
+        (tmp_path / "app.log").write_text("")  # copytruncate-style
+        append(log, "ERROR c after truncate\n")
+        wait_for(lambda: len(r.matches("app")) == 4, "the match after truncation")
+    finally:
+        assert r.stop() == 0
+    recs = read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+    assert sorted(m["line"] for m in recs if m["kind"] == "match") == sorted(
+        ["ERROR a", "ERROR late to the old file", "ERROR b in the new file",
+         "ERROR c after truncate"])
+    assert {x["reason"] for x in recs if x["kind"] == "rotate"} >= {"rename", "truncate"}
