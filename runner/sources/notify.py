@@ -1,0 +1,298 @@
+"""Change notification for file watchers: one inotify instance on the asyncio loop, or polling."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import importlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("watchrun.notify")
+
+# inotify.h
+IN_MODIFY, IN_ATTRIB, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x40, 0x80
+IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
+IN_Q_OVERFLOW, IN_IGNORED, IN_MASK_ADD = 0x4000, 0x8000, 0x20000000
+DIR_MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB
+DIR_MASK |= IN_DELETE_SELF | IN_MOVE_SELF
+FILE_MASK = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
+_RESOLVE = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED  # the watched object itself went away
+_EXHAUSTED = {errno.ENOSPC, errno.EMFILE, errno.ENFILE}
+
+
+def _open_inotify() -> Any:
+    """An inotify_simple.INotify (non-blocking), or raise OSError where there is none."""
+    try:
+        mod = importlib.import_module("inotify_simple")
+        return mod.INotify(nonblocking=True)
+    except (ImportError, AttributeError) as exc:  # not Linux, or the package is missing
+        raise OSError(errno.ENOSYS, f"inotify not available: {exc}") from None
+
+
+@dataclass(eq=False, slots=True)
+class _Sub:
+    """One interest in a kernel watch: wake `watch` for events (with `name`, when set)."""
+
+    wd: int
+    watch: Watch
+    name: str | None
+
+
+class Notifier:
+    """Shares one inotify fd (registered with `loop.add_reader`) among all `Watch`es.
+
+    Idle costs nothing: no timers, no wake-ups. Where inotify is missing, exhausted for a path,
+    or disabled (`force_poll=True` or `WATCHRUN_FORCE_POLL=1`), a watch wakes every `poll_ms`.
+    """
+
+    def __init__(self, poll_ms: int, *, force_poll: bool = False) -> None:
+        self.poll_s = poll_ms / 1000
+        self.wakeups = 0  # how often any Watch.wait returned
+        self.overflows = 0  # IN_Q_OVERFLOW seen (every watch was woken to reconcile)
+        self.problems: list[str] = []
+        self._ino: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._subs: dict[int, list[_Sub]] = {}
+        self._watches: set[Watch] = set()
+        self._warned = False
+        if not (force_poll or os.environ.get("WATCHRUN_FORCE_POLL") == "1"):
+            try:
+                self._ino = _open_inotify()
+            except OSError as exc:
+                self._warn(f"inotify unavailable ({exc.strerror}); polling every {poll_ms} ms")
+        self.mode = "poll" if self._ino is None else "inotify"
+
+    @property
+    def watches(self) -> tuple[Watch, ...]:
+        return tuple(self._watches)
+
+    def watch(self, path: Path) -> Watch:
+        w = Watch(self, Path(path))
+        self._watches.add(w)
+        w.rearm()
+        return w
+
+    def close(self) -> None:
+        if self._ino is not None:
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.remove_reader(self._ino.fileno())
+            self._ino.close()
+            self._ino = None
+        self._subs.clear()
+        for w in list(self._watches):
+            w.polling = True
+            w._wake()
+
+    # -- internals used by Watch ----------------------------------------------------------
+    def _warn(self, message: str) -> None:
+        self.problems.append(message)
+        if not self._warned:
+            self._warned = True
+            log.warning(message)
+        else:
+            log.debug(message)
+
+    def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._ino is None or self._loop is loop:
+            return
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._ino.fileno())
+        loop.add_reader(self._ino.fileno(), self._on_readable)
+        self._loop = loop
+
+    def _add(self, path: str, mask: int) -> int:
+        if self._ino is None:
+            raise OSError(errno.EBADF, "notifier closed")
+        return int(self._ino.add_watch(path, mask | IN_MASK_ADD))
+
+    def _subscribe(self, wd: int, watch: Watch, name: str | None) -> _Sub:
+        sub = _Sub(wd, watch, name)
+        self._subs.setdefault(wd, []).append(sub)
+        return sub
+
+    def _unsubscribe(self, sub: _Sub) -> None:
+        subs = self._subs.get(sub.wd)
+        if subs is None or sub not in subs:
+            return
+        subs.remove(sub)
+        if not subs:
+            del self._subs[sub.wd]
+            if self._ino is not None:
+                with contextlib.suppress(OSError):  # already gone (IN_IGNORED on its way)
+                    self._ino.rm_watch(sub.wd)
+
+    def _on_readable(self) -> None:
+        try:
+            events = self._ino.read(timeout=0) if self._ino is not None else []
+        except OSError:
+            return
+        for ev in events:
+            if ev.mask & IN_Q_OVERFLOW:
+                self.overflows += 1
+                for w in self._watches:
+                    w._wake(resolve=True)
+                continue
+            subs = self._subs.get(ev.wd)
+            if not subs:
+                continue
+            if ev.mask & IN_IGNORED:  # the kernel dropped the watch (object deleted)
+                del self._subs[ev.wd]
+                for sub in subs:
+                    sub.watch._forget(sub)
+            for sub in list(subs):
+                if sub.name is None or not ev.name or ev.name == sub.name:
+                    resolve = sub.name is not None or bool(ev.mask & _RESOLVE)
+                    sub.watch._wake(resolve=resolve)
+
+
+def _dir_target(path: Path) -> tuple[str, str]:
+    """The path's directory, or its nearest existing ancestor, and the name to look for in it."""
+    d, name = path.parent, path.name
+    while d != d.parent and not os.path.isdir(d):
+        d, name = d.parent, d.name
+    return str(d), name
+
+
+class Watch:
+    """Wakes its file source when something about `path` may have changed.
+
+    Watches the path's directory (or nearest existing ancestor), a symlink target's directory,
+    the file at the path, and every descriptor passed to `track` (an old generation still being
+    drained). Spurious wake-ups happen; missed ones do not: a wake-up that arrives while nobody
+    waits is remembered.
+    """
+
+    def __init__(self, notifier: Notifier, path: Path) -> None:
+        self.notifier = notifier
+        self.path = path
+        self.polling = notifier.mode == "poll"
+        self.stale = False
+        """Set when the directory layout may have changed: call `rearm()` to re-resolve."""
+        self._flag = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._path_subs: dict[tuple[int, str | None], _Sub] = {}
+        self._fd_subs: dict[int, _Sub] = {}
+
+    @property
+    def waiting(self) -> bool:
+        """True while a task is parked in `wait()`."""
+        return self._waiter is not None and not self._waiter.done()
+
+    async def wait(self) -> None:
+        """Return when something relevant may have changed (every poll interval when polling)."""
+        if not self._flag:
+            loop = asyncio.get_running_loop()
+            self.notifier._attach(loop)
+            fut: asyncio.Future[None] = loop.create_future()
+            self._waiter = fut
+            timer = None
+            if self.polling or self.notifier._ino is None:
+                timer = loop.call_later(self.notifier.poll_s, _resolve, fut)
+            try:
+                await fut
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+        self._flag = False
+        self.notifier.wakeups += 1
+
+    def poke(self) -> None:
+        """Wake the waiter now (a source's own timer, e.g. the end of a rotate-wait)."""
+        self._wake()
+
+    def rearm(self) -> None:
+        """Re-resolve the directories and the file at the path (after rotation or appearance)."""
+        self.stale = False
+        if self.polling or self.notifier._ino is None:
+            return
+        new: dict[tuple[int, str | None], _Sub] = {}
+        added = False
+        for target, name, mask in self._targets():
+            try:
+                wd = self.notifier._add(target, mask)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                    self.stale = added = True  # it changed under us: look again
+                    continue
+                self._fall_back(exc, target)
+                return
+            key = (wd, name)
+            if key not in new:
+                sub = self._path_subs.pop(key, None)
+                if sub is None:
+                    sub, added = self.notifier._subscribe(wd, self, name), True
+                new[key] = sub
+        for sub in self._path_subs.values():
+            self.notifier._unsubscribe(sub)
+        self._path_subs = new
+        if added:  # look again: something may have happened before the new watch existed
+            self._wake(resolve=True)
+
+    def track(self, fd: int) -> None:
+        """Also wake on changes to the file open as `fd` (wherever it is renamed to)."""
+        if self.polling or self.notifier._ino is None or fd in self._fd_subs:
+            return
+        try:
+            wd = self.notifier._add(f"/proc/self/fd/{fd}", FILE_MASK)
+        except OSError as exc:
+            if exc.errno in _EXHAUSTED:
+                self._fall_back(exc, str(self.path))
+            return  # no /proc: the path watch still covers the current file
+        self._fd_subs[fd] = self.notifier._subscribe(wd, self, None)
+        self._wake()
+
+    def untrack(self, fd: int) -> None:
+        sub = self._fd_subs.pop(fd, None)
+        if sub is not None:
+            self.notifier._unsubscribe(sub)
+
+    def close(self) -> None:
+        for sub in [*self._path_subs.values(), *self._fd_subs.values()]:
+            self.notifier._unsubscribe(sub)
+        self._path_subs.clear()
+        self._fd_subs.clear()
+        self.notifier._watches.discard(self)
+        self._wake()
+
+    # -- internals --------------------------------------------------------------------------
+    def _targets(self) -> list[tuple[str, str | None, int]]:
+        out: list[tuple[str, str | None, int]] = [(*_dir_target(self.path), DIR_MASK)]
+        if os.path.islink(self.path):
+            real = Path(os.path.realpath(self.path))
+            out.append((*_dir_target(real), DIR_MASK))
+        if os.path.isfile(self.path):
+            out.append((str(self.path), None, FILE_MASK))
+        return out
+
+    def _fall_back(self, exc: OSError, target: str) -> None:
+        code = errno.errorcode.get(exc.errno or 0, "OSError")
+        self.notifier._warn(
+            f"cannot watch {target} with inotify ({code}: {exc.strerror}); polling {self.path} "
+            f"every {round(self.notifier.poll_s * 1000)} ms"
+            + (" (raise fs.inotify.max_user_watches)" if exc.errno in _EXHAUSTED else "")
+        )
+        self.polling = True
+        self._wake()
+
+    def _forget(self, sub: _Sub) -> None:
+        self._path_subs = {k: s for k, s in self._path_subs.items() if s is not sub}
+        self._fd_subs = {k: s for k, s in self._fd_subs.items() if s is not sub}
+        self.stale = True
+
+    def _wake(self, *, resolve: bool = False) -> None:
+        if resolve:
+            self.stale = True
+        self._flag = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

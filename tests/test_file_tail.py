@@ -1,0 +1,536 @@
+"""FileSource follows a path like `tail -F`: real files, real inotify, and forced polling."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from filehelpers import MODES, Recorder, Tail, append, notifier_for, run, wait_for, write_fd
+
+from watchrun.config.model import Limits
+from watchrun.events import Chunk
+from watchrun.sources.checkpoints import CheckpointStore
+
+pytestmark = pytest.mark.parametrize("mode", MODES)
+
+
+def store_in(tmp_path: Path) -> CheckpointStore:
+    return CheckpointStore(tmp_path / "state")
+
+
+def open_fds_to(path: Path) -> list[str]:
+    """Targets of this process's descriptors that point at `path` (deleted or not)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            out.append(target)
+    return out
+
+
+def test_follows_from_the_end(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("old1\nold2\n")
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            inode = log.stat().st_ino
+            assert t.rec.of("start") == [{"path": str(log), "inode": inode, "offset": 10}]
+            append(log, "new1", "new2")
+            assert await t.lines(2) == ["new1", "new2"]
+            first = t.rec.chunks[0]
+            assert (first.line_no, first.offset, first.inode, first.path) == (
+                3, 10, log.stat().st_ino, str(log),
+            )  # fmt: skip
+
+    run(body())
+
+
+def test_from_end_keeps_an_unterminated_last_line_whole(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("old\npart")
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            assert t.rec.of("start")[0]["offset"] == 4
+            append(log, "ial", "next")
+            assert await t.lines(2) == ["partial", "next"]
+
+    run(body())
+
+
+def test_from_start_scans_existing_content_first(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("a\nb\n")
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path), from_start=True) as t:
+            assert await t.lines(2) == ["a", "b"]
+            append(log, "c")
+            assert await t.lines(3) == ["a", "b", "c"]
+
+    run(body())
+
+
+@pytest.mark.parametrize("missing", ["file", "dirs"])
+def test_missing_at_start_one_error_then_all_lines(tmp_path: Path, mode: str, missing: str) -> None:
+    log = tmp_path / "app.log" if missing == "file" else tmp_path / "a" / "b" / "app.log"
+
+    async def body() -> None:
+        notifier = notifier_for(mode)
+        async with Tail(log, notifier, store_in(tmp_path)) as t:
+            assert t.rec.of("start") == [{"path": str(log), "inode": None, "offset": 0}]
+            await t.until(lambda: len(t.rec.of("error")) == 1)
+            assert t.rec.of("error") == [
+                {"code": "ENOENT", "message": f"waiting for {log} to appear", "path": str(log)}
+            ]
+            for _ in range(5):  # more wake-ups (polls, or spurious) must not repeat it
+                before = notifier.wakeups
+                for w in notifier.watches:
+                    w.poke()
+                await t.until(lambda b=before: notifier.wakeups > b)  # type: ignore[misc]
+            log.parent.mkdir(parents=True, exist_ok=True)
+            append(log, "one", "two", "three")
+            assert await t.lines(3) == ["one", "two", "three"]
+            assert len(t.rec.of("error")) == 1
+
+    run(body())
+
+
+def test_missing_dirs_created_one_by_one(tmp_path: Path, mode: str) -> None:
+    """Each level appears separately, the watcher re-resolving in between."""
+    log = tmp_path / "a" / "b" / "c" / "app.log"
+
+    async def body() -> None:
+        notifier = notifier_for(mode)
+        async with Tail(log, notifier, store_in(tmp_path)) as t:
+            for d in (log.parents[2], log.parents[1], log.parent):
+                before = notifier.wakeups
+                d.mkdir()
+                await t.until(lambda b=before: notifier.wakeups > b and all(  # type: ignore[misc]
+                    w.waiting for w in notifier.watches))  # fmt: skip
+            append(log, "hello")
+            assert await t.lines(1) == ["hello"]
+
+    run(body())
+
+
+def test_rename_and_create_drains_old_file_including_late_writes(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    rotated = tmp_path / "app.log.1"
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            old_inode = log.stat().st_ino
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+            try:
+                write_fd(fd, "a1\na2\n")
+                await t.lines(2)
+                os.rename(log, rotated)
+                append(log, "b1")  # the new file
+                write_fd(fd, "late1\n")  # an old writer has not reopened yet
+                assert await t.lines(4) == ["a1", "a2", "late1", "b1"]
+                # after the switch, a late line through the old descriptor is still read
+                write_fd(fd, "late2\n")
+                assert await t.lines(5) == ["a1", "a2", "late1", "b1", "late2"]
+            finally:
+                os.close(fd)
+            assert t.rec.of("rotate") == [
+                {"reason": "rename", "path": str(log), "inode": log.stat().st_ino,
+                 "oldInode": old_inode}
+            ]  # fmt: skip
+            # the old generation is released after the rotate-wait
+            await t.until(lambda: not open_fds_to(rotated), "old file closed")
+            append(log, "b2")
+            assert (await t.lines(6))[-1] == "b2"
+
+    run(body())
+
+
+def test_copytruncate(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            append(log, "a1", "a2", "a3")
+            await t.lines(3)
+            shutil.copy(log, tmp_path / "app.log.1")
+            os.truncate(log, 0)
+            append(log, "b1")
+            assert await t.lines(4) == ["a1", "a2", "a3", "b1"]
+            assert [r["reason"] for r in t.rec.of("rotate")] == ["truncate"]
+            assert t.rec.chunks[-1].line_no == 1 and t.rec.chunks[-1].offset == 0
+
+    run(body())
+
+
+def test_truncate_and_rewrite_bigger_is_detected_by_fingerprint(tmp_path: Path, mode: str) -> None:
+    """The new content is longer than the old offset: size alone cannot tell."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            append(log, "old1", "old2")
+            await t.lines(2)
+            with open(log, "w") as f:  # same inode, truncated, rewritten in one go
+                f.write("".join(f"new{i}\n" for i in range(10)))
+            await t.lines(12)
+            assert t.rec.texts() == ["old1", "old2"] + [f"new{i}" for i in range(10)]
+            assert [r["reason"] for r in t.rec.of("rotate")] == ["truncate"]
+
+    run(body())
+
+
+def test_truncate_and_rewrite_bigger_while_stopped(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"old-{i:04d}\n" for i in range(100)))
+    store = store_in(tmp_path)
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store, from_start=True) as t:
+            await t.lines(100)
+        assert store.load("w") is not None and store.load("w").offset == 900  # type: ignore[union-attr]
+        inode = log.stat().st_ino
+        with open(log, "w") as f:
+            f.write("".join(f"new-{i:04d}\n" for i in range(200)))
+        assert log.stat().st_ino == inode
+        async with Tail(log, notifier_for(mode), store) as t:
+            assert await t.lines(200) == [f"new-{i:04d}" for i in range(200)]
+            assert t.rec.of("rotate") == [
+                {"reason": "truncate", "path": str(log), "inode": inode, "oldInode": inode}
+            ]
+
+    run(body())
+
+
+def test_delete_and_recreate(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            append(log, "a1")
+            await t.lines(1)
+            old = log.stat().st_ino
+            log.unlink()
+            await t.until(lambda: not open_fds_to(log), "deleted file released")
+            append(log, "b1", "b2")
+            assert await t.lines(3) == ["a1", "b1", "b2"]
+            assert t.rec.of("rotate") == [
+                {"reason": "recreate", "path": str(log), "inode": log.stat().st_ino,
+                 "oldInode": old}
+            ]  # fmt: skip
+
+    run(body())
+
+
+def test_delete_and_recreate_while_stopped_with_inode_reuse(tmp_path: Path, mode: str) -> None:
+    """ext4 hands a freed inode number straight to the next file: the fingerprint tells."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    store = store_in(tmp_path)
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store) as t:
+            append(log, "first-generation-line")
+            await t.lines(1)
+        old = log.stat().st_ino
+        log.unlink()
+        append(log, "second", "generation", "lines", "are", "many", "more", "than", "before")
+        async with Tail(log, notifier_for(mode), store) as t:
+            assert await t.lines(8) == ["second", "generation", "lines", "are", "many", "more",
+                                        "than", "before"]  # fmt: skip
+            (rot,) = t.rec.of("rotate")
+            reason = "truncate" if log.stat().st_ino == old else "recreate"
+            assert rot == {"reason": reason, "path": str(log), "inode": log.stat().st_ino,
+                           "oldInode": old}  # fmt: skip
+
+    run(body())
+
+
+def test_rename_rotation_while_stopped_finishes_the_rotated_file(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    store = store_in(tmp_path)
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store) as t:
+            append(log, "a1")
+            await t.lines(1)
+        append(log, "a2")
+        os.rename(log, tmp_path / "app.log.1")
+        append(log, "b1")
+        async with Tail(log, notifier_for(mode), store) as t:
+            assert await t.lines(2) == ["a2", "b1"]
+            assert [r["reason"] for r in t.rec.of("rotate")] == ["rename"]
+
+    run(body())
+
+
+def test_symlink_target_swap(tmp_path: Path, mode: str) -> None:
+    t1, t2, link = tmp_path / "t1.log", tmp_path / "t2.log", tmp_path / "current.log"
+    t1.write_text("t1-old\n")
+    link.symlink_to(t1)
+
+    async def body() -> None:
+        async with Tail(link, notifier_for(mode), store_in(tmp_path)) as t:
+            append(t1, "t1-a")
+            await t.lines(1)
+            append(t1, "t1-b")
+            t2.write_text("t2-a\n")
+            (tmp_path / "tmp-link").symlink_to(t2)
+            os.replace(tmp_path / "tmp-link", link)  # ln -sfn
+            assert await t.lines(3) == ["t1-a", "t1-b", "t2-a"]
+            append(t2, "t2-b")
+            assert (await t.lines(4))[-1] == "t2-b"
+            (rot,) = t.rec.of("rotate")
+            assert (rot["reason"], rot["inode"], rot["oldInode"]) == (
+                "rename", t2.stat().st_ino, t1.stat().st_ino,
+            )  # fmt: skip
+
+    run(body())
+
+
+def test_partial_line_waits_and_checkpoint_stays_before_it(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    store = store_in(tmp_path)
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store) as t:
+            append(log, "abc", end="")
+            await t.until(lambda: t.source.pending_bytes == 3)
+            assert t.rec.lines() == []
+            append(log, "def")
+            assert await t.lines(1) == ["abcdef"]
+            append(log, "ghi", end="")
+            await t.until(lambda: t.source.pending_bytes == 3)
+        cp = store.load("w")
+        assert cp is not None and (cp.offset, cp.line_no) == (7, 2)
+        async with Tail(log, notifier_for(mode), store) as t:
+            append(log, "jkl")
+            assert await t.lines(1) == ["ghijkl"]
+            assert t.rec.chunks[0].line_no == 2
+
+    run(body())
+
+
+def test_resume_from_checkpoint_reads_exactly_what_came_while_stopped(
+    tmp_path: Path, mode: str
+) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("before\n")
+    store = store_in(tmp_path)
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store) as t:
+            append(log, "a1", "a2", "a3")
+            await t.lines(3)
+        append(log, *[f"down{i}" for i in range(5)])
+        async with Tail(log, notifier_for(mode), store) as t:
+            append(log, "end")
+            assert await t.lines(6) == [f"down{i}" for i in range(5)] + ["end"]
+            assert t.rec.of("rotate") == [] and t.rec.of("error") == []
+            assert t.rec.of("start")[0]["offset"] == 16
+            assert t.rec.chunks[0].line_no == 5
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    "content", [b'{"version":1,"dev":1,"ino', b"\x00" * 200, b'{"version":99}'],
+    ids=["truncated-json", "nul-bytes", "unknown-version"],
+)  # fmt: skip
+def test_corrupt_checkpoint_is_set_aside(tmp_path: Path, mode: str, content: bytes) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("old\n")
+    store = store_in(tmp_path)
+    store.dir.mkdir()
+    store.path("w").write_bytes(content)
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store) as t:
+            (err,) = t.rec.of("error")
+            assert err["code"] == "checkpoint-corrupt"
+            assert str(store.path("w")) in err["message"] and "set aside" in err["message"]
+            append(log, "new")
+            assert await t.lines(1) == ["new"]
+        assert [p.name.split(".corrupt-")[0] for p in store.dir.glob("*.corrupt-*")] == [
+            "w.checkpoint.json"
+        ]
+        assert store.load("w") is not None  # a fresh, valid checkpoint replaced it
+
+    run(body())
+
+
+def test_once_reads_to_the_end_and_returns(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("a\nb\nlast-without-newline")
+    store = store_in(tmp_path)
+
+    async def body() -> None:
+        t = Tail(log, notifier_for(mode), store, from_start=True, once=True)
+        await t.source.run(t.rec)
+        assert t.rec.texts() == ["a", "b", "last-without-newline"]
+        cp = store.load("w")
+        assert cp is not None and cp.offset == 4  # the unterminated line is not checkpointed
+        append(log, "", "c")  # completes it, adds c
+        t2 = Tail(log, notifier_for(mode), store, once=True)  # from the checkpoint
+        await t2.source.run(t2.rec)
+        assert t2.rec.texts() == ["last-without-newline", "c"]
+        missing = Tail(tmp_path / "nope.log", notifier_for(mode), store, once=True)
+        await missing.source.run(missing.rec)
+        assert [k for k, _ in missing.rec.events] == ["start", "error"]
+
+    run(body())
+
+
+def test_unreadable_path_reports_once_then_recovers(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.mkdir()  # a directory where the file should be: EISDIR
+
+    async def body() -> None:
+        notifier = notifier_for(mode)
+        async with Tail(log, notifier, store_in(tmp_path)) as t:
+            await t.until(lambda: len(t.rec.of("error")) == 1)
+            assert t.rec.of("error")[0]["code"] == "EISDIR"
+            before = notifier.wakeups
+            os.utime(log)
+            await t.until(lambda: notifier.wakeups > before)
+            log.rmdir()
+            append(log, "x")
+            assert await t.lines(1) == ["x"]
+            assert len(t.rec.of("error")) == 1
+
+    run(body())
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_permission_denied_reports_once_then_recovers(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("old\n")
+    log.chmod(0)
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            await t.until(lambda: len(t.rec.of("error")) == 1)
+            assert t.rec.of("error")[0]["code"] == "EACCES"
+            append(log, "new")
+            log.chmod(0o644)
+            assert await t.lines(1) == ["new"]
+
+    run(body())
+
+
+def test_long_line_is_cut_and_marked(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    async def body() -> None:
+        limits = Limits(max_line_bytes=256)
+        async with Tail(log, notifier_for(mode), store_in(tmp_path), limits=limits) as t:
+            append(log, "x" * 1000, "ok")
+            lines = await t.lines(2)
+            assert lines == ["x" * 256, "ok"]
+            chunk = t.rec.chunks[0]
+            assert chunk.cut_at(0) == 744 and chunk.end == 1004
+
+    run(body())
+
+
+def test_reads_are_fair_between_watchers(tmp_path: Path, mode: str) -> None:
+    """A big backlog is read read_size at a time, yielding in between: the small file's line
+    is delivered long before the big file is done."""
+    big, small = tmp_path / "big.log", tmp_path / "small.log"
+    big.write_bytes(b"".join(b"%07d big line\n" % i for i in range(100_000)))
+    small.write_text("hello\n")
+    order: list[str] = []
+
+    class Ordered(Recorder):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+        async def chunk(self, chunk: Chunk) -> None:
+            order.append(self.name)
+            await super().chunk(chunk)
+
+    async def body() -> None:
+        notifier, store = notifier_for(mode), store_in(tmp_path)
+        b = Tail(big, notifier, store, from_start=True, read_size=16 * 1024, wid="big",
+                 rec=Ordered("big"))  # fmt: skip
+        s = Tail(small, notifier, store, from_start=True, rec=Ordered("small"))
+        tasks = [asyncio.create_task(t.source.run(t.rec)) for t in (b, s)]  # big starts first
+        await wait_for(lambda: bool(b.rec.chunks) and b.rec.chunks[-1].end == big.stat().st_size)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert order.count("big") > 50
+        assert order.index("small") < 5
+
+    run(body())
+
+
+def test_queue_overflow_wakes_every_watch(tmp_path: Path, mode: str) -> None:
+    if mode == "poll":
+        pytest.skip("inotify only")
+    log, noise = tmp_path / "app.log", tmp_path / "noise"
+    log.write_text("")
+    noise.write_text("")
+    (tmp_path / "noise2").write_text("")
+
+    async def body() -> None:
+        notifier = notifier_for(mode)
+        async with Tail(log, notifier, store_in(tmp_path)) as t:
+            await wait_for(lambda: all(w.waiting for w in notifier.watches))
+            # without yielding to the loop: fill the kernel queue (16384 events), then write
+            for i in range(17_000):  # alternate names: identical events would be merged
+                os.utime(noise if i % 2 else log.parent / "noise2")
+            append(log, "after-overflow")
+            assert await t.lines(1) == ["after-overflow"]
+            assert notifier.overflows >= 1
+
+    run(body())
+
+
+def _voluntary_switches() -> int:
+    """Voluntary context switches of this (the event loop's) thread."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches in /proc")
+
+
+def test_idle_watchers_cost_no_wakeups(tmp_path: Path, mode: str) -> None:
+    """20 idle files under inotify: no wake-ups and no timers for a whole second."""
+
+    async def body() -> None:
+        notifier, store = notifier_for(mode), store_in(tmp_path)
+        async with contextlib.AsyncExitStack() as stack:
+            for i in range(20):
+                (tmp_path / f"f{i}.log").write_text("x\n")
+                tail = Tail(tmp_path / f"f{i}.log", notifier, store, wid=f"w{i}")
+                await stack.enter_async_context(tail)
+            await wait_for(lambda: len(notifier.watches) == 20 and all(
+                w.waiting for w in notifier.watches))  # fmt: skip
+            wakeups, switches = notifier.wakeups, _voluntary_switches()
+            await asyncio.sleep(1.0)  # the measurement window itself
+            if mode == "inotify":
+                assert notifier.wakeups == wakeups
+                assert _voluntary_switches() - switches <= 3  # only the end of this sleep
+            else:  # the control: polling does wake up (20 watches x 50/s)
+                assert notifier.wakeups - wakeups >= 100
+
+    run(body())
