@@ -99,11 +99,15 @@ class Supervisor:
             keep=cfg.output.keep,
             clock=self.clock,
         )
-        writer = AsyncWriter(
-            sink,
-            on_error=lambda msg, wid=spec.id: self.log.error(f"cannot write records: {msg}", wid),
-            on_recovered=lambda wid=spec.id: self.log.info("writing records again", wid),
-        )
+        wid = spec.id
+
+        def on_error(msg: str) -> None:
+            self.log.error(f"cannot write records: {msg}", wid)
+
+        def on_recovered() -> None:
+            self.log.info("writing records again", wid)
+
+        writer = AsyncWriter(sink, on_error=on_error, on_recovered=on_recovered)
         matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive)
         gate = spec.gate
         require = (
@@ -188,13 +192,12 @@ class Supervisor:
         loop.add_signal_handler(signal.SIGCHLD, loop.call_soon, reap_orphans)
         self._notifier = Notifier(self.config.limits.poll_ms, force_poll=self.force_poll)
         if self.config.agents:
-            self.hub = AgentHub(
-                self.config, self.layout, self.log, self.clock, self.spawner, once=self.once
-            )
-            self._hub_task = asyncio.create_task(self.hub.run(), name="agents")
+            self._start_hub()
         if self.config.limits.enabled:
             for spec in self.config.watchers:
                 self._start_watcher(spec)
+        for problem in self._notifier.problems:
+            self.log.warning(problem)
         self.state = RunnerState.RUNNING  # STARTING -> RUNNING: every watcher is up
         summary = f"{len(self.watchers)} watchers, {len(self.config.agents)} agents running"
         self.log.info(f"{summary} (change notification: {self._notifier.mode})")
@@ -257,14 +260,20 @@ class Supervisor:
         jobs = [self._stop_watcher(wid, reason="shutdown") for wid in list(self.watchers)]
         if self.hub is not None:
             jobs.append(self._stop_hub())
-        stopping = asyncio.ensure_future(asyncio.gather(*jobs))
-        second = asyncio.ensure_future(inbox.next())
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*jobs))
+        second: asyncio.Future[Any] = asyncio.ensure_future(inbox.next())
         await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
         if not stopping.done():
             self.log.warning("second signal: killing what remains now")
             self.spawner.kill_all()
             await stopping
         second.cancel()
+
+    def _start_hub(self) -> None:
+        self.hub = AgentHub(
+            self.config, self.layout, self.log, self.clock, self.spawner, once=self.once
+        )
+        self._hub_task = asyncio.create_task(self.hub.run(), name="agents")
 
     async def _stop_hub(self) -> None:
         assert self.hub is not None
@@ -341,10 +350,16 @@ class Supervisor:
 
     async def _apply(self, new: Config) -> None:
         old = self.config
+        if old.output.dir != new.output.dir:
+            self.log.error(f"reload refused: output.dir cannot change while running "
+                           f"({old.output.dir} → {new.output.dir}); restart the runner")
+            return
         global_change = old.limits != new.limits or old.output != new.output
         self.config = new
         if self.hub is not None:
             await self.hub.reload(new)
+        elif new.agents:
+            self._start_hub()
         wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
         for wid, rt in list(self.watchers.items()):
             if wid not in wanted or rt.spec != wanted[wid] or global_change:
