@@ -183,3 +183,17 @@ def test_the_example_config_runs_end_to_end(tmp_path: Path) -> None:
     assert "Mock triage" in finished[0]["reply"]
     validate_records(r.out / "watchers" / "app-log.jsonl")
     validate_records(r.out / "agents" / "triage.jsonl")
+
+
+def test_json_log_format_for_machines(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "c", "command": "echo 'ERROR \x1b[2Jboom'", "pattern": "ERROR"}]})
+    r = LiveRunner(config, "--log-format", "json")
+    try:
+        r.wait_log('"kind": "exit"')
+    finally:
+        assert r.stop() == 0
+    lines = [json.loads(x) for x in r.stderr().splitlines()]
+    assert all({"ts", "level", "msg"} <= set(x) for x in lines)
+    match = next(x for x in lines if x["msg"].startswith("match"))
+    assert match["source"] == "c" and "\x1b" not in match["msg"] and "ERROR boom" in match["msg"]
