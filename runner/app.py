@@ -8,11 +8,12 @@ import os
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from watchrun.exitcodes import ExitStatus
-from watchrun.gate import StopCommands, in_github_actions
+from watchrun.gate import Evidence, StopCommands, in_github_actions
 
 if TYPE_CHECKING:
     from watchrun.config.model import Config
@@ -68,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
 
     become_subreaper()
     echo = _stdout_echo if args.once and not args.quiet else None
-    fence = StopCommands() if args.once and in_github_actions() and echo else None
-    if fence is not None:
-        _say(fence.begin())
+    # GitHub Actions: everything a once run prints that carries log text (the echoed output,
+    # the verdict table) is fenced, so a log line cannot run a workflow command.
+    fence = StopCommands() if args.once and in_github_actions() else None
     sup = Supervisor(
         config,
         layout,
@@ -83,33 +84,35 @@ def run(args: argparse.Namespace) -> int:
         force_poll=os.environ.get("WATCHRUN_FORCE_POLL") == "1",
         metrics=metrics,
     )
+    _open_fence(fence)
     log.info(f"writing JSONL under {layout.root}")
     started = time.monotonic()
     try:
-        asyncio.run(sup.run())
-    except OSError as exc:  # e.g. another runner is live on this output dir
-        log.error(str(exc))
-        return ExitStatus.RUNTIME
+        try:
+            asyncio.run(sup.run())
+        except OSError as exc:  # e.g. another runner is live on this output dir
+            log.error(str(exc))
+            return ExitStatus.RUNTIME
+        if not args.once:
+            return ExitStatus.RUNTIME if sup.runtime_errors else ExitStatus.OK
+        return report_once(sup, config, args, time.monotonic() - started, log, fence=fence)
     finally:
-        if fence is not None:
-            _say(fence.end())
-    if not args.once:
-        return ExitStatus.RUNTIME if sup.runtime_errors else ExitStatus.OK
-    return report_once(sup, config, args, time.monotonic() - started, log)
+        _close_fence(fence)
 
 
 def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took: float,
-                log: RunLog) -> int:
-    """Print the verdicts, write annotations/summary/JUnit; the once-mode exit status."""
+                log: RunLog, *, fence: StopCommands | None = None) -> int:
+    """Print the verdicts (inside the fence), then the annotations; write the step summary
+    and the JUnit report; return the once-mode exit status (0 pass, 1 crossed, 3 error)."""
     from watchrun import gate
 
-    verdicts = [
-        v for v in (gate.judge(w, sup.evidence[w.id]) for w in config.watchers if w.id in
-                    sup.evidence) if v is not None
-    ]
+    evidence = _with_errors(sup, config)
+    verdicts = gate.relativize(gate.judge_all(config.watchers, evidence), os.getcwd())
     _say(gate.summary_table(verdicts))
+    _close_fence(fence)  # annotations are the only workflow commands watchrun prints
     if in_github_actions():
-        for line in gate.annotations(verdicts):
+        workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
+        for line in gate.annotation_lines(verdicts, workspace):
             _say(line)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
@@ -117,32 +120,92 @@ def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took:
                 with open(summary, "a", encoding="utf-8") as fh:
                     fh.write(gate.markdown(verdicts))
             except OSError as exc:
-                log.warning(f"cannot append to GITHUB_STEP_SUMMARY: {exc}")
+                log.warning(f"cannot append to GITHUB_STEP_SUMMARY {summary}: {exc.strerror}")
+    status = ExitStatus.OK
     if args.junit is not None:
         try:
             Path(args.junit).write_bytes(gate.junit(verdicts, took))
         except OSError as exc:
             log.error(f"cannot write the JUnit report {args.junit}: {exc.strerror}")
-            return ExitStatus.RUNTIME
-    failed_to_start = [wid for wid, ev in sup.evidence.items() if not ev.ran]
-    if failed_to_start or sup.runtime_errors:
-        for wid in failed_to_start:
-            log.error("the command could not be started", wid)
-        return ExitStatus.RUNTIME
-    return ExitStatus.GATE_FAILED if any(not v.ok for v in verdicts) else ExitStatus.OK
+            status = ExitStatus.RUNTIME
+    for v in verdicts:
+        if v.status is gate.Status.ERROR:
+            log.error("; ".join(v.reasons), v.id)
+            status = ExitStatus.RUNTIME
+    if sup.runtime_errors:
+        status = ExitStatus.RUNTIME
+    if status == ExitStatus.OK and any(not v.ok for v in verdicts):
+        status = ExitStatus.GATE_FAILED
+    return status
+
+
+def _with_errors(sup: Supervisor, config: Config) -> dict[str, Evidence]:
+    """The evidence, plus why a source could not do its job: a command that could not start
+    (its last `error` record says why), a file that cannot be read after the run."""
+    from watchrun.records import last_records
+    from watchrun.sources.file_gen import open_regular
+
+    out = dict(sup.evidence)
+    for w in config.watchers:
+        ev = out.get(w.id)
+        if ev is None or ev.error is not None:
+            continue
+        if w.kind == "command" and not ev.ran:
+            last = last_records(sup.layout.jsonl("watcher", w.id), 1, {"error"})
+            if last and last[0].get("message"):
+                out[w.id] = replace(ev, error=str(last[0]["message"]))
+        elif w.path is not None:
+            try:
+                os.close(open_regular(w.path)[0])  # as the file source opens it: never blocks
+            except OSError as exc:
+                out[w.id] = replace(ev, error=f"cannot read {w.path}: {exc.strerror}")
+    return out
+
+
+def _open_fence(fence: StopCommands | None) -> None:
+    if fence is not None and not fence.open:
+        _say(fence.begin())
+        fence.open = True
+
+
+def _close_fence(fence: StopCommands | None) -> None:
+    if fence is not None and fence.open:
+        _say(fence.end())
+        fence.open = False
+
+
+def _stdout_gone() -> None:
+    """stdout's reader went away (`| head`): send the rest to /dev/null, quietly, so neither
+    later lines nor the final flush raise; the JSONL and the exit status are unaffected."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _say(line: str) -> None:
     try:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
-    except (BrokenPipeError, ValueError):
+    except BrokenPipeError:
+        _stdout_gone()
+    except (OSError, ValueError):
         pass
 
 
 def _stdout_echo(data: bytes) -> None:
+    """Echo a command's output (whole lines) to stdout while it runs, sanitized (SPEC §6):
+    escape sequences and control characters never reach the terminal or the CI log."""
+    from watchrun.sanitize import clean_line
+
+    text, _ = clean_line(data)
     try:
-        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))
         sys.stdout.buffer.flush()
-    except (BrokenPipeError, ValueError):
+    except BrokenPipeError:
+        _stdout_gone()
+    except (OSError, ValueError):
         pass

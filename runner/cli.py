@@ -68,6 +68,8 @@ def _configure_validate(p: argparse.ArgumentParser) -> None:
                    "appended {prompt}, ...) as errors")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="output format (default text)")
+    p.add_argument("--each", action="store_true", help="validate every file on its own instead "
+                   "of layering them (a pre-commit hook passes each changed config file)")
     _json_flag(p)
 
 
@@ -175,7 +177,8 @@ COMMANDS: dict[str, Command] = {
                 "report.xml", _configure_run, "watchrun.app:run"),
         Command("validate", "check config files; every problem is reported at once",
                 "exit status: 0 valid, 2 invalid\nexamples:\n  watchrun validate -c watch.yaml"
-                "\n  watchrun validate -c base.yaml -c prod.yaml --strict --format json",
+                "\n  watchrun validate -c base.yaml -c prod.yaml --strict --format json"
+                "\n  watchrun validate --each -c ci/watch.yaml deploy/watch.yaml",
                 _configure_validate, "watchrun.cli_config:cmd_validate"),
         Command("config", "print the resolved, clamped config (paths absolute, ms, bytes)",
                 "examples:\n  watchrun config -c watch.yaml\n  watchrun config -c base.yaml "

@@ -62,21 +62,38 @@ def _summary(config: Config) -> dict[str, Any]:
     }
 
 
+def _validate_doc(args: argparse.Namespace, result: LoadResult) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "valid": result.ok,
+        "files": [str(p) for p in args.config],
+        "errors": len(result.errors),
+        "warnings": len(result.warnings),
+        "diagnostics": [d.to_dict() for d in result.diagnostics],
+    }
+    if result.config is not None:
+        doc.update(_summary(result.config))
+    return doc
+
+
+def _validate_each(args: argparse.Namespace) -> int:
+    """`validate --each`: every file on its own; JSON is a list of the per-file documents."""
+    ones = [argparse.Namespace(**{**vars(args), "config": [p], "each": False})
+            for p in args.config]
+    if args.format == "json":
+        results = [(one, _load(one, strict=args.strict)) for one in ones]
+        print(json.dumps([_validate_doc(o, r) for o, r in results], indent=2, ensure_ascii=False))
+        return ExitStatus.OK if all(r.ok for _, r in results) else ExitStatus.USAGE
+    return max(cmd_validate(one) for one in ones)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    if getattr(args, "each", False) and len(args.config) > 1:
+        return _validate_each(args)
     result = _load(args, strict=args.strict)
     files = " + ".join(str(p) for p in args.config)
     errors, warnings = len(result.errors), len(result.warnings)
     if args.format == "json":
-        doc: dict[str, Any] = {
-            "valid": result.ok,
-            "files": [str(p) for p in args.config],
-            "errors": errors,
-            "warnings": warnings,
-            "diagnostics": [d.to_dict() for d in result.diagnostics],
-        }
-        if result.config is not None:
-            doc.update(_summary(result.config))
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(json.dumps(_validate_doc(args, result), indent=2, ensure_ascii=False))
         return ExitStatus.OK if result.ok else ExitStatus.USAGE
     for d in result.diagnostics:
         print(_printable(d.format()))

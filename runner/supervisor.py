@@ -125,6 +125,7 @@ class Supervisor:
             on_matches=self._matched,
             on_event=self._watcher_event,
             require=require,
+            resume=not (self.once and spec.from_start),
         )
         source: FileSource | CommandSource
         if spec.path is not None:
@@ -195,7 +196,8 @@ class Supervisor:
             self._start_hub()
         if self.config.limits.enabled:
             for spec in self.config.watchers:
-                self._start_watcher(spec)
+                if not (self.once and spec.kind == "file"):  # once: files after commands
+                    self._start_watcher(spec)
         for problem in self._notifier.problems:
             self.log.warning(problem)
         self.state = RunnerState.RUNNING  # STARTING -> RUNNING: every watcher is up
@@ -244,7 +246,13 @@ class Supervisor:
         self._stop.set()
 
     async def _all_done(self) -> None:
-        """Once mode: every source ran to its end, then every woken agent turn finished."""
+        """Once mode: every command runs to its exit, then every file is read to its end (so
+        a log the build wrote is complete), then every woken agent turn finishes."""
+        await asyncio.gather(*(rt.task for rt in self.watchers.values()), return_exceptions=True)
+        if self.config.limits.enabled:
+            for spec in self.config.watchers:
+                if spec.kind == "file":
+                    self._start_watcher(spec)
         await asyncio.gather(*(rt.task for rt in self.watchers.values()), return_exceptions=True)
         if self.hub is not None:
             await self.hub.idle()

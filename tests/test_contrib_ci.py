@@ -1,0 +1,231 @@
+"""contrib/ci and the pre-commit hook, exercised: the GitHub workflow's and the GitLab job's
+commands run against the sample project; the hook's entry runs as pre-commit would run it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from liverunner import watchrun_bin
+
+ROOT = Path(__file__).resolve().parents[1]
+CI = ROOT / "contrib" / "ci"
+SAMPLE = CI / "sample"
+TIMEOUT_S = 60
+
+
+def env_for(repo: Path, **extra: str) -> dict[str, str]:
+    """A CI-like environment: the venv's `watchrun` first on PATH, no outer CI variables."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GITHUB_", "RUNNER_", "GITLAB_", "SAMPLE_")) and k != "CI"}
+    env["PATH"] = f"{Path(watchrun_bin()).parent}{os.pathsep}{env.get('PATH', '')}"
+    return {**env, "CI": "true", **extra}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A fresh checkout of the sample project (no .watchrun/, no logs/)."""
+    dest = tmp_path / "repo"
+    shutil.copytree(SAMPLE, dest)
+    assert not (dest / ".watchrun").exists() and not (dest / "logs").exists()
+    return dest
+
+
+def workflow() -> dict[Any, Any]:
+    doc: dict[Any, Any] = yaml.safe_load((CI / "github-actions.yml").read_text())
+    return doc
+
+
+def gate_command(lines: list[str]) -> str:
+    (cmd,) = [c for c in lines if c.startswith("watchrun run --once")]
+    return cmd
+
+
+def junit_arg(cmd: str) -> str:
+    argv = shlex.split(cmd)
+    return argv[argv.index("--junit") + 1]
+
+
+def run_lines(lines: list[str], repo: Path, env: dict[str, str],
+              shell: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run a job's script lines in order, as the CI's shell does, stopping at the first failure."""
+    result: subprocess.CompletedProcess[str] | None = None
+    for line in lines:
+        result = subprocess.run([*shell, line], cwd=repo, env=env, capture_output=True,
+                                text=True, timeout=TIMEOUT_S, check=False)
+        if result.returncode != 0:
+            break
+    assert result is not None
+    return result
+
+
+# -- GitHub Actions -----------------------------------------------------------------------------
+def github_run_lines() -> list[str]:
+    """The workflow's `run:` steps that the sample can run here (not the install step)."""
+    steps = workflow()["jobs"]["build"]["steps"]
+    return [s["run"] for s in steps if "run" in s and "pip install" not in s["run"]]
+
+
+def test_the_workflow_is_well_formed() -> None:
+    wf = workflow()
+    assert set(wf[True]) == {"push", "pull_request"}  # YAML 1.1 reads the `on:` key as True
+    steps = wf["jobs"]["build"]["steps"]
+    assert steps[0]["uses"].startswith("actions/checkout@")
+    assert any("pip install watchrun" in s.get("run", "") for s in steps)
+    (gate,) = [s for s in steps if s.get("run", "").startswith("watchrun run --once")]
+    assert "continue-on-error" not in gate  # the exit status fails the job
+    (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert upload["if"] == "always()" and upload["with"]["include-hidden-files"] is True
+    assert junit_arg(gate["run"]) in upload["with"]["path"].split()
+    assert ".watchrun/watchers/" in upload["with"]["path"].split()
+
+
+def test_the_workflow_passes_on_the_sample_project(repo: Path) -> None:
+    summary = repo.parent / "step-summary.md"
+    env = env_for(repo, GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary),
+                  GITHUB_WORKSPACE=str(repo))
+    r = run_lines(github_run_lines(), repo, env, ["bash", "--noprofile", "--norc", "-eo",
+                                                   "pipefail", "-c"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout.splitlines()
+    assert out[0].startswith("::stop-commands::") and "3 tests passed" in out
+    assert "watchrun: passed: all 2 gates hold" in out
+    assert not [ln for ln in out if ln.startswith(("::error", "::warning"))]
+    assert "| `server-log` | 0 | 0 | - | ✅ pass |" in summary.read_text()
+    report = ET.parse(repo / junit_arg(gate_command(github_run_lines()))).getroot()
+    assert (report.get("tests"), report.get("failures"), report.get("errors")) == ("2", "0", "0")
+    assert (repo / ".watchrun" / "watchers" / "build.jsonl").stat().st_size > 0
+
+
+@pytest.mark.parametrize(("knob", "annotation"), [
+    ("SAMPLE_WARN", "::error title=watchrun gate build::1 match of /warning:|deprecated/ (at "
+     "most 0 allowed)%0Arun 1:2: src/main.c:12:9: warning: unused variable 'retries' "
+     "[-Wunused-variable]"),
+    ("SAMPLE_ERROR", "::error file=logs/server.log,line=3,title=watchrun gate server-log::1 match"
+     " of /ERROR|FATAL|Traceback/ (at most 0 allowed)%0Alogs/server.log:3: 2026-05-16T12:00:02Z "
+     "ERROR db: connection refused (retrying)"),
+    ("SAMPLE_FAIL", "::error title=watchrun gate build::the command exited with code 1"),
+])
+def test_the_workflow_fails_with_an_annotation_when_a_gate_is_crossed(
+        repo: Path, knob: str, annotation: str) -> None:
+    env = env_for(repo, GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(repo), **{knob: "1"})
+    r = run_lines(github_run_lines(), repo, env, ["bash", "--noprofile", "--norc", "-eo",
+                                                   "pipefail", "-c"])
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert annotation in r.stdout.splitlines()
+
+
+# -- GitLab CI ----------------------------------------------------------------------------------
+def test_the_gitlab_job_runs_on_the_sample_project(repo: Path) -> None:
+    job = yaml.safe_load((CI / "gitlab-ci.yml").read_text())["watchrun-gate"]
+    assert any("pip install watchrun" in ln for ln in job["before_script"])
+    cmd = gate_command(job["script"])
+    assert job["artifacts"]["when"] == "always"
+    assert job["artifacts"]["reports"]["junit"] == junit_arg(cmd)
+    ok = run_lines(job["script"], repo, env_for(repo, GITLAB_CI="true"), ["sh", "-e", "-c"])
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "::stop-commands::" not in ok.stdout  # workflow commands are GitHub's only
+    assert ok.stdout.rstrip().endswith("watchrun: passed: all 2 gates hold")
+    failing = run_lines(job["script"], repo, env_for(repo, GITLAB_CI="true", SAMPLE_FAIL="1"),
+                        ["sh", "-e", "-c"])
+    assert failing.returncode == 1, failing.stdout + failing.stderr
+    report = ET.parse(repo / junit_arg(cmd)).getroot()
+    failure = report.find("testcase[@name='build']/failure")
+    assert failure is not None
+    assert failure.get("message") == ("the command exited with code 1; required pattern "
+                                      "/tests passed/ never appeared")
+
+
+# -- pre-commit ---------------------------------------------------------------------------------
+def hook() -> dict[str, Any]:
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert isinstance(hooks, list)
+    (only,) = hooks
+    assert isinstance(only, dict)
+    return only
+
+
+def run_hook(files: list[Path], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """What pre-commit does: the entry, split like a shell would, plus the staged file names."""
+    argv = shlex.split(hook()["entry"])
+    assert argv[0] == "watchrun"
+    return subprocess.run([watchrun_bin(), *argv[1:], *(str(f) for f in files)], cwd=cwd,
+                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+
+
+def test_the_pre_commit_hook_is_declared_for_python() -> None:
+    h = hook()
+    assert (h["id"], h["language"], h.get("pass_filenames", True)) == (
+        "watchrun-validate", "python", True)
+    assert h["entry"] == "watchrun validate --each -c"
+
+
+@pytest.mark.parametrize(("path", "checked"), [
+    ("watch.yaml", True), ("ci/watch.ci.yaml", True), ("deploy/watch-prod.yml", True),
+    ("watch.toml", True), ("watch.json", True), (".watchrun.yaml", True),
+    ("watchrun.yml", True), ("stopwatch.yaml", False), ("watchdog.yaml", False),
+    ("docker-compose.yaml", False), ("watch.yaml.example", False), ("watch.py", False),
+])
+def test_the_hook_checks_watchrun_config_names(path: str, checked: bool) -> None:
+    assert (re.search(hook()["files"], path) is not None) is checked
+
+
+def test_the_hook_passes_valid_files_and_names_the_location_of_errors(tmp_path: Path) -> None:
+    shutil.copy(SAMPLE / "watch.ci.yaml", tmp_path / "watch.ci.yaml")
+    (tmp_path / "watch.yaml").write_text("watchers:\n  - id: a\n    command: make\n"
+                                         "    pattern: x\n")
+    ok = run_hook([Path("watch.ci.yaml"), Path("watch.yaml")], tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "watch.ci.yaml: valid" in ok.stdout and "watch.yaml: valid" in ok.stdout
+    (tmp_path / "watch-bad.yaml").write_text("watchers:\n  - id: b\n    command: make\n"
+                                             "    patern: x\n")
+    bad = run_hook([Path("watch.yaml"), Path("watch-bad.yaml")], tmp_path)
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "watch-bad.yaml:4:5" in bad.stdout and "did you mean `pattern`?" in bad.stdout
+    assert "watch.yaml: valid" in bad.stdout  # the good file is still reported on its own
+
+
+def test_each_file_is_validated_on_its_own_not_layered(tmp_path: Path) -> None:
+    (tmp_path / "watch.a.yaml").write_text("watchers:\n  - id: w\n    command: make\n"
+                                           "    pattern: x\n")
+    (tmp_path / "watch.b.yaml").write_text("watchers:\n  - id: w\n    path: app.log\n"
+                                           "    pattern: x\n")
+    files = [tmp_path / "watch.a.yaml", tmp_path / "watch.b.yaml"]
+    each = run_hook(files, tmp_path)
+    assert each.returncode == 0, each.stdout + each.stderr
+    assert re.search(r"watch\.a\.yaml: valid .*\n  watcher w +command +make", each.stdout)
+    assert re.search(r"watch\.b\.yaml: valid .*\n  watcher w +file ", each.stdout)
+    layered = subprocess.run([watchrun_bin(), "validate", "-c", *map(str, files)],
+                             capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    assert " + " in layered.stdout and "command" not in layered.stdout  # merged by id: one `w`
+    each_json = subprocess.run([watchrun_bin(), "validate", "--each", "--json", "-c",
+                                *map(str, files)], capture_output=True, text=True,
+                               timeout=TIMEOUT_S, check=False)
+    docs = yaml.safe_load(each_json.stdout)
+    assert [(d["files"], d["valid"], d["watchers"][0]["kind"]) for d in docs] == [
+        ([str(files[0])], True, "command"), ([str(files[1])], True, "file")]
+
+
+# -- the README's example is the sample -----------------------------------------------------------
+def readme_blocks(heading: str) -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"\n{heading}\n")
+    end = text.find("\n## ", start + 1)
+    section = text[start: end if end >= 0 else len(text)]
+    return re.findall(r"```ya?ml\n(.*?)```", section, re.S)
+
+
+def test_the_readme_ci_section_shows_the_sample_config_and_workflow() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert text.index("\n## Running it\n") < text.index("\n## Gate your CI on log patterns\n")
+    blocks = [yaml.safe_load(b) for b in readme_blocks("## Gate your CI on log patterns")]
+    assert yaml.safe_load((SAMPLE / "watch.ci.yaml").read_text()) in blocks
+    assert workflow() in blocks

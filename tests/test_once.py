@@ -1,0 +1,314 @@
+"""`watchrun run --once` end to end through the console script: gates, exit codes, echo,
+GitHub Actions annotations behind a stop-commands fence, the step summary and JUnit."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import read_records, watchrun_bin, write_config
+
+PY, TIMEOUT_S = sys.executable, 60
+
+
+@dataclass
+class Run:
+    rc: int
+    out: str
+    err: str
+    took: float
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    """The test's environment without any CI variables (the suite may itself run in CI)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GITHUB_", "RUNNER_", "GITLAB_")) and k != "CI"}
+    return {**env, **extra}
+
+
+def once(folder: Path, config: dict[str, Any], *args: str, merged: bool = False,
+         **env: str) -> Run:
+    cfg = write_config(folder, config)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [watchrun_bin(), "run", "--once", "-c", str(cfg), *args], cwd=folder, env=base_env(**env),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        timeout=TIMEOUT_S, check=False)
+    took = time.monotonic() - started
+    return Run(proc.returncode, proc.stdout.decode(), (proc.stderr or b"").decode(), took)
+
+
+def gated(cid: str, command: str | list[str], pattern: str, **gate: Any) -> dict[str, Any]:
+    return {"id": cid, "command": command, "pattern": pattern, "gate": gate}
+
+
+def table_row(out: str, wid: str) -> list[str]:
+    (row,) = [ln.split() for ln in out.splitlines() if ln.split()[:1] == [wid]]
+    return row
+
+
+# How the GitHub Actions runner reads output (actions/runner ActionCommand, ActionCommandManager):
+# `::name props::data` starting a line, `##[name props]data` anywhere; `::stop-commands::T`..`::T::`
+def parse_command(line: str) -> tuple[str, str] | None:
+    text = line.lstrip()
+    if text.startswith("::") and (end := text.find("::", 2)) >= 0:
+        return text[2:end].split(" ")[0], text[end + 2:]
+    if (at := line.find("##[")) >= 0 and (rb := line.find("]", at)) >= 0:
+        return line[at + 3:rb].split(" ")[0], line[rb + 1:]
+    return None
+
+
+def honoured_commands(output: str) -> list[tuple[str, str]]:
+    """(command, data) for each line the runner would act on (any name counts as a command)."""
+    done: list[tuple[str, str]] = []
+    stop_token: str | None = None
+    for line in output.splitlines():
+        found = parse_command(line)
+        if found is None:
+            continue
+        if stop_token is not None:
+            if found[0] == stop_token:
+                stop_token = None
+                done.append(("resume", ""))
+            continue
+        if found[0] == "stop-commands":
+            stop_token = found[1]
+        done.append(found)
+    return done
+
+
+def test_a_passing_build_exits_0_with_its_output_echoed_and_a_table(tmp_path: Path) -> None:
+    build = gated("build", "echo compiling; echo 'all tests passed'", r"warning:",
+                  maxMatches=0, exitCode=True, require="all tests passed")
+    r = once(tmp_path, {"watchers": [build]}, "--junit", "report.xml")
+    assert r.rc == 0, r.out + r.err
+    assert r.out.startswith("compiling\nall tests passed\n")  # echoed first, table after
+    report = ET.parse(tmp_path / "report.xml").getroot()  # written when the gates hold, too
+    assert (report.get("tests"), report.get("failures"), len(report[0])) == ("1", "0", 0)
+    assert table_row(r.out, "build") == ["build", "0", "0", "0", "pass"]
+    assert r.out.rstrip().endswith("watchrun: passed: all 1 gates hold")
+    assert r.took < 4.0, f"a trivial once run took {r.took:.1f}s"  # a stopTimeout wait is 5 s
+
+
+def test_a_forbidden_warning_crosses_the_gate(tmp_path: Path) -> None:
+    build = gated("build", ["sh", "-c", "echo cc main.c; echo 'main.c:3: warning: unused x'; "
+                            "echo done"], r"warning:", maxMatches=0, exitCode=True)
+    r = once(tmp_path, {"watchers": [build]}, "--junit", "report.xml")
+    assert r.rc == 1, r.out + r.err
+    assert "main.c:3: warning: unused x\n" in r.out.split("WATCHER")[0]  # echoed while it ran
+    failure = ET.parse(tmp_path / "report.xml").find("testcase[@name='build']/failure")
+    assert failure is not None and "run 1:2: main.c:3: warning: unused x" in (failure.text or "")
+    assert table_row(r.out, "build") == ["build", "1", "0", "0", "FAIL"]
+    assert "  - 1 match of /warning:/ (at most 0 allowed)\n" \
+           "    run 1:2: main.c:3: warning: unused x\n" in r.out
+    assert r.out.rstrip().endswith("watchrun: FAILED: 1 of 1 gates crossed")
+
+
+def test_a_build_that_exits_1_crosses_its_exit_code_gate(tmp_path: Path) -> None:
+    build = gated("build", ["sh", "-c", "echo linking; exit 1"], "zzz", exitCode=True)
+    ungated = {"id": "lint", "command": ["sh", "-c", "exit 4"], "pattern": "zzz"}
+    shell = gated("shell", "no-such-binary-watchrun --flag", "zzz", exitCode=True)
+    r = once(tmp_path, {"watchers": [build, ungated, shell]})
+    assert r.rc == 1, r.out + r.err
+    assert table_row(r.out, "build") == ["build", "0", "-", "1", "FAIL"]
+    assert "  - the command exited with code 1\n" in r.out
+    assert not [ln for ln in r.out.splitlines() if ln.startswith("lint")]  # no gate, no row
+    # a string command runs under /bin/sh: a missing program is the shell's ordinary exit 127
+    assert "not found" in r.out.split("WATCHER")[0]  # the shell's complaint, echoed
+    assert "  - the command exited with code 127 (the shell did not find the program)" in r.out
+
+
+def test_a_required_line_that_never_appears_crosses_the_gate(tmp_path: Path) -> None:
+    server = gated("server", ["sh", "-c", "echo booting; echo 'listening on :8080'"], "panic",
+                   require="Server started")
+    r = once(tmp_path, {"watchers": [server]})
+    assert r.rc == 1, r.out + r.err
+    assert "  - required pattern /Server started/ never appeared\n" in r.out
+    seen = gated("server", ["sh", "-c", "echo 'Server started'"], "panic", require="server STARTED")
+    (tmp_path / "ok").mkdir()
+    assert once(tmp_path / "ok", {"watchers": [seen]}).rc == 0  # caseSensitive defaults to false
+
+
+def test_a_log_with_10000_matches_caps_annotations_and_summarises(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"{n} ERROR boom WARN slow FATAL x\n" for n in range(10_000)))
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    watchers = [{"id": wid, "path": "app.log", "pattern": pat, "gate": {"maxMatches": 0}}
+                for wid, pat in (("errors", "ERROR"), ("warns", "WARN"), ("fatals", "FATAL"))]
+    r = once(tmp_path, {"watchers": watchers}, "--quiet", GITHUB_ACTIONS="true",
+             GITHUB_STEP_SUMMARY=str(summary), GITHUB_WORKSPACE=str(tmp_path))
+    assert r.rc == 1, r.out + r.err
+    assert table_row(r.out, "errors") == ["errors", "10000", "0", "-", "FAIL"]
+    assert "    app.log:1: 0 ERROR boom WARN slow FATAL x\n" in r.out
+    assert "    … and 9995 more (every match is in watchers/errors.jsonl)\n" in r.out
+    errors = [ln for ln in r.out.splitlines() if ln.startswith("::error ")]
+    warnings = [ln for ln in r.out.splitlines() if ln.startswith("::warning ")]
+    assert len(errors) == 10  # 3 gates x 5 lines wanted; GitHub shows 10 per step
+    assert errors[0] == ("::error file=app.log,line=1,title=watchrun gate errors::10000 matches"
+                         " of /ERROR/ (at most 0 allowed)%0Aapp.log:1: 0 ERROR boom WARN slow "
+                         "FATAL x")
+    assert warnings == ["::warning title=watchrun::5 more gate annotations not shown (GitHub "
+                        "shows 10 per step); the job log and the step summary list every crossed "
+                        "gate"]
+    md = summary.read_text()
+    assert md.startswith("earlier step\n### watchrun gates\n")  # appended, not overwritten
+    assert "| `errors` | 10000 | 0 | - | ❌ FAIL |" in md
+    records = read_records(tmp_path / ".watchrun" / "watchers" / "errors.jsonl")
+    assert sum(x["kind"] == "match" for x in records) == 10_000
+
+
+def test_log_lines_cannot_become_workflow_commands(tmp_path: Path) -> None:
+    hostile = ("echo '::add-mask::hunter2'; echo '::error::forged'; echo '  ::warning::x'; "
+               "echo 'text ##[add-mask]hunter3'; echo '::stop-commands::guess'; "
+               "echo '::endgroup::'; printf 'clear\\033[2J\\033]0;pwn\\007 screen\\n'; "
+               "echo 'warning: real'")
+    build = gated("build", hostile, "warning|add-mask|error", maxMatches=0)
+    runs = [once(tmp_path, {"watchers": [build]}, "--junit", "j.xml", merged=True,
+                 GITHUB_ACTIONS="true") for _ in range(2)]
+    r = runs[0]
+    assert r.rc == 1, r.out
+    lines = r.out.splitlines()
+    token = lines[0].removeprefix("::stop-commands::")
+    assert re.fullmatch("[0-9a-f]{32}", token), lines[0]
+    assert runs[1].out.splitlines()[0] != lines[0]  # a fresh token per run
+    end = lines.index(f"::{token}::")
+    fenced = "\n".join(lines[1:end])
+    for echoed in ("::add-mask::hunter2", "::error::forged", "text ##[add-mask]hunter3",
+                   "clear screen", "WATCHER  MATCHES"):
+        assert echoed in fenced  # echoed and tabled inside the fence
+    assert "\x1b" not in r.out and "\x07" not in r.out  # sanitized (SPEC §6)
+    honoured = honoured_commands(r.out)
+    assert honoured[:2] == [("stop-commands", token), ("resume", "")]
+    assert len(honoured) == 7 and all(  # then only watchrun's 5 annotations
+        name == "error" and data.startswith("5 matches of /warning|add-mask|error/")
+        for name, data in honoured[2:])
+
+
+def test_a_command_that_cannot_start_exits_3_with_the_reason(tmp_path: Path) -> None:
+    ok = gated("ok", "echo fine", "zzz", maxMatches=0)
+    missing = gated("tool", ["no-such-binary-watchrun", "--version"], "zzz", exitCode=True)
+    r = once(tmp_path, {"watchers": [ok, missing]}, "--junit", "report.xml")
+    assert r.rc == 3, r.out + r.err
+    assert "[tool] error: the command could not be started: " in r.err
+    assert "no-such-binary-watchrun" in r.err and "ENOENT" in r.err
+    assert table_row(r.out, "tool")[-1] == "ERROR"
+    root = ET.parse(tmp_path / "report.xml").getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "0", "1")
+    error = root.find("testcase[@name='tool']/error")
+    assert error is not None and "ENOENT" in (error.get("message") or "")
+
+
+def test_an_unreadable_log_file_is_a_runtime_error_not_a_pass(tmp_path: Path) -> None:
+    log = {"id": "log", "path": "build/missing.log", "pattern": "ERROR", "gate": {"maxMatches": 0}}
+    r = once(tmp_path, {"watchers": [log]})
+    assert (r.rc, table_row(r.out, "log")[-1]) == (3, "ERROR"), r.out + r.err
+    assert f"[log] error: cannot read {tmp_path}/build/missing.log: No such file or directory\n" \
+        in r.err
+
+
+def test_quiet_keeps_the_verdict_but_not_the_echo_and_still_fences(tmp_path: Path) -> None:
+    build = gated("build", "echo '::error::from the build'; echo warning: w", "warning",
+                  maxMatches=0)
+    r = once(tmp_path, {"watchers": [build]}, "--quiet", GITHUB_ACTIONS="true")
+    assert r.rc == 1
+    assert "from the build" not in r.out and r.err == ""
+    lines = r.out.splitlines()
+    assert lines[0].startswith("::stop-commands::") and lines[1].startswith("WATCHER")
+    assert {n for n, _ in honoured_commands(r.out)} == {"stop-commands", "resume", "error"}
+
+
+def start_once(folder: Path, watcher: dict[str, Any]) -> subprocess.Popen[bytes]:
+    cfg = write_config(folder, {"watchers": [watcher]})
+    return subprocess.Popen([watchrun_bin(), "run", "--once", "-c", str(cfg)], cwd=folder,
+                            env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_an_interrupted_once_run_is_not_a_pass(tmp_path: Path) -> None:
+    proc = start_once(tmp_path, gated("build", "echo started; exec sleep 60", "z", maxMatches=0))
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"started\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 3, out.decode() + err.decode()
+    assert b"  - the command did not run to its exit (the run was interrupted)\n" in out
+    assert b"watchrun: FAILED: 1 watcher could not run" in out
+
+
+def test_broken_stdout_degrades_quietly_and_keeps_the_gate_result(tmp_path: Path) -> None:
+    lines = 4000  # > a 64 KiB pipe buffer: the runner must hit the closed pipe
+    proc = start_once(tmp_path, gated("build", [PY, "-c", f"for i in range({lines}): print("
+                                            "'line', i, 'x' * 40)"], "line 3999 ", maxMatches=0))
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"line 0 ")  # `| head -1`
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=TIMEOUT_S) == 1, err
+    assert "Traceback" not in err and "Exception ignored" not in err and "Broken" not in err
+    records = read_records(tmp_path / ".watchrun" / "watchers" / "build.jsonl")
+    assert [x["line"] for x in records if x["kind"] == "match"] == [f"line 3999 {'x' * 40}"]
+
+
+def _two_once_runs(tmp_path: Path, watcher: dict[str, Any], then: str = "a") -> tuple[Run, Run]:
+    log = tmp_path / "app.log"
+    log.write_text("ERROR one\nINFO fine\nERROR two\n")
+    config = {"watchers": [{**watcher, "path": "app.log", "pattern": "ERROR",
+                            "gate": {"maxMatches": 5}}]}
+    first = once(tmp_path, config)
+    with open(log, then) as fh:  # "a": append; "r+": truncate and rewrite, same inode
+        if then == "r+":
+            fh.truncate(0)
+        fh.write("ERROR three\nunterminated ERROR")
+    return first, once(tmp_path, config)
+
+
+def test_a_file_watcher_reads_from_the_start_then_from_its_checkpoint(tmp_path: Path) -> None:
+    first, second = _two_once_runs(tmp_path, {"id": "tail"})
+    assert table_row(first.out, "tail")[:2] == ["tail", "2"]  # fresh checkout: from the start
+    assert table_row(second.out, "tail")[:2] == ["tail", "2"]  # then from the checkpoint on
+
+
+@pytest.mark.parametrize(("watcher", "then"), [({"fromStart": True}, "a"), ({}, "r+")])
+def test_a_second_once_run_counts_every_line_it_reads(tmp_path: Path, watcher: dict[str, Any],
+                                                       then: str) -> None:
+    first, second = _two_once_runs(tmp_path, {"id": "log", **watcher}, then)
+    assert table_row(first.out, "log")[:2] == ["log", "2"]
+    assert table_row(second.out, "log")[:2] == ["log", "4" if then == "a" else "2"]
+
+
+def test_agents_run_only_when_woken_and_their_turns_are_awaited(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text("INFO a\nERROR disk full\n")
+    config = {
+        "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR", "wake": "triage",
+                      "gate": {"maxMatches": 1}}],
+        "agents": [{"name": "triage", "provider": "mock", "prompt": "look: {matches}"},
+                   {"name": "bystander", "provider": "mock"}],
+    }
+    r = once(tmp_path, config)
+    assert r.rc == 0, r.out + r.err
+    out = tmp_path / ".watchrun" / "agents"
+    for name, turns in (("triage", ["done"]), ("bystander", [])):
+        records = read_records(out / f"{name}.jsonl")
+        assert [x["status"] for x in records if x["kind"] == "dispatch-finished"] == turns
+    assert r.took < 10.0
+
+
+def test_files_are_scanned_after_the_commands_that_write_them(tmp_path: Path) -> None:
+    config = {"watchers": [
+        {"id": "build", "command": "echo compiling; echo 'ERROR in build.log' > build.log; "
+         "echo done", "pattern": "nothing-here"},
+        {"id": "buildlog", "path": "build.log", "pattern": "ERROR", "fromStart": True,
+         "gate": {"maxMatches": 0}},
+    ]}
+    r = once(tmp_path, config)
+    assert r.rc == 1, r.out + r.err
+    assert table_row(r.out, "buildlog")[:2] == ["buildlog", "1"]
