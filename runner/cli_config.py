@@ -39,6 +39,16 @@ def _notes(w: WatcherSpec) -> list[tuple[str, str]]:
     return [(key, note) for key, note in notes if note is not None]
 
 
+def _engine(w: WatcherSpec) -> str:
+    """The matching engine the runner will use for this watcher's pattern."""
+    from watchrun.matcher import best_engine
+
+    try:
+        return best_engine(w.pattern, w.case_sensitive)
+    except ValueError:
+        return "re"
+
+
 def _source(w: WatcherSpec) -> str:
     import shlex
 
@@ -51,7 +61,8 @@ def _summary(config: Config) -> dict[str, Any]:
     return {
         "watchers": [
             {"id": w.id, "kind": w.kind, "label": w.label, "source": _source(w),
-             "wake": list(w.wake), "notes": [{"path": k, "note": n} for k, n in _notes(w)]}
+             "wake": list(w.wake), "engine": _engine(w),
+             "notes": [{"path": k, "note": n} for k, n in _notes(w)]}
             for w in config.watchers
         ],
         "agents": [
@@ -112,6 +123,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         source = source if len(source) <= 72 else source[:71] + "…"
         wake = f"  → wakes {', '.join(w.wake)}" if w.wake else ""
         print(_printable(f"  watcher {w.id:<{width}}  {w.kind:<8} {source}{wake}"))
+        print(_printable(f"      engine: {_engine(w)}"))
         for key, note in _notes(w):
             print(_printable(f"      {key}: {note}"))
     for a in config.agents:

@@ -232,3 +232,19 @@ def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
     assert proc.wait(timeout=60) == 141  # 128 + SIGPIPE, like `yes | head`
     assert proc.stderr.read() == b""
     proc.stderr.close()
+
+
+def test_validate_shows_the_engine_of_each_watcher(tmp_path: Path) -> None:
+    from watchrun.matcher import engines_available
+
+    cfg = tmp_path / "w.yaml"
+    cfg.write_text("watchers:\n"
+                   "  - {id: fast, command: 'true', pattern: 'ERROR|FATAL'}\n"
+                   "  - {id: backref, command: 'true', pattern: '(a)\\1'}\n")
+    p = run("validate", "-c", str(cfg), "--format", "json")
+    assert p.returncode == 0, p.stdout + p.stderr
+    engines = {w["id"]: w["engine"] for w in json.loads(p.stdout)["watchers"]}
+    assert engines["fast"] == engines_available()[0]  # the best engine installed
+    assert engines["backref"] in ("re", "re+prefilter")  # backreferences need backtracking
+    text = run("validate", "-c", str(cfg)).stdout
+    assert f"engine: {engines['fast']}" in text
