@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import errno
 import fcntl
 import itertools
@@ -12,20 +11,29 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import NamedTuple
 
-LINUX = sys.platform.startswith("linux")
-SPAWN_ID = "WATCHRUN_SPAWN_ID"  # in every child's env; inherited, so escapees stay attributable
+from watchrun.proctree import (
+    LINUX,
+    SPAWN_ID,
+    SPAWNED,
+    become_subreaper,
+    family,
+    forking,
+    read_table,
+    reap,
+    reap_orphans,
+)
+
+__all__ = ["SPAWN_ID", "ExitInfo", "Proc", "SpawnError", "Spawner", "become_subreaper",
+           "reap_orphans"]
+
 _STRIPPED = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID")
 _LIVE: weakref.WeakSet[Proc] = weakref.WeakSet()  # for kill_all: cut grace periods short
-_SPAWNED: set[int] = set()  # live pids we spawned: asyncio's child watcher reaps these, never us
-_in_flight = 0  # spawns between fork and registration; reap_orphans() waits for zero
 _ids = itertools.count(1)
 _SIGNAMES = {s.value: s.name for s in signal.Signals}
 _REASONS = {
@@ -34,13 +42,6 @@ _REASONS = {
     errno.ENOTDIR: "a path component is not a directory",
     errno.ENOEXEC: "not an executable format (missing #! line?)",
 }
-
-
-def become_subreaper(enable: bool = True) -> bool:
-    """prctl(PR_SET_CHILD_SUBREAPER): orphaned descendants are re-parented to us, not init."""
-    if not LINUX:
-        return False
-    return bool(ctypes.CDLL(None, use_errno=True).prctl(36, int(enable), 0, 0, 0) == 0)
 
 
 @dataclass
@@ -63,61 +64,6 @@ class ExitInfo:
     stragglers: int = 0
     """Processes of the tree still alive after the SIGTERM grace, killed with SIGKILL."""
     signals_sent: tuple[str, ...] = ()
-
-
-class _Stat(NamedTuple):
-    state: str
-    ppid: int
-    pgid: int
-    sid: int
-    start: int
-
-
-def _table() -> dict[int, _Stat]:
-    """Every process on the host, from /proc/<pid>/stat."""
-    out: dict[int, _Stat] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            r = raw[raw.rindex(b")") + 2 :].split()  # comm may hold spaces and parens
-            out[int(name)] = _Stat(r[0].decode(), int(r[1]), int(r[2]), int(r[3]), int(r[19]))
-    return out
-
-
-def _spawn_id(pid: int) -> str | None:
-    """The WATCHRUN_SPAWN_ID a process was started with: "" if none, None if unreadable."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read()
-    except OSError:
-        return None
-    key = SPAWN_ID.encode() + b"="
-    return next((e[len(key) :].decode() for e in env.split(b"\0") if e.startswith(key)), "")
-
-
-def _reap(pids: set[int], table: dict[int, _Stat]) -> None:
-    """waitpid() adopted zombies by their own pid (never waitpid(-1): asyncio owns the rest)."""
-    me = os.getpid()
-    for pid in pids:
-        st = table.get(pid)
-        if st and st.state == "Z" and st.ppid == me and pid not in _SPAWNED:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-
-
-def reap_orphans() -> int:
-    """Reap zombies re-parented to us (as subreaper) that we did not spawn. Call it now and
-    then; it relies on every fork in this process going through `Spawner`."""
-    if not LINUX or _in_flight:
-        return 0
-    table, me = _table(), os.getpid()
-    zombies = {p for p, s in table.items() if s.state == "Z" and s.ppid == me} - _SPAWNED
-    _reap(zombies, table)
-    return len(zombies)
 
 
 class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -170,7 +116,7 @@ class Proc:
             await asyncio.shield(self._protocol.exited)
             rc = self._transport.get_returncode()
             assert rc is not None
-            _SPAWNED.discard(self.pid)
+            SPAWNED.discard(self.pid)
             name = _SIGNAMES.get(-rc, f"SIG{-rc}")
             status = "killed" if self._stopping else "signaled"
             self._info = ExitInfo(rc, None, "exited") if rc >= 0 else ExitInfo(None, name, status)
@@ -185,50 +131,15 @@ class Proc:
             else:
                 extra.cancel()
 
-    def _family(self, table: dict[int, _Stat]) -> set[int]:
-        """The child, everything in its session or group, everything carrying its spawn id,
-        unattributed orphans re-parented to us, and all descendants of those."""
-        me, my_sid, exited = os.getpid(), os.getsid(0), self._protocol.exited.done()
-        fam: set[int] = set()
-        for pid, st in table.items():
-            if pid in (me, 1) or (pid in _SPAWNED and pid != self.pid):
-                continue
-            # A reaped child's pid is free except as the id of a live group or session: after
-            # the exit match by membership only, never by the bare pid.
-            if (pid == self.pid and not exited) or st.sid == self.pid or st.pgid == self.pgid:
-                fam.add(pid)
-            elif (pid, st.start) in self._ids and self._ids[pid, st.start] == self._id:
-                fam.add(pid)  # a member seen before, now perhaps a zombie (environ is empty)
-            elif st.state != "Z":
-                if (pid, st.start) not in self._ids:
-                    self._ids[pid, st.start] = _spawn_id(pid)
-                owner = self._ids[pid, st.start]
-                # Unattributed adoptee: a setsid'd orphan that wiped its environment. Not while
-                # a spawn is in flight: its fresh child has our environ until it execs.
-                orphan = owner == "" and st.ppid == me and st.sid != my_sid and not _in_flight
-                if owner == self._id or orphan:
-                    fam.add(pid)
-        kids: dict[int, list[int]] = {}
-        for pid, st in table.items():
-            kids.setdefault(st.ppid, []).append(pid)
-        stack = list(fam)
-        while stack:
-            for kid in kids.get(stack.pop(), []):
-                if kid not in fam and kid != me and kid not in _SPAWNED:
-                    fam.add(kid)
-                    stack.append(kid)
-        for pid in fam:  # remembered: as a zombie it has no environ left to recognise it by
-            self._ids[pid, table[pid].start] = self._id
-        return fam
-
     def _live(self) -> tuple[set[int], bool]:
         """Live members of the tree, and whether zombies in it are still to be handed to us
         (their parent is a dying member; the /proc scan is not atomic). Reaps adopted ones."""
         if not LINUX:
             return set() if self._protocol.exited.done() else {self.pid}, False
-        table = _table()
-        fam = self._family(table)
-        _reap(fam, table)
+        table = read_table()
+        fam = family(table, self.pid, self.pgid, self._id, self._protocol.exited.done(),
+                     self._ids)
+        reap(fam, table)
         live = {p for p in fam if table[p].state != "Z"}
         self._group = any(table[p].pgid == self.pgid for p in live)
         return live, any(table[p].state == "Z" and table[p].ppid in fam for p in fam)
@@ -276,7 +187,7 @@ class Spawner:
         for proc in list(_LIVE):
             proc._hurry = True  # a grace period in progress ends now
         killed = 0
-        for pid in list(_SPAWNED):
+        for pid in list(SPAWNED):
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
                 killed += 1
@@ -286,7 +197,6 @@ class Spawner:
                     env: Mapping[str, str], pty: bool = False, separate_stderr: bool = False,
                     stdin_data: bytes | None = None) -> Proc:
         """A string runs under /bin/sh -c, a sequence as argv. Raises SpawnError."""
-        global _in_flight
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         shown = command if isinstance(command, str) else (argv or [""])[0]
         if not argv or not shown.strip():
@@ -311,12 +221,12 @@ class Spawner:
             master, slave = os.openpty()
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *self.pty_size, 0, 0))
             streams = {"stdin": slave, "stdout": slave, "stderr": slave, "preexec_fn": _ctty}
-        _in_flight += 1
         try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _Protocol(self.read_limit, loop), *argv, cwd=cwd, env=child_env,
-                start_new_session=True, **streams)  # type: ignore[arg-type]
-            _SPAWNED.add(transport.get_pid())
+            with forking():  # until the pid is in SPAWNED, reap_orphans() keeps off
+                transport, protocol = await loop.subprocess_exec(
+                    lambda: _Protocol(self.read_limit, loop), *argv, cwd=cwd, env=child_env,
+                    start_new_session=True, **streams)  # type: ignore[arg-type]
+                SPAWNED.add(transport.get_pid())
         except OSError as exc:
             if master >= 0:
                 os.close(master)
@@ -327,7 +237,6 @@ class Spawner:
             msg = f"cannot start {shown!r}: {what} {exc.filename}: {why} ({name})"
             raise SpawnError(name, msg) from None
         finally:
-            _in_flight -= 1
             if slave >= 0:
                 os.close(slave)
         extra: list[asyncio.BaseTransport | asyncio.Future[None]] = []

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from recordcheck import validate_records
 
-from watchrun.agents.turn import Recorder, TurnResult, TurnRunner
+from watchrun.agents.recorder import Recorder
+from watchrun.agents.turn import TurnResult, TurnRunner
 from watchrun.agents.usage import UsageTracker
 from watchrun.clock import SystemClock
 from watchrun.config.model import AgentSpec, Limits

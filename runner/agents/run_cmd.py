@@ -8,9 +8,9 @@ import signal
 import sys
 from pathlib import Path
 
-from watchrun.agents.hub import read_history
 from watchrun.agents.prompt import render_prompt
-from watchrun.agents.turn import Recorder, TurnResult, TurnRunner
+from watchrun.agents.recorder import Recorder, read_history
+from watchrun.agents.turn import TurnResult, TurnRunner
 from watchrun.agents.usage import UsageTracker
 from watchrun.clock import SystemClock
 from watchrun.config import load_config

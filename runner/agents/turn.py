@@ -17,17 +17,16 @@ from watchrun.agents.prompt import (
     turn_error,
     turn_outcome,
 )
+from watchrun.agents.recorder import Recorder
 from watchrun.agents.usage import Usage, UsageTracker
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits
 from watchrun.events import Chunk
 from watchrun.framing import LineFramer
-from watchrun.logs import RunLog
 from watchrun.procs import ExitInfo, Proc, Spawner, SpawnError
 from watchrun.sanitize import clip, decode, sanitize
-from watchrun.sink import AsyncWriter, JsonlSink
 
-__all__ = ["SETTLE_S", "Recorder", "TurnResult", "TurnRunner"]
+__all__ = ["SETTLE_S", "TurnResult", "TurnRunner"]
 
 SETTLE_S = 1.0
 """After the `until` marker, the provider gets this long to finish writing and exit."""
@@ -37,56 +36,6 @@ READ_BYTES = 64 * 1024
 PROMPT_BYTES = 256 * 1024
 PREVIEW_CHARS = 2000
 _HEAD = 4 * PREVIEW_CHARS  # bytes of a pending line kept for an oversized line's preview
-
-
-class Recorder:
-    """An agent's JSONL stream: a record is built at once (its seq is known) and written in
-    order by a background flush that retries on disk errors (nothing is dropped)."""
-
-    def __init__(self, sink: JsonlSink, log: RunLog, name: str) -> None:
-        self.sink = sink
-        self.writer = AsyncWriter(
-            sink, on_error=lambda msg: log.error(f"cannot write records: {msg}", name),
-            on_recovered=lambda: log.info("writing records again", name))
-        self._out: list[bytes] = []
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def next_seq(self) -> int:
-        return self.sink.next_seq
-
-    @property
-    def pending(self) -> int:
-        """Records built but not written yet."""
-        return len(self._out)
-
-    def emit(self, kind: str, fields: dict[str, Any]) -> int:
-        """Build one record and queue it for writing; returns its seq."""
-        self._out.append(self.sink.record(kind, fields))
-        with contextlib.suppress(RuntimeError):  # no running loop: the next flush writes it
-            self._kick()
-        return self.sink.next_seq - 1
-
-    def _kick(self) -> None:
-        if self._out and (self._task is None or self._task.done()):
-            self._task = asyncio.get_running_loop().create_task(self._drain())
-
-    async def _drain(self) -> None:
-        """The only writer: callers are never able to cancel a batch half-way."""
-        while self._out:
-            batch, self._out = self._out, []
-            await self.writer.write_lines(batch)
-
-    async def flush(self) -> None:
-        """Wait until every queued record is written (while the disk fails: back-pressure)."""
-        while self._out or (self._task is not None and not self._task.done()):
-            self._kick()
-            assert self._task is not None
-            await asyncio.shield(self._task)
-
-    async def close(self) -> None:
-        await self.flush()
-        self.sink.close()
 
 
 @dataclass(frozen=True, slots=True)

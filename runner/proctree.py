@@ -1,0 +1,128 @@
+"""The host's process table from /proc: who belongs to a spawned tree, and reaping adoptees."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+from collections.abc import Iterator
+from typing import NamedTuple
+
+LINUX = sys.platform.startswith("linux")
+SPAWN_ID = "WATCHRUN_SPAWN_ID"  # in every child's env; inherited, so escapees stay attributable
+SPAWNED: set[int] = set()  # live pids we spawned: asyncio's child watcher reaps these, never us
+_in_flight = 0  # spawns between fork and registration; reap_orphans() waits for zero
+
+
+def become_subreaper(enable: bool = True) -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER): orphaned descendants are re-parented to us, not init."""
+    if not LINUX:
+        return False
+    return bool(ctypes.CDLL(None, use_errno=True).prctl(36, int(enable), 0, 0, 0) == 0)
+
+
+@contextlib.contextmanager
+def forking() -> Iterator[None]:
+    """Marks a spawn in flight (forked, not yet in SPAWNED) for as long as the block runs."""
+    global _in_flight
+    _in_flight += 1
+    try:
+        yield
+    finally:
+        _in_flight -= 1
+
+
+class Stat(NamedTuple):
+    state: str
+    ppid: int
+    pgid: int
+    sid: int
+    start: int
+
+
+def read_table() -> dict[int, Stat]:
+    """Every process on the host, from /proc/<pid>/stat."""
+    out: dict[int, Stat] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            r = raw[raw.rindex(b")") + 2 :].split()  # comm may hold spaces and parens
+            out[int(name)] = Stat(r[0].decode(), int(r[1]), int(r[2]), int(r[3]), int(r[19]))
+    return out
+
+
+def spawn_id_of(pid: int) -> str | None:
+    """The WATCHRUN_SPAWN_ID a process was started with: "" if none, None if unreadable."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    key = SPAWN_ID.encode() + b"="
+    return next((e[len(key) :].decode() for e in env.split(b"\0") if e.startswith(key)), "")
+
+
+def reap(pids: set[int], table: dict[int, Stat]) -> None:
+    """waitpid() adopted zombies by their own pid (never waitpid(-1): asyncio owns the rest)."""
+    me = os.getpid()
+    for pid in pids:
+        st = table.get(pid)
+        if st and st.state == "Z" and st.ppid == me and pid not in SPAWNED:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def reap_orphans() -> int:
+    """Reap zombies re-parented to us (as subreaper) that we did not spawn. Call it now and
+    then; it relies on every fork in this process going through `Spawner`."""
+    if not LINUX or _in_flight:
+        return 0
+    table, me = read_table(), os.getpid()
+    zombies = {p for p, s in table.items() if s.state == "Z" and s.ppid == me} - SPAWNED
+    reap(zombies, table)
+    return len(zombies)
+
+
+def family(table: dict[int, Stat], pid: int, pgid: int, spawn_id: str, exited: bool,
+           ids: dict[tuple[int, int], str | None]) -> set[int]:
+    """The tree of child `pid`: the child, everything in its session or group, everything
+    carrying its spawn id, unattributed orphans re-parented to us, and all descendants of
+    those. `ids` remembers (pid, start time) -> spawn id across calls; `exited`: the child
+    was reaped."""
+    me, my_sid = os.getpid(), os.getsid(0)
+    fam: set[int] = set()
+    for p, st in table.items():
+        if p in (me, 1) or (p in SPAWNED and p != pid):
+            continue
+        # A reaped child's pid is free except as the id of a live group or session: after
+        # the exit match by membership only, never by the bare pid.
+        if (p == pid and not exited) or st.sid == pid or st.pgid == pgid:
+            fam.add(p)
+        elif (p, st.start) in ids and ids[p, st.start] == spawn_id:
+            fam.add(p)  # a member seen before, now perhaps a zombie (environ is empty)
+        elif st.state != "Z":
+            if (p, st.start) not in ids:
+                ids[p, st.start] = spawn_id_of(p)
+            owner = ids[p, st.start]
+            # Unattributed adoptee: a setsid'd orphan that wiped its environment. Not while
+            # a spawn is in flight: its fresh child has our environ until it execs.
+            orphan = owner == "" and st.ppid == me and st.sid != my_sid and not _in_flight
+            if owner == spawn_id or orphan:
+                fam.add(p)
+    kids: dict[int, list[int]] = {}
+    for p, st in table.items():
+        kids.setdefault(st.ppid, []).append(p)
+    stack = list(fam)
+    while stack:
+        for kid in kids.get(stack.pop(), []):
+            if kid not in fam and kid != me and kid not in SPAWNED:
+                fam.add(kid)
+                stack.append(kid)
+    for p in fam:  # remembered: as a zombie it has no environ left to recognise it by
+        ids[p, table[p].start] = spawn_id
+    return fam
