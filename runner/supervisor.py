@@ -6,29 +6,27 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from watchrun.clock import Clock
 from watchrun.agents.hub import AgentHub
+from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
-from watchrun.control import ControlServer
+from watchrun.control import ControlServer, dispatch
 from watchrun.gate import Evidence
 from watchrun.logs import RunLog
-from watchrun.matcher import Matcher
 from watchrun.metrics import MetricsServer
 from watchrun.outdir import OutputLayout
 from watchrun.pipeline import MatchInfo, WatcherPipeline
 from watchrun.procs import Spawner, reap_orphans
 from watchrun.sdnotify import SdNotify
 from watchrun.signals import SignalInbox
-from watchrun.sink import AsyncWriter, JsonlSink, SinkWriteError
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.command import CommandSource
 from watchrun.sources.file_tail import FileSource
 from watchrun.sources.notify import Notifier
 from watchrun.status import StatusBoard
+from watchrun.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
 
 
 class RunnerState(StrEnum):
@@ -37,17 +35,6 @@ class RunnerState(StrEnum):
     RELOADING = "reloading"
     STOPPING = "stopping"
     STOPPED = "stopped"
-
-
-@dataclass
-class WatcherRuntime:
-    """Everything one running watcher owns."""
-
-    spec: WatcherSpec
-    sink: JsonlSink
-    pipeline: WatcherPipeline
-    source: FileSource | CommandSource
-    task: asyncio.Task[None]
 
 
 class Supervisor:
@@ -91,60 +78,20 @@ class Supervisor:
     # -- building -------------------------------------------------------------------------
     def _start_watcher(self, spec: WatcherSpec) -> None:
         assert self._notifier is not None
-        cfg = self.config
-        sink = JsonlSink(
-            self.layout.jsonl("watcher", spec.id),
-            spec.id,
-            max_bytes=cfg.output.max_bytes,
-            keep=cfg.output.keep,
-            clock=self.clock,
-        )
-        wid = spec.id
-
-        def on_error(msg: str) -> None:
-            self.log.error(f"cannot write records: {msg}", wid)
-
-        def on_recovered() -> None:
-            self.log.info("writing records again", wid)
-
-        writer = AsyncWriter(sink, on_error=on_error, on_recovered=on_recovered)
-        matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive)
-        gate = spec.gate
-        require = (
-            Matcher(gate.require, (), spec.case_sensitive)
-            if gate is not None and gate.require is not None
-            else None
-        )
-        pipeline = WatcherPipeline(
+        rt = build_watcher(
             spec,
-            cfg.limits,
-            sink,
-            writer,
-            matcher,
+            self.config,
+            self.layout,
             self.log,
+            Seams(self.clock, self.spawner, self.store, self._notifier),
+            once=self.once,
+            echo=self.echo,
             on_matches=self._matched,
             on_event=self._watcher_event,
-            require=require,
-            resume=not (self.once and spec.from_start),
         )
-        source: FileSource | CommandSource
-        if spec.path is not None:
-            source = FileSource(
-                spec, cfg.limits, self.store, self._notifier, self.clock, once=self.once
-            )
-        else:
-            source = CommandSource(
-                spec, cfg.limits, self.clock, self.spawner, once=self.once, echo=self.echo
-            )
-        self.board.add(spec, pipeline, source, matcher.engine)
-        task = asyncio.create_task(self._run_source(spec, source, pipeline), name=spec.id)
-        self.watchers[spec.id] = WatcherRuntime(spec, sink, pipeline, source, task)
-        if sink.repaired_bytes:
-            msg = f"repaired a torn last record ({sink.repaired_bytes} bytes) after a crash"
-            self.log.warning(msg, spec.id)
-            fields = {"code": "sink-repaired", "message": msg, "bytes": sink.repaired_bytes}
-            with contextlib.suppress(SinkWriteError):
-                sink.write("error", fields)
+        self.board.add(spec, rt.pipeline, rt.source, rt.engine)
+        rt.task = asyncio.create_task(self._run_source(spec, rt.source, rt.pipeline), name=spec.id)
+        self.watchers[spec.id] = rt
 
     async def _run_source(
         self, spec: WatcherSpec, source: FileSource | CommandSource, pipeline: WatcherPipeline
@@ -161,7 +108,7 @@ class Supervisor:
         finally:
             self.board.touch(spec.id)
 
-    async def _stop_watcher(self, wid: str, reason: str) -> None:
+    async def stop_watcher(self, wid: str, reason: str) -> None:
         rt = self.watchers.pop(wid, None)
         if rt is None:
             return
@@ -264,8 +211,8 @@ class Supervisor:
         self.sd.stopping()
         self.log.info(f"stopping ({reason})")
         for wid, rt in self.watchers.items():
-            self.evidence[wid] = self._evidence(rt)
-        jobs = [self._stop_watcher(wid, reason="shutdown") for wid in list(self.watchers)]
+            self.evidence[wid] = evidence_of(rt)
+        jobs = [self.stop_watcher(wid, reason="shutdown") for wid in list(self.watchers)]
         if self.hub is not None:
             jobs.append(self._stop_hub())
         stopping: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*jobs))
@@ -290,57 +237,13 @@ class Supervisor:
         with contextlib.suppress(asyncio.CancelledError):
             await self._hub_task
 
-    def _evidence(self, rt: WatcherRuntime) -> Evidence:
-        c = rt.pipeline.counters
-        last_exit = getattr(rt.source, "last_exit", None)
-        first = [(m.where, m.line) for m in c.first]
-        return Evidence(
-            matches=c.matches,
-            first=first,
-            exit_code=getattr(last_exit, "exit_code", None),
-            signal=getattr(last_exit, "signal", None),
-            ran=not c.spawn_failed,
-            require_seen=c.require_seen,
-            path=str(rt.spec.path) if rt.spec.path is not None else None,
-            first_line_no=c.first[0].line_no if c.first else None,
-        )
-
     def metrics_snapshot(self) -> dict[str, Any]:
-        watchers = {}
-        for wid, rt in self.watchers.items():
-            c = rt.pipeline.counters
-            watchers[wid] = {"lines": c.lines, "bytes": c.bytes_read, "matches": c.matches,
-                             "truncated": c.truncated, "errors": c.errors}
         agents = self.hub.snapshot() if self.hub is not None else []
+        watchers = {wid: counters_of(rt) for wid, rt in self.watchers.items()}
         return {"up": self.state == RunnerState.RUNNING, "watchers": watchers, "agents": agents}
 
     async def _control(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Requests from `watchrun stop/clear/agent send/agent stop` on control.sock."""
-        cmd = req.get("cmd")
-        if cmd == "stop":
-            wid = str(req.get("id"))
-            if wid not in self.watchers:
-                return _fail("not_found", f"no running watcher {wid!r}")
-            await self._stop_watcher(wid, reason="requested")
-            return {"ok": True, "message": f"stopped {wid}"}
-        if cmd == "clear":
-            if req.get("all"):
-                for wid in list(self.watchers):
-                    await self._stop_watcher(wid, reason="requested")
-            cleared = self.board.forget_stopped()
-            return {"ok": True, "cleared": cleared, "message": f"cleared {cleared} watchers"}
-        if cmd in ("agent-send", "agent-stop"):
-            if self.hub is None:
-                return _fail("not_found", "this runner has no agents")
-            name = str(req.get("name"))
-            if cmd == "agent-send":
-                return self.hub.send(name, str(req.get("text", "")))
-            stopped = await self.hub.stop_agent(name)
-            return {"ok": stopped, "message": f"stopped the running turn of {name}"} if stopped \
-                else _fail("not_found", f"{name} has no running turn")
-        if cmd == "status":
-            return {"ok": True, "state": str(self.state), "watchers": sorted(self.watchers)}
-        return _fail("bad_request", f"unknown command {cmd!r}")
+        return await dispatch(self, req)
 
     async def reload(self) -> None:
         """SIGHUP: re-read the config; keep the running one when the new one is invalid."""
@@ -372,7 +275,7 @@ class Supervisor:
         for wid, rt in list(self.watchers.items()):
             if wid not in wanted or rt.spec != wanted[wid] or global_change:
                 why = "removed" if wid not in wanted else "config changed"
-                await self._stop_watcher(wid, reason="reload")
+                await self.stop_watcher(wid, reason="reload")
                 self.log.info(f"{why}; stopped", wid)
         for wid, spec in wanted.items():
             if wid not in self.watchers:
@@ -387,6 +290,3 @@ class Supervisor:
             await asyncio.sleep(self.sd.watchdog_s / 2)
 
 
-
-def _fail(code: str, message: str) -> dict[str, Any]:
-    return {"ok": False, "error": {"code": code, "message": message}}
