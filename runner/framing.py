@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 from watchrun.events import Chunk, Cut
+
+
+@runtime_checkable
+class CountsLines(Protocol):
+    """A `SourceContext` that counts the lines of each chunk it is given (the pipeline does, as
+    it numbers the matched lines). A source that sees one passes the count to
+    `LineFramer.settle`, so every byte is counted once, not once per layer."""
+
+    def lines_in_last_chunk(self) -> int:
+        """The number of lines in the chunk the last `chunk()` call was given."""
+        ...
 
 
 def utf8_boundary(data: bytes, limit: int) -> int:
@@ -23,12 +36,17 @@ class LineFramer:
     counted (not buffered), so memory stays bounded by one read plus `max_line_bytes`.
     Offsets are source offsets: `position` is where a checkpoint may point (just past the last
     complete line handed out); bytes of a pending partial line are never covered by it.
+
+    Line numbers are counted lazily: the lines of the chunk just handed out are counted when
+    `line_no` or the next chunk needs them, unless the consumer, which had to count them anyway,
+    said how many there were with `settle`.
     """
 
     def __init__(self, max_line_bytes: int, *, offset: int = 0, line_no: int = 1) -> None:
         self.max = max_line_bytes
         self._offset = offset  # source offset of the first byte not yet handed out in a chunk
-        self._line_no = line_no
+        self._line_no = line_no  # of the first line of the last chunk while it is unsettled
+        self._unsettled: bytes | None = None  # the last chunk's bytes, lines not counted yet
         self._buf = b""  # head of the pending line (at most `max` bytes)
         self._omitted = 0  # bytes of the pending line dropped beyond `max`
         self._window = max(1, max_line_bytes // 2)
@@ -39,7 +57,17 @@ class LineFramer:
 
     @property
     def line_no(self) -> int:
+        """The line number of the next line to be handed out."""
+        if self._unsettled is not None:
+            self._line_no += self._unsettled.count(b"\n")
+            self._unsettled = None
         return self._line_no
+
+    def settle(self, lines: int) -> None:
+        """The chunk last handed out held `lines` lines (counted by its consumer)."""
+        if self._unsettled is not None:
+            self._line_no += lines
+            self._unsettled = None
 
     @property
     def pending(self) -> int:
@@ -59,10 +87,8 @@ class LineFramer:
             self._buf, self._omitted = b"", 0
             chunk = self._emit(head, [head_cut], data[nl + 1 :])
             return chunk
-        if self._buf:
-            data = self._buf + data
-            self._buf = b""
-        return self._emit(b"", [], data)
+        head, self._buf = self._buf, b""
+        return self._emit(b"", [], data, head)
 
     def finish(self) -> Chunk | None:
         """End of stream (a command exited): the unterminated last line becomes a line."""
@@ -74,9 +100,18 @@ class LineFramer:
         self._buf, self._omitted = b"", 0
         return self._chunk(data, cuts, source_len)
 
-    def _emit(self, prefix: bytes, cuts: list[Cut], data: bytes) -> Chunk | None:
+    def _emit(self, prefix: bytes, cuts: list[Cut], data: bytes, head: bytes = b"") -> Chunk | None:
+        """`head` (the pending line's start) + `data`: hand out the complete lines, keep the
+        rest. The complete lines are copied once (not concatenated, then sliced)."""
         last = data.rfind(b"\n")
-        complete, rest = (b"", data) if last < 0 else (data[: last + 1], data[last + 1 :])
+        if last < 0:
+            complete, rest = b"", head + data if head else data
+        else:
+            if head:
+                complete = b"".join((head, memoryview(data)[: last + 1]))
+            else:
+                complete = data if last + 1 == len(data) else data[: last + 1]
+            rest = data[last + 1 :]
         if len(rest) > self.max:
             keep = utf8_boundary(rest, self.max)
             self._buf, self._omitted = rest[:keep], len(rest) - keep
@@ -92,9 +127,10 @@ class LineFramer:
         return self._chunk(body, cuts, source_len)
 
     def _chunk(self, body: bytes, cuts: list[Cut], source_len: int) -> Chunk:
-        chunk = Chunk(body, self._offset, self._line_no, self._offset + source_len, tuple(cuts))
+        line_no = self.line_no
+        chunk = Chunk(body, self._offset, line_no, self._offset + source_len, tuple(cuts))
         self._offset += source_len
-        self._line_no += body.count(b"\n")
+        self._unsettled = body
         return chunk
 
     def _cut_long(self, data: bytes, base: int) -> tuple[bytes, list[Cut]]:
@@ -105,7 +141,8 @@ class LineFramer:
         for i in range(0, n - w + 1, w):
             if data.find(b"\n", i, i + w) < 0:
                 start = data.rfind(b"\n", 0, i) + 1
-                if (not starts or starts[-1] != start) and data.find(b"\n", start) - start > self.max:
+                new = not starts or starts[-1] != start
+                if new and data.find(b"\n", start) - start > self.max:
                     starts.append(start)
         if not starts:
             return data, []

@@ -16,7 +16,6 @@ from watchrun.records import last_records
 from watchrun.sanitize import raw_text, sanitize
 from watchrun.sink import AsyncWriter, JsonlSink
 
-
 FIRST_KEPT = 5
 SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM"}
 """`error` codes that mean a command could not be started (once mode: exit 3)."""
@@ -35,7 +34,8 @@ class MatchInfo:
 
 @dataclass(slots=True)
 class Counters:
-    lines: int = 0
+    tail: RecentLines
+    """Lines read and the last `maxLogLines` of them (for `watchrun logs`)."""
     bytes_read: int = 0
     matches: int = 0
     skipped_duplicates: int = 0
@@ -47,7 +47,90 @@ class Counters:
     require_seen: bool = False
     spawn_failed: bool = False
     recent: deque[MatchInfo] = field(default_factory=deque)
-    tail: deque[bytes] = field(default_factory=deque)
+
+    @property
+    def lines(self) -> int:
+        """Lines read so far (counted when asked, not per chunk)."""
+        return self.tail.lines
+
+
+class RecentLines:
+    """How many lines a stream of chunks held, and its last `keep` lines, at O(1) cost per
+    chunk: it keeps references to the newest chunks' bytes and counts and splits them only when
+    asked (a status snapshot, at most once a second), never on the hot path.
+
+    A chunk's line count is the next chunk's `line_no` minus its own when the next one follows
+    it in the same stream (same inode or run, next byte offset); otherwise it is counted.
+    Memory: the bytes of the last `keep` lines, plus at most two chunks.
+    """
+
+    __slots__ = ("_done", "_held", "_held_lines", "_newest", "_newest_lines", "keep")
+
+    def __init__(self, keep: int) -> None:
+        self.keep = max(0, keep)
+        self._done = 0  # lines of every chunk before the newest
+        self._held: deque[tuple[bytes, int]] = deque()  # older chunks the tail may need
+        self._held_lines = 0
+        self._newest: Chunk | None = None
+        self._newest_lines = -1  # -1: not counted yet
+
+    def add(self, chunk: Chunk) -> None:
+        prev = self._newest
+        if prev is not None:
+            n = self._newest_lines
+            if n < 0:
+                n = chunk.line_no - prev.line_no if _follows(prev, chunk) else -1
+                n = n if n > 0 else prev.data.count(b"\n")
+            self._done += n
+            if self.keep:
+                self._held.append((prev.data, n))
+                self._held_lines += n
+                held = self._held
+                while len(held) > 1 and self._held_lines - held[0][1] >= self.keep:
+                    self._held_lines -= held.popleft()[1]
+        self._newest, self._newest_lines = chunk, -1
+
+    @property
+    def lines(self) -> int:
+        newest = self._newest
+        if newest is None:
+            return self._done
+        if self._newest_lines < 0:
+            self._newest_lines = newest.data.count(b"\n")
+        return self._done + self._newest_lines
+
+    def last(self) -> list[bytes]:
+        """The last `keep` lines (raw bytes, without their newlines), oldest first."""
+        if self._newest is None or not self.keep:
+            return []
+        out: list[bytes] = []
+        need = self.keep
+        for data in (self._newest.data, *(d for d, _ in reversed(self._held))):
+            part = _last_lines(data, need)
+            out[:0] = part
+            need -= len(part)
+            if need <= 0:
+                break
+        return out
+
+
+def _follows(prev: Chunk, chunk: Chunk) -> bool:
+    return (
+        chunk.offset == prev.end
+        and chunk.inode == prev.inode
+        and chunk.run == prev.run
+        and chunk.path == prev.path
+    )
+
+
+def _last_lines(data: bytes, n: int) -> list[bytes]:
+    """The last `n` lines of `data` (whole lines, each ending in b"\n"), without newlines."""
+    cut = len(data) - 1
+    for _ in range(n):
+        cut = data.rfind(b"\n", 0, cut)
+        if cut < 0:
+            break
+    return data[cut + 1 : -1].split(b"\n")
 
 
 class WatcherPipeline:
@@ -65,6 +148,7 @@ class WatcherPipeline:
         on_matches: Callable[[WatcherSpec, list[MatchInfo]], None] | None = None,
         on_event: Callable[[WatcherSpec, str, dict[str, Any]], None] | None = None,
         require: Matcher | None = None,
+        resume: bool = True,
     ) -> None:
         self.spec = spec
         self.limits = limits
@@ -76,11 +160,18 @@ class WatcherPipeline:
         self.on_event = on_event
         self.require = require
         self.counters = Counters(
-            recent=deque(maxlen=limits.max_matches), tail=deque(maxlen=limits.max_log_lines)
+            RecentLines(limits.max_log_lines), recent=deque(maxlen=limits.max_matches)
         )
-        last = last_records(sink.path, 1, {"match"})
+        last = last_records(sink.path, 1, {"match"}) if resume else []
         self._skip = self._resume_point(last[0] if last else None)
         self.on_touch: Callable[[], None] | None = None
+        self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
+
+    def lines_in_last_chunk(self) -> int:
+        """`framing.CountsLines`: the lines of the last chunk, counting only what `chunk()`
+        did not count while numbering its matched lines (so the source need not count)."""
+        data, lines, pos = self._counted
+        return lines + data.count(b"\n", pos)
 
     @staticmethod
     def _resume_point(last: dict[str, Any] | None) -> tuple[int, int] | None:
@@ -91,18 +182,19 @@ class WatcherPipeline:
         return int(last["inode"]), int(last["offset"])
 
     async def chunk(self, chunk: Chunk) -> None:
+        """The hot path: O(1) Python work per chunk plus one engine scan of its bytes; lines
+        are looked at one by one only where the engine found a match."""
         data = chunk.data
         c = self.counters
-        nlines = data.count(b"\n")
-        c.lines += nlines
         c.bytes_read += chunk.end - chunk.offset
-        self._keep_tail(data, nlines)
+        c.tail.add(chunk)
         if self.on_touch is not None:
             self.on_touch()
         if self.require is not None and not c.require_seen and self.require.find(data):
             c.require_seen = True
         spans = self.matcher.find(data)
         if not spans:
+            self._counted = (data, 0, 0)
             return
         records: list[bytes] = []
         found: list[MatchInfo] = []
@@ -110,7 +202,7 @@ class WatcherPipeline:
         for start, end in spans:
             line_no += data.count(b"\n", pos, start)
             pos = start
-            offset = chunk.source_offset(start)
+            offset = chunk.source_offset(start) if chunk.cuts else chunk.offset + start
             if self._skip is not None:
                 if chunk.inode == self._skip[0] and offset <= self._skip[1]:
                     c.skipped_duplicates += 1
@@ -119,6 +211,7 @@ class WatcherPipeline:
             record, info = self._match(chunk, data[start:end], line_no, offset, start)
             records.append(record)
             found.append(info)
+        self._counted = (data, line_no - chunk.line_no, pos)
         if not records:
             return
         await self.writer.write_lines(records)
@@ -136,7 +229,7 @@ class WatcherPipeline:
     ) -> tuple[bytes, MatchInfo]:
         raw = raw_text(line)
         text, clipped = sanitize(raw, self.limits.max_line_bytes)
-        omitted = chunk.cut_at(pos)
+        omitted = chunk.cut_at(pos) if chunk.cuts else 0
         fields: dict[str, Any] = {"line": text, "lineNo": line_no, "offset": offset}
         if chunk.path is not None:
             fields["path"] = chunk.path
@@ -153,18 +246,10 @@ class WatcherPipeline:
             fields["raw"] = raw
         return self.sink.record("match", fields), MatchInfo(text, line_no, offset, where)
 
-    def _keep_tail(self, data: bytes, nlines: int) -> None:
-        """Keep the last `maxLogLines` raw lines for `watchrun logs` without a per-line loop."""
-        keep = self.counters.tail.maxlen or 0
-        if nlines > keep:
-            cut = len(data) - 1
-            for _ in range(keep):
-                cut = data.rfind(b"\n", 0, cut)
-            data = data[cut + 1 :]
-        self.counters.tail.extend(data[:-1].split(b"\n"))
-
     async def event(self, kind: str, **fields: Any) -> None:
         clean = {k: v for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}
+        if kind == "rotate" and clean.get("reason") != "rename":
+            self._skip = None  # the same inode holds a new generation, read from its start
         if kind == "error":
             self.counters.errors += 1
             if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:

@@ -52,7 +52,9 @@ class StatusBoard:
         self._timer: asyncio.TimerHandle | None = None
         self.started_at = clock.now()
 
-    def add(self, spec: WatcherSpec, pipeline: WatcherPipeline, source: object, engine: str) -> None:
+    def add(
+        self, spec: WatcherSpec, pipeline: WatcherPipeline, source: object, engine: str
+    ) -> None:
         self.entries[spec.id] = _Entry(spec, pipeline, source, engine)
         pipeline.on_touch = lambda wid=spec.id: self.touch(wid)
         self.touch(spec.id)
@@ -135,9 +137,8 @@ class StatusBoard:
         try:
             snap = json.dumps(self.snapshot(entry), ensure_ascii=False, indent=1)
             atomic_write(self.dir / f"{wid}.status.json", snap.encode() + b"\n")
-            lines = [
-                sanitize(raw_text(b), None)[0][:TAIL_LINE_CHARS] for b in entry.pipeline.counters.tail
-            ]
+            tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
+            lines = [sanitize(raw_text(b), None)[0][:TAIL_LINE_CHARS] for b in tail]
             atomic_write(self.dir / f"{wid}.tail", "".join(x + "\n" for x in lines).encode())
         except OSError:
             pass  # status is best effort; records and checkpoints are what must not be lost
