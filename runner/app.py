@@ -16,6 +16,7 @@ from watchrun.exitcodes import ExitStatus
 from watchrun.gate import Evidence, StopCommands, in_github_actions
 
 if TYPE_CHECKING:
+    from watchrun.config.diagnostics import Diagnostic
     from watchrun.config.model import Config
     from watchrun.logs import RunLog
     from watchrun.supervisor import Supervisor
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     output_dir = Path(args.output_dir) if args.output_dir else None
     result = load_config(paths, output_dir=output_dir)
     for d in result.diagnostics:
-        (log.error if d.severity == "error" else log.warning)(d.format())
+        _diagnostic(log, d)
     config = result.config
     if config is None:
         log.error("invalid config; nothing was started (see `watchrun validate`)")
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     def reload() -> object | None:
         again = load_config(paths, output_dir=output_dir)
         for d in again.diagnostics:
-            (log.error if d.severity == "error" else log.warning)("reload: " + d.format())
+            _diagnostic(log, d, "reload: ")
         return again.config
 
     become_subreaper()
@@ -209,3 +210,9 @@ def _stdout_echo(data: bytes) -> None:
         _stdout_gone()
     except (OSError, ValueError):
         pass
+
+
+def _diagnostic(log: RunLog, d: Diagnostic, prefix: str = "") -> None:
+    """A config diagnostic on the runner's log (its severity is the log level)."""
+    text = d.format().removeprefix(f"{d.severity}: ")
+    (log.error if d.severity == "error" else log.warning)(prefix + text)
