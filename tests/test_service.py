@@ -197,3 +197,33 @@ def test_json_log_format_for_machines(tmp_path: Path) -> None:
     assert all({"ts", "level", "msg"} <= set(x) for x in lines)
     match = next(x for x in lines if x["msg"].startswith("match"))
     assert match["source"] == "c" and "\x1b" not in match["msg"] and "ERROR boom" in match["msg"]
+
+
+def test_agent_send_and_stop_through_the_live_runner(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {
+        "watchers": [{"id": "idle", "command": "exec sleep 1000", "pattern": "x"}],
+        "agents": [{"name": "helper", "provider": "mock", "prompt": "{matches}"}]})
+    r = LiveRunner(config)
+
+    def finished() -> list[dict[str, object]]:
+        return [x for x in r.records("helper", "agents") if x["kind"] == "dispatch-finished"]
+
+    try:
+        r.wait_log("running")
+        p = cli("agent", "send", "helper", "say hi", "-c", "watch.yaml", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        done = wait_for(finished, "the sent prompt's turn")
+        assert done[0]["status"] == "done" and "say hi" in str(done[0]["reply"])
+        p = cli("agent", "send", "helper", "[mock:hang] wait", "-c", "watch.yaml", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        wait_for(lambda: len([x for x in r.records("helper", "agents")
+                              if x["kind"] == "dispatch-start"]) == 2, "the second turn")
+        p = cli("agent", "stop", "helper", "-c", "watch.yaml", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        done = wait_for(lambda: finished()[1:], "the stopped turn")
+        assert done[0]["status"] == "cancelled"
+        p = cli("agent", "send", "nobody", "x", "-c", "watch.yaml", cwd=tmp_path)
+        assert p.returncode == 2 and "nobody" in p.stderr
+    finally:
+        assert r.stop() == 0
+    assert r.left == []
