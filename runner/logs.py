@@ -65,13 +65,12 @@ class RunLog:
             if held:
                 self._emit("info", source, f"... and {held} more matches (see the JSONL)")
             second, used = now, 0
-        for m in found:
-            if used < MATCH_LINES_PER_SECOND:
-                self._emit("info", source, f"match {m.where}: {m.line}", where=m.where)
-                used += 1
-            else:
-                self._held[source] = self._held.get(source, 0) + 1
-        self._budget[source] = (second, used)
+        shown = found[: max(0, MATCH_LINES_PER_SECOND - used)]
+        for m in shown:
+            self._emit("info", source, f"match {m.where}: {m.line}", where=m.where)
+        if len(found) > len(shown):  # counted in bulk: no per-match work past the budget
+            self._held[source] = self._held.get(source, 0) + len(found) - len(shown)
+        self._budget[source] = (second, used + len(shown))
 
     def event(self, source: str, kind: str, fields: dict[str, Any]) -> None:
         text = describe(kind, fields)

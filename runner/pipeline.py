@@ -124,7 +124,7 @@ def _follows(prev: Chunk, chunk: Chunk) -> bool:
 
 
 def _last_lines(data: bytes, n: int) -> list[bytes]:
-    """The last `n` lines of `data` (whole lines, each ending in b"\n"), without newlines."""
+    """The last `n` lines of `data` (whole lines, each ending in b"\\n"), without newlines."""
     cut = len(data) - 1
     for _ in range(n):
         cut = data.rfind(b"\n", 0, cut)

@@ -40,9 +40,13 @@ def _error(exc: OSError, doing: str) -> SinkWriteError:
     return SinkWriteError(errno.errorcode.get(code, str(code)), f"{doing}: {os.strerror(code)}")
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+"""One encoder for every record (`json.dumps` with options builds a new one per call)."""
+
+
 def _dumps(rec: Mapping[str, Any]) -> bytes:
     """One JSON line. Control characters are always escaped, so a record is exactly one line."""
-    text = harden_json(json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+    text = harden_json(_ENCODE(rec))
     try:
         return text.encode("utf-8") + b"\n"
     except UnicodeEncodeError:  # a lone surrogate: \u-escape it rather than write bad UTF-8

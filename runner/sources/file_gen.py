@@ -3,43 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import errno
 import os
 import stat
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 from watchrun.events import SourceContext
 from watchrun.framing import CountsLines, LineFramer
 from watchrun.sources.checkpoints import FINGERPRINT_BYTES, Checkpoint, fingerprint
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h
-_tuned = False
-
-
-def tune_allocator(mmap_threshold: int = 4 << 20, trim_threshold: int = 8 << 20) -> bool:
-    """glibc only, once per process: serve the reader's buffers (256 KiB reads, the chunks cut
-    from them) from the heap and keep up to `trim_threshold` free bytes at its top.
-
-    By default glibc `mmap`s blocks over 128 KiB, then raises that limit dynamically but trims
-    the heap whenever more than twice it is free at the top: with a few 256 KiB blocks alive at
-    once (read, chunk, the chunks kept for `logs`) the heap grows and shrinks on every read and
-    each new block is page-faulted in again. Measured on a 1 GB file: read + frame 0.39 s/GB
-    with the defaults, 0.15 s/GB with these settings. Returns whether the settings were applied.
-    """
-    global _tuned
-    if _tuned:
-        return True
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune
-        return False
-    _tuned = bool(mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(
-        mallopt(M_TRIM_THRESHOLD, trim_threshold)
-    )
-    return _tuned
 
 
 class Generation:
@@ -75,7 +49,7 @@ class Generation:
     ) -> None:
         """Read to EOF (or `end`), `size` bytes at a time, yielding to the loop in between.
         `moved()` is called once a chunk's records are written and the checkpoint moved."""
-        counter = ctx if isinstance(ctx, CountsLines) else None
+        counter = _counter(ctx)
         while end is None or self.pos < end:
             want = size if end is None else min(size, end - self.pos)
             data = os.pread(self.fd, want, self.pos)
@@ -105,6 +79,19 @@ class Generation:
         return Checkpoint(self.dev, self.inode, fp, self.done[0], self.done[1], path, n)
 
 
+_COUNTS: dict[type, bool] = {}
+
+
+def _counter(ctx: SourceContext) -> CountsLines | None:
+    """`ctx` when it counts lines for us (`isinstance` on a Protocol costs ~20 µs: once per
+    type, not once per wake-up)."""
+    kind = type(ctx)
+    counts = _COUNTS.get(kind)
+    if counts is None:
+        counts = _COUNTS[kind] = isinstance(ctx, CountsLines)
+    return cast(CountsLines, ctx) if counts else None
+
+
 def open_regular(path: Path) -> tuple[int, os.stat_result]:
     """Open for reading (never blocks on a FIFO); OSError unless it is a regular file."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -126,11 +113,16 @@ def tail_start(fd: int, size: int, window: int) -> int:
     return 0 if n == size else size
 
 
+COUNT_READ = 256 * 1024
+"""count_lines reads this much at a time: it runs in a worker thread and holds the GIL while it
+counts one read (~0.15 ms here), which is how long it can delay the event loop."""
+
+
 def count_lines(fd: int, end: int) -> int:
-    """The line number of the line starting at byte `end`."""
+    """The line number of the line starting at byte `end` (run it in a worker thread)."""
     n, pos = 1, 0
     while pos < end:
-        data = os.pread(fd, min(1 << 20, end - pos), pos)
+        data = os.pread(fd, min(COUNT_READ, end - pos), pos)
         if not data:
             break
         n, pos = n + data.count(b"\n"), pos + len(data)

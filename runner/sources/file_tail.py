@@ -12,13 +12,7 @@ from watchrun.clock import Clock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.sources.checkpoints import Checkpoint, CheckpointStore, Keeper, find_moved, identifies
-from watchrun.sources.file_gen import (
-    Generation,
-    count_lines,
-    open_regular,
-    tail_start,
-    tune_allocator,
-)
+from watchrun.sources.file_gen import Generation, count_lines, open_regular, tail_start
 from watchrun.sources.notify import Notifier, Watch
 
 ROTATE_WAIT = 1.0
@@ -48,7 +42,6 @@ class FileSource:
         self.spec, self.path, self.name = spec, spec.path, str(spec.path)
         self.limits, self.store, self.notifier, self.clock = limits, store, notifier, clock
         self.once, self.read_size = once, read_size
-        tune_allocator()
         self._cur: Generation | None = None
         self._old: list[Generation] = []
         self._pending: Checkpoint | None = None  # loaded, not yet applied (file missing)
@@ -121,9 +114,10 @@ class FileSource:
                 st0 = os.stat(self.path)
                 if stat.S_ISREG(st0.st_mode):
                     self._initial = (st0.st_dev, st0.st_ino, st0.st_size)
-            missing = exc.errno in _MISSING
-            msg = None if not missing else (
-                f"{self.name} does not exist" if self.once else f"waiting for {self.name} to appear")
+            msg = None
+            if exc.errno in _MISSING:
+                msg = f"{self.name} does not exist" if self.once else \
+                    f"waiting for {self.name} to appear"
             await self._error(ctx, exc, msg)
             return
         watch.track(fd)

@@ -1,0 +1,195 @@
+"""The hot path's lazy bookkeeping gives the same answers as counting everything eagerly:
+the framer's line numbers when the consumer settles them, the pipeline's line counts, and the
+last `maxLogLines` lines that `watchrun logs` shows."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from watchrun.clock import SystemClock
+from watchrun.config.model import Limits, WatcherSpec
+from watchrun.events import Chunk
+from watchrun.framing import CountsLines, LineFramer
+from watchrun.logs import RunLog
+from watchrun.matcher import Matcher
+from watchrun.pipeline import RecentLines, WatcherPipeline
+from watchrun.sink import AsyncWriter, JsonlSink
+
+PIECES = st.lists(st.sampled_from([b"a", b"ERROR x", b"\n", b"\n\n", b"\xc3\xa9", b"y" * 30]),
+                  max_size=80)  # fmt: skip
+
+
+def _chunks(framer: LineFramer, pieces: list[bytes], settle: bool) -> list[Chunk]:
+    out = []
+    for piece in pieces:
+        chunk = framer.feed(piece)
+        if chunk is not None:
+            out.append(chunk)
+            if settle:
+                framer.settle(chunk.data.count(b"\n"))
+    return out
+
+
+@given(PIECES, st.integers(min_value=1, max_value=40))
+def test_line_numbers_are_the_same_whether_the_consumer_settles_them_or_not(
+    pieces: list[bytes], limit: int
+) -> None:
+    eager = _chunks(LineFramer(limit, line_no=7), pieces, settle=True)
+    lazy_framer = LineFramer(limit, line_no=7)
+    lazy = _chunks(lazy_framer, pieces, settle=False)
+    assert [(c.line_no, c.data, c.offset, c.end) for c in lazy] == \
+        [(c.line_no, c.data, c.offset, c.end) for c in eager]  # fmt: skip
+    stream = b"".join(pieces)
+    done = sum(c.end - c.offset for c in lazy)
+    assert lazy_framer.line_no == 7 + stream[:done].count(b"\n")
+
+
+def _reference_tail(datas: list[bytes], keep: int) -> list[bytes]:
+    lines = b"".join(datas).split(b"\n")[:-1]
+    return lines[-keep:] if keep else []
+
+
+CHUNK_LINES = st.lists(
+    st.tuples(st.lists(st.sampled_from([b"", b"x", b"line two", b"\xff\x00"]), min_size=1,
+                       max_size=6), st.booleans()),
+    max_size=40,
+)  # fmt: skip
+
+
+@given(CHUNK_LINES, st.integers(min_value=1, max_value=12))
+def test_recent_lines_counts_every_line_and_keeps_exactly_the_last_ones(
+    chunks: list[tuple[list[bytes], bool]], keep: int
+) -> None:
+    tail = RecentLines(keep)
+    datas: list[bytes] = []
+    offset, line_no, inode = 0, 1, 1
+    for lines, rotated in chunks:
+        if rotated:  # a new generation: offsets and line numbers start again
+            offset, line_no, inode = 0, 1, inode + 1
+        data = b"".join(x + b"\n" for x in lines)
+        tail.add(Chunk(data, offset, line_no, offset + len(data), inode=inode, path="/x"))
+        datas.append(data)
+        offset, line_no = offset + len(data), line_no + len(lines)
+        assert tail.lines == sum(d.count(b"\n") for d in datas)
+    assert tail.last() == _reference_tail(datas, keep)
+
+
+def test_recent_lines_holds_only_what_the_tail_needs() -> None:
+    tail = RecentLines(3)
+    for i in range(10_000):
+        data = f"line {i}\n".encode()
+        tail.add(Chunk(data, i * len(data), i + 1, (i + 1) * len(data), inode=1, path="/x"))
+    assert tail.last() == [b"line 9997", b"line 9998", b"line 9999"]
+    assert tail.lines == 10_000
+    assert len(tail._held) <= 3  # not one reference per chunk ever seen
+
+
+def _pipeline(tmp_path: Path, max_log_lines: int = 500) -> WatcherPipeline:
+    spec = WatcherSpec(id="w", label="w", pattern="ERROR", path=tmp_path / "app.log")
+    sink = JsonlSink(tmp_path / "w.jsonl", "w", max_bytes=1 << 30, keep=1, clock=SystemClock())
+    log = RunLog(quiet=True)
+    return WatcherPipeline(spec, Limits(max_log_lines=max_log_lines), sink, AsyncWriter(sink),
+                           Matcher("ERROR"), log)  # fmt: skip
+
+
+@pytest.mark.parametrize("text", [
+    b"INFO a\nINFO b\n",  # no match: everything counted after the scan
+    b"ERROR first\nINFO b\nINFO c\n",  # match at the start
+    b"INFO a\nINFO b\nERROR last\n",  # match on the last line
+    b"ERROR a\nINFO\n\nERROR b\nINFO c\nINFO d\n",
+])  # fmt: skip
+def test_the_pipeline_counts_each_chunk_once_and_numbers_matches(tmp_path: Path,
+                                                                 text: bytes) -> None:
+    pipe = _pipeline(tmp_path)
+    assert isinstance(pipe, CountsLines)
+    chunk = Chunk(text, 0, 10, len(text), inode=5, path="/x")
+    asyncio.run(pipe.chunk(chunk))
+    assert pipe.lines_in_last_chunk() == text.count(b"\n")
+    numbers = [10 + i for i, line in enumerate(text.split(b"\n")) if b"ERROR" in line]
+    assert [m.line_no for m in pipe.counters.recent] == numbers
+    assert pipe.counters.lines == text.count(b"\n")
+    pipe.sink.close()
+
+
+def test_a_file_read_in_many_chunks_has_exact_line_numbers_and_counts(tmp_path: Path) -> None:
+    """The real path: FileSource reads small chunks, the pipeline settles the framer's count."""
+    from watchrun.sources.checkpoints import CheckpointStore
+    from watchrun.sources.file_tail import FileSource
+    from watchrun.sources.notify import Notifier
+
+    lines = [f"{'ERROR' if i % 37 == 0 else 'INFO'} line {i} {'x' * (i % 50)}" for i in range(3000)]
+    log_file = tmp_path / "app.log"
+    log_file.write_text("".join(x + "\n" for x in lines))
+    pipe = _pipeline(tmp_path, max_log_lines=5)
+    spec = WatcherSpec(id="w", label="w", pattern="ERROR", path=log_file, from_start=True)
+    (tmp_path / "state").mkdir()
+
+    async def main() -> None:
+        notifier = Notifier(500)
+        source = FileSource(spec, Limits(), CheckpointStore(tmp_path / "state"), notifier,
+                            SystemClock(), once=True, read_size=1000)  # fmt: skip
+        await source.run(pipe)
+        notifier.close()
+
+    asyncio.run(main())
+    want = [i + 1 for i, x in enumerate(lines) if x.startswith("ERROR")]
+    assert [m.line_no for m in pipe.counters.recent] == want[-len(pipe.counters.recent):]
+    assert pipe.counters.matches == len(want)
+    assert pipe.counters.lines == 3000
+    assert pipe.counters.tail.last() == [x.encode() for x in lines[-5:]]
+    pipe.sink.close()
+
+
+@settings(max_examples=50)
+@given(st.lists(st.integers(min_value=0, max_value=5), min_size=1, max_size=30))
+def test_tail_of_a_command_with_many_runs(runs: list[int]) -> None:
+    """Command runs restart offsets and line numbers: the count stays exact."""
+    tail = RecentLines(4)
+    datas: list[bytes] = []
+    for run, n in enumerate(runs, start=1):
+        if n == 0:
+            continue
+        data = b"".join(f"r{run} l{i}\n".encode() for i in range(n))
+        tail.add(Chunk(data, 0, 1, len(data), run=run))
+        datas.append(data)
+    assert tail.lines == sum(runs)
+    assert tail.last() == _reference_tail(datas, 4)
+
+
+def test_the_match_echo_on_stderr_is_capped_per_second() -> None:
+    import io
+
+    from watchrun.logs import MATCH_LINES_PER_SECOND
+    from watchrun.pipeline import MatchInfo
+
+    stream = io.StringIO()
+    log = RunLog(stream=stream)
+    n = MATCH_LINES_PER_SECOND + 10
+    found = [MatchInfo(f"ERROR {i}", i, 0, f"/x.log:{i}") for i in range(n)]
+    log.matches("app", found)
+    echoed = stream.getvalue().splitlines()
+    assert echoed == [f"watchrun: [app] match /x.log:{i}: ERROR {i}"
+                      for i in range(MATCH_LINES_PER_SECOND)]  # fmt: skip
+
+
+@pytest.mark.parametrize("long_at", [None, 0, 1000, 2999])
+def test_small_max_line_bytes_cuts_exactly_the_long_lines(long_at: int | None) -> None:
+    """maxLineBytes 256 with 256 KiB reads: the one-split shortcut and the window scan agree."""
+    lines = [b"line %d " % i + b"x" * (i % 90) for i in range(3000)]
+    if long_at is not None:
+        lines[long_at] = b"L" * 5000
+    data = b"".join(x + b"\n" for x in lines)
+    chunk = LineFramer(256).feed(data)
+    assert chunk is not None
+    got = chunk.data.split(b"\n")[:-1]
+    assert got == [x[:256] for x in lines]
+    if long_at is None:
+        assert chunk.cuts == ()
+    else:
+        assert len(chunk.cuts) == 1 and chunk.cuts[0].omitted == 5000 - 256
+        assert chunk.data[chunk.cuts[0].pos : chunk.cuts[0].pos + 1] == b"L"
