@@ -32,8 +32,9 @@ def test_validate_the_example() -> None:
     assert lines[0] == f"{ROOT / 'watch.yaml.example'}: valid — 2 watchers, 1 agent"
     assert lines[1].split() == ["watcher", "app-log", "file",
                                 str(ROOT / ".watchrun/demo/app.log"), "→", "wakes", "triage"]
-    assert lines[2].split()[:4] == ["watcher", "demo-writer", "command", "mkdir"]
-    assert lines[3].split()[:3] == ["agent", "triage", "mock"]
+    assert lines[2].split()[0] == "engine:"
+    assert lines[3].split()[:4] == ["watcher", "demo-writer", "command", "mkdir"]
+    assert lines[5].split()[:3] == ["agent", "triage", "mock"]
 
 
 def test_validate_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
@@ -81,7 +82,8 @@ def test_validate_says_which_patterns_backtrack(tmp_path: Path) -> None:
         "watchers: [{id: a, path: x, pattern: '(\\w+) \\1', exclude: [ok, '(?=z)']}]\n")
     proc = run("validate", "-c", "w.yaml", cwd=tmp_path)
     assert proc.returncode == 0
-    assert proc.stdout.splitlines()[2:] == [
+    assert proc.stdout.splitlines()[2].split()[1] in ("re", "re+prefilter")  # engine: …
+    assert proc.stdout.splitlines()[3:] == [
         "      pattern: uses backreferences; matched with Python re (backtracking)",
         "      exclude[1]: uses lookaround; matched with Python re (backtracking)",
     ]
