@@ -126,7 +126,8 @@ def _configure_agent(p: argparse.ArgumentParser) -> None:
     subs = p.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
     raw = argparse.RawDescriptionHelpFormatter
     ls = subs.add_parser("list", help="every agent with its status, turns, tokens, last reply",
-                         formatter_class=raw, epilog="example:\n  watchrun agent list -c watch.yaml")
+                         formatter_class=raw,
+                         epilog="example:\n  watchrun agent list -c watch.yaml")
     add_where_args(ls)
     run = subs.add_parser("run", help="run one turn in the foreground and print the reply",
                           formatter_class=raw, epilog="examples:\n  watchrun agent run triage "
@@ -135,7 +136,8 @@ def _configure_agent(p: argparse.ArgumentParser) -> None:
     add_config_args(run)
     run.add_argument("name", help="agent name")
     run.add_argument("--prompt", help="the prompt (default: the agent's prompt template)")
-    watch = subs.add_parser("watch", help="the readable view of an agent (JSON)", formatter_class=raw,
+    watch = subs.add_parser("watch", help="the readable view of an agent (JSON)",
+                            formatter_class=raw,
                             epilog="examples:\n  watchrun agent watch triage -c watch.yaml\n  "
                             "watchrun agent watch triage -c watch.yaml --until status:idle "
                             "--timeout 5m\n  watchrun agent watch triage -c watch.yaml --since "
@@ -158,7 +160,8 @@ def _configure_agent(p: argparse.ArgumentParser) -> None:
     tr.add_argument("--format", choices=("json", "text"), default="json")
     send = subs.add_parser("send", help="queue a prompt for an agent of the live runner",
                            formatter_class=raw,
-                           epilog="example:\n  watchrun agent send triage 'look at the last deploy'")
+                           epilog="example:\n  watchrun agent send triage "
+                           "'look at the last deploy'")
     add_where_args(send)
     send.add_argument("name", help="agent name")
     send.add_argument("text", help="the prompt")

@@ -170,6 +170,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     text = STARTER_YAML
     if fmt != "yaml":
         import yaml
+
         from watchrun.config.dump import dump_document
 
         text = dump_document(yaml.safe_load(STARTER_YAML), fmt)

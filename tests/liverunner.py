@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -137,10 +138,8 @@ class LiveRunner:
             self.proc.wait()
         self.left = self.leftovers()
         for pid in self.left:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         self._err.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
+
 from watchrun.records import retained_files
 
 _CURSOR = re.compile(r"(.+):([0-9a-f]{16})")

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from adapter_replay import Replay, replay, replay_lines
+
 from watchrun.agents import Usage, UsageTracker
 from watchrun.agents.claude import ClaudeAdapter
 from watchrun.agents.mock import MockAdapter

@@ -9,6 +9,7 @@ import pytest
 from adapter_replay import FIXTURES, replay_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from watchrun.agents import KINDS, PROVIDERS, Observation, UsageTracker, make_adapter
 from watchrun.agents.base import JsonAdapter
 from watchrun.agents.generic import GenericAdapter

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from adapter_replay import Replay, replay, replay_lines
+
 from watchrun.agents.opencode import OpenCodeAdapter
 
 SESSION = "ses_494719016ffe85dkDMj0FPRbHK"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from adapter_replay import Replay, replay, replay_lines
+
 from watchrun.agents.pi import PiAdapter
 
 

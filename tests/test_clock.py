@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from watchrun.clock import iso_ts
 
 

@@ -26,6 +26,7 @@ from helpers.procs import (
     until,
     vm_hwm_kib,
 )
+
 from watchrun.config.model import Limits, RestartPolicy
 from watchrun.procs import ExitInfo, become_subreaper
 from watchrun.sources.command import (

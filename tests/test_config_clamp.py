@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from watchrun.config import load_config
 
 W = "watchers:\n  - id: a\n    path: app.log\n    pattern: x\n"

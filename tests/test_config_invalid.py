@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from watchrun.config import ConfigError, LoadResult, load_config
 
 W = "watchers:\n  - id: a\n    path: app.log\n    pattern: x\n"

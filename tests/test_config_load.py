@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from watchrun.config import load_config
 from watchrun.config.dump import config_to_dict, dump_config
 from watchrun.config.interpolate import escape, interpolate

@@ -81,7 +81,9 @@ def test_nul_bytes_survive_framing() -> None:
     st.lists(st.integers(min_value=1, max_value=50), min_size=1, max_size=20),
     st.sampled_from([256, 300]),
 )
-def test_any_split_gives_the_reference_lines(tokens: list[bytes], sizes: list[int], lim: int) -> None:
+def test_any_split_gives_the_reference_lines(
+    tokens: list[bytes], sizes: list[int], lim: int
+) -> None:
     stream = b"".join(tokens) * 3
     pieces, pos, i = [], 0, 0
     while pos < len(stream):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from watchrun.matcher import ENGINES, Matcher, best_engine, engines_available
 
 AVAILABLE = engines_available()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from adapter_replay import Replay, replay_lines
+
 from watchrun.agents import UsageTracker, make_adapter
 
 PROMPT = "These lines appeared in API server:\nERROR disk full\nERROR disk full again\n"

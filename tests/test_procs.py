@@ -19,6 +19,7 @@ from helpers.procs import (
     tree_command,
     until,
 )
+
 from watchrun.procs import (
     SPAWN_ID,
     ExitInfo,

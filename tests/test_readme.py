@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from liverunner import watchrun_bin
+
 from watchrun.cli import build_parser
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()

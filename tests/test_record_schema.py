@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from recordcheck import record_errors, record_validator, validate_records
+
 from watchrun.sink import JsonlSink
 
 T0 = datetime(2026, 5, 16, 12, 0, tzinfo=UTC).timestamp()
@@ -45,7 +46,8 @@ VALID: dict[str, dict[str, Any]] = {
     "usage": {**USAGE, "complete": True},
     "stderr": {"text": "warning: x"},
     "output": {"text": "not json"},
-    "raw": {"preview": "{\"type\":", "bytes": 9_000_000, "truncated": True, "reason": "oversized-event"},
+    "raw": {"preview": "{\"type\":", "bytes": 9_000_000, "truncated": True,
+            "reason": "oversized-event"},
     "failure": {"message": "exit 1"},
     "quota": {"message": "rate limited", "resetAt": "2026-05-16T13:00:00.000Z"},
     "stopped": {"reason": "idle-timeout"},

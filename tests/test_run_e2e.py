@@ -96,8 +96,8 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None
                     written += 1
                     fh.write(f"ERROR line {written} {'x' * (written % 50)}\n")
             seen = len(r.matches("app"))
-            wait_for(lambda s=seen: len(r.matches("app")) > s or len(r.matches("app")) == written,
-                     "some progress")
+            wait_for(lambda s=seen, r=r, w=written: len(r.matches("app")) > s
+                     or len(r.matches("app")) == w, "some progress")
             r.send(signal.SIGKILL)
             r.proc.wait(timeout=10)
         finally:

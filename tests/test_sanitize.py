@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from watchrun.sanitize import StreamDecoder, clean_line, decode, json_line, raw_text, sanitize
 
 ESC = "\x1b"

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from recordcheck import validate_records
+
 from watchrun.outdir import OutputDirError, prepare_output_dir
 from watchrun.records import iter_records, oldest_seq
 from watchrun.sink import AsyncWriter, JsonlSink, SinkWriteError

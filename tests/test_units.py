@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from watchrun.config.units import (
     DURATION_PATTERN,
     SIZE_PATTERN,

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from croniter import croniter  # type: ignore[import-untyped]
+
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import Limits, RestartPolicy, WatcherSpec
 from watchrun.events import Chunk, SourceContext

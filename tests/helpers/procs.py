@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from recordcheck import record_errors
+
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, SourceContext
