@@ -55,9 +55,7 @@ class ControlServer:
         except (ConnectionError, asyncio.LimitOverrunError):
             pass
         finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            await close_quietly(writer)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -66,6 +64,13 @@ class ControlServer:
             self._server = None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+
+async def close_quietly(writer: asyncio.StreamWriter) -> None:
+    """Close a client connection; a peer that already went away is not an error."""
+    writer.close()
+    with contextlib.suppress(Exception):
+        await writer.wait_closed()
 
 
 def _alive(path: Path) -> bool:

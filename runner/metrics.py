@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
+
+from watchrun.control import close_quietly
 
 MAX_REQUEST_LINE = 8192
 
@@ -89,9 +90,7 @@ class MetricsServer:
         except (TimeoutError, ConnectionError, asyncio.LimitOverrunError, ValueError):
             pass
         finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            await close_quietly(writer)
 
     async def close(self) -> None:
         if self._server is not None:
