@@ -130,7 +130,8 @@ def test_restart_storm_ends_fatal_at_the_start_limit() -> None:
     run_to_end(src, ctx)
     assert src.state is ProcState.FATAL
     assert ctx.kinds() == ["start", "exit", "restart"] * 4 + ["start", "exit", "stop"]
-    assert ctx.of("stop") == [{"reason": "start-limit", "message": "5 starts in 60s; giving up"}]
+    assert ctx.of("stop") == [
+        {"reason": "start-limit", "message": "5 starts in 10 minutes; giving up"}]
     assert [e["run"] for e in ctx.of("start")] == [1, 2, 3, 4, 5]
     assert [e["run"] for e in ctx.of("restart")] == [2, 3, 4, 5]
     delays = [e["delayMs"] for e in ctx.of("restart")]
@@ -164,12 +165,25 @@ def test_a_healthy_run_resets_the_backoff_but_not_the_start_window() -> None:
     ctx.on_event = lambda kind, f: clock.advance(61) if kind == "start" and f["run"] == 3 else None
     src = source(spec("exit 1", restart=RestartPolicy.ALWAYS), clock, sleep)
     run_to_end(src, ctx)
-    nominal = [1, 2, 1, 2, 4, 8, 16]  # reset after run 3; FATAL once 5 starts fit in 60 s
+    nominal = [1, 2, 1, 2]  # reset after run 3; FATAL once 5 starts fit in the window
     assert len(sleep.delays) == len(nominal)
     for got, want in zip(sleep.delays, nominal, strict=True):
         assert want * 0.9 <= got <= want * 1.1
-    assert len(ctx.of("start")) == 8 and ctx.of("stop")[0]["reason"] == "start-limit"
+    assert len(ctx.of("start")) == 5 and ctx.of("stop")[0]["reason"] == "start-limit"
     assert [e["durationMs"] for e in ctx.of("exit")][:4] == [0, 0, 61000, 0]
+
+
+def test_a_command_that_crashes_just_after_the_reset_still_goes_fatal() -> None:
+    """The loophole of a reset-after-uptime design: every run lasts 61 s (so the backoff is
+    reset each time) and then fails. The start window, longer than the reset, still catches it."""
+    clock = FakeClock()
+    sleep = FakeSleep(clock)
+    ctx = Recorder()
+    ctx.on_event = lambda kind, f: clock.advance(61) if kind == "start" else None
+    src = source(spec("exit 1", restart=RestartPolicy.ALWAYS), clock, sleep)
+    run_to_end(src, ctx)
+    assert len(ctx.of("start")) == 5 and src.state is ProcState.FATAL
+    assert all(0.9 <= d <= 1.1 for d in sleep.delays)  # never backed off: each run was healthy
 
 
 def test_success_is_not_restarted_on_failure_policy_and_once_never_restarts() -> None:

@@ -24,7 +24,9 @@ BACKOFF_CAP_MS = 60_000  # restart delays double from restartDelay up to this
 JITTER = 0.10  # each delay is scaled by a random factor in [0.9, 1.1]
 HEALTHY_S = 60.0  # a run at least this long resets the backoff (not the start window)
 START_LIMIT = 5  # starts allowed within START_WINDOW_S; one more would be FATAL
-START_WINDOW_S = 60.0
+START_WINDOW_S = 600.0
+"""Longer than HEALTHY_S on purpose: a command that crashes just after its backoff was reset
+(a run of 61 s, again and again) still fills the window and goes FATAL."""
 READ_SIZE = 64 * 1024
 DRAIN_MIN_S = 0.5  # after the exit, wait at least this long for EOF before stopping the tree
 TICK_CHECK_S = 60.0  # longest single sleep while waiting for a tick: wall-clock jumps show up
@@ -101,7 +103,8 @@ class CommandSource:
             if self._start_limited():
                 self.state = ProcState.FATAL  # EXITED -> FATAL: too many starts, give up
                 await ctx.event("stop", reason="start-limit",
-                                message=f"{START_LIMIT} starts in {START_WINDOW_S:g}s; giving up")
+                                message=f"{START_LIMIT} starts in {START_WINDOW_S / 60:g} minutes; "
+                                        "giving up")
                 return
             attempt += 1
             delay = backoff_ms(self.spec.restart_delay_ms, attempt, self.rng)
