@@ -32,12 +32,13 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _early_exit)
     from watchrun.clock import SystemClock
     from watchrun.config import load_config
-    from watchrun.logs import RunLog
+    from watchrun.logs import ForwardToRunLog, RunLog
     from watchrun.outdir import OutputDirError, prepare_output_dir
     from watchrun.procs import Spawner, become_subreaper
     from watchrun.supervisor import Supervisor
 
     log = RunLog(args.log_format, quiet=args.quiet)
+    ForwardToRunLog(log).install()
     paths = [Path(p) for p in args.config]
     output_dir = Path(args.output_dir) if args.output_dir else None
     result = load_config(paths, output_dir=output_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -100,3 +101,21 @@ def describe(kind: str, f: dict[str, Any]) -> str:
     if kind == "stop":
         return f"stopped ({f.get('reason')})" + (f": {f['message']}" if f.get("message") else "")
     return kind
+
+
+class ForwardToRunLog(logging.Handler):
+    """Routes the `watchrun.*` stdlib loggers (notifier, checkpoints) into the runner's log, so
+    every line on stderr has one format (text or JSON)."""
+
+    def __init__(self, log: RunLog) -> None:
+        super().__init__(logging.WARNING)
+        self.log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        emit = self.log.error if record.levelno >= logging.ERROR else self.log.warning
+        emit(record.getMessage())
+
+    def install(self) -> None:
+        root = logging.getLogger("watchrun")
+        root.addHandler(self)
+        root.propagate = False

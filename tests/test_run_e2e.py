@@ -199,3 +199,40 @@ def test_rotation_through_the_real_runner(tmp_path: Path, mode: str) -> None:
         ["ERROR a", "ERROR late to the old file", "ERROR b in the new file",
          "ERROR c after truncate"])
     assert {x["reason"] for x in recs if x["kind"] == "rotate"} >= {"rename", "truncate"}
+
+
+def test_inotify_watches_exhausted_fall_back_to_polling(tmp_path: Path) -> None:
+    """In a user namespace of its own the runner gets only a few inotify watches (the limit is
+    per user namespace, so the machine is not affected): watchers past the limit poll."""
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "sh", "-c",
+                            "echo 1 > /proc/sys/user/max_inotify_watches"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"user namespaces are not available here: {probe.stderr.strip()}")
+    watchers = []
+    for i in range(4):
+        (tmp_path / f"d{i}").mkdir()
+        (tmp_path / f"d{i}" / "app.log").write_text("")
+        watchers.append({"id": f"w{i}", "path": f"d{i}/app.log", "pattern": "ERROR"})
+    config = cfg(tmp_path, watchers, limits={"pollMs": 20})
+    script = ('echo 3 > /proc/sys/user/max_inotify_watches && exec "$0" run -c "$1"')
+    err = open(tmp_path / "err", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(["unshare", "--user", "--map-root-user", "sh", "-c", script,
+                             watchrun_bin(), str(config)], stderr=err, stdout=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        wait_for(lambda: "running" in (tmp_path / "err").read_text(), "the runner to start")
+        for i in range(4):
+            append(tmp_path / f"d{i}" / "app.log", f"ERROR in {i}\n")
+        out = tmp_path / ".watchrun" / "watchers"
+        wait_for(lambda: all(any(r["kind"] == "match" for r in read_records(out / f"w{i}.jsonl"))
+                             for i in range(4)), "a match from every watcher")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        err.close()
+    log = (tmp_path / "err").read_text()
+    assert "watchrun: warning: cannot watch" in log, log  # the fallback is said, not silent
