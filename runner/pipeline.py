@@ -6,6 +6,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from watchrun.config.model import Limits, WatcherSpec
@@ -19,6 +21,39 @@ from watchrun.sink import AsyncWriter, JsonlSink
 FIRST_KEPT = 5
 SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM"}
 """`error` codes that mean a command could not be started (once mode: exit 3)."""
+
+
+RESUME_WINDOW_S = 5.0
+"""How far back (by record time) the last records are read for the crash high-water marks: a
+checkpoint is saved at least once a second while lines flow, so only lines recorded in the last
+moments before a crash can be read again."""
+
+
+def high_water(path: Path) -> dict[int | None, int]:
+    """inode → the largest offset of a match recorded in the last RESUME_WINDOW_S of the stream.
+
+    After a SIGKILL the checkpoint may be up to a second behind the records, so lines past it
+    are read again; their matches are skipped when their (inode, offset) is at or below the mark.
+    Per inode, so a rotation just before the crash is covered too."""
+    n = 1000
+    while True:
+        recs = last_records(path, n, {"match"})
+        if not recs:
+            return {}
+        cutoff = _epoch(recs[-1]["ts"]) - RESUME_WINDOW_S
+        if len(recs) < n or _epoch(recs[0]["ts"]) < cutoff or n >= 1_000_000:
+            break
+        n *= 10
+    marks: dict[int | None, int] = {}
+    for rec in recs:
+        if rec.get("inode") is not None and _epoch(rec["ts"]) >= cutoff:
+            inode = int(rec["inode"])
+            marks[inode] = max(marks.get(inode, -1), int(rec["offset"]))
+    return marks
+
+
+def _epoch(ts: str) -> float:
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
 @dataclass(slots=True)
@@ -162,8 +197,7 @@ class WatcherPipeline:
         self.counters = Counters(
             RecentLines(limits.max_log_lines), recent=deque(maxlen=limits.max_matches)
         )
-        last = last_records(sink.path, 1, {"match"}) if resume else []
-        self._skip = self._resume_point(last[0] if last else None)
+        self._seen = high_water(sink.path) if resume else {}
         self.on_touch: Callable[[], None] | None = None
         self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
 
@@ -172,14 +206,6 @@ class WatcherPipeline:
         did not count while numbering its matched lines (so the source need not count)."""
         data, lines, pos = self._counted
         return lines + data.count(b"\n", pos)
-
-    @staticmethod
-    def _resume_point(last: dict[str, Any] | None) -> tuple[int, int] | None:
-        """After a crash, records past the checkpoint may already be written: the last match
-        record's (inode, offset) says how far, so those lines are not recorded twice."""
-        if not last or last.get("kind") != "match" or last.get("inode") is None:
-            return None
-        return int(last["inode"]), int(last["offset"])
 
     async def chunk(self, chunk: Chunk) -> None:
         """The hot path: O(1) Python work per chunk plus one engine scan of its bytes; lines
@@ -203,11 +229,9 @@ class WatcherPipeline:
             line_no += data.count(b"\n", pos, start)
             pos = start
             offset = chunk.source_offset(start) if chunk.cuts else chunk.offset + start
-            if self._skip is not None:
-                if chunk.inode == self._skip[0] and offset <= self._skip[1]:
-                    c.skipped_duplicates += 1
-                    continue
-                self._skip = None
+            if self._seen and offset <= self._seen.get(chunk.inode, -1):
+                c.skipped_duplicates += 1  # recorded before a crash, re-read from a checkpoint
+                continue
             record, info = self._match(chunk, data[start:end], line_no, offset, start)
             records.append(record)
             found.append(info)
@@ -249,7 +273,7 @@ class WatcherPipeline:
     async def event(self, kind: str, **fields: Any) -> None:
         clean = {k: v for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}
         if kind == "rotate" and clean.get("reason") != "rename":
-            self._skip = None  # the same inode holds a new generation, read from its start
+            self._seen.pop(clean.get("inode"), None)  # the inode holds a new generation
         if kind == "error":
             self.counters.errors += 1
             if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:

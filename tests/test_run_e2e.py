@@ -236,3 +236,43 @@ def test_inotify_watches_exhausted_fall_back_to_polling(tmp_path: Path) -> None:
         err.close()
     log = (tmp_path / "err").read_text()
     assert "watchrun: warning: cannot watch" in log, log  # the fallback is said, not silent
+
+
+def test_sigkill_right_after_a_rotation_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    """The checkpoint may lag the records by up to a second; a rotation inside that second and
+    then a SIGKILL must still give every line exactly once (per-inode high-water marks)."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    config = cfg(tmp_path, [{"id": "app", "path": "app.log", "pattern": "ERROR"}])
+    written = 0
+
+    def burst(path: Path, n: int) -> None:
+        nonlocal written
+        with open(path, "a") as fh:
+            for _ in range(n):
+                written += 1
+                fh.write(f"ERROR line {written}\n")
+
+    for round_ in range(3):
+        r = LiveRunner(config)
+        try:
+            r.wait_log("following")
+            burst(log, 2000)
+            wait_for(lambda r=r, w=written: len(r.matches("app")) >= w, "the first burst")
+            os.rename(log, tmp_path / f"app.log.{round_}")
+            burst(log, 500)
+            wait_for(lambda r=r, w=written: len(r.matches("app")) >= w, "the rotated burst")
+            r.send(signal.SIGKILL)  # well inside the checkpoint's one-second lag
+            r.proc.wait(timeout=10)
+        finally:
+            r.close()
+    r = LiveRunner(config)
+    try:
+        r.wait_log("running")
+        burst(log, 1)
+        wait_for(lambda: len(r.matches("app")) >= written, f"all {written} matches")
+    finally:
+        assert r.stop() == 0
+    recs = validate_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+    numbers = [int(m["line"].split()[2]) for m in recs if m["kind"] == "match"]
+    assert sorted(numbers) == list(range(1, written + 1))  # each exactly once
