@@ -37,7 +37,6 @@ class Evidence:
     """False when the command could not be started."""
     require_seen: bool = False
     path: str | None = None
-    first_line_no: int | None = None
     error: str | None = None
     """Why the source could not do its job (the command could not start: why; the file could
     not be read). A watcher with an error gets an `error` verdict, gated or not."""

@@ -64,7 +64,8 @@ class MetricsServer:
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._client, self.host, self.port)
+        self._server = await asyncio.start_server(self._client, self.host, self.port,
+                                                  limit=MAX_REQUEST_LINE)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -151,6 +151,7 @@ class StatusBoard:
             "bytesRead": c.bytes_read,
             "matchCount": c.matches,
             "truncated": c.truncated,
+            "skippedDuplicates": c.skipped_duplicates,
             "errors": c.errors,
             "lastMatchAt": iso_ts(c.last_match_at) if c.last_match_at else None,
         }

@@ -73,7 +73,6 @@ class Supervisor:
         self.evidence: dict[str, Evidence] = {}
         self.runtime_errors: list[str] = []
         self._notifier: Notifier | None = None
-        self._stop = asyncio.Event()
 
     # -- building -------------------------------------------------------------------------
     def _start_watcher(self, spec: WatcherSpec) -> None:
@@ -171,26 +170,20 @@ class Supervisor:
     async def _serve(self, inbox: SignalInbox, done: asyncio.Task[None] | None) -> None:
         while True:
             sig_wait = asyncio.ensure_future(inbox.next())
-            stop_wait = asyncio.ensure_future(self._stop.wait())
-            waiters: set[asyncio.Future[Any]] = {sig_wait, stop_wait}
+            waiters: set[asyncio.Future[Any]] = {sig_wait}
             if done is not None:
                 waiters.add(done)
             finished, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            sig_wait.cancel()
-            stop_wait.cancel()
-            if done is not None and done in finished:
-                await self.shutdown(inbox, reason="once")  # RUNNING -> STOPPING: all ran
+            if sig_wait not in finished:  # once mode: everything ran
+                sig_wait.cancel()
+                await self.shutdown(inbox, reason="once")  # RUNNING -> STOPPING
                 return
-            sig = sig_wait.result() if sig_wait in finished else None
+            sig = sig_wait.result()
             if sig == signal.SIGHUP:
                 await self.reload()
                 continue
-            # SIGTERM/SIGINT/stop request: RUNNING -> STOPPING
-            await self.shutdown(inbox, reason=sig.name if sig is not None else "requested")
+            await self.shutdown(inbox, reason=sig.name)  # SIGTERM/SIGINT: RUNNING -> STOPPING
             return
-
-    def request_stop(self) -> None:
-        self._stop.set()
 
     async def _all_done(self) -> None:
         """Once mode: every command runs to its exit, then every file is read to its end (so

@@ -105,7 +105,6 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
         ran=not c.spawn_failed,
         require_seen=c.require_seen,
         path=str(rt.spec.path) if rt.spec.path is not None else None,
-        first_line_no=c.first[0].line_no if c.first else None,
     )
 
 
