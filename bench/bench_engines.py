@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from watchrun.matcher import Matcher, engines_available
+from watchrun.match.matcher import Matcher, engines_available
 
 CHUNK = 256 * 1024
 WORDS = (

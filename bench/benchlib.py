@@ -155,7 +155,7 @@ def context_lines(argv: Sequence[str]) -> list[str]:
     grep = subprocess.run(["grep", "--version"], capture_output=True, text=True, check=False)
     engines = "?"
     try:
-        from watchrun.matcher import engines_available
+        from watchrun.match.matcher import engines_available
 
         engines = ", ".join(engines_available())
     except ImportError:

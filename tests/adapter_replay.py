@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from watchrun.agents import KINDS, Adapter, Observation, Usage
+from watchrun.agents.providers import KINDS, Adapter, Observation, Usage
 
 FIXTURES = Path(__file__).parent / "fixtures" / "providers"
 

@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from watchrun.agents import make_adapter
-from watchrun.records import format_cursor, iter_records
-from watchrun.sanitize import sanitize
-from watchrun.sink import JsonlSink
+from watchrun.agents.providers import make_adapter
+from watchrun.match.sanitize import sanitize
+from watchrun.output.records import format_cursor, iter_records
+from watchrun.output.sink import JsonlSink
 
 T0 = datetime(2026, 5, 16, 12, 0, tzinfo=UTC).timestamp()
 """The first record's time: 2026-05-16T12:00:00.000Z; each record is 0.25 s later."""

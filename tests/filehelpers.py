@@ -14,7 +14,7 @@ from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk
 from watchrun.sources.checkpoints import CheckpointStore
-from watchrun.sources.file_tail import FileSource
+from watchrun.sources.file import FileSource
 from watchrun.sources.notify import Notifier
 
 MODES = ["inotify", "poll"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 
-from watchrun.records import retained_files
+from watchrun.output.records import retained_files
 
 _CURSOR = re.compile(r"(.+):([0-9a-f]{16})")
 

@@ -7,9 +7,9 @@ import json
 import pytest
 from adapter_replay import Replay, replay, replay_lines
 
-from watchrun.agents import Usage, UsageTracker
-from watchrun.agents.claude import ClaudeAdapter
-from watchrun.agents.mock import MockAdapter
+from watchrun.agents.providers import Usage, UsageTracker
+from watchrun.agents.providers.claude import ClaudeAdapter
+from watchrun.agents.providers.mock import MockAdapter
 
 
 def run(name: str, tracker: UsageTracker | None = None) -> Replay:

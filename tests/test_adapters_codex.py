@@ -6,8 +6,8 @@ import json
 
 from adapter_replay import Replay, replay, replay_lines
 
-from watchrun.agents import UsageTracker
-from watchrun.agents.codex import CodexAdapter
+from watchrun.agents.providers import UsageTracker
+from watchrun.agents.providers.codex import CodexAdapter
 
 
 def run(name: str, tracker: UsageTracker | None = None) -> Replay:

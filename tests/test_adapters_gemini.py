@@ -6,7 +6,7 @@ import json
 
 from adapter_replay import FIXTURES, Replay, replay, replay_lines
 
-from watchrun.agents.gemini import GeminiAdapter
+from watchrun.agents.providers.gemini import GeminiAdapter
 
 
 def run(name: str) -> Replay:

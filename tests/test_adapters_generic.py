@@ -10,10 +10,10 @@ from adapter_replay import FIXTURES, replay_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from watchrun.agents import KINDS, PROVIDERS, Observation, UsageTracker, make_adapter
-from watchrun.agents.base import JsonAdapter
-from watchrun.agents.generic import GenericAdapter
-from watchrun.agents.toolinfo import classify_problem, file_ops, summary
+from watchrun.agents.providers import KINDS, PROVIDERS, Observation, UsageTracker, make_adapter
+from watchrun.agents.providers.base import JsonAdapter
+from watchrun.agents.providers.generic import GenericAdapter
+from watchrun.agents.providers.toolinfo import classify_problem, file_ops, summary
 
 
 def test_generic_turns_every_line_into_text() -> None:

@@ -6,7 +6,7 @@ import json
 
 from adapter_replay import Replay, replay, replay_lines
 
-from watchrun.agents.opencode import OpenCodeAdapter
+from watchrun.agents.providers.opencode import OpenCodeAdapter
 
 SESSION = "ses_494719016ffe85dkDMj0FPRbHK"
 

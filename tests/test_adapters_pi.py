@@ -6,7 +6,7 @@ import json
 
 from adapter_replay import Replay, replay, replay_lines
 
-from watchrun.agents.pi import PiAdapter
+from watchrun.agents.providers.pi import PiAdapter
 
 
 def run(name: str) -> Replay:

@@ -12,15 +12,15 @@ from typing import Any
 from test_agent_turn import MOCK, alive, check_records, of, until
 
 from watchrun.agents.hub import AgentHub
+from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder, read_history
-from watchrun.agents.usage import UsageTracker
 from watchrun.clock import SystemClock
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec, WatcherSpec
-from watchrun.logs import RunLog
-from watchrun.outdir import OutputLayout, prepare_output_dir
-from watchrun.pipeline import MatchInfo
-from watchrun.procs import Spawner
-from watchrun.sink import JsonlSink
+from watchrun.events import MatchInfo
+from watchrun.output.outdir import OutputLayout, prepare_output_dir
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import JsonlSink
+from watchrun.process.spawn import Spawner
 
 DEADLINE_S = 20.0
 

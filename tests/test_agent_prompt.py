@@ -7,7 +7,6 @@ from typing import Any, ClassVar
 
 import pytest
 
-from watchrun.agents.base import Observation, observation
 from watchrun.agents.prompt import (
     REPLY_BYTES,
     Delivery,
@@ -21,7 +20,8 @@ from watchrun.agents.prompt import (
     turn_error,
     turn_outcome,
 )
-from watchrun.agents.usage import UsageTracker
+from watchrun.agents.providers.base import Observation, observation
+from watchrun.agents.providers.usage import UsageTracker
 
 VALUES = {"matches": "E1\nE2", "watcher": "server", "label": "API {label}", "count": "2"}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_agent_turn import alive, check_records, of
 
-from watchrun.agents.run_cmd import cmd_agent_run
+from watchrun.cli.agent_run import cmd_agent_run
 
 CONFIG = """\
 agents:

@@ -21,8 +21,8 @@ from agentrecords import (
 )
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from watchrun.agents.transcript import build_transcript, summarize
-from watchrun.records import iter_records
+from watchrun.output.records import iter_records
+from watchrun.views.transcript import build_transcript, summarize
 
 
 def transcript(path: Path, name: str = "triage", provider: str = "claude",

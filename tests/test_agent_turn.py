@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from recordcheck import validate_records
 
+from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder
 from watchrun.agents.turn import TurnResult, TurnRunner
-from watchrun.agents.usage import UsageTracker
 from watchrun.clock import SystemClock
 from watchrun.config.model import AgentSpec, Limits
-from watchrun.logs import RunLog
-from watchrun.procs import Spawner
-from watchrun.sink import JsonlSink
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import JsonlSink
+from watchrun.process.spawn import Spawner
 
-MOCK = (sys.executable, "-m", "watchrun.mock_agent", "{prompt}")
+MOCK = (sys.executable, "-m", "watchrun.agents.mock_agent", "{prompt}")
 DEADLINE_S = 20.0
 def check_records(path: Path) -> list[dict[str, Any]]:
     """Every record, validated against schemas/record.schema.json."""

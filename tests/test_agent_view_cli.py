@@ -15,8 +15,8 @@ import pytest
 from agentrecords import AgentLog, History, standard_history
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from watchrun.agents.view_cmd import AgentRef
-from watchrun.agents.watch_view import build_watch, parse_include
+from watchrun.cli.agent_views import AgentRef
+from watchrun.views.agent_watch import build_watch, parse_include
 
 WATCHRUN = str(Path(sys.executable).parent / "watchrun")
 CONFIG = "output:\n  dir: out\nagents:\n  - {name: triage, provider: claude}\n" \

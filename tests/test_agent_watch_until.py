@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from agentrecords import AgentLog, History, standard_history
 
-from watchrun.agents.view_window import ViewError
-from watchrun.agents.watch_wait import parse_until, wait_until
-from watchrun.records import iter_records
+from watchrun.output.records import iter_records
+from watchrun.views.agent_wait import parse_until, wait_until
+from watchrun.views.agent_window import ViewError
 
 DEADLINE_S = 20.0
 

@@ -12,10 +12,10 @@ import pytest
 from agentrecords import FINDINGS, AgentLog, History, claude_text, standard_history
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
-from watchrun.agents.view_cmd import AgentRef
-from watchrun.agents.view_window import ViewError
-from watchrun.agents.watch_view import DEFAULT_INCLUDE, build_watch, parse_include
-from watchrun.records import format_cursor, iter_records
+from watchrun.cli.agent_views import AgentRef
+from watchrun.output.records import format_cursor, iter_records
+from watchrun.views.agent_watch import DEFAULT_INCLUDE, build_watch, parse_include
+from watchrun.views.agent_window import ViewError
 
 TRIAGE = AgentRef("triage", "claude")
 

@@ -237,7 +237,7 @@ def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
 
 
 def test_validate_shows_the_engine_of_each_watcher(tmp_path: Path) -> None:
-    from watchrun.matcher import engines_available
+    from watchrun.match.matcher import engines_available
 
     cfg = tmp_path / "w.yaml"
     cfg.write_text("watchers:\n"

@@ -28,7 +28,7 @@ from helpers.procs import (
 )
 
 from watchrun.config.model import Limits, RestartPolicy
-from watchrun.procs import ExitInfo, become_subreaper
+from watchrun.process.spawn import ExitInfo, become_subreaper
 from watchrun.sources.command import (
     BACKOFF_CAP_MS,
     CommandSource,

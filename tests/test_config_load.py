@@ -118,7 +118,7 @@ def test_wake(tmp_path: Path, wake_on_match: bool, wake: str | None,
         ("gemini", ("gemini", "-p", "{prompt}", "--output-format", "stream-json")),
         ("opencode", ("opencode", "run", "--format", "json", "{prompt}")),
         ("pi", ("pi", "--mode", "json", "-p", "{prompt}")),
-        ("mock", (sys.executable, "-m", "watchrun.mock_agent", "{prompt}")),
+        ("mock", (sys.executable, "-m", "watchrun.agents.mock_agent", "{prompt}")),
     ],
 )
 def test_agent_defaults(tmp_path: Path, provider: str, argv: tuple[str, ...]) -> None:

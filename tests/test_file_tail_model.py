@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits
 from watchrun.sources.checkpoints import CheckpointStore
-from watchrun.sources.file_tail import FileSource
+from watchrun.sources.file import FileSource
 from watchrun.sources.notify import Notifier
 
 

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from watchrun.events import Chunk
-from watchrun.framing import LineFramer, utf8_boundary
+from watchrun.match.framing import LineFramer, utf8_boundary
 
 
 def lines_of(chunks: list[Chunk]) -> list[tuple[bytes, int, int, int]]:

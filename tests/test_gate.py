@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from watchrun.config.model import GateSpec, WatcherSpec
-from watchrun.gate import (
+from watchrun.runtime.gate import (
     MAX_ANNOTATIONS,
     Evidence,
     Line,

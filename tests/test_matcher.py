@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from watchrun.matcher import ENGINES, Matcher, best_engine, engines_available
+from watchrun.match.matcher import ENGINES, Matcher, best_engine, engines_available
 
 AVAILABLE = engines_available()
 

@@ -1,4 +1,4 @@
-"""The real `python -m watchrun.mock_agent` program, read back with the mock (Claude) adapter."""
+"""The real `python -m watchrun.agents.mock_agent` program, read back with the mock adapter."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from adapter_replay import Replay, replay_lines
 
-from watchrun.agents import UsageTracker, make_adapter
+from watchrun.agents.providers import UsageTracker, make_adapter
 
 PROMPT = "These lines appeared in API server:\nERROR disk full\nERROR disk full again\n"
 DEADLINE_S = 20.0
@@ -22,7 +22,7 @@ DEADLINE_S = 20.0
 
 def mock(prompt: str | None, tmp_path: Path, *args: str,
          stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "watchrun.mock_agent", *args]
+    argv = [sys.executable, "-m", "watchrun.agents.mock_agent", *args]
     if prompt is not None:
         argv.append(prompt)
     return subprocess.run(argv, input=stdin or "", capture_output=True, text=True, cwd=tmp_path,
@@ -164,7 +164,7 @@ def _sig_ignored(pid: int) -> int:
 @pytest.mark.parametrize("ignore_term", [False, True])
 def test_hang_until_killed(tmp_path: Path, ignore_term: bool) -> None:
     prompt = "[mock:hang]" + (" [mock:ignore-term]" if ignore_term else "")
-    proc = subprocess.Popen([sys.executable, "-m", "watchrun.mock_agent", prompt],
+    proc = subprocess.Popen([sys.executable, "-m", "watchrun.agents.mock_agent", prompt],
                             stdout=subprocess.PIPE, cwd=tmp_path)
     try:
         init = json.loads(_wait_for_line(proc))

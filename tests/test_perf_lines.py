@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk
-from watchrun.framing import CountsLines, LineFramer
-from watchrun.logs import RunLog
-from watchrun.matcher import Matcher
-from watchrun.pipeline import RecentLines, WatcherPipeline
-from watchrun.sink import AsyncWriter, JsonlSink
+from watchrun.match.framing import CountsLines, LineFramer
+from watchrun.match.matcher import Matcher
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.runtime.pipeline import RecentLines, WatcherPipeline
 
 PIECES = st.lists(st.sampled_from([b"a", b"ERROR x", b"\n", b"\n\n", b"\xc3\xa9", b"y" * 30]),
                   max_size=80)  # fmt: skip
@@ -119,7 +119,7 @@ def test_the_pipeline_counts_each_chunk_once_and_numbers_matches(tmp_path: Path,
 def test_a_file_read_in_many_chunks_has_exact_line_numbers_and_counts(tmp_path: Path) -> None:
     """The real path: FileSource reads small chunks, the pipeline settles the framer's count."""
     from watchrun.sources.checkpoints import CheckpointStore
-    from watchrun.sources.file_tail import FileSource
+    from watchrun.sources.file import FileSource
     from watchrun.sources.notify import Notifier
 
     lines = [f"{'ERROR' if i % 37 == 0 else 'INFO'} line {i} {'x' * (i % 50)}" for i in range(3000)]
@@ -164,8 +164,8 @@ def test_tail_of_a_command_with_many_runs(runs: list[int]) -> None:
 def test_the_match_echo_on_stderr_is_capped_per_second() -> None:
     import io
 
-    from watchrun.logs import MATCH_LINES_PER_SECOND
-    from watchrun.pipeline import MatchInfo
+    from watchrun.events import MatchInfo
+    from watchrun.output.runlog import MATCH_LINES_PER_SECOND
 
     stream = io.StringIO()
     log = RunLog(stream=stream)

@@ -13,11 +13,11 @@ from pathlib import Path
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk
-from watchrun.logs import RunLog
-from watchrun.matcher import Matcher
-from watchrun.pipeline import WatcherPipeline
-from watchrun.sink import AsyncWriter, JsonlSink
-from watchrun.status import StatusBoard
+from watchrun.match.matcher import Matcher
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.runtime.pipeline import WatcherPipeline
+from watchrun.runtime.status import StatusBoard
 
 
 def _pipeline(tmp_path: Path) -> WatcherPipeline:

@@ -20,7 +20,7 @@ from helpers.procs import (
     until,
 )
 
-from watchrun.procs import (
+from watchrun.process.spawn import (
     SPAWN_ID,
     ExitInfo,
     Proc,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from liverunner import watchrun_bin
 
-from watchrun.cli import build_parser
+from watchrun.cli.main import build_parser
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 BLOCKS = re.findall(r"```(\w*)\n(.*?)```", README, flags=re.S)

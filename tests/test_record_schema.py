@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from recordcheck import record_errors, record_validator, validate_records
 
-from watchrun.sink import JsonlSink
+from watchrun.output.sink import JsonlSink
 
 T0 = datetime(2026, 5, 16, 12, 0, tzinfo=UTC).timestamp()
 

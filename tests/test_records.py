@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from watchrun.records import (
+from watchrun.output.records import (
     ReadStats,
     cursor_expired,
     format_cursor,

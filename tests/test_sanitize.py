@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watchrun.sanitize import StreamDecoder, clean_line, decode, json_line, raw_text, sanitize
+from watchrun.match.sanitize import StreamDecoder, clean_line, decode, json_line, raw_text, sanitize
 
 ESC = "\x1b"
 

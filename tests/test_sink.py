@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from recordcheck import validate_records
 
-from watchrun.outdir import OutputDirError, prepare_output_dir
-from watchrun.records import iter_records, oldest_seq
-from watchrun.sink import AsyncWriter, JsonlSink, SinkWriteError
+from watchrun.output.outdir import OutputDirError, prepare_output_dir
+from watchrun.output.records import iter_records, oldest_seq
+from watchrun.output.sink import AsyncWriter, JsonlSink, SinkWriteError
 
 T0 = datetime(2026, 5, 16, 12, 0, tzinfo=UTC).timestamp()
 
@@ -240,7 +240,7 @@ def test_unopenable_path_is_a_sink_error(tmp_path: Path) -> None:
 FSIZE_CHILD = r"""
 import json, resource, signal, sys
 from pathlib import Path
-from watchrun.sink import JsonlSink, SinkWriteError
+from watchrun.output.sink import JsonlSink, SinkWriteError
 class C:
     def now(self): return 0.0
     def monotonic(self): return 0.0
@@ -251,7 +251,7 @@ lines = [sink.record("match", {"line": "y" * 8000, "lineNo": n, "offset": n, "ru
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))
 if sys.argv[3] == "async":  # AsyncWriter retries the unwritten rest; the limit lifts on error
     import asyncio
-    from watchrun.sink import AsyncWriter
+    from watchrun.output.sink import AsyncWriter
     def lift(msg):
         errors.append(msg)
         resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
@@ -451,7 +451,7 @@ def test_read_only_file_system(tmp_path: Path) -> None:
 PERM_CHILD = r"""
 import sys
 from pathlib import Path
-from watchrun.outdir import OutputDirError, prepare_output_dir
+from watchrun.output.outdir import OutputDirError, prepare_output_dir
 try:
     prepare_output_dir(Path(sys.argv[1]))
 except OutputDirError as exc:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from watchrun.agents.usage import (
+from watchrun.agents.providers.usage import (
     Usage,
     UsageTracker,
     anthropic_model_usage,

@@ -16,7 +16,7 @@ from recordcheck import record_errors
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, SourceContext
-from watchrun.procs import Spawner
+from watchrun.process.spawn import Spawner
 from watchrun.sources.command import CommandSource, ProcState
 
 PROGS = Path(__file__).resolve().parent.parent / "progs"

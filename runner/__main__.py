@@ -1,7 +1,0 @@
-"""`python -m watchrun` runs the command-line interface."""
-
-import sys
-
-from watchrun.cli import main
-
-sys.exit(main())

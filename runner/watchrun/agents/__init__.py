@@ -1,0 +1,1 @@
+"""Agents: provider adapters, the supervised turn, the wake hub that queues deliveries."""

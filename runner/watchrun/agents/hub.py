@@ -1,0 +1,265 @@
+"""The agents of a live runner: queues deliveries, runs turns one at a time per agent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from watchrun.agents.prompt import Delivery, TurnWindow, render_prompt, render_turn_prompt
+from watchrun.agents.providers.usage import UsageTracker
+from watchrun.agents.recorder import Recorder, read_history
+from watchrun.agents.state import AgentState
+from watchrun.agents.turn import TurnRunner
+from watchrun.clock import Clock
+from watchrun.config.model import AgentSpec, Config, WatcherSpec
+from watchrun.events import MatchInfo
+from watchrun.match.sanitize import sanitize
+from watchrun.output.outdir import OutputLayout
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import JsonlSink
+from watchrun.process.spawn import Spawner
+
+__all__ = ["MAX_SENDS", "AgentHub"]
+
+MAX_SENDS = 100
+"""Manual prompts (`agent send`) waiting per agent; more are refused to the sender."""
+REPLY_CHARS = 500
+"""`lastReply` in `snapshot()` is clipped to this many characters."""
+
+
+class AgentHub:
+    """Every agent of the config; the supervisor calls `deliver` with each watcher's matches."""
+
+    def __init__(self, config: Config, layout: OutputLayout, log: RunLog, clock: Clock,
+                 spawner: Spawner, *, once: bool = False) -> None:
+        self.config, self.layout, self.log = config, layout, log
+        self.clock, self.spawner, self.once = clock, spawner, once
+        self._agents: dict[str, AgentState] = {}
+        self._changed = asyncio.Event()
+        self._unknown: set[tuple[str, str]] = set()
+        self._running = False
+        self._closed = False
+        for spec in config.agents:
+            self._agents[spec.name] = self._open(spec)
+
+    # -- building ---------------------------------------------------------------------------
+    def _open(self, spec: AgentSpec) -> AgentState:
+        out = self.config.output
+        sink = JsonlSink(self.layout.jsonl("agent", spec.name), spec.name,
+                         max_bytes=out.max_bytes, keep=out.keep, clock=self.clock)
+        a = AgentState(spec, Recorder(sink, self.log, spec.name), UsageTracker(),
+                       TurnWindow(spec.max_turns))
+        a.turns, a.tokens, a.last_reply = read_history(a.rec, a.tracker, self.clock)
+        a.rec.emit("status", {"status": "idle", "source": "runner"})
+        return a
+
+    # -- input ------------------------------------------------------------------------------
+    def deliver(self, watcher: WatcherSpec, matches: list[MatchInfo]) -> None:
+        """Queue `matches` for every agent the watcher wakes; never blocks."""
+        if not matches or self._closed:
+            return
+        limits = self.config.limits
+        lines = [sanitize(m.line, limits.max_line_bytes)[0] for m in matches]
+        for name in watcher.wake:
+            a = self._agents.get(name)
+            if a is None:
+                if (watcher.id, name) not in self._unknown:
+                    self._unknown.add((watcher.id, name))
+                    self.log.warning(f"wake names unknown agent {name!r}: its matches are "
+                                     "not delivered", watcher.id)
+                continue
+            a.queue_matches(watcher, lines, limits)
+
+    def send(self, name: str, text: str) -> dict[str, Any]:
+        """Queue a manual prompt (trigger `send`) for agent `name`."""
+        a = self._agents.get(name)
+        if a is None or self._closed:
+            known = ", ".join(sorted(self._agents)) or "(none)"
+            return {"ok": False, "error": {"code": "unknown_agent",
+                                           "message": f"no agent named {name!r}; known: {known}"}}
+        if len(a.sends) >= MAX_SENDS:
+            return {"ok": False, "error": {"code": "queue_full", "message": f"{name} already "
+                                           f"has {MAX_SENDS} prompts waiting"}}
+        delivery_id = a.queue_send(text, self.config.limits.match_lines)
+        return {"ok": True, "queued": True, "deliveryId": delivery_id}
+
+    async def stop_agent(self, name: str) -> bool:
+        """Abort the running turn of `name` and wait for it to end; False when none runs."""
+        a = self._agents.get(name)
+        if a is None or a.turn is None:
+            return False
+        ended = a.turn_end
+        a.turn.abort("stopped by request (`watchrun agent stop`)")
+        await ended.wait()
+        return True
+
+    # -- running ----------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Run every agent's loop until cancelled (then running turns are aborted)."""
+        self._running = True
+        for a in self._agents.values():
+            self._start(a)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._running = False
+            await self._cancel([a for a in self._agents.values()])
+
+    def _start(self, a: AgentState) -> None:
+        if self._running and not self._closed and (a.task is None or a.task.done()):
+            a.task = asyncio.create_task(self._loop(a), name=f"agent:{a.spec.name}")
+
+    async def _cancel(self, agents: list[AgentState]) -> None:
+        tasks = [a.task for a in agents if a.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _loop(self, a: AgentState) -> None:
+        while True:
+            a.wake.clear()
+            delay = None if self.once else a.tick(self.clock)
+            work = a.next_work()
+            if work is None:
+                self._changed.set()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(a.wake.wait(), delay)
+                continue
+            a.working = True
+            try:
+                await self._turn(a, *work)
+            except Exception as exc:  # a bug in one turn must not stop the agent
+                self.log.error(f"turn failed: {exc!r}", a.spec.name)
+                a.rec.emit("error", {"code": "internal", "message": repr(exc)})
+            finally:
+                a.working = False
+                self._changed.set()
+
+    async def _turn(self, a: AgentState, trigger: str, batch: list[Delivery]) -> None:
+        spec, limits, name = a.spec, self.config.limits, a.spec.name
+        if not a.window.allow(self.clock.monotonic()):
+            wait = a.window.retry_in(self.clock.monotonic())
+            why = (f"maxTurns reached ({spec.max_turns} turns in the last hour; the next is "
+                   f"allowed in {wait:.0f} s)")
+            a.drop(batch, "max-turns", limits.match_lines)
+            if not batch:
+                a.rec.emit("dropped", {"count": 1, "reason": "max-turns",
+                                       "message": f"{trigger} turn refused: {why}"})
+            self.log.warning(f"{trigger} turn refused: {why}; {len(batch)} delivery(ies) "
+                             "dropped", name)
+            return
+        if trigger == "send":
+            prompt = batch[0].lines[0]
+        elif trigger == "wake":
+            prompt = render_turn_prompt(spec.prompt, batch, limits.match_lines)
+        else:
+            prompt = render_prompt(spec.prompt, {"matches": "", "watcher": "",
+                                                 "label": "schedule", "count": "0"})
+        runner = TurnRunner(spec, limits, a.rec, self.spawner, self.clock, a.tracker)
+        a.turn, a.turn_end = runner, asyncio.Event()
+
+        def started(turn_id: str) -> None:
+            a.turns += 1
+            for d in batch:
+                a.rec.emit("delivery", d.record("delivered", limits.match_lines, turnId=turn_id))
+            self.log.info(f"{turn_id} started ({trigger}, pid {runner.pid})", name)
+
+        try:
+            result = await runner.run(prompt, trigger=trigger, deliveries=[d.id for d in batch],
+                                      on_start=started)
+        except asyncio.CancelledError:
+            if not runner.turn_id:  # stopped before its process started: say so
+                a.drop(batch, "aborted", self.config.limits.match_lines)
+            raise
+        finally:
+            a.turn = None
+            a.turn_end.set()
+        a.tokens += result.usage.tokens
+        a.last_reply = result.reply
+        how = f"{result.status} in {result.duration_ms} ms, {result.usage.tokens} tokens"
+        if result.status == "done":
+            self.log.info(f"{result.turn_id} {how}", name)
+        else:
+            error = (result.error or {}).get("message", "")
+            self.log.warning(f"{result.turn_id} {how}: {error}", name)
+
+    async def idle(self) -> None:
+        """Return once no turn runs and nothing waits for any agent, every record written
+        (once mode). `run()` must be running, or queued work never drains."""
+        while True:
+            self._changed.clear()
+            if not any(a.busy or a.turn is not None for a in self._agents.values()):
+                for a in list(self._agents.values()):
+                    await a.rec.flush()
+                if not any(a.busy for a in self._agents.values()):
+                    return
+                continue
+            await self._changed.wait()
+
+    # -- stopping and reloading ---------------------------------------------------------------
+    async def shutdown(self) -> None:
+        """Abort running turns (`aborted`), drop what still waits (recorded), close the files."""
+        if self._closed:
+            return
+        self._closed = True
+        agents = list(self._agents.values())
+        self._agents.clear()
+        await self._close(agents, "the runner is stopping", "runner-stopped")
+
+    async def _close(self, agents: list[AgentState], why: str, reason: str,
+                     status: str | None = None) -> None:
+        for a in agents:
+            if a.turn is not None:
+                a.turn.abort(why)
+        await self._cancel(agents)
+        for a in agents:
+            a.task = None
+            a.drop_all(reason, self.config.limits.match_lines)
+            if status is not None:
+                a.rec.emit("status", {"status": status, "source": "runner", "message": why})
+            await a.rec.close()
+
+    async def reload(self, config: Config) -> None:
+        """Apply a new config: removed agents are closed, changed ones restarted (their running
+        turn aborted, their queue kept), new ones started."""
+        self.config = config
+        specs = {s.name: s for s in config.agents}
+        for name, a in list(self._agents.items()):
+            spec = specs.get(name)
+            if spec is None:
+                del self._agents[name]
+                await self._close([a], "the agent was removed from the config",
+                                  "agent-removed", "disabled")
+                self.log.info("removed", name)
+            elif spec != a.spec:
+                if a.turn is not None:
+                    a.turn.abort("the agent's config changed")
+                await self._cancel([a])
+                a.spec, a.next_tick, a.task = spec, None, None
+                a.window.max_turns = spec.max_turns
+                self._start(a)
+                self.log.info("config changed: restarted", name)
+        for name, spec in specs.items():
+            if name not in self._agents:
+                self._agents[name] = self._open(spec)
+                self._start(self._agents[name])
+                self.log.info("added", name)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """Per agent: name, provider, status, turns, tokens, lastReply (clipped), pending."""
+        out = []
+        for a in self._agents.values():
+            turn = a.turn
+            status = "idle" if turn is None else "stopping" if turn.stop_reason else "running"
+            reply = a.last_reply[:REPLY_CHARS] + ("…" if len(a.last_reply) > REPLY_CHARS else "")
+            out.append({
+                "name": a.spec.name, "provider": a.spec.provider, "status": status,
+                "turns": a.turns, "tokens": a.tokens, "lastReply": reply,
+                "pending": len(a.pending) + len(a.sends) + (a.schedule_due is not None),
+                "pendingMatches": sum(d.count for d in a.pending.values()),
+                "turnId": turn.turn_id if turn is not None and turn.turn_id else None,
+                "pid": turn.pid if turn is not None else None,
+            })
+        return out
+

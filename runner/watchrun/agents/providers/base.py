@@ -1,0 +1,220 @@
+"""The adapter contract: one provider stdout line in, provider-neutral observations out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Protocol
+
+from watchrun.agents.providers.toolinfo import classify_problem, clip, file_ops, summary
+from watchrun.agents.providers.usage import Usage, UsageTracker
+
+__all__ = [
+    "KINDS",
+    "PREVIEW_CHARS",
+    "RESULT_CHARS",
+    "Adapter",
+    "JsonAdapter",
+    "Observation",
+    "as_dict",
+    "as_list",
+    "as_str",
+    "epoch_to_iso",
+    "observation",
+]
+
+KINDS = frozenset({
+    "text", "text-delta", "reasoning", "tool", "tool-result", "file-change", "usage", "output",
+    "raw", "failure", "quota", "status", "session", "completed",
+})
+"""Every kind an adapter emits (the provider-facing subset of SPEC §4's agent kinds)."""
+
+PREVIEW_CHARS = 2000
+"""`raw.preview` keeps this many characters of the line."""
+RESULT_CHARS = 4000
+"""`tool-result.output` is clipped to this many characters (then `truncated: true`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One provider-neutral event: a record `kind` and its JSON-serialisable camelCase fields."""
+
+    kind: str
+    fields: Mapping[str, Any]
+
+
+def observation(kind: str, **fields: Any) -> Observation:
+    """An observation with the None-valued fields left out."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown observation kind {kind!r}")
+    return Observation(kind, {k: v for k, v in fields.items() if v is not None})
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else {} (protocol fields are never trusted)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """`value` when it is a JSON array, else []."""
+    return value if isinstance(value, list) else []
+
+
+def as_str(value: Any) -> str | None:
+    """`value` when it is a non-empty string, else None."""
+    return value if isinstance(value, str) and value else None
+
+
+def epoch_to_iso(value: Any) -> str | None:
+    """Epoch seconds (or milliseconds) or an ISO string as an ISO-8601 UTC timestamp."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        seconds = value / 1000 if value > 10**11 else value
+        stamp = datetime.fromtimestamp(seconds, UTC)
+        return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return None
+
+
+class Adapter(Protocol):
+    """Turns one turn's stdout lines into observations. One instance per turn (process run);
+    the constructor takes an optional `UsageTracker` shared across an agent's turns."""
+
+    provider: ClassVar[str]
+
+    def __init__(self, tracker: UsageTracker | None = None) -> None: ...
+
+    def parse(self, line: str) -> list[Observation]:
+        """One stdout line, already framed and decoded, without its newline. Never raises."""
+        ...
+
+    def finish(self) -> list[Observation]:
+        """End of stream: whatever was pending (joined text, a final status)."""
+        ...
+
+
+class JsonAdapter:
+    """Shared machinery for JSON-lines protocols: framing rules, tool bookkeeping, problems.
+
+    Blank lines are ignored; a line that does not start with `{` or `[` is `output`, and so is
+    one starting with `[` that is not JSON (`[WARNING] ...`); a `{` line that does not parse,
+    or JSON that is not an object, is `raw` (`unparseable`); an object the subclass does
+    not know is `raw` (`unknown-event`); an object whose fields break the handler is `raw`
+    (`malformed-event`, with `error`), so no line ever raises.
+    """
+
+    provider: ClassVar[str] = ""
+
+    def __init__(self, tracker: UsageTracker | None = None) -> None:
+        self.tracker = tracker if tracker is not None else UsageTracker()
+        self._tools: dict[str, str] = {}
+        self._results: set[str] = set()
+        self._touches: dict[str, list[tuple[str, str, str | None]]] = {}
+        self._last_problem: str | None = None
+
+    # -- framing ---------------------------------------------------------------------------
+
+    def parse(self, line: str) -> list[Observation]:
+        text = line.rstrip("\r\n")
+        stripped = text.strip()
+        if not stripped:
+            return []
+        if stripped[0] not in "{[":
+            return self.non_json(text)
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            if stripped[0] == "[":  # a log prefix such as "[WARNING] ...", merged from stderr
+                return self.non_json(text)
+            return [self.raw(text, "unparseable")]
+        try:
+            if isinstance(value, dict):
+                return self.handle(value, text)
+            return self.handle_other(value, text)
+        except Exception as exc:  # protocol drift must never break a turn
+            return [self.raw(text, "malformed-event", error=f"{type(exc).__name__}: {exc}")]
+
+    def non_json(self, text: str) -> list[Observation]:
+        return [observation("output", text=text)]
+
+    def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
+        raise NotImplementedError
+
+    def handle_other(self, value: Any, line: str) -> list[Observation]:
+        return [self.raw(line, "unparseable", error="not a JSON object")]
+
+    def finish(self) -> list[Observation]:
+        return []
+
+    def raw(self, line: str, reason: str, **extra: Any) -> Observation:
+        return observation("raw", preview=line[:PREVIEW_CHARS], reason=reason, **extra)
+
+    def unknown(self, line: str, type_: Any) -> list[Observation]:
+        return [self.raw(line, "unknown-event", type=str(type_) if type_ is not None else None)]
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def reset_tools(self) -> None:
+        """Forget call ids (a protocol that numbers its calls afresh in every turn)."""
+        self._tools.clear()
+        self._results.clear()
+        self._touches.clear()
+
+    def tool(self, call_id: str, name: str, args: Any, **extra: Any) -> list[Observation]:
+        """A tool call, once per call id; its file ops wait for a successful result."""
+        if call_id in self._tools:
+            return []
+        self._tools[call_id] = name
+        data = args if isinstance(args, Mapping) else ({} if args is None else {"value": args})
+        self._touches[call_id] = file_ops(name, data)
+        return [observation(
+            "tool", callId=call_id, name=name, input=dict(data), summary=summary(name, data),
+            **extra,
+        )]
+
+    def tool_result(
+        self, call_id: str, is_error: bool, output: str, **extra: Any
+    ) -> list[Observation]:
+        """A tool's result, once per call id, then the files it touched when it succeeded."""
+        if call_id in self._results:
+            return []
+        self._results.add(call_id)
+        text, cut = clip(output, RESULT_CHARS)
+        out = [observation(
+            "tool-result", callId=call_id, isError=bool(is_error), output=text,
+            truncated=True if cut else None, chars=len(output) if cut else None,
+            name=self._tools.get(call_id), **extra,
+        )]
+        touches = self._touches.pop(call_id, [])
+        if not is_error:
+            out += [self.file_change(path, op, call_id, detail) for path, op, detail in touches]
+        return out
+
+    def file_change(
+        self, path: str, op: str, call_id: str | None = None, detail: str | None = None
+    ) -> Observation:
+        tool = self._tools.get(call_id) if call_id else None
+        return observation("file-change", path=path, op=op, callId=call_id, tool=tool,
+                           detail=detail)
+
+    # -- problems and usage ----------------------------------------------------------------
+
+    def problem(
+        self, message: str, code: str | None = None, resets_at: Any = None, *,
+        hint: object = None, dedupe: bool = True,
+    ) -> list[Observation]:
+        """A failure, or a quota when the message or hint says rate or usage limit. The same
+        message twice in a row (an error line repeated by the terminal event) is kept once."""
+        if dedupe and message == self._last_problem:
+            return []
+        self._last_problem = message
+        kind = classify_problem(message, code, hint)
+        if kind == "quota":
+            return [observation("quota", message=message, resetsAt=epoch_to_iso(resets_at),
+                                code=code)]
+        return [observation("failure", message=message, code="auth" if kind == "auth" else code)]
+
+    def usage(self, inc: Usage, **extra: Any) -> Observation:
+        return observation("usage", **inc.fields(), **extra)

@@ -1,0 +1,167 @@
+"""Gemini CLI `--output-format stream-json` lines (and the `json` reply) to observations."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from watchrun.agents.providers.base import JsonAdapter, Observation, as_dict, as_str, observation
+from watchrun.agents.providers.toolinfo import result_text
+from watchrun.agents.providers.usage import UsageTracker, gemini_models_usage, gemini_stats_usage
+
+__all__ = ["GeminiAdapter"]
+
+PRETTY_LIMIT = 4 * 1024 * 1024
+"""Characters of a pretty-printed `--output-format json` object buffered before giving up."""
+
+_ERROR_CODES = {"FatalTurnLimitedError": "max-turns", "FatalCancellationError": "cancelled"}
+
+
+
+class GeminiAdapter(JsonAdapter):
+    """Gemini CLI stream-json (v0.11+), plus the one-object `--output-format json` reply (on one
+    line, or pretty-printed across lines starting with a lone `{`).
+
+    Usage rule: tokens are only in the final `result.stats`, an aggregate for this process, so
+    it is emitted as this turn's increment (no baseline). `input_tokens` includes cached
+    tokens; `cached` exists since v0.22 (before it the record is `complete: false`);
+    `output_tokens` counts candidates only, so the rest of `total_tokens` (thoughts) is added
+    to `output`. The json reply's `stats.models[*].tokens` gives prompt+tool as input,
+    candidates+thoughts as output.
+
+    Text comes only as `message` chunks with `delta: true`: each is a `text-delta`, and the
+    joined chunks become one `text` when a tool call, an error, the result or the end of the
+    stream follows. Status: `result.status`, but an `error` event of severity `error` (e.g.
+    "Maximum session turns exceeded") makes the turn fail even when the result says success.
+    """
+
+    provider: ClassVar[str] = "gemini"
+
+    def __init__(self, tracker: UsageTracker | None = None) -> None:
+        super().__init__(tracker)
+        self._session: str | None = None
+        self._chunks: list[str] = []
+        self._last_text: str | None = None
+        self._fatal: str | None = None
+        self._pretty: list[str] | None = None
+        self._pretty_chars = 0
+
+    def parse(self, line: str) -> list[Observation]:
+        text = line.rstrip("\r\n")
+        if self._pretty is not None:
+            self._pretty.append(text)
+            self._pretty_chars += len(text) + 1
+            if text.rstrip() == "}":
+                joined = "\n".join(self._pretty)
+                try:
+                    value = json.loads(joined)
+                except ValueError:
+                    return self._pretty_unfinished() if self._over() else []
+                self._pretty = None
+                return super().parse(json.dumps(value))
+            return self._pretty_unfinished() if self._over() else []
+        if text.strip() == "{":
+            self._pretty, self._pretty_chars = [text], len(text)
+            return []
+        return super().parse(line)
+
+    def _over(self) -> bool:
+        return self._pretty_chars > PRETTY_LIMIT
+
+    def _pretty_unfinished(self) -> list[Observation]:
+        joined = "\n".join(self._pretty or [])
+        self._pretty = None
+        return [self.raw(joined, "unparseable", error="unfinished multi-line JSON object")]
+
+    def _flush(self) -> list[Observation]:
+        if not self._chunks:
+            return []
+        text = "".join(self._chunks)
+        self._chunks = []
+        self._last_text = text
+        return [observation("text", text=text)]
+
+    def finish(self) -> list[Observation]:
+        out = self._flush()
+        if self._pretty is not None:
+            out += self._pretty_unfinished()
+        return out
+
+    def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
+        kind = obj.get("type")
+        if kind is None and ("response" in obj or "stats" in obj or "error" in obj):
+            return self._json_reply(obj)
+        if kind == "init":
+            self._session = as_str(obj.get("session_id"))
+            return [observation("session", sessionId=self._session, model=obj.get("model"))]
+        if kind == "message":
+            content = obj.get("content")
+            if obj.get("role") != "assistant" or not isinstance(content, str) or not content:
+                return []
+            if obj.get("delta"):
+                self._chunks.append(content)
+                return [observation("text-delta", text=content)]
+            return [*self._flush(), *self._text(content)]
+        if kind == "tool_use":
+            return [*self._flush(), *self.tool(str(obj.get("tool_id")),
+                                                str(obj.get("tool_name") or "?"),
+                                                obj.get("parameters"))]
+        if kind == "tool_result":
+            error = as_dict(obj.get("error"))
+            output = obj.get("output")
+            text = output if isinstance(output, str) and output else ""
+            if not text and error:
+                text = str(error.get("message") or "")
+            failed = obj.get("status") == "error"
+            extra = {"errorType": error.get("type")} if error else {}
+            return [*self._flush(), *self.tool_result(str(obj.get("tool_id")), failed, text,
+                                                      **extra)]
+        if kind == "error":
+            message = str(obj.get("message") or "error")
+            if obj.get("severity") == "warning":
+                return [*self._flush(), observation("status", status="warning", message=message)]
+            self._fatal = message
+            return [*self._flush(), *self.problem(message)]
+        if kind == "result":
+            return self._result(obj)
+        return self.unknown(line, kind)
+
+    def _text(self, text: str) -> list[Observation]:
+        self._last_text = text
+        return [observation("text", text=text)]
+
+    def _result(self, obj: dict[str, Any]) -> list[Observation]:
+        out = self._flush()
+        stats = obj.get("stats")
+        if isinstance(stats, dict):
+            out.append(self.usage(gemini_stats_usage(stats), source="stats"))
+        error = as_dict(obj.get("error"))
+        ok = obj.get("status") == "success" and not error and self._fatal is None
+        if error:
+            etype = error.get("type")
+            out += self.problem(str(error.get("message") or etype or "error"),
+                                code=_ERROR_CODES.get(str(etype), etype), hint=etype)
+        out.append(observation("completed", ok=ok, result=self._last_text if ok else None,
+                               sessionId=self._session,
+                               reason=error.get("type") or self._fatal or obj.get("status")))
+        return out
+
+    def _json_reply(self, obj: dict[str, Any]) -> list[Observation]:
+        out: list[Observation] = []
+        if as_str(obj.get("session_id")):
+            self._session = obj["session_id"]
+            out.append(observation("session", sessionId=self._session))
+        response = obj.get("response")
+        if isinstance(response, str) and response:
+            out += self._text(response)
+        models = as_dict(obj.get("stats")).get("models")
+        if isinstance(models, dict):
+            out.append(self.usage(gemini_models_usage(models), source="stats"))
+        error = obj.get("error")
+        if error:
+            err = as_dict(error)
+            message = str(err.get("message") or result_text(error))
+            out += self.problem(message, code=err.get("type"), hint=err.get("code"))
+        out.append(observation("completed", ok=not error, sessionId=self._session,
+                               result=None if error else self._last_text))
+        return out

@@ -1,0 +1,142 @@
+"""pi coding agent `-p --mode json` lines to observations."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from watchrun.agents.providers.base import (
+    JsonAdapter,
+    Observation,
+    as_dict,
+    as_list,
+    as_str,
+    observation,
+)
+from watchrun.agents.providers.toolinfo import result_text
+from watchrun.agents.providers.usage import UsageTracker, pi_usage
+
+__all__ = ["PiAdapter"]
+
+_FAILED_STOPS = ("error", "aborted")
+
+
+
+class PiAdapter(JsonAdapter):
+    """pi JSON events (`session`, `agent_*`, `turn_*`, `message_*`, `tool_execution_*`,
+    `auto_compaction_*`, `auto_retry_*`).
+
+    Usage rule: each assistant `message_end` is one API call with its own `usage` (an
+    increment); `message_start`/`message_update` usage is zero or partial and `turn_end` and
+    `agent_end` repeat messages, so only `message_end` counts. `input` excludes `cacheRead`
+    and `cacheWrite`; both are added back.
+
+    Text: `text_delta` updates are `text-delta`; the `text` blocks of an assistant
+    `message_end` are the `text`. Tool calls and results are deduplicated by `toolCallId`
+    (they repeat in `toolCall` blocks, `toolResult` messages and `turn_end.toolResults`).
+    Status: auto-retry and compaction add `agent_start`/`agent_end` pairs, so the outcome is
+    decided at the end of the stream: `completed` when the last lifecycle event was
+    `agent_end` or `auto_retry_end`, ok unless the last assistant `stopReason` is error or
+    aborted (or the retry gave up).
+    """
+
+    provider: ClassVar[str] = "pi"
+
+    def __init__(self, tracker: UsageTracker | None = None) -> None:
+        super().__init__(tracker)
+        self._session: str | None = None
+        self._ended = False
+        self._stop: str | None = None
+        self._error: str | None = None
+        self._final: str | None = None
+
+    def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
+        kind = obj.get("type")
+        if kind == "session":
+            self._session = as_str(obj.get("id"))
+            return [observation("session", sessionId=self._session, cwd=obj.get("cwd"),
+                                version=obj.get("version"))]
+        if kind in ("agent_start", "turn_start", "message_start", "tool_execution_update"):
+            if kind == "agent_start":
+                self._ended = False
+            return []
+        if kind == "agent_end":
+            self._ended = True
+            return []
+        if kind == "turn_end":
+            out: list[Observation] = []
+            for res in as_list(obj.get("toolResults")):
+                out += self._tool_result(as_dict(res))
+            return out
+        if kind == "message_update":
+            event = as_dict(obj.get("assistantMessageEvent"))
+            if event.get("type") == "text_delta" and as_str(event.get("delta")):
+                return [observation("text-delta", text=event["delta"],
+                                    index=event.get("contentIndex"))]
+            return []
+        if kind == "message_end":
+            return self._message(as_dict(obj.get("message")))
+        if kind == "tool_execution_start":
+            return self.tool(str(obj.get("toolCallId")), str(obj.get("toolName") or "?"),
+                             obj.get("args"))
+        if kind == "tool_execution_end":
+            return self.tool_result(str(obj.get("toolCallId")), bool(obj.get("isError")),
+                                    result_text(as_dict(obj.get("result")).get("content")))
+        if kind in ("auto_compaction_start", "auto_compaction_end"):
+            return [observation("status", status="compacting" if kind.endswith("start")
+                                else "compacted", reason=obj.get("reason"))]
+        if kind == "auto_retry_start":
+            self._ended = False
+            return [observation("status", status="retrying", attempt=obj.get("attempt"),
+                                message=obj.get("errorMessage"))]
+        if kind == "auto_retry_end":
+            self._ended = True
+            if obj.get("success") is False:
+                message = str(obj.get("finalError") or self._error or "retries exhausted")
+                self._stop = "error"
+                return self.problem(message, code="retry-exhausted")
+            return []
+        return self.unknown(line, kind)
+
+    def _message(self, msg: dict[str, Any]) -> list[Observation]:
+        role = msg.get("role")
+        if role == "toolResult":
+            return self._tool_result(msg)
+        if role != "assistant":
+            return []
+        out: list[Observation] = []
+        texts: list[str] = []
+        for block in as_list(msg.get("content")):
+            block = as_dict(block)
+            btype = block.get("type")
+            if btype == "text" and as_str(block.get("text")):
+                texts.append(block["text"])
+                out.append(observation("text", text=block["text"]))
+            elif btype == "thinking" and as_str(block.get("thinking")):
+                out.append(observation("reasoning", text=block["thinking"]))
+            elif btype == "toolCall" and as_str(block.get("id")):
+                out += self.tool(str(block["id"]), str(block.get("name") or "?"),
+                                 block.get("arguments"))
+        if isinstance(msg.get("usage"), dict):
+            out.append(self.usage(pi_usage(msg["usage"]), source="message",
+                                  model=msg.get("model")))
+        self._stop = as_str(msg.get("stopReason"))
+        if self._stop in _FAILED_STOPS:
+            self._error = str(msg.get("errorMessage") or f"stopped: {self._stop}")
+            out += self.problem(self._error, code="aborted" if self._stop == "aborted" else None,
+                                dedupe=False)
+        elif texts:
+            self._final = "\n".join(texts)
+        return out
+
+    def _tool_result(self, res: dict[str, Any]) -> list[Observation]:
+        call_id = res.get("toolCallId")
+        if not isinstance(call_id, str):
+            return []
+        return self.tool_result(call_id, bool(res.get("isError")), result_text(res.get("content")))
+
+    def finish(self) -> list[Observation]:
+        if not self._ended:
+            return []
+        ok = self._stop not in _FAILED_STOPS
+        return [observation("completed", ok=ok, result=self._final if ok else None,
+                            sessionId=self._session, reason=self._error if not ok else self._stop)]

@@ -1,0 +1,314 @@
+"""One agent turn: start its process, turn its output into records, stop it, sum it up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from watchrun.agents.prompt import (
+    PROMPT_TOKEN,
+    Tally,
+    clean_fields,
+    render_command,
+    turn_error,
+    turn_outcome,
+)
+from watchrun.agents.providers import make_adapter
+from watchrun.agents.providers.usage import Usage, UsageTracker
+from watchrun.agents.recorder import Recorder
+from watchrun.clock import Clock
+from watchrun.config.model import AgentSpec, Limits
+from watchrun.events import Chunk
+from watchrun.match.framing import LineFramer
+from watchrun.match.sanitize import clip, decode, sanitize
+from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
+
+__all__ = ["SETTLE_S", "TurnResult", "TurnRunner"]
+
+SETTLE_S = 1.0
+"""After the `until` marker, the provider gets this long to finish writing and exit."""
+DRAIN_S = 2.0
+"""After the process exits (or is stopped), output still in the pipes is read this long."""
+READ_BYTES = 64 * 1024
+PROMPT_BYTES = 256 * 1024
+PREVIEW_CHARS = 2000
+_HEAD = 4 * PREVIEW_CHARS  # bytes of a pending line kept for an oversized line's preview
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How a turn ended (the same facts as its `dispatch-finished` record)."""
+
+    turn_id: str
+    status: str
+    """done | failed | cancelled"""
+    completed: bool
+    reply: str
+    usage: Usage
+    exit_code: int | None
+    signal: str | None
+    duration_ms: int
+    stop_reason: str | None = None
+    error: dict[str, str] | None = None
+
+
+class TurnRunner:
+    """Runs one turn of one agent and writes its records. Not reusable: one instance per turn."""
+
+    def __init__(self, spec: AgentSpec, limits: Limits, out: Recorder, spawner: Spawner,
+                 clock: Clock, tracker: UsageTracker | None = None, *,
+                 settle_s: float = SETTLE_S) -> None:
+        self.spec, self.limits, self.out = spec, limits, out
+        self.spawner, self.clock, self.settle_s = spawner, clock, settle_s
+        self.tally = Tally(make_adapter(spec.provider, tracker), spec.until)
+        self.turn_id = ""
+        self.pid: int | None = None
+        self.stop_reason: str | None = None
+        self._stop_message = ""
+        self._poke = asyncio.Event()
+        self._started = self._activity = 0.0
+        self._settle_at: float | None = None
+        self._cancelled = False
+        self._discard = False  # after an oversized line: stdout is drained, not parsed
+        self._head = b""
+
+    # -- control --------------------------------------------------------------------------
+    def abort(self, message: str = "stopped by request") -> None:
+        """Stop the turn (reason `aborted`); its status becomes `cancelled`."""
+        self._request_stop("aborted", message)
+
+    def _request_stop(self, reason: str, message: str) -> None:
+        if self.stop_reason is not None:
+            return
+        self.stop_reason, self._stop_message = reason, message
+        if self.turn_id:
+            self._record_stop()
+        self._poke.set()
+
+    def _record_stop(self) -> None:
+        tid = self.turn_id
+        self.out.emit("status", {"status": "stopping", "source": "runner", "turnId": tid})
+        self.out.emit("stopped", {"turnId": tid, "reason": self.stop_reason,
+                                  "message": self._stop_message})
+
+    # -- the turn ---------------------------------------------------------------------------
+    async def run(self, prompt: str, *, trigger: str, deliveries: Sequence[str] = (),
+                  on_start: Callable[[str], None] | None = None) -> TurnResult:
+        """Start the process, supervise it to its end, write `dispatch-finished`. When the task
+        running this is cancelled, the process is stopped (`aborted`) and recorded first."""
+        argv = render_command(self.spec.command, prompt)
+        stdin = None
+        if not self.spec.pty and not any(PROMPT_TOKEN in a for a in self.spec.command):
+            stdin = prompt.encode()  # no {prompt} in the command: the prompt goes to stdin
+        self._started = self._activity = self.clock.monotonic()
+        proc: Proc | None = None
+        failure: dict[str, str] | None = None
+        try:
+            proc = await self.spawner.spawn(
+                argv, cwd=self.spec.cwd, env=self.spec.env, pty=self.spec.pty,
+                separate_stderr=not self.spec.pty, stdin_data=stdin)
+        except SpawnError as exc:
+            failure = {"code": exc.errno_name, "message": exc.message}
+        except (OSError, ValueError) as exc:  # e.g. a NUL byte in an argument
+            failure = {"code": "EINVAL", "message": f"cannot start {argv[0]!r}: {exc}"}
+        self.pid = proc.pid if proc is not None else None
+        self._begin(prompt, trigger, deliveries)
+        if on_start is not None:
+            on_start(self.turn_id)
+        if failure is not None:
+            self.out.emit("error", {**failure, "turnId": self.turn_id})
+            info = ExitInfo(None, None, "not-started")
+            return await self._finish(info, failure)
+        assert proc is not None
+        if self.stop_reason is not None:
+            self._record_stop()  # aborted while it was starting
+        info = await self._supervise(proc)
+        result = await self._finish(info, None)
+        if self._cancelled:
+            raise asyncio.CancelledError
+        return result
+
+    def _begin(self, prompt: str, trigger: str, deliveries: Sequence[str]) -> None:
+        self.turn_id = tid = f"turn-{self.out.next_seq}"
+        self.out.emit("dispatch-start", {
+            "turnId": tid, "trigger": trigger, "deliveries": list(deliveries),
+            "command": list(self.spec.command), "pid": self.pid, "pty": self.spec.pty,
+            "provider": self.spec.provider})
+        text, cut = sanitize(prompt, PROMPT_BYTES)
+        self.out.emit("prompt", {"turnId": tid, "text": text, **({"truncated": True} if cut
+                                                                  else {})})
+        self.out.emit("status", {"status": "running", "source": "runner", "turnId": tid})
+
+    async def _supervise(self, proc: Proc) -> ExitInfo:
+        readers = [asyncio.create_task(self._read_stdout(proc))]
+        if not self.spec.pty:
+            readers.append(asyncio.create_task(self._read_stderr(proc)))
+        exited = asyncio.ensure_future(proc.wait())
+        try:
+            while self.stop_reason is None and not exited.done():
+                self._poke.clear()
+                delay = self._check_timers()
+                if self.stop_reason is not None:
+                    break
+                poke = asyncio.ensure_future(self._poke.wait())
+                try:
+                    await asyncio.wait({exited, poke}, timeout=delay,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    poke.cancel()
+            if self.stop_reason is None:  # it exited by itself: read what is still in the pipe
+                await asyncio.wait(readers, timeout=DRAIN_S)
+        except asyncio.CancelledError:
+            self._cancelled = True
+            self._request_stop("aborted", "the runner stopped")
+        finally:
+            exited.cancel()
+        ending = asyncio.ensure_future(self._end(proc, readers))
+        while True:  # no orphans: the tree is stopped and recorded even when cancelled again
+            try:
+                return await asyncio.shield(ending)
+            except asyncio.CancelledError:
+                self._cancelled = True
+
+    async def _end(self, proc: Proc, readers: list[asyncio.Task[None]]) -> ExitInfo:
+        """Stop the whole process tree (leftovers too), read the rest, release everything."""
+        info = await proc.terminate(self.limits.stop_timeout_ms / 1000)
+        if readers:
+            await asyncio.wait(readers, timeout=DRAIN_S)
+        for task in readers:
+            task.cancel()
+        for task in readers:
+            with contextlib.suppress(asyncio.CancelledError):
+                exc = await asyncio.gather(task, return_exceptions=True)
+                if isinstance(exc[0], Exception):
+                    self.out.emit("error", {"code": "internal", "turnId": self.turn_id,
+                                            "message": f"reading output failed: {exc[0]!r}"})
+        proc.close()
+        return info
+
+    def _check_timers(self) -> float | None:
+        """Fire the deadline, idle timeout or completion settle; seconds to the next one."""
+        now, spec = self.clock.monotonic(), self.spec
+        timers: list[tuple[float, str, str]] = []
+        if spec.deadline_ms is not None:
+            timers.append((self._started + spec.deadline_ms / 1000, "deadline",
+                           f"the turn ran longer than its deadline ({spec.deadline_ms} ms)"))
+        if spec.idle_timeout_ms is not None:
+            timers.append((self._activity + spec.idle_timeout_ms / 1000, "idle-timeout",
+                           f"no output for {spec.idle_timeout_ms} ms (idleTimeout)"))
+        if self._settle_at is not None:
+            timers.append((self._settle_at, "completion", f"completion marker {spec.until!r}"))
+        for at, reason, message in sorted(timers):
+            if now >= at:
+                self._request_stop(reason, message)
+                return None
+        return max(0.0, min(t[0] for t in timers) - now) if timers else None
+
+    # -- output -----------------------------------------------------------------------------
+    async def _read_stdout(self, proc: Proc) -> None:
+        framer = LineFramer(self.limits.max_event_bytes)
+        while data := await proc.read(READ_BYTES):
+            self._activity = self.clock.monotonic()
+            if self._discard:
+                continue
+            nl = data.rfind(b"\n")
+            self._head = data[nl + 1 :][:_HEAD] if nl >= 0 else (self._head + data)[:_HEAD]
+            chunk = framer.feed(data)
+            if chunk is not None:
+                self._chunk(chunk)
+            if not self._discard and framer.pending > self.limits.max_event_bytes:
+                self._oversized(self._head, framer.pending)
+            await self.out.flush()
+        if not self._discard:
+            chunk = framer.finish()
+            if chunk is not None:
+                self._chunk(chunk)
+            self._observe(self.tally.finish())
+        await self.out.flush()
+
+    def _chunk(self, chunk: Chunk) -> None:
+        data, pos = chunk.data, 0
+        while pos < len(data) and not self._discard:
+            end = data.index(b"\n", pos)
+            omitted = chunk.cut_at(pos)
+            if omitted:
+                self._oversized(data[pos:end], end - pos + omitted)
+            else:
+                raw = decode(data[pos:end]).removesuffix("\r")
+                clean = sanitize(raw)[0]
+                self._observe(self.tally.line(clean), raw if raw != clean else None)
+            pos = end + 1
+
+    def _oversized(self, head: bytes, size: int) -> None:
+        limit = self.limits.max_event_bytes
+        preview = sanitize(decode(head))[0][:PREVIEW_CHARS]
+        self.out.emit("raw", {"turnId": self.turn_id, "preview": preview,
+                              "reason": "oversized-event", "bytes": size, "truncated": True})
+        self._discard = True
+        self._request_stop("oversized-event", f"a protocol line longer than {limit} bytes "
+                           "(limits.maxEventBytes); the rest of the output was not parsed")
+
+    def _observe(self, records: list[tuple[str, dict[str, Any]]], raw: str | None = None
+                 ) -> None:
+        """Write observations, sanitized; an `output` line that sanitizing changed keeps its
+        original form in `raw` (for `agent watch --raw`)."""
+        for kind, fields in records:
+            clean, cut = clean_fields(fields, self.limits.max_line_bytes)
+            if cut:
+                clean.setdefault("truncated", True)
+            if raw is not None and kind == "output":
+                clean["raw"] = clip(raw, self.limits.max_line_bytes)[0]
+            self.out.emit(kind, {**clean, "turnId": self.turn_id})
+        if self.tally.marker_seen and self._settle_at is None:
+            self._settle_at = self.clock.monotonic() + self.settle_s
+            self._poke.set()
+
+    async def _read_stderr(self, proc: Proc) -> None:
+        framer = LineFramer(self.limits.max_line_bytes)
+        while True:
+            data = await proc.read_stderr(READ_BYTES)
+            chunk = framer.feed(data) if data else framer.finish()
+            if data:
+                self._activity = self.clock.monotonic()
+            if chunk is not None:
+                for line in chunk.data.split(b"\n")[:-1]:
+                    text, cut = sanitize(decode(line), self.limits.max_line_bytes)
+                    if text.strip():
+                        self.out.emit("stderr", {"turnId": self.turn_id, "text": text,
+                                                 **({"truncated": True} if cut else {})})
+                await self.out.flush()
+            if not data:
+                return
+
+    # -- the end ----------------------------------------------------------------------------
+    async def _finish(self, info: ExitInfo, failure: dict[str, str] | None) -> TurnResult:
+        tally = self.tally
+        status, completed = turn_outcome(
+            stop_reason=self.stop_reason, completed_ok=tally.completed_ok,
+            marker_seen=tally.marker_seen, exit_code=info.exit_code,
+            generic=self.spec.provider == "generic")
+        if failure is not None:
+            status, completed = "failed", False
+        error = failure or turn_error(status, self.stop_reason, self._stop_message, tally,
+                                      info.exit_code, info.signal)
+        reply, reply_cut = tally.reply()
+        usage = tally.usage
+        duration = max(0, round((self.clock.monotonic() - self._started) * 1000))
+        fields: dict[str, Any] = {
+            "turnId": self.turn_id, "status": status, "completed": completed,
+            "usage": usage.fields(), "tokens": usage.tokens, "durationMs": duration,
+            "exitCode": info.exit_code, "signal": info.signal, "reply": reply}
+        if reply_cut:
+            fields["replyTruncated"] = True
+        if self.stop_reason is not None:
+            fields["stopReason"] = self.stop_reason
+        if error is not None:
+            fields["error"] = error
+        self.out.emit("dispatch-finished", fields)
+        self.out.emit("status", {"status": "idle", "source": "runner"})
+        await self.out.flush()
+        return TurnResult(self.turn_id, status, completed, reply, usage, info.exit_code,
+                          info.signal, duration, self.stop_reason, error)

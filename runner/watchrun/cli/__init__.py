@@ -1,0 +1,1 @@
+"""The command line: argument parsing and one handler module per group of commands."""

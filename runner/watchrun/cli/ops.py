@@ -1,0 +1,145 @@
+"""Handlers of `list/status/matches/logs/stop/clear` and the `agent` action dispatch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from watchrun.exitcodes import ExitStatus
+
+DEFAULT_MATCH_LINES = 50
+
+
+class Where:
+    """The output dir to read, and the config it came from (if any)."""
+
+    def __init__(self, root: Path, match_lines: int, config: Any = None) -> None:
+        self.root = root
+        self.match_lines = match_lines
+        self.config = config
+
+
+def resolve(args: argparse.Namespace) -> Where | int:
+    """Find the output dir from --output-dir, -c, or ./watch.yaml; an exit status on error."""
+    from watchrun.config import load_config
+
+    paths: list[Path] | None = getattr(args, "config", None)
+    if not paths and args.output_dir is None and Path("watch.yaml").is_file():
+        paths = [Path("watch.yaml")]
+    if not paths:
+        if args.output_dir is not None:
+            return Where(args.output_dir, DEFAULT_MATCH_LINES)
+        print("watchrun: error: no config: pass -c FILE or --output-dir DIR", file=sys.stderr)
+        return ExitStatus.USAGE
+    result = load_config(paths, output_dir=args.output_dir)
+    for d in result.diagnostics:
+        if d.severity == "error":
+            print(d.format(), file=sys.stderr)
+    if result.config is None:
+        return ExitStatus.USAGE
+    cfg = result.config
+    return Where(cfg.output.dir, cfg.limits.match_lines, cfg)
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    from watchrun.views import watchers as views
+
+    where = resolve(args)
+    if isinstance(where, int):
+        return where
+    op, as_json = args.op, args.format == "json"
+    if op in ("stop", "clear"):
+        return _control(where.root, _op_request(args), as_json)
+    if op == "list":
+        statuses = views.load_statuses(where.root)
+        if as_json:
+            _print_json(statuses)
+        elif statuses:
+            print(views.list_table(statuses))
+        else:
+            print(f"no watchers have run with output dir {where.root}")
+        return ExitStatus.OK
+    status = views.load_status(where.root, args.id)
+    if status is None:
+        known = ", ".join(s["id"] for s in views.load_statuses(where.root)) or "none"
+        print(f"watchrun: error: no watcher {args.id!r} in {where.root} (known: {known})",
+              file=sys.stderr)
+        return ExitStatus.USAGE
+    if op == "status":
+        if as_json:
+            _print_json(status)
+        else:
+            width = max(len(k) for k in status)
+            for key, value in status.items():
+                print(f"{key:<{width}}  {value}")
+        return ExitStatus.OK
+    n = args.lines if args.lines is not None else where.match_lines
+    n = max(1, min(n, 2000))
+    if op == "matches":
+        recs = views.matches(where.root, args.id, n)
+        if as_json:
+            _print_json(recs)
+        else:
+            for r in recs:
+                where_ = f"{r.get('path') or 'run ' + str(r.get('run'))}:{r.get('lineNo')}"
+                print(f"{r.get('ts')}  {where_}  {r.get('line')}")
+        return ExitStatus.OK
+    lines = views.logs(where.root, args.id, n)
+    if as_json:
+        _print_json(lines)
+    else:
+        print("\n".join(lines))
+    return ExitStatus.OK
+
+
+def _op_request(args: argparse.Namespace) -> dict[str, Any]:
+    if args.op == "stop":
+        return {"cmd": "stop", "id": args.id}
+    return {"cmd": "clear", "all": bool(args.all)}
+
+
+def _control(root: Path, payload: dict[str, Any], as_json: bool) -> int:
+    from watchrun.runtime.control import request
+
+    try:
+        reply = request(root / "control.sock", payload)
+    except ConnectionError as exc:
+        print(f"watchrun: error: {exc}; is `watchrun run` running with this output dir?",
+              file=sys.stderr)
+        return ExitStatus.RUNTIME
+    if as_json:
+        _print_json(reply)
+    elif reply.get("ok"):
+        print(reply.get("message", "ok"))
+    else:
+        err = reply.get("error", {})
+        print(f"watchrun: error: {err.get('message', 'failed')}", file=sys.stderr)
+    return ExitStatus.OK if reply.get("ok") else ExitStatus.USAGE
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    action = args.agent_command
+    if action == "run":
+        from watchrun.cli.agent_run import cmd_agent_run
+
+        return cmd_agent_run(args)
+    if action in ("send", "stop"):
+        where = resolve(args)
+        if isinstance(where, int):
+            return where
+        payload: dict[str, Any] = {"cmd": f"agent-{action}", "name": args.name}
+        if action == "send":
+            payload["text"] = args.text
+        return _control(where.root, payload, getattr(args, "format", "text") == "json")
+    from watchrun.cli import agent_views as view_cmd
+
+    handler = {"list": view_cmd.cmd_agent_list, "watch": view_cmd.cmd_agent_watch,
+               "transcript": view_cmd.cmd_agent_transcript}[action]
+    return int(handler(args))

@@ -1,0 +1,219 @@
+"""`watchrun run`: load the config, prepare the output dir, run the supervisor, exit."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from watchrun.exitcodes import ExitStatus
+from watchrun.runtime.gate import Evidence, StopCommands, in_github_actions
+
+if TYPE_CHECKING:
+    from watchrun.config.diagnostics import Diagnostic
+    from watchrun.config.model import Config
+    from watchrun.output.runlog import RunLog
+    from watchrun.runtime.supervisor import Supervisor
+
+
+def _early_exit(signum: int, frame: object) -> None:
+    """SIGTERM/SIGINT before the loop owns signals: nothing runs yet, so leave cleanly."""
+    raise SystemExit(0)
+
+
+def run(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, _early_exit)
+    signal.signal(signal.SIGINT, _early_exit)
+    from watchrun.clock import SystemClock
+    from watchrun.config import load_config
+    from watchrun.output.outdir import OutputDirError, prepare_output_dir
+    from watchrun.output.runlog import ForwardToRunLog, RunLog
+    from watchrun.process.spawn import Spawner, become_subreaper
+    from watchrun.runtime.supervisor import Supervisor
+
+    log = RunLog(args.log_format, quiet=args.quiet)
+    ForwardToRunLog(log).install()
+    paths = [Path(p) for p in args.config]
+    output_dir = Path(args.output_dir) if args.output_dir else None
+    result = load_config(paths, output_dir=output_dir)
+    for d in result.diagnostics:
+        _diagnostic(log, d)
+    config = result.config
+    if config is None:
+        log.error("invalid config; nothing was started (see `watchrun validate`)")
+        return ExitStatus.USAGE
+    metrics = None
+    if args.metrics:
+        from watchrun.runtime.metrics import parse_address
+
+        try:
+            metrics = parse_address(args.metrics)
+        except ValueError as exc:
+            log.error(str(exc))
+            return ExitStatus.USAGE
+    try:
+        layout = prepare_output_dir(config.output.dir)
+    except OutputDirError as exc:
+        log.error(str(exc))
+        return ExitStatus.RUNTIME
+
+    def reload() -> object | None:
+        again = load_config(paths, output_dir=output_dir)
+        for d in again.diagnostics:
+            _diagnostic(log, d, "reload: ")
+        return again.config
+
+    become_subreaper()
+    echo = _stdout_echo if args.once and not args.quiet else None
+    # GitHub Actions: everything a once run prints that carries log text (the echoed output,
+    # the verdict table) is fenced, so a log line cannot run a workflow command.
+    fence = StopCommands() if args.once and in_github_actions() else None
+    sup = Supervisor(
+        config,
+        layout,
+        log,
+        SystemClock(),
+        Spawner(),
+        once=args.once,
+        echo=echo,
+        reload=reload,  # type: ignore[arg-type]
+        force_poll=os.environ.get("WATCHRUN_FORCE_POLL") == "1",
+        metrics=metrics,
+    )
+    _open_fence(fence)
+    log.info(f"writing JSONL under {layout.root}")
+    started = time.monotonic()
+    try:
+        try:
+            asyncio.run(sup.run())
+        except OSError as exc:  # e.g. another runner is live on this output dir
+            log.error(str(exc))
+            return ExitStatus.RUNTIME
+        if not args.once:
+            return ExitStatus.RUNTIME if sup.runtime_errors else ExitStatus.OK
+        return report_once(sup, config, args, time.monotonic() - started, log, fence=fence)
+    finally:
+        _close_fence(fence)
+
+
+def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took: float,
+                log: RunLog, *, fence: StopCommands | None = None) -> int:
+    """Print the verdicts (inside the fence), then the annotations; write the step summary
+    and the JUnit report; return the once-mode exit status (0 pass, 1 crossed, 3 error)."""
+    from watchrun.runtime import gate
+
+    evidence = _with_errors(sup, config)
+    verdicts = gate.relativize(gate.judge_all(config.watchers, evidence), os.getcwd())
+    _say(gate.summary_table(verdicts))
+    _close_fence(fence)  # annotations are the only workflow commands watchrun prints
+    if in_github_actions():
+        workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
+        for line in gate.annotation_lines(verdicts, workspace):
+            _say(line)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            try:
+                with open(summary, "a", encoding="utf-8") as fh:
+                    fh.write(gate.markdown(verdicts))
+            except OSError as exc:
+                log.warning(f"cannot append to GITHUB_STEP_SUMMARY {summary}: {exc.strerror}")
+    status = ExitStatus.OK
+    if args.junit is not None:
+        try:
+            Path(args.junit).write_bytes(gate.junit(verdicts, took))
+        except OSError as exc:
+            log.error(f"cannot write the JUnit report {args.junit}: {exc.strerror}")
+            status = ExitStatus.RUNTIME
+    for v in verdicts:
+        if v.status is gate.Status.ERROR:
+            log.error("; ".join(v.reasons), v.id)
+            status = ExitStatus.RUNTIME
+    if sup.runtime_errors:
+        status = ExitStatus.RUNTIME
+    if status == ExitStatus.OK and any(not v.ok for v in verdicts):
+        status = ExitStatus.GATE_FAILED
+    return status
+
+
+def _with_errors(sup: Supervisor, config: Config) -> dict[str, Evidence]:
+    """The evidence, plus why a source could not do its job: a command that could not start
+    (its last `error` record says why), a file that cannot be read after the run."""
+    from watchrun.output.records import last_records
+    from watchrun.sources.generation import open_regular
+
+    out = dict(sup.evidence)
+    for w in config.watchers:
+        ev = out.get(w.id)
+        if ev is None or ev.error is not None:
+            continue
+        if w.kind == "command" and not ev.ran:
+            last = last_records(sup.layout.jsonl("watcher", w.id), 1, {"error"})
+            if last and last[0].get("message"):
+                out[w.id] = replace(ev, error=str(last[0]["message"]))
+        elif w.path is not None:
+            try:
+                os.close(open_regular(w.path)[0])  # as the file source opens it: never blocks
+            except OSError as exc:
+                out[w.id] = replace(ev, error=f"cannot read {w.path}: {exc.strerror}")
+    return out
+
+
+def _open_fence(fence: StopCommands | None) -> None:
+    if fence is not None and not fence.open:
+        _say(fence.begin())
+        fence.open = True
+
+
+def _close_fence(fence: StopCommands | None) -> None:
+    if fence is not None and fence.open:
+        _say(fence.end())
+        fence.open = False
+
+
+def _stdout_gone() -> None:
+    """stdout's reader went away (`| head`): send the rest to /dev/null, quietly, so neither
+    later lines nor the final flush raise; the JSONL and the exit status are unaffected."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+    except (OSError, ValueError):
+        pass
+
+
+def _stdout_echo(data: bytes) -> None:
+    """Echo a command's output (whole lines) to stdout while it runs, sanitized (SPEC §6):
+    escape sequences and control characters never reach the terminal or the CI log."""
+    from watchrun.match.sanitize import clean_line
+
+    text, _ = clean_line(data)
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+    except (OSError, ValueError):
+        pass
+
+
+def _diagnostic(log: RunLog, d: Diagnostic, prefix: str = "") -> None:
+    """A config diagnostic on the runner's log (its severity is the log level)."""
+    text = d.format().removeprefix(f"{d.severity}: ")
+    (log.error if d.severity == "error" else log.warning)(prefix + text)

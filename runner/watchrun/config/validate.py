@@ -1,0 +1,191 @@
+"""Semantic checks and clamps on a schema-checked tree, and building the Config model from it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from watchrun.config.checks import Ctx
+from watchrun.config.clamp import RANGES, build_limits, clamp
+from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
+from watchrun.config.schema import did_you_mean
+from watchrun.config.tree import CMap, KeyPath
+from watchrun.config.watchers import build_watchers
+
+__all__ = [
+    "DEFAULT_PROMPT",
+    "PROMPT_FIELDS",
+    "PROVIDER_COMMANDS",
+    "build_config",
+    "regex_engine_note",
+]
+
+PROVIDER_COMMANDS: dict[str, tuple[str, ...] | None] = {
+    "claude": ("claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"),
+    "codex": ("codex", "exec", "--json", "{prompt}"),
+    "gemini": ("gemini", "-p", "{prompt}", "--output-format", "stream-json"),
+    "opencode": ("opencode", "run", "--format", "json", "{prompt}"),
+    "pi": ("pi", "--mode", "json", "-p", "{prompt}"),
+    "mock": (sys.executable, "-m", "watchrun.agents.mock_agent", "{prompt}"),
+    "generic": None,
+}
+"""Each provider's default argv; `generic` has none, so its `command` is required."""
+
+DEFAULT_PROMPT = "These lines appeared in {label}:\n{matches}\n"
+PROMPT_FIELDS = ("matches", "watcher", "label", "count")
+"""Placeholders replaced in an agent's prompt template; other `{...}` text stays as written."""
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None) -> Config | None:
+    """Run every semantic check on `ctx.root`; the Config when no error was reported."""
+    report, root = ctx.report, ctx.root
+    limits = build_limits(root.get("limits"), report)
+    output = _output(ctx, root.get("output"), output_dir)
+    raw = root.get("agents")
+    raw_agents: list[Any] = raw if isinstance(raw, list) else []
+    agents = _agents(ctx, raw_agents, limits)
+    names = [a["name"] for a in raw_agents
+             if isinstance(a, CMap) and isinstance(a.get("name"), str)]
+    watchers = build_watchers(ctx, root.get("watchers"), names, limits)
+    if not root.get("watchers") and not root.get("agents") and not report.has_errors:
+        report.warning((), "no watchers and no agents: there is nothing to run")
+    if report.has_errors or output is None:
+        return None
+    return Config(
+        limits=limits,
+        output=output,
+        watchers=tuple(watchers),
+        agents=tuple(agents),
+        sources=sources,
+    )
+
+
+def _output(ctx: Ctx, raw: Any, output_dir: Path | None) -> OutputSpec | None:
+    raw = raw if isinstance(raw, dict) else {}
+    if output_dir is not None:
+        folder = Path(os.path.abspath(os.path.expanduser(output_dir)))
+    elif isinstance(raw.get("dir"), str):
+        folder = ctx.resolve(("output", "dir"), raw["dir"])
+    else:
+        folder = next(iter(ctx.folders.values())) / ".watchrun"
+    spec = OutputSpec(dir=folder)
+    values: dict[str, int | None] = {"max_bytes": spec.max_bytes, "keep": spec.keep}
+    for key, field in (("maxBytes", "max_bytes"), ("keep", "keep")):
+        if key in raw:
+            values[field] = clamp(raw[key], RANGES[f"output.{key}"], ("output", key), ctx.report)
+    if values["max_bytes"] is None or values["keep"] is None:
+        return None
+    return OutputSpec(dir=folder, max_bytes=values["max_bytes"], keep=values["keep"])
+
+
+def _agents(ctx: Ctx, raw: Any, limits: Limits) -> list[AgentSpec]:
+    if not isinstance(raw, list):
+        return []
+    if len(raw) > limits.max_agents:
+        ctx.report.error(("agents",), f"{len(raw)} agents configured but limits.maxAgents is "
+                         f"{limits.max_agents} (it can be raised up to 64)")
+    seen: dict[str, tuple[KeyPath, str]] = {}
+    out = []
+    for i, item in enumerate(raw):
+        if isinstance(item, CMap):
+            ctx.unique(("agents", i, "name"), item.get("name"), seen, "name")
+            spec = _agent(ctx, ("agents", i), item)
+            if spec is not None:
+                out.append(spec)
+    return out
+
+
+def _agent(ctx: Ctx, p: KeyPath, a: CMap) -> AgentSpec | None:
+    report = ctx.report
+    command = _agent_command(ctx, p, a)
+    prompt = a.get("prompt", DEFAULT_PROMPT)
+    if isinstance(prompt, str):
+        for name in dict.fromkeys(_PLACEHOLDER.findall(prompt)):
+            if name not in PROMPT_FIELDS:
+                report.warning((*p, "prompt"), f"unknown placeholder {{{name}}} is left as "
+                               f"written{did_you_mean(name, list(PROMPT_FIELDS))}")
+    times: dict[str, int | None] = {}
+    for key in ("deadline", "idleTimeout", "maxTurns"):
+        times[key] = clamp(a[key], RANGES[f"agent.{key}"], (*p, key), report) if key in a else None
+    if "schedule" in a:
+        ctx.cron((*p, "schedule"), a["schedule"])
+    if report.has_errors or command is None:
+        return None
+    cwd = ctx.resolve((*p, "cwd"), a["cwd"]) if "cwd" in a else ctx.folder((*p, "name"))
+    return AgentSpec(
+        name=a["name"],
+        provider=a["provider"],
+        command=command,
+        prompt=prompt,
+        cwd=cwd,
+        env=ctx.env((*p, "env"), a.get("env")),
+        schedule=a["schedule"].strip() if "schedule" in a else None,
+        deadline_ms=times["deadline"],
+        idle_timeout_ms=times["idleTimeout"],
+        until=a.get("until"),
+        pty=a.get("pty") is True,
+        max_turns=times["maxTurns"] or 100,
+    )
+
+
+def _agent_command(ctx: Ctx, p: KeyPath, a: CMap) -> tuple[str, ...] | None:
+    """The argv template: the given command (a string split with shell rules) or the default."""
+    raw = a.get("command")
+    provider = a.get("provider")
+    if raw is None:
+        default = PROVIDER_COMMANDS.get(provider) if isinstance(provider, str) else None
+        if provider == "generic":
+            ctx.report.error((*p, "command"), "is required for provider `generic` (it has no "
+                             "default command)")
+        return default
+    if isinstance(raw, str):
+        try:
+            argv = tuple(shlex.split(raw))
+        except ValueError as exc:
+            ctx.report.error((*p, "command"), f"cannot split {raw!r} into arguments: {exc}")
+            return None
+        if not argv:
+            ctx.report.error((*p, "command"), "must not be empty")
+            return None
+    elif isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+        argv = tuple(raw)
+    else:
+        return None  # the schema reported it
+    if not any("{prompt}" in arg for arg in argv):
+        ctx.report.warning((*p, "command"), "has no {prompt} placeholder: the prompt is "
+                           "appended as the last argument")
+        argv = (*argv, "{prompt}")
+    return argv
+
+
+def regex_engine_note(pattern: str) -> str | None:
+    """None when RE2 (linear time) can run `pattern`; else why Python `re` must run it."""
+    try:
+        import re2  # type: ignore[import-untyped]
+    except ImportError:
+        return "google-re2 is not installed; matched with Python re (backtracking)"
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        re2.compile(pattern, options)
+        return None
+    except Exception:  # re2.error, and anything else RE2 refuses
+        pass
+    reasons = [
+        what
+        for test, what in (
+            (r"\\[1-9]|\(\?P=", "backreferences"),
+            (r"\(\?<?[=!]", "lookaround"),
+            (r"\(\?>|(?<!\\)[*+?}]\+", "atomic groups or possessive quantifiers"),
+            (r"\(\?\(", "conditionals"),
+        )
+        if re.search(test, pattern)
+    ]
+    what = " and ".join(reasons) or "syntax RE2 does not support"
+    return f"uses {what}; matched with Python re (backtracking)"

@@ -1,0 +1,128 @@
+"""Required literals of a pattern, for the stdlib prefilter engine: strings of which every
+matching line contains at least one, found with `bytes.find` before any regex runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from watchrun.match.regex import REPEATS, ZERO_WIDTH, Analysis, C, byte_set, scope_folds
+
+__all__ = ["LIMIT", "required_literals"]
+
+LIMIT = 16
+"""Most strings in a required-literal set (each costs one `bytes.find` pass per chunk)."""
+
+_NL = 10
+Strings = frozenset[bytes]
+
+
+def required_literals(analysis: Analysis) -> frozenset[bytes] | None:
+    """Strings of which every line matching the pattern contains at least one (lower-cased when
+    any part of the pattern folds case: search them in `data.lower()`); an empty set means no
+    line can match; None when no useful set (every string >= 2 bytes, at most LIMIT) exists."""
+    lower = analysis.folds_somewhere
+    best = _required(analysis.tree, analysis.caseless, lower)
+    if best is None or (best and min(map(len, best)) < 2):
+        return None
+    return best
+
+
+def _product(left: Strings, right: Strings) -> Strings | None:
+    if len(left) * len(right) > LIMIT:
+        return None
+    return frozenset(a + b for a in left for b in right)
+
+
+def _exact(op: Any, av: Any, fold: bool, lower: bool) -> Strings | None:
+    """The finite set of strings this node matches, if small."""
+    if op is C.LITERAL:
+        if av == _NL:
+            return frozenset()
+        return frozenset({bytes((av,)).lower() if lower else bytes((av,))})
+    if op is C.IN:
+        members = byte_set(tuple(av), fold)
+        strings = frozenset(bytes((b,)).lower() if lower else bytes((b,)) for b in members)
+        return strings if len(strings) <= 4 else None
+    if op in ZERO_WIDTH:
+        return frozenset({b""})
+    if op is C.SUBPATTERN:
+        return _exact_seq(av[3], scope_folds(fold, av), lower)
+    if op is C.BRANCH:
+        alts = [_exact_seq(alt, fold, lower) for alt in av[1]]
+        if any(a is None for a in alts):
+            return None
+        union = frozenset().union(*[a for a in alts if a is not None])
+        return union if len(union) <= LIMIT else None
+    if op in REPEATS and av[1] <= 3 and av[1] != C.MAXREPEAT:
+        sub = _exact_seq(av[2], fold, lower)
+        if sub is None:
+            return None
+        total: Strings = frozenset({b""}) if av[0] == 0 else frozenset()
+        power: Strings | None = frozenset({b""})
+        for count in range(1, av[1] + 1):
+            power = _product(power, sub) if power is not None else None
+            if power is None:
+                return None
+            if count >= av[0]:
+                total = total | power
+        return total if len(total) <= LIMIT else None
+    return None
+
+
+def _exact_seq(tree: Any, fold: bool, lower: bool) -> Strings | None:
+    out: Strings | None = frozenset({b""})
+    for op, av in tree.data:
+        sub = _exact(op, av, fold, lower)
+        if sub is None or out is None:
+            return None
+        out = _product(out, sub)
+    return out
+
+
+def _required(tree: Any, fold: bool, lower: bool) -> Strings | None:
+    candidates: list[Strings] = []
+    run: Strings = frozenset({b""})
+    for op, av in tree.data:
+        exact = _exact(op, av, fold, lower)
+        if exact is not None:
+            joined = _product(run, exact)
+            if joined is None:
+                candidates.append(run)
+                run = exact
+            else:
+                run = joined
+            continue
+        candidates.append(run)
+        run = frozenset({b""})
+        inner = _required_node(op, av, fold, lower)
+        if inner is not None:
+            candidates.append(inner)
+    candidates.append(run)
+    return _best(candidates)
+
+
+def _required_node(op: Any, av: Any, fold: bool, lower: bool) -> Strings | None:
+    if op is C.SUBPATTERN:
+        return _required(av[3], scope_folds(fold, av), lower)
+    if op is C.ATOMIC_GROUP:
+        return _required(av, fold, lower)
+    if op in REPEATS and av[0] >= 1:
+        return _required(av[2], fold, lower)
+    if op is C.BRANCH:
+        union: set[bytes] = set()
+        for alt in av[1]:
+            sub = _required(alt, fold, lower)
+            if sub is None:
+                return None
+            union |= sub
+        return frozenset(union) if len(union) <= LIMIT else None
+    return None
+
+
+def _best(candidates: list[Strings]) -> Strings | None:
+    if any(not c for c in candidates):
+        return frozenset()  # a required part can never match
+    useful = [c for c in candidates if b"" not in c]
+    if not useful:
+        return None
+    return max(useful, key=lambda c: (min(map(len, c)), -len(c)))

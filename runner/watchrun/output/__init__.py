@@ -1,0 +1,1 @@
+"""What the runner writes: JSONL sinks, reading records back, the output dir, its own log."""

@@ -1,0 +1,305 @@
+"""Append records to a JSONL stream: whole lines, rotation, crash repair, no loss on disk errors."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from watchrun.clock import Clock, iso_ts
+from watchrun.match.sanitize import harden_json
+from watchrun.output.records import complete_size, format_cursor, last_records, retained_files
+
+__all__ = ["FILE_MODE", "AsyncWriter", "JsonlSink", "SinkWriteError"]
+
+FILE_MODE = 0o640
+BATCH_BYTES = 1 << 20
+"""At most this many bytes per `write` call (a single record may be bigger; it is not split)."""
+_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+_RESERVED = frozenset({"schema", "seq", "cursor", "ts", "kind"})
+
+
+class SinkWriteError(Exception):
+    """A JSONL file could not be opened, written or rotated. The first `written` lines of the
+    failed call are in the file, whole; the rest are not: the caller retries them."""
+
+    def __init__(self, errno_name: str, message: str, *, written: int = 0) -> None:
+        super().__init__(f"{errno_name}: {message}")
+        self.errno_name = errno_name
+        self.message = message
+        self.written = written
+
+
+def _error(exc: OSError, doing: str) -> SinkWriteError:
+    code = exc.errno if exc.errno is not None else errno.EIO
+    return SinkWriteError(errno.errorcode.get(code, str(code)), f"{doing}: {os.strerror(code)}")
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+"""One encoder for every record (`json.dumps` with options builds a new one per call)."""
+
+
+def _dumps(rec: Mapping[str, Any]) -> bytes:
+    """One JSON line. Control characters are always escaped, so a record is exactly one line."""
+    text = harden_json(_ENCODE(rec))
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate: \u-escape it rather than write bad UTF-8
+        text = json.dumps(rec, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        return text.encode("ascii") + b"\n"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JsonlSink:
+    """The JSONL file of one watcher or agent, written from the event loop's thread.
+
+    Durability: records are in the page cache when a write returns (they survive a crash of
+    the runner, not of the machine); the file is fsynced on rotation and on close.
+    """
+
+    def __init__(self, path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock
+                 ) -> None:
+        self._prefix = format_cursor(stream_id, 0)[:-16]  # validates the id
+        self.path, self.stream_id, self.clock = path, stream_id, clock
+        self.max_bytes, self.keep = max(1, max_bytes), max(0, keep)
+        self.repaired_bytes = 0
+        """Bytes of a torn last record cut off on open (a crash mid-write); 0 normally."""
+        self.reopens = 0
+        """Times the live file was found removed or replaced by someone else and reopened."""
+        self.rotations = 0
+        self._fd, self._size, self._closed = -1, 0, False
+        self._torn = False  # a failed write left bytes past _size that could not be cut yet
+        self._open()
+        try:
+            tail = last_records(path, 1)
+        except OSError as exc:
+            self._close_fd()
+            raise _error(exc, f"cannot read the last record of {path}") from exc
+        self.last_record: dict[str, Any] | None = tail[0] if tail else None
+        """The last record in the stream when it was opened (None for a new stream)."""
+        self.next_seq = int(tail[0]["seq"]) + 1 if tail else 1
+
+    # -- building ---------------------------------------------------------------------------
+    def record(self, kind: str, fields: Mapping[str, Any]) -> bytes:
+        """Build one record line (consuming a seq); nothing is written yet."""
+        clash = _RESERVED.intersection(fields)
+        if clash:
+            raise ValueError(f"record fields may not set {sorted(clash)}")
+        seq = self.next_seq
+        cursor, ts = f"{self._prefix}{seq:016x}", iso_ts(self.clock.now())
+        line = _dumps({"schema": 1, "seq": seq, "cursor": cursor, "ts": ts, "kind": kind, **fields})
+        self.next_seq = seq + 1
+        return line
+
+    def write(self, kind: str, fields: Mapping[str, Any]) -> int:
+        """Build and write one record; return its seq. On failure the seq is given back."""
+        line = self.record(kind, fields)
+        seq = self.next_seq - 1
+        try:
+            self.write_lines([line])
+        except SinkWriteError:
+            if self.next_seq == seq + 1:
+                self.next_seq = seq
+            raise
+        return seq
+
+    # -- writing ----------------------------------------------------------------------------
+    def write_lines(self, lines: Sequence[bytes]) -> None:
+        """Append whole lines, up to `BATCH_BYTES` per `write` call, rotating before a line that
+        would pass `max_bytes`. On `SinkWriteError`, `exc.written` lines are in the file and the
+        rest are not (a partly written batch is truncated away): a retry neither tears nor
+        duplicates."""
+        if self._closed:
+            raise ValueError(f"{self.path}: sink is closed")
+        i = 0
+        try:
+            self._check_file()
+            while i < len(lines):
+                if self._size > 0 and self._size + len(lines[i]) > self.max_bytes:
+                    self._rotate()
+                room = self.max_bytes - self._size
+                j, n = i + 1, len(lines[i])
+                while j < len(lines) and n + len(lines[j]) <= min(BATCH_BYTES, room):
+                    n += len(lines[j])
+                    j += 1
+                self._write_all(b"".join(lines[i:j]) if j > i + 1 else lines[i])
+                i = j
+        except SinkWriteError as exc:
+            exc.written = i
+            raise
+
+    def _write_all(self, data: bytes) -> None:
+        start, done = self._size, 0
+        view = memoryview(data)
+        try:
+            while done < len(data):
+                n = os.write(self._fd, view[done:])
+                if n == 0:
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                done += n
+        except OSError as exc:
+            if done:
+                try:
+                    os.ftruncate(self._fd, start)
+                except OSError:
+                    self._torn = True  # cut on the next attempt, before anything else
+            raise _error(exc, f"cannot write {self.path}") from exc
+        self._size = start + done
+
+    def _check_file(self) -> None:
+        """Reopen the live file when it was removed or replaced by someone else (an operator's
+        `rm` or `mv`), so records never go into an unlinked file; cut a leftover torn batch."""
+        if self._fd < 0:
+            self._open()
+            return
+        try:
+            if self._torn:
+                os.ftruncate(self._fd, self._size)
+                self._torn = False
+            st = os.fstat(self._fd)
+        except OSError as exc:
+            raise _error(exc, f"cannot repair {self.path}") from exc
+        try:
+            cur = os.stat(self.path)
+            moved = (cur.st_ino, cur.st_dev) != (st.st_ino, st.st_dev)
+        except FileNotFoundError:
+            moved = True
+        except OSError as exc:
+            raise _error(exc, f"cannot stat {self.path}") from exc
+        if moved or st.st_nlink == 0:
+            self._close_fd()
+            self.reopens += 1
+            self._open()
+        else:
+            self._size = st.st_size
+
+    def _open(self) -> None:
+        """Open (creating, mode 0640) the live file and cut a torn last record off it."""
+        try:
+            fd = os.open(self.path, _FLAGS, FILE_MODE)
+        except OSError as exc:
+            raise _error(exc, f"cannot open {self.path}") from exc
+        try:
+            with contextlib.suppress(PermissionError):  # someone else's file: keep its mode
+                os.fchmod(fd, FILE_MODE)
+            st = os.fstat(fd)
+            good = complete_size(self.path, st.st_size)
+            if good < st.st_size:
+                os.ftruncate(fd, good)
+                self.repaired_bytes += st.st_size - good
+        except OSError as exc:
+            os.close(fd)
+            raise _error(exc, f"cannot open {self.path}") from exc
+        self._fd, self._size = fd, good
+
+    def _rotate(self) -> None:
+        """`<id>.jsonl` → `.1` → `.2` … `.keep` (the oldest is replaced); keep=0 keeps none."""
+        try:
+            os.fsync(self._fd)
+            self._close_fd()
+            if self.keep == 0:
+                os.unlink(self.path)
+            else:
+                for old in retained_files(self.path):
+                    if old != self.path and int(old.name.rsplit(".", 1)[1]) > self.keep:
+                        old.unlink()
+                for n in range(self.keep - 1, 0, -1):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.rename(f"{self.path}.{n}", f"{self.path}.{n + 1}")
+                os.rename(self.path, f"{self.path}.1")
+            _fsync_dir(self.path.parent)
+        except OSError as exc:
+            raise _error(exc, f"cannot rotate {self.path}") from exc
+        self._open()
+        self.rotations += 1
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Fsync and close. Idempotent; later writes raise ValueError."""
+        if self._closed:
+            return
+        self._closed = True
+        fd = self._fd
+        try:
+            if fd >= 0:
+                os.fsync(fd)
+        except OSError as exc:
+            raise _error(exc, f"cannot sync {self.path}") from exc
+        finally:
+            self._close_fd()
+
+    def __enter__(self) -> JsonlSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncWriter:
+    """Writes a sink's lines from the event loop, in order, never dropping one: failures are
+    retried with backoff (100 ms doubling to 5 s). Callers await: a stuck disk is back-pressure."""
+
+    def __init__(
+        self, sink: JsonlSink, *, on_error: Callable[[str], None] | None = None,
+        on_recovered: Callable[[], None] | None = None, initial_delay: float = 0.1,
+        max_delay: float = 5.0,
+    ) -> None:
+        self.sink, self.on_error, self.on_recovered = sink, on_error, on_recovered
+        self.initial_delay, self.max_delay = initial_delay, max_delay
+        self.failing = False
+        """True from the first failure of an episode until a write succeeds again."""
+        self.retries = 0
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+
+    async def write(self, kind: str, fields: Mapping[str, Any]) -> int:
+        """Build and write one record; return its seq."""
+        line = self.sink.record(kind, fields)
+        seq = self.sink.next_seq - 1
+        await self.write_lines([line])
+        return seq
+
+    async def write_lines(self, lines: Sequence[bytes]) -> None:
+        """Write all `lines`; `on_error` once per failure episode, `on_recovered` after it."""
+        pending = list(lines)
+        async with self._lock:
+            delay = self.initial_delay
+            while True:
+                try:
+                    self.sink.write_lines(pending)
+                    break
+                except SinkWriteError as exc:
+                    pending = pending[exc.written :]
+                    self.retries += 1
+                    if not self.failing:
+                        self.failing = True
+                        if self.on_error is not None:
+                            self.on_error(f"{exc}; retrying, no record is dropped")
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                delay = min(delay * 2, self.max_delay)
+            if self.failing:
+                self.failing = False
+                if self.on_recovered is not None:
+                    self.on_recovered()
+
+    def retry_now(self) -> None:
+        """Cut the current backoff short (space was freed, or the runner is stopping)."""
+        self._wake.set()

@@ -1,0 +1,1 @@
+"""The live runner: the supervisor loop, watcher wiring, status, control socket, metrics."""

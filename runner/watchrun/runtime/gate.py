@@ -1,0 +1,298 @@
+"""CI gates (SPEC §8): verdicts per watcher, the summary table, GitHub annotations, JUnit."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from watchrun.config.model import WatcherSpec
+
+FIRST_LINES = 5
+"""Matched lines shown per crossed gate."""
+MAX_ANNOTATIONS = 10
+"""GitHub shows at most 10 error annotations per step; the rest are summarised in one warning."""
+SHOW_CHARS = 300
+"""A matched line is clipped to this many characters in the table, annotations and reports."""
+_XML_BAD = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_SHELL_HINTS = {126: " (the shell found the program but could not run it)",
+                127: " (the shell did not find the program)"}  # /bin/sh -c reports these
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What one watcher saw during a once run."""
+
+    matches: int
+    first: Sequence[tuple[str, str]] = ()
+    """(where, line) of the first matched lines: `path:12` or `run 1:12`."""
+    exit_code: int | None = None
+    signal: str | None = None
+    ran: bool = True
+    """False when the command could not be started."""
+    require_seen: bool = False
+    path: str | None = None
+    error: str | None = None
+    """Why the source could not do its job (the command could not start: why; the file could
+    not be read). A watcher with an error gets an `error` verdict, gated or not."""
+
+
+class Status(StrEnum):
+    PASS = "pass"
+    FAIL = "FAIL"
+    """A gate was crossed."""
+    ERROR = "ERROR"
+    """The watcher could not run (exit status 3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One matched line as shown: `where` is `path:12` or `run 1:12`."""
+
+    where: str
+    text: str
+    path: str | None = None
+    line_no: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    id: str
+    label: str
+    status: Status
+    reasons: tuple[str, ...]
+    matches: int
+    threshold: int | None
+    exit: str | None
+    """The exit code (or the signal that killed the command); None for files."""
+    first: tuple[Line, ...] = field(default_factory=tuple)
+    too_many: bool = False
+    """The `maxMatches` condition is crossed (the first lines are its evidence)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.PASS
+
+
+def _lines(ev: Evidence) -> tuple[Line, ...]:
+    out = []
+    for where, text in ev.first[:FIRST_LINES]:
+        path, _, num = where.rpartition(":")
+        if ev.path is not None and path == ev.path and num.isdigit():
+            out.append(Line(where, text, ev.path, int(num)))
+        else:
+            out.append(Line(where, text))
+    return tuple(out)
+
+
+def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
+    """The verdict of one watcher: None when it has no gate and nothing went wrong. Pure."""
+    gate = spec.gate
+    exit_ = ev.signal or (None if ev.exit_code is None else str(ev.exit_code))
+    threshold = gate.max_matches if gate is not None else None
+    error = ev.error
+    if spec.kind == "command" and not ev.ran:
+        error = "the command could not be started" + (f": {ev.error}" if ev.error else "")
+    elif spec.kind == "command" and exit_ is None and error is None:
+        error = "the command did not run to its exit (the run was interrupted)"
+    if error is not None:
+        return Verdict(spec.id, spec.label, Status.ERROR, (error,), ev.matches, threshold, exit_)
+    if gate is None:
+        return None
+    reasons: list[str] = []
+    too_many = gate.max_matches is not None and ev.matches > gate.max_matches
+    if too_many:
+        n = f"{ev.matches} match{'' if ev.matches == 1 else 'es'}"
+        reasons.append(f"{n} of /{spec.pattern}/ (at most {gate.max_matches} allowed)")
+    if gate.exit_code and spec.kind == "command":
+        if ev.signal:
+            reasons.append(f"the command was killed by {ev.signal}")
+        elif ev.exit_code not in (0, None):
+            hint = _SHELL_HINTS.get(ev.exit_code) if isinstance(spec.command, str) else None
+            reasons.append(f"the command exited with code {ev.exit_code}" + (hint or ""))
+    if gate.require is not None and not ev.require_seen:
+        reasons.append(f"required pattern /{gate.require}/ never appeared")
+    status = Status.FAIL if reasons else Status.PASS
+    return Verdict(spec.id, spec.label, status, tuple(reasons), ev.matches, threshold, exit_,
+                   _lines(ev) if too_many else (), too_many)  # fmt: skip
+
+
+def judge_all(specs: Sequence[WatcherSpec], evidence: Mapping[str, Evidence]) -> list[Verdict]:
+    """Verdicts in config order, for every watcher that has evidence and a gate or an error."""
+    found = (judge(w, evidence[w.id]) for w in specs if w.id in evidence)
+    return [v for v in found if v is not None]
+
+
+def _under(path: str, base: str) -> str | None:
+    """`path` relative to the directory `base`, or None when it is not inside it."""
+    prefix = base.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+def relativize(verdicts: Sequence[Verdict], base: str) -> list[Verdict]:
+    """Show paths under `base` relative to it in every `where`. Pure."""
+    return [replace(v, first=tuple(replace(ln, where=_under(ln.where, base) or ln.where)
+                                   for ln in v.first)) for v in verdicts]  # fmt: skip
+
+
+def _count(verdicts: Sequence[Verdict], status: Status) -> int:
+    return sum(v.status is status for v in verdicts)
+
+
+def clip(text: str, limit: int = SHOW_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _footer(verdicts: Sequence[Verdict]) -> str:
+    failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
+    gated = len(verdicts) - errors
+    if not failed and not errors:
+        return f"watchrun: passed: all {gated} gates hold"
+    parts = [f"{failed} of {gated} gates crossed"] if failed or gated else []
+    if errors:
+        parts.append(f"{errors} {'watcher' if errors == 1 else 'watchers'} could not run")
+    return "watchrun: FAILED: " + ", ".join(parts)
+
+
+def summary_table(verdicts: Sequence[Verdict]) -> str:
+    """The human summary printed at the end of a once run."""
+    if not verdicts:
+        return "watchrun: no gated watchers (add `gate:` to a watcher to gate CI on it)"
+    rows = [["WATCHER", "MATCHES", "THRESHOLD", "EXIT", "VERDICT"]]
+    for v in verdicts:
+        threshold = "-" if v.threshold is None else str(v.threshold)
+        rows.append([v.id, str(v.matches), threshold, v.exit or "-", str(v.status)])
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    for v in verdicts:
+        if v.ok:
+            continue
+        what = "could not run" if v.status is Status.ERROR else "gate crossed"
+        lines.append(f"\n{v.id}: {what}")
+        lines.extend(f"  - {r}" for r in v.reasons)
+        lines.extend(f"    {ln.where}: {clip(ln.text)}" for ln in v.first)
+        if v.too_many and v.matches > len(v.first):
+            more = v.matches - len(v.first)
+            lines.append(f"    … and {more} more (every match is in watchers/{v.id}.jsonl)")
+    lines.append("\n" + _footer(verdicts))
+    return "\n".join(lines)
+
+
+def escape_data(text: str) -> str:
+    """GitHub workflow-command data escaping."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _command(kind: str, message: str, title: str, file: str | None = None,
+             line: int | None = None) -> str:  # fmt: skip
+    props = [f"file={escape_property(file)}", f"line={line}"] if file and line else []
+    props.append(f"title={escape_property(title)}")
+    return f"::{kind} {','.join(props)}::{escape_data(message)}"
+
+
+def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None) -> list[str]:
+    """`::error` workflow commands for crossed gates: one per shown matched line (with
+    file and line when the file is in `workspace`) and one per other reason; at most
+    MAX_ANNOTATIONS, then one `::warning` that says how many were left out. Pure."""
+    wanted: list[str] = []
+    for v in verdicts:
+        if v.ok:
+            continue
+        title = f"watchrun gate {v.id}"
+        reasons = list(v.reasons)
+        if v.too_many and v.first:
+            head = reasons.pop(0)
+            for ln in v.first:
+                file = _under(ln.path, workspace) if ln.path and workspace else None
+                msg = f"{head}\n{ln.where}: {clip(ln.text)}"
+                wanted.append(_command("error", msg, title, file, ln.line_no))
+        wanted.extend(_command("error", r, title) for r in reasons)
+    if len(wanted) <= MAX_ANNOTATIONS:
+        return wanted
+    rest = len(wanted) - MAX_ANNOTATIONS
+    note = (f"{rest} more gate annotations not shown (GitHub shows {MAX_ANNOTATIONS} per step); "
+            "the job log and the step summary list every crossed gate")  # fmt: skip
+    return [*wanted[:MAX_ANNOTATIONS], _command("warning", note, "watchrun")]
+
+
+class StopCommands:
+    """Wraps echoed output so a log line cannot inject workflow commands: between `begin()`
+    and `end()` GitHub Actions parses no `::command::` (nor `##[command]`) line."""
+
+    def __init__(self) -> None:
+        self.token = secrets.token_hex(16)
+        self.open = False
+        """Set by the printer while the fence is up (so it is closed exactly once)."""
+
+    def begin(self) -> str:
+        return f"::stop-commands::{self.token}"
+
+    def end(self) -> str:
+        return f"::{self.token}::"
+
+
+def _md(text: str) -> str:
+    """Markdown-escaped inline text."""
+    return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
+
+
+_MD_ICON = {Status.PASS: "✅ pass", Status.FAIL: "❌ FAIL", Status.ERROR: "⚠️ ERROR"}
+
+
+def markdown(verdicts: Sequence[Verdict]) -> str:
+    """The step summary (GitHub `$GITHUB_STEP_SUMMARY`): a table, then each crossed gate."""
+    lines = ["### watchrun gates", ""]
+    if not verdicts:
+        return "\n".join([*lines, "No gated watchers."]) + "\n"
+    lines += ["| watcher | matches | threshold | exit | verdict |", "|---|---|---|---|---|"]
+    for v in verdicts:
+        t = "-" if v.threshold is None else v.threshold
+        lines.append(f"| `{v.id}` | {v.matches} | {t} | {v.exit or '-'} | {_MD_ICON[v.status]} |")
+    for v in verdicts:
+        if not v.ok:
+            lines += ["", f"**{v.id}**: " + "; ".join(_md(r) for r in v.reasons)]
+            if v.first:
+                body = "\n".join(f"{ln.where}: {clip(ln.text)}" for ln in v.first)
+                fence = "`" * max(3, 1 + max(map(len, re.findall("`+", body)), default=0))
+                lines += [fence + "text", body, fence]
+    lines += ["", _md(_footer(verdicts))]
+    return "\n".join(lines) + "\n"
+
+
+def _xml(text: str) -> str:
+    return _XML_BAD.sub("\ufffd", text)
+
+
+def junit(verdicts: Sequence[Verdict], duration_s: float) -> bytes:
+    """A JUnit XML report: one testcase per gated watcher; `failure` for a crossed gate,
+    `error` for a watcher that could not run."""
+    suite = ET.Element("testsuite", name="watchrun", tests=str(len(verdicts)),
+                       failures=str(_count(verdicts, Status.FAIL)),
+                       errors=str(_count(verdicts, Status.ERROR)), time=f"{duration_s:.3f}")
+    for v in verdicts:
+        case = ET.SubElement(suite, "testcase", classname="watchrun.runtime.gate", name=_xml(v.id))
+        if v.ok:
+            continue
+        tag = "error" if v.status is Status.ERROR else "failure"
+        elem = ET.SubElement(case, tag, message=_xml("; ".join(v.reasons)), type=f"gate-{tag}")
+        text = [f"{ln.where}: {clip(ln.text, 4096)}" for ln in v.first]
+        if v.too_many and v.matches > len(v.first):
+            text.append(f"… and {v.matches - len(v.first)} more")
+        elem.text = _xml("\n".join([*v.reasons, *text]))
+    ET.indent(suite)
+    data: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    return data + b"\n"
+
+
+def in_github_actions(environ: Mapping[str, str] | None = None) -> bool:
+    env = environ if environ is not None else os.environ
+    return env.get("GITHUB_ACTIONS") == "true"

@@ -1,0 +1,273 @@
+"""One watcher's path from source to sink: chunks → matcher → match records → JSONL."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from watchrun.config.model import Limits, WatcherSpec
+from watchrun.events import Chunk, MatchInfo
+from watchrun.match.matcher import Matcher
+from watchrun.match.sanitize import raw_text, sanitize
+from watchrun.output.records import last_records
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import AsyncWriter, JsonlSink
+
+FIRST_KEPT = 5
+SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM"}
+"""`error` codes that mean a command could not be started (once mode: exit 3)."""
+
+
+RESUME_WINDOW_S = 5.0
+"""How far back (by record time) the last records are read for the crash high-water marks: a
+checkpoint is saved at least once a second while lines flow, so only lines recorded in the last
+moments before a crash can be read again."""
+
+
+def high_water(path: Path) -> dict[int | None, int]:
+    """inode → the largest offset of a match recorded in the last RESUME_WINDOW_S of the stream.
+
+    After a SIGKILL the checkpoint may be up to a second behind the records, so lines past it
+    are read again; their matches are skipped when their (inode, offset) is at or below the mark.
+    Per inode, so a rotation just before the crash is covered too."""
+    n = 1000
+    while True:
+        recs = last_records(path, n, {"match"})
+        if not recs:
+            return {}
+        cutoff = _epoch(recs[-1]["ts"]) - RESUME_WINDOW_S
+        if len(recs) < n or _epoch(recs[0]["ts"]) < cutoff or n >= 1_000_000:
+            break
+        n *= 10
+    marks: dict[int | None, int] = {}
+    for rec in recs:
+        if rec.get("inode") is not None and _epoch(rec["ts"]) >= cutoff:
+            inode = int(rec["inode"])
+            marks[inode] = max(marks.get(inode, -1), int(rec["offset"]))
+    return marks
+
+
+def _epoch(ts: str) -> float:
+    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+@dataclass(slots=True)
+class Counters:
+    tail: RecentLines
+    """Lines read and the last `maxLogLines` of them (for `watchrun logs`)."""
+    bytes_read: int = 0
+    matches: int = 0
+    skipped_duplicates: int = 0
+    truncated: int = 0
+    errors: int = 0
+    last_match_at: float | None = None
+    first: list[MatchInfo] = field(default_factory=list)
+    """The first few matches (for gate verdicts)."""
+    require_seen: bool = False
+    spawn_failed: bool = False
+    recent: deque[MatchInfo] = field(default_factory=deque)
+
+    @property
+    def lines(self) -> int:
+        """Lines read so far (counted when asked, not per chunk)."""
+        return self.tail.lines
+
+
+class RecentLines:
+    """How many lines a stream of chunks held, and its last `keep` lines, at O(1) cost per
+    chunk: it keeps references to the newest chunks' bytes and counts and splits them only when
+    asked (a status snapshot, at most once a second), never on the hot path.
+
+    A chunk's line count is the next chunk's `line_no` minus its own when the next one follows
+    it in the same stream (same inode or run, next byte offset); otherwise it is counted.
+    Memory: the bytes of the last `keep` lines, plus at most two chunks.
+    """
+
+    __slots__ = ("_done", "_held", "_held_lines", "_newest", "_newest_lines", "keep")
+
+    def __init__(self, keep: int) -> None:
+        self.keep = max(0, keep)
+        self._done = 0  # lines of every chunk before the newest
+        self._held: deque[tuple[bytes, int]] = deque()  # older chunks the tail may need
+        self._held_lines = 0
+        self._newest: Chunk | None = None
+        self._newest_lines = -1  # -1: not counted yet
+
+    def add(self, chunk: Chunk) -> None:
+        prev = self._newest
+        if prev is not None:
+            n = self._newest_lines
+            if n < 0:
+                n = chunk.line_no - prev.line_no if _follows(prev, chunk) else -1
+                n = n if n > 0 else prev.data.count(b"\n")
+            self._done += n
+            if self.keep:
+                self._held.append((prev.data, n))
+                self._held_lines += n
+                held = self._held
+                while len(held) > 1 and self._held_lines - held[0][1] >= self.keep:
+                    self._held_lines -= held.popleft()[1]
+        self._newest, self._newest_lines = chunk, -1
+
+    @property
+    def lines(self) -> int:
+        newest = self._newest
+        if newest is None:
+            return self._done
+        if self._newest_lines < 0:
+            self._newest_lines = newest.data.count(b"\n")
+        return self._done + self._newest_lines
+
+    def last(self) -> list[bytes]:
+        """The last `keep` lines (raw bytes, without their newlines), oldest first."""
+        if self._newest is None or not self.keep:
+            return []
+        out: list[bytes] = []
+        need = self.keep
+        for data in (self._newest.data, *(d for d, _ in reversed(self._held))):
+            part = _last_lines(data, need)
+            out[:0] = part
+            need -= len(part)
+            if need <= 0:
+                break
+        return out
+
+
+def _follows(prev: Chunk, chunk: Chunk) -> bool:
+    return (
+        chunk.offset == prev.end
+        and chunk.inode == prev.inode
+        and chunk.run == prev.run
+        and chunk.path == prev.path
+    )
+
+
+def _last_lines(data: bytes, n: int) -> list[bytes]:
+    """The last `n` lines of `data` (whole lines, each ending in b"\\n"), without newlines."""
+    cut = len(data) - 1
+    for _ in range(n):
+        cut = data.rfind(b"\n", 0, cut)
+        if cut < 0:
+            break
+    return data[cut + 1 : -1].split(b"\n")
+
+
+class WatcherPipeline:
+    """The `SourceContext` a watcher's source reports into."""
+
+    def __init__(
+        self,
+        spec: WatcherSpec,
+        limits: Limits,
+        sink: JsonlSink,
+        writer: AsyncWriter,
+        matcher: Matcher,
+        log: RunLog,
+        *,
+        on_matches: Callable[[WatcherSpec, list[MatchInfo]], None] | None = None,
+        on_event: Callable[[WatcherSpec, str, dict[str, Any]], None] | None = None,
+        require: Matcher | None = None,
+        resume: bool = True,
+    ) -> None:
+        self.spec = spec
+        self.limits = limits
+        self.sink = sink
+        self.writer = writer
+        self.matcher = matcher
+        self.log = log
+        self.on_matches = on_matches
+        self.on_event = on_event
+        self.require = require
+        self.counters = Counters(
+            RecentLines(limits.max_log_lines), recent=deque(maxlen=limits.max_matches)
+        )
+        self._seen = high_water(sink.path) if resume else {}
+        self.on_touch: Callable[[], None] | None = None
+        self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
+
+    def lines_in_last_chunk(self) -> int:
+        """`framing.CountsLines`: the lines of the last chunk, counting only what `chunk()`
+        did not count while numbering its matched lines (so the source need not count)."""
+        data, lines, pos = self._counted
+        return lines + data.count(b"\n", pos)
+
+    async def chunk(self, chunk: Chunk) -> None:
+        """The hot path: O(1) Python work per chunk plus one engine scan of its bytes; lines
+        are looked at one by one only where the engine found a match."""
+        data = chunk.data
+        c = self.counters
+        c.bytes_read += chunk.end - chunk.offset
+        c.tail.add(chunk)
+        if self.on_touch is not None:
+            self.on_touch()
+        if self.require is not None and not c.require_seen and self.require.find(data):
+            c.require_seen = True
+        spans = self.matcher.find(data)
+        if not spans:
+            self._counted = (data, 0, 0)
+            return
+        records: list[bytes] = []
+        found: list[MatchInfo] = []
+        line_no, pos = chunk.line_no, 0
+        for start, end in spans:
+            line_no += data.count(b"\n", pos, start)
+            pos = start
+            offset = chunk.source_offset(start) if chunk.cuts else chunk.offset + start
+            if self._seen and offset <= self._seen.get(chunk.inode, -1):
+                c.skipped_duplicates += 1  # recorded before a crash, re-read from a checkpoint
+                continue
+            record, info = self._match(chunk, data[start:end], line_no, offset, start)
+            records.append(record)
+            found.append(info)
+        self._counted = (data, line_no - chunk.line_no, pos)
+        if not records:
+            return
+        await self.writer.write_lines(records)
+        c.matches += len(found)
+        c.last_match_at = time.time()
+        c.recent.extend(found)
+        if len(c.first) < FIRST_KEPT:
+            c.first.extend(found[: FIRST_KEPT - len(c.first)])
+        self.log.matches(self.spec.id, found)
+        if self.on_matches is not None:
+            self.on_matches(self.spec, found)
+
+    def _match(
+        self, chunk: Chunk, line: bytes, line_no: int, offset: int, pos: int
+    ) -> tuple[bytes, MatchInfo]:
+        raw = raw_text(line)
+        text, clipped = sanitize(raw, self.limits.max_line_bytes)
+        omitted = chunk.cut_at(pos) if chunk.cuts else 0
+        fields: dict[str, Any] = {"line": text, "lineNo": line_no, "offset": offset}
+        if chunk.path is not None:
+            fields["path"] = chunk.path
+            fields["inode"] = chunk.inode
+            where = f"{chunk.path}:{line_no}"
+        else:
+            fields["run"] = chunk.run
+            where = f"run {chunk.run}:{line_no}"
+        if omitted or clipped:
+            fields["truncated"] = True
+            fields["omittedBytes"] = omitted
+            self.counters.truncated += 1
+        if text != raw:
+            fields["raw"] = raw
+        return self.sink.record("match", fields), MatchInfo(text, line_no, offset, where)
+
+    async def event(self, kind: str, **fields: Any) -> None:
+        clean = {k: v for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}
+        if kind == "rotate" and clean.get("reason") != "rename":
+            self._seen.pop(clean.get("inode"), None)  # the inode holds a new generation
+        if kind == "error":
+            self.counters.errors += 1
+            if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:
+                self.counters.spawn_failed = True
+        await self.writer.write_lines([self.sink.record(kind, clean)])
+        self.log.event(self.spec.id, kind, clean)
+        if self.on_event is not None:
+            self.on_event(self.spec, kind, clean)

@@ -1,0 +1,116 @@
+"""Builds one watcher (sink, writer, matcher, pipeline, source) and reads its results back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from watchrun.clock import Clock
+from watchrun.config.model import Config, WatcherSpec
+from watchrun.events import MatchInfo
+from watchrun.match.matcher import Matcher
+from watchrun.output.outdir import OutputLayout
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import AsyncWriter, JsonlSink, SinkWriteError
+from watchrun.process.spawn import Spawner
+from watchrun.runtime.gate import Evidence
+from watchrun.runtime.pipeline import WatcherPipeline
+from watchrun.sources.checkpoints import CheckpointStore
+from watchrun.sources.command import CommandSource
+from watchrun.sources.file import FileSource
+from watchrun.sources.notify import Notifier
+
+
+@dataclass(frozen=True, slots=True)
+class Seams:
+    """The OS-facing parts a watcher is built with (injected, as honcho does)."""
+
+    clock: Clock
+    spawner: Spawner
+    store: CheckpointStore
+    notifier: Notifier
+
+
+@dataclass
+class WatcherRuntime:
+    """Everything one running watcher owns."""
+
+    spec: WatcherSpec
+    sink: JsonlSink
+    pipeline: WatcherPipeline
+    source: FileSource | CommandSource
+    engine: str
+    task: asyncio.Task[None] = field(init=False)
+
+
+def build_watcher(
+    spec: WatcherSpec,
+    config: Config,
+    layout: OutputLayout,
+    log: RunLog,
+    seams: Seams,
+    *,
+    once: bool,
+    echo: Callable[[bytes], None] | None,
+    on_matches: Callable[[WatcherSpec, list[MatchInfo]], None],
+    on_event: Callable[[WatcherSpec, str, dict[str, Any]], None],
+) -> WatcherRuntime:
+    """source → pipeline (matcher) → sink, for one watcher; nothing runs yet."""
+    sink = JsonlSink(layout.jsonl("watcher", spec.id), spec.id, max_bytes=config.output.max_bytes,
+                     keep=config.output.keep, clock=seams.clock)
+    wid = spec.id
+
+    def on_error(msg: str) -> None:
+        log.error(f"cannot write records: {msg}", wid)
+
+    def on_recovered() -> None:
+        log.info("writing records again", wid)
+
+    writer = AsyncWriter(sink, on_error=on_error, on_recovered=on_recovered)
+    matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive)
+    gate = spec.gate
+    require = None
+    if gate is not None and gate.require is not None:
+        require = Matcher(gate.require, (), spec.case_sensitive)
+    pipeline = WatcherPipeline(spec, config.limits, sink, writer, matcher, log,
+                               on_matches=on_matches, on_event=on_event, require=require,
+                               resume=not (once and spec.from_start))
+    source: FileSource | CommandSource
+    if spec.path is not None:
+        source = FileSource(spec, config.limits, seams.store, seams.notifier, seams.clock,
+                            once=once)
+    else:
+        source = CommandSource(spec, config.limits, seams.clock, seams.spawner, once=once,
+                               echo=echo)
+    if sink.repaired_bytes:
+        msg = f"repaired a torn last record ({sink.repaired_bytes} bytes) after a crash"
+        log.warning(msg, wid)
+        with contextlib.suppress(SinkWriteError):
+            sink.write("error", {"code": "sink-repaired", "message": msg,
+                                 "bytes": sink.repaired_bytes})
+    return WatcherRuntime(spec, sink, pipeline, source, matcher.engine)
+
+
+def evidence_of(rt: WatcherRuntime) -> Evidence:
+    """What a watcher saw, for the once-mode verdict."""
+    c = rt.pipeline.counters
+    last_exit = getattr(rt.source, "last_exit", None)
+    return Evidence(
+        matches=c.matches,
+        first=[(m.where, m.line) for m in c.first],
+        exit_code=getattr(last_exit, "exit_code", None),
+        signal=getattr(last_exit, "signal", None),
+        ran=not c.spawn_failed,
+        require_seen=c.require_seen,
+        path=str(rt.spec.path) if rt.spec.path is not None else None,
+    )
+
+
+def counters_of(rt: WatcherRuntime) -> dict[str, int]:
+    """A watcher's counters, for the metrics endpoint."""
+    c = rt.pipeline.counters
+    return {"lines": c.lines, "bytes": c.bytes_read, "matches": c.matches,
+            "truncated": c.truncated, "errors": c.errors}

@@ -1,0 +1,1 @@
+"""Sources of lines: a followed file (with checkpoints and change notification) or a command."""

@@ -1,0 +1,265 @@
+"""A command watcher: runs a command, frames its merged output, restarts or schedules it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from croniter import croniter  # type: ignore[import-untyped]
+
+from watchrun.clock import Clock, iso_ts
+from watchrun.config.model import Limits, RestartPolicy, WatcherSpec
+from watchrun.events import Chunk, SourceContext
+from watchrun.match.framing import LineFramer
+from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
+
+BACKOFF_CAP_MS = 60_000  # restart delays double from restartDelay up to this
+JITTER = 0.10  # each delay is scaled by a random factor in [0.9, 1.1]
+HEALTHY_S = 60.0  # a run at least this long resets the backoff (not the start window)
+START_LIMIT = 5  # starts allowed within START_WINDOW_S; one more would be FATAL
+START_WINDOW_S = 600.0
+"""Longer than HEALTHY_S on purpose: a command that crashes just after its backoff was reset
+(a run of 61 s, again and again) still fills the window and goes FATAL."""
+READ_SIZE = 64 * 1024
+DRAIN_MIN_S = 0.5  # after the exit, wait at least this long for EOF before stopping the tree
+TICK_CHECK_S = 60.0  # longest single sleep while waiting for a tick: wall-clock jumps show up
+
+
+class ProcState(StrEnum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    RUNNING = "running"
+    BACKOFF = "backoff"
+    EXITED = "exited"
+    FATAL = "fatal"
+    WAITING = "waiting"
+
+
+def backoff_ms(base_ms: int, attempt: int, rng: random.Random) -> int:
+    """The delay before restart `attempt` (1-based, counted since the last reset)."""
+    raw: int = min(base_ms * 2 ** min(attempt - 1, 32), BACKOFF_CAP_MS)
+    return round(raw * rng.uniform(1 - JITTER, 1 + JITTER))
+
+
+def should_restart(policy: RestartPolicy, info: ExitInfo | None) -> bool:
+    """`info` is None when the command could not be started at all (a failure)."""
+    failed = info is None or info.status != "exited" or info.exit_code != 0
+    return policy is RestartPolicy.ALWAYS or (policy is RestartPolicy.ON_FAILURE and failed)
+
+
+class CommandSource:
+    """Runs `spec.command` once, under a restart policy, or on a cron schedule."""
+
+    def __init__(self, spec: WatcherSpec, limits: Limits, clock: Clock, spawner: Spawner, *,
+                 once: bool = False, echo: Callable[[bytes], None] | None = None,
+                 rng: random.Random | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        if spec.command is None:
+            raise ValueError(f"watcher {spec.id!r} has no command")
+        self.spec, self.limits, self.clock, self.spawner = spec, limits, clock, spawner
+        self.once, self.echo, self.sleep = once, echo, sleep
+        self.rng = rng or random.Random()
+        self.state = ProcState.STOPPED
+        self.run_no = 0
+        self.last_exit: ExitInfo | None = None
+        self.pid: int | None = None
+        self._starts: deque[float] = deque()  # monotonic start times inside the window
+        self._grace = limits.stop_timeout_ms / 1000
+        self._started = 0.0  # monotonic start of the current run
+
+    async def run(self, ctx: SourceContext) -> None:
+        """Until cancelled, or until the command is done for good (EXITED or FATAL; a FATAL
+        start limit writes its own `stop` record)."""
+        try:
+            if self.once or self.spec.schedule is None:
+                await self._supervise(ctx)
+            else:
+                await self._schedule(ctx, self.spec.schedule)
+        except asyncio.CancelledError:
+            # any -> STOPPED. The canceller writes the `stop` record: it knows the reason
+            # (shutdown, reload, removed, requested); the run's `exit` record is already out.
+            self.state = ProcState.STOPPED
+            raise
+
+    async def _supervise(self, ctx: SourceContext) -> None:
+        attempt = 0
+        while True:
+            started = self.clock.monotonic()
+            info = await self._one(ctx)
+            if self.once or not should_restart(self.spec.restart, info):
+                # STARTING -> FATAL: could not start and may not retry.
+                # RUNNING -> EXITED: done, the policy does not restart this exit.
+                self.state = ProcState.FATAL if info is None else ProcState.EXITED
+                return
+            if info is not None and self.clock.monotonic() - started >= HEALTHY_S:
+                attempt = 0  # a healthy run resets the backoff; the start window stays
+            if self._start_limited():
+                self.state = ProcState.FATAL  # EXITED -> FATAL: too many starts, give up
+                await ctx.event("stop", reason="start-limit",
+                                message=f"{START_LIMIT} starts in {START_WINDOW_S / 60:g} minutes; "
+                                        "giving up")
+                return
+            attempt += 1
+            delay = backoff_ms(self.spec.restart_delay_ms, attempt, self.rng)
+            self.state = ProcState.BACKOFF  # EXITED (or failed start) -> BACKOFF
+            await ctx.event("restart", attempt=attempt, delayMs=delay, run=self.run_no + 1)
+            await self.sleep(delay / 1000)  # BACKOFF -> STARTING when it returns
+
+    def _start_limited(self) -> bool:
+        now = self.clock.monotonic()
+        while self._starts and now - self._starts[0] >= START_WINDOW_S:
+            self._starts.popleft()
+        return len(self._starts) >= START_LIMIT
+
+    async def _schedule(self, ctx: SourceContext, cron: str) -> None:
+        """Run at every cron tick (wall clock, local time); skip a tick while a run is on."""
+        base = self.clock.now()
+        task: asyncio.Task[ExitInfo | None] | None = None
+        try:
+            while True:
+                tick = croniter(cron, datetime.fromtimestamp(base).astimezone()).get_next(float)
+                if task is None or task.done():
+                    self.state = ProcState.WAITING  # STOPPED/EXITED -> WAITING
+                while (left := tick - self.clock.now()) > 0:
+                    await self._sleep_or_finish(min(left, TICK_CHECK_S), task)
+                base = max(tick, self.clock.now())  # after a forward jump: one run, no burst
+                if task is not None and not task.done():
+                    await ctx.event("error", code="tick-skipped", run=self.run_no, message=(
+                        f"tick {iso_ts(tick)} skipped: run {self.run_no} is still running"))
+                    continue
+                if task is not None:
+                    task.result()  # a run that failed (not the command: the pipeline) raises
+                task = asyncio.ensure_future(self._one(ctx))  # WAITING -> STARTING
+        finally:
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _sleep_or_finish(self, seconds: float,
+                               task: asyncio.Task[ExitInfo | None] | None) -> None:
+        sleeper: asyncio.Future[Any] = asyncio.ensure_future(self.sleep(seconds))
+        try:
+            if task is not None and not task.done():
+                await asyncio.wait([sleeper, task], return_when=asyncio.FIRST_COMPLETED)
+                if task.done():
+                    task.result()
+                    self.state = ProcState.WAITING  # EXITED -> WAITING: run ended between ticks
+            await sleeper
+        finally:
+            sleeper.cancel()
+
+    async def _one(self, ctx: SourceContext) -> ExitInfo | None:
+        """One run: start, read to EOF and exit, record. None if it could not start."""
+        self.run_no += 1
+        n = self.run_no
+        self.state = ProcState.STARTING  # STOPPED/BACKOFF/WAITING -> STARTING
+        self._starts.append(self.clock.monotonic())
+        spec = self.spec
+        assert spec.command is not None
+        try:
+            proc = await self.spawner.spawn(spec.command, cwd=spec.cwd, env=spec.env)
+        except SpawnError as exc:
+            await ctx.event("error", code=exc.errno_name, message=exc.message, run=n)
+            return None  # the caller moves STARTING -> BACKOFF or FATAL
+        self.pid = proc.pid
+        self._started = self.clock.monotonic()
+        self.state = ProcState.RUNNING  # STARTING -> RUNNING
+        try:
+            command = spec.command if isinstance(spec.command, str) else list(spec.command)
+            await ctx.event("start", run=n, pid=proc.pid, command=command)
+            info = await self._pump(proc, ctx, n)
+        except BaseException:
+            await asyncio.shield(proc.terminate(self._grace))  # never leave a tree behind
+            raise
+        finally:
+            self.pid = None
+            proc.close()
+        self.last_exit = info
+        self.state = ProcState.EXITED  # RUNNING -> EXITED
+        return info
+
+    async def _pump(self, proc: Proc, ctx: SourceContext, n: int) -> ExitInfo:
+        framer = LineFramer(self.limits.max_line_bytes)
+        try:
+            stopped = await self._read(proc, framer, ctx, n)
+            info = stopped or await proc.wait()
+        except asyncio.CancelledError:
+            info = await asyncio.shield(proc.terminate(self._grace))
+            self.last_exit = info
+            with contextlib.suppress(TimeoutError):  # the tree is dead: EOF is near
+                await asyncio.wait_for(self._read(proc, framer, ctx, n), self._grace + 1)
+            await self._finish(proc, framer, ctx, n, info)
+            raise
+        await self._finish(proc, framer, ctx, n, info)
+        return info
+
+    async def _finish(self, proc: Proc, framer: LineFramer, ctx: SourceContext, n: int,
+                      info: ExitInfo) -> None:
+        await self._deliver(ctx, framer.finish(), n)  # the last line, even without a newline
+        extra = {"signals": list(info.signals_sent), "stragglers": info.stragglers}
+        duration = round((self.clock.monotonic() - self._started) * 1000)
+        await ctx.event("exit", run=n, exitCode=info.exit_code, signal=info.signal,
+                        status=info.status, durationMs=duration,
+                        **(extra if info.signals_sent else {}))
+
+    async def _read(self, proc: Proc, framer: LineFramer, ctx: SourceContext,
+                    n: int) -> ExitInfo | None:
+        """Read to EOF, one read at a time: while a chunk is being written nothing is read, so
+        a flooding child blocks on its full pipe. If the command exits but something it
+        started keeps the output open for stopTimeout, stop the tree (returns that info)."""
+        loop = asyncio.get_running_loop()
+        exited = asyncio.ensure_future(proc.wait())
+        reading: asyncio.Future[bytes] | None = None
+        stopped: ExitInfo | None = None
+        deadline: float | None = None
+        drain_s = max(self._grace, DRAIN_MIN_S)
+        try:
+            while True:
+                reading = reading or asyncio.ensure_future(proc.read(READ_SIZE))
+                timeout = None
+                if exited.done():
+                    deadline = deadline or loop.time() + drain_s
+                    timeout = max(0.0, deadline - loop.time())
+                waits: list[asyncio.Future[Any]] = [reading]
+                if not exited.done():
+                    waits.append(exited)
+                done, _ = await asyncio.wait(waits, timeout=timeout,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if reading.done():
+                    data, reading = reading.result(), None
+                    if not data:
+                        return stopped
+                    await self._deliver(ctx, framer.feed(data), n)
+                elif not done and stopped is None:
+                    stopped = await proc.terminate(self._grace)
+                    deadline = loop.time() + drain_s
+                    if stopped.signals_sent:
+                        await ctx.event("error", code="output-held-open", run=n,
+                                        count=stopped.stragglers, message=(
+                            f"run {n}: the command exited but processes it started kept its "
+                            f"output open for {drain_s:g}s; stopped them "
+                            f"({stopped.stragglers} needed SIGKILL)"))
+                elif not done:
+                    await ctx.event("error", code="output-held-open", run=n, message=(
+                        f"run {n}: output still open {drain_s:g}s after stopping every process "
+                        "of the command; stopped reading it"))
+                    return stopped
+        finally:
+            for task in (reading, exited):
+                if task is not None:
+                    task.cancel()
+
+    async def _deliver(self, ctx: SourceContext, chunk: Chunk | None, n: int) -> None:
+        if chunk is not None:
+            chunk = replace(chunk, run=n)
+            await ctx.chunk(chunk)
+            if self.echo is not None:
+                self.echo(chunk.data)

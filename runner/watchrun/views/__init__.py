@@ -1,0 +1,1 @@
+"""Read-side views built from the output dir: watcher lists, agent watch and transcript."""

@@ -1,0 +1,162 @@
+"""Reading an agent's stream for its views: cursor checks, contiguous windows, status, errors.
+
+Errors are `ViewError`s printed as `{"error": {"code", "message", ...}}`. Exit status by code:
+2 for a request that cannot be served as written (invalid_cursor, not_supported, not_found,
+invalid_argument); 1 when the data cannot answer it (cursor_expired and gap_detected: read
+again without --since; watch_timeout: the condition did not happen in time); 3 otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from watchrun.output.records import (
+    format_cursor,
+    iter_records,
+    last_records,
+    oldest_seq,
+    parse_cursor,
+)
+
+__all__ = [
+    "EXIT_STATUS", "AgentInfo", "StatusTracker", "ViewError", "anchor_seq", "check_since",
+    "is_agent_status", "latest_seq", "read_status", "status_tracker", "window",
+]
+
+EXIT_STATUS = {"invalid_cursor": 2, "not_supported": 2, "not_found": 2, "invalid_argument": 2,
+               "cursor_expired": 1, "gap_detected": 1, "watch_timeout": 1}
+"""Exit status per error code; any other code (an unreadable file) is 3, a runtime failure."""
+
+
+class ViewError(Exception):
+    """A view cannot be given as asked: printed as `{"error": {"code", "message", ...}}`."""
+
+    def __init__(self, code: str, message: str, **extra: Any) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code, self.message, self.extra = code, message, extra
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_STATUS.get(self.code, 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, **self.extra}}
+
+
+class AgentInfo(Protocol):
+    """What a view needs of an agent (an `AgentSpec` fits)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+
+
+def is_agent_status(rec: dict[str, Any]) -> bool:
+    """An agent-level `status` record: written by the runner (`source: "runner"`), or without
+    `turnId`. Adapters' own `status` observations (rate-limit, retrying, ...) are turn events."""
+    return (rec.get("kind") == "status" and isinstance(rec.get("status"), str)
+            and (rec.get("source") == "runner" or "turnId" not in rec))
+
+
+class StatusTracker:
+    """The agent's status from its records, fed oldest first.
+
+    The `status` of the last agent-level status record (`is_agent_status`). A stream without
+    any is derived: `running` while the newest dispatch record is a `dispatch-start`, else
+    `idle` (also for an empty stream).
+    """
+
+    def __init__(self) -> None:
+        self.record: dict[str, Any] | None = None
+        self.dispatch: dict[str, Any] | None = None
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        kind = rec.get("kind")
+        if is_agent_status(rec):
+            self.record = rec
+        elif kind in ("dispatch-start", "dispatch-finished"):
+            self.dispatch = rec
+
+    def result(self) -> tuple[str, str | None]:
+        """(status, last_status_at): the ts of the record the status comes from."""
+        if self.record is not None:
+            return str(self.record["status"]), self.record.get("ts")
+        if self.dispatch is not None:
+            running = self.dispatch.get("kind") == "dispatch-start"
+            return ("running" if running else "idle"), self.dispatch.get("ts")
+        return "idle", None
+
+
+def status_tracker(path: Path) -> StatusTracker:
+    """A tracker fed with the end of the stream: enough to hold its last agent-level status."""
+    kinds = {"status", "dispatch-start", "dispatch-finished"}
+    tracker = StatusTracker()
+    for n in (64, 4096, 2**62):
+        tracker = StatusTracker()
+        recs = last_records(path, n, kinds)
+        for rec in recs:
+            tracker.feed(rec)
+        if tracker.record is not None or len(recs) < n:
+            break
+    return tracker
+
+
+def read_status(path: Path) -> tuple[str, str | None]:
+    """The agent's (status, last_status_at), read backwards from the end of its stream."""
+    return status_tracker(path).result()
+
+
+def latest_seq(path: Path) -> int:
+    """The seq of the stream's last record (0 for an empty or missing stream)."""
+    tail = last_records(path, 1)
+    return int(tail[0]["seq"]) if tail else 0
+
+
+def check_since(path: Path, name: str, since: str) -> int:
+    """The seq of a `--since` cursor of agent `name`; else `invalid_cursor` (malformed, of
+    another agent, or ahead of the stream)."""
+    try:
+        sid, seq = parse_cursor(since)
+    except ValueError as exc:
+        raise ViewError("invalid_cursor", str(exc).removeprefix("invalid_cursor: "),
+                        cursor=since) from None
+    if sid != name:
+        raise ViewError("invalid_cursor", f"cursor {since!r} belongs to {sid!r}, not to agent "
+                        f"{name!r}", cursor=since)
+    latest = latest_seq(path)
+    if seq > latest:
+        raise ViewError("invalid_cursor", f"cursor {since!r} is ahead of the latest record "
+                        f"{format_cursor(name, latest)}: was the output dir cleared or replaced?",
+                        cursor=since)
+    return seq
+
+
+def window(path: Path, name: str, since_seq: int | None) -> Iterator[dict[str, Any]]:
+    """Retained records, oldest first. With `since_seq`: strictly after it, and contiguous —
+    `cursor_expired` when rotation deleted the next ones, `gap_detected` when a seq is
+    missing in the middle. Never a silent gap."""
+    expected = None if since_seq is None else since_seq + 1
+    for rec in iter_records(path, since_seq=since_seq):
+        seq = int(rec["seq"])
+        if expected is not None and seq != expected:
+            at = format_cursor(name, expected - 1)
+            oldest = oldest_seq(path)
+            if oldest is not None and oldest > expected:
+                raise ViewError(
+                    "cursor_expired", f"records after {at} were rotated away; the oldest "
+                    f"retained is {format_cursor(name, oldest)}: read again without --since",
+                    cursor=at, oldest_cursor=format_cursor(name, oldest))
+            raise ViewError("gap_detected", f"after {at} the next record is seq {seq}, not "
+                            f"{expected}: records are missing from the stream", cursor=at,
+                            found_cursor=format_cursor(name, max(seq, 0)))
+        if expected is not None:
+            expected += 1
+        yield rec
+
+
+def anchor_seq(cursor: str) -> int:
+    """The seq of a cursor already checked (an `--until` anchor)."""
+    return parse_cursor(cursor)[1]

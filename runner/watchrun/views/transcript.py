@@ -1,0 +1,250 @@
+"""`agent transcript` and `agent list`: an agent's turns grouped by delivered prompt (seed 004).
+
+Seed 004's keys in mode "agent" (one agent per turn: the agent itself). Where it is silent:
+
+- Top level: `session_id` and `bundle` are the agent name, `user_id` is null (prompts come
+  from watchers, schedules and `send`), `title` is the first prompt's first line (80 chars),
+  `workspace` the agent's cwd when known; `provider` is added.
+- A turn is keyed by `turnId`: `run_id` is it, `ts` the dispatch-start time in epoch seconds.
+  Added keys: `trigger` (wake | schedule | manual | send) and `deliveries` (ids). A turn whose
+  dispatch-start was rotated away is still shown, with `partial: true`.
+- `agents[0]`: `id`/`bundle` the agent name, `role` "agent", `version`/`intent` null,
+  `depends_on` [], `tools` the tool names used, `model` {provider, model, source} (model from
+  the provider's session record, source "session", else null).
+  `status`: running until dispatch-finished; killed when a `stopped` record says deadline,
+  idle-timeout, aborted or oversized-event (or status cancelled); done; else failed.
+  `steps`: `tool_call` entries {kind, step, tool, args, summary, call_id, ok} with `ok` null
+  until the tool-result arrives, then true/false; and `guardrail` entries {kind, step, rule,
+  message} for each `stopped` record. `files`: {path, op[, detail]} from file-change records,
+  deduplicated, op read | write | search | list | run (edit, delete, add, update, rename ->
+  write; unknown ops are skipped). `tokens`: dispatch-finished `tokens`, or the sum of usage
+  increments (input + output) while running. `wall_seconds`: durationMs / 1000, null while
+  running. `answer`: the reply, or the newest assistant text while running. `error`: a
+  message string when the turn failed or was killed, else null.
+- `reply`: {text, source "agent"} when the turn ended with a non-empty reply, else null.
+  `outcome`: null while running, then "ok", the stop reason (deadline, idle-timeout, aborted,
+  oversized-event), "cancelled" or "failed". `error` {error, hint, stopped} is present when
+  the turn ended without a reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from watchrun.views.agent_window import StatusTracker
+
+__all__ = ["KILL_REASONS", "OPS", "build_transcript", "summarize"]
+
+KILL_REASONS = frozenset({"deadline", "idle-timeout", "aborted", "oversized-event"})
+OPS = {"read": "read", "write": "write", "edit": "write", "delete": "write", "add": "write",
+       "update": "write", "rename": "write", "search": "search", "list": "list", "run": "run"}
+"""file-change `op` -> the transcript's op (seed 004: list, read, search, write, run)."""
+_HINTS = {
+    "deadline": "the turn ran past the agent's `deadline`; raise it or ask for less",
+    "idle-timeout": "the agent printed nothing for `idleTimeout`; raise it if it works silently",
+    "aborted": "stopped by `watchrun agent stop` or by the runner shutting down",
+    "oversized-event": "a protocol line was larger than limits.maxEventBytes",
+    "ENOENT": "the agent's command was not found: install it or fix `command`",
+    "auth": "the provider rejected its credentials: log in or set its API key",
+    "quota": "a rate or usage limit was hit: wait for it to reset",
+}
+
+
+def _epoch(ts: Any) -> float | None:
+    if not isinstance(ts, str):
+        return None
+    try:
+        return round(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp(), 3)
+    except ValueError:
+        return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class _Turn:
+    """What one turn's records say, accumulated in order."""
+
+    def __init__(self, run_id: str, rec: dict[str, Any]) -> None:
+        self.run_id, self.ts = run_id, _epoch(rec.get("ts"))
+        self.partial = rec.get("kind") != "dispatch-start"
+        self.trigger: str | None = None
+        self.deliveries: list[str] = []
+        self.prompt = ""
+        self.steps: list[dict[str, Any]] = []
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.files: dict[tuple[str, str], dict[str, Any]] = {}
+        self.usage_tokens = 0
+        self.text = ""
+        self.model: str | None = None
+        self.stopped: str | None = None
+        self.problems: list[tuple[str, str | None]] = []  # (message, code) of failure/quota/error
+        self.finished: dict[str, Any] | None = None
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        kind = rec.get("kind")
+        if kind == "dispatch-start":
+            self.partial, self.ts = False, _epoch(rec.get("ts"))
+            self.trigger = rec.get("trigger")
+            self.deliveries += [d for d in rec.get("deliveries") or [] if d not in self.deliveries]
+        elif kind == "delivery" and rec.get("deliveryId") not in self.deliveries:
+            self.deliveries.append(str(rec.get("deliveryId")))
+        elif kind == "prompt":
+            self.prompt = str(rec.get("text") or "")
+        elif kind == "tool":
+            self._step({"kind": "tool_call", "tool": str(rec.get("name") or "?"),
+                        "args": rec.get("input"), "summary": rec.get("summary") or rec.get("name"),
+                        "call_id": rec.get("callId"), "ok": None})
+        elif kind == "tool-result":
+            step = self.calls.get(str(rec.get("callId")))
+            if step is None:
+                step = self._step({"kind": "tool_call", "tool": str(rec.get("name") or "?"),
+                                   "args": None, "summary": rec.get("name"),
+                                   "call_id": rec.get("callId"), "ok": None})
+            step["ok"] = rec.get("isError") is not True
+        elif kind == "file-change" and isinstance(rec.get("path"), str):
+            op = OPS.get(str(rec.get("op")))
+            if op is not None and (rec["path"], op) not in self.files:
+                entry = {"path": rec["path"], "op": op}
+                if isinstance(rec.get("detail"), str):
+                    entry["detail"] = rec["detail"]
+                self.files[(rec["path"], op)] = entry
+        elif kind == "usage":
+            self.usage_tokens += (_int(rec.get("input")) or 0) + (_int(rec.get("output")) or 0)
+        elif kind == "text" and isinstance(rec.get("text"), str) and "parentCallId" not in rec:
+            self.text = rec["text"]
+        elif kind in ("session", "status") and isinstance(rec.get("model"), str):
+            self.model = rec["model"]
+        elif kind == "stopped":
+            self.stopped = str(rec.get("reason") or "aborted")
+            self._step({"kind": "guardrail", "rule": self.stopped, "message": rec.get("message")})
+        elif kind in ("failure", "quota", "error"):
+            code = "quota" if kind == "quota" else rec.get("code")
+            self.problems.append((str(rec.get("message") or kind), code))
+        elif kind == "dispatch-finished":
+            self.finished = rec
+            if self.stopped is None and isinstance(rec.get("stopReason"), str):
+                self.stopped = rec["stopReason"]
+
+    def _step(self, step: dict[str, Any]) -> dict[str, Any]:
+        step = {"kind": step.pop("kind"), "step": len(self.steps) + 1, **step}
+        self.steps.append(step)
+        if step["kind"] == "tool_call" and isinstance(step.get("call_id"), str):
+            self.calls[step["call_id"]] = step
+        return step
+
+    def status(self) -> str:
+        fin = self.finished
+        if fin is None:
+            return "running"
+        if self.stopped in KILL_REASONS or fin.get("status") == "cancelled":
+            return "killed"
+        return "done" if fin.get("status") == "done" else "failed"
+
+    def error(self, status: str) -> tuple[str | None, str | None]:
+        """(message, hint) of a failed or killed turn."""
+        if status not in ("failed", "killed"):
+            return None, None
+        fin = self.finished or {}
+        err: dict[str, Any] = fin["error"] if isinstance(fin.get("error"), dict) else {}
+        message, code = err.get("message"), err.get("code")
+        if not message and self.problems:
+            message, code = self.problems[-1]
+        if not message and self.stopped:
+            message = f"stopped: {self.stopped}"
+        if not message:
+            sig, exit_code = fin.get("signal"), fin.get("exitCode")
+            message = f"killed by {sig}" if sig else f"exited with status {exit_code}"
+        hint = _HINTS.get(self.stopped or "") or _HINTS.get(str(code))
+        if hint is None and any(c == "quota" for _, c in self.problems):
+            hint = _HINTS["quota"]
+        return str(message), hint
+
+    def to_dict(self, name: str, provider: str) -> dict[str, Any]:
+        fin, status = self.finished, self.status()
+        tokens = _int((fin or {}).get("tokens"))
+        if tokens is None and fin is not None and isinstance(fin.get("usage"), dict):
+            tokens = (_int(fin["usage"].get("input")) or 0) + (_int(fin["usage"].get("output"))
+                                                                 or 0)
+        tokens = self.usage_tokens if tokens is None else tokens
+        duration = _int((fin or {}).get("durationMs"))
+        wall = None if duration is None else round(duration / 1000, 3)
+        reply = (fin or {}).get("reply")
+        reply = reply if isinstance(reply, str) else ""
+        message, hint = self.error(status)
+        tools = sorted({s["tool"] for s in self.steps if s["kind"] == "tool_call"})
+        agent = {
+            "id": name, "role": "agent", "bundle": name, "version": None, "intent": None,
+            "depends_on": [], "tools": tools,
+            "model": {"provider": provider, "model": self.model,
+                      "source": "session" if self.model else None},
+            "status": status, "steps": self.steps, "files": list(self.files.values()),
+            "tokens": tokens, "wall_seconds": wall,
+            "answer": reply if fin is not None else self.text, "error": message,
+        }
+        outcome = None if fin is None else {"done": "ok", "killed": self.stopped or "cancelled"
+                                            }.get(status, "failed")
+        turn: dict[str, Any] = {
+            "run_id": self.run_id, "ts": self.ts, "user": {"text": self.prompt}, "parent": None,
+            "agents": [agent], "reply": {"text": reply, "source": "agent"} if reply else None,
+            "outcome": outcome, "tokens": tokens, "wall_seconds": wall,
+        }
+        if fin is not None and not reply:
+            turn["error"] = {"error": message or "the turn ended without a reply", "hint": hint,
+                             "stopped": self.stopped}
+        turn["trigger"], turn["deliveries"] = self.trigger, self.deliveries
+        if self.partial:
+            turn["partial"] = True
+        return turn
+
+
+def _turns(records: Iterable[dict[str, Any]]) -> dict[str, _Turn]:
+    turns: dict[str, _Turn] = {}
+    for rec in records:
+        run_id = rec.get("turnId")
+        if isinstance(run_id, str):
+            turn = turns.get(run_id)
+            if turn is None:
+                turn = turns[run_id] = _Turn(run_id, rec)
+            turn.feed(rec)
+    return turns
+
+
+def _title(prompt: str) -> str:
+    line = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
+    return line if len(line) <= 80 else line[:79] + "…"
+
+
+def build_transcript(records: Iterable[dict[str, Any]], name: str, provider: str, *,
+                     workspace: str | None = None) -> dict[str, Any]:
+    """The seed-004 structure (mode "agent") of an agent's records, oldest first."""
+    turns = [t.to_dict(name, provider) for t in _turns(records).values()]
+    return {
+        "session_id": name, "mode": "agent", "bundle": name, "user_id": None,
+        "title": _title(turns[0]["user"]["text"]) if turns else None, "workspace": workspace,
+        "provider": provider, "turns": turns,
+    }
+
+
+def summarize(records: Iterable[dict[str, Any]], name: str, provider: str) -> dict[str, Any]:
+    """One `agent list` row: status, turns, tokens and last reply (clipped to 60 chars)."""
+    tracker, turns, tokens, last_reply, last = StatusTracker(), 0, 0, None, None
+    for rec in records:
+        tracker.feed(rec)
+        last = rec
+        if rec.get("kind") == "dispatch-start":
+            turns += 1
+        elif rec.get("kind") == "dispatch-finished":
+            tokens += _int(rec.get("tokens")) or 0
+            if isinstance(rec.get("reply"), str) and rec["reply"].strip():
+                last_reply = " ".join(rec["reply"].split())
+    status, status_at = tracker.result()
+    if last_reply is not None and len(last_reply) > 60:
+        last_reply = last_reply[:59] + "…"
+    return {"name": name, "provider": provider, "status": status, "last_status_at": status_at,
+            "turns": turns, "tokens": tokens, "last_reply": last_reply,
+            "cursor": last["cursor"] if last else None,
+            "last_activity": last["ts"] if last else None}

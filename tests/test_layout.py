@@ -1,0 +1,137 @@
+"""The package layout keeps its dependency arrows (docs/architecture.md): no import runs
+against them, there are no import cycles, and pyproject lists every package."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "runner" / "watchrun"
+
+BASE = {"events", "clock", "exitcodes"}
+"""Top-level modules every layer may use: the event vocabulary and the clock seam."""
+
+ALLOWED: dict[str, set[str]] = {
+    "match": set(),
+    "config": {"match"},
+    "output": {"match"},
+    "process": set(),
+    "sources": {"config", "match", "output", "process"},
+    "agents": {"config", "match", "output", "process"},
+    "views": {"config", "match", "output", "agents"},
+    "runtime": {"config", "match", "output", "process", "sources", "agents", "views"},
+    "cli": {"config", "match", "output", "process", "sources", "agents", "views", "runtime"},
+}
+"""Layer -> the layers it may import (besides itself and BASE). The arrows point one way:
+cli → runtime → views/agents/sources → output/process → config → match."""
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    """Every `watchrun.*` module imported by `path` (top level, lazy or TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text("utf-8"))
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "watchrun":
+                found += [(f"watchrun.{a.name}", node.lineno) for a in node.names]
+            elif node.module.startswith("watchrun."):
+                found.append((node.module, node.lineno))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            found.append(("<relative>", node.lineno))
+        elif isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names if a.name.startswith("watchrun.")]
+    return found
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+MODULES = sorted(PKG.rglob("*.py"))
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    for path in MODULES:
+        layer = _layer(_module_name(path))
+        assert layer in ALLOWED or layer in BASE or layer in ("", "__main__"), path
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG)))
+def test_imports_follow_the_arrows(path: Path) -> None:
+    me = _module_name(path)
+    mine = _layer(me)
+    bad = []
+    for target, line in _imports(path):
+        assert target != "<relative>", f"{path}:{line}: use absolute imports"
+        theirs = _layer(target)
+        if theirs in BASE or theirs == mine or theirs == "__version__":
+            continue
+        if mine in BASE:
+            bad.append(f"{path.name}:{line} imports {target} (base modules import no layer)")
+        elif mine in ("", "__main__"):
+            continue
+        elif theirs not in ALLOWED.get(mine, set()):
+            bad.append(f"{path.name}:{line} {mine} → {theirs} ({target})")
+    assert not bad, "imports against the arrows:\n" + "\n".join(bad)
+
+
+def test_no_import_cycles() -> None:
+    graph: dict[str, set[str]] = {}
+    names = {_module_name(p) for p in MODULES}
+    for path in MODULES:
+        deps = set()
+        for target, _ in _imports(path):
+            # `from watchrun.x import y` may name a submodule y or an attribute of x.
+            mod = target if target in names else target.rsplit(".", 1)[0]
+            if mod in names:
+                deps.add(mod)
+        graph[_module_name(path)] = deps - {_module_name(path)}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            # A package's __init__ importing its own modules is not a cycle of its own.
+            if state.get(dep) == 1 and not node.startswith(dep + "."):
+                cycle = [*stack[stack.index(dep):], dep]
+                raise AssertionError("import cycle: " + " → ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_pyproject_lists_every_package() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = {_module_name(p.parent / "__init__.py") for p in PKG.rglob("__init__.py")}
+    assert found | {"watchrun.schemas"} == listed
+    assert config["tool"]["setuptools"]["package-dir"] == {"": "runner", "watchrun.schemas":
+                                                           "schemas"}
+
+
+def test_every_module_says_its_job() -> None:
+    for path in MODULES:
+        tree = ast.parse(path.read_text("utf-8"))
+        if path.name == "__init__.py" and not tree.body:
+            continue
+        assert ast.get_docstring(tree), f"{path.relative_to(PKG)} has no docstring"
