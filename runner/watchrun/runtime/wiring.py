@@ -109,8 +109,13 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
     )
 
 
-def counters_of(rt: WatcherRuntime) -> dict[str, int]:
-    """A watcher's counters, for the metrics endpoint."""
-    c = rt.pipeline.counters
-    return {"lines": c.lines, "bytes": c.bytes_read, "matches": c.matches,
-            "truncated": c.truncated, "errors": c.errors}
+UP_STATES = {"starting", "running", "waiting"}
+"""Command states in which a command watcher is up (`waiting`: for its next cron tick)."""
+
+
+def counters_of(rt: WatcherRuntime) -> dict[str, Any]:
+    """A live watcher for the metrics endpoint: `up` while its task runs and its source can
+    look (a command starting, running or waiting for its schedule; a file being followed)."""
+    state = getattr(rt.source, "state", None)
+    up = not rt.task.done() and (rt.spec.kind != "command" or str(state) in UP_STATES)
+    return {"up": up}
