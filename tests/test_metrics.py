@@ -263,6 +263,9 @@ def test_a_live_runner_counts_across_reload_stop_and_clear(tmp_path: Path) -> No
                  "the rotation counted")
         wait_for(lambda: scrape(port).get('watchrun_restarts_total{watcher="flaky"}', 0) >= 2,
                  "restarts counted")
+        wait_for(lambda: scrape(port)['watchrun_watcher_up{watcher="flaky"}'] == 0,
+                 "the crashing command down (backing off or given up)")
+        assert scrape(port)['watchrun_watcher_up{watcher="file"}'] == 1
         conf["watchers"][0]["pattern"] = "ERROR|WARN"  # the file watcher is rebuilt
         write_config(tmp_path, conf)
         r.send(signal.SIGHUP)
