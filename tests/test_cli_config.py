@@ -42,10 +42,10 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
     proc = run("validate", "-c", "w.yaml", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stdout.splitlines() == [
-        "warning: limits.pollMs: 5 clamped to 10 (allowed 10–60000) (w.yaml:1:10)",  # noqa: RUF001
-        'error: watchers[0].pattern: invalid regex "(ab": missing ), unterminated subpattern '
-        "at position 0 (w.yaml:5:5)",
-        "error: watchers[0].patern: unknown key `patern`; did you mean `pattern`? (w.yaml:6:5)",
+        "w.yaml:1:10: warning: limits.pollMs: 5 clamped to 10 (allowed 10–60000)",  # noqa: RUF001
+        'w.yaml:5:5: error: watchers[0].pattern: invalid regex "(ab": missing ), unterminated '
+        "subpattern at position 0",
+        "w.yaml:6:5: error: watchers[0].patern: unknown key `patern`; did you mean `pattern`?",
         "w.yaml: invalid — 2 errors, 1 warning",
     ]
 
@@ -74,7 +74,7 @@ def test_validate_strict_turns_warnings_into_errors(tmp_path: Path) -> None:
     assert run("validate", "-c", "w.yaml", cwd=tmp_path).returncode == 0
     proc = run("validate", "--strict", "-c", "w.yaml", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stdout.startswith("error: limits.pollMs: 5 clamped to 10")
+    assert proc.stdout.startswith("w.yaml:1:10: error: limits.pollMs: 5 clamped to 10")
 
 
 def test_validate_says_which_patterns_backtrack(tmp_path: Path) -> None:
@@ -229,7 +229,7 @@ def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
     proc = subprocess.Popen([WATCHRUN, "validate", "-c", "w.yaml"], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
-    assert proc.stdout.read(7) == b"error: "  # it started writing
+    assert proc.stdout.read(7) == b"w.yaml:"  # it started writing
     proc.stdout.close()  # the reader goes away with most of the output unread
     assert proc.wait(timeout=60) == 141  # 128 + SIGPIPE, like `yes | head`
     assert proc.stderr.read() == b""

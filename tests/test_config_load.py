@@ -67,7 +67,8 @@ def _contrib_configs() -> list[Path]:
             continue
         text = path.read_text(encoding="utf-8")
         if any(line.startswith(("watchers:", "agents:", '"watchers"', "[[watchers]]"))
-               or '"watchers":' in line for line in text.splitlines()):
+               or (path.suffix == ".json" and '"watchers":' in line)
+               for line in text.splitlines()):
             out.append(path)  # a watchrun config (not a shipper, CI or Kubernetes file)
     return out
 

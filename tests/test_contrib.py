@@ -1,32 +1,48 @@
-"""Every file in contrib/ (except contrib/ci, tested in test_contrib_ci.py) is exercised."""
+"""Every file in contrib/ (except contrib/ci, tested in test_contrib_ci.py) is exercised: the
+systemd unit runs and passes the hardening bar, the Kubernetes manifests validate against the
+API schemas and their configs run, the shipper configs read what watchrun writes."""
 
 from __future__ import annotations
 
 import configparser
-import glob
-import json
+import os
+import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import tomllib
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+import kubernetes_validate
+import pytest
 import yaml
-from liverunner import watchrun_bin, write_config
+from liverunner import read_records, wait_for, watchrun_bin, write_config
 
-CONTRIB = Path(__file__).resolve().parents[1] / "contrib"
+ROOT = Path(__file__).resolve().parents[1]
+CONTRIB = ROOT / "contrib"
+SYSTEMD = CONTRIB / "systemd"
+KUBERNETES_VERSION = "1.30.0"
+EXPOSURE_BAR = 4.0
+
+
+# -- systemd ------------------------------------------------------------------------------------
+def unit_service() -> configparser.SectionProxy:
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    unit.read(SYSTEMD / "watchrun.service")
+    return unit["Service"]
 
 
 def test_systemd_unit_runs_as_a_notify_service_and_reloads(tmp_path: Path) -> None:
-    unit = configparser.ConfigParser(strict=False, interpolation=None)
-    unit.optionxform = str  # type: ignore[assignment,method-assign]
-    unit.read(CONTRIB / "systemd" / "watchrun.service")
-    svc = unit["Service"]
-    assert svc["Type"] == "notify" and "HUP" in svc["ExecReload"]
+    svc = unit_service()
+    assert svc["Type"] == "notify" and "HUP" in svc["ExecReload"] and svc["WatchdogSec"]
     argv = shlex.split(svc["ExecStart"])
     assert Path(argv[0]).name == "watchrun" and argv[1] == "run"
+    assert argv[argv.index("--output-dir") + 1] == f"/var/lib/{svc['StateDirectory']}"
     config = write_config(tmp_path, {"watchers": [
         {"id": "c", "command": "echo ERROR hi; exec sleep 1000", "pattern": "ERROR"}]})
     argv = [watchrun_bin(), *argv[1:]]
@@ -36,13 +52,19 @@ def test_systemd_unit_runs_as_a_notify_service_and_reloads(tmp_path: Path) -> No
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))
     sock.settimeout(20)
-    proc = subprocess.Popen(argv, env={"NOTIFY_SOCKET": str(sock_path), "PATH": "/usr/bin:/bin"},
-                            stderr=subprocess.PIPE, start_new_session=True)
+    env = {"NOTIFY_SOCKET": str(sock_path), "PATH": "/usr/bin:/bin", "WATCHDOG_USEC": "2000000"}
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        assert "READY=1" in sock.recv(4096).decode()
+        seen: list[str] = []
+        while not any("READY=1" in m for m in seen):
+            seen.append(sock.recv(4096).decode())
         proc.send_signal(signal.SIGHUP)  # what ExecReload does
-        msgs = [sock.recv(4096).decode() for _ in range(2)]
-        assert "RELOADING=1" in msgs[0] and "READY=1" in msgs[1]
+        while not any("RELOADING=1" in m for m in seen[-2:]):
+            seen.append(sock.recv(4096).decode())
+        while "READY=1" not in seen[-1]:
+            seen.append(sock.recv(4096).decode())
+        while "WATCHDOG=1" not in seen[-1]:  # WatchdogSec: pings go on after the reload
+            seen.append(sock.recv(4096).decode())
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     finally:
@@ -55,90 +77,380 @@ def test_systemd_unit_runs_as_a_notify_service_and_reloads(tmp_path: Path) -> No
     assert (tmp_path / "state" / "watchers" / "c.jsonl").exists()
 
 
-def test_kubernetes_sidecar_config_validates_and_mounts_line_up(tmp_path: Path) -> None:
-    docs = list(yaml.safe_load_all((CONTRIB / "kubernetes" / "sidecar.yaml").read_text()))
-    cm = next(d for d in docs if d["kind"] == "ConfigMap")
-    deploy = next(d for d in docs if d["kind"] == "Deployment")
-    watch = yaml.safe_load(cm["data"]["watch.yaml"])
-    config = tmp_path / "watch.yaml"
-    config.write_text(cm["data"]["watch.yaml"])
-    p = subprocess.run([watchrun_bin(), "validate", "-c", str(config)], capture_output=True,
+def exposure(root: Path) -> tuple[float, str]:
+    """`systemd-analyze security --offline` of watchrun.service under `root`: the overall
+    exposure and the report. The unit file is parsed by systemd itself."""
+    p = subprocess.run(["systemd-analyze", "security", "--offline=yes", f"--root={root}",
+                        "--no-pager", "watchrun.service"], capture_output=True, text=True,
+                       timeout=60)
+    m = re.search(r"Overall exposure level for watchrun\.service: (\d+\.\d+)", p.stdout)
+    assert m, p.stdout + p.stderr
+    assert not re.search(r"Unknown|ignoring|Failed", p.stderr), p.stderr  # every line understood
+    return float(m.group(1)), p.stdout
+
+
+@pytest.fixture
+def analyze() -> None:
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed")
+
+
+def install(root: Path, *dropins: str) -> None:
+    system = root / "etc" / "systemd" / "system"
+    system.mkdir(parents=True)
+    shutil.copy(SYSTEMD / "watchrun.service", system)
+    for name in dropins:
+        (system / "watchrun.service.d").mkdir(exist_ok=True)
+        shutil.copy(SYSTEMD / "watchrun.service.d" / name, system / "watchrun.service.d")
+
+
+@pytest.mark.usefixtures("analyze")
+def test_the_unit_passes_the_hardening_bar(tmp_path: Path) -> None:
+    install(tmp_path)
+    level, report = exposure(tmp_path)
+    assert level <= EXPOSURE_BAR, report
+    svc = unit_service()
+    assert svc["DynamicUser"] == "yes" and set(svc["SupplementaryGroups"].split()) == {
+        "adm", "systemd-journal"}
+    for key, value in (("ProtectSystem", "strict"), ("ProtectHome", "yes"),
+                       ("NoNewPrivileges", "yes"), ("PrivateTmp", "yes")):
+        assert svc[key] == value
+    assert int(svc["LimitNOFILE"]) >= 65536
+    assert re.search(r"✓ User=/DynamicUser=", report)
+
+
+@pytest.mark.usefixtures("analyze")
+def test_the_root_only_logs_dropin_adds_only_read_access(tmp_path: Path) -> None:
+    install(tmp_path, "read-all-logs.conf")
+    level, report = exposure(tmp_path)
+    assert level <= EXPOSURE_BAR, report
+    assert re.search(r"✗ AmbientCapabilities=", report)  # the drop-in is applied
+    assert re.search(r"✓ CapabilityBoundingSet=~CAP_SYS_ADMIN", report)
+    dropin = configparser.ConfigParser(strict=False, interpolation=None)
+    dropin.optionxform = str  # type: ignore[assignment,method-assign]
+    dropin.read(SYSTEMD / "watchrun.service.d" / "read-all-logs.conf")
+    assert dict(dropin["Service"]) == {"AmbientCapabilities": "CAP_DAC_READ_SEARCH",
+                                       "CapabilityBoundingSet": "CAP_DAC_READ_SEARCH",
+                                       "ProtectHome": "read-only"}
+    readme = (ROOT / "README.md").read_text()
+    assert "watchrun.service.d/read-all-logs.conf" in readme
+
+
+# -- Kubernetes ---------------------------------------------------------------------------------
+def manifests(name: str) -> list[dict[str, Any]]:
+    docs = list(yaml.safe_load_all((CONTRIB / "kubernetes" / name).read_text()))
+    return [d for d in docs if d]
+
+
+@pytest.mark.parametrize("name", ["sidecar.yaml", "daemonset.yaml"])
+def test_kubernetes_manifests_validate_against_the_api_schemas(name: str, tmp_path: Path) -> None:
+    """Offline, like `kubectl apply --dry-run=client` with validation: every object against the
+    Kubernetes OpenAPI schemas, unknown fields rejected; and kubectl itself parses the file."""
+    for doc in manifests(name):
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    if shutil.which("kubectl"):
+        (tmp_path / name).write_text((CONTRIB / "kubernetes" / name).read_text())
+        (tmp_path / "kustomization.yaml").write_text(f"resources: [{name}]\n")
+        p = subprocess.run(["kubectl", "kustomize", str(tmp_path)], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        assert sorted(d["kind"] for d in yaml.safe_load_all(p.stdout)) == sorted(
+            d["kind"] for d in manifests(name))
+
+
+def pod_spec(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (workload,) = [d for d in docs if d["kind"] in ("Deployment", "DaemonSet")]
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def container(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    (found,) = [c for c in spec["containers"] if c["name"] == name]
+    return found
+
+
+@pytest.mark.parametrize("name", ["sidecar.yaml", "daemonset.yaml"])
+def test_kubernetes_pods_are_wired_and_locked_down(name: str) -> None:
+    docs = manifests(name)
+    spec = pod_spec(docs)
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    config_maps = {d["metadata"]["name"] for d in docs if d["kind"] == "ConfigMap"}
+    for c in spec["containers"]:
+        assert {m["name"] for m in c.get("volumeMounts", [])} <= set(volumes)
+    for v in volumes.values():
+        if "configMap" in v:
+            assert v["configMap"]["name"] in config_maps
+    w = container(spec, "watchrun")
+    assert w["image"] == "ghcr.io/OWNER/watchrun:0.1.0"  # the Dockerfile's image (README)
+    sc = w["securityContext"]
+    assert sc["readOnlyRootFilesystem"] and not sc["allowPrivilegeEscalation"]
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    assert set(sc["capabilities"].get("add", [])) <= {"DAC_READ_SEARCH"}
+    port = w["ports"][0]["containerPort"]
+    argv = " ".join(w.get("command", []) + w.get("args", []))
+    assert f"--metrics 0.0.0.0:{port}" in argv
+    assert w["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert "pip install" not in argv
+
+
+def validate_config(path: Path) -> None:
+    p = subprocess.run([watchrun_bin(), "validate", "-c", str(path)], capture_output=True,
                        text=True, timeout=30)
     assert p.returncode == 0, p.stdout + p.stderr
-    pod = deploy["spec"]["template"]["spec"]
-    sidecar = next(c for c in pod["containers"] if c["name"] == "watchrun")
-    mounts = {m["mountPath"] for m in sidecar["volumeMounts"]}
+
+
+def test_the_sidecar_shares_the_app_log_and_ships_with_the_contrib_vector_config(
+        tmp_path: Path) -> None:
+    docs = manifests("sidecar.yaml")
+    cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+    text = cms["watchrun-config"]["data"]["watch.yaml"]
+    (tmp_path / "watch.yaml").write_text(text)
+    validate_config(tmp_path / "watch.yaml")
+    watch = yaml.safe_load(text)
+    spec = pod_spec(docs)
+    w, shipper = container(spec, "watchrun"), container(spec, "shipper")
+    assert w["securityContext"]["runAsNonRoot"] and w["securityContext"]["runAsUser"] == 10001
+    mounts = {m["mountPath"]: m for m in w["volumeMounts"]}
     assert watch["output"]["dir"] in mounts
-    for w in watch["watchers"]:
-        assert str(Path(w["path"]).parent) in mounts
-    assert "/etc/watchrun/watch.yaml" in sidecar["command"][-1]
-    port = sidecar["ports"][0]["containerPort"]
-    assert f":{port}" in sidecar["command"][-1]
-    assert sidecar["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    for wt in watch["watchers"]:
+        assert str(Path(wt["path"]).parent) in mounts
+    assert "/etc/watchrun/watch.yaml" in w["args"]
+    # the shipper reads watchrun's output volume with the very config in contrib/shippers
+    vector = cms["watchrun-vector"]["data"]["vector.toml"]
+    assert vector == (CONTRIB / "shippers" / "vector.toml").read_text()
+    out_volume = mounts[watch["output"]["dir"]]["name"]
+    ship_mounts = {m["name"]: m for m in shipper["volumeMounts"]}
+    assert ship_mounts[out_volume]["mountPath"] == watch["output"]["dir"]
+    assert ship_mounts[out_volume]["readOnly"] is True
+    data_dir = tomllib.loads(vector)["data_dir"]
+    (ckpt,) = [m for m in shipper["volumeMounts"] if m["mountPath"] == data_dir]
+    assert "emptyDir" in {v["name"]: v for v in spec["volumes"]}[ckpt["name"]]  # pod lifetime
+    # the shipper can read what watchrun writes (0640 files, 0750 dirs): through the group
+    assert shipper["securityContext"]["runAsGroup"] == spec["securityContext"]["fsGroup"] == \
+        w["securityContext"]["runAsGroup"]
 
 
-def _real_output(tmp_path: Path) -> Path:
-    """A real once run (a watcher and the mock agent) so the shippers' globs meet real files."""
+def test_the_daemonset_follows_pod_logs_as_they_come(tmp_path: Path) -> None:
+    """The DaemonSet's own container command and config, with its paths moved under tmp_path:
+    pods.py lists the pod logs there, the runner follows them, and a pod that starts later is
+    picked up (SIGHUP) and read from its first line."""
+    docs = manifests("daemonset.yaml")
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    etc, state, pods = tmp_path / "etc", tmp_path / "state", tmp_path / "pods"
+    for d in (etc, state, pods):
+        d.mkdir()
+
+    def moved(text: str) -> str:
+        return text.replace("/etc/watchrun", str(etc)).replace("/var/lib/watchrun", str(state))
+
+    for key, text in cm["data"].items():
+        (etc / key).write_text(moved(text))
+    old = pods / "default_web-0_1111" / "nginx" / "0.log"
+    old.parent.mkdir(parents=True)
+    old.write_text("ERROR before the runner: followed from the end, not matched\n")
+    w = container(pod_spec(docs), "watchrun")
+    env = {**os.environ, "PODS_DIR": str(pods), "PODS_SCAN_SECONDS": "0.1",
+           "PATH": f"{Path(watchrun_bin()).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.update({e["name"]: e["value"] for e in w["env"] if e["name"] != "PODS_SCAN_SECONDS"})
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    argv = [*w["command"], moved(w["args"][0]).replace("0.0.0.0:9464", f"127.0.0.1:{port}")]
+    err = (tmp_path / "err").open("w")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                            start_new_session=True)
+    out = state / "watchers"
+    try:
+        wait_for(lambda: '"event":"start","watcher":"default.web-0.nginx.0"' in (
+            tmp_path / "err").read_text(), "the runner following web-0's log")
+        with old.open("a") as fh:
+            fh.write("ERROR in web-0\n")
+        wait_for(lambda: read_records(out / "default.web-0.nginx.0.jsonl"), "web-0's records")
+        new = pods / "kube-system_dns-7_2222" / "coredns" / "0.log"
+        new.parent.mkdir(parents=True)
+        new.write_text("panic: written before the runner saw the file\nfine\n")
+        wait_for(lambda: [r for r in read_records(out / "kube-system.dns-7.coredns.0.jsonl")
+                          if r["kind"] == "match"], "the new pod's first line")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        err.close()
+    matches = [r["line"] for r in read_records(out / "default.web-0.nginx.0.jsonl")
+               if r["kind"] == "match"]
+    assert matches == ["ERROR in web-0"]
+    new_matches = [r["line"] for r in read_records(out / "kube-system.dns-7.coredns.0.jsonl")
+                   if r["kind"] == "match"]
+    assert new_matches == ["panic: written before the runner saw the file"]
+    log = (tmp_path / "err").read_text()
+    assert '"event":"reloaded"' in log and "Traceback" not in log
+
+
+def test_the_daemonset_names_long_and_reused_pod_logs_apart(tmp_path: Path) -> None:
+    (cm,) = [d for d in manifests("daemonset.yaml") if d["kind"] == "ConfigMap"]
+    script = tmp_path / "pods.py"
+    script.write_text(cm["data"]["pods.py"])
+    pods, config = tmp_path / "pods", tmp_path / "pods.json"
+    long_pod = "p" * 120
+    for rel in (f"ns_{long_pod}_1/c/0.log", "ns_web-0_1/c/0.log", "ns_web-0_2/c/0.log"):
+        (pods / rel).parent.mkdir(parents=True)
+        (pods / rel).write_text("")
+    env = {**os.environ, "PODS_DIR": str(pods), "PODS_CONFIG": str(config)}
+    subprocess.run(["python3", str(script), "--once"], env=env, check=True, timeout=30,
+                   capture_output=True)
+    ids = [w["id"] for w in yaml.safe_load(config.read_text())["watchers"]]
+    assert len(set(ids)) == 3 and all(len(i) <= 64 for i in ids)
+    assert "ns.web-0.c.0" in ids
+    shutil.copy(tmp_path / "pods.json", tmp_path / "watch.json")
+    validate_config(tmp_path / "watch.json")
+
+
+
+
+# -- shippers -----------------------------------------------------------------------------------
+TS_FORMATS = {  # each shipper's spelling of watchrun's `ts` format, in Python's strptime
+    "vector": ("%Y-%m-%dT%H:%M:%S%.fZ", "%.f", ".%f"),  # chrono
+    "fluent-bit": ("%Y-%m-%dT%H:%M:%S.%LZ", "%L", "%f"),  # strptime + %L fractional seconds
+}
+
+
+def real_output(tmp_path: Path) -> Path:
+    """A real once run (a watcher whose JSONL rotates, and the mock agent) so the shippers'
+    globs meet real files, rotated ones included."""
     out = tmp_path / "out"
     config = write_config(tmp_path, {
-        "output": {"dir": str(out)},
-        "watchers": [{"id": "w", "command": "echo ERROR shipped", "pattern": "ERROR",
-                      "wake": "a"}],
+        "output": {"dir": str(out), "maxBytes": "64KiB"},
+        "watchers": [{"id": "w", "command": "seq 1 800 | sed 's/^/ERROR shipped /'",
+                      "pattern": "ERROR", "wake": "a"}],
         "agents": [{"name": "a", "provider": "mock"}]})
-    p = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)], capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run([watchrun_bin(), "run", "--once", "--quiet", "-c", str(config)],
+                       capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+    assert (out / "watchers" / "w.jsonl.1").exists()
     return out
 
 
-def _fluent_bit_sections(text: str) -> dict[str, dict[str, str]]:
+def fluent_bit_sections(text: str) -> list[tuple[str, dict[str, str]]]:
     """Fluent Bit's classic format: `[SECTION]` then indented `Key value` lines."""
-    sections: dict[str, dict[str, str]] = {}
-    current: dict[str, str] = {}
+    sections: list[tuple[str, dict[str, str]]] = []
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
         if line.startswith("["):
-            current = sections.setdefault(line.strip("[]"), {})
+            sections.append((line.strip("[]"), {}))
         else:
             key, _, value = line.partition(" ")
-            current[key] = value.strip()
+            sections[-1][1][key] = value.strip()
     return sections
 
 
-def _globs_hit(patterns: list[str], out: Path) -> list[str]:
-    files: list[str] = []
+def globs_hit(patterns: list[str], out: Path) -> list[str]:
+    files: set[str] = set()
     for pattern in patterns:
-        files += glob.glob(pattern.replace("/var/lib/watchrun", str(out)))
+        files.update(str(p) for p in Path("/").glob(
+            pattern.replace("/var/lib/watchrun", str(out)).lstrip("/")))
     return sorted(files)
 
 
-def test_shipper_configs_read_the_files_watchrun_writes(tmp_path: Path) -> None:
-    out = _real_output(tmp_path)
-    expected = sorted(str(p) for p in out.glob("*/*.jsonl"))
-    assert len(expected) == 2
-    vector = tomllib.loads((CONTRIB / "shippers" / "vector.toml").read_text())
-    assert _globs_hit(vector["sources"]["watchrun"]["include"], out) == expected
-    assert "parse_json" in vector["transforms"]["records"]["source"]
-    fb = _fluent_bit_sections((CONTRIB / "shippers" / "fluent-bit.conf").read_text())
-    assert fb["INPUT"]["Parser"] == "json"
-    assert _globs_hit(fb["INPUT"]["Path"].split(","), out) == expected
+def check_ts(out: Path, strptime: str) -> int:
+    n = 0
+    for path in out.glob("*/*.jsonl*"):
+        for rec in read_records(path):
+            parsed = datetime.strptime(rec["ts"], strptime)
+            assert parsed.isoformat(timespec="milliseconds")[:23] == rec["ts"][:23]
+            n += 1
+    return n
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    out = real_output(tmp_path_factory.mktemp("ship"))
+    return out, sorted(str(p) for p in out.glob("*/*.jsonl*"))
+
+
+def test_vector_keeps_the_file_uses_ts_and_checkpoints(shipped: tuple[Path, list[str]]) -> None:
+    out, written = shipped
+    cfg = tomllib.loads((CONTRIB / "shippers" / "vector.toml").read_text())
+    src = cfg["sources"]["watchrun"]
+    assert globs_hit(src["include"], out) == written
+    assert cfg["data_dir"] and src["read_from"] == "beginning"  # checkpoints in data_dir
+    remap = cfg["transforms"]["records"]
+    assert remap["inputs"] == ["watchrun"] and cfg["sinks"]["out"]["inputs"] == ["records"]
+    vrl = [ln.strip() for ln in remap["source"].strip().splitlines()]
+    fmt, chrono, py = TS_FORMATS["vector"]
+    assert vrl == [f"{src['file_key']} = .{src['file_key']}",
+                   ". = parse_json!(string!(.message))",
+                   f".{src['file_key']} = {src['file_key']}",
+                   f'.timestamp = parse_timestamp!(.ts, format: "{fmt}")']
+    assert check_ts(out, fmt.replace(chrono, py)) > 800
+    if shutil.which("vector"):
+        p = subprocess.run(["vector", "validate", "--no-environment",
+                            str(CONTRIB / "shippers" / "vector.toml")], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_fluent_bit_has_its_parser_keeps_the_file_and_checkpoints(
+        shipped: tuple[Path, list[str]]) -> None:
+    out, written = shipped
+    conf = CONTRIB / "shippers" / "fluent-bit.conf"
+    sections = dict(fluent_bit_sections(conf.read_text()))
+    parsers_file = conf.parent / sections["SERVICE"]["Parsers_File"]  # relative to the config
+    parsers = {p["Name"]: p for kind, p in fluent_bit_sections(parsers_file.read_text())
+               if kind == "PARSER"}
+    tail = sections["INPUT"]
+    assert tail["Name"] == "tail" and globs_hit(tail["Path"].split(","), out) == written
+    parser = parsers[tail["Parser"]]
+    fmt, c_fmt, py = TS_FORMATS["fluent-bit"]
+    assert (parser["Format"], parser["Time_Key"], parser["Time_Format"]) == ("json", "ts", fmt)
+    assert parser["Time_Keep"] == "On"
+    assert check_ts(out, fmt.replace(c_fmt, py)) > 800
+    assert tail["Path_Key"] == "file" and tail["DB"]  # the file name kept; positions in the DB
+    if shutil.which("fluent-bit"):
+        p = subprocess.run(["fluent-bit", "--dry-run", "-c", str(conf)], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_otel_collector_keeps_the_file_uses_ts_and_stores_offsets(
+        shipped: tuple[Path, list[str]]) -> None:
+    out, written = shipped
     otel = yaml.safe_load((CONTRIB / "shippers" / "otelcol.yaml").read_text())
     recv = otel["receivers"]["filelog"]
-    assert _globs_hit(recv["include"], out) == expected
-    # the timestamp layout the collector is told matches what records carry
-    layout = recv["operators"][0]["timestamp"]["layout"]
-    assert layout == "2006-01-02T15:04:05.000Z"
-    for path in expected:
-        for line in Path(path).read_text().splitlines():
-            rec = json.loads(line)
-            datetime.strptime(rec["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    assert globs_hit(recv["include"], out) == written
+    assert recv["storage"] in otel["extensions"] and recv["storage"] in otel["service"][
+        "extensions"]  # offsets survive a collector restart
+    assert otel["extensions"][recv["storage"]]["directory"]
+    assert recv["include_file_path"] is True
+    (parser,) = recv["operators"]
+    assert parser["type"] == "json_parser"
+    ts = parser["timestamp"]
+    assert (ts["parse_from"], ts["layout_type"]) == ("attributes.ts", "gotime")
+    go_to_python = {"2006": "%Y", "01": "%m", "02": "%d", "15": "%H", "04": "%M", "05": "%S",
+                    ".000": ".%f"}
+    layout = re.sub(r"2006|01|02|15|04|05|\.000", lambda m: go_to_python[m.group()],
+                    ts["layout"])
+    assert layout == "%Y-%m-%dT%H:%M:%S.%fZ"
+    assert check_ts(out, layout) > 800
+    pipeline = otel["service"]["pipelines"]["logs"]
+    assert pipeline["receivers"] == ["filelog"] and set(pipeline["exporters"]) <= set(
+        otel["exporters"])
+    for binary in ("otelcol-contrib", "otelcol"):
+        if shutil.which(binary):
+            p = subprocess.run([binary, "validate", "--config",
+                                str(CONTRIB / "shippers" / "otelcol.yaml")],
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, p.stdout + p.stderr
 
 
+# -- every file ---------------------------------------------------------------------------------
 def test_every_contrib_file_is_covered() -> None:
-    covered = {"systemd/watchrun.service", "kubernetes/sidecar.yaml", "shippers/vector.toml",
-               "shippers/fluent-bit.conf", "shippers/otelcol.yaml"}
+    covered = {"systemd/watchrun.service", "systemd/watchrun.service.d/read-all-logs.conf",
+               "kubernetes/sidecar.yaml", "kubernetes/daemonset.yaml", "shippers/vector.toml",
+               "shippers/fluent-bit.conf", "shippers/parsers.conf", "shippers/otelcol.yaml"}
     present = {str(p.relative_to(CONTRIB)) for p in CONTRIB.rglob("*") if p.is_file()
                and p.relative_to(CONTRIB).parts[0] != "ci"}
     assert present == covered, "a contrib file without a test"

@@ -3,6 +3,7 @@ commands run against the sample project; the hook's entry runs as pre-commit wou
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -15,6 +16,9 @@ from typing import Any
 import pytest
 import yaml
 from liverunner import watchrun_bin
+from packaging.requirements import Requirement
+
+from watchrun import __version__
 
 ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / "contrib" / "ci"
@@ -67,6 +71,19 @@ def run_lines(lines: list[str], repo: Path, env: dict[str, str],
     return result
 
 
+def assert_installs_a_release(line: str, url_prefix: str) -> None:
+    """The install line names something that exists once released: watchrun's repository at
+    the tag of this version (OWNER is the placeholder the README says to replace), not an
+    unpublished `pip install watchrun`."""
+    argv = shlex.split(line)
+    assert argv[:4] == ["python", "-m", "pip", "install"] and len(argv) == 5
+    req = Requirement(argv[4])
+    assert req.name == "watchrun" and req.url is not None
+    assert req.url.startswith(url_prefix)
+    tag = req.url.removeprefix(url_prefix).removesuffix(".tar.gz")
+    assert tag == f"v{__version__}"
+
+
 # -- GitHub Actions -----------------------------------------------------------------------------
 def github_run_lines() -> list[str]:
     """The workflow's `run:` steps that the sample can run here (not the install step)."""
@@ -79,7 +96,8 @@ def test_the_workflow_is_well_formed() -> None:
     assert set(wf[True]) == {"push", "pull_request"}  # YAML 1.1 reads the `on:` key as True
     steps = wf["jobs"]["build"]["steps"]
     assert steps[0]["uses"].startswith("actions/checkout@")
-    assert any("pip install watchrun" in s.get("run", "") for s in steps)
+    (install,) = [s["run"] for s in steps if "pip install" in s.get("run", "")]
+    assert_installs_a_release(install, "git+https://github.com/OWNER/watchrun@")
     (gate,) = [s for s in steps if s.get("run", "").startswith("watchrun run --once")]
     assert "continue-on-error" not in gate  # the exit status fails the job
     (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
@@ -126,7 +144,8 @@ def test_the_workflow_fails_with_an_annotation_when_a_gate_is_crossed(
 # -- GitLab CI ----------------------------------------------------------------------------------
 def test_the_gitlab_job_runs_on_the_sample_project(repo: Path) -> None:
     job = yaml.safe_load((CI / "gitlab-ci.yml").read_text())["watchrun-gate"]
-    assert any("pip install watchrun" in ln for ln in job["before_script"])
+    (install,) = [ln for ln in job["before_script"] if "pip install" in ln]
+    assert_installs_a_release(install, "https://github.com/OWNER/watchrun/archive/refs/tags/")
     cmd = gate_command(job["script"])
     assert job["artifacts"]["when"] == "always"
     assert job["artifacts"]["reports"]["junit"] == junit_arg(cmd)
@@ -229,3 +248,90 @@ def test_the_readme_ci_section_shows_the_sample_config_and_workflow() -> None:
     blocks = [yaml.safe_load(b) for b in readme_blocks("## Gate your CI on log patterns")]
     assert yaml.safe_load((SAMPLE / "watch.ci.yaml").read_text()) in blocks
     assert workflow() in blocks
+
+
+# -- validate's annotations and the problem matcher -----------------------------------------------
+BAD_CONFIG = ("limits: {pollMs: 5}\nwatchers:\n  - id: a\n    path: app.log\n"
+              "    pattern: '(ab'\n    patern: x\n  - id: b\n    command: make\n"
+              "    pattern: x\n    \"50%\\nnew::error::forged\": 1\n")
+
+
+def validate_in(cwd: Path, config: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
+    return subprocess.run([watchrun_bin(), "validate", "-c", config], cwd=cwd,
+                          env={**clean, **env}, capture_output=True, text=True,
+                          timeout=TIMEOUT_S, check=False)
+
+
+def json_diagnostics(cwd: Path, config: str) -> list[dict[str, Any]]:
+    p = subprocess.run([watchrun_bin(), "validate", "--format", "json", "-c", config], cwd=cwd,
+                       capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    diagnostics: list[dict[str, Any]] = yaml.safe_load(p.stdout)["diagnostics"]
+    return diagnostics
+
+
+def test_validate_under_github_actions_annotates_the_file_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "watch.yaml").write_text(BAD_CONFIG)
+    p = validate_in(tmp_path / "ci", "watch.yaml", GITHUB_ACTIONS="true",
+                    GITHUB_WORKSPACE=str(tmp_path))
+    assert p.returncode == 2
+    notes = [ln for ln in p.stdout.splitlines() if ln.startswith("::")]
+    assert notes[:3] == [
+        "::warning file=ci/watch.yaml,line=1,col=10,title=watchrun validate::limits.pollMs: "
+        "5 clamped to 10 (allowed 10–60000)",  # noqa: RUF001
+        "::error file=ci/watch.yaml,line=5,col=5,title=watchrun validate::watchers[0].pattern: "
+        'invalid regex "(ab": missing ), unterminated subpattern at position 0',
+        "::error file=ci/watch.yaml,line=6,col=5,title=watchrun validate::watchers[0].patern: "
+        "unknown key `patern`; did you mean `pattern`?"]
+    # a key with a newline and a percent sign cannot start a workflow command of its own
+    assert len(notes) == 4 and "%25" in notes[3] and "\\n" in notes[3]
+    assert not [ln for ln in p.stdout.splitlines() if ln.startswith("new::")]
+    plain = validate_in(tmp_path / "ci", "watch.yaml")
+    assert plain.returncode == 2 and "::" not in "".join(
+        ln[:2] for ln in plain.stdout.splitlines())  # no workflow commands off GitHub
+
+
+def test_a_config_outside_the_workspace_is_annotated_without_a_file(tmp_path: Path) -> None:
+    (tmp_path / "watch.yaml").write_text(BAD_CONFIG)
+    p = validate_in(tmp_path, "watch.yaml", GITHUB_ACTIONS="true",
+                    GITHUB_WORKSPACE=str(tmp_path / "elsewhere"))
+    notes = [ln for ln in p.stdout.splitlines() if ln.startswith("::")]
+    assert notes and all(ln.startswith(("::error title=", "::warning title=")) for ln in notes)
+
+
+def test_json_output_stays_json_under_github_actions(tmp_path: Path) -> None:
+    (tmp_path / "watch.yaml").write_text(BAD_CONFIG)
+    p = subprocess.run([watchrun_bin(), "validate", "--format", "json", "-c", "watch.yaml"],
+                       cwd=tmp_path, env={**os.environ, "GITHUB_ACTIONS": "true"},
+                       capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    assert yaml.safe_load(p.stdout)["errors"] == 3
+
+
+def test_the_problem_matcher_reads_real_validate_output(tmp_path: Path) -> None:
+    """GitHub applies the matcher's regexp (JavaScript syntax; this one is also Python's) to each
+    line of a step's output; every diagnostic must come out with its file, line, column,
+    severity and message, and nothing else may match."""
+    doc = json.loads((CI / "watchrun-problem-matcher.json").read_text())
+    (matcher,) = doc["problemMatcher"]
+    (pattern,) = matcher["pattern"]
+    rx = re.compile(pattern["regexp"])
+    (tmp_path / "watch.yaml").write_text(BAD_CONFIG)
+    (tmp_path / "broken.yaml").write_text("watchers: [\n")
+    for name in ("watch.yaml", "broken.yaml", "missing.yaml", "good.yaml"):
+        if name == "good.yaml":
+            shutil.copy(SAMPLE / "watch.ci.yaml", tmp_path / name)
+        p = validate_in(tmp_path, name)
+        found = []
+        for line in p.stdout.splitlines():
+            m = rx.match(line)
+            if m:
+                g = {k: m.group(v) for k, v in pattern.items() if k != "regexp"}
+                found.append((g["file"], g["line"] and int(g["line"]),
+                              g["column"] and int(g["column"]), g["severity"], g["message"]))
+        expected = [(d["file"], d.get("line"), d.get("column"), d["severity"],
+                     (f"{d['path']}: {d['message']}" if d["path"] else d["message"]).replace(
+                         "\n", "\\n"))  # printed with the control character escaped
+                    for d in json_diagnostics(tmp_path, name)]
+        assert found == expected, p.stdout
+        assert (len(found) > 0) == (name != "good.yaml")

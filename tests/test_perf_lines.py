@@ -168,7 +168,7 @@ def test_the_match_echo_on_stderr_is_capped_per_second() -> None:
     from watchrun.output.runlog import MATCH_LINES_PER_SECOND
 
     stream = io.StringIO()
-    log = RunLog(stream=stream)
+    log = RunLog(stream=stream, timestamps=False)
     n = MATCH_LINES_PER_SECOND + 10
     found = [MatchInfo(f"ERROR {i}", i, 0, f"/x.log:{i}") for i in range(n)]
     log.matches("app", found)

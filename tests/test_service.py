@@ -190,13 +190,18 @@ def test_json_log_format_for_machines(tmp_path: Path) -> None:
         {"id": "c", "command": "echo 'ERROR \x1b[2Jboom'", "pattern": "ERROR"}]})
     r = LiveRunner(config, "--log-format", "json")
     try:
-        r.wait_log('"kind": "exit"')
+        r.wait_log('"event":"exit"')
     finally:
         assert r.stop() == 0
     lines = [json.loads(x) for x in r.stderr().splitlines()]
-    assert all({"ts", "level", "msg"} <= set(x) for x in lines)
-    match = next(x for x in lines if x["msg"].startswith("match"))
-    assert match["source"] == "c" and "\x1b" not in match["msg"] and "ERROR boom" in match["msg"]
+    assert all({"ts", "level", "event", "msg"} <= set(x) for x in lines)
+    ready = next(x for x in lines if x["event"] == "ready")
+    assert (ready["watchers"], ready["agents"]) == (1, 0)
+    match = next(x for x in lines if x["event"] == "match")
+    assert match["watcher"] == "c" and match["line"] == "ERROR boom" and match["lineNo"] == 1
+    assert "\x1b" not in match["msg"] and "ERROR boom" in match["msg"]
+    exit_ = next(x for x in lines if x["event"] == "exit")
+    assert (exit_["watcher"], exit_["run"], exit_["exitCode"]) == ("c", 1, 0)
 
 
 def test_agent_send_and_stop_through_the_live_runner(tmp_path: Path) -> None:

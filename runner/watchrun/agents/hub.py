@@ -130,7 +130,7 @@ class AgentHub:
             try:
                 await self._turn(a, *work)
             except Exception as exc:  # a bug in one turn must not stop the agent
-                self.log.error(f"turn failed: {exc!r}", a.spec.name)
+                self.log.error(f"turn failed: {exc!r}", a.spec.name, event="turn-error")
                 a.rec.emit("error", {"code": "internal", "message": repr(exc)})
             finally:
                 a.working = False
@@ -163,7 +163,8 @@ class AgentHub:
             a.turns += 1
             for d in batch:
                 a.rec.emit("delivery", d.record("delivered", limits.match_lines, turnId=turn_id))
-            self.log.info(f"{turn_id} started ({trigger}, pid {runner.pid})", name)
+            self.log.info(f"{turn_id} started ({trigger}, pid {runner.pid})", name,
+                          event="turn-start", turnId=turn_id, trigger=trigger, pid=runner.pid)
 
         try:
             result = await runner.run(prompt, trigger=trigger, deliveries=[d.id for d in batch],
@@ -178,11 +179,11 @@ class AgentHub:
         a.tokens += result.usage.tokens
         a.last_reply = result.reply
         how = f"{result.status} in {result.duration_ms} ms, {result.usage.tokens} tokens"
-        if result.status == "done":
-            self.log.info(f"{result.turn_id} {how}", name)
-        else:
-            error = (result.error or {}).get("message", "")
-            self.log.warning(f"{result.turn_id} {how}: {error}", name)
+        error = (result.error or {}).get("message", "")
+        self.log.log("info" if result.status == "done" else "warning", "turn-end",
+                     f"{result.turn_id} {how}" + (f": {error}" if error else ""), name,
+                     turnId=result.turn_id, status=result.status, durationMs=result.duration_ms,
+                     **result.usage.counts())
 
     async def idle(self) -> None:
         """Return once no turn runs and nothing waits for any agent, every record written

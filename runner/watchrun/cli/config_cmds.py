@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
 from watchrun.config import LoadResult, load_config
+from watchrun.config.diagnostics import Diagnostic
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.exitcodes import ExitStatus
 
@@ -21,6 +23,31 @@ def _printable(text: str) -> str:
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def located(d: Diagnostic) -> str:
+    """`watch.yaml:12:5: error: watchers[2].pattern: message`: the compiler form that editors,
+    CI problem matchers (contrib/ci/watchrun-problem-matcher.json) and people read."""
+    text = f"{d.path}: {d.message}" if d.path else d.message
+    where = d.where()
+    return f"{where}: {d.severity}: {text}" if where else f"{d.severity}: {text}"
+
+
+def annotation(d: Diagnostic, workspace: str) -> str:
+    """A GitHub workflow command for `d` (`::error file=…,line=…,col=…::…`); the file is given
+    relative to `workspace` (the repository root), and left out when it is not inside it."""
+    from watchrun.runtime.gate import escape_data, escape_property
+
+    props = []
+    if d.file is not None:
+        path = os.path.abspath(d.file)
+        if path.startswith(os.path.abspath(workspace).rstrip("/") + "/"):
+            props.append(f"file={escape_property(os.path.relpath(path, workspace))}")
+            props += [f"{key}={n}" for key, n in (("line", d.line), ("col", d.column))
+                      if n is not None]
+    props.append("title=watchrun validate")
+    text = f"{d.path}: {d.message}" if d.path else d.message
+    return f"::{d.severity} {','.join(props)}::{escape_data(_printable(text))}"
 
 
 def _load(args: argparse.Namespace, strict: bool = False) -> LoadResult:
@@ -107,7 +134,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(_validate_doc(args, result), indent=2, ensure_ascii=False))
         return ExitStatus.OK if result.ok else ExitStatus.USAGE
     for d in result.diagnostics:
-        print(_printable(d.format()))
+        print(_printable(located(d)))
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # also as annotations, after the plain lines
+        workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
+        for d in result.diagnostics:
+            print(annotation(d, workspace))
     if result.config is None:
         print(_printable(f"{files}: invalid — {_plural(errors, 'error')}"
                          + (f", {_plural(warnings, 'warning')}" if warnings else "")))

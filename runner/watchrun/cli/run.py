@@ -216,4 +216,4 @@ def _stdout_echo(data: bytes) -> None:
 def _diagnostic(log: RunLog, d: Diagnostic, prefix: str = "") -> None:
     """A config diagnostic on the runner's log (its severity is the log level)."""
     text = d.format().removeprefix(f"{d.severity}: ")
-    (log.error if d.severity == "error" else log.warning)(prefix + text)
+    log.log(d.severity, "config", prefix + text, **d.to_dict())

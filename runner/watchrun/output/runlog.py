@@ -1,57 +1,181 @@
-"""The runner's own log on stderr: a short human line per happening, or JSON for machines."""
+"""The runner's own log on stderr: one line per event, text for people or JSON for machines."""
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import os
 import sys
+import threading
 import time
-from collections.abc import Sequence
-from typing import Any, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TextIO
 
 from watchrun.clock import iso_ts
 from watchrun.events import MatchInfo
+from watchrun.match.sanitize import harden_json, sanitize
 
 MATCH_LINES_PER_SECOND = 20
 """Matches echoed per watcher per second; the rest are summarised (they are all in the JSONL)."""
 
+Level = Literal["error", "warning", "info"]
+PRIORITY: dict[str, int] = {"error": 3, "warning": 4, "info": 6}
+"""syslog priorities (sd-daemon(3) `<N>` prefixes): journald files each line under its own."""
+ENVELOPE = ("ts", "level", "event", "watcher", "agent", "msg")
+"""The keys every JSON line starts with; an event's fields of the same name do not replace them."""
 
-class RunLog:
-    """Writes log lines; never raises on a closed or broken stderr."""
+Tap = Callable[[str, str, str | None, str | None, dict[str, Any]], None]
+"""Sees every event, logged or not (quiet): (level, event, "watcher" | "agent", name, fields)."""
 
-    def __init__(self, fmt: str = "text", stream: TextIO | None = None, *, quiet: bool = False):
-        self.fmt = fmt
-        self.stream = stream if stream is not None else sys.stderr
-        self.quiet = quiet
-        self._budget: dict[str, tuple[int, int]] = {}  # watcher → (second, lines echoed)
-        self._held: dict[str, int] = {}
+_BREAKS = str.maketrans({"\n": "\\n", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
-    def _emit(self, level: str, source: str | None, msg: str, **fields: Any) -> None:
-        if self.fmt == "json":
-            rec = {"ts": iso_ts(time.time()), "level": level, "source": source, "msg": msg}
-            rec.update(fields)
-            line = json.dumps(rec, ensure_ascii=False, default=str)
-        else:
-            who = f"[{source}] " if source else ""
-            tag = "" if level == "info" else f"{level}: "
-            line = f"watchrun: {who}{tag}{msg}"
+
+def on_journal(stream: TextIO, environ: Mapping[str, str]) -> bool:
+    """True when `stream` is connected to the journal: systemd sets JOURNAL_STREAM to the
+    `device:inode` of the stream it connected (systemd.exec(5)); a redirected stderr differs."""
+    dev, sep, ino = environ.get("JOURNAL_STREAM", "").partition(":")
+    if not sep or not dev.isdigit() or not ino.isdigit():
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):  # StringIO & co. raise UnsupportedOperation
+        return False
+    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (OSError, ValueError):
+        return False
+
+
+def text_field(text: str) -> str:
+    """Log text made safe for one line (SPEC §6 `sanitize`: escape sequences, C0/C1 controls and
+    DEL removed), and its line breaks (newline, U+2028, U+2029) shown as escapes, so a logged
+    value can neither restyle a terminal nor start a forged log line."""
+    return sanitize(text)[0].translate(_BREAKS)
+
+
+def _clean(value: Any) -> Any:
+    """A field value for a JSON line: every string in it sanitized."""
+    if isinstance(value, str):
+        return sanitize(value)[0]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, Mapping):
+        return {sanitize(str(k))[0]: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return sanitize(str(value))[0]
+
+
+class _Out:
+    """The stream and how lines are framed on it; shared by a log and its scoped views."""
+
+    def __init__(self, stream: TextIO, environ: Mapping[str, str], timestamps: bool | None):
+        self.stream = stream
+        self.journal = on_journal(stream, environ)
+        self.timestamps = (not self.journal and not _is_tty(stream)) if timestamps is None \
+            else timestamps
+        self.lock = threading.Lock()  # one whole line per write, also from worker threads
+        self.taps: list[Tap] = []
+
+    def write(self, level: str, line: str) -> None:
+        if self.journal:
+            line = f"<{PRIORITY[level]}>{line}"
         try:
-            self.stream.write(line + "\n")
-            self.stream.flush()
+            with self.lock:
+                self.stream.write(line + "\n")
+                self.stream.flush()
         except (OSError, ValueError):
             pass
 
-    def info(self, msg: str, source: str | None = None, **fields: Any) -> None:
-        if not self.quiet:
-            self._emit("info", source, msg, **fields)
 
-    def warning(self, msg: str, source: str | None = None, **fields: Any) -> None:
-        self._emit("warning", source, msg, **fields)
+class RunLog:
+    """Writes log lines; never raises on a closed or broken stderr.
 
-    def error(self, msg: str, source: str | None = None, **fields: Any) -> None:
-        self._emit("error", source, msg, **fields)
+    Text: `watchrun: [app] warning: message`, prefixed by an ISO timestamp when stderr is not a
+    terminal (a file, a pipe, a container log). JSON (`--log-format json`): one object per line
+    with `ts`, `level`, `event`, `watcher` or `agent`, `msg` and the event's fields. Under
+    systemd (stderr is the journal) each line starts with its `<N>` syslog priority and has no
+    timestamp of its own (the journal adds it).
+    """
 
+    def __init__(self, fmt: str = "text", stream: TextIO | None = None, *, quiet: bool = False,
+                 timestamps: bool | None = None, environ: Mapping[str, str] | None = None):
+        self.fmt = fmt
+        self.quiet = quiet
+        self.subject = "watcher"
+        """What the `source` argument names: a watcher, or (see `scoped`) an agent."""
+        self._out = _Out(stream if stream is not None else sys.stderr,
+                         os.environ if environ is None else environ, timestamps)
+        self._budget: dict[str, tuple[int, int]] = {}  # watcher → (second, lines echoed)
+        self._held: dict[str, int] = {}
+
+    @property
+    def stream(self) -> TextIO:
+        return self._out.stream
+
+    def scoped(self, subject: str) -> RunLog:
+        """The same log, where `source` names a `subject` (e.g. "agent") instead of a watcher."""
+        view = copy.copy(self)
+        view.subject = subject
+        view._budget, view._held = {}, {}
+        return view
+
+    def add_tap(self, tap: Tap) -> None:
+        """Also hand every event to `tap` (the metrics count them), quiet or not."""
+        self._out.taps.append(tap)
+
+    # -- the structured API ---------------------------------------------------------------------
+    def log(self, level: Level, event: str, msg: str, source: str | None = None, /,
+            **fields: Any) -> None:
+        """One event: `event` names it (`ready`, `rotate`, `turn-end`, ...), `msg` says it for a
+        person, `fields` carry its facts for machines."""
+        for tap in self._out.taps:
+            tap(level, event, self.subject if source else None, source, fields)
+        if level == "info" and self.quiet:
+            return
+        self._emit(level, event, msg, source, fields)
+
+    def info(self, msg: str, source: str | None = None, /, *, event: str = "message",
+             **fields: Any) -> None:
+        self.log("info", event, msg, source, **fields)
+
+    def warning(self, msg: str, source: str | None = None, /, *, event: str = "message",
+                **fields: Any) -> None:
+        self.log("warning", event, msg, source, **fields)
+
+    def error(self, msg: str, source: str | None = None, /, *, event: str = "message",
+              **fields: Any) -> None:
+        self.log("error", event, msg, source, **fields)
+
+    def _emit(self, level: str, event: str, msg: str, source: str | None,
+              fields: dict[str, Any]) -> None:
+        out = self._out
+        if self.fmt == "json":
+            rec: dict[str, Any] = {"ts": iso_ts(time.time()), "level": level, "event": event}
+            if source:
+                rec[self.subject] = source
+            rec["msg"] = msg
+            rec.update((k, v) for k, v in fields.items() if k not in ENVELOPE)
+            line = harden_json(json.dumps(_clean(rec), ensure_ascii=False,
+                                          separators=(",", ":"), default=str))
+        else:
+            who = f"[{text_field(source)}] " if source else ""
+            tag = "" if level == "info" else f"{level}: "
+            line = who + tag + text_field(msg)
+            if not out.journal:  # the journal names the unit: no need to say "watchrun"
+                line = "watchrun: " + line
+            if out.timestamps:
+                line = f"{iso_ts(time.time())} {line}"
+        out.write(level, line)
+
+    # -- what watchers report -------------------------------------------------------------------
     def matches(self, source: str, found: Sequence[MatchInfo]) -> None:
+        """Echo matched lines, at most MATCH_LINES_PER_SECOND per watcher per second."""
         if self.quiet:
             return
         now = int(time.monotonic())
@@ -59,23 +183,27 @@ class RunLog:
         if second != now:
             held = self._held.pop(source, 0)
             if held:
-                self._emit("info", source, f"... and {held} more matches (see the JSONL)")
+                self._emit("info", "matches-held", f"... and {held} more matches (see the JSONL)",
+                           source, {"count": held})
             second, used = now, 0
         shown = found[: max(0, MATCH_LINES_PER_SECOND - used)]
         for m in shown:
-            self._emit("info", source, f"match {m.where}: {m.line}", where=m.where)
+            self._emit("info", "match", f"match {m.where}: {m.line}", source,
+                       {"where": m.where, "line": m.line, "lineNo": m.line_no})
         if len(found) > len(shown):  # counted in bulk: no per-match work past the budget
             self._held[source] = self._held.get(source, 0) + len(found) - len(shown)
         self._budget[source] = (second, used + len(shown))
 
     def event(self, source: str, kind: str, fields: dict[str, Any]) -> None:
+        """A watcher's non-match record (`start`, `rotate`, `exit`, `error`, ...), logged with
+        the record's fields."""
         text = describe(kind, fields)
         if kind == "error":
-            self.warning(text, source, kind=kind, **fields)
+            self.log("warning", kind, text, source, **fields)
         elif kind == "stop" and fields.get("reason") == "start-limit":
-            self.error(text, source, kind=kind, **fields)
+            self.log("error", kind, text, source, **fields)
         else:
-            self.info(text, source, kind=kind, **fields)
+            self.log("info", kind, text, source, **fields)
 
 
 def describe(kind: str, f: dict[str, Any]) -> str:
@@ -100,15 +228,15 @@ def describe(kind: str, f: dict[str, Any]) -> str:
 
 class ForwardToRunLog(logging.Handler):
     """Routes the `watchrun.*` stdlib loggers (notifier, checkpoints) into the runner's log, so
-    every line on stderr has one format (text or JSON)."""
+    every line on stderr has one format (text or JSON); the event is the logger's last name."""
 
     def __init__(self, log: RunLog) -> None:
         super().__init__(logging.WARNING)
         self.log = log
 
     def emit(self, record: logging.LogRecord) -> None:
-        emit = self.log.error if record.levelno >= logging.ERROR else self.log.warning
-        emit(record.getMessage())
+        level: Level = "error" if record.levelno >= logging.ERROR else "warning"
+        self.log.log(level, record.name.rpartition(".")[2], record.getMessage())
 
     def install(self) -> None:
         root = logging.getLogger("watchrun")

@@ -1,14 +1,53 @@
-"""`--metrics HOST:PORT`: Prometheus text metrics and `/healthz` over a tiny asyncio server."""
+"""`--metrics HOST:PORT`: prometheus_client metrics and `/healthz`, served on the loop with caps."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import gzip
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-from watchrun.runtime.control import close_quietly
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+)
+from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
-MAX_REQUEST_LINE = 8192
+from watchrun import __version__
+
+Snapshot = Callable[[], dict[str, Any]]
+MAX_CONNECTIONS = 16
+"""Connections served at once; more are closed at once (a scraper needs one)."""
+MAX_HEAD_BYTES = 8192
+"""Request line and headers together; a larger request gets 431."""
+REQUEST_TIMEOUT_S = 10.0
+"""Time to send the whole request head, and to take the whole response: then the connection
+is closed (a slow or idle client cannot hold one of the MAX_CONNECTIONS)."""
+
+WATCHER_COUNTERS = (
+    ("lines", "watchrun_lines", "Lines read."),
+    ("bytes", "watchrun_bytes", "Bytes read."),
+    ("matches", "watchrun_matches", "Matched lines recorded."),
+    ("truncated", "watchrun_truncated", "Matched lines cut at maxLineBytes."),
+    ("errors", "watchrun_errors", "Error records written."),
+    ("skippedDuplicates", "watchrun_skipped_duplicates",
+     "Matches not recorded again after a crash (already in the JSONL)."),
+    ("restarts", "watchrun_restarts", "Restarts of a command watcher's command."),
+    ("rotations", "watchrun_rotations", "Rotations, truncations and replacements of a file."),
+    ("gaps", "watchrun_gaps", "Gaps: data that could not be read (see the gap records)."),
+    ("redactions", "watchrun_redactions", "Secrets redacted from records."),
+)
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -20,80 +59,213 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class RunnerCollector(Collector):
+    """The runner's own metrics, read from the supervisor's snapshot at each scrape.
+
+    The snapshot: `up` (bool), `watchers` (live watchers: id → {"up": bool}), `totals` (every
+    watcher seen: `Tally.watchers()`), `agents` (the hub's snapshot: live agents), `agentTotals`
+    (`Tally.agents()`) and, when the loop monitor runs, `loop_lag_max_s`."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+
+    def describe(self) -> Iterable[Metric]:
+        """Every family this collector yields: the registry indexes them by name (`name[]`)."""
+        return list(_families({"loop_lag_max_s": 0.0}))
+
+    def collect(self) -> Iterable[Metric]:
+        return _families(self.snapshot())
 
 
-def render(snapshot: dict[str, Any]) -> str:
-    """Prometheus exposition text from `{"up": bool, "watchers": {id: {...}}, "agents": [...]}`."""
-    out: list[str] = []
+def _families(snap: dict[str, Any]) -> Iterable[Metric]:
+    info = InfoMetricFamily("watchrun", "The running watchrun.")
+    info.add_metric([], {"version": __version__})
+    yield info
+    yield GaugeMetricFamily("watchrun_up", "1 while the runner is running (not starting, "
+                            "reloading or stopping).", value=1.0 if snap.get("up") else 0.0)
+    lag = snap.get("loop_lag_max_s")
+    if lag is not None:
+        yield GaugeMetricFamily("watchrun_loop_lag_max_seconds", "The longest the event "
+                                "loop was late to run a task, recently.", value=float(lag))
+    yield from _watchers(snap.get("watchers", {}), snap.get("totals", {}))
+    yield from _agents(snap.get("agents", []), snap.get("agentTotals", {}))
 
-    def family(name: str, kind: str, help_: str, rows: list[tuple[dict[str, str], float]]) -> None:
-        out.append(f"# HELP {name} {help_}")
-        out.append(f"# TYPE {name} {kind}")
-        for labels, value in rows:
-            lab = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-            out.append(f"{name}{{{lab}}} {value:g}" if lab else f"{name} {value:g}")
 
-    family("watchrun_up", "gauge", "1 while the runner is running.",
-           [({}, 1.0 if snapshot.get("up") else 0.0)])
-    watchers: dict[str, dict[str, Any]] = snapshot.get("watchers", {})
-    for key, metric, help_ in (
-        ("lines", "watchrun_lines_total", "Lines read."),
-        ("bytes", "watchrun_bytes_total", "Bytes read."),
-        ("matches", "watchrun_matches_total", "Matched lines recorded."),
-        ("truncated", "watchrun_truncated_total", "Matched lines cut at maxLineBytes."),
-        ("errors", "watchrun_errors_total", "Error records written."),
-    ):
-        rows = [({"watcher": wid}, float(w.get(key, 0))) for wid, w in sorted(watchers.items())]
-        family(metric, "counter", help_, rows)
-    agents: list[dict[str, Any]] = snapshot.get("agents", [])
-    family("watchrun_agent_turns_total", "counter", "Agent turns started.",
-           [({"agent": str(a.get("name"))}, float(a.get("turns", 0))) for a in agents])
-    family("watchrun_agent_tokens_total", "counter", "Tokens used by agent turns.",
-           [({"agent": str(a.get("name"))}, float(a.get("tokens", 0))) for a in agents])
-    return "\n".join(out) + "\n"
+def _watchers(live: dict[str, dict[str, Any]],
+              totals: dict[str, dict[str, Any]]) -> Iterable[Metric]:
+    ids = sorted(set(live) | set(totals))
+    up = GaugeMetricFamily("watchrun_watcher_up", "1 while the watcher runs and can look at "
+                           "its source (0: stopped, failed, backing off).", labels=["watcher"])
+    last = GaugeMetricFamily("watchrun_last_match_timestamp_seconds", "When the last match was "
+                             "recorded (Unix time; 0 before the first).", labels=["watcher"])
+    for wid in ids:
+        up.add_metric([wid], 1.0 if live.get(wid, {}).get("up") else 0.0)
+        last.add_metric([wid], float(totals.get(wid, {}).get("lastMatchAt") or 0.0))
+    yield up
+    yield last
+    for key, name, help_ in WATCHER_COUNTERS:
+        family = CounterMetricFamily(name, help_, labels=["watcher"])
+        for wid in ids:
+            family.add_metric([wid], float(totals.get(wid, {}).get(key, 0)))
+        yield family
+
+
+def _agents(live: list[dict[str, Any]], totals: dict[str, dict[str, Any]]) -> Iterable[Metric]:
+    names = sorted({str(a.get("name")) for a in live} | set(totals))
+    turns = CounterMetricFamily("watchrun_agent_turns", "Agent turns started.", labels=["agent"])
+    failures = CounterMetricFamily("watchrun_agent_failures", "Agent turns that failed.",
+                                   labels=["agent"])
+    tokens = CounterMetricFamily("watchrun_agent_tokens", "Tokens used by agent turns, by kind "
+                                 "(`cached` is the cache-read part of `input`).",
+                                 labels=["agent", "kind"])
+    for name in names:
+        t = totals.get(name, {})
+        turns.add_metric([name], float(t.get("turns", 0)))
+        failures.add_metric([name], float(t.get("failures", 0)))
+        for kind, value in sorted(t.get("tokens", {"input": 0, "cached": 0, "output": 0}).items()):
+            tokens.add_metric([name, kind], float(value))
+    yield from (turns, failures, tokens)
+
+
+def build_registry(snapshot: Snapshot) -> CollectorRegistry:
+    """A registry of its own: the runner's metrics, `process_*`, `python_gc_*`, `python_info`."""
+    registry = CollectorRegistry(auto_describe=False)
+    for standard in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(standard)
+    registry.register(RunnerCollector(snapshot))
+    return registry
+
+
+Response = tuple[str, list[tuple[str, str]], bytes]
+"""Status line, headers, body."""
 
 
 class MetricsServer:
-    """Serves GET /metrics and GET /healthz; anything else is 404."""
+    """GET/HEAD /metrics (Prometheus or OpenMetrics text, gzip when asked, `name[]` filters)
+    and /healthz; 405 for other methods, 404 for other paths. One request per connection."""
 
-    def __init__(self, host: str, port: int, snapshot: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, host: str, port: int, snapshot: Snapshot, *,
+                 timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.host, self.port = host, port
         self.snapshot = snapshot
-        self._server: asyncio.AbstractServer | None = None
+        self.timeout_s = timeout_s
+        self.registry = build_registry(snapshot)
+        self._server: asyncio.Server | None = None
+        self._clients: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._client, self.host, self.port,
-                                                  limit=MAX_REQUEST_LINE)
+        """Listen; OSError naming the address when it cannot (in use, not local, ...)."""
+        try:
+            self._server = await asyncio.start_server(self._client, self.host, self.port,
+                                                      limit=MAX_HEAD_BYTES)
+        except OSError as exc:
+            raise OSError(exc.errno, f"--metrics {self.host}:{self.port}: cannot listen: "
+                          f"{exc.strerror or exc}") from exc
+        self.port = self._server.sockets[0].getsockname()[1]
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if len(self._clients) >= MAX_CONNECTIONS:
+            writer.transport.abort()
+            return
+        self._clients[task] = writer  # owned: close() ends the connection and awaits the task
         try:
-            line = await asyncio.wait_for(reader.readline(), 10)
-            while (await asyncio.wait_for(reader.readline(), 10)).strip():
-                pass  # headers are not needed
-            parts = line.decode("latin-1").split()
-            path = parts[1] if len(parts) >= 2 else ""
-            snap = self.snapshot()
-            if path == "/metrics":
-                status, body, ctype = "200 OK", render(snap), "text/plain; version=0.0.4"
-            elif path == "/healthz":
-                up = bool(snap.get("up"))
-                status = "200 OK" if up else "503 Service Unavailable"
-                body, ctype = ("ok\n" if up else "stopping\n"), "text/plain"
-            else:
-                status, body, ctype = "404 Not Found", "not found\n", "text/plain"
-            data = body.encode()
-            head = (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(data)}"
-                    "\r\nConnection: close\r\n\r\n")
-            writer.write(head.encode() + data)
-            await writer.drain()
-        except (TimeoutError, ConnectionError, asyncio.LimitOverrunError, ValueError):
-            pass
+            async with asyncio.timeout(self.timeout_s):
+                method, (status, headers, body) = await self._respond(reader)
+                lines = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers),
+                         f"Content-Length: {len(body)}", "Connection: close", "", ""]
+                head = "\r\n".join(lines).encode("latin-1")
+                writer.write(head if method == "HEAD" else head + body)
+                await writer.drain()
+                # Lingering close: read what the client still sends (a head past the cap) until
+                # it closes, so the close is a FIN after the response, not a reset before it.
+                writer.write_eof()
+                while await reader.read(MAX_HEAD_BYTES):
+                    pass
+        except (TimeoutError, ConnectionError):
+            writer.transport.abort()
         finally:
-            await close_quietly(writer)
+            self._clients.pop(task, None)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _respond(self, reader: asyncio.StreamReader) -> tuple[str, Response]:
+        """The request's method and the response to it."""
+        try:
+            head = await _read_head(reader)
+        except ValueError:
+            return "", _plain("431 Request Header Fields Too Large", "request head too large\n")
+        parts = head[0].split(" ") if head else []
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            return "", _plain("400 Bad Request", "expected METHOD TARGET HTTP/1.x\n")
+        method, target, _ = parts
+        if method not in ("GET", "HEAD"):
+            status, headers, body = _plain("405 Method Not Allowed", "use GET or HEAD\n")
+            return method, (status, [*headers, ("Allow", "GET, HEAD")], body)
+        url = urlsplit(target)
+        if url.path == "/metrics":
+            try:
+                return method, self._metrics(_headers(head[1:]), parse_qs(url.query))
+            except Exception as exc:  # a bug in a collector: say so, keep serving
+                return method, _plain("500 Internal Server Error", f"cannot collect: {exc!r}\n")
+        if url.path == "/healthz":
+            if self.snapshot().get("up"):
+                return method, _plain("200 OK", "ok\n")
+            return method, _plain("503 Service Unavailable", "not running\n")
+        if url.path == "/":
+            return method, _plain("200 OK", "watchrun: /metrics /healthz\n")
+        return method, _plain("404 Not Found", "not found: try /metrics or /healthz\n")
+
+    def _metrics(self, fields: dict[str, str], query: dict[str, list[str]]) -> Response:
+        encoder, content_type = choose_encoder(fields.get("accept", ""))
+        names = query.get("name[]")
+        source = self.registry.restricted_registry(names) if names else self.registry
+        body = encoder(source)
+        headers = [("Content-Type", content_type)]
+        if gzip_accepted(fields.get("accept-encoding", "")):
+            body = gzip.compress(body)
+            headers.append(("Content-Encoding", "gzip"))
+        return "200 OK", headers, body
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        for writer in self._clients.values():
+            writer.transport.abort()  # the handler sees the connection end and returns
+        await asyncio.gather(*self._clients, return_exceptions=True)
+        if self._server is not None:
             await self._server.wait_closed()
+            self._server = None
+
+
+async def _read_head(reader: asyncio.StreamReader) -> list[str]:
+    """The request line and header lines (CRLF or LF); ValueError past MAX_HEAD_BYTES."""
+    lines: list[str] = []
+    size = 0
+    while True:
+        try:
+            raw = await reader.readline()
+        except (asyncio.LimitOverrunError, ValueError) as exc:
+            raise ValueError("request head too large") from exc
+        size += len(raw)
+        if size > MAX_HEAD_BYTES:
+            raise ValueError("request head too large")
+        line = raw.rstrip(b"\r\n").decode("latin-1")
+        if not line:
+            return lines  # the blank line ends the head (or EOF)
+        lines.append(line)
+
+
+def _headers(lines: list[str]) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if sep:
+            fields[name.strip().lower()] = value.strip()
+    return fields
+
+
+def _plain(status: str, text: str) -> Response:
+    return status, [("Content-Type", "text/plain; charset=utf-8")], text.encode()

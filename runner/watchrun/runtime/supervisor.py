@@ -19,11 +19,11 @@ from watchrun.process.spawn import Spawner, reap_orphans
 from watchrun.runtime.commands import dispatch
 from watchrun.runtime.control import ControlServer
 from watchrun.runtime.gate import Evidence
-from watchrun.runtime.metrics import MetricsServer
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
+from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.command import CommandSource
@@ -75,6 +75,8 @@ class Supervisor:
         self.evidence: dict[str, Evidence] = {}
         self.runtime_errors: list[str] = []
         self._notifier: Notifier | None = None
+        self.tally = Tally()  # metrics totals: survive reload, stop and clear
+        log.add_tap(self.tally.observe)
 
     # -- building -------------------------------------------------------------------------
     def _start_watcher(self, spec: WatcherSpec) -> None:
@@ -91,6 +93,7 @@ class Supervisor:
             on_event=self._watcher_event,
         )
         self.board.add(spec, rt.pipeline, rt.source, rt.engine)
+        self.tally.attach(spec.id, rt.pipeline.counters)
         rt.task = asyncio.create_task(self._run_source(spec, rt.source, rt.pipeline), name=spec.id)
         self.watchers[spec.id] = rt
 
@@ -133,9 +136,16 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         control = ControlServer(self.layout.control_socket, self._control)
         await control.start()  # refuses when another runner is live on this output dir
-        metrics = MetricsServer(*self.metrics, self.metrics_snapshot) if self.metrics else None
-        if metrics is not None:
-            await metrics.start()
+        metrics = None
+        if self.metrics is not None:
+            from watchrun.runtime.metrics import MetricsServer  # prometheus_client: only if asked
+
+            metrics = MetricsServer(*self.metrics, self.metrics_snapshot)
+            try:
+                await metrics.start()
+            except OSError:
+                await control.close()  # undo what was started
+                raise
         inbox = SignalInbox(loop)
         # SIGCHLD: orphans re-parented to us (we are a subreaper) are reaped by the loop.
         loop.add_signal_handler(signal.SIGCHLD, loop.call_soon, reap_orphans)
@@ -150,7 +160,9 @@ class Supervisor:
             self.log.warning(problem)
         self.state = RunnerState.RUNNING  # STARTING -> RUNNING: every watcher is up
         summary = f"{len(self.watchers)} watchers, {len(self.config.agents)} agents running"
-        self.log.info(f"{summary} (change notification: {self._notifier.mode})")
+        self.log.info(f"{summary} (change notification: {self._notifier.mode})", event="ready",
+                      watchers=len(self.watchers), agents=len(self.config.agents),
+                      notify=self._notifier.mode)
         self.sd.ready(summary)
         watchdog = asyncio.create_task(self._watchdog()) if self.sd.watchdog_s else None
         done = asyncio.create_task(self._all_done()) if self.once else None
@@ -204,7 +216,7 @@ class Supervisor:
         A second SIGTERM/SIGINT while this runs kills the remaining groups at once."""
         self.state = RunnerState.STOPPING
         self.sd.stopping()
-        self.log.info(f"stopping ({reason})")
+        self.log.info(f"stopping ({reason})", event="stopping", reason=reason)
         for wid, rt in self.watchers.items():
             self.evidence[wid] = evidence_of(rt)
         jobs = [self.stop_watcher(wid, reason="shutdown") for wid in list(self.watchers)]
@@ -221,7 +233,8 @@ class Supervisor:
 
     def _start_hub(self) -> None:
         self.hub = AgentHub(
-            self.config, self.layout, self.log, self.clock, self.spawner, once=self.once
+            self.config, self.layout, self.log.scoped("agent"), self.clock, self.spawner,
+            once=self.once,
         )
         self._hub_task = asyncio.create_task(self.hub.run(), name="agents")
 
@@ -235,7 +248,8 @@ class Supervisor:
     def metrics_snapshot(self) -> dict[str, Any]:
         agents = self.hub.snapshot() if self.hub is not None else []
         watchers = {wid: counters_of(rt) for wid, rt in self.watchers.items()}
-        return {"up": self.state == RunnerState.RUNNING, "watchers": watchers, "agents": agents}
+        return {"up": self.state == RunnerState.RUNNING, "watchers": watchers, "agents": agents,
+                "totals": self.tally.watchers(), "agentTotals": self.tally.agents()}
 
     async def _control(self, req: dict[str, Any]) -> dict[str, Any]:
         return await dispatch(self, req)
@@ -248,7 +262,8 @@ class Supervisor:
         self.sd.reloading()
         new = self._reload()
         if new is None:
-            self.log.error("reload failed: the new config is invalid; keeping the running one")
+            self.log.error("reload failed: the new config is invalid; keeping the running one",
+                           event="reload-failed")
         else:
             await self._apply(new)
         self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
@@ -275,7 +290,8 @@ class Supervisor:
         for wid, spec in wanted.items():
             if wid not in self.watchers:
                 self._start_watcher(spec)
-        self.log.info(f"reloaded: {len(self.watchers)} watchers running")
+        self.log.info(f"reloaded: {len(self.watchers)} watchers running", event="reloaded",
+                      watchers=len(self.watchers))
 
     async def _watchdog(self) -> None:
         """Pings systemd from the loop itself, so a stalled loop stops the pings."""

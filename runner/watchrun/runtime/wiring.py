@@ -109,8 +109,18 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
     )
 
 
-def counters_of(rt: WatcherRuntime) -> dict[str, int]:
-    """A watcher's counters, for the metrics endpoint."""
-    c = rt.pipeline.counters
-    return {"lines": c.lines, "bytes": c.bytes_read, "matches": c.matches,
-            "truncated": c.truncated, "errors": c.errors}
+UP_STATES = {"starting", "running", "waiting"}
+"""Command states in which a command watcher is up (`waiting`: for its next cron tick)."""
+FILE_DOWN_STATES = {"waiting", "error", "stopped"}
+"""File source states (when it reports one) in which it cannot look: missing, unreadable."""
+
+
+def counters_of(rt: WatcherRuntime) -> dict[str, Any]:
+    """A live watcher for the metrics endpoint: `up` while its task runs and its source can
+    look (a command starting, running or waiting for its schedule; a file being followed)."""
+    state = getattr(rt.source, "state", None)
+    if rt.spec.kind == "command":
+        looks = str(state) in UP_STATES
+    else:
+        looks = state is None or str(state) not in FILE_DOWN_STATES
+    return {"up": not rt.task.done() and looks}

@@ -1,0 +1,100 @@
+"""Metrics totals that outlive a watcher's restart, a reload and `clear` (counters only grow)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from watchrun.runtime.pipeline import Counters
+
+WATCHER_EVENTS = {"restart": "restarts", "rotate": "rotations", "gap": "gaps"}
+"""Watcher records counted from the runner's events (the pipeline does not count them)."""
+EVENT_KEYS = tuple(WATCHER_EVENTS.values())
+TOKEN_KINDS = ("input", "cached", "output")
+
+
+def _counts(c: Counters) -> dict[str, int]:
+    return {
+        "lines": c.lines, "bytes": c.bytes_read, "matches": c.matches,
+        "truncated": c.truncated, "errors": c.errors,
+        "skippedDuplicates": c.skipped_duplicates,
+        # Secrets redacted from records (issue #12 counts them in the pipeline, if present).
+        "redactions": int(getattr(c, "redactions", 0)),
+    }
+
+
+@dataclass
+class _Watcher:
+    base: dict[str, int] = field(default_factory=dict)
+    """What the watcher's earlier pipelines counted (before a reload rebuilt it)."""
+    current: Counters | None = None
+    events: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVENT_KEYS, 0))
+    last_match_at: float | None = None
+
+
+@dataclass
+class _Agent:
+    turns: int = 0
+    failures: int = 0
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KINDS, 0))
+
+
+class Tally:
+    """Per watcher and per agent, from the first time the runner saw it: counters only grow.
+
+    A watcher rebuilt by a reload gets new pipeline counters; `attach` adds the old ones' final
+    values to a base, so `lines` and `matches` keep counting. A stopped or cleared watcher keeps
+    its series. Rotations, restarts, gaps and agent turns are counted from the runner's events
+    (`RunLog.add_tap(tally.observe)`), which are the same whatever the log level.
+    """
+
+    def __init__(self) -> None:
+        self._watchers: dict[str, _Watcher] = {}
+        self._agents: dict[str, _Agent] = {}
+
+    def attach(self, wid: str, counters: Counters) -> None:
+        """A (re)built watcher's pipeline counters; the previous pipeline's are kept in totals."""
+        w = self._watchers.setdefault(wid, _Watcher())
+        if w.current is not None and w.current is not counters:
+            for key, value in _counts(w.current).items():
+                w.base[key] = w.base.get(key, 0) + value
+            w.last_match_at = w.current.last_match_at or w.last_match_at
+        w.current = counters
+
+    def observe(self, level: str, event: str, subject: str | None, name: str | None,
+                fields: dict[str, Any]) -> None:
+        """A `RunLog` tap: counts the events metrics report."""
+        if name is None:
+            return
+        if subject == "watcher" and event in WATCHER_EVENTS:
+            w = self._watchers.setdefault(name, _Watcher())
+            w.events[WATCHER_EVENTS[event]] += 1
+        elif subject == "agent":
+            a = self._agents.setdefault(name, _Agent())
+            if event == "turn-start":
+                a.turns += 1
+            elif event == "turn-end":
+                a.failures += fields.get("status") == "failed"
+                for kind in TOKEN_KINDS:
+                    a.tokens[kind] += int(fields.get(kind) or 0)
+            elif event == "turn-error":
+                a.failures += 1
+
+    def watchers(self) -> dict[str, dict[str, Any]]:
+        """Every watcher seen: its counts (earlier pipelines + the current one), event counts
+        and `lastMatchAt` (epoch seconds or None)."""
+        out: dict[str, dict[str, Any]] = {}
+        for wid, w in self._watchers.items():
+            counts = dict(w.base)
+            last = w.last_match_at
+            if w.current is not None:
+                for key, value in _counts(w.current).items():
+                    counts[key] = counts.get(key, 0) + value
+                last = w.current.last_match_at or last
+            out[wid] = {**counts, **w.events, "lastMatchAt": last}
+        return out
+
+    def agents(self) -> dict[str, dict[str, Any]]:
+        """Every agent seen: turns, failures and tokens by kind."""
+        return {name: {"turns": a.turns, "failures": a.failures, "tokens": dict(a.tokens)}
+                for name, a in self._agents.items()}

@@ -1,0 +1,320 @@
+"""`--metrics`: prometheus_client exposition over a capped HTTP server, with real requests on
+loopback; counters that survive reload, stop and `clear`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import http.client
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+
+from watchrun.runtime.metrics import (
+    MAX_CONNECTIONS,
+    MAX_HEAD_BYTES,
+    MetricsServer,
+    parse_address,
+)
+from watchrun.runtime.pipeline import Counters, RecentLines
+from watchrun.runtime.tally import Tally
+
+SNAPSHOT: dict[str, Any] = {
+    "up": True,
+    "watchers": {"app": {"up": True}},
+    "totals": {"app": {"lines": 10, "matches": 2, "restarts": 1, "lastMatchAt": 1.5e9},
+               "gone": {"lines": 4}},
+    "agents": [{"name": "triage"}],
+    "agentTotals": {"triage": {"turns": 3, "failures": 1,
+                               "tokens": {"input": 100, "cached": 40, "output": 7}}},
+    "loop_lag_max_s": 0.25,
+}
+
+
+@contextlib.contextmanager
+def served(snapshot: dict[str, Any], timeout_s: float = 10.0) -> Iterator[MetricsServer]:
+    """A MetricsServer on 127.0.0.1 (a free port), its loop in a thread; closed on exit."""
+    loop = asyncio.new_event_loop()
+    server = MetricsServer("127.0.0.1", 0, lambda: snapshot, timeout_s=timeout_s)
+    ready = threading.Event()
+
+    async def main() -> None:
+        await server.start()
+        ready.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await server.close()
+
+    task: list[asyncio.Task[None]] = []
+    thread = threading.Thread(target=lambda: loop.run_until_complete(
+        _own(loop, main(), task)), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield server
+    finally:
+        loop.call_soon_threadsafe(task[0].cancel)
+        thread.join(10)
+        loop.close()
+
+
+async def _own(loop: asyncio.AbstractEventLoop, coro: Any, out: list[asyncio.Task[None]]) -> None:
+    out.append(loop.create_task(coro))
+    with contextlib.suppress(asyncio.CancelledError):
+        await out[0]
+
+
+def request(port: int, method: str, path: str,
+            headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def raw(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(data)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_metrics_are_prometheus_text_with_process_metrics_and_every_series() -> None:
+    with served(SNAPSHOT) as srv:
+        status, headers, body = request(srv.port, "GET", "/metrics")
+    text = body.decode()
+    assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
+    for line in (
+        'watchrun_up 1.0', 'watchrun_watcher_up{watcher="app"} 1.0',
+        'watchrun_watcher_up{watcher="gone"} 0.0',  # stopped and cleared: still there, down
+        'watchrun_lines_total{watcher="app"} 10.0', 'watchrun_lines_total{watcher="gone"} 4.0',
+        'watchrun_restarts_total{watcher="app"} 1.0', 'watchrun_gaps_total{watcher="app"} 0.0',
+        'watchrun_rotations_total{watcher="gone"} 0.0',
+        'watchrun_last_match_timestamp_seconds{watcher="app"} 1.5e+09',
+        'watchrun_agent_turns_total{agent="triage"} 3.0',
+        'watchrun_agent_failures_total{agent="triage"} 1.0',
+        'watchrun_agent_tokens_total{agent="triage",kind="cached"} 40.0',
+        'watchrun_agent_tokens_total{agent="triage",kind="output"} 7.0',
+        'watchrun_loop_lag_max_seconds 0.25', 'watchrun_redactions_total{watcher="app"} 0.0',
+    ):
+        assert line in text.splitlines(), line
+    assert re.search(r"^process_resident_memory_bytes \d", text, re.M)
+    assert re.search(r"^process_open_fds \d", text, re.M)
+    assert 'watchrun_info{version="' in text
+
+
+def test_head_query_strings_filters_openmetrics_and_gzip() -> None:
+    with served(SNAPSHOT) as srv:
+        status, headers, body = request(srv.port, "HEAD", "/metrics")
+        assert (status, body) == (200, b"") and int(headers["content-length"]) > 1000
+        status, _, body = request(srv.port, "GET", "/metrics?debug=1&x")
+        assert status == 200 and b"watchrun_up 1.0" in body
+        _, _, body = request(srv.port, "GET", "/metrics?name[]=watchrun_up")
+        assert body.decode().splitlines()[-1] == "watchrun_up 1.0" and b"process_" not in body
+        _, headers, body = request(srv.port, "GET", "/metrics", {
+            "Accept": "application/openmetrics-text; version=1.0.0"})
+        assert headers["content-type"].startswith("application/openmetrics-text")
+        assert body.endswith(b"# EOF\n")
+        _, headers, body = request(srv.port, "GET", "/metrics", {"Accept-Encoding": "gzip"})
+        assert headers["content-encoding"] == "gzip"
+        assert b"watchrun_up 1.0" in gzip.decompress(body)
+
+
+def test_methods_paths_and_health() -> None:
+    with served(SNAPSHOT) as srv:
+        for method in ("POST", "PUT", "DELETE", "OPTIONS"):
+            status, headers, _ = request(srv.port, method, "/metrics")
+            assert (status, headers["allow"]) == (405, "GET, HEAD")
+        assert request(srv.port, "GET", "/nope")[0] == 404
+        assert request(srv.port, "GET", "/metricsx")[0] == 404
+        assert request(srv.port, "GET", "/healthz")[::2] == (200, b"ok\n")
+        assert request(srv.port, "GET", "/healthz?verbose")[0] == 200
+        assert raw(srv.port, b"nonsense\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+        assert raw(srv.port, b"GET /metrics SPDY/3\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    with served({**SNAPSHOT, "up": False}) as srv:
+        assert request(srv.port, "GET", "/healthz")[::2] == (503, b"not running\n")
+
+
+def test_a_request_head_past_the_cap_gets_431() -> None:
+    with served(SNAPSHOT) as srv:
+        big = b"GET /metrics HTTP/1.1\r\n" + b"X-Pad: " + b"a" * MAX_HEAD_BYTES + b"\r\n\r\n"
+        assert raw(srv.port, big).startswith(b"HTTP/1.1 431 ")
+        many = b"GET /metrics HTTP/1.1\r\n" + b"X: y\r\n" * (MAX_HEAD_BYTES // 6 + 1) + b"\r\n"
+        assert raw(srv.port, many).startswith(b"HTTP/1.1 431 ")
+        assert request(srv.port, "GET", "/metrics")[0] == 200  # and it goes on serving
+
+
+def test_connections_are_capped() -> None:
+    with served(SNAPSHOT, timeout_s=60) as srv:
+        idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                for _ in range(MAX_CONNECTIONS)]
+        try:
+            # accepted in order: every idle connection holds its slot before this one comes
+            try:
+                answer = raw(srv.port, b"GET /healthz HTTP/1.1\r\n\r\n")
+            except ConnectionResetError:
+                answer = b""
+            assert answer == b""  # closed unanswered
+        finally:
+            for s in idle:
+                s.close()
+
+        def served_again() -> bool:
+            try:
+                return raw(srv.port, b"GET /healthz HTTP/1.1\r\n\r\n").startswith(
+                    b"HTTP/1.1 200 ")
+            except ConnectionError:
+                return False
+
+        wait_for(served_again, "a free slot once the idle clients left")
+
+
+@pytest.mark.parametrize("sent", [b"", b"GET /metrics HTTP/1.1\r\nHost: x\r\n"])
+def test_an_idle_or_slow_client_is_cut_off(sent: bytes) -> None:
+    with served(SNAPSHOT, timeout_s=0.5) as srv, socket.create_connection(
+            ("127.0.0.1", srv.port), timeout=10) as s:
+        s.sendall(sent)
+        started = time.monotonic()
+        with contextlib.suppress(ConnectionResetError):
+            assert s.recv(1) == b""  # closed by the server, no response
+        assert time.monotonic() - started < 9
+
+
+def test_the_tally_keeps_counting_across_a_rebuilt_watcher() -> None:
+    tally = Tally()
+    first = Counters(RecentLines(10))
+    first.matches, first.bytes_read, first.last_match_at = 3, 30, 100.0
+    tally.attach("w", first)
+    tally.observe("info", "rotate", "watcher", "w", {})
+    tally.observe("warning", "gap", "watcher", "w", {"bytes": 10})
+    second = Counters(RecentLines(10))
+    tally.attach("w", second)  # a reload rebuilt it: the first pipeline's counts stay
+    second.matches = 2
+    tally.observe("info", "turn-start", "agent", "a", {})
+    tally.observe("warning", "turn-end", "agent", "a", {"status": "failed", "input": 5,
+                                                       "cached": 1, "output": 2})
+    w = tally.watchers()["w"]
+    assert (w["matches"], w["bytes"], w["rotations"], w["gaps"], w["lastMatchAt"]) == (
+        5, 30, 1, 1, 100.0)
+    assert tally.agents()["a"] == {"turns": 1, "failures": 1,
+                                   "tokens": {"input": 5, "cached": 1, "output": 2}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, float]:
+    _, _, body = request(port, "GET", "/metrics")
+    out = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, timeout=30,
+                          cwd=cwd)
+
+
+def test_a_live_runner_counts_across_reload_stop_and_clear(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    conf: dict[str, Any] = {
+        "watchers": [
+            {"id": "file", "path": "app.log", "pattern": "ERROR"},
+            {"id": "flaky", "command": "echo ERROR crash; exit 1", "pattern": "ERROR",
+             "restart": "always", "restartDelay": "100ms"},
+        ],
+        "agents": [{"name": "triage", "provider": "mock", "prompt": "{matches}"}]}
+    config = write_config(tmp_path, conf)
+    port = free_port()
+    r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
+    try:
+        r.wait_log("running")
+        with open(log, "a") as fh:
+            fh.write("ERROR 1\nfine\n")
+        wait_for(lambda: scrape(port).get('watchrun_matches_total{watcher="file"}') == 1,
+                 "the first match counted")
+        os.rename(log, tmp_path / "app.log.1")
+        log.write_text("ERROR 2\n")
+        wait_for(lambda: scrape(port).get('watchrun_rotations_total{watcher="file"}') == 1,
+                 "the rotation counted")
+        wait_for(lambda: scrape(port).get('watchrun_restarts_total{watcher="flaky"}', 0) >= 2,
+                 "restarts counted")
+        wait_for(lambda: scrape(port)['watchrun_watcher_up{watcher="flaky"}'] == 0,
+                 "the crashing command down (backing off or given up)")
+        assert scrape(port)['watchrun_watcher_up{watcher="file"}'] == 1
+        conf["watchers"][0]["pattern"] = "ERROR|WARN"  # the file watcher is rebuilt
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        r.wait_log("reloaded")
+        with open(log, "a") as fh:
+            fh.write("WARN 3\n")
+        m = wait_for(lambda: (s := scrape(port))['watchrun_matches_total{watcher="file"}'] >= 3
+                     and s, "matches counted across the reload")
+        assert m['watchrun_lines_total{watcher="file"}'] >= 3  # not reset by the rebuild
+        assert m['watchrun_rotations_total{watcher="file"}'] == 1
+        assert m['watchrun_last_match_timestamp_seconds{watcher="file"}'] > time.time() - 60
+        assert cli("stop", "file", "-c", "watch.yaml", cwd=tmp_path).returncode == 0
+        assert cli("clear", "-c", "watch.yaml", cwd=tmp_path).returncode == 0
+        after = scrape(port)
+        assert after['watchrun_watcher_up{watcher="file"}'] == 0  # still there: not vanished
+        assert after['watchrun_matches_total{watcher="file"}'] == m[
+            'watchrun_matches_total{watcher="file"}']
+        assert after['watchrun_agent_turns_total{agent="triage"}'] == 0
+        assert after["watchrun_up"] == 1 and after["process_open_fds"] > 0
+        assert cli("agent", "send", "triage", "hello", "-c", "watch.yaml",
+                   cwd=tmp_path).returncode == 0
+        done = wait_for(lambda: (s := scrape(port)).get(
+            'watchrun_agent_tokens_total{agent="triage",kind="output"}', 0) > 0 and s,
+            "a finished turn's tokens")
+        assert done['watchrun_agent_turns_total{agent="triage"}'] == 1
+        assert done['watchrun_agent_failures_total{agent="triage"}'] == 0
+    finally:
+        assert r.stop() == 0
+
+
+def test_a_busy_metrics_port_fails_the_start_with_exit_3(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"watchers": [{"id": "c", "command": "true", "pattern": "x"}]})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        p = cli("run", "-c", str(config), "--metrics", f"127.0.0.1:{port}", cwd=tmp_path)
+    assert p.returncode == 3, p.stderr
+    assert "address already in use" in p.stderr.lower() and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize(("address", "bound"), [
+    (":9464", ("127.0.0.1", 9464)), ("0.0.0.0:80", ("0.0.0.0", 80)), ("[::1]:9", ("::1", 9))])
+def test_an_address_without_a_host_is_loopback(address: str, bound: tuple[str, int]) -> None:
+    assert parse_address(address) == bound
+
+
+@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:0", "127.0.0.1:99999", "host:"])
+def test_a_bad_metrics_address_is_a_usage_error(tmp_path: Path, address: str) -> None:
+    config = write_config(tmp_path, {"watchers": [{"id": "c", "command": "true", "pattern": "x"}]})
+    p = cli("run", "-c", str(config), "--metrics", address, cwd=tmp_path)
+    assert p.returncode == 2 and "HOST:PORT" in p.stderr
