@@ -167,6 +167,7 @@ class StatusBoard:
             "truncated": c.truncated,
             "skippedDuplicates": c.skipped_duplicates,
             "errors": c.errors,
+            "redacted": dict(c.redacted),
             "lastMatchAt": iso_ts(c.last_match_at) if c.last_match_at else None,
         }
         for attr, key in (("pid", "pid"), ("run_no", "run")):
@@ -189,7 +190,10 @@ class StatusBoard:
             snap = json.dumps(self.snapshot(entry), ensure_ascii=False, indent=1)
             files.append((self.dir / f"{wid}.status.json", snap.encode() + b"\n"))
             tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
-            lines = [sanitize(raw_text(b), None)[0][:TAIL_LINE_CHARS] for b in tail]
+            lines = [sanitize(raw_text(b), None)[0] for b in tail]
+            if entry.pipeline.redactor is not None:  # `output.redact`: the tail too
+                lines = [entry.pipeline.redactor.redact(x)[0] for x in lines]
+            lines = [x[:TAIL_LINE_CHARS] for x in lines]
             files.append((self.dir / f"{wid}.tail", "".join(x + "\n" for x in lines).encode()))
         with self._lock:
             self._gen += 1
