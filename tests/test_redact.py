@@ -37,9 +37,10 @@ RULES: dict[str, tuple[str, str, str, str]] = {
                     "-----BEGIN PUBLIC KEY-----\nMIIBIjAN\n-----END PUBLIC KEY-----"),
     "aws-access-key-id": ("using AKIAIOSFODNN7EXAMPLE now", "AKIAIOSFODNN7EXAMPLE", "using ",
                           "using AKIAIOSFODNN7EXAMPL now"),
-    "aws-secret-access-key": ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-                              "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = ",
-                              "aws_secret_access_key = (not set)"),
+    "aws-secret-access-key": (
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = ",
+        "aws_secret_access_key = (not set)"),
     "gcp-api-key": ("key=AIza" + "SyB" * 11 + "xy", "AIza" + "SyB" * 11 + "xy", "",
                     "AIza" + "SyB" * 11 + "x"),
     "gcp-oauth-client-secret": ("GOCSPX-" + "Ab1_" * 7, "Ab1_" * 7, "",
@@ -152,7 +153,8 @@ def test_redact_config_and_layering(tmp_path: Path) -> None:
                         "over.yaml")
     result = load_config([base, over], env={})
     assert result.config is not None, [d.format() for d in result.diagnostics]
-    assert result.config.redact == (Rule("custom", "corp-[0-9]{6}"), Rule("emp", r"emp=(?P<secret>\d+)"))
+    assert result.config.redact == (Rule("custom", "corp-[0-9]{6}"),
+                                    Rule("emp", r"emp=(?P<secret>\d+)"))
     assert result.config.output.redact is True
 
 
