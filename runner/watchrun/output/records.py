@@ -115,7 +115,7 @@ def _open_snapshot(path: Path) -> list[BinaryIO]:
 def _parse(line: bytes, stats: ReadStats) -> dict[str, Any] | None:
     try:
         rec = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a line of deeply nested arrays
         rec = None
     if not isinstance(rec, dict) or type(rec.get("seq")) is not int:
         stats.invalid += 1
