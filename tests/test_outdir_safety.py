@@ -9,6 +9,7 @@ directories themselves) gets a real symlink, a hard link or a FIFO; the target (
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -304,8 +305,6 @@ def test_run_once_refuses_the_symlinked_watcher_and_fails_its_gate(
     assert [r["kind"] for r in read_records(layout.jsonl("watcher", "fine"))].count("match") == 1
     listed = subprocess.run([watchrun_bin(), "list", "--output-dir", str(out), "--json"],
                             capture_output=True, text=True, timeout=60, check=True)
-    import json
-
     evil = next(s for s in json.loads(listed.stdout) if s["id"] == "evil")
     assert evil["status"] == "refused" and "symlink" in evil["error"]
 
@@ -364,3 +363,34 @@ def test_as_nobody_symlinks_and_foreign_files_are_refused() -> None:
         assert target.read_bytes() == PASSWD
     finally:
         shutil.rmtree(base)
+
+
+def test_symlinked_agent_stream_stops_the_run_with_a_clear_error(tmp_path: Path,
+                                                                 target: Path) -> None:
+    out = tmp_path / "out"
+    layout = prepare_output_dir(out)
+    layout.jsonl("agent", "triage").symlink_to(target)
+    cfg = write_config(tmp_path, {
+        "output": {"dir": str(out)},
+        "agents": [{"name": "triage", "provider": "mock"}],
+        "watchers": [{"id": "app", "command": "echo ERROR", "pattern": "ERROR",
+                      "wake": "triage"}],
+    })
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 3, res.stderr
+    assert "agents not started" in res.stderr and str(layout.jsonl("agent", "triage")) in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_run_warns_when_it_fixes_a_world_writable_output_dir(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    cfg = write_config(tmp_path, {"output": {"dir": str(out)},
+                                  "watchers": [{"id": "a", "command": "true", "pattern": "x"}]})
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    assert f"{out}: was writable by group or others (mode 0777); now 0755" in res.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755

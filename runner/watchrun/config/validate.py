@@ -193,7 +193,7 @@ def _agent_command(ctx: Ctx, p: KeyPath, a: CMap) -> tuple[str, ...] | None:
     if script is not None and "{prompt}" in argv[script]:
         ctx.report.error((*p, "command"), "has {prompt} inside the script of a shell's -c: "
                          "the shell would read matched log text as commands; pass the prompt as "
-                         'an argument of its own, e.g. ["sh", "-c", "claude -p \"$1\"", "sh", '
+                         'an argument of its own, e.g. ["sh", "-c", "claude -p \\"$1\\"", "sh", '
                          '"{prompt}"]')
     return argv
 
