@@ -199,9 +199,22 @@ def test_secret_in_a_matched_line_never_reaches_the_agent(tmp_path: Path) -> Non
     assert argv == [[prompt["text"]]]  # what the agent process was given
     turn = [r for r in recs if r.get("turnId") == prompt["turnId"] and r["kind"] != "delivery"]
     assert "hunter2" not in json.dumps(turn) and "AKIAIOSFODNN7EXAMPLE" not in json.dumps(turn)
-    # output.redact is off: the JSONL keeps the line as it was
+    # output.redact is off: the JSONL and the runner's log of matches keep the line as it was
     matches = read_records(tmp_path / "out" / "watchers" / "app.jsonl")
     assert [m["line"] for m in matches if m["kind"] == "match"] == [LEAKY]
+    assert "hunter2" in res.stderr
+
+
+def test_a_manual_prompt_is_redacted_too(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, {"output": {"dir": "out"}, "agents": [{
+        "name": "t", "provider": "generic", "command": [sys.executable, ARGV, "{prompt}"]}]})
+    token = "ghp_" + "a1B2" * 9
+    res = subprocess.run([watchrun_bin(), "agent", "run", "t", "-c", str(cfg), "--prompt",
+                          f"why does {token} fail?"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[0]) == ["why does [REDACTED:github-token] fail?"]
+    assert token not in (tmp_path / "out" / "agents" / "t.jsonl").read_text()
 
 
 def test_output_redact_covers_records_status_logs_and_the_runner_log(tmp_path: Path) -> None:
