@@ -306,7 +306,8 @@ def test_round_trip_through_every_format(tmp_path: Path, fmt: str) -> None:
 def test_dumped_yaml_is_camel_case_with_numbers(tmp_path: Path) -> None:
     doc = yaml.safe_load(dump_config(ok([write(tmp_path, "w.yaml", RICH)]), "yaml"))
     assert doc["limits"]["pollMs"] == 250 and doc["limits"]["maxLineBytes"] == 1024**2
-    assert doc["output"] == {"dir": str(tmp_path / "out"), "maxBytes": 1024**3, "keep": 0}
+    assert doc["output"] == {"dir": str(tmp_path / "out"), "maxBytes": 1024**3, "keep": 0,
+                             "redact": False}
     assert doc["watchers"][1]["restartDelay"] == 1500
     assert doc["agents"][0]["deadline"] == 1_800_000
 

@@ -23,6 +23,7 @@ from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits
 from watchrun.events import Chunk
 from watchrun.match.framing import LineFramer
+from watchrun.match.redact import redactor
 from watchrun.match.sanitize import clip, decode, sanitize
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 
@@ -74,6 +75,8 @@ class TurnRunner:
         self._cancelled = False
         self._discard = False  # after an oversized line: stdout is drained, not parsed
         self._head = b""
+        self.redacted: dict[str, int] = {}
+        """Secrets redacted from this turn's prompt, by kind."""
 
     # -- control --------------------------------------------------------------------------
     def abort(self, message: str = "stopped by request") -> None:
@@ -99,6 +102,7 @@ class TurnRunner:
                   on_start: Callable[[str], None] | None = None) -> TurnResult:
         """Start the process, supervise it to its end, write `dispatch-finished`. When the task
         running this is cancelled, the process is stopped (`aborted`) and recorded first."""
+        prompt, self.redacted = redactor(self.spec.redact).redact(prompt)  # before it leaves
         argv = render_command(self.spec.command, prompt)
         stdin = None
         if not self.spec.pty and not any(PROMPT_TOKEN in a for a in self.spec.command):
@@ -139,7 +143,8 @@ class TurnRunner:
             "provider": self.spec.provider})
         text, cut = sanitize(prompt, PROMPT_BYTES)
         self.out.emit("prompt", {"turnId": tid, "text": text, **({"truncated": True} if cut
-                                                                  else {})})
+                                                                  else {}),
+                                 **({"redacted": self.redacted} if self.redacted else {})})
         self.out.emit("status", {"status": "running", "source": "runner", "turnId": tid})
 
     async def _supervise(self, proc: Proc) -> ExitInfo:

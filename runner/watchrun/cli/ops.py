@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,16 @@ def resolve(args: argparse.Namespace) -> Where | int:
 
 
 def _print_json(data: Any) -> None:
-    print(json.dumps(data, ensure_ascii=False, indent=2))
+    from watchrun.match.sanitize import edge_json
+
+    print(edge_json(data, indent=2))
+
+
+def _say(text: str, *, err: bool = False) -> None:
+    """One line for people, through the edge sanitizer."""
+    from watchrun.match.sanitize import edge_text
+
+    print(edge_text(text), file=sys.stderr if err else sys.stdout)
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
@@ -64,38 +72,41 @@ def cmd_ops(args: argparse.Namespace) -> int:
         elif statuses:
             print(views.list_table(statuses))
         else:
-            print(f"no watchers have run with output dir {where.root}")
+            _say(f"no watchers have run with output dir {where.root}")
         return ExitStatus.OK
     status = views.load_status(where.root, args.id)
     if status is None:
         known = ", ".join(s["id"] for s in views.load_statuses(where.root)) or "none"
-        print(f"watchrun: error: no watcher {args.id!r} in {where.root} (known: {known})",
-              file=sys.stderr)
+        _say(f"watchrun: error: no watcher {args.id!r} in {where.root} (known: {known})",
+             err=True)
         return ExitStatus.USAGE
     if op == "status":
         if as_json:
             _print_json(status)
         else:
-            width = max(len(k) for k in status)
-            for key, value in status.items():
-                print(f"{key:<{width}}  {value}")
+            for line in views.status_lines(status):
+                print(line)
         return ExitStatus.OK
     n = args.lines if args.lines is not None else where.match_lines
     n = max(1, min(n, 2000))
     if op == "matches":
-        recs = views.matches(where.root, args.id, n)
+        try:
+            recs = views.matches(where.root, args.id, n)
+        except OSError as exc:  # e.g. a symlink in place of a JSONL file: never followed
+            _say(f"watchrun: error: cannot read the matches of {args.id}: {exc}", err=True)
+            return ExitStatus.RUNTIME
         if as_json:
             _print_json(recs)
         else:
             for r in recs:
-                where_ = f"{r.get('path') or 'run ' + str(r.get('run'))}:{r.get('lineNo')}"
-                print(f"{r.get('ts')}  {where_}  {r.get('line')}")
+                print(views.match_line(r))
         return ExitStatus.OK
     lines = views.logs(where.root, args.id, n)
     if as_json:
         _print_json(lines)
     else:
-        print("\n".join(lines))
+        for line in lines:
+            _say(line)
     return ExitStatus.OK
 
 
@@ -111,16 +122,16 @@ def _control(root: Path, payload: dict[str, Any], as_json: bool) -> int:
     try:
         reply = request(root / "control.sock", payload)
     except ConnectionError as exc:
-        print(f"watchrun: error: {exc}; is `watchrun run` running with this output dir?",
-              file=sys.stderr)
+        _say(f"watchrun: error: {exc}; is `watchrun run` running with this output dir?",
+             err=True)
         return ExitStatus.RUNTIME
     if as_json:
         _print_json(reply)
     elif reply.get("ok"):
-        print(reply.get("message", "ok"))
+        _say(str(reply.get("message", "ok")))
     else:
         err = reply.get("error", {})
-        print(f"watchrun: error: {err.get('message', 'failed')}", file=sys.stderr)
+        _say(f"watchrun: error: {err.get('message', 'failed')}", err=True)
     return ExitStatus.OK if reply.get("ok") else ExitStatus.USAGE
 
 

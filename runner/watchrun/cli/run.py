@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     except OutputDirError as exc:
         log.error(str(exc))
         return ExitStatus.RUNTIME
+    for note in layout.fixed:
+        log.warning(note)
 
     def reload() -> object | None:
         again = load_config(paths, output_dir=output_dir)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from watchrun.config.tree import KeyPath, Origin, format_path, locate
+from watchrun.match.sanitize import edge_text
 
 if TYPE_CHECKING:
     from watchrun.config.model import Config
@@ -37,13 +38,14 @@ class Diagnostic:
     def format(self) -> str:
         """One line for a terminal: `error: watchers[2].pattern: ... (watch.yaml:12:5)`.
 
-        A problem of a whole file reads `error: watch.yaml:3:1: YAML syntax error: ...`.
+        A problem of a whole file reads `error: watch.yaml:3:1: YAML syntax error: ...`. Config
+        values quoted in a message are untrusted text: the line goes through `edge_text`.
         """
         where = self.where()
         if not self.path:  # about a whole file: syntax, unreadable, empty
-            return f"{self.severity}: {where or '(config)'}: {self.message}"
+            return edge_text(f"{self.severity}: {where or '(config)'}: {self.message}")
         text = f"{self.severity}: {self.path}: {self.message}"
-        return f"{text} ({where})" if where else text
+        return edge_text(f"{text} ({where})" if where else text)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

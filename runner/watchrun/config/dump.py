@@ -38,9 +38,11 @@ def config_to_dict(config: Config) -> dict[str, Any]:
             "dir": _s(str(config.output.dir)),
             "maxBytes": config.output.max_bytes,
             "keep": config.output.keep,
+            "redact": config.output.redact,
         },
         "watchers": [_watcher(w) for w in config.watchers],
         "agents": [_agent(a) for a in config.agents],
+        "redact": [{"kind": r.kind, "pattern": _s(r.pattern)} for r in config.redact],
     }
 
 

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from watchrun.config.diagnostics import Reporter
-from watchrun.config.tree import CMap, CSeq, KeyPath
+from watchrun.config.shellwords import contexts, quote, script_index
+from watchrun.config.tree import CMap, CSeq, KeyPath, Origin, locate
 
 __all__ = ["escape", "interpolate", "interpolate_tree"]
 
+_UNQUOTABLE = (
+    "`${{{name}}}` cannot be quoted as one shell word here: it is {where}; write \"$${name}\" "
+    "so that the shell expands it from the environment at run time, or use a list command"
+)
 _REF = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|(\{[^}]*\}?))")
 
 
-def interpolate(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
-    """`text` with references replaced, and a message for each reference that failed.
-
-    `${VAR:-default}` uses the default when VAR is unset or empty (as the shell does); the
-    default is literal text up to the first `}`. A `$` not followed by `$` or `{` stays as is.
-    """
+def _parse(text: str, env: Mapping[str, str]
+           ) -> tuple[str, str, list[tuple[str, str]], list[str]]:
+    """(template, mark, [(name, value)], problems): `text` with `$$` made `$` and each resolved
+    reference replaced by `mark` (a character `text` does not contain)."""
+    mark = next(chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text)
+    values: list[tuple[str, str]] = []
     problems: list[str] = []
 
     def sub(m: re.Match[str]) -> str:
@@ -34,16 +40,71 @@ def interpolate(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
             return m.group(0)
         value = env.get(name)
         if default is not None and not value:
-            return default
+            value = default
         if value is None:
             problems.append(
                 f"environment variable {name} is not set (used as `${{{name}}}`); "
                 f"set it or give a default: `${{{name}:-default}}`"
             )
             return m.group(0)
-        return value
+        values.append((name, value))
+        return mark
 
-    return _REF.sub(sub, text), problems
+    return _REF.sub(sub, text), mark, values, problems
+
+
+def interpolate(
+    text: str, env: Mapping[str, str], *, shell: Literal["sh", "shlex"] | None = None
+) -> tuple[str, list[str]]:
+    """`text` with references replaced, and a message for each reference that failed.
+
+    `${VAR:-default}` uses the default when VAR is unset or empty (as the shell does); the
+    default is literal text up to the first `}`. A `$` not followed by `$` or `{` stays as is.
+    With `shell`, `text` is a command read by `/bin/sh -c` (`sh`) or split with shell rules
+    (`shlex`), and each substituted value is quoted as one word where it stands
+    (`config/shellwords.py`); where it cannot be, the reference is an error.
+    """
+    template, mark, values, problems = _parse(text, env)
+    parts = template.split(mark)
+    if shell is None:
+        quoted = [value for _, value in values]
+    else:
+        quoted = []
+        for (name, value), where in zip(values, contexts(template, mark, shell), strict=True):
+            if where in ("plain", "double", "single", "comment"):
+                quoted.append(quote(value, where))  # type: ignore[arg-type]
+            else:
+                problems.append(_UNQUOTABLE.format(name=name, where=where))
+                quoted.append(value)
+    return parts[0] + "".join(q + part for q, part in zip(quoted, parts[1:], strict=True)), \
+        problems
+
+
+def _argv(items: list[str], env: Mapping[str, str]) -> tuple[list[str], list[list[str]]]:
+    """An argv template: each value stays inside its argument; the script of `sh -c SCRIPT`
+    is a command line itself, so there each value is quoted as one shell word."""
+    plain = [interpolate(x, env)[0] for x in items]
+    script = script_index(plain)
+    done = [interpolate(x, env, shell="sh" if i == script else None) for i, x in enumerate(items)]
+    return [t for t, _ in done], [p for _, p in done]
+
+
+def _split(text: str, env: Mapping[str, str]) -> tuple[list[str], list[str]] | None:
+    """An agent's command string split with shell rules *before* substitution, so a value is
+    never split (None when the string cannot be split: validation reports that)."""
+    template, mark, values, problems = _parse(text, env)
+    try:
+        args = shlex.split(template)
+    except ValueError:
+        return None
+    pending = iter(values)
+    items = ["".join(next(pending)[1] if ch == mark else ch for ch in arg) for arg in args]
+    script = script_index(items)
+    if script is not None and mark in args[script]:
+        name = values[sum(arg.count(mark) for arg in args[:script])][0]
+        problems.append(_UNQUOTABLE.format(name=name, where="in the script of `sh -c` inside a "
+                                           "command string (use a list command)"))
+    return items, problems
 
 
 def escape(text: str) -> str:
@@ -53,7 +114,12 @@ def escape(text: str) -> str:
 
 def interpolate_tree(node: Any, env: Mapping[str, str], report: Reporter,
                      path: KeyPath = ()) -> Any:
-    """Interpolate every string value (not keys) of a config tree in place; returns the node."""
+    """Interpolate every string value (not keys) of a config tree in place; returns the node.
+    `watchers[].command` and `agents[].command` are commands: see `interpolate(shell=…)`."""
+    command = len(path) == 3 and path[0] in ("watchers", "agents") and path[2] == "command"
+    if command and (isinstance(node, str) or (isinstance(node, CSeq)
+                    and all(isinstance(x, str) for x in node))):
+        return _command(node, env, report, path)
     if isinstance(node, CMap):
         for key, value in node.items():
             node[key] = interpolate_tree(value, env, report, (*path, key))
@@ -66,3 +132,29 @@ def interpolate_tree(node: Any, env: Mapping[str, str], report: Reporter,
             report.error(path, problem)
         return text
     return node
+
+
+def _command(node: str | CSeq, env: Mapping[str, str], report: Reporter, path: KeyPath) -> Any:
+    if isinstance(node, CSeq):
+        args, problems = _argv(list(node), env)
+        for i, (arg, found) in enumerate(zip(args, problems, strict=True)):
+            node[i] = arg
+            for problem in found:
+                report.error((*path, i), problem)
+        return node
+    if "$" not in node:
+        return node
+    if path[0] == "agents":
+        split = _split(node, env)
+        if split is not None:
+            items, found = split
+            for problem in found:
+                report.error(path, problem)
+            seq = CSeq(locate(report.root, path) or Origin(""))
+            for item in items:
+                seq.put(item, seq.origin)
+            return seq
+    text, found = interpolate(node, env, shell="sh" if path[0] == "watchers" else "shlex")
+    for problem in found:
+        report.error(path, problem)
+    return text

@@ -1,4 +1,5 @@
-"""Layer config trees from repeated `-c`: later keys win, watchers and agents merge by id/name."""
+"""Layer config trees from repeated `-c`: later keys win, watchers and agents merge by id/name,
+`redact` rules add up."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ __all__ = ["layer"]
 
 _KEYED_LISTS = {"watchers": "id", "agents": "name"}
 """Top-level lists whose items merge by a key instead of being replaced."""
+
+_APPENDED_LISTS = {"redact"}
+"""Top-level lists to which each layer adds (a later layer never drops a redaction rule)."""
 
 _SOURCE_KEYS = ("path", "command")
 """A watcher has exactly one source: a later layer that sets one drops the other."""
@@ -31,6 +35,11 @@ def _merge_map(base: CMap, over: CMap, top: bool = False) -> CMap:
         old = out.get(key)
         if top and key in _KEYED_LISTS and isinstance(old, CSeq) and isinstance(value, CSeq):
             merged: Any = _merge_keyed(old, value, _KEYED_LISTS[key], key == "watchers")
+        elif top and key in _APPENDED_LISTS and isinstance(old, CSeq) and isinstance(value, CSeq):
+            merged = CSeq(old.origin)
+            for item, origin in [*zip(old, old.origins, strict=True),
+                                 *zip(value, value.origins, strict=True)]:
+                merged.put(item, origin)
         elif isinstance(old, CMap) and isinstance(value, CMap):
             merged = _merge_map(old, value)
         else:

@@ -22,6 +22,10 @@ _MAX_NODES = 200_000
 _MAX_BYTES = 16 * 1024**2
 """A config file larger than this is refused (it is surely not a config)."""
 
+_MAX_DEPTH = 64
+"""Values nested deeper than this are refused (a config needs about 6 levels); deeper trees
+would exhaust the recursion of the parsers and of schema validation."""
+
 _YAML = "tag:yaml.org,2002:"
 
 
@@ -78,6 +82,11 @@ def read_config_file(path: Path, display: str, report: Reporter) -> CMap | None:
     except _TooBig:
         report.error((), f"too many values (more than {_MAX_NODES}); is it an alias bomb?", top)
         return None
+    except RecursionError:
+        tree = _DEEP
+    if tree is _DEEP or _too_deep(tree):
+        report.error((), f"values are nested more than {_MAX_DEPTH} levels deep", top)
+        return None
     if tree is None:
         return None if len(report.errors) > errors else CMap(top)
     if not isinstance(tree, CMap):
@@ -86,6 +95,23 @@ def read_config_file(path: Path, display: str, report: Reporter) -> CMap | None:
                      f"agents), not {kind}", top)
         return None
     return tree
+
+
+_DEEP = object()
+
+
+def _too_deep(tree: Any) -> bool:
+    """Whether any value is nested more than _MAX_DEPTH levels (checked without recursion)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            return True
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return False
 
 
 def _read_yaml(text: str, display: str, report: Reporter) -> Any:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from watchrun.match.redact import Rule
+
 
 class RestartPolicy(StrEnum):
     NEVER = "never"
@@ -38,6 +40,8 @@ class OutputSpec:
     dir: Path
     max_bytes: int = 64 * 1024 * 1024
     keep: int = 5
+    redact: bool = False
+    """Redact secrets in match records too (prompts are always redacted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,8 @@ class AgentSpec:
     until: str | None = None
     pty: bool = False
     max_turns: int = 100
+    redact: tuple[Rule, ...] = ()
+    """The config's `redact:` rules, applied (after the built-in ones) to every prompt."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +115,8 @@ class Config:
     agents: tuple[AgentSpec, ...] = ()
     sources: tuple[Path, ...] = ()
     """The config files it was loaded from, in layering order."""
+    redact: tuple[Rule, ...] = ()
+    """`redact:` rules added to the built-in secret rules (`match/redact.py`)."""
 
     def watcher(self, wid: str) -> WatcherSpec | None:
         return next((w for w in self.watchers if w.id == wid), None)

@@ -6,6 +6,7 @@ import os
 import re
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ from watchrun.config.checks import Ctx
 from watchrun.config.clamp import RANGES, build_limits, clamp
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
 from watchrun.config.schema import did_you_mean
+from watchrun.config.shellwords import script_index
 from watchrun.config.tree import CMap, KeyPath
 from watchrun.config.watchers import build_watchers
+from watchrun.match.redact import RedactError, Rule, check_rule
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -49,7 +52,8 @@ def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None) -
     output = _output(ctx, root.get("output"), output_dir)
     raw = root.get("agents")
     raw_agents: list[Any] = raw if isinstance(raw, list) else []
-    agents = _agents(ctx, raw_agents, limits)
+    rules = _redact(ctx, root.get("redact"))
+    agents = [replace(a, redact=rules) for a in _agents(ctx, raw_agents, limits)]
     names = [a["name"] for a in raw_agents
              if isinstance(a, CMap) and isinstance(a.get("name"), str)]
     watchers = build_watchers(ctx, root.get("watchers"), names, limits)
@@ -63,7 +67,30 @@ def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None) -
         watchers=tuple(watchers),
         agents=tuple(agents),
         sources=sources,
+        redact=rules,
     )
+
+
+def _redact(ctx: Ctx, raw: Any) -> tuple[Rule, ...]:
+    """`redact:` items (a pattern, or {kind, pattern}) as rules; each must compile in RE2."""
+    rules: list[Rule] = []
+    for i, item in enumerate(raw if isinstance(raw, list) else []):
+        where: KeyPath = ("redact", i)
+        if isinstance(item, str):
+            rule = Rule("custom", item)
+        elif isinstance(item, dict) and isinstance(item.get("pattern"), str):
+            kind = item.get("kind", "custom")
+            rule, where = Rule(kind if isinstance(kind, str) else "", item["pattern"]), \
+                ("redact", i, "pattern")
+        else:
+            continue  # the schema reported it
+        try:
+            check_rule(rule)
+        except RedactError as exc:
+            ctx.report.error(where, str(exc))
+            continue
+        rules.append(rule)
+    return tuple(dict.fromkeys(rules))
 
 
 def _output(ctx: Ctx, raw: Any, output_dir: Path | None) -> OutputSpec | None:
@@ -74,14 +101,15 @@ def _output(ctx: Ctx, raw: Any, output_dir: Path | None) -> OutputSpec | None:
         folder = ctx.resolve(("output", "dir"), raw["dir"])
     else:
         folder = next(iter(ctx.folders.values())) / ".watchrun"
-    spec = OutputSpec(dir=folder)
+    spec = OutputSpec(dir=folder, redact=raw.get("redact") is True)
     values: dict[str, int | None] = {"max_bytes": spec.max_bytes, "keep": spec.keep}
     for key, field in (("maxBytes", "max_bytes"), ("keep", "keep")):
         if key in raw:
             values[field] = clamp(raw[key], RANGES[f"output.{key}"], ("output", key), ctx.report)
     if values["max_bytes"] is None or values["keep"] is None:
         return None
-    return OutputSpec(dir=folder, max_bytes=values["max_bytes"], keep=values["keep"])
+    return OutputSpec(dir=folder, max_bytes=values["max_bytes"], keep=values["keep"],
+                      redact=spec.redact)
 
 
 def _agents(ctx: Ctx, raw: Any, limits: Limits) -> list[AgentSpec]:
@@ -161,6 +189,12 @@ def _agent_command(ctx: Ctx, p: KeyPath, a: CMap) -> tuple[str, ...] | None:
         ctx.report.warning((*p, "command"), "has no {prompt} placeholder: the prompt is "
                            "appended as the last argument")
         argv = (*argv, "{prompt}")
+    script = script_index(argv)
+    if script is not None and "{prompt}" in argv[script]:
+        ctx.report.error((*p, "command"), "has {prompt} inside the script of a shell's -c: "
+                         "the shell would read matched log text as commands; pass the prompt as "
+                         'an argument of its own, e.g. ["sh", "-c", "claude -p \\"$1\\"", "sh", '
+                         '"{prompt}"]')
     return argv
 
 

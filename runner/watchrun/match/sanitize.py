@@ -21,6 +21,13 @@ them, nor C1 controls, so records should be serialised with `json_line`, which e
 (a reader splitting on Unicode line breaks, or a terminal that honours UTF-8 C1 controls, is
 then safe too).
 
+At the edge, where text leaves the runner for a person or another program (`logs`, `matches`,
+`status`, `list`, the runner's log), there are exactly two functions: `edge_text` for a line of
+text (sanitized, and every line or paragraph separator and bidirectional control shown as an
+escape, so one value can never look like two lines or reorder what follows it) and `edge_json`
+for a JSON document (content unchanged; DEL, C1, U+2028/U+2029, bidi controls and lone
+surrogates escaped).
+
 Two decodings of bytes exist: `decode` (invalid UTF-8 -> U+FFFD) feeds `sanitize` for every text
 field; `raw_text` is the same decoding without sanitizing, for a record's `raw` field, where
 every character (NUL, ESC, ...) is kept and JSON escapes it (`\\u0000`, `\\u001b`).
@@ -30,9 +37,19 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
 import re
 
-__all__ = ["StreamDecoder", "clean_line", "decode", "json_line", "raw_text", "sanitize"]
+__all__ = [
+    "StreamDecoder",
+    "clean_line",
+    "decode",
+    "edge_json",
+    "edge_text",
+    "json_line",
+    "raw_text",
+    "sanitize",
+]
 
 # Anything that needs the slow path: C0 but tab/newline, DEL, C1, surrogates.
 _NEEDS_WORK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -52,6 +69,10 @@ _ESCAPES = re.compile(
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029]")
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_EDGE_LINE = re.compile(f"[\n\u2028\u2029{_BIDI}]")
+_EDGE_LINES = re.compile(f"[\u2028\u2029{_BIDI}]")
+_EDGE_JSON = re.compile(f"[\x7f-\x9f\u2028\u2029{_BIDI}\ud800-\udfff]")
 
 
 def decode(data: bytes) -> str:
@@ -148,6 +169,45 @@ def harden_json(dumped: str) -> str:
     if _JSON_UNSAFE.search(dumped) is None:
         return dumped
     return _JSON_UNSAFE.sub(_escape_unsafe, dumped)
+
+
+def edge_text(value: object, *, multiline: bool = False) -> str:
+    """Any value as text that is safe to print: `sanitize`d (escape sequences, C0/C1 controls
+    and DEL removed; tab kept), then U+2028/U+2029, bidirectional controls and, unless
+    `multiline`, newlines shown as `\\n`/`\\u2028` escapes. The one function every terminal
+    surface and text log line goes through."""
+    text, _ = sanitize(value if isinstance(value, str) else str(value))
+    unsafe = _EDGE_LINES if multiline else _EDGE_LINE
+    if unsafe.search(text) is None:
+        return text
+    return unsafe.sub(lambda m: "\\n" if m.group() == "\n" else _escape_unsafe(m), text)
+
+
+def edge_json(value: object, *, indent: int | None = None) -> str:
+    """`value` as JSON that is safe to print and still means the same: non-ASCII text stays
+    readable, while DEL, C1 controls, U+2028/U+2029, bidirectional controls and lone surrogates
+    are `\\u`-escaped (json escapes C0 itself). Keys keep their order; what JSON cannot
+    represent (NaN, infinities, other objects) is written as a string."""
+    separators = (",", ": ") if indent is not None else (",", ":")
+    try:
+        dumped = json.dumps(value, ensure_ascii=False, indent=indent, separators=separators,
+                            default=str, allow_nan=False)
+    except ValueError:  # NaN or an infinity somewhere (json.loads accepts them)
+        dumped = json.dumps(_finite(value), ensure_ascii=False, indent=indent,
+                            separators=separators, default=str)
+    if _EDGE_JSON.search(dumped) is None:
+        return dumped
+    return _EDGE_JSON.sub(_escape_unsafe, dumped)
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 class StreamDecoder:

@@ -6,9 +6,12 @@ import contextlib
 import errno
 import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
+
+from watchrun.output import safefs
 
 __all__ = ["OutputDirError", "OutputLayout", "layout_for", "prepare_output_dir"]
 
@@ -39,6 +42,8 @@ class OutputLayout:
     """Checkpoints and status snapshots."""
     control_socket: Path
     """The live runner's control socket (mode 0600)."""
+    fixed: tuple[str, ...] = field(default=(), compare=False)
+    """What `prepare_output_dir` corrected (group/other write bits removed), to be logged."""
 
     def jsonl(self, kind: Literal["watcher", "agent"], id: str) -> Path:
         """The live JSONL file of one watcher or agent. Rotated copies add `.1`, `.2`, …"""
@@ -77,40 +82,75 @@ def _error(path: Path, exc: OSError, doing: str) -> OutputDirError:
     return OutputDirError(path, name, f"cannot {doing}: {hints.get(code, os.strerror(code))}")
 
 
-def _make_dir(path: Path) -> None:
-    """Create one directory with mode 0750 (whatever the umask); check an existing one."""
+def _make_dir(path: Path, fixed: list[str], parent_fd: int | None = None) -> int:
+    """Create one directory with mode 0750 (whatever the umask), or check an existing one: it
+    must not be a symlink, must be the runner's own, and must not be writable by group or others
+    (write bits on the runner's own directory are removed, and said in `fixed`). Returns an fd
+    of it; subdirectories are created and opened relative to their parent's fd (`parent_fd`)."""
+    name = path.name if parent_fd is not None else str(path)
+    created = True
     try:
-        os.mkdir(path, DIR_MODE)
+        os.mkdir(name, DIR_MODE, dir_fd=parent_fd)
     except FileExistsError:
-        if not os.path.isdir(path):
-            err = OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-            raise _error(path, err, "use it as a directory: it exists and is not one") from None
-        return
+        created = False
     except OSError as exc:
         raise _error(path, exc, "create the directory") from exc
     try:
-        os.chmod(path, DIR_MODE)
+        fd = safefs.open_dir(path, dir_fd=parent_fd)
+    except safefs.UnsafePathError as exc:
+        raise OutputDirError(path, "ELOOP", f"{exc.strerror}: give the real directory as "
+                             "output.dir (or remove the link)") from None
     except OSError as exc:
-        raise _error(path, exc, "set mode 0750") from exc
+        if exc.errno == errno.ENOTDIR:
+            raise _error(path, exc, "use it as a directory: it exists and is not one") from None
+        raise _error(path, exc, "open the directory") from exc
+    try:
+        _check_dir(path, fd, created, fixed)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
-def _probe(path: Path) -> None:
+def _check_dir(path: Path, fd: int, created: bool, fixed: list[str]) -> None:
+    try:
+        st = os.fstat(fd)
+        mode = stat.S_IMODE(st.st_mode)
+        if created:
+            os.fchmod(fd, DIR_MODE)
+            return
+        me = os.geteuid()
+        if st.st_uid != me:
+            raise OutputDirError(path, "EPERM", (
+                f"it is owned by uid {st.st_uid} (mode {mode:04o}), not by the runner (uid {me}): "
+                "its owner could plant links in it; chown it to the runner's user or choose "
+                "another output.dir"))
+        if mode & 0o022:
+            os.fchmod(fd, mode & ~0o022)
+            fixed.append(f"output dir: {path}: was writable by group or others (mode "
+                         f"{mode:04o}); now {mode & ~0o022:04o}")
+    except OSError as exc:
+        raise _error(path, exc, "check the directory's owner and mode") from exc
+
+
+def _probe(path: Path, fd: int) -> None:
     """Create and remove a file, so read-only mounts and permissions show up now, not later.
 
     As root, permission bits do not stop writes, and this probe passes: the same as the writes
     that follow it.
     """
-    probe = path / f".watchrun-probe-{os.getpid()}"
+    probe = f".watchrun-probe-{os.getpid()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        pfd = os.open(probe, flags, 0o600, dir_fd=fd)
     except FileExistsError:
-        fd = -1
+        pfd = -1
     except OSError as exc:
         raise _error(path, exc, "write a file in it") from exc
-    if fd >= 0:
-        os.close(fd)
+    if pfd >= 0:
+        os.close(pfd)
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(probe)
+        os.unlink(probe, dir_fd=fd)
 
 
 def prepare_output_dir(root: Path) -> OutputLayout:
@@ -118,11 +158,21 @@ def prepare_output_dir(root: Path) -> OutputLayout:
     written; raise `OutputDirError` naming the path and errno otherwise.
 
     `root` itself is created but not its parents: a typo in `output.dir` fails clearly instead
-    of growing a tree somewhere unexpected. Existing directories keep their mode.
+    of growing a tree somewhere unexpected. None of them may be a symlink or another user's
+    directory; the runner's own directories lose group and other write bits (`layout.fixed`
+    says so); other modes are kept.
     """
     layout = layout_for(Path(os.path.abspath(root)))
-    for d in (layout.root, layout.watchers, layout.agents, layout.state):
-        _make_dir(d)
-    for d in (layout.root, layout.watchers, layout.agents, layout.state):
-        _probe(d)  # root too: control.sock is created there
-    return layout
+    fixed: list[str] = []
+    root_fd = _make_dir(layout.root, fixed)
+    try:
+        _probe(layout.root, root_fd)  # root too: control.sock is created there
+        for d in (layout.watchers, layout.agents, layout.state):
+            fd = _make_dir(d, fixed, root_fd)
+            try:
+                _probe(d, fd)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root_fd)
+    return replace(layout, fixed=tuple(fixed))

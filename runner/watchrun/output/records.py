@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from watchrun.output import safefs
+
 __all__ = [
     "ID_PATTERN",
     "ReadStats",
@@ -73,25 +75,31 @@ def retained_files(path: Path) -> list[Path]:
             if entry.name.startswith(prefix) and tail.isdigit() and tail[0] != "0":
                 numbered.append((int(tail), Path(entry.path)))
     files = [p for _, p in sorted(numbered, reverse=True)]
-    if path.exists():
+    if os.path.lexists(path):
         files.append(path)
     return files
 
 
 def _open_snapshot(path: Path) -> list[BinaryIO]:
-    """Open every retained file at once, retrying if a rotation moved them meanwhile."""
+    """Open every retained file at once, retrying if a rotation moved them meanwhile. A symlink
+    (or anything but a regular file) in place of one is refused: `safefs.UnsafePathError`."""
     for _ in range(10):
         files: list[BinaryIO] = []
         stable = True
-        for p in retained_files(path):
+        names = retained_files(path)
+        for p in names:
             try:
-                files.append(p.open("rb"))
+                files.append(os.fdopen(safefs.open_read(p), "rb"))
             except FileNotFoundError:
                 stable = False
+            except BaseException:
+                for f in files:
+                    f.close()
+                raise
         if stable:
-            for f in files:
+            for p, f in zip(names, files, strict=True):
                 try:
-                    same = os.stat(f.name).st_ino == os.fstat(f.fileno()).st_ino
+                    same = os.lstat(p).st_ino == os.fstat(f.fileno()).st_ino
                 except FileNotFoundError:
                     same = False
                 if not same:
@@ -107,7 +115,7 @@ def _open_snapshot(path: Path) -> list[BinaryIO]:
 def _parse(line: bytes, stats: ReadStats) -> dict[str, Any] | None:
     try:
         rec = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a line of deeply nested arrays
         rec = None
     if not isinstance(rec, dict) or type(rec.get("seq")) is not int:
         stats.invalid += 1
@@ -235,7 +243,7 @@ def oldest_seq(path: Path) -> int | None:
 
 def complete_size(path: Path, size: int) -> int:
     """Bytes up to and including the last newline: what is left after cutting a torn record."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = safefs.open_read(path)
     try:
         pos = size
         while pos > 0:

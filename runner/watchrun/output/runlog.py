@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import os
 import sys
@@ -14,7 +13,7 @@ from typing import Any, Literal, TextIO
 
 from watchrun.clock import iso_ts
 from watchrun.events import MatchInfo
-from watchrun.match.sanitize import harden_json, sanitize
+from watchrun.match.sanitize import edge_json, edge_text, sanitize
 
 MATCH_LINES_PER_SECOND = 20
 """Matches echoed per watcher per second; the rest are summarised (they are all in the JSONL)."""
@@ -28,7 +27,6 @@ ENVELOPE = ("ts", "level", "event", "watcher", "agent", "msg")
 Tap = Callable[[str, str, str | None, str | None, dict[str, Any]], None]
 """Sees every event, logged or not (quiet): (level, event, "watcher" | "agent", name, fields)."""
 
-_BREAKS = str.maketrans({"\n": "\\n", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def on_journal(stream: TextIO, environ: Mapping[str, str]) -> bool:
@@ -55,7 +53,7 @@ def text_field(text: str) -> str:
     """Log text made safe for one line (SPEC §6 `sanitize`: escape sequences, C0/C1 controls and
     DEL removed), and its line breaks (newline, U+2028, U+2029) shown as escapes, so a logged
     value can neither restyle a terminal nor start a forged log line."""
-    return sanitize(text)[0].translate(_BREAKS)
+    return edge_text(text)
 
 
 def _clean(value: Any) -> Any:
@@ -161,8 +159,7 @@ class RunLog:
                 rec[self.subject] = source
             rec["msg"] = msg
             rec.update((k, v) for k, v in fields.items() if k not in ENVELOPE)
-            line = harden_json(json.dumps(_clean(rec), ensure_ascii=False,
-                                          separators=(",", ":"), default=str))
+            line = edge_json(_clean(rec))
         else:
             who = f"[{text_field(source)}] " if source else ""
             tag = "" if level == "info" else f"{level}: "

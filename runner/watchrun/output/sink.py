@@ -13,6 +13,7 @@ from typing import Any
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.match.sanitize import harden_json
+from watchrun.output import safefs
 from watchrun.output.records import complete_size, format_cursor, last_records, retained_files
 
 __all__ = ["FILE_MODE", "AsyncWriter", "JsonlSink", "SinkWriteError"]
@@ -37,7 +38,8 @@ class SinkWriteError(Exception):
 
 def _error(exc: OSError, doing: str) -> SinkWriteError:
     code = exc.errno if exc.errno is not None else errno.EIO
-    return SinkWriteError(errno.errorcode.get(code, str(code)), f"{doing}: {os.strerror(code)}")
+    why = exc.strerror if isinstance(exc, safefs.UnsafePathError) else os.strerror(code)
+    return SinkWriteError(errno.errorcode.get(code, str(code)), f"{doing}: {why}")
 
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
@@ -52,14 +54,6 @@ def _dumps(rec: Mapping[str, Any]) -> bytes:
     except UnicodeEncodeError:  # a lone surrogate: \u-escape it rather than write bad UTF-8
         text = json.dumps(rec, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
         return text.encode("ascii") + b"\n"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class JsonlSink:
@@ -172,7 +166,7 @@ class JsonlSink:
         except OSError as exc:
             raise _error(exc, f"cannot repair {self.path}") from exc
         try:
-            cur = os.stat(self.path)
+            cur = os.stat(self.path, follow_symlinks=False)
             moved = (cur.st_ino, cur.st_dev) != (st.st_ino, st.st_dev)
         except FileNotFoundError:
             moved = True
@@ -186,9 +180,10 @@ class JsonlSink:
             self._size = st.st_size
 
     def _open(self) -> None:
-        """Open (creating, mode 0640) the live file and cut a torn last record off it."""
+        """Open (creating, mode 0640) the live file and cut a torn last record off it. A symlink,
+        a hard link, another user's file or a non-file there is refused (SinkWriteError)."""
         try:
-            fd = os.open(self.path, _FLAGS, FILE_MODE)
+            fd = safefs.open_write(self.path, _FLAGS, FILE_MODE)
         except OSError as exc:
             raise _error(exc, f"cannot open {self.path}") from exc
         try:
@@ -210,16 +205,16 @@ class JsonlSink:
             os.fsync(self._fd)
             self._close_fd()
             if self.keep == 0:
-                os.unlink(self.path)
+                safefs.unlink(self.path)
             else:
                 for old in retained_files(self.path):
                     if old != self.path and int(old.name.rsplit(".", 1)[1]) > self.keep:
-                        old.unlink()
+                        safefs.unlink(old)
                 for n in range(self.keep - 1, 0, -1):
                     with contextlib.suppress(FileNotFoundError):
-                        os.rename(f"{self.path}.{n}", f"{self.path}.{n + 1}")
-                os.rename(self.path, f"{self.path}.1")
-            _fsync_dir(self.path.parent)
+                        safefs.replace(Path(f"{self.path}.{n}"), Path(f"{self.path}.{n + 1}"))
+                safefs.replace(self.path, Path(f"{self.path}.1"))
+            safefs.fsync_dir(self.path.parent)
         except OSError as exc:
             raise _error(exc, f"cannot rotate {self.path}") from exc
         self._open()

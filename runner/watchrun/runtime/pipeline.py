@@ -13,7 +13,8 @@ from typing import Any
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.matcher import Matcher
-from watchrun.match.sanitize import raw_text, sanitize
+from watchrun.match.redact import Redactor, redact_line
+from watchrun.match.sanitize import clip, raw_text, sanitize
 from watchrun.output.records import last_records
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink
@@ -71,6 +72,8 @@ class Counters:
     require_seen: bool = False
     spawn_failed: bool = False
     recent: deque[MatchInfo] = field(default_factory=deque)
+    redacted: dict[str, int] = field(default_factory=dict)
+    """Secrets redacted from this watcher's records, by kind (`output.redact`)."""
 
     @property
     def lines(self) -> int:
@@ -173,6 +176,7 @@ class WatcherPipeline:
         on_event: Callable[[WatcherSpec, str, dict[str, Any]], None] | None = None,
         require: Matcher | None = None,
         resume: bool = True,
+        redactor: Redactor | None = None,
     ) -> None:
         self.spec = spec
         self.limits = limits
@@ -183,6 +187,8 @@ class WatcherPipeline:
         self.on_matches = on_matches
         self.on_event = on_event
         self.require = require
+        self.redactor = redactor
+        """Set with `output.redact`: match records, the tail and the log are redacted."""
         self.counters = Counters(
             RecentLines(limits.max_log_lines), recent=deque(maxlen=limits.max_matches)
         )
@@ -240,8 +246,15 @@ class WatcherPipeline:
     def _match(
         self, chunk: Chunk, line: bytes, line_no: int, offset: int, pos: int
     ) -> tuple[bytes, MatchInfo]:
-        raw = raw_text(line)
-        text, clipped = sanitize(raw, self.limits.max_line_bytes)
+        decoded = raw_text(line)
+        raw: str | None = decoded
+        if self.redactor is None:
+            text, clipped = sanitize(decoded, self.limits.max_line_bytes)
+        else:  # redact the whole line, then clip: a secret cut at the limit is still found
+            text, raw, found = redact_line(self.redactor, sanitize(decoded)[0], decoded)
+            text, clipped = clip(text, self.limits.max_line_bytes)
+            for kind, n in found.items():
+                self.counters.redacted[kind] = self.counters.redacted.get(kind, 0) + n
         omitted = chunk.cut_at(pos) if chunk.cuts else 0
         fields: dict[str, Any] = {"line": text, "lineNo": line_no, "offset": offset}
         if chunk.path is not None:
@@ -255,7 +268,7 @@ class WatcherPipeline:
             fields["truncated"] = True
             fields["omittedBytes"] = omitted
             self.counters.truncated += 1
-        if text != raw:
+        if raw is not None and text != raw:
             fields["raw"] = raw
         return self.sink.record("match", fields), MatchInfo(text, line_no, offset, where)
 

@@ -14,6 +14,7 @@ from typing import Any
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.sanitize import raw_text, sanitize
+from watchrun.output import safefs
 from watchrun.runtime.pipeline import WatcherPipeline
 
 FLUSH_DELAY_S = 1.0
@@ -22,15 +23,15 @@ TAIL_LINE_CHARS = 4096
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o640) -> None:
-    """tmp + fsync + rename, so a reader never sees half a file."""
+    """tmp + fsync + rename, so a reader never sees half a file; no symlink is followed."""
     tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    fd = safefs.create_exclusive(tmp, mode)
     try:
         os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    safefs.replace(tmp, path)
 
 
 @dataclass
@@ -85,6 +86,19 @@ class StatusBoard:
             self._dirty.discard(wid)
             self._store(self._render([wid]))  # now: the runner may be about to exit
 
+    def refused(self, spec: WatcherSpec, message: str) -> None:
+        """A watcher that could not start (its JSONL file is unsafe): `status: refused`."""
+        snap = {"schema": 1, "id": spec.id, "label": spec.label, "kind": spec.kind,
+                "source": str(spec.path) if spec.path is not None else spec.command,
+                "pattern": spec.pattern, "status": "refused", "error": message,
+                "runnerPid": os.getpid(), "startedAt": iso_ts(self.started_at),
+                "updatedAt": iso_ts(self.clock.now()), "matchCount": 0, "linesRead": 0}
+        data = json.dumps(snap, ensure_ascii=False, indent=1).encode() + b"\n"
+        with self._lock:
+            self._gen += 1
+            gen = self._gen
+        self._store((gen, [(self.dir / f"{spec.id}.status.json", data)]))
+
     def forget_stopped(self) -> int:
         """`watchrun clear`: drop stopped watchers' snapshots (their JSONL stays)."""
         gone = [wid for wid, e in self.entries.items() if e.stopped]
@@ -96,7 +110,7 @@ class StatusBoard:
                     for p in (path, self.dir / f"{wid}.tail"):
                         self._stored[p] = self._gen  # a queued older write must not revive it
                         with contextlib.suppress(OSError):
-                            p.unlink()
+                            safefs.unlink(p)
         for wid in gone:
             del self.entries[wid]
             self._dirty.discard(wid)
@@ -153,6 +167,7 @@ class StatusBoard:
             "truncated": c.truncated,
             "skippedDuplicates": c.skipped_duplicates,
             "errors": c.errors,
+            "redacted": dict(c.redacted),
             "lastMatchAt": iso_ts(c.last_match_at) if c.last_match_at else None,
         }
         for attr, key in (("pid", "pid"), ("run_no", "run")):
@@ -175,7 +190,10 @@ class StatusBoard:
             snap = json.dumps(self.snapshot(entry), ensure_ascii=False, indent=1)
             files.append((self.dir / f"{wid}.status.json", snap.encode() + b"\n"))
             tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
-            lines = [sanitize(raw_text(b), None)[0][:TAIL_LINE_CHARS] for b in tail]
+            lines = [sanitize(raw_text(b), None)[0] for b in tail]
+            if entry.pipeline.redactor is not None:  # `output.redact`: the tail too
+                lines = [entry.pipeline.redactor.redact(x)[0] for x in lines]
+            lines = [x[:TAIL_LINE_CHARS] for x in lines]
             files.append((self.dir / f"{wid}.tail", "".join(x + "\n" for x in lines).encode()))
         with self._lock:
             self._gen += 1

@@ -15,6 +15,7 @@ from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
+from watchrun.output.sink import SinkWriteError
 from watchrun.process.spawn import Spawner, reap_orphans
 from watchrun.runtime.commands import dispatch
 from watchrun.runtime.control import ControlServer
@@ -81,21 +82,33 @@ class Supervisor:
     # -- building -------------------------------------------------------------------------
     def _start_watcher(self, spec: WatcherSpec) -> None:
         assert self._notifier is not None
-        rt = build_watcher(
-            spec,
-            self.config,
-            self.layout,
-            self.log,
-            Seams(self.clock, self.spawner, self.store, self._notifier),
-            once=self.once,
-            echo=self.echo,
-            on_matches=self._matched,
-            on_event=self._watcher_event,
-        )
+        try:
+            rt = build_watcher(
+                spec,
+                self.config,
+                self.layout,
+                self.log,
+                Seams(self.clock, self.spawner, self.store, self._notifier),
+                once=self.once,
+                echo=self.echo,
+                on_matches=self._matched,
+                on_event=self._watcher_event,
+            )
+        except SinkWriteError as exc:  # e.g. a symlink in place of its JSONL: fail closed
+            self._refuse(spec, f"not started: its JSONL file cannot be used: {exc}")
+            return
         self.board.add(spec, rt.pipeline, rt.source, rt.engine)
         self.tally.attach(spec.id, rt.pipeline.counters)
         rt.task = asyncio.create_task(self._run_source(spec, rt.source, rt.pipeline), name=spec.id)
         self.watchers[spec.id] = rt
+
+    def _refuse(self, spec: WatcherSpec, message: str) -> None:
+        """A watcher that cannot run: said in the log, its status and its gate (exit 3)."""
+        self.log.error(message, spec.id)
+        self.runtime_errors.append(f"{spec.id}: {message}")
+        path = str(spec.path) if spec.path is not None else None
+        self.evidence[spec.id] = Evidence(0, path=path, error=message)
+        self.board.refused(spec, message)
 
     async def _run_source(
         self, spec: WatcherSpec, source: FileSource | CommandSource, pipeline: WatcherPipeline
@@ -232,10 +245,16 @@ class Supervisor:
         second.cancel()
 
     def _start_hub(self) -> None:
-        self.hub = AgentHub(
-            self.config, self.layout, self.log.scoped("agent"), self.clock, self.spawner,
-            once=self.once,
-        )
+        try:
+            self.hub = AgentHub(
+                self.config, self.layout, self.log.scoped("agent"), self.clock, self.spawner,
+                once=self.once,
+            )
+        except SinkWriteError as exc:  # e.g. a symlink in place of an agent's JSONL
+            message = f"agents not started: a JSONL file cannot be used: {exc}"
+            self.log.error(message)
+            self.runtime_errors.append(message)
+            return
         self._hub_task = asyncio.create_task(self.hub.run(), name="agents")
 
     async def _stop_hub(self) -> None:

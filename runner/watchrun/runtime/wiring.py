@@ -12,6 +12,7 @@ from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.match.matcher import Matcher
+from watchrun.match.redact import redactor
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink, SinkWriteError
@@ -77,7 +78,8 @@ def build_watcher(
         require = Matcher(gate.require, (), spec.case_sensitive)
     pipeline = WatcherPipeline(spec, config.limits, sink, writer, matcher, log,
                                on_matches=on_matches, on_event=on_event, require=require,
-                               resume=not (once and spec.from_start))
+                               resume=not (once and spec.from_start),
+                               redactor=redactor(config.redact) if config.output.redact else None)
     source: FileSource | CommandSource
     if spec.path is not None:
         source = FileSource(spec, config.limits, seams.store, seams.notifier, seams.clock,

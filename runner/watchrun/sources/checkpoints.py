@@ -17,9 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from watchrun.output import safefs
+
 VERSION = 1
 FINGERPRINT_BYTES = 1024
 """A file is identified by the hash of (up to) its first 1024 bytes, plus device and inode."""
+MAX_FILE_BYTES = 1 << 20
+"""A checkpoint file is read up to this size (a larger one is not a checkpoint: corrupt)."""
 
 log = logging.getLogger("watchrun.checkpoints")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -126,10 +130,10 @@ class CheckpointStore:
             recovered = self._read_tmp(tmp)
             if recovered is not None:
                 with contextlib.suppress(OSError):
-                    os.replace(tmp, path)
+                    safefs.replace(tmp, path)
                 return recovered
             try:
-                text = path.read_bytes().decode("utf-8", errors="replace")
+                text = safefs.read_bytes(path, MAX_FILE_BYTES).decode("utf-8", errors="replace")
             except FileNotFoundError:
                 return None
             except OSError as exc:
@@ -146,8 +150,8 @@ class CheckpointStore:
         tmp = path.with_name(path.name + ".tmp")
         data = _encode(cp)
         with self._lock:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
+            safefs.make_dirs(self.dir)
+            fd = safefs.create_exclusive(tmp, 0o640)
             try:
                 os.fchmod(fd, 0o640)
                 view = memoryview(data)
@@ -156,34 +160,30 @@ class CheckpointStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, path)
-            dfd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            safefs.replace(tmp, path)
+            safefs.fsync_dir(self.dir)
 
     def _read_tmp(self, tmp: Path) -> Checkpoint | None:
         try:
-            text = tmp.read_bytes().decode("utf-8", errors="replace")
+            text = safefs.read_bytes(tmp, MAX_FILE_BYTES).decode("utf-8", errors="replace")
         except OSError:
             return None
         try:
             return _decode(text)
         except ValueError:
             with contextlib.suppress(OSError):
-                tmp.unlink()  # an interrupted write: the stable file is the truth
+                safefs.unlink(tmp)  # an interrupted write: the stable file is the truth
             return None
 
     def _set_aside(self, path: Path, reason: str) -> None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         target = path.with_name(f"{path.name}.corrupt-{stamp}")
         n = 1
-        while target.exists():
+        while os.path.lexists(target):
             n += 1
             target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
         try:
-            os.replace(path, target)
+            safefs.replace(path, target)
             where = f"set aside as {target.name}"
         except OSError as exc:
             where = f"could not be set aside ({exc.strerror})"

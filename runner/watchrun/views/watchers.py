@@ -1,4 +1,9 @@
-"""`watchrun list/status/matches/logs`: read the output dir, live runner or not."""
+"""`watchrun list/status/matches/logs`: read the output dir, live runner or not.
+
+What is read is untrusted (anyone who could write the output dir could have written it): files
+are opened without following symlinks (`output.safefs`), read up to a bound, and every value
+that reaches the terminal goes through `edge_text`; JSON goes out through `edge_json`.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,22 @@ import os
 from pathlib import Path
 from typing import Any
 
+from watchrun.match.sanitize import edge_text
+from watchrun.output import safefs
 from watchrun.output.records import last_records
+
+STATUS_BYTES = 1 << 20
+"""A status snapshot larger than this is not one (skipped)."""
+TAIL_BYTES = 64 << 20
+"""At most this much of a `.tail` file is read (the runner writes maxLogLines lines)."""
 
 
 def _pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True
@@ -23,19 +35,24 @@ def _pid_alive(pid: Any) -> bool:
 
 
 def load_statuses(root: Path) -> list[dict[str, Any]]:
-    """Every watcher's last snapshot; `live` says whether its runner still runs."""
+    """Every watcher's last snapshot; `live` says whether its runner still runs. Files that are
+    not a snapshot (unreadable, a symlink, not a JSON object with a string `id`) are skipped."""
     out = []
     state = root / "state"
-    for path in sorted(state.glob("*.status.json")):
+    try:
+        names = sorted(state.glob("*.status.json"))
+    except OSError:
+        return []
+    for path in names:
         try:
-            snap = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            snap = json.loads(safefs.read_bytes(path, STATUS_BYTES + 1))
+        except (OSError, ValueError, RecursionError):
             continue
-        if not isinstance(snap, dict):
+        if not isinstance(snap, dict) or not isinstance(snap.get("id"), str):
             continue
         live = _pid_alive(snap.get("runnerPid"))
         snap["live"] = live
-        if not live and snap.get("status") not in ("stopped", "exited", "fatal"):
+        if not live and snap.get("status") not in ("stopped", "exited", "fatal", "refused"):
             snap["status"] = "stopped"
         out.append(snap)
     return out
@@ -50,20 +67,25 @@ def matches(root: Path, wid: str, lines: int) -> list[dict[str, Any]]:
 
 
 def logs(root: Path, wid: str, lines: int) -> list[str]:
+    """The last `lines` lines of the watcher's `.tail` snapshot. Lines are split on `\\n` only:
+    a U+2028 or a lone `\\r` inside a line stays inside it (shown escaped at the edge)."""
     try:
-        text = (root / "state" / f"{wid}.tail").read_text(encoding="utf-8", errors="replace")
+        data = safefs.read_bytes(root / "state" / f"{wid}.tail", TAIL_BYTES)
     except OSError:
         return []
-    return text.splitlines()[-lines:] if lines else []
+    text = data.decode("utf-8", errors="replace")
+    found = text.split("\n")
+    if found and found[-1] == "":
+        found.pop()
+    return found[-lines:] if lines else []
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
-    """A plain aligned table for people."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    """A plain aligned table for people; every cell goes through `edge_text`."""
+    cells = [[edge_text(c) for c in r] for r in [header, *rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    out = [fmt.format(*header).rstrip()]
-    out += [fmt.format(*map(str, r)).rstrip() for r in rows]
-    return "\n".join(out)
+    return "\n".join(fmt.format(*r).rstrip() for r in cells)
 
 
 def list_table(statuses: list[dict[str, Any]]) -> str:
@@ -71,7 +93,7 @@ def list_table(statuses: list[dict[str, Any]]) -> str:
     for s in statuses:
         source = s.get("source")
         if isinstance(source, list):
-            source = " ".join(source)
+            source = " ".join(str(x) for x in source)
         rows.append(
             [
                 s.get("id", "?"),
@@ -80,10 +102,23 @@ def list_table(statuses: list[dict[str, Any]]) -> str:
                 s.get("matchCount", 0),
                 s.get("linesRead", 0),
                 (s.get("lastMatchAt") or "-"),
-                _clip(str(source), 48),
+                _clip(edge_text(source), 48),
             ]
         )
     return table(rows, ["ID", "STATUS", "KIND", "MATCHES", "LINES", "LAST MATCH", "SOURCE"])
+
+
+def status_lines(status: dict[str, Any]) -> list[str]:
+    """`key  value` lines of one status snapshot, for people."""
+    keys = {k: edge_text(k) for k in status}
+    width = max((len(k) for k in keys.values()), default=0)
+    return [f"{keys[k]:<{width}}  {edge_text(v)}" for k, v in status.items()]
+
+
+def match_line(rec: dict[str, Any]) -> str:
+    """One `matches` line for people: `ts  where:lineNo  line`."""
+    place = rec.get("path") or f"run {rec.get('run')}"
+    return edge_text(f"{rec.get('ts')}  {place}:{rec.get('lineNo')}  {rec.get('line')}")
 
 
 def _clip(text: str, n: int) -> str:

@@ -1,0 +1,159 @@
+"""Redact secrets from text before it leaves the machine: `[REDACTED:kind]`, counted per kind.
+
+The built-in rules live in `redact_rules.json` beside this module (cloud keys, GitHub, GitLab and
+Slack tokens, JWTs, private-key blocks, `password=` and `Authorization:` values, credentials in
+URLs, ...); a config's `redact:` patterns are added after them. All rules are compiled into one
+RE2 alternation, so a text is scanned once in linear time whatever it holds (a hostile log
+cannot stall the loop), and the leftmost match wins (the earlier rule at the same position).
+A named group `secret` in a rule limits the replacement to that part.
+
+Use: `redactor(extra).redact(text)` returns `(text, {kind: count})`. It is pure and cheap to
+call; `redactor()` is cached per rule set. Callers: agent prompts (`agents/turn.py`), JSONL
+match records with `output.redact: true` (`runtime/pipeline.py`); outgoing notifications call
+the same function.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Any
+
+import re2  # type: ignore[import-untyped]
+
+from watchrun.match.sanitize import sanitize
+
+__all__ = [
+    "KIND",
+    "RedactError",
+    "Redactor",
+    "Rule",
+    "add_counts",
+    "builtin_rules",
+    "check_rule",
+    "marker",
+    "redact_line",
+    "redactor",
+]
+
+KIND = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+"""A rule's kind: shown in `[REDACTED:kind]` and used as the key of the counts."""
+_SECRET = "(?P<secret>"
+
+
+class RedactError(ValueError):
+    """A redaction pattern RE2 cannot compile (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One redaction rule: text matching `pattern` (RE2 syntax) becomes `[REDACTED:kind]`."""
+
+    kind: str
+    pattern: str
+
+
+def marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+def _options() -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+def check_rule(rule: Rule) -> None:
+    """Raise RedactError when `rule` cannot be used (its kind, or a pattern RE2 refuses)."""
+    if not KIND.fullmatch(rule.kind):
+        raise RedactError(f"invalid kind {rule.kind!r}: lowercase letters, digits and -, "
+                          "at most 40")
+    if rule.pattern.count(_SECRET) > 1:
+        raise RedactError("at most one group may be named `secret`")
+    try:
+        compiled = re2.compile(rule.pattern, _options())
+    except Exception as exc:  # re2.error and what else the binding raises for a bad pattern
+        raise RedactError(f"RE2 cannot compile it ({exc}); redaction patterns run on RE2 "
+                          "(linear time), without lookaround or backreferences") from None
+    if compiled.search("") is not None:
+        raise RedactError("it matches the empty string, so it would redact nothing useful")
+
+
+@cache
+def builtin_rules() -> tuple[Rule, ...]:
+    """The rules shipped in `redact_rules.json`."""
+    text = resources.files("watchrun.match").joinpath("redact_rules.json").read_text("utf-8")
+    return tuple(Rule(r["kind"], r["pattern"]) for r in json.loads(text)["rules"])
+
+
+class Redactor:
+    """A compiled rule set. `redact` is pure: the same text always gives the same result."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules = tuple(rules)
+        parts = []
+        for i, rule in enumerate(self.rules):
+            pattern = rule.pattern.replace(_SECRET, f"(?P<_ws{i}>")
+            parts.append(f"(?P<_wr{i}>{pattern})")
+        self._regex = re2.compile("|".join(parts), _options()) if parts else None
+        index = self._regex.groupindex if self._regex is not None else {}
+        self._rule_of = {index[f"_wr{i}"]: i for i in range(len(self.rules))}
+        self._secret_of = {i: index.get(f"_ws{i}") for i in range(len(self.rules))}
+
+    def redact(self, text: str) -> tuple[str, dict[str, int]]:
+        """`text` with every secret replaced by `[REDACTED:kind]`, and how many of each kind."""
+        counts: dict[str, int] = {}
+        if self._regex is None or not text:
+            return text, counts
+
+        def sub(m: Any) -> str:
+            i = self._which(m)
+            kind = self.rules[i].kind
+            secret = self._secret_of[i]
+            whole: str = m.group(0)
+            if secret is not None and (m.group(secret) or "").startswith("[REDACTED:"):
+                return whole  # redacted already (`password=[REDACTED:password]`): idempotent
+            counts[kind] = counts.get(kind, 0) + 1
+            if secret is None or m.group(secret) is None:
+                return marker(kind)
+            start, end = m.span(secret)
+            base = m.start()
+            return whole[: start - base] + marker(kind) + whole[end - base :]
+
+        redacted: str = self._regex.sub(sub, text)
+        return redacted, counts
+
+    def _which(self, m: Any) -> int:
+        last = m.lastindex
+        if last in self._rule_of:
+            return self._rule_of[last]
+        return next(i for g, i in self._rule_of.items() if m.group(g) is not None)
+
+
+def redact_line(redactor: Redactor, text: str, raw: str) -> tuple[str, str | None, dict[str, int]]:
+    """A record's sanitized `text` and its `raw` form, both redacted, and the counts (of `text`).
+    `raw` comes back None when it cannot be kept safely: when an escape sequence split a secret
+    in it, the rules find it only in `text`, so the redacted raw would still carry it."""
+    red_text, counts = redactor.redact(text)
+    if raw == text:
+        return red_text, red_text, counts
+    red_raw, _ = redactor.redact(raw)
+    return red_text, (red_raw if sanitize(red_raw)[0] == red_text else None), counts
+
+
+@lru_cache(maxsize=32)
+def redactor(extra: tuple[Rule, ...] = ()) -> Redactor:
+    """The built-in rules plus `extra` (a config's `redact:`), compiled once per rule set."""
+    return Redactor((*builtin_rules(), *extra))
+
+
+def add_counts(into: dict[str, int], counts: Mapping[str, int] | Iterable[tuple[str, int]]
+               ) -> None:
+    """Add per-kind counts into a running total (status, metrics)."""
+    items = counts.items() if isinstance(counts, Mapping) else counts
+    for kind, n in items:
+        into[kind] = into.get(kind, 0) + n

@@ -1,0 +1,187 @@
+"""Open, create, rename and remove files under the output dir without following any symlink.
+
+Every operation opens the file's directory with `O_NOFOLLOW | O_DIRECTORY` and then works on the
+file's name relative to that directory fd (`dir_fd=`), with `O_NOFOLLOW | O_CLOEXEC` on the file
+itself: a symlink in place of a file or of its directory (`watchers/`, `state/`) is refused, never
+followed, chmodded or written through. Opens are non-blocking, so a FIFO planted in place of a
+file cannot hang the runner, and anything but a regular file is refused. A file the runner writes
+must also be its own (same uid) with one link, so a hard link to another file (`/etc/passwd`) is
+refused too. The directories above the output dir are trusted (they are the operator's choice).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = [
+    "UnsafePathError",
+    "create_exclusive",
+    "fsync_dir",
+    "make_dirs",
+    "open_dir",
+    "open_read",
+    "open_write",
+    "read_bytes",
+    "replace",
+    "unlink",
+]
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+class UnsafePathError(OSError):
+    """A path under the output dir that must not be used: a symlink (errno ELOOP), or not a
+    regular file, a hard link or another user's file (EPERM). `strerror` says which."""
+
+    def __init__(self, path: Path | str, code: int, problem: str) -> None:
+        super().__init__(code, problem, str(path))
+
+
+def _symlink_error(path: Path | str, dir_fd: int | None, name: str) -> UnsafePathError:
+    try:
+        target = os.readlink(name, dir_fd=dir_fd) if dir_fd is not None else os.readlink(path)
+        to = f" (to {target})"
+    except OSError:
+        to = ""
+    return UnsafePathError(path, errno.ELOOP, f"is a symlink{to}; symlinks under the output "
+                           "dir are never followed")
+
+
+def _is_link(name: str, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def open_dir(path: Path | str, *, dir_fd: int | None = None) -> int:
+    """A directory fd of `path` (relative to `dir_fd` when given); a symlink is refused."""
+    name = str(path) if dir_fd is None else os.path.basename(path)
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, dir_fd):
+            raise _symlink_error(path, dir_fd, name) from None
+        raise
+
+
+@contextlib.contextmanager
+def _parent(path: Path) -> Iterator[int]:
+    fd = open_dir(path.parent)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _open(path: Path, dfd: int, flags: int, mode: int) -> int:
+    try:
+        return os.open(path.name, flags | _FILE_FLAGS, mode, dir_fd=dfd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _symlink_error(path, dfd, path.name) from None
+        try:
+            st = os.stat(path.name, dir_fd=dfd, follow_symlinks=False)
+        except OSError:
+            raise exc from None
+        if not stat.S_ISREG(st.st_mode):  # e.g. a FIFO without a reader: ENXIO
+            raise UnsafePathError(path, errno.EPERM, "is not a regular file") from None
+        raise
+
+
+def _check(path: Path, fd: int, *, owned: bool) -> None:
+    """Refuse (closing `fd`) what is not a regular file, or, for writing, not ours or linked."""
+    try:
+        st = os.fstat(fd)
+        problem = None
+        if not stat.S_ISREG(st.st_mode):
+            problem = "is not a regular file"
+        elif owned and st.st_uid != os.geteuid():
+            problem = f"is owned by uid {st.st_uid}, not by the runner (uid {os.geteuid()})"
+        elif owned and st.st_nlink != 1:
+            problem = f"has {st.st_nlink} hard links (a link to another file is never written)"
+    except OSError:
+        os.close(fd)
+        raise
+    if problem is not None:
+        os.close(fd)
+        raise UnsafePathError(path, errno.EPERM, problem)
+
+
+def open_read(path: Path) -> int:
+    """Open a regular file for reading (O_RDONLY), never through a symlink."""
+    with _parent(path) as dfd:
+        fd = _open(path, dfd, os.O_RDONLY, 0)
+    _check(path, fd, owned=False)
+    return fd
+
+
+def open_write(path: Path, flags: int, mode: int) -> int:
+    """Open (maybe create) a file the runner writes: no symlink, a regular file of the runner's
+    own with a single link. `flags` are the caller's (`O_WRONLY | O_APPEND | O_CREAT` ...)."""
+    with _parent(path) as dfd:
+        fd = _open(path, dfd, flags, mode)
+    _check(path, fd, owned=True)
+    return fd
+
+
+def create_exclusive(path: Path, mode: int) -> int:
+    """A fresh file at `path` for writing: whatever was there (a stale temporary file, or a
+    planted symlink) is unlinked first, then the file is created with O_EXCL."""
+    with _parent(path) as dfd:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path.name, dir_fd=dfd)
+        return _open(path, dfd, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+
+
+def read_bytes(path: Path, limit: int | None = None) -> bytes:
+    """The content of a regular file (at most `limit` bytes), never through a symlink."""
+    fd = open_read(path)
+    try:
+        parts: list[bytes] = []
+        left = limit if limit is not None else -1
+        while left != 0:
+            part = os.read(fd, 1 << 16 if left < 0 else min(left, 1 << 16))
+            if not part:
+                break
+            parts.append(part)
+            left = left - len(part) if left > 0 else left
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def replace(src: Path, dst: Path) -> None:
+    """`rename(src, dst)` within one directory: a symlink at either name is moved or replaced
+    itself, never followed."""
+    if src.parent != dst.parent:
+        raise ValueError(f"{src} and {dst} are not in the same directory")
+    with _parent(src) as dfd:
+        os.rename(src.name, dst.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+def unlink(path: Path) -> None:
+    """Remove the name `path` (a symlink is removed itself); FileNotFoundError when absent."""
+    with _parent(path) as dfd:
+        os.unlink(path.name, dir_fd=dfd)
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory (after a rename or create in it), opened without following a link."""
+    fd = open_dir(path)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(path: Path, mode: int = 0o750) -> None:
+    """`mkdir -p`, then check that `path` itself is a directory and not a symlink."""
+    path.mkdir(mode, parents=True, exist_ok=True)
+    os.close(open_dir(path))

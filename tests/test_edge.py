@@ -1,0 +1,159 @@
+"""Every terminal and JSON surface is sanitized at the edge (issue #12 item 4): `logs`,
+`matches` (text and --json), `status`, `list` go through `edge_text` / `edge_json`, so a
+crafted line (U+2028/U+2029, C1 controls, DEL, escapes, bidi controls) can neither forge an
+extra line nor drive the terminal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from liverunner import watchrun_bin, write_config
+
+from watchrun.match.sanitize import edge_json, edge_text
+from watchrun.output.outdir import prepare_output_dir
+
+FORBIDDEN = set(map(chr, [*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0)])) | {
+    "\u2028", "\u2029", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067",
+    "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"}
+"""What may never reach a terminal raw: C0 but tab, DEL, C1, line/paragraph separators, bidi."""
+
+
+def clean(text: str) -> bool:
+    return not (set(text) & FORBIDDEN) and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("plain\ttab", "plain\ttab"),
+        ("a\u2028b\u2029c", "a\\u2028b\\u2029c"),
+        ("two\nlines", "two\\nlines"),
+        ("c1\x85\x9b31mred\x9b0m del\x7f", "c1red del"),
+        ("\x1b[2J\x1b]0;title\x07esc", "esc"),
+        ("bidi \u202eevil\u202c", "bidi \\u202eevil\\u202c"),
+        ("lone \ud800", "lone \ufffd"),
+        (42, "42"),
+        (None, "None"),
+    ],
+)
+def test_edge_text_table(value: object, shown: str) -> None:
+    assert edge_text(value) == shown
+
+
+def test_edge_text_multiline_keeps_newlines_only() -> None:
+    assert edge_text("a\nb\u2028c", multiline=True) == "a\nb\\u2028c"
+
+
+@given(st.text())
+def test_edge_text_is_always_one_clean_line(text: str) -> None:
+    out = edge_text(text)
+    assert clean(out) and "\n" not in out
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(JSON_VALUES, st.sampled_from([None, 2]))
+def test_edge_json_is_clean_and_means_the_same(value: object, indent: int | None) -> None:
+    out = edge_json(value, indent=indent)
+    assert clean(out.replace("\n", "")) if indent else clean(out)
+    if not any(0xD800 <= ord(c) <= 0xDFFF for c in json.dumps(value, ensure_ascii=False)):
+        assert json.loads(out) == value
+
+
+def test_edge_json_never_fails_on_what_json_loads_accepts() -> None:
+    assert json.loads(edge_json({"n": float("nan"), "i": [float("inf")], "s": "\ud800"})) == {
+        "n": "nan", "i": ["inf"], "s": "\ud800"}
+
+
+# -- end to end: the forged-line case through the CLI ------------------------------------------
+
+CRAFTED = ("ERROR real\u2028ERROR 2026-01-01 forged line\u2029 c1\x85\x9b31m del\x7f "
+           "\x1b[31mred\x1b[0m \u202eevil")
+
+
+def cli(*args: str) -> str:
+    res = subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, timeout=60,
+                         check=False)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real once run whose command printed the crafted line (and a plain one)."""
+    folder = tmp_path_factory.mktemp("edge")
+    script = f"import sys; sys.stdout.write({CRAFTED!r} + '\\nERROR plain\\n')"
+    cfg = write_config(folder, {"output": {"dir": "out"}, "watchers": [
+        {"id": "app", "label": "app\nFAKE\u2028label", "command": [sys.executable, "-c", script],
+         "pattern": "ERROR"}]})
+    res = subprocess.run([watchrun_bin(), "run", "--once", "--quiet", "-c", str(cfg)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    return folder / "out"
+
+
+def test_logs_cannot_forge_a_line(ran: Path) -> None:
+    out = cli("logs", "app", "--output-dir", str(ran))
+    assert out.splitlines() == out.split("\n")[:-1]  # no Unicode line break in the output
+    assert len(out.splitlines()) == 2 and clean(out.replace("\n", ""))
+    assert out.splitlines()[0].startswith("ERROR real\\u2028ERROR 2026-01-01 forged line")
+
+
+def test_forged_lines_in_a_planted_tail_stay_inside_their_line(tmp_path: Path) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    (layout.state / "x.status.json").write_text(json.dumps({"id": "x", "status": "stopped"}))
+    (layout.state / "x.tail").write_bytes("one\u2028two\x85three\x0bfour\x1cfive\nsix\n".encode())
+    out = cli("logs", "x", "--output-dir", str(layout.root))
+    assert out.splitlines() == ["one\\u2028twothreefourfive", "six"]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_matches_text_and_json_are_clean(ran: Path, fmt: str) -> None:
+    args = ["--json"] if fmt == "json" else []
+    out = cli("matches", "app", "--output-dir", str(ran), *args)
+    if fmt == "json":
+        recs = json.loads(out)
+        assert clean(out.replace("\n", "")) and len(recs) == 2
+        assert recs[0]["raw"] == CRAFTED  # still the same value, only escaped
+    else:
+        assert len(out.splitlines()) == 2 and clean(out.replace("\n", ""))
+
+
+@pytest.mark.parametrize("args", [("status", "app"), ("list",), ("status", "app", "--json"),
+                                  ("list", "--json")])
+def test_status_and_list_are_clean(ran: Path, args: tuple[str, ...]) -> None:
+    out = cli(*args, "--output-dir", str(ran))
+    assert clean(out.replace("\n", ""))
+    if "--json" in args:
+        json.loads(out)
+    elif args[0] == "list":
+        assert len(out.splitlines()) == 2  # the header and one watcher, whatever its label
+
+
+def test_hostile_status_snapshots_do_not_break_list(tmp_path: Path) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    snaps = {
+        "a": {"id": "a\nFAKE  running", "status": "\x1b[2Jx", "source": [1, None, "\u2028"]},
+        "b": {"id": 7},  # not a snapshot: skipped
+        "c": [1, 2],
+        "d": {"id": "d", "runnerPid": 2**80, "label": {"nested": "\x85"}},
+    }
+    for name, snap in snaps.items():
+        (layout.state / f"{name}.status.json").write_text(json.dumps(snap))
+    (layout.state / "e.status.json").write_bytes(b"\xff\xfe not json")
+    out = cli("list", "--output-dir", str(layout.root))
+    assert len(out.splitlines()) == 3 and clean(out.replace("\n", ""))
+    assert "a\\nFAKE  running" in out
+    assert clean(cli("status", "d", "--output-dir", str(layout.root)).replace("\n", ""))

@@ -1,0 +1,396 @@
+"""Nothing under the output dir is reached through a symlink (SPEC §10, issue #12 item 1).
+
+A local user who could plant `watchers/x.jsonl -> /etc/passwd` must not get a root runner to
+chmod, cut or append to the target. Each place a file lives (a live JSONL, a rotated segment,
+a checkpoint and its temporary file, a status snapshot and its temporary file, the `.tail`, the
+directories themselves) gets a real symlink, a hard link or a FIFO; the target (a
+`passwd`-like file in a tmp dir, with a last line without its newline) must come out unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from liverunner import read_records, watchrun_bin, write_config
+
+from watchrun.output import safefs
+from watchrun.output.outdir import OutputDirError, prepare_output_dir
+from watchrun.output.records import iter_records, last_records
+from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.runtime.status import atomic_write
+from watchrun.sources.checkpoints import Checkpoint, CheckpointStore
+
+PASSWD = b"root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/sh"
+"""A target whose last line has no newline: the old sink "repaired" (cut) it."""
+
+
+class Clock:
+    def now(self) -> float:
+        return 1_700_000_000.0
+
+    def monotonic(self) -> float:
+        return 0.0
+
+
+@pytest.fixture
+def target(tmp_path: Path) -> Iterator[Path]:
+    """An /etc/passwd stand-in outside the output dir; checked unchanged after each test."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    path = etc / "passwd"
+    path.write_bytes(PASSWD)
+    path.chmod(0o644)
+    before = path.stat()
+    yield path
+    after = path.stat()
+    assert path.read_bytes() == PASSWD, "the target was written through"
+    assert stat.S_IMODE(after.st_mode) == 0o644, "the target was chmodded"
+    assert after.st_mtime_ns == before.st_mtime_ns
+
+
+def sink(path: Path, max_bytes: int = 1 << 20, keep: int = 3) -> JsonlSink:
+    return JsonlSink(path, "x", max_bytes=max_bytes, keep=keep, clock=Clock())
+
+
+def rec(n: int) -> dict[str, object]:
+    return {"line": f"line {n}", "lineNo": n, "offset": n, "run": 1}
+
+
+# -- the live JSONL file ----------------------------------------------------------------------
+
+
+def test_symlinked_live_jsonl_is_refused_not_written(tmp_path: Path, target: Path) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    live = layout.jsonl("watcher", "x")
+    live.symlink_to(target)
+    with pytest.raises(SinkWriteError) as exc:
+        sink(live)
+    assert exc.value.errno_name == "ELOOP"
+    assert str(live) in str(exc.value) and f"symlink (to {target})" in str(exc.value)
+    assert live.is_symlink()
+
+
+def test_dangling_symlink_is_refused_not_created_through(tmp_path: Path) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    live = layout.jsonl("watcher", "x")
+    planted = tmp_path / "etc" / "cron.d-evil"
+    (tmp_path / "etc").mkdir()
+    live.symlink_to(planted)
+    with pytest.raises(SinkWriteError, match="symlink"):
+        sink(live)
+    assert not planted.exists()
+
+
+def test_hard_link_to_another_file_is_refused(tmp_path: Path, target: Path) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    live = layout.jsonl("watcher", "x")
+    os.link(target, live)
+    with pytest.raises(SinkWriteError) as exc:
+        sink(live)
+    assert exc.value.errno_name == "EPERM" and "2 hard links" in str(exc.value)
+
+
+def test_fifo_in_place_of_the_jsonl_is_refused_without_hanging(tmp_path: Path) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    live = layout.jsonl("watcher", "x")
+    os.mkfifo(live)
+    with pytest.raises(SinkWriteError, match="not a regular file"):
+        sink(live)
+
+
+def test_file_of_another_user_is_refused(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to chown")
+    layout = prepare_output_dir(tmp_path / "out")
+    live = layout.jsonl("watcher", "x")
+    live.write_bytes(b"")
+    os.chown(live, 65534, 65534)
+    with pytest.raises(SinkWriteError, match="owned by uid 65534"):
+        sink(live)
+
+
+def test_symlink_planted_while_running_is_not_written_through(tmp_path: Path,
+                                                              target: Path) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    live = layout.jsonl("watcher", "x")
+    s = sink(live)
+    s.write("match", rec(1))
+    live.unlink()
+    live.symlink_to(target)
+    with pytest.raises(SinkWriteError, match="symlink"):
+        s.write("match", rec(2))
+    s.close()
+
+
+# -- rotated segments -------------------------------------------------------------------------
+
+
+def test_symlinked_rotated_segment_is_refused_by_readers_and_the_sink(
+    tmp_path: Path, target: Path
+) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    live = layout.jsonl("watcher", "x")
+    with sink(live) as s:
+        s.write("match", rec(1))
+    Path(f"{live}.1").symlink_to(target)
+    with pytest.raises(safefs.UnsafePathError, match="symlink"):
+        list(iter_records(live))
+    with pytest.raises(safefs.UnsafePathError, match="symlink"):
+        last_records(live, 5)
+    with pytest.raises(SinkWriteError, match="symlink"):
+        sink(live)
+
+
+def test_rotation_moves_planted_links_and_never_writes_through_them(
+    tmp_path: Path, target: Path
+) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    live = layout.jsonl("watcher", "x")
+    s = sink(live, max_bytes=300, keep=2)
+    s.write("match", rec(1))
+    for n in (1, 2, 3):  # planted after the sink opened
+        Path(f"{live}.{n}").symlink_to(target)
+    for n in range(2, 12):
+        s.write("match", rec(n))
+    s.close()
+    assert not any(Path(f"{live}.{n}").is_symlink() for n in (1, 2, 3))
+    assert [r["seq"] for r in iter_records(live)][-1] == 11
+
+
+# -- directories ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sub", ["watchers", "agents", "state"])
+def test_symlinked_subdirectory_is_refused(tmp_path: Path, sub: str) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o750)
+    root = tmp_path / "out"
+    root.mkdir(mode=0o750)
+    (root / sub).symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(OutputDirError) as exc:
+        prepare_output_dir(root)
+    assert exc.value.errno_name == "ELOOP" and exc.value.path == root / sub
+    assert f"symlink (to {elsewhere})" in str(exc.value)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_symlinked_watchers_dir_is_refused_by_the_sink_too(tmp_path: Path) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    layout.watchers.rmdir()
+    layout.watchers.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(SinkWriteError, match="symlink"):
+        sink(layout.jsonl("watcher", "x"))
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_symlinked_output_dir_is_refused(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o750)
+    (tmp_path / "out").symlink_to(real, target_is_directory=True)
+    with pytest.raises(OutputDirError) as exc:
+        prepare_output_dir(tmp_path / "out")
+    assert exc.value.errno_name == "ELOOP" and "give the real directory" in str(exc.value)
+    assert list(real.iterdir()) == []
+
+
+def test_own_world_writable_dirs_are_fixed_and_said(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    for d in (root, root / "watchers"):
+        d.mkdir()
+        d.chmod(0o777)
+    layout = prepare_output_dir(root)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o755
+    assert stat.S_IMODE(layout.watchers.stat().st_mode) == 0o755
+    assert stat.S_IMODE(layout.state.stat().st_mode) == 0o750  # created now
+    assert layout.fixed == (
+        f"output dir: {root}: was writable by group or others (mode 0777); now 0755",
+        f"output dir: {root / 'watchers'}: was writable by group or others (mode 0777); now 0755",
+    )
+
+
+@pytest.mark.parametrize("which", ["root", "state"])
+def test_dir_of_another_user_is_refused_naming_path_owner_and_mode(
+    tmp_path: Path, which: str
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to chown")
+    root = tmp_path / "out"
+    prepare_output_dir(root)
+    victim = root if which == "root" else root / "state"
+    victim.chmod(0o777)
+    os.chown(victim, 65534, 65534)
+    with pytest.raises(OutputDirError) as exc:
+        prepare_output_dir(root)
+    assert exc.value.path == victim and exc.value.errno_name == "EPERM"
+    assert "owned by uid 65534 (mode 0777), not by the runner (uid 0)" in str(exc.value)
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o777  # someone else's: not changed
+
+
+# -- state/: checkpoints and status snapshots -------------------------------------------------
+
+
+def checkpoint() -> Checkpoint:
+    return Checkpoint(dev=1, inode=2, fingerprint="0" * 64, offset=3, line_no=4, path="/x",
+                      fingerprint_len=0)
+
+
+@pytest.mark.parametrize("name", ["x.checkpoint.json", "x.checkpoint.json.tmp"])
+def test_symlinked_checkpoint_files_are_never_followed(
+    tmp_path: Path, target: Path, name: str
+) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    (layout.state / name).symlink_to(target)
+    store = CheckpointStore(layout.state)
+    assert store.load("x") is None
+    if name == "x.checkpoint.json":
+        assert len(store.problems) == 1 and "symlink (to" in store.problems[0]
+    store.save("x", checkpoint())
+    path = layout.state / "x.checkpoint.json"
+    assert not path.is_symlink() and store.load("x") == checkpoint()
+    assert not (layout.state / "x.checkpoint.json.tmp").exists()
+
+
+@pytest.mark.parametrize("name", ["x.status.json", ".x.status.json.tmp"])
+def test_status_snapshot_replaces_a_planted_symlink(tmp_path: Path, target: Path,
+                                                    name: str) -> None:
+    layout = prepare_output_dir(tmp_path / "out")
+    (layout.state / name).symlink_to(target)
+    atomic_write(layout.state / "x.status.json", b'{"id": "x"}\n')
+    assert (layout.state / "x.status.json").read_bytes() == b'{"id": "x"}\n'
+    assert not (layout.state / "x.status.json").is_symlink()
+
+
+def test_readers_do_not_follow_symlinked_state_files(tmp_path: Path, target: Path) -> None:
+    from watchrun.views import watchers as views
+
+    layout = prepare_output_dir(tmp_path / "out")
+    (layout.state / "x.tail").symlink_to(target)
+    (layout.state / "x.status.json").symlink_to(target)
+    assert views.logs(layout.root, "x", 10) == []
+    assert views.load_statuses(layout.root) == []
+
+
+# -- end to end: the watcher fails closed, the others run, the gate says so -------------------
+
+
+def test_run_once_refuses_the_symlinked_watcher_and_fails_its_gate(
+    tmp_path: Path, target: Path
+) -> None:
+    out = tmp_path / "out"
+    layout = prepare_output_dir(out)
+    layout.jsonl("watcher", "evil").symlink_to(target)
+    cfg = write_config(tmp_path, {
+        "output": {"dir": str(out)},
+        "watchers": [
+            {"id": "evil", "command": "echo ERROR one", "pattern": "ERROR"},
+            {"id": "fine", "command": "echo ERROR two", "pattern": "ERROR"},
+        ],
+    })
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 3, res.stderr
+    assert f"{layout.jsonl('watcher', 'evil')}" in res.stderr and "symlink" in res.stderr
+    assert "evil" in res.stdout and "ERROR" in res.stdout  # the verdict table
+    assert [r["kind"] for r in read_records(layout.jsonl("watcher", "fine"))].count("match") == 1
+    listed = subprocess.run([watchrun_bin(), "list", "--output-dir", str(out), "--json"],
+                            capture_output=True, text=True, timeout=60, check=True)
+    evil = next(s for s in json.loads(listed.stdout) if s["id"] == "evil")
+    assert evil["status"] == "refused" and "symlink" in evil["error"]
+
+
+# -- as a user other than root ----------------------------------------------------------------
+
+NOBODY_CHILD = r"""
+import os, sys
+from pathlib import Path
+from watchrun.output.outdir import OutputDirError, prepare_output_dir
+from watchrun.output.sink import JsonlSink, SinkWriteError
+class C:
+    def now(self): return 0.0
+    def monotonic(self): return 0.0
+layout = prepare_output_dir(Path(sys.argv[1]))
+for name in ("link", "rootfile", "fine"):
+    try:
+        JsonlSink(layout.jsonl("watcher", name), name, max_bytes=1 << 20, keep=1,
+                  clock=C()).write("match", {"line": "x", "lineNo": 1, "offset": 0, "run": 1})
+        print(name, "ok")
+    except SinkWriteError as exc:
+        print(name, exc.errno_name, exc)
+"""
+
+
+def test_as_nobody_symlinks_and_foreign_files_are_refused() -> None:
+    """The checks hold for an unprivileged runner too (a child run as uid 65534)."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run a child as nobody")
+    base = Path(tempfile.mkdtemp(prefix="watchrun-nobody-"))
+    try:
+        base.chmod(0o755)
+        target = base / "nobody-owned-target"
+        target.write_bytes(PASSWD)
+        os.chown(target, 65534, 65534)
+        out = base / "out"
+        for d in (out, out / "watchers", out / "agents", out / "state"):
+            d.mkdir(mode=0o750)
+            os.chown(d, 65534, 65534)
+        (out / "watchers" / "link.jsonl").symlink_to(target)
+        rootfile = out / "watchers" / "rootfile.jsonl"  # root's file in nobody's dir, that
+        rootfile.write_bytes(b"")  # nobody could write: refused as someone else's file
+        rootfile.chmod(0o666)
+        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+               "-c", NOBODY_CHILD, str(out)]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False,
+                             cwd="/")
+        if res.returncode != 0 and "ModuleNotFoundError" in res.stderr:
+            pytest.skip(f"the package is not importable as nobody: {res.stderr[-200:]}")
+        assert res.returncode == 0, res.stderr
+        lines = dict(line.split(" ", 1) for line in res.stdout.splitlines())
+        assert lines["link"].startswith("ELOOP") and "symlink" in lines["link"]
+        assert lines["rootfile"].startswith("EPERM") and "owned by uid 0" in lines["rootfile"]
+        assert lines["fine"] == "ok"
+        assert target.read_bytes() == PASSWD
+    finally:
+        shutil.rmtree(base)
+
+
+def test_symlinked_agent_stream_stops_the_run_with_a_clear_error(tmp_path: Path,
+                                                                 target: Path) -> None:
+    out = tmp_path / "out"
+    layout = prepare_output_dir(out)
+    layout.jsonl("agent", "triage").symlink_to(target)
+    cfg = write_config(tmp_path, {
+        "output": {"dir": str(out)},
+        "agents": [{"name": "triage", "provider": "mock"}],
+        "watchers": [{"id": "app", "command": "echo ERROR", "pattern": "ERROR",
+                      "wake": "triage"}],
+    })
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 3, res.stderr
+    assert "agents not started" in res.stderr and str(layout.jsonl("agent", "triage")) in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_run_warns_when_it_fixes_a_world_writable_output_dir(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    cfg = write_config(tmp_path, {"output": {"dir": str(out)},
+                                  "watchers": [{"id": "a", "command": "true", "pattern": "x"}]})
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    assert f"{out}: was writable by group or others (mode 0777); now 0755" in res.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755

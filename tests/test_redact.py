@@ -1,0 +1,233 @@
+"""Redaction before anything leaves the machine (issue #12 item 3): one true positive and one
+near miss per built-in rule, `redact:` patterns from the config, and the two places it applies
+end to end: every agent prompt (always) and JSONL match records with `output.redact: true`.
+
+The secrets below are fakes in the right shape (none is a live credential)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from liverunner import read_records, watchrun_bin, write_config
+from recordcheck import validate_records
+
+from watchrun.config import load_config
+from watchrun.match.redact import (
+    RedactError,
+    Rule,
+    builtin_rules,
+    check_rule,
+    redact_line,
+    redactor,
+)
+
+JWT = ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+       "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U")
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1L\n-----END RSA PRIVATE KEY-----"
+
+# kind: (text with a secret, the secret, text around it that stays, a near miss)
+RULES: dict[str, tuple[str, str, str, str]] = {
+    "private-key": (f"key:\n{PEM}\nnext", "MIIEowIBAAKCAQEAu1SU1L", "next",
+                    "-----BEGIN PUBLIC KEY-----\nMIIBIjAN\n-----END PUBLIC KEY-----"),
+    "aws-access-key-id": ("using AKIAIOSFODNN7EXAMPLE now", "AKIAIOSFODNN7EXAMPLE", "using ",
+                          "using AKIAIOSFODNN7EXAMPL now"),
+    "aws-secret-access-key": (
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = ",
+        "aws_secret_access_key = (not set)"),
+    "gcp-api-key": ("key=AIza" + "SyB" * 11 + "xy", "AIza" + "SyB" * 11 + "xy", "",
+                    "AIza" + "SyB" * 11 + "x"),
+    "gcp-oauth-client-secret": ("GOCSPX-" + "Ab1_" * 7, "Ab1_" * 7, "",
+                                "GOCSPX-" + "Ab1_" * 6 + "Ab1"),
+    "gcp-service-account-key-id": ('"private_key_id": "' + "0123456789abcdef" * 2 + "01234567\"",
+                                   "0123456789abcdef" * 2, '"private_key_id": "',
+                                   '"private_key_id": "' + "0123456789abcdef" * 2 + '012345"'),
+    "azure-storage-key": ("AccountName=x;AccountKey=" + "Ab1+" * 21 + "Ab==;EndpointSuffix=net",
+                          "Ab1+" * 21, "AccountKey=", "AccountKey=" + "Ab1+" * 5 + "=="),
+    "azure-sas-signature": ("https://a.blob.core.windows.net/c/b?sv=2022-11-02&sig="
+                            + "Zm9v%2Bbar" * 4 + "&se=2030", "Zm9v%2Bbar" * 4, "&sig=",
+                            "https://a.blob.core.windows.net/c/b?sv=2022&sig=short"),
+    "github-token": ("token ghp_" + "a1B2" * 9 + " used", "a1B2" * 9, "token ",
+                     "token ghp_" + "a1B2" * 8 + "a1B used"),
+    "github-fine-grained-token": ("github_pat_" + "11AB_cd" * 11 + "12345", "11AB_cd" * 11, "",
+                                  "github_pat_" + "11AB_cd" * 3),
+    "gitlab-token": ("glpat-" + "xY_-" * 5, "xY_-" * 5, "", "glpat-" + "xY_-" * 4 + "xY_"),
+    "slack-token": ("xoxb-123456789012-1234567890123-abcdef", "1234567890123-abcdef", "",
+                    "xoxb-12345678"),
+    "slack-webhook": ("post https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXX",
+                      "T00000000/B00000000/XXXXXXXXXXXX", "https://hooks.slack.com/services/",
+                      "see https://api.slack.com/services/T00000000/B00000000/XXXXXXXXXXXX"),
+    "anthropic-api-key": ("ANTHROPIC=sk-ant-api03-" + "Ab_-" * 10, "api03-" + "Ab_-" * 10,
+                          "ANTHROPIC=", "sk-ant-short"),
+    "openai-api-key": ("sk-proj-" + "Ab1_" * 12, "Ab1_" * 12, "", "sk-proj-" + "Ab1_" * 5),
+    "stripe-key": ("sk_live_" + "a1B2" * 6, "a1B2" * 6, "", "pk_live_" + "a1B2" * 6),
+    "npm-token": ("//registry.npmjs.org/:_authToken=npm_" + "a1B2" * 9, "a1B2" * 9,
+                  "//registry.npmjs.org/:_authToken=", "npm_" + "a1B2" * 8 + "a1B"),
+    "jwt": (f"cookie {JWT}", JWT, "cookie ", "eyJhbGciOi.not-a-token"),
+    "url-credentials": ("cloning https://bob:hunter2@git.example.com/r.git", "hunter2",
+                        "https://bob:", "https://git.example.com:8443/r?mail=a@b.c"),
+    "authorization": ("Authorization: Bearer abc123def", "abc123def", "Authorization: Bearer ",
+                      "authorization failed for bob"),
+    "bearer-token": ("curl -H 'X-Auth: Bearer abcdefghijklmnop1234'", "abcdefghijklmnop1234",
+                     "X-Auth: Bearer ", "Bearer short"),
+    "password": ("db password=hunter2 host=db1", "hunter2", "host=db1",
+                 "password reset requested for bob"),
+    "secret": ('{"api_key": "12345abcde"}', "12345abcde", '{"api_key": "',
+               "secret santa list"),
+}
+
+
+def test_every_builtin_rule_has_a_case_here() -> None:
+    assert sorted(r.kind for r in builtin_rules()) == sorted(RULES)
+    for rule in builtin_rules():
+        check_rule(rule)
+
+
+@pytest.mark.parametrize("kind", sorted(RULES))
+def test_rule_true_positive_and_near_miss(kind: str) -> None:
+    text, secret, kept, near = RULES[kind]
+    out, counts = redactor().redact(text)
+    assert counts == {kind: 1}, out
+    assert secret not in out and f"[REDACTED:{kind}]" in out and kept in out
+    assert redactor().redact(near) == (near, {})
+
+
+def test_user_patterns_add_kinds_and_keep_what_is_outside_the_secret_group() -> None:
+    extra = (Rule("custom", r"corp-[0-9]{6}"), Rule("employee-id", r"emp=(?P<secret>\d+)"))
+    out, counts = redactor(extra).redact("corp-123456 emp=42 password=x")
+    assert out == "[REDACTED:custom] emp=[REDACTED:employee-id] password=[REDACTED:password]"
+    assert counts == {"custom": 1, "employee-id": 1, "password": 1}
+
+
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        (Rule("custom", r"(?=x)abc"), "RE2 cannot compile"),
+        (Rule("custom", r"(a)\1"), "RE2 cannot compile"),
+        (Rule("custom", r"x*"), "matches the empty string"),
+        (Rule("Bad Kind", r"x"), "invalid kind"),
+        (Rule("custom", r"(?P<secret>a)(?P<secret>b)"), "at most one group"),
+    ],
+)
+def test_unusable_rules_are_refused(rule: Rule, why: str) -> None:
+    with pytest.raises(RedactError, match=why):
+        check_rule(rule)
+
+
+ANY_TEXT = st.text(st.characters(codec="utf-8"), max_size=200)
+
+
+@given(ANY_TEXT, st.sampled_from(sorted(RULES)), ANY_TEXT)
+def test_a_secret_anywhere_is_redacted_and_redacting_again_changes_nothing(
+    before: str, kind: str, after: str
+) -> None:
+    _, secret, _, _ = RULES[kind]
+    text = f"{before} {RULES[kind][0]}\n{after}"
+    out, counts = redactor().redact(text)
+    assert secret not in out and sum(counts.values()) >= 1
+    assert redactor().redact(out) == (out, {})
+
+
+def test_raw_field_is_dropped_when_an_escape_split_a_secret() -> None:
+    raw = "key AKIA\x1b[0mIOSFODNN7EXAMPLE"
+    text = "key AKIAIOSFODNN7EXAMPLE"
+    assert redact_line(redactor(), text, raw) == (
+        "key [REDACTED:aws-access-key-id]", None, {"aws-access-key-id": 1})
+    assert redact_line(redactor(), "pw: password=x\x00", "pw: password=x\x00")[1] is not None
+
+
+# -- config -----------------------------------------------------------------------------------
+
+
+def test_redact_config_and_layering(tmp_path: Path) -> None:
+    base = write_config(tmp_path, {"redact": ["corp-[0-9]{6}"], "output": {"redact": True},
+                                   "watchers": [{"id": "a", "command": "ls", "pattern": "x"}]},
+                        "base.yaml")
+    over = write_config(tmp_path, {"redact": [{"kind": "emp", "pattern": r"emp=(?P<secret>\d+)"}]},
+                        "over.yaml")
+    result = load_config([base, over], env={})
+    assert result.config is not None, [d.format() for d in result.diagnostics]
+    assert result.config.redact == (Rule("custom", "corp-[0-9]{6}"),
+                                    Rule("emp", r"emp=(?P<secret>\d+)"))
+    assert result.config.output.redact is True
+
+
+def test_bad_redact_pattern_is_a_located_error(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, {"redact": ["ok-[0-9]+", {"kind": "x", "pattern": "(?<=a)b"}],
+                                  "watchers": [{"id": "a", "command": "ls", "pattern": "x"}]})
+    result = load_config([cfg], env={})
+    assert result.config is None
+    (err,) = [d for d in result.diagnostics if d.severity == "error"]
+    assert err.path == "redact[1].pattern" and "RE2 cannot compile" in err.message
+
+
+# -- end to end -------------------------------------------------------------------------------
+
+ARGV = str(Path(__file__).parent / "progs" / "argv_json.py")
+LEAKY = "ERROR login failed password=hunter2 key AKIAIOSFODNN7EXAMPLE"
+
+
+def run_once(tmp_path: Path, redact: bool) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "app.log").write_text(LEAKY + "\n")  # the secret is in the log, not the config
+    cfg = write_config(tmp_path, {
+        "output": {"dir": "out", "redact": redact},
+        "agents": [{"name": "triage", "provider": "generic",
+                    "command": [sys.executable, ARGV, "{prompt}"],
+                    "prompt": "Look at:\n{matches}"}],
+        "watchers": [{"id": "app", "command": "cat app.log", "cwd": str(tmp_path),
+                      "pattern": "ERROR", "wake": "triage"}],
+    })
+    return subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def test_secret_in_a_matched_line_never_reaches_the_agent(tmp_path: Path) -> None:
+    res = run_once(tmp_path, redact=False)
+    assert res.returncode == 0, res.stderr
+    recs = validate_records(tmp_path / "out" / "agents" / "triage.jsonl")
+    prompt = next(r for r in recs if r["kind"] == "prompt")
+    assert prompt["text"] == ("Look at:\nERROR login failed password=[REDACTED:password] key "
+                              "[REDACTED:aws-access-key-id]")
+    assert prompt["redacted"] == {"password": 1, "aws-access-key-id": 1}
+    argv = [json.loads(r["text"]) for r in recs if r["kind"] in ("text", "output")]
+    assert argv == [[prompt["text"]]]  # what the agent process was given
+    turn = [r for r in recs if r.get("turnId") == prompt["turnId"] and r["kind"] != "delivery"]
+    assert "hunter2" not in json.dumps(turn) and "AKIAIOSFODNN7EXAMPLE" not in json.dumps(turn)
+    # output.redact is off: the JSONL and the runner's log of matches keep the line as it was
+    matches = read_records(tmp_path / "out" / "watchers" / "app.jsonl")
+    assert [m["line"] for m in matches if m["kind"] == "match"] == [LEAKY]
+    assert "hunter2" in res.stderr
+
+
+def test_a_manual_prompt_is_redacted_too(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, {"output": {"dir": "out"}, "agents": [{
+        "name": "t", "provider": "generic", "command": [sys.executable, ARGV, "{prompt}"]}]})
+    token = "ghp_" + "a1B2" * 9
+    res = subprocess.run([watchrun_bin(), "agent", "run", "t", "-c", str(cfg), "--prompt",
+                          f"why does {token} fail?"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout.splitlines()[0]) == ["why does [REDACTED:github-token] fail?"]
+    assert token not in (tmp_path / "out" / "agents" / "t.jsonl").read_text()
+
+
+def test_output_redact_covers_records_status_logs_and_the_runner_log(tmp_path: Path) -> None:
+    res = run_once(tmp_path, redact=True)
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "out"
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert b"hunter2" not in path.read_bytes(), path
+    assert "hunter2" not in res.stderr + res.stdout.split("\n", 1)[1]  # the echo is the build's
+    (match,) = [r for r in validate_records(out / "watchers" / "app.jsonl")
+                if r["kind"] == "match"]
+    assert match["line"] == ("ERROR login failed password=[REDACTED:password] key "
+                             "[REDACTED:aws-access-key-id]")
+    status = json.loads((out / "state" / "app.status.json").read_text())
+    assert status["redacted"] == {"password": 1, "aws-access-key-id": 1}
