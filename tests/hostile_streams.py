@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["ANSWER", "CLEAN_ANSWER", "PROVIDERS", "STDERR", "stream"]
+__all__ = ["ANSWER", "BROKEN", "CLEAN_ANSWER", "PROVIDERS", "STDERR", "stream"]
 
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # a clipboard write
 LINK = "\x1b]8;;http://evil.example/\x1b\\here\x1b]8;;\x1b\\"
@@ -26,6 +26,8 @@ TOOL_OUT = "\x1b[32mok\x1b[0m\r\nfile body\x07 \x9d tail"
 REASONING = "thinking \x1b[5mblink\x1b[25m\x9b2J"
 BANNER = "\x1b[1;32m●\x1b[0m starting\x07 \x9d banner"
 STDERR = "\x1b]0;title\x07warning: \x1b[33mslow\x1b[0m\x9d tail\n"
+BROKEN = '{"type": "assistant", "text": "\x1b]0;evil\x07 cut'
+"""A protocol line cut short, with a raw OSC in it: a `raw` record (`unparseable`)."""
 PROVIDERS = ("claude", "mock", "codex", "gemini", "opencode", "pi", "cursor", "copilot",
              "generic")
 
@@ -183,10 +185,10 @@ _STREAMS = {"claude": _claude, "mock": _claude, "codex": _codex, "gemini": _gemi
 
 def stream(provider: str) -> tuple[bytes, str]:
     """(stdout bytes, clean answer) of `provider`'s hostile turn. A JSON provider's stream
-    starts with a non-protocol banner line; the generic one is terminal lines whose answer is
-    all of them."""
+    starts with a non-protocol banner line and a broken protocol line; the generic one is
+    terminal lines whose answer is all of them."""
     if provider == "generic":
         lines = [BANNER, PRE, ANSWER]
         answer = "● starting  banner\nLet me look first\n" + CLEAN_ANSWER
         return ("\n".join(lines) + "\n").encode(), answer
-    return (BANNER + "\n" + _lines(_STREAMS[provider]())).encode(), CLEAN_ANSWER
+    return (BANNER + "\n" + BROKEN + "\n" + _lines(_STREAMS[provider]())).encode(), CLEAN_ANSWER

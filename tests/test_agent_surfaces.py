@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_streams import PROVIDERS, STDERR, stream
+from hostile_streams import BROKEN, PROVIDERS, STDERR, stream
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from recordcheck import validate_records
 
@@ -115,6 +115,14 @@ def test_every_surface_shows_the_same_clean_answer(
     else:  # the banner and stderr lines, then the turn's reply
         assert output.endswith(answer + "\n")
 
+    code, out = cli(capsys, "agent", "watch", "a", "-c", c, "--include", "events,transcript")
+    events = json.loads(out)["events"]
+    assert code == 0 and len(events) > 5 and controls(events) == []  # raw records sanitized
+    if provider != "generic":
+        (broken,) = [e for e in events if e["kind"] == "raw"]
+        assert broken["reason"] == "unparseable"
+        assert broken["value"] == '{"type": "assistant", "text": " cut'
+
     code, out = cli(capsys, "agent", "transcript", "a", "-c", c)
     doc = json.loads(out)
     assert code == 0 and controls(doc) == [] and not CONTROL.search(out)
@@ -144,6 +152,8 @@ def test_raw_output_is_opt_in_and_keeps_what_the_terminal_printed(
     raw = json.loads(out)["raw_output"]["text"]
     assert "\x1b[1;32m●\x1b[0m starting\x07 \x9d banner\n" in raw  # the banner, as printed
     assert "\x1b]0;title\x07warning" in raw  # the stderr line, as printed
+    if provider != "generic":
+        assert BROKEN + "\n" in raw  # the broken protocol line, as printed
     if provider == "generic":  # a generic agent's raw tap is its whole stdout
         assert "\x1b[31mAll\x1b[0m clear\x07" in raw and "line two\x7f \x9b31mend" in raw
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
 FIELD_BYTES = 64 * 1024
 """Default clip of one string field (the runner passes limits.maxLineBytes)."""
 _C1 = dict.fromkeys(range(0x80, 0xA0))
+_HAS_C1 = re.compile("[\x80-\x9f]")
 _RESERVED = frozenset({"schema", "seq", "cursor", "ts", "kind", "turnId"})
 
 
@@ -40,7 +42,9 @@ def clean_text(text: str, max_bytes: int | None) -> tuple[str, bool]:
     eats the rest of the text. Every other rule is `sanitize`'s: 7-bit ESC sequences, C0
     controls, DEL, `\r` rewrites, clipping on a UTF-8 boundary.
     """
-    return sanitize(text.translate(_C1), max_bytes)
+    if _HAS_C1.search(text) is not None:
+        text = text.translate(_C1)
+    return sanitize(text, max_bytes)
 
 
 def _clean(value: Any, max_bytes: int | None) -> tuple[Any, bool]:
