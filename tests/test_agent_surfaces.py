@@ -245,3 +245,22 @@ def test_a_tool_denial_is_a_guardrail_step(tmp_path: Path,
     assert agent["files"] == [{"path": "pytest -q", "op": "run"}]
     assert printed.startswith("test_ttl fails because")
     assert [r["kind"] for r in recs].count("compaction") == 1
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*/*.jsonl")),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_fixture_replays_to_one_answer(fixture: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Each captured stream through a real turn: valid records, and whatever the outcome, the
+    reply `agent run` prints is the transcript's answer and watch's latest text."""
+    code, printed, turn, recs = replayed(tmp_path, capsys, fixture.parent.name,
+                                         fixture.read_bytes(), b"", 0)
+    (fin,) = [r for r in recs if r["kind"] == "dispatch-finished"]
+    assert code == (0 if fin["status"] == "done" else 1)
+    assert printed == (fin["reply"] + "\n" if fin["reply"] else "")
+    assert turn["agents"][0]["answer"] == fin["reply"]
+    assert (turn["reply"] or {}).get("text", "") == fin["reply"]
+    _, out = cli(capsys, "agent", "watch", "a", "-c", str(tmp_path / "watch.yaml"))
+    if fin["reply"]:
+        assert json.loads(out)["transcript"]["latest_text"] == fin["reply"]
+    assert controls(recs, skip_raw=True) == []

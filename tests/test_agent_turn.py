@@ -243,6 +243,16 @@ def test_prompt_is_one_argv_element(tmp_path: Path) -> None:
     assert finished(recs)["reply"] == f"Mock triage: saw 1 matching line(s); first: {line}\nDONE"
 
 
+def test_the_agent_gets_the_prompt_cleaned(tmp_path: Path) -> None:
+    """`agent run --prompt` text reaches the agent's argv cleaned, as the record shows it."""
+    line = "look \x1b]52;c;ZWNobw==\x07at\x9d \x1b[31mthis\x1b[0m"
+    argv_file = tmp_path / "argv.txt"
+    script = "import sys, pathlib; pathlib.Path(sys.argv[1]).write_text(sys.argv[2])"
+    _, recs = run_turn(tmp_path, line, provider="generic",
+                       command=(sys.executable, "-c", script, str(argv_file), "{prompt}"))
+    assert argv_file.read_text() == "look at this" == of(recs, "prompt")[0]["text"]
+
+
 def test_prompt_goes_to_stdin_without_a_placeholder(tmp_path: Path) -> None:
     _, recs = run_turn(tmp_path, "one\ntwo", provider="generic", command=("cat",))
     fin = finished(recs)

@@ -96,7 +96,9 @@ class TurnRunner:
     async def run(self, prompt: str, *, trigger: str, deliveries: Sequence[str] = (),
                   on_start: Callable[[str], None] | None = None) -> TurnResult:
         """Start the process, supervise it to its end, write `dispatch-finished`. When the task
-        running this is cancelled, the process is stopped (`aborted`) and recorded first."""
+        running this is cancelled, the process is stopped (`aborted`) and recorded first.
+        The agent gets the prompt cleaned as the recorder cleans text (SPEC §6)."""
+        prompt = clean_text(prompt, None)[0]
         argv = render_command(self.spec.command, prompt)
         stdin = None
         if not self.spec.pty and not any(PROMPT_TOKEN in a for a in self.spec.command):
