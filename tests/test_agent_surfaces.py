@@ -116,7 +116,9 @@ def test_every_surface_shows_the_same_clean_answer(
         assert output.endswith(answer + "\n")
 
     code, out = cli(capsys, "agent", "watch", "a", "-c", c, "--include", "events,transcript")
-    events = json.loads(out)["events"]
+    view = json.loads(out)
+    assert schema_errors("agent-watch", view) == []
+    events = view["events"]
     assert code == 0 and len(events) > 5 and controls(events) == []  # raw records sanitized
     if provider != "generic":
         (broken,) = [e for e in events if e["kind"] == "raw"]

@@ -1,15 +1,37 @@
-"""What a turn's clean records add up to: usage, answer, outcome facts and the `until` marker."""
+"""What a turn adds up to: usage, answer, outcome facts, the `until` marker, its result."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from watchrun.agents.answer import AnswerTracker
 from watchrun.agents.providers.usage import Usage
+from watchrun.match.sanitize import clip
 
-__all__ = ["Tally", "turn_error", "turn_outcome"]
+__all__ = ["REPLY_BYTES", "Tally", "TurnResult", "turn_error", "turn_outcome"]
+
+REPLY_BYTES = 64 * 1024
+"""A turn's `reply` is clipped to this many bytes (on a character boundary)."""
 
 _TEXT_KINDS = frozenset({"text", "text-delta", "output"})
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How a turn ended (the same facts as its `dispatch-finished` record)."""
+
+    turn_id: str
+    status: str
+    """done | failed | cancelled"""
+    completed: bool
+    reply: str
+    usage: Usage
+    exit_code: int | None
+    signal: str | None
+    duration_ms: int
+    stop_reason: str | None = None
+    error: dict[str, str] | None = None
 
 
 class Tally:
@@ -48,8 +70,11 @@ class Tally:
         return Usage(c.input, c.cached, c.output, not self._unsettled)
 
     def reply(self) -> tuple[str, bool]:
-        """The turn's answer (agents/answer.py) and whether it was cut."""
-        return self.answer.text()
+        """The turn's answer (agents/answer.py), clipped to REPLY_BYTES, and whether it was
+        cut."""
+        text, cut = self.answer.text()
+        clipped, more = clip(text, REPLY_BYTES)
+        return clipped, cut or more
 
     def note(self, kind: str, f: dict[str, Any]) -> None:
         """One clean record of the turn (its fields, without the envelope)."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from watchrun.agents.prompt import PROMPT_TOKEN, render_command
 from watchrun.agents.providers import Observation, make_adapter
-from watchrun.agents.providers.usage import Usage, UsageTracker
+from watchrun.agents.providers.base import PREVIEW_CHARS
+from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder, clean_text, unreserved
-from watchrun.agents.tally import Tally, turn_error, turn_outcome
+from watchrun.agents.tally import REPLY_BYTES, Tally, TurnResult, turn_error, turn_outcome
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits
 from watchrun.events import Chunk
@@ -20,7 +20,7 @@ from watchrun.match.framing import LineFramer
 from watchrun.match.sanitize import decode
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 
-__all__ = ["PROMPT_BYTES", "REPLY_BYTES", "SETTLE_S", "TurnResult", "TurnRunner"]
+__all__ = ["PROMPT_BYTES", "SETTLE_S", "TurnResult", "TurnRunner"]
 
 SETTLE_S = 1.0
 """After the `until` marker, the provider gets this long to finish writing and exit."""
@@ -29,27 +29,7 @@ DRAIN_S = 2.0
 READ_BYTES = 64 * 1024
 PROMPT_BYTES = 256 * 1024
 """A `prompt` record keeps this many bytes of the prompt."""
-REPLY_BYTES = 64 * 1024
-"""A turn's `reply` is clipped to this many bytes."""
-PREVIEW_CHARS = 2000
 _HEAD = 4 * PREVIEW_CHARS  # bytes of a pending line kept for an oversized line's preview
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """How a turn ended (the same facts as its `dispatch-finished` record)."""
-
-    turn_id: str
-    status: str
-    """done | failed | cancelled"""
-    completed: bool
-    reply: str
-    usage: Usage
-    exit_code: int | None
-    signal: str | None
-    duration_ms: int
-    stop_reason: str | None = None
-    error: dict[str, str] | None = None
 
 
 class TurnRunner:
@@ -289,14 +269,13 @@ class TurnRunner:
         error = failure or turn_error(status, self.stop_reason, self._stop_message, tally,
                                       info.exit_code, info.signal)
         reply, reply_cut = tally.reply()
-        reply, more = clean_text(reply, REPLY_BYTES)
         usage = tally.usage
         duration = max(0, round((self.clock.monotonic() - self._started) * 1000))
         fields: dict[str, Any] = {
             "turnId": self.turn_id, "status": status, "completed": completed,
             "usage": usage.fields(), "tokens": usage.tokens, "durationMs": duration,
             "exitCode": info.exit_code, "signal": info.signal, "reply": reply}
-        if reply_cut or more:
+        if reply_cut:
             fields["replyTruncated"] = True
         if self.stop_reason is not None:
             fields["stopReason"] = self.stop_reason
