@@ -39,6 +39,32 @@ def test_clean_text_leaves_no_control_character_and_is_idempotent(text: str) -> 
     assert clean_text(clean, None) == (clean, False)
 
 
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (k, *_strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+@given(st.sampled_from(["text", "tool", "raw", "output"]), st.dictionaries(st.text(), _values))
+def test_clean_record_leaves_controls_only_in_raw_fields(kind: str, fields: dict[str, Any]
+                                                         ) -> None:
+    rec = clean_record(kind, fields, 4096)
+    kept = {k for k in ("raw", "value") if k == "raw" or kind == "raw"}
+    shown = {k: v for k, v in rec.items() if not (k in kept and isinstance(v, str))}
+    assert not [x for x in _strings(shown) if set(x) & CONTROLS]
+
+
 def test_clean_record_cleans_every_string_at_any_depth_keys_too() -> None:
     fields = {"text": "\x1b[1mhi\x1b[0m", "input": {"k\x1b[2J": ["x\x07y", {"b": "\u009b1mz"}]},
               "n": 3, "ok": True, "none": None}
