@@ -59,11 +59,11 @@ class Messages:
         self.provider, self.tail = provider, tail
         self.items: deque[tuple[dict[str, Any], int]] = deque()
         self.size = self.omitted = 0
-        self.latest = ""
         self._open: dict[str, Any] | None = None
         self._open_mid: object = None
+        self._parts: list[str] = []  # the open message's texts, joined when it is pushed
         self._deltas: dict[Any, list[str]] = {}
-        self._last: dict[Any, str] = {}
+        self._last: dict[Any, list[str]] = {}
         self._turn: Any = None
         self._tracker = AnswerTracker()
         self._finished = ""
@@ -82,18 +82,18 @@ class Messages:
             self._deltas.pop(turn, None)
             final, mid = rec.get("final") is True, rec.get("messageId")
             source = str(rec.get("source") or "text")
-            if final and text.strip() == self._last.get(turn, "").strip():
+            if final and text.strip() == "\n".join(self._last.get(turn, [])).strip():
                 return
             o = self._open
             if (o is not None and not final and o["turn_id"] == turn and o["source"] == source
                     and self._open_mid == mid):
-                o["text"] += "\n" + text
+                self._parts.append(text)
             else:
                 self._flush()
-                o = self._open = {"role": "assistant", "text": text, "provider": self.provider,
-                                  "turn_id": turn, "source": source}
-                self._open_mid = mid
-            self._last[turn] = o["text"]
+                self._open = {"role": "assistant", "text": "", "provider": self.provider,
+                              "turn_id": turn, "source": source}
+                self._open_mid, self._parts = mid, [text]
+            self._last[turn] = self._parts
         elif kind == "text-delta" and isinstance(text, str) and is_root(rec):
             self._deltas.setdefault(turn, []).append(text)
         elif kind == "dispatch-finished":
@@ -110,10 +110,15 @@ class Messages:
         if kind == "dispatch-finished":
             reply = rec.get("reply")
             self._finished = reply if isinstance(reply, str) and reply else self._finished
-            self.latest, self._turn = self._finished, None
+            self._turn = None
             return
         self._tracker.feed(str(kind), rec)
-        self.latest = self._tracker.so_far() or self._finished
+
+    @property
+    def latest(self) -> str:
+        """`latest_text` (see `_answer`), worked out once, when the view is built."""
+        running = self._tracker.so_far() if self._turn is not None else ""
+        return running or self._finished
 
     def _flush_deltas(self, turn: Any) -> None:
         parts = self._deltas.pop(turn, None)
@@ -123,6 +128,7 @@ class Messages:
 
     def _flush(self) -> None:
         if self._open is not None:
+            self._open["text"] = "\n".join(self._parts)
             self._push(self._open)
             self._open = None
 
