@@ -1,5 +1,6 @@
 """Test helper: replay a provider fixture through an adapter and summarise what a transcript
-would show (texts, tool calls, results, files, usage, final status)."""
+would show (texts, tool calls, results, files, usage, final status), with each observation's
+fields as the recorder would write them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.agents.providers import KINDS, Adapter, Observation, Usage
+from watchrun.agents.recorder import clean_record
 
 FIXTURES = Path(__file__).parent / "fixtures" / "providers"
 
@@ -19,7 +21,8 @@ class Replay:
     obs: list[Observation]
 
     def of(self, kind: str) -> list[dict[str, Any]]:
-        return [dict(o.fields) for o in self.obs if o.kind == kind]
+        """The fields of every observation of `kind`, as the recorder writes them (cleaned)."""
+        return [clean_record(kind, o.fields, None) for o in self.obs if o.kind == kind]
 
     @property
     def texts(self) -> list[str]:
@@ -55,11 +58,15 @@ class Replay:
         return self.of("completed")
 
 
-def replay_lines(adapter: Adapter, lines: Iterable[str]) -> Replay:
+def replay_lines(adapter: Adapter, lines: Iterable[str], exit_code: int | None = 0,
+                 stderr: Iterable[str] = ()) -> Replay:
+    """Every stdout line, then every stderr line, then the end with `exit_code`."""
     obs: list[Observation] = []
     for line in lines:
         obs += adapter.parse(line.rstrip("\n"))
-    obs += adapter.finish()
+    for line in stderr:
+        obs += adapter.stderr(line)
+    obs += adapter.finish(exit_code)
     for o in obs:  # every observation is a valid, serialisable record body
         assert o.kind in KINDS, o
         json.dumps(dict(o.fields))
@@ -67,6 +74,6 @@ def replay_lines(adapter: Adapter, lines: Iterable[str]) -> Replay:
     return Replay(obs)
 
 
-def replay(adapter: Adapter, provider: str, name: str) -> Replay:
+def replay(adapter: Adapter, provider: str, name: str, exit_code: int | None = 0) -> Replay:
     path = FIXTURES / provider / name
-    return replay_lines(adapter, path.read_text(encoding="utf-8").splitlines())
+    return replay_lines(adapter, path.read_text(encoding="utf-8").splitlines(), exit_code)

@@ -2,9 +2,10 @@
 
 Records follow the agent-records contract in the order the turn runner writes them:
 delivery queued …; dispatch-start, prompt, status running, delivery delivered …, the real
-provider adapter's observations of each stdout line (sanitized first, a `raw` field kept on
-`output` records whose line had escapes), stderr lines, status stopping + stopped when the
-runner stops the turn, dispatch-finished, status idle. Claude stream-json lines are built by
+provider adapter's observations of each stdout line (parsed as printed, then cleaned by the
+recorder's own `clean_record`), stderr lines, status stopping + stopped when the runner stops
+the turn, the adapter's end, dispatch-finished (the runner's own tally and outcome rules),
+status idle. Claude stream-json lines are built by
 the `claude_*` functions (shapes copied from real Claude Code output).
 """
 
@@ -16,8 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from watchrun.agents.providers import make_adapter
-from watchrun.match.sanitize import sanitize
+from watchrun.agents.providers import Observation, make_adapter
+from watchrun.agents.recorder import FIELD_BYTES, clean_record, unreserved
+from watchrun.agents.tally import Tally, turn_error, turn_outcome
 from watchrun.output.records import format_cursor, iter_records
 from watchrun.output.sink import JsonlSink
 
@@ -75,8 +77,10 @@ class AgentLog:
         return format_cursor(self.name, self.sink.next_seq - 1)
 
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """Write one record; return it as a reader will see it."""
-        fields = {k: v for k, v in fields.items() if v is not None}
+        """Write one record, cleaned as the recorder cleans it; return it as a reader will
+        see it."""
+        fields = clean_record(kind, {k: v for k, v in fields.items() if v is not None},
+                              FIELD_BYTES)
         seq = self.sink.write(kind, fields)
         rec = {"seq": seq, "cursor": format_cursor(self.name, seq), "kind": kind, **fields}
         self.written.append(rec)
@@ -105,70 +109,46 @@ class AgentLog:
                           deliveries=list(deliveries), command=["claude", "-p", "{prompt}"],
                           pid=4242, pty=pty, provider=self.provider)
         turn = Turn(tid, start["cursor"], start["cursor"])
-        self.emit("prompt", turnId=tid, text=sanitize(prompt)[0])
+        self.emit("prompt", turnId=tid, text=prompt)
         self.emit("status", status="running", source="runner", turnId=tid)
         for did in deliveries:
             self.emit("delivery", delivery_state="delivered", turnId=tid, **self.deliveries[did])
         adapter = make_adapter(self.provider)
-        tally: dict[str, Any] = {"ok": None, "result": None, "text": None, "usage": [0, 0, 0],
-                                 "failure": None}
+        tally = Tally()
+
+        def observe(found: list[Observation]) -> None:
+            for obs in found:
+                rec = self.emit(obs.kind, **unreserved(obs.fields), turnId=tid)
+                tally.note(obs.kind, {k: v for k, v in rec.items()
+                                      if k not in ("seq", "cursor", "kind")})
+
         for line in stdout:
-            clean = sanitize(line)[0]
-            for obs in adapter.parse(clean):
-                self._observe(tid, obs.kind, dict(obs.fields), line, clean, tally)
+            observe(adapter.parse(line))
         for line in stderr:
-            self.emit("stderr", turnId=tid, text=sanitize(line)[0])
+            self.emit("stderr", turnId=tid, text=line, raw=line)
+            observe(adapter.stderr(line))
         if stop is not None:
             self.emit("status", status="stopping", source="runner", turnId=tid)
             self.emit("stopped", turnId=tid, reason=stop, message=f"stopped: {stop}")
-        for obs in adapter.finish():
-            self._observe(tid, obs.kind, dict(obs.fields), "", "", tally)
+        observe(adapter.finish(exit_code))
         if finish:
             self._finish(tid, tally, stop, exit_code, signal, duration_ms)
         turn.records = [r for r in self.written if r.get("turnId") == tid]
         turn.last = self.cursor
         return turn
 
-    def _observe(self, tid: str, kind: str, fields: dict[str, Any], line: str, clean: str,
-                 tally: dict[str, Any]) -> None:
-        if kind == "output" and line != clean:
-            fields["raw"] = line
-        if kind == "usage":
-            for i, key in enumerate(("input", "cached", "output")):
-                tally["usage"][i] += fields.get(key, 0)
-        elif kind == "completed":
-            tally["ok"] = bool(fields.get("ok"))
-            tally["result"] = fields.get("result")
-        elif kind == "text" and "parentCallId" not in fields:
-            tally["text"] = fields["text"]
-        elif kind == "failure":
-            tally["failure"] = (fields.get("message"), fields.get("code"))
-        self.emit(kind, **fields, turnId=tid)
-
-    def _finish(self, tid: str, tally: dict[str, Any], stop: str | None, exit_code: int | None,
+    def _finish(self, tid: str, tally: Tally, stop: str | None, exit_code: int | None,
                 signal: str | None, duration_ms: int) -> None:
-        if stop == "aborted":
-            status = "cancelled"
-        elif self.provider == "generic":
-            status = "done" if exit_code == 0 and stop is None else "failed"
-        else:
-            status = "done" if tally["ok"] is True or stop == "completion" else "failed"
-        inp, cached, out = tally["usage"]
-        reply = tally["result"] if tally["ok"] and tally["result"] else (tally["text"] or "")
-        error = None  # chosen as the turn runner chooses it
-        if status != "done":
-            if stop is not None:
-                error = {"code": stop, "message": f"stopped: {stop}"}
-            elif tally["failure"] is not None:
-                error = {"code": tally["failure"][1] or "failure", "message": tally["failure"][0]}
-            elif signal is not None:
-                error = {"code": "signal", "message": f"the process was killed by {signal}"}
-            else:
-                error = {"code": "exit", "message": f"the process exited with code {exit_code}"}
-        self.emit("dispatch-finished", turnId=tid, status=status, completed=status == "done",
-                  usage={"input": inp, "cached": cached, "output": out, "complete": True},
-                  tokens=inp + out, durationMs=duration_ms, exitCode=exit_code, signal=signal,
-                  reply=reply, stopReason=stop, error=error)
+        """dispatch-finished as the turn runner writes it (its pure outcome functions)."""
+        status, completed = turn_outcome(
+            stop_reason=stop, completed_ok=tally.completed_ok, marker_seen=False,
+            exit_code=exit_code, generic=self.provider == "generic")
+        error = turn_error(status, stop, f"stopped: {stop}", tally, exit_code, signal)
+        usage = tally.usage
+        self.emit("dispatch-finished", turnId=tid, status=status, completed=completed,
+                  usage=usage.fields(), tokens=usage.tokens, durationMs=duration_ms,
+                  exitCode=exit_code, signal=signal, reply=tally.reply()[0], stopReason=stop,
+                  error=error)
         self.status("idle")
 
 

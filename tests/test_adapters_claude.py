@@ -10,6 +10,7 @@ from adapter_replay import Replay, replay, replay_lines
 from watchrun.agents.providers import Usage, UsageTracker
 from watchrun.agents.providers.claude import ClaudeAdapter
 from watchrun.agents.providers.mock import MockAdapter
+from watchrun.agents.recorder import clean_record
 
 
 def run(name: str, tracker: UsageTracker | None = None) -> Replay:
@@ -30,7 +31,7 @@ def test_write_file_run_full_capture() -> None:
     assert r.of("usage")[-1]["complete"] is True
     limit = r.of("status")[0]
     assert limit == {"status": "rate-limit", "rateLimit": "allowed",
-                     "rateLimitType": "five_hour", "resetsAt": "2026-07-04T10:10:00.000Z"}
+                     "rateLimitType": "five_hour", "resetAt": "2026-07-04T10:10:00.000Z"}
     (done,) = r.completed
     assert done["ok"] is True and done["numTurns"] == 2 and done["costUsd"] > 0.42
 
@@ -84,6 +85,9 @@ def test_two_sessions_hand_written() -> None:
         (True, "I see README.md, pyproject.toml, and src/."), (False, None)]
     assert r.of("failure") == [{"message": "Permission denied: cannot write to /root/secret.txt",
                                 "code": "execution"}]
+    assert r.of("tool-denied") == [{
+        "callId": "toolu_01WRITE_SECRET_EXAMPLE", "name": "Write", "reason": "permission",
+        "input": {"file_path": "/root/secret.txt", "content": "hello\n"}}]
     # Hand-written: the two message snapshots (123/42, 130/76) exceed the first result's total
     # (130/76), so that result adds nothing; the second session's result adds its 40/12.
     assert r.usage.counts() == {"input": 123 + 130 + 40, "cached": 0, "output": 42 + 76 + 12}
@@ -131,7 +135,7 @@ def test_subagent_lines_keep_their_parent_call() -> None:
     (result,) = r.of("tool-result")
     assert result["callId"] == "toolu_01Lk5FWepugEwseNuuYMEYi2"
     assert result["parentCallId"] == "toolu_01WpAVhnCvdR8Ywmh4rK4jed"
-    assert result["output"] == "1\tSMOKE-SUBAGENT-OK\n2\t"
+    assert result["preview"] == "1\tSMOKE-SUBAGENT-OK\n2\t" and result["characters"] == 22
 
 
 def test_json_output_format_single_result() -> None:
@@ -166,18 +170,22 @@ def test_resumed_session_counts_only_the_new_run(version: str, second: tuple[int
     ("Error: When using --print, --output-format=stream-json requires --verbose", "output",
      {"text": "Error: When using --print, --output-format=stream-json requires --verbose"}),
     ('{"type":"brand_new_event","x":1}', "raw",
-     {"preview": '{"type":"brand_new_event","x":1}', "reason": "unknown-event",
+     {"value": '{"type":"brand_new_event","x":1}', "reason": "unknown-event", "bytes": 32,
       "type": "brand_new_event"}),
-    ('{"type":"result",', "raw", {"preview": '{"type":"result",', "reason": "unparseable"}),
+    ('{"type":"result",', "raw", {"value": '{"type":"result",', "reason": "unparseable",
+                                  "bytes": 17}),
     ('"just a string"', "output", {"text": '"just a string"'}),
     ("[WARNING] Skipping unreadable directory", "output",
      {"text": "[WARNING] Skipping unreadable directory"}),
-    ("[1, 2]", "raw", {"preview": "[1, 2]", "reason": "unparseable",
+    ("[1, 2]", "raw", {"value": "[1, 2]", "reason": "unparseable", "bytes": 6,
                        "error": "not a JSON object"}),
+    ("\x1b[31mred\x1b[0m banner", "output", {"text": "red banner",
+                                            "raw": "\x1b[31mred\x1b[0m banner"}),
 ])
 def test_lines_outside_the_protocol(line: str, kind: str, fields: dict[str, object]) -> None:
+    """As written: a terminal line keeps its raw form only when cleaning changed it."""
     (obs,) = ClaudeAdapter().parse(line)
-    assert (obs.kind, dict(obs.fields)) == (kind, fields)
+    assert (obs.kind, clean_record(obs.kind, obs.fields, None)) == (kind, fields)
 
 
 def test_blank_lines_and_carriage_returns_are_ignored() -> None:
@@ -199,7 +207,7 @@ def test_rejected_rate_limit_is_a_quota_with_reset_time() -> None:
             '"resetsAt":1783159800,"rateLimitType":"five_hour"}}')
     (obs,) = ClaudeAdapter().parse(line)
     assert obs.kind == "quota"
-    assert obs.fields["resetsAt"] == "2026-07-04T10:10:00.000Z"
+    assert obs.fields["resetAt"] == "2026-07-04T10:10:00.000Z"
 
 
 def test_mock_provider_uses_the_claude_parser() -> None:
@@ -221,3 +229,61 @@ def test_synthetic_api_error_message_is_one_auth_failure() -> None:
     r = replay_lines(ClaudeAdapter(), [json.dumps(x) for x in lines])
     assert r.of("failure") == [{"message": text, "code": "auth"}]
     assert r.texts == [] and [c["ok"] for c in r.completed] == [False]
+
+
+def test_api_retries_and_compaction_are_their_own_events() -> None:
+    r = run("documented_api_retry_compaction.documented.jsonl")
+    assert r.of("model-retry") == [
+        {"attempt": 1, "maxAttempts": 10, "delayMs": 600, "status": 529, "error": "overloaded",
+         "message": "overloaded (HTTP 529)"},
+        {"attempt": 2, "maxAttempts": 10, "delayMs": 1200, "status": 429, "error": "rate-limit",
+         "message": "rate_limit (HTTP 429)"}]
+    assert r.of("failure") == [] and r.of("quota") == [] and r.of("raw") == []
+    assert r.of("compaction") == [{"trigger": "auto", "tokensBefore": 155025}]
+    assert r.completed[0]["ok"] is True
+
+
+def _session_run(version: str, total: tuple[int, int, int]) -> list[str]:
+    return [*_turn(version, total)[:1],
+            json.dumps({"type": "assistant", "session_id": "S", "message": {
+                "id": "m1", "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+            *_turn(version, total)[1:]]
+
+
+@pytest.mark.parametrize(("version", "argv", "exact"), [
+    ("2.1.280", ("claude", "-p", "{prompt}"), True),  # a fresh session: its total is exact
+    ("2.1.280", ("claude", "-p", "{prompt}", "--resume", "S"), False),  # may include others
+    ("2.1.63", ("claude", "-p", "{prompt}", "--continue"), True),  # old builds count from 0
+])
+def test_result_totals_make_the_turn_usage_exact(version: str, argv: tuple[str, ...],
+                                                 exact: bool) -> None:
+    """The per-message snapshot is provisional (`complete: false`); the result's remainder is
+    exact unless the session was first seen here while the command resumes one."""
+    r = replay_lines(ClaudeAdapter(UsageTracker(), argv), _session_run(version, (100, 0, 20)))
+    snapshot, rest = r.of("usage")
+    assert snapshot["complete"] is False and rest["complete"] is exact
+    assert r.usage.counts() == {"input": 100, "cached": 0, "output": 20}
+
+
+def test_a_permission_refusal_is_a_denied_call_that_never_ran() -> None:
+    refusal = "Claude requested permissions to use Bash, but you haven't granted it yet."
+    lines = [claude_line({"type": "assistant", "session_id": "s", "message": {
+                 "id": "m1", "role": "assistant", "content": [
+                     {"type": "tool_use", "id": "t1", "name": "Bash",
+                      "input": {"command": "rm -rf /tmp/x"}}]}}),
+             claude_line({"type": "user", "session_id": "s", "message": {"role": "user",
+                          "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                       "is_error": True, "content": refusal}]}}),
+             claude_line({"type": "result", "subtype": "success", "is_error": False,
+                          "session_id": "s", "result": "could not", "permission_denials": [
+                              {"tool_name": "Bash", "tool_use_id": "t1",
+                               "tool_input": {"command": "rm -rf /tmp/x"}}]})]
+    r = replay_lines(ClaudeAdapter(), lines)
+    assert r.of("tool-denied") == [{"callId": "t1", "name": "Bash", "reason": "permission",
+                                    "message": refusal}]  # once, though reported twice
+    assert r.results == {"t1": True} and r.files == []  # refused: nothing ran
+
+
+def claude_line(obj: dict[str, object]) -> str:
+    return json.dumps(obj)

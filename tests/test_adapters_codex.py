@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from adapter_replay import Replay, replay, replay_lines
+import pytest
+from adapter_replay import FIXTURES, Replay, replay, replay_lines
 
 from watchrun.agents.providers import UsageTracker
 from watchrun.agents.providers.codex import CodexAdapter
@@ -22,7 +23,7 @@ def test_docs_sample() -> None:
     assert r.tools == [("item_1", "command_execution")]
     assert r.of("tool")[0]["input"] == {"command": "bash -lc ls"}
     assert r.results == {"item_1": False}
-    assert r.of("tool-result")[0]["output"].startswith("2025-09-11\nAGENTS.md\n")
+    assert r.of("tool-result")[0]["preview"].startswith("2025-09-11\nAGENTS.md\n")
     assert r.files == [("bash -lc ls", "run")]
     assert r.final_text == "Yep — there\u2019s a `README.md` in the repository root."
     # input_tokens already includes cached_input_tokens: not added twice.
@@ -35,7 +36,7 @@ def test_real_cat_file() -> None:
     r = run("real_v0.46_cat_file.jsonl")
     assert r.tools == [("item_1", "command_execution")]
     (result,) = r.of("tool-result")
-    assert result["output"] == "console.log('Hello World');\n" and result["exitCode"] == 0
+    assert result["preview"] == "console.log('Hello World');\n" and result["exitCode"] == 0
     assert r.final_text is not None and r.final_text.startswith("`test.js` simply contains")
     assert r.usage.counts() == {"input": 6087, "cached": 5120, "output": 204}
     assert r.completed[0]["ok"] is True
@@ -56,15 +57,17 @@ def test_real_long_session() -> None:
     assert r.final_text is not None
     assert r.final_text.startswith("- This is a small Python CLI (`takopi`)")
     assert r.usage.counts() == {"input": 76296, "cached": 57728, "output": 2682}
-    # the shortened aggregated_output is kept as the fixture has it (under 4000 chars)
-    assert "…[fixture: 22990 more chars removed]" in r.of("tool-result")[2]["output"]
+    # the shortened aggregated_output is kept as the fixture has it (under 2000 chars)
+    assert "…[fixture: 22990 more chars removed]" in r.of("tool-result")[2]["preview"]
 
 
 def test_auth_failure_after_retries() -> None:
     r = run("real_2025-11_auth_failure_401.jsonl")
-    retries = r.of("status")
-    assert [s["message"] for s in retries] == [f"Reconnecting... {n}/5" for n in range(1, 6)]
-    assert {s["status"] for s in retries} == {"retrying"}
+    # retry notices are model-retry records, never failures
+    assert r.of("model-retry") == [
+        {"attempt": n, "maxAttempts": 5, "error": "unknown", "message": "reconnecting"}
+        for n in range(1, 6)]
+    assert r.of("status") == []
     message = ("exceeded retry limit, last status: 401 Unauthorized, "
                "request id: 99cdbf27ee0ea01a-AMS")
     # the error line and turn.failed repeat one message: one failure
@@ -83,14 +86,15 @@ def test_all_item_types() -> None:
     ]
     assert r.results == {"item_1": False, "item_2": True, "item_3": False, "item_4": True,
                          "item_5": False, "item_6": True, "item_7": False}
-    outputs = {x["callId"]: x["output"] for x in r.of("tool-result")}
+    outputs = {x["callId"]: x["preview"] for x in r.of("tool-result")}
     assert outputs["item_5"] == "Found 3 matches." and outputs["item_6"] == "tool timeout"
-    # a failed file_change touches nothing; a failed command is not a "run"
-    assert r.files == [("pytest -q", "run"), ("src/compute_answer.py", "edit"),
-                       ("README.md", "write")]
+    # a failed file_change touches nothing; a failed command still ran: it is a "run"
+    assert [(f["callId"], f["path"], f["op"]) for f in r.of("file-change")] == [
+        ("item_1", "pytest -q", "run"), ("item_2", "pytest -q", "run"),
+        ("item_3", "src/compute_answer.py", "edit"), ("item_3", "README.md", "write")]
     todos = [s for s in r.of("status") if s["status"] == "todo"]
     assert [sum(i["completed"] for i in t["items"]) for t in todos] == [0, 1, 3]
-    assert {"status": "warning", "message": "command output truncated"} in r.of("status")
+    assert r.of("warning") == [{"message": "command output truncated"}]
     assert r.texts == ["Updated src/compute_answer.py and tests pass."]
     assert [c["ok"] for c in r.completed] == [True, False]
     assert [f["message"] for f in r.of("failure")] == [
@@ -117,7 +121,47 @@ def test_legacy_v039_envelope() -> None:
                                "sandbox": "read-only"}]
     assert r.texts == ["PONG"]
     assert r.usage.counts() == {"input": 6717, "cached": 0, "output": 4}
-    assert r.completed == []  # the capture ends without task_complete
+    # ≤ 0.43 may end without task_complete: exit 0 after an agent message is a success
+    assert r.completed == [{"ok": True, "result": "PONG",
+                            "reason": "exit 0 after an agent message (no task_complete)"}]
+
+
+def test_legacy_without_task_complete_fails_on_a_non_zero_exit_or_an_error() -> None:
+    assert run_exit("legacy_v0.39_msg_envelope.jsonl", 1).completed == []
+    assert run_exit("legacy_v0.39_msg_envelope.jsonl", None).completed == []
+    lines = (FIXTURES / "codex" / "legacy_v0.39_msg_envelope.jsonl").read_text().splitlines()
+    error = json.dumps({"id": "0", "msg": {"type": "error", "message": "boom"}})
+    assert replay_lines(CodexAdapter(), [*lines, error]).completed == []
+    retry = json.dumps({"id": "0", "msg": {"type": "stream_error", "message":
+                                           "stream error: x; retrying 1/5 in 190ms…"}})
+    r = replay_lines(CodexAdapter(), [*lines[:3], retry, *lines[3:]])
+    assert r.of("model-retry") == [{"attempt": 1, "maxAttempts": 5, "delayMs": 190,
+                                    "error": "unknown", "message": "x"}]
+    assert [c["ok"] for c in r.completed] == [True]
+
+
+def run_exit(name: str, exit_code: int | None) -> Replay:
+    return replay(CodexAdapter(), "codex", name, exit_code)
+
+
+@pytest.mark.parametrize(("message", "fields"), [
+    ("Reconnecting... 2/5 (stream disconnected before completion: idle timeout)",
+     {"attempt": 2, "maxAttempts": 5, "error": "network",
+      "message": "stream disconnected before completion: idle timeout"}),
+    ("stream error: stream disconnected before completion: Transport error: error decoding "
+     "response body; retrying 1/5 in 206ms…",
+     {"attempt": 1, "maxAttempts": 5, "delayMs": 206, "error": "network",
+      "message": "stream disconnected before completion: Transport error: error decoding "
+                 "response body"}),
+    ('stream error: unexpected status 429 Too Many Requests: {"detail":"slow down"}; '
+     "retrying 3/5 in 2.1s…",
+     {"attempt": 3, "maxAttempts": 5, "delayMs": 2100, "error": "rate-limit",
+      "message": 'unexpected status 429 Too Many Requests: {"detail":"slow down"}'}),
+])
+def test_retry_notices_are_model_retries(message: str, fields: dict[str, object]) -> None:
+    r = replay_lines(CodexAdapter(), [json.dumps({"type": "error", "message": message})])
+    assert r.of("model-retry") == [fields]
+    assert r.of("failure") == [] and r.of("quota") == []
 
 
 def test_legacy_exec_command_and_task_complete() -> None:
@@ -154,6 +198,22 @@ def test_resumed_thread_counts_the_difference() -> None:
     assert other.usage.counts() == {"input": 100, "cached": 0, "output": 1}
 
 
+def test_a_first_seen_thread_resumed_from_elsewhere_is_not_exact() -> None:
+    """`complete` means the totals are exact: a fresh thread's first total is, the first total
+    of a thread this runner never saw but the command resumes may include earlier runs."""
+    fresh = replay_lines(CodexAdapter(UsageTracker(), ("codex", "exec", "--json", "{prompt}")),
+                         _thread_run("T1", (100, 0, 1)))
+    assert fresh.of("usage")[0]["complete"] is True
+    argv = ("codex", "exec", "--json", "resume", "--last", "{prompt}")
+    tracker = UsageTracker()
+    resumed = replay_lines(CodexAdapter(tracker, argv), _thread_run("T9", (36500, 0, 75)))
+    assert resumed.of("usage")[0]["complete"] is False
+    # once its baseline is known, the next resumed run's increment is exact again
+    again = replay_lines(CodexAdapter(tracker, argv), _thread_run("T9", (40000, 0, 90)))
+    assert again.of("usage")[0]["complete"] is True
+    assert again.usage.counts() == {"input": 3500, "cached": 0, "output": 15}
+
+
 def test_legacy_token_counts_within_one_process() -> None:
     lines = [json.dumps({"id": "0", "msg": {"type": "token_count", "info": {
         "total_token_usage": {"input_tokens": n, "cached_input_tokens": 0, "output_tokens": o}}}})
@@ -168,4 +228,22 @@ def test_legacy_token_counts_within_one_process() -> None:
 
 def test_stderr_banner_lines_are_output() -> None:
     (obs,) = CodexAdapter().parse("Reading prompt from stdin...")
-    assert obs.kind == "output" and obs.fields == {"text": "Reading prompt from stdin..."}
+    assert obs.kind == "output" and obs.fields["text"] == "Reading prompt from stdin..."
+
+
+def test_retries_that_end_in_success() -> None:
+    r = run("documented_stream_error_retries.documented.jsonl")
+    assert [(x["attempt"], x.get("delayMs"), x["error"]) for x in r.of("model-retry")] == [
+        (1, 206, "network"), (2, None, "network")]
+    assert r.of("failure") == [] and r.of("status") == []
+    assert r.completed == [{"ok": True, "result": "Done: the cache TTL is now 60 s.",
+                            "sessionId": "0199a213-81c0-7800-8aa1-0000000000aa"}]
+
+
+def test_a_declined_command_is_denied_and_never_ran() -> None:
+    item = {"id": "item_9", "type": "command_execution", "command": "rm -rf /",
+            "aggregated_output": "", "exit_code": None, "status": "declined"}
+    r = replay_lines(CodexAdapter(), [json.dumps({"type": "item.completed", "item": item})])
+    assert r.of("tool-denied") == [{"callId": "item_9", "name": "command_execution",
+                                    "reason": "declined", "message": "rm -rf /"}]
+    assert r.results == {"item_9": True} and r.files == []

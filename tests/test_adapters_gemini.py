@@ -6,7 +6,7 @@ import json
 
 from adapter_replay import FIXTURES, Replay, replay, replay_lines
 
-from watchrun.agents.providers.gemini import GeminiAdapter
+from watchrun.agents.providers.gemini import AUTH_ADVICE, GeminiAdapter
 
 
 def run(name: str) -> Replay:
@@ -17,7 +17,7 @@ def test_docs_stream_example() -> None:
     r = run("docs_stream_json_example.jsonl")
     assert r.of("session") == [{"sessionId": "abc123", "model": "gemini-2.0-flash-exp"}]
     assert r.tools == [("bash-123", "Bash")] and r.results == {"bash-123": False}
-    assert r.of("tool-result")[0]["output"] == "file1.txt\nfile2.txt"
+    assert r.of("tool-result")[0]["preview"] == "file1.txt\nfile2.txt"
     assert r.files == [("ls -la", "run")]
     assert r.of("text-delta") == [{"text": "Here are the files..."}]
     assert r.texts == ["Here are the files..."]  # the user prompt echo is not text
@@ -58,7 +58,7 @@ def test_tool_result_line_samples() -> None:
         "write_todos-1764013031965-70bbdf7c35856": True,
         "read_file-1764041293170-fd5f6da4bd4a1": True,
     }
-    outputs = [x["output"] for x in r.of("tool-result")]
+    outputs = [x["preview"] for x in r.of("tool-result")]
     assert outputs[0] == "" and outputs[1] == ""  # a successful read shows nothing
     assert outputs[3] == 'Invalid parameters: Only one task can be "in_progress" at a time.'
     assert r.of("tool-result")[4]["errorType"] == "invalid_tool_params"
@@ -81,8 +81,7 @@ def test_max_turns_error_event_overrides_success_result() -> None:
 
 def test_loop_detected_warning_is_not_a_failure() -> None:
     r = run("unit_snapshot_loop_detected.documented.jsonl")
-    assert r.of("status") == [{"status": "warning",
-                               "message": "Loop detected, stopping execution"}]
+    assert r.of("warning") == [{"message": "Loop detected, stopping execution"}]
     assert r.of("failure") == [] and r.completed[0]["ok"] is True
 
 
@@ -107,7 +106,7 @@ def test_json_output_pretty_printed_across_lines() -> None:
 def test_unfinished_pretty_object_is_kept_as_raw() -> None:
     r = replay_lines(GeminiAdapter(), ["{", '  "response": "cut off'])
     (raw,) = r.of("raw")
-    assert raw["reason"] == "unparseable" and raw["preview"].startswith("{\n")
+    assert raw["reason"] == "unparseable" and raw["value"].startswith("{\n")
 
 
 def test_deltas_are_joined_into_one_text_at_the_end_of_the_stream() -> None:
@@ -116,3 +115,46 @@ def test_deltas_are_joined_into_one_text_at_the_end_of_the_stream() -> None:
     r = replay_lines(GeminiAdapter(), [json.dumps(c) for c in chunks])
     assert [d["text"] for d in r.of("text-delta")] == ["Hel", "lo"]
     assert r.texts == ["Hello"] and r.completed == []
+
+
+def test_fatal_auth_json_on_stderr_is_an_auth_failure_with_advice() -> None:
+    """No credentials: gemini writes a pretty-printed error object to stderr and exits 41."""
+    stderr = (FIXTURES / "gemini" / "documented_auth_failure_exit41.stderr.txt").read_text()
+    r = replay_lines(GeminiAdapter(), [], exit_code=41, stderr=stderr.splitlines())
+    (failure,) = r.of("failure")
+    assert failure["code"] == "auth" and failure["message"].startswith("Please set an Auth")
+    assert "GEMINI_API_KEY" in failure["hint"]
+    assert r.completed == []
+
+
+def test_quota_json_on_stderr_is_a_quota() -> None:
+    error = {"error": {"type": "Error", "code": 1, "message": "[API Error: You exceeded your "
+                       "current quota (RESOURCE_EXHAUSTED, 429)]"}}
+    r = replay_lines(GeminiAdapter(), [], exit_code=1, stderr=[json.dumps(error)])
+    (quota,) = r.of("quota")
+    assert "quota" in quota["message"] and "reset" in quota["hint"]
+    assert r.of("failure") == []
+
+
+def test_a_known_exit_code_without_a_result_says_why() -> None:
+    r = replay_lines(GeminiAdapter(), ["Loaded cached credentials."], exit_code=41)
+    assert r.of("failure") == [{"message": "gemini exited with code 41: authentication failed",
+                                "code": "auth", "hint": AUTH_ADVICE}]
+    ended = run("unit_snapshot_tool_call.documented.jsonl")
+    assert ended.of("failure") == []  # a stream with its result needs no exit-code guess
+    assert replay_lines(GeminiAdapter(), ["x"], exit_code=7).of("failure") == []
+
+
+def test_the_answer_is_the_text_after_the_last_tool_result() -> None:
+    lines = [json.dumps(x) for x in [
+        {"type": "message", "role": "assistant", "content": "Let me look.", "delta": True},
+        {"type": "tool_use", "tool_name": "read_file", "tool_id": "t1",
+         "parameters": {"file_path": "a.py"}},
+        {"type": "tool_result", "tool_id": "t1", "status": "success", "output": ""},
+        {"type": "message", "role": "assistant", "content": "It is ", "delta": True},
+        {"type": "error", "severity": "warning", "message": "slow"},
+        {"type": "message", "role": "assistant", "content": "fine.", "delta": True},
+        {"type": "result", "status": "success", "stats": {}}]]
+    r = replay_lines(GeminiAdapter(), lines)
+    assert r.texts == ["Let me look.", "It is fine."]
+    assert r.completed[0]["result"] == "It is fine."

@@ -13,28 +13,39 @@ from hypothesis import strategies as st
 from watchrun.agents.providers import KINDS, PROVIDERS, Observation, UsageTracker, make_adapter
 from watchrun.agents.providers.base import JsonAdapter
 from watchrun.agents.providers.generic import GenericAdapter
-from watchrun.agents.providers.toolinfo import classify_problem, file_ops, summary
+from watchrun.agents.providers.toolinfo import (
+    classify_problem,
+    file_ops,
+    parse_retry,
+    retry_class,
+    summary,
+)
 
 
 def test_generic_turns_every_line_into_text() -> None:
-    lines = ["Checking the logs…", "", "\x1b[31mERROR\x1b[0m found {json-ish}", '{"type":"x"}']
+    lines = ["Checking the logs…", "", "\x1b[31mERROR\x1b[0m found {json-ish}\r", '{"type":"x"}']
     r = replay_lines(GenericAdapter(), lines)
-    assert r.texts == ["Checking the logs…", "", "\x1b[31mERROR\x1b[0m found {json-ish}",
-                       '{"type":"x"}']  # sanitizing is the caller's job
+    assert r.texts == ["Checking the logs…", "", "ERROR found {json-ish}", '{"type":"x"}']
+    # as written: the terminal line keeps its raw form only where cleaning changed it
+    assert [t.get("raw") for t in r.of("text")] == [
+        None, None, "\x1b[31mERROR\x1b[0m found {json-ish}\r", None]
+    assert {t["source"] for t in r.of("text")} == {"stdout"}
     assert r.of("usage") == [] and r.completed == []
 
 
 def test_registry_names_match_the_spec() -> None:
-    assert set(PROVIDERS) == {"claude", "codex", "gemini", "opencode", "pi", "mock", "generic"}
+    assert set(PROVIDERS) == {"claude", "codex", "gemini", "opencode", "pi", "cursor", "copilot",
+                              "mock", "generic"}
     for name, cls in PROVIDERS.items():
         adapter = make_adapter(name, UsageTracker())
         assert isinstance(adapter, cls) and adapter.provider == name
 
 
 def test_unknown_provider_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match=r"unknown agent provider 'cursor'; expected one of: "
-                                         r"claude, codex, gemini, generic, mock, opencode, pi"):
-        make_adapter("cursor")
+    with pytest.raises(ValueError, match=r"unknown agent provider 'aider'; expected one of: "
+                                         r"claude, codex, copilot, cursor, gemini, generic, "
+                                         r"mock, opencode, pi"):
+        make_adapter("aider")
 
 
 _json = st.recursive(
@@ -65,7 +76,8 @@ def test_a_drifted_protocol_line_never_raises(data: st.DataObject) -> None:
     exception, and the handlers need no catch-all (no malformed-event)."""
     provider, line = data.draw(st.sampled_from(_LINES))
     adapter = make_adapter(provider)
-    out = adapter.parse(json.dumps(_mutate(json.loads(line), data))) + adapter.finish()
+    exit_code = data.draw(st.sampled_from([0, 1, 41, None]))
+    out = adapter.parse(json.dumps(_mutate(json.loads(line), data))) + adapter.finish(exit_code)
     for obs in out:
         assert obs.kind in KINDS
         json.dumps(dict(obs.fields))
@@ -82,7 +94,8 @@ class _Broken(JsonAdapter):
 def test_a_handler_bug_becomes_a_raw_record_not_an_exception() -> None:
     (obs,) = _Broken().parse('{"type":"x"}')
     assert (obs.kind, dict(obs.fields)) == ("raw", {
-        "preview": '{"type":"x"}', "reason": "malformed-event", "error": "KeyError: 'part'"})
+        "value": '{"type":"x"}', "reason": "malformed-event", "bytes": 12,
+        "error": "KeyError: 'part'"})
 
 
 @pytest.mark.parametrize(("name", "args", "touched"), [
@@ -132,3 +145,29 @@ def test_problem_classification(texts: tuple[object, ...], kind: str | None) -> 
 ])
 def test_tool_summary(name: str, args: dict[str, Any], text: str) -> None:
     assert summary(name, args) == text
+
+
+@pytest.mark.parametrize(("message", "status", "kind"), [
+    ("rate_limit", 429, "rate-limit"),
+    ("overloaded", 529, "overloaded"),
+    ("authentication_failed", 401, "auth"),
+    ("server_error", 500, "server"),
+    ('unexpected status 400 Bad Request: {"detail":"Unsupported model"}', None, "request"),
+    ("stream disconnected before completion: idle timeout waiting for SSE", None, "network"),
+    ("reconnecting", None, "unknown"),
+])
+def test_retry_class(message: str, status: int | None, kind: str) -> None:
+    assert retry_class(message, status) == kind
+
+
+@pytest.mark.parametrize(("message", "parsed"), [
+    ("Reconnecting... 1/5", ("reconnecting", 1, 5, None)),
+    ("Reconnecting... 3/5 (stream disconnected)", ("stream disconnected", 3, 5, None)),
+    ("stream error: boom; retrying 2/5 in 421ms…", ("boom", 2, 5, 421)),
+    ("stream error: slow; retrying 1/5 in 2.1s…", ("slow", 1, 5, 2100)),
+    ("Retrying", ("retrying", None, None, None)),
+    ("exceeded retry limit, last status: 401 Unauthorized", None),
+    ("gave up retrying", None),
+])
+def test_parse_retry(message: str, parsed: tuple[object, ...] | None) -> None:
+    assert parse_retry(message) == parsed

@@ -20,7 +20,7 @@ def test_tool_then_text_sums_steps() -> None:
     assert r.of("session") == [{"sessionId": SESSION}]
     assert r.tools == [("r9bQWsNLvOrJGIOz", "bash")]
     assert r.results == {"r9bQWsNLvOrJGIOz": False}
-    assert r.of("tool-result")[0]["output"] == "hello\n"
+    assert r.of("tool-result")[0]["preview"] == "hello\n"
     assert r.files == [("echo hello", "run")]
     assert r.final_text == "```\nhello\n```"
     # step 1: 21772 in, 110 out; step 2: 671 in + 21415 cache read, 8 out
@@ -65,7 +65,7 @@ def test_reasoning_errored_tool_and_done() -> None:
         "The user wants the command output echoed back."]
     assert r.tools == [("doc_call_err_1", "read")]
     assert r.results == {"doc_call_err_1": True}
-    assert r.of("tool-result")[0]["output"] == "File not found: /nonexistent.txt"
+    assert r.of("tool-result")[0]["preview"] == "File not found: /nonexistent.txt"
     assert r.files == []  # the read failed
     assert r.completed == [{"ok": True, "result": "```\nhello\n```", "sessionId": SESSION,
                             "reason": "idle"}]  # from `done`, not repeated at the end
@@ -81,10 +81,24 @@ def test_bash_with_nonzero_exit_is_an_error_result() -> None:
         "status": "completed", "input": {"command": "false"}, "output": "",
         "metadata": {"exit": 1}}}
     r = replay_lines(OpenCodeAdapter(), [json.dumps({"type": "tool_use", "part": part})])
-    assert r.results == {"c1": True} and r.files == []
+    # the command failed, but it ran: it is in the files touched as `run`
+    assert r.results == {"c1": True} and r.files == [("false", "run")]
 
 
 def test_ui_warning_lines_are_output() -> None:
     line = "permission requested: bash (rm -rf build); auto-rejecting"
     (obs,) = OpenCodeAdapter().parse(line)
     assert obs.kind == "output" and obs.fields["text"] == line
+
+
+def test_auto_rejected_permissions_are_denied_calls() -> None:
+    r = run("documented_permission_rejected.documented.jsonl")
+    rejected = "The user rejected permission to use this specific tool call."
+    assert r.of("tool-denied") == [
+        {"callId": "call_rm", "name": "bash", "reason": "rejected", "message": rejected},
+        # `done.rejected` adds only the permission not already reported by a tool part
+        {"name": "webfetch", "reason": "rejected",
+         "message": "permission 'webfetch' was rejected (non-interactive run)"}]
+    assert r.results == {"call_rm": True} and r.files == []  # it never ran
+    assert r.completed[0]["ok"] is True
+    assert r.completed[0]["result"] == "I could not delete build/: the permission was rejected."

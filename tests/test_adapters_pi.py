@@ -28,13 +28,16 @@ def test_all_event_types_with_compaction_and_retry() -> None:
     # the call repeats in the toolCall block, tool_execution_*, toolResult and turn_end
     assert r.tools == [("toolu_01HXYZREAD", "read")]
     assert r.results == {"toolu_01HXYZREAD": False}
-    assert r.of("tool-result")[0]["output"].startswith("# Pi Coding Agent\n")
+    assert r.of("tool-result")[0]["preview"].startswith("# Pi Coding Agent\n")
     assert r.files == [("README.md", "read")]
     # four assistant message_end lines; agent_end and turn_end repeats are not counted
     assert r.usage.counts() == {"input": 1240 + 680 + 320 + 410, "cached": 0,
                                 "output": 182 + 128 + 0 + 96}
     assert r.of("quota") == [{"message": "Rate limit exceeded"}]
-    assert [s["status"] for s in r.of("status")] == ["compacting", "compacted", "retrying"]
+    assert [s["status"] for s in r.of("status")] == ["compacting"]
+    assert r.of("compaction") == [{"trigger": "threshold", "tokensBefore": 118432}]
+    assert r.of("model-retry") == [{"attempt": 1, "maxAttempts": 3, "delayMs": 2000,
+                                    "error": "rate-limit", "message": "Rate limit exceeded"}]
     # the retry succeeded: the outcome is decided at the end, once
     assert r.completed == [{"ok": True, "result": r.texts[-1], "reason": "stop"}]
 

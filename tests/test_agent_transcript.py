@@ -72,7 +72,7 @@ def test_turns_of_the_standard_history(tmp_path: Path) -> None:
     assert fa["status"] == "failed" and fa["error"] == "pytest failed"
     assert [(s["tool"], s["summary"], s["ok"]) for s in fa["steps"]] == [
         ("Bash", "pytest -q", False)]
-    assert fa["files"] == []  # a failed command touched nothing we can name
+    assert fa["files"] == [{"path": "pytest -q", "op": "run"}]  # it failed, but it ran
     assert (fa["tokens"], fa["wall_seconds"], fa["answer"]) == (15, 2.5, "")
     assert (failed["reply"], failed["outcome"]) == (None, "failed")
     assert failed["error"] == {"error": "pytest failed", "hint": None, "stopped": None}

@@ -132,6 +132,9 @@ def test_completed_turn(tmp_path: Path) -> None:
     usage = [u for u in of(recs, "usage")]
     assert fin["usage"]["input"] == sum(u["input"] for u in usage) > 0
     assert fin["tokens"] == fin["usage"]["input"] + fin["usage"]["output"]
+    # the per-message snapshots are provisional; Claude's result total makes the sum exact
+    assert [u["complete"] for u in usage] == [False, False, True]
+    assert fin["usage"]["complete"] is True
     assert (fin["status"], fin["completed"], fin["exitCode"], fin["reply"]) == (
         "done", True, 0, reply)
     assert "error" not in fin and "stopped" not in [r["kind"] for r in recs]
@@ -191,7 +194,7 @@ def test_oversized_line_is_previewed_and_stops_the_turn(tmp_path: Path, size: in
     _, recs = run_turn(tmp_path, f"[mock:oversized={size}]", limits=limits)
     (raw,) = of(recs, "raw")
     assert raw["reason"] == "oversized-event" and raw["truncated"] is True
-    assert len(raw["preview"]) == 2000 and raw["preview"].startswith('{"type": "assistant"')
+    assert len(raw["value"]) == 2000 and raw["value"].startswith('{"type": "assistant"')
     assert raw["bytes"] > 4096
     (stopped,) = of(recs, "stopped")
     assert stopped["reason"] == "oversized-event" and "4096" in stopped["message"]
@@ -222,8 +225,8 @@ def test_pty_colour_is_sanitized(tmp_path: Path) -> None:
     assert finished(recs)["status"] == "done"
     texts = [s for r in recs for s in strings({k: v for k, v in r.items() if k != "raw"})]
     assert not [s for s in texts if "\x1b" in s or "\r" in s]
-    raws = [r["raw"] for r in of(recs, "output")]
-    assert raws[0] == "\x1b[1;32m●\x1b[0m \x1b[36mmock agent\x1b[0m starting"
+    raws = [r["raw"] for r in of(recs, "output")]  # as the terminal printed it, CR included
+    assert raws[0] == "\x1b[1;32m●\x1b[0m \x1b[36mmock agent\x1b[0m starting\r"
     assert len(raws) == 2 and not [r for r in recs if "raw" in r and r["kind"] != "output"]
     assert of(recs, "stderr") == [], "a pty merges stderr into the output"
 
@@ -238,6 +241,16 @@ def test_prompt_is_one_argv_element(tmp_path: Path) -> None:
     line = 'ERROR x"; rm -rf / # --flag $(id) `id` {label}'
     _, recs = run_turn(tmp_path, line)
     assert finished(recs)["reply"] == f"Mock triage: saw 1 matching line(s); first: {line}\nDONE"
+
+
+def test_the_agent_gets_the_prompt_cleaned(tmp_path: Path) -> None:
+    """`agent run --prompt` text reaches the agent's argv cleaned, as the record shows it."""
+    line = "look \x1b]52;c;ZWNobw==\x07at\x9d \x1b[31mthis\x1b[0m"
+    argv_file = tmp_path / "argv.txt"
+    script = "import sys, pathlib; pathlib.Path(sys.argv[1]).write_text(sys.argv[2])"
+    _, recs = run_turn(tmp_path, line, provider="generic",
+                       command=(sys.executable, "-c", script, str(argv_file), "{prompt}"))
+    assert argv_file.read_text() == "look at this" == of(recs, "prompt")[0]["text"]
 
 
 def test_prompt_goes_to_stdin_without_a_placeholder(tmp_path: Path) -> None:

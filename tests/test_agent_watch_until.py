@@ -80,7 +80,7 @@ def test_until_with_since_counts_records_already_after_it(hist: History) -> None
 @pytest.mark.parametrize(("condition", "kind", "field", "value"), [
     ("event:tool-result", "tool-result", "callId", "c2"),
     ("event:stderr", "stderr", "text", "Error: 1 test failed"),
-    ("delivery:queued", "delivery", "deliveryId", "d-39"),
+    ("delivery:queued", "delivery", "deliveryId", "d-40"),  # after the failed run's file-change
     ("output:starting", "output", "text", "● starting é"),
     ("output:[33mdone", "output", "text", "done"),  # only in the raw form
     ("status:idle", "status", "status", "idle"),

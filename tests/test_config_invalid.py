@@ -95,7 +95,8 @@ INVALID = [
     ("yaml", AG + "  - name: u\n    provider: mock\nlimits: {maxAgents: 1}\n", "agents",
      "2 agents configured but limits.maxAgents is 1"),
     ("yaml", "agents:\n  - name: t\n    provider: claud\n", "agents[0].provider",
-     "expected one of: claude, codex, gemini, opencode, pi, mock, generic; did you mean `claude`?"),
+     "expected one of: claude, codex, gemini, opencode, pi, cursor, copilot, mock, generic; "
+     "did you mean `claude`?"),
     ("yaml", "agents:\n  - name: t\n    provider: generic\n", "agents[0].command",
      "is required for provider `generic`"),
     ("yaml", AG + "  - name: t\n    provider: codex\n", "agents[1].name", "duplicate name `t`"),

@@ -89,7 +89,7 @@ def test_tool_directive(tmp_path: Path) -> None:
     ((call_id, name),) = r.tools
     assert name == "Bash" and call_id.startswith("toolu_mock_")
     assert r.results == {call_id: False}
-    assert r.of("tool-result")[0]["output"] == "mock-tool"
+    assert r.of("tool-result")[0]["preview"] == "mock-tool"
     assert r.files == [("echo mock-tool", "run")]
     assert r.completed[0]["numTurns"] == 2
 
@@ -125,8 +125,9 @@ def test_slow_directive_spaces_the_lines(tmp_path: Path) -> None:
 
 def test_color_lines_are_output(tmp_path: Path) -> None:
     r = read(mock("[mock:color] hi", tmp_path))
-    colored = [o["text"] for o in r.of("output")]
-    assert len(colored) == 2 and all("\x1b[" in t for t in colored)
+    colored = r.of("output")  # as written: clean text, the colours kept in `raw`
+    assert [o["text"] for o in colored] == ["● mock agent starting", "mock: answer ready"]
+    assert all("\x1b[" in o["raw"] for o in colored)
     assert r.completed[0]["ok"] is True
 
 

@@ -18,8 +18,9 @@ T0 = datetime(2026, 5, 16, 12, 0, tzinfo=UTC).timestamp()
 WATCHER_KINDS = ["start", "match", "rotate", "exit", "restart", "error", "stop"]
 AGENT_KINDS = [
     "dispatch-start", "prompt", "delivery", "text", "text-delta", "reasoning", "tool",
-    "tool-result", "file-change", "usage", "stderr", "output", "raw", "failure", "quota",
-    "stopped", "status", "dispatch-finished", "session", "completed",
+    "tool-result", "tool-denied", "file-change", "usage", "stderr", "output", "raw", "failure",
+    "quota", "warning", "model-retry", "model-error", "compaction", "stopped", "status",
+    "dispatch-finished", "session", "completed",
 ]
 USAGE = {"input": 10, "cached": 4, "output": 3}
 
@@ -46,8 +47,15 @@ VALID: dict[str, dict[str, Any]] = {
     "usage": {**USAGE, "complete": True},
     "stderr": {"text": "warning: x"},
     "output": {"text": "not json"},
-    "raw": {"preview": "{\"type\":", "bytes": 9_000_000, "truncated": True,
+    "raw": {"value": "{\"type\":", "bytes": 9_000_000, "truncated": True,
             "reason": "oversized-event"},
+    "tool-denied": {"callId": "toolu_1", "name": "Write", "reason": "permission",
+                    "input": {"file_path": "/root/x"}},
+    "warning": {"message": "Loop detected, stopping execution"},
+    "model-retry": {"attempt": 1, "maxAttempts": 10, "delayMs": 600, "status": 529,
+                    "error": "overloaded", "message": "overloaded (HTTP 529)"},
+    "model-error": {"message": "500 canned provider failure", "status": 500, "error": "server"},
+    "compaction": {"trigger": "auto", "tokensBefore": 155025},
     "failure": {"message": "exit 1"},
     "quota": {"message": "rate limited", "resetAt": "2026-05-16T13:00:00.000Z"},
     "stopped": {"reason": "idle-timeout"},
@@ -55,7 +63,7 @@ VALID: dict[str, dict[str, Any]] = {
     "dispatch-finished": {"status": "done", "completed": True, "usage": USAGE, "durationMs": 1200,
                           "exitCode": 0},
     "session": {"sessionId": "0199-abc"},
-    "completed": {"text": "Final answer"},
+    "completed": {"ok": True, "result": "Final answer"},
 }
 
 
@@ -157,6 +165,13 @@ INVALID = [
                                    durationMs=1, exitCode=0)),
     ("finished status", rec("dispatch-finished", **VALID["dispatch-finished"] | {"status": "ok"})),
     ("tool-result without isError", rec("tool-result", callId="t1")),
+    ("raw without value", rec("raw", reason="unparseable")),
+    ("tool-denied without reason", rec("tool-denied", callId="t1")),
+    ("model-retry without error class", rec("model-retry", attempt=1)),
+    ("model-retry negative delay", rec("model-retry", error="network", delayMs=-1)),
+    ("warning without message", rec("warning", code="x")),
+    ("model-error without message", rec("model-error", status=500)),
+    ("compaction tokens as text", rec("compaction", tokensBefore="many")),
 ]
 
 

@@ -48,8 +48,8 @@ class AgentHub:
         out = self.config.output
         sink = JsonlSink(self.layout.jsonl("agent", spec.name), spec.name,
                          max_bytes=out.max_bytes, keep=out.keep, clock=self.clock)
-        a = AgentState(spec, Recorder(sink, self.log, spec.name), UsageTracker(),
-                       TurnWindow(spec.max_turns))
+        rec = Recorder(sink, self.log, spec.name, max_bytes=self.config.limits.max_line_bytes)
+        a = AgentState(spec, rec, UsageTracker(), TurnWindow(spec.max_turns))
         a.turns, a.tokens, a.last_reply = read_history(a.rec, a.tracker, self.clock)
         a.rec.emit("status", {"status": "idle", "source": "runner"})
         return a

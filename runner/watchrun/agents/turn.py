@@ -5,29 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from watchrun.agents.prompt import (
-    PROMPT_TOKEN,
-    Tally,
-    clean_fields,
-    render_command,
-    turn_error,
-    turn_outcome,
-)
-from watchrun.agents.providers import make_adapter
-from watchrun.agents.providers.usage import Usage, UsageTracker
-from watchrun.agents.recorder import Recorder
+from watchrun.agents.prompt import PROMPT_TOKEN, render_command
+from watchrun.agents.providers import Observation, make_adapter
+from watchrun.agents.providers.base import PREVIEW_CHARS
+from watchrun.agents.providers.usage import UsageTracker
+from watchrun.agents.recorder import Recorder, clean_text, unreserved
+from watchrun.agents.tally import REPLY_BYTES, Tally, TurnResult, turn_error, turn_outcome
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits
 from watchrun.events import Chunk
 from watchrun.match.framing import LineFramer
 from watchrun.match.redact import redactor
-from watchrun.match.sanitize import clip, decode, sanitize
+from watchrun.match.sanitize import decode
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 
-__all__ = ["SETTLE_S", "TurnResult", "TurnRunner"]
+__all__ = ["PROMPT_BYTES", "SETTLE_S", "TurnResult", "TurnRunner"]
 
 SETTLE_S = 1.0
 """After the `until` marker, the provider gets this long to finish writing and exit."""
@@ -35,25 +29,8 @@ DRAIN_S = 2.0
 """After the process exits (or is stopped), output still in the pipes is read this long."""
 READ_BYTES = 64 * 1024
 PROMPT_BYTES = 256 * 1024
-PREVIEW_CHARS = 2000
+"""A `prompt` record keeps this many bytes of the prompt."""
 _HEAD = 4 * PREVIEW_CHARS  # bytes of a pending line kept for an oversized line's preview
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """How a turn ended (the same facts as its `dispatch-finished` record)."""
-
-    turn_id: str
-    status: str
-    """done | failed | cancelled"""
-    completed: bool
-    reply: str
-    usage: Usage
-    exit_code: int | None
-    signal: str | None
-    duration_ms: int
-    stop_reason: str | None = None
-    error: dict[str, str] | None = None
 
 
 class TurnRunner:
@@ -64,7 +41,8 @@ class TurnRunner:
                  settle_s: float = SETTLE_S) -> None:
         self.spec, self.limits, self.out = spec, limits, out
         self.spawner, self.clock, self.settle_s = spawner, clock, settle_s
-        self.tally = Tally(make_adapter(spec.provider, tracker), spec.until)
+        self.adapter = make_adapter(spec.provider, tracker, spec.command)
+        self.tally = Tally(spec.until)
         self.turn_id = ""
         self.pid: int | None = None
         self.stop_reason: str | None = None
@@ -101,7 +79,9 @@ class TurnRunner:
     async def run(self, prompt: str, *, trigger: str, deliveries: Sequence[str] = (),
                   on_start: Callable[[str], None] | None = None) -> TurnResult:
         """Start the process, supervise it to its end, write `dispatch-finished`. When the task
-        running this is cancelled, the process is stopped (`aborted`) and recorded first."""
+        running this is cancelled, the process is stopped (`aborted`) and recorded first.
+        The agent gets the prompt cleaned as the recorder cleans text (SPEC §6), then redacted."""
+        prompt = clean_text(prompt, None)[0]
         prompt, self.redacted = redactor(self.spec.redact).redact(prompt)  # before it leaves
         argv = render_command(self.spec.command, prompt)
         stdin = None
@@ -141,10 +121,9 @@ class TurnRunner:
             "turnId": tid, "trigger": trigger, "deliveries": list(deliveries),
             "command": list(self.spec.command), "pid": self.pid, "pty": self.spec.pty,
             "provider": self.spec.provider})
-        text, cut = sanitize(prompt, PROMPT_BYTES)
-        self.out.emit("prompt", {"turnId": tid, "text": text, **({"truncated": True} if cut
-                                                                  else {}),
-                                 **({"redacted": self.redacted} if self.redacted else {})})
+        self.out.emit("prompt", {"turnId": tid, "text": prompt,
+                                 **({"redacted": self.redacted} if self.redacted else {})},
+                      limit=PROMPT_BYTES)
         self.out.emit("status", {"status": "running", "source": "runner", "turnId": tid})
 
     async def _supervise(self, proc: Proc) -> ExitInfo:
@@ -231,7 +210,6 @@ class TurnRunner:
             chunk = framer.finish()
             if chunk is not None:
                 self._chunk(chunk)
-            self._observe(self.tally.finish())
         await self.out.flush()
 
     def _chunk(self, chunk: Chunk) -> None:
@@ -241,32 +219,26 @@ class TurnRunner:
             omitted = chunk.cut_at(pos)
             if omitted:
                 self._oversized(data[pos:end], end - pos + omitted)
-            else:
-                raw = decode(data[pos:end]).removesuffix("\r")
-                clean = sanitize(raw)[0]
-                self._observe(self.tally.line(clean), raw if raw != clean else None)
+            else:  # parsed as printed; the recorder cleans what the adapter found
+                self._observe(self.adapter.parse(decode(data[pos:end])))
             pos = end + 1
 
     def _oversized(self, head: bytes, size: int) -> None:
         limit = self.limits.max_event_bytes
-        preview = sanitize(decode(head))[0][:PREVIEW_CHARS]
-        self.out.emit("raw", {"turnId": self.turn_id, "preview": preview,
+        self.out.emit("raw", {"turnId": self.turn_id, "value": decode(head)[:PREVIEW_CHARS],
                               "reason": "oversized-event", "bytes": size, "truncated": True})
         self._discard = True
         self._request_stop("oversized-event", f"a protocol line longer than {limit} bytes "
                            "(limits.maxEventBytes); the rest of the output was not parsed")
 
-    def _observe(self, records: list[tuple[str, dict[str, Any]]], raw: str | None = None
-                 ) -> None:
-        """Write observations, sanitized; an `output` line that sanitizing changed keeps its
-        original form in `raw` (for `agent watch --raw`)."""
-        for kind, fields in records:
-            clean, cut = clean_fields(fields, self.limits.max_line_bytes)
-            if cut:
-                clean.setdefault("truncated", True)
-            if raw is not None and kind == "output":
-                clean["raw"] = clip(raw, self.limits.max_line_bytes)[0]
-            self.out.emit(kind, {**clean, "turnId": self.turn_id})
+    def _observe(self, found: list[Observation]) -> None:
+        """Write the adapter's observations (the recorder cleans them) and tally what was
+        written, so the turn's reply is made of clean text only."""
+        for obs in found:
+            fields = unreserved(obs.fields)
+            fields["turnId"] = self.turn_id
+            clean = self.out.emit(obs.kind, fields, limit=self.limits.max_line_bytes)
+            self.tally.note(obs.kind, clean)
         if self.tally.marker_seen and self._settle_at is None:
             self._settle_at = self.clock.monotonic() + self.settle_s
             self._poke.set()
@@ -280,10 +252,11 @@ class TurnRunner:
                 self._activity = self.clock.monotonic()
             if chunk is not None:
                 for line in chunk.data.split(b"\n")[:-1]:
-                    text, cut = sanitize(decode(line), self.limits.max_line_bytes)
-                    if text.strip():
+                    text = decode(line)
+                    if clean_text(text, None)[0].strip():
                         self.out.emit("stderr", {"turnId": self.turn_id, "text": text,
-                                                 **({"truncated": True} if cut else {})})
+                                                 "raw": text}, limit=self.limits.max_line_bytes)
+                    self._observe(self.adapter.stderr(text))
                 await self.out.flush()
             if not data:
                 return
@@ -291,6 +264,8 @@ class TurnRunner:
     # -- the end ----------------------------------------------------------------------------
     async def _finish(self, info: ExitInfo, failure: dict[str, str] | None) -> TurnResult:
         tally = self.tally
+        if failure is None:
+            self._observe(self.adapter.finish(info.exit_code))
         status, completed = turn_outcome(
             stop_reason=self.stop_reason, completed_ok=tally.completed_ok,
             marker_seen=tally.marker_seen, exit_code=info.exit_code,
@@ -312,8 +287,8 @@ class TurnRunner:
             fields["stopReason"] = self.stop_reason
         if error is not None:
             fields["error"] = error
-        self.out.emit("dispatch-finished", fields)
+        fin = self.out.emit("dispatch-finished", fields, limit=REPLY_BYTES)
         self.out.emit("status", {"status": "idle", "source": "runner"})
         await self.out.flush()
-        return TurnResult(self.turn_id, status, completed, reply, usage, info.exit_code,
-                          info.signal, duration, self.stop_reason, error)
+        return TurnResult(self.turn_id, status, completed, fin["reply"], usage, info.exit_code,
+                          info.signal, duration, self.stop_reason, fin.get("error"))

@@ -52,7 +52,7 @@ async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, pr
     out = config.output
     sink = JsonlSink(layout.jsonl("agent", spec.name), spec.name, max_bytes=out.max_bytes,
                      keep=out.keep, clock=clock)
-    rec = Recorder(sink, log, spec.name)
+    rec = Recorder(sink, log, spec.name, max_bytes=config.limits.max_line_bytes)
     tracker = UsageTracker()
     read_history(rec, tracker, clock)
     runner = TurnRunner(spec, config.limits, rec, Spawner(), clock, tracker)

@@ -41,7 +41,8 @@ watchers:
     # gate: {maxMatches: 0}   # `watchrun run --once` exits 1 if this watcher matches
 
 # Agents are coding-agent CLIs woken by matches: add `wake: triage` to a watcher. The mock
-# provider runs offline; claude, codex, gemini, opencode and pi run the real CLI.
+# provider runs offline; claude, codex, gemini, opencode, pi, cursor and copilot run the real
+# CLI.
 # agents:
 #   - name: triage
 #     provider: mock

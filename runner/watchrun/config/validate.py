@@ -33,6 +33,8 @@ PROVIDER_COMMANDS: dict[str, tuple[str, ...] | None] = {
     "gemini": ("gemini", "-p", "{prompt}", "--output-format", "stream-json"),
     "opencode": ("opencode", "run", "--format", "json", "{prompt}"),
     "pi": ("pi", "--mode", "json", "-p", "{prompt}"),
+    "cursor": ("cursor-agent", "-p", "{prompt}", "--output-format", "stream-json"),
+    "copilot": ("copilot", "-p", "{prompt}", "--output-format", "json"),
     "mock": (sys.executable, "-m", "watchrun.agents.mock_agent", "{prompt}"),
     "generic": None,
 }

@@ -56,7 +56,7 @@ class AgentInfo(Protocol):
 
 def is_agent_status(rec: dict[str, Any]) -> bool:
     """An agent-level `status` record: written by the runner (`source: "runner"`), or without
-    `turnId`. Adapters' own `status` observations (rate-limit, retrying, ...) are turn events."""
+    `turnId`. Adapters' own `status` observations (rate-limit, compacting, ...) are turn events."""
     return (rec.get("kind") == "status" and isinstance(rec.get("status"), str)
             and (rec.get("source") == "runner" or "turnId" not in rec))
 

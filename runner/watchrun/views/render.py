@@ -15,8 +15,8 @@ __all__ = ["dumps", "printable", "render_list", "render_transcript", "render_wat
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029]")
 _MARKS = {True: "✓", False: "✗", None: "…"}
-_DETAIL = ("text", "message", "summary", "preview", "delivery_state", "status", "reason", "path",
-           "name", "trigger")
+_DETAIL = ("text", "message", "summary", "preview", "value", "delivery_state", "status", "reason",
+           "path", "name", "trigger")
 """The field of an event shown on its line in the text rendering, first present wins."""
 
 

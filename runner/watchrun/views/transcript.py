@@ -15,16 +15,20 @@ Seed 004's keys in mode "agent" (one agent per turn: the agent itself). Where it
   idle-timeout, aborted or oversized-event (or status cancelled); done; else failed.
   `steps`: `tool_call` entries {kind, step, tool, args, summary, call_id, ok} with `ok` null
   until the tool-result arrives, then true/false; and `guardrail` entries {kind, step, rule,
-  message} for each `stopped` record. `files`: {path, op[, detail]} from file-change records,
-  deduplicated, op read | write | search | list | run (edit, delete, add, update, rename ->
-  write; unknown ops are skipped). `tokens`: dispatch-finished `tokens`, or the sum of usage
-  increments (input + output) while running. `wall_seconds`: durationMs / 1000, null while
-  running. `answer`: the reply, or the newest assistant text while running. `error`: a
-  message string when the turn failed or was killed, else null.
+  message} for each `stopped` record (rule = its reason) and each `tool-denied` record (rule
+  `tool-denied`, with `tool` and `call_id`). `files`: {path, op[, detail]} from file-change
+  records, deduplicated, op read | write | search | list | run (edit, delete, add, update,
+  rename -> write; unknown ops are skipped; a command that failed still ran, so it is `run`).
+  `tokens`: dispatch-finished `tokens`, or the sum of usage increments (input + output) while
+  running. `wall_seconds`: durationMs / 1000, null while running. `answer`: the reply, or
+  while running the answer rule (agents/answer.py) over the turn's records so far (`so_far`:
+  the last thing it said when a tool call just began). `error`: a message string when the
+  turn failed or was killed, else null.
 - `reply`: {text, source "agent"} when the turn ended with a non-empty reply, else null.
   `outcome`: null while running, then "ok", the stop reason (deadline, idle-timeout, aborted,
   oversized-event), "cancelled" or "failed". `error` {error, hint, stopped} is present when
-  the turn ended without a reply.
+  the turn ended without a reply; its `hint` is the failure record's own advice when it has
+  one, else one chosen by the stop reason or error code.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from watchrun.agents.answer import AnswerTracker, is_root
 from watchrun.views.agent_window import StatusTracker
 
 __all__ = ["KILL_REASONS", "OPS", "build_transcript", "summarize"]
@@ -78,14 +83,15 @@ class _Turn:
         self.calls: dict[str, dict[str, Any]] = {}
         self.files: dict[tuple[str, str], dict[str, Any]] = {}
         self.usage_tokens = 0
-        self.text = ""
+        self.answer = AnswerTracker()
         self.model: str | None = None
         self.stopped: str | None = None
-        self.problems: list[tuple[str, str | None]] = []  # (message, code) of failure/quota/error
+        self.problems: list[tuple[str, str | None, str | None]] = []  # (message, code, hint)
         self.finished: dict[str, Any] | None = None
 
     def feed(self, rec: dict[str, Any]) -> None:
         kind = rec.get("kind")
+        self.answer.feed(str(kind), rec)
         if kind == "dispatch-start":
             self.partial, self.ts = False, _epoch(rec.get("ts"))
             self.trigger = rec.get("trigger")
@@ -114,16 +120,19 @@ class _Turn:
                 self.files[(rec["path"], op)] = entry
         elif kind == "usage":
             self.usage_tokens += (_int(rec.get("input")) or 0) + (_int(rec.get("output")) or 0)
-        elif kind == "text" and isinstance(rec.get("text"), str) and "parentCallId" not in rec:
-            self.text = rec["text"]
         elif kind in ("session", "status") and isinstance(rec.get("model"), str):
             self.model = rec["model"]
         elif kind == "stopped":
             self.stopped = str(rec.get("reason") or "aborted")
             self._step({"kind": "guardrail", "rule": self.stopped, "message": rec.get("message")})
+        elif kind == "tool-denied" and is_root(rec):
+            self._step({"kind": "guardrail", "rule": "tool-denied", "tool": rec.get("name"),
+                        "call_id": rec.get("callId"), "message": rec.get("message")
+                        or f"{rec.get('name') or 'a tool'} was denied ({rec.get('reason')})"})
         elif kind in ("failure", "quota", "error"):
             code = "quota" if kind == "quota" else rec.get("code")
-            self.problems.append((str(rec.get("message") or kind), code))
+            hint = rec.get("hint") if isinstance(rec.get("hint"), str) else None
+            self.problems.append((str(rec.get("message") or kind), code, hint))
         elif kind == "dispatch-finished":
             self.finished = rec
             if self.stopped is None and isinstance(rec.get("stopReason"), str):
@@ -151,15 +160,16 @@ class _Turn:
         fin = self.finished or {}
         err: dict[str, Any] = fin["error"] if isinstance(fin.get("error"), dict) else {}
         message, code = err.get("message"), err.get("code")
+        advice = next((h for m, _, h in reversed(self.problems) if h and m == message), None)
         if not message and self.problems:
-            message, code = self.problems[-1]
+            message, code, advice = self.problems[-1]
         if not message and self.stopped:
             message = f"stopped: {self.stopped}"
         if not message:
             sig, exit_code = fin.get("signal"), fin.get("exitCode")
             message = f"killed by {sig}" if sig else f"exited with status {exit_code}"
-        hint = _HINTS.get(self.stopped or "") or _HINTS.get(str(code))
-        if hint is None and any(c == "quota" for _, c in self.problems):
+        hint = advice or _HINTS.get(self.stopped or "") or _HINTS.get(str(code))
+        if hint is None and any(c == "quota" for _, c, _ in self.problems):
             hint = _HINTS["quota"]
         return str(message), hint
 
@@ -183,7 +193,7 @@ class _Turn:
                       "source": "session" if self.model else None},
             "status": status, "steps": self.steps, "files": list(self.files.values()),
             "tokens": tokens, "wall_seconds": wall,
-            "answer": reply if fin is not None else self.text, "error": message,
+            "answer": reply if fin is not None else self.answer.so_far(), "error": message,
         }
         outcome = None if fin is None else {"done": "ok", "killed": self.stopped or "cancelled"
                                             }.get(status, "failed")

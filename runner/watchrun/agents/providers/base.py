@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
-from watchrun.agents.providers.toolinfo import classify_problem, clip, file_ops, summary
+from watchrun.agents.providers.toolinfo import (
+    classify_problem,
+    clip,
+    file_ops,
+    retry_class,
+    summary,
+)
 from watchrun.agents.providers.usage import Usage, UsageTracker
 
 __all__ = [
@@ -26,15 +32,17 @@ __all__ = [
 ]
 
 KINDS = frozenset({
-    "text", "text-delta", "reasoning", "tool", "tool-result", "file-change", "usage", "output",
-    "raw", "failure", "quota", "status", "session", "completed",
+    "text", "text-delta", "reasoning", "tool", "tool-result", "tool-denied", "file-change",
+    "usage", "output", "raw", "failure", "quota", "warning", "model-retry", "model-error",
+    "compaction", "status", "session", "completed",
 })
-"""Every kind an adapter emits (the provider-facing subset of SPEC §4's agent kinds)."""
+"""Every kind an adapter emits (the provider-facing subset of SPEC §4's agent kinds, in seed
+003's vocabulary where it names the same thing; docs/records.md has the mapping)."""
 
 PREVIEW_CHARS = 2000
-"""`raw.preview` keeps this many characters of the line."""
-RESULT_CHARS = 4000
-"""`tool-result.output` is clipped to this many characters (then `truncated: true`)."""
+"""`raw.value` keeps this many characters of the line."""
+RESULT_CHARS = 2000
+"""`tool-result.preview` keeps this many characters (seed 003); `characters` is the length."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +75,13 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _count(value: Any) -> int | None:
+    """A non-negative integer protocol field (floats rounded), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return round(value)
+    return None
+
+
 def epoch_to_iso(value: Any) -> str | None:
     """Epoch seconds (or milliseconds) or an ISO string as an ISO-8601 UTC timestamp."""
     if isinstance(value, str) and value:
@@ -79,19 +94,29 @@ def epoch_to_iso(value: Any) -> str | None:
 
 
 class Adapter(Protocol):
-    """Turns one turn's stdout lines into observations. One instance per turn (process run);
-    the constructor takes an optional `UsageTracker` shared across an agent's turns."""
+    """Turns one turn's output into observations. One instance per turn (process run); the
+    constructor takes an optional `UsageTracker` shared across an agent's turns and the argv
+    template the turn runs (some totals mean something else for a resumed session).
+
+    Adapters see text exactly as the agent printed it (decoded, not cleaned): they parse first,
+    and the recorder cleans every string of every observation afterwards."""
 
     provider: ClassVar[str]
 
-    def __init__(self, tracker: UsageTracker | None = None) -> None: ...
+    def __init__(self, tracker: UsageTracker | None = None, argv: Sequence[str] = ()
+                 ) -> None: ...
 
     def parse(self, line: str) -> list[Observation]:
-        """One stdout line, already framed and decoded, without its newline. Never raises."""
+        """One stdout line, framed and decoded, without its newline. Never raises."""
         ...
 
-    def finish(self) -> list[Observation]:
-        """End of stream: whatever was pending (joined text, a final status)."""
+    def stderr(self, line: str) -> list[Observation]:
+        """One stderr line (also recorded as `stderr`): what it tells beyond its text."""
+        ...
+
+    def finish(self, exit_code: int | None) -> list[Observation]:
+        """The process ended (`exit_code` None: killed or never started): whatever was
+        pending (joined text, a final status the exit status decides)."""
         ...
 
 
@@ -107,8 +132,9 @@ class JsonAdapter:
 
     provider: ClassVar[str] = ""
 
-    def __init__(self, tracker: UsageTracker | None = None) -> None:
+    def __init__(self, tracker: UsageTracker | None = None, argv: Sequence[str] = ()) -> None:
         self.tracker = tracker if tracker is not None else UsageTracker()
+        self.argv = tuple(argv)
         self._tools: dict[str, str] = {}
         self._results: set[str] = set()
         self._touches: dict[str, list[tuple[str, str, str | None]]] = {}
@@ -122,12 +148,12 @@ class JsonAdapter:
         if not stripped:
             return []
         if stripped[0] not in "{[":
-            return self.non_json(text)
+            return self.non_json(line.removesuffix("\n"))
         try:
             value = json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than json allows
             if stripped[0] == "[":  # a log prefix such as "[WARNING] ...", merged from stderr
-                return self.non_json(text)
+                return self.non_json(line.removesuffix("\n"))
             return [self.raw(text, "unparseable")]
         try:
             if isinstance(value, dict):
@@ -136,8 +162,9 @@ class JsonAdapter:
         except Exception as exc:  # protocol drift must never break a turn
             return [self.raw(text, "malformed-event", error=f"{type(exc).__name__}: {exc}")]
 
-    def non_json(self, text: str) -> list[Observation]:
-        return [observation("output", text=text)]
+    def non_json(self, line: str) -> list[Observation]:
+        """A terminal line (with its `\r`, if any): `output`, kept raw for `--raw`."""
+        return [observation("output", text=line.rstrip("\r"), raw=line)]
 
     def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
         raise NotImplementedError
@@ -145,11 +172,20 @@ class JsonAdapter:
     def handle_other(self, value: Any, line: str) -> list[Observation]:
         return [self.raw(line, "unparseable", error="not a JSON object")]
 
-    def finish(self) -> list[Observation]:
+    def stderr(self, line: str) -> list[Observation]:
         return []
 
+    def finish(self, exit_code: int | None) -> list[Observation]:
+        return []
+
+    def resumed(self, *flags: str) -> bool:
+        """True when the argv template resumes an earlier session (one of `flags`)."""
+        return any(arg in flags for arg in self.argv[1:])
+
     def raw(self, line: str, reason: str, **extra: Any) -> Observation:
-        return observation("raw", preview=line[:PREVIEW_CHARS], reason=reason, **extra)
+        return observation("raw", value=line[:PREVIEW_CHARS], reason=reason,
+                           truncated=True if len(line) > PREVIEW_CHARS else None,
+                           bytes=len(line.encode("utf-8", "surrogatepass")), **extra)
 
     def unknown(self, line: str, type_: Any) -> list[Observation]:
         return [self.raw(line, "unknown-event", type=str(type_) if type_ is not None else None)]
@@ -175,22 +211,47 @@ class JsonAdapter:
         )]
 
     def tool_result(
-        self, call_id: str, is_error: bool, output: str, **extra: Any
+        self, call_id: str, is_error: bool, output: str, *, ran: bool = True, **extra: Any
     ) -> list[Observation]:
-        """A tool's result, once per call id, then the files it touched when it succeeded."""
+        """A tool's result, once per call id, then the files it touched: all of them when it
+        succeeded; only the command (`op: run`) when it failed, since a failed command still
+        ran, while a failed edit changed nothing; none when it never `ran` (refused)."""
         if call_id in self._results:
             return []
         self._results.add(call_id)
         text, cut = clip(output, RESULT_CHARS)
         out = [observation(
-            "tool-result", callId=call_id, isError=bool(is_error), output=text,
-            truncated=True if cut else None, chars=len(output) if cut else None,
+            "tool-result", callId=call_id, isError=bool(is_error), preview=text,
+            characters=len(output), truncated=True if cut else None,
             name=self._tools.get(call_id), **extra,
         )]
-        touches = self._touches.pop(call_id, [])
-        if not is_error:
-            out += [self.file_change(path, op, call_id, detail) for path, op, detail in touches]
+        touches = self._touches.pop(call_id, []) if ran else []
+        self._touches.pop(call_id, None)
+        out += [self.file_change(path, op, call_id, detail) for path, op, detail in touches
+                if not is_error or op == "run"]
         return out
+
+    def denied(self, call_id: str | None, name: str | None, reason: str,
+               message: str | None = None, **extra: Any) -> list[Observation]:
+        """A tool call the agent's permissions refused (`tool-denied`), once per call id."""
+        key = f"denied:{call_id}" if call_id else None
+        if key is not None:
+            if key in self._results:
+                return []
+            self._results.add(key)
+        return [observation("tool-denied", callId=call_id, name=name or (
+            self._tools.get(call_id) if call_id else None), reason=reason, message=message,
+            **extra)]
+
+    def retry(self, message: str, attempt: Any = None, max_attempts: Any = None,
+              delay_ms: Any = None, status: Any = None, error: str | None = None
+              ) -> list[Observation]:
+        """A provider retrying a model request by itself (`model-retry`): never a failure."""
+        return [observation(
+            "model-retry", attempt=_count(attempt), maxAttempts=_count(max_attempts),
+            delayMs=_count(delay_ms), status=_count(status),
+            error=error or retry_class(message, status), message=message or None,
+        )]
 
     def file_change(
         self, path: str, op: str, call_id: str | None = None, detail: str | None = None
@@ -203,18 +264,20 @@ class JsonAdapter:
 
     def problem(
         self, message: str, code: str | None = None, resets_at: Any = None, *,
-        hint: object = None, dedupe: bool = True,
+        hint: object = None, dedupe: bool = True, advice: str | None = None,
     ) -> list[Observation]:
         """A failure, or a quota when the message or hint says rate or usage limit. The same
-        message twice in a row (an error line repeated by the terminal event) is kept once."""
+        message twice in a row (an error line repeated by the terminal event) is kept once.
+        `advice` is what the user can do (`hint` on the record)."""
         if dedupe and message == self._last_problem:
             return []
         self._last_problem = message
         kind = classify_problem(message, code, hint)
         if kind == "quota":
-            return [observation("quota", message=message, resetsAt=epoch_to_iso(resets_at),
-                                code=code)]
-        return [observation("failure", message=message, code="auth" if kind == "auth" else code)]
+            return [observation("quota", message=message, resetAt=epoch_to_iso(resets_at),
+                                code=code, hint=advice)]
+        return [observation("failure", message=message, code="auth" if kind == "auth" else code,
+                            hint=advice)]
 
     def usage(self, inc: Usage, **extra: Any) -> Observation:
         return observation("usage", **inc.fields(), **extra)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from watchrun.agents.providers.base import (
@@ -27,6 +27,10 @@ __all__ = ["ClaudeAdapter"]
 
 RESTORED_TOTALS_SINCE = (2, 1, 277)
 """From this version a resumed process restores the session's saved totals on `result`."""
+RESUME_FLAGS = ("--resume", "-r", "--continue", "-c")
+_DENIED = re.compile(r"requested permissions? to use|haven'?t granted it|permission.{0,20}denied",
+                     re.IGNORECASE)
+"""A tool_result saying the call was refused by the permissions (it never ran)."""
 
 _SUBTYPE_CODES = {
     "error_max_turns": "max-turns",
@@ -52,19 +56,25 @@ class ClaudeAdapter(JsonAdapter):
     `result.usage` (field-wise max with the sum of `modelUsage`, which also covers side models)
     is cumulative for the session: the increment since the last total of that session
     (`UsageTracker.cumulative`, key `claude:<session_id>`) minus what the snapshots of this
-    process already counted is emitted as the `complete: true` remainder, with the raw `total`
-    and `sessionKey` so baselines can be rebuilt from history. Builds before 2.1.277 restart
-    the total at zero in every process, so their first `result` forgets the stored baseline.
+    process already counted is emitted as the remainder, with the raw `total` and
+    `sessionKey` so baselines can be rebuilt from history. Builds before 2.1.277 restart the
+    total at zero in every process, so their first `result` forgets the stored baseline.
     Anthropic's `input_tokens` excludes cache reads and writes; they are added (SPEC §5).
+    The remainder is `complete: true` ("these totals are exact", settling the snapshots before
+    it) unless the session was first seen here while the command resumes one (`--resume`,
+    `--continue`) on a build that restores earlier totals, or a snapshot counted more than
+    the total allows.
 
-    Status: `result.is_error` is authoritative (not `subtype`). Known lines that carry nothing
-    for a transcript (prompt echo, `system/thinking_tokens`, stream block start/stop) give [].
+    Status: `result.is_error` is authoritative (not `subtype`). `system/api_retry` is a
+    `model-retry` (the CLI retries by itself), `system/compact_boundary` a `compaction`, each
+    `result.permission_denials` entry a `tool-denied`. Known lines that carry nothing for a
+    transcript (prompt echo, `system/thinking_tokens`, stream block start/stop) give [].
     """
 
     provider: ClassVar[str] = "claude"
 
-    def __init__(self, tracker: UsageTracker | None = None) -> None:
-        super().__init__(tracker)
+    def __init__(self, tracker: UsageTracker | None = None, argv: Sequence[str] = ()) -> None:
+        super().__init__(tracker, argv)
         self._session: str | None = None
         self._process_scoped = False
         self._counted: dict[str, Usage] = {}
@@ -111,7 +121,15 @@ class ClaudeAdapter(JsonAdapter):
         if sub == "thinking_tokens":
             return []
         if sub == "compact_boundary":
-            return [observation("status", status="compacted")]
+            meta = as_dict(obj.get("compact_metadata") or obj.get("compactMetadata"))
+            return [observation("compaction", trigger=meta.get("trigger"),
+                                tokensBefore=meta.get("pre_tokens", meta.get("preTokens")))]
+        if sub == "api_retry":
+            error = as_str(obj.get("error"))
+            status = obj.get("error_status")
+            what = " ".join(str(p) for p in (error, f"(HTTP {status})" if status else None) if p)
+            return self.retry(what or "API request failed", obj.get("attempt"),
+                              obj.get("max_retries"), obj.get("retry_delay_ms"), status)
         if isinstance(sub, str) and (sub.startswith("task_") or sub.startswith("hook_")):
             return [observation(
                 "status", status=sub.replace("_", "-"), callId=obj.get("tool_use_id"),
@@ -169,9 +187,12 @@ class ClaudeAdapter(JsonAdapter):
         for block in as_list(as_dict(obj.get("message")).get("content")):
             block = as_dict(block)
             if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                out += self.tool_result(block["tool_use_id"], bool(block.get("is_error")),
-                                        result_text(block.get("content")),
-                                        parentCallId=parent)
+                call_id, text = block["tool_use_id"], result_text(block.get("content"))
+                refused = bool(block.get("is_error")) and _DENIED.search(text) is not None
+                out += self.tool_result(call_id, bool(block.get("is_error")), text,
+                                        ran=not refused, parentCallId=parent)
+                if refused:
+                    out += self.denied(call_id, None, "permission", text, parentCallId=parent)
         return out
 
     def _stream(self, obj: dict[str, Any]) -> list[Observation]:
@@ -207,7 +228,7 @@ class ClaudeAdapter(JsonAdapter):
                                 code="rate-limit", resets_at=info.get("resetsAt"),
                                 hint="rate limit", dedupe=False)
         return [observation("status", status="rate-limit", rateLimit=state, rateLimitType=kind,
-                            resetsAt=epoch_to_iso(info.get("resetsAt")),
+                            resetAt=epoch_to_iso(info.get("resetsAt")),
                             utilization=info.get("utilization"))]
 
     def _result(self, obj: dict[str, Any]) -> list[Observation]:
@@ -224,9 +245,20 @@ class ClaudeAdapter(JsonAdapter):
             total = found[0] if len(found) == 1 else found[0].maximum(found[1])
             if self._process_scoped and key not in self._results_seen:
                 self.tracker.forget(key)
+            first = self.tracker.baseline(key) is None
             self._results_seen.add(key)
-            rest = self.tracker.cumulative(key, total).minus(self._counted.pop(key, Usage()))
-            out.append(self.usage(rest, source="result", sessionKey=key, total=total.counts()))
+            inc = self.tracker.cumulative(key, total)
+            counted = self._counted.pop(key, Usage())
+            exact = total.complete and not inc.below(counted)
+            if first and not self._process_scoped and self.resumed(*RESUME_FLAGS):
+                exact = False  # the total may include runs made elsewhere
+            rest = inc.minus(counted)
+            out.append(self.usage(Usage(rest.input, rest.cached, rest.output, exact),
+                                  source="result", sessionKey=key, total=total.counts()))
+        for denial in as_list(obj.get("permission_denials")):
+            denial = as_dict(denial)
+            out += self.denied(as_str(denial.get("tool_use_id")), as_str(denial.get("tool_name")),
+                               "permission", input=denial.get("tool_input"))
         is_error = obj.get("is_error")
         if not isinstance(is_error, bool):
             is_error = obj.get("subtype") != "success"

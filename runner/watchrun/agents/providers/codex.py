@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from watchrun.agents.providers.base import (
@@ -15,15 +15,13 @@ from watchrun.agents.providers.base import (
     as_str,
     observation,
 )
-from watchrun.agents.providers.toolinfo import result_text
-from watchrun.agents.providers.usage import UsageTracker, codex_usage
+from watchrun.agents.providers.toolinfo import parse_retry, result_text
+from watchrun.agents.providers.usage import Usage, UsageTracker, codex_usage
 
 __all__ = ["CodexAdapter"]
 
-_RETRY = re.compile(r"^\s*(Reconnecting|Retrying)\b", re.IGNORECASE)
 _KIND_OPS = {"add": "write", "update": "edit", "delete": "delete"}
 LEGACY_KEY = "codex-legacy"
-
 
 
 def _command(value: Any) -> str:
@@ -50,28 +48,38 @@ class CodexAdapter(JsonAdapter):
     The old envelope's `token_count.info.total_token_usage` is cumulative for the process (no
     thread id exists there): key `codex-legacy`, forgotten at the first count of each process.
 
-    Status: `turn.completed` is ok, `turn.failed` is not. Top-level `error` lines such as
-    `Reconnecting... 1/5` are non-terminal (`status` retrying); other `error` lines are failures
-    (quota when they speak of rate or usage limits). The call id of a tool is `item.id`.
+    A thread seen for the first time whose command resumes one (`exec resume`) may carry the
+    totals of runs made elsewhere: that increment is `complete: false`.
+
+    Status: `turn.completed` is ok, `turn.failed` is not. Retry notices (`Reconnecting... 1/5`,
+    `stream error: …; retrying 1/5 in 206ms…`) are `model-retry`, never failures; other
+    `error` lines are failures (quota when they speak of rate or usage limits); `error` items
+    are warnings. The call id of a tool is `item.id`; a declined command is `tool-denied`.
+    The old envelope (≤ 0.43) may end without `task_complete`: a process that exits 0 after
+    an agent message and no error completed with that message.
     """
 
     provider: ClassVar[str] = "codex"
 
-    def __init__(self, tracker: UsageTracker | None = None) -> None:
-        super().__init__(tracker)
+    def __init__(self, tracker: UsageTracker | None = None, argv: Sequence[str] = ()) -> None:
+        super().__init__(tracker, argv)
         self._thread: str | None = None
         self._final: str | None = None
         self._legacy_counted = False
+        self._legacy = self._legacy_done = self._legacy_error = False
         self._patches: dict[str, dict[str, str]] = {}
 
     def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
         if isinstance(obj.get("msg"), dict):
-            return self._legacy(obj["msg"], line)
+            self._legacy = True
+            return self._legacy_msg(obj["msg"], line)
         kind = obj.get("type")
         if kind is None:
             if "prompt" in obj:
+                self._legacy = True
                 return []  # the old format's prompt echo
             if "model" in obj or "sandbox" in obj:
+                self._legacy = True
                 return [observation("status", status="config", model=obj.get("model"),
                                     sandbox=obj.get("sandbox"))]
             return self.unknown(line, None)
@@ -85,7 +93,8 @@ class CodexAdapter(JsonAdapter):
         if kind == "turn.completed":
             out: list[Observation] = []
             if isinstance(obj.get("usage"), dict):
-                out.append(self._total(f"codex:{self._thread or '?'}", obj["usage"]))
+                out.append(self._total(f"codex:{self._thread or '?'}", obj["usage"],
+                                       fresh=not self.resumed("resume")))
             out.append(observation("completed", ok=True, result=self._final,
                                    sessionId=self._thread))
             return out
@@ -94,10 +103,7 @@ class CodexAdapter(JsonAdapter):
             return [*self.problem(message),
                     observation("completed", ok=False, reason=message, sessionId=self._thread)]
         if kind == "error":
-            message = str(obj.get("message") or "error")
-            if _RETRY.match(message):
-                return [observation("status", status="retrying", message=message)]
-            return self.problem(message)
+            return self._error(str(obj.get("message") or "error"))
         if kind in ("item.started", "item.updated", "item.completed"):
             return self._item(kind.split(".", 1)[1], as_dict(obj.get("item")), line)
         if kind == "item.plan.delta":
@@ -106,9 +112,21 @@ class CodexAdapter(JsonAdapter):
             return [observation("status", status="input-requested", callId=obj.get("call_id"))]
         return self.unknown(line, kind)
 
-    def _total(self, key: str, usage: dict[str, Any]) -> Observation:
+    def _error(self, message: str) -> list[Observation]:
+        retry = parse_retry(message)
+        if retry is not None:
+            reason, attempt, most, delay = retry
+            return self.retry(reason, attempt, most, delay)
+        return self.problem(message)
+
+    def _total(self, key: str, usage: dict[str, Any], fresh: bool) -> Observation:
+        """The increment of a thread-cumulative total; `fresh`: a first-seen key counts from
+        zero in this process."""
         total = codex_usage(usage)
+        first = self.tracker.baseline(key) is None
         inc = self.tracker.cumulative(key, total)
+        if first and not fresh:
+            inc = Usage(inc.input, inc.cached, inc.output, False)
         return self.usage(inc, source="turn", sessionKey=key, total=total.counts())
 
     def _item(self, phase: str, item: dict[str, Any], line: str) -> list[Observation]:
@@ -132,15 +150,19 @@ class CodexAdapter(JsonAdapter):
                      for t in as_list(item.get("items")) if isinstance(t, dict)]
             return [observation("status", status="todo", items=items)]
         if itype == "error":
-            return [observation("status", status="warning", message=item.get("message"))]
+            return [observation("warning", message=str(item.get("message") or "warning"))]
         if itype == "command_execution":
             command = _command(item.get("command"))
             out = self.tool(iid, "command_execution", {"command": command})
             if done:
                 code = item.get("exit_code")
-                failed = item.get("status") in ("failed", "declined") or code not in (0, None)
+                declined = item.get("status") == "declined"
+                failed = declined or item.get("status") == "failed" or code not in (0, None)
                 out += self.tool_result(iid, failed, str(item.get("aggregated_output") or ""),
-                                        exitCode=code, status=item.get("status"))
+                                        ran=not declined, exitCode=code,
+                                        status=item.get("status"))
+                if declined:
+                    out += self.denied(iid, "command_execution", "declined", command)
             return out
         if itype == "file_change":
             return self._file_change(iid, item, done)
@@ -186,7 +208,15 @@ class CodexAdapter(JsonAdapter):
 
     # -- the old `{"id","msg"}` envelope ------------------------------------------------------
 
-    def _legacy(self, msg: dict[str, Any], line: str) -> list[Observation]:
+    def finish(self, exit_code: int | None) -> list[Observation]:
+        if (self._legacy and not self._legacy_done and not self._legacy_error
+                and exit_code == 0 and self._final is not None):
+            self._legacy_done = True
+            return [observation("completed", ok=True, result=self._final,
+                                reason="exit 0 after an agent message (no task_complete)")]
+        return []
+
+    def _legacy_msg(self, msg: dict[str, Any], line: str) -> list[Observation]:
         kind = msg.get("type")
         if kind in ("task_started", "agent_reasoning_section_break", "exec_command_output_delta",
                     "agent_reasoning_delta", "patch_apply_begin_delta"):
@@ -242,10 +272,15 @@ class CodexAdapter(JsonAdapter):
             if not self._legacy_counted:
                 self.tracker.forget(LEGACY_KEY)
                 self._legacy_counted = True
-            return [self._total(LEGACY_KEY, totals)]
+            return [self._total(LEGACY_KEY, totals, fresh=True)]
+        if kind == "stream_error":
+            return self._error(str(msg.get("message") or "stream error; retrying"))
         if kind == "error":
-            return self.problem(str(msg.get("message") or "error"))
+            message = str(msg.get("message") or "error")
+            self._legacy_error = self._legacy_error or parse_retry(message) is None
+            return self._error(message)
         if kind == "task_complete":
+            self._legacy_done = True
             last = as_str(msg.get("last_agent_message"))
             out: list[Observation] = []
             if last and last != self._final:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from watchrun.agents.providers.base import JsonAdapter, Observation, as_dict, as_str, observation
-from watchrun.agents.providers.toolinfo import result_text
+from watchrun.agents.providers.toolinfo import classify_problem, result_text
 from watchrun.agents.providers.usage import UsageTracker, gemini_models_usage, gemini_stats_usage
 
 __all__ = ["GeminiAdapter"]
@@ -14,7 +15,22 @@ __all__ = ["GeminiAdapter"]
 PRETTY_LIMIT = 4 * 1024 * 1024
 """Characters of a pretty-printed `--output-format json` object buffered before giving up."""
 
-_ERROR_CODES = {"FatalTurnLimitedError": "max-turns", "FatalCancellationError": "cancelled"}
+_ERROR_CODES = {"FatalTurnLimitedError": "max-turns", "FatalCancellationError": "cancelled",
+                "FatalAuthenticationError": "auth"}
+EXIT_CODES = {
+    41: ("auth", "authentication failed"),
+    42: ("input", "invalid input"),
+    44: ("sandbox", "sandbox error"),
+    52: ("config", "invalid configuration"),
+    53: ("max-turns", "the session turn limit was reached"),
+    54: ("tool", "a tool failed fatally"),
+    55: ("untrusted-workspace", "the workspace is not trusted"),
+    130: ("cancelled", "cancelled"),
+}
+"""Gemini CLI exit codes (its `FatalError` subclasses) -> (failure code, message)."""
+AUTH_ADVICE = ("log in by running `gemini` once, or set GEMINI_API_KEY (or Vertex AI "
+               "credentials) in the agent's env")
+QUOTA_ADVICE = "a Gemini quota or rate limit was hit: wait for it to reset or pick another model"
 
 
 
@@ -30,21 +46,29 @@ class GeminiAdapter(JsonAdapter):
     candidates+thoughts as output.
 
     Text comes only as `message` chunks with `delta: true`: each is a `text-delta`, and the
-    joined chunks become one `text` when a tool call, an error, the result or the end of the
-    stream follows. Status: `result.status`, but an `error` event of severity `error` (e.g.
-    "Maximum session turns exceeded") makes the turn fail even when the result says success.
+    joined chunks become one `text` when a tool call, the result or the end of the stream
+    follows. The answer is that text after the last tool result. Status: `result.status`, but
+    an `error` event of severity `error` (e.g. "Maximum session turns exceeded") makes the
+    turn fail even when the result says success; severity `warning` is a `warning`.
+
+    A fatal error before the stream starts (no credentials: exit 41) is a JSON object on
+    stderr, `{"session_id"?, "error": {"type", "message", "code"}}`, pretty-printed across
+    lines: it becomes a `failure` (code `auth`, with advice) or a `quota`. Without it, a known
+    exit code with no `result` still says why.
     """
 
     provider: ClassVar[str] = "gemini"
 
-    def __init__(self, tracker: UsageTracker | None = None) -> None:
-        super().__init__(tracker)
+    def __init__(self, tracker: UsageTracker | None = None, argv: Sequence[str] = ()) -> None:
+        super().__init__(tracker, argv)
         self._session: str | None = None
         self._chunks: list[str] = []
         self._last_text: str | None = None
         self._fatal: str | None = None
+        self._ended = False
         self._pretty: list[str] | None = None
         self._pretty_chars = 0
+        self._err: list[str] | None = None
 
     def parse(self, line: str) -> list[Observation]:
         text = line.rstrip("\r\n")
@@ -81,11 +105,53 @@ class GeminiAdapter(JsonAdapter):
         self._last_text = text
         return [observation("text", text=text)]
 
-    def finish(self) -> list[Observation]:
+    def finish(self, exit_code: int | None) -> list[Observation]:
         out = self._flush()
         if self._pretty is not None:
             out += self._pretty_unfinished()
+        known = EXIT_CODES.get(exit_code) if exit_code is not None else None
+        if known is not None and not self._ended and self._fatal is None:
+            code, what = known
+            out += self.problem(f"gemini exited with code {exit_code}: {what}", code=code,
+                                advice=AUTH_ADVICE if code == "auth" else None)
         return out
+
+    def stderr(self, line: str) -> list[Observation]:
+        text = line.rstrip("\r\n")
+        if self._err is None:
+            stripped = text.strip()
+            if stripped == "{":
+                self._err = [text]
+                return []
+            if not (stripped.startswith("{") and stripped.endswith("}")):
+                return []
+            self._err = [text]
+        else:
+            self._err.append(text)
+            if sum(len(t) for t in self._err) > PRETTY_LIMIT:
+                self._err = None
+                return []
+            if text.rstrip() != "}":
+                return []
+        try:
+            value = json.loads("\n".join(self._err))
+        except ValueError:
+            self._err = None
+            return []
+        self._err = None
+        error = as_dict(value).get("error") if isinstance(value, dict) else None
+        return self._fatal_json(as_dict(error)) if error else []
+
+    def _fatal_json(self, error: dict[str, Any]) -> list[Observation]:
+        etype = as_str(error.get("type"))
+        message = str(error.get("message") or etype or "fatal error")
+        self._fatal = message
+        code = error.get("code")
+        auth = etype == "FatalAuthenticationError" or code == 41
+        quota = classify_problem(message, etype) == "quota"
+        return self.problem(message, code="auth" if auth else _ERROR_CODES.get(str(etype), etype),
+                            hint=etype, advice=AUTH_ADVICE if auth else
+                            QUOTA_ADVICE if quota else None)
 
     def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
         kind = obj.get("type")
@@ -103,9 +169,10 @@ class GeminiAdapter(JsonAdapter):
                 return [observation("text-delta", text=content)]
             return [*self._flush(), *self._text(content)]
         if kind == "tool_use":
-            return [*self._flush(), *self.tool(str(obj.get("tool_id")),
-                                                str(obj.get("tool_name") or "?"),
-                                                obj.get("parameters"))]
+            flushed = self._flush()
+            self._last_text = None
+            return [*flushed, *self.tool(str(obj.get("tool_id")), str(obj.get("tool_name") or "?"),
+                                         obj.get("parameters"))]
         if kind == "tool_result":
             error = as_dict(obj.get("error"))
             output = obj.get("output")
@@ -113,15 +180,16 @@ class GeminiAdapter(JsonAdapter):
             if not text and error:
                 text = str(error.get("message") or "")
             failed = obj.get("status") == "error"
-            extra = {"errorType": error.get("type")} if error else {}
-            return [*self._flush(), *self.tool_result(str(obj.get("tool_id")), failed, text,
-                                                      **extra)]
+            flushed = self._flush()
+            self._last_text = None
+            return [*flushed, *self.tool_result(str(obj.get("tool_id")), failed, text,
+                                                errorType=error.get("type") if error else None)]
         if kind == "error":
             message = str(obj.get("message") or "error")
             if obj.get("severity") == "warning":
-                return [*self._flush(), observation("status", status="warning", message=message)]
+                return [observation("warning", message=message)]
             self._fatal = message
-            return [*self._flush(), *self.problem(message)]
+            return self.problem(message)
         if kind == "result":
             return self._result(obj)
         return self.unknown(line, kind)
@@ -131,6 +199,7 @@ class GeminiAdapter(JsonAdapter):
         return [observation("text", text=text)]
 
     def _result(self, obj: dict[str, Any]) -> list[Observation]:
+        self._ended = True
         out = self._flush()
         stats = obj.get("stats")
         if isinstance(stats, dict):
@@ -138,9 +207,7 @@ class GeminiAdapter(JsonAdapter):
         error = as_dict(obj.get("error"))
         ok = obj.get("status") == "success" and not error and self._fatal is None
         if error:
-            etype = error.get("type")
-            out += self.problem(str(error.get("message") or etype or "error"),
-                                code=_ERROR_CODES.get(str(etype), etype), hint=etype)
+            out += self._fatal_json(error)
         out.append(observation("completed", ok=ok, result=self._last_text if ok else None,
                                sessionId=self._session,
                                reason=error.get("type") or self._fatal or obj.get("status")))
@@ -158,10 +225,13 @@ class GeminiAdapter(JsonAdapter):
         if isinstance(models, dict):
             out.append(self.usage(gemini_models_usage(models), source="stats"))
         error = obj.get("error")
+        self._ended = True
         if error:
             err = as_dict(error)
-            message = str(err.get("message") or result_text(error))
-            out += self.problem(message, code=err.get("type"), hint=err.get("code"))
+            if err:
+                out += self._fatal_json(err)
+            else:
+                out += self.problem(result_text(error))
         out.append(observation("completed", ok=not error, sessionId=self._session,
                                result=None if error else self._last_text))
         return out

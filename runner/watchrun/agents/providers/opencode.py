@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from watchrun.agents.providers.base import (
@@ -16,6 +18,8 @@ from watchrun.agents.providers.usage import UsageTracker, opencode_usage
 
 __all__ = ["OpenCodeAdapter"]
 
+_REJECTED = re.compile(r"rejected permission to use|specified a rule which prevents you",
+                       re.IGNORECASE)
 
 
 class OpenCodeAdapter(JsonAdapter):
@@ -30,13 +34,20 @@ class OpenCodeAdapter(JsonAdapter):
     `done` (older builds) the end of the stream completes it when the last event was a
     `step_finish` whose reason is not `tool-calls` (ok), or when an `error` came (failed);
     a stream cut mid-step gives no `completed`. A tool arrives once, when it finished, with
-    its `state`; the call id is `part.callID`.
+    its `state`; the call id is `part.callID`. The answer is the last text part.
+
+    Rejections: without `--auto`, `opencode run` rejects every permission request; the tool
+    part then errors with "The user rejected permission to use this specific tool call" (or,
+    for a deny rule, "…specified a rule which prevents you…"), and newer builds list the
+    rejected permissions in `done.rejected`. Each is a `tool-denied` (once per call, and a
+    `done` entry only for a tool not already reported).
     """
 
     provider: ClassVar[str] = "opencode"
 
-    def __init__(self, tracker: UsageTracker | None = None) -> None:
-        super().__init__(tracker)
+    def __init__(self, tracker: UsageTracker | None = None, argv: Sequence[str] = ()) -> None:
+        super().__init__(tracker, argv)
+        self._denied_tools: set[str] = set()
         self._session: str | None = None
         self._final: str | None = None
         self._error: str | None = None
@@ -78,6 +89,11 @@ class OpenCodeAdapter(JsonAdapter):
         elif kind == "done":
             self._done = True
             rejected = as_list(obj.get("rejected"))
+            for name in rejected:
+                if isinstance(name, str) and name not in self._denied_tools:
+                    self._denied_tools.add(name)
+                    out += self.denied(None, name, "rejected",
+                                       f"permission {name!r} was rejected (non-interactive run)")
             ok = self._error is None
             out.append(observation("completed", ok=ok, result=self._final if ok else None,
                                    sessionId=self._session, reason=obj.get("reason"),
@@ -97,11 +113,17 @@ class OpenCodeAdapter(JsonAdapter):
             code = meta.get("exitCode", meta.get("exit"))
             failed = status == "error" or (isinstance(code, int) and code != 0)
             text = state.get("error") if status == "error" else state.get("output")
-            out += self.tool_result(call_id, failed, str(text or ""),
+            refused = status == "error" and _REJECTED.search(str(text or "")) is not None
+            out += self.tool_result(call_id, failed, str(text or ""), ran=not refused,
                                     exitCode=code if isinstance(code, int) else None)
+            if refused:
+                name = str(part.get("tool") or "?")
+                self._denied_tools.add(name)
+                reason = "rule" if "rule" in str(text) else "rejected"
+                out += self.denied(call_id, name, reason, str(text))
         return out
 
-    def finish(self) -> list[Observation]:
+    def finish(self, exit_code: int | None) -> list[Observation]:
         if self._done or not (self._ended or self._error):
             return []
         ok = self._error is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from watchrun.agents.providers.base import (
@@ -31,8 +32,11 @@ class PiAdapter(JsonAdapter):
     and `cacheWrite`; both are added back.
 
     Text: `text_delta` updates are `text-delta`; the `text` blocks of an assistant
-    `message_end` are the `text`. Tool calls and results are deduplicated by `toolCallId`
-    (they repeat in `toolCall` blocks, `toolResult` messages and `turn_end.toolResults`).
+    `message_end` are the `text` (`messageId` is the message's index in this run, since pi
+    messages carry no id). The answer is the last assistant message with text of the last
+    turn. Tool calls and results are deduplicated by `toolCallId` (they repeat in `toolCall`
+    blocks, `toolResult` messages and `turn_end.toolResults`).
+    `auto_retry_start` is a `model-retry`; `auto_compaction_end` a `compaction`.
     Status: auto-retry and compaction add `agent_start`/`agent_end` pairs, so the outcome is
     decided at the end of the stream: `completed` when the last lifecycle event was
     `agent_end` or `auto_retry_end`, ok unless the last assistant `stopReason` is error or
@@ -41,8 +45,10 @@ class PiAdapter(JsonAdapter):
 
     provider: ClassVar[str] = "pi"
 
-    def __init__(self, tracker: UsageTracker | None = None) -> None:
-        super().__init__(tracker)
+    def __init__(self, tracker: UsageTracker | None = None, argv: Sequence[str] = ()) -> None:
+        super().__init__(tracker, argv)
+        self._messages = 0
+        self._compaction: Any = None
         self._session: str | None = None
         self._ended = False
         self._stop: str | None = None
@@ -81,13 +87,18 @@ class PiAdapter(JsonAdapter):
         if kind == "tool_execution_end":
             return self.tool_result(str(obj.get("toolCallId")), bool(obj.get("isError")),
                                     result_text(as_dict(obj.get("result")).get("content")))
-        if kind in ("auto_compaction_start", "auto_compaction_end"):
-            return [observation("status", status="compacting" if kind.endswith("start")
-                                else "compacted", reason=obj.get("reason"))]
+        if kind == "auto_compaction_start":
+            self._compaction = obj.get("reason")
+            return [observation("status", status="compacting", reason=obj.get("reason"))]
+        if kind == "auto_compaction_end":
+            result = as_dict(obj.get("result"))
+            return [observation("compaction", trigger=self._compaction,
+                                tokensBefore=result.get("tokensBefore"),
+                                aborted=True if obj.get("aborted") else None)]
         if kind == "auto_retry_start":
             self._ended = False
-            return [observation("status", status="retrying", attempt=obj.get("attempt"),
-                                message=obj.get("errorMessage"))]
+            return self.retry(str(obj.get("errorMessage") or "retrying"), obj.get("attempt"),
+                              obj.get("maxAttempts"), obj.get("delayMs"))
         if kind == "auto_retry_end":
             self._ended = True
             if obj.get("success") is False:
@@ -105,12 +116,14 @@ class PiAdapter(JsonAdapter):
             return []
         out: list[Observation] = []
         texts: list[str] = []
+        self._messages += 1
+        mid = f"message-{self._messages}"
         for block in as_list(msg.get("content")):
             block = as_dict(block)
             btype = block.get("type")
             if btype == "text" and as_str(block.get("text")):
                 texts.append(block["text"])
-                out.append(observation("text", text=block["text"]))
+                out.append(observation("text", text=block["text"], messageId=mid))
             elif btype == "thinking" and as_str(block.get("thinking")):
                 out.append(observation("reasoning", text=block["thinking"]))
             elif btype == "toolCall" and as_str(block.get("id")):
@@ -134,7 +147,7 @@ class PiAdapter(JsonAdapter):
             return []
         return self.tool_result(call_id, bool(res.get("isError")), result_text(res.get("content")))
 
-    def finish(self) -> list[Observation]:
+    def finish(self, exit_code: int | None) -> list[Observation]:
         if not self._ended:
             return []
         ok = self._stop not in _FAILED_STOPS

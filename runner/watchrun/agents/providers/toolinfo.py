@@ -1,4 +1,4 @@
-"""Tool calls for a transcript: files touched, one-line summaries, result text, error class."""
+"""Tool calls for a transcript (files touched, summaries, result text) and problem classes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FILE_OPS", "classify_problem", "clip", "file_ops", "result_text", "summary"]
+__all__ = [
+    "FILE_OPS", "classify_problem", "clip", "file_ops", "parse_retry", "result_text",
+    "retry_class", "summary",
+]
 
 FILE_OPS = ("read", "write", "edit", "delete", "search", "list", "run")
 """The `op` values of a `file-change` observation (seed 004 plus edit and delete)."""
@@ -29,9 +32,9 @@ for _op, _names in {
 
 _PATH_KEYS = (
     "file_path", "filePath", "path", "absolute_path", "notebook_path", "target_file", "file",
-    "filename", "dir_path", "directory",
+    "filename", "dir_path", "directory", "targetDirectory",
 )
-_PATTERN_KEYS = ("pattern", "query", "regex", "glob")
+_PATTERN_KEYS = ("pattern", "query", "regex", "glob", "globPattern")
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.MULTILINE)
 _SUMMARY_KEYS = ("command", "cmd", *_PATH_KEYS, *_PATTERN_KEYS, "url", "description", "prompt")
 SUMMARY_CHARS = 120
@@ -137,6 +140,52 @@ _AUTH = re.compile(
     r"oauth|not logged in|login required|permission to access",
     re.IGNORECASE,
 )
+
+
+_RETRY_CLASSES = (
+    ("rate-limit", re.compile(r"rate.?limit|\b429\b|too many requests|quota", re.IGNORECASE)),
+    ("overloaded", re.compile(r"overload|\b529\b|capacity", re.IGNORECASE)),
+    ("auth", re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|authenticat", re.IGNORECASE)),
+    ("server", re.compile(r"\b5\d\d\b|server.?error|internal error|bad gateway|unavailable",
+                          re.IGNORECASE)),
+    ("request", re.compile(r"\b4\d\d\b|bad request|unsupported model|not supported|"
+                           r"does not exist|invalid", re.IGNORECASE)),
+    ("network", re.compile(r"disconnect|transport|timed? ?out|timeout|connection|network|"
+                           r"reset by peer|decoding response|stream", re.IGNORECASE)),
+)
+
+
+def retry_class(message: str, status: object = None) -> str:
+    """The class of error a provider is retrying: rate-limit, overloaded, auth, server, request,
+    network or unknown (an HTTP status decides first, then the message)."""
+    text = f"{status if isinstance(status, int) else ''} {message}"
+    for name, pattern in _RETRY_CLASSES:
+        if pattern.search(text):
+            return name
+    return "unknown"
+
+
+_RECONNECT = re.compile(r"^\s*Reconnecting\b\W*(?:(\d+)\s*/\s*(\d+))?\s*(?:\((.*)\))?\s*$",
+                        re.IGNORECASE | re.DOTALL)
+_RETRYING = re.compile(r"^(?:(.*?)[;,]\s*)?retrying\b\s*(?:(\d+)\s*/\s*(\d+))?"
+                       r"(?:\s*in\s*([\d.]+)\s*(ms|s)\b)?", re.IGNORECASE | re.DOTALL)
+
+
+def parse_retry(message: str) -> tuple[str, int | None, int | None, int | None] | None:
+    """A retry notice as (reason, attempt, max attempts, delay ms), else None:
+    `Reconnecting... 2/5 (reason)` and `stream error: reason; retrying 1/5 in 206ms…`."""
+    m = _RECONNECT.match(message)
+    if m:
+        n, most = (int(m[1]), int(m[2])) if m[1] else (None, None)
+        return (m[3] or "reconnecting").strip(), n, most, None
+    m = _RETRYING.match(message)
+    if m is None:
+        return None
+    reason = re.sub(r"^\s*stream error:\s*", "", m[1] or "").strip() or "retrying"
+    delay = None
+    if m[4]:
+        delay = round(float(m[4]) * (1 if m[5].lower() == "ms" else 1000))
+    return (reason, int(m[2]) if m[2] else None, int(m[3]) if m[3] else None, delay)
 
 
 def classify_problem(*texts: object) -> str | None:

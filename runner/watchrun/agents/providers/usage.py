@@ -13,6 +13,8 @@ __all__ = [
     "anthropic_model_usage",
     "anthropic_usage",
     "codex_usage",
+    "copilot_usage",
+    "cursor_usage",
     "gemini_models_usage",
     "gemini_stats_usage",
     "opencode_usage",
@@ -136,6 +138,25 @@ def codex_usage(data: Mapping[str, Any]) -> Usage:
     return _build(
         _int(data, "input_tokens"), _int(data, "cached_input_tokens"), _int(data, "output_tokens")
     )
+
+
+def cursor_usage(data: Mapping[str, Any]) -> Usage:
+    """Cursor `result.usage` (camelCase): `inputTokens` is taken to exclude cache reads and
+    writes, as Anthropic counts them, so they are added; without `cacheReadTokens` the cached
+    part is unknown (`complete: false`)."""
+    base = _int(data, "inputTokens", "input_tokens")
+    read = _int(data, "cacheReadTokens", "cache_read_tokens")
+    write = _int(data, "cacheWriteTokens", "cache_write_tokens") or 0
+    inp = None if base is None else base + (read or 0) + write
+    return _build(inp, read, _int(data, "outputTokens", "output_tokens"))
+
+
+def copilot_usage(data: Mapping[str, Any]) -> Usage:
+    """Copilot `assistant.usage` (one model call): `inputTokens` counts the whole prompt
+    (OpenAI's convention, which the Copilot API follows), `cacheReadTokens` the cached part of
+    it; `outputTokens` includes reasoning."""
+    return _build(_int(data, "inputTokens"), _int(data, "cacheReadTokens"),
+                  _int(data, "outputTokens"))
 
 
 def gemini_stats_usage(stats: Mapping[str, Any]) -> Usage:

@@ -1,0 +1,82 @@
+"""GitHub Copilot CLI `-p --output-format json` fixtures through CopilotAdapter."""
+
+from __future__ import annotations
+
+import json
+
+from adapter_replay import Replay, replay, replay_lines
+
+from watchrun.agents.providers.copilot import CopilotAdapter
+
+SESSION = "0199d2f0-7c1f-7000-8000-00000000c0de"
+
+
+def run(name: str, exit_code: int | None = 0) -> Replay:
+    return replay(CopilotAdapter(), "copilot", name, exit_code)
+
+
+def test_third_party_lines() -> None:
+    r = run("thirdparty_fixture_lines.documented.jsonl")
+    assert [d["text"] for d in r.of("text-delta")] == ["wor"]
+    assert r.tools == [("call_1", "bash")] and r.results == {"call_1": False}
+    assert r.files == [("pytest -q", "run")]
+    assert r.texts == ["work done"]  # the empty tool-request message is not text
+    assert r.completed == [{"ok": True, "result": "work done", "sessionId": "sess-fixture",
+                            "exitCode": 0, "premiumRequests": 1, "durationMs": 8717}]
+
+
+def test_tools_usage_denial_compaction_and_the_final_answer() -> None:
+    r = run("documented_tools_usage_denied.documented.jsonl")
+    assert r.of("session") == [{"sessionId": SESSION, "model": "gpt-5", "version": "1.0.83"}]
+    final = "test_ttl fails because store.py sets ttl = 0. Editing it was denied; change it to " \
+            "ttl = 60."
+    assert r.texts == ["Running the tests first.", final]
+    assert [t["messageId"] for t in r.of("text")] == ["a-1", "a-3"]
+    assert r.tools == [("call_1", "bash"), ("call_2", "edit")]
+    assert r.results == {"call_1": False, "call_2": True}
+    assert r.of("tool-result")[0]["preview"].startswith("FAILED test_store.py::test_ttl")
+    assert r.of("tool-denied") == [{
+        "callId": "call_2", "name": "edit", "reason": "denied",
+        "message": "Permission denied and could not request permission from user"}]
+    assert r.files == [("pytest -q", "run")]  # the denied edit changed nothing
+    assert r.of("model-error") == [{"message": "Too many requests: rate limited", "status": 429,
+                                    "error": "rate-limit", "model": "gpt-5"}]
+    assert r.of("compaction") == [{"trigger": "auto", "tokensBefore": 120000,
+                                   "tokensAfter": 30000}]
+    assert r.usage.counts() == {"input": 5200 + 5600 + 6000, "cached": 4096 + 5120 + 5500,
+                                "output": 40 + 80 + 60}
+    assert r.usage.complete is True
+    assert r.of("failure") == [] and r.of("raw") == []
+    assert r.completed[0]["ok"] is True and r.completed[0]["result"] == final
+
+
+def test_provider_error_fails_the_run() -> None:
+    r = run("documented_provider_error.documented.jsonl", exit_code=1)
+    assert [e["status"] for e in r.of("model-error")] == [500, 500]
+    (failure,) = r.of("failure")
+    assert failure["code"] == "query" and failure["message"].startswith("Failed to get response")
+    assert r.completed[0]["ok"] is False and "result" not in r.completed[0]
+
+
+def test_auth_error_has_advice_and_unknown_events_are_kept() -> None:
+    lines = [json.dumps({"type": "session.error", "data": {
+                 "errorType": "authentication", "message": "Not authorized: no token"}}),
+             json.dumps({"type": "brand.new_event", "data": {}}),
+             json.dumps({"type": "brand.ephemeral", "data": {}, "ephemeral": True}),
+             json.dumps({"type": "session.title_changed", "data": {"title": "x"}}),
+             json.dumps({"type": "result", "sessionId": "s", "exitCode": 1, "usage": {}})]
+    r = replay_lines(CopilotAdapter(), lines, exit_code=1)
+    (failure,) = r.of("failure")
+    assert failure["code"] == "auth" and "copilot login" in failure["hint"]
+    assert [x["type"] for x in r.of("raw")] == ["brand.new_event"]
+    assert r.completed[0]["reason"] == "Not authorized: no token"
+
+
+def test_subagent_messages_are_not_the_answer() -> None:
+    msg = {"messageId": "m", "content": "sub says hi", "parentToolCallId": "call_task"}
+    lines = [json.dumps({"type": "assistant.message", "data": {"messageId": "r",
+                                                               "content": "root answer"}}),
+             json.dumps({"type": "assistant.message", "data": msg}),
+             json.dumps({"type": "result", "sessionId": "s", "exitCode": 0})]
+    r = replay_lines(CopilotAdapter(), lines)
+    assert r.texts == ["root answer"] and r.completed[0]["result"] == "root answer"

@@ -1,0 +1,93 @@
+"""Cursor agent `-p --output-format stream-json` fixtures through CursorAdapter."""
+
+from __future__ import annotations
+
+import json
+
+from adapter_replay import Replay, replay, replay_lines
+
+from watchrun.agents.providers.cursor import CursorAdapter
+
+SESSION = "a1b2c3d4-e5f6-7890-abcd-ef1234567890"
+
+
+def run(name: str, exit_code: int | None = 0) -> Replay:
+    return replay(CursorAdapter(), "cursor", name, exit_code)
+
+
+def test_success_hand_written() -> None:
+    r = run("takopi_success.jsonl")
+    assert r.of("session") == [{"sessionId": SESSION, "model": "Claude 4.6 Opus (Thinking)",
+                                "cwd": "/home/user/project"}]
+    assert [x["text"] for x in r.of("reasoning")] == [
+        "Let me list the directory contents. I will use the ls tool."]
+    assert r.tools == [("call_read_001", "read")]
+    assert r.of("tool")[0]["input"] == {"path": "/home/user/project/README.md"}
+    assert r.results == {"call_read_001": False}
+    assert r.of("tool-result")[0]["preview"] == "Project README"
+    assert r.files == [("/home/user/project/README.md", "read")]
+    answer = "I found README.md. Here is the content: Project README"
+    assert r.texts == [answer]
+    assert r.completed == [{"ok": True, "result": answer, "sessionId": SESSION,
+                            "durationMs": 2500}]
+    assert r.of("usage") == []  # this capture has none: unknown, never a made-up zero
+
+
+def test_error_result() -> None:
+    r = run("takopi_error.jsonl", exit_code=1)
+    assert r.of("failure") == [{"message": "Request failed due to upstream error."}]
+    assert r.texts == []
+    assert r.completed == [{"ok": False, "sessionId": "b2c3d4e5-f6a7-8901-bcde-f12345678901",
+                            "durationMs": 500, "reason": "error"}]
+
+
+def test_partial_output_tools_rejection_and_the_last_message_as_answer() -> None:
+    r = run("documented_partial_tools_rejected.documented.jsonl")
+    final = ("The build failed on a missing ';' in main.c line 3; I added it. "
+             "Cleaning build/ was rejected.")
+    # partial deltas, then the repeated whole message: one text, not the message twice
+    assert r.texts == ["I'll read the Makefile.", final]
+    assert [d["text"] for d in r.of("text-delta")] == ["I'll read ", "the Makefile.", final]
+    assert [x["text"] for x in r.of("reasoning")] == ["Check the build script."]
+    assert r.tools == [("call-read-0", "read"), ("call-shell-1", "shell"),
+                       ("call-shell-2", "shell"), ("call-edit-3", "edit")]
+    # exit code 2 is a failed command; the rejected one is an error result and a tool-denied
+    assert r.results == {"call-read-0": False, "call-shell-1": True, "call-shell-2": True,
+                         "call-edit-3": False}
+    assert r.of("tool-denied") == [{"callId": "call-shell-2", "name": "shell",
+                                    "reason": "rejected", "message": "rejected: rm -rf build"}]
+    edit = next(x for x in r.of("tool-result") if x["callId"] == "call-edit-3")
+    assert edit["preview"].startswith("--- a\n+++ b\n")  # the diff, not the whole files
+    # the failed command still ran (`run`); the rejected one never did
+    assert r.files == [("/srv/app/Makefile", "read"), ("make build", "run"),
+                       ("/srv/app/main.c", "edit")]
+    # `result.result` concatenates every message; the answer is the last one
+    (done,) = r.completed
+    assert done["ok"] is True and done["result"] == final
+    assert r.usage.counts() == {"input": 14948 + 12000, "cached": 12000, "output": 103}
+    assert r.of("usage")[0]["complete"] is True
+
+
+def test_failure_without_a_result_line_is_read_from_stderr_and_the_exit_status() -> None:
+    init = '{"type":"system","subtype":"init","session_id":"s","model":"Auto"}'
+    r = replay_lines(CursorAdapter(), [init], exit_code=1, stderr=[
+        "Error: Authentication required. Please run 'cursor-agent login' first, or set "
+        "CURSOR_API_KEY"])
+    (failure,) = r.of("failure")
+    assert failure["code"] == "auth" and "cursor-agent login" in failure["hint"]
+    assert r.completed == []
+    trust = replay_lines(CursorAdapter(), [init], exit_code=1, stderr=[
+        "Workspace Trust Required: Pass --trust, --yolo, or -f if you trust this directory"])
+    assert "--trust" in trust.of("failure")[0]["hint"]
+    bare = replay_lines(CursorAdapter(), [init], exit_code=3)
+    assert bare.of("failure") == [{"message": "cursor-agent exited with code 3"}]
+    assert replay_lines(CursorAdapter(), [init], exit_code=0).of("failure") == []
+
+
+def test_a_message_only_in_result_and_self_answered_queries() -> None:
+    lines = [json.dumps({"type": "interaction_query", "subtype": "request", "session_id": "s"}),
+             json.dumps({"type": "result", "subtype": "success", "is_error": False,
+                         "result": "only here", "session_id": "s"})]
+    r = replay_lines(CursorAdapter(), lines)
+    assert r.texts == ["only here"] and r.completed[0]["result"] == "only here"
+    assert r.of("raw") == []
