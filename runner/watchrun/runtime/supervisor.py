@@ -7,7 +7,7 @@ import contextlib
 import signal
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchrun.agents.hub import AgentHub
 from watchrun.clock import Clock
@@ -30,6 +30,9 @@ from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.command import CommandSource
 from watchrun.sources.file import FileSource
 from watchrun.sources.notify import Notifier
+
+if TYPE_CHECKING:
+    from watchrun.actions.hub import ActionHub
 
 
 class RunnerState(StrEnum):
@@ -73,6 +76,8 @@ class Supervisor:
         self.board = StatusBoard(layout.state, clock)
         self.sd = SdNotify()
         self.hub: AgentHub | None = None
+        self.actions: ActionHub | None = None
+        """Reactions to matches (webhook, exec); built only when a watcher has actions."""
         self.evidence: dict[str, Evidence] = {}
         self.runtime_errors: list[str] = []
         self._notifier: Notifier | None = None
@@ -140,6 +145,9 @@ class Supervisor:
     def _matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None:
         if spec.wake and self.hub is not None:
             self.hub.deliver(spec, found)
+        rt = self.watchers.get(spec.id)
+        if spec.actions and self.actions is not None and rt is not None:
+            self.actions.deliver(spec, found, rt.pipeline)
 
     def _watcher_event(self, spec: WatcherSpec, kind: str, fields: dict[str, Any]) -> None:
         self.board.touch(spec.id)
@@ -165,6 +173,7 @@ class Supervisor:
         self._notifier = Notifier(self.config.limits.poll_ms, force_poll=self.force_poll)
         if self.config.agents:
             self._start_hub()
+        self._start_actions()
         if self.config.limits.enabled:
             for spec in self.config.watchers:
                 if not (self.once and spec.kind == "file"):  # once: files after commands
@@ -223,6 +232,8 @@ class Supervisor:
         await asyncio.gather(*(rt.task for rt in self.watchers.values()), return_exceptions=True)
         if self.hub is not None:
             await self.hub.idle()
+        if self.actions is not None:
+            await self.actions.idle()
 
     async def shutdown(self, inbox: SignalInbox, reason: str) -> None:
         """Stop intake, stop every process group (TERM, grace, KILL), flush and checkpoint.
@@ -235,7 +246,7 @@ class Supervisor:
         jobs = [self.stop_watcher(wid, reason="shutdown") for wid in list(self.watchers)]
         if self.hub is not None:
             jobs.append(self._stop_hub())
-        stopping: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*jobs))
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stop_actions_then(jobs))
         second: asyncio.Future[Any] = asyncio.ensure_future(inbox.next())
         await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
         if not stopping.done():
@@ -257,6 +268,23 @@ class Supervisor:
             return
         self._hub_task = asyncio.create_task(self.hub.run(), name="agents")
 
+    def _start_actions(self) -> None:
+        """The owner of every action's tasks, when a watcher has actions (imported only then)."""
+        if self.actions is None and any(w.actions for w in self.config.watchers):
+            from watchrun.actions.hub import ActionHub
+
+            self.actions = ActionHub(self.config, self.log, self.clock, self.spawner,
+                                     once=self.once)
+            self._actions_task = asyncio.create_task(self.actions.run(), name="actions")
+
+    async def _stop_actions_then(self, jobs: list[Any]) -> None:
+        """Actions first (their cancelled firings are recorded while the watchers' files are
+        open), then the watchers and agents."""
+        if self.actions is not None:
+            await self.actions.shutdown()
+            await self._actions_task
+        await asyncio.gather(*jobs)
+
     async def _stop_hub(self) -> None:
         assert self.hub is not None
         await self.hub.shutdown()
@@ -268,7 +296,8 @@ class Supervisor:
         agents = self.hub.snapshot() if self.hub is not None else []
         watchers = {wid: counters_of(rt) for wid, rt in self.watchers.items()}
         return {"up": self.state == RunnerState.RUNNING, "watchers": watchers, "agents": agents,
-                "totals": self.tally.watchers(), "agentTotals": self.tally.agents()}
+                "totals": self.tally.watchers(), "agentTotals": self.tally.agents(),
+                "actions": self.actions.counts() if self.actions is not None else {}}
 
     async def _control(self, req: dict[str, Any]) -> dict[str, Any]:
         return await dispatch(self, req)
@@ -300,6 +329,9 @@ class Supervisor:
             await self.hub.reload(new)
         elif new.agents:
             self._start_hub()
+        if self.actions is not None:
+            await self.actions.reload(new)  # before changed watchers stop: records go in
+        self._start_actions()
         wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
         for wid, rt in list(self.watchers.items()):
             if wid not in wanted or rt.spec != wanted[wid] or global_change:
