@@ -122,6 +122,11 @@ def _configure_ops(kind: str) -> Callable[[argparse.ArgumentParser], None]:
     return configure
 
 
+def _configure_transcript(p: argparse.ArgumentParser) -> None:
+    add_where_args(p, table=False)
+    p.add_argument("--format", choices=("json", "text"), default="json")
+
+
 def _configure_agent(p: argparse.ArgumentParser) -> None:
     subs = p.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
     raw = argparse.RawDescriptionHelpFormatter
@@ -209,6 +214,10 @@ COMMANDS: dict[str, Command] = {
         Command("clear", "forget stopped watchers' status (--all: stop and forget every one)",
                 "example:\n  watchrun clear --all -c watch.yaml", _configure_ops("clear"),
                 "watchrun.cli.ops:cmd_ops"),
+        Command("transcript", "every agent's turns, plans of agents as one turn each (JSON)",
+                "examples:\n  watchrun transcript -c watch.yaml\n  watchrun transcript "
+                "--output-dir /var/lib/watchrun --format text", _configure_transcript,
+                "watchrun.cli.agent_views:cmd_transcript"),
         Command("agent", "agents: list | run | watch | transcript | send | stop",
                 "examples:\n  watchrun agent list -c watch.yaml\n  watchrun agent run triage "
                 "-c watch.yaml --prompt 'hello'\n  watchrun agent watch triage -c watch.yaml",

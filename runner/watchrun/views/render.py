@@ -91,30 +91,33 @@ def _step(s: dict[str, Any]) -> str:
 
 
 def render_transcript(doc: dict[str, Any]) -> str:
-    """A person's reading of an `agent transcript` document."""
-    out = [printable(f"{doc['session_id']} ({doc.get('provider')}): "
-                     f"{len(doc['turns'])} turn(s)")]
+    """A person's reading of a transcript (`agent transcript`, `watchrun transcript`)."""
+    who = doc.get("provider") or doc["mode"]
+    out = [printable(f"{doc['session_id']} ({who}): {len(doc['turns'])} turn(s)")]
     for t in doc["turns"]:
-        agent = t["agents"][0]
         wall = f"{t['wall_seconds']:g} s" if t.get("wall_seconds") is not None else "-"
-        head = (f"\n{t['run_id']}  {t.get('trigger') or '-'}  {agent['status']}  "
-                f"{t['tokens']} tokens  {wall}")
+        agents = t["agents"]
+        status = agents[0]["status"] if t["parent"] is None else t["outcome"] or "running"
+        head = f"\n{t['run_id']}  {t.get('trigger') or '-'}  {status}  {t['tokens']} tokens  {wall}"
         out.append(printable(head + ("  (partial: its start was rotated away)"
                                      if t.get("partial") else "")))
+        if t["parent"] is not None:
+            out += _decision(t["parent"])
         out.append("  prompt:")
         out += _indent(t["user"]["text"], "    ") or ["    (not recorded)"]
-        if agent["steps"]:
-            out.append("  steps:")
-            out += [printable(_step(s)) for s in agent["steps"]]
-        if agent["files"]:
-            files = ", ".join(f"{f['op']} {f['path']}" for f in agent["files"])
-            out.append(printable(f"  files: {files}"))
+        for agent in agents:
+            if t["parent"] is not None:
+                spent = f", {agent['wall_seconds']:g} s" if agent["wall_seconds"] is not None \
+                    else ""
+                out.append(printable(f"  agent {agent['id']}: {agent['status']}{spent}, "
+                                     f"{agent['tokens']} tokens"))
+            out += _agent(agent, t)
+        for s in t.get("skipped") or []:
+            out.append(printable(f"  skipped {s['id']}: {s['message']}"))
         if t.get("reply"):
-            out.append("  reply:")
+            source = "" if t["reply"]["source"] == "agent" else f" ({t['reply']['source']})"
+            out.append(f"  reply{source}:")
             out += _indent(t["reply"]["text"], "    ")
-        elif agent["status"] == "running" and agent["answer"]:
-            out.append("  so far:")
-            out += _indent(agent["answer"], "    ")
         err = t.get("error")
         if err:
             out.append(printable(f"  error: {err['error']}"))
@@ -122,6 +125,29 @@ def render_transcript(doc: dict[str, Any]) -> str:
                 out.append(printable(f"  hint: {err['hint']}"))
         out.append(f"  outcome: {t['outcome'] or 'running'}")
     return "\n".join(out) + "\n"
+
+
+def _decision(parent: dict[str, Any]) -> list[str]:
+    steps = ", ".join(s["id"] + (f" (after {', '.join(s['depends_on'])})" if s["depends_on"]
+                                 else "") for s in parent["plan"])
+    return [printable(f"  parent: {parent['reason']}"), printable(f"  plan: {steps}")]
+
+
+def _agent(agent: dict[str, Any], t: dict[str, Any]) -> list[str]:
+    out = []
+    if agent["steps"]:
+        out.append("  steps:")
+        out += [printable(_step(s)) for s in agent["steps"]]
+    if agent["files"]:
+        files = ", ".join(f"{f['op']} {f['path']}" for f in agent["files"])
+        out.append(printable(f"  files: {files}"))
+    if t["parent"] is not None and agent["answer"] and len(t["agents"]) > 1:
+        out.append("  answer:")
+        out += _indent(agent["answer"], "    ")
+    elif agent["status"] == "running" and agent["answer"] and not t.get("reply"):
+        out.append("  so far:")
+        out += _indent(agent["answer"], "    ")
+    return out
 
 
 def render_list(rows: list[dict[str, Any]]) -> str:
