@@ -168,7 +168,8 @@ class ActionRuntime:
         if outgoing.redacted:
             fields["redacted"] = outgoing.redacted
         self.record("action-fired", fields)
-        self.host.log.info(f"{self._who} fired ({firing.reason}, {firing.count} matches)",
+        many = "es" if firing.count != 1 else ""
+        self.host.log.info(f"{self._who} fired ({firing.reason}, {firing.count} match{many})",
                            self.watcher.id, event="action-fired", action=self.spec.name)
         started = clock.monotonic()
 
