@@ -244,3 +244,26 @@ def test_the_slack_body_escapes_mentions_and_stays_short(tmp_path: Path) -> None
         assert len(text) <= SLACK_TEXT_CHARS
         assert text.startswith("*watchrun*: `app` (the app) matched 41 lines")
         assert "more (see the watcher's JSONL from app:0000000000000001)" in text
+
+
+def test_a_redirect_is_not_followed(tmp_path: Path) -> None:
+    with receiver(302) as rx:
+        async def body() -> None:
+            async with Rig(tmp_path, watcher(webhook(rx.url))) as rig:
+                rig.deliver("ERROR x")
+                (result,) = await rig.wait("action-result")
+                assert (result["status"], result["attempts"], result["httpStatus"]) == (
+                    "failed", 1, 302)
+                assert "redirects are not followed" in result["error"]["message"]
+        asyncio.run(body())
+        assert rx.count() == 1
+
+
+def test_a_servers_explanation_is_cleaned_and_redacted() -> None:
+    from watchrun.actions.http import Response
+    from watchrun.actions.webhook import _explain
+    from watchrun.match.redact import redactor
+
+    text = _explain(Response(500, "Oops", b"\x1b[31mbad\x1b[0m request password=hunter2xx\n"),
+                    redactor())
+    assert text == "HTTP 500 Oops: bad request password=[REDACTED:password]"
