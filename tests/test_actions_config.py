@@ -5,6 +5,7 @@ kept one argument (one shell word inside `sh -c`)."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,11 @@ def test_validate_shows_plans_and_actions_but_never_a_webhook_path(tmp_path: Pat
     assert "→ plan review → fix" in p.stdout
     assert "action webhook: webhook https://hooks.example" in p.stdout
     assert "s3cr3t" not in p.stdout + p.stderr
+
+
+def test_the_actions_are_imported_only_when_a_config_has_them() -> None:
+    code = ("import sys; import watchrun.cli.run, watchrun.runtime.supervisor; "
+            "print(sorted(m for m in sys.modules if m.startswith('watchrun.actions')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=30, check=True).stdout
+    assert out.strip() == "[]"

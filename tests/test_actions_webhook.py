@@ -189,6 +189,8 @@ def test_shutdown_cancels_a_running_firing_and_records_it(tmp_path: Path) -> Non
             assert result["status"] == "cancelled"
             (dropped,) = rig.records("action-dropped")
             assert (dropped["reason"], dropped["count"]) == ("runner-stopped", 1)
+            assert rig.task.done()  # the hub's TaskGroup ended: no firing task is left behind
+            assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
         asyncio.run(asyncio.wait_for(body(), 20))
 
 
