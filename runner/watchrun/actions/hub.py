@@ -104,6 +104,7 @@ class ActionHub:
 
     def _configure(self, config: Config) -> None:
         self.config = config
+        self._specs = {w.id: w for w in config.watchers}
         self.redactor = redactor(config.redact)
         self.keep = config.limits.match_lines
         self.grace_s = config.limits.stop_timeout_ms / 1000
@@ -160,8 +161,8 @@ class ActionHub:
 
     def deliver(self, spec: WatcherSpec, found: list[MatchInfo], stream: Stream) -> None:
         """Offer a watcher's new matches to each of its actions; never blocks."""
-        if not spec.actions or not found or self._closed:
-            return
+        if not spec.actions or not found or self._closed or self._specs.get(spec.id) != spec:
+            return  # the last part: a watcher a reload changed, still reading until it stops
         w = self._watchers.get(spec.id)
         if w is None or w.spec != spec:
             w = self._watchers[spec.id] = _Watcher(spec, stream, self)

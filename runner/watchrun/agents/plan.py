@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from watchrun.agents.prompt import Delivery, format_matches, render_prompt, render_turn_prompt
 from watchrun.agents.recorder import clean_text
 from watchrun.agents.state import AgentState, PlanStep, StepOutcome
+from watchrun.agents.turn import PROMPT_BYTES
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.config.plans import plan_order
@@ -101,12 +102,12 @@ async def run_plan(host: PlanHost, queue: PlanQueue, lines: list[str], count: in
         a.rec.emit("plan", {"planId": plan_id, "decision": "agents", "reason": reason,
                             "watcher": watcher.id, "label": watcher.label, "count": count,
                             "text": text, "steps": steps, "step": name,
-                            **({"redacted": redacted} if redacted else {})})
+                            **({"redacted": redacted} if redacted else {})}, limit=PROMPT_BYTES)
         seq = a.rec.next_seq
         d = deliveries[name] = Delivery(f"d-{seq}", watcher.label, limits.max_matches,
                                         watcher.id, seq=seq, plan=plan_id)
         d.add(lines)
-        d.count = count
+        d.count, d.overflow = count, count - len(d.lines)  # the queue kept the first lines
         a.rec.emit("delivery", d.record("queued", limits.match_lines))
     loop = asyncio.get_running_loop()
     done: dict[str, asyncio.Future[StepOutcome]] = {n: loop.create_future() for n in agents}
