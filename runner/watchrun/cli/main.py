@@ -209,6 +209,10 @@ COMMANDS: dict[str, Command] = {
         Command("clear", "forget stopped watchers' status (--all: stop and forget every one)",
                 "example:\n  watchrun clear --all -c watch.yaml", _configure_ops("clear"),
                 "watchrun.cli.ops:cmd_ops"),
+        Command("top", "the live screen: every watcher and agent, their matches, stop and "
+                "clear (needs the [tui] extra)", "keys: j/k move, Enter opens matches, x stops, "
+                "d clears, Esc back, q quits\nexample:\n  watchrun top -c watch.yaml",
+                lambda p: add_where_args(p, table=False), "watchrun.cli.top:cmd_top"),
         Command("agent", "agents: list | run | watch | transcript | send | stop",
                 "examples:\n  watchrun agent list -c watch.yaml\n  watchrun agent run triage "
                 "-c watch.yaml --prompt 'hello'\n  watchrun agent watch triage -c watch.yaml",
