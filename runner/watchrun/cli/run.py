@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.once:
             return ExitStatus.RUNTIME if failed or sup.runtime_errors else ExitStatus.OK
         status = report_once(sup, config, args, time.monotonic() - started, log, fence=fence,
-                             missing=failed)
+                             missing=f"it never ran: {failed}" if failed else None)
         return ExitStatus.RUNTIME if failed else status
     finally:
         _close_fence(fence)
