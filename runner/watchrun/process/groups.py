@@ -113,8 +113,10 @@ class GroupRegistry:
     """The live groups of this runner: every change rewrites `path` (tmp + rename) and goes to
     the guardian. No fsync: a power loss ends the processes too."""
 
-    def __init__(self, path: Path | None, tell: Callable[[str], None] | None = None) -> None:
-        self.path, self._tell = path, tell
+    def __init__(self, path: Path | None, tell: Callable[[str], None] | None = None,
+                 on_error: Callable[[str], None] | None = None) -> None:
+        self.path, self._tell, self._on_error = path, tell, on_error
+        self._failing = False
         self.groups: dict[int, Group] = {}
         me = os.getpid()
         self._runner = {"pid": me, "start": start_time(me) or 0}
@@ -151,5 +153,10 @@ class GroupRegistry:
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
-        except OSError:
-            pass  # best effort: the guardian and pdeathsig still end the groups
+        except OSError as exc:  # the guardian and pdeathsig still end the groups: say it once
+            if not self._failing and self._on_error is not None:
+                self._on_error(f"cannot record process groups in {self.path}: {exc.strerror}; "
+                               "a later runner will not find what this one leaves")
+            self._failing = True
+        else:
+            self._failing = False

@@ -47,7 +47,7 @@ class Starting(Protocol):
     metrics: tuple[str, int] | None
     board: StatusBoard
     set: WatcherSet
-    _reload_pending: bool
+    reload_pending: bool
 
     async def control(self, req: dict[str, Any]) -> dict[str, Any]: ...
     def metrics_snapshot(self) -> dict[str, Any]: ...
@@ -75,7 +75,7 @@ async def start_or_stop(sup: Starting, undo: contextlib.AsyncExitStack,
             if sig != signal.SIGHUP:
                 sup.log.info(f"{sig.name} while starting: stopping what did start")
                 return sig.name
-            sup._reload_pending = True
+            sup.reload_pending = True
     finally:
         if not starting.done():
             await finish(starting)
@@ -109,7 +109,7 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
             log.warning(f"{guardian.problem}; children of a SIGKILLed runner are ended by "
                         "the next runner of this output dir")
     sup.spawner.registry = GroupRegistry(layout.state / PROCESSES,
-                                         guardian.tell if guardian else None)
+                                         guardian.tell if guardian else None, log.warning)
     notifier = Notifier(config.limits.poll_ms, force_poll=sup.force_poll)
     undo.callback(notifier.close)
     sup.set.notifier = notifier

@@ -76,7 +76,8 @@ class Supervisor:
         self._driver: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._orphans = asyncio.Event()
-        self._reload_pending = False
+        self.reload_pending = False
+        """A SIGHUP came while starting: reload once started."""
 
     @property
     def watchers(self) -> dict[str, Any]:
@@ -133,7 +134,7 @@ class Supervisor:
             self._driver = self.spawn(self._once(), "once")
 
     async def _serve(self, inbox: SignalInbox) -> str:
-        if self._reload_pending:
+        if self.reload_pending:
             await self.reload()
         while True:
             sig_wait = asyncio.ensure_future(inbox.next())
@@ -229,7 +230,7 @@ class Supervisor:
         if self._reload is None:
             return
         if self.state is not RunnerState.RUNNING:
-            self._reload_pending = True  # during start-up: after it
+            self.reload_pending = True  # during start-up: after it
             return
         self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
         self.sd.reloading()

@@ -62,6 +62,9 @@ async def finish(task: asyncio.Future[Any], budget_s: float | None = None) -> No
 
 
 class WatcherSet:
+    """Every watcher of the runner, by state: `later` (built), `running` (a task), stopped (gone
+    from both, its evidence kept)."""
+
     def __init__(self, sup: Owner, store: CheckpointStore,
                  sinks: Callable[..., JsonlSink], echo: Callable[[bytes], None] | None) -> None:
         self.sup, self.store, self.sinks, self.echo = sup, store, sinks, echo
