@@ -101,11 +101,10 @@ class ControlServer:
             try:
                 conn, _ = await loop.sock_accept(sock)
             except OSError as exc:
-                if exc.errno not in _SHORT_OF:
-                    continue  # ECONNABORTED and the like: that client is gone
-                self._short_of_fds(sock, exc)
-                await asyncio.sleep(0.1)
-                continue
+                if exc.errno in _SHORT_OF:
+                    self._short_of_fds(sock, exc)
+                await asyncio.sleep(0.01 if exc.errno not in _SHORT_OF else 0.1)
+                continue  # ECONNABORTED and the like: that client is gone
             task = asyncio.ensure_future(self._client(conn))
             self._clients.add(task)
             task.add_done_callback(self._clients.discard)
