@@ -130,15 +130,9 @@ def judge_all(specs: Sequence[WatcherSpec], evidence: Mapping[str, Evidence],
     """Verdicts in config order: every gated watcher, and every watcher with an error. Fails
     closed: a gated watcher without evidence (it never started) is an ERROR, `missing` says
     why; a gate never passes because its watcher could not look."""
-    out = []
-    for w in specs:
-        ev = evidence.get(w.id)
-        if ev is None and w.gate is None:
-            continue
-        verdict = judge(w, ev if ev is not None else Evidence(0, error=missing))
-        if verdict is not None:
-            out.append(verdict)
-    return out
+    found = (judge(w, evidence.get(w.id) or Evidence(0, error=missing))
+             for w in specs if w.id in evidence or w.gate is not None)
+    return [v for v in found if v is not None]
 
 
 def _under(path: str, base: str) -> str | None:
