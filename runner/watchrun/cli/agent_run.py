@@ -35,14 +35,9 @@ def _error(message: str) -> None:
 
 
 def _live(layout: OutputLayout) -> bool:
-    import socket
+    from watchrun.runtime.control import is_live
 
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        try:
-            s.connect(str(layout.control_socket))
-        except OSError:
-            return False
-    return True
+    return is_live(layout.control_socket)  # any path length (AF_UNIX limit)
 
 
 async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, prompt: str,

@@ -78,6 +78,8 @@ class WatcherSpec:
     restart_delay_ms: int = 1000
     schedule: str | None = None
     gate: GateSpec | None = None
+    backtracking: bool = False
+    """Patterns that need Python `re` are allowed; they run in a worker under a time budget."""
 
     @property
     def kind(self) -> str:

@@ -51,6 +51,9 @@ class FileSource:
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
         self._timers: list[asyncio.TimerHandle] = []
+        self.ready = asyncio.Event()
+        """Set once the start position is held (or the path is watched while missing): a line
+        appended after that is read. The runner sends READY=1 only when every source is ready."""
 
     @property
     def inode(self) -> int | None:
@@ -75,6 +78,7 @@ class FileSource:
                 await self._begin(ctx, watch)
             except OSError as exc:
                 await self._error(ctx, exc)
+            self.ready.set()
             if self.once:
                 await self._read_once(ctx)
                 return
