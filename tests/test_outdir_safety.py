@@ -305,7 +305,7 @@ def test_run_once_refuses_the_symlinked_watcher_and_fails_its_gate(
     assert [r["kind"] for r in read_records(layout.jsonl("watcher", "fine"))].count("match") == 1
     listed = subprocess.run([watchrun_bin(), "list", "--output-dir", str(out), "--json"],
                             capture_output=True, text=True, timeout=60, check=True)
-    evil = next(s for s in json.loads(listed.stdout) if s["id"] == "evil")
+    evil = next(s for s in json.loads(listed.stdout)["watchers"] if s["id"] == "evil")
     assert evil["status"] == "refused" and "symlink" in evil["error"]
 
 

@@ -172,9 +172,13 @@ class Supervisor:
         for problem in self._notifier.problems:
             self.log.warning(problem)
         self.state = RunnerState.RUNNING  # STARTING -> RUNNING: every watcher is up
-        summary = f"{len(self.watchers)} watchers, {len(self.config.agents)} agents running"
+        # once: file watchers start after the commands, but they are part of this run
+        n = len(self.watchers) + sum(self.once and s.kind == "file" and self.config.limits.enabled
+                                     for s in self.config.watchers)
+        a = len(self.config.agents)
+        summary = f"{n} watcher{'' if n == 1 else 's'}, {a} agent{'' if a == 1 else 's'} running"
         self.log.info(f"{summary} (change notification: {self._notifier.mode})", event="ready",
-                      watchers=len(self.watchers), agents=len(self.config.agents),
+                      watchers=n, agents=a,
                       notify=self._notifier.mode)
         self.sd.ready(summary)
         watchdog = asyncio.create_task(self._watchdog()) if self.sd.watchdog_s else None
