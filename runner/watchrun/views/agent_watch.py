@@ -49,8 +49,8 @@ from watchrun.views.agent_window import (
     AgentInfo,
     ViewError,
     anchor_seq,
-    delivery_state,
     check_since,
+    delivery_state,
     read_status,
     window,
 )
