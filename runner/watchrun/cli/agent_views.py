@@ -97,7 +97,8 @@ def _tail(value: Any) -> int | None:
     from watchrun.config.units import parse_size
 
     try:
-        tail = value if isinstance(value, int) else parse_size(value)
+        tail = value if isinstance(value, int) else int(value) if re.fullmatch(
+            r"-?\d+", str(value)) else parse_size(value)
     except ValueError as exc:
         raise ViewError("invalid_argument", f"--tail {value!r}: {exc}") from None
     if tail < 0:
