@@ -5,7 +5,9 @@ object with camelCase keys, and the exit status of every class of error."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -273,3 +275,33 @@ def test_init_creates_missing_folders(tmp_path: Path, target: str) -> None:
     assert p.returncode == 0 and written.is_file(), p.stderr
     assert p.stdout.splitlines()[0] == f"wrote {written.relative_to(tmp_path)}"
     assert wr(tmp_path, "validate", "-c", str(written)).returncode == 0
+
+
+def test_run_once_json_under_github_actions_keeps_stdout_one_document(site: Path) -> None:
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(site)}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    p = wr(site, "run", "--once", "--json", env=env)
+    assert p.returncode == 1
+    assert json.loads(p.stdout)["crossed"] == 1  # no fence, no annotation on stdout
+    assert "::error " in p.stderr and "::stop-commands::" not in p.stdout + p.stderr
+
+
+def test_bare_watchrun_runs_the_config_here_or_shows_help(tmp_path: Path) -> None:
+    p = wr(tmp_path)
+    assert p.returncode == 2 and p.stderr.startswith("usage: watchrun")
+    (tmp_path / "a.log").write_text("ERROR\n")
+    write_config(tmp_path, {"watchers": [{"id": "a", "path": "a.log", "pattern": "ERROR",
+                                          "fromStart": True}]})
+    proc = subprocess.Popen([watchrun_bin()], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        while "running" not in seen:
+            line = proc.stderr.readline()
+            assert line, seen
+            seen += line
+        assert "using watch.yaml" in seen
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0

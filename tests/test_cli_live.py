@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from test_metrics import free_port, scrape
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +44,8 @@ def test_a_live_runner_through_the_cli(tmp_path: Path) -> None:
         ],
         "agents": [{"name": "triage", "provider": "mock", "prompt": "{matches}"}],
     }, "live.yaml")
-    r = LiveRunner(config)
+    port = free_port()
+    r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
     try:
         r.wait_log("running")
         states = wait_for(lambda: (s := listed(tmp_path)) and {k: v["status"] for k, v in
@@ -51,11 +53,14 @@ def test_a_live_runner_through_the_cli(tmp_path: Path) -> None:
             "loop": "running", "missing": "waiting", "unreadable": "error"} and s,
             "list shows running, waiting and error")
         assert states["missing"]["errors"] == 0  # waiting for a file is not an error
+        up = {w: scrape(port)[f'watchrun_watcher_up{{watcher="{w}"}}'] for w in states}
+        assert up == {"loop": 1, "missing": 0, "unreadable": 0}  # cannot look: down
         p = wr(tmp_path, "status", "-c", "live.yaml", "unreadable")
         assert re.search(r"^status +error$", p.stdout, re.M) and "live  " in p.stdout
         (tmp_path / "logs").mkdir()
         (tmp_path / "logs" / "later.log").write_text("ERROR now\n")
         wait_for(lambda: listed(tmp_path)["missing"]["status"] == "running", "it appeared")
+        assert scrape(port)['watchrun_watcher_up{watcher="missing"}'] == 1
 
         p = wr(tmp_path, "stop", "loop", "-c", "live.yaml")
         assert (p.returncode, p.stdout) == (0, "stopped loop\n"), p.stderr
