@@ -109,6 +109,8 @@ def test_c_repeats_and_layers_in_order(site: Path) -> None:
         doc = json.loads(wr(site, *argv, "--json").stdout)
         assert [w["id"] for w in doc["watchers"]] == ["build", "app", "extra"]
         assert doc["files"] == ["watch.yaml", "extra.yaml"]
+    doc = json.loads(wr(site, "validate", "extra.yaml", "-c", "watch.yaml", "--json").stdout)
+    assert doc["files"] == ["watch.yaml", "extra.yaml"]  # positional files after the -c ones
 
 
 @pytest.mark.parametrize("shown", ["status", "list"])

@@ -184,7 +184,7 @@ def test_the_pre_commit_hook_is_declared_for_python() -> None:
     h = hook()
     assert (h["id"], h["language"], h.get("pass_filenames", True)) == (
         "watchrun-validate", "python", True)
-    assert h["entry"] == "watchrun validate --each -c"
+    assert h["entry"] == "watchrun validate --each"  # the file names follow as FILE…
 
 
 @pytest.mark.parametrize(("path", "checked"), [

@@ -62,7 +62,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     if cmd.config == "none" and (pre_config or pre_out):
         parser.error(f"`watchrun {cmd.name}` reads no config: drop -c/--output-dir")
     if cmd.config != "none":
-        args.config = [*(pre_config or []), *(getattr(args, "config", None) or [])]
+        args.config = [*(pre_config or []), *(getattr(args, "config", None) or []),
+                       *(getattr(args, "files", None) or [])]
         if getattr(args, "output_dir", None) is None:
             args.output_dir = pre_out
     if pre_json:

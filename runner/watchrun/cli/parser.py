@@ -118,6 +118,8 @@ def _configure_validate(p: argparse.ArgumentParser) -> None:
                    help="output format (default text)")
     p.add_argument("--each", action="store_true", help="validate every file on its own instead "
                    "of layering them (a pre-commit hook passes each changed config file)")
+    p.add_argument("files", nargs="*", type=Path, metavar="FILE",
+                   help="more config files, after those of -c (as pre-commit passes them)")
     json_flag(p)
 
 
@@ -237,7 +239,7 @@ COMMANDS: dict[str, Command] = {
         Command("validate", "check config files; every problem is reported at once",
                 "exit status: 0 valid, 2 invalid\nexamples:\n  watchrun validate -c watch.yaml"
                 "\n  watchrun validate -c base.yaml -c prod.yaml --strict --format json"
-                "\n  watchrun validate --each -c ci/watch.yaml -c deploy/watch.yaml",
+                "\n  watchrun validate --each ci/watch.yaml deploy/watch.yaml",
                 _configure_validate, "watchrun.cli.config_cmds:cmd_validate", "required"),
         Command("config", "print the resolved, clamped config (paths absolute, ms, bytes)",
                 "examples:\n  watchrun config -c watch.yaml\n  watchrun config -c base.yaml "
