@@ -2,13 +2,15 @@
 
 Where: `-c FILE…` (the config names the agents and the output dir; `--output-dir` overrides
 it), or `--output-dir DIR` alone (agents are the `agents/*.jsonl` files there, the provider
-the one their last dispatch-start names), or else `./watch.yaml`. A live runner is not needed.
+the one their last dispatch-start names); without either, `main` found ./watch.yaml (or says
+there is none). A live runner is not needed.
 
-`watch` and `transcript` print JSON by default (`--format text` for a person); `list` prints
-a table (`--json` / `--format json` for JSON). A view error is printed as
-`{"error": {"code", "message", ...}}` on stdout in JSON mode (one JSON document either way),
-or as `watchrun: error: CODE: MESSAGE` on stderr in text mode; exit status per
-`view_window.EXIT_STATUS`. An invalid config prints its diagnostics on stderr and exits 2.
+`watch` and `transcript` print the seed-shaped JSON by default (`--format text` for a
+person); `list` prints a table (`--json` for `{"agents": [...]}`, camelCase). A view error is
+printed as `{"error": {"code", "message", ...}}` on stdout in JSON mode (one JSON document
+either way), or as `watchrun: error: CODE: MESSAGE` on stderr in text mode; exit status per
+`view_window.EXIT_STATUS`. An invalid config is `config_invalid` (exit 2): its errors on
+stderr, or in the error document.
 """
 
 from __future__ import annotations

@@ -178,8 +178,8 @@ def cmd_config(args: argparse.Namespace) -> int:
         import json
 
         Out(True).doc(json.loads(dump_config(result.config, "json")))
-    else:
-        sys.stdout.write(dump_config(result.config, args.format))
+    else:  # YAML/TOML escape controls themselves; the edge is a guard, not a rewrite
+        sys.stdout.write(edge_text(dump_config(result.config, args.format), multiline=True))
     return ExitStatus.OK
 
 
