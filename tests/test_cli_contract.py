@@ -307,3 +307,12 @@ def test_bare_watchrun_runs_the_config_here_or_shows_help(tmp_path: Path) -> Non
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
+
+
+def test_usage_errors_quote_what_was_typed_sanitized(tmp_path: Path) -> None:
+    p = wr(tmp_path, "list", "--output-dir", str(tmp_path), "\x1b[2Jboom\u2028x")
+    assert p.returncode == 2 and "unrecognized arguments: boom\\u2028x" in p.stderr
+    assert "\x1b" not in p.stderr
+    j = wr(tmp_path, "list", "--output-dir", str(tmp_path), "\x1b[2Jboom", "--json")
+    assert j.returncode == 2 and "\x1b" not in j.stdout
+    assert json.loads(j.stdout)["error"]["message"].endswith("\x1b[2Jboom")  # escaped, kept

@@ -19,19 +19,20 @@ SHELLS = ("bash", "zsh", "fish")
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one JSON object on stdout when `--json` was
-    given (`json_errors`, set by `main`), else argparse's usage line on stderr; exit 2 either
-    way."""
+    given (`json_errors`, set by `main`), else argparse's usage and message on stderr; exit 2
+    either way. The message quotes what was typed, so it goes through the edge sanitizer."""
 
     json_errors = False
 
     def error(self, message: str) -> NoReturn:
-        if self.json_errors:
-            from watchrun.match.sanitize import edge_json
+        from watchrun.match.sanitize import edge_json, edge_text
 
+        if self.json_errors:
             print(edge_json({"error": {"code": "usage", "message": f"{self.prog}: {message}"}},
-                          indent=2))
+                            indent=2))
             sys.exit(2)
-        super().error(message)
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {edge_text(message)}\n")
 
 
 class Command:
