@@ -230,7 +230,8 @@ def test_each_file_is_validated_on_its_own_not_layered(tmp_path: Path) -> None:
                                timeout=TIMEOUT_S, check=False)
     doc = yaml.safe_load(each_json.stdout)
     docs = doc["results"]
-    assert doc["valid"] is True and [(d["files"], d["valid"], d["watchers"][0]["kind"]) for d in docs] == [
+    assert doc["valid"] is True
+    assert [(d["files"], d["valid"], d["watchers"][0]["kind"]) for d in docs] == [
         ([str(files[0])], True, "command"), ([str(files[1])], True, "file")]
 
 
