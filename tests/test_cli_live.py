@@ -88,6 +88,10 @@ def test_a_live_runner_through_the_cli(tmp_path: Path) -> None:
         p = wr(tmp_path, "-c", "live.yaml", "clear", "--json")
         assert p.returncode == 0 and json.loads(p.stdout)["cleared"] == 1
         assert "loop" not in listed(tmp_path)
+        p = wr(tmp_path, "matches", "loop", "-c", "live.yaml", "--json")  # its JSONL stays
+        assert (p.returncode, json.loads(p.stdout)) == (0, {"id": "loop", "matches": []})
+        p = wr(tmp_path, "status", "loop", "-c", "live.yaml")
+        assert p.returncode == 2 and "(or `clear` forgot it)" in p.stderr
     finally:
         assert r.stop() == 0
 
@@ -216,3 +220,49 @@ def test_normal_commands_do_not_import_shtab(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=60, check=True)
     assert p.stdout.splitlines()[-1] == "False"
+
+
+def read_lines(proc: subprocess.Popen[str], n: int, timeout: float = 30.0) -> list[str]:
+    """The first `n` lines `proc` prints, waiting at most `timeout` seconds in all."""
+    import selectors
+    import time
+
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    lines: list[str] = []
+    end = time.monotonic() + timeout
+    while len(lines) < n:
+        left = end - time.monotonic()
+        assert left > 0 and sel.select(left), f"only {lines} after {timeout}s"
+        line = proc.stdout.readline()
+        assert line, f"ended after {lines}"
+        lines.append(line)
+    return lines
+
+
+def test_matches_follow_prints_each_new_match_once(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "tick", "command": "i=0; while true; do i=$((i+1)); echo ERROR $i; echo ok;"
+         " sleep 0.1; done", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    follow = None
+    try:
+        wait_for(lambda: len(r.matches("tick")) >= 2, "two matches")
+        follow = subprocess.Popen([watchrun_bin(), "matches", "tick", "--lines", "1", "-f",
+                                   "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+        got = read_lines(follow, 6)
+        docs = [json.loads(x) for x in got]
+        assert {d["id"] for d in docs} == {"tick"}
+        seqs = [d["match"]["seq"] for d in docs]
+        assert seqs == sorted(set(seqs))  # each once, in order
+        numbers = [int(d["match"]["line"].split()[1]) for d in docs]
+        assert numbers == list(range(numbers[0], numbers[0] + 6))  # none skipped
+        follow.send_signal(2)  # SIGINT, as Ctrl-C
+        assert follow.wait(timeout=30) == 130
+    finally:
+        if follow is not None and follow.poll() is None:
+            follow.kill()
+            follow.wait()
+        assert r.stop() == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
 
 DEFAULT_MATCH_LINES = 50
+FOLLOW_POLL_S = 0.25
+"""How often `matches --follow` looks for new records."""
 STOPPED = ("stopped", "exited", "fatal", "refused")
 """Snapshot statuses of a watcher that is not running."""
 
@@ -68,11 +71,16 @@ def cmd_ops(args: argparse.Namespace) -> int:
             out.line(f"no watchers have run with output dir {where.root}")
         return ExitStatus.OK
     status = views.load_status(where.root, args.id)
-    if status is None:
-        known = sorted(s["id"] for s in views.load_statuses(where.root))
+    recorded = (where.root / "watchers" / f"{args.id}.jsonl").exists()
+    if status is None and (op == "status" or not (recorded or args.id in _configured(where))):
+        known = _known_watchers(where)
+        if args.id in known:  # configured (or recorded) but no snapshot: not run here yet
+            return out.fail("not_found", f"no status of {args.id!r} in {where.root}: it has "
+                            "not run with this output dir (or `clear` forgot it)", id=args.id,
+                            known=known)
         return out.fail("not_found", f"no watcher {args.id!r} in {where.root} (known: "
                         f"{', '.join(known) or 'none'})", id=args.id, known=known)
-    if op == "status":
+    if status is not None and op == "status":
         if out.as_json:
             out.doc(status)
         else:
@@ -81,6 +89,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
     n = args.lines if args.lines is not None else min(where.match_lines, 2000)
     if op == "matches":
         try:
+            if args.follow:
+                return _follow(where.root, args.id, n, out)
             recs = views.matches(where.root, args.id, n)
         except OSError as exc:  # e.g. a symlink in place of a JSONL file: never followed
             return out.fail("read_failed", f"cannot read the matches of {args.id}: {exc}")
@@ -97,12 +107,41 @@ def cmd_ops(args: argparse.Namespace) -> int:
     return ExitStatus.OK
 
 
-def _known_watchers(where: Where) -> list[str]:
+def _follow(root: Path, wid: str, n: int, out: Out) -> int:
+    """`matches ID --follow`: the last `n` matches, then each new one as it is recorded, by
+    seq (polled every FOLLOW_POLL_S, like `tail -F`); ends with Ctrl-C (130) or a closed pipe.
+    With --json: JSON Lines, one `{"id", "match"}` object per line."""
+    import time
+
+    from watchrun.match.sanitize import edge_json
     from watchrun.views import watchers as views
 
-    ids = {s["id"] for s in views.load_statuses(where.root)}
-    if where.config is not None:
-        ids.update(w.id for w in where.config.watchers)
+    seq = views.latest_seq(root, wid)
+    recs = views.matches(root, wid, n)
+    while True:
+        for rec in recs:
+            if out.as_json:
+                print(edge_json({"id": wid, "match": rec}), file=out.stdout)
+            else:
+                out.line(views.match_line(rec))
+            seq = max(seq, int(rec["seq"]))
+        out.stdout.flush()
+        time.sleep(FOLLOW_POLL_S)
+        recs = views.matches_after(root, wid, seq)
+
+
+def _configured(where: Where) -> list[str]:
+    return [w.id for w in where.config.watchers] if where.config is not None else []
+
+
+def _known_watchers(where: Where) -> list[str]:
+    """Ids the config, the status snapshots or the JSONL files of the output dir know."""
+    from watchrun.views import watchers as views
+
+    ids = {s["id"] for s in views.load_statuses(where.root)} | set(_configured(where))
+    with contextlib.suppress(OSError):
+        ids.update(p.name.removesuffix(".jsonl") for p in (where.root / "watchers").glob(
+            "*.jsonl"))
     return sorted(ids)
 
 

@@ -161,6 +161,10 @@ def _configure_ops(kind: str) -> Callable[[argparse.ArgumentParser], None]:
         if kind in ("matches", "logs"):
             p.add_argument("--lines", type=lines_count, metavar="N",
                            help=f"how many lines, 1 to {MAX_LINES} (default limits.matchLines)")
+        if kind == "matches":
+            p.add_argument("--follow", "-f", action="store_true",
+                           help="then print new matches as they are recorded (Ctrl-C ends); "
+                           "with --json one object per line")
         if kind == "clear":
             p.add_argument("--all", action="store_true",
                            help="also stop running watchers before forgetting them")

@@ -15,7 +15,7 @@ from typing import Any
 
 from watchrun.match.sanitize import edge_text
 from watchrun.output import safefs
-from watchrun.output.records import last_records
+from watchrun.output.records import iter_records, last_records
 from watchrun.views.humanize import Paint, no_paint, value, when
 
 STATUS_BYTES = 1 << 20
@@ -66,6 +66,19 @@ def load_status(root: Path, wid: str) -> dict[str, Any] | None:
 
 def matches(root: Path, wid: str, lines: int) -> list[dict[str, Any]]:
     return last_records(root / "watchers" / f"{wid}.jsonl", lines, {"match"})
+
+
+def latest_seq(root: Path, wid: str) -> int:
+    """The seq of the watcher's newest record (0 when it has none)."""
+    last = last_records(root / "watchers" / f"{wid}.jsonl", 1)
+    return int(last[0]["seq"]) if last else 0
+
+
+def matches_after(root: Path, wid: str, seq: int) -> list[dict[str, Any]]:
+    """The watcher's match records with a seq above `seq`, oldest first (`matches --follow`;
+    the seq continues across rotation and restarts, so nothing is shown twice)."""
+    path = root / "watchers" / f"{wid}.jsonl"
+    return [r for r in iter_records(path, since_seq=seq) if r.get("kind") == "match"]
 
 
 def logs(root: Path, wid: str, lines: int) -> list[str]:
