@@ -234,7 +234,7 @@ def test_bare_config_flag_means_run() -> None:
     proc = run("--once", "-c")  # rejected by the `run` parser, so nothing runs
     assert proc.returncode == 2
     assert proc.stderr.startswith("usage: watchrun run")
-    assert "argument -c/--config: expected at least one argument" in proc.stderr
+    assert "argument -c/--config: expected one argument" in proc.stderr
 
 
 def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:

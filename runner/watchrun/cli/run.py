@@ -74,10 +74,12 @@ def run(args: argparse.Namespace) -> int:
 
     become_subreaper()
     raise_fd_limit()
-    echo = _stdout_echo if args.once and not args.quiet else None
+    as_json = getattr(args, "format", "text") == "json"  # stdout is one JSON object: no echo
+    echo = _stdout_echo if args.once and not args.quiet and not as_json else None
     # GitHub Actions: everything a once run prints that carries log text (the echoed output,
-    # the verdict table) is fenced, so a log line cannot run a workflow command.
-    fence = StopCommands() if args.once and in_github_actions() else None
+    # the verdict table) is fenced, so a log line cannot run a workflow command. (A JSON
+    # document needs no fence: no line of it can start a command.)
+    fence = StopCommands() if args.once and in_github_actions() and not as_json else None
     sup = Supervisor(
         config,
         layout,
@@ -126,12 +128,22 @@ def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took:
         missing = gate.NEVER_RAN if config.limits.enabled else \
             "it never ran: limits.enabled is false"
     verdicts = gate.relativize(gate.judge_all(config.watchers, evidence, missing), os.getcwd())
-    _say(gate.summary_table(verdicts))
+    as_json = getattr(args, "format", "text") == "json"
+    if as_json:
+        from watchrun.cli.verdicts import verdicts_doc
+        from watchrun.match.sanitize import edge_json
+
+        _say(edge_json(verdicts_doc(verdicts), indent=2))
+    else:
+        _say(gate.summary_table(verdicts))
     _close_fence(fence)  # annotations are the only workflow commands watchrun prints
     if in_github_actions():
         workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
         for line in gate.annotation_lines(verdicts, workspace):
-            _say(line)
+            if as_json:  # stdout holds the document; the runner reads stderr too
+                print(line, file=sys.stderr)
+            else:
+                _say(line)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
             try:

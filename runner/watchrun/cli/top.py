@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from watchrun.cli.emit import Out
 from watchrun.cli.ops import resolve
 from watchrun.exitcodes import ExitStatus
 
 
 def cmd_top(args: argparse.Namespace) -> int:
-    where = resolve(args)
+    out = Out(False)
+    where = resolve(args, out)
     if isinstance(where, int):
         return where
     try:
@@ -18,13 +20,11 @@ def cmd_top(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("textual", "rich"):
             raise
-        print("watchrun: error: `watchrun top` needs Textual: pip install 'watchrun[tui]'",
-              file=sys.stderr)
-        return ExitStatus.RUNTIME
+        return out.fail("missing_dependency",
+                        "`watchrun top` needs Textual: pip install 'watchrun[tui]'")
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print("watchrun: error: `watchrun top` needs a terminal; `watchrun list` prints the "
-              "same rows", file=sys.stderr)
-        return ExitStatus.USAGE
+        return out.fail("usage", "`watchrun top` needs a terminal; `watchrun list` prints the "
+                        "same rows")
     from watchrun.tui.feed import Feed
 
     agents = {a.name: a.provider for a in where.config.agents} if where.config else {}

@@ -128,10 +128,12 @@ class Supervisor:
     def started(self) -> None:
         """Every source holds its start position: STARTING -> RUNNING, READY=1."""
         self.state = RunnerState.RUNNING
-        summary = f"{len(self.watchers)} watchers, {len(self.config.agents)} agents running"
+        # once: file watchers start after the commands, but they are part of this run
+        n = len(self.watchers) + len(self.set.later)
+        a = len(self.config.agents)
+        summary = f"{n} watcher{'' if n == 1 else 's'}, {a} agent{'' if a == 1 else 's'} running"
         self.log.info(f"{summary} (change notification: {self.set.notify_mode})", event="ready",
-                      watchers=len(self.watchers), agents=len(self.config.agents),
-                      notify=self.set.notify_mode)
+                      watchers=n, agents=a, notify=self.set.notify_mode)
         self.sd.ready(summary)
         if self.sd.watchdog_s:
             self._watchdog = self.spawn(self._ping(self.sd.watchdog_s), "watchdog")

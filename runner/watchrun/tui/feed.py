@@ -14,7 +14,7 @@ from watchrun.output.records import ID_PATTERN, iter_records, last_records
 from watchrun.runtime.control import request
 from watchrun.tui.model import ENDED, Row, Snapshot
 from watchrun.tui.text import inert
-from watchrun.views.agent_window import StatusTracker
+from watchrun.views.agent_window import StatusTracker, delivery_state
 from watchrun.views.render import render_transcript
 from watchrun.views.transcript import build_transcript
 from watchrun.views.watchers import load_statuses
@@ -54,7 +54,7 @@ class _AgentTally:
         elif kind == "delivery" and isinstance(rec.get("watcher"), str):
             did, count = str(rec.get("deliveryId")), rec.get("count")
             count = count if isinstance(count, int) and count >= 0 else 0
-            if rec.get("delivery_state") == "queued":
+            if delivery_state(rec) == "queued":
                 self.pending[did] = count
             else:
                 self.pending.pop(did, None)
