@@ -63,7 +63,7 @@ class AgentLog:
         self.sink = JsonlSink(self.path, name, max_bytes=max_bytes, keep=keep, clock=StepClock())
         self.deliveries: dict[str, dict[str, Any]] = {}  # queued ones, also from before
         for rec in iter_records(self.path):
-            if rec["kind"] == "delivery" and rec.get("delivery_state") == "queued":
+            if rec["kind"] == "delivery" and rec.get("deliveryState") == "queued":
                 self.deliveries[rec["deliveryId"]] = {
                     k: rec[k] for k in ("deliveryId", "label", "count", "lines", "overflow",
                                         "watcher") if k in rec}
@@ -96,7 +96,7 @@ class AgentLog:
         info = {"deliveryId": did, "label": label or watcher, "count": len(lines) + overflow,
                 "lines": lines, "overflow": overflow, "watcher": watcher}
         self.deliveries[did] = info
-        self.emit("delivery", delivery_state="queued", **info)
+        self.emit("delivery", deliveryState="queued", **info)
         return did
 
     def turn(self, prompt: str, stdout: list[str], *, trigger: str = "manual",
@@ -112,7 +112,7 @@ class AgentLog:
         self.emit("prompt", turnId=tid, text=prompt)
         self.emit("status", status="running", source="runner", turnId=tid)
         for did in deliveries:
-            self.emit("delivery", delivery_state="delivered", turnId=tid, **self.deliveries[did])
+            self.emit("delivery", deliveryState="delivered", turnId=tid, **self.deliveries[did])
         adapter = make_adapter(self.provider)
         tally = Tally()
 

@@ -43,6 +43,12 @@ def write_config(folder: Path, config: dict[str, Any], name: str = "watch.yaml")
     return path
 
 
+def lag_limit() -> float:
+    """The worst loop stall an end-to-end test accepts: 100 ms, or 250 ms on a loaded box (more
+    runnable processes than cores, as when the suite runs beside two busy loops)."""
+    return 0.1 if os.getloadavg()[0] < (os.cpu_count() or 1) else 0.25
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -90,7 +96,8 @@ def spawned_by(runner_pid: int) -> list[int]:
 class LiveRunner:
     """`watchrun run -c CONFIG` started in a new session (so its pid is the session id)."""
 
-    def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None,
+                 preexec_fn: Callable[[], None] | None = None) -> None:
         self.config = config
         self.out = config.parent / ".watchrun"
         self.stderr_path = config.parent / f"runner-{time.monotonic_ns()}.err"
@@ -100,7 +107,7 @@ class LiveRunner:
         self.proc = subprocess.Popen(
             [watchrun_bin(), "run", "-c", str(config), *args],
             stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=full_env, cwd=config.parent,
+            start_new_session=True, env=full_env, cwd=config.parent, preexec_fn=preexec_fn,
         )
 
     @property
@@ -115,6 +122,18 @@ class LiveRunner:
 
     def matches(self, wid: str) -> list[dict[str, Any]]:
         return [r for r in self.records(wid) if r["kind"] == "match"]
+
+    def control(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """One request on the live runner's control socket."""
+        from watchrun.runtime.control import request
+
+        return request(self.out / "control.sock", payload, timeout=DEADLINE_S)
+
+    def assert_lag_ok(self) -> float:
+        """The runner's worst loop stall so far is within `lag_limit()`; returns it."""
+        lag = float(self.control({"cmd": "status"})["loopLagMaxS"])
+        assert lag < lag_limit(), f"the runner's loop stalled {lag:.3f}s"
+        return lag
 
     def wait_log(self, text: str, timeout: float = DEADLINE_S) -> None:
         wait_for(lambda: text in self.stderr(), f"{text!r} in the runner's log", timeout)

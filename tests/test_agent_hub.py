@@ -86,7 +86,7 @@ def hub_test(tmp_path: Path, cfg: Config, body: Callable[[Harness], Awaitable[No
 
 
 def deliveries(recs: list[dict[str, Any]], state: str) -> list[dict[str, Any]]:
-    return [r for r in of(recs, "delivery") if r["delivery_state"] == state]
+    return [r for r in of(recs, "delivery") if r["deliveryState"] == state]
 
 
 def test_wake_runs_a_turn_with_the_matched_line_as_one_argument(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def test_delivery_keeps_the_first_lines_and_counts_the_rest() -> None:
     d.add(["c", "d", "e"])
     assert (d.count, d.lines, d.overflow) == (5, ["a", "b", "c"], 2)
     assert d.record("delivered", 2, turnId="turn-9", reason=None) == {
-        "deliveryId": "d-7", "delivery_state": "delivered", "label": "API", "count": 5,
+        "deliveryId": "d-7", "deliveryState": "delivered", "label": "API", "count": 5,
         "lines": ["a", "b"], "overflow": 2, "watcher": "server", "turnId": "turn-9"}
     send = Delivery("d-8", "send", keep=1, source="send")
     send.add(["hello"])

@@ -135,7 +135,7 @@ def test_every_surface_shows_the_same_clean_answer(
 
     code, out = cli(capsys, "agent", "list", "-c", c, "--json")
     (row,) = json.loads(out)["agents"]
-    assert code == 0 and row["last_reply"] == one_line(answer) and not CONTROL.search(out)
+    assert code == 0 and row["lastReply"] == one_line(answer) and not CONTROL.search(out)
 
     for args in (["agent", "watch", "a", "--format", "text"],
                  ["agent", "watch", "a", "--raw", "--format", "text"],

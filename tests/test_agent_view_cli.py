@@ -5,6 +5,7 @@ woken by records this test appends."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from importlib import resources
@@ -118,9 +119,12 @@ def test_unknown_agent_lists_the_known_ones(site: tuple[Path, History]) -> None:
 
 def test_invalid_config_prints_diagnostics_and_exits_2(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("agents:\n  - {name: triage, provider: clippy}\n")
-    p = watchrun(tmp_path, "agent", "watch", "triage", "-c", "bad.yaml")
+    p = watchrun(tmp_path, "agent", "watch", "triage", "-c", "bad.yaml", "--format", "text")
     assert (p.returncode, p.stdout) == (2, "")
     assert "error: agents[0].provider" in p.stderr
+    e = error(watchrun(tmp_path, "agent", "watch", "triage", "-c", "bad.yaml"), 2)  # JSON
+    assert e["code"] == "config_invalid"
+    assert [d["path"] for d in e["diagnostics"]] == ["agents[0].provider"]
 
 
 def test_expired_cursor_exits_1(tmp_path: Path) -> None:
@@ -175,13 +179,16 @@ def test_transcript_json_and_text(site: tuple[Path, History]) -> None:
 def test_agent_list_table_and_json(site: tuple[Path, History]) -> None:
     cwd, h = site
     p = watchrun(cwd, "agent", "list", "-c", "watch.yaml")
-    assert (p.returncode, p.stdout.splitlines()) == (0, [
-        "NAME    PROVIDER  STATUS  TURNS  TOKENS  LAST REPLY",
-        "triage  claude    idle    3      2125    Final answer",
-        "coder   codex     idle    0      0       -",
+    cells = [re.split(r" {2,}", x) for x in p.stdout.splitlines()]
+    assert (p.returncode, cells) == (0, [
+        ["NAME", "PROVIDER", "STATUS", "TURNS", "TOKENS", "LAST ACTIVITY", "LAST REPLY"],
+        ["triage", "claude", "idle", "3", "2125", cells[1][5], "Final answer"],
+        ["coder", "codex", "idle", "0", "0", "-", "-"],
     ])
+    assert re.fullmatch(r"\d+d ago", cells[1][5])  # the history's fixed timestamps
     rows = ok_json(watchrun(cwd, "agent", "list", "-c", "watch.yaml", "--json"))["agents"]
     assert [(r["name"], r["turns"], r["tokens"], r["cursor"]) for r in rows] == [
         ("triage", 3, 2125, h.log.cursor), ("coder", 0, 0, None)]
     p = watchrun(cwd, "agent", "list", "--output-dir", "out")  # no config: the files there
-    assert p.stdout.splitlines()[1:] == ["triage  claude    idle    3      2125    Final answer"]
+    assert [re.split(r" {2,}", x) for x in p.stdout.splitlines()[1:]] == [
+        ["triage", "claude", "idle", "3", "2125", cells[1][5], "Final answer"]]

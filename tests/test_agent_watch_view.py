@@ -73,7 +73,7 @@ def test_default_view_has_the_seed_shape(hist: History) -> None:
     assert {m["provider"] for m in t["messages"]} == {"claude"}
     assert (t["cursor"], t["latest_text"], t["truncated"], t["omitted_bytes"]) == (
         hist.log.cursor, "Final answer", False, 0)
-    delivered = last_of(hist.path, "delivery", delivery_state="delivered")
+    delivered = last_of(hist.path, "delivery", deliveryState="delivered")
     queued = last_of(hist.path, "delivery", deliveryId=hist.d2)
     assert v["delivery"]["delivery"] == [
         {"id": hist.d1, "state": "delivered", "label": "API server", "count": 2, "overflow": 0,

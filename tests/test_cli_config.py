@@ -77,15 +77,30 @@ def test_validate_strict_turns_warnings_into_errors(tmp_path: Path) -> None:
     assert proc.stdout.startswith("w.yaml:1:10: error: limits.pollMs: 5 clamped to 10")
 
 
-def test_validate_says_which_patterns_backtrack(tmp_path: Path) -> None:
-    (tmp_path / "w.yaml").write_text(
-        "watchers: [{id: a, path: x, pattern: '(\\w+) \\1', exclude: [ok, '(?=z)']}]\n")
-    proc = run("validate", "-c", "w.yaml", cwd=tmp_path)
-    assert proc.returncode == 0
+def test_validate_refuses_backtracking_patterns_unless_the_watcher_opts_in(tmp_path: Path) -> None:
+    config = ("watchers: [{id: srv, path: x, pattern: '^(a+)+(?=b)c', exclude: [ok, '(a)\\1'],"
+              " gate: {require: '(?<=x)y'}%s}]\n")
+    (tmp_path / "w.yaml").write_text(config % "")
+    proc = run("validate", "--format", "json", "-c", "w.yaml", cwd=tmp_path)
+    assert proc.returncode == 2
+    errors = {d["path"]: d["message"] for d in json.loads(proc.stdout)["diagnostics"]}
+    assert set(errors) == {"watchers[0].pattern", "watchers[0].exclude[1]",
+                           "watchers[0].gate.require"}
+    assert errors["watchers[0].pattern"].startswith(
+        '"^(a+)+(?=b)c" uses lookahead (?=…), which only Python re, a backtracking engine, '
+        "can run")
+    assert "Set `backtracking: true` on watcher `srv`" in errors["watchers[0].pattern"]
+    assert "a backreference" in errors["watchers[0].exclude[1]"]
+    assert "lookbehind (?<=…)" in errors["watchers[0].gate.require"]
+    (tmp_path / "w.yaml").write_text(config % ", backtracking: true")
+    proc = run("validate", "--strict", "-c", "w.yaml", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout
     assert proc.stdout.splitlines()[2].split()[1] in ("re", "re+prefilter")  # engine: …
+    isolated = "matched with Python re (backtracking) in an isolated worker, 250 ms per line"
     assert proc.stdout.splitlines()[3:] == [
-        "      pattern: uses backreferences; matched with Python re (backtracking)",
-        "      exclude[1]: uses lookaround; matched with Python re (backtracking)",
+        f"      pattern: uses lookahead (?=…); {isolated}",
+        f"      exclude[1]: uses a backreference \\N; {isolated}",
+        f"      gate.require: uses lookbehind (?<=…); {isolated}",
     ]
 
 
@@ -219,7 +234,7 @@ def test_bare_config_flag_means_run() -> None:
     proc = run("--once", "-c")  # rejected by the `run` parser, so nothing runs
     assert proc.returncode == 2
     assert proc.stderr.startswith("usage: watchrun run")
-    assert "argument -c/--config: expected at least one argument" in proc.stderr
+    assert "argument -c/--config: expected one argument" in proc.stderr
 
 
 def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
@@ -242,7 +257,7 @@ def test_validate_shows_the_engine_of_each_watcher(tmp_path: Path) -> None:
     cfg = tmp_path / "w.yaml"
     cfg.write_text("watchers:\n"
                    "  - {id: fast, command: 'true', pattern: 'ERROR|FATAL'}\n"
-                   "  - {id: backref, command: 'true', pattern: '(a)\\1'}\n")
+                   "  - {id: backref, command: 'true', pattern: '(a)\\1', backtracking: true}\n")
     p = run("validate", "-c", str(cfg), "--format", "json")
     assert p.returncode == 0, p.stdout + p.stderr
     engines = {w["id"]: w["engine"] for w in json.loads(p.stdout)["watchers"]}

@@ -184,7 +184,7 @@ def test_the_pre_commit_hook_is_declared_for_python() -> None:
     h = hook()
     assert (h["id"], h["language"], h.get("pass_filenames", True)) == (
         "watchrun-validate", "python", True)
-    assert h["entry"] == "watchrun validate --each -c"
+    assert h["entry"] == "watchrun validate --each"  # the file names follow as FILE…
 
 
 @pytest.mark.parametrize(("path", "checked"), [
@@ -228,7 +228,9 @@ def test_each_file_is_validated_on_its_own_not_layered(tmp_path: Path) -> None:
     each_json = subprocess.run([watchrun_bin(), "validate", "--each", "--json", "-c",
                                 *map(str, files)], capture_output=True, text=True,
                                timeout=TIMEOUT_S, check=False)
-    docs = yaml.safe_load(each_json.stdout)
+    doc = yaml.safe_load(each_json.stdout)
+    docs = doc["results"]
+    assert doc["valid"] is True
     assert [(d["files"], d["valid"], d["watchers"][0]["kind"]) for d in docs] == [
         ([str(files[0])], True, "command"), ([str(files[1])], True, "file")]
 

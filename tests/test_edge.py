@@ -124,8 +124,9 @@ def test_matches_text_and_json_are_clean(ran: Path, fmt: str) -> None:
     args = ["--json"] if fmt == "json" else []
     out = cli("matches", "app", "--output-dir", str(ran), *args)
     if fmt == "json":
-        recs = json.loads(out)
-        assert clean(out.replace("\n", "")) and len(recs) == 2
+        doc = json.loads(out)
+        recs = doc["matches"]
+        assert clean(out.replace("\n", "")) and len(recs) == 2 and doc["id"] == "app"
         assert recs[0]["raw"] == CRAFTED  # still the same value, only escaped
     else:
         assert len(out.splitlines()) == 2 and clean(out.replace("\n", ""))

@@ -10,6 +10,7 @@ import pytest
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.runtime.gate import (
     MAX_ANNOTATIONS,
+    NEVER_RAN,
     Evidence,
     Line,
     Status,
@@ -110,6 +111,20 @@ def test_judge_all_keeps_config_order_and_skips_ungated_healthy_watchers() -> No
           "b": Evidence(9, exit_code=3)}
     assert [(v.id, v.status) for v in judge_all([a, b, c], ev)] == [
         ("a", Status.PASS), ("c", Status.FAIL)]
+
+
+def test_judge_all_fails_closed_for_a_gated_watcher_without_evidence() -> None:
+    log = WatcherSpec("log", "log", "ERROR", path=Path(LOG), gate=MAX0)  # never started
+    idle = WatcherSpec("idle", "idle", "x", command="true")  # ungated, never started
+    build = WatcherSpec("build", "build", "x", command="true", gate=EXIT)
+    ev = {"build": Evidence(0, exit_code=0)}
+    verdicts = judge_all([log, idle, build], ev)
+    assert [(v.id, v.status, v.reasons) for v in verdicts] == [
+        ("log", Status.ERROR, (NEVER_RAN,)), ("build", Status.PASS, ())]
+    why = "it never ran: could not start: watcher log: EISDIR"
+    assert judge_all([log], {}, why)[0].reasons == (why,)
+    assert summary_table(judge_all([log], {})).splitlines()[-1] == \
+        "watchrun: FAILED: 1 watcher could not run"
 
 
 def verdict(vid: str, status: Status = Status.FAIL, *, matches: int = 0,

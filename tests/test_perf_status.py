@@ -75,14 +75,46 @@ def test_a_cleared_snapshot_is_not_revived_by_a_queued_write(tmp_path: Path) -> 
         board.add(pipe.spec, pipe, object(), "re")
         await pipe.chunk(_chunk(b"ERROR one\n", 0, 1))
         board.flush()  # queued
-        board.stopped("w")  # written now, as stopped
-        assert json.loads((state / "w.status.json").read_text())["status"] == "stopped"
+        board.stopped("w")  # to be written at once, by the worker (never on the loop)
+        await asyncio.sleep(0.01)
+        assert not (state / "w.status.json").exists()  # the worker is still blocked
         assert board.forget_stopped() == 1  # `watchrun clear`
         gate.set()
+        await board.aclose()
         await loop.shutdown_default_executor()
-        board.close()
 
     asyncio.run(main())
     assert not (state / "w.status.json").exists()
     assert not (state / "w.tail").exists()
+    pipe.sink.close()
+
+
+def test_a_stopped_snapshot_is_written_by_the_worker_without_waiting_a_second(
+        tmp_path: Path) -> None:
+    pipe = _pipeline(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+
+    async def main() -> None:
+        board = StatusBoard(state, SystemClock())
+        board.add(pipe.spec, pipe, object(), "re")
+        await asyncio.sleep(1.2)  # the first snapshot (running) is out
+        written: list[str] = []
+
+        def status() -> str:
+            return str(json.loads((state / "w.status.json").read_text())["status"])
+
+        board.stopped("w")
+        deadline = loop_time() + 0.5  # well under the 1 s debounce of ordinary changes
+        while loop_time() < deadline and not written:
+            await asyncio.sleep(0.01)
+            if status() == "stopped":
+                written.append(status())
+        assert written == ["stopped"]
+        await board.aclose()
+
+    def loop_time() -> float:
+        return asyncio.get_running_loop().time()
+
+    asyncio.run(main())
     pipe.sink.close()

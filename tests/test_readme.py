@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from liverunner import watchrun_bin
 
-from watchrun.cli.main import build_parser
+from watchrun.cli.main import parse
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 BLOCKS = re.findall(r"```(\w*)\n(.*?)```", README, flags=re.S)
@@ -48,10 +48,7 @@ def test_the_quick_start_has_exactly_the_two_setup_commands() -> None:
 
 @pytest.mark.parametrize("command", commands())
 def test_readme_commands_parse(command: str) -> None:
-    argv = shlex.split(command)[1:]
-    if argv and argv[0].startswith("-"):
-        argv.insert(0, "run")
-    build_parser().parse_args(argv)  # SystemExit (a usage error) fails the test
+    parse(shlex.split(command)[1:])  # as `main` parses; SystemExit (a usage error) fails it
 
 
 def test_there_are_readme_commands_to_check() -> None:

@@ -130,8 +130,11 @@ def test_views_and_control_socket(tmp_path: Path) -> None:
     finally:
         assert r.stop() == 0
     listed = json.loads(cli("list", "--json", "-c", "watch.yaml", cwd=tmp_path).stdout)
-    assert [s["id"] for s in listed] == ["app"] and listed[0]["live"] is False
-    p = cli("stop", "app", "-c", "watch.yaml", cwd=tmp_path)
+    assert [s["id"] for s in listed["watchers"]] == ["app"]
+    assert listed["watchers"][0]["live"] is False
+    p = cli("stop", "app", "-c", "watch.yaml", cwd=tmp_path)  # idempotent, like systemctl stop
+    assert p.returncode == 0 and "already stopped (no runner is live" in p.stdout
+    p = cli("clear", "-c", "watch.yaml", cwd=tmp_path)  # needs the runner
     assert p.returncode == 3 and "no live runner" in p.stderr
 
 

@@ -87,7 +87,7 @@ class Delivery:
     def record(self, state: str, match_lines: int, **extra: Any) -> dict[str, Any]:
         """The fields of its `delivery` record (`lines` clipped to `match_lines`)."""
         fields: dict[str, Any] = {
-            "deliveryId": self.id, "delivery_state": state, "label": self.label,
+            "deliveryId": self.id, "deliveryState": state, "label": self.label,
             "count": self.count, "lines": self.lines[:match_lines], "overflow": self.overflow,
         }
         if self.watcher is not None:

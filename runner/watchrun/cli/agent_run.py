@@ -7,20 +7,23 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from watchrun.agents.prompt import render_prompt
 from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder, read_history
 from watchrun.agents.turn import TurnResult, TurnRunner
+from watchrun.cli.emit import Out, config_failed
 from watchrun.clock import SystemClock
 from watchrun.config import load_config
 from watchrun.config.model import AgentSpec, Config
+from watchrun.match.sanitize import edge_text
 from watchrun.output.outdir import OutputDirError, OutputLayout, prepare_output_dir
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.process.spawn import Spawner
 
-__all__ = ["cmd_agent_run", "manual_prompt", "run_one_turn"]
+__all__ = ["cmd_agent_run", "manual_prompt", "run_one_turn", "turn_doc"]
 
 MANUAL = {"matches": "", "watcher": "", "label": "manual", "count": "0"}
 
@@ -31,18 +34,13 @@ def manual_prompt(spec: AgentSpec) -> str:
 
 
 def _error(message: str) -> None:
-    print(f"watchrun: error: {message}", file=sys.stderr)
+    print(f"watchrun: error: {edge_text(message)}", file=sys.stderr)
 
 
 def _live(layout: OutputLayout) -> bool:
-    import socket
+    from watchrun.runtime.control import is_live
 
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        try:
-            s.connect(str(layout.control_socket))
-        except OSError:
-            return False
-    return True
+    return is_live(layout.control_socket)  # any path length (AF_UNIX limit)
 
 
 async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, prompt: str,
@@ -67,41 +65,56 @@ async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, pr
         await rec.close()
 
 
+def turn_doc(name: str, result: TurnResult) -> dict[str, Any]:
+    """`agent run --json`: how the turn ended, camelCase (docs/cli.md). `failure` is why it did
+    not complete (null when done); the exit status says the same (0 done, 1 failed)."""
+    u = result.usage
+    return {"name": name, "turnId": result.turn_id, "status": result.status,
+            "completed": result.completed, "reply": result.reply,
+            "usage": {"input": u.input, "cached": u.cached, "output": u.output,
+                      "complete": u.complete},
+            "tokens": u.tokens, "exitCode": result.exit_code, "signal": result.signal,
+            "durationMs": result.duration_ms, "stopReason": result.stop_reason,
+            "failure": result.error}
+
+
 def cmd_agent_run(args: argparse.Namespace) -> int:
     """Exit 0 when the turn is done (the reply is printed), 1 when it failed, 130 when it was
     interrupted, 2 for a config error or an unknown agent, 3 when it cannot run at all."""
+    out = Out.for_args(args)
     loaded = load_config([Path(p) for p in args.config], output_dir=args.output_dir)
+    if loaded.config is None:
+        return config_failed(out, loaded.diagnostics)
     for d in loaded.diagnostics:
-        print(d.format(), file=sys.stderr)
+        print(edge_text(d.format()), file=sys.stderr)
     config = loaded.config
-    if config is None:
-        return 2
     spec = config.agent(args.name)
     if spec is None:
-        known = ", ".join(a.name for a in config.agents) or "(none: the config has no agents)"
-        _error(f"no agent named {args.name!r}; known agents: {known}")
-        return 2
+        known = [a.name for a in config.agents]
+        return out.fail("not_found", f"no agent named {args.name!r}; known agents: "
+                        f"{', '.join(known) or '(none: the config has no agents)'}",
+                        name=args.name, known=known)
     try:
         layout = prepare_output_dir(config.output.dir)
     except OutputDirError as exc:
-        _error(str(exc))
-        return 3
+        return out.fail("output_dir", str(exc))
     if _live(layout):
-        _error(f"a runner is live on {layout.control_socket} and owns {spec.name}'s records; "
-               f"use `watchrun agent send {spec.name} TEXT` instead")
-        return 3
+        return out.fail("runner_live", f"a runner is live on {layout.control_socket} and owns "
+                        f"{spec.name}'s records; use `watchrun agent send {spec.name} TEXT` "
+                        "instead")
     prompt = args.prompt if args.prompt is not None else manual_prompt(spec)
     log = RunLog("text")
     try:
         result = asyncio.run(run_one_turn(config, spec, layout, prompt, log))
     except SinkWriteError as exc:
-        _error(f"cannot write {spec.name}'s records: {exc}")
-        return 3
-    if result.reply:
-        sys.stdout.write(result.reply if result.reply.endswith("\n") else result.reply + "\n")
-        sys.stdout.flush()
-    if result.status == "done":
-        return 0
-    why = (result.error or {}).get("message", "no reason recorded")
-    _error(f"agent {spec.name}: {result.turn_id} {result.status}: {why}")
-    return 130 if result.status == "cancelled" else 1
+        return out.fail("write_failed", f"cannot write {spec.name}'s records: {exc}")
+    status = 0 if result.status == "done" else 130 if result.status == "cancelled" else 1
+    if out.as_json:
+        out.doc(turn_doc(spec.name, result))
+    elif result.reply:
+        out.block(edge_text(result.reply, multiline=True))
+    sys.stdout.flush()
+    if status:
+        why = (result.error or {}).get("message", "no reason recorded")
+        _error(f"agent {spec.name}: {result.turn_id} {result.status}: {why}")
+    return status

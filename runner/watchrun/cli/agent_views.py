@@ -2,30 +2,34 @@
 
 Where: `-c FILE…` (the config names the agents and the output dir; `--output-dir` overrides
 it), or `--output-dir DIR` alone (agents are the `agents/*.jsonl` files there, the provider
-the one their last dispatch-start names), or else `./watch.yaml`. A live runner is not needed.
+the one their last dispatch-start names); without either, `main` found ./watch.yaml (or says
+there is none). A live runner is not needed.
 
-`watch` and `transcript` print JSON by default (`--format text` for a person); `list` prints
-a table (`--json` / `--format json` for JSON). A view error is printed as
-`{"error": {"code", "message", ...}}` on stdout in JSON mode (one JSON document either way),
-or as `watchrun: error: CODE: MESSAGE` on stderr in text mode; exit status per
-`view_window.EXIT_STATUS`. An invalid config prints its diagnostics on stderr and exits 2.
+`watch` and `transcript` print the seed-shaped JSON by default (`--format text` for a
+person); `list` prints a table (`--json` for `{"agents": [...]}`, camelCase). A view error is
+printed as `{"error": {"code", "message", ...}}` on stdout in JSON mode (one JSON document
+either way), or as `watchrun: error: CODE: MESSAGE` on stderr in text mode; exit status per
+`view_window.EXIT_STATUS`. An invalid config is `config_invalid` (exit 2): its errors on
+stderr, or in the error document.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
 from watchrun.output.outdir import layout_for
 from watchrun.output.records import ID_PATTERN, iter_records, last_records
 from watchrun.views.agent_wait import parse_until, wait_until
 from watchrun.views.agent_watch import build_watch, parse_include
 from watchrun.views.agent_window import ViewError
+from watchrun.views.humanize import no_paint, paint
 from watchrun.views.parent import AgentStream, build_agent_transcript, build_run_transcript
 from watchrun.views.render import dumps, render_list, render_transcript, render_watch
 from watchrun.views.transcript import summarize
@@ -44,29 +48,29 @@ class AgentRef:
 
 
 class _ConfigInvalid(Exception):
-    """The config has errors; its diagnostics were printed."""
+    """The config has errors; they were printed, `status` is the exit status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
-def _where(args: argparse.Namespace) -> tuple[Path, dict[str, AgentRef]]:
-    """(output dir, agents by name) from the config or the output dir."""
+def _where(args: argparse.Namespace, out: Out) -> tuple[Path, dict[str, AgentRef]]:
+    """(output dir, agents by name) from the config (`-c`, or the one `main` found) or from
+    `--output-dir` alone."""
     configs = list(getattr(args, "config", None) or [])
     output_dir = getattr(args, "output_dir", None)
-    if not configs and output_dir is None:
-        if not Path("watch.yaml").is_file():
-            raise ViewError("not_found", "no config: use -c FILE or --output-dir DIR "
-                            "(./watch.yaml does not exist)")
-        configs = [Path("watch.yaml")]
-    if not configs and output_dir is not None:
+    if not configs:
+        if output_dir is None:
+            raise ViewError("not_found", "no config: pass -c FILE or --output-dir DIR")
         root = Path(output_dir)
         found = sorted(p.name.removesuffix(".jsonl") for p in (root / "agents").glob("*.jsonl"))
         return root, {n: AgentRef(n, _provider(root, n)) for n in found if _valid_id(n)}
     from watchrun.config import load_config
 
     result = load_config(configs, output_dir=output_dir)
-    for d in result.diagnostics:
-        print(d.format(), file=sys.stderr)
     if result.config is None:
-        raise _ConfigInvalid
+        raise _ConfigInvalid(config_failed(out, result.diagnostics))
     agents = {a.name: AgentRef(a.name, a.provider, str(a.cwd)) for a in result.config.agents}
     return result.config.output.dir, agents
 
@@ -91,28 +95,14 @@ def _agent(agents: dict[str, AgentRef], name: str) -> AgentRef:
     return agent
 
 
-def _fmt(args: argparse.Namespace, default: str) -> str:
-    if getattr(args, "json", False) is True:
-        return "json"
-    fmt = getattr(args, "format", None)
-    return fmt if fmt in ("json", "text") else default
-
-
-def _fail(exc: ViewError, fmt: str) -> int:
-    if fmt == "json":
-        print(dumps(exc.to_dict()))
-    else:
-        print(f"watchrun: error: {exc.code}: {exc.message}", file=sys.stderr)
-    return exc.exit_status
-
-
 def _tail(value: Any) -> int | None:
     if value is None:
         return None
     from watchrun.config.units import parse_size
 
     try:
-        tail = value if isinstance(value, int) else parse_size(value)
+        tail = value if isinstance(value, int) else int(value) if re.fullmatch(
+            r"-?\d+", str(value)) else parse_size(value)
     except ValueError as exc:
         raise ViewError("invalid_argument", f"--tail {value!r}: {exc}") from None
     if tail < 0:
@@ -129,25 +119,33 @@ def _timeout_s(value: Any) -> float:
         raise ViewError("invalid_argument", f"--timeout {value!r}: {exc}") from None
 
 
-def _run(args: argparse.Namespace, fmt: str, body: Any) -> int:
-    """Run `body()` (returns the text to print), turning failures into printed errors."""
+def _run(args: argparse.Namespace, body: Any) -> int:
+    """Run `body(out)` (returns the text to print), turning failures into printed errors:
+    `{"error": {...}}` on stdout in JSON mode, `watchrun: error: …` on stderr otherwise."""
+    out = Out.for_args(args)
     try:
-        sys.stdout.write(body())
-        return ExitStatus.OK
-    except _ConfigInvalid:
-        return ExitStatus.USAGE
+        text = body(out)
+    except _ConfigInvalid as exc:
+        return exc.status
     except ViewError as exc:
-        return _fail(exc, fmt)
+        return _fail(out, exc)
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(ViewError("read_failed", f"{where}{exc.strerror or exc}"), fmt)
+        return out.fail("read_failed", f"{where}{exc.strerror or exc}")
+    out.block(text)
+    return ExitStatus.OK
+
+
+def _fail(out: Out, exc: ViewError) -> int:
+    out.fail(exc.code, exc.message if out.as_json else f"{exc.code}: {exc.message}",
+             **exc.extra)
+    return exc.exit_status
 
 
 def cmd_agent_watch(args: argparse.Namespace) -> int:
     """`watchrun agent watch NAME [--include L] [--raw] [--since C] [--tail N] [--until X]`."""
-    fmt = _fmt(args, "json")
 
-    def body() -> str:
+    def body(out: Out) -> str:
         include = parse_include(getattr(args, "include", None) or [],
                                 bool(getattr(args, "raw", False)))
         tail = _tail(getattr(args, "tail", None))
@@ -155,7 +153,7 @@ def cmd_agent_watch(args: argparse.Namespace) -> int:
         timeout_s = _timeout_s(getattr(args, "timeout", None)) if until else 0.0
         if until:
             parse_until(until)
-        root, agents = _where(args)
+        root, agents = _where(args, out)
         agent = _agent(agents, args.name)
         path = layout_for(root).jsonl("agent", agent.name)
         anchor = None
@@ -163,23 +161,22 @@ def cmd_agent_watch(args: argparse.Namespace) -> int:
             anchor = wait_until(path, until, since_cursor=since, timeout_s=timeout_s)["anchor"]
         view = build_watch(path, agent, include=include, since=since, tail=tail,
                            anchor=anchor if since is None else None)
-        return dumps(view) + "\n" if fmt == "json" else render_watch(view)
+        return dumps(view) if out.as_json else render_watch(view)
 
-    return _run(args, fmt, body)
+    return _run(args, body)
 
 
 def cmd_agent_transcript(args: argparse.Namespace) -> int:
     """`watchrun agent transcript NAME [--format json|text]`."""
-    fmt = _fmt(args, "json")
 
-    def body() -> str:
-        root, agents = _where(args)
+    def body(out: Out) -> str:
+        root, agents = _where(args, out)
         agent = _agent(agents, args.name)
         streams = _streams(root, agents)
         doc = build_agent_transcript(streams.pop(agent.name), streams.values())
-        return dumps(doc) + "\n" if fmt == "json" else render_transcript(doc)
+        return dumps(doc) if out.as_json else render_transcript(doc)
 
-    return _run(args, fmt, body)
+    return _run(args, body)
 
 
 def _streams(root: Path, agents: dict[str, AgentRef]) -> dict[str, AgentStream]:
@@ -191,27 +188,36 @@ def _streams(root: Path, agents: dict[str, AgentRef]) -> dict[str, AgentStream]:
 
 def cmd_transcript(args: argparse.Namespace) -> int:
     """`watchrun transcript [--format json|text]`: every agent's turns, each plan as one turn."""
-    fmt = _fmt(args, "json")
 
-    def body() -> str:
-        root, agents = _where(args)
+    def body(out: Out) -> str:
+        root, agents = _where(args, out)
         configs = list(getattr(args, "config", None) or [])
         workspace = str(Path(configs[0]).resolve().parent) if configs else str(root)
         doc = build_run_transcript(_streams(root, agents).values(), workspace)
-        return dumps(doc) + "\n" if fmt == "json" else render_transcript(doc)
+        return dumps(doc) if out.as_json else render_transcript(doc)
 
-    return _run(args, fmt, body)
+    return _run(args, body)
+
+
+LIST_KEYS = {"last_status_at": "lastStatusAt", "last_reply": "lastReply",
+             "last_activity": "lastActivity"}
+"""`agent list --json` rows are camelCase like every CLI document (docs/cli.md)."""
+
+
+def list_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {LIST_KEYS.get(k, k): v for k, v in row.items()}
 
 
 def cmd_agent_list(args: argparse.Namespace) -> int:
     """`watchrun agent list [--json]`: every agent's status, turns, tokens and last reply."""
-    fmt = _fmt(args, "text")
 
-    def body() -> str:
-        root, agents = _where(args)
+    def body(out: Out) -> str:
+        root, agents = _where(args, out)
         layout = layout_for(root)
-        rows = [summarize(iter_records(layout.jsonl("agent", a.name)), a.name, a.provider)
-                for a in agents.values()]
-        return dumps({"agents": rows}) + "\n" if fmt == "json" else render_list(rows)
+        rows = [list_row(summarize(iter_records(layout.jsonl("agent", a.name)), a.name,
+                                   a.provider)) for a in agents.values()]
+        if out.as_json:
+            return dumps({"agents": rows})
+        return render_list(rows, datetime.now(UTC), paint if out.colour else no_paint)
 
-    return _run(args, fmt, body)
+    return _run(args, body)

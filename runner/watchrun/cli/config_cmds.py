@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
+from watchrun.cli.emit import Out, config_failed
 from watchrun.config import LoadResult, load_config
 from watchrun.config.diagnostics import Diagnostic
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.config.plans import plan_order
 from watchrun.exitcodes import ExitStatus
+from watchrun.match.sanitize import edge_text
 
 __all__ = ["cmd_config", "cmd_init", "cmd_schema", "cmd_validate"]
 
 
 def _printable(text: str) -> str:
-    """`text` with control characters shown as escapes, so a config cannot restyle a terminal."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    """`text` through the edge sanitizer, so a config cannot restyle a terminal."""
+    return edge_text(text)
 
 
 def _plural(n: int, word: str) -> str:
@@ -115,13 +117,15 @@ def _validate_doc(args: argparse.Namespace, result: LoadResult) -> dict[str, Any
 
 
 def _validate_each(args: argparse.Namespace) -> int:
-    """`validate --each`: every file on its own; JSON is a list of the per-file documents."""
+    """`validate --each`: every file on its own; JSON is `{"valid", "results": [...]}`, one
+    document per file."""
     ones = [argparse.Namespace(**{**vars(args), "config": [p], "each": False})
             for p in args.config]
     if args.format == "json":
         results = [(one, _load(one, strict=args.strict)) for one in ones]
-        print(json.dumps([_validate_doc(o, r) for o, r in results], indent=2, ensure_ascii=False))
-        return ExitStatus.OK if all(r.ok for _, r in results) else ExitStatus.USAGE
+        valid = all(r.ok for _, r in results)
+        Out(True).doc({"valid": valid, "results": [_validate_doc(o, r) for o, r in results]})
+        return ExitStatus.OK if valid else ExitStatus.USAGE
     return max(cmd_validate(one) for one in ones)
 
 
@@ -132,7 +136,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     files = " + ".join(str(p) for p in args.config)
     errors, warnings = len(result.errors), len(result.warnings)
     if args.format == "json":
-        print(json.dumps(_validate_doc(args, result), indent=2, ensure_ascii=False))
+        Out(True).doc(_validate_doc(args, result))
         return ExitStatus.OK if result.ok else ExitStatus.USAGE
     for d in result.diagnostics:
         print(_printable(located(d)))
@@ -171,11 +175,16 @@ def cmd_config(args: argparse.Namespace) -> int:
     from watchrun.config.dump import dump_config
 
     result = _load(args)
+    if result.config is None:
+        return config_failed(Out.for_args(args), result.diagnostics)
     for d in result.diagnostics:
         print(_printable(d.format()), file=sys.stderr)
-    if result.config is None:
-        return ExitStatus.USAGE
-    sys.stdout.write(dump_config(result.config, args.format))
+    if args.format == "json":  # the config itself is the document, through the edge
+        import json
+
+        Out(True).doc(json.loads(dump_config(result.config, "json")))
+    else:  # YAML/TOML escape controls themselves; the edge is a guard, not a rewrite
+        sys.stdout.write(edge_text(dump_config(result.config, args.format), multiline=True))
     return ExitStatus.OK
 
 
@@ -185,24 +194,31 @@ def cmd_schema(args: argparse.Namespace) -> int:
     try:
         text = schema_text(args.name)
     except FileNotFoundError:
-        print(f"watchrun: error: the `{args.name}` schema is not available in this installation "
-              f"({SCHEMA_FILES[args.name]} is missing from the watchrun.schemas package)",
-              file=sys.stderr)
-        return ExitStatus.USAGE
+        return Out.for_args(args).fail(
+            "not_found", f"the `{args.name}` schema is not available in this installation "
+            f"({SCHEMA_FILES[args.name]} is missing from the watchrun.schemas package)")
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return ExitStatus.OK
 
 
+def _init_target(raw: str) -> Path:
+    """`init PATH`: a folder (existing, or written with a trailing `/`) gets watch.yaml."""
+    path = Path(raw)
+    return path / "watch.yaml" if raw.endswith("/") or path.is_dir() else path
+
+
 def cmd_init(args: argparse.Namespace) -> int:
+    """Write the starter config; missing folders on the way are created (`init ci/watch.yaml`).
+    An existing file is never overwritten (exit 2); a file that cannot be written is exit 3."""
     from watchrun.config.loader import config_format
     from watchrun.config.starter import STARTER_YAML
 
-    path = args.path / "watch.yaml" if args.path.is_dir() else args.path
+    out = Out.for_args(args)
+    path = _init_target(str(args.path))
     fmt = config_format(path)
     if fmt is None:
-        print(f"watchrun: error: cannot tell the format of {path}: name it .yaml, .yml, .json "
-              "or .toml", file=sys.stderr)
-        return ExitStatus.USAGE
+        return out.fail("invalid_argument", f"cannot tell the format of {path}: name it .yaml, "
+                        ".yml, .json or .toml", path=str(path))
     text = STARTER_YAML
     if fmt != "yaml":
         import yaml
@@ -211,17 +227,22 @@ def cmd_init(args: argparse.Namespace) -> int:
 
         text = dump_document(yaml.safe_load(STARTER_YAML), fmt)
     try:
-        with open(path, "x", encoding="utf-8") as out:
-            out.write(text)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # (a file where a folder should be is EEXIST here)
+        return out.fail("write_failed", f"cannot write {path}: cannot create {path.parent}: "
+                        f"{exc.strerror or exc}", path=str(path))
+    try:
+        with open(path, "x", encoding="utf-8") as fh:
+            fh.write(text)
     except FileExistsError:
-        print(f"watchrun: error: {path} already exists; not overwriting it (remove it or give "
-              "another path: watchrun init PATH)", file=sys.stderr)
-        return ExitStatus.USAGE
+        return out.fail("exists", f"{path} already exists; not overwriting it (remove it or "
+                        "give another path: watchrun init PATH)", path=str(path))
     except OSError as exc:
-        print(f"watchrun: error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
-        return ExitStatus.USAGE
-    if args.format == "json":
-        print(json.dumps({"path": str(path), "format": fmt}))
+        return out.fail("write_failed", f"cannot write {path}: {exc.strerror or exc}",
+                        path=str(path))
+    if out.as_json:
+        out.doc({"path": str(path), "format": fmt})
     else:
-        print(f"wrote {path}\nnext: watchrun validate -c {path}   then: watchrun -c {path}")
+        out.line(f"wrote {path}")
+        out.line(f"next: watchrun validate -c {path}   then: watchrun -c {path}")
     return ExitStatus.OK

@@ -1,4 +1,4 @@
-"""The `watchrun` command line: argparse subcommands dispatched to lazily imported handlers."""
+"""The `watchrun` command line: parse, find the config, call the lazily imported handler."""
 
 from __future__ import annotations
 
@@ -9,243 +9,103 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from watchrun import __version__
+from watchrun.cli.parser import COMMANDS, Command, build_parser, parsers
 from watchrun.exitcodes import ExitStatus
 
-__all__ = ["BROKEN_PIPE", "COMMANDS", "Command", "build_parser", "main"]
+__all__ = ["BROKEN_PIPE", "COMMANDS", "Command", "build_parser", "main", "parse"]
 
 BROKEN_PIPE = 128 + 13
 """Exit status when stdout's reader went away (128 + SIGPIPE, as `yes | head` reports)."""
+_TAKES_VALUE = {"-c", "--config", "--output-dir", "--log-format", "--junit", "--metrics"}
+"""Options (of the top level or of `run`) whose value is the next word."""
 
 
-class Command:
-    """One subcommand: its help, its arguments, and its handler imported only when it runs.
-
-    `handler` is `module:function`, called with the parsed Namespace, returning an exit status.
-    (A plain class, not a dataclass: `watchrun --help` must start fast.)
-    """
-
-    __slots__ = ("configure", "epilog", "handler", "help", "name")
-
-    def __init__(self, name: str, help: str, epilog: str,
-                 configure: Callable[[argparse.ArgumentParser], None], handler: str) -> None:
-        self.name = name
-        self.help = help
-        self.epilog = epilog
-        self.configure = configure
-        self.handler = handler
+def _command_at(argv: Sequence[str]) -> int | None:
+    """Index of the first word that is not an option or an option's value, if any."""
+    skip = False
+    for i, word in enumerate(argv):
+        if skip:
+            skip = False
+        elif word == "--":
+            return i + 1 if i + 1 < len(argv) else None
+        elif word in _TAKES_VALUE:
+            skip = True
+        elif not word.startswith("-") or word == "-":
+            return i
+    return None
 
 
-def add_config_args(p: argparse.ArgumentParser) -> None:
-    """`-c FILE…` (repeatable; layered in order) and `--output-dir DIR`."""
-    p.add_argument("-c", "--config", metavar="FILE", type=Path, action="extend", nargs="+",
-                   required=True, help="config file (.yaml/.yml/.json/.toml); repeat to layer "
-                   "files: later keys win, watchers and agents merge by id/name")
-    p.add_argument("--output-dir", metavar="DIR", type=Path,
-                   help="override output.dir (default .watchrun beside the first config file)")
+def normalize(argv: Sequence[str]) -> list[str]:
+    """`watchrun [-c FILE…] [run options]` without a command means `watchrun run …`; options
+    before a command stay where they are (the top-level parser takes -c/--output-dir/--json)."""
+    words = list(argv)
+    if any(w in ("-h", "--help", "--version") for w in words[:1]):
+        return words
+    at = _command_at(words)
+    if at is None or words[at] not in COMMANDS:
+        words.insert(0, "run")
+    return words
 
 
-def _json_flag(p: argparse.ArgumentParser, dest: str = "format") -> None:
-    p.add_argument("--json", dest=dest, action="store_const", const="json",
-                   help="print JSON (same as --format json)")
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse a command line as `main` does (usage errors exit 2); -c/--output-dir/--json given
+    before the command are merged with those given after it."""
+    words = normalize(argv)
+    parser = build_parser()
+    if "--json" in words:
+        for p in parsers(parser):
+            p.json_errors = True  # type: ignore[attr-defined]
+    args = parser.parse_args(words)
+    pre_config, pre_out, pre_json = args.pre_config, args.pre_output_dir, args.pre_json
+    del args.pre_config, args.pre_output_dir, args.pre_json
+    cmd = COMMANDS[args.command]
+    if cmd.config == "none" and (pre_config or pre_out):
+        parser.error(f"`watchrun {cmd.name}` reads no config: drop -c/--output-dir")
+    if cmd.config != "none":
+        args.config = [*(pre_config or []), *(getattr(args, "config", None) or []),
+                       *(getattr(args, "files", None) or [])]
+        if getattr(args, "output_dir", None) is None:
+            args.output_dir = pre_out
+    if pre_json:
+        args.format = "json"
+    args.config_found = None
+    return args
 
 
-def _configure_run(p: argparse.ArgumentParser) -> None:
-    add_config_args(p)
-    p.add_argument("--once", action="store_true", help="CI mode: run commands to their exit, "
-                   "scan files to their end, print a verdict per gate, exit 1 if one is crossed")
-    p.add_argument("--log-format", choices=("text", "json"), default="text",
-                   help="format of the runner's own log on stderr (default text)")
-    p.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
-    p.add_argument("--junit", metavar="FILE", type=Path, help="with --once: write a JUnit report")
-    p.add_argument("--metrics", metavar="HOST:PORT",
-                   help="serve Prometheus metrics and /healthz on HOST:PORT")
+def _needs(cmd: Command, args: argparse.Namespace) -> str:
+    if cmd.name == "agent" and args.agent_command == "run":
+        return "required"
+    return cmd.config
 
 
-def _configure_validate(p: argparse.ArgumentParser) -> None:
-    add_config_args(p)
-    p.add_argument("--strict", action="store_true", help="treat warnings (clamped limits, "
-                   "appended {prompt}, ...) as errors")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="output format (default text)")
-    p.add_argument("--each", action="store_true", help="validate every file on its own instead "
-                   "of layering them (a pre-commit hook passes each changed config file)")
-    _json_flag(p)
+def _find_config(cmd: Command, args: argparse.Namespace) -> int | None:
+    """Without -c, use ./watch.yaml (or .yml/.json/.toml) and say so; exit 2 when there is
+    none. `--output-dir` alone is enough for the commands that only read the output dir."""
+    needs = _needs(cmd, args)
+    if needs == "none" or args.config or (needs == "where" and args.output_dir is not None):
+        return None
+    from watchrun.cli.discover import discover, none_found, using
 
+    found = discover(Path.cwd())
+    if found.path is None:
+        from watchrun.cli.emit import Out
 
-def _configure_config(p: argparse.ArgumentParser) -> None:
-    add_config_args(p)
-    p.add_argument("--format", choices=("yaml", "json", "toml"), default="yaml",
-                   help="output format (default yaml)")
-    _json_flag(p)
+        return Out.for_args(args).fail("config_not_found", none_found(
+            needs == "where"), looked=list(found.looked))
+    args.config, args.config_found = [found.path], found.path
+    note = using(found)
+    if cmd.name == "run":
+        from watchrun.output.runlog import RunLog
 
+        if args.format == "json":
+            args.log_format = "json"
+        RunLog(args.log_format, quiet=args.quiet).info(note, event="config",
+                                                        path=str(found.path))
+    else:
+        from watchrun.match.sanitize import edge_text
 
-def _configure_schema(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?", default="config",
-                   choices=("config", "record", "agent-watch", "transcript"),
-                   help="which schema (default config)")
-    p.set_defaults(format="json")
-    _json_flag(p)
-
-
-def _configure_init(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="?", default="watch.yaml", type=Path, metavar="PATH",
-                   help="file to write (default watch.yaml; .json/.toml write that format; "
-                   "a folder gets watch.yaml inside it)")
-    p.set_defaults(format="text")
-    _json_flag(p)
-
-
-def add_where_args(p: argparse.ArgumentParser, *, table: bool = True) -> None:
-    """`-c FILE…` or `--output-dir DIR`: where the output dir is (default: ./watch.yaml's)."""
-    p.add_argument("-c", "--config", metavar="FILE", type=Path, action="extend", nargs="+",
-                   help="config file(s) whose output dir to read (default ./watch.yaml)")
-    p.add_argument("--output-dir", metavar="DIR", type=Path,
-                   help="read this output dir directly (no config needed)")
-    if table:
-        p.add_argument("--json", dest="format", action="store_const", const="json",
-                       default="text", help="print JSON instead of a table")
-
-
-def _configure_ops(kind: str) -> Callable[[argparse.ArgumentParser], None]:
-    def configure(p: argparse.ArgumentParser) -> None:
-        add_where_args(p)
-        if kind in ("status", "matches", "logs", "stop"):
-            p.add_argument("id", help="watcher id")
-        if kind in ("matches", "logs"):
-            p.add_argument("--lines", type=int, metavar="N",
-                           help="how many lines (default limits.matchLines)")
-        if kind == "clear":
-            p.add_argument("--all", action="store_true",
-                           help="also stop running watchers before forgetting them")
-        p.set_defaults(op=kind)
-    return configure
-
-
-def _configure_transcript(p: argparse.ArgumentParser) -> None:
-    add_where_args(p, table=False)
-    p.add_argument("--format", choices=("json", "text"), default="json")
-
-
-def _configure_agent(p: argparse.ArgumentParser) -> None:
-    subs = p.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
-    raw = argparse.RawDescriptionHelpFormatter
-    ls = subs.add_parser("list", help="every agent with its status, turns, tokens, last reply",
-                         formatter_class=raw,
-                         epilog="example:\n  watchrun agent list -c watch.yaml")
-    add_where_args(ls)
-    run = subs.add_parser("run", help="run one turn in the foreground and print the reply",
-                          formatter_class=raw, epilog="examples:\n  watchrun agent run triage "
-                          "-c watch.yaml\n  watchrun agent run triage -c watch.yaml --prompt "
-                          "'why is the build red?'\nexit status: 0 the turn completed, 1 it failed")
-    add_config_args(run)
-    run.add_argument("name", help="agent name")
-    run.add_argument("--prompt", help="the prompt (default: the agent's prompt template)")
-    watch = subs.add_parser("watch", help="the readable view of an agent (JSON)",
-                            formatter_class=raw,
-                            epilog="examples:\n  watchrun agent watch triage -c watch.yaml\n  "
-                            "watchrun agent watch triage -c watch.yaml --until status:idle "
-                            "--timeout 5m\n  watchrun agent watch triage -c watch.yaml --since "
-                            "triage:0000000000000010 --raw")
-    add_where_args(watch, table=False)
-    watch.add_argument("name", help="agent name")
-    watch.add_argument("--include", action="append", default=[], metavar="LIST",
-                       help="comma list of status,transcript,output,delivery,raw_output,events")
-    watch.add_argument("--raw", action="store_true", help="add raw_output to the include set")
-    watch.add_argument("--since", metavar="CURSOR", help="only what is strictly after CURSOR")
-    watch.add_argument("--tail", type=int, metavar="BYTES", help="cap text fields to BYTES")
-    watch.add_argument("--until", metavar="COND", help="wait for a new status:S, output:TOKEN, "
-                       "event:KIND or delivery:STATE")
-    watch.add_argument("--timeout", default="10m", help="how long --until waits (default 10m)")
-    watch.add_argument("--format", choices=("json", "text"), default="json")
-    tr = subs.add_parser("transcript", help="turns grouped by prompt (JSON)", formatter_class=raw,
-                         epilog="example:\n  watchrun agent transcript triage -c watch.yaml")
-    add_where_args(tr, table=False)
-    tr.add_argument("name", help="agent name")
-    tr.add_argument("--format", choices=("json", "text"), default="json")
-    send = subs.add_parser("send", help="queue a prompt for an agent of the live runner",
-                           formatter_class=raw,
-                           epilog="example:\n  watchrun agent send triage "
-                           "'look at the last deploy'")
-    add_where_args(send)
-    send.add_argument("name", help="agent name")
-    send.add_argument("text", help="the prompt")
-    stop = subs.add_parser("stop", help="abort an agent's running turn in the live runner",
-                           formatter_class=raw, epilog="example:\n  watchrun agent stop triage")
-    add_where_args(stop)
-    stop.add_argument("name", help="agent name")
-
-
-COMMANDS: dict[str, Command] = {
-    c.name: c
-    for c in (
-        Command("run", "run the watchers and agents (the default command)",
-                "examples:\n  watchrun -c watch.yaml\n  watchrun run -c base.yaml -c prod.yaml "
-                "--output-dir /var/lib/watchrun\n  watchrun run --once -c ci.yaml --junit "
-                "report.xml", _configure_run, "watchrun.cli.run:run"),
-        Command("validate", "check config files; every problem is reported at once",
-                "exit status: 0 valid, 2 invalid\nexamples:\n  watchrun validate -c watch.yaml"
-                "\n  watchrun validate -c base.yaml -c prod.yaml --strict --format json"
-                "\n  watchrun validate --each -c ci/watch.yaml deploy/watch.yaml",
-                _configure_validate, "watchrun.cli.config_cmds:cmd_validate"),
-        Command("config", "print the resolved, clamped config (paths absolute, ms, bytes)",
-                "examples:\n  watchrun config -c watch.yaml\n  watchrun config -c base.yaml "
-                "-c prod.yaml --format toml > resolved.toml",
-                _configure_config, "watchrun.cli.config_cmds:cmd_config"),
-        Command("schema", "print a JSON Schema (config, record, agent-watch, transcript)",
-                "examples:\n  watchrun schema > watch.schema.json\n  watchrun schema record",
-                _configure_schema, "watchrun.cli.config_cmds:cmd_schema"),
-        Command("init", "write a commented starter config",
-                "examples:\n  watchrun init\n  watchrun init ci/watch.yaml\n  watchrun init "
-                "watch.toml", _configure_init, "watchrun.cli.config_cmds:cmd_init"),
-        Command("list", "every watcher with its status and counts (live runner or not)",
-                "examples:\n  watchrun list -c watch.yaml\n  watchrun list --output-dir "
-                "/var/lib/watchrun --json", _configure_ops("list"), "watchrun.cli.ops:cmd_ops"),
-        Command("status", "one watcher's status", "example:\n  watchrun status server -c "
-                "watch.yaml", _configure_ops("status"), "watchrun.cli.ops:cmd_ops"),
-        Command("matches", "a watcher's latest matched lines", "example:\n  watchrun matches "
-                "server -c watch.yaml --lines 20", _configure_ops("matches"),
-                "watchrun.cli.ops:cmd_ops"),
-        Command("logs", "a watcher's latest raw lines (sanitized)", "example:\n  watchrun logs "
-                "server -c watch.yaml --lines 100", _configure_ops("logs"),
-                "watchrun.cli.ops:cmd_ops"),
-        Command("stop", "stop one watcher of the live runner", "example:\n  watchrun stop "
-                "server -c watch.yaml", _configure_ops("stop"), "watchrun.cli.ops:cmd_ops"),
-        Command("clear", "forget stopped watchers' status (--all: stop and forget every one)",
-                "example:\n  watchrun clear --all -c watch.yaml", _configure_ops("clear"),
-                "watchrun.cli.ops:cmd_ops"),
-        Command("transcript", "every agent's turns, plans of agents as one turn each (JSON)",
-                "examples:\n  watchrun transcript -c watch.yaml\n  watchrun transcript "
-                "--output-dir /var/lib/watchrun --format text", _configure_transcript,
-                "watchrun.cli.agent_views:cmd_transcript"),
-        Command("agent", "agents: list | run | watch | transcript | send | stop",
-                "examples:\n  watchrun agent list -c watch.yaml\n  watchrun agent run triage "
-                "-c watch.yaml --prompt 'hello'\n  watchrun agent watch triage -c watch.yaml",
-                _configure_agent, "watchrun.cli.ops:cmd_agent"),
-    )
-}
-"""Subcommands by name, in help order. Add an entry here to add a command."""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    raw = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(
-        prog="watchrun",
-        description="Tail files and commands, match lines, supervise AI coding agents, "
-        "write JSONL.",
-        epilog="examples:\n  watchrun -c watch.yaml            run (same as `watchrun run -c "
-        "watch.yaml`)\n  watchrun validate -c watch.yaml   check a config\n  watchrun init"
-        "                     write a starter watch.yaml\n\nexit status: 0 ok, 1 gate failed, "
-        "2 usage or config error, 3 runtime failure",
-        formatter_class=raw,
-    )
-    parser.add_argument("--version", action="version", version=f"watchrun {__version__}")
-    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for cmd in COMMANDS.values():
-        sub = subs.add_parser(cmd.name, help=cmd.help, description=cmd.help,
-                              epilog=cmd.epilog, formatter_class=raw)
-        cmd.configure(sub)
-    return parser
+        print(f"watchrun: {edge_text(note)}", file=sys.stderr)
+    return None
 
 
 def _handler(spec: str) -> Callable[[argparse.Namespace], int] | None:
@@ -263,17 +123,17 @@ def _handler(spec: str) -> Callable[[argparse.Namespace], int] | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (SPEC §7)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list and args_list[0].startswith("-") and args_list[0] not in (
-        "-h", "--help", "--version",
-    ):
-        args_list.insert(0, "run")  # bare `watchrun -c FILE` means `watchrun run -c FILE`
-    parser = build_parser()
-    if not args_list:
-        parser.print_help(sys.stderr)
+    if not args_list and not any(Path(n).is_file() for n in _candidates()):
+        build_parser().print_help(sys.stderr)
         return ExitStatus.USAGE
-    args = parser.parse_args(args_list)
-    cmd = COMMANDS[args.command]
     try:
+        args = parse(args_list)
+        cmd = COMMANDS[args.command]
+        failed = _find_config(cmd, args)
+        if failed is not None:
+            return failed
+        if cmd.name == "run" and args.format == "json":
+            args.log_format = "json"
         handler = _handler(cmd.handler)
         if handler is None:
             print(f"watchrun: error: `{cmd.name}` is not available in this build "
@@ -288,3 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return BROKEN_PIPE
     except KeyboardInterrupt:
         return 130
+
+
+def _candidates() -> tuple[str, ...]:
+    from watchrun.cli.discover import NAMES
+
+    return NAMES

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import contextlib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
 
 DEFAULT_MATCH_LINES = 50
+FOLLOW_POLL_S = 0.25
+"""How often `matches --follow` looks for new records."""
+STOPPED = ("stopped", "exited", "fatal", "refused")
+"""Snapshot statuses of a watcher that is not running."""
 
 
 class Where:
@@ -21,118 +27,229 @@ class Where:
         self.config = config
 
 
-def resolve(args: argparse.Namespace) -> Where | int:
-    """Find the output dir from --output-dir, -c, or ./watch.yaml; an exit status on error."""
+def resolve(args: argparse.Namespace, out: Out) -> Where | int:
+    """The output dir from -c (or the discovered config; `main` filled `args.config`) or
+    --output-dir alone; an exit status when the config is invalid."""
     from watchrun.config import load_config
 
-    paths: list[Path] | None = getattr(args, "config", None)
-    if not paths and args.output_dir is None and Path("watch.yaml").is_file():
-        paths = [Path("watch.yaml")]
+    paths: list[Path] = list(getattr(args, "config", None) or [])
     if not paths:
-        if args.output_dir is not None:
-            return Where(args.output_dir, DEFAULT_MATCH_LINES)
-        print("watchrun: error: no config: pass -c FILE or --output-dir DIR", file=sys.stderr)
-        return ExitStatus.USAGE
+        return Where(args.output_dir, DEFAULT_MATCH_LINES)
     result = load_config(paths, output_dir=args.output_dir)
-    for d in result.diagnostics:
-        if d.severity == "error":
-            print(d.format(), file=sys.stderr)
     if result.config is None:
-        return ExitStatus.USAGE
+        return config_failed(out, result.diagnostics)
     cfg = result.config
     return Where(cfg.output.dir, cfg.limits.match_lines, cfg)
 
 
-def _print_json(data: Any) -> None:
-    from watchrun.match.sanitize import edge_json
+def _paint(out: Out) -> Any:
+    from watchrun.views.humanize import no_paint, paint
 
-    print(edge_json(data, indent=2))
-
-
-def _say(text: str, *, err: bool = False) -> None:
-    """One line for people, through the edge sanitizer."""
-    from watchrun.match.sanitize import edge_text
-
-    print(edge_text(text), file=sys.stderr if err else sys.stdout)
+    return paint if out.colour else no_paint
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
     from watchrun.views import watchers as views
 
-    where = resolve(args)
+    out = Out.for_args(args)
+    where = resolve(args, out)
     if isinstance(where, int):
         return where
-    op, as_json = args.op, args.format == "json"
-    if op in ("stop", "clear"):
-        return _control(where.root, _op_request(args), as_json)
+    op = args.op
+    if op == "stop":
+        return _stop(where, args.id, out)
+    if op == "clear":
+        return _control(where.root, {"cmd": "clear", "all": bool(args.all)}, out)
+    now = datetime.now(UTC)
     if op == "list":
         statuses = views.load_statuses(where.root)
-        if as_json:
-            _print_json(statuses)
+        if out.as_json:
+            out.doc({"outputDir": str(where.root), "watchers": statuses})
         elif statuses:
-            print(views.list_table(statuses))
+            out.block(views.list_table(statuses, now, _paint(out)))
         else:
-            _say(f"no watchers have run with output dir {where.root}")
+            out.line(f"no watchers have run with output dir {where.root}")
         return ExitStatus.OK
     status = views.load_status(where.root, args.id)
-    if status is None:
-        known = ", ".join(s["id"] for s in views.load_statuses(where.root)) or "none"
-        _say(f"watchrun: error: no watcher {args.id!r} in {where.root} (known: {known})",
-             err=True)
-        return ExitStatus.USAGE
-    if op == "status":
-        if as_json:
-            _print_json(status)
+    recorded = (where.root / "watchers" / f"{args.id}.jsonl").exists()
+    if status is None and (op == "status" or not (recorded or args.id in _configured(where))):
+        known = _known_watchers(where)
+        if args.id in known:  # configured (or recorded) but no snapshot: not run here yet
+            return out.fail("not_found", f"no status of {args.id!r} in {where.root}: it has "
+                            "not run with this output dir (or `clear` forgot it)", id=args.id,
+                            known=known)
+        return out.fail("not_found", f"no watcher {args.id!r} in {where.root} (known: "
+                        f"{', '.join(known) or 'none'})", id=args.id, known=known)
+    if status is not None and op == "status":
+        if out.as_json:
+            out.doc(status)
         else:
-            for line in views.status_lines(status):
-                print(line)
+            out.block("\n".join(views.status_lines(status, now, _paint(out))))
         return ExitStatus.OK
-    n = args.lines if args.lines is not None else where.match_lines
-    n = max(1, min(n, 2000))
+    n = args.lines if args.lines is not None else min(where.match_lines, 2000)
     if op == "matches":
         try:
+            if args.follow:
+                return _follow(where.root, args.id, n, out)
             recs = views.matches(where.root, args.id, n)
         except OSError as exc:  # e.g. a symlink in place of a JSONL file: never followed
-            _say(f"watchrun: error: cannot read the matches of {args.id}: {exc}", err=True)
-            return ExitStatus.RUNTIME
-        if as_json:
-            _print_json(recs)
+            return out.fail("read_failed", f"cannot read the matches of {args.id}: {exc}")
+        if out.as_json:
+            out.doc({"id": args.id, "matches": recs})
         else:
-            for r in recs:
-                print(views.match_line(r))
+            out.lines(views.match_line(r) for r in recs)
         return ExitStatus.OK
     lines = views.logs(where.root, args.id, n)
-    if as_json:
-        _print_json(lines)
+    if out.as_json:
+        out.doc({"id": args.id, "lines": lines})
     else:
-        for line in lines:
-            _say(line)
+        out.lines(lines)
     return ExitStatus.OK
 
 
-def _op_request(args: argparse.Namespace) -> dict[str, Any]:
-    if args.op == "stop":
-        return {"cmd": "stop", "id": args.id}
-    return {"cmd": "clear", "all": bool(args.all)}
+def _follow(root: Path, wid: str, n: int, out: Out) -> int:
+    """`matches ID --follow`: the last `n` matches, then each new one as it is recorded, by
+    seq (polled every FOLLOW_POLL_S, like `tail -F`); ends with Ctrl-C (130) or a closed pipe.
+    With --json: JSON Lines, one `{"id", "match"}` object per line."""
+    import time
+
+    from watchrun.match.sanitize import edge_json
+    from watchrun.views import watchers as views
+
+    seq = views.latest_seq(root, wid)
+    recs = views.matches(root, wid, n)
+    while True:
+        for rec in recs:
+            if out.as_json:
+                print(edge_json({"id": wid, "match": rec}), file=out.stdout)
+            else:
+                out.line(views.match_line(rec))
+            seq = max(seq, int(rec["seq"]))
+        out.stdout.flush()
+        time.sleep(FOLLOW_POLL_S)
+        recs = views.matches_after(root, wid, seq)
 
 
-def _control(root: Path, payload: dict[str, Any], as_json: bool) -> int:
+def _configured(where: Where) -> list[str]:
+    return [w.id for w in where.config.watchers] if where.config is not None else []
+
+
+def _known_watchers(where: Where) -> list[str]:
+    """Ids the config, the status snapshots or the JSONL files of the output dir know."""
+    from watchrun.views import watchers as views
+
+    ids = {s["id"] for s in views.load_statuses(where.root)} | set(_configured(where))
+    with contextlib.suppress(OSError):
+        ids.update(p.name.removesuffix(".jsonl") for p in (where.root / "watchers").glob(
+            "*.jsonl"))
+    return sorted(ids)
+
+
+def _stop(where: Where, wid: str, out: Out) -> int:
+    """`stop ID`: like `systemctl stop`, a watcher that is not running is a success that says
+    so; only a watcher nobody knows is an error (exit 2)."""
+    known = _known_watchers(where)
+    reply = _ask(where.root, {"cmd": "stop", "id": wid})
+    if isinstance(reply, dict) and reply.get("ok"):
+        return _done(out, {"id": wid, "stopped": True, "wasRunning": True,
+                           "message": str(reply.get("message", f"stopped {wid}"))})
+    if wid not in known:
+        return out.fail("not_found", f"no watcher {wid!r} (known: {', '.join(known) or 'none'})",
+                        id=wid, known=known)
+    if reply is not None and _code(reply) != "not_found":
+        return _refused(out, reply)
+    why = "no runner is live on this output dir" if reply is None else "it was not running"
+    return _done(out, {"id": wid, "stopped": True, "wasRunning": False,
+                       "message": f"{wid} is already stopped ({why})"})
+
+
+def _ask(root: Path, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """The live runner's reply, or None when no runner listens on the output dir."""
     from watchrun.runtime.control import request
 
     try:
-        reply = request(root / "control.sock", payload)
-    except ConnectionError as exc:
-        _say(f"watchrun: error: {exc}; is `watchrun run` running with this output dir?",
-             err=True)
-        return ExitStatus.RUNTIME
-    if as_json:
-        _print_json(reply)
-    elif reply.get("ok"):
-        _say(str(reply.get("message", "ok")))
+        return request(root / "control.sock", payload)
+    except ConnectionError:
+        return None
+
+
+def _done(out: Out, doc: dict[str, Any]) -> int:
+    if out.as_json:
+        out.doc(doc)
     else:
-        err = reply.get("error", {})
-        _say(f"watchrun: error: {err.get('message', 'failed')}", err=True)
-    return ExitStatus.OK if reply.get("ok") else ExitStatus.USAGE
+        out.line(doc["message"])
+    return ExitStatus.OK
+
+
+def _code(reply: dict[str, Any]) -> str | None:
+    err = reply.get("error")
+    return str(err.get("code")) if isinstance(err, dict) else None
+
+
+def _refused(out: Out, reply: dict[str, Any]) -> int:
+    found = reply.get("error")
+    err: dict[str, Any] = found if isinstance(found, dict) else {}
+    code = str(err.get("code") or "failed")
+    return out.fail(code, str(err.get("message") or "the runner refused the request"))
+
+
+def _no_runner(out: Out, root: Path) -> int:
+    return out.fail("no_runner", f"no live runner on {root / 'control.sock'}; is `watchrun "
+                    "run` running with this output dir?", outputDir=str(root))
+
+
+def _control(root: Path, payload: dict[str, Any], out: Out) -> int:
+    reply = _ask(root, payload)
+    if reply is None:
+        return _no_runner(out, root)
+    if not reply.get("ok"):
+        return _refused(out, reply)
+    doc = {k: v for k, v in reply.items() if k != "ok"}
+    doc.setdefault("message", "ok")
+    return _done(out, doc)
+
+
+def _known_agents(where: Where) -> list[str]:
+    if where.config is not None:
+        return sorted(a.name for a in where.config.agents)
+    try:
+        return sorted(p.name.removesuffix(".jsonl") for p in (where.root / "agents").glob(
+            "*.jsonl"))
+    except OSError:
+        return []
+
+
+def _agent_control(args: argparse.Namespace, out: Out) -> int:
+    """`agent send NAME TEXT` / `agent stop NAME`: an agent nobody knows is exit 2 before the
+    runner is asked; stopping an agent without a running turn is a success that says so."""
+    where = resolve(args, out)
+    if isinstance(where, int):
+        return where
+    name, action = args.name, args.agent_command
+    known = _known_agents(where)
+    if name not in known:
+        return out.fail("not_found", f"no agent named {name!r} (known agents: "
+                        f"{', '.join(known) or 'none'})", name=name, known=known)
+    payload: dict[str, Any] = {"cmd": f"agent-{action}", "name": name}
+    if action == "send":
+        payload["text"] = args.text
+        reply = _ask(where.root, payload)
+        if reply is None:
+            return _no_runner(out, where.root)
+        if not reply.get("ok"):
+            return _refused(out, reply)
+        did = reply.get("deliveryId")
+        return _done(out, {"name": name, "queued": True, "deliveryId": did,
+                           "message": f"queued for {name} as {did}"})
+    reply = _ask(where.root, payload)
+    if reply is not None and reply.get("ok"):
+        return _done(out, {"name": name, "stopped": True,
+                           "message": str(reply.get("message", f"stopped {name}'s turn"))})
+    if reply is not None and _code(reply) != "not_found":
+        return _refused(out, reply)
+    why = "no runner is live on this output dir" if reply is None else "nothing to stop"
+    return _done(out, {"name": name, "stopped": False,
+                       "message": f"{name} has no running turn ({why})"})
 
 
 def cmd_agent(args: argparse.Namespace) -> int:
@@ -142,13 +259,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
         return cmd_agent_run(args)
     if action in ("send", "stop"):
-        where = resolve(args)
-        if isinstance(where, int):
-            return where
-        payload: dict[str, Any] = {"cmd": f"agent-{action}", "name": args.name}
-        if action == "send":
-            payload["text"] = args.text
-        return _control(where.root, payload, getattr(args, "format", "text") == "json")
+        return _agent_control(args, Out.for_args(args))
     from watchrun.cli import agent_views as view_cmd
 
     handler = {"list": view_cmd.cmd_agent_list, "watch": view_cmd.cmd_agent_watch,

@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from watchrun.output.outdir import OutputDirError, prepare_output_dir
     from watchrun.output.runlog import ForwardToRunLog, RunLog
     from watchrun.process.spawn import Spawner, become_subreaper
-    from watchrun.runtime.supervisor import Supervisor
+    from watchrun.process.tree import raise_fd_limit
+    from watchrun.runtime.supervisor import StartupError, Supervisor
 
     log = RunLog(args.log_format, quiet=args.quiet)
     ForwardToRunLog(log).install()
@@ -72,10 +73,13 @@ def run(args: argparse.Namespace) -> int:
         return again.config
 
     become_subreaper()
-    echo = _stdout_echo if args.once and not args.quiet else None
+    raise_fd_limit()
+    as_json = getattr(args, "format", "text") == "json"  # stdout is one JSON object: no echo
+    echo = _stdout_echo if args.once and not args.quiet and not as_json else None
     # GitHub Actions: everything a once run prints that carries log text (the echoed output,
-    # the verdict table) is fenced, so a log line cannot run a workflow command.
-    fence = StopCommands() if args.once and in_github_actions() else None
+    # the verdict table) is fenced, so a log line cannot run a workflow command. (A JSON
+    # document needs no fence: no line of it can start a command.)
+    fence = StopCommands() if args.once and in_github_actions() and not as_json else None
     sup = Supervisor(
         config,
         layout,
@@ -87,37 +91,59 @@ def run(args: argparse.Namespace) -> int:
         reload=reload,  # type: ignore[arg-type]
         force_poll=os.environ.get("WATCHRUN_FORCE_POLL") == "1",
         metrics=metrics,
+        guardian=True,
     )
     _open_fence(fence)
     log.info(f"writing JSONL under {layout.root}")
     started = time.monotonic()
+    failed: str | None = None
     try:
         try:
             asyncio.run(sup.run())
-        except OSError as exc:  # e.g. another runner is live on this output dir
-            log.error(str(exc))
-            return ExitStatus.RUNTIME
+        except StartupError as exc:  # undone already: say why in one line
+            failed = f"could not start: {exc}"
+        except Exception as exc:  # a bug: still one line and exit 3, never a traceback
+            failed = f"internal error: {exc!r}"
+        if failed is not None:
+            log.error(failed)
         if not args.once:
-            return ExitStatus.RUNTIME if sup.runtime_errors else ExitStatus.OK
-        return report_once(sup, config, args, time.monotonic() - started, log, fence=fence)
+            return ExitStatus.RUNTIME if failed or sup.runtime_errors else ExitStatus.OK
+        status = report_once(sup, config, args, time.monotonic() - started, log, fence=fence,
+                             missing=f"it never ran: {failed}" if failed else None)
+        return ExitStatus.RUNTIME if failed else status
     finally:
         _close_fence(fence)
 
 
 def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took: float,
-                log: RunLog, *, fence: StopCommands | None = None) -> int:
+                log: RunLog, *, fence: StopCommands | None = None,
+                missing: str | None = None) -> int:
     """Print the verdicts (inside the fence), then the annotations; write the step summary
-    and the JUnit report; return the once-mode exit status (0 pass, 1 crossed, 3 error)."""
+    and the JUnit report; return the once-mode exit status (0 pass, 1 crossed, 3 error).
+    A gated watcher that never ran is an ERROR (`missing`: why nothing ran)."""
     from watchrun.runtime import gate
 
     evidence = _with_errors(sup, config)
-    verdicts = gate.relativize(gate.judge_all(config.watchers, evidence), os.getcwd())
-    _say(gate.summary_table(verdicts))
+    if missing is None:
+        missing = gate.NEVER_RAN if config.limits.enabled else \
+            "it never ran: limits.enabled is false"
+    verdicts = gate.relativize(gate.judge_all(config.watchers, evidence, missing), os.getcwd())
+    as_json = getattr(args, "format", "text") == "json"
+    if as_json:
+        from watchrun.cli.verdicts import verdicts_doc
+        from watchrun.match.sanitize import edge_json
+
+        _say(edge_json(verdicts_doc(verdicts), indent=2))
+    else:
+        _say(gate.summary_table(verdicts))
     _close_fence(fence)  # annotations are the only workflow commands watchrun prints
     if in_github_actions():
         workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
         for line in gate.annotation_lines(verdicts, workspace):
-            _say(line)
+            if as_json:  # stdout holds the document; the runner reads stderr too
+                print(line, file=sys.stderr)
+            else:
+                _say(line)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
             try:

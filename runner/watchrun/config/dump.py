@@ -103,6 +103,7 @@ def _watcher(w: WatcherSpec) -> dict[str, Any]:
     doc["pattern"] = _s(w.pattern)
     doc["exclude"] = [_s(x) for x in w.exclude]
     doc["caseSensitive"] = w.case_sensitive
+    doc["backtracking"] = w.backtracking
     doc["wake"] = list(w.wake) if w.wake else False
     if w.path is not None:
         doc["fromStart"] = w.from_start

@@ -127,6 +127,8 @@ class WatcherSpec:
     gate: GateSpec | None = None
     actions: tuple[ActionSpec, ...] = ()
     """Reactions to its matches (webhook, exec), each gated by its own threshold and throttle."""
+    backtracking: bool = False
+    """Patterns that need Python `re` are allowed; they run in a worker under a time budget."""
 
     @property
     def kind(self) -> str:

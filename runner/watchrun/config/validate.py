@@ -18,6 +18,7 @@ from watchrun.config.schema import did_you_mean
 from watchrun.config.shellwords import script_index
 from watchrun.config.tree import CMap, KeyPath
 from watchrun.config.watchers import build_watchers
+from watchrun.match.matcher import BACKTRACKING_BUDGET_S, needs_backtracking
 from watchrun.match.redact import RedactError, Rule, check_rule
 
 __all__ = [
@@ -203,28 +204,14 @@ def _agent_command(ctx: Ctx, p: KeyPath, a: CMap) -> tuple[str, ...] | None:
     return argv
 
 
-def regex_engine_note(pattern: str) -> str | None:
-    """None when RE2 (linear time) can run `pattern`; else why Python `re` must run it."""
+def regex_engine_note(pattern: str, case_sensitive: bool = False) -> str | None:
+    """None when a linear-time engine runs `pattern`; else what needs Python `re` and how it
+    runs (only under `backtracking: true`, which validation checks)."""
     try:
-        import re2  # type: ignore[import-untyped]
-    except ImportError:
-        return "google-re2 is not installed; matched with Python re (backtracking)"
-    options = re2.Options()
-    options.log_errors = False
-    try:
-        re2.compile(pattern, options)
+        what = needs_backtracking(pattern, case_sensitive)
+    except ValueError:
+        return None  # reported as an error already
+    if what is None:
         return None
-    except Exception:  # re2.error, and anything else RE2 refuses
-        pass
-    reasons = [
-        what
-        for test, what in (
-            (r"\\[1-9]|\(\?P=", "backreferences"),
-            (r"\(\?<?[=!]", "lookaround"),
-            (r"\(\?>|(?<!\\)[*+?}]\+", "atomic groups or possessive quantifiers"),
-            (r"\(\?\(", "conditionals"),
-        )
-        if re.search(test, pattern)
-    ]
-    what = " and ".join(reasons) or "syntax RE2 does not support"
-    return f"uses {what}; matched with Python re (backtracking)"
+    return (f"uses {what}; matched with Python re (backtracking) in an isolated worker, "
+            f"{BACKTRACKING_BUDGET_S * 1000:g} ms per line")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from typing import Any
@@ -11,6 +12,7 @@ from watchrun.config.checks import Ctx
 from watchrun.config.clamp import RANGES, clamp
 from watchrun.config.model import GateSpec, Limits, RestartPolicy, WatcherSpec
 from watchrun.config.tree import CMap, KeyPath
+from watchrun.match.matcher import BACKTRACKING_BUDGET_S, needs_backtracking
 
 __all__ = ["COMMAND_ONLY", "FILE_ONLY", "build_watchers"]
 
@@ -65,12 +67,17 @@ def _watcher(
                              "this watcher has `command`")
     case_sensitive = w.get("caseSensitive") is True
     flags = 0 if case_sensitive else re.IGNORECASE
-    ctx.regex((*p, "pattern"), w.get("pattern"), flags)
+    regexes: list[tuple[KeyPath, Any]] = [((*p, "pattern"), w.get("pattern"))]
     raw_exclude = w.get("exclude")
     exclude: list[Any] = raw_exclude if isinstance(raw_exclude, list) else []
-    for j, item in enumerate(exclude):
-        ctx.regex((*p, "exclude", j), item, flags)
-    gate = _gate(ctx, (*p, "gate"), w.get("gate"), flags)
+    regexes += [((*p, "exclude", j), item) for j, item in enumerate(exclude)]
+    raw_gate = w.get("gate")
+    if isinstance(raw_gate, dict) and "require" in raw_gate:
+        regexes.append(((*p, "gate", "require"), raw_gate["require"]))
+    for where, rx in regexes:
+        if ctx.regex(where, rx, flags):
+            _engine_check(ctx, where, rx, case_sensitive, w)
+    gate = _gate(ctx, (*p, "gate"), raw_gate)
     wake = ctx.wake((*p, "wake"), w.get("wake"), agents, limits.wake_on_match)
     delay: int | None = DEFAULT_RESTART_DELAY_MS
     if "restartDelay" in w:
@@ -106,14 +113,31 @@ def _watcher(
         schedule=w["schedule"].strip() if "schedule" in w else None,
         gate=gate,
         actions=actions,
+        backtracking=w.get("backtracking") is True,
     )
 
 
-def _gate(ctx: Ctx, p: KeyPath, raw: Any, flags: int) -> GateSpec | None:
+def _engine_check(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool, w: CMap) -> None:
+    """A pattern the matcher cannot take, or one that only Python `re` can run without the
+    watcher's `backtracking: true` (SPEC §10: no hostile line may stall the loop)."""
+    try:
+        what = needs_backtracking(pattern, case_sensitive)
+    except ValueError as exc:
+        ctx.report.error(where, str(exc))
+        return
+    if what is None or w.get("backtracking") is True:
+        return
+    ctx.report.error(where, (
+        f"{json.dumps(pattern)} uses {what}, which only Python re, a backtracking engine, can "
+        "run: one hostile line could stall it for minutes. Set `backtracking: true` on watcher "
+        f"`{w.get('id')}` to run it in an isolated worker process with a "
+        f"{BACKTRACKING_BUDGET_S * 1000:g} ms budget per line, or rewrite the pattern without "
+        "it"))
+
+
+def _gate(ctx: Ctx, p: KeyPath, raw: Any) -> GateSpec | None:
     if not isinstance(raw, dict):
         return None
-    if "require" in raw:
-        ctx.regex((*p, "require"), raw["require"], flags)
     max_matches = raw.get("maxMatches")
     require = raw.get("require")
     exit_code = raw.get("exitCode") is True

@@ -33,11 +33,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from watchrun.match.literals import required_literals
-from watchrun.match.regex import Analysis, Unsupported, analyse, translate
+from watchrun.match.regex import Analysis, Unsupported, analyse, backtracking_constructs, translate
 
-__all__ = ["ENGINES", "Matcher", "best_engine", "engines_available"]
+__all__ = ["BACKTRACKING_BUDGET_S", "ENGINES", "LINEAR", "Matcher", "best_engine",
+           "engines_available", "needs_backtracking"]
 
 ENGINES = ("hyperscan", "re2", "re+prefilter", "re")
+LINEAR = ("hyperscan", "re2")
+"""Engines whose time is linear in the input: a hostile line cannot stall them."""
+BACKTRACKING_BUDGET_S = 0.25
+"""Per-line time budget of a pattern run by Python `re` (`backtracking: true`), in a worker."""
 
 Lines = list[tuple[int, int]]
 Scan = Callable[[bytes], Lines]
@@ -65,10 +70,27 @@ def best_engine(pattern: str, case_sensitive: bool = False) -> str:
     return Matcher(pattern, case_sensitive=case_sensitive).engine
 
 
+def needs_backtracking(pattern: str, case_sensitive: bool = False) -> str | None:
+    """What in `pattern` only Python `re` (a backtracking engine) can run, or None when a
+    linear-time engine runs it. A property of the pattern, the same on every machine (without
+    google-re2 installed, only the constructs are judged). ValueError if it is invalid."""
+    analysis = analyse(pattern, case_sensitive)
+    constructs = backtracking_constructs(analysis)
+    if constructs:
+        return " and ".join(constructs)
+    if _re2 is not None:
+        try:
+            _re2_regex(analysis)
+        except Unsupported as exc:
+            return f"syntax RE2 cannot run ({str(exc).removeprefix('re2: ')})"
+    return None
+
+
 class Matcher:
     """Find the lines of a chunk that match `pattern` and no `exclude` pattern."""
 
-    __slots__ = ("_always", "_exclude_refs", "_excludes", "_ref", "_scan", "engine", "pattern")
+    __slots__ = ("_always", "_exclude_refs", "_excludes", "_ref", "_scan", "engine", "linear",
+                 "pattern")
 
     def __init__(
         self,
@@ -85,7 +107,8 @@ class Matcher:
         self._ref = analysis.reference
         self._always = analysis.always
         self._exclude_refs = tuple(x.reference for x in excludes)
-        self._excludes = tuple(_line_test(x) for x in excludes)
+        tests = [_line_test(x) for x in excludes]
+        self._excludes = tuple(test for test, _ in tests)
         reasons = []
         for name in ENGINES if engine is None else (engine,):
             try:
@@ -94,6 +117,8 @@ class Matcher:
                 reasons.append(f"{name}: {exc}")
                 continue
             self.engine: str = name
+            self.linear: bool = (name in LINEAR or self._always) and all(lin for _, lin in tests)
+            """Every scan runs in linear time (no backtracking `re` on a line)."""
             return
         raise ValueError(f"engine {engine} cannot run pattern {pattern!r} ({'; '.join(reasons)})")
 
@@ -126,14 +151,17 @@ def _all_lines(data: bytes) -> Lines:
     return out
 
 
-def _line_test(analysis: Analysis) -> Callable[[bytes], bool]:
-    """A per-line test for an exclude pattern: re2 (linear time) when it can, else the stdlib."""
+def _line_test(analysis: Analysis) -> tuple[Callable[[bytes], bool], bool]:
+    """A per-line test for an exclude pattern: re2 (linear time) when it can, else the stdlib;
+    and whether it is the linear one."""
     empty = analysis.empty_line
     search = analysis.reference.search
+    linear = False
     if _re2 is not None and not analysis.python_only:
         with contextlib.suppress(Unsupported):
             search = _re2_regex(analysis).search
-    return lambda line: search(line) is not None if line else empty
+            linear = True
+    return (lambda line: search(line) is not None if line else empty), linear
 
 
 # --- engines: each returns the exact matching lines of a chunk -------------------------------
@@ -187,7 +215,9 @@ def _re2_regex(analysis: Analysis) -> Any:
     try:
         return _re2.compile(b"(?m)" + translate(analysis, "re2"), options)
     except _re2.error as exc:
-        raise Unsupported(f"re2: {exc}") from None
+        why = exc.args[0] if exc.args else exc
+        why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
+        raise Unsupported(f"re2: {why}") from None
 
 
 def _build_re2(analysis: Analysis) -> Scan:

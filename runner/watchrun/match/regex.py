@@ -23,7 +23,8 @@ from typing import Any
 _P: Any = importlib.import_module("re._parser")
 C: Any = importlib.import_module("re._constants")
 
-__all__ = ["Analysis", "Unsupported", "analyse", "byte_set", "scope_folds", "translate"]
+__all__ = ["Analysis", "Unsupported", "analyse", "backtracking_constructs", "byte_set",
+           "scope_folds", "translate"]
 
 _NL = 10
 _PY_ONLY = {
@@ -215,6 +216,27 @@ def _children(op: Any, av: Any) -> list[Any]:
 
 def _ops(tree: Any) -> Any:
     return (op for op, _ in _walk(tree))
+
+
+def backtracking_constructs(analysis: Analysis) -> list[str]:
+    """The constructs of the pattern that only a backtracking engine (Python `re`) can run,
+    named as a user would look for them, in the order they first appear."""
+    found: dict[str, None] = {}
+    for op, av in _walk(analysis.tree):
+        if op in (C.ASSERT, C.ASSERT_NOT):
+            ahead, positive = av[0] > 0, op is C.ASSERT
+            kind = "lookahead" if ahead else "lookbehind"
+            text = ("(?=" if ahead else "(?<=") if positive else ("(?!" if ahead else "(?<!")
+            found[f"{'' if positive else 'negative '}{kind} {text}…)"] = None
+        elif op is C.GROUPREF:
+            found["a backreference \\N"] = None
+        elif op is C.GROUPREF_EXISTS:
+            found["a conditional (?(N)…)"] = None
+        elif op is C.ATOMIC_GROUP:
+            found["an atomic group (?>…)"] = None
+        elif op is C.POSSESSIVE_REPEAT:
+            found["a possessive quantifier (*+, ++, ?+)"] = None
+    return list(found)
 
 
 def _scoped_flags(tree: Any) -> Any:

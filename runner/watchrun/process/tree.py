@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import resource
+import signal
 import sys
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -13,13 +15,48 @@ LINUX = sys.platform.startswith("linux")
 SPAWN_ID = "WATCHRUN_SPAWN_ID"  # in every child's env; inherited, so escapees stay attributable
 SPAWNED: set[int] = set()  # live pids we spawned: asyncio's child watcher reaps these, never us
 _in_flight = 0  # spawns between fork and registration; reap_orphans() waits for zero
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if LINUX else None
 
 
 def become_subreaper(enable: bool = True) -> bool:
     """prctl(PR_SET_CHILD_SUBREAPER): orphaned descendants are re-parented to us, not init."""
-    if not LINUX:
+    if _prctl is None:
         return False
-    return bool(ctypes.CDLL(None, use_errno=True).prctl(36, int(enable), 0, 0, 0) == 0)
+    return bool(_prctl(_PR_SET_CHILD_SUBREAPER, int(enable), 0, 0, 0) == 0)
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child between fork and exec: SIGKILL when the thread that forked it dies (the
+    runner's loop thread, i.e. the runner). If the parent is already gone, exit now: the
+    signal would never come. One prctl and one getppid: no allocation, no lock."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(137)
+
+
+def raise_fd_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (every watcher, generation, pipe and client
+    holds descriptors); return (old soft, new soft)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            return soft, hard
+    return soft, soft
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of `pid` (clock ticks since boot, /proc/<pid>/stat field 22): with the pid
+    it names one process for good, even after the pid is reused. None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return int(raw[raw.rindex(b")") + 2 :].split()[19])
 
 
 @contextlib.contextmanager
@@ -77,15 +114,30 @@ def reap(pids: set[int], table: dict[int, Stat]) -> None:
                 os.waitpid(pid, os.WNOHANG)
 
 
+def adopted_zombies() -> dict[int, Stat]:
+    """Zombies whose parent is us (the /proc scan of `reap_orphans`; safe in a thread)."""
+    if not LINUX:
+        return {}
+    me = os.getpid()
+    return {p: s for p, s in read_table().items() if s.state == "Z" and s.ppid == me}
+
+
+def reap_adopted(zombies: dict[int, Stat]) -> int:
+    """Reap the zombies of a scan that we did not spawn. On the loop's thread, right after the
+    scan: no spawn may be in flight (its fresh child is not in SPAWNED yet)."""
+    if _in_flight:
+        return 0
+    found = set(zombies) - SPAWNED
+    reap(found, zombies)
+    return len(found)
+
+
 def reap_orphans() -> int:
     """Reap zombies re-parented to us (as subreaper) that we did not spawn. Call it now and
     then; it relies on every fork in this process going through `Spawner`."""
-    if not LINUX or _in_flight:
+    if _in_flight:
         return 0
-    table, me = read_table(), os.getpid()
-    zombies = {p for p, s in table.items() if s.state == "Z" and s.ppid == me} - SPAWNED
-    reap(zombies, table)
-    return len(zombies)
+    return reap_adopted(adopted_zombies())
 
 
 def family(table: dict[int, Stat], pid: int, pgid: int, spawn_id: str, exited: bool,

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from watchrun.agents.hub import AgentHub
+from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.status import StatusBoard
 
 
 class Runner(Protocol):
     """What the requests need of the supervisor (kept narrow so this module does not import it)."""
 
-    watchers: dict[str, Any]
     board: StatusBoard
     hub: AgentHub | None
+    lag: LoopLag
+
+    @property
+    def watchers(self) -> dict[str, Any]: ...
+
+    @property
+    def problems(self) -> Iterable[str]: ...
 
     @property
     def state(self) -> object: ...
@@ -46,7 +54,8 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": stopped, "message": f"stopped the running turn of {name}"} if stopped \
             else _fail("not_found", f"{name} has no running turn")
     if cmd == "status":
-        return {"ok": True, "state": str(sup.state), "watchers": sorted(sup.watchers)}
+        return {"ok": True, "state": str(sup.state), "watchers": sorted(sup.watchers),
+                "loopLagMaxS": round(sup.lag.max_s, 3), "problems": list(sup.problems)}
     return _fail("bad_request", f"unknown command {cmd!r}")
 
 

@@ -1,66 +1,246 @@
-"""The live runner's control socket (`control.sock`, mode 0600): one JSON request per line."""
+"""The live runner's control socket (`control.sock`, mode 0600): one JSON request per line.
+
+Bounded on every side: only the runner's own user (or root) is served (SO_PEERCRED); at most
+MAX_CLIENTS at once; a request is at most MAX_REQUEST bytes and MAX_DEPTH levels of JSON, and
+must arrive within IDLE_S; running out of descriptors is logged once a minute, not per attempt.
+An output dir whose socket path is longer than AF_UNIX allows is reached through
+/proc/self/fd, for binding and connecting alike.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import socket
-from collections.abc import Awaitable, Callable
+import struct
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from watchrun.output.runlog import RunLog
+
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-MAX_REQUEST = 1 << 20
+MAX_REQUEST = 256 * 1024
+MAX_DEPTH = 32
+MAX_CLIENTS = 16
+IDLE_S = 10.0
+"""A client has this long to send its request, and to take the reply."""
+DRAIN_S = 30.0
+"""At shutdown, requests in flight (a `stop` waits for its watcher) get this long to finish."""
+PRESSURE_LOG_S = 60.0
+"""Running out of descriptors on accept is logged at most this often."""
+_SUN_PATH = 107  # bytes of an AF_UNIX path, without the terminating NUL
+_PEERCRED = struct.Struct("3i")
+_SHORT_OF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@contextlib.contextmanager
+def unix_address(path: Path) -> Iterator[str]:
+    """An address for `path` that fits AF_UNIX: the path itself, or (too long) the same file
+    through a descriptor of its directory, /proc/self/fd/N/NAME, valid inside the block."""
+    if len(os.fsencode(path)) <= _SUN_PATH:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 class ControlServer:
     """Serves requests like {"cmd": "stop", "id": "server"} → {"ok": true, ...}."""
 
-    def __init__(self, path: Path, handler: Handler) -> None:
-        self.path = path
-        self.handler = handler
-        self._server: asyncio.AbstractServer | None = None
+    def __init__(self, path: Path, handler: Handler, log: RunLog | None = None) -> None:
+        self.path, self.handler, self.log = path, handler, log
+        self.refused = 0
+        """Connections refused for want of descriptors (EMFILE and the like)."""
+        self._sock: socket.socket | None = None
+        self._serving: asyncio.Task[None] | None = None
+        self._clients: set[asyncio.Task[None]] = set()
+        self._reserve = -1
+        self._logged_at = -PRESSURE_LOG_S
 
     async def start(self) -> None:
         if self.path.exists() or self.path.is_symlink():
-            if _alive(self.path):
+            if is_live(self.path):
                 raise OSError(f"another runner is live on {self.path}")
             self.path.unlink()
-        old = os.umask(0o177)  # the socket is created 0600, never briefly wider
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
         try:
-            self._server = await asyncio.start_unix_server(
-                self._client, path=str(self.path), limit=MAX_REQUEST
-            )
-        finally:
-            os.umask(old)
-        os.chmod(self.path, 0o600)
+            with unix_address(self.path) as addr:
+                old = os.umask(0o177)  # the socket is created 0600, never briefly wider
+                try:
+                    sock.bind(addr)
+                finally:
+                    os.umask(old)
+            sock.listen(64)
+        except OSError:
+            sock.close()
+            with contextlib.suppress(OSError):
+                self.path.unlink()  # bound but not listening: leave no socket behind
+            raise
+        self._sock = sock
+        self._reserve = _spare_fd()
+        self._serving = asyncio.ensure_future(self._serve(sock))
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            line = await reader.readline()
+    async def _serve(self, sock: socket.socket) -> None:
+        """The accept loop; each client is a task it owns (awaited or cancelled by `close`)."""
+        loop = asyncio.get_running_loop()
+        while True:
             try:
-                request = json.loads(line)
-                if not isinstance(request, dict):
-                    raise ValueError("a request is a JSON object")
-                reply = await self.handler(request)
-            except (ValueError, KeyError, TypeError) as exc:
-                reply = {"ok": False, "error": {"code": "bad_request", "message": str(exc)}}
-            writer.write(json.dumps(reply).encode() + b"\n")
-            await writer.drain()
-        except (ConnectionError, asyncio.LimitOverrunError):
-            pass
-        finally:
-            await close_quietly(writer)
+                conn, _ = await loop.sock_accept(sock)
+            except OSError as exc:
+                if exc.errno in _SHORT_OF:
+                    self._short_of_fds(sock, exc)
+                await asyncio.sleep(0.01 if exc.errno not in _SHORT_OF else 0.1)
+                continue  # ECONNABORTED and the like: that client is gone
+            task = asyncio.ensure_future(self._client(conn))
+            self._clients.add(task)
+            task.add_done_callback(self._clients.discard)
+
+    def _short_of_fds(self, sock: socket.socket, exc: OSError) -> None:
+        """Out of descriptors: free the spare one to accept and close the waiting client (it
+        gets EOF, not a hang), and say so once per PRESSURE_LOG_S."""
+        self.refused += 1
+        if self._reserve >= 0:
+            os.close(self._reserve)
+            self._reserve = -1
+        with contextlib.suppress(OSError):
+            sock.accept()[0].close()
+        self._reserve = _spare_fd()
+        now = time.monotonic()
+        if self.log is not None and now - self._logged_at >= PRESSURE_LOG_S:
+            self._logged_at = now
+            self.log.warning(f"control socket: cannot accept a connection: {exc.strerror} "
+                             f"({self.refused} refused so far; the descriptor limit is "
+                             "reached)")
+
+    async def _client(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        with conn:
+            try:
+                _check_peer(conn)
+                if len(self._clients) > MAX_CLIENTS:
+                    raise _Refused("busy", f"more than {MAX_CLIENTS} clients at once; retry")
+                async with asyncio.timeout(IDLE_S):
+                    data = await _read_request(loop, conn)
+                reply = await self.handler(_parse(data))
+            except _Refused as exc:
+                reply = _fail(exc.code, str(exc))
+            except TimeoutError:
+                reply = _fail("timeout", f"no complete request within {IDLE_S:g} s")
+            except (OSError, ConnectionError):
+                return
+            except Exception as exc:  # a bug in a handler: answered, logged, never a traceback
+                if self.log is not None:
+                    self.log.error(f"control request failed: {exc!r}")
+                reply = _fail("internal", repr(exc))
+            with contextlib.suppress(OSError, TimeoutError):
+                async with asyncio.timeout(IDLE_S):
+                    await loop.sock_sendall(conn, json.dumps(reply).encode() + b"\n")
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        """Stop accepting; let requests in flight finish (up to DRAIN_S); remove the socket."""
+        if self._serving is not None:
+            self._serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._serving
+            self._serving = None
+        if self._clients:
+            await asyncio.wait(set(self._clients), timeout=DRAIN_S)
+            for task in list(self._clients):
+                task.cancel()
+            await asyncio.gather(*self._clients, return_exceptions=True)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+        if self._reserve >= 0:
+            os.close(self._reserve)
+            self._reserve = -1
+
+
+def _spare_fd() -> int:
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return -1
+
+
+def _check_peer(conn: socket.socket) -> None:
+    """Only the runner's own user, or root, may control it (the socket's mode says the same;
+    this holds even if the mode or a parent directory is loosened)."""
+    _pid, uid, _gid = _PEERCRED.unpack(
+        conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    if uid not in (0, os.geteuid()):
+        raise _Refused("permission_denied", f"uid {uid} may not control this runner")
+
+
+async def _read_request(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> bytes:
+    data = b""
+    while b"\n" not in data:
+        part = await loop.sock_recv(conn, 65536)
+        if not part:
+            break
+        data += part
+        if len(data) > MAX_REQUEST and b"\n" not in data[:MAX_REQUEST + 1]:
+            raise _Refused("request_too_large", f"a request is at most {MAX_REQUEST} bytes")
+    return data.split(b"\n", 1)[0]
+
+
+def _parse(data: bytes) -> dict[str, Any]:
+    try:
+        request = json.loads(data)
+    except RecursionError:
+        request = None
+    except ValueError as exc:
+        raise _Refused("bad_request", f"not JSON: {exc}") from None
+    if request is None or _depth(request) > MAX_DEPTH:
+        raise _Refused("bad_request", f"JSON nested deeper than {MAX_DEPTH} levels")
+    if not isinstance(request, dict):
+        raise _Refused("bad_request", "a request is a JSON object")
+    return request
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_DEPTH:
+            break
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def _fail(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code, "message": message}}
+
+
+def is_live(path: Path) -> bool:
+    """Whether a runner answers on the control socket `path`."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            with unix_address(path) as addr:
+                s.connect(addr)
+        except OSError:
+            return False
+    return True
 
 
 async def close_quietly(writer: asyncio.StreamWriter) -> None:
@@ -70,21 +250,13 @@ async def close_quietly(writer: asyncio.StreamWriter) -> None:
         await writer.wait_closed()
 
 
-def _alive(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        try:
-            s.connect(str(path))
-        except OSError:
-            return False
-    return True
-
-
 def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
     """Send one request to a live runner. Raises ConnectionError when none is listening."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         try:
-            s.connect(str(path))
+            with unix_address(path) as addr:
+                s.connect(addr)
         except OSError as exc:
             raise ConnectionError(f"no live runner on {path} ({exc.strerror})") from exc
         s.sendall(json.dumps(payload).encode() + b"\n")

@@ -122,9 +122,16 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
                    _lines(ev) if too_many else (), too_many)  # fmt: skip
 
 
-def judge_all(specs: Sequence[WatcherSpec], evidence: Mapping[str, Evidence]) -> list[Verdict]:
-    """Verdicts in config order, for every watcher that has evidence and a gate or an error."""
-    found = (judge(w, evidence[w.id]) for w in specs if w.id in evidence)
+NEVER_RAN = "it never ran, so there is no evidence to judge it by"
+
+
+def judge_all(specs: Sequence[WatcherSpec], evidence: Mapping[str, Evidence],
+              missing: str = NEVER_RAN) -> list[Verdict]:
+    """Verdicts in config order: every gated watcher, and every watcher with an error. Fails
+    closed: a gated watcher without evidence (it never started) is an ERROR, `missing` says
+    why; a gate never passes because its watcher could not look."""
+    found = (judge(w, evidence.get(w.id) or Evidence(0, error=missing))
+             for w in specs if w.id in evidence or w.gate is not None)
     return [v for v in found if v is not None]
 
 

@@ -185,9 +185,8 @@ class MetricsServer:
         try:
             self._server = await asyncio.start_server(self._client, self.host, self.port,
                                                       limit=MAX_HEAD_BYTES)
-        except OSError as exc:
-            raise OSError(exc.errno, f"--metrics {self.host}:{self.port}: cannot listen: "
-                          f"{exc.strerror or exc}") from exc
+        except OSError as exc:  # the caller names the address
+            raise OSError(exc.errno, f"cannot listen: {exc.strerror or exc}") from exc
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

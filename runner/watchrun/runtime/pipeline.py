@@ -18,6 +18,7 @@ from watchrun.match.sanitize import clip, raw_text, sanitize
 from watchrun.output.records import format_cursor, last_records
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.runtime.isolation import IsolatedMatcher
 
 FIRST_KEPT = 5
 SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM"}
@@ -177,6 +178,7 @@ class WatcherPipeline:
         require: Matcher | None = None,
         resume: bool = True,
         redactor: Redactor | None = None,
+        isolated: IsolatedMatcher | None = None,
     ) -> None:
         self.spec = spec
         self.limits = limits
@@ -189,6 +191,8 @@ class WatcherPipeline:
         self.require = require
         self.redactor = redactor
         """Set with `output.redact`: match records, the tail and the log are redacted."""
+        self.isolated = isolated
+        """Set when a pattern needs Python `re`: matching runs in a worker, never here."""
         self.counters = Counters(
             RecentLines(limits.max_log_lines), recent=deque(maxlen=limits.max_matches)
         )
@@ -211,9 +215,12 @@ class WatcherPipeline:
         c.tail.add(chunk)
         if self.on_touch is not None:
             self.on_touch()
-        if self.require is not None and not c.require_seen and self.require.find(data):
-            c.require_seen = True
-        spans = self.matcher.find(data)
+        if self.isolated is not None:
+            spans = await self._isolated(chunk)
+        else:
+            if self.require is not None and not c.require_seen and self.require.find(data):
+                c.require_seen = True
+            spans = self.matcher.find(data)
         if not spans:
             self._counted = (data, 0, 0)
             return
@@ -242,6 +249,24 @@ class WatcherPipeline:
         self.log.matches(self.spec.id, found)
         if self.on_matches is not None:
             self.on_matches(self.spec, found)
+
+    async def _isolated(self, chunk: Chunk) -> list[tuple[int, int]]:
+        """Match in the worker; a line over the time budget is an `error` record (regex-timeout)
+        and is skipped, so the checkpoint moves past it and a restart does not stall on it."""
+        assert self.isolated is not None
+        found = await self.isolated.scan(chunk.data)
+        self.counters.require_seen |= found.require_hit
+        budget_ms = round(self.isolated.budget_s * 1000)
+        for start, end in found.slow:
+            line_no = chunk.line_no + chunk.data.count(b"\n", 0, start)
+            offset = chunk.source_offset(start) if chunk.cuts else chunk.offset + start
+            where = {"path": chunk.path, "inode": chunk.inode} if chunk.path is not None \
+                else {"run": chunk.run}
+            await self.event("error", code="regex-timeout", lineNo=line_no, offset=offset,
+                             bytes=end - start, **where, message=(
+                                 f"line {line_no} was not matched within {budget_ms} ms; "
+                                 "skipped (the pattern backtracks on it)"))
+        return found.spans
 
     def _match(
         self, chunk: Chunk, line: bytes, line_no: int, offset: int, pos: int

@@ -18,6 +18,8 @@ class SdNotify:
         ok_pid = pid is None or pid == str(os.getpid())
         self.watchdog_s = int(usec) / 1e6 if usec and usec.isdigit() and ok_pid else None
         self._sock: socket.socket | None = None
+        self.dropped = 0
+        """Notifications not sent because the receiver was not reading (non-blocking send)."""
 
     @property
     def enabled(self) -> bool:
@@ -31,8 +33,11 @@ class SdNotify:
             addr = "\0" + addr[1:]
         try:
             if self._sock is None:
-                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._sock = socket.socket(
+                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK)
             self._sock.sendto("\n".join(lines).encode(), addr)
+        except BlockingIOError:
+            self.dropped += 1  # the reader's queue is full: never block the loop on it
         except OSError:
             pass  # systemd went away; nothing useful to do
 

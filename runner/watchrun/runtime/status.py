@@ -15,6 +15,7 @@ from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.sanitize import raw_text, sanitize
 from watchrun.output import safefs
+from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 
 FLUSH_DELAY_S = 1.0
@@ -41,6 +42,7 @@ class _Entry:
     source: object
     engine: str
     stopped: bool = False
+    last_error: str | None = None
 
 
 class StatusBoard:
@@ -52,9 +54,10 @@ class StatusBoard:
     that `forget_stopped` removed.
     """
 
-    def __init__(self, state_dir: Path, clock: Clock) -> None:
+    def __init__(self, state_dir: Path, clock: Clock, lag: LoopLag | None = None) -> None:
         self.dir = state_dir
         self.clock = clock
+        self.lag = lag
         self.entries: dict[str, _Entry] = {}
         self._dirty: set[str] = set()
         self._timer: asyncio.TimerHandle | None = None
@@ -72,45 +75,40 @@ class StatusBoard:
         pipeline.on_touch = lambda wid=spec.id: self.touch(wid)
         self.touch(spec.id)
 
-    def touch(self, wid: str) -> None:
+    def touch(self, wid: str, now: bool = False) -> None:
         self._dirty.add(wid)
-        if self._timer is None:
+        if self._timer is None or now:
             with contextlib.suppress(RuntimeError):  # no loop: flushed at close()
                 loop = asyncio.get_running_loop()
-                self._timer = loop.call_later(FLUSH_DELAY_S, self.flush)
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = loop.call_later(0 if now else FLUSH_DELAY_S, self.flush)
 
     def stopped(self, wid: str) -> None:
+        """Mark a watcher stopped; its snapshot is written at once (in the worker thread)."""
         entry = self.entries.get(wid)
         if entry is not None:
             entry.stopped = True
-            self._dirty.discard(wid)
-            self._store(self._render([wid]))  # now: the runner may be about to exit
+            self.touch(wid, now=True)
 
-    def refused(self, spec: WatcherSpec, message: str) -> None:
-        """A watcher that could not start (its JSONL file is unsafe): `status: refused`."""
-        snap = {"schema": 1, "id": spec.id, "label": spec.label, "kind": spec.kind,
-                "source": str(spec.path) if spec.path is not None else spec.command,
-                "pattern": spec.pattern, "status": "refused", "error": message,
-                "runnerPid": os.getpid(), "startedAt": iso_ts(self.started_at),
-                "updatedAt": iso_ts(self.clock.now()), "matchCount": 0, "linesRead": 0}
-        data = json.dumps(snap, ensure_ascii=False, indent=1).encode() + b"\n"
-        with self._lock:
-            self._gen += 1
-            gen = self._gen
-        self._store((gen, [(self.dir / f"{spec.id}.status.json", data)]))
+    def note(self, wid: str, message: str) -> None:
+        """A problem the runner had with this watcher (`lastError` in its snapshot)."""
+        entry = self.entries.get(wid)
+        if entry is not None:
+            entry.last_error = message
+            self.touch(wid, now=True)
 
     def forget_stopped(self) -> int:
         """`watchrun clear`: drop stopped watchers' snapshots (their JSONL stays)."""
         gone = [wid for wid, e in self.entries.items() if e.stopped]
         with self._io_lock, self._lock:
             self._gen += 1
-            for path in self.dir.glob("*.status.json"):
-                wid = path.name.removesuffix(".status.json")
-                if wid not in self.entries or wid in gone:
-                    for p in (path, self.dir / f"{wid}.tail"):
-                        self._stored[p] = self._gen  # a queued older write must not revive it
-                        with contextlib.suppress(OSError):
-                            safefs.unlink(p)
+            on_disk = [p.name.removesuffix(".status.json") for p in self.dir.glob("*.status.json")]
+            for wid in {*gone, *(w for w in on_disk if w not in self.entries)}:
+                for p in (self.dir / f"{wid}.status.json", self.dir / f"{wid}.tail"):
+                    self._stored[p] = self._gen  # a queued older write must not revive it
+                    with contextlib.suppress(OSError):
+                        safefs.unlink(p)
         for wid in gone:
             del self.entries[wid]
             self._dirty.discard(wid)
@@ -144,6 +142,17 @@ class StatusBoard:
         dirty, self._dirty = self._dirty, set()
         self._store(self._render(sorted(dirty)))
 
+    async def aclose(self) -> None:
+        """`close()` for the running loop: the last snapshots are rendered here and written in
+        a worker thread after any write still in flight."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._writing is not None:
+            await asyncio.wait({self._writing})
+        dirty, self._dirty = self._dirty, set()
+        await asyncio.to_thread(self._store, self._render(sorted(dirty)))
+
     def snapshot(self, entry: _Entry) -> dict[str, Any]:
         spec, c, src = entry.spec, entry.pipeline.counters, entry.source
         state = getattr(src, "state", None)
@@ -170,6 +179,10 @@ class StatusBoard:
             "redacted": dict(c.redacted),
             "lastMatchAt": iso_ts(c.last_match_at) if c.last_match_at else None,
         }
+        if entry.last_error is not None:
+            snap["lastError"] = entry.last_error
+        if self.lag is not None:
+            snap["loopLagMaxS"] = round(self.lag.max_s, 3)  # the runner's, not the watcher's
         for attr, key in (("pid", "pid"), ("run_no", "run")):
             value = getattr(src, attr, None)
             if value is not None:

@@ -1,10 +1,17 @@
-"""The supervisor loop: builds every watcher, routes signals, reloads, and stops cleanly."""
+"""The supervisor: starts everything or nothing, serves signals and requests, stops cleanly.
+
+Every task belongs to the supervisor's TaskGroup (watchers, the agent hub, the action hub, the
+once-mode driver, the watchdog, the loop-lag monitor, the orphan reaper) and is cancelled and
+awaited by it. Everything start-up acquires is pushed on an exit stack, so a failed step undoes the steps
+before it, in reverse, exactly as a normal stop does.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import signal
+from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -15,24 +22,28 @@ from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import SinkWriteError
-from watchrun.process.spawn import Spawner, reap_orphans
+from watchrun.output.sink import JsonlSink
+from watchrun.process.spawn import Spawner
+from watchrun.process.tree import adopted_zombies, reap_adopted
+from watchrun.runtime import reload as reloading
+from watchrun.runtime import startup
 from watchrun.runtime.commands import dispatch
-from watchrun.runtime.control import ControlServer
 from watchrun.runtime.gate import Evidence
-from watchrun.runtime.pipeline import WatcherPipeline
+from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
-from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
+from watchrun.runtime.watchers import WatcherSet, counters_of, finish
+from watchrun.runtime.wiring import open_sink
 from watchrun.sources.checkpoints import CheckpointStore
-from watchrun.sources.command import CommandSource
-from watchrun.sources.file import FileSource
-from watchrun.sources.notify import Notifier
 
 if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
+
+__all__ = ["RunnerState", "StartupError", "Supervisor"]
+
+StartupError = startup.StartupError
 
 
 class RunnerState(StrEnum):
@@ -46,309 +57,249 @@ class RunnerState(StrEnum):
 class Supervisor:
     """Runs every watcher (and hands matches to the agents) until told to stop."""
 
-    def __init__(
-        self,
-        config: Config,
-        layout: OutputLayout,
-        log: RunLog,
-        clock: Clock,
-        spawner: Spawner,
-        *,
-        once: bool = False,
-        echo: Callable[[bytes], None] | None = None,
-        reload: Callable[[], Config | None] | None = None,
-        force_poll: bool = False,
-        metrics: tuple[str, int] | None = None,
-    ) -> None:
-        self.config = config
-        self.layout = layout
-        self.log = log
-        self.clock = clock
-        self.spawner = spawner
-        self.once = once
-        self.echo = echo
-        self._reload = reload
-        self.force_poll = force_poll
-        self.metrics = metrics
+    def __init__(self, config: Config, layout: OutputLayout, log: RunLog, clock: Clock,
+                 spawner: Spawner, *, once: bool = False,
+                 echo: Callable[[bytes], None] | None = None,
+                 reload: Callable[[], Config | None] | None = None, force_poll: bool = False,
+                 metrics: tuple[str, int] | None = None, guardian: bool = False,
+                 sinks: Callable[..., JsonlSink] = open_sink) -> None:
+        self.config, self.layout, self.log, self.clock = config, layout, log, clock
+        self.spawner, self.once, self._reload = spawner, once, reload
+        self.force_poll, self.metrics, self.guardian = force_poll, metrics, guardian
         self.state = RunnerState.STARTING
-        self.watchers: dict[str, WatcherRuntime] = {}
-        self.store = CheckpointStore(layout.state)
-        self.board = StatusBoard(layout.state, clock)
+        self.lag = LoopLag()
+        self.board = StatusBoard(layout.state, clock, self.lag)
         self.sd = SdNotify()
         self.hub: AgentHub | None = None
         self.actions: ActionHub | None = None
         """Reactions to matches (webhook, exec); built only when a watcher has actions."""
-        self.evidence: dict[str, Evidence] = {}
+        self._actions_task: asyncio.Task[None] | None = None
+        self.problems: deque[str] = deque(maxlen=20)
+        """Runner-level problems (a failed reload step, a sink that would not close)."""
         self.runtime_errors: list[str] = []
-        self._notifier: Notifier | None = None
         self.tally = Tally()  # metrics totals: survive reload, stop and clear
         log.add_tap(self.tally.observe)
+        self.set = WatcherSet(self, CheckpointStore(layout.state), sinks, echo)
+        self._tg: asyncio.TaskGroup | None = None
+        self._hub_task: asyncio.Task[None] | None = None
+        self._driver: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._orphans = asyncio.Event()
+        self.reload_pending = False
+        """A SIGHUP came while starting: reload once started."""
 
-    # -- building -------------------------------------------------------------------------
-    def _start_watcher(self, spec: WatcherSpec) -> None:
-        assert self._notifier is not None
-        try:
-            rt = build_watcher(
-                spec,
-                self.config,
-                self.layout,
-                self.log,
-                Seams(self.clock, self.spawner, self.store, self._notifier),
-                once=self.once,
-                echo=self.echo,
-                on_matches=self._matched,
-                on_event=self._watcher_event,
-            )
-        except SinkWriteError as exc:  # e.g. a symlink in place of its JSONL: fail closed
-            self._refuse(spec, f"not started: its JSONL file cannot be used: {exc}")
-            return
-        self.board.add(spec, rt.pipeline, rt.source, rt.engine)
-        self.tally.attach(spec.id, rt.pipeline.counters)
-        rt.task = asyncio.create_task(self._run_source(spec, rt.source, rt.pipeline), name=spec.id)
-        self.watchers[spec.id] = rt
+    @property
+    def watchers(self) -> dict[str, Any]:
+        return self.set.running
 
-    def _refuse(self, spec: WatcherSpec, message: str) -> None:
-        """A watcher that cannot run: said in the log, its status and its gate (exit 3)."""
-        self.log.error(message, spec.id)
-        self.runtime_errors.append(f"{spec.id}: {message}")
-        path = str(spec.path) if spec.path is not None else None
-        self.evidence[spec.id] = Evidence(0, path=path, error=message)
-        self.board.refused(spec, message)
-
-    async def _run_source(
-        self, spec: WatcherSpec, source: FileSource | CommandSource, pipeline: WatcherPipeline
-    ) -> None:
-        try:
-            await source.run(pipeline)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a bug must not take the other watchers down
-            self.runtime_errors.append(f"{spec.id}: {exc!r}")
-            self.log.error(f"watcher failed: {exc!r}", spec.id)
-            with contextlib.suppress(Exception):
-                await pipeline.event("error", code="internal", message=repr(exc))
-        finally:
-            self.board.touch(spec.id)
-
-    async def stop_watcher(self, wid: str, reason: str) -> None:
-        rt = self.watchers.pop(wid, None)
-        if rt is None:
-            return
-        rt.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await rt.task
-        with contextlib.suppress(Exception):
-            await rt.pipeline.event("stop", reason=reason)
-        rt.sink.close()
-        self.board.stopped(wid)
-
-    def _matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None:
-        if spec.wake and self.hub is not None:
-            self.hub.deliver(spec, found)
-        rt = self.watchers.get(spec.id)
-        if spec.actions and self.actions is not None and rt is not None:
-            self.actions.deliver(spec, found, rt.pipeline)
-
-    def _watcher_event(self, spec: WatcherSpec, kind: str, fields: dict[str, Any]) -> None:
-        self.board.touch(spec.id)
+    @property
+    def evidence(self) -> dict[str, Evidence]:
+        return self.set.evidence
 
     # -- the loop -------------------------------------------------------------------------
     async def run(self) -> None:
+        """Start everything or nothing, serve until told to stop, stop everything. A failed
+        start raises StartupError (one line naming the cause) after undoing what it did."""
         loop = asyncio.get_running_loop()
-        control = ControlServer(self.layout.control_socket, self._control)
-        await control.start()  # refuses when another runner is live on this output dir
-        metrics = None
-        if self.metrics is not None:
-            from watchrun.runtime.metrics import MetricsServer  # prometheus_client: only if asked
-
-            metrics = MetricsServer(*self.metrics, self.metrics_snapshot)
-            try:
-                await metrics.start()
-            except OSError:
-                await control.close()  # undo what was started
-                raise
-        inbox = SignalInbox(loop)
-        # SIGCHLD: orphans re-parented to us (we are a subreaper) are reaped by the loop.
-        loop.add_signal_handler(signal.SIGCHLD, loop.call_soon, reap_orphans)
-        self._notifier = Notifier(self.config.limits.poll_ms, force_poll=self.force_poll)
-        if self.config.agents:
-            self._start_hub()
-        self._start_actions()
-        if self.config.limits.enabled:
-            for spec in self.config.watchers:
-                if not (self.once and spec.kind == "file"):  # once: files after commands
-                    self._start_watcher(spec)
-        for problem in self._notifier.problems:
-            self.log.warning(problem)
-        self.state = RunnerState.RUNNING  # STARTING -> RUNNING: every watcher is up
-        summary = f"{len(self.watchers)} watchers, {len(self.config.agents)} agents running"
-        self.log.info(f"{summary} (change notification: {self._notifier.mode})", event="ready",
-                      watchers=len(self.watchers), agents=len(self.config.agents),
-                      notify=self._notifier.mode)
-        self.sd.ready(summary)
-        watchdog = asyncio.create_task(self._watchdog()) if self.sd.watchdog_s else None
-        done = asyncio.create_task(self._all_done()) if self.once else None
+        inbox = SignalInbox(loop)  # first: a signal during start-up is recorded, not fatal
+        loop.add_signal_handler(signal.SIGCHLD, self._orphans.set)
+        failure: StartupError | None = None
         try:
-            await self._serve(inbox, done)
+            async with contextlib.AsyncExitStack() as undo, asyncio.TaskGroup() as tg:
+                self._tg = tg
+                helpers = [tg.create_task(self.lag.run(), name="loop-lag"),
+                           tg.create_task(self._reap_orphans(), name="orphans")]
+                reason = "startup-failed"
+                try:
+                    reason = await startup.start_or_stop(self, undo, inbox) or \
+                        await self._serve(inbox)
+                except StartupError as exc:
+                    failure = exc
+                finally:
+                    await self.shutdown(inbox, reason)
+                    for task in helpers:
+                        task.cancel()
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
             inbox.close()
             loop.remove_signal_handler(signal.SIGCHLD)
-            await control.close()
-            if metrics is not None:
-                await metrics.close()
-            self._notifier.close()
-            self.board.close()
-            self.sd.close()
             self.state = RunnerState.STOPPED  # STOPPING -> STOPPED: everything flushed
+        if failure is not None:
+            raise failure
 
-    async def _serve(self, inbox: SignalInbox, done: asyncio.Task[None] | None) -> None:
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        """A task owned by the supervisor's TaskGroup."""
+        assert self._tg is not None
+        return self._tg.create_task(coro, name=name)
+
+    def started(self) -> None:
+        """Every source holds its start position: STARTING -> RUNNING, READY=1."""
+        self.state = RunnerState.RUNNING
+        # once: file watchers start after the commands, but they are part of this run
+        n = len(self.watchers) + len(self.set.later)
+        a = len(self.config.agents)
+        summary = f"{n} watcher{'' if n == 1 else 's'}, {a} agent{'' if a == 1 else 's'} running"
+        self.log.info(f"{summary} (change notification: {self.set.notify_mode})", event="ready",
+                      watchers=n, agents=a, notify=self.set.notify_mode)
+        self.sd.ready(summary)
+        if self.sd.watchdog_s:
+            self._watchdog = self.spawn(self._ping(self.sd.watchdog_s), "watchdog")
+        if self.once:
+            self._driver = self.spawn(self._once(), "once")
+
+    async def _serve(self, inbox: SignalInbox) -> str:
+        if self.reload_pending:
+            await self.reload()
         while True:
             sig_wait = asyncio.ensure_future(inbox.next())
-            waiters: set[asyncio.Future[Any]] = {sig_wait}
-            if done is not None:
-                waiters.add(done)
-            finished, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            if sig_wait not in finished:  # once mode: everything ran
-                sig_wait.cancel()
-                await self.shutdown(inbox, reason="once")  # RUNNING -> STOPPING
-                return
+            waits: set[asyncio.Future[Any]] = {sig_wait}
+            if self._driver is not None:
+                waits.add(self._driver)
+            try:
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sig_wait.cancel()  # a pending queue get gives nothing up when cancelled
+            if sig_wait not in done:
+                return "once"  # once mode: everything ran
             sig = sig_wait.result()
-            if sig == signal.SIGHUP:
-                await self.reload()
-                continue
-            await self.shutdown(inbox, reason=sig.name)  # SIGTERM/SIGINT: RUNNING -> STOPPING
-            return
+            if sig != signal.SIGHUP:
+                return sig.name  # SIGTERM/SIGINT: RUNNING -> STOPPING
+            await self.reload()
 
-    async def _all_done(self) -> None:
-        """Once mode: every command runs to its exit, then every file is read to its end (so
-        a log the build wrote is complete), then every woken agent turn finishes."""
-        await asyncio.gather(*(rt.task for rt in self.watchers.values()), return_exceptions=True)
-        if self.config.limits.enabled:
-            for spec in self.config.watchers:
-                if spec.kind == "file":
-                    self._start_watcher(spec)
-        await asyncio.gather(*(rt.task for rt in self.watchers.values()), return_exceptions=True)
+    async def _once(self) -> None:
+        """Once mode: every command runs to its exit, then (unless a stop began) every file is
+        read to its end, so a log the build wrote is complete; then woken turns finish."""
+        await self.set.wait_running()
+        if self.state is not RunnerState.RUNNING:
+            return
+        self.set.start_later()
+        await self.set.wait_running()
         if self.hub is not None:
             await self.hub.idle()
         if self.actions is not None:
             await self.actions.idle()
 
     async def shutdown(self, inbox: SignalInbox, reason: str) -> None:
-        """Stop intake, stop every process group (TERM, grace, KILL), flush and checkpoint.
-        A second SIGTERM/SIGINT while this runs kills the remaining groups at once."""
+        """Nothing starts from here on. Stop every watcher (its `stop` record, its sink closed)
+        and the agents: TERM, grace, KILL per group. A second SIGTERM/SIGINT kills now."""
         self.state = RunnerState.STOPPING
         self.sd.stopping()
         self.log.info(f"stopping ({reason})", event="stopping", reason=reason)
-        for wid, rt in self.watchers.items():
-            self.evidence[wid] = evidence_of(rt)
-        jobs = [self.stop_watcher(wid, reason="shutdown") for wid in list(self.watchers)]
+        for task in (self._driver, self._watchdog):
+            if task is not None:
+                await finish(task)
+        jobs = [self.set.stop_all("startup-failed" if reason == "startup-failed" else "shutdown")]
         if self.hub is not None:
             jobs.append(self._stop_hub())
         stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stop_actions_then(jobs))
         second: asyncio.Future[Any] = asyncio.ensure_future(inbox.next())
-        await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
-        if not stopping.done():
-            self.log.warning("second signal: killing what remains now")
-            self.spawner.kill_all()
-            await stopping
-        second.cancel()
-
-    def _start_hub(self) -> None:
         try:
-            self.hub = AgentHub(
-                self.config, self.layout, self.log.scoped("agent"), self.clock, self.spawner,
-                once=self.once,
-            )
-        except SinkWriteError as exc:  # e.g. a symlink in place of an agent's JSONL
-            message = f"agents not started: a JSONL file cannot be used: {exc}"
-            self.log.error(message)
-            self.runtime_errors.append(message)
-            return
-        self._hub_task = asyncio.create_task(self.hub.run(), name="agents")
+            await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
+            if not stopping.done():
+                self.log.warning("second signal: killing what remains now")
+                self.spawner.kill_all()
+            await stopping
+        finally:
+            second.cancel()
 
-    def _start_actions(self) -> None:
+    # -- agents ---------------------------------------------------------------------------
+    def start_hub(self) -> None:
+        self.hub = AgentHub(self.config, self.layout, self.log.scoped("agent"), self.clock,
+                            self.spawner, once=self.once)
+        self._hub_task = self.spawn(self.hub.run(), "agents")
+
+    async def _stop_hub(self) -> None:
+        assert self.hub is not None
+        try:
+            await self.hub.shutdown()
+        finally:
+            if self._hub_task is not None:
+                await finish(self._hub_task)
+
+    def matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None:
+        if spec.wake and self.hub is not None:
+            self.hub.deliver(spec, found)
+        rt = self.watchers.get(spec.id)
+        if spec.actions and self.actions is not None and rt is not None:
+            self.actions.deliver(spec, found, rt.pipeline)
+
+    # -- actions --------------------------------------------------------------------------
+    def start_actions(self) -> None:
         """The owner of every action's tasks, when a watcher has actions (imported only then)."""
         if self.actions is None and any(w.actions for w in self.config.watchers):
             from watchrun.actions.hub import ActionHub
 
             self.actions = ActionHub(self.config, self.log, self.clock, self.spawner,
                                      once=self.once)
-            self._actions_task = asyncio.create_task(self.actions.run(), name="actions")
+            self._actions_task = self.spawn(self.actions.run(), "actions")
 
     async def _stop_actions_then(self, jobs: list[Any]) -> None:
         """Actions first (their cancelled firings are recorded while the watchers' files are
         open), then the watchers and agents."""
         if self.actions is not None:
-            await self.actions.shutdown()
-            await self._actions_task
+            try:
+                await self.actions.shutdown()
+            finally:
+                if self._actions_task is not None:
+                    await finish(self._actions_task)
         await asyncio.gather(*jobs)
 
-    async def _stop_hub(self) -> None:
-        assert self.hub is not None
-        await self.hub.shutdown()
-        self._hub_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._hub_task
+    # -- requests, reload, problems -------------------------------------------------------
+    def problem(self, message: str, wid: str | None = None) -> None:
+        """Report a problem the runner survives: the log, `status`, the watcher's snapshot."""
+        self.log.error(message, wid)
+        self.problems.append(f"{wid}: {message}" if wid else message)
+        if wid is not None:
+            self.board.note(wid, message)
+
+    async def stop_watcher(self, wid: str, reason: str) -> None:
+        await self.set.stop(wid, reason)
 
     def metrics_snapshot(self) -> dict[str, Any]:
         agents = self.hub.snapshot() if self.hub is not None else []
         watchers = {wid: counters_of(rt) for wid, rt in self.watchers.items()}
         return {"up": self.state == RunnerState.RUNNING, "watchers": watchers, "agents": agents,
-                "totals": self.tally.watchers(), "agentTotals": self.tally.agents(),
+                "loop_lag_max_s": self.lag.max_s, "totals": self.tally.watchers(),
+                "agentTotals": self.tally.agents(),
                 "actions": self.actions.counts() if self.actions is not None else {}}
 
-    async def _control(self, req: dict[str, Any]) -> dict[str, Any]:
+    async def control(self, req: dict[str, Any]) -> dict[str, Any]:
         return await dispatch(self, req)
 
     async def reload(self) -> None:
-        """SIGHUP: re-read the config; keep the running one when the new one is invalid."""
+        """SIGHUP: re-read the config; keep the running one when the new one is invalid. No
+        error while applying it ends the runner: each is reported and the rest goes on."""
         if self._reload is None:
+            return
+        if self.state is not RunnerState.RUNNING:
+            self.reload_pending = True  # during start-up: after it
             return
         self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
         self.sd.reloading()
-        new = self._reload()
-        if new is None:
-            self.log.error("reload failed: the new config is invalid; keeping the running one",
-                           event="reload-failed")
-        else:
-            await self._apply(new)
-        self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
-        self.sd.ready(f"{len(self.watchers)} watchers running")
+        try:
+            new = await asyncio.to_thread(self._reload)
+            if new is None:
+                self.log.error("reload failed: the new config is invalid; keeping the running one",
+                               event="reload-failed")
+            else:
+                await reloading.apply(self, new)
+        except Exception as exc:
+            self.problem(f"reload failed: {exc!r}; going on with what is running")
+        finally:
+            self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
+            self.sd.ready(f"{len(self.watchers)} watchers running")
 
-    async def _apply(self, new: Config) -> None:
-        old = self.config
-        if old.output.dir != new.output.dir:
-            self.log.error(f"reload refused: output.dir cannot change while running "
-                           f"({old.output.dir} → {new.output.dir}); restart the runner")
-            return
-        global_change = old.limits != new.limits or old.output != new.output
-        self.config = new
-        if self.hub is not None:
-            await self.hub.reload(new)
-        elif new.agents:
-            self._start_hub()
-        if self.actions is not None:
-            await self.actions.reload(new)  # before changed watchers stop: records go in
-        self._start_actions()
-        wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
-        for wid, rt in list(self.watchers.items()):
-            if wid not in wanted or rt.spec != wanted[wid] or global_change:
-                why = "removed" if wid not in wanted else "config changed"
-                await self.stop_watcher(wid, reason="reload")
-                self.log.info(f"{why}; stopped", wid)
-        for wid, spec in wanted.items():
-            if wid not in self.watchers:
-                self._start_watcher(spec)
-        self.log.info(f"reloaded: {len(self.watchers)} watchers running", event="reloaded",
-                      watchers=len(self.watchers))
-
-    async def _watchdog(self) -> None:
+    # -- helpers --------------------------------------------------------------------------
+    async def _ping(self, every_s: float) -> None:
         """Pings systemd from the loop itself, so a stalled loop stops the pings."""
-        assert self.sd.watchdog_s is not None
         while True:
             self.sd.watchdog()
-            await asyncio.sleep(self.sd.watchdog_s / 2)
+            await asyncio.sleep(every_s / 2)
 
+    async def _reap_orphans(self) -> None:
+        """Orphans re-parented to us (a subreaper) are reaped after SIGCHLD: the /proc scan in
+        a thread, the reaping on the loop (it must not race a spawn)."""
+        while True:
+            await self._orphans.wait()
+            self._orphans.clear()
+            reap_adopted(await asyncio.to_thread(adopted_zombies))
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from watchrun.clock import Clock
@@ -18,11 +19,18 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink, SinkWriteError
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import Evidence
+from watchrun.runtime.isolation import IsolatedMatcher
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.command import CommandSource
 from watchrun.sources.file import FileSource
 from watchrun.sources.notify import Notifier
+
+
+def open_sink(path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock
+              ) -> JsonlSink:
+    """The real sink factory (the open/write/fsync seam: tests inject failing sinks)."""
+    return JsonlSink(path, stream_id, max_bytes=max_bytes, keep=keep, clock=clock)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +41,7 @@ class Seams:
     spawner: Spawner
     store: CheckpointStore
     notifier: Notifier
+    open_sink: Callable[..., JsonlSink] = open_sink
 
 
 @dataclass
@@ -44,7 +53,10 @@ class WatcherRuntime:
     pipeline: WatcherPipeline
     source: FileSource | CommandSource
     engine: str
-    task: asyncio.Task[None] = field(init=False)
+    task: asyncio.Task[None] | None = field(default=None, init=False)
+    """The running source; None while built but not started (once mode: files after commands)."""
+    failure: str | None = field(default=None, init=False)
+    """Why the source ended with an internal error, if it did."""
 
 
 def build_watcher(
@@ -59,9 +71,24 @@ def build_watcher(
     on_matches: Callable[[WatcherSpec, list[MatchInfo]], None],
     on_event: Callable[[WatcherSpec, str, dict[str, Any]], None],
 ) -> WatcherRuntime:
-    """source → pipeline (matcher) → sink, for one watcher; nothing runs yet."""
-    sink = JsonlSink(layout.jsonl("watcher", spec.id), spec.id, max_bytes=config.output.max_bytes,
-                     keep=config.output.keep, clock=seams.clock)
+    """source → pipeline (matcher) → sink, for one watcher; nothing runs yet. Raises
+    SinkWriteError (the JSONL cannot be opened) or ValueError (a pattern the matcher refuses);
+    nothing stays open then."""
+    sink = seams.open_sink(layout.jsonl("watcher", spec.id), spec.id,
+                           max_bytes=config.output.max_bytes, keep=config.output.keep,
+                           clock=seams.clock)
+    try:
+        return _build(spec, config, log, seams, sink, once, echo, on_matches, on_event)
+    except BaseException:
+        with contextlib.suppress(SinkWriteError):
+            sink.close()
+        raise
+
+
+def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: JsonlSink,
+           once: bool, echo: Callable[[bytes], None] | None,
+           on_matches: Callable[[WatcherSpec, list[MatchInfo]], None],
+           on_event: Callable[[WatcherSpec, str, dict[str, Any]], None]) -> WatcherRuntime:
     wid = spec.id
 
     def on_error(msg: str) -> None:
@@ -76,9 +103,11 @@ def build_watcher(
     require = None
     if gate is not None and gate.require is not None:
         require = Matcher(gate.require, (), spec.case_sensitive)
+    linear = matcher.linear and (require is None or require.linear)
+    isolated = None if linear else IsolatedMatcher(spec, seams.spawner)
     pipeline = WatcherPipeline(spec, config.limits, sink, writer, matcher, log,
                                on_matches=on_matches, on_event=on_event, require=require,
-                               resume=not (once and spec.from_start),
+                               resume=not (once and spec.from_start), isolated=isolated,
                                redactor=redactor(config.redact) if config.output.redact else None)
     source: FileSource | CommandSource
     if spec.path is not None:
@@ -125,4 +154,4 @@ def counters_of(rt: WatcherRuntime) -> dict[str, Any]:
         looks = str(state) in UP_STATES
     else:
         looks = state is None or str(state) not in FILE_DOWN_STATES
-    return {"up": not rt.task.done() and looks}
+    return {"up": rt.task is not None and not rt.task.done() and looks}

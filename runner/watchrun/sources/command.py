@@ -73,6 +73,9 @@ class CommandSource:
         self._starts: deque[float] = deque()  # monotonic start times inside the window
         self._grace = limits.stop_timeout_ms / 1000
         self._started = 0.0  # monotonic start of the current run
+        self.ready = asyncio.Event()
+        """Set once the first start has been attempted (its `start` or `error` record is
+        written), or at once for a schedule. The runner sends READY=1 after every source."""
 
     async def run(self, ctx: SourceContext) -> None:
         """Until cancelled, or until the command is done for good (EXITED or FATAL; a FATAL
@@ -81,6 +84,7 @@ class CommandSource:
             if self.once or self.spec.schedule is None:
                 await self._supervise(ctx)
             else:
+                self.ready.set()  # waiting for the first tick is where a schedule starts
                 await self._schedule(ctx, self.spec.schedule)
         except asyncio.CancelledError:
             # any -> STOPPED. The canceller writes the `stop` record: it knows the reason
@@ -168,6 +172,7 @@ class CommandSource:
             proc = await self.spawner.spawn(spec.command, cwd=spec.cwd, env=spec.env)
         except SpawnError as exc:
             await ctx.event("error", code=exc.errno_name, message=exc.message, run=n)
+            self.ready.set()
             return None  # the caller moves STARTING -> BACKOFF or FATAL
         self.pid = proc.pid
         self._started = self.clock.monotonic()
@@ -175,6 +180,7 @@ class CommandSource:
         try:
             command = spec.command if isinstance(spec.command, str) else list(spec.command)
             await ctx.event("start", run=n, pid=proc.pid, command=command)
+            self.ready.set()
             info = await self._pump(proc, ctx, n)
         except BaseException:
             await asyncio.shield(proc.terminate(self._grace))  # never leave a tree behind

@@ -51,6 +51,17 @@ class FileSource:
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
         self._timers: list[asyncio.TimerHandle] = []
+        self.ready = asyncio.Event()
+        """Set once the start position is held (or the path is watched while missing): a line
+        appended after that is read. The runner sends READY=1 only when every source is ready."""
+
+    @property
+    def state(self) -> str:
+        """For `list`/`status`: `error` while the path cannot be read (EACCES, …), `waiting`
+        while it is missing, else `running`."""
+        if self._last_error is not None:
+            return "error"
+        return "running" if self._cur is not None else "waiting"
 
     @property
     def inode(self) -> int | None:
@@ -75,6 +86,7 @@ class FileSource:
                 await self._begin(ctx, watch)
             except OSError as exc:
                 await self._error(ctx, exc)
+            self.ready.set()
             if self.once:
                 await self._read_once(ctx)
                 return
@@ -114,11 +126,12 @@ class FileSource:
                 st0 = os.stat(self.path)
                 if stat.S_ISREG(st0.st_mode):
                     self._initial = (st0.st_dev, st0.st_ino, st0.st_size)
-            msg = None
-            if exc.errno in _MISSING:
-                msg = f"{self.name} does not exist" if self.once else \
-                    f"waiting for {self.name} to appear"
-            await self._error(ctx, exc, msg)
+            if exc.errno not in _MISSING:
+                await self._error(ctx, exc)
+            elif self.once:
+                await self._error(ctx, exc, f"{self.name} does not exist")
+            # else: waiting for it to appear is not an error (the start record has inode
+            # null, the log says "not there yet", `list` says `waiting`)
             return
         watch.track(fd)
         rotate: dict[str, object] | None = None

@@ -33,6 +33,7 @@ from watchrun.output.records import format_cursor, iter_records
 from watchrun.views.agent_window import (
     ViewError,
     check_since,
+    delivery_state,
     is_agent_status,
     latest_seq,
     status_tracker,
@@ -76,7 +77,7 @@ class UntilMatcher:
         if self.kind == "event":
             return kind == self.value
         if self.kind == "delivery":
-            return kind == "delivery" and rec.get("delivery_state") == self.value
+            return kind == "delivery" and delivery_state(rec) == self.value
         if self.kind == "status":
             if is_agent_status(rec):
                 self.derived_status = False

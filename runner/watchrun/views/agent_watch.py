@@ -50,6 +50,7 @@ from watchrun.views.agent_window import (
     ViewError,
     anchor_seq,
     check_since,
+    delivery_state,
     read_status,
     window,
 )
@@ -87,7 +88,10 @@ def _event(rec: dict[str, Any], keep_raw: bool) -> dict[str, Any]:
 def _delivery(entries: dict[str, dict[str, Any]], rec: dict[str, Any]) -> None:
     did = str(rec.get("deliveryId") or rec["cursor"])
     entry = entries.setdefault(did, {"id": did})
-    for src, dst in (("delivery_state", "state"), ("watcher", "watcher"), ("label", "label"),
+    state = delivery_state(rec)
+    if state is not None:
+        entry["state"] = state
+    for src, dst in (("watcher", "watcher"), ("label", "label"),
                      ("count", "count"), ("overflow", "overflow"), ("lines", "lines"),
                      ("source", "source"), ("turnId", "turn_id"),
                      ("reason", "reason")):

@@ -22,7 +22,7 @@ from watchrun.output.records import (
 
 __all__ = [
     "EXIT_STATUS", "AgentInfo", "StatusTracker", "ViewError", "anchor_seq", "check_since",
-    "is_agent_status", "latest_seq", "read_status", "status_tracker", "window",
+    "delivery_state", "is_agent_status", "latest_seq", "read_status", "status_tracker", "window",
 ]
 
 EXIT_STATUS = {"invalid_cursor": 2, "not_supported": 2, "not_found": 2, "invalid_argument": 2,
@@ -52,6 +52,13 @@ class AgentInfo(Protocol):
     def name(self) -> str: ...
     @property
     def provider(self) -> str: ...
+
+
+def delivery_state(rec: dict[str, Any]) -> str | None:
+    """A `delivery` record's state: `deliveryState`, or `delivery_state` as earlier records
+    name it (existing JSONL is read as it is, never rewritten)."""
+    state = rec.get("deliveryState", rec.get("delivery_state"))
+    return state if isinstance(state, str) else None
 
 
 def is_agent_status(rec: dict[str, Any]) -> bool:

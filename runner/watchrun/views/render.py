@@ -1,41 +1,47 @@
 """Text renderings of the agent views for a person (`--format text`, the `agent list` table).
 
-Every text that reaches the terminal goes through `printable`: control characters (ESC, CR,
-C1, ...) are shown as escapes, so even raw_output cannot restyle the terminal.
+Every text that reaches the terminal goes through the edge sanitizer (`edge_text`, newlines
+kept); raw_output is first shown with its control characters as escapes (`printable`), so what
+the terminal would have drawn is visible and still cannot restyle it. JSON goes out through
+`edge_json`.
 """
 
 from __future__ import annotations
 
-import json
 import re
+from datetime import datetime
 from typing import Any
+
+from watchrun.match.sanitize import edge_json, edge_text
+from watchrun.views.humanize import Paint, no_paint, when
 
 __all__ = ["dumps", "printable", "render_list", "render_transcript", "render_watch"]
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029]")
 _MARKS = {True: "✓", False: "✗", None: "…"}
-_DETAIL = ("text", "message", "summary", "preview", "value", "delivery_state", "status", "reason",
-           "path", "name", "trigger")
+_DETAIL = ("text", "message", "summary", "preview", "value", "deliveryState", "delivery_state",
+           "status", "reason", "path", "name", "trigger")
 """The field of an event shown on its line in the text rendering, first present wins."""
 
 
-def _escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
 def dumps(doc: Any) -> str:
-    """Indented JSON (as in the seeds) in which DEL, C1 controls and U+2028/9 are escaped too."""
-    return _JSON_UNSAFE.sub(_escape, json.dumps(doc, indent=2, ensure_ascii=False))
+    """Indented JSON (as in the seeds) through `edge_json`, ending with a newline."""
+    return edge_json(doc, indent=2) + "\n"
 
 
 def printable(text: str) -> str:
-    """`text` with every control character but tab and newline shown as an escape."""
+    """`text` with every control character but tab and newline shown as an escape (for
+    raw_output: what the terminal would have interpreted, made visible)."""
     return _UNSAFE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
-def _indent(text: str, prefix: str = "  ") -> list[str]:
-    return [prefix + line for line in printable(text).rstrip("\n").split("\n")] if text else []
+def _show(text: object) -> str:
+    return edge_text(text, multiline=True)
+
+
+def _indent(text: str, prefix: str = "  ", *, raw: bool = False) -> list[str]:
+    shown = _show(printable(text) if raw else text)
+    return [prefix + line for line in shown.rstrip("\n").split("\n")] if text else []
 
 
 def _cut(note: dict[str, Any]) -> str:
@@ -47,13 +53,13 @@ def render_watch(view: dict[str, Any]) -> str:
     """A person's reading of an `agent watch` view."""
     a = view["agent"]
     since = f" since {a['last_status_at']}" if a.get("last_status_at") else ""
-    out = [printable(f"{a['name']} ({a['provider']}): {a['status']}{since}"),
+    out = [_show(f"{a['name']} ({a['provider']}): {a['status']}{since}"),
            f"cursor {view['cursor']}"]
     transcript = view.get("transcript")
     if transcript is not None:
         out.append(f"\n── transcript{_cut(transcript)}")
         for m in transcript["messages"]:
-            out.append(printable(f"{m['role']} [{m.get('turn_id') or '-'}, {m['source']}]:"))
+            out.append(_show(f"{m['role']} [{m.get('turn_id') or '-'}, {m['source']}]:"))
             out += _indent(m["text"])
         if not transcript["messages"]:
             out.append("  (no messages)")
@@ -63,7 +69,7 @@ def render_watch(view: dict[str, Any]) -> str:
     raw = view.get("raw_output")
     if raw is not None:
         out.append(f"\n── raw output, escaped{_cut(raw)}")
-        out += _indent(raw["text"]) or ["  (none)"]
+        out += _indent(raw["text"], raw=True) or ["  (none)"]
     deliveries = view["delivery"]["delivery"]
     if deliveries:
         out.append("\n── deliveries")
@@ -71,7 +77,7 @@ def render_watch(view: dict[str, Any]) -> str:
             turn = f" → {d['turn_id']}" if d.get("turn_id") else ""
             why = f" ({d['reason']})" if d.get("reason") else ""
             source = d.get("label") or d.get("watcher") or "-"
-            out.append(printable(f"  {d['id']}  {d.get('state', '?')}{why}  {source}  "
+            out.append(_show(f"  {d['id']}  {d.get('state', '?')}{why}  {source}  "
                                  f"{d.get('count', 0)} match(es){turn}"))
     if view["events"]:
         out.append(f"\n── events ({len(view['events'])})")
@@ -79,8 +85,8 @@ def render_watch(view: dict[str, Any]) -> str:
             detail = next((e[k] for k in _DETAIL if isinstance(e.get(k), str) and e[k]), "")
             detail = " ".join(str(detail).split())
             detail = detail if len(detail) <= 70 else detail[:69] + "…"
-            out.append(printable(f"  {e.get('cursor')}  {e.get('kind')}  {detail}".rstrip()))
-    return "\n".join(out) + "\n"
+            out.append(_show(f"  {e.get('cursor')}  {e.get('kind')}  {detail}".rstrip()))
+    return _show("\n".join(out)) + "\n"
 
 
 def _step(s: dict[str, Any]) -> str:
@@ -93,14 +99,15 @@ def _step(s: dict[str, Any]) -> str:
 def render_transcript(doc: dict[str, Any]) -> str:
     """A person's reading of a transcript (`agent transcript`, `watchrun transcript`)."""
     who = doc.get("provider") or doc["mode"]
-    out = [printable(f"{doc['session_id']} ({who}): {len(doc['turns'])} turn(s)")]
+    out = [_show(f"{doc['session_id']} ({who}): {len(doc['turns'])} turn(s)")]
     for t in doc["turns"]:
         wall = f"{t['wall_seconds']:g} s" if t.get("wall_seconds") is not None else "-"
         agents = t["agents"]
         status = agents[0]["status"] if t["parent"] is None else t["outcome"] or "running"
-        head = f"\n{t['run_id']}  {t.get('trigger') or '-'}  {status}  {t['tokens']} tokens  {wall}"
-        out.append(printable(head + ("  (partial: its start was rotated away)"
-                                     if t.get("partial") else "")))
+        head = (f"\n{t['run_id']}  {t.get('trigger') or '-'}  {status}  "
+                f"{t['tokens']} tokens  {wall}")
+        out.append(_show(head + ("  (partial: its start was rotated away)"
+                                 if t.get("partial") else "")))
         if t["parent"] is not None:
             out += _decision(t["parent"])
         out.append("  prompt:")
@@ -109,38 +116,40 @@ def render_transcript(doc: dict[str, Any]) -> str:
             if t["parent"] is not None:
                 spent = f", {agent['wall_seconds']:g} s" if agent["wall_seconds"] is not None \
                     else ""
-                out.append(printable(f"  agent {agent['id']}: {agent['status']}{spent}, "
-                                     f"{agent['tokens']} tokens"))
+                out.append(_show(f"  agent {agent['id']}: {agent['status']}{spent}, "
+                                 f"{agent['tokens']} tokens"))
             out += _agent(agent, t)
         for s in t.get("skipped") or []:
-            out.append(printable(f"  skipped {s['id']}: {s['message']}"))
+            out.append(_show(f"  skipped {s['id']}: {s['message']}"))
         if t.get("reply"):
             source = "" if t["reply"]["source"] == "agent" else f" ({t['reply']['source']})"
             out.append(f"  reply{source}:")
             out += _indent(t["reply"]["text"], "    ")
         err = t.get("error")
         if err:
-            out.append(printable(f"  error: {err['error']}"))
+            out.append(_show(f"  error: {err['error']}"))
             if err.get("hint"):
-                out.append(printable(f"  hint: {err['hint']}"))
+                out.append(_show(f"  hint: {err['hint']}"))
         out.append(f"  outcome: {t['outcome'] or 'running'}")
-    return "\n".join(out) + "\n"
+    return _show("\n".join(out)) + "\n"
 
 
 def _decision(parent: dict[str, Any]) -> list[str]:
+    """A plan's decision: why, and its agents in order with what each waits for."""
     steps = ", ".join(s["id"] + (f" (after {', '.join(s['depends_on'])})" if s["depends_on"]
                                  else "") for s in parent["plan"])
-    return [printable(f"  parent: {parent['reason']}"), printable(f"  plan: {steps}")]
+    return [_show(f"  parent: {parent['reason']}"), _show(f"  plan: {steps}")]
 
 
 def _agent(agent: dict[str, Any], t: dict[str, Any]) -> list[str]:
+    """An agent's steps and files; in a plan of several, its answer too."""
     out = []
     if agent["steps"]:
         out.append("  steps:")
-        out += [printable(_step(s)) for s in agent["steps"]]
+        out += [_show(_step(s)) for s in agent["steps"]]
     if agent["files"]:
         files = ", ".join(f"{f['op']} {f['path']}" for f in agent["files"])
-        out.append(printable(f"  files: {files}"))
+        out.append(_show(f"  files: {files}"))
     if t["parent"] is not None and agent["answer"] and len(t["agents"]) > 1:
         out.append("  answer:")
         out += _indent(agent["answer"], "    ")
@@ -150,12 +159,17 @@ def _agent(agent: dict[str, Any], t: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_list(rows: list[dict[str, Any]]) -> str:
-    """The `agent list` table."""
-    header = ["NAME", "PROVIDER", "STATUS", "TURNS", "TOKENS", "LAST REPLY"]
-    body = [[r["name"], r["provider"], r["status"], str(r["turns"]), str(r["tokens"]),
-             r["last_reply"] or "-"] for r in rows]
+def render_list(rows: list[dict[str, Any]], now: datetime, paint: Paint = no_paint) -> str:
+    """The `agent list` table (rows as `agent list --json` has them, camelCase)."""
+    header = ["NAME", "PROVIDER", "STATUS", "TURNS", "TOKENS", "LAST ACTIVITY", "LAST REPLY"]
+    body = [[_show(x) for x in (r["name"], r["provider"], r["status"], r["turns"], r["tokens"],
+                                when(r.get("lastActivity"), now, short=True),
+                                r.get("lastReply") or "-")] for r in rows]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-             for row in [header, *body]]
-    return printable("\n".join(lines)) + "\n"
+    lines = []
+    for n, row in enumerate([header, *body]):
+        cells = [c.ljust(w) for c, w in zip(row, widths, strict=True)]
+        if n:
+            cells[2] = paint(cells[2], row[2])
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"

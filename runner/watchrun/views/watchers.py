@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from watchrun.match.sanitize import edge_text
 from watchrun.output import safefs
-from watchrun.output.records import last_records
+from watchrun.output.records import iter_records, last_records
+from watchrun.views.humanize import Paint, no_paint, value, when
 
 STATUS_BYTES = 1 << 20
 """A status snapshot larger than this is not one (skipped)."""
@@ -66,6 +68,19 @@ def matches(root: Path, wid: str, lines: int) -> list[dict[str, Any]]:
     return last_records(root / "watchers" / f"{wid}.jsonl", lines, {"match"})
 
 
+def latest_seq(root: Path, wid: str) -> int:
+    """The seq of the watcher's newest record (0 when it has none)."""
+    last = last_records(root / "watchers" / f"{wid}.jsonl", 1)
+    return int(last[0]["seq"]) if last else 0
+
+
+def matches_after(root: Path, wid: str, seq: int) -> list[dict[str, Any]]:
+    """The watcher's match records with a seq above `seq`, oldest first (`matches --follow`;
+    the seq continues across rotation and restarts, so nothing is shown twice)."""
+    path = root / "watchers" / f"{wid}.jsonl"
+    return [r for r in iter_records(path, since_seq=seq) if r.get("kind") == "match"]
+
+
 def logs(root: Path, wid: str, lines: int) -> list[str]:
     """The last `lines` lines of the watcher's `.tail` snapshot. Lines are split on `\\n` only:
     a U+2028 or a lone `\\r` inside a line stays inside it (shown escaped at the edge)."""
@@ -80,45 +95,60 @@ def logs(root: Path, wid: str, lines: int) -> list[str]:
     return found[-lines:] if lines else []
 
 
-def table(rows: list[list[str]], header: list[str]) -> str:
-    """A plain aligned table for people; every cell goes through `edge_text`."""
+def table(rows: list[list[str]], header: list[str], paint: Paint = no_paint,
+          status_col: int | None = None) -> str:
+    """A plain aligned table for people; every cell goes through `edge_text`, and only then is
+    the status column painted (so colour is never measured nor sanitized away)."""
     cells = [[edge_text(c) for c in r] for r in [header, *rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(fmt.format(*r).rstrip() for r in cells)
+    out = []
+    for n, r in enumerate(cells):
+        padded = [c.ljust(w) for c, w in zip(r, widths, strict=True)]
+        if n and status_col is not None:
+            padded[status_col] = paint(padded[status_col], r[status_col])
+        out.append("  ".join(padded).rstrip())
+    return "\n".join(out)
 
 
-def list_table(statuses: list[dict[str, Any]]) -> str:
+def list_table(statuses: list[dict[str, Any]], now: datetime, paint: Paint = no_paint) -> str:
+    """The `list` table: one row per watcher, last match as a relative time."""
     rows = []
     for s in statuses:
         source = s.get("source")
         if isinstance(source, list):
             source = " ".join(str(x) for x in source)
-        rows.append(
-            [
-                s.get("id", "?"),
-                s.get("status", "?"),
-                s.get("kind", "?"),
-                s.get("matchCount", 0),
-                s.get("linesRead", 0),
-                (s.get("lastMatchAt") or "-"),
-                _clip(edge_text(source), 48),
-            ]
-        )
-    return table(rows, ["ID", "STATUS", "KIND", "MATCHES", "LINES", "LAST MATCH", "SOURCE"])
+        rows.append([
+            value(s.get("id", "?")),
+            value(s.get("status", "?")),
+            value(s.get("kind", "?")),
+            value(s.get("matchCount", 0)),
+            value(s.get("linesRead", 0)),
+            when(s.get("lastMatchAt"), now, short=True),
+            _clip(edge_text(value(source)), 48),
+        ])
+    return table(rows, ["ID", "STATUS", "KIND", "MATCHES", "LINES", "LAST MATCH", "SOURCE"],
+                 paint, status_col=1)
 
 
-def status_lines(status: dict[str, Any]) -> list[str]:
-    """`key  value` lines of one status snapshot, for people."""
+def status_lines(status: dict[str, Any], now: datetime, paint: Paint = no_paint) -> list[str]:
+    """`key  value` lines of one status snapshot, for people: lists joined, yes/no, `-` for
+    nothing, timestamps with how long ago, the status painted."""
     keys = {k: edge_text(k) for k in status}
     width = max((len(k) for k in keys.values()), default=0)
-    return [f"{keys[k]:<{width}}  {edge_text(v)}" for k, v in status.items()]
+    out = []
+    for k, v in status.items():
+        text = edge_text(when(v, now) if k.endswith("At") else value(v))
+        if k == "status":
+            text = paint(text, text)
+        out.append(f"{keys[k]:<{width}}  {text}".rstrip())
+    return out
 
 
 def match_line(rec: dict[str, Any]) -> str:
     """One `matches` line for people: `ts  where:lineNo  line`."""
-    place = rec.get("path") or f"run {rec.get('run')}"
-    return edge_text(f"{rec.get('ts')}  {place}:{rec.get('lineNo')}  {rec.get('line')}")
+    place = rec.get("path") or f"run {value(rec.get('run'))}"
+    return edge_text(f"{value(rec.get('ts'))}  {place}:{value(rec.get('lineNo'))}  "
+                     f"{value(rec.get('line'))}")
 
 
 def _clip(text: str, n: int) -> str:

@@ -1,0 +1,333 @@
+"""The argparse tree of `watchrun`: every subcommand, its options and its handler's name."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import NoReturn
+
+from watchrun import __version__
+
+__all__ = ["COMMANDS", "MAX_LINES", "Command", "Parser", "build_parser", "parsers"]
+
+MAX_LINES = 2000
+"""`--lines` is 1 to this (as limits.matchLines; seed 001's bound)."""
+SHELLS = ("bash", "zsh", "fish")
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one JSON object on stdout when `--json` was
+    given (`json_errors`, set by `main`), else argparse's usage and message on stderr; exit 2
+    either way. The message quotes what was typed, so it goes through the edge sanitizer."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        from watchrun.match.sanitize import edge_json, edge_text
+
+        if self.json_errors:
+            print(edge_json({"error": {"code": "usage", "message": f"{self.prog}: {message}"}},
+                            indent=2))
+            sys.exit(2)
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {edge_text(message)}\n")
+
+
+class Command:
+    """One subcommand: its help, its arguments, and its handler imported only when it runs.
+
+    `handler` is `module:function`, called with the parsed Namespace, returning an exit status.
+    `config` says what it reads: "required" (a config: `-c`, else ./watch.yaml …), "where" (a
+    config or `--output-dir` alone) or "none". (A plain class, not a dataclass: `watchrun
+    --help` must start fast.)
+    """
+
+    __slots__ = ("config", "configure", "epilog", "handler", "help", "name")
+
+    def __init__(self, name: str, help: str, epilog: str,
+                 configure: Callable[[argparse.ArgumentParser], None], handler: str,
+                 config: str = "where") -> None:
+        self.name = name
+        self.help = help
+        self.epilog = epilog
+        self.configure = configure
+        self.handler = handler
+        self.config = config
+
+
+def lines_count(text: str) -> int:
+    """`--lines N`: an integer from 1 to MAX_LINES, else a usage error that says so."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_LINES}, "
+                                         f"not {text!r}") from None
+    if not 1 <= n <= MAX_LINES:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_LINES}, not {n}")
+    return n
+
+
+def _config_arg(p: argparse.ArgumentParser, help: str) -> None:
+    p.add_argument("-c", "--config", metavar="FILE", type=Path, action="append", help=help)
+
+
+def add_config_args(p: argparse.ArgumentParser) -> None:
+    """`-c FILE` (repeatable; layered in order) and `--output-dir DIR`."""
+    _config_arg(p, "config file (.yaml/.yml/.json/.toml); repeat to layer files: later keys "
+                "win, watchers and agents merge by id/name (default: ./watch.yaml, watch.yml, "
+                "watch.json or watch.toml)")
+    p.add_argument("--output-dir", metavar="DIR", type=Path,
+                   help="override output.dir (default .watchrun beside the first config file)")
+
+
+def add_where_args(p: argparse.ArgumentParser) -> None:
+    """`-c FILE` or `--output-dir DIR`: where the output dir is (default: ./watch.yaml's)."""
+    _config_arg(p, "config file whose output dir to read; repeatable (default: ./watch.yaml, "
+                "watch.yml, watch.json or watch.toml)")
+    p.add_argument("--output-dir", metavar="DIR", type=Path,
+                   help="read this output dir directly (no config needed)")
+
+
+def json_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", dest="format", action="store_const", const="json",
+                   help="print one JSON object (docs/cli.md; same as --format json)")
+
+
+def _configure_run(p: argparse.ArgumentParser) -> None:
+    add_config_args(p)
+    p.add_argument("--once", action="store_true", help="CI mode: run commands to their exit, "
+                   "scan files to their end, print a verdict per gate, exit 1 if one is crossed")
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="format of the runner's own log on stderr (default text)")
+    p.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
+    p.add_argument("--junit", metavar="FILE", type=Path, help="with --once: write a JUnit report")
+    p.add_argument("--metrics", metavar="HOST:PORT",
+                   help="serve Prometheus metrics and /healthz on HOST:PORT")
+    p.set_defaults(format="text")
+    p.add_argument("--json", dest="format", action="store_const", const="json",
+                   help="JSON log lines on stderr; with --once the verdicts as one JSON object "
+                   "on stdout (command output is not echoed)")
+
+
+def _configure_validate(p: argparse.ArgumentParser) -> None:
+    add_config_args(p)
+    p.add_argument("--strict", action="store_true", help="treat warnings (clamped limits, "
+                   "appended {prompt}, ...) as errors")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="output format (default text)")
+    p.add_argument("--each", action="store_true", help="validate every file on its own instead "
+                   "of layering them (a pre-commit hook passes each changed config file)")
+    p.add_argument("files", nargs="*", type=Path, metavar="FILE",
+                   help="more config files, after those of -c (as pre-commit passes them)")
+    json_flag(p)
+
+
+def _configure_config(p: argparse.ArgumentParser) -> None:
+    add_config_args(p)
+    p.add_argument("--format", choices=("yaml", "json", "toml"), default="yaml",
+                   help="output format (default yaml)")
+    json_flag(p)
+
+
+def _configure_schema(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", nargs="?", default="config",
+                   choices=("config", "record", "agent-watch", "transcript"),
+                   help="which schema (default config)")
+    p.set_defaults(format="json")
+    json_flag(p)
+
+
+def _configure_init(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", nargs="?", default="watch.yaml", metavar="PATH",
+                   help="file to write (default watch.yaml; .json/.toml write that format; "
+                   "a folder gets watch.yaml inside it; missing folders are created)")
+    p.set_defaults(format="text")
+    json_flag(p)
+
+
+def _configure_completion(p: argparse.ArgumentParser) -> None:
+    p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
+    p.set_defaults(format="text")
+    json_flag(p)
+
+
+def _configure_ops(kind: str) -> Callable[[argparse.ArgumentParser], None]:
+    def configure(p: argparse.ArgumentParser) -> None:
+        add_where_args(p)
+        if kind in ("status", "matches", "logs", "stop"):
+            p.add_argument("id", help="watcher id")
+        if kind in ("matches", "logs"):
+            p.add_argument("--lines", type=lines_count, metavar="N",
+                           help=f"how many lines, 1 to {MAX_LINES} (default limits.matchLines)")
+        if kind == "matches":
+            p.add_argument("--follow", "-f", action="store_true",
+                           help="then print new matches as they are recorded (Ctrl-C ends); "
+                           "with --json one object per line")
+        if kind == "clear":
+            p.add_argument("--all", action="store_true",
+                           help="also stop running watchers before forgetting them")
+        p.set_defaults(op=kind, format="text")
+        json_flag(p)
+    return configure
+
+
+def _agent_parser(subs: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
+                  help: str, epilog: str) -> argparse.ArgumentParser:
+    return subs.add_parser(name, help=help, description=help, epilog=epilog,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _configure_agent(p: argparse.ArgumentParser) -> None:
+    subs = p.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
+    ls = _agent_parser(subs, "list", "every agent with its status, turns, tokens, last reply",
+                       "example:\n  watchrun agent list -c watch.yaml")
+    add_where_args(ls)
+    ls.set_defaults(format="text")
+    json_flag(ls)
+    run = _agent_parser(subs, "run", "run one turn in the foreground and print the reply",
+                        "examples:\n  watchrun agent run triage -c watch.yaml\n  watchrun agent "
+                        "run triage --prompt 'why is the build red?'\nexit status: 0 the turn "
+                        "completed, 1 it failed")
+    add_config_args(run)
+    run.add_argument("name", help="agent name")
+    run.add_argument("--prompt", help="the prompt (default: the agent's prompt template)")
+    run.set_defaults(format="text")
+    json_flag(run)
+    watch = _agent_parser(subs, "watch", "the readable view of an agent (JSON, seed-shaped)",
+                          "examples:\n  watchrun agent watch triage -c watch.yaml\n  watchrun "
+                          "agent watch triage --until status:idle --timeout 5m\n  watchrun agent "
+                          "watch triage --since triage:0000000000000010 --raw")
+    add_where_args(watch)
+    watch.add_argument("name", help="agent name")
+    watch.add_argument("--include", action="append", default=[], metavar="LIST",
+                       help="comma list of status,transcript,output,delivery,raw_output,events")
+    watch.add_argument("--raw", action="store_true", help="add raw_output to the include set")
+    watch.add_argument("--since", metavar="CURSOR", help="only what is strictly after CURSOR")
+    watch.add_argument("--tail", metavar="BYTES", help="cap text fields to BYTES (0 or more)")
+    watch.add_argument("--until", metavar="COND", help="wait for a new status:S, output:TOKEN, "
+                       "event:KIND or delivery:STATE")
+    watch.add_argument("--timeout", default="10m", help="how long --until waits (default 10m)")
+    watch.add_argument("--format", choices=("json", "text"), default="json")
+    json_flag(watch)
+    tr = _agent_parser(subs, "transcript", "turns grouped by prompt (JSON, seed-shaped)",
+                       "example:\n  watchrun agent transcript triage -c watch.yaml")
+    add_where_args(tr)
+    tr.add_argument("name", help="agent name")
+    tr.add_argument("--format", choices=("json", "text"), default="json")
+    json_flag(tr)
+    send = _agent_parser(subs, "send", "queue a prompt for an agent of the live runner",
+                         "example:\n  watchrun agent send triage 'look at the last deploy'")
+    add_where_args(send)
+    send.add_argument("name", help="agent name")
+    send.add_argument("text", help="the prompt")
+    send.set_defaults(format="text")
+    json_flag(send)
+    stop = _agent_parser(subs, "stop", "abort an agent's running turn in the live runner",
+                         "example:\n  watchrun agent stop triage")
+    add_where_args(stop)
+    stop.add_argument("name", help="agent name")
+    stop.set_defaults(format="text")
+    json_flag(stop)
+
+
+def _configure_transcript(p: argparse.ArgumentParser) -> None:
+    add_where_args(p)
+    p.add_argument("--format", choices=("json", "text"), default="json")
+    json_flag(p)
+
+
+_OPS = "watchrun.cli.ops:cmd_ops"
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command("run", "run the watchers and agents (the default command)",
+                "examples:\n  watchrun                          (runs ./watch.yaml)\n  "
+                "watchrun -c watch.yaml\n  watchrun run -c base.yaml -c prod.yaml "
+                "--output-dir /var/lib/watchrun\n  watchrun run --once -c ci.yaml --junit "
+                "report.xml", _configure_run, "watchrun.cli.run:run", "required"),
+        Command("validate", "check config files; every problem is reported at once",
+                "exit status: 0 valid, 2 invalid\nexamples:\n  watchrun validate -c watch.yaml"
+                "\n  watchrun validate -c base.yaml -c prod.yaml --strict --format json"
+                "\n  watchrun validate --each ci/watch.yaml deploy/watch.yaml",
+                _configure_validate, "watchrun.cli.config_cmds:cmd_validate", "required"),
+        Command("config", "print the resolved, clamped config (paths absolute, ms, bytes)",
+                "examples:\n  watchrun config -c watch.yaml\n  watchrun config -c base.yaml "
+                "-c prod.yaml --format toml > resolved.toml",
+                _configure_config, "watchrun.cli.config_cmds:cmd_config", "required"),
+        Command("schema", "print a JSON Schema (config, record, agent-watch, transcript)",
+                "examples:\n  watchrun schema > watch.schema.json\n  watchrun schema record",
+                _configure_schema, "watchrun.cli.config_cmds:cmd_schema", "none"),
+        Command("init", "write a commented starter config",
+                "examples:\n  watchrun init\n  watchrun init ci/watch.yaml\n  watchrun init "
+                "watch.toml", _configure_init, "watchrun.cli.config_cmds:cmd_init", "none"),
+        Command("list", "every watcher with its status and counts (live runner or not)",
+                "examples:\n  watchrun list\n  watchrun list -c watch.yaml\n  watchrun list "
+                "--output-dir /var/lib/watchrun --json", _configure_ops("list"), _OPS),
+        Command("status", "one watcher's status", "example:\n  watchrun status server -c "
+                "watch.yaml", _configure_ops("status"), _OPS),
+        Command("matches", "a watcher's latest matched lines", "example:\n  watchrun matches "
+                "server -c watch.yaml --lines 20", _configure_ops("matches"), _OPS),
+        Command("logs", "a watcher's latest raw lines (sanitized)", "example:\n  watchrun logs "
+                "server -c watch.yaml --lines 100", _configure_ops("logs"), _OPS),
+        Command("stop", "stop one watcher of the live runner (already stopped: exit 0)",
+                "example:\n  watchrun stop server -c watch.yaml", _configure_ops("stop"), _OPS),
+        Command("clear", "forget stopped watchers' status (--all: stop and forget every one)",
+                "example:\n  watchrun clear --all -c watch.yaml", _configure_ops("clear"), _OPS),
+        Command("top", "the live screen: every watcher and agent, their matches, stop and "
+                "clear (needs the [tui] extra)", "keys: j/k move, Enter opens matches, x stops, "
+                "d clears, Esc back, q quits\nexample:\n  watchrun top -c watch.yaml",
+                add_where_args, "watchrun.cli.top:cmd_top"),
+        Command("transcript", "every agent's turns, a plan of agents as one turn (JSON, "
+                "seed-shaped)", "examples:\n  watchrun transcript -c watch.yaml\n  watchrun "
+                "transcript --output-dir /var/lib/watchrun --format text", _configure_transcript,
+                "watchrun.cli.agent_views:cmd_transcript"),
+        Command("agent", "agents: list | run | watch | transcript | send | stop",
+                "examples:\n  watchrun agent list -c watch.yaml\n  watchrun agent run triage "
+                "-c watch.yaml --prompt 'hello'\n  watchrun agent watch triage -c watch.yaml",
+                _configure_agent, "watchrun.cli.ops:cmd_agent"),
+        Command("completion", "print a shell completion script (bash, zsh, fish)",
+                "examples:\n  source <(watchrun completion bash)\n  watchrun completion zsh > "
+                "\"${fpath[1]}/_watchrun\"\n  watchrun completion fish > "
+                "~/.config/fish/completions/watchrun.fish",
+                _configure_completion, "watchrun.cli.completion:cmd_completion", "none"),
+    )
+}
+"""Subcommands by name, in help order. Add an entry here to add a command."""
+
+
+def build_parser() -> Parser:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = Parser(
+        prog="watchrun",
+        description="Tail files and commands, match lines, supervise AI coding agents, "
+        "write JSONL.",
+        epilog="examples:\n  watchrun                          run ./watch.yaml (same as "
+        "`watchrun run`)\n  watchrun -c watch.yaml            run that config\n  watchrun "
+        "validate                 check ./watch.yaml\n  watchrun init                     write "
+        "a starter watch.yaml\n\n-c, --output-dir and --json may also come before the "
+        "command.\nexit status: 0 ok, 1 gate failed, 2 usage or config error, 3 runtime failure",
+        formatter_class=raw,
+    )
+    parser.add_argument("--version", action="version", version=f"watchrun {__version__}")
+    parser.add_argument("-c", "--config", dest="pre_config", metavar="FILE", type=Path,
+                        action="append", help=argparse.SUPPRESS)
+    parser.add_argument("--output-dir", dest="pre_output_dir", metavar="DIR", type=Path,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--json", dest="pre_json", action="store_true", help=argparse.SUPPRESS)
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for cmd in COMMANDS.values():
+        sub = subs.add_parser(cmd.name, help=cmd.help, description=cmd.help,
+                              epilog=cmd.epilog, formatter_class=raw)
+        cmd.configure(sub)
+    return parser
+
+
+def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """`parser` and every subparser under it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield from parsers(sub)

@@ -1,0 +1,29 @@
+"""`run --once --json`: the verdicts as one JSON object on stdout, camelCase (docs/cli.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from watchrun.runtime.gate import Status, Verdict
+
+__all__ = ["verdicts_doc"]
+
+
+def verdicts_doc(verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    """`{"passed", "gates", "crossed", "errors", "verdicts": [...]}`; `status` of a verdict is
+    `pass`, `fail` or `error` (lowercase here, whatever the table prints)."""
+    return {
+        "passed": all(v.ok for v in verdicts),
+        "gates": len(verdicts),
+        "crossed": sum(v.status is Status.FAIL for v in verdicts),
+        "errors": sum(v.status is Status.ERROR for v in verdicts),
+        "verdicts": [
+            {"id": v.id, "label": v.label, "status": v.status.value.lower(),
+             "reasons": list(v.reasons), "matches": v.matches, "threshold": v.threshold,
+             "exit": v.exit,
+             "first": [{"where": ln.where, "line": ln.text, "path": ln.path,
+                        "lineNo": ln.line_no} for ln in v.first]}
+            for v in verdicts
+        ],
+    }

@@ -1,0 +1,162 @@
+"""The process groups a runner started, kept in `state/processes.json` and told to the guardian,
+so that neither a SIGKILLed runner nor the next runner of the same output dir leaves them running.
+
+A group is named by its id and its leader's start time (pid reuse cannot fake both), plus the
+spawn id its members inherit. Members are verified in /proc before anything is signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from watchrun.process.tree import LINUX, Stat, read_table, spawn_id_of, start_time
+
+__all__ = ["Group", "GroupRegistry", "end_groups", "leftover_groups", "members"]
+
+KILL_ROUNDS_S = 2.0
+"""How long SIGKILL is repeated while a killed tree still forks or has members."""
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    pgid: int
+    start: int
+    """Start time of the leader (clock ticks since boot)."""
+    spawn_id: str
+
+
+def members(table: dict[int, Stat], group: Group, ids: Callable[[int], str | None]) -> set[int]:
+    """Live processes of `group`: same process group, started no earlier than its leader, and
+    not carrying another spawn id. While a group has members its id cannot be reused, so a live
+    process whose pid is the group id must be the leader itself (same start time); otherwise the
+    group ended long ago and the id now names someone else's group: nothing matches."""
+    leader = table.get(group.pgid)
+    if leader is not None and leader.start != group.start:
+        return set()
+    found = set()
+    for pid, st in table.items():
+        if st.pgid != group.pgid or st.start < group.start or st.state == "Z":
+            continue
+        owner = ids(pid)
+        if owner in (None, "", group.spawn_id):  # unreadable, cleared, or ours
+            found.add(pid)
+    return found
+
+
+def end_groups(groups: list[Group], grace_s: float, sleep: Callable[[float], None] = time.sleep
+               ) -> int:
+    """SIGTERM every verified member of `groups`, wait up to `grace_s`, SIGKILL what is left,
+    repeating while the trees still have members. Blocking: run it in a thread. Returns how
+    many processes were signalled."""
+    if not LINUX or not groups:
+        return 0
+    ids: dict[tuple[int, int], str | None] = {}
+
+    def live() -> set[int]:
+        table = read_table()
+
+        def owner(pid: int) -> str | None:
+            key = (pid, table[pid].start)
+            if key not in ids:
+                ids[key] = spawn_id_of(pid)
+            return ids[key]
+
+        return set().union(*(members(table, g, owner) for g in groups))
+
+    hit = live()
+    signalled = set(hit)
+    _kill(hit, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while hit and time.monotonic() < deadline:
+        sleep(0.05)
+        hit = live()
+    deadline = time.monotonic() + KILL_ROUNDS_S
+    while hit and time.monotonic() < deadline:
+        signalled |= hit
+        _kill(hit, signal.SIGKILL)
+        sleep(0.01)
+        hit = live()
+    return len(signalled)
+
+
+def _kill(pids: set[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def leftover_groups(path: Path) -> tuple[int | None, list[Group]]:
+    """The groups recorded in `path` by a runner that is no longer alive: (its pid, groups).
+    A live recorder (same pid and start time) leaves nothing to clean up; so does a missing or
+    unreadable file."""
+    try:
+        doc = json.loads(path.read_bytes())
+        runner = doc["runner"]
+        pid, start = int(runner["pid"]), int(runner["start"])
+        groups = [Group(int(g["pgid"]), int(g["start"]), str(g["spawnId"]))
+                  for g in doc["groups"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, []
+    if start_time(pid) == start:
+        return pid, []
+    return pid, groups
+
+
+class GroupRegistry:
+    """The live groups of this runner: every change rewrites `path` (tmp + rename) and goes to
+    the guardian. No fsync: a power loss ends the processes too."""
+
+    def __init__(self, path: Path | None, tell: Callable[[str], None] | None = None,
+                 on_error: Callable[[str], None] | None = None) -> None:
+        self.path, self._tell, self._on_error = path, tell, on_error
+        self._failing = False
+        self.groups: dict[int, Group] = {}
+        me = os.getpid()
+        self._runner = {"pid": me, "start": start_time(me) or 0}
+        self._save()
+
+    def add(self, pgid: int, spawn_id: str) -> None:
+        start = start_time(pgid)
+        if start is None:
+            return  # already gone (and reaped by asyncio): nothing to end later
+        self.groups[pgid] = Group(pgid, start, spawn_id)
+        if self._tell is not None:
+            self._tell(f"+{pgid} {start} {spawn_id}\n")
+        self._save()
+
+    def remove(self, pgid: int) -> None:
+        if self.groups.pop(pgid, None) is None:
+            return
+        if self._tell is not None:
+            self._tell(f"-{pgid}\n")
+        self._save()
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        doc = {"runner": self._runner,
+               "groups": [{"pgid": g.pgid, "start": g.start, "spawnId": g.spawn_id}
+                          for g in self.groups.values()]}
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
+                         0o640)
+            try:
+                os.write(fd, json.dumps(doc).encode())
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+        except OSError as exc:  # the guardian and pdeathsig still end the groups: say it once
+            if not self._failing and self._on_error is not None:
+                self._on_error(f"cannot record process groups in {self.path}: {exc.strerror}; "
+                               "a later runner will not find what this one leaves")
+            self._failing = True
+        else:
+            self._failing = False

@@ -1,0 +1,183 @@
+"""A spawned child (the leader of its own session and group): its output, its exit, and stopping
+its whole tree (TERM, grace, KILL, /proc sweeps in a thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import signal
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any
+
+from watchrun.process.groups import GroupRegistry
+from watchrun.process.tree import LINUX, SPAWNED, Stat, family, read_table, reap
+
+__all__ = ["LIVE", "ChildProtocol", "ExitInfo", "Proc", "end_now", "until_done"]
+
+LIVE: weakref.WeakSet[Proc] = weakref.WeakSet()
+"""Every live child, for `Spawner.kill_all` (a second stop signal cuts grace periods short)."""
+_SIGNAMES = {s.value: s.name for s in signal.Signals}
+
+
+@dataclass(frozen=True, slots=True)
+class ExitInfo:
+    exit_code: int | None
+    signal: str | None
+    status: str
+    """One of: exited, killed (by a signal we sent), signaled (by anyone else)."""
+    stragglers: int = 0
+    """Processes of the tree still alive after the SIGTERM grace, killed with SIGKILL."""
+    signals_sent: tuple[str, ...] = ()
+
+
+class ChildProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's stream protocol plus an exit future that does not wait for the pipes to close
+    (Process.wait() does, so a grandchild holding stdout open would hang it)."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=limit, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+class Proc:
+    """A spawned child: the leader of its own session and process group."""
+
+    def __init__(self, transport: asyncio.SubprocessTransport, protocol: ChildProtocol,
+                 out: asyncio.StreamReader, spawn_id: str,
+                 registry: GroupRegistry | None = None) -> None:
+        self.pid = self.pgid = transport.get_pid()
+        self._transport, self._protocol, self._out = transport, protocol, out
+        self._id = spawn_id
+        self._registry = registry
+        self._stopping = False
+        self._hurry = False  # set by Spawner.kill_all: no more waiting for a grace period
+        LIVE.add(self)
+        self._info: ExitInfo | None = None
+        self._ids: dict[tuple[int, int], str | None] = {}  # (pid, start time) -> spawn id
+        self._group = True  # does a live process still have our pgid?
+        self.extra: list[asyncio.BaseTransport | asyncio.Future[None]] = []  # pty, stdin feeder
+
+    async def read(self, n: int) -> bytes:
+        """Up to n bytes of output; b"" at EOF."""
+        try:
+            return await self._out.read(n)
+        except OSError as exc:  # a pty master reads EIO once the last slave fd is closed
+            if exc.errno == errno.EIO:
+                return b""
+            raise
+
+    async def read_exactly(self, n: int) -> bytes:
+        """Exactly n bytes of output; asyncio.IncompleteReadError at EOF."""
+        return await self._out.readexactly(n)
+
+    @property
+    def stdin(self) -> asyncio.StreamWriter:
+        """The child's stdin (only with `spawn(..., stdin_pipe=True)`)."""
+        if self._protocol.stdin is None:
+            raise RuntimeError("stdin needs spawn(..., stdin_pipe=True)")
+        return self._protocol.stdin
+
+    async def read_stderr(self, n: int) -> bytes:
+        if self._protocol.stderr is None:
+            raise RuntimeError("read_stderr() needs spawn(..., separate_stderr=True)")
+        return await self._protocol.stderr.read(n)
+
+    async def wait(self) -> ExitInfo:
+        """The main process's exit, as soon as it is reaped (open pipes do not delay it)."""
+        if self._info is None:
+            await asyncio.shield(self._protocol.exited)
+            rc = self._transport.get_returncode()
+            assert rc is not None
+            SPAWNED.discard(self.pid)
+            name = _SIGNAMES.get(-rc, f"SIG{-rc}")
+            status = "killed" if self._stopping else "signaled"
+            self._info = ExitInfo(rc, None, "exited") if rc >= 0 else ExitInfo(None, name, status)
+        return self._info
+
+    def close(self) -> None:
+        """Release the transports (after the process exited and its output was read); the group
+        is no longer this runner's to end."""
+        if self._registry is not None:
+            self._registry.remove(self.pgid)
+        self._transport.close()
+        for extra in self.extra:
+            if isinstance(extra, asyncio.BaseTransport):
+                extra.close()
+            else:
+                extra.cancel()
+
+    async def _live(self) -> tuple[set[int], bool]:
+        """Live members of the tree, and whether zombies in it are still to be handed to us
+        (their parent is a dying member; the /proc scan is not atomic). Reaps adopted ones.
+        The scan (every process's stat, environs of new ones) runs in a thread; reaping, which
+        must not race a spawn, on the loop."""
+        if not LINUX:
+            return set() if self._protocol.exited.done() else {self.pid}, False
+        table, fam = await asyncio.to_thread(self._scan, self._protocol.exited.done())
+        reap(fam, table)
+        live = {p for p in fam if table[p].state != "Z"}
+        self._group = any(table[p].pgid == self.pgid for p in live)
+        return live, any(table[p].state == "Z" and table[p].ppid in fam for p in fam)
+
+    def _scan(self, exited: bool) -> tuple[dict[int, Stat], set[int]]:
+        table = read_table()
+        return table, family(table, self.pid, self.pgid, self._id, exited, self._ids)
+
+    def _send(self, pids: set[int], sig: signal.Signals) -> None:
+        group = [(os.killpg, self.pgid)] if self._group else []
+        for kill, target in [*group, *((os.kill, p) for p in pids)]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(target, sig)
+
+    async def terminate(self, grace_s: float) -> ExitInfo:
+        """SIGTERM the tree, wait `grace_s`, SIGKILL what is left (escapees included), reap."""
+        self._stopping = True
+        loop = asyncio.get_running_loop()
+        sent: list[str] = []
+        live, settling = await self._live()
+        if live:
+            self._send(live, signal.SIGTERM)
+            sent.append("SIGTERM")
+            deadline = loop.time() + grace_s
+            while live and loop.time() < deadline and not self._hurry:
+                await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+                live, settling = await self._live()
+        killed: set[int] = set()
+        deadline = loop.time() + 10.0
+        while (live or settling) and loop.time() < deadline:  # a forking tree may add members
+            self._send(live, signal.SIGKILL)
+            killed |= live
+            await asyncio.sleep(0.01)
+            live, settling = await self._live()
+        sent += ["SIGKILL"] if killed else []
+        info = await self.wait()
+        return replace(info, stragglers=len(killed), signals_sent=tuple(sent))
+
+
+async def end_now(proc: Proc) -> None:
+    """Kill a child's tree at once (no grace), reap it and release it. Not cancellable: it
+    finishes first, then a cancellation that arrived meanwhile goes on."""
+    ending = asyncio.ensure_future(proc.terminate(0))
+    cancelled = await until_done(ending)
+    proc.close()
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+async def until_done(fut: asyncio.Future[Any]) -> bool:
+    """Wait for `fut` however often we are cancelled meanwhile; True if we were."""
+    cancelled = False
+    while not fut.done():
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled

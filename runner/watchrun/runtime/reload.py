@@ -1,0 +1,80 @@
+"""Applying a re-read config to the live runner (SIGHUP): unchanged watchers keep running,
+changed and removed ones stop, new and changed ones start. No step's failure ends the runner:
+each is reported (log, `status`, an `error` record where the watcher has a sink) and the rest
+goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Protocol
+
+from watchrun.agents.hub import AgentHub
+from watchrun.config.model import Config
+from watchrun.output.runlog import RunLog
+from watchrun.runtime.watchers import STOP_RECORD_S, WatcherSet
+
+if TYPE_CHECKING:
+    from watchrun.actions.hub import ActionHub
+
+__all__ = ["apply"]
+
+
+class Reloading(Protocol):
+    config: Config
+    log: RunLog
+    set: WatcherSet
+    hub: AgentHub | None
+    actions: ActionHub | None
+
+    def start_hub(self) -> None: ...
+    def start_actions(self) -> None: ...
+    def problem(self, message: str, wid: str | None = None) -> None: ...
+
+
+async def apply(sup: Reloading, new: Config) -> None:
+    old = sup.config
+    if old.output.dir != new.output.dir:
+        sup.log.error(f"reload refused: output.dir cannot change while running "
+                      f"({old.output.dir} → {new.output.dir}); restart the runner")
+        return
+    global_change = old.limits != new.limits or old.output != new.output
+    sup.config = new
+    try:
+        if sup.hub is not None:
+            await sup.hub.reload(new)
+        elif new.agents:
+            sup.start_hub()
+    except Exception as exc:
+        sup.problem(f"reload: the agents could not be updated: {exc}")
+    try:  # before changed watchers stop: their actions' last records go in their streams
+        if sup.actions is not None:
+            await sup.actions.reload(new)
+        sup.start_actions()
+    except Exception as exc:
+        sup.problem(f"reload: the actions could not be updated: {exc}")
+    wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
+    trouble: dict[str, str] = {}
+    for wid, rt in list(sup.set.running.items()):
+        if wid not in wanted or rt.spec != wanted[wid] or global_change:
+            why = "removed" if wid not in wanted else "config changed"
+            problems = await sup.set.stop(wid, reason="reload")
+            sup.log.info(f"{why}; stopped", wid)
+            if problems:
+                trouble[wid] = "; ".join(problems)
+    for wid, spec in wanted.items():
+        if wid in sup.set.running:
+            continue
+        try:
+            rt = sup.set.build(spec)
+        except Exception as exc:
+            sup.problem(f"reload: could not be started: {exc}", wid)
+            continue
+        sup.set.launch(rt)
+        if wid in trouble:  # told in its own stream too, now that it has a sink again
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(rt.pipeline.event("error", code="reload-problem", message=(
+                    f"while it was stopped for the reload: {trouble[wid]}")), STOP_RECORD_S)
+    sup.log.info(f"reloaded: {len(sup.set.running)} watchers running", event="reloaded",
+                 watchers=len(sup.set.running))
+

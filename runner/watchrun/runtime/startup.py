@@ -1,0 +1,163 @@
+"""A transactional start: each step pushes its undo before the next begins, and a failure at
+any step (bind, a sink, a source) becomes one line naming the cause, with everything undone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from watchrun.config.model import Config
+from watchrun.output.outdir import OutputLayout
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import SinkWriteError
+from watchrun.process.groups import GroupRegistry, end_groups, leftover_groups
+from watchrun.process.guard import Guardian
+from watchrun.process.spawn import Spawner
+from watchrun.runtime.control import ControlServer
+from watchrun.runtime.signals import SignalInbox
+from watchrun.runtime.status import StatusBoard
+from watchrun.runtime.watchers import WatcherSet, finish
+from watchrun.sources.notify import Notifier
+
+__all__ = ["StartupError", "start_or_stop"]
+
+PROCESSES = "processes.json"
+"""Under state/: the process groups of the live runner (see `process.groups`)."""
+
+
+class StartupError(Exception):
+    """A start-up step failed and everything done before it was undone."""
+
+
+class Starting(Protocol):
+    """What start-up needs of the supervisor."""
+
+    config: Config
+    layout: OutputLayout
+    log: RunLog
+    spawner: Spawner
+    once: bool
+    guardian: bool
+    force_poll: bool
+    metrics: tuple[str, int] | None
+    board: StatusBoard
+    set: WatcherSet
+    reload_pending: bool
+
+    async def control(self, req: dict[str, Any]) -> dict[str, Any]: ...
+    def metrics_snapshot(self) -> dict[str, Any]: ...
+    def start_hub(self) -> None: ...
+    def start_actions(self) -> None: ...
+    def started(self) -> None: ...
+
+
+async def start_or_stop(sup: Starting, undo: contextlib.AsyncExitStack,
+                        inbox: SignalInbox) -> str | None:
+    """Start; None once every source holds its start position. A SIGTERM/SIGINT meanwhile
+    abandons the start and returns the signal's name (the caller stops what did start); a
+    SIGHUP is kept for after it. Raises StartupError."""
+    starting = asyncio.ensure_future(_start(sup, undo))
+    try:
+        while True:
+            sig_wait = asyncio.ensure_future(inbox.next())
+            try:
+                await asyncio.wait({starting, sig_wait}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sig_wait.cancel()
+            if starting.done():
+                starting.result()  # StartupError
+                return None
+            sig = sig_wait.result()
+            if sig != signal.SIGHUP:
+                sup.log.info(f"{sig.name} while starting: stopping what did start")
+                return sig.name
+            sup.reload_pending = True
+    finally:
+        if not starting.done():
+            await finish(starting)
+
+
+async def _start(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
+    try:
+        await _steps(sup, undo)
+    except (StartupError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # a bug: still one line, and everything undone
+        raise StartupError(f"internal error while starting: {exc!r}") from exc
+
+
+async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
+    layout, config, log = sup.layout, sup.config, sup.log
+    control = ControlServer(layout.control_socket, sup.control, log)
+    await _step(control.start, f"control socket {layout.control_socket}")
+    undo.push_async_callback(control.close)  # refused above when another runner is live
+    if sup.metrics is not None:
+        from watchrun.runtime.metrics import MetricsServer  # prometheus_client: only if asked
+
+        host, port = sup.metrics
+        metrics = MetricsServer(host, port, sup.metrics_snapshot)
+        await _step(metrics.start, f"--metrics {host}:{port}")
+        undo.push_async_callback(metrics.close)
+    await _end_leftovers(sup)
+    guardian = None
+    if sup.guardian:
+        guardian = await asyncio.to_thread(Guardian)
+        undo.push_async_callback(asyncio.to_thread, guardian.close)
+        if guardian.problem:
+            log.warning(f"{guardian.problem}; children of a SIGKILLed runner are ended by "
+                        "the next runner of this output dir")
+    sup.spawner.registry = GroupRegistry(layout.state / PROCESSES,
+                                         guardian.tell if guardian else None, log.warning)
+    notifier = Notifier(config.limits.poll_ms, force_poll=sup.force_poll)
+    undo.callback(notifier.close)
+    sup.set.notifier = notifier
+    for problem in notifier.problems:
+        log.warning(problem)
+    undo.push_async_callback(sup.board.aclose)
+    if config.agents:
+        await _step(_sync(sup.start_hub), "agents")
+    await _step(_sync(sup.start_actions), "actions")  # when a watcher has actions
+    if config.limits.enabled:
+        for spec in config.watchers:  # every sink opens before any source starts
+            sup.set.later[spec.id] = await _step(_sync(functools.partial(sup.set.build, spec)),
+                                                 f"watcher {spec.id}")
+        started = [rt for rt in sup.set.later.values()
+                   if not (sup.once and rt.spec.kind == "file")]  # once: files after commands
+        for rt in started:
+            del sup.set.later[rt.spec.id]
+            sup.set.launch(rt)
+        failed = await sup.set.ready(started)
+        if failed is not None:
+            raise StartupError(failed)
+    sup.started()
+
+
+async def _end_leftovers(sup: Starting) -> None:
+    """Process groups a previous runner of this output dir left (it was SIGKILLed, and so was
+    its guardian) are ended before their watchers start again."""
+    pid, groups = leftover_groups(sup.layout.state / PROCESSES)
+    if groups:
+        grace = sup.config.limits.stop_timeout_ms / 1000
+        ended = await asyncio.to_thread(end_groups, groups, grace)
+        if ended:
+            sup.log.warning(f"ended {ended} processes left running by a previous runner "
+                            f"(pid {pid}) of this output dir")
+
+
+def _sync(fn: Callable[[], Any]) -> Callable[[], Awaitable[Any]]:
+    async def call() -> Any:
+        return fn()
+    return call
+
+
+async def _step(fn: Callable[[], Awaitable[Any]], what: str) -> Any:
+    """Run one step; an OS or sink error becomes a StartupError naming `what`."""
+    try:
+        return await fn()
+    except (OSError, SinkWriteError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise StartupError(f"{what}: {why}") from exc

@@ -1,0 +1,181 @@
+"""The watchers of a live runner: built (sink open), running (a supervisor task), stopped (a
+`stop` record, sink closed off the loop), and what each saw, for once-mode verdicts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from typing import Any, Protocol
+
+from watchrun.clock import Clock
+from watchrun.config.model import Config, WatcherSpec
+from watchrun.events import MatchInfo
+from watchrun.output.outdir import OutputLayout
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import JsonlSink
+from watchrun.process.spawn import Spawner
+from watchrun.runtime.gate import Evidence
+from watchrun.runtime.isolation import WorkerError
+from watchrun.runtime.status import StatusBoard
+from watchrun.runtime.tally import Tally
+from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
+from watchrun.sources.checkpoints import CheckpointStore
+from watchrun.sources.notify import Notifier
+
+__all__ = ["Owner", "WatcherSet", "counters_of", "finish"]
+
+STOP_RECORD_S = 5.0
+"""How long a `stop` record may wait for its sink (a full disk) before the stop goes on."""
+AFTER_GRACE_S = 5.0
+"""A stopped watcher's task gets stopTimeout plus this to end (its tree's SIGKILL rounds, its
+last records), then it is cancelled again."""
+
+
+class Owner(Protocol):
+    """What the watchers need of the supervisor (narrow, so this module does not import it)."""
+
+    config: Config
+    layout: OutputLayout
+    log: RunLog
+    clock: Clock
+    spawner: Spawner
+    once: bool
+    board: StatusBoard
+    runtime_errors: list[str]
+    tally: Tally
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]: ...
+    def matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None: ...
+    def problem(self, message: str, wid: str | None = None) -> None: ...
+
+
+async def finish(task: asyncio.Future[Any], budget_s: float | None = None) -> None:
+    """Cancel `task` and wait until it is done, cancelling it again every `budget_s` while it
+    is not (a write retrying on a full disk, say). Its own exception is not ours to raise."""
+    task.cancel()
+    while not task.done():
+        await asyncio.wait({task}, timeout=budget_s)
+        if not task.done():
+            task.cancel()
+    if not task.cancelled():
+        task.exception()  # retrieved: its owner reported it already
+
+
+class WatcherSet:
+    """Every watcher of the runner, by state: `later` (built), `running` (a task), stopped (gone
+    from both, its evidence kept)."""
+
+    def __init__(self, sup: Owner, store: CheckpointStore,
+                 sinks: Callable[..., JsonlSink], echo: Callable[[bytes], None] | None) -> None:
+        self.sup, self.store, self.sinks, self.echo = sup, store, sinks, echo
+        self.running: dict[str, WatcherRuntime] = {}
+        self.later: dict[str, WatcherRuntime] = {}
+        """Once mode: file watchers built at start (their sinks open), run after the commands."""
+        self.evidence: dict[str, Evidence] = {}
+        self.notifier: Notifier | None = None
+
+    @property
+    def notify_mode(self) -> str:
+        return self.notifier.mode if self.notifier is not None else "none"
+
+    def build(self, spec: WatcherSpec) -> WatcherRuntime:
+        """Open its sink and wire it; raises (SinkWriteError, ValueError, OSError) leaving
+        nothing open."""
+        sup = self.sup
+        assert self.notifier is not None
+        seams = Seams(sup.clock, sup.spawner, self.store, self.notifier, self.sinks)
+        return build_watcher(spec, sup.config, sup.layout, sup.log, seams, once=sup.once,
+                             echo=self.echo, on_matches=sup.matched, on_event=self._event)
+
+    def launch(self, rt: WatcherRuntime) -> None:
+        self.sup.board.add(rt.spec, rt.pipeline, rt.source, rt.engine)
+        self.sup.tally.attach(rt.spec.id, rt.pipeline.counters)
+        rt.task = self.sup.spawn(self._run(rt), rt.spec.id)
+        self.running[rt.spec.id] = rt
+
+    def start_later(self) -> None:
+        later, self.later = self.later, {}
+        for rt in later.values():
+            self.launch(rt)
+
+    async def ready(self, rts: list[WatcherRuntime]) -> str | None:
+        """Wait until every source holds its start position; the failure of one, if any."""
+        for rt in rts:
+            assert rt.task is not None
+            waiter = asyncio.ensure_future(rt.source.ready.wait())
+            try:
+                await asyncio.wait({waiter, rt.task}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+            if rt.failure is not None:
+                return f"watcher {rt.spec.id}: {rt.failure}"
+        return None
+
+    async def wait_running(self) -> None:
+        tasks = {rt.task for rt in self.running.values() if rt.task is not None}
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _run(self, rt: WatcherRuntime) -> None:
+        wid = rt.spec.id
+        try:
+            await rt.source.run(rt.pipeline)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug, or a worker that cannot run: not the other watchers
+            rt.failure = str(exc) if isinstance(exc, WorkerError) else repr(exc)
+            self.sup.runtime_errors.append(f"{wid}: {rt.failure}")
+            self.sup.log.error(f"watcher failed: {rt.failure}", wid)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(rt.pipeline.event("error", code="internal",
+                                                         message=rt.failure), STOP_RECORD_S)
+        finally:
+            self.sup.board.touch(wid)
+
+    def _event(self, spec: WatcherSpec, kind: str, fields: dict[str, Any]) -> None:
+        self.sup.board.touch(spec.id)
+
+    async def stop(self, wid: str, reason: str) -> list[str]:
+        """End its task, write its `stop` record, close its sink (in a thread: fsync). Never
+        raises: a failure is reported (and returned) and the stop goes on."""
+        rt = self.running.pop(wid, None) or self.later.pop(wid, None)
+        problems: list[str] = []
+        if rt is None:
+            return problems
+        ev = evidence_of(rt)  # before the stop: a command killed now did not run to its exit
+        if rt.task is None:
+            ev = replace(ev, error="it never started: the run was stopped before it")
+        else:
+            if not rt.task.done() and self.sup.once and rt.spec.kind == "file":
+                ev = replace(ev, error="the file was not read to its end (the run was "
+                             "interrupted)")
+            await finish(rt.task, self.sup.config.limits.stop_timeout_ms / 1000 + AFTER_GRACE_S)
+            if rt.failure is not None:
+                ev = replace(ev, error=rt.failure)
+            elif rt.pipeline.writer.failing:
+                ev = replace(ev, error="its records could not be written (see the log)")
+            try:
+                await asyncio.wait_for(rt.pipeline.event("stop", reason=reason), STOP_RECORD_S)
+            except Exception as exc:
+                problems.append(f"the stop record could not be written: {exc!r}")
+        self.evidence[wid] = ev
+        if rt.pipeline.isolated is not None:
+            await rt.pipeline.isolated.close()
+        try:
+            await asyncio.to_thread(rt.sink.close)
+        except Exception as exc:
+            problems.append(f"closing its JSONL failed: {exc}")
+        for text in problems:
+            self.sup.problem(text, wid)
+        self.sup.board.stopped(wid)
+        return problems
+
+    async def stop_all(self, reason: str) -> None:
+        wids = [*self.running, *self.later]
+        results = await asyncio.gather(*(self.stop(w, reason) for w in wids),
+                                       return_exceptions=True)
+        for wid, result in zip(wids, results, strict=True):
+            if isinstance(result, Exception):
+                self.sup.problem(f"stopping failed: {result!r}", wid)

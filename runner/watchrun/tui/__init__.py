@@ -1,0 +1,1 @@
+"""`watchrun top`: the live screen (Textual), imported only when that command runs."""

@@ -1,0 +1,182 @@
+"""Where the live screen's data comes from: control.sock when a runner is live, else the
+output dir's status snapshots and JSONL (blocking reads: the screen calls these in a thread)."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from watchrun.output.outdir import layout_for
+from watchrun.output.records import ID_PATTERN, iter_records, last_records
+from watchrun.runtime.control import request
+from watchrun.tui.model import ENDED, Row, Snapshot
+from watchrun.tui.text import inert
+from watchrun.views.agent_window import StatusTracker, delivery_state
+from watchrun.views.render import render_transcript
+from watchrun.views.transcript import build_transcript
+from watchrun.views.watchers import load_statuses
+
+__all__ = ["POLL_TIMEOUT_S", "STOP_TIMEOUT_S", "Control", "Feed"]
+
+Control = Callable[[Path, dict[str, Any], float], dict[str, Any]]
+"""`runtime.control.request`: one request to the live runner (ConnectionError when none)."""
+POLL_TIMEOUT_S = 2.0
+STOP_TIMEOUT_S = 75.0
+"""A stop waits for the watcher's process group: up to limits.stopTimeout (at most 60 s)."""
+
+
+class _AgentTally:
+    """One agent's row, from its records read incrementally (oldest first)."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.seq = 0
+        self.status = StatusTracker()
+        self.turns = 0
+        self.delivered = 0  # matched lines of finished deliveries (delivered or dropped)
+        self.pending: dict[str, int] = {}  # queued deliveries: id -> count so far
+        self.last_match: str | None = None
+        self.last_reply = ""
+
+    def feed(self, rec: dict[str, Any]) -> None:
+        self.seq = rec["seq"]
+        self.status.feed(rec)
+        kind = rec.get("kind")
+        if kind == "dispatch-start":
+            self.turns += 1
+            if isinstance(rec.get("provider"), str) and self.provider == "unknown":
+                self.provider = rec["provider"]
+        elif kind == "dispatch-finished" and isinstance(rec.get("reply"), str):
+            self.last_reply = " ".join(rec["reply"].split()) or self.last_reply
+        elif kind == "delivery" and isinstance(rec.get("watcher"), str):
+            did, count = str(rec.get("deliveryId")), rec.get("count")
+            count = count if isinstance(count, int) and count >= 0 else 0
+            if delivery_state(rec) == "queued":
+                self.pending[did] = count
+            else:
+                self.pending.pop(did, None)
+                self.delivered += count
+            self.last_match = rec.get("ts") if isinstance(rec.get("ts"), str) else None
+
+    def row(self, name: str) -> Row:
+        status, _ = self.status.result()
+        reply = f" · {self.last_reply}" if self.last_reply else ""
+        return Row("agent", name, status, None, self.delivered + sum(self.pending.values()),
+                   self.last_match, f"{self.provider} · {self.turns} turn(s){reply}")
+
+
+class Feed:
+    """Reads what the screen shows and sends its requests (stop, clear) to the live runner."""
+
+    def __init__(self, root: Path, agents: Mapping[str, str] | None = None,
+                 control: Control = request) -> None:
+        self.root = root
+        self.layout = layout_for(root)
+        self.config_agents = dict(agents or {})
+        """Agents named by the config: name -> provider (others are found as JSONL files)."""
+        self.control = control
+        self._agents: dict[str, _AgentTally] = {}
+
+    # -- the rows ---------------------------------------------------------------------------
+    def poll(self) -> Snapshot:
+        errors: list[str] = []
+        live, note, live_ids = self._ask_runner()
+        rows = self._watcher_rows(live_ids)
+        for name in self._agent_names():
+            try:
+                rows.append(self._agent_row(name))
+            except (OSError, ValueError) as exc:
+                errors.append(inert(f"agent {name}: {exc}"))
+        return Snapshot(rows, live, note, errors)
+
+    def _ask_runner(self) -> tuple[bool, str, set[str] | None]:
+        """(live, the header's note, the ids the live runner runs: None when unknown)."""
+        try:
+            reply = self.control(self.layout.control_socket, {"cmd": "status"}, POLL_TIMEOUT_S)
+        except (OSError, ValueError) as exc:  # ConnectionError, a timeout, a garbled reply
+            return False, inert(f"read-only: {exc}"), None
+        if not reply.get("ok"):
+            return True, inert(f"runner: {_error(reply)}"), None
+        ids = reply.get("watchers")
+        live_ids = {str(i) for i in ids} if isinstance(ids, list) else None
+        return True, inert(f"runner {reply.get('state', '?')}"), live_ids
+
+    def _watcher_rows(self, live_ids: set[str] | None) -> list[Row]:
+        rows, seen = [], set()
+        for snap in load_statuses(self.root):
+            wid = str(snap.get("id", "?"))
+            seen.add(wid)
+            status = str(snap.get("status", "?"))
+            if live_ids is not None and wid not in live_ids and status not in ENDED:
+                status = "stopped"  # a snapshot the live runner no longer runs
+            source = snap.get("source")
+            source = " ".join(map(str, source)) if isinstance(source, list) else str(source)
+            detail = str(snap.get("label") or source)  # the label defaults to the source
+            rows.append(Row(str(snap.get("kind", "?")), wid, status, _int(snap.get("linesRead")),
+                            _int(snap.get("matchCount")) or 0, snap.get("lastMatchAt"), detail,
+                            f"{snap.get('runnerPid')}@{snap.get('startedAt')}"))
+        rows += [Row("?", wid, "starting", 0, 0, None, "(no status snapshot yet)")
+                 for wid in sorted((live_ids or set()) - seen)]
+        return rows
+
+    def _agent_names(self) -> list[str]:
+        found = {p.name.removesuffix(".jsonl") for p in (self.root / "agents").glob("*.jsonl")}
+        found = {n for n in found if re.fullmatch(ID_PATTERN, n)}
+        return sorted(found | set(self.config_agents))
+
+    def _agent_row(self, name: str) -> Row:
+        path = self.layout.jsonl("agent", name)
+        tally = self._agents.get(name)
+        newest = last_records(path, 1)
+        if tally is None or (newest and newest[0]["seq"] < tally.seq):  # new, or started over
+            tally = self._agents[name] = _AgentTally(self.config_agents.get(name, "unknown"))
+        for rec in iter_records(path, since_seq=tally.seq or None):
+            tally.feed(rec)
+        return tally.row(name)
+
+    # -- the panes --------------------------------------------------------------------------
+    def matches(self, wid: str, after: int | None, limit: int) -> list[dict[str, Any]]:
+        """The last `limit` match records of a watcher, or (with `after`) those after it."""
+        path = self.layout.jsonl("watcher", wid)
+        if after is None:
+            return last_records(path, limit, {"match"})
+        found: deque[dict[str, Any]] = deque(maxlen=limit)
+        found.extend(r for r in iter_records(path, since_seq=after) if r.get("kind") == "match")
+        return list(found)
+
+    def transcript(self, name: str) -> tuple[int, str]:
+        """(the stream's latest seq, the agent's transcript as text: `agent transcript`)."""
+        path = self.layout.jsonl("agent", name)
+        records = list(iter_records(path))
+        tally = self._agents.get(name)
+        provider = tally.provider if tally else self.config_agents.get(name, "unknown")
+        doc = build_transcript(records, name, provider)
+        return (records[-1]["seq"] if records else 0), render_transcript(doc)
+
+    # -- requests ---------------------------------------------------------------------------
+    def stop(self, wid: str) -> tuple[bool, str]:
+        return self._send({"cmd": "stop", "id": wid})
+
+    def clear(self) -> tuple[bool, str]:
+        return self._send({"cmd": "clear", "all": False})
+
+    def _send(self, payload: dict[str, Any]) -> tuple[bool, str]:
+        try:
+            reply = self.control(self.layout.control_socket, payload, STOP_TIMEOUT_S)
+        except (OSError, ValueError) as exc:
+            return False, inert(f"{exc}; is `watchrun run` running with this output dir?")
+        if reply.get("ok"):
+            return True, inert(reply.get("message", "ok"))
+        return False, inert(_error(reply))
+
+
+def _error(reply: dict[str, Any]) -> str:
+    err = reply.get("error")
+    return str(err.get("message", "failed")) if isinstance(err, dict) else "failed"
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,143 @@
+"""The live screen's second layer: the matches (or transcript) pane and the y/N confirm."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, RichLog, Static
+
+from watchrun.tui.model import Row, format_match
+from watchrun.tui.text import inert, inert_block
+
+if TYPE_CHECKING:
+    from watchrun.tui.feed import Feed
+
+__all__ = ["PANE_LINES", "ConfirmScreen", "PaneScreen"]
+
+PANE_LINES = 1000
+"""Matches the pane loads when it opens (the newest); new ones are appended while it is open."""
+
+
+class PaneScreen(Screen[None]):
+    """A watcher's matches, newest at the bottom and followed live; for an agent, its
+    transcript (`watchrun agent transcript --format text`), re-read when its stream grows."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("g", "top", "top"),
+        Binding("G", "bottom", "bottom"),
+        Binding("pageup", "page_up", "page up"),
+        Binding("pagedown", "page_down", "page down"),
+        Binding("j,down", "line_down", "line down", show=False),
+        Binding("k,up", "line_up", "line up", show=False),
+        Binding("escape", "back", "back"),
+        Binding("q", "app.quit", "quit"),
+    ]
+
+    def __init__(self, feed: Feed, row: Row) -> None:
+        super().__init__()
+        self.feed, self.row = feed, row
+        self.after: int | None = None
+        """Watchers: the seq of the newest match shown. Agents: the stream's seq shown."""
+        self._busy = False
+
+    def compose(self) -> ComposeResult:
+        what = "transcript" if self.row.is_agent else f"matches (the last {PANE_LINES}, live)"
+        yield Static(Text(f"{what} of {inert(self.row.id, 64)}", style="bold"), id="title")
+        yield RichLog(id="pane", max_lines=10 * PANE_LINES, wrap=True, markup=False,
+                      highlight=False, auto_scroll=False)
+        yield Footer()
+
+    @property
+    def log_view(self) -> RichLog:
+        return self.query_one("#pane", RichLog)
+
+    def on_mount(self) -> None:
+        self.log_view.focus()
+        self.call_after_refresh(self.follow)  # once the pane has its size: lines wrap to it
+
+    def follow(self) -> None:
+        """Fetch what is new (off the UI thread); one fetch at a time."""
+        if not self._busy:
+            self._busy = True
+            self.run_worker(self._fetch(), group="pane")
+
+    async def _fetch(self) -> None:
+        try:
+            if self.row.is_agent:
+                seq, text = await asyncio.to_thread(self.feed.transcript, self.row.id)
+                if seq != self.after or self.after is None:
+                    at_end, self.after = self._at_end(), seq
+                    self.log_view.clear()
+                    self.log_view.write(Text(inert_block(text)), self._width(), scroll_end=at_end)
+                return
+            recs = await asyncio.to_thread(self.feed.matches, self.row.id, self.after, PANE_LINES)
+            if recs:
+                self.after = recs[-1]["seq"]
+                at_end = self._at_end()
+                for rec in recs:
+                    self.log_view.write(Text(format_match(rec)), self._width(), scroll_end=at_end)
+            elif self.after is None and not self.log_view.lines:
+                self.log_view.write(Text("(no matches yet)", style="dim"))
+        except (OSError, ValueError) as exc:
+            self.notify(inert(str(exc)), severity="error")
+        finally:
+            self._busy = False
+
+    def _at_end(self) -> bool:
+        """Follow the end (as `tail -f` does) unless the person scrolled up."""
+        return self.log_view.is_vertical_scroll_end or self.log_view.max_scroll_y == 0
+
+    def _width(self) -> int:
+        """Wrap at the pane's width (RichLog alone would wrap at the console's)."""
+        return max(20, self.log_view.scrollable_content_region.width)
+
+    def action_top(self) -> None:
+        self.log_view.scroll_home(animate=False)
+
+    def action_bottom(self) -> None:
+        self.log_view.scroll_end(animate=False)
+
+    def action_page_up(self) -> None:
+        self.log_view.scroll_page_up(animate=False)
+
+    def action_page_down(self) -> None:
+        self.log_view.scroll_page_down(animate=False)
+
+    def action_line_down(self) -> None:
+        self.log_view.scroll_down(animate=False)
+
+    def action_line_up(self) -> None:
+        self.log_view.scroll_up(animate=False)
+
+    def action_back(self) -> None:
+        self.dismiss()
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """`Stop server? [y/N]`: `y` answers yes; `n`, Esc, Enter and every other key answer no."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "yes"),
+        Binding("n,escape,enter", "answer(False)", "no"),
+    ]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"{self.question} [y/N]"), id="question")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+    def on_key(self, event: events.Key) -> None:
+        if event.key not in ("y", "n", "escape", "enter"):
+            event.stop()
+            self.dismiss(False)

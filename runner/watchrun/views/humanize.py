@@ -1,0 +1,85 @@
+"""Values for people (pure): relative times, lists and flags without reprs, status colours."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["Paint", "ago", "no_paint", "paint", "parse_ts", "value", "when"]
+
+Paint = Callable[[str, str], str]
+"""(text, status) -> the text as printed: coloured for a terminal, or as it is."""
+
+_SGR = {"green": "32", "yellow": "33", "red": "31", "dim": "2"}
+STATUS_COLOUR = {
+    "running": "green", "waiting": "yellow", "starting": "yellow", "backoff": "yellow",
+    "error": "red", "fatal": "red", "refused": "red", "failed": "red",
+    "stopped": "dim", "exited": "dim", "idle": "dim", "done": "green",
+}
+
+
+def parse_ts(text: object) -> datetime | None:
+    """An ISO-8601 timestamp as the records write it (`…Z`), else None."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def ago(then: datetime, now: datetime) -> str:
+    """`just now`, `42s ago`, `3m ago`, `2h 5m ago`, `3d ago` (`in 5s` when ahead: a skewed
+    clock)."""
+    seconds = int((now - then).total_seconds())
+    if abs(seconds) < 1:
+        return "just now"
+    span = _span(abs(seconds))
+    return f"{span} ago" if seconds > 0 else f"in {span}"
+
+
+def _span(s: int) -> str:
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        h, m = divmod(s // 60, 60)
+        return f"{h}h {m}m" if m else f"{h}h"
+    return f"{s // 86400}d"
+
+
+def when(text: object, now: datetime, *, short: bool = False) -> str:
+    """A timestamp for people: `3m ago` (short) or `2026-05-16T12:00:00.000Z (3m ago)`; `-`
+    when there is none; an unparseable one as it is."""
+    ts = parse_ts(text)
+    if ts is None:
+        return "-" if text in (None, "") else value(text)
+    rel = ago(ts, now)
+    return rel if short else f"{text} ({rel})"
+
+
+def value(v: Any) -> str:
+    """A status value for people: `-` for nothing, yes/no, lists joined with `, `, mappings as
+    `key=value`; never a Python repr."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, list | tuple):
+        return ", ".join(value(x) for x in v) or "-"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={value(x)}" for k, x in v.items()) or "-"
+    return str(v)
+
+
+def paint(text: str, status: str) -> str:
+    """`text` in the colour of `status` (SGR codes; for a terminal only)."""
+    colour = STATUS_COLOUR.get(status.strip())
+    return f"\x1b[{_SGR[colour]}m{text}\x1b[0m" if colour else text
+
+
+def no_paint(text: str, status: str) -> str:
+    return text

@@ -1,0 +1,318 @@
+"""The CLI contract (SPEC §7, docs/cli.md) through the real `watchrun` console script: `-c`
+anywhere on the line, ./watch.yaml found when `-c` is absent, `--json` on every command as one
+object with camelCase keys, and the exit status of every class of error."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import watchrun_bin, write_config
+
+CONFIG: dict[str, Any] = {
+    "watchers": [
+        {"id": "build", "command": "echo ERROR boom; echo fine", "pattern": "ERROR",
+         "gate": {"maxMatches": 0}},
+        {"id": "app", "path": "app.log", "pattern": "ERROR", "exclude": ["healthcheck"]},
+    ],
+    "agents": [{"name": "triage", "provider": "mock", "prompt": "{matches}"}],
+}
+CAMEL = re.compile(r"[a-z][A-Za-z0-9]*")
+SEED_SHAPED = {("agent", "watch"), ("agent", "transcript")}
+"""The views seeds 000 and 004 define, with their snake_case keys (docs/cli.md)."""
+
+
+def wr(cwd: Path, *args: str, env: dict[str, str] | None = None,
+       ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120, check=False, env=env)
+
+
+def keys_not_camel(doc: Any, where: str = "") -> list[str]:
+    """Field names in `doc` that are not camelCase (the values of `redacted` are counts by
+    redaction kind: data, not field names)."""
+    bad = []
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if not CAMEL.fullmatch(k):
+                bad.append(f"{where}.{k}")
+            if k != "redacted":
+                bad += keys_not_camel(v, f"{where}.{k}")
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            bad += keys_not_camel(v, f"{where}[{i}]")
+    return bad
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A config that has run once: JSONL, status snapshots and one agent turn."""
+    cwd = tmp_path_factory.mktemp("site")
+    write_config(cwd, CONFIG)
+    (cwd / "app.log").write_text("ERROR one\nfine\n")
+    p = wr(cwd, "run", "--once")
+    assert p.returncode == 1, p.stderr  # the build gate is crossed
+    p = wr(cwd, "agent", "run", "triage", "--prompt", "hello")
+    assert p.returncode == 0, p.stderr
+    return cwd
+
+
+# (command words, positionals after the options) for every §7 command that reads a config;
+# `-c watch.yaml` is put before the command, between, and after the positionals.
+READERS = [
+    (["validate"], []), (["config"], []), (["list"], []), (["status"], ["app"]),
+    (["matches"], ["app"]), (["logs"], ["app"]), (["agent", "list"], []),
+    (["agent", "watch"], ["triage"]), (["agent", "transcript"], ["triage"]),
+]
+
+
+def placements(cmd: list[str], pos: list[str]) -> list[list[str]]:
+    c = ["-c", "watch.yaml"]
+    return [[*c, *cmd, *pos], [*cmd, *c, *pos], [*cmd, *pos, *c]]
+
+
+@pytest.mark.parametrize(("cmd", "pos"), READERS, ids=[" ".join(c) for c, _ in READERS])
+def test_c_anywhere_and_json_is_one_camel_case_object(site: Path, cmd: list[str],
+                                                       pos: list[str]) -> None:
+    outs = []
+    for argv in placements(cmd, pos):
+        p = wr(site, *argv, "--json")
+        assert p.returncode == 0, (argv, p.stdout, p.stderr)
+        doc = json.loads(p.stdout)
+        assert isinstance(doc, dict) and "error" not in doc
+        if tuple(cmd) not in SEED_SHAPED:
+            assert keys_not_camel(doc) == []
+        outs.append(doc)
+    if tuple(cmd) not in SEED_SHAPED:  # (the seed views carry the time they were made)
+        assert outs[0] == outs[1] == outs[2]
+
+
+def test_the_issues_two_command_lines(site: Path) -> None:
+    """`status -c FILE ID` and `agent send -c FILE NAME TEXT` parse (nargs="+" ate them)."""
+    p = wr(site, "status", "-c", "watch.yaml", "app")
+    assert p.returncode == 0 and "app" in p.stdout
+    p = wr(site, "agent", "send", "-c", "watch.yaml", "triage", "hi")
+    assert p.returncode == 3  # parsed; no runner is live (the live case: test_cli_live)
+    assert "no live runner" in p.stderr and "arguments are required" not in p.stderr
+
+
+def test_c_repeats_and_layers_in_order(site: Path) -> None:
+    (site / "extra.yaml").write_text("watchers:\n  - {id: extra, path: x.log, pattern: E}\n")
+    for argv in (["-c", "watch.yaml", "validate", "-c", "extra.yaml"],
+                 ["validate", "-c", "watch.yaml", "--json", "-c", "extra.yaml"]):
+        doc = json.loads(wr(site, *argv, "--json").stdout)
+        assert [w["id"] for w in doc["watchers"]] == ["build", "app", "extra"]
+        assert doc["files"] == ["watch.yaml", "extra.yaml"]
+    doc = json.loads(wr(site, "validate", "extra.yaml", "-c", "watch.yaml", "--json").stdout)
+    assert doc["files"] == ["watch.yaml", "extra.yaml"]  # positional files after the -c ones
+
+
+@pytest.mark.parametrize("shown", ["status", "list"])
+def test_status_and_list_read_like_prose(site: Path, shown: str) -> None:
+    p = wr(site, shown, *(["app"] if shown == "status" else []))
+    assert p.returncode == 0
+    for repr_ in ("['", "True", "False", "None", "{}"):
+        assert repr_ not in p.stdout, p.stdout
+    assert "\x1b[" not in p.stdout  # not a terminal: no colour
+    if shown == "status":
+        fields = dict(re.split(r" {2,}", line, maxsplit=1) for line in p.stdout.splitlines())
+        assert fields["exclude"] == "healthcheck" and fields["live"] == "no"
+        assert fields["status"] == "stopped" and fields["redacted"] == "-"
+        assert re.fullmatch(r"\S+Z \((just now|\d+s ago|\d+m ago)\)", fields["startedAt"])
+    else:
+        header, *rows = (re.split(r" {2,}", x) for x in p.stdout.splitlines())
+        assert header[:6] == ["ID", "STATUS", "KIND", "MATCHES", "LINES", "LAST MATCH"]
+        assert re.fullmatch(r"just now|\d+s ago|\d+m ago", rows[0][5])
+
+
+# -- --json on the commands that read no config, and on the live-runner ones without a runner
+@pytest.mark.parametrize(("argv", "status", "keys"), [
+    (["schema", "record"], 0, {"$schema"}),
+    (["init", "new/watch.yaml"], 0, {"path", "format"}),
+    (["completion", "bash"], 0, {"shell", "script"}),
+    (["stop", "build"], 0, {"id", "stopped", "wasRunning", "message"}),
+    (["agent", "stop", "triage"], 0, {"name", "stopped", "message"}),
+    (["clear"], 3, {"error"}),
+    (["agent", "send", "triage", "hi"], 3, {"error"}),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_every_other_command_json(site: Path, tmp_path: Path, argv: list[str], status: int,
+                                  keys: set[str]) -> None:
+    cwd = tmp_path if argv[0] in ("init", "schema", "completion") else site
+    p = wr(cwd, *argv, "--json")
+    assert p.returncode == status, p.stderr
+    doc = json.loads(p.stdout)
+    assert isinstance(doc, dict) and keys <= set(doc)
+    if "error" in doc:
+        assert doc["error"]["code"] == "no_runner" and doc["error"]["message"]
+    elif argv[0] != "schema":
+        assert keys_not_camel(doc) == []
+
+
+def test_run_once_and_agent_run_json(site: Path) -> None:
+    p = wr(site, "run", "--once", "--json")
+    assert p.returncode == 1  # the build gate is crossed
+    doc = json.loads(p.stdout)  # nothing echoed: stdout is the one object
+    assert (doc["passed"], doc["gates"], doc["crossed"]) == (False, 1, 1)
+    (v,) = doc["verdicts"]
+    assert (v["id"], v["status"], v["matches"]) == ("build", "fail", 1)
+    assert keys_not_camel(doc) == []
+    assert all(json.loads(line)["level"] for line in p.stderr.splitlines())  # JSON log lines
+    p = wr(site, "agent", "run", "triage", "--prompt", "again", "--json")
+    doc = json.loads(p.stdout)
+    assert p.returncode == 0 and doc["status"] == "done" and doc["reply"]
+    assert doc["failure"] is None and doc["usage"]["output"] > 0
+    assert keys_not_camel(doc) == []
+
+
+# -- the default config ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["watch.yaml", "watch.yml", "watch.json", "watch.toml"])
+def test_each_default_name_is_found_and_named(tmp_path: Path, name: str) -> None:
+    conf = {"watchers": [{"id": "w", "path": "w.log", "pattern": "E"}]}
+    if name.endswith(".json"):
+        (tmp_path / name).write_text(json.dumps(conf))
+    elif name.endswith(".toml"):
+        (tmp_path / name).write_text('[[watchers]]\nid = "w"\npath = "w.log"\npattern = "E"\n')
+    else:
+        write_config(tmp_path, conf, name)
+    (tmp_path / "w.log").write_text("")
+    for argv in (["validate"], ["config", "--json"], ["list"], ["agent", "list"]):
+        p = wr(tmp_path, *argv)
+        assert p.returncode == 0, (argv, p.stderr)
+        assert f"watchrun: using {name} (no -c given" in p.stderr
+    p = wr(tmp_path, "run", "--once")
+    assert p.returncode == 0 and f"using {name}" in p.stderr
+
+
+def test_the_first_name_wins_and_the_others_are_named(tmp_path: Path) -> None:
+    write_config(tmp_path, {"watchers": [{"id": "a", "path": "a.log", "pattern": "E"}]},
+                 "watch.yml")
+    (tmp_path / "watch.json").write_text('{"watchers": []}')
+    p = wr(tmp_path, "validate", "--json")
+    assert [w["id"] for w in json.loads(p.stdout)["watchers"]] == ["a"]
+    assert "using watch.yml" in p.stderr and "not read: watch.json" in p.stderr
+
+
+@pytest.mark.parametrize("argv", [["run"], ["validate"], ["config"], ["list"], ["status", "x"],
+                                  ["agent", "list"], ["agent", "run", "triage"],
+                                  ["stop", "x"]])
+def test_no_config_found_is_exit_2_and_says_what_was_looked_for(tmp_path: Path,
+                                                                argv: list[str]) -> None:
+    p = wr(tmp_path, *argv)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert "no config: none of watch.yaml, watch.yml, watch.json, watch.toml" in p.stderr
+    doc = json.loads(wr(tmp_path, *argv, "--json").stdout)
+    assert doc["error"]["code"] == "config_not_found"
+    assert doc["error"]["looked"] == ["watch.yaml", "watch.yml", "watch.json", "watch.toml"]
+
+
+def test_output_dir_alone_needs_no_config(site: Path, tmp_path: Path) -> None:
+    p = wr(tmp_path, "list", "--output-dir", str(site / ".watchrun"), "--json")
+    assert p.returncode == 0 and "using" not in p.stderr
+    assert {w["id"] for w in json.loads(p.stdout)["watchers"]} == {"build", "app"}
+
+
+def test_commands_without_a_config_refuse_c(tmp_path: Path) -> None:
+    p = wr(tmp_path, "-c", "watch.yaml", "schema")
+    assert p.returncode == 2 and "reads no config" in p.stderr
+
+
+# -- exit status per error class ------------------------------------------------------------
+@pytest.mark.parametrize(("argv", "status", "code", "says"), [
+    (["list", "--bogus"], 2, "usage", "unrecognized arguments: --bogus"),
+    (["matches", "app", "--lines", "0"], 2, "usage", "--lines: must be from 1 to 2000, not 0"),
+    (["logs", "app", "--lines", "2001"], 2, "usage", "must be from 1 to 2000, not 2001"),
+    (["logs", "app", "--lines", "ten"], 2, "usage", "must be a whole number from 1 to 2000"),
+    (["status", "nope"], 2, "not_found", "no watcher 'nope'"),
+    (["stop", "nope"], 2, "not_found", "no watcher 'nope' (known: app, build)"),
+    (["agent", "stop", "nobody"], 2, "not_found", "no agent named 'nobody' (known agents: "
+     "triage)"),
+    (["agent", "send", "nobody", "hi"], 2, "not_found", "no agent named 'nobody'"),
+    (["agent", "run", "nobody"], 2, "not_found", "no agent named 'nobody'"),
+    (["agent", "watch", "triage", "--tail", "-1"], 2, "invalid_argument", "--tail -1"),
+    (["init", "watch.yaml"], 2, "exists", "already exists; not overwriting it"),
+    (["init", "app.log/x.yaml"], 3, "write_failed", "cannot write app.log/x.yaml"),
+    (["clear"], 3, "no_runner", "no live runner on"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_exit_status_per_error(site: Path, argv: list[str], status: int, code: str,
+                               says: str) -> None:
+    text = ["--format", "text"] if argv[:2] == ["agent", "watch"] else []  # JSON by default
+    p = wr(site, *argv, *text)
+    assert (p.returncode, p.stdout) == (status, ""), p.stderr
+    assert says in p.stderr and "Traceback" not in p.stderr
+    j = wr(site, *argv, "--json")
+    assert j.returncode == status
+    err = json.loads(j.stdout)["error"]
+    assert err["code"] == code and says in err["message"]
+
+
+def test_an_invalid_config_is_exit_2_everywhere(tmp_path: Path) -> None:
+    (tmp_path / "watch.yaml").write_text("watchers:\n  - {id: a, path: a.log, pattern: '(x'}\n")
+    for argv in (["run"], ["validate"], ["config"], ["list"], ["agent", "list"], ["stop", "a"]):
+        p = wr(tmp_path, *argv)
+        assert p.returncode == 2, argv
+        assert "watchers[0].pattern" in p.stdout + p.stderr
+    doc = json.loads(wr(tmp_path, "list", "--json").stdout)
+    assert doc["error"]["code"] == "config_invalid"
+    assert doc["error"]["diagnostics"][0]["path"] == "watchers[0].pattern"
+
+
+def test_a_crossed_gate_is_1_and_a_command_that_cannot_start_is_3(tmp_path: Path) -> None:
+    write_config(tmp_path, {"watchers": [{"id": "x", "command": ["no-such-program-15b"],
+                                          "pattern": "E", "gate": {"exitCode": True}}]})
+    p = wr(tmp_path, "run", "--once", "--json")
+    assert p.returncode == 3 and json.loads(p.stdout)["verdicts"][0]["status"] == "error"
+
+
+# -- init -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["ci/watch.yaml", "nodir/deeper/x.yaml", "newdir/"])
+def test_init_creates_missing_folders(tmp_path: Path, target: str) -> None:
+    p = wr(tmp_path, "init", target)
+    written = tmp_path / (target + "watch.yaml" if target.endswith("/") else target)
+    assert p.returncode == 0 and written.is_file(), p.stderr
+    assert p.stdout.splitlines()[0] == f"wrote {written.relative_to(tmp_path)}"
+    assert wr(tmp_path, "validate", "-c", str(written)).returncode == 0
+
+
+def test_run_once_json_under_github_actions_keeps_stdout_one_document(site: Path) -> None:
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(site)}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    p = wr(site, "run", "--once", "--json", env=env)
+    assert p.returncode == 1
+    assert json.loads(p.stdout)["crossed"] == 1  # no fence, no annotation on stdout
+    assert "::error " in p.stderr and "::stop-commands::" not in p.stdout + p.stderr
+
+
+def test_bare_watchrun_runs_the_config_here_or_shows_help(tmp_path: Path) -> None:
+    p = wr(tmp_path)
+    assert p.returncode == 2 and p.stderr.startswith("usage: watchrun")
+    (tmp_path / "a.log").write_text("ERROR\n")
+    write_config(tmp_path, {"watchers": [{"id": "a", "path": "a.log", "pattern": "ERROR",
+                                          "fromStart": True}]})
+    proc = subprocess.Popen([watchrun_bin()], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        while "running" not in seen:
+            line = proc.stderr.readline()
+            assert line, seen
+            seen += line
+        assert "using watch.yaml" in seen
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+
+
+def test_usage_errors_quote_what_was_typed_sanitized(tmp_path: Path) -> None:
+    p = wr(tmp_path, "list", "--output-dir", str(tmp_path), "\x1b[2Jboom\u2028x")
+    assert p.returncode == 2 and "unrecognized arguments: boom\\u2028x" in p.stderr
+    assert "\x1b" not in p.stderr
+    j = wr(tmp_path, "list", "--output-dir", str(tmp_path), "\x1b[2Jboom", "--json")
+    assert j.returncode == 2 and "\x1b" not in j.stdout
+    assert json.loads(j.stdout)["error"]["message"].endswith("\x1b[2Jboom")  # escaped, kept

@@ -1,0 +1,268 @@
+"""The CLI against a live runner and a real terminal: file watcher states in `list`/`status`,
+idempotent `stop` and `agent stop`, `agent send` with `-c` after the name, the demo's first
+lines, the watcher count of `run --once`, colour only on a TTY, shell completion."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from test_metrics import free_port, scrape
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wr(cwd: Path, *args: str, env: dict[str, str] | None = None,
+       ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120, check=False, env=env)
+
+
+def listed(cwd: Path) -> dict[str, dict[str, Any]]:
+    p = wr(cwd, "list", "-c", "live.yaml", "--json")
+    assert p.returncode == 0, p.stderr
+    return {w["id"]: w for w in json.loads(p.stdout)["watchers"]}
+
+
+def test_a_live_runner_through_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "adir").mkdir()  # a folder where a log file should be: cannot be read
+    config = write_config(tmp_path, {
+        "watchers": [
+            {"id": "loop", "command": "while true; do echo tick; sleep 0.2; done",
+             "pattern": "ERROR"},
+            {"id": "missing", "path": "logs/later.log", "pattern": "ERROR"},
+            {"id": "unreadable", "path": "adir", "pattern": "ERROR"},
+        ],
+        "agents": [{"name": "triage", "provider": "mock", "prompt": "{matches}"}],
+    }, "live.yaml")
+    port = free_port()
+    r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
+    try:
+        r.wait_log("running")
+        states = wait_for(lambda: (s := listed(tmp_path)) and {k: v["status"] for k, v in
+                                                                s.items()} == {
+            "loop": "running", "missing": "waiting", "unreadable": "error"} and s,
+            "list shows running, waiting and error")
+        assert states["missing"]["errors"] == 0  # waiting for a file is not an error
+        up = {w: scrape(port)[f'watchrun_watcher_up{{watcher="{w}"}}'] for w in states}
+        assert up == {"loop": 1, "missing": 0, "unreadable": 0}  # cannot look: down
+        p = wr(tmp_path, "status", "-c", "live.yaml", "unreadable")
+        assert re.search(r"^status +error$", p.stdout, re.M) and "live  " in p.stdout
+        (tmp_path / "logs").mkdir()
+        (tmp_path / "logs" / "later.log").write_text("ERROR now\n")
+        wait_for(lambda: listed(tmp_path)["missing"]["status"] == "running", "it appeared")
+        assert scrape(port)['watchrun_watcher_up{watcher="missing"}'] == 1
+
+        p = wr(tmp_path, "stop", "loop", "-c", "live.yaml")
+        assert (p.returncode, p.stdout) == (0, "stopped loop\n"), p.stderr
+        p = wr(tmp_path, "stop", "-c", "live.yaml", "loop", "--json")  # again: idempotent
+        assert p.returncode == 0
+        assert json.loads(p.stdout) == {"id": "loop", "stopped": True, "wasRunning": False,
+                                        "message": "loop is already stopped (it was not "
+                                        "running)"}
+        p = wr(tmp_path, "stop", "nope", "-c", "live.yaml")
+        assert p.returncode == 2 and "no watcher 'nope'" in p.stderr
+
+        p = wr(tmp_path, "agent", "send", "-c", "live.yaml", "triage", "hi", "--json")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["queued"] is True and doc["deliveryId"].startswith("d-")
+        p = wr(tmp_path, "agent", "stop", "nobody", "-c", "live.yaml")
+        assert p.returncode == 2
+        assert "no agent named 'nobody' (known agents: triage)" in p.stderr
+        assert "running turn" not in p.stderr
+        wait_for(lambda: any(x["kind"] == "dispatch-finished" for x in
+                             r.records("triage", "agents")), "the sent turn finished")
+        p = wr(tmp_path, "agent", "stop", "triage", "-c", "live.yaml")
+        assert (p.returncode, p.stdout) == (0, "triage has no running turn (nothing to stop)\n")
+
+        p = wr(tmp_path, "-c", "live.yaml", "clear", "--json")
+        assert p.returncode == 0 and json.loads(p.stdout)["cleared"] == 1
+        assert "loop" not in listed(tmp_path)
+        p = wr(tmp_path, "matches", "loop", "-c", "live.yaml", "--json")  # its JSONL stays
+        assert (p.returncode, json.loads(p.stdout)) == (0, {"id": "loop", "matches": []})
+        p = wr(tmp_path, "status", "loop", "-c", "live.yaml")
+        assert p.returncode == 2 and "(or `clear` forgot it)" in p.stderr
+    finally:
+        assert r.stop() == 0
+
+
+def test_the_demo_starts_without_a_warning(tmp_path: Path) -> None:
+    """The first lines of `watchrun -c watch.yaml.example`: its log file is not there yet,
+    which the demo expects; that is said at info level and not counted as an error."""
+    shutil.copy(ROOT / "watch.yaml.example", tmp_path / "watch.yaml")
+    r = LiveRunner(tmp_path / "watch.yaml")
+    try:
+        r.wait_log("[demo-writer] started run 1")
+        head = r.stderr()
+        assert "following" in head and "(not there yet)" in head
+        assert "warning" not in head and "error" not in head, head
+        wait_for(lambda: r.matches("app-log"), "a match in the demo log")
+        status = json.loads(wr(tmp_path, "status", "app-log", "--json").stdout)
+        assert status["errors"] == 0 and status["status"] == "running"
+    finally:
+        assert r.stop() == 0
+    assert not any(x["kind"] == "error" for x in r.records("app-log"))
+
+
+def test_run_once_counts_every_watcher(tmp_path: Path) -> None:
+    (tmp_path / "a.log").write_text("fine\n")
+    write_config(tmp_path, {"watchers": [
+        {"id": "cmd", "command": "echo fine", "pattern": "ERROR"},
+        {"id": "file", "path": "a.log", "pattern": "ERROR"},
+    ]})
+    p = wr(tmp_path, "run", "--once")
+    assert p.returncode == 0, p.stderr
+    assert "2 watchers, 0 agents running" in p.stderr
+
+
+# -- colour ---------------------------------------------------------------------------------
+def on_a_terminal(cwd: Path, argv: list[str], env: dict[str, str]) -> str:
+    """What `watchrun ARGV` prints when its stdout is a terminal (a real pty)."""
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([watchrun_bin(), *argv], stdout=slave, stderr=subprocess.DEVNULL,
+                           cwd=cwd, env=env, timeout=60, check=False)
+        os.close(slave)
+        slave = -1
+        assert p.returncode == 0
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the other side is closed and everything was read
+                break
+            if not data:
+                break
+            chunks.append(data)
+        return b"".join(chunks).decode()
+    finally:
+        os.close(master)
+        if slave != -1:
+            os.close(slave)
+
+
+def norm(text: str) -> str:
+    """`text` with its relative times (the clock moved between two runs) made equal."""
+    return re.sub(r"just now|\d+s ago", "<ago>", re.sub(r" +", " ", text))
+
+
+@pytest.mark.parametrize("argv", [["list"], ["status", "app"], ["agent", "list"]])
+def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path: Path,
+                                                           argv: list[str]) -> None:
+    (tmp_path / "app.log").write_text("ERROR x\n")
+    write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}],
+                            "agents": [{"name": "triage", "provider": "mock",
+                                        "prompt": "{matches}"}]})
+    assert wr(tmp_path, "run", "--once").returncode == 0
+    assert wr(tmp_path, "agent", "run", "triage").returncode == 0
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    coloured = on_a_terminal(tmp_path, argv, {**env, "TERM": "xterm"})
+    assert "\x1b[2mstopped" in coloured or "\x1b[2midle" in coloured, coloured
+    for off in ({"NO_COLOR": "1", "TERM": "xterm"}, {"TERM": "dumb"}):
+        plain = on_a_terminal(tmp_path, argv, {**env, **off})
+        assert "\x1b" not in plain
+        assert norm(plain.replace("\r\n", "\n")) == norm(wr(tmp_path, *argv).stdout)
+    assert "\x1b" not in wr(tmp_path, *argv, env={**env, "TERM": "xterm"}).stdout  # a pipe
+
+
+# -- completion -----------------------------------------------------------------------------
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts(tmp_path: Path, shell: str) -> None:
+    p = wr(tmp_path, "completion", shell)
+    assert p.returncode == 0 and "watchrun" in p.stdout
+    for name in ("validate", "matches", "completion", "transcript"):
+        assert name in p.stdout
+    if shutil.which(shell):
+        script = tmp_path / f"watchrun.{shell}"
+        script.write_text(p.stdout)
+        check = subprocess.run([shell, "-n", str(script)], capture_output=True, text=True,
+                               timeout=30, check=False)
+        assert check.returncode == 0, check.stderr
+
+
+def bash_complete(script: Path, words: list[str]) -> list[str]:
+    """What bash offers for the last word of `words` with the script sourced."""
+    cmd = (f"source {script}; complete -p watchrun; COMP_WORDS=({' '.join(words)}); "
+           f"COMP_CWORD={len(words) - 1}; COMP_LINE='{' '.join(words)}'; "
+           "COMP_POINT=${#COMP_LINE}; _shtab_watchrun; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    p = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30,
+                       check=True, cwd=script.parent)
+    first, *offered = p.stdout.splitlines()
+    assert first.startswith("complete ") and first.endswith(" watchrun")
+    return offered
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completes_commands_actions_and_options(tmp_path: Path) -> None:
+    script = tmp_path / "watchrun.bash"
+    script.write_text(wr(tmp_path, "completion", "bash").stdout)
+    assert bash_complete(script, ["watchrun", "va"]) == ["validate"]
+    assert bash_complete(script, ["watchrun", "agent", "s"]) == ["send", "stop"]
+    assert "--lines" in bash_complete(script, ["watchrun", "matches", "--l"])
+    (tmp_path / "watch.yaml").write_text("")
+    assert bash_complete(script, ["watchrun", "list", "-c", "watch."]) == ["watch.yaml"]
+
+
+def test_normal_commands_do_not_import_shtab(tmp_path: Path) -> None:
+    code = ("import sys; from watchrun.cli.main import main; "
+            f"main(['list', '--output-dir', {str(tmp_path)!r}]); "
+            "main(['schema']); print('shtab' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, check=True)
+    assert p.stdout.splitlines()[-1] == "False"
+
+
+def read_lines(proc: subprocess.Popen[str], n: int, timeout: float = 30.0) -> list[str]:
+    """The first `n` lines `proc` prints, waiting at most `timeout` seconds in all."""
+    import selectors
+    import time
+
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    lines: list[str] = []
+    end = time.monotonic() + timeout
+    while len(lines) < n:
+        left = end - time.monotonic()
+        assert left > 0 and sel.select(left), f"only {lines} after {timeout}s"
+        line = proc.stdout.readline()
+        assert line, f"ended after {lines}"
+        lines.append(line)
+    return lines
+
+
+def test_matches_follow_prints_each_new_match_once(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "tick", "command": "i=0; while true; do i=$((i+1)); echo ERROR $i; echo ok;"
+         " sleep 0.1; done", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    follow = None
+    try:
+        wait_for(lambda: len(r.matches("tick")) >= 2, "two matches")
+        follow = subprocess.Popen([watchrun_bin(), "matches", "tick", "--lines", "1", "-f",
+                                   "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True)
+        got = read_lines(follow, 6)
+        docs = [json.loads(x) for x in got]
+        assert {d["id"] for d in docs} == {"tick"}
+        seqs = [d["match"]["seq"] for d in docs]
+        assert seqs == sorted(set(seqs))  # each once, in order
+        numbers = [int(d["match"]["line"].split()[1]) for d in docs]
+        assert numbers == list(range(numbers[0], numbers[0] + 6))  # none skipped
+        follow.send_signal(2)  # SIGINT, as Ctrl-C
+        assert follow.wait(timeout=30) == 130
+    finally:
+        if follow is not None and follow.poll() is None:
+            follow.kill()
+            follow.wait()
+        assert r.stop() == 0

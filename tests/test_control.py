@@ -1,0 +1,133 @@
+"""The control socket's bounds (issue #10): busy past MAX_CLIENTS, idle clients dropped, a
+handler's bug answered (never a traceback), bad requests refused, and a socket path longer than
+AF_UNIX allows bound and reached through /proc/self/fd."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import watchrun.runtime.control as control
+from watchrun.output.runlog import RunLog
+from watchrun.runtime.control import ControlServer, is_live, request
+from watchrun.runtime.sdnotify import SdNotify
+
+
+async def echo(req: dict[str, Any]) -> dict[str, Any]:
+    if req.get("cmd") == "boom":
+        raise KeyError("a bug")
+    if req.get("cmd") == "slow":
+        await asyncio.sleep(30)
+    return {"ok": True, "echo": req}
+
+
+async def ask(path: Path, data: bytes) -> dict[str, Any]:
+    reader, writer = await asyncio.open_unix_connection(str(path))
+    writer.write(data)
+    await writer.drain()
+    line = await asyncio.wait_for(reader.readline(), 10)
+    writer.close()
+    return dict(json.loads(line))
+
+
+def serve(tmp_path: Path, body: Any, log: RunLog | None = None) -> None:
+    async def main() -> None:
+        server = ControlServer(tmp_path / "control.sock", echo, log)
+        await server.start()
+        try:
+            await body(server)
+        finally:
+            await server.close()
+        assert not (tmp_path / "control.sock").exists()
+
+    asyncio.run(main())
+
+
+def test_requests_are_answered_and_bugs_and_bad_requests_refused(tmp_path: Path) -> None:
+    stream = io.StringIO()
+    sock = tmp_path / "control.sock"
+
+    async def body(server: ControlServer) -> None:
+        assert (await ask(sock, b'{"cmd": "hi"}\n'))["echo"] == {"cmd": "hi"}
+        assert (await ask(sock, b'{"cmd": "boom"}\n'))["error"]["code"] == "internal"
+        assert (await ask(sock, b"[1, 2]\n"))["error"]["code"] == "bad_request"
+        assert (await ask(sock, b"{nope\n"))["error"]["code"] == "bad_request"
+        assert (sock.stat().st_mode & 0o777) == 0o600
+
+    serve(tmp_path, body, RunLog(stream=stream))
+    assert "control request failed: KeyError('a bug')" in stream.getvalue()
+    assert "Traceback" not in stream.getvalue()
+
+
+def test_past_max_clients_the_next_one_is_told_busy(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(control, "DRAIN_S", 0.1)  # the held requests are cut short at close
+    sock = tmp_path / "control.sock"
+
+    async def body(server: ControlServer) -> None:
+        held = [await asyncio.open_unix_connection(str(sock))
+                for _ in range(control.MAX_CLIENTS)]
+        for _, w in held:
+            w.write(b'{"cmd": "slow"}\n')  # each one busy in the handler
+        await asyncio.sleep(0.1)
+        assert (await ask(sock, b'{"cmd": "hi"}\n'))["error"]["code"] == "busy"
+        for _, w in held:
+            w.close()
+
+    serve(tmp_path, body)
+
+
+def test_an_idle_client_is_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(control, "IDLE_S", 0.2)
+    sock = tmp_path / "control.sock"
+
+    async def body(server: ControlServer) -> None:
+        reader, writer = await asyncio.open_unix_connection(str(sock))
+        writer.write(b'{"cmd": "half a req')  # and then nothing
+        reply = json.loads(await asyncio.wait_for(reader.readline(), 5))
+        assert reply["error"]["code"] == "timeout"
+        assert await reader.read() == b""  # closed
+        writer.close()
+
+    serve(tmp_path, body)
+
+
+def test_a_socket_path_longer_than_af_unix_allows(tmp_path: Path) -> None:
+    deep = tmp_path.joinpath(*(["x" * 40] * 3))
+    deep.mkdir(parents=True)
+    sock = deep / "control.sock"
+    assert len(str(sock)) > 108
+
+    async def main() -> None:
+        server = ControlServer(sock, echo)
+        await server.start()
+        try:
+            assert await asyncio.to_thread(is_live, sock)
+            reply = await asyncio.to_thread(request, sock, {"cmd": "hi"})
+            assert reply == {"ok": True, "echo": {"cmd": "hi"}}
+            with pytest.raises(OSError, match="another runner is live"):
+                await ControlServer(sock, echo).start()
+        finally:
+            await server.close()
+        assert not sock.exists()
+
+    asyncio.run(main())
+    with pytest.raises(ConnectionError, match="no live runner"):
+        request(sock, {"cmd": "hi"})
+
+
+def test_sd_notify_never_blocks_when_its_reader_falls_behind(tmp_path: Path) -> None:
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as reader:
+        reader.bind(str(path))  # and never read
+        sd = SdNotify({"NOTIFY_SOCKET": str(path)})
+        for _ in range(10_000):
+            sd.watchdog()  # a blocking send would hang here once the queue is full
+        assert sd.dropped > 0
+        sd.close()

@@ -1,0 +1,131 @@
+"""Process groups a runner started (issue #10): recorded in state/, ended by the guardian when
+the runner dies, or by the next runner; identified by group id *and* leader start time, so a
+reused pid is never signalled."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from watchrun.process.groups import Group, GroupRegistry, end_groups, leftover_groups, members
+from watchrun.process.tree import Stat, start_time
+
+
+def st(pgid: int, start: int, state: str = "S") -> Stat:
+    return Stat(state, 1, pgid, pgid, start)
+
+
+def ids(table: dict[int, str | None]) -> object:
+    return lambda pid: table.get(pid, "")
+
+
+@pytest.mark.parametrize(("table", "owners", "expected"), [
+    ({10: st(10, 500), 11: st(10, 510), 12: st(99, 510)}, {}, {10, 11}),  # leader + member
+    ({11: st(10, 510), 12: st(10, 520)}, {}, {11, 12}),  # the leader died; the group lives on
+    ({10: st(10, 900), 11: st(10, 910)}, {}, set()),  # pid 10 reused by another group's leader
+    ({11: st(10, 400)}, {}, set()),  # older than our leader: not ours
+    ({11: st(10, 510), 12: st(10, 520)}, {12: "other.1.x"}, {11}),  # another runner's child
+    ({11: st(10, 510, "Z")}, {}, set()),  # a zombie is not signalled
+    ({11: st(10, 510)}, {11: None}, {11}),  # environ unreadable: group and time decide
+])
+def test_members_are_verified_by_group_and_start_time(
+        table: dict[int, Stat], owners: dict[int, str | None], expected: set[int]) -> None:
+    assert members(table, Group(10, 500, "me.1.x"), ids(owners)) == expected  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def group() -> Iterator[tuple[subprocess.Popen[bytes], list[int]]]:
+    """A real process group: a shell (the leader) with two children."""
+    leader = subprocess.Popen(["sh", "-c", "sleep 1000 & sleep 1000 & echo ready; wait"],
+                              start_new_session=True, stdout=subprocess.PIPE)
+    assert leader.stdout is not None and leader.stdout.readline() == b"ready\n"
+    kids = [int(p) for p in subprocess.run(["pgrep", "-g", str(leader.pid)], text=True,
+                                           capture_output=True).stdout.split()]
+    yield leader, kids
+    for pid in kids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    leader.kill()
+    leader.wait()
+
+
+def dead(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"
+
+
+def test_end_groups_ends_a_verified_tree_and_nothing_else(
+        group: tuple[subprocess.Popen[bytes], list[int]]) -> None:
+    leader, kids = group
+    bystander = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    start = start_time(leader.pid)
+    assert start is not None and len(kids) == 3
+    assert end_groups([Group(leader.pid, start + 1, "")], 1.0) == 0  # wrong start: not ours
+    assert end_groups([Group(leader.pid, start, "")], 1.0) == 3
+    leader.wait(timeout=5)
+    assert all(dead(p) for p in kids)
+    assert not dead(bystander.pid)
+    bystander.kill()
+    bystander.wait()
+
+
+def test_the_registry_file_names_the_runner_and_its_live_groups(tmp_path: Path,
+        group: tuple[subprocess.Popen[bytes], list[int]]) -> None:  # fmt: skip
+    leader, _ = group
+    told: list[str] = []
+    path = tmp_path / "processes.json"
+    reg = GroupRegistry(path, told.append)
+    reg.add(leader.pid, "me.1.x")
+    doc = json.loads(path.read_text())
+    assert doc["runner"] == {"pid": os.getpid(), "start": start_time(os.getpid())}
+    assert doc["groups"] == [{"pgid": leader.pid, "start": start_time(leader.pid),
+                              "spawnId": "me.1.x"}]
+    assert leftover_groups(path) == (os.getpid(), [])  # its runner is alive: nothing to end
+    reg.remove(leader.pid)
+    assert json.loads(path.read_text())["groups"] == []
+    assert told == [f"+{leader.pid} {start_time(leader.pid)} me.1.x\n", f"-{leader.pid}\n"]
+
+
+def test_groups_of_a_dead_runner_are_leftovers(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    path = tmp_path / "processes.json"
+    path.write_text(json.dumps({"runner": {"pid": gone.pid, "start": 1},
+                                "groups": [{"pgid": 7, "start": 8, "spawnId": "s"}]}))
+    assert leftover_groups(path) == (gone.pid, [Group(7, 8, "s")])
+    path.write_text("{not json")
+    assert leftover_groups(path) == (None, [])
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_the_guardian_ends_the_groups_only_when_the_runner_dies(
+        clean: bool, group: tuple[subprocess.Popen[bytes], list[int]]) -> None:
+    leader, kids = group
+    guardian = subprocess.Popen([sys.executable, "-m", "watchrun.process.guard"],
+                                stdin=subprocess.PIPE, start_new_session=True)
+    assert guardian.stdin is not None
+    guardian.stdin.write(f"+{leader.pid} {start_time(leader.pid)} x\n+1 1 y\n-1\n".encode())
+    if clean:
+        guardian.stdin.write(b".\n")
+    guardian.stdin.close()  # as when the runner exits, or is SIGKILLed
+    assert guardian.wait(timeout=10) == 0
+    if clean:
+        assert not any(dead(p) for p in kids)
+        return
+    leader.wait(timeout=5)
+    deadline = time.monotonic() + 5
+    while not all(dead(p) for p in kids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(dead(p) for p in kids)

@@ -1,0 +1,343 @@
+"""`watchrun top` driven headless through Textual's pilot: against a live runner (a real
+`watchrun run` subprocess) and against an output dir with no runner."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from liverunner import DEADLINE_S, LiveRunner, watchrun_bin, write_config
+from textual import events
+from textual.geometry import Region
+from textual.pilot import Pilot
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Static
+
+from watchrun.tui.app import TopApp
+from watchrun.tui.feed import Feed
+from watchrun.tui.model import Snapshot
+from watchrun.tui.screens import ConfirmScreen, PaneScreen
+
+HOSTILE = ("ERROR \x1b[31mred\x1b[0m \x1b]0;pwned-title\x07[bold red]PWNED[/] "
+           "[@click=app.quit]click me[/] \u202eevil")
+"""A match that tries an SGR colour, an OSC title, Rich markup, a Textual action link and a
+bidi override."""
+
+
+def strips(widget: Widget) -> list[Strip]:
+    width, height = widget.outer_size
+    return widget.render_lines(Region(0, 0, width, height))
+
+
+def shown(widget: Widget) -> str:
+    """What the widget puts on the screen, as text."""
+    return "\n".join(s.text for s in strips(widget))
+
+
+def assert_inert(widget: Widget, needle: str) -> None:
+    """`needle` is shown as typed, with the widget's own styles only: no link, no colour."""
+    found = [seg for s in strips(widget) for seg in s if needle in seg.text]
+    assert found, f"{needle!r} not shown in {shown(widget)!r}"
+    for seg in found:
+        assert seg.style is None or ("@click" not in seg.style.meta and not seg.style.link)
+    text = shown(widget)
+    assert "\x1b" not in text and "pwned-title" not in text
+    assert "\u202e" not in text and "\\u202eevil" in text
+
+
+async def until(pilot: Pilot[None], cond: Callable[[], Any], what: str,
+                timeout: float = DEADLINE_S) -> None:
+    """Let the app run until `cond()` holds; fail naming `what` after `timeout`."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def drive(app: TopApp, body: Callable[[Pilot[None]], Awaitable[None]],
+          size: tuple[int, int] = (120, 30)) -> None:
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await body(pilot)
+    asyncio.run(main())
+
+
+def chips(app: TopApp) -> str:
+    return shown(app.list_screen.query_one("#chips", Static))
+
+
+def notice(app: TopApp) -> str:
+    return shown(app.list_screen.query_one("#notice", Static)).strip()
+
+
+def question(app: TopApp) -> str | None:
+    """The confirm's question as shown, if one is up."""
+    if not isinstance(app.screen, ConfirmScreen):
+        return None
+    return next((line.strip(" █▀▄▌▐") for line in shown(app.screen.query_one("#question"))
+                 .splitlines() if "?" in line), None)
+
+
+def ids(app: TopApp) -> list[str]:
+    return [r.id for r in app.list_screen.rows]
+
+
+def status(app: TopApp, wid: str) -> str:
+    return next(r.status for r in app.list_screen.rows if r.id == wid)
+
+
+def append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def live(tmp_path: Path, config: dict[str, Any]) -> LiveRunner:
+    for w in config["watchers"]:
+        (tmp_path / w["path"]).write_text("")
+    runner = LiveRunner(write_config(tmp_path, config))
+    for w in config["watchers"]:
+        runner.wait_log(f"[{w['id']}] following")
+    return runner
+
+
+def test_live_rows_chips_moves_panes_and_hostile_text(tmp_path: Path) -> None:
+    runner = live(tmp_path, {
+        "watchers": [
+            {"id": "app", "path": "app.log", "pattern": "ERROR", "wake": "triage"},
+            {"id": "other", "path": "other.log", "pattern": "ERROR",
+             "label": "[@click=app.quit]other[/] \u202eevil"},
+        ],
+        "agents": [{"name": "triage", "provider": "mock", "prompt": "Look at {label}: {matches}"}],
+    })
+    app = TopApp(Feed(runner.out, {"triage": "mock"}), interval=0.2)
+
+    async def body(pilot: Pilot[None]) -> None:
+        screen = app.list_screen
+        await until(pilot, lambda: ids(app) == ["app", "other", "triage"], "the three rows")
+        await until(pilot, lambda: all(r.kind != "?" for r in screen.rows), "their snapshots")
+        await until(pilot, lambda: "⊚ 2" in chips(app) and "! 0" in chips(app), "the chips")
+        assert "runner running" in chips(app)
+        assert_inert(screen.table, "[@click=app.quit]other[/]")  # a hostile label
+
+        append(tmp_path / "app.log", HOSTILE + "\n" + "".join(f"ERROR {i}\n" for i in range(60)))
+        await until(pilot, lambda: "! 61" in chips(app), "61 unreported matches")
+        assert "61 (+61)" in shown(screen.table)
+
+        table = screen.table
+        assert table.cursor_row == 0
+        for key, row in (("j", 1), ("down", 2), ("k", 1), ("up", 0)):
+            await pilot.press(key)
+            assert table.cursor_row == row, key
+        table.post_message(events.MouseScrollDown(table, 1, 1, 0, 1, 0, False, False, False))
+        await until(pilot, lambda: table.cursor_row == 1, "the wheel to move down")
+        table.post_message(events.MouseScrollUp(table, 1, 1, 0, -1, 0, False, False, False))
+        await until(pilot, lambda: table.cursor_row == 0, "the wheel to move up")
+
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, PaneScreen), "the matches pane")
+        pane = app.screen
+        assert isinstance(pane, PaneScreen)
+        await until(pilot, lambda: "ERROR 59" in shown(pane.log_view), "the matches")
+        await until(pilot, lambda: "! 0" in chips(app), "the chip to count them as reported")
+
+        log = pane.log_view
+        assert log.max_scroll_y > 0 and log.scroll_y == log.max_scroll_y  # the newest, as tail
+        await pilot.press("g")
+        assert log.scroll_y == 0
+        assert_inert(log, "[bold red]PWNED[/]")
+        assert_inert(log, "[@click=app.quit]click me[/]")
+        await pilot.press("pagedown")
+        assert log.scroll_y > 0
+        await pilot.press("G")
+        assert log.scroll_y == log.max_scroll_y
+        await pilot.press("pageup")
+        assert 0 < log.scroll_y < log.max_scroll_y
+        append(tmp_path / "app.log", "ERROR while reading\n")
+        await until(pilot, lambda: "ERROR while reading" in "".join(s.text for s in log.lines),
+                    "a new match in the open pane")
+        await pilot.press("escape")
+        assert app.screen is screen
+
+        def agent_done() -> bool:
+            row = next(r for r in screen.rows if r.id == "triage")
+            return row.matches == 62 and row.status == "idle" and "turn(s) · Mock" in row.detail
+        await until(pilot, agent_done, "the agent's turns for the delivered matches")
+        await pilot.press("j", "j", "l")
+        await until(pilot, lambda: isinstance(app.screen, PaneScreen)
+                    and "Mock triage: saw" in shown(app.screen.log_view), "the transcript")
+        pane = app.screen
+        assert isinstance(pane, PaneScreen) and pane.row.id == "triage"
+        assert "outcome: ok" in "\n".join(s.text for s in pane.log_view.lines)
+        await pilot.press("escape", "x")
+        assert notice(app) == "x stops watchers; abort triage's turn with `watchrun agent stop " \
+            "triage`"
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("q")
+        await until(pilot, lambda: app.return_code == 0, "q to quit")
+
+    try:
+        drive(app, body)
+    finally:
+        assert runner.stop() == 0
+
+
+def test_stop_and_clear_ask_first(tmp_path: Path) -> None:
+    runner = live(tmp_path, {"watchers": [
+        {"id": "a", "path": "a.log", "pattern": "ERROR"},
+        {"id": "b", "path": "b.log", "pattern": "ERROR"},
+    ]})
+    app = TopApp(Feed(runner.out), interval=0.2)
+
+    async def body(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: ids(app) == ["a", "b"] and app.live, "the rows of a live runner")
+        await until(pilot, lambda: [status(app, w) for w in "ab"] == ["running"] * 2, "snapshots")
+        await pilot.press("d")
+        assert notice(app) == "no stopped watchers to clear"
+        await pilot.press("x")
+        await until(pilot, lambda: question(app) == "Stop watcher a? [y/N]", "the confirm")
+        await pilot.press("n")
+        assert app.screen is app.list_screen and notice(app) == "stop cancelled"
+        await pilot.press("x")
+        await until(pilot, lambda: question(app) == "Stop watcher a? [y/N]", "the confirm")
+        await pilot.press("q")  # any other key answers no; it does not quit here
+        assert app.screen is app.list_screen and notice(app) == "stop cancelled"
+        assert app.return_code is None
+
+        await pilot.press("j", "K")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirm")
+        await pilot.press("y")
+        await until(pilot, lambda: any(r["kind"] == "stop" for r in runner.records("b")),
+                    "b's stop record")
+        await until(pilot, lambda: status(app, "b") == "stopped" and "⊚ 1" in chips(app),
+                    "b shown stopped")
+        assert notice(app) == "stopped b"
+        assert status(app, "a") == "running"
+        assert not any(r["kind"] == "stop" for r in runner.records("a"))  # `n` sent nothing
+
+        await pilot.press("x")
+        assert notice(app) == "b is not running (stopped)"
+        await pilot.press("d")
+        await until(pilot, lambda: question(app) == "Clear stopped watchers (1)? [y/N]",
+                    "the confirm")
+        await pilot.press("escape")
+        assert notice(app) == "clear cancelled" and ids(app) == ["a", "b"]
+        await pilot.press("d", "y")
+        await until(pilot, lambda: ids(app) == ["a"], "b cleared")
+        assert notice(app) == "cleared 1 watchers"
+        assert runner.records("b")[-1]["kind"] == "stop"  # its JSONL stays
+        await pilot.press("q")
+        await until(pilot, lambda: app.return_code == 0, "q to quit")
+
+    try:
+        drive(app, body)
+    finally:
+        assert runner.stop() == 0
+
+
+def test_without_a_runner_the_screen_reads_the_output_dir(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text("INFO ok\n" + HOSTILE + "\nERROR second\n")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]})
+    done = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)],
+                          capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    app = TopApp(Feed(tmp_path / ".watchrun"), interval=0.2)
+
+    async def body(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: ids(app) == ["app"], "the row")
+        assert status(app, "app") == "stopped"
+        assert "⊚ 0" in chips(app) and "read-only: no live runner on" in chips(app)
+        assert "2 " in shown(app.list_screen.table)  # its matches
+        await pilot.press("x")
+        assert notice(app).startswith("cannot stop app: read-only: no live runner on")
+        await pilot.press("d")
+        assert notice(app).startswith("cannot clear: read-only: no live runner on")
+        await pilot.press("l")
+        await until(pilot, lambda: isinstance(app.screen, PaneScreen)
+                    and "ERROR second" in shown(app.screen.log_view), "the matches")
+        assert isinstance(app.screen, PaneScreen)
+        assert_inert(app.screen.log_view, "[bold red]PWNED[/]")
+        await pilot.press("q")
+        await until(pilot, lambda: app.return_code == 0, "q to quit")
+
+    drive(app, body)
+
+
+def snapshot(root: Path, wid: str) -> None:
+    (root / "state").mkdir(parents=True, exist_ok=True)
+    snap = {"schema": 1, "id": wid, "label": wid, "kind": "file", "source": f"/l/{wid}.log",
+            "status": "running", "runnerPid": os.getpid(), "startedAt": "t0", "linesRead": 1,
+            "matchCount": 0, "lastMatchAt": None}
+    (root / "state" / f"{wid}.status.json").write_text(json.dumps(snap))
+
+
+def test_a_slow_read_never_stacks_refreshes(tmp_path: Path) -> None:
+    snapshot(tmp_path, "a")
+    gate, entered = threading.Event(), []
+
+    class SlowFeed(Feed):
+        def poll(self) -> Snapshot:
+            entered.append(1)
+            gate.wait(DEADLINE_S)
+            return super().poll()
+
+    ticks = []
+
+    class CountingApp(TopApp):
+        def refresh_rows(self) -> None:
+            ticks.append(1)
+            super().refresh_rows()
+
+    app = CountingApp(SlowFeed(tmp_path), interval=0.05)
+
+    async def body(pilot: Pilot[None]) -> None:
+        try:
+            await until(pilot, lambda: len(ticks) >= 6, "the refresh timer to fire while a read "
+                        "hangs")
+            assert len(entered) == 1 and app.snapshot is None
+            await pilot.press("j", "q")  # the screen answers meanwhile
+        finally:
+            gate.set()
+        await until(pilot, lambda: app.return_code == 0, "q to quit")
+
+    drive(app, body)
+
+
+def test_a_slow_stop_leaves_the_screen_live(tmp_path: Path) -> None:
+    for wid in "ab":
+        snapshot(tmp_path, wid)
+    stopping, release = threading.Event(), threading.Event()
+
+    def control(path: Path, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if payload["cmd"] == "stop":
+            stopping.set()
+            release.wait(DEADLINE_S)
+            return {"ok": True, "message": f"stopped {payload['id']}"}
+        return {"ok": True, "state": "running", "watchers": ["a", "b"]}
+
+    app = TopApp(Feed(tmp_path, control=control), interval=0.1)
+
+    async def body(pilot: Pilot[None]) -> None:
+        try:
+            await until(pilot, lambda: ids(app) == ["a", "b"] and app.live, "the rows")
+            await pilot.press("x", "y")
+            await until(pilot, stopping.is_set, "the stop request")
+            assert notice(app) == "stopping a…"
+            await pilot.press("j")
+            assert app.list_screen.table.cursor_row == 1
+        finally:
+            release.set()
+        await until(pilot, lambda: notice(app) == "stopped a", "the stop's answer")
+        await pilot.press("q")
+        await until(pilot, lambda: app.return_code == 0, "q to quit")
+
+    drive(app, body)

@@ -1,0 +1,261 @@
+"""`watchrun top` without a screen: inert text, relative times, the chips, unreported matches,
+and the feed's rows from status snapshots, agent streams and the control socket."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentrecords import AgentLog, claude_init
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watchrun.runtime.control import request
+from watchrun.tui import feed as feed_mod
+from watchrun.tui.feed import Feed
+from watchrun.tui.model import Row, Unreported, chips, format_match, row_cells
+from watchrun.tui.text import ago, inert, inert_block
+
+NOW = 1_779_000_000.0  # 2026-05-17T06:40:00Z
+
+
+@pytest.mark.parametrize(("raw", "shown"), [
+    ("plain", "plain"),
+    ("\x1b[31mred\x1b[0m", "red"),
+    ("\x1b]0;pwned title\x07after", "after"),
+    ("\x1b]8;;https://evil\x1b\\link\x1b]8;;\x1b\\", "link"),
+    ("[bold red]markup[/]", "[bold red]markup[/]"),  # kept as typed: shown through Text
+    ("[@click=app.quit]x[/]", "[@click=app.quit]x[/]"),
+    ("a\tb\nc", "a b c"),
+    ("right\u202eto-left", "right\\u202eto-left"),
+    ("zero\u200bwidth", "zero\\u200bwidth"),
+    ("10%\r100%", "100%"),
+    ("\x9b31mC1\x9dtitle\x9c", "C1"),
+])
+def test_inert_text(raw: str, shown: str) -> None:
+    assert inert(raw) == shown
+
+
+def test_inert_clips_with_an_ellipsis() -> None:
+    assert inert("x" * 50, 10) == "x" * 9 + "…"
+    assert inert_block("one\x1b[2Jtwo\nthree\u202e") == "onetwo\nthree\\u202e"
+
+
+@given(st.text())
+def test_inert_never_lets_a_control_or_invisible_mark_through(text: str) -> None:
+    out = inert(text, 300)
+    assert len(out) <= 300
+    assert not any(ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f for c in out)
+    assert not any(c in out for c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+                   "\u200b\u200e\u200f\u2028\u2029\ufeff")
+
+
+@pytest.mark.parametrize(("ts", "text"), [
+    (None, "-"), ("", "-"), ("not a time", "-"), (17, "-"),
+    ("2026-05-17T06:40:00.000Z", "just now"),
+    ("2026-05-17T06:40:05.000Z", "just now"),  # a little in the future: clocks apart
+    ("2026-05-17T06:39:18.000Z", "42s ago"),
+    ("2026-05-17T06:35:00.000Z", "5m ago"),
+    ("2026-05-17T03:40:00.000Z", "3h ago"),
+    ("2026-05-15T06:40:00.000Z", "2d ago"),
+])
+def test_relative_time(ts: object, text: str) -> None:
+    assert ago(ts, NOW) == text
+
+
+def row(wid: str, matches: int, run: str = "1@t0", status: str = "running") -> Row:
+    return Row("file", wid, status, 10, matches, None, wid, run)
+
+
+def test_unreported_counts_what_arrives_after_the_screen_opened() -> None:
+    u = Unreported()
+    u.observe([row("a", 5), row("b", 0)])
+    assert u.total() == 0  # what was there before the screen opened is not news
+    u.observe([row("a", 7), row("b", 1)])
+    assert (u.of("a"), u.of("b"), u.total()) == (2, 1, 3)
+    u.mark_seen("a")
+    assert (u.of("a"), u.total()) == (0, 1)
+    u.observe([row("a", 8), row("b", 1), row("c", 4)])  # c appeared later: all of it is news
+    assert (u.of("a"), u.of("b"), u.of("c")) == (1, 1, 4)
+
+
+def test_unreported_survives_a_runner_restart_and_forgets_cleared_watchers() -> None:
+    u = Unreported()
+    u.observe([row("a", 5)])
+    u.observe([row("a", 9)])
+    assert u.of("a") == 4
+    u.observe([row("a", 2, run="2@t1")])  # a new runner counts from 0 again
+    assert u.of("a") == 6
+    u.observe([])  # cleared
+    assert u.total() == 0
+    u.observe([row("a", 3, run="2@t1")])  # back again later: new
+    assert u.of("a") == 3
+
+
+def test_chips_count_running_watchers_not_agents() -> None:
+    u = Unreported()
+    rows = [row("a", 0), row("b", 0, status="backoff"), row("c", 0, status="exited"),
+            row("d", 0, status="stopped"), row("e", 0, status="fatal"),
+            Row("agent", "triage", "running", None, 0, None)]
+    u.observe(rows)
+    assert chips(rows, u) == ("⊚ 2", "! 0")
+
+
+def test_row_cells_and_match_lines_are_plain_inert_text() -> None:
+    r = Row("command", "t[x]", "running", 1234, 5, "2026-05-17T06:39:00.000Z",
+            "make \x1b[2J[red]test[/]")
+    assert row_cells(r, 2, NOW) == ["command", "t[x]", "running", "1,234", "5 (+2)", "1m ago",
+                                    "make [red]test[/]"]
+    rec = {"ts": "2026-05-17T06:39:00.000Z", "path": "/var/log/a.log", "lineNo": 7,
+           "line": "ERROR \x1b]0;x\x07[b]boom[/b]", "truncated": True}
+    assert format_match(rec) == \
+        "2026-05-17T06:39:00.000Z  a.log:7  ERROR [b]boom[/b] [truncated]"
+    assert format_match({"ts": "t", "run": 3, "lineNo": 1, "line": "x"}) == "t  run 3:1  x"
+
+
+# -- the feed -----------------------------------------------------------------------------------
+
+def snapshot(root: Path, wid: str, **fields: Any) -> None:
+    (root / "state").mkdir(parents=True, exist_ok=True)
+    snap = {"schema": 1, "id": wid, "label": wid, "kind": "file", "source": f"/l/{wid}.log",
+            "status": "running", "runnerPid": os.getpid(), "startedAt": "2026-05-17T06:00:00.000Z",
+            "linesRead": 10, "matchCount": 2, "lastMatchAt": None, **fields}
+    (root / "state" / f"{wid}.status.json").write_text(json.dumps(snap))
+
+
+def fixed(reply: dict[str, Any]) -> feed_mod.Control:
+    def control(path: Path, payload: dict[str, Any], timeout: float) -> dict[str, Any]:
+        assert payload == {"cmd": "status"}
+        return reply
+    return control
+
+
+def test_rows_from_snapshots_with_the_live_runners_word(tmp_path: Path) -> None:
+    snapshot(tmp_path, "app", runnerPid=os.getpid())  # alive: it says running
+    snapshot(tmp_path, "gone")
+    snapshot(tmp_path, "done", kind="command", source=["make", "test"], label="make test",
+             status="exited")
+    reply = {"ok": True, "state": "running", "watchers": ["app", "done", "added"]}
+    snap = Feed(tmp_path, control=fixed(reply)).poll()
+    assert snap.live and snap.note == "runner running"
+    assert [(r.id, r.status, r.kind) for r in snap.rows] == [
+        ("app", "running", "file"), ("done", "exited", "command"),
+        ("gone", "stopped", "file"),  # the live runner does not run it any more
+        ("added", "starting", "?"),  # the runner runs it; no snapshot yet
+    ]
+    assert snap.rows[1].detail == "make test"
+
+
+def test_no_runner_is_read_only_and_says_why(tmp_path: Path) -> None:
+    snapshot(tmp_path, "app", runnerPid=2**22 + 1)  # no such process: the runner is gone
+    snap = Feed(tmp_path).poll()
+    assert not snap.live
+    assert snap.note.startswith("read-only: no live runner on ")
+    assert [(r.id, r.status) for r in snap.rows] == [("app", "stopped")]
+    ok, message = Feed(tmp_path).stop("app")
+    assert not ok and "no live runner" in message and "watchrun run" in message
+
+
+class FakeRunner:
+    """A real control.sock whose peer answers `reply` to each request (None: never answers)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.reply: bytes | None = None
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(root / "control.sock"))
+        self.server.listen(4)
+        self.conns: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            if self.reply is not None:
+                conn.recv(65536)
+                conn.sendall(self.reply)
+
+    def close(self) -> None:
+        self.server.shutdown(socket.SHUT_RDWR)
+        self.server.close()
+        self.thread.join(5)
+        for c in self.conns:
+            c.close()
+
+
+def test_a_stale_socket_of_a_killed_runner_is_read_only(tmp_path: Path) -> None:
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(tmp_path / "control.sock"))  # bound, never listening: connect is refused
+    try:
+        snap = Feed(tmp_path, control=request).poll()
+    finally:
+        stale.close()
+    assert not snap.live and snap.note.endswith("(Connection refused)")
+    assert Feed(tmp_path).clear() == (False, f"{snap.note.removeprefix('read-only: ')}; is "
+                                             "`watchrun run` running with this output dir?")
+
+
+@pytest.fixture
+def fake_runner(tmp_path: Path) -> Iterator[FakeRunner]:
+    runner = FakeRunner(tmp_path)
+    yield runner
+    runner.close()
+
+
+def test_a_runner_that_does_not_answer_makes_the_view_read_only(
+        fake_runner: FakeRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feed_mod, "POLL_TIMEOUT_S", 0.3)
+    snap = Feed(fake_runner.root, control=request).poll()
+    assert not snap.live and snap.note == "read-only: timed out"
+
+
+def test_a_garbled_reply_makes_the_view_read_only(fake_runner: FakeRunner) -> None:
+    fake_runner.reply = b"\x1b[2J not json\n"
+    snap = Feed(fake_runner.root, control=request).poll()
+    assert not snap.live and snap.note.startswith("read-only: ")
+    assert "\x1b" not in snap.note
+
+
+def test_agent_rows_are_read_incrementally(tmp_path: Path) -> None:
+    log = AgentLog(tmp_path, "triage")
+    d1 = log.queue("app", ["ERROR one", "ERROR two"])
+    log.turn("look", [claude_init()], trigger="wake", deliveries=(d1,))
+    feed = Feed(tmp_path, {"triage": "claude", "idle-one": "codex"}, control=fixed({"ok": False}))
+    rows = {r.id: r for r in feed.poll().rows}
+    assert rows["triage"].status == "idle" and rows["triage"].matches == 2
+    assert rows["triage"].last_match is not None
+    assert rows["triage"].detail.startswith("claude · 1 turn(s)")
+    assert (rows["idle-one"].status, rows["idle-one"].matches) == ("idle", 0)  # never ran
+    log.queue("app", ["ERROR three"])
+    log.turn("again", [claude_init()], finish=False)
+    rows = {r.id: r for r in feed.poll().rows}
+    assert rows["triage"].status == "running" and rows["triage"].matches == 3
+    assert "2 turn(s)" in rows["triage"].detail
+    log.close()
+    seq, text = feed.transcript("triage")
+    assert seq == log.sink.next_seq - 1 and "look" in text and "again" in text
+
+
+def test_an_agent_stream_that_started_over_is_read_again(tmp_path: Path) -> None:
+    log = AgentLog(tmp_path, "triage")
+    for line in ("a", "b", "c"):
+        log.queue(f"w-{line}", [line])
+    log.close()
+    feed = Feed(tmp_path, control=fixed({"ok": False}))
+    assert feed.poll().rows[0].matches == 3
+    (tmp_path / "agents" / "triage.jsonl").unlink()
+    log = AgentLog(tmp_path, "triage")
+    log.queue("app", ["z"])
+    log.close()
+    assert feed.poll().rows[0].matches == 1
