@@ -156,7 +156,7 @@ def read_history(rec: Recorder, tracker: UsageTracker, clock: Clock) -> tuple[in
     for r in iter_records(rec.sink.path):
         kind = r.get("kind")
         if kind == "delivery":
-            if r.get("delivery_state") == "queued":
+            if r.get("deliveryState", r.get("delivery_state")) == "queued":
                 queued[r.get("deliveryId")] = r
             else:
                 queued.pop(r.get("deliveryId"), None)
@@ -182,6 +182,6 @@ def read_history(rec: Recorder, tracker: UsageTracker, clock: Clock) -> tuple[in
     for d in queued.values():
         keep = ("deliveryId", "watcher", "source", "label", "count", "lines", "overflow",
                 "planId")
-        rec.emit("delivery", {**{k: d[k] for k in keep if k in d}, "delivery_state": "dropped",
+        rec.emit("delivery", {**{k: d[k] for k in keep if k in d}, "deliveryState": "dropped",
                               "reason": "runner-restarted"})
     return turns, tokens, reply

@@ -2,8 +2,8 @@
 
 Every task belongs to the supervisor's TaskGroup (watchers, the agent hub, the action hub, the
 once-mode driver, the watchdog, the loop-lag monitor, the orphan reaper) and is cancelled and
-awaited by it. Everything start-up acquires is pushed on an exit stack, so a failed step undoes the steps
-before it, in reverse, exactly as a normal stop does.
+awaited by it. Everything start-up acquires is pushed on an exit stack, so a failed step undoes
+the steps before it, in reverse, exactly as a normal stop does.
 """
 
 from __future__ import annotations

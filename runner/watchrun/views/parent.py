@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from watchrun.views.agent_window import delivery_state
 from watchrun.views.transcript import Turn, build_transcript, epoch, title, turns_of
 
 __all__ = ["AgentStream", "build_agent_transcript", "build_run_transcript"]
@@ -75,7 +76,7 @@ class _Plan:
                                      t["error"]["stopped"]))
                 continue
             d = (m.delivery if m is not None else None) or {}
-            if d.get("delivery_state") == "dropped":
+            if delivery_state(d) == "dropped":
                 reason = str(d.get("reason") or "dropped")
                 message = str(d.get("message") or f"{s['id']} did not run ({reason})")
                 skipped.append({"id": s["id"], "reason": reason, "message": message})
