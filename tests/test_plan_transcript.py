@@ -38,6 +38,17 @@ def cli(out: Path, *args: str) -> dict[str, Any]:
     return validated(json.loads(p.stdout))
 
 
+def _diff(a: Any, b: Any, path: str = "") -> list[str]:
+    """Where two documents differ (for the assertion message)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in sorted(set(a) | set(b))
+                for d in _diff(a.get(k), b.get(k), f"{path}.{k}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for d in _diff(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
+
+
 def plan_turns(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in doc["turns"] if t["parent"] is not None and t.get("skipped") is not None]
 
@@ -77,7 +88,7 @@ def test_a_review_then_fix_plan_in_parent_mode(tmp_path: Path) -> None:
     for name in ("review", "fix"):
         own = cli(out, "agent", "transcript", name)
         assert own["mode"] == "parent" and own["session_id"] == name
-        assert plan_turns(own) == [turn]
+        assert plan_turns(own) == [turn], _diff(plan_turns(own)[0], turn)
     text = subprocess.run([watchrun_bin(), "transcript", "--output-dir", str(out), "--format",
                            "text"], capture_output=True, text=True, timeout=60).stdout
     assert "parent: watcher server matched 1 line" in text

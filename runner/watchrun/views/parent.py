@@ -151,6 +151,8 @@ def _scan(stream: AgentStream, plans: dict[str, _Plan], only: set[str] | None
             continue
         if r["kind"] == "plan":
             plan = plans.setdefault(plan_id, _Plan(plan_id, r))
+            if (epoch(r.get("ts")) or 0.0) < (epoch(plan.record.get("ts")) or 0.0):
+                plan.record = r  # the plan started when its first record was written
             plan.member(stream.name, stream.provider)
         elif plan_id in plans:
             plans[plan_id].member(stream.name, stream.provider).delivery = r
