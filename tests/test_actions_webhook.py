@@ -269,3 +269,27 @@ def test_a_servers_explanation_is_cleaned_and_redacted() -> None:
     text = _explain(Response(500, "Oops", b"\x1b[31mbad\x1b[0m request password=hunter2xx\n"),
                     redactor())
     assert text == "HTTP 500 Oops: bad request password=[REDACTED:password]"
+
+
+def test_a_bug_in_one_firing_is_logged_and_the_others_go_on(tmp_path: Path) -> None:
+    with receiver(200) as rx:
+        async def body() -> None:
+            async with Rig(tmp_path, watcher(webhook(rx.url))) as rig:
+                real = rig.hub.execute
+                calls = 0
+
+                async def flaky(*args: object) -> object:
+                    nonlocal calls
+                    calls += 1
+                    if calls == 1:
+                        raise ZeroDivisionError("a bug")
+                    return await real(*args)  # type: ignore[arg-type]
+
+                rig.hub.execute = flaky  # type: ignore[method-assign]
+                rig.deliver("ERROR 1")
+                (first,) = await rig.wait("action-result")
+                assert (first["status"], first["error"]["code"]) == ("failed", "internal")
+                rig.deliver("ERROR 2")
+                await rig.wait("action-result", status="ok")
+                assert not rig.task.done()  # the hub's TaskGroup still runs
+        asyncio.run(body())

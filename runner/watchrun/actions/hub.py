@@ -120,6 +120,8 @@ class ActionHub:
         async def owned() -> None:
             try:
                 await coro
+            except Exception as exc:  # a bug in one firing must not end the runner's TaskGroup
+                self.log.error(f"{name} failed: {exc!r}", event="action-error")
             finally:
                 self.changed.set()
 
