@@ -171,3 +171,13 @@ def test_retry_class(message: str, status: int | None, kind: str) -> None:
 ])
 def test_parse_retry(message: str, parsed: tuple[object, ...] | None) -> None:
     assert parse_retry(message) == parsed
+
+
+def test_an_infinite_count_is_no_count() -> None:
+    """Found by the property above: `"attempt": Infinity` (json.loads reads it) made the Claude
+    adapter's retry raise OverflowError."""
+    line = ('{"type":"system","subtype":"api_retry","attempt":Infinity,"max_retries":10,'
+            '"retry_delay_ms":600,"error_status":529,"error":"overloaded"}')
+    (obs,) = make_adapter("claude").parse(line)
+    assert (obs.kind, obs.fields.get("attempt"), obs.fields.get("maxAttempts")) == (
+        "model-retry", None, 10)

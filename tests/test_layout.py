@@ -22,14 +22,15 @@ ALLOWED: dict[str, set[str]] = {
     "process": set(),
     "sources": {"config", "match", "output", "process"},
     "agents": {"config", "match", "output", "process"},
+    "actions": {"config", "match", "output", "process"},
     "views": {"config", "match", "output", "agents"},
-    "runtime": {"config", "match", "output", "process", "sources", "agents", "views"},
+    "runtime": {"config", "match", "output", "process", "sources", "agents", "actions", "views"},
     "tui": {"config", "match", "output", "views"},
-    "cli": {"config", "match", "output", "process", "sources", "agents", "views", "runtime",
-            "tui"},
+    "cli": {"config", "match", "output", "process", "sources", "agents", "actions", "views",
+            "runtime", "tui"},
 }
 """Layer -> the layers it may import (besides itself and BASE). The arrows point one way:
-cli → tui / runtime → views/agents/sources → output/process → config → match."""
+cli → tui / runtime → views/agents/actions/sources → output/process → config → match."""
 
 ALLOWED_MODULES: dict[str, set[str]] = {"tui": {"watchrun.runtime.control"}}
 """Single modules a layer may import from a layer it may not: the live screen talks to the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -60,6 +61,7 @@ def test_there_are_readme_commands_to_check() -> None:
 def test_readme_configs_validate(body: str, tmp_path: Path) -> None:
     config = tmp_path / "watch.yaml"
     config.write_text(body)
+    env = {**os.environ, "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/X"}
     p = subprocess.run([watchrun_bin(), "validate", "-c", str(config)], capture_output=True,
-                       text=True, timeout=30)
+                       text=True, timeout=30, env=env)  # the README's reaction example uses it
     assert p.returncode == 0, p.stdout + p.stderr

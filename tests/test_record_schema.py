@@ -64,6 +64,20 @@ VALID: dict[str, dict[str, Any]] = {
                           "exitCode": 0},
     "session": {"sessionId": "0199-abc"},
     "completed": {"ok": True, "result": "Final answer"},
+    "action-fired": {"action": "page", "type": "webhook", "firing": 1, "reason": "match",
+                     "count": 2, "shown": 2, "suppressed": 0, "suppressedMatches": 0,
+                     "dropped": 0, "firstCursor": "server:0000000000000001",
+                     "lastCursor": "server:0000000000000002", "target": "https://hooks.x"},
+    "action-result": {"action": "page", "type": "webhook", "firing": 1, "status": "ok",
+                      "durationMs": 40, "attempts": 2, "httpStatus": 200},
+    "action-suppressed": {"action": "page", "type": "exec", "count": 1, "suppressed": 1,
+                          "windowEndsInMs": 1000},
+    "action-dropped": {"action": "page", "type": "exec", "count": 3, "matches": 4,
+                       "reason": "queue-full"},
+    "plan": {"planId": "server:0000000000000001", "decision": "agents",
+             "reason": "watcher server matched 1 line", "watcher": "server",
+             "steps": [{"id": "review", "role": "agent", "intent": None, "depends_on": []}],
+             "step": "review"},
 }
 
 

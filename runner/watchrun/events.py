@@ -65,6 +65,8 @@ class MatchInfo:
     offset: int
     where: str
     """`path:line` for files, `run N:line` for commands."""
+    cursor: str = ""
+    """The cursor of its `match` record (`<watcher>:<seq as 16 hex>`)."""
 
 
 

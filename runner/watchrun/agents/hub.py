@@ -1,15 +1,18 @@
-"""The agents of a live runner: queues deliveries, runs turns one at a time per agent."""
+"""The agents of a live runner: queues deliveries, runs turns one at a time per agent, runs the
+plans watchers' wakes make (agents/plan.py); one TaskGroup owns every agent loop and plan."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Coroutine
 from typing import Any
 
-from watchrun.agents.prompt import Delivery, TurnWindow, render_prompt, render_turn_prompt
+from watchrun.agents.plan import Plans
+from watchrun.agents.prompt import Delivery, TurnWindow
 from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder, read_history
-from watchrun.agents.state import AgentState
+from watchrun.agents.state import AgentState, PlanStep, StepOutcome
 from watchrun.agents.turn import TurnRunner
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Config, WatcherSpec
@@ -40,6 +43,8 @@ class AgentHub:
         self._unknown: set[tuple[str, str]] = set()
         self._running = False
         self._closed = False
+        self._tg: asyncio.TaskGroup | None = None
+        self.plans = Plans(self)
         for spec in config.agents:
             self._agents[spec.name] = self._open(spec)
 
@@ -54,13 +59,35 @@ class AgentHub:
         a.rec.emit("status", {"status": "idle", "source": "runner"})
         return a
 
+    def agent(self, name: str) -> AgentState | None:
+        return None if self._closed else self._agents.get(name)
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None] | None:
+        """A task owned by the hub's TaskGroup; None (the coroutine closed) when not running."""
+        if self._tg is None or not self._running or self._closed:
+            coro.close()
+            return None
+
+        async def owned() -> None:
+            try:
+                await coro
+            finally:
+                self._changed.set()  # `idle` looks again
+
+        return self._tg.create_task(owned(), name=name)
+
     # -- input ------------------------------------------------------------------------------
     def deliver(self, watcher: WatcherSpec, matches: list[MatchInfo]) -> None:
-        """Queue `matches` for every agent the watcher wakes; never blocks."""
+        """Queue `matches` for every agent the watcher wakes — or for its plan, when they
+        depend on one another; never blocks."""
         if not matches or self._closed:
             return
         limits = self.config.limits
         lines = [sanitize(m.line, limits.max_line_bytes)[0] for m in matches]
+        order = self.plans.order(watcher)
+        if order is not None:
+            self.plans.deliver(watcher, order, lines, matches[0].cursor)
+            return
         for name in watcher.wake:
             a = self._agents.get(name)
             if a is None:
@@ -96,19 +123,21 @@ class AgentHub:
 
     # -- running ----------------------------------------------------------------------------
     async def run(self) -> None:
-        """Run every agent's loop until cancelled (then running turns are aborted)."""
-        self._running = True
-        for a in self._agents.values():
-            self._start(a)
+        """Run every agent's loop and every plan until cancelled (then running turns are
+        aborted): all of them are tasks of one TaskGroup, cancelled and awaited with it."""
         try:
-            await asyncio.Event().wait()
+            async with asyncio.TaskGroup() as tg:
+                self._tg, self._running = tg, True
+                for a in self._agents.values():
+                    self._start(a)
+                self.plans.start_all()
+                await asyncio.Event().wait()
         finally:
-            self._running = False
-            await self._cancel([a for a in self._agents.values()])
+            self._running, self._tg = False, None
 
     def _start(self, a: AgentState) -> None:
-        if self._running and not self._closed and (a.task is None or a.task.done()):
-            a.task = asyncio.create_task(self._loop(a), name=f"agent:{a.spec.name}")
+        if a.task is None or a.task.done():
+            a.task = self.spawn(self._loop(a), f"agent:{a.spec.name}")
 
     async def _cancel(self, agents: list[AgentState]) -> None:
         tasks = [a.task for a in agents if a.task is not None]
@@ -137,25 +166,20 @@ class AgentHub:
                 self._changed.set()
 
     async def _turn(self, a: AgentState, trigger: str, batch: list[Delivery]) -> None:
+        step, a.taken = (a.taken if trigger == "plan" else None), None
+        try:
+            if a.allow_turn(self.clock, trigger, batch, self.config.limits, self.log):
+                await self._run_turn(a, trigger, batch, step)
+            elif step is not None:
+                step.resolve(StepOutcome("dropped", why="max-turns"))
+        finally:
+            if step is not None:  # whatever happened, its plan learns it (no-op when told)
+                step.resolve(StepOutcome("dropped", why="aborted"))
+
+    async def _run_turn(self, a: AgentState, trigger: str, batch: list[Delivery],
+                        step: PlanStep | None) -> None:
         spec, limits, name = a.spec, self.config.limits, a.spec.name
-        if not a.window.allow(self.clock.monotonic()):
-            wait = a.window.retry_in(self.clock.monotonic())
-            why = (f"maxTurns reached ({spec.max_turns} turns in the last hour; the next is "
-                   f"allowed in {wait:.0f} s)")
-            a.drop(batch, "max-turns", limits.match_lines)
-            if not batch:
-                a.rec.emit("dropped", {"count": 1, "reason": "max-turns",
-                                       "message": f"{trigger} turn refused: {why}"})
-            self.log.warning(f"{trigger} turn refused: {why}; {len(batch)} delivery(ies) "
-                             "dropped", name)
-            return
-        if trigger == "send":
-            prompt = batch[0].lines[0]
-        elif trigger == "wake":
-            prompt = render_turn_prompt(spec.prompt, batch, limits.match_lines)
-        else:
-            prompt = render_prompt(spec.prompt, {"matches": "", "watcher": "",
-                                                 "label": "schedule", "count": "0"})
+        prompt = a.prompt_for(trigger, batch, step, limits.match_lines)
         runner = TurnRunner(spec, limits, a.rec, self.spawner, self.clock, a.tracker)
         a.turn, a.turn_end = runner, asyncio.Event()
 
@@ -168,18 +192,23 @@ class AgentHub:
 
         try:
             result = await runner.run(prompt, trigger=trigger, deliveries=[d.id for d in batch],
-                                      on_start=started)
+                                      on_start=started, plan=step.plan if step else None)
         except asyncio.CancelledError:
             if not runner.turn_id:  # stopped before its process started: say so
                 a.drop(batch, "aborted", self.config.limits.match_lines)
+            if step is not None:
+                step.resolve(StepOutcome("cancelled" if runner.turn_id else "dropped",
+                                         why="the turn was stopped"))
             raise
         finally:
             a.turn = None
             a.turn_end.set()
         a.tokens += result.usage.tokens
         a.last_reply = result.reply
-        how = f"{result.status} in {result.duration_ms} ms, {result.usage.tokens} tokens"
         error = (result.error or {}).get("message", "")
+        if step is not None:
+            step.resolve(StepOutcome(result.status, result.reply, error))
+        how = f"{result.status} in {result.duration_ms} ms, {result.usage.tokens} tokens"
         self.log.log("info" if result.status == "done" else "warning", "turn-end",
                      f"{result.turn_id} {how}" + (f": {error}" if error else ""), name,
                      turnId=result.turn_id, status=result.status, durationMs=result.duration_ms,
@@ -190,7 +219,8 @@ class AgentHub:
         (once mode). `run()` must be running, or queued work never drains."""
         while True:
             self._changed.clear()
-            if not any(a.busy or a.turn is not None for a in self._agents.values()):
+            if not self.plans.busy and not any(a.busy or a.turn is not None
+                                               for a in self._agents.values()):
                 for a in list(self._agents.values()):
                     await a.rec.flush()
                 if not any(a.busy for a in self._agents.values()):
@@ -204,6 +234,7 @@ class AgentHub:
         if self._closed:
             return
         self._closed = True
+        await self.plans.cancel()  # steps not handed to an agent yet: recorded dropped
         agents = list(self._agents.values())
         self._agents.clear()
         await self._close(agents, "the runner is stopping", "runner-stopped")

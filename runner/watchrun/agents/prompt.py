@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "NO_ANSWER",
     "PLACEHOLDERS",
     "PROMPT_TOKEN",
     "Delivery",
@@ -21,13 +22,25 @@ __all__ = [
 
 PROMPT_TOKEN = "{prompt}"
 PLACEHOLDERS = ("matches", "watcher", "label", "count")
-_PLACEHOLDER = re.compile(r"\{(matches|watcher|label|count)\}")
+_PLACEHOLDER = re.compile(
+    r"\{(matches|watcher|label|count)\}|\{deps\.([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\.answer\}")
+NO_ANSWER = "(no answer from {name}: this turn is not part of a plan)"
+"""What `{deps.NAME.answer}` becomes outside a plan (a scheduled, sent or manual turn)."""
 
 
-def render_prompt(template: str, values: Mapping[str, str]) -> str:
-    """Replace `{matches}` `{watcher}` `{label}` `{count}` in one pass (never str.format: other
-    braces stay as written, and a value that contains `{label}` is not expanded again)."""
-    return _PLACEHOLDER.sub(lambda m: values.get(m[1], m[0]), template)
+def render_prompt(template: str, values: Mapping[str, str],
+                  deps: Mapping[str, str] | None = None) -> str:
+    """Replace `{matches}` `{watcher}` `{label}` `{count}` and `{deps.NAME.answer}` (NAME's
+    answer in a plan, from `deps`) in one pass (never str.format: other braces stay as written,
+    and a value that contains `{label}` — or an answer that does — is not expanded again)."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m[2] is not None:
+            answer = (deps or {}).get(m[2])
+            return answer if answer is not None else NO_ANSWER.format(name=m[2])
+        return values.get(m[1], m[0])
+
+    return _PLACEHOLDER.sub(sub, template)
 
 
 def format_matches(lines: Sequence[str], total: int, limit: int) -> str:
@@ -59,6 +72,8 @@ class Delivery:
     """`wake` (a watcher's matches) or `send` (a manual prompt from the control socket)."""
     seq: int = 0
     """Order of creation (the seq of its `queued` record)."""
+    plan: str | None = None
+    """The plan this delivery is a step of (its `planId`)."""
     count: int = 0
     lines: list[str] = field(default_factory=list)
     overflow: int = 0
@@ -79,13 +94,17 @@ class Delivery:
             fields["watcher"] = self.watcher
         else:
             fields["source"] = self.source
+        if self.plan is not None:
+            fields["planId"] = self.plan
         fields.update({k: v for k, v in extra.items() if v is not None})
         return fields
 
 
-def render_turn_prompt(template: str, deliveries: Sequence[Delivery], match_lines: int) -> str:
+def render_turn_prompt(template: str, deliveries: Sequence[Delivery], match_lines: int,
+                       deps: Mapping[str, str] | None = None) -> str:
     """A wake turn's prompt from its deliveries. With several watchers, `{watcher}` and `{label}`
-    list them all, `{count}` is the sum, and each line of `{matches}` starts with `[label] `."""
+    list them all, `{count}` is the sum, and each line of `{matches}` starts with `[label] `.
+    `deps`: in a plan, the answers of the agents this one depends on."""
     many = len(deliveries) > 1
     lines = [f"[{d.label}] {line}" if many else line for d in deliveries for line in d.lines]
     total = sum(d.count for d in deliveries)
@@ -94,7 +113,7 @@ def render_turn_prompt(template: str, deliveries: Sequence[Delivery], match_line
         "watcher": ", ".join(d.watcher or d.source for d in deliveries),
         "label": ", ".join(d.label for d in deliveries),
         "count": str(total),
-    })
+    }, deps)
 
 
 class TurnWindow:

@@ -147,13 +147,20 @@ class Recorder:
 
 def read_history(rec: Recorder, tracker: UsageTracker, clock: Clock) -> tuple[int, int, str]:
     """Teach `tracker` the usage baselines of an agent's history (so resumed sessions are not
-    counted twice); close a turn a crashed runner left open; (turns, tokens, last reply)."""
+    counted twice); close a turn a crashed runner left open, and drop the deliveries it left
+    queued (plan steps among them); (turns, tokens, last reply)."""
     turns = tokens = 0
     reply = ""
     open_turn: dict[str, Any] | None = None
+    queued: dict[Any, dict[str, Any]] = {}
     for r in iter_records(rec.sink.path):
         kind = r.get("kind")
-        if kind == "usage":
+        if kind == "delivery":
+            if r.get("deliveryState", r.get("delivery_state")) == "queued":
+                queued[r.get("deliveryId")] = r
+            else:
+                queued.pop(r.get("deliveryId"), None)
+        elif kind == "usage":
             with contextlib.suppress(ValueError):
                 tracker.learn(r)
         elif kind == "dispatch-start":
@@ -172,4 +179,9 @@ def read_history(rec: Recorder, tracker: UsageTracker, clock: Clock) -> tuple[in
             "exitCode": None, "signal": None, "reply": "",
             "error": {"code": "runner-restarted",
                       "message": "the runner stopped before this turn ended"}})
+    for d in queued.values():
+        keep = ("deliveryId", "watcher", "source", "label", "count", "lines", "overflow",
+                "planId")
+        rec.emit("delivery", {**{k: d[k] for k in keep if k in d}, "deliveryState": "dropped",
+                              "reason": "runner-restarted"})
     return turns, tokens, reply

@@ -1,4 +1,5 @@
-"""One agent's state in the hub and its queue of waiting work: deliveries, sends, cron ticks."""
+"""One agent's state in the hub and its queue of waiting work: deliveries, sends, plan steps,
+cron ticks."""
 
 from __future__ import annotations
 
@@ -9,15 +10,42 @@ from datetime import datetime
 
 from croniter import croniter  # type: ignore[import-untyped]
 
-from watchrun.agents.prompt import Delivery, TurnWindow
+from watchrun.agents.prompt import Delivery, TurnWindow, render_prompt, render_turn_prompt
 from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder
 from watchrun.agents.turn import PROMPT_BYTES, TurnRunner
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits, WatcherSpec
 from watchrun.match.sanitize import sanitize
+from watchrun.output.runlog import RunLog
 
-__all__ = ["AgentState"]
+__all__ = ["AgentState", "PlanStep", "StepOutcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """How one agent's step of a plan ended."""
+
+    status: str
+    """`done`, `failed`, `cancelled` (a turn that ran), `dropped` (it never ran: max-turns, the
+    runner stopped) or `skipped` (an agent it depends on did not finish with an answer)."""
+    answer: str = ""
+    why: str = ""
+
+
+@dataclass(eq=False, slots=True)
+class PlanStep:
+    """An agent's turn in a plan, waiting in its queue: the prompt is rendered (its
+    dependencies' answers in it); `done` is resolved when the turn ends or is dropped."""
+
+    plan: str
+    delivery: Delivery
+    prompt: str
+    done: asyncio.Future[StepOutcome]
+
+    def resolve(self, outcome: StepOutcome) -> None:
+        if not self.done.done():
+            self.done.set_result(outcome)
 
 
 @dataclass(eq=False)
@@ -30,6 +58,7 @@ class AgentState:
     window: TurnWindow
     pending: dict[str, Delivery] = field(default_factory=dict)
     sends: deque[Delivery] = field(default_factory=deque)
+    steps: deque[PlanStep] = field(default_factory=deque)
     schedule_due: int | None = None
     next_tick: float | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -40,10 +69,13 @@ class AgentState:
     turns: int = 0
     tokens: int = 0
     last_reply: str = ""
+    taken: PlanStep | None = None
+    """The plan step `next_work` gave out last (its turn resolves it)."""
 
     @property
     def busy(self) -> bool:
-        return self.working or bool(self.pending or self.sends) or self.schedule_due is not None
+        return self.working or bool(self.pending or self.sends or self.steps) \
+            or self.schedule_due is not None
 
     # -- queueing ---------------------------------------------------------------------------
     def queue_matches(self, watcher: WatcherSpec, lines: list[str], limits: Limits) -> None:
@@ -69,6 +101,11 @@ class AgentState:
         self.wake.set()
         return d.id
 
+    def queue_step(self, step: PlanStep) -> None:
+        """Queue a plan step (its delivery was recorded `queued` when the plan started)."""
+        self.steps.append(step)
+        self.wake.set()
+
     def tick(self, clock: Clock) -> float | None:
         """Mark a due cron tick; seconds until the next one (None: no schedule)."""
         expr = self.spec.schedule
@@ -82,6 +119,37 @@ class AgentState:
             self.next_tick = float(croniter(expr, base).get_next(float))
         return max(0.0, self.next_tick - now)
 
+    def prompt_for(self, trigger: str, batch: list[Delivery], step: PlanStep | None,
+                   match_lines: int) -> str:
+        """The prompt of a turn: a plan step's (rendered when its dependencies ended), a sent
+        text, the template with the woken deliveries, or (schedule) with none."""
+        if step is not None:
+            return step.prompt
+        if trigger == "send":
+            return batch[0].lines[0]
+        if trigger == "wake":
+            return render_turn_prompt(self.spec.prompt, batch, match_lines)
+        return render_prompt(self.spec.prompt, {"matches": "", "watcher": "",
+                                                "label": "schedule", "count": "0"})
+
+    def allow_turn(self, clock: Clock, trigger: str, batch: list[Delivery], limits: Limits,
+                   log: RunLog) -> bool:
+        """maxTurns: True (and counted) when a turn may start; else its deliveries are recorded
+        dropped (reason max-turns) and the log says when the next one may."""
+        spec = self.spec
+        if self.window.allow(clock.monotonic()):
+            return True
+        wait = self.window.retry_in(clock.monotonic())
+        why = (f"maxTurns reached ({spec.max_turns} turns in the last hour; the next is "
+               f"allowed in {wait:.0f} s)")
+        self.drop(batch, "max-turns", limits.match_lines)
+        if not batch:
+            self.rec.emit("dropped", {"count": 1, "reason": "max-turns",
+                                      "message": f"{trigger} turn refused: {why}"})
+        log.warning(f"{trigger} turn refused: {why}; {len(batch)} delivery(ies) dropped",
+                    spec.name)
+        return False
+
     # -- taking and dropping ----------------------------------------------------------------
     def next_work(self) -> tuple[str, list[Delivery]] | None:
         """The oldest waiting work: all pending wake deliveries at once, a send, or a tick."""
@@ -90,6 +158,8 @@ class AgentState:
             options.append((min(d.seq for d in self.pending.values()), "wake"))
         if self.sends:
             options.append((self.sends[0].seq, "send"))
+        if self.steps:
+            options.append((self.steps[0].delivery.seq, "plan"))
         if self.schedule_due is not None:
             options.append((self.schedule_due, "schedule"))
         if not options:
@@ -101,16 +171,25 @@ class AgentState:
             return trigger, batch
         if trigger == "send":
             return trigger, [self.sends.popleft()]
+        if trigger == "plan":
+            self.taken = self.steps.popleft()
+            return trigger, [self.taken.delivery]
         self.schedule_due = None
         return trigger, []
 
-    def drop(self, batch: list[Delivery], reason: str, match_lines: int) -> None:
+    def drop(self, batch: list[Delivery], reason: str, match_lines: int,
+             message: str | None = None) -> None:
         """Record each delivery of `batch` as dropped for `reason`."""
         for d in batch:
-            self.rec.emit("delivery", d.record("dropped", match_lines, reason=reason))
+            self.rec.emit("delivery", d.record("dropped", match_lines, reason=reason,
+                                               message=message))
 
     def drop_all(self, reason: str, match_lines: int) -> None:
-        """Drop everything that waits (recorded, oldest first) and forget a due tick."""
-        self.drop(sorted([*self.pending.values(), *self.sends], key=lambda d: d.seq), reason,
-                  match_lines)
-        self.pending, self.sends, self.schedule_due = {}, deque(), None
+        """Drop everything that waits (recorded, oldest first), forget a due tick, and tell
+        each waiting plan step's plan."""
+        steps = [s.delivery for s in self.steps]
+        self.drop(sorted([*self.pending.values(), *self.sends, *steps], key=lambda d: d.seq),
+                  reason, match_lines)
+        for step in self.steps:
+            step.resolve(StepOutcome("dropped", why=reason))
+        self.pending, self.sends, self.steps, self.schedule_due = {}, deque(), deque(), None

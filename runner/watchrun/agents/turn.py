@@ -77,7 +77,8 @@ class TurnRunner:
 
     # -- the turn ---------------------------------------------------------------------------
     async def run(self, prompt: str, *, trigger: str, deliveries: Sequence[str] = (),
-                  on_start: Callable[[str], None] | None = None) -> TurnResult:
+                  on_start: Callable[[str], None] | None = None,
+                  plan: str | None = None) -> TurnResult:
         """Start the process, supervise it to its end, write `dispatch-finished`. When the task
         running this is cancelled, the process is stopped (`aborted`) and recorded first.
         The agent gets the prompt cleaned as the recorder cleans text (SPEC §6), then redacted."""
@@ -99,7 +100,7 @@ class TurnRunner:
         except (OSError, ValueError) as exc:  # e.g. a NUL byte in an argument
             failure = {"code": "EINVAL", "message": f"cannot start {argv[0]!r}: {exc}"}
         self.pid = proc.pid if proc is not None else None
-        self._begin(prompt, trigger, deliveries)
+        self._begin(prompt, trigger, deliveries, plan)
         if on_start is not None:
             on_start(self.turn_id)
         if failure is not None:
@@ -115,12 +116,13 @@ class TurnRunner:
             raise asyncio.CancelledError
         return result
 
-    def _begin(self, prompt: str, trigger: str, deliveries: Sequence[str]) -> None:
+    def _begin(self, prompt: str, trigger: str, deliveries: Sequence[str],
+               plan: str | None) -> None:
         self.turn_id = tid = f"turn-{self.out.next_seq}"
         self.out.emit("dispatch-start", {
             "turnId": tid, "trigger": trigger, "deliveries": list(deliveries),
             "command": list(self.spec.command), "pid": self.pid, "pty": self.spec.pty,
-            "provider": self.spec.provider})
+            "provider": self.spec.provider, **({"planId": plan} if plan else {})})
         self.out.emit("prompt", {"turnId": tid, "text": prompt,
                                  **({"redacted": self.redacted} if self.redacted else {})},
                       limit=PROMPT_BYTES)

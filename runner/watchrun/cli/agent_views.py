@@ -30,10 +30,12 @@ from watchrun.views.agent_wait import parse_until, wait_until
 from watchrun.views.agent_watch import build_watch, parse_include
 from watchrun.views.agent_window import ViewError
 from watchrun.views.humanize import no_paint, paint
+from watchrun.views.parent import AgentStream, build_agent_transcript, build_run_transcript
 from watchrun.views.render import dumps, render_list, render_transcript, render_watch
-from watchrun.views.transcript import build_transcript, summarize
+from watchrun.views.transcript import summarize
 
-__all__ = ["AgentRef", "cmd_agent_list", "cmd_agent_transcript", "cmd_agent_watch"]
+__all__ = ["AgentRef", "cmd_agent_list", "cmd_agent_transcript", "cmd_agent_watch",
+           "cmd_transcript"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,9 +172,28 @@ def cmd_agent_transcript(args: argparse.Namespace) -> int:
     def body(out: Out) -> str:
         root, agents = _where(args, out)
         agent = _agent(agents, args.name)
-        path = layout_for(root).jsonl("agent", agent.name)
-        doc = build_transcript(iter_records(path), agent.name, agent.provider,
-                               workspace=agent.workspace)
+        streams = _streams(root, agents)
+        doc = build_agent_transcript(streams.pop(agent.name), streams.values())
+        return dumps(doc) if out.as_json else render_transcript(doc)
+
+    return _run(args, body)
+
+
+def _streams(root: Path, agents: dict[str, AgentRef]) -> dict[str, AgentStream]:
+    """Each agent's records, read when iterated (plans need the other agents' streams)."""
+    layout = layout_for(root)
+    return {a.name: AgentStream(a.name, a.provider, iter_records(layout.jsonl("agent", a.name)),
+                                a.workspace) for a in agents.values()}
+
+
+def cmd_transcript(args: argparse.Namespace) -> int:
+    """`watchrun transcript [--format json|text]`: every agent's turns, each plan as one turn."""
+
+    def body(out: Out) -> str:
+        root, agents = _where(args, out)
+        configs = list(getattr(args, "config", None) or [])
+        workspace = str(Path(configs[0]).resolve().parent) if configs else str(root)
+        doc = build_run_transcript(_streams(root, agents).values(), workspace)
         return dumps(doc) if out.as_json else render_transcript(doc)
 
     return _run(args, body)

@@ -12,6 +12,7 @@ from watchrun.cli.emit import Out, config_failed
 from watchrun.config import LoadResult, load_config
 from watchrun.config.diagnostics import Diagnostic
 from watchrun.config.model import Config, WatcherSpec
+from watchrun.config.plans import plan_order
 from watchrun.exitcodes import ExitStatus
 from watchrun.match.sanitize import edge_text
 
@@ -157,8 +158,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         source = _source(w)
         source = source if len(source) <= 72 else source[:71] + "…"
         wake = f"  → wakes {', '.join(w.wake)}" if w.wake else ""
+        plan = plan_order(w.wake, {a.name: a.depends_on for a in config.agents})
+        wake = f"  → plan {' → '.join(plan)}" if plan else wake
         print(_printable(f"  watcher {w.id:<{width}}  {w.kind:<8} {source}{wake}"))
         print(_printable(f"      engine: {_engine(w)}"))
+        for act in w.actions:  # the origin only: a webhook's path may be its secret
+            print(_printable(f"      action {act.name}: {act.type} {act.origin()}"))
         for key, note in _notes(w):
             print(_printable(f"      {key}: {note}"))
     for a in config.agents:

@@ -232,6 +232,12 @@ def _configure_agent(p: argparse.ArgumentParser) -> None:
     json_flag(stop)
 
 
+def _configure_transcript(p: argparse.ArgumentParser) -> None:
+    add_where_args(p)
+    p.add_argument("--format", choices=("json", "text"), default="json")
+    json_flag(p)
+
+
 _OPS = "watchrun.cli.ops:cmd_ops"
 COMMANDS: dict[str, Command] = {
     c.name: c
@@ -273,6 +279,10 @@ COMMANDS: dict[str, Command] = {
                 "clear (needs the [tui] extra)", "keys: j/k move, Enter opens matches, x stops, "
                 "d clears, Esc back, q quits\nexample:\n  watchrun top -c watch.yaml",
                 add_where_args, "watchrun.cli.top:cmd_top"),
+        Command("transcript", "every agent's turns, a plan of agents as one turn (JSON, "
+                "seed-shaped)", "examples:\n  watchrun transcript -c watch.yaml\n  watchrun "
+                "transcript --output-dir /var/lib/watchrun --format text", _configure_transcript,
+                "watchrun.cli.agent_views:cmd_transcript"),
         Command("agent", "agents: list | run | watch | transcript | send | stop",
                 "examples:\n  watchrun agent list -c watch.yaml\n  watchrun agent run triage "
                 "-c watch.yaml --prompt 'hello'\n  watchrun agent watch triage -c watch.yaml",

@@ -53,6 +53,13 @@ RANGES: dict[str, Range] = {
     "agent.deadline": Range(1000, 86_400_000, "ms"),
     "agent.idleTimeout": Range(1000, 86_400_000, "ms"),
     "agent.maxTurns": Range(1, 10_000),
+    "action.throttle": Range(1000, 86_400_000, "ms"),
+    "action.timeout": Range(100, 600_000, "ms"),
+    "action.concurrency": Range(1, 16),
+    "action.queue": Range(0, 10_000),
+    "action.retries": Range(0, 10),
+    "action.threshold.count": Range(1, 100_000),
+    "action.threshold.window": Range(1000, 86_400_000, "ms"),
 }
 """Ranges of the clamped settings outside `limits`."""
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from watchrun.config.interpolate import escape
-from watchrun.config.model import AgentSpec, Config, Limits, WatcherSpec
+from watchrun.config.model import ActionSpec, AgentSpec, Config, Limits, WatcherSpec
 
 __all__ = ["DUMP_FORMATS", "config_to_dict", "dump_config"]
 
@@ -119,6 +119,24 @@ def _watcher(w: WatcherSpec) -> dict[str, Any]:
             gate["exitCode"] = w.gate.exit_code
         gate["require"] = _s(w.gate.require) if w.gate.require is not None else None
         doc["gate"] = gate
+    if w.actions:
+        doc["actions"] = [_action(a) for a in w.actions]
+    return doc
+
+
+def _action(a: ActionSpec) -> dict[str, Any]:
+    when: Any = "match"
+    if a.threshold is not None:
+        when = {"threshold": f"{a.threshold.count} in {a.threshold.window_ms}ms"}
+    doc: dict[str, Any] = {"type": a.type, "name": a.name, "when": when,
+                           "throttle": a.throttle_ms, "timeout": a.timeout_ms,
+                           "concurrency": a.concurrency, "queue": a.queue}
+    if a.type == "webhook":
+        doc.update(url=_s(a.url or ""), format=a.format, retries=a.retries,
+                   headers={k: _s(v) for k, v in a.headers.items()})
+    else:
+        doc.update(command=[_s(arg) for arg in a.command], cwd=_s(str(a.cwd)) if a.cwd else None,
+                   env={k: _s(v) for k, v in a.env.items()})
     return doc
 
 
@@ -136,4 +154,5 @@ def _agent(a: AgentSpec) -> dict[str, Any]:
         "until": _s(a.until) if a.until is not None else None,
         "pty": a.pty,
         "maxTurns": a.max_turns,
+        "dependsOn": list(a.depends_on),
     }

@@ -115,8 +115,11 @@ def escape(text: str) -> str:
 def interpolate_tree(node: Any, env: Mapping[str, str], report: Reporter,
                      path: KeyPath = ()) -> Any:
     """Interpolate every string value (not keys) of a config tree in place; returns the node.
-    `watchers[].command` and `agents[].command` are commands: see `interpolate(shell=…)`."""
-    command = len(path) == 3 and path[0] in ("watchers", "agents") and path[2] == "command"
+    `watchers[].command`, `agents[].command` and an exec action's `command` are commands: see
+    `interpolate(shell=…)`."""
+    command = (len(path) == 3 and path[0] in ("watchers", "agents") and path[2] == "command") \
+        or (len(path) == 5 and path[0] == "watchers" and path[2] == "actions"
+            and path[4] == "command")
     if command and (isinstance(node, str) or (isinstance(node, CSeq)
                     and all(isinstance(x, str) for x in node))):
         return _command(node, env, report, path)

@@ -57,6 +57,53 @@ class GateSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ThresholdSpec:
+    """`when: {threshold: "N in WINDOW"}`: fire when N matches fall within WINDOW."""
+
+    count: int
+    window_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSpec:
+    """A reaction to a watcher's matches (SPEC §3.4): POST a webhook or run a program."""
+
+    name: str
+    """Unique within its watcher; names the action in records, logs and metrics."""
+    type: str
+    """`webhook` or `exec`."""
+    threshold: ThresholdSpec | None = None
+    """None: every batch of matches fires (`when: match`)."""
+    throttle_ms: int | None = None
+    """At most one firing per this window; the rest are suppressed, counted and passed on."""
+    timeout_ms: int = 10_000
+    """One webhook attempt, or one run of the program."""
+    concurrency: int = 1
+    """Firings of this action in flight at once."""
+    queue: int = 100
+    """Firings waiting beyond `concurrency`; more are dropped and counted."""
+    url: str | None = None
+    format: str = "json"
+    """Webhook body: `json` (the generic payload) or `slack` (an incoming-webhook message)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    retries: int = 3
+    """Webhook: attempts after the first on a 5xx, a timeout or a connection error."""
+    command: tuple[str, ...] = ()
+    """Exec: argv (never a shell string)."""
+    cwd: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def origin(self) -> str:
+        """What records and logs may show of the target: `scheme://host[:port]` of a webhook
+        (its path and query often hold the secret, as Slack's do), the program of an exec."""
+        if self.type == "exec":
+            return self.command[0] if self.command else ""
+        scheme, _, rest = (self.url or "").partition("://")
+        host = rest.split("/", 1)[0].split("?", 1)[0].rsplit("@", 1)[-1]
+        return f"{scheme}://{host}"
+
+
+@dataclass(frozen=True, slots=True)
 class WatcherSpec:
     """One watcher: a file or a command, a pattern, and what to do on a match."""
 
@@ -78,6 +125,8 @@ class WatcherSpec:
     restart_delay_ms: int = 1000
     schedule: str | None = None
     gate: GateSpec | None = None
+    actions: tuple[ActionSpec, ...] = ()
+    """Reactions to its matches (webhook, exec), each gated by its own threshold and throttle."""
     backtracking: bool = False
     """Patterns that need Python `re` are allowed; they run in a worker under a time budget."""
 
@@ -105,6 +154,8 @@ class AgentSpec:
     max_turns: int = 100
     redact: tuple[Rule, ...] = ()
     """The config's `redact:` rules, applied (after the built-in ones) to every prompt."""
+    depends_on: tuple[str, ...] = ()
+    """Agents whose answers this one needs: woken together, they run as a plan (SPEC §3.3)."""
 
 
 @dataclass(frozen=True, slots=True)

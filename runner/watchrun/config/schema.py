@@ -28,6 +28,10 @@ _TITLED = {
     "with a letter or digit (it becomes a file name)",
     "command": "is not a command: use a non-empty string or a non-empty list of strings",
     "wake": "is not a valid wake: use an agent name, a list of agent names, true or false",
+    "when": "is not a valid `when`: use `match` (every match) or {threshold: \"N in WINDOW\"}, "
+    "e.g. {threshold: \"5 in 1m\"}",
+    "threshold": "is not a threshold: use \"N in WINDOW\", e.g. \"5 in 1m\" (5 matches within a "
+    "minute)",
 }
 _TYPES = {
     "integer": "an integer",
@@ -106,8 +110,16 @@ def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
         return [((value,), f"`{value}` is not a valid environment variable name: use letters, "
                  "digits and `_`, not starting with a digit")]
     title = schema.get("title")
+    if title == "when" and isinstance(value, dict) and isinstance(value.get("threshold"), str):
+        return [(("threshold",), f"{describe_value(value['threshold'])} {_TITLED['threshold']}")]
     if kind in ("anyOf", "oneOf", "pattern") and title in _TITLED:
         return [((), f"{describe_value(value)} {_TITLED[title]}")]
+    where = list(err.absolute_path)
+    if kind == "type" and isinstance(value, str) and where[-1:] == ["command"] \
+            and "actions" in where:
+        return [((), f"expected a list, got {describe_value(value)}: an exec action runs a "
+                 "program with its arguments, never a shell string (write [\"sh\", \"-c\", "
+                 "\"…\"] to use a shell on purpose; matched lines come on stdin, never in argv)")]
     if kind == "type":
         types = [str(t) for t in (err.validator_value if isinstance(err.validator_value, list)
                                   else [err.validator_value])]

@@ -13,6 +13,7 @@ from typing import Any
 from watchrun.config.checks import Ctx
 from watchrun.config.clamp import RANGES, build_limits, clamp
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
+from watchrun.config.plans import check_dependencies
 from watchrun.config.schema import did_you_mean
 from watchrun.config.shellwords import script_index
 from watchrun.config.tree import CMap, KeyPath
@@ -57,6 +58,7 @@ def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None) -
     raw_agents: list[Any] = raw if isinstance(raw, list) else []
     rules = _redact(ctx, root.get("redact"))
     agents = [replace(a, redact=rules) for a in _agents(ctx, raw_agents, limits)]
+    check_dependencies(ctx, raw_agents)
     names = [a["name"] for a in raw_agents
              if isinstance(a, CMap) and isinstance(a.get("name"), str)]
     watchers = build_watchers(ctx, root.get("watchers"), names, limits)
@@ -162,6 +164,7 @@ def _agent(ctx: Ctx, p: KeyPath, a: CMap) -> AgentSpec | None:
         until=a.get("until"),
         pty=a.get("pty") is True,
         max_turns=times["maxTurns"] or 100,
+        depends_on=tuple(d for d in a.get("dependsOn") or () if isinstance(d, str)),
     )
 
 

@@ -7,6 +7,7 @@ import re
 import shlex
 from typing import Any
 
+from watchrun.config.actions import build_actions
 from watchrun.config.checks import Ctx
 from watchrun.config.clamp import RANGES, clamp
 from watchrun.config.model import GateSpec, Limits, RestartPolicy, WatcherSpec
@@ -84,6 +85,7 @@ def _watcher(
                       report)
     if "schedule" in w:
         ctx.cron((*p, "schedule"), w["schedule"])
+    actions = build_actions(ctx, (*p, "actions"), w.get("actions"))
     if report.has_errors or delay is None:
         return None  # no model is built; the checks above still ran and reported
     path = ctx.resolve((*p, "path"), w["path"]) if is_file else None
@@ -110,6 +112,7 @@ def _watcher(
         restart_delay_ms=delay,
         schedule=w["schedule"].strip() if "schedule" in w else None,
         gate=gate,
+        actions=actions,
         backtracking=w.get("backtracking") is True,
     )
 

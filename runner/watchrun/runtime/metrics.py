@@ -64,7 +64,8 @@ class RunnerCollector(Collector):
 
     The snapshot: `up` (bool), `watchers` (live watchers: id → {"up": bool}), `totals` (every
     watcher seen: `Tally.watchers()`), `agents` (the hub's snapshot: live agents), `agentTotals`
-    (`Tally.agents()`) and, when the loop monitor runs, `loop_lag_max_s`."""
+    (`Tally.agents()`), `actions` (`ActionHub.counts()`) and, when the loop monitor runs,
+    `loop_lag_max_s`."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         self.snapshot = snapshot
@@ -89,6 +90,32 @@ def _families(snap: dict[str, Any]) -> Iterable[Metric]:
                                 "loop was late to run a task, recently.", value=float(lag))
     yield from _watchers(snap.get("watchers", {}), snap.get("totals", {}))
     yield from _agents(snap.get("agents", []), snap.get("agentTotals", {}))
+    yield from _actions(snap.get("actions", {}))
+
+
+ACTION_RESULTS = ("ok", "failed", "timeout", "cancelled")
+
+
+def _actions(counts: dict[str, dict[str, dict[str, int]]]) -> Iterable[Metric]:
+    """Per watcher and action (`actions/hub.py` counts them for the runner's life)."""
+    labels = ["watcher", "action"]
+    fired = CounterMetricFamily("watchrun_action_firings", "Action firings that went out.",
+                                labels=labels)
+    suppressed = CounterMetricFamily("watchrun_action_suppressed", "Action firings the "
+                                     "throttle held back (sent later as one).", labels=labels)
+    dropped = CounterMetricFamily("watchrun_action_dropped", "Action firings dropped: the "
+                                  "queue was full, or the runner stopped first.", labels=labels)
+    results = CounterMetricFamily("watchrun_action_results", "Action firings ended, by status.",
+                                  labels=[*labels, "status"])
+    for wid in sorted(counts):
+        for name in sorted(counts[wid]):
+            c = counts[wid][name]
+            fired.add_metric([wid, name], float(c.get("fired", 0)))
+            suppressed.add_metric([wid, name], float(c.get("suppressed", 0)))
+            dropped.add_metric([wid, name], float(c.get("dropped", 0)))
+            for status in ACTION_RESULTS:
+                results.add_metric([wid, name, status], float(c.get(status, 0)))
+    yield from (fired, suppressed, dropped, results)
 
 
 def _watchers(live: dict[str, dict[str, Any]],

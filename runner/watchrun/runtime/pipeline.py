@@ -15,7 +15,7 @@ from watchrun.events import Chunk, MatchInfo
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
-from watchrun.output.records import last_records
+from watchrun.output.records import format_cursor, last_records
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink
 from watchrun.runtime.isolation import IsolatedMatcher
@@ -295,7 +295,9 @@ class WatcherPipeline:
             self.counters.truncated += 1
         if raw is not None and text != raw:
             fields["raw"] = raw
-        return self.sink.record("match", fields), MatchInfo(text, line_no, offset, where)
+        record = self.sink.record("match", fields)
+        cursor = format_cursor(self.spec.id, self.sink.next_seq - 1)
+        return record, MatchInfo(text, line_no, offset, where, cursor)
 
     async def event(self, kind: str, **fields: Any) -> None:
         clean = {k: v for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from watchrun.agents.hub import AgentHub
 from watchrun.config.model import Config
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.watchers import STOP_RECORD_S, WatcherSet
+
+if TYPE_CHECKING:
+    from watchrun.actions.hub import ActionHub
 
 __all__ = ["apply"]
 
@@ -22,8 +25,10 @@ class Reloading(Protocol):
     log: RunLog
     set: WatcherSet
     hub: AgentHub | None
+    actions: ActionHub | None
 
     def start_hub(self) -> None: ...
+    def start_actions(self) -> None: ...
     def problem(self, message: str, wid: str | None = None) -> None: ...
 
 
@@ -42,6 +47,12 @@ async def apply(sup: Reloading, new: Config) -> None:
             sup.start_hub()
     except Exception as exc:
         sup.problem(f"reload: the agents could not be updated: {exc}")
+    try:  # before changed watchers stop: their actions' last records go in their streams
+        if sup.actions is not None:
+            await sup.actions.reload(new)
+        sup.start_actions()
+    except Exception as exc:
+        sup.problem(f"reload: the actions could not be updated: {exc}")
     wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
     trouble: dict[str, str] = {}
     for wid, rt in list(sup.set.running.items()):

@@ -1,9 +1,9 @@
 """The supervisor: starts everything or nothing, serves signals and requests, stops cleanly.
 
-Every task belongs to the supervisor's TaskGroup (watchers, the agent hub, the once-mode
-driver, the watchdog, the loop-lag monitor, the orphan reaper) and is cancelled and awaited by
-it. Everything start-up acquires is pushed on an exit stack, so a failed step undoes the steps
-before it, in reverse, exactly as a normal stop does.
+Every task belongs to the supervisor's TaskGroup (watchers, the agent hub, the action hub, the
+once-mode driver, the watchdog, the loop-lag monitor, the orphan reaper) and is cancelled and
+awaited by it. Everything start-up acquires is pushed on an exit stack, so a failed step undoes
+the steps before it, in reverse, exactly as a normal stop does.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import signal
 from collections import deque
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchrun.agents.hub import AgentHub
 from watchrun.clock import Clock
@@ -37,6 +37,9 @@ from watchrun.runtime.tally import Tally
 from watchrun.runtime.watchers import WatcherSet, counters_of, finish
 from watchrun.runtime.wiring import open_sink
 from watchrun.sources.checkpoints import CheckpointStore
+
+if TYPE_CHECKING:
+    from watchrun.actions.hub import ActionHub
 
 __all__ = ["RunnerState", "StartupError", "Supervisor"]
 
@@ -68,6 +71,9 @@ class Supervisor:
         self.board = StatusBoard(layout.state, clock, self.lag)
         self.sd = SdNotify()
         self.hub: AgentHub | None = None
+        self.actions: ActionHub | None = None
+        """Reactions to matches (webhook, exec); built only when a watcher has actions."""
+        self._actions_task: asyncio.Task[None] | None = None
         self.problems: deque[str] = deque(maxlen=20)
         """Runner-level problems (a failed reload step, a sink that would not close)."""
         self.runtime_errors: list[str] = []
@@ -169,6 +175,8 @@ class Supervisor:
         await self.set.wait_running()
         if self.hub is not None:
             await self.hub.idle()
+        if self.actions is not None:
+            await self.actions.idle()
 
     async def shutdown(self, inbox: SignalInbox, reason: str) -> None:
         """Nothing starts from here on. Stop every watcher (its `stop` record, its sink closed)
@@ -182,7 +190,7 @@ class Supervisor:
         jobs = [self.set.stop_all("startup-failed" if reason == "startup-failed" else "shutdown")]
         if self.hub is not None:
             jobs.append(self._stop_hub())
-        stopping: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*jobs))
+        stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stop_actions_then(jobs))
         second: asyncio.Future[Any] = asyncio.ensure_future(inbox.next())
         try:
             await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
@@ -210,6 +218,30 @@ class Supervisor:
     def matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None:
         if spec.wake and self.hub is not None:
             self.hub.deliver(spec, found)
+        rt = self.watchers.get(spec.id)
+        if spec.actions and self.actions is not None and rt is not None:
+            self.actions.deliver(spec, found, rt.pipeline)
+
+    # -- actions --------------------------------------------------------------------------
+    def start_actions(self) -> None:
+        """The owner of every action's tasks, when a watcher has actions (imported only then)."""
+        if self.actions is None and any(w.actions for w in self.config.watchers):
+            from watchrun.actions.hub import ActionHub
+
+            self.actions = ActionHub(self.config, self.log, self.clock, self.spawner,
+                                     once=self.once)
+            self._actions_task = self.spawn(self.actions.run(), "actions")
+
+    async def _stop_actions_then(self, jobs: list[Any]) -> None:
+        """Actions first (their cancelled firings are recorded while the watchers' files are
+        open), then the watchers and agents."""
+        if self.actions is not None:
+            try:
+                await self.actions.shutdown()
+            finally:
+                if self._actions_task is not None:
+                    await finish(self._actions_task)
+        await asyncio.gather(*jobs)
 
     # -- requests, reload, problems -------------------------------------------------------
     def problem(self, message: str, wid: str | None = None) -> None:
@@ -227,7 +259,8 @@ class Supervisor:
         watchers = {wid: counters_of(rt) for wid, rt in self.watchers.items()}
         return {"up": self.state == RunnerState.RUNNING, "watchers": watchers, "agents": agents,
                 "loop_lag_max_s": self.lag.max_s, "totals": self.tally.watchers(),
-                "agentTotals": self.tally.agents()}
+                "agentTotals": self.tally.agents(),
+                "actions": self.actions.counts() if self.actions is not None else {}}
 
     async def control(self, req: dict[str, Any]) -> dict[str, Any]:
         return await dispatch(self, req)

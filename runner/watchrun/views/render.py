@@ -97,30 +97,34 @@ def _step(s: dict[str, Any]) -> str:
 
 
 def render_transcript(doc: dict[str, Any]) -> str:
-    """A person's reading of an `agent transcript` document."""
-    out = [_show(f"{doc['session_id']} ({doc.get('provider')}): "
-                     f"{len(doc['turns'])} turn(s)")]
+    """A person's reading of a transcript (`agent transcript`, `watchrun transcript`)."""
+    who = doc.get("provider") or doc["mode"]
+    out = [_show(f"{doc['session_id']} ({who}): {len(doc['turns'])} turn(s)")]
     for t in doc["turns"]:
-        agent = t["agents"][0]
         wall = f"{t['wall_seconds']:g} s" if t.get("wall_seconds") is not None else "-"
-        head = (f"\n{t['run_id']}  {t.get('trigger') or '-'}  {agent['status']}  "
+        agents = t["agents"]
+        status = agents[0]["status"] if t["parent"] is None else t["outcome"] or "running"
+        head = (f"\n{t['run_id']}  {t.get('trigger') or '-'}  {status}  "
                 f"{t['tokens']} tokens  {wall}")
         out.append(_show(head + ("  (partial: its start was rotated away)"
-                                     if t.get("partial") else "")))
+                                 if t.get("partial") else "")))
+        if t["parent"] is not None:
+            out += _decision(t["parent"])
         out.append("  prompt:")
         out += _indent(t["user"]["text"], "    ") or ["    (not recorded)"]
-        if agent["steps"]:
-            out.append("  steps:")
-            out += [_show(_step(s)) for s in agent["steps"]]
-        if agent["files"]:
-            files = ", ".join(f"{f['op']} {f['path']}" for f in agent["files"])
-            out.append(_show(f"  files: {files}"))
+        for agent in agents:
+            if t["parent"] is not None:
+                spent = f", {agent['wall_seconds']:g} s" if agent["wall_seconds"] is not None \
+                    else ""
+                out.append(_show(f"  agent {agent['id']}: {agent['status']}{spent}, "
+                                 f"{agent['tokens']} tokens"))
+            out += _agent(agent, t)
+        for s in t.get("skipped") or []:
+            out.append(_show(f"  skipped {s['id']}: {s['message']}"))
         if t.get("reply"):
-            out.append("  reply:")
+            source = "" if t["reply"]["source"] == "agent" else f" ({t['reply']['source']})"
+            out.append(f"  reply{source}:")
             out += _indent(t["reply"]["text"], "    ")
-        elif agent["status"] == "running" and agent["answer"]:
-            out.append("  so far:")
-            out += _indent(agent["answer"], "    ")
         err = t.get("error")
         if err:
             out.append(_show(f"  error: {err['error']}"))
@@ -128,6 +132,31 @@ def render_transcript(doc: dict[str, Any]) -> str:
                 out.append(_show(f"  hint: {err['hint']}"))
         out.append(f"  outcome: {t['outcome'] or 'running'}")
     return _show("\n".join(out)) + "\n"
+
+
+def _decision(parent: dict[str, Any]) -> list[str]:
+    """A plan's decision: why, and its agents in order with what each waits for."""
+    steps = ", ".join(s["id"] + (f" (after {', '.join(s['depends_on'])})" if s["depends_on"]
+                                 else "") for s in parent["plan"])
+    return [_show(f"  parent: {parent['reason']}"), _show(f"  plan: {steps}")]
+
+
+def _agent(agent: dict[str, Any], t: dict[str, Any]) -> list[str]:
+    """An agent's steps and files; in a plan of several, its answer too."""
+    out = []
+    if agent["steps"]:
+        out.append("  steps:")
+        out += [_show(_step(s)) for s in agent["steps"]]
+    if agent["files"]:
+        files = ", ".join(f"{f['op']} {f['path']}" for f in agent["files"])
+        out.append(_show(f"  files: {files}"))
+    if t["parent"] is not None and agent["answer"] and len(t["agents"]) > 1:
+        out.append("  answer:")
+        out += _indent(agent["answer"], "    ")
+    elif agent["status"] == "running" and agent["answer"] and not t.get("reply"):
+        out.append("  so far:")
+        out += _indent(agent["answer"], "    ")
+    return out
 
 
 def render_list(rows: list[dict[str, Any]], now: datetime, paint: Paint = no_paint) -> str:

@@ -40,7 +40,8 @@ from typing import Any
 from watchrun.agents.answer import AnswerTracker, is_root
 from watchrun.views.agent_window import StatusTracker
 
-__all__ = ["KILL_REASONS", "OPS", "build_transcript", "summarize"]
+__all__ = ["KILL_REASONS", "OPS", "Turn", "build_transcript", "epoch", "summarize", "title",
+           "turns_of"]
 
 KILL_REASONS = frozenset({"deadline", "idle-timeout", "aborted", "oversized-event"})
 OPS = {"read": "read", "write": "write", "edit": "write", "delete": "write", "add": "write",
@@ -57,7 +58,8 @@ _HINTS = {
 }
 
 
-def _epoch(ts: Any) -> float | None:
+def epoch(ts: Any) -> float | None:
+    """A record's `ts` in epoch seconds (milliseconds kept), or None."""
     if not isinstance(ts, str):
         return None
     try:
@@ -70,14 +72,17 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-class _Turn:
+class Turn:
     """What one turn's records say, accumulated in order."""
 
     def __init__(self, run_id: str, rec: dict[str, Any]) -> None:
-        self.run_id, self.ts = run_id, _epoch(rec.get("ts"))
+        self.run_id, self.ts = run_id, epoch(rec.get("ts"))
         self.partial = rec.get("kind") != "dispatch-start"
         self.trigger: str | None = None
+        self.plan: str | None = None
+        """The plan the turn is a step of (its dispatch-start's `planId`)."""
         self.deliveries: list[str] = []
+        self.woken: dict[str, int] = {}  # watcher -> matches delivered into the turn
         self.prompt = ""
         self.steps: list[dict[str, Any]] = []
         self.calls: dict[str, dict[str, Any]] = {}
@@ -93,11 +98,15 @@ class _Turn:
         kind = rec.get("kind")
         self.answer.feed(str(kind), rec)
         if kind == "dispatch-start":
-            self.partial, self.ts = False, _epoch(rec.get("ts"))
+            self.partial, self.ts = False, epoch(rec.get("ts"))
             self.trigger = rec.get("trigger")
+            self.plan = rec["planId"] if isinstance(rec.get("planId"), str) else None
             self.deliveries += [d for d in rec.get("deliveries") or [] if d not in self.deliveries]
-        elif kind == "delivery" and rec.get("deliveryId") not in self.deliveries:
-            self.deliveries.append(str(rec.get("deliveryId")))
+        elif kind == "delivery":
+            if rec.get("deliveryId") not in self.deliveries:
+                self.deliveries.append(str(rec.get("deliveryId")))
+            if isinstance(rec.get("watcher"), str):
+                self.woken[rec["watcher"]] = _int(rec.get("count")) or 0
         elif kind == "prompt":
             self.prompt = str(rec.get("text") or "")
         elif kind == "tool":
@@ -173,7 +182,8 @@ class _Turn:
             hint = _HINTS["quota"]
         return str(message), hint
 
-    def to_dict(self, name: str, provider: str) -> dict[str, Any]:
+    def to_dict(self, name: str, provider: str, *, intent: str | None = None,
+                depends_on: list[str] | None = None) -> dict[str, Any]:
         fin, status = self.finished, self.status()
         tokens = _int((fin or {}).get("tokens"))
         if tokens is None and fin is not None and isinstance(fin.get("usage"), dict):
@@ -187,8 +197,8 @@ class _Turn:
         message, hint = self.error(status)
         tools = sorted({s["tool"] for s in self.steps if s["kind"] == "tool_call"})
         agent = {
-            "id": name, "role": "agent", "bundle": name, "version": None, "intent": None,
-            "depends_on": [], "tools": tools,
+            "id": name, "role": "agent", "bundle": name, "version": None, "intent": intent,
+            "depends_on": depends_on or [], "tools": tools,
             "model": {"provider": provider, "model": self.model,
                       "source": "session" if self.model else None},
             "status": status, "steps": self.steps, "files": list(self.files.values()),
@@ -211,19 +221,21 @@ class _Turn:
         return turn
 
 
-def _turns(records: Iterable[dict[str, Any]]) -> dict[str, _Turn]:
-    turns: dict[str, _Turn] = {}
+def turns_of(records: Iterable[dict[str, Any]]) -> dict[str, Turn]:
+    """An agent's turns by turnId, from its records in order."""
+    turns: dict[str, Turn] = {}
     for rec in records:
         run_id = rec.get("turnId")
         if isinstance(run_id, str):
             turn = turns.get(run_id)
             if turn is None:
-                turn = turns[run_id] = _Turn(run_id, rec)
+                turn = turns[run_id] = Turn(run_id, rec)
             turn.feed(rec)
     return turns
 
 
-def _title(prompt: str) -> str:
+def title(prompt: str) -> str:
+    """A transcript's title: the first line of its first prompt, shortened."""
     line = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
     return line if len(line) <= 80 else line[:79] + "…"
 
@@ -231,10 +243,10 @@ def _title(prompt: str) -> str:
 def build_transcript(records: Iterable[dict[str, Any]], name: str, provider: str, *,
                      workspace: str | None = None) -> dict[str, Any]:
     """The seed-004 structure (mode "agent") of an agent's records, oldest first."""
-    turns = [t.to_dict(name, provider) for t in _turns(records).values()]
+    turns = [t.to_dict(name, provider) for t in turns_of(records).values()]
     return {
         "session_id": name, "mode": "agent", "bundle": name, "user_id": None,
-        "title": _title(turns[0]["user"]["text"]) if turns else None, "workspace": workspace,
+        "title": title(turns[0]["user"]["text"]) if turns else None, "workspace": workspace,
         "provider": provider, "turns": turns,
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -77,7 +78,8 @@ def as_str(value: Any) -> str | None:
 
 def _count(value: Any) -> int | None:
     """A non-negative integer protocol field (floats rounded), else None."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 \
+            and math.isfinite(value):  # json.loads reads Infinity: round() would raise
         return round(value)
     return None
 
@@ -86,7 +88,8 @@ def epoch_to_iso(value: Any) -> str | None:
     """Epoch seconds (or milliseconds) or an ISO string as an ISO-8601 UTC timestamp."""
     if isinstance(value, str) and value:
         return value
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 \
+            and value < 10**15:  # Infinity, or past any date: no timestamp
         seconds = value / 1000 if value > 10**11 else value
         stamp = datetime.fromtimestamp(seconds, UTC)
         return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")

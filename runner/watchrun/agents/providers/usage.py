@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -98,7 +99,8 @@ def _int(data: Mapping[str, Any], *keys: str) -> int | None:
     """The first of `keys` present as a number in `data` (None when none is)."""
     for key in keys:
         value = data.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool) \
+                and math.isfinite(value):  # json.loads reads NaN and Infinity
             return max(0, int(value))
     return None
 

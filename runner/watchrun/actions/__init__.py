@@ -1,0 +1,1 @@
+"""Reactions to a watcher's matches: webhooks and programs, with thresholds, throttles and caps."""

@@ -1,0 +1,153 @@
+"""A small HTTP/1.1 client on asyncio streams for webhooks: one POST per connection, TLS with
+the system's trust store, one deadline over the whole exchange, a bounded response read, and
+cancellable at every await (no thread is left behind by a hanging server)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+from watchrun import __version__
+
+__all__ = ["BODY_BYTES", "HEAD_BYTES", "HttpError", "Response", "post"]
+
+HEAD_BYTES = 64 * 1024
+"""The status line and headers of a response together; more is a protocol error."""
+BODY_BYTES = 4096
+"""Of a response body, only this much is read (an error's explanation, for the record)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    reason: str
+    body: bytes
+    """Its first BODY_BYTES bytes (de-chunked)."""
+    retry_after: float | None = None
+    """Seconds from a `Retry-After: N` header, when the server sent one."""
+
+
+class HttpError(Exception):
+    """No response: `code` is `timeout`, `connect`, `tls` or `protocol`. The message names the
+    host, never the URL's path or query (which may hold a secret)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+_context: ssl.SSLContext | None = None
+
+
+def _tls() -> ssl.SSLContext:
+    global _context
+    if _context is None:
+        _context = ssl.create_default_context()
+    return _context
+
+
+async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float,
+               content_type: str = "application/json") -> Response:
+    """POST `body` to `url`; the response, or HttpError. Redirects are not followed."""
+    parts = urlsplit(url)
+    https = parts.scheme == "https"
+    host = parts.hostname or ""
+    port = parts.port or (443 if https else 80)
+    where = f"{host}:{port}"
+    fields = {"Host": parts.netloc.rsplit("@", 1)[-1], "User-Agent": f"watchrun/{__version__}",
+              "Content-Type": content_type, "Content-Length": str(len(body)),
+              "Connection": "close"}
+    if parts.username is not None and not any(k.lower() == "authorization" for k in headers):
+        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        fields["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+    fields.update(headers)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    head = f"POST {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items())
+    writer: asyncio.StreamWriter | None = None
+    try:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(
+                host, port, ssl=_tls() if https else None, limit=HEAD_BYTES,
+                server_hostname=host if https else None)
+            writer.write(head.encode() + b"\r\n" + body)
+            await writer.drain()
+            return await _response(reader)
+    except TimeoutError:
+        raise HttpError("timeout", f"{where}: no response within {timeout_s:g} s") from None
+    except ssl.SSLError as exc:
+        raise HttpError("tls", f"{where}: TLS failed: {exc.reason or exc}") from None
+    except (OSError, EOFError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        code = "protocol" if isinstance(exc, EOFError | ConnectionResetError) else "connect"
+        raise HttpError(code, f"{where}: {why or type(exc).__name__}") from None
+    except (ValueError, asyncio.LimitOverrunError) as exc:
+        raise HttpError("protocol", f"{where}: bad response: {exc}") from None
+    finally:
+        if writer is not None:
+            writer.transport.abort()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+async def _response(reader: asyncio.StreamReader) -> Response:
+    while True:  # 1xx responses (100 Continue) come before the real one
+        status, reason, fields = await _head(reader)
+        if status >= 200:
+            break
+    retry = fields.get("retry-after", "")
+    retry_after = float(retry) if retry.isdigit() else None
+    if fields.get("transfer-encoding", "").lower().endswith("chunked"):
+        body = await _chunked(reader)
+    else:
+        length = fields.get("content-length", "")
+        n = min(int(length), BODY_BYTES) if length.isdigit() else BODY_BYTES
+        body = await _read_up_to(reader, n)
+    return Response(status, reason, body, retry_after)
+
+
+async def _head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]:
+    line = await reader.readline()
+    if not line:
+        raise EOFError("the server closed the connection without a response")
+    version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
+    code, _, reason = rest.partition(" ")
+    if not version.startswith("HTTP/1.") or not (len(code) == 3 and code.isdigit()):
+        raise ValueError(f"not an HTTP/1.x status line: {line[:60]!r}")
+    fields: dict[str, str] = {}
+    size = len(line)
+    while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):
+        size += len(raw)
+        if size > HEAD_BYTES:
+            raise ValueError(f"response head longer than {HEAD_BYTES} bytes")
+        name, _, value = raw.decode("latin-1").partition(":")
+        fields[name.strip().lower()] = value.strip()
+    return int(code), reason, fields
+
+
+async def _read_up_to(reader: asyncio.StreamReader, n: int) -> bytes:
+    data = b""
+    while len(data) < n and (more := await reader.read(n - len(data))):
+        data += more
+    return data
+
+
+async def _chunked(reader: asyncio.StreamReader) -> bytes:
+    data = b""
+    while len(data) < BODY_BYTES:
+        size_line = (await reader.readline()).split(b";")[0].strip()
+        try:
+            size = int(size_line, 16)
+        except ValueError:
+            break
+        if size == 0:
+            break
+        data += await _read_up_to(reader, min(size, BODY_BYTES - len(data)))
+        if len(data) < BODY_BYTES:
+            await reader.readline()  # the CRLF after the chunk
+    return data

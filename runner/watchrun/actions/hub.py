@@ -1,0 +1,219 @@
+"""Every action of a live runner: one TaskGroup owns every firing's task and the throttle timer;
+the supervisor hands it each watcher's matches (`deliver`, never blocking) and stops it first at
+shutdown, so cancelled firings are recorded before the watchers' files close."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from watchrun.actions.payload import Outgoing
+from watchrun.actions.program import run_program
+from watchrun.actions.reactor import ActionRuntime
+from watchrun.actions.results import Result
+from watchrun.actions.webhook import BACKOFF_S, send
+from watchrun.clock import Clock
+from watchrun.config.model import ActionSpec, Config, WatcherSpec
+from watchrun.events import MatchInfo
+from watchrun.match.redact import redactor
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.process.spawn import Spawner
+
+__all__ = ["ActionHub", "Stream"]
+
+
+class Stream(Protocol):
+    """A watcher's record stream (its pipeline): action records go in its JSONL, in seq order."""
+
+    sink: JsonlSink
+    writer: AsyncWriter
+
+
+class _Watcher:
+    """The actions of one watcher, and the records they write into its JSONL (in order: each
+    record is built and handed to the writer in one step)."""
+
+    def __init__(self, spec: WatcherSpec, stream: Stream, hub: ActionHub) -> None:
+        self.spec, self.stream, self.hub = spec, stream, hub
+        self.actions = [ActionRuntime(spec, a, hub, self.record, hub.counter(spec.id, a.name),
+                                      hub.keep) for a in spec.actions]
+        self._out: deque[tuple[str, dict[str, Any]]] = deque()
+        self._flusher: asyncio.Task[None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._out) or any(a.busy for a in self.actions) or (
+            self._flusher is not None and not self._flusher.done())
+
+    def record(self, kind: str, fields: dict[str, Any]) -> None:
+        self._out.append((kind, fields))
+        self.kick()
+
+    def kick(self) -> None:
+        if self._out and self.hub.running and (self._flusher is None or self._flusher.done()):
+            self._flusher = self.hub.spawn(self._flush(), f"action-records:{self.spec.id}")
+        for action in self.actions:
+            action.start_workers()
+
+    async def _flush(self) -> None:
+        while self._out:
+            kind, fields = self._out.popleft()
+            stream = self.stream
+            try:
+                await stream.writer.write_lines([stream.sink.record(kind, fields)])
+            except ValueError as exc:  # its sink was closed (the watcher was stopped)
+                self.hub.log.error(f"a {kind} record was lost: {exc}", self.spec.id)
+        self.hub.changed.set()
+
+    async def close(self, reason: str) -> None:
+        """Cancel running firings (each records `cancelled`), drop what waits (recorded), and
+        write every record before returning."""
+        workers = [task for a in self.actions for task in a.workers]
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        for action in self.actions:
+            action.abandon(reason)
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        if self._out:  # not running (never started, or already stopped): write them here
+            await self._flush()
+
+
+class ActionHub:
+    """Owns every action's work; see the module doc. `run()` must be running for firings to
+    go out; `shutdown()` ends it."""
+
+    def __init__(self, config: Config, log: RunLog, clock: Clock, spawner: Spawner, *,
+                 once: bool = False, backoff_s: float = BACKOFF_S) -> None:
+        self.log, self.clock, self.spawner = log, clock, spawner
+        self.once, self.backoff_s = once, backoff_s
+        self.changed = asyncio.Event()
+        """Set when a firing or a record batch finished (`idle` waits on it)."""
+        self._watchers: dict[str, _Watcher] = {}
+        self._counts: dict[str, dict[str, dict[str, int]]] = {}
+        self._tg: asyncio.TaskGroup | None = None
+        self._poke = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._closed = False
+        self._configure(config)
+
+    def _configure(self, config: Config) -> None:
+        self.config = config
+        self._specs = {w.id: w for w in config.watchers}
+        self.redactor = redactor(config.redact)
+        self.keep = config.limits.match_lines
+        self.grace_s = config.limits.stop_timeout_ms / 1000
+
+    @property
+    def running(self) -> bool:
+        return self._tg is not None and not self._stop.is_set()
+
+    def spawn(self, coro: Awaitable[None], name: str) -> asyncio.Task[None]:
+        """A task owned by the hub's TaskGroup (only while `running`)."""
+        assert self._tg is not None
+
+        async def owned() -> None:
+            try:
+                await coro
+            except Exception as exc:  # a bug in one firing must not end the runner's TaskGroup
+                self.log.error(f"{name} failed: {exc!r}", event="action-error")
+            finally:
+                self.changed.set()
+
+        return self._tg.create_task(owned(), name=name)
+
+    def counter(self, wid: str, action: str) -> dict[str, int]:
+        """The counts of one action; they outlive reloads (metrics never go back)."""
+        return self._counts.setdefault(wid, {}).setdefault(action, {})
+
+    def counts(self) -> dict[str, dict[str, dict[str, int]]]:
+        """watcher → action → {fired, suppressed, dropped, ok, failed, timeout, cancelled}."""
+        return {w: {a: dict(c) for a, c in actions.items()} for w, actions in self._counts.items()}
+
+    # -- running -------------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Own every firing until `shutdown()` (which cancels and records what still runs)."""
+        async with asyncio.TaskGroup() as tg:
+            self._tg = tg
+            timer = tg.create_task(self._timer(), name="action-timer")
+            for w in self._watchers.values():
+                w.kick()
+            await self._stop.wait()
+            timer.cancel()
+        self._tg = None
+
+    async def _timer(self) -> None:
+        """Sends what a throttle window held when the window ends."""
+        while True:
+            self._poke.clear()
+            due = [a.tick() for w in self._watchers.values() for a in w.actions]
+            soonest = min((d for d in due if d is not None), default=None)
+            delay = None if soonest is None else max(0.0, soonest - self.clock.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poke.wait(), delay)
+
+    def poke(self) -> None:
+        """Look at the throttle windows again (after the clock moved: tests with a fake one)."""
+        self._poke.set()
+
+    def deliver(self, spec: WatcherSpec, found: list[MatchInfo], stream: Stream) -> None:
+        """Offer a watcher's new matches to each of its actions; never blocks."""
+        if not spec.actions or not found or self._closed or self._specs.get(spec.id) != spec:
+            return  # the last part: a watcher a reload changed, still reading until it stops
+        w = self._watchers.get(spec.id)
+        if w is None or w.spec != spec:
+            w = self._watchers[spec.id] = _Watcher(spec, stream, self)
+        w.stream = stream
+        for action in w.actions:
+            action.offer(found)
+        self._poke.set()
+
+    async def execute(self, spec: ActionSpec, outgoing: Outgoing,
+                      on_retry: Callable[[int, float, str], None]) -> Result:
+        if spec.type == "webhook":
+            body = outgoing.slack_body() if spec.format == "slack" else outgoing.json_body()
+            return await send(spec, body, self.redactor, backoff_s=self.backoff_s,
+                              on_retry=on_retry)
+        return await run_program(spec, outgoing, self.spawner, self.grace_s, self.redactor)
+
+    async def idle(self) -> None:
+        """Once mode: send what throttles hold now (the run is over), then return when every
+        firing has ended and every record is written."""
+        for w in self._watchers.values():
+            for action in w.actions:
+                held = action.gate.due(float("inf"))
+                if held is not None:
+                    action.take([held])
+            w.kick()
+        while any(w.busy for w in self._watchers.values()):
+            self.changed.clear()
+            if any(w.busy for w in self._watchers.values()):
+                await self.changed.wait()
+
+    # -- reload and stop -------------------------------------------------------------------------
+    async def reload(self, config: Config) -> None:
+        """Before the supervisor restarts changed watchers: their actions are closed (running
+        firings cancelled and recorded in the old stream); unchanged watchers keep theirs."""
+        old = self.config
+        everything = old.limits != config.limits or old.output != config.output \
+            or old.redact != config.redact
+        self._configure(config)
+        wanted = {w.id: w for w in config.watchers}
+        for wid, w in list(self._watchers.items()):
+            if everything or wanted.get(wid) != w.spec:
+                del self._watchers[wid]
+                await w.close("action-removed")
+
+    async def shutdown(self) -> None:
+        """Cancel what runs (recorded `cancelled`), record what waits as dropped, write every
+        record, and end `run()`."""
+        self._closed = True
+        watchers = list(self._watchers.values())
+        self._watchers.clear()
+        await asyncio.gather(*(w.close("runner-stopped") for w in watchers))
+        self._stop.set()

@@ -1,0 +1,132 @@
+"""What an action sends (pure): the webhook body (generic JSON or a Slack message), an exec's
+stdin (JSONL) and WATCHRUN_* variables — every matched line redacted before it leaves."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from watchrun.actions.windows import Firing
+from watchrun.match.redact import Redactor, add_counts
+from watchrun.match.sanitize import clip
+
+__all__ = ["ENV_LINES_BYTES", "SLACK_TEXT_CHARS", "Context", "Outgoing", "build"]
+
+ENV_LINES_BYTES = 32 * 1024
+"""WATCHRUN_LINES is clipped to this (Linux allows 128 KiB per variable, 2 MiB in all)."""
+SLACK_TEXT_CHARS = 3500
+"""A Slack message's text is kept under this many characters (Slack folds longer ones)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Who fires: the watcher, the action, the firing's number and what was lost before it."""
+
+    watcher: str
+    label: str
+    action: str
+    firing: int
+    """1 for the action's first firing since the runner started."""
+    ts: str
+    dropped: int = 0
+    """Firings dropped (queue full) since the previous firing that went out."""
+    dropped_matches: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One firing as it leaves: the lines (redacted), and what redaction replaced."""
+
+    lines: list[dict[str, Any]]
+    redacted: dict[str, int]
+    document: dict[str, Any]
+
+    def json_body(self) -> bytes:
+        return json.dumps(self.document, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def slack_body(self) -> bytes:
+        return json.dumps({"text": slack_text(self.document)}, ensure_ascii=False).encode()
+
+    def stdin(self) -> bytes:
+        """One JSON object per matched line."""
+        return b"".join(json.dumps(item, ensure_ascii=False).encode() + b"\n"
+                        for item in self.lines)
+
+    def environ(self) -> dict[str, str]:
+        d = self.document
+        texts = [item["line"] for item in self.lines]
+        joined = clip("\n".join(texts), ENV_LINES_BYTES)[0]
+        env = {
+            "WATCHRUN_WATCHER": d["watcher"]["id"], "WATCHRUN_LABEL": d["watcher"]["label"],
+            "WATCHRUN_ACTION": d["action"], "WATCHRUN_FIRING": str(d["firing"]),
+            "WATCHRUN_REASON": d["reason"], "WATCHRUN_COUNT": str(d["count"]),
+            "WATCHRUN_SUPPRESSED": str(d["suppressed"]["firings"]),
+            "WATCHRUN_SUPPRESSED_MATCHES": str(d["suppressed"]["matches"]),
+            "WATCHRUN_DROPPED": str(d["dropped"]["firings"]),
+            "WATCHRUN_FIRST_CURSOR": d["cursors"]["first"],
+            "WATCHRUN_LAST_CURSOR": d["cursors"]["last"],
+            "WATCHRUN_LINE": clip(texts[0], ENV_LINES_BYTES)[0] if texts else "",
+            "WATCHRUN_LINES": joined,
+        }
+        return {k: v.replace("\0", "") for k, v in env.items()}
+
+
+def build(ctx: Context, firing: Firing, redactor: Redactor) -> Outgoing:
+    """The firing's document (the generic JSON body), its lines redacted."""
+    lines: list[dict[str, Any]] = []
+    counts: dict[str, int] = {}
+    for m in firing.matches:
+        text, found = redactor.redact(m.line)
+        add_counts(counts, found)
+        lines.append({"line": text, "lineNo": m.line_no, "offset": m.offset, "where": m.where,
+                      "cursor": m.cursor})
+    doc = {
+        "source": "watchrun", "ts": ctx.ts,
+        "watcher": {"id": ctx.watcher, "label": ctx.label}, "action": ctx.action,
+        "firing": ctx.firing, "reason": firing.reason, "count": firing.count,
+        "shown": len(lines), "omitted": max(0, firing.count - len(lines)),
+        "suppressed": {"firings": firing.suppressed, "matches": firing.suppressed_matches},
+        "dropped": {"firings": ctx.dropped, "matches": ctx.dropped_matches},
+        "cursors": {"first": firing.first_cursor, "last": firing.last_cursor},
+        "lines": lines,
+    }
+    return Outgoing(lines, counts, doc)
+
+
+def _slack_escape(text: str) -> str:
+    """Slack's three control characters (`<!channel>`, `<@U…>`, links) written as entities, and
+    no way out of the code block."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("```", "`\u200b`\u200b`")
+
+
+def slack_text(doc: dict[str, Any]) -> str:
+    """A Slack incoming-webhook message: a headline, then the lines in a code block."""
+    w = doc["watcher"]
+    head = (f"*watchrun*: `{_slack_escape(w['id'])}` ({_slack_escape(w['label'])}) matched "
+            f"{doc['count']} line{'s' if doc['count'] != 1 else ''}")
+    extra = []
+    if doc["suppressed"]["firings"]:
+        extra.append(f"{doc['suppressed']['firings']} earlier firing(s) throttled "
+                     f"({doc['suppressed']['matches']} matches)")
+    if doc["dropped"]["firings"]:
+        extra.append(f"{doc['dropped']['firings']} firing(s) dropped (queue full)")
+    if extra:
+        head += "; " + "; ".join(extra)
+    body, shown = [], 0
+    budget = SLACK_TEXT_CHARS - len(head) - 40
+    for item in doc["lines"]:
+        line = _slack_escape(item["line"])
+        if len(line) + 1 > budget:
+            break
+        body.append(line)
+        budget -= len(line) + 1
+        shown += 1
+    rest = doc["count"] - shown
+    text = head
+    if body:
+        text += "\n```" + "\n".join(body) + "```"
+    if rest > 0:
+        text += f"\n… and {rest} more (see the watcher's JSONL from {doc['cursors']['first']})"
+    return text

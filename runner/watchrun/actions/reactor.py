@@ -1,0 +1,209 @@
+"""One action of one watcher at run time: its gate, its bounded queue of firings, the workers
+that carry them out (at most `concurrency`), and the records and counts of all of it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from watchrun.actions.payload import Context, Outgoing, build
+from watchrun.actions.results import Result
+from watchrun.actions.windows import Firing, Gate, Suppression
+from watchrun.clock import Clock, iso_ts
+from watchrun.config.model import ActionSpec, WatcherSpec
+from watchrun.events import MatchInfo
+from watchrun.match.redact import Redactor
+from watchrun.output.runlog import RunLog
+
+__all__ = ["DROP_RECORD_S", "ActionRuntime", "Host", "Record"]
+
+DROP_RECORD_S = 1.0
+"""While a queue overflows, at most one `action-dropped` record per this many seconds."""
+Record = Callable[[str, dict[str, Any]], None]
+"""Queue a record for the watcher's JSONL (kind, fields); never blocks."""
+
+
+class Host(Protocol):
+    """What an action needs from its owner (the watcher's actions, in `actions/hub.py`)."""
+
+    clock: Clock
+    log: RunLog
+    redactor: Redactor
+
+    @property
+    def running(self) -> bool: ...
+
+    def spawn(self, coro: Awaitable[None], name: str) -> asyncio.Task[None]: ...
+
+    async def execute(self, spec: ActionSpec, outgoing: Outgoing, on_retry: Callable[
+                      [int, float, str], None]) -> Result: ...
+
+
+class ActionRuntime:
+    """One action: `offer` is called with each batch of matches and never blocks."""
+
+    def __init__(self, watcher: WatcherSpec, spec: ActionSpec, host: Host, record: Record,
+                 counts: dict[str, int], keep: int) -> None:
+        self.watcher, self.spec, self.host, self.record = watcher, spec, host, record
+        self.counts = counts
+        """fired, suppressed, dropped and one count per result status (outlive a reload)."""
+        self.gate = Gate(spec.threshold, spec.throttle_ms, keep)
+        self.queue: deque[Firing] = deque()
+        self.workers: set[asyncio.Task[None]] = set()
+        self.firings = 0
+        self._dropped = [0, 0]  # firings, matches: since the last firing that went out
+        self._unrecorded = [0, 0]  # dropped but not in an `action-dropped` record yet
+        self._drop_recorded_at = float("-inf")
+        self._who = f"action {spec.name}"
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.queue or self.workers)
+
+    def _fields(self, **extra: Any) -> dict[str, Any]:
+        return {"action": self.spec.name, "type": self.spec.type, **extra}
+
+    def _count(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    # -- input ------------------------------------------------------------------------------
+    def offer(self, found: list[MatchInfo]) -> None:
+        self.take(self.gate.offer(self.host.clock.monotonic(), found))
+
+    def tick(self) -> float | None:
+        """Send what a throttle window held once it ended; when to tick next (monotonic)."""
+        due = self.gate.due(self.host.clock.monotonic())
+        if due is not None:
+            self.take([due])
+        return self.gate.next_due()
+
+    def take(self, events: list[Firing | Suppression]) -> None:
+        for event in events:
+            if isinstance(event, Suppression):
+                self._suppressed(event)
+            elif len(self.queue) + len(self.workers) >= self.spec.queue + self.spec.concurrency:
+                self._drop(event)
+            else:
+                self.queue.append(event)
+                self.start_workers()
+
+    def _suppressed(self, s: Suppression) -> None:
+        self._count("suppressed")
+        left_ms = max(0, round((s.window_end - self.host.clock.monotonic()) * 1000))
+        self.record("action-suppressed", self._fields(count=s.count, suppressed=s.suppressed,
+                                                      windowEndsInMs=left_ms))
+        if s.suppressed == 1:
+            self.host.log.info(f"{self._who}: throttled; what matches until the window ends "
+                               f"(in {left_ms / 1000:.0f} s) goes out then as one firing",
+                               self.watcher.id, event="action-suppressed")
+
+    def _drop(self, firing: Firing) -> None:
+        self._count("dropped")
+        self._dropped[0] += 1
+        self._dropped[1] += firing.count
+        self._unrecorded[0] += 1
+        self._unrecorded[1] += firing.count
+        if self.host.clock.monotonic() - self._drop_recorded_at >= DROP_RECORD_S:
+            self.record_drops("queue-full")
+
+    def record_drops(self, reason: str) -> None:
+        """Write what was dropped and not recorded yet (queue-full drops, or what a stop left)."""
+        n, matches = self._unrecorded
+        if not n:
+            return
+        self._unrecorded = [0, 0]
+        self._drop_recorded_at = self.host.clock.monotonic()
+        why = {"queue-full": f"its queue was full ({self.spec.queue} waiting, "
+                             f"{self.spec.concurrency} running)",
+               "runner-stopped": "the runner stopped before they went out",
+               "action-removed": "a reload removed or changed the action"}.get(reason, reason)
+        self.record("action-dropped", self._fields(count=n, matches=matches, reason=reason,
+                                                   message=f"{n} firing(s) dropped: {why}"))
+        self.host.log.warning(f"{self._who}: {n} firing(s) ({matches} matches) dropped: {why}",
+                              self.watcher.id, event="action-dropped")
+
+    def abandon(self, reason: str) -> None:
+        """Count what waits (queued, or held by the throttle) as dropped for `reason`."""
+        held = self.gate.due(float("inf"))
+        for firing in [*self.queue, *([held] if held is not None else [])]:
+            self._count("dropped")
+            self._unrecorded[0] += 1
+            self._unrecorded[1] += firing.count
+        self.queue.clear()
+        self.record_drops(reason)
+
+    # -- carrying firings out ----------------------------------------------------------------
+    def start_workers(self) -> None:
+        """Up to `concurrency` workers while firings wait (once the owner runs)."""
+        while self.queue and len(self.workers) < self.spec.concurrency and self.host.running:
+            self.workers.add(self.host.spawn(self._work(),
+                                             f"action:{self.watcher.id}:{self.spec.name}"))
+
+    async def _work(self) -> None:
+        try:
+            while self.queue:
+                await self._fire(self.queue.popleft())
+        finally:  # at once, so a firing queued from now on starts a worker of its own
+            task = asyncio.current_task()
+            if task is not None:
+                self.workers.discard(task)
+
+    async def _fire(self, firing: Firing) -> None:
+        self.firings += 1
+        n, clock = self.firings, self.host.clock
+        if self._unrecorded[0]:
+            self.record_drops("queue-full")
+        dropped, self._dropped = self._dropped, [0, 0]
+        ctx = Context(self.watcher.id, self.watcher.label, self.spec.name, n, iso_ts(clock.now()),
+                      dropped[0], dropped[1])
+        outgoing = build(ctx, firing, self.host.redactor)
+        self._count("fired")
+        fields = self._fields(
+            firing=n, reason=firing.reason, count=firing.count, shown=len(outgoing.lines),
+            suppressed=firing.suppressed, suppressedMatches=firing.suppressed_matches,
+            dropped=dropped[0], firstCursor=firing.first_cursor, lastCursor=firing.last_cursor,
+            target=self.spec.origin())
+        if outgoing.redacted:
+            fields["redacted"] = outgoing.redacted
+        self.record("action-fired", fields)
+        many = "es" if firing.count != 1 else ""
+        self.host.log.info(f"{self._who} fired ({firing.reason}, {firing.count} match{many})",
+                           self.watcher.id, event="action-fired", action=self.spec.name)
+        started = clock.monotonic()
+
+        def retry(attempt: int, delay: float, why: str) -> None:
+            self.host.log.warning(f"{self._who} firing {n}: {why}; attempt {attempt} in "
+                                  f"{delay:.1f} s", self.watcher.id, event="action-retry")
+
+        try:
+            result = await self.host.execute(self.spec, outgoing, retry)
+        except asyncio.CancelledError:
+            self._result(n, Result("cancelled", error={
+                "code": "cancelled", "message": "the runner stopped (or a reload changed the "
+                "action) while it ran"}), started)
+            raise
+        except Exception as exc:  # a bug must not stop the other firings
+            result = Result("failed", error={"code": "internal", "message": repr(exc)})
+        self._result(n, result, started)
+
+    def _result(self, n: int, result: Result, started: float) -> None:
+        duration = max(0, round((self.host.clock.monotonic() - started) * 1000))
+        self._count(result.status)
+        fields = self._fields(firing=n, **result.fields(), durationMs=duration)
+        if self.spec.type == "exec":  # always said for a program, null when it did not exit
+            fields.setdefault("exitCode", None)
+            fields.setdefault("signal", None)
+        self.record("action-result", fields)
+        how = result.status
+        if result.http_status is not None:
+            how += f", HTTP {result.http_status}"
+        if result.exit_code is not None:
+            how += f", exit code {result.exit_code}"
+        message = f"{self._who} firing {n}: {how} in {duration} ms"
+        if result.error is not None:
+            message += f": {result.error['message']}"
+        self.host.log.log("info" if result.status == "ok" else "warning", "action-result",
+                          message, self.watcher.id, action=self.spec.name,
+                          status=result.status, durationMs=duration)

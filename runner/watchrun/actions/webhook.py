@@ -1,0 +1,70 @@
+"""POST one firing to a webhook, retrying with backoff on a 5xx, 408, 429, a timeout or a
+connection error (never on another 4xx or a TLS failure: those will not heal by themselves)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+
+from watchrun.actions.http import HttpError, Response, post
+from watchrun.actions.results import Result
+from watchrun.config.model import ActionSpec
+from watchrun.match.redact import Redactor
+from watchrun.match.sanitize import sanitize
+
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_S", "RETRY_STATUSES", "send"]
+
+BACKOFF_S = 0.5
+"""The first wait before a retry; it doubles per attempt (±10 % jitter)."""
+BACKOFF_MAX_S = 30.0
+"""No wait is longer, whatever the attempt or a server's Retry-After."""
+RETRY_STATUSES = frozenset({408, 425, 429})
+"""Statuses below 500 worth retrying (the request timed out, too early, too many requests)."""
+Retry = Callable[[int, float, str], None]
+"""Told of each retry: (attempt about to start, delay in seconds, why)."""
+
+
+async def send(spec: ActionSpec, body: bytes, redactor: Redactor, *,
+               backoff_s: float = BACKOFF_S, on_retry: Retry | None = None,
+               sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> Result:
+    """POST `body` to the action's URL, up to `1 + retries` attempts of `timeout` each."""
+    assert spec.url is not None
+    timeout_s = spec.timeout_ms / 1000
+    attempt = 0
+    while True:
+        attempt += 1
+        response: Response | None = None
+        try:
+            response = await post(spec.url, body, spec.headers, timeout_s)
+        except HttpError as exc:
+            retry, why = exc.code != "tls", exc.message
+            failed = Result("timeout" if exc.code == "timeout" else "failed", attempt,
+                            error={"code": exc.code, "message": exc.message})
+        else:
+            if 200 <= response.status < 300:
+                return Result("ok", attempt, http_status=response.status)
+            retry = response.status >= 500 or response.status in RETRY_STATUSES
+            why = f"HTTP {response.status} {response.reason}".rstrip()
+            failed = Result("failed", attempt, http_status=response.status,
+                            error={"code": f"http-{response.status}",
+                                   "message": _explain(response, redactor)})
+        if not retry or attempt > spec.retries:
+            return failed
+        delay = min(BACKOFF_MAX_S, backoff_s * 2 ** (attempt - 1)) * random.uniform(0.9, 1.1)
+        if response is not None and response.retry_after is not None:
+            delay = max(delay, min(response.retry_after, BACKOFF_MAX_S))
+        if on_retry is not None:
+            on_retry(attempt + 1, delay, why)
+        await sleep(delay)
+
+
+def _explain(response: Response, redactor: Redactor) -> str:
+    """The status and the start of the server's explanation, cleaned and redacted (a receiver
+    may echo the request back)."""
+    text = sanitize(response.body.decode("utf-8", "replace"), 300)[0]
+    text = " ".join(redactor.redact(text)[0].split())
+    if 300 <= response.status < 400:
+        text = "redirects are not followed: point `url` at the final address"
+    head = f"HTTP {response.status} {response.reason}".rstrip()
+    return f"{head}: {text}" if text else head

@@ -1,0 +1,157 @@
+"""Exec actions with real programs: the matched lines on stdin (JSONL) and in WATCHRUN_*
+variables, argv exactly as configured whatever the log says, redaction, the concurrency cap,
+and the stop discipline of command watchers (TERM, grace, KILL) on timeout and at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from actionrig import Rig, program, until, watcher
+from test_agent_turn import alive
+
+from watchrun.config.model import Limits
+
+PY = sys.executable
+DUMP = ("import sys, os, json; data = sys.stdin.read(); "
+        "env = {k: v for k, v in os.environ.items() if k.startswith(('WATCHRUN_', 'TEAM'))}; "
+        "open(sys.argv[1], 'w').write(json.dumps({'stdin': data, 'env': env, 'argv': sys.argv}))")
+
+
+def test_lines_arrive_on_stdin_as_jsonl_and_in_the_environment(tmp_path: Path) -> None:
+    out = tmp_path / "seen.json"
+
+    async def body() -> None:
+        spec = watcher(program(tmp_path, PY, "-c", DUMP, str(out), env={"TEAM": "ops"}))
+        async with Rig(tmp_path, spec) as rig:
+            rig.deliver("ERROR first", "ERROR second")
+            (result,) = await rig.wait("action-result")
+            assert (result["status"], result["exitCode"], result["attempts"]) == ("ok", 0, 1)
+            (fired,) = rig.records("action-fired")
+            assert fired["target"] == PY
+    asyncio.run(body())
+    seen = json.loads(out.read_text())
+    lines = [json.loads(x) for x in seen["stdin"].splitlines()]
+    assert [x["line"] for x in lines] == ["ERROR first", "ERROR second"]
+    assert lines[0] == {"line": "ERROR first", "lineNo": 1, "offset": 10, "where": "/x.log:1",
+                        "cursor": "app:0000000000000001"}
+    env = seen["env"]
+    assert env["WATCHRUN_LINE"] == "ERROR first"
+    assert env["WATCHRUN_LINES"] == "ERROR first\nERROR second"
+    assert (env["WATCHRUN_WATCHER"], env["WATCHRUN_LABEL"], env["WATCHRUN_ACTION"]) == (
+        "app", "the app", "run")
+    assert (env["WATCHRUN_COUNT"], env["WATCHRUN_FIRING"], env["WATCHRUN_REASON"]) == (
+        "2", "1", "match")
+    assert env["WATCHRUN_LAST_CURSOR"] == "app:0000000000000002"
+    assert env["TEAM"] == "ops"
+    assert seen["argv"][1:] == [str(out)]
+
+
+def test_hostile_log_text_never_becomes_an_argument_or_shell_code(tmp_path: Path) -> None:
+    line = ("ERROR $(touch pwned1) `touch pwned2`; touch pwned3 && echo \"'; touch pwned4; '\" "
+            "--rm -rf / $HOME ${PATH} \\ \n")
+    script = 'printf "%s" "$WATCHRUN_LINE" > line.txt; cat > stdin.txt; printf "%s\\n" "$@" > args'
+
+    async def body() -> None:
+        spec = watcher(program(tmp_path, "sh", "-c", script, "sh", "fixed", "--flag"))
+        async with Rig(tmp_path, spec) as rig:
+            rig.deliver(line)
+            (result,) = await rig.wait("action-result")
+            assert result["status"] == "ok"
+    asyncio.run(body())
+    assert not list(tmp_path.glob("pwned*"))
+    assert (tmp_path / "args").read_text() == "fixed\n--flag\n"
+    assert (tmp_path / "line.txt").read_text() == line
+    assert json.loads((tmp_path / "stdin.txt").read_text())["line"] == line
+
+
+def test_secrets_are_redacted_on_stdin_in_the_environment_and_in_the_output(
+        tmp_path: Path) -> None:
+    out = tmp_path / "seen.json"
+    line = "ERROR db password=hunter2hunter2 token ghp_" + "a" * 36
+    echo = DUMP + "; print('echo:', data, os.environ['WATCHRUN_LINE'], 'api_key=zzz-top-secret')"
+
+    async def body() -> None:
+        async with Rig(tmp_path, watcher(program(tmp_path, PY, "-c", echo, str(out)))) as rig:
+            rig.deliver(line)
+            (result,) = await rig.wait("action-result")
+            assert result["status"] == "ok"
+            assert "[REDACTED:secret]" in result["output"]
+            text = rig.path.read_text()
+            assert "hunter2" not in text and "ghp_aaaa" not in text and "zzz-top" not in text
+            (fired,) = rig.records("action-fired")
+            assert fired["redacted"] == {"password": 1, "github-token": 1}
+    asyncio.run(body())
+    seen = out.read_text()
+    assert "hunter2" not in seen and "ghp_aaaa" not in seen
+    assert "[REDACTED:password]" in json.loads(seen)["env"]["WATCHRUN_LINES"]
+
+
+def test_a_failing_or_missing_program_is_a_failed_result(tmp_path: Path) -> None:
+    async def body() -> None:
+        spec = watcher(program(tmp_path, "sh", "-c", "echo bad things >&2; exit 3", name="bad"),
+                       program(tmp_path, "/no/such/program", name="gone"))
+        async with Rig(tmp_path, spec) as rig:
+            rig.deliver("ERROR x")
+            await rig.wait("action-result", 2)
+            by = {r["action"]: r for r in rig.records("action-result")}
+            assert (by["bad"]["status"], by["bad"]["exitCode"]) == ("failed", 3)
+            assert by["bad"]["error"]["code"] == "exit"
+            assert by["bad"]["output"] == "bad things"
+            assert (by["gone"]["status"], by["gone"]["error"]["code"]) == ("failed", "ENOENT")
+            assert "warning" in rig.log.getvalue()
+    asyncio.run(body())
+
+
+def test_a_program_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    script = f"trap '' TERM; echo $$ > {pidfile}; while :; do sleep 0.05; done"
+
+    async def body() -> None:
+        spec = watcher(program(tmp_path, "sh", "-c", script, timeout_ms=300))
+        async with Rig(tmp_path, spec, limits=Limits(stop_timeout_ms=400)) as rig:
+            rig.deliver("ERROR x")
+            (result,) = await rig.wait("action-result")
+            assert (result["status"], result["signal"], result["exitCode"]) == (
+                "timeout", "SIGKILL", None)
+            assert result["durationMs"] >= 700  # timeout, then the whole grace, then KILL
+            assert not alive(int(pidfile.read_text()))
+    asyncio.run(body())
+
+
+def test_shutdown_stops_a_running_program_and_records_it(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+
+    async def body() -> None:
+        spec = watcher(program(tmp_path, "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60",
+                               timeout_ms=60_000))
+        rig = Rig(tmp_path, spec)
+        async with rig:
+            rig.deliver("ERROR x")
+            await until(lambda: pidfile.exists() and pidfile.read_text().strip(), "the pid")
+        (result,) = rig.records("action-result")
+        assert result["status"] == "cancelled"
+        assert not alive(int(pidfile.read_text()))
+    asyncio.run(body())
+
+
+def test_concurrency_caps_the_programs_running_at_once(tmp_path: Path) -> None:
+    gate = tmp_path / "go"
+    script = (f"touch started.$WATCHRUN_FIRING; while [ ! -e {gate} ]; do sleep 0.02; done")
+
+    async def body() -> None:
+        spec = watcher(program(tmp_path, "sh", "-c", script, concurrency=2, queue=10))
+        async with Rig(tmp_path, spec) as rig:
+            for i in range(4):
+                rig.deliver(f"ERROR {i}")
+            await until(lambda: len(list(tmp_path.glob("started.*"))) == 2, "two running")
+            await asyncio.sleep(0.2)  # a third would have started by now if nothing capped it
+            assert len(list(tmp_path.glob("started.*"))) == 2
+            gate.touch()
+            results = await rig.wait("action-result", 4)
+            assert {r["status"] for r in results} == {"ok"}
+    asyncio.run(body())
+    assert os.path.exists(tmp_path / "started.4")

@@ -1,0 +1,98 @@
+"""Actions in a live `watchrun run`: the supervisor hands matches over, a real throttle window
+ends on the real clock and sends what it held, counters in `--metrics`, a reload closes the
+changed watcher's actions in its own stream, and SIGTERM stops a running program (recorded)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from liverunner import LiveRunner, wait_for, write_config
+from recordcheck import validate_records
+from test_agent_turn import alive
+from test_metrics import free_port, scrape
+from webhook_server import receiver
+
+
+def append(path: Path, text: str) -> None:
+    with open(path, "a") as fh:
+        fh.write(text)
+
+
+def kinds(r: LiveRunner, kind: str, **match: Any) -> list[dict[str, Any]]:
+    return [x for x in r.records("app") if x["kind"] == kind
+            and all(x.get(k) == v for k, v in match.items())]
+
+
+def test_throttle_metrics_and_a_running_program_stopped_at_shutdown(tmp_path: Path) -> None:
+    log, pidfile = tmp_path / "app.log", tmp_path / "pid"
+    log.write_text("")
+    with receiver(200) as rx:
+        conf = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "actions": [
+            {"type": "webhook", "name": "hook", "url": rx.url, "throttle": "1s"},
+            {"type": "exec", "name": "hang", "command": [
+                "sh", "-c", f"echo $$$$ > {pidfile}; exec sleep 60"], "timeout": "10m",
+             "when": {"threshold": "3 in 1m"}}]}],
+            "limits": {"stopTimeout": "1s"}}
+        port = free_port()
+        r = LiveRunner(write_config(tmp_path, conf), "--metrics", f"127.0.0.1:{port}")
+        try:
+            r.wait_log("running")
+            append(log, "ERROR 1\n")
+            wait_for(lambda: rx.count() == 1, "the first POST")
+            append(log, "ERROR 2\nERROR 3\n")  # the third match trips the exec's threshold
+            wait_for(lambda: rx.count() == 2, "the POST when the window ended")
+            doc = rx.bodies()[1]
+            assert (doc["reason"], doc["count"], doc["suppressed"]["matches"]) == (
+                "throttle-end", 2, 2)
+            assert doc["suppressed"]["firings"] == len(kinds(r, "action-suppressed")) >= 1
+            assert [x["line"] for x in doc["lines"]] == ["ERROR 2", "ERROR 3"]
+            wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the program")
+            m = wait_for(lambda: (s := scrape(port)).get(
+                'watchrun_action_results_total{action="hook",status="ok",watcher="app"}') == 2
+                and s, "both POSTs counted")
+            assert m['watchrun_action_firings_total{action="hook",watcher="app"}'] == 2
+            assert m['watchrun_action_suppressed_total{action="hook",watcher="app"}'] == len(
+                kinds(r, "action-suppressed"))
+            assert m['watchrun_action_firings_total{action="hang",watcher="app"}'] == 1
+        finally:
+            assert r.stop() == 0
+    (result,) = kinds(r, "action-result", action="hang")
+    assert (result["status"], result["error"]["code"]) == ("cancelled", "cancelled")
+    assert not alive(int(pidfile.read_text()))
+    recs = validate_records(r.out / "watchers" / "app.jsonl")
+    assert recs[-1]["kind"] == "stop"  # the action's records came before the watcher stopped
+    assert rx.url.split("/hooks")[1] not in r.stderr()
+
+
+def test_a_reload_closes_the_changed_watchers_actions_in_its_own_stream(tmp_path: Path) -> None:
+    log, pidfile = tmp_path / "app.log", tmp_path / "pid"
+    log.write_text("")
+    slow = {"type": "exec", "name": "slow",
+            "command": ["sh", "-c", f"echo $$$$ > {pidfile}; exec sleep 60"]}
+    conf: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
+                                          "actions": [slow]}]}
+    config = write_config(tmp_path, conf)
+    r = LiveRunner(config)
+    try:
+        r.wait_log("running")
+        append(log, "ERROR 1\n")
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the program")
+        conf["watchers"][0]["actions"][0]["command"] = [sys.executable, "-c", "pass"]
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        r.wait_log("reloaded")
+        recs = r.records("app")
+        cancelled = [x for x in recs if x["kind"] == "action-result"]
+        stop = [i for i, x in enumerate(recs) if x["kind"] == "stop"]
+        assert cancelled and cancelled[0]["status"] == "cancelled"
+        assert recs.index(cancelled[0]) < stop[0]  # written before the old stream stopped
+        assert not alive(int(pidfile.read_text()))
+        append(log, "ERROR 2\n")
+        wait_for(lambda: [x for x in r.records("app") if x["kind"] == "action-result"
+                          and x["status"] == "ok"], "the new action's firing")
+    finally:
+        assert r.stop() == 0
+    validate_records(r.out / "watchers" / "app.jsonl")

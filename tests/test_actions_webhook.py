@@ -1,0 +1,295 @@
+"""Webhook actions against a real HTTP server on loopback: retries on 5xx, timeouts against a
+hanging server, throttles with suppressed counts, thresholds, bounded queues, redaction, and the
+Slack body; every firing and result is a record that validates."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from actionrig import FakeClock, Rig, until, watcher, webhook
+from webhook_server import receiver
+
+from watchrun.actions.payload import SLACK_TEXT_CHARS
+from watchrun.config.model import ThresholdSpec
+
+
+def test_a_5xx_is_retried_until_the_receiver_takes_it(tmp_path: Path) -> None:
+    with receiver(503, 502, 200) as rx:
+        async def body() -> None:
+            async with Rig(tmp_path, watcher(webhook(rx.url, retries=3))) as rig:
+                rig.deliver("ERROR disk full", "ERROR disk still full")
+                (result,) = await rig.wait("action-result")
+                assert (result["status"], result["attempts"], result["httpStatus"]) == (
+                    "ok", 3, 200)
+                (fired,) = rig.records("action-fired")
+                assert fired["firing"] == result["firing"] == 1
+                assert (fired["count"], fired["shown"], fired["reason"]) == (2, 2, "match")
+                assert (fired["firstCursor"], fired["lastCursor"]) == (
+                    "app:0000000000000001", "app:0000000000000002")
+                assert fired["target"] == rx.url.split("/hooks")[0]  # never the secret path
+                assert "s3cr3tpath" not in rig.path.read_text()
+                assert "HTTP 503" in rig.log.getvalue()  # each retry is logged
+        asyncio.run(body())
+        assert rx.count() == 3
+        doc = rx.bodies()[-1]
+        assert [item["line"] for item in doc["lines"]] == ["ERROR disk full",
+                                                           "ERROR disk still full"]
+        assert doc["watcher"] == {"id": "app", "label": "the app"}
+        assert doc["cursors"] == {"first": "app:0000000000000001", "last": "app:0000000000000002"}
+        assert (doc["count"], doc["firing"], doc["reason"]) == (2, 1, "match")
+        assert rx.requests[0].headers["Content-Type"] == "application/json"
+
+
+def test_retries_stop_at_the_limit_and_a_4xx_is_not_retried(tmp_path: Path) -> None:
+    with receiver(500) as failing, receiver(404) as missing:
+        async def body() -> None:
+            spec = watcher(webhook(failing.url, name="a", retries=2),
+                           webhook(missing.url, name="b", retries=2))
+            async with Rig(tmp_path, spec) as rig:
+                rig.deliver("ERROR x")
+                await rig.wait("action-result", 2)
+                by = {r["action"]: r for r in rig.records("action-result")}
+                assert (by["a"]["status"], by["a"]["attempts"], by["a"]["httpStatus"]) == (
+                    "failed", 3, 500)
+                assert by["a"]["error"]["code"] == "http-500"
+                assert "error 500: try later" in by["a"]["error"]["message"]
+                assert (by["b"]["status"], by["b"]["attempts"]) == ("failed", 1)
+        asyncio.run(body())
+        assert (failing.count(), missing.count()) == (3, 1)
+
+
+def test_a_hanging_receiver_times_out_and_delays_nothing_else(tmp_path: Path) -> None:
+    with receiver("hang") as slow, receiver(200) as fast:
+        async def body() -> None:
+            spec = watcher(webhook(slow.url, name="slow", timeout_ms=400, retries=1),
+                           webhook(fast.url, name="fast"))
+            async with Rig(tmp_path, spec) as rig:
+                took = rig.deliver("ERROR one")
+                assert took < 0.05  # handing matches over never waits for a receiver
+                (fast_result,) = await rig.wait("action-result", action="fast")
+                assert fast_result["status"] == "ok"
+                (result,) = await rig.wait("action-result", action="slow")
+                assert fast_result["seq"] < result["seq"]
+                assert (result["status"], result["attempts"]) == ("timeout", 2)
+                assert result["error"]["code"] == "timeout"
+                assert result["durationMs"] >= 800
+                assert "127.0.0.1" in result["error"]["message"]
+        asyncio.run(body())
+        assert slow.count() == 2
+
+
+def test_a_connection_refused_is_retried_then_failed(tmp_path: Path) -> None:
+    with receiver(200) as rx:
+        url = rx.url
+    async def body() -> None:  # the server is gone: nothing listens on its port now
+        async with Rig(tmp_path, watcher(webhook(url, retries=1))) as rig:
+            rig.deliver("ERROR x")
+            (result,) = await rig.wait("action-result")
+            assert (result["status"], result["attempts"]) == ("failed", 2)
+            assert result["error"]["code"] == "connect"
+    asyncio.run(body())
+
+
+def test_throttle_sends_once_per_window_and_then_what_it_suppressed(tmp_path: Path) -> None:
+    clock = FakeClock()
+    with receiver(200) as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, throttle_ms=60_000))
+            async with Rig(tmp_path, spec, clock=clock) as rig:
+                rig.deliver("ERROR 1")
+                await rig.wait("action-result")
+                clock.advance(10)
+                rig.deliver("ERROR 2", "ERROR 3")
+                clock.advance(10)
+                rig.deliver("ERROR 4")
+                sup = await rig.wait("action-suppressed", 2)
+                assert [(s["count"], s["suppressed"]) for s in sup] == [(2, 1), (1, 2)]
+                assert [s["windowEndsInMs"] for s in sup] == [50_000, 40_000]
+                assert rx.count() == 1
+                clock.advance(40)  # the window ends: what it held goes out as one firing
+                rig.hub.poke()
+                await rig.wait("action-result", 2)
+                fired = rig.records("action-fired")
+                assert [f["reason"] for f in fired] == ["match", "throttle-end"]
+                assert (fired[1]["suppressed"], fired[1]["suppressedMatches"],
+                        fired[1]["count"]) == (2, 3, 3)
+                clock.advance(30)  # inside the next window: suppressed again
+                rig.deliver("ERROR 5")
+                await rig.wait("action-suppressed", 3)
+                assert rig.hub.counts()["app"]["hook"] == {"fired": 2, "ok": 2,
+                                                          "suppressed": 3}
+        asyncio.run(body())
+        docs = rx.bodies()
+        assert len(docs) == 2
+        assert docs[1]["suppressed"] == {"firings": 2, "matches": 3}
+        assert [x["line"] for x in docs[1]["lines"]] == ["ERROR 2", "ERROR 3", "ERROR 4"]
+        assert docs[1]["reason"] == "throttle-end"
+
+
+def test_threshold_fires_when_n_matches_fall_within_the_window(tmp_path: Path) -> None:
+    clock = FakeClock()
+    with receiver(200) as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, threshold=ThresholdSpec(3, 10_000)))
+            async with Rig(tmp_path, spec, clock=clock) as rig:
+                rig.deliver("ERROR a")
+                clock.advance(5)
+                rig.deliver("ERROR b")
+                clock.advance(7)  # `a` has left the window: 2 of 3
+                rig.deliver("ERROR c")
+                await asyncio.sleep(0)
+                assert rig.records("action-fired") == []
+                clock.advance(1)
+                rig.deliver("ERROR d")
+                (fired,) = await rig.wait("action-fired")
+                assert (fired["reason"], fired["count"]) == ("threshold", 3)
+                await rig.wait("action-result")
+                rig.deliver("ERROR e")  # counting starts again after a firing
+                await asyncio.sleep(0.05)
+                assert len(rig.records("action-fired")) == 1
+        asyncio.run(body())
+        (doc,) = rx.bodies()
+        assert [x["line"] for x in doc["lines"]] == ["ERROR b", "ERROR c", "ERROR d"]
+        assert doc["reason"] == "threshold"
+
+
+def test_a_full_queue_drops_with_a_count_and_the_next_firing_reports_it(tmp_path: Path) -> None:
+    with receiver("hang") as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, timeout_ms=60_000, retries=0, queue=1))
+            async with Rig(tmp_path, spec) as rig:
+                rig.deliver("ERROR 1")
+                await until(lambda: rx.count() == 1, "the first request")
+                for i in range(2, 6):
+                    rig.deliver(f"ERROR {i}")  # 2 waits in the queue, 3 4 5 are dropped
+                (dropped,) = await rig.wait("action-dropped")
+                assert (dropped["count"], dropped["matches"], dropped["reason"]) == (
+                    1, 1, "queue-full")
+                rx.release.set()  # the hanging request ends (no response): the queue moves
+                await rig.wait("action-fired", 2)
+                drops = rig.records("action-dropped")
+                assert sum(d["count"] for d in drops) == 3
+                second = rig.records("action-fired")[1]
+                assert (second["dropped"], second["count"]) == (3, 1)
+                assert rig.hub.counts()["app"]["hook"]["dropped"] == 3
+        asyncio.run(body())
+
+
+def test_shutdown_cancels_a_running_firing_and_records_it(tmp_path: Path) -> None:
+    with receiver("hang") as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, timeout_ms=60_000, throttle_ms=60_000))
+            rig = Rig(tmp_path, spec)
+            async with rig:
+                rig.deliver("ERROR 1")
+                await until(lambda: rx.count() == 1, "the request")
+                rig.deliver("ERROR 2")  # held by the throttle: dropped at shutdown
+            (result,) = rig.records("action-result")
+            assert result["status"] == "cancelled"
+            (dropped,) = rig.records("action-dropped")
+            assert (dropped["reason"], dropped["count"]) == ("runner-stopped", 1)
+            assert rig.task.done()  # the hub's TaskGroup ended: no firing task is left behind
+            assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+        asyncio.run(body())
+
+
+def test_headers_go_out_but_never_into_records_or_logs(tmp_path: Path) -> None:
+    token = "Bearer tok-6f1d2a9c4b"
+    with receiver(200) as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, headers={"Authorization": token, "X-Team": "ops"}))
+            async with Rig(tmp_path, spec) as rig:
+                rig.deliver("ERROR x")
+                await rig.wait("action-result")
+                assert token not in rig.path.read_text()
+                assert "tok-6f1d2a9c4b" not in rig.log.getvalue()
+                assert "s3cr3tpath" not in rig.log.getvalue()
+        asyncio.run(body())
+        assert rx.requests[0].headers["Authorization"] == token
+        assert rx.requests[0].headers["X-Team"] == "ops"
+
+
+def test_secrets_in_matched_lines_are_redacted_in_what_leaves(tmp_path: Path) -> None:
+    aws = "AKIAIOSFODNN7EXAMPLE"
+    line = f"ERROR login failed password=hunter2hunter2 key={aws}"
+    with receiver(200) as rx:
+        async def body() -> None:
+            async with Rig(tmp_path, watcher(webhook(rx.url, format="slack"),
+                                             webhook(rx.url, name="json"))) as rig:
+                rig.deliver(line)
+                await rig.wait("action-result", 2)
+                fired = rig.records("action-fired")
+                assert all(f["redacted"] == {"password": 1, "aws-access-key-id": 1} for f in fired)
+        asyncio.run(body())
+        for request in rx.requests:
+            assert b"hunter2" not in request.body and aws.encode() not in request.body
+            assert b"[REDACTED:password]" in request.body
+            assert b"[REDACTED:aws-access-key-id]" in request.body
+
+
+def test_the_slack_body_escapes_mentions_and_stays_short(tmp_path: Path) -> None:
+    with receiver(200) as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, format="slack"))
+            async with Rig(tmp_path, spec) as rig:
+                rig.deliver("ERROR <!channel> ping & ```break out``` <https://evil|click>",
+                            *[f"ERROR {i} " + "x" * 200 for i in range(40)])
+                await rig.wait("action-result")
+        asyncio.run(body())
+        (doc,) = rx.bodies()
+        assert set(doc) == {"text"}
+        text = doc["text"]
+        assert "<!channel>" not in text and "&lt;!channel&gt;" in text
+        assert "<https://evil" not in text and "&amp;" in text
+        assert text.count("```") == 2  # the log line cannot close the code block
+        assert len(text) <= SLACK_TEXT_CHARS
+        assert text.startswith("*watchrun*: `app` (the app) matched 41 lines")
+        assert "more (see the watcher's JSONL from app:0000000000000001)" in text
+
+
+def test_a_redirect_is_not_followed(tmp_path: Path) -> None:
+    with receiver(302) as rx:
+        async def body() -> None:
+            async with Rig(tmp_path, watcher(webhook(rx.url))) as rig:
+                rig.deliver("ERROR x")
+                (result,) = await rig.wait("action-result")
+                assert (result["status"], result["attempts"], result["httpStatus"]) == (
+                    "failed", 1, 302)
+                assert "redirects are not followed" in result["error"]["message"]
+        asyncio.run(body())
+        assert rx.count() == 1
+
+
+def test_a_servers_explanation_is_cleaned_and_redacted() -> None:
+    from watchrun.actions.http import Response
+    from watchrun.actions.webhook import _explain
+    from watchrun.match.redact import redactor
+
+    text = _explain(Response(500, "Oops", b"\x1b[31mbad\x1b[0m request password=hunter2xx\n"),
+                    redactor())
+    assert text == "HTTP 500 Oops: bad request password=[REDACTED:password]"
+
+
+def test_a_bug_in_one_firing_is_logged_and_the_others_go_on(tmp_path: Path) -> None:
+    with receiver(200) as rx:
+        async def body() -> None:
+            async with Rig(tmp_path, watcher(webhook(rx.url))) as rig:
+                real = rig.hub.execute
+                calls = 0
+
+                async def flaky(*args: object) -> object:
+                    nonlocal calls
+                    calls += 1
+                    if calls == 1:
+                        raise ZeroDivisionError("a bug")
+                    return await real(*args)  # type: ignore[arg-type]
+
+                rig.hub.execute = flaky  # type: ignore[method-assign]
+                rig.deliver("ERROR 1")
+                (first,) = await rig.wait("action-result")
+                assert (first["status"], first["error"]["code"]) == ("failed", "internal")
+                rig.deliver("ERROR 2")
+                await rig.wait("action-result", status="ok")
+                assert not rig.task.done()  # the hub's TaskGroup still runs
+        asyncio.run(body())

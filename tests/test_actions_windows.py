@@ -1,0 +1,123 @@
+"""The pure parts of actions: `when` thresholds and `throttle` windows over given times (tables
+and Hypothesis), and what a firing sends (the JSON document, Slack text, exec environment)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watchrun.actions.payload import ENV_LINES_BYTES, Context, build, slack_text
+from watchrun.actions.windows import Firing, Gate, Suppression
+from watchrun.config.model import ThresholdSpec
+from watchrun.events import MatchInfo
+from watchrun.match.redact import redactor
+
+
+def batch(n: int, start: int = 1) -> list[MatchInfo]:
+    return [MatchInfo(f"ERROR {i}", i, i, f"f:{i}", f"w:{i:016x}") for i in range(start, start + n)]
+
+
+def fired(events: list[Firing | Suppression]) -> list[Firing]:
+    return [e for e in events if isinstance(e, Firing)]
+
+
+def test_every_batch_fires_without_when_or_throttle() -> None:
+    gate = Gate(None, None, keep=2)
+    (f,) = gate.offer(0.0, batch(5))
+    assert isinstance(f, Firing)
+    assert (f.reason, f.count, len(f.matches)) == ("match", 5, 2)
+    assert (f.first_cursor, f.last_cursor) == (f"w:{1:016x}", f"w:{5:016x}")
+    assert gate.next_due() is None
+
+
+# (time, matches) offered in order -> counts of the firings they cause
+THRESHOLD_TABLE = [
+    ([(0, 1), (5, 1), (9, 1)], [3]),  # 3 within 10 s
+    ([(0, 1), (5, 1), (11, 1)], []),  # the first left the window
+    ([(0, 1), (5, 1), (11, 1), (12, 1)], [3]),
+    ([(0, 5)], [5]),  # one batch above the threshold
+    ([(0, 3), (1, 3), (2, 3)], [3, 3, 3]),  # counting starts again after each firing
+    ([(0, 2), (10, 1)], [3]),  # the window's edge is inside it
+]
+
+
+def test_threshold_table() -> None:
+    for offers, want in THRESHOLD_TABLE:
+        gate = Gate(ThresholdSpec(3, 10_000), None, keep=50)
+        got = [f.count for t, n in offers for f in fired(gate.offer(float(t), batch(n)))]
+        assert got == want, offers
+
+
+def test_throttle_suppresses_then_sends_what_it_held_when_the_window_ends() -> None:
+    gate = Gate(None, 60_000, keep=50)
+    assert [f.count for f in fired(gate.offer(0.0, batch(1)))] == [1]
+    s1, = gate.offer(10.0, batch(2, 2))
+    s2, = gate.offer(20.0, batch(1, 4))
+    assert isinstance(s1, Suppression) and isinstance(s2, Suppression)
+    assert (s1.suppressed, s2.suppressed, s2.count, s2.window_end) == (1, 2, 1, 60.0)
+    assert gate.next_due() == 60.0
+    assert gate.due(59.9) is None
+    held = gate.due(60.0)
+    assert held is not None
+    assert (held.reason, held.count, held.suppressed, held.suppressed_matches) == (
+        "throttle-end", 3, 2, 3)
+    assert [m.line for m in held.matches] == ["ERROR 2", "ERROR 3", "ERROR 4"]
+    # the firing that went out opened the next window
+    assert isinstance(gate.offer(61.0, batch(1, 5))[0], Suppression)
+    assert gate.due(120.0) is not None
+    assert gate.due(200.0) is None  # nothing held: the window closes
+    assert fired(gate.offer(200.5, batch(1, 9)))[0].reason == "match"
+
+
+def test_a_late_offer_first_sends_what_the_ended_window_held() -> None:
+    gate = Gate(None, 1000, keep=5)
+    gate.offer(0.0, batch(1))
+    gate.offer(0.5, batch(1, 2))
+    events = gate.offer(5.0, batch(1, 3))
+    assert [type(e).__name__ for e in events] == ["Firing", "Suppression"]
+    assert isinstance(events[0], Firing) and events[0].reason == "throttle-end"
+
+
+@given(st.lists(st.tuples(st.floats(0, 30), st.integers(1, 20)), max_size=40),
+       st.sampled_from([None, 1000, 5000]), st.sampled_from([None, (1, 2000), (7, 3000)]))
+def test_no_match_is_lost_and_windows_hold(offers: list[tuple[float, int]],
+                                           throttle_ms: int | None,
+                                           threshold: tuple[int, int] | None) -> None:
+    gate = Gate(ThresholdSpec(*threshold) if threshold else None, throttle_ms, keep=3)
+    now, out = 0.0, []
+    for delta, n in offers:
+        now += delta
+        out += gate.offer(now, batch(n))
+    last = gate.due(float("inf"))
+    firings = fired(out) + ([last] if last is not None else [])
+    sent = [f for f in fired(out) if f.reason != "throttle-end"]
+    if threshold is None:  # every match goes out, once: at once, or when a window ends
+        assert sum(f.count for f in firings) == sum(n for _, n in offers)
+        assert sum(f.suppressed_matches for f in firings) == sum(
+            e.count for e in out if isinstance(e, Suppression))
+    else:
+        assert all(f.count >= threshold[0] for f in sent)
+    assert all(len(f.matches) <= 3 for f in firings)
+
+
+def _doc(lines: list[str], count: int | None = None) -> dict[str, object]:
+    f = Firing("match", 50)
+    f.add([MatchInfo(x, 1, 0, "f:1", "w:0000000000000001") for x in lines], count)
+    return build(Context("w", "the label", "page", 1, "2026-01-01T00:00:00.000Z"), f,
+                 redactor()).document
+
+
+def test_slack_text_is_escaped_and_counts_what_it_leaves_out() -> None:
+    text = slack_text(_doc(["<@U123> & <!here>"], count=3))
+    assert "&lt;@U123&gt; &amp; &lt;!here&gt;" in text
+    assert text.endswith("… and 2 more (see the watcher's JSONL from w:0000000000000001)")
+
+
+def test_the_environment_is_clipped_and_has_no_nul() -> None:
+    f = Firing("match", 50)
+    f.add([MatchInfo("é" * 40_000, 1, 0, "f:1", "w:0000000000000001")])
+    out = build(Context("w", "l", "a", 1, "t"), f, redactor())
+    env = out.environ()
+    assert len(env["WATCHRUN_LINES"].encode()) <= ENV_LINES_BYTES
+    assert env["WATCHRUN_LINES"].encode().decode() == env["WATCHRUN_LINES"]
+    assert all("\0" not in v for v in env.values())
