@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from watchrun.config.model import Config
+from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
@@ -21,7 +22,6 @@ from watchrun.runtime.control import ControlServer
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet, finish
-from watchrun.sources.notify import Notifier
 
 __all__ = ["StartupError", "start_or_stop"]
 

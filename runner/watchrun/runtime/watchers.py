@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
+from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
@@ -22,7 +23,6 @@ from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
 from watchrun.sources.checkpoints import CheckpointStore
-from watchrun.sources.notify import Notifier
 
 __all__ = ["Owner", "WatcherSet", "counters_of", "finish"]
 
