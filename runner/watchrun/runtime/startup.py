@@ -67,14 +67,18 @@ async def start_or_stop(sup: Starting, undo: contextlib.AsyncExitStack,
                 await asyncio.wait({starting, sig_wait}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 sig_wait.cancel()
+            # Both may be done: a signal taken off the queue must be acted on, not dropped.
+            sig = sig_wait.result() if sig_wait.done() and not sig_wait.cancelled() else None
+            if sig == signal.SIGHUP:
+                sup.reload_pending = True
+            elif sig is not None:
+                if starting.done():
+                    starting.result()  # a StartupError says more than the signal
+                sup.log.info(f"{sig.name} while starting: stopping what did start")
+                return sig.name
             if starting.done():
                 starting.result()  # StartupError
                 return None
-            sig = sig_wait.result()
-            if sig != signal.SIGHUP:
-                sup.log.info(f"{sig.name} while starting: stopping what did start")
-                return sig.name
-            sup.reload_pending = True
     finally:
         if not starting.done():
             await finish(starting)
