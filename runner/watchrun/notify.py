@@ -206,15 +206,11 @@ class Watch:
         self.notifier.wakeups += 1
 
     def wait_blocking(self, timeout_s: float) -> None:
-        """`wait()` for code without an event loop: return after something relevant may have
-        changed, or after `timeout_s` (after at most one poll interval when polling). The
-        caller re-arms a `stale` watch, as it does after `wait()`."""
-        deadline = time.monotonic() + max(0.0, timeout_s)
-        while not self._flag:
-            left = deadline - time.monotonic()
+        """`wait()` without an event loop: until something may have changed, or `timeout_s` (one
+        poll interval when polling). The caller re-arms a `stale` watch, as after `wait()`."""
+        end = time.monotonic() + max(0.0, timeout_s)
+        while not self._flag and (left := end - time.monotonic()) > 0:
             ino = self.notifier._ino
-            if left <= 0:
-                return
             if self.polling or ino is None:
                 time.sleep(min(left, self.notifier.poll_s))
                 break

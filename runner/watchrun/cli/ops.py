@@ -65,8 +65,13 @@ def cmd_ops(args: argparse.Namespace) -> int:
     op, as_json = args.op, args.format == "json"
     if op in ("stop", "clear"):
         return _control(where.root, _op_request(args), as_json)
+    from watchrun.cli.live import follow, live_statuses
+
+    if getattr(args, "follow", False):
+        return follow(args, where.root, where.match_lines, where.config)
+    live = live_statuses(where.root)  # a live runner answers first; else the snapshots
     if op == "list":
-        statuses = views.load_statuses(where.root)
+        statuses = live if live is not None else views.load_statuses(where.root)
         if as_json:
             _print_json(statuses)
         elif statuses:
@@ -74,7 +79,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
         else:
             _say(f"no watchers have run with output dir {where.root}")
         return ExitStatus.OK
-    status = views.load_status(where.root, args.id)
+    status = next((s for s in live or [] if s.get("id") == args.id), None) or \
+        views.load_status(where.root, args.id)
     if status is None:
         known = ", ".join(s["id"] for s in views.load_statuses(where.root)) or "none"
         _say(f"watchrun: error: no watcher {args.id!r} in {where.root} (known: {known})",

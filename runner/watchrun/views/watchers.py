@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.match.sanitize import edge_text
-from watchrun.output import safefs
+from watchrun.output import safefs, tailfile
 from watchrun.output.records import last_records
 
 STATUS_BYTES = 1 << 20
@@ -73,10 +73,7 @@ def logs(root: Path, wid: str, lines: int) -> list[str]:
         data = safefs.read_bytes(root / "state" / f"{wid}.tail", TAIL_BYTES)
     except OSError:
         return []
-    text = data.decode("utf-8", errors="replace")
-    found = text.split("\n")
-    if found and found[-1] == "":
-        found.pop()
+    found = tailfile.parse(data).lines
     return found[-lines:] if lines else []
 
 
@@ -98,14 +95,28 @@ def list_table(statuses: list[dict[str, Any]]) -> str:
             [
                 s.get("id", "?"),
                 s.get("status", "?"),
+                s.get("origin") or "config",
                 s.get("kind", "?"),
+                s.get("pid") or "-",
+                uptime(s.get("uptimeS")),
+                s.get("restarts", 0),
                 s.get("matchCount", 0),
                 s.get("linesRead", 0),
                 (s.get("lastMatchAt") or "-"),
                 _clip(edge_text(source), 48),
+                _clip(edge_text(s.get("lastError") or "-"), 60),
             ]
         )
-    return table(rows, ["ID", "STATUS", "KIND", "MATCHES", "LINES", "LAST MATCH", "SOURCE"])
+    return table(rows, ["ID", "STATUS", "ORIGIN", "KIND", "PID", "UPTIME", "RESTARTS",
+                        "MATCHES", "LINES", "LAST MATCH", "SOURCE", "LAST ERROR"])
+
+
+def uptime(seconds: Any) -> str:
+    """`1:02:03` (as supervisorctl shows it), `-` when not running."""
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+        return "-"
+    m, sec = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{sec:02d}"
 
 
 def status_lines(status: dict[str, Any]) -> list[str]:
