@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
@@ -168,9 +169,11 @@ def test_a_tail_header_cannot_be_forged_by_a_line() -> None:
 # --- the real CLI against real runners -----------------------------------------------------
 
 
-def follow(cwd: Path, *args: str) -> subprocess.Popen[str]:
+def follow(cwd: Path, *args: str, poll: bool = False) -> subprocess.Popen[str]:
+    """`watchrun ARGS` (a follower); `poll`: woken by polling, as without inotify."""
+    env = {**os.environ, "WATCHRUN_FORCE_POLL": "1"} if poll else None
     return subprocess.Popen([watchrun_bin(), *args], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
 class Lines:
@@ -216,7 +219,8 @@ def ready(r: LiveRunner) -> None:
     wait_for(running, "the runner to be running")
 
 
-def test_matches_follow_across_rotation_then_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_matches_follow_across_rotation_then_ctrl_c(tmp_path: Path, mode: str) -> None:
     log = tmp_path / "app.log"
     log.touch()
     config = write_config(tmp_path, {"output": {"maxBytes": "64KiB", "keep": 20}, "watchers": [
@@ -227,7 +231,8 @@ def test_matches_follow_across_rotation_then_ctrl_c(tmp_path: Path) -> None:
         ready(r)
         append(log, ["ERROR early 1", "ERROR early 2", "INFO no"])
         wait_for(lambda: len(r.matches("app")) == 2, "two matches")
-        proc = follow(tmp_path, "matches", "app", "--follow", "--json", "--lines", "1")
+        proc = follow(tmp_path, "matches", "app", "--follow", "--json", "--lines", "1",
+                      poll=mode == "poll")
         out = Lines(proc)
         first = json.loads(out.take(1)[0])
         assert first["line"] == "ERROR early 2" and first["kind"] == "match"

@@ -123,7 +123,8 @@ def test_add_refuses_what_validate_refuses_with_the_same_messages(tmp_path: Path
         assert r.stop() == 0
 
 
-def test_a_relative_path_on_the_socket_is_refused_not_guessed(tmp_path: Path) -> None:
+def test_a_relative_path_on_the_socket_is_refused_and_warnings_come_back(
+        tmp_path: Path) -> None:
     config = write_config(tmp_path, {"watchers": [{"id": "cfg", "path": "c.log",
                                                    "pattern": "x"}]})
     r = LiveRunner(config)
@@ -133,6 +134,12 @@ def test_a_relative_path_on_the_socket_is_refused_not_guessed(tmp_path: Path) ->
                                                      "cwd": "sub", "pattern": "x"}})
         (d,) = reply["error"]["diagnostics"]
         assert d["path"] == "watchers[0].cwd" and "not an absolute path" in d["message"]
+        reply = r.control({"cmd": "add", "watcher": {"id": "w", "path": str(tmp_path / "w.log"),
+                                                     "pattern": "x", "wake": True}})
+        assert reply["ok"] and [(w["path"], w["severity"]) for w in reply["warnings"]] == \
+            [("watchers[0].wake", "warning")]  # wake: true, but there are no agents
+        p = wr(tmp_path, "add", "w2", "--path", "w.log", "--pattern", "x", "--wake", "a")
+        assert p.returncode == 2 and "the config has no agents" in p.stderr
     finally:
         assert r.stop() == 0
 
@@ -152,10 +159,21 @@ def test_add_refuses_an_id_in_use_and_more_than_max_watchers(tmp_path: Path) -> 
         assert p.returncode == 3 and "limits.maxWatchers is 2" in p.stderr
         assert not (r.out / "watchers" / "two.jsonl").exists()
         assert wr(tmp_path, "stop", "one").returncode == 0  # a stopped one holds nothing
+        p = wr(tmp_path, "add", "one", "--path", "z.log", "--pattern", "x")
+        assert p.returncode == 2 and "in use" in p.stderr  # ...but keeps its id until cleared
         p = wr(tmp_path, "add", "two", "--command", "sleep 600", "--pattern", "x")
         assert p.returncode == 0, p.stderr
-        p = wr(tmp_path, "start", "one")  # ...but starting it again needs room again
+        p = wr(tmp_path, "start", "one")  # ...and starting it again needs room again
         assert p.returncode == 3 and "limits.maxWatchers" in p.stderr
+        assert wr(tmp_path, "stop", "two").returncode == 0
+        p = wr(tmp_path, "start", "one", "--json")  # with its own settings, still `runtime`
+        w = json.loads(p.stdout)["watcher"]
+        assert (p.returncode, w["origin"], w["source"], w["restarts"]) == \
+            (0, "runtime", str(tmp_path / "one.log"), 1)
+        assert json.loads(wr(tmp_path, "clear", "--json").stdout)["cleared"] == 1  # two
+        p = wr(tmp_path, "start", "two")
+        assert p.returncode == 2 and "no watcher 'two'" in p.stderr  # forgotten for good
+        assert set(listed(r)) == {"cfg", "one"}
     finally:
         assert r.stop() == 0
 
@@ -166,9 +184,13 @@ def test_a_runtime_watcher_wakes_an_agent(tmp_path: Path) -> None:
     r = LiveRunner(config)
     try:
         ready(r)
-        p = wr(tmp_path, "add", "w1", "--command", "echo FATAL disk full", "--pattern",
-               "FATAL", "--wake", "triage")
+        sub = tmp_path / "sub"
+        sub.mkdir()
+        p = wr(sub, "add", "w1", "--command", "echo FATAL in $(pwd)", "--pattern",
+               "FATAL", "--wake", "triage", "-c", str(config))
         assert p.returncode == 0, p.stderr
+        wait_for(lambda: lines_of(r, "w1"), "the command's match")
+        assert lines_of(r, "w1") == [f"FATAL in {sub}"]  # it ran where `add` was run
 
         def delivered() -> bool:
             return any(x["kind"] == "delivery" and x.get("watcher") == "w1"
@@ -263,6 +285,12 @@ def test_reload_keeps_runtime_watchers_and_a_new_runner_has_none(tmp_path: Path)
         assert (after["origin"], after["status"], after["pid"], after["startedAt"]) == \
             ("runtime", "running", before["pid"], before["startedAt"])  # untouched
         assert len(r.matches("rt")) == 1
+        # Changed limits restart every watcher, the added one too, still `runtime`.
+        write_config(tmp_path, {"limits": {"maxLogLines": 100}, "watchers": [
+            *base["watchers"], {"id": "more", "path": "m.log", "pattern": "x"}]})
+        r.send(signal.SIGHUP)
+        wait_for(lambda: listed(r)["rt"]["restarts"] == 1 and listed(r)["rt"]["pid"], "rt again")
+        assert listed(r)["rt"]["origin"] == "runtime" and listed(r)["rt"]["pid"] != before["pid"]
         # A config that now names the id takes it over (and says so).
         write_config(tmp_path, {"watchers": [*base["watchers"],
                                              {"id": "rt", "path": "rt.log", "pattern": "x"}]})
@@ -285,6 +313,20 @@ def test_reload_keeps_runtime_watchers_and_a_new_runner_has_none(tmp_path: Path)
     p = wr(tmp_path, "list", "--json")  # no runner: the snapshots, each stopped
     snaps = {w["id"]: w for w in json.loads(p.stdout)}
     assert snaps["rt2"]["origin"] == "runtime" and snaps["rt2"]["status"] == "stopped"
+
+
+def test_add_is_refused_when_watchers_are_disabled(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"limits": {"enabled": False}, "watchers": [
+        {"id": "cfg", "path": "c.log", "pattern": "x"}]})
+    r = LiveRunner(config)
+    try:
+        ready(r)
+        p = wr(tmp_path, "add", "a", "--path", "a.log", "--pattern", "x", "--json")
+        err = json.loads(p.stdout)["error"]
+        assert (p.returncode, err["code"]) == (3, "refused")
+        assert "limits.enabled is false" in err["message"]
+    finally:
+        assert r.stop() == 0
 
 
 def test_add_is_refused_by_a_once_runner(tmp_path: Path) -> None:
