@@ -13,9 +13,9 @@ from typing import Any
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk
+from watchrun.notify import Notifier
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.file import FileSource
-from watchrun.sources.notify import Notifier
 
 MODES = ["inotify", "poll"]
 POLL_MS = 20

@@ -133,9 +133,10 @@ def test_until_times_out_without_a_new_record(hist: History) -> None:
 
 
 def test_until_waits_for_the_agents_directory_to_appear(tmp_path: Path) -> None:
+    """inotify on the nearest existing ancestor notices agents/ appearing (no polling)."""
     path = tmp_path / "agents" / "triage.jsonl"
     on_ready, thread, modes = append_when_ready(path, lambda log: log.status("idle"))
     r = wait_until(path, "status:idle", timeout_s=DEADLINE_S, on_ready=on_ready)
     thread.join(DEADLINE_S)
-    assert modes == ["poll"] and r["anchor"] == "triage:0000000000000000"
+    assert modes == ["inotify"] and r["anchor"] == "triage:0000000000000000"
     assert r["cursor"] == "triage:0000000000000001"

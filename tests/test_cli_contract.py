@@ -127,8 +127,9 @@ def test_status_and_list_read_like_prose(site: Path, shown: str) -> None:
         assert re.fullmatch(r"\S+Z \((just now|\d+s ago|\d+m ago)\)", fields["startedAt"])
     else:
         header, *rows = (re.split(r" {2,}", x) for x in p.stdout.splitlines())
-        assert header[:6] == ["ID", "STATUS", "KIND", "MATCHES", "LINES", "LAST MATCH"]
-        assert re.fullmatch(r"just now|\d+s ago|\d+m ago", rows[0][5])
+        assert header[:10] == ["ID", "STATUS", "ORIGIN", "KIND", "PID", "UPTIME", "RESTARTS",
+                               "MATCHES", "LINES", "LAST MATCH"]
+        assert re.fullmatch(r"just now|\d+s ago|\d+m ago", rows[0][9])
 
 
 # -- --json on the commands that read no config, and on the live-runner ones without a runner

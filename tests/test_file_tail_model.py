@@ -16,9 +16,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits
+from watchrun.notify import Notifier
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.file import FileSource
-from watchrun.sources.notify import Notifier
 
 
 class TailModel(RuleBasedStateMachine):

@@ -12,8 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "runner" / "watchrun"
 
-BASE = {"events", "clock", "exitcodes"}
-"""Top-level modules every layer may use: the event vocabulary and the clock seam."""
+BASE = {"events", "clock", "exitcodes", "notify"}
+"""Top-level modules every layer may use: the event vocabulary, the clock seam, exit codes and
+change notification (the runner's file sources and the CLI's followers share one inotify
+binding)."""
 
 ALLOWED: dict[str, set[str]] = {
     "match": set(),

@@ -249,3 +249,42 @@ def test_a_reload_whose_steps_fail_is_reported_and_the_runner_goes_on(tmp_path: 
             .startswith("closing its JSONL failed: EIO")
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_that_comes_as_the_start_ends_is_not_lost(
+        sig: signal.Signals, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start and the wait for a signal finish in the same step (found by a once runner that
+    ignored a SIGTERM sent just as it became ready): a SIGTERM still stops, a SIGHUP still
+    reloads once started."""
+    from watchrun.runtime import startup
+    from watchrun.runtime.signals import SignalInbox
+
+    class Sup:
+        reload_pending = False
+        log = RunLog("text", quiet=True)
+
+    async def started_at_once(sup: Any, undo: Any) -> None:
+        return None
+
+    monkeypatch.setattr(startup, "_start", started_at_once)
+
+    sup = Sup()
+
+    async def main() -> str | None:
+        import contextlib
+
+        inbox = SignalInbox(asyncio.get_running_loop())
+        try:
+            os.kill(os.getpid(), sig)  # queued before the first wait: both are done at once
+            await asyncio.sleep(0)
+            async with contextlib.AsyncExitStack() as undo:
+                return await startup.start_or_stop(sup, undo, inbox)  # type: ignore[arg-type]
+        finally:
+            inbox.close()
+
+    reason = asyncio.run(main())
+    if sig == signal.SIGTERM:
+        assert reason == "SIGTERM"
+    else:
+        assert reason is None and sup.reload_pending

@@ -118,9 +118,9 @@ def test_the_pipeline_counts_each_chunk_once_and_numbers_matches(tmp_path: Path,
 
 def test_a_file_read_in_many_chunks_has_exact_line_numbers_and_counts(tmp_path: Path) -> None:
     """The real path: FileSource reads small chunks, the pipeline settles the framer's count."""
+    from watchrun.notify import Notifier
     from watchrun.sources.checkpoints import CheckpointStore
     from watchrun.sources.file import FileSource
-    from watchrun.sources.notify import Notifier
 
     lines = [f"{'ERROR' if i % 37 == 0 else 'INFO'} line {i} {'x' * (i % 50)}" for i in range(3000)]
     log_file = tmp_path / "app.log"

@@ -14,6 +14,7 @@ from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk
 from watchrun.match.matcher import Matcher
+from watchrun.output import tailfile
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink
 from watchrun.runtime.pipeline import WatcherPipeline
@@ -59,7 +60,8 @@ def test_the_final_snapshot_wins_over_an_older_write_that_lands_later(tmp_path: 
     asyncio.run(main())
     snap = json.loads((state / "w.status.json").read_text())
     assert snap["matchCount"] == 2 and snap["linesRead"] == 4
-    assert (state / "w.tail").read_text() == "INFO a\nERROR two\nINFO b\n"
+    tail = tailfile.parse((state / "w.tail").read_bytes())
+    assert tail.lines == ["INFO a", "ERROR two", "INFO b"] and tail.end == 4  # its last line
     pipe.sink.close()
 
 

@@ -164,7 +164,7 @@ def test_the_tap_sees_every_event_even_when_quiet() -> None:
 def test_library_warnings_keep_the_format_and_name_their_source() -> None:
     stream = io.StringIO()
     handler = ForwardToRunLog(RunLog("json", stream=stream))
-    logger = logging.getLogger("watchrun.sources.notify")
+    logger = logging.getLogger("watchrun.notify")
     logger.addHandler(handler)
     try:
         logger.warning("inotify: %s", "limit reached")

@@ -18,7 +18,7 @@ EXIT_STATUS: dict[str, int] = {
     # 2: the command line, the config or a name is wrong (nothing was done)
     "usage": 2, "config_not_found": 2, "config_invalid": 2, "not_found": 2,
     "unknown_agent": 2, "invalid_argument": 2, "invalid_cursor": 2, "not_supported": 2,
-    "exists": 2, "bad_request": 2,
+    "exists": 2, "bad_request": 2, "invalid": 2,
     # 1: an answer that is "no" (as a crossed gate): the cursor or the wait ran out
     "cursor_expired": 1, "gap_detected": 1, "watch_timeout": 1,
 }

@@ -12,9 +12,7 @@ from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
 
 DEFAULT_MATCH_LINES = 50
-FOLLOW_POLL_S = 0.25
-"""How often `matches --follow` looks for new records."""
-STOPPED = ("stopped", "exited", "fatal", "refused")
+STOPPED = ("stopped", "exited", "fatal")
 """Snapshot statuses of a watcher that is not running."""
 
 
@@ -60,9 +58,14 @@ def cmd_ops(args: argparse.Namespace) -> int:
         return _stop(where, args.id, out)
     if op == "clear":
         return _control(where.root, {"cmd": "clear", "all": bool(args.all)}, out)
+    from watchrun.cli.live import follow, live_statuses
+
+    if getattr(args, "follow", False):
+        return follow(args, where.root, where.match_lines, where.config)
+    live = live_statuses(where.root)  # a live runner answers first; else the snapshots
     now = datetime.now(UTC)
     if op == "list":
-        statuses = views.load_statuses(where.root)
+        statuses = live if live is not None else views.load_statuses(where.root)
         if out.as_json:
             out.doc({"outputDir": str(where.root), "watchers": statuses})
         elif statuses:
@@ -70,7 +73,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
         else:
             out.line(f"no watchers have run with output dir {where.root}")
         return ExitStatus.OK
-    status = views.load_status(where.root, args.id)
+    status = next((s for s in live or [] if s.get("id") == args.id), None) or \
+        views.load_status(where.root, args.id)
     recorded = (where.root / "watchers" / f"{args.id}.jsonl").exists()
     if status is None and (op == "status" or not (recorded or args.id in _configured(where))):
         known = _known_watchers(where)
@@ -89,8 +93,6 @@ def cmd_ops(args: argparse.Namespace) -> int:
     n = args.lines if args.lines is not None else min(where.match_lines, 2000)
     if op == "matches":
         try:
-            if args.follow:
-                return _follow(where.root, args.id, n, out)
             recs = views.matches(where.root, args.id, n)
         except OSError as exc:  # e.g. a symlink in place of a JSONL file: never followed
             return out.fail("read_failed", f"cannot read the matches of {args.id}: {exc}")
@@ -105,29 +107,6 @@ def cmd_ops(args: argparse.Namespace) -> int:
     else:
         out.lines(lines)
     return ExitStatus.OK
-
-
-def _follow(root: Path, wid: str, n: int, out: Out) -> int:
-    """`matches ID --follow`: the last `n` matches, then each new one as it is recorded, by
-    seq (polled every FOLLOW_POLL_S, like `tail -F`); ends with Ctrl-C (130) or a closed pipe.
-    With --json: JSON Lines, one `{"id", "match"}` object per line."""
-    import time
-
-    from watchrun.match.sanitize import edge_json
-    from watchrun.views import watchers as views
-
-    seq = views.latest_seq(root, wid)
-    recs = views.matches(root, wid, n)
-    while True:
-        for rec in recs:
-            if out.as_json:
-                print(edge_json({"id": wid, "match": rec}), file=out.stdout)
-            else:
-                out.line(views.match_line(rec))
-            seq = max(seq, int(rec["seq"]))
-        out.stdout.flush()
-        time.sleep(FOLLOW_POLL_S)
-        recs = views.matches_after(root, wid, seq)
 
 
 def _configured(where: Where) -> list[str]:

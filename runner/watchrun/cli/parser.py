@@ -161,13 +161,42 @@ def _configure_ops(kind: str) -> Callable[[argparse.ArgumentParser], None]:
         if kind in ("matches", "logs"):
             p.add_argument("--lines", type=lines_count, metavar="N",
                            help=f"how many lines, 1 to {MAX_LINES} (default limits.matchLines)")
-        if kind == "matches":
             p.add_argument("--follow", "-f", action="store_true",
-                           help="then print new matches as they are recorded (Ctrl-C ends); "
-                           "with --json one object per line")
+                           help="then print each new one as it is recorded, like tail -F "
+                           "(Ctrl-C ends; --json: one object per line)")
         if kind == "clear":
             p.add_argument("--all", action="store_true",
                            help="also stop running watchers before forgetting them")
+        p.set_defaults(op=kind, format="text")
+        json_flag(p)
+    return configure
+
+
+def _configure_add(p: argparse.ArgumentParser) -> None:
+    add_where_args(p)
+    p.add_argument("id", help="watcher id (a file name: letters, digits, _ . -)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--path", metavar="P", help="file to follow (relative to here)")
+    source.add_argument("--command", metavar="C", dest="source_command",
+                        help="command to run under /bin/sh -c")
+    p.add_argument("--pattern", metavar="RE", required=True, help="regex a line must match")
+    p.add_argument("--exclude", metavar="RE", action="append", default=[],
+                   help="regex that suppresses a match (repeatable)")
+    p.add_argument("--case-sensitive", action="store_true", help="match case-sensitively")
+    p.add_argument("--from-start", action="store_true",
+                   help="file: scan what is there first (default: follow from the end)")
+    p.add_argument("--label", metavar="L", help="display name (default: the source)")
+    p.add_argument("--wake", metavar="AGENT", action="append", default=[],
+                   help="agent woken by a match (repeatable; default limits.wakeOnMatch)")
+    p.add_argument("--cwd", metavar="DIR", help="command: working directory (default: here)")
+    p.set_defaults(format="text")
+    json_flag(p)
+
+
+def _configure_start(kind: str) -> Callable[[argparse.ArgumentParser], None]:
+    def configure(p: argparse.ArgumentParser) -> None:
+        add_where_args(p)
+        p.add_argument("id", help="watcher id")
         p.set_defaults(op=kind, format="text")
         json_flag(p)
     return configure
@@ -267,10 +296,23 @@ COMMANDS: dict[str, Command] = {
                 "--output-dir /var/lib/watchrun --json", _configure_ops("list"), _OPS),
         Command("status", "one watcher's status", "example:\n  watchrun status server -c "
                 "watch.yaml", _configure_ops("status"), _OPS),
-        Command("matches", "a watcher's latest matched lines", "example:\n  watchrun matches "
-                "server -c watch.yaml --lines 20", _configure_ops("matches"), _OPS),
-        Command("logs", "a watcher's latest raw lines (sanitized)", "example:\n  watchrun logs "
-                "server -c watch.yaml --lines 100", _configure_ops("logs"), _OPS),
+        Command("matches", "a watcher's latest matched lines", "examples:\n  watchrun matches "
+                "server -c watch.yaml --lines 20\n  watchrun matches server --follow --json",
+                _configure_ops("matches"), _OPS),
+        Command("logs", "a watcher's latest raw lines (sanitized)", "examples:\n  watchrun logs "
+                "server -c watch.yaml --lines 100\n  watchrun logs server -f",
+                _configure_ops("logs"), _OPS),
+        Command("add", "add a watcher to the live runner (until stopped or the runner exits)",
+                "examples:\n  watchrun add api --path /var/log/api.log --pattern 'ERROR|FATAL'"
+                "\n  watchrun add tests --command 'make test' --pattern FAIL --wake triage\n"
+                "checked like a config watcher; exit status 2 invalid or id in use, 3 refused",
+                _configure_add, "watchrun.cli.watch_cmds:cmd_add"),
+        Command("start", "start a stopped, exited or failed watcher of the live runner",
+                "example:\n  watchrun start server -c watch.yaml", _configure_start("start"),
+                "watchrun.cli.watch_cmds:cmd_start"),
+        Command("restart", "stop and start a watcher of the live runner (files keep their "
+                "position)", "example:\n  watchrun restart server -c watch.yaml",
+                _configure_start("restart"), "watchrun.cli.watch_cmds:cmd_start"),
         Command("stop", "stop one watcher of the live runner (already stopped: exit 0)",
                 "example:\n  watchrun stop server -c watch.yaml", _configure_ops("stop"), _OPS),
         Command("clear", "forget stopped watchers' status (--all: stop and forget every one)",

@@ -22,6 +22,7 @@ __all__ = [
     "format_cursor",
     "iter_records",
     "last_records",
+    "offset_after",
     "oldest_seq",
     "parse_cursor",
     "retained_files",
@@ -152,6 +153,12 @@ def _first_after(f: BinaryIO, size: int, since: int) -> int:
         else:
             hi = start
     return lo
+
+
+def offset_after(f: BinaryIO, since_seq: int) -> int:
+    """The start of a line at or before the first record of `f` with a seq above `since_seq`
+    (a binary search: a follower need not read a whole file to find where it left off)."""
+    return _first_after(f, os.fstat(f.fileno()).st_size, since_seq)
 
 
 def iter_records(

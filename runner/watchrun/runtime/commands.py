@@ -1,21 +1,32 @@
-"""Control-socket requests (`stop`, `clear`, `agent send/stop`) applied to the live runner."""
+"""Control-socket requests (`add`, `start`, `restart`, `stop`, `clear`, `list`, `status`, `agent
+send/stop`) applied to the live runner; the protocol is in docs/control.md."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any, Protocol
 
 from watchrun.agents.hub import AgentHub
+from watchrun.config.model import Config
+from watchrun.output.runlog import RunLog
+from watchrun.runtime import manage
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.status import StatusBoard
+from watchrun.runtime.watchers import WatcherSet
 
 
 class Runner(Protocol):
     """What the requests need of the supervisor (kept narrow so this module does not import it)."""
 
+    config: Config
+    log: RunLog
+    set: WatcherSet
     board: StatusBoard
     hub: AgentHub | None
     lag: LoopLag
+    once: bool
+    changing: asyncio.Lock
 
     @property
     def watchers(self) -> dict[str, Any]: ...
@@ -30,19 +41,32 @@ class Runner(Protocol):
 
 
 async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
-    """Requests from `watchrun stop/clear/agent send/agent stop` on control.sock."""
+    """One request from `watchrun add/start/restart/stop/clear/list/agent …` on control.sock."""
     cmd = req.get("cmd")
+    try:
+        if cmd == "add":
+            return await manage.add(sup, req.get("watcher"))
+        if cmd in ("start", "restart"):
+            return await manage.start(sup, str(req.get("id")), restart=cmd == "restart")
+    except manage.Refused as exc:
+        return exc.reply()
+    if cmd == "list":
+        return {"ok": True, "state": str(sup.state), "watchers": sup.board.live()}
     if cmd == "stop":
         wid = str(req.get("id"))
         if wid not in sup.watchers:
             return _fail("not_found", f"no running watcher {wid!r}")
-        await sup.stop_watcher(wid, reason="requested")
+        async with sup.changing:
+            await sup.stop_watcher(wid, reason="requested")
         return {"ok": True, "message": f"stopped {wid}"}
     if cmd == "clear":
-        if req.get("all"):
-            for wid in list(sup.watchers):
-                await sup.stop_watcher(wid, reason="requested")
-        cleared = sup.board.forget_stopped()
+        async with sup.changing:
+            if req.get("all"):
+                for wid in list(sup.watchers):
+                    await sup.stop_watcher(wid, reason="requested")
+            cleared = sup.board.forget_stopped()
+            for wid in [w for w in sup.set.runtime if w not in sup.watchers]:
+                del sup.set.runtime[wid]  # a cleared runtime watcher is gone for good
         return {"ok": True, "cleared": cleared, "message": f"cleared {cleared} watchers"}
     if cmd in ("agent-send", "agent-stop"):
         if sup.hub is None:

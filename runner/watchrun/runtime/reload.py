@@ -1,7 +1,8 @@
 """Applying a re-read config to the live runner (SIGHUP): unchanged watchers keep running,
-changed and removed ones stop, new and changed ones start. No step's failure ends the runner:
-each is reported (log, `status`, an `error` record where the watcher has a sink) and the rest
-goes on."""
+changed and removed ones stop, new and changed ones start. Watchers added at runtime are in no
+file: they keep running (restarted when the limits or output settings change), unless the config
+now names their id, which then is the config's. No step's failure ends the runner: each is
+reported (log, `status`, an `error` record where the watcher has a sink) and the rest goes on."""
 
 from __future__ import annotations
 
@@ -54,6 +55,16 @@ async def apply(sup: Reloading, new: Config) -> None:
     except Exception as exc:
         sup.problem(f"reload: the actions could not be updated: {exc}")
     wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
+    for wid, spec in list(sup.set.runtime.items()):
+        if wid in wanted:
+            del sup.set.runtime[wid]
+            entry = sup.set.sup.board.entries.get(wid)
+            if entry is not None:
+                entry.origin = "config"
+            sup.problem("reload: the config now names this id, so the config's watcher "
+                        "replaces the one added at runtime", wid)
+        elif wid in sup.set.running and new.limits.enabled:
+            wanted[wid] = spec  # kept: in no file, it lives until stopped or the runner exits
     trouble: dict[str, str] = {}
     for wid, rt in list(sup.set.running.items()):
         if wid not in wanted or rt.spec != wanted[wid] or global_change:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from watchrun.config.model import Config
+from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
@@ -21,7 +22,6 @@ from watchrun.runtime.control import ControlServer
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet, finish
-from watchrun.sources.notify import Notifier
 
 __all__ = ["StartupError", "start_or_stop"]
 
@@ -68,14 +68,18 @@ async def start_or_stop(sup: Starting, undo: contextlib.AsyncExitStack,
                 await asyncio.wait({starting, sig_wait}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 sig_wait.cancel()
+            # Both may be done: a signal taken off the queue must be acted on, not dropped.
+            sig = sig_wait.result() if sig_wait.done() and not sig_wait.cancelled() else None
+            if sig == signal.SIGHUP:
+                sup.reload_pending = True
+            elif sig is not None:
+                if starting.done():
+                    starting.result()  # a StartupError says more than the signal
+                sup.log.info(f"{sig.name} while starting: stopping what did start")
+                return sig.name
             if starting.done():
                 starting.result()  # StartupError
                 return None
-            sig = sig_wait.result()
-            if sig != signal.SIGHUP:
-                sup.log.info(f"{sig.name} while starting: stopping what did start")
-                return sig.name
-            sup.reload_pending = True
     finally:
         if not starting.done():
             await finish(starting)

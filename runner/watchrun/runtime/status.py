@@ -1,4 +1,5 @@
-"""Status snapshots under state/: what `watchrun list/status/logs` read when no runner is live."""
+"""Status snapshots under state/ (what `watchrun list/status/logs` read when no runner is live)
+and the live `list` reply: per watcher its origin, status, pid, start, restarts, last error."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.sanitize import raw_text, sanitize
-from watchrun.output import safefs
+from watchrun.output import safefs, tailfile
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 
@@ -41,7 +42,18 @@ class _Entry:
     pipeline: WatcherPipeline
     source: object
     engine: str
+    origin: str
+    """`config` (from the config file) or `runtime` (added through the control socket)."""
+    run: str
+    """This start of the watcher, unique across runners: the `.tail` header's `run`."""
+    started_at: float
+    started_mono: float
+    restarts: int = 0
+    """Times it started again in this runner: its command's restarts (restart policy), and
+    `watchrun start/restart`, and a reload that changed it."""
     stopped: bool = False
+    failed: bool = False
+    """Its source ended with an internal error (status `fatal`)."""
     last_error: str | None = None
 
 
@@ -67,13 +79,45 @@ class StatusBoard:
         self._lock = threading.Lock()  # generations; held briefly, never across I/O
         self._io_lock = threading.Lock()  # one writer of snapshot files at a time
         self._writing: asyncio.Future[None] | None = None
+        self._starts = 0
 
-    def add(
-        self, spec: WatcherSpec, pipeline: WatcherPipeline, source: object, engine: str
-    ) -> None:
-        self.entries[spec.id] = _Entry(spec, pipeline, source, engine)
+    def add(self, spec: WatcherSpec, pipeline: WatcherPipeline, source: object, engine: str,
+            origin: str = "config") -> None:
+        """A watcher (re)starts; an earlier entry of the same id gives its restarts (plus this
+        one) and its last error."""
+        prev = self.entries.get(spec.id)
+        self._starts += 1
+        run = f"{os.getpid()}@{iso_ts(self.started_at)}#{self._starts}"
+        entry = _Entry(spec, pipeline, source, engine, origin, run, self.clock.now(),
+                       self.clock.monotonic())
+        if prev is not None:
+            entry.restarts, entry.last_error = prev.restarts + 1, prev.last_error
+        self.entries[spec.id] = entry
         pipeline.on_touch = lambda wid=spec.id: self.touch(wid)
         self.touch(spec.id)
+
+    def event(self, wid: str, kind: str, fields: dict[str, Any]) -> None:
+        """A record the watcher wrote: restarts and errors are counted and kept."""
+        entry = self.entries.get(wid)
+        if entry is not None:
+            if kind == "restart":
+                entry.restarts += 1
+            elif kind == "error" or (kind == "stop" and fields.get("message")):
+                entry.last_error = str(fields.get("message") or fields.get("code"))
+            elif kind == "exit" and not fields.get("signals") and (
+                    fields.get("status") != "exited" or fields.get("exitCode")):
+                # (`signals`: the runner stopped it, as asked; not an error of the command)
+                how = f"killed by {fields.get('signal')}" if fields.get("signal") else \
+                    f"exited with code {fields.get('exitCode')}"
+                entry.last_error = f"run {fields.get('run')} {how}"
+        self.touch(wid)
+
+    def failed(self, wid: str, message: str) -> None:
+        """Its source ended with an internal error: status `fatal`, written at once."""
+        entry = self.entries.get(wid)
+        if entry is not None:
+            entry.failed, entry.last_error = True, message
+            self.touch(wid, now=True)
 
     def touch(self, wid: str, now: bool = False) -> None:
         self._dirty.add(wid)
@@ -153,10 +197,23 @@ class StatusBoard:
         dirty, self._dirty = self._dirty, set()
         await asyncio.to_thread(self._store, self._render(sorted(dirty)))
 
+    def live(self) -> list[dict[str, Any]]:
+        """The live `list`: every watcher's snapshot now, with `uptimeS` and `live: true`."""
+        return [self.live_record(wid) for wid in sorted(self.entries)]
+
+    def live_record(self, wid: str) -> dict[str, Any]:
+        """One watcher's snapshot now; `uptimeS`: seconds since it (re)started, while it runs."""
+        entry = self.entries[wid]
+        snap = self.snapshot(entry)
+        since = self.clock.monotonic() - entry.started_mono
+        up = snap["status"] == "running"
+        return {**snap, "uptimeS": round(since, 3) if up else None, "live": True}
+
     def snapshot(self, entry: _Entry) -> dict[str, Any]:
         spec, c, src = entry.spec, entry.pipeline.counters, entry.source
         state = getattr(src, "state", None)
-        status = "stopped" if entry.stopped else str(state) if state is not None else "running"
+        status = "stopped" if entry.stopped else "fatal" if entry.failed else \
+            str(state) if state is not None else "running"
         snap: dict[str, Any] = {
             "schema": 1,
             "id": spec.id,
@@ -167,9 +224,14 @@ class StatusBoard:
             "exclude": list(spec.exclude),
             "engine": entry.engine,
             "status": status,
+            "origin": entry.origin,
+            "pid": getattr(src, "pid", None),
             "runnerPid": os.getpid(),
-            "startedAt": iso_ts(self.started_at),
+            "runnerStartedAt": iso_ts(self.started_at),
+            "startedAt": iso_ts(entry.started_at),
             "updatedAt": iso_ts(self.clock.now()),
+            "restarts": entry.restarts,
+            "lastError": entry.last_error,
             "linesRead": c.lines,
             "bytesRead": c.bytes_read,
             "matchCount": c.matches,
@@ -179,14 +241,11 @@ class StatusBoard:
             "redacted": dict(c.redacted),
             "lastMatchAt": iso_ts(c.last_match_at) if c.last_match_at else None,
         }
-        if entry.last_error is not None:
-            snap["lastError"] = entry.last_error
         if self.lag is not None:
             snap["loopLagMaxS"] = round(self.lag.max_s, 3)  # the runner's, not the watcher's
-        for attr, key in (("pid", "pid"), ("run_no", "run")):
-            value = getattr(src, attr, None)
-            if value is not None:
-                snap[key] = value
+        run_no = getattr(src, "run_no", None)
+        if run_no is not None:
+            snap["run"] = run_no
         last_exit = getattr(src, "last_exit", None)
         if last_exit is not None:
             snap["exitCode"] = getattr(last_exit, "exit_code", None)
@@ -200,14 +259,16 @@ class StatusBoard:
             entry = self.entries.get(wid)
             if entry is None:
                 continue
-            snap = json.dumps(self.snapshot(entry), ensure_ascii=False, indent=1)
-            files.append((self.dir / f"{wid}.status.json", snap.encode() + b"\n"))
+            snap = self.snapshot(entry)
+            text = json.dumps(snap, ensure_ascii=False, indent=1)
+            files.append((self.dir / f"{wid}.status.json", text.encode() + b"\n"))
             tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
             lines = [sanitize(raw_text(b), None)[0] for b in tail]
             if entry.pipeline.redactor is not None:  # `output.redact`: the tail too
                 lines = [entry.pipeline.redactor.redact(x)[0] for x in lines]
             lines = [x[:TAIL_LINE_CHARS] for x in lines]
-            files.append((self.dir / f"{wid}.tail", "".join(x + "\n" for x in lines).encode()))
+            files.append((self.dir / f"{wid}.tail",
+                          tailfile.render(entry.run, snap["linesRead"], lines)))
         with self._lock:
             self._gen += 1
             return self._gen, files

@@ -87,6 +87,9 @@ class Supervisor:
         self._orphans = asyncio.Event()
         self.reload_pending = False
         """A SIGHUP came while starting: reload once started."""
+        self.changing = asyncio.Lock()
+        """Held while the set of watchers changes (a reload; `add`, `start`, `restart`, `stop`,
+        `clear`), so one change sees the result of the one before."""
 
     @property
     def watchers(self) -> dict[str, Any]:
@@ -273,20 +276,21 @@ class Supervisor:
         if self.state is not RunnerState.RUNNING:
             self.reload_pending = True  # during start-up: after it
             return
-        self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
-        self.sd.reloading()
-        try:
-            new = await asyncio.to_thread(self._reload)
-            if new is None:
-                self.log.error("reload failed: the new config is invalid; keeping the running one",
-                               event="reload-failed")
-            else:
-                await reloading.apply(self, new)
-        except Exception as exc:
-            self.problem(f"reload failed: {exc!r}; going on with what is running")
-        finally:
-            self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
-            self.sd.ready(f"{len(self.watchers)} watchers running")
+        async with self.changing:
+            self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
+            self.sd.reloading()
+            try:
+                new = await asyncio.to_thread(self._reload)
+                if new is None:
+                    self.log.error("reload failed: the new config is invalid; keeping the "
+                                   "running one", event="reload-failed")
+                else:
+                    await reloading.apply(self, new)
+            except Exception as exc:
+                self.problem(f"reload failed: {exc!r}; going on with what is running")
+            finally:
+                self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
+                self.sd.ready(f"{len(self.watchers)} watchers running")
 
     # -- helpers --------------------------------------------------------------------------
     async def _ping(self, every_s: float) -> None:

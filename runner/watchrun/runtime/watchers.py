@@ -1,5 +1,6 @@
 """The watchers of a live runner: built (sink open), running (a supervisor task), stopped (a
-`stop` record, sink closed off the loop), and what each saw, for once-mode verdicts."""
+`stop` record, sink closed off the loop), what each saw (once-mode verdicts), and the specs of
+those added at runtime."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Protocol
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
+from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
@@ -22,7 +24,6 @@ from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
 from watchrun.sources.checkpoints import CheckpointStore
-from watchrun.sources.notify import Notifier
 
 __all__ = ["Owner", "WatcherSet", "counters_of", "finish"]
 
@@ -75,6 +76,21 @@ class WatcherSet:
         """Once mode: file watchers built at start (their sinks open), run after the commands."""
         self.evidence: dict[str, Evidence] = {}
         self.notifier: Notifier | None = None
+        self.runtime: dict[str, WatcherSpec] = {}
+        """Watchers added through the control socket (`add`), running or stopped, until
+        cleared: they are in no config file, so a reload keeps them and a new runner has none."""
+
+    def origin(self, wid: str) -> str:
+        return "runtime" if wid in self.runtime else "config"
+
+    def spec_of(self, wid: str) -> WatcherSpec | None:
+        """The spec a stopped watcher would start again with: added at runtime, or configured."""
+        return self.runtime.get(wid) or self.sup.config.watcher(wid)
+
+    @property
+    def held(self) -> int:
+        """Watchers that are not stopped (what limits.maxWatchers bounds)."""
+        return len(self.running) + len(self.later)
 
     @property
     def notify_mode(self) -> str:
@@ -90,7 +106,7 @@ class WatcherSet:
                              echo=self.echo, on_matches=sup.matched, on_event=self._event)
 
     def launch(self, rt: WatcherRuntime) -> None:
-        self.sup.board.add(rt.spec, rt.pipeline, rt.source, rt.engine)
+        self.sup.board.add(rt.spec, rt.pipeline, rt.source, rt.engine, self.origin(rt.spec.id))
         self.sup.tally.attach(rt.spec.id, rt.pipeline.counters)
         rt.task = self.sup.spawn(self._run(rt), rt.spec.id)
         self.running[rt.spec.id] = rt
@@ -128,6 +144,7 @@ class WatcherSet:
             rt.failure = str(exc) if isinstance(exc, WorkerError) else repr(exc)
             self.sup.runtime_errors.append(f"{wid}: {rt.failure}")
             self.sup.log.error(f"watcher failed: {rt.failure}", wid)
+            self.sup.board.failed(wid, rt.failure)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(rt.pipeline.event("error", code="internal",
                                                          message=rt.failure), STOP_RECORD_S)
@@ -135,7 +152,7 @@ class WatcherSet:
             self.sup.board.touch(wid)
 
     def _event(self, spec: WatcherSpec, kind: str, fields: dict[str, Any]) -> None:
-        self.sup.board.touch(spec.id)
+        self.sup.board.event(spec.id, kind, fields)
 
     async def stop(self, wid: str, reason: str) -> list[str]:
         """End its task, write its `stop` record, close its sink (in a thread: fsync). Never

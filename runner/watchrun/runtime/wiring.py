@@ -14,6 +14,7 @@ from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import redactor
+from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink, SinkWriteError
@@ -24,7 +25,6 @@ from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.command import CommandSource
 from watchrun.sources.file import FileSource
-from watchrun.sources.notify import Notifier
 
 
 def open_sink(path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock

@@ -11,9 +11,9 @@ import stat
 from watchrun.clock import Clock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import SourceContext
+from watchrun.notify import Notifier, Watch
 from watchrun.sources.checkpoints import Checkpoint, CheckpointStore, Keeper, find_moved, identifies
 from watchrun.sources.generation import Generation, count_lines, open_regular, tail_start
-from watchrun.sources.notify import Notifier, Watch
 
 ROTATE_WAIT = 1.0
 """Seconds an old generation (renamed or deleted) stays open after the switch to the new file,

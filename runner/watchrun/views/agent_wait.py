@@ -13,22 +13,21 @@ line) is removed from a text before searching it, so an agent echoing its prompt
 satisfy the wait.
 
 Only records strictly after the anchor count: the `--since` cursor, else the stream's latest
-record when the wait starts. The agents/ directory is watched with inotify (events for other
-agents' files are ignored); where inotify is unavailable, or WATCHRUN_FORCE_POLL=1, the stream
-is polled every 250 ms. The directory may appear later (the runner is not started yet).
+record when the wait starts. The stream's file is watched through `watchrun.notify` (inotify on
+its directory and the file, so other agents' files wake nothing); where inotify is unavailable,
+or WATCHRUN_FORCE_POLL=1, the stream is polled every 250 ms. The directory may appear later
+(the runner is not started yet).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import os
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from watchrun.notify import Notifier
 from watchrun.output.records import format_cursor, iter_records
 from watchrun.views.agent_window import (
     ViewError,
@@ -45,9 +44,6 @@ __all__ = ["DELIVERY_STATES", "UNTIL_KINDS", "UntilMatcher", "parse_until", "wai
 UNTIL_KINDS = ("status", "output", "event", "delivery")
 DELIVERY_STATES = ("queued", "delivered", "dropped")
 POLL_S = 0.25
-# inotify.h: MODIFY, CLOSE_WRITE, MOVED_TO, CREATE; the directory itself going away.
-_MASK = 0x2 | 0x8 | 0x80 | 0x100 | 0x400 | 0x800
-_GONE = 0x400 | 0x800 | 0x8000 | 0x4000  # DELETE_SELF, MOVE_SELF, IGNORED, Q_OVERFLOW
 _TURN = re.compile(r"turn-([0-9]+)")
 
 
@@ -135,58 +131,6 @@ class UntilMatcher:
         return text
 
 
-class _Waker:
-    """Sleeps until the agents/ directory reports a change to one stream's files."""
-
-    def __init__(self, directory: Path, prefix: str, poll_s: float) -> None:
-        self.directory, self.prefix, self.poll_s = directory, prefix, poll_s
-        self.force_poll = os.environ.get("WATCHRUN_FORCE_POLL") == "1"
-        self.ino: Any = None
-        self.arm()
-
-    @property
-    def mode(self) -> str:
-        return "poll" if self.ino is None else "inotify"
-
-    def arm(self) -> bool:
-        """Start watching (once the directory exists); True when it just started."""
-        if self.force_poll or self.ino is not None or not self.directory.is_dir():
-            return False
-        try:
-            ino = importlib.import_module("inotify_simple").INotify()
-        except (ImportError, AttributeError, OSError):
-            self.force_poll = True
-            return False
-        try:
-            ino.add_watch(str(self.directory), _MASK)
-        except OSError:
-            ino.close()
-            return False
-        self.ino = ino
-        return True
-
-    def wait(self, timeout_s: float) -> None:
-        """Return after a change, or after `timeout_s` (at most `poll_s` when polling)."""
-        if self.ino is None:
-            if not self.arm():
-                time.sleep(max(0.0, min(self.poll_s, timeout_s)))
-            return
-        deadline = time.monotonic() + timeout_s
-        while (left := deadline - time.monotonic()) > 0:
-            events = self.ino.read(timeout=max(1, int(left * 1000)))
-            if any(e.mask & _GONE for e in events):
-                self.close()
-                return
-            if any(e.name.startswith(self.prefix) for e in events):
-                return
-
-    def close(self) -> None:
-        if self.ino is not None:
-            with contextlib.suppress(OSError):
-                self.ino.close()
-            self.ino = None
-
-
 def wait_until(
     records_path: Path, condition: str, *, since_cursor: str | None = None,
     timeout_s: float = 600.0, poll_s: float = POLL_S,
@@ -202,7 +146,8 @@ def wait_until(
     kind, value = parse_until(condition)
     name = records_path.name.removesuffix(".jsonl")
     deadline = time.monotonic() + max(0.0, timeout_s)
-    waker = _Waker(records_path.parent, records_path.name, poll_s)
+    notifier = Notifier(max(1, round(poll_s * 1000)))
+    watch = notifier.watch(records_path)  # armed before the anchor is read: nothing is missed
     try:
         last = (check_since(records_path, name, since_cursor) if since_cursor is not None
                 else latest_seq(records_path))
@@ -210,7 +155,7 @@ def wait_until(
         derived = status_tracker(records_path).record is None
         matcher = UntilMatcher(records_path, kind, value, derived_status=derived)
         if on_ready is not None:
-            on_ready(anchor, waker.mode)
+            on_ready(anchor, notifier.mode)
         while True:
             for rec in window(records_path, name, last):
                 last = int(rec["seq"])
@@ -221,6 +166,9 @@ def wait_until(
                 raise ViewError("watch_timeout", f"no new record matched --until {condition} "
                                 f"within {timeout_s:g} s", until=condition, anchor=anchor,
                                 cursor=format_cursor(name, last))
-            waker.wait(left)
+            if watch.stale:
+                watch.rearm()
+            watch.wait_blocking(left)
     finally:
-        waker.close()
+        watch.close()
+        notifier.close()

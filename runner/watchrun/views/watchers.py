@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.match.sanitize import edge_text
-from watchrun.output import safefs
-from watchrun.output.records import iter_records, last_records
+from watchrun.output import safefs, tailfile
+from watchrun.output.records import last_records
 from watchrun.views.humanize import Paint, no_paint, value, when
 
 STATUS_BYTES = 1 << 20
@@ -68,19 +68,6 @@ def matches(root: Path, wid: str, lines: int) -> list[dict[str, Any]]:
     return last_records(root / "watchers" / f"{wid}.jsonl", lines, {"match"})
 
 
-def latest_seq(root: Path, wid: str) -> int:
-    """The seq of the watcher's newest record (0 when it has none)."""
-    last = last_records(root / "watchers" / f"{wid}.jsonl", 1)
-    return int(last[0]["seq"]) if last else 0
-
-
-def matches_after(root: Path, wid: str, seq: int) -> list[dict[str, Any]]:
-    """The watcher's match records with a seq above `seq`, oldest first (`matches --follow`;
-    the seq continues across rotation and restarts, so nothing is shown twice)."""
-    path = root / "watchers" / f"{wid}.jsonl"
-    return [r for r in iter_records(path, since_seq=seq) if r.get("kind") == "match"]
-
-
 def logs(root: Path, wid: str, lines: int) -> list[str]:
     """The last `lines` lines of the watcher's `.tail` snapshot. Lines are split on `\\n` only:
     a U+2028 or a lone `\\r` inside a line stays inside it (shown escaped at the edge)."""
@@ -88,10 +75,7 @@ def logs(root: Path, wid: str, lines: int) -> list[str]:
         data = safefs.read_bytes(root / "state" / f"{wid}.tail", TAIL_BYTES)
     except OSError:
         return []
-    text = data.decode("utf-8", errors="replace")
-    found = text.split("\n")
-    if found and found[-1] == "":
-        found.pop()
+    found = tailfile.parse(data).lines
     return found[-lines:] if lines else []
 
 
@@ -120,14 +104,28 @@ def list_table(statuses: list[dict[str, Any]], now: datetime, paint: Paint = no_
         rows.append([
             value(s.get("id", "?")),
             value(s.get("status", "?")),
+            value(s.get("origin") or "config"),
             value(s.get("kind", "?")),
+            value(s.get("pid") or "-"),
+            uptime(s.get("uptimeS")),
+            value(s.get("restarts", 0)),
             value(s.get("matchCount", 0)),
             value(s.get("linesRead", 0)),
             when(s.get("lastMatchAt"), now, short=True),
             _clip(edge_text(value(source)), 48),
+            _clip(edge_text(value(s.get("lastError") or "-")), 60),
         ])
-    return table(rows, ["ID", "STATUS", "KIND", "MATCHES", "LINES", "LAST MATCH", "SOURCE"],
+    return table(rows, ["ID", "STATUS", "ORIGIN", "KIND", "PID", "UPTIME", "RESTARTS",
+                        "MATCHES", "LINES", "LAST MATCH", "SOURCE", "LAST ERROR"],
                  paint, status_col=1)
+
+
+def uptime(seconds: Any) -> str:
+    """`1:02:03` (as supervisorctl shows it), `-` when not running."""
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+        return "-"
+    m, sec = divmod(int(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{sec:02d}"
 
 
 def status_lines(status: dict[str, Any], now: datetime, paint: Paint = no_paint) -> list[str]:

@@ -1,4 +1,5 @@
-"""Change notification for file watchers: one inotify instance on the asyncio loop, or polling."""
+"""Change notification: one inotify instance (or polling), for the runner's file sources on its
+asyncio loop and for the CLI's followers (`--follow`, `agent watch --until`) without a loop."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import errno
 import importlib
 import logging
 import os
+import select
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -199,6 +202,20 @@ class Watch:
                 self._waiter = None
                 if timer is not None:
                     timer.cancel()
+        self._flag = False
+        self.notifier.wakeups += 1
+
+    def wait_blocking(self, timeout_s: float) -> None:
+        """`wait()` without an event loop: until something may have changed, or `timeout_s` (one
+        poll interval when polling). The caller re-arms a `stale` watch, as after `wait()`."""
+        end = time.monotonic() + max(0.0, timeout_s)
+        while not self._flag and (left := end - time.monotonic()) > 0:
+            ino = self.notifier._ino
+            if self.polling or ino is None:
+                time.sleep(min(left, self.notifier.poll_s))
+                break
+            if select.select([ino.fileno()], [], [], left)[0]:
+                self.notifier._on_readable()
         self._flag = False
         self.notifier.wakeups += 1
 

@@ -1,0 +1,135 @@
+"""What the live runner answers (`list`), and what a watcher records, as it is recorded
+(`matches/logs --follow`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from watchrun.config.model import Config
+from watchrun.exitcodes import ExitStatus
+from watchrun.match.sanitize import edge_json, edge_text
+
+__all__ = ["follow", "live_statuses"]
+
+LIST_TIMEOUT_S = 5.0
+"""How long `list` waits for a live runner's answer before it reads the snapshots instead."""
+WAIT_S = 3600.0
+"""A follower re-reads at least this often even when nothing wakes it."""
+
+
+def _err(text: str) -> None:
+    print(edge_text(text), file=sys.stderr)
+
+
+def live_statuses(root: Path) -> list[dict[str, Any]] | None:
+    """The live runner's `list` (origin, status, pid, uptime, restarts, last error, counts),
+    or None when no runner answers on the output dir (the snapshots are read then)."""
+    from watchrun.runtime.control import request
+
+    try:
+        reply = request(root / "control.sock", {"cmd": "list"}, timeout=LIST_TIMEOUT_S)
+    except (OSError, ValueError):
+        return None
+    found = reply.get("watchers")
+    if not reply.get("ok") or not isinstance(found, list):
+        return None
+    return [w for w in found if isinstance(w, dict)]
+
+
+def follow(args: argparse.Namespace, root: Path, match_lines: int, config: Config | None) -> int:
+    """`matches ID --follow` / `logs ID --follow`: the last `--lines`, then each new one as it
+    is recorded, until Ctrl-C (exit 0). A reader that goes away (`| head`) ends it quietly."""
+    n = max(1, min(args.lines if args.lines is not None else match_lines, 2000))
+    as_json = args.format == "json"
+    poll_ms = config.limits.poll_ms if config is not None else 500
+    try:
+        if args.op == "matches":
+            return _follow_matches(root, config, args.id, n, as_json, poll_ms)
+        return _follow_logs(root, config, args.id, n, as_json, poll_ms)
+    except KeyboardInterrupt:
+        return ExitStatus.OK
+    except OSError as exc:  # e.g. a symlink in place of a JSONL file: never followed
+        if isinstance(exc, BrokenPipeError):
+            raise
+        _err(f"watchrun: error: cannot follow {args.id}: {exc}")
+        return ExitStatus.RUNTIME
+
+
+def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json: bool,
+                    poll_ms: int) -> int:
+    from watchrun.notify import Notifier
+    from watchrun.output.records import last_records, retained_files
+    from watchrun.views.follow import JsonlFollower
+    from watchrun.views.watchers import match_line
+
+    path = root / "watchers" / f"{wid}.jsonl"
+    notifier = Notifier(poll_ms)
+    watch = notifier.watch(path)  # armed first: whatever is written from now on wakes us
+    follower = JsonlFollower(path)
+    try:
+        if not retained_files(path):
+            _waiting(root, config, wid)
+        newest = last_records(path, 1)
+        since = int(newest[0]["seq"]) if newest else 0
+        shown = [r for r in last_records(path, n, {"match"}) if r["seq"] <= since]
+        follower.start_after(since)  # what came after `since` is the follower's to read
+        restarts, gaps = 0, 0
+        while True:
+            for rec in shown:
+                print(edge_json(rec) if as_json else match_line(rec))
+            sys.stdout.flush()
+            if watch.stale:
+                watch.rearm()
+            watch.wait_blocking(WAIT_S)
+            shown = [r for r in follower.read() if r.get("kind") == "match"]
+            if follower.restarts != restarts:
+                restarts = follower.restarts
+                _err(f"watchrun: {wid}: its JSONL was recreated; it starts over at seq 1")
+            if follower.gaps != gaps:
+                _err(f"watchrun: {wid}: {follower.gaps - gaps} records were rotated away "
+                     "(output.keep) before they could be read")
+                gaps = follower.gaps
+    finally:
+        follower.close()
+        watch.close()
+        notifier.close()
+
+
+def _follow_logs(root: Path, config: Config | None, wid: str, n: int, as_json: bool,
+                 poll_ms: int) -> int:
+    from watchrun.notify import Notifier
+    from watchrun.views.follow import TailFollower
+
+    path = root / "state" / f"{wid}.tail"
+    notifier = Notifier(poll_ms)
+    watch = notifier.watch(path)
+    follower = TailFollower(path)
+    keep = config.limits.max_log_lines if config is not None else None
+    try:
+        lines = follower.first(n)
+        if follower.run is None and not lines:
+            _waiting(root, config, wid)
+        while True:
+            for line in lines:
+                print(edge_json({"id": wid, "line": line}) if as_json else edge_text(line))
+            sys.stdout.flush()
+            if watch.stale:
+                watch.rearm()
+            watch.wait_blocking(WAIT_S)
+            lines, lost = follower.read()
+            if lost:
+                bound = f"its last {keep}" if keep else "the lines it keeps (limits.maxLogLines)"
+                _err(f"watchrun: {lost} lines of {wid} not shown: they scrolled out of {bound} "
+                     "between two snapshots")
+    finally:
+        watch.close()
+        notifier.close()
+
+
+def _waiting(root: Path, config: Config | None, wid: str) -> None:
+    if config is None or config.watcher(wid) is None:
+        _err(f"watchrun: nothing recorded for watcher {wid!r} in {root} yet; waiting for it "
+             "(Ctrl-C ends)")

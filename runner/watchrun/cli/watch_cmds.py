@@ -1,0 +1,96 @@
+"""`watchrun add`, `start` and `restart`: requests to the live runner's control socket."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from watchrun.cli.emit import Out
+from watchrun.cli.ops import resolve
+from watchrun.exitcodes import ExitStatus
+
+__all__ = ["cmd_add", "cmd_start", "watcher_of"]
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    out = Out.for_args(args)
+    where = resolve(args, out)
+    if isinstance(where, int):
+        return where
+    return _send(where.root, {"cmd": "add", "watcher": watcher_of(args)}, out, args.id)
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    """`start ID` and `restart ID` (`args.op`). Exit status per the runner's error code
+    (docs/cli.md): 2 when the request was wrong (`invalid`, `exists`, `not_found`); 3 when the
+    runner could not (`limit`, `refused`, `busy`, `start_failed`, `no_runner`)."""
+    out = Out.for_args(args)
+    where = resolve(args, out)
+    if isinstance(where, int):
+        return where
+    return _send(where.root, {"cmd": args.op, "id": args.id}, out, args.id)
+
+
+def watcher_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The config-shaped watcher `add` sends: paths made absolute against the current
+    directory (the runner resolves nothing against its own), a command's cwd made explicit."""
+    w: dict[str, Any] = {"id": args.id, "pattern": args.pattern}
+    if args.path is not None:
+        w["path"] = _absolute(args.path)
+    else:
+        w["command"] = args.source_command
+    if args.cwd is not None:
+        w["cwd"] = _absolute(args.cwd)  # (with --path: refused by the runner's own check)
+    elif args.source_command is not None:
+        w["cwd"] = os.getcwd()
+    if args.exclude:
+        w["exclude"] = list(args.exclude)
+    for flag, key in ((args.case_sensitive, "caseSensitive"), (args.from_start, "fromStart")):
+        if flag:
+            w[key] = True
+    if args.label is not None:
+        w["label"] = args.label
+    if args.wake:
+        w["wake"] = args.wake[0] if len(args.wake) == 1 else list(args.wake)
+    return w
+
+
+def _absolute(path: str) -> str:
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _send(root: Path, payload: dict[str, Any], out: Out, wid: str) -> int:
+    from watchrun.runtime.control import request
+
+    try:
+        reply = request(root / "control.sock", payload)
+    except ConnectionError as exc:
+        return out.fail("no_runner", f"{exc}; is `watchrun run` running with this output dir?",
+                        id=wid)
+    except (OSError, ValueError) as exc:
+        return out.fail("no_runner", f"the runner did not answer: {exc}", id=wid)
+    if not reply.get("ok"):
+        err = reply.get("error")
+        err = err if isinstance(err, dict) else {}
+        code, message = str(err.get("code", "failed")), str(err.get("message", "failed"))
+        details = {k: v for k, v in err.items() if k not in ("code", "message", "id")}
+        if not out.as_json and code == "invalid":
+            for d in details.get("diagnostics") or []:
+                out.note(f"{d.get('severity', 'error')}: {d.get('path')}: {d.get('message')}")
+        return out.fail(code, message, id=wid, **details)
+    doc = {"id": wid, **{k: v for k, v in reply.items() if k != "ok"}}
+    if payload["cmd"] == "add":
+        doc["added"] = True
+    elif payload["cmd"] == "restart":
+        doc["restarted"] = True
+    else:
+        doc.setdefault("started", True)
+    if out.as_json:
+        out.doc(doc)
+        return ExitStatus.OK
+    for d in doc.get("warnings") or []:
+        out.note(f"warning: {d.get('path')}: {d.get('message')}")
+    out.line(str(doc.get("message", "ok")))
+    return ExitStatus.OK

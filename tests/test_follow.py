@@ -1,0 +1,349 @@
+"""`matches --follow` and `logs --follow`: the readers against a real JsonlSink (rotation, several
+rotations between reads, rotation past `keep`, a recreated stream, a torn record) and the real
+CLI against real runners (rotation, a runner restart, Ctrl-C, a closed pipe)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+
+from watchrun.clock import SystemClock
+from watchrun.output import tailfile
+from watchrun.output.sink import JsonlSink
+from watchrun.views.follow import JsonlFollower, TailFollower
+
+# --- the JSONL reader --------------------------------------------------------------------
+
+
+def sink(path: Path, max_bytes: int = 1500, keep: int = 100) -> JsonlSink:
+    return JsonlSink(path, "app", max_bytes=max_bytes, keep=keep, clock=SystemClock())
+
+
+def write(s: JsonlSink, n: int) -> None:
+    for _ in range(n):
+        s.write("match", {"line": f"line {s.next_seq} " + "x" * 80})
+
+
+def seqs(recs: list[dict[str, Any]]) -> list[int]:
+    return [r["seq"] for r in recs]
+
+
+# One step: write N records, or read (None).
+STEPS = st.lists(st.one_of(st.integers(1, 60), st.none()), min_size=1, max_size=25)
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=STEPS)
+def test_every_record_once_in_order_however_reads_and_rotations_interleave(
+        steps: list[int | None]) -> None:
+    """With enough rotated files kept, reads between any number of rotations return every
+    record exactly once, in order; the old file is finished before the new one is read."""
+    folder = Path(tempfile.mkdtemp())
+    try:
+        path = folder / "app.jsonl"
+        s = sink(path)
+        write(s, 3)
+        follower = JsonlFollower(path)
+        follower.start_after(2)
+        got = []
+        for step in [*steps, None]:
+            if step is None:
+                got += follower.read()
+            else:
+                write(s, step)
+        assert seqs(got) == list(range(3, s.next_seq))
+        assert follower.gaps == 0 and follower.restarts == 0
+        s.close()
+        follower.close()
+    finally:
+        shutil.rmtree(folder)
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=STEPS)
+def test_what_rotation_removed_before_it_was_read_is_counted_never_hidden(
+        steps: list[int | None]) -> None:
+    folder = Path(tempfile.mkdtemp())
+    try:
+        path = folder / "app.jsonl"
+        s = sink(path, keep=1)
+        follower = JsonlFollower(path)
+        follower.start_after(0)
+        got = []
+        for step in [*steps, None]:
+            if step is None:
+                got += follower.read()
+            else:
+                write(s, step)
+        got_seqs = seqs(got)
+        assert got_seqs == sorted(set(got_seqs))  # once each, in order
+        assert len(got) + follower.gaps == s.next_seq - 1  # the rest is counted as gaps
+        assert got_seqs[-1:] == [s.next_seq - 1] or not got_seqs
+        s.close()
+        follower.close()
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_a_stream_removed_and_begun_again_is_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "app.jsonl"
+    s = sink(path, max_bytes=1 << 20)
+    write(s, 5)
+    follower = JsonlFollower(path)
+    follower.start_after(5)
+    assert follower.read() == []
+    s.close()
+    path.unlink()  # the runner's output dir was cleared while it was stopped
+    assert follower.read() == []
+    s = sink(path, max_bytes=1 << 20)
+    write(s, 3)
+    assert seqs(follower.read()) == [1, 2, 3] and follower.restarts == 1
+    s.close()
+
+
+def test_a_stream_that_does_not_exist_yet_is_waited_for(tmp_path: Path) -> None:
+    path = tmp_path / "watchers" / "app.jsonl"
+    follower = JsonlFollower(path)
+    follower.start_after(0)
+    assert follower.read() == []
+    path.parent.mkdir()
+    s = sink(path)
+    write(s, 40)  # rotated several times before the first look
+    assert seqs(follower.read()) == list(range(1, 41))
+    s.close()
+
+
+def test_a_record_being_written_waits_for_its_newline(tmp_path: Path) -> None:
+    path = tmp_path / "app.jsonl"
+    s = sink(path, max_bytes=1 << 20)
+    write(s, 1)
+    follower = JsonlFollower(path)
+    follower.start_after(0)
+    assert seqs(follower.read()) == [1]
+    line = s.record("match", {"line": "half"})
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    os.write(fd, line[:20])
+    assert follower.read() == []
+    os.write(fd, line[20:])
+    os.close(fd)
+    assert [r["line"] for r in follower.read()] == ["half"]
+    s.close()
+
+
+def test_tail_follower_counts_lines_that_scrolled_away(tmp_path: Path) -> None:
+    path = tmp_path / "app.tail"
+    follower = TailFollower(path)
+    assert follower.first(10) == [] and follower.read() == ([], 0)
+    path.write_bytes(tailfile.render("r1", 3, ["a", "b", "c"]))
+    assert follower.read() == (["a", "b", "c"], 0)
+    path.write_bytes(tailfile.render("r1", 3, ["a", "b", "c"]))  # rewritten, nothing new
+    assert follower.read() == ([], 0)
+    path.write_bytes(tailfile.render("r1", 10, ["h", "i", "j"]))  # 7 new, 3 kept
+    assert follower.read() == (["h", "i", "j"], 4)
+    path.write_bytes(tailfile.render("r2", 2, ["new", "run"]))  # the watcher started again
+    assert follower.read() == (["new", "run"], 0)
+    assert TailFollower(path).first(1) == ["run"]
+
+
+def test_a_tail_header_cannot_be_forged_by_a_line() -> None:
+    """The header starts with a control character, which a sanitized line never holds."""
+    forged = tailfile.MARK.lstrip("\x1e") + '{"run":"x","end":99}'
+    parsed = tailfile.parse(f"{forged}\nline\n".encode())
+    assert parsed.run is None and parsed.lines == [forged, "line"]
+    assert tailfile.parse(tailfile.render("r", 5, ["a", forged])).lines == ["a", forged]
+
+
+# --- the real CLI against real runners -----------------------------------------------------
+
+
+def follow(cwd: Path, *args: str, poll: bool = False) -> subprocess.Popen[str]:
+    """`watchrun ARGS -c watch.yaml` (a follower; the config named, so stderr says nothing
+    about finding it); `poll`: woken by polling, as without inotify."""
+    env = {**os.environ, "WATCHRUN_FORCE_POLL": "1"} if poll else None
+    return subprocess.Popen([watchrun_bin(), *args, "-c", "watch.yaml"], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+class Lines:
+    """Reads a follower's stdout line by line, each read bounded by a deadline (from the raw
+    descriptor: a buffered reader would hold lines that `select` no longer reports)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self.proc, self.fd, self.buf = proc, proc.stdout.fileno(), b""
+
+    def take(self, n: int, timeout: float = 30.0) -> list[str]:
+        end = time.monotonic() + timeout
+        while (have := self.buf.count(b"\n")) < n:
+            left = end - time.monotonic()
+            ready = select.select([self.fd], [], [], max(0.0, left))[0]
+            assert ready, f"only {have} of {n} lines after {timeout}s"
+            part = os.read(self.fd, 1 << 16)
+            assert part, f"the follower ended: {self.buf[-300:]!r}"
+            self.buf += part
+        lines = self.buf.split(b"\n")
+        self.buf = b"\n".join(lines[n:])
+        return [x.decode() for x in lines[:n]]
+
+
+def interrupt(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    """Ctrl-C: SIGINT, then the exit status and what it said on stderr."""
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    return proc.returncode, err
+
+
+def append(path: Path, lines: list[str]) -> None:
+    with path.open("a") as f:
+        f.writelines(x + "\n" for x in lines)
+
+
+def ready(r: LiveRunner) -> None:
+    def running() -> bool:
+        try:
+            return bool(r.control({"cmd": "status"}).get("state") == "running")
+        except ConnectionError:
+            return False
+    wait_for(running, "the runner to be running")
+
+
+@pytest.mark.parametrize("mode", ["inotify", "poll"])
+def test_matches_follow_across_rotation_then_ctrl_c(tmp_path: Path, mode: str) -> None:
+    log = tmp_path / "app.log"
+    log.touch()
+    config = write_config(tmp_path, {"output": {"maxBytes": "64KiB", "keep": 20}, "watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    proc = None
+    try:
+        ready(r)
+        append(log, ["ERROR early 1", "ERROR early 2", "INFO no"])
+        wait_for(lambda: len(r.matches("app")) == 2, "two matches")
+        proc = follow(tmp_path, "matches", "app", "--follow", "--json", "--lines", "1",
+                      poll=mode == "poll")
+        out = Lines(proc)
+        first = json.loads(out.take(1)[0])
+        assert first["line"] == "ERROR early 2" and first["kind"] == "match"
+        pad = "p" * 900
+        n = 300  # ~330 KiB of records: five rotations at 64 KiB
+        for start in range(0, n, 50):
+            append(log, [f"ERROR {i:04d} {pad}" for i in range(start, start + 50)])
+        docs = [json.loads(x) for x in out.take(n)]
+        assert [d["line"].split()[1] for d in docs] == [f"{i:04d}" for i in range(n)]
+        got = [d["seq"] for d in docs]
+        assert got == sorted(set(got))
+        assert (r.out / "watchers" / "app.jsonl.1").exists()  # it did rotate under it
+        assert interrupt(proc) == (0, "")
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        assert r.stop() == 0
+
+
+def test_matches_follow_across_a_runner_restart_and_a_recreated_stream(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.touch()
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    ready(r)
+    proc = follow(tmp_path, "matches", "app", "-f")  # human form
+    out = Lines(proc)
+    try:
+        append(log, ["ERROR a"])
+        assert out.take(1)[0].endswith("app.log:1  ERROR a")
+        assert r.stop() == 0
+        append(log, ["ERROR b"])  # while no runner runs: read by the next one
+        r = LiveRunner(config)
+        ready(r)
+        append(log, ["ERROR c"])
+        assert [x.rsplit("  ", 1)[1] for x in out.take(2)] == ["ERROR b", "ERROR c"]
+        assert r.stop() == 0
+        shutil.rmtree(r.out / "watchers")  # the stream is removed: a new one starts at seq 1
+        append(log, ["ERROR d"])
+        r = LiveRunner(config)
+        ready(r)
+        assert out.take(1)[0].endswith("ERROR d")
+        code, err = interrupt(proc)
+        assert code == 0 and "recreated; it starts over at seq 1" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        assert r.stop() == 0
+
+
+def test_logs_follow_prints_each_line_once_and_counts_what_it_missed(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.touch()
+    config = write_config(tmp_path, {"limits": {"maxLogLines": 3}, "watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    proc = None
+    try:
+        ready(r)
+        append(log, ["one", "two"])
+        wait_for(lambda: (r.out / "state" / "app.tail").exists()
+                 and b"two" in (r.out / "state" / "app.tail").read_bytes(), "the snapshot")
+        proc = follow(tmp_path, "logs", "app", "--follow", "--lines", "1", "--json")
+        out = Lines(proc)
+        assert json.loads(out.take(1)[0]) == {"id": "app", "line": "two"}
+        append(log, ["three"])
+        assert json.loads(out.take(1)[0])["line"] == "three"
+        batch = [f"b{i}" for i in range(10)]  # more than maxLogLines at once
+        append(log, batch)
+        shown = [json.loads(x)["line"] for x in out.take(3)]
+        assert shown == batch[-3:]  # the newest, once, in order
+        assert r.control({"cmd": "restart", "id": "app"})["ok"]
+        append(log, ["after restart"])
+        assert json.loads(out.take(1)[0])["line"] == "after restart"
+        code, err = interrupt(proc)
+        assert code == 0 and "7 lines of app not shown" in err and "its last 3" in err
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        assert r.stop() == 0
+
+
+def test_a_closed_pipe_ends_the_follower_quietly(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.touch()
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    proc = None
+    try:
+        ready(r)
+        proc = follow(tmp_path, "matches", "app", "-f")
+        out = Lines(proc)
+        append(log, ["ERROR 1"])
+        out.take(1)
+        assert proc.stdout is not None
+        proc.stdout.close()  # as `| head -1` does once it has its line
+
+        def ended() -> bool:
+            append(log, ["ERROR more"])  # the next write finds the pipe closed
+            return proc.poll() is not None
+        wait_for(ended, "the follower to end")
+        assert proc.returncode == 141
+        assert proc.stderr is not None and proc.stderr.read() == ""  # no traceback
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert r.stop() == 0
