@@ -22,6 +22,7 @@ __all__ = [
     "last_records",
     "oldest_seq",
     "parse_cursor",
+    "recorded_since",
     "retained_files",
 ]
 
@@ -224,6 +225,45 @@ def last_records(
         for f in files:
             f.close()
     return found[::-1]
+
+
+def recorded_since(path: Path, since_seq: int) -> tuple[dict[int, int], set[int]]:
+    """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
+    (only those records are read): inode → offset of its last recorded match, and the inodes
+    a `rotate` record left. A `rotate` into an inode (truncate, recreate) forgets the matches
+    before it: that inode holds a new generation."""
+    recs: list[dict[str, Any]] = []
+    files = _open_snapshot(path)
+    try:
+        for f in reversed(files):
+            for line in _reverse_lines(f, ReadStats()):
+                rec = _parse(line, ReadStats()) if line else None
+                if rec is None:
+                    continue
+                if rec["seq"] < since_seq:
+                    break
+                if rec.get("kind") in ("match", "rotate"):
+                    recs.append(rec)
+            else:
+                continue
+            break
+    finally:
+        for f in files:
+            f.close()
+    offsets: dict[int, int] = {}
+    ended: set[int] = set()
+    for rec in reversed(recs):
+        inode = rec.get("inode")
+        if not isinstance(inode, int):
+            continue
+        if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
+            offsets[inode] = max(offsets.get(inode, -1), rec["offset"])
+        elif rec["kind"] == "rotate":
+            if isinstance(rec.get("oldInode"), int):
+                ended.add(rec["oldInode"])
+            if rec.get("reason") != "rename":
+                offsets.pop(inode, None)
+    return offsets, ended
 
 
 def oldest_seq(path: Path) -> int | None:

@@ -76,8 +76,7 @@ def build_watcher(
     if gate is not None and gate.require is not None:
         require = Matcher(gate.require, (), spec.case_sensitive)
     pipeline = WatcherPipeline(spec, config.limits, sink, writer, matcher, log,
-                               on_matches=on_matches, on_event=on_event, require=require,
-                               resume=not (once and spec.from_start))
+                               on_matches=on_matches, on_event=on_event, require=require)
     source: FileSource | CommandSource
     if spec.path is not None:
         source = FileSource(spec, config.limits, seams.store, seams.notifier, seams.clock,
