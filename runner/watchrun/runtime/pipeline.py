@@ -19,6 +19,8 @@ from watchrun.output.sink import AsyncWriter, JsonlSink
 from watchrun.sources.generation import Recorded
 
 FIRST_KEPT = 5
+FINAL_WRITE_S = 2.0
+"""How long the `stop` record is retried on a failing disk before it is given up."""
 SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM"}
 """`error` codes that mean a command could not be started (once mode: exit 3)."""
 
@@ -242,7 +244,11 @@ class WatcherPipeline:
             self.counters.errors += 1
             if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:
                 self.counters.spawn_failed = True
-        await self.writer.write_lines([self.sink.record(kind, clean)])
+        line = self.sink.record(kind, clean)
+        # the `stop` record is the last: on a full disk it is given up after a while (a `gap`
+        # record says so), rather than holding up the shutdown
+        final = FINAL_WRITE_S if kind == "stop" else None
+        await self.writer.write_lines([line], give_up_after=final)
         self.log.event(self.spec.id, kind, clean)
         if self.on_event is not None:
             self.on_event(self.spec, kind, clean)
