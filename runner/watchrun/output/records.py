@@ -227,11 +227,12 @@ def last_records(
     return found[::-1]
 
 
-def recorded_since(path: Path, since_seq: int) -> tuple[dict[int, int], set[int]]:
+def recorded_since(path: Path, since_seq: int) -> tuple[dict[int, int], dict[int, int], set[int]]:
     """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
-    (only those records are read): inode → offset of its last recorded match, and the inodes
-    a `rotate` record left. A `rotate` into an inode (truncate, recreate) forgets the matches
-    before it: that inode holds a new generation."""
+    (only those records are read). Per inode, the offset of the last recorded match: before the
+    first `rotate` into it that started a new generation there (truncate, recreate: that part
+    applies to the checkpointed generation and its copies), and after the last one (applies to
+    a generation opened afresh). And the inodes a `rotate` record left."""
     recs: list[dict[str, Any]] = []
     files = _open_snapshot(path)
     try:
@@ -250,20 +251,23 @@ def recorded_since(path: Path, since_seq: int) -> tuple[dict[int, int], set[int]
     finally:
         for f in files:
             f.close()
-    offsets: dict[int, int] = {}
+    epochs: dict[int, list[int]] = {}
     ended: set[int] = set()
     for rec in reversed(recs):
         inode = rec.get("inode")
         if not isinstance(inode, int):
             continue
+        marks = epochs.setdefault(inode, [-1])
         if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
-            offsets[inode] = max(offsets.get(inode, -1), rec["offset"])
+            marks[-1] = max(marks[-1], rec["offset"])
         elif rec["kind"] == "rotate":
-            if isinstance(rec.get("oldInode"), int):
+            if isinstance(rec.get("oldInode"), int) and rec["oldInode"] != inode:
                 ended.add(rec["oldInode"])
             if rec.get("reason") != "rename":
-                offsets.pop(inode, None)
-    return offsets, ended
+                marks.append(-1)
+    first = {i: m[0] for i, m in epochs.items() if m[0] >= 0}
+    last = {i: m[-1] for i, m in epochs.items() if m[-1] >= 0}
+    return first, last, ended
 
 
 def oldest_seq(path: Path) -> int | None:

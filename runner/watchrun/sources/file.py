@@ -173,10 +173,12 @@ class FileSource:
         """A generation from what a plan opened. After a crash, lines recorded past the
         checkpoint (up to the last recorded line of that inode) are skipped, not read again."""
         start, line_no = o.start, o.line_no
-        inodes = {o.st.st_ino} | ({o.origin.inode} if o.origin is not None else set())
-        marks = [m for i in inodes if (m := self._recorded.offsets.get(i)) is not None]
+        rec = self._recorded
+        marks = [rec.fresh.get(o.st.st_ino, -1)] if o.origin is None else [
+            rec.offsets.get(o.origin.inode, -1), rec.fresh.get(o.st.st_ino, -1)
+            if o.st.st_ino != o.origin.inode else -1]
         resumes = resumable(ctx)
-        if marks and max(marks) >= start and resumes is not None:
+        if max(marks) >= start and resumes is not None:
             end = await asyncio.to_thread(line_end, o.fd, max(marks), 1 << 40)
             end = end if end is not None else max(o.st.st_size, start)
             skipped_to = await asyncio.to_thread(count_lines, o.fd, end, start, line_no)
@@ -212,10 +214,11 @@ class FileSource:
         watch.rearm()
         if olds:
             self._later(watch, self.rotate_wait)
-        self._keep.dirty.set()
         if start is None:
+            await self._keep.save(self._state())  # the switch is durable before more is read
             for gen in gens:
                 await self._drain(ctx, gen)
+        self._keep.dirty.set()
 
     async def _read_once(self, ctx: SourceContext) -> None:
         """Once mode: every generation to its current end; an unterminated last line counts."""
@@ -281,6 +284,9 @@ class FileSource:
         st = os.fstat(gen.fd)
         if gen.rewritten(st):  # copytruncate, or truncated and rewritten
             await self._truncated(ctx, watch, gen, st)
+            st = os.fstat(gen.fd)
+        if gen.seen_size == 0 and st.st_size > 0:  # (copied and truncated while empty to us?)
+            await self._copies(ctx, watch, gen)
         if await self._drain(ctx, gen):
             gen.grew_at = self.clock.monotonic()
             watch.hurry()  # polling: look again soon while the file grows
@@ -323,6 +329,10 @@ class FileSource:
         gen.seen_size, gen.seen_mtime = st.st_size, st.st_mtime_ns
         gen.announce = {"reason": "truncate", "inode": gen.inode, "oldInode": gen.inode,
                         "oldSize": old_size, "unreadBytes": unread}
+        await self._read_first(ctx, watch, plan)
+
+    async def _read_first(self, ctx: SourceContext, watch: Watch, plan: Plan) -> None:
+        """Read the copy and the middle generations of a plan now, before the current file."""
         olds = [await self._open(ctx, o) for o in plan.steps]  # the copy, then the middle ones
         for gap in plan.gaps:
             await ctx.event("gap", **gap)
@@ -332,8 +342,17 @@ class FileSource:
             old.grew_at = self.clock.monotonic() - self.rotate_wait  # copies do not grow
             watch.track(old.fd)
             self._old.append(old)
+        await self._keep.save(self._state())  # the truncation is durable before more is read
+        for old in olds:
             await self._drain(ctx, old)
         self._keep.dirty.set()
+
+    async def _copies(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
+        """The file had nothing in it when last looked at and has lines now: if it was copied
+        and truncated meanwhile (maybe several times), the copies hold lines never read."""
+        plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(), self._known(),
+                                       self.max_gens, truncated=True)
+        await self._read_first(ctx, watch, plan)
 
     async def _gone(self, ctx: SourceContext, gen: Generation, watch: Watch, nlink: int) -> None:
         """The path is missing. A renamed file is followed until a new one appears; a deleted

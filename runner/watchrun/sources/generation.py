@@ -122,7 +122,10 @@ class Recorded:
     """What a stream recorded since a checkpoint's seq (records a crash kept past it)."""
 
     offsets: dict[int, int] = field(default_factory=dict)
-    """inode → offset of the last line recorded from it (a line at or before it is a repeat)."""
+    """inode → offset of the last line recorded from the checkpointed generation of that inode
+    (a line at or before it is a repeat); it applies to copies of that generation too."""
+    fresh: dict[int, int] = field(default_factory=dict)
+    """The same for the last generation that started in that inode (truncate, recreate)."""
     ended: set[int] = field(default_factory=set)
     """Inodes a `rotate` record left: followed to their end."""
 
