@@ -49,6 +49,9 @@ class TailModel(RuleBasedStateMachine):
     the copy and the truncation are lost by design (documented as unrecoverable)."""
 
     force_poll = False
+    generations = False
+    """Add the rules of several generations at once (stopped, stalled, crashed, rewritten);
+    without copytruncate and partial lines, which are covered by the plain model."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -142,7 +145,7 @@ class TailModel(RuleBasedStateMachine):
         self._write(self._lines(k, pad))
         self._catch_up()
 
-    @precondition(lambda self: self.partial is None)
+    @precondition(lambda self: self.partial is None and not self.generations)
     @rule()
     def partial_write(self) -> None:
         self.n += 1
@@ -165,15 +168,22 @@ class TailModel(RuleBasedStateMachine):
         self._write(self._lines(k))
         self._catch_up()
 
+    @precondition(lambda self: not self.generations)
     @rule(k=st.integers(0, 4))
     def copytruncate(self, k: int) -> None:
         self._complete_partial()
         self._catch_up()  # the writer waits for the tailer (the copy/truncate race is lost)
         self.rotations += 1
+        truncations, size = self._truncations(), self.path.stat().st_size
         shutil.copy(self.path, self.dir / f"app.log.{self.rotations}")
         os.truncate(self.path, 0)
         self._write(self._lines(k))
         self._catch_up()
+        if size:
+            self._run(wait_for(lambda: self._truncations() > truncations, 10, "the truncation"))
+
+    def _truncations(self) -> int:
+        return sum(1 for r in self.records() if r.get("reason") == "truncate")
 
     @rule(k=st.integers(0, 3), settle=st.booleans())
     def delete_recreate(self, k: int, settle: bool) -> None:
@@ -197,6 +207,7 @@ class TailModel(RuleBasedStateMachine):
         self._start()
         self._catch_up()
 
+    @precondition(lambda self: self.generations)
     @rule(times=st.integers(2, 4), k=st.integers(0, 3), how=st.sampled_from(["stop", "stall"]))
     def rotate_many(self, times: int, k: int, how: str) -> None:
         """Several rename rotations while the tailer is stopped, or frozen (a SIGSTOP: its loop
@@ -213,7 +224,7 @@ class TailModel(RuleBasedStateMachine):
             self._start()
         self._catch_up()
 
-    @precondition(lambda self: self.path.stat().st_size > 1100)
+    @precondition(lambda self: self.generations and self.path.stat().st_size > 1100)
     @rule(k=st.integers(1, 3))
     def rewrite_same_head(self, k: int) -> None:
         """While stopped, the file is rewritten in place: the same first KiB, other bytes
@@ -229,6 +240,7 @@ class TailModel(RuleBasedStateMachine):
         self._start()
         self._catch_up()
 
+    @precondition(lambda self: self.generations)
     @rule(k=st.integers(1, 4), rotate=st.booleans())
     def crash(self, k: int, rotate: bool) -> None:
         """SIGKILL: lines are recorded, then the checkpoint saves stop reaching the disk, more
@@ -288,7 +300,20 @@ class PollTailModel(TailModel):
     force_poll = True
 
 
+class InotifyGenerationsModel(TailModel):
+    generations = True
+
+
+class PollGenerationsModel(TailModel):
+    force_poll = True
+    generations = True
+
+
 TestTailModelInotify = InotifyTailModel.TestCase
 TestTailModelInotify.settings = SETTINGS
 TestTailModelPoll = PollTailModel.TestCase
 TestTailModelPoll.settings = SETTINGS
+TestGenerationsInotify = InotifyGenerationsModel.TestCase
+TestGenerationsInotify.settings = SETTINGS
+TestGenerationsPoll = PollGenerationsModel.TestCase
+TestGenerationsPoll.settings = SETTINGS

@@ -227,12 +227,15 @@ def last_records(
     return found[::-1]
 
 
-def recorded_since(path: Path, since_seq: int) -> tuple[dict[int, int], dict[int, int], set[int]]:
+def recorded_since(
+    path: Path, since_seq: int
+) -> tuple[dict[int, int], dict[int, int], set[int], set[int]]:
     """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
     (only those records are read). Per inode, the offset of the last recorded match: before the
     first `rotate` into it that started a new generation there (truncate, recreate: that part
     applies to the checkpointed generation and its copies), and after the last one (applies to
-    a generation opened afresh). And the inodes a `rotate` record left."""
+    a generation opened afresh); the inodes a `rotate` record left; the inodes where a new
+    generation started."""
     recs: list[dict[str, Any]] = []
     files = _open_snapshot(path)
     try:
@@ -267,7 +270,7 @@ def recorded_since(path: Path, since_seq: int) -> tuple[dict[int, int], dict[int
                 marks.append(-1)
     first = {i: m[0] for i, m in epochs.items() if m[0] >= 0}
     last = {i: m[-1] for i, m in epochs.items() if m[-1] >= 0}
-    return first, last, ended
+    return first, last, ended, {i for i, m in epochs.items() if len(m) > 1}
 
 
 def oldest_seq(path: Path) -> int | None:

@@ -173,13 +173,10 @@ class FileSource:
         """A generation from what a plan opened. After a crash, lines recorded past the
         checkpoint (up to the last recorded line of that inode) are skipped, not read again."""
         start, line_no = o.start, o.line_no
-        rec = self._recorded
-        marks = [rec.fresh.get(o.st.st_ino, -1)] if o.origin is None else [
-            rec.offsets.get(o.origin.inode, -1), rec.fresh.get(o.st.st_ino, -1)
-            if o.st.st_ino != o.origin.inode else -1]
+        mark = self._recorded.mark(o.st.st_ino, o.origin.inode if o.origin else None)
         resumes = resumable(ctx)
-        if max(marks) >= start and resumes is not None:
-            end = await asyncio.to_thread(line_end, o.fd, max(marks), 1 << 40)
+        if mark >= start and resumes is not None:
+            end = await asyncio.to_thread(line_end, o.fd, mark, 1 << 40)
             end = end if end is not None else max(o.st.st_size, start)
             skipped_to = await asyncio.to_thread(count_lines, o.fd, end, start, line_no)
             resumes.skipped(skipped_to - line_no)
@@ -349,7 +346,12 @@ class FileSource:
 
     async def _copies(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
         """The file had nothing in it when last looked at and has lines now: if it was copied
-        and truncated meanwhile (maybe several times), the copies hold lines never read."""
+        and truncated meanwhile (maybe several times), the copies hold lines never read. (Not
+        when it left the path: then the siblings are generations rotated after it.)"""
+        with contextlib.suppress(OSError):
+            at = os.stat(self.path)
+            if (at.st_dev, at.st_ino) != (gen.dev, gen.inode):
+                return
         plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(), self._known(),
                                        self.max_gens, truncated=True)
         await self._read_first(ctx, watch, plan)

@@ -128,6 +128,16 @@ class Recorded:
     """The same for the last generation that started in that inode (truncate, recreate)."""
     ended: set[int] = field(default_factory=set)
     """Inodes a `rotate` record left: followed to their end."""
+    renewed: set[int] = field(default_factory=set)
+    """Inodes where a new generation started (truncate, recreate into them)."""
+
+    def mark(self, inode: int, origin: int | None) -> int:
+        """The offset of the last line recorded from the generation now open as `inode`,
+        which continues the checkpointed generation `origin` (None: opened afresh); -1."""
+        fresh = self.fresh.get(inode, -1)
+        if origin is None or (origin == inode and inode in self.renewed):
+            return fresh
+        return max(self.offsets.get(origin, -1), fresh if inode != origin else -1)
 
 
 @runtime_checkable

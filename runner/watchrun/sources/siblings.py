@@ -196,15 +196,17 @@ def plan_start(path: Path, known: list[Checkpoint], max_n: int, ended: set[int])
     since, found among the siblings, then the file at the path."""
     cur = open_at_path(path)
     last = known[-1]
-    if cur is not None and identifies(last, cur.fd, cur.st):
+    at_path = cur is not None and identifies(last, cur.fd, cur.st)
+    if cur is not None and at_path:
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
-        return Plan([cur], at_path=True)
+        if all(cp.finished for cp in known[:-1]):
+            return Plan([cur], at_path=True)
     plan = Plan()
     entries = scan(path, known)
     taken = {_ident(cur.st)} if cur is not None else set()
-    rewritten = cur is not None and _ident(cur.st) == (last.dev, last.inode)
+    rewritten = cur is not None and not at_path and _ident(cur.st) == (last.dev, last.inode)
     for cp in known:
-        if cp.finished and cp is not last:
+        if (cp.finished and cp is not last) or (cp is last and at_path):
             continue
         found = locate(cp, entries, taken)
         if found is not None:
@@ -212,9 +214,10 @@ def plan_start(path: Path, known: list[Checkpoint], max_n: int, ended: set[int])
             taken.add(_ident(found.st))
         elif not (cp.finished or cp.inode in ended or (rewritten and cp is last)):
             plan.gaps.append(missing_gap(cp))
-    fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n)
-    plan.steps += fresh
-    plan.gaps += gaps
+    if not at_path:  # generations rotated after the one followed, before the file at the path
+        fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n)
+        plan.steps += fresh
+        plan.gaps += gaps
     if cur is not None:
         plan.steps.append(cur)
         plan.at_path = True
