@@ -62,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
     except OutputDirError as exc:
         log.error(str(exc))
         return ExitStatus.RUNTIME
+    from watchrun.sources.checkpoints import orphan_diagnostics
+
+    for d in orphan_diagnostics(config):
+        _diagnostic(log, d)
 
     def reload() -> object | None:
         again = load_config(paths, output_dir=output_dir)

@@ -227,9 +227,13 @@ def last_records(
     return found[::-1]
 
 
+Mark = tuple[int, str]
+"""The offset of a recorded match and its line."""
+
+
 def recorded_since(
     path: Path, since_seq: int
-) -> tuple[dict[int, int], dict[int, int], set[int], set[int]]:
+) -> tuple[dict[int, Mark], dict[int, Mark], set[int], set[int]]:
     """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
     (only those records are read). Per inode, the offset of the last recorded match: before the
     first `rotate` into it that started a new generation there (truncate, recreate: that part
@@ -254,22 +258,23 @@ def recorded_since(
     finally:
         for f in files:
             f.close()
-    epochs: dict[int, list[int]] = {}
+    epochs: dict[int, list[Mark]] = {}
     ended: set[int] = set()
     for rec in reversed(recs):
         inode = rec.get("inode")
         if not isinstance(inode, int):
             continue
-        marks = epochs.setdefault(inode, [-1])
+        marks = epochs.setdefault(inode, [(-1, "")])
         if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
-            marks[-1] = max(marks[-1], rec["offset"])
+            if rec["offset"] > marks[-1][0]:
+                marks[-1] = (rec["offset"], str(rec.get("raw", rec.get("line", ""))))
         elif rec["kind"] == "rotate":
             if isinstance(rec.get("oldInode"), int) and rec["oldInode"] != inode:
                 ended.add(rec["oldInode"])
             if rec.get("reason") != "rename":
-                marks.append(-1)
-    first = {i: m[0] for i, m in epochs.items() if m[0] >= 0}
-    last = {i: m[-1] for i, m in epochs.items() if m[-1] >= 0}
+                marks.append((-1, ""))
+    first = {i: m[0] for i, m in epochs.items() if m[0][0] >= 0}
+    last = {i: m[-1] for i, m in epochs.items() if m[-1][0] >= 0}
     return first, last, ended, {i for i, m in epochs.items() if len(m) > 1}
 
 

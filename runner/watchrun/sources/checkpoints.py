@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from watchrun.config.diagnostics import Diagnostic
+from watchrun.config.model import Config
 from watchrun.sources.identity import Checkpoint
 
 VERSION = 2
@@ -228,6 +230,19 @@ def orphaned(state_dir: Path, claimed: set[str]) -> list[str]:
         return []
     ids = (n.removesuffix(_SUFFIX) for n in names if n.endswith(_SUFFIX))
     return sorted(i for i in ids if _ID.match(i) and i not in claimed)
+
+
+def orphan_diagnostics(config: Config) -> list[Diagnostic]:
+    """A warning for each checkpoint in the output dir's state/ whose watcher is not in the
+    config (and not a watcher's previousId): what its file got since would not be read."""
+    claimed = {w.id for w in config.watchers} | {
+        w.previous_id for w in config.watchers if w.previous_id is not None}
+    state = config.output.dir / "state"
+    return [Diagnostic("watchers", f"{state / (wid + _SUFFIX)} is the checkpoint of watcher "
+                       f"`{wid}`, which is not in the config: if a watcher was renamed from "
+                       f"`{wid}`, set `previousId: {wid}` on it to continue from there; "
+                       "otherwise delete the file", "warning")
+            for wid in orphaned(state, claimed)]
 
 
 class Keeper:

@@ -18,8 +18,8 @@ from watchrun.sources.generation import (
     Generation,
     Recorded,
     count_lines,
-    line_end,
     next_seq,
+    recorded_end,
     resumable,
     tail_start,
 )
@@ -173,11 +173,12 @@ class FileSource:
         """A generation from what a plan opened. After a crash, lines recorded past the
         checkpoint (up to the last recorded line of that inode) are skipped, not read again."""
         start, line_no = o.start, o.line_no
-        mark = self._recorded.mark(o.st.st_ino, o.origin.inode if o.origin else None)
+        marks = self._recorded.marks(o.st.st_ino, o.origin.inode if o.origin else None)
         resumes = resumable(ctx)
-        if mark >= start and resumes is not None:
-            end = await asyncio.to_thread(line_end, o.fd, mark, 1 << 40)
-            end = end if end is not None else max(o.st.st_size, start)
+        end = -1
+        if marks and resumes is not None:
+            end = await asyncio.to_thread(recorded_end, o.fd, o.st.st_size, marks)
+        if resumes is not None and end > start:
             skipped_to = await asyncio.to_thread(count_lines, o.fd, end, start, line_no)
             resumes.skipped(skipped_to - line_no)
             start, line_no = end, skipped_to

@@ -121,23 +121,24 @@ def _counter(ctx: SourceContext) -> CountsLines | None:
 class Recorded:
     """What a stream recorded since a checkpoint's seq (records a crash kept past it)."""
 
-    offsets: dict[int, int] = field(default_factory=dict)
-    """inode → offset of the last line recorded from the checkpointed generation of that inode
-    (a line at or before it is a repeat); it applies to copies of that generation too."""
-    fresh: dict[int, int] = field(default_factory=dict)
+    offsets: dict[int, tuple[int, str]] = field(default_factory=dict)
+    """inode → offset and text of the last line recorded from the checkpointed generation of
+    that inode (a line at or before it is a repeat); it applies to copies of it too."""
+    fresh: dict[int, tuple[int, str]] = field(default_factory=dict)
     """The same for the last generation that started in that inode (truncate, recreate)."""
     ended: set[int] = field(default_factory=set)
     """Inodes a `rotate` record left: followed to their end."""
     renewed: set[int] = field(default_factory=set)
     """Inodes where a new generation started (truncate, recreate into them)."""
 
-    def mark(self, inode: int, origin: int | None) -> int:
-        """The offset of the last line recorded from the generation now open as `inode`,
-        which continues the checkpointed generation `origin` (None: opened afresh); -1."""
-        fresh = self.fresh.get(inode, -1)
+    def marks(self, inode: int, origin: int | None) -> list[tuple[int, str]]:
+        """Where the last line recorded from the generation now open as `inode` may be (it
+        continues the checkpointed generation `origin`; None: opened afresh)."""
+        fresh = [self.fresh[inode]] if inode in self.fresh else []
         if origin is None or (origin == inode and inode in self.renewed):
             return fresh
-        return max(self.offsets.get(origin, -1), fresh if inode != origin else -1)
+        first = [self.offsets[origin]] if origin in self.offsets else []
+        return first + (fresh if inode != origin else [])
 
 
 @runtime_checkable
@@ -213,6 +214,20 @@ def count_lines(fd: int, end: int, start: int = 0, line_no: int = 1) -> int:
             break
         n, pos = n + data.count(b"\n"), pos + len(data)
     return n
+
+
+def recorded_end(fd: int, size: int, marks: list[tuple[int, str]]) -> int:
+    """The offset just past the last of `marks` (offset, recorded line) that is really in the
+    file (a file truncated and rewritten since holds other lines there); -1 when none is.
+    Run it in a worker thread."""
+    best = -1
+    for offset, text in marks:
+        head = os.pread(fd, max(64, len(text.encode()) + 16), offset)
+        line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+        if offset < size and text and (line.startswith(text[:64]) or text.startswith(line)):
+            end = line_end(fd, offset, 1 << 40)
+            best = max(best, end if end is not None else size)
+    return best
 
 
 def line_end(fd: int, offset: int, limit: int) -> int | None:
