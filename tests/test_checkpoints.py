@@ -223,3 +223,19 @@ def test_scan_follows_the_series_of_a_symlinks_targets(tmp_path: Path) -> None:
     link.symlink_to(tmp_path / "gen-0003.log")
     names = sorted(os.path.basename(e.path) for e in scan(link, []))
     assert names == ["gen-0001.log", "gen-0002.log", "gen-0003.log.1"]
+
+
+def test_a_copy_is_found_when_the_checkpoint_is_before_the_read_position(tmp_path: Path) -> None:
+    """The checkpoint stays before a line still being read: the bytes before it that it keeps
+    are fewer than 1 KiB, and the copy is still recognised by them."""
+    f = tmp_path / "app.log"
+    f.write_bytes(b"".join(b"line %04d\n" % i for i in range(300)))
+    st = f.stat()
+    data = f.read_bytes()
+    cp = position(st.st_dev, st.st_ino, st.st_mtime_ns, data[:1024], data[2000 - 700 : 2000],
+                  2000, 201, str(f))
+    (tmp_path / "app.log.1").write_bytes(data)
+    f.write_bytes(b"new\n")
+    found = locate(cp, scan(f, [cp]), set(), copies_only=True)
+    assert found is not None and found.path.endswith("app.log.1") and found.start == 2000
+    os.close(found.fd)

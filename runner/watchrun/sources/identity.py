@@ -65,7 +65,7 @@ def holds(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
     if len(head) != cp.fingerprint_len or fingerprint(head) != cp.fingerprint:
         return False
     if cp.tail_len:
-        tail = tail_before(fd, cp.offset)
+        tail = os.pread(fd, cp.tail_len, cp.offset - cp.tail_len)
         return len(tail) == cp.tail_len and fingerprint(tail) == cp.tail
     return True
 
