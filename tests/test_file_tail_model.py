@@ -68,6 +68,9 @@ class TailModel(RuleBasedStateMachine):
         self.partial: str | None = None  # an unterminated line at the end of the file
         self.n = 0
         self.rotations = 0
+        self.recreated = False
+        """A file was deleted and created again: ext4 may give the new one the old inode, and
+        a rename rotation while stopped after that is a known limit (docs/decisions.md)."""
         self.task: asyncio.Task[None] | None = None
         self._start()
 
@@ -189,6 +192,7 @@ class TailModel(RuleBasedStateMachine):
     @precondition(lambda self: not self.generations)
     @rule(k=st.integers(0, 3), settle=st.booleans())
     def delete_recreate(self, k: int, settle: bool) -> None:
+        self.recreated = True
         self._complete_partial()
         self.path.unlink()
         if settle:
@@ -199,6 +203,7 @@ class TailModel(RuleBasedStateMachine):
 
     @rule(k=st.integers(0, 3), rotate=st.booleans())
     def restart(self, k: int, rotate: bool) -> None:
+        rotate = rotate and not self.recreated
         self._stop()
         if k or rotate:
             self._complete_partial()
@@ -317,7 +322,7 @@ TestTailModelInotify = InotifyTailModel.TestCase
 TestTailModelInotify.settings = SETTINGS
 TestTailModelPoll = PollTailModel.TestCase
 TestTailModelPoll.settings = SETTINGS
-GENERATIONS = settings(SETTINGS, max_examples=10, stateful_step_count=10)
+GENERATIONS = settings(SETTINGS, max_examples=10, stateful_step_count=8)
 TestGenerationsInotify = InotifyGenerationsModel.TestCase
 TestGenerationsInotify.settings = GENERATIONS
 TestGenerationsPoll = PollGenerationsModel.TestCase
