@@ -1,7 +1,8 @@
 """The real runner against a real writer at about 20k lines/s that rotates its log (rename,
-symlink swap) while the runner runs, is frozen (SIGSTOP), SIGKILLed or stopped. (copytruncate
-and delete-and-recreate with these disruptions still lose lines: see docs/decisions.md.) Every line number is recorded exactly once, or its generation is named
-by a `gap` record (or a `rotate` with `unreadBytes`) that says bytes were lost."""
+symlink swap) while the runner runs, is frozen (SIGSTOP), SIGKILLed or stopped. Every line number
+is recorded exactly once, or its generation is named by a `gap` record (or a `rotate` with
+`unreadBytes`) that says bytes were lost. (copytruncate and delete-and-recreate across these
+disruptions still lose lines: docs/decisions.md, open problems.)"""
 
 from __future__ import annotations
 
