@@ -231,7 +231,8 @@ def plan_start(path: Path, known: list[Checkpoint], max_n: int, ended: set[int])
                 reason = "recreate"
             o.announce = {"reason": reason, "inode": o.st.st_ino, "oldInode": prev}
             if reason == "truncate":
-                copied = plan.steps[i - 1].st.st_size if i and plan.steps[i - 1].origin else None
+                before = plan.steps[i - 1] if i else None
+                copied = before.st.st_size if before and before.origin is last else None
                 unread = last.unread if copied is None else max(0, last.size - copied)
                 o.announce |= {"oldSize": last.size, "unreadBytes": unread}
         prev = o.st.st_ino
