@@ -19,6 +19,8 @@ from watchrun.sources.file import FileSource
 
 MODES = ["inotify", "poll"]
 POLL_MS = 20
+LIMITS = Limits(rotate_wait_ms=500)
+"""Tests release rotated-away files sooner than the default 5 s."""
 
 
 def notifier_for(mode: str, poll_ms: int = POLL_MS) -> Notifier:
@@ -86,7 +88,7 @@ class Tail:
         self.rec = rec or Recorder()
         self.source = FileSource(
             spec_for(path, from_start=from_start, wid=wid),
-            limits or Limits(),
+            limits or LIMITS,
             store,
             notifier,
             SystemClock(),

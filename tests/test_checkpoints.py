@@ -1,4 +1,5 @@
-"""Checkpoint files: atomic, recoverable, identity by device + inode + head fingerprint."""
+"""Checkpoint files: atomic, recoverable, ordered; identity by device + inode + fingerprints;
+rotated generations found among the siblings by inode, then by content."""
 
 from __future__ import annotations
 
@@ -8,28 +9,28 @@ from pathlib import Path
 
 import pytest
 
-from watchrun.sources.checkpoints import (
-    Checkpoint,
-    CheckpointStore,
-    find_moved,
-    fingerprint,
-    identifies,
-)
+from watchrun.sources.checkpoints import CheckpointStore, FileState, orphaned
+from watchrun.sources.identity import Checkpoint, identifies, position
+from watchrun.sources.siblings import locate, scan
 
 
 def cp_for(path: Path, offset: int, line_no: int = 1, head_len: int = 1024) -> Checkpoint:
     st = path.stat()
-    head = path.read_bytes()[:head_len]
-    return Checkpoint(
-        st.st_dev, st.st_ino, fingerprint(head), offset, line_no, str(path), len(head)
-    )
+    data = path.read_bytes()
+    return position(st.st_dev, st.st_ino, st.st_mtime_ns, data[:head_len],
+                    data[max(0, offset - 1024) : offset], offset, line_no, str(path))
+
+
+def one(cp: Checkpoint, seq: int | None = None) -> FileState:
+    return FileState((cp,), seq)
 
 
 def test_save_then_load_round_trips(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path / "state")
-    cp = Checkpoint(1, 2, "ab" * 32, 300, 7, "/var/log/x.log", 1024)
-    store.save("api", cp)
-    assert CheckpointStore(tmp_path / "state").load("api") == cp
+    cp = Checkpoint(1, 2, "ab" * 32, 300, 7, "/var/log/x.log", 1024, "cd" * 32, 1024, 900, 5)
+    old = Checkpoint(1, 1, "ef" * 32, 40, 3, "/var/log/x.log.1", 40, finished=True)
+    store.save("api", FileState((old, cp), 42))
+    assert CheckpointStore(tmp_path / "state").load("api") == FileState((old, cp), 42)
     assert store.load("other") is None
     mode = stat.S_IMODE(store.path("api").stat().st_mode)
     assert mode == 0o640
@@ -39,29 +40,29 @@ def test_save_then_load_round_trips(tmp_path: Path) -> None:
 def test_save_replaces_the_previous_checkpoint(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path)
     for offset in (1, 2, 3):
-        store.save("w", Checkpoint(1, 2, "f", offset, 1, "/p", 0))
+        store.save("w", one(Checkpoint(1, 2, "f", offset, 1, "/p", 0)))
     loaded = store.load("w")
-    assert loaded is not None and loaded.offset == 3
+    assert loaded is not None and loaded.current.offset == 3
 
 
 def test_a_complete_tmp_file_from_an_interrupted_save_is_used(tmp_path: Path) -> None:
     """Crash between fsync(tmp) and rename: the tmp file is complete and newer."""
     store = CheckpointStore(tmp_path)
-    store.save("w", Checkpoint(1, 2, "f", 10, 1, "/p", 0))
+    store.save("w", one(Checkpoint(1, 2, "f", 10, 1, "/p", 0)))
     newer = store.path("w").read_text().replace('"offset":10', '"offset":20')
     store.path("w").with_name("w.checkpoint.json.tmp").write_text(newer)
     loaded = store.load("w")
-    assert loaded is not None and loaded.offset == 20
+    assert loaded is not None and loaded.current.offset == 20
     assert not store.path("w").with_name("w.checkpoint.json.tmp").exists()
     assert store.problems == []
 
 
 def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path)
-    store.save("w", Checkpoint(1, 2, "f", 10, 1, "/p", 0))
-    store.path("w").with_name("w.checkpoint.json.tmp").write_text('{"version":1,"de')
+    store.save("w", one(Checkpoint(1, 2, "f", 10, 1, "/p", 0)))
+    store.path("w").with_name("w.checkpoint.json.tmp").write_text('{"version":2,"se')
     loaded = store.load("w")
-    assert loaded is not None and loaded.offset == 10
+    assert loaded is not None and loaded.current.offset == 10
     assert store.problems == []
 
 
@@ -70,7 +71,9 @@ def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> N
     [
         (b'{"version":1,"dev":1,"ino', "not valid JSON"),
         (b"\x00" * 64, "NUL bytes"),
-        (b'{"version":2,"dev":1}', "unknown version 2"),
+        (b'{"version":3,"dev":1}', "unknown version 3"),
+        (b'{"version":2,"seq":1,"generations":[]}', "'generations' missing or empty"),
+        (b'{"version":2,"seq":0,"generations":[{}]}', "'seq' is not a positive"),
         (b"[1,2]", "not a JSON object"),
         (b"", "not valid JSON"),
         (b'{"version":1,"dev":1,"inode":2,"fingerprint":"f","fingerprintLen":0,'
@@ -79,7 +82,8 @@ def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> N
          b'"offset":-1,"lineNo":1,"path":"/p"}', "out of range"),
         (b"\xff\xfe garbage", "not valid JSON"),
     ],
-    ids=["truncated", "nul", "version", "array", "empty", "type", "range", "binary"],
+    ids=["truncated", "nul", "version", "no-generations", "seq", "array", "empty", "type",
+         "range", "binary"],
 )  # fmt: skip
 def test_corrupt_checkpoint_is_set_aside_with_one_problem(
     tmp_path: Path, content: bytes, reason: str
@@ -147,35 +151,91 @@ def test_identifies(tmp_path: Path, change: str, expected: bool) -> None:
         os.close(fd)
 
 
-def test_find_moved_finds_the_rotated_file_by_inode_and_fingerprint(tmp_path: Path) -> None:
+def test_a_version_1_checkpoint_still_loads(tmp_path: Path) -> None:
+    """Written by watchrun before generations: one position, no seq."""
+    store = CheckpointStore(tmp_path)
+    store.path("w").write_text('{"version":1,"dev":1,"inode":2,"fingerprint":"f",'
+                               '"fingerprintLen":0,"offset":10,"lineNo":3,"path":"/p"}')
+    assert store.load("w") == one(Checkpoint(1, 2, "f", 10, 3, "/p", 0))
+
+
+def test_an_older_save_never_replaces_a_newer_one(tmp_path: Path) -> None:
+    """Saves run in worker threads: one that finishes late must not put an old position back."""
+    store = CheckpointStore(tmp_path)
+    new = one(Checkpoint(1, 2, "f", 20, 1, "/p", 0))
+    old = one(Checkpoint(1, 2, "f", 10, 1, "/p", 0))
+    assert store.save("w", new, ticket=2)
+    assert not store.save("w", old, ticket=1)
+    assert store.load("w") == new
+
+
+def test_orphaned_checkpoints_and_adoption(tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path)
+    for wid in ("api", "old-api", "gone"):
+        store.save(wid, one(Checkpoint(1, 2, "f", 10, 1, "/p", 0)))
+    (tmp_path / "api.status.json").write_text("{}")
+    assert orphaned(tmp_path, {"api", "web"}) == ["gone", "old-api"]
+    assert orphaned(tmp_path / "missing", {"api"}) == []
+    assert store.adopt("old-api", "api2") and not store.adopt("old-api", "api2")
+    assert not store.adopt("gone", "api")  # api has its own checkpoint: kept
+    assert orphaned(tmp_path, {"api", "api2"}) == ["gone"]
+
+
+def test_locate_finds_the_rotated_file_by_inode_and_fingerprint(tmp_path: Path) -> None:
     f = tmp_path / "app.log"
     f.write_bytes(b"a\nb\n")
     cp = cp_for(f, 2)
     f.rename(tmp_path / "app.log.1")
     f.write_bytes(b"new\n")
-    found = find_moved(tmp_path, cp, "app.log")
+    found = locate(cp, scan(f, [cp]), set())
     assert found is not None
-    fd, st, resume = found
     try:
-        assert st.st_ino == cp.inode and os.pread(fd, 10, 0) == b"a\nb\n" and resume
+        assert found.st.st_ino == cp.inode and found.start == 2 and found.origin == cp
+        assert os.pread(found.fd, 10, 0) == b"a\nb\n"
     finally:
-        os.close(fd)
+        os.close(found.fd)
     (tmp_path / "app.log.1").unlink()
-    assert find_moved(tmp_path, cp, "app.log") is None
-    assert find_moved(tmp_path / "missing-dir", cp, "app.log") is None
+    assert locate(cp, scan(f, [cp]), set()) is None
+    assert scan(tmp_path / "missing-dir" / "app.log", [cp]) == []
 
 
-@pytest.mark.parametrize(("name", "found"), [("app.log.1", True), ("unrelated.txt", False)])
-def test_find_moved_truncated_after_checkpoint(tmp_path: Path, name: str, found: bool) -> None:
-    """Same inode, different head: a rotated name means "read it from the start"; any other
-    name may be an unrelated file that got a reused inode number, and is left alone."""
+def test_locate_finds_a_copy_and_nothing_rewritten(tmp_path: Path) -> None:
+    """copytruncate: the copy holds the same bytes up to the offset under another inode. A file
+    with the inode but other bytes before the offset (rewritten) is not it."""
     f = tmp_path / "app.log"
-    f.write_bytes(b"old line\n")
-    cp = cp_for(f, 9)
-    f.write_bytes(b"new generation\n")  # truncated and rewritten, same inode
-    f.rename(tmp_path / name)
-    result = find_moved(tmp_path, cp, "app.log")
-    assert (result is not None) is found
-    if result is not None:
-        os.close(result[0])
-        assert result[2] is False
+    f.write_bytes(b"".join(b"line %04d\n" % i for i in range(300)))
+    cp = cp_for(f, 2000)
+    (tmp_path / "app.log-20261201").write_bytes(f.read_bytes() + b"more\n")  # the copy
+    f.write_bytes(f.read_bytes()[:1000] + b"X" * 2000)  # same head, rewritten before offset
+    found = locate(cp, scan(f, [cp]), set())
+    assert found is not None
+    os.close(found.fd)
+    assert found.path.endswith("app.log-20261201") and found.start == 2000
+    (tmp_path / "app.log-20261201").unlink()
+    (tmp_path / "unrelated.txt").write_bytes(f.read_bytes())
+    assert locate(cp, scan(f, [cp]), set()) is None  # not a sibling by name
+
+
+def test_scan_follows_the_series_of_a_symlinks_targets(tmp_path: Path) -> None:
+    for name in ("gen-0001.log", "gen-0002.log", "gen-0003.log", "gen-0003.log.1", "other.log"):
+        (tmp_path / name).write_text("x\n")
+    link = tmp_path / "app.log"
+    link.symlink_to(tmp_path / "gen-0003.log")
+    names = sorted(os.path.basename(e.path) for e in scan(link, []))
+    assert names == ["gen-0001.log", "gen-0002.log", "gen-0003.log.1"]
+
+
+def test_a_copy_is_found_when_the_checkpoint_is_before_the_read_position(tmp_path: Path) -> None:
+    """The checkpoint stays before a line still being read: the bytes before it that it keeps
+    are fewer than 1 KiB, and the copy is still recognised by them."""
+    f = tmp_path / "app.log"
+    f.write_bytes(b"".join(b"line %04d\n" % i for i in range(300)))
+    st = f.stat()
+    data = f.read_bytes()
+    cp = position(st.st_dev, st.st_ino, st.st_mtime_ns, data[:1024], data[2000 - 700 : 2000],
+                  2000, 201, str(f))
+    (tmp_path / "app.log.1").write_bytes(data)
+    f.write_bytes(b"new\n")
+    found = locate(cp, scan(f, [cp]), set(), copies_only=True)
+    assert found is not None and found.path.endswith("app.log.1") and found.start == 2000
+    os.close(found.fd)

@@ -26,7 +26,8 @@ from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.records import iter_records, last_records
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.runtime.status import atomic_write
-from watchrun.sources.checkpoints import Checkpoint, CheckpointStore
+from watchrun.sources.checkpoints import CheckpointStore, FileState
+from watchrun.sources.identity import Checkpoint
 
 PASSWD = b"root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/sh"
 """A target whose last line has no newline: the old sink "repaired" (cut) it."""
@@ -239,9 +240,9 @@ def test_dir_of_another_user_is_refused_naming_path_owner_and_mode(
 # -- state/: checkpoints and status snapshots -------------------------------------------------
 
 
-def checkpoint() -> Checkpoint:
-    return Checkpoint(dev=1, inode=2, fingerprint="0" * 64, offset=3, line_no=4, path="/x",
-                      fingerprint_len=0)
+def checkpoint() -> FileState:
+    return FileState((Checkpoint(dev=1, inode=2, fingerprint="0" * 64, offset=3, line_no=4,
+                                 path="/x", fingerprint_len=0),), seq=7)
 
 
 @pytest.mark.parametrize("name", ["x.checkpoint.json", "x.checkpoint.json.tmp"])

@@ -15,7 +15,7 @@ from watchrun.output.sink import JsonlSink
 
 T0 = datetime(2026, 5, 16, 12, 0, tzinfo=UTC).timestamp()
 
-WATCHER_KINDS = ["start", "match", "rotate", "exit", "restart", "error", "stop"]
+WATCHER_KINDS = ["start", "match", "rotate", "gap", "exit", "restart", "error", "stop"]
 AGENT_KINDS = [
     "dispatch-start", "prompt", "delivery", "text", "text-delta", "reasoning", "tool",
     "tool-result", "tool-denied", "file-change", "usage", "stderr", "output", "raw", "failure",
@@ -28,7 +28,10 @@ USAGE = {"input": 10, "cached": 4, "output": 3}
 VALID: dict[str, dict[str, Any]] = {
     "start": {"path": "/var/log/app.log", "inode": 12, "offset": 0, "from": "end", "engine": "re2"},
     "match": {"line": "ERROR x", "lineNo": 3, "offset": 40, "path": "/var/log/a.log", "inode": 9},
-    "rotate": {"reason": "rename", "path": "/var/log/a.log", "inode": 10, "oldInode": 9},
+    "rotate": {"reason": "truncate", "path": "/var/log/a.log", "inode": 10, "oldInode": 10,
+               "oldSize": 900, "unreadBytes": 40},
+    "gap": {"reason": "unwritten", "fromSeq": 5, "toSeq": 9, "records": 5, "kinds": {"match": 5},
+            "message": "5 records could not be written"},
     "exit": {"exitCode": None, "signal": "SIGKILL", "status": "killed", "run": 2,
              "signals": ["SIGTERM", "SIGKILL"], "stragglers": 1},
     "restart": {"attempt": 1, "delayMs": 1000},

@@ -222,9 +222,11 @@ def test_inotify_watches_exhausted_fall_back_to_polling(tmp_path: Path) -> None:
                             start_new_session=True)
     try:
         wait_for(lambda: "running" in (tmp_path / "err").read_text(), "the runner to start")
+        out = tmp_path / ".watchrun" / "watchers"
+        wait_for(lambda: all(read_records(out / f"w{i}.jsonl") for i in range(4)),
+                 "every watcher's start record (its position at the end of the file)")
         for i in range(4):
             append(tmp_path / f"d{i}" / "app.log", f"ERROR in {i}\n")
-        out = tmp_path / ".watchrun" / "watchers"
         wait_for(lambda: all(any(r["kind"] == "match" for r in read_records(out / f"w{i}.jsonl"))
                              for i in range(4)), "a match from every watcher")
         proc.send_signal(signal.SIGTERM)

@@ -26,6 +26,8 @@ DIR_MASK |= IN_DELETE_SELF | IN_MOVE_SELF
 FILE_MASK = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
 _RESOLVE = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED  # the watched object itself went away
 _EXHAUSTED = {errno.ENOSPC, errno.EMFILE, errno.ENFILE}
+FAST_POLL_S = 0.01
+"""Polling interval while a file grows (at most `pollMs`)."""
 
 
 def _open_inotify() -> Any:
@@ -177,6 +179,7 @@ class Watch:
         self.stale = False
         """Set when the directory layout may have changed: call `rearm()` to re-resolve."""
         self._flag = False
+        self._hurry = False
         self._waiter: asyncio.Future[None] | None = None
         self._path_subs: dict[tuple[int, str | None], _Sub] = {}
         self._fd_subs: dict[int, _Sub] = {}
@@ -195,14 +198,16 @@ class Watch:
             self._waiter = fut
             timer = None
             if self.polling or self.notifier._ino is None:
-                timer = loop.call_later(self.notifier.poll_s, _resolve, fut)
+                delay = min(FAST_POLL_S, self.notifier.poll_s) if self._hurry else \
+                    self.notifier.poll_s
+                timer = loop.call_later(delay, _resolve, fut)
             try:
                 await fut
             finally:
                 self._waiter = None
                 if timer is not None:
                     timer.cancel()
-        self._flag = False
+        self._flag = self._hurry = False
         self.notifier.wakeups += 1
 
     def wait_blocking(self, timeout_s: float) -> None:
@@ -218,6 +223,11 @@ class Watch:
                 self.notifier._on_readable()
         self._flag = False
         self.notifier.wakeups += 1
+
+    def hurry(self) -> None:
+        """Polling: the next look comes after FAST_POLL_S, not pollMs (the file is growing, so
+        a truncation or rotation is seen before much more is written)."""
+        self._hurry = True
 
     def poke(self) -> None:
         """Wake the waiter now (a source's own timer, e.g. the end of a rotate-wait)."""

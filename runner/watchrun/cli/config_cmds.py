@@ -54,7 +54,12 @@ def annotation(d: Diagnostic, workspace: str) -> str:
 
 
 def _load(args: argparse.Namespace, strict: bool = False) -> LoadResult:
-    return load_config(args.config, output_dir=args.output_dir, strict=strict)
+    from watchrun.sources.checkpoints import orphan_diagnostics
+
+    result = load_config(args.config, output_dir=args.output_dir, strict=strict)
+    if result.config is not None:  # checkpoints no watcher will read (when the dir exists)
+        result.diagnostics.extend(orphan_diagnostics(result.config))
+    return result
 
 
 def _notes(w: WatcherSpec) -> list[tuple[str, str]]:

@@ -65,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         return ExitStatus.RUNTIME
     for note in layout.fixed:
         log.warning(note)
+    from watchrun.sources.checkpoints import orphan_diagnostics
+
+    for d in orphan_diagnostics(config):
+        _diagnostic(log, d)
 
     def reload() -> object | None:
         again = load_config(paths, output_dir=output_dir)

@@ -43,6 +43,8 @@ LIMIT_RULES: dict[str, tuple[str, Range | None]] = {
     "maxLineBytes": ("max_line_bytes", Range(256, 16 * 1024**2, "bytes")),
     "maxEventBytes": ("max_event_bytes", Range(4096, 256 * 1024**2, "bytes")),
     "stopTimeout": ("stop_timeout_ms", Range(0, 60_000, "ms")),
+    "maxGenerations": ("max_generations", Range(1, 100)),
+    "rotateWait": ("rotate_wait_ms", Range(0, 600_000, "ms")),
 }
 """`limits` keys: the Limits field each sets, and its range (None for booleans)."""
 

@@ -24,6 +24,8 @@ _LIMIT_KEYS = {
     "maxLineBytes": "max_line_bytes",
     "maxEventBytes": "max_event_bytes",
     "stopTimeout": "stop_timeout_ms",
+    "maxGenerations": "max_generations",
+    "rotateWait": "rotate_wait_ms",
 }
 
 
@@ -107,6 +109,7 @@ def _watcher(w: WatcherSpec) -> dict[str, Any]:
     doc["wake"] = list(w.wake) if w.wake else False
     if w.path is not None:
         doc["fromStart"] = w.from_start
+        doc["previousId"] = w.previous_id
     else:
         doc["cwd"] = _s(str(w.cwd)) if w.cwd is not None else None
         doc["env"] = {k: _s(v) for k, v in w.env.items()}

@@ -31,6 +31,10 @@ class Limits:
     max_line_bytes: int = 65536
     max_event_bytes: int = 16 * 1024 * 1024
     stop_timeout_ms: int = 5000
+    max_generations: int = 10
+    """Unread rotated generations of a file read after a stop or stall (the newest ones)."""
+    rotate_wait_ms: int = 5000
+    """A rotated-away file is read until it has not grown for this long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +133,8 @@ class WatcherSpec:
     """Reactions to its matches (webhook, exec), each gated by its own threshold and throttle."""
     backtracking: bool = False
     """Patterns that need Python `re` are allowed; they run in a worker under a time budget."""
+    previous_id: str | None = None
+    """File watchers: the id this watcher had before; its checkpoint is adopted."""
 
     @property
     def kind(self) -> str:

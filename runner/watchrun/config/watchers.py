@@ -18,7 +18,7 @@ __all__ = ["COMMAND_ONLY", "FILE_ONLY", "build_watchers"]
 
 COMMAND_ONLY = ("cwd", "env", "restart", "restartDelay", "schedule")
 """Watcher keys that only a command watcher may set (and `gate.exitCode`)."""
-FILE_ONLY = ("fromStart",)
+FILE_ONLY = ("fromStart", "previousId")
 """Watcher keys that only a file watcher may set."""
 
 DEFAULT_RESTART_DELAY_MS = 1000
@@ -39,7 +39,31 @@ def build_watchers(ctx: Ctx, raw: Any, agents: list[str], limits: Limits) -> lis
             spec = _watcher(ctx, ("watchers", i), item, agents, limits)
             if spec is not None:
                 out.append(spec)
+    _previous_ids(ctx, raw)
     return out
+
+
+def _previous_ids(ctx: Ctx, raw: list[Any]) -> None:
+    """`previousId` names a checkpoint to adopt: never a current watcher's (that one is in
+    use), and never one that two watchers would both adopt."""
+    ids = {str(w.get("id")).lower(): i for i, w in enumerate(raw) if isinstance(w, CMap)}
+    claimed: dict[str, int] = {}
+    for i, w in enumerate(raw):
+        prev = w.get("previousId") if isinstance(w, CMap) else None
+        if not isinstance(prev, str):
+            continue
+        p = ("watchers", i, "previousId")
+        if prev.lower() in ids:
+            j = ids[prev.lower()]
+            which = "its own id" if j == i else f"the id of watchers[{j}]"
+            ctx.report.error(p, f"{prev!r} is {which}; previousId names the id this watcher "
+                             "had before it was renamed (a checkpoint no watcher uses)")
+        elif prev.lower() in claimed:
+            ctx.report.error(p, f"{prev!r} is also the previousId of "
+                             f"watchers[{claimed[prev.lower()]}]; only one watcher can adopt "
+                             "a checkpoint")
+        else:
+            claimed[prev.lower()] = i
 
 
 def _watcher(
@@ -114,6 +138,7 @@ def _watcher(
         gate=gate,
         actions=actions,
         backtracking=w.get("backtracking") is True,
+        previous_id=w.get("previousId") if is_file else None,
     )
 
 

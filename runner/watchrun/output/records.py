@@ -25,6 +25,7 @@ __all__ = [
     "offset_after",
     "oldest_seq",
     "parse_cursor",
+    "recorded_since",
     "retained_files",
 ]
 
@@ -239,6 +240,57 @@ def last_records(
         for f in files:
             f.close()
     return found[::-1]
+
+
+Mark = tuple[int, str]
+"""The offset of a recorded match and its line."""
+
+
+def recorded_since(
+    path: Path, since_seq: int
+) -> tuple[dict[int, Mark], dict[int, Mark], set[int], set[int]]:
+    """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
+    (only those records are read). Per inode, the offset of the last recorded match: before the
+    first `rotate` into it that started a new generation there (truncate, recreate: that part
+    applies to the checkpointed generation and its copies), and after the last one (applies to
+    a generation opened afresh); the inodes a `rotate` record left; the inodes where a new
+    generation started."""
+    recs: list[dict[str, Any]] = []
+    files = _open_snapshot(path)
+    try:
+        for f in reversed(files):
+            for line in _reverse_lines(f, ReadStats()):
+                rec = _parse(line, ReadStats()) if line else None
+                if rec is None:
+                    continue
+                if rec["seq"] < since_seq:
+                    break
+                if rec.get("kind") in ("match", "rotate"):
+                    recs.append(rec)
+            else:
+                continue
+            break
+    finally:
+        for f in files:
+            f.close()
+    epochs: dict[int, list[Mark]] = {}
+    ended: set[int] = set()
+    for rec in reversed(recs):
+        inode = rec.get("inode")
+        if not isinstance(inode, int):
+            continue
+        marks = epochs.setdefault(inode, [(-1, "")])
+        if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
+            if rec["offset"] > marks[-1][0]:
+                marks[-1] = (rec["offset"], str(rec.get("raw", rec.get("line", ""))))
+        elif rec["kind"] == "rotate":
+            if isinstance(rec.get("oldInode"), int) and rec["oldInode"] != inode:
+                ended.add(rec["oldInode"])
+            if rec.get("reason") != "rename":
+                marks.append((-1, ""))
+    first = {i: m[0] for i, m in epochs.items() if m[0][0] >= 0}
+    last = {i: m[-1] for i, m in epochs.items() if m[-1][0] >= 0}
+    return first, last, ended, {i for i, m in epochs.items() if len(m) > 1}
 
 
 def oldest_seq(path: Path) -> int | None:

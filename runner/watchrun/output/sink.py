@@ -15,6 +15,7 @@ from watchrun.clock import Clock, iso_ts
 from watchrun.match.sanitize import harden_json
 from watchrun.output import safefs
 from watchrun.output.records import complete_size, format_cursor, last_records, retained_files
+from watchrun.output.unwritten import Unwritten, seq_of
 
 __all__ = ["FILE_MODE", "AsyncWriter", "JsonlSink", "SinkWriteError"]
 
@@ -27,7 +28,8 @@ _RESERVED = frozenset({"schema", "seq", "cursor", "ts", "kind"})
 
 class SinkWriteError(Exception):
     """A JSONL file could not be opened, written or rotated. The first `written` lines of the
-    failed call are in the file, whole; the rest are not: the caller retries them."""
+    failed call are in the file, whole; the rest are not: the caller retries them (or gives
+    them up with `JsonlSink.give_up`)."""
 
     def __init__(self, errno_name: str, message: str, *, written: int = 0) -> None:
         super().__init__(f"{errno_name}: {message}")
@@ -54,6 +56,14 @@ def _dumps(rec: Mapping[str, Any]) -> bytes:
     except UnicodeEncodeError:  # a lone surrogate: \u-escape it rather than write bad UTF-8
         text = json.dumps(rec, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
         return text.encode("ascii") + b"\n"
+
+
+def _note_path(path: Path) -> Path | None:
+    """Where the lost-seq note of a stream lives: `state/<watchers|agents>-<id>.unwritten`
+    beside the output dir's `watchers/` and `agents/` (none for a JSONL file elsewhere)."""
+    if path.parent.name not in ("watchers", "agents"):
+        return None
+    return path.parent.parent / "state" / f"{path.parent.name}-{path.stem}.unwritten"
 
 
 class JsonlSink:
@@ -83,7 +93,9 @@ class JsonlSink:
             raise _error(exc, f"cannot read the last record of {path}") from exc
         self.last_record: dict[str, Any] | None = tail[0] if tail else None
         """The last record in the stream when it was opened (None for a new stream)."""
-        self.next_seq = int(tail[0]["seq"]) + 1 if tail else 1
+        self.unwritten = Unwritten(_note_path(path))
+        self.next_seq = self.unwritten.prepare(int(tail[0]["seq"]) if tail else 0)
+        """Records given up at the last shutdown keep their seqs: none is used twice."""
 
     # -- building ---------------------------------------------------------------------------
     def record(self, kind: str, fields: Mapping[str, Any]) -> bytes:
@@ -91,11 +103,24 @@ class JsonlSink:
         clash = _RESERVED.intersection(fields)
         if clash:
             raise ValueError(f"record fields may not set {sorted(clash)}")
-        seq = self.next_seq
-        cursor, ts = f"{self._prefix}{seq:016x}", iso_ts(self.clock.now())
-        line = _dumps({"schema": 1, "seq": seq, "cursor": cursor, "ts": ts, "kind": kind, **fields})
-        self.next_seq = seq + 1
+        line = self._line(self.next_seq, kind, fields)
+        self.next_seq += 1
         return line
+
+    def _line(self, seq: int, kind: str, fields: Mapping[str, Any]) -> bytes:
+        cursor, ts = f"{self._prefix}{seq:016x}", iso_ts(self.clock.now())
+        return _dumps({"schema": 1, "seq": seq, "cursor": cursor, "ts": ts, "kind": kind, **fields})
+
+    def give_up(self, lines: Sequence[bytes]) -> None:
+        """These built lines will never be written: their seqs are explained by a `gap` record
+        before the next record (or, at close, by a note the next start turns into one)."""
+        self.unwritten.give_up(list(lines))
+
+    def _gaps(self, lines: Sequence[bytes]) -> list[tuple[int, int, bytes]]:
+        """`gap` records for seqs given up below the first of `lines`: (lo, hi, line)."""
+        below = seq_of(lines[0])[0] if lines else None
+        return [(lo, hi, self._line(hi, "gap", self.unwritten.gap_fields(lo, hi, kinds)))
+                for lo, hi, kinds in self.unwritten.runs(below)]
 
     def write(self, kind: str, fields: Mapping[str, Any]) -> int:
         """Build and write one record; return its seq. On failure the seq is given back."""
@@ -112,11 +137,14 @@ class JsonlSink:
     # -- writing ----------------------------------------------------------------------------
     def write_lines(self, lines: Sequence[bytes]) -> None:
         """Append whole lines, up to `BATCH_BYTES` per `write` call, rotating before a line that
-        would pass `max_bytes`. On `SinkWriteError`, `exc.written` lines are in the file and the
-        rest are not (a partly written batch is truncated away): a retry neither tears nor
-        duplicates."""
+        would pass `max_bytes`. On `SinkWriteError`, `exc.written` lines are in the file, whole,
+        and the rest are not (a torn last line is cut off): a retry neither tears nor
+        duplicates. `gap` records for seqs given up go first."""
         if self._closed:
             raise ValueError(f"{self.path}: sink is closed")
+        gaps = self._gaps(lines) if self.unwritten.lost else []
+        if gaps:
+            lines = [*(g for _, _, g in gaps), *lines]
         i = 0
         try:
             self._check_file()
@@ -128,13 +156,26 @@ class JsonlSink:
                 while j < len(lines) and n + len(lines[j]) <= min(BATCH_BYTES, room):
                     n += len(lines[j])
                     j += 1
-                self._write_all(b"".join(lines[i:j]) if j > i + 1 else lines[i])
+                try:
+                    self._write_all(b"".join(lines[i:j]) if j > i + 1 else lines[i])
+                except SinkWriteError as exc:
+                    i += exc.written  # whole records of the failed batch are kept
+                    raise
                 i = j
         except SinkWriteError as exc:
-            exc.written = i
+            exc.written = max(0, i - len(gaps))
+            self._gaps_written(gaps, i)
             raise
+        self._gaps_written(gaps, i)
+
+    def _gaps_written(self, gaps: list[tuple[int, int, bytes]], n: int) -> None:
+        for lo, hi, _ in gaps[:n]:
+            self.unwritten.written(lo, hi)
 
     def _write_all(self, data: bytes) -> None:
+        """Write `data` (whole lines). When only part of it fits, the whole lines that were
+        written stay (`SinkWriteError.written` of them) and a torn last one is cut off, so a
+        batch bigger than the free space still makes progress."""
         start, done = self._size, 0
         view = memoryview(data)
         try:
@@ -144,12 +185,16 @@ class JsonlSink:
                     raise OSError(errno.EIO, os.strerror(errno.EIO))
                 done += n
         except OSError as exc:
-            if done:
+            keep = data.rfind(b"\n", 0, done) + 1
+            if done > keep:
                 try:
-                    os.ftruncate(self._fd, start)
+                    os.ftruncate(self._fd, start + keep)
                 except OSError:
                     self._torn = True  # cut on the next attempt, before anything else
-            raise _error(exc, f"cannot write {self.path}") from exc
+            self._size = start + keep
+            err = _error(exc, f"cannot write {self.path}")
+            err.written = data.count(b"\n", 0, keep)
+            raise err from exc
         self._size = start + done
 
     def _check_file(self) -> None:
@@ -226,9 +271,15 @@ class JsonlSink:
             os.close(fd)
 
     def close(self) -> None:
-        """Fsync and close. Idempotent; later writes raise ValueError."""
+        """Write the `gap` records of lines given up (one try; else keep them in the note for
+        the next start), fsync and close. Idempotent; later writes raise ValueError."""
         if self._closed:
             return
+        if self.unwritten.lost:
+            with contextlib.suppress(SinkWriteError):
+                self.write_lines([])
+            if self.unwritten.lost:
+                self.unwritten.save_note()
         self._closed = True
         fd = self._fd
         try:
@@ -247,8 +298,10 @@ class JsonlSink:
 
 
 class AsyncWriter:
-    """Writes a sink's lines from the event loop, in order, never dropping one: failures are
-    retried with backoff (100 ms doubling to 5 s). Callers await: a stuck disk is back-pressure."""
+    """Writes a sink's lines from the event loop, in order: failures are retried with backoff
+    (100 ms doubling to 5 s). Callers await: a stuck disk is back-pressure. Lines are given up
+    (and their seqs explained by a `gap` record) only when the caller is cancelled or its
+    `give_up_after` passes: at shutdown, never while running."""
 
     def __init__(
         self, sink: JsonlSink, *, on_error: Callable[[str], None] | None = None,
@@ -270,30 +323,46 @@ class AsyncWriter:
         await self.write_lines([line])
         return seq
 
-    async def write_lines(self, lines: Sequence[bytes]) -> None:
-        """Write all `lines`; `on_error` once per failure episode, `on_recovered` after it."""
+    async def write_lines(self, lines: Sequence[bytes], *,
+                          give_up_after: float | None = None) -> None:
+        """Write all `lines`; `on_error` once per failure episode, `on_recovered` after it.
+        With `give_up_after` (seconds), what is still unwritten then is given up and
+        SinkWriteError raised."""
         pending = list(lines)
-        async with self._lock:
-            delay = self.initial_delay
-            while True:
-                try:
-                    self.sink.write_lines(pending)
-                    break
-                except SinkWriteError as exc:
-                    pending = pending[exc.written :]
-                    self.retries += 1
-                    if not self.failing:
-                        self.failing = True
-                        if self.on_error is not None:
-                            self.on_error(f"{exc}; retrying, no record is dropped")
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
-                delay = min(delay * 2, self.max_delay)
-            if self.failing:
-                self.failing = False
-                if self.on_recovered is not None:
-                    self.on_recovered()
+        loop = asyncio.get_running_loop()
+        deadline = None if give_up_after is None else loop.time() + give_up_after
+        try:
+            async with self._lock:
+                await self._retry(pending, deadline)
+        except BaseException:
+            if pending:
+                self.sink.give_up(pending)
+            raise
+
+    async def _retry(self, pending: list[bytes], deadline: float | None) -> None:
+        delay = self.initial_delay
+        while True:
+            try:
+                self.sink.write_lines(pending)
+                pending.clear()
+                break
+            except SinkWriteError as exc:
+                del pending[: exc.written]
+                self.retries += 1
+                if not self.failing:
+                    self.failing = True
+                    if self.on_error is not None:
+                        self.on_error(f"{exc}; retrying, no record is dropped")
+                if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+                    raise
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+            delay = min(delay * 2, self.max_delay)
+        if self.failing:
+            self.failing = False
+            if self.on_recovered is not None:
+                self.on_recovered()
 
     def retry_now(self) -> None:
         """Cut the current backoff short (space was freed, or the runner is stopping)."""

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from watchrun.config.model import Limits, WatcherSpec
@@ -15,47 +14,17 @@ from watchrun.events import Chunk, MatchInfo
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
-from watchrun.output.records import format_cursor, last_records
+from watchrun.output.records import format_cursor, recorded_since
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink
 from watchrun.runtime.isolation import IsolatedMatcher
+from watchrun.sources.generation import Recorded
 
 FIRST_KEPT = 5
+FINAL_WRITE_S = 2.0
+"""How long the `stop` record is retried on a failing disk before it is given up."""
 SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM"}
 """`error` codes that mean a command could not be started (once mode: exit 3)."""
-
-
-RESUME_WINDOW_S = 5.0
-"""How far back (by record time) the last records are read for the crash high-water marks: a
-checkpoint is saved at least once a second while lines flow, so only lines recorded in the last
-moments before a crash can be read again."""
-
-
-def high_water(path: Path) -> dict[int | None, int]:
-    """inode → the largest offset of a match recorded in the last RESUME_WINDOW_S of the stream.
-
-    After a SIGKILL the checkpoint may be up to a second behind the records, so lines past it
-    are read again; their matches are skipped when their (inode, offset) is at or below the mark.
-    Per inode, so a rotation just before the crash is covered too."""
-    n = 1000
-    while True:
-        recs = last_records(path, n, {"match"})
-        if not recs:
-            return {}
-        cutoff = _epoch(recs[-1]["ts"]) - RESUME_WINDOW_S
-        if len(recs) < n or _epoch(recs[0]["ts"]) < cutoff or n >= 1_000_000:
-            break
-        n *= 10
-    marks: dict[int | None, int] = {}
-    for rec in recs:
-        if rec.get("inode") is not None and _epoch(rec["ts"]) >= cutoff:
-            inode = int(rec["inode"])
-            marks[inode] = max(marks.get(inode, -1), int(rec["offset"]))
-    return marks
-
-
-def _epoch(ts: str) -> float:
-    return datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
 @dataclass(slots=True)
@@ -65,6 +34,7 @@ class Counters:
     bytes_read: int = 0
     matches: int = 0
     skipped_duplicates: int = 0
+    """Lines not read again after a crash: they were recorded before it."""
     truncated: int = 0
     errors: int = 0
     last_match_at: float | None = None
@@ -176,7 +146,6 @@ class WatcherPipeline:
         on_matches: Callable[[WatcherSpec, list[MatchInfo]], None] | None = None,
         on_event: Callable[[WatcherSpec, str, dict[str, Any]], None] | None = None,
         require: Matcher | None = None,
-        resume: bool = True,
         redactor: Redactor | None = None,
         isolated: IsolatedMatcher | None = None,
     ) -> None:
@@ -196,9 +165,23 @@ class WatcherPipeline:
         self.counters = Counters(
             RecentLines(limits.max_log_lines), recent=deque(maxlen=limits.max_matches)
         )
-        self._seen = high_water(sink.path) if resume else {}
         self.on_touch: Callable[[], None] | None = None
         self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
+
+    # -- `sources.generation.Resumable`: crash recovery without repeats ---------------------
+    @property
+    def next_seq(self) -> int:
+        return self.sink.next_seq
+
+    async def recorded(self, since_seq: int) -> Recorded:
+        """What was recorded from `since_seq` on (the records a crash kept past the
+        checkpoint): read backwards from the end of the stream, in a worker thread."""
+        first, last, ended, renewed = await asyncio.to_thread(recorded_since, self.sink.path,
+                                                              since_seq)
+        return Recorded(first, last, ended, renewed)
+
+    def skipped(self, lines: int) -> None:
+        self.counters.skipped_duplicates += lines
 
     def lines_in_last_chunk(self) -> int:
         """`framing.CountsLines`: the lines of the last chunk, counting only what `chunk()`
@@ -231,9 +214,6 @@ class WatcherPipeline:
             line_no += data.count(b"\n", pos, start)
             pos = start
             offset = chunk.source_offset(start) if chunk.cuts else chunk.offset + start
-            if self._seen and offset <= self._seen.get(chunk.inode, -1):
-                c.skipped_duplicates += 1  # recorded before a crash, re-read from a checkpoint
-                continue
             record, info = self._match(chunk, data[start:end], line_no, offset, start)
             records.append(record)
             found.append(info)
@@ -301,13 +281,15 @@ class WatcherPipeline:
 
     async def event(self, kind: str, **fields: Any) -> None:
         clean = {k: v for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}
-        if kind == "rotate" and clean.get("reason") != "rename":
-            self._seen.pop(clean.get("inode"), None)  # the inode holds a new generation
         if kind == "error":
             self.counters.errors += 1
             if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:
                 self.counters.spawn_failed = True
-        await self.writer.write_lines([self.sink.record(kind, clean)])
+        line = self.sink.record(kind, clean)
+        # the `stop` record is the last: on a full disk it is given up after a while (a `gap`
+        # record says so), rather than holding up the shutdown
+        final = FINAL_WRITE_S if kind == "stop" else None
+        await self.writer.write_lines([line], give_up_after=final)
         self.log.event(self.spec.id, kind, clean)
         if self.on_event is not None:
             self.on_event(self.spec, kind, clean)

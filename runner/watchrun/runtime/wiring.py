@@ -107,7 +107,7 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
     isolated = None if linear else IsolatedMatcher(spec, seams.spawner)
     pipeline = WatcherPipeline(spec, config.limits, sink, writer, matcher, log,
                                on_matches=on_matches, on_event=on_event, require=require,
-                               resume=not (once and spec.from_start), isolated=isolated,
+                               isolated=isolated,
                                redactor=redactor(config.redact) if config.output.redact else None)
     source: FileSource | CommandSource
     if spec.path is not None:

@@ -1,15 +1,15 @@
-"""Atomic per-watcher checkpoint files (device, inode, head fingerprint, offset) under state/."""
+"""Atomic per-watcher checkpoint files under state/: the positions of the last generations of a
+file, and the seq from which records may be read again after a crash. Saves run off the loop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
+import itertools
 import json
 import logging
 import os
 import re
-import stat
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -17,53 +17,64 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from watchrun.config.diagnostics import Diagnostic
+from watchrun.config.model import Config
 from watchrun.output import safefs
+from watchrun.sources.identity import Checkpoint
 
-VERSION = 1
-FINGERPRINT_BYTES = 1024
-"""A file is identified by the hash of (up to) its first 1024 bytes, plus device and inode."""
 MAX_FILE_BYTES = 1 << 20
 """A checkpoint file is read up to this size (a larger one is not a checkpoint: corrupt)."""
 
+VERSION = 2
+_SUFFIX = ".checkpoint.json"
 log = logging.getLogger("watchrun.checkpoints")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-def fingerprint(head: bytes) -> str:
-    """sha256 hex of a file's first bytes; compare only over the same number of bytes."""
-    return hashlib.sha256(head).hexdigest()
-
-
 @dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """Where a file watcher is: the next unread complete line of one file generation."""
+class FileState:
+    """What a file watcher checkpoints: its generations, oldest first (the last one is the file
+    it follows), and the seq of the first record that may cover a line past them."""
 
-    dev: int
-    inode: int
-    fingerprint: str
-    """sha256 hex of the first `fingerprint_len` bytes of the file."""
-    offset: int
-    """Byte offset just past the last line whose record was written."""
-    line_no: int
-    """Line number of the line starting at `offset` (1-based)."""
-    path: str
-    fingerprint_len: int
-    """How many head bytes `fingerprint` covers (a small file that grows keeps its prefix)."""
+    generations: tuple[Checkpoint, ...]
+    seq: int | None = None
+
+    @property
+    def current(self) -> Checkpoint:
+        return self.generations[-1]
 
 
-_FIELDS: dict[str, type] = {
-    "dev": int,
-    "inode": int,
-    "fingerprint": str,
-    "fingerprintLen": int,
-    "offset": int,
-    "lineNo": int,
-    "path": str,
+_FIELDS: dict[str, tuple[str, type]] = {
+    "dev": ("dev", int), "inode": ("inode", int), "fingerprint": ("fingerprint", str),
+    "fingerprintLen": ("fingerprint_len", int), "offset": ("offset", int),
+    "lineNo": ("line_no", int), "path": ("path", str),
+}
+_OPTIONAL: dict[str, tuple[str, type]] = {
+    "tail": ("tail", str), "tailLen": ("tail_len", int), "size": ("size", int),
+    "mtimeNs": ("mtime_ns", int), "finished": ("finished", bool),
 }
 
 
-def _decode(text: str) -> Checkpoint:
-    """Parse a checkpoint file's text; ValueError naming what is wrong."""
+def _position(doc: Any) -> Checkpoint:
+    if not isinstance(doc, dict):
+        raise ValueError("a generation is not a JSON object")
+    values: dict[str, Any] = {}
+    for key, (name, typ) in (_FIELDS | _OPTIONAL).items():
+        val = doc.get(key)
+        if val is None and key in _OPTIONAL:
+            continue
+        if not isinstance(val, typ) or (typ is int and isinstance(val, bool)):
+            raise ValueError(f"field {key!r} missing or not a {typ.__name__}")
+        values[name] = val
+    if values["offset"] < 0 or values["line_no"] < 1 or not (
+        0 <= values["fingerprint_len"] <= 1 << 20 and 0 <= values.get("tail_len", 0) <= 1 << 20
+    ):
+        raise ValueError("offset, lineNo or a fingerprint length out of range")
+    return Checkpoint(**values)
+
+
+def decode(text: str) -> FileState:
+    """Parse a checkpoint file's text (version 1 or 2); ValueError naming what is wrong."""
     if "\x00" in text:
         raise ValueError("contains NUL bytes")
     try:
@@ -72,36 +83,24 @@ def _decode(text: str) -> Checkpoint:
         raise ValueError(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
+    if doc.get("version") == 1:  # one generation, no seq: written before generations
+        return FileState((_position(doc),))
     if doc.get("version") != VERSION:
         raise ValueError(f"unknown version {doc.get('version')!r} (expected {VERSION})")
-    for key, typ in _FIELDS.items():
-        val = doc.get(key)
-        if not isinstance(val, typ) or isinstance(val, bool):
-            raise ValueError(f"field {key!r} missing or not a {typ.__name__}")
-    if doc["offset"] < 0 or doc["lineNo"] < 1 or not 0 <= doc["fingerprintLen"] <= 1 << 20:
-        raise ValueError("offset, lineNo or fingerprintLen out of range")
-    return Checkpoint(
-        dev=doc["dev"],
-        inode=doc["inode"],
-        fingerprint=doc["fingerprint"],
-        offset=doc["offset"],
-        line_no=doc["lineNo"],
-        path=doc["path"],
-        fingerprint_len=doc["fingerprintLen"],
-    )
+    gens, seq = doc.get("generations"), doc.get("seq")
+    if not isinstance(gens, list) or not gens:
+        raise ValueError("field 'generations' missing or empty")
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1):
+        raise ValueError("field 'seq' is not a positive integer")
+    return FileState(tuple(_position(g) for g in gens), seq)
 
 
-def _encode(cp: Checkpoint) -> bytes:
-    doc: dict[str, Any] = {
-        "version": VERSION,
-        "dev": cp.dev,
-        "inode": cp.inode,
-        "fingerprint": cp.fingerprint,
-        "fingerprintLen": cp.fingerprint_len,
-        "offset": cp.offset,
-        "lineNo": cp.line_no,
-        "path": cp.path,
-    }
+def encode(state: FileState) -> bytes:
+    gens = []
+    for cp in state.generations:
+        doc = {key: getattr(cp, name) for key, (name, _) in (_FIELDS | _OPTIONAL).items()}
+        gens.append(doc)
+    doc = {"version": VERSION, "seq": state.seq, "generations": gens}
     return (json.dumps(doc, separators=(",", ":")) + "\n").encode()
 
 
@@ -110,20 +109,29 @@ class CheckpointStore:
 
     Write order is tmp file, fsync(file), rename, fsync(dir), so a crash at any point leaves
     either the old or the new checkpoint. A leftover tmp file is used only when it parses (it
-    was complete, just not renamed yet). Corrupt files are set aside, never fatal.
+    was complete, just not renamed yet). Corrupt files are set aside, never fatal. Saves are
+    ordered by ticket: a save older than one already written is dropped, so a slow worker
+    thread can never put an old position back.
     """
 
     def __init__(self, state_dir: Path) -> None:
         self.dir = state_dir
         self.problems: list[str] = []
-        self._lock = threading.Lock()  # periodic saves run in a worker thread
+        self._lock = threading.Lock()  # saves run in worker threads
+        self._written: dict[str, int] = {}  # watcher id → ticket of the last save written
+        self._tickets = itertools.count(1)
+
+    def ticket(self) -> int:
+        """A number for a save about to be asked for: later asks get larger numbers (without
+        the lock, which a save in a worker thread may hold while it fsyncs)."""
+        return next(self._tickets)
 
     def path(self, watcher_id: str) -> Path:
         if not _ID.match(watcher_id):
             raise ValueError(f"invalid watcher id for a checkpoint file: {watcher_id!r}")
-        return self.dir / f"{watcher_id}.checkpoint.json"
+        return self.dir / f"{watcher_id}{_SUFFIX}"
 
-    def load(self, watcher_id: str) -> Checkpoint | None:
+    def load(self, watcher_id: str) -> FileState | None:
         path = self.path(watcher_id)
         tmp = path.with_name(path.name + ".tmp")
         with self._lock:
@@ -140,16 +148,21 @@ class CheckpointStore:
                 self.problems.append(f"cannot read checkpoint {path}: {exc.strerror}")
                 return None
             try:
-                return _decode(text)
+                return decode(text)
             except ValueError as exc:
                 self._set_aside(path, str(exc))
                 return None
 
-    def save(self, watcher_id: str, cp: Checkpoint) -> None:
+    def save(self, watcher_id: str, state: FileState, ticket: int | None = None) -> bool:
+        """Write `state`; False (nothing written) when a newer ticket was written already."""
         path = self.path(watcher_id)
         tmp = path.with_name(path.name + ".tmp")
-        data = _encode(cp)
+        data = encode(state)
         with self._lock:
+            if ticket is not None:
+                if ticket <= self._written.get(watcher_id, 0):
+                    return False
+                self._written[watcher_id] = ticket
             safefs.make_dirs(self.dir)
             fd = safefs.create_exclusive(tmp, 0o640)
             try:
@@ -162,14 +175,26 @@ class CheckpointStore:
                 os.close(fd)
             safefs.replace(tmp, path)
             safefs.fsync_dir(self.dir)
+            return True
 
-    def _read_tmp(self, tmp: Path) -> Checkpoint | None:
+    def adopt(self, old_id: str, new_id: str) -> bool:
+        """Rename `old_id`'s checkpoint to `new_id` (a watcher's `previousId`), unless `new_id`
+        has one already. True when it was adopted."""
+        old, new = self.path(old_id), self.path(new_id)
+        with self._lock:
+            if os.path.lexists(new) or not os.path.lexists(old):
+                return False
+            safefs.replace(old, new)  # names under state/'s fd: no symlink followed
+            safefs.fsync_dir(self.dir)
+            return True
+
+    def _read_tmp(self, tmp: Path) -> FileState | None:
         try:
             text = safefs.read_bytes(tmp, MAX_FILE_BYTES).decode("utf-8", errors="replace")
         except OSError:
             return None
         try:
-            return _decode(text)
+            return decode(text)
         except ValueError:
             with contextlib.suppress(OSError):
                 safefs.unlink(tmp)  # an interrupted write: the stable file is the truth
@@ -192,74 +217,81 @@ class CheckpointStore:
         )
 
 
+def orphaned(state_dir: Path, claimed: set[str]) -> list[str]:
+    """Watcher ids that have a checkpoint in `state_dir` but are not in `claimed` (the config's
+    ids and previousIds), sorted. Empty when the folder does not exist."""
+    try:
+        names = os.listdir(state_dir)
+    except OSError:
+        return []
+    ids = (n.removesuffix(_SUFFIX) for n in names if n.endswith(_SUFFIX))
+    return sorted(i for i in ids if _ID.match(i) and i not in claimed)
+
+
+def orphan_diagnostics(config: Config) -> list[Diagnostic]:
+    """A warning for each checkpoint in the output dir's state/ whose watcher is not in the
+    config (and not a watcher's previousId): what its file got since would not be read."""
+    claimed = {w.id for w in config.watchers} | {
+        w.previous_id for w in config.watchers if w.previous_id is not None}
+    state = config.output.dir / "state"
+    return [Diagnostic("watchers", f"{state / (wid + _SUFFIX)} is the checkpoint of watcher "
+                       f"`{wid}`, which is not in the config: if a watcher was renamed from "
+                       f"`{wid}`, set `previousId: {wid}` on it to continue from there; "
+                       "otherwise delete the file", "warning")
+            for wid in orphaned(state, claimed)]
+
+
 class Keeper:
-    """Persists one watcher's checkpoint: at most once per `interval` seconds while it moves
-    (the timer is armed by activity, so an idle watcher costs nothing), and on demand."""
+    """Persists one watcher's checkpoint from worker threads: at most once per `interval`
+    seconds while it moves (armed by activity, so an idle watcher costs nothing), and on
+    demand. Each save takes a ticket from the store (shared by every keeper of the runner, so
+    a watcher restarted by a reload keeps the order); the store drops a save older than one it
+    wrote."""
 
     def __init__(self, store: CheckpointStore, watcher_id: str, interval: float) -> None:
         self.store, self.id, self.interval = store, watcher_id, interval
-        self.saved: Checkpoint | None = None
+        self.saved: FileState | None = None
         self.dirty = asyncio.Event()
+        self.in_flight = 0
+        """Saves running in worker threads."""
 
     async def run(
         self,
-        current: Callable[[], Checkpoint | None],
+        current: Callable[[], FileState | None],
         report: Callable[[OSError], Awaitable[None]],
     ) -> None:
+        """Save now (a crash before the first line resumes from here), then after activity."""
+        self.dirty.set()
+        first = True
         while True:
             await self.dirty.wait()
-            await asyncio.sleep(self.interval)
+            if not first:
+                await asyncio.sleep(self.interval)
+            first = False
             self.dirty.clear()
-            cp = current()
-            if cp is not None and cp != self.saved:
-                try:
-                    await asyncio.to_thread(self.store.save, self.id, cp)  # fsync off the loop
-                    self.saved = cp
-                except OSError as exc:
-                    await report(exc)
-
-    def save_now(self, cp: Checkpoint | None) -> None:
-        if cp is not None and cp != self.saved:
             try:
-                self.store.save(self.id, cp)
-                self.saved = cp
+                await self.save(current())
             except OSError as exc:
-                log.error("%s: cannot save checkpoint: %s", self.id, exc)
+                await report(exc)
 
+    async def save(self, state: FileState | None) -> None:
+        """Write `state` in a worker thread (fsync off the loop). The thread finishes even if
+        this is cancelled; a later save still wins over it."""
+        if state is None or state == self.saved:
+            return
+        ticket = self.store.ticket()
+        job = asyncio.ensure_future(asyncio.to_thread(self.store.save, self.id, state, ticket))
+        self.in_flight += 1
+        job.add_done_callback(self._landed)
+        if await asyncio.shield(job):
+            self.saved = state
 
-def identifies(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
-    """True when the open file is the checkpoint's generation: same device and inode, the same
-    first `fingerprint_len` bytes (an inode can be reused), and at least `offset` bytes long."""
-    if (st.st_dev, st.st_ino) != (cp.dev, cp.inode) or st.st_size < cp.offset:
-        return False
-    head = os.pread(fd, cp.fingerprint_len, 0)
-    return len(head) == cp.fingerprint_len and fingerprint(head) == cp.fingerprint
+    def _landed(self, _: object) -> None:
+        self.in_flight -= 1
 
-
-def find_moved(
-    directory: Path, cp: Checkpoint, prefix: str
-) -> tuple[int, os.stat_result, bool] | None:
-    """The checkpoint's file under another name in `directory` (rotated by rename while the
-    runner was stopped), opened for reading, or None when it is gone. The flag says whether
-    the checkpoint's offset still applies; it does not for a file with the inode and a rotated
-    name (`prefix`...) whose head changed: it was truncated after the checkpoint, read it all."""
-    try:
-        entries = [e for e in os.scandir(directory) if e.inode() == cp.inode]
-    except OSError:
-        return None
-    for entry in entries:
+    async def final(self, state: FileState | None) -> None:
+        """The save at stop: errors go to the log (there is no record stream any more)."""
         try:
-            fd = os.open(entry.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
-            continue
-        try:
-            st = os.fstat(fd)
-            if stat.S_ISREG(st.st_mode) and st.st_dev == cp.dev:
-                if identifies(cp, fd, st):
-                    return fd, st, True
-                if entry.name.startswith(prefix):
-                    return fd, st, False
-        except OSError:
-            pass
-        os.close(fd)
-    return None
+            await self.save(state)
+        except OSError as exc:
+            log.error("%s: cannot save checkpoint: %s", self.id, exc)

@@ -1,4 +1,5 @@
-"""A file watcher's source: follow a path like `tail -F`, frame its lines, checkpoint positions."""
+"""A file watcher's source: follow a path like `tail -F` through every generation of the file,
+frame its lines, checkpoint positions, and record what cannot be read."""
 
 from __future__ import annotations
 
@@ -7,46 +8,54 @@ import contextlib
 import errno
 import os
 import stat
+from typing import Any
 
 from watchrun.clock import Clock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.notify import Notifier, Watch
-from watchrun.sources.checkpoints import Checkpoint, CheckpointStore, Keeper, find_moved, identifies
-from watchrun.sources.generation import Generation, count_lines, open_regular, tail_start
+from watchrun.sources.checkpoints import CheckpointStore, FileState, Keeper
+from watchrun.sources.generation import (
+    Generation,
+    Recorded,
+    count_lines,
+    next_seq,
+    recorded_end,
+    resumable,
+    tail_start,
+)
+from watchrun.sources.identity import Checkpoint
+from watchrun.sources.siblings import Opened, Plan, open_at_path, plan_start, plan_switch
 
-ROTATE_WAIT = 1.0
-"""Seconds an old generation (renamed or deleted) stays open after the switch to the new file,
-so lines written late through an old descriptor are still read."""
 SAVE_EVERY = 1.0
 """At most one checkpoint write per second while lines flow; none while idle."""
+RETRY_S = 1.0
+"""An open that failed for want of descriptors (EMFILE/ENFILE) is tried again this often."""
 _MISSING = (errno.ENOENT, errno.ENOTDIR)
+_NO_FDS = (errno.EMFILE, errno.ENFILE)
 
 
 class FileSource:
-    """Follows one path; see SPEC §3.2. Nothing is re-emitted across rotation or restart."""
+    """Follows one path; see SPEC §3.2. Every generation of the file is read, oldest first;
+    nothing is re-emitted across rotation or restart; what cannot be read is a `gap` record."""
 
-    def __init__(
-        self,
-        spec: WatcherSpec,
-        limits: Limits,
-        store: CheckpointStore,
-        notifier: Notifier,
-        clock: Clock,
-        *,
-        once: bool = False,
-        read_size: int = 256 * 1024,
-    ) -> None:
+    def __init__(self, spec: WatcherSpec, limits: Limits, store: CheckpointStore,
+                 notifier: Notifier, clock: Clock, *, once: bool = False,
+                 read_size: int = 256 * 1024) -> None:
         if spec.path is None:
             raise ValueError(f"watcher {spec.id!r} has no path")
         self.spec, self.path, self.name = spec, spec.path, str(spec.path)
         self.limits, self.store, self.notifier, self.clock = limits, store, notifier, clock
         self.once, self.read_size = once, read_size
+        self.rotate_wait, self.max_gens = limits.rotate_wait_ms / 1000, limits.max_generations
         self._cur: Generation | None = None
-        self._old: list[Generation] = []
-        self._pending: Checkpoint | None = None  # loaded, not yet applied (file missing)
+        self._old: list[Generation] = []  # rotated away, still read; oldest first
+        self._history: list[Checkpoint] = []  # finished generations, oldest first
+        self._released: Checkpoint | None = None  # the deleted generation last followed
+        self._pending: FileState | None = None  # checkpointed; nothing found yet (path missing)
+        self._recorded = Recorded()  # after a crash: what was recorded past the checkpoint
+        self._resume_seq: int | None = None  # until every generation was read once
         self._initial: tuple[int, int, int] | None = None  # dev, inode, size when unreadable
-        self._prev_inode: int | None = None
         self._gone_at: float | None = None
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
@@ -74,6 +83,11 @@ class FileSource:
         return self._cur.done[0] if self._cur else 0
 
     @property
+    def saving(self) -> bool:
+        """A checkpoint save is running in a worker thread."""
+        return self._keep.in_flight > 0
+
+    @property
     def pending_bytes(self) -> int:
         """Bytes of an unterminated last line waiting for its newline."""
         return self._cur.framer.pending if self._cur else 0
@@ -82,30 +96,24 @@ class FileSource:
         watch = self.notifier.watch(self.path)
         saver: asyncio.Task[None] | None = None
         try:
-            try:
-                await self._begin(ctx, watch)
-            except OSError as exc:
-                await self._error(ctx, exc)
+            await self._begin(ctx, watch)
             self.ready.set()
             if self.once:
                 await self._read_once(ctx)
                 return
-            if not self._old:  # (else the old file is drained first: keep its checkpoint)
-                self._keep.save_now(
-                    self._checkpoint()
-                )  # a crash before the first line still resumes from here
             saver = asyncio.create_task(
-                self._keep.run(self._checkpoint, lambda exc: self._save_failed(ctx, exc))
-            )
+                self._keep.run(self._state, lambda exc: self._save_failed(ctx, exc)))
             while True:
                 await self._reconcile(ctx, watch)
                 await watch.wait()
         finally:
             if saver is not None:
                 saver.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await saver
             for timer in self._timers:
                 timer.cancel()
-            self._keep.save_now(self._checkpoint())
+            await self._keep.final(self._state())
             for gen in [*self._old, *([self._cur] if self._cur else [])]:
                 self._close(gen, watch)
             watch.close()
@@ -113,55 +121,114 @@ class FileSource:
     # -- start ----------------------------------------------------------------------------
     async def _begin(self, ctx: SourceContext, watch: Watch) -> None:
         seen = len(self.store.problems)
-        cp = self.store.load(self.spec.id)
+        state = await asyncio.to_thread(self._load)
         problems = self.store.problems[seen:]
-        self._keep.saved = cp
+        if self.once and self.spec.from_start:
+            state = None  # once + fromStart: the whole file, on every run
+        resumes = resumable(ctx)
+        if state is not None and state.seq is not None and resumes is not None:
+            self._recorded = await resumes.recorded(state.seq)
+            self._resume_seq = state.seq
         try:
-            fd, st = open_regular(self.path)
+            plan = await self._first_plan(state)
         except OSError as exc:
-            await ctx.event("start", path=self.name, inode=None, offset=0)
-            await self._problems(ctx, problems)
-            self._pending = cp
-            with contextlib.suppress(OSError):
-                st0 = os.stat(self.path)
-                if stat.S_ISREG(st0.st_mode):
-                    self._initial = (st0.st_dev, st0.st_ino, st0.st_size)
-            if exc.errno not in _MISSING:
-                await self._error(ctx, exc)
-            elif self.once:
-                await self._error(ctx, exc, f"{self.name} does not exist")
-            # else: waiting for it to appear is not an error (the start record has inode
-            # null, the log says "not there yet", `list` says `waiting`)
+            self._pending = state
+            await self._unreadable(ctx, exc, problems, watch)
             return
-        watch.track(fd)
-        rotate: dict[str, object] | None = None
-        if cp is not None and identifies(cp, fd, st) and not (self.once and self.spec.from_start):
-            pos, line_no = cp.offset, cp.line_no
-        elif cp is not None and not (self.once and self.spec.from_start):
-            pos, line_no = 0, 1
-            same = (cp.dev, cp.inode) == (st.st_dev, st.st_ino)
-            moved = None if same else find_moved(self.path.parent, cp, self.path.name)
-            if moved is not None:  # rotated while we were stopped: finish the old file first
-                fd2, st2, resume = moved
-                at = (cp.offset, cp.line_no) if resume else (0, 1)
-                self._retire(Generation(fd2, st2, *at, self.limits.max_line_bytes), watch)
-            reason = "truncate" if same else "rename" if moved else "recreate"
-            rotate = {"reason": reason, "inode": st.st_ino, "oldInode": cp.inode}
-        elif self.spec.from_start or self.once or st.st_size == 0:
-            pos, line_no = 0, 1
-        else:
+        if not plan.steps:
+            self._pending = state
+            await self._unreadable(ctx, OSError(errno.ENOENT, "missing"), problems, watch)
+            return
+        await self._apply(ctx, watch, plan, start=problems)
+
+    def _load(self) -> FileState | None:
+        if self.spec.previous_id is not None:
+            self.store.adopt(self.spec.previous_id, self.spec.id)
+        state = self.store.load(self.spec.id)
+        if state is not None:
+            self._history = [cp for cp in state.generations if cp.finished][-self.max_gens :]
+        return state
+
+    async def _first_plan(self, state: FileState | None) -> Plan:
+        if state is not None:
+            known = list(state.generations)
+            return await asyncio.to_thread(plan_start, self.path, known, self.max_gens,
+                                           self._recorded.ended)
+        o = open_at_path(self.path)
+        if o is None:
+            return Plan()
+        if not (self.spec.from_start or self.once or o.st.st_size == 0):
             window = min(self.limits.max_line_bytes + 1, 1 << 20)
-            pos = tail_start(fd, st.st_size, window)
-            line_no = await asyncio.to_thread(count_lines, fd, pos)
-        self._cur = Generation(fd, st, pos, line_no, self.limits.max_line_bytes)
-        await ctx.event("start", path=self.name, inode=st.st_ino, offset=pos)
+            o.start = tail_start(o.fd, o.st.st_size, window)
+            o.line_no = await asyncio.to_thread(count_lines, o.fd, o.start)
+        return Plan([o], at_path=True)
+
+    async def _unreadable(self, ctx: SourceContext, exc: OSError, problems: list[str],
+                          watch: Watch) -> None:
+        await ctx.event("start", path=self.name, inode=None, offset=0)
         await self._problems(ctx, problems)
-        if rotate is not None:
-            await ctx.event("rotate", path=self.name, **rotate)
+        with contextlib.suppress(OSError):
+            st0 = os.stat(self.path)
+            if stat.S_ISREG(st0.st_mode):
+                self._initial = (st0.st_dev, st0.st_ino, st0.st_size)
+        if exc.errno in _MISSING and not self.once:
+            return  # waiting for it to appear is not an error: the start record has inode
+            # null, the log says "not there yet", `list` says `waiting`
+        msg = f"{self.name} does not exist" if exc.errno in _MISSING else None
+        await self._error(ctx, exc, msg, watch)
 
     async def _problems(self, ctx: SourceContext, problems: list[str]) -> None:
         for msg in problems:
             await ctx.event("error", code="checkpoint-corrupt", message=msg, path=self.name)
+
+    async def _open(self, ctx: SourceContext, o: Opened) -> Generation:
+        """A generation from what a plan opened. After a crash, lines recorded past the
+        checkpoint (up to the last recorded line of that inode) are skipped, not read again."""
+        start, line_no = o.start, o.line_no
+        marks = self._recorded.marks(o.st.st_ino, o.origin.inode if o.origin else None)
+        resumes = resumable(ctx)
+        end = -1
+        if marks and resumes is not None:
+            end = await asyncio.to_thread(recorded_end, o.fd, o.st.st_size, marks)
+        if resumes is not None and end > start:
+            skipped_to = await asyncio.to_thread(count_lines, o.fd, end, start, line_no)
+            resumes.skipped(skipped_to - line_no)
+            start, line_no = end, skipped_to
+        seq = self._resume_seq if self._resume_seq is not None else next_seq(ctx)
+        gen = Generation(o.fd, o.st, start, line_no, self.limits.max_line_bytes, path=o.path,
+                         seq=seq)
+        gen.announce = o.announce
+        return gen
+
+    async def _apply(self, ctx: SourceContext, watch: Watch, plan: Plan, *,
+                     start: list[str] | None = None) -> None:
+        """Open what a plan found: the last generation is followed, the others are read first
+        (at once) and kept open for rotateWait; the one followed until now joins them."""
+        gens = [await self._open(ctx, o) for o in plan.steps]
+        *olds, cur = gens
+        if start is not None:
+            inode = cur.inode if plan.at_path else None
+            await ctx.event("start", path=self.name, inode=inode, offset=cur.pos)
+            await self._problems(ctx, start)
+        for gap in plan.gaps:
+            await ctx.event("gap", **gap)
+        if self._cur is not None:
+            olds.insert(0, self._cur)
+        now = self.clock.monotonic()
+        for gen in olds:
+            gen.grew_at = now
+        self._old += olds
+        self._cur = cur
+        for gen in gens:
+            watch.track(gen.fd)
+        watch.rearm()
+        if olds:
+            self._later(watch, self.rotate_wait)
+        if start is None:
+            await self._keep.save(self._state())  # the switch is durable before more is read
+            for gen in gens:
+                await self._drain(ctx, gen)
+        self._keep.dirty.set()
 
     async def _read_once(self, ctx: SourceContext) -> None:
         """Once mode: every generation to its current end; an unterminated last line counts."""
@@ -177,52 +244,62 @@ class FileSource:
         try:
             now = self.clock.monotonic()
             for gen in list(self._old):
-                await self._drain(ctx, gen)
-                if gen.retire_at is not None and now >= gen.retire_at:
-                    await gen.finish(ctx, self.name)
-                    self._close(gen, watch)
-                    self._keep.dirty.set()  # the checkpoint may now leave the old file behind
+                if await self._drain(ctx, gen):
+                    gen.grew_at = now
+                    self._later(watch, self.rotate_wait)
+                idle = now - (gen.grew_at or now) >= self.rotate_wait
+                if idle or (len(self._old) > self.max_gens and gen is self._old[0]):
+                    await self._release(ctx, gen, watch)
             if self._cur is None:
                 await self._appear(ctx, watch)
             if self._cur is not None:
                 await self._follow(ctx, watch, self._cur)
+            if self._pending is None:  # every generation known at the start was read once
+                self._resume_seq, self._recorded = None, Recorded()
             self._last_error = None
         except OSError as exc:
-            await self._error(ctx, exc)
+            await self._error(ctx, exc, None, watch)
 
     async def _appear(self, ctx: SourceContext, watch: Watch) -> None:
-        try:
-            fd, st = open_regular(self.path)
-        except OSError as exc:
-            if exc.errno in _MISSING:
+        if self._pending is not None:
+            plan = await asyncio.to_thread(plan_start, self.path, list(self._pending.generations),
+                                           self.max_gens, self._recorded.ended)
+            if plan.steps:
+                self._pending = None
+                await self._apply(ctx, watch, plan)
+            return
+        if self._released is not None:
+            ended, self._released = self._released, None
+            plan = await asyncio.to_thread(plan_switch, self.path, ended, self._known(),
+                                           self.max_gens, truncated=False)
+            if not plan.at_path:
+                plan.close()
+                self._released = ended
                 return
-            raise
-        watch.track(fd)
-        watch.rearm()
-        cp, self._pending = self._pending, None
-        pos, line_no, ini = 0, 1, self._initial
-        if cp is not None and identifies(cp, fd, st):
-            pos, line_no = cp.offset, cp.line_no
-        elif ini and ini[:2] == (st.st_dev, st.st_ino) and ini[2] <= st.st_size:
-            pos = 0 if self.spec.from_start else ini[2]  # unreadable at start: what came since
-            line_no = await asyncio.to_thread(count_lines, fd, pos)
-        self._initial = None
-        self._cur = Generation(fd, st, pos, line_no, self.limits.max_line_bytes)
-        if self._prev_inode is not None:
-            ev = {"reason": "recreate", "inode": st.st_ino, "oldInode": self._prev_inode}
-            await ctx.event("rotate", path=self.name, **ev)
-            self._prev_inode = None
-        self._keep.dirty.set()
+            announce = plan.steps[-1].announce
+            assert announce is not None
+            announce["reason"] = "recreate"
+            await self._apply(ctx, watch, plan)
+            return
+        o = open_at_path(self.path)
+        if o is None:
+            return
+        ini, self._initial = self._initial, None
+        if ini and ini[:2] == (o.st.st_dev, o.st.st_ino) and ini[2] <= o.st.st_size:
+            o.start = 0 if self.spec.from_start else ini[2]  # unreadable at start: what came since
+            o.line_no = await asyncio.to_thread(count_lines, o.fd, o.start)
+        await self._apply(ctx, watch, Plan([o], at_path=True))
 
     async def _follow(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
         st = os.fstat(gen.fd)
-        if gen.rewritten(st.st_size):  # copytruncate, or truncated and rewritten
-            await gen.finish(ctx, self.name)
-            gen.reset(0, 1)
-            ev = {"reason": "truncate", "inode": gen.inode, "oldInode": gen.inode}
-            await ctx.event("rotate", path=self.name, **ev)
-            self._keep.dirty.set()
-        await self._drain(ctx, gen)
+        if gen.rewritten(st):  # copytruncate, or truncated and rewritten
+            await self._truncated(ctx, watch, gen, st)
+            st = os.fstat(gen.fd)
+        if gen.seen_size == 0 and st.st_size > 0:  # (copied and truncated while empty to us?)
+            await self._copies(ctx, watch, gen)
+        if await self._drain(ctx, gen):
+            gen.grew_at = self.clock.monotonic()
+            watch.hurry()  # polling: look again soon while the file grows
         try:
             now_at = os.stat(self.path)
         except OSError as exc:
@@ -232,52 +309,100 @@ class FileSource:
             return
         self._gone_at = None
         if (now_at.st_dev, now_at.st_ino) == (gen.dev, gen.inode):
+            gen.saw(st)
             return
-        try:
-            fd, new = open_regular(self.path)  # a different file is at the path: switch to it
-        except OSError as exc:
-            if exc.errno in _MISSING:
-                return  # gone again already; the next wake-up looks again
-            raise
-        watch.track(fd)
-        watch.rearm()
-        self._retire(gen, watch)
-        self._cur = Generation(fd, new, 0, 1, self.limits.max_line_bytes)
         reason = "rename" if st.st_nlink > 0 else "recreate"
-        await ctx.event("rotate", reason=reason, path=self.name, inode=new.st_ino,
-                        oldInode=gen.inode)  # fmt: skip
+        plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(at_read=True),
+                                       self._known(), self.max_gens, truncated=False)
+        if not plan.steps:
+            return  # gone again already; the next wake-up looks again
+        if plan.at_path and plan.steps[-1].announce is not None:
+            plan.steps[-1].announce["reason"] = reason
+        await self._apply(ctx, watch, plan)
+
+    async def _truncated(self, ctx: SourceContext, watch: Watch, gen: Generation,
+                         st: os.stat_result) -> None:
+        """The followed file was truncated (or rewritten in place). What was not read yet is
+        read from a copy when one is found beside it (copytruncate); the rest is counted."""
+        ended = gen.checkpoint()
+        plan = await asyncio.to_thread(plan_switch, self.path, ended, self._known(),
+                                       self.max_gens, truncated=True)
+        if plan.copy is not None:
+            plan.steps.insert(0, plan.copy)  # read from the recorded position on
+            unread = max(0, gen.seen_size - plan.copy.st.st_size)
+        else:
+            await gen.finish(ctx, self.name)
+            unread = max(0, gen.seen_size - gen.pos)
+        self._remember(gen.checkpoint(at_read=True, finished=True))
+        old_size = gen.seen_size
+        gen.reset(0, 1, next_seq(ctx))
+        gen.seen_size, gen.seen_mtime = st.st_size, st.st_mtime_ns
+        gen.announce = {"reason": "truncate", "inode": gen.inode, "oldInode": gen.inode,
+                        "oldSize": old_size, "unreadBytes": unread}
+        await self._read_first(ctx, watch, plan)
+
+    async def _read_first(self, ctx: SourceContext, watch: Watch, plan: Plan) -> None:
+        """Read the copy and the middle generations of a plan now, before the current file."""
+        olds = [await self._open(ctx, o) for o in plan.steps]  # the copy, then the middle ones
+        for gap in plan.gaps:
+            await ctx.event("gap", **gap)
+        for old in olds:
+            if old.announce is not None:
+                old.announce["reason"] = "truncate"  # copies of generations truncated since
+            old.grew_at = self.clock.monotonic() - self.rotate_wait  # copies do not grow
+            watch.track(old.fd)
+            self._old.append(old)
+        await self._keep.save(self._state())  # the truncation is durable before more is read
+        for old in olds:
+            await self._drain(ctx, old)
         self._keep.dirty.set()
-        await self._drain(ctx, self._cur)
+
+    async def _copies(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
+        """The file had nothing in it when last looked at and has lines now: if it was copied
+        and truncated meanwhile (maybe several times), the copies hold lines never read. (Not
+        when it left the path: then the siblings are generations rotated after it.)"""
+        with contextlib.suppress(OSError):
+            at = os.stat(self.path)
+            if (at.st_dev, at.st_ino) != (gen.dev, gen.inode):
+                return
+        plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(), self._known(),
+                                       self.max_gens, truncated=True)
+        await self._read_first(ctx, watch, plan)
 
     async def _gone(self, ctx: SourceContext, gen: Generation, watch: Watch, nlink: int) -> None:
         """The path is missing. A renamed file is followed until a new one appears; a deleted
-        one is released ROTATE_WAIT after it was noticed (it holds disk space)."""
+        one is released once it has not grown for rotateWait (it holds disk space)."""
         if nlink > 0:
             return
         now = self.clock.monotonic()
         if self._gone_at is None:
             self._gone_at = now
-            self._later(watch)
-        elif now - self._gone_at >= ROTATE_WAIT:
+            self._later(watch, self.rotate_wait)
+        elif now - max(self._gone_at, gen.grew_at or 0) >= self.rotate_wait:
             await gen.finish(ctx, self.name)
+            self._released = gen.checkpoint(finished=True)
+            self._remember(self._released)
             self._close(gen, watch)
-            self._prev_inode, self._cur, self._gone_at = gen.inode, None, None
+            self._cur, self._gone_at = None, None
             watch.rearm()
 
-    def _retire(self, gen: Generation, watch: Watch) -> None:
-        gen.retire_at = self.clock.monotonic() + ROTATE_WAIT
-        self._old.append(gen)
-        self._later(watch)
+    async def _release(self, ctx: SourceContext, gen: Generation, watch: Watch) -> None:
+        await gen.finish(ctx, self.name)
+        self._remember(gen.checkpoint(finished=True))
+        self._close(gen, watch)
+        self._keep.dirty.set()  # the checkpoint may now leave the old file behind
 
-    def _later(self, watch: Watch) -> None:
+    def _later(self, watch: Watch, delay: float) -> None:
         loop = asyncio.get_running_loop()
         self._timers = [t for t in self._timers if t.when() > loop.time()]
-        self._timers.append(loop.call_later(ROTATE_WAIT + 0.05, watch.poke))
+        self._timers.append(loop.call_later(delay + 0.05, watch.poke))
 
     # -- reading --------------------------------------------------------------------------
-    async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None) -> None:
-        moved = self._keep.dirty.set if gen is self._cur else _nothing
-        await gen.drain(ctx, self.name, self.read_size, end, moved)
+    async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None) -> int:
+        if gen.announce is not None:
+            fields, gen.announce = gen.announce, None
+            await ctx.event("rotate", path=self.name, **fields)
+        return await gen.drain(ctx, self.name, self.read_size, end, self._keep.dirty.set)
 
     def _close(self, gen: Generation, watch: Watch) -> None:
         if gen in self._old:
@@ -287,20 +412,37 @@ class FileSource:
             os.close(gen.fd)
 
     # -- checkpoints and errors -----------------------------------------------------------
-    def _checkpoint(self) -> Checkpoint | None:
-        return self._cur.checkpoint(self.name) if self._cur else None
+    def _remember(self, cp: Checkpoint) -> None:
+        self._history = [*self._history, cp][-self.max_gens :]
+
+    def _known(self) -> list[Checkpoint]:
+        opened = [*self._old, *([self._cur] if self._cur else [])]
+        return [*self._history, *(g.checkpoint(at_read=True) for g in opened)]
+
+    def _state(self) -> FileState | None:
+        opened = [*self._old, *([self._cur] if self._cur else [])]
+        if not opened and self._pending is not None:
+            return self._pending
+        gens = [*self._history, *(g.checkpoint() for g in opened)]
+        if not gens:
+            return None
+        seqs = [g.done_seq for g in opened if g.done_seq is not None]
+        if self._resume_seq is not None:
+            seqs.append(self._resume_seq)
+        return FileState(tuple(gens), min(seqs) if seqs else None)
 
     async def _save_failed(self, ctx: SourceContext, exc: OSError) -> None:
-        await self._error(ctx, exc, f"cannot save checkpoint: {exc.strerror}")
+        await self._error(ctx, exc, f"cannot save checkpoint: {exc.strerror}", None)
 
-    async def _error(self, ctx: SourceContext, exc: OSError, message: str | None = None) -> None:
-        """One `error` record per distinct problem (not one per poll)."""
+    async def _error(self, ctx: SourceContext, exc: OSError, message: str | None,
+                     watch: Watch | None) -> None:
+        """One `error` record per distinct problem (not one per poll). Out of descriptors
+        (EMFILE/ENFILE), the source looks again on a timer: no event may come."""
         code = errno.errorcode.get(exc.errno or 0, "EIO")
         msg = message or f"cannot read {self.name}: {exc.strerror}"
+        if watch is not None and exc.errno in _NO_FDS:
+            self._later(watch, RETRY_S)
         if (code, msg) != self._last_error:
             self._last_error = (code, msg)
-            await ctx.event("error", code=code, message=msg, path=self.name)
-
-
-def _nothing() -> None:
-    pass
+            fields: dict[str, Any] = {"code": code, "message": msg, "path": self.name}
+            await ctx.event("error", **fields)

@@ -1,0 +1,194 @@
+"""A full disk on a real tmpfs: whole records that fit are written, reading pauses, the
+checkpoint never passes an unwritten record, and a shutdown that gives records up leaves a `gap`
+record for their seqs. The tmpfs fills, then grows (remount with a bigger size)."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import LiveRunner, wait_for, write_config
+from recordcheck import validate_records
+
+from watchrun.output.outdir import prepare_output_dir
+from watchrun.output.sink import AsyncWriter, JsonlSink
+
+
+class Clock:
+    def monotonic(self) -> float:
+        return 0.0
+
+    def now(self) -> float:
+        return 1.8e9
+
+
+def mount_tmpfs(where: Path, size: str) -> None:
+    where.mkdir()
+    try:
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
+                              str(where)], capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        pytest.skip("no `mount` command here: a real full disk cannot be made")
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip()}): a real full disk "
+                    "cannot be made without it")
+
+
+def grow(where: Path, size: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(where)], check=True, timeout=30)
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, "256k")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)
+
+
+def fill(fs: Path, leave: int = 0) -> Path:
+    """Take every free byte of `fs`, then give `leave` bytes back."""
+    filler = fs / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    if leave:
+        os.truncate(filler, max(0, filler.stat().st_size - leave))
+    return filler
+
+
+def explained(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every seq skip is explained by the record that skips: a `gap` for exactly the missing
+    seqs (it takes the last one). Returns the gap records."""
+    gaps, prev = [], 0
+    for r in recs:
+        if r["seq"] != prev + 1:
+            assert r["kind"] == "gap" and r["reason"] == "unwritten", (prev, r)
+            assert (r["fromSeq"], r["toSeq"]) == (prev + 1, r["seq"]), (prev, r)
+        if r["kind"] == "gap":
+            gaps.append(r)
+        prev = r["seq"]
+    return gaps
+
+
+def test_a_batch_bigger_than_the_free_space_is_written_as_space_comes(tiny_fs: Path) -> None:
+    """No livelock: each try keeps the whole records that fit, so a 200 KiB batch gets through
+    a disk with 16 KiB free at a time."""
+    path = prepare_output_dir(tiny_fs / "out").jsonl("watcher", "w")
+    sink = JsonlSink(path, "w", max_bytes=1 << 30, keep=1, clock=Clock())
+    sink.write("start", {"path": "/x", "inode": 1, "offset": 0})
+    filler = fill(tiny_fs)
+    lines = [sink.record("match", {"line": "x" * 1000, "lineNo": n, "offset": n, "path": "/x",
+                                   "inode": 1}) for n in range(1, 201)]
+
+    async def main() -> None:
+        writer = AsyncWriter(sink, initial_delay=0.005, max_delay=0.01)
+        task = asyncio.create_task(writer.write_lines(lines))
+        seen = 1
+        while not task.done():
+            await asyncio.sleep(0.01)
+            n = len(validate_records(path))
+            assert n >= seen  # never goes back, never a torn line
+            if n == seen and not task.done():
+                os.truncate(filler, max(0, filler.stat().st_size - 16384))  # 16 KiB more
+                writer.retry_now()
+            seen = n
+        await task
+        assert writer.retries > 5  # it did take many partial tries
+
+    asyncio.run(main())
+    sink.close()
+    assert [r["seq"] for r in validate_records(path)] == list(range(1, 202))
+
+
+def test_records_given_up_get_a_gap_record_now_or_at_the_next_start(tiny_fs: Path) -> None:
+    out = prepare_output_dir(tiny_fs / "out")
+    path = out.jsonl("agent", "a")
+    sink = JsonlSink(path, "a", max_bytes=1 << 30, keep=1, clock=Clock())
+    sink.write("status", {"status": "idle"})
+    filler = fill(tiny_fs)
+
+    async def give_up(n: int) -> None:
+        writer = AsyncWriter(sink, initial_delay=0.005, max_delay=0.01)
+        batch = [sink.record("output", {"text": f"lost {i} " + "x" * 5000}) for i in range(n)]
+        task = asyncio.create_task(writer.write_lines(batch))
+        await asyncio.sleep(0.05)
+        task.cancel()  # a shutdown while the disk is full
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(give_up(3))  # seqs 2..4
+    filler.unlink()
+    sink.write("status", {"status": "running"})  # seq 5: the gap (seq 4) goes first
+    filler = fill(tiny_fs)
+    asyncio.run(give_up(2))  # seqs 6..7
+    sink.close()  # cannot write the gap now: the note keeps it
+    filler.unlink()
+    again = JsonlSink(path, "a", max_bytes=1 << 30, keep=1, clock=Clock())
+    assert again.next_seq == 8  # seqs given up are never used again
+    again.write("status", {"status": "idle"})
+    again.close()
+    recs = validate_records(path, contiguous=False)
+    assert [(r["seq"], r["kind"]) for r in recs] == [
+        (1, "status"), (4, "gap"), (5, "status"), (7, "gap"), (8, "status")]
+    gaps = explained(recs)
+    assert [(g["fromSeq"], g["toSeq"], g["records"], g["kinds"]) for g in gaps] == [
+        (2, 4, 3, {"output": 3}), (6, 7, 2, {"output": 2})]
+
+
+def test_runner_on_a_full_disk_pauses_stops_and_loses_nothing(tmp_path: Path) -> None:
+    """The real runner: the disk fills while lines arrive; SIGTERM still stops it promptly;
+    the disk grows; the next start records every line exactly once and every seq is
+    explained."""
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, "512k")
+    try:
+        log = tmp_path / "app.log"
+        log.write_text("")
+        config = write_config(tmp_path, {"output": {"dir": str(mnt / "out")}, "watchers": [
+            {"id": "app", "path": str(log), "pattern": "ERROR"}]})
+        jsonl = mnt / "out" / "watchers" / "app.jsonl"
+        r = LiveRunner(config)
+        try:
+            r.wait_log("running")
+            wait_for(lambda: jsonl.exists() and jsonl.stat().st_size > 0, "the start record")
+            with open(log, "a") as fh:
+                fh.writelines(f"ERROR line {n} {'x' * 200}\n" for n in range(1, 201))
+            wait_for(lambda: len([x for x in validate_records(jsonl) if x["kind"] == "match"])
+                     == 200, "the first 200 matches")
+            fill(mnt, leave=20_000)  # room for a few dozen records, not for 2000
+            with open(log, "a") as fh:
+                fh.writelines(f"ERROR line {n} {'x' * 200}\n" for n in range(201, 2201))
+            r.wait_log("cannot write records")
+            r.send(signal.SIGTERM)
+            assert r.proc.wait(timeout=20) == 0, r.stderr()
+        finally:
+            r.close()
+        recs = validate_records(jsonl, contiguous=False)
+        assert 200 <= len([x for x in recs if x["kind"] == "match"]) < 2200  # it did fill
+        grow(mnt, "8m")
+        r2 = LiveRunner(config)
+        try:
+            wait_for(lambda: len({int(x["line"].split()[2]) for x in validate_records(
+                jsonl, contiguous=False) if x["kind"] == "match"}) == 2200, "every line")
+        finally:
+            assert r2.stop() == 0, r2.stderr()
+        recs = validate_records(jsonl, contiguous=False)
+        numbers = [int(x["line"].split()[2]) for x in recs if x["kind"] == "match"]
+        assert sorted(numbers) == list(range(1, 2201))  # each exactly once
+        (gap,) = explained(recs)  # the matches in flight and the stop record, given up
+        assert gap["kinds"].get("stop") == 1 and gap["kinds"].get("match", 0) > 0
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)

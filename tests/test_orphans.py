@@ -1,0 +1,80 @@
+"""A watcher renamed in the config: its old checkpoint is reported (validate, runner start)
+and adopted with `previousId`, so what was written while it was down is not skipped."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+
+from watchrun.config import load_config
+
+
+def run_validate(config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([watchrun_bin(), "validate", "-c", str(config)], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_renamed_watcher_is_reported_then_adopted(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    old = {"id": "api", "path": "app.log", "pattern": "ERROR"}
+    config = write_config(tmp_path, {"watchers": [old]})
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: r.records("api"), "the start record")  # the file's end is taken
+        with open(log, "a") as fh:
+            fh.write("ERROR one\n")
+        wait_for(lambda: len(r.matches("api")) == 1, "the first match")
+    finally:
+        assert r.stop() == 0
+    with open(log, "a") as fh:
+        fh.write("ERROR written while it was down\n")
+    config = write_config(tmp_path, {"watchers": [{**old, "id": "api2"}]})
+    res = run_validate(config)
+    assert res.returncode == 0, res.stdout
+    assert "api.checkpoint.json is the checkpoint of watcher `api`" in res.stdout
+    assert "set `previousId: api`" in res.stdout
+    config = write_config(tmp_path, {"watchers": [{**old, "id": "api2", "previousId": "api"}]})
+    res = run_validate(config)
+    assert res.returncode == 0 and "checkpoint of watcher" not in res.stdout, res.stdout
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: len(r.matches("api2")) == 1, "the line written while it was down")
+    finally:
+        assert r.stop() == 0
+    assert [m["line"] for m in r.matches("api2")] == ["ERROR written while it was down"]
+    assert not (tmp_path / ".watchrun" / "state" / "api.checkpoint.json").exists()
+    assert "checkpoint of watcher" not in r.stderr()
+
+
+def test_the_runner_reports_an_orphaned_checkpoint_at_start(tmp_path: Path) -> None:
+    (tmp_path / ".watchrun" / "state").mkdir(parents=True)
+    (tmp_path / ".watchrun" / "state" / "gone.checkpoint.json").write_text("{}")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "c", "command": "sleep 1000", "pattern": "x"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_log("checkpoint of watcher `gone`")
+    finally:
+        assert r.stop() == 0
+    assert "set `previousId: gone`" in r.stderr()
+
+
+@pytest.mark.parametrize(("watchers", "message"), [
+    ([{"id": "a", "path": "x.log", "pattern": "x", "previousId": "a"}], "is its own id"),
+    ([{"id": "a", "path": "x.log", "pattern": "x", "previousId": "b"},
+      {"id": "b", "path": "y.log", "pattern": "x"}], "the id of watchers[1]"),
+    ([{"id": "a", "path": "x.log", "pattern": "x", "previousId": "old"},
+      {"id": "b", "path": "y.log", "pattern": "x", "previousId": "old"}],
+     "also the previousId of watchers[0]"),
+    ([{"id": "a", "command": "true", "pattern": "x", "previousId": "old"}],
+     "applies only to file watchers"),
+])
+def test_previous_id_mistakes_are_errors(tmp_path: Path, watchers: list[dict[str, object]],
+                                         message: str) -> None:
+    result = load_config([write_config(tmp_path, {"watchers": watchers})])
+    assert result.config is None
+    assert any(message in d.message for d in result.errors), result.diagnostics
