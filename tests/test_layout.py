@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "match": set(),
     "config": {"match"},
     "output": {"match"},
-    "process": set(),
+    "process": {"output"},  # state/processes.json is written through output.safefs
     "sources": {"config", "match", "output", "process"},
     "agents": {"config", "match", "output", "process"},
     "actions": {"config", "match", "output", "process"},

@@ -100,6 +100,12 @@ def sanitize(text: str, max_bytes: int | None = None) -> tuple[str, bool]:
     return clip(text, max_bytes)
 
 
+def shorten(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters for display, the cut shown as `…` (a table cell, a
+    verdict line); `clip` is the byte-exact cut for records."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
 def clip(text: str, max_bytes: int) -> tuple[str, bool]:
     """Cut `text` to at most `max_bytes` of UTF-8, never inside a character."""
     if len(text) * 4 <= max_bytes or (text.isascii() and len(text) <= max_bytes):

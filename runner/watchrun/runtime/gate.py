@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from watchrun.config.model import WatcherSpec
+from watchrun.match.sanitize import shorten
 
 FIRST_LINES = 5
 """Matched lines shown per crossed gate."""
@@ -151,10 +152,6 @@ def _count(verdicts: Sequence[Verdict], status: Status) -> int:
     return sum(v.status is status for v in verdicts)
 
 
-def clip(text: str, limit: int = SHOW_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _footer(verdicts: Sequence[Verdict]) -> str:
     failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
     gated = len(verdicts) - errors
@@ -182,7 +179,7 @@ def summary_table(verdicts: Sequence[Verdict]) -> str:
         what = "could not run" if v.status is Status.ERROR else "gate crossed"
         lines.append(f"\n{v.id}: {what}")
         lines.extend(f"  - {r}" for r in v.reasons)
-        lines.extend(f"    {ln.where}: {clip(ln.text)}" for ln in v.first)
+        lines.extend(f"    {ln.where}: {shorten(ln.text, SHOW_CHARS)}" for ln in v.first)
         if v.too_many and v.matches > len(v.first):
             more = v.matches - len(v.first)
             lines.append(f"    … and {more} more (every match is in watchers/{v.id}.jsonl)")
@@ -220,7 +217,7 @@ def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None) 
             head = reasons.pop(0)
             for ln in v.first:
                 file = _under(ln.path, workspace) if ln.path and workspace else None
-                msg = f"{head}\n{ln.where}: {clip(ln.text)}"
+                msg = f"{head}\n{ln.where}: {shorten(ln.text, SHOW_CHARS)}"
                 wanted.append(_command("error", msg, title, file, ln.line_no))
         wanted.extend(_command("error", r, title) for r in reasons)
     if len(wanted) <= MAX_ANNOTATIONS:
@@ -268,7 +265,7 @@ def markdown(verdicts: Sequence[Verdict]) -> str:
         if not v.ok:
             lines += ["", f"**{v.id}**: " + "; ".join(_md(r) for r in v.reasons)]
             if v.first:
-                body = "\n".join(f"{ln.where}: {clip(ln.text)}" for ln in v.first)
+                body = "\n".join(f"{ln.where}: {shorten(ln.text, SHOW_CHARS)}" for ln in v.first)
                 fence = "`" * max(3, 1 + max(map(len, re.findall("`+", body)), default=0))
                 lines += [fence + "text", body, fence]
     lines += ["", _md(_footer(verdicts))]
@@ -291,7 +288,7 @@ def junit(verdicts: Sequence[Verdict], duration_s: float) -> bytes:
             continue
         tag = "error" if v.status is Status.ERROR else "failure"
         elem = ET.SubElement(case, tag, message=_xml("; ".join(v.reasons)), type=f"gate-{tag}")
-        text = [f"{ln.where}: {clip(ln.text, 4096)}" for ln in v.first]
+        text = [f"{ln.where}: {shorten(ln.text, 4096)}" for ln in v.first]
         if v.too_many and v.matches > len(v.first):
             text.append(f"… and {v.matches - len(v.first)} more")
         elem.text = _xml("\n".join([*v.reasons, *text]))

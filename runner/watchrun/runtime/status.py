@@ -24,18 +24,6 @@ FLUSH_DELAY_S = 1.0
 TAIL_LINE_CHARS = 4096
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o640) -> None:
-    """tmp + fsync + rename, so a reader never sees half a file; no symlink is followed."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = safefs.create_exclusive(tmp, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    safefs.replace(tmp, path)
-
-
 @dataclass
 class _Entry:
     spec: WatcherSpec
@@ -282,7 +270,7 @@ class StatusBoard:
                     if self._stored.get(path, 0) >= gen:
                         continue
                 try:
-                    atomic_write(path, data)
+                    safefs.write_atomic(path, data)
                 except OSError:
                     continue  # status is best effort; records and checkpoints must not be lost
                 with self._lock:

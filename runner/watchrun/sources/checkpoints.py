@@ -164,17 +164,7 @@ class CheckpointStore:
                     return False
                 self._written[watcher_id] = ticket
             safefs.make_dirs(self.dir)
-            fd = safefs.create_exclusive(tmp, 0o640)
-            try:
-                os.fchmod(fd, 0o640)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            safefs.replace(tmp, path)
-            safefs.fsync_dir(self.dir)
+            safefs.write_atomic(path, data, tmp=tmp, sync_dir=True)
             return True
 
     def adopt(self, old_id: str, new_id: str) -> bool:

@@ -8,13 +8,10 @@ import random
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from croniter import croniter  # type: ignore[import-untyped]
-
-from watchrun.clock import Clock, iso_ts
+from watchrun.clock import Clock, iso_ts, next_cron
 from watchrun.config.model import Limits, RestartPolicy, WatcherSpec
 from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import LineFramer
@@ -128,7 +125,7 @@ class CommandSource:
         task: asyncio.Task[ExitInfo | None] | None = None
         try:
             while True:
-                tick = croniter(cron, datetime.fromtimestamp(base).astimezone()).get_next(float)
+                tick = next_cron(cron, base)
                 if task is None or task.done():
                     self.state = ProcState.WAITING  # STOPPED/EXITED -> WAITING
                 while (left := tick - self.clock.now()) > 0:
