@@ -75,6 +75,16 @@ def test_an_invalid_config_is_reported_and_nothing_served(tmp_path: Path) -> Non
     assert 'watchers[0].pattern: invalid regex "(": missing )' in p.stderr
 
 
+def test_its_log_is_on_stderr_and_a_closed_stdin_ends_it_with_exit_0(tmp_path: Path) -> None:
+    p = subprocess.run([watchrun_bin(), "mcp", "--log-format", "json"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=DEADLINE_S,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and p.stdout == ""
+    lines = [json.loads(line) for line in p.stderr.splitlines()]
+    assert lines[0]["event"] == "mcp" and "output dir" in lines[0]["msg"]
+    assert not (tmp_path / ".watchrun").exists()  # no `add`, no runner, nothing written
+
+
 def test_a_killed_server_leaves_no_orphans_and_holds_the_output_dir_while_it_runs(
         tmp_path: Path) -> None:
     config = write_config(tmp_path, {"watchers": []})

@@ -19,6 +19,7 @@ import pytest
 from liverunner import DEADLINE_S, read_records, spawned_by, watchrun_bin, write_config
 from mcp import Client as SdkClient
 from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcpclient import Client, alive, mcp_session, until
 
@@ -169,6 +170,7 @@ def test_bad_calls_are_refused_before_anything_happens(tmp_path: Path) -> None:
             assert (await c.ok(action="list"))["runner"] == "none"
             for args, says in [
                 ({"action": "watch"}, "action 'watch': `action` must be one of add, list"),
+                ({}, "no action: `action` must be one of add, list"),
                 ({"action": "add", "paht": "x"}, "unknown parameter `paht`; did you mean "
                  "`path`?"),
                 ({"action": "list", "pattern": "x"}, "`pattern` does not apply to list"),
@@ -214,6 +216,10 @@ def test_a_subscribed_watcher_sends_an_update_when_it_matches(tmp_path: Path) ->
                 f"{uri}?since={now['cursor']}")))
             assert since["matches"] == "ERROR again"
             await c.session.unsubscribe_resource(uri)
+            with pytest.raises(MCPError, match="no watcher 'nope'"):
+                await c.session.read_resource("watchrun://watchers/nope/matches")
+            with pytest.raises(MCPError, match="not a watchrun resource"):
+                await c.session.read_resource("file:///etc/passwd")
             await c.ok(action="clear", all=True)
             await until(lambda: _now(c.list_changed() >= 2), "list_changed after clear")
             assert (await c.session.list_resources()).resources == []
@@ -306,13 +312,14 @@ def test_a_command_that_ignores_sigterm_is_killed_when_the_client_insists(
     assert [r["reason"] for r in stops] == ["shutdown"]
 
 
-def test_sigterm_ends_the_session_as_closing_stdin_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_signal_ends_the_session_as_closing_stdin_does(tmp_path: Path, sig: int) -> None:
     async def body() -> None:
         async with mcp_session(tmp_path) as c:
             await c.ok(action="add", command="exec sleep 600", pattern="x")
             pid = (await c.status("w1"))["pid"]
             server = _server_of(pid)
-            os.kill(server, signal.SIGTERM)  # stdin stays open: the server must end by itself
+            os.kill(server, sig)  # stdin stays open: the server must end by itself
 
             async def gone() -> bool:
                 return not alive(server) and not alive(pid)

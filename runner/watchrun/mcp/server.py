@@ -81,9 +81,9 @@ def build_server(tool: Tool, followers: Followers, log: RunLog) -> Server[Any]:
                     await bus.publish(ResourcesListChanged())
                 else:
                     await ctx.session.send_resource_list_changed()
+        if details.get("action") not in schema.ACTIONS:  # no WatchDetails without an action
+            return _error_result(str(details.get("error")))
         text = render(details, datetime.now(UTC))
-        if details.get("action") not in schema.ACTIONS:
-            return _error_result(text)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structured_content=details, is_error="error" in details)
 

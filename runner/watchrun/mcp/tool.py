@@ -38,14 +38,15 @@ class Tool:
 
     async def call(self, arguments: Any) -> tuple[dict[str, Any], bool]:
         """(WatchDetails, whether the set of watchers changed: the resource list)."""
-        action = arguments.get("action") if isinstance(arguments, dict) else None
+        found = arguments.get("action") if isinstance(arguments, dict) else None
+        action = found if isinstance(found, str) else ""
         try:
             call = normalize(arguments, self.cwd)
             return await self._run(call)
         except (CallError, Failed, ReadError, StartFailed) as exc:
-            return {"action": str(action), "error": str(exc)}, False
+            return {"action": action, "error": str(exc)}, False
         except NoRunner as exc:  # the live runner went away during the call
-            return {"action": str(action), "error": f"{exc}; try again"}, False
+            return {"action": action, "error": f"{exc}; try again"}, False
 
     async def _run(self, call: Call) -> tuple[dict[str, Any], bool]:
         if call.action == "add":
@@ -72,10 +73,10 @@ class Tool:
             return {**base, "watch": record}, False
         if record is None and not await asyncio.to_thread(self._recorded, wid):
             raise Failed(await self._unknown(wid))
-        details = await self.lines(call, wid)
+        details = await self._lines(call, wid)
         return {**base, **({"watch": record} if record else {}), **details}, False
 
-    async def lines(self, call: Call, wid: str) -> dict[str, Any]:
+    async def _lines(self, call: Call, wid: str) -> dict[str, Any]:
         """`matches` (by cursor) or `logs` of `wid`, read off the loop."""
         n = call.lines or self.config.limits.match_lines
         if call.action == "matches":
