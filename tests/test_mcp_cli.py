@@ -179,3 +179,4 @@ def test_the_readme_registers_it_with_each_client() -> None:
     _argv_ok(codex["command"], codex["args"])
     for client in ("Claude Code", "Codex", "Gemini CLI", "opencode"):
         assert f"**{client}**" in section()
+

@@ -172,14 +172,17 @@ class Runners:
             found = await self.current()
             if found is not None:
                 return found
-            session = SessionRunner(self.config, self.log, self._tg, self._on_end)
+            # Known before it starts: a session that ends meanwhile (this call cancelled)
+            # still stops it.
+            session = self.session = SessionRunner(self.config, self.log, self._tg,
+                                                   self._on_end)
             try:
                 await session.start()
             except StartFailed:
+                self.session = None  # undone; the next `add` tries again
                 if await asyncio.to_thread(is_live, self.live.socket):
                     return self.live  # a runner started meanwhile and took the socket
                 raise
-            self.session = session
             self.log.info(f"no runner was live on {self.root}: this session runs its own "
                           "until it ends", event="session-runner")
             return session

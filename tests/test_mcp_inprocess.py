@@ -1,7 +1,8 @@
-"""The followers behind resource subscriptions, in-process on real files and inotify: every batch
-of new matches reaches every subscriber, a flood is coalesced (sends at least MIN_GAP_S apart,
-the last batch never lost), a subscriber that fails is dropped alone, and no task outlives
-`close()`."""
+"""`watchrun mcp`'s parts in-process, on real files, inotify and a real runner: the followers
+behind resource subscriptions (every batch of new matches reaches every subscriber, a flood is
+coalesced with sends at least MIN_GAP_S apart and the last batch never lost, a subscriber that
+fails is dropped alone, no task outlives `close()`), and the session's runner stopped even when
+the call that started it was cancelled."""
 
 from __future__ import annotations
 
@@ -96,3 +97,29 @@ def test_a_flood_is_coalesced_and_the_last_batch_is_sent(tmp_path: Path) -> None
 
     asyncio.run(body())
 
+
+
+def test_a_call_cancelled_while_the_sessions_runner_starts_still_stops_it(
+        tmp_path: Path) -> None:
+    """The client hangs up while the first `add` waits for the session's runner to start (the
+    SDK cancels that call): the session's end still stops the runner, so nothing is left."""
+    from watchrun.config.model import Config, Limits, OutputSpec
+    from watchrun.mcp.runners import Runners
+
+    config = Config(Limits(), OutputSpec(tmp_path / "out"))
+    socket = tmp_path / "out" / "control.sock"
+
+    async def session() -> None:
+        async with asyncio.TaskGroup() as tg:
+            runners = Runners(config, RunLog("text", quiet=True), tg, on_end=lambda: None)
+            adding = tg.create_task(runners.for_add())
+            end = time.monotonic() + DEADLINE_S
+            while not socket.exists() and not adding.done():  # its first start-up step
+                assert time.monotonic() < end, "the runner never began to start"
+                await asyncio.sleep(0.001)
+            adding.cancel()
+            await asyncio.wait({adding})
+            await runners.close()
+
+    asyncio.run(asyncio.wait_for(session(), DEADLINE_S))
+    assert not socket.exists()  # the runner ended and removed its socket
