@@ -161,6 +161,10 @@ def test_text_as_the_seeds_transcript() -> None:
                "cursor": "w1:0000000000000009", "truncated": True}
     assert render(matches, NOW) == ("w1: 2 matches (cursor w1:0000000000000009)\n(older ones not "
                                     "shown (raise lines))\nE a\nE b")
+    cleared = {k: v for k, v in matches.items() if k != "watch"}  # no status, its JSONL only
+    assert render(cleared, NOW).startswith("w1: 2 matches")
+    assert render({"action": "logs", "logs": "", "count": 0, "truncated": False}, NOW) == \
+        "the watcher: 0 lines"
     paged = {**matches, "since": "w1:0000000000000001"}
     assert "(more were recorded after these: call again with since=cursor)" in \
         render(paged, NOW)

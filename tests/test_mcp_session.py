@@ -337,3 +337,22 @@ def _server_of(pid: int) -> int:
     env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     spawn_id = next(e for e in env if e.startswith(b"WATCHRUN_SPAWN_ID="))
     return int(spawn_id.split(b"=", 1)[1].split(b".", 1)[0])
+
+
+def test_a_second_session_uses_the_first_sessions_runner(tmp_path: Path) -> None:
+    async def body() -> None:
+        async with mcp_session(tmp_path) as second:
+            async with mcp_session(tmp_path) as first:
+                assert (await first.ok(action="add", command="exec sleep 600",
+                                       pattern="x"))["runner"] == "session"
+                added = await second.ok(action="add", command="exec sleep 601", pattern="x")
+                assert (added["runner"], added["watch"]["id"]) == ("live", "w2")
+                pid = (await second.status("w2"))["pid"]
+                assert [w["id"] for w in (await second.ok(action="list"))["watches"]] == \
+                    ["w1", "w2"]
+            # the first session ended, and its runner with every watcher in it
+            assert not alive(pid)
+            after = await second.ok(action="list")
+            assert (after["runner"], after["watches"]) == ("none", [])
+            assert (await second.status("w2"))["status"] == "stopped"
+    run(body)

@@ -83,8 +83,8 @@ def _rows(watches: list[dict[str, Any]], now: datetime) -> str:
 
 
 def _lines(details: dict[str, Any], action: str) -> str:
-    watch = details.get("watch")
-    wid = watch["id"] if isinstance(watch, dict) else "?"
+    watch, cursor = details.get("watch"), str(details.get("cursor") or "")
+    wid = watch["id"] if isinstance(watch, dict) else cursor.partition(":")[0] or "the watcher"
     text = str(details.get(action, ""))
     n = int(details.get("count", 0))
     noun = "match" if action == "matches" else "line"
