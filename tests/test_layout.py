@@ -28,11 +28,13 @@ ALLOWED: dict[str, set[str]] = {
     "views": {"config", "match", "output", "agents"},
     "runtime": {"config", "match", "output", "process", "sources", "agents", "actions", "views"},
     "tui": {"config", "match", "output", "views"},
+    "mcp": {"config", "match", "output", "process", "views", "runtime"},
     "cli": {"config", "match", "output", "process", "sources", "agents", "actions", "views",
-            "runtime", "tui"},
+            "runtime", "tui", "mcp"},
 }
 """Layer -> the layers it may import (besides itself and BASE). The arrows point one way:
-cli → tui / runtime → views/agents/actions/sources → output/process → config → match."""
+cli → tui / mcp → runtime → views/agents/actions/sources → output/process → config → match
+(`mcp` embeds a runner for its session, so it sits above `runtime`)."""
 
 ALLOWED_MODULES: dict[str, set[str]] = {"tui": {"watchrun.runtime.control"}}
 """Single modules a layer may import from a layer it may not: the live screen talks to the

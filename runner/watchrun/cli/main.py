@@ -80,13 +80,17 @@ def _needs(cmd: Command, args: argparse.Namespace) -> str:
 
 def _find_config(cmd: Command, args: argparse.Namespace) -> int | None:
     """Without -c, use ./watch.yaml (or .yml/.json/.toml) and say so; exit 2 when there is
-    none. `--output-dir` alone is enough for the commands that only read the output dir."""
+    none (a command whose config is optional goes on without). `--output-dir` alone is enough
+    for the commands that only read the output dir."""
     needs = _needs(cmd, args)
-    if needs == "none" or args.config or (needs == "where" and args.output_dir is not None):
+    if needs == "none" or args.config or (needs in ("where", "optional") and
+                                          args.output_dir is not None):
         return None
     from watchrun.cli.discover import discover, none_found, using
 
     found = discover(Path.cwd())
+    if found.path is None and needs == "optional":
+        return None  # the command's defaults
     if found.path is None:
         from watchrun.cli.emit import Out
 

@@ -40,8 +40,8 @@ class Command:
 
     `handler` is `module:function`, called with the parsed Namespace, returning an exit status.
     `config` says what it reads: "required" (a config: `-c`, else ./watch.yaml …), "where" (a
-    config or `--output-dir` alone) or "none". (A plain class, not a dataclass: `watchrun
-    --help` must start fast.)
+    config or `--output-dir` alone), "optional" (as "where", else the defaults) or "none". (A
+    plain class, not a dataclass: `watchrun --help` must start fast.)
     """
 
     __slots__ = ("config", "configure", "epilog", "handler", "help", "name")
@@ -261,6 +261,12 @@ def _configure_agent(p: argparse.ArgumentParser) -> None:
     json_flag(stop)
 
 
+def _configure_mcp(p: argparse.ArgumentParser) -> None:
+    add_config_args(p)
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="format of the server's own log on stderr (default text)")
+
+
 def _configure_transcript(p: argparse.ArgumentParser) -> None:
     add_where_args(p)
     p.add_argument("--format", choices=("json", "text"), default="json")
@@ -321,6 +327,13 @@ COMMANDS: dict[str, Command] = {
                 "clear (needs the [tui] extra)", "keys: j/k move, Enter opens matches, x stops, "
                 "d clears, Esc back, q quits\nexample:\n  watchrun top -c watch.yaml",
                 add_where_args, "watchrun.cli.top:cmd_top"),
+        Command("mcp", "the `watch` tool for agents over MCP on stdio (needs the [mcp] extra)",
+                "register it with an agent (README: Claude Code, Codex, Gemini CLI, opencode):\n"
+                "  claude mcp add watchrun -- watchrun mcp -c watch.yaml\nit uses the runner "
+                "live on the output dir; with none, its own, whose watchers end with the "
+                "session\nwithout -c: ./watch.yaml if there is one, else the defaults "
+                "(output dir ./.watchrun)", _configure_mcp, "watchrun.cli.mcp_cmd:cmd_mcp",
+                "optional"),
         Command("transcript", "every agent's turns, a plan of agents as one turn (JSON, "
                 "seed-shaped)", "examples:\n  watchrun transcript -c watch.yaml\n  watchrun "
                 "transcript --output-dir /var/lib/watchrun --format text", _configure_transcript,

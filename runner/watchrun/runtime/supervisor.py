@@ -87,6 +87,8 @@ class Supervisor:
         self._orphans = asyncio.Event()
         self.reload_pending = False
         """A SIGHUP came while starting: reload once started."""
+        self._inbox: SignalInbox | None = None
+        self._stop_asked = False
         self.changing = asyncio.Lock()
         """Held while the set of watchers changes (a reload; `add`, `start`, `restart`, `stop`,
         `clear`), so one change sees the result of the one before."""
@@ -105,6 +107,9 @@ class Supervisor:
         start raises StartupError (one line naming the cause) after undoing what it did."""
         loop = asyncio.get_running_loop()
         inbox = SignalInbox(loop)  # first: a signal during start-up is recorded, not fatal
+        self._inbox = inbox
+        if self._stop_asked:
+            inbox.push(signal.SIGTERM)
         loop.add_signal_handler(signal.SIGCHLD, self._orphans.set)
         failure: StartupError | None = None
         try:
@@ -123,11 +128,19 @@ class Supervisor:
                     for task in helpers:
                         task.cancel()
         finally:
+            self._inbox = None
             inbox.close()
             loop.remove_signal_handler(signal.SIGCHLD)
             self.state = RunnerState.STOPPED  # STOPPING -> STOPPED: everything flushed
         if failure is not None:
             raise failure
+
+    def request_stop(self) -> None:
+        """Stop as on SIGTERM, asked by the program that runs the supervisor (`watchrun mcp`
+        when its session ends); asked before `run()` began, it stops as soon as it has."""
+        self._stop_asked = True
+        if self._inbox is not None:
+            self._inbox.push(signal.SIGTERM)
 
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         """A task owned by the supervisor's TaskGroup."""
