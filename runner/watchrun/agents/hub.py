@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from watchrun.agents.prompt import Delivery, TurnWindow, render_prompt, render_turn_prompt
@@ -55,7 +56,7 @@ class AgentHub:
         return a
 
     # -- input ------------------------------------------------------------------------------
-    def deliver(self, watcher: WatcherSpec, matches: list[MatchInfo]) -> None:
+    def deliver(self, watcher: WatcherSpec, matches: Sequence[MatchInfo]) -> None:
         """Queue `matches` for every agent the watcher wakes; never blocks."""
         if not matches or self._closed:
             return

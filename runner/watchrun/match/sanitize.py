@@ -16,10 +16,10 @@ Rules, in the order they are applied by `sanitize`:
    surrogates are removed (surrogates become U+FFFD).
 5. The text is clipped at `max_bytes` of UTF-8 on a character boundary.
 
-U+2028/U+2029 are ordinary text and are kept; `json.dumps(ensure_ascii=False)` does not escape
-them, nor C1 controls, so records should be serialised with `json_line`, which escapes both
-(a reader splitting on Unicode line breaks, or a terminal that honours UTF-8 C1 controls, is
-then safe too).
+U+2028/U+2029 are ordinary text and are kept; the record encoder (`output/jsonl.py`) writes them
+as `\\u` escapes (a reader splitting on Unicode line breaks is then safe too). `plain_text` tells,
+from the bytes of a line and in C, that none of the rules applies to it: the fast path of match
+records.
 
 At the edge, where text leaves the runner for a person or another program (`logs`, `matches`,
 `status`, `list`, the runner's log), there are exactly two functions: `edge_text` for a line of
@@ -46,7 +46,8 @@ __all__ = [
     "decode",
     "edge_json",
     "edge_text",
-    "json_line",
+    "plain_chunk",
+    "plain_text",
     "raw_text",
     "sanitize",
 ]
@@ -68,7 +69,6 @@ _ESCAPES = re.compile(
 )
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SURROGATES = re.compile("[\ud800-\udfff]")
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029]")
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _EDGE_LINE = re.compile(f"[\n\u2028\u2029{_BIDI}]")
 _EDGE_LINES = re.compile(f"[\u2028\u2029{_BIDI}]")
@@ -84,6 +84,37 @@ def raw_text(data: bytes) -> str:
     """A record's `raw` field: decoded like `decode`, every character kept (no sanitizing);
     JSON encoding escapes the controls, e.g. NUL as `\\u0000`."""
     return data.decode("utf-8", "replace")
+
+
+_KEEP_C0 = bytes((*range(0, 9), *range(10, 32), 0x7F))  # C0 but tab, and DEL: one byte each
+_C1_UTF8 = re.compile(b"\xc2[\x80-\x9f]")
+
+
+def plain_text(line: bytes, max_bytes: int) -> str | None:
+    """The text of one line (bytes without its newline) when `sanitize` would leave it as it is
+    and no record escape is needed in it; None when it needs the full treatment.
+
+    Checked on the bytes, in C: no C0 control but tab and no DEL (single bytes in UTF-8), no C1
+    control (`\\xc2\\x80`-`\\xc2\\x9f`), no U+2028/U+2029, and short enough not to be clipped.
+    Invalid UTF-8 decodes to U+FFFD exactly as `decode` does. This is the match records' fast
+    path: most log lines are plain."""
+    if len(line.translate(None, _KEEP_C0)) != len(line):
+        return None
+    if line.isascii():
+        return line.decode("ascii") if len(line) <= max_bytes else None
+    if (b"\xc2" in line and _C1_UTF8.search(line) is not None) or b"\xe2\x80\xa8" in line \
+            or b"\xe2\x80\xa9" in line:  # fmt: skip
+        return None
+    text = line.decode("utf-8", "replace")
+    return text if len(text) * 4 <= max_bytes or len(text.encode()) <= max_bytes else None
+
+
+_KEEP_C0_NL = _KEEP_C0.replace(b"\n", b"")
+
+
+def plain_chunk(data: bytes) -> bool:
+    """Whether every line of `data` is plain ASCII (`plain_text` for each, in one pass)."""
+    return data.isascii() and len(data.translate(None, _KEEP_C0_NL)) == len(data)
 
 
 def clean_line(data: bytes, max_bytes: int | None = None) -> tuple[str, bool]:
@@ -154,21 +185,6 @@ def _apply_backspaces(text: str) -> str:
 
 def _escape_unsafe(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
-
-
-def json_line(record: object) -> str:
-    """One JSONL line (without the newline): compact UTF-8 JSON where DEL, C1 controls and
-    U+2028/U+2029 are escaped too, so no character in it can break a line or drive a terminal.
-    `json.loads` returns the same object."""
-    return harden_json(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
-
-
-def harden_json(dumped: str) -> str:
-    """Escape DEL, C1 and U+2028/U+2029 in already-dumped JSON (they are only ever inside
-    strings there, where a `\\uXXXX` escape means the same character)."""
-    if _JSON_UNSAFE.search(dumped) is None:
-        return dumped
-    return _JSON_UNSAFE.sub(_escape_unsafe, dumped)
 
 
 def edge_text(value: object, *, multiline: bool = False) -> str:

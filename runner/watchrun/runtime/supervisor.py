@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import signal
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -207,7 +207,7 @@ class Supervisor:
             if self._hub_task is not None:
                 await finish(self._hub_task)
 
-    def matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None:
+    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
         if spec.wake and self.hub is not None:
             self.hub.deliver(spec, found)
 

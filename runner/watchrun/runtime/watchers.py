@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -47,7 +47,7 @@ class Owner(Protocol):
     tally: Tally
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]: ...
-    def matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None: ...
+    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None: ...
     def problem(self, message: str, wid: str | None = None) -> None: ...
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,7 @@ def build_watcher(
     *,
     once: bool,
     echo: Callable[[bytes], None] | None,
-    on_matches: Callable[[WatcherSpec, list[MatchInfo]], None],
+    on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
     on_event: Callable[[WatcherSpec, str, dict[str, Any]], None],
 ) -> WatcherRuntime:
     """source → pipeline (matcher) → sink, for one watcher; nothing runs yet. Raises
@@ -87,7 +87,7 @@ def build_watcher(
 
 def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: JsonlSink,
            once: bool, echo: Callable[[bytes], None] | None,
-           on_matches: Callable[[WatcherSpec, list[MatchInfo]], None],
+           on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
            on_event: Callable[[WatcherSpec, str, dict[str, Any]], None]) -> WatcherRuntime:
     wid = spec.id
 
