@@ -12,8 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "runner" / "watchrun"
 
-BASE = {"events", "clock", "exitcodes"}
-"""Top-level modules every layer may use: the event vocabulary and the clock seam."""
+BASE = {"events", "clock", "exitcodes", "inotify"}
+"""Top-level modules every layer may use: the event vocabulary, the clock seam, exit codes and the
+kernel's change notification (the file source and `agent watch --until` both wait on it)."""
 
 ALLOWED: dict[str, set[str]] = {
     "match": set(),

@@ -92,8 +92,9 @@ def test_plain_text_is_what_sanitizing_leaves_unchanged(lines: list[bytes], limi
 
 
 def test_ordinary_lines_are_plain() -> None:
-    for line in (b"2025-11-29T00:00:00.618Z ERROR [worker-4] auth.jwt: reset", b"caf\xc3\xa9 Z\xc3\xbc",
-                 b'203.0.113.9 - - "GET /x HTTP/1.1" 500 0', b"bad \xff byte", b"nbsp\xc2\xa0here"):
+    for line in (b"2025-11-29T00:00:00.618Z ERROR [worker-4] auth.jwt: reset",
+                 b"caf\xc3\xa9 Z\xc3\xbc", b'203.0.113.9 - - "GET /x HTTP/1.1" 500 0',
+                 b"bad \xff byte", b"nbsp\xc2\xa0here"):
         assert plain_text(line, 65536) is not None, line
     assert plain_chunk(b"a\tb\nc d\n") and not plain_chunk(b"a\x1bb\n")
     assert not plain_chunk("é\n".encode())

@@ -7,8 +7,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from croniter import croniter  # type: ignore[import-untyped]
-
 from watchrun.agents.prompt import Delivery, TurnWindow
 from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder
@@ -78,6 +76,8 @@ class AgentState:
         if self.next_tick is None or now >= self.next_tick:
             if self.next_tick is not None and self.schedule_due is None:
                 self.schedule_due = self.rec.next_seq
+            from croniter import croniter  # type: ignore[import-untyped]  # with a schedule only
+
             base = datetime.fromtimestamp(now).astimezone()
             self.next_tick = float(croniter(expr, base).get_next(float))
         return max(0.0, self.next_tick - now)

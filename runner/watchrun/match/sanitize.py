@@ -36,6 +36,7 @@ every character (NUL, ESC, ...) is kept and JSON escapes it (`\\u0000`, `\\u001b
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import math
 import re
@@ -56,7 +57,7 @@ __all__ = [
 _NEEDS_WORK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 _STRING_END = "(?:\x07|\x9c|\x1b\\\\)?"  # BEL, 8-bit ST, ESC \ (or nothing: unterminated)
-_ESCAPES = re.compile(
+_ESCAPES = (
     # OSC, DCS, SOS, PM, APC strings: body up to a terminator, an ESC, or the end of the line.
     "(?:\x1b[\\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x9c\x1b\n]*"
     + _STRING_END
@@ -67,12 +68,18 @@ _ESCAPES = re.compile(
     # Two-byte escapes: ESC and one final byte (ESC 7, ESC c, ESC =, ESC M, ...).
     + "|\x1b[\x30-\x7e]"
 )
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_SURROGATES = re.compile("[\ud800-\udfff]")
+_CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+_SURROGATES = "[\ud800-\udfff]"
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _EDGE_LINE = re.compile(f"[\n\u2028\u2029{_BIDI}]")
-_EDGE_LINES = re.compile(f"[\u2028\u2029{_BIDI}]")
-_EDGE_JSON = re.compile(f"[\x7f-\x9f\u2028\u2029{_BIDI}\ud800-\udfff]")
+_EDGE_LINES = f"[\u2028\u2029{_BIDI}]"
+_EDGE_JSON = f"[\x7f-\x9f\u2028\u2029{_BIDI}\ud800-\udfff]"
+
+
+@functools.cache
+def _rx(pattern: str) -> re.Pattern[str]:
+    """The patterns of the rare paths, compiled when first needed (not by every start)."""
+    return re.compile(pattern)
 
 
 def decode(data: bytes) -> str:
@@ -146,7 +153,7 @@ def clip(text: str, max_bytes: int) -> tuple[str, bool]:
 
 def _clean(text: str) -> str:
     if "\x1b" in text or _has_c1_introducer(text):
-        text = _ESCAPES.sub("", text)
+        text = _rx(_ESCAPES).sub("", text)
     if "\r" in text:
         text = text.replace("\r\n", "\n")
         if "\r" in text:
@@ -155,9 +162,9 @@ def _clean(text: str) -> str:
             )
     if "\b" in text:
         text = _apply_backspaces(text)
-    text = _CONTROLS.sub("", text)
-    if _SURROGATES.search(text) is not None:
-        text = _SURROGATES.sub("\ufffd", text)
+    text = _rx(_CONTROLS).sub("", text)
+    if _rx(_SURROGATES).search(text) is not None:
+        text = _rx(_SURROGATES).sub("\ufffd", text)
     return text
 
 
@@ -193,7 +200,7 @@ def edge_text(value: object, *, multiline: bool = False) -> str:
     `multiline`, newlines shown as `\\n`/`\\u2028` escapes. The one function every terminal
     surface and text log line goes through."""
     text, _ = sanitize(value if isinstance(value, str) else str(value))
-    unsafe = _EDGE_LINES if multiline else _EDGE_LINE
+    unsafe = _rx(_EDGE_LINES) if multiline else _EDGE_LINE
     if unsafe.search(text) is None:
         return text
     return unsafe.sub(lambda m: "\\n" if m.group() == "\n" else _escape_unsafe(m), text)
@@ -211,9 +218,10 @@ def edge_json(value: object, *, indent: int | None = None) -> str:
     except ValueError:  # NaN or an infinity somewhere (json.loads accepts them)
         dumped = json.dumps(_finite(value), ensure_ascii=False, indent=indent,
                             separators=separators, default=str)
-    if _EDGE_JSON.search(dumped) is None:
+    unsafe = _rx(_EDGE_JSON)
+    if unsafe.search(dumped) is None:
         return dumped
-    return _EDGE_JSON.sub(_escape_unsafe, dumped)
+    return unsafe.sub(_escape_unsafe, dumped)
 
 
 def _finite(value: object) -> object:

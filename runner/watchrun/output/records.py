@@ -68,13 +68,14 @@ class ReadStats:
 def retained_files(path: Path) -> list[Path]:
     """`<path>.N` … `<path>.1`, `<path>`: the files that exist, oldest first."""
     prefix = path.name + "."
-    numbered: list[tuple[int, Path]] = []
+    numbered: list[tuple[int, str]] = []
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        for entry in os.scandir(path.parent):
-            tail = entry.name[len(prefix) :]
-            if entry.name.startswith(prefix) and tail.isdigit() and tail[0] != "0":
-                numbered.append((int(tail), Path(entry.path)))
-    files = [p for _, p in sorted(numbered, reverse=True)]
+        for name in os.listdir(path.parent):  # names only: a runner lists it once per sink
+            if name.startswith(prefix):
+                tail = name[len(prefix) :]
+                if tail.isdigit() and tail[0] != "0":
+                    numbered.append((int(tail), name))
+    files = [path.parent / name for _, name in sorted(numbered, reverse=True)]
     if os.path.lexists(path):
         files.append(path)
     return files

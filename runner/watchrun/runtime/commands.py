@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from watchrun.agents.hub import AgentHub
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.status import StatusBoard
+
+if TYPE_CHECKING:
+    from watchrun.agents.hub import AgentHub
 
 
 class Runner(Protocol):

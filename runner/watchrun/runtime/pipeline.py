@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, MatchInfo
@@ -19,7 +19,6 @@ from watchrun.output.jsonl import json_str
 from watchrun.output.records import last_records
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink
-from watchrun.runtime.isolation import IsolatedMatcher
 from watchrun.runtime.matches import (
     Found,
     RecentMatches,
@@ -28,6 +27,9 @@ from watchrun.runtime.matches import (
     plain_rows,
     where_members,
 )
+
+if TYPE_CHECKING:
+    from watchrun.runtime.isolation import IsolatedMatcher
 
 FIRST_KEPT = 5
 SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM"}

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from watchrun.agents.hub import AgentHub
 from watchrun.config.model import Config
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.watchers import STOP_RECORD_S, WatcherSet
+
+if TYPE_CHECKING:
+    from watchrun.agents.hub import AgentHub
 
 __all__ = ["apply"]
 

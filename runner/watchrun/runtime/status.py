@@ -24,12 +24,14 @@ TAIL_LINE_CHARS = 4096
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o640) -> None:
-    """tmp + fsync + rename, so a reader never sees half a file; no symlink is followed."""
+    """tmp + rename, so a reader never sees half a file; no symlink is followed. No fsync: a
+    snapshot is rewritten within a second of any change, and one lost to a power cut (empty
+    or old) is skipped or superseded, while an fsync per snapshot held the state directory's
+    journal against the checkpoints (per watcher, two of the five fsyncs of a run)."""
     tmp = path.with_name(f".{path.name}.tmp")
     fd = safefs.create_exclusive(tmp, mode)
     try:
         os.write(fd, data)
-        os.fsync(fd)
     finally:
         os.close(fd)
     safefs.replace(tmp, path)
@@ -49,7 +51,7 @@ class StatusBoard:
     """Keeps `state/<id>.status.json` and `state/<id>.tail` current, debounced.
 
     The snapshots are rendered on the loop (a few hundred microseconds per watcher) and written
-    (tmp + fsync + rename) by a worker thread, so a slow disk never delays a match record. Each
+    (tmp + rename) by a worker thread, so a slow disk never delays a match record. Each
     write carries a generation: an older snapshot never replaces a newer one, nor revives one
     that `forget_stopped` removed.
     """

@@ -14,9 +14,8 @@ import signal
 from collections import deque
 from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from watchrun.agents.hub import AgentHub
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
@@ -37,6 +36,9 @@ from watchrun.runtime.tally import Tally
 from watchrun.runtime.watchers import WatcherSet, counters_of, finish
 from watchrun.runtime.wiring import open_sink
 from watchrun.sources.checkpoints import CheckpointStore
+
+if TYPE_CHECKING:
+    from watchrun.agents.hub import AgentHub
 
 __all__ = ["RunnerState", "StartupError", "Supervisor"]
 
@@ -195,6 +197,8 @@ class Supervisor:
 
     # -- agents ---------------------------------------------------------------------------
     def start_hub(self) -> None:
+        from watchrun.agents.hub import AgentHub  # only when agents are configured
+
         self.hub = AgentHub(self.config, self.layout, self.log.scoped("agent"), self.clock,
                             self.spawner, once=self.once)
         self._hub_task = self.spawn(self.hub.run(), "agents")

@@ -17,7 +17,6 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import Evidence
-from watchrun.runtime.isolation import WorkerError
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
@@ -125,6 +124,8 @@ class WatcherSet:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug, or a worker that cannot run: not the other watchers
+            from watchrun.runtime.isolation import WorkerError
+
             rt.failure = str(exc) if isinstance(exc, WorkerError) else repr(exc)
             self.sup.runtime_errors.append(f"{wid}: {rt.failure}")
             self.sup.log.error(f"watcher failed: {rt.failure}", wid)

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
@@ -19,12 +19,13 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import AsyncWriter, JsonlSink, SinkWriteError
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import Evidence
-from watchrun.runtime.isolation import IsolatedMatcher
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore
-from watchrun.sources.command import CommandSource
 from watchrun.sources.file import FileSource
 from watchrun.sources.notify import Notifier
+
+if TYPE_CHECKING:
+    from watchrun.sources.command import CommandSource
 
 
 def open_sink(path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock
@@ -104,7 +105,11 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
     if gate is not None and gate.require is not None:
         require = Matcher(gate.require, (), spec.case_sensitive)
     linear = matcher.linear and (require is None or require.linear)
-    isolated = None if linear else IsolatedMatcher(spec, seams.spawner)
+    isolated = None
+    if not linear:  # a pattern only Python re runs: in a worker process
+        from watchrun.runtime.isolation import IsolatedMatcher
+
+        isolated = IsolatedMatcher(spec, seams.spawner)
     pipeline = WatcherPipeline(spec, config.limits, sink, writer, matcher, log,
                                on_matches=on_matches, on_event=on_event, require=require,
                                resume=not (once and spec.from_start), isolated=isolated,
@@ -114,6 +119,8 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
         source = FileSource(spec, config.limits, seams.store, seams.notifier, seams.clock,
                             once=once)
     else:
+        from watchrun.sources.command import CommandSource
+
         source = CommandSource(spec, config.limits, seams.clock, seams.spawner, once=once,
                                echo=echo)
     if sink.repaired_bytes:

@@ -12,8 +12,6 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from croniter import croniter  # type: ignore[import-untyped]
-
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import Limits, RestartPolicy, WatcherSpec
 from watchrun.events import Chunk, SourceContext
@@ -124,6 +122,8 @@ class CommandSource:
 
     async def _schedule(self, ctx: SourceContext, cron: str) -> None:
         """Run at every cron tick (wall clock, local time); skip a tick while a run is on."""
+        from croniter import croniter  # type: ignore[import-untyped]  # only with a schedule
+
         base = self.clock.now()
         task: asyncio.Task[ExitInfo | None] | None = None
         try:

@@ -21,7 +21,6 @@ is polled every 250 ms. The directory may appear later (the runner is not starte
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import re
 import time
@@ -29,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from watchrun.inotify import INotify
 from watchrun.output.records import format_cursor, iter_records
 from watchrun.views.agent_window import (
     ViewError,
@@ -153,8 +153,8 @@ class _Waker:
         if self.force_poll or self.ino is not None or not self.directory.is_dir():
             return False
         try:
-            ino = importlib.import_module("inotify_simple").INotify()
-        except (ImportError, AttributeError, OSError):
+            ino = INotify()
+        except OSError:
             self.force_poll = True
             return False
         try:
@@ -173,7 +173,7 @@ class _Waker:
             return
         deadline = time.monotonic() + timeout_s
         while (left := deadline - time.monotonic()) > 0:
-            events = self.ino.read(timeout=max(1, int(left * 1000)))
+            events = self.ino.read(timeout=max(0.001, left))
             if any(e.mask & _GONE for e in events):
                 self.close()
                 return
