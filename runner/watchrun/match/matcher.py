@@ -41,6 +41,7 @@ from watchrun.match.engines import (
     LINEAR,
     Compiled,
     Lines,
+    Store,
     all_lines,
     hs,
     re2,
@@ -103,7 +104,8 @@ def needs_backtracking(pattern: str, case_sensitive: bool = False) -> str | None
 
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str, exclude: tuple[str, ...], case_sensitive: bool,
-              engines: tuple[str, ...], thread: int) -> tuple[Compiled, bool]:
+              engines: tuple[str, ...], thread: int, store: Store | None
+              ) -> tuple[Compiled, bool]:
     """The first of `engines` that runs the pattern, and whether everything runs in linear
     time; shared per thread (`thread` is part of the key)."""
     analysis = analyse(pattern, case_sensitive)
@@ -112,7 +114,7 @@ def _compiled(pattern: str, exclude: tuple[str, ...], case_sensitive: bool,
     reasons = []
     for name in engines:
         try:
-            compiled = BUILDERS[name](analysis, excludes, reject)
+            compiled = BUILDERS[name](analysis, excludes, reject, store)
         except Unsupported as exc:
             reasons.append(f"{name}: {exc}")
             continue
@@ -132,7 +134,9 @@ class Matcher:
         exclude: Sequence[str] = (),
         case_sensitive: bool = False,
         engine: str | None = None,
+        store: Store | None = None,
     ) -> None:
+        """`store` keeps compiled hyperscan databases between runs (`engines.Store`)."""
         if engine is not None and engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}: one of {', '.join(ENGINES)}")
         analysis = analyse(pattern, case_sensitive)
@@ -143,7 +147,7 @@ class Matcher:
         engines = _allowed() if engine is None else (engine,)
         try:
             self._compiled, linear = _compiled(pattern, tuple(exclude), case_sensitive, engines,
-                                               threading.get_ident())
+                                               threading.get_ident(), store)
         except ValueError as exc:
             if engine is None:
                 raise

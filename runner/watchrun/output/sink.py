@@ -80,7 +80,7 @@ class JsonlSink:
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
         self._open()
         try:
-            tail = last_records(path, 1)
+            tail = last_records(path, 1, keep=self.keep)
         except OSError as exc:
             self._close_fd()
             raise _error(exc, f"cannot read the last record of {path}") from exc

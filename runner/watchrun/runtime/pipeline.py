@@ -42,7 +42,7 @@ checkpoint is saved at least once a second while lines flow, so only lines recor
 moments before a crash can be read again."""
 
 
-def high_water(path: Path) -> dict[int | None, int]:
+def high_water(path: Path, keep: int | None = None) -> dict[int | None, int]:
     """inode → the largest offset of a match recorded in the last RESUME_WINDOW_S of the stream.
 
     After a SIGKILL the checkpoint may be up to a second behind the records, so lines past it
@@ -50,7 +50,7 @@ def high_water(path: Path) -> dict[int | None, int]:
     Per inode, so a rotation just before the crash is covered too."""
     n = 1000
     while True:
-        recs = last_records(path, n, {"match"})
+        recs = last_records(path, n, {"match"}, keep=keep)
         if not recs:
             return {}
         cutoff = _epoch(recs[-1]["ts"]) - RESUME_WINDOW_S
@@ -208,7 +208,7 @@ class WatcherPipeline:
         self.counters = Counters(
             RecentLines(limits.max_log_lines), recent=RecentMatches(limits.max_matches)
         )
-        self._seen = high_water(sink.path) if resume else {}
+        self._seen = high_water(sink.path, sink.keep) if resume else {}
         self.on_touch: Callable[[], None] | None = None
         self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
         self._where: tuple[object, bytes, str] = (None, b"", "")  # (path, inode) or run: members

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -17,6 +18,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import Evidence
+from watchrun.runtime.hscache import disk_store
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
@@ -74,6 +76,7 @@ class WatcherSet:
         """Once mode: file watchers built at start (their sinks open), run after the commands."""
         self.evidence: dict[str, Evidence] = {}
         self.notifier: Notifier | None = None
+        self.databases = disk_store(os.environ)
 
     @property
     def notify_mode(self) -> str:
@@ -84,7 +87,7 @@ class WatcherSet:
         nothing open."""
         sup = self.sup
         assert self.notifier is not None
-        seams = Seams(sup.clock, sup.spawner, self.store, self.notifier, self.sinks)
+        seams = Seams(sup.clock, sup.spawner, self.store, self.notifier, self.sinks, self.databases)
         return build_watcher(spec, sup.config, sup.layout, sup.log, seams, once=sup.once,
                              echo=self.echo, on_matches=sup.matched, on_event=self._event)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
+from watchrun.match.engines import Store
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import redactor
 from watchrun.output.outdir import OutputLayout
@@ -43,6 +44,8 @@ class Seams:
     store: CheckpointStore
     notifier: Notifier
     open_sink: Callable[..., JsonlSink] = open_sink
+    databases: Store | None = None
+    """Compiled hyperscan databases kept between runs (`runtime/hscache.py`)."""
 
 
 @dataclass
@@ -99,11 +102,11 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
         log.info("writing records again", wid)
 
     writer = AsyncWriter(sink, on_error=on_error, on_recovered=on_recovered)
-    matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive)
+    matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive, store=seams.databases)
     gate = spec.gate
     require = None
     if gate is not None and gate.require is not None:
-        require = Matcher(gate.require, (), spec.case_sensitive)
+        require = Matcher(gate.require, (), spec.case_sensitive, store=seams.databases)
     linear = matcher.linear and (require is None or require.linear)
     isolated = None
     if not linear:  # a pattern only Python re runs: in a worker process

@@ -7,7 +7,6 @@ import errno
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -50,6 +49,7 @@ class Generation:
         """Read to EOF (or `end`), `size` bytes at a time, yielding to the loop in between.
         `moved()` is called once a chunk's records are written and the checkpoint moved."""
         counter = _counter(ctx)
+        self.framer.stamp(inode=self.inode, path=path)
         while end is None or self.pos < end:
             want = size if end is None else min(size, end - self.pos)
             data = os.pread(self.fd, want, self.pos)
@@ -58,7 +58,7 @@ class Generation:
             self.took(data)
             chunk = self.framer.feed(data)
             if chunk is not None:
-                await ctx.chunk(replace(chunk, inode=self.inode, path=path))
+                await ctx.chunk(chunk)
                 if counter is not None:
                     self.framer.settle(counter.lines_in_last_chunk())
                 self.done = (chunk.end, self.framer.line_no)
@@ -70,9 +70,10 @@ class Generation:
     async def finish(self, ctx: SourceContext, path: str) -> None:
         """This generation ends (rotated away, truncated, once mode): its unterminated last
         line becomes a line, since no newline will come. The checkpoint stays before it."""
+        self.framer.stamp(inode=self.inode, path=path)
         chunk = self.framer.finish()
         if chunk is not None:
-            await ctx.chunk(replace(chunk, inode=self.inode, path=path))
+            await ctx.chunk(chunk)
 
     def checkpoint(self, path: str) -> Checkpoint:
         fp, n = fingerprint(self.head), len(self.head)
