@@ -30,3 +30,14 @@ def test_table(epoch: float, text: str) -> None:
 @given(st.floats(min_value=0, max_value=4e9, allow_nan=False))
 def test_same_as_datetime(epoch: float) -> None:
     assert iso_ts(epoch) == reference(epoch)
+
+
+def test_the_per_millisecond_cache_never_returns_a_stale_millisecond() -> None:
+    """Records come many per millisecond: the last one formatted is cached. Epochs stepping
+    across millisecond and second edges (by less than a microsecond too) give datetime's text."""
+    epoch = 1778932800.9985
+    for _ in range(4000):
+        epoch += 0.00000037
+        assert iso_ts(epoch) == reference(epoch)
+    for epoch in (1778932801.0, 1778932800.9999996, 1778932800.999, 1778932800.0009999):
+        assert iso_ts(epoch) == reference(epoch)
