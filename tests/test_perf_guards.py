@@ -23,7 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -191,8 +191,9 @@ def test_run_once_on_an_empty_file_costs_a_few_interpreter_starts(tmp_path: Path
     assert ratio <= 7.5, f"run --once on an empty file costs {ratio:.2f}x python -c pass (~5x)"
 
 
-def _ready_cpu(config: Path, out: Path) -> float:
-    """CPU seconds of `watchrun run` from its start to READY=1."""
+@contextlib.contextmanager
+def _ready(config: Path, out: Path) -> Iterator[int]:
+    """`watchrun run` started and past READY=1 (its pid); stopped with SIGTERM afterwards."""
     sock_path = out.parent / f"n{os.getpid()}-{time.monotonic_ns()}"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))
@@ -203,14 +204,25 @@ def _ready_cpu(config: Path, out: Path) -> float:
     try:
         while b"READY=1" not in sock.recv(4096):
             pass
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        yield proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         sock.close()
         with contextlib.suppress(FileNotFoundError):
             sock_path.unlink()
+
+
+def _ready_cpu(config: Path, out: Path) -> float:
+    """CPU seconds of `watchrun run` from its start to READY=1."""
+    with _ready(config, out) as pid:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) / 1024
 
 
 def test_each_file_watcher_adds_little_to_the_start(tmp_path: Path) -> None:
@@ -280,7 +292,9 @@ def test_tailing_costs_a_small_multiple_of_the_event_loop_floor(tmp_path: Path) 
             await source.ready.wait()
             started = time.process_time()
             await writer(log)
+            deadline = time.monotonic() + 60
             while pipe.counters.bytes_read < sum(map(len, writes)):
+                assert time.monotonic() < deadline, "the source did not read every line"
                 await asyncio.sleep(0.001)
             took = time.process_time() - started
             task.cancel()
@@ -312,7 +326,7 @@ def test_tailing_costs_a_small_multiple_of_the_event_loop_floor(tmp_path: Path) 
             task = asyncio.create_task(follow())
             started = time.process_time()
             await writer(log)
-            await task
+            await asyncio.wait_for(task, 60)
             took = time.process_time() - started
             os.close(fd)
             watch.close()
@@ -335,34 +349,23 @@ def test_an_idle_runner_of_20_watchers_stays_small(tmp_path: Path) -> None:
         {"id": f"w{i}", "path": str(tmp_path / f"f{i}.log"), "pattern": "ERROR|FATAL",
          "exclude": ["healthcheck"]} for i in range(20)]}))  # fmt: skip
 
-    def rss_at_ready(argv: list[str], settle: Callable[[], None]) -> float:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=_env())
-        try:
-            settle()
-            status = Path(f"/proc/{proc.pid}/status").read_text()
-            return int(status.split("VmRSS:")[1].split()[0]) / 1024
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
-
     def ours() -> float:
         shutil.rmtree(tmp_path / "out", ignore_errors=True)
-
-        def started() -> None:
-            jsonl = tmp_path / "out" / "watchers" / "w19.jsonl"
-            deadline = time.monotonic() + 60
-            while not (jsonl.exists() and b'"kind":"start"' in jsonl.read_bytes()):
-                assert time.monotonic() < deadline, "the runner did not start"
-                time.sleep(0.02)
-            time.sleep(0.3)
-
-        return rss_at_ready([PY, "-m", "watchrun", "run", "-c", str(config), "--output-dir",
-                             str(tmp_path / "out")], started)
+        with _ready(config, tmp_path / "out") as pid:
+            return _rss_mib(pid)
 
     def anchor() -> float:
-        return rss_at_ready([PY, "-c", "import asyncio, time; time.sleep(5)"],
-                            lambda: time.sleep(0.5))
+        proc = subprocess.Popen([PY, "-c", "import asyncio, sys; print(flush=True); "
+                                 "sys.stdin.read()"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, env=_env())  # fmt: skip
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdout.readline()  # asyncio imported
+            return _rss_mib(proc.pid)
+        finally:
+            proc.stdin.close()
+            proc.wait(60)
+            proc.stdout.close()
 
     ours()  # warm-up: the config cache and the compiled database
     ratio = median_ratio(ours, anchor, 3)

@@ -159,7 +159,11 @@ def test_compiled_databases_load_from_the_store(tmp_path: Path) -> None:
     again = Matcher("ERROR|FATAL", ["healthcheck"], store=DiskStore(tmp_path / "hs"))
     assert again.find(data) == [(25, 32), (33, 40)]
     assert db.read_bytes() != b"not a database"
-    os.chmod(tmp_path / "hs", 0o777)  # another user could have written it: not read
+    os.chmod(db, 0o666)  # a database others could write: not read
+    assert DiskStore(tmp_path / "hs").load(db.stem) is None
+    os.chmod(db, 0o600)
+    assert DiskStore(tmp_path / "hs").load(db.stem) is not None
+    os.chmod(tmp_path / "hs", 0o777)  # a directory others could write: not read
     assert DiskStore(tmp_path / "hs").load(db.stem) is None
 
 

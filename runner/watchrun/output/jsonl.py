@@ -4,10 +4,12 @@ Every record is one line of UTF-8 JSON. Beyond what JSON escapes itself (`"`, `\
 controls), DEL, the C1 controls and U+2028/U+2029 are written as `\\u` escapes, so no record
 looks like two lines to a reader that splits on Unicode line breaks (`str.splitlines`,
 JavaScript) and no record byte can drive a terminal that `cat`s the file; `json.loads` still
-returns the same values. The encoder does this, not a pass over its output: each string is
-checked before it is encoded (in C: `str.isascii`, `in`), and one that needs an escape is
-encoded as ASCII-only JSON and handed to orjson as a fragment. Text fields are sanitized
-first (SPEC §6), so in practice only `raw` fields and U+2028/U+2029 take that path.
+returns the same values. The encoder does this, not a rewrite of its output: orjson's bytes
+are only searched for those characters (`in`, in C), and the rare record that holds one is
+encoded again with each string that needs an escape encoded as ASCII-only JSON and handed to
+orjson as a fragment. Text fields are sanitized first (SPEC §6), so in practice only `raw`
+fields and U+2028/U+2029 take that path; match records of plain lines (`sanitize.plain_text`)
+never need it.
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ class DiskStore:
             os.close(dfd)
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size > _MAX:
+            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
+                    or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or st.st_size > _MAX):
                 return None
             data = b""
             while part := os.read(fd, st.st_size + 1 - len(data)):
