@@ -55,3 +55,14 @@ def test_next_cron_is_the_next_tick_after() -> None:
     tick = next_cron("* * * * *", base)
     assert tick == base + 60
     assert next_cron("*/5 * * * *", tick) - tick in (60.0 * n for n in range(1, 6))
+
+
+def test_the_per_millisecond_cache_never_returns_a_stale_millisecond() -> None:
+    """Records come many per millisecond: the last one formatted is cached. Epochs stepping
+    across millisecond and second edges (by less than a microsecond too) give datetime's text."""
+    epoch = 1778932800.9985
+    for _ in range(4000):
+        epoch += 0.00000037
+        assert iso_ts(epoch) == reference(epoch)
+    for epoch in (1778932801.0, 1778932800.9999996, 1778932800.999, 1778932800.0009999):
+        assert iso_ts(epoch) == reference(epoch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +34,28 @@ class Parser(argparse.ArgumentParser):
             sys.exit(2)
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {edge_text(message)}\n")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter, sized as `shutil.get_terminal_size` would size it, without
+    importing shutil (and its archive modules) on every start: argparse builds a formatter for
+    each argument it adds."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        if width is None:
+            try:
+                width = int(os.environ.get("COLUMNS", "0"))
+            except ValueError:
+                width = 0
+            if width <= 0:
+                out = sys.__stdout__
+                try:
+                    width = os.get_terminal_size(out.fileno()).columns if out else 80
+                except (ValueError, OSError):  # not a terminal
+                    width = 80
+            width -= 2
+        super().__init__(prog, indent_increment, max_help_position, width)
 
 
 class Command:
@@ -205,7 +228,7 @@ def _configure_start(kind: str) -> Callable[[argparse.ArgumentParser], None]:
 def _agent_parser(subs: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
                   help: str, epilog: str) -> argparse.ArgumentParser:
     return subs.add_parser(name, help=help, description=help, epilog=epilog,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+                           formatter_class=_Formatter)
 
 
 def _configure_agent(p: argparse.ArgumentParser) -> None:
@@ -352,8 +375,11 @@ COMMANDS: dict[str, Command] = {
 """Subcommands by name, in help order. Add an entry here to add a command."""
 
 
-def build_parser() -> Parser:
-    raw = argparse.RawDescriptionHelpFormatter
+def build_parser(only: str | None = None) -> Parser:
+    """The whole command line; with `only`, the options of that command alone are set up (the
+    others are listed, with their help, but not configured: a start of `watchrun run` does
+    not pay for building every command's arguments)."""
+    raw = _Formatter
     parser = Parser(
         prog="watchrun",
         description="Tail files and commands, match lines, supervise AI coding agents, "
@@ -375,7 +401,8 @@ def build_parser() -> Parser:
     for cmd in COMMANDS.values():
         sub = subs.add_parser(cmd.name, help=cmd.help, description=cmd.help,
                               epilog=cmd.epilog, formatter_class=raw)
-        cmd.configure(sub)
+        if only is None or only == cmd.name:
+            cmd.configure(sub)
     return parser
 
 

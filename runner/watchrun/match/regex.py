@@ -79,8 +79,11 @@ class Analysis:
     """Whether an empty line matches."""
 
 
+@lru_cache(maxsize=1024)
 def analyse(pattern: str, case_sensitive: bool) -> Analysis:
-    """Validate `pattern` for bytes matching; ValueError says what is wrong and how to fix it."""
+    """Validate `pattern` for bytes matching; ValueError says what is wrong and how to fix it.
+    Cached: validation, each watcher's matcher and its worker analyse the same patterns (the
+    result is immutable)."""
     flags = 0 if case_sensitive else re.IGNORECASE
     try:
         data = _to_bytes(pattern)

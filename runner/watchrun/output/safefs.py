@@ -141,10 +141,11 @@ def create_exclusive(path: Path, mode: int) -> int:
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o640, tmp: Path | None = None,
-                 sync_dir: bool = False) -> None:
+                 sync: bool = True, sync_dir: bool = False) -> None:
     """Replace `path` with `data` so a reader sees the old file or the new one, never half:
-    written to `tmp` (default `.NAME.tmp` beside it) with no symlink followed, fsynced, renamed
-    over `path` (and the directory fsynced too with `sync_dir`: the rename survives a crash)."""
+    written to `tmp` (default `.NAME.tmp` beside it) with no symlink followed, fsynced (unless
+    not `sync`), renamed over `path` (and the directory fsynced too with `sync_dir`: the rename
+    survives a crash)."""
     tmp = tmp if tmp is not None else path.with_name(f".{path.name}.tmp")
     fd = create_exclusive(tmp, mode)
     try:
@@ -152,7 +153,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o640, tmp: Path | None
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     replace(tmp, path)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import errno
-import json
+import itertools
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from watchrun.clock import Clock, iso_ts
-from watchrun.match.sanitize import harden_json
 from watchrun.output import safefs
+from watchrun.output.jsonl import dumps
 from watchrun.output.records import complete_size, format_cursor, last_records, retained_files
 from watchrun.output.unwritten import Unwritten, seq_of
 
@@ -44,18 +45,19 @@ def _error(exc: OSError, doing: str) -> SinkWriteError:
     return SinkWriteError(errno.errorcode.get(code, str(code)), f"{doing}: {why}")
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-"""One encoder for every record (`json.dumps` with options builds a new one per call)."""
+_MATCH_HEAD = b'{"schema":1,"seq":%d,"cursor":"'
+_MATCH_TS = b'%016x","ts":"'
+_MATCH_LINE = (b'","kind":"match","line":%b,"lineNo":%d,"offset":%d%b}\n',
+               b'","kind":"match","line":"%b","lineNo":%d,"offset":%d%b}\n')
+"""A match record, in the order `record("match", …)` writes its fields: the `line` as JSON, or
+its plain text between the quotes."""
 
 
-def _dumps(rec: Mapping[str, Any]) -> bytes:
-    """One JSON line. Control characters are always escaped, so a record is exactly one line."""
-    text = harden_json(_ENCODE(rec))
-    try:
-        return text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:  # a lone surrogate: \u-escape it rather than write bad UTF-8
-        text = json.dumps(rec, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-        return text.encode("ascii") + b"\n"
+def _batch_end(lines: Sequence[bytes], i: int, limit: int) -> int:
+    """The end of the longest run `lines[i:j]` of at most `limit` bytes, at least one line
+    (sizes summed in C: the batch of a flood of records is cut without a loop per record)."""
+    sizes = list(itertools.accumulate(map(len, itertools.islice(lines, i, None))))
+    return i + max(1, bisect.bisect_right(sizes, limit))
 
 
 def _note_path(path: Path) -> Path | None:
@@ -76,6 +78,7 @@ class JsonlSink:
     def __init__(self, path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock
                  ) -> None:
         self._prefix = format_cursor(stream_id, 0)[:-16]  # validates the id
+        self._prefix_b = self._prefix.encode()
         self.path, self.stream_id, self.clock = path, stream_id, clock
         self.max_bytes, self.keep = max(1, max_bytes), max(0, keep)
         self.repaired_bytes = 0
@@ -87,7 +90,7 @@ class JsonlSink:
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
         self._open()
         try:
-            tail = last_records(path, 1)
+            tail = last_records(path, 1, keep=self.keep)
         except OSError as exc:
             self._close_fd()
             raise _error(exc, f"cannot read the last record of {path}") from exc
@@ -109,7 +112,7 @@ class JsonlSink:
 
     def _line(self, seq: int, kind: str, fields: Mapping[str, Any]) -> bytes:
         cursor, ts = f"{self._prefix}{seq:016x}", iso_ts(self.clock.now())
-        return _dumps({"schema": 1, "seq": seq, "cursor": cursor, "ts": ts, "kind": kind, **fields})
+        return dumps({"schema": 1, "seq": seq, "cursor": cursor, "ts": ts, "kind": kind, **fields})
 
     def give_up(self, lines: Sequence[bytes]) -> None:
         """These built lines will never be written: their seqs are explained by a `gap` record
@@ -121,6 +124,21 @@ class JsonlSink:
         below = seq_of(lines[0])[0] if lines else None
         return [(lo, hi, self._line(hi, "gap", self.unwritten.gap_fields(lo, hi, kinds)))
                 for lo, hi, kinds in self.unwritten.runs(below)]
+
+    def match_records(self, lines: Sequence[bytes], line_nos: Iterable[int],
+                      offsets: Iterable[int], rest: Iterable[bytes], *, quoted: bool = True
+                      ) -> list[bytes]:
+        """`match` records (consuming seqs), the bytes `record("match", …)` would build, from
+        columns: the `line` field as a JSON string (`quoted`) or as text that needs no escape,
+        `lineNo`, `offset`, and the fields after `offset` as JSON members (`,"path":…`). One
+        timestamp for the batch, no dict per record."""
+        seq = self.next_seq
+        ts = iso_ts(self.clock.now()).encode()
+        fmt = _MATCH_HEAD + self._prefix_b + _MATCH_TS + ts + _MATCH_LINE[not quoted]
+        out = [fmt % (s, s, line, no, off, more) for s, line, no, off, more in
+               zip(itertools.count(seq), lines, line_nos, offsets, rest)]
+        self.next_seq = seq + len(out)
+        return out
 
     def write(self, kind: str, fields: Mapping[str, Any]) -> int:
         """Build and write one record; return its seq. On failure the seq is given back."""
@@ -151,11 +169,7 @@ class JsonlSink:
             while i < len(lines):
                 if self._size > 0 and self._size + len(lines[i]) > self.max_bytes:
                     self._rotate()
-                room = self.max_bytes - self._size
-                j, n = i + 1, len(lines[i])
-                while j < len(lines) and n + len(lines[j]) <= min(BATCH_BYTES, room):
-                    n += len(lines[j])
-                    j += 1
+                j = _batch_end(lines, i, min(BATCH_BYTES, self.max_bytes - self._size))
                 try:
                     self._write_all(b"".join(lines[i:j]) if j > i + 1 else lines[i])
                 except SinkWriteError as exc:

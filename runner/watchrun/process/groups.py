@@ -115,8 +115,11 @@ class GroupRegistry:
     the guardian. No fsync: a power loss ends the processes too."""
 
     def __init__(self, path: Path | None, tell: Callable[[str], None] | None = None,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None,
+                 prepare: Callable[[], None] | None = None) -> None:
         self.path, self._tell, self._on_error = path, tell, on_error
+        self.prepare = prepare or (lambda: None)
+        """Called before each child is spawned (the guardian is started on the first)."""
         self._failing = False
         self.groups: dict[int, Group] = {}
         me = os.getpid()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import secrets
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -19,7 +18,6 @@ MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 error annotations per step; the rest are summarised in one warning."""
 SHOW_CHARS = 300
 """A matched line is clipped to this many characters in the table, annotations and reports."""
-_XML_BAD = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SHELL_HINTS = {126: " (the shell found the program but could not run it)",
                 127: " (the shell did not find the program)"}  # /bin/sh -c reports these
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
@@ -233,7 +231,7 @@ class StopCommands:
     and `end()` GitHub Actions parses no `::command::` (nor `##[command]`) line."""
 
     def __init__(self) -> None:
-        self.token = secrets.token_hex(16)
+        self.token = os.urandom(16).hex()
         self.open = False
         """Set by the printer while the fence is up (so it is closed exactly once)."""
 
@@ -272,13 +270,22 @@ def markdown(verdicts: Sequence[Verdict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@functools.cache
+def _xml_bad() -> re.Pattern[str]:
+    """What XML 1.0 cannot hold (compiled when a JUnit report is written: an astral range
+    costs milliseconds to compile, which every `watchrun run` would pay)."""
+    return re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def _xml(text: str) -> str:
-    return _XML_BAD.sub("\ufffd", text)
+    return _xml_bad().sub("\ufffd", text)
 
 
 def junit(verdicts: Sequence[Verdict], duration_s: float) -> bytes:
     """A JUnit XML report: one testcase per gated watcher; `failure` for a crossed gate,
     `error` for a watcher that could not run."""
+    import xml.etree.ElementTree as ET  # only with --junit
+
     suite = ET.Element("testsuite", name="watchrun", tests=str(len(verdicts)),
                        failures=str(_count(verdicts, Status.FAIL)),
                        errors=str(_count(verdicts, Status.ERROR)), time=f"{duration_s:.3f}")

@@ -49,7 +49,7 @@ class StatusBoard:
     """Keeps `state/<id>.status.json` and `state/<id>.tail` current, debounced.
 
     The snapshots are rendered on the loop (a few hundred microseconds per watcher) and written
-    (tmp + fsync + rename) by a worker thread, so a slow disk never delays a match record. Each
+    (tmp + rename) by a worker thread, so a slow disk never delays a match record. Each
     write carries a generation: an older snapshot never replaces a newer one, nor revives one
     that `forget_stopped` removed.
     """
@@ -274,7 +274,9 @@ class StatusBoard:
                     if self._stored.get(path, 0) >= gen:
                         continue
                 try:
-                    safefs.write_atomic(path, data)
+                    # no fsync: a snapshot is rewritten within a second of any change, and one
+                    # lost to a power cut is superseded; an fsync each held the journal
+                    safefs.write_atomic(path, data, sync=False)
                 except OSError:
                     continue  # status is best effort; records and checkpoints must not be lost
                 with self._lock:

@@ -12,11 +12,10 @@ import asyncio
 import contextlib
 import signal
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from watchrun.agents.hub import AgentHub
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
@@ -40,6 +39,7 @@ from watchrun.sources.checkpoints import CheckpointStore
 
 if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
+    from watchrun.agents.hub import AgentHub
 
 __all__ = ["RunnerState", "StartupError", "Supervisor"]
 
@@ -219,6 +219,8 @@ class Supervisor:
 
     # -- agents ---------------------------------------------------------------------------
     def start_hub(self) -> None:
+        from watchrun.agents.hub import AgentHub  # only when agents are configured
+
         self.hub = AgentHub(self.config, self.layout, self.log.scoped("agent"), self.clock,
                             self.spawner, once=self.once)
         self._hub_task = self.spawn(self.hub.run(), "agents")
@@ -231,7 +233,7 @@ class Supervisor:
             if self._hub_task is not None:
                 await finish(self._hub_task)
 
-    def matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None:
+    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
         if spec.wake and self.hub is not None:
             self.hub.deliver(spec, found)
         rt = self.watchers.get(spec.id)
