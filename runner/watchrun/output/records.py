@@ -255,16 +255,16 @@ Mark = tuple[int, str]
 
 
 def recorded_since(
-    path: Path, since_seq: int
+    path: Path, since_seq: int, keep: int | None = None
 ) -> tuple[dict[int, Mark], dict[int, Mark], set[int], set[int]]:
     """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
     (only those records are read). Per inode, the offset of the last recorded match: before the
     first `rotate` into it that started a new generation there (truncate, recreate: that part
     applies to the checkpointed generation and its copies), and after the last one (applies to
     a generation opened afresh); the inodes a `rotate` record left; the inodes where a new
-    generation started."""
+    generation started. `keep`: as in `retained_files`."""
     recs: list[dict[str, Any]] = []
-    files = _open_snapshot(path)
+    files = _open_snapshot(path, keep)
     try:
         for f in reversed(files):
             for line in _reverse_lines(f, ReadStats()):

@@ -190,7 +190,7 @@ class WatcherPipeline:
         """What was recorded from `since_seq` on (the records a crash kept past the
         checkpoint): read backwards from the end of the stream, in a worker thread."""
         first, last, ended, renewed = await asyncio.to_thread(recorded_since, self.sink.path,
-                                                              since_seq)
+                                                              since_seq, self.sink.keep)
         return Recorded(first, last, ended, renewed)
 
     def skipped(self, lines: int) -> None:
