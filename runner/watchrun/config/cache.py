@@ -26,7 +26,6 @@ import enum
 import hashlib
 import json
 import os
-import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 from watchrun import __version__
 from watchrun.config import model
 from watchrun.config.diagnostics import Diagnostic, LoadResult
+from watchrun.config.private import PrivateStore
 from watchrun.match.redact import Rule
 
 __all__ = ["FORMAT", "KEEP", "cache_dir", "cached_load"]
@@ -99,17 +99,18 @@ def cached_load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path 
     key = _key(paths, output_dir, strict) if where is not None else None
     if where is None or key is None:
         return load(env)
-    entry = where / f"{key}.json"
-    hit = _read(entry, key, env)
+    store = PrivateStore(where, ".json", keep=KEEP, max_bytes=16 << 20)
+    hit = _read(store.load(key), key, env)
     if hit is not None:
         return hit
     recording = _Recording(env)
     result = load(recording)
     if result.config is not None:
-        with contextlib.suppress(OSError, TypeError, ValueError):
-            _write(where, entry, {"format": FORMAT, "key": key,
-                                  "env": {n: _digest(env.get(n)) for n in sorted(recording.seen)},
-                                  "result": _encode(result)})
+        with contextlib.suppress(TypeError, ValueError):
+            doc = {"format": FORMAT, "key": key,
+                   "env": {n: _digest(env.get(n)) for n in sorted(recording.seen)},
+                   "result": _encode(result)}
+            store.save(key, json.dumps(doc, separators=(",", ":")).encode())
     return result
 
 
@@ -150,43 +151,12 @@ def _code() -> list[Any]:
         return [_digest(fh.read()), mods]
 
 
-def _trusted(st: os.stat_result) -> bool:
-    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _open_dir(where: Path) -> int | None:
-    """The cache directory, when it is the runner's own and no one else can write in it."""
-    try:
-        fd = os.open(where, _DIR)
-    except OSError:
-        return None
-    if not _trusted(os.fstat(fd)):
-        os.close(fd)
-        return None
-    return fd
-
-
-def _read(entry: Path, key: str, env: Mapping[str, str]) -> LoadResult | None:
-    dfd = _open_dir(entry.parent)
-    if dfd is None:
+def _read(data: bytes | None, key: str, env: Mapping[str, str]) -> LoadResult | None:
+    """The entry's result, unless it is missing, for another key, or an interpolated
+    variable changed since it was written."""
+    if data is None:
         return None
     try:
-        fd = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-                     dir_fd=dfd)
-    except OSError:
-        return None
-    finally:
-        os.close(dfd)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _trusted(st) or st.st_size > 16 << 20:
-            return None
-        data = b""
-        while part := os.read(fd, st.st_size + 1 - len(data)):
-            data += part
         doc = json.loads(data)
         if doc.get("format") != FORMAT or doc.get("key") != key:
             return None
@@ -194,35 +164,8 @@ def _read(entry: Path, key: str, env: Mapping[str, str]) -> LoadResult | None:
             return None
         result = _decode(doc["result"])
         return result if isinstance(result, LoadResult) and result.config is not None else None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    finally:
-        os.close(fd)
-
-
-def _write(where: Path, entry: Path, doc: dict[str, Any]) -> None:
-    data = json.dumps(doc, separators=(",", ":")).encode()
-    where.mkdir(mode=0o700, parents=True, exist_ok=True)
-    dfd = _open_dir(where)
-    if dfd is None:
-        return
-    try:
-        tmp = f".{entry.name}.{os.getpid()}.tmp"
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp, dir_fd=dfd)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600, dir_fd=dfd)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, entry.name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        names = [e for e in os.scandir(dfd) if e.name.endswith(".json")]
-        for old in sorted(names, key=lambda e: e.stat(follow_symlinks=False).st_mtime_ns)[:-KEEP]:
-            with contextlib.suppress(OSError):
-                os.unlink(old.name, dir_fd=dfd)
-    finally:
-        os.close(dfd)
 
 
 def _encode(value: Any) -> Any:
