@@ -33,7 +33,8 @@ from watchrun.config.model import Limits, WatcherSpec
 from watchrun.match.framing import LineFramer
 from watchrun.match.matcher import Matcher
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.pipeline import WatcherPipeline
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,8 @@ from watchrun.match.matcher import Matcher
 from watchrun.match.sanitize import decode, plain_chunk, plain_text, raw_text, sanitize
 from watchrun.output.jsonl import dumps, json_str, safe_str
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.runtime import matches as pipeline_module
 from watchrun.runtime.pipeline import WatcherPipeline
 

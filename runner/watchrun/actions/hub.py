@@ -20,7 +20,8 @@ from watchrun.config.model import ActionSpec, Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.match.redact import redactor
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.process.spawn import Spawner
 
 __all__ = ["ActionHub", "Stream"]

@@ -15,7 +15,8 @@ from watchrun.clock import Clock, parse_ts
 from watchrun.match.sanitize import clip, sanitize
 from watchrun.output.records import iter_records
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 
 __all__ = [
     "FIELD_BYTES", "Recorder", "clean_record", "clean_text", "read_history", "unreserved",

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watchrun.match.literals import exact_literals, required_literals
-from watchrun.match.regex import Analysis, Unsupported, translate
+from watchrun.match.regex import Analysis, Unsupported
+from watchrun.match.translate import translate
 
 __all__ = ["BUILDERS", "LINEAR", "Compiled", "Lines", "Reject", "Store", "all_lines", "hs",
            "re2", "re2_regex", "rejecter"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from watchrun.match.regex import REPEATS, ZERO_WIDTH, Analysis, C, byte_set, scope_folds
+from watchrun.match.regex import REPEATS, ZERO_WIDTH, Analysis, C, scope_folds
+from watchrun.match.translate import byte_set
 
 __all__ = ["LIMIT", "exact_literals", "required_literals"]
 

@@ -17,7 +17,8 @@ from watchrun.match.sanitize import clip, raw_text, sanitize
 from watchrun.output.jsonl import json_str
 from watchrun.output.records import recorded_since
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.matches import (
     Found,
     RecentMatches,

@@ -18,7 +18,8 @@ from watchrun.match.redact import redactor
 from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink, SinkWriteError
+from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.output.writer import AsyncWriter
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.pipeline import WatcherPipeline
