@@ -282,8 +282,7 @@ def test_tailing_costs_a_small_multiple_of_the_event_loop_floor(tmp_path: Path) 
                            path=log)
         sink = JsonlSink(d / "w.jsonl", "w", max_bytes=1 << 40, keep=1, clock=SystemClock())
         pipe = WatcherPipeline(spec, Limits(), sink, AsyncWriter(sink),
-                               Matcher("ERROR|FATAL", ["healthcheck"]), RunLog(quiet=True),
-                               resume=False)  # fmt: skip
+                               Matcher("ERROR|FATAL", ["healthcheck"]), RunLog(quiet=True))
 
         async def main() -> float:
             notifier = Notifier(500)
