@@ -218,9 +218,17 @@ def test_output_dir_alone_needs_no_config(site: Path, tmp_path: Path) -> None:
     assert {w["id"] for w in json.loads(p.stdout)["watchers"]} == {"build", "app"}
 
 
-def test_commands_without_a_config_refuse_c(tmp_path: Path) -> None:
-    p = wr(tmp_path, "-c", "watch.yaml", "schema")
-    assert p.returncode == 2 and "reads no config" in p.stderr
+@pytest.mark.parametrize("argv", [
+    ["-c", "watch.yaml", "schema"], ["schema", "-c", "watch.yaml"],
+    ["schema", "record", "--config=watch.yaml"], ["init", "new.yaml", "-c", "watch.yaml"],
+    ["completion", "bash", "--output-dir", "out"], ["--output-dir", "out", "init"],
+], ids=" ".join)
+def test_commands_without_a_config_refuse_c(tmp_path: Path, argv: list[str]) -> None:
+    p = wr(tmp_path, *argv)
+    assert p.returncode == 2, p.stderr
+    command = next(w for w in argv if w in ("schema", "init", "completion"))
+    assert f"`watchrun {command}` reads no config: drop -c/--output-dir" in p.stderr
+    assert not (tmp_path / "new.yaml").exists() and p.stdout == ""
 
 
 # -- exit status per error class ------------------------------------------------------------
@@ -317,3 +325,60 @@ def test_usage_errors_quote_what_was_typed_sanitized(tmp_path: Path) -> None:
     j = wr(tmp_path, "list", "--output-dir", str(tmp_path), "\x1b[2Jboom", "--json")
     assert j.returncode == 2 and "\x1b" not in j.stdout
     assert json.loads(j.stdout)["error"]["message"].endswith("\x1b[2Jboom")  # escaped, kept
+
+
+# -- the documented options are the parser's ------------------------------------------------
+def _commands() -> dict[tuple[str, ...], set[str]]:
+    """Every command and agent action with the long options its parser takes."""
+    import argparse
+
+    from watchrun.cli.main import build_parser
+
+    found: dict[tuple[str, ...], set[str]] = {}
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found[(*path, name)] = {o for a in sub._actions for o in a.option_strings
+                                            if o.startswith("--")} - {"--help"}
+                    walk(sub, (*path, name))
+    walk(build_parser(None), ())
+    return found
+
+
+def _synopsis(doc: str) -> list[str]:
+    """The lines of a doc's synopsis block (the first bare ``` block starting with `watchrun`),
+    continuation lines joined to their command."""
+    block = re.search(r"```\n(watchrun .*?)```", doc, flags=re.S)
+    assert block is not None
+    lines: list[str] = []
+    for line in block.group(1).splitlines():
+        if line.startswith("watchrun"):
+            lines.append(line)
+        elif line.strip():
+            lines[-1] += " " + line.strip()
+    return lines
+
+
+DOCS = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("doc", ["docs/cli.md", "README.md"])
+def test_every_option_in_the_synopsis_is_the_parsers(doc: str) -> None:
+    commands = _commands()
+    for line in _synopsis((DOCS / doc).read_text()):
+        words = set(re.findall(r"[\w-]+", line))
+        named = [opts for path, opts in commands.items() if path[-1] in words and
+                 (len(path) == 1 or "agent" in words)] or [commands[("run",)]]
+        known = set().union(*named)
+        unknown = [o for o in re.findall(r"--[a-z][a-z-]*", line) if o not in known]
+        assert not unknown, f"{doc}: {line!r} names options no parser has: {unknown}"
+
+
+def test_every_option_of_every_command_is_in_docs_cli_md() -> None:
+    cli = (DOCS / "docs" / "cli.md").read_text()
+    missing = {" ".join(path): sorted(o for o in opts
+                                      if not re.search(rf"(?<![\w-]){o}(?![\w-])", cli))
+               for path, opts in _commands().items()}
+    assert {k: v for k, v in missing.items() if v} == {}

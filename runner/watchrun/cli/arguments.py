@@ -73,7 +73,7 @@ def add_where_args(p: argparse.ArgumentParser) -> None:
 
 def json_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="format", action="store_const", const="json",
-                   help="print one JSON object (docs/cli.md; same as --format json)")
+                   help="print one JSON object (docs/cli.md)")
 
 
 def configure_run(p: argparse.ArgumentParser) -> None:

@@ -20,6 +20,8 @@ BROKEN_PIPE = 128 + 13
 """Exit status when stdout's reader went away (128 + SIGPIPE, as `yes | head` reports)."""
 _TAKES_VALUE = {"-c", "--config", "--output-dir", "--log-format", "--junit", "--metrics"}
 """Options (of the top level or of `run`) whose value is the next word."""
+_WHERE = {"-c", "--config", "--output-dir"}
+"""Options naming a config or output dir, which `schema`, `init` and `completion` refuse."""
 
 
 def _command_at(argv: Sequence[str]) -> int | None:
@@ -35,6 +37,16 @@ def _command_at(argv: Sequence[str]) -> int | None:
         elif not word.startswith("-") or word == "-":
             return i
     return None
+
+
+def _names_where(words: Sequence[str]) -> bool:
+    """Whether -c/--config/--output-dir is among these words (before a `--`)."""
+    for word in words:
+        if word == "--":
+            return False
+        if word.split("=")[0] in _WHERE:
+            return True
+    return False
 
 
 def normalize(argv: Sequence[str]) -> list[str]:
@@ -58,6 +70,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     if "--json" in words:
         for p in parsers(parser):
             p.json_errors = True  # type: ignore[attr-defined]
+    if at is not None and words[at] in COMMANDS and COMMANDS[words[at]].config == "none" and \
+            _names_where(words[at + 1:]):  # argparse would take the file for a positional
+        parser.error(f"`watchrun {words[at]}` reads no config: drop -c/--output-dir")
     args = parser.parse_args(words)
     pre_config, pre_out, pre_json = args.pre_config, args.pre_output_dir, args.pre_json
     del args.pre_config, args.pre_output_dir, args.pre_json
