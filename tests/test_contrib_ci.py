@@ -252,6 +252,24 @@ def test_the_readme_ci_section_shows_the_sample_config_and_workflow() -> None:
     assert workflow() in blocks
 
 
+def test_the_readme_try_it_locally_line_prints_what_the_readme_shows(repo: Path) -> None:
+    """Step 3 of the README's CI section, run as written (from the repository root, so the
+    `cd` is made relative to a copy of the repository holding the sample): exit 1, the build's
+    echo, then exactly the verdict the README prints."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("**3.** Try it locally"):text.index("Good to know:")]
+    line, shown = re.findall(r"```(?:sh)?\n(.*?)```", section, re.S)
+    checkout = repo.parent / "checkout"
+    (checkout / "contrib" / "ci").mkdir(parents=True)
+    repo.rename(checkout / "contrib" / "ci" / "sample")
+    r = subprocess.run(["sh", "-c", line.strip()], cwd=checkout, env=env_for(checkout),
+                       capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    echo, verdict = r.stdout.split("WATCHER", 1)
+    assert "src/main.c:12:9: warning: unused variable 'retries'" in echo
+    assert "WATCHER" + verdict == shown
+
+
 # -- validate's annotations and the problem matcher -----------------------------------------------
 BAD_CONFIG = ("limits: {pollMs: 5}\nwatchers:\n  - id: a\n    path: app.log\n"
               "    pattern: '(ab'\n    patern: x\n  - id: b\n    command: make\n"

@@ -13,21 +13,35 @@ from liverunner import watchrun_bin
 
 from watchrun.cli.main import parse
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
 BLOCKS = re.findall(r"```(\w*)\n(.*?)```", README, flags=re.S)
+DOCS = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
+SH_BLOCKS = [body for text in (README, *DOCS.values())
+             for lang, body in re.findall(r"```(\w*)\n(.*?)```", text, flags=re.S) if lang == "sh"]
+"""Shell blocks of the README and of docs/: what users copy."""
+ASSIGN = re.compile(r"[A-Z_][A-Z0-9_]*=")
 
 
 def commands() -> list[str]:
+    """Every `watchrun …` command of a shell block, as the shell splits it: also after `&&` or
+    `|`, after `VAR=value` assignments and inside `<(…)`, without its redirections; not a
+    synopsis with `…`."""
     found = []
-    for lang, body in BLOCKS:
-        if lang != "sh":
-            continue
+    for body in SH_BLOCKS:
         for line in body.splitlines():
-            line = line.split("  #")[0].strip()
-            for part in line.split("&&"):
-                part = part.strip()
-                if part.startswith("watchrun ") and "…" not in part and "|" not in part:
-                    found.append(part)
+            lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+            lex.commenters, lex.whitespace_split = "#", True
+            words: list[str] = []
+            for token in [*lex, ";"]:
+                if token and set(token) <= set("();<>|&"):
+                    if words and words[0] == "watchrun" and "…" not in words:
+                        found.append(shlex.join(words))
+                    words = [] if token != ">" else ["> target"]
+                elif words[:1] != ["> target"] and not (not words and ASSIGN.match(token)):
+                    words.append(token)
+                elif words[:1] == ["> target"]:
+                    words = []
     return found
 
 
@@ -55,6 +69,20 @@ def test_there_are_readme_commands_to_check() -> None:
     cmds = commands()
     assert len(cmds) >= 10
     assert any(c.startswith("watchrun agent watch") for c in cmds)
+    for hidden in ("watchrun run --once -c watch.ci.yaml",  # after SAMPLE_WARN=1
+                   "watchrun completion bash",  # inside source <(…)
+                   "watchrun -c watch.yaml status app-log"):  # docs/cli.md
+        assert hidden in cmds, hidden
+
+
+def test_every_fuzz_command_names_a_target() -> None:
+    source = (ROOT / "tests" / "fuzz_atheris.py").read_text()  # imports atheris: read it
+    targets = set(re.findall(r'"(\w+)": fuzz_\w+', source.split("TARGETS = ", 1)[1]))
+    shown = re.findall(r"fuzz_atheris\.py (\w+)", README + "".join(DOCS.values()))
+    also = re.findall(r"# also: ([\w, ]+)", DOCS["security.md"])
+    named = shown + [t.strip() for group in also for t in group.split(",")]
+    assert len(named) >= 8
+    assert len(targets) == 7 and set(named) <= {"seed", *targets}, named
 
 
 @pytest.mark.parametrize("body", configs())
