@@ -208,6 +208,19 @@ def test_a_command_that_cannot_start_exits_3_with_the_reason(tmp_path: Path) -> 
     assert error is not None and "ENOENT" in (error.get("message") or "")
 
 
+@pytest.mark.parametrize(("command", "verdict"), [("echo fine", 0), ("echo warning: x", 1)])
+def test_a_junit_file_that_cannot_be_written_is_exit_3(tmp_path: Path, command: str,
+                                                      verdict: int) -> None:
+    """README: exit 3 when "the JUnit file could not be written", whether the gates hold or
+    not; the verdict is still printed and the reason names the file."""
+    build = gated("build", command, "warning:", maxMatches=0)
+    (tmp_path / "reports").write_text("a file where the report's folder should be\n")
+    r = once(tmp_path, {"watchers": [build]}, "--junit", "reports/junit.xml")
+    assert r.rc == 3, r.out + r.err
+    assert table_row(r.out, "build")[-1] == ("pass", "FAIL")[verdict]
+    assert "cannot write the JUnit report reports/junit.xml" in r.err
+
+
 def test_an_unreadable_log_file_is_a_runtime_error_not_a_pass(tmp_path: Path) -> None:
     log = {"id": "log", "path": "build/missing.log", "pattern": "ERROR", "gate": {"maxMatches": 0}}
     r = once(tmp_path, {"watchers": [log]})

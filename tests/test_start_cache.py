@@ -220,3 +220,36 @@ def test_the_guardian_starts_with_the_first_child_not_with_the_runner() -> None:
         guardian.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(("env", "where"), [
+    ({"WATCHRUN_CACHE_DIR": "own", "CACHE_DIRECTORY": "unit", "XDG_CACHE_HOME": "xdg"}, "own"),
+    ({"CACHE_DIRECTORY": "unit:other", "XDG_CACHE_HOME": "xdg"}, "unit"),
+    ({"XDG_CACHE_HOME": "xdg"}, "xdg/watchrun"),
+    ({}, "home/.cache/watchrun"),
+], ids=["WATCHRUN_CACHE_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "HOME"])
+def test_run_caches_where_the_readme_says_and_validate_never(tmp_path: Path,
+                                                            env: dict[str, str],
+                                                            where: str) -> None:
+    """README "Start-up caches": `$WATCHRUN_CACHE_DIR`, else `$CACHE_DIRECTORY`, else
+    `$XDG_CACHE_HOME` or `~/.cache`, `/watchrun`; the directory 0700, its files 0600;
+    `validate` neither reads nor writes it."""
+    (tmp_path / "app.log").write_text("fine\n")
+    config = write(tmp_path, "watchers:\n  - {id: app, path: app.log, pattern: ERROR}\n")
+    clean = {k: v for k, v in os.environ.items() if k not in (
+        "WATCHRUN_CACHE_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "WATCHRUN_CONFIG_CACHE")}
+    full = {**clean, "HOME": str(tmp_path / "home"),
+            **{k: ":".join(str(tmp_path / p) for p in v.split(":")) for k, v in env.items()}}
+    watchrun = shutil.which("watchrun", path=os.path.dirname(sys.executable))
+    assert watchrun is not None
+    p = subprocess.run([watchrun, "validate", "-c", str(config)], env=full, capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert p.returncode == 0 and not (tmp_path / where).exists(), p.stderr
+    p = subprocess.run([watchrun, "run", "--once", "-c", str(config)], env=full,
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+    entries = [f for f in (tmp_path / where / "config").iterdir()]
+    assert entries and (tmp_path / where / "config").stat().st_mode & 0o777 == 0o700
+    assert {f.stat().st_mode & 0o777 for f in entries} == {0o600}
+    others = [d for d in ("own", "unit", "other", "xdg", "home") if not where.startswith(d)]
+    assert not [d for d in others if (tmp_path / d).exists()]
