@@ -159,3 +159,13 @@ def test_every_module_says_its_job() -> None:
         if path.name == "__init__.py" and not tree.body:
             continue
         assert ast.get_docstring(tree), f"{path.relative_to(PKG)} has no docstring"
+
+
+def test_docs_architecture_names_every_module() -> None:
+    """"Read this page first": a module it does not name is one a newcomer cannot place. The
+    provider adapters are named as a group (`agents/providers/`, one adapter per agent CLI)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    unnamed = [str(p.relative_to(PKG)) for p in MODULES
+               if p.name not in ("__init__.py", "__main__.py") and p.name not in text
+               and p.parent.name != "providers"]
+    assert unnamed == []
