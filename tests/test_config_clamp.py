@@ -85,3 +85,66 @@ def test_restart_delay_is_clamped(tmp_path: Path) -> None:
     assert [d.format() for d in result.warnings] == [
         f"warning: watchers[0].restartDelay: 90s clamped to 1m (allowed 100ms–1m) "
         f"({tmp_path / 'w.yaml'}:2:40)"]
+
+
+# -- docs/config.md's `limits` and `output` tables are what the runner does ----------------
+def _doc_rows(section: str) -> dict[str, tuple[str, str]]:
+    """key -> (default, range) of a docs/config.md table (`## limits`, `## output`)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "config.md").read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| `") and len(cells) >= 4:
+            default, rng = cells[2:4] if section == "`limits`" else (cells[2], cells[3])
+            rows[cells[0].strip("`")] = (default.strip("`"), rng.removesuffix(" (clamped)"))
+    return rows
+
+
+def _value(text: str) -> int | bool:
+    from watchrun.config.units import parse_duration, parse_size
+
+    if text in ("true", "false"):
+        return text == "true"
+    if text.isdigit():
+        return int(text)
+    return parse_size(text) if text[-1] == "B" else parse_duration(text)
+
+
+def _config(tmp_path: Path, limits: str, *args: str) -> tuple[int, str, str]:
+    import subprocess
+    import sys
+
+    cfg = write(tmp_path, "watch.yaml", limits + W)
+    p = subprocess.run([sys.executable, "-m", "watchrun", *args, "-c", str(cfg)],
+                       capture_output=True, text=True, timeout=60, check=False)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_docs_config_md_defaults_and_ranges_are_the_runners(tmp_path: Path) -> None:
+    import json
+
+    tables = {"limits": _doc_rows("`limits`"), "output": _doc_rows("`output`")}
+    assert len(tables["limits"]) == 13 and {"maxBytes", "keep"} <= set(tables["output"])
+    rc, out, _ = _config(tmp_path, "", "config", "--format", "json")
+    resolved = json.loads(out)
+    for section, rows in tables.items():
+        for key, (default, _rng) in rows.items():
+            if key != "dir":
+                assert resolved[section][key] == _value(default), (section, key)
+    # every range, from both sides: set each bound's neighbour and see it clamped to the bound
+    ranged = {(s, k): rng.split("–") for s, rows in tables.items() for k, (_d, rng) in rows.items()
+              if "–" in rng}
+    assert len(ranged) == 13  # 11 limits (not the booleans), output.maxBytes and output.keep
+    for side in (0, 1):
+        lines: dict[str, list[str]] = {s: [] for s in tables}
+        for (section, key), bounds in ranged.items():
+            bound = _value(bounds[side])
+            lines[section].append(f"{key}: {bound - 1 if side == 0 else bound * 2 + 1}")
+        text = "".join(f"{s}: {{{', '.join(v)}}}\n" for s, v in lines.items())
+        rc, out, err = _config(tmp_path, text, "config", "--format", "json")
+        assert rc == 0, err
+        resolved = json.loads(out)
+        for (section, key), bounds in ranged.items():
+            assert resolved[section][key] == _value(bounds[side]), (section, key, side)
+            assert f"{section}.{key}: " in err and "clamped to" in err

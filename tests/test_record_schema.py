@@ -242,3 +242,14 @@ def test_validate_records_reports_each_problem(
 def test_validate_records_needs_the_file(tmp_path: Path) -> None:
     with pytest.raises(AssertionError, match="no such JSONL file"):
         validate_records(tmp_path / "server.jsonl")
+
+
+def test_docs_records_md_lists_every_kind_of_the_schema() -> None:
+    """docs/records.md has one table row per record kind, and no kind the schema lacks."""
+    import re
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "records.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z-]+)` \|", doc, flags=re.M))
+    kinds = set(json.loads((Path(__file__).resolve().parents[1] / "schemas" /
+                            "record.schema.json").read_text())["$defs"]) - {"envelope", "tokens"}
+    assert listed == kinds
