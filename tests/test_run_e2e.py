@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -112,6 +113,34 @@ def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None
     recs = validate_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
     numbers = [int(m["line"].split()[2]) for m in recs if m["kind"] == "match"]
     assert numbers == list(range(1, written + 1))
+
+
+def test_ctrl_c_stops_every_group_checkpoints_and_exits_0(tmp_path: Path) -> None:
+    """README "Running it": Ctrl-C (SIGINT to the terminal's foreground process group, here
+    the runner's own group) stops every process group, checkpoints, and exits 0."""
+    (tmp_path / "app.log").write_text("")
+    config = cfg(tmp_path, [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"},
+        {"id": "cmd", "command": "echo up; exec sleep 1000", "pattern": "up"},
+    ])
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: r.matches("cmd"), "the command to be up")
+        r.wait_log("following")
+        append(tmp_path / "app.log", "ERROR one\n")
+        wait_for(lambda: r.matches("app"), "the file's match")
+        os.killpg(r.pid, signal.SIGINT)
+        rc = r.proc.wait(timeout=30)
+    finally:
+        r.close()
+    assert rc == 0, r.stderr()
+    assert r.left == []
+    exit_rec = [x for x in r.records("cmd") if x["kind"] == "exit"][-1]
+    assert exit_rec["signal"] == "SIGTERM" and r.records("cmd")[-1]["kind"] == "stop"
+    last = r.records("app")[-1]
+    assert (last["kind"], last["reason"]) == ("stop", "shutdown")
+    checkpoint = json.loads((r.out / "state" / "app.checkpoint.json").read_text())
+    assert checkpoint["generations"][-1]["offset"] == len("ERROR one\n")
 
 
 def test_second_signal_kills_a_command_that_ignores_sigterm(tmp_path: Path) -> None:
