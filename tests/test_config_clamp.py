@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,9 +116,6 @@ def _value(text: str) -> int | bool:
 
 
 def _config(tmp_path: Path, limits: str, *args: str) -> tuple[int, str, str]:
-    import subprocess
-    import sys
-
     cfg = write(tmp_path, "watch.yaml", limits + W)
     p = subprocess.run([sys.executable, "-m", "watchrun", *args, "-c", str(cfg)],
                        capture_output=True, text=True, timeout=60, check=False)
@@ -122,8 +123,6 @@ def _config(tmp_path: Path, limits: str, *args: str) -> tuple[int, str, str]:
 
 
 def test_docs_config_md_defaults_and_ranges_are_the_runners(tmp_path: Path) -> None:
-    import json
-
     tables = {"limits": _doc_rows("`limits`"), "output": _doc_rows("`output`")}
     assert len(tables["limits"]) == 13 and {"maxBytes", "keep"} <= set(tables["output"])
     rc, out, _ = _config(tmp_path, "", "config", "--format", "json")
@@ -148,3 +147,54 @@ def test_docs_config_md_defaults_and_ranges_are_the_runners(tmp_path: Path) -> N
         for (section, key), bounds in ranged.items():
             assert resolved[section][key] == _value(bounds[side]), (section, key, side)
             assert f"{section}.{key}: " in err and "clamped to" in err
+
+
+def _defaults(section: str) -> dict[str, object]:
+    """key -> default of a docs/config.md key table whose default is one literal value."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "config.md").read_text()
+    body = text.split(f"\n{section}\n", 1)[1].split("\n#", 1)[0]
+    found: dict[str, object] = {}
+    for line in body.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        literal = re.fullmatch(r"`([^`]*)`|(\d+)|(\d+m?s)", cells[2]) if len(cells) > 3 else None
+        if line.startswith("| `") and literal and not cells[2].startswith("`limits."):
+            value = next(g for g in literal.groups() if g is not None)
+            found[cells[0].strip("`")] = (json.loads(value) if value in ("true", "false", "[]", "{}")
+                                          else _value(value) if re.fullmatch(r"\d+m?s|\d+", value)
+                                          else value.replace("\\n", "\n"))
+    return found
+
+
+def test_docs_config_md_key_defaults_and_provider_commands_are_the_runners(
+        tmp_path: Path) -> None:
+    providers = ["claude", "codex", "gemini", "opencode", "pi", "cursor", "copilot"]
+    agents = "".join(f"  - {{name: {p}, provider: {p}}}\n" for p in providers)
+    text = ("watchers:\n  - {id: c, command: 'echo x', pattern: x, actions: [{type: webhook, "
+            "url: 'http://127.0.0.1:9/'}, {type: exec, command: ['true']}]}\n"
+            "  - {id: f, path: f.log, pattern: x}\n  - {id: d, command: 'echo x', pattern: x}\n"
+            "agents:\n" + agents)
+    cfg = write(tmp_path, "watch.yaml", text)
+    p = subprocess.run([sys.executable, "-m", "watchrun", "config", "--format", "json", "-c",
+                        str(cfg)], capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+    resolved = json.loads(p.stdout)
+    command, file, plain = resolved["watchers"]
+    tables = {"## `watchers[]`": {**plain, **file},
+              "### `actions[]`": {**command["actions"][0], **command["actions"][1]},
+              "## `agents[]`": resolved["agents"][0]}
+    checked = 0
+    for section, got in tables.items():
+        for key, default in _defaults(section).items():
+            if key in got:
+                assert got[key] == default, (section, key)
+                checked += 1
+            else:
+                assert key in ("fromStart", "gate", "schedule", "actions", "previousId"), key
+    assert checked >= 20
+    root = Path(__file__).resolve().parents[1]
+    doc, readme = (root / "docs" / "config.md").read_text(), (root / "README.md").read_text()
+    for agent in resolved["agents"]:
+        name = agent["provider"]
+        for shown in (re.search(rf"^\| {name} \| `([^`]*)` \|", doc, flags=re.M),
+                      re.search(rf"^\| `{name}` \| `([^`]*)`", readme, flags=re.M)):
+            assert shown is not None and agent["command"] == shown.group(1).split(), agent
