@@ -159,9 +159,12 @@ def _defaults(section: str) -> dict[str, object]:
         literal = re.fullmatch(r"`([^`]*)`|(\d+)|(\d+m?s)", cells[2]) if len(cells) > 3 else None
         if line.startswith("| `") and literal and not cells[2].startswith("`limits."):
             value = next(g for g in literal.groups() if g is not None)
-            found[cells[0].strip("`")] = (json.loads(value) if value in ("true", "false", "[]", "{}")
-                                          else _value(value) if re.fullmatch(r"\d+m?s|\d+", value)
-                                          else value.replace("\\n", "\n"))
+            if value in ("true", "false", "[]", "{}"):
+                found[cells[0].strip("`")] = json.loads(value)
+            elif re.fullmatch(r"\d+m?s|\d+", value):
+                found[cells[0].strip("`")] = _value(value)
+            else:
+                found[cells[0].strip("`")] = value.replace("\\n", "\n")
     return found
 
 
