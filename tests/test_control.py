@@ -131,3 +131,32 @@ def test_sd_notify_never_blocks_when_its_reader_falls_behind(tmp_path: Path) -> 
             sd.watchdog()  # a blocking send would hang here once the queue is full
         assert sd.dropped > 0
         sd.close()
+
+
+@pytest.mark.parametrize(("levels", "ok"), [(32, True), (33, False)])
+def test_a_request_is_at_most_32_levels_deep(tmp_path: Path, levels: int, ok: bool) -> None:
+    """docs/control.md: one JSON object "at most 32 levels deep" (the request object is the
+    first level)."""
+    nested = "[" * (levels - 1) + "]" * (levels - 1)
+    sock = tmp_path / "control.sock"
+
+    async def body(server: ControlServer) -> None:
+        reply = await ask(sock, f'{{"cmd": "deep", "x": {nested}}}\n'.encode())
+        assert ("echo" in reply) is ok
+        if not ok:
+            assert reply["error"] == {"code": "bad_request",
+                                      "message": "JSON nested deeper than 32 levels"}
+
+    serve(tmp_path, body)
+
+
+def test_the_documented_bounds_are_the_servers() -> None:
+    """README and docs/control.md give these numbers (16 clients, 256 KiB, 10 s, 32 levels; the
+    metrics endpoint: 16 connections, an 8 KiB head, 10 s); the tests above and in
+    test_metrics.py exercise the constants, this keeps the docs' numbers the constants."""
+    from watchrun.runtime import metrics
+
+    assert (control.MAX_CLIENTS, control.MAX_REQUEST, control.IDLE_S, control.MAX_DEPTH) == (
+        16, 256 * 1024, 10.0, 32)
+    assert (metrics.MAX_CONNECTIONS, metrics.MAX_HEAD_BYTES, metrics.REQUEST_TIMEOUT_S) == (
+        16, 8 * 1024, 10.0)
