@@ -382,3 +382,24 @@ def test_every_option_of_every_command_is_in_docs_cli_md() -> None:
                                       if not re.search(rf"(?<![\w-]){o}(?![\w-])", cli))
                for path, opts in _commands().items()}
     assert {k: v for k, v in missing.items() if v} == {}
+    synopsis = " ".join(_synopsis(cli))
+    words = set(re.findall(r"[\w-]+", synopsis))
+    assert [" ".join(p) for p in _commands() if p[-1] not in words] == []
+
+
+def test_lines_defaults_to_the_configs_match_lines_and_50_without_a_config(
+        tmp_path: Path) -> None:
+    """docs/cli.md "Bounds": without `--lines`, `limits.matchLines` of the config applies (50
+    with `--output-dir` alone), for `matches` and `logs` alike."""
+    write_config(tmp_path, {"limits": {"matchLines": 2}, "watchers": [
+        {"id": "b", "command": "i=0; while [ $$i -lt 60 ]; do i=$$((i+1)); echo ERROR $$i; done",
+         "pattern": "ERROR"}]})
+    assert wr(tmp_path, "run", "--once").returncode == 0
+    out = ["--output-dir", str(tmp_path / ".watchrun")]
+    for cmd, key in (("matches", "matches"), ("logs", "lines")):
+        shown = json.loads(wr(tmp_path, cmd, "b", "--json").stdout)[key]
+        assert len(shown) == 2, cmd
+        shown = json.loads(wr(tmp_path, cmd, "b", *out, "--json").stdout)[key]
+        assert len(shown) == 50, cmd
+        last = shown[-1]["line"] if cmd == "matches" else shown[-1]
+        assert last == "ERROR 60"
