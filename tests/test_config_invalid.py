@@ -206,6 +206,8 @@ def test_json_duplicate_keys_are_errors(tmp_path: Path) -> None:
         ("scalar.json", "42", "the top level must be a mapping"),
         ("latin1.yaml", b"limits:\n  x: caf\xe9\n", "not UTF-8 text: invalid byte 0xe9"),
         ("tag.yaml", "limits: !!python/object:os.system {}\n", "unsupported YAML tag"),
+        ("big.yaml", "watchers: []\n" + "#" * 16 * 1024**2, "config file is larger than 16 MiB"),
+        ("two.yaml", "watchers: []\n---\nagents: []\n", "expected a single document"),
     ],
 )
 def test_unusable_files_get_one_clear_error(

@@ -336,3 +336,32 @@ ISOLATED = "matched with Python re (backtracking) in an isolated worker, 250 ms 
 )
 def test_regex_engine_note(pattern: str, note: str | None) -> None:
     assert regex_engine_note(pattern) == note
+
+
+@pytest.mark.parametrize(("written", "value"), [
+    ("0x1F", 31), ("0o17", 15), ("017", 17), ("1_000", 1000), ("'0o17'", "0o17"),
+    ('"0x1F"', "0x1F"), ("0b11", "0b11"), ("1:30", "1:30"),
+])
+def test_yaml_integers_are_yaml_1_2s(tmp_path: Path, written: str, value: object) -> None:
+    """docs/config.md: `0x1F`/`0o17` are integers (YAML 1.2; `017` is decimal), quoted they
+    are strings, and YAML 1.1's `0b`/sexagesimal forms stay strings."""
+    path = tmp_path / "watch.yaml"
+    watcher = "{id: a, command: 'true', pattern: x, env: {V: " + written + "}}"
+    path.write_text(f"watchers:\n  - {watcher}\n")
+    result = load_config([path], env={})
+    assert result.config is not None, [d.format() for d in result.diagnostics]
+    assert result.config.watchers[0].env["V"] == str(value)
+    limits = tmp_path / "limits.yaml"
+    limits.write_text(f"limits: {{maxMatches: {written}}}\n")
+    result = load_config([path, limits], env={})
+    if isinstance(value, int):
+        assert result.config is not None and result.config.limits.max_matches == value
+    else:
+        assert [d.path for d in result.errors] == ["limits.maxMatches"]
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "watch.yaml"
+    path.write_bytes(b"\xef\xbb\xbfwatchers:\n  - {id: a, path: a.log, pattern: x}\n")
+    result = load_config([path], env={})
+    assert result.config is not None and result.config.watchers[0].id == "a"

@@ -208,6 +208,8 @@ class _YamlBuilder:
             return _yaml_int(value)
         if kind == "float":
             return _yaml_float(value)
+        if kind == "str" and not node.style and re.fullmatch(r"0o[0-7]+", value):
+            return int(value, 8)  # YAML 1.2's octal: PyYAML's 1.1 resolver calls it a string
         if kind in ("str", "timestamp"):
             return value
         self.report.error(path, f"unsupported YAML type !!{kind}", self.origin(node))
