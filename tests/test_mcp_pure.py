@@ -229,3 +229,21 @@ def test_an_expired_cursor_is_said_not_skipped(tmp_path: Path) -> None:
     with pytest.raises(ReadError, match="cursor_expired: the records after w1:0000000000000001"):
         read_matches(tmp_path, "w1", 5, 1)
     assert read_matches(tmp_path, "w1", 5, 3).lines == ["m4", "m5", "m6"]
+
+
+def test_the_readme_action_table_is_the_tools() -> None:
+    """README "Agents call it": one row per action with exactly the parameters that action
+    takes (a parameter that does not apply is refused, so a wrong row is a refused call)."""
+    import re
+    from pathlib import Path
+
+    from watchrun.mcp.calls import APPLIES
+    from watchrun.mcp.schema import ACTIONS, INPUT_SCHEMA
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Agents call it: `watchrun mcp`", 1)[1].split("\n## ", 1)[0]
+    rows = {m.group(1): set(re.findall(r"`(\w+)`", m.group(2)))
+            for m in re.finditer(r"^\| `(\w+)` \|([^|]*)\|", section, flags=re.M)}
+    assert list(rows) == list(ACTIONS)
+    assert rows == {a: set(keys) for a, keys in APPLIES.items()}
+    assert set().union(*rows.values()) | {"action"} == set(INPUT_SCHEMA["properties"])
