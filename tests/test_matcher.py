@@ -348,6 +348,33 @@ def test_engines_equal_reference(pattern: str, cs: bool, data: bytes, exclude: l
         assert matcher.find(data) == expected, (engine, pattern)
 
 
+# Found by test_engines_equal_reference: hyperscan 5.4 misses `[0-9]$` on the last line of a
+# buffer of more than 16 bytes (matched with a pattern or as an exclude); engines.py pads the scan.
+_LAST_LINE = b"aa\naa\naaaaaa\naab\naaaa\naaaa\naaaaaa\naaaaaa\naaaaaa\naaaaaa\naaaaaa\naaaaa12\n"
+
+
+@pytest.mark.parametrize(("pattern", "exclude", "data"), [
+    (r"\d$", [], _LAST_LINE),
+    ("a", [r"\d$"], _LAST_LINE),
+    (r"[0-9](?: |$)", [], _LAST_LINE),
+    (r"\d$", [], _LAST_LINE[:-1]),  # an unterminated last line
+    (r"^$", [], b"a\n\n" + _LAST_LINE),  # the pad's own empty line is never a match
+    (r"x$|^$", [], _LAST_LINE),
+])
+def test_a_dollar_on_the_last_line_of_a_buffer_is_seen_by_every_engine(
+        pattern: str, exclude: list[str], data: bytes) -> None:
+    expected = reference(pattern, data, tuple(exclude), False)
+    ran = []
+    for engine in AVAILABLE:
+        try:
+            matcher = Matcher(pattern, exclude, engine=engine)
+        except ValueError:
+            continue  # the prefilter needs a literal
+        assert matcher.find(data) == expected, engine
+        ran.append(engine)
+    assert "hyperscan" in ran or "hyperscan" not in AVAILABLE
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.sampled_from(
