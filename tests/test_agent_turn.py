@@ -38,9 +38,12 @@ def agent(tmp_path: Path, **kw: Any) -> AgentSpec:
 
 
 def run_turn(tmp_path: Path, prompt: str, limits: Limits | None = None,
-             settle_s: float = 0.2, abort_after: str | None = None,
+             settle_s: float = DEADLINE_S, abort_after: str | None = None,
              **kw: Any) -> tuple[TurnResult, list[dict[str, Any]]]:
-    """One turn; `abort_after`: call abort() once a record of that kind was written."""
+    """One turn; `abort_after`: call abort() once a record of that kind was written. The mock's
+    reply ends in the `until` marker and its last lines (a colour line, the `result` with the
+    usage totals) follow it: the settle is long unless a test is about it, so a mock slowed by a
+    loaded machine is not stopped before them (it exits by itself right after)."""
     spec = agent(tmp_path, **kw)
     path = tmp_path / "t.jsonl"
 
