@@ -72,7 +72,9 @@ def retained_files(path: Path, keep: int | None = None) -> list[Path]:
     writer's `output.keep`), only `.1` … `.keep` are looked for, each by name: a runner opening
     500 sinks in one directory then makes 500 * keep lookups, not 500 listings of 500 names."""
     if keep is not None:
-        files = [p for n in range(keep, 0, -1) if os.path.lexists(p := Path(f"{path}.{n}"))]
+        base = str(path)
+        files = [Path(name) for n in range(keep, 0, -1)
+                 if os.path.lexists(name := f"{base}.{n}")]
     else:
         prefix = path.name + "."
         numbered: list[tuple[int, str]] = []
