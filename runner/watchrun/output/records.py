@@ -10,12 +10,13 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from watchrun.output import safefs
 
 __all__ = [
     "ID_PATTERN",
+    "Mark",
     "ReadStats",
     "complete_size",
     "cursor_expired",
@@ -242,19 +243,25 @@ def last_records(
     return found[::-1]
 
 
-Mark = tuple[int, str]
-"""The offset of a recorded match and its line."""
+class Mark(NamedTuple):
+    """The last match recorded from a generation: its offset, line (`raw` when it has one) and
+    line number; offset -1 for none."""
+
+    offset: int = -1
+    line: str = ""
+    line_no: int = 0
 
 
-def recorded_since(
-    path: Path, since_seq: int
-) -> tuple[dict[int, Mark], dict[int, Mark], set[int], set[int]]:
+Epoch = tuple[int, Mark]
+"""The records of one generation read from an inode: the seq of the `rotate` record into the
+inode that began it (0: begun before the records looked at), and its last recorded match."""
+
+
+def recorded_since(path: Path, since_seq: int) -> tuple[dict[int, list[Epoch]], set[int]]:
     """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
-    (only those records are read). Per inode, the offset of the last recorded match: before the
-    first `rotate` into it that started a new generation there (truncate, recreate: that part
-    applies to the checkpointed generation and its copies), and after the last one (applies to
-    a generation opened afresh); the inodes a `rotate` record left; the inodes where a new
-    generation started."""
+    (only those records are read): per inode, its epochs oldest first (each `rotate` record
+    into an inode begins one: a new generation read from it), and the inodes a `rotate`
+    record left."""
     recs: list[dict[str, Any]] = []
     files = _open_snapshot(path)
     try:
@@ -273,24 +280,23 @@ def recorded_since(
     finally:
         for f in files:
             f.close()
-    epochs: dict[int, list[Mark]] = {}
+    epochs: dict[int, list[Epoch]] = {}
     ended: set[int] = set()
     for rec in reversed(recs):
         inode = rec.get("inode")
         if not isinstance(inode, int):
             continue
-        marks = epochs.setdefault(inode, [(-1, "")])
+        marks = epochs.setdefault(inode, [(0, Mark())])
         if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
-            if rec["offset"] > marks[-1][0]:
-                marks[-1] = (rec["offset"], str(rec.get("raw", rec.get("line", ""))))
+            if rec["offset"] > marks[-1][1].offset:
+                line_no = rec.get("lineNo")
+                marks[-1] = (marks[-1][0], Mark(rec["offset"], str(rec.get("raw", rec.get(
+                    "line", ""))), line_no if isinstance(line_no, int) else 0))
         elif rec["kind"] == "rotate":
             if isinstance(rec.get("oldInode"), int) and rec["oldInode"] != inode:
                 ended.add(rec["oldInode"])
-            if rec.get("reason") != "rename":
-                marks.append((-1, ""))
-    first = {i: m[0] for i, m in epochs.items() if m[0][0] >= 0}
-    last = {i: m[-1] for i, m in epochs.items() if m[-1][0] >= 0}
-    return first, last, ended, {i for i, m in epochs.items() if len(m) > 1}
+            marks.append((int(rec["seq"]), Mark()))
+    return epochs, ended
 
 
 def oldest_seq(path: Path) -> int | None:

@@ -176,9 +176,8 @@ class WatcherPipeline:
     async def recorded(self, since_seq: int) -> Recorded:
         """What was recorded from `since_seq` on (the records a crash kept past the
         checkpoint): read backwards from the end of the stream, in a worker thread."""
-        first, last, ended, renewed = await asyncio.to_thread(recorded_since, self.sink.path,
-                                                              since_seq)
-        return Recorded(first, last, ended, renewed)
+        epochs, ended = await asyncio.to_thread(recorded_since, self.sink.path, since_seq)
+        return Recorded(epochs, ended)
 
     def skipped(self, lines: int) -> None:
         self.counters.skipped_duplicates += lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import json
 import os
 import stat
 from typing import Any
@@ -25,7 +26,8 @@ from watchrun.sources.generation import (
     tail_start,
 )
 from watchrun.sources.identity import Checkpoint
-from watchrun.sources.siblings import Opened, Plan, open_at_path, plan_start, plan_switch
+from watchrun.sources.plans import plan_start, plan_switch
+from watchrun.sources.siblings import Opened, Plan, open_at_path
 
 SAVE_EVERY = 1.0
 """At most one checkpoint write per second while lines flow; none while idle."""
@@ -140,6 +142,8 @@ class FileSource:
             await self._unreadable(ctx, OSError(errno.ENOENT, "missing"), problems, watch)
             return
         await self._apply(ctx, watch, plan, start=problems)
+        await self._keep.save(self._state())  # durable before READY: a crash right after
+        # the start resumes from here, not from nothing (which would skip what came between)
 
     def _load(self) -> FileState | None:
         if self.spec.previous_id is not None:
@@ -153,7 +157,7 @@ class FileSource:
         if state is not None:
             known = list(state.generations)
             return await asyncio.to_thread(plan_start, self.path, known, self.max_gens,
-                                           self._recorded.ended)
+                                           self._recorded)
         o = open_at_path(self.path)
         if o is None:
             return Plan()
@@ -185,7 +189,9 @@ class FileSource:
         """A generation from what a plan opened. After a crash, lines recorded past the
         checkpoint (up to the last recorded line of that inode) are skipped, not read again."""
         start, line_no = o.start, o.line_no
-        marks = self._recorded.marks(o.st.st_ino, o.origin.inode if o.origin else None)
+        renewed = o.announce is not None and o.announce["reason"] in ("truncate", "recreate")
+        finished = {(cp.inode, cp.since) for cp in self._history if cp.since}
+        marks = self._recorded.marks(o.st.st_ino, o.origin, renewed, finished)
         resumes = resumable(ctx)
         end = -1
         if marks and resumes is not None:
@@ -198,6 +204,10 @@ class FileSource:
         gen = Generation(o.fd, o.st, start, line_no, self.limits.max_line_bytes, path=o.path,
                          seq=seq)
         gen.announce = o.announce
+        if o.origin is not None and o.origin.inode == gen.inode:  # the same generation, on
+            gen.since = o.origin.since
+            if o.origin.announce and gen.announce is None:  # (saved before it was written)
+                gen.announce = json.loads(o.origin.announce)
         return gen
 
     async def _apply(self, ctx: SourceContext, watch: Watch, plan: Plan, *,
@@ -263,7 +273,7 @@ class FileSource:
     async def _appear(self, ctx: SourceContext, watch: Watch) -> None:
         if self._pending is not None:
             plan = await asyncio.to_thread(plan_start, self.path, list(self._pending.generations),
-                                           self.max_gens, self._recorded.ended)
+                                           self.max_gens, self._recorded)
             if plan.steps:
                 self._pending = None
                 await self._apply(ctx, watch, plan)
@@ -295,11 +305,16 @@ class FileSource:
         if gen.rewritten(st):  # copytruncate, or truncated and rewritten
             await self._truncated(ctx, watch, gen, st)
             st = os.fstat(gen.fd)
-        if gen.seen_size == 0 and st.st_size > 0:  # (copied and truncated while empty to us?)
+        confirmed = bool(gen.head)  # its first bytes were still there after `st` was taken
+        if not confirmed and st.st_size > 0:  # (copied and truncated while empty to us?)
             await self._copies(ctx, watch, gen)
         if await self._drain(ctx, gen):
             gen.grew_at = self.clock.monotonic()
             watch.hurry()  # polling: look again soon while the file grows
+        if gen.changed:  # truncated while it was read: look again at once
+            gen.changed = False
+            watch.poke()
+            return
         try:
             now_at = os.stat(self.path)
         except OSError as exc:
@@ -309,9 +324,10 @@ class FileSource:
             return
         self._gone_at = None
         if (now_at.st_dev, now_at.st_ino) == (gen.dev, gen.inode):
-            gen.saw(st)
+            if confirmed:
+                gen.saw(st)
             return
-        reason = "rename" if st.st_nlink > 0 else "recreate"
+        reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
         plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(at_read=True),
                                        self._known(), self.max_gens, truncated=False)
         if not plan.steps:
@@ -327,35 +343,45 @@ class FileSource:
         ended = gen.checkpoint()
         plan = await asyncio.to_thread(plan_switch, self.path, ended, self._known(),
                                        self.max_gens, truncated=True)
-        if plan.copy is not None:
-            plan.steps.insert(0, plan.copy)  # read from the recorded position on
-            unread = max(0, gen.seen_size - plan.copy.st.st_size)
+        copy = plan.copy
+        if copy is not None:
+            plan.steps.insert(0, copy)  # read from the recorded position on
         else:
             await gen.finish(ctx, self.name)
-            unread = max(0, gen.seen_size - gen.pos)
         self._remember(gen.checkpoint(at_read=True, finished=True))
-        old_size = gen.seen_size
+        old_size, read_to = gen.seen_size, gen.pos
         gen.reset(0, 1, next_seq(ctx))
-        gen.seen_size, gen.seen_mtime = st.st_size, st.st_mtime_ns
-        gen.announce = {"reason": "truncate", "inode": gen.inode, "oldInode": gen.inode,
-                        "oldSize": old_size, "unreadBytes": unread}
-        await self._read_first(ctx, watch, plan)
+        gen.seen_size = os.fstat(gen.fd).st_size
+        gen.seen_mtime, gen.pinned = st.st_mtime_ns, True  # (taken before the siblings were)
+        gen.announce = announce = {"reason": "truncate", "inode": gen.inode,
+                                   "oldInode": gen.inode, "oldSize": old_size}
+        olds = await self._read_first(ctx, watch, plan)
+        if copy is not None:
+            read_to = olds[0].pos  # what the copy held (read now, maybe still being written)
+        announce["unreadBytes"] = max(0, old_size - read_to)
 
-    async def _read_first(self, ctx: SourceContext, watch: Watch, plan: Plan) -> None:
-        """Read the copy and the middle generations of a plan now, before the current file."""
+    async def _read_first(self, ctx: SourceContext, watch: Watch, plan: Plan) -> list[Generation]:
+        """Read the copy and the middle generations of a plan now, before the current file;
+        they are kept open for rotateWait (a copy may still be being written)."""
+        if not plan.steps and not plan.gaps:
+            return []  # nothing to read first: no checkpoint save before the current file
         olds = [await self._open(ctx, o) for o in plan.steps]  # the copy, then the middle ones
         for gap in plan.gaps:
             await ctx.event("gap", **gap)
+        now = self.clock.monotonic()
         for old in olds:
             if old.announce is not None:
                 old.announce["reason"] = "truncate"  # copies of generations truncated since
-            old.grew_at = self.clock.monotonic() - self.rotate_wait  # copies do not grow
+            old.grew_at = now
             watch.track(old.fd)
             self._old.append(old)
+        if olds:
+            self._later(watch, self.rotate_wait)
         await self._keep.save(self._state())  # the truncation is durable before more is read
         for old in olds:
             await self._drain(ctx, old)
         self._keep.dirty.set()
+        return olds
 
     async def _copies(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
         """The file had nothing in it when last looked at and has lines now: if it was copied
@@ -385,12 +411,13 @@ class FileSource:
             self._close(gen, watch)
             self._cur, self._gone_at = None, None
             watch.rearm()
+            await self._keep.save(self._state())
 
     async def _release(self, ctx: SourceContext, gen: Generation, watch: Watch) -> None:
         await gen.finish(ctx, self.name)
         self._remember(gen.checkpoint(finished=True))
         self._close(gen, watch)
-        self._keep.dirty.set()  # the checkpoint may now leave the old file behind
+        await self._keep.save(self._state())  # finished: not taken for lost after a crash
 
     def _later(self, watch: Watch, delay: float) -> None:
         loop = asyncio.get_running_loop()
@@ -401,6 +428,7 @@ class FileSource:
     async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None) -> int:
         if gen.announce is not None:
             fields, gen.announce = gen.announce, None
+            gen.since = next_seq(ctx) or 0  # the seq the `rotate` record gets
             await ctx.event("rotate", path=self.name, **fields)
         return await gen.drain(ctx, self.name, self.read_size, end, self._keep.dirty.set)
 
