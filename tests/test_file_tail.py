@@ -480,7 +480,7 @@ def test_reads_are_fair_between_watchers(tmp_path: Path, mode: str) -> None:
     is delivered long before the big file is done."""
     big, small = tmp_path / "big.log", tmp_path / "small.log"
     big.write_bytes(b"")
-    small.write_bytes(b"")
+    small.write_text("first\n")
     order: list[str] = []
 
     class Ordered(Recorder):
@@ -498,7 +498,8 @@ def test_reads_are_fair_between_watchers(tmp_path: Path, mode: str) -> None:
                  rec=Ordered("big"))  # fmt: skip
         s = Tail(small, notifier, store, from_start=True, rec=Ordered("small"))
         tasks = [asyncio.create_task(t.source.run(t.rec)) for t in (b, s)]
-        await wait_for(lambda: b.source.ready.is_set() and s.source.ready.is_set())
+        await wait_for(lambda: b.source.ready.is_set() and len(s.rec.lines()) == 1)
+        order.clear()
         append(big, *(f"{i:07d} big line" for i in range(100_000)))  # the big one's first
         append(small, "hello")
         await wait_for(lambda: bool(b.rec.chunks) and b.rec.chunks[-1].end == big.stat().st_size)
