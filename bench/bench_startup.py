@@ -1,18 +1,31 @@
-"""Start-up time of the CLI: `watchrun --help`, `watchrun validate`, a tiny `run --once`, next
-to the bare interpreter, interleaved (not a test).
+"""Start-up of the CLI (not a test): wall time of `watchrun --help`, `validate` and a tiny
+`run --once`; CPU time of `run --once` on an empty file next to `python -c pass`; and the start
+cost of each file watcher (20 → 500 watchers, time to READY=1). Interleaved rounds.
 
-    .venv/bin/python bench/bench_startup.py [--rounds 10]
+    .venv/bin/python bench/bench_startup.py [--rounds 10] [--watcher-rounds 5]
 
 Every command runs as a fresh process (console script of this venv) with its output going to a
-file; the median, min-max and the target are printed. `python -c pass` and
-`python -c "import asyncio"` show the floor every Python CLI pays.
+file. CPU is user+system of the process (rusage); the ratio is the median of per-round ratios to
+`python -c pass` (target <= 5x). The watcher cost: `watchrun run` with 20 and with 500 file
+watchers on empty files is started with NOTIFY_SOCKET pointing at a datagram socket this script
+reads; when READY=1 arrives, the wall time since the start and the process's CPU time
+(/proc/PID/stat) are taken, and it is stopped. Per watcher = (500-run - 20-run) / 480, medians
+over rounds; "restart" keeps the output dir (checkpoints and config cache in place, the runner's
+usual start), "fresh" starts on an empty one (target <= 0.5 ms).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
+import signal
+import socket
+import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -20,20 +33,79 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (
     ROOT,
     Series,
+    child_env,
     context_lines,
     fmt,
     fresh_dir,
     loadavg,
     print_table,
+    ratio_median,
     run_timed,
     watchrun_cmd,
     write_config,
 )
 
 
+def _ready(argv: list[str], out: Path) -> tuple[float, float]:
+    """Start `argv`; (wall s, CPU s) when it sends READY=1; then stop it."""
+    sock_path = out.parent / f".notify-{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        sock_path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(sock_path))
+    sock.settimeout(120)
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=child_env({"NOTIFY_SOCKET": str(sock_path)}))  # fmt: skip
+    try:
+        while b"READY=1" not in sock.recv(4096):
+            pass
+        wall = time.perf_counter() - started
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+        sock.close()
+        sock_path.unlink()
+    return wall, cpu
+
+
+def watcher_cost(work: Path, wr: list[str], mode: str, rounds: int) -> tuple[float, float]:
+    """ms per file watcher to READY=1 (wall, CPU), from 20 and 500 watchers."""
+    logs = work / "logs"
+    logs.mkdir(exist_ok=True)
+    configs = {}
+    for n in (20, 500):
+        for i in range(n):
+            (logs / f"f{i}.log").touch()
+        configs[n] = write_config(work / f"w{n}.yaml", {"limits": {"maxWatchers": 500},
+                                  "watchers": [{"id": f"w{i}", "path": str(logs / f"f{i}.log"),
+                                                "pattern": "ERROR|FATAL",
+                                                "exclude": ["healthcheck"]} for i in range(n)]})
+    samples: dict[int, list[tuple[float, float]]] = {20: [], 500: []}
+    for r in range(rounds + 1):  # the first round warms up (and makes the restart state)
+        for n in (20, 500):
+            out = work / f"ready-{n}"
+            if mode == "fresh":
+                shutil.rmtree(out, ignore_errors=True)
+            taken = _ready([*wr, "run", "-c", str(configs[n]), "--output-dir", str(out)], out)
+            if r:
+                samples[n].append(taken)
+    med = {n: (statistics.median(w for w, _ in s), statistics.median(c for _, c in s))
+           for n, s in samples.items()}  # fmt: skip
+    per = ((med[500][0] - med[20][0]) / 480 * 1000, (med[500][1] - med[20][1]) / 480 * 1000)
+    print(f"\nstart to READY=1, {mode} ({rounds} rounds): 20 watchers {med[20][0] * 1000:.0f} ms "
+          f"wall / {med[20][1] * 1000:.0f} ms CPU, 500 watchers {med[500][0] * 1000:.0f} / "
+          f"{med[500][1] * 1000:.0f} ms: {per[0]:.2f} ms wall, {per[1]:.2f} ms CPU per watcher "
+          f"(target <= 0.5 ms)")  # fmt: skip
+    return per
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--watcher-rounds", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path("/tmp/watchrun-bench-startup"))
     args = parser.parse_args()
     for line in context_lines(sys.argv):
@@ -64,7 +136,31 @@ def main() -> int:
                 print(f"{name} exited {t.status}: {(work / 'err.txt').read_text()}")
                 return 2
             series[name].values.append(t.wall * 1000)
-    rows, ok = [], True
+    empty = work / "empty.log"
+    empty.touch()
+    once = write_config(work / "once.yaml", {"watchers": [
+        {"id": "e", "path": str(empty), "pattern": "ERROR|FATAL", "exclude": ["healthcheck"],
+         "fromStart": True}]})  # fmt: skip
+    cpu = {"python -c pass": Series("pass"), "watchrun run --once (empty file)": Series("run")}
+    for _ in range(args.rounds):
+        cpu["python -c pass"].values.append(run_timed([py, "-c", "pass"]).cpu * 1000)
+        shutil.rmtree(work / "out", ignore_errors=True)
+        cpu["watchrun run --once (empty file)"].values.append(run_timed(
+            [*wr, "run", "--once", "-c", str(once), "--output-dir", str(work / "out")],
+            stdout=work / "out.txt", stderr=work / "err.txt").cpu * 1000)
+    base = cpu["python -c pass"]
+    ratio = ratio_median(cpu["watchrun run --once (empty file)"], base)
+    print(f"\n{args.rounds} rounds interleaved, CPU ms (user+system) per fresh process")
+    print_table(["command", "median CPU ms", "min-max ms", "÷ python -c pass"],
+                [[name, fmt(s.median, 1), f"{fmt(s.lo, 1)}-{fmt(s.hi, 1)}",
+                  f"{ratio_median(s, base):.2f}x"] for name, s in cpu.items()])  # fmt: skip
+    print(f"run --once on an empty file: {ratio:.2f}x python -c pass (target <= 5x): "
+          f"{'met' if ratio <= 5 else 'NOT met'}")
+    ok = ratio <= 5
+    for mode in ("restart", "fresh"):
+        per = watcher_cost(work, wr, mode, args.watcher_rounds)
+        ok = ok and (mode != "restart" or per[1] <= 0.5)
+    rows = []
     for name, (_, target) in commands.items():
         s = series[name]
         met = target is None or s.median <= target * 1000

@@ -3,9 +3,12 @@ written, next to `tail -F | grep --line-buffered`, trials interleaved (not a tes
 
     .venv/bin/python bench/bench_tail.py                                  # 50 000 lines/s, 10 s
     .venv/bin/python bench/bench_tail.py --rate 1000000 --seconds 5       # sustained, 1 M lines/s
+    .venv/bin/python bench/bench_tail.py --source realistic --error-rate 0.01   # tailing CPU
 
-A writer process appends realistic lines (bench/loggen.py) at `--rate` lines/s: every 1 ms one
-`writev()` with all the lines due. 100 times a second the last line of a write is a probe,
+A writer process appends lines at `--rate` lines/s: every 1 ms one `writev()` with all the lines
+due. The lines are the project log's (bench/loggen.py, ~0.2 % matching) or, with `--source
+realistic`, the realistic log's (bench/gen_log.py: access, app, Java and JSON lines, with
+`--error-rate` ERROR/FATAL lines). 100 times a second the last line of a write is a probe,
 `... ERROR [probe] seq=N t=T`, T being CLOCK_MONOTONIC just before the `writev()`. ~0.2 % of the
 other lines match too, and 0.01 % are `healthcheck ERROR` lines that must be excluded.
 
@@ -20,7 +23,7 @@ Latency = seen - T. Per trial: p50, p99, max, probes lost (not seen 3 s after th
 stopped), all matched lines delivered (count equal to the writer's), excluded lines leaked,
 CPU of the watcher while writing (% of one core), peak RSS (VmHWM; summed over the pipeline's
 processes). Per competitor: the median over rounds (min-max), and the median of per-round
-ratios to the baseline.
+ratios to the baseline (latency and CPU; the CPU target is <= 2x `tail -F | grep`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,12 +68,26 @@ TICK_S = 0.001
 # -- the writer (a separate process) ----------------------------------------------------------
 
 
-def build_pool(seed: int = 7) -> tuple[bytes, list[int], list[int]]:
-    """POOL_LINES realistic lines: the bytes, line start offsets (+ the end), and a running count
-    of lines a watcher must report (pattern and not exclude) before each index."""
+def _realistic(rng: random.Random, error_rate: float) -> Iterator[str]:
+    """gen_log.py's lines, with its mix of kinds for `error_rate`."""
+    from gen_log import make_line
+
+    n = 0
+    while True:
+        r = rng.random()
+        kind = ("error" if r < error_rate else "lower" if r < error_rate + 0.0005 else
+                "health" if r < error_rate + 0.0006 else "normal")  # fmt: skip
+        yield make_line(rng, kind, n // 2000) + "\n"
+        n += 1
+
+
+def build_pool(source: str, error_rate: float, seed: int = 7) -> tuple[bytes, list[int], list[int]]:
+    """POOL_LINES lines of `source`: the bytes, line start offsets (+ the end), and a running
+    count of lines a watcher must report (pattern and not exclude) before each index."""
     from loggen import lines
 
-    gen = lines(random.Random(seed))
+    rng = random.Random(seed)
+    gen = _realistic(rng, error_rate) if source == "realistic" else lines(rng)
     data = bytearray()
     offsets, wanted = [0], [0]
     for _ in range(POOL_LINES):
@@ -81,8 +99,8 @@ def build_pool(seed: int = 7) -> tuple[bytes, list[int], list[int]]:
     return bytes(data), offsets, wanted
 
 
-def writer(path: Path, rate: int, seconds: float) -> int:
-    pool, offsets, wanted = build_pool()
+def writer(path: Path, rate: int, seconds: float, source: str, error_rate: float) -> int:
+    pool, offsets, wanted = build_pool(source, error_rate)
     view = memoryview(pool)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     total = int(rate * seconds)
@@ -225,10 +243,10 @@ class Watchrun:
                 err = (work / "watchrun.stderr").read_text()
                 raise RuntimeError(f"watchrun did not start: {err}")
             time.sleep(0.01)
-        from inotify_simple import INotify, flags  # type: ignore[import-untyped]
+        from watchrun.inotify import INotify
 
         self.ino = INotify()
-        self.ino.add_watch(str(self.jsonl), flags.MODIFY)
+        self.ino.add_watch(str(self.jsonl), 0x2)  # IN_MODIFY
         self.fh = self.jsonl.open("rb")
         self.fh.seek(0, os.SEEK_END)
         self.lines = Lines()
@@ -238,7 +256,7 @@ class Watchrun:
 
     def read(self, timeout_s: float) -> tuple[float, list[str]]:
         """Wait for appended records; return when they were read and the matched lines."""
-        self.ino.read(timeout=int(timeout_s * 1000))
+        self.ino.read(timeout=timeout_s)
         data = self.fh.read()
         seen = time.monotonic()
         out = []
@@ -282,7 +300,8 @@ class TailGrep:
         self.proc.wait(30)
 
 
-def trial(kind: type[Watchrun] | type[TailGrep], work: Path, rate: int, seconds: float) -> Trial:
+def trial(kind: type[Watchrun] | type[TailGrep], work: Path, rate: int, seconds: float,
+          source: str, error_rate: float) -> Trial:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     log = work / "app.log"
@@ -305,7 +324,8 @@ def trial(kind: type[Watchrun] | type[TailGrep], work: Path, rate: int, seconds:
         cpu0 = proc_cpu(comp.pids())
         wall0 = time.monotonic()
         w = subprocess.Popen([sys.executable, __file__, "--writer", str(log), str(rate),
-                              str(seconds)], stdout=subprocess.PIPE)  # fmt: skip
+                              str(seconds), source, str(error_rate)],
+                             stdout=subprocess.PIPE)  # fmt: skip
         sent: dict[int, float] = {}
         end: float | None = None
         cpu = 0.0
@@ -339,11 +359,15 @@ def trial(kind: type[Watchrun] | type[TailGrep], work: Path, rate: int, seconds:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        return writer(Path(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+        return writer(Path(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5],
+                      float(sys.argv[6]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=50_000, help="lines/s (default 50000)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--source", choices=("project", "realistic"), default="project")
+    parser.add_argument("--error-rate", type=float, default=0.01,
+                        help="share of ERROR/FATAL lines with --source realistic")  # fmt: skip
     parser.add_argument("--work", type=Path, default=Path("/tmp/watchrun-bench-tail"))
     args = parser.parse_args()
     for line in context_lines(sys.argv):
@@ -352,7 +376,8 @@ def main() -> int:
     trials: dict[str, list[Trial]] = {k.name: [] for k in kinds}
     for r in range(args.rounds):
         for kind in kinds:
-            t = trial(kind, args.work / kind.__name__.lower(), args.rate, args.seconds)
+            t = trial(kind, args.work / kind.__name__.lower(), args.rate, args.seconds,
+                      args.source, args.error_rate)
             trials[kind.name].append(t)
             print(f"round {r + 1} {t.name}: p50 {percentile(t.lat_ms, 50):.2f} ms, "
                   f"p99 {percentile(t.lat_ms, 99):.2f} ms, max {max(t.lat_ms, default=0):.1f} ms,"
@@ -365,6 +390,7 @@ def main() -> int:
         p99 = [percentile(t.lat_ms, 99) for t in ts]
         r50 = sorted(a / percentile(b.lat_ms, 50) for a, b in zip(p50, base, strict=True))
         r99 = sorted(a / percentile(b.lat_ms, 99) for a, b in zip(p99, base, strict=True))
+        rcpu = sorted(a.cpu_pct / b.cpu_pct for a, b in zip(ts, base, strict=True))
         rows.append([
             name, fmt(_med(p50), 2), f"{fmt(min(p50), 2)}-{fmt(max(p50), 2)}", fmt(_med(p99), 2),
             f"{fmt(min(p99), 2)}-{fmt(max(p99), 2)}",
@@ -373,14 +399,19 @@ def main() -> int:
             f"{sum(t.matches for t in ts) - sum(t.expected for t in ts):+d}",
             str(sum(t.leaked for t in ts)), fmt(_med([t.cpu_pct for t in ts]), 1),
             fmt(max(t.rss_mib for t in ts), 1), f"{_med(r50):.2f}x", f"{_med(r99):.2f}x",
+            f"{_med(rcpu):.2f}x",
         ])  # fmt: skip
     rates = [t.rate for ts in trials.values() for t in ts]
-    print(f"\n{args.rate} lines/s target (writer achieved {min(rates):.0f}-{max(rates):.0f}), "
+    what = (f"realistic lines (gen_log.py), error rate {args.error_rate}"
+            if args.source == "realistic" else "project lines (loggen.py)")  # fmt: skip
+    print(f"\n{what}; {args.rate} lines/s target (writer achieved "
+          f"{min(rates):.0f}-{max(rates):.0f}), "
           f"{args.seconds:g} s per trial, {args.rounds} rounds interleaved, "
           f"{PROBES_PER_S} probes/s")  # fmt: skip
     print_table(["watcher", "p50 ms", "p50 min-max", "p99 ms", "p99 min-max", "max ms",
                  "lost/probes", "matched - expected", "excl. leaked", "CPU % of 1 core",
-                 "peak RSS MiB", "p50 ÷ baseline", "p99 ÷ baseline"], rows)  # fmt: skip
+                 "peak RSS MiB", "p50 ÷ baseline", "p99 ÷ baseline", "CPU ÷ baseline"],
+                rows)  # fmt: skip
     print(f"load average at end: {loadavg()}")
     shutil.rmtree(args.work, ignore_errors=True)
     ok = all(t.lost == 0 and t.leaked == 0 and t.matches == t.expected

@@ -173,7 +173,7 @@ def context_lines(argv: Sequence[str]) -> list[str]:
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO = sys.stdout
                 ) -> None:
     """A Markdown table (readable as text, pasteable into RESULTS.md)."""
-    out.write("| " + " | ".join(headers) + " |\n")
+    out.write("| " + " | ".join(h.replace("|", "\\|") for h in headers) + " |\n")
     out.write("|" + "|".join("---" for _ in headers) + "|\n")
     for row in rows:
         out.write("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |\n")

@@ -20,7 +20,8 @@ from watchrun.events import MatchInfo
 from watchrun.match.redact import Rule
 from watchrun.output.outdir import prepare_output_dir
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.process.spawn import Spawner
 
 DEADLINE_S = 20.0

@@ -18,7 +18,8 @@ from liverunner import LiveRunner, wait_for, write_config
 from recordcheck import validate_records
 
 from watchrun.output.outdir import prepare_output_dir
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 
 
 class Clock:

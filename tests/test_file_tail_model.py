@@ -25,7 +25,8 @@ from watchrun.config.model import Limits
 from watchrun.match.matcher import Matcher
 from watchrun.notify import Notifier
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.file import FileSource

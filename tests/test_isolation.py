@@ -16,7 +16,8 @@ from watchrun.config.model import GateSpec, Limits, WatcherSpec
 from watchrun.events import Chunk
 from watchrun.match.matcher import Matcher
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.process.spawn import SPAWNED, Spawner
 from watchrun.runtime.isolation import IsolatedMatcher, WorkerError
 from watchrun.runtime.lag import LoopLag

@@ -12,27 +12,29 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "runner" / "watchrun"
 
-BASE = {"events", "clock", "exitcodes", "notify"}
-"""Top-level modules every layer may use: the event vocabulary, the clock seam, exit codes and
-change notification (the runner's file sources and the CLI's followers share one inotify
-binding)."""
+BASE = {"events", "clock", "exitcodes", "inotify", "notify"}
+"""Top-level modules every layer may use: the event vocabulary, the clock seam, exit codes, the
+kernel's change notification and what waits on it (the runner's file sources and the CLI's
+followers share one inotify binding)."""
 
 ALLOWED: dict[str, set[str]] = {
     "match": set(),
     "config": {"match"},
     "output": {"match"},
-    "process": set(),
+    "process": {"output"},  # state/processes.json is written through output.safefs
     "sources": {"config", "match", "output", "process"},
     "agents": {"config", "match", "output", "process"},
     "actions": {"config", "match", "output", "process"},
     "views": {"config", "match", "output", "agents"},
     "runtime": {"config", "match", "output", "process", "sources", "agents", "actions", "views"},
     "tui": {"config", "match", "output", "views"},
+    "mcp": {"config", "match", "output", "process", "views", "runtime"},
     "cli": {"config", "match", "output", "process", "sources", "agents", "actions", "views",
-            "runtime", "tui"},
+            "runtime", "tui", "mcp"},
 }
 """Layer -> the layers it may import (besides itself and BASE). The arrows point one way:
-cli → tui / runtime → views/agents/actions/sources → output/process → config → match."""
+cli → tui / mcp → runtime → views/agents/actions/sources → output/process → config → match
+(`mcp` embeds a runner for its session, so it sits above `runtime`)."""
 
 ALLOWED_MODULES: dict[str, set[str]] = {"tui": {"watchrun.runtime.control"}}
 """Single modules a layer may import from a layer it may not: the live screen talks to the

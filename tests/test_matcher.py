@@ -369,3 +369,70 @@ def test_engines_equal_reference(pattern: str, cs: bool, data: bytes, exclude: l
 def test_python_only_constructs(pattern: str, cs: bool, data: bytes) -> None:
     assert Matcher(pattern, (), cs).engine in ("re", "re+prefilter")
     assert Matcher(pattern, (), cs).find(data) == reference(pattern, data, (), cs)
+
+
+# -- issue #14: dense chunks, literal sets, excludes in the scan, WATCHRUN_ENGINES ---------------
+
+DENSE_LINES = st.lists(st.sampled_from([
+    b"ERROR x", b"error y", b"FATAL z", b"info", b"healthcheck ERROR", b"Err", b"", b"\xc3\xa9rror",
+    b"eRRoR q", b"fatality",
+]), min_size=300, max_size=900)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(DENSE_LINES, min_size=1, max_size=4), st.sampled_from(["ERROR", "error|fatal"]),
+       st.booleans(), st.sampled_from([(), ("healthcheck",), ("x$",)]))
+def test_dense_and_flood_paths_equal_the_reference(chunks: list[list[bytes]], pattern: str,
+                                                   cs: bool, exclude: tuple[str, ...]) -> None:
+    """Chunks where most lines match go the per-line literal path and `every_line`; every
+    chunk still gives exactly the reference's lines."""
+    for engine in AVAILABLE:
+        matcher = Matcher(pattern, exclude, cs, engine=engine)
+        for lines in chunks:
+            data = b"".join(x + b"\n" for x in lines)
+            assert matcher.find(data) == reference(pattern, data, exclude, cs), engine
+            if matcher.every_line(data):  # (False only means: ask `find`)
+                assert len(reference(pattern, data, exclude, cs)) == len(lines), engine
+
+
+@given(st.lists(st.sampled_from([b"healthcheck", b"HealthCheck ok", b"x", b"check", b"",
+                                 b"err", b"error", b"errors=0", b"ab"]), max_size=20),
+       st.sampled_from(["healthcheck", "err(or)?", "[ab]b|x", "(?i)ERROR"]), st.booleans())
+def test_a_set_of_literals_is_exactly_the_pattern(lines: list[bytes], pattern: str,
+                                                  cs: bool) -> None:
+    from watchrun.match.literals import exact_literals
+    from watchrun.match.regex import analyse
+
+    analysis = analyse(pattern, cs)
+    needles = exact_literals(analysis)
+    assert needles is not None
+    for line in lines:
+        hay = line.lower() if analysis.caseless else line
+        assert any(n in hay for n in needles) == (analysis.reference.search(line) is not None)
+
+
+@pytest.mark.parametrize("pattern", ["^ERROR", r"ERROR\b", "a.b", "x*", "(?i)ERR(?-i:X)"])
+def test_patterns_with_anchors_wildcards_or_mixed_case_are_not_literal_sets(pattern: str) -> None:
+    from watchrun.match.literals import exact_literals
+    from watchrun.match.regex import analyse
+
+    assert exact_literals(analyse(pattern, True)) is None
+
+
+def test_watchrun_engines_restricts_the_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WATCHRUN_ENGINES", "re2")
+    if "re2" in AVAILABLE:
+        assert Matcher("ERROR|FATAL").engine == "re2"
+    monkeypatch.setenv("WATCHRUN_ENGINES", "re+prefilter,re")
+    assert Matcher("ERROR|FATAL").engine == "re+prefilter"
+    assert Matcher(r"[a-c]+\d").engine == "re"  # no literal to find first
+    assert not Matcher("ERROR").linear  # Python re: the runner isolates it in a worker
+    monkeypatch.setenv("WATCHRUN_ENGINES", "pcre")
+    with pytest.raises(ValueError, match="unknown engines"):
+        Matcher("ERROR")
+
+
+def test_identical_patterns_share_one_compiled_engine() -> None:
+    a, b = Matcher("ERROR|FATAL", ["healthcheck"]), Matcher("ERROR|FATAL", ["healthcheck"])
+    assert a._compiled is b._compiled
+    assert Matcher("ERROR|FATAL")._compiled is not a._compiled  # other excludes

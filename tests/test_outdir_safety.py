@@ -25,7 +25,6 @@ from watchrun.output import safefs
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.records import iter_records, last_records
 from watchrun.output.sink import JsonlSink, SinkWriteError
-from watchrun.runtime.status import atomic_write
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.identity import Checkpoint
 
@@ -266,7 +265,7 @@ def test_status_snapshot_replaces_a_planted_symlink(tmp_path: Path, target: Path
                                                     name: str) -> None:
     layout = prepare_output_dir(tmp_path / "out")
     (layout.state / name).symlink_to(target)
-    atomic_write(layout.state / "x.status.json", b'{"id": "x"}\n')
+    safefs.write_atomic(layout.state / "x.status.json", b'{"id": "x"}\n')
     assert (layout.state / "x.status.json").read_bytes() == b'{"id": "x"}\n'
     assert not (layout.state / "x.status.json").is_symlink()
 

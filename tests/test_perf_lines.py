@@ -17,7 +17,8 @@ from watchrun.events import Chunk
 from watchrun.match.framing import CountsLines, LineFramer
 from watchrun.match.matcher import Matcher
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.pipeline import RecentLines, WatcherPipeline
 
 PIECES = st.lists(st.sampled_from([b"a", b"ERROR x", b"\n", b"\n\n", b"\xc3\xa9", b"y" * 30]),

@@ -16,7 +16,8 @@ from watchrun.events import Chunk
 from watchrun.match.matcher import Matcher
 from watchrun.output import tailfile
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.runtime.status import StatusBoard
 

@@ -184,3 +184,16 @@ def test_reads_agree_with_a_naive_model(
         starts = [s for s in all_seqs if (s - 1) % 3 == 0]
         assert [r["seq"] for r in last_records(path, n, {"start"})] == starts[-n:]
         assert oldest_seq(path) == (1 if lines else None)
+
+
+def test_a_writer_looks_up_its_rotated_files_by_name(tmp_path: Path) -> None:
+    """With `keep` (the sink's output.keep) `.1`..`.keep` are looked up by name, not by listing
+    the directory (500 sinks in one directory: no 500 listings of 500 names); a gap is fine."""
+    from watchrun.output.records import retained_files
+
+    live = tmp_path / "w.jsonl"
+    for name in ("w.jsonl", "w.jsonl.1", "w.jsonl.3", "w.jsonl.9", "other.jsonl.2"):
+        (tmp_path / name).write_text("")
+    assert retained_files(live, keep=5) == [tmp_path / "w.jsonl.3", tmp_path / "w.jsonl.1", live]
+    assert retained_files(live) == [tmp_path / "w.jsonl.9", tmp_path / "w.jsonl.3",
+                                    tmp_path / "w.jsonl.1", live]

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watchrun.match.sanitize import StreamDecoder, clean_line, decode, json_line, raw_text, sanitize
+from watchrun.match.sanitize import StreamDecoder, clean_line, decode, raw_text, sanitize
+from watchrun.output.jsonl import dumps
 
 ESC = "\x1b"
 
@@ -117,14 +118,14 @@ def test_decode_invalid_utf8() -> None:
 def test_raw_text_keeps_every_char_and_json_escapes_it() -> None:
     raw = raw_text(b"a\x00b\x1b[31mc\xff")
     assert raw == "a\x00b\x1b[31mc\ufffd"
-    encoded = json_line({"raw": raw})
-    assert encoded == '{"raw":"a\\u0000b\\u001b[31mc\ufffd"}'
+    encoded = dumps({"raw": raw}).decode()
+    assert encoded == '{"raw":"a\\u0000b\\u001b[31mc\ufffd"}\n'
     assert json.loads(encoded) == {"raw": raw}
 
 
-def test_json_line_escapes_line_breakers_and_c1() -> None:
+def test_records_escape_line_breakers_and_c1() -> None:
     record = {"line": "a\u2028b\u2029c\x85d\x9be\x7f", "n": 1}
-    encoded = json_line(record)
+    encoded = dumps(record).decode()
     assert "\u2028" not in encoded and "\u2029" not in encoded
     assert all(not (0x7F <= ord(ch) <= 0x9F) for ch in encoded)
     assert len(encoded.splitlines()) == 1
@@ -132,7 +133,8 @@ def test_json_line_escapes_line_breakers_and_c1() -> None:
 
 
 def test_json_dumps_does_not_escape_u2028_itself() -> None:
-    # The reason json_line exists: the stdlib leaves these raw with ensure_ascii=False.
+    # Why the record encoder escapes them: JSON leaves these raw (the stdlib with
+    # ensure_ascii=False, and orjson).
     assert "\u2028" in json.dumps("\u2028", ensure_ascii=False)
 
 
@@ -146,7 +148,9 @@ def test_json_dumps_does_not_escape_u2028_itself() -> None:
 )
 def test_crafted_line_cannot_forge_a_record(line: str) -> None:
     clean, _ = sanitize(line)
-    encoded = json_line({"kind": "match", "line": clean})
+    encoded = dumps({"kind": "match", "line": clean}).decode()
+    assert encoded.endswith("\n")  # the one newline: the end of the record
+    encoded = encoded[:-1]
     assert "\n" not in encoded and "\r" not in encoded
     assert len(encoded.splitlines()) == 1
     assert json.loads(encoded) == {"kind": "match", "line": clean}

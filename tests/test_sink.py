@@ -23,7 +23,8 @@ from recordcheck import validate_records
 
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.records import iter_records, oldest_seq
-from watchrun.output.sink import AsyncWriter, JsonlSink, SinkWriteError
+from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.output.writer import AsyncWriter
 
 T0 = datetime(2026, 5, 16, 12, 0, tzinfo=UTC).timestamp()
 
@@ -251,7 +252,7 @@ lines = [sink.record("match", {"line": "y" * 8000, "lineNo": n, "offset": n, "ru
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[2]), resource.RLIM_INFINITY))
 if sys.argv[3] == "async":  # AsyncWriter retries the unwritten rest; the limit lifts on error
     import asyncio
-    from watchrun.output.sink import AsyncWriter
+    from watchrun.output.writer import AsyncWriter
     def lift(msg):
         errors.append(msg)
         resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import importlib
 import logging
 import os
 import select
@@ -14,6 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from watchrun.inotify import INotify
 
 log = logging.getLogger("watchrun.notify")
 
@@ -31,12 +32,8 @@ FAST_POLL_S = 0.01
 
 
 def _open_inotify() -> Any:
-    """An inotify_simple.INotify (non-blocking), or raise OSError where there is none."""
-    try:
-        mod = importlib.import_module("inotify_simple")
-        return mod.INotify(nonblocking=True)
-    except (ImportError, AttributeError) as exc:  # not Linux, or the package is missing
-        raise OSError(errno.ENOSYS, f"inotify not available: {exc}") from None
+    """A non-blocking inotify instance, or raise OSError where there is none."""
+    return INotify()
 
 
 @dataclass(eq=False, slots=True)
@@ -133,7 +130,7 @@ class Notifier:
 
     def _on_readable(self) -> None:
         try:
-            events = self._ino.read(timeout=0) if self._ino is not None else []
+            events = self._ino.read() if self._ino is not None else []
         except OSError:
             return
         for ev in events:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from watchrun.actions.payload import Outgoing
@@ -20,7 +20,8 @@ from watchrun.config.model import ActionSpec, Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.match.redact import redactor
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 from watchrun.process.spawn import Spawner
 
 __all__ = ["ActionHub", "Stream"]
@@ -161,7 +162,7 @@ class ActionHub:
         """Look at the throttle windows again (after the clock moved: tests with a fake one)."""
         self._poke.set()
 
-    def deliver(self, spec: WatcherSpec, found: list[MatchInfo], stream: Stream) -> None:
+    def deliver(self, spec: WatcherSpec, found: Sequence[MatchInfo], stream: Stream) -> None:
         """Offer a watcher's new matches to each of its actions; never blocks."""
         if not spec.actions or not found or self._closed or self._specs.get(spec.id) != spec:
             return  # the last part: a watcher a reload changed, still reading until it stops

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from watchrun.actions.payload import Context, Outgoing, build
@@ -69,7 +69,7 @@ class ActionRuntime:
         self.counts[key] = self.counts.get(key, 0) + n
 
     # -- input ------------------------------------------------------------------------------
-    def offer(self, found: list[MatchInfo]) -> None:
+    def offer(self, found: Sequence[MatchInfo]) -> None:
         self.take(self.gate.offer(self.host.clock.monotonic(), found))
 
     def tick(self) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from watchrun.agents.plan import Plans
@@ -77,7 +77,7 @@ class AgentHub:
         return self._tg.create_task(owned(), name=name)
 
     # -- input ------------------------------------------------------------------------------
-    def deliver(self, watcher: WatcherSpec, matches: list[MatchInfo]) -> None:
+    def deliver(self, watcher: WatcherSpec, matches: Sequence[MatchInfo]) -> None:
         """Queue `matches` for every agent the watcher wakes — or for its plan, when they
         depend on one another; never blocks."""
         if not matches or self._closed:

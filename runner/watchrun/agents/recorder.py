@@ -8,15 +8,15 @@ import contextlib
 import math
 import re
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from watchrun.agents.providers.usage import UsageTracker
-from watchrun.clock import Clock
+from watchrun.clock import Clock, parse_ts
 from watchrun.match.sanitize import clip, sanitize
 from watchrun.output.records import iter_records
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
 
 __all__ = [
     "FIELD_BYTES", "Recorder", "clean_record", "clean_text", "read_history", "unreserved",
@@ -171,11 +171,11 @@ def read_history(rec: Recorder, tracker: UsageTracker, clock: Clock) -> tuple[in
             if open_turn is not None and open_turn.get("turnId") == r.get("turnId"):
                 open_turn = None
     if open_turn is not None:
-        started = datetime.fromisoformat(str(open_turn["ts"]).replace("Z", "+00:00"))
+        started = parse_ts(open_turn.get("ts"))
         rec.emit("dispatch-finished", {
             "turnId": open_turn.get("turnId"), "status": "cancelled", "completed": False,
             "usage": {"input": 0, "cached": 0, "output": 0, "complete": False}, "tokens": 0,
-            "durationMs": max(0, round((clock.now() - started.timestamp()) * 1000)),
+            "durationMs": 0 if started is None else max(0, round((clock.now() - started) * 1000)),
             "exitCode": None, "signal": None, "reply": "",
             "error": {"code": "runner-restarted",
                       "message": "the runner stopped before this turn ended"}})

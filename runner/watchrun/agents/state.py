@@ -6,15 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime
-
-from croniter import croniter  # type: ignore[import-untyped]
 
 from watchrun.agents.prompt import Delivery, TurnWindow, render_prompt, render_turn_prompt
 from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder
 from watchrun.agents.turn import PROMPT_BYTES, TurnRunner
-from watchrun.clock import Clock
+from watchrun.clock import Clock, next_cron
 from watchrun.config.model import AgentSpec, Limits, WatcherSpec
 from watchrun.match.sanitize import sanitize
 from watchrun.output.runlog import RunLog
@@ -115,8 +112,7 @@ class AgentState:
         if self.next_tick is None or now >= self.next_tick:
             if self.next_tick is not None and self.schedule_due is None:
                 self.schedule_due = self.rec.next_seq
-            base = datetime.fromtimestamp(now).astimezone()
-            self.next_tick = float(croniter(expr, base).get_next(float))
+            self.next_tick = next_cron(expr, now)
         return max(0.0, self.next_tick - now)
 
     def prompt_for(self, trigger: str, batch: list[Delivery], step: PlanStep | None,

@@ -9,12 +9,25 @@ from pathlib import Path
 from typing import NoReturn
 
 from watchrun import __version__
+from watchrun.cli.arguments import (
+    Formatter,
+    add_where_args,
+    configure_add,
+    configure_agent,
+    configure_completion,
+    configure_config,
+    configure_init,
+    configure_mcp,
+    configure_ops,
+    configure_run,
+    configure_schema,
+    configure_start,
+    configure_transcript,
+    configure_validate,
+)
 
-__all__ = ["COMMANDS", "MAX_LINES", "Command", "Parser", "build_parser", "parsers"]
+__all__ = ["COMMANDS", "Command", "Parser", "build_parser", "parsers"]
 
-MAX_LINES = 2000
-"""`--lines` is 1 to this (as limits.matchLines; seed 001's bound)."""
-SHELLS = ("bash", "zsh", "fish")
 
 
 class Parser(argparse.ArgumentParser):
@@ -40,8 +53,8 @@ class Command:
 
     `handler` is `module:function`, called with the parsed Namespace, returning an exit status.
     `config` says what it reads: "required" (a config: `-c`, else ./watch.yaml …), "where" (a
-    config or `--output-dir` alone) or "none". (A plain class, not a dataclass: `watchrun
-    --help` must start fast.)
+    config or `--output-dir` alone), "optional" (as "where", else the defaults) or "none". (A
+    plain class, not a dataclass: `watchrun --help` must start fast.)
     """
 
     __slots__ = ("config", "configure", "epilog", "handler", "help", "name")
@@ -57,216 +70,6 @@ class Command:
         self.config = config
 
 
-def lines_count(text: str) -> int:
-    """`--lines N`: an integer from 1 to MAX_LINES, else a usage error that says so."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_LINES}, "
-                                         f"not {text!r}") from None
-    if not 1 <= n <= MAX_LINES:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_LINES}, not {n}")
-    return n
-
-
-def _config_arg(p: argparse.ArgumentParser, help: str) -> None:
-    p.add_argument("-c", "--config", metavar="FILE", type=Path, action="append", help=help)
-
-
-def add_config_args(p: argparse.ArgumentParser) -> None:
-    """`-c FILE` (repeatable; layered in order) and `--output-dir DIR`."""
-    _config_arg(p, "config file (.yaml/.yml/.json/.toml); repeat to layer files: later keys "
-                "win, watchers and agents merge by id/name (default: ./watch.yaml, watch.yml, "
-                "watch.json or watch.toml)")
-    p.add_argument("--output-dir", metavar="DIR", type=Path,
-                   help="override output.dir (default .watchrun beside the first config file)")
-
-
-def add_where_args(p: argparse.ArgumentParser) -> None:
-    """`-c FILE` or `--output-dir DIR`: where the output dir is (default: ./watch.yaml's)."""
-    _config_arg(p, "config file whose output dir to read; repeatable (default: ./watch.yaml, "
-                "watch.yml, watch.json or watch.toml)")
-    p.add_argument("--output-dir", metavar="DIR", type=Path,
-                   help="read this output dir directly (no config needed)")
-
-
-def json_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", dest="format", action="store_const", const="json",
-                   help="print one JSON object (docs/cli.md; same as --format json)")
-
-
-def _configure_run(p: argparse.ArgumentParser) -> None:
-    add_config_args(p)
-    p.add_argument("--once", action="store_true", help="CI mode: run commands to their exit, "
-                   "scan files to their end, print a verdict per gate, exit 1 if one is crossed")
-    p.add_argument("--log-format", choices=("text", "json"), default="text",
-                   help="format of the runner's own log on stderr (default text)")
-    p.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
-    p.add_argument("--junit", metavar="FILE", type=Path, help="with --once: write a JUnit report")
-    p.add_argument("--metrics", metavar="HOST:PORT",
-                   help="serve Prometheus metrics and /healthz on HOST:PORT")
-    p.set_defaults(format="text")
-    p.add_argument("--json", dest="format", action="store_const", const="json",
-                   help="JSON log lines on stderr; with --once the verdicts as one JSON object "
-                   "on stdout (command output is not echoed)")
-
-
-def _configure_validate(p: argparse.ArgumentParser) -> None:
-    add_config_args(p)
-    p.add_argument("--strict", action="store_true", help="treat warnings (clamped limits, "
-                   "appended {prompt}, ...) as errors")
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="output format (default text)")
-    p.add_argument("--each", action="store_true", help="validate every file on its own instead "
-                   "of layering them (a pre-commit hook passes each changed config file)")
-    p.add_argument("files", nargs="*", type=Path, metavar="FILE",
-                   help="more config files, after those of -c (as pre-commit passes them)")
-    json_flag(p)
-
-
-def _configure_config(p: argparse.ArgumentParser) -> None:
-    add_config_args(p)
-    p.add_argument("--format", choices=("yaml", "json", "toml"), default="yaml",
-                   help="output format (default yaml)")
-    json_flag(p)
-
-
-def _configure_schema(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", nargs="?", default="config",
-                   choices=("config", "record", "agent-watch", "transcript"),
-                   help="which schema (default config)")
-    p.set_defaults(format="json")
-    json_flag(p)
-
-
-def _configure_init(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="?", default="watch.yaml", metavar="PATH",
-                   help="file to write (default watch.yaml; .json/.toml write that format; "
-                   "a folder gets watch.yaml inside it; missing folders are created)")
-    p.set_defaults(format="text")
-    json_flag(p)
-
-
-def _configure_completion(p: argparse.ArgumentParser) -> None:
-    p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
-    p.set_defaults(format="text")
-    json_flag(p)
-
-
-def _configure_ops(kind: str) -> Callable[[argparse.ArgumentParser], None]:
-    def configure(p: argparse.ArgumentParser) -> None:
-        add_where_args(p)
-        if kind in ("status", "matches", "logs", "stop"):
-            p.add_argument("id", help="watcher id")
-        if kind in ("matches", "logs"):
-            p.add_argument("--lines", type=lines_count, metavar="N",
-                           help=f"how many lines, 1 to {MAX_LINES} (default limits.matchLines)")
-            p.add_argument("--follow", "-f", action="store_true",
-                           help="then print each new one as it is recorded, like tail -F "
-                           "(Ctrl-C ends; --json: one object per line)")
-        if kind == "clear":
-            p.add_argument("--all", action="store_true",
-                           help="also stop running watchers before forgetting them")
-        p.set_defaults(op=kind, format="text")
-        json_flag(p)
-    return configure
-
-
-def _configure_add(p: argparse.ArgumentParser) -> None:
-    add_where_args(p)
-    p.add_argument("id", help="watcher id (a file name: letters, digits, _ . -)")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--path", metavar="P", help="file to follow (relative to here)")
-    source.add_argument("--command", metavar="C", dest="source_command",
-                        help="command to run under /bin/sh -c")
-    p.add_argument("--pattern", metavar="RE", required=True, help="regex a line must match")
-    p.add_argument("--exclude", metavar="RE", action="append", default=[],
-                   help="regex that suppresses a match (repeatable)")
-    p.add_argument("--case-sensitive", action="store_true", help="match case-sensitively")
-    p.add_argument("--from-start", action="store_true",
-                   help="file: scan what is there first (default: follow from the end)")
-    p.add_argument("--label", metavar="L", help="display name (default: the source)")
-    p.add_argument("--wake", metavar="AGENT", action="append", default=[],
-                   help="agent woken by a match (repeatable; default limits.wakeOnMatch)")
-    p.add_argument("--cwd", metavar="DIR", help="command: working directory (default: here)")
-    p.set_defaults(format="text")
-    json_flag(p)
-
-
-def _configure_start(kind: str) -> Callable[[argparse.ArgumentParser], None]:
-    def configure(p: argparse.ArgumentParser) -> None:
-        add_where_args(p)
-        p.add_argument("id", help="watcher id")
-        p.set_defaults(op=kind, format="text")
-        json_flag(p)
-    return configure
-
-
-def _agent_parser(subs: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
-                  help: str, epilog: str) -> argparse.ArgumentParser:
-    return subs.add_parser(name, help=help, description=help, epilog=epilog,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-
-
-def _configure_agent(p: argparse.ArgumentParser) -> None:
-    subs = p.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
-    ls = _agent_parser(subs, "list", "every agent with its status, turns, tokens, last reply",
-                       "example:\n  watchrun agent list -c watch.yaml")
-    add_where_args(ls)
-    ls.set_defaults(format="text")
-    json_flag(ls)
-    run = _agent_parser(subs, "run", "run one turn in the foreground and print the reply",
-                        "examples:\n  watchrun agent run triage -c watch.yaml\n  watchrun agent "
-                        "run triage --prompt 'why is the build red?'\nexit status: 0 the turn "
-                        "completed, 1 it failed")
-    add_config_args(run)
-    run.add_argument("name", help="agent name")
-    run.add_argument("--prompt", help="the prompt (default: the agent's prompt template)")
-    run.set_defaults(format="text")
-    json_flag(run)
-    watch = _agent_parser(subs, "watch", "the readable view of an agent (JSON, seed-shaped)",
-                          "examples:\n  watchrun agent watch triage -c watch.yaml\n  watchrun "
-                          "agent watch triage --until status:idle --timeout 5m\n  watchrun agent "
-                          "watch triage --since triage:0000000000000010 --raw")
-    add_where_args(watch)
-    watch.add_argument("name", help="agent name")
-    watch.add_argument("--include", action="append", default=[], metavar="LIST",
-                       help="comma list of status,transcript,output,delivery,raw_output,events")
-    watch.add_argument("--raw", action="store_true", help="add raw_output to the include set")
-    watch.add_argument("--since", metavar="CURSOR", help="only what is strictly after CURSOR")
-    watch.add_argument("--tail", metavar="BYTES", help="cap text fields to BYTES (0 or more)")
-    watch.add_argument("--until", metavar="COND", help="wait for a new status:S, output:TOKEN, "
-                       "event:KIND or delivery:STATE")
-    watch.add_argument("--timeout", default="10m", help="how long --until waits (default 10m)")
-    watch.add_argument("--format", choices=("json", "text"), default="json")
-    json_flag(watch)
-    tr = _agent_parser(subs, "transcript", "turns grouped by prompt (JSON, seed-shaped)",
-                       "example:\n  watchrun agent transcript triage -c watch.yaml")
-    add_where_args(tr)
-    tr.add_argument("name", help="agent name")
-    tr.add_argument("--format", choices=("json", "text"), default="json")
-    json_flag(tr)
-    send = _agent_parser(subs, "send", "queue a prompt for an agent of the live runner",
-                         "example:\n  watchrun agent send triage 'look at the last deploy'")
-    add_where_args(send)
-    send.add_argument("name", help="agent name")
-    send.add_argument("text", help="the prompt")
-    send.set_defaults(format="text")
-    json_flag(send)
-    stop = _agent_parser(subs, "stop", "abort an agent's running turn in the live runner",
-                         "example:\n  watchrun agent stop triage")
-    add_where_args(stop)
-    stop.add_argument("name", help="agent name")
-    stop.set_defaults(format="text")
-    json_flag(stop)
-
-
-def _configure_transcript(p: argparse.ArgumentParser) -> None:
-    add_where_args(p)
-    p.add_argument("--format", choices=("json", "text"), default="json")
-    json_flag(p)
-
-
 _OPS = "watchrun.cli.ops:cmd_ops"
 COMMANDS: dict[str, Command] = {
     c.name: c
@@ -275,72 +78,82 @@ COMMANDS: dict[str, Command] = {
                 "examples:\n  watchrun                          (runs ./watch.yaml)\n  "
                 "watchrun -c watch.yaml\n  watchrun run -c base.yaml -c prod.yaml "
                 "--output-dir /var/lib/watchrun\n  watchrun run --once -c ci.yaml --junit "
-                "report.xml", _configure_run, "watchrun.cli.run:run", "required"),
+                "report.xml", configure_run, "watchrun.cli.run:run", "required"),
         Command("validate", "check config files; every problem is reported at once",
                 "exit status: 0 valid, 2 invalid\nexamples:\n  watchrun validate -c watch.yaml"
                 "\n  watchrun validate -c base.yaml -c prod.yaml --strict --format json"
                 "\n  watchrun validate --each ci/watch.yaml deploy/watch.yaml",
-                _configure_validate, "watchrun.cli.config_cmds:cmd_validate", "required"),
+                configure_validate, "watchrun.cli.config_cmds:cmd_validate", "required"),
         Command("config", "print the resolved, clamped config (paths absolute, ms, bytes)",
                 "examples:\n  watchrun config -c watch.yaml\n  watchrun config -c base.yaml "
                 "-c prod.yaml --format toml > resolved.toml",
-                _configure_config, "watchrun.cli.config_cmds:cmd_config", "required"),
+                configure_config, "watchrun.cli.config_cmds:cmd_config", "required"),
         Command("schema", "print a JSON Schema (config, record, agent-watch, transcript)",
                 "examples:\n  watchrun schema > watch.schema.json\n  watchrun schema record",
-                _configure_schema, "watchrun.cli.config_cmds:cmd_schema", "none"),
+                configure_schema, "watchrun.cli.config_cmds:cmd_schema", "none"),
         Command("init", "write a commented starter config",
                 "examples:\n  watchrun init\n  watchrun init ci/watch.yaml\n  watchrun init "
-                "watch.toml", _configure_init, "watchrun.cli.config_cmds:cmd_init", "none"),
+                "watch.toml", configure_init, "watchrun.cli.config_cmds:cmd_init", "none"),
         Command("list", "every watcher with its status and counts (live runner or not)",
                 "examples:\n  watchrun list\n  watchrun list -c watch.yaml\n  watchrun list "
-                "--output-dir /var/lib/watchrun --json", _configure_ops("list"), _OPS),
+                "--output-dir /var/lib/watchrun --json", configure_ops("list"), _OPS),
         Command("status", "one watcher's status", "example:\n  watchrun status server -c "
-                "watch.yaml", _configure_ops("status"), _OPS),
+                "watch.yaml", configure_ops("status"), _OPS),
         Command("matches", "a watcher's latest matched lines", "examples:\n  watchrun matches "
                 "server -c watch.yaml --lines 20\n  watchrun matches server --follow --json",
-                _configure_ops("matches"), _OPS),
+                configure_ops("matches"), _OPS),
         Command("logs", "a watcher's latest raw lines (sanitized)", "examples:\n  watchrun logs "
                 "server -c watch.yaml --lines 100\n  watchrun logs server -f",
-                _configure_ops("logs"), _OPS),
+                configure_ops("logs"), _OPS),
         Command("add", "add a watcher to the live runner (until stopped or the runner exits)",
                 "examples:\n  watchrun add api --path /var/log/api.log --pattern 'ERROR|FATAL'"
                 "\n  watchrun add tests --command 'make test' --pattern FAIL --wake triage\n"
                 "checked like a config watcher; exit status 2 invalid or id in use, 3 refused",
-                _configure_add, "watchrun.cli.watch_cmds:cmd_add"),
+                configure_add, "watchrun.cli.watch_cmds:cmd_add"),
         Command("start", "start a stopped, exited or failed watcher of the live runner",
-                "example:\n  watchrun start server -c watch.yaml", _configure_start("start"),
+                "example:\n  watchrun start server -c watch.yaml", configure_start("start"),
                 "watchrun.cli.watch_cmds:cmd_start"),
         Command("restart", "stop and start a watcher of the live runner (files keep their "
                 "position)", "example:\n  watchrun restart server -c watch.yaml",
-                _configure_start("restart"), "watchrun.cli.watch_cmds:cmd_start"),
+                configure_start("restart"), "watchrun.cli.watch_cmds:cmd_start"),
         Command("stop", "stop one watcher of the live runner (already stopped: exit 0)",
-                "example:\n  watchrun stop server -c watch.yaml", _configure_ops("stop"), _OPS),
+                "example:\n  watchrun stop server -c watch.yaml", configure_ops("stop"), _OPS),
         Command("clear", "forget stopped watchers' status (--all: stop and forget every one)",
-                "example:\n  watchrun clear --all -c watch.yaml", _configure_ops("clear"), _OPS),
+                "example:\n  watchrun clear --all -c watch.yaml", configure_ops("clear"), _OPS),
         Command("top", "the live screen: every watcher and agent, their matches, stop and "
                 "clear (needs the [tui] extra)", "keys: j/k move, Enter opens matches, x stops, "
                 "d clears, Esc back, q quits\nexample:\n  watchrun top -c watch.yaml",
                 add_where_args, "watchrun.cli.top:cmd_top"),
+        Command("mcp", "the `watch` tool for agents over MCP on stdio (needs the [mcp] extra)",
+                "register it with an agent (README: Claude Code, Codex, Gemini CLI, opencode):\n"
+                "  claude mcp add watchrun -- watchrun mcp -c watch.yaml\nit uses the runner "
+                "live on the output dir; with none, its own, whose watchers end with the "
+                "session\nwithout -c: ./watch.yaml if there is one, else the defaults "
+                "(output dir ./.watchrun)", configure_mcp, "watchrun.cli.mcp_cmd:cmd_mcp",
+                "optional"),
         Command("transcript", "every agent's turns, a plan of agents as one turn (JSON, "
                 "seed-shaped)", "examples:\n  watchrun transcript -c watch.yaml\n  watchrun "
-                "transcript --output-dir /var/lib/watchrun --format text", _configure_transcript,
+                "transcript --output-dir /var/lib/watchrun --format text", configure_transcript,
                 "watchrun.cli.agent_views:cmd_transcript"),
         Command("agent", "agents: list | run | watch | transcript | send | stop",
                 "examples:\n  watchrun agent list -c watch.yaml\n  watchrun agent run triage "
                 "-c watch.yaml --prompt 'hello'\n  watchrun agent watch triage -c watch.yaml",
-                _configure_agent, "watchrun.cli.ops:cmd_agent"),
+                configure_agent, "watchrun.cli.ops:cmd_agent"),
         Command("completion", "print a shell completion script (bash, zsh, fish)",
                 "examples:\n  source <(watchrun completion bash)\n  watchrun completion zsh > "
                 "\"${fpath[1]}/_watchrun\"\n  watchrun completion fish > "
                 "~/.config/fish/completions/watchrun.fish",
-                _configure_completion, "watchrun.cli.completion:cmd_completion", "none"),
+                configure_completion, "watchrun.cli.completion:cmd_completion", "none"),
     )
 }
 """Subcommands by name, in help order. Add an entry here to add a command."""
 
 
-def build_parser() -> Parser:
-    raw = argparse.RawDescriptionHelpFormatter
+def build_parser(only: str | None = None) -> Parser:
+    """The whole command line; with `only`, the options of that command alone are set up (the
+    others are listed, with their help, but not configured: a start of `watchrun run` does
+    not pay for building every command's arguments)."""
+    raw = Formatter
     parser = Parser(
         prog="watchrun",
         description="Tail files and commands, match lines, supervise AI coding agents, "
@@ -362,7 +175,8 @@ def build_parser() -> Parser:
     for cmd in COMMANDS.values():
         sub = subs.add_parser(cmd.name, help=cmd.help, description=cmd.help,
                               epilog=cmd.epilog, formatter_class=raw)
-        cmd.configure(sub)
+        if only is None or only == cmd.name:
+            cmd.configure(sub)
     return parser
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from watchrun.cli.main import startup_gc
 from watchrun.exitcodes import ExitStatus
 from watchrun.runtime.gate import Evidence, StopCommands, in_github_actions
 
@@ -30,19 +31,29 @@ def _early_exit(signum: int, frame: object) -> None:
 def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _early_exit)
     signal.signal(signal.SIGINT, _early_exit)
+    with startup_gc():
+        prepared = _prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    return _run(args, *prepared)
+
+
+def _prepare(args: argparse.Namespace) -> tuple[Supervisor, StopCommands | None] | int:
+    """Load the config and build the supervisor, with no cyclic garbage collection meanwhile
+    (`cli.main.startup_gc`); an exit status when that fails."""
     from watchrun.clock import SystemClock
     from watchrun.config import load_config
     from watchrun.output.outdir import OutputDirError, prepare_output_dir
     from watchrun.output.runlog import ForwardToRunLog, RunLog
     from watchrun.process.spawn import Spawner, become_subreaper
     from watchrun.process.tree import raise_fd_limit
-    from watchrun.runtime.supervisor import StartupError, Supervisor
+    from watchrun.runtime.supervisor import Supervisor
 
     log = RunLog(args.log_format, quiet=args.quiet)
     ForwardToRunLog(log).install()
     paths = [Path(p) for p in args.config]
     output_dir = Path(args.output_dir) if args.output_dir else None
-    result = load_config(paths, output_dir=output_dir)
+    result = load_config(paths, output_dir=output_dir, cache=True)
     for d in result.diagnostics:
         _diagnostic(log, d)
     config = result.config
@@ -71,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         _diagnostic(log, d)
 
     def reload() -> object | None:
-        again = load_config(paths, output_dir=output_dir)
+        again = load_config(paths, output_dir=output_dir, cache=True)
         for d in again.diagnostics:
             _diagnostic(log, d, "reload: ")
         return again.config
@@ -97,8 +108,16 @@ def run(args: argparse.Namespace) -> int:
         metrics=metrics,
         guardian=True,
     )
+    return sup, fence
+
+
+def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None) -> int:
+    """Run the supervisor to its end; the exit status (once mode: the verdicts')."""
+    from watchrun.runtime.supervisor import StartupError
+
+    config, log = sup.config, sup.log
     _open_fence(fence)
-    log.info(f"writing JSONL under {layout.root}")
+    log.info(f"writing JSONL under {sup.layout.root}")
     started = time.monotonic()
     failed: str | None = None
     try:

@@ -18,13 +18,26 @@ def load_config(
     env: Mapping[str, str] | None = None,
     output_dir: Path | None = None,
     strict: bool = False,
+    cache: bool = False,
 ) -> LoadResult:
     """Load config files layered in order and validate them; never raises for a user mistake.
 
     `env` (default `os.environ`) feeds `${VAR}` interpolation; `output_dir` overrides
     `output.dir`; `strict` turns warnings into errors. The result has a Config only when there
-    is no error, and every diagnostic (errors and warnings) either way.
+    is no error, and every diagnostic (errors and warnings) either way. With `cache`, an
+    unchanged config loaded before is not validated again (`config/cache.py`).
     """
+    environ = os.environ if env is None else env
+    if cache:
+        from watchrun.config.cache import cached_load
+
+        return cached_load(paths, environ, output_dir, strict,
+                           lambda e: _load(paths, e, output_dir, strict))
+    return _load(paths, environ, output_dir, strict)
+
+
+def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None,
+          strict: bool) -> LoadResult:
     from watchrun.config.checks import Ctx
     from watchrun.config.interpolate import interpolate_tree
     from watchrun.config.layering import layer
@@ -54,7 +67,7 @@ def load_config(
         return LoadResult(None, report.finish(displays, strict))
     root = layer(trees)
     report.root = root
-    interpolate_tree(root, os.environ if env is None else env, report)
+    interpolate_tree(root, env, report)
     report.mute_failed_paths()
     check_schema(root, report)
     sources = tuple(Path(os.path.abspath(p)) for p in paths)

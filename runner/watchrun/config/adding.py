@@ -11,7 +11,6 @@ from typing import Any
 from watchrun.config.checks import Ctx
 from watchrun.config.diagnostics import Diagnostic, Reporter
 from watchrun.config.model import Config, WatcherSpec
-from watchrun.config.schema import check_schema
 from watchrun.config.tree import CMap, CSeq, Origin
 from watchrun.config.watchers import build_watchers
 
@@ -35,6 +34,8 @@ def check_added(raw: Any, config: Config) -> tuple[WatcherSpec | None, list[Diag
     items.put(_tree(raw, origin), origin)
     root.put("watchers", items, origin)
     report.root = root
+    from watchrun.config.schema import check_schema  # its imports: only when an add comes
+
     check_schema(root, report)
     if isinstance(raw, dict):
         for key in ("path", "cwd"):

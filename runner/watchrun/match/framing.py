@@ -56,6 +56,13 @@ class LineFramer:
         self._buf = b""  # head of the pending line (at most `max` bytes)
         self._omitted = 0  # bytes of the pending line dropped beyond `max`
         self._window = max(1, max_line_bytes // 2)
+        self._source: tuple[int | None, str | None, int | None] = (None, None, None)
+
+    def stamp(self, *, inode: int | None = None, path: str | None = None,
+              run: int | None = None) -> None:
+        """Where the bytes come from: every chunk handed out from now on carries it (a chunk
+        is made once, not made and then copied with `dataclasses.replace` per read)."""
+        self._source = (inode, path, run)
 
     @property
     def position(self) -> int:
@@ -134,7 +141,9 @@ class LineFramer:
 
     def _chunk(self, body: bytes, cuts: list[Cut], source_len: int) -> Chunk:
         line_no = self.line_no
-        chunk = Chunk(body, self._offset, line_no, self._offset + source_len, tuple(cuts))
+        inode, path, run = self._source
+        chunk = Chunk(body, self._offset, line_no, self._offset + source_len, tuple(cuts), inode,
+                      path, run)
         self._offset += source_len
         self._unsettled = body
         return chunk

@@ -1,13 +1,16 @@
-"""Required literals of a pattern, for the stdlib prefilter engine: strings of which every
-matching line contains at least one, found with `bytes.find` before any regex runs."""
+"""Literals of a pattern: the required ones (every matching line contains one of them: the
+stdlib prefilter engine finds them with `bytes.find` before any regex runs), and the exact
+ones (a line matches exactly when it contains one of them: no regex is needed at all)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from watchrun.match.regex import REPEATS, ZERO_WIDTH, Analysis, C, byte_set, scope_folds
+from watchrun.match.regex import REPEATS, ZERO_WIDTH, Analysis, C, scope_folds
+from watchrun.match.translate import byte_set
 
-__all__ = ["LIMIT", "required_literals"]
+__all__ = ["LIMIT", "exact_literals", "required_literals"]
 
 LIMIT = 16
 """Most strings in a required-literal set (each costs one `bytes.find` pass per chunk)."""
@@ -25,6 +28,33 @@ def required_literals(analysis: Analysis) -> frozenset[bytes] | None:
     if best is None or (best and min(map(len, best)) < 2):
         return None
     return best
+
+
+def exact_literals(analysis: Analysis) -> frozenset[bytes] | None:
+    """Strings such that a line matches the pattern exactly when it contains one of them
+    (lower-cased when the pattern ignores case: search them in `line.lower()`), or None when the
+    pattern is not such a set: it has an anchor or a boundary, an unbounded or large repeat, a
+    class of more than 4 bytes, case folding in part of it only, or can match the empty line.
+    `ERROR|FATAL` is {b"error", b"fatal"} ignoring case; `^ERROR` is None."""
+    if any(op in ZERO_WIDTH or (op is C.SUBPATTERN and (av[1] | av[2]) & re.IGNORECASE)
+           for op, av in _nodes(analysis.tree)):
+        return None
+    strings = _exact_seq(analysis.tree, analysis.caseless, analysis.caseless)
+    if strings is None or b"" in strings:
+        return None
+    return strings
+
+
+def _nodes(tree: Any) -> Any:
+    for op, av in tree.data:
+        yield op, av
+        if op is C.SUBPATTERN:
+            yield from _nodes(av[3])
+        elif op is C.BRANCH:
+            for alt in av[1]:
+                yield from _nodes(alt)
+        elif op in REPEATS:
+            yield from _nodes(av[2])
 
 
 def _product(left: Strings, right: Strings) -> Strings | None:

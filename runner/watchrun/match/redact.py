@@ -20,10 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from importlib import resources
 from typing import Any
-
-import re2  # type: ignore[import-untyped]
 
 from watchrun.match.sanitize import sanitize
 
@@ -61,8 +58,15 @@ def marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
+def _re2() -> Any:
+    """google-re2, imported when a rule is compiled (not by every module that names `Rule`)."""
+    import re2  # type: ignore[import-untyped]
+
+    return re2
+
+
 def _options() -> Any:
-    options = re2.Options()
+    options = _re2().Options()
     options.log_errors = False
     return options
 
@@ -75,7 +79,7 @@ def check_rule(rule: Rule) -> None:
     if rule.pattern.count(_SECRET) > 1:
         raise RedactError("at most one group may be named `secret`")
     try:
-        compiled = re2.compile(rule.pattern, _options())
+        compiled = _re2().compile(rule.pattern, _options())
     except Exception as exc:  # re2.error and what else the binding raises for a bad pattern
         raise RedactError(f"RE2 cannot compile it ({exc}); redaction patterns run on RE2 "
                           "(linear time), without lookaround or backreferences") from None
@@ -86,6 +90,8 @@ def check_rule(rule: Rule) -> None:
 @cache
 def builtin_rules() -> tuple[Rule, ...]:
     """The rules shipped in `redact_rules.json`."""
+    from importlib import resources  # when redaction first runs, not at every start
+
     text = resources.files("watchrun.match").joinpath("redact_rules.json").read_text("utf-8")
     return tuple(Rule(r["kind"], r["pattern"]) for r in json.loads(text)["rules"])
 
@@ -99,7 +105,7 @@ class Redactor:
         for i, rule in enumerate(self.rules):
             pattern = rule.pattern.replace(_SECRET, f"(?P<_ws{i}>")
             parts.append(f"(?P<_wr{i}>{pattern})")
-        self._regex = re2.compile("|".join(parts), _options()) if parts else None
+        self._regex = _re2().compile("|".join(parts), _options()) if parts else None
         index = self._regex.groupindex if self._regex is not None else {}
         self._rule_of = {index[f"_wr{i}"]: i for i in range(len(self.rules))}
         self._secret_of = {i: index.get(f"_ws{i}") for i in range(len(self.rules))}

@@ -16,10 +16,10 @@ Rules, in the order they are applied by `sanitize`:
    surrogates are removed (surrogates become U+FFFD).
 5. The text is clipped at `max_bytes` of UTF-8 on a character boundary.
 
-U+2028/U+2029 are ordinary text and are kept; `json.dumps(ensure_ascii=False)` does not escape
-them, nor C1 controls, so records should be serialised with `json_line`, which escapes both
-(a reader splitting on Unicode line breaks, or a terminal that honours UTF-8 C1 controls, is
-then safe too).
+U+2028/U+2029 are ordinary text and are kept; the record encoder (`output/jsonl.py`) writes them
+as `\\u` escapes (a reader splitting on Unicode line breaks is then safe too). `plain_text` tells,
+from the bytes of a line and in C, that none of the rules applies to it: the fast path of match
+records.
 
 At the edge, where text leaves the runner for a person or another program (`logs`, `matches`,
 `status`, `list`, the runner's log), there are exactly two functions: `edge_text` for a line of
@@ -36,6 +36,7 @@ every character (NUL, ESC, ...) is kept and JSON escapes it (`\\u0000`, `\\u001b
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import math
 import re
@@ -46,7 +47,8 @@ __all__ = [
     "decode",
     "edge_json",
     "edge_text",
-    "json_line",
+    "plain_chunk",
+    "plain_text",
     "raw_text",
     "sanitize",
 ]
@@ -55,7 +57,7 @@ __all__ = [
 _NEEDS_WORK = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
 
 _STRING_END = "(?:\x07|\x9c|\x1b\\\\)?"  # BEL, 8-bit ST, ESC \ (or nothing: unterminated)
-_ESCAPES = re.compile(
+_ESCAPES = (
     # OSC, DCS, SOS, PM, APC strings: body up to a terminator, an ESC, or the end of the line.
     "(?:\x1b[\\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x9c\x1b\n]*"
     + _STRING_END
@@ -66,13 +68,18 @@ _ESCAPES = re.compile(
     # Two-byte escapes: ESC and one final byte (ESC 7, ESC c, ESC =, ESC M, ...).
     + "|\x1b[\x30-\x7e]"
 )
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_SURROGATES = re.compile("[\ud800-\udfff]")
-_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029]")
+_CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+_SURROGATES = "[\ud800-\udfff]"
 _BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 _EDGE_LINE = re.compile(f"[\n\u2028\u2029{_BIDI}]")
-_EDGE_LINES = re.compile(f"[\u2028\u2029{_BIDI}]")
-_EDGE_JSON = re.compile(f"[\x7f-\x9f\u2028\u2029{_BIDI}\ud800-\udfff]")
+_EDGE_LINES = f"[\u2028\u2029{_BIDI}]"
+_EDGE_JSON = f"[\x7f-\x9f\u2028\u2029{_BIDI}\ud800-\udfff]"
+
+
+@functools.cache
+def _rx(pattern: str) -> re.Pattern[str]:
+    """The patterns of the rare paths, compiled when first needed (not by every start)."""
+    return re.compile(pattern)
 
 
 def decode(data: bytes) -> str:
@@ -84,6 +91,37 @@ def raw_text(data: bytes) -> str:
     """A record's `raw` field: decoded like `decode`, every character kept (no sanitizing);
     JSON encoding escapes the controls, e.g. NUL as `\\u0000`."""
     return data.decode("utf-8", "replace")
+
+
+_KEEP_C0 = bytes((*range(0, 9), *range(10, 32), 0x7F))  # C0 but tab, and DEL: one byte each
+_C1_UTF8 = re.compile(b"\xc2[\x80-\x9f]")
+
+
+def plain_text(line: bytes, max_bytes: int) -> str | None:
+    """The text of one line (bytes without its newline) when `sanitize` would leave it as it is
+    and no record escape is needed in it; None when it needs the full treatment.
+
+    Checked on the bytes, in C: no C0 control but tab and no DEL (single bytes in UTF-8), no C1
+    control (`\\xc2\\x80`-`\\xc2\\x9f`), no U+2028/U+2029, and short enough not to be clipped.
+    Invalid UTF-8 decodes to U+FFFD exactly as `decode` does. This is the match records' fast
+    path: most log lines are plain."""
+    if len(line.translate(None, _KEEP_C0)) != len(line):
+        return None
+    if line.isascii():
+        return line.decode("ascii") if len(line) <= max_bytes else None
+    if (b"\xc2" in line and _C1_UTF8.search(line) is not None) or b"\xe2\x80\xa8" in line \
+            or b"\xe2\x80\xa9" in line:  # fmt: skip
+        return None
+    text = line.decode("utf-8", "replace")
+    return text if len(text) * 4 <= max_bytes or len(text.encode()) <= max_bytes else None
+
+
+_KEEP_C0_NL = _KEEP_C0.replace(b"\n", b"")
+
+
+def plain_chunk(data: bytes) -> bool:
+    """Whether every line of `data` is plain ASCII (`plain_text` for each, in one pass)."""
+    return data.isascii() and len(data.translate(None, _KEEP_C0_NL)) == len(data)
 
 
 def clean_line(data: bytes, max_bytes: int | None = None) -> tuple[str, bool]:
@@ -98,6 +136,12 @@ def sanitize(text: str, max_bytes: int | None = None) -> tuple[str, bool]:
     if max_bytes is None:
         return text, False
     return clip(text, max_bytes)
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters for display, the cut shown as `…` (a table cell, a
+    verdict line); `clip` is the byte-exact cut for records."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 
 def clip(text: str, max_bytes: int) -> tuple[str, bool]:
@@ -115,7 +159,7 @@ def clip(text: str, max_bytes: int) -> tuple[str, bool]:
 
 def _clean(text: str) -> str:
     if "\x1b" in text or _has_c1_introducer(text):
-        text = _ESCAPES.sub("", text)
+        text = _rx(_ESCAPES).sub("", text)
     if "\r" in text:
         text = text.replace("\r\n", "\n")
         if "\r" in text:
@@ -124,9 +168,9 @@ def _clean(text: str) -> str:
             )
     if "\b" in text:
         text = _apply_backspaces(text)
-    text = _CONTROLS.sub("", text)
-    if _SURROGATES.search(text) is not None:
-        text = _SURROGATES.sub("\ufffd", text)
+    text = _rx(_CONTROLS).sub("", text)
+    if _rx(_SURROGATES).search(text) is not None:
+        text = _rx(_SURROGATES).sub("\ufffd", text)
     return text
 
 
@@ -156,28 +200,13 @@ def _escape_unsafe(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-def json_line(record: object) -> str:
-    """One JSONL line (without the newline): compact UTF-8 JSON where DEL, C1 controls and
-    U+2028/U+2029 are escaped too, so no character in it can break a line or drive a terminal.
-    `json.loads` returns the same object."""
-    return harden_json(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
-
-
-def harden_json(dumped: str) -> str:
-    """Escape DEL, C1 and U+2028/U+2029 in already-dumped JSON (they are only ever inside
-    strings there, where a `\\uXXXX` escape means the same character)."""
-    if _JSON_UNSAFE.search(dumped) is None:
-        return dumped
-    return _JSON_UNSAFE.sub(_escape_unsafe, dumped)
-
-
 def edge_text(value: object, *, multiline: bool = False) -> str:
     """Any value as text that is safe to print: `sanitize`d (escape sequences, C0/C1 controls
     and DEL removed; tab kept), then U+2028/U+2029, bidirectional controls and, unless
     `multiline`, newlines shown as `\\n`/`\\u2028` escapes. The one function every terminal
     surface and text log line goes through."""
     text, _ = sanitize(value if isinstance(value, str) else str(value))
-    unsafe = _EDGE_LINES if multiline else _EDGE_LINE
+    unsafe = _rx(_EDGE_LINES) if multiline else _EDGE_LINE
     if unsafe.search(text) is None:
         return text
     return unsafe.sub(lambda m: "\\n" if m.group() == "\n" else _escape_unsafe(m), text)
@@ -195,9 +224,10 @@ def edge_json(value: object, *, indent: int | None = None) -> str:
     except ValueError:  # NaN or an infinity somewhere (json.loads accepts them)
         dumped = json.dumps(_finite(value), ensure_ascii=False, indent=indent,
                             separators=separators, default=str)
-    if _EDGE_JSON.search(dumped) is None:
+    unsafe = _rx(_EDGE_JSON)
+    if unsafe.search(dumped) is None:
         return dumped
-    return _EDGE_JSON.sub(_escape_unsafe, dumped)
+    return unsafe.sub(_escape_unsafe, dumped)
 
 
 def _finite(value: object) -> object:

@@ -68,28 +68,34 @@ class ReadStats:
     """Complete lines that are not a JSON object with an integer `seq`."""
 
 
-def retained_files(path: Path) -> list[Path]:
-    """`<path>.N` … `<path>.1`, `<path>`: the files that exist, oldest first."""
-    prefix = path.name + "."
-    numbered: list[tuple[int, Path]] = []
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-        for entry in os.scandir(path.parent):
-            tail = entry.name[len(prefix) :]
-            if entry.name.startswith(prefix) and tail.isdigit() and tail[0] != "0":
-                numbered.append((int(tail), Path(entry.path)))
-    files = [p for _, p in sorted(numbered, reverse=True)]
+def retained_files(path: Path, keep: int | None = None) -> list[Path]:
+    """`<path>.N` … `<path>.1`, `<path>`: the files that exist, oldest first. With `keep` (the
+    writer's `output.keep`), only `.1` … `.keep` are looked for, each by name: a runner opening
+    500 sinks in one directory then makes 500 * keep lookups, not 500 listings of 500 names."""
+    if keep is not None:
+        files = [p for n in range(keep, 0, -1) if os.path.lexists(p := Path(f"{path}.{n}"))]
+    else:
+        prefix = path.name + "."
+        numbered: list[tuple[int, str]] = []
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            for name in os.listdir(path.parent):
+                if name.startswith(prefix):
+                    tail = name[len(prefix) :]
+                    if tail.isdigit() and tail[0] != "0":
+                        numbered.append((int(tail), name))
+        files = [path.parent / name for _, name in sorted(numbered, reverse=True)]
     if os.path.lexists(path):
         files.append(path)
     return files
 
 
-def _open_snapshot(path: Path) -> list[BinaryIO]:
+def _open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
     """Open every retained file at once, retrying if a rotation moved them meanwhile. A symlink
     (or anything but a regular file) in place of one is refused: `safefs.UnsafePathError`."""
     for _ in range(10):
         files: list[BinaryIO] = []
         stable = True
-        names = retained_files(path)
+        names = retained_files(path, keep)
         for p in names:
             try:
                 files.append(os.fdopen(safefs.open_read(p), "rb"))
@@ -218,14 +224,16 @@ def _reverse_lines(f: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
 
 
 def last_records(
-    path: Path, n: int, kinds: set[str] | None = None, *, stats: ReadStats | None = None
+    path: Path, n: int, kinds: set[str] | None = None, *, stats: ReadStats | None = None,
+    keep: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The last `n` records (of `kinds`, when given), oldest first, read from the end."""
+    """The last `n` records (of `kinds`, when given), oldest first, read from the end (`keep`:
+    see `retained_files`)."""
     stats = stats if stats is not None else ReadStats()
     found: list[dict[str, Any]] = []
     if n <= 0:
         return found
-    files = _open_snapshot(path)
+    files = _open_snapshot(path, keep)
     try:
         for f in reversed(files):
             for line in _reverse_lines(f, stats):
@@ -257,13 +265,14 @@ Epoch = tuple[int, Mark]
 inode that began it (0: begun before the records looked at), and its last recorded match."""
 
 
-def recorded_since(path: Path, since_seq: int) -> tuple[dict[int, list[Epoch]], set[int]]:
+def recorded_since(path: Path, since_seq: int, keep: int | None = None
+                   ) -> tuple[dict[int, list[Epoch]], set[int]]:
     """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
     (only those records are read): per inode, its epochs oldest first (each `rotate` record
     into an inode begins one: a new generation read from it), and the inodes a `rotate`
-    record left."""
+    record left. `keep`: as in `retained_files`."""
     recs: list[dict[str, Any]] = []
-    files = _open_snapshot(path)
+    files = _open_snapshot(path, keep)
     try:
         for f in reversed(files):
             for line in _reverse_lines(f, ReadStats()):

@@ -140,6 +140,28 @@ def create_exclusive(path: Path, mode: int) -> int:
         return _open(path, dfd, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
 
 
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o640, tmp: Path | None = None,
+                 sync: bool = True, sync_dir: bool = False) -> None:
+    """Replace `path` with `data` so a reader sees the old file or the new one, never half:
+    written to `tmp` (default `.NAME.tmp` beside it) with no symlink followed, fsynced (unless
+    not `sync`), renamed over `path` (and the directory fsynced too with `sync_dir`: the rename
+    survives a crash)."""
+    tmp = tmp if tmp is not None else path.with_name(f".{path.name}.tmp")
+    fd = create_exclusive(tmp, mode)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    replace(tmp, path)
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
 def read_bytes(path: Path, limit: int | None = None) -> bytes:
     """The content of a regular file (at most `limit` bytes), never through a symlink."""
     fd = open_read(path)

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
+import bisect
 import contextlib
 import errno
-import json
+import itertools
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from watchrun.clock import Clock, iso_ts
-from watchrun.match.sanitize import harden_json
 from watchrun.output import safefs
+from watchrun.output.jsonl import dumps
 from watchrun.output.records import complete_size, format_cursor, last_records, retained_files
 from watchrun.output.unwritten import Unwritten, seq_of
 
-__all__ = ["FILE_MODE", "AsyncWriter", "JsonlSink", "SinkWriteError"]
+__all__ = ["FILE_MODE", "JsonlSink", "SinkWriteError"]
 
 FILE_MODE = 0o640
 BATCH_BYTES = 1 << 20
@@ -44,18 +44,19 @@ def _error(exc: OSError, doing: str) -> SinkWriteError:
     return SinkWriteError(errno.errorcode.get(code, str(code)), f"{doing}: {why}")
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-"""One encoder for every record (`json.dumps` with options builds a new one per call)."""
+_MATCH_HEAD = b'{"schema":1,"seq":%d,"cursor":"'
+_MATCH_TS = b'%016x","ts":"'
+_MATCH_LINE = (b'","kind":"match","line":%b,"lineNo":%d,"offset":%d%b}\n',
+               b'","kind":"match","line":"%b","lineNo":%d,"offset":%d%b}\n')
+"""A match record, in the order `record("match", …)` writes its fields: the `line` as JSON, or
+its plain text between the quotes."""
 
 
-def _dumps(rec: Mapping[str, Any]) -> bytes:
-    """One JSON line. Control characters are always escaped, so a record is exactly one line."""
-    text = harden_json(_ENCODE(rec))
-    try:
-        return text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:  # a lone surrogate: \u-escape it rather than write bad UTF-8
-        text = json.dumps(rec, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-        return text.encode("ascii") + b"\n"
+def _batch_end(lines: Sequence[bytes], i: int, limit: int) -> int:
+    """The end of the longest run `lines[i:j]` of at most `limit` bytes, at least one line
+    (sizes summed in C: the batch of a flood of records is cut without a loop per record)."""
+    sizes = list(itertools.accumulate(map(len, itertools.islice(lines, i, None))))
+    return i + max(1, bisect.bisect_right(sizes, limit))
 
 
 def _note_path(path: Path) -> Path | None:
@@ -76,6 +77,7 @@ class JsonlSink:
     def __init__(self, path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock
                  ) -> None:
         self._prefix = format_cursor(stream_id, 0)[:-16]  # validates the id
+        self._prefix_b = self._prefix.encode()
         self.path, self.stream_id, self.clock = path, stream_id, clock
         self.max_bytes, self.keep = max(1, max_bytes), max(0, keep)
         self.repaired_bytes = 0
@@ -87,7 +89,7 @@ class JsonlSink:
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
         self._open()
         try:
-            tail = last_records(path, 1)
+            tail = last_records(path, 1, keep=self.keep)
         except OSError as exc:
             self._close_fd()
             raise _error(exc, f"cannot read the last record of {path}") from exc
@@ -109,7 +111,7 @@ class JsonlSink:
 
     def _line(self, seq: int, kind: str, fields: Mapping[str, Any]) -> bytes:
         cursor, ts = f"{self._prefix}{seq:016x}", iso_ts(self.clock.now())
-        return _dumps({"schema": 1, "seq": seq, "cursor": cursor, "ts": ts, "kind": kind, **fields})
+        return dumps({"schema": 1, "seq": seq, "cursor": cursor, "ts": ts, "kind": kind, **fields})
 
     def give_up(self, lines: Sequence[bytes]) -> None:
         """These built lines will never be written: their seqs are explained by a `gap` record
@@ -121,6 +123,21 @@ class JsonlSink:
         below = seq_of(lines[0])[0] if lines else None
         return [(lo, hi, self._line(hi, "gap", self.unwritten.gap_fields(lo, hi, kinds)))
                 for lo, hi, kinds in self.unwritten.runs(below)]
+
+    def match_records(self, lines: Sequence[bytes], line_nos: Iterable[int],
+                      offsets: Iterable[int], rest: Iterable[bytes], *, quoted: bool = True
+                      ) -> list[bytes]:
+        """`match` records (consuming seqs), the bytes `record("match", …)` would build, from
+        columns: the `line` field as a JSON string (`quoted`) or as text that needs no escape,
+        `lineNo`, `offset`, and the fields after `offset` as JSON members (`,"path":…`). One
+        timestamp for the batch, no dict per record."""
+        seq = self.next_seq
+        ts = iso_ts(self.clock.now()).encode()
+        fmt = _MATCH_HEAD + self._prefix_b + _MATCH_TS + ts + _MATCH_LINE[not quoted]
+        out = [fmt % (s, s, line, no, off, more) for s, line, no, off, more in
+               zip(itertools.count(seq), lines, line_nos, offsets, rest)]
+        self.next_seq = seq + len(out)
+        return out
 
     def write(self, kind: str, fields: Mapping[str, Any]) -> int:
         """Build and write one record; return its seq. On failure the seq is given back."""
@@ -151,11 +168,7 @@ class JsonlSink:
             while i < len(lines):
                 if self._size > 0 and self._size + len(lines[i]) > self.max_bytes:
                     self._rotate()
-                room = self.max_bytes - self._size
-                j, n = i + 1, len(lines[i])
-                while j < len(lines) and n + len(lines[j]) <= min(BATCH_BYTES, room):
-                    n += len(lines[j])
-                    j += 1
+                j = _batch_end(lines, i, min(BATCH_BYTES, self.max_bytes - self._size))
                 try:
                     self._write_all(b"".join(lines[i:j]) if j > i + 1 else lines[i])
                 except SinkWriteError as exc:
@@ -295,75 +308,3 @@ class JsonlSink:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class AsyncWriter:
-    """Writes a sink's lines from the event loop, in order: failures are retried with backoff
-    (100 ms doubling to 5 s). Callers await: a stuck disk is back-pressure. Lines are given up
-    (and their seqs explained by a `gap` record) only when the caller is cancelled or its
-    `give_up_after` passes: at shutdown, never while running."""
-
-    def __init__(
-        self, sink: JsonlSink, *, on_error: Callable[[str], None] | None = None,
-        on_recovered: Callable[[], None] | None = None, initial_delay: float = 0.1,
-        max_delay: float = 5.0,
-    ) -> None:
-        self.sink, self.on_error, self.on_recovered = sink, on_error, on_recovered
-        self.initial_delay, self.max_delay = initial_delay, max_delay
-        self.failing = False
-        """True from the first failure of an episode until a write succeeds again."""
-        self.retries = 0
-        self._lock = asyncio.Lock()
-        self._wake = asyncio.Event()
-
-    async def write(self, kind: str, fields: Mapping[str, Any]) -> int:
-        """Build and write one record; return its seq."""
-        line = self.sink.record(kind, fields)
-        seq = self.sink.next_seq - 1
-        await self.write_lines([line])
-        return seq
-
-    async def write_lines(self, lines: Sequence[bytes], *,
-                          give_up_after: float | None = None) -> None:
-        """Write all `lines`; `on_error` once per failure episode, `on_recovered` after it.
-        With `give_up_after` (seconds), what is still unwritten then is given up and
-        SinkWriteError raised."""
-        pending = list(lines)
-        loop = asyncio.get_running_loop()
-        deadline = None if give_up_after is None else loop.time() + give_up_after
-        try:
-            async with self._lock:
-                await self._retry(pending, deadline)
-        except BaseException:
-            if pending:
-                self.sink.give_up(pending)
-            raise
-
-    async def _retry(self, pending: list[bytes], deadline: float | None) -> None:
-        delay = self.initial_delay
-        while True:
-            try:
-                self.sink.write_lines(pending)
-                pending.clear()
-                break
-            except SinkWriteError as exc:
-                del pending[: exc.written]
-                self.retries += 1
-                if not self.failing:
-                    self.failing = True
-                    if self.on_error is not None:
-                        self.on_error(f"{exc}; retrying, no record is dropped")
-                if deadline is not None and asyncio.get_running_loop().time() >= deadline:
-                    raise
-            self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
-            delay = min(delay * 2, self.max_delay)
-        if self.failing:
-            self.failing = False
-            if self.on_recovered is not None:
-                self.on_recovered()
-
-    def retry_now(self) -> None:
-        """Cut the current backoff short (space was freed, or the runner is stopping)."""
-        self._wake.set()

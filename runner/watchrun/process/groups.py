@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from watchrun.output import safefs
 from watchrun.process.tree import LINUX, Stat, read_table, spawn_id_of, start_time
 
 __all__ = ["Group", "GroupRegistry", "end_groups", "leftover_groups", "members"]
@@ -114,8 +115,11 @@ class GroupRegistry:
     the guardian. No fsync: a power loss ends the processes too."""
 
     def __init__(self, path: Path | None, tell: Callable[[str], None] | None = None,
-                 on_error: Callable[[str], None] | None = None) -> None:
+                 on_error: Callable[[str], None] | None = None,
+                 prepare: Callable[[], None] | None = None) -> None:
         self.path, self._tell, self._on_error = path, tell, on_error
+        self.prepare = prepare or (lambda: None)
+        """Called before each child is spawned (the guardian is started on the first)."""
         self._failing = False
         self.groups: dict[int, Group] = {}
         me = os.getpid()
@@ -144,15 +148,8 @@ class GroupRegistry:
         doc = {"runner": self._runner,
                "groups": [{"pgid": g.pgid, "start": g.start, "spawnId": g.spawn_id}
                           for g in self.groups.values()]}
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW,
-                         0o640)
-            try:
-                os.write(fd, json.dumps(doc).encode())
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
+            safefs.write_atomic(self.path, json.dumps(doc).encode())  # no symlink followed
         except OSError as exc:  # the guardian and pdeathsig still end the groups: say it once
             if not self._failing and self._on_error is not None:
                 self._on_error(f"cannot record process groups in {self.path}: {exc.strerror}; "

@@ -15,10 +15,11 @@ import fcntl
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 from watchrun.process.groups import Group, end_groups
 
-__all__ = ["Guardian", "main"]
+__all__ = ["Guardian", "LazyGuardian", "main"]
 
 
 class Guardian:
@@ -64,6 +65,33 @@ class Guardian:
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=2)
+
+
+class LazyGuardian:
+    """A guardian started just before the first child is spawned (`GroupRegistry.prepare`):
+    a runner that only follows files never starts one (an interpreter start saved)."""
+
+    def __init__(self, on_problem: Callable[[str], None]) -> None:
+        self._on_problem = on_problem
+        self._guardian: Guardian | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._guardian.pid if self._guardian is not None else None
+
+    def start(self) -> None:
+        if self._guardian is None:
+            self._guardian = Guardian()
+            if self._guardian.problem:
+                self._on_problem(self._guardian.problem)
+
+    def tell(self, line: str) -> None:
+        if self._guardian is not None:
+            self._guardian.tell(line)
+
+    def close(self) -> None:
+        if self._guardian is not None:
+            self._guardian.close()
 
 
 def main() -> int:

@@ -106,6 +106,8 @@ class Spawner:
     async def _start(self, argv: list[str], shown: str, cwd: Path | None,
                      env: Mapping[str, str], pty: bool, separate_stderr: bool,
                      stdin_data: bytes | None, stdin_pipe: bool) -> Proc:
+        if self.registry is not None:
+            self.registry.prepare()  # the guardian is up before the first child exists
         spawn_id = f"{os.getpid()}.{next(_ids)}.{os.urandom(4).hex()}"
         child_env = {k: v for k, v in {**os.environ, **env}.items() if k not in _STRIPPED}
         child_env[SPAWN_ID] = spawn_id

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from watchrun.agents.hub import AgentHub
 from watchrun.config.model import Config
 from watchrun.output.runlog import RunLog
 from watchrun.runtime import manage
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
+
+if TYPE_CHECKING:
+    from watchrun.agents.hub import AgentHub
 
 
 class Runner(Protocol):

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import secrets
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from watchrun.config.model import WatcherSpec
+from watchrun.match.sanitize import shorten
 
 FIRST_LINES = 5
 """Matched lines shown per crossed gate."""
@@ -18,7 +18,6 @@ MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 error annotations per step; the rest are summarised in one warning."""
 SHOW_CHARS = 300
 """A matched line is clipped to this many characters in the table, annotations and reports."""
-_XML_BAD = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SHELL_HINTS = {126: " (the shell found the program but could not run it)",
                 127: " (the shell did not find the program)"}  # /bin/sh -c reports these
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
@@ -151,10 +150,6 @@ def _count(verdicts: Sequence[Verdict], status: Status) -> int:
     return sum(v.status is status for v in verdicts)
 
 
-def clip(text: str, limit: int = SHOW_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _footer(verdicts: Sequence[Verdict]) -> str:
     failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
     gated = len(verdicts) - errors
@@ -182,7 +177,7 @@ def summary_table(verdicts: Sequence[Verdict]) -> str:
         what = "could not run" if v.status is Status.ERROR else "gate crossed"
         lines.append(f"\n{v.id}: {what}")
         lines.extend(f"  - {r}" for r in v.reasons)
-        lines.extend(f"    {ln.where}: {clip(ln.text)}" for ln in v.first)
+        lines.extend(f"    {ln.where}: {shorten(ln.text, SHOW_CHARS)}" for ln in v.first)
         if v.too_many and v.matches > len(v.first):
             more = v.matches - len(v.first)
             lines.append(f"    … and {more} more (every match is in watchers/{v.id}.jsonl)")
@@ -220,7 +215,7 @@ def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None) 
             head = reasons.pop(0)
             for ln in v.first:
                 file = _under(ln.path, workspace) if ln.path and workspace else None
-                msg = f"{head}\n{ln.where}: {clip(ln.text)}"
+                msg = f"{head}\n{ln.where}: {shorten(ln.text, SHOW_CHARS)}"
                 wanted.append(_command("error", msg, title, file, ln.line_no))
         wanted.extend(_command("error", r, title) for r in reasons)
     if len(wanted) <= MAX_ANNOTATIONS:
@@ -236,7 +231,7 @@ class StopCommands:
     and `end()` GitHub Actions parses no `::command::` (nor `##[command]`) line."""
 
     def __init__(self) -> None:
-        self.token = secrets.token_hex(16)
+        self.token = os.urandom(16).hex()
         self.open = False
         """Set by the printer while the fence is up (so it is closed exactly once)."""
 
@@ -268,20 +263,29 @@ def markdown(verdicts: Sequence[Verdict]) -> str:
         if not v.ok:
             lines += ["", f"**{v.id}**: " + "; ".join(_md(r) for r in v.reasons)]
             if v.first:
-                body = "\n".join(f"{ln.where}: {clip(ln.text)}" for ln in v.first)
+                body = "\n".join(f"{ln.where}: {shorten(ln.text, SHOW_CHARS)}" for ln in v.first)
                 fence = "`" * max(3, 1 + max(map(len, re.findall("`+", body)), default=0))
                 lines += [fence + "text", body, fence]
     lines += ["", _md(_footer(verdicts))]
     return "\n".join(lines) + "\n"
 
 
+@functools.cache
+def _xml_bad() -> re.Pattern[str]:
+    """What XML 1.0 cannot hold (compiled when a JUnit report is written: an astral range
+    costs milliseconds to compile, which every `watchrun run` would pay)."""
+    return re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def _xml(text: str) -> str:
-    return _XML_BAD.sub("\ufffd", text)
+    return _xml_bad().sub("\ufffd", text)
 
 
 def junit(verdicts: Sequence[Verdict], duration_s: float) -> bytes:
     """A JUnit XML report: one testcase per gated watcher; `failure` for a crossed gate,
     `error` for a watcher that could not run."""
+    import xml.etree.ElementTree as ET  # only with --junit
+
     suite = ET.Element("testsuite", name="watchrun", tests=str(len(verdicts)),
                        failures=str(_count(verdicts, Status.FAIL)),
                        errors=str(_count(verdicts, Status.ERROR)), time=f"{duration_s:.3f}")
@@ -291,7 +295,7 @@ def junit(verdicts: Sequence[Verdict], duration_s: float) -> bytes:
             continue
         tag = "error" if v.status is Status.ERROR else "failure"
         elem = ET.SubElement(case, tag, message=_xml("; ".join(v.reasons)), type=f"gate-{tag}")
-        text = [f"{ln.where}: {clip(ln.text, 4096)}" for ln in v.first]
+        text = [f"{ln.where}: {shorten(ln.text, 4096)}" for ln in v.first]
         if v.too_many and v.matches > len(v.first):
             text.append(f"… and {v.matches - len(v.first)} more")
         elem.text = _xml("\n".join([*v.reasons, *text]))

@@ -5,20 +5,32 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
-from watchrun.output.records import format_cursor, recorded_since
+from watchrun.output.jsonl import json_str
+from watchrun.output.records import recorded_since
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink
-from watchrun.runtime.isolation import IsolatedMatcher
+from watchrun.output.sink import JsonlSink
+from watchrun.output.writer import AsyncWriter
+from watchrun.runtime.matches import (
+    Found,
+    RecentMatches,
+    Rows,
+    every_line,
+    plain_rows,
+    where_members,
+)
 from watchrun.sources.generation import Recorded
+
+if TYPE_CHECKING:
+    from watchrun.runtime.isolation import IsolatedMatcher
 
 FIRST_KEPT = 5
 FINAL_WRITE_S = 2.0
@@ -42,7 +54,8 @@ class Counters:
     """The first few matches (for gate verdicts)."""
     require_seen: bool = False
     spawn_failed: bool = False
-    recent: deque[MatchInfo] = field(default_factory=deque)
+    recent: RecentMatches = field(default_factory=lambda: RecentMatches(0))
+    """The last `maxMatches` matches."""
     redacted: dict[str, int] = field(default_factory=dict)
     """Secrets redacted from this watcher's records, by kind (`output.redact`)."""
 
@@ -143,7 +156,7 @@ class WatcherPipeline:
         matcher: Matcher,
         log: RunLog,
         *,
-        on_matches: Callable[[WatcherSpec, list[MatchInfo]], None] | None = None,
+        on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None] | None = None,
         on_event: Callable[[WatcherSpec, str, dict[str, Any]], None] | None = None,
         require: Matcher | None = None,
         redactor: Redactor | None = None,
@@ -163,10 +176,11 @@ class WatcherPipeline:
         self.isolated = isolated
         """Set when a pattern needs Python `re`: matching runs in a worker, never here."""
         self.counters = Counters(
-            RecentLines(limits.max_log_lines), recent=deque(maxlen=limits.max_matches)
+            RecentLines(limits.max_log_lines), recent=RecentMatches(limits.max_matches)
         )
         self.on_touch: Callable[[], None] | None = None
         self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
+        self._where: tuple[object, bytes, str] = (None, b"", "")  # (path, inode) or run: members
 
     # -- `sources.generation.Resumable`: crash recovery without repeats ---------------------
     @property
@@ -176,7 +190,8 @@ class WatcherPipeline:
     async def recorded(self, since_seq: int) -> Recorded:
         """What was recorded from `since_seq` on (the records a crash kept past the
         checkpoint): read backwards from the end of the stream, in a worker thread."""
-        epochs, ended = await asyncio.to_thread(recorded_since, self.sink.path, since_seq)
+        epochs, ended = await asyncio.to_thread(recorded_since, self.sink.path, since_seq,
+                                                self.sink.keep)
         return Recorded(epochs, ended)
 
     def skipped(self, lines: int) -> None:
@@ -197,29 +212,25 @@ class WatcherPipeline:
         c.tail.add(chunk)
         if self.on_touch is not None:
             self.on_touch()
+        rows: Rows | None = None
         if self.isolated is not None:
             spans = await self._isolated(chunk)
         else:
             if self.require is not None and not c.require_seen and self.require.find(data):
                 c.require_seen = True
-            spans = self.matcher.find(data)
-        if not spans:
+            if self.redactor is None and self.matcher.every_line(data):  # a flood
+                rows = every_line(chunk, self._members(chunk)[0])
+            spans = self.matcher.find(data) if rows is None else []
+        if rows is not None:
+            self._counted = (data, len(rows.lines), len(data))
+        elif not spans:
             self._counted = (data, 0, 0)
             return
-        records: list[bytes] = []
-        found: list[MatchInfo] = []
-        line_no, pos = chunk.line_no, 0
-        for start, end in spans:
-            line_no += data.count(b"\n", pos, start)
-            pos = start
-            offset = chunk.source_offset(start) if chunk.cuts else chunk.offset + start
-            record, info = self._match(chunk, data[start:end], line_no, offset, start)
-            records.append(record)
-            found.append(info)
-        self._counted = (data, line_no - chunk.line_no, pos)
-        if not records:
-            return
-        await self.writer.write_lines(records)
+        else:
+            rows = self._rows(chunk, spans)
+        await self.writer.write_lines(self.sink.match_records(
+            rows.lines, rows.line_nos, rows.offsets, rows.rest, quoted=rows.quoted))
+        found = Found(rows, self._members(chunk)[1])
         c.matches += len(found)
         c.last_match_at = time.time()
         c.recent.extend(found)
@@ -228,6 +239,23 @@ class WatcherPipeline:
         self.log.matches(self.spec.id, found)
         if self.on_matches is not None:
             self.on_matches(self.spec, found)
+
+    def _members(self, chunk: Chunk) -> tuple[bytes, str]:
+        """`where_members` of the chunk's source, kept while it does not change."""
+        key = (chunk.path, chunk.inode) if chunk.path is not None else chunk.run
+        if key != self._where[0]:
+            self._where = (key, *where_members(chunk))
+        return self._where[1], self._where[2]
+
+    def _rows(self, chunk: Chunk, spans: list[tuple[int, int]]) -> Rows:
+        """The records' columns: one pass over the matches, sanitizing only the lines that
+        need it (and all of them with `output.redact`)."""
+        plain = self.limits.max_line_bytes if self.redactor is None else -1
+        rows, odd, lines = plain_rows(chunk, spans, plain, self._members(chunk)[0])
+        self._counted = (chunk.data, lines, spans[-1][0])
+        for k in odd:  # lines that need sanitizing, clipping or redaction
+            self._match(chunk, spans[k], rows, k)
+        return rows
 
     async def _isolated(self, chunk: Chunk) -> list[tuple[int, int]]:
         """Match in the worker; a line over the time budget is an `error` record (regex-timeout)
@@ -247,10 +275,11 @@ class WatcherPipeline:
                                  "skipped (the pattern backtracks on it)"))
         return found.spans
 
-    def _match(
-        self, chunk: Chunk, line: bytes, line_no: int, offset: int, pos: int
-    ) -> tuple[bytes, MatchInfo]:
-        decoded = raw_text(line)
+    def _match(self, chunk: Chunk, span: tuple[int, int], rows: Rows, k: int) -> None:
+        """Fill in row `k`, a line that is not plain: sanitized (and redacted with
+        `output.redact`), clipped, marked `truncated` when it was cut or clipped, with `raw`
+        when sanitizing changed it."""
+        decoded = raw_text(chunk.data[span[0] : span[1]])
         raw: str | None = decoded
         if self.redactor is None:
             text, clipped = sanitize(decoded, self.limits.max_line_bytes)
@@ -259,24 +288,16 @@ class WatcherPipeline:
             text, clipped = clip(text, self.limits.max_line_bytes)
             for kind, n in found.items():
                 self.counters.redacted[kind] = self.counters.redacted.get(kind, 0) + n
-        omitted = chunk.cut_at(pos) if chunk.cuts else 0
-        fields: dict[str, Any] = {"line": text, "lineNo": line_no, "offset": offset}
-        if chunk.path is not None:
-            fields["path"] = chunk.path
-            fields["inode"] = chunk.inode
-            where = f"{chunk.path}:{line_no}"
-        else:
-            fields["run"] = chunk.run
-            where = f"run {chunk.run}:{line_no}"
+        omitted = chunk.cut_at(span[0]) if chunk.cuts else 0
+        members = rows.rest[k]
         if omitted or clipped:
-            fields["truncated"] = True
-            fields["omittedBytes"] = omitted
+            members += b',"truncated":true,"omittedBytes":%d' % omitted
             self.counters.truncated += 1
         if raw is not None and text != raw:
-            fields["raw"] = raw
-        record = self.sink.record("match", fields)
-        cursor = format_cursor(self.spec.id, self.sink.next_seq - 1)
-        return record, MatchInfo(text, line_no, offset, where, cursor)
+            members += b',"raw":' + json_str(raw)
+        rows.lines[k] = json_str(text)
+        rows.rest[k] = members
+        rows.texts[k] = text
 
     async def event(self, kind: str, **fields: Any) -> None:
         clean = {k: v for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}

@@ -10,13 +10,13 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Protocol
 
-from watchrun.agents.hub import AgentHub
 from watchrun.config.model import Config
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.watchers import STOP_RECORD_S, WatcherSet
 
 if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
+    from watchrun.agents.hub import AgentHub
 
 __all__ = ["apply"]
 

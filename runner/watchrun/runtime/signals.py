@@ -22,6 +22,10 @@ class SignalInbox:
     async def next(self) -> signal.Signals:
         return await self._queue.get()
 
+    def push(self, sig: signal.Signals) -> None:
+        """Act as if `sig` had arrived (a program that embeds the runner asks it to stop)."""
+        self._queue.put_nowait(sig)
+
     def close(self) -> None:
         for sig in self.WATCHED:
             self._loop.remove_signal_handler(sig)

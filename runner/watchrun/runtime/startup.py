@@ -16,7 +16,7 @@ from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
 from watchrun.process.groups import GroupRegistry, end_groups, leftover_groups
-from watchrun.process.guard import Guardian
+from watchrun.process.guard import LazyGuardian
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.control import ControlServer
 from watchrun.runtime.signals import SignalInbox
@@ -108,14 +108,14 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
         undo.push_async_callback(metrics.close)
     await _end_leftovers(sup)
     guardian = None
-    if sup.guardian:
-        guardian = await asyncio.to_thread(Guardian)
+    if sup.guardian:  # started with the first child: a runner of files only needs none
+        guardian = LazyGuardian(lambda problem: log.warning(
+            f"{problem}; children of a SIGKILLed runner are ended by the next runner of this "
+            "output dir"))
         undo.push_async_callback(asyncio.to_thread, guardian.close)
-        if guardian.problem:
-            log.warning(f"{guardian.problem}; children of a SIGKILLed runner are ended by "
-                        "the next runner of this output dir")
     sup.spawner.registry = GroupRegistry(layout.state / PROCESSES,
-                                         guardian.tell if guardian else None, log.warning)
+                                         guardian.tell if guardian else None, log.warning,
+                                         guardian.start if guardian else None)
     notifier = Notifier(config.limits.poll_ms, force_poll=sup.force_poll)
     undo.callback(notifier.close)
     sup.set.notifier = notifier

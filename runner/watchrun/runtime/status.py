@@ -24,18 +24,6 @@ FLUSH_DELAY_S = 1.0
 TAIL_LINE_CHARS = 4096
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o640) -> None:
-    """tmp + fsync + rename, so a reader never sees half a file; no symlink is followed."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = safefs.create_exclusive(tmp, mode)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    safefs.replace(tmp, path)
-
-
 @dataclass
 class _Entry:
     spec: WatcherSpec
@@ -61,7 +49,7 @@ class StatusBoard:
     """Keeps `state/<id>.status.json` and `state/<id>.tail` current, debounced.
 
     The snapshots are rendered on the loop (a few hundred microseconds per watcher) and written
-    (tmp + fsync + rename) by a worker thread, so a slow disk never delays a match record. Each
+    (tmp + rename) by a worker thread, so a slow disk never delays a match record. Each
     write carries a generation: an older snapshot never replaces a newer one, nor revives one
     that `forget_stopped` removed.
     """
@@ -222,6 +210,10 @@ class StatusBoard:
             "source": str(spec.path) if spec.path is not None else spec.command,
             "pattern": spec.pattern,
             "exclude": list(spec.exclude),
+            "caseSensitive": spec.case_sensitive,
+            "fromStart": spec.from_start,
+            "wake": list(spec.wake),
+            "cwd": str(spec.cwd) if spec.cwd is not None else None,
             "engine": entry.engine,
             "status": status,
             "origin": entry.origin,
@@ -282,7 +274,9 @@ class StatusBoard:
                     if self._stored.get(path, 0) >= gen:
                         continue
                 try:
-                    atomic_write(path, data)
+                    # no fsync: a snapshot is rewritten within a second of any change, and one
+                    # lost to a power cut is superseded; an fsync each held the journal
+                    safefs.write_atomic(path, data, sync=False)
                 except OSError:
                     continue  # status is best effort; records and checkpoints must not be lost
                 with self._lock:

@@ -12,11 +12,10 @@ import asyncio
 import contextlib
 import signal
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from watchrun.agents.hub import AgentHub
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
@@ -40,6 +39,7 @@ from watchrun.sources.checkpoints import CheckpointStore
 
 if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
+    from watchrun.agents.hub import AgentHub
 
 __all__ = ["RunnerState", "StartupError", "Supervisor"]
 
@@ -87,6 +87,8 @@ class Supervisor:
         self._orphans = asyncio.Event()
         self.reload_pending = False
         """A SIGHUP came while starting: reload once started."""
+        self._inbox: SignalInbox | None = None
+        self._stop_asked = False
         self.changing = asyncio.Lock()
         """Held while the set of watchers changes (a reload; `add`, `start`, `restart`, `stop`,
         `clear`), so one change sees the result of the one before."""
@@ -105,6 +107,9 @@ class Supervisor:
         start raises StartupError (one line naming the cause) after undoing what it did."""
         loop = asyncio.get_running_loop()
         inbox = SignalInbox(loop)  # first: a signal during start-up is recorded, not fatal
+        self._inbox = inbox
+        if self._stop_asked:
+            inbox.push(signal.SIGTERM)
         loop.add_signal_handler(signal.SIGCHLD, self._orphans.set)
         failure: StartupError | None = None
         try:
@@ -123,11 +128,19 @@ class Supervisor:
                     for task in helpers:
                         task.cancel()
         finally:
+            self._inbox = None
             inbox.close()
             loop.remove_signal_handler(signal.SIGCHLD)
             self.state = RunnerState.STOPPED  # STOPPING -> STOPPED: everything flushed
         if failure is not None:
             raise failure
+
+    def request_stop(self) -> None:
+        """Stop as on SIGTERM, asked by the program that runs the supervisor (`watchrun mcp`
+        when its session ends); asked before `run()` began, it stops as soon as it has."""
+        self._stop_asked = True
+        if self._inbox is not None:
+            self._inbox.push(signal.SIGTERM)
 
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         """A task owned by the supervisor's TaskGroup."""
@@ -206,6 +219,8 @@ class Supervisor:
 
     # -- agents ---------------------------------------------------------------------------
     def start_hub(self) -> None:
+        from watchrun.agents.hub import AgentHub  # only when agents are configured
+
         self.hub = AgentHub(self.config, self.layout, self.log.scoped("agent"), self.clock,
                             self.spawner, once=self.once)
         self._hub_task = self.spawn(self.hub.run(), "agents")
@@ -218,7 +233,7 @@ class Supervisor:
             if self._hub_task is not None:
                 await finish(self._hub_task)
 
-    def matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None:
+    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
         if spec.wake and self.hub is not None:
             self.hub.deliver(spec, found)
         rt = self.watchers.get(spec.id)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
+import os
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -19,7 +20,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import Evidence
-from watchrun.runtime.isolation import WorkerError
+from watchrun.runtime.hscache import disk_store
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
@@ -48,7 +49,7 @@ class Owner(Protocol):
     tally: Tally
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]: ...
-    def matched(self, spec: WatcherSpec, found: list[MatchInfo]) -> None: ...
+    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None: ...
     def problem(self, message: str, wid: str | None = None) -> None: ...
 
 
@@ -79,6 +80,7 @@ class WatcherSet:
         self.runtime: dict[str, WatcherSpec] = {}
         """Watchers added through the control socket (`add`), running or stopped, until
         cleared: they are in no config file, so a reload keeps them and a new runner has none."""
+        self.databases = disk_store(os.environ)
 
     def origin(self, wid: str) -> str:
         return "runtime" if wid in self.runtime else "config"
@@ -101,7 +103,7 @@ class WatcherSet:
         nothing open."""
         sup = self.sup
         assert self.notifier is not None
-        seams = Seams(sup.clock, sup.spawner, self.store, self.notifier, self.sinks)
+        seams = Seams(sup.clock, sup.spawner, self.store, self.notifier, self.sinks, self.databases)
         return build_watcher(spec, sup.config, sup.layout, sup.log, seams, once=sup.once,
                              echo=self.echo, on_matches=sup.matched, on_event=self._event)
 
@@ -141,6 +143,8 @@ class WatcherSet:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug, or a worker that cannot run: not the other watchers
+            from watchrun.runtime.isolation import WorkerError
+
             rt.failure = str(exc) if isinstance(exc, WorkerError) else repr(exc)
             self.sup.runtime_errors.append(f"{wid}: {rt.failure}")
             self.sup.log.error(f"watcher failed: {rt.failure}", wid)

@@ -4,27 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
+from watchrun.match.engines import Store
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import redactor
 from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import AsyncWriter, JsonlSink, SinkWriteError
+from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.output.writer import AsyncWriter
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import Evidence
-from watchrun.runtime.isolation import IsolatedMatcher
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore
-from watchrun.sources.command import CommandSource
 from watchrun.sources.file import FileSource
+
+if TYPE_CHECKING:
+    from watchrun.sources.command import CommandSource
 
 
 def open_sink(path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock
@@ -42,6 +45,8 @@ class Seams:
     store: CheckpointStore
     notifier: Notifier
     open_sink: Callable[..., JsonlSink] = open_sink
+    databases: Store | None = None
+    """Compiled hyperscan databases kept between runs (`runtime/hscache.py`)."""
 
 
 @dataclass
@@ -68,7 +73,7 @@ def build_watcher(
     *,
     once: bool,
     echo: Callable[[bytes], None] | None,
-    on_matches: Callable[[WatcherSpec, list[MatchInfo]], None],
+    on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
     on_event: Callable[[WatcherSpec, str, dict[str, Any]], None],
 ) -> WatcherRuntime:
     """source → pipeline (matcher) → sink, for one watcher; nothing runs yet. Raises
@@ -87,7 +92,7 @@ def build_watcher(
 
 def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: JsonlSink,
            once: bool, echo: Callable[[bytes], None] | None,
-           on_matches: Callable[[WatcherSpec, list[MatchInfo]], None],
+           on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
            on_event: Callable[[WatcherSpec, str, dict[str, Any]], None]) -> WatcherRuntime:
     wid = spec.id
 
@@ -98,13 +103,17 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
         log.info("writing records again", wid)
 
     writer = AsyncWriter(sink, on_error=on_error, on_recovered=on_recovered)
-    matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive)
+    matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive, store=seams.databases)
     gate = spec.gate
     require = None
     if gate is not None and gate.require is not None:
-        require = Matcher(gate.require, (), spec.case_sensitive)
+        require = Matcher(gate.require, (), spec.case_sensitive, store=seams.databases)
     linear = matcher.linear and (require is None or require.linear)
-    isolated = None if linear else IsolatedMatcher(spec, seams.spawner)
+    isolated = None
+    if not linear:  # a pattern only Python re runs: in a worker process
+        from watchrun.runtime.isolation import IsolatedMatcher
+
+        isolated = IsolatedMatcher(spec, seams.spawner)
     pipeline = WatcherPipeline(spec, config.limits, sink, writer, matcher, log,
                                on_matches=on_matches, on_event=on_event, require=require,
                                isolated=isolated,
@@ -114,6 +123,8 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
         source = FileSource(spec, config.limits, seams.store, seams.notifier, seams.clock,
                             once=once)
     else:
+        from watchrun.sources.command import CommandSource
+
         source = CommandSource(spec, config.limits, seams.clock, seams.spawner, once=once,
                                echo=echo)
     if sink.repaired_bytes:

@@ -121,7 +121,8 @@ class CheckpointStore:
     def __init__(self, state_dir: Path) -> None:
         self.dir = state_dir
         self.problems: list[str] = []
-        self._lock = threading.Lock()  # saves run in worker threads
+        self._locks: dict[str, threading.Lock] = {}  # per watcher: saves run in worker threads
+        self._locks_lock = threading.Lock()
         self._written: dict[str, int] = {}  # watcher id → ticket of the last save written
         self._tickets = itertools.count(1)
 
@@ -129,6 +130,11 @@ class CheckpointStore:
         """A number for a save about to be asked for: later asks get larger numbers (without
         the lock, which a save in a worker thread may hold while it fsyncs)."""
         return next(self._tickets)
+
+    def _lock(self, watcher_id: str) -> threading.Lock:
+        """The lock of one watcher's file: watchers save (and fsync) in parallel."""
+        with self._locks_lock:
+            return self._locks.setdefault(watcher_id, threading.Lock())
 
     def path(self, watcher_id: str) -> Path:
         if not _ID.match(watcher_id):
@@ -138,7 +144,7 @@ class CheckpointStore:
     def load(self, watcher_id: str) -> FileState | None:
         path = self.path(watcher_id)
         tmp = path.with_name(path.name + ".tmp")
-        with self._lock:
+        with self._lock(watcher_id):
             recovered = self._read_tmp(tmp)
             if recovered is not None:
                 with contextlib.suppress(OSError):
@@ -162,30 +168,21 @@ class CheckpointStore:
         path = self.path(watcher_id)
         tmp = path.with_name(path.name + ".tmp")
         data = encode(state)
-        with self._lock:
+        with self._lock(watcher_id):
             if ticket is not None:
                 if ticket <= self._written.get(watcher_id, 0):
                     return False
                 self._written[watcher_id] = ticket
             safefs.make_dirs(self.dir)
-            fd = safefs.create_exclusive(tmp, 0o640)
-            try:
-                os.fchmod(fd, 0o640)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            safefs.replace(tmp, path)
-            safefs.fsync_dir(self.dir)
+            safefs.write_atomic(path, data, tmp=tmp, sync_dir=True)
             return True
 
     def adopt(self, old_id: str, new_id: str) -> bool:
         """Rename `old_id`'s checkpoint to `new_id` (a watcher's `previousId`), unless `new_id`
         has one already. True when it was adopted."""
         old, new = self.path(old_id), self.path(new_id)
-        with self._lock:
+        first, second = sorted((old_id, new_id))
+        with self._lock(first), self._lock(second):
             if os.path.lexists(new) or not os.path.lexists(old):
                 return False
             safefs.replace(old, new)  # names under state/'s fd: no symlink followed

@@ -7,14 +7,10 @@ import contextlib
 import random
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from croniter import croniter  # type: ignore[import-untyped]
-
-from watchrun.clock import Clock, iso_ts
+from watchrun.clock import Clock, iso_ts, next_cron
 from watchrun.config.model import Limits, RestartPolicy, WatcherSpec
 from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import LineFramer
@@ -128,7 +124,7 @@ class CommandSource:
         task: asyncio.Task[ExitInfo | None] | None = None
         try:
             while True:
-                tick = croniter(cron, datetime.fromtimestamp(base).astimezone()).get_next(float)
+                tick = next_cron(cron, base)
                 if task is None or task.done():
                     self.state = ProcState.WAITING  # STOPPED/EXITED -> WAITING
                 while (left := tick - self.clock.now()) > 0:
@@ -194,6 +190,7 @@ class CommandSource:
 
     async def _pump(self, proc: Proc, ctx: SourceContext, n: int) -> ExitInfo:
         framer = LineFramer(self.limits.max_line_bytes)
+        framer.stamp(run=n)
         try:
             stopped = await self._read(proc, framer, ctx, n)
             info = stopped or await proc.wait()
@@ -209,7 +206,7 @@ class CommandSource:
 
     async def _finish(self, proc: Proc, framer: LineFramer, ctx: SourceContext, n: int,
                       info: ExitInfo) -> None:
-        await self._deliver(ctx, framer.finish(), n)  # the last line, even without a newline
+        await self._deliver(ctx, framer.finish())  # the last line, even without a newline
         extra = {"signals": list(info.signals_sent), "stragglers": info.stragglers}
         duration = round((self.clock.monotonic() - self._started) * 1000)
         await ctx.event("exit", run=n, exitCode=info.exit_code, signal=info.signal,
@@ -243,7 +240,7 @@ class CommandSource:
                     data, reading = reading.result(), None
                     if not data:
                         return stopped
-                    await self._deliver(ctx, framer.feed(data), n)
+                    await self._deliver(ctx, framer.feed(data))
                 elif not done and stopped is None:
                     stopped = await proc.terminate(self._grace)
                     deadline = loop.time() + drain_s
@@ -263,9 +260,8 @@ class CommandSource:
                 if task is not None:
                     task.cancel()
 
-    async def _deliver(self, ctx: SourceContext, chunk: Chunk | None, n: int) -> None:
-        if chunk is not None:
-            chunk = replace(chunk, run=n)
+    async def _deliver(self, ctx: SourceContext, chunk: Chunk | None) -> None:
+        if chunk is not None:  # (stamped with run n by its framer)
             await ctx.chunk(chunk)
             if self.echo is not None:
                 self.echo(chunk.data)

@@ -57,6 +57,7 @@ class FileSource(Rotation):
     async def _begin(self, ctx: SourceContext, watch: Watch) -> None:
         seen = len(self.store.problems)
         state = await asyncio.to_thread(self._load)
+        self._keep.saved = state  # on disk already: not written (and fsynced) again at start
         problems = self.store.problems[seen:]
         if self.once and self.spec.from_start:
             state = None  # once + fromStart: the whole file, on every run

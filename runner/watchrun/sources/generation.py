@@ -8,7 +8,7 @@ import json
 import os
 import stat
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -79,6 +79,7 @@ class Generation:
         checkpoint moved."""
         counter = _counter(ctx)
         start = self.pos
+        self.framer.stamp(inode=self.inode, path=path)
         while end is None or self.pos < end:
             want = size if end is None else min(size, end - self.pos)
             data = os.pread(self.fd, want, self.pos)
@@ -90,7 +91,7 @@ class Generation:
             self.took(data)
             chunk = self.framer.feed(data)
             if chunk is not None:
-                await ctx.chunk(replace(chunk, inode=self.inode, path=path))
+                await ctx.chunk(chunk)
                 if counter is not None:
                     self.framer.settle(counter.lines_in_last_chunk())
                 self.done = (chunk.end, self.framer.line_no)
@@ -105,9 +106,10 @@ class Generation:
     async def finish(self, ctx: SourceContext, path: str) -> None:
         """This generation ends (rotated away, truncated, once mode): its unterminated last
         line becomes a line, since no newline will come. The checkpoint stays before it."""
+        self.framer.stamp(inode=self.inode, path=path)
         chunk = self.framer.finish()
         if chunk is not None:
-            await ctx.chunk(replace(chunk, inode=self.inode, path=path))
+            await ctx.chunk(chunk)
 
     def checkpoint(self, *, finished: bool = False, at_read: bool = False) -> Checkpoint:
         """Its checkpoint at the last recorded line (or at the read position), from memory:

@@ -6,7 +6,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Paint", "ago", "no_paint", "paint", "parse_ts", "value", "when"]
+from watchrun.clock import parse_ts
+
+__all__ = ["Paint", "ago", "as_datetime", "no_paint", "paint", "value", "when"]
 
 Paint = Callable[[str, str], str]
 """(text, status) -> the text as printed: coloured for a terminal, or as it is."""
@@ -19,15 +21,10 @@ STATUS_COLOUR = {
 }
 
 
-def parse_ts(text: object) -> datetime | None:
-    """An ISO-8601 timestamp as the records write it (`…Z`), else None."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        ts = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+def as_datetime(text: object) -> datetime | None:
+    """A record's `ts` as an aware datetime (UTC), else None."""
+    seconds = parse_ts(text)
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
 
 def ago(then: datetime, now: datetime) -> str:
@@ -54,7 +51,7 @@ def _span(s: int) -> str:
 def when(text: object, now: datetime, *, short: bool = False) -> str:
     """A timestamp for people: `3m ago` (short) or `2026-05-16T12:00:00.000Z (3m ago)`; `-`
     when there is none; an unparseable one as it is."""
-    ts = parse_ts(text)
+    ts = as_datetime(text)
     if ts is None:
         return "-" if text in (None, "") else value(text)
     rel = ago(ts, now)

@@ -34,10 +34,10 @@ Seed 004's keys in mode "agent" (one agent per turn: the agent itself). Where it
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
 from watchrun.agents.answer import AnswerTracker, is_root
+from watchrun.clock import parse_ts
 from watchrun.views.agent_window import StatusTracker
 
 __all__ = ["KILL_REASONS", "OPS", "Turn", "build_transcript", "epoch", "summarize", "title",
@@ -60,12 +60,8 @@ _HINTS = {
 
 def epoch(ts: Any) -> float | None:
     """A record's `ts` in epoch seconds (milliseconds kept), or None."""
-    if not isinstance(ts, str):
-        return None
-    try:
-        return round(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp(), 3)
-    except ValueError:
-        return None
+    seconds = parse_ts(ts)
+    return None if seconds is None else round(seconds, 3)
 
 
 def _int(value: Any) -> int | None:

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from watchrun.match.sanitize import edge_text
+from watchrun.match.sanitize import edge_text, shorten
 from watchrun.output import safefs, tailfile
 from watchrun.output.records import last_records
 from watchrun.views.humanize import Paint, no_paint, value, when
@@ -112,8 +112,8 @@ def list_table(statuses: list[dict[str, Any]], now: datetime, paint: Paint = no_
             value(s.get("matchCount", 0)),
             value(s.get("linesRead", 0)),
             when(s.get("lastMatchAt"), now, short=True),
-            _clip(edge_text(value(source)), 48),
-            _clip(edge_text(value(s.get("lastError") or "-")), 60),
+            shorten(edge_text(value(source)), 48),
+            shorten(edge_text(value(s.get("lastError") or "-")), 60),
         ])
     return table(rows, ["ID", "STATUS", "ORIGIN", "KIND", "PID", "UPTIME", "RESTARTS",
                         "MATCHES", "LINES", "LAST MATCH", "SOURCE", "LAST ERROR"],
@@ -149,5 +149,4 @@ def match_line(rec: dict[str, Any]) -> str:
                      f"{value(rec.get('line'))}")
 
 
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+

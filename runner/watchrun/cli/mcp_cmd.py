@@ -1,0 +1,46 @@
+"""`watchrun mcp`: load the config (or take the defaults), check for the MCP SDK, serve."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+
+from watchrun.cli.emit import Out, config_failed
+from watchrun.exitcodes import ExitStatus
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    out = Out(False)  # stdout is the protocol's: every word of ours goes to stderr
+    from watchrun.config import load_config
+    from watchrun.config.model import Config, Limits, OutputSpec
+
+    paths = [Path(p) for p in args.config or []]
+    if paths:
+        result = load_config(paths, output_dir=args.output_dir)
+        if result.config is None:
+            return config_failed(out, result.diagnostics)
+        config = result.config
+    else:  # no config: the defaults, output dir .watchrun here (as beside ./watch.yaml)
+        root = args.output_dir if args.output_dir is not None else Path(".watchrun")
+        config = Config(Limits(), OutputSpec(Path(os.path.abspath(root))))
+    try:
+        from watchrun.mcp.server import serve
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "watchrun").split(".")[0]
+        if missing == "watchrun":
+            raise
+        return out.fail("missing_dependency", "`watchrun mcp` needs the MCP SDK "
+                        f"({missing} is missing): pip install 'watchrun[mcp]'")
+    from watchrun.output.runlog import ForwardToRunLog, RunLog
+
+    log = RunLog(args.log_format)
+    ForwardToRunLog(log).install()
+    log.info(f"MCP server on stdio; output dir {config.output.dir}", event="mcp")
+    try:
+        asyncio.run(serve(config, log, os.getcwd()))
+    except Exception as exc:  # a bug: one line and exit 3, never a traceback on the wire
+        log.error(f"internal error: {exc!r}")
+        return ExitStatus.RUNTIME
+    return ExitStatus.OK

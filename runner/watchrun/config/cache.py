@@ -1,0 +1,214 @@
+"""A cache of validated configs: `watchrun run` on an unchanged config skips YAML and JSON Schema.
+
+jsonschema stays the validator of record: an entry is only ever written from a full load that
+found no error, and any miss validates again. An entry is found by a key over everything the
+result depends on: each file's path and contents, `--output-dir`, the strictness, the home
+directory and interpreter (`~` and the mock agent's command), whether google-re2 is importable
+(it decides which patterns need `backtracking`), watchrun's version, the schema's contents and
+the size and mtime of every module of `config/` and `match/`. The entry also lists the
+environment variables the config interpolated (recorded while it was validated) with a hash of
+each value: a changed or newly set one is a miss.
+
+Where: `$WATCHRUN_CACHE_DIR`, else systemd's `$CACHE_DIRECTORY`, else `$XDG_CACHE_HOME/watchrun`
+(`~/.cache/watchrun`), under `config/`; not state/, which lives in the output dir that only a
+loaded config names. `WATCHRUN_CONFIG_CACHE=0` turns it off. An entry holds the interpolated
+config (environment values included), so the directory is the runner's own, mode 0700, and each
+file mode 0600, written atomically without following a link; a directory or file that another
+user could have written is not trusted (the config is validated instead). Entries are JSON, not
+pickle: reading one runs no code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from watchrun import __version__
+from watchrun.config import model
+from watchrun.config.diagnostics import Diagnostic, LoadResult
+from watchrun.config.private import PrivateStore
+from watchrun.match.redact import Rule
+
+__all__ = ["FORMAT", "KEEP", "cache_dir", "cached_load"]
+
+FORMAT = 1
+"""Bumped when the entry layout changes."""
+SCHEMA_FILE = "watch.schema.json"
+"""The config schema (`config/schema.py` reads the same file through importlib.resources)."""
+KEEP = 32
+"""Entries kept; older ones are removed when a new one is written."""
+_CLASSES: dict[str, type] = {
+    **{name: obj for name, obj in vars(model).items()
+       if isinstance(obj, type) and obj.__module__ == model.__name__},
+    "Rule": Rule, "Diagnostic": Diagnostic, "LoadResult": LoadResult,
+}
+"""The only classes an entry may name: the config model's own (so a field added to it is
+cached too), redaction rules and diagnostics."""
+
+
+def cache_dir(environ: Mapping[str, str]) -> Path | None:
+    """Where entries live, or None when the cache is off."""
+    if environ.get("WATCHRUN_CONFIG_CACHE", "1") == "0":
+        return None
+    base = environ.get("WATCHRUN_CACHE_DIR") or environ.get("CACHE_DIRECTORY", "").split(":")[0]
+    if not base:
+        xdg = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        base = os.path.join(xdg, "watchrun")
+    return Path(base) / "config"
+
+
+class _Recording(Mapping[str, str]):
+    """The environment, noting which variables were looked up."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self.env, self.seen = env, set[str]()
+
+    def __getitem__(self, name: str) -> str:
+        self.seen.add(name)
+        return self.env[name]
+
+    def __iter__(self) -> Any:
+        return iter(self.env)
+
+    def __len__(self) -> int:
+        return len(self.env)
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str):
+            self.seen.add(name)
+        return name in self.env
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.seen.add(name)
+        return self.env.get(name, default)
+
+
+def cached_load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None,
+                strict: bool, load: Callable[[Mapping[str, str]], LoadResult]) -> LoadResult:
+    """`load(env)` (a full load), unless an entry for these files, settings and environment
+    exists; a full load without errors is stored."""
+    where = cache_dir(os.environ)
+    key = _key(paths, output_dir, strict) if where is not None else None
+    if where is None or key is None:
+        return load(env)
+    store = PrivateStore(where, ".json", keep=KEEP, max_bytes=16 << 20)
+    hit = _read(store.load(key), key, env)
+    if hit is not None:
+        return hit
+    recording = _Recording(env)
+    result = load(recording)
+    if result.config is not None:
+        with contextlib.suppress(TypeError, ValueError):
+            doc = {"format": FORMAT, "key": key,
+                   "env": {n: _digest(env.get(n)) for n in sorted(recording.seen)},
+                   "result": _encode(result)}
+            store.save(key, json.dumps(doc, separators=(",", ":")).encode())
+    return result
+
+
+def _digest(value: str | bytes | None) -> str | None:
+    if value is None:
+        return None
+    return hashlib.sha256(value.encode("utf-8", "surrogateescape") if isinstance(value, str)
+                          else value).hexdigest()
+
+
+def _key(paths: Sequence[Path], output_dir: Path | None, strict: bool) -> str | None:
+    """The hex key of a load of `paths`, or None when a file cannot be read (validation
+    then reports it)."""
+    files = []
+    try:
+        for p in paths:
+            with open(p, "rb") as fh:
+                files.append((str(p), os.path.abspath(p), _digest(fh.read())))
+    except OSError:
+        return None
+    import importlib.util
+
+    head = [FORMAT, __version__, _code(), files, str(output_dir) if output_dir else None, strict,
+            os.path.expanduser("~"), sys.executable, importlib.util.find_spec("re2") is not None]
+    return hashlib.sha256(json.dumps(head).encode()).hexdigest()
+
+
+def _code() -> list[Any]:
+    """What validation runs: the schema's contents, and each module of config/ and match/ (size
+    and mtime: an edited or reinstalled module is a miss)."""
+    import importlib  # the schema read as a file: importlib.resources costs more than the rest
+
+    schemas = importlib.import_module("watchrun.schemas")
+    here = Path(__file__).parent
+    mods = [(e.name, e.stat().st_size, e.stat().st_mtime_ns) for d in (here, here.parent / "match")
+            for e in sorted(os.scandir(d), key=lambda e: e.name) if e.name.endswith(".py")]
+    with open(Path(str(schemas.__file__)).parent / SCHEMA_FILE, "rb") as fh:
+        return [_digest(fh.read()), mods]
+
+
+def _read(data: bytes | None, key: str, env: Mapping[str, str]) -> LoadResult | None:
+    """The entry's result, unless it is missing, for another key, or an interpolated
+    variable changed since it was written."""
+    if data is None:
+        return None
+    try:
+        doc = json.loads(data)
+        if doc.get("format") != FORMAT or doc.get("key") != key:
+            return None
+        if any(_digest(env.get(name)) != digest for name, digest in doc["env"].items()):
+            return None
+        result = _decode(doc["result"])
+        return result if isinstance(result, LoadResult) and result.config is not None else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _encode(value: Any) -> Any:
+    """`value` as JSON: every non-JSON value is a tagged list ([tag, ...])."""
+    if value is None or (isinstance(value, bool | int | float | str) and not isinstance(
+            value, enum.Enum)):  # fmt: skip
+        return value
+    if isinstance(value, enum.Enum):
+        return ["e", _named(type(value)), value.value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return ["c", _named(type(value)), {f.name: _encode(getattr(value, f.name))
+                                           for f in dataclasses.fields(value)}]
+    if isinstance(value, Path):
+        return ["p", str(value)]
+    if isinstance(value, tuple):
+        return ["t", [_encode(v) for v in value]]
+    if isinstance(value, list):
+        return ["l", [_encode(v) for v in value]]
+    if isinstance(value, Mapping):
+        return ["d", [[_encode(k), _encode(v)] for k, v in value.items()]]
+    raise TypeError(f"not cacheable: {type(value).__name__}")
+
+
+def _named(cls: type) -> str:
+    if _CLASSES.get(cls.__name__) is not cls:
+        raise TypeError(f"not cacheable: {cls.__name__}")
+    return cls.__name__
+
+
+def _decode(value: Any) -> Any:
+    if not isinstance(value, list):
+        return value
+    tag = value[0]
+    if tag == "e":
+        return _CLASSES[value[1]](value[2])
+    if tag == "c":
+        return _CLASSES[value[1]](**{k: _decode(v) for k, v in value[2].items()})
+    if tag == "p":
+        return Path(value[1])
+    if tag == "t":
+        return tuple(_decode(v) for v in value[1])
+    if tag == "l":
+        return [_decode(v) for v in value[1]]
+    if tag == "d":
+        return {_decode(k): _decode(v) for k, v in value[1]}
+    raise ValueError(f"unknown tag {tag!r}")

@@ -1,0 +1,1 @@
+"""`watchrun mcp`: the seed's `watch` tool for agents, over the Model Context Protocol (stdio)."""

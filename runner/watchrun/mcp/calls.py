@@ -1,0 +1,136 @@
+"""A `watch` call's arguments checked and normalized before anything happens (pure): the action,
+which parameters it takes, their types, the `since` cursor; `add`'s watcher in config shape,
+whose own checks are the config's (`config/adding.py`)."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from watchrun.mcp.schema import ACTIONS, INPUT_SCHEMA, MAX_LINES
+from watchrun.output.records import ID_PATTERN, parse_cursor
+
+__all__ = ["APPLIES", "Call", "CallError", "normalize"]
+
+ADD_KEYS = ("path", "command", "cwd", "pattern", "exclude", "caseSensitive", "label", "wake",
+            "fromStart")
+APPLIES: dict[str, frozenset[str]] = {
+    "add": frozenset({*ADD_KEYS, "id"}),
+    "list": frozenset(),
+    "status": frozenset({"id"}),
+    "matches": frozenset({"id", "lines", "since"}),
+    "logs": frozenset({"id", "lines"}),
+    "stop": frozenset({"id"}),
+    "clear": frozenset({"all"}),
+}
+"""The parameters each action takes (besides `action`); any other one is an error."""
+_KNOWN = tuple(INPUT_SCHEMA["properties"])
+
+
+class CallError(ValueError):
+    """The call cannot be carried out as given; the message says why and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Call:
+    action: str
+    id: str | None = None
+    lines: int | None = None
+    since: int | None = None
+    """The seq of the `since` cursor: matches strictly after it."""
+    all: bool = False
+    watcher: dict[str, Any] = field(default_factory=dict)
+    """add: the watcher as a config writes it (camelCase), paths made absolute."""
+
+
+def normalize(arguments: Any, cwd: str) -> Call:
+    """The call `arguments` describe, or CallError. A parameter given as null counts as absent
+    (models often send every parameter). Relative paths are taken from `cwd`, the server's."""
+    if not isinstance(arguments, dict):
+        raise CallError("the arguments must be an object with at least `action`")
+    args = {str(k): v for k, v in arguments.items() if v is not None}
+    action = args.pop("action", None)
+    if not isinstance(action, str) or action not in ACTIONS:
+        got = "no action" if action is None else f"action {action!r}"
+        raise CallError(f"{got}: `action` must be one of {', '.join(ACTIONS)}")
+    unknown = sorted(k for k in args if k not in _KNOWN)
+    if unknown:
+        raise CallError("; ".join(_unknown(k) for k in unknown))
+    extra = sorted(k for k in args if k not in APPLIES[action])
+    if extra:
+        takes = ", ".join(f"`{k}`" for k in sorted(APPLIES[action])) or "no parameters"
+        raise CallError(f"{', '.join(f'`{k}`' for k in extra)} do"
+                        f"{'es' if len(extra) == 1 else ''} not apply to {action} "
+                        f"({action} takes {takes})")
+    if action == "add":
+        return Call("add", watcher=_watcher(args, cwd))
+    wid = args.get("id")
+    if action in ("status", "matches", "logs", "stop"):
+        wid = _id(wid, action)
+    lines = _lines(args["lines"]) if "lines" in args else None
+    since = _since(args["since"], wid) if "since" in args else None
+    every = args.get("all", False)
+    if not isinstance(every, bool):
+        raise CallError(f"all: expected true or false, got {_show(every)}")
+    return Call(action, id=wid, lines=lines, since=since, all=every)
+
+
+def _watcher(args: dict[str, Any], cwd: str) -> dict[str, Any]:
+    """`add`'s watcher, config-shaped; the config's checks judge its values. Paths resolve
+    against `cwd`, and a command without `cwd` runs there (as the seed: the effective cwd)."""
+    w = dict(args)
+    for key in ("path", "cwd"):
+        value = w.get(key)
+        if isinstance(value, str) and value:
+            w[key] = os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
+    if "command" in w and "cwd" not in w and "path" not in w:
+        w["cwd"] = cwd
+    return w
+
+
+def _id(value: Any, action: str) -> str:
+    if value is None:
+        raise CallError(f"{action} needs `id`: the watcher's id, as `list` shows it (w1, …)")
+    if not isinstance(value, str) or re.fullmatch(ID_PATTERN, value) is None:
+        raise CallError(f"id: {_show(value)} is not a watcher id (1 to 64 letters, digits, "
+                        "`_`, `.` or `-`, starting with a letter or digit)")
+    return value
+
+
+def _lines(value: Any) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CallError(f"lines: expected a whole number from 1 to {MAX_LINES}, got "
+                        f"{_show(value)}")
+    if not 1 <= value <= MAX_LINES:
+        raise CallError(f"lines: must be from 1 to {MAX_LINES}, not {value}")
+    return value
+
+
+def _since(value: Any, wid: str | None) -> int:
+    if not isinstance(value, str):
+        raise CallError(f"since: expected a cursor string, got {_show(value)}")
+    try:
+        stream, seq = parse_cursor(value)
+    except ValueError as exc:
+        raise CallError(f"since: {str(exc).removeprefix('invalid_cursor: ')}") from None
+    if stream != wid:
+        raise CallError(f"since: cursor {value!r} is of watcher `{stream}`, not `{wid}`")
+    return seq
+
+
+def _unknown(key: str) -> str:
+    near = difflib.get_close_matches(key, _KNOWN, n=1)
+    hint = f"; did you mean `{near[0]}`?" if near else ""
+    return f"unknown parameter `{key}`{hint}"
+
+
+def _show(value: Any) -> str:
+    kind = {bool: "boolean", int: "number", float: "number", str: "string", list: "list",
+            dict: "object"}.get(type(value), type(value).__name__)
+    text = repr(value)
+    return f"{kind} {text if len(text) <= 40 else text[:39] + '…'}"

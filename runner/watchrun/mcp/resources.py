@@ -1,0 +1,140 @@
+"""Each watcher's matches as an MCP resource, `watchrun://watchers/{id}/matches` (`?since=CURSOR`
+for what came after a cursor), and the subscriptions to them: a subscribed watcher's JSONL is
+followed (inotify or polling, reads in a worker thread) and each batch of new matches is sent to
+every subscriber of its URI (`notifications/resources/updated`, or a `subscriptions/listen`
+event)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import re
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, quote, urlsplit
+
+from watchrun.notify import Notifier
+from watchrun.output.records import ID_PATTERN, last_records
+from watchrun.output.runlog import RunLog
+from watchrun.views.follow import JsonlFollower
+
+__all__ = ["TEMPLATE", "Followers", "parse_uri", "uri_of"]
+
+TEMPLATE = "watchrun://watchers/{id}/matches"
+MIN_GAP_S = 0.2
+"""At most one update per URI this often: a flood of matches is one refetch, not thousands."""
+T = TypeVar("T")
+Send = Callable[[str], Awaitable[None]]
+"""Sends `notifications/resources/updated` for a URI to the client."""
+
+
+def uri_of(wid: str) -> str:
+    return TEMPLATE.replace("{id}", quote(wid, safe=""))
+
+
+def parse_uri(uri: str) -> tuple[str, str | None]:
+    """(watcher id, the `since` cursor or None) of a matches URI; ValueError otherwise."""
+    parts = urlsplit(uri)
+    segments = parts.path.strip("/").split("/")
+    if parts.scheme != "watchrun" or parts.netloc != "watchers" or len(segments) != 2 or \
+            segments[1] != "matches" or re.fullmatch(ID_PATTERN, segments[0]) is None:
+        raise ValueError(f"not a watchrun resource: {uri!r} (they are {TEMPLATE})")
+    since = parse_qs(parts.query).get("since")
+    return segments[0], since[-1] if since else None
+
+
+class Followers:
+    """The subscribed URIs, their subscribers, and one task per URI following its watcher's
+    JSONL; every task is owned by `run()`'s TaskGroup and ends with its last subscriber or with
+    `close()`."""
+
+    def __init__(self, root: Path, poll_ms: int, log: RunLog) -> None:
+        self.root, self.log = root, log
+        self.notifier = Notifier(poll_ms)
+        self._subs: dict[str, dict[object, Send]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tg: asyncio.TaskGroup | None = None
+        self._closing = asyncio.Event()
+
+    async def run(self) -> None:
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                await self._closing.wait()
+                for task in self._tasks.values():
+                    task.cancel()
+        finally:
+            self._tg = None
+            self.notifier.close()
+
+    def close(self) -> None:
+        self._closing.set()
+
+    def subscribe(self, uri: str, key: object, send: Send) -> None:
+        """`send(uri)` on each batch of new matches of `uri`'s watcher (which may not exist
+        yet), until `unsubscribe(uri, key)`."""
+        wid, _ = parse_uri(uri)
+        self._subs.setdefault(uri, {})[key] = send
+        if uri not in self._tasks and self._tg is not None:
+            task = self._tg.create_task(self._follow(uri, wid), name=f"follow {wid}")
+            self._tasks[uri] = task
+            task.add_done_callback(functools.partial(self._done, uri))
+
+    def unsubscribe(self, uri: str, key: object) -> None:
+        subs = self._subs.get(uri, {})
+        subs.pop(key, None)
+        if not subs:
+            self._subs.pop(uri, None)
+            task = self._tasks.get(uri)
+            if task is not None:
+                task.cancel()
+
+    def _done(self, uri: str, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(uri) is task:
+            del self._tasks[uri]
+
+    async def _follow(self, uri: str, wid: str) -> None:
+        path = self.root / "watchers" / f"{wid}.jsonl"
+        watch = self.notifier.watch(path)  # armed first: what is written from now on wakes us
+        follower = JsonlFollower(path)
+        try:
+            newest = await _in_thread(last_records, path, 1)
+            await _in_thread(follower.start_after, int(newest[0]["seq"]) if newest else 0)
+            sent_at = 0.0
+            while True:
+                await watch.wait()
+                if watch.stale:
+                    watch.rearm()
+                await asyncio.sleep(max(0.0, sent_at + MIN_GAP_S - time.monotonic()))
+                new = await _in_thread(follower.read)
+                if any(r.get("kind") == "match" for r in new):
+                    sent_at = time.monotonic()
+                    for key, send in list(self._subs.get(uri, {}).items()):
+                        await self._send(uri, key, send)
+        except OSError as exc:  # a symlink in place of the JSONL, say: never followed
+            self.log.warning(f"cannot follow {wid}'s matches for {uri}: {exc}")
+        finally:
+            watch.close()
+            follower.close()
+
+    async def _send(self, uri: str, key: object, send: Send) -> None:
+        try:
+            await send(uri)
+        except Exception as exc:  # that subscriber is gone (the client left): drop it only
+            self.log.warning(f"cannot send an update of {uri}: {exc!r}")
+            self._subs.get(uri, {}).pop(key, None)
+
+
+async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a worker thread. Cancelled, it still waits for the thread to finish, so
+    nothing it uses (the follower's descriptor) is closed under it."""
+    job = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(job)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await asyncio.wait({job})
+        raise

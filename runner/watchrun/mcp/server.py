@@ -1,0 +1,197 @@
+"""The MCP server: the `watch` tool, the matches resources and their subscriptions on the SDK's
+low-level `Server`, served over stdio on one event loop with this session's runner. The session
+ends when stdin closes (or on SIGTERM/SIGINT), and then so does every watcher it added."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import mcp_types as types
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    ResourcesListChanged,
+    ResourceUpdated,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from watchrun import __version__
+from watchrun.config.model import Config
+from watchrun.match.sanitize import edge_json
+from watchrun.mcp import schema
+from watchrun.mcp.resources import TEMPLATE, Followers, parse_uri, uri_of
+from watchrun.mcp.runners import Runners
+from watchrun.mcp.stdin import StdinLines
+from watchrun.mcp.text import render
+from watchrun.mcp.tool import Tool
+from watchrun.output.runlog import RunLog
+
+__all__ = ["build_server", "serve"]
+
+INSTRUCTIONS = (
+    "watchrun watches files and commands for log patterns. Use the `watch` tool: `add` a "
+    "watcher, then read `matches` with `since` set to the cursor of the previous result to see "
+    "only what is new. Subscribe to watchrun://watchers/{id}/matches to be told of new matches."
+)
+RESOURCE_NOT_FOUND = -32002
+"""The MCP specification's error code for an unknown resource."""
+HANDSHAKE, LISTEN = "handshake", "listen"
+"""The two kinds of subscriber: `resources/subscribe` on a 2025 connection, and the
+`subscriptions/listen` streams of a 2026-07-28 one (one subscriber for all of them: each event
+goes to the bus once, which hands it to every stream that asked for its URI)."""
+
+TOOL = types.Tool(
+    name=schema.NAME, title=schema.TITLE, description=schema.DESCRIPTION,
+    input_schema=schema.INPUT_SCHEMA, output_schema=schema.OUTPUT_SCHEMA,
+    annotations=types.ToolAnnotations.model_validate(schema.ANNOTATIONS),
+)
+
+
+def build_server(tool: Tool, followers: Followers, log: RunLog) -> Server[Any]:
+    """The low-level Server with the tool and resource handlers."""
+    bus = InMemorySubscriptionBus()
+    streams = ListenHandler(bus)
+    listening: Counter[str] = Counter()
+
+    async def publish(uri: str) -> None:
+        await bus.publish(ResourceUpdated(uri))
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[TOOL])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name != schema.NAME:
+            return _error_result(f"unknown tool {params.name!r}: this server has `watch`")
+        try:
+            details, changed = await tool.call(params.arguments or {})
+        except Exception as exc:  # a bug: the caller gets an error result, the server goes on
+            log.error(f"watch call failed: {exc!r}", event="mcp-error")
+            return _error_result(f"internal error: {exc!r}")
+        if changed:
+            with contextlib.suppress(Exception):  # the client may be gone already
+                if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    await bus.publish(ResourcesListChanged())
+                else:
+                    await ctx.session.send_resource_list_changed()
+        if details.get("action") not in schema.ACTIONS:  # no WatchDetails without an action
+            return _error_result(str(details.get("error")))
+        text = render(details, datetime.now(UTC))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=details, is_error="error" in details)
+
+    async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
+        details, _ = await tool.call({"action": "list"})
+        return types.ListResourcesResult(resources=[
+            types.Resource(uri=uri_of(w["id"]), name=f"{w['id']} matches",
+                           title=f"{w['label']}: matches", mime_type="application/json",
+                           description=f"New matches of watcher {w['id']} ({w['label']}); "
+                           "`?since=CURSOR` for those after a cursor")
+            for w in details.get("watches", [])])
+
+    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+            uri_template=TEMPLATE, name="matches", title="A watcher's matches",
+            mime_type="application/json", description="The matches of a watcher as the "
+            "`watch` tool's `matches` returns them (`?since=CURSOR`: only those after it)")])
+
+    async def read_resource(ctx: Any,
+                            params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        wid, since = _parse(params.uri)
+        call: dict[str, Any] = {"action": "matches", "id": wid}
+        if since is not None:
+            call["since"] = since
+        details, _ = await tool.call(call)
+        if "error" in details:
+            raise MCPError(RESOURCE_NOT_FOUND, str(details["error"]))
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=params.uri, mime_type="application/json", text=edge_json(details))])
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        _parse(params.uri)
+        followers.subscribe(params.uri, HANDSHAKE, ctx.session.send_resource_updated)
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: Any,
+                          params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        followers.unsubscribe(params.uri, HANDSHAKE)
+        return types.EmptyResult()
+
+    async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams
+                     ) -> types.SubscriptionsListenResult:
+        """A 2026-07-28 subscription stream: the SDK's handler serves it; the watchers whose
+        URIs it names are followed while it is open (another URI is honored and never fires)."""
+        uris = set()
+        for uri in params.notifications.resource_subscriptions or []:
+            with contextlib.suppress(ValueError):
+                parse_uri(uri)
+                uris.add(uri)
+        for uri in uris:
+            listening[uri] += 1
+            followers.subscribe(uri, LISTEN, publish)
+        try:
+            return await streams(ctx, params)
+        finally:
+            for uri in uris:
+                listening[uri] -= 1
+                if not listening[uri]:
+                    del listening[uri]
+                    followers.unsubscribe(uri, LISTEN)
+
+    return Server("watchrun", version=__version__, instructions=INSTRUCTIONS,
+                  on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_list_resources=list_resources, on_list_resource_templates=list_templates,
+                  on_read_resource=read_resource, on_subscribe_resource=subscribe,
+                  on_unsubscribe_resource=unsubscribe, on_subscriptions_listen=listen)
+
+
+def _parse(uri: str) -> tuple[str, str | None]:
+    try:
+        return parse_uri(uri)
+    except ValueError as exc:
+        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+
+
+def _error_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                is_error=True)
+
+
+async def serve(config: Config, log: RunLog, cwd: str) -> None:
+    """Serve one MCP session on stdin/stdout; return when it has ended and everything it
+    started has stopped."""
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a client gone: EPIPE, and we clean up
+    loop = asyncio.get_running_loop()
+    lines = await StdinLines.open()
+
+    def end() -> None:
+        if lines is not None:
+            lines.close()  # EOF for the SDK's reader: the session ends as if stdin closed
+
+    async with asyncio.TaskGroup() as tg:
+        runners = Runners(config, log, tg, on_end=end)
+        followers = Followers(config.output.dir, config.limits.poll_ms, log)
+        tg.create_task(followers.run(), name="resource-followers")
+        server = build_server(Tool(config, runners, cwd), followers, log)
+        handled = (signal.SIGTERM, signal.SIGINT) if lines is not None else ()
+        for sig in handled:
+            loop.add_signal_handler(sig, end)
+        try:
+            async with stdio_server(stdin=cast(Any, lines)) as (read, write):
+                options = server.create_initialization_options(
+                    NotificationOptions(resources_changed=True))
+                await server.run(read, write, options)
+        finally:
+            # Signals stay handled until everything stopped: the session's runner handles them
+            # while it runs (a second SIGTERM kills what remains), else `end` does (nothing).
+            await runners.close()
+            followers.close()
+            for sig in handled:
+                loop.remove_signal_handler(sig)

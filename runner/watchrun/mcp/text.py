@@ -1,0 +1,98 @@
+"""The text a `watch` result shows beside its structured content, as the seed's transcript does
+(pure): `add`/`stop` one outcome line, `list` the rows (at most eight), `matches`/`logs` the
+lines with what is hidden noted above them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from watchrun.match.sanitize import edge_text
+from watchrun.views.humanize import when
+from watchrun.views.watchers import table
+
+__all__ = ["LIST_ROWS", "render"]
+
+LIST_ROWS = 8
+"""`list` shows this many rows in text (the structured content has every watcher)."""
+
+
+def render(details: dict[str, Any], now: datetime) -> str:
+    action = str(details.get("action"))
+    if "error" in details:
+        return f"watch {action}: {details['error']}"
+    watch = details.get("watch")
+    if action == "add" and isinstance(watch, dict):
+        lines = [f"{watch['id']} added: {_describe(watch)}"]
+        lines += [f"warning: {w}" for w in details.get("warnings", [])]
+        return "\n".join(lines)
+    if action == "stop":
+        wid = watch["id"] if isinstance(watch, dict) else "?"
+        return f"stopped {wid}" if details.get("stopped") else f"{wid} was not running"
+    if action in ("list", "clear"):
+        return _list(details, now)
+    if action == "status" and isinstance(watch, dict):
+        return "\n".join([_rows([watch], now), _describe(watch)] + (
+            [f"last error: {watch['lastError']}"] if watch.get("lastError") else []))
+    if action in ("matches", "logs"):
+        return _lines(details, action)
+    return f"watch {action}: done"
+
+
+def _describe(w: dict[str, Any]) -> str:
+    src = w["source"]
+    if src["kind"] == "file":
+        what = f"tailing {src['path']}"
+    else:
+        cmd = src["command"] if isinstance(src["command"], str) else " ".join(src["command"])
+        what = f"running `{cmd}`" + (f" in {src['cwd']}" if src.get("cwd") else "")
+    how = f"for /{w['pattern']}/"
+    if w["exclude"]:
+        how += f" except /{'/, /'.join(w['exclude'])}/"
+    if w["caseSensitive"]:
+        how += " (case-sensitive)"
+    if w["fromStart"]:
+        how += " from its start"
+    if w["wakeAgents"]:
+        how += f"; a match wakes {', '.join(w['wakeAgents'])}"
+    return f"{what} {how}"
+
+
+def _list(details: dict[str, Any], now: datetime) -> str:
+    watches = [w for w in details.get("watches", []) if isinstance(w, dict)]
+    head = []
+    if details.get("action") == "clear":
+        n = details.get("cleared", 0)
+        head.append(f"cleared {n} watcher{'' if n == 1 else 's'}")
+    where = {"live": "the live runner", "session": "this session",
+             "none": "no runner"}.get(str(details.get("runner")), "?")
+    if not watches:
+        return "\n".join([*head, f"no watchers ({where})"])
+    head.append(f"{len(watches)} watcher{'' if len(watches) == 1 else 's'} ({where})")
+    body = _rows(watches[:LIST_ROWS], now)
+    more = len(watches) - LIST_ROWS
+    tail = [f"… {more} more in the structured result"] if more > 0 else []
+    return "\n".join([*head, body, *tail])
+
+
+def _rows(watches: list[dict[str, Any]], now: datetime) -> str:
+    rows = [[w["id"], w["status"], w["source"]["kind"], str(w["matchCount"]),
+             str(w["linesRead"]), when(w.get("lastMatchAt"), now, short=True), w["label"]]
+            for w in watches]
+    return table(rows, ["ID", "STATUS", "KIND", "MATCHES", "LINES", "LAST MATCH", "LABEL"])
+
+
+def _lines(details: dict[str, Any], action: str) -> str:
+    watch, cursor = details.get("watch"), str(details.get("cursor") or "")
+    wid = watch["id"] if isinstance(watch, dict) else cursor.partition(":")[0] or "the watcher"
+    text = str(details.get(action, ""))
+    n = int(details.get("count", 0))
+    noun = "match" if action == "matches" else "line"
+    head = f"{wid}: {n} {noun}{'' if n == 1 else ('es' if noun == 'match' else 's')}"
+    if details.get("cursor"):
+        head += f" (cursor {edge_text(details['cursor'])})"
+    notes = []
+    if details.get("truncated"):
+        notes.append("more were recorded after these: call again with since=cursor"
+                     if "since" in details else "older ones not shown (raise lines)")
+    return "\n".join([head, *(f"({x})" for x in notes), *([text] if text else [])])

@@ -1,0 +1,228 @@
+"""The `watch` tool's actions: each call is checked before anything happens, then carried out by
+the runner that holds the watchers (`runners.py`); `matches` and `logs` read the output dir as
+the CLI does. The result is the seed's `WatchDetails`; a failure is `{action, error}`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from watchrun.config.adding import check_added
+from watchrun.config.model import Config
+from watchrun.mcp.calls import Call, CallError, normalize
+from watchrun.mcp.reads import ReadError, read_logs, read_matches
+from watchrun.mcp.records import watch_record
+from watchrun.mcp.runners import NoRunner, Runner, Runners, StartFailed
+from watchrun.views import watchers as views
+
+__all__ = ["Failed", "Tool"]
+
+ADD_TRIES = 3
+"""An id chosen for `add` that someone else took meanwhile is replaced this often."""
+
+
+class Failed(Exception):
+    """The call was not carried out: the message is the result's `error`."""
+
+
+class Tool:
+    """Runs `watch` calls against the runners of one output dir."""
+
+    def __init__(self, config: Config, runners: Runners, cwd: str) -> None:
+        self.config, self.runners, self.cwd = config, runners, cwd
+        self.root = Path(config.output.dir)
+
+    async def call(self, arguments: Any) -> tuple[dict[str, Any], bool]:
+        """(WatchDetails, whether the set of watchers changed: the resource list)."""
+        found = arguments.get("action") if isinstance(arguments, dict) else None
+        action = found if isinstance(found, str) else ""
+        try:
+            call = normalize(arguments, self.cwd)
+            return await self._run(call)
+        except (CallError, Failed, ReadError, StartFailed) as exc:
+            return {"action": action, "error": str(exc)}, False
+        except NoRunner as exc:  # the live runner went away during the call
+            return {"action": action, "error": f"{exc}; try again"}, False
+
+    async def _run(self, call: Call) -> tuple[dict[str, Any], bool]:
+        if call.action == "add":
+            return await self._add(call.watcher), True
+        runner = await self.runners.current()
+        base: dict[str, Any] = {"action": call.action, "outputDir": str(self.root),
+                                "runner": runner.kind if runner else "none"}
+        if call.action in ("list", "clear"):
+            cleared = None
+            if call.action == "clear" and runner is not None:
+                cleared = await self._clear(runner, call.all)
+            if call.action == "clear":
+                base["cleared"] = cleared or 0
+            watches = [watch_record(w) for w in await self._listed(runner)]
+            return {**base, "watches": watches}, bool(cleared)
+        assert call.id is not None
+        wid = call.id
+        if call.action == "stop":
+            return {**base, **await self._stop(runner, wid)}, False
+        record = await self._record(runner, wid)
+        if call.action == "status":
+            if record is None:
+                raise Failed(await self._unknown(wid))
+            return {**base, "watch": record}, False
+        if record is None and not await asyncio.to_thread(self._recorded, wid):
+            raise Failed(await self._unknown(wid))
+        details = await self._lines(call, wid)
+        return {**base, **({"watch": record} if record else {}), **details}, False
+
+    async def _lines(self, call: Call, wid: str) -> dict[str, Any]:
+        """`matches` (by cursor) or `logs` of `wid`, read off the loop."""
+        n = call.lines or self.config.limits.match_lines
+        if call.action == "matches":
+            page = await asyncio.to_thread(read_matches, self.root, wid, n, call.since)
+        else:
+            page = await asyncio.to_thread(read_logs, self.root, wid, n)
+        out: dict[str, Any] = {call.action: "\n".join(page.lines), "count": len(page.lines),
+                               "truncated": page.truncated}
+        if page.cursor is not None:
+            out["cursor"] = page.cursor
+        if call.since is not None:
+            out["since"] = f"{wid}:{call.since:016x}"
+        return out
+
+    # -- add ------------------------------------------------------------------------------
+    async def _add(self, watcher: dict[str, Any]) -> dict[str, Any]:
+        runner = await self.runners.current()
+        if runner is None or runner.kind == "session":
+            # Checked here before anything starts (not even this session's runner), and for the
+            # one thing the session's runner cannot see: the config's watcher ids, whose JSONL
+            # and checkpoint belong to `watchrun run`.
+            _, diagnostics = check_added({"id": "w1", **watcher}, self.config)
+            _refuse_invalid([d.to_dict() for d in diagnostics])
+            wid = str(watcher.get("id", "")).lower()
+            owner = next((w.id for w in self.config.watchers if w.id.lower() == wid), None)
+            if owner is not None:
+                raise Failed(f"watcher id `{watcher['id']}` is the config's watcher `{owner}` "
+                             "(its JSONL and checkpoint are `watchrun run`'s): pick another id")
+        runner = runner or await self.runners.for_add()
+        chosen = "id" not in watcher
+        wid = str(watcher.get("id") or await self._free_id(runner))
+        for _ in range(ADD_TRIES):
+            reply = await runner.request({"cmd": "add", "watcher": {**watcher, "id": wid}})
+            found = reply.get("error")
+            err: dict[str, Any] = found if isinstance(found, dict) else {}
+            if reply.get("ok") or not chosen or err.get("code") != "exists":
+                break
+            wid = await self._free_id(runner)
+        if not reply.get("ok"):
+            if err.get("code") == "invalid":
+                _refuse_invalid(err.get("diagnostics") or [])
+            raise Failed(str(err.get("message") or "the runner refused the watcher"))
+        self.runners.added[wid] = runner
+        warnings = [_diagnostic(d) for d in reply.get("warnings") or [] if isinstance(d, dict)]
+        details: dict[str, Any] = {"action": "add", "runner": runner.kind,
+                                   "outputDir": str(self.root),
+                                   "watch": watch_record(reply.get("watcher") or {})}
+        if warnings:
+            details["warnings"] = warnings
+        return details
+
+    async def _free_id(self, runner: Runner) -> str:
+        """The first of w1, w2, … that no watcher of the runner, the config or the output dir
+        uses (ignoring case: ids are file names)."""
+        taken = {str(w.get("id")).lower() for w in await self._listed(runner)}
+        taken |= {w.id.lower() for w in self.config.watchers}
+        taken |= {x.lower() for x in await asyncio.to_thread(self._on_disk)}
+        n = 1
+        while f"w{n}" in taken:
+            n += 1
+        return f"w{n}"
+
+    async def _clear(self, runner: Runner, every: bool) -> int:
+        """Forget stopped watchers; `every`: stop running ones first. On a live runner only
+        those this session added: the runner's own (its config's) are not the session's."""
+        if every and runner.kind == "live":
+            for wid in [w for w, r in self.runners.added.items() if r is runner]:
+                await self._ask(runner, {"cmd": "stop", "id": wid}, missing_ok=True)
+            every = False
+        reply = await self._ask(runner, {"cmd": "clear", "all": every})
+        return int(reply.get("cleared") or 0)
+
+    # -- stop -----------------------------------------------------------------------------
+    async def _stop(self, runner: Runner | None, wid: str) -> dict[str, Any]:
+        """As `watchrun stop`: a watcher that is not running is no error (`stopped: false`);
+        only one nobody knows is."""
+        stopped = False
+        if runner is not None:
+            reply = await self._ask(runner, {"cmd": "stop", "id": wid}, missing_ok=True)
+            stopped = bool(reply.get("ok"))
+        record = await self._record(runner, wid)
+        if record is None and not stopped:
+            raise Failed(await self._unknown(wid))
+        return {"stopped": stopped, **({"watch": record} if record else {})}
+
+    # -- reading --------------------------------------------------------------------------
+    async def _listed(self, runner: Runner | None) -> list[dict[str, Any]]:
+        """The runner's live list; none without a runner (this session holds no watchers)."""
+        if runner is None:
+            return []
+        reply = await self._ask(runner, {"cmd": "list"})
+        found = reply.get("watchers")
+        return [w for w in found if isinstance(w, dict)] if isinstance(found, list) else []
+
+    async def _record(self, runner: Runner | None, wid: str) -> dict[str, Any] | None:
+        """`wid` as the runner lists it, else its last snapshot in the output dir."""
+        for w in await self._listed(runner):
+            if w.get("id") == wid:
+                return watch_record(w)
+        snap = await asyncio.to_thread(views.load_status, self.root, wid)
+        return watch_record(snap) if snap is not None else None
+
+    async def _ask(self, runner: Runner, payload: dict[str, Any], *,
+                   missing_ok: bool = False) -> dict[str, Any]:
+        try:
+            reply = await runner.request(payload)
+        except NoRunner as exc:
+            raise Failed(f"{exc}; try again (a new runner is used, or this session's)") \
+                from exc
+        err = reply.get("error")
+        if not reply.get("ok") and not (missing_ok and isinstance(err, dict) and
+                                        err.get("code") == "not_found"):
+            message = err.get("message") if isinstance(err, dict) else None
+            raise Failed(str(message or "the runner refused the request"))
+        return reply
+
+    def _recorded(self, wid: str) -> bool:
+        return os.path.lexists(self.root / "watchers" / f"{wid}.jsonl")
+
+    def _on_disk(self) -> set[str]:
+        ids = {str(s["id"]) for s in views.load_statuses(self.root)}
+        with contextlib.suppress(OSError):
+            ids |= {p.name.removesuffix(".jsonl") for p in (self.root / "watchers").glob(
+                "*.jsonl")}
+        return ids
+
+    async def _unknown(self, wid: str) -> str:
+        known = sorted({str(w.get("id")) for w in await self._listed(
+            await self.runners.current())} | await asyncio.to_thread(self._on_disk))
+        return f"no watcher {wid!r} (known: {', '.join(known) or 'none'})"
+
+
+def _refuse_invalid(diagnostics: list[Any]) -> None:
+    """Raise Failed listing the errors among `diagnostics` (as `validate` words them, located
+    by the tool's parameter), if there is one."""
+    errors = [_diagnostic(d) for d in diagnostics
+              if isinstance(d, dict) and d.get("severity", "error") == "error"]
+    if errors:
+        n = len(errors)
+        raise Failed(f"the watcher has {n} error{'' if n == 1 else 's'}; nothing was started\n"
+                     + "\n".join(f"- {e}" for e in errors))
+
+
+def _diagnostic(d: dict[str, Any]) -> str:
+    """`watchers[0].pattern: invalid regex …` → `pattern: invalid regex …` (the call's
+    parameter; the message is the config's own)."""
+    where = re.sub(r"^watchers\[0\]\.?", "", str(d.get("path") or ""))
+    message = str(d.get("message") or "")
+    return f"{where}: {message}" if where else message

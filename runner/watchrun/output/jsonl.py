@@ -1,0 +1,112 @@
+"""Record encoding (SPEC §4): orjson, with the escapes the record contract adds to JSON.
+
+Every record is one line of UTF-8 JSON. Beyond what JSON escapes itself (`"`, `\\` and C0
+controls), DEL, the C1 controls and U+2028/U+2029 are written as `\\u` escapes, so no record
+looks like two lines to a reader that splits on Unicode line breaks (`str.splitlines`,
+JavaScript) and no record byte can drive a terminal that `cat`s the file; `json.loads` still
+returns the same values. The encoder does this, not a rewrite of its output: orjson's bytes
+are only searched for those characters (`in`, in C), and the rare record that holds one is
+encoded again with each string that needs an escape encoded as ASCII-only JSON and handed to
+orjson as a fragment. Text fields are sanitized first (SPEC §6), so in practice only `raw`
+fields and U+2028/U+2029 take that path; match records of plain lines (`sanitize.plain_text`)
+never need it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+__all__ = ["dumps", "json_str", "safe_str"]
+
+_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_C1 = re.compile(b"\xc2[\x80-\x9f]")
+_NEWLINE = orjson.OPT_APPEND_NEWLINE
+
+
+def _unsafe(text: str) -> bool:
+    if text.isascii():
+        return "\x7f" in text
+    return _UNSAFE.search(text) is not None
+
+
+def _escaped(text: str) -> bytes:
+    """`text` as ASCII-only JSON: every non-ASCII character (C1, U+2028/U+2029, a lone
+    surrogate) is a `\\u` escape, and so is DEL, which JSON leaves alone."""
+    return json.dumps(text).replace("\x7f", "\\u007f").encode("ascii")
+
+
+def json_str(text: str) -> bytes:
+    """`text` as a JSON string (with its quotes) carrying the record escapes."""
+    if _unsafe(text):
+        return _escaped(text)
+    return orjson.dumps(text)
+
+
+def safe_str(text: str) -> bytes:
+    """`json_str` for text known to need no record escape (see `sanitize.plain_text`)."""
+    return orjson.dumps(text)
+
+
+def _safe(value: Any) -> Any:
+    """`value` with every string that needs a record escape replaced by its encoding."""
+    if isinstance(value, str):
+        return orjson.Fragment(_escaped(value)) if _unsafe(value) else value
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) and not _unsafe(k) for k in value):
+            raise _Unsafe
+        return {k: _safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value!r} is not valid JSON")
+    return value
+
+
+class _Unsafe(Exception):
+    """A dict key that is not a string or needs an escape: the stdlib encodes that record."""
+
+
+def dumps(record: Mapping[str, Any]) -> bytes:
+    """One record line, with its newline. Raises TypeError for a value JSON cannot hold and
+    ValueError for NaN or an infinity, as `json.dumps(..., allow_nan=False)` does.
+
+    Most records hold no character that needs a record escape; orjson's output says so at the
+    cost of a few `in` tests (DEL, the UTF-8 of C1 and of U+2028/U+2029 can only be inside
+    strings there). A record that may hold one is encoded again, every string that needs an
+    escape handed to orjson as an escaped fragment."""
+    try:
+        out = orjson.dumps(record, option=_NEWLINE | orjson.OPT_PASSTHROUGH_DATACLASS)
+    except orjson.JSONEncodeError:  # a lone surrogate, a non-string key, an integer past 64 bits
+        return _careful(record)
+    if b"\x7f" in out or b"\xe2\x80\xa8" in out or b"\xe2\x80\xa9" in out or (
+            b"\xc2" in out and _C1.search(out) is not None):  # fmt: skip
+        return _careful(record)
+    if b"null" in out:
+        _finite(record)  # orjson writes NaN and infinities as null: refuse them, as JSON does
+    return out
+
+
+def _finite(value: Any) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value!r} is not valid JSON")
+    if isinstance(value, dict):
+        for v in value.values():
+            _finite(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            _finite(v)
+
+
+def _careful(record: Mapping[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(_safe(dict(record)), option=_NEWLINE)
+    except (_Unsafe, orjson.JSONEncodeError):  # an odd key, an integer past 64 bits, ...
+        pass
+    text = json.dumps(record, separators=(",", ":"), allow_nan=False)  # ASCII-only
+    return text.replace("\x7f", "\\u007f").encode("ascii") + b"\n"

@@ -1,0 +1,84 @@
+"""Write a sink's records from the event loop, in order, retrying a failing disk with backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from watchrun.output.sink import JsonlSink, SinkWriteError
+
+__all__ = ["AsyncWriter"]
+
+
+class AsyncWriter:
+    """Writes a sink's lines from the event loop, in order: failures are retried with backoff
+    (100 ms doubling to 5 s). Callers await: a stuck disk is back-pressure. Lines are given up
+    (and their seqs explained by a `gap` record) only when the caller is cancelled or its
+    `give_up_after` passes: at shutdown, never while running."""
+
+    def __init__(
+        self, sink: JsonlSink, *, on_error: Callable[[str], None] | None = None,
+        on_recovered: Callable[[], None] | None = None, initial_delay: float = 0.1,
+        max_delay: float = 5.0,
+    ) -> None:
+        self.sink, self.on_error, self.on_recovered = sink, on_error, on_recovered
+        self.initial_delay, self.max_delay = initial_delay, max_delay
+        self.failing = False
+        """True from the first failure of an episode until a write succeeds again."""
+        self.retries = 0
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+
+    async def write(self, kind: str, fields: Mapping[str, Any]) -> int:
+        """Build and write one record; return its seq."""
+        line = self.sink.record(kind, fields)
+        seq = self.sink.next_seq - 1
+        await self.write_lines([line])
+        return seq
+
+    async def write_lines(self, lines: Sequence[bytes], *,
+                          give_up_after: float | None = None) -> None:
+        """Write all `lines`; `on_error` once per failure episode, `on_recovered` after it.
+        With `give_up_after` (seconds), what is still unwritten then is given up and
+        SinkWriteError raised."""
+        pending = list(lines)
+        loop = asyncio.get_running_loop()
+        deadline = None if give_up_after is None else loop.time() + give_up_after
+        try:
+            async with self._lock:
+                await self._retry(pending, deadline)
+        except BaseException:
+            if pending:
+                self.sink.give_up(pending)
+            raise
+
+    async def _retry(self, pending: list[bytes], deadline: float | None) -> None:
+        delay = self.initial_delay
+        while True:
+            try:
+                self.sink.write_lines(pending)
+                pending.clear()
+                break
+            except SinkWriteError as exc:
+                del pending[: exc.written]
+                self.retries += 1
+                if not self.failing:
+                    self.failing = True
+                    if self.on_error is not None:
+                        self.on_error(f"{exc}; retrying, no record is dropped")
+                if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+                    raise
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+            delay = min(delay * 2, self.max_delay)
+        if self.failing:
+            self.failing = False
+            if self.on_recovered is not None:
+                self.on_recovered()
+
+    def retry_now(self) -> None:
+        """Cut the current backoff short (space was freed, or the runner is stopping)."""
+        self._wake.set()

@@ -1,0 +1,160 @@
+"""A chunk's matches as record columns, and the matches kept in memory, without a per-match
+object.
+
+The pipeline turns the matched lines of a chunk into columns (the `line` field as JSON, `lineNo`,
+`offset`, the rest of the record's fields) in one loop, or with no loop at all when every line
+of a plain chunk matches; the sink formats the records from them. A `MatchInfo` (for the log,
+the gate's first lines, `recent`, an agent's wake) is made only when one of those asks for it:
+most matches never need one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import cast, overload
+
+import orjson
+
+from watchrun.events import Chunk, MatchInfo
+from watchrun.match.sanitize import plain_chunk, plain_text
+from watchrun.output.jsonl import json_str
+
+
+@dataclass(slots=True)
+class Rows:
+    """The match records of one chunk, by column."""
+
+    lines: list[bytes]
+    """The `line` field: a JSON string, or (`quoted` false) its text without the quotes."""
+    line_nos: Sequence[int]
+    offsets: Sequence[int]
+    rest: list[bytes]
+    """The fields after `offset`, as JSON members (`,"path":…,"inode":…`)."""
+    texts: list[str | bytes]
+    """Each line as text (plain ASCII bytes on the fast path), for a `MatchInfo`."""
+    quoted: bool = True
+
+
+class Found(Sequence[MatchInfo]):
+    """The matches of one chunk, as `MatchInfo` made on access."""
+
+    __slots__ = ("_rows", "_where")
+
+    def __init__(self, rows: Rows, where: str) -> None:
+        self._rows, self._where = rows, where
+
+    def __len__(self) -> int:
+        return len(self._rows.lines)
+
+    @overload
+    def __getitem__(self, i: int) -> MatchInfo: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[MatchInfo]: ...
+    def __getitem__(self, i: int | slice) -> MatchInfo | list[MatchInfo]:
+        if isinstance(i, slice):
+            return [self._info(k) for k in range(*i.indices(len(self)))]
+        return self._info(range(len(self))[i])
+
+    def _info(self, k: int) -> MatchInfo:
+        rows = self._rows
+        text, line_no = rows.texts[k], rows.line_nos[k]
+        text = text if isinstance(text, str) else text.decode("ascii")
+        return MatchInfo(text, line_no, rows.offsets[k], f"{self._where}:{line_no}")
+
+
+class RecentMatches:
+    """The last `keep` matches (limits.maxMatches), held as the chunks' columns: a `MatchInfo`
+    is made only when they are read."""
+
+    __slots__ = ("_batches", "_held", "keep")
+
+    def __init__(self, keep: int) -> None:
+        self.keep = max(0, keep)
+        self._batches: deque[Found] = deque()
+        self._held = 0
+
+    def extend(self, found: Found) -> None:
+        if not self.keep or not found:
+            return
+        self._batches.append(found)
+        self._held += len(found)
+        while self._held - len(self._batches[0]) >= self.keep:
+            self._held -= len(self._batches.popleft())
+
+    def __len__(self) -> int:
+        return min(self._held, self.keep)
+
+    def __iter__(self) -> Iterator[MatchInfo]:
+        skip = self._held - len(self)
+        for batch in self._batches:
+            if skip >= len(batch):
+                skip -= len(batch)
+                continue
+            yield from batch[skip:]
+            skip = 0
+
+
+def where_members(chunk: Chunk) -> tuple[bytes, str]:
+    """The record's fields after `offset` (`,"path":…,"inode":…` or `,"run":…`) and how a
+    match is located for people (`path` or `run N`, before `:lineNo`)."""
+    if chunk.path is not None:
+        inode = b"null" if chunk.inode is None else b"%d" % chunk.inode
+        return b',"path":%b,"inode":%b' % (json_str(chunk.path), inode), chunk.path
+    run = b"null" if chunk.run is None else b"%d" % chunk.run
+    return b',"run":%b' % run, f"run {chunk.run}"
+
+
+def every_line(chunk: Chunk, where: bytes) -> Rows | None:
+    """The columns of a chunk every line of which matched (a flood of matches), built with no
+    loop over the lines in Python; None when the chunk is not plain (`plain_chunk`)."""
+    data = chunk.data
+    if chunk.cuts or not plain_chunk(data):
+        return None
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline
+    n = len(lines)
+    quoted = b'"' not in data and b"\\" not in data
+    starts = itertools.accumulate(map(len, lines), initial=chunk.offset)  # n + 1 of them
+    offsets = list(map(operator.add, starts, range(n)))
+    jsons = lines if quoted else [orjson.dumps(x.decode("ascii")) for x in lines]
+    return Rows(jsons, range(chunk.line_no, chunk.line_no + n), offsets, [where] * n,
+                cast("list[str | bytes]", lines), not quoted)
+
+
+def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
+               where: bytes) -> tuple[Rows, list[int], int]:
+    """The columns of the matched lines `spans`, the indexes of the lines that need
+    sanitizing (not `plain_text`: their columns are placeholders, the caller fills them in),
+    and how many lines of the chunk precede the last matched line. Line numbers are counted up
+    to each match only."""
+    data, cuts, base = chunk.data, chunk.cuts, chunk.offset
+    count, encode = data.count, orjson.dumps  # plain text needs no record escape
+    lines: list[bytes] = []
+    line_nos: list[int] = []
+    offsets: list[int] = []
+    texts: list[str | bytes] = []
+    odd: list[int] = []
+    line_no, pos = chunk.line_no, 0
+    for start, end in spans:
+        line_no += count(b"\n", pos, start)
+        pos = start
+        if cuts:
+            offsets.append(chunk.source_offset(start))
+            text = None if chunk.cut_at(start) else plain_text(data[start:end], max_bytes)
+        else:
+            offsets.append(base + start)
+            text = plain_text(data[start:end], max_bytes)
+        line_nos.append(line_no)
+        if text is None:
+            odd.append(len(lines))
+            lines.append(b"")
+            texts.append("")
+        else:
+            lines.append(encode(text))
+            texts.append(text)
+    rows = Rows(lines, line_nos, offsets, [where] * len(lines), texts)
+    return rows, odd, line_no - chunk.line_no

@@ -1,0 +1,20 @@
+"""Suite-wide settings: the config cache of every runner the tests start lives in the session's
+temporary directory, not in the user's ~/.cache (tests of the cache set their own)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _config_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    saved = os.environ.get("WATCHRUN_CACHE_DIR")
+    os.environ["WATCHRUN_CACHE_DIR"] = str(tmp_path_factory.mktemp("watchrun-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("WATCHRUN_CACHE_DIR", None)
+    else:
+        os.environ["WATCHRUN_CACHE_DIR"] = saved

@@ -1,0 +1,49 @@
+"""The inotify binding (ctypes, the process's own libc): events with names, nothing queued is an
+empty read, a wait up to a timeout, and errors as OSError naming the path."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from watchrun.inotify import INotify
+
+IN_MODIFY, IN_CREATE, IN_DELETE = 0x2, 0x100, 0x200
+
+
+def test_events_carry_their_watch_mask_and_name(tmp_path: Path) -> None:
+    ino = INotify()
+    try:
+        assert ino.read() == []  # non-blocking: nothing queued
+        wd = ino.add_watch(tmp_path, IN_CREATE | IN_DELETE | IN_MODIFY)
+        (tmp_path / "a.log").write_text("x\n")
+        (tmp_path / "a.log").unlink()
+        events = ino.read(timeout=5)
+        assert {(e.wd, e.name) for e in events} == {(wd, "a.log")}
+        assert any(e.mask & IN_CREATE for e in events) and any(e.mask & IN_DELETE for e in events)
+        started = time.monotonic()
+        assert ino.read(timeout=0.05) == []  # waited, then nothing
+        assert time.monotonic() - started >= 0.04
+        ino.rm_watch(wd)
+        with pytest.raises(OSError) as err:
+            ino.add_watch(tmp_path / "missing", IN_MODIFY)
+        assert err.value.errno == errno.ENOENT and "missing" in str(err.value)
+    finally:
+        ino.close()
+    assert ino.fd == -1
+
+
+def test_a_burst_is_read_in_one_call(tmp_path: Path) -> None:
+    ino = INotify()
+    try:
+        ino.add_watch(tmp_path, IN_CREATE)
+        for i in range(3000):  # more than one 64 KiB read of events
+            os.close(os.open(tmp_path / f"file-with-a-long-name-{i:06d}", os.O_CREAT, 0o600))
+        names = {e.name for e in ino.read()}
+        assert len(names) == 3000
+    finally:
+        ino.close()

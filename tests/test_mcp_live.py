@@ -1,0 +1,80 @@
+"""`watchrun mcp -c CONFIG` beside a live `watchrun run` of the same config: the tool talks to
+that runner over its control socket, what it adds is a runtime watcher of the runner (seen by
+`watchrun list`), and the session's end stops what the session added, nothing else."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from mcpclient import mcp_session, until
+
+
+def listed(config: Path) -> dict[str, dict[str, Any]]:
+    """`watchrun list -c CONFIG --json`, by id."""
+    p = subprocess.run([watchrun_bin(), "list", "-c", str(config), "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return {w["id"]: w for w in json.loads(p.stdout)["watchers"]}
+
+
+def test_the_tool_drives_the_live_runner_and_the_session_end_stops_its_watchers(
+        tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "cfg", "command": "exec sleep 600", "pattern": "ERROR"}]})
+    app = tmp_path / "app.log"
+    app.write_text("")
+    runner = LiveRunner(config)
+    try:
+        def running() -> bool:
+            try:
+                return bool(runner.control({"cmd": "status"}).get("state") == "running")
+            except ConnectionError:
+                return False
+        wait_for(running, "the runner to be running")
+
+        async def body() -> None:
+            async with mcp_session(tmp_path, "-c", str(config)) as c:
+                added = await c.ok(action="add", path="app.log", pattern="ERROR")
+                assert added["runner"] == "live" and added["watch"]["id"] == "w1"
+                assert added["watch"]["origin"] == "runtime"
+                row = listed(config)["w1"]
+                assert (row["origin"], row["status"], row["live"]) == ("runtime", "running", True)
+                watches = (await c.ok(action="list"))["watches"]
+                assert [(w["id"], w["origin"]) for w in watches] == [
+                    ("cfg", "config"), ("w1", "runtime")]
+                with app.open("a") as f:
+                    f.write("ERROR seen by the runner\n")
+
+                async def matched() -> bool:
+                    got = await c.ok(action="matches", id="w1")
+                    return bool(got["matches"] == "ERROR seen by the runner")
+                await until(matched, "the runner's match, read from the output dir")
+                bad = await c.error(action="add", path="app.log", pattern="(")  # the runner's
+                assert "- pattern: invalid regex \"(\": missing )" in bad  # check, same words
+                taken = await c.error(action="add", id="cfg", path="app.log", pattern="x")
+                assert "watcher id `cfg` is in use by a config watcher" in taken
+                assert set(listed(config)) == {"cfg", "w1"}  # neither refusal added one
+                await c.ok(action="add", path="app.log", pattern="WARN")
+                await c.ok(action="stop", id="w2")
+                cleared = await c.ok(action="clear", all=True)  # the session's, not the runner's
+                assert cleared["cleared"] == 2
+                assert [(w["id"], w["status"]) for w in cleared["watches"]] == [
+                    ("cfg", "running")]
+        anyio.run(body)
+        async def ending() -> None:
+            async with mcp_session(tmp_path, "-c", str(config)) as c:
+                assert (await c.ok(action="add", path="app.log", pattern="ERROR",
+                                   id="kept"))["runner"] == "live"
+        anyio.run(ending)
+        after = listed(config)
+        assert after["kept"]["status"] == "stopped"  # the session's watcher ended with it
+        assert after["cfg"]["status"] == "running"  # the runner's own went on
+        stops = [r for r in runner.records("kept") if r["kind"] == "stop"]
+        assert [r["reason"] for r in stops] == ["requested"]
+    finally:
+        assert runner.stop() == 0

@@ -1,0 +1,222 @@
+"""Instant start, honestly: the validated-config cache returns exactly what a full validation
+returns and is missed whenever anything validation depends on changed (a file, an interpolated
+environment value, the schema); it never trusts a directory or file another user could write;
+compiled hyperscan databases load from their store and a damaged one is compiled again; a
+`run --once` of a file watcher imports neither jsonschema nor the agents hub, croniter or the
+gate's XML, and starts no guardian process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from watchrun.config import cache as config_cache
+from watchrun.config import load_config, schema
+from watchrun.match.matcher import Matcher
+from watchrun.runtime.hscache import DiskStore
+
+CONFIG = """\
+watchers:
+  - id: app
+    path: ./app.log
+    pattern: "ERROR|FATAL"
+    exclude: [healthcheck]
+    gate: {maxMatches: 0}
+  - id: build
+    command: "make ${TARGET:-all} ${EXTRA}"
+    pattern: "error:"
+    restart: on-failure
+    restartDelay: 250ms
+    env: {TOKEN: "${TOKEN}"}
+    wake: triage
+agents:
+  - name: triage
+    provider: mock
+    prompt: "look: {matches}"
+    schedule: "0 * * * *"
+redact: ["sk-[a-z0-9]{8}"]
+limits: {pollMs: 5}
+"""
+
+
+@pytest.fixture()
+def cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "cache"
+    monkeypatch.setenv("WATCHRUN_CACHE_DIR", str(where))
+    return where / "config"
+
+
+def write(tmp_path: Path, text: str = CONFIG) -> Path:
+    path = tmp_path / "watch.yaml"
+    path.write_text(text)
+    return path
+
+
+ENV = {"EXTRA": "-j4", "TOKEN": "t0"}
+
+
+def test_a_hit_is_exactly_what_validation_returned(tmp_path: Path, cached: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path)
+    full = load_config([path], env=ENV)
+    assert full.config is not None and full.warnings  # pollMs is clamped: a warning
+    first = load_config([path], env=ENV, cache=True)
+    assert list(cached.glob("*.json")), "the validated config was stored"
+
+    def no_validation(*a: object, **k: object) -> None:
+        raise AssertionError("validated again")
+
+    monkeypatch.setattr("watchrun.config.schema.check_schema", no_validation)
+    hit = load_config([path], env=ENV, cache=True)
+    assert hit.config == full.config == first.config
+    assert hit.diagnostics == full.diagnostics  # the warnings are said again
+
+
+@pytest.mark.parametrize("change", ["file", "env", "new-env", "unset-env", "schema", "code"])
+def test_anything_validation_depends_on_is_a_miss(tmp_path: Path, cached: Path, change: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path)
+    env = dict(ENV)
+    load_config([path], env=env, cache=True)
+    if change == "file":
+        write(tmp_path, CONFIG.replace("pollMs: 5", "pollMs: 20"))
+    elif change == "env":
+        env["TOKEN"] = "t1"
+    elif change == "new-env":
+        env["TARGET"] = "install"  # used through a default: now it is set
+    elif change == "unset-env":
+        del env["EXTRA"]  # an error now: the cache must not hide it
+    elif change == "schema":
+        monkeypatch.setattr(config_cache, "_code", lambda: ["another schema"])
+    else:
+        monkeypatch.setattr(config_cache, "__version__", "9.9.9")
+    calls: list[int] = []
+    real = schema.check_schema
+
+    def counted(tree: object, report: object) -> None:
+        calls.append(1)
+        real(tree, report)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(schema, "check_schema", counted)
+    result = load_config([path], env=env, cache=True)
+    assert calls == [1], f"a {change} change must validate again"
+    fresh = load_config([path], env=env)
+    assert result.config == fresh.config and result.diagnostics == fresh.diagnostics
+
+
+def test_an_invalid_config_is_never_stored(tmp_path: Path, cached: Path) -> None:
+    path = write(tmp_path, CONFIG.replace('pattern: "error:"', 'pattern: "[oops"'))
+    assert load_config([path], env=ENV, cache=True).config is None
+    assert not cached.exists() or not list(cached.glob("*.json"))
+
+
+def test_a_directory_or_entry_others_could_write_is_not_trusted(tmp_path: Path,
+                                                                cached: Path) -> None:
+    path = write(tmp_path)
+    load_config([path], env=ENV, cache=True)
+    (entry,) = cached.glob("*.json")
+    doc = json.loads(entry.read_text())
+    forged = json.dumps(doc).replace('"all"', '"rm -rf"')
+    entry.write_text(forged)
+    os.chmod(entry, 0o666)  # writable by anyone: ignored, validated again
+    assert "rm -rf" not in str(load_config([path], env=ENV, cache=True).config)
+    entry.write_text(forged)
+    os.chmod(entry, 0o600)
+    os.chmod(cached, 0o777)  # the directory: ignored too
+    assert "rm -rf" not in str(load_config([path], env=ENV, cache=True).config)
+    os.chmod(cached, 0o700)
+    shutil.rmtree(cached)
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    cached.symlink_to(tmp_path / "elsewhere")  # a link in place of the directory: not followed
+    assert load_config([path], env=ENV, cache=True).config is not None
+    assert not list((tmp_path / "elsewhere").iterdir())
+
+
+def test_the_cache_can_be_turned_off(tmp_path: Path, cached: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WATCHRUN_CONFIG_CACHE", "0")
+    load_config([write(tmp_path)], env=ENV, cache=True)
+    assert not cached.exists()
+
+
+def test_compiled_databases_load_from_the_store(tmp_path: Path) -> None:
+    pytest.importorskip("hyperscan")
+    store = DiskStore(tmp_path / "hs")
+    data = b"INFO a\nERROR healthcheck\nERROR b\nfatal c\n"
+    first = Matcher("ERROR|FATAL", ["healthcheck"], store=store)
+    (db,) = (tmp_path / "hs").glob("*.db")
+    assert first.engine == "hyperscan" and oct(db.stat().st_mode & 0o777) == "0o600"
+    loaded = Matcher("ERROR|FATAL", ["healthcheck"], store=DiskStore(tmp_path / "hs"))
+    assert loaded.find(data) == first.find(data) == [(25, 32), (33, 40)]
+    db.write_bytes(b"not a database")  # damaged: compiled again, and stored again
+    again = Matcher("ERROR|FATAL", ["healthcheck"], store=DiskStore(tmp_path / "hs"))
+    assert again.find(data) == [(25, 32), (33, 40)]
+    assert db.read_bytes() != b"not a database"
+    os.chmod(db, 0o666)  # a database others could write: not read
+    assert DiskStore(tmp_path / "hs").load(db.stem) is None
+    os.chmod(db, 0o600)
+    assert DiskStore(tmp_path / "hs").load(db.stem) is not None
+    os.chmod(tmp_path / "hs", 0o777)  # a directory others could write: not read
+    assert DiskStore(tmp_path / "hs").load(db.stem) is None
+
+
+def test_a_once_run_of_a_file_watcher_imports_only_what_it_uses(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text("INFO a\nERROR b\n")
+    (tmp_path / "w.yaml").write_text(json.dumps({"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]}))
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['watchrun', 'run', '--once', '--quiet', '-c', 'w.yaml']\n"
+        "try:\n    runpy.run_module('watchrun', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    env = {**os.environ, "WATCHRUN_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, check=True) for _ in range(2)]
+    first, second = (set(r.stdout.split()) for r in runs)
+    assert "jsonschema" in first  # validated: the cache was empty
+    for absent in ("jsonschema", "yaml", "croniter", "xml.etree.ElementTree",
+                   "watchrun.agents.hub", "watchrun.runtime.isolation", "prometheus_client",
+                   "shtab", "importlib.resources", "msgspec"):
+        assert absent not in second, f"{absent} imported by a once run of a file watcher"
+
+
+def test_the_guardian_starts_with_the_first_child_not_with_the_runner() -> None:
+    """A runner of files only starts no guardian process; one that spawns starts it first."""
+    import asyncio
+
+    from watchrun.process.groups import GroupRegistry
+    from watchrun.process.guard import LazyGuardian
+    from watchrun.process.spawn import Spawner
+
+    async def main() -> None:
+        order: list[str] = []
+        guardian = LazyGuardian(order.append)
+
+        def told(line: str) -> None:
+            order.append("told")
+            guardian.tell(line)
+
+        def prepare() -> None:
+            order.append("guardian")
+            guardian.start()
+
+        registry = GroupRegistry(None, told, None, prepare)
+        spawner = Spawner(registry)
+        assert guardian.pid is None
+        proc = await spawner.spawn(["sleep", "30"], cwd=None, env={})
+        assert order == ["guardian", "told"], "the guardian is up before the child is told"
+        assert guardian.pid is not None and guardian.pid != proc.pid
+        await proc.terminate(5.0)
+        proc.close()
+        guardian.close()
+
+    asyncio.run(main())
