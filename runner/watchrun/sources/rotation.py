@@ -12,6 +12,7 @@ from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.sources.followed import MISSING, Followed
 from watchrun.sources.generation import Generation, next_seq
+from watchrun.sources.identity import FINGERPRINT_BYTES
 from watchrun.sources.plans import plan_switch
 from watchrun.sources.siblings import Plan
 
@@ -110,9 +111,16 @@ class Rotation(Followed):
             at = os.stat(self.path)
             if (at.st_dev, at.st_ino) != (gen.dev, gen.inode):
                 return
-        plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(), self._known(),
-                                       self.max_gens, truncated=True)
-        await self._read_first(ctx, watch, plan)
+        for _ in range(self.max_gens):
+            first = os.pread(gen.fd, FINGERPRINT_BYTES, 0)  # (copies made later: of these or
+            plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(),  # newer)
+                                           self._known(), self.max_gens, truncated=True)
+            await self._read_first(ctx, watch, plan)
+            if os.pread(gen.fd, len(first), 0) == first:
+                if gen.pos == 0:
+                    gen.head = first  # reading it notices a truncation from now on
+                return
+            # copied and truncated again while the copies were read: look for that copy too
 
     async def _gone(self, ctx: SourceContext, gen: Generation, watch: Watch, nlink: int) -> None:
         """The path is missing. A renamed file is followed until a new one appears; a deleted
