@@ -76,6 +76,10 @@ def test_every_line_once_or_a_record_of_its_loss(tmp_path: Path, mode: str) -> N
             if watched:
                 caught_up()
 
+    def a_second_of_lines() -> None:
+        """The runner stays frozen or down while the writer writes a second of lines more."""
+        wait_for(lambda: log.stat().st_size >= 20_000 * LINE, "a second of lines")
+
     runners: list[LiveRunner] = []
     try:
         wait_for(lambda: log.exists(), "the writer's log")
@@ -85,17 +89,20 @@ def test_every_line_once_or_a_record_of_its_loss(tmp_path: Path, mode: str) -> N
         rotations(2, watched=True)  # while it runs
         r.send(signal.SIGSTOP)  # frozen for a while, the writer rotating meanwhile
         rotations(many)
+        a_second_of_lines()
         r.send(signal.SIGCONT)
         wait_for(lambda: jsonl.stat().st_size > 100_000, "records")
         caught_up()
         r.send(signal.SIGKILL)  # a crash, rotations while it is down, a restart
         r.proc.wait(timeout=10)
         rotations(many)
+        a_second_of_lines()
         r = LiveRunner(config)
         runners.append(r)
         r.wait_log("running")
         assert r.stop() == 0, r.stderr()  # a clean stop, rotations, a restart
         rotations(many)
+        a_second_of_lines()
         r = LiveRunner(config)
         runners.append(r)
         r.wait_log("running")
