@@ -5,6 +5,7 @@ threads; an OSError (out of descriptors) closes what it opened and propagates.""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +35,46 @@ def _ident(st: os.stat_result) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
+SETTLE_TRIES = 5
+"""A plan is made again when the path changed while it was made (at most this often)."""
+
+
+def _at(path: Path) -> tuple[int, int] | None:
+    try:
+        return _ident(os.stat(path))
+    except OSError:
+        return None
+
+
+def _settled(path: Path, make: Callable[[], tuple[Plan, tuple[int, int] | None]]) -> Plan:
+    """A plan made while the path kept pointing at the same file. The file at the path is
+    opened before the siblings are listed: a rotation in between (a symlink swapped to a file
+    created after that open, a rename) would list a generation newer than the file at the
+    path among those read before it, and it would be read out of order, then again."""
+    for _ in range(SETTLE_TRIES - 1):
+        plan, at = make()
+        if _at(path) == at:
+            return plan
+        plan.close()
+    return make()[0]
+
+
 def plan_start(path: Path, known: list[Checkpoint], max_n: int, recorded: Recorded) -> Plan:
     """Resume from checkpointed generations (`known`, oldest first; the last is the one that
     was followed): the file at the path when it is still that one; otherwise every generation
     since, found among the siblings, then the file at the path. The same inode at the path
     with other first bytes is a new file (a deleted file's inode reused at once, as ext4 does);
     with the same first bytes, the file was truncated or rewritten in place."""
-    cur = open_at_path(path)
+    def make() -> tuple[Plan, tuple[int, int] | None]:
+        cur = open_at_path(path)
+        plan = _start_with(path, cur, known, max_n, recorded)
+        return plan, _ident(cur.st) if cur is not None else None
+
+    return _settled(path, make)
+
+
+def _start_with(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
+                recorded: Recorded) -> Plan:
     try:
         return _plan_start(path, cur, known, max_n, recorded)
     except OSError:
@@ -127,7 +161,17 @@ def plan_switch(path: Path, ended: Checkpoint, known: list[Checkpoint], max_n: i
                 truncated: bool) -> Plan:
     """The followed generation `ended` left the path (or was truncated at `ended.offset`):
     find a copy of it (truncated), the generations rotated since, and the file at the path."""
-    cur = open_at_path(path)
+    def make() -> tuple[Plan, tuple[int, int] | None]:
+        cur = open_at_path(path)
+        at = _ident(cur.st) if cur is not None else None
+        plan = _switch_with(path, cur, ended, known, max_n, truncated)
+        return plan, at
+
+    return _settled(path, make)
+
+
+def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[Checkpoint],
+                 max_n: int, truncated: bool) -> Plan:
     plan = Plan()
     try:
         entries = scan(path, [*known, ended])
