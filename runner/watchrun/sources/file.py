@@ -85,6 +85,7 @@ class FileSource(Rotation):
         state = self.store.load(self.spec.id)
         if state is not None:
             self._history = [cp for cp in state.generations if cp.finished][-self.max_gens :]
+            self._keep.saved = state  # on disk: the same state is not written again at start
         return state
 
     async def _first_plan(self, state: FileState | None) -> Plan:
