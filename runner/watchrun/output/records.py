@@ -10,13 +10,12 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO
 
 from watchrun.output import safefs
 
 __all__ = [
     "ID_PATTERN",
-    "Mark",
     "ReadStats",
     "complete_size",
     "cursor_expired",
@@ -25,9 +24,11 @@ __all__ = [
     "last_records",
     "offset_after",
     "oldest_seq",
+    "open_snapshot",
     "parse_cursor",
-    "recorded_since",
+    "parse_record",
     "retained_files",
+    "reverse_lines",
 ]
 
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
@@ -89,7 +90,7 @@ def retained_files(path: Path, keep: int | None = None) -> list[Path]:
     return files
 
 
-def _open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
+def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
     """Open every retained file at once, retrying if a rotation moved them meanwhile. A symlink
     (or anything but a regular file) in place of one is refused: `safefs.UnsafePathError`."""
     for _ in range(10):
@@ -121,7 +122,7 @@ def _open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
     raise OSError(f"{path}: files kept rotating while reading; try again")
 
 
-def _parse(line: bytes, stats: ReadStats) -> dict[str, Any] | None:
+def parse_record(line: bytes, stats: ReadStats) -> dict[str, Any] | None:
     try:
         rec = json.loads(line)
     except (ValueError, RecursionError):  # RecursionError: a line of deeply nested arrays
@@ -145,7 +146,7 @@ def _line_at(f: BinaryIO, pos: int) -> tuple[int, int, int | None]:
     line = f.readline()
     if not line.endswith(b"\n"):
         return start, start, None
-    rec = _parse(line, ReadStats())
+    rec = parse_record(line, ReadStats())
     return start, start + len(line), None if rec is None else rec["seq"]
 
 
@@ -178,7 +179,7 @@ def iter_records(
     that do not parse are skipped and counted in `stats`.
     """
     stats = stats if stats is not None else ReadStats()
-    files = _open_snapshot(path)
+    files = open_snapshot(path)
     try:
         for f in files:
             size = os.fstat(f.fileno()).st_size
@@ -187,7 +188,7 @@ def iter_records(
                 if not line.endswith(b"\n"):
                     stats.torn += 1
                     continue
-                rec = _parse(line, stats)
+                rec = parse_record(line, stats)
                 if rec is not None and (since_seq is None or rec["seq"] > since_seq):
                     yield rec
     finally:
@@ -195,7 +196,7 @@ def iter_records(
             f.close()
 
 
-def _reverse_lines(f: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
+def reverse_lines(f: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
     """Complete lines of a file, newest first, reading blocks backwards from the end."""
     pos = os.fstat(f.fileno()).st_size
     carry: deque[bytes] = deque()  # a line's tail, which ends just before a newline
@@ -233,14 +234,14 @@ def last_records(
     found: list[dict[str, Any]] = []
     if n <= 0:
         return found
-    files = _open_snapshot(path, keep)
+    files = open_snapshot(path, keep)
     try:
         for f in reversed(files):
-            for line in _reverse_lines(f, stats):
+            for line in reverse_lines(f, stats):
                 if not line:
                     stats.invalid += 1
                     continue
-                rec = _parse(line, stats)
+                rec = parse_record(line, stats)
                 if rec is not None and (kinds is None or rec.get("kind") in kinds):
                     found.append(rec)
                     if len(found) == n:
@@ -249,63 +250,6 @@ def last_records(
         for f in files:
             f.close()
     return found[::-1]
-
-
-class Mark(NamedTuple):
-    """The last match recorded from a generation: its offset, line (`raw` when it has one) and
-    line number; offset -1 for none."""
-
-    offset: int = -1
-    line: str = ""
-    line_no: int = 0
-
-
-Epoch = tuple[int, Mark]
-"""The records of one generation read from an inode: the seq of the `rotate` record into the
-inode that began it (0: begun before the records looked at), and its last recorded match."""
-
-
-def recorded_since(path: Path, since_seq: int, keep: int | None = None
-                   ) -> tuple[dict[int, list[Epoch]], set[int]]:
-    """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
-    (only those records are read): per inode, its epochs oldest first (each `rotate` record
-    into an inode begins one: a new generation read from it), and the inodes a `rotate`
-    record left. `keep`: as in `retained_files`."""
-    recs: list[dict[str, Any]] = []
-    files = _open_snapshot(path, keep)
-    try:
-        for f in reversed(files):
-            for line in _reverse_lines(f, ReadStats()):
-                rec = _parse(line, ReadStats()) if line else None
-                if rec is None:
-                    continue
-                if rec["seq"] < since_seq:
-                    break
-                if rec.get("kind") in ("match", "rotate"):
-                    recs.append(rec)
-            else:
-                continue
-            break
-    finally:
-        for f in files:
-            f.close()
-    epochs: dict[int, list[Epoch]] = {}
-    ended: set[int] = set()
-    for rec in reversed(recs):
-        inode = rec.get("inode")
-        if not isinstance(inode, int):
-            continue
-        marks = epochs.setdefault(inode, [(0, Mark())])
-        if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
-            if rec["offset"] > marks[-1][1].offset:
-                line_no = rec.get("lineNo")
-                marks[-1] = (marks[-1][0], Mark(rec["offset"], str(rec.get("raw", rec.get(
-                    "line", ""))), line_no if isinstance(line_no, int) else 0))
-        elif rec["kind"] == "rotate":
-            if isinstance(rec.get("oldInode"), int) and rec["oldInode"] != inode:
-                ended.add(rec["oldInode"])
-            marks.append((int(rec["seq"]), Mark()))
-    return epochs, ended
 
 
 def oldest_seq(path: Path) -> int | None:

@@ -15,7 +15,7 @@ from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
 from watchrun.output.jsonl import json_str
-from watchrun.output.records import recorded_since
+from watchrun.output.recorded import recorded_since
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter

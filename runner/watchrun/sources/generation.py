@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from watchrun.events import SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
-from watchrun.output.records import Mark
+from watchrun.output.recorded import Mark
 from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, position, tail_before
 
 

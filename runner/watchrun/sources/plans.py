@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from watchrun.output.records import Mark
+from watchrun.output.recorded import Mark
 from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import Checkpoint, identifies, same_head
 from watchrun.sources.siblings import Opened, Plan, locate, newer, open_at_path, scan
