@@ -202,6 +202,20 @@ def test_a_missing_seq_after_the_cursor_is_gap_detected(tmp_path: Path) -> None:
         "gap_detected", first["cursor"], "triage:0000000000000006")
 
 
+def test_seqs_given_up_unwritten_are_explained_by_their_gap_record(tmp_path: Path) -> None:
+    """Records given up at a shutdown on a full disk leave seqs out, and the `gap` record
+    (reason unwritten) that takes the last of them says so: the window reads on, no error."""
+    log = AgentLog(tmp_path, "triage")
+    first = log.status("running")
+    lost = [log.sink.record("status", {"state": "idle"}) for _ in range(3)]
+    log.sink.give_up(lost)
+    log.status("idle")
+    log.close()
+    v = view(log.path, since=first["cursor"], include=["events"])
+    events = [(r["seq"], r["kind"], r.get("fromSeq")) for r in v["events"]]
+    assert events == [(4, "gap", 2), (5, "status", None)]
+
+
 def text_turn(log: AgentLog, prompt: str, lines: list[str]) -> None:
     log.turn(prompt, [claude_text(f"m{i}", text) for i, text in enumerate(lines)])
 

@@ -3,6 +3,7 @@ rotated generations found among the siblings by inode, then by content."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -27,14 +28,29 @@ def one(cp: Checkpoint, seq: int | None = None) -> FileState:
 
 def test_save_then_load_round_trips(tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path / "state")
-    cp = Checkpoint(1, 2, "ab" * 32, 300, 7, "/var/log/x.log", 1024, "cd" * 32, 1024, 900, 5)
-    old = Checkpoint(1, 1, "ef" * 32, 40, 3, "/var/log/x.log.1", 40, finished=True)
+    cp = Checkpoint(1, 2, "ab" * 32, 300, 7, "/var/log/x.log", 1024, "cd" * 32, 1024, 900, 5,
+                    seq=42, since=40, announce='{"reason": "rename"}')
+    old = Checkpoint(1, 1, "ef" * 32, 40, 3, "/var/log/x.log.1", 40, finished=True, seq=12,
+                     deleted=True)
     store.save("api", FileState((old, cp), 42))
     assert CheckpointStore(tmp_path / "state").load("api") == FileState((old, cp), 42)
     assert store.load("other") is None
     mode = stat.S_IMODE(store.path("api").stat().st_mode)
     assert mode == 0o640
     assert sorted(p.name for p in store.dir.iterdir()) == ["api.checkpoint.json"]
+
+
+def test_a_generation_saved_without_its_own_seq_takes_the_states(tmp_path: Path) -> None:
+    """Checkpoints written before generations carried a seq still load: the state's seq."""
+    store = CheckpointStore(tmp_path)
+    store.save("w", FileState((Checkpoint(1, 2, "f", 10, 1, "/p", 0),), 7))
+    doc = json.loads(store.path("w").read_text())
+    for gen in doc["generations"]:
+        for key in ("seq", "since", "deleted", "announce"):
+            gen.pop(key, None)
+    store.path("w").write_text(json.dumps(doc))
+    loaded = store.load("w")
+    assert loaded is not None and loaded.current.seq == 7 and not loaded.current.deleted
 
 
 def test_save_replaces_the_previous_checkpoint(tmp_path: Path) -> None:

@@ -51,9 +51,7 @@ class TailModel(RuleBasedStateMachine):
 
     force_poll = False
     generations = False
-    """Add the rules of several generations at once (stopped, stalled, crashed, rewritten);
-    without copytruncate, delete-and-recreate and partial lines, which the plain model covers
-    (combined with crashes they are not yet reliable: see docs/decisions.md)."""
+    """Add the rules of several generations at once (stopped, stalled, crashed, rewritten)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -69,9 +67,6 @@ class TailModel(RuleBasedStateMachine):
         self.partial: str | None = None  # an unterminated line at the end of the file
         self.n = 0
         self.rotations = 0
-        self.recreated = False
-        """A file was deleted and created again: ext4 may give the new one the old inode, and
-        a rename rotation while stopped after that is a known limit (docs/decisions.md)."""
         self.task: asyncio.Task[None] | None = None
         self._start()
 
@@ -150,7 +145,7 @@ class TailModel(RuleBasedStateMachine):
         self._write(self._lines(k, pad))
         self._catch_up()
 
-    @precondition(lambda self: self.partial is None and not self.generations)
+    @precondition(lambda self: self.partial is None)
     @rule()
     def partial_write(self) -> None:
         self.n += 1
@@ -173,7 +168,6 @@ class TailModel(RuleBasedStateMachine):
         self._write(self._lines(k))
         self._catch_up()
 
-    @precondition(lambda self: not self.generations)
     @rule(k=st.integers(0, 4))
     def copytruncate(self, k: int) -> None:
         self._complete_partial()
@@ -190,10 +184,8 @@ class TailModel(RuleBasedStateMachine):
     def _truncations(self) -> int:
         return sum(1 for r in self.records() if r.get("reason") == "truncate")
 
-    @precondition(lambda self: not self.generations)
     @rule(k=st.integers(0, 3), settle=st.booleans())
     def delete_recreate(self, k: int, settle: bool) -> None:
-        self.recreated = True
         self._complete_partial()
         self.path.unlink()
         if settle:
@@ -204,7 +196,6 @@ class TailModel(RuleBasedStateMachine):
 
     @rule(k=st.integers(0, 3), rotate=st.booleans())
     def restart(self, k: int, rotate: bool) -> None:
-        rotate = rotate and not self.recreated
         self._stop()
         if k or rotate:
             self._complete_partial()
@@ -237,6 +228,7 @@ class TailModel(RuleBasedStateMachine):
     def rewrite_same_head(self, k: int) -> None:
         """While stopped, the file is rewritten in place: the same first KiB, other bytes
         before the checkpointed offset, and bigger than it was. Read again from the start."""
+        self._complete_partial()
         self._write(self._lines(2, pad=300))  # lines past the kept first KiB, to be rewritten
         self._catch_up()
         self._stop()

@@ -241,7 +241,7 @@ def test_dir_of_another_user_is_refused_naming_path_owner_and_mode(
 
 def checkpoint() -> FileState:
     return FileState((Checkpoint(dev=1, inode=2, fingerprint="0" * 64, offset=3, line_no=4,
-                                 path="/x", fingerprint_len=0),), seq=7)
+                                 path="/x", fingerprint_len=0, seq=7),), seq=7)
 
 
 @pytest.mark.parametrize("name", ["x.checkpoint.json", "x.checkpoint.json.tmp"])

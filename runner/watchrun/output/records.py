@@ -24,9 +24,11 @@ __all__ = [
     "last_records",
     "offset_after",
     "oldest_seq",
+    "open_snapshot",
     "parse_cursor",
-    "recorded_since",
+    "parse_record",
     "retained_files",
+    "reverse_lines",
 ]
 
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
@@ -90,7 +92,7 @@ def retained_files(path: Path, keep: int | None = None) -> list[Path]:
     return files
 
 
-def _open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
+def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
     """Open every retained file at once, retrying if a rotation moved them meanwhile. A symlink
     (or anything but a regular file) in place of one is refused: `safefs.UnsafePathError`."""
     for _ in range(10):
@@ -122,7 +124,7 @@ def _open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
     raise OSError(f"{path}: files kept rotating while reading; try again")
 
 
-def _parse(line: bytes, stats: ReadStats) -> dict[str, Any] | None:
+def parse_record(line: bytes, stats: ReadStats) -> dict[str, Any] | None:
     try:
         rec = json.loads(line)
     except (ValueError, RecursionError):  # RecursionError: a line of deeply nested arrays
@@ -146,7 +148,7 @@ def _line_at(f: BinaryIO, pos: int) -> tuple[int, int, int | None]:
     line = f.readline()
     if not line.endswith(b"\n"):
         return start, start, None
-    rec = _parse(line, ReadStats())
+    rec = parse_record(line, ReadStats())
     return start, start + len(line), None if rec is None else rec["seq"]
 
 
@@ -179,7 +181,7 @@ def iter_records(
     that do not parse are skipped and counted in `stats`.
     """
     stats = stats if stats is not None else ReadStats()
-    files = _open_snapshot(path)
+    files = open_snapshot(path)
     try:
         for f in files:
             size = os.fstat(f.fileno()).st_size
@@ -188,7 +190,7 @@ def iter_records(
                 if not line.endswith(b"\n"):
                     stats.torn += 1
                     continue
-                rec = _parse(line, stats)
+                rec = parse_record(line, stats)
                 if rec is not None and (since_seq is None or rec["seq"] > since_seq):
                     yield rec
     finally:
@@ -196,7 +198,7 @@ def iter_records(
             f.close()
 
 
-def _reverse_lines(f: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
+def reverse_lines(f: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
     """Complete lines of a file, newest first, reading blocks backwards from the end."""
     pos = os.fstat(f.fileno()).st_size
     carry: deque[bytes] = deque()  # a line's tail, which ends just before a newline
@@ -234,14 +236,14 @@ def last_records(
     found: list[dict[str, Any]] = []
     if n <= 0:
         return found
-    files = _open_snapshot(path, keep)
+    files = open_snapshot(path, keep)
     try:
         for f in reversed(files):
-            for line in _reverse_lines(f, stats):
+            for line in reverse_lines(f, stats):
                 if not line:
                     stats.invalid += 1
                     continue
-                rec = _parse(line, stats)
+                rec = parse_record(line, stats)
                 if rec is not None and (kinds is None or rec.get("kind") in kinds):
                     found.append(rec)
                     if len(found) == n:
@@ -250,57 +252,6 @@ def last_records(
         for f in files:
             f.close()
     return found[::-1]
-
-
-Mark = tuple[int, str]
-"""The offset of a recorded match and its line."""
-
-
-def recorded_since(
-    path: Path, since_seq: int, keep: int | None = None
-) -> tuple[dict[int, Mark], dict[int, Mark], set[int], set[int]]:
-    """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
-    (only those records are read). Per inode, the offset of the last recorded match: before the
-    first `rotate` into it that started a new generation there (truncate, recreate: that part
-    applies to the checkpointed generation and its copies), and after the last one (applies to
-    a generation opened afresh); the inodes a `rotate` record left; the inodes where a new
-    generation started. `keep`: as in `retained_files`."""
-    recs: list[dict[str, Any]] = []
-    files = _open_snapshot(path, keep)
-    try:
-        for f in reversed(files):
-            for line in _reverse_lines(f, ReadStats()):
-                rec = _parse(line, ReadStats()) if line else None
-                if rec is None:
-                    continue
-                if rec["seq"] < since_seq:
-                    break
-                if rec.get("kind") in ("match", "rotate"):
-                    recs.append(rec)
-            else:
-                continue
-            break
-    finally:
-        for f in files:
-            f.close()
-    epochs: dict[int, list[Mark]] = {}
-    ended: set[int] = set()
-    for rec in reversed(recs):
-        inode = rec.get("inode")
-        if not isinstance(inode, int):
-            continue
-        marks = epochs.setdefault(inode, [(-1, "")])
-        if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
-            if rec["offset"] > marks[-1][0]:
-                marks[-1] = (rec["offset"], str(rec.get("raw", rec.get("line", ""))))
-        elif rec["kind"] == "rotate":
-            if isinstance(rec.get("oldInode"), int) and rec["oldInode"] != inode:
-                ended.add(rec["oldInode"])
-            if rec.get("reason") != "rename":
-                marks.append((-1, ""))
-    first = {i: m[0] for i, m in epochs.items() if m[0][0] >= 0}
-    last = {i: m[-1] for i, m in epochs.items() if m[-1][0] >= 0}
-    return first, last, ended, {i for i, m in epochs.items() if len(m) > 1}
 
 
 def oldest_seq(path: Path) -> int | None:

@@ -15,7 +15,7 @@ from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
 from watchrun.output.jsonl import json_str
-from watchrun.output.records import recorded_since
+from watchrun.output.recorded import recorded_since
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
@@ -190,9 +190,9 @@ class WatcherPipeline:
     async def recorded(self, since_seq: int) -> Recorded:
         """What was recorded from `since_seq` on (the records a crash kept past the
         checkpoint): read backwards from the end of the stream, in a worker thread."""
-        first, last, ended, renewed = await asyncio.to_thread(recorded_since, self.sink.path,
-                                                              since_seq, self.sink.keep)
-        return Recorded(first, last, ended, renewed)
+        epochs, ended = await asyncio.to_thread(recorded_since, self.sink.path, since_seq,
+                                                self.sink.keep)
+        return Recorded(epochs, ended)
 
     def skipped(self, lines: int) -> None:
         self.counters.skipped_duplicates += lines

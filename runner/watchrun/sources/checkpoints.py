@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,8 @@ _FIELDS: dict[str, tuple[str, type]] = {
 }
 _OPTIONAL: dict[str, tuple[str, type]] = {
     "tail": ("tail", str), "tailLen": ("tail_len", int), "size": ("size", int),
-    "mtimeNs": ("mtime_ns", int), "finished": ("finished", bool),
+    "mtimeNs": ("mtime_ns", int), "finished": ("finished", bool), "seq": ("seq", int),
+    "since": ("since", int), "deleted": ("deleted", bool), "announce": ("announce", str),
 }
 
 
@@ -66,7 +67,8 @@ def _position(doc: Any) -> Checkpoint:
         if not isinstance(val, typ) or (typ is int and isinstance(val, bool)):
             raise ValueError(f"field {key!r} missing or not a {typ.__name__}")
         values[name] = val
-    if values["offset"] < 0 or values["line_no"] < 1 or not (
+    if values["offset"] < 0 or values["line_no"] < 1 or values.get("seq", 1) < 1 or \
+            values.get("since", 0) < 0 or not (
         0 <= values["fingerprint_len"] <= 1 << 20 and 0 <= values.get("tail_len", 0) <= 1 << 20
     ):
         raise ValueError("offset, lineNo or a fingerprint length out of range")
@@ -92,7 +94,9 @@ def decode(text: str) -> FileState:
         raise ValueError("field 'generations' missing or empty")
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1):
         raise ValueError("field 'seq' is not a positive integer")
-    return FileState(tuple(_position(g) for g in gens), seq)
+    # a generation saved without its own seq (before it had one) has the state's
+    return FileState(tuple(p if p.seq is not None else replace(p, seq=seq)
+                           for p in map(_position, gens)), seq)
 
 
 def encode(state: FileState) -> bytes:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
 from watchrun.events import SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
+from watchrun.output.recorded import Mark
 from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, position, tail_before
 
 
@@ -26,6 +28,14 @@ class Generation:
         self.seen_size, self.seen_mtime = st.st_size, st.st_mtime_ns
         self.grew_at: float | None = None  # monotonic time of its last growth (once retired)
         self.announce: dict[str, Any] | None = None  # a `rotate` record before its first line
+        self.pinned = False
+        """Truncated and read again from 0: `seen_mtime` stays at the truncation, so a copy of
+        a generation that came and went between the search for copies and reading the file
+        again is still found at the next truncation."""
+        self.changed = False
+        """A read stopped because the first bytes changed under it (truncated meanwhile)."""
+        self.since = 0
+        """The seq of the `rotate` record before its first line (0: none)."""
         self.reset(pos, line_no, seq)
 
     def reset(self, pos: int, line_no: int, seq: int | None = None) -> None:
@@ -54,10 +64,12 @@ class Generation:
         return bool(self.tail) and tail_before(self.fd, self.pos) != self.tail
 
     def saw(self, st: os.stat_result) -> None:
-        """`st` (an fstat) was taken while this generation was still at the watched path: a
-        generation rotated after it is modified no earlier than this."""
+        """`st` (an fstat) was taken while this generation was still at the watched path (its
+        first bytes were checked after it): a generation rotated after it is modified no
+        earlier than this."""
         self.seen_size = max(self.seen_size, st.st_size)
-        self.seen_mtime = st.st_mtime_ns
+        if not self.pinned:
+            self.seen_mtime = st.st_mtime_ns
 
     async def drain(
         self, ctx: SourceContext, path: str, size: int, end: int | None, moved: Callable[[], None]
@@ -73,6 +85,9 @@ class Generation:
             data = os.pread(self.fd, want, self.pos)
             if not data:
                 break
+            if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
+                self.changed = True  # truncated (copytruncate) since the last look: `data`
+                break  # may be the next generation's; the caller finds the copy first
             self.took(data)
             chunk = self.framer.feed(data)
             if chunk is not None:
@@ -102,8 +117,14 @@ class Generation:
         off, line_no = (self.pos, self.framer.line_no) if at_read else self.done
         ahead = self.pos - off
         tail = self.tail if not ahead else self.tail[: max(0, len(self.tail) - ahead)]
+        pending = json.dumps(self.announce) if self.announce else ""
+        try:
+            deleted = os.fstat(self.fd).st_nlink == 0
+        except OSError:
+            deleted = False
         return position(self.dev, self.inode, self.seen_mtime, self.head, tail, off, line_no,
-                        self.path, size=self.seen_size, finished=finished)
+                        self.path, size=self.seen_size, finished=finished, seq=self.done_seq,
+                        since=self.since, deleted=deleted, announce=pending)
 
 
 _COUNTS: dict[type, bool] = {}
@@ -123,24 +144,40 @@ def _counter(ctx: SourceContext) -> CountsLines | None:
 class Recorded:
     """What a stream recorded since a checkpoint's seq (records a crash kept past it)."""
 
-    offsets: dict[int, tuple[int, str]] = field(default_factory=dict)
-    """inode → offset and text of the last line recorded from the checkpointed generation of
-    that inode (a line at or before it is a repeat); it applies to copies of it too."""
-    fresh: dict[int, tuple[int, str]] = field(default_factory=dict)
-    """The same for the last generation that started in that inode (truncate, recreate)."""
+    epochs: dict[int, list[tuple[int, Mark]]] = field(default_factory=dict)
+    """inode → the generations read from it, oldest first: the seq of the `rotate` record that
+    began each (0: before the records looked at) and the last line recorded from it."""
     ended: set[int] = field(default_factory=set)
     """Inodes a `rotate` record left: followed to their end."""
-    renewed: set[int] = field(default_factory=set)
-    """Inodes where a new generation started (truncate, recreate into them)."""
 
-    def marks(self, inode: int, origin: int | None) -> list[tuple[int, str]]:
-        """Where the last line recorded from the generation now open as `inode` may be (it
-        continues the checkpointed generation `origin`; None: opened afresh)."""
-        fresh = [self.fresh[inode]] if inode in self.fresh else []
-        if origin is None or (origin == inode and inode in self.renewed):
-            return fresh
-        first = [self.offsets[origin]] if origin in self.offsets else []
-        return first + (fresh if inode != origin else [])
+    def last(self, cp: Checkpoint) -> Mark | None:
+        """The last line recorded from the checkpointed generation `cp` past its checkpoint."""
+        of = self.epochs.get(cp.inode, [])
+        if cp.announce:  # its records follow the next `rotate` record into its inode
+            found = [m for since, m in of if since >= (cp.seq or 0) and since > 0][:1]
+        else:  # those after its own `rotate` record, or before any (one older than these)
+            found = [m for since, m in of if since == cp.since] or [m for _, m in of[:1]]
+        return found[0] if found and found[0].offset >= 0 else None
+
+    def marks(self, inode: int, origin: Checkpoint | None, renewed: bool,
+              finished: Collection[tuple[int, int]] = ()) -> list[Mark]:
+        """Where the last line recorded from the generation now open as `inode` may be: the
+        records of the checkpointed generation `origin` it continues (itself, or the original
+        of a copy) and, for a copy, its own; for a generation opened afresh (None), those of
+        the last one read from the inode (`renewed`: only when it began after a `rotate`
+        record, as the inode held another generation before), unless that one is `finished`
+        (inode and `since` of generations checkpointed as read to their end and released:
+        the inode number was given to a new file since)."""
+        own = self.epochs.get(inode, [])
+        found: list[Mark] = []
+        if origin is not None:
+            mark = self.last(origin)
+            found += [mark] if mark is not None else []
+            if inode != origin.inode:
+                found += [m for _, m in own[-1:]]
+        elif own and not (renewed and own[-1][0] == 0) and (inode, own[-1][0]) not in finished:
+            found.append(own[-1][1])
+        return [m for m in found if m.offset >= 0]
 
 
 @runtime_checkable
@@ -218,15 +255,16 @@ def count_lines(fd: int, end: int, start: int = 0, line_no: int = 1) -> int:
     return n
 
 
-def recorded_end(fd: int, size: int, marks: list[tuple[int, str]]) -> int:
+def recorded_end(fd: int, size: int, marks: list[Mark]) -> int:
     """The offset just past the last of `marks` (offset, recorded line) that is really in the
     file (a file truncated and rewritten since holds other lines there); -1 when none is.
     Run it in a worker thread."""
     best = -1
-    for offset, text in marks:
+    for offset, text, _ in marks:
         head = os.pread(fd, max(64, len(text.encode()) + 16), offset)
         line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
-        if offset < size and text and (line.startswith(text[:64]) or text.startswith(line)):
+        if offset < size and text and (line == text or (len(text) >= 64 and line.startswith(
+                text[:64]))):  # (a recorded line clipped to maxLineBytes is its prefix)
             end = line_end(fd, offset, 1 << 40)
             best = max(best, end if end is not None else size)
     return best

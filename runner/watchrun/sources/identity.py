@@ -42,6 +42,18 @@ class Checkpoint:
     """Its modification time when last looked at: generations rotated later are newer."""
     finished: bool = False
     """Read to its end and released (rotated away or deleted, and idle for rotateWait)."""
+    seq: int | None = None
+    """Every record of a line past `offset` has at least this seq (after a crash, the records
+    from it on say what was read past the checkpoint)."""
+    since: int = 0
+    """The seq of the `rotate` record its records follow (0: none, it was read from the
+    start), so they are told apart from those of other generations read from its inode."""
+    deleted: bool = False
+    """It had no name left when last looked at: a file found with its inode later is another
+    (ext4 gives a deleted file's inode to the next new file at once)."""
+    announce: str = ""
+    """The `rotate` record (its fields as JSON) not written yet when this was saved: written
+    before its first line; its records follow the first `rotate` into its inode from `seq`."""
 
     @property
     def unread(self) -> int:
@@ -59,10 +71,7 @@ def holds(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
     """True when the open file holds the checkpoint's content up to its offset: the same first
     bytes and the same bytes before the offset. The generation itself, or a copy of it. A
     checkpoint of an empty file holds no content to recognise: nothing holds it."""
-    if not cp.fingerprint_len or st.st_size < cp.offset:
-        return False
-    head = os.pread(fd, cp.fingerprint_len, 0)
-    if len(head) != cp.fingerprint_len or fingerprint(head) != cp.fingerprint:
+    if not cp.fingerprint_len or st.st_size < cp.offset or not same_head(cp, fd):
         return False
     if cp.tail_len:
         tail = os.pread(fd, cp.tail_len, cp.offset - cp.tail_len)
@@ -70,16 +79,26 @@ def holds(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
     return True
 
 
+def same_head(cp: Checkpoint, fd: int) -> bool:
+    """The open file starts with the checkpointed generation's first bytes (False when the
+    checkpoint has none: nothing to compare)."""
+    head = os.pread(fd, cp.fingerprint_len, 0) if cp.fingerprint_len else b""
+    return bool(head) and len(head) == cp.fingerprint_len and fingerprint(head) == cp.fingerprint
+
+
 def identifies(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
     """True when the open file is the checkpoint's generation: same device and inode, and it
     still holds what was read (an inode can be reused; a file can be rewritten in place)."""
-    if (st.st_dev, st.st_ino) != (cp.dev, cp.inode):
+    if (st.st_dev, st.st_ino) != (cp.dev, cp.inode) or cp.deleted:
         return False
     return holds(cp, fd, st) if cp.fingerprint_len else st.st_size >= cp.offset
 
 
 def position(dev: int, inode: int, mtime_ns: int, head: bytes, tail: bytes, offset: int,
-             line_no: int, path: str, *, size: int = 0, finished: bool = False) -> Checkpoint:
+             line_no: int, path: str, *, size: int = 0, finished: bool = False,
+             seq: int | None = None, since: int = 0, deleted: bool = False,
+             announce: str = "") -> Checkpoint:
     """The checkpoint of a generation at `offset`, given its head and the bytes before it."""
     return Checkpoint(dev, inode, fingerprint(head), offset, line_no, path, len(head),
-                      fingerprint(tail), len(tail), max(offset, size), mtime_ns, finished)
+                      fingerprint(tail), len(tail), max(offset, size), mtime_ns, finished, seq,
+                      since, deleted, announce)

@@ -18,6 +18,9 @@ COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzma", ".z", ".zip", ".br"
 _MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18", b"PK\x03")
 _DIGITS = re.compile(r"[0-9]+")
 _MISSING = (errno.ENOENT, errno.ENOTDIR)
+NO_FDS = (errno.EMFILE, errno.ENFILE)
+"""Out of descriptors: raised, never taken for a sibling that is not there (the source
+records an error and looks again)."""
 
 
 @dataclass(slots=True)
@@ -88,7 +91,9 @@ def scan(path: Path, known: list[Checkpoint]) -> list[Entry]:
     for directory, bases in rules.items():
         try:
             entries = list(os.scandir(directory))
-        except OSError:
+        except OSError as exc:
+            if exc.errno in NO_FDS:
+                raise
             continue
         for e in entries:
             if e.path == str(path) or not any(
@@ -109,7 +114,9 @@ def scan(path: Path, known: list[Checkpoint]) -> list[Entry]:
 def _open_entry(e: Entry) -> Opened | None:
     try:
         fd, st = open_regular(e.path)
-    except OSError:
+    except OSError as exc:
+        if exc.errno in NO_FDS:
+            raise
         return None
     if (st.st_dev, st.st_ino) != (e.st.st_dev, e.st.st_ino):
         os.close(fd)  # renamed again meanwhile: the next look finds it
@@ -141,32 +148,56 @@ def _is_compressed(fd: int) -> bool:
     return os.pread(fd, 4, 0).startswith(_MAGIC)
 
 
+def _numbers(path: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in _DIGITS.findall(os.path.basename(path)))
+
+
+def _oldest_first(found: list[Opened], before: str | None) -> None:
+    """Sort by modification time; within one tick of the clock (rotations a few ms apart),
+    by the numbers in the names, counting the way they count from `before` (the name of a
+    generation older than all of them: `app.log.1` then `.2`, `.3`; or `.3` then `.2`, `.1`
+    as RotatingFileHandler shifts them), then by inode."""
+    ref = _numbers(before) if before is not None else None
+    keys = [_numbers(o.path) for o in found]
+    up = ref is None or sum(k > ref for k in keys) >= sum(k < ref for k in keys)
+    rank = {id(o): i if up else -i for i, o in
+            enumerate(sorted(found, key=lambda o: _numbers(o.path)))}
+    found.sort(key=lambda o: (o.st.st_mtime_ns, rank[id(o)], o.st.st_ino))
+
+
 def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
-          taken: set[tuple[int, int]], max_n: int) -> tuple[list[Opened], list[dict[str, Any]]]:
+          taken: set[tuple[int, int]], max_n: int, before: str | None = None
+          ) -> tuple[list[Opened], list[dict[str, Any]]]:
     """Generations rotated after `after_ns` that hold nothing already read, oldest first (by
-    modification time), at most the newest `max_n`; gaps for compressed and skipped ones."""
+    modification time, see `_oldest_first`), at most the newest `max_n`; gaps for compressed
+    and skipped ones."""
     found: list[Opened] = []
     gaps: list[dict[str, Any]] = []
-    for e in entries:
-        if (e.st.st_dev, e.st.st_ino) in taken or e.st.st_mtime_ns < after_ns:
-            continue
-        if e.compressed:
-            gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
-                         "message": f"{e.path} was rotated and compressed before it was read"})
-            continue
-        o = _open_entry(e)
-        if o is None:
-            continue
-        if any(holds(cp, o.fd, o.st) for cp in known):
-            os.close(o.fd)  # a generation (or a copy of one) read before
-        elif _is_compressed(o.fd):
-            gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
-                         "unreadBytes": o.st.st_size,
-                         "message": f"{e.path} is compressed; only plain files are read"})
-            os.close(o.fd)
-        else:
-            found.append(o)
-    found.sort(key=lambda o: (o.st.st_mtime_ns, o.st.st_ino))
+    try:
+        for e in entries:
+            if (e.st.st_dev, e.st.st_ino) in taken or e.st.st_mtime_ns < after_ns:
+                continue
+            if e.compressed:
+                gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
+                             "message": f"{e.path} was rotated and compressed before it was "
+                                        "read"})
+                continue
+            o = _open_entry(e)
+            if o is None:
+                continue
+            if any(holds(cp, o.fd, o.st) for cp in known):
+                os.close(o.fd)  # a generation (or a copy of one) read before
+            elif _is_compressed(o.fd):
+                gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
+                             "unreadBytes": o.st.st_size,
+                             "message": f"{e.path} is compressed; only plain files are read"})
+                os.close(o.fd)
+            else:
+                found.append(o)
+    except OSError:
+        Plan(found).close()  # out of descriptors: the caller looks again later
+        raise
+    _oldest_first(found, before)
     if len(found) > max_n:
         skipped, found = found[: len(found) - max_n], found[len(found) - max_n :]
         size = sum(o.st.st_size for o in skipped)
@@ -177,89 +208,3 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
         for o in skipped:
             os.close(o.fd)
     return found, gaps
-
-
-def missing_gap(cp: Checkpoint) -> dict[str, Any]:
-    return {"reason": "missing", "path": cp.path, "inode": cp.inode, "offset": cp.offset,
-            "unreadBytes": cp.unread,
-            "message": f"the generation being read (inode {cp.inode}, offset {cp.offset}) is "
-                       f"gone; at least {cp.unread} bytes of it were not read"}
-
-
-def _ident(st: os.stat_result) -> tuple[int, int]:
-    return st.st_dev, st.st_ino
-
-
-def plan_start(path: Path, known: list[Checkpoint], max_n: int, ended: set[int]) -> Plan:
-    """Resume from checkpointed generations (`known`, oldest first; the last is the one that
-    was followed): the file at the path when it is still that one; otherwise every generation
-    since, found among the siblings, then the file at the path."""
-    cur = open_at_path(path)
-    last = known[-1]
-    at_path = cur is not None and identifies(last, cur.fd, cur.st)
-    if cur is not None and at_path:
-        cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
-        if all(cp.finished for cp in known[:-1]):
-            return Plan([cur], at_path=True)
-    plan = Plan()
-    entries = scan(path, known)
-    taken = {_ident(cur.st)} if cur is not None else set()
-    rewritten = cur is not None and not at_path and _ident(cur.st) == (last.dev, last.inode)
-    for cp in known:
-        if (cp.finished and cp is not last) or (cp is last and at_path):
-            continue
-        found = locate(cp, entries, taken)
-        if found is not None:
-            plan.steps.append(found)
-            taken.add(_ident(found.st))
-        elif not (cp.finished or cp.inode in ended or (rewritten and cp is last)):
-            plan.gaps.append(missing_gap(cp))
-    if not at_path:  # generations rotated after the one followed, before the file at the path
-        fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n)
-        plan.steps += fresh
-        plan.gaps += gaps
-    if cur is not None:
-        plan.steps.append(cur)
-        plan.at_path = True
-    prev = last.inode
-    for i, o in enumerate(plan.steps):
-        if o.origin is None:
-            reason = "rename"
-            if o is cur and rewritten:
-                reason = "truncate"
-            elif o is cur and not any(s.origin is last for s in plan.steps):
-                reason = "recreate"
-            o.announce = {"reason": reason, "inode": o.st.st_ino, "oldInode": prev}
-            if reason == "truncate":
-                before = plan.steps[i - 1] if i else None
-                copied = before.st.st_size if before and before.origin is last else None
-                unread = last.unread if copied is None else max(0, last.size - copied)
-                o.announce |= {"oldSize": last.size, "unreadBytes": unread}
-        prev = o.st.st_ino
-    return plan
-
-
-def plan_switch(path: Path, ended: Checkpoint, known: list[Checkpoint], max_n: int, *,
-                truncated: bool) -> Plan:
-    """The followed generation `ended` left the path (or was truncated at `ended.offset`):
-    find a copy of it (truncated), the generations rotated since, and the file at the path."""
-    cur = open_at_path(path)
-    plan = Plan()
-    entries = scan(path, [*known, ended])
-    taken = {(ended.dev, ended.inode)} | ({_ident(cur.st)} if cur is not None else set())
-    if truncated:
-        plan.copy = locate(ended, entries, taken, copies_only=True)
-        if plan.copy is not None:
-            taken.add(_ident(plan.copy.st))
-    fresh, gaps = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n)
-    plan.steps, plan.gaps = fresh, gaps
-    if cur is not None and not truncated:  # (a deleted file's inode may be reused at once)
-        plan.steps.append(cur)
-        plan.at_path = True
-    elif cur is not None:
-        os.close(cur.fd)
-    prev = ended.inode
-    for o in plan.steps:
-        o.announce = {"reason": "rename", "inode": o.st.st_ino, "oldInode": prev}
-        prev = o.st.st_ino
-    return plan

@@ -148,7 +148,7 @@ def window(path: Path, name: str, since_seq: int | None) -> Iterator[dict[str, A
     expected = None if since_seq is None else since_seq + 1
     for rec in iter_records(path, since_seq=since_seq):
         seq = int(rec["seq"])
-        if expected is not None and seq != expected:
+        if expected is not None and seq != expected and not explains(rec, expected):
             at = format_cursor(name, expected - 1)
             oldest = oldest_seq(path)
             if oldest is not None and oldest > expected:
@@ -160,8 +160,17 @@ def window(path: Path, name: str, since_seq: int | None) -> Iterator[dict[str, A
                             f"{expected}: records are missing from the stream", cursor=at,
                             found_cursor=format_cursor(name, max(seq, 0)))
         if expected is not None:
-            expected += 1
+            expected = seq + 1
         yield rec
+
+
+def explains(rec: dict[str, Any], expected: int) -> bool:
+    """`rec` is the `gap` record of seqs given up unwritten (disk full at shutdown) from
+    `expected` on: it takes the last seq of that range, so the seqs before it are accounted
+    for, not missing."""
+    lo = rec.get("fromSeq")
+    return (rec.get("kind") == "gap" and rec.get("reason") == "unwritten"
+            and isinstance(lo, int) and lo <= expected and rec.get("toSeq") == rec["seq"])
 
 
 def anchor_seq(cursor: str) -> int:

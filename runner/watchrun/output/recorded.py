@@ -1,0 +1,68 @@
+"""What a file watcher's stream recorded since a seq, read backwards from its end: the records a
+crash kept past a checkpoint, per inode and per generation read from it (crash recovery)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from watchrun.output.records import ReadStats, open_snapshot, parse_record, reverse_lines
+
+__all__ = ["Epoch", "Mark", "recorded_since"]
+
+
+class Mark(NamedTuple):
+    """The last match recorded from a generation: its offset, line (`raw` when it has one) and
+    line number; offset -1 for none."""
+
+    offset: int = -1
+    line: str = ""
+    line_no: int = 0
+
+
+Epoch = tuple[int, Mark]
+"""The records of one generation read from an inode: the seq of the `rotate` record into the
+inode that began it (0: begun before the records looked at), and its last recorded match."""
+
+
+def recorded_since(path: Path, since_seq: int, keep: int | None = None
+                   ) -> tuple[dict[int, list[Epoch]], set[int]]:
+    """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
+    (only those records are read): per inode, its epochs oldest first (each `rotate` record
+    into an inode begins one: a new generation read from it), and the inodes a `rotate`
+    record left. `keep`: as in `retained_files`."""
+    recs: list[dict[str, Any]] = []
+    files = open_snapshot(path, keep)
+    try:
+        for f in reversed(files):
+            for line in reverse_lines(f, ReadStats()):
+                rec = parse_record(line, ReadStats()) if line else None
+                if rec is None:
+                    continue
+                if rec["seq"] < since_seq:
+                    break
+                if rec.get("kind") in ("match", "rotate"):
+                    recs.append(rec)
+            else:
+                continue
+            break
+    finally:
+        for f in files:
+            f.close()
+    epochs: dict[int, list[Epoch]] = {}
+    ended: set[int] = set()
+    for rec in reversed(recs):
+        inode = rec.get("inode")
+        if not isinstance(inode, int):
+            continue
+        marks = epochs.setdefault(inode, [(0, Mark())])
+        if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
+            if rec["offset"] > marks[-1][1].offset:
+                line_no = rec.get("lineNo")
+                marks[-1] = (marks[-1][0], Mark(rec["offset"], str(rec.get("raw", rec.get(
+                    "line", ""))), line_no if isinstance(line_no, int) else 0))
+        elif rec["kind"] == "rotate":
+            if isinstance(rec.get("oldInode"), int) and rec["oldInode"] != inode:
+                ended.add(rec["oldInode"])
+            marks.append((int(rec["seq"]), Mark()))
+    return epochs, ended

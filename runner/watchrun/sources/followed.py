@@ -1,0 +1,204 @@
+"""The state of one followed path shared by the parts of the file source: the generations
+open and finished, the checkpoint kept of them, and the steps every part takes (open what a
+plan found, skipping what a crash already recorded; read; save; record an error)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import os
+from typing import Any
+
+from watchrun.clock import Clock
+from watchrun.config.model import Limits, WatcherSpec
+from watchrun.events import SourceContext
+from watchrun.notify import Notifier, Watch
+from watchrun.sources.checkpoints import CheckpointStore, FileState, Keeper
+from watchrun.sources.generation import (
+    Generation,
+    Recorded,
+    count_lines,
+    next_seq,
+    recorded_end,
+    resumable,
+)
+from watchrun.sources.identity import Checkpoint
+from watchrun.sources.siblings import NO_FDS, Opened, Plan
+
+SAVE_EVERY = 1.0
+"""At most one checkpoint write per second while lines flow; none while idle."""
+RETRY_S = 1.0
+"""An open that failed for want of descriptors (EMFILE/ENFILE) is tried again this often."""
+MISSING = (errno.ENOENT, errno.ENOTDIR)
+
+
+class Followed:
+    """The generations of one followed path and what is known of them; see SPEC §3.2."""
+
+    def __init__(self, spec: WatcherSpec, limits: Limits, store: CheckpointStore,
+                 notifier: Notifier, clock: Clock, *, once: bool = False,
+                 read_size: int = 256 * 1024) -> None:
+        if spec.path is None:
+            raise ValueError(f"watcher {spec.id!r} has no path")
+        self.spec, self.path, self.name = spec, spec.path, str(spec.path)
+        self.limits, self.store, self.notifier, self.clock = limits, store, notifier, clock
+        self.once, self.read_size = once, read_size
+        self.rotate_wait, self.max_gens = limits.rotate_wait_ms / 1000, limits.max_generations
+        self._cur: Generation | None = None
+        self._old: list[Generation] = []  # rotated away, still read; oldest first
+        self._history: list[Checkpoint] = []  # finished generations, oldest first
+        self._released: Checkpoint | None = None  # the deleted generation last followed
+        self._pending: FileState | None = None  # checkpointed; nothing found yet (path missing)
+        self._recorded = Recorded()  # after a crash: what was recorded past the checkpoint
+        self._resume_seq: int | None = None  # until every generation was read once
+        self._initial: tuple[int, int, int] | None = None  # dev, inode, size when unreadable
+        self._gone_at: float | None = None
+        self._last_error: tuple[str, str] | None = None
+        self._keep = Keeper(store, spec.id, SAVE_EVERY)
+        self._timers: list[asyncio.TimerHandle] = []
+        self.ready = asyncio.Event()
+        """Set once the start position is held (or the path is watched while missing): a line
+        appended after that is read. The runner sends READY=1 only when every source is ready."""
+
+    @property
+    def state(self) -> str:
+        """For `list`/`status`: `error` while the path cannot be read (EACCES, …), `waiting`
+        while it is missing, else `running`."""
+        if self._last_error is not None:
+            return "error"
+        return "running" if self._cur is not None else "waiting"
+
+    @property
+    def inode(self) -> int | None:
+        """The inode being followed (None while the file is missing)."""
+        return self._cur.inode if self._cur else None
+
+    @property
+    def offset(self) -> int:
+        """Offset up to which records are written (what the checkpoint holds)."""
+        return self._cur.done[0] if self._cur else 0
+
+    @property
+    def saving(self) -> bool:
+        """A checkpoint save is running in a worker thread."""
+        return self._keep.in_flight > 0
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unterminated last line waiting for its newline."""
+        return self._cur.framer.pending if self._cur else 0
+
+    async def _open(self, ctx: SourceContext, o: Opened) -> Generation:
+        """A generation from what a plan opened. After a crash, lines recorded past the
+        checkpoint (up to the last recorded line of that inode) are skipped, not read again."""
+        start, line_no = o.start, o.line_no
+        renewed = o.announce is not None and o.announce["reason"] in ("truncate", "recreate")
+        finished = {(cp.inode, cp.since) for cp in self._history if cp.since}
+        marks = self._recorded.marks(o.st.st_ino, o.origin, renewed, finished)
+        resumes = resumable(ctx)
+        end = -1
+        if marks and resumes is not None:
+            end = await asyncio.to_thread(recorded_end, o.fd, o.st.st_size, marks)
+        if resumes is not None and end > start:
+            skipped_to = await asyncio.to_thread(count_lines, o.fd, end, start, line_no)
+            resumes.skipped(skipped_to - line_no)
+            start, line_no = end, skipped_to
+        seq = self._resume_seq if self._resume_seq is not None else next_seq(ctx)
+        gen = Generation(o.fd, o.st, start, line_no, self.limits.max_line_bytes, path=o.path,
+                         seq=seq)
+        gen.announce = o.announce
+        if o.origin is not None and o.origin.inode == gen.inode:  # the same generation, on
+            gen.since = o.origin.since
+            if o.origin.announce and gen.announce is None:  # (saved before it was written)
+                gen.announce = json.loads(o.origin.announce)
+        return gen
+
+    async def _apply(self, ctx: SourceContext, watch: Watch, plan: Plan, *,
+                     start: list[str] | None = None) -> None:
+        """Open what a plan found: the last generation is followed, the others are read first
+        (at once) and kept open for rotateWait; the one followed until now joins them."""
+        gens = [await self._open(ctx, o) for o in plan.steps]
+        *olds, cur = gens
+        if start is not None:
+            inode = cur.inode if plan.at_path else None
+            await ctx.event("start", path=self.name, inode=inode, offset=cur.pos)
+            await self._problems(ctx, start)
+        for gap in plan.gaps:
+            await ctx.event("gap", **gap)
+        if self._cur is not None:
+            olds.insert(0, self._cur)
+        now = self.clock.monotonic()
+        for gen in olds:
+            gen.grew_at = now
+        self._old += olds
+        self._cur = cur
+        for gen in gens:
+            watch.track(gen.fd)
+        watch.rearm()
+        if olds:
+            self._later(watch, self.rotate_wait)
+        if start is None:
+            await self._keep.save(self._state())  # the switch is durable before more is read
+            for gen in gens:
+                await self._drain(ctx, gen)
+        self._keep.dirty.set()
+
+    async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None) -> int:
+        if gen.announce is not None:
+            fields, gen.announce = gen.announce, None
+            gen.since = next_seq(ctx) or 0  # the seq the `rotate` record gets
+            await ctx.event("rotate", path=self.name, **fields)
+        return await gen.drain(ctx, self.name, self.read_size, end, self._keep.dirty.set)
+
+    def _close(self, gen: Generation, watch: Watch) -> None:
+        if gen in self._old:
+            self._old.remove(gen)
+        watch.untrack(gen.fd)
+        with contextlib.suppress(OSError):
+            os.close(gen.fd)
+
+    def _later(self, watch: Watch, delay: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._timers = [t for t in self._timers if t.when() > loop.time()]
+        self._timers.append(loop.call_later(delay + 0.05, watch.poke))
+
+    def _remember(self, cp: Checkpoint) -> None:
+        self._history = [*self._history, cp][-self.max_gens :]
+
+    def _known(self) -> list[Checkpoint]:
+        opened = [*self._old, *([self._cur] if self._cur else [])]
+        return [*self._history, *(g.checkpoint(at_read=True) for g in opened)]
+
+    def _state(self) -> FileState | None:
+        opened = [*self._old, *([self._cur] if self._cur else [])]
+        if not opened and self._pending is not None:
+            return self._pending
+        gens = [*self._history, *(g.checkpoint() for g in opened)]
+        if not gens:
+            return None
+        seqs = [g.done_seq for g in opened if g.done_seq is not None]
+        if self._resume_seq is not None:
+            seqs.append(self._resume_seq)
+        return FileState(tuple(gens), min(seqs) if seqs else None)
+
+    async def _save_failed(self, ctx: SourceContext, exc: OSError) -> None:
+        await self._error(ctx, exc, f"cannot save checkpoint: {exc.strerror}", None)
+
+    async def _error(self, ctx: SourceContext, exc: OSError, message: str | None,
+                     watch: Watch | None) -> None:
+        """One `error` record per distinct problem (not one per poll). Out of descriptors
+        (EMFILE/ENFILE), the source looks again on a timer: no event may come."""
+        code = errno.errorcode.get(exc.errno or 0, "EIO")
+        msg = message or f"cannot read {self.name}: {exc.strerror}"
+        if watch is not None and exc.errno in NO_FDS:
+            self._later(watch, RETRY_S)
+        if (code, msg) != self._last_error:
+            self._last_error = (code, msg)
+            fields: dict[str, Any] = {"code": code, "message": msg, "path": self.name}
+            await ctx.event("error", **fields)
+
+    async def _problems(self, ctx: SourceContext, problems: list[str]) -> None:
+        for msg in problems:
+            await ctx.event("error", code="checkpoint-corrupt", message=msg, path=self.name)

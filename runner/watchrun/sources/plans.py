@@ -1,0 +1,200 @@
+"""Plan what to read of a followed file's generations, oldest first: on start from its
+checkpoint, and when the followed generation leaves the path or is truncated. Runs in worker
+threads; an OSError (out of descriptors) closes what it opened and propagates."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from watchrun.output.recorded import Mark
+from watchrun.sources.generation import Recorded
+from watchrun.sources.identity import Checkpoint, identifies, same_head
+from watchrun.sources.siblings import Opened, Plan, locate, newer, open_at_path, scan
+
+
+def missing_gap(cp: Checkpoint, recorded: Mark | None = None) -> dict[str, Any]:
+    """A generation that was being read and is gone (deleted, or its inode taken by a new
+    file): read up to its checkpoint, or past the last line recorded from it after that."""
+    offset, line_no = cp.offset, cp.line_no
+    if recorded is not None and recorded.offset >= offset:
+        offset = recorded.offset + len(recorded.line.encode("utf-8", "replace")) + 1
+        line_no = max(line_no, recorded.line_no + 1)
+    unread = max(0, cp.size - offset)
+    return {"reason": "missing", "path": cp.path, "inode": cp.inode, "offset": offset,
+            "lineNo": line_no, "unreadBytes": unread,
+            "message": f"the generation being read (inode {cp.inode}) is gone from line "
+                       f"{line_no} (offset {offset}) on: {unread} bytes of it seen then were "
+                       "not read, nor what was written to it after the runner last looked, nor "
+                       "any generation created and deleted while the runner was not looking"}
+
+
+def _ident(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+SETTLE_TRIES = 5
+"""A plan is made again when the path changed while it was made (at most this often)."""
+
+
+def _at(path: Path) -> tuple[int, int] | None:
+    try:
+        return _ident(os.stat(path))
+    except OSError:
+        return None
+
+
+def _settled(path: Path, make: Callable[[], tuple[Plan, tuple[int, int] | None]]) -> Plan:
+    """A plan made while the path kept pointing at the same file. The file at the path is
+    opened before the siblings are listed: a rotation in between (a symlink swapped to a file
+    created after that open, a rename) would list a generation newer than the file at the
+    path among those read before it, and it would be read out of order, then again."""
+    for _ in range(SETTLE_TRIES - 1):
+        plan, at = make()
+        if _at(path) == at:
+            return plan
+        plan.close()
+    return make()[0]
+
+
+def plan_start(path: Path, known: list[Checkpoint], max_n: int, recorded: Recorded) -> Plan:
+    """Resume from checkpointed generations (`known`, oldest first; the last is the one that
+    was followed): the file at the path when it is still that one; otherwise every generation
+    since, found among the siblings, then the file at the path. The same inode at the path
+    with other first bytes is a new file (a deleted file's inode reused at once, as ext4 does);
+    with the same first bytes, the file was truncated or rewritten in place."""
+    def make() -> tuple[Plan, tuple[int, int] | None]:
+        cur = open_at_path(path)
+        plan = _start_with(path, cur, known, max_n, recorded)
+        return plan, _ident(cur.st) if cur is not None else None
+
+    return _settled(path, make)
+
+
+def _start_with(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
+                recorded: Recorded) -> Plan:
+    try:
+        return _plan_start(path, cur, known, max_n, recorded)
+    except OSError:
+        if cur is not None:
+            os.close(cur.fd)
+        raise
+
+
+def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
+                recorded: Recorded) -> Plan:
+    last = known[-1]
+    at_path = cur is not None and identifies(last, cur.fd, cur.st)
+    if cur is not None and at_path:
+        cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
+        if all(cp.finished for cp in known[:-1]):
+            return Plan([cur], at_path=True)
+    plan = Plan()
+    try:
+        _gather(path, cur, known, max_n, recorded, at_path, plan)
+    except OSError:
+        plan.close()
+        raise
+    return _announce(plan, cur, last, at_path, recorded)
+
+
+def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
+            recorded: Recorded, at_path: bool, plan: Plan) -> None:
+    """The checkpointed generations found again, gaps for the lost ones, then those rotated
+    after the one followed (not yet the file at the path)."""
+    last = known[-1]
+    entries = scan(path, known)
+    taken = {_ident(cur.st)} if cur is not None else set()
+    reused = cur is not None and _ident(cur.st) == (last.dev, last.inode)
+    rewritten = (reused and cur is not None and not at_path and not last.deleted
+                 and same_head(last, cur.fd))
+    for cp in known:
+        if (cp.finished and cp is not last) or (cp is last and at_path):
+            continue
+        found = locate(cp, entries, taken)
+        if found is not None:
+            plan.steps.append(found)
+            taken.add(_ident(found.st))
+        elif not (cp.finished or cp.inode in recorded.ended or (rewritten and cp is last)):
+            plan.gaps.append(missing_gap(cp, recorded.last(cp)))
+    if not at_path:  # generations rotated after the one followed, before the file at the path
+        before = plan.steps[-1].path if plan.steps else None
+        fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, before)
+        plan.steps += fresh
+        plan.gaps += gaps
+
+
+def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, at_path: bool,
+              recorded: Recorded) -> Plan:
+    """The file at the path last, and the `rotate` record before each generation not read
+    before: truncate (the same file, or its copy found), recreate, or rename."""
+    reused = cur is not None and _ident(cur.st) == (last.dev, last.inode)
+    rewritten = (reused and cur is not None and not at_path and not last.deleted
+                 and same_head(last, cur.fd))
+    if cur is not None:
+        plan.steps.append(cur)
+        plan.at_path = True
+    copy = next((s for s in plan.steps if s.origin is last), None)
+    prev = last.inode
+    for o in plan.steps:
+        if o.origin is None:
+            reason = "rename"
+            if o is cur and (rewritten or (reused and copy is not None)):
+                reason = "truncate"  # (copytruncate while the runner was down)
+            elif o is cur and copy is None:
+                reason = "recreate"
+            o.announce = {"reason": reason, "inode": o.st.st_ino, "oldInode": prev}
+            if reason == "truncate":
+                read_to = last.offset if copy is None else copy.st.st_size
+                mark = recorded.last(last) if copy is None else None
+                if mark is not None:  # recorded past the checkpoint before a crash
+                    read_to = max(read_to, missing_gap(last, mark)["offset"])
+                unread = max(0, last.size - read_to)
+                o.announce |= {"oldSize": last.size, "unreadBytes": unread}
+        prev = o.st.st_ino
+    return plan
+
+
+def plan_switch(path: Path, ended: Checkpoint, known: list[Checkpoint], max_n: int, *,
+                truncated: bool) -> Plan:
+    """The followed generation `ended` left the path (or was truncated at `ended.offset`):
+    find a copy of it (truncated), the generations rotated since, and the file at the path."""
+    def make() -> tuple[Plan, tuple[int, int] | None]:
+        cur = open_at_path(path)
+        at = _ident(cur.st) if cur is not None else None
+        plan = _switch_with(path, cur, ended, known, max_n, truncated)
+        return plan, at
+
+    return _settled(path, make)
+
+
+def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[Checkpoint],
+                 max_n: int, truncated: bool) -> Plan:
+    plan = Plan()
+    try:
+        entries = scan(path, [*known, ended])
+        taken = {(ended.dev, ended.inode)} | ({_ident(cur.st)} if cur is not None else set())
+        if truncated:
+            plan.copy = locate(ended, entries, taken, copies_only=True)
+            if plan.copy is not None:
+                taken.add(_ident(plan.copy.st))
+        before = next((e.path for e in entries if _ident(e.st) == (ended.dev, ended.inode)), None)
+        fresh, gaps = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n, before)
+        plan.steps, plan.gaps = fresh, gaps
+        if cur is not None and not truncated:  # (a deleted file's inode may be reused at once)
+            plan.steps.append(cur)
+            plan.at_path = True
+        elif cur is not None:
+            os.close(cur.fd)
+    except OSError:
+        plan.close()
+        if cur is not None and not plan.at_path:
+            os.close(cur.fd)
+        raise
+    prev = ended.inode
+    for o in plan.steps:
+        o.announce = {"reason": "rename", "inode": o.st.st_ino, "oldInode": prev}
+        prev = o.st.st_ino
+    return plan

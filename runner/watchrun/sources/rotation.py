@@ -1,0 +1,147 @@
+"""How the file source follows a file through rotation: truncation (read the copy first, count
+what is lost), copies made while it looked away, renames and symlink swaps (the generations
+in between, oldest first), deletion (drained for rotateWait, then released)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+
+from watchrun.events import SourceContext
+from watchrun.notify import Watch
+from watchrun.sources.followed import MISSING, Followed
+from watchrun.sources.generation import Generation, next_seq
+from watchrun.sources.identity import FINGERPRINT_BYTES
+from watchrun.sources.plans import plan_switch
+from watchrun.sources.siblings import Plan
+
+
+class Rotation(Followed):
+    """The rotation steps of the file source (the generation followed leaves or changes)."""
+
+    async def _follow(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
+        st = os.fstat(gen.fd)
+        if gen.rewritten(st):  # copytruncate, or truncated and rewritten
+            await self._truncated(ctx, watch, gen, st)
+            st = os.fstat(gen.fd)
+        confirmed = bool(gen.head)  # its first bytes were still there after `st` was taken
+        if not confirmed and st.st_size > 0:  # (copied and truncated while empty to us?)
+            await self._copies(ctx, watch, gen)
+        if await self._drain(ctx, gen):
+            gen.grew_at = self.clock.monotonic()
+            watch.hurry()  # polling: look again soon while the file grows
+        if gen.changed:  # truncated while it was read: look again at once
+            gen.changed = False
+            watch.poke()
+            return
+        try:
+            now_at = os.stat(self.path)
+        except OSError as exc:
+            if exc.errno not in MISSING:
+                raise
+            await self._gone(ctx, gen, watch, st.st_nlink)
+            return
+        self._gone_at = None
+        if (now_at.st_dev, now_at.st_ino) == (gen.dev, gen.inode):
+            if confirmed:
+                gen.saw(st)
+            return
+        reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
+        plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(at_read=True),
+                                       self._known(), self.max_gens, truncated=False)
+        if not plan.steps:
+            return  # gone again already; the next wake-up looks again
+        if plan.at_path and plan.steps[-1].announce is not None:
+            plan.steps[-1].announce["reason"] = reason
+        await self._apply(ctx, watch, plan)
+
+    async def _truncated(self, ctx: SourceContext, watch: Watch, gen: Generation,
+                         st: os.stat_result) -> None:
+        """The followed file was truncated (or rewritten in place). What was not read yet is
+        read from a copy when one is found beside it (copytruncate); the rest is counted."""
+        ended = gen.checkpoint()
+        plan = await asyncio.to_thread(plan_switch, self.path, ended, self._known(),
+                                       self.max_gens, truncated=True)
+        copy = plan.copy
+        if copy is not None:
+            plan.steps.insert(0, copy)  # read from the recorded position on
+        else:
+            await gen.finish(ctx, self.name)
+        self._remember(gen.checkpoint(at_read=True, finished=True))
+        old_size, read_to = gen.seen_size, gen.pos
+        gen.reset(0, 1, next_seq(ctx))
+        gen.seen_size = os.fstat(gen.fd).st_size
+        gen.seen_mtime, gen.pinned = st.st_mtime_ns, True  # (taken before the siblings were)
+        gen.announce = announce = {"reason": "truncate", "inode": gen.inode,
+                                   "oldInode": gen.inode, "oldSize": old_size}
+        olds = await self._read_first(ctx, watch, plan)
+        if copy is not None:
+            read_to = olds[0].pos  # what the copy held (read now, maybe still being written)
+        announce["unreadBytes"] = max(0, old_size - read_to)
+
+    async def _read_first(self, ctx: SourceContext, watch: Watch, plan: Plan) -> list[Generation]:
+        """Read the copy and the middle generations of a plan now, before the current file;
+        they are kept open for rotateWait (a copy may still be being written)."""
+        if not plan.steps and not plan.gaps:
+            return []  # nothing to read first: no checkpoint save before the current file
+        olds = [await self._open(ctx, o) for o in plan.steps]  # the copy, then the middle ones
+        for gap in plan.gaps:
+            await ctx.event("gap", **gap)
+        now = self.clock.monotonic()
+        for old in olds:
+            if old.announce is not None:
+                old.announce["reason"] = "truncate"  # copies of generations truncated since
+            old.grew_at = now
+            watch.track(old.fd)
+            self._old.append(old)
+        if olds:
+            self._later(watch, self.rotate_wait)
+        await self._keep.save(self._state())  # the truncation is durable before more is read
+        for old in olds:
+            await self._drain(ctx, old)
+        self._keep.dirty.set()
+        return olds
+
+    async def _copies(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
+        """The file had nothing in it when last looked at and has lines now: if it was copied
+        and truncated meanwhile (maybe several times), the copies hold lines never read. (Not
+        when it left the path: then the siblings are generations rotated after it.)"""
+        with contextlib.suppress(OSError):
+            at = os.stat(self.path)
+            if (at.st_dev, at.st_ino) != (gen.dev, gen.inode):
+                return
+        for _ in range(self.max_gens):
+            first = os.pread(gen.fd, FINGERPRINT_BYTES, 0)  # (copies made later: of these or
+            plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(),  # newer)
+                                           self._known(), self.max_gens, truncated=True)
+            await self._read_first(ctx, watch, plan)
+            if os.pread(gen.fd, len(first), 0) == first:
+                if gen.pos == 0:
+                    gen.head = first  # reading it notices a truncation from now on
+                return
+            # copied and truncated again while the copies were read: look for that copy too
+
+    async def _gone(self, ctx: SourceContext, gen: Generation, watch: Watch, nlink: int) -> None:
+        """The path is missing. A renamed file is followed until a new one appears; a deleted
+        one is released once it has not grown for rotateWait (it holds disk space)."""
+        if nlink > 0:
+            return
+        now = self.clock.monotonic()
+        if self._gone_at is None:
+            self._gone_at = now
+            self._later(watch, self.rotate_wait)
+        elif now - max(self._gone_at, gen.grew_at or 0) >= self.rotate_wait:
+            await gen.finish(ctx, self.name)
+            self._released = gen.checkpoint(finished=True)
+            self._remember(self._released)
+            self._close(gen, watch)
+            self._cur, self._gone_at = None, None
+            watch.rearm()
+            await self._keep.save(self._state())
+
+    async def _release(self, ctx: SourceContext, gen: Generation, watch: Watch) -> None:
+        await gen.finish(ctx, self.name)
+        self._remember(gen.checkpoint(finished=True))
+        self._close(gen, watch)
+        await self._keep.save(self._state())  # finished: not taken for lost after a crash
