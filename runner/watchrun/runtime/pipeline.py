@@ -189,7 +189,13 @@ class WatcherPipeline:
 
     async def recorded(self, since_seq: int) -> Recorded:
         """What was recorded from `since_seq` on (the records a crash kept past the
-        checkpoint): read backwards from the end of the stream, in a worker thread."""
+        checkpoint): read backwards from the end of the stream, in a worker thread. Nothing to
+        read when the stream's last record (read when the sink opened) is older, or is that
+        seq and neither a `match` nor a `rotate` (a clean stop's `stop` record)."""
+        last = self.sink.last_record
+        if last is None or last["seq"] < since_seq or (
+                last["seq"] == since_seq and last.get("kind") not in ("match", "rotate")):
+            return Recorded()
         epochs, ended = await asyncio.to_thread(recorded_since, self.sink.path, since_seq,
                                                 self.sink.keep)
         return Recorded(epochs, ended)

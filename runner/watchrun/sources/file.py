@@ -49,6 +49,7 @@ class FileSource(Rotation):
                     await saver
             for timer in self._timers:
                 timer.cancel()
+            self._caught_up(ctx)
             await self._keep.final(self._state())
             for gen in [*self._old, *([self._cur] if self._cur else [])]:
                 self._close(gen, watch)
@@ -56,17 +57,21 @@ class FileSource(Rotation):
 
     async def _begin(self, ctx: SourceContext, watch: Watch) -> None:
         seen = len(self.store.problems)
-        state = await asyncio.to_thread(self._load)
-        self._keep.saved = state  # on disk already: not written (and fsynced) again at start
+        state, plan, failed = await asyncio.to_thread(self._prepare)  # one hop for both
         problems = self.store.problems[seen:]
-        if self.once and self.spec.from_start:
-            state = None  # once + fromStart: the whole file, on every run
         resumes = resumable(ctx)
         if state is not None and state.seq is not None and resumes is not None:
             self._recorded = await resumes.recorded(state.seq)
             self._resume_seq = state.seq
+            if self._recorded.epochs or self._recorded.ended:  # a crash left records past the
+                if plan is not None:  # checkpoint: planned again, knowing them
+                    plan.close()
+                plan, failed = None, None
         try:
-            plan = await self._first_plan(state)
+            if failed is not None:
+                raise failed
+            if plan is None:
+                plan = await asyncio.to_thread(self._plan, state)
         except OSError as exc:
             self._pending = state
             await self._unreadable(ctx, exc, problems, watch)
@@ -79,27 +84,33 @@ class FileSource(Rotation):
         await self._keep.save(self._state())  # durable before READY: a crash right after
         # the start resumes from here, not from nothing (which would skip what came between)
 
-    def _load(self) -> FileState | None:
+    def _prepare(self) -> tuple[FileState | None, Plan | None, OSError | None]:
+        """In a worker thread: the checkpoint, and the plan from it as if no record was left
+        past it (as after every clean stop; `_begin` plans again when a crash left some)."""
         if self.spec.previous_id is not None:
             self.store.adopt(self.spec.previous_id, self.spec.id)
         state = self.store.load(self.spec.id)
         if state is not None:
             self._history = [cp for cp in state.generations if cp.finished][-self.max_gens :]
             self._keep.saved = state  # on disk: the same state is not written again at start
-        return state
+        if self.once and self.spec.from_start:
+            state = None  # once + fromStart: the whole file, on every run
+        try:
+            return state, self._plan(state), None
+        except OSError as exc:
+            return state, None, exc
 
-    async def _first_plan(self, state: FileState | None) -> Plan:
+    def _plan(self, state: FileState | None) -> Plan:
+        """Where reading starts (blocking: in a worker thread)."""
         if state is not None:
-            known = list(state.generations)
-            return await asyncio.to_thread(plan_start, self.path, known, self.max_gens,
-                                           self._recorded)
+            return plan_start(self.path, list(state.generations), self.max_gens, self._recorded)
         o = open_at_path(self.path)
         if o is None:
             return Plan()
         if not (self.spec.from_start or self.once or o.st.st_size == 0):
             window = min(self.limits.max_line_bytes + 1, 1 << 20)
             o.start = tail_start(o.fd, o.st.st_size, window)
-            o.line_no = await asyncio.to_thread(count_lines, o.fd, o.start)
+            o.line_no = count_lines(o.fd, o.start)
         return Plan([o], at_path=True)
 
     async def _unreadable(self, ctx: SourceContext, exc: OSError, problems: list[str],

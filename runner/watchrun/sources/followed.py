@@ -171,6 +171,17 @@ class Followed:
         opened = [*self._old, *([self._cur] if self._cur else [])]
         return [*self._history, *(g.checkpoint(at_read=True) for g in opened)]
 
+    def _caught_up(self, ctx: SourceContext) -> None:
+        """At stop: a generation with nothing read past its last recorded line takes the seq of
+        the next record, so the next start has no records to look through (the stream's last
+        record is then the `stop`, past that seq: `WatcherPipeline.recorded`)."""
+        seq = next_seq(ctx)
+        if seq is None or self._resume_seq is not None:
+            return  # the resume is not over: the records it looks for are still needed
+        for gen in [*self._old, *([self._cur] if self._cur else [])]:
+            if gen.pos == gen.done[0]:
+                gen.done_seq = seq
+
     def _state(self) -> FileState | None:
         opened = [*self._old, *([self._cur] if self._cur else [])]
         if not opened and self._pending is not None:
