@@ -82,6 +82,27 @@ def test_restart_resumes_from_checkpoint_exactly_once(tmp_path: Path) -> None:
     assert seqs == list(range(1, len(seqs) + 1))  # seq continues across the restart
 
 
+def test_a_clean_stop_leaves_nothing_to_look_through_at_the_next_start(tmp_path: Path) -> None:
+    """After a clean stop the checkpoint holds the seq of the `stop` record: the next start
+    reads no records to find what a crash could have left (none), however long the history."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    config = cfg(tmp_path, [{"id": "app", "path": "app.log", "pattern": "ERROR"}])
+    out = tmp_path / ".watchrun"
+    for n in range(3):  # one run with a match, then restarts with nothing new to read
+        r = LiveRunner(config)
+        try:
+            r.wait_log("following")
+            if n == 0:
+                append(log, "ERROR 0\n")
+            wait_for(lambda: len(r.matches("app")) == 1, "the match")
+        finally:
+            assert r.stop() == 0
+        checkpoint = json.loads((out / "state" / "app.checkpoint.json").read_text())
+        last = read_records(out / "watchers" / "app.jsonl")[-1]
+        assert (last["kind"], last["seq"]) == ("stop", checkpoint["seq"])
+
+
 def test_sigkill_mid_stream_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     log = tmp_path / "app.log"
     log.write_text("")
