@@ -95,7 +95,7 @@ def test_a_clean_stop_leaves_nothing_to_look_through_at_the_next_start(tmp_path:
             r.wait_log("following")
             if n == 0:
                 append(log, "ERROR 0\n")
-            wait_for(lambda: len(r.matches("app")) == 1, "the match")
+            wait_for(lambda r=r: len(r.matches("app")) == 1, "the match")
         finally:
             assert r.stop() == 0
         checkpoint = json.loads((out / "state" / "app.checkpoint.json").read_text())
