@@ -320,3 +320,31 @@ TestGenerationsInotify = InotifyGenerationsModel.TestCase
 TestGenerationsInotify.settings = GENERATIONS
 TestGenerationsPoll = PollGenerationsModel.TestCase
 TestGenerationsPoll.settings = GENERATIONS
+
+
+def test_a_rotation_announced_before_a_crash_is_not_announced_again() -> None:
+    """A checkpoint saved while a new generation's `rotate` record was still to be written,
+    then that record and a line written, then a crash: the next start writes no second
+    `rotate` record, and a line after a second crash is not recorded twice."""
+    m = PollGenerationsModel()
+    try:
+        m._write(m._lines(1))
+        m._catch_up()
+        m._rename_away()
+        m.path.write_bytes(b"")
+        m._catch_up()  # the new, empty generation is followed: its `rotate` record waits
+        m._stop()  # a clean stop saves that
+        m._start()
+        for _ in range(2):  # a line, then a crash (saves lost), twice
+            m.store.frozen = True
+            m._write(m._lines(1))
+            m._catch_up()
+            m._stop()
+            m.store.frozen = False
+            m._start()
+            m._catch_up()
+        assert m.texts() == m.expected == ["L1", "L2", "L3"]
+        rotates = [(r["inode"], r["oldInode"]) for r in m.records() if r["kind"] == "rotate"]
+        assert len(rotates) == len(set(rotates)) == 1, rotates
+    finally:
+        m.teardown()

@@ -109,10 +109,19 @@ class Followed:
         gen = Generation(o.fd, o.st, start, line_no, self.limits.max_line_bytes, path=o.path,
                          seq=seq)
         gen.announce = o.announce
+        own = self._recorded.epochs.get(gen.inode, [])
+        if o.origin is None and gen.announce is not None and marks and own and own[-1][0] > 0:
+            gen.announce, gen.since = None, own[-1][0]  # its `rotate` record and lines were
+            # written before a crash: not again (a second one began an epoch of its own, and
+            # a checkpoint saved before it was written took the lines for the first one's)
         if o.origin is not None and o.origin.inode == gen.inode:  # the same generation, on
             gen.since = o.origin.since
             if o.origin.announce and gen.announce is None:  # (saved before it was written)
-                gen.announce = json.loads(o.origin.announce)
+                written = self._recorded.announced(o.origin)
+                if written is None:
+                    gen.announce = json.loads(o.origin.announce)
+                else:  # written before a crash: not again (its lines follow that record)
+                    gen.since = written
         return gen
 
     async def _apply(self, ctx: SourceContext, watch: Watch, plan: Plan, *,

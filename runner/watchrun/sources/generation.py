@@ -159,6 +159,15 @@ class Recorded:
             found = [m for since, m in of if since == cp.since] or [m for _, m in of[:1]]
         return found[0] if found and found[0].offset >= 0 else None
 
+    def announced(self, cp: Checkpoint) -> int | None:
+        """The seq of the `rotate` record a checkpoint still had to write (`cp.announce`) when
+        the records show it written before the crash; None when it was not."""
+        if not cp.announce:
+            return None
+        written = [since for since, _ in self.epochs.get(cp.inode, [])
+                   if since >= (cp.seq or 0) and since > 0]
+        return written[0] if written else None
+
     def marks(self, inode: int, origin: Checkpoint | None, renewed: bool,
               finished: Collection[tuple[int, int]] = ()) -> list[Mark]:
         """Where the last line recorded from the generation now open as `inode` may be: the
