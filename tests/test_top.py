@@ -126,6 +126,7 @@ def test_live_rows_chips_moves_panes_and_hostile_text(tmp_path: Path) -> None:
         await until(pilot, lambda: all(r.kind != "?" for r in screen.rows), "their snapshots")
         await until(pilot, lambda: "⊚ 2" in chips(app) and "! 0" in chips(app), "the chips")
         assert "runner running" in chips(app)
+        await until(pilot, lambda: "\\u202eevil" in shown(screen.table), "the whole label")
         assert_inert(screen.table, "[@click=app.quit]other[/]")  # a hostile label
 
         append(tmp_path / "app.log", HOSTILE + "\n" + "".join(f"ERROR {i}\n" for i in range(60)))
