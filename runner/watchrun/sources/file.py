@@ -61,12 +61,14 @@ class FileSource(Rotation):
         problems = self.store.problems[seen:]
         resumes = resumable(ctx)
         if state is not None and state.seq is not None and resumes is not None:
-            self._recorded = await resumes.recorded(state.seq)
-            self._resume_seq = state.seq
-            if self._recorded.epochs or self._recorded.ended:  # a crash left records past the
-                if plan is not None:  # checkpoint: planned again, knowing them
+            recorded = await resumes.recorded(state.seq)
+            if recorded.epochs or recorded.ended:  # a crash left records past the checkpoint:
+                self._recorded, self._resume_seq = recorded, state.seq  # a resume, planned
+                if plan is not None:  # again knowing them
                     plan.close()
                 plan, failed = None, None
+            else:  # none: the checkpoint's seq still holds for what it opens (no new save)
+                self._base_seq = state.seq
         try:
             if failed is not None:
                 raise failed
@@ -81,6 +83,7 @@ class FileSource(Rotation):
             await self._unreadable(ctx, OSError(errno.ENOENT, "missing"), problems, watch)
             return
         await self._apply(ctx, watch, plan, start=problems)
+        self._base_seq = None
         await self._keep.save(self._state())  # durable before READY: a crash right after
         # the start resumes from here, not from nothing (which would skip what came between)
 

@@ -53,6 +53,7 @@ class Followed:
         self._pending: FileState | None = None  # checkpointed; nothing found yet (path missing)
         self._recorded = Recorded()  # after a crash: what was recorded past the checkpoint
         self._resume_seq: int | None = None  # until every generation was read once
+        self._base_seq: int | None = None  # at start: the checkpoint's seq, nothing past it
         self._initial: tuple[int, int, int] | None = None  # dev, inode, size when unreadable
         self._gone_at: float | None = None
         self._last_error: tuple[str, str] | None = None
@@ -105,7 +106,8 @@ class Followed:
             skipped_to = await asyncio.to_thread(count_lines, o.fd, end, start, line_no)
             resumes.skipped(skipped_to - line_no)
             start, line_no = end, skipped_to
-        seq = self._resume_seq if self._resume_seq is not None else next_seq(ctx)
+        seq = next((x for x in (self._resume_seq, self._base_seq) if x is not None), None)
+        seq = seq if seq is not None else next_seq(ctx)
         gen = Generation(o.fd, o.st, start, line_no, self.limits.max_line_bytes, path=o.path,
                          seq=seq)
         gen.announce = o.announce
