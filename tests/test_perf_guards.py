@@ -344,8 +344,8 @@ def test_tailing_costs_a_small_multiple_of_the_event_loop_floor(tmp_path: Path) 
 
         return asyncio.run(main())
 
-    ratio = median_ratio(ours, floor, 3)
-    assert ratio <= 2.5, f"tailing costs {ratio:.2f}x the loop's floor (bound 2.5x; ~1.8x)"
+    ratio = median_ratio(ours, floor, 5)  # 5 rounds: a loaded machine batches events unevenly
+    assert ratio <= 2.8, f"tailing costs {ratio:.2f}x the loop's floor (bound 2.8x; ~1.8x)"
 
 
 def test_an_idle_runner_of_20_watchers_stays_small(tmp_path: Path) -> None:
