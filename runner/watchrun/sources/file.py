@@ -59,7 +59,7 @@ class FileSource(Rotation):
         seen = len(self.store.problems)
         state, plan, failed = await asyncio.to_thread(self._prepare)  # one hop for both
         problems = self.store.problems[seen:]
-        resumes = resumable(ctx)
+        resumes, seq = resumable(ctx), None
         if state is not None and state.seq is not None and resumes is not None:
             recorded = await resumes.recorded(state.seq)
             if recorded.epochs or recorded.ended:  # a crash left records past the checkpoint:
@@ -68,7 +68,7 @@ class FileSource(Rotation):
                     plan.close()
                 plan, failed = None, None
             else:  # none: the checkpoint's seq still holds for what it opens (no new save)
-                self._base_seq = state.seq
+                seq = state.seq
         try:
             if failed is not None:
                 raise failed
@@ -82,8 +82,7 @@ class FileSource(Rotation):
             self._pending = state
             await self._unreadable(ctx, OSError(errno.ENOENT, "missing"), problems, watch)
             return
-        await self._apply(ctx, watch, plan, start=problems)
-        self._base_seq = None
+        await self._apply(ctx, watch, plan, start=problems, seq=seq)
         await self._keep.save(self._state())  # durable before READY: a crash right after
         # the start resumes from here, not from nothing (which would skip what came between)
 
@@ -161,8 +160,7 @@ class FileSource(Rotation):
 
     async def _appear(self, ctx: SourceContext, watch: Watch) -> None:
         if self._pending is not None:
-            plan = await asyncio.to_thread(plan_start, self.path, list(self._pending.generations),
-                                           self.max_gens, self._recorded)
+            plan = await asyncio.to_thread(self._plan, self._pending)
             if plan.steps:
                 self._pending = None
                 await self._apply(ctx, watch, plan)

@@ -53,7 +53,6 @@ class Followed:
         self._pending: FileState | None = None  # checkpointed; nothing found yet (path missing)
         self._recorded = Recorded()  # after a crash: what was recorded past the checkpoint
         self._resume_seq: int | None = None  # until every generation was read once
-        self._base_seq: int | None = None  # at start: the checkpoint's seq, nothing past it
         self._initial: tuple[int, int, int] | None = None  # dev, inode, size when unreadable
         self._gone_at: float | None = None
         self._last_error: tuple[str, str] | None = None
@@ -91,9 +90,10 @@ class Followed:
         """Bytes of an unterminated last line waiting for its newline."""
         return self._cur.framer.pending if self._cur else 0
 
-    async def _open(self, ctx: SourceContext, o: Opened) -> Generation:
+    async def _open(self, ctx: SourceContext, o: Opened, seq: int | None = None) -> Generation:
         """A generation from what a plan opened. After a crash, lines recorded past the
-        checkpoint (up to the last recorded line of that inode) are skipped, not read again."""
+        checkpoint (up to the last recorded line of that inode) are skipped, not read again.
+        `seq`: a lower bound of the seqs of its lines' records (default: the next record's)."""
         start, line_no = o.start, o.line_no
         renewed = o.announce is not None and o.announce["reason"] in ("truncate", "recreate")
         finished = {(cp.inode, cp.since) for cp in self._history if cp.since}
@@ -106,14 +106,14 @@ class Followed:
             skipped_to = await asyncio.to_thread(count_lines, o.fd, end, start, line_no)
             resumes.skipped(skipped_to - line_no)
             start, line_no = end, skipped_to
-        seq = next((x for x in (self._resume_seq, self._base_seq) if x is not None), None)
-        seq = seq if seq is not None else next_seq(ctx)
+        if self._resume_seq is not None:
+            seq = self._resume_seq
         gen = Generation(o.fd, o.st, start, line_no, self.limits.max_line_bytes, path=o.path,
-                         seq=seq)
+                         seq=seq if seq is not None else next_seq(ctx))
         gen.announce = o.announce
-        own = self._recorded.epochs.get(gen.inode, [])
-        if o.origin is None and gen.announce is not None and marks and own and own[-1][0] > 0:
-            gen.announce, gen.since = None, own[-1][0]  # its `rotate` record and lines were
+        began = self._recorded.began(gen.inode)
+        if o.origin is None and gen.announce is not None and marks and began:
+            gen.announce, gen.since = None, began  # its `rotate` record and lines were
             # written before a crash: not again (a second one began an epoch of its own, and
             # a checkpoint saved before it was written took the lines for the first one's)
         if o.origin is not None and o.origin.inode == gen.inode:  # the same generation, on
@@ -127,10 +127,10 @@ class Followed:
         return gen
 
     async def _apply(self, ctx: SourceContext, watch: Watch, plan: Plan, *,
-                     start: list[str] | None = None) -> None:
+                     start: list[str] | None = None, seq: int | None = None) -> None:
         """Open what a plan found: the last generation is followed, the others are read first
         (at once) and kept open for rotateWait; the one followed until now joins them."""
-        gens = [await self._open(ctx, o) for o in plan.steps]
+        gens = [await self._open(ctx, o, seq) for o in plan.steps]
         *olds, cur = gens
         if start is not None:
             inode = cur.inode if plan.at_path else None

@@ -159,6 +159,11 @@ class Recorded:
             found = [m for since, m in of if since == cp.since] or [m for _, m in of[:1]]
         return found[0] if found and found[0].offset >= 0 else None
 
+    def began(self, inode: int) -> int:
+        """The seq of the last `rotate` record into `inode` (0: none among these records)."""
+        own = self.epochs.get(inode)
+        return own[-1][0] if own else 0
+
     def announced(self, cp: Checkpoint) -> int | None:
         """The seq of the `rotate` record a checkpoint still had to write (`cp.announce`) when
         the records show it written before the crash; None when it was not."""
