@@ -165,3 +165,22 @@ class LiveRunner:
 
     def leftovers(self) -> list[int]:
         return session_pids(self.proc.pid) + spawned_by(self.proc.pid)
+
+
+def modules_after_commands(config: Path, cwd: Path) -> list[str]:
+    """The modules a fresh interpreter holds after `run --once`, `list` and `validate` of
+    `config` (each must exit 0): what a command imports that it should not shows here."""
+    script = (
+        "import contextlib, io, json, sys\n"
+        "from watchrun.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['run', '--once', '--quiet', '-c', {str(config)!r}]) == 0\n"
+        f"    assert main(['list', '-c', {str(config)!r}]) == 0\n"
+        f"    assert main(['validate', '-c', {str(config)!r}]) == 0\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=DEADLINE_S, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    names: list[str] = json.loads(done.stdout)
+    return names

@@ -18,7 +18,14 @@ from typing import Any
 
 import anyio
 import pytest
-from liverunner import DEADLINE_S, read_records, spawned_by, watchrun_bin, write_config
+from liverunner import (
+    DEADLINE_S,
+    modules_after_commands,
+    read_records,
+    spawned_by,
+    watchrun_bin,
+    write_config,
+)
 from mcpclient import alive, mcp_session, until
 
 from watchrun.cli.main import parse
@@ -131,21 +138,10 @@ def test_no_other_command_imports_the_sdk(tmp_path: Path) -> None:
     (tmp_path / "app.log").write_text("ERROR x\n")
     config = write_config(tmp_path, {"watchers": [
         {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]})
-    script = (
-        "import contextlib, io, sys\n"
-        "from watchrun.cli.main import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    assert main(['run', '--once', '--quiet', '-c', {str(config)!r}]) == 0\n"
-        f"    assert main(['list', '-c', {str(config)!r}]) == 0\n"
-        f"    assert main(['validate', '-c', {str(config)!r}]) == 0\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in\n"
-        "                ('mcp', 'mcp_types', 'pydantic', 'starlette', 'anyio')\n"
-        "                or m.startswith('watchrun.mcp'))\n"
-        "assert not loaded, loaded\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=DEADLINE_S, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    loaded = [m for m in modules_after_commands(config, tmp_path)
+              if m.split(".")[0] in ("mcp", "mcp_types", "pydantic", "starlette", "anyio")
+              or m.startswith("watchrun.mcp")]
+    assert not loaded, loaded
 
 
 def _blocks(lang: str) -> list[str]:

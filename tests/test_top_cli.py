@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from liverunner import DEADLINE_S, watchrun_bin, write_config
+from liverunner import DEADLINE_S, modules_after_commands, watchrun_bin, write_config
 from textual.binding import Binding
 
 from watchrun.cli.top import cmd_top
@@ -73,17 +73,6 @@ def test_no_other_command_imports_textual(tmp_path: Path) -> None:
     (tmp_path / "app.log").write_text("ERROR x\n")
     config = write_config(tmp_path, {"watchers": [
         {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]})
-    script = (
-        "import contextlib, io, sys\n"
-        "from watchrun.cli.main import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    assert main(['run', '--once', '--quiet', '-c', {str(config)!r}]) == 0\n"
-        f"    assert main(['list', '-c', {str(config)!r}]) == 0\n"
-        f"    assert main(['validate', '-c', {str(config)!r}]) == 0\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich')\n"
-        "                or m.startswith('watchrun.tui'))\n"
-        "assert not loaded, loaded\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=DEADLINE_S, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    loaded = [m for m in modules_after_commands(config, tmp_path)
+              if m.split(".")[0] in ("textual", "rich") or m.startswith("watchrun.tui")]
+    assert not loaded, loaded
