@@ -5,10 +5,8 @@ record for their seqs. The tmpfs fills, then grows (remount with a bigger size).
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 import pytest
 from liverunner import LiveRunner, wait_for, write_config
 from recordcheck import validate_records
+from tmpfs import fill, grow, mount_tmpfs, tiny, umount
 
 from watchrun.output.outdir import prepare_output_dir
 from watchrun.output.sink import JsonlSink
@@ -30,44 +29,9 @@ class Clock:
         return 1.8e9
 
 
-def mount_tmpfs(where: Path, size: str) -> None:
-    where.mkdir()
-    try:
-        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
-                              str(where)], capture_output=True, text=True, timeout=30)
-    except FileNotFoundError:
-        pytest.skip("no `mount` command here: a real full disk cannot be made")
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip()}): a real full disk "
-                    "cannot be made without it")
-
-
-def grow(where: Path, size: str) -> None:
-    subprocess.run(["mount", "-o", f"remount,size={size}", str(where)], check=True, timeout=30)
-
-
 @pytest.fixture
 def tiny_fs(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "mnt"
-    mount_tmpfs(mnt, "256k")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)
-
-
-def fill(fs: Path, leave: int = 0) -> Path:
-    """Take every free byte of `fs`, then give `leave` bytes back."""
-    filler = fs / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-    if leave:
-        os.truncate(filler, max(0, filler.stat().st_size - leave))
-    return filler
+    yield from tiny(tmp_path)
 
 
 def explained(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -194,4 +158,4 @@ def test_runner_on_a_full_disk_pauses_stops_and_loses_nothing(tmp_path: Path) ->
         kinds = [k for g in gaps for k, n in g["kinds"].items() for _ in range(n)]
         assert 1 <= len(gaps) <= 2 and kinds.count("stop") == 1 and "match" in kinds, gaps
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)
+        umount(mnt)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from recordcheck import validate_records
+from tmpfs import fill, mount_tmpfs, tiny, umount
 
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.records import iter_records, oldest_seq
@@ -309,38 +309,9 @@ def test_async_writer_retries_only_the_unwritten_rest(tmp_path: Path) -> None:
 # -- a full disk: AsyncWriter blocks, retries, and writes everything exactly once --------------
 
 
-def mount_tmpfs(where: Path, opts: str) -> None:
-    where.mkdir()
-    try:
-        res = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(where)],
-                             capture_output=True, text=True, timeout=30, check=False)
-    except FileNotFoundError:
-        pytest.skip("no `mount` here; the RLIMIT_FSIZE test covers short and failed writes")
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({res.stderr.strip()}); "
-                    "the RLIMIT_FSIZE test covers short and failed writes")
-
-
 @pytest.fixture
 def tiny_fs(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "mnt"
-    mount_tmpfs(mnt, "size=256k,mode=0755")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)
-
-
-def fill(fs: Path) -> Path:
-    """Take every free byte of `fs`."""
-    filler = fs / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-    return filler
+    yield from tiny(tmp_path)
 
 
 async def wait_until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
@@ -436,7 +407,7 @@ def test_output_dir_errors_name_the_path_and_errno(
 
 def test_read_only_file_system(tmp_path: Path) -> None:
     mnt = tmp_path / "ro"
-    mount_tmpfs(mnt, "size=64k")
+    mount_tmpfs(mnt, "64k")
     try:
         layout = prepare_output_dir(mnt / "out")
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True, timeout=30)
@@ -446,7 +417,7 @@ def test_read_only_file_system(tmp_path: Path) -> None:
             assert exc.value.errno_name == "EROFS" and "read-only" in str(exc.value)
             assert exc.value.path == where
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)
+        umount(mnt)
 
 
 PERM_CHILD = r"""
