@@ -23,7 +23,7 @@ from textual.widgets import Static
 
 from watchrun.tui.app import TopApp
 from watchrun.tui.feed import Feed
-from watchrun.tui.model import Snapshot
+from watchrun.tui.model import Row, Snapshot
 from watchrun.tui.screens import ConfirmScreen, PaneScreen
 
 HOSTILE = ("ERROR \x1b[31mred\x1b[0m \x1b]0;pwned-title\x07[bold red]PWNED[/] "
@@ -191,6 +191,29 @@ def test_live_rows_chips_moves_panes_and_hostile_text(tmp_path: Path) -> None:
         drive(app, body)
     finally:
         assert runner.stop() == 0
+
+
+def test_a_cell_that_grows_is_drawn_whole_at_once(tmp_path: Path) -> None:
+    """A label replacing the short placeholder is shown whole in the very next frame, also when
+    the screen draws before Textual's idle-time measuring (which a busy machine delays)."""
+    app = TopApp(Feed(tmp_path), interval=3600)
+    label = "a label much longer than the placeholder was"
+
+    def snap(detail: str) -> Snapshot:
+        return Snapshot([Row("file", "w", "running", 0, 0, None, detail)], False, "test")
+
+    async def body(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: app.snapshot is not None, "the first read")
+        screen = app.list_screen
+        screen.show(snap("(no status snapshot yet)"), app.unreported, 0.0)
+        await until(pilot, lambda: "(no status snapshot yet)" in shown(screen.table),
+                    "the placeholder")
+        screen.show(snap(label), app.unreported, 0.0)
+        assert label in shown(screen.table)  # drawn now, before any idle
+        await pilot.pause()
+        assert label in shown(screen.table)
+
+    drive(app, body)
 
 
 def test_stop_and_clear_ask_first(tmp_path: Path) -> None:
