@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from filehelpers import spec_for, wait_for
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -23,6 +24,8 @@ from liverunner import read_records
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits
 from watchrun.match.matcher import Matcher
+from watchrun.match.redact import Redactor, redactor
+from watchrun.match.sanitize import raw_text, sanitize
 from watchrun.notify import Notifier
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
@@ -51,6 +54,7 @@ class TailModel(RuleBasedStateMachine):
 
     force_poll = False
     generations = False
+    redactor: Redactor | None = None
     """Add the rules of several generations at once (stopped, stalled, crashed, rewritten)."""
 
     def __init__(self) -> None:
@@ -75,7 +79,8 @@ class TailModel(RuleBasedStateMachine):
         spec = spec_for(self.path)
         self.sink = JsonlSink(self.jsonl, "w", max_bytes=1 << 30, keep=1, clock=SystemClock())
         pipeline = WatcherPipeline(spec, LIMITS, self.sink, AsyncWriter(self.sink),
-                                   Matcher("."), RunLog(stream=io.StringIO(), quiet=True))
+                                   Matcher("."), RunLog(stream=io.StringIO(), quiet=True),
+                                   redactor=self.redactor)
         self.source = FileSource(spec, LIMITS, self.store, self.notifier, SystemClock())
         self.task = self.loop.create_task(self.source.run(pipeline))
         self._run(wait_for(lambda: self._parked(), 10, "source started"))
@@ -346,5 +351,39 @@ def test_a_rotation_announced_before_a_crash_is_not_announced_again() -> None:
         assert m.texts() == m.expected == ["L1", "L2", "L3"]
         rotates = [(r["inode"], r["oldInode"]) for r in m.records() if r["kind"] == "rotate"]
         assert len(rotates) == len(set(rotates)) == 1, rotates
+    finally:
+        m.teardown()
+
+
+class RedactingModel(PollGenerationsModel):
+    redactor = redactor()
+
+
+@pytest.mark.parametrize("last", [b"L2 key=AKIAIOSFODNN7EXAMPLE",
+                                  b"L2 \xff\xfe not UTF-8 \x1b[31m"])
+def test_a_line_recorded_changed_before_a_crash_is_not_recorded_again(last: bytes) -> None:
+    """The last line recorded before a crash was redacted (`output.redact`), or not valid UTF-8
+    and escaped: its record's text is not the file's bytes. The next start still finds it in
+    the file and goes on after it (it compared the texts and read both lines again)."""
+    m = RedactingModel()
+    try:
+        m._write(m._lines(1))
+        m._catch_up()
+        m._stop()  # a clean stop: the checkpoint is past L1
+        m._start()
+        m.store.frozen = True  # from here on, no checkpoint reaches the disk
+        m._write(m._lines(1))
+        with open(m.path, "ab") as f:
+            f.write(last + b"\n")
+        assert m.redactor is not None
+        m.expected.append(m.redactor.redact(sanitize(raw_text(last))[0])[0])
+        m._catch_up()
+        m._stop()  # SIGKILL
+        m.store.frozen = False
+        m._start()
+        m._write(m._lines(1))
+        m._catch_up()
+        assert m.texts() == m.expected
+        assert "AKIAIOSFODNN7EXAMPLE" not in m.jsonl.read_text()
     finally:
         m.teardown()

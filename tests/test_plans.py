@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from watchrun.sources import plans
+from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import position
 
 
@@ -51,5 +52,64 @@ def test_a_symlink_swapped_while_planning_is_planned_again(
         names = [os.path.basename(os.readlink(f"/proc/self/fd/{o.fd}")) for o in plan.steps]
         assert names == ["gen-0001.log", "gen-0002.log"] and plan.at_path
         assert len(calls) == 2  # planned again once the path held still
+    finally:
+        plan.close()
+
+
+def copytruncate(log: Path, copy: Path, then: str) -> None:
+    """What logrotate's copytruncate does: copy the file, truncate it; the writer goes on."""
+    copy.write_bytes(log.read_bytes())
+    with open(log, "r+") as f:
+        f.truncate(0)
+    write(log, then)
+
+
+@pytest.mark.parametrize("copies", [0, 1, 3])
+def test_copies_made_after_a_checkpoint_of_the_emptied_file_are_read(
+        tmp_path: Path, copies: int) -> None:
+    """The runner checkpointed the file just after a truncation (empty: nothing to recognise it
+    by) and died; while it was down the file was copied and truncated `copies` times. Each copy
+    is read, oldest first, the first one continuing the checkpoint; then the file at the path
+    from its start, after a `truncate` record. (They were skipped: the file at the path was
+    taken for the checkpointed one and read alone.)"""
+    log = tmp_path / "app.log"
+    write(log, "")
+    st = os.stat(log)
+    empty = position(st.st_dev, st.st_ino, st.st_mtime_ns, b"", b"", 0, 1, str(log))
+    texts = [f"gen{i} line1\ngen{i} line2\n" for i in range(copies + 1)]
+    write(log, texts[0])
+    for i in range(copies):
+        os.utime(log, ns=(st.st_mtime_ns + i + 1, st.st_mtime_ns + i + 1))
+        copytruncate(log, tmp_path / f"app.log.{i + 1}", texts[i + 1])
+        os.utime(tmp_path / f"app.log.{i + 1}", ns=(st.st_mtime_ns + i + 1,) * 2)
+    plan = plans.plan_start(log, [empty], 10, Recorded())
+    try:
+        read = [os.pread(o.fd, 1 << 16, o.start).decode() for o in plan.steps]
+        assert read == texts and plan.at_path
+        assert [o.origin is empty for o in plan.steps] == [True] + [False] * copies
+        announced = [o.announce["reason"] if o.announce else None for o in plan.steps]
+        assert announced == ([None] if not copies else
+                             [None] + ["rename"] * (copies - 1) + ["truncate"])
+        assert not plan.gaps
+    finally:
+        plan.close()
+
+
+def test_a_snapshot_of_the_followed_file_is_not_taken_for_a_copytruncate(tmp_path: Path) -> None:
+    """A copy made after the checkpoint of the emptied file, while the file was not truncated
+    (a backup: the file still begins as the copy does), is not read as a generation."""
+    log = tmp_path / "app.log"
+    write(log, "")
+    st = os.stat(log)
+    empty = position(st.st_dev, st.st_ino, st.st_mtime_ns, b"", b"", 0, 1, str(log))
+    write(log, "a1\na2\n")
+    (tmp_path / "app.log.bak").write_bytes(log.read_bytes())
+    os.utime(tmp_path / "app.log.bak", ns=(st.st_mtime_ns + 1,) * 2)
+    with open(log, "a") as f:
+        f.write("a3\n")
+    plan = plans.plan_start(log, [empty], 10, Recorded())
+    try:
+        assert [os.pread(o.fd, 99, o.start) for o in plan.steps] == [b"a1\na2\na3\n"]
+        assert plan.steps[0].origin is empty and plan.steps[0].announce is None
     finally:
         plan.close()

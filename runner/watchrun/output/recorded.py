@@ -1,14 +1,22 @@
 """What a file watcher's stream recorded since a seq, read backwards from its end: the records a
-crash kept past a checkpoint, per inode and per generation read from it (crash recovery)."""
+crash kept past a checkpoint, per inode and per generation read from it, and whether a recorded
+text is a given line (crash recovery)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from watchrun.match.sanitize import sanitize
 from watchrun.output.records import ReadStats, open_snapshot, parse_record, reverse_lines
 
-__all__ = ["Epoch", "Mark", "recorded_since"]
+__all__ = ["Epoch", "Mark", "is_record_of", "recorded_since"]
+
+_REDACTED = re.compile(r"\[REDACTED:[^\]\s]+\]")
+_CUT_TOKEN = re.compile(r"\[(?:R(?:E(?:D(?:A(?:C(?:T(?:E(?:D(?::[^\]\s]*)?)?)?)?)?)?)?)?)?\Z")
+CLIPPED_AT_LEAST = 64
+"""A recorded text this long may be a line clipped at `maxLineBytes`: it matches as a prefix."""
 
 
 class Mark(NamedTuple):
@@ -18,6 +26,22 @@ class Mark(NamedTuple):
     offset: int = -1
     line: str = ""
     line_no: int = 0
+
+
+def is_record_of(text: str, line: str) -> bool:
+    """`text` (a match record's `raw`, or its `line`) is what was recorded of the file's `line`
+    (decoded): the same, or sanitized; with secrets replaced by `[REDACTED:kind]`
+    (`output.redact`); or, when long, a prefix (clipped). Pure."""
+    if not text:
+        return False
+    if text == line:
+        return True
+    clipped = len(text) >= CLIPPED_AT_LEAST
+    if clipped:  # a `[REDACTED:kind]` cut by the clipping is left out of the prefix
+        text = _CUT_TOKEN.sub("", text)
+    pattern = re.compile(".+?".join(re.escape(p) for p in _REDACTED.split(text)), re.DOTALL)
+    test = pattern.match if clipped else pattern.fullmatch
+    return any(test(form) is not None for form in (line, sanitize(line)[0]))
 
 
 Epoch = tuple[int, Mark]

@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from watchrun.events import SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
-from watchrun.output.recorded import Mark
+from watchrun.output.recorded import Mark, is_record_of
 from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, position, tail_before
 
 
@@ -269,16 +269,18 @@ def count_lines(fd: int, end: int, start: int = 0, line_no: int = 1) -> int:
     return n
 
 
+MARK_READ = 64 * 1024  # bytes read to compare a recorded line (redacted, it is shorter)
+
+
 def recorded_end(fd: int, size: int, marks: list[Mark]) -> int:
     """The offset just past the last of `marks` (offset, recorded line) that is really in the
     file (a file truncated and rewritten since holds other lines there); -1 when none is.
     Run it in a worker thread."""
     best = -1
     for offset, text, _ in marks:
-        head = os.pread(fd, max(64, len(text.encode()) + 16), offset)
+        head = os.pread(fd, max(MARK_READ, len(text.encode()) + 16), offset)
         line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
-        if offset < size and text and (line == text or (len(text) >= 64 and line.startswith(
-                text[:64]))):  # (a recorded line clipped to maxLineBytes is its prefix)
+        if offset < size and is_record_of(text, line):
             end = line_end(fd, offset, 1 << 40)
             best = max(best, end if end is not None else size)
     return best

@@ -11,8 +11,8 @@ from typing import Any
 
 from watchrun.output.recorded import Mark
 from watchrun.sources.generation import Recorded
-from watchrun.sources.identity import Checkpoint, identifies, same_head
-from watchrun.sources.siblings import Opened, Plan, locate, newer, open_at_path, scan
+from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, identifies, same_head
+from watchrun.sources.siblings import Entry, Opened, Plan, locate, newer, open_at_path, scan
 
 
 def missing_gap(cp: Checkpoint, recorded: Mark | None = None) -> dict[str, Any]:
@@ -89,7 +89,7 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
     at_path = cur is not None and identifies(last, cur.fd, cur.st)
     if cur is not None and at_path:
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
-        if all(cp.finished for cp in known[:-1]):
+        if all(cp.finished for cp in known[:-1]) and last.fingerprint_len:
             return Plan([cur], at_path=True)
     plan = Plan()
     try:
@@ -124,6 +124,26 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, before)
         plan.steps += fresh
         plan.gaps += gaps
+    elif cur is not None and not last.fingerprint_len:
+        _copied_since(cur, last, entries, known, taken, max_n, plan)
+
+
+def _copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: list[Checkpoint],
+                  taken: set[tuple[int, int]], max_n: int, plan: Plan) -> None:
+    """The followed file is at the path, but its checkpoint was taken while it was empty (just
+    after a truncation): nothing tells whether it was truncated again since. Copies made after
+    that checkpoint (copytruncate while the runner was frozen or down) hold what it was
+    written meanwhile: the oldest continues it, the file at the path is truncated since."""
+    fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n)
+    if fresh and _begins_alike(fresh[-1], cur):  # a snapshot (a backup), not truncated since
+        Plan(fresh).close()
+        return
+    plan.gaps += gaps
+    if fresh:
+        if not any(g["reason"] == "max-generations" for g in gaps):  # (else that one is lost)
+            fresh[0].start, fresh[0].line_no, fresh[0].origin = last.offset, last.line_no, last
+        cur.start, cur.line_no, cur.origin = 0, 1, None
+        plan.steps += fresh
 
 
 def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, at_path: bool,
@@ -155,6 +175,11 @@ def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, at_path: bool,
                 o.announce |= {"oldSize": last.size, "unreadBytes": unread}
         prev = o.st.st_ino
     return plan
+
+
+def _begins_alike(copy: Opened, cur: Opened) -> bool:
+    n = min(FINGERPRINT_BYTES, copy.st.st_size)
+    return n > 0 and os.pread(copy.fd, n, 0) == os.pread(cur.fd, n, 0)
 
 
 def plan_switch(path: Path, ended: Checkpoint, known: list[Checkpoint], max_n: int, *,
