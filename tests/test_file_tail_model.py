@@ -11,6 +11,7 @@ import io
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from liverunner import read_records
 
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits
+from watchrun.events import SourceContext
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, redactor
 from watchrun.match.sanitize import raw_text, sanitize
@@ -33,6 +35,7 @@ from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.file import FileSource
+from watchrun.sources.generation import Generation
 
 LIMITS = Limits(rotate_wait_ms=200)
 
@@ -55,6 +58,7 @@ class TailModel(RuleBasedStateMachine):
     force_poll = False
     generations = False
     redactor: Redactor | None = None
+    source_class: type[FileSource] = FileSource
     """Add the rules of several generations at once (stopped, stalled, crashed, rewritten)."""
 
     def __init__(self) -> None:
@@ -81,7 +85,7 @@ class TailModel(RuleBasedStateMachine):
         pipeline = WatcherPipeline(spec, LIMITS, self.sink, AsyncWriter(self.sink),
                                    Matcher("."), RunLog(stream=io.StringIO(), quiet=True),
                                    redactor=self.redactor)
-        self.source = FileSource(spec, LIMITS, self.store, self.notifier, SystemClock())
+        self.source = self.source_class(spec, LIMITS, self.store, self.notifier, SystemClock())
         self.task = self.loop.create_task(self.source.run(pipeline))
         self._run(wait_for(lambda: self._parked(), 10, "source started"))
 
@@ -385,5 +389,47 @@ def test_a_line_recorded_changed_before_a_crash_is_not_recorded_again(last: byte
         m._catch_up()
         assert m.texts() == m.expected
         assert "AKIAIOSFODNN7EXAMPLE" not in m.jsonl.read_text()
+    finally:
+        m.teardown()
+
+
+class RacingSource(FileSource):
+    """Runs `race` (the writer) once, right after a read of the followed file."""
+
+    race: Callable[[], None] | None = None
+
+    async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None) -> int:
+        n = await super()._drain(ctx, gen, end)
+        if self.race is not None and gen is self._cur:
+            race, self.race = self.race, None
+            race()
+        return n
+
+
+class RacingModel(PollGenerationsModel):
+    source_class = RacingSource
+
+
+def test_lines_written_as_the_file_is_replaced_are_read_before_the_new_file() -> None:
+    """Just after the tailer read the file, the writer appends to it, deletes it and starts a
+    new one. The old file's last lines are recorded before the new file's `rotate` record and
+    lines (they came after them, at the next look: a crash in between lost them)."""
+    m = RacingModel()
+    try:
+        m._write(m._lines(1))
+        m._catch_up()
+
+        def writer() -> None:
+            m._write(m._lines(2))
+            m.path.unlink()
+            m._write(m._lines(1))
+
+        assert isinstance(m.source, RacingSource)
+        m.source.race = writer
+        m._write(m._lines(1))
+        m._run(wait_for(lambda: m.source.race is None, 10, "the writer's race"))
+        m._catch_up()
+        kinds = [r["kind"] if r["kind"] != "match" else r["line"] for r in m.records()]
+        assert kinds == ["start", "L1", "L2", "L3", "L4", "rotate", "L5"], kinds
     finally:
         m.teardown()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from watchrun.output.recorded import Mark
 from watchrun.sources import plans
 from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import position
@@ -111,5 +112,32 @@ def test_a_snapshot_of_the_followed_file_is_not_taken_for_a_copytruncate(tmp_pat
     try:
         assert [os.pread(o.fd, 99, o.start) for o in plan.steps] == [b"a1\na2\na3\n"]
         assert plan.steps[0].origin is empty and plan.steps[0].announce is None
+    finally:
+        plan.close()
+
+
+def test_a_generation_deleted_after_its_rotate_record_is_a_gap(tmp_path: Path) -> None:
+    """The runner moved on to the new file (its `rotate` record is written) while it still read
+    the old one, deleted; it crashed; at the start the old one is gone. A `gap` says from which
+    line of it nothing was read (nothing was said: a `rotate` record leaving an inode was taken
+    for proof that it had been read to its end)."""
+    log = tmp_path / "app.log"
+    write(log, "a1\na2\na3\na4\n")
+    a = os.stat(log)
+    old = position(a.st_dev, a.st_ino, a.st_mtime_ns, b"a1\na2\na3\na4\n", b"a1\na2\n", 6, 3,
+                   str(log), size=12)
+    log.unlink()
+    write(log, "b1\n")
+    b = os.stat(log)
+    new = position(b.st_dev, b.st_ino, b.st_mtime_ns, b"b1\n", b"b1\n", 3, 2, str(log))
+    recorded = Recorded({a.st_ino: [(0, Mark(3, "a2", 2))], b.st_ino: [(9, Mark(0, "b1", 1))]},
+                        {a.st_ino})
+    plan = plans.plan_start(log, [old, new], 10, recorded)
+    try:
+        assert [g["reason"] for g in plan.gaps] == ["missing"]
+        gap = plan.gaps[0]
+        assert (gap["inode"], gap["lineNo"], gap["offset"], gap["unreadBytes"]) == \
+            (a.st_ino, 3, 6, 6)
+        assert [os.pread(o.fd, 99, o.start) for o in plan.steps] == [b""]
     finally:
         plan.close()

@@ -132,6 +132,7 @@ class Followed:
         (at once) and kept open for rotateWait; the one followed until now joins them."""
         gens = [await self._open(ctx, o, seq) for o in plan.steps]
         *olds, cur = gens
+        before = self._cur  # (read to its end first: a crash may come before the next look)
         if start is not None:
             inode = cur.inode if plan.at_path else None
             await ctx.event("start", path=self.name, inode=inode, offset=cur.pos)
@@ -152,7 +153,7 @@ class Followed:
             self._later(watch, self.rotate_wait)
         if start is None:
             await self._keep.save(self._state())  # the switch is durable before more is read
-            for gen in gens:
+            for gen in [*([before] if before is not None else []), *gens]:
                 await self._drain(ctx, gen)
         self._keep.dirty.set()
 

@@ -148,7 +148,7 @@ class Recorded:
     """inode → the generations read from it, oldest first: the seq of the `rotate` record that
     began each (0: before the records looked at) and the last line recorded from it."""
     ended: set[int] = field(default_factory=set)
-    """Inodes a `rotate` record left: followed to their end."""
+    """Inodes a `rotate` record left (moved on from; maybe still read for rotateWait after)."""
 
     def last(self, cp: Checkpoint) -> Mark | None:
         """The last line recorded from the checkpointed generation `cp` past its checkpoint."""

@@ -117,7 +117,7 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         if found is not None:
             plan.steps.append(found)
             taken.add(_ident(found.st))
-        elif not (cp.finished or cp.inode in recorded.ended or (rewritten and cp is last)):
+        elif not (cp.finished or (rewritten and cp is last)):
             plan.gaps.append(missing_gap(cp, recorded.last(cp)))
     if not at_path:  # generations rotated after the one followed, before the file at the path
         before = plan.steps[-1].path if plan.steps else None
