@@ -468,3 +468,20 @@ def test_copies_made_while_down_after_a_crash_at_a_truncation_are_read(
         assert not [r for r in m.records() if r["kind"] == "gap" or r.get("unreadBytes")]
     finally:
         m.teardown()
+
+
+def test_a_rotation_pending_at_a_crash_is_found_among_several_into_the_same_inode() -> None:
+    """Found by the model: crash restarts after copytruncates (one inode, truncated again and
+    again), then a crash before any checkpoint of the newest truncation. Its `rotate` record was
+    looked for from an old seq, an earlier truncation of the inode taken for it, and the lines
+    after it recorded twice."""
+    m = InotifyGenerationsModel()
+    try:
+        m.copytruncate_while_down(k=1, times=1)
+        m.copytruncate_while_down(k=1, times=2)
+        m.rotate_many(how="stop", k=0, times=2)
+        m.copytruncate_while_down(k=1, times=3)
+        m.crash(k=1, rotate=False)
+        assert m.texts() == m.expected
+    finally:
+        m.teardown()

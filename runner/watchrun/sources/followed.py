@@ -124,6 +124,10 @@ class Followed:
                     gen.announce = json.loads(o.origin.announce)
                 else:  # written before a crash: not again (its lines follow that record)
                     gen.since = written
+        if gen.announce is not None and (first := next_seq(ctx)) is not None:
+            gen.done_seq = first  # its records follow its `rotate` record, not yet written:
+            # the first one into its inode from here (an older seq, as a resume gives, may
+            # find an earlier truncation of the same inode after a crash)
         return gen
 
     async def _apply(self, ctx: SourceContext, watch: Watch, plan: Plan, *,
