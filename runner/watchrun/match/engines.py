@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from watchrun.match.literals import exact_literals, required_literals
+from watchrun.match.literals import candidate_lines, exact_literals, required_literals
 from watchrun.match.regex import Analysis, Unsupported
 from watchrun.match.translate import translate
 
@@ -198,11 +198,9 @@ def _build_re2(analysis: Analysis, excludes: list[Analysis], reject: Reject | No
 
 def _build_prefilter(analysis: Analysis, excludes: list[Analysis], reject: Reject | None,
                      store: Store | None) -> Compiled:
-    literals = required_literals(analysis)
-    if literals is None or analysis.empty_line:
+    candidates = candidate_lines([analysis])
+    if candidates is None:
         raise Unsupported("no required literal of 2+ bytes")
-    needles = sorted(literals)
-    lower = analysis.folds_somewhere
     confirm = None if exact_literals(analysis) is not None else analysis.reference.search
     plain = _re_scan(analysis)
     rest = 0  # chunks left to scan with `plain` after the literals proved too common
@@ -212,24 +210,13 @@ def _build_prefilter(analysis: Analysis, excludes: list[Analysis], reject: Rejec
         if rest:
             rest -= 1
             return plain(data)
-        hay = data.lower() if lower else data
-        find, rfind, n = hay.find, hay.rfind, len(hay)
-        candidates: dict[int, int] = {}
-        for needle in needles:
-            i = find(needle)
-            while i >= 0:
-                end = find(b"\n", i)
-                end = n if end < 0 else end
-                candidates[rfind(b"\n", 0, i) + 1] = end
-                i = find(needle, end + 1)
-        if confirm is not None and len(candidates) > 64 and \
-                len(candidates) * 4 > data.count(b"\n"):  # fmt: skip
+        found = candidates(data)
+        if confirm is None:
+            return found
+        if len(found) > 64 and len(found) * 4 > data.count(b"\n"):
             rest = _COMMON_LITERAL_CHUNKS  # a literal in most lines: one regex scan is cheaper
             return plain(data)
-        starts = sorted(candidates) if len(needles) > 1 else candidates
-        if confirm is None:
-            return [(s, candidates[s]) for s in starts]
-        return [(s, candidates[s]) for s in starts if confirm(data[s : candidates[s]]) is not None]
+        return [(s, e) for s, e in found if confirm(data[s:e]) is not None]
 
     return Compiled("re+prefilter", _filtered(scan, reject), *_dense(analysis, reject))
 

@@ -5,12 +5,13 @@ ones (a line matches exactly when it contains one of them: no regex is needed at
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from watchrun.match.regex import REPEATS, ZERO_WIDTH, Analysis, C, scope_folds
 from watchrun.match.translate import byte_set
 
-__all__ = ["LIMIT", "exact_literals", "required_literals"]
+__all__ = ["LIMIT", "candidate_lines", "exact_literals", "required_literals"]
 
 LIMIT = 16
 """Most strings in a required-literal set (each costs one `bytes.find` pass per chunk)."""
@@ -43,6 +44,41 @@ def exact_literals(analysis: Analysis) -> frozenset[bytes] | None:
     if strings is None or b"" in strings:
         return None
     return strings
+
+
+def candidate_lines(analyses: Sequence[Analysis]
+                    ) -> Callable[[bytes], list[tuple[int, int]]] | None:
+    """A finder of the lines of a chunk that may match one of `analyses`: those that contain one
+    of its required literals, as (start, end) with `end` at the line's b"\\n", in order. In C
+    (`bytes.find`, `bytes.lower`), linear in the chunk. None when one of them has no useful
+    literal set (or can match an empty line): then any line may match."""
+    groups: list[tuple[tuple[bytes, ...], bool]] = []
+    for analysis in analyses:
+        literals = required_literals(analysis)
+        if literals is None or analysis.empty_line:
+            return None
+        groups.append((tuple(sorted(literals)), analysis.folds_somewhere))
+    several = sum(len(needles) for needles, _ in groups) > 1
+
+    def lines(data: bytes) -> list[tuple[int, int]]:
+        found: dict[int, int] = {}
+        low = None
+        for needles, fold in groups:
+            if fold:
+                low = low if low is not None else data.lower()
+            hay = low if fold and low is not None else data
+            find, rfind, n = hay.find, hay.rfind, len(hay)
+            for needle in needles:
+                i = find(needle)
+                while i >= 0:
+                    end = find(b"\n", i)
+                    end = n if end < 0 else end
+                    found[rfind(b"\n", 0, i) + 1] = end
+                    i = find(needle, end + 1)
+        starts = sorted(found) if several else found
+        return [(s, found[s]) for s in starts]
+
+    return lines
 
 
 def _nodes(tree: Any) -> Any:
