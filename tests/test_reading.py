@@ -1,5 +1,5 @@
 """How a file generation is read: a drain's first read asks for what the file holds (a tailed
-file's few KiB allocate no 1 MiB buffer), a backlog is read `read_size` at a time, and only a
+file's few KiB allocate no read-size buffer), a backlog is read `read_size` at a time, and only a
 backlog makes the C heap keep its pages for the read buffers (`sources.reading`)."""
 
 from __future__ import annotations

@@ -7,14 +7,15 @@ import os
 
 from watchrun.output.recorded import Mark
 
-READ_SIZE = 1 << 20
-"""A backlog is read this much at a time (between two yields to the loop): a chunk's Python
-work is paid per read, ~1 ms of matching per MiB keeps other watchers waiting little."""
+READ_SIZE = 256 * 1024
+"""A backlog is read this much at a time (between two yields to the loop). A chunk's Python work
+is paid per read, but a chunk that fits the L2 cache is still there when its lines are counted
+after the scan: 1 MiB reads cost 7 % less CPU at 0.2 % matching lines and 29 % more at 10 %."""
 FIRST_READ = 64 * 1024
 """The least a drain asks for first when the file seemed to hold less: a read of what is there
-(a tailed file grew by a few KiB) allocates no 1 MiB buffer to shrink it again."""
+(a tailed file grew by a few KiB) allocates no READ_SIZE buffer to shrink again."""
 HEAP_MMAP_THRESHOLD = 4 << 20
-HEAP_TRIM_THRESHOLD = 16 << 20
+HEAP_TRIM_THRESHOLD = 4 << 20
 _heap_held = False
 
 
@@ -27,7 +28,7 @@ def first_read(fd: int, pos: int, size: int) -> int:
 def hold_heap() -> None:
     """A backlog is being read: keep the C heap's freed pages for the next read buffers.
 
-    Each read and each chunk is a fresh bytes object of ~1 MiB. glibc's malloc serves those
+    Each read and each chunk is a fresh bytes object of READ_SIZE. glibc's malloc serves those
     with mmap or gives the top of its heap back when they are freed, so every buffer's pages
     were faulted in and zeroed again: ~0.2 s of system time per GB, a fifth of a `run --once`.
     Buffers up to HEAP_MMAP_THRESHOLD now come from the heap, which keeps up to
