@@ -226,7 +226,7 @@ def _confirm(analysis: Analysis, search: Callable[[bytes], Any]) -> Callable[[by
 def _accelerated(candidates: Callable[[bytes], Lines], confirm: Callable[[bytes], Any] | None,
                  plain: Scan) -> Scan:
     """The lines `candidates` finds (the lines holding a required literal), each confirmed by
-    `confirm`; after a chunk where they were over a quarter of its lines, `plain` (one regex
+    `confirm`; after a chunk where they held over a quarter of its bytes, `plain` (one regex
     scan) for the next _COMMON_LITERAL_CHUNKS chunks."""
     rest = 0  # chunks left to scan with `plain` after the literals proved too common
 
@@ -238,7 +238,7 @@ def _accelerated(candidates: Callable[[bytes], Lines], confirm: Callable[[bytes]
         found = candidates(data)
         if confirm is None:
             return found
-        if len(found) > 64 and len(found) * 4 > data.count(b"\n"):
+        if len(found) > 64 and sum(e - s + 1 for s, e in found) * 4 > len(data):
             rest = _COMMON_LITERAL_CHUNKS  # a literal in most lines: one regex scan is cheaper
             return plain(data)
         return [(s, e) for s, e in found if confirm(data[s:e]) is not None]
@@ -257,8 +257,8 @@ def _build_prefilter(analysis: Analysis, excludes: list[Analysis], reject: Rejec
 
 
 _COMMON_LITERAL_CHUNKS = 16
-"""Chunks scanned by plain `re` after the required literals were found in over 1/4 of the
-lines of a chunk (then the prefilter is tried again)."""
+"""Chunks scanned by the plain regex after the lines holding a required literal were over 1/4
+of a chunk's bytes (then the literals are tried again)."""
 
 def _build_hyperscan(analysis: Analysis, excludes: list[Analysis], reject: Reject | None,
                      store: Store | None) -> Compiled:

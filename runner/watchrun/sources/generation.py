@@ -102,8 +102,8 @@ class Generation:
                 self.done = (chunk.end, self.framer.line_no)
                 self.done_seq = next_seq(ctx)
                 moved()
-            if len(data) < want:
-                break
+            if len(data) < want or want < size:  # (a first read of what `fstat` showed: a
+                break  # write since then is another event, another drain)
             want = size
             await asyncio.sleep(0)  # fairness: other watchers read between our chunks
         self.seen_size = max(self.seen_size, self.pos)
