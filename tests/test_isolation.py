@@ -132,3 +132,58 @@ def test_the_lag_monitor_records_the_worst_stall() -> None:
         return lag.max_s
 
     assert 0.25 < asyncio.run(main()) < 1.0
+
+
+@pytest.mark.parametrize(("pattern", "require", "case"), [
+    (r"(err|fat)(or|al)\b(?<!xfatal)", None, False),  # literals {err, fat}, folded
+    (r"(?<=\[)(\w)\1", r"ERROR \d+", True),  # no literal of 2+ bytes: every line goes
+    (r"time(?:out|d out) (\d+) \1", r"(?i)FATAL", True),  # require's literals join the pattern's
+])
+def test_only_lines_with_a_required_literal_are_sent_to_the_worker(
+        pattern: str, require: str | None, case: bool) -> None:
+    """The lines the worker finds, and `require`, are what the in-process matcher finds when the
+    lines without the pattern's required literals are dropped in the runner first; what crosses
+    the pipe is those lines only (all of them when a pattern has no literal to look for)."""
+    filler = [f"GET /static/{i} 200 ok" for i in range(60)]
+    lines = [*filler[:20], "ERROR 42 timeout 7 7", "Fatal: x", "[ab] ab", "xfatal", "timed out 5 5",
+             *filler[20:], "FATAL 3", "error", "ERRORS", *filler[40:]]
+    data = "\n".join(lines).encode() + b"\n"
+    s = WatcherSpec("w", "w", pattern, (), path=Path("/x.log"), case_sensitive=case,
+                    gate=GateSpec(require=require) if require else None, backtracking=True)
+
+    async def main() -> tuple[list[tuple[int, int]], bool, int]:
+        isolated = IsolatedMatcher(s, Spawner())
+        try:
+            found = await isolated.scan(data)
+            return found.spans, found.require_hit, isolated.sent
+        finally:
+            await isolated.close()
+
+    spans, hit, sent = asyncio.run(main())
+    assert spans == Matcher(pattern, (), case).find(data)
+    assert hit == (require is not None and bool(Matcher(require, (), case).find(data)))
+    if pattern.startswith("(?<=\\["):
+        assert sent == len(data)
+    else:
+        assert sent < len(data) // 3
+    assert not SPAWNED
+
+
+def test_a_hostile_line_without_the_literal_never_reaches_the_worker() -> None:
+    """`(a+)+bad`: a line of a's and no "bad" would backtrack for ages; it holds none of the
+    pattern's required literal, so the runner drops it in linear time, and the line that does
+    hold it is matched in the worker."""
+    data = b"x\n" * 40 + HOSTILE + b"\n" + b"aaabad\n" + b"y\n" * 40
+
+    async def main() -> tuple[list[tuple[int, int]], list[tuple[int, int]], int, int]:
+        isolated = IsolatedMatcher(spec(r"(a+)+bad"), Spawner(), budget_s=0.2)
+        try:
+            found = await isolated.scan(data)
+            return found.spans, found.slow, isolated.restarts, isolated.sent
+        finally:
+            await isolated.close()
+
+    spans, slow, restarts, sent = asyncio.run(main())
+    assert [data[s:e] for s, e in spans] == [b"aaabad"]
+    assert slow == [] and restarts == 0 and sent == len(b"aaabad\n")
+    assert not SPAWNED

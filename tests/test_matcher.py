@@ -463,3 +463,26 @@ def test_identical_patterns_share_one_compiled_engine() -> None:
     a, b = Matcher("ERROR|FATAL", ["healthcheck"]), Matcher("ERROR|FATAL", ["healthcheck"])
     assert a._compiled is b._compiled
     assert Matcher("ERROR|FATAL")._compiled is not a._compiled  # other excludes
+
+
+LITERAL_LINES = st.lists(st.sampled_from([
+    b"ERROR x", b"error", b"Timeout 15ms", b"timeout 9 ms", b"CAF\xc3\x89 down", b"caf\xc3\xa9 up",
+    b"[ERR] 42", b"err", b"info", b"", b"x\xffERRORx", b"fatal\xc3\xa9", b"FaTaL",
+]), min_size=1, max_size=80)
+
+
+@settings(max_examples=60, deadline=None)
+@given(LITERAL_LINES, st.sampled_from(["error|fatal", r"timeout \d+ ?ms", "café", r"\[ERR\] \d",
+                                       "(?i)ERR|xé", r"fatal(?-i:é)"]),
+       st.booleans(), st.booleans())
+def test_literal_first_search_equals_the_reference(lines: list[bytes], pattern: str, cs: bool,
+                                                   ended: bool) -> None:
+    """re2 and re+prefilter look for a pattern's required literals first (RE2 one literal at a
+    time with ASCII case spelled out, `bytes.find` in the lowered chunk) and confirm the lines
+    that hold one: still exactly the reference's lines, non-ASCII letters not folded, also for
+    a last line without its newline."""
+    data = b"\n".join(lines) + (b"\n" if ended else b"")
+    want = reference(pattern, data, (), cs)
+    for engine in ("re2", "re+prefilter"):
+        if engine in AVAILABLE:
+            assert Matcher(pattern, (), cs, engine=engine).find(data) == want, engine

@@ -13,13 +13,9 @@ from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.followed import MISSING
-from watchrun.sources.generation import (
-    Recorded,
-    count_lines,
-    resumable,
-    tail_start,
-)
+from watchrun.sources.generation import Recorded, resumable
 from watchrun.sources.plans import plan_start, plan_switch
+from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotation import Rotation
 from watchrun.sources.siblings import Plan, open_at_path
 

@@ -19,12 +19,11 @@ from watchrun.sources.checkpoints import CheckpointStore, FileState, Keeper
 from watchrun.sources.generation import (
     Generation,
     Recorded,
-    count_lines,
     next_seq,
-    recorded_end,
     resumable,
 )
 from watchrun.sources.identity import Checkpoint
+from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
 from watchrun.sources.siblings import NO_FDS, Opened, Plan
 
 SAVE_EVERY = 1.0
@@ -39,7 +38,7 @@ class Followed:
 
     def __init__(self, spec: WatcherSpec, limits: Limits, store: CheckpointStore,
                  notifier: Notifier, clock: Clock, *, once: bool = False,
-                 read_size: int = 256 * 1024) -> None:
+                 read_size: int = READ_SIZE) -> None:
         if spec.path is None:
             raise ValueError(f"watcher {spec.id!r} has no path")
         self.spec, self.path, self.name = spec, spec.path, str(spec.path)

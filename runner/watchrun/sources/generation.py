@@ -14,8 +14,9 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from watchrun.events import SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
-from watchrun.output.recorded import Mark, is_record_of
+from watchrun.output.recorded import Mark
 from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, position, tail_before
+from watchrun.sources.reading import first_read, hold_heap
 
 
 class Generation:
@@ -74,17 +75,21 @@ class Generation:
     async def drain(
         self, ctx: SourceContext, path: str, size: int, end: int | None, moved: Callable[[], None]
     ) -> int:
-        """Read to EOF (or `end`), `size` bytes at a time, yielding to the loop in between;
+        """Read to EOF (or `end`), at most `size` bytes at a time (the first read: what the file
+        holds), yielding to the loop in between;
         return the bytes read. `moved()` is called once a chunk's records are written and the
         checkpoint moved."""
         counter = _counter(ctx)
         start = self.pos
         self.framer.stamp(inode=self.inode, path=path)
+        want = first_read(self.fd, self.pos, size)
         while end is None or self.pos < end:
-            want = size if end is None else min(size, end - self.pos)
+            want = want if end is None else min(want, end - self.pos)
             data = os.pread(self.fd, want, self.pos)
             if not data:
                 break
+            if len(data) == size:
+                hold_heap()  # a backlog: its read buffers are reused, not faulted in anew
             if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
                 self.changed = True  # truncated (copytruncate) since the last look: `data`
                 break  # may be the next generation's; the caller finds the copy first
@@ -97,8 +102,9 @@ class Generation:
                 self.done = (chunk.end, self.framer.line_no)
                 self.done_seq = next_seq(ctx)
                 moved()
-            if len(data) < want:
-                break
+            if len(data) < want or want < size:  # (a first read of what `fstat` showed: a
+                break  # write since then is another event, another drain)
+            want = size
             await asyncio.sleep(0)  # fairness: other watchers read between our chunks
         self.seen_size = max(self.seen_size, self.pos)
         return self.pos - start
@@ -240,62 +246,3 @@ def open_regular(path: Path | str) -> tuple[int, os.stat_result]:
         code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
         raise OSError(code, "not a regular file")
     return fd, st
-
-
-def tail_start(fd: int, size: int, window: int) -> int:
-    """Following from the end: start at the beginning of an unterminated last line (looked for
-    within `window` bytes), so that line is emitted whole once its newline comes."""
-    n = min(size, window)
-    nl = os.pread(fd, n, size - n).rfind(b"\n")
-    if nl >= 0:
-        return size - n + nl + 1
-    return 0 if n == size else size
-
-
-COUNT_READ = 256 * 1024
-"""count_lines reads this much at a time: it runs in a worker thread and holds the GIL while it
-counts one read (~0.15 ms here), which is how long it can delay the event loop."""
-
-
-def count_lines(fd: int, end: int, start: int = 0, line_no: int = 1) -> int:
-    """The line number of the line starting at byte `end`, counting from `start` (line
-    `line_no`); run it in a worker thread."""
-    n, pos = line_no, start
-    while pos < end:
-        data = os.pread(fd, min(COUNT_READ, end - pos), pos)
-        if not data:
-            break
-        n, pos = n + data.count(b"\n"), pos + len(data)
-    return n
-
-
-MARK_READ = 64 * 1024  # bytes read to compare a recorded line (redacted, it is shorter)
-
-
-def recorded_end(fd: int, size: int, marks: list[Mark]) -> int:
-    """The offset just past the last of `marks` (offset, recorded line) that is really in the
-    file (a file truncated and rewritten since holds other lines there); -1 when none is.
-    Run it in a worker thread."""
-    best = -1
-    for offset, text, _ in marks:
-        head = os.pread(fd, max(MARK_READ, len(text.encode()) + 16), offset)
-        line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
-        if offset < size and is_record_of(text, line):
-            end = line_end(fd, offset, 1 << 40)
-            best = max(best, end if end is not None else size)
-    return best
-
-
-def line_end(fd: int, offset: int, limit: int) -> int | None:
-    """The offset just past the line starting at `offset` (None when it has no newline yet
-    within `limit` bytes of reading)."""
-    pos = offset
-    while pos - offset < limit:
-        data = os.pread(fd, 64 * 1024, pos)
-        if not data:
-            return None
-        nl = data.find(b"\n")
-        if nl >= 0:
-            return pos + nl + 1
-        pos += len(data)
-    return None

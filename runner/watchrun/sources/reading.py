@@ -1,0 +1,106 @@
+"""Blocking reads of an open file: how much to read at once (and the C heap kept for it), where
+following from the end starts, line counts and line ends (run the slow ones in a worker thread)."""
+
+from __future__ import annotations
+
+import os
+
+from watchrun.output.recorded import Mark, is_record_of
+
+READ_SIZE = 1 << 20
+"""A backlog is read this much at a time (between two yields to the loop): a chunk's Python work
+is paid per read (256 KiB reads: 5-10 % more CPU on a big file; 4 MiB ones no longer fit the
+caches between the scan and the per-match line counts)."""
+FIRST_READ = 64 * 1024
+"""The least a drain asks for first when the file seemed to hold less: a read of what is there
+(a tailed file grew by a few KiB) allocates no READ_SIZE buffer to shrink again."""
+HEAP_MMAP_THRESHOLD = 4 << 20
+HEAP_TRIM_THRESHOLD = 4 << 20
+_heap_held = False
+
+
+def first_read(fd: int, pos: int, size: int) -> int:
+    """How much a drain's first read at `pos` asks for: what the file holds past it (at least
+    FIRST_READ, as it may have grown since), at most `size`."""
+    return min(size, max(os.fstat(fd).st_size - pos, FIRST_READ))
+
+
+def hold_heap() -> None:
+    """A backlog is being read: keep the C heap's freed pages for the next read buffers.
+
+    Each read and each chunk is a fresh bytes object of READ_SIZE. glibc's malloc serves those
+    with mmap or gives the top of its heap back when they are freed, so every buffer's pages
+    were faulted in and zeroed again: ~0.2 s of system time per GB, a fifth of a `run --once`.
+    Buffers up to HEAP_MMAP_THRESHOLD now come from the heap, which keeps up to
+    HEAP_TRIM_THRESHOLD of free pages. Once per process; nothing elsewhere than glibc."""
+    global _heap_held
+    if _heap_held:
+        return
+    _heap_held = True
+    import ctypes  # (3 ms of import that only a backlog pays)
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(-3, HEAP_MMAP_THRESHOLD)  # M_MMAP_THRESHOLD
+    mallopt(-1, HEAP_TRIM_THRESHOLD)  # M_TRIM_THRESHOLD
+
+
+def tail_start(fd: int, size: int, window: int) -> int:
+    """Following from the end: start at the beginning of an unterminated last line (looked for
+    within `window` bytes), so that line is emitted whole once its newline comes."""
+    n = min(size, window)
+    nl = os.pread(fd, n, size - n).rfind(b"\n")
+    if nl >= 0:
+        return size - n + nl + 1
+    return 0 if n == size else size
+
+
+COUNT_READ = 256 * 1024
+"""count_lines reads this much at a time: it runs in a worker thread and holds the GIL while it
+counts one read (~0.15 ms here), which is how long it can delay the event loop."""
+
+
+def count_lines(fd: int, end: int, start: int = 0, line_no: int = 1) -> int:
+    """The line number of the line starting at byte `end`, counting from `start` (line
+    `line_no`); run it in a worker thread."""
+    n, pos = line_no, start
+    while pos < end:
+        data = os.pread(fd, min(COUNT_READ, end - pos), pos)
+        if not data:
+            break
+        n, pos = n + data.count(b"\n"), pos + len(data)
+    return n
+
+
+MARK_READ = 64 * 1024  # bytes read to compare a recorded line (redacted, it is shorter)
+
+
+def recorded_end(fd: int, size: int, marks: list[Mark]) -> int:
+    """The offset just past the last of `marks` (offset, recorded line) that is really in the
+    file (a file truncated and rewritten since holds other lines there); -1 when none is.
+    Run it in a worker thread."""
+    best = -1
+    for offset, text, _ in marks:
+        head = os.pread(fd, max(MARK_READ, len(text.encode()) + 16), offset)
+        line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+        if offset < size and is_record_of(text, line):
+            end = line_end(fd, offset, 1 << 40)
+            best = max(best, end if end is not None else size)
+    return best
+
+
+def line_end(fd: int, offset: int, limit: int) -> int | None:
+    """The offset just past the line starting at `offset` (None when it has no newline yet
+    within `limit` bytes of reading)."""
+    pos = offset
+    while pos - offset < limit:
+        data = os.pread(fd, 64 * 1024, pos)
+        if not data:
+            return None
+        nl = data.find(b"\n")
+        if nl >= 0:
+            return pos + nl + 1
+        pos += len(data)
+    return None
