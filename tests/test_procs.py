@@ -158,6 +158,20 @@ def test_pty_child_sees_a_terminal_and_controlling_tty() -> None:
     assert out == b"False\n"
 
 
+def test_a_pty_childs_output_is_kept_when_it_exits_before_it_is_read() -> None:
+    """The child writes and exits before anything is read (a busy runner): the pty master then
+    reads EIO, which must end the output after what was read, not drop it."""
+    async def go() -> bytes:
+        async with spawned([PYTHON, "-c", "print('first'); print('last')"], pty=True) as proc:
+            await proc.wait()
+            pipe = proc.extra[0]
+            assert isinstance(pipe, asyncio.BaseTransport)
+            await until(pipe.is_closing, "the master's EIO")
+            return await read_all(proc)
+
+    assert asyncio.run(go()).replace(b"\r\n", b"\n") == b"first\nlast\n"
+
+
 def test_wait_does_not_wait_for_a_grandchild_holding_the_pipe() -> None:
     async def go() -> tuple[ExitInfo, ExitInfo]:
         async with spawned("sleep 1000 & echo started") as proc:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import signal
 import weakref
@@ -66,13 +65,8 @@ class Proc:
         self.extra: list[asyncio.BaseTransport | asyncio.Future[None]] = []  # pty, stdin feeder
 
     async def read(self, n: int) -> bytes:
-        """Up to n bytes of output; b"" at EOF."""
-        try:
-            return await self._out.read(n)
-        except OSError as exc:  # a pty master reads EIO once the last slave fd is closed
-            if exc.errno == errno.EIO:
-                return b""
-            raise
+        """Up to n bytes of output; b"" at EOF (for a pty: once the child's side is closed)."""
+        return await self._out.read(n)
 
     async def read_exactly(self, n: int) -> bytes:
         """Exactly n bytes of output; asyncio.IncompleteReadError at EOF."""

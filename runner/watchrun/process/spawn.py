@@ -143,7 +143,7 @@ class Spawner:
         extra: list[asyncio.BaseTransport | asyncio.Future[None]] = []
         if pty:
             out = asyncio.StreamReader(limit=self.read_limit)
-            pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(out),
+            pipe, _ = await loop.connect_read_pipe(lambda: _PtyProtocol(out),
                                                    os.fdopen(master, "rb", buffering=0))
             extra.append(pipe)
         else:
@@ -154,6 +154,18 @@ class Spawner:
         proc = Proc(transport, protocol, out, spawn_id, self.registry)
         proc.extra = extra
         return proc
+
+
+class _PtyProtocol(asyncio.StreamReaderProtocol):
+    """A pty master reads EIO once the child's side is closed: that is the end of its output.
+    (As an error, asyncio sets it on the reader, which then raises it before handing out what
+    it had read and not yet given: the child's last output was lost when it was not read in
+    time.)"""
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if isinstance(exc, OSError) and exc.errno == errno.EIO:
+            exc = None
+        super().connection_lost(exc)
 
 
 async def _discard(starting: asyncio.Future[Proc]) -> None:
