@@ -181,7 +181,7 @@ def test_a_flood_of_matches_costs_a_small_multiple_of_formatting_its_records(
         b"".join([template % (i, x, i, i * 20) for i, x in enumerate(lines)])
         return time.process_time() - started
 
-    ratio = median_ratio(ours, anchor, 3)
+    ratio = median_ratio(ours, anchor, 5)  # (3 rounds failed once at load ~6, a suite beside)
     assert ratio <= 4.0, f"a flood costs {ratio:.2f}x formatting its records (bound 4x; ~2.3x)"
 
 
