@@ -89,7 +89,7 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
     at_path = cur is not None and identifies(last, cur.fd, cur.st)
     if cur is not None and at_path:
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
-        if all(cp.finished for cp in known[:-1]) and last.fingerprint_len:
+        if all(cp.finished for cp in known[:-1]) and not _emptied(last, cur):
             return Plan([cur], at_path=True)
     plan = Plan()
     try:
@@ -124,8 +124,16 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, before)
         plan.steps += fresh
         plan.gaps += gaps
-    elif cur is not None and not last.fingerprint_len:
+    elif cur is not None and _emptied(last, cur):
         _copied_since(cur, last, entries, known, taken, max_n, plan)
+
+
+def _emptied(last: Checkpoint, cur: Opened) -> bool:
+    """The followed file is at the path, checkpointed while it was empty (just after a
+    truncation: nothing to recognise it by), and modified since: it may have been copied and
+    truncated meanwhile. (Unmodified, it was not: no siblings are listed, which a restart of
+    many watchers on empty files would pay for each.)"""
+    return not last.fingerprint_len and cur.st.st_mtime_ns != last.mtime_ns
 
 
 def _copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: list[Checkpoint],

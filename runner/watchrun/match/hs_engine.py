@@ -1,0 +1,128 @@
+"""The hyperscan engine: the pattern and its excludes in one compiled database (ids 0..), one
+scan per chunk, databases kept between runs in a `Store`."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import Any
+
+from watchrun.match.regex import Analysis, Unsupported
+from watchrun.match.scanning import (
+    Compiled,
+    Lines,
+    Reject,
+    Scan,
+    Store,
+    dense,
+    filtered,
+    lines_at,
+    optional,
+    re2_regex,
+    re_scan,
+    rejecter,
+    search_loop,
+)
+from watchrun.match.translate import translate
+
+hs: Any = optional("hyperscan")
+
+
+def build_hyperscan(analysis: Analysis, excludes: list[Analysis], reject: Reject | None,
+                     store: Store | None) -> Compiled:
+    if hs is None:
+        raise Unsupported("hyperscan is not installed")
+    exprs, flags, empty, rest = [], [], [], []
+    for a in (analysis, *excludes):
+        try:
+            exprs.append(translate(a, "hs"))
+        except Unsupported:
+            if a is analysis:
+                raise
+            rest.append(a)  # a Python-only exclude: tested per line
+            continue
+        flags.append(hs.HS_FLAG_MULTILINE | (hs.HS_FLAG_ALLOWEMPTY if a.tree.getwidth()[0] == 0
+                                             else 0))  # fmt: skip
+        empty.append(a.empty_line)
+    database = _database(exprs, flags, store)
+    leftover = rejecter(rest)[0] if rest else None
+    try:
+        fallback = search_loop(re2_regex(analysis).search, analysis.empty_line)
+    except Unsupported:
+        fallback = re_scan(analysis)
+    pad = any(b"$" in e for e in exprs)  # a literal "$" is translated as \x24: this is `$`
+    scan = _hs_scan(database, filtered(fallback, reject), tuple(empty), pad)
+    return Compiled("hyperscan", filtered(scan, leftover), *dense(analysis, reject))
+
+
+def _database(exprs: list[bytes], flags: list[int], store: Store | None) -> Any:
+    """The compiled database of `exprs` (ids 0..), loaded from `store` when it has it."""
+    key = hashlib.sha256(repr((hs.__version__, exprs, flags)).encode()).hexdigest()
+    data = store.load(key) if store is not None else None
+    if data is not None:
+        try:
+            database = hs.loadb(data, mode=hs.HS_MODE_BLOCK)
+            database.scratch = hs.Scratch(database)
+            return database
+        except (hs.error, TypeError, ValueError):
+            pass  # compiled below, and stored again
+    database = hs.Database(mode=hs.HS_MODE_BLOCK)
+    try:
+        database.compile(expressions=exprs, ids=list(range(len(exprs))), flags=flags)
+    except hs.error as exc:
+        raise Unsupported(f"hyperscan: {exc}") from None
+    if store is not None:
+        store.save(key, hs.dumpb(database))
+    return database
+
+
+def _hs_scan(database: Any, fallback: Scan, empty_ok: tuple[bool, ...], pad: bool) -> Scan:
+    """Lines with a hit of id 0 (the pattern) and none of ids 1.. (the excludes). The call
+    back only notes where hits end; lines are found afterwards, once per matching line.
+
+    `pad` (an expression has `$`): the buffer is scanned ending in an empty line, and hits past
+    the data are dropped. Hyperscan 5.4 (python-hyperscan 0.9) misses `$` after some classes
+    (`[0-9]$`) right before the newline that ends a buffer of more than 16 bytes; a line after
+    it hides the bug (tests/test_matcher.py pins both)."""
+    terminated = hs.ScanTerminated
+
+    def scan(data: bytes) -> Lines:
+        hits: list[int] = []
+        excl: list[tuple[int, int]] = []
+        cap = _HITS + len(data) // 16
+        buf, limit = data, len(data)
+        if pad and data:  # the buffer ends in an empty line; its match ends past `limit`
+            ended = data[-1] == 10
+            buf, limit = data + (b"\n" if ended else b"\n\n"), limit - ended
+
+        def on_match(id_: int, _from: int, to: int, _flags: int, _ctx: object) -> bool:
+            if to > limit:
+                return False
+            if id_:
+                excl.append((to, id_))
+                return False
+            hits.append(to)
+            return len(hits) > cap
+
+        try:
+            database.scan(buf, match_event_handler=on_match)
+        except terminated:  # a hit every few bytes: a search per line is cheaper
+            return fallback(data)
+        if not hits:
+            return []
+        if any(a > b for a, b in itertools.pairwise(hits)):
+            hits.sort()  # hyperscan does not promise ordered matches
+        found = lines_at(data, hits, empty_ok[0])
+        if excl and found:
+            gone = {start for to, i in excl for start, _ in lines_at(data, [to], empty_ok[i])}
+            found = [(s, e) for s, e in found if s not in gone]
+        return found
+
+    return scan
+
+
+_HITS = 4096
+"""Hits per chunk (plus one per 16 bytes) after which a hyperscan scan stops and the chunk goes
+to the fallback engine: a pattern that matches all over every line."""
+
+
