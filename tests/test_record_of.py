@@ -3,13 +3,16 @@ record's text may be sanitized, redacted or clipped (a pure function, by table a
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from watchrun.match.redact import redact_line, redactor
 from watchrun.match.sanitize import clip, raw_text, sanitize
-from watchrun.output.recorded import is_record_of
+from watchrun.output.recorded import Mark, is_record_of, recorded_since
 
 KEY = "AKIAIOSFODNN7EXAMPLE"
 
@@ -43,3 +46,19 @@ def test_what_the_pipeline_records_of_a_line_is_found(before: str, secret: str,
     for recorded in (text, raw, clip(text, 256)[0]):
         if recorded:
             assert is_record_of(recorded, decoded)
+
+
+def test_the_mark_of_an_inode_is_its_newest_record(tmp_path: Path) -> None:
+    """A copy made while the runner was down got the inode number of a generation deleted
+    before; both were read after the checkpoint. The mark of that inode is the copy's line (the
+    newest record), not the deleted generation's further one: after a crash the copy is found
+    read up to it (the furthest offset was kept, the copy's line was not found there, and the
+    copy was recorded again)."""
+    jsonl = tmp_path / "w.jsonl"
+    recs = [{"seq": 5, "kind": "match", "inode": 7, "offset": 40, "line": "L7", "lineNo": 9},
+            {"seq": 6, "kind": "rotate", "inode": 8, "oldInode": 7},
+            {"seq": 7, "kind": "match", "inode": 8, "offset": 0, "line": "L8", "lineNo": 1},
+            {"seq": 8, "kind": "match", "inode": 7, "offset": 0, "line": "L10", "lineNo": 1}]
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    epochs, ended = recorded_since(jsonl, 5)
+    assert epochs[7] == [(0, Mark(0, "L10", 1))] and ended == {7}

@@ -81,10 +81,10 @@ def recorded_since(path: Path, since_seq: int, keep: int | None = None
             continue
         marks = epochs.setdefault(inode, [(0, Mark())])
         if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
-            if rec["offset"] > marks[-1][1].offset:
-                line_no = rec.get("lineNo")
-                marks[-1] = (marks[-1][0], Mark(rec["offset"], str(rec.get("raw", rec.get(
-                    "line", ""))), line_no if isinstance(line_no, int) else 0))
+            line_no = rec.get("lineNo")  # the newest, not the furthest: a copy that got a
+            # deleted generation's inode number is read from its start after it
+            marks[-1] = (marks[-1][0], Mark(rec["offset"], str(rec.get("raw", rec.get(
+                "line", ""))), line_no if isinstance(line_no, int) else 0))
         elif rec["kind"] == "rotate":
             if isinstance(rec.get("oldInode"), int) and rec["oldInode"] != inode:
                 ended.add(rec["oldInode"])

@@ -115,6 +115,9 @@ class Followed:
             gen.announce, gen.since = None, began  # its `rotate` record and lines were
             # written before a crash: not again (a second one began an epoch of its own, and
             # a checkpoint saved before it was written took the lines for the first one's)
+        if o.origin is not None and o.origin.inode != gen.inode and gen.announce is None:
+            gen.since = began  # a copy: its records follow the last `rotate` record into its
+            # inode (the number may have been another generation's, read earlier)
         if o.origin is not None and o.origin.inode == gen.inode:  # the same generation, on
             gen.since = o.origin.since
             if o.origin.announce and gen.announce is None:  # (saved before it was written)
