@@ -487,3 +487,18 @@ def test_a_rotation_pending_at_a_crash_is_found_among_several_into_the_same_inod
         assert m.texts() == m.expected
     finally:
         m.teardown()
+
+
+@pytest.mark.parametrize("model", [InotifyGenerationsModel, PollGenerationsModel])
+def test_an_empty_copy_made_after_the_checkpoint_of_an_empty_file(
+        model: type[TailModel]) -> None:
+    """Found by the model: the empty file is copied and "truncated" (a copy of nothing), a line
+    is written and recorded, the runner crashes. The empty copy is no sign that the file was
+    emptied after the line: it is not read again (it was, as a file truncated since)."""
+    m = model()
+    try:
+        m.copytruncate(0)
+        m.crash(1, False)
+        assert m.texts() == m.expected == ["L1"]
+    finally:
+        m.teardown()

@@ -143,6 +143,8 @@ def _copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: li
     that checkpoint (copytruncate while the runner was frozen or down) hold what it was
     written meanwhile: the oldest continues it, the file at the path is truncated since."""
     fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n)
+    Plan([o for o in fresh if not o.st.st_size]).close()  # copies of it still empty: nothing
+    fresh = [o for o in fresh if o.st.st_size]  # to read, and no sign it was emptied again
     if fresh and _begins_alike(fresh[-1], cur):  # a snapshot (a backup), not truncated since
         Plan(fresh).close()
         return
