@@ -91,25 +91,26 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
         if all(cp.finished for cp in known[:-1]) and not _emptied(last, cur):
             return Plan([cur], at_path=True)
+    # the followed file's inode is at the path: `rewritten` when it kept its first bytes
+    reused = cur is not None and _ident(cur.st) == (last.dev, last.inode)
+    rewritten = (reused and cur is not None and not at_path and not last.deleted
+                 and same_head(last, cur.fd))
     plan = Plan()
     try:
-        _gather(path, cur, known, max_n, recorded, at_path, plan)
+        _gather(path, cur, known, max_n, recorded, at_path, rewritten, plan)
     except OSError:
         plan.close()
         raise
-    return _announce(plan, cur, last, at_path, recorded)
+    return _announce(plan, cur, last, reused, rewritten, recorded)
 
 
 def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
-            recorded: Recorded, at_path: bool, plan: Plan) -> None:
+            recorded: Recorded, at_path: bool, rewritten: bool, plan: Plan) -> None:
     """The checkpointed generations found again, gaps for the lost ones, then those rotated
     after the one followed (not yet the file at the path)."""
     last = known[-1]
     entries = scan(path, known)
     taken = {_ident(cur.st)} if cur is not None else set()
-    reused = cur is not None and _ident(cur.st) == (last.dev, last.inode)
-    rewritten = (reused and cur is not None and not at_path and not last.deleted
-                 and same_head(last, cur.fd))
     for cp in known:
         if (cp.finished and cp is not last) or (cp is last and at_path):
             continue
@@ -156,13 +157,10 @@ def _copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: li
         plan.steps += fresh
 
 
-def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, at_path: bool,
-              recorded: Recorded) -> Plan:
+def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, reused: bool,
+              rewritten: bool, recorded: Recorded) -> Plan:
     """The file at the path last, and the `rotate` record before each generation not read
     before: truncate (the same file, or its copy found), recreate, or rename."""
-    reused = cur is not None and _ident(cur.st) == (last.dev, last.inode)
-    rewritten = (reused and cur is not None and not at_path and not last.deleted
-                 and same_head(last, cur.fd))
     if cur is not None:
         plan.steps.append(cur)
         plan.at_path = True
