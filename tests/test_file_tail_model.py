@@ -368,13 +368,7 @@ def test_a_rotation_announced_before_a_crash_is_not_announced_again() -> None:
         m._stop()  # a clean stop saves that
         m._start()
         for _ in range(2):  # a line, then a crash (saves lost), twice
-            m.store.frozen = True
-            m._write(m._lines(1))
-            m._catch_up()
-            m._stop()
-            m.store.frozen = False
-            m._start()
-            m._catch_up()
+            m.crash(1, False)
         assert m.texts() == m.expected == ["L1", "L2", "L3"]
         rotates = [(r["inode"], r["oldInode"]) for r in m.records() if r["kind"] == "rotate"]
         assert len(rotates) == len(set(rotates)) == 1, rotates

@@ -13,7 +13,7 @@ import pytest
 from watchrun.output.recorded import Mark
 from watchrun.sources import plans
 from watchrun.sources.generation import Recorded
-from watchrun.sources.identity import position
+from watchrun.sources.identity import Checkpoint, position
 
 
 def write(path: Path, text: str) -> None:
@@ -57,6 +57,13 @@ def test_a_symlink_swapped_while_planning_is_planned_again(
         plan.close()
 
 
+def emptied(log: Path) -> tuple[Checkpoint, os.stat_result]:
+    """An empty `log` and the checkpoint the runner keeps of it (nothing to fingerprint)."""
+    write(log, "")
+    st = os.stat(log)
+    return position(st.st_dev, st.st_ino, st.st_mtime_ns, b"", b"", 0, 1, str(log)), st
+
+
 def copytruncate(log: Path, copy: Path, then: str) -> None:
     """What logrotate's copytruncate does: copy the file, truncate it; the writer goes on."""
     copy.write_bytes(log.read_bytes())
@@ -74,9 +81,7 @@ def test_copies_made_after_a_checkpoint_of_the_emptied_file_are_read(
     from its start, after a `truncate` record. (They were skipped: the file at the path was
     taken for the checkpointed one and read alone.)"""
     log = tmp_path / "app.log"
-    write(log, "")
-    st = os.stat(log)
-    empty = position(st.st_dev, st.st_ino, st.st_mtime_ns, b"", b"", 0, 1, str(log))
+    empty, st = emptied(log)
     texts = [f"gen{i} line1\ngen{i} line2\n" for i in range(copies + 1)]
     write(log, texts[0])
     for i in range(copies):
@@ -100,9 +105,7 @@ def test_a_snapshot_of_the_followed_file_is_not_taken_for_a_copytruncate(tmp_pat
     """A copy made after the checkpoint of the emptied file, while the file was not truncated
     (a backup: the file still begins as the copy does), is not read as a generation."""
     log = tmp_path / "app.log"
-    write(log, "")
-    st = os.stat(log)
-    empty = position(st.st_dev, st.st_ino, st.st_mtime_ns, b"", b"", 0, 1, str(log))
+    empty, st = emptied(log)
     write(log, "a1\na2\n")
     (tmp_path / "app.log.bak").write_bytes(log.read_bytes())
     os.utime(tmp_path / "app.log.bak", ns=(st.st_mtime_ns + 1,) * 2)
@@ -149,9 +152,7 @@ def test_an_emptied_file_not_modified_since_its_checkpoint_lists_no_siblings(
     modified since cannot have been copied and truncated meanwhile, so nothing is listed (a
     listing of the directory per watcher doubled the start cost of 300 watchers)."""
     log = tmp_path / "app.log"
-    write(log, "")
-    st = os.stat(log)
-    empty = position(st.st_dev, st.st_ino, st.st_mtime_ns, b"", b"", 0, 1, str(log))
+    empty, _ = emptied(log)
     (tmp_path / "app.log.1").write_text("old\n")
     listed: list[Any] = []
     monkeypatch.setattr(plans, "scan", lambda *a: listed.append(a) or [])
