@@ -84,9 +84,10 @@ def recorded_end(fd: int, size: int, marks: list[Mark]) -> int:
     best = -1
     for offset, text, _ in marks:
         head = os.pread(fd, max(MARK_READ, len(text.encode()) + 16), offset)
-        line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+        nl = head.find(b"\n")
+        line = (head if nl < 0 else head[:nl]).decode("utf-8", "replace")
         if offset < size and is_record_of(text, line):
-            end = line_end(fd, offset, 1 << 40)
+            end = offset + nl + 1 if nl >= 0 else line_end(fd, offset + len(head), 1 << 40)
             best = max(best, end if end is not None else size)
     return best
 
