@@ -20,8 +20,15 @@ from recordcheck import validate_records
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, Cut
 from watchrun.match.matcher import Matcher
-from watchrun.match.sanitize import decode, plain_chunk, plain_text, raw_text, sanitize
-from watchrun.output.jsonl import dumps, json_str, safe_str
+from watchrun.match.sanitize import (
+    decode,
+    plain_chunk,
+    plain_text,
+    plain_texts,
+    raw_text,
+    sanitize,
+)
+from watchrun.output.jsonl import dumps, json_str, plain_bodies, safe_str
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
@@ -90,6 +97,24 @@ def test_plain_text_is_what_sanitizing_leaves_unchanged(lines: list[bytes], limi
         assert (text, False) == sanitize(decode(line), limit)
         assert text == raw_text(line)  # so a record of it has no `raw`
         assert safe_str(text) == json_str(text)
+
+
+@settings(max_examples=300)
+@given(st.lists(LINES.map(b" ".join) | st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")),
+                min_size=1, max_size=8), st.sampled_from([-1, 4, 16, 64, 65536]))
+def test_plain_texts_is_plain_text_of_each_line(lines: list[bytes], limit: int) -> None:
+    """The batch check of the match records finds exactly the lines `plain_text` refuses, and
+    the JSON bodies it builds for the others are orjson's."""
+    text, texts, odd = plain_texts(iter(lines), list(map(len, lines)), limit)
+    one_by_one = [plain_text(line, limit) for line in lines]
+    assert odd == [k for k, t in enumerate(one_by_one) if t is None]
+    assert texts == text.split("\n")
+    bodies = plain_bodies(text)
+    assert len(texts) == len(bodies) == len(lines)
+    for k, plain in enumerate(one_by_one):
+        if plain is not None:
+            assert texts[k] == plain
+            assert b'"' + bodies[k] + b'"' == safe_str(plain) == json_str(plain)
 
 
 def test_ordinary_lines_are_plain() -> None:
@@ -194,7 +219,8 @@ def test_a_flood_gives_the_records_of_the_per_match_path(tmp_path: Path, pattern
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunks where every line matches go down the flood path (after a dense chunk): same
     records, in order, also when the flood stops, when a line needs sanitizing, when a line
-    has a quote, and with an exclude that hits inside the flood."""
+    has a quote or a tab (escaped: JSON holds no raw control), and with an exclude that hits
+    inside the flood."""
     def block(start: int, n: int, odd: bytes | None = None) -> list[bytes]:
         out = [b"ERROR line %d" % i for i in range(start, start + n)]
         if odd is not None:
@@ -203,7 +229,8 @@ def test_a_flood_gives_the_records_of_the_per_match_path(tmp_path: Path, pattern
 
     blocks = [block(0, 400), block(400, 400), block(800, 400, b'ERROR "quoted" \\'),
               block(1200, 400, b"ERROR esc \x1b[1m"), block(1600, 400, b"INFO not a match"),
-              block(2000, 400, b"ERROR healthcheck"), block(2400, 400)]
+              block(2000, 400, b"ERROR healthcheck"), block(2400, 400),
+              block(2800, 400, b"ERROR\ta tab, no quote")]
     chunks, pos, no = [], 0, 1
     for lines in blocks:
         data = b"".join(x + b"\n" for x in lines)
@@ -219,7 +246,8 @@ def test_a_flood_gives_the_records_of_the_per_match_path(tmp_path: Path, pattern
 
     monkeypatch.setattr("watchrun.runtime.pipeline.every_line", spy)
     got = run_chunks(pipe, chunks)
-    assert floods == [401, 801, -1201, 2401], "the flood path ran where it could, not elsewhere"
+    assert floods == [401, 801, -1201, 2401, 2801], \
+        "the flood path ran where it could, not elsewhere"
     want = [r for r in expected([x for b in blocks for x in b], pattern, 65536)
             if "healthcheck" not in r["line"]]
     assert got == want

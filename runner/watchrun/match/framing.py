@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from watchrun.events import Chunk, Cut
+from watchrun.match.simd import count_newlines
 
 
 @runtime_checkable
@@ -72,7 +73,7 @@ class LineFramer:
     def line_no(self) -> int:
         """The line number of the next line to be handed out."""
         if self._unsettled is not None:
-            self._line_no += self._unsettled.count(b"\n")
+            self._line_no += count_newlines(self._unsettled)
             self._unsettled = None
         return self._line_no
 

@@ -4,7 +4,6 @@ scan per chunk, databases kept between runs in a `Store`."""
 from __future__ import annotations
 
 import hashlib
-import itertools
 from typing import Any
 
 from watchrun.match.regex import Analysis, Unsupported
@@ -110,8 +109,7 @@ def _hs_scan(database: Any, fallback: Scan, empty_ok: tuple[bool, ...], pad: boo
             return fallback(data)
         if not hits:
             return []
-        if any(a > b for a, b in itertools.pairwise(hits)):
-            hits.sort()  # hyperscan does not promise ordered matches
+        hits.sort()  # hyperscan does not promise ordered matches (in order: one pass, in C)
         found = lines_at(data, hits, empty_ok[0])
         if excl and found:
             gone = {start for to, i in excl for start, _ in lines_at(data, [to], empty_ok[i])}

@@ -32,6 +32,7 @@ thread-safe (hyperscan's scratch space is per database): use one per thread.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import threading
 from collections.abc import Sequence
@@ -194,7 +195,11 @@ class Matcher:
     def _is_dense(lines: Lines, data: bytes) -> bool:
         """Matching lines hold a quarter of the chunk's bytes (told without counting its lines:
         a count of every byte again costs more than the scan)."""
-        return len(lines) >= _DENSE_MIN and sum(e - s + 1 for s, e in lines) * 4 >= len(data)
+        if len(lines) < _DENSE_MIN:
+            return False
+        held = sum(map(operator.sub, map(operator.itemgetter(1), lines),
+                       map(operator.itemgetter(0), lines)))
+        return bool((held + len(lines)) * 4 >= len(data))
 
     def match_line(self, line: bytes) -> bool:
         """The reference semantics for one line (a trailing b"\\n" is ignored)."""

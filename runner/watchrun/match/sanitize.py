@@ -35,11 +35,14 @@ every character (NUL, ESC, ...) is kept and JSON escapes it (`\\u0000`, `\\u001b
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import functools
+import itertools
 import json
 import math
 import re
+from collections.abc import Iterable
 
 __all__ = [
     "StreamDecoder",
@@ -49,6 +52,7 @@ __all__ = [
     "edge_text",
     "plain_chunk",
     "plain_text",
+    "plain_texts",
     "raw_text",
     "sanitize",
 ]
@@ -114,6 +118,30 @@ def plain_text(line: bytes, max_bytes: int) -> str | None:
         return None
     text = line.decode("utf-8", "replace")
     return text if len(text) * 4 <= max_bytes or len(text.encode()) <= max_bytes else None
+
+
+_NOT_PLAIN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # `plain_text`'s rules
+
+
+def plain_texts(lines: Iterable[bytes], sizes: list[int], max_bytes: int
+                ) -> tuple[str, list[str], list[int]]:
+    """`plain_text` of many lines at once (`sizes`: their lengths): the lines decoded and
+    joined by newlines, each of them decoded, and the indexes of those `plain_text` gives None
+    for (whose texts are to be replaced). One decode and one check of all the lines, in C; a
+    line is looked at alone only when the check finds something in it, or when it may be
+    longer than `max_bytes` (U+FFFD takes 3 bytes for 1)."""
+    joined = b"\n".join(lines)
+    text = joined.decode("utf-8", "replace")  # no newline in a line, nor in a U+FFFD
+    texts = text.split("\n")
+    if max_bytes < 0:
+        return text, texts, list(range(len(sizes)))
+    maybe_long = itertools.compress(range(len(sizes)), map((max_bytes // 3).__lt__, sizes))
+    odd = {k for k in maybe_long if len(texts[k].encode()) > max_bytes}
+    if len(joined.translate(None, _KEEP_C0_NL)) != len(joined) or (not joined.isascii() and (
+            b"\xc2" in joined or b"\xe2\x80\xa8" in joined or b"\xe2\x80\xa9" in joined)):
+        starts = list(itertools.accumulate((len(t) + 1 for t in texts), initial=0))
+        odd.update(bisect.bisect_right(starts, m.start()) - 1 for m in _NOT_PLAIN.finditer(text))
+    return text, texts, sorted(odd)
 
 
 _KEEP_C0_NL = _KEEP_C0.replace(b"\n", b"")

@@ -179,13 +179,6 @@ def re2_regex(analysis: Analysis) -> Any:
         raise Unsupported(f"re2: {why}") from None
 
 
-def re2_literal(literal: bytes, fold: bool) -> Any:
-    """RE2's search for one literal (`[eE]` for an ASCII letter when folding: `bytes.lower`)."""
-    spelled = b"".join(b"[%c%c]" % (c, c - 32) if fold and 97 <= c <= 122 else b"\\x%02x" % c
-                       for c in literal)
-    return re2.compile(spelled, re2_options()).search
-
-
 def lines_at(data: bytes, ends: list[int], empty_ok: bool) -> Lines:
     """The lines holding the match ends `ends` (sorted), each once."""
     out: Lines = []

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "json_str", "safe_str"]
+__all__ = ["dumps", "json_str", "plain_bodies", "safe_str"]
 
 _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _C1 = re.compile(b"\xc2[\x80-\x9f]")
@@ -51,6 +51,15 @@ def json_str(text: str) -> bytes:
 def safe_str(text: str) -> bytes:
     """`json_str` for text known to need no record escape (see `sanitize.plain_text`)."""
     return orjson.dumps(text)
+
+
+def plain_bodies(text: str) -> list[bytes]:
+    """The JSON strings of the lines of `text`, without their quotes, for lines with no control
+    character but tab (`sanitize.plain_text`): `\\`, `"` and tab escaped as orjson escapes
+    them, the rest UTF-8 as it is; in C over all the lines at once (a line with another control
+    comes out unescaped: the caller encodes it alone)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t")
+    return escaped.encode().split(b"\n")
 
 
 def _safe(value: Any) -> Any:

@@ -134,8 +134,8 @@ class JsonlSink:
         seq = self.next_seq
         ts = iso_ts(self.clock.now()).encode()
         fmt = _MATCH_HEAD + self._prefix_b + _MATCH_TS + ts + _MATCH_LINE[not quoted]
-        out = [fmt % (s, s, line, no, off, more) for s, line, no, off, more in
-               zip(itertools.count(seq), lines, line_nos, offsets, rest)]
+        out = list(map(fmt.__mod__, zip(itertools.count(seq), itertools.count(seq), lines,
+                                        line_nos, offsets, rest)))
         self.next_seq = seq + len(out)
         return out
 

@@ -17,11 +17,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast, overload
 
-import orjson
-
 from watchrun.events import Chunk, MatchInfo
-from watchrun.match.sanitize import plain_chunk, plain_text
-from watchrun.output.jsonl import json_str
+from watchrun.match.sanitize import plain_chunk, plain_texts
+from watchrun.match.simd import newline_counter
+from watchrun.output.jsonl import json_str, plain_bodies
 
 
 @dataclass(slots=True)
@@ -117,12 +116,12 @@ def every_line(chunk: Chunk, where: bytes) -> Rows | None:
     lines = data.split(b"\n")
     lines.pop()  # after the last newline
     n = len(lines)
-    quoted = b'"' not in data and b"\\" not in data
     starts = itertools.accumulate(map(len, lines), initial=chunk.offset)  # n + 1 of them
     offsets = list(map(operator.add, starts, range(n)))
-    jsons = lines if quoted else [orjson.dumps(x.decode("ascii")) for x in lines]
-    return Rows(jsons, range(chunk.line_no, chunk.line_no + n), offsets, [where] * n,
-                cast("list[str | bytes]", lines), not quoted)
+    quoted = b'"' in data or b"\\" in data or b"\t" in data  # else the lines are their JSON
+    bodies = plain_bodies(data[:-1].decode("ascii")) if quoted else lines
+    return Rows(bodies, range(chunk.line_no, chunk.line_no + n), offsets, [where] * n,
+                cast("list[str | bytes]", lines), quoted=False)
 
 
 def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
@@ -130,31 +129,20 @@ def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
     """The columns of the matched lines `spans`, the indexes of the lines that need
     sanitizing (not `plain_text`: their columns are placeholders, the caller fills them in),
     and how many lines of the chunk precede the last matched line. Line numbers are counted up
-    to each match only."""
-    data, cuts, base = chunk.data, chunk.cuts, chunk.offset
-    count, encode = data.count, orjson.dumps  # plain text needs no record escape
-    lines: list[bytes] = []
-    line_nos: list[int] = []
-    offsets: list[int] = []
-    texts: list[str | bytes] = []
-    odd: list[int] = []
-    line_no, pos = chunk.line_no, 0
-    for start, end in spans:
-        line_no += count(b"\n", pos, start)
-        pos = start
-        if cuts:
-            offsets.append(chunk.source_offset(start))
-            text = None if chunk.cut_at(start) else plain_text(data[start:end], max_bytes)
-        else:
-            offsets.append(base + start)
-            text = plain_text(data[start:end], max_bytes)
-        line_nos.append(line_no)
-        if text is None:
-            odd.append(len(lines))
-            lines.append(b"")
-            texts.append("")
-        else:
-            lines.append(encode(text))
-            texts.append(text)
-    rows = Rows(lines, line_nos, offsets, [where] * len(lines), texts)
-    return rows, odd, line_no - chunk.line_no
+    to each match only; no loop over the matches in Python (`map`, `plain_texts`)."""
+    data = chunk.data
+    starts = list(map(operator.itemgetter(0), spans))
+    ends = list(map(operator.itemgetter(1), spans))
+    text, texts, odd = plain_texts(map(data.__getitem__, map(slice, starts, ends)),
+                                   list(map(operator.sub, ends, starts)), max_bytes)
+    if chunk.cuts:  # a line cut by the framing is never plain
+        offsets = list(map(chunk.source_offset, starts))
+        odd = sorted({*odd, *itertools.compress(range(len(starts)), map(chunk.cut_at, starts))})
+    else:
+        offsets = list(map(chunk.offset.__add__, starts))
+    gaps = map(newline_counter(data), itertools.chain((0,), starts), starts)
+    line_nos = list(itertools.accumulate(gaps, initial=chunk.line_no))
+    del line_nos[0]
+    rows = Rows(plain_bodies(text), line_nos, offsets, [where] * len(starts),
+                cast("list[str | bytes]", texts), quoted=False)
+    return rows, odd, line_nos[-1] - chunk.line_no

@@ -14,6 +14,7 @@ from watchrun.events import Chunk, MatchInfo
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
+from watchrun.match.simd import count_newlines
 from watchrun.output.jsonl import json_str
 from watchrun.output.recorded import recorded_since
 from watchrun.output.runlog import RunLog
@@ -91,7 +92,7 @@ class RecentLines:
             n = self._newest_lines
             if n < 0:
                 n = chunk.line_no - prev.line_no if _follows(prev, chunk) else -1
-                n = n if n > 0 else prev.data.count(b"\n")
+                n = n if n > 0 else count_newlines(prev.data)
             self._done += n
             if self.keep:
                 self._held.append((prev.data, n))
@@ -107,7 +108,7 @@ class RecentLines:
         if newest is None:
             return self._done
         if self._newest_lines < 0:
-            self._newest_lines = newest.data.count(b"\n")
+            self._newest_lines = count_newlines(newest.data)
         return self._done + self._newest_lines
 
     def last(self) -> list[bytes]:
@@ -207,7 +208,7 @@ class WatcherPipeline:
         """`framing.CountsLines`: the lines of the last chunk, counting only what `chunk()`
         did not count while numbering its matched lines (so the source need not count)."""
         data, lines, pos = self._counted
-        return lines + data.count(b"\n", pos)
+        return lines + count_newlines(data, pos)
 
     async def chunk(self, chunk: Chunk) -> None:
         """The hot path: O(1) Python work per chunk plus one engine scan of its bytes; lines
@@ -271,7 +272,7 @@ class WatcherPipeline:
         self.counters.require_seen |= found.require_hit
         budget_ms = round(self.isolated.budget_s * 1000)
         for start, end in found.slow:
-            line_no = chunk.line_no + chunk.data.count(b"\n", 0, start)
+            line_no = chunk.line_no + count_newlines(chunk.data, 0, start)
             offset = chunk.source_offset(start) if chunk.cuts else chunk.offset + start
             where = {"path": chunk.path, "inode": chunk.inode} if chunk.path is not None \
                 else {"run": chunk.run}
@@ -301,7 +302,7 @@ class WatcherPipeline:
             self.counters.truncated += 1
         if raw is not None and text != raw:
             members += b',"raw":' + json_str(raw)
-        rows.lines[k] = json_str(text)
+        rows.lines[k] = json_str(text) if rows.quoted else json_str(text)[1:-1]
         rows.rest[k] = members
         rows.texts[k] = text
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from watchrun.match.simd import count_newlines
 from watchrun.output.recorded import Mark, is_record_of
 
 READ_SIZE = 1 << 20
@@ -70,7 +71,7 @@ def count_lines(fd: int, end: int, start: int = 0, line_no: int = 1) -> int:
         data = os.pread(fd, min(COUNT_READ, end - pos), pos)
         if not data:
             break
-        n, pos = n + data.count(b"\n"), pos + len(data)
+        n, pos = n + count_newlines(data), pos + len(data)
     return n
 
 
