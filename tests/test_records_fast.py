@@ -206,6 +206,18 @@ def test_every_match_record_is_the_general_paths_record(tmp_path_factory: pytest
     assert got == expected(lines, "ERROR|x|e", max(limit, 256), first=7, offset=100)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(LINES.map(b" ".join), min_size=5, max_size=40), st.sampled_from([16, 65536]))
+def test_many_matches_in_a_chunk_give_the_general_paths_records(
+        tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], limit: int) -> None:
+    """Past `FEW` matches a chunk's lines are checked and escaped in one batch: same records."""
+    tmp = tmp_path_factory.mktemp("p")
+    data = b"".join(x + b"\n" for x in lines)
+    got = run_chunks(pipeline(tmp, "ERROR|x|e", Limits(max_line_bytes=max(limit, 256))),
+                     [Chunk(data, 100, 7, 100 + len(data), inode=3, path="/p")])
+    assert got == expected(lines, "ERROR|x|e", max(limit, 256), first=7, offset=100)
+
+
 def test_a_cut_line_is_marked_in_the_fast_path_too(tmp_path: Path) -> None:
     data = b"ERROR a\nERROR bbbb\nERROR c\n"
     chunk = Chunk(data, 0, 1, len(data) + 50, (Cut(8, 50),), inode=3, path="/p")
