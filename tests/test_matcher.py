@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from watchrun.match.matcher import ENGINES, Matcher, best_engine, engines_available
@@ -420,6 +420,31 @@ def test_dense_and_flood_paths_equal_the_reference(chunks: list[list[bytes]], pa
             assert matcher.find(data) == reference(pattern, data, exclude, cs), engine
             if matcher.every_line(data):  # (False only means: ask `find`)
                 assert len(reference(pattern, data, exclude, cs)) == len(lines), engine
+
+
+@settings(max_examples=200)
+@given(st.lists(st.sampled_from([b"ERROR x", b"error ERROR", b"fatal", b"x", b"FATAL error", b"",
+                                 b"errorfatal", b"\xffERROR\xff \xc3\xa9", b"ab", b"b", b"aa",
+                                 b"aaa", b"ba"]), min_size=1, max_size=40),
+       st.sampled_from(["ERROR", "error|fatal", "ab|b", "aa", "b"]), st.booleans())
+@example([b"error ERROR", b"x"], "ERROR", False)  # as many matches as lines, one line without
+@example([b"FATAL error", b"fatal", b"x"], "error|fatal", False)
+def test_whether_every_line_matches_is_told_exactly(lines: list[bytes], pattern: str,
+                                                     cs: bool) -> None:
+    """The flood test (`dense`'s `every`), by counting where it can: the same answer as a
+    look at each line, also with two matches on a line, with needles that overlap, and past
+    the size where StringZilla counts."""
+    from watchrun.match.regex import analyse
+    from watchrun.match.scanning import dense
+    from watchrun.match.simd import BIG
+
+    analysis = analyse(pattern, cs)
+    every = dense(analysis, None)[1]
+    assert every is not None
+    data = b"".join(x + b"\n" for x in lines)
+    want = all(analysis.reference.search(x) is not None for x in lines)
+    assert every(data) == want
+    assert every(data * (BIG // len(data) + 1)) == want
 
 
 @given(st.lists(st.sampled_from([b"healthcheck", b"HealthCheck ok", b"x", b"check", b"",

@@ -21,6 +21,7 @@ from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, Cut
 from watchrun.match.matcher import Matcher
 from watchrun.match.sanitize import (
+    clean_line,
     decode,
     plain_chunk,
     plain_text,
@@ -115,6 +116,14 @@ def test_plain_texts_is_plain_text_of_each_line(lines: list[bytes], limit: int) 
         if plain is not None:
             assert texts[k] == plain
             assert b'"' + bodies[k] + b'"' == safe_str(plain) == json_str(plain)
+
+
+@given(st.lists(LINES.map(b" ".join), max_size=6), st.sampled_from([None, 16, 65536]))
+def test_clean_line_is_sanitize_of_the_decoded_bytes(lines: list[bytes], limit: int | None
+                                                     ) -> None:
+    """A command's echoed output (whole lines) takes the plain path when it can: same text."""
+    data = b"".join(x + b"\n" for x in lines)
+    assert clean_line(data, limit) == sanitize(decode(data), limit)
 
 
 def test_ordinary_lines_are_plain() -> None:

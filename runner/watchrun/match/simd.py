@@ -1,4 +1,4 @@
-"""StringZilla's SIMD byte scans (newline counts, literal search, ASCII lowering), loaded lazily."""
+"""StringZilla's SIMD byte scans (counts, literal search, ASCII lowering), loaded lazily."""
 
 from __future__ import annotations
 
@@ -33,6 +33,15 @@ def count_newlines(data: bytes, start: int = 0, end: int | None = None) -> int:
     if sz is None:
         return data.count(b"\n", start, stop)
     count: int = sz.count(data, b"\n", start, stop)
+    return count
+
+
+def count_of(data: bytes, needle: bytes) -> int:
+    """`data.count(needle)`: the non-overlapping occurrences of `needle`."""
+    sz = _simd(len(data))
+    if sz is None:
+        return data.count(needle)
+    count: int = sz.count(data, needle)
     return count
 
 

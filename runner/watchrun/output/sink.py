@@ -15,6 +15,7 @@ from watchrun.clock import Clock, iso_ts
 from watchrun.output import safefs
 from watchrun.output.jsonl import dumps
 from watchrun.output.records import complete_size, format_cursor, last_records, retained_files
+from watchrun.output.syncer import Syncer
 from watchrun.output.unwritten import Unwritten, seq_of
 
 __all__ = ["FILE_MODE", "JsonlSink", "SinkWriteError"]
@@ -71,7 +72,8 @@ class JsonlSink:
     """The JSONL file of one watcher or agent, written from the event loop's thread.
 
     Durability: records are in the page cache when a write returns (they survive a crash of
-    the runner, not of the machine); the file is fsynced on rotation and on close.
+    the runner, not of the machine); a file rotated away is fsynced in a thread (`Syncer`),
+    the live one on close, which also waits for those.
     """
 
     def __init__(self, path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock
@@ -85,6 +87,7 @@ class JsonlSink:
         self.reopens = 0
         """Times the live file was found removed or replaced by someone else and reopened."""
         self.rotations = 0
+        self._syncer = Syncer()
         self._fd, self._size, self._closed = -1, 0, False
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
         self._open()
@@ -258,10 +261,10 @@ class JsonlSink:
         self._fd, self._size = fd, good
 
     def _rotate(self) -> None:
-        """`<id>.jsonl` → `.1` → `.2` … `.keep` (the oldest is replaced); keep=0 keeps none."""
+        """`<id>.jsonl` → `.1` → `.2` … `.keep` (the oldest is replaced); keep=0 keeps none. The
+        file rotated away is made durable in a thread (`Syncer`), not on the event loop."""
+        fd, self._fd = self._fd, -1
         try:
-            os.fsync(self._fd)
-            self._close_fd()
             if self.keep == 0:
                 safefs.unlink(self.path)
             else:
@@ -272,9 +275,11 @@ class JsonlSink:
                     with contextlib.suppress(FileNotFoundError):
                         safefs.replace(Path(f"{self.path}.{n}"), Path(f"{self.path}.{n + 1}"))
                 safefs.replace(self.path, Path(f"{self.path}.1"))
-            safefs.fsync_dir(self.path.parent)
         except OSError as exc:
             raise _error(exc, f"cannot rotate {self.path}") from exc
+        finally:
+            if fd >= 0:
+                self._syncer.hand_over(fd, self.path.parent)
         self._open()
         self.rotations += 1
 
@@ -298,6 +303,7 @@ class JsonlSink:
         try:
             if fd >= 0:
                 os.fsync(fd)
+            self._syncer.wait()
         except OSError as exc:
             raise _error(exc, f"cannot sync {self.path}") from exc
         finally:
