@@ -82,7 +82,14 @@ def test_end_groups_ends_a_verified_tree_and_nothing_else(
 
 
 def test_the_registry_file_names_the_runner_and_its_live_groups(tmp_path: Path,
-        group: tuple[subprocess.Popen[bytes], list[int]]) -> None:  # fmt: skip
+        group: tuple[subprocess.Popen[bytes], list[int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Rewritten at each spawn and exit, on the event loop: without an fsync (a power loss
+    ends the processes too), so a slow disk does not stall the loop at each spawn."""
+    def no_fsync(fd: int) -> None:
+        raise AssertionError("the registry fsynced on the event loop")
+
+    monkeypatch.setattr(os, "fsync", no_fsync)
     leader, _ = group
     told: list[str] = []
     path = tmp_path / "processes.json"

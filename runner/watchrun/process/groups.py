@@ -149,7 +149,7 @@ class GroupRegistry:
                "groups": [{"pgid": g.pgid, "start": g.start, "spawnId": g.spawn_id}
                           for g in self.groups.values()]}
         try:
-            safefs.write_atomic(self.path, json.dumps(doc).encode())  # no symlink followed
+            safefs.write_atomic(self.path, json.dumps(doc).encode(), sync=False)  # no link followed
         except OSError as exc:  # the guardian and pdeathsig still end the groups: say it once
             if not self._failing and self._on_error is not None:
                 self._on_error(f"cannot record process groups in {self.path}: {exc.strerror}; "
