@@ -2,9 +2,9 @@
 
 Each guard is a ratio to an anchor measured in the same test, a median over interleaved rounds,
 of CPU time where the target is about work (not wall time: several test suites share this
-machine). The bounds are loose, 1.6 to 1.8 times what is measured (noted beside each), so a
-loaded machine passes, but a change that doubles the guarded cost (what watchrun adds to the
-anchor) fails. Each guard takes a few seconds.
+machine). The bounds are loose, 1.6 to 2.2 times what is measured alone (noted beside each), so
+a loaded machine passes, and a change that doubles the guarded cost (what watchrun adds to the
+anchor) reaches them. Each guard takes a few seconds.
 """
 
 from __future__ import annotations
@@ -110,10 +110,12 @@ def once(tmp: Path, log: Path, engines: str | None = None) -> float:
 
 
 @pytest.mark.parametrize(("rate", "engines", "anchor", "bound"), [
-    (0.002, None, "grep -iE 'error|fatal' {log} | grep -iv healthcheck", 1.7),  # ~0.95x
-    (0.1, None, "grep -iE 'error|fatal' {log} | grep -iv healthcheck", 3.0),  # ~1.7x
-    (0.002, "re2", "grep -E 'ERROR|FATAL' {log}", 1.6),  # ~0.9x
-    (0.002, "re+prefilter,re", "grep -E 'ERROR|FATAL' {log}", 15.0),  # ~8x: the worker's start
+    # measured alone / beside two busy loops: 0.95x / 1.09x, 1.67x / 1.88x (3.33x once in the
+    # suite, beside the other worker's tests), 0.90x / 1.00x, 8.1x / 7.8x (the worker's start)
+    (0.002, None, "grep -iE 'error|fatal' {log} | grep -iv healthcheck", 2.0),
+    (0.1, None, "grep -iE 'error|fatal' {log} | grep -iv healthcheck", 3.6),
+    (0.002, "re2", "grep -E 'ERROR|FATAL' {log}", 2.0),
+    (0.002, "re+prefilter,re", "grep -E 'ERROR|FATAL' {log}", 15.0),
 ])  # fmt: skip
 def test_scanning_a_log_costs_a_small_multiple_of_grep(
         tmp_path: Path, logs: dict[float, Path], rate: float, engines: str | None, anchor: str,
@@ -134,7 +136,8 @@ def test_scanning_a_log_costs_a_small_multiple_of_grep(
         return (cpu_of(["/bin/sh", "-c", f"{anchor.format(log=log)} > {out}"])
                 - cpu_of(["/bin/sh", "-c", f"{anchor.format(log=empty)} > {out}"]))
 
-    ratio = median_ratio(ours, grep, 5)  # (2.0x with 3 rounds failed once in the suite)
+    ratio = median_ratio(ours, grep, 5)  # (the least of the rounds is no steadier: each is a
+    # difference of two runs, and the empty run's noise made it negative at 0.2 %)
     assert ratio <= bound, f"scanning costs {ratio:.2f}x the anchor's CPU (bound {bound}x)"
 
 
