@@ -298,6 +298,34 @@ def test_without_a_runner_the_screen_reads_the_output_dir(tmp_path: Path) -> Non
     drive(app, body)
 
 
+def test_the_pane_wraps_long_matches_at_its_width(tmp_path: Path) -> None:
+    """A match longer than the pane is wrapped at the pane's width: nothing is wider than the
+    pane (no sideways scrolling), nothing is wrapped narrower, and its end is shown."""
+    long = "ERROR " + " ".join(f"w{i:03d}" for i in range(30)) + " END"  # ~155 columns
+    (tmp_path / "app.log").write_text(long + "\n" + "".join(f"ERROR {i}\n" for i in range(80)))
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]})
+    done = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)],
+                          capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    feed = Feed(tmp_path / ".watchrun")
+    app = TopApp(feed, interval=3600)
+
+    async def body(pilot: Pilot[None]) -> None:
+        pane = PaneScreen(feed, Row("file", "app", "stopped", 81, 81, None))
+        await app.push_screen(pane)
+        log = pane.log_view
+        await until(pilot, lambda: "ERROR 79" in shown(log), "the matches")
+        await pilot.press("g")
+        rows = [s.text.rstrip() for s in strips(log)]
+        width = log.scrollable_content_region.width
+        assert width > 40 and log.max_scroll_x == 0, "no line is wider than the pane"
+        assert max(len(r) for r in rows if r) > width - 12, f"wrapped narrower: {rows[:4]}"
+        assert any("END" in r for r in rows), rows[:6]  # the long line's end, not cut off
+
+    drive(app, body, size=(100, 20))
+
+
 def snapshot(root: Path, wid: str) -> None:
     (root / "state").mkdir(parents=True, exist_ok=True)
     snap = {"schema": 1, "id": wid, "label": wid, "kind": "file", "source": f"/l/{wid}.log",
