@@ -219,7 +219,7 @@ def test_every_match_record_is_the_general_paths_record(tmp_path_factory: pytest
 @given(st.lists(LINES.map(b" ".join), min_size=5, max_size=40), st.sampled_from([16, 65536]))
 def test_many_matches_in_a_chunk_give_the_general_paths_records(
         tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], limit: int) -> None:
-    """Past `FEW` matches a chunk's lines are checked and escaped in one batch: same records."""
+    """Many matches in a chunk are checked and escaped in one batch: the same records."""
     tmp = tmp_path_factory.mktemp("p")
     data = b"".join(x + b"\n" for x in lines)
     got = run_chunks(pipeline(tmp, "ERROR|x|e", Limits(max_line_bytes=max(limit, 256))),

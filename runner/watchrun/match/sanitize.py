@@ -107,8 +107,9 @@ def plain_text(line: bytes, max_bytes: int) -> str | None:
 
     Checked on the bytes, in C: no C0 control but tab and no DEL (single bytes in UTF-8), no C1
     control (`\\xc2\\x80`-`\\xc2\\x9f`), no U+2028/U+2029, and short enough not to be clipped.
-    Invalid UTF-8 decodes to U+FFFD exactly as `decode` does. This is the match records' fast
-    path: most log lines are plain."""
+    Invalid UTF-8 decodes to U+FFFD exactly as `decode` does. The rule of the match records'
+    fast path (`plain_texts` applies it to all the matched lines of a chunk at once): most log
+    lines are plain."""
     if len(line.translate(None, _KEEP_C0)) != len(line):
         return None
     if line.isascii():

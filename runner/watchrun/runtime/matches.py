@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import cast, overload
 
 from watchrun.events import Chunk, MatchInfo
-from watchrun.match.sanitize import plain_chunk, plain_text, plain_texts
-from watchrun.match.simd import count_newlines, newline_counter
-from watchrun.output.jsonl import json_str, plain_bodies, safe_str
+from watchrun.match.sanitize import plain_chunk, plain_texts
+from watchrun.match.simd import newline_counter
+from watchrun.output.jsonl import json_str, plain_bodies
 
 
 @dataclass(slots=True)
@@ -28,14 +28,13 @@ class Rows:
     """The match records of one chunk, by column."""
 
     lines: list[bytes]
-    """The `line` field: a JSON string, or (`quoted` false) its text without the quotes."""
+    """The `line` field: its JSON string without the quotes."""
     line_nos: Sequence[int]
     offsets: Sequence[int]
     rest: list[bytes]
     """The fields after `offset`, as JSON members (`,"path":…,"inode":…`)."""
     texts: list[str | bytes]
-    """Each line as text (plain ASCII bytes on the fast path), for a `MatchInfo`."""
-    quoted: bool = True
+    """Each line as text (plain ASCII bytes on the flood path), for a `MatchInfo`."""
 
 
 class Found(Sequence[MatchInfo]):
@@ -118,15 +117,10 @@ def every_line(chunk: Chunk, where: bytes) -> Rows | None:
     n = len(lines)
     starts = itertools.accumulate(map(len, lines), initial=chunk.offset)  # n + 1 of them
     offsets = list(map(operator.add, starts, range(n)))
-    quoted = b'"' in data or b"\\" in data or b"\t" in data  # else the lines are their JSON
-    bodies = plain_bodies(data[:-1].decode("ascii")) if quoted else lines
+    escape = b'"' in data or b"\\" in data or b"\t" in data  # else the lines are their JSON
+    bodies = plain_bodies(data[:-1].decode("ascii")) if escape else lines
     return Rows(bodies, range(chunk.line_no, chunk.line_no + n), offsets, [where] * n,
-                cast("list[str | bytes]", lines), quoted=False)
-
-
-FEW = 4
-"""Chunks with up to this many matches (the usual while tailing) are checked line by line: the
-batch check's fixed cost (~3 µs) is more than what it saves on a few lines."""
+                cast("list[str | bytes]", lines))
 
 
 def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
@@ -134,9 +128,7 @@ def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
     """The columns of the matched lines `spans`, the indexes of the lines that need
     sanitizing (not `plain_text`: their columns are placeholders, the caller fills them in),
     and how many lines of the chunk precede the last matched line. Line numbers are counted up
-    to each match only; beyond `FEW` matches, no loop over them in Python (`plain_texts`)."""
-    if len(spans) <= FEW:
-        return _few_rows(chunk, spans, max_bytes, where)
+    to each match only; no loop over the matches in Python (`plain_texts`)."""
     data = chunk.data
     starts = list(map(operator.itemgetter(0), spans))
     ends = list(map(operator.itemgetter(1), spans))
@@ -151,29 +143,5 @@ def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
     line_nos = list(itertools.accumulate(gaps, initial=chunk.line_no))
     del line_nos[0]
     rows = Rows(plain_bodies(text), line_nos, offsets, [where] * len(starts),
-                cast("list[str | bytes]", texts), quoted=False)
+                cast("list[str | bytes]", texts))
     return rows, odd, line_nos[-1] - chunk.line_no
-
-
-def _few_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
-              where: bytes) -> tuple[Rows, list[int], int]:
-    """`plain_rows` line by line."""
-    data, cuts = chunk.data, chunk.cuts
-    lines: list[bytes] = []
-    line_nos: list[int] = []
-    offsets: list[int] = []
-    texts: list[str | bytes] = []
-    odd: list[int] = []
-    line_no, pos = chunk.line_no, 0
-    for k, (start, end) in enumerate(spans):
-        line_no += count_newlines(data, pos, start)
-        pos = start
-        line_nos.append(line_no)
-        offsets.append(chunk.source_offset(start) if cuts else chunk.offset + start)
-        text = None if cuts and chunk.cut_at(start) else plain_text(data[start:end], max_bytes)
-        if text is None:
-            odd.append(k)
-            text = ""
-        lines.append(safe_str(text))
-        texts.append(text)
-    return Rows(lines, line_nos, offsets, [where] * len(lines), texts), odd, line_no - chunk.line_no

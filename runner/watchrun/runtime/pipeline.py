@@ -236,7 +236,7 @@ class WatcherPipeline:
         else:
             rows = self._rows(chunk, spans)
         await self.writer.write_lines(self.sink.match_records(
-            rows.lines, rows.line_nos, rows.offsets, rows.rest, quoted=rows.quoted))
+            rows.lines, rows.line_nos, rows.offsets, rows.rest, quoted=False))
         found = Found(rows, self._members(chunk)[1])
         c.matches += len(found)
         c.last_match_at = time.time()
@@ -302,7 +302,7 @@ class WatcherPipeline:
             self.counters.truncated += 1
         if raw is not None and text != raw:
             members += b',"raw":' + json_str(raw)
-        rows.lines[k] = json_str(text) if rows.quoted else json_str(text)[1:-1]
+        rows.lines[k] = json_str(text)[1:-1]
         rows.rest[k] = members
         rows.texts[k] = text
 
