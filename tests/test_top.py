@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from liverunner import DEADLINE_S, LiveRunner, watchrun_bin, write_config
+from rich.text import Text
 from textual import events
+from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.strip import Strip
@@ -24,7 +26,7 @@ from textual.widgets import Static
 from watchrun.tui.app import TopApp
 from watchrun.tui.feed import Feed
 from watchrun.tui.model import Row, Snapshot
-from watchrun.tui.screens import ConfirmScreen, PaneScreen
+from watchrun.tui.screens import ConfirmScreen, PaneScreen, WrappingLog
 
 HOSTILE = ("ERROR \x1b[31mred\x1b[0m \x1b]0;pwned-title\x07[bold red]PWNED[/] "
            "[@click=app.quit]click me[/] \u202eevil")
@@ -322,8 +324,45 @@ def test_the_pane_wraps_long_matches_at_its_width(tmp_path: Path) -> None:
         assert width > 40 and log.max_scroll_x == 0, "no line is wider than the pane"
         assert max(len(r) for r in rows if r) > width - 12, f"wrapped narrower: {rows[:4]}"
         assert any("END" in r for r in rows), rows[:6]  # the long line's end, not cut off
+        for columns in (60, 140):  # a resized terminal re-wraps what is shown
+            await pilot.resize_terminal(columns, 20)
+            await until(pilot, lambda c=columns: log.scrollable_content_region.width == c - 2,
+                        f"the pane at {columns} columns")
+            await pilot.press("g")
+            await until(pilot, lambda: wrapped_at_width(log), f"re-wrapped at {columns} columns")
 
     drive(app, body, size=(100, 20))
+
+
+def wrapped_at_width(log: WrappingLog) -> bool:
+    """The log's first text (a long one) is wrapped at the log's width, neither wider nor
+    narrower, and its end is shown."""
+    rows = [s.text.rstrip() for s in strips(log)]
+    width = log.scrollable_content_region.width
+    return (log.max_scroll_x == 0 and max(len(r) for r in rows if r) > width - 12
+            and any("END" in r for r in rows))
+
+
+def test_a_text_added_before_the_first_layout_is_wrapped_at_the_log_width() -> None:
+    """What the pane is given before it has a size (its first fetch can finish first on a busy
+    machine) waits for the size instead of being wrapped at a guess that then stays."""
+    long = "ERROR " + " ".join(f"w{i:03d}" for i in range(30)) + " END"
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield WrappingLog(100)
+
+        def on_mount(self) -> None:
+            log = self.query_one(WrappingLog)
+            assert log.scrollable_content_region.width == 0  # not laid out yet
+            log.add(Text(long), scroll_end=False)
+
+    async def main() -> None:
+        app = One()
+        async with app.run_test(size=(90, 10)) as pilot:
+            log = app.query_one(WrappingLog)
+            await until(pilot, lambda: wrapped_at_width(log), "the text wrapped at 88 columns")
+    asyncio.run(main())
 
 
 def snapshot(root: Path, wid: str) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, ClassVar
+from collections import deque
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import events
@@ -18,10 +19,47 @@ from watchrun.tui.text import inert, inert_block
 if TYPE_CHECKING:
     from watchrun.tui.feed import Feed
 
-__all__ = ["PANE_LINES", "ConfirmScreen", "PaneScreen"]
+__all__ = ["PANE_LINES", "ConfirmScreen", "PaneScreen", "WrappingLog"]
 
 PANE_LINES = 1000
 """Matches the pane loads when it opens (the newest); new ones are appended while it is open."""
+
+
+class WrappingLog(RichLog):
+    """A log that wraps its texts at its own width, and wraps them all again when that width
+    changes: a text added before the first layout waits for it (a guessed width would stay),
+    and a resized terminal re-wraps what is shown. (RichLog alone wraps at 78 columns or more.)"""
+
+    def __init__(self, max_lines: int, **kwargs: Any) -> None:
+        super().__init__(max_lines=max_lines, wrap=True, markup=False, highlight=False,
+                         auto_scroll=False, **kwargs)
+        self.texts: deque[Text] = deque(maxlen=max_lines)
+        self._wrapped_at = 0
+        """The width the shown lines were wrapped at; 0 until the log has a width."""
+
+    def add(self, text: Text, scroll_end: bool) -> None:
+        self.texts.append(text)
+        if self._wrapped_at:
+            self.write(text, self._wrapped_at, scroll_end=scroll_end)
+
+    def reset(self) -> None:
+        self.texts.clear()
+        self.clear()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.call_later(self._rewrap)  # after RichLog's own handler has taken the new size
+
+    def _rewrap(self) -> None:
+        width = self.scrollable_content_region.width
+        if width <= 0 or width == self._wrapped_at:
+            return
+        at_end = self.is_vertical_scroll_end or self.max_scroll_y == 0
+        self._wrapped_at = width
+        self.clear()
+        for text in self.texts:
+            self.write(text, width, scroll_end=False)
+        if at_end:
+            self.scroll_end(animate=False, immediate=False)
 
 
 class PaneScreen(Screen[None]):
@@ -49,17 +87,16 @@ class PaneScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         what = "transcript" if self.row.is_agent else f"matches (the last {PANE_LINES}, live)"
         yield Static(Text(f"{what} of {inert(self.row.id, 64)}", style="bold"), id="title")
-        yield RichLog(id="pane", max_lines=10 * PANE_LINES, wrap=True, markup=False,
-                      highlight=False, auto_scroll=False)
+        yield WrappingLog(10 * PANE_LINES, id="pane")
         yield Footer()
 
     @property
-    def log_view(self) -> RichLog:
-        return self.query_one("#pane", RichLog)
+    def log_view(self) -> WrappingLog:
+        return self.query_one("#pane", WrappingLog)
 
     def on_mount(self) -> None:
         self.log_view.focus()
-        self.call_after_refresh(self.follow)  # once the pane has its size: lines wrap to it
+        self.follow()
 
     def follow(self) -> None:
         """Fetch what is new (off the UI thread); one fetch at a time."""
@@ -73,17 +110,17 @@ class PaneScreen(Screen[None]):
                 seq, text = await asyncio.to_thread(self.feed.transcript, self.row.id)
                 if seq != self.after or self.after is None:
                     at_end, self.after = self._at_end(), seq
-                    self.log_view.clear()
-                    self.log_view.write(Text(inert_block(text)), self._width(), scroll_end=at_end)
+                    self.log_view.reset()
+                    self.log_view.add(Text(inert_block(text)), scroll_end=at_end)
                 return
             recs = await asyncio.to_thread(self.feed.matches, self.row.id, self.after, PANE_LINES)
             if recs:
                 self.after = recs[-1]["seq"]
                 at_end = self._at_end()
                 for rec in recs:
-                    self.log_view.write(Text(format_match(rec)), self._width(), scroll_end=at_end)
-            elif self.after is None and not self.log_view.lines:
-                self.log_view.write(Text("(no matches yet)", style="dim"))
+                    self.log_view.add(Text(format_match(rec)), scroll_end=at_end)
+            elif self.after is None and not self.log_view.texts:
+                self.log_view.add(Text("(no matches yet)", style="dim"), scroll_end=False)
         except (OSError, ValueError) as exc:
             self.notify(inert(str(exc)), severity="error")
         finally:
@@ -92,10 +129,6 @@ class PaneScreen(Screen[None]):
     def _at_end(self) -> bool:
         """Follow the end (as `tail -f` does) unless the person scrolled up."""
         return self.log_view.is_vertical_scroll_end or self.log_view.max_scroll_y == 0
-
-    def _width(self) -> int:
-        """Wrap at the pane's width (RichLog alone would wrap at the console's)."""
-        return max(20, self.log_view.scrollable_content_region.width)
 
     def action_top(self) -> None:
         self.log_view.scroll_home(animate=False)
