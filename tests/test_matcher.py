@@ -511,3 +511,28 @@ def test_literal_first_search_equals_the_reference(lines: list[bytes], pattern: 
     for engine in ("re2", "re+prefilter"):
         if engine in AVAILABLE:
             assert Matcher(pattern, (), cs, engine=engine).find(data) == want, engine
+
+
+@pytest.mark.skipif("hyperscan" not in AVAILABLE or "re2" not in AVAILABLE,
+                    reason="needs hyperscan and google-re2")
+def test_re2_is_loaded_only_when_a_chunk_needs_it() -> None:
+    """A hyperscan matcher leaves google-re2 unloaded (2 ms of every start) until a chunk
+    needs its per-line search (a hit every few bytes) or its flood test; both still work."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from watchrun.match.matcher import Matcher\n"
+        "m = Matcher('ERROR|FATAL', ['healthcheck'])\n"
+        "assert m.engine == 'hyperscan'\n"
+        "assert m.find(b'ok\\nERROR a\\nERROR healthcheck\\n') == [(3, 10)]\n"
+        "print('re2' in sys.modules)\n"
+        "data = b'E\\n' + b'ERROR\\n' * 50000\n"
+        "assert len(m.find(data)) == 50000\n"
+        "print('re2' in sys.modules)\n"
+        "assert m.every_line(b'ERROR x\\nFATAL\\n' * 5000)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.split() == ["False", "True"]

@@ -23,7 +23,7 @@ from watchrun.match.scanning import (
     all_lines,
     dense,
     filtered,
-    re2,
+    re2_installed,
     re2_regex,
     re_scan,
     rejecter,
@@ -31,7 +31,7 @@ from watchrun.match.scanning import (
 )
 
 __all__ = ["BUILDERS", "LINEAR", "Compiled", "Lines", "Reject", "Store", "all_lines", "hs",
-           "re2", "re2_regex", "rejecter"]
+           "re2_installed", "re2_regex", "rejecter"]
 
 LINEAR = ("hyperscan", "re2")
 """Engines whose time is linear in the input: a hostile line cannot stall them."""

@@ -3,6 +3,7 @@ scan per chunk, databases kept between runs in a `Store`."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any
 
@@ -45,13 +46,22 @@ def build_hyperscan(analysis: Analysis, excludes: list[Analysis], reject: Reject
         empty.append(a.empty_line)
     database = _database(exprs, flags, store)
     leftover = rejecter(rest)[0] if rest else None
-    try:
-        fallback = search_loop(re2_regex(analysis).search, analysis.empty_line)
-    except Unsupported:
-        fallback = re_scan(analysis)
     pad = any(b"$" in e for e in exprs)  # a literal "$" is translated as \x24: this is `$`
-    scan = _hs_scan(database, filtered(fallback, reject), tuple(empty), pad)
+    scan = _hs_scan(database, filtered(_fallback(analysis), reject), tuple(empty), pad)
     return Compiled("hyperscan", filtered(scan, leftover), *dense(analysis, reject))
+
+
+def _fallback(analysis: Analysis) -> Scan:
+    """The search per line for a chunk with a hit every few bytes, compiled when a chunk first
+    needs it (RE2's import and compile are not paid at start)."""
+    @functools.cache
+    def compiled() -> Scan:
+        try:
+            return search_loop(re2_regex(analysis).search, analysis.empty_line)
+        except Unsupported:
+            return re_scan(analysis)
+
+    return lambda data: compiled()(data)
 
 
 def _database(exprs: list[bytes], flags: list[int], store: Store | None) -> Any:

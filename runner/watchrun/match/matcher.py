@@ -45,7 +45,7 @@ from watchrun.match.engines import (
     Store,
     all_lines,
     hs,
-    re2,
+    re2_installed,
     re2_regex,
     rejecter,
 )
@@ -65,7 +65,8 @@ _DENSE_MIN = 256
 
 def engines_available() -> list[str]:
     """The engines this interpreter can run, fastest first (`WATCHRUN_ENGINES` applied)."""
-    names = [name for name, mod in (("hyperscan", hs), ("re2", re2)) if mod is not None]
+    names = [name for name, there in (("hyperscan", hs is not None), ("re2", re2_installed()))
+             if there]
     return [e for e in (*names, "re+prefilter", "re") if e in _allowed()]
 
 
@@ -95,7 +96,7 @@ def needs_backtracking(pattern: str, case_sensitive: bool = False) -> str | None
     constructs = backtracking_constructs(analysis)
     if constructs:
         return " and ".join(constructs)
-    if re2 is not None:
+    if re2_installed():
         try:
             re2_regex(analysis)
         except Unsupported as exc:

@@ -5,7 +5,9 @@ compilation and the per-line path for a set of literals (engines.py and hs_engin
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
+import importlib.util
 import itertools
 import operator
 import re
@@ -41,7 +43,17 @@ def optional(name: str) -> Any:
         return None
 
 
-re2: Any = optional("re2")
+@functools.cache
+def re2() -> Any:
+    """google-re2, imported at first use (a start whose patterns need no RE2 does not pay the
+    2 ms of loading it), or None when it is not installed."""
+    return optional("re2")
+
+
+@functools.cache
+def re2_installed() -> bool:
+    """Whether google-re2 is there, without importing it."""
+    return importlib.util.find_spec("re2") is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +93,7 @@ def rejecter(excludes: list[Analysis]) -> tuple[Reject | None, bool]:
                 tests.append((tuple(sorted(exact)), x.caseless, None, False))
             continue
         search: Any = x.reference.search
-        if re2 is not None and not x.python_only:
+        if re2_installed() and not x.python_only:
             with contextlib.suppress(Unsupported):
                 search = re2_regex(x).search
         linear = linear and search is not x.reference.search
@@ -160,8 +172,8 @@ def re_scan(analysis: Analysis) -> Scan:
 
 
 def re2_options() -> Any:
-    options = re2.Options()
-    options.encoding = re2.Options.Encoding.LATIN1  # one character per byte, like re on bytes
+    options = re2().Options()
+    options.encoding = re2().Options.Encoding.LATIN1  # one character per byte, like re on bytes
     options.case_sensitive = True  # folding is spelled out by the translation
     options.never_capture = True
     options.log_errors = False
@@ -170,11 +182,12 @@ def re2_options() -> Any:
 
 
 def re2_regex(analysis: Analysis) -> Any:
-    if re2 is None:
+    module = re2()
+    if module is None:
         raise Unsupported("google-re2 is not installed")
     try:
-        return re2.compile(b"(?m)" + translate(analysis, "re2"), re2_options())
-    except re2.error as exc:
+        return module.compile(b"(?m)" + translate(analysis, "re2"), re2_options())
+    except module.error as exc:
         why = exc.args[0] if exc.args else exc
         why = why.decode(errors="replace") if isinstance(why, bytes) else str(why)
         raise Unsupported(f"re2: {why}") from None
@@ -207,14 +220,19 @@ def _counted(needles: tuple[bytes, ...], fold: bool) -> Callable[[bytes], bool |
     many times as there are lines and no line holds two of them; None when a line holds two
     (then it cannot tell). Only for needles that cannot overlap, so that each occurrence is
     counted once: None when they can."""
-    if re2 is None or _can_overlap(needles):
+    if not re2_installed() or _can_overlap(needles):
         return None
     alt = b"|".join(b"".join(b"\\x%02x" % c for c in x) for x in needles)
-    two = re2.compile(b"(?:%b)[^\\n]*(?:%b)" % (alt, alt), re2_options()).search
+    two_source = b"(?:%b)[^\\n]*(?:%b)" % (alt, alt)
+
+    @functools.cache
+    def two_search() -> Callable[[bytes], Any]:  # compiled at the first flood, not at start
+        return re2().compile(two_source, re2_options()).search  # type: ignore[no-any-return]
 
     def counted(data: bytes) -> bool | None:
         if not data.endswith(b"\n"):
             return None
+        two = two_search()
         hay = lower_ascii(data) if fold else data
         if sum(count_of(hay, x) for x in needles) != count_of(hay, b"\n"):
             return None if two(hay) is not None else False
