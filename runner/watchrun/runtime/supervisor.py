@@ -26,7 +26,6 @@ from watchrun.process.spawn import Spawner
 from watchrun.process.tree import adopted_zombies, reap_adopted
 from watchrun.runtime import reload as reloading
 from watchrun.runtime import startup
-from watchrun.runtime.commands import dispatch
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.sdnotify import SdNotify
@@ -281,6 +280,8 @@ class Supervisor:
                 "actions": self.actions.counts() if self.actions is not None else {}}
 
     async def control(self, req: dict[str, Any]) -> dict[str, Any]:
+        from watchrun.runtime.commands import dispatch  # at the first request, not at start
+
         return await dispatch(self, req)
 
     async def reload(self) -> None:
