@@ -9,6 +9,7 @@ import errno
 import logging
 import os
 import select
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,7 @@ class Notifier:
     def watch(self, path: Path) -> Watch:
         w = Watch(self, Path(path))
         self._watches.add(w)
-        w.rearm()
+        w.rearm(first=True)
         return w
 
     def close(self) -> None:
@@ -230,14 +231,20 @@ class Watch:
         """Wake the waiter now (a source's own timer, e.g. the end of a rotate-wait)."""
         self._wake()
 
-    def rearm(self) -> None:
-        """Re-resolve the directories and the file at the path (after rotation or appearance)."""
+    def rearm(self, *, first: bool = False) -> None:
+        """Re-resolve the directories and the file at the path (after rotation or appearance).
+        A new watch wakes the owner to look again, and to re-resolve: the path may have
+        changed before the watch existed. Not after a `first` arm that found the file: the
+        owner looks after arming anyway, the file is watched, and a change to the path since
+        is an event in its directory, which marks the watch stale (a file source's start
+        saves a second arm)."""
         self.stale = False
         if self.polling or self.notifier._ino is None:
             return
         new: dict[tuple[int, str | None], _Sub] = {}
         added = False
-        for target, name, mask in self._targets():
+        targets = self._targets()
+        for target, name, mask in targets:
             try:
                 wd = self.notifier._add(target, mask)
             except OSError as exc:
@@ -255,8 +262,9 @@ class Watch:
         for sub in self._path_subs.values():
             self.notifier._unsubscribe(sub)
         self._path_subs = new
-        if added:  # look again: something may have happened before the new watch existed
-            self._wake(resolve=True)
+        if added:
+            found = first and any(name is None for _, name, _ in targets)
+            self._wake(resolve=not found)
 
     def track(self, fd: int) -> None:
         """Also wake on changes to the file open as `fd` (wherever it is renamed to)."""
@@ -287,11 +295,18 @@ class Watch:
     # -- internals --------------------------------------------------------------------------
     def _targets(self) -> list[tuple[str, str | None, int]]:
         out: list[tuple[str, str | None, int]] = [(*_dir_target(self.path), DIR_MASK)]
-        if os.path.islink(self.path):
+        try:
+            mode = os.lstat(self.path).st_mode  # one call tells a link and a plain file
+        except OSError:
+            return out
+        if stat.S_ISLNK(mode):
             real = Path(os.path.realpath(self.path))
             out.append((*_dir_target(real), DIR_MASK))
-        if os.path.isfile(self.path):
-            out.append((str(self.path), None, FILE_MASK))
+            if not os.path.isfile(self.path):
+                return out
+        elif not stat.S_ISREG(mode):
+            return out
+        out.append((str(self.path), None, FILE_MASK))
         return out
 
     def _fall_back(self, exc: OSError, target: str) -> None:

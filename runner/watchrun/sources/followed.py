@@ -154,7 +154,8 @@ class Followed:
         self._cur = cur
         for gen in gens:
             watch.track(gen.fd)
-        watch.rearm()
+        if start is None or watch.stale:  # (at start the watch was armed before the plan was
+            watch.rearm()  # made: a change to the path since then has marked it stale)
         if olds:
             self._later(watch, self.rotate_wait)
         if start is None:
