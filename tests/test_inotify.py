@@ -1,8 +1,10 @@
 """The inotify binding (ctypes, the process's own libc): events with names, nothing queued is an
-empty read, a wait up to a timeout, and errors as OSError naming the path."""
+empty read, a wait up to a timeout, and errors as OSError naming the path; and the notifier's
+first arm of a watch."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import time
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from watchrun.inotify import INotify
+from watchrun.notify import Notifier
 
 IN_MODIFY, IN_CREATE, IN_DELETE = 0x2, 0x100, 0x200
 
@@ -47,3 +50,29 @@ def test_a_burst_is_read_in_one_call(tmp_path: Path) -> None:
         assert len(names) == 3000
     finally:
         ino.close()
+
+
+def test_a_first_arm_that_found_the_file_is_not_redone(tmp_path: Path) -> None:
+    """A watch armed on an existing file wakes its owner for a first look but is not stale (a
+    file watcher's start arms it once); a rename of the file afterwards is an event in its
+    directory that makes it stale. On a missing path the first arm asks for a re-resolve: the
+    file may have appeared before its directory was watched."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    async def main() -> None:
+        notifier = Notifier(500)
+        try:
+            if notifier.mode != "inotify":
+                pytest.skip("inotify only")
+            watch = notifier.watch(log)
+            assert not watch.stale
+            await asyncio.wait_for(watch.wait(), 5)  # the first look
+            os.rename(log, tmp_path / "app.log.1")
+            await asyncio.wait_for(watch.wait(), 30)
+            assert watch.stale
+            assert notifier.watch(tmp_path / "later.log").stale
+        finally:
+            notifier.close()
+
+    asyncio.run(main())
