@@ -167,6 +167,15 @@ class LiveRunner:
         return session_pids(self.proc.pid) + spawned_by(self.proc.pid)
 
 
+def fresh_python(script: str, cwd: Path | None = None) -> list[str]:
+    """The lines `script` prints in a fresh interpreter (which must exit 0): what a module
+    loads, away from what the test process already imported."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=DEADLINE_S, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
 def modules_after_commands(config: Path, cwd: Path) -> list[str]:
     """The modules a fresh interpreter holds after `run --once`, `list` and `validate` of
     `config` (each must exit 0): what a command imports that it should not shows here."""
@@ -179,8 +188,5 @@ def modules_after_commands(config: Path, cwd: Path) -> list[str]:
         f"    assert main(['validate', '-c', {str(config)!r}]) == 0\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=DEADLINE_S, cwd=cwd)
-    assert done.returncode == 0, done.stderr
-    names: list[str] = json.loads(done.stdout)
+    names: list[str] = json.loads(fresh_python(script, cwd)[-1])
     return names

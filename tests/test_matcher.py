@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from liverunner import fresh_python
 
 from watchrun.match.matcher import ENGINES, Matcher, best_engine, engines_available
 
@@ -518,9 +519,6 @@ def test_literal_first_search_equals_the_reference(lines: list[bytes], pattern: 
 def test_re2_is_loaded_only_when_a_chunk_needs_it() -> None:
     """A hyperscan matcher leaves google-re2 unloaded (2 ms of every start) until a chunk
     needs its per-line search (a hit every few bytes) or its flood test; both still work."""
-    import subprocess
-    import sys
-
     script = (
         "import sys\n"
         "from watchrun.match.matcher import Matcher\n"
@@ -533,6 +531,4 @@ def test_re2_is_loaded_only_when_a_chunk_needs_it() -> None:
         "print('re2' in sys.modules)\n"
         "assert m.every_line(b'ERROR x\\nFATAL\\n' * 5000)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=60)
-    assert out.stdout.split() == ["False", "True"]
+    assert fresh_python(script) == ["False", "True"]

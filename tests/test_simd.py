@@ -3,11 +3,9 @@ the `bytes` methods, and a runner that only tails never loads the library."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from liverunner import fresh_python
 
 from watchrun.match.simd import BIG, count_newlines, finder, lower_ascii, newline_counter
 
@@ -42,7 +40,5 @@ def test_small_spans_do_not_load_the_library_and_a_big_one_does() -> None:
         "print('stringzilla' in sys.modules)\n"
         "assert newline_counter(b'a\\n')(0, 2) == 1\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True, timeout=60)
-    assert out.stdout.split() == ["False", "True"]
+    assert fresh_python(script) == ["False", "True"]
 
