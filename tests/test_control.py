@@ -8,6 +8,7 @@ import asyncio
 import io
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,10 @@ def test_past_max_clients_the_next_one_is_told_busy(tmp_path: Path,
                 for _ in range(control.MAX_CLIENTS)]
         for _, w in held:
             w.write(b'{"cmd": "slow"}\n')  # each one busy in the handler
-        await asyncio.sleep(0.1)
+        deadline = time.monotonic() + 30
+        while len(server._clients) < control.MAX_CLIENTS:  # every held one accepted
+            assert time.monotonic() < deadline, f"{len(server._clients)} clients accepted"
+            await asyncio.sleep(0.005)
         assert (await ask(sock, b'{"cmd": "hi"}\n'))["error"]["code"] == "busy"
         for _, w in held:
             w.close()
