@@ -532,3 +532,21 @@ def test_re2_is_loaded_only_when_a_chunk_needs_it() -> None:
         "assert m.every_line(b'ERROR x\\nFATAL\\n' * 5000)\n"
     )
     assert fresh_python(script) == ["False", "True"]
+
+
+@pytest.mark.skipif("hyperscan" not in AVAILABLE, reason="needs hyperscan")
+def test_a_re2_found_but_not_importable_leaves_the_other_paths(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """google-re2 is looked for without importing it; when it is there but its import fails,
+    the paths that would use it (the per-line search of a chunk with a hit every few bytes,
+    the flood test) take the stdlib's instead, with the same answers."""
+    from watchrun.match import scanning
+
+    monkeypatch.setattr(scanning, "re2", lambda: None)
+    m = Matcher("ERROR|FATAL|QUUX9", ["healthcheck"])  # (patterns no other test compiled)
+    data = b"E\n" + b"ERROR\n" * 50000 + b"ERROR healthcheck\n"
+    assert m.find(data) == [(2 + 6 * i, 7 + 6 * i) for i in range(50000)]
+    flood = Matcher("ERROR|FATAL|QUUX8")  # no exclude: the flood test counts
+    assert len(flood.find(b"ERROR x\nFATAL\n" * 5000)) == 10000
+    assert flood.every_line(b"ERROR x\nFATAL\n" * 5000)
+    assert not flood.every_line(b"ERROR x\nok\n" * 5000)

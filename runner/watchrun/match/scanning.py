@@ -226,13 +226,14 @@ def _counted(needles: tuple[bytes, ...], fold: bool) -> Callable[[bytes], bool |
     two_source = b"(?:%b)[^\\n]*(?:%b)" % (alt, alt)
 
     @functools.cache
-    def two_search() -> Callable[[bytes], Any]:  # compiled at the first flood, not at start
-        return re2().compile(two_source, re2_options()).search  # type: ignore[no-any-return]
+    def two_search() -> Callable[[bytes], Any] | None:  # compiled at the first flood
+        module = re2()  # (None: installed but not importable; then it cannot tell)
+        return None if module is None else module.compile(two_source, re2_options()).search
 
     def counted(data: bytes) -> bool | None:
-        if not data.endswith(b"\n"):
-            return None
         two = two_search()
+        if two is None or not data.endswith(b"\n"):
+            return None
         hay = lower_ascii(data) if fold else data
         if sum(count_of(hay, x) for x in needles) != count_of(hay, b"\n"):
             return None if two(hay) is not None else False
