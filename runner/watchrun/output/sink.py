@@ -47,10 +47,9 @@ def _error(exc: OSError, doing: str) -> SinkWriteError:
 
 _MATCH_HEAD = b'{"schema":1,"seq":%d,"cursor":"'
 _MATCH_TS = b'%016x","ts":"'
-_MATCH_LINE = (b'","kind":"match","line":%b,"lineNo":%d,"offset":%d',
-               b'","kind":"match","line":"%b","lineNo":%d,"offset":%d')
-"""A match record, in the order `record("match", …)` writes its fields: the `line` as JSON, or
-its plain text between the quotes; then the fields after `offset`, and `}`."""
+_MATCH_LINE = b'","kind":"match","line":"%b","lineNo":%d,"offset":%d'
+"""A match record, in the order `record("match", …)` writes its fields: the `line` as its JSON
+string without the quotes; then the fields after `offset`, and `}`."""
 
 
 def _batch_end(lines: Sequence[bytes], i: int, limit: int) -> int:
@@ -128,16 +127,15 @@ class JsonlSink:
                 for lo, hi, kinds in self.unwritten.runs(below)]
 
     def match_records(self, lines: Sequence[bytes], line_nos: Iterable[int],
-                      offsets: Iterable[int], rest: Sequence[bytes], *, quoted: bool = True
-                      ) -> list[bytes]:
+                      offsets: Iterable[int], rest: Sequence[bytes]) -> list[bytes]:
         """`match` records (consuming seqs), the bytes `record("match", …)` would build, from
-        columns: the `line` field as a JSON string (`quoted`) or as text that needs no escape,
-        `lineNo`, `offset`, and the fields after `offset` as JSON members (`,"path":…`). One
-        timestamp for the batch, no dict per record; the fields after `offset` are part of the
-        template when every record has the same (one conversion less per record)."""
+        columns: the `line` field's JSON string without its quotes, `lineNo`, `offset`, and
+        the fields after `offset` as JSON members (`,"path":…`). One timestamp for the batch, no
+        dict per record; the fields after `offset` are part of the template when every record
+        has the same (one conversion less per record)."""
         seq = self.next_seq
         ts = iso_ts(self.clock.now()).encode()
-        fmt = _MATCH_HEAD + self._prefix_b + _MATCH_TS + ts + _MATCH_LINE[not quoted]
+        fmt = _MATCH_HEAD + self._prefix_b + _MATCH_TS + ts + _MATCH_LINE
         columns: list[Iterable[Any]] = [itertools.count(seq), itertools.count(seq), lines,
                                         line_nos, offsets]
         if rest and rest.count(rest[0]) == len(rest):

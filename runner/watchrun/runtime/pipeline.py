@@ -236,7 +236,7 @@ class WatcherPipeline:
         else:
             rows = self._rows(chunk, spans)
         await self.writer.write_lines(self.sink.match_records(
-            rows.lines, rows.line_nos, rows.offsets, rows.rest, quoted=False))
+            rows.lines, rows.line_nos, rows.offsets, rows.rest))
         found = Found(rows, self._members(chunk)[1])
         c.matches += len(found)
         c.last_match_at = time.time()
