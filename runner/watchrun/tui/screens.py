@@ -46,6 +46,11 @@ class WrappingLog(RichLog):
         self.texts.clear()
         self.clear()
 
+    @property
+    def at_end(self) -> bool:
+        """Showing the newest line: followed like `tail -f` unless the person scrolled up."""
+        return self.is_vertical_scroll_end or self.max_scroll_y == 0
+
     def on_resize(self, event: events.Resize) -> None:
         self.call_later(self._rewrap)  # after RichLog's own handler has taken the new size
 
@@ -53,7 +58,7 @@ class WrappingLog(RichLog):
         width = self.scrollable_content_region.width
         if width <= 0 or width == self._wrapped_at:
             return
-        at_end = self.is_vertical_scroll_end or self.max_scroll_y == 0
+        at_end = self.at_end
         self._wrapped_at = width
         self.clear()
         for text in self.texts:
@@ -109,14 +114,14 @@ class PaneScreen(Screen[None]):
             if self.row.is_agent:
                 seq, text = await asyncio.to_thread(self.feed.transcript, self.row.id)
                 if seq != self.after or self.after is None:
-                    at_end, self.after = self._at_end(), seq
+                    at_end, self.after = self.log_view.at_end, seq
                     self.log_view.reset()
                     self.log_view.add(Text(inert_block(text)), scroll_end=at_end)
                 return
             recs = await asyncio.to_thread(self.feed.matches, self.row.id, self.after, PANE_LINES)
             if recs:
                 self.after = recs[-1]["seq"]
-                at_end = self._at_end()
+                at_end = self.log_view.at_end
                 for rec in recs:
                     self.log_view.add(Text(format_match(rec)), scroll_end=at_end)
             elif self.after is None and not self.log_view.texts:
@@ -125,10 +130,6 @@ class PaneScreen(Screen[None]):
             self.notify(inert(str(exc)), severity="error")
         finally:
             self._busy = False
-
-    def _at_end(self) -> bool:
-        """Follow the end (as `tail -f` does) unless the person scrolled up."""
-        return self.log_view.is_vertical_scroll_end or self.log_view.max_scroll_y == 0
 
     def action_top(self) -> None:
         self.log_view.scroll_home(animate=False)
