@@ -415,8 +415,9 @@ class RacingSource(FileSource):
 
     race: Callable[[], None] | None = None
 
-    async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None) -> int:
-        n = await super()._drain(ctx, gen, end)
+    async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None,
+                     held: int | None = None) -> int:
+        n = await super()._drain(ctx, gen, end, held)
         if self.race is not None and gen is self._cur:
             race, self.race = self.race, None
             race()

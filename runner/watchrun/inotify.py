@@ -88,7 +88,7 @@ class INotify:
             while pos + _EVENT.size <= len(data):
                 wd, mask, cookie, size = _EVENT.unpack_from(data, pos)
                 pos += _EVENT.size
-                name = os.fsdecode(data[pos : pos + size].rstrip(b"\0"))
+                name = os.fsdecode(data[pos : pos + size].rstrip(b"\0")) if size else ""
                 pos += size
                 events.append(Event(wd, mask, cookie, name))
             if len(data) < _READ - 4096:  # well short of a full buffer: nothing left queued

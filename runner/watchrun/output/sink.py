@@ -55,6 +55,8 @@ string without the quotes; then the fields after `offset`, and `}`."""
 def _batch_end(lines: Sequence[bytes], i: int, limit: int) -> int:
     """The end of the longest run `lines[i:j]` of at most `limit` bytes, at least one line
     (sizes summed in C: the batch of a flood of records is cut without a loop per record)."""
+    if len(lines) - i == 1:  # (a tailed file's usual batch)
+        return i + 1
     sizes = list(itertools.accumulate(map(len, itertools.islice(lines, i, None))))
     return i + max(1, bisect.bisect_right(sizes, limit))
 
@@ -88,6 +90,7 @@ class JsonlSink:
         self.rotations = 0
         self._syncer = Syncer()
         self._fd, self._size, self._closed = -1, 0, False
+        self._inode = (0, 0)  # (st_ino, st_dev) of the open live file
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
         self._open()
         try:
@@ -224,26 +227,24 @@ class JsonlSink:
         if self._fd < 0:
             self._open()
             return
-        try:
-            if self._torn:
+        if self._torn:
+            try:
                 os.ftruncate(self._fd, self._size)
-                self._torn = False
-            st = os.fstat(self._fd)
-        except OSError as exc:
-            raise _error(exc, f"cannot repair {self.path}") from exc
-        try:
+            except OSError as exc:
+                raise _error(exc, f"cannot repair {self.path}") from exc
+            self._torn = False
+        try:  # one stat: the file at the path is ours (so linked), and its size
             cur = os.stat(self.path, follow_symlinks=False)
-            moved = (cur.st_ino, cur.st_dev) != (st.st_ino, st.st_dev)
         except FileNotFoundError:
-            moved = True
+            cur = None
         except OSError as exc:
             raise _error(exc, f"cannot stat {self.path}") from exc
-        if moved or st.st_nlink == 0:
+        if cur is None or (cur.st_ino, cur.st_dev) != self._inode:
             self._close_fd()
             self.reopens += 1
             self._open()
         else:
-            self._size = st.st_size
+            self._size = cur.st_size
 
     def _open(self) -> None:
         """Open (creating, mode 0640) the live file and cut a torn last record off it. A symlink,
@@ -263,7 +264,7 @@ class JsonlSink:
         except OSError as exc:
             os.close(fd)
             raise _error(exc, f"cannot open {self.path}") from exc
-        self._fd, self._size = fd, good
+        self._fd, self._size, self._inode = fd, good, (st.st_ino, st.st_dev)
 
     def _rotate(self) -> None:
         """`<id>.jsonl` → `.1` → `.2` … `.keep` (the oldest is replaced); keep=0 keeps none. The

@@ -164,12 +164,13 @@ class Followed:
                 await self._drain(ctx, gen)
         self._keep.dirty.set()
 
-    async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None) -> int:
+    async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None,
+                     held: int | None = None) -> int:
         if gen.announce is not None:
             fields, gen.announce = gen.announce, None
             gen.since = next_seq(ctx) or 0  # the seq the `rotate` record gets
             await ctx.event("rotate", path=self.name, **fields)
-        return await gen.drain(ctx, self.name, self.read_size, end, self._keep.dirty.set)
+        return await gen.drain(ctx, self.name, self.read_size, end, self._keep.dirty.set, held)
 
     def _close(self, gen: Generation, watch: Watch) -> None:
         if gen in self._old:

@@ -73,16 +73,17 @@ class Generation:
             self.seen_mtime = st.st_mtime_ns
 
     async def drain(
-        self, ctx: SourceContext, path: str, size: int, end: int | None, moved: Callable[[], None]
+        self, ctx: SourceContext, path: str, size: int, end: int | None, moved: Callable[[], None],
+        held: int | None = None,
     ) -> int:
         """Read to EOF (or `end`), at most `size` bytes at a time (the first read: what the file
-        holds), yielding to the loop in between;
+        holds, `held` when the caller has just looked), yielding to the loop in between;
         return the bytes read. `moved()` is called once a chunk's records are written and the
         checkpoint moved."""
         counter = _counter(ctx)
         start = self.pos
         self.framer.stamp(inode=self.inode, path=path)
-        want = first_read(self.fd, self.pos, size)
+        want = first_read(self.fd, self.pos, size, held)
         while end is None or self.pos < end:
             want = want if end is None else min(want, end - self.pos)
             data = os.pread(self.fd, want, self.pos)

@@ -20,10 +20,13 @@ HEAP_TRIM_THRESHOLD = 4 << 20
 _heap_held = False
 
 
-def first_read(fd: int, pos: int, size: int) -> int:
+def first_read(fd: int, pos: int, size: int, held: int | None = None) -> int:
     """How much a drain's first read at `pos` asks for: what the file holds past it (at least
-    FIRST_READ, as it may have grown since), at most `size`."""
-    return min(size, max(os.fstat(fd).st_size - pos, FIRST_READ))
+    FIRST_READ, as it may have grown since), at most `size`. `held`: the file's size by an
+    `fstat` the caller has just made (none is made again)."""
+    if held is None:
+        held = os.fstat(fd).st_size
+    return min(size, max(held - pos, FIRST_READ))
 
 
 def hold_heap() -> None:

@@ -28,7 +28,7 @@ class Rotation(Followed):
         confirmed = bool(gen.head)  # its first bytes were still there after `st` was taken
         if not confirmed and st.st_size > 0:  # (copied and truncated while empty to us?)
             await self._copies(ctx, watch, gen)
-        if await self._drain(ctx, gen):
+        if await self._drain(ctx, gen, held=st.st_size):
             gen.grew_at = self.clock.monotonic()
             watch.hurry()  # polling: look again soon while the file grows
         if gen.changed:  # truncated while it was read: look again at once
