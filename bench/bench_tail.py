@@ -4,6 +4,7 @@ written, next to `tail -F | grep --line-buffered`, trials interleaved (not a tes
     .venv/bin/python bench/bench_tail.py                                  # 50 000 lines/s, 10 s
     .venv/bin/python bench/bench_tail.py --rate 1000000 --seconds 5       # sustained, 1 M lines/s
     .venv/bin/python bench/bench_tail.py --source realistic --error-rate 0.01   # tailing CPU
+    .venv/bin/python bench/bench_tail.py --source realistic --floor   # and a Python floor
 
 A writer process appends lines at `--rate` lines/s: every 1 ms one `writev()` with all the lines
 due. The lines are the project log's (bench/loggen.py, ~0.2 % matching) or, with `--source
@@ -18,6 +19,9 @@ Competitors, one trial each per round, in turn, each on a fresh empty file:
   JSONL: the harness watches that file with inotify and reads what was appended.
 - baseline: `tail -n0 -F LOG | grep --line-buffered -iE 'ERROR|FATAL' | grep --line-buffered
   -iv healthcheck`; a probe is seen when its line comes out of the pipe.
+- with `--floor`, python floor: bench/floor_tail.py, the least a Python asyncio tailer pays per
+  write (the same matcher; no rotation checks, checkpoints, sanitizing, status or log), seen as
+  watchrun's records are.
 
 Latency = seen - T. Per trial: p50, p99, max, probes lost (not seen 3 s after the writer
 stopped), all matched lines delivered (count equal to the writer's), excluded lines leaked,
@@ -231,17 +235,21 @@ class Watchrun:
         config.write_text(json.dumps({"watchers": [{
             "id": "tail", "path": str(log), "pattern": "ERROR|FATAL", "exclude": ["healthcheck"],
         }]}) + "\n")  # fmt: skip
-        self.jsonl = work / "out" / "watchers" / "tail.jsonl"
+        self._start([*watchrun_cmd(), "run", "-c", str(config), "--output-dir", str(work / "out")],
+                    work / "out" / "watchers" / "tail.jsonl")  # fmt: skip
+
+    def _start(self, cmd: list[str], jsonl: Path) -> None:
+        """Run `cmd`, which writes JSONL records to `jsonl` (a `start` record first)."""
+        self.jsonl = jsonl
         self.proc = subprocess.Popen(
-            [*watchrun_cmd(), "run", "-c", str(config), "--output-dir", str(work / "out")],
-            stdout=subprocess.DEVNULL, stderr=open(work / "watchrun.stderr", "wb"),  # noqa: SIM115
+            cmd, stdout=subprocess.DEVNULL, stderr=open(self.work / "stderr", "wb"),  # noqa: SIM115
             start_new_session=True, env=child_env(),
         )
         deadline = time.monotonic() + 30
         while not (self.jsonl.exists() and b'"kind":"start"' in self.jsonl.read_bytes()):
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                err = (work / "watchrun.stderr").read_text()
-                raise RuntimeError(f"watchrun did not start: {err}")
+                err = (self.work / "stderr").read_text()
+                raise RuntimeError(f"{self.name} did not start: {err}")
             time.sleep(0.01)
         from watchrun.inotify import INotify
 
@@ -270,6 +278,18 @@ class Watchrun:
         self.proc.wait(30)
         self.fh.close()
         self.ino.close()
+
+
+class Floor(Watchrun):
+    """bench/floor_tail.py: the least a Python asyncio tailer pays (see its docstring)."""
+
+    name = "python floor (floor_tail.py)"
+
+    def __init__(self, work: Path, log: Path) -> None:
+        self.work, self.log = work, log
+        here = Path(__file__).resolve().parent
+        self._start([sys.executable, str(here / "floor_tail.py"), str(log),
+                     str(work / "floor.jsonl")], work / "floor.jsonl")  # fmt: skip
 
 
 class TailGrep:
@@ -369,10 +389,14 @@ def main() -> int:
     parser.add_argument("--error-rate", type=float, default=0.01,
                         help="share of ERROR/FATAL lines with --source realistic")  # fmt: skip
     parser.add_argument("--work", type=Path, default=Path("/tmp/watchrun-bench-tail"))
+    parser.add_argument("--floor", action="store_true",
+                        help="also run bench/floor_tail.py, a minimal Python asyncio tailer")
     args = parser.parse_args()
     for line in context_lines(sys.argv):
         print(line)
     kinds: list[type[Watchrun] | type[TailGrep]] = [Watchrun, TailGrep]
+    if args.floor:
+        kinds.append(Floor)
     trials: dict[str, list[Trial]] = {k.name: [] for k in kinds}
     for r in range(args.rounds):
         for kind in kinds:
