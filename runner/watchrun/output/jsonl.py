@@ -53,13 +53,14 @@ def safe_str(text: str) -> bytes:
     return orjson.dumps(text)
 
 
-def plain_bodies(text: str) -> list[bytes]:
-    """The JSON strings of the lines of `text`, without their quotes, for lines with no control
-    character but tab (`sanitize.plain_text`): `\\`, `"` and tab escaped as orjson escapes
-    them, the rest UTF-8 as it is; in C over all the lines at once (a line with another control
-    comes out unescaped: the caller encodes it alone)."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t")
-    return escaped.encode().split(b"\n")
+def plain_bodies(utf8: bytes) -> list[bytes]:
+    """The JSON strings of the lines of `utf8` (valid UTF-8, lines joined by newlines), without
+    their quotes, for lines with no control character but tab (`sanitize.plain_text`): `\\`,
+    `"` and tab escaped as orjson escapes them, the rest as it is; in C over all the lines at
+    once, on the bytes (those three are ASCII, never part of a longer UTF-8 sequence; a line
+    with another control comes out unescaped: the caller encodes it alone)."""
+    escaped = utf8.replace(b"\\", b"\\\\").replace(b'"', b'\\"').replace(b"\t", b"\\t")
+    return escaped.split(b"\n")
 
 
 def _safe(value: Any) -> Any:

@@ -118,7 +118,7 @@ def every_line(chunk: Chunk, where: bytes) -> Rows | None:
     starts = itertools.accumulate(map(len, lines), initial=chunk.offset)  # n + 1 of them
     offsets = list(map(operator.add, starts, range(n)))
     escape = b'"' in data or b"\\" in data or b"\t" in data  # else the lines are their JSON
-    bodies = plain_bodies(data[:-1].decode("ascii")) if escape else lines
+    bodies = plain_bodies(data[:-1]) if escape else lines
     return Rows(bodies, range(chunk.line_no, chunk.line_no + n), offsets, [where] * n,
                 cast("list[str | bytes]", lines))
 
@@ -132,7 +132,7 @@ def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
     data = chunk.data
     starts = list(map(operator.itemgetter(0), spans))
     ends = list(map(operator.itemgetter(1), spans))
-    text, texts, odd = plain_texts(map(data.__getitem__, map(slice, starts, ends)),
+    utf8, texts, odd = plain_texts(map(data.__getitem__, map(slice, starts, ends)),
                                    list(map(operator.sub, ends, starts)), max_bytes)
     if chunk.cuts:  # a line cut by the framing is never plain
         offsets = list(map(chunk.source_offset, starts))
@@ -142,6 +142,6 @@ def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
     gaps = map(newline_counter(data), itertools.chain((0,), starts), starts)
     line_nos = list(itertools.accumulate(gaps, initial=chunk.line_no))
     del line_nos[0]
-    rows = Rows(plain_bodies(text), line_nos, offsets, [where] * len(starts),
+    rows = Rows(plain_bodies(utf8), line_nos, offsets, [where] * len(starts),
                 cast("list[str | bytes]", texts))
     return rows, odd, line_nos[-1] - chunk.line_no
