@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_scan.py --size 300MiB --error-rate 0.01 --rounds 5
     .venv/bin/python bench/bench_scan.py --size 1GiB --engines all --rounds 5
     .venv/bin/python bench/bench_scan.py --log project --size 1GiB --rounds 5
+    git worktree add /tmp/base BASE && .venv/bin/python bench/bench_scan.py --tree /tmp/base/runner
 
 The log is the realistic one of `bench/gen_log.py` (seed 42; access, app, Java and JSON lines,
 ~15 % non-ASCII; `--error-rate` of ERROR/FATAL lines) or the project's own (`bench/loggen.py`,
@@ -13,8 +14,9 @@ seed 1), generated once into /tmp and kept (a `.meta` file records how). In each
 healthcheck`, and `grep -E 'ERROR|FATAL' LOG` (the anchor of the fallbacks). Wall time includes
 the process start; CPU is user+system of the process and its children. Printed: median and
 min-max wall, MB/s, median CPU, and the median of the per-round ratios to the anchor (and to
-`grep -E`); then whether watchrun recorded as many matches as the anchor printed lines (exit 1
-when not).
+`grep -E`), and of the CPU to the anchor's; then whether watchrun recorded as many matches as
+the anchor printed lines (exit 1 when not). `--tree DIR` adds the watchrun of another source
+tree (run with PYTHONPATH=DIR) to the same rounds: an A/B of a change on a noisy host.
 """
 
 from __future__ import annotations
@@ -82,6 +84,10 @@ def main() -> int:
     parser.add_argument("--fallback-target", type=float, default=3.0,
                         help="ratio to grep -E the re2/stdlib engines must meet")  # fmt: skip
     parser.add_argument("--work", type=Path, default=Path("/tmp/watchrun-bench-scan"))
+    parser.add_argument("--tree", type=Path, action="append", default=[],
+                        help="also run the watchrun of this source tree, its default engine "
+                             "(the `runner` directory of a `git worktree` of another commit: "
+                             "an A/B in the same rounds)")  # fmt: skip
     args = parser.parse_args()
     engines = list(ENGINES) if args.engines == "all" else args.engines.split(",")
     for line in context_lines(sys.argv):
@@ -99,22 +105,27 @@ def main() -> int:
         "id": "big", "path": str(log), "pattern": "error|fatal", "exclude": ["healthcheck"],
         "fromStart": True}]})  # fmt: skip
 
-    def watchrun(engine: str | None) -> Callable[[], Timed]:
+    def watchrun(name: str, engine: str | None, tree: Path | None = None) -> Callable[[], Timed]:
         def run() -> Timed:
-            out = work / f"out-{engine or 'default'}"
+            out = work / ("out-" + name.replace("/", "_").replace(" ", "-"))
             shutil.rmtree(out, ignore_errors=True)
             env = child_env({"WATCHRUN_ENGINES": engine} if engine else None)
-            t = run_timed([*watchrun_cmd(), "run", "--once", "-c", str(config), "--output-dir",
+            cmd = watchrun_cmd()
+            if tree is not None:
+                env["PYTHONPATH"], cmd = str(tree), [sys.executable, "-m", "watchrun"]
+            t = run_timed([*cmd, "run", "--once", "-c", str(config), "--output-dir",
                            str(out)], stdout=work / "watchrun.stdout",
                           stderr=work / "watchrun.stderr", env=env)  # fmt: skip
-            counts[f"watchrun {engine or 'hyperscan'}"] = matched(out)
+            counts[name] = matched(out)
             return t
         return run
 
     counts: dict[str, int] = {}
     competitors: dict[str, Callable[[], Timed]] = {}
     for name in engines:
-        competitors[f"watchrun ({name})"] = watchrun(ENGINES[name])
+        competitors[f"watchrun ({name})"] = watchrun(f"watchrun {name}", ENGINES[name])
+    for tree in args.tree:
+        competitors[f"watchrun (tree {tree})"] = watchrun(f"tree {tree}", None, tree.resolve())
     competitors[ANCHOR] = lambda: run_timed(
         ["/bin/sh", "-c", f"grep -iE 'error|fatal' {log} | grep -iv healthcheck"],
         stdout=work / "anchor.out")  # fmt: skip
@@ -139,13 +150,14 @@ def main() -> int:
         rows.append([name, fmt(w.median), f"{fmt(w.lo)}-{fmt(w.hi)}",
                      f"{nbytes / 1e6 / w.median:.0f}", fmt(cpus[name].median),
                      f"{ratio_median(w, walls[ANCHOR]):.2f}x",
-                     f"{ratio_median(w, walls[GREP_E]):.2f}x"])  # fmt: skip
+                     f"{ratio_median(w, walls[GREP_E]):.2f}x",
+                     f"{ratio_median(cpus[name], cpus[ANCHOR]):.2f}x"])  # fmt: skip
     what = (f"realistic log (gen_log.py, seed 42, error rate {args.error_rate})"
             if args.log == "realistic" else "project log (loggen.py, seed 1)")  # fmt: skip
     print(f"\nfile: {log} ({nbytes / 1e6:.0f} MB), {what}; `error|fatal` ignoring case, exclude "
           f"`healthcheck`; {args.rounds} rounds interleaved, wall includes process start-up")
     print_table(["command", "median s", "min-max s", "MB/s", "CPU s", f"÷ {ANCHOR}",
-                 f"÷ {GREP_E}"], rows)  # fmt: skip
+                 f"÷ {GREP_E}", f"CPU ÷ {ANCHOR}"], rows)  # fmt: skip
     print(f"load average at end: {loadavg()}")
     want = sum(1 for _ in (work / "anchor.out").open("rb"))
     ok = all(n == want for n in counts.values())
