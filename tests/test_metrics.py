@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 
+from watchrun.runtime.counters import Counters, RecentLines
 from watchrun.runtime.metrics import (
     MAX_CONNECTIONS,
     MAX_HEAD_BYTES,
     MetricsServer,
     parse_address,
 )
-from watchrun.runtime.pipeline import Counters, RecentLines
 from watchrun.runtime.tally import Tally
 
 SNAPSHOT: dict[str, Any] = {

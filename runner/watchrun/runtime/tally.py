@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from watchrun.runtime.pipeline import Counters
+from watchrun.runtime.counters import Counters
 
 WATCHER_EVENTS = {"restart": "restarts", "rotate": "rotations", "gap": "gaps"}
 """Watcher records counted from the runner's events (the pipeline does not count them)."""

@@ -1,0 +1,116 @@
+"""A watcher's counters and the tail of its lines: what status snapshots, metrics and
+`watchrun logs` read, kept at O(1) cost per chunk."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from watchrun.events import Chunk, MatchInfo
+from watchrun.match.simd import count_newlines
+from watchrun.runtime.matches import RecentMatches
+
+
+@dataclass(slots=True)
+class Counters:
+    tail: RecentLines
+    """Lines read and the last `maxLogLines` of them (for `watchrun logs`)."""
+    bytes_read: int = 0
+    matches: int = 0
+    skipped_duplicates: int = 0
+    """Lines not read again after a crash: they were recorded before it."""
+    truncated: int = 0
+    errors: int = 0
+    last_match_at: float | None = None
+    first: list[MatchInfo] = field(default_factory=list)
+    """The first few matches (for gate verdicts)."""
+    require_seen: bool = False
+    spawn_failed: bool = False
+    recent: RecentMatches = field(default_factory=lambda: RecentMatches(0))
+    """The last `maxMatches` matches."""
+    redacted: dict[str, int] = field(default_factory=dict)
+    """Secrets redacted from this watcher's records, by kind (`output.redact`)."""
+
+    @property
+    def lines(self) -> int:
+        """Lines read so far (counted when asked, not per chunk)."""
+        return self.tail.lines
+
+
+class RecentLines:
+    """How many lines a stream of chunks held, and its last `keep` lines, at O(1) cost per
+    chunk: it keeps references to the newest chunks' bytes and counts and splits them only when
+    asked (a status snapshot, at most once a second), never on the hot path.
+
+    A chunk's line count is the next chunk's `line_no` minus its own when the next one follows
+    it in the same stream (same inode or run, next byte offset); otherwise it is counted.
+    Memory: the bytes of the last `keep` lines, plus at most two chunks.
+    """
+
+    __slots__ = ("_done", "_held", "_held_lines", "_newest", "_newest_lines", "keep")
+
+    def __init__(self, keep: int) -> None:
+        self.keep = max(0, keep)
+        self._done = 0  # lines of every chunk before the newest
+        self._held: deque[tuple[bytes, int]] = deque()  # older chunks the tail may need
+        self._held_lines = 0
+        self._newest: Chunk | None = None
+        self._newest_lines = -1  # -1: not counted yet
+
+    def add(self, chunk: Chunk) -> None:
+        prev = self._newest
+        if prev is not None:
+            n = self._newest_lines
+            if n < 0:
+                n = chunk.line_no - prev.line_no if _follows(prev, chunk) else -1
+                n = n if n > 0 else count_newlines(prev.data)
+            self._done += n
+            if self.keep:
+                self._held.append((prev.data, n))
+                self._held_lines += n
+                held = self._held
+                while len(held) > 1 and self._held_lines - held[0][1] >= self.keep:
+                    self._held_lines -= held.popleft()[1]
+        self._newest, self._newest_lines = chunk, -1
+
+    @property
+    def lines(self) -> int:
+        newest = self._newest
+        if newest is None:
+            return self._done
+        if self._newest_lines < 0:
+            self._newest_lines = count_newlines(newest.data)
+        return self._done + self._newest_lines
+
+    def last(self) -> list[bytes]:
+        """The last `keep` lines (raw bytes, without their newlines), oldest first."""
+        if self._newest is None or not self.keep:
+            return []
+        out: list[bytes] = []
+        need = self.keep
+        for data in (self._newest.data, *(d for d, _ in reversed(self._held))):
+            part = _last_lines(data, need)
+            out[:0] = part
+            need -= len(part)
+            if need <= 0:
+                break
+        return out
+
+
+def _follows(prev: Chunk, chunk: Chunk) -> bool:
+    return (
+        chunk.offset == prev.end
+        and chunk.inode == prev.inode
+        and chunk.run == prev.run
+        and chunk.path == prev.path
+    )
+
+
+def _last_lines(data: bytes, n: int) -> list[bytes]:
+    """The last `n` lines of `data` (whole lines, each ending in b"\\n"), without newlines."""
+    cut = len(data) - 1
+    for _ in range(n):
+        cut = data.rfind(b"\n", 0, cut)
+        if cut < 0:
+            break
+    return data[cut + 1 : -1].split(b"\n")
