@@ -3,6 +3,7 @@
 cost of each file watcher (20 → 500 watchers, time to READY=1). Interleaved rounds.
 
     .venv/bin/python bench/bench_startup.py [--rounds 10] [--watcher-rounds 5]
+    .venv/bin/python bench/bench_startup.py --watchers-only --tree /tmp/base/runner   # an A/B
 
 Every command runs as a fresh process (console script of this venv) with its output going to a
 file. CPU is user+system of the process (rusage); the ratio is the median of per-round ratios to
@@ -46,8 +47,8 @@ from benchlib import (
 )
 
 
-def _ready(argv: list[str], out: Path) -> tuple[float, float]:
-    """Start `argv`; (wall s, CPU s) when it sends READY=1; then stop it."""
+def _ready(argv: list[str], out: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Start `argv` (with `env` added); (wall s, CPU s) when it sends READY=1; then stop it."""
     sock_path = out.parent / f".notify-{os.getpid()}"
     with contextlib.suppress(FileNotFoundError):
         sock_path.unlink()
@@ -56,7 +57,7 @@ def _ready(argv: list[str], out: Path) -> tuple[float, float]:
     sock.settimeout(120)
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env=child_env({"NOTIFY_SOCKET": str(sock_path)}))  # fmt: skip
+                            env=child_env({**env, "NOTIFY_SOCKET": str(sock_path)}))  # fmt: skip
     try:
         while b"READY=1" not in sock.recv(4096):
             pass
@@ -71,8 +72,14 @@ def _ready(argv: list[str], out: Path) -> tuple[float, float]:
     return wall, cpu
 
 
-def watcher_cost(work: Path, wr: list[str], mode: str, rounds: int) -> tuple[float, float]:
-    """ms per file watcher to READY=1 (wall, CPU), from 20 and 500 watchers."""
+Variant = tuple[str, list[str], dict[str, str]]
+"""A watchrun to start: its label, its command, what its environment adds."""
+
+
+def watcher_cost(work: Path, variants: list[Variant], mode: str, rounds: int
+                 ) -> dict[str, tuple[float, float]]:
+    """ms per file watcher to READY=1 (wall, CPU), from 20 and 500 watchers, of each variant
+    (in the same rounds, in turn)."""
     logs = work / "logs"
     logs.mkdir(exist_ok=True)
     configs = {}
@@ -83,23 +90,28 @@ def watcher_cost(work: Path, wr: list[str], mode: str, rounds: int) -> tuple[flo
                                   "watchers": [{"id": f"w{i}", "path": str(logs / f"f{i}.log"),
                                                 "pattern": "ERROR|FATAL",
                                                 "exclude": ["healthcheck"]} for i in range(n)]})
-    samples: dict[int, list[tuple[float, float]]] = {20: [], 500: []}
+    samples = {(label, n): [] for label, _, _ in variants for n in (20, 500)}
     for r in range(rounds + 1):  # the first round warms up (and makes the restart state)
-        for n in (20, 500):
-            out = work / f"ready-{n}"
-            if mode == "fresh":
-                shutil.rmtree(out, ignore_errors=True)
-            taken = _ready([*wr, "run", "-c", str(configs[n]), "--output-dir", str(out)], out)
-            if r:
-                samples[n].append(taken)
-    med = {n: (statistics.median(w for w, _ in s), statistics.median(c for _, c in s))
-           for n, s in samples.items()}  # fmt: skip
-    per = ((med[500][0] - med[20][0]) / 480 * 1000, (med[500][1] - med[20][1]) / 480 * 1000)
-    print(f"\nstart to READY=1, {mode} ({rounds} rounds): 20 watchers {med[20][0] * 1000:.0f} ms "
-          f"wall / {med[20][1] * 1000:.0f} ms CPU, 500 watchers {med[500][0] * 1000:.0f} / "
-          f"{med[500][1] * 1000:.0f} ms: {per[0]:.2f} ms wall, {per[1]:.2f} ms CPU per watcher "
-          f"(target <= 0.5 ms)")  # fmt: skip
-    return per
+        for k, (label, wr, env) in enumerate(variants):
+            for n in (20, 500):
+                out = work / f"ready-{k}-{n}"
+                if mode == "fresh":
+                    shutil.rmtree(out, ignore_errors=True)
+                taken = _ready([*wr, "run", "-c", str(configs[n]), "--output-dir", str(out)],
+                               out, env)  # fmt: skip
+                if r:
+                    samples[label, n].append(taken)
+    costs = {}
+    for label, _, _ in variants:
+        med = {n: (statistics.median(w for w, _ in samples[label, n]),
+                   statistics.median(c for _, c in samples[label, n])) for n in (20, 500)}
+        per = ((med[500][0] - med[20][0]) / 480 * 1000, (med[500][1] - med[20][1]) / 480 * 1000)
+        print(f"\n{label}: start to READY=1, {mode} ({rounds} rounds): 20 watchers "
+              f"{med[20][0] * 1000:.0f} ms wall / {med[20][1] * 1000:.0f} ms CPU, 500 watchers "
+              f"{med[500][0] * 1000:.0f} / {med[500][1] * 1000:.0f} ms: {per[0]:.2f} ms wall, "
+              f"{per[1]:.2f} ms CPU per watcher (target <= 0.5 ms)")  # fmt: skip
+        costs[label] = per
+    return costs
 
 
 def main() -> int:
@@ -107,6 +119,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--watcher-rounds", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path("/tmp/watchrun-bench-startup"))
+    parser.add_argument("--tree", type=Path, action="append", default=[],
+                        help="also start the watchrun of this source tree in the watcher rounds "
+                             "(the `runner` directory of a `git worktree`: an A/B)")  # fmt: skip
+    parser.add_argument("--watchers-only", action="store_true",
+                        help="only the per-watcher start cost")
     args = parser.parse_args()
     for line in context_lines(sys.argv):
         print(line)
@@ -117,6 +134,14 @@ def main() -> int:
     example = ROOT / "watch.yaml.example"
     wr = watchrun_cmd()
     py = sys.executable
+    variants: list[Variant] = [("watchrun", wr, {})]
+    variants += [(f"tree {t}", [py, "-m", "watchrun"], {"PYTHONPATH": str(t.resolve())})
+                 for t in args.tree]  # fmt: skip
+    if args.watchers_only:
+        for mode in ("restart", "fresh"):
+            watcher_cost(work, variants, mode, args.watcher_rounds)
+        shutil.rmtree(work, ignore_errors=True)
+        return 0
     commands: dict[str, tuple[list[str], float | None]] = {
         "python -c pass": ([py, "-c", "pass"], None),
         "python -c 'import asyncio'": ([py, "-c", "import asyncio"], None),
@@ -158,7 +183,7 @@ def main() -> int:
           f"{'met' if ratio <= 5 else 'NOT met'}")
     ok = ratio <= 5
     for mode in ("restart", "fresh"):
-        per = watcher_cost(work, wr, mode, args.watcher_rounds)
+        per = watcher_cost(work, variants, mode, args.watcher_rounds)["watchrun"]
         ok = ok and (mode != "restart" or per[1] <= 0.5)
     rows = []
     for name, (_, target) in commands.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from watchrun.output.records import (
     ReadStats,
+    complete_tail,
     cursor_expired,
     format_cursor,
     iter_records,
@@ -197,3 +199,30 @@ def test_a_writer_looks_up_its_rotated_files_by_name(tmp_path: Path) -> None:
     assert retained_files(live, keep=5) == [tmp_path / "w.jsonl.3", tmp_path / "w.jsonl.1", live]
     assert retained_files(live) == [tmp_path / "w.jsonl.9", tmp_path / "w.jsonl.3",
                                     tmp_path / "w.jsonl.1", live]
+
+
+BIG = 70 * 1024  # over the 64 KiB a look back reads at once
+
+
+@pytest.mark.parametrize(("data", "size", "last"), [
+    (b"", 0, b""),
+    (b"torn", 0, b""),  # no newline at all: everything is a torn record
+    (b"only\n", 5, b"only"),
+    (b"a\nb\n", 4, b"b"),
+    (b"a\nb\ntorn", 4, b"b"),  # the torn record is cut; the last whole line before it
+    (b"a\n\n", 3, b""),  # an empty last line
+    (b"a\n" + b"x" * BIG + b"\n", 2 + BIG + 1, b""),  # longer than a look back: not at hand
+    (b"x" * BIG + b"\nend\n", BIG + 5, b"end"),
+    (b"end\n" + b"t" * BIG, 4, b"end"),  # a torn record longer than a look back
+])
+def test_complete_tail_is_the_size_without_a_torn_record_and_the_last_line(
+        tmp_path: Path, data: bytes, size: int, last: bytes) -> None:
+    """What the sink keeps of its live file at open, and the last line it reads the stream's
+    last record from (b"" sends it to the full reader)."""
+    path = tmp_path / "w.jsonl"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert complete_tail(fd, len(data)) == (size, last)
+    finally:
+        os.close(fd)

@@ -99,6 +99,21 @@ def test_seq_continues_across_reopen(tmp_path: Path) -> None:
     assert recs[-1]["cursor"] == "server:0000000000000005"
 
 
+def test_a_last_line_that_is_not_a_record_is_passed_over_on_reopen(tmp_path: Path) -> None:
+    """The live file's last line gives the stream's last record only when it is one: a line of
+    something else (written by hand) sends the sink to the records before it."""
+    path = tmp_path / "server.jsonl"
+    with open_sink(path) as sink:
+        for n in (1, 2, 3):
+            sink.write("match", match(n))
+    with path.open("ab") as fh:
+        fh.write(b"not a record\n")
+    with open_sink(path) as sink:
+        assert sink.repaired_bytes == 0
+        assert sink.next_seq == 4
+        assert sink.last_record is not None and sink.last_record["lineNo"] == 3
+
+
 def test_torn_record_is_cut_on_open(tmp_path: Path) -> None:
     path = tmp_path / "server.jsonl"
     with open_sink(path) as sink:

@@ -17,7 +17,7 @@ from watchrun.output import safefs
 __all__ = [
     "ID_PATTERN",
     "ReadStats",
-    "complete_size",
+    "complete_tail",
     "cursor_expired",
     "format_cursor",
     "iter_records",
@@ -261,21 +261,21 @@ def oldest_seq(path: Path) -> int | None:
     return None
 
 
-def complete_size(path: Path, size: int) -> int:
-    """Bytes up to and including the last newline: what is left after cutting a torn record."""
-    fd = safefs.open_read(path)
-    try:
-        pos = size
-        while pos > 0:
-            step = min(_BLOCK, pos)
-            block = os.pread(fd, step, pos - step)
-            nl = block.rfind(b"\n")
-            if nl >= 0:
-                return pos - step + nl + 1
-            pos -= step
-        return 0
-    finally:
-        os.close(fd)
+def complete_tail(fd: int, size: int) -> tuple[int, bytes]:
+    """For a file of `size` bytes open for reading at `fd`: the bytes up to and including its
+    last newline (what is left after cutting a torn record), and its last whole line without
+    the newline when the block read to find that newline holds all of it (else b"")."""
+    pos = size
+    while pos > 0:
+        step = min(_BLOCK, pos)
+        block = os.pread(fd, step, pos - step)
+        nl = block.rfind(b"\n")
+        if nl >= 0:
+            start = block.rfind(b"\n", 0, nl) + 1
+            whole = start > 0 or pos == step  # a newline before it, or the file's start
+            return pos - step + nl + 1, block[start:nl] if whole else b""
+        pos -= step
+    return 0, b""
 
 
 def cursor_expired(path: Path, since_seq: int) -> bool:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 __all__ = [
     "UnsafePathError",
+    "check_regular",
     "create_exclusive",
     "fsync_dir",
     "make_dirs",
@@ -112,6 +113,16 @@ def _check(path: Path, fd: int, *, owned: bool) -> None:
     if problem is not None:
         os.close(fd)
         raise UnsafePathError(path, errno.EPERM, problem)
+
+
+def check_regular(path: Path) -> None:
+    """Refuse (UnsafePathError) what is at `path` unless it is a regular file, as `open_read`
+    would refuse it, without opening it (a symlink is never followed)."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise _symlink_error(path, None, path.name)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafePathError(path, errno.EPERM, "is not a regular file")
 
 
 def open_read(path: Path) -> int:

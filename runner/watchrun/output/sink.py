@@ -14,7 +14,14 @@ from typing import Any
 from watchrun.clock import Clock, iso_ts
 from watchrun.output import safefs
 from watchrun.output.jsonl import dumps
-from watchrun.output.records import complete_size, format_cursor, last_records, retained_files
+from watchrun.output.records import (
+    ReadStats,
+    complete_tail,
+    format_cursor,
+    last_records,
+    parse_record,
+    retained_files,
+)
 from watchrun.output.syncer import Syncer
 from watchrun.output.unwritten import Unwritten, seq_of
 
@@ -23,7 +30,7 @@ __all__ = ["FILE_MODE", "JsonlSink", "SinkWriteError"]
 FILE_MODE = 0o640
 BATCH_BYTES = 1 << 20
 """At most this many bytes per `write` call (a single record may be bigger; it is not split)."""
-_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC  # (read: its own last record)
 _RESERVED = frozenset({"schema", "seq", "cursor", "ts", "kind"})
 
 
@@ -92,9 +99,13 @@ class JsonlSink:
         self._fd, self._size, self._closed = -1, 0, False
         self._inode = (0, 0)  # (st_ino, st_dev) of the open live file
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
-        self._open()
-        try:
-            tail = last_records(path, 1, keep=self.keep)
+        line = self._open()
+        last = parse_record(line, ReadStats()) if line else None
+        try:  # (the live file's last line is the stream's last record, unless not one)
+            tail = [last] if last is not None else last_records(path, 1, keep=self.keep)
+            for old in retained_files(path, self.keep)[:-1]:  # refused as readers refuse them
+                with contextlib.suppress(FileNotFoundError):
+                    safefs.check_regular(old)
         except OSError as exc:
             self._close_fd()
             raise _error(exc, f"cannot read the last record of {path}") from exc
@@ -246,9 +257,10 @@ class JsonlSink:
         else:
             self._size = cur.st_size
 
-    def _open(self) -> None:
-        """Open (creating, mode 0640) the live file and cut a torn last record off it. A symlink,
-        a hard link, another user's file or a non-file there is refused (SinkWriteError)."""
+    def _open(self) -> bytes:
+        """Open (creating, mode 0640) the live file and cut a torn last record off it; return its
+        last line (b"" when there is none at hand). A symlink, a hard link, another user's file
+        or a non-file there is refused (SinkWriteError)."""
         try:
             fd = safefs.open_write(self.path, _FLAGS, FILE_MODE)
         except OSError as exc:
@@ -257,7 +269,7 @@ class JsonlSink:
             with contextlib.suppress(PermissionError):  # someone else's file: keep its mode
                 os.fchmod(fd, FILE_MODE)
             st = os.fstat(fd)
-            good = complete_size(self.path, st.st_size)
+            good, last = complete_tail(fd, st.st_size)
             if good < st.st_size:
                 os.ftruncate(fd, good)
                 self.repaired_bytes += st.st_size - good
@@ -265,6 +277,7 @@ class JsonlSink:
             os.close(fd)
             raise _error(exc, f"cannot open {self.path}") from exc
         self._fd, self._size, self._inode = fd, good, (st.st_ino, st.st_dev)
+        return last
 
     def _rotate(self) -> None:
         """`<id>.jsonl` → `.1` → `.2` … `.keep` (the oldest is replaced); keep=0 keeps none. The
