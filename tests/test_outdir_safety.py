@@ -149,6 +149,20 @@ def test_symlinked_rotated_segment_is_refused_by_readers_and_the_sink(
         sink(live)
 
 
+def test_fifo_in_place_of_a_rotated_segment_fails_the_sink_without_hanging(
+    tmp_path: Path,
+) -> None:
+    """The sink looks at its rotated segments without opening them: a FIFO at `.1` (which an
+    open for reading would wait on) fails its start at once, as a reader refuses it."""
+    layout = prepare_output_dir(tmp_path / "out")
+    live = layout.jsonl("watcher", "x")
+    with sink(live) as s:
+        s.write("match", rec(1))
+    os.mkfifo(f"{live}.1")
+    with pytest.raises(SinkWriteError, match="not a regular file"):
+        sink(live)
+
+
 def test_rotation_moves_planted_links_and_never_writes_through_them(
     tmp_path: Path, target: Path
 ) -> None:
