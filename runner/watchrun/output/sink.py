@@ -101,11 +101,14 @@ class JsonlSink:
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
         line = self._open()
         last = parse_record(line, ReadStats()) if line else None
-        try:  # (the live file's last line is the stream's last record, unless not one)
-            tail = [last] if last is not None else last_records(path, 1, keep=self.keep)
-            for old in retained_files(path, self.keep)[:-1]:  # refused as readers refuse them
-                with contextlib.suppress(FileNotFoundError):
-                    safefs.check_regular(old)
+        try:
+            if last is None:  # not at hand: every retained file is read back (and checked)
+                tail = last_records(path, 1, keep=self.keep)
+            else:  # the live file's last line; the others are refused as readers refuse them
+                tail = [last]
+                for old in retained_files(path, self.keep)[:-1]:
+                    with contextlib.suppress(FileNotFoundError):
+                        safefs.check_regular(old)
         except OSError as exc:
             self._close_fd()
             raise _error(exc, f"cannot read the last record of {path}") from exc
