@@ -5,6 +5,7 @@ first arm of a watch."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import time
@@ -72,6 +73,36 @@ def test_a_first_arm_that_found_the_file_is_not_redone(tmp_path: Path) -> None:
             await asyncio.wait_for(watch.wait(), 30)
             assert watch.stale
             assert notifier.watch(tmp_path / "later.log").stale
+        finally:
+            notifier.close()
+
+    asyncio.run(main())
+
+
+def test_a_disabled_notifier_opens_no_inotify_and_its_watches_poll(tmp_path: Path) -> None:
+    """`enabled=False` (the runner's once mode, whose sources read to the end): no inotify
+    instance is opened, nothing is armed, and a watch waited on anyway wakes by polling."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    def inotify_fds() -> int:
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # closed since the listing
+                n += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        return n
+
+    async def main() -> None:
+        before = inotify_fds()
+        notifier = Notifier(20, enabled=False)
+        try:
+            assert notifier.mode == "none" and inotify_fds() == before
+            watch = notifier.watch(log)
+            assert watch.polling and not watch.stale
+            started = time.monotonic()
+            await asyncio.wait_for(watch.wait(), 5)  # a poll interval, not forever
+            assert time.monotonic() - started >= 0.015
+            assert inotify_fds() == before
         finally:
             notifier.close()
 

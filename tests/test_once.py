@@ -298,6 +298,17 @@ def test_a_second_once_run_counts_every_line_it_reads(tmp_path: Path, watcher: d
     assert table_row(second.out, "log")[:2] == ["log", "4" if then == "a" else "2"]
 
 
+def test_a_once_run_watches_nothing_it_reads_to_the_end(tmp_path: Path) -> None:
+    """Once mode reads each file to its end and stops: it asks the kernel for no change
+    notification (the ready line says so), and still reads every line."""
+    (tmp_path / "app.log").write_text("INFO a\nERROR one\nERROR two\n")
+    r = once(tmp_path, {"watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
+                                      "fromStart": True, "gate": {"maxMatches": 2}}]})
+    assert r.rc == 0, r.out + r.err
+    assert "(change notification: none)" in r.err
+    assert table_row(r.out, "log")[:2] == ["log", "2"]
+
+
 def test_agents_run_only_when_woken_and_their_turns_are_awaited(tmp_path: Path) -> None:
     (tmp_path / "app.log").write_text("INFO a\nERROR disk full\n")
     config = {

@@ -51,9 +51,11 @@ class Notifier:
 
     Idle costs nothing: no timers, no wake-ups. Where inotify is missing, exhausted for a path,
     or disabled (`force_poll=True` or `WATCHRUN_FORCE_POLL=1`), a watch wakes every `poll_ms`.
+    `enabled=False` (mode "none": for sources that never wait) opens no inotify and arms
+    nothing; a watch waited on all the same polls.
     """
 
-    def __init__(self, poll_ms: int, *, force_poll: bool = False) -> None:
+    def __init__(self, poll_ms: int, *, force_poll: bool = False, enabled: bool = True) -> None:
         self.poll_s = poll_ms / 1000
         self.wakeups = 0  # how often any Watch.wait returned
         self.overflows = 0  # IN_Q_OVERFLOW seen (every watch was woken to reconcile)
@@ -63,12 +65,12 @@ class Notifier:
         self._subs: dict[int, list[_Sub]] = {}
         self._watches: set[Watch] = set()
         self._warned = False
-        if not (force_poll or os.environ.get("WATCHRUN_FORCE_POLL") == "1"):
+        if enabled and not (force_poll or os.environ.get("WATCHRUN_FORCE_POLL") == "1"):
             try:
                 self._ino = _open_inotify()
             except OSError as exc:
                 self._warn(f"inotify unavailable ({exc.strerror}); polling every {poll_ms} ms")
-        self.mode = "poll" if self._ino is None else "inotify"
+        self.mode = "inotify" if self._ino is not None else "poll" if enabled else "none"
 
     @property
     def watches(self) -> tuple[Watch, ...]:
@@ -173,7 +175,7 @@ class Watch:
     def __init__(self, notifier: Notifier, path: Path) -> None:
         self.notifier = notifier
         self.path = path
-        self.polling = notifier.mode == "poll"
+        self.polling = notifier.mode != "inotify"
         self.stale = False
         """Set when the directory layout may have changed: call `rearm()` to re-resolve."""
         self._flag = False

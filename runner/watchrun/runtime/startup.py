@@ -116,7 +116,10 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
     sup.spawner.registry = GroupRegistry(layout.state / PROCESSES,
                                          guardian.tell if guardian else None, log.warning,
                                          guardian.start if guardian else None)
-    notifier = Notifier(config.limits.poll_ms, force_poll=sup.force_poll)
+    # once: the file sources read to their end and never wait, so nothing is watched (adding
+    # an inotify watch to a directory makes the kernel walk its cached entries: 11 ms on a /tmp
+    # that had held many files)
+    notifier = Notifier(config.limits.poll_ms, force_poll=sup.force_poll, enabled=not sup.once)
     undo.callback(notifier.close)
     sup.set.notifier = notifier
     for problem in notifier.problems:
