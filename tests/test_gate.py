@@ -7,25 +7,27 @@ from pathlib import Path
 
 import pytest
 
-from watchrun.config.model import GateSpec, WatcherSpec
-from watchrun.runtime.gate import (
+from watchrun.cli.gate_report import (
     MAX_ANNOTATIONS,
-    NEVER_RAN,
-    Evidence,
-    Line,
-    Status,
     StopCommands,
-    Verdict,
     annotation_lines,
     escape_data,
     escape_property,
     in_github_actions,
-    judge,
-    judge_all,
     junit,
     markdown,
-    relativize,
     summary_table,
+)
+from watchrun.config.model import GateSpec, WatcherSpec
+from watchrun.runtime.gate import (
+    NEVER_RAN,
+    Evidence,
+    Line,
+    Status,
+    Verdict,
+    judge,
+    judge_all,
+    relativize,
 )
 
 LOG = "/ws/build/app.log"

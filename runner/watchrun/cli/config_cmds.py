@@ -39,7 +39,7 @@ def located(d: Diagnostic) -> str:
 def annotation(d: Diagnostic, workspace: str) -> str:
     """A GitHub workflow command for `d` (`::error file=…,line=…,col=…::…`); the file is given
     relative to `workspace` (the repository root), and left out when it is not inside it."""
-    from watchrun.runtime.gate import escape_data, escape_property
+    from watchrun.cli.gate_report import escape_data, escape_property
 
     props = []
     if d.file is not None:

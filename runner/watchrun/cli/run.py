@@ -12,9 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from watchrun.cli.gate_report import StopCommands, in_github_actions
 from watchrun.cli.main import startup_gc
 from watchrun.exitcodes import ExitStatus
-from watchrun.runtime.gate import Evidence, StopCommands, in_github_actions
+from watchrun.runtime.gate import Evidence
 
 if TYPE_CHECKING:
     from watchrun.config.diagnostics import Diagnostic
@@ -144,6 +145,7 @@ def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took:
     """Print the verdicts (inside the fence), then the annotations; write the step summary
     and the JUnit report; return the once-mode exit status (0 pass, 1 crossed, 3 error).
     A gated watcher that never ran is an ERROR (`missing`: why nothing ran)."""
+    from watchrun.cli import gate_report as report
     from watchrun.runtime import gate
 
     evidence = _with_errors(sup, config)
@@ -158,11 +160,11 @@ def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took:
 
         _say(edge_json(verdicts_doc(verdicts), indent=2))
     else:
-        _say(gate.summary_table(verdicts))
+        _say(report.summary_table(verdicts))
     _close_fence(fence)  # annotations are the only workflow commands watchrun prints
     if in_github_actions():
         workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
-        for line in gate.annotation_lines(verdicts, workspace):
+        for line in report.annotation_lines(verdicts, workspace):
             if as_json:  # stdout holds the document; the runner reads stderr too
                 print(line, file=sys.stderr)
             else:
@@ -171,13 +173,13 @@ def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took:
         if summary:
             try:
                 with open(summary, "a", encoding="utf-8") as fh:
-                    fh.write(gate.markdown(verdicts))
+                    fh.write(report.markdown(verdicts))
             except OSError as exc:
                 log.warning(f"cannot append to GITHUB_STEP_SUMMARY {summary}: {exc.strerror}")
     status = ExitStatus.OK
     if args.junit is not None:
         try:
-            Path(args.junit).write_bytes(gate.junit(verdicts, took))
+            Path(args.junit).write_bytes(report.junit(verdicts, took))
         except OSError as exc:
             log.error(f"cannot write the JUnit report {args.junit}: {exc.strerror}")
             status = ExitStatus.RUNTIME

@@ -1,26 +1,18 @@
-"""CI gates (SPEC §8): verdicts per watcher, the summary table, GitHub annotations, JUnit."""
+"""CI gates (SPEC §8): the evidence a once run gathers per watcher and the verdict on it (pure;
+`cli/gate_report.py` prints them)."""
 
 from __future__ import annotations
 
-import functools
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from watchrun.config.model import WatcherSpec
-from watchrun.match.sanitize import shorten
 
 FIRST_LINES = 5
 """Matched lines shown per crossed gate."""
-MAX_ANNOTATIONS = 10
-"""GitHub shows at most 10 error annotations per step; the rest are summarised in one warning."""
-SHOW_CHARS = 300
-"""A matched line is clipped to this many characters in the table, annotations and reports."""
 _SHELL_HINTS = {126: " (the shell found the program but could not run it)",
                 127: " (the shell did not find the program)"}  # /bin/sh -c reports these
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +126,7 @@ def judge_all(specs: Sequence[WatcherSpec], evidence: Mapping[str, Evidence],
     return [v for v in found if v is not None]
 
 
-def _under(path: str, base: str) -> str | None:
+def path_under(path: str, base: str) -> str | None:
     """`path` relative to the directory `base`, or None when it is not inside it."""
     prefix = base.rstrip("/") + "/"
     return path[len(prefix) :] if path.startswith(prefix) else None
@@ -142,168 +134,5 @@ def _under(path: str, base: str) -> str | None:
 
 def relativize(verdicts: Sequence[Verdict], base: str) -> list[Verdict]:
     """Show paths under `base` relative to it in every `where`. Pure."""
-    return [replace(v, first=tuple(replace(ln, where=_under(ln.where, base) or ln.where)
+    return [replace(v, first=tuple(replace(ln, where=path_under(ln.where, base) or ln.where)
                                    for ln in v.first)) for v in verdicts]  # fmt: skip
-
-
-def _count(verdicts: Sequence[Verdict], status: Status) -> int:
-    return sum(v.status is status for v in verdicts)
-
-
-def _footer(verdicts: Sequence[Verdict]) -> str:
-    failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
-    gated = len(verdicts) - errors
-    if not failed and not errors:
-        return f"watchrun: passed: all {gated} gates hold"
-    parts = [f"{failed} of {gated} gates crossed"] if failed or gated else []
-    if errors:
-        parts.append(f"{errors} {'watcher' if errors == 1 else 'watchers'} could not run")
-    return "watchrun: FAILED: " + ", ".join(parts)
-
-
-def summary_table(verdicts: Sequence[Verdict]) -> str:
-    """The human summary printed at the end of a once run."""
-    if not verdicts:
-        return "watchrun: no gated watchers (add `gate:` to a watcher to gate CI on it)"
-    rows = [["WATCHER", "MATCHES", "THRESHOLD", "EXIT", "VERDICT"]]
-    for v in verdicts:
-        threshold = "-" if v.threshold is None else str(v.threshold)
-        rows.append([v.id, str(v.matches), threshold, v.exit or "-", str(v.status)])
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    for v in verdicts:
-        if v.ok:
-            continue
-        what = "could not run" if v.status is Status.ERROR else "gate crossed"
-        lines.append(f"\n{v.id}: {what}")
-        lines.extend(f"  - {r}" for r in v.reasons)
-        lines.extend(f"    {ln.where}: {shorten(ln.text, SHOW_CHARS)}" for ln in v.first)
-        if v.too_many and v.matches > len(v.first):
-            more = v.matches - len(v.first)
-            lines.append(f"    … and {more} more (every match is in watchers/{v.id}.jsonl)")
-    lines.append("\n" + _footer(verdicts))
-    return "\n".join(lines)
-
-
-def escape_data(text: str) -> str:
-    """GitHub workflow-command data escaping."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def _command(kind: str, message: str, title: str, file: str | None = None,
-             line: int | None = None) -> str:  # fmt: skip
-    props = [f"file={escape_property(file)}", f"line={line}"] if file and line else []
-    props.append(f"title={escape_property(title)}")
-    return f"::{kind} {','.join(props)}::{escape_data(message)}"
-
-
-def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None) -> list[str]:
-    """`::error` workflow commands for crossed gates: one per shown matched line (with
-    file and line when the file is in `workspace`) and one per other reason; at most
-    MAX_ANNOTATIONS, then one `::warning` that says how many were left out. Pure."""
-    wanted: list[str] = []
-    for v in verdicts:
-        if v.ok:
-            continue
-        title = f"watchrun gate {v.id}"
-        reasons = list(v.reasons)
-        if v.too_many and v.first:
-            head = reasons.pop(0)
-            for ln in v.first:
-                file = _under(ln.path, workspace) if ln.path and workspace else None
-                msg = f"{head}\n{ln.where}: {shorten(ln.text, SHOW_CHARS)}"
-                wanted.append(_command("error", msg, title, file, ln.line_no))
-        wanted.extend(_command("error", r, title) for r in reasons)
-    if len(wanted) <= MAX_ANNOTATIONS:
-        return wanted
-    rest = len(wanted) - MAX_ANNOTATIONS
-    note = (f"{rest} more gate annotations not shown (GitHub shows {MAX_ANNOTATIONS} per step); "
-            "the job log and the step summary list every crossed gate")  # fmt: skip
-    return [*wanted[:MAX_ANNOTATIONS], _command("warning", note, "watchrun")]
-
-
-class StopCommands:
-    """Wraps echoed output so a log line cannot inject workflow commands: between `begin()`
-    and `end()` GitHub Actions parses no `::command::` (nor `##[command]`) line."""
-
-    def __init__(self) -> None:
-        self.token = os.urandom(16).hex()
-        self.open = False
-        """Set by the printer while the fence is up (so it is closed exactly once)."""
-
-    def begin(self) -> str:
-        return f"::stop-commands::{self.token}"
-
-    def end(self) -> str:
-        return f"::{self.token}::"
-
-
-def _md(text: str) -> str:
-    """Markdown-escaped inline text."""
-    return _MD_SPECIAL.sub(r"\\\1", text.replace("\n", " "))
-
-
-_MD_ICON = {Status.PASS: "✅ pass", Status.FAIL: "❌ FAIL", Status.ERROR: "⚠️ ERROR"}
-
-
-def markdown(verdicts: Sequence[Verdict]) -> str:
-    """The step summary (GitHub `$GITHUB_STEP_SUMMARY`): a table, then each crossed gate."""
-    lines = ["### watchrun gates", ""]
-    if not verdicts:
-        return "\n".join([*lines, "No gated watchers."]) + "\n"
-    lines += ["| watcher | matches | threshold | exit | verdict |", "|---|---|---|---|---|"]
-    for v in verdicts:
-        t = "-" if v.threshold is None else v.threshold
-        lines.append(f"| `{v.id}` | {v.matches} | {t} | {v.exit or '-'} | {_MD_ICON[v.status]} |")
-    for v in verdicts:
-        if not v.ok:
-            lines += ["", f"**{v.id}**: " + "; ".join(_md(r) for r in v.reasons)]
-            if v.first:
-                body = "\n".join(f"{ln.where}: {shorten(ln.text, SHOW_CHARS)}" for ln in v.first)
-                fence = "`" * max(3, 1 + max(map(len, re.findall("`+", body)), default=0))
-                lines += [fence + "text", body, fence]
-    lines += ["", _md(_footer(verdicts))]
-    return "\n".join(lines) + "\n"
-
-
-@functools.cache
-def _xml_bad() -> re.Pattern[str]:
-    """What XML 1.0 cannot hold (compiled when a JUnit report is written: an astral range
-    costs milliseconds to compile, which every `watchrun run` would pay)."""
-    return re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def _xml(text: str) -> str:
-    return _xml_bad().sub("\ufffd", text)
-
-
-def junit(verdicts: Sequence[Verdict], duration_s: float) -> bytes:
-    """A JUnit XML report: one testcase per gated watcher; `failure` for a crossed gate,
-    `error` for a watcher that could not run."""
-    import xml.etree.ElementTree as ET  # only with --junit
-
-    suite = ET.Element("testsuite", name="watchrun", tests=str(len(verdicts)),
-                       failures=str(_count(verdicts, Status.FAIL)),
-                       errors=str(_count(verdicts, Status.ERROR)), time=f"{duration_s:.3f}")
-    for v in verdicts:
-        case = ET.SubElement(suite, "testcase", classname="watchrun.runtime.gate", name=_xml(v.id))
-        if v.ok:
-            continue
-        tag = "error" if v.status is Status.ERROR else "failure"
-        elem = ET.SubElement(case, tag, message=_xml("; ".join(v.reasons)), type=f"gate-{tag}")
-        text = [f"{ln.where}: {shorten(ln.text, 4096)}" for ln in v.first]
-        if v.too_many and v.matches > len(v.first):
-            text.append(f"… and {v.matches - len(v.first)} more")
-        elem.text = _xml("\n".join([*v.reasons, *text]))
-    ET.indent(suite)
-    data: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
-    return data + b"\n"
-
-
-def in_github_actions(environ: Mapping[str, str] | None = None) -> bool:
-    env = environ if environ is not None else os.environ
-    return env.get("GITHUB_ACTIONS") == "true"
