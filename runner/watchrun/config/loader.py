@@ -10,14 +10,12 @@ from typing import Any
 
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.tree import CMap, CSeq, Origin
+from watchrun.config.yaml_tree import MAX_NODES, TooManyValues, read_yaml
 
 __all__ = ["FORMATS", "config_format", "read_config_file"]
 
 FORMATS: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 """Config formats by file extension."""
-
-_MAX_NODES = 200_000
-"""More values than this (an alias bomb) is refused rather than expanded."""
 
 _MAX_BYTES = 16 * 1024**2
 """A config file larger than this is refused (it is surely not a config)."""
@@ -25,13 +23,6 @@ _MAX_BYTES = 16 * 1024**2
 _MAX_DEPTH = 64
 """Values nested deeper than this are refused (a config needs about 6 levels); deeper trees
 would exhaust the recursion of the parsers and of schema validation."""
-
-_YAML = "tag:yaml.org,2002:"
-
-
-class _TooBig(Exception):
-    pass
-
 
 def config_format(path: Path) -> str | None:
     """`yaml`, `json` or `toml` from the last known extension (`watch.yaml.example` is YAML)."""
@@ -76,11 +67,11 @@ def read_config_file(path: Path, display: str, report: Reporter) -> CMap | None:
         return None
     errors = len(report.errors)
     try:
-        tree = {"yaml": _read_yaml, "json": _read_json, "toml": _read_toml}[fmt](
+        tree = {"yaml": read_yaml, "json": _read_json, "toml": _read_toml}[fmt](
             text, display, report
         )
-    except _TooBig:
-        report.error((), f"too many values (more than {_MAX_NODES}); is it an alias bomb?", top)
+    except TooManyValues:
+        report.error((), f"too many values (more than {MAX_NODES}); is it an alias bomb?", top)
         return None
     except RecursionError:
         tree = _DEEP
@@ -112,125 +103,6 @@ def _too_deep(tree: Any) -> bool:
         elif isinstance(node, list):
             stack.extend((v, depth + 1) for v in node)
     return False
-
-
-def _read_yaml(text: str, display: str, report: Reporter) -> Any:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        node = yaml.compose(text, Loader=loader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or "syntax error"
-        if exc.context:
-            problem = f"{problem} ({exc.context})"
-        lines = text.splitlines()
-        line = lines[mark.line] if mark is not None and mark.line < len(lines) else ""
-        if mark is not None and "\t" in line[: mark.column + 1]:
-            problem += "; YAML does not allow tabs for indentation"
-        where = Origin(display, mark.line + 1, mark.column + 1) if mark else Origin(display)
-        report.error((), f"YAML syntax error: {problem}", where)
-        return None
-    except yaml.YAMLError as exc:
-        report.error((), f"YAML error: {exc}", Origin(display))
-        return None
-    if node is None:
-        return None
-    return _YamlBuilder(display, report).build(node, ())
-
-
-class _YamlBuilder:
-    """Builds CMap/CSeq from composed YAML nodes with YAML 1.2 scalars (`yes` is a string)."""
-
-    def __init__(self, display: str, report: Reporter) -> None:
-        self.display = display
-        self.report = report
-        self.count = 0
-
-    def origin(self, node: Any) -> Origin:
-        return Origin(self.display, node.start_mark.line + 1, node.start_mark.column + 1)
-
-    def build(self, node: Any, path: tuple[str | int, ...]) -> Any:
-        import yaml
-
-        self.count += 1
-        if self.count > _MAX_NODES:
-            raise _TooBig
-        if not isinstance(node, yaml.ScalarNode) and node.tag not in (_YAML + "map",
-                                                                     _YAML + "seq"):
-            self.report.error(path, f"unsupported YAML tag {node.tag!r}", self.origin(node))
-        if isinstance(node, yaml.MappingNode):
-            out = CMap(self.origin(node))
-            self._fill_map(out, node, path, set())
-            return out
-        if isinstance(node, yaml.SequenceNode):
-            seq = CSeq(self.origin(node))
-            for i, item in enumerate(node.value):
-                seq.put(self.build(item, (*path, i)), self.origin(item))
-            return seq
-        return self.scalar(node, path)
-
-    def _fill_map(self, out: CMap, node: Any, path: tuple[str | int, ...], own: set[str]) -> None:
-        import yaml
-
-        merges = [v for k, v in node.value if k.tag == _YAML + "merge"]
-        for merged in merges:  # `<<: *base` keys come first; the mapping's own keys override
-            for part in merged.value if isinstance(merged, yaml.SequenceNode) else [merged]:
-                if isinstance(part, yaml.MappingNode):
-                    self._fill_map(out, part, path, set())
-        for knode, vnode in node.value:
-            if knode.tag == _YAML + "merge":
-                continue
-            if not isinstance(knode, yaml.ScalarNode):
-                self.report.error(path, "mapping keys must be plain strings",
-                                  self.origin(knode))
-                continue
-            key = str(knode.value)
-            if key in own:
-                first = out.origins[key]
-                self.report.error((*path, key), f"duplicate key `{key}` (first set at line "
-                                  f"{first.line}); remove one of them", self.origin(knode))
-            own.add(key)
-            out.put(key, self.build(vnode, (*path, key)), self.origin(knode))
-
-    def scalar(self, node: Any, path: tuple[str | int, ...]) -> Any:
-        tag, value = node.tag, node.value
-        if not tag.startswith(_YAML):
-            self.report.error(path, f"unsupported YAML tag {tag!r}", self.origin(node))
-            return value
-        kind = tag[len(_YAML) :]
-        if kind == "null":
-            return None
-        if kind == "bool":
-            return {"true": True, "false": False}.get(value.lower(), value)
-        if kind == "int":
-            return _yaml_int(value)
-        if kind == "float":
-            return _yaml_float(value)
-        if kind == "str" and not node.style and re.fullmatch(r"0o[0-7]+", value):
-            return int(value, 8)  # YAML 1.2's octal: PyYAML's 1.1 resolver calls it a string
-        if kind in ("str", "timestamp"):
-            return value
-        self.report.error(path, f"unsupported YAML type !!{kind}", self.origin(node))
-        return value
-
-
-def _yaml_int(text: str) -> int | str:
-    clean = text.replace("_", "")
-    if re.fullmatch(r"[-+]?[0-9]+", clean):
-        return int(clean)
-    if re.fullmatch(r"[-+]?0[xX][0-9a-fA-F]+|[-+]?0[oO][0-7]+", clean):
-        return int(clean, 0)
-    return text  # YAML 1.1 sexagesimal and 0b forms stay strings
-
-
-def _yaml_float(text: str) -> float | str:
-    special = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
-    try:
-        return float(special.get(text.lower(), text.replace("_", "")))
-    except ValueError:
-        return text
 
 
 def _read_json(text: str, display: str, report: Reporter) -> Any:
