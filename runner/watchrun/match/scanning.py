@@ -173,7 +173,7 @@ def re_scan(analysis: Analysis) -> Scan:
 
 def re2_options() -> Any:
     options = re2().Options()
-    options.encoding = re2().Options.Encoding.LATIN1  # one character per byte, like re on bytes
+    options.encoding = options.Encoding.LATIN1  # one character per byte, like re on bytes
     options.case_sensitive = True  # folding is spelled out by the translation
     options.never_capture = True
     options.log_errors = False

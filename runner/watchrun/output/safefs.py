@@ -34,6 +34,8 @@ __all__ = [
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+NOT_REGULAR = "is not a regular file"
+"""Why a FIFO, device, socket or directory is refused where a file is read or written."""
 
 
 class UnsafePathError(OSError):
@@ -92,7 +94,7 @@ def _open(path: Path, dfd: int, flags: int, mode: int) -> int:
         except OSError:
             raise exc from None
         if not stat.S_ISREG(st.st_mode):  # e.g. a FIFO without a reader: ENXIO
-            raise UnsafePathError(path, errno.EPERM, "is not a regular file") from None
+            raise UnsafePathError(path, errno.EPERM, NOT_REGULAR) from None
         raise
 
 
@@ -102,7 +104,7 @@ def _check(path: Path, fd: int, *, owned: bool) -> None:
         st = os.fstat(fd)
         problem = None
         if not stat.S_ISREG(st.st_mode):
-            problem = "is not a regular file"
+            problem = NOT_REGULAR
         elif owned and st.st_uid != os.geteuid():
             problem = f"is owned by uid {st.st_uid}, not by the runner (uid {os.geteuid()})"
         elif owned and st.st_nlink != 1:
@@ -122,7 +124,7 @@ def check_regular(path: Path) -> None:
     if stat.S_ISLNK(st.st_mode):
         raise _symlink_error(path, None, path.name)
     if not stat.S_ISREG(st.st_mode):
-        raise UnsafePathError(path, errno.EPERM, "is not a regular file")
+        raise UnsafePathError(path, errno.EPERM, NOT_REGULAR)
 
 
 def open_read(path: Path) -> int:
