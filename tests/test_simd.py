@@ -7,7 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from liverunner import fresh_python
 
-from watchrun.match.simd import BIG, count_newlines, finder, lower_ascii, newline_counter
+from watchrun.match.simd import (
+    BIG,
+    contains,
+    count_newlines,
+    finder,
+    has_any,
+    lower_ascii,
+    newline_counter,
+)
 
 DATA = st.lists(st.sampled_from([b"\n", b"a", b"\xe2\x80\xa8", b"\r\n", b"\x00", b"xyz" * 50,
                                   b"ERROR", b"\xc3\x89rr"]),
@@ -27,6 +35,10 @@ def test_counts_are_bytes_count(data: bytes, draw: st.DataObject, repeat: int) -
     assert lower_ascii(data) == data.lower()
     needle = draw.draw(st.sampled_from([b"\n", b"a\n", b"xyz", b"\xe2\x80", b"zz", b"\r\na"]))
     assert finder(data)(needle, start) == data.find(needle, start)
+    assert contains(data, needle) == (needle in data)
+    byteset = draw.draw(st.sampled_from([b"\x00", b"\x7f\x00\x1f", b"\xe2\r", b"qz",
+                                         bytes(range(9))]))
+    assert has_any(data, byteset) == any(c in byteset for c in data)
 
 
 def test_small_spans_do_not_load_the_library_and_a_big_one_does() -> None:

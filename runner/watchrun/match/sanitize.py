@@ -44,6 +44,8 @@ import math
 import re
 from collections.abc import Iterable
 
+from watchrun.match.simd import contains, has_any
+
 __all__ = [
     "StreamDecoder",
     "clean_line",
@@ -125,26 +127,30 @@ _NOT_PLAIN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # `plain_t
 
 
 def plain_texts(lines: Iterable[bytes], sizes: list[int], max_bytes: int
-                ) -> tuple[bytes, list[str], list[int]]:
+                ) -> tuple[bytes, str, list[int]]:
     """`plain_text` of many lines at once (`sizes`: their lengths): the UTF-8 of the lines
-    decoded and joined by newlines, each of them decoded, and the indexes of those
-    `plain_text` gives None for (whose texts are to be replaced; with `max_bytes` < 0, all of
-    them, and the joined lines are returned as read). One decode and one check of all the
-    lines, in C; a line is looked at alone only when the check finds something in it, or when
-    it may be longer than `max_bytes` (U+FFFD takes 3 bytes for 1)."""
+    decoded and joined by newlines, their text joined by newlines (split only by whoever shows
+    a line: most are never shown), and the indexes of those `plain_text` gives None for (whose
+    texts are to be replaced; with `max_bytes` < 0, all of them, and the joined lines are
+    returned as read). One decode and one check of all the lines, in C (SIMD on a big batch);
+    a line is looked at alone only when the check finds something in it, or when it may be
+    longer than `max_bytes` (U+FFFD takes 3 bytes for 1)."""
     joined = b"\n".join(lines)
     text = joined.decode("utf-8", "replace")  # no newline in a line, nor in a U+FFFD
-    texts = text.split("\n")
     if max_bytes < 0:
-        return joined, texts, list(range(len(sizes)))
-    maybe_long = itertools.compress(range(len(sizes)), map((max_bytes // 3).__lt__, sizes))
-    odd = {k for k in maybe_long if len(texts[k].encode()) > max_bytes}
-    if len(joined.translate(None, _KEEP_C0_NL)) != len(joined) or (not joined.isascii() and (
-            b"\xc2" in joined or b"\xe2\x80\xa8" in joined or b"\xe2\x80\xa9" in joined)):
-        starts = list(itertools.accumulate((len(t) + 1 for t in texts), initial=0))
+        return joined, text, list(range(len(sizes)))
+    odd: set[int] = set()
+    maybe_long = list(itertools.compress(range(len(sizes)), map((max_bytes // 3).__lt__, sizes)))
+    if maybe_long:
+        texts = text.split("\n")
+        odd.update(k for k in maybe_long if len(texts[k].encode()) > max_bytes)
+    if has_any(joined, _KEEP_C0_NL) or (not joined.isascii() and (
+            contains(joined, b"\xc2") or contains(joined, b"\xe2\x80\xa8")
+            or contains(joined, b"\xe2\x80\xa9"))):
+        starts = list(itertools.accumulate((len(t) + 1 for t in text.split("\n")), initial=0))
         odd.update(bisect.bisect_right(starts, m.start()) - 1 for m in _NOT_PLAIN.finditer(text))
     utf8 = joined if "\ufffd" not in text else text.encode()  # (decoded without a loss: as read)
-    return utf8, texts, sorted(odd)
+    return utf8, text, sorted(odd)
 
 
 _KEEP_C0_NL = _KEEP_C0.replace(b"\n", b"")
@@ -152,7 +158,7 @@ _KEEP_C0_NL = _KEEP_C0.replace(b"\n", b"")
 
 def plain_chunk(data: bytes) -> bool:
     """Whether every line of `data` is plain ASCII (`plain_text` for each, in one pass)."""
-    return data.isascii() and len(data.translate(None, _KEEP_C0_NL)) == len(data)
+    return data.isascii() and not has_any(data, _KEEP_C0_NL)
 
 
 def clean_line(data: bytes, max_bytes: int | None = None) -> tuple[str, bool]:

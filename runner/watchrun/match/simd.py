@@ -1,4 +1,4 @@
-"""StringZilla's SIMD byte scans (counts, literal search, ASCII lowering), loaded lazily."""
+"""StringZilla's SIMD byte scans (counts, searches, ASCII lowering), loaded lazily."""
 
 from __future__ import annotations
 
@@ -43,6 +43,22 @@ def count_of(data: bytes, needle: bytes) -> int:
         return data.count(needle)
     count: int = sz.count(data, needle)
     return count
+
+
+def has_any(data: bytes, byteset: bytes) -> bool:
+    """Whether `data` holds any byte of `byteset`."""
+    sz = _simd(len(data))
+    if sz is None:
+        return len(data.translate(None, byteset)) != len(data)
+    return bool(sz.find_first_of(data, byteset) >= 0)
+
+
+def contains(data: bytes, needle: bytes) -> bool:
+    """`needle in data`."""
+    sz = _simd(len(data))
+    if sz is None:
+        return needle in data
+    return bool(sz.find(data, needle) >= 0)
 
 
 def newline_counter(data: bytes) -> Callable[[int, int], int]:

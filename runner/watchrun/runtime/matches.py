@@ -33,8 +33,15 @@ class Rows:
     offsets: Sequence[int]
     rest: list[bytes]
     """The fields after `offset`, as JSON members (`,"path":…,"inode":…`)."""
-    texts: list[str | bytes]
-    """Each line as text (plain ASCII bytes on the flood path), for a `MatchInfo`."""
+    texts: list[str | bytes] | str
+    """Each line as text (plain ASCII bytes on the flood path), for a `MatchInfo`; or all of
+    them joined by newlines, split when a line is first asked for (most are never shown)."""
+
+    def split(self) -> list[str | bytes]:
+        """`texts`, one per line."""
+        if isinstance(self.texts, str):
+            self.texts = cast("list[str | bytes]", self.texts.split("\n"))
+        return self.texts
 
 
 class Found(Sequence[MatchInfo]):
@@ -59,7 +66,7 @@ class Found(Sequence[MatchInfo]):
 
     def _info(self, k: int) -> MatchInfo:
         rows = self._rows
-        text, line_no = rows.texts[k], rows.line_nos[k]
+        text, line_no = rows.split()[k], rows.line_nos[k]
         text = text if isinstance(text, str) else text.decode("ascii")
         return MatchInfo(text, line_no, rows.offsets[k], f"{self._where}:{line_no}")
 
@@ -132,8 +139,8 @@ def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
     data = chunk.data
     starts = list(map(operator.itemgetter(0), spans))
     ends = list(map(operator.itemgetter(1), spans))
-    utf8, texts, odd = plain_texts(map(data.__getitem__, map(slice, starts, ends)),
-                                   list(map(operator.sub, ends, starts)), max_bytes)
+    utf8, text, odd = plain_texts(map(data.__getitem__, map(slice, starts, ends)),
+                                  list(map(operator.sub, ends, starts)), max_bytes)
     if chunk.cuts:  # a line cut by the framing is never plain
         offsets = list(map(chunk.source_offset, starts))
         odd = sorted({*odd, *itertools.compress(range(len(starts)), map(chunk.cut_at, starts))})
@@ -142,6 +149,5 @@ def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
     gaps = map(newline_counter(data), itertools.chain((0,), starts), starts)
     line_nos = list(itertools.accumulate(gaps, initial=chunk.line_no))
     del line_nos[0]
-    rows = Rows(plain_bodies(utf8), line_nos, offsets, [where] * len(starts),
-                cast("list[str | bytes]", texts))
+    rows = Rows(plain_bodies(utf8), line_nos, offsets, [where] * len(starts), text)
     return rows, odd, line_nos[-1] - chunk.line_no

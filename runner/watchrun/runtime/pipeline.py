@@ -198,7 +198,7 @@ class WatcherPipeline:
             members += b',"raw":' + json_str(raw)
         rows.lines[k] = json_str(text)[1:-1]
         rows.rest[k] = members
-        rows.texts[k] = text
+        rows.split()[k] = text
 
     async def event(self, kind: str, **fields: Any) -> None:
         clean = {k: v for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}
