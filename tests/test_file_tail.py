@@ -543,6 +543,28 @@ def _voluntary_switches() -> int:
     raise AssertionError("no voluntary_ctxt_switches in /proc")
 
 
+def test_a_started_watcher_looks_once_before_it_waits(tmp_path: Path, mode: str) -> None:
+    """A file source's start arms its watches (the path, the descriptor) and then looks: the
+    wake-ups of its own arming are answered by that look, not by a second one; a write after
+    it still wakes it (500 watchers restarting pay one look each, not two)."""
+
+    async def body() -> None:
+        notifier, store = notifier_for(mode), store_in(tmp_path)
+        if notifier.mode != "inotify":
+            pytest.skip("inotify only: a polling watch wakes on its timer")
+        log = tmp_path / "app.log"
+        log.write_text("x\n")
+        async with Tail(log, notifier, store) as tail:
+            (watch,) = notifier.watches
+            await tail.until(lambda: watch.waiting, "parked in wait()")
+            assert notifier.wakeups == 0
+            append(log, "ERROR after the start")
+            assert await tail.lines(1) == ["ERROR after the start"]
+            assert notifier.wakeups >= 1
+
+    run(body())
+
+
 def test_idle_watchers_cost_no_wakeups(tmp_path: Path, mode: str) -> None:
     """20 idle files under inotify: no wake-ups and no timers for a whole second."""
 

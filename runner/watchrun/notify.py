@@ -210,6 +210,11 @@ class Watch:
         self._flag = self._hurry = False
         self.notifier.wakeups += 1
 
+    def looking(self) -> None:
+        """The owner is about to look at everything: a wake-up noted so far is answered by that
+        look (a change from now on wakes it again)."""
+        self._flag = False
+
     def wait_blocking(self, timeout_s: float) -> None:
         """`wait()` without an event loop: until something may have changed, or `timeout_s` (one
         poll interval when polling). The caller re-arms a `stale` watch, as after `wait()`."""

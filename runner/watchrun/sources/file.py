@@ -35,7 +35,8 @@ class FileSource(Rotation):
                 return
             saver = asyncio.create_task(
                 self._keep.run(self._state, lambda exc: self._save_failed(ctx, exc)))
-            while True:
+            watch.looking()  # the first look is the next line: the wake-ups of the start's
+            while True:  # own arming (the path, the descriptor) need no second look
                 await self._reconcile(ctx, watch)
                 await watch.wait()
         finally:
