@@ -4,6 +4,7 @@ cost of each file watcher (20 → 500 watchers, time to READY=1). Interleaved ro
 
     .venv/bin/python bench/bench_startup.py [--rounds 10] [--watcher-rounds 5]
     .venv/bin/python bench/bench_startup.py --watchers-only --tree /tmp/base/runner   # an A/B
+    /tmp/wr-user/bin/python bench/bench_startup.py --watchers-only --venv /tmp/wr-base  # installed
 
 Every command runs as a fresh process (console script of this venv) with its output going to a
 file. CPU is user+system of the process (rusage); the ratio is the median of per-round ratios to
@@ -122,6 +123,10 @@ def main() -> int:
     parser.add_argument("--tree", type=Path, action="append", default=[],
                         help="also start the watchrun of this source tree in the watcher rounds "
                              "(the `runner` directory of a `git worktree`: an A/B)")  # fmt: skip
+    parser.add_argument("--venv", type=Path, action="append", default=[],
+                        help="also start the console script of this virtualenv in the watcher "
+                             "rounds (`pip install` of another tree: an A/B as users install "
+                             "it)")  # fmt: skip
     parser.add_argument("--watchers-only", action="store_true",
                         help="only the per-watcher start cost")
     args = parser.parse_args()
@@ -137,6 +142,7 @@ def main() -> int:
     variants: list[Variant] = [("watchrun", wr, {})]
     variants += [(f"tree {t}", [py, "-m", "watchrun"], {"PYTHONPATH": str(t.resolve())})
                  for t in args.tree]  # fmt: skip
+    variants += [(f"venv {v}", [str(v / "bin" / "watchrun")], {}) for v in args.venv]
     if args.watchers_only:
         for mode in ("restart", "fresh"):
             watcher_cost(work, variants, mode, args.watcher_rounds)
