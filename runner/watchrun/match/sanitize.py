@@ -128,22 +128,18 @@ _NOT_PLAIN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # `plain_t
 
 def plain_texts(lines: Iterable[bytes], sizes: list[int], max_bytes: int
                 ) -> tuple[bytes, str, list[int]]:
-    """`plain_text` of many lines at once (`sizes`: their lengths): the UTF-8 of the lines
-    decoded and joined by newlines, their text joined by newlines (split only by whoever shows
-    a line: most are never shown), and the indexes of those `plain_text` gives None for (whose
-    texts are to be replaced; with `max_bytes` < 0, all of them, and the joined lines are
-    returned as read). One decode and one check of all the lines, in C (SIMD on a big batch);
-    a line is looked at alone only when the check finds something in it, or when it may be
-    longer than `max_bytes` (U+FFFD takes 3 bytes for 1)."""
+    """`plain_text` of many lines at once (`sizes`: their lengths): their UTF-8 decoded and
+    joined by newlines, their text joined by newlines (split by whoever shows a line), and the
+    indexes of those `plain_text` refuses (all of them with `max_bytes` < 0, the lines then
+    returned as read). One decode and one check of all the lines, in C; a line is looked at
+    alone only when the check finds something, or when it may be longer than `max_bytes`."""
     joined = b"\n".join(lines)
     text = joined.decode("utf-8", "replace")  # no newline in a line, nor in a U+FFFD
     if max_bytes < 0:
         return joined, text, list(range(len(sizes)))
-    odd: set[int] = set()
     maybe_long = list(itertools.compress(range(len(sizes)), map((max_bytes // 3).__lt__, sizes)))
-    if maybe_long:
-        texts = text.split("\n")
-        odd.update(k for k in maybe_long if len(texts[k].encode()) > max_bytes)
+    texts = text.split("\n") if maybe_long else []  # (U+FFFD takes 3 bytes for 1)
+    odd = {k for k in maybe_long if len(texts[k].encode()) > max_bytes}
     if has_any(joined, _KEEP_C0_NL) or (not joined.isascii() and (
             contains(joined, b"\xc2") or contains(joined, b"\xe2\x80\xa8")
             or contains(joined, b"\xe2\x80\xa9"))):
