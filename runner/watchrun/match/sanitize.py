@@ -44,7 +44,7 @@ import math
 import re
 from collections.abc import Iterable
 
-from watchrun.match.simd import contains, has_any
+from watchrun.match.simd import finder, has_any
 
 __all__ = [
     "StreamDecoder",
@@ -140,10 +140,11 @@ def plain_texts(lines: Iterable[bytes], sizes: list[int], max_bytes: int
     maybe_long = list(itertools.compress(range(len(sizes)), map((max_bytes // 3).__lt__, sizes)))
     texts = text.split("\n") if maybe_long else []  # (U+FFFD takes 3 bytes for 1)
     odd = {k for k in maybe_long if len(texts[k].encode()) > max_bytes}
-    if has_any(joined, _KEEP_C0_NL) or (not joined.isascii() and (
-            contains(joined, b"\xc2") or contains(joined, b"\xe2\x80\xa8")
-            or contains(joined, b"\xe2\x80\xa9"))):
-        starts = list(itertools.accumulate((len(t) + 1 for t in text.split("\n")), initial=0))
+    find = finder(joined)
+    if has_any(joined, _KEEP_C0_NL) or (not joined.isascii() and (find(b"\xc2", 0) >= 0
+            or find(b"\xe2\x80\xa8", 0) >= 0 or find(b"\xe2\x80\xa9", 0) >= 0)):  # fmt: skip
+        texts = texts or text.split("\n")
+        starts = list(itertools.accumulate((len(t) + 1 for t in texts), initial=0))
         odd.update(bisect.bisect_right(starts, m.start()) - 1 for m in _NOT_PLAIN.finditer(text))
     utf8 = joined if "\ufffd" not in text else text.encode()  # (decoded without a loss: as read)
     return utf8, text, sorted(odd)

@@ -53,14 +53,6 @@ def has_any(data: bytes, byteset: bytes) -> bool:
     return bool(sz.find_first_of(data, byteset) >= 0)
 
 
-def contains(data: bytes, needle: bytes) -> bool:
-    """`needle in data`."""
-    sz = _simd(len(data))
-    if sz is None:
-        return needle in data
-    return bool(sz.find(data, needle) >= 0)
-
-
 def newline_counter(data: bytes) -> Callable[[int, int], int]:
     """`count(start, end)`: `count_newlines(data, start, end)` without a Python call per use,
     for a loop over the matches of one chunk."""
