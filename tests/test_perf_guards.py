@@ -2,7 +2,7 @@
 
 Each guard is a ratio to an anchor measured in the same test, a median over interleaved rounds,
 of CPU time where the target is about work (not wall time: several test suites share this
-machine). The bounds are loose, 1.6 to 2.2 times what is measured alone (noted beside each), so
+machine). The bounds are loose, 1.4 to 2.2 times what is measured alone (noted beside each), so
 a loaded machine passes, and a change that doubles the guarded cost (what watchrun adds to the
 anchor) reaches them. Each guard takes a few seconds.
 """
@@ -30,6 +30,7 @@ import pytest
 
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
+from watchrun.events import Chunk
 from watchrun.match.framing import LineFramer
 from watchrun.match.matcher import Matcher
 from watchrun.output.runlog import RunLog
@@ -270,8 +271,11 @@ def test_each_file_watcher_adds_little_to_the_start(tmp_path: Path) -> None:
 
 def test_tailing_costs_a_small_multiple_of_the_event_loop_floor(tmp_path: Path) -> None:
     """Tailing CPU (target <= 2x `tail -F | grep` at 50k lines/s, 1 % matching): the CPU of a
-    file source and its pipeline following a file written every 0.5 ms, next to the floor of
-    the same loop (inotify, one read per event, no matching)."""
+    file source and its pipeline following a file written in blocks of 25 lines, next to the
+    floor of the same loop (inotify, one read per event, no matching). The writer waits for
+    each block to be read before it writes the next, so each round handles the same 1 200
+    events: with a timed writer the rounds' ratios ran from 1.6x to 3.0x, as a busy machine
+    batched the events differently for the two."""
     from watchrun.notify import Notifier
     from watchrun.sources.checkpoints import CheckpointStore
     from watchrun.sources.file import FileSource
@@ -281,14 +285,26 @@ def test_tailing_costs_a_small_multiple_of_the_event_loop_floor(tmp_path: Path) 
               % (b"ERROR" if rng.random() < 0.01 else b"INFO ", i % 16, i)) for i in range(30_000)]
     writes = [b"".join(lines[k : k + 25]) for k in range(0, len(lines), 25)]
 
-    async def writer(path: Path) -> None:
+    async def lockstep(path: Path, read: Callable[[], int], was_read: asyncio.Event) -> float:
+        """CPU seconds to write every block, each once the reader has read all before it."""
         fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        started, written = time.process_time(), 0
         try:
             for block in writes:
-                os.write(fd, block)
-                await asyncio.sleep(0.0005)
+                written += os.write(fd, block)
+                while read() < written:
+                    await asyncio.wait_for(was_read.wait(), 60)
+                    was_read.clear()
         finally:
             os.close(fd)
+        return time.process_time() - started
+
+    class Stepped(WatcherPipeline):
+        was_read: asyncio.Event  # set in the round's loop
+
+        async def chunk(self, chunk: Chunk) -> None:
+            await super().chunk(chunk)
+            self.was_read.set()
 
     def ours() -> float:
         d = tmp_path / f"s{time.monotonic_ns()}"
@@ -298,22 +314,17 @@ def test_tailing_costs_a_small_multiple_of_the_event_loop_floor(tmp_path: Path) 
         spec = WatcherSpec(id="w", label="w", pattern="ERROR|FATAL", exclude=("healthcheck",),
                            path=log)
         sink = JsonlSink(d / "w.jsonl", "w", max_bytes=1 << 40, keep=1, clock=SystemClock())
-        pipe = WatcherPipeline(spec, Limits(), sink, AsyncWriter(sink),
-                               Matcher("ERROR|FATAL", ["healthcheck"]), RunLog(quiet=True))
+        pipe = Stepped(spec, Limits(), sink, AsyncWriter(sink),
+                       Matcher("ERROR|FATAL", ["healthcheck"]), RunLog(quiet=True))
 
         async def main() -> float:
             notifier = Notifier(500)
+            pipe.was_read = asyncio.Event()
             source = FileSource(spec, Limits(), CheckpointStore(d / "state"), notifier,
                                 SystemClock())
             task = asyncio.create_task(source.run(pipe))
             await source.ready.wait()
-            started = time.process_time()
-            await writer(log)
-            deadline = time.monotonic() + 60
-            while pipe.counters.bytes_read < sum(map(len, writes)):
-                assert time.monotonic() < deadline, "the source did not read every line"
-                await asyncio.sleep(0.001)
-            took = time.process_time() - started
+            took = await lockstep(log, lambda: pipe.counters.bytes_read, pipe.was_read)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             notifier.close()
@@ -331,20 +342,20 @@ def test_tailing_costs_a_small_multiple_of_the_event_loop_floor(tmp_path: Path) 
             notifier = Notifier(500)
             watch = notifier.watch(log)
             fd = os.open(log, os.O_RDONLY)
-            pos, total = 0, sum(map(len, writes))
+            pos, was_read = 0, asyncio.Event()
 
             async def follow() -> None:
                 nonlocal pos
-                while pos < total:
+                while True:
                     await watch.wait()
                     while data := os.pread(fd, 256 * 1024, pos):
                         pos += len(data)
+                    was_read.set()
 
             task = asyncio.create_task(follow())
-            started = time.process_time()
-            await writer(log)
-            await asyncio.wait_for(task, 60)
-            took = time.process_time() - started
+            took = await lockstep(log, lambda: pos, was_read)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
             os.close(fd)
             watch.close()
             notifier.close()
@@ -352,8 +363,8 @@ def test_tailing_costs_a_small_multiple_of_the_event_loop_floor(tmp_path: Path) 
 
         return asyncio.run(main())
 
-    ratio = median_ratio(ours, floor, 5)  # 5 rounds: a loaded machine batches events unevenly
-    assert ratio <= 2.8, f"tailing costs {ratio:.2f}x the loop's floor (bound 2.8x; ~1.8x)"
+    ratio = median_ratio(ours, floor, 15)  # rounds of 0.1 s: 15 hold the median at 2.4-2.6x
+    assert ratio <= 3.6, f"tailing costs {ratio:.2f}x the loop's floor (bound 3.6x; ~2.5x)"
 
 
 def test_an_idle_runner_of_20_watchers_stays_small(tmp_path: Path) -> None:
