@@ -248,7 +248,8 @@ def test_each_file_watcher_adds_little_to_the_start(tmp_path: Path) -> None:
     of the 20-watcher runner (the same interpreter, imports and config work: a unit that moves
     with the machine, not with how the packages are installed). One compiled database for the
     identical patterns, no listing of the JSONL directory per sink, no fsync for state that did
-    not change, no records read after a clean stop, one thread hop per watcher."""
+    not change, no records read after a clean stop, the watchers' reads at start sharing one
+    worker thread (`watchrun.offload`) rather than a thread hop each."""
     configs = {}
     for n in (20, 300):
         for i in range(n):

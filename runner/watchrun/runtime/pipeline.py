@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,7 @@ from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
 from watchrun.match.simd import count_newlines
+from watchrun.offload import offload
 from watchrun.output.jsonl import json_str
 from watchrun.output.recorded import recorded_since
 from watchrun.output.runlog import RunLog
@@ -91,7 +91,7 @@ class WatcherPipeline:
         if last is None or last["seq"] < since_seq or (
                 last["seq"] == since_seq and last.get("kind") not in ("match", "rotate")):
             return Recorded()
-        epochs, ended = await asyncio.to_thread(recorded_since, self.sink.path, since_seq,
+        epochs, ended = await offload(recorded_since, self.sink.path, since_seq,
                                                 self.sink.keep)
         return Recorded(epochs, ended)
 

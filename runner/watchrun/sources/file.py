@@ -11,6 +11,7 @@ import stat
 
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
+from watchrun.offload import offload
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Recorded, resumable
@@ -54,7 +55,7 @@ class FileSource(Rotation):
 
     async def _begin(self, ctx: SourceContext, watch: Watch) -> None:
         seen = len(self.store.problems)
-        state, plan, failed = await asyncio.to_thread(self._prepare)  # one hop for both
+        state, plan, failed = await offload(self._prepare)  # one hop for both
         problems = self.store.problems[seen:]
         resumes, seq = resumable(ctx), None
         if state is not None and state.seq is not None and resumes is not None:
@@ -70,7 +71,7 @@ class FileSource(Rotation):
             if failed is not None:
                 raise failed
             if plan is None:
-                plan = await asyncio.to_thread(self._plan, state)
+                plan = await offload(self._plan, state)
         except OSError as exc:
             self._pending = state
             await self._unreadable(ctx, exc, problems, watch)
@@ -157,14 +158,14 @@ class FileSource(Rotation):
 
     async def _appear(self, ctx: SourceContext, watch: Watch) -> None:
         if self._pending is not None:
-            plan = await asyncio.to_thread(self._plan, self._pending)
+            plan = await offload(self._plan, self._pending)
             if plan.steps:
                 self._pending = None
                 await self._apply(ctx, watch, plan)
             return
         if self._released is not None:
             ended, self._released = self._released, None
-            plan = await asyncio.to_thread(plan_switch, self.path, ended, self._known(),
+            plan = await offload(plan_switch, self.path, ended, self._known(),
                                            self.max_gens, truncated=False)
             if not plan.at_path:
                 plan.close()
@@ -181,5 +182,5 @@ class FileSource(Rotation):
         ini, self._initial = self._initial, None
         if ini and ini[:2] == (o.st.st_dev, o.st.st_ino) and ini[2] <= o.st.st_size:
             o.start = 0 if self.spec.from_start else ini[2]  # unreadable at start: what came since
-            o.line_no = await asyncio.to_thread(count_lines, o.fd, o.start)
+            o.line_no = await offload(count_lines, o.fd, o.start)
         await self._apply(ctx, watch, Plan([o], at_path=True))

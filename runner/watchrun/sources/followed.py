@@ -15,6 +15,7 @@ from watchrun.clock import Clock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.notify import Notifier, Watch
+from watchrun.offload import offload
 from watchrun.sources.checkpoints import CheckpointStore, FileState, Keeper
 from watchrun.sources.generation import (
     Generation,
@@ -100,9 +101,9 @@ class Followed:
         resumes = resumable(ctx)
         end = -1
         if marks and resumes is not None:
-            end = await asyncio.to_thread(recorded_end, o.fd, o.st.st_size, marks)
+            end = await offload(recorded_end, o.fd, o.st.st_size, marks)
         if resumes is not None and end > start:
-            skipped_to = await asyncio.to_thread(count_lines, o.fd, end, start, line_no)
+            skipped_to = await offload(count_lines, o.fd, end, start, line_no)
             resumes.skipped(skipped_to - line_no)
             start, line_no = end, skipped_to
         if self._resume_seq is not None:

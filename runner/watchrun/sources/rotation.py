@@ -4,12 +4,12 @@ in between, oldest first), deletion (drained for rotateWait, then released)."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
+from watchrun.offload import offload
 from watchrun.sources.followed import MISSING, Followed
 from watchrun.sources.generation import Generation, next_seq
 from watchrun.sources.identity import FINGERPRINT_BYTES
@@ -48,7 +48,7 @@ class Rotation(Followed):
                 gen.saw(st)
             return
         reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
-        plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(at_read=True),
+        plan = await offload(plan_switch, self.path, gen.checkpoint(at_read=True),
                                        self._known(), self.max_gens, truncated=False)
         if not plan.steps:
             return  # gone again already; the next wake-up looks again
@@ -61,7 +61,7 @@ class Rotation(Followed):
         """The followed file was truncated (or rewritten in place). What was not read yet is
         read from a copy when one is found beside it (copytruncate); the rest is counted."""
         ended = gen.checkpoint()
-        plan = await asyncio.to_thread(plan_switch, self.path, ended, self._known(),
+        plan = await offload(plan_switch, self.path, ended, self._known(),
                                        self.max_gens, truncated=True)
         copy = plan.copy
         if copy is not None:
@@ -113,7 +113,7 @@ class Rotation(Followed):
                 return
         for _ in range(self.max_gens):
             first = os.pread(gen.fd, FINGERPRINT_BYTES, 0)  # (copies made later: of these or
-            plan = await asyncio.to_thread(plan_switch, self.path, gen.checkpoint(),  # newer)
+            plan = await offload(plan_switch, self.path, gen.checkpoint(),  # newer)
                                            self._known(), self.max_gens, truncated=True)
             await self._read_first(ctx, watch, plan)
             if os.pread(gen.fd, len(first), 0) == first:

@@ -1,0 +1,127 @@
+"""Blocking calls run off the event loop in one worker thread, results handed back in batches:
+`asyncio.to_thread` without a thread hop, a loop wake-up and a fight for the GIL per call (500
+file watchers start with 500 such calls)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import functools
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+DRAINERS = 4
+"""Worker threads (of the loop's default executor) taking calls at most. One does the work;
+another starts only while every one running has been inside one call for STUCK_S (a dead NFS
+mount), so a call that hangs holds up no other."""
+STUCK_S = 0.05
+TICK_S = 0.01
+"""While calls are out, the loop collects what has landed this often (a drainer wakes it only
+when it runs out of calls), and starts a drainer when the running ones are stuck."""
+
+_Done = tuple["asyncio.Future[Any]", Any, BaseException | None]
+
+
+class Offload:
+    """A queue of blocking calls and the drainers that run them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, drainers: int = DRAINERS) -> None:
+        self._loop, self._drainers = loop, drainers
+        self._calls: collections.deque[tuple[Callable[[], Any], asyncio.Future[Any]]] = \
+            collections.deque()
+        self._done: collections.deque[_Done] = collections.deque()
+        self._lock = threading.Lock()
+        self._since: dict[int, float] = {}  # each running drainer: when its call began
+        self._running = 0  # drainers started and not yet out of calls
+        self._out = 0  # calls not yet handed back
+        self._tick: asyncio.TimerHandle | None = None
+        self.wakeups = 0
+        """Times results were handed back (far fewer than the calls: the batching)."""
+
+    async def run(self, call: Callable[[], T]) -> T:
+        fut: asyncio.Future[T] = self._loop.create_future()
+        with self._lock:
+            self._calls.append((call, fut))
+            start = self._running == 0
+            self._running += start
+        self._out += 1
+        if start:
+            self._loop.run_in_executor(None, self._drain)
+        if self._tick is None:
+            self._tick = self._loop.call_later(TICK_S, self._on_tick)
+        return await fut
+
+    def _drain(self) -> None:
+        """In a worker thread: take calls until none are left, then wake the loop."""
+        me = threading.get_ident()
+        while True:
+            with self._lock:
+                if not self._calls:
+                    self._running -= 1
+                    self._since.pop(me, None)
+                    break
+                call, fut = self._calls.popleft()
+                self._since[me] = time.monotonic()
+            if fut.cancelled():  # its awaiter is gone, as `to_thread` drops a queued call
+                self._done.append((fut, None, None))
+                continue
+            try:
+                self._done.append((fut, call(), None))
+            except BaseException as exc:  # handed to the awaiter, as to_thread does
+                self._done.append((fut, None, exc))
+        with contextlib.suppress(RuntimeError):  # a closed loop: no one awaits any more
+            self._loop.call_soon_threadsafe(self._collect)
+
+    def _on_tick(self) -> None:
+        self._tick = None
+        self._collect()
+        with self._lock:
+            now = time.monotonic()
+            stuck = self._running == len(self._since) and all(
+                now - t >= STUCK_S for t in self._since.values())
+            start = bool(self._calls) and stuck and self._running < self._drainers
+            self._running += start
+        if start:
+            self._loop.run_in_executor(None, self._drain)
+        if self._out:
+            self._tick = self._loop.call_later(TICK_S, self._on_tick)
+
+    def _collect(self) -> None:
+        """On the loop: hand back every result landed so far."""
+        if self._done:
+            self.wakeups += 1
+        while self._done:
+            fut, value, exc = self._done.popleft()
+            self._out -= 1
+            if fut.done():
+                continue
+            if exc is None:
+                fut.set_result(value)
+            elif isinstance(exc, StopIteration):  # a future cannot hold one
+                fut.set_exception(RuntimeError(f"StopIteration in an offloaded call: {exc}"))
+            else:
+                fut.set_exception(exc)
+
+
+_BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Offload] = \
+    weakref.WeakKeyDictionary()
+
+
+def offloader() -> Offload:
+    """The running loop's `Offload`."""
+    loop = asyncio.get_running_loop()
+    off = _BY_LOOP.get(loop)
+    if off is None:
+        off = _BY_LOOP[loop] = Offload(loop)
+    return off
+
+
+async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`fn(*args, **kwargs)` in a worker thread, as `asyncio.to_thread` (no context copied)."""
+    return await offloader().run(functools.partial(fn, *args, **kwargs))
