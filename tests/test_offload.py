@@ -4,6 +4,7 @@ batches, a stuck call holding up no other, a cancelled call not run."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 
@@ -118,5 +119,32 @@ def test_offloaded_calls_leave_the_loop_free() -> None:
         await asyncio.gather(*(offload(time.sleep, 0.002) for _ in range(100)))
         tick.cancel()
         assert worst < 0.1, f"the loop stalled {worst:.3f} s"
+
+    asyncio.run(body())
+
+
+def test_a_stuck_call_at_the_end_of_a_run_raises_nothing_on_the_loop() -> None:
+    """When the run ends while a call hangs, the executor is shutting down: the tick that would
+    start another drainer gives up quietly (the queued call stays with its awaiter)."""
+    release = threading.Event()
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        errors: list[dict[str, object]] = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        executor = concurrent.futures.ThreadPoolExecutor(2)
+        loop.set_default_executor(executor)
+        stuck = asyncio.ensure_future(offload(release.wait, 30))
+        queued = asyncio.ensure_future(offload(abs, -1))
+        await asyncio.sleep(0)
+        executor.shutdown(wait=False)
+        try:
+            await asyncio.sleep(STUCK_S * 3)  # ticks that find the drainer stuck
+            assert errors == []
+            assert not queued.done()
+        finally:
+            release.set()
+        assert await stuck is True
+        assert await asyncio.wait_for(queued, 5) == 1  # the drainer, unstuck, runs it
 
     asyncio.run(body())

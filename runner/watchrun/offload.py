@@ -88,7 +88,11 @@ class Offload:
             start = bool(self._calls) and stuck and self._running < self._drainers
             self._running += start
         if start:
-            self._loop.run_in_executor(None, self._drain)
+            try:
+                self._loop.run_in_executor(None, self._drain)
+            except RuntimeError:  # the executor is shutting down (the run is ending)
+                with self._lock:
+                    self._running -= 1
         if self._out:
             self._tick = self._loop.call_later(TICK_S, self._on_tick)
 
