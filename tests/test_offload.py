@@ -69,9 +69,9 @@ def test_a_call_whose_awaiter_is_cancelled_before_it_runs_is_not_run() -> None:
 
     async def body() -> None:
         first = asyncio.ensure_future(offload(gate.wait, 30))
-        await asyncio.sleep(0)  # the drainer is now inside gate.wait
+        await asyncio.sleep(0)  # queued first: the drainer reaches `later` only after it
         later = asyncio.ensure_future(offload(ran.append, "later"))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # queued behind the gate
         later.cancel()
         gate.set()
         assert await first is True
