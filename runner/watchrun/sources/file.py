@@ -55,7 +55,7 @@ class FileSource(Rotation):
 
     async def _begin(self, ctx: SourceContext, watch: Watch) -> None:
         seen = len(self.store.problems)
-        state, plan, failed = await offload(self._prepare)  # one hop for both
+        state, plan, failed = await offload(self._prepare)  # one call off the loop for both
         problems = self.store.problems[seen:]
         resumes, seq = resumable(ctx), None
         if state is not None and state.seq is not None and resumes is not None:
