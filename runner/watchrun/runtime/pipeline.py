@@ -91,8 +91,7 @@ class WatcherPipeline:
         if last is None or last["seq"] < since_seq or (
                 last["seq"] == since_seq and last.get("kind") not in ("match", "rotate")):
             return Recorded()
-        epochs, ended = await offload(recorded_since, self.sink.path, since_seq,
-                                                self.sink.keep)
+        epochs, ended = await offload(recorded_since, self.sink.path, since_seq, self.sink.keep)
         return Recorded(epochs, ended)
 
     def skipped(self, lines: int) -> None:

@@ -166,7 +166,7 @@ class FileSource(Rotation):
         if self._released is not None:
             ended, self._released = self._released, None
             plan = await offload(plan_switch, self.path, ended, self._known(),
-                                           self.max_gens, truncated=False)
+                                 self.max_gens, truncated=False)
             if not plan.at_path:
                 plan.close()
                 self._released = ended

@@ -49,7 +49,7 @@ class Rotation(Followed):
             return
         reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
         plan = await offload(plan_switch, self.path, gen.checkpoint(at_read=True),
-                                       self._known(), self.max_gens, truncated=False)
+                             self._known(), self.max_gens, truncated=False)
         if not plan.steps:
             return  # gone again already; the next wake-up looks again
         if plan.at_path and plan.steps[-1].announce is not None:
@@ -62,7 +62,7 @@ class Rotation(Followed):
         read from a copy when one is found beside it (copytruncate); the rest is counted."""
         ended = gen.checkpoint()
         plan = await offload(plan_switch, self.path, ended, self._known(),
-                                       self.max_gens, truncated=True)
+                             self.max_gens, truncated=True)
         copy = plan.copy
         if copy is not None:
             plan.steps.insert(0, copy)  # read from the recorded position on
@@ -114,7 +114,7 @@ class Rotation(Followed):
         for _ in range(self.max_gens):
             first = os.pread(gen.fd, FINGERPRINT_BYTES, 0)  # (copies made later: of these or
             plan = await offload(plan_switch, self.path, gen.checkpoint(),  # newer)
-                                           self._known(), self.max_gens, truncated=True)
+                                 self._known(), self.max_gens, truncated=True)
             await self._read_first(ctx, watch, plan)
             if os.pread(gen.fd, len(first), 0) == first:
                 if gen.pos == 0:
