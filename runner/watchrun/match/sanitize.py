@@ -112,7 +112,7 @@ def plain_text(line: bytes, max_bytes: int) -> str | None:
     Invalid UTF-8 decodes to U+FFFD exactly as `decode` does. The rule of the match records'
     fast path (`plain_texts` applies it to all the matched lines of a chunk at once): most log
     lines are plain."""
-    if len(line.translate(None, _KEEP_C0)) != len(line):
+    if has_any(line, _KEEP_C0):
         return None
     if line.isascii():
         return line.decode("ascii") if len(line) <= max_bytes else None
@@ -140,9 +140,7 @@ def plain_texts(lines: Iterable[bytes], sizes: list[int], max_bytes: int
     maybe_long = list(itertools.compress(range(len(sizes)), map((max_bytes // 3).__lt__, sizes)))
     texts = text.split("\n") if maybe_long else []  # (U+FFFD takes 3 bytes for 1)
     odd = {k for k in maybe_long if len(texts[k].encode()) > max_bytes}
-    find = finder(joined)
-    if has_any(joined, _KEEP_C0_NL) or (not joined.isascii() and (find(b"\xc2", 0) >= 0
-            or find(b"\xe2\x80\xa8", 0) >= 0 or find(b"\xe2\x80\xa9", 0) >= 0)):  # fmt: skip
+    if has_any(joined, _KEEP_C0_NL) or (not joined.isascii() and _may_hold_c1_or_ls(joined)):
         texts = texts or text.split("\n")
         starts = list(itertools.accumulate((len(t) + 1 for t in texts), initial=0))
         odd.update(bisect.bisect_right(starts, m.start()) - 1 for m in _NOT_PLAIN.finditer(text))
@@ -151,6 +149,13 @@ def plain_texts(lines: Iterable[bytes], sizes: list[int], max_bytes: int
 
 
 _KEEP_C0_NL = _KEEP_C0.replace(b"\n", b"")
+
+
+def _may_hold_c1_or_ls(data: bytes) -> bool:
+    """Whether UTF-8 `data` may hold a C1 control (its lead byte 0xC2) or U+2028/U+2029."""
+    find = finder(data)
+    return find(b"\xc2", 0) >= 0 or find(b"\xe2\x80\xa8", 0) >= 0 \
+        or find(b"\xe2\x80\xa9", 0) >= 0
 
 
 def plain_chunk(data: bytes) -> bool:
