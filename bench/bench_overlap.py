@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scan import realistic
-from benchlib import Series, context_lines, fmt, loadavg, print_table, ratio_median
+from benchlib import LOGS, Series, context_lines, fmt, loadavg, print_table, ratio_median
 from loggen import parse_size
 
 READ = 1 << 20
@@ -126,7 +126,7 @@ def main() -> int:
     args = parser.parse_args()
     for line in context_lines(sys.argv):
         print(line)
-    log = Path(f"/tmp/watchrun-bench-real-{args.size}-{args.error_rate}.log")
+    log = LOGS / f"watchrun-bench-real-{args.size}-{args.error_rate}.log"
     realistic(log, parse_size(args.size), args.error_rate)
     walls = {w: Series(w) for w in WAYS}
     cpus = {w: Series(w) for w in WAYS}

@@ -7,16 +7,17 @@
 
 The log is the realistic one of `bench/gen_log.py` (seed 42; access, app, Java and JSON lines,
 ~15 % non-ASCII; `--error-rate` of ERROR/FATAL lines) or the project's own (`bench/loggen.py`,
-seed 1), generated once into /tmp and kept (a `.meta` file records how). In each round, in turn:
-`watchrun run --once` with one file watcher (`error|fatal` ignoring case, exclude
-`healthcheck`, fromStart, a fresh output dir) for each engine asked for (hyperscan, the default;
-`re2` and `stdlib` through WATCHRUN_ENGINES), the anchor `grep -iE 'error|fatal' LOG | grep -iv
-healthcheck`, and `grep -E 'ERROR|FATAL' LOG` (the anchor of the fallbacks). Wall time includes
-the process start; CPU is user+system of the process and its children. Printed: median and
-min-max wall, MB/s, median CPU, and the median of the per-round ratios to the anchor (and to
-`grep -E`), and of the CPU to the anchor's; then whether watchrun recorded as many matches as
-the anchor printed lines (exit 1 when not). `--tree DIR` adds the watchrun of another source
-tree (run with PYTHONPATH=DIR) to the same rounds: an A/B of a change on a noisy host.
+seed 1), generated once into /tmp (or $WATCHRUN_BENCH_LOGS) and kept (a `.meta` file records
+how). In each round, in turn: `watchrun run --once` with one file watcher (`error|fatal`
+ignoring case, exclude `healthcheck`, fromStart, a fresh output dir) for each engine asked for
+(hyperscan, the default; `re2` and `stdlib` through WATCHRUN_ENGINES), the anchor `grep -iE
+'error|fatal' LOG | grep -iv healthcheck`, and `grep -E 'ERROR|FATAL' LOG` (the anchor of the
+fallbacks). Wall time includes the process start; CPU is user+system of the process and its
+children. Printed: median and min-max wall, MB/s, median CPU, and the median of the per-round
+ratios to the anchor (and to `grep -E`), and of the CPU to the anchor's; then whether watchrun
+recorded as many matches as the anchor printed lines (exit 1 when not). `--tree DIR` adds the
+watchrun of another source tree (run with PYTHONPATH=DIR) to the same rounds: an A/B of a change
+on a noisy host.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import (
+    LOGS,
     Series,
     Timed,
     child_env,
@@ -94,10 +96,10 @@ def main() -> int:
         print(line)
     size = parse_size(args.size)
     if args.log == "realistic":
-        log = Path(f"/tmp/watchrun-bench-real-{args.size}-{args.error_rate}.log")
+        log = LOGS / f"watchrun-bench-real-{args.size}-{args.error_rate}.log"
         realistic(log, size, args.error_rate)
     else:
-        log = Path(f"/tmp/watchrun-bench-project-{args.size}.log")
+        log = LOGS / f"watchrun-bench-project-{args.size}.log"
         ensure(log, size)
     nbytes = log.stat().st_size
     work = fresh_dir(args.work)

@@ -19,6 +19,9 @@ from typing import Any, TextIO
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+LOGS = Path(os.environ.get("WATCHRUN_BENCH_LOGS", "/tmp"))
+"""Where the generated logs are kept between runs (making one takes seconds to minutes);
+the smoke test of the scripts points it at its own directory."""
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
