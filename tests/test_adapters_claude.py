@@ -161,7 +161,9 @@ def test_resumed_session_counts_only_the_new_run(version: str, second: tuple[int
     tracker = UsageTracker()
     first = replay_lines(ClaudeAdapter(tracker), _turn(version, (100, 40, 20)))
     assert first.usage.counts() == {"input": 140, "cached": 40, "output": 20}
-    restored = UsageTracker.from_state(json.loads(json.dumps(tracker.to_state())))
+    restored = UsageTracker()  # a restarted runner: baselines from the history's records
+    for record in first.of("usage"):
+        restored.learn(json.loads(json.dumps(record)))
     again = replay_lines(ClaudeAdapter(restored), _turn(version, (150, 60, 25)))
     assert tuple(again.usage.counts().values()) == (second[0] + second[1], second[1], second[2])
 

@@ -243,13 +243,6 @@ def is_live(path: Path) -> bool:
     return True
 
 
-async def close_quietly(writer: asyncio.StreamWriter) -> None:
-    """Close a client connection; a peer that already went away is not an error."""
-    writer.close()
-    with contextlib.suppress(Exception):
-        await writer.wait_closed()
-
-
 def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
     """Send one request to a live runner. Raises ConnectionError when none is listening."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:

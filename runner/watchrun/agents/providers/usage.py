@@ -267,25 +267,3 @@ class UsageTracker:
 
     def keys(self) -> Iterable[str]:
         return tuple(self._totals)
-
-    def to_state(self) -> dict[str, Any]:
-        """JSON-serialisable baselines (snapshots are per API call and are not persisted)."""
-        return {"version": 1, "totals": {k: u.counts() for k, u in self._totals.items()}}
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any]) -> UsageTracker:
-        """Rebuild from `to_state()`; raises ValueError saying what is malformed."""
-        if not isinstance(state, Mapping) or state.get("version") != 1:
-            raise ValueError("usage state: expected an object with version 1")
-        totals = state.get("totals", {})
-        if not isinstance(totals, Mapping):
-            raise ValueError("usage state: 'totals' must be an object")
-        tracker = cls()
-        for key, counts in totals.items():
-            if not isinstance(counts, Mapping):
-                raise ValueError(f"usage state: totals[{key!r}] must be an object")
-            try:
-                tracker.restore(str(key), Usage.from_counts(counts))
-            except ValueError as exc:
-                raise ValueError(f"usage state: totals[{key!r}]: {exc}") from None
-        return tracker
