@@ -6,7 +6,7 @@ import asyncio
 from typing import ClassVar
 
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -181,8 +181,9 @@ class ListScreen(Screen[None]):
             self.say(f"{what} cancelled", "dim")
             return
         self.say(f"{'stopping ' + inert(wid, 64) if wid else 'clearing'}…")
-        self.run_worker(self._request(what, wid), group="control")
+        self._request(what, wid)
 
+    @work(group="control")
     async def _request(self, what: str, wid: str) -> None:
         feed = self.top.feed
         ok, message = await asyncio.to_thread(feed.stop, wid) if what == "stop" \
@@ -234,8 +235,9 @@ class TopApp(App[None]):
         """Read the runner and the output dir again (one read at a time)."""
         if not self._polling:
             self._polling = True
-            self.run_worker(self._poll(), group="poll")
+            self._poll()
 
+    @work(group="poll")  # (a worker calls it: no coroutine made for a worker never run)
     async def _poll(self) -> None:
         try:
             snap = await asyncio.to_thread(self.feed.poll)

@@ -7,7 +7,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
@@ -107,8 +107,9 @@ class PaneScreen(Screen[None]):
         """Fetch what is new (off the UI thread); one fetch at a time."""
         if not self._busy:
             self._busy = True
-            self.run_worker(self._fetch(), group="pane")
+            self._fetch()
 
+    @work(group="pane")  # (a worker calls it: no coroutine made for a worker never run)
     async def _fetch(self) -> None:
         try:
             if self.row.is_agent:
