@@ -4,11 +4,12 @@ Each guard is a ratio to an anchor measured in the same test, a median over inte
 of CPU time where the target is about work (not wall time: several test suites share this
 machine). The bounds are loose, 1.4 to 2.2 times what is measured alone (noted beside each), so
 a loaded machine passes. A change that doubles what a guard times fails it whenever the ratio
-stood above half the bound: always for the flood, tailing and idle guards, in a quiet run for the
-start per watcher, and in part of the runs for the scans and the empty start, whose ratios move
-with the host (here one unchanged `run --once` took 148-233 ms of user CPU in 12 runs in a row,
-and the 0.2 % scan guard measured 0.42-0.93x in runs minutes apart). Each guard takes a few
-seconds. The guards that time watchrun's code in-process do it in a fresh interpreter
+stood above half the bound: always for the flood, tailing, idle and in-process scan guards, in a
+quiet run for the start per watcher, and in part of the runs for the command-line scans and the
+empty start, whose ratios move with the host (here one unchanged `run --once` took 148-233 ms of
+user CPU in 12 runs in a row, and the 0.2 % scan guard measured 0.42-0.93x in runs minutes
+apart): the in-process scan guards are there for that. Each guard takes a few seconds. The
+guards that time watchrun's code in-process do it in a fresh interpreter
 (`in_fresh_interpreter`), as the runner runs.
 """
 
