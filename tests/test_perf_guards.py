@@ -31,6 +31,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -45,6 +46,7 @@ from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.pipeline import WatcherPipeline
 
 ROOT = Path(__file__).resolve().parents[1]
+P = TypeVar("P", bound=WatcherPipeline)
 PY = sys.executable
 
 
@@ -152,11 +154,11 @@ def test_scanning_a_log_costs_a_small_multiple_of_grep(
     assert ratio <= bound, f"scanning costs {ratio:.2f}x the anchor's CPU (bound {bound}x)"
 
 
-def _pipeline(tmp: Path, pattern: str) -> WatcherPipeline:
-    spec = WatcherSpec(id="w", label="w", pattern=pattern, command="flood")
+def _pipeline(tmp: Path, spec: WatcherSpec, kind: type[P]) -> P:
+    """`spec`'s pipeline, its sink `tmp/w.jsonl` (closed by the caller: `pipe.sink.close()`)."""
     sink = JsonlSink(tmp / "w.jsonl", "w", max_bytes=1 << 40, keep=1, clock=SystemClock())
-    return WatcherPipeline(spec, Limits(), sink, AsyncWriter(sink), Matcher(pattern),
-                           RunLog(quiet=True))
+    return kind(spec, Limits(), sink, AsyncWriter(sink),
+                Matcher(spec.pattern, spec.exclude, spec.case_sensitive), RunLog(quiet=True))
 
 
 def in_fresh_interpreter(probe: Callable[..., float], *paths: Path) -> float:
@@ -192,16 +194,13 @@ def scan_ratio(tmp_path: Path, log: Path) -> float:
     def ours() -> float:
         d = tmp_path / "scan"
         (d / "state").mkdir(parents=True)
-        sink = JsonlSink(d / "w.jsonl", "w", max_bytes=1 << 40, keep=1, clock=SystemClock())
-        pipe = WatcherPipeline(spec, Limits(), sink, AsyncWriter(sink),
-                               Matcher(spec.pattern, spec.exclude, spec.case_sensitive),
-                               RunLog(quiet=True))
+        pipe = _pipeline(d, spec, WatcherPipeline)
         source = FileSource(spec, Limits(), CheckpointStore(d / "state"),
                             Notifier(500, enabled=False), SystemClock(), once=True)
         started = time.process_time()
         asyncio.run(source.run(pipe))
         took = time.process_time() - started
-        sink.close()
+        pipe.sink.close()
         assert pipe.counters.matches > 0
         shutil.rmtree(d)
         return took
@@ -256,7 +255,8 @@ def flood_ratio(tmp_path: Path) -> float:
     def ours() -> float:
         d = tmp_path / "ours"
         d.mkdir()
-        pipe = _pipeline(d, "ERROR")
+        spec = WatcherSpec(id="w", label="w", pattern="ERROR", command="flood")
+        pipe = _pipeline(d, spec, WatcherPipeline)
         framer = LineFramer(65536)
         framer.stamp(run=1)
         started = time.process_time()
@@ -417,9 +417,7 @@ def tailing_ratio(tmp_path: Path) -> float:
         log.touch()
         spec = WatcherSpec(id="w", label="w", pattern="ERROR|FATAL", exclude=("healthcheck",),
                            path=log)
-        sink = JsonlSink(d / "w.jsonl", "w", max_bytes=1 << 40, keep=1, clock=SystemClock())
-        pipe = Stepped(spec, Limits(), sink, AsyncWriter(sink),
-                       Matcher("ERROR|FATAL", ["healthcheck"]), RunLog(quiet=True))
+        pipe = _pipeline(d, spec, Stepped)
 
         async def main() -> float:
             notifier = Notifier(500)
@@ -435,7 +433,7 @@ def tailing_ratio(tmp_path: Path) -> float:
             return took
 
         took = asyncio.run(main())
-        sink.close()
+        pipe.sink.close()
         return took
 
     def floor() -> float:
