@@ -12,8 +12,7 @@ from typing import Any
 from test_agent_turn import MOCK, alive, check_records, of, until
 
 from watchrun.agents.hub import AgentHub
-from watchrun.agents.providers.usage import UsageTracker
-from watchrun.agents.recorder import Recorder, read_history
+from watchrun.agents.recorder import read_history
 from watchrun.clock import SystemClock
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec, WatcherSpec
 from watchrun.events import MatchInfo
@@ -50,8 +49,8 @@ class Harness:
                  clock: Any = None) -> None:
         self.layout: OutputLayout = prepare_output_dir(tmp_path / "out")
         self.stream = io.StringIO()
-        self.hub = AgentHub(cfg, self.layout, RunLog(stream=self.stream), clock or SystemClock(),
-                            Spawner(), once=once)
+        self.hub = asyncio.run(AgentHub.open(cfg, self.layout, RunLog(stream=self.stream),
+                                             clock or SystemClock(), Spawner(), once=once))
         self.task: asyncio.Task[None] | None = None
 
     def path(self, name: str = "triage") -> Path:
@@ -247,15 +246,7 @@ def test_snapshot_and_history_survive_a_restart(tmp_path: Path) -> None:
     session = of(h.records(), "session")[0]["sessionId"]
     total = [u for u in of(h.records(), "usage") if "total" in u][-1]["total"]
 
-    async def rebuild() -> UsageTracker:
-        sink = JsonlSink(h.path(), "triage", max_bytes=1 << 30, keep=1, clock=SystemClock())
-        rec = Recorder(sink, RunLog(quiet=True), "triage")
-        tracker = UsageTracker()
-        read_history(rec, tracker, SystemClock())
-        await rec.close()
-        return tracker
-
-    baseline = asyncio.run(rebuild()).baseline(f"claude:{session}")
+    baseline = asyncio.run(read_history(h.path())).tracker.baseline(f"claude:{session}")
     assert baseline is not None and baseline.counts() == total
 
 

@@ -154,7 +154,8 @@ def test_a_plan_a_crashed_runner_left_open_is_closed_on_the_next_start(tmp_path:
         h.path(a).write_bytes((tmp_path / f"{a}.crash").read_bytes())
 
     async def restart() -> None:  # the next start reads the history and closes what was open
-        hub = AgentHub(cfg, h.layout, RunLog(stream=h.stream), SystemClock(), Spawner())
+        hub = await AgentHub.open(cfg, h.layout, RunLog(stream=h.stream), SystemClock(),
+                                  Spawner())
         await hub.shutdown()
 
     asyncio.run(restart())

@@ -10,8 +10,7 @@ from typing import Any
 
 from watchrun.agents.plan import Plans
 from watchrun.agents.prompt import Delivery, TurnWindow
-from watchrun.agents.providers.usage import UsageTracker
-from watchrun.agents.recorder import Recorder, read_history
+from watchrun.agents.recorder import open_recorder
 from watchrun.agents.state import AgentState, PlanStep, StepOutcome
 from watchrun.agents.turn import TurnRunner
 from watchrun.clock import Clock
@@ -20,7 +19,6 @@ from watchrun.events import MatchInfo
 from watchrun.match.sanitize import sanitize
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import JsonlSink
 from watchrun.process.spawn import Spawner
 
 __all__ = ["MAX_SENDS", "AgentHub"]
@@ -45,17 +43,29 @@ class AgentHub:
         self._closed = False
         self._tg: asyncio.TaskGroup | None = None
         self.plans = Plans(self)
-        for spec in config.agents:
-            self._agents[spec.name] = self._open(spec)
+
+    @classmethod
+    async def open(cls, config: Config, layout: OutputLayout, log: RunLog, clock: Clock,
+                   spawner: Spawner, *, once: bool = False) -> AgentHub:
+        """A hub with every agent of `config` open; when one cannot be opened, those opened
+        before it are closed again and the error is raised."""
+        hub = cls(config, layout, log, clock, spawner, once=once)
+        try:
+            for spec in config.agents:
+                hub._agents[spec.name] = await hub._open(spec)
+        except BaseException:
+            await hub.shutdown()
+            raise
+        return hub
 
     # -- building ---------------------------------------------------------------------------
-    def _open(self, spec: AgentSpec) -> AgentState:
-        out = self.config.output
-        sink = JsonlSink(self.layout.jsonl("agent", spec.name), spec.name,
-                         max_bytes=out.max_bytes, keep=out.keep, clock=self.clock)
-        rec = Recorder(sink, self.log, spec.name, max_bytes=self.config.limits.max_line_bytes)
-        a = AgentState(spec, rec, UsageTracker(), TurnWindow(spec.max_turns))
-        a.turns, a.tokens, a.last_reply = read_history(a.rec, a.tracker, self.clock)
+    async def _open(self, spec: AgentSpec) -> AgentState:
+        """Its stream opened and its history read off the loop (`open_recorder`)."""
+        rec, h = await open_recorder(self.layout.jsonl("agent", spec.name), spec.name,
+                                     self.config.output, self.config.limits.max_line_bytes,
+                                     self.log, self.clock)
+        a = AgentState(spec, rec, h.tracker, TurnWindow(spec.max_turns), turns=h.turns,
+                       tokens=h.tokens, last_reply=h.reply)
         a.rec.emit("status", {"status": "idle", "source": "runner"})
         return a
 
@@ -274,8 +284,12 @@ class AgentHub:
                 self.log.info("config changed: restarted", name)
         for name, spec in specs.items():
             if name not in self._agents:
-                self._agents[name] = self._open(spec)
-                self._start(self._agents[name])
+                a = await self._open(spec)
+                if self._closed:  # shut down while its history was read
+                    await self._close([a], "the runner is stopping", "runner-stopped")
+                    return
+                self._agents[name] = a
+                self._start(a)
                 self.log.info("added", name)
 
     def snapshot(self) -> list[dict[str, Any]]:

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.agents.prompt import render_prompt
-from watchrun.agents.providers.usage import UsageTracker
-from watchrun.agents.recorder import Recorder, read_history
+from watchrun.agents.recorder import open_recorder
 from watchrun.agents.turn import TurnResult, TurnRunner
 from watchrun.cli.emit import Out, config_failed
 from watchrun.clock import SystemClock
@@ -20,7 +19,7 @@ from watchrun.config.model import AgentSpec, Config
 from watchrun.match.sanitize import edge_text
 from watchrun.output.outdir import OutputDirError, OutputLayout, prepare_output_dir
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.output.sink import SinkWriteError
 from watchrun.process.spawn import Spawner
 
 __all__ = ["cmd_agent_run", "manual_prompt", "run_one_turn", "turn_doc"]
@@ -47,13 +46,9 @@ async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, pr
                        log: RunLog) -> TurnResult:
     """One turn of `spec`, recorded in its JSONL; SIGINT/SIGTERM abort it (`cancelled`)."""
     clock = SystemClock()
-    out = config.output
-    sink = JsonlSink(layout.jsonl("agent", spec.name), spec.name, max_bytes=out.max_bytes,
-                     keep=out.keep, clock=clock)
-    rec = Recorder(sink, log, spec.name, max_bytes=config.limits.max_line_bytes)
-    tracker = UsageTracker()
-    read_history(rec, tracker, clock)
-    runner = TurnRunner(spec, config.limits, rec, Spawner(), clock, tracker)
+    rec, history = await open_recorder(layout.jsonl("agent", spec.name), spec.name,
+                                       config.output, config.limits.max_line_bytes, log, clock)
+    runner = TurnRunner(spec, config.limits, rec, Spawner(), clock, history.tracker)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, runner.abort, f"interrupted ({sig.name})")

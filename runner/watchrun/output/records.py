@@ -7,7 +7,7 @@ import json
 import os
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -174,7 +174,7 @@ def offset_after(f: BinaryIO, since_seq: int) -> int:
 
 def iter_records(
     path: Path, *, since_seq: int | None = None, stats: ReadStats | None = None
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any], None, None]:
     """Every retained record of one stream, oldest first; `since_seq`: strictly after it.
 
     A last line without its newline (torn by a crash, or being written right now) and lines

@@ -28,7 +28,7 @@ class Reloading(Protocol):
     hub: AgentHub | None
     actions: ActionHub | None
 
-    def start_hub(self) -> None: ...
+    async def start_hub(self) -> None: ...
     def start_actions(self) -> None: ...
     def problem(self, message: str, wid: str | None = None) -> None: ...
 
@@ -45,7 +45,7 @@ async def apply(sup: Reloading, new: Config) -> None:
         if sup.hub is not None:
             await sup.hub.reload(new)
         elif new.agents:
-            sup.start_hub()
+            await sup.start_hub()
     except Exception as exc:
         sup.problem(f"reload: the agents could not be updated: {exc}")
     try:  # before changed watchers stop: their actions' last records go in their streams

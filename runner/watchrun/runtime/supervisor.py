@@ -217,11 +217,11 @@ class Supervisor:
             second.cancel()
 
     # -- agents ---------------------------------------------------------------------------
-    def start_hub(self) -> None:
+    async def start_hub(self) -> None:
         from watchrun.agents.hub import AgentHub  # only when agents are configured
 
-        self.hub = AgentHub(self.config, self.layout, self.log.scoped("agent"), self.clock,
-                            self.spawner, once=self.once)
+        self.hub = await AgentHub.open(self.config, self.layout, self.log.scoped("agent"),
+                                       self.clock, self.spawner, once=self.once)
         self._hub_task = self.spawn(self.hub.run(), "agents")
 
     async def _stop_hub(self) -> None:
