@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -14,6 +15,7 @@ from typing import Any, Literal, TextIO
 from watchrun.clock import iso_ts
 from watchrun.events import MatchInfo
 from watchrun.match.sanitize import edge_json, edge_text, sanitize
+from watchrun.output.logstream import LogStream
 
 MATCH_LINES_PER_SECOND = 20
 """Matches echoed per watcher per second; the rest are summarised (they are all in the JSONL)."""
@@ -79,13 +81,23 @@ class _Out:
             else timestamps
         self.lock = threading.Lock()  # one whole line per write, also from worker threads
         self.taps: list[Tap] = []
+        self.note: Callable[[int], str] = lambda n: f"watchrun: warning: {n} log lines dropped"
+        self.fd: LogStream | None = None
+        """A stream with a file descriptor (stderr) is written through a `LogStream`: a stderr
+        nobody reads must not stop the runner."""
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # StringIO & co. have none
+            self.fd = LogStream(stream.fileno(), lambda n: self.framed("warning", self.note(n)))
+
+    def framed(self, level: str, line: str) -> str:
+        return (f"<{PRIORITY[level]}>{line}" if self.journal else line) + "\n"
 
     def write(self, level: str, line: str) -> None:
-        if self.journal:
-            line = f"<{PRIORITY[level]}>{line}"
+        if self.fd is not None:
+            self.fd.write(self.framed(level, line))
+            return
         try:
             with self.lock:
-                self.stream.write(line + "\n")
+                self.stream.write(self.framed(level, line))
                 self.stream.flush()
         except (OSError, ValueError):
             pass
@@ -109,6 +121,9 @@ class RunLog:
         """What the `source` argument names: a watcher, or (see `scoped`) an agent."""
         self._out = _Out(stream if stream is not None else sys.stderr,
                          os.environ if environ is None else environ, timestamps)
+        self._out.note = lambda n: self._line(
+            "warning", "log-dropped", f"{n} log lines dropped: stderr was not read in time "
+            "(every record is in the JSONL files)", None, {"count": n})
         self._budget: dict[str, tuple[int, int]] = {}  # watcher → (second, lines echoed)
         self._held: dict[str, int] = {}
 
@@ -152,6 +167,10 @@ class RunLog:
 
     def _emit(self, level: str, event: str, msg: str, source: str | None,
               fields: dict[str, Any]) -> None:
+        self._out.write(level, self._line(level, event, msg, source, fields))
+
+    def _line(self, level: str, event: str, msg: str, source: str | None,
+              fields: dict[str, Any]) -> str:
         out = self._out
         if self.fmt == "json":
             rec: dict[str, Any] = {"ts": iso_ts(time.time()), "level": level, "event": event}
@@ -168,7 +187,7 @@ class RunLog:
                 line = "watchrun: " + line
             if out.timestamps:
                 line = f"{iso_ts(time.time())} {line}"
-        out.write(level, line)
+        return line
 
     # -- what watchers report -------------------------------------------------------------------
     def matches(self, source: str, found: Sequence[MatchInfo]) -> None:
