@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -94,6 +95,23 @@ def test_lines_past_the_backlog_are_counted_and_said_in_their_place(
     rest = _read_all(r, b"line 299\n").decode().splitlines()
     assert rest == [x.strip() for x in lines[200:]]
     assert out.drain(DEADLINE_S) and out.dropped == 0
+
+
+def test_the_log_says_how_many_lines_it_dropped_in_its_own_format(
+        pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(logstream, "BACKLOG_BYTES", 2000)
+    r, w = pipe
+    filled = _fill(w)
+    stream = os.fdopen(w, "w", closefd=False)
+    log = RunLog("json", stream, environ={})
+    for i in range(100):  # ~100 bytes a line: ~20 fit
+        log.info(f"line {i}", "app")
+    got = _read_all(r, b'"log-dropped"')[filled:].decode().splitlines()
+    records = [json.loads(x) for x in got]
+    note = records[-1]
+    assert (note["level"], note["event"], note["count"]) == ("warning", "log-dropped",
+                                                             100 - len(records[:-1]))
+    assert [x["msg"] for x in records[:-1]] == [f"line {i}" for i in range(len(records) - 1)]
 
 
 def test_a_closed_reader_costs_nothing(pipe: tuple[int, int]) -> None:

@@ -60,7 +60,7 @@ class AgentHub:
 
     # -- building ---------------------------------------------------------------------------
     async def _open(self, spec: AgentSpec) -> AgentState:
-        """Its stream opened and its history read off the loop (`open_recorder`)."""
+        """Its stream opened (in a thread) and its history read (`open_recorder`)."""
         rec, h = await open_recorder(self.layout.jsonl("agent", spec.name), spec.name,
                                      self.config.output, self.config.limits.max_line_bytes,
                                      self.log, self.clock)

@@ -74,26 +74,28 @@ def _clean(value: Any) -> Any:
 class _Out:
     """The stream and how lines are framed on it; shared by a log and its scoped views."""
 
-    def __init__(self, stream: TextIO, environ: Mapping[str, str], timestamps: bool | None):
+    def __init__(self, stream: TextIO, environ: Mapping[str, str], timestamps: bool | None,
+                 dropped: Callable[[int], str]):
+        """`dropped(n)`: the line that says `n` lines were dropped (stderr not read)."""
         self.stream = stream
         self.journal = on_journal(stream, environ)
         self.timestamps = (not self.journal and not _is_tty(stream)) if timestamps is None \
             else timestamps
         self.lock = threading.Lock()  # one whole line per write, also from worker threads
         self.taps: list[Tap] = []
-        self.note: Callable[[int], str] = lambda n: f"watchrun: warning: {n} log lines dropped"
-        self.fd: LogStream | None = None
+        self.unblocked: LogStream | None = None
         """A stream with a file descriptor (stderr) is written through a `LogStream`: a stderr
         nobody reads must not stop the runner."""
         with contextlib.suppress(OSError, ValueError, AttributeError):  # StringIO & co. have none
-            self.fd = LogStream(stream.fileno(), lambda n: self.framed("warning", self.note(n)))
+            self.unblocked = LogStream(stream.fileno(),
+                                       lambda n: self.framed("warning", dropped(n)))
 
     def framed(self, level: str, line: str) -> str:
         return (f"<{PRIORITY[level]}>{line}" if self.journal else line) + "\n"
 
     def write(self, level: str, line: str) -> None:
-        if self.fd is not None:
-            self.fd.write(self.framed(level, line))
+        if self.unblocked is not None:
+            self.unblocked.write(self.framed(level, line))
             return
         try:
             with self.lock:
@@ -120,10 +122,10 @@ class RunLog:
         self.subject = "watcher"
         """What the `source` argument names: a watcher, or (see `scoped`) an agent."""
         self._out = _Out(stream if stream is not None else sys.stderr,
-                         os.environ if environ is None else environ, timestamps)
-        self._out.note = lambda n: self._line(
-            "warning", "log-dropped", f"{n} log lines dropped: stderr was not read in time "
-            "(every record is in the JSONL files)", None, {"count": n})
+                         os.environ if environ is None else environ, timestamps,
+                         lambda n: self._line("warning", "log-dropped", f"{n} log lines dropped: "
+                                              "stderr was not read in time (every record is "
+                                              "in the JSONL files)", None, {"count": n}))
         self._budget: dict[str, tuple[int, int]] = {}  # watcher → (second, lines echoed)
         self._held: dict[str, int] = {}
 
