@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,6 +113,20 @@ def test_the_log_says_how_many_lines_it_dropped_in_its_own_format(
     assert (note["level"], note["event"], note["count"]) == ("warning", "log-dropped",
                                                              100 - len(records[:-1]))
     assert [x["msg"] for x in records[:-1]] == [f"line {i}" for i in range(len(records) - 1)]
+
+
+def test_a_process_whose_stderr_nobody_reads_still_exits(pipe: tuple[int, int]) -> None:
+    r, w = pipe
+    code = ("from watchrun.output.runlog import RunLog\n"
+            "log = RunLog()\n"
+            "for i in range(2000):\n"
+            "    log.info(f'line {i} ' + 'x' * 100)\n"
+            "print('logged', flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", code], stderr=w, stdout=subprocess.PIPE,
+                          timeout=DEADLINE_S, check=False)  # (~240 KB: past the pipe's 64)
+    assert (done.returncode, done.stdout) == (0, b"logged\n")  # waited EXIT_WAIT_S, then ended
+    first = _read_all(r, b"line 0 ").split(b"\n", 1)[0]  # what the pipe held: the first lines
+    assert first.endswith(b" watchrun: line 0 " + b"x" * 100)
 
 
 def test_a_closed_reader_costs_nothing(pipe: tuple[int, int]) -> None:
