@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -159,12 +159,14 @@ def test_a_runner_whose_stderr_nobody_reads_keeps_recording_and_stops(tmp_path: 
     try:
         out = tmp_path / ".watchrun" / "watchers" / "app.jsonl"
         wait_for(lambda: any(x["kind"] == "start" for x in read_records(out)), "the start")
+        def matched(n: int) -> Callable[[], bool]:
+            return lambda: len([x for x in read_records(out) if x["kind"] == "match"]) >= n
+
         with open(log, "a") as fh:  # each match is echoed: ~80 KiB, past a pipe's 64 KiB
             for i in range(20):
                 fh.write(f"ERROR {i} " + "x" * 4000 + "\n")
                 fh.flush()
-                wait_for(lambda i=i: len([x for x in read_records(out)
-                                          if x["kind"] == "match"]) > i, f"match {i}")
+                wait_for(matched(i + 1), f"match {i}")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=DEADLINE_S) == 0
         assert [x["kind"] for x in read_records(out)][-1] == "stop"
