@@ -1,5 +1,6 @@
-"""An agent's history is read off the event loop: a long one, at start or when a reload adds the
-agent, stalls neither the loop (`loopLagMaxS`) nor a watcher tailing beside it."""
+"""An agent's history is read without holding the event loop: a long one, at start or when a
+reload adds the agent, stalls neither the loop (`loopLagMaxS`) nor a watcher tailing beside it;
+an open cut short, or a hub that cannot open every agent, leaves no stream open."""
 
 from __future__ import annotations
 
