@@ -23,6 +23,19 @@ LIMITS = Limits(rotate_wait_ms=500)
 """Tests release rotated-away files sooner than the default 5 s."""
 
 
+def open_fds_to(path: Path) -> list[str]:
+    """Targets of this process's descriptors that point at `path` (deleted or not)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            out.append(target)
+    return out
+
+
 def notifier_for(mode: str, poll_ms: int = POLL_MS) -> Notifier:
     n = Notifier(poll_ms, force_poll=(mode == "poll"))
     assert n.mode == mode

@@ -5,8 +5,6 @@ an open cut short, or a hub that cannot open every agent, leaves no stream open.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -14,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filehelpers import open_fds_to
 from liverunner import DEADLINE_S, LiveRunner, read_records, wait_for, write_config
 from test_agent_turn import MOCK
 
@@ -42,16 +41,6 @@ def _history(out: Path, name: str, records: int = RECORDS) -> Path:
     return path
 
 
-def _open_fds(path: Path) -> list[int]:
-    """This process's descriptors open on `path`."""
-    fds = []
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):
-            if os.readlink(f"/proc/self/fd/{fd}") == str(path):
-                fds.append(int(fd))
-    return fds
-
-
 @pytest.mark.parametrize("phase", ["opening", "reading"])
 def test_an_open_cancelled_midway_closes_the_stream(tmp_path: Path, phase: str,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,20 +61,20 @@ def test_an_open_cancelled_midway_closes_the_stream(tmp_path: Path, phase: str,
 
     monkeypatch.setattr(recorder, "JsonlSink", HeldSink)
     monkeypatch.setattr(recorder, "iter_records", reading)
-    held: list[list[int]] = []
+    held: list[list[str]] = []
 
     async def go() -> None:
         opening = asyncio.create_task(recorder.open_recorder(
             path, "triage", out, 1024, RunLog(quiet=True), SystemClock()))
         assert await asyncio.to_thread(reached.wait, DEADLINE_S)
-        held.append(_open_fds(path))
+        held.append(open_fds_to(path))
         opening.cancel()
         go_on.set()
         with pytest.raises(asyncio.CancelledError):
             await opening
 
     asyncio.run(go())  # (which waits for the worker threads: the close among them)
-    assert held[0] and _open_fds(path) == []
+    assert held[0] and open_fds_to(path) == []
     assert not any(r["kind"] == "dispatch-finished" for r in read_records(path))
 
 
@@ -135,5 +124,5 @@ def test_a_hub_that_cannot_open_an_agent_closes_the_ones_it_opened(tmp_path: Pat
 
     asyncio.run(go())
     first = layout.jsonl("agent", "first")
-    assert _open_fds(first) == []
+    assert open_fds_to(first) == []
     assert [r["kind"] for r in read_records(first)][-1] == "status"  # idle, then closed

@@ -11,7 +11,17 @@ import time
 from pathlib import Path
 
 import pytest
-from filehelpers import MODES, Recorder, Tail, append, notifier_for, run, wait_for, write_fd
+from filehelpers import (
+    MODES,
+    Recorder,
+    Tail,
+    append,
+    notifier_for,
+    open_fds_to,
+    run,
+    wait_for,
+    write_fd,
+)
 
 from watchrun.config.model import Limits
 from watchrun.events import Chunk
@@ -22,19 +32,6 @@ pytestmark = pytest.mark.parametrize("mode", MODES)
 
 def store_in(tmp_path: Path) -> CheckpointStore:
     return CheckpointStore(tmp_path / "state")
-
-
-def open_fds_to(path: Path) -> list[str]:
-    """Targets of this process's descriptors that point at `path` (deleted or not)."""
-    out = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith(str(path)):
-            out.append(target)
-    return out
 
 
 def test_follows_from_the_end(tmp_path: Path, mode: str) -> None:
