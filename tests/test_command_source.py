@@ -79,7 +79,11 @@ def test_restart_policy(policy: RestartPolicy, info: ExitInfo | None, restart: b
 
 def test_last_line_without_newline_is_delivered_at_exit() -> None:
     ctx, echoed = Recorder(), list[bytes]()
-    src = source(spec("printf 'first\\nsecond'; exit 3"), echo=echoed.append)
+
+    async def echo(data: bytes, wait: bool) -> None:
+        echoed.append(data)
+
+    src = source(spec("printf 'first\\nsecond'; exit 3"), echo=echo)
     run_to_end(src, ctx)
     assert ctx.lines() == [(1, 1, b"first"), (1, 2, b"second")]
     assert b"".join(echoed) == b"first\nsecond\n"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import functools
 import os
 import signal
 import sys
@@ -20,6 +22,7 @@ from watchrun.runtime.gate import Evidence
 if TYPE_CHECKING:
     from watchrun.config.diagnostics import Diagnostic
     from watchrun.config.model import Config
+    from watchrun.output.logstream import LogStream
     from watchrun.output.runlog import RunLog
     from watchrun.runtime.supervisor import Supervisor
 
@@ -39,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     return _run(args, *prepared)
 
 
-def _prepare(args: argparse.Namespace) -> tuple[Supervisor, StopCommands | None] | int:
+def _prepare(args: argparse.Namespace
+             ) -> tuple[Supervisor, StopCommands | None, _StdoutEcho | None] | int:
     """Load the config and build the supervisor, with no cyclic garbage collection meanwhile
     (`cli.main.startup_gc`); an exit status when that fails."""
     from watchrun.clock import SystemClock
@@ -91,7 +95,7 @@ def _prepare(args: argparse.Namespace) -> tuple[Supervisor, StopCommands | None]
     become_subreaper()
     raise_fd_limit()
     as_json = getattr(args, "format", "text") == "json"  # stdout is one JSON object: no echo
-    echo = _stdout_echo if args.once and not args.quiet and not as_json else None
+    echo = _StdoutEcho() if args.once and not args.quiet and not as_json else None
     # GitHub Actions: everything a once run prints that carries log text (the echoed output,
     # the verdict table) is fenced, so a log line cannot run a workflow command. (A JSON
     # document needs no fence: no line of it can start a command.)
@@ -109,10 +113,11 @@ def _prepare(args: argparse.Namespace) -> tuple[Supervisor, StopCommands | None]
         metrics=metrics,
         guardian=True,
     )
-    return sup, fence
+    return sup, fence, echo
 
 
-def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None) -> int:
+def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
+         echo: _StdoutEcho | None) -> int:
     """Run the supervisor to its end; the exit status (once mode: the verdicts')."""
     from watchrun.runtime.supervisor import StartupError
 
@@ -130,6 +135,10 @@ def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None) 
             failed = f"internal error: {exc!r}"
         if failed is not None:
             log.error(failed)
+        if echo is not None and echo.unshown:
+            log.warning(f"{echo.unshown} lines of the commands' output were not echoed: stdout "
+                        "was not being read as the run stopped (the JSONL has every match)",
+                        event="echo-dropped", count=echo.unshown)
         if not args.once:
             return ExitStatus.RUNTIME if failed or sup.runtime_errors else ExitStatus.OK
         status = report_once(sup, config, args, time.monotonic() - started, log, fence=fence,
@@ -229,41 +238,42 @@ def _close_fence(fence: StopCommands | None) -> None:
         fence.open = False
 
 
-def _stdout_gone() -> None:
-    """stdout's reader went away (`| head`): send the rest to /dev/null, quietly, so neither
-    later lines nor the final flush raise; the JSONL and the exit status are unaffected."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
+@functools.cache
+def _stdout() -> LogStream:
+    """stdout as a once run writes it (the echoed output, the verdicts, the fence and the
+    annotations): in order, never holding the event loop, and given up on quietly when its
+    reader is gone (`| head`) or takes nothing for EXIT_WAIT_S at exit."""
+    from watchrun.output.logstream import LogStream
+
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()  # anything printed before goes first
+    return LogStream(sys.stdout.fileno())
 
 
 def _say(line: str) -> None:
-    try:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _stdout_gone()
-    except (OSError, ValueError):
-        pass
+    _stdout().put(line.encode("utf-8", "backslashreplace") + b"\n")
 
 
-def _stdout_echo(data: bytes) -> None:
+class _StdoutEcho:
     """Echo a command's output (whole lines) to stdout while it runs, sanitized (SPEC §6):
-    escape sequences and control characters never reach the terminal or the CI log."""
-    from watchrun.match.sanitize import clean_line
+    escape sequences and control characters never reach the terminal or the CI log. While
+    more than the stream's backlog waits for a reader, the command waits here (its pipe fills)
+    and the loop goes on (signals, other watchers); once the run is stopping, lines the reader
+    has no room for are counted instead (`unshown`)."""
 
-    text, _ = clean_line(data)
-    try:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        _stdout_gone()
-    except (OSError, ValueError):
-        pass
+    def __init__(self) -> None:
+        self.unshown = 0
+
+    async def __call__(self, data: bytes, wait: bool) -> None:
+        from watchrun.match.sanitize import clean_line
+
+        out = _stdout()
+        if wait:
+            await out.room()
+        elif out.full:
+            self.unshown += data.count(b"\n")
+            return
+        out.put(clean_line(data)[0].encode("utf-8"))
 
 
 def _diagnostic(log: RunLog, d: Diagnostic, prefix: str = "") -> None:

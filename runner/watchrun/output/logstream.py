@@ -1,21 +1,29 @@
-"""The runner's log lines to a file descriptor without ever blocking the caller: written at once
-when the descriptor can take them, else queued for a writer thread; what does not fit is counted
-and said."""
+"""Lines to a file descriptor (the runner's log on stderr, a once run's output on stdout) without
+ever blocking the caller: written at once when the descriptor can take them, else queued for a
+writer thread; what does not fit is counted and said, or waited for."""
 
 from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import os
 import select
+import stat
 import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 BACKLOG_BYTES = 1 << 20
-"""Log bytes held while stderr is not read (a stopped pager, a stalled log collector); lines past
-this are dropped, counted, and said in one line once it is read again (the JSONL has them all)."""
+"""Bytes held while the descriptor is not read (a stopped pager, a stalled log collector). Log
+lines past this are dropped, counted, and said in one line once it is read again (the JSONL has
+them all); a stream that must not drop (stdout) makes its writer wait in `room()` instead."""
 EXIT_WAIT_S = 2.0
-"""At exit, how long queued lines may take to be written before they are given up."""
+"""At exit, queued lines are written for as long as the reader takes some at least this often;
+a reader that takes nothing for this long is given up on, and the process ends."""
+_PIECE = 64 * 1024
+"""The writer thread writes at most this much at a time, so a slow reader's progress is seen."""
 _STRAIGHT = select.PIPE_BUF
 """A line no longer than this is written at once when poll says the descriptor has room: a
 pipe with room takes it whole, without blocking."""
@@ -26,8 +34,9 @@ class LogStream:
     it and the descriptor has room; otherwise it is queued and a writer thread (started then)
     writes it, blocking there and not in the caller."""
 
-    def __init__(self, fd: int, note: Callable[[int], str]) -> None:
-        """`note(n)`: the line that says `n` lines were dropped."""
+    def __init__(self, fd: int, note: Callable[[int], str] | None = None) -> None:
+        """`note(n)`: the line that says `n` lines were dropped; None: nothing is dropped (the
+        caller waits for `room()` before it writes more)."""
         self._fd, self._note = fd, note
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -36,14 +45,23 @@ class LogStream:
         self._busy = False  # the writer has taken a line off the backlog and is writing it
         self._dropped = 0  # lines that did not fit, not said yet
         self._writer: threading.Thread | None = None
+        self._waiters: list[tuple[Any, Any]] = []  # (loop, future) of each `room()` waiting
+        self._wrote_at = 0.0  # monotonic time of the writer thread's last write
+        try:  # a regular file takes any write whole, without waiting for a reader
+            self._file = stat.S_ISREG(os.fstat(fd).st_mode)
+        except OSError:
+            self._file = False
         self._poll = select.poll()
         self._poll.register(fd, select.POLLOUT)
 
     def write(self, line: str) -> None:
-        data = line.encode("utf-8", "backslashreplace")
+        self.put(line.encode("utf-8", "backslashreplace"))
+
+    def put(self, data: bytes) -> None:
+        """Write `data` (whole lines) or queue it."""
         with self._lock:
             if (not self._backlog and not self._busy and not self._dropped
-                    and len(data) <= _STRAIGHT and self._room()):
+                    and (self._file or (len(data) <= _STRAIGHT and self._room()))):
                 try:
                     data = data[os.write(self._fd, data):]
                 except BlockingIOError:  # the descriptor is non-blocking, and full
@@ -54,10 +72,36 @@ class LogStream:
                     return
             self._queue(data)
 
-    def drain(self, timeout: float) -> bool:
-        """Wait up to `timeout` seconds for every queued line to be written; whether it was."""
+    async def room(self) -> None:
+        """Return once at most BACKLOG_BYTES wait to be written (at once when they do): a writer
+        that must not lose lines waits here, on its event loop, and not in `write(2)`."""
+        import asyncio  # (the log of a command without a loop never imports it)
+
+        with self._lock:
+            if self._held <= BACKLOG_BYTES:
+                return
+            loop = asyncio.get_running_loop()
+            waiter = loop.create_future()
+            self._waiters.append((loop, waiter))
+        await waiter
+
+    def drain(self, stall: float) -> bool:
+        """Wait until every queued line is written, as long as the reader takes some at least
+        every `stall` seconds; whether all were."""
         with self._changed:
-            return self._changed.wait_for(self._idle, timeout)
+            since = time.monotonic()
+            while not self._idle():
+                left = max(since, self._wrote_at) + stall - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
+    @property
+    def full(self) -> bool:
+        """More than BACKLOG_BYTES wait to be written."""
+        with self._lock:
+            return self._held > BACKLOG_BYTES
 
     @property
     def dropped(self) -> int:
@@ -74,8 +118,10 @@ class LogStream:
             return True
 
     def _queue(self, data: bytes) -> None:
-        if self._dropped:  # said before the next line that fits
-            note = self._note(self._dropped).encode("utf-8", "backslashreplace")
+        if self._note is None:  # nothing is dropped: the caller waits in `room()` instead
+            pass
+        elif self._dropped:  # said before the next line that fits
+            note = self._said()
             if self._held + len(note) + len(data) > BACKLOG_BYTES:
                 self._dropped += 1
                 return
@@ -101,7 +147,7 @@ class LogStream:
             with self._changed:
                 while not self._backlog:
                     if self._dropped:  # all that fitted is out: now what did not
-                        self._put(self._note(self._dropped).encode("utf-8", "backslashreplace"))
+                        self._put(self._said())
                         self._dropped = 0
                         break
                     self._busy = False
@@ -110,18 +156,39 @@ class LogStream:
                 data = self._backlog.popleft()
                 self._held -= len(data)
                 self._busy = True
+                self._wake()
             if not self._write_all(data):
                 with self._lock:  # nowhere to write: what waits is given up
                     self._backlog.clear()
                     self._held = self._dropped = 0
+                    self._wake()
+
+    def _said(self) -> bytes:
+        """The line that says how many lines were dropped (only a stream with a note drops)."""
+        assert self._note is not None
+        return self._note(self._dropped).encode("utf-8", "backslashreplace")
+
+    def _wake(self) -> None:
+        """Under the lock: the backlog is within bounds again, so every `room()` returns."""
+        if self._held <= BACKLOG_BYTES:
+            for loop, waiter in self._waiters:
+                with contextlib.suppress(RuntimeError):  # its loop is closed: none waits
+                    loop.call_soon_threadsafe(_resolve, waiter)
+            self._waiters.clear()
 
     def _write_all(self, data: bytes) -> bool:
         view = memoryview(data)
         while view:
             try:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view[:_PIECE]):]
+                self._wrote_at = time.monotonic()
             except BlockingIOError:
                 select.select([], [self._fd], [], 1.0)
             except OSError:
                 return False
         return True
+
+
+def _resolve(waiter: Any) -> None:
+    if not waiter.done():  # (cancelled: its `room()` was)
+        waiter.set_result(None)

@@ -39,6 +39,7 @@ from watchrun.sources.checkpoints import CheckpointStore
 if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
+    from watchrun.sources.command import Echo
 
 __all__ = ["RunnerState", "StartupError", "Supervisor"]
 
@@ -58,7 +59,7 @@ class Supervisor:
 
     def __init__(self, config: Config, layout: OutputLayout, log: RunLog, clock: Clock,
                  spawner: Spawner, *, once: bool = False,
-                 echo: Callable[[bytes], None] | None = None,
+                 echo: Echo | None = None,
                  reload: Callable[[], Config | None] | None = None, force_poll: bool = False,
                  metrics: tuple[str, int] | None = None, guardian: bool = False,
                  sinks: Callable[..., JsonlSink] = open_sink) -> None:

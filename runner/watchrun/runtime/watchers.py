@@ -9,7 +9,7 @@ import contextlib
 import os
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
@@ -25,6 +25,9 @@ from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
 from watchrun.sources.checkpoints import CheckpointStore
+
+if TYPE_CHECKING:
+    from watchrun.sources.command import Echo
 
 __all__ = ["Owner", "WatcherSet", "counters_of", "finish"]
 
@@ -70,7 +73,7 @@ class WatcherSet:
     from both, its evidence kept)."""
 
     def __init__(self, sup: Owner, store: CheckpointStore,
-                 sinks: Callable[..., JsonlSink], echo: Callable[[bytes], None] | None) -> None:
+                 sinks: Callable[..., JsonlSink], echo: Echo | None) -> None:
         self.sup, self.store, self.sinks, self.echo = sup, store, sinks, echo
         self.running: dict[str, WatcherRuntime] = {}
         self.later: dict[str, WatcherRuntime] = {}

@@ -27,7 +27,7 @@ from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.file import FileSource
 
 if TYPE_CHECKING:
-    from watchrun.sources.command import CommandSource
+    from watchrun.sources.command import CommandSource, Echo
 
 
 def open_sink(path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock
@@ -72,7 +72,7 @@ def build_watcher(
     seams: Seams,
     *,
     once: bool,
-    echo: Callable[[bytes], None] | None,
+    echo: Echo | None,
     on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
     on_event: Callable[[WatcherSpec, str, dict[str, Any]], None],
 ) -> WatcherRuntime:
@@ -91,7 +91,7 @@ def build_watcher(
 
 
 def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: JsonlSink,
-           once: bool, echo: Callable[[bytes], None] | None,
+           once: bool, echo: Echo | None,
            on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
            on_event: Callable[[WatcherSpec, str, dict[str, Any]], None]) -> WatcherRuntime:
     wid = spec.id

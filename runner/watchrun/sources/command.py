@@ -27,6 +27,11 @@ READ_SIZE = 64 * 1024
 DRAIN_MIN_S = 0.5  # after the exit, wait at least this long for EOF before stopping the tree
 TICK_CHECK_S = 60.0  # longest single sleep while waiting for a tick: wall-clock jumps show up
 
+Echo = Callable[[bytes, bool], Awaitable[None]]
+"""`echo(lines, wait)`: where a once run shows its commands' output as it comes. Awaited, so a
+reader that does not keep up holds the command (its pipe fills), never the event loop; with
+`wait` false (the run is stopping) what the reader has no room for is left out instead."""
+
 
 class ProcState(StrEnum):
     STOPPED = "stopped"
@@ -54,7 +59,7 @@ class CommandSource:
     """Runs `spec.command` once, under a restart policy, or on a cron schedule."""
 
     def __init__(self, spec: WatcherSpec, limits: Limits, clock: Clock, spawner: Spawner, *,
-                 once: bool = False, echo: Callable[[bytes], None] | None = None,
+                 once: bool = False, echo: Echo | None = None,
                  rng: random.Random | None = None,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         if spec.command is None:
@@ -194,19 +199,21 @@ class CommandSource:
         try:
             stopped = await self._read(proc, framer, ctx, n)
             info = stopped or await proc.wait()
-        except asyncio.CancelledError:
+            await self._deliver(ctx, framer.finish())  # the last line, even without a newline
+        except asyncio.CancelledError:  # stopping: the echo no longer waits for its reader
             info = await asyncio.shield(proc.terminate(self._grace))
             self.last_exit = info
             with contextlib.suppress(TimeoutError):  # the tree is dead: EOF is near
-                await asyncio.wait_for(self._read(proc, framer, ctx, n), self._grace + 1)
-            await self._finish(proc, framer, ctx, n, info)
+                await asyncio.wait_for(self._read(proc, framer, ctx, n, wait=False),
+                                       self._grace + 1)
+            await self._deliver(ctx, framer.finish(), wait=False)
+            await self._finish(ctx, n, info)
             raise
-        await self._finish(proc, framer, ctx, n, info)
+        await self._finish(ctx, n, info)
         return info
 
-    async def _finish(self, proc: Proc, framer: LineFramer, ctx: SourceContext, n: int,
-                      info: ExitInfo) -> None:
-        await self._deliver(ctx, framer.finish())  # the last line, even without a newline
+    async def _finish(self, ctx: SourceContext, n: int, info: ExitInfo) -> None:
+        """The run's `exit` record."""
         extra = {"signals": list(info.signals_sent), "stragglers": info.stragglers}
         duration = round((self.clock.monotonic() - self._started) * 1000)
         await ctx.event("exit", run=n, exitCode=info.exit_code, signal=info.signal,
@@ -214,7 +221,7 @@ class CommandSource:
                         **(extra if info.signals_sent else {}))
 
     async def _read(self, proc: Proc, framer: LineFramer, ctx: SourceContext,
-                    n: int) -> ExitInfo | None:
+                    n: int, *, wait: bool = True) -> ExitInfo | None:
         """Read to EOF, one read at a time: while a chunk is being written nothing is read, so
         a flooding child blocks on its full pipe. If the command exits but something it
         started keeps the output open for stopTimeout, stop the tree (returns that info)."""
@@ -240,7 +247,7 @@ class CommandSource:
                     data, reading = reading.result(), None
                     if not data:
                         return stopped
-                    await self._deliver(ctx, framer.feed(data))
+                    await self._deliver(ctx, framer.feed(data), wait=wait)
                 elif not done and stopped is None:
                     stopped = await proc.terminate(self._grace)
                     deadline = loop.time() + drain_s
@@ -260,8 +267,9 @@ class CommandSource:
                 if task is not None:
                     task.cancel()
 
-    async def _deliver(self, ctx: SourceContext, chunk: Chunk | None) -> None:
+    async def _deliver(self, ctx: SourceContext, chunk: Chunk | None, *,
+                       wait: bool = True) -> None:
         if chunk is not None:  # (stamped with run n by its framer)
             await ctx.chunk(chunk)
             if self.echo is not None:
-                self.echo(chunk.data)
+                await self.echo(chunk.data, wait)
