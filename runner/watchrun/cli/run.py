@@ -238,20 +238,33 @@ def _close_fence(fence: StopCommands | None) -> None:
         fence.open = False
 
 
-@functools.cache
-def _stdout() -> LogStream:
+def _stdout() -> LogStream | None:
     """stdout as a once run writes it (the echoed output, the verdicts, the fence and the
     annotations): in order, never holding the event loop, and given up on quietly when its
-    reader is gone (`| head`) or takes nothing for EXIT_WAIT_S at exit."""
+    reader is gone (`| head`) or takes nothing for EXIT_WAIT_S at exit. None when stdout has
+    no descriptor (a StringIO, in-process): it is written at once."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # (io.UnsupportedOperation is both)
+        return None
+    return _stream_on(fd)
+
+
+@functools.cache
+def _stream_on(fd: int) -> LogStream:
     from watchrun.output.logstream import LogStream
 
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()  # anything printed before goes first
-    return LogStream(sys.stdout.fileno())
+    return LogStream(fd)
 
 
 def _say(line: str) -> None:
-    _stdout().put(line.encode("utf-8", "backslashreplace") + b"\n")
+    out = _stdout()
+    if out is None:
+        sys.stdout.write(line + "\n")
+    else:
+        out.put(line.encode("utf-8", "backslashreplace") + b"\n")
 
 
 class _StdoutEcho:
@@ -267,13 +280,16 @@ class _StdoutEcho:
     async def __call__(self, data: bytes, wait: bool) -> None:
         from watchrun.match.sanitize import clean_line
 
-        out = _stdout()
+        text, out = clean_line(data)[0], _stdout()
+        if out is None:
+            sys.stdout.write(text)
+            return
         if wait:
             await out.room()
         elif out.full:
             self.unshown += data.count(b"\n")
             return
-        out.put(clean_line(data)[0].encode("utf-8"))
+        out.put(text.encode("utf-8"))
 
 
 def _diagnostic(log: RunLog, d: Diagnostic, prefix: str = "") -> None:
