@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from watchrun.cli.parser import COMMANDS, Command, build_parser, parsers
+from watchrun.cli.stdio import std_fds, std_text
 from watchrun.exitcodes import ExitStatus
 
 __all__ = ["BROKEN_PIPE", "COMMANDS", "Command", "build_parser", "main", "parse"]
@@ -157,22 +158,10 @@ def startup_gc() -> Iterator[None]:
             gc.enable()
 
 
-def std_fds() -> None:
-    """Put the null device on each of descriptors 0-2 that is closed (`2>&-`, a daemonizer that
-    closed them). Otherwise the first file opened takes that number (a JSONL file as stderr,
-    where a stray write lands), and Python's `sys.stderr` is None, which nothing expects."""
-    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
-        try:
-            os.fstat(fd)
-        except OSError:  # opened at the lowest free number: `fd` (those below are open by now)
-            os.open(os.devnull, os.O_RDWR)
-        if getattr(sys, name) is None:
-            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 (for the process)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (SPEC §7)."""
     std_fds()
+    std_text()
     args_list = list(sys.argv[1:] if argv is None else argv)
     if not args_list and not any(Path(n).is_file() for n in _candidates()):
         build_parser().print_help(sys.stderr)

@@ -1,0 +1,60 @@
+"""The process's standard streams made safe to use: descriptors 0-2 open, and text that stdout's
+or stderr's encoding cannot show written as `\\u` escapes, never an error."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import sys
+
+ESCAPE = "watchrun.escape"
+"""The codec error handler that writes what an encoding cannot show as JSON's `\\uXXXX`."""
+
+
+def std_fds() -> None:
+    """Put the null device on each of descriptors 0-2 that is closed (`2>&-`, a daemonizer that
+    closed them). Otherwise the first file opened takes that number (a JSONL file as stderr,
+    where a stray write lands), and Python's `sys.stderr` is None, which nothing expects."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:  # opened at the lowest free number: `fd` (those below are open by now)
+            os.open(os.devnull, os.O_RDWR)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 (for the process)
+
+
+def std_text() -> None:
+    """On stdout and stderr of an encoding other than UTF-8 (a Latin-1 locale, or
+    PYTHONIOENCODING=ascii), write a character the encoding lacks as `\\uXXXX` (a surrogate
+    pair above U+FFFF): readable, valid inside a JSON string, and never a UnicodeEncodeError."""
+    streams = [s for s in (sys.stdout, sys.stderr) if _lacks_unicode(s)]
+    if streams:
+        codecs.register_error(ESCAPE, json_escape)
+        for stream in streams:
+            stream.reconfigure(errors=ESCAPE)  # type: ignore[union-attr]
+
+
+def _lacks_unicode(stream: object) -> bool:
+    encoding = getattr(stream, "encoding", None)
+    if not isinstance(encoding, str) or not hasattr(stream, "reconfigure"):
+        return False
+    try:
+        return codecs.lookup(encoding).name not in ("utf-8", "utf-16", "utf-32")
+    except LookupError:
+        return False
+
+
+def json_escape(err: UnicodeError) -> tuple[str, int]:
+    """A codec error handler: the characters `err` could not encode, as `\\uXXXX` escapes."""
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    out = []
+    for ch in err.object[err.start:err.end]:
+        cp = ord(ch)
+        if cp > 0xFFFF:
+            cp -= 0x10000
+            out.append(f"\\u{0xD800 + (cp >> 10):04x}\\u{0xDC00 + (cp & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{cp:04x}")
+    return "".join(out), err.end
