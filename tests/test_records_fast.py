@@ -54,13 +54,25 @@ def check_line(line: bytes, value: Any) -> None:
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert UNSAFE.search(line) is None, line
     assert len(line.decode("utf-8").splitlines()) == 1  # also for Unicode line breaks
-    assert json.loads(line) == value
+    assert json.loads(line) == valid(value)  # no lone surrogate: strict parsers (serde_json)
+
+
+def valid(value: Any) -> Any:
+    """What a record of `value` reads back as: each lone surrogate (keys too) is U+FFFD."""
+    if isinstance(value, str):
+        return re.sub("[\ud800-\udfff]", "\ufffd", value)
+    if isinstance(value, dict):
+        return {valid(k): valid(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid(v) for v in value]
+    return value
 
 
 @given(st.recursive(ANY_TEXT | st.integers() | st.booleans() | st.none(),
                     lambda inner: st.lists(inner, max_size=4)
                     | st.dictionaries(ANY_TEXT, inner, max_size=4), max_leaves=12))
-def test_any_value_is_one_safe_line_that_reads_back_the_same(value: Any) -> None:
+def test_any_value_is_one_safe_line_that_reads_back_the_same_but_lone_surrogates(
+        value: Any) -> None:
     record = {"kind": "output", "value": value}
     check_line(dumps(record), record)
 
@@ -79,7 +91,7 @@ def test_what_json_cannot_hold_is_refused_as_the_stdlib_refuses_it() -> None:
 def test_a_json_string_carries_the_escapes(text: str) -> None:
     encoded = json_str(text)
     assert UNSAFE.search(encoded) is None
-    assert json.loads(encoded) == text
+    assert json.loads(encoded) == valid(text)
 
 
 LINES = st.lists(st.sampled_from([

@@ -70,7 +70,8 @@ def test_any_text_stays_one_line(tmp_path: Path, text: str) -> None:
         line = sink.record("output", {"text": text})
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     line.decode("utf-8")  # always valid UTF-8
-    assert json.loads(line)["text"] == text
+    # a lone surrogate (an undecodable byte of a file name, as Python keeps it) is U+FFFD
+    assert json.loads(line)["text"] == text.replace("\udcff", "\ufffd")
 
 
 @pytest.mark.parametrize(

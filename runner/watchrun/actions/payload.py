@@ -10,6 +10,7 @@ from typing import Any
 from watchrun.actions.windows import Firing
 from watchrun.match.redact import Redactor, add_counts
 from watchrun.match.sanitize import clip
+from watchrun.output.jsonl import valid_unicode
 
 __all__ = ["ENV_LINES_BYTES", "SLACK_TEXT_CHARS", "Context", "Outgoing", "build"]
 
@@ -43,14 +44,14 @@ class Outgoing:
     document: dict[str, Any]
 
     def json_body(self) -> bytes:
-        return json.dumps(self.document, ensure_ascii=False, separators=(",", ":")).encode()
+        return _utf8(json.dumps(self.document, ensure_ascii=False, separators=(",", ":")))
 
     def slack_body(self) -> bytes:
-        return json.dumps({"text": slack_text(self.document)}, ensure_ascii=False).encode()
+        return _utf8(json.dumps({"text": slack_text(self.document)}, ensure_ascii=False))
 
     def stdin(self) -> bytes:
         """One JSON object per matched line."""
-        return b"".join(json.dumps(item, ensure_ascii=False).encode() + b"\n"
+        return b"".join(_utf8(json.dumps(item, ensure_ascii=False)) + b"\n"
                         for item in self.lines)
 
     def environ(self) -> dict[str, str]:
@@ -130,3 +131,7 @@ def slack_text(doc: dict[str, Any]) -> str:
     if rest > 0:
         text += f"\n… and {rest} more (see the watcher's JSONL from {doc['cursors']['first']})"
     return text
+
+
+def _utf8(text: str) -> bytes:
+    return valid_unicode(text).encode()

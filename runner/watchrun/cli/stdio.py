@@ -25,24 +25,14 @@ def std_fds() -> None:
 
 
 def std_text() -> None:
-    """On stdout and stderr of an encoding other than UTF-8 (a Latin-1 locale, or
-    PYTHONIOENCODING=ascii), write a character the encoding lacks as `\\uXXXX` (a surrogate
-    pair above U+FFFF): readable, valid inside a JSON string, and never a UnicodeEncodeError."""
-    streams = [s for s in (sys.stdout, sys.stderr) if _lacks_unicode(s)]
-    if streams:
-        codecs.register_error(ESCAPE, json_escape)
-        for stream in streams:
-            stream.reconfigure(errors=ESCAPE)  # type: ignore[union-attr]
-
-
-def _lacks_unicode(stream: object) -> bool:
-    encoding = getattr(stream, "encoding", None)
-    if not isinstance(encoding, str) or not hasattr(stream, "reconfigure"):
-        return False
-    try:
-        return codecs.lookup(encoding).name not in ("utf-8", "utf-16", "utf-32")
-    except LookupError:
-        return False
+    """On stdout and stderr, write a character the encoding lacks as `\\uXXXX` (a surrogate
+    pair above U+FFFF): readable, valid inside a JSON string, and never a UnicodeEncodeError.
+    That is what a Latin-1 locale or PYTHONIOENCODING=ascii lacks, and on UTF-8 a lone
+    surrogate (a byte of a file name or an environment value that is not UTF-8)."""
+    codecs.register_error(ESCAPE, json_escape)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):  # (not a StringIO in-process)
+            stream.reconfigure(errors=ESCAPE)
 
 
 def json_escape(err: UnicodeError) -> tuple[str, int]:

@@ -22,9 +22,10 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "json_str", "plain_bodies", "safe_str"]
+__all__ = ["dumps", "json_str", "plain_bodies", "safe_str", "valid_unicode"]
 
 _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _C1 = re.compile(b"\xc2[\x80-\x9f]")
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
 
@@ -35,10 +36,18 @@ def _unsafe(text: str) -> bool:
     return _UNSAFE.search(text) is not None
 
 
+def valid_unicode(text: str) -> str:
+    """`text` with each lone surrogate replaced by U+FFFD. Python keeps a byte of a file name or
+    an environment value that is not UTF-8 as one (`\\udcff`); JSON would carry it as an
+    escape that strict parsers (Rust's serde_json, so Vector) refuse. As SPEC §6 does for a
+    line's invalid bytes, it becomes U+FFFD (the record's inode still says which file)."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def _escaped(text: str) -> bytes:
-    """`text` as ASCII-only JSON: every non-ASCII character (C1, U+2028/U+2029, a lone
-    surrogate) is a `\\u` escape, and so is DEL, which JSON leaves alone."""
-    return json.dumps(text).replace("\x7f", "\\u007f").encode("ascii")
+    """`text` as ASCII-only JSON: every non-ASCII character (C1, U+2028/U+2029) is a `\\u`
+    escape, and so is DEL, which JSON leaves alone; a lone surrogate is U+FFFD."""
+    return json.dumps(valid_unicode(text)).replace("\x7f", "\\u007f").encode("ascii")
 
 
 def json_str(text: str) -> bytes:
@@ -118,5 +127,17 @@ def _careful(record: Mapping[str, Any]) -> bytes:
         return orjson.dumps(_safe(dict(record)), option=_NEWLINE)
     except (_Unsafe, orjson.JSONEncodeError):  # an odd key, an integer past 64 bits, ...
         pass
-    text = json.dumps(record, separators=(",", ":"), allow_nan=False)  # ASCII-only
+    text = json.dumps(_valid(record), separators=(",", ":"), allow_nan=False)  # ASCII-only
     return text.replace("\x7f", "\\u007f").encode("ascii") + b"\n"
+
+
+def _valid(value: Any) -> Any:
+    """`value` with every string in it, keys too, made `valid_unicode`."""
+    if isinstance(value, str):
+        return valid_unicode(value)
+    if isinstance(value, dict):
+        return {valid_unicode(k) if isinstance(k, str) else k: _valid(v)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_valid(v) for v in value]
+    return value

@@ -16,6 +16,7 @@ from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.sanitize import raw_text, sanitize
 from watchrun.output import safefs, tailfile
+from watchrun.output.jsonl import valid_unicode
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 
@@ -252,7 +253,7 @@ class StatusBoard:
             if entry is None:
                 continue
             snap = self.snapshot(entry)
-            text = json.dumps(snap, ensure_ascii=False, indent=1)
+            text = valid_unicode(json.dumps(snap, ensure_ascii=False, indent=1))
             files.append((self.dir / f"{wid}.status.json", text.encode() + b"\n"))
             tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
             lines = [sanitize(raw_text(b), None)[0] for b in tail]

@@ -1,0 +1,44 @@
+"""A watched file whose name is not UTF-8 (named through `${VAR}`, as Linux allows any bytes):
+it is followed, its records and status stay valid UTF-8 with U+FFFD for the odd byte (what a
+strict JSON parser such as Vector's reads), and no command prints a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from liverunner import DEADLINE_S, read_records, watchrun_bin, write_config
+
+NAME = b"app\xff.log"
+
+
+def _cli(folder: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "LOGF": os.fsdecode(os.path.join(os.fsencode(folder), NAME))}
+    return subprocess.run([watchrun_bin(), *args], cwd=folder, env=env, capture_output=True,
+                          timeout=DEADLINE_S, check=False)
+
+
+def test_a_file_name_that_is_not_utf8_is_followed_and_recorded_as_valid_utf8(
+        tmp_path: Path) -> None:
+    with open(os.path.join(os.fsencode(tmp_path), NAME), "wb") as fh:
+        fh.write(b"ERROR one\n")
+    write_config(tmp_path, {"watchers": [
+        {"id": "n", "path": "${LOGF}", "pattern": "ERROR", "fromStart": True}]})
+    done = _cli(tmp_path, "run", "--once")
+    # before: "Exception in callback StatusBoard.flush()", a UnicodeEncodeError, no status file
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    out = tmp_path / ".watchrun"
+    shown = f"{tmp_path}/app\ufffd.log"
+    for line in (out / "watchers" / "n.jsonl").read_bytes().splitlines():
+        record = json.loads(line.decode("utf-8"))  # strict UTF-8
+        assert "\udcff" not in json.dumps(record, ensure_ascii=False)
+    matches = [r for r in read_records(out / "watchers" / "n.jsonl") if r["kind"] == "match"]
+    assert [(m["line"], m["path"]) for m in matches] == [("ERROR one", shown)]
+    status = json.loads((out / "state" / "n.status.json").read_bytes().decode("utf-8"))
+    assert status["label"] == shown
+    for args in (["list"], ["status", "n"], ["config"], ["logs", "n"], ["matches", "n"],
+                 ["list", "--json"], ["validate"]):
+        done = _cli(tmp_path, *args)
+        assert done.returncode == 0 and b"Traceback" not in done.stderr, (args, done.stderr)
