@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import json
 import os
+import re
 import stat
+
+from watchrun.output.jsonl import valid_value
 
 __all__ = ["StdinLines"]
 
 MAX_LINE = 4 << 20
-"""A longer message is cut: what reaches the SDK is not JSON, and it answers a parse error."""
+"""A longer message is cut: what reaches the SDK is not JSON, which it drops unanswered (as it
+drops any line that is not a JSON-RPC message)."""
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class StdinLines:
@@ -58,10 +64,24 @@ class StdinLines:
             return "\n"
         if not line:
             raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
+        return _valid_line(line.decode("utf-8", errors="replace"))
 
     def close(self) -> None:
         """End the lines now (EOF for the SDK: the session ends) and close the descriptor."""
         self.reader.feed_eof()
         if not self.transport.is_closing():
             self.transport.close()
+
+
+def _valid_line(line: str) -> str:
+    """`line` with each lone surrogate in its JSON (`"\\udcff"`, legal JSON but not Unicode) made
+    U+FFFD: the SDK's parser refuses such a message, and drops it unanswered, so its client
+    would wait for the reply forever; cleaned, the request is answered like any other."""
+    if _SURROGATE_ESCAPE.search(line) is None:
+        return line
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return line
+    valid = valid_value(value)
+    return line if valid == value else json.dumps(valid, ensure_ascii=False) + "\n"

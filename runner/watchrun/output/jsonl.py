@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "json_str", "plain_bodies", "safe_str", "valid_unicode"]
+__all__ = ["dumps", "json_str", "plain_bodies", "safe_str", "valid_unicode", "valid_value"]
 
 _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -127,17 +127,17 @@ def _careful(record: Mapping[str, Any]) -> bytes:
         return orjson.dumps(_safe(dict(record)), option=_NEWLINE)
     except (_Unsafe, orjson.JSONEncodeError):  # an odd key, an integer past 64 bits, ...
         pass
-    text = json.dumps(_valid(record), separators=(",", ":"), allow_nan=False)  # ASCII-only
+    text = json.dumps(valid_value(record), separators=(",", ":"), allow_nan=False)  # ASCII-only
     return text.replace("\x7f", "\\u007f").encode("ascii") + b"\n"
 
 
-def _valid(value: Any) -> Any:
-    """`value` with every string in it, keys too, made `valid_unicode`."""
+def valid_value(value: Any) -> Any:
+    """`value` (parsed JSON) with every string in it, keys too, made `valid_unicode`."""
     if isinstance(value, str):
         return valid_unicode(value)
     if isinstance(value, dict):
-        return {valid_unicode(k) if isinstance(k, str) else k: _valid(v)
+        return {valid_unicode(k) if isinstance(k, str) else k: valid_value(v)
                 for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_valid(v) for v in value]
+        return [valid_value(v) for v in value]
     return value
