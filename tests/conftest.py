@@ -3,6 +3,7 @@ temporary directory, not in the user's ~/.cache (tests of the cache set their ow
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 
@@ -18,3 +19,13 @@ def _config_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         os.environ.pop("WATCHRUN_CACHE_DIR", None)
     else:
         os.environ["WATCHRUN_CACHE_DIR"] = saved
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int]]:
+    """A pipe (read end, write end); each end the test has not closed is closed after it."""
+    r, w = os.pipe()
+    yield r, w
+    for fd in (r, w):
+        with contextlib.suppress(OSError):  # closed by the test already
+            os.close(fd)

@@ -3,7 +3,6 @@ stops the runner (SIGTERM included); lines wait in order, and what does not fit 
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -11,7 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,6 @@ from liverunner import DEADLINE_S, read_records, wait_for, watchrun_bin, write_c
 from watchrun.output import logstream
 from watchrun.output.logstream import LogStream
 from watchrun.output.runlog import RunLog
-
-
-@pytest.fixture
-def pipe() -> Iterator[tuple[int, int]]:
-    r, w = os.pipe()
-    yield r, w
-    for fd in (r, w):
-        with contextlib.suppress(OSError):  # closed by the test already
-            os.close(fd)
 
 
 def _fill(w: int) -> int:

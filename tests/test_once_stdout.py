@@ -13,7 +13,6 @@ import struct
 import termios
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,6 @@ from liverunner import DEADLINE_S, LiveRunner, read_records, wait_for, write_con
 
 from watchrun.output import logstream
 from watchrun.output.logstream import LogStream
-
-
-@pytest.fixture
-def pipe() -> Iterator[tuple[int, int]]:
-    r, w = os.pipe()
-    yield r, w
-    for fd in (r, w):
-        with contextlib.suppress(OSError):  # closed by the test already
-            os.close(fd)
 
 
 def _reader(r: int, got: bytearray, *, pause: float = 0.0) -> threading.Thread:
