@@ -22,10 +22,11 @@ from watchrun.output import logstream
 from watchrun.output.logstream import LogStream
 
 
-def _reader(r: int, got: bytearray, *, pause: float = 0.0) -> threading.Thread:
-    """A thread reading `r` to its end into `got`, `pause` seconds between reads of 16 KiB."""
+def _reader(r: int, got: bytearray, *, pause: float = 0.0,
+            size: int = 16 * 1024) -> threading.Thread:
+    """A thread reading `r` to its end into `got`, `pause` seconds between reads of `size`."""
     def read() -> None:
-        while chunk := os.read(r, 16 * 1024):
+        while chunk := os.read(r, size):
             got.extend(chunk)
             time.sleep(pause)  # (the slow reader is the fault injected, not a wait)
 
@@ -73,15 +74,16 @@ def test_at_exit_a_slow_reader_gets_everything_a_stalled_one_is_given_up_on(
         pipe: tuple[int, int]) -> None:
     r, w = pipe
     out = LogStream(w)
-    data = [b"%06d %s\n" % (i, b"x" * 90) for i in range(3000)]  # 300 KB, past the pipe
-    for line in data:
-        out.put(line)
+    lines = [b"%06d %s\n" % (i, b"x" * 90) for i in range(1500)]  # 150 KB, past the pipe
+    data = [b"".join(lines[k : k + 500]) for k in range(0, 1500, 500)]  # as an echo puts them
+    for block in data:
+        out.put(block)
     started = time.monotonic()
     assert not out.drain(0.3)  # nobody reads: given up once nothing moved for 0.3 s
     assert 0.3 <= time.monotonic() - started < DEADLINE_S
     got = bytearray()
-    reader = _reader(r, got, pause=0.02)  # ~0.8 MB/s: longer than one stall period
-    assert out.drain(0.3)  # progress every 20 ms: it waits to the end
+    reader = _reader(r, got, pause=0.05, size=4096)  # 80 KB/s: 2 s in all, 4 KiB at a time
+    assert out.drain(0.3)  # a piece taken every 50 ms: it waits to the end
     os.close(w)
     reader.join(DEADLINE_S)
     assert bytes(got) == b"".join(data)

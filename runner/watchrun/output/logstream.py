@@ -22,8 +22,10 @@ them all); a stream that must not drop (stdout) makes its writer wait in `room()
 EXIT_WAIT_S = 2.0
 """At exit, queued lines are written for as long as the reader takes some at least this often;
 a reader that takes nothing for this long is given up on, and the process ends."""
-_PIECE = 64 * 1024
-"""The writer thread writes at most this much at a time, so a slow reader's progress is seen."""
+_PIECE = select.PIPE_BUF
+"""The writer thread writes at most this much at a time: a blocking write returns only once all
+of it is taken, so a slow reader's progress is seen every PIPE_BUF bytes (down to ~2 KB/s
+within EXIT_WAIT_S)."""
 _STRAIGHT = select.PIPE_BUF
 """A line no longer than this is written at once when poll says the descriptor has room: a
 pipe with room takes it whole, without blocking."""
