@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -270,3 +271,20 @@ def _raw(path: Path, data: bytes) -> dict[str, Any]:
             while not buf.endswith(b"\n") and (part := s.recv(65536)):
                 buf += part
     return dict(json.loads(buf))
+
+
+def test_commands_get_the_descriptor_limit_the_runner_started_with(tmp_path: Path) -> None:
+    """The runner raises its own soft RLIMIT_NOFILE to the hard limit; the programs it starts
+    get the limit it was started with back (systemd's rule), not the hard limit."""
+    soft, hard = 256, min(4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+    assert soft < hard
+    path = write_config(tmp_path, {"watchers": [
+        {"id": "c", "command": "echo nofile $(ulimit -Sn) $(ulimit -Hn)", "pattern": "nofile"}]})
+    done = subprocess.run(
+        [watchrun_bin(), "run", "--once", "--quiet", "-c", str(path)], capture_output=True,
+        text=True, timeout=TIMEOUT_S, cwd=tmp_path,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+    assert done.returncode == 0, done.stderr
+    lines = [r["line"] for r in read_records(tmp_path / ".watchrun" / "watchers" / "c.jsonl")
+             if r["kind"] == "match"]
+    assert lines == [f"nofile {soft} {hard}"]  # before: the hard limit twice

@@ -30,20 +30,31 @@ def become_subreaper(enable: bool = True) -> bool:
 def die_with_parent(parent: int) -> None:
     """In a child between fork and exec: SIGKILL when the thread that forked it dies (the
     runner's loop thread, i.e. the runner). If the parent is already gone, exit now: the
-    signal would never come. One prctl and one getppid: no allocation, no lock."""
+    signal would never come. The child also gets back the descriptor limit the runner started
+    with (`raise_fd_limit`). One setrlimit, one prctl and one getppid: no allocation, no lock."""
+    if _child_nofile is not None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, _child_nofile)
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if os.getppid() != parent:
             os._exit(137)
 
 
+_child_nofile: tuple[int, int] | None = None
+"""The RLIMIT_NOFILE the runner started with, once it raised its own: its children get it back,
+as systemd asks of a program that raises its soft limit (a program that sizes a table by the
+limit, closes every descriptor up to it, or uses select() is not handed the hard limit)."""
+
+
 def raise_fd_limit() -> tuple[int, int]:
     """Raise the soft RLIMIT_NOFILE to the hard limit (every watcher, generation, pipe and client
     holds descriptors); return (old soft, new soft)."""
+    global _child_nofile
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < hard:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            _child_nofile = (soft, hard)
             return soft, hard
     return soft, soft
 
