@@ -66,3 +66,11 @@ def test_a_terminal_without_utf8_gets_escapes_not_a_traceback(
     elif args[0] == "logs":
         shown = "ERROR \\u65e5\\u672c\\u8a9e" if encoding == "ascii" else "ERROR \\u65e5"
         assert out.startswith(shown)
+
+
+def test_a_once_runs_stdout_is_utf8_whatever_the_terminal_encoding(tmp_path: Path) -> None:
+    write_config(tmp_path, {"watchers": [
+        {"id": "c", "command": f"echo '{LINE}'", "pattern": "ERROR"}]})
+    done = _cli(tmp_path, "ascii", "run", "--once")
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
+    assert done.stdout.decode("utf-8").splitlines()[0] == LINE  # the echo, as the command wrote it
