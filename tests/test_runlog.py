@@ -204,3 +204,31 @@ def test_a_runner_logs_with_timestamps_when_stderr_is_a_file(tmp_path: Path) -> 
     assert p.returncode == 0
     lines = err.read_text().splitlines()
     assert lines and all(re.match(f"{TS} watchrun: ", x) for x in lines), lines
+
+
+def test_a_bug_in_a_loop_callback_is_one_line_of_the_runners_log(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A callback that raises (a bug) is said in the runner's log, in its format, once per
+    occurrence, and nothing else reaches stderr (before: asyncio's own multi-line traceback,
+    which breaks `--log-format json` readers, written to stderr past the log)."""
+    import asyncio
+
+    from insupervisor import Running, until
+
+    (tmp_path / "app.log").write_text("")
+    buf = io.StringIO()
+
+    async def body() -> None:
+        r = Running(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "E"}]})
+        r.sup.log = RunLog("json", buf, environ={})
+        async with r:
+            asyncio.get_running_loop().call_soon(lambda: 1 / 0)
+            await until(lambda: "ZeroDivisionError" in buf.getvalue(), "the bug in the log")
+            assert any("ZeroDivisionError" in p for p in r.sup.problems)  # and on `status`
+
+    asyncio.run(body())
+    records = [json.loads(line) for line in buf.getvalue().splitlines()]  # JSON, every line
+    said = [x for x in records if "ZeroDivisionError" in x["msg"]]
+    assert [x["level"] for x in said] == ["error"]
+    assert said[0]["msg"].startswith("internal error: Exception in callback")
+    assert capsys.readouterr().err == ""

@@ -106,6 +106,8 @@ class Supervisor:
         """Start everything or nothing, serve until told to stop, stop everything. A failed
         start raises StartupError (one line naming the cause) after undoing what it did."""
         loop = asyncio.get_running_loop()
+        handler = loop.get_exception_handler()
+        loop.set_exception_handler(self._loop_error)
         inbox = SignalInbox(loop)  # first: a signal during start-up is recorded, not fatal
         self._inbox = inbox
         if self._stop_asked:
@@ -131,6 +133,7 @@ class Supervisor:
             self._inbox = None
             inbox.close()
             loop.remove_signal_handler(signal.SIGCHLD)
+            loop.set_exception_handler(handler)
             self.state = RunnerState.STOPPED  # STOPPING -> STOPPED: everything flushed
         if failure is not None:
             raise failure
@@ -262,6 +265,13 @@ class Supervisor:
         await asyncio.gather(*jobs)
 
     # -- requests, reload, problems -------------------------------------------------------
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """A callback or a task no one awaits raised (a bug): one line in the runner's log, in
+        its format (not asyncio's traceback written to stderr past it), and on `status`."""
+        exc = context.get("exception")
+        self.problem(f"internal error: {context.get('message', 'in the event loop')}"
+                     + (f": {exc!r}" if exc is not None else ""))
+
     def problem(self, message: str, wid: str | None = None) -> None:
         """Report a problem the runner survives: the log, `status`, the watcher's snapshot."""
         self.log.error(message, wid)
