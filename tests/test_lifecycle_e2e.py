@@ -288,3 +288,23 @@ def test_commands_get_the_descriptor_limit_the_runner_started_with(tmp_path: Pat
     lines = [r["line"] for r in read_records(tmp_path / ".watchrun" / "watchers" / "c.jsonl")
              if r["kind"] == "match"]
     assert lines == [f"nofile {soft} {hard}"]  # before: the hard limit twice
+
+
+def test_a_start_short_of_descriptors_says_the_limit_and_where_to_raise_it(
+        tmp_path: Path) -> None:
+    watchers = []
+    for i in range(60):
+        (tmp_path / f"f{i}.log").write_text("ERROR x\n")
+        watchers.append({"id": f"w{i}", "path": f"f{i}.log", "pattern": "ERROR"})
+    path = write_config(tmp_path, {"limits": {"maxWatchers": 100}, "watchers": watchers})
+    done = subprocess.run(
+        [watchrun_bin(), "run", "--once", "-c", str(path)], capture_output=True, text=True,
+        timeout=TIMEOUT_S, cwd=tmp_path,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48)))
+    assert done.returncode == 3, done.stderr
+    failed = [e for e in errors(done.stderr) if "could not start" in e]
+    assert len(failed) == 1 and "EMFILE" in failed[0], done.stderr
+    assert failed[0].endswith("(this runner may have 48 files open; each watcher needs a few: "
+                              "raise the limit with `ulimit -n`, or LimitNOFILE= in its "
+                              "systemd unit)")
+    assert "Traceback" not in done.stderr

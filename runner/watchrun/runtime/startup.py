@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
+import resource
 import signal
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -167,4 +169,17 @@ async def _step(fn: Callable[[], Awaitable[Any]], what: str) -> Any:
         return await fn()
     except (OSError, SinkWriteError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise StartupError(f"{what}: {why}") from exc
+        raise StartupError(f"{what}: {why}{_short_of_files(exc)}") from exc
+
+
+def _short_of_files(exc: Exception) -> str:
+    """For a step that ran out of descriptors: the limit, and where to raise it."""
+    name = exc.errno_name if isinstance(exc, SinkWriteError) else \
+        errno.errorcode.get(getattr(exc, "errno", None) or 0)
+    if name == "ENFILE":
+        return " (the system's open-file table is full)"
+    if name != "EMFILE":
+        return ""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return (f" (this runner may have {soft} files open; each watcher needs a few: raise the "
+            "limit with `ulimit -n`, or LimitNOFILE= in its systemd unit)")
