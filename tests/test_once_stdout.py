@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from insupervisor import until
 from liverunner import DEADLINE_S, LiveRunner, read_records, wait_for, write_config
 
 from watchrun.output import logstream
@@ -54,9 +55,7 @@ def test_room_holds_the_writer_while_the_backlog_is_full_and_nothing_is_dropped(
 
     async def main() -> int:
         writer = asyncio.create_task(write_all())
-        await asyncio.sleep(0)
-        while not out.full:  # the writer is held: the pipe and the backlog are full
-            await asyncio.sleep(0.01)
+        await until(lambda: out.full, "the pipe and the backlog to fill")  # the writer is held
         assert not writer.done()
         readers.append(_reader(r, got))  # now a reader: the writer goes on
         return await writer
