@@ -4,6 +4,7 @@ or stderr's encoding cannot show written as `\\u` escapes, never an error."""
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import sys
 
@@ -39,12 +40,5 @@ def json_escape(err: UnicodeError) -> tuple[str, int]:
     """A codec error handler: the characters `err` could not encode, as `\\uXXXX` escapes."""
     if not isinstance(err, UnicodeEncodeError):
         raise err
-    out = []
-    for ch in err.object[err.start:err.end]:
-        cp = ord(ch)
-        if cp > 0xFFFF:
-            cp -= 0x10000
-            out.append(f"\\u{0xD800 + (cp >> 10):04x}\\u{0xDC00 + (cp & 0x3FF):04x}")
-        else:
-            out.append(f"\\u{cp:04x}")
-    return "".join(out), err.end
+    # (what an encoding lacks is never ASCII, so JSON's ASCII-only string is just the escapes)
+    return json.dumps(err.object[err.start:err.end])[1:-1], err.end

@@ -120,23 +120,26 @@ class LogStream:
             return True
 
     def _queue(self, data: bytes) -> None:
-        if self._note is None:  # nothing is dropped: the caller waits in `room()` instead
-            pass
-        elif self._dropped:  # said before the next line that fits
-            note = self._said()
-            if self._held + len(note) + len(data) > BACKLOG_BYTES:
-                self._dropped += 1
-                return
-            self._put(note)
-            self._dropped = 0
-        elif self._held + len(data) > BACKLOG_BYTES:
-            self._dropped += 1
+        if self._note is not None and not self._fits(data):  # (no note: the caller waits in
+            self._dropped += 1  # `room()` instead, and nothing is dropped)
             return
         self._put(data)
         if self._writer is None:
             self._writer = threading.Thread(target=self._run, name="watchrun-log", daemon=True)
             self._writer.start()
             atexit.register(self.drain, EXIT_WAIT_S)
+
+    def _fits(self, data: bytes) -> bool:
+        """Whether `data` fits in the backlog, after the line that says how many were dropped
+        before it (queued here when both fit)."""
+        if not self._dropped:
+            return self._held + len(data) <= BACKLOG_BYTES
+        note = self._said()
+        if self._held + len(note) + len(data) > BACKLOG_BYTES:
+            return False
+        self._put(note)
+        self._dropped = 0
+        return True
 
     def _put(self, data: bytes) -> None:
         self._backlog.append(data)

@@ -27,6 +27,12 @@ def become_subreaper(enable: bool = True) -> bool:
     return bool(_prctl(_PR_SET_CHILD_SUBREAPER, int(enable), 0, 0, 0) == 0)
 
 
+_child_nofile: tuple[int, int] | None = None
+"""The RLIMIT_NOFILE the runner started with, once it raised its own: its children get it back,
+as systemd asks of a program that raises its soft limit (a program that sizes a table by the
+limit, closes every descriptor up to it, or uses select() is not handed the hard limit)."""
+
+
 def die_with_parent(parent: int) -> None:
     """In a child between fork and exec: SIGKILL when the thread that forked it dies (the
     runner's loop thread, i.e. the runner). If the parent is already gone, exit now: the
@@ -38,12 +44,6 @@ def die_with_parent(parent: int) -> None:
         _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if os.getppid() != parent:
             os._exit(137)
-
-
-_child_nofile: tuple[int, int] | None = None
-"""The RLIMIT_NOFILE the runner started with, once it raised its own: its children get it back,
-as systemd asks of a program that raises its soft limit (a program that sizes a table by the
-limit, closes every descriptor up to it, or uses select() is not handed the hard limit)."""
 
 
 def raise_fd_limit() -> tuple[int, int]:
