@@ -4,12 +4,13 @@ changed watcher's actions in its own stream, and SIGTERM stops a running program
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, wait_for, write_config
+from liverunner import LiveRunner, read_records, wait_for, write_config
 from recordcheck import validate_records
 from test_agent_turn import alive
 from test_metrics import free_port, scrape
@@ -96,3 +97,31 @@ def test_a_reload_closes_the_changed_watchers_actions_in_its_own_stream(tmp_path
     finally:
         assert r.stop() == 0
     validate_records(r.out / "watchers" / "app.jsonl")
+
+
+def test_actions_get_the_cursors_of_the_match_records(tmp_path: Path) -> None:
+    """Since matches became columns (#14), every cursor an action got was "": the body's
+    `cursors` and `lines[].cursor`, WATCHRUN_FIRST/LAST_CURSOR and `action-fired`'s."""
+    from test_once import once
+
+    seen = tmp_path / "seen"
+    dump = ("import os, sys; open(sys.argv[1], 'w').write(os.environ['WATCHRUN_FIRST_CURSOR'] + "
+            "' ' + os.environ['WATCHRUN_LAST_CURSOR'] + '\\n' + sys.stdin.read())")
+    (tmp_path / "app.log").write_text("ERROR one\nok\nERROR two\n")
+    with receiver(200) as rx:
+        run = once(tmp_path, {"watchers": [{
+            "id": "app", "path": "app.log", "fromStart": True, "pattern": "ERROR",
+            "actions": [{"type": "webhook", "url": rx.url},
+                        {"type": "exec", "command": [sys.executable, "-c", dump, str(seen)]}]}]})
+        assert run.rc == 0, run.err
+        (doc,) = rx.bodies()
+    recs = read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+    cursors = [r["cursor"] for r in recs if r["kind"] == "match"]
+    assert cursors == ["app:0000000000000002", "app:0000000000000003"]
+    assert doc["cursors"] == {"first": cursors[0], "last": cursors[1]}
+    assert [x["cursor"] for x in doc["lines"]] == cursors
+    env, *lines = seen.read_text().splitlines()
+    assert env.split() == cursors
+    assert [json.loads(x)["cursor"] for x in lines] == cursors
+    for fired in (r for r in recs if r["kind"] == "action-fired"):
+        assert (fired["firstCursor"], fired["lastCursor"]) == tuple(cursors)

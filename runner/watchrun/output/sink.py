@@ -118,6 +118,11 @@ class JsonlSink:
         self.next_seq = self.unwritten.prepare(int(tail[0]["seq"]) if tail else 0)
         """Records given up at the last shutdown keep their seqs: none is used twice."""
 
+    @property
+    def cursor_prefix(self) -> str:
+        """`<id>:`, the start of every cursor of this stream."""
+        return self._prefix
+
     # -- building ---------------------------------------------------------------------------
     def record(self, kind: str, fields: Mapping[str, Any]) -> bytes:
         """Build one record line (consuming a seq); nothing is written yet."""

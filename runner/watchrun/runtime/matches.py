@@ -47,10 +47,13 @@ class Rows:
 class Found(Sequence[MatchInfo]):
     """The matches of one chunk, as `MatchInfo` made on access."""
 
-    __slots__ = ("_rows", "_where")
+    __slots__ = ("_cursor", "_first", "_rows", "_where")
 
-    def __init__(self, rows: Rows, where: str) -> None:
+    def __init__(self, rows: Rows, where: str, cursor: str, first_seq: int) -> None:
+        """`cursor`: the stream's cursor prefix (`<id>:`); `first_seq`: the seq of the first
+        row's `match` record (the rows' records have the seqs that follow it)."""
         self._rows, self._where = rows, where
+        self._cursor, self._first = cursor, first_seq
 
     def __len__(self) -> int:
         return len(self._rows.lines)
@@ -68,7 +71,8 @@ class Found(Sequence[MatchInfo]):
         rows = self._rows
         text, line_no = rows.split()[k], rows.line_nos[k]
         text = text if isinstance(text, str) else text.decode("ascii")
-        return MatchInfo(text, line_no, rows.offsets[k], f"{self._where}:{line_no}")
+        return MatchInfo(text, line_no, rows.offsets[k], f"{self._where}:{line_no}",
+                         f"{self._cursor}{self._first + k:016x}")
 
 
 class RecentMatches:

@@ -128,9 +128,10 @@ class WatcherPipeline:
             return
         else:
             rows = self._rows(chunk, spans)
+        first = self.sink.next_seq
         await self.writer.write_lines(self.sink.match_records(
             rows.lines, rows.line_nos, rows.offsets, rows.rest))
-        found = Found(rows, self._members(chunk)[1])
+        found = Found(rows, self._members(chunk)[1], self.sink.cursor_prefix, first)
         c.matches += len(found)
         c.last_match_at = time.time()
         c.recent.extend(found)
