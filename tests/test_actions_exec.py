@@ -5,6 +5,7 @@ and the stop discipline of command watchers (TERM, grace, KILL) on timeout and a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -155,3 +156,37 @@ def test_concurrency_caps_the_programs_running_at_once(tmp_path: Path) -> None:
             assert {r["status"] for r in results} == {"ok"}
     asyncio.run(body())
     assert os.path.exists(tmp_path / "started.4")
+
+
+def test_a_secret_at_the_cut_of_the_output_is_redacted_whole(tmp_path: Path) -> None:
+    """Only the output's last 1 KiB was kept and then redacted: `password=` fell before the
+    cut, so its value was written to the record."""
+    tail = "hunter2-Sup3rSecretValue".ljust(1023, ".")
+    leak = f"import sys; sys.stdout.write('x' * 3000 + '\\ndb password=' + {tail!r} + '\\n')"
+
+    async def body() -> None:
+        async with Rig(tmp_path, watcher(program(tmp_path, PY, "-c", leak))) as rig:
+            rig.deliver("ERROR x")
+            (result,) = await rig.wait("action-result")
+            assert result["status"] == "ok"
+            assert len(result["output"].encode()) <= 1024
+            assert result["output"].endswith("\ndb password=[REDACTED:password]")
+            assert "Sup3rSecret" not in rig.path.read_text()
+    asyncio.run(body())
+
+
+def test_firing_numbers_go_on_across_a_reload(tmp_path: Path) -> None:
+    """A reload that changed only the watcher's label numbered the action's firings from 1
+    again: two `action-fired` records with `firing: 1` in one stream."""
+    async def body() -> None:
+        rig = Rig(tmp_path, watcher(program(tmp_path, "true")))
+        async with rig:
+            rig.deliver("ERROR 1")
+            await rig.wait("action-result")
+            changed = dataclasses.replace(rig.spec, label="relabelled")
+            await rig.hub.reload(dataclasses.replace(rig.hub.config, watchers=(changed,)))
+            rig.hub.deliver(changed, rig.matches("ERROR 2"), rig.stream)
+            await rig.wait("action-result", 2)
+        assert [r["firing"] for r in rig.records("action-fired")] == [1, 2]
+        assert [r["firing"] for r in rig.records("action-result")] == [1, 2]
+    asyncio.run(body())

@@ -5,6 +5,9 @@ Slack body; every firing and result is a record that validates."""
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import time
+from datetime import datetime
 from pathlib import Path
 
 from actionrig import FakeClock, Rig, until, watcher, webhook
@@ -166,14 +169,104 @@ def test_a_full_queue_drops_with_a_count_and_the_next_firing_reports_it(tmp_path
                 (dropped,) = await rig.wait("action-dropped")
                 assert (dropped["count"], dropped["matches"], dropped["reason"]) == (
                     1, 1, "queue-full")
+                # the other two are recorded a second later, with no firing to bring them
+                (later,) = await rig.wait("action-dropped", count=2)
+                assert (later["matches"], later["reason"]) == (2, "queue-full")
+                assert seconds(later["ts"]) - seconds(dropped["ts"]) >= 0.999
                 rx.release.set()  # the hanging request ends (no response): the queue moves
                 await rig.wait("action-fired", 2)
-                drops = rig.records("action-dropped")
-                assert sum(d["count"] for d in drops) == 3
                 second = rig.records("action-fired")[1]
                 assert (second["dropped"], second["count"]) == (3, 1)
                 assert rig.hub.counts()["app"]["hook"]["dropped"] == 3
         asyncio.run(body())
+
+
+def seconds(ts: str) -> float:
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def test_queue_full_drops_left_at_a_stop_keep_their_reason(tmp_path: Path) -> None:
+    """A queue-full drop not recorded yet (within the second of the last record) was written at
+    the stop as `runner-stopped`, merged with what the stop dropped."""
+    with receiver("hang") as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, timeout_ms=60_000, retries=0, queue=1))
+            async with Rig(tmp_path, spec) as rig:
+                rig.deliver("ERROR 1")
+                await until(lambda: rx.count() == 1, "the first request")
+                rig.deliver("ERROR 2")  # waits in the queue
+                rig.deliver("ERROR 3")  # dropped: recorded at once
+                rig.deliver("ERROR 4")  # dropped: its record waits for the second to end
+                await rig.wait("action-dropped")
+            drops = [(d["count"], d["reason"]) for d in rig.records("action-dropped")]
+            assert drops == [(1, "queue-full"), (1, "queue-full"), (1, "runner-stopped")]
+        asyncio.run(body())
+
+
+async def one_http_server(*answers: bytes) -> tuple[asyncio.Server, str, list[float]]:
+    """A raw HTTP server on loopback answering each connection with the next of `answers` (the
+    last repeats); the times of the requests."""
+    times: list[float] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        times.append(time.monotonic())
+        writer.write(answers[min(len(times), len(answers)) - 1])
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/hook", times
+
+
+def test_a_reason_phrase_is_cleaned_and_redacted_in_the_record_and_the_log() -> None:
+    """The status line's reason phrase went into the record and the retry's log line as the
+    server sent it: secrets and escape sequences kept."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+
+    bad = (b"HTTP/1.1 500 password=hunter2hunter2 AKIAIOSFODNN7EXAMPLE \x1b[31mRED\x1b[0m\r\n"
+           b"Content-Length: 0\r\n\r\n")
+
+    async def body() -> tuple[object, list[str]]:
+        server, url, _ = await one_http_server(bad)
+        whys: list[str] = []
+        async with server:
+            result = await send(webhook(url, retries=1), b"{}", redactor(), backoff_s=0.01,
+                                on_retry=lambda _a, _d, why: whys.append(why))
+        return result, whys
+
+    result, whys = asyncio.run(body())
+    assert result.error == {"code": "http-500", "message":  # type: ignore[attr-defined]
+                            "HTTP 500 password=[REDACTED:password] "
+                            "[REDACTED:aws-access-key-id] RED"}
+    assert whys == ["HTTP 500 password=[REDACTED:password] [REDACTED:aws-access-key-id] RED"]
+
+
+def test_retry_after_as_an_http_date_is_honoured() -> None:
+    """Only `Retry-After: <seconds>` was read; the HTTP-date form (RFC 9110) was ignored and the
+    retry came after the short backoff."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+
+    async def body() -> tuple[str, list[float]]:
+        when = email.utils.formatdate(time.time() + 3, usegmt=True).encode()
+        server, url, _ = await one_http_server(
+            b"HTTP/1.1 503 Busy\r\nRetry-After: " + when + b"\r\nContent-Length: 0\r\n\r\n",
+            b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+        delays: list[float] = []
+
+        async def no_wait(s: float) -> None:
+            delays.append(s)
+
+        async with server:
+            result = await send(webhook(url, retries=1), b"{}", redactor(), backoff_s=0.01,
+                                sleep=no_wait)
+        return result.status, delays
+
+    status, delays = asyncio.run(body())
+    assert status == "ok"
+    assert len(delays) == 1 and 1.5 < delays[0] <= 3.0
 
 
 def test_shutdown_cancels_a_running_firing_and_records_it(tmp_path: Path) -> None:
@@ -285,7 +378,7 @@ def test_a_bug_in_one_firing_is_logged_and_the_others_go_on(tmp_path: Path) -> N
                         raise ZeroDivisionError("a bug")
                     return await real(*args)  # type: ignore[arg-type]
 
-                rig.hub.execute = flaky  # type: ignore[method-assign]
+                rig.hub.execute = flaky  # type: ignore[method-assign,assignment]
                 rig.deliver("ERROR 1")
                 (first,) = await rig.wait("action-result")
                 assert (first["status"], first["error"]["code"]) == ("failed", "internal")

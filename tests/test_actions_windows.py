@@ -121,3 +121,46 @@ def test_the_environment_is_clipped_and_has_no_nul() -> None:
     assert len(env["WATCHRUN_LINES"].encode()) <= ENV_LINES_BYTES
     assert env["WATCHRUN_LINES"].encode().decode() == env["WATCHRUN_LINES"]
     assert all("\0" not in v for v in env.values())
+
+
+@given(st.lists(st.text(alphabet="`ab<\n", max_size=12), min_size=1, max_size=4))
+def test_no_line_can_leave_the_slack_code_block(lines: list[str]) -> None:
+    """Five backticks used to leave a ``` after the escape (a line closed the block early), and
+    a line ending in a backtick ran into the closing fence."""
+    text = slack_text(_doc(lines))
+    block = text.split("\n```", 1)[1]
+    assert block.endswith("```")
+    inner = block[: -len("```")]
+    assert "``" not in inner and not inner.startswith("`") and not inner.endswith("`")
+
+
+KEY = ["-----BEGIN OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU",
+       "QyNTUxOQAAACBFakeFakeFakeFake", "-----END OPENSSH PRIVATE KEY-----"]
+
+
+def test_a_private_key_block_leaves_as_markers_line_for_line() -> None:
+    """Each matched line used to be redacted alone, so the block's body lines left as they were
+    (only its BEGIN line matched the rule)."""
+    f = Firing("match", 50)
+    f.add([MatchInfo(x, i, 0, f"f:{i}", f"w:{i:016x}")
+           for i, x in enumerate(["ERROR dumping the config:", *KEY, "ERROR done"], 1)])
+    out = build(Context("w", "l", "a", 1, "t"), f, redactor())
+    assert [x["line"] for x in out.lines] == [
+        "ERROR dumping the config:", *["[REDACTED:private-key]"] * 4, "ERROR done"]
+    assert [x["cursor"] for x in out.lines] == [f"w:{i:016x}" for i in range(1, 7)]
+    assert out.redacted == {"private-key": 1}
+    for sent in (out.json_body(), out.stdin(), str(out.environ()).encode(),
+                 out.slack_body()):
+        assert b"b3BlbnNz" not in sent and b"QyNTUx" not in sent
+
+
+def test_the_label_is_redacted_before_it_leaves() -> None:
+    """A command watcher's label is its command line: a `${VAR}` password in it left in the
+    body, the Slack headline and WATCHRUN_LABEL."""
+    f = Firing("match", 50)
+    f.add(batch(1))
+    label = "psql postgres://app:Tr0ub4dor-and-3@db.internal/app"
+    out = build(Context("w", label, "a", 1, "t"), f, redactor())
+    for sent in (out.json_body(), out.slack_body(), out.environ()["WATCHRUN_LABEL"].encode()):
+        assert b"Tr0ub4dor" not in sent and b"[REDACTED:url-credentials]" in sent
+    assert out.redacted == {"url-credentials": 1}

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import email.utils
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from urllib.parse import unquote, urlsplit
 
 from watchrun import __version__
@@ -100,8 +102,7 @@ async def _response(reader: asyncio.StreamReader) -> Response:
         status, reason, fields = await _head(reader)
         if status >= 200:
             break
-    retry = fields.get("retry-after", "")
-    retry_after = float(retry) if retry.isdigit() else None
+    retry_after = _retry_after(fields.get("retry-after", ""))
     if fields.get("transfer-encoding", "").lower().endswith("chunked"):
         body = await _chunked(reader)
     else:
@@ -109,6 +110,20 @@ async def _response(reader: asyncio.StreamReader) -> Response:
         n = min(int(length), BODY_BYTES) if length.isdigit() else BODY_BYTES
         body = await _read_up_to(reader, n)
     return Response(status, reason, body, retry_after)
+
+
+def _retry_after(value: str) -> float | None:
+    """Seconds from now by a `Retry-After` header: delay-seconds, or an HTTP-date (RFC 9110
+    10.2.3); None when there is none or it cannot be read."""
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None  # (not an IMF-fixdate: HTTP dates are GMT)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 async def _head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]:

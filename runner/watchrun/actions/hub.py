@@ -191,6 +191,7 @@ class ActionHub:
                 if held is not None:
                     action.take([held])
             w.kick()
+        self._poke.set()  # (a drop just now is recorded when its second is up)
         while any(w.busy for w in self._watchers.values()):
             self.changed.clear()
             if any(w.busy for w in self._watchers.values()):

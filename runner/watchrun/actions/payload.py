@@ -74,17 +74,18 @@ class Outgoing:
 
 
 def build(ctx: Context, firing: Firing, redactor: Redactor) -> Outgoing:
-    """The firing's document (the generic JSON body), its lines redacted."""
-    lines: list[dict[str, Any]] = []
-    counts: dict[str, int] = {}
-    for m in firing.matches:
-        text, found = redactor.redact(m.line)
-        add_counts(counts, found)
-        lines.append({"line": text, "lineNo": m.line_no, "offset": m.offset, "where": m.where,
-                      "cursor": m.cursor})
+    """The firing's document (the generic JSON body): its lines redacted together (a secret
+    spanning lines, a private-key block, is found whole), and the watcher's label too (by
+    default its command line, which may carry a `${VAR}` password)."""
+    texts, counts = redactor.redact_lines([m.line for m in firing.matches])
+    label, found = redactor.redact(ctx.label)
+    add_counts(counts, found)
+    lines: list[dict[str, Any]] = [
+        {"line": text, "lineNo": m.line_no, "offset": m.offset, "where": m.where,
+         "cursor": m.cursor} for m, text in zip(firing.matches, texts, strict=True)]
     doc = {
         "source": "watchrun", "ts": ctx.ts,
-        "watcher": {"id": ctx.watcher, "label": ctx.label}, "action": ctx.action,
+        "watcher": {"id": ctx.watcher, "label": label}, "action": ctx.action,
         "firing": ctx.firing, "reason": firing.reason, "count": firing.count,
         "shown": len(lines), "omitted": max(0, firing.count - len(lines)),
         "suppressed": {"firings": firing.suppressed, "matches": firing.suppressed_matches},
@@ -97,9 +98,10 @@ def build(ctx: Context, firing: Firing, redactor: Redactor) -> Outgoing:
 
 def _slack_escape(text: str) -> str:
     """Slack's three control characters (`<!channel>`, `<@U…>`, links) written as entities, and
-    no way out of the code block."""
+    no way out of the code block: each backtick stands between zero-width spaces, so no two
+    touch, in the line or across its edges (the fences)."""
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return text.replace("```", "`\u200b`\u200b`")
+    return text.replace("`", "\u200b`\u200b")
 
 
 def slack_text(doc: dict[str, Any]) -> str:

@@ -17,6 +17,9 @@ __all__ = ["DRAIN_S", "OUTPUT_BYTES", "run_program"]
 
 OUTPUT_BYTES = 1024
 """The end of the program's output kept for the result record."""
+READ_BYTES = 16 * OUTPUT_BYTES
+"""The end of the output read and redacted before the last OUTPUT_BYTES are kept: a secret
+that the cut would split (`password=` before it, the value after) is redacted whole first."""
 DRAIN_S = 0.5
 """After the program exits, its output is read this long more (a background child may hold the
 pipe: then the tree is stopped)."""
@@ -58,7 +61,7 @@ async def run_program(spec: ActionSpec, outgoing: Outgoing, spawner: Spawner, gr
 async def _read(proc: Proc, tail: bytearray) -> None:
     while data := await proc.read(64 * 1024):
         tail += data
-        del tail[:-OUTPUT_BYTES]
+        del tail[:-READ_BYTES]
 
 
 async def _stop(proc: Proc, grace_s: float) -> ExitInfo:
@@ -78,10 +81,10 @@ async def _stop(proc: Proc, grace_s: float) -> ExitInfo:
 
 
 def _output(data: bytes, redactor: Redactor) -> str | None:
-    if not data.strip():
-        return None
-    text = sanitize(decode(data), OUTPUT_BYTES)[0].strip()
-    return redactor.redact(text)[0] or None
+    """The last OUTPUT_BYTES of what the program printed, cleaned and redacted (redacted before
+    the cut, so the cut cannot leave a secret's value without the name that marks it)."""
+    text = redactor.redact(sanitize(decode(data))[0])[0]
+    return text.encode()[-OUTPUT_BYTES:].decode("utf-8", "ignore").strip() or None
 
 
 def _result(spec: ActionSpec, info: ExitInfo, timed_out: bool, output: str | None) -> Result:

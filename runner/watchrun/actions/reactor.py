@@ -52,7 +52,6 @@ class ActionRuntime:
         self.gate = Gate(spec.threshold, spec.throttle_ms, keep)
         self.queue: deque[Firing] = deque()
         self.workers: set[asyncio.Task[None]] = set()
-        self.firings = 0
         self._dropped = [0, 0]  # firings, matches: since the last firing that went out
         self._unrecorded = [0, 0]  # dropped but not in an `action-dropped` record yet
         self._drop_recorded_at = float("-inf")
@@ -73,11 +72,18 @@ class ActionRuntime:
         self.take(self.gate.offer(self.host.clock.monotonic(), found))
 
     def tick(self) -> float | None:
-        """Send what a throttle window held once it ended; when to tick next (monotonic)."""
-        due = self.gate.due(self.host.clock.monotonic())
+        """Send what a throttle window held once it ended, record drops the last second held
+        back; when to tick next (monotonic)."""
+        now = self.host.clock.monotonic()
+        due = self.gate.due(now)
         if due is not None:
             self.take([due])
-        return self.gate.next_due()
+        self._record_dropped(now)
+        ahead = self.gate.next_due()
+        if self._unrecorded[0]:  # (the owner ticks again after a drop: `deliver`, `idle`)
+            at = self._drop_recorded_at + DROP_RECORD_S
+            ahead = at if ahead is None else min(ahead, at)
+        return ahead
 
     def take(self, events: list[Firing | Suppression]) -> None:
         for event in events:
@@ -105,7 +111,11 @@ class ActionRuntime:
         self._dropped[1] += firing.count
         self._unrecorded[0] += 1
         self._unrecorded[1] += firing.count
-        if self.host.clock.monotonic() - self._drop_recorded_at >= DROP_RECORD_S:
+        self._record_dropped(self.host.clock.monotonic())
+
+    def _record_dropped(self, now: float) -> None:
+        """The `action-dropped` record of queue-full drops, at most one a DROP_RECORD_S."""
+        if self._unrecorded[0] and now - self._drop_recorded_at >= DROP_RECORD_S:
             self.record_drops("queue-full")
 
     def record_drops(self, reason: str) -> None:
@@ -125,7 +135,9 @@ class ActionRuntime:
                               self.watcher.id, event="action-dropped")
 
     def abandon(self, reason: str) -> None:
-        """Count what waits (queued, or held by the throttle) as dropped for `reason`."""
+        """Count what waits (queued, or held by the throttle) as dropped for `reason`, after a
+        record of the queue-full drops not recorded yet (under their own reason)."""
+        self.record_drops("queue-full")
         held = self.gate.due(float("inf"))
         for firing in [*self.queue, *([held] if held is not None else [])]:
             self._count("dropped")
@@ -151,15 +163,13 @@ class ActionRuntime:
                 self.workers.discard(task)
 
     async def _fire(self, firing: Firing) -> None:
-        self.firings += 1
-        n, clock = self.firings, self.host.clock
-        if self._unrecorded[0]:
-            self.record_drops("queue-full")
+        self._count("fired")
+        n, clock = self.counts["fired"], self.host.clock  # (counts outlive a reload)
+        self._record_dropped(clock.monotonic())  # (before the firing that says how many)
         dropped, self._dropped = self._dropped, [0, 0]
         ctx = Context(self.watcher.id, self.watcher.label, self.spec.name, n, iso_ts(clock.now()),
                       dropped[0], dropped[1])
         outgoing = build(ctx, firing, self.host.redactor)
-        self._count("fired")
         fields = self._fields(
             firing=n, reason=firing.reason, count=firing.count, shown=len(outgoing.lines),
             suppressed=firing.suppressed, suppressedMatches=firing.suppressed_matches,

@@ -38,14 +38,14 @@ async def send(spec: ActionSpec, body: bytes, redactor: Redactor, *,
         try:
             response = await post(spec.url, body, spec.headers, timeout_s)
         except HttpError as exc:
-            retry, why = exc.code != "tls", exc.message
+            retry, why = exc.code != "tls", _clean(exc.message, redactor)
             failed = Result("timeout" if exc.code == "timeout" else "failed", attempt,
-                            error={"code": exc.code, "message": exc.message})
+                            error={"code": exc.code, "message": why})
         else:
             if 200 <= response.status < 300:
                 return Result("ok", attempt, http_status=response.status)
             retry = response.status >= 500 or response.status in RETRY_STATUSES
-            why = f"HTTP {response.status} {response.reason}".rstrip()
+            why = _clean(f"HTTP {response.status} {response.reason}", redactor)
             failed = Result("failed", attempt, http_status=response.status,
                             error={"code": f"http-{response.status}",
                                    "message": _explain(response, redactor)})
@@ -60,11 +60,17 @@ async def send(spec: ActionSpec, body: bytes, redactor: Redactor, *,
 
 
 def _explain(response: Response, redactor: Redactor) -> str:
-    """The status and the start of the server's explanation, cleaned and redacted (a receiver
-    may echo the request back)."""
-    text = sanitize(response.body.decode("utf-8", "replace"), 300)[0]
-    text = " ".join(redactor.redact(text)[0].split())
+    """The status, its reason phrase and the start of the server's explanation, cleaned and
+    redacted (a receiver may echo the request back)."""
+    text = _clean(response.body.decode("utf-8", "replace"), redactor)
     if 300 <= response.status < 400:
         text = "redirects are not followed: point `url` at the final address"
-    head = f"HTTP {response.status} {response.reason}".rstrip()
+    head = _clean(f"HTTP {response.status} {response.reason}", redactor)
     return f"{head}: {text}" if text else head
+
+
+def _clean(text: str, redactor: Redactor) -> str:
+    """What a server sent (a reason phrase, a body, the start of a reply that is not HTTP) as it
+    may go into a record or the log: no escape sequences, one line, at most 300 bytes, every
+    secret redacted."""
+    return " ".join(redactor.redact(sanitize(text, 300)[0])[0].split())

@@ -112,9 +112,33 @@ class Redactor:
 
     def redact(self, text: str) -> tuple[str, dict[str, int]]:
         """`text` with every secret replaced by `[REDACTED:kind]`, and how many of each kind."""
+        return self._redact(text, keep_lines=False)
+
+    def redact_lines(self, lines: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+        """Lines that go out together (a firing's matched lines, in order) redacted as one text,
+        so a secret spanning them (a private-key block) is found whole; each line of a secret
+        becomes its marker, so there are as many lines as before, each in its place."""
+        text, counts = self._redact("\n".join(lines), keep_lines=True)
+        out = text.split("\n") if lines else []
+        if len(out) == len(lines):
+            return out, counts
+        counts = {}  # (a line held a newline: each on its own, as a record is)
+        out = []
+        for line in lines:
+            red, found = self._redact(line, keep_lines=False)
+            out.append(red)
+            add_counts(counts, found)
+        return out, counts
+
+    def _redact(self, text: str, *, keep_lines: bool) -> tuple[str, dict[str, int]]:
         counts: dict[str, int] = {}
         if self._regex is None or not text:
             return text, counts
+
+        def hide(kind: str, secret: str) -> str:
+            if keep_lines and "\n" in secret:
+                return "\n".join([marker(kind)] * (secret.count("\n") + 1))
+            return marker(kind)
 
         def sub(m: Any) -> str:
             i = self._which(m)
@@ -125,10 +149,11 @@ class Redactor:
                 return whole  # redacted already (`password=[REDACTED:password]`): idempotent
             counts[kind] = counts.get(kind, 0) + 1
             if secret is None or m.group(secret) is None:
-                return marker(kind)
+                return hide(kind, whole)
             start, end = m.span(secret)
             base = m.start()
-            return whole[: start - base] + marker(kind) + whole[end - base :]
+            return whole[: start - base] + hide(kind, whole[start - base:end - base]) \
+                + whole[end - base :]
 
         redacted: str = self._regex.sub(sub, text)
         return redacted, counts
