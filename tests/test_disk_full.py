@@ -159,3 +159,36 @@ def test_runner_on_a_full_disk_pauses_stops_and_loses_nothing(tmp_path: Path) ->
         assert 1 <= len(gaps) <= 2 and kinds.count("stop") == 1 and "match" in kinds, gaps
     finally:
         umount(mnt)
+
+
+def test_a_once_run_on_a_full_disk_fails_in_seconds_and_the_next_run_loses_nothing(
+        tmp_path: Path) -> None:
+    """A once run retried a full disk for as long as it took: a CI gate that never ended (it
+    ran until the job's own timeout). Now a write fails after ONCE_WRITE_S: exit 3, saying why;
+    the seqs given up are explained, and the next run (once + fromStart: a fresh look at the
+    whole file) records every line."""
+    from test_once import once
+
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, "64k")
+    try:
+        (tmp_path / "big.log").write_text("".join(f"E line {n}\n" for n in range(5000)))
+        conf = {"output": {"dir": str(mnt / "out")}, "watchers": [
+            {"id": "f", "path": "big.log", "pattern": "E", "fromStart": True,
+             "gate": {"maxMatches": 100_000}}]}
+        run = once(tmp_path, conf, "--quiet")
+        assert run.rc == 3, (run.out, run.err)
+        assert run.took < 30
+        assert "its records could not be written: ENOSPC" in run.out
+        assert "retrying for 5 s, then the watcher fails" in run.err
+        grow(mnt, "8m")
+        again = once(tmp_path, conf, "--quiet")
+        assert again.rc == 0, (again.out, again.err)
+        recs = validate_records(mnt / "out" / "watchers" / "f.jsonl", contiguous=False)
+        explained(recs)
+        starts = [i for i, r in enumerate(recs) if r["kind"] == "start"]
+        assert len(starts) == 2
+        assert [r["line"] for r in recs[starts[1]:] if r["kind"] == "match"] == [
+            f"E line {n}" for n in range(5000)]
+    finally:
+        umount(mnt)

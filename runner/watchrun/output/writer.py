@@ -16,15 +16,21 @@ class AsyncWriter:
     """Writes a sink's lines from the event loop, in order: failures are retried with backoff
     (100 ms doubling to 5 s). Callers await: a stuck disk is back-pressure. Lines are given up
     (and their seqs explained by a `gap` record) only when the caller is cancelled or its
-    `give_up_after` passes: at shutdown, never while running."""
+    `give_up_after` passes: at shutdown, never while running — except where the writer is
+    given `give_up_after` itself (a once run, which must end: then every write has it)."""
 
     def __init__(
         self, sink: JsonlSink, *, on_error: Callable[[str], None] | None = None,
         on_recovered: Callable[[], None] | None = None, initial_delay: float = 0.1,
-        max_delay: float = 5.0,
+        max_delay: float = 5.0, give_up_after: float | None = None,
     ) -> None:
         self.sink, self.on_error, self.on_recovered = sink, on_error, on_recovered
         self.initial_delay, self.max_delay = initial_delay, max_delay
+        self.give_up_after = give_up_after
+        """The default of `write_lines`'s own (None: retry for as long as it takes)."""
+        self.gave_up = False
+        """Lines were given up by the writer's own deadline and nothing was written since: a
+        later write gets one try (a disk that failed that long is not waited for again)."""
         self.failing = False
         """True from the first failure of an episode until a write succeeds again."""
         self.retries = 0
@@ -41,10 +47,14 @@ class AsyncWriter:
     async def write_lines(self, lines: Sequence[bytes], *,
                           give_up_after: float | None = None) -> None:
         """Write all `lines`; `on_error` once per failure episode, `on_recovered` after it.
-        With `give_up_after` (seconds), what is still unwritten then is given up and
-        SinkWriteError raised."""
+        With `give_up_after` (seconds; the writer's own by default), what is still unwritten
+        then is given up and SinkWriteError raised."""
         pending = list(lines)
         loop = asyncio.get_running_loop()
+        if self.gave_up:
+            give_up_after = 0.0
+        elif give_up_after is None:
+            give_up_after = self.give_up_after
         deadline = None if give_up_after is None else loop.time() + give_up_after
         try:
             async with self._lock:
@@ -67,13 +77,18 @@ class AsyncWriter:
                 if not self.failing:
                     self.failing = True
                     if self.on_error is not None:
-                        self.on_error(f"{exc}; retrying, no record is dropped")
+                        self.on_error(f"{exc}; retrying, no record is dropped"
+                                      if self.give_up_after is None else
+                                      f"{exc}; retrying for {self.give_up_after:g} s, then "
+                                      "the watcher fails")
                 if deadline is not None and asyncio.get_running_loop().time() >= deadline:
+                    self.gave_up = self.give_up_after is not None
                     raise
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
             delay = min(delay * 2, self.max_delay)
+        self.gave_up = False
         if self.failing:
             self.failing = False
             if self.on_recovered is not None:

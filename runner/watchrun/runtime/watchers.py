@@ -17,7 +17,7 @@ from watchrun.events import MatchInfo
 from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import JsonlSink
+from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.hscache import disk_store
@@ -148,7 +148,10 @@ class WatcherSet:
         except Exception as exc:  # a bug, or a worker that cannot run: not the other watchers
             from watchrun.runtime.isolation import WorkerError
 
-            rt.failure = str(exc) if isinstance(exc, WorkerError) else repr(exc)
+            if isinstance(exc, SinkWriteError):  # (a once run's write deadline passed)
+                rt.failure = f"its records could not be written: {exc}"
+            else:
+                rt.failure = str(exc) if isinstance(exc, WorkerError) else repr(exc)
             self.sup.runtime_errors.append(f"{wid}: {rt.failure}")
             self.sup.log.error(f"watcher failed: {rt.failure}", wid)
             self.sup.board.failed(wid, rt.failure)

@@ -90,6 +90,11 @@ def build_watcher(
         raise
 
 
+ONCE_WRITE_S = 5.0
+"""A once run gives a failing disk this long per write, then the watcher fails (exit 3): a CI
+gate must end, and it cannot pass without its records."""
+
+
 def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: JsonlSink,
            once: bool, echo: Echo | None,
            on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
@@ -102,7 +107,8 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
     def on_recovered() -> None:
         log.info("writing records again", wid)
 
-    writer = AsyncWriter(sink, on_error=on_error, on_recovered=on_recovered)
+    writer = AsyncWriter(sink, on_error=on_error, on_recovered=on_recovered,
+                         give_up_after=ONCE_WRITE_S if once else None)
     matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive, store=seams.databases)
     gate = spec.gate
     require = None
