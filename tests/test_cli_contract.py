@@ -403,3 +403,17 @@ def test_lines_defaults_to_the_configs_match_lines_and_50_without_a_config(
         assert len(shown) == 50, cmd
         last = shown[-1]["line"] if cmd == "matches" else shown[-1]
         assert last == "ERROR 60"
+
+
+def test_validate_annotations_show_a_hostile_config_name_escaped(tmp_path: Path) -> None:
+    """`validate`'s GitHub annotation wrote the config's file name into `file=` raw: a name
+    from a pull request (pre-commit's `validate --each`) restyled the job log."""
+    name = "bad\x1b[2J\x1b]0;t\x07\u202e.yaml"
+    (tmp_path / name).write_text("watchers: [{id: a, command: echo, pattern: '('}]\n")
+    env = {**os.environ, "GITHUB_ACTIONS": "true", "GITHUB_WORKSPACE": str(tmp_path)}
+    p = wr(tmp_path, "validate", "--each", name, env=env)
+    assert p.returncode == 2
+    out = p.stdout + p.stderr
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("::error ")]
+    assert not any(c in out for c in ("\x1b", "\x07", "\u202e")), repr(out)
+    assert "file=bad" in line and "\\u202e.yaml" in line

@@ -336,3 +336,28 @@ def test_files_are_scanned_after_the_commands_that_write_them(tmp_path: Path) ->
     r = once(tmp_path, config)
     assert r.rc == 1, r.out + r.err
     assert table_row(r.out, "buildlog")[:2] == ["buildlog", "1"]
+
+
+RAW_UNSAFE = ("\x1b", "\x07", "\u202e", "\u2028")
+"""ESC, BEL, a right-to-left override, a line separator: none may reach the terminal raw."""
+
+
+def test_hostile_file_names_and_lines_reach_the_log_escaped(tmp_path: Path) -> None:
+    """The verdict's `path:line`, its matched line, its GitHub annotation and the echo of a
+    command's output printed escape sequences, bidi controls and U+2028 as they came (`list`
+    and `matches` showed them escaped)."""
+    name = "lo\x1b[31mg\x1b]0;title\x07\u202e.log"
+    (tmp_path / name).write_text("ERROR deploy ok \u202egnp.exe\u2028forged\n")
+    conf = {"watchers": [
+        {"id": "f", "path": "${P}", "pattern": "ERROR", "fromStart": True,
+         "gate": {"maxMatches": 0}},
+        {"id": "c", "command": [PY, "-c", "print('echo \\u202eright\\u2028left')"],
+         "pattern": "NOTHING"}]}
+    run = once(tmp_path, conf, P=str(tmp_path / name), GITHUB_ACTIONS="true",
+               GITHUB_WORKSPACE=str(tmp_path))
+    assert run.rc == 1, run.err
+    assert not any(c in run.out for c in RAW_UNSAFE), run.out
+    assert "echo \\u202eright\\u2028left" in run.out  # the echo
+    (annotation,) = [ln for ln in run.out.splitlines() if ln.startswith("::error ")]
+    assert "gnp.exe" in annotation and "\\u202e" in annotation
+    assert "ERROR deploy ok \\u202egnp.exe\\u2028forged" in run.out  # the table's evidence

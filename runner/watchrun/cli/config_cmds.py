@@ -45,7 +45,7 @@ def annotation(d: Diagnostic, workspace: str) -> str:
     if d.file is not None:
         path = os.path.abspath(d.file)
         if path.startswith(os.path.abspath(workspace).rstrip("/") + "/"):
-            props.append(f"file={escape_property(os.path.relpath(path, workspace))}")
+            props.append(f"file={escape_property(_printable(os.path.relpath(path, workspace)))}")
             props += [f"{key}={n}" for key, n in (("line", d.line), ("col", d.column))
                       if n is not None]
     props.append("title=watchrun validate")

@@ -8,8 +8,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from watchrun.match.sanitize import shorten
-from watchrun.runtime.gate import Status, Verdict, path_under
+from watchrun.match.sanitize import edge_text, shorten
+from watchrun.runtime.gate import Line, Status, Verdict, path_under
 
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 error annotations per step; the rest are summarised in one warning."""
@@ -33,6 +33,13 @@ def _footer(verdicts: Sequence[Verdict]) -> str:
     return "watchrun: FAILED: " + ", ".join(parts)
 
 
+def _shown(ln: Line, limit: int = SHOW_CHARS) -> str:
+    """A matched line as every report shows it: `where: text`, both through the edge
+    sanitizer (a file name or a line with escape sequences, bidi controls or U+2028 is shown
+    escaped, never acted on by a terminal or a browser), the text cut to `limit`."""
+    return f"{edge_text(ln.where)}: {shorten(edge_text(ln.text), limit)}"
+
+
 def summary_table(verdicts: Sequence[Verdict]) -> str:
     """The human summary printed at the end of a once run."""
     if not verdicts:
@@ -48,8 +55,8 @@ def summary_table(verdicts: Sequence[Verdict]) -> str:
             continue
         what = "could not run" if v.status is Status.ERROR else "gate crossed"
         lines.append(f"\n{v.id}: {what}")
-        lines.extend(f"  - {r}" for r in v.reasons)
-        lines.extend(f"    {ln.where}: {shorten(ln.text, SHOW_CHARS)}" for ln in v.first)
+        lines.extend(f"  - {edge_text(r)}" for r in v.reasons)
+        lines.extend(f"    {_shown(ln)}" for ln in v.first)
         if v.too_many and v.matches > len(v.first):
             more = v.matches - len(v.first)
             lines.append(f"    … and {more} more (every match is in watchers/{v.id}.jsonl)")
@@ -82,12 +89,13 @@ def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None) 
         if v.ok:
             continue
         title = f"watchrun gate {v.id}"
-        reasons = list(v.reasons)
+        reasons = [edge_text(r) for r in v.reasons]
         if v.too_many and v.first:
             head = reasons.pop(0)
             for ln in v.first:
                 file = path_under(ln.path, workspace) if ln.path and workspace else None
-                msg = f"{head}\n{ln.where}: {shorten(ln.text, SHOW_CHARS)}"
+                file = edge_text(file) if file is not None else None
+                msg = f"{head}\n{_shown(ln)}"
                 wanted.append(_command("error", msg, title, file, ln.line_no))
         wanted.extend(_command("error", r, title) for r in reasons)
     if len(wanted) <= MAX_ANNOTATIONS:
@@ -133,9 +141,9 @@ def markdown(verdicts: Sequence[Verdict]) -> str:
         lines.append(f"| `{v.id}` | {v.matches} | {t} | {v.exit or '-'} | {_MD_ICON[v.status]} |")
     for v in verdicts:
         if not v.ok:
-            lines += ["", f"**{v.id}**: " + "; ".join(_md(r) for r in v.reasons)]
+            lines += ["", f"**{v.id}**: " + "; ".join(_md(edge_text(r)) for r in v.reasons)]
             if v.first:
-                body = "\n".join(f"{ln.where}: {shorten(ln.text, SHOW_CHARS)}" for ln in v.first)
+                body = "\n".join(_shown(ln) for ln in v.first)
                 fence = "`" * max(3, 1 + max(map(len, re.findall("`+", body)), default=0))
                 lines += [fence + "text", body, fence]
     lines += ["", _md(_footer(verdicts))]
@@ -166,11 +174,12 @@ def junit(verdicts: Sequence[Verdict], duration_s: float) -> bytes:
         if v.ok:
             continue
         tag = "error" if v.status is Status.ERROR else "failure"
-        elem = ET.SubElement(case, tag, message=_xml("; ".join(v.reasons)), type=f"gate-{tag}")
-        text = [f"{ln.where}: {shorten(ln.text, 4096)}" for ln in v.first]
+        reasons = [edge_text(r) for r in v.reasons]
+        elem = ET.SubElement(case, tag, message=_xml("; ".join(reasons)), type=f"gate-{tag}")
+        text = [_shown(ln, 4096) for ln in v.first]
         if v.too_many and v.matches > len(v.first):
             text.append(f"… and {v.matches - len(v.first)} more")
-        elem.text = _xml("\n".join([*v.reasons, *text]))
+        elem.text = _xml("\n".join([*reasons, *text]))
     ET.indent(suite)
     data: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
     return data + b"\n"

@@ -278,9 +278,11 @@ class _StdoutEcho:
         self.unshown = 0
 
     async def __call__(self, data: bytes, wait: bool) -> None:
-        from watchrun.match.sanitize import clean_line
+        from watchrun.match.sanitize import clean_line, edge_text
 
         text, out = clean_line(data)[0], _stdout()
+        if not text.isascii():  # (bidi controls and U+2028/U+2029: shown escaped, as everywhere)
+            text = edge_text(text, multiline=True)
         if out is None:
             sys.stdout.write(text)
             return
