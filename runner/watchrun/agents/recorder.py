@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.agents.providers.usage import UsageTracker
+from watchrun.agents.streamlock import StreamLock
 from watchrun.clock import Clock, parse_ts
 from watchrun.config.model import OutputSpec
 from watchrun.match.sanitize import clip, sanitize
@@ -102,8 +103,10 @@ class Recorder:
     order by a background flush that retries on disk errors (nothing is dropped)."""
 
     def __init__(self, sink: JsonlSink, log: RunLog, name: str, *,
-                 max_bytes: int = FIELD_BYTES) -> None:
+                 max_bytes: int = FIELD_BYTES, lock: StreamLock | None = None) -> None:
         self.sink = sink
+        self.lock = lock
+        """This process's claim on the stream (`open_recorder`), released by `close`."""
         self.max_bytes = max_bytes
         self.writer = AsyncWriter(
             sink, on_error=lambda msg: log.error(f"cannot write records: {msg}", name),
@@ -148,8 +151,12 @@ class Recorder:
             await asyncio.shield(self._task)
 
     async def close(self) -> None:
-        await self.flush()
-        await asyncio.to_thread(self.sink.close)  # an fsync
+        try:
+            await self.flush()
+            await asyncio.to_thread(self.sink.close)  # an fsync
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
 
 @dataclass(slots=True)
@@ -216,30 +223,51 @@ def settle_history(rec: Recorder, h: History, clock: Clock) -> None:
 
 async def open_recorder(path: Path, name: str, out: OutputSpec, line_bytes: int, log: RunLog,
                         clock: Clock) -> tuple[Recorder, History]:
-    """Open an agent's stream (in a worker thread: it creates files and reads the last record),
-    read its history (`read_history`) and settle what a stopped runner left open. Cancelled
-    meanwhile, the stream is closed again (in a thread: the close fsyncs)."""
+    """Open an agent's stream as its only writer (in a worker thread: it locks, creates files
+    and reads the last record), read its history (`read_history`) and settle what a stopped
+    runner left open: with the lock obtained, whoever left it is dead. Another live writer:
+    `StreamBusyError`, and nothing is read or written. Cancelled meanwhile, the stream is
+    closed and unlocked again (in a thread: the close fsyncs)."""
     opening = asyncio.get_running_loop().run_in_executor(None, functools.partial(
-        JsonlSink, path, name, max_bytes=out.max_bytes, keep=out.keep, clock=clock))
+        _open_locked, path, name, out, clock))
     # (a future, not a task: the end of a run cancels tasks, and a cancelled one would drop
     # the sink its thread opened; the future lands while the loop waits for the threads)
     try:
-        sink = await asyncio.shield(opening)
+        sink, lock = await asyncio.shield(opening)
         history = await read_history(sink.path)
     except BaseException:
         opening.add_done_callback(_close_opened)  # at once, or when its thread is done
         raise
-    rec = Recorder(sink, log, name, max_bytes=line_bytes)
+    rec = Recorder(sink, log, name, max_bytes=line_bytes, lock=lock)
     settle_history(rec, history, clock)
     return rec, history
 
 
-def _close_opened(opening: asyncio.Future[JsonlSink]) -> None:
-    """Close the sink `opening` opened, if it did (in a thread: the close fsyncs)."""
+def _open_locked(path: Path, name: str, out: OutputSpec, clock: Clock
+                 ) -> tuple[JsonlSink, StreamLock]:
+    """The lock first: the sink's open repairs a torn last record, which must be ours."""
+    lock = StreamLock(path, name)
+    try:
+        return JsonlSink(path, name, max_bytes=out.max_bytes, keep=out.keep, clock=clock), lock
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _close_opened(opening: asyncio.Future[tuple[JsonlSink, StreamLock]]) -> None:
+    """Close the sink `opening` opened, if it did, then unlock (in a thread: the close
+    fsyncs)."""
     if opening.cancelled() or opening.exception() is not None:
         return
-    sink = opening.result()
+    sink, lock = opening.result()
+
+    def close() -> None:
+        try:
+            sink.close()
+        finally:
+            lock.release()
+
     try:
-        asyncio.get_running_loop().run_in_executor(None, sink.close)
+        asyncio.get_running_loop().run_in_executor(None, close)
     except RuntimeError:  # the run is ending: no executor any more
-        sink.close()
+        close()

@@ -253,15 +253,24 @@ class TurnRunner:
             if data:
                 self._activity = self.clock.monotonic()
             if chunk is not None:
-                for line in chunk.data.split(b"\n")[:-1]:
-                    text = decode(line)
-                    if clean_text(text, None)[0].strip():
-                        self.out.emit("stderr", {"turnId": self.turn_id, "text": text,
-                                                 "raw": text}, limit=self.limits.max_line_bytes)
-                    self._observe(self.adapter.stderr(text))
+                self._stderr_lines(chunk)
                 await self.out.flush()
             if not data:
                 return
+
+    def _stderr_lines(self, chunk: Chunk) -> None:
+        """A `stderr` record per line with text; a line the framer cut at limits.maxLineBytes
+        is marked `truncated`, as a clipped `output` line is."""
+        data, pos = chunk.data, 0
+        while pos < len(data):
+            end = data.index(b"\n", pos)
+            text = decode(data[pos:end])
+            if clean_text(text, None)[0].strip():
+                cut = {"truncated": True} if chunk.cuts and chunk.cut_at(pos) else {}
+                self.out.emit("stderr", {"turnId": self.turn_id, "text": text, "raw": text,
+                                         **cut}, limit=self.limits.max_line_bytes)
+            self._observe(self.adapter.stderr(text))
+            pos = end + 1
 
     # -- the end ----------------------------------------------------------------------------
     async def _finish(self, info: ExitInfo, failure: dict[str, str] | None) -> TurnResult:

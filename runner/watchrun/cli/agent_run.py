@@ -11,6 +11,7 @@ from typing import Any
 
 from watchrun.agents.prompt import render_prompt
 from watchrun.agents.recorder import open_recorder
+from watchrun.agents.streamlock import StreamBusyError
 from watchrun.agents.turn import TurnResult, TurnRunner
 from watchrun.cli.emit import Out, config_failed
 from watchrun.clock import SystemClock
@@ -75,7 +76,8 @@ def turn_doc(name: str, result: TurnResult) -> dict[str, Any]:
 
 def cmd_agent_run(args: argparse.Namespace) -> int:
     """Exit 0 when the turn is done (the reply is printed), 1 when it failed, 130 when it was
-    interrupted, 2 for a config error or an unknown agent, 3 when it cannot run at all."""
+    interrupted, 2 for a config error or an unknown agent, 3 when it cannot run at all (another
+    process, `agent run` or a runner, writing the agent's records among the reasons)."""
     out = Out.for_args(args)
     loaded = load_config([Path(p) for p in args.config], output_dir=args.output_dir)
     if loaded.config is None:
@@ -101,6 +103,8 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
     log = RunLog("text")
     try:
         result = asyncio.run(run_one_turn(config, spec, layout, prompt, log))
+    except StreamBusyError as exc:
+        return out.fail("agent_busy", str(exc), name=spec.name, pid=exc.pid)
     except SinkWriteError as exc:
         return out.fail("write_failed", f"cannot write {spec.name}'s records: {exc}")
     status = 0 if result.status == "done" else 130 if result.status == "cancelled" else 1

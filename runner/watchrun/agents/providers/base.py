@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
+from watchrun.agents.providers.shape import Shape
 from watchrun.agents.providers.toolinfo import (
     classify_problem,
     clip,
@@ -130,7 +131,9 @@ class JsonAdapter:
     one starting with `[` that is not JSON (`[WARNING] ...`); a `{` line that does not parse,
     or JSON that is not an object, is `raw` (`unparseable`); an object the subclass does
     not know is `raw` (`unknown-event`); an object whose fields break the handler is `raw`
-    (`malformed-event`, with `error`), so no line ever raises.
+    (`malformed-event`, with `error`), so no line ever raises; and so is one whose expected
+    fields, read through `self.shape`, are of the wrong type (after what the rest of the line
+    gave), so a line that carried text never vanishes without a record.
     """
 
     provider: ClassVar[str] = ""
@@ -142,6 +145,8 @@ class JsonAdapter:
         self._results: set[str] = set()
         self._touches: dict[str, list[tuple[str, str, str | None]]] = {}
         self._last_problem: str | None = None
+        self.shape = Shape()
+        """The wrong-typed fields of the line being handled."""
 
     # -- framing ---------------------------------------------------------------------------
 
@@ -158,12 +163,16 @@ class JsonAdapter:
             if stripped[0] == "[":  # a log prefix such as "[WARNING] ...", merged from stderr
                 return self.non_json(line.removesuffix("\n"))
             return [self.raw(text, "unparseable")]
+        self.shape = Shape()
         try:
-            if isinstance(value, dict):
-                return self.handle(value, text)
-            return self.handle_other(value, text)
+            found = self.handle(value, text) if isinstance(value, dict) else \
+                self.handle_other(value, text)
         except Exception as exc:  # protocol drift must never break a turn
             return [self.raw(text, "malformed-event", error=f"{type(exc).__name__}: {exc}")]
+        if self.shape.problems:
+            return [*found, self.raw(text, "malformed-event",
+                                     error="; ".join(self.shape.problems))]
+        return found
 
     def non_json(self, line: str) -> list[Observation]:
         """A terminal line (with its `\r`, if any): `output`, kept raw for `--raw`."""

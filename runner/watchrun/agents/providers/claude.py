@@ -69,6 +69,13 @@ class ClaudeAdapter(JsonAdapter):
     `model-retry` (the CLI retries by itself), `system/compact_boundary` a `compaction`, each
     `result.permission_denials` entry a `tool-denied`. Known lines that carry nothing for a
     transcript (prompt echo, `system/thinking_tokens`, stream block start/stop) give [].
+
+    Shape: the fields a transcript is made of (`message`, its `content` and blocks, a block's
+    `text`/`thinking`/`id`/`tool_use_id`, a stream event's delta, `result`) are read through
+    `self.shape`, so one of the wrong type leaves a `raw` `malformed-event` record. One reading
+    is not a problem: `content` given as a plain string, which the Messages API allows as
+    shorthand for a single text block — an assistant's is recorded as its `text`, a user's is
+    the prompt echo (the prompt is already recorded), so it gives [].
     """
 
     provider: ClassVar[str] = "claude"
@@ -140,30 +147,36 @@ class ClaudeAdapter(JsonAdapter):
         return self.unknown(line, f"system/{sub}")
 
     def _assistant(self, obj: dict[str, Any]) -> list[Observation]:
-        msg = as_dict(obj.get("message"))
+        msg = self.shape.obj(obj.get("message"), "message", required=True)
         mid = as_str(msg.get("id"))
         parent = as_str(obj.get("parent_tool_use_id"))
-        content = as_list(msg.get("content"))
+        content = msg.get("content")
+        if isinstance(content, str):  # shorthand for one text block (class docstring)
+            content = [{"type": "text", "text": content}]
+        content = self.shape.items(content, "message.content")
         if obj.get("error") or obj.get("is_api_error_message"):
             message = result_text(content).strip() or str(obj.get("error"))
             return self.problem(message, code=str(obj.get("error") or "api-error"))
         out: list[Observation] = []
+        shape = self.shape
         for block in content:
-            block = as_dict(block)
+            block = shape.obj(block, "a content block")
             btype = block.get("type")
-            if btype == "text" and as_str(block.get("text")):
-                out.append(observation("text", text=block["text"], messageId=mid,
-                                       parentCallId=parent))
+            if btype == "text" and (text := shape.text(block.get("text"), "text block.text")):
+                out.append(observation("text", text=text, messageId=mid, parentCallId=parent))
                 if parent is None:
-                    self._last_text = block["text"]
-            elif btype == "thinking" and as_str(block.get("thinking")):
-                out.append(observation("reasoning", text=block["thinking"], messageId=mid,
+                    self._last_text = text
+            elif btype == "thinking" and (
+                    text := shape.text(block.get("thinking"), "thinking block.thinking")):
+                out.append(observation("reasoning", text=text, messageId=mid,
                                        parentCallId=parent))
-            elif btype in ("tool_use", "server_tool_use") and as_str(block.get("id")):
-                out += self.tool(block["id"], str(block.get("name") or "?"),
-                                 block.get("input"), messageId=mid, parentCallId=parent)
-            elif isinstance(block.get("tool_use_id"), str):
-                out += self.tool_result(block["tool_use_id"], bool(block.get("is_error")),
+            elif btype in ("tool_use", "server_tool_use"):
+                if call_id := shape.text(block.get("id"), f"{btype} block.id", required=True):
+                    out += self.tool(call_id, str(block.get("name") or "?"),
+                                     block.get("input"), messageId=mid, parentCallId=parent)
+            elif "tool_use_id" in block and (call_id := shape.text(
+                    block["tool_use_id"], f"{btype} block.tool_use_id", required=True)):
+                out += self.tool_result(call_id, bool(block.get("is_error")),
                                         result_text(block.get("content")))
         usage = msg.get("usage")
         if mid and isinstance(usage, dict):
@@ -184,10 +197,14 @@ class ClaudeAdapter(JsonAdapter):
     def _user(self, obj: dict[str, Any]) -> list[Observation]:
         parent = as_str(obj.get("parent_tool_use_id"))
         out: list[Observation] = []
-        for block in as_list(as_dict(obj.get("message")).get("content")):
-            block = as_dict(block)
-            if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                call_id, text = block["tool_use_id"], result_text(block.get("content"))
+        content = self.shape.obj(obj.get("message"), "message", required=True).get("content")
+        if isinstance(content, str):  # the prompt echo (class docstring)
+            return []
+        for block in self.shape.items(content, "message.content"):
+            block = self.shape.obj(block, "a content block")
+            if block.get("type") == "tool_result" and (call_id := self.shape.text(
+                    block.get("tool_use_id"), "tool_result block.tool_use_id", required=True)):
+                text = result_text(block.get("content"))
                 refused = bool(block.get("is_error")) and _DENIED.search(text) is not None
                 out += self.tool_result(call_id, bool(block.get("is_error")), text,
                                         ran=not refused, parentCallId=parent)
@@ -196,7 +213,7 @@ class ClaudeAdapter(JsonAdapter):
         return out
 
     def _stream(self, obj: dict[str, Any]) -> list[Observation]:
-        event = as_dict(obj.get("event"))
+        event = self.shape.obj(obj.get("event"), "event", required=True)
         etype = event.get("type")
         parent = as_str(obj.get("parent_tool_use_id"))
         if etype == "message_start":
@@ -211,9 +228,10 @@ class ClaudeAdapter(JsonAdapter):
             return []
         mid = self._streaming.get(parent)
         if etype == "content_block_delta":
-            delta = as_dict(event.get("delta"))
-            if delta.get("type") == "text_delta" and as_str(delta.get("text")):
-                return [observation("text-delta", text=delta["text"], messageId=mid,
+            delta = self.shape.obj(event.get("delta"), "event.delta")
+            if delta.get("type") == "text_delta" and (
+                    text := self.shape.text(delta.get("text"), "text_delta.text")):
+                return [observation("text-delta", text=text, messageId=mid,
                                     index=event.get("index"), parentCallId=parent)]
             return []
         if etype == "message_delta" and mid and isinstance(event.get("usage"), dict):
@@ -262,9 +280,9 @@ class ClaudeAdapter(JsonAdapter):
         is_error = obj.get("is_error")
         if not isinstance(is_error, bool):
             is_error = obj.get("subtype") != "success"
-        result = as_str(obj.get("result"))
+        result = self.shape.text(obj.get("result"), "result")
         if is_error:
-            errors = [str(e) for e in as_list(obj.get("errors")) if e]
+            errors = [str(e) for e in self.shape.items(obj.get("errors"), "errors") if e]
             message = "; ".join(errors) or result or str(obj.get("subtype") or "error")
             status = obj.get("api_error_status")
             code = _SUBTYPE_CODES.get(str(obj.get("subtype"))) or (

@@ -105,7 +105,8 @@ class CodexAdapter(JsonAdapter):
         if kind == "error":
             return self._error(str(obj.get("message") or "error"))
         if kind in ("item.started", "item.updated", "item.completed"):
-            return self._item(kind.split(".", 1)[1], as_dict(obj.get("item")), line)
+            return self._item(kind.split(".", 1)[1],
+                              self.shape.obj(obj.get("item"), "item", required=True), line)
         if kind == "item.plan.delta":
             return []
         if kind == "request_user_input":
@@ -134,14 +135,14 @@ class CodexAdapter(JsonAdapter):
         iid = str(item.get("id") or "?")
         done = phase == "completed"
         if itype == "agent_message":
-            if not done or not as_str(item.get("text")):
+            text = self.shape.text(item.get("text"), "agent_message.text")
+            if not done or text is None:
                 return []
             if self._final is None or item.get("phase") != "commentary":
-                self._final = item["text"]
-            return [observation("text", text=item["text"], messageId=iid,
-                                phase=item.get("phase"))]
+                self._final = text
+            return [observation("text", text=text, messageId=iid, phase=item.get("phase"))]
         if itype == "reasoning":
-            text = as_str(item.get("text"))
+            text = self.shape.text(item.get("text"), "reasoning.text")
             return [observation("reasoning", text=text, messageId=iid)] if done and text else []
         if itype == "plan":
             return [observation("status", status="plan", text=item.get("text"))] if done else []
@@ -222,13 +223,13 @@ class CodexAdapter(JsonAdapter):
                     "agent_reasoning_delta", "patch_apply_begin_delta"):
             return []
         if kind == "agent_reasoning":
-            text = as_str(msg.get("text"))
+            text = self.shape.text(msg.get("text"), "agent_reasoning.text")
             return [observation("reasoning", text=text)] if text else []
         if kind == "agent_message_delta":
-            delta = as_str(msg.get("delta"))
+            delta = self.shape.text(msg.get("delta"), "agent_message_delta.delta")
             return [observation("text-delta", text=delta)] if delta else []
         if kind == "agent_message":
-            text = as_str(msg.get("message"))
+            text = self.shape.text(msg.get("message"), "agent_message.message")
             if text is None:
                 return []
             self._final = text

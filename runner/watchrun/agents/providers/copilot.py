@@ -64,7 +64,7 @@ class CopilotAdapter(JsonAdapter):
         kind = obj.get("type")
         if not isinstance(kind, str):
             return self.unknown(line, kind)
-        data = as_dict(obj.get("data"))
+        data = self.shape.obj(obj.get("data"), "data")
         if kind == "result":
             return self._result(obj)
         if kind in ("session.start", "session.resume"):
@@ -73,13 +73,14 @@ class CopilotAdapter(JsonAdapter):
                                 model=data.get("selectedModel"), version=data.get("copilotVersion"))
                     ] if self._session else []
         if kind == "assistant.message_delta":
-            text = as_str(data.get("deltaContent")) or as_str(data.get("content"))
+            text = self.shape.text(data.get("deltaContent"), "data.deltaContent") or \
+                self.shape.text(data.get("content"), "data.content")
             return [observation("text-delta", text=text, messageId=data.get("messageId"),
                                 parentCallId=data.get("parentToolCallId"))] if text else []
         if kind == "assistant.message":
             return self._message(data)
         if kind == "assistant.reasoning":
-            text = as_str(data.get("content"))
+            text = self.shape.text(data.get("content"), "data.content")
             return [observation("reasoning", text=text)] if text else []
         if kind == "assistant.usage":
             return [self.usage(copilot_usage(data), source="call", model=data.get("model"),
@@ -114,11 +115,11 @@ class CopilotAdapter(JsonAdapter):
         return self.unknown(line, kind)
 
     def _message(self, data: dict[str, Any]) -> list[Observation]:
-        text = as_str(data.get("content"))
+        text = self.shape.text(data.get("content"), "data.content")
         parent = as_str(data.get("parentToolCallId"))
         out: list[Observation] = []
-        if as_str(data.get("reasoningText")):
-            out.append(observation("reasoning", text=data["reasoningText"], parentCallId=parent))
+        if reasoning := self.shape.text(data.get("reasoningText"), "data.reasoningText"):
+            out.append(observation("reasoning", text=reasoning, parentCallId=parent))
         if text is None:
             return out
         final_phase = data.get("phase") == "final_answer"

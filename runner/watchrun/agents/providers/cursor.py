@@ -11,7 +11,6 @@ from watchrun.agents.providers.base import (
     JsonAdapter,
     Observation,
     as_dict,
-    as_list,
     as_str,
     observation,
 )
@@ -109,7 +108,8 @@ class CursorAdapter(JsonAdapter):
         return [observation("reasoning", text=text)] if text.strip() else []
 
     def _assistant(self, obj: dict[str, Any]) -> list[Observation]:
-        content = as_list(as_dict(obj.get("message")).get("content"))
+        message = self.shape.obj(obj.get("message"), "message", required=True)
+        content = self.shape.items(message.get("content"), "message.content")
         text = "".join(str(b.get("text") or "") for b in content
                        if isinstance(b, dict) and b.get("type") == "text")
         if not text:
@@ -168,7 +168,7 @@ class CursorAdapter(JsonAdapter):
         is_error = obj.get("is_error")
         if not isinstance(is_error, bool):
             is_error = obj.get("subtype") != "success"
-        result = as_str(obj.get("result"))
+        result = self.shape.text(obj.get("result"), "result")
         if is_error:
             out += self.problem(result or str(obj.get("subtype") or "error"))
         answer = self._last_message if self._last_message is not None else result

@@ -161,8 +161,8 @@ class GeminiAdapter(JsonAdapter):
             self._session = as_str(obj.get("session_id"))
             return [observation("session", sessionId=self._session, model=obj.get("model"))]
         if kind == "message":
-            content = obj.get("content")
-            if obj.get("role") != "assistant" or not isinstance(content, str) or not content:
+            content = self.shape.text(obj.get("content"), "message.content")
+            if obj.get("role") != "assistant" or content is None:
                 return []
             if obj.get("delta"):
                 self._chunks.append(content)
@@ -218,8 +218,8 @@ class GeminiAdapter(JsonAdapter):
         if as_str(obj.get("session_id")):
             self._session = obj["session_id"]
             out.append(observation("session", sessionId=self._session))
-        response = obj.get("response")
-        if isinstance(response, str) and response:
+        response = self.shape.text(obj.get("response"), "response")
+        if response is not None:
             out += self._text(response)
         models = as_dict(obj.get("stats")).get("models")
         if isinstance(models, dict):

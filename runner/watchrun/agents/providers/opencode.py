@@ -61,17 +61,16 @@ class OpenCodeAdapter(JsonAdapter):
             self._session = sid
             out.append(observation("session", sessionId=sid))
         kind = obj.get("type")
-        part = as_dict(obj.get("part"))
+        part = self.shape.obj(obj.get("part"), "part")
         if kind == "step_start":
             self._ended = False
         elif kind == "text":
-            if as_str(part.get("text")):
-                self._final = part["text"]
-                out.append(observation("text", text=part["text"], messageId=part.get("messageID")))
+            if text := self.shape.text(part.get("text"), "part.text"):
+                self._final = text
+                out.append(observation("text", text=text, messageId=part.get("messageID")))
         elif kind == "reasoning":
-            if as_str(part.get("text")):
-                out.append(observation("reasoning", text=part["text"],
-                                       messageId=part.get("messageID")))
+            if text := self.shape.text(part.get("text"), "part.text"):
+                out.append(observation("reasoning", text=text, messageId=part.get("messageID")))
         elif kind == "tool_use":
             out += self._tool(part)
         elif kind == "step_finish":

@@ -74,13 +74,13 @@ class PiAdapter(JsonAdapter):
                 out += self._tool_result(as_dict(res))
             return out
         if kind == "message_update":
-            event = as_dict(obj.get("assistantMessageEvent"))
-            if event.get("type") == "text_delta" and as_str(event.get("delta")):
-                return [observation("text-delta", text=event["delta"],
-                                    index=event.get("contentIndex"))]
+            event = self.shape.obj(obj.get("assistantMessageEvent"), "assistantMessageEvent")
+            if event.get("type") == "text_delta" and (
+                    delta := self.shape.text(event.get("delta"), "text_delta.delta")):
+                return [observation("text-delta", text=delta, index=event.get("contentIndex"))]
             return []
         if kind == "message_end":
-            return self._message(as_dict(obj.get("message")))
+            return self._message(self.shape.obj(obj.get("message"), "message", required=True))
         if kind == "tool_execution_start":
             return self.tool(str(obj.get("toolCallId")), str(obj.get("toolName") or "?"),
                              obj.get("args"))
@@ -118,14 +118,15 @@ class PiAdapter(JsonAdapter):
         texts: list[str] = []
         self._messages += 1
         mid = f"message-{self._messages}"
-        for block in as_list(msg.get("content")):
-            block = as_dict(block)
+        for block in self.shape.items(msg.get("content"), "message.content"):
+            block = self.shape.obj(block, "a content block")
             btype = block.get("type")
-            if btype == "text" and as_str(block.get("text")):
-                texts.append(block["text"])
-                out.append(observation("text", text=block["text"], messageId=mid))
-            elif btype == "thinking" and as_str(block.get("thinking")):
-                out.append(observation("reasoning", text=block["thinking"]))
+            if btype == "text" and (text := self.shape.text(block.get("text"), "text.text")):
+                texts.append(text)
+                out.append(observation("text", text=text, messageId=mid))
+            elif btype == "thinking" and (
+                    text := self.shape.text(block.get("thinking"), "thinking.thinking")):
+                out.append(observation("reasoning", text=text))
             elif btype == "toolCall" and as_str(block.get("id")):
                 out += self.tool(str(block["id"]), str(block.get("name") or "?"),
                                  block.get("arguments"))

@@ -1,0 +1,54 @@
+"""Reading a protocol line's expected fields, noting every one of the wrong JSON type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Shape", "json_type"]
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of `value`'s type (`object`, `array`, `string`, `number`, …)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+class Shape:
+    """The problems of the line being handled. A field read through it that is present but of
+    the wrong type reads as absent and is noted; `JsonAdapter.parse` then keeps the line as a
+    `raw` record (`malformed-event`, the notes as its `error`) besides whatever the rest of
+    the line gave, so a line is never lost because one of its fields changed shape. A
+    missing (or null) field is not a problem unless it is `required`."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def _wrong(self, value: Any, what: str, want: str, required: bool) -> None:
+        if value is not None or required:
+            self.problems.append(f"{what}: expected {want}, got {json_type(value)}")
+
+    def obj(self, value: Any, what: str, *, required: bool = False) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        self._wrong(value, what, "an object", required)
+        return {}
+
+    def items(self, value: Any, what: str, *, required: bool = False) -> list[Any]:
+        if isinstance(value, list):
+            return value
+        self._wrong(value, what, "an array", required)
+        return []
+
+    def text(self, value: Any, what: str, *, required: bool = False) -> str | None:
+        """A non-empty string; "" reads as absent and is no problem."""
+        if isinstance(value, str):
+            return value or None
+        self._wrong(value, what, "a string", required)
+        return None

@@ -1,0 +1,170 @@
+"""Agent faults: one writer per agent stream, cut stderr lines marked, wrong-shaped lines kept."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_agent_turn import check_records, of
+
+from watchrun.agents.providers import make_adapter
+
+WATCHRUN = Path(sys.executable).parent / "watchrun"
+DEADLINE_S = 20.0
+
+HELD_AGENT = """\
+import json, pathlib, sys, time
+print(json.dumps({"type": "system", "subtype": "init", "session_id": "s"}), flush=True)
+go, end = pathlib.Path(sys.argv[1]), time.monotonic() + 20
+while not go.exists() and time.monotonic() < end:  # held until the test lets it finish
+    time.sleep(0.01)
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False,
+                  "result": "ok " + sys.argv[2], "session_id": "s"}), flush=True)
+"""
+
+
+def wait_for(what: str, check: Callable[[], bool]) -> None:
+    end = time.monotonic() + DEADLINE_S
+    while not check():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def write_config(tmp_path: Path, agent: dict[str, Any], **extra: Any) -> Path:
+    cfg = tmp_path / "watch.yaml"
+    cfg.write_text(json.dumps({"agents": [{"name": "a", "provider": "claude",
+                                           "deadline": "30s", **agent}], **extra}))
+    return cfg
+
+
+def watchrun(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(WATCHRUN), *args, "-c", str(cfg)], cwd=cfg.parent,
+                          capture_output=True, text=True, timeout=DEADLINE_S)
+
+
+def records(tmp_path: Path) -> list[dict[str, Any]]:
+    return check_records(tmp_path / ".watchrun" / "agents" / "a.jsonl")
+
+
+# -- one writer per agent stream -------------------------------------------------------------
+
+def test_an_agent_being_run_cannot_be_written_by_a_second_process(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(HELD_AGENT)
+    go = tmp_path / "go"
+    cfg = write_config(tmp_path, {"command": [sys.executable, "agent.py", str(go), "{prompt}"]},
+                       watchers=[{"id": "app", "path": "app.log", "pattern": "E", "wake": "a"}])
+    (tmp_path / "app.log").write_text("")
+    first = subprocess.Popen([str(WATCHRUN), "agent", "run", "a", "-c", str(cfg), "--prompt",
+                              "one"], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for("the first turn to start", lambda: (tmp_path / ".watchrun/agents/a.jsonl")
+                 .exists() and bool(of(records(tmp_path), "session")))
+        second = watchrun(cfg, "agent", "run", "a", "--prompt", "two")
+        runner = watchrun(cfg, "run")
+        go.touch()
+        out, err = first.communicate(timeout=DEADLINE_S)
+    finally:
+        go.touch()
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    busy = (f"agent a's records ({tmp_path}/.watchrun/agents/a.jsonl) are being written by "
+            f"another process (pid {first.pid})")
+    assert second.returncode == 3
+    assert second.stderr.startswith(f"watchrun: error: {busy}"), second.stderr
+    assert runner.returncode == 3
+    assert f"could not start: agents: {busy}" in runner.stderr, runner.stderr
+    assert "Traceback" not in runner.stderr
+    assert (first.returncode, out) == (0, "ok one\n"), err
+    assert watchrun(cfg, "agent", "run", "a", "--prompt", "three").stdout == "ok three\n"
+    recs = records(tmp_path)
+    assert [r["seq"] for r in recs] == list(range(1, len(recs) + 1))
+    assert [r["turnId"] for r in of(recs, "dispatch-start")] == ["turn-1", "turn-9"]
+    assert [(r["turnId"], r["status"]) for r in of(recs, "dispatch-finished")] == [
+        ("turn-1", "done"), ("turn-9", "done")]
+    assert [r["text"] for r in of(recs, "prompt")] == ["one", "three"]
+
+
+# -- a cut stderr line is marked ---------------------------------------------------------------
+
+def test_a_stderr_line_cut_at_max_line_bytes_says_so(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(
+        "import json, sys\n"
+        "sys.stderr.write('S' * 5000 + '\\nshort\\n'); sys.stderr.flush()\n"
+        "print('O' * 5000)\n"
+        "print(json.dumps({'type': 'result', 'subtype': 'success', 'is_error': False,"
+        " 'result': 'ok', 'session_id': 's'}))\n")
+    cfg = write_config(tmp_path, {"command": [sys.executable, "agent.py", "{prompt}"]},
+                       limits={"maxLineBytes": 1024})
+    assert watchrun(cfg, "agent", "run", "a", "--prompt", "hi").returncode == 0
+    recs = records(tmp_path)
+    assert [(r["text"], r.get("truncated")) for r in of(recs, "stderr")] == [
+        ("S" * 1024, True), ("short", None)]
+    assert [(r["text"], r.get("truncated")) for r in of(recs, "output")] == [("O" * 1024, True)]
+
+
+# -- a protocol line of the wrong shape is never lost ------------------------------------------
+
+MALFORMED = [
+    ("claude", '{"type":"assistant","message":"a string, not an object"}',
+     "message: expected an object, got string"),
+    ("claude", '{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":1}]}}',
+     "text block.text: expected a string, got number"),
+    ("claude", '{"type":"assistant","message":{"content":{"type":"text","text":"x"}}}',
+     "message.content: expected an array, got object"),
+    ("claude", '{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":7}]}}',
+     "tool_result block.tool_use_id: expected a string, got number"),
+    ("claude", '{"type":"stream_event","event":{"type":"content_block_delta",'
+     '"delta":{"type":"text_delta","text":["x"]}}}',
+     "text_delta.text: expected a string, got array"),
+    ("claude", '{"type":"result","subtype":"success","is_error":false,"result":{"text":"x"}}',
+     "result: expected a string, got object"),
+    ("codex", '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":42}}',
+     "agent_message.text: expected a string, got number"),
+    ("gemini", '{"type":"message","role":"assistant","content":["x"]}',
+     "message.content: expected a string, got array"),
+    ("opencode", '{"type":"text","part":{"text":{"t":"x"}}}',
+     "part.text: expected a string, got object"),
+    ("pi", '{"type":"message_end","message":{"role":"assistant","content":"x"}}',
+     "message.content: expected an array, got string"),
+    ("cursor", '{"type":"assistant","message":"x"}', "message: expected an object, got string"),
+    ("copilot", '{"type":"assistant.message","data":{"content":7}}',
+     "data.content: expected a string, got number"),
+]
+
+
+@pytest.mark.parametrize(("provider", "line", "error"), MALFORMED)
+def test_a_field_of_the_wrong_type_keeps_the_line_as_raw(provider: str, line: str,
+                                                         error: str) -> None:
+    found = make_adapter(provider).parse(line)
+    assert [(o.kind, dict(o.fields)) for o in found if o.kind == "raw"] == [("raw", {
+        "value": line, "reason": "malformed-event", "bytes": len(line), "error": error})]
+
+
+def test_claude_content_as_a_plain_string_is_the_text() -> None:
+    adapter = make_adapter("claude")
+    said = adapter.parse('{"type":"assistant","message":{"id":"m1","content":"plain text"}}')
+    echo = adapter.parse('{"type":"user","message":{"role":"user","content":"the prompt"}}')
+    assert [(o.kind, dict(o.fields)) for o in said] == [
+        ("text", {"text": "plain text", "messageId": "m1"})]
+    assert echo == []
+
+
+def test_an_agent_run_records_every_wrong_shaped_line(tmp_path: Path) -> None:
+    lines = [*[line for provider, line, _ in MALFORMED if provider == "claude"][:4],
+             '{"type":"assistant","message":{"id":"m1","content":"IMPORTANT as a plain string"}}',
+             '{"type":"result","subtype":"success","is_error":false,"result":"ok"}']
+    (tmp_path / "agent.py").write_text(f"print({chr(10).join(lines)!r})\n")
+    cfg = write_config(tmp_path, {"command": [sys.executable, "agent.py", "{prompt}"]})
+    assert watchrun(cfg, "agent", "run", "a", "--prompt", "hi").stdout == "ok\n"
+    recs = records(tmp_path)
+    assert [r["value"] for r in of(recs, "raw")] == lines[:4]
+    assert {r["reason"] for r in of(recs, "raw")} == {"malformed-event"}
+    assert [r["text"] for r in of(recs, "text")] == ["IMPORTANT as a plain string", "ok"]
