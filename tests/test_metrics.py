@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gzip
 import http.client
+import json
 import os
 import re
 import signal
@@ -292,6 +293,32 @@ def test_a_live_runner_counts_across_reload_stop_and_clear(tmp_path: Path) -> No
             "a finished turn's tokens")
         assert done['watchrun_agent_turns_total{agent="triage"}'] == 1
         assert done['watchrun_agent_failures_total{agent="triage"}'] == 0
+    finally:
+        assert r.stop() == 0
+
+
+def test_redactions_and_lines_cut_are_counted(tmp_path: Path) -> None:
+    """`watchrun_redactions_total` read an attribute no counter had: it said 0 whatever was
+    redacted. A line cut at `maxLineBytes` that did not match was counted nowhere, though its
+    pattern may have been in the part that was cut off."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    config = write_config(tmp_path, {
+        "limits": {"maxLineBytes": "1KiB"}, "output": {"redact": True},
+        "watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    port = free_port()
+    r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
+    try:
+        r.wait_log("running")
+        with open(log, "a") as fh:
+            fh.write("ERROR db password=hunter2hunter2\n" + "x" * 3000 + " ERROR late\n")
+        m = wait_for(lambda: (s := scrape(port)).get(
+            'watchrun_lines_cut_total{watcher="app"}') == 1 and s, "the cut line counted")
+        assert m['watchrun_redactions_total{watcher="app"}'] == 1
+        assert m['watchrun_matches_total{watcher="app"}'] == 1  # "ERROR late" was cut off
+        status = json.loads(cli("status", "app", "--json", "-c", "watch.yaml",
+                                cwd=tmp_path).stdout)
+        assert (status["linesCut"], status["bytesCut"]) == (1, 3011 - 1024)
     finally:
         assert r.stop() == 0
 

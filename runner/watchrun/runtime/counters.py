@@ -20,6 +20,11 @@ class Counters:
     skipped_duplicates: int = 0
     """Lines not read again after a crash: they were recorded before it."""
     truncated: int = 0
+    cut_lines: int = 0
+    """Lines longer than `maxLineBytes`, matched or not: only their first `maxLineBytes` were
+    kept, so only that part was matched."""
+    cut_bytes: int = 0
+    """What those lines lost."""
     errors: int = 0
     last_match_at: float | None = None
     first: list[MatchInfo] = field(default_factory=list)

@@ -40,6 +40,8 @@ WATCHER_COUNTERS = (
     ("bytes", "watchrun_bytes", "Bytes read."),
     ("matches", "watchrun_matches", "Matched lines recorded."),
     ("truncated", "watchrun_truncated", "Matched lines cut at maxLineBytes."),
+    ("linesCut", "watchrun_lines_cut",
+     "Lines cut at maxLineBytes, matched or not (only their first maxLineBytes were matched)."),
     ("errors", "watchrun_errors", "Error records written."),
     ("skippedDuplicates", "watchrun_skipped_duplicates",
      "Matches not recorded again after a crash (already in the JSONL)."),

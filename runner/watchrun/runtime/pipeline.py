@@ -110,6 +110,9 @@ class WatcherPipeline:
         c = self.counters
         c.bytes_read += chunk.end - chunk.offset
         c.tail.add(chunk)
+        if chunk.cuts:
+            c.cut_lines += len(chunk.cuts)
+            c.cut_bytes += sum(cut.omitted for cut in chunk.cuts)
         if self.on_touch is not None:
             self.on_touch()
         rows: Rows | None = None

@@ -229,6 +229,8 @@ class StatusBoard:
             "bytesRead": c.bytes_read,
             "matchCount": c.matches,
             "truncated": c.truncated,
+            "linesCut": c.cut_lines,
+            "bytesCut": c.cut_bytes,
             "skippedDuplicates": c.skipped_duplicates,
             "errors": c.errors,
             "redacted": dict(c.redacted),

@@ -16,10 +16,8 @@ TOKEN_KINDS = ("input", "cached", "output")
 def _counts(c: Counters) -> dict[str, int]:
     return {
         "lines": c.lines, "bytes": c.bytes_read, "matches": c.matches,
-        "truncated": c.truncated, "errors": c.errors,
-        "skippedDuplicates": c.skipped_duplicates,
-        # Secrets redacted from records (issue #12 counts them in the pipeline, if present).
-        "redactions": int(getattr(c, "redactions", 0)),
+        "truncated": c.truncated, "linesCut": c.cut_lines, "errors": c.errors,
+        "skippedDuplicates": c.skipped_duplicates, "redactions": sum(c.redacted.values()),
     }
 
 
