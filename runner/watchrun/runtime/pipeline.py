@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, MatchInfo
+from watchrun.match.keyblocks import KeyBlocks, Region, inside
 from watchrun.match.matcher import Matcher
-from watchrun.match.redact import Redactor, redact_line
+from watchrun.match.redact import Redactor, marker, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
 from watchrun.match.simd import count_newlines
 from watchrun.offload import offload
@@ -68,6 +69,9 @@ class WatcherPipeline:
         self.require = require
         self.redactor = redactor
         """Set with `output.redact`: match records, the tail and the log are redacted."""
+        self._keys = KeyBlocks() if redactor is not None else None
+        self._regions: list[Region] = []  # of the chunk at hand: its lines inside a key block
+        self._key_counted = 0  # the last key block counted as redacted
         self.isolated = isolated
         """Set when a pattern needs Python `re`: matching runs in a worker, never here."""
         self.counters = Counters(
@@ -110,6 +114,8 @@ class WatcherPipeline:
         c = self.counters
         c.bytes_read += chunk.end - chunk.offset
         c.tail.add(chunk)
+        if self._keys is not None:  # (every chunk: a block goes on across them)
+            self._regions = self._keys.regions(data)
         if chunk.cuts:
             c.cut_lines += len(chunk.cuts)
             c.cut_bytes += sum(cut.omitted for cut in chunk.cuts)
@@ -185,13 +191,22 @@ class WatcherPipeline:
         when sanitizing changed it."""
         decoded = raw_text(chunk.data[span[0] : span[1]])
         raw: str | None = decoded
+        found: dict[str, int] = {}
+        block = 0
         if self.redactor is None:
             text, clipped = sanitize(decoded, self.limits.max_line_bytes)
+        elif (block := inside(self._regions, span[0])) and "-----BEGIN" not in decoded:
+            text, raw, clipped = marker("private-key"), None, False  # a line of a private key
         else:  # redact the whole line, then clip: a secret cut at the limit is still found
             text, raw, found = redact_line(self.redactor, sanitize(decoded)[0], decoded)
             text, clipped = clip(text, self.limits.max_line_bytes)
-            for kind, n in found.items():
-                self.counters.redacted[kind] = self.counters.redacted.get(kind, 0) + n
+        if block:  # a key block counts once, whichever of its lines were recorded
+            found = {k: n for k, n in found.items() if k != "private-key"}
+            if block != self._key_counted:
+                found["private-key"] = found.get("private-key", 0) + 1
+                self._key_counted = block
+        for kind, n in found.items():
+            self.counters.redacted[kind] = self.counters.redacted.get(kind, 0) + n
         omitted = chunk.cut_at(span[0]) if chunk.cuts else 0
         members = rows.rest[k]
         if omitted or clipped:

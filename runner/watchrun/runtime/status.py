@@ -260,7 +260,7 @@ class StatusBoard:
             tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
             lines = [sanitize(raw_text(b), None)[0] for b in tail]
             if entry.pipeline.redactor is not None:  # `output.redact`: the tail too
-                lines = [entry.pipeline.redactor.redact(x)[0] for x in lines]
+                lines = entry.pipeline.redactor.redact_lines(lines)[0]  # (a key block whole)
             lines = [x[:TAIL_LINE_CHARS] for x in lines]
             files.append((self.dir / f"{wid}.tail",
                           tailfile.render(entry.run, snap["linesRead"], lines)))

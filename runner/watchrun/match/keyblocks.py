@@ -1,0 +1,62 @@
+"""Where private-key blocks lie in a stream read chunk by chunk: a `-----BEGIN … PRIVATE
+KEY-----` line and the lines after it, up to its END line (pure).
+
+A match record holds one line, so the redaction rule, which needs the BEGIN line, finds only
+that line: with `output.redact` a block's base64 lines would be recorded as they are. The
+pipeline asks this tracker which lines lie inside a block and records each as the marker.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_BLOCK_BYTES", "KeyBlocks", "Region", "inside"]
+
+MAX_BLOCK_BYTES = 64 * 1024
+"""A block with no END line within this many bytes of its BEGIN line ends there (an 8192-bit
+RSA key in PEM is ~6.5 KB): a cut-off key does not hide the rest of the stream."""
+_EDGE = re.compile(rb"-----(BEGIN|END)[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+
+Region = tuple[int, int, int]
+"""(lo, hi, block): a line starting at `lo` ≤ pos ≤ `hi` in the chunk lies inside block
+number `block` (`lo`: its BEGIN line's start, or 0 when it began in an earlier chunk)."""
+
+
+class KeyBlocks:
+    """The state between chunks: whether a block is open, and how far it may still go."""
+
+    def __init__(self) -> None:
+        self.blocks = 0
+        """Blocks seen so far (the number of the current or last one)."""
+        self._left = 0  # bytes an open block may still cover; 0: none is open
+
+    def regions(self, data: bytes) -> list[Region]:
+        """The ranges of line starts in `data` (whole lines) that lie inside a block; a block
+        still open at the end of `data` goes on into the next chunk."""
+        if not self._left and b"PRIVATE KEY" not in data:
+            return []
+        out: list[Region] = []
+        lo = 0 if self._left else -1
+        for m in _EDGE.finditer(data):
+            if lo >= 0 and lo + self._left <= m.start():  # the open block ran out before it
+                out.append((lo, lo + self._left, self.blocks))
+                lo = -1
+            if m.group(1) == b"BEGIN" and lo < 0:
+                lo, self._left = data.rfind(b"\n", 0, m.start()) + 1, MAX_BLOCK_BYTES
+                self.blocks += 1
+            elif m.group(1) == b"END" and lo >= 0:
+                out.append((lo, m.start(), self.blocks))
+                lo, self._left = -1, 0
+        if lo >= 0:
+            hi = min(len(data), lo + self._left)
+            out.append((lo, hi, self.blocks))
+            self._left = max(0, self._left - (len(data) - lo))
+        return out
+
+
+def inside(regions: list[Region], pos: int) -> int:
+    """The block a line starting at `pos` lies in (0: none)."""
+    for lo, hi, block in regions:
+        if lo <= pos <= hi:
+            return block
+    return 0
