@@ -3,6 +3,7 @@ GitHub Actions annotations behind a stop-commands fence, the step summary and JU
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import read_records, watchrun_bin, write_config
+from liverunner import read_records, wait_for, watchrun_bin, write_config
 
 PY, TIMEOUT_S = sys.executable, 60
 
@@ -255,6 +256,32 @@ def test_an_interrupted_once_run_is_not_a_pass(tmp_path: Path) -> None:
     assert proc.returncode == 3, out.decode() + err.decode()
     assert b"  - the command did not run to its exit (the run was interrupted)\n" in out
     assert b"watchrun: FAILED: 1 watcher could not run" in out
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_once_run_interrupted_after_its_gates_held_is_not_a_pass(tmp_path: Path,
+                                                                    as_json: bool) -> None:
+    """Every watcher had finished (its gate held) while an action still ran: SIGTERM then
+    gave exit 0 and "passed: all 1 gates hold", though the run never ended by itself."""
+    pidfile = tmp_path / "pid"
+    cfg = write_config(tmp_path, {"watchers": [{
+        **gated("build", "echo ERROR x", "ERROR", maxMatches=5),
+        "actions": [{"type": "exec", "timeout": "5m",
+                     "command": ["sh", "-c", f"echo $$ > {pidfile}; exec sleep 60"]}]}]})
+    proc = subprocess.Popen([watchrun_bin(), "run", "--once", "-c", str(cfg),
+                             *(["--json"] if as_json else [])], cwd=tmp_path, env=base_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: proc.poll() is not None or (pidfile.exists() and pidfile.read_text()),
+             "the action to start")
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 3, out.decode() + err.decode()
+    assert b"the run was interrupted by SIGTERM: exit 3" in err
+    if as_json:
+        doc = json.loads(out)
+        assert (doc["passed"], doc["interrupted"], doc["crossed"]) == (False, "SIGTERM", 0)
+    else:
+        assert b"watchrun: INTERRUPTED by SIGTERM before the run ended: exit 3" in out
 
 
 def test_broken_stdout_degrades_quietly_and_keeps_the_gate_result(tmp_path: Path) -> None:

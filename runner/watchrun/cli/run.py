@@ -162,14 +162,18 @@ def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took:
         missing = gate.NEVER_RAN if config.limits.enabled else \
             "it never ran: limits.enabled is false"
     verdicts = gate.relativize(gate.judge_all(config.watchers, evidence, missing), os.getcwd())
+    interrupted = sup.stop_reason if sup.stop_reason not in (None, "once", "startup-failed") \
+        else None  # a signal ended the run before it ended by itself: never a pass
     as_json = getattr(args, "format", "text") == "json"
     if as_json:
         from watchrun.cli.verdicts import verdicts_doc
         from watchrun.match.sanitize import edge_json
 
-        _say(edge_json(verdicts_doc(verdicts), indent=2))
+        _say(edge_json(verdicts_doc(verdicts, interrupted), indent=2))
     else:
         _say(report.summary_table(verdicts))
+        if interrupted is not None:
+            _say(f"watchrun: INTERRUPTED by {interrupted} before the run ended: exit 3")
     _close_fence(fence)  # annotations are the only workflow commands watchrun prints
     if in_github_actions():
         workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
@@ -197,6 +201,9 @@ def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took:
             log.error("; ".join(v.reasons), v.id)
             status = ExitStatus.RUNTIME
     if sup.runtime_errors:
+        status = ExitStatus.RUNTIME
+    if interrupted is not None:
+        log.error(f"the run was interrupted by {interrupted}: exit 3", event="interrupted")
         status = ExitStatus.RUNTIME
     if status == ExitStatus.OK and any(not v.ok for v in verdicts):
         status = ExitStatus.GATE_FAILED

@@ -10,11 +10,13 @@ from watchrun.runtime.gate import Status, Verdict
 __all__ = ["verdicts_doc"]
 
 
-def verdicts_doc(verdicts: Sequence[Verdict]) -> dict[str, Any]:
-    """`{"passed", "gates", "crossed", "errors", "verdicts": [...]}`; `status` of a verdict is
-    `pass`, `fail` or `error` (lowercase here, whatever the table prints)."""
+def verdicts_doc(verdicts: Sequence[Verdict], interrupted: str | None = None) -> dict[str, Any]:
+    """`{"passed", "interrupted", "gates", "crossed", "errors", "verdicts": [...]}`; `status` of
+    a verdict is `pass`, `fail` or `error` (lowercase here, whatever the table prints);
+    `interrupted`: the signal that ended the run before it ended by itself (never a pass)."""
     return {
-        "passed": all(v.ok for v in verdicts),
+        "passed": all(v.ok for v in verdicts) and interrupted is None,
+        "interrupted": interrupted,
         "gates": len(verdicts),
         "crossed": sum(v.status is Status.FAIL for v in verdicts),
         "errors": sum(v.status is Status.ERROR for v in verdicts),

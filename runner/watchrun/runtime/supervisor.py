@@ -77,6 +77,8 @@ class Supervisor:
         self.problems: deque[str] = deque(maxlen=20)
         """Runner-level problems (a failed reload step, a sink that would not close)."""
         self.runtime_errors: list[str] = []
+        self.stop_reason: str | None = None
+        """Why it stopped: `once` (a once run's end), a signal's name, `startup-failed`."""
         self.tally = Tally()  # metrics totals: survive reload, stop and clear
         log.add_tap(self.tally.observe)
         self.set = WatcherSet(self, CheckpointStore(layout.state), sinks, echo)
@@ -201,6 +203,7 @@ class Supervisor:
         """Nothing starts from here on. Stop every watcher (its `stop` record, its sink closed)
         and the agents: TERM, grace, KILL per group. A second SIGTERM/SIGINT kills now."""
         self.state = RunnerState.STOPPING
+        self.stop_reason = reason
         self.sd.stopping()
         self.log.info(f"stopping ({reason})", event="stopping", reason=reason)
         for task in (self._driver, self._watchdog):
