@@ -388,3 +388,15 @@ def test_hostile_file_names_and_lines_reach_the_log_escaped(tmp_path: Path) -> N
     (annotation,) = [ln for ln in run.out.splitlines() if ln.startswith("::error ")]
     assert "gnp.exe" in annotation and "\\u202e" in annotation
     assert "ERROR deploy ok \\u202egnp.exe\\u2028forged" in run.out  # the table's evidence
+
+
+def test_a_gate_on_a_procfs_file_fails_closed(tmp_path: Path) -> None:
+    """/proc files say size 0 whatever they hold: the file was "read to its end" at 0 bytes and
+    its gate passed with nothing read."""
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no procfs here")
+    run = once(tmp_path, {"watchers": [{"id": "p", "path": "/proc/self/status",
+                                        "pattern": "^Name", "fromStart": True,
+                                        "gate": {"maxMatches": 0}}]}, "--quiet")
+    assert run.rc == 3, run.out
+    assert "a procfs/sysfs pseudo-file (its size is always 0" in run.out
