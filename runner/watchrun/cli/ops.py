@@ -54,10 +54,13 @@ def cmd_ops(args: argparse.Namespace) -> int:
     if isinstance(where, int):
         return where
     op = args.op
-    if op == "stop":
-        return _stop(where, args.id, out)
-    if op == "clear":
-        return _control(where.root, {"cmd": "clear", "all": bool(args.all)}, out)
+    try:
+        if op == "stop":
+            return _stop(where, args.id, out)
+        if op == "clear":
+            return _control(where.root, {"cmd": "clear", "all": bool(args.all)}, out)
+    except Unanswered as exc:
+        return exc.fail(out)
     from watchrun.cli.live import follow, live_statuses
 
     if getattr(args, "follow", False):
@@ -142,14 +145,26 @@ def _stop(where: Where, wid: str, out: Out) -> int:
                        "message": f"{wid} is already stopped ({why})"})
 
 
+class Unanswered(Exception):
+    """A runner was reached but did not answer (a reset, a close, a timeout, a garbled reply):
+    the request may or may not have been carried out, so it is an error (exit 3), never taken
+    for "no runner"."""
+
+    def fail(self, out: Out) -> int:
+        return out.fail("no_answer", f"the runner did not answer: {self}")
+
+
 def _ask(root: Path, payload: dict[str, Any]) -> dict[str, Any] | None:
-    """The live runner's reply, or None when no runner listens on the output dir."""
-    from watchrun.runtime.control import request
+    """The live runner's reply, or None when nothing listens on the output dir's socket;
+    Unanswered when a runner was connected but gave no reply."""
+    from watchrun.runtime.control import NotListening, request
 
     try:
         return request(root / "control.sock", payload)
-    except ConnectionError:
+    except NotListening:
         return None
+    except (OSError, ValueError) as exc:
+        raise Unanswered(str(exc)) from exc
 
 
 def _done(out: Out, doc: dict[str, Any]) -> int:
@@ -238,7 +253,11 @@ def cmd_agent(args: argparse.Namespace) -> int:
 
         return cmd_agent_run(args)
     if action in ("send", "stop"):
-        return _agent_control(args, Out.for_args(args))
+        out = Out.for_args(args)
+        try:
+            return _agent_control(args, out)
+        except Unanswered as exc:
+            return exc.fail(out)
     from watchrun.cli import agent_views as view_cmd
 
     handler = {"list": view_cmd.cmd_agent_list, "watch": view_cmd.cmd_agent_watch,

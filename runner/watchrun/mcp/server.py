@@ -185,6 +185,8 @@ async def serve(config: Config, log: RunLog, cwd: str) -> None:
             loop.add_signal_handler(sig, end)
         try:
             async with stdio_server(stdin=cast(Any, lines)) as (read, write):
+                if lines is not None:
+                    lines.answer_to(write)  # what the SDK would drop is answered there
                 options = server.create_initialization_options(
                     NotificationOptions(resources_changed=True))
                 await server.run(read, write, options)

@@ -1,23 +1,36 @@
 """The MCP client's messages on stdin, read on the event loop: no thread blocked in a read, so the
-session can end at once (a signal ends it as EOF does), which the SDK's threaded reader cannot."""
+session can end at once (a signal ends it as EOF does), which the SDK's threaded reader cannot.
+Every request gets an answer: one the SDK would drop unanswered is answered here instead."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import json
 import os
 import re
 import stat
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
 
 from watchrun.output.jsonl import valid_value
 
-__all__ = ["StdinLines"]
+__all__ = ["StdinLines", "head_id", "vet"]
 
 MAX_LINE = 4 << 20
-"""A longer message is cut: what reaches the SDK is not JSON, which it drops unanswered (as it
-drops any line that is not a JSON-RPC message)."""
+"""A longer message is not read: it is discarded up to its newline and answered with an error
+(-32600), with its `id` when that is found in its first HEAD bytes, else `null`."""
+HEAD = 64 << 10
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]]', re.S)
+"""A string (one cut off by the end of a head runs to its end), or a bracket."""
+_COLON = re.compile(r"\s*:\s*")
+Error = tuple[int | str | None, int, str]
+"""An answer to send instead of handing a line on: (the request's id, code, message)."""
 
 
 class StdinLines:
@@ -32,6 +45,8 @@ class StdinLines:
 
     def __init__(self, reader: asyncio.StreamReader, transport: asyncio.ReadTransport) -> None:
         self.reader, self.transport = reader, transport
+        self._write: Any = None
+        self._writable = asyncio.Event()
 
     @classmethod
     async def open(cls) -> StdinLines | None:
@@ -54,17 +69,55 @@ class StdinLines:
             lambda: asyncio.StreamReaderProtocol(reader), pipe)
         return cls(reader, transport)
 
+    def answer_to(self, write: Any) -> None:
+        """Send the errors answered here on `write`, the SDK's stream of SessionMessages to
+        stdout (until this is called, they wait)."""
+        self._write = write
+        self._writable.set()
+
     def __aiter__(self) -> StdinLines:
         return self
 
     async def __anext__(self) -> str:
+        while True:
+            data, overlong = await self._line()
+            if not data:
+                raise StopAsyncIteration
+            if overlong:
+                await self._answer((head_id(data.decode("utf-8", errors="replace")),
+                                    types.INVALID_REQUEST, f"the message is longer than "
+                                    f"{MAX_LINE} bytes ({MAX_LINE >> 20} MiB); it was not read"))
+                continue
+            line, error = vet(data.decode("utf-8", errors="replace"))
+            if error is None:
+                return line
+            await self._answer(error)
+
+    async def _line(self) -> tuple[bytes, bool]:
+        """The next line (b"" at EOF), and whether it was longer than MAX_LINE: then only its
+        first HEAD bytes are kept, and the rest is read and discarded up to its newline."""
         try:
-            line = await self.reader.readline()
-        except ValueError:  # longer than MAX_LINE: the part read so far is dropped
-            return "\n"
-        if not line:
-            raise StopAsyncIteration
-        return _valid_line(line.decode("utf-8", errors="replace"))
+            return await self.reader.readuntil(b"\n"), False
+        except asyncio.IncompleteReadError as exc:  # EOF: the last line has no newline
+            return exc.partial, False
+        except asyncio.LimitOverrunError as exc:
+            head = (await self.reader.read(exc.consumed))[:HEAD]
+        while True:
+            try:
+                await self.reader.readuntil(b"\n")
+                return head, True
+            except asyncio.IncompleteReadError:
+                return head, True
+            except asyncio.LimitOverrunError as exc:
+                await self.reader.read(exc.consumed)
+
+    async def _answer(self, error: Error) -> None:
+        rid, code, message = error
+        await self._writable.wait()
+        reply = types.JSONRPCError(jsonrpc="2.0", id=rid,
+                                   error=types.ErrorData(code=code, message=message))
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._write.send(SessionMessage(reply))
 
     def close(self) -> None:
         """End the lines now (EOF for the SDK: the session ends) and close the descriptor."""
@@ -73,15 +126,66 @@ class StdinLines:
             self.transport.close()
 
 
-def _valid_line(line: str) -> str:
-    """`line` with each lone surrogate in its JSON (`"\\udcff"`, legal JSON but not Unicode) made
-    U+FFFD: the SDK's parser refuses such a message, and drops it unanswered, so its client
-    would wait for the reply forever; cleaned, the request is answered like any other."""
-    if _SURROGATE_ESCAPE.search(line) is None:
-        return line
+def vet(line: str) -> tuple[str, Error | None]:
+    """`line` as the SDK should get it, or the error to answer instead: the SDK drops, without
+    an answer, a line that is not JSON and a request it cannot parse (a `params` that is not an
+    object, an `id` that is neither a string nor an integer), and its client would wait for
+    the reply forever. Each lone surrogate in the JSON (`"\\udcff"`, legal JSON but not
+    Unicode) is made U+FFFD, which the SDK's parser would refuse too."""
+    if not line.strip():
+        return line, None
     try:
         value = json.loads(line)
-    except ValueError:
-        return line
+    except RecursionError:
+        return line, (head_id(line[:HEAD]), types.INVALID_REQUEST, "the message is nested too "
+                      "deeply")
+    except ValueError as exc:
+        return line, (None, types.PARSE_ERROR, f"the message is not JSON: {exc}")
+    if not isinstance(value, dict):
+        return line, (None, types.INVALID_REQUEST, "a message is one JSON object (a batch is "
+                      "not supported)")
+    if "id" in value and ("method" in value or not {"result", "error"} & value.keys()):
+        error = _request_error(value)
+        if error is not None:
+            return line, error
+    if _SURROGATE_ESCAPE.search(line) is None:
+        return line, None
     valid = valid_value(value)
-    return line if valid == value else json.dumps(valid, ensure_ascii=False) + "\n"
+    return (line if valid == value else json.dumps(valid, ensure_ascii=False) + "\n"), None
+
+
+def _request_error(request: dict[str, Any]) -> Error | None:
+    rid = request["id"]
+    if not isinstance(rid, str) and (not isinstance(rid, int) or isinstance(rid, bool)):
+        return None, types.INVALID_REQUEST, "`id` must be a string or an integer"
+    if request.get("jsonrpc") != "2.0":
+        return rid, types.INVALID_REQUEST, '`jsonrpc` must be "2.0"'
+    if not isinstance(request.get("method"), str):
+        return rid, types.INVALID_REQUEST, "`method` must be a string"
+    params = request.get("params")
+    if params is not None and not isinstance(params, dict):
+        return rid, types.INVALID_PARAMS, "`params` must be an object"
+    return None
+
+
+def head_id(head: str) -> int | str | None:
+    """The top-level `id` of the JSON object that `head` begins, if it is there whole (a
+    string or an integer), else None: the beginning of a message too long to parse."""
+    depth = 0
+    for token in _TOKEN.finditer(head):
+        text = token.group()
+        if text in "{[":
+            depth += 1
+        elif text in "}]":
+            depth -= 1
+        elif depth == 1 and text == '"id"' and (colon := _COLON.match(head, token.end())):
+            try:
+                value, end = json.JSONDecoder().raw_decode(head, colon.end())
+            except ValueError:
+                return None
+            whole = end < len(head)
+            if whole and (isinstance(value, str) or
+                          (isinstance(value, int) and not isinstance(value, bool))):
+                return value
+            return None
+    return None

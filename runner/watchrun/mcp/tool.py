@@ -17,6 +17,7 @@ from watchrun.mcp.calls import Call, CallError, normalize
 from watchrun.mcp.reads import ReadError, read_logs, read_matches
 from watchrun.mcp.records import watch_record
 from watchrun.mcp.runners import NoRunner, Runner, Runners, StartFailed
+from watchrun.runtime.manage import Refused, bounded
 from watchrun.views import watchers as views
 
 __all__ = ["Failed", "Tool"]
@@ -93,12 +94,18 @@ class Tool:
 
     # -- add ------------------------------------------------------------------------------
     async def _add(self, watcher: dict[str, Any]) -> dict[str, Any]:
+        try:
+            bounded(watcher)  # as the runner would: before a huge regex is read
+        except Refused as exc:
+            raise Failed(str(exc)) from None
         runner = await self.runners.current()
         if runner is None or runner.kind == "session":
             # Checked here before anything starts (not even this session's runner), and for the
             # one thing the session's runner cannot see: the config's watcher ids, whose JSONL
-            # and checkpoint belong to `watchrun run`.
-            _, diagnostics = check_added({"id": "w1", **watcher}, self.config)
+            # and checkpoint belong to `watchrun run`. In a worker thread: a large regex takes
+            # a while, and the session's runner goes on meanwhile.
+            _, diagnostics = await asyncio.to_thread(check_added, {"id": "w1", **watcher},
+                                                     self.config)
             _refuse_invalid([d.to_dict() for d in diagnostics])
             wid = str(watcher.get("id", "")).lower()
             owner = next((w.id for w in self.config.watchers if w.id.lower() == wid), None)
@@ -109,7 +116,9 @@ class Tool:
         chosen = "id" not in watcher
         wid = str(watcher.get("id") or await self._free_id(runner))
         for _ in range(ADD_TRIES):
-            reply = await runner.request({"cmd": "add", "watcher": {**watcher, "id": wid}})
+            # endWithClient: a live runner stops it when this process ends, even killed
+            reply = await runner.request({"cmd": "add", "watcher": {**watcher, "id": wid},
+                                          "endWithClient": True})
             found = reply.get("error")
             err: dict[str, Any] = found if isinstance(found, dict) else {}
             if reply.get("ok") or not chosen or err.get("code") != "exists":

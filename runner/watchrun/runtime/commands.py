@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from watchrun.config.model import Config
 from watchrun.output.runlog import RunLog
 from watchrun.runtime import manage
+from watchrun.runtime.control import PEER_PID
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
@@ -40,22 +41,41 @@ class Runner(Protocol):
     def state(self) -> object: ...
 
     async def stop_watcher(self, wid: str, reason: str) -> None: ...
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
+    def problem(self, message: str, wid: str | None = None) -> None: ...
+
+
+FIELDS: dict[str, dict[str, tuple[type, bool]]] = {
+    "add": {"watcher": (dict, True), "endWithClient": (bool, False)},
+    "start": {"id": (str, True)},
+    "restart": {"id": (str, True)},
+    "stop": {"id": (str, True)},
+    "clear": {"all": (bool, False)},
+    "agent-send": {"name": (str, True), "text": (str, True)},
+    "agent-stop": {"name": (str, True)},
+}
+"""Each command's fields: (type, required); docs/control.md gives the same."""
+_ALLOWED = {dict: "an object", str: "a string", bool: "true or false"}
+_JSON_TYPE = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+              int: "a number", float: "a number", type(None): "null"}
 
 
 async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
     """One request from `watchrun add/start/restart/stop/clear/list/agent …` on control.sock."""
     cmd = req.get("cmd")
     try:
+        _check_fields(cmd, req)
         if cmd == "add":
-            return await manage.add(sup, req.get("watcher"))
+            owner = PEER_PID.get() if req.get("endWithClient", False) else None
+            return await manage.add(sup, req["watcher"], owner)
         if cmd in ("start", "restart"):
-            return await manage.start(sup, str(req.get("id")), restart=cmd == "restart")
+            return await manage.start(sup, req["id"], restart=cmd == "restart")
     except manage.Refused as exc:
         return exc.reply()
     if cmd == "list":
         return {"ok": True, "state": str(sup.state), "watchers": sup.board.live()}
     if cmd == "stop":
-        wid = str(req.get("id"))
+        wid = req["id"]
         if wid not in sup.watchers:
             return _fail("not_found", f"no running watcher {wid!r}")
         async with sup.changing:
@@ -63,7 +83,7 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "message": f"stopped {wid}"}
     if cmd == "clear":
         async with sup.changing:
-            if req.get("all"):
+            if req.get("all", False):
                 for wid in list(sup.watchers):
                     await sup.stop_watcher(wid, reason="requested")
             cleared = sup.board.forget_stopped()
@@ -73,9 +93,9 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
     if cmd in ("agent-send", "agent-stop"):
         if sup.hub is None:
             return _fail("not_found", "this runner has no agents")
-        name = str(req.get("name"))
+        name = req["name"]
         if cmd == "agent-send":
-            return sup.hub.send(name, str(req.get("text", "")))
+            return sup.hub.send(name, req["text"])
         stopped = await sup.hub.stop_agent(name)
         return {"ok": stopped, "message": f"stopped the running turn of {name}"} if stopped \
             else _fail("not_found", f"{name} has no running turn")
@@ -83,6 +103,23 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "state": str(sup.state), "watchers": sorted(sup.watchers),
                 "loopLagMaxS": round(sup.lag.max_s, 3), "problems": list(sup.problems)}
     return _fail("bad_request", f"unknown command {cmd!r}")
+
+
+def _check_fields(cmd: Any, req: dict[str, Any]) -> None:
+    """Refuse (`bad_request`) a field of the wrong JSON type, or a required one missing: never
+    taken for true, nor turned into a string."""
+    fields = FIELDS.get(cmd, {}) if isinstance(cmd, str) else {}
+    for key, (kind, required) in fields.items():
+        if key not in req and not required:
+            continue
+        value, allowed = req.get(key), _ALLOWED[kind]
+        if key not in req:
+            raise manage.Refused("bad_request", f"`{cmd}` needs `{key}`: {allowed}", field=key,
+                                 expected=allowed)
+        if not isinstance(value, kind):
+            got = _JSON_TYPE.get(type(value), "not JSON")
+            raise manage.Refused("bad_request", f"`{cmd}`: `{key}` must be {allowed}, not "
+                                 f"{got}", field=key, expected=allowed, got=got)
 
 
 def _fail(code: str, message: str) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The live runner's control socket (`control.sock`, mode 0600): one JSON request per line.
 
 Bounded on every side: only the runner's own user (or root) is served (SO_PEERCRED); at most
-MAX_CLIENTS at once; a request is at most MAX_REQUEST bytes and MAX_DEPTH levels of JSON, and
-must arrive within IDLE_S; running out of descriptors is logged once a minute, not per attempt.
+MAX_CLIENTS at once (the next is told `busy` once its request is read: a reply, never a reset); a
+request is at most MAX_REQUEST bytes and MAX_DEPTH levels of JSON, and must arrive within IDLE_S;
+running out of descriptors is logged once a minute, not per attempt.
 An output dir whose socket path is longer than AF_UNIX allows is reached through
 /proc/self/fd, for binding and connecting alike.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import errno
 import json
 import os
@@ -31,11 +33,25 @@ IDLE_S = 10.0
 """A client has this long to send its request, and to take the reply."""
 DRAIN_S = 30.0
 """At shutdown, requests in flight (a `stop` waits for its watcher) get this long to finish."""
+BUSY_READ_S = 1.0
+"""A client past MAX_CLIENTS has this long to send its request before it is told `busy`."""
 PRESSURE_LOG_S = 60.0
 """Running out of descriptors on accept is logged at most this often."""
 _SUN_PATH = 107  # bytes of an AF_UNIX path, without the terminating NUL
 _PEERCRED = struct.Struct("3i")
 _SHORT_OF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+_NOBODY = {errno.ENOENT, errno.ECONNREFUSED}
+PEER_PID: contextvars.ContextVar[int | None] = contextvars.ContextVar("PEER_PID", default=None)
+"""While a handler runs: the pid of the process that sent the request (SO_PEERCRED)."""
+
+
+class NotListening(ConnectionError):
+    """Nothing listens on the control socket (no such file, or connection refused): no live
+    runner."""
+
+
+class NoReply(OSError):
+    """A runner was there, but no complete reply came back (reset, closed, timed out)."""
 
 
 class _Refused(Exception):
@@ -130,8 +146,11 @@ class ControlServer:
         loop = asyncio.get_running_loop()
         with conn:
             try:
-                _check_peer(conn)
+                PEER_PID.set(_check_peer(conn))
                 if len(self._clients) > MAX_CLIENTS:
+                    with contextlib.suppress(TimeoutError, _Refused):  # the reply, not a reset
+                        async with asyncio.timeout(BUSY_READ_S):
+                            await _read_request(loop, conn)
                     raise _Refused("busy", f"more than {MAX_CLIENTS} clients at once; retry")
                 async with asyncio.timeout(IDLE_S):
                     data = await _read_request(loop, conn)
@@ -179,13 +198,14 @@ def _spare_fd() -> int:
         return -1
 
 
-def _check_peer(conn: socket.socket) -> None:
-    """Only the runner's own user, or root, may control it (the socket's mode says the same;
-    this holds even if the mode or a parent directory is loosened)."""
-    _pid, uid, _gid = _PEERCRED.unpack(
+def _check_peer(conn: socket.socket) -> int:
+    """The client's pid. Only the runner's own user, or root, may control it (the socket's mode
+    says the same; this holds even if the mode or a parent directory is loosened)."""
+    pid, uid, _gid = _PEERCRED.unpack(
         conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     if uid not in (0, os.geteuid()):
         raise _Refused("permission_denied", f"uid {uid} may not control this runner")
+    return int(pid)
 
 
 async def _read_request(loop: asyncio.AbstractEventLoop, conn: socket.socket) -> bytes:
@@ -244,20 +264,29 @@ def is_live(path: Path) -> bool:
 
 
 def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-    """Send one request to a live runner. Raises ConnectionError when none is listening."""
+    """Send one request to a live runner. Raises NotListening (a ConnectionError) when nothing
+    listens on `path`; NoReply (an OSError, not a ConnectionError) when one was connected but
+    no complete reply came back; ValueError when the reply is not JSON."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         try:
             with unix_address(path) as addr:
                 s.connect(addr)
         except OSError as exc:
-            raise ConnectionError(f"no live runner on {path} ({exc.strerror})") from exc
-        s.sendall(json.dumps(payload).encode() + b"\n")
+            if exc.errno in _NOBODY:
+                raise NotListening(f"no live runner on {path} ({exc.strerror})") from exc
+            raise NoReply(f"cannot connect to {path}: {exc.strerror or exc}") from exc
         buf = b""
-        while not buf.endswith(b"\n"):
-            part = s.recv(65536)
-            if not part:
-                break
-            buf += part
-    reply = json.loads(buf or b"{}")
+        try:
+            s.sendall(json.dumps(payload).encode() + b"\n")
+            while not buf.endswith(b"\n"):
+                part = s.recv(65536)
+                if not part:
+                    break
+                buf += part
+        except OSError as exc:
+            raise NoReply(f"{exc.strerror or exc} (on {path})") from exc
+    if not buf.endswith(b"\n"):
+        raise NoReply(f"the connection was closed before a complete reply (on {path})")
+    reply = json.loads(buf)
     return reply if isinstance(reply, dict) else {"ok": False}

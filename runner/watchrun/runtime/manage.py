@@ -4,6 +4,8 @@ the watcher starts as at start-up (the reply comes once its source holds its sta
 from __future__ import annotations
 
 import asyncio
+import os
+import weakref
 from typing import Any, Protocol
 
 from watchrun.config.adding import check_added
@@ -13,7 +15,17 @@ from watchrun.output.sink import SinkWriteError
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
 
-__all__ = ["Managing", "Refused", "add", "start"]
+__all__ = ["MAX_EXCLUDE", "MAX_LABEL", "MAX_PATTERN", "Managing", "Refused", "add", "bounded",
+           "start"]
+
+MAX_PATTERN = 16 * 1024
+"""Bytes (UTF-8) of an added watcher's `pattern`. Its check runs in a worker thread, but the
+watcher's matcher is compiled on the loop when it starts, in time that grows faster than the
+pattern: up to about 0.25 s for 16 KiB, and seconds for 64 KiB."""
+MAX_EXCLUDE = 16 * 1024
+"""Bytes of an added watcher's `exclude` regexes, all of them together (compiled as well)."""
+MAX_LABEL = 1024
+"""Bytes of an added watcher's `label`: a display name (its status, `list`, agents' prompts)."""
 
 
 class Managing(Protocol):
@@ -29,6 +41,14 @@ class Managing(Protocol):
     @property
     def state(self) -> object: ...
 
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
+    def problem(self, message: str, wid: str | None = None) -> None: ...
+
+
+_OWNERS: weakref.WeakKeyDictionary[Managing, dict[int, dict[str, WatcherSpec]]] = \
+    weakref.WeakKeyDictionary()
+"""Per runner: the pid of each client whose watchers end with it, and those watchers."""
+
 
 class Refused(Exception):
     """A request that was not carried out: its error `code`, message and details."""
@@ -41,11 +61,14 @@ class Refused(Exception):
         return {"ok": False, "error": {"code": self.code, "message": str(self), **self.extra}}
 
 
-async def add(sup: Managing, raw: Any) -> dict[str, Any]:
-    """`{"cmd": "add", "watcher": {…}}`: check it as the config would, then start it."""
+async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, Any]:
+    """`{"cmd": "add", "watcher": {…}}`: check it as the config would (in a worker thread: a
+    large regex takes a while, and `status` and `list` do not wait), then start it. `owner`: the
+    pid of a process whose end stops it (`endWithClient`)."""
+    bounded(raw)
     async with sup.changing:
         _can_change(sup, "add watchers")
-        spec, diagnostics = check_added(raw, sup.config)
+        spec, diagnostics = await asyncio.to_thread(check_added, raw, sup.config)
         if spec is None:
             n = sum(d.severity == "error" for d in diagnostics)
             raise Refused("invalid", f"the watcher has {n} error{'' if n == 1 else 's'}; "
@@ -61,6 +84,8 @@ async def add(sup: Managing, raw: Any) -> dict[str, Any]:
             raise
         sup.log.info(f"added at runtime ({spec.kind} {spec.label})", spec.id,
                      event="watcher-added")
+        if owner is not None:
+            _own(sup, owner, spec)
         warnings = [d.to_dict() for d in diagnostics]
         return {**reply, "warnings": warnings} if warnings else reply
 
@@ -93,6 +118,87 @@ async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:
                      event="watcher-started")
         message = f"restarted {wid}" if was_running else f"started {wid}"
         return {**reply, "started": True, "wasRunning": was_running, "message": message}
+
+
+def bounded(raw: Any) -> None:
+    """Refuse (`bad_request`) an added watcher whose `pattern`, `exclude` or `label` is larger
+    than its bound, before anything reads it; other types are left to the config's checks."""
+    if not isinstance(raw, dict):
+        return
+    sizes: list[tuple[str, int, int]] = []
+    if isinstance(raw.get("pattern"), str):
+        sizes.append(("pattern", _size(raw["pattern"]), MAX_PATTERN))
+    if isinstance(raw.get("label"), str):
+        sizes.append(("label", _size(raw["label"]), MAX_LABEL))
+    excludes = raw.get("exclude")
+    if isinstance(excludes, list):
+        each = [(f"exclude[{i}]", _size(x)) for i, x in enumerate(excludes) if isinstance(x, str)]
+        sizes += [(key, n, MAX_EXCLUDE) for key, n in each]
+        sizes.append(("exclude", sum(n for _, n in each), MAX_EXCLUDE))
+    for key, size, limit in sizes:
+        if size > limit:
+            whole = " in all" if key == "exclude" else ""
+            raise Refused("bad_request", f"`{key}` is {size} bytes{whole}, over the {limit}-byte "
+                          f"({limit // 1024} KiB) limit of a watcher added at runtime",
+                          field=key, size=size, limit=limit)
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _own(sup: Managing, pid: int, spec: WatcherSpec) -> None:
+    """Stop `spec`'s watcher when process `pid` ends, killed or not (one task per client, owned
+    by the supervisor's TaskGroup: cancelled with the runner, which stops the watchers anyway)."""
+    owners = _OWNERS.setdefault(sup, {})
+    if pid not in owners:
+        owners[pid] = {}
+        sup.spawn(_watch_client(sup, pid, owners[pid]), f"client:{pid}")
+    owners[pid][spec.id] = spec
+
+
+async def _watch_client(sup: Managing, pid: int, specs: dict[str, WatcherSpec]) -> None:
+    """Until process `pid` ends (its pidfd becomes readable; at once when it has ended), then
+    stop the watchers it added. A failure is reported, never raised into the TaskGroup."""
+    try:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            fd = -1  # it has ended already
+        if fd >= 0:
+            loop = asyncio.get_running_loop()
+            ended: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(fd, _settle, ended)
+            try:
+                await ended
+            finally:
+                loop.remove_reader(fd)
+                os.close(fd)
+        _OWNERS.get(sup, {}).pop(pid, None)  # (a later client with the same pid: its own task)
+        await _owner_gone(sup, pid, specs)
+    except OSError as exc:
+        sup.problem(f"cannot follow process {pid}, which added {', '.join(specs)}: {exc}; "
+                    "they keep running until stopped")
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def _owner_gone(sup: Managing, pid: int, specs: dict[str, WatcherSpec]) -> None:
+    """Stop the watchers that process `pid` added with `endWithClient` and that still run as it
+    added them (not one re-added under the same id since)."""
+    async with sup.changing:
+        if str(sup.state) != "running":
+            return  # a runner that is stopping stops them anyway
+        ids = [wid for wid, spec in specs.items()
+               if sup.set.runtime.get(wid) is spec and wid in sup.set.running]
+        if ids:
+            sup.log.info(f"process {pid}, which added {', '.join(ids)}, has ended: stopping "
+                         "them", event="client-gone")
+        for wid in ids:
+            await sup.set.stop(wid, reason="client-gone")
 
 
 def _can_change(sup: Managing, what: str) -> None:

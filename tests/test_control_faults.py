@@ -1,0 +1,211 @@
+"""Control-socket faults found by a tester: an `add` with a large pattern checked on the runner's
+loop (and no bound on its size), a client past MAX_CLIENTS reset instead of told `busy`, a reset
+taken by `watchrun stop` for "no runner", and request fields of the wrong type taken as true or
+turned into strings."""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
+
+from watchrun.runtime import control
+from watchrun.runtime.control import ControlServer, request
+
+MAX_PATTERN = MAX_EXCLUDE = 16 * 1024
+MAX_LABEL = 1024
+"""docs/control.md's bounds of an added watcher's `pattern`, `exclude` (together), `label`."""
+
+
+def running(r: LiveRunner) -> bool:
+    try:
+        return bool(r.control({"cmd": "status"}).get("state") == "running")
+    except ConnectionError:
+        return False
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Any:
+    (tmp_path / "app.log").write_text("")
+    config = write_config(tmp_path, {"agents": [{"name": "a", "provider": "mock"}],
+                                     "watchers": [{"id": "app", "path": "app.log",
+                                                   "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: running(r), "the runner to be running")
+        yield r
+    finally:
+        assert r.stop() == 0
+    assert "Traceback" not in r.stderr()
+
+
+def test_status_is_answered_while_a_large_pattern_is_checked(runner: LiveRunner,
+                                                             tmp_path: Path) -> None:
+    """docs/control.md: `status` does not wait for an `add`. The check of a pattern and excludes
+    at their bounds takes about half a second each; it runs off the loop, so the loop never
+    stalls for it. (Each add is refused `exists` once checked: nothing is compiled.)"""
+    refused: list[dict[str, Any]] = []
+
+    def add() -> None:
+        for c in "abc":  # a new pattern each time: none is checked from a cache
+            heavy = {"id": "app", "path": str(tmp_path / "other.log"),
+                     "pattern": f"{c}?" * (MAX_PATTERN // 2),
+                     "exclude": [f"{c}y?" * (MAX_EXCLUDE // 6), f"{c}z?" * (MAX_EXCLUDE // 6)]}
+            refused.append(runner.control({"cmd": "add", "watcher": heavy}))
+
+    adding = threading.Thread(target=add)
+    began = time.monotonic()
+    adding.start()
+    waits = []
+    while adding.is_alive():
+        asked = time.monotonic()
+        assert runner.control({"cmd": "status"})["ok"] is True
+        waits.append(time.monotonic() - asked)
+    adding.join()
+    took = time.monotonic() - began
+    assert [r["error"]["code"] for r in refused] == ["exists"] * 3, refused
+    assert len(waits) >= 3, f"only {len(waits)} status replies while {took:.2f}s of adds ran"
+    assert max(waits) < took / 2, f"a status waited {max(waits):.3f}s for the adds"
+    lag = runner.control({"cmd": "status"})["loopLagMaxS"]  # the loop's worst stall
+    assert lag < took / 3 / 2, f"the loop stalled {lag:.3f}s, {took / 3:.3f}s per add"
+    at_bound = {"id": "big", "path": str(tmp_path / "other.log"),
+                "pattern": ("E|" * MAX_PATTERN)[:MAX_PATTERN - 1] + "E"}
+    assert runner.control({"cmd": "add", "watcher": at_bound})["ok"] is True
+
+
+def test_the_documented_bounds_are_the_runners() -> None:
+    from watchrun.runtime import manage
+
+    assert (manage.MAX_PATTERN, manage.MAX_EXCLUDE, manage.MAX_LABEL) == (
+        MAX_PATTERN, MAX_EXCLUDE, MAX_LABEL)
+
+
+@pytest.mark.parametrize(("field", "watcher", "size", "limit"), [
+    ("pattern", {"pattern": "E" * (MAX_PATTERN + 1)}, MAX_PATTERN + 1, MAX_PATTERN),
+    ("exclude[1]", {"pattern": "E", "exclude": ["x", "é" * (MAX_EXCLUDE // 2 + 1)]},
+     MAX_EXCLUDE + 2, MAX_EXCLUDE),
+    ("exclude", {"pattern": "E", "exclude": ["x" * (MAX_EXCLUDE // 2)] * 3},
+     MAX_EXCLUDE // 2 * 3, MAX_EXCLUDE),
+    ("label", {"pattern": "E", "label": "L" * (MAX_LABEL + 1)}, MAX_LABEL + 1, MAX_LABEL),
+])
+def test_an_oversized_pattern_exclude_or_label_is_refused(runner: LiveRunner, tmp_path: Path,
+                                                          field: str, watcher: dict[str, Any],
+                                                          size: int, limit: int) -> None:
+    reply = runner.control({"cmd": "add", "watcher": {
+        "id": "big", "path": str(tmp_path / "other.log"), **watcher}})
+    whole = " in all" if field == "exclude" else ""
+    assert reply == {"ok": False, "error": {
+        "code": "bad_request", "message": f"`{field}` is {size} bytes{whole}, over the "
+        f"{limit}-byte ({limit // 1024} KiB) limit of a watcher added at runtime",
+        "field": field, "size": size, "limit": limit}}
+    assert runner.control({"cmd": "status"})["watchers"] == ["app"]
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(("payload", "field", "allowed", "got"), [
+    ({"cmd": "clear", "all": "no"}, "all", "true or false", "a string"),
+    ({"cmd": "clear", "all": 1}, "all", "true or false", "a number"),
+    ({"cmd": "clear", "all": None}, "all", "true or false", "null"),
+    ({"cmd": "stop", "id": NAN}, "id", "a string", "a number"),
+    ({"cmd": "stop", "id": ["app"]}, "id", "a string", "an array"),
+    ({"cmd": "stop"}, "id", "a string", None),
+    ({"cmd": "start", "id": 5}, "id", "a string", "a number"),
+    ({"cmd": "restart", "id": {"id": "app"}}, "id", "a string", "an object"),
+    ({"cmd": "agent-send", "name": "a", "text": {"a": 1}}, "text", "a string", "an object"),
+    ({"cmd": "agent-send", "name": "a"}, "text", "a string", None),
+    ({"cmd": "agent-send", "name": True, "text": "hi"}, "name", "a string", "a boolean"),
+    ({"cmd": "agent-stop", "name": 7}, "name", "a string", "a number"),
+    ({"cmd": "add", "watcher": "app.log"}, "watcher", "an object", "a string"),
+    ({"cmd": "add", "watcher": {"id": "w", "command": "true", "pattern": "x"},
+      "endWithClient": "yes"}, "endWithClient", "true or false", "a string"),
+])
+def test_a_field_of_the_wrong_type_is_a_bad_request(runner: LiveRunner, payload: dict[str, Any],
+                                                    field: str, allowed: str,
+                                                    got: str | None) -> None:
+    reply = runner.control(payload)
+    cmd = payload["cmd"]
+    if got is None:
+        error = {"code": "bad_request", "message": f"`{cmd}` needs `{field}`: {allowed}",
+                 "field": field, "expected": allowed}
+    else:
+        error = {"code": "bad_request", "message": f"`{cmd}`: `{field}` must be {allowed}, "
+                 f"not {got}", "field": field, "expected": allowed, "got": got}
+    assert reply == {"ok": False, "error": error}
+    assert runner.control({"cmd": "status"})["watchers"] == ["app"]  # nothing stopped
+    assert not [r for r in runner.records("a", "agents") if r["kind"] == "delivery"]
+
+
+async def _echo(req: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True, "echo": req}
+
+
+def test_past_max_clients_every_request_is_told_busy_never_reset(tmp_path: Path) -> None:
+    sock = tmp_path / "control.sock"
+
+    async def main() -> None:
+        server = ControlServer(sock, _echo)
+        await server.start()
+        held = [await asyncio.open_unix_connection(str(sock))
+                for _ in range(control.MAX_CLIENTS)]  # idle: each holds a client slot
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            while len(server._clients) < control.MAX_CLIENTS:
+                assert time.monotonic() < deadline, "the held clients were not accepted"
+                await asyncio.sleep(0.005)
+            for _ in range(40):
+                reply = await asyncio.to_thread(request, sock, {"cmd": "stop", "id": "app"}, 5)
+                assert reply["error"]["code"] == "busy", reply
+        finally:
+            for _, writer in held:
+                writer.close()
+            await server.close()
+
+    asyncio.run(main())
+
+
+def _resetting_runner(path: Path, stop: threading.Event) -> None:
+    """A runner that accepts, lets the request arrive and closes with it unread (a reset)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(8)
+        listener.settimeout(0.05)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            select.select([conn], [], [], DEADLINE_S)
+            conn.close()
+
+
+def test_stop_against_a_runner_that_does_not_answer_is_an_error(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log",
+                                                   "pattern": "ERROR"}]})
+    argv = [watchrun_bin(), "stop", "app", "-c", str(config)]
+    nobody = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S)
+    assert (nobody.returncode, nobody.stdout) == (
+        0, "app is already stopped (no runner is live on this output dir)\n")
+    (tmp_path / ".watchrun").mkdir(exist_ok=True)
+    stop = threading.Event()
+    server = threading.Thread(target=_resetting_runner,
+                              args=(tmp_path / ".watchrun" / "control.sock", stop))
+    server.start()
+    try:
+        wait_for(lambda: (tmp_path / ".watchrun" / "control.sock").exists(), "the socket")
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S)
+    finally:
+        stop.set()
+        server.join()
+    assert done.returncode == 3, (done.stdout, done.stderr)
+    assert "stopped" not in done.stdout
+    assert done.stderr.startswith("watchrun: error: the runner did not answer: "), done.stderr

@@ -1,0 +1,192 @@
+"""`watchrun mcp` faults found by a tester: requests left unanswered (a line over 4 MiB, a
+request the SDK cannot parse), a huge `pattern` checked on the loop with no bound, and the
+watchers a killed server added to a live runner left running there."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
+from mcpclient import alive, mcp_session
+
+from watchrun.runtime.control import request
+
+MAX_LINE = 4 << 20
+
+
+class RawClient:
+    """`watchrun mcp` driven by hand-written JSON-RPC lines (what a faulty client sends)."""
+
+    def __init__(self, cwd: Path, *args: str) -> None:
+        self.err = (cwd / f"mcp-{time.monotonic_ns()}.err").open("wb")
+        self.proc = subprocess.Popen([watchrun_bin(), "mcp", *args], cwd=cwd,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err)
+        self.buf = b""
+        self.replies: dict[Any, dict[str, Any]] = {}
+        reply = self.ask({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+        assert "result" in reply, reply
+        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+
+    def send(self, line: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line)
+        self.proc.stdin.flush()
+
+    def reply(self, rid: Any) -> dict[str, Any]:
+        """The reply with id `rid` (null: an error whose request had no usable id)."""
+        assert self.proc.stdout is not None
+        end = time.monotonic() + DEADLINE_S
+        while rid not in self.replies:
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                message = json.loads(line)
+                self.replies.setdefault(message.get("id"), message)
+            if rid in self.replies:
+                break
+            left = end - time.monotonic()
+            assert left > 0, f"no reply with id {rid!r} within {DEADLINE_S}s"
+            if select.select([self.proc.stdout], [], [], left)[0]:
+                data = os.read(self.proc.stdout.fileno(), 1 << 20)
+                assert data, "the server closed stdout"
+                self.buf += data
+        return self.replies.pop(rid)
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.send(json.dumps(message).encode() + b"\n")
+        return self.reply(message["id"])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.err.close()
+
+
+@pytest.fixture
+def raw(tmp_path: Path) -> Any:
+    write_config(tmp_path, {"watchers": []})
+    client = RawClient(tmp_path)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def tools_list(rid: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/list"}
+
+
+def test_a_line_over_4_mib_is_answered_and_the_session_goes_on(raw: RawClient) -> None:
+    label = "L" * MAX_LINE
+    line = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "watch", "arguments": {"action": "add", "command": "true", "pattern": "x",
+                                       "label": label}}}).encode() + b"\n"
+    raw.send(line)
+    assert raw.reply(7) == {"jsonrpc": "2.0", "id": 7, "error": {
+        "code": -32600, "message": f"the message is longer than {MAX_LINE} bytes (4 MiB); it "
+        "was not read"}}
+    raw.send(b'{"params": {"x": "' + b"y" * MAX_LINE + b'"}, "id": 8}\n')  # id past the head
+    assert raw.reply(None)["error"]["code"] == -32600
+    assert "tools" in raw.ask(tools_list(9))["result"]  # the tails were no messages
+    assert not raw.replies  # nothing else was answered
+
+
+@pytest.mark.parametrize(("message", "rid", "code", "text"), [
+    ({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": [1]}, 1, -32602,
+     "`params` must be an object"),
+    ({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": "watch"}, 2, -32602,
+     "`params` must be an object"),
+    ({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}, None, -32600,
+     "`id` must be a string or an integer"),
+    ({"jsonrpc": "2.0", "id": None, "method": "tools/list"}, None, -32600,
+     "`id` must be a string or an integer"),
+    ({"jsonrpc": "1.0", "id": "old", "method": "tools/list"}, "old", -32600,
+     '`jsonrpc` must be "2.0"'),
+    ({"jsonrpc": "2.0", "id": 3, "method": ["tools/list"]}, 3, -32600,
+     "`method` must be a string"),
+    ([tools_list(4)], None, -32600, "a message is one JSON object (a batch is not supported)"),
+])
+def test_a_request_the_sdk_would_drop_is_answered(raw: RawClient, message: Any, rid: Any,
+                                                  code: int, text: str) -> None:
+    raw.send(json.dumps(message).encode() + b"\n")
+    assert raw.reply(rid) == {"jsonrpc": "2.0", "id": rid, "error": {"code": code,
+                                                                     "message": text}}
+    assert "tools" in raw.ask(tools_list(10))["result"]
+    assert not raw.replies
+
+
+def test_a_line_that_is_not_json_is_a_parse_error(raw: RawClient) -> None:
+    raw.send(b'{"jsonrpc": "2.0", "id": 5, "method": \n')
+    assert raw.reply(None)["error"]["code"] == -32700
+    assert "tools" in raw.ask(tools_list(6))["result"]
+
+
+def test_an_oversized_pattern_is_refused_before_it_is_checked(tmp_path: Path) -> None:
+    write_config(tmp_path, {"watchers": []})
+
+    async def body() -> None:
+        async with mcp_session(tmp_path) as c:
+            text = await c.error(action="add", command="true", pattern="E|" * (1 << 19))
+            assert text == ("watch add: `pattern` is 1048576 bytes, over the 16384-byte (16 KiB) "
+                            "limit of a watcher added at runtime")
+            assert (await c.ok(action="list"))["watches"] == []
+    anyio.run(body)
+
+
+def test_a_killed_server_leaves_no_watcher_on_the_live_runner(tmp_path: Path) -> None:
+    """README: the watchers of a session end with it, even when its server is killed; on a
+    live runner (`endWithClient`), the runner stops them when the server's process ends."""
+    config = write_config(tmp_path, {"limits": {"stopTimeout": "2s"}, "watchers": [
+        {"id": "cfg", "command": "exec sleep 600", "pattern": "x"}]})
+    runner = LiveRunner(config)
+    sock = runner.out / "control.sock"
+    try:
+        def running() -> bool:
+            try:
+                return bool(runner.control({"cmd": "status"}).get("state") == "running")
+            except ConnectionError:
+                return False
+        wait_for(running, "the runner to be running")
+        client = RawClient(tmp_path, "-c", str(config))
+        try:
+            added = client.ask({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "watch", "arguments": {"action": "add", "id": "mine",
+                                               "command": "exec sleep 601", "pattern": "x"}}})
+            assert added["result"]["structuredContent"]["runner"] == "live", added
+            pid = next(w["pid"] for w in request(sock, {"cmd": "list"})["watchers"]
+                       if w["id"] == "mine")
+            assert alive(pid)
+            os.kill(client.proc.pid, signal.SIGKILL)
+            client.proc.wait()
+        finally:
+            client.close()
+
+        def listed() -> dict[str, str]:
+            return {w["id"]: w["status"] for w in request(sock, {"cmd": "list"})["watchers"]}
+        wait_for(lambda: listed()["mine"] == "stopped", "the runner to stop `mine`")
+        assert listed()["cfg"] == "running"
+        assert not alive(pid)
+        stops = [r for r in runner.records("mine") if r["kind"] == "stop"]
+        assert [r["reason"] for r in stops] == ["client-gone"]
+        runner.wait_log(f"process {client.proc.pid}, which added mine, has ended")
+    finally:
+        assert runner.stop() == 0
