@@ -417,3 +417,16 @@ def test_validate_annotations_show_a_hostile_config_name_escaped(tmp_path: Path)
     (line,) = [ln for ln in out.splitlines() if ln.startswith("::error ")]
     assert not any(c in out for c in ("\x1b", "\x07", "\u202e")), repr(out)
     assert "file=bad" in line and "\\u202e.yaml" in line
+
+
+def test_status_of_a_damaged_snapshot_says_so(tmp_path: Path) -> None:
+    """A status file that is not a snapshot was reported as "it has not run with this output
+    dir" — of a watcher that had."""
+    (tmp_path / "app.log").write_text("ERROR one\n")
+    write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
+                                          "fromStart": True}]})
+    assert wr(tmp_path, "run", "--once").returncode == 0
+    (tmp_path / ".watchrun" / "state" / "app.status.json").write_text("garbage{")
+    p = wr(tmp_path, "status", "app")
+    assert p.returncode == 3
+    assert "cannot be read: not a status snapshot" in p.stderr and "has not run" not in p.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,11 @@ def cmd_ops(args: argparse.Namespace) -> int:
     recorded = (where.root / "watchers" / f"{args.id}.jsonl").exists()
     if status is None and (op == "status" or not (recorded or args.id in _configured(where))):
         known = _known_watchers(where)
+        snapshot = where.root / "state" / f"{args.id}.status.json"
+        if os.path.lexists(snapshot):  # there, but not a snapshot this can read
+            return out.fail("read_failed", f"the status of {args.id!r} ({snapshot}) cannot be "
+                            "read: not a status snapshot (damaged, or not a regular file); a "
+                            "runner writes it anew while the watcher runs", id=args.id)
         if args.id in known:  # configured (or recorded) but no snapshot: not run here yet
             return out.fail("not_found", f"no status of {args.id!r} in {where.root}: it has "
                             "not run with this output dir (or `clear` forgot it)", id=args.id,
