@@ -8,7 +8,8 @@ from pathlib import Path
 __all__ = ["NAMES", "Found", "discover", "none_found", "using"]
 
 NAMES = ("watch.yaml", "watch.yml", "watch.json", "watch.toml")
-"""Looked for in this order in the current directory; the first regular file wins."""
+"""Looked for in this order in the current directory; the first that exists wins (a FIFO or a
+directory too: loading it then says what it is, rather than passing over it as absent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,8 +22,8 @@ class Found:
 
 
 def discover(cwd: Path) -> Found:
-    """The first of NAMES that is a file in `cwd` (relative to it, as a user would type it)."""
-    present = [Path(n) for n in NAMES if (cwd / n).is_file()]
+    """The first of NAMES that exists in `cwd` (relative to it, as a user would type it)."""
+    present = [Path(n) for n in NAMES if (cwd / n).exists()]
     if not present:
         return Found(None)
     return Found(present[0], tuple(present[1:]))

@@ -23,10 +23,10 @@ _DEFAULTS: dict[str, int | None] = {"timeout": 10_000, "concurrency": 1, "queue"
                                     "retries": 3, "throttle": None}
 
 
-def parse_threshold(text: str) -> tuple[int, str] | None:
-    """`"5 in 1m"` → (5, "1m"); None when it is not `N in WINDOW`."""
+def parse_threshold(text: str) -> tuple[str, str] | None:
+    """`"5 in 1m"` → ("5", "1m"); None when it is not `N in WINDOW`."""
     m = _THRESHOLD.match(text)
-    return (int(m[1]), m[2]) if m else None
+    return (m[1], m[2]) if m else None
 
 
 def build_actions(ctx: Ctx, p: KeyPath, raw: Any) -> tuple[ActionSpec, ...]:
@@ -143,7 +143,7 @@ def _threshold(ctx: Ctx, p: KeyPath, when: Any) -> ThresholdSpec | Literal[False
     parsed = parse_threshold(when["threshold"])
     if parsed is None:
         return None  # the schema reported it
-    count = clamp(parsed[0], RANGES["action.threshold.count"], p, ctx.report)
+    count = clamp(parsed[0], RANGES["action.threshold.count"], p, ctx.report, digits=True)
     window = clamp(parsed[1], RANGES["action.threshold.window"], p, ctx.report)
     if count is None or window is None:
         ctx.report.error(p, f"{when['threshold']!r} is not a threshold: use \"N in WINDOW\", "

@@ -34,6 +34,7 @@ from typing import Any
 from watchrun import __version__
 from watchrun.config import model
 from watchrun.config.diagnostics import Diagnostic, LoadResult
+from watchrun.config.loader import read_regular
 from watchrun.config.private import PrivateStore
 from watchrun.match.redact import Rule
 
@@ -127,9 +128,8 @@ def _key(paths: Sequence[Path], output_dir: Path | None, strict: bool) -> str | 
     files = []
     try:
         for p in paths:
-            with open(p, "rb") as fh:
-                files.append((str(p), os.path.abspath(p), _digest(fh.read())))
-    except OSError:
+            files.append((str(p), os.path.abspath(p), _digest(read_regular(Path(p)))))
+    except OSError:  # missing, unreadable, or not a regular file (a FIFO is never waited on)
         return None
     import importlib.util
 

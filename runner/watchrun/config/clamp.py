@@ -7,8 +7,16 @@ from typing import Any, Literal
 
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.model import Limits
+from watchrun.config.numbers import short_number
 from watchrun.config.tree import KeyPath
-from watchrun.config.units import format_duration, format_size, parse_duration, parse_size
+from watchrun.config.units import (
+    TooLarge,
+    format_duration,
+    format_size,
+    parse_duration,
+    parse_size,
+    whole,
+)
 
 __all__ = ["LIMIT_RULES", "RANGES", "Range", "build_limits", "clamp"]
 
@@ -66,33 +74,44 @@ RANGES: dict[str, Range] = {
 """Ranges of the clamped settings outside `limits`."""
 
 
-def clamp(raw: Any, rng: Range, path: KeyPath, report: Reporter) -> int | None:
+def clamp(raw: Any, rng: Range, path: KeyPath, report: Reporter, *, digits: bool = False
+          ) -> int | None:
     """`raw` as an int clamped into `rng`, warning when clamped; None if it is not a number.
+    With `digits`, a string of digits is a number too (the count of a threshold).
 
     A wrong type is not reported here: the schema check has already reported it.
     """
     if isinstance(raw, bool):
         return None
+    value: int | None
     try:
-        if rng.unit == "ms":
-            value = parse_duration(raw)
-        elif rng.unit == "bytes":
-            value = parse_size(raw)
-        elif isinstance(raw, int | float) and float(raw).is_integer():
-            value = int(raw)
-        else:
-            return None
+        value = _number(raw, rng, digits)
+    except TooLarge:
+        value = None  # larger than any range
     except ValueError:
         return None
-    fixed = min(max(value, rng.lo), rng.hi)
+    fixed = rng.hi if value is None else min(max(value, rng.lo), rng.hi)
     if fixed != value:
-        shown = raw.strip() if isinstance(raw, str) else str(value)
-        if isinstance(raw, str):
+        shown = short_number(raw.strip() if isinstance(raw, str) else str(value))
+        if isinstance(raw, str) and rng.unit != "count":
             lo_hi, to = f"{rng.show(rng.lo)}\u2013{rng.show(rng.hi)}", rng.show(fixed)
         else:
             lo_hi, to = f"{rng.lo}\u2013{rng.hi}", str(fixed)
         report.warning(path, f"{shown} clamped to {to} (allowed {lo_hi})")
     return fixed
+
+
+def _number(raw: Any, rng: Range, digits: bool) -> int:
+    """The int `raw` stands for; ValueError if it is none (TooLarge: too large to compute)."""
+    if rng.unit == "ms":
+        return parse_duration(raw)
+    if rng.unit == "bytes":
+        return parse_size(raw)
+    if isinstance(raw, int) or (isinstance(raw, float) and raw.is_integer()):
+        return int(raw)
+    if digits and isinstance(raw, str) and raw.isdigit() and raw.isascii():
+        return whole(raw)
+    raise ValueError(f"{raw!r} is not a number")
 
 
 def build_limits(raw: Any, report: Reporter) -> Limits:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from typing import Any
 
 from watchrun.config.interpolate import escape
@@ -59,9 +61,7 @@ def dump_document(doc: dict[str, Any], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     if fmt == "toml":
-        import tomli_w
-
-        return tomli_w.dumps(doc, multiline_strings=True)
+        return _toml(doc)
     if fmt == "yaml":
         import yaml
 
@@ -76,6 +76,67 @@ def dump_document(doc: dict[str, Any], fmt: str) -> str:
         return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                          width=1 << 20)
     raise ValueError(f"unknown format {fmt!r}: use one of {', '.join(DUMP_FORMATS)}")
+
+
+def _toml(doc: dict[str, Any]) -> str:
+    """`doc` as TOML in which every character the edge sanitizer would change (C0 and C1
+    controls, DEL, bidirectional controls, U+2028/U+2029) is a `\\u` escape, so the text
+    printed is the text written and loads back to the same values. A lone surrogate, which no
+    TOML string can hold, is written as U+FFFD (as the edge would show it).
+
+    tomli_w writes such characters raw where TOML allows it (C1, U+2028) and turns `\\r\\n`
+    into `\\n` in a multi-line string; so each is first replaced by a marker (a character
+    absent from the document) and its code, and each marker is made the escape afterwards.
+    tomli_w writes every string, key or value, as a basic string ("…" or \"\"\"…\"\"\"),
+    where `\\uXXXX` is an escape.
+    """
+    import tomli_w
+
+    texts: list[str] = []
+    _strings(doc, texts)
+    used: set[str] = set().union(*texts)
+    mark = next(chr(c) for c in range(0xE000, 0xF900) if chr(c) not in used)
+
+    def marked(value: Any) -> Any:
+        if isinstance(value, str):
+            if not any(map(_edge_changes, set(value))):
+                return value
+            return "".join(f"{mark}{ord(c):x}{mark}" if _edge_changes(c) else c for c in value)
+        if isinstance(value, dict):
+            return {marked(k): marked(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [marked(v) for v in value]
+        return value
+
+    text = tomli_w.dumps(marked(doc), multiline_strings=True)
+    return re.sub(f"{mark}([0-9a-f]+){mark}", lambda m: _escape(int(m[1], 16)), text)
+
+
+def _escape(code: int) -> str:
+    if 0xD800 <= code <= 0xDFFF:
+        return "\ufffd"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def _strings(value: Any, out: list[str]) -> None:
+    """Every string of `value` (keys too) into `out`."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            out.append(k)
+            _strings(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+
+
+@functools.cache
+def _edge_changes(char: str) -> bool:
+    """Whether the edge sanitizer (`edge_text` of a multi-line text) changes `char`."""
+    from watchrun.match.sanitize import edge_text
+
+    return edge_text(char, multiline=True) != char
 
 
 def _s(text: str) -> str:

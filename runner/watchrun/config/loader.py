@@ -4,15 +4,33 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
+import stat
+import sys
 from pathlib import Path
 from typing import Any
 
 from watchrun.config.diagnostics import Reporter
-from watchrun.config.tree import CMap, CSeq, Origin
+from watchrun.config.numbers import (
+    TooLong,
+    huge,
+    read_int,
+    short_number,
+    too_long,
+    too_long_message,
+)
+from watchrun.config.tree import CMap, CSeq, KeyPath, Origin
 from watchrun.config.yaml_tree import MAX_NODES, TooManyValues, read_yaml
 
-__all__ = ["FORMATS", "config_format", "read_config_file"]
+__all__ = [
+    "FORMATS",
+    "NotAFile",
+    "config_format",
+    "file_kind",
+    "read_config_file",
+    "read_regular",
+]
 
 FORMATS: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 """Config formats by file extension."""
@@ -23,6 +41,39 @@ _MAX_BYTES = 16 * 1024**2
 _MAX_DEPTH = 64
 """Values nested deeper than this are refused (a config needs about 6 levels); deeper trees
 would exhaust the recursion of the parsers and of schema validation."""
+
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe (FIFO)",
+          stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device"}
+
+
+def file_kind(mode: int) -> str:
+    """What a file of `mode` that is not a regular file is: `a directory`, `a named pipe
+    (FIFO)`, `a socket`, ..."""
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+class NotAFile(OSError):
+    """A config path names something other than a regular file; `strerror` says what."""
+
+    def __init__(self, mode: int) -> None:
+        super().__init__(f"is {file_kind(mode)}, not a config file")
+
+
+def read_regular(path: Path, limit: int = -1) -> bytes:
+    """The regular file at `path` (a symlink is followed), up to `limit` bytes when one is
+    given; NotAFile for anything else. It is opened without blocking, so a FIFO cannot hang the
+    caller."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotAFile(mode)
+        with open(fd, "rb", closefd=False) as f:
+            return f.read(limit)
+    finally:
+        os.close(fd)
+
 
 def config_format(path: Path) -> str | None:
     """`yaml`, `json` or `toml` from the last known extension (`watch.yaml.example` is YAML)."""
@@ -39,13 +90,12 @@ def read_config_file(path: Path, display: str, report: Reporter) -> CMap | None:
     """
     top = Origin(display)
     try:
-        with path.open("rb") as f:
-            data = f.read(_MAX_BYTES + 1)
+        data = read_regular(path, _MAX_BYTES + 1)
     except FileNotFoundError:
         report.error((), "config file not found", top)
         return None
-    except IsADirectoryError:
-        report.error((), "is a directory, not a config file", top)
+    except NotAFile as exc:
+        report.error((), str(exc), top)
         return None
     except OSError as exc:
         report.error((), f"cannot read config file: {exc.strerror or exc}", top)
@@ -80,6 +130,8 @@ def read_config_file(path: Path, display: str, report: Reporter) -> CMap | None:
         return None
     if tree is None:
         return None if len(report.errors) > errors else CMap(top)
+    if _report_too_long(tree, report):
+        return None
     if not isinstance(tree, CMap):
         kind = "a list" if isinstance(tree, list) else f"the value {tree!r}"
         report.error((), f"the top level must be a mapping of keys (limits, output, watchers, "
@@ -105,6 +157,24 @@ def _too_deep(tree: Any) -> bool:
     return False
 
 
+def _report_too_long(tree: Any, report: Reporter) -> bool:
+    """Report every integer with more digits than Python reads or prints; True if any."""
+    found = False
+    stack: list[tuple[Any, KeyPath, Origin | None]] = [(tree, (), None)]
+    while stack:
+        node, path, origin = stack.pop()
+        if isinstance(node, int) and not isinstance(node, bool) and too_long(node):
+            node = huge(node)
+        if isinstance(node, TooLong):
+            report.error(path, too_long_message(node), origin)
+            found = True
+        elif isinstance(node, CMap):
+            stack.extend((v, (*path, k), node.origins.get(k)) for k, v in node.items())
+        elif isinstance(node, CSeq):
+            stack.extend((v, (*path, i), node.origins[i]) for i, v in enumerate(node))
+    return found
+
+
 def _read_json(text: str, display: str, report: Reporter) -> Any:
     if not text.strip():
         return None
@@ -119,7 +189,7 @@ def _read_json(text: str, display: str, report: Reporter) -> Any:
         return seen
 
     try:
-        data = json.loads(text, object_pairs_hook=pairs)
+        data = json.loads(text, object_pairs_hook=pairs, parse_int=read_int)
     except json.JSONDecodeError as exc:
         report.error((), f"JSON syntax error: {exc.msg}", Origin(display, exc.lineno, exc.colno))
         return None
@@ -179,6 +249,23 @@ def _read_toml(text: str, display: str, report: Reporter) -> Any:
         problem = re.sub(r" \(at line.*", "", msg)
         report.error((), f"TOML syntax error: {problem}", where)
         return None
+    except ValueError:  # an integer with more digits than Python converts
+        limit = sys.get_int_max_str_digits()
+        long = next((m for m in _DIGITS.finditer(text) if len(m[0].replace("_", "")) > limit),
+                    None)
+        if long is None:
+            report.error((), f"an integer has more than the {limit} digits allowed",
+                         Origin(display))
+        else:  # (TOML values carry no positions: the number's own is given instead)
+            line = text.count("\n", 0, long.start()) + 1
+            column = long.start() - text.rfind("\n", 0, long.start())
+            report.error((), too_long_message(TooLong(short_number(long[0]))),
+                         Origin(display, line, column))
+        return None
     if not data:
         return None
     return _attach(data, Origin(display), None, display)
+
+
+_DIGITS = re.compile(r"(?<![\w.])[0-9](?:_?[0-9])*")
+"""A decimal integer of TOML (not the digits of a hex number or of a fraction)."""

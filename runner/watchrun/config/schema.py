@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+from collections.abc import Iterator
 from functools import cache
 from importlib import resources
 from typing import Any
 
 from watchrun.config.diagnostics import Reporter
+from watchrun.config.numbers import short_number
 from watchrun.config.units import DURATION_HELP, SIZE_HELP
 
-__all__ = ["SCHEMA_FILES", "check_schema", "describe_value", "did_you_mean", "schema_text"]
+__all__ = [
+    "SCHEMA_FILES",
+    "check_schema",
+    "describe_value",
+    "did_you_mean",
+    "ecma_regex",
+    "schema_text",
+]
 
 SCHEMA_FILES: dict[str, str] = {
     "config": "watch.schema.json",
@@ -56,9 +66,46 @@ def schema_text(name: str) -> str:
 
 @cache
 def _validator() -> Any:
-    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema import Draft202012Validator, validators  # type: ignore[import-untyped]
 
-    return Draft202012Validator(json.loads(schema_text("config")))
+    ecma = validators.extend(Draft202012Validator, {"pattern": _pattern})
+    return ecma(json.loads(schema_text("config")))
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    """The `pattern` keyword as JSON Schema means it (ECMA 262 regexes): `$` is the end of the
+    string, never before a final newline as in Python, and `.` matches no line terminator."""
+    from jsonschema import ValidationError
+
+    if validator.is_type(instance, "string") and not ecma_regex(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@cache
+def ecma_regex(pattern: str) -> re.Pattern[str]:
+    """`pattern` (a JSON Schema regex) compiled for Python with the ECMA 262 meaning of `$`
+    (`\\Z`) and of `.` (anything but \\n, \\r, U+2028 and U+2029) outside classes."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+            out.append(c)
+        elif c == "[":
+            in_class = True
+            out.append(c)
+        elif c == "$":
+            out.append(r"\Z")
+        elif c == ".":
+            out.append("[^\n\r\u2028\u2029]")
+        else:
+            out.append(c)
+        i += 1
+    return re.compile("".join(out))
 
 
 def describe_value(value: Any) -> str:
@@ -70,7 +117,7 @@ def describe_value(value: Any) -> str:
     if isinstance(value, str):
         return f"string {json.dumps(value)[:80]}"
     if isinstance(value, int | float):
-        return f"number {value}"
+        return f"number {short_number(str(value))}"
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):

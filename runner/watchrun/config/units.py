@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import math
 import re
+
+from watchrun.config.numbers import short_number
 
 __all__ = [
     "DURATION_PATTERN",
     "SIZE_PATTERN",
+    "TooLarge",
     "format_duration",
     "format_size",
     "parse_duration",
     "parse_size",
+    "whole",
 ]
 
 DURATION_UNITS: dict[str, int] = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -46,6 +51,25 @@ SIZE_HELP = (
 )
 
 
+class TooLarge(ValueError):
+    """A number too large to compute (more digits than Python converts, or past the largest
+    float): larger than any range of a setting."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(f"{short_number(text.strip())} is too large")
+
+
+def whole(text: str) -> int:
+    """The int of a string of ASCII digits; TooLarge when it has more digits than Python
+    converts."""
+    try:
+        return int(text)
+    except ValueError:
+        if text.strip().isdigit():
+            raise TooLarge(text) from None
+        raise
+
+
 def _number(value: object, what: str, help_text: str) -> int | None:
     """An integral JSON number as int; None when `value` is a string to parse."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -66,10 +90,12 @@ def parse_duration(value: object) -> int:
     if not _DURATION_RE.match(text):
         raise ValueError(f"{text!r} is not a duration: use {DURATION_HELP}")
     if text.strip().isdigit():
-        return int(text.strip())
+        return whole(text.strip())
     total = 0.0
     for num, unit in _DURATION_PART.findall(text):
         total += float(num) * DURATION_UNITS[unit]
+    if not math.isfinite(total):
+        raise TooLarge(text)
     return round(total)
 
 
@@ -82,7 +108,10 @@ def parse_size(value: object) -> int:
     m = _SIZE_RE.match(text)
     if m is None:
         raise ValueError(f"{text!r} is not a size: use {SIZE_HELP}")
-    return int(float(m.group(1)) * SIZE_UNITS[m.group(2) or "B"])
+    size = float(m.group(1)) * SIZE_UNITS[m.group(2) or "B"]
+    if not math.isfinite(size):
+        raise TooLarge(text)
+    return int(size)
 
 
 def format_duration(ms: int) -> str:

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from watchrun.config.diagnostics import Reporter
+from watchrun.config.numbers import TooLong, read_int
 from watchrun.config.tree import CMap, CSeq, Origin
 
 MAX_NODES = 200_000
@@ -114,19 +115,19 @@ class _YamlBuilder:
         if kind == "float":
             return _yaml_float(value)
         if kind == "str" and not node.style and re.fullmatch(r"0o[0-7]+", value):
-            return int(value, 8)  # YAML 1.2's octal: PyYAML's 1.1 resolver calls it a string
+            return read_int(value, 8)  # YAML 1.2's octal: PyYAML's 1.1 resolver calls it a string
         if kind in ("str", "timestamp"):
             return value
         self.report.error(path, f"unsupported YAML type !!{kind}", self.origin(node))
         return value
 
 
-def _yaml_int(text: str) -> int | str:
+def _yaml_int(text: str) -> int | str | TooLong:
     clean = text.replace("_", "")
     if re.fullmatch(r"[-+]?[0-9]+", clean):
-        return int(clean)
+        return read_int(clean)
     if re.fullmatch(r"[-+]?0[xX][0-9a-fA-F]+|[-+]?0[oO][0-7]+", clean):
-        return int(clean, 0)
+        return read_int(clean, 0)
     return text  # YAML 1.1 sexagesimal and 0b forms stay strings
 
 

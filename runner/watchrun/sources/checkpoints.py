@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.config.diagnostics import Diagnostic
+from watchrun.config.loader import file_kind
 from watchrun.config.model import Config
 from watchrun.output import safefs
 from watchrun.sources.identity import Checkpoint
@@ -28,7 +30,8 @@ MAX_FILE_BYTES = 1 << 20
 VERSION = 2
 _SUFFIX = ".checkpoint.json"
 log = logging.getLogger("watchrun.checkpoints")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A watcher id (whole: `fullmatch`), as the config schema allows it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +140,7 @@ class CheckpointStore:
             return self._locks.setdefault(watcher_id, threading.Lock())
 
     def path(self, watcher_id: str) -> Path:
-        if not _ID.match(watcher_id):
+        if not _ID.fullmatch(watcher_id):
             raise ValueError(f"invalid watcher id for a checkpoint file: {watcher_id!r}")
         return self.dir / f"{watcher_id}{_SUFFIX}"
 
@@ -155,7 +158,11 @@ class CheckpointStore:
             except FileNotFoundError:
                 return None
             except OSError as exc:
-                self.problems.append(f"cannot read checkpoint {path}: {exc.strerror}")
+                kind = _planted(path)
+                if kind is not None:  # in the way of every save too: moved out of it
+                    self._set_aside(path, f"it is {kind}, not a checkpoint file")
+                else:
+                    self.problems.append(f"cannot read checkpoint {path}: {exc.strerror}")
                 return None
             try:
                 return decode(text)
@@ -174,7 +181,10 @@ class CheckpointStore:
                     return False
                 self._written[watcher_id] = ticket
             safefs.make_dirs(self.dir)
-            safefs.write_atomic(path, data, tmp=tmp, sync_dir=True)
+            try:
+                safefs.write_atomic(path, data, tmp=tmp, sync_dir=True)
+            except OSError as exc:  # the same error, naming the checkpoint it is about
+                raise OSError(exc.errno, f"{path}: {exc.strerror or exc}") from exc
             return True
 
     def adopt(self, old_id: str, new_id: str) -> bool:
@@ -193,6 +203,9 @@ class CheckpointStore:
         try:
             text = safefs.read_bytes(tmp, MAX_FILE_BYTES).decode("utf-8", errors="replace")
         except OSError:
+            kind = _planted(tmp)
+            if kind is not None:  # a save could neither replace nor remove it
+                self._set_aside(tmp, f"it is {kind}, not a checkpoint file")
             return None
         try:
             return decode(text)
@@ -218,6 +231,18 @@ class CheckpointStore:
         )
 
 
+def _planted(path: Path) -> str | None:
+    """What is at `path` when it is neither a regular file nor a symlink (a directory, a FIFO,
+    ...): something no save can replace. None otherwise, or when nothing is there."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+        return None
+    return file_kind(mode)
+
+
 def orphaned(state_dir: Path, claimed: set[str]) -> list[str]:
     """Watcher ids that have a checkpoint in `state_dir` but are not in `claimed` (the config's
     ids and previousIds), sorted. Empty when the folder does not exist."""
@@ -226,7 +251,7 @@ def orphaned(state_dir: Path, claimed: set[str]) -> list[str]:
     except OSError:
         return []
     ids = (n.removesuffix(_SUFFIX) for n in names if n.endswith(_SUFFIX))
-    return sorted(i for i in ids if _ID.match(i) and i not in claimed)
+    return sorted(i for i in ids if _ID.fullmatch(i) and i not in claimed)
 
 
 def orphan_diagnostics(config: Config) -> list[Diagnostic]:
