@@ -135,6 +135,15 @@ class LiveRunner:
         assert lag < lag_limit(), f"the runner's loop stalled {lag:.3f}s"
         return lag
 
+    def wait_running(self) -> None:
+        """Until the runner answers on its control socket that it runs (started, READY)."""
+        def running() -> bool:
+            try:
+                return bool(self.control({"cmd": "status"}).get("state") == "running")
+            except ConnectionError:
+                return False
+        wait_for(running, "the runner to be running")
+
     def wait_log(self, text: str, timeout: float = DEADLINE_S) -> None:
         wait_for(lambda: text in self.stderr(), f"{text!r} in the runner's log", timeout)
 

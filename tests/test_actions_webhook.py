@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
-from datetime import datetime
 from pathlib import Path
 
 from actionrig import FakeClock, Rig, until, watcher, webhook
-from webhook_server import receiver
+from webhook_server import Receiver, receiver
 
 from watchrun.actions.payload import SLACK_TEXT_CHARS
-from watchrun.config.model import ThresholdSpec
+from watchrun.config.model import ThresholdSpec, WatcherSpec
 
 
 def test_a_5xx_is_retried_until_the_receiver_takes_it(tmp_path: Path) -> None:
@@ -157,22 +156,30 @@ def test_threshold_fires_when_n_matches_fall_within_the_window(tmp_path: Path) -
         assert doc["reason"] == "threshold"
 
 
+def queue_of_one(url: str) -> WatcherSpec:
+    return watcher(webhook(url, timeout_ms=60_000, retries=0, queue=1))
+
+
+async def first_request_hangs(rig: Rig, rx: Receiver) -> None:
+    """The first firing goes out and its request hangs: from here the queue fills."""
+    rig.deliver("ERROR 1")
+    await until(lambda: rx.count() == 1, "the first request")
+
+
 def test_a_full_queue_drops_with_a_count_and_the_next_firing_reports_it(tmp_path: Path) -> None:
     with receiver("hang") as rx:
         async def body() -> None:
-            spec = watcher(webhook(rx.url, timeout_ms=60_000, retries=0, queue=1))
-            async with Rig(tmp_path, spec) as rig:
-                rig.deliver("ERROR 1")
-                await until(lambda: rx.count() == 1, "the first request")
+            async with Rig(tmp_path, queue_of_one(rx.url)) as rig:
+                await first_request_hangs(rig, rx)
                 for i in range(2, 6):
                     rig.deliver(f"ERROR {i}")  # 2 waits in the queue, 3 4 5 are dropped
-                (dropped,) = await rig.wait("action-dropped")
+                (dropped,) = await rig.wait("action-dropped")  # one record, not three
                 assert (dropped["count"], dropped["matches"], dropped["reason"]) == (
                     1, 1, "queue-full")
-                # the other two are recorded a second later, with no firing to bring them
+                # the other two are recorded when the second is up, with no firing to bring
+                # them (a record's `ts` is when it was written, so it cannot time the rule)
                 (later,) = await rig.wait("action-dropped", count=2)
                 assert (later["matches"], later["reason"]) == (2, "queue-full")
-                assert seconds(later["ts"]) - seconds(dropped["ts"]) >= 0.999
                 rx.release.set()  # the hanging request ends (no response): the queue moves
                 await rig.wait("action-fired", 2)
                 second = rig.records("action-fired")[1]
@@ -181,8 +188,26 @@ def test_a_full_queue_drops_with_a_count_and_the_next_firing_reports_it(tmp_path
         asyncio.run(body())
 
 
-def seconds(ts: str) -> float:
-    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+def test_a_firing_does_not_write_a_drop_record_before_its_second_is_up(tmp_path: Path) -> None:
+    """Each firing that went out wrote the drops pending before it, whatever the time: five
+    `action-dropped` records in 1.3 s while a queue overflowed. (A fake clock: only `advance`
+    moves the second on.)"""
+    clock = FakeClock()
+    with receiver("hang", 200) as rx:
+        async def body() -> None:
+            async with Rig(tmp_path, queue_of_one(rx.url), clock=clock) as rig:
+                await first_request_hangs(rig, rx)
+                for i in (2, 3, 4):
+                    rig.deliver(f"ERROR {i}")  # 2 waits; 3 is dropped (recorded), 4 is held
+                await rig.wait("action-dropped")
+                rx.release.set()  # the first request ends: firing 2 goes out
+                await rig.wait("action-fired", 2)
+                assert len(rig.records("action-dropped")) == 1
+                clock.advance(1.0)
+                rig.hub.poke()
+                (_, later) = await rig.wait("action-dropped", 2)
+                assert (later["count"], later["reason"]) == (1, "queue-full")
+        asyncio.run(body())
 
 
 def test_queue_full_drops_left_at_a_stop_keep_their_reason(tmp_path: Path) -> None:
@@ -190,10 +215,8 @@ def test_queue_full_drops_left_at_a_stop_keep_their_reason(tmp_path: Path) -> No
     the stop as `runner-stopped`, merged with what the stop dropped."""
     with receiver("hang") as rx:
         async def body() -> None:
-            spec = watcher(webhook(rx.url, timeout_ms=60_000, retries=0, queue=1))
-            async with Rig(tmp_path, spec) as rig:
-                rig.deliver("ERROR 1")
-                await until(lambda: rx.count() == 1, "the first request")
+            async with Rig(tmp_path, queue_of_one(rx.url)) as rig:
+                await first_request_hangs(rig, rx)
                 rig.deliver("ERROR 2")  # waits in the queue
                 rig.deliver("ERROR 3")  # dropped: recorded at once
                 rig.deliver("ERROR 4")  # dropped: its record waits for the second to end

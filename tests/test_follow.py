@@ -211,15 +211,6 @@ def append(path: Path, lines: list[str]) -> None:
         f.writelines(x + "\n" for x in lines)
 
 
-def ready(r: LiveRunner) -> None:
-    def running() -> bool:
-        try:
-            return bool(r.control({"cmd": "status"}).get("state") == "running")
-        except ConnectionError:
-            return False
-    wait_for(running, "the runner to be running")
-
-
 @pytest.mark.parametrize("mode", ["inotify", "poll"])
 def test_matches_follow_across_rotation_then_ctrl_c(tmp_path: Path, mode: str) -> None:
     log = tmp_path / "app.log"
@@ -229,7 +220,7 @@ def test_matches_follow_across_rotation_then_ctrl_c(tmp_path: Path, mode: str) -
     r = LiveRunner(config)
     proc = None
     try:
-        ready(r)
+        r.wait_running()
         append(log, ["ERROR early 1", "ERROR early 2", "INFO no"])
         wait_for(lambda: len(r.matches("app")) == 2, "two matches")
         proc = follow(tmp_path, "matches", "app", "--follow", "--json", "--lines", "1",
@@ -260,7 +251,7 @@ def test_matches_follow_across_a_runner_restart_and_a_recreated_stream(tmp_path:
     config = write_config(tmp_path, {"watchers": [
         {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
     r = LiveRunner(config)
-    ready(r)
+    r.wait_running()
     proc = follow(tmp_path, "matches", "app", "-f")  # human form
     out = Lines(proc)
     try:
@@ -269,14 +260,14 @@ def test_matches_follow_across_a_runner_restart_and_a_recreated_stream(tmp_path:
         assert r.stop() == 0
         append(log, ["ERROR b"])  # while no runner runs: read by the next one
         r = LiveRunner(config)
-        ready(r)
+        r.wait_running()
         append(log, ["ERROR c"])
         assert [x.rsplit("  ", 1)[1] for x in out.take(2)] == ["ERROR b", "ERROR c"]
         assert r.stop() == 0
         shutil.rmtree(r.out / "watchers")  # the stream is removed: a new one starts at seq 1
         append(log, ["ERROR d"])
         r = LiveRunner(config)
-        ready(r)
+        r.wait_running()
         assert out.take(1)[0].endswith("ERROR d")
         code, err = interrupt(proc)
         assert code == 0 and "recreated; it starts over at seq 1" in err
@@ -295,7 +286,7 @@ def test_logs_follow_prints_each_line_once_and_counts_what_it_missed(tmp_path: P
     r = LiveRunner(config)
     proc = None
     try:
-        ready(r)
+        r.wait_running()
         append(log, ["one", "two"])
         wait_for(lambda: (r.out / "state" / "app.tail").exists()
                  and b"two" in (r.out / "state" / "app.tail").read_bytes(), "the snapshot")
@@ -328,7 +319,7 @@ def test_a_closed_pipe_ends_the_follower_quietly(tmp_path: Path) -> None:
     r = LiveRunner(config)
     proc = None
     try:
-        ready(r)
+        r.wait_running()
         proc = follow(tmp_path, "matches", "app", "-f")
         out = Lines(proc)
         append(log, ["ERROR 1"])

@@ -160,12 +160,7 @@ def test_a_killed_server_leaves_no_watcher_on_the_live_runner(tmp_path: Path) ->
     runner = LiveRunner(config)
     sock = runner.out / "control.sock"
     try:
-        def running() -> bool:
-            try:
-                return bool(runner.control({"cmd": "status"}).get("state") == "running")
-            except ConnectionError:
-                return False
-        wait_for(running, "the runner to be running")
+        runner.wait_running()
         client = RawClient(tmp_path, "-c", str(config))
         try:
             added = client.ask({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, watchrun_bin, write_config
 from mcpclient import mcp_session, until
 
 
@@ -30,12 +30,7 @@ def test_the_tool_drives_the_live_runner_and_the_session_end_stops_its_watchers(
     app.write_text("")
     runner = LiveRunner(config)
     try:
-        def running() -> bool:
-            try:
-                return bool(runner.control({"cmd": "status"}).get("state") == "running")
-            except ConnectionError:
-                return False
-        wait_for(running, "the runner to be running")
+        runner.wait_running()
 
         async def body() -> None:
             async with mcp_session(tmp_path, "-c", str(config)) as c:

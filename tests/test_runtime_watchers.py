@@ -19,15 +19,6 @@ def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
-def ready(r: LiveRunner) -> None:
-    def running() -> bool:
-        try:
-            return bool(r.control({"cmd": "status"}).get("state") == "running")
-        except ConnectionError:
-            return False
-    wait_for(running, "the runner to be running")
-
-
 def listed(r: LiveRunner) -> dict[str, dict[str, Any]]:
     reply = r.control({"cmd": "list"})
     assert reply["ok"], reply
@@ -49,7 +40,7 @@ def test_add_follows_a_file_and_list_says_where_each_came_from(tmp_path: Path) -
     app.write_text("ERROR before the add: not matched (followed from the end)\n")
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         p = wr(tmp_path / "logs", "add", "app", "--path", "app.log", "--pattern", "error",
                "--exclude", "ignore", "--label", "the app", "-c", str(config), "--json")
         assert p.returncode == 0, p.stderr
@@ -100,7 +91,7 @@ def test_add_refuses_what_validate_refuses_with_the_same_messages(tmp_path: Path
         {"id": "cfg", "path": "cfg.log", "pattern": "ERROR"}]})
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         for bad in bad_watchers(tmp_path):
             reply = r.control({"cmd": "add", "watcher": bad})
             assert reply["ok"] is False and reply["error"]["code"] == "invalid", reply
@@ -129,7 +120,7 @@ def test_a_relative_path_on_the_socket_is_refused_and_warnings_come_back(
                                                    "pattern": "x"}]})
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         reply = r.control({"cmd": "add", "watcher": {"id": "rel", "command": "true",
                                                      "cwd": "sub", "pattern": "x"}})
         (d,) = reply["error"]["diagnostics"]
@@ -149,7 +140,7 @@ def test_add_refuses_an_id_in_use_and_more_than_max_watchers(tmp_path: Path) -> 
         {"id": "cfg", "path": "cfg.log", "pattern": "ERROR"}]})
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         assert wr(tmp_path, "add", "one", "--path", "one.log", "--pattern", "x").returncode == 0
         for wid in ("cfg", "one", "ONE"):  # ids are file names: unique ignoring case
             p = wr(tmp_path, "add", wid, "--path", "z.log", "--pattern", "x", "--json")
@@ -183,7 +174,7 @@ def test_a_runtime_watcher_wakes_an_agent(tmp_path: Path) -> None:
         {"id": "cfg", "path": "cfg.log", "pattern": "ERROR"}]})
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         sub = tmp_path / "sub"
         sub.mkdir()
         p = wr(sub, "add", "w1", "--command", "echo FATAL in $(pwd)", "--pattern",
@@ -206,7 +197,7 @@ def test_start_and_restart_a_command_watcher_that_exited(tmp_path: Path) -> None
         {"id": "srv", "command": "echo ERROR up; exec sleep 600", "pattern": "ERROR"}]})
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         wait_for(lambda: listed(r)["job"]["status"] == "exited", "the job to exit")
         job = listed(r)["job"]
         assert job["lastError"] == "run 1 exited with code 3" and job["exitCode"] == 3
@@ -247,7 +238,7 @@ def test_restart_of_a_file_watcher_keeps_its_position(tmp_path: Path) -> None:
         {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         with log.open("a") as f:
             f.writelines(f"ERROR {i}\n" for i in range(3))
         wait_for(lambda: len(r.matches("app")) == 3, "three matches")
@@ -272,7 +263,7 @@ def test_reload_keeps_runtime_watchers_and_a_new_runner_has_none(tmp_path: Path)
     config = write_config(tmp_path, base)
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         assert wr(tmp_path, "add", "rt", "--command", "echo ERROR rt; exec sleep 600",
                   "--pattern", "ERROR").returncode == 0
         wait_for(lambda: listed(r)["rt"]["pid"], "rt running")
@@ -304,7 +295,7 @@ def test_reload_keeps_runtime_watchers_and_a_new_runner_has_none(tmp_path: Path)
         assert r.stop() == 0
     r2 = LiveRunner(config)  # runtime watchers are in no file: a new runner has none
     try:
-        ready(r2)
+        r2.wait_running()
         assert set(listed(r2)) == {"cfg", "rt"}
         p = wr(tmp_path, "list", "--json")
         assert {w["id"] for w in json.loads(p.stdout)["watchers"]} == {"cfg", "rt"}
@@ -320,7 +311,7 @@ def test_add_is_refused_when_watchers_are_disabled(tmp_path: Path) -> None:
         {"id": "cfg", "path": "c.log", "pattern": "x"}]})
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         p = wr(tmp_path, "add", "a", "--path", "a.log", "--pattern", "x", "--json")
         err = json.loads(p.stdout)["error"]
         assert (p.returncode, err["code"]) == (3, "refused")
@@ -350,7 +341,7 @@ def test_an_added_watcher_whose_jsonl_cannot_be_opened_leaves_nothing(tmp_path: 
                                                    "pattern": "x"}]})
     r = LiveRunner(config)
     try:
-        ready(r)
+        r.wait_running()
         target = tmp_path / "elsewhere"
         target.write_text("")
         (r.out / "watchers" / "evil.jsonl").symlink_to(target)
