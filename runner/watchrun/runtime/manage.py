@@ -4,12 +4,16 @@ the watcher starts as at start-up (the reply comes once its source holds its sta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import weakref
 from typing import Any, Protocol
 
 from watchrun.config.adding import check_added
+from watchrun.config.diagnostics import Diagnostic
 from watchrun.config.model import Config, WatcherSpec
+from watchrun.match.matcher import Matcher
+from watchrun.match.scanning import Store
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
 from watchrun.runtime.status import StatusBoard
@@ -68,7 +72,8 @@ async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, An
     bounded(raw)
     async with sup.changing:
         _can_change(sup, "add watchers")
-        spec, diagnostics = await asyncio.to_thread(check_added, raw, sup.config)
+        spec, diagnostics = await asyncio.to_thread(_checked, raw, sup.config,
+                                                    sup.set.databases)
         if spec is None:
             n = sum(d.severity == "error" for d in diagnostics)
             raise Refused("invalid", f"the watcher has {n} error{'' if n == 1 else 's'}; "
@@ -118,6 +123,19 @@ async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:
                      event="watcher-started")
         message = f"restarted {wid}" if was_running else f"started {wid}"
         return {**reply, "started": True, "wasRunning": was_running, "message": message}
+
+
+def _checked(raw: Any, config: Config, databases: Store | None
+             ) -> tuple[WatcherSpec | None, list[Diagnostic]]:
+    """`check_added`, then (for a valid watcher) its matcher compiled once here, in the worker
+    thread: the parse is cached for every thread and a hyperscan database is kept in
+    `databases`, so the start on the loop loads it instead of compiling (~0.02 s instead of
+    ~0.13 s for a 16 KiB alternation; RE2 keeps no database and compiles there again)."""
+    spec, diagnostics = check_added(raw, config)
+    if spec is not None:
+        with contextlib.suppress(ValueError):  # (refused again, and reported, at the start)
+            Matcher(spec.pattern, spec.exclude, spec.case_sensitive, store=databases)
+    return spec, diagnostics
 
 
 def bounded(raw: Any) -> None:
