@@ -195,3 +195,15 @@ def test_summarize_for_agent_list(tmp_path: Path) -> None:
     empty = summarize(iter_records(tmp_path / "agents" / "none.jsonl"), "none", "codex")
     assert (empty["status"], empty["turns"], empty["tokens"], empty["last_reply"],
             empty["cursor"]) == ("idle", 0, 0, None, None)
+
+
+@pytest.mark.parametrize("deliveries", [7, True, {"d-1": 1}, [1, {"x": 2}, "d-3"]])
+def test_a_record_with_deliveries_of_the_wrong_type_is_read_not_fatal(
+        tmp_path: Path, deliveries: object) -> None:
+    """`deliveries: 7` in a `dispatch-start` (a damaged or hand-edited stream) was iterated:
+    `agent transcript`, `transcript` and `top`'s agent pane died with a TypeError."""
+    recs = [{"schema": 1, "seq": 1, "cursor": "triage:0000000000000001",
+             "ts": "2026-12-02T14:00:00.000Z", "kind": "dispatch-start", "turnId": "turn-1",
+             "trigger": "wake", "deliveries": deliveries, "provider": "claude"}]
+    (turn,) = transcript(tmp_path, recs=recs)["turns"]
+    assert turn["deliveries"] == (["d-3"] if isinstance(deliveries, list) else [])

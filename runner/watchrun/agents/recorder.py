@@ -239,6 +239,11 @@ async def open_recorder(path: Path, name: str, out: OutputSpec, line_bytes: int,
         opening.add_done_callback(_close_opened)  # at once, or when its thread is done
         raise
     rec = Recorder(sink, log, name, max_bytes=line_bytes, lock=lock)
+    if sink.repaired_bytes:  # as a watcher's stream says it (`runtime/wiring.py`)
+        msg = f"repaired a torn last record ({sink.repaired_bytes} bytes) after a crash"
+        log.warning(msg, name)
+        rec.emit("error", {"code": "sink-repaired", "message": msg,
+                           "bytes": sink.repaired_bytes})
     settle_history(rec, history, clock)
     return rec, history
 

@@ -97,7 +97,9 @@ class Turn:
             self.partial, self.ts = False, epoch(rec.get("ts"))
             self.trigger = rec.get("trigger")
             self.plan = rec["planId"] if isinstance(rec.get("planId"), str) else None
-            self.deliveries += [d for d in rec.get("deliveries") or [] if d not in self.deliveries]
+            ids = rec.get("deliveries")  # (a JSONL is only as trustworthy as its writers)
+            self.deliveries += [d for d in ids if isinstance(d, str) and d not in
+                                self.deliveries] if isinstance(ids, list) else []
         elif kind == "delivery":
             if rec.get("deliveryId") not in self.deliveries:
                 self.deliveries.append(str(rec.get("deliveryId")))
