@@ -16,7 +16,11 @@ from watchrun.config.model import AgentSpec, Limits, WatcherSpec
 from watchrun.match.sanitize import sanitize
 from watchrun.output.runlog import RunLog
 
-__all__ = ["AgentState", "PlanStep", "StepOutcome"]
+__all__ = ["UPDATE_S", "AgentState", "PlanStep", "StepOutcome"]
+
+UPDATE_S = 1.0
+"""A waiting delivery that grows is recorded `queued` again with its count at most this often:
+a runner that dies (SIGKILL) leaves the count the next runner records it `dropped` with."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,9 @@ class AgentState:
     last_reply: str = ""
     taken: PlanStep | None = None
     """The plan step `next_work` gave out last (its turn resolves it)."""
+    recorded: dict[str, tuple[float, asyncio.TimerHandle | None]] = field(default_factory=dict)
+    """Per waiting delivery: when its count was last recorded (the loop's clock), and the timer
+    that records it when its second is up."""
 
     @property
     def busy(self) -> bool:
@@ -84,9 +91,37 @@ class AgentState:
             d.add(lines)
             self.pending[watcher.id] = d
             self.rec.emit("delivery", d.record("queued", limits.match_lines))
+            self.recorded[d.id] = (asyncio.get_running_loop().time(), None)
         else:
             d.add(lines)
+            self._record_count(d, limits.match_lines)
         self.wake.set()
+
+    def _record_count(self, d: Delivery, match_lines: int) -> None:
+        """Record a grown delivery `queued` again with its count: now, when its last record is
+        UPDATE_S old, else by a timer when it is (once; later growth rides along)."""
+        loop = asyncio.get_running_loop()
+        at, timer = self.recorded.get(d.id, (0.0, None))
+        if timer is not None:
+            return
+        if loop.time() - at >= UPDATE_S:
+            self.rec.emit("delivery", d.record("queued", match_lines))
+            self.recorded[d.id] = (loop.time(), None)
+            return
+        later = loop.call_at(at + UPDATE_S, self._recount, d, match_lines)
+        self.recorded[d.id] = (at, later)
+
+    def _recount(self, d: Delivery, match_lines: int) -> None:
+        self.recorded[d.id] = (self.recorded[d.id][0], None)
+        if d.watcher is not None and self.pending.get(d.watcher) is d:  # (still waiting)
+            self._record_count(d, match_lines)
+
+    def forget_counts(self) -> None:
+        """The waiting deliveries were taken or dropped: no count of theirs is due."""
+        for _, timer in self.recorded.values():
+            if timer is not None:
+                timer.cancel()
+        self.recorded.clear()
 
     def queue_send(self, text: str, match_lines: int) -> str:
         """Queue a manual prompt (trigger `send`); returns its delivery id."""
@@ -164,6 +199,7 @@ class AgentState:
         if trigger == "wake":
             batch = sorted(self.pending.values(), key=lambda d: d.seq)
             self.pending = {}
+            self.forget_counts()
             return trigger, batch
         if trigger == "send":
             return trigger, [self.sends.popleft()]
@@ -189,3 +225,4 @@ class AgentState:
         for step in self.steps:
             step.resolve(StepOutcome("dropped", why=reason))
         self.pending, self.sends, self.steps, self.schedule_due = {}, deque(), deque(), None
+        self.forget_counts()
