@@ -267,3 +267,31 @@ def test_run_once_over_a_directory_checkpoint_warns_and_reads_from_the_start(
     assert (f"warning: checkpoint-corrupt: checkpoint {checkpoint} is corrupt: it is a "
             "directory, not a checkpoint file; set aside as") in proc.stderr
     assert "internal" not in proc.stderr and "IsADirectoryError" not in proc.stderr
+
+
+# --- configs `validate` passed and the start refused --------------------------------------
+
+@pytest.mark.parametrize(("text", "where", "says"), [
+    ("watchers: [{id: feb30, command: 'echo hi', pattern: hi, schedule: '0 0 30 2 *'}]\n",
+     "watchers[0].schedule", "is not a valid cron expression"),
+    ('watchers: [{id: e, command: "echo hi", pattern: hi, env: {X: "a\\0b"}}]\n',
+     "watchers[0].env.X", "contains a NUL byte"),
+    ('watchers: [{id: c, command: "echo a\\0b", pattern: hi}]\n',
+     "watchers[0].command", "contains a NUL byte"),
+    ('watchers: [{id: l, command: [echo, "a\\0b"], pattern: hi}]\n',
+     "watchers[0].command[1]", "contains a NUL byte"),
+    ('watchers: [{id: p, path: "x\\0.log", pattern: hi}]\n',
+     "watchers[0].path", "contains a NUL byte"),
+    ('agents: [{name: a, provider: generic, command: [echo, "a\\0"]}]\n',
+     "agents[0].command[1]", "contains a NUL byte"),
+    ('watchers: [{id: w, command: "echo hi", pattern: hi, actions: [{type: exec, '
+     'command: [echo, "\\0"]}]}]\n', "watchers[0].actions[0].command[1]", "contains a NUL byte"),
+], ids=["feb-30", "env", "command", "argv", "path", "agent", "action"])
+def test_what_the_start_cannot_run_is_a_validate_error(tmp_path: Path, text: str, where: str,
+                                                        says: str) -> None:
+    """`validate` said valid (exit 0); `run` then failed at the start with an internal error
+    (`CroniterBadDateError`, `ValueError('embedded null byte')`) and stopped every watcher."""
+    proc = validate(tmp_path, "w.yaml", text)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert any(f": error: {where}: " in ln and says in ln for ln in proc.stdout.splitlines()), \
+        proc.stdout

@@ -64,8 +64,15 @@ def parse_ts(text: object) -> float | None:
 
 
 def next_cron(expr: str, after: float) -> float:
-    """The first tick of cron `expr` (local time, as cron runs) after epoch `after`. croniter
-    is imported here, on first use: a runner without schedules never loads it."""
+    """The first tick of cron `expr` (local time, as cron runs) after epoch `after`. The ticks
+    are counted in local wall time and each is turned into an epoch with the zone's rules for
+    its own date (`mktime`), so `0 9 * * *` is 09:00 on both sides of a DST change (an aware
+    datetime would carry today's UTC offset into every later tick). croniter is imported
+    here, on first use: a runner without schedules never loads it."""
     from croniter import croniter  # type: ignore[import-untyped]
 
-    return float(croniter(expr, datetime.fromtimestamp(after).astimezone()).get_next(float))
+    ticks = croniter(expr, datetime.fromtimestamp(after))  # naive: local wall time
+    while True:
+        at = time.mktime(ticks.get_next(datetime).timetuple())  # (tm_isdst -1: its date's)
+        if at > after:  # (an hour that repeats when DST ends can map to before `after`)
+            return at

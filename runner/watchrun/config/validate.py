@@ -136,6 +136,7 @@ def _agents(ctx: Ctx, raw: Any, limits: Limits) -> list[AgentSpec]:
 
 def _agent(ctx: Ctx, p: KeyPath, a: CMap) -> AgentSpec | None:
     report = ctx.report
+    ctx.executed(p, a)
     command = _agent_command(ctx, p, a)
     prompt = a.get("prompt", DEFAULT_PROMPT)
     if isinstance(prompt, str):

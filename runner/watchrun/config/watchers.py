@@ -70,6 +70,7 @@ def _watcher(
     ctx: Ctx, p: KeyPath, w: CMap, agents: list[str], limits: Limits
 ) -> WatcherSpec | None:
     report = ctx.report
+    ctx.executed(p, w)
     is_file = "path" in w and "command" not in w
     is_command = "command" in w and "path" not in w
     if "path" in w and "command" in w:
