@@ -295,3 +295,12 @@ def test_what_the_start_cannot_run_is_a_validate_error(tmp_path: Path, text: str
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert any(f": error: {where}: " in ln and says in ln for ln in proc.stdout.splitlines()), \
         proc.stdout
+
+
+def test_restart_with_a_schedule_is_a_warning(tmp_path: Path) -> None:
+    """`restart: always` beside `schedule` was accepted in silence and did nothing."""
+    proc = validate(tmp_path, "w.yaml", "watchers: [{id: s, command: 'echo hi', pattern: hi, "
+                    "schedule: '*/5 * * * *', restart: always}]\n")
+    assert proc.returncode == 0, proc.stdout
+    assert "warning: watchers[0].restart: `restart: always` has no effect with `schedule`" \
+        in proc.stdout

@@ -110,6 +110,10 @@ def _watcher(
                       report)
     if "schedule" in w:
         ctx.cron((*p, "schedule"), w["schedule"])
+        if w.get("restart", "never") != "never":
+            report.warning((*p, "restart"), f"`restart: {w['restart']}` has no effect with "
+                           "`schedule`: a scheduled command runs at each tick and is not "
+                           "restarted between them")
     actions = build_actions(ctx, (*p, "actions"), w.get("actions"))
     if report.has_errors or delay is None:
         return None  # no model is built; the checks above still ran and reported
