@@ -2,7 +2,8 @@
 so that neither a SIGKILLed runner nor the next runner of the same output dir leaves them running.
 
 A group is named by its id and its leader's start time (pid reuse cannot fake both), plus the
-spawn id its members inherit. Members are verified in /proc before anything is signalled.
+spawn id its members inherit (which also finds those that left the group with setsid). Members
+are verified in /proc before anything is signalled.
 """
 
 from __future__ import annotations
@@ -34,20 +35,23 @@ class Group:
 
 
 def members(table: dict[int, Stat], group: Group, ids: Callable[[int], str | None]) -> set[int]:
-    """Live processes of `group`: same process group, started no earlier than its leader, and
-    not carrying another spawn id. While a group has members its id cannot be reused, so a live
-    process whose pid is the group id must be the leader itself (same start time); otherwise the
-    group ended long ago and the id now names someone else's group: nothing matches."""
+    """Live processes of `group`, each started no earlier than its leader: those in its process
+    group that carry no other spawn id, and those carrying its spawn id wherever they are (a
+    setsid escapee keeps its environment). While a group has members its id cannot be reused, so
+    a live process whose pid is the group id must be the leader itself (same start time);
+    otherwise the group ended long ago and the id now names someone else's group: only the
+    spawn id (random, one per child) then identifies members."""
     leader = table.get(group.pgid)
-    if leader is not None and leader.start != group.start:
-        return set()
+    reused = leader is not None and leader.start != group.start
     found = set()
     for pid, st in table.items():
-        if st.pgid != group.pgid or st.start < group.start or st.state == "Z":
+        if st.start < group.start or st.state == "Z":
             continue
-        owner = ids(pid)
-        if owner in (None, "", group.spawn_id):  # unreadable, cleared, or ours
-            found.add(pid)
+        if st.pgid == group.pgid and not reused:
+            if ids(pid) in (None, "", group.spawn_id):  # unreadable, cleared, or ours
+                found.add(pid)
+        elif group.spawn_id and ids(pid) == group.spawn_id:
+            found.add(pid)  # left the group (setsid) but is one of ours
     return found
 
 
@@ -59,6 +63,7 @@ def end_groups(groups: list[Group], grace_s: float, sleep: Callable[[float], Non
     if not LINUX or not groups:
         return 0
     ids: dict[tuple[int, int], str | None] = {}
+    me = os.getpid()
 
     def live() -> set[int]:
         table = read_table()
@@ -69,7 +74,8 @@ def end_groups(groups: list[Group], grace_s: float, sleep: Callable[[float], Non
                 ids[key] = spawn_id_of(pid)
             return ids[key]
 
-        return set().union(*(members(table, g, owner) for g in groups))
+        # never this process: a runner started by a predecessor's command carries its spawn id
+        return set().union(*(members(table, g, owner) for g in groups)) - {me}
 
     hit = live()
     signalled = set(hit)

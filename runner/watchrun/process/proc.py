@@ -62,6 +62,8 @@ class Proc:
         self._info: ExitInfo | None = None
         self._ids: dict[tuple[int, int], str | None] = {}  # (pid, start time) -> spawn id
         self._group = True  # does a live process still have our pgid?
+        self.signalled = 0
+        """Processes of the tree the last `terminate` sent SIGTERM, SIGKILL or both."""
         self.extra: list[asyncio.BaseTransport | asyncio.Future[None]] = []  # pty, stdin feeder
 
     async def read(self, n: int) -> bytes:
@@ -108,22 +110,22 @@ class Proc:
             else:
                 extra.cancel()
 
-    async def _live(self) -> tuple[set[int], bool]:
+    async def _live(self, strays: bool = True) -> tuple[set[int], bool]:
         """Live members of the tree, and whether zombies in it are still to be handed to us
         (their parent is a dying member; the /proc scan is not atomic). Reaps adopted ones.
         The scan (every process's stat, environs of new ones) runs in a thread; reaping, which
         must not race a spawn, on the loop."""
         if not LINUX:
             return set() if self._protocol.exited.done() else {self.pid}, False
-        table, fam = await asyncio.to_thread(self._scan, self._protocol.exited.done())
+        table, fam = await asyncio.to_thread(self._scan, self._protocol.exited.done(), strays)
         reap(fam, table)
         live = {p for p in fam if table[p].state != "Z"}
         self._group = any(table[p].pgid == self.pgid for p in live)
         return live, any(table[p].state == "Z" and table[p].ppid in fam for p in fam)
 
-    def _scan(self, exited: bool) -> tuple[dict[int, Stat], set[int]]:
+    def _scan(self, exited: bool, strays: bool) -> tuple[dict[int, Stat], set[int]]:
         table = read_table()
-        return table, family(table, self.pid, self.pgid, self._id, exited, self._ids)
+        return table, family(table, self.pid, self.pgid, self._id, exited, self._ids, strays)
 
     def _send(self, pids: set[int], sig: signal.Signals) -> None:
         group = [(os.killpg, self.pgid)] if self._group else []
@@ -131,28 +133,31 @@ class Proc:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 kill(target, sig)
 
-    async def terminate(self, grace_s: float) -> ExitInfo:
-        """SIGTERM the tree, wait `grace_s`, SIGKILL what is left (escapees included), reap."""
+    async def terminate(self, grace_s: float, *, strays: bool = True) -> ExitInfo:
+        """SIGTERM the tree, wait `grace_s`, SIGKILL what is left (escapees included), reap.
+        `strays`: also unattributed orphans re-parented to us (see `tree.family`)."""
         self._stopping = True
         loop = asyncio.get_running_loop()
         sent: list[str] = []
-        live, settling = await self._live()
+        live, settling = await self._live(strays)
+        signalled = set(live)
         if live:
             self._send(live, signal.SIGTERM)
             sent.append("SIGTERM")
             deadline = loop.time() + grace_s
             while live and loop.time() < deadline and not self._hurry:
                 await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
-                live, settling = await self._live()
+                live, settling = await self._live(strays)
         killed: set[int] = set()
         deadline = loop.time() + 10.0
         while (live or settling) and loop.time() < deadline:  # a forking tree may add members
             self._send(live, signal.SIGKILL)
             killed |= live
             await asyncio.sleep(0.01)
-            live, settling = await self._live()
+            live, settling = await self._live(strays)
         sent += ["SIGKILL"] if killed else []
         info = await self.wait()
+        self.signalled = len(signalled | killed)
         return replace(info, stragglers=len(killed), signals_sent=tuple(sent))
 
 

@@ -152,11 +152,11 @@ def reap_orphans() -> int:
 
 
 def family(table: dict[int, Stat], pid: int, pgid: int, spawn_id: str, exited: bool,
-           ids: dict[tuple[int, int], str | None]) -> set[int]:
+           ids: dict[tuple[int, int], str | None], strays: bool = True) -> set[int]:
     """The tree of child `pid`: the child, everything in its session or group, everything
-    carrying its spawn id, unattributed orphans re-parented to us, and all descendants of
-    those. `ids` remembers (pid, start time) -> spawn id across calls; `exited`: the child
-    was reaped."""
+    carrying its spawn id, unattributed orphans re-parented to us (unless `strays` is false:
+    they may be another child's), and all descendants of those. `ids` remembers
+    (pid, start time) -> spawn id across calls; `exited`: the child was reaped."""
     me, my_sid = os.getpid(), os.getsid(0)
     fam: set[int] = set()
     for p, st in table.items():
@@ -174,7 +174,8 @@ def family(table: dict[int, Stat], pid: int, pgid: int, spawn_id: str, exited: b
             owner = ids[p, st.start]
             # Unattributed adoptee: a setsid'd orphan that wiped its environment. Not while
             # a spawn is in flight: its fresh child has our environ until it execs.
-            orphan = owner == "" and st.ppid == me and st.sid != my_sid and not _in_flight
+            orphan = (strays and owner == "" and st.ppid == me and st.sid != my_sid
+                      and not _in_flight)
             if owner == spawn_id or orphan:
                 fam.add(p)
     kids: dict[int, list[int]] = {}

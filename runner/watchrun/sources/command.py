@@ -200,6 +200,8 @@ class CommandSource:
             stopped = await self._read(proc, framer, ctx, n)
             info = stopped or await proc.wait()
             await self._deliver(ctx, framer.finish())  # the last line, even without a newline
+            if stopped is None:
+                info = await self._end_rest(proc, ctx, n, info)
         except asyncio.CancelledError:  # stopping: the echo no longer waits for its reader
             info = await asyncio.shield(proc.terminate(self._grace))
             self.last_exit = info
@@ -211,6 +213,21 @@ class CommandSource:
             raise
         await self._finish(ctx, n, info)
         return info
+
+    async def _end_rest(self, proc: Proc, ctx: SourceContext, n: int,
+                        info: ExitInfo) -> ExitInfo:
+        """The run is over (exit and EOF); stop what it left running, e.g. a daemon it forked
+        (as systemd stops the rest of a service's control group), so that nothing outlives its
+        run untracked and the next run starts clean."""
+        ended = await proc.terminate(self._grace, strays=False)
+        if not ended.signals_sent:
+            return info
+        left = proc.signalled
+        await ctx.event("error", code="left-running", run=n, count=left, message=(
+            f"run {n}: the command exited but {left} process{'es' if left != 1 else ''} it "
+            f"started kept running; stopped {'them' if left != 1 else 'it'} "
+            f"({ended.stragglers} needed SIGKILL)"))
+        return ended
 
     async def _finish(self, ctx: SourceContext, n: int, info: ExitInfo) -> None:
         """The run's `exit` record."""

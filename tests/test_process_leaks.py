@@ -1,0 +1,223 @@
+"""No process outlives what it belongs to: a daemon a command forked is stopped when its run ends
+(`error: left-running`), and a setsid escapee carrying the spawn id is ended by the guardian or
+the next runner when the runner is SIGKILLed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from liverunner import LiveRunner, wait_for, write_config
+from recordcheck import validate_records
+
+from watchrun.process.groups import Group, members
+from watchrun.process.tree import Stat
+
+# A command that daemonizes: a child forks a grandchild (stdio on /dev/null, still in the
+# command's group and session) that writes its pid to argv[1]; once it has (its exec closes
+# the pipe), the command says so and exits 0.
+DAEMONIZE = """\
+import os, sys
+r, w = os.pipe()
+if os.fork() == 0:
+    if os.fork() == 0:
+        fd = os.open("/dev/null", os.O_RDWR)
+        for i in (0, 1, 2):
+            os.dup2(fd, i)
+        with open(sys.argv[1], "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        os.execvp("sleep", ["sleep", "1000"])
+    os._exit(0)
+os.close(w)
+os.read(r, 1)
+os.wait()
+print("daemon started", flush=True)
+"""
+
+# A command that keeps running while a child of it leaves its session and group (setsid),
+# environment intact, and writes its pid to argv[1].
+ESCAPE = """\
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    fd = os.open("/dev/null", os.O_RDWR)
+    for i in (0, 1, 2):
+        os.dup2(fd, i)
+    with open(sys.argv[1], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    os.execvp("sleep", ["sleep", "1000"])
+print("up", flush=True)
+time.sleep(1000)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def pids_in(path: Path) -> list[int]:
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def sid_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[3])
+
+
+def guardian_of(runner: int) -> int:
+    def find() -> int | None:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmd = (entry / "cmdline").read_bytes()
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if (b"watchrun.process.guard" in cmd
+                    and int(stat[stat.rindex(")") + 2:].split()[1]) == runner):
+                return int(entry.name)
+        return None
+    return int(wait_for(find, "the guardian process"))
+
+
+def watcher(tmp_path: Path, script: str, pattern: str, **extra: object) -> tuple[Path, Path]:
+    """A config running `script` (which writes the pids to watch to the returned file)."""
+    (tmp_path / "cmd.py").write_text(script)
+    pids = tmp_path / "pids"
+    config = write_config(tmp_path, {"limits": {"stopTimeout": "2s"}, "watchers": [
+        {"id": "svc", "command": [sys.executable, "cmd.py", str(pids)], "pattern": pattern,
+         **extra}]})
+    return config, pids
+
+
+def kinds(r: LiveRunner, kind: str) -> list[dict[str, object]]:
+    return [rec for rec in r.records("svc") if rec["kind"] == kind]
+
+
+# --- a daemon left by a run that ended ---------------------------------------------------
+
+
+def test_a_daemon_left_by_a_run_is_stopped_when_the_run_ends(tmp_path: Path) -> None:
+    config, pids = watcher(tmp_path, DAEMONIZE, "started")
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: kinds(r, "exit"), "the run to end")
+        [daemon] = pids_in(pids)
+        assert not alive(daemon)  # stopped while the runner goes on
+        assert r.proc.poll() is None
+        [error] = kinds(r, "error")
+        assert (error["code"], error["run"], error["count"]) == ("left-running", 1, 1)
+        assert "1 process it started kept running; stopped it" in str(error["message"])
+        [exit_] = kinds(r, "exit")
+        assert (exit_["exitCode"], exit_["status"], exit_["signals"]) == (0, "exited",
+                                                                          ["SIGTERM"])
+        assert r.stop() == 0
+        assert r.left == []
+    finally:
+        r.close()
+    records = validate_records(tmp_path / ".watchrun" / "watchers" / "svc.jsonl")
+    assert [rec["kind"] for rec in records if rec["kind"] in ("error", "exit")] == [
+        "error", "exit"]
+
+
+def test_restarts_do_not_pile_up_daemons_and_sigterm_leaves_none(tmp_path: Path) -> None:
+    config, pids = watcher(tmp_path, DAEMONIZE, "started", restart="always",
+                           restartDelay="100ms")
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: len(kinds(r, "exit")) >= 3, "three runs to end")
+        ended = len(kinds(r, "exit"))
+        started = pids_in(pids)
+        assert len(started) >= ended
+        assert not any(alive(p) for p in started[:ended])  # one daemon per finished run: gone
+        assert len(kinds(r, "error")) >= 3
+        assert {e["code"] for e in kinds(r, "error")} == {"left-running"}
+        assert r.stop() == 0
+        assert r.left == []
+        assert not any(alive(p) for p in pids_in(pids))
+    finally:
+        r.close()
+    validate_records(tmp_path / ".watchrun" / "watchers" / "svc.jsonl")
+
+
+# --- a setsid escapee of a running command, runner SIGKILLed -----------------------------
+
+
+def escapee_up(r: LiveRunner, pids: Path) -> int:
+    wait_for(lambda: r.matches("svc") and pids_in(pids), "the command and its escapee")
+    [escapee] = pids_in(pids)
+    [start] = [rec for rec in r.records("svc") if rec["kind"] == "start"]
+    assert sid_of(escapee) not in (start["pid"], r.pid)  # it left the command's session
+    assert f"WATCHRUN_SPAWN_ID={r.pid}.".encode() in Path(f"/proc/{escapee}/environ").read_bytes()
+    return escapee
+
+
+def test_the_guardian_ends_a_setsid_escapee_of_a_sigkilled_runner(tmp_path: Path) -> None:
+    config, pids = watcher(tmp_path, ESCAPE, "up")
+    r = LiveRunner(config)
+    try:
+        escapee = escapee_up(r, pids)
+        r.proc.kill()  # SIGKILL: no shutdown; only the guardian is left to end it
+        r.proc.wait()
+        wait_for(lambda: not alive(escapee), "the guardian to end the escapee", 10)
+    finally:
+        r.close()
+
+
+def test_the_next_runner_ends_a_setsid_escapee_a_killed_runner_left(tmp_path: Path) -> None:
+    config, pids = watcher(tmp_path, ESCAPE, "up")
+    first = LiveRunner(config)
+    second: LiveRunner | None = None
+    try:
+        escapee = escapee_up(first, pids)
+        [start] = [rec for rec in first.records("svc") if rec["kind"] == "start"]
+        os.kill(guardian_of(first.pid), signal.SIGKILL)
+        first.proc.kill()
+        first.proc.wait()
+        wait_for(lambda: not alive(int(str(start["pid"]))), "PR_SET_PDEATHSIG to end the command",
+                 10)
+        assert alive(escapee)  # only a runner can end it now
+        pids.unlink()
+        second = LiveRunner(config)
+        second.wait_log("ended 1 processes left running by a previous runner "
+                        f"(pid {first.pid}) of this output dir")
+        assert not alive(escapee)
+        wait_for(lambda: pids_in(pids), "the watcher to start again")
+        assert second.stop() == 0
+        assert second.left == []
+    finally:
+        if second is not None:
+            second.close()
+        first.close()  # only now: it kills what the first runner left, if a check failed
+
+
+def st(pgid: int, start: int) -> Stat:
+    return Stat("S", 1, pgid, pgid, start)
+
+
+def owned(owners: dict[int, str | None]) -> Callable[[int], str | None]:
+    return lambda pid: owners.get(pid, "")
+
+
+def test_members_include_escapees_by_spawn_id_and_no_one_else() -> None:
+    group = Group(10, 500, "me.1.x")
+    cases: list[tuple[dict[int, Stat], dict[int, str | None], set[int]]] = [
+        ({10: st(10, 500), 13: st(13, 520)}, {13: "me.1.x"}, {10, 13}),  # a setsid escapee
+        ({11: st(10, 510), 13: st(13, 520)}, {13: "me.1.x"}, {11, 13}),  # the leader died
+        ({10: st(10, 900), 13: st(13, 920)}, {13: "me.1.x"}, {13}),  # group id reused
+        ({13: st(13, 520)}, {13: "other.1.x"}, set()),  # another child's escapee
+        ({13: st(13, 400)}, {13: "me.1.x"}, set()),  # older than our leader: not ours
+        ({13: st(13, 520)}, {13: None}, set()),  # outside the group, environ unreadable
+    ]
+    for table, owners, expected in cases:
+        assert members(table, group, owned(owners)) == expected, table
+    # without a spawn id to go by, nothing outside the group is taken
+    assert members({13: st(13, 520)}, Group(10, 500, ""), lambda pid: "") == set()
