@@ -144,18 +144,7 @@ class FileSource(Rotation):
                     gen.grew_at = now
                     self._later(watch, self.rotate_wait)
                 idle = now - (gen.grew_at or now) >= self.rotate_wait
-                early = len(self._old) > self.max_gens and gen is self._old[0]
-                if early and not idle:  # its writer may still add to it: say so
-                    await ctx.event("gap", reason="max-generations", path=gen.path,
-                                    inode=gen.inode, offset=gen.pos, lineNo=gen.framer.line_no,
-                                    unreadBytes=0, message=(
-                                        f"the rotated file opened as {gen.path} (inode "
-                                        f"{gen.inode}) is no longer read from byte {gen.pos} "
-                                        "on: more than "
-                                        f"limits.maxGenerations={self.max_gens} rotated files "
-                                        "were open, and it had grown in the last rotateWait; "
-                                        "what its writer adds from now on is not read"))
-                if idle or early:
+                if idle or (len(self._old) > self.max_gens and gen is self._old[0]):
                     await self._release(ctx, gen, watch)
             if self._cur is None:
                 await self._appear(ctx, watch)
