@@ -133,11 +133,32 @@ class Followed:
             # find an earlier truncation of the same inode after a crash)
         return gen
 
+    def _again(self, ctx: SourceContext, o: Opened) -> Generation | None:
+        """The path points back at a generation read before (a symlink flipped back, a hard
+        link): still open (rotated away, read for rotateWait), it is followed on from where it
+        is, not read by a second reader; once released, it is opened again at its checkpoint
+        (no longer finished). After the `rotate` record that says so."""
+        if o.origin is None or (o.origin.dev, o.origin.inode) != (o.st.st_dev, o.st.st_ino):
+            return None
+        if o.announce is not None:
+            o.announce["reason"] = "rename"  # (not a new file: its lines go on)
+        self._history = [cp for cp in self._history if cp is not o.origin]
+        gen = next((g for g in self._old if (g.dev, g.inode) == (o.origin.dev, o.origin.inode)),
+                   None)
+        if gen is None:
+            return None
+        os.close(o.fd)
+        self._old.remove(gen)
+        gen.announce, gen.grew_at = o.announce, None
+        if gen.announce is not None and (first := next_seq(ctx)) is not None:
+            gen.done_seq = first  # (nothing past `done` is recorded yet: its records follow)
+        return gen
+
     async def _apply(self, ctx: SourceContext, watch: Watch, plan: Plan, *,
                      start: list[str] | None = None, seq: int | None = None) -> None:
         """Open what a plan found: the last generation is followed, the others are read first
         (at once) and kept open for rotateWait; the one followed until now joins them."""
-        gens = [await self._open(ctx, o, seq) for o in plan.steps]
+        gens = [self._again(ctx, o) or await self._open(ctx, o, seq) for o in plan.steps]
         *olds, cur = gens
         before = self._cur  # (read to its end first: a crash may come before the next look)
         if start is not None:

@@ -86,6 +86,16 @@ def same_head(cp: Checkpoint, fd: int) -> bool:
     return bool(head) and len(head) == cp.fingerprint_len and fingerprint(head) == cp.fingerprint
 
 
+def begins_as(cp: Checkpoint, head: bytes) -> bool:
+    """`head`, the first FINGERPRINT_BYTES of some content (all of it when it holds fewer),
+    begins with the checkpointed generation's first bytes; and when that generation is
+    finished and held fewer than FINGERPRINT_BYTES, `head` holds no more than it did."""
+    n = cp.fingerprint_len
+    if not n or len(head) < n or fingerprint(head[:n]) != cp.fingerprint:
+        return False
+    return not cp.finished or n == FINGERPRINT_BYTES or len(head) == n
+
+
 def identifies(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
     """True when the open file is the checkpoint's generation: same device and inode, and it
     still holds what was read (an inode can be reused; a file can be rewritten in place)."""

@@ -111,8 +111,11 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
     last = known[-1]
     entries = scan(path, known)
     taken = {_ident(cur.st)} if cur is not None else set()
+    back = _read_before(cur, known[:-1]) if cur is not None and not at_path else None
+    if cur is not None and back is not None:  # the path points back at a generation read
+        cur.start, cur.line_no, cur.origin = back.offset, back.line_no, back  # before
     for cp in known:
-        if (cp.finished and cp is not last) or (cp is last and at_path):
+        if (cp.finished and cp is not last) or (cp is last and at_path) or cp is back:
             continue
         found = locate(cp, entries, taken)
         if found is not None:
@@ -122,11 +125,17 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
             plan.gaps.append(missing_gap(cp, recorded.last(cp)))
     if not at_path:  # generations rotated after the one followed, before the file at the path
         before = plan.steps[-1].path if plan.steps else None
-        fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, before)
+        fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, before,
+                            drained=_finished(known))
         plan.steps += fresh
         plan.gaps += gaps
     elif cur is not None and _emptied(last, cur):
         _copied_since(cur, last, entries, known, taken, max_n, plan)
+
+
+def _finished(known: list[Checkpoint]) -> list[Checkpoint]:
+    """Generations read to their end, at a start (none is open yet)."""
+    return [cp for cp in known if cp.finished]
 
 
 def _emptied(last: Checkpoint, cur: Opened) -> bool:
@@ -143,7 +152,7 @@ def _copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: li
     after a truncation): nothing tells whether it was truncated again since. Copies made after
     that checkpoint (copytruncate while the runner was frozen or down) hold what it was
     written meanwhile: the oldest continues it, the file at the path is truncated since."""
-    fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n)
+    fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, drained=_finished(known))
     Plan([o for o in fresh if not o.st.st_size]).close()  # copies of it still empty: nothing
     fresh = [o for o in fresh if o.st.st_size]  # to read, and no sign it was emptied again
     if fresh and _begins_alike(fresh[-1], cur):  # a snapshot (a backup), not truncated since
@@ -167,7 +176,9 @@ def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, reused: bool,
     copy = next((s for s in plan.steps if s.origin is last), None)
     prev = last.inode
     for o in plan.steps:
-        if o.origin is None:
+        if o is cur and o.origin is not None and o.origin is not last:  # back at one read
+            o.announce = {"reason": "rename", "inode": o.st.st_ino, "oldInode": prev}
+        elif o.origin is None:
             reason = "rename"
             if o is cur and (rewritten or (reused and copy is not None)):
                 reason = "truncate"  # (copytruncate while the runner was down)
@@ -183,6 +194,13 @@ def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, reused: bool,
                 o.announce |= {"oldSize": last.size, "unreadBytes": unread}
         prev = o.st.st_ino
     return plan
+
+
+def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
+    """The newest of the checkpointed generations that the file at the path is (its inode,
+    still holding what was read of it): the path was pointed back at it (a symlink flipped
+    back, a hard link), so it is read on from its checkpoint, not again from its start."""
+    return next((cp for cp in reversed(known) if identifies(cp, cur.fd, cur.st)), None)
 
 
 def _begins_alike(copy: Opened, cur: Opened) -> bool:
@@ -214,9 +232,17 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
             if plan.copy is not None:
                 taken.add(_ident(plan.copy.st))
         before = next((e.path for e in entries if _ident(e.st) == (ended.dev, ended.inode)), None)
-        fresh, gaps = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n, before)
+        # while running, every generation known is finished or still open (read to its end
+        # yet), but for the one truncated: what it held past the truncation is lost
+        cut = (ended.dev, ended.inode) if truncated else None
+        drained = [cp for cp in [*known, ended] if (cp.dev, cp.inode) != cut]
+        fresh, gaps = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n, before,
+                            drained=drained)
         plan.steps, plan.gaps = fresh, gaps
         if cur is not None and not truncated:  # (a deleted file's inode may be reused at once)
+            back = _read_before(cur, known)
+            if back is not None:  # (the source goes on with it when it is still open)
+                cur.start, cur.line_no, cur.origin = back.offset, back.line_no, back
             plan.steps.append(cur)
             plan.at_path = True
         elif cur is not None:

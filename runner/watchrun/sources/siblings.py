@@ -3,16 +3,20 @@ old targets of a swapped symlink) and plan what to read, oldest first. Runs in w
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import errno
+import lzma
 import os
 import re
+import zlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from watchrun.sources.generation import open_regular
-from watchrun.sources.identity import Checkpoint, holds, identifies
+from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, begins_as, holds, identifies
 
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzma", ".z", ".zip", ".br", ".7z")
 _MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18", b"PK\x03")
@@ -61,14 +65,25 @@ class Entry:
 
 
 def open_at_path(path: Path) -> Opened | None:
-    """The file at the path, or None when it is missing."""
+    """The file at the path, or None when it is missing. Through a symlink, the path it is
+    opened as is its target's (where its checkpoint says it was last seen: after the link
+    is swapped, it is found there)."""
     try:
         fd, st = open_regular(path)
     except OSError as exc:
         if exc.errno in _MISSING:
             return None
         raise
-    return Opened(fd, st, str(path))
+    return Opened(fd, st, _target(path, fd))
+
+
+def _target(path: Path, fd: int) -> str:
+    if not os.path.islink(path):
+        return str(path)
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")  # (the file opened, not the link's now)
+    except OSError:
+        return os.path.realpath(path)
 
 
 def _mask(name: str) -> str:
@@ -77,13 +92,17 @@ def _mask(name: str) -> str:
 
 def scan(path: Path, known: list[Checkpoint]) -> list[Entry]:
     """Regular files (symlinks are not followed) beside the path whose names start with the
-    path's name, or, for the targets of a symlinked path, that only differ from a target's
-    name in their digits (`app-0001.log` → `app-0002.log`). The path itself is not one."""
+    path's name, or, for a symlinked path, that are where a checkpointed generation was (its
+    target then) or only differ from a target's name in their digits (`app-0001.log` →
+    `app-0002.log`). The path itself and its target now are not among them."""
     rules: dict[str, set[tuple[str, bool]]] = {str(path.parent): {(path.name, False)}}
     targets = [Path(cp.path) for cp in known]
+    own: set[str] = set()  # a symlink's targets themselves (`a.log` when it was `b.log`)
     with contextlib.suppress(OSError):
         if path.is_symlink():
-            targets.append(Path(os.path.realpath(path)))
+            now = Path(os.path.realpath(path))
+            own = {str(t) for t in targets if t not in (path, now)}
+            targets.append(now)
     for t in targets:
         if t != path:
             rules.setdefault(str(t.parent), set()).add((t.name, True))
@@ -96,10 +115,10 @@ def scan(path: Path, known: list[Checkpoint]) -> list[Entry]:
                 raise
             continue
         for e in entries:
-            if e.path == str(path) or not any(
+            if e.path == str(path) or (e.path not in own and not any(
                 e.name != b and (e.name.startswith(b) or (masked and _mask(e.name) == _mask(b)))
                 for b, masked in bases
-            ):
+            )):
                 continue
             try:
                 if not e.is_file(follow_symlinks=False):
@@ -148,6 +167,50 @@ def _is_compressed(fd: int) -> bool:
     return os.pread(fd, 4, 0).startswith(_MAGIC)
 
 
+COMPRESSED_READ = 1 << 20
+"""At most this much of a compressed sibling is read to see what it begins with (bzip2 gives
+nothing of a block, up to 900 kB of text, before the whole block is in)."""
+
+
+def _compressed_head(fd: int) -> bytes | None:
+    """The first FINGERPRINT_BYTES of what a gzip, bzip2 or xz file holds (all of it when it
+    holds fewer; nothing when the file is empty, as one is while its compressor starts), from
+    at most COMPRESSED_READ bytes of it; None for other formats, for content that cannot be
+    decompressed, and when the head is not within that bound."""
+    magic = os.pread(fd, 6, 0)
+    if not magic:
+        return b""
+    d: zlib._Decompress | bz2.BZ2Decompressor | lzma.LZMADecompressor
+    if magic.startswith(b"\x1f\x8b"):
+        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    elif magic.startswith(b"BZh"):
+        d = bz2.BZ2Decompressor()
+    elif magic.startswith(b"\xfd7zXZ"):
+        d = lzma.LZMADecompressor(lzma.FORMAT_XZ)
+    else:
+        return None
+    out, pos = b"", 0
+    try:
+        while len(out) < FINGERPRINT_BYTES and pos < COMPRESSED_READ and not d.eof:
+            data = os.pread(fd, 64 * 1024, pos)
+            if not data:
+                return None  # (cut short: still being written, or damaged)
+            pos += len(data)
+            out += d.decompress(data, FINGERPRINT_BYTES - len(out))
+    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+        return None
+    if len(out) < FINGERPRINT_BYTES and (not d.eof or d.unused_data):
+        return None  # not within the bound, or more streams follow the first
+    return out
+
+
+def _read_before(fd: int, drained: Collection[Checkpoint]) -> bool:
+    """A compressed file holds a generation read to its end (or still open, so read to its
+    end yet), or nothing at all: compressing it lost nothing."""
+    head = _compressed_head(fd)
+    return head is not None and (not head or any(begins_as(cp, head) for cp in drained))
+
+
 def _numbers(path: str) -> tuple[int, ...]:
     return tuple(int(d) for d in _DIGITS.findall(os.path.basename(path)))
 
@@ -166,34 +229,38 @@ def _oldest_first(found: list[Opened], before: str | None) -> None:
 
 
 def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
-          taken: set[tuple[int, int]], max_n: int, before: str | None = None
-          ) -> tuple[list[Opened], list[dict[str, Any]]]:
+          taken: set[tuple[int, int]], max_n: int, before: str | None = None, *,
+          drained: Collection[Checkpoint] = ()) -> tuple[list[Opened], list[dict[str, Any]]]:
     """Generations rotated after `after_ns` that hold nothing already read, oldest first (by
-    modification time, see `_oldest_first`), at most the newest `max_n`; gaps for compressed
-    and skipped ones."""
+    modification time, see `_oldest_first`), at most the newest `max_n`; gaps for skipped
+    ones and for compressed ones, unless they begin as one of the generations `drained` (read
+    to their end, or still open) or hold nothing."""
     found: list[Opened] = []
     gaps: list[dict[str, Any]] = []
     try:
         for e in entries:
             if (e.st.st_dev, e.st.st_ino) in taken or e.st.st_mtime_ns < after_ns:
                 continue
-            if e.compressed:
-                gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
-                             "message": f"{e.path} was rotated and compressed before it was "
-                                        "read"})
-                continue
             o = _open_entry(e)
-            if o is None:
+            if e.compressed:  # (by name: the gap stands when it cannot be opened either)
+                if o is None or not _read_before(o.fd, drained):
+                    gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
+                                 "message": f"{e.path} was rotated and compressed before it "
+                                            "was read"})
+            elif o is None:
                 continue
-            if any(holds(cp, o.fd, o.st) for cp in known):
-                os.close(o.fd)  # a generation (or a copy of one) read before
+            elif any(holds(cp, o.fd, o.st) for cp in known):
+                pass  # a generation (or a copy of one) read before
             elif _is_compressed(o.fd):
-                gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
-                             "unreadBytes": o.st.st_size,
-                             "message": f"{e.path} is compressed; only plain files are read"})
-                os.close(o.fd)
+                if not _read_before(o.fd, drained):
+                    gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
+                                 "unreadBytes": o.st.st_size, "message": f"{e.path} is "
+                                 "compressed; only plain files are read"})
             else:
                 found.append(o)
+                continue
+            if o is not None:
+                os.close(o.fd)
     except OSError:
         Plan(found).close()  # out of descriptors: the caller looks again later
         raise

@@ -1,0 +1,261 @@
+"""The real runner against rotations that once made it claim losses it had not had, or record
+lines twice: a generation compressed after it was read (delaycompress, the compressor giving
+the archive a new mtime), and the followed path pointed back at a generation already read."""
+
+from __future__ import annotations
+
+import bz2
+import collections
+import gzip
+import lzma
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import LiveRunner, read_records, wait_for, write_config
+
+Compress = Callable[[bytes], bytes]
+COMPRESSORS: dict[str, tuple[str, Compress]] = {
+    "gzip": (".gz", gzip.compress),
+    "bzip2": (".bz2", bz2.compress),
+    "xz": (".xz", lzma.compress),
+}
+
+
+def config_for(tmp_path: Path, log: Path, rotate_wait: str = "300ms") -> Path:
+    return write_config(tmp_path, {"limits": {"rotateWait": rotate_wait}, "watchers": [
+        {"id": "app", "path": str(log), "pattern": "^L", "fromStart": True}]})
+
+
+def records(tmp_path: Path) -> list[dict[str, Any]]:
+    return read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+
+
+def counted(tmp_path: Path) -> collections.Counter[int]:
+    """Line number → how often it was recorded."""
+    return collections.Counter(int(r["line"].split()[0][1:]) for r in records(tmp_path)
+                               if r["kind"] == "match")
+
+
+def write(log: Path, first: int, last: int) -> None:
+    with log.open("a") as f:
+        f.writelines(f"L{i} payload\n" for i in range(first, last + 1))
+
+
+def read_up_to(tmp_path: Path, n: int) -> None:
+    wait_for(lambda: n in counted(tmp_path), f"line L{n} recorded")
+
+
+def rotate_compressing(log: Path, suffix: str, compress: Compress) -> None:
+    """A rename rotation with delaycompress: .2<suffix> → .3<suffix>, .1 → .2, the file →
+    .1, a new empty file; then .2 compressed into .2<suffix> (a new file, with a new mtime)
+    and removed."""
+    one, two = Path(f"{log}.1"), Path(f"{log}.2")
+    if Path(f"{two}{suffix}").exists():
+        Path(f"{two}{suffix}").rename(f"{log}.3{suffix}")
+    if one.exists():
+        one.rename(two)
+    log.rename(one)
+    log.touch()
+    if two.exists():
+        Path(f"{two}{suffix}").write_bytes(compress(two.read_bytes()))
+        two.unlink()
+
+
+def open_files(r: LiveRunner) -> list[str]:
+    """What the runner's descriptors point at (a deleted file's name ends in ` (deleted)`)."""
+    targets = []
+    for fd in Path(f"/proc/{r.pid}/fd").iterdir():
+        try:
+            targets.append(os.readlink(fd))
+        except OSError:
+            continue
+    return targets
+
+
+def released(r: LiveRunner, log: Path, *others: Path) -> bool:
+    """The runner holds no rotated generation of `log` open (nor `others`): each was read to
+    its end and released after rotateWait."""
+    return not any(t.startswith(f"{log}.") or t.split(" (deleted)")[0] in map(str, others)
+                   for t in open_files(r))
+
+
+def rotations_compressing(tmp_path: Path, r: LiveRunner, log: Path, kind: str, *,
+                          release: bool) -> int:
+    """Four rotations with delaycompress, each after every line was recorded (and, with
+    `release`, after the runner released the rotated generations); the lines written."""
+    suffix, compress = COMPRESSORS[kind]
+    n = 0
+    r.wait_running()
+    for _ in range(4):
+        write(log, n + 1, n + 100)
+        n += 100
+        read_up_to(tmp_path, n)
+        if release:
+            wait_for(lambda: released(r, log), "the rotated generations released")
+        rotate_compressing(log, suffix, compress)
+    write(log, n + 1, n + 100)
+    n += 100
+    read_up_to(tmp_path, n)
+    return n
+
+
+def every_line_once(tmp_path: Path, *ranges: range) -> None:
+    got = counted(tmp_path)
+    assert [k for k, v in got.items() if v > 1] == []
+    assert sorted(got) == [i for rng in ranges for i in rng]
+
+
+@pytest.mark.parametrize("kind", list(COMPRESSORS))
+@pytest.mark.parametrize("release", [True, False], ids=["released", "still-open"])
+def test_a_generation_compressed_after_it_was_read_is_no_gap(tmp_path: Path, kind: str,
+                                                             release: bool) -> None:
+    """The compressed generation was read to its end and released, or is still open (read
+    to its end through its descriptor): every line once, and no `gap` claims a loss."""
+    log = tmp_path / "app.log"
+    log.touch()
+    r = LiveRunner(config_for(tmp_path, log, "300ms" if release else "30s"))
+    try:
+        n = rotations_compressing(tmp_path, r, log, kind, release=release)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    every_line_once(tmp_path, range(1, n + 1))
+    assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
+
+
+def test_only_a_generation_compressed_before_it_was_read_is_a_gap(tmp_path: Path) -> None:
+    """Generations compressed after they were read are no gap; one rotated and compressed
+    while the runner was down, before it was read, is: `gap{compressed}` names the archive
+    (and `gap{missing}` the generation, gone from the line after the last one read)."""
+    log = tmp_path / "app.log"
+    log.touch()
+    suffix, compress = COMPRESSORS["gzip"]
+    r = LiveRunner(config_for(tmp_path, log))
+    try:
+        n = rotations_compressing(tmp_path, r, log, "gzip", release=True)
+        wait_for(lambda: released(r, log), "the rotated generations released")
+        assert r.stop() == 0, r.stderr()
+        write(log, n + 1, n + 50)  # never read: rotated and compressed while the runner is down
+        lost, unread = log.stat().st_ino, Path(f"{log}.down{suffix}")
+        log.rename(f"{log}.down")
+        unread.write_bytes(compress(Path(f"{log}.down").read_bytes()))
+        Path(f"{log}.down").unlink()
+        write(log, n + 51, n + 60)
+        r = LiveRunner(config_for(tmp_path, log))
+        r.wait_running()
+        read_up_to(tmp_path, n + 60)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    every_line_once(tmp_path, range(1, n + 1), range(n + 51, n + 61))
+    gaps = sorted((x["reason"], x["path"], x["inode"]) for x in records(tmp_path)
+                  if x["kind"] == "gap")
+    assert gaps == [("compressed", str(unread), unread.stat().st_ino),
+                    ("missing", str(log), lost)]
+
+
+def point_back(log: Path, link: str) -> None:
+    """The path is made to name the first generation again, `a.log` (symlink: `ln -sfn`) or
+    `app.log.1` (hard link: `ln -f`), in one rename."""
+    tmp = log.with_name("tmp-link")
+    if link == "symlink":
+        tmp.symlink_to("a.log")
+    else:
+        os.link(f"{log}.1", tmp)
+    tmp.replace(log)
+
+
+def first_two_generations(tmp_path: Path, log: Path, link: str) -> tuple[Path, Path]:
+    """A (L1-L10) at the path, then B (L11-L20): a symlink swapped from a.log to b.log, or a
+    rename of app.log to app.log.1 and a new app.log. Returns A and B."""
+    if link == "symlink":
+        a, b = tmp_path / "a.log", tmp_path / "b.log"
+        write(a, 1, 10)
+        log.symlink_to("a.log")
+    else:
+        a, b = log, log
+        write(log, 1, 10)
+    return a, b
+
+
+def swap_to_second(log: Path, a: Path, b: Path, link: str) -> Path:
+    if link == "symlink":
+        write(b, 11, 20)
+        tmp = log.with_name("tmp-link")
+        tmp.symlink_to("b.log")
+        tmp.replace(log)
+        return a
+    log.rename(f"{log}.1")
+    write(log, 11, 20)
+    return Path(f"{log}.1")
+
+
+def rotates(tmp_path: Path) -> list[tuple[str, int, int]]:
+    return [(x["reason"], x["inode"], x["oldInode"]) for x in records(tmp_path)
+            if x["kind"] == "rotate"]
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+@pytest.mark.parametrize("release", [True, False], ids=["released", "still-open"])
+def test_the_path_pointed_back_at_a_generation_read_goes_on_from_where_it_was(
+        tmp_path: Path, link: str, release: bool) -> None:
+    """A blue/green symlink flipped back to its old target, or `ln -f app.log.1 app.log`:
+    the first generation, read before (still open, or released after rotateWait), is read on
+    from where it was, by one reader: every line once, no gap."""
+    log = tmp_path / "app.log"
+    a, b = first_two_generations(tmp_path, log, link)
+    r = LiveRunner(config_for(tmp_path, log, "300ms" if release else "30s"))
+    try:
+        r.wait_running()
+        read_up_to(tmp_path, 10)
+        a = swap_to_second(log, a, b, link)
+        read_up_to(tmp_path, 20)
+        b_ino = log.stat().st_ino
+        if release:
+            wait_for(lambda: released(r, log, a), "the first one released")
+        point_back(log, link)
+        wait_for(lambda: len(rotates(tmp_path)) == 2, "the path's change seen")
+        write(log, 21, 25)
+        read_up_to(tmp_path, 25)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    every_line_once(tmp_path, range(1, 26))
+    assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
+    assert rotates(tmp_path)[1] == ("rename", a.stat().st_ino, b_ino)
+
+
+@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+@pytest.mark.parametrize("release", [True, False], ids=["released", "still-open"])
+def test_the_path_pointed_back_while_stopped_goes_on_from_where_it_was(
+        tmp_path: Path, link: str, release: bool) -> None:
+    """The same while the runner is stopped: at its start the first generation is found at
+    the path and read on from its checkpoint (not taken for gone, nor read again from its
+    first line); the second is found where it is now, read to its end."""
+    log = tmp_path / "app.log"
+    a, b = first_two_generations(tmp_path, log, link)
+    config = config_for(tmp_path, log, "300ms" if release else "30s")
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        read_up_to(tmp_path, 10)
+        a = swap_to_second(log, a, b, link)
+        read_up_to(tmp_path, 20)
+        if release:
+            wait_for(lambda: released(r, log, a), "the first one released")
+        assert r.stop() == 0, r.stderr()
+        if link == "hardlink":
+            log.rename(f"{log}.2")  # (B is kept: it is the one last followed)
+        point_back(log, link)
+        write(log, 21, 25)
+        r = LiveRunner(config)
+        r.wait_running()
+        read_up_to(tmp_path, 25)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    every_line_once(tmp_path, range(1, 26))
+    assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
