@@ -26,6 +26,9 @@ IN_Q_OVERFLOW, IN_IGNORED, IN_MASK_ADD = 0x4000, 0x8000, 0x20000000
 DIR_MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB
 DIR_MASK |= IN_DELETE_SELF | IN_MOVE_SELF
 FILE_MASK = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
+NAME_MASK = DIR_MASK & ~IN_ATTRIB  # a name on the way: only its coming and going
+SELF_MASK = IN_DELETE_SELF | IN_MOVE_SELF  # a directory on the way: only itself
+_MAX_LINKS = 40  # symlinks followed in one path, as the kernel's ELOOP
 _RESOLVE = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED  # the watched object itself went away
 _EXHAUSTED = {errno.ENOSPC, errno.EMFILE, errno.ENFILE}
 FAST_POLL_S = 0.01
@@ -39,7 +42,8 @@ def _open_inotify() -> Any:
 
 @dataclass(eq=False, slots=True)
 class _Sub:
-    """One interest in a kernel watch: wake `watch` for events (with `name`, when set)."""
+    """One interest in a kernel watch: wake `watch` for events (with `name`, when set; "": only
+    the watched object's own)."""
 
     wd: int
     watch: Watch
@@ -155,21 +159,52 @@ class Notifier:
                     sub.watch._wake(resolve=resolve)
 
 
-def _dir_target(path: Path) -> tuple[str, str]:
-    """The path's directory, or its nearest existing ancestor, and the name to look for in it."""
-    d, name = path.parent, path.name
-    while d != d.parent and not os.path.isdir(d):
-        d, name = d.parent, d.name
-    return str(d), name
+def _walk(path: Path) -> tuple[list[tuple[str, str, int]], str | None]:
+    """Resolve `path` one name at a time, as the kernel does: what to watch, as (directory, name,
+    mask), and the real path of the regular file reached, or None. Each directory gone through
+    is watched itself (name ""): renamed or deleted, it says so, while the names coming and
+    going in it wake nobody. Names are watched in the directory holding them only where the
+    path's meaning hangs on a name: a symlink met (swapped, it leads elsewhere), the first name
+    missing, and the file's own name."""
+    met: list[tuple[str, str, int]] = []
+    todo, real, links = list(reversed(path.absolute().parts[1:])), "/", 0
+    while todo:
+        name = todo.pop()
+        if name == "..":
+            real = os.path.dirname(real)
+            continue
+        full, mask = os.path.join(real, name), NAME_MASK if todo else DIR_MASK
+        try:
+            mode = os.lstat(full).st_mode
+            link = Path(os.readlink(full)) if stat.S_ISLNK(mode) else None
+        except OSError:  # missing (looked for in its directory), or not for us to see
+            return [*met, (real, name, mask)], None
+        if link is not None:
+            met.append((real, name, mask))
+            links += 1
+            if links > _MAX_LINKS:  # a loop (ELOOP)
+                return met, None
+            todo.extend(reversed(link.parts[1:] if link.is_absolute() else link.parts))
+            real = "/" if link.is_absolute() else real
+        elif not todo:
+            return [*met, (real, name, mask)], full if stat.S_ISREG(mode) else None
+        elif stat.S_ISDIR(mode):
+            real = full
+            met.append((real, "", SELF_MASK))
+        else:  # not a directory: nothing further to watch
+            return [*met, (real, name, mask)], None
+    return met, None
 
 
 class Watch:
     """Wakes its file source when something about `path` may have changed.
 
-    Watches the path's directory (or nearest existing ancestor), a symlink target's directory,
-    the file at the path, and every descriptor passed to `track` (an old generation still being
-    drained). Spurious wake-ups happen; missed ones do not: a wake-up that arrives while nobody
-    waits is remembered.
+    Watches every directory the path goes through (a symlink's target too) for its own rename
+    or deletion, each symlink met and the file's name (or the first missing one) in the
+    directory holding it, the file at the path, and every descriptor passed to `track` (an old
+    generation still being drained). A change on the way marks the watch `stale`. Spurious
+    wake-ups happen; missed ones do not: a wake-up that arrives while nobody waits is
+    remembered.
     """
 
     def __init__(self, notifier: Notifier, path: Path) -> None:
@@ -239,12 +274,12 @@ class Watch:
         self._wake()
 
     def rearm(self, *, first: bool = False) -> None:
-        """Re-resolve the directories and the file at the path (after rotation or appearance).
-        A new watch wakes the owner to look again, and to re-resolve: the path may have
-        changed before the watch existed. Not after a `first` arm that found the file: the
-        owner looks after arming anyway, the file is watched, and a change to the path since
-        is an event in its directory, which marks the watch stale (a file source's start
-        saves a second arm)."""
+        """Re-resolve the directories and the file at the path (after rotation, appearance, or
+        a change of a directory on the way). A new watch wakes the owner to look again, and to
+        re-resolve: the path may have changed before the watch existed. Not after a `first`
+        arm that found the file: the owner looks after arming anyway, the file is watched, and
+        a change to the path since is an event in one of its directories, which marks the
+        watch stale (a file source's start saves a second arm)."""
         self.stale = False
         if self.polling or self.notifier._ino is None:
             return
@@ -258,6 +293,9 @@ class Watch:
                 if exc.errno in (errno.ENOENT, errno.ENOTDIR):
                     self.stale = added = True  # it changed under us: look again
                     continue
+                for held in [*new.values(), *self._path_subs.values()]:  # (free what this
+                    self.notifier._unsubscribe(held)  # path alone held, for other paths)
+                self._path_subs = {}
                 self._fall_back(exc, target)
                 return
             key = (wd, name)
@@ -301,19 +339,12 @@ class Watch:
 
     # -- internals --------------------------------------------------------------------------
     def _targets(self) -> list[tuple[str, str | None, int]]:
-        out: list[tuple[str, str | None, int]] = [(*_dir_target(self.path), DIR_MASK)]
-        try:
-            mode = os.lstat(self.path).st_mode  # one call tells a link and a plain file
-        except OSError:
-            return out
-        if stat.S_ISLNK(mode):
-            real = Path(os.path.realpath(self.path))
-            out.append((*_dir_target(real), DIR_MASK))
-            if not os.path.isfile(self.path):
-                return out
-        elif not stat.S_ISREG(mode):
-            return out
-        out.append((str(self.path), None, FILE_MASK))
+        met, real = _walk(self.path)
+        named = {d for d, name, _ in met if name}  # (its name watch sees it go, too)
+        out: list[tuple[str, str | None, int]] = [
+            t for t in dict.fromkeys(met) if t[1] or t[0] not in named]  # (a loop: once)
+        if real is not None:
+            out.append((real, None, FILE_MASK))
         return out
 
     def _fall_back(self, exc: OSError, target: str) -> None:
