@@ -199,3 +199,12 @@ def modules_after_commands(config: Path, cwd: Path) -> list[str]:
     )
     names: list[str] = json.loads(fresh_python(script, cwd)[-1])
     return names
+
+
+def alive(pid: int) -> bool:
+    """True when `pid` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from actionrig import Rig, program, until, watcher
-from test_agent_turn import alive
+from liverunner import alive
 
 from watchrun.config.model import Limits
 

@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, read_records, wait_for, write_config
+from liverunner import LiveRunner, alive, read_records, wait_for, write_config
 from recordcheck import validate_records
-from test_agent_turn import alive
 from test_metrics import free_port, scrape
 from webhook_server import receiver
 

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_agent_turn import alive, check_records, of
+from liverunner import alive
+from test_agent_turn import check_records, of
 
 from watchrun.cli.agent_run import cmd_agent_run
 

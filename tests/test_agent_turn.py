@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from liverunner import alive
 from recordcheck import validate_records
 
 from watchrun.agents.providers.usage import UsageTracker
@@ -83,15 +84,6 @@ def of(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 def finished(records: list[dict[str, Any]]) -> dict[str, Any]:
     (fin,) = of(records, "dispatch-finished")
     return fin
-
-
-def alive(pid: int) -> bool:
-    """True when `pid` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def group_members(pgid: int) -> list[int]:

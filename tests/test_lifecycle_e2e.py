@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from liverunner import (
     LiveRunner,
+    alive,
     read_records,
     session_pids,
     wait_for,
@@ -43,14 +44,6 @@ def errors(stderr: str) -> list[str]:
     """The error lines of a run's log, without the timestamp a log off a terminal carries."""
     return [re.sub(r"^\d{4}-\d\d-\d\dT[\d:.]+Z ", "", ln) for ln in stderr.splitlines()
             if "error:" in ln]
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def test_a_port_in_use_exits_3_in_one_line_and_leaves_nothing_behind(tmp_path: Path) -> None:

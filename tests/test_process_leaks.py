@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from liverunner import LiveRunner, wait_for, write_config
+from liverunner import LiveRunner, alive, wait_for, write_config
 from recordcheck import validate_records
 
 from watchrun.process.groups import Group, members
@@ -52,14 +52,6 @@ if os.fork() == 0:
 print("up", flush=True)
 time.sleep(1000)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def pids_in(path: Path) -> list[int]:
