@@ -192,3 +192,64 @@ def test_a_once_run_on_a_full_disk_fails_in_seconds_and_the_next_run_loses_nothi
             f"E line {n}" for n in range(5000)]
     finally:
         umount(mnt)
+
+
+def test_a_once_run_whose_agent_cannot_write_ends_and_fails(tmp_path: Path) -> None:
+    """An agent's records were retried forever: a once run with a woken agent on a full disk
+    never ended, and SIGTERM did not end it either (the stop waited for the records). Now they
+    are given up after ONCE_WRITE_S (a `gap` at the next start explains their seqs) and the run
+    exits 3."""
+    from test_once import once
+
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, "256k")
+    try:
+        (tmp_path / "app.log").write_text("E one\n")
+        conf = {"output": {"dir": str(mnt / "out")},
+                "watchers": [{"id": "f", "path": "app.log", "pattern": "E", "fromStart": True,
+                              "wake": "ag"}],
+                "agents": [{"name": "ag", "provider": "mock",
+                            "prompt": "x" * 60_000 + "\n{matches}"}]}  # a 60 KB prompt record
+        (mnt / "out").mkdir()
+        fill(mnt, leave=36_864)  # room for the watcher's files, not for the agent's turn
+        run = once(tmp_path, conf, "--quiet")
+        assert run.rc == 3, (run.out, run.err)
+        assert run.took < 40
+        assert "[ag] error: its records could not be written: ENOSPC" in run.err
+        grow(mnt, "8m")
+        again = once(tmp_path, {**conf, "watchers": []})
+        assert again.rc == 0, again.err
+        recs = validate_records(mnt / "out" / "agents" / "ag.jsonl", contiguous=False)
+        (gap,) = explained(recs)  # the seqs given up, in a gap record
+        assert gap["reason"] == "unwritten" and gap["records"] > 0
+    finally:
+        umount(mnt)
+
+
+def test_a_runner_whose_agent_cannot_write_still_stops_on_sigterm(tmp_path: Path) -> None:
+    """The stop waited for every agent record to be written: on a full disk, SIGTERM did not
+    end the runner (the ending turn waited for its records). Now a stop gives the agents'
+    writes CLOSE_WRITE_S, then they give up (exit 3: records were lost)."""
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, "256k")
+    try:
+        log = tmp_path / "app.log"
+        log.write_text("")
+        config = write_config(tmp_path, {
+            "output": {"dir": str(mnt / "out")},
+            "watchers": [{"id": "f", "path": str(log), "pattern": "E", "wake": "ag"}],
+            "agents": [{"name": "ag", "provider": "mock",
+                        "prompt": "x" * 60_000 + "\n{matches}"}]})  # a 60 KB prompt record
+        r = LiveRunner(config)
+        try:
+            r.wait_log("running")
+            fill(mnt, leave=8192)
+            log.write_text("E one\n")
+            r.wait_log("[ag] error: cannot write records: ENOSPC")
+            r.send(signal.SIGTERM)
+            assert r.proc.wait(timeout=20) == 3, r.stderr()
+        finally:
+            r.close()
+        assert "[ag] error: its records could not be written: ENOSPC" in r.stderr()
+    finally:
+        umount(mnt)

@@ -19,6 +19,7 @@ from watchrun.events import MatchInfo
 from watchrun.match.sanitize import sanitize
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
+from watchrun.output.writer import ONCE_WRITE_S
 from watchrun.process.spawn import Spawner
 
 __all__ = ["MAX_SENDS", "AgentHub"]
@@ -43,6 +44,8 @@ class AgentHub:
         self._closed = False
         self._tg: asyncio.TaskGroup | None = None
         self.plans = Plans(self)
+        self.failures: list[str] = []
+        """Agents whose records were given up (a failing disk), as the runner's errors."""
 
     @classmethod
     async def open(cls, config: Config, layout: OutputLayout, log: RunLog, clock: Clock,
@@ -63,7 +66,8 @@ class AgentHub:
         """Its stream opened (in a thread) and its history read (`open_recorder`)."""
         rec, h = await open_recorder(self.layout.jsonl("agent", spec.name), spec.name,
                                      self.config.output, self.config.limits.max_line_bytes,
-                                     self.log, self.clock)
+                                     self.log, self.clock,
+                                     give_up_after=ONCE_WRITE_S if self.once else None)
         a = AgentState(spec, rec, h.tracker, TurnWindow(spec.max_turns), turns=h.turns,
                        tokens=h.tokens, last_reply=h.reply)
         a.rec.emit("status", {"status": "idle", "source": "runner"})
@@ -252,6 +256,7 @@ class AgentHub:
     async def _close(self, agents: list[AgentState], why: str, reason: str,
                      status: str | None = None) -> None:
         for a in agents:
+            a.rec.stopping()
             if a.turn is not None:
                 a.turn.abort(why)
         await self._cancel(agents)
@@ -261,6 +266,8 @@ class AgentHub:
             if status is not None:
                 a.rec.emit("status", {"status": status, "source": "runner", "message": why})
             await a.rec.close()
+            if a.rec.failed is not None:
+                self.failures.append(f"agent {a.spec.name}: {a.rec.failed}")
 
     async def reload(self, config: Config) -> None:
         """Apply a new config: removed agents are closed, changed ones restarted (their running

@@ -20,8 +20,8 @@ from watchrun.config.model import OutputSpec
 from watchrun.match.sanitize import clip, sanitize
 from watchrun.output.records import iter_records
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import JsonlSink
-from watchrun.output.writer import AsyncWriter
+from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.output.writer import CLOSE_WRITE_S, AsyncWriter
 
 __all__ = [
     "FIELD_BYTES", "History", "Recorder", "clean_record", "clean_text", "open_recorder",
@@ -103,14 +103,20 @@ class Recorder:
     order by a background flush that retries on disk errors (nothing is dropped)."""
 
     def __init__(self, sink: JsonlSink, log: RunLog, name: str, *,
-                 max_bytes: int = FIELD_BYTES, lock: StreamLock | None = None) -> None:
+                 max_bytes: int = FIELD_BYTES, lock: StreamLock | None = None,
+                 give_up_after: float | None = None) -> None:
         self.sink = sink
+        self.log, self.name = log, name
         self.lock = lock
         """This process's claim on the stream (`open_recorder`), released by `close`."""
         self.max_bytes = max_bytes
         self.writer = AsyncWriter(
             sink, on_error=lambda msg: log.error(f"cannot write records: {msg}", name),
-            on_recovered=lambda: log.info("writing records again", name))
+            on_recovered=lambda: log.info("writing records again", name),
+            give_up_after=give_up_after)
+        self.failed: str | None = None
+        """Why records were given up (a once run's write deadline, or the stop's); None while
+        every record was written."""
         self._out: list[bytes] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -138,10 +144,15 @@ class Recorder:
             self._task = asyncio.get_running_loop().create_task(self._drain())
 
     async def _drain(self) -> None:
-        """The only writer: callers are never able to cancel a batch half-way."""
+        """The only writer: callers are never able to cancel a batch half-way. Records the
+        writer gives up (its deadline passed) are explained by a `gap` record later, and
+        `failed` says why."""
         while self._out:
             batch, self._out = self._out, []
-            await self.writer.write_lines(batch)
+            try:
+                await self.writer.write_lines(batch)
+            except SinkWriteError as exc:
+                self._give_up(f"its records could not be written: {exc}")
 
     async def flush(self) -> None:
         """Wait until every queued record is written (while the disk fails: back-pressure)."""
@@ -151,12 +162,37 @@ class Recorder:
             await asyncio.shield(self._task)
 
     async def close(self) -> None:
+        """Write what is queued (on a failing disk for at most CLOSE_WRITE_S: then it is given
+        up, a stop never waits for space), close the file (an fsync, in a thread), unlock."""
         try:
-            await self.flush()
-            await asyncio.to_thread(self.sink.close)  # an fsync
+            try:
+                await asyncio.wait_for(self.flush(), CLOSE_WRITE_S)
+            except TimeoutError:
+                if self._task is not None:  # the writer gives its batch up when cancelled
+                    self._task.cancel()
+                    await asyncio.gather(self._task, return_exceptions=True)
+                self._give_up(f"records could not be written within {CLOSE_WRITE_S:g} s of "
+                              "the stop (the disk is failing)")
+            try:
+                await asyncio.to_thread(self.sink.close)  # an fsync
+            except SinkWriteError as exc:
+                self.log.error(f"closing its records failed: {exc}", self.name)
         finally:
             if self.lock is not None:
                 self.lock.release()
+
+    def stopping(self) -> None:
+        """The runner stops: a write retrying on a failing disk gives up after CLOSE_WRITE_S,
+        so a turn ending (which waits for its records) cannot hold the stop."""
+        self.writer.give_up_by(CLOSE_WRITE_S)
+
+    def _give_up(self, why: str) -> None:
+        if self._out:
+            self.sink.give_up(self._out)
+            self._out = []
+        if self.failed is None:
+            self.failed = why
+            self.log.error(why, self.name)
 
 
 @dataclass(slots=True)
@@ -222,7 +258,8 @@ def settle_history(rec: Recorder, h: History, clock: Clock) -> None:
 
 
 async def open_recorder(path: Path, name: str, out: OutputSpec, line_bytes: int, log: RunLog,
-                        clock: Clock) -> tuple[Recorder, History]:
+                        clock: Clock, *, give_up_after: float | None = None
+                        ) -> tuple[Recorder, History]:
     """Open an agent's stream as its only writer (in a worker thread: it locks, creates files
     and reads the last record), read its history (`read_history`) and settle what a stopped
     runner left open: with the lock obtained, whoever left it is dead. Another live writer:
@@ -238,7 +275,8 @@ async def open_recorder(path: Path, name: str, out: OutputSpec, line_bytes: int,
     except BaseException:
         opening.add_done_callback(_close_opened)  # at once, or when its thread is done
         raise
-    rec = Recorder(sink, log, name, max_bytes=line_bytes, lock=lock)
+    rec = Recorder(sink, log, name, max_bytes=line_bytes, lock=lock,
+                   give_up_after=give_up_after)
     if sink.repaired_bytes:  # as a watcher's stream says it (`runtime/wiring.py`)
         msg = f"repaired a torn last record ({sink.repaired_bytes} bytes) after a crash"
         log.warning(msg, name)

@@ -21,6 +21,7 @@ from watchrun.match.sanitize import edge_text
 from watchrun.output.outdir import OutputDirError, OutputLayout, prepare_output_dir
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
+from watchrun.output.writer import ONCE_WRITE_S
 from watchrun.process.spawn import Spawner
 
 __all__ = ["cmd_agent_run", "manual_prompt", "run_one_turn", "turn_doc"]
@@ -44,21 +45,24 @@ def _live(layout: OutputLayout) -> bool:
 
 
 async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, prompt: str,
-                       log: RunLog) -> TurnResult:
-    """One turn of `spec`, recorded in its JSONL; SIGINT/SIGTERM abort it (`cancelled`)."""
+                       log: RunLog) -> tuple[TurnResult, str | None]:
+    """One turn of `spec`, recorded in its JSONL; SIGINT/SIGTERM abort it (`cancelled`). Also
+    why its records were given up (a disk failing for ONCE_WRITE_S), or None."""
     clock = SystemClock()
     rec, history = await open_recorder(layout.jsonl("agent", spec.name), spec.name,
-                                       config.output, config.limits.max_line_bytes, log, clock)
+                                       config.output, config.limits.max_line_bytes, log, clock,
+                                       give_up_after=ONCE_WRITE_S)  # (one turn: it must end)
     runner = TurnRunner(spec, config.limits, rec, Spawner(), clock, history.tracker)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, runner.abort, f"interrupted ({sig.name})")
     try:
-        return await runner.run(prompt, trigger="manual")
+        result = await runner.run(prompt, trigger="manual")
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         await rec.close()
+    return result, rec.failed
 
 
 def turn_doc(name: str, result: TurnResult) -> dict[str, Any]:
@@ -102,11 +106,13 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
     prompt = args.prompt if args.prompt is not None else manual_prompt(spec)
     log = RunLog("text")
     try:
-        result = asyncio.run(run_one_turn(config, spec, layout, prompt, log))
+        result, lost = asyncio.run(run_one_turn(config, spec, layout, prompt, log))
     except StreamBusyError as exc:
         return out.fail("agent_busy", str(exc), name=spec.name, pid=exc.pid)
     except SinkWriteError as exc:
         return out.fail("write_failed", f"cannot write {spec.name}'s records: {exc}")
+    if lost is not None:  # a turn whose records were given up is no turn to report
+        return out.fail("write_failed", f"agent {spec.name}: {lost}")
     status = 0 if result.status == "done" else 130 if result.status == "cancelled" else 1
     if out.as_json:
         out.doc(turn_doc(spec.name, result))

@@ -9,7 +9,13 @@ from typing import Any
 
 from watchrun.output.sink import JsonlSink, SinkWriteError
 
-__all__ = ["AsyncWriter"]
+__all__ = ["CLOSE_WRITE_S", "ONCE_WRITE_S", "AsyncWriter"]
+
+ONCE_WRITE_S = 5.0
+"""A once run (and a one-shot `agent run`) gives a failing disk this long per write, then gives
+the records up: a CI gate must end, and it cannot pass without its records."""
+CLOSE_WRITE_S = 2.0
+"""At a stop, what is still queued is retried this long on a failing disk, then given up."""
 
 
 class AsyncWriter:
@@ -28,6 +34,7 @@ class AsyncWriter:
         self.initial_delay, self.max_delay = initial_delay, max_delay
         self.give_up_after = give_up_after
         """The default of `write_lines`'s own (None: retry for as long as it takes)."""
+        self._stop_at: float | None = None  # `give_up_by`: the loop time every write ends by
         self.gave_up = False
         """Lines were given up by the writer's own deadline and nothing was written since: a
         later write gets one try (a disk that failed that long is not waited for again)."""
@@ -81,18 +88,29 @@ class AsyncWriter:
                                       if self.give_up_after is None else
                                       f"{exc}; retrying for {self.give_up_after:g} s, then "
                                       "the watcher fails")
-                if deadline is not None and asyncio.get_running_loop().time() >= deadline:
-                    self.gave_up = self.give_up_after is not None
+                now = asyncio.get_running_loop().time()
+                stop_at = self._stop_at
+                if (deadline is not None and now >= deadline) or (
+                        stop_at is not None and now >= stop_at):
+                    self.gave_up = self.give_up_after is not None or stop_at is not None
                     raise
             self._wake.clear()
+            wait = delay if self._stop_at is None else max(
+                0.0, min(delay, self._stop_at - asyncio.get_running_loop().time()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+                await asyncio.wait_for(self._wake.wait(), wait)
             delay = min(delay * 2, self.max_delay)
         self.gave_up = False
         if self.failing:
             self.failing = False
             if self.on_recovered is not None:
                 self.on_recovered()
+
+    def give_up_by(self, seconds: float) -> None:
+        """Stopping: every write, the one retrying now too, gives up what it has not written
+        `seconds` from now (a stop never waits for space)."""
+        self._stop_at = asyncio.get_running_loop().time() + seconds
+        self.retry_now()
 
     def retry_now(self) -> None:
         """Cut the current backoff short (space was freed, or the runner is stopping)."""

@@ -238,6 +238,7 @@ class Supervisor:
         finally:
             if self._hub_task is not None:
                 await finish(self._hub_task)
+            self.runtime_errors += self.hub.failures  # (records given up: a once run fails)
 
     def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
         if spec.wake and self.hub is not None:

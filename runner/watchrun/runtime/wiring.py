@@ -19,7 +19,7 @@ from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
-from watchrun.output.writer import AsyncWriter
+from watchrun.output.writer import ONCE_WRITE_S, AsyncWriter
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.pipeline import WatcherPipeline
@@ -88,11 +88,6 @@ def build_watcher(
         with contextlib.suppress(SinkWriteError):
             sink.close()
         raise
-
-
-ONCE_WRITE_S = 5.0
-"""A once run gives a failing disk this long per write, then the watcher fails (exit 3): a CI
-gate must end, and it cannot pass without its records."""
 
 
 def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: JsonlSink,
