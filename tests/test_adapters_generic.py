@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pytest
@@ -84,7 +83,7 @@ def test_a_drifted_protocol_line_never_raises(data: st.DataObject) -> None:
         assert obs.kind in KINDS
         json.dumps(dict(obs.fields))
         if obs.fields.get("reason") == "malformed-event":
-            assert re.fullmatch(r"[\w.\[\]]+: expected .+", obs.fields["error"].split("; ")[0]), obs
+            assert all(": expected " in p for p in obs.fields["error"].split("; ")), obs
 
 
 class _Broken(JsonAdapter):

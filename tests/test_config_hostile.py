@@ -207,7 +207,8 @@ def test_config_toml_keeps_the_text_after_a_c1_control(tmp_path: Path) -> None:
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(label=TEXTS.filter(str.strip), value=TEXTS)
+@given(label=TEXTS.filter(str.strip), value=TEXTS.filter(lambda v: "\0" not in v))  # (no env
+# value holds a NUL: validate refuses one)
 def test_config_toml_loads_back_to_the_same_values(tmp_path: Path, label: str, value: str
                                                    ) -> None:
     first, second = toml_round_trip(tmp_path, label, value)

@@ -325,8 +325,8 @@ def test_add_is_refused_by_a_once_runner(tmp_path: Path) -> None:
         {"id": "slow", "command": "exec sleep 600", "pattern": "x"}]})
     r = LiveRunner(config, "--once")
     try:
-        wait_for(lambda: (r.out / "control.sock").exists() and listed(r).get("slow"),
-                 "the once runner")
+        r.wait_running()  # (the socket file is there a moment before it takes connections)
+        wait_for(lambda: listed(r).get("slow"), "the once runner's command")
         reply = r.control({"cmd": "add", "watcher": {"id": "a", "path": "/tmp/a",
                                                      "pattern": "x"}})
         assert reply["error"]["code"] == "refused" and "--once" in reply["error"]["message"]
