@@ -187,6 +187,26 @@ def test_second_signal_kills_a_command_that_ignores_sigterm(tmp_path: Path) -> N
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
 
 
+def test_the_exit_record_says_the_second_signals_sigkill(tmp_path: Path) -> None:
+    """A command (one process group) that ignores SIGTERM, killed by a second stop signal: its
+    `exit` record said `signals: ["SIGTERM"]`, `stragglers: 0` (the SIGKILL went unrecorded)."""
+    config = cfg(tmp_path, [{"id": "stubborn", "pattern": "up",
+                             "command": "trap '' TERM; echo up; while :; do sleep 0.2; done"}],
+                 limits={"stopTimeout": "30s"})
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: r.matches("stubborn"), "the command to be up")
+        r.send(signal.SIGTERM)
+        r.wait_log("stopping")
+        r.send(signal.SIGTERM)
+        assert r.proc.wait(timeout=15) == 0, r.stderr()
+    finally:
+        r.close()
+    (exit_rec,) = [x for x in r.records("stubborn") if x["kind"] == "exit"]
+    assert (exit_rec["signal"], exit_rec["signals"]) == ("SIGKILL", ["SIGTERM", "SIGKILL"])
+    assert exit_rec["stragglers"] >= 1
+
+
 def test_output_dir_unusable_fails_before_starting_anything(tmp_path: Path) -> None:
     (tmp_path / "blocker").write_text("a file, not a folder")
     marker = tmp_path / "ran"

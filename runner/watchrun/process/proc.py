@@ -141,14 +141,16 @@ class Proc:
         sent: list[str] = []
         live, settling = await self._live(strays)
         signalled = set(live)
+        killed: set[int] = set()
         if live:
             self._send(live, signal.SIGTERM)
             sent.append("SIGTERM")
             deadline = loop.time() + grace_s
             while live and loop.time() < deadline and not self._hurry:
                 await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
-                live, settling = await self._live(strays)
-        killed: set[int] = set()
+                was, (live, settling) = live, await self._live(strays)
+                if self._hurry:  # Spawner.kill_all SIGKILLed the group meanwhile (a second
+                    killed |= was  # stop signal): what was alive a moment ago got it
         deadline = loop.time() + 10.0
         while (live or settling) and loop.time() < deadline:  # a forking tree may add members
             self._send(live, signal.SIGKILL)
