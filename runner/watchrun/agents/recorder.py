@@ -165,14 +165,8 @@ class Recorder:
         """Write what is queued (on a failing disk for at most CLOSE_WRITE_S: then it is given
         up, a stop never waits for space), close the file (an fsync, in a thread), unlock."""
         try:
-            try:
-                await asyncio.wait_for(self.flush(), CLOSE_WRITE_S)
-            except TimeoutError:
-                if self._task is not None:  # the writer gives its batch up when cancelled
-                    self._task.cancel()
-                    await asyncio.gather(self._task, return_exceptions=True)
-                self._give_up(f"records could not be written within {CLOSE_WRITE_S:g} s of "
-                              "the stop (the disk is failing)")
+            self.stopping()
+            await self.flush()
             try:
                 await asyncio.to_thread(self.sink.close)  # an fsync
             except SinkWriteError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from watchrun.config.numbers import short_number
+from watchrun.config.numbers import TooLong, read_int, short_number
 
 __all__ = [
     "DURATION_PATTERN",
@@ -61,13 +61,11 @@ class TooLarge(ValueError):
 
 def whole(text: str) -> int:
     """The int of a string of ASCII digits; TooLarge when it has more digits than Python
-    converts."""
-    try:
-        return int(text)
-    except ValueError:
-        if text.strip().isdigit():
-            raise TooLarge(text) from None
-        raise
+    converts (`numbers.read_int`)."""
+    value = read_int(text.strip())
+    if isinstance(value, TooLong):
+        raise TooLarge(text)
+    return value
 
 
 def _number(value: object, what: str, help_text: str) -> int | None:

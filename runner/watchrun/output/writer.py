@@ -109,7 +109,8 @@ class AsyncWriter:
     def give_up_by(self, seconds: float) -> None:
         """Stopping: every write, the one retrying now too, gives up what it has not written
         `seconds` from now (a stop never waits for space)."""
-        self._stop_at = asyncio.get_running_loop().time() + seconds
+        at = asyncio.get_running_loop().time() + seconds
+        self._stop_at = at if self._stop_at is None else min(self._stop_at, at)
         self.retry_now()
 
     def retry_now(self) -> None:
