@@ -7,13 +7,13 @@ import asyncio
 import contextlib
 import functools
 import os
-import signal
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from watchrun.cli import catch_early_stops
 from watchrun.cli.gate_report import StopCommands, in_github_actions
 from watchrun.cli.main import startup_gc
 from watchrun.exitcodes import ExitStatus
@@ -27,14 +27,8 @@ if TYPE_CHECKING:
     from watchrun.runtime.supervisor import Supervisor
 
 
-def _early_exit(signum: int, frame: object) -> None:
-    """SIGTERM/SIGINT before the loop owns signals: nothing runs yet, so leave cleanly."""
-    raise SystemExit(0)
-
-
 def run(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGTERM, _early_exit)
-    signal.signal(signal.SIGINT, _early_exit)
+    catch_early_stops()
     with startup_gc():
         prepared = _prepare(args)
     if isinstance(prepared, int):
