@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchlib import context_lines, loadavg, print_table
 
-from watchrun.match.sanitize import decode, plain_texts, sanitize
+from watchrun.match.plain import plain_texts
+from watchrun.match.sanitize import decode, sanitize
 from watchrun.output.jsonl import dumps, json_str, plain_bodies
 from watchrun.output.sink import JsonlSink
 

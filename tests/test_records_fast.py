@@ -20,15 +20,8 @@ from recordcheck import validate_records
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, Cut
 from watchrun.match.matcher import Matcher
-from watchrun.match.sanitize import (
-    clean_line,
-    decode,
-    plain_chunk,
-    plain_text,
-    plain_texts,
-    raw_text,
-    sanitize,
-)
+from watchrun.match.plain import plain_chunk, plain_text, plain_texts
+from watchrun.match.sanitize import clean_line, decode, raw_text, sanitize
 from watchrun.output.jsonl import dumps, json_str, plain_bodies, safe_str
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink

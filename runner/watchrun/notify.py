@@ -4,53 +4,29 @@ asyncio loop and for the CLI's followers (`--follow`, `agent watch --until`) wit
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
-import logging
-import os
 import select
-import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from watchrun.inotify import INotify
+from watchrun.inotify_watches import (
+    FILE_MASK,
+    IN_DELETE_SELF,
+    IN_IGNORED,
+    IN_MOVE_SELF,
+    IN_Q_OVERFLOW,
+    Sub,
+    WatchTable,
+    watched,
+)
 
-log = logging.getLogger("watchrun.notify")
-
-# inotify.h
-IN_MODIFY, IN_ATTRIB, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x40, 0x80
-IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
-IN_Q_OVERFLOW, IN_IGNORED, IN_MASK_ADD = 0x4000, 0x8000, 0x20000000
-DIR_MASK = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB
-DIR_MASK |= IN_DELETE_SELF | IN_MOVE_SELF
-FILE_MASK = IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF
-NAME_MASK = DIR_MASK & ~IN_ATTRIB  # a name on the way: only its coming and going
-SELF_MASK = IN_DELETE_SELF | IN_MOVE_SELF  # a directory on the way: only itself
-_MAX_LINKS = 40  # symlinks followed in one path, as the kernel's ELOOP
 _RESOLVE = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED  # the watched object itself went away
 _EXHAUSTED = {errno.ENOSPC, errno.EMFILE, errno.ENFILE}
 FAST_POLL_S = 0.01
 """Polling interval while a file grows (at most `pollMs`)."""
 
 
-def _open_inotify() -> Any:
-    """A non-blocking inotify instance, or raise OSError where there is none."""
-    return INotify()
-
-
-@dataclass(eq=False, slots=True)
-class _Sub:
-    """One interest in a kernel watch: wake `watch` for events (with `name`, when set; "": only
-    the watched object's own)."""
-
-    wd: int
-    watch: Watch
-    name: str | None
-
-
-class Notifier:
+class Notifier(WatchTable["Watch"]):
     """Shares one inotify fd (registered with `loop.add_reader`) among all `Watch`es.
 
     Idle costs nothing: no timers, no wake-ups. Where inotify is missing, exhausted for a path,
@@ -58,23 +34,6 @@ class Notifier:
     `enabled=False` (mode "none": for sources that never wait) opens no inotify and arms
     nothing; a watch waited on all the same polls.
     """
-
-    def __init__(self, poll_ms: int, *, force_poll: bool = False, enabled: bool = True) -> None:
-        self.poll_s = poll_ms / 1000
-        self.wakeups = 0  # how often any Watch.wait returned
-        self.overflows = 0  # IN_Q_OVERFLOW seen (every watch was woken to reconcile)
-        self.problems: list[str] = []
-        self._ino: Any = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._subs: dict[int, list[_Sub]] = {}
-        self._watches: set[Watch] = set()
-        self._warned = False
-        if enabled and not (force_poll or os.environ.get("WATCHRUN_FORCE_POLL") == "1"):
-            try:
-                self._ino = _open_inotify()
-            except OSError as exc:
-                self._warn(f"inotify unavailable ({exc.strerror}); polling every {poll_ms} ms")
-        self.mode = "inotify" if self._ino is not None else "poll" if enabled else "none"
 
     @property
     def watches(self) -> tuple[Watch, ...]:
@@ -98,14 +57,6 @@ class Notifier:
             w._wake()
 
     # -- internals used by Watch ----------------------------------------------------------
-    def _warn(self, message: str) -> None:
-        self.problems.append(message)
-        if not self._warned:
-            self._warned = True
-            log.warning(message)
-        else:
-            log.debug(message)
-
     def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._ino is None or self._loop is loop:
             return
@@ -113,27 +64,6 @@ class Notifier:
             self._loop.remove_reader(self._ino.fileno())
         loop.add_reader(self._ino.fileno(), self._on_readable)
         self._loop = loop
-
-    def _add(self, path: str, mask: int) -> int:
-        if self._ino is None:
-            raise OSError(errno.EBADF, "notifier closed")
-        return int(self._ino.add_watch(path, mask | IN_MASK_ADD))
-
-    def _subscribe(self, wd: int, watch: Watch, name: str | None) -> _Sub:
-        sub = _Sub(wd, watch, name)
-        self._subs.setdefault(wd, []).append(sub)
-        return sub
-
-    def _unsubscribe(self, sub: _Sub) -> None:
-        subs = self._subs.get(sub.wd)
-        if subs is None or sub not in subs:
-            return
-        subs.remove(sub)
-        if not subs:
-            del self._subs[sub.wd]
-            if self._ino is not None:
-                with contextlib.suppress(OSError):  # already gone (IN_IGNORED on its way)
-                    self._ino.rm_watch(sub.wd)
 
     def _on_readable(self) -> None:
         try:
@@ -159,43 +89,6 @@ class Notifier:
                     sub.watch._wake(resolve=resolve)
 
 
-def _walk(path: Path) -> tuple[list[tuple[str, str, int]], str | None]:
-    """Resolve `path` one name at a time, as the kernel does: what to watch, as (directory, name,
-    mask), and the real path of the regular file reached, or None. Each directory gone through
-    is watched itself (name ""): renamed or deleted, it says so, while the names coming and
-    going in it wake nobody. Names are watched in the directory holding them only where the
-    path's meaning hangs on a name: a symlink met (swapped, it leads elsewhere), the first name
-    missing, and the file's own name."""
-    met: list[tuple[str, str, int]] = []
-    todo, real, links = list(reversed(path.absolute().parts[1:])), "/", 0
-    while todo:
-        name = todo.pop()
-        if name == "..":
-            real = os.path.dirname(real)
-            continue
-        full, mask = os.path.join(real, name), NAME_MASK if todo else DIR_MASK
-        try:
-            mode = os.lstat(full).st_mode
-            link = Path(os.readlink(full)) if stat.S_ISLNK(mode) else None
-        except OSError:  # missing (looked for in its directory), or not for us to see
-            return [*met, (real, name, mask)], None
-        if link is not None:
-            met.append((real, name, mask))
-            links += 1
-            if links > _MAX_LINKS:  # a loop (ELOOP)
-                return met, None
-            todo.extend(reversed(link.parts[1:] if link.is_absolute() else link.parts))
-            real = "/" if link.is_absolute() else real
-        elif not todo:
-            return [*met, (real, name, mask)], full if stat.S_ISREG(mode) else None
-        elif stat.S_ISDIR(mode):
-            real = full
-            met.append((real, "", SELF_MASK))
-        else:  # not a directory: nothing further to watch
-            return [*met, (real, name, mask)], None
-    return met, None
-
-
 class Watch:
     """Wakes its file source when something about `path` may have changed.
 
@@ -216,8 +109,8 @@ class Watch:
         self._flag = False
         self._hurry = False
         self._waiter: asyncio.Future[None] | None = None
-        self._path_subs: dict[tuple[int, str | None], _Sub] = {}
-        self._fd_subs: dict[int, _Sub] = {}
+        self._path_subs: dict[tuple[int, str | None], Sub[Watch]] = {}
+        self._fd_subs: dict[int, Sub[Watch]] = {}
 
     @property
     def waiting(self) -> bool:
@@ -283,9 +176,9 @@ class Watch:
         self.stale = False
         if self.polling or self.notifier._ino is None:
             return
-        new: dict[tuple[int, str | None], _Sub] = {}
+        new: dict[tuple[int, str | None], Sub[Watch]] = {}
         added = False
-        targets = self._targets()
+        targets = watched(self.path)
         for target, name, mask in targets:
             try:
                 wd = self.notifier._add(target, mask)
@@ -338,15 +231,6 @@ class Watch:
         self._wake()
 
     # -- internals --------------------------------------------------------------------------
-    def _targets(self) -> list[tuple[str, str | None, int]]:
-        met, real = _walk(self.path)
-        named = {d for d, name, _ in met if name}  # (its name watch sees it go, too)
-        out: list[tuple[str, str | None, int]] = [
-            t for t in dict.fromkeys(met) if t[1] or t[0] not in named]  # (a loop: once)
-        if real is not None:
-            out.append((real, None, FILE_MASK))
-        return out
-
     def _fall_back(self, exc: OSError, target: str) -> None:
         code = errno.errorcode.get(exc.errno or 0, "OSError")
         self.notifier._warn(
@@ -357,7 +241,7 @@ class Watch:
         self.polling = True
         self._wake()
 
-    def _forget(self, sub: _Sub) -> None:
+    def _forget(self, sub: Sub[Watch]) -> None:
         self._path_subs = {k: s for k, s in self._path_subs.items() if s is not sub}
         self._fd_subs = {k: s for k, s in self._fd_subs.items() if s is not sub}
         self.stale = True

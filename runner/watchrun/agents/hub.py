@@ -1,18 +1,18 @@
-"""The agents of a live runner: queues deliveries, runs turns one at a time per agent, runs the
-plans watchers' wakes make (agents/plan.py); one TaskGroup owns every agent loop and plan."""
+"""The agents of a live runner: queues deliveries, runs each agent's loop (turns one at a time:
+agents/worker.py) and the plans watchers' wakes make (agents/plan.py); one TaskGroup owns every
+agent loop and plan."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from watchrun.agents.plan import Plans
-from watchrun.agents.prompt import Delivery, TurnWindow
+from watchrun.agents.prompt import TurnWindow
 from watchrun.agents.recorder import open_recorder
-from watchrun.agents.state import AgentState, PlanStep, StepOutcome
-from watchrun.agents.turn import TurnRunner
+from watchrun.agents.state import AgentState
+from watchrun.agents.worker import agent_loop
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Config, WatcherSpec
 from watchrun.events import MatchInfo
@@ -38,7 +38,7 @@ class AgentHub:
         self.config, self.layout, self.log = config, layout, log
         self.clock, self.spawner, self.once = clock, spawner, once
         self._agents: dict[str, AgentState] = {}
-        self._changed = asyncio.Event()
+        self.changed = asyncio.Event()
         self._unknown: set[tuple[str, str]] = set()
         self._running = False
         self._closed = False
@@ -86,7 +86,7 @@ class AgentHub:
             try:
                 await coro
             finally:
-                self._changed.set()  # `idle` looks again
+                self.changed.set()  # `idle` looks again
 
         return self._tg.create_task(owned(), name=name)
 
@@ -151,7 +151,7 @@ class AgentHub:
 
     def _start(self, a: AgentState) -> None:
         if a.task is None or a.task.done():
-            a.task = self.spawn(self._loop(a), f"agent:{a.spec.name}")
+            a.task = self.spawn(agent_loop(self, a), f"agent:{a.spec.name}")
 
     async def _cancel(self, agents: list[AgentState]) -> None:
         tasks = [a.task for a in agents if a.task is not None]
@@ -159,80 +159,11 @@ class AgentHub:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _loop(self, a: AgentState) -> None:
-        while True:
-            a.wake.clear()
-            delay = None if self.once else a.tick(self.clock)
-            work = a.next_work()
-            if work is None:
-                self._changed.set()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(a.wake.wait(), delay)
-                continue
-            a.working = True
-            try:
-                await self._turn(a, *work)
-            except Exception as exc:  # a bug in one turn must not stop the agent
-                self.log.error(f"turn failed: {exc!r}", a.spec.name, event="turn-error")
-                a.rec.emit("error", {"code": "internal", "message": repr(exc)})
-            finally:
-                a.working = False
-                self._changed.set()
-
-    async def _turn(self, a: AgentState, trigger: str, batch: list[Delivery]) -> None:
-        step, a.taken = (a.taken if trigger == "plan" else None), None
-        try:
-            if a.allow_turn(self.clock, trigger, batch, self.config.limits, self.log):
-                await self._run_turn(a, trigger, batch, step)
-            elif step is not None:
-                step.resolve(StepOutcome("dropped", why="max-turns"))
-        finally:
-            if step is not None:  # whatever happened, its plan learns it (no-op when told)
-                step.resolve(StepOutcome("dropped", why="aborted"))
-
-    async def _run_turn(self, a: AgentState, trigger: str, batch: list[Delivery],
-                        step: PlanStep | None) -> None:
-        spec, limits, name = a.spec, self.config.limits, a.spec.name
-        prompt = a.prompt_for(trigger, batch, step, limits.match_lines)
-        runner = TurnRunner(spec, limits, a.rec, self.spawner, self.clock, a.tracker)
-        a.turn, a.turn_end = runner, asyncio.Event()
-
-        def started(turn_id: str) -> None:
-            a.turns += 1
-            for d in batch:
-                a.rec.emit("delivery", d.record("delivered", limits.match_lines, turnId=turn_id))
-            self.log.info(f"{turn_id} started ({trigger}, pid {runner.pid})", name,
-                          event="turn-start", turnId=turn_id, trigger=trigger, pid=runner.pid)
-
-        try:
-            result = await runner.run(prompt, trigger=trigger, deliveries=[d.id for d in batch],
-                                      on_start=started, plan=step.plan if step else None)
-        except asyncio.CancelledError:
-            if not runner.turn_id:  # stopped before its process started: say so
-                a.drop(batch, "aborted", self.config.limits.match_lines)
-            if step is not None:
-                step.resolve(StepOutcome("cancelled" if runner.turn_id else "dropped",
-                                         why="the turn was stopped"))
-            raise
-        finally:
-            a.turn = None
-            a.turn_end.set()
-        a.tokens += result.usage.tokens
-        a.last_reply = result.reply
-        error = (result.error or {}).get("message", "")
-        if step is not None:
-            step.resolve(StepOutcome(result.status, result.reply, error))
-        how = f"{result.status} in {result.duration_ms} ms, {result.usage.tokens} tokens"
-        self.log.log("info" if result.status == "done" else "warning", "turn-end",
-                     f"{result.turn_id} {how}" + (f": {error}" if error else ""), name,
-                     turnId=result.turn_id, status=result.status, durationMs=result.duration_ms,
-                     **result.usage.counts())
-
     async def idle(self) -> None:
         """Return once no turn runs and nothing waits for any agent, every record written
         (once mode). `run()` must be running, or queued work never drains."""
         while True:
-            self._changed.clear()
+            self.changed.clear()
             if not self.plans.busy and not any(a.busy or a.turn is not None
                                                for a in self._agents.values()):
                 for a in list(self._agents.values()):
@@ -240,7 +171,7 @@ class AgentHub:
                 if not any(a.busy for a in self._agents.values()):
                     return
                 continue
-            await self._changed.wait()
+            await self.changed.wait()
 
     # -- stopping and reloading ---------------------------------------------------------------
     async def shutdown(self) -> None:

@@ -1,4 +1,5 @@
-"""One agent turn: start its process, turn its output into records, stop it, sum it up."""
+"""One agent turn: start its process, supervise it (deadline, idle timeout, settle, stop
+requests), stop it, sum it up; its output becomes records in `turn_output.py`."""
 
 from __future__ import annotations
 
@@ -8,17 +9,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from watchrun.agents.prompt import PROMPT_TOKEN, render_command
-from watchrun.agents.providers import Observation, make_adapter
-from watchrun.agents.providers.base import PREVIEW_CHARS
 from watchrun.agents.providers.usage import UsageTracker
-from watchrun.agents.recorder import Recorder, clean_text, unreserved
-from watchrun.agents.tally import REPLY_BYTES, Tally, TurnResult, turn_error, turn_outcome
+from watchrun.agents.recorder import Recorder, clean_text
+from watchrun.agents.tally import REPLY_BYTES, TurnResult, turn_error, turn_outcome
+from watchrun.agents.turn_output import TurnOutput
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits
-from watchrun.events import Chunk
-from watchrun.match.framing import LineFramer
 from watchrun.match.redact import redactor
-from watchrun.match.sanitize import decode
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 
 __all__ = ["PROMPT_BYTES", "SETTLE_S", "TurnResult", "TurnRunner"]
@@ -27,10 +24,8 @@ SETTLE_S = 1.0
 """After the `until` marker, the provider gets this long to finish writing and exit."""
 DRAIN_S = 2.0
 """After the process exits (or is stopped), output still in the pipes is read this long."""
-READ_BYTES = 64 * 1024
 PROMPT_BYTES = 256 * 1024
 """A `prompt` record keeps this many bytes of the prompt."""
-_HEAD = 4 * PREVIEW_CHARS  # bytes of a pending line kept for an oversized line's preview
 
 
 class TurnRunner:
@@ -40,19 +35,16 @@ class TurnRunner:
                  clock: Clock, tracker: UsageTracker | None = None, *,
                  settle_s: float = SETTLE_S) -> None:
         self.spec, self.limits, self.out = spec, limits, out
-        self.spawner, self.clock, self.settle_s = spawner, clock, settle_s
-        self.adapter = make_adapter(spec.provider, tracker, spec.command)
-        self.tally = Tally(spec.until)
+        self.spawner, self.clock = spawner, clock
         self.turn_id = ""
         self.pid: int | None = None
         self.stop_reason: str | None = None
         self._stop_message = ""
         self._poke = asyncio.Event()
-        self._started = self._activity = 0.0
-        self._settle_at: float | None = None
+        self._started = 0.0
         self._cancelled = False
-        self._discard = False  # after an oversized line: stdout is drained, not parsed
-        self._head = b""
+        self.output = TurnOutput(spec, limits, out, clock, tracker, settle_s, self._poke,
+                                 self._request_stop)
         self.redacted: dict[str, int] = {}
         """Secrets redacted from this turn's prompt, by kind."""
 
@@ -88,7 +80,7 @@ class TurnRunner:
         stdin = None
         if not self.spec.pty and not any(PROMPT_TOKEN in a for a in self.spec.command):
             stdin = prompt.encode()  # no {prompt} in the command: the prompt goes to stdin
-        self._started = self._activity = self.clock.monotonic()
+        self._started = self.output.activity = self.clock.monotonic()
         proc: Proc | None = None
         failure: dict[str, str] | None = None
         try:
@@ -118,7 +110,7 @@ class TurnRunner:
 
     def _begin(self, prompt: str, trigger: str, deliveries: Sequence[str],
                plan: str | None) -> None:
-        self.turn_id = tid = f"turn-{self.out.next_seq}"
+        self.turn_id = self.output.turn_id = tid = f"turn-{self.out.next_seq}"
         self.out.emit("dispatch-start", {
             "turnId": tid, "trigger": trigger, "deliveries": list(deliveries),
             "command": list(self.spec.command), "pid": self.pid, "pty": self.spec.pty,
@@ -129,9 +121,9 @@ class TurnRunner:
         self.out.emit("status", {"status": "running", "source": "runner", "turnId": tid})
 
     async def _supervise(self, proc: Proc) -> ExitInfo:
-        readers = [asyncio.create_task(self._read_stdout(proc))]
+        readers = [asyncio.create_task(self.output.read_stdout(proc))]
         if not self.spec.pty:
-            readers.append(asyncio.create_task(self._read_stderr(proc)))
+            readers.append(asyncio.create_task(self.output.read_stderr(proc)))
         exited = asyncio.ensure_future(proc.wait())
         try:
             while self.stop_reason is None and not exited.done():
@@ -183,100 +175,22 @@ class TurnRunner:
             timers.append((self._started + spec.deadline_ms / 1000, "deadline",
                            f"the turn ran longer than its deadline ({spec.deadline_ms} ms)"))
         if spec.idle_timeout_ms is not None:
-            timers.append((self._activity + spec.idle_timeout_ms / 1000, "idle-timeout",
+            timers.append((self.output.activity + spec.idle_timeout_ms / 1000, "idle-timeout",
                            f"no output for {spec.idle_timeout_ms} ms (idleTimeout)"))
-        if self._settle_at is not None:
-            timers.append((self._settle_at, "completion", f"completion marker {spec.until!r}"))
+        if self.output.settle_at is not None:
+            timers.append((self.output.settle_at, "completion",
+                           f"completion marker {spec.until!r}"))
         for at, reason, message in sorted(timers):
             if now >= at:
                 self._request_stop(reason, message)
                 return None
         return max(0.0, min(t[0] for t in timers) - now) if timers else None
 
-    # -- output -----------------------------------------------------------------------------
-    async def _read_stdout(self, proc: Proc) -> None:
-        framer = LineFramer(self.limits.max_event_bytes)
-        while data := await proc.read(READ_BYTES):
-            self._activity = self.clock.monotonic()
-            if self._discard:
-                continue
-            nl = data.rfind(b"\n")
-            self._head = data[nl + 1 :][:_HEAD] if nl >= 0 else (self._head + data)[:_HEAD]
-            chunk = framer.feed(data)
-            if chunk is not None:
-                self._chunk(chunk)
-            if not self._discard and framer.pending > self.limits.max_event_bytes:
-                self._oversized(self._head, framer.pending)
-            await self.out.flush()
-        if not self._discard:
-            chunk = framer.finish()
-            if chunk is not None:
-                self._chunk(chunk)
-        await self.out.flush()
-
-    def _chunk(self, chunk: Chunk) -> None:
-        data, pos = chunk.data, 0
-        while pos < len(data) and not self._discard:
-            end = data.index(b"\n", pos)
-            omitted = chunk.cut_at(pos)
-            if omitted:
-                self._oversized(data[pos:end], end - pos + omitted)
-            else:  # parsed as printed; the recorder cleans what the adapter found
-                self._observe(self.adapter.parse(decode(data[pos:end])))
-            pos = end + 1
-
-    def _oversized(self, head: bytes, size: int) -> None:
-        limit = self.limits.max_event_bytes
-        self.out.emit("raw", {"turnId": self.turn_id, "value": decode(head)[:PREVIEW_CHARS],
-                              "reason": "oversized-event", "bytes": size, "truncated": True})
-        self._discard = True
-        self._request_stop("oversized-event", f"a protocol line longer than {limit} bytes "
-                           "(limits.maxEventBytes); the rest of the output was not parsed")
-
-    def _observe(self, found: list[Observation]) -> None:
-        """Write the adapter's observations (the recorder cleans them) and tally what was
-        written, so the turn's reply is made of clean text only."""
-        for obs in found:
-            fields = unreserved(obs.fields)
-            fields["turnId"] = self.turn_id
-            clean = self.out.emit(obs.kind, fields, limit=self.limits.max_line_bytes)
-            self.tally.note(obs.kind, clean)
-        if self.tally.marker_seen and self._settle_at is None:
-            self._settle_at = self.clock.monotonic() + self.settle_s
-            self._poke.set()
-
-    async def _read_stderr(self, proc: Proc) -> None:
-        framer = LineFramer(self.limits.max_line_bytes)
-        while True:
-            data = await proc.read_stderr(READ_BYTES)
-            chunk = framer.feed(data) if data else framer.finish()
-            if data:
-                self._activity = self.clock.monotonic()
-            if chunk is not None:
-                self._stderr_lines(chunk)
-                await self.out.flush()
-            if not data:
-                return
-
-    def _stderr_lines(self, chunk: Chunk) -> None:
-        """A `stderr` record per line with text; a line the framer cut at limits.maxLineBytes
-        is marked `truncated`, as a clipped `output` line is."""
-        data, pos = chunk.data, 0
-        while pos < len(data):
-            end = data.index(b"\n", pos)
-            text = decode(data[pos:end])
-            if clean_text(text, None)[0].strip():
-                cut = {"truncated": True} if chunk.cuts and chunk.cut_at(pos) else {}
-                self.out.emit("stderr", {"turnId": self.turn_id, "text": text, "raw": text,
-                                         **cut}, limit=self.limits.max_line_bytes)
-            self._observe(self.adapter.stderr(text))
-            pos = end + 1
-
     # -- the end ----------------------------------------------------------------------------
     async def _finish(self, info: ExitInfo, failure: dict[str, str] | None) -> TurnResult:
-        tally = self.tally
+        tally = self.output.tally
         if failure is None:
-            self._observe(self.adapter.finish(info.exit_code))
+            self.output.finish(info.exit_code)
         status, completed = turn_outcome(
             stop_reason=self.stop_reason, completed_ok=tally.completed_ok,
             marker_seen=tally.marker_seen, exit_code=info.exit_code,

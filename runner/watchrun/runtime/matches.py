@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import cast, overload
 
 from watchrun.events import Chunk, MatchInfo
-from watchrun.match.sanitize import plain_chunk, plain_texts
+from watchrun.match.plain import plain_chunk, plain_texts
 from watchrun.match.simd import newline_counter
 from watchrun.output.jsonl import json_str, plain_bodies
 

@@ -1,4 +1,5 @@
-"""The supervisor: starts everything or nothing, serves signals and requests, stops cleanly.
+"""The supervisor: starts everything or nothing, serves signals and requests, stops cleanly
+(`startup.py` and `shutdown.py` take the supervisor through the start and the stop).
 
 Every task belongs to the supervisor's TaskGroup (watchers, the agent hub, the action hub, the
 once-mode driver, the watchdog, the loop-lag monitor, the orphan reaper) and is cancelled and
@@ -25,6 +26,7 @@ from watchrun.output.sink import JsonlSink
 from watchrun.process.spawn import Spawner
 from watchrun.process.tree import adopted_zombies, reap_adopted
 from watchrun.runtime import reload as reloading
+from watchrun.runtime import shutdown as stopping
 from watchrun.runtime import startup
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.lag import LoopLag
@@ -32,7 +34,7 @@ from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
-from watchrun.runtime.watchers import WatcherSet, counters_of, finish
+from watchrun.runtime.watchers import WatcherSet, counters_of
 from watchrun.runtime.wiring import open_sink
 from watchrun.sources.checkpoints import CheckpointStore
 
@@ -73,7 +75,7 @@ class Supervisor:
         self.hub: AgentHub | None = None
         self.actions: ActionHub | None = None
         """Reactions to matches (webhook, exec); built only when a watcher has actions."""
-        self._actions_task: asyncio.Task[None] | None = None
+        self.actions_task: asyncio.Task[None] | None = None
         self.problems: deque[str] = deque(maxlen=20)
         """Runner-level problems (a failed reload step, a sink that would not close)."""
         self.runtime_errors: list[str] = []
@@ -83,9 +85,9 @@ class Supervisor:
         log.add_tap(self.tally.observe)
         self.set = WatcherSet(self, CheckpointStore(layout.state), sinks, echo)
         self._tg: asyncio.TaskGroup | None = None
-        self._hub_task: asyncio.Task[None] | None = None
-        self._driver: asyncio.Task[None] | None = None
-        self._watchdog: asyncio.Task[None] | None = None
+        self.hub_task: asyncio.Task[None] | None = None
+        self.driver: asyncio.Task[None] | None = None
+        self.watchdog: asyncio.Task[None] | None = None
         self._orphans = asyncio.Event()
         self.reload_pending = False
         """A SIGHUP came while starting: reload once started."""
@@ -127,8 +129,9 @@ class Supervisor:
                         await self._serve(inbox)
                 except StartupError as exc:
                     failure = exc
-                finally:
-                    await self.shutdown(inbox, reason)
+                finally:  # from here on, nothing starts
+                    self.state, self.stop_reason = RunnerState.STOPPING, reason
+                    await stopping.shutdown(self, inbox, reason)
                     for task in helpers:
                         task.cancel()
         finally:
@@ -163,9 +166,9 @@ class Supervisor:
                       watchers=n, agents=a, notify=self.set.notify_mode)
         self.sd.ready(summary)
         if self.sd.watchdog_s:
-            self._watchdog = self.spawn(self._ping(self.sd.watchdog_s), "watchdog")
+            self.watchdog = self.spawn(self._ping(self.sd.watchdog_s), "watchdog")
         if self.once:
-            self._driver = self.spawn(self._once(), "once")
+            self.driver = self.spawn(self._once(), "once")
 
     async def _serve(self, inbox: SignalInbox) -> str:
         if self.reload_pending:
@@ -173,8 +176,8 @@ class Supervisor:
         while True:
             sig_wait = asyncio.ensure_future(inbox.next())
             waits: set[asyncio.Future[Any]] = {sig_wait}
-            if self._driver is not None:
-                waits.add(self._driver)
+            if self.driver is not None:
+                waits.add(self.driver)
             try:
                 done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -199,46 +202,13 @@ class Supervisor:
         if self.actions is not None:
             await self.actions.idle()
 
-    async def shutdown(self, inbox: SignalInbox, reason: str) -> None:
-        """Nothing starts from here on. Stop every watcher (its `stop` record, its sink closed)
-        and the agents: TERM, grace, KILL per group. A second SIGTERM/SIGINT kills now."""
-        self.state = RunnerState.STOPPING
-        self.stop_reason = reason
-        self.sd.stopping()
-        self.log.info(f"stopping ({reason})", event="stopping", reason=reason)
-        for task in (self._driver, self._watchdog):
-            if task is not None:
-                await finish(task)
-        jobs = [self.set.stop_all("startup-failed" if reason == "startup-failed" else "shutdown")]
-        if self.hub is not None:
-            jobs.append(self._stop_hub())
-        stopping: asyncio.Future[Any] = asyncio.ensure_future(self._stop_actions_then(jobs))
-        second: asyncio.Future[Any] = asyncio.ensure_future(inbox.next())
-        try:
-            await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
-            if not stopping.done():
-                self.log.warning("second signal: killing what remains now")
-                self.spawner.kill_all()
-            await stopping
-        finally:
-            second.cancel()
-
     # -- agents ---------------------------------------------------------------------------
     async def start_hub(self) -> None:
         from watchrun.agents.hub import AgentHub  # only when agents are configured
 
         self.hub = await AgentHub.open(self.config, self.layout, self.log.scoped("agent"),
                                        self.clock, self.spawner, once=self.once)
-        self._hub_task = self.spawn(self.hub.run(), "agents")
-
-    async def _stop_hub(self) -> None:
-        assert self.hub is not None
-        try:
-            await self.hub.shutdown()
-        finally:
-            if self._hub_task is not None:
-                await finish(self._hub_task)
-            self.runtime_errors += self.hub.failures  # (records given up: a once run fails)
+        self.hub_task = self.spawn(self.hub.run(), "agents")
 
     def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
         if spec.wake and self.hub is not None:
@@ -255,18 +225,7 @@ class Supervisor:
 
             self.actions = ActionHub(self.config, self.log, self.clock, self.spawner,
                                      once=self.once)
-            self._actions_task = self.spawn(self.actions.run(), "actions")
-
-    async def _stop_actions_then(self, jobs: list[Any]) -> None:
-        """Actions first (their cancelled firings are recorded while the watchers' files are
-        open), then the watchers and agents."""
-        if self.actions is not None:
-            try:
-                await self.actions.shutdown()
-            finally:
-                if self._actions_task is not None:
-                    await finish(self._actions_task)
-        await asyncio.gather(*jobs)
+            self.actions_task = self.spawn(self.actions.run(), "actions")
 
     # -- requests, reload, problems -------------------------------------------------------
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -1,0 +1,126 @@
+"""A turn's output as it is printed: stdout lines through the provider's adapter into records
+(an oversized line ends the parsing), stderr lines as `stderr` records, the tally of what was
+written."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from watchrun.agents.providers import Observation, make_adapter
+from watchrun.agents.providers.base import PREVIEW_CHARS
+from watchrun.agents.providers.usage import UsageTracker
+from watchrun.agents.recorder import Recorder, clean_text, unreserved
+from watchrun.agents.tally import Tally
+from watchrun.clock import Clock
+from watchrun.config.model import AgentSpec, Limits
+from watchrun.events import Chunk
+from watchrun.match.framing import LineFramer
+from watchrun.match.sanitize import decode
+from watchrun.process.spawn import Proc
+
+__all__ = ["TurnOutput"]
+
+READ_BYTES = 64 * 1024
+_HEAD = 4 * PREVIEW_CHARS  # bytes of a pending line kept for an oversized line's preview
+
+
+class TurnOutput:
+    """Reads one turn's stdout and stderr and writes their records. Tells the turn when output
+    last came (`activity`, for idleTimeout), when to stop after the completion marker
+    (`settle_at`, set with a `poke`), and through `stop` that an oversized line ends it."""
+
+    def __init__(self, spec: AgentSpec, limits: Limits, out: Recorder, clock: Clock,
+                 tracker: UsageTracker | None, settle_s: float, poke: asyncio.Event,
+                 stop: Callable[[str, str], None]) -> None:
+        self.limits, self.out, self.clock, self.settle_s = limits, out, clock, settle_s
+        self._poke, self._stop = poke, stop
+        self.adapter = make_adapter(spec.provider, tracker, spec.command)
+        self.tally = Tally(spec.until)
+        self.turn_id = ""
+        self.activity = 0.0
+        self.settle_at: float | None = None
+        self._discard = False  # after an oversized line: stdout is drained, not parsed
+        self._head = b""
+
+    async def read_stdout(self, proc: Proc) -> None:
+        framer = LineFramer(self.limits.max_event_bytes)
+        while data := await proc.read(READ_BYTES):
+            self.activity = self.clock.monotonic()
+            if self._discard:
+                continue
+            nl = data.rfind(b"\n")
+            self._head = data[nl + 1 :][:_HEAD] if nl >= 0 else (self._head + data)[:_HEAD]
+            chunk = framer.feed(data)
+            if chunk is not None:
+                self._chunk(chunk)
+            if not self._discard and framer.pending > self.limits.max_event_bytes:
+                self._oversized(self._head, framer.pending)
+            await self.out.flush()
+        if not self._discard:
+            chunk = framer.finish()
+            if chunk is not None:
+                self._chunk(chunk)
+        await self.out.flush()
+
+    def _chunk(self, chunk: Chunk) -> None:
+        data, pos = chunk.data, 0
+        while pos < len(data) and not self._discard:
+            end = data.index(b"\n", pos)
+            omitted = chunk.cut_at(pos)
+            if omitted:
+                self._oversized(data[pos:end], end - pos + omitted)
+            else:  # parsed as printed; the recorder cleans what the adapter found
+                self._observe(self.adapter.parse(decode(data[pos:end])))
+            pos = end + 1
+
+    def _oversized(self, head: bytes, size: int) -> None:
+        limit = self.limits.max_event_bytes
+        self.out.emit("raw", {"turnId": self.turn_id, "value": decode(head)[:PREVIEW_CHARS],
+                              "reason": "oversized-event", "bytes": size, "truncated": True})
+        self._discard = True
+        self._stop("oversized-event", f"a protocol line longer than {limit} bytes "
+                   "(limits.maxEventBytes); the rest of the output was not parsed")
+
+    def _observe(self, found: list[Observation]) -> None:
+        """Write the adapter's observations (the recorder cleans them) and tally what was
+        written, so the turn's reply is made of clean text only."""
+        for obs in found:
+            fields = unreserved(obs.fields)
+            fields["turnId"] = self.turn_id
+            clean = self.out.emit(obs.kind, fields, limit=self.limits.max_line_bytes)
+            self.tally.note(obs.kind, clean)
+        if self.tally.marker_seen and self.settle_at is None:
+            self.settle_at = self.clock.monotonic() + self.settle_s
+            self._poke.set()
+
+    async def read_stderr(self, proc: Proc) -> None:
+        framer = LineFramer(self.limits.max_line_bytes)
+        while True:
+            data = await proc.read_stderr(READ_BYTES)
+            chunk = framer.feed(data) if data else framer.finish()
+            if data:
+                self.activity = self.clock.monotonic()
+            if chunk is not None:
+                self._stderr_lines(chunk)
+                await self.out.flush()
+            if not data:
+                return
+
+    def _stderr_lines(self, chunk: Chunk) -> None:
+        """A `stderr` record per line with text; a line the framer cut at limits.maxLineBytes
+        is marked `truncated`, as a clipped `output` line is."""
+        data, pos = chunk.data, 0
+        while pos < len(data):
+            end = data.index(b"\n", pos)
+            text = decode(data[pos:end])
+            if clean_text(text, None)[0].strip():
+                cut = {"truncated": True} if chunk.cuts and chunk.cut_at(pos) else {}
+                self.out.emit("stderr", {"turnId": self.turn_id, "text": text, "raw": text,
+                                         **cut}, limit=self.limits.max_line_bytes)
+            self._observe(self.adapter.stderr(text))
+            pos = end + 1
+
+    def finish(self, exit_code: int | None) -> None:
+        """The adapter's last observations, once the process has exited."""
+        self._observe(self.adapter.finish(exit_code))

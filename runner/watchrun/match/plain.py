@@ -1,0 +1,76 @@
+"""Plain lines, the fast path past `sanitize`: telling from the bytes of lines, in C, that
+sanitizing leaves them as they are and that no record escape is needed in them (most log lines)."""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import re
+from collections.abc import Iterable
+
+from watchrun.match.simd import finder, has_any
+
+__all__ = ["plain_chunk", "plain_text", "plain_texts"]
+
+_KEEP_C0 = bytes((*range(0, 9), *range(10, 32), 0x7F))  # C0 but tab, and DEL: one byte each
+_C1_UTF8 = re.compile(b"\xc2[\x80-\x9f]")
+
+
+def plain_text(line: bytes, max_bytes: int) -> str | None:
+    """The text of one line (bytes without its newline) when `sanitize` would leave it as it is
+    and no record escape is needed in it; None when it needs the full treatment.
+
+    Checked on the bytes, in C: no C0 control but tab and no DEL (single bytes in UTF-8), no C1
+    control (`\\xc2\\x80`-`\\xc2\\x9f`), no U+2028/U+2029, and short enough not to be clipped.
+    Invalid UTF-8 decodes to U+FFFD exactly as `decode` does. The rule of the match records'
+    fast path (`plain_texts` applies it to all the matched lines of a chunk at once): most log
+    lines are plain."""
+    if has_any(line, _KEEP_C0):
+        return None
+    if line.isascii():
+        return line.decode("ascii") if len(line) <= max_bytes else None
+    if (b"\xc2" in line and _C1_UTF8.search(line) is not None) or b"\xe2\x80\xa8" in line \
+            or b"\xe2\x80\xa9" in line:  # fmt: skip
+        return None
+    text = line.decode("utf-8", "replace")
+    return text if len(text) * 4 <= max_bytes or len(text.encode()) <= max_bytes else None
+
+
+_NOT_PLAIN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # `plain_text`'s rules
+
+
+def plain_texts(lines: Iterable[bytes], sizes: list[int], max_bytes: int
+                ) -> tuple[bytes, str, list[int]]:
+    """`plain_text` of many lines at once (`sizes`: their lengths): their UTF-8 decoded and
+    joined by newlines, their text joined by newlines (split by whoever shows a line), and the
+    indexes of those `plain_text` refuses (all of them with `max_bytes` < 0, the lines then
+    returned as read). One decode and one check of all the lines, in C; a line is looked at
+    alone only when the check finds something, or when it may be longer than `max_bytes`."""
+    joined = b"\n".join(lines)
+    text = joined.decode("utf-8", "replace")  # no newline in a line, nor in a U+FFFD
+    if max_bytes < 0:
+        return joined, text, list(range(len(sizes)))
+    maybe_long = list(itertools.compress(range(len(sizes)), map((max_bytes // 3).__lt__, sizes)))
+    texts = text.split("\n") if maybe_long else []  # (U+FFFD takes 3 bytes for 1)
+    odd = {k for k in maybe_long if len(texts[k].encode()) > max_bytes}
+    if has_any(joined, _KEEP_C0_NL) or (not joined.isascii() and _may_hold_c1_or_ls(joined)):
+        texts = texts or text.split("\n")
+        starts = list(itertools.accumulate((len(t) + 1 for t in texts), initial=0))
+        odd.update(bisect.bisect_right(starts, m.start()) - 1 for m in _NOT_PLAIN.finditer(text))
+    utf8 = joined if "\ufffd" not in text else text.encode()  # (decoded without a loss: as read)
+    return utf8, text, sorted(odd)
+
+
+_KEEP_C0_NL = _KEEP_C0.replace(b"\n", b"")
+
+
+def _may_hold_c1_or_ls(data: bytes) -> bool:
+    """Whether UTF-8 `data` may hold a C1 control (its lead byte 0xC2) or U+2028/U+2029."""
+    find = finder(data)
+    return find(b"\xc2", 0) >= 0 or find(b"\xe2\x80\xa8", 0) >= 0 \
+        or find(b"\xe2\x80\xa9", 0) >= 0
+
+
+def plain_chunk(data: bytes) -> bool:
+    """Whether every line of `data` is plain ASCII (`plain_text` for each, in one pass)."""
+    return data.isascii() and not has_any(data, _KEEP_C0_NL)

@@ -1,0 +1,80 @@
+"""The runner's stop, once it is `stopping`: the once driver and the watchdog end, the actions
+stop first, then every watcher and the agents together; a second SIGTERM/SIGINT kills now."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Protocol
+
+from watchrun.output.runlog import RunLog
+from watchrun.process.spawn import Spawner
+from watchrun.runtime.sdnotify import SdNotify
+from watchrun.runtime.signals import SignalInbox
+from watchrun.runtime.watchers import WatcherSet, finish
+
+if TYPE_CHECKING:
+    from watchrun.actions.hub import ActionHub
+    from watchrun.agents.hub import AgentHub
+
+__all__ = ["Stopping", "shutdown"]
+
+
+class Stopping(Protocol):
+    """What the stop needs of the supervisor."""
+
+    log: RunLog
+    sd: SdNotify
+    spawner: Spawner
+    set: WatcherSet
+    hub: AgentHub | None
+    actions: ActionHub | None
+    runtime_errors: list[str]
+    driver: asyncio.Task[None] | None
+    watchdog: asyncio.Task[None] | None
+    hub_task: asyncio.Task[None] | None
+    actions_task: asyncio.Task[None] | None
+
+
+async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
+    """Stop every watcher (its `stop` record, its sink closed) and the agents: TERM, grace, KILL
+    per group. A second SIGTERM/SIGINT kills now."""
+    sup.sd.stopping()
+    sup.log.info(f"stopping ({reason})", event="stopping", reason=reason)
+    for task in (sup.driver, sup.watchdog):
+        if task is not None:
+            await finish(task)
+    jobs = [sup.set.stop_all("startup-failed" if reason == "startup-failed" else "shutdown")]
+    if sup.hub is not None:
+        jobs.append(_stop_hub(sup))
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(_stop_actions_then(sup, jobs))
+    second: asyncio.Future[Any] = asyncio.ensure_future(inbox.next())
+    try:
+        await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
+        if not stopping.done():
+            sup.log.warning("second signal: killing what remains now")
+            sup.spawner.kill_all()
+        await stopping
+    finally:
+        second.cancel()
+
+
+async def _stop_hub(sup: Stopping) -> None:
+    assert sup.hub is not None
+    try:
+        await sup.hub.shutdown()
+    finally:
+        if sup.hub_task is not None:
+            await finish(sup.hub_task)
+        sup.runtime_errors += sup.hub.failures  # (records given up: a once run fails)
+
+
+async def _stop_actions_then(sup: Stopping, jobs: list[Any]) -> None:
+    """Actions first (their cancelled firings are recorded while the watchers' files are
+    open), then the watchers and agents."""
+    if sup.actions is not None:
+        try:
+            await sup.actions.shutdown()
+        finally:
+            if sup.actions_task is not None:
+                await finish(sup.actions_task)
+    await asyncio.gather(*jobs)
