@@ -6,12 +6,19 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from watchrun.sources.checkpoints import CheckpointStore, FileState, orphaned
-from watchrun.sources.identity import Checkpoint, identifies, position
+from watchrun.sources.identity import (
+    Checkpoint,
+    identifies,
+    inode_generation,
+    other_generation,
+    position,
+)
 from watchrun.sources.siblings import locate, scan
 
 
@@ -255,3 +262,89 @@ def test_a_copy_is_found_when_the_checkpoint_is_before_the_read_position(tmp_pat
     found = locate(cp, scan(f, [cp]), set(), copies_only=True)
     assert found is not None and found.path.endswith("app.log.1") and found.start == 2000
     os.close(found.fd)
+
+
+def generation_of(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return inode_generation(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(("kept", "now", "same"), [
+    (None, None, True),  # neither known: the fingerprints decide (as before)
+    (None, 7, True),  # a checkpoint saved before the number was kept
+    (7, None, True),  # the file system keeps none (tmpfs): unknown, not another file
+    (7, 7, True),
+    (7, 8, False),  # the inode number was given to another file since
+])
+def test_identifies_by_the_inode_generation_number_when_both_are_known(
+        tmp_path: Path, kept: int | None, now: int | None, same: bool) -> None:
+    """Same device, inode and bytes up to the offset: the generation numbers decide when the
+    checkpoint's and the open file's are both known."""
+    f = tmp_path / "f"
+    f.write_bytes(b"".join(b"line %04d\n" % i for i in range(200)))
+    cp = replace(cp_for(f, 1500), inode_gen=kept)
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        assert identifies(cp, fd, os.fstat(fd), now) is same
+        assert other_generation(cp, now) is not same
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("kept", ["this", "another", "unknown"])
+def test_identifies_asks_the_descriptor_for_its_generation_number(
+        tmp_path: Path, kept: str) -> None:
+    """By default `identifies` asks the open file (FS_IOC_GETVERSION) for its number."""
+    f = tmp_path / "f"
+    f.write_bytes(b"a\nb\n")
+    real = generation_of(f)
+    if real is None:
+        pytest.skip(f"the file system of {tmp_path} keeps no inode generation numbers")
+    cp = replace(cp_for(f, 4), inode_gen={"this": real, "another": real ^ 1,
+                                          "unknown": None}[kept])
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        assert identifies(cp, fd, os.fstat(fd)) is (kept != "another")
+    finally:
+        os.close(fd)
+
+
+def test_a_new_file_given_an_inode_number_has_another_generation_number(
+        tmp_path: Path) -> None:
+    """What the runner relies on, on this file system: delete a file, create files until one
+    gets its inode number; that one's generation number is another."""
+    f = tmp_path / "f"
+    f.write_text("x\n")
+    inode, gen = f.stat().st_ino, generation_of(f)
+    if gen is None:
+        pytest.skip(f"the file system of {tmp_path} keeps no inode generation numbers")
+    f.unlink()
+    for i in range(200):
+        f.write_text("x\n")
+        if f.stat().st_ino == inode:
+            assert generation_of(f) != gen
+            return
+        f.rename(tmp_path / f"other-{i}")
+    pytest.skip(f"no new file got inode number {inode} back (another process took it)")
+
+
+def test_a_checkpoint_keeps_the_generation_number_and_an_early_release(tmp_path: Path) -> None:
+    """Saved and loaded; a checkpoint file written before they were kept loads as unknown and
+    not released early."""
+    store = CheckpointStore(tmp_path)
+    cp = Checkpoint(1, 2, "f", 10, 1, "/p", 0, seq=5, inode_gen=3_000_000_000,
+                    released_early=True)
+    store.save("w", one(cp, 5))
+    assert store.load("w") == one(cp, 5)
+    doc = json.loads(store.path("w").read_text())
+    assert (doc["generations"][0]["inodeGen"], doc["generations"][0]["releasedEarly"]) == (
+        3_000_000_000, True)
+    for key in ("inodeGen", "releasedEarly"):
+        del doc["generations"][0][key]
+    store.path("w").write_text(json.dumps(doc))
+    loaded = store.load("w")
+    assert loaded is not None
+    assert (loaded.current.inode_gen, loaded.current.released_early) == (None, False)

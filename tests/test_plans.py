@@ -13,7 +13,7 @@ import pytest
 from watchrun.output.recorded import Mark
 from watchrun.sources import plans
 from watchrun.sources.generation import Recorded
-from watchrun.sources.identity import Checkpoint, position
+from watchrun.sources.identity import Checkpoint, inode_generation, position
 
 
 def write(path: Path, text: str) -> None:
@@ -159,5 +159,51 @@ def test_an_emptied_file_not_modified_since_its_checkpoint_lists_no_siblings(
     plan = plans.plan_start(log, [empty], 10, Recorded())
     try:
         assert len(plan.steps) == 1 and plan.steps[0].origin is empty and listed == []
+    finally:
+        plan.close()
+
+
+OLD = b"".join(b"L%04d line\n" % i for i in range(150))
+"""1650 bytes: more than the 1 KiB of the head fingerprint."""
+
+
+@pytest.mark.parametrize(("change", "kept", "expected"), [
+    # the file at the path has the checkpoint's inode number and holds its bytes up to the
+    # offset; or the same first KiB but other bytes before the offset (truncated and rewritten
+    # in place, or a new file given the number)
+    ("appended", "this", (len(OLD), None, [])),
+    ("appended", "unknown", (len(OLD), None, [])),
+    ("appended", "another", (0, "recreate", ["missing"])),
+    ("rewritten", "this", (0, "truncate", [])),
+    ("rewritten", "unknown", (0, "truncate", [])),
+    ("rewritten", "another", (0, "recreate", ["missing"])),
+])
+def test_a_file_of_another_inode_generation_is_read_from_its_start(
+        tmp_path: Path, change: str, kept: str, expected: tuple[int, str | None, list[str]]
+) -> None:
+    """The start plan resumes the checkpointed generation at its offset, and reads one rewritten
+    in place again from 0 after `rotate{truncate}`. A file with the inode number and another
+    generation number is another file, whatever it holds: `rotate{recreate}` and a
+    `gap{missing}` from the old one's checkpoint, as for any file given a reused number.
+    ("unknown": a checkpoint saved before the number was kept, or a tmpfs: the fingerprints.)"""
+    log = tmp_path / "app.log"
+    log.write_bytes(OLD)
+    fd = os.open(log, os.O_RDONLY)
+    real = inode_generation(fd)
+    os.close(fd)
+    if real is None:
+        pytest.skip(f"the file system of {tmp_path} keeps no inode generation numbers")
+    st = log.stat()
+    cp = position(st.st_dev, st.st_ino, st.st_mtime_ns, OLD[:1024], OLD[-1024:], len(OLD), 151,
+                  str(log), inode_gen={"this": real, "another": real ^ 1, "unknown": None}[kept])
+    with log.open("ab" if change == "appended" else "r+b") as f:
+        f.write(b"L0150 more\n" if change == "appended" else
+                OLD[:1100] + b"X" * (len(OLD) - 1101) + b"\nL0150 more\n")
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        (o,) = plan.steps
+        announce = o.announce["reason"] if o.announce else None
+        assert (o.start, announce, [g["reason"] for g in plan.gaps]) == expected
+        assert plan.at_path and o.st.st_ino == cp.inode
     finally:
         plan.close()

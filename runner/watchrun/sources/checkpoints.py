@@ -56,6 +56,7 @@ _OPTIONAL: dict[str, tuple[str, type]] = {
     "tail": ("tail", str), "tailLen": ("tail_len", int), "size": ("size", int),
     "mtimeNs": ("mtime_ns", int), "finished": ("finished", bool), "seq": ("seq", int),
     "since": ("since", int), "deleted": ("deleted", bool), "announce": ("announce", str),
+    "inodeGen": ("inode_gen", int), "releasedEarly": ("released_early", bool),
 }
 
 
@@ -103,10 +104,8 @@ def decode(text: str) -> FileState:
 
 
 def encode(state: FileState) -> bytes:
-    gens = []
-    for cp in state.generations:
-        doc = {key: getattr(cp, name) for key, (name, _) in (_FIELDS | _OPTIONAL).items()}
-        gens.append(doc)
+    fields = (_FIELDS | _OPTIONAL).items()
+    gens = [{key: getattr(cp, name) for key, (name, _) in fields} for cp in state.generations]
     doc = {"version": VERSION, "seq": state.seq, "generations": gens}
     return (json.dumps(doc, separators=(",", ":")) + "\n").encode()
 

@@ -145,7 +145,7 @@ class FileSource(Rotation):
                     self._later(watch, self.rotate_wait)
                 idle = now - (gen.grew_at or now) >= self.rotate_wait
                 if idle or (len(self._old) > self.max_gens and gen is self._old[0]):
-                    await self._release(ctx, gen, watch)
+                    await self._release(ctx, gen, watch, early=not idle)
             if self._cur is None:
                 await self._appear(ctx, watch)
             if self._cur is not None:

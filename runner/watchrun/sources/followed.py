@@ -9,6 +9,7 @@ import contextlib
 import errno
 import json
 import os
+from dataclasses import replace
 from typing import Any
 
 from watchrun.clock import Clock
@@ -109,7 +110,7 @@ class Followed:
         if self._resume_seq is not None:
             seq = self._resume_seq
         gen = Generation(o.fd, o.st, start, line_no, self.limits.max_line_bytes, path=o.path,
-                         seq=seq if seq is not None else next_seq(ctx))
+                         seq=seq if seq is not None else next_seq(ctx), inode_gen=o.generation())
         gen.announce = o.announce
         began = self._recorded.began(gen.inode)
         if o.origin is None and gen.announce is not None and marks and began:
@@ -165,8 +166,7 @@ class Followed:
             inode = cur.inode if plan.at_path else None
             await ctx.event("start", path=self.name, inode=inode, offset=cur.pos)
             await self._problems(ctx, start)
-        for gap in plan.gaps:
-            await ctx.event("gap", **gap)
+        await self._gaps(ctx, plan)
         if self._cur is not None:
             olds.insert(0, self._cur)
         now = self.clock.monotonic()
@@ -205,6 +205,15 @@ class Followed:
         loop = asyncio.get_running_loop()
         self._timers = [t for t in self._timers if t.when() > loop.time()]
         self._timers.append(loop.call_later(delay + 0.05, watch.poke))
+
+    async def _gaps(self, ctx: SourceContext, plan: Plan) -> None:
+        """The plan's `gap` records. A generation released early found grown keeps the size
+        it has now: what it grew by is counted once."""
+        for gap in plan.gaps:
+            await ctx.event("gap", **gap)
+        sizes = {id(cp): size for cp, size in plan.grown}
+        self._history = [replace(cp, size=sizes[id(cp)]) if id(cp) in sizes else cp
+                         for cp in self._history]
 
     def _remember(self, cp: Checkpoint) -> None:
         self._history = [*self._history, cp][-self.max_gens :]

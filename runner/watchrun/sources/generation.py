@@ -17,7 +17,14 @@ from typing import Any, Protocol, cast, runtime_checkable
 from watchrun.events import SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
 from watchrun.output.recorded import Mark
-from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, position, tail_before
+from watchrun.sources.identity import (
+    FINGERPRINT_BYTES,
+    Ask,
+    Checkpoint,
+    inode_generation,
+    position,
+    tail_before,
+)
 from watchrun.sources.reading import first_read, hold_heap
 
 
@@ -25,8 +32,10 @@ class Generation:
     """One open generation (inode) of the watched file and how far it has been read."""
 
     def __init__(self, fd: int, st: os.stat_result, pos: int, line_no: int, max_line: int, *,
-                 path: str, seq: int | None = None) -> None:
+                 path: str, seq: int | None = None, inode_gen: int | Ask | None = Ask.FD) -> None:
         self.fd, self.dev, self.inode, self.path = fd, st.st_dev, st.st_ino, path
+        self.inode_gen = inode_generation(fd) if inode_gen is Ask.FD else inode_gen
+        """Its inode's generation number (None: not known), kept in its checkpoints."""
         self.max_line = max_line
         self.seen_size, self.seen_mtime = st.st_size, st.st_mtime_ns
         self.grew_at: float | None = None  # monotonic time of its last growth (once retired)
@@ -133,7 +142,8 @@ class Generation:
             deleted = False
         return position(self.dev, self.inode, self.seen_mtime, self.head, tail, off, line_no,
                         self.path, size=self.seen_size, finished=finished, seq=self.done_seq,
-                        since=self.since, deleted=deleted, announce=pending)
+                        since=self.since, deleted=deleted, announce=pending,
+                        inode_gen=self.inode_gen)
 
 
 _COUNTS: dict[type, bool] = {}

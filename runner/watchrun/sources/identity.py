@@ -1,8 +1,12 @@
 """Which generation of a file an open descriptor holds: fingerprints of the head and of the
-bytes just before a position, so a rename, a copy, a truncation or a rewrite is told apart."""
+bytes just before a position, and the inode's generation number, so a rename, a copy, a
+truncation, a rewrite or an inode number given to a new file is told apart."""
 
 from __future__ import annotations
 
+import array
+import enum
+import fcntl
 import hashlib
 import os
 from dataclasses import dataclass
@@ -10,6 +14,28 @@ from dataclasses import dataclass
 FINGERPRINT_BYTES = 1024
 """A generation is identified by the hash of (up to) its first 1024 bytes, plus device and
 inode; a position in it by the hash of (up to) the 1024 bytes before it."""
+
+
+FS_IOC_GETVERSION = 0x80087601
+"""_IOR('v', 1, long): the inode's generation number, which ext4, xfs and btrfs change each
+time they give an inode number to a new file."""
+
+
+def inode_generation(fd: int) -> int | None:
+    """The generation number of the open file's inode; None where the file system keeps none
+    (tmpfs answers ENOTTY). One ioctl: taken once per opened generation, never per read."""
+    buf = array.array("l", [0])
+    try:
+        fcntl.ioctl(fd, FS_IOC_GETVERSION, buf, True)
+    except OSError:
+        return None
+    return int(buf[0])
+
+
+class Ask(enum.Enum):
+    """`identifies` asks the descriptor for its generation number itself (when it needs it)."""
+
+    FD = 0
 
 
 def fingerprint(data: bytes) -> str:
@@ -54,6 +80,12 @@ class Checkpoint:
     announce: str = ""
     """The `rotate` record (its fields as JSON) not written yet when this was saved: written
     before its first line; its records follow the first `rotate` into its inode from `seq`."""
+    inode_gen: int | None = None
+    """The inode's generation number (`inode_generation`); None: not known (a file system that
+    keeps none, a checkpoint saved before it was kept): the fingerprints alone decide."""
+    released_early: bool = False
+    """Released (finished) by limits.maxGenerations while it may still have been written to,
+    at `size`: found grown past that later, what it grew by was not read (a `gap`)."""
 
     @property
     def unread(self) -> int:
@@ -96,10 +128,22 @@ def begins_as(cp: Checkpoint, head: bytes) -> bool:
     return not cp.finished or n == FINGERPRINT_BYTES or len(head) == n
 
 
-def identifies(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
-    """True when the open file is the checkpoint's generation: same device and inode, and it
-    still holds what was read (an inode can be reused; a file can be rewritten in place)."""
+def other_generation(cp: Checkpoint, gen: int | None) -> bool:
+    """The inode number was given to another file since the checkpoint: both generation
+    numbers are known and differ (unknown on either side: nothing is said)."""
+    return cp.inode_gen is not None and gen is not None and gen != cp.inode_gen
+
+
+def identifies(cp: Checkpoint, fd: int, st: os.stat_result,
+               gen: int | Ask | None = Ask.FD) -> bool:
+    """True when the open file is the checkpoint's generation: same device, inode and inode
+    generation number (`gen`, the open file's: asked of `fd` by default, only when the inode
+    matches), and it still holds what was read (an inode can be reused; a file can be
+    rewritten in place)."""
     if (st.st_dev, st.st_ino) != (cp.dev, cp.inode) or cp.deleted:
+        return False
+    if cp.inode_gen is not None and other_generation(
+            cp, inode_generation(fd) if gen is Ask.FD else gen):
         return False
     return holds(cp, fd, st) if cp.fingerprint_len else st.st_size >= cp.offset
 
@@ -107,8 +151,8 @@ def identifies(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
 def position(dev: int, inode: int, mtime_ns: int, head: bytes, tail: bytes, offset: int,
              line_no: int, path: str, *, size: int = 0, finished: bool = False,
              seq: int | None = None, since: int = 0, deleted: bool = False,
-             announce: str = "") -> Checkpoint:
+             announce: str = "", inode_gen: int | None = None) -> Checkpoint:
     """The checkpoint of a generation at `offset`, given its head and the bytes before it."""
     return Checkpoint(dev, inode, fingerprint(head), offset, line_no, path, len(head),
                       fingerprint(tail), len(tail), max(offset, size), mtime_ns, finished, seq,
-                      since, deleted, announce)
+                      since, deleted, announce, inode_gen)

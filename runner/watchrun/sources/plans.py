@@ -11,7 +11,14 @@ from typing import Any
 
 from watchrun.output.recorded import Mark
 from watchrun.sources.generation import Recorded
-from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, identifies, same_head
+from watchrun.sources.identity import (
+    FINGERPRINT_BYTES,
+    Checkpoint,
+    identifies,
+    other_generation,
+    same_head,
+)
+from watchrun.sources.released import regrown
 from watchrun.sources.siblings import Entry, Opened, Plan, locate, newer, open_at_path, scan
 
 
@@ -86,28 +93,44 @@ def _start_with(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
 def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
                 recorded: Recorded) -> Plan:
     last = known[-1]
-    at_path = cur is not None and identifies(last, cur.fd, cur.st)
+    at_path = cur is not None and identifies(last, cur.fd, cur.st, cur.generation())
     if cur is not None and at_path:
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
         if all(cp.finished for cp in known[:-1]) and not _emptied(last, cur):
-            return Plan([cur], at_path=True)
-    # the followed file's inode is at the path: `rewritten` when it kept its first bytes
-    reused = cur is not None and _ident(cur.st) == (last.dev, last.inode)
+            return _regrown(path, known, max_n, Plan([cur], at_path=True))
+    # the followed file's inode is at the path, `rewritten` when it kept its first bytes (a
+    # new file given its number, as its inode generation number shows, is neither)
+    reused = (cur is not None and _ident(cur.st) == (last.dev, last.inode)
+              and not other_generation(last, cur.generation()))
     rewritten = (reused and cur is not None and not at_path and not last.deleted
                  and same_head(last, cur.fd))
     plan = Plan()
     try:
-        _gather(path, cur, known, max_n, recorded, at_path, rewritten, plan)
+        entries = _gather(path, cur, known, max_n, recorded, at_path, rewritten, plan)
+        _regrown(path, known, max_n, plan, cur, entries=entries)
     except OSError:
         plan.close()
         raise
     return _announce(plan, cur, last, reused, rewritten, recorded)
 
 
+def _regrown(path: Path, known: list[Checkpoint], max_n: int, plan: Plan, *also: Opened | None,
+             entries: list[Entry] | None = None) -> Plan:
+    """The gaps of generations released early found grown, unless this plan reads them on
+    (`also`: the file at the path, a copy). Nothing is looked for, nor the siblings listed for
+    it, when no generation known was released early."""
+    if any(cp.released_early for cp in known):
+        found = scan(path, known) if entries is None else entries
+        read = {_ident(o.st) for o in [*plan.steps, *also] if o is not None}
+        gaps, plan.grown = regrown(found, known, read, max_n)
+        plan.gaps += gaps
+    return plan
+
+
 def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
-            recorded: Recorded, at_path: bool, rewritten: bool, plan: Plan) -> None:
+            recorded: Recorded, at_path: bool, rewritten: bool, plan: Plan) -> list[Entry]:
     """The checkpointed generations found again, gaps for the lost ones, then those rotated
-    after the one followed (not yet the file at the path)."""
+    after the one followed (not yet the file at the path); returns the siblings listed."""
     last = known[-1]
     entries = scan(path, known)
     taken = {_ident(cur.st)} if cur is not None else set()
@@ -131,6 +154,7 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         plan.gaps += gaps
     elif cur is not None and _emptied(last, cur):
         _copied_since(cur, last, entries, known, taken, max_n, plan)
+    return entries
 
 
 def _finished(known: list[Checkpoint]) -> list[Checkpoint]:
@@ -200,7 +224,8 @@ def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
     """The newest of the checkpointed generations that the file at the path is (its inode,
     still holding what was read of it): the path was pointed back at it (a symlink flipped
     back, a hard link), so it is read on from its checkpoint, not again from its start."""
-    return next((cp for cp in reversed(known) if identifies(cp, cur.fd, cur.st)), None)
+    gen = cur.generation()
+    return next((cp for cp in reversed(known) if identifies(cp, cur.fd, cur.st, gen)), None)
 
 
 def _begins_alike(copy: Opened, cur: Opened) -> bool:
@@ -239,6 +264,7 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
         fresh, gaps = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n, before,
                             drained=drained)
         plan.steps, plan.gaps = fresh, gaps
+        _regrown(path, [*known, ended], max_n, plan, cur, plan.copy, entries=entries)
         if cur is not None and not truncated:  # (a deleted file's inode may be reused at once)
             back = _read_before(cur, known)
             if back is not None:  # (the source goes on with it when it is still open)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import replace
 
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
@@ -86,8 +87,7 @@ class Rotation(Followed):
         if not plan.steps and not plan.gaps:
             return []  # nothing to read first: no checkpoint save before the current file
         olds = [await self._open(ctx, o) for o in plan.steps]  # the copy, then the middle ones
-        for gap in plan.gaps:
-            await ctx.event("gap", **gap)
+        await self._gaps(ctx, plan)
         now = self.clock.monotonic()
         for old in olds:
             if old.announce is not None:
@@ -140,8 +140,12 @@ class Rotation(Followed):
             watch.rearm()
             await self._keep.save(self._state())
 
-    async def _release(self, ctx: SourceContext, gen: Generation, watch: Watch) -> None:
+    async def _release(self, ctx: SourceContext, gen: Generation, watch: Watch, *,
+                       early: bool = False) -> None:
+        """Close a rotated generation read to its end: idle for rotateWait, or `early` (more
+        than limits.maxGenerations open), when its checkpoint says so: seen grown later, what
+        it grew by was not read (`sources/released.py`)."""
         await gen.finish(ctx, self.name)
-        self._remember(gen.checkpoint(finished=True))
+        self._remember(replace(gen.checkpoint(finished=True), released_early=early))
         self._close(gen, watch)
         await self._keep.save(self._state())  # finished: not taken for lost after a crash

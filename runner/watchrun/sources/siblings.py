@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.sources.generation import open_regular
-from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, begins_as, holds, identifies
+from watchrun.sources.identity import (
+    FINGERPRINT_BYTES,
+    Ask,
+    Checkpoint,
+    begins_as,
+    holds,
+    identifies,
+    inode_generation,
+)
 
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzma", ".z", ".zip", ".br", ".7z")
 _MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18", b"PK\x03")
@@ -40,6 +48,14 @@ class Opened:
     """The checkpoint it continues (the generation itself, or a copy of it)."""
     announce: dict[str, Any] | None = None
     """The `rotate` record written before its first line."""
+    gen: int | Ask | None = Ask.FD
+    """Its inode's generation number once asked (`generation()`), None: not known."""
+
+    def generation(self) -> int | None:
+        """Its inode's generation number: one ioctl, the first time it is asked."""
+        if self.gen is Ask.FD:
+            self.gen = inode_generation(self.fd)
+        return self.gen
 
 
 @dataclass(slots=True)
@@ -50,6 +66,8 @@ class Plan:
     at_path: bool = False
     copy: Opened | None = None
     """After a truncation: a copy holding the truncated generation (copytruncate)."""
+    grown: list[tuple[Checkpoint, int]] = field(default_factory=list)
+    """Generations released early found grown (their `gap` is in `gaps`), and their size now."""
 
     def close(self) -> None:
         for o in [*self.steps, *([self.copy] if self.copy else [])]:
@@ -130,7 +148,7 @@ def scan(path: Path, known: list[Checkpoint]) -> list[Entry]:
     return found
 
 
-def _open_entry(e: Entry) -> Opened | None:
+def open_entry(e: Entry) -> Opened | None:
     try:
         fd, st = open_regular(e.path)
     except OSError as exc:
@@ -153,10 +171,11 @@ def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
     for e in ([] if copies_only else same) + others:
         if e.compressed or (e.st.st_dev, e.st.st_ino) in taken:
             continue
-        o = _open_entry(e)
+        o = open_entry(e)
         if o is None:
             continue
-        if (identifies if e in same else holds)(cp, o.fd, o.st) and not _is_compressed(o.fd):
+        found = identifies(cp, o.fd, o.st, o.generation()) if e in same else holds(cp, o.fd, o.st)
+        if found and not _is_compressed(o.fd):
             o.start, o.line_no, o.origin = cp.offset, cp.line_no, cp
             return o
         os.close(o.fd)
@@ -241,7 +260,7 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
         for e in entries:
             if (e.st.st_dev, e.st.st_ino) in taken or e.st.st_mtime_ns < after_ns:
                 continue
-            o = _open_entry(e)
+            o = open_entry(e)
             if e.compressed:  # (by name: the gap stands when it cannot be opened either)
                 if o is None or not _read_before(o.fd, drained):
                     gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,

@@ -1,0 +1,144 @@
+"""More than `limits.maxGenerations` rotated files open at once: the oldest is released before
+`rotateWait`, while its writer may still add to it. What it adds after that is not read, and the
+user is told: a `gap{reason: max-generations}` with the bytes it grew by, once the runner sees
+the file again (at the next rotation, or at the next start). When it did not grow, no gap. The
+real runner, real files, real renames; the writers keep their files open across the renames."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from liverunner import LiveRunner, read_records, wait_for, write_config
+from recordcheck import validate_records
+
+
+class Rotating:
+    """app.log and its writers: each rotation renames the file to app.log.<n> (its writer keeps
+    writing to it) and starts a new app.log with a writer of its own."""
+
+    def __init__(self, folder: Path) -> None:
+        self.log = folder / "app.log"
+        self.writers: list[IO[str]] = []
+        self.names: list[Path] = []  # where each generation is now, oldest first
+        self.n = 0
+        self.new()
+
+    def new(self) -> None:
+        self.writers.append(self.log.open("a", buffering=1))
+        self.names.append(self.log)
+
+    def write(self, generation: int, *lines: str) -> int:
+        """Append to a generation (-1: the newest); the bytes written."""
+        text = "".join(f"{x}\n" for x in lines)
+        self.writers[generation].write(text)
+        return len(text.encode())
+
+    def rotate(self) -> None:
+        self.n += 1
+        rotated = self.log.with_name(f"app.log.{self.n}")
+        self.log.rename(rotated)
+        self.names[-1] = rotated
+        self.new()
+
+    def close(self) -> None:
+        for w in self.writers:
+            w.close()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Iterator[Rotating]:
+    r = Rotating(tmp_path)
+    yield r
+    r.close()
+
+
+def holds_open(r: LiveRunner, path: Path) -> bool:
+    """The runner has a descriptor on `path`."""
+    for fd in Path(f"/proc/{r.pid}/fd").iterdir():
+        try:
+            if os.readlink(fd) == str(path):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def lines(jsonl: Path) -> list[str]:
+    return [x["line"] for x in read_records(jsonl) if x["kind"] == "match"]
+
+
+@pytest.mark.parametrize("seen", ["at-the-next-rotation", "at-the-next-start", "not-grown"])
+def test_a_generation_released_early_and_written_to_after_is_a_gap(
+        tmp_path: Path, files: Rotating, seen: str) -> None:
+    """maxGenerations 1, rotateWait far away: after two quick rotations two rotated files are
+    open, and the oldest (app.log.1) is released at once. Its writer adds two lines after that:
+    they are not read, and a `gap` names app.log.1, its inode, the offset it was read to and
+    exactly the bytes it grew by (there was no record at all). Not grown: no gap, no claim."""
+    config = write_config(tmp_path, {
+        "limits": {"maxGenerations": 1, "rotateWait": "10m"},
+        "watchers": [{"id": "app", "path": str(files.log), "pattern": "^L", "fromStart": True}]})
+    jsonl = tmp_path / ".watchrun" / "watchers" / "app.jsonl"
+    runners: list[LiveRunner] = []
+
+    def start() -> LiveRunner:
+        runners.append(LiveRunner(config))
+        runners[-1].wait_running()
+        return runners[-1]
+
+    def recorded(line: str) -> None:
+        wait_for(lambda: line in lines(jsonl), f"{line!r} recorded")
+
+    try:
+        r = start()
+        files.write(-1, "L1 first generation")
+        recorded("L1 first generation")
+        files.rotate()
+        files.write(-1, "L2 second generation")
+        recorded("L2 second generation")
+        files.rotate()  # two rotated files open: one more than maxGenerations
+        files.write(-1, "L3 third generation")
+        recorded("L3 third generation")
+        oldest = files.names[0]
+        read_to = oldest.stat().st_size
+        wait_for(lambda: not holds_open(r, oldest), f"{oldest.name} released")
+        late = 0
+        if seen != "not-grown":
+            late = files.write(0, "L4 late in the first generation", "L5 and its last")
+        if seen == "at-the-next-start":
+            assert r.stop(signal.SIGTERM) == 0, r.stderr()
+            r = start()
+            assert r.stop(signal.SIGTERM) == 0, r.stderr()  # (counted once, not again)
+            r = start()
+        files.rotate()  # the runner lists the rotated files again
+        files.write(-1, "L6 fourth generation")
+        recorded("L6 fourth generation")
+        assert r.stop(signal.SIGTERM) == 0, r.stderr()
+    finally:
+        for runner in runners:
+            runner.close()
+    recs = validate_records(jsonl, contiguous=True)
+    gaps = [x for x in recs if x["kind"] == "gap"]
+    counts = collections.Counter(lines(jsonl))
+    assert all(n == 1 for n in counts.values()), counts
+    assert "L4 late in the first generation" not in counts
+    assert sorted(counts) == ["L1 first generation", "L2 second generation",
+                              "L3 third generation", "L6 fourth generation"]
+    if seen == "not-grown":
+        assert gaps == [] and not [x for x in recs if x.get("unreadBytes")]
+        return
+    assert [x["reason"] for x in gaps] == ["max-generations"], \
+        f"the {late} bytes written to {oldest.name} after its release are named by no gap: {gaps}"
+    gap = gaps[0]
+    want: dict[str, Any] = {"reason": "max-generations", "path": str(oldest),
+                            "inode": oldest.stat().st_ino, "offset": read_to,
+                            "unreadBytes": late}
+    assert {k: gap[k] for k in want} == want, gap
+    assert "limits.maxGenerations=1" in gap["message"]
+    assert recs.index(gap) < recs.index(
+        next(x for x in recs if x.get("line") == "L6 fourth generation"))
