@@ -4,18 +4,36 @@ KEY-----` line and the lines after it, up to its END line (pure).
 A match record holds one line, so the redaction rule, which needs the BEGIN line, finds only
 that line: with `output.redact` a block's base64 lines would be recorded as they are. The
 pipeline asks this tracker which lines lie inside a block and records each as the marker.
+
+The BEGIN and END edges are the redaction rule's own (`redact.key_block()`, from
+`redact_rules.json`): one definition of a key block for both.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+
+from watchrun.match.literals import required_literals
+from watchrun.match.redact import KeyBlock, key_block
+from watchrun.match.regex import analyse
 
 __all__ = ["MAX_BLOCK_BYTES", "KeyBlocks", "Region", "inside"]
 
 MAX_BLOCK_BYTES = 64 * 1024
 """A block with no END line within this many bytes of its BEGIN line ends there (an 8192-bit
 RSA key in PEM is ~6.5 KB): a cut-off key does not hide the rest of the stream."""
-_EDGE = re.compile(rb"-----(BEGIN|END)[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+
+
+@lru_cache(maxsize=8)
+def _edges(block: KeyBlock) -> tuple[re.Pattern[bytes], tuple[bytes, ...] | None]:
+    """`block`'s BEGIN and END edges as one bytes regex (groups `begin`, `end`), and strings one
+    of which every BEGIN edge holds (None: no such strings), so a chunk with none starts no
+    block and needs no regex scan."""
+    regex = re.compile(f"(?P<begin>{block.begin})|(?P<end>{block.end})".encode())
+    needles = required_literals(analyse(block.begin, True))
+    return regex, tuple(sorted(needles)) if needles else None
+
 
 Region = tuple[int, int, int]
 """(lo, hi, block): a line starting at `lo` ≤ pos ≤ `hi` in the chunk lies inside block
@@ -25,7 +43,10 @@ number `block` (`lo`: its BEGIN line's start, or 0 when it began in an earlier c
 class KeyBlocks:
     """The state between chunks: whether a block is open, and how far it may still go."""
 
-    def __init__(self) -> None:
+    def __init__(self, block: KeyBlock | None = None) -> None:
+        self.block = block or key_block()
+        """The edges followed: the built-in redaction rule's unless given."""
+        self._edges, self._needles = _edges(self.block)
         self.blocks = 0
         """Blocks seen so far (the number of the current or last one)."""
         self._left = 0  # bytes an open block may still cover; 0: none is open
@@ -33,18 +54,20 @@ class KeyBlocks:
     def regions(self, data: bytes) -> list[Region]:
         """The ranges of line starts in `data` (whole lines) that lie inside a block; a block
         still open at the end of `data` goes on into the next chunk."""
-        if not self._left and b"PRIVATE KEY" not in data:
+        needles = self._needles
+        if not self._left and needles is not None and not any(n in data for n in needles):
             return []
         out: list[Region] = []
         lo = 0 if self._left else -1
-        for m in _EDGE.finditer(data):
+        for m in self._edges.finditer(data):
             if lo >= 0 and lo + self._left <= m.start():  # the open block ran out before it
                 out.append((lo, lo + self._left, self.blocks))
                 lo = -1
-            if m.group(1) == b"BEGIN" and lo < 0:
+            begins = m["begin"] is not None
+            if begins and lo < 0:
                 lo, self._left = data.rfind(b"\n", 0, m.start()) + 1, MAX_BLOCK_BYTES
                 self.blocks += 1
-            elif m.group(1) == b"END" and lo >= 0:
+            elif not begins and lo >= 0:
                 out.append((lo, m.start(), self.blocks))
                 lo, self._left = -1, 0
         if lo >= 0:

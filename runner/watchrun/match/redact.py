@@ -7,6 +7,10 @@ RE2 alternation, so a text is scanned once in linear time whatever it holds (a h
 cannot stall the loop), and the leftmost match wins (the earlier rule at the same position).
 A named group `secret` in a rule limits the replacement to that part.
 
+A built-in rule may be a block instead of a pattern (`KeyBlock`: the private-key rule): its
+`begin` and `end` edges make its pattern, and `match/keyblocks.py` follows the lines between the
+same edges in a stream, so the two never disagree on what a key block is.
+
 Use: `redactor(extra).redact(text)` returns `(text, {kind: count})`. It is pure and cheap to
 call; `redactor()` is cached per rule set. Callers: agent prompts (`agents/turn.py`), JSONL
 match records with `output.redact: true` (`runtime/pipeline.py`); outgoing notifications call
@@ -26,15 +30,18 @@ from watchrun.match.sanitize import sanitize
 
 __all__ = [
     "KIND",
+    "KeyBlock",
     "RedactError",
     "Redactor",
     "Rule",
     "add_counts",
     "builtin_rules",
     "check_rule",
+    "key_block",
     "marker",
     "redact_line",
     "redactor",
+    "rules_from",
 ]
 
 KIND = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
@@ -52,6 +59,25 @@ class Rule:
 
     kind: str
     pattern: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyBlock:
+    """A rule over a block of lines: a line holding `begin` (RE2 syntax, and the same in Python
+    `re`, which `match/keyblocks.py` runs) up to the first `end` after it."""
+
+    kind: str
+    begin: str
+    end: str
+
+    @property
+    def pattern(self) -> str:
+        """Its redaction pattern: from `begin` to the first `end`, newlines included, or, when
+        no `end` follows, the rest of the `begin` line."""
+        return f"{self.begin}(?:[\\s\\S]*?{self.end}|[^\\n]*)"
+
+    def rule(self) -> Rule:
+        return Rule(self.kind, self.pattern)
 
 
 def marker(kind: str) -> str:
@@ -87,13 +113,39 @@ def check_rule(rule: Rule) -> None:
         raise RedactError("it matches the empty string, so it would redact nothing useful")
 
 
+def rules_from(doc: Mapping[str, Any]) -> tuple[tuple[Rule, ...], KeyBlock]:
+    """The rules of a `redact_rules.json` document, in order, and its one block rule (a rule
+    with `begin` and `end` instead of a `pattern`), which is among them as its pattern."""
+    rules, blocks = [], []
+    for r in doc["rules"]:
+        if "pattern" in r:
+            rules.append(Rule(r["kind"], r["pattern"]))
+        else:
+            blocks.append(KeyBlock(r["kind"], r["begin"], r["end"]))
+            rules.append(blocks[-1].rule())
+    if len(blocks) != 1:
+        raise ValueError(f"the redaction rules hold {len(blocks)} block rules: one is the "
+                         "private-key block that match/keyblocks.py follows")
+    return tuple(rules), blocks[0]
+
+
 @cache
-def builtin_rules() -> tuple[Rule, ...]:
-    """The rules shipped in `redact_rules.json`."""
+def _builtin() -> tuple[tuple[Rule, ...], KeyBlock]:
     from importlib import resources  # when redaction first runs, not at every start
 
     text = resources.files("watchrun.match").joinpath("redact_rules.json").read_text("utf-8")
-    return tuple(Rule(r["kind"], r["pattern"]) for r in json.loads(text)["rules"])
+    return rules_from(json.loads(text))
+
+
+def builtin_rules() -> tuple[Rule, ...]:
+    """The rules shipped in `redact_rules.json`."""
+    return _builtin()[0]
+
+
+def key_block() -> KeyBlock:
+    """The built-in private-key block rule (`redact_rules.json`), which `match/keyblocks.py`
+    follows across the lines of a stream."""
+    return _builtin()[1]
 
 
 class Redactor:
