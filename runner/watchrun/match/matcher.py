@@ -26,7 +26,9 @@ literals, they are found with `in` on each line instead (no call back per match)
 
 Compiled engines are shared by the Matchers of one thread with the same pattern, excludes and
 case (one hyperscan database for identical patterns across watchers). A Matcher is not
-thread-safe (hyperscan's scratch space is per database): use one per thread.
+thread-safe (hyperscan's scratch space is per database): use one per thread. `compile_for`
+compiles them in a worker thread for another one (the event loop's), whose Matchers then find
+them compiled.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from watchrun.match.engines import (
     LINEAR,
     Compiled,
     Lines,
+    Reject,
     Store,
     all_lines,
     hs,
@@ -52,7 +55,7 @@ from watchrun.match.engines import (
 from watchrun.match.regex import Unsupported, analyse, backtracking_constructs
 
 __all__ = ["BACKTRACKING_BUDGET_S", "ENGINES", "LINEAR", "Matcher", "best_engine",
-           "engines_available", "needs_backtracking"]
+           "compile_for", "engines_available", "needs_backtracking"]
 
 ENGINES = ("hyperscan", "re2", "re+prefilter", "re")
 BACKTRACKING_BUDGET_S = 0.25
@@ -104,12 +107,22 @@ def needs_backtracking(pattern: str, case_sensitive: bool = False) -> str | None
     return None
 
 
+def compile_for(thread: int, pattern: str, exclude: Sequence[str] = (),
+                case_sensitive: bool = False, store: Store | None = None) -> str:
+    """Compile here the engine that a Matcher made later in thread `thread` (a
+    `threading.get_ident()`) with the same arguments runs, and return its name: run in a worker
+    thread, that Matcher is then built without compiling anything (a runtime watcher's start on
+    the event loop). The calling thread keeps nothing. ValueError as Matcher's. Kept while
+    fewer than 256 other compiles come in between (then that Matcher compiles again)."""
+    return _compiled(pattern, tuple(exclude), case_sensitive, _allowed(), thread, store)[0].engine
+
+
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str, exclude: tuple[str, ...], case_sensitive: bool,
               engines: tuple[str, ...], thread: int, store: Store | None
-              ) -> tuple[Compiled, bool]:
-    """The first of `engines` that runs the pattern, and whether everything runs in linear
-    time; shared per thread (`thread` is part of the key)."""
+              ) -> tuple[Compiled, bool, Reject | None]:
+    """The first of `engines` that runs the pattern, whether everything runs in linear time,
+    and the excludes' per-line test; shared per thread (`thread` is part of the key)."""
     analysis = analyse(pattern, case_sensitive)
     excludes = [analyse(x, case_sensitive) for x in exclude]
     reject, reject_linear = rejecter(excludes)
@@ -120,7 +133,7 @@ def _compiled(pattern: str, exclude: tuple[str, ...], case_sensitive: bool,
         except Unsupported as exc:
             reasons.append(f"{name}: {exc}")
             continue
-        return compiled, (name in LINEAR or analysis.always) and reject_linear
+        return compiled, (name in LINEAR or analysis.always) and reject_linear, reject
     raise ValueError(f"no engine can run pattern {pattern!r} ({'; '.join(reasons)})")
 
 
@@ -148,15 +161,14 @@ class Matcher:
         self._exclude_refs = tuple(analyse(x, case_sensitive).reference for x in exclude)
         engines = _allowed() if engine is None else (engine,)
         try:
-            self._compiled, linear = _compiled(pattern, tuple(exclude), case_sensitive, engines,
-                                               threading.get_ident(), store)
+            self._compiled, linear, reject = _compiled(pattern, tuple(exclude), case_sensitive,
+                                                       engines, threading.get_ident(), store)
         except ValueError as exc:
             if engine is None:
                 raise
             raise ValueError(f"engine {engine} cannot run pattern {pattern!r} "
                              f"({str(exc).rpartition('(')[2]}") from None
-        self._reject = rejecter([analyse(x, case_sensitive) for x in exclude])[0] \
-            if self._always else None
+        self._reject = reject if self._always else None
         self.engine: str = self._compiled.engine
         self.linear: bool = linear
         """Every scan runs in linear time (no backtracking `re` on a line)."""
