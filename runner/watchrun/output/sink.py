@@ -14,23 +14,15 @@ from typing import Any
 from watchrun.clock import Clock, iso_ts
 from watchrun.output import safefs
 from watchrun.output.jsonl import dumps
-from watchrun.output.records import (
-    ReadStats,
-    complete_tail,
-    format_cursor,
-    last_records,
-    parse_record,
-    retained_files,
-)
+from watchrun.output.livefile import last_record, open_live, rotate, size_if_same
+from watchrun.output.records import format_cursor
 from watchrun.output.syncer import Syncer
-from watchrun.output.unwritten import Unwritten, seq_of
+from watchrun.output.unwritten import Unwritten, note_path, seq_of
 
-__all__ = ["FILE_MODE", "JsonlSink", "SinkWriteError"]
+__all__ = ["JsonlSink", "SinkWriteError"]
 
-FILE_MODE = 0o640
 BATCH_BYTES = 1 << 20
 """At most this many bytes per `write` call (a single record may be bigger; it is not split)."""
-_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC  # (read: its own last record)
 _RESERVED = frozenset({"schema", "seq", "cursor", "ts", "kind"})
 
 
@@ -68,14 +60,6 @@ def _batch_end(lines: Sequence[bytes], i: int, limit: int) -> int:
     return i + max(1, bisect.bisect_right(sizes, limit))
 
 
-def _note_path(path: Path) -> Path | None:
-    """Where the lost-seq note of a stream lives: `state/<watchers|agents>-<id>.unwritten`
-    beside the output dir's `watchers/` and `agents/` (none for a JSONL file elsewhere)."""
-    if path.parent.name not in ("watchers", "agents"):
-        return None
-    return path.parent.parent / "state" / f"{path.parent.name}-{path.stem}.unwritten"
-
-
 class JsonlSink:
     """The JSONL file of one watcher or agent, written from the event loop's thread.
 
@@ -100,23 +84,17 @@ class JsonlSink:
         self._inode = (0, 0)  # (st_ino, st_dev) of the open live file
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
         line = self._open()
-        last = parse_record(line, ReadStats()) if line else None
         try:
-            if last is None:  # not at hand: every retained file is read back (and checked)
-                tail = last_records(path, 1, keep=self.keep)
-            else:  # the live file's last line; the others are refused as readers refuse them
-                tail = [last]
-                for old in retained_files(path, self.keep)[:-1]:
-                    with contextlib.suppress(FileNotFoundError):
-                        safefs.check_regular(old)
+            self.last_record = last_record(path, line, self.keep)
+            """The last record in the stream when it was opened (None for a new stream)."""
         except OSError as exc:
             self._close_fd()
             raise _error(exc, f"cannot read the last record of {path}") from exc
-        self.last_record: dict[str, Any] | None = tail[0] if tail else None
-        """The last record in the stream when it was opened (None for a new stream)."""
-        self.unwritten = Unwritten(_note_path(path))
-        self.next_seq = self.unwritten.prepare(int(tail[0]["seq"]) if tail else 0)
+        self.unwritten = Unwritten(note_path(path))
+        self.next_seq = self.unwritten.prepare(int(self.last_record["seq"])
+                                               if self.last_record else 0)
         """Records given up at the last shutdown keep their seqs: none is used twice."""
+        self.unkept = 0  # (see `close`)
 
     @property
     def cursor_prefix(self) -> str:
@@ -189,7 +167,7 @@ class JsonlSink:
         duplicates. `gap` records for seqs given up go first."""
         if self._closed:
             raise ValueError(f"{self.path}: sink is closed")
-        gaps = self._gaps(lines) if self.unwritten.lost else []
+        gaps = self._gaps(lines) if self.unwritten.lost or self.unwritten.noted else []
         if gaps:
             lines = [*(g for _, _, g in gaps), *lines]
         i = 0
@@ -207,13 +185,12 @@ class JsonlSink:
                 i = j
         except SinkWriteError as exc:
             exc.written = max(0, i - len(gaps))
-            self._gaps_written(gaps, i)
+            self.unwritten.written(gaps[:i])
+            self.unwritten.write_failed()
             raise
-        self._gaps_written(gaps, i)
-
-    def _gaps_written(self, gaps: list[tuple[int, int, bytes]], n: int) -> None:
-        for lo, hi, _ in gaps[:n]:
-            self.unwritten.written(lo, hi)
+        self.unwritten.written(gaps)
+        if self.unwritten.retry:  # the note could not be allocated: space may be back
+            self.unwritten.reserve()
 
     def _write_all(self, data: bytes) -> None:
         """Write `data` (whole lines). When only part of it fits, the whole lines that were
@@ -252,56 +229,34 @@ class JsonlSink:
             except OSError as exc:
                 raise _error(exc, f"cannot repair {self.path}") from exc
             self._torn = False
-        try:  # one stat: the file at the path is ours (so linked), and its size
-            cur = os.stat(self.path, follow_symlinks=False)
-        except FileNotFoundError:
-            cur = None
+        try:
+            size = size_if_same(self.path, self._inode)
         except OSError as exc:
             raise _error(exc, f"cannot stat {self.path}") from exc
-        if cur is None or (cur.st_ino, cur.st_dev) != self._inode:
+        if size is None:
             self._close_fd()
             self.reopens += 1
             self._open()
         else:
-            self._size = cur.st_size
+            self._size = size
 
     def _open(self) -> bytes:
-        """Open (creating, mode 0640) the live file and cut a torn last record off it; return its
-        last line (b"" when there is none at hand). A symlink, a hard link, another user's file
-        or a non-file there is refused (SinkWriteError)."""
+        """Open the live file, a torn last record cut off (`livefile.open_live`; refused:
+        SinkWriteError); return its last line (b"" when there is none at hand)."""
         try:
-            fd = safefs.open_write(self.path, _FLAGS, FILE_MODE)
+            live = open_live(self.path)
         except OSError as exc:
             raise _error(exc, f"cannot open {self.path}") from exc
-        try:
-            with contextlib.suppress(PermissionError):  # someone else's file: keep its mode
-                os.fchmod(fd, FILE_MODE)
-            st = os.fstat(fd)
-            good, last = complete_tail(fd, st.st_size)
-            if good < st.st_size:
-                os.ftruncate(fd, good)
-                self.repaired_bytes += st.st_size - good
-        except OSError as exc:
-            os.close(fd)
-            raise _error(exc, f"cannot open {self.path}") from exc
-        self._fd, self._size, self._inode = fd, good, (st.st_ino, st.st_dev)
-        return last
+        self.repaired_bytes += live.cut
+        self._fd, self._size, self._inode = live.fd, live.size, live.inode
+        return live.last_line
 
     def _rotate(self) -> None:
-        """`<id>.jsonl` → `.1` → `.2` … `.keep` (the oldest is replaced); keep=0 keeps none. The
-        file rotated away is made durable in a thread (`Syncer`), not on the event loop."""
+        """Rotate the live file away (`livefile.rotate`) and open a new one. The file rotated
+        away is made durable in a thread (`Syncer`), not on the event loop."""
         fd, self._fd = self._fd, -1
         try:
-            if self.keep == 0:
-                safefs.unlink(self.path)
-            else:
-                for old in retained_files(self.path):
-                    if old != self.path and int(old.name.rsplit(".", 1)[1]) > self.keep:
-                        safefs.unlink(old)
-                for n in range(self.keep - 1, 0, -1):
-                    with contextlib.suppress(FileNotFoundError):
-                        safefs.replace(Path(f"{self.path}.{n}"), Path(f"{self.path}.{n + 1}"))
-                safefs.replace(self.path, Path(f"{self.path}.1"))
+            rotate(self.path, self.keep)
         except OSError as exc:
             raise _error(exc, f"cannot rotate {self.path}") from exc
         finally:
@@ -317,14 +272,14 @@ class JsonlSink:
 
     def close(self) -> None:
         """Write the `gap` records of lines given up (one try; else keep them in the note for
-        the next start), fsync and close. Idempotent; later writes raise ValueError."""
+        the next start), fsync and close. Idempotent; later writes raise ValueError. Seqs given
+        up and kept nowhere (the next start may use them again): `unkept`, and SinkWriteError."""
         if self._closed:
             return
-        if self.unwritten.lost:
+        if self.unwritten.lost or self.unwritten.noted:
             with contextlib.suppress(SinkWriteError):
                 self.write_lines([])
-            if self.unwritten.lost:
-                self.unwritten.save_note()
+        self.unkept, why = self.unwritten.keep()
         self._closed = True
         fd = self._fd
         try:
@@ -335,6 +290,8 @@ class JsonlSink:
             raise _error(exc, f"cannot sync {self.path}") from exc
         finally:
             self._close_fd()
+        if why is not None:
+            raise _error(why, f"{self.unkept} records given up {self.unwritten.unkept}")
 
     def __enter__(self) -> JsonlSink:
         return self

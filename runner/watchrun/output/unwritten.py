@@ -4,20 +4,26 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from watchrun.output import safefs
 
 NOTE_BYTES = 4096
-"""The note is allocated at open, so writing it later needs no free space."""
+"""The note is allocated at open (or as soon as space comes back), so writing it later needs
+no free space."""
 MAX_RUNS = 64
 _SEQ = re.compile(rb'^\{"schema":1,"seq":([0-9]+),')
 _KIND = re.compile(rb'"kind":"([A-Za-z0-9_-]+)"')
 _FLAGS = os.O_RDWR | os.O_CREAT
+
+Run = tuple[int, int, dict[str, int]]
+"""Consecutive seqs `lo..hi` given up, and how many records of each kind they were."""
 
 
 def seq_of(line: bytes) -> tuple[int, str]:
@@ -28,15 +34,36 @@ def seq_of(line: bytes) -> tuple[int, str]:
     return int(m.group(1)), k.group(1).decode() if k else "?"
 
 
+def note_path(path: Path) -> Path | None:
+    """Where the note of a stream lives: `state/<watchers|agents>-<id>.unwritten` beside the
+    output dir's `watchers/` and `agents/` (none for a JSONL file elsewhere)."""
+    if path.parent.name not in ("watchers", "agents"):
+        return None
+    return path.parent.parent / "state" / f"{path.parent.name}-{path.stem}.unwritten"
+
+
 class Unwritten:
     """Seqs given up unwritten, until a `gap` record for them is written.
 
     Each run of consecutive seqs `lo..hi` becomes one gap record that takes seq `hi` itself, so
-    the stream stays in seq order and the record right after `lo - 1` says what happened."""
+    the stream stays in seq order and the record right after `lo - 1` says what happened.
+
+    The note keeps the runs for the next start: JSON in its 4 KiB allocated at open. When those
+    could never be allocated (the disk was full from the open to the close), the highest seq
+    given up is stamped on the note's modification time instead, `hi` nanoseconds before 1970
+    (an inode field: setting it needs no free space); the next start takes every seq above the
+    stream's last record up to `hi` as given up (kinds unknown: `?`)."""
 
     def __init__(self, note: Path | None) -> None:
         self.note = note
-        self.lost: dict[int, str] = {}  # seq → kind
+        self.lost: dict[int, str] = {}  # seq → kind, given up by this run
+        self.noted: list[Run] = []  # runs read back from the note (below every seq of this run)
+        self.reserved = False
+        """The note's NOTE_BYTES are allocated."""
+        self.retry = False
+        """Allocate the note after the next write that goes through (space may be back)."""
+        self.error: OSError | None = None  # the last failure of the note
+        self.unkept = ""  # (set by `keep`: the seqs it could not keep)
         self._noted = False
 
     def give_up(self, lines: list[bytes]) -> None:
@@ -44,13 +71,14 @@ class Unwritten:
             seq, kind = seq_of(line)
             self.lost[seq] = kind
 
-    def runs(self, below: int | None = None) -> list[tuple[int, int, dict[str, int]]]:
-        """Runs of consecutive lost seqs (each under `below`), oldest first, with their kinds."""
-        out: list[tuple[int, int, dict[str, int]]] = []
+    def runs(self, below: int | None = None) -> list[Run]:
+        """Runs of lost seqs (each under `below`), oldest first, with their kinds."""
+        out = [r for r in self.noted if below is None or r[1] < below]
+        start = len(out)
         for seq in sorted(self.lost):
             if below is not None and seq >= below:
                 break
-            if out and out[-1][1] == seq - 1:
+            if len(out) > start and out[-1][1] == seq - 1:
                 lo, _, kinds = out[-1]
                 out[-1] = (lo, seq, kinds)
             else:
@@ -67,70 +95,149 @@ class Unwritten:
                 "message": f"{n} records (seq {lo} to {hi}) could not be written (the disk was "
                            f"full or failing at shutdown); this record takes seq {hi}"}
 
-    def written(self, lo: int, hi: int) -> None:
-        for seq in range(lo, hi + 1):
-            self.lost.pop(seq, None)
-        if not self.lost and self._noted:
+    def written(self, gaps: Iterable[tuple[int, int, object]]) -> None:
+        """The gap records of these runs `(lo, hi, …)` are in the file."""
+        for lo, hi, _ in gaps:
+            self.noted = [r for r in self.noted if (r[0], r[1]) != (lo, hi)]
+            for seq in [s for s in self.lost if lo <= s <= hi]:
+                del self.lost[seq]
+        if not self.lost and not self.noted and self._noted:
+            self._noted = False  # (tried once: what stays is below the stream's last record)
             self._write_note(b"")
 
     # -- the note on disk -----------------------------------------------------------------
     def prepare(self, last_seq: int) -> int:
         """Read a note left by a previous run (runs above `last_seq` become lost seqs again),
         and allocate the note's space for this run. Returns the lowest next seq it allows."""
-        next_seq = last_seq + 1
-        if self.note is None:
-            return next_seq
+        fd = self._open()
+        if fd < 0:  # (not even created: the disk or its inodes are full, or state/ is not ours)
+            self.retry = self.note is not None
+            return last_seq + 1
         try:
-            fd = safefs.open_write(self.note, _FLAGS, 0o640)  # no symlink followed
-        except OSError:
-            return next_seq
-        try:
+            stamp = -os.fstat(fd).st_mtime_ns  # (read first: allocating or writing sets it)
             text = os.pread(fd, NOTE_BYTES, 0).rstrip(b"\0")
-            with contextlib.suppress(OSError):
-                os.posix_fallocate(fd, 0, NOTE_BYTES)
+            self._allocate(fd)
         finally:
             os.close(fd)
-        try:
-            doc = json.loads(text) if text else {}
-        except ValueError:
-            doc = {}
-        for lo, hi, kinds in doc.get("runs", []) if isinstance(doc, dict) else []:
-            if isinstance(lo, int) and isinstance(hi, int) and last_seq < lo <= hi:
-                for seq in range(lo, hi + 1):
-                    self.lost[seq] = "?"
-                for kind, n in (kinds.items() if isinstance(kinds, dict) else []):
-                    self._restore(lo, hi, str(kind), n)
-                next_seq = max(next_seq, hi + 1)
-                self._noted = True
-        return next_seq
+        self.retry = not self.reserved
+        top = last_seq
+        for lo, hi, kinds in _runs_in(text):
+            if top < lo:
+                self.noted.append((lo, hi, kinds))
+                top = hi
+        if stamp > top:  # given up by a run that could not write the note
+            self.noted.append((top + 1, stamp, {"?": stamp - top}))
+            if not self.save_note():  # (as JSON when the note could be allocated now)
+                self._stamp(stamp)
+            top = stamp
+        self._noted = bool(self.noted)
+        return top + 1
 
-    def _restore(self, lo: int, hi: int, kind: str, n: object) -> None:
-        todo = n if isinstance(n, int) else 0
-        for seq in range(lo, hi + 1):
-            if todo <= 0:
-                return
-            if self.lost.get(seq) == "?":
-                self.lost[seq] = kind
-                todo -= 1
+    def reserve(self) -> None:
+        """Allocate the note's space, which could not be when the stream was opened."""
+        self.retry = False
+        fd = -1 if self.reserved else self._open()
+        if fd >= 0:
+            try:
+                self._allocate(fd)
+            finally:
+                os.close(fd)
+
+    def write_failed(self) -> None:
+        """A write failed: the next one that goes through retries the note's allocation."""
+        self.retry = self.note is not None and not self.reserved
+
+    def keep(self) -> tuple[int, OSError | None]:
+        """At close: keep the runs not explained yet for the next start (the note allocated now
+        if it could not be before; else the stamp). Returns how many seqs could not be kept
+        (the next start may use them again; `unkept` says which) and why (None: all kept)."""
+        runs = self.runs()
+        if not runs:
+            return 0, None
+        self.reserve()
+        if self.save_note() or self._stamp(runs[-1][1]):
+            return 0, None
+        self.unkept = (f"(seq {runs[0][0]} to {runs[-1][1]}) are in no gap record and no note "
+                       f"{self.note or '(none outside an output dir)'}: the next start may "
+                       "use their seqs again")
+        return sum(hi - lo + 1 for lo, hi, _ in runs), self.error or OSError(errno.ENOENT, "")
 
     def save_note(self) -> bool:
         """Keep the lost runs on disk for the next start (into the space allocated at open)."""
         runs = [[lo, hi, kinds] for lo, hi, kinds in self.runs()][-MAX_RUNS:]
         return self._write_note(json.dumps({"runs": runs}).encode())
 
-    def _write_note(self, data: bytes) -> bool:
+    def _open(self) -> int:
+        """The note, opened (created when missing: an inode, no data), or -1."""
         if self.note is None:
-            return False
+            return -1
         try:
-            fd = safefs.open_write(self.note, _FLAGS, 0o640)  # no symlink followed
-        except OSError:
+            return safefs.open_write(self.note, _FLAGS, 0o640)  # no symlink followed
+        except OSError as exc:
+            self.error = exc
+            return -1
+
+    def _allocate(self, fd: int) -> None:
+        try:
+            os.posix_fallocate(fd, 0, NOTE_BYTES)
+            self.reserved = True
+        except OSError as exc:
+            self.error = exc
+
+    def _write_note(self, data: bytes) -> bool:
+        fd = self._open()
+        if fd < 0:
             return False
         try:
             os.pwrite(fd, data.ljust(NOTE_BYTES, b"\0")[:NOTE_BYTES], 0)
             os.fsync(fd)
             self._noted = bool(data)
             return True
-        except OSError:
+        except OSError as exc:
+            self.error = exc
+            if not data:  # nothing to keep: at least no stamp stays
+                with contextlib.suppress(OSError):
+                    os.utime(fd)
             return False
         finally:
             os.close(fd)
+
+    def _stamp(self, hi: int) -> bool:
+        """Keep `hi`, the highest seq given up, where it needs no free space: the note's
+        modification time, `hi` ns before 1970 (checked: a file system may clamp it)."""
+        fd = self._open()
+        if fd < 0:
+            return False
+        try:
+            if hi < 1 << 62:
+                os.utime(fd, ns=(os.fstat(fd).st_atime_ns, -hi))
+            if os.fstat(fd).st_mtime_ns != -hi:
+                raise OSError(errno.EOVERFLOW, "the file system cannot keep that timestamp")
+            os.fsync(fd)
+            self._noted = True
+            return True
+        except OSError as exc:
+            self.error = exc
+            return False
+        finally:
+            os.close(fd)
+
+
+def _runs_in(text: bytes) -> list[Run]:
+    """The runs a note holds, oldest first (none when it is empty or unreadable)."""
+    try:
+        doc = json.loads(text) if text else {}
+    except ValueError:
+        return []
+    out: list[Run] = []
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    for run in runs if isinstance(runs, list) else []:
+        if not (isinstance(run, list) and len(run) == 3):
+            continue
+        lo, hi, kinds = run
+        if type(lo) is int and type(hi) is int and 0 < lo <= hi:
+            named = kinds.items() if isinstance(kinds, dict) else []
+            counts = {str(k): n for k, n in named if type(n) is int and n > 0}
+            unknown = hi - lo + 1 - sum(counts.values())
+            out.append((lo, hi, counts | {"?": unknown} if unknown > 0 else counts))
+    return sorted(out)

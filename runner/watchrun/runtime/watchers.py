@@ -192,8 +192,9 @@ class WatcherSet:
             await rt.pipeline.isolated.close()
         try:
             await asyncio.to_thread(rt.sink.close)
-        except Exception as exc:
+        except Exception as exc:  # (records given up that no gap or note keeps: the run fails)
             problems.append(f"closing its JSONL failed: {exc}")
+            self.sup.runtime_errors.append(f"{wid}: closing its JSONL failed: {exc}")
         for text in problems:
             self.sup.problem(text, wid)
         self.sup.board.stopped(wid)
