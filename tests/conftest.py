@@ -6,8 +6,10 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from tmpfs import tiny
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -29,3 +31,9 @@ def pipe() -> Iterator[tuple[int, int]]:
     for fd in (r, w):
         with contextlib.suppress(OSError):  # closed by the test already
             os.close(fd)
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real, small tmpfs (tests/tmpfs.py), unmounted after the test."""
+    yield from tiny(tmp_path)

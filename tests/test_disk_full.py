@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from liverunner import LiveRunner, wait_for, write_config
 from recordcheck import validate_records
-from tmpfs import fill, grow, mount_tmpfs, tiny, umount
+from tmpfs import fill, grow, mount_tmpfs, umount
 
 from watchrun.output.outdir import prepare_output_dir
 from watchrun.output.sink import JsonlSink
@@ -27,11 +26,6 @@ class Clock:
 
     def now(self) -> float:
         return 1.8e9
-
-
-@pytest.fixture
-def tiny_fs(tmp_path: Path) -> Iterator[Path]:
-    yield from tiny(tmp_path)
 
 
 def explained(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:

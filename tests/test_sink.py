@@ -14,13 +14,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from recordcheck import validate_records
-from tmpfs import fill, mount_tmpfs, tiny, umount
+from tmpfs import fill, mount_tmpfs, umount
 
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.records import iter_records, oldest_seq
@@ -367,11 +367,6 @@ def test_async_writer_retries_only_the_unwritten_rest(tmp_path: Path) -> None:
 
 
 # -- a full disk: AsyncWriter blocks, retries, and writes everything exactly once --------------
-
-
-@pytest.fixture
-def tiny_fs(tmp_path: Path) -> Iterator[Path]:
-    yield from tiny(tmp_path)
 
 
 async def wait_until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:

@@ -18,24 +18,11 @@ from typing import Any
 import pytest
 from liverunner import LiveRunner, wait_for, write_config
 from recordcheck import validate_records
-from test_disk_full import explained
-from tmpfs import fill, grow, mount_tmpfs, tiny, umount
+from test_disk_full import Clock, explained
+from tmpfs import fill, grow, mount_tmpfs, umount
 
 from watchrun.output.outdir import prepare_output_dir
 from watchrun.output.sink import JsonlSink, SinkWriteError
-
-
-class Clock:
-    def monotonic(self) -> float:
-        return 0.0
-
-    def now(self) -> float:
-        return 1.8e9
-
-
-@pytest.fixture
-def tiny_fs(tmp_path: Path) -> Iterator[Path]:
-    yield from tiny(tmp_path)
 
 
 @pytest.fixture
@@ -70,24 +57,32 @@ def seqs_kinds(recs: list[dict[str, Any]]) -> list[tuple[int, str]]:
     return [(r["seq"], r["kind"]) for r in recs]
 
 
+def stopped_on_a_full_disk(tmp_path: Path, mnt: Path) -> tuple[Path, int, str]:
+    """A runner with one command watcher, started with `mnt` full and SIGTERMed once it could
+    not write: its config, its exit status and its log."""
+    fill(mnt)
+    config = write_config(tmp_path, {"output": {"dir": str(mnt / "out")}, "watchers": [
+        {"id": "c", "command": ["sh", "-c", "echo E one; exec sleep 600"], "pattern": "E"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_log("[c] error: cannot write records: ENOSPC")
+        r.send(signal.SIGTERM)
+        status = r.proc.wait(timeout=30)
+    finally:
+        r.close()
+    return config, status, r.stderr()
+
+
 def test_a_command_watcher_on_a_disk_full_from_the_start_reuses_no_seq(
         tmp_path: Path, mnt: Path) -> None:
     """The real runner, the disk full before it starts: the watcher's `start` and `stop`
     records are given up at SIGTERM. The next start (the disk grown) writes a gap record for
     exactly those seqs first, then its own records after them: no seq is used twice."""
     (mnt / "out").mkdir()
-    fill(mnt)
-    config = write_config(tmp_path, {"output": {"dir": str(mnt / "out")}, "watchers": [
-        {"id": "c", "command": ["sh", "-c", "echo E one; exec sleep 600"], "pattern": "E"}]})
+    config, status, stderr = stopped_on_a_full_disk(tmp_path, mnt)
+    assert status == 0, stderr
+    assert "[c] error: the stop record could not be written" in stderr
     jsonl = mnt / "out" / "watchers" / "c.jsonl"
-    r = LiveRunner(config)
-    try:
-        r.wait_log("[c] error: cannot write records: ENOSPC")
-        r.send(signal.SIGTERM)
-        assert r.proc.wait(timeout=30) == 0, r.stderr()
-    finally:
-        r.close()
-    assert "[c] error: the stop record could not be written" in r.stderr()
     assert validate_records(jsonl) == []  # nothing could be written
     grow(mnt, "8m")
     r2 = LiveRunner(config)
@@ -108,17 +103,9 @@ def test_a_runner_whose_given_up_seqs_nothing_can_keep_exits_3(tmp_path: Path,
     """The disk full from the start and no note possible (a directory where it would be): the
     seqs given up at SIGTERM are kept nowhere, so the run fails (exit 3) and says why."""
     (mnt / "out" / "state" / "watchers-c.unwritten").mkdir(parents=True)
-    fill(mnt)
-    config = write_config(tmp_path, {"output": {"dir": str(mnt / "out")}, "watchers": [
-        {"id": "c", "command": ["sh", "-c", "echo E one; exec sleep 600"], "pattern": "E"}]})
-    r = LiveRunner(config)
-    try:
-        r.wait_log("[c] error: cannot write records: ENOSPC")
-        r.send(signal.SIGTERM)
-        assert r.proc.wait(timeout=30) == 3, r.stderr()
-    finally:
-        r.close()
-    assert "the next start may use their seqs again" in r.stderr()
+    _, status, stderr = stopped_on_a_full_disk(tmp_path, mnt)
+    assert status == 3, stderr
+    assert "the next start may use their seqs again" in stderr
 
 
 def test_an_agent_on_a_disk_full_from_the_start_loses_its_turn_visibly(
