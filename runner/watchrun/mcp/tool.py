@@ -17,7 +17,7 @@ from watchrun.mcp.calls import Call, CallError, normalize
 from watchrun.mcp.reads import ReadError, read_logs, read_matches
 from watchrun.mcp.records import watch_record
 from watchrun.mcp.runners import NoRunner, Runner, Runners, StartFailed
-from watchrun.runtime.manage import Refused, bounded
+from watchrun.runtime.manage import Refused, bounded, probed
 from watchrun.views import watchers as views
 
 __all__ = ["Failed", "Tool"]
@@ -103,7 +103,13 @@ class Tool:
             # Checked here before anything starts (not even this session's runner), and for the
             # one thing the session's runner cannot see: the config's watcher ids, whose JSONL
             # and checkpoint belong to `watchrun run`. In a worker thread: a large regex takes
-            # a while, and the session's runner goes on meanwhile.
+            # a while, and the session's runner goes on meanwhile. First its regexes compiled
+            # in a child under the runner's budget: RE2's compile would hold this process's
+            # interpreter lock (the session's runner, every call) from the thread as well.
+            try:
+                await probed(watcher)
+            except Refused as exc:
+                raise Failed(str(exc)) from None
             _, diagnostics = await asyncio.to_thread(check_added, {"id": "w1", **watcher},
                                                      self.config)
             _refuse_invalid([d.to_dict() for d in diagnostics])

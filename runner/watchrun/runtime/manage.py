@@ -1,5 +1,8 @@
 """`add`, `start` and `restart` on the control socket: every check before any side effect, then
-the watcher starts as at start-up (the reply comes once its source holds its start position)."""
+the watcher starts as at start-up (the reply comes once its source holds its start position).
+An added watcher's regexes are compiled first in a child process under a time budget
+(`compile_probe`): one that RE2 takes too long to compile is refused before the runner, whose
+event loop RE2's compile would hold, compiles it."""
 
 from __future__ import annotations
 
@@ -17,16 +20,17 @@ from watchrun.match.matcher import compile_for
 from watchrun.match.scanning import Store
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
+from watchrun.runtime.compile_probe import Refusal, probe
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
 
 __all__ = ["MAX_EXCLUDE", "MAX_LABEL", "MAX_PATTERN", "Managing", "Refused", "add", "bounded",
-           "start"]
+           "probed", "start"]
 
 MAX_PATTERN = 16 * 1024
 """Bytes (UTF-8) of an added watcher's `pattern`. Its check and its matcher's compile run in a
 worker thread, in time that grows faster than the pattern: up to about 0.25 s for 16 KiB, and
-seconds for 64 KiB."""
+seconds for 64 KiB; first in a child process, under `compile_probe`'s budgets."""
 MAX_EXCLUDE = 16 * 1024
 """Bytes of an added watcher's `exclude` regexes, all of them together (compiled as well)."""
 MAX_LABEL = 1024
@@ -67,12 +71,14 @@ class Refused(Exception):
 
 
 async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, Any]:
-    """`{"cmd": "add", "watcher": {…}}`: check it as the config would (in a worker thread: a
-    large regex takes a while, and `status` and `list` do not wait), then start it. `owner`: the
-    pid of a process whose end stops it (`endWithClient`)."""
+    """`{"cmd": "add", "watcher": {…}}`: its regexes compiled in a child under a budget
+    (`probed`), then checked as the config would (in a worker thread: a large regex takes a
+    while, and `status` and `list` do not wait), then started. `owner`: the pid of a process
+    whose end stops it (`endWithClient`)."""
     bounded(raw)
     async with sup.changing:
         _can_change(sup, "add watchers")
+        await probed(raw)
         spec, diagnostics = await asyncio.to_thread(_checked, raw, sup.config,
                                                     sup.set.databases, threading.get_ident())
         if spec is None:
@@ -125,6 +131,17 @@ async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:
                      event="watcher-started")
         message = f"restarted {wid}" if was_running else f"started {wid}"
         return {**reply, "started": True, "wasRunning": was_running, "message": message}
+
+
+async def probed(raw: Any) -> None:
+    """Refuse (`bad_request`, naming the field, the CPU seconds and the budget) an added
+    watcher whose regexes did not compile within `compile_probe`'s budgets in a child process,
+    before anything in this process compiles them. The loop awaits the child meanwhile.
+    `start`/`restart` need none: they compile a spec that passed `add` (or the config's)."""
+    try:
+        await probe(raw)
+    except Refusal as exc:
+        raise Refused(exc.code, str(exc), **exc.extra) from None
 
 
 def _checked(raw: Any, config: Config, databases: Store | None, loop_thread: int

@@ -1,0 +1,208 @@
+"""`watchrun add` of a pattern that RE2 takes seconds to compile (16 KiB of
+`kq0\\w{2,30}|kq1\\w{2,30}|…`, ignoring case or not: the bounded repeats make it slow):
+google-re2 holds the interpreter lock while it compiles, so a worker thread did not keep it off
+the event loop (every watcher and `status` froze for the whole compile). Now the runner
+compiles an added watcher's regexes first in a child process under a CPU budget
+(`runtime/compile_probe.py`) and refuses one over it; the loop awaits the child. A legitimate
+16 KiB literal alternation is still accepted and matches; no probe process is left. The MCP
+tool's `add`, which checks a watcher in its own process before its session's runner exists,
+refuses it the same way. Times are compared to the compile's cost measured here (ratios: the
+box may be loaded), never to absolute numbers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from liverunner import LiveRunner, wait_for, write_config
+
+from watchrun.match.matcher import needs_backtracking
+
+BOUND = 16 * 1024
+"""A runtime watcher's `pattern` bound (docs/control.md)."""
+RE2_BUDGET_S = 0.5
+"""docs/control.md: the CPU seconds one RE2 compile of an added watcher may take."""
+PROBE = b"watchrun.runtime.compile_probe"
+
+
+def alternation(word: str, tail: str, limit: int) -> str:
+    """`word0<tail>|word1<tail>|…`, as long as fits in `limit` bytes."""
+    parts: list[str] = []
+    size = -1
+    while size + len(f"|{word}{len(parts)}{tail}") <= limit:
+        size += len(f"|{word}{len(parts)}{tail}")
+        parts.append(f"{word}{len(parts)}{tail}")
+    return "|".join(parts)
+
+
+_USED: set[str] = set()
+
+
+def salted() -> str:
+    """Two letters new to this process's caches (RE2's own, the matcher's): a prefix as short as
+    the `kq` of the pattern the fault was found with, whose RE2 compile took ~4-6 s."""
+    while (salt := "".join(random.sample("ghjmnpqrtuvxyz", 2))) in _USED:
+        pass
+    _USED.add(salt)
+    return salt
+
+
+def slow_pattern(salt: str) -> str:
+    """16 KiB of `<salt>0\\w{2,30}|<salt>1\\w{2,30}|…`: seconds of RE2 compile."""
+    return alternation(salt, r"\w{2,30}", BOUND)
+
+
+def compile_cost() -> float:
+    """What the loop waited, before, for the RE2 compile that `add`'s check makes of a slow
+    pattern: the same compile, timed here (wall time, as a stall is), of one with other letters
+    (so that this process's RE2 cache does not hold the one added)."""
+    began = time.perf_counter()
+    assert needs_backtracking(slow_pattern(salted())) is None  # (RE2 runs it: linear)
+    return time.perf_counter() - began
+
+
+def probes(parent: int) -> list[int]:
+    """Live compile-probe processes started by process `parent` (the spawner marks each child's
+    environment WATCHRUN_SPAWN_ID=<parent pid>.…)."""
+    needle = f"WATCHRUN_SPAWN_ID={parent}.".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        if PROBE in cmdline and needle in environ and \
+                stat[stat.rindex(b")") + 2:].split()[0] != b"Z":  # fmt: skip
+            found.append(int(entry.name))
+    return found
+
+
+def check_refusal(error: dict[str, Any]) -> None:
+    """The `add` refusal of the slow pattern: `bad_request`, naming the field, the CPU seconds
+    and the budget, in one line (no traceback)."""
+    assert error["code"] == "bad_request", error
+    assert error["field"] == "pattern", error
+    assert error["budget"] == RE2_BUDGET_S, error
+    assert error["seconds"] >= RE2_BUDGET_S, error
+    assert f"`pattern` took over {RE2_BUDGET_S:g} s of CPU time to compile" in \
+        error["message"], error
+    assert "Traceback" not in error["message"] and "\n" not in error["message"], error
+
+
+def test_an_added_pattern_slow_to_compile_is_refused_and_the_loop_goes_on(
+        tmp_path: Path) -> None:
+    salt = salted()
+    slow = slow_pattern(salt)
+    cost = compile_cost()
+    (tmp_path / "app.log").write_text("")
+    (tmp_path / "codes.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log",
+                                                   "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        replies: list[dict[str, Any]] = []
+        watcher = {"id": "slow", "path": str(tmp_path / "slow.log"), "pattern": slow}
+        adding = threading.Thread(target=lambda: replies.append(
+            r.control({"cmd": "add", "watcher": watcher})))
+        waits: list[float] = []
+        seen: set[int] = set()
+        began = time.perf_counter()
+        adding.start()
+        while adding.is_alive():  # a `status` in flight all along: each waits out any stall
+            asked = time.perf_counter()
+            assert r.control({"cmd": "status"})["ok"] is True
+            waits.append(time.perf_counter() - asked)
+            seen.update(probes(r.pid))
+        adding.join()
+        took = time.perf_counter() - began
+        worst = max(waits)
+        assert worst < cost / 4, (
+            f"a `status` waited {worst:.3f}s while the add was checked; the pattern's compile "
+            f"costs {cost:.3f}s ({len(waits)} replies, median {statistics.median(waits):.3f}s)")
+        status = r.control({"cmd": "status"})
+        lag = float(status["loopLagMaxS"])
+        assert lag < cost / 4, f"the runner's loop stalled {lag:.3f}s (the compile: {cost:.3f}s)"
+        assert len(replies) == 1 and replies[0]["ok"] is False, (
+            f"the add of a pattern whose RE2 compile costs {cost:.2f}s was not refused: "
+            f"{str(replies)[:300]}")
+        check_refusal(replies[0]["error"])
+        assert status["watchers"] == ["app"], status["watchers"]
+        assert not probes(r.pid), "a compile probe outlived its add"
+        assert seen, "no compile-probe process ran while the add was checked"
+        assert took < cost / 2, (
+            f"the add took {took:.2f}s; compiling the pattern costs {cost:.2f}s: the probe was "
+            "not stopped at its budget")
+
+        legit = alternation(f"{salt}code", "", BOUND)  # a 16 KiB literal alternation
+        reply = r.control({"cmd": "add", "watcher": {
+            "id": "codes", "path": str(tmp_path / "codes.log"), "pattern": legit}})
+        assert reply["ok"] is True, reply
+        assert not probes(r.pid), "a compile probe outlived its add"
+        lines = [f"x {salt.upper()}CODE7 y", "nothing here", f"{salt}code1000"]
+        with (tmp_path / "codes.log").open("a") as f:
+            f.write("".join(f"{line}\n" for line in lines))
+        wait_for(lambda: [m["line"] for m in r.matches("codes")] == [lines[0], lines[2]],
+                 "the legitimate watcher's two matches")
+    finally:
+        assert r.stop() == 0
+    assert "Traceback" not in r.stderr()
+
+
+def test_the_mcp_tools_add_refuses_it_before_checking_it_in_its_own_process(
+        tmp_path: Path) -> None:
+    """No runner is live: the tool checks the watcher in the MCP server's process (whose loop
+    would also run the session's runner) before starting one. The slow pattern is refused
+    first, and nothing starts."""
+    from watchrun.config.model import Config, Limits, OutputSpec
+    from watchrun.mcp.runners import Runners
+    from watchrun.mcp.tool import Tool
+    from watchrun.output.runlog import RunLog
+
+    slow = slow_pattern(salted())
+    cost = compile_cost()
+    config = Config(Limits(), OutputSpec(tmp_path / "out"))
+    worst = [0.0]
+    started: list[bool] = []
+
+    async def session() -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+
+        async def tick() -> None:  # the loop's longest wait beyond a 5 ms sleep
+            while not done.is_set():
+                asked = loop.time()
+                await asyncio.sleep(0.005)
+                worst[0] = max(worst[0], loop.time() - asked - 0.005)
+
+        async with asyncio.TaskGroup() as tg:
+            runners = Runners(config, RunLog("text", quiet=True), tg, on_end=lambda: None)
+            ticker = tg.create_task(tick())
+            try:
+                details, _ = await Tool(config, runners, str(tmp_path)).call(
+                    {"action": "add", "path": str(tmp_path / "slow.log"), "pattern": slow})
+            finally:
+                done.set()
+                await ticker
+                started.append(runners.session is not None)
+                await runners.close()
+        return details
+
+    details = asyncio.run(asyncio.wait_for(session(), 60))
+    assert worst[0] < cost / 4, (
+        f"the MCP server's loop stalled {worst[0]:.3f}s; the compile costs {cost:.3f}s")
+    assert "error" in details, f"the tool added it: {str(details)[:300]}"
+    assert f"`pattern` took over {RE2_BUDGET_S:g} s of CPU time to compile" in \
+        details["error"], details
+    assert started == [False], "the session's runner was started for a refused watcher"
+    assert not probes(os.getpid()), "a compile probe outlived the call"
