@@ -41,19 +41,20 @@ def heavy(salt: str) -> tuple[str, list[str]]:
     return pattern, excludes
 
 
-def loop_cost(pattern: str, excludes: list[str], rounds: int = 3) -> float:
+def loop_cost(pattern: str, excludes: list[str], rounds: int = 3, *,
+              case_sensitive: bool = False) -> float:
     """What a start on the loop cost when it compiled the matcher again: a Matcher built in a
     thread that has none yet, after the same pattern was checked and compiled in another (as the
     add's worker thread leaves the parse and RE2's own cache). The least of `rounds` (the work,
     with the least of what else the box ran), each in a thread of its own kept alive until all
     are done (a thread's id, which keys the compiled engines, is reused once it ends)."""
-    Matcher(pattern, excludes)  # the add's check: parsed, RE2 compiled once
+    Matcher(pattern, excludes, case_sensitive)  # the add's check: parsed, RE2 compiled once
     took: list[float] = []
     done = threading.Event()
 
     def build() -> None:
         began = time.perf_counter()
-        Matcher(pattern, excludes)
+        Matcher(pattern, excludes, case_sensitive)
         took.append(time.perf_counter() - began)
         done.wait()
 

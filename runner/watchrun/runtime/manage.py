@@ -7,7 +7,6 @@ event loop RE2's compile would hold, compiles it."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import threading
 import weakref
@@ -16,13 +15,13 @@ from typing import Any, Protocol
 from watchrun.config.adding import check_added
 from watchrun.config.diagnostics import Diagnostic
 from watchrun.config.model import Config, WatcherSpec
-from watchrun.match.matcher import compile_for
 from watchrun.match.scanning import Store
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
 from watchrun.runtime.compile_probe import Refusal, probe
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
+from watchrun.runtime.wiring import precompile
 
 __all__ = ["MAX_EXCLUDE", "MAX_LABEL", "MAX_PATTERN", "Managing", "Refused", "add", "bounded",
            "probed", "start"]
@@ -125,7 +124,7 @@ async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:
             await sup.set.stop(wid, reason="restart")
         else:
             _room(sup)
-        await asyncio.to_thread(_compile, spec, sup.set.databases, threading.get_ident())
+        await asyncio.to_thread(precompile, [spec], sup.set.databases, threading.get_ident())
         reply = await _launch(sup, spec)
         sup.log.info("restarted" if was_running else "started again", wid,
                      event="watcher-started")
@@ -146,25 +145,12 @@ async def probed(raw: Any) -> None:
 
 def _checked(raw: Any, config: Config, databases: Store | None, loop_thread: int
              ) -> tuple[WatcherSpec | None, list[Diagnostic]]:
-    """`check_added`, then (for a valid watcher) its matchers compiled (`_compile`)."""
+    """`check_added`, then (for a valid watcher) its matchers compiled for the loop
+    (`wiring.precompile`)."""
     spec, diagnostics = check_added(raw, config)
     if spec is not None:
-        _compile(spec, databases, loop_thread)
+        precompile([spec], databases, loop_thread)
     return spec, diagnostics
-
-
-def _compile(spec: WatcherSpec, databases: Store | None, loop_thread: int) -> None:
-    """Compile here, in a worker thread, the matchers the watcher's start builds on the loop
-    (`runtime/wiring.py`: its pattern with its excludes, a gate's `require`), for the loop's
-    thread: the start finds them compiled (`compile_for`) and compiles nothing on the loop,
-    where a 16 KiB alternation that only RE2 runs cost ~0.1 s (`status`, `list` and every
-    watcher waited), a hyperscan database loaded from `databases` ~0.02 s."""
-    pairs = [(spec.pattern, spec.exclude)]
-    if spec.gate is not None and spec.gate.require is not None:
-        pairs.append((spec.gate.require, ()))
-    for pattern, exclude in pairs:
-        with contextlib.suppress(ValueError):  # (refused again, and reported, at the start)
-            compile_for(loop_thread, pattern, exclude, spec.case_sensitive, store=databases)
 
 
 def bounded(raw: Any) -> None:

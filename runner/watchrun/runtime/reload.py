@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from typing import TYPE_CHECKING, Protocol
 
-from watchrun.config.model import Config
+from watchrun.config.model import Config, WatcherSpec
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.watchers import STOP_RECORD_S, WatcherSet
+from watchrun.runtime.wiring import precompile
 
 if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
 
 __all__ = ["apply"]
+
+PRECOMPILE_BATCH = 64
+"""Watchers compiled off the loop at a time before they start: well under the 256 compiled
+matchers `matcher.compile_for` keeps, so none is evicted before its start takes it."""
 
 
 class Reloading(Protocol):
@@ -73,19 +79,25 @@ async def apply(sup: Reloading, new: Config) -> None:
             sup.log.info(f"{why}; stopped", wid)
             if problems:
                 trouble[wid] = "; ".join(problems)
-    for wid, spec in wanted.items():
-        if wid in sup.set.running:
-            continue
-        try:
-            rt = sup.set.build(spec)
-        except Exception as exc:
-            sup.problem(f"reload: could not be started: {exc}", wid)
-            continue
-        sup.set.launch(rt)
-        if wid in trouble:  # told in its own stream too, now that it has a sink again
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(rt.pipeline.event("error", code="reload-problem", message=(
-                    f"while it was stopped for the reload: {trouble[wid]}")), STOP_RECORD_S)
+    todo = [spec for wid, spec in wanted.items() if wid not in sup.set.running]
+    for at in range(0, len(todo), PRECOMPILE_BATCH):
+        batch = todo[at:at + PRECOMPILE_BATCH]  # compiled off the loop, then started
+        await asyncio.to_thread(precompile, batch, sup.set.databases, threading.get_ident())
+        for spec in batch:
+            await _start(sup, spec, trouble.get(spec.id))
     sup.log.info(f"reloaded: {len(sup.set.running)} watchers running", event="reloaded",
                  watchers=len(sup.set.running))
 
+
+async def _start(sup: Reloading, spec: WatcherSpec, trouble: str | None) -> None:
+    """Start a new or changed watcher; `trouble`: what went wrong while it was stopped."""
+    try:
+        rt = sup.set.build(spec)
+    except Exception as exc:
+        sup.problem(f"reload: could not be started: {exc}", spec.id)
+        return
+    sup.set.launch(rt)
+    if trouble:  # told in its own stream too, now that it has a sink again
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(rt.pipeline.event("error", code="reload-problem", message=(
+                f"while it was stopped for the reload: {trouble}")), STOP_RECORD_S)
