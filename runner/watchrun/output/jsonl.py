@@ -8,7 +8,7 @@ returns the same values. The encoder does this, not a rewrite of its output: orj
 are only searched for those characters (`in`, in C), and the rare record that holds one is
 encoded again with each string that needs an escape encoded as ASCII-only JSON and handed to
 orjson as a fragment. Text fields are sanitized first (SPEC §6), so in practice only `raw`
-fields and U+2028/U+2029 take that path; match records of plain lines (`sanitize.plain_text`)
+fields and U+2028/U+2029 take that path; match records of plain lines (`plain.plain_text`)
 never need it.
 """
 
@@ -58,13 +58,13 @@ def json_str(text: str) -> bytes:
 
 
 def safe_str(text: str) -> bytes:
-    """`json_str` for text known to need no record escape (see `sanitize.plain_text`)."""
+    """`json_str` for text known to need no record escape (see `plain.plain_text`)."""
     return orjson.dumps(text)
 
 
 def plain_bodies(utf8: bytes) -> list[bytes]:
     """The JSON strings of the lines of `utf8` (valid UTF-8, lines joined by newlines), without
-    their quotes, for lines with no control character but tab (`sanitize.plain_text`): `\\`,
+    their quotes, for lines with no control character but tab (`plain.plain_text`): `\\`,
     `"` and tab escaped as orjson escapes them, the rest as it is; in C over all the lines at
     once, on the bytes (those three are ASCII, never part of a longer UTF-8 sequence; a line
     with another control comes out unescaped: the caller encodes it alone)."""

@@ -3,7 +3,7 @@
 # Why: google-re2 holds Python's interpreter lock while it compiles, so a worker thread does not
 # keep a slow compile off the event loop (16 KiB of `k0\w{2,30}|k1\w{2,30}|…`: ~4-6 s of RE2
 # compile, every watcher and `status` frozen). The child does the same compiles as the runner's
-# check and matcher (`config/adding.py`, `manage._compile`), with the same engines
+# check and matcher (`config/adding.py`, `wiring.precompile`), with the same engines
 # (`WATCHRUN_ENGINES` is inherited), and times them itself, after its interpreter has started:
 # each RE2 compile gets RE2_BUDGET_S of CPU (ITIMER_PROF: the kernel ends the child with SIGPROF
 # right there), all of them together TOTAL_BUDGET_S (ITIMER_VIRTUAL, SIGVTALRM), the child's
