@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
-import time
 from pathlib import Path
 
 from liverunner import DEADLINE_S, read_records, watchrun_bin, write_config
+from test_mcp_faults import RawClient
 
 NAME = b"app\xff.log"
 
@@ -49,36 +48,17 @@ def test_a_file_name_that_is_not_utf8_is_followed_and_recorded_as_valid_utf8(
 
 def test_an_mcp_request_with_a_lone_surrogate_is_answered(tmp_path: Path) -> None:
     # before: the SDK's parser refused the message and dropped it; the client waited forever
-    proc = subprocess.Popen([watchrun_bin(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, cwd=tmp_path)
-    assert proc.stdin is not None and proc.stdout is not None
-    stdin, stdout = proc.stdin, proc.stdout
-
-    def ask(message: str) -> dict[str, object]:
-        stdin.write(message.encode() + b"\n")
-        stdin.flush()
-        end = time.monotonic() + DEADLINE_S
-        while time.monotonic() < end:
-            ready, _, _ = select.select([stdout], [], [], end - time.monotonic())
-            if ready:
-                reply: dict[str, object] = json.loads(stdout.readline())
-                if "id" in reply:  # (not a notification)
-                    return reply
-        raise AssertionError(f"no reply to {message}")
-
+    (tmp_path / "app.log").write_text("")
+    # (RawClient reads stdout raw: a notification and the reply may come in one read, which
+    # select() and then readline() would wait past)
+    client = RawClient(tmp_path)
     try:
-        ask(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}))
-        stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-        (tmp_path / "app.log").write_text("")
-        added = ask('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"watch",'
-                    '"arguments":{"action":"add","path":"app.log","pattern":"ERROR",'
-                    '"label":"x\\udcffy"}}}')
-        assert added["id"] == 2
+        client.send(b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"watch",'
+                    b'"arguments":{"action":"add","path":"app.log","pattern":"ERROR",'
+                    b'"label":"x\\udcffy"}}}\n')
+        added = client.reply(2)
         result = added["result"]
         assert isinstance(result, dict) and not result["isError"]
         assert result["structuredContent"]["watch"]["label"] == "x\ufffdy"
     finally:
-        stdin.close()
-        proc.wait(timeout=DEADLINE_S)
+        client.close()
