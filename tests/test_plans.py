@@ -207,3 +207,32 @@ def test_a_file_of_another_inode_generation_is_read_from_its_start(
         assert plan.at_path and o.st.st_ino == cp.inode
     finally:
         plan.close()
+
+
+def test_a_copy_cut_short_of_what_was_read_is_not_read_again(tmp_path: Path) -> None:
+    """copytruncate's copy raced the writer (a concurrent copy sees a write in part, at a page
+    boundary) and ended before where the runner had read: all it holds was read already. It was
+    taken for a newer generation and read from its first line: every line of it twice (found
+    by bench_copytruncate under load). A newer generation with the same head that is not
+    shorter is still read."""
+    log = tmp_path / "app.log"
+    lines = "".join(f"{n:09d} {'x' * 39}\n" for n in range(1, 701))
+    write(log, lines)
+    st = os.stat(log)
+    data = log.read_bytes()
+    ended = position(st.st_dev, st.st_ino, st.st_mtime_ns, data[:1024], data[-1024:], len(data),
+                     701, str(log), inode_gen=inode_generation(os.open(log, os.O_RDONLY)))
+    (tmp_path / "app.log.1").write_bytes(data[:32768])  # the copy, cut in line 656
+    with open(log, "r+") as f:
+        f.truncate(0)
+    plan = plans.plan_switch(log, ended, [], 10, truncated=True)
+    try:
+        assert plan.steps == [] and plan.gaps == [] and plan.copy is None
+    finally:
+        plan.close()
+    (tmp_path / "app.log.2").write_bytes(data + b"000000701 more\n")  # holds more: read on
+    plan = plans.plan_switch(log, ended, [], 10, truncated=True)
+    try:
+        assert plan.copy is not None and plan.copy.start == len(data)
+    finally:
+        plan.close()

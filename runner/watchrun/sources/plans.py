@@ -19,7 +19,16 @@ from watchrun.sources.identity import (
     same_head,
 )
 from watchrun.sources.released import regrown
-from watchrun.sources.siblings import Entry, Opened, Plan, locate, newer, open_at_path, scan
+from watchrun.sources.siblings import (
+    Entry,
+    Opened,
+    Plan,
+    locate,
+    newer,
+    open_at_path,
+    open_entry,
+    scan,
+)
 
 
 def missing_gap(cp: Checkpoint, recorded: Mark | None = None) -> dict[str, Any]:
@@ -220,6 +229,27 @@ def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, reused: bool,
     return plan
 
 
+def _cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
+               ) -> set[tuple[int, int]]:
+    """The copy of a truncated generation that ends before where it was read (copytruncate's
+    copy raced the writer, and a concurrent copy sees a write in part): modified since the
+    checkpoint, shorter than its offset, beginning with its first bytes. All it holds was
+    read: not read again (it was taken for a newer generation, read from its first line)."""
+    for e in sorted(entries, key=lambda e: -e.st.st_mtime_ns):  # the newest: this truncation's
+        if _ident(e.st) in taken or e.compressed or e.st.st_mtime_ns < ended.mtime_ns or \
+                not ended.fingerprint_len <= e.st.st_size < ended.offset:
+            continue
+        o = open_entry(e)
+        if o is None:
+            continue
+        try:
+            if same_head(ended, o.fd):
+                return {_ident(o.st)}
+        finally:
+            os.close(o.fd)
+    return set()
+
+
 def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
     """The newest of the checkpointed generations that the file at the path is (its inode,
     still holding what was read of it): the path was pointed back at it (a symlink flipped
@@ -256,6 +286,8 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
             plan.copy = locate(ended, entries, taken, copies_only=True)
             if plan.copy is not None:
                 taken.add(_ident(plan.copy.st))
+            else:
+                taken |= _cut_short(ended, entries, taken)
         before = next((e.path for e in entries if _ident(e.st) == (ended.dev, ended.inode)), None)
         # while running, every generation known is finished or still open (read to its end
         # yet), but for the one truncated: what it held past the truncation is lost
