@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.output.recorded import Mark
+from watchrun.sources.copies import copied_since, cut_short, emptied, finished, ident
 from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import (
-    FINGERPRINT_BYTES,
     Checkpoint,
     identifies,
     other_generation,
@@ -26,7 +26,6 @@ from watchrun.sources.siblings import (
     locate,
     newer,
     open_at_path,
-    open_entry,
     scan,
 )
 
@@ -47,17 +46,13 @@ def missing_gap(cp: Checkpoint, recorded: Mark | None = None) -> dict[str, Any]:
                        "any generation created and deleted while the runner was not looking"}
 
 
-def _ident(st: os.stat_result) -> tuple[int, int]:
-    return st.st_dev, st.st_ino
-
-
 SETTLE_TRIES = 5
 """A plan is made again when the path changed while it was made (at most this often)."""
 
 
 def _at(path: Path) -> tuple[int, int] | None:
     try:
-        return _ident(os.stat(path))
+        return ident(os.stat(path))
     except OSError:
         return None
 
@@ -84,7 +79,7 @@ def plan_start(path: Path, known: list[Checkpoint], max_n: int, recorded: Record
     def make() -> tuple[Plan, tuple[int, int] | None]:
         cur = open_at_path(path)
         plan = _start_with(path, cur, known, max_n, recorded)
-        return plan, _ident(cur.st) if cur is not None else None
+        return plan, ident(cur.st) if cur is not None else None
 
     return _settled(path, make)
 
@@ -105,11 +100,11 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
     at_path = cur is not None and identifies(last, cur.fd, cur.st, cur.generation())
     if cur is not None and at_path:
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
-        if all(cp.finished for cp in known[:-1]) and not _emptied(last, cur):
+        if all(cp.finished for cp in known[:-1]) and not emptied(last, cur):
             return _regrown(path, known, max_n, Plan([cur], at_path=True))
     # the followed file's inode is at the path, `rewritten` when it kept its first bytes (a
     # new file given its number, as its inode generation number shows, is neither)
-    reused = (cur is not None and _ident(cur.st) == (last.dev, last.inode)
+    reused = (cur is not None and ident(cur.st) == (last.dev, last.inode)
               and not other_generation(last, cur.generation()))
     rewritten = (reused and cur is not None and not at_path and not last.deleted
                  and same_head(last, cur.fd))
@@ -130,7 +125,7 @@ def _regrown(path: Path, known: list[Checkpoint], max_n: int, plan: Plan, *also:
     it, when no generation known was released early."""
     if any(cp.released_early for cp in known):
         found = scan(path, known) if entries is None else entries
-        read = {_ident(o.st) for o in [*plan.steps, *also] if o is not None}
+        read = {ident(o.st) for o in [*plan.steps, *also] if o is not None}
         gaps, plan.grown = regrown(found, known, read, max_n)
         plan.gaps += gaps
     return plan
@@ -142,7 +137,7 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
     after the one followed (not yet the file at the path); returns the siblings listed."""
     last = known[-1]
     entries = scan(path, known)
-    taken = {_ident(cur.st)} if cur is not None else set()
+    taken = {ident(cur.st)} if cur is not None else set()
     back = _read_before(cur, known[:-1]) if cur is not None and not at_path else None
     if cur is not None and back is not None:  # the path points back at a generation read
         cur.start, cur.line_no, cur.origin = back.offset, back.line_no, back  # before
@@ -152,51 +147,18 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         found = locate(cp, entries, taken)
         if found is not None:
             plan.steps.append(found)
-            taken.add(_ident(found.st))
+            taken.add(ident(found.st))
         elif not (cp.finished or (rewritten and cp is last)):
             plan.gaps.append(missing_gap(cp, recorded.last(cp)))
     if not at_path:  # generations rotated after the one followed, before the file at the path
         before = plan.steps[-1].path if plan.steps else None
         fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, before,
-                            drained=_finished(known))
+                            drained=finished(known))
         plan.steps += fresh
         plan.gaps += gaps
-    elif cur is not None and _emptied(last, cur):
-        _copied_since(cur, last, entries, known, taken, max_n, plan)
+    elif cur is not None and emptied(last, cur):
+        copied_since(cur, last, entries, known, taken, max_n, plan)
     return entries
-
-
-def _finished(known: list[Checkpoint]) -> list[Checkpoint]:
-    """Generations read to their end, at a start (none is open yet)."""
-    return [cp for cp in known if cp.finished]
-
-
-def _emptied(last: Checkpoint, cur: Opened) -> bool:
-    """The followed file is at the path, checkpointed while it was empty (just after a
-    truncation: nothing to recognise it by), and modified since: it may have been copied and
-    truncated meanwhile. (Unmodified, it was not: no siblings are listed, which a restart of
-    many watchers on empty files would pay for each.)"""
-    return not last.fingerprint_len and cur.st.st_mtime_ns != last.mtime_ns
-
-
-def _copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: list[Checkpoint],
-                  taken: set[tuple[int, int]], max_n: int, plan: Plan) -> None:
-    """The followed file is at the path, but its checkpoint was taken while it was empty (just
-    after a truncation): nothing tells whether it was truncated again since. Copies made after
-    that checkpoint (copytruncate while the runner was frozen or down) hold what it was
-    written meanwhile: the oldest continues it, the file at the path is truncated since."""
-    fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, drained=_finished(known))
-    Plan([o for o in fresh if not o.st.st_size]).close()  # copies of it still empty: nothing
-    fresh = [o for o in fresh if o.st.st_size]  # to read, and no sign it was emptied again
-    if fresh and _begins_alike(fresh[-1], cur):  # a snapshot (a backup), not truncated since
-        Plan(fresh).close()
-        return
-    plan.gaps += gaps
-    if fresh:
-        if not any(g["reason"] == "max-generations" for g in gaps):  # (else that one is lost)
-            fresh[0].start, fresh[0].line_no, fresh[0].origin = last.offset, last.line_no, last
-        cur.start, cur.line_no, cur.origin = 0, 1, None
-        plan.steps += fresh
 
 
 def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, reused: bool,
@@ -229,27 +191,6 @@ def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, reused: bool,
     return plan
 
 
-def _cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
-               ) -> set[tuple[int, int]]:
-    """The copy of a truncated generation that ends before where it was read (copytruncate's
-    copy raced the writer, and a concurrent copy sees a write in part): modified since the
-    checkpoint, shorter than its offset, beginning with its first bytes. All it holds was
-    read: not read again (it was taken for a newer generation, read from its first line)."""
-    for e in sorted(entries, key=lambda e: -e.st.st_mtime_ns):  # the newest: this truncation's
-        if _ident(e.st) in taken or e.compressed or e.st.st_mtime_ns < ended.mtime_ns or \
-                not ended.fingerprint_len <= e.st.st_size < ended.offset:
-            continue
-        o = open_entry(e)
-        if o is None:
-            continue
-        try:
-            if same_head(ended, o.fd):
-                return {_ident(o.st)}
-        finally:
-            os.close(o.fd)
-    return set()
-
-
 def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
     """The newest of the checkpointed generations that the file at the path is (its inode,
     still holding what was read of it): the path was pointed back at it (a symlink flipped
@@ -258,18 +199,13 @@ def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
     return next((cp for cp in reversed(known) if identifies(cp, cur.fd, cur.st, gen)), None)
 
 
-def _begins_alike(copy: Opened, cur: Opened) -> bool:
-    n = min(FINGERPRINT_BYTES, copy.st.st_size)
-    return n > 0 and os.pread(copy.fd, n, 0) == os.pread(cur.fd, n, 0)
-
-
 def plan_switch(path: Path, ended: Checkpoint, known: list[Checkpoint], max_n: int, *,
                 truncated: bool) -> Plan:
     """The followed generation `ended` left the path (or was truncated at `ended.offset`):
     find a copy of it (truncated), the generations rotated since, and the file at the path."""
     def make() -> tuple[Plan, tuple[int, int] | None]:
         cur = open_at_path(path)
-        at = _ident(cur.st) if cur is not None else None
+        at = ident(cur.st) if cur is not None else None
         plan = _switch_with(path, cur, ended, known, max_n, truncated)
         return plan, at
 
@@ -281,14 +217,14 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
     plan = Plan()
     try:
         entries = scan(path, [*known, ended])
-        taken = {(ended.dev, ended.inode)} | ({_ident(cur.st)} if cur is not None else set())
+        taken = {(ended.dev, ended.inode)} | ({ident(cur.st)} if cur is not None else set())
         if truncated:
             plan.copy = locate(ended, entries, taken, copies_only=True)
             if plan.copy is not None:
-                taken.add(_ident(plan.copy.st))
+                taken.add(ident(plan.copy.st))
             else:
-                taken |= _cut_short(ended, entries, taken)
-        before = next((e.path for e in entries if _ident(e.st) == (ended.dev, ended.inode)), None)
+                taken |= cut_short(ended, entries, taken)
+        before = next((e.path for e in entries if ident(e.st) == (ended.dev, ended.inode)), None)
         # while running, every generation known is finished or still open (read to its end
         # yet), but for the one truncated: what it held past the truncation is lost
         cut = (ended.dev, ended.inode) if truncated else None
