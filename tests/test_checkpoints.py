@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from watchrun.sources.checkpoints import CheckpointStore, FileState, orphaned
+from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.identity import (
     Checkpoint,
     identifies,
@@ -19,6 +19,7 @@ from watchrun.sources.identity import (
     other_generation,
     position,
 )
+from watchrun.sources.orphans import orphaned
 from watchrun.sources.siblings import locate, scan
 
 

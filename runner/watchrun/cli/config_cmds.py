@@ -54,7 +54,7 @@ def annotation(d: Diagnostic, workspace: str) -> str:
 
 
 def _load(args: argparse.Namespace, strict: bool = False) -> LoadResult:
-    from watchrun.sources.checkpoints import orphan_diagnostics
+    from watchrun.sources.orphans import orphan_diagnostics
 
     result = load_config(args.config, output_dir=args.output_dir, strict=strict)
     if result.config is not None:  # checkpoints no watcher will read (when the dir exists)

@@ -75,7 +75,7 @@ def _prepare(args: argparse.Namespace
         return ExitStatus.RUNTIME
     for note in layout.fixed:
         log.warning(note)
-    from watchrun.sources.checkpoints import orphan_diagnostics
+    from watchrun.sources.orphans import orphan_diagnostics
 
     for d in orphan_diagnostics(config):
         _diagnostic(log, d)

@@ -18,9 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from watchrun.config.diagnostics import Diagnostic
 from watchrun.config.loader import file_kind
-from watchrun.config.model import Config
 from watchrun.output import safefs
 from watchrun.sources.identity import Checkpoint
 
@@ -28,9 +26,9 @@ MAX_FILE_BYTES = 1 << 20
 """A checkpoint file is read up to this size (a larger one is not a checkpoint: corrupt)."""
 
 VERSION = 2
-_SUFFIX = ".checkpoint.json"
+SUFFIX = ".checkpoint.json"
 log = logging.getLogger("watchrun.checkpoints")
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """A watcher id (whole: `fullmatch`), as the config schema allows it."""
 
 
@@ -139,9 +137,9 @@ class CheckpointStore:
             return self._locks.setdefault(watcher_id, threading.Lock())
 
     def path(self, watcher_id: str) -> Path:
-        if not _ID.fullmatch(watcher_id):
+        if not ID.fullmatch(watcher_id):
             raise ValueError(f"invalid watcher id for a checkpoint file: {watcher_id!r}")
-        return self.dir / f"{watcher_id}{_SUFFIX}"
+        return self.dir / f"{watcher_id}{SUFFIX}"
 
     def load(self, watcher_id: str) -> FileState | None:
         path = self.path(watcher_id)
@@ -240,30 +238,6 @@ def _planted(path: Path) -> str | None:
     if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
         return None
     return file_kind(mode)
-
-
-def orphaned(state_dir: Path, claimed: set[str]) -> list[str]:
-    """Watcher ids that have a checkpoint in `state_dir` but are not in `claimed` (the config's
-    ids and previousIds), sorted. Empty when the folder does not exist."""
-    try:
-        names = os.listdir(state_dir)
-    except OSError:
-        return []
-    ids = (n.removesuffix(_SUFFIX) for n in names if n.endswith(_SUFFIX))
-    return sorted(i for i in ids if _ID.fullmatch(i) and i not in claimed)
-
-
-def orphan_diagnostics(config: Config) -> list[Diagnostic]:
-    """A warning for each checkpoint in the output dir's state/ whose watcher is not in the
-    config (and not a watcher's previousId): what its file got since would not be read."""
-    claimed = {w.id for w in config.watchers} | {
-        w.previous_id for w in config.watchers if w.previous_id is not None}
-    state = config.output.dir / "state"
-    return [Diagnostic("watchers", f"{state / (wid + _SUFFIX)} is the checkpoint of watcher "
-                       f"`{wid}`, which is not in the config: if a watcher was renamed from "
-                       f"`{wid}`, set `previousId: {wid}` on it to continue from there; "
-                       "otherwise delete the file", "warning")
-            for wid in orphaned(state, claimed)]
 
 
 class Keeper:

@@ -1,0 +1,35 @@
+"""Checkpoints in state/ that no watcher of the config claims (a watcher renamed without
+`previousId`): found and reported, so what their files got since is not silently skipped."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from watchrun.config.diagnostics import Diagnostic
+from watchrun.config.model import Config
+from watchrun.sources.checkpoints import ID, SUFFIX
+
+
+def orphaned(state_dir: Path, claimed: set[str]) -> list[str]:
+    """Watcher ids that have a checkpoint in `state_dir` but are not in `claimed` (the config's
+    ids and previousIds), sorted. Empty when the folder does not exist."""
+    try:
+        names = os.listdir(state_dir)
+    except OSError:
+        return []
+    ids = (n.removesuffix(SUFFIX) for n in names if n.endswith(SUFFIX))
+    return sorted(i for i in ids if ID.fullmatch(i) and i not in claimed)
+
+
+def orphan_diagnostics(config: Config) -> list[Diagnostic]:
+    """A warning for each checkpoint in the output dir's state/ whose watcher is not in the
+    config (and not a watcher's previousId): what its file got since would not be read."""
+    claimed = {w.id for w in config.watchers} | {
+        w.previous_id for w in config.watchers if w.previous_id is not None}
+    state = config.output.dir / "state"
+    return [Diagnostic("watchers", f"{state / (wid + SUFFIX)} is the checkpoint of watcher "
+                       f"`{wid}`, which is not in the config: if a watcher was renamed from "
+                       f"`{wid}`, set `previousId: {wid}` on it to continue from there; "
+                       "otherwise delete the file", "warning")
+            for wid in orphaned(state, claimed)]
