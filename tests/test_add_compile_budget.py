@@ -15,30 +15,18 @@ import asyncio
 import os
 import random
 import statistics
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from liverunner import LiveRunner, wait_for, write_config
+from test_add_compile_off_loop import BOUND, add_asking_status, alternation
 
 from watchrun.match.matcher import needs_backtracking
 
-BOUND = 16 * 1024
-"""A runtime watcher's `pattern` bound (docs/control.md)."""
 RE2_BUDGET_S = 0.5
 """docs/control.md: the CPU seconds one RE2 compile of an added watcher may take."""
 PROBE = b"watchrun.runtime.compile_probe"
-
-
-def alternation(word: str, tail: str, limit: int) -> str:
-    """`word0<tail>|word1<tail>|…`, as long as fits in `limit` bytes."""
-    parts: list[str] = []
-    size = -1
-    while size + len(f"|{word}{len(parts)}{tail}") <= limit:
-        size += len(f"|{word}{len(parts)}{tail}")
-        parts.append(f"{word}{len(parts)}{tail}")
-    return "|".join(parts)
 
 
 _USED: set[str] = set()
@@ -111,20 +99,11 @@ def test_an_added_pattern_slow_to_compile_is_refused_and_the_loop_goes_on(
     r = LiveRunner(config)
     try:
         r.wait_running()
-        replies: list[dict[str, Any]] = []
-        watcher = {"id": "slow", "path": str(tmp_path / "slow.log"), "pattern": slow}
-        adding = threading.Thread(target=lambda: replies.append(
-            r.control({"cmd": "add", "watcher": watcher})))
-        waits: list[float] = []
         seen: set[int] = set()
         began = time.perf_counter()
-        adding.start()
-        while adding.is_alive():  # a `status` in flight all along: each waits out any stall
-            asked = time.perf_counter()
-            assert r.control({"cmd": "status"})["ok"] is True
-            waits.append(time.perf_counter() - asked)
-            seen.update(probes(r.pid))
-        adding.join()
+        reply, waits = add_asking_status(r, {
+            "id": "slow", "path": str(tmp_path / "slow.log"), "pattern": slow},
+            lambda: seen.update(probes(r.pid)))
         took = time.perf_counter() - began
         worst = max(waits)
         assert worst < cost / 4, (
@@ -133,10 +112,10 @@ def test_an_added_pattern_slow_to_compile_is_refused_and_the_loop_goes_on(
         status = r.control({"cmd": "status"})
         lag = float(status["loopLagMaxS"])
         assert lag < cost / 4, f"the runner's loop stalled {lag:.3f}s (the compile: {cost:.3f}s)"
-        assert len(replies) == 1 and replies[0]["ok"] is False, (
+        assert reply["ok"] is False, (
             f"the add of a pattern whose RE2 compile costs {cost:.2f}s was not refused: "
-            f"{str(replies)[:300]}")
-        check_refusal(replies[0]["error"])
+            f"{str(reply)[:300]}")
+        check_refusal(reply["error"])
         assert status["watchers"] == ["app"], status["watchers"]
         assert not probes(r.pid), "a compile probe outlived its add"
         assert seen, "no compile-probe process ran while the add was checked"

@@ -10,6 +10,7 @@ import random
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,35 @@ def loop_cost(pattern: str, excludes: list[str], rounds: int = 3, *,
     return min(took)
 
 
+def statuses_while(r: LiveRunner, busy: Callable[[], bool],
+                   each: Callable[[], object] = lambda: None) -> list[float]:
+    """How long each `status` took, sent one after another while `busy()` (then `each()`):
+    one is in flight all along, so each waits out any stall of the runner's loop."""
+    waits: list[float] = []
+    while busy():
+        asked = time.perf_counter()
+        assert r.control({"cmd": "status"})["ok"] is True
+        waits.append(time.perf_counter() - asked)
+        each()
+    return waits
+
+
+def add_asking_status(r: LiveRunner, watcher: dict[str, Any],
+                      each: Callable[[], object] = lambda: None
+                      ) -> tuple[dict[str, Any], list[float]]:
+    """`add` the watcher in a thread, with `statuses_while` it runs: its reply, and the waits."""
+    replies: list[dict[str, Any]] = []
+    adding = threading.Thread(target=lambda: replies.append(
+        r.control({"cmd": "add", "watcher": watcher})))
+    adding.start()
+    try:
+        waits = statuses_while(r, adding.is_alive, each)
+    finally:
+        adding.join()
+    assert len(replies) == 1, replies
+    return replies[0], waits
+
+
 def test_an_added_re2_pattern_is_not_compiled_again_on_the_loop(tmp_path: Path) -> None:
     salt = "".join(random.choice("ghjmnpqrtuvxyz") for _ in range(4))  # new to every cache
     pattern, excludes = heavy(salt)
@@ -86,20 +116,11 @@ def test_an_added_re2_pattern_is_not_compiled_again_on_the_loop(tmp_path: Path) 
     r = LiveRunner(config)
     try:
         r.wait_running()
-        replies: list[dict[str, Any]] = []
-        watcher = {"id": "big", "path": str(tmp_path / "big.log"), "pattern": pattern,
-                   "exclude": excludes}
-        adding = threading.Thread(target=lambda: replies.append(
-            r.control({"cmd": "add", "watcher": watcher})))
-        waits: list[float] = []
-        adding.start()
-        while adding.is_alive():  # a `status` in flight all along: each waits out any stall
-            asked = time.perf_counter()
-            assert r.control({"cmd": "status"})["ok"] is True
-            waits.append(time.perf_counter() - asked)
-        adding.join()
-        assert len(replies) == 1 and replies[0]["ok"] is True, replies
-        assert replies[0]["watcher"]["engine"] == "re2", replies[0]["watcher"]
+        reply, waits = add_asking_status(r, {
+            "id": "big", "path": str(tmp_path / "big.log"), "pattern": pattern,
+            "exclude": excludes})
+        assert reply["ok"] is True, reply
+        assert reply["watcher"]["engine"] == "re2", reply["watcher"]
         worst = max(waits)
         assert worst < cost / 2, (
             f"a `status` waited {worst:.3f}s while the watcher was added and started; building "

@@ -7,12 +7,11 @@ from __future__ import annotations
 import random
 import signal
 import statistics
-import time
 from pathlib import Path
 
 import pytest
 from liverunner import LiveRunner, wait_for, write_config
-from test_add_compile_off_loop import BOUND, alternation, loop_cost
+from test_add_compile_off_loop import BOUND, alternation, loop_cost, statuses_while
 
 from watchrun.match.matcher import Matcher, engines_available
 
@@ -39,11 +38,8 @@ def test_a_reload_compiles_the_new_watchers_matchers_off_the_loop(tmp_path: Path
         r.wait_running()
         write_config(tmp_path, {"watchers": [app, *new]})
         r.send(signal.SIGHUP)
-        waits: list[float] = []
-        while f"reloaded: {NEW + 1} watchers running" not in r.stderr():
-            asked = time.perf_counter()
-            assert r.control({"cmd": "status"})["ok"] is True
-            waits.append(time.perf_counter() - asked)
+        waits = statuses_while(
+            r, lambda: f"reloaded: {NEW + 1} watchers running" not in r.stderr())
         worst = max(waits)
         assert worst < cost / 2, (
             f"a `status` waited {worst:.3f}s during the reload; compiling the new watchers' "
