@@ -16,7 +16,7 @@ from filehelpers import open_fds_to
 from liverunner import DEADLINE_S, LiveRunner, read_records, wait_for, write_config
 from test_agent_turn import MOCK
 
-from watchrun.agents import recorder
+from watchrun.agents import history, recorder
 from watchrun.agents.hub import AgentHub
 from watchrun.clock import SystemClock
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
@@ -60,7 +60,7 @@ def test_an_open_cancelled_midway_closes_the_stream(tmp_path: Path, phase: str,
         yield from iter_records(path, **kwargs)
 
     monkeypatch.setattr(recorder, "JsonlSink", HeldSink)
-    monkeypatch.setattr(recorder, "iter_records", reading)
+    monkeypatch.setattr(history, "iter_records", reading)
     held: list[list[str]] = []
 
     async def go() -> None:

@@ -11,8 +11,8 @@ from typing import Any
 
 from test_agent_turn import MOCK, alive, check_records, of, until
 
+from watchrun.agents.history import read_history
 from watchrun.agents.hub import AgentHub
-from watchrun.agents.recorder import read_history
 from watchrun.clock import SystemClock
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec, WatcherSpec
 from watchrun.events import MatchInfo

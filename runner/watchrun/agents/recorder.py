@@ -1,5 +1,5 @@
 """An agent's record stream: the one place its text is cleaned, ordered retrying writes, and
-reading back its history."""
+its opening as the only writer, with its history read back (`agents/history.py`)."""
 
 from __future__ import annotations
 
@@ -9,32 +9,25 @@ import functools
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from watchrun.agents.providers.usage import UsageTracker
+from watchrun.agents.history import History, read_history, settle_history
 from watchrun.agents.streamlock import StreamLock
-from watchrun.clock import Clock, parse_ts
+from watchrun.clock import Clock
 from watchrun.config.model import OutputSpec
 from watchrun.match.sanitize import clip, sanitize
-from watchrun.output.records import iter_records
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.output.writer import CLOSE_WRITE_S, AsyncWriter
 
-__all__ = [
-    "FIELD_BYTES", "History", "Recorder", "clean_record", "clean_text", "open_recorder",
-    "read_history", "settle_history", "unreserved",
-]
+__all__ = ["FIELD_BYTES", "Recorder", "clean_record", "clean_text", "open_recorder", "unreserved"]
 
 FIELD_BYTES = 64 * 1024
 """Default clip of one string field (the runner passes limits.maxLineBytes)."""
 _C1 = dict.fromkeys(range(0x80, 0xA0))
 _HAS_C1 = re.compile("[\x80-\x9f]")
 _RESERVED = frozenset({"schema", "seq", "cursor", "ts", "kind", "turnId"})
-HISTORY_SLICE = 1024
-"""Records of an agent's history read between two turns of the loop (~3 ms here)."""
 
 
 def unreserved(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -189,68 +182,6 @@ class Recorder:
             self.log.error(why, self.name)
 
 
-@dataclass(slots=True)
-class History:
-    """What an agent's stream tells of its past (`read_history`)."""
-
-    tracker: UsageTracker = field(default_factory=UsageTracker)
-    """Taught the usage baselines of the history, so resumed sessions are not counted twice."""
-    turns: int = 0
-    tokens: int = 0
-    reply: str = ""
-    open_turn: dict[str, Any] | None = None
-    """A `dispatch-start` with no `dispatch-finished`: the runner stopped during that turn."""
-    queued: list[dict[str, Any]] = field(default_factory=list)
-    """Deliveries (plan steps among them) still `queued` when the runner stopped."""
-
-
-async def read_history(path: Path) -> History:
-    """Read an agent's stream through, a slice of records at a time: it can be tens of MiB,
-    and the loop runs between slices (in a worker thread the parse would fight the loop for
-    the GIL at each of its system calls: ~0.1-0.2 s stalls at a start, against ~5 ms here)."""
-    h = History()
-    queued: dict[Any, dict[str, Any]] = {}
-    with contextlib.closing(iter_records(path)) as records:
-        for i, r in enumerate(records, 1):
-            if not i % HISTORY_SLICE:
-                await asyncio.sleep(0)
-            kind = r.get("kind")
-            if kind == "delivery":
-                if r.get("deliveryState", r.get("delivery_state")) == "queued":
-                    queued[r.get("deliveryId")] = r
-                else:
-                    queued.pop(r.get("deliveryId"), None)
-            elif kind == "usage":
-                with contextlib.suppress(ValueError):
-                    h.tracker.learn(r)
-            elif kind == "dispatch-start":
-                h.turns, h.open_turn = h.turns + 1, r
-            elif kind == "dispatch-finished":
-                h.tokens += r["tokens"] if isinstance(r.get("tokens"), int) else 0
-                h.reply = str(r.get("reply") or "")
-                if h.open_turn is not None and h.open_turn.get("turnId") == r.get("turnId"):
-                    h.open_turn = None
-    h.queued = list(queued.values())
-    return h
-
-
-def settle_history(rec: Recorder, h: History, clock: Clock) -> None:
-    """Close the turn a stopped runner left open, and drop the deliveries it left queued."""
-    if h.open_turn is not None:
-        started = parse_ts(h.open_turn.get("ts"))
-        rec.emit("dispatch-finished", {
-            "turnId": h.open_turn.get("turnId"), "status": "cancelled", "completed": False,
-            "usage": {"input": 0, "cached": 0, "output": 0, "complete": False}, "tokens": 0,
-            "durationMs": 0 if started is None else max(0, round((clock.now() - started) * 1000)),
-            "exitCode": None, "signal": None, "reply": "",
-            "error": {"code": "runner-restarted",
-                      "message": "the runner stopped before this turn ended"}})
-    keep = ("deliveryId", "watcher", "source", "label", "count", "lines", "overflow", "planId")
-    for d in h.queued:
-        rec.emit("delivery", {**{k: d[k] for k in keep if k in d}, "deliveryState": "dropped",
-                              "reason": "runner-restarted"})
-
-
 async def open_recorder(path: Path, name: str, out: OutputSpec, line_bytes: int, log: RunLog,
                         clock: Clock, *, give_up_after: float | None = None
                         ) -> tuple[Recorder, History]:
@@ -276,7 +207,7 @@ async def open_recorder(path: Path, name: str, out: OutputSpec, line_bytes: int,
         log.warning(msg, name)
         rec.emit("error", {"code": "sink-repaired", "message": msg,
                            "bytes": sink.repaired_bytes})
-    settle_history(rec, history, clock)
+    settle_history(rec.emit, history, clock)
     return rec, history
 
 
