@@ -138,7 +138,7 @@ def test_identifies_small_file_that_grew(tmp_path: Path) -> None:
     f.write_bytes(b"short\n" + b"more\n" * 500)
     fd = os.open(f, os.O_RDONLY)
     try:
-        assert identifies(cp, fd, os.fstat(fd))
+        assert identifies(cp, fd, os.fstat(fd), inode_generation(fd))
     finally:
         os.close(fd)
 
@@ -170,7 +170,7 @@ def test_identifies(tmp_path: Path, change: str, expected: bool) -> None:
         f.write_bytes((tmp_path / "g").read_bytes())  # same content, another inode
     fd = os.open(f, os.O_RDONLY)
     try:
-        assert identifies(cp, fd, os.fstat(fd)) is expected
+        assert identifies(cp, fd, os.fstat(fd), inode_generation(fd)) is expected
     finally:
         os.close(fd)
 
@@ -296,9 +296,9 @@ def test_identifies_by_the_inode_generation_number_when_both_are_known(
 
 
 @pytest.mark.parametrize("kept", ["this", "another", "unknown"])
-def test_identifies_asks_the_descriptor_for_its_generation_number(
+def test_identifies_by_the_generation_number_the_descriptor_gives(
         tmp_path: Path, kept: str) -> None:
-    """By default `identifies` asks the open file (FS_IOC_GETVERSION) for its number."""
+    """`identifies` with the open file's own number (FS_IOC_GETVERSION)."""
     f = tmp_path / "f"
     f.write_bytes(b"a\nb\n")
     real = generation_of(f)
@@ -308,7 +308,7 @@ def test_identifies_asks_the_descriptor_for_its_generation_number(
                                           "unknown": None}[kept])
     fd = os.open(f, os.O_RDONLY)
     try:
-        assert identifies(cp, fd, os.fstat(fd)) is (kept != "another")
+        assert identifies(cp, fd, os.fstat(fd), inode_generation(fd)) is (kept != "another")
     finally:
         os.close(fd)
 

@@ -19,9 +19,7 @@ from watchrun.match.framing import CountsLines, LineFramer
 from watchrun.output.recorded import Mark
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
-    Ask,
     Checkpoint,
-    inode_generation,
     position,
     tail_before,
 )
@@ -32,9 +30,9 @@ class Generation:
     """One open generation (inode) of the watched file and how far it has been read."""
 
     def __init__(self, fd: int, st: os.stat_result, pos: int, line_no: int, max_line: int, *,
-                 path: str, seq: int | None = None, inode_gen: int | Ask | None = Ask.FD) -> None:
+                 path: str, seq: int | None = None, inode_gen: int | None = None) -> None:
         self.fd, self.dev, self.inode, self.path = fd, st.st_dev, st.st_ino, path
-        self.inode_gen = inode_generation(fd) if inode_gen is Ask.FD else inode_gen
+        self.inode_gen = inode_gen
         """Its inode's generation number (None: not known), kept in its checkpoints."""
         self.max_line = max_line
         self.seen_size, self.seen_mtime = st.st_size, st.st_mtime_ns

@@ -5,7 +5,6 @@ truncation, a rewrite or an inode number given to a new file is told apart."""
 from __future__ import annotations
 
 import array
-import enum
 import fcntl
 import hashlib
 import os
@@ -30,12 +29,6 @@ def inode_generation(fd: int) -> int | None:
     except OSError:
         return None
     return int(buf[0])
-
-
-class Ask(enum.Enum):
-    """`identifies` asks the descriptor for its generation number itself (when it needs it)."""
-
-    FD = 0
 
 
 def fingerprint(data: bytes) -> str:
@@ -134,16 +127,11 @@ def other_generation(cp: Checkpoint, gen: int | None) -> bool:
     return cp.inode_gen is not None and gen is not None and gen != cp.inode_gen
 
 
-def identifies(cp: Checkpoint, fd: int, st: os.stat_result,
-               gen: int | Ask | None = Ask.FD) -> bool:
+def identifies(cp: Checkpoint, fd: int, st: os.stat_result, gen: int | None) -> bool:
     """True when the open file is the checkpoint's generation: same device, inode and inode
-    generation number (`gen`, the open file's: asked of `fd` by default, only when the inode
-    matches), and it still holds what was read (an inode can be reused; a file can be
-    rewritten in place)."""
-    if (st.st_dev, st.st_ino) != (cp.dev, cp.inode) or cp.deleted:
-        return False
-    if cp.inode_gen is not None and other_generation(
-            cp, inode_generation(fd) if gen is Ask.FD else gen):
+    generation number (`gen`, the open file's `inode_generation`; None: not known), and it
+    still holds what was read (an inode can be reused; a file can be rewritten in place)."""
+    if (st.st_dev, st.st_ino) != (cp.dev, cp.inode) or cp.deleted or other_generation(cp, gen):
         return False
     return holds(cp, fd, st) if cp.fingerprint_len else st.st_size >= cp.offset
 

@@ -18,7 +18,6 @@ from typing import Any
 from watchrun.sources.generation import open_regular
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
-    Ask,
     Checkpoint,
     begins_as,
     holds,
@@ -48,13 +47,14 @@ class Opened:
     """The checkpoint it continues (the generation itself, or a copy of it)."""
     announce: dict[str, Any] | None = None
     """The `rotate` record written before its first line."""
-    gen: int | Ask | None = Ask.FD
+    gen: int | None = None
     """Its inode's generation number once asked (`generation()`), None: not known."""
+    asked: bool = False
 
     def generation(self) -> int | None:
         """Its inode's generation number: one ioctl, the first time it is asked."""
-        if self.gen is Ask.FD:
-            self.gen = inode_generation(self.fd)
+        if not self.asked:
+            self.gen, self.asked = inode_generation(self.fd), True
         return self.gen
 
 
@@ -223,7 +223,7 @@ def _compressed_head(fd: int) -> bytes | None:
     return out
 
 
-def _read_before(fd: int, drained: Collection[Checkpoint]) -> bool:
+def _drained_or_empty(fd: int, drained: Collection[Checkpoint]) -> bool:
     """A compressed file holds a generation read to its end (or still open, so read to its
     end yet), or nothing at all: compressing it lost nothing."""
     head = _compressed_head(fd)
@@ -262,7 +262,7 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
                 continue
             o = open_entry(e)
             if e.compressed:  # (by name: the gap stands when it cannot be opened either)
-                if o is None or not _read_before(o.fd, drained):
+                if o is None or not _drained_or_empty(o.fd, drained):
                     gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
                                  "message": f"{e.path} was rotated and compressed before it "
                                             "was read"})
@@ -271,7 +271,7 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
             elif any(holds(cp, o.fd, o.st) for cp in known):
                 pass  # a generation (or a copy of one) read before
             elif _is_compressed(o.fd):
-                if not _read_before(o.fd, drained):
+                if not _drained_or_empty(o.fd, drained):
                     gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
                                  "unreadBytes": o.st.st_size, "message": f"{e.path} is "
                                  "compressed; only plain files are read"})
