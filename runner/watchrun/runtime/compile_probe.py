@@ -11,7 +11,7 @@
 # is then compiled in the runner, so the loop waits at most about RE2_BUDGET_S for one regex.
 #
 # The child reads one JSON request on stdin and writes JSON lines: {"ready"} once imported,
-# {"field"} as each step begins, {"done", "cpuS", "re2S"} at the end.
+# {"field"} as each step begins, {"done"} at the end.
 
 from __future__ import annotations
 
@@ -22,14 +22,13 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from watchrun.match import scanning
 from watchrun.match.matcher import Matcher, needs_backtracking
 from watchrun.process.spawn import Spawner, SpawnError, end_now
 
-__all__ = ["RE2_BUDGET_S", "TOTAL_BUDGET_S", "WALL_S", "Probe", "Refusal", "probe", "regexes"]
+__all__ = ["RE2_BUDGET_S", "TOTAL_BUDGET_S", "WALL_S", "Refusal", "probe", "regexes"]
 
 RE2_BUDGET_S = 0.5
 """CPU seconds one RE2 compile of an added watcher may take: what the loop may wait for it.
@@ -60,15 +59,6 @@ class Refusal(Exception):
         self.code, self.extra = code, extra
 
 
-@dataclass(frozen=True)
-class Probe:
-    """A compile that stayed within budget: its CPU seconds, the longest RE2 compile's."""
-
-    cpu_s: float
-    re2_s: float
-    wall_s: float
-
-
 def regexes(raw: Any) -> list[tuple[str, str]]:
     """(field, regex) of each regex the config's checks compile in an added watcher: `pattern`,
     `exclude[i]`, `gate.require`, those that are strings (the checks refuse the others)."""
@@ -84,13 +74,13 @@ def regexes(raw: Any) -> list[tuple[str, str]]:
     return [(field, rx) for field, rx in found if isinstance(rx, str)]
 
 
-async def probe(raw: Any) -> Probe | None:
-    """Compile `raw`'s regexes in a child; None when it has none. Refusal when over a budget or
+async def probe(raw: Any) -> None:
+    """Compile `raw`'s regexes in a child (none: nothing to do). Refusal when over a budget or
     the deadline, or when no child could tell. The child is killed (its group) and reaped
     before this returns, even when cancelled. Runs on the loop, awaiting the child."""
     fields = regexes(raw)
     if not fields:
-        return None
+        return
     request = json.dumps({"regexes": fields, "caseSensitive": raw.get("caseSensitive") is True,
                           "re2Budget": RE2_BUDGET_S, "totalBudget": TOTAL_BUDGET_S}).encode()
     began = time.monotonic()
@@ -122,7 +112,7 @@ async def probe(raw: Any) -> Probe | None:
                               time.monotonic() - began, 3), budget=WALL_S) from None
     finally:
         await end_now(proc)
-    return _verdict(lines, info.signal, info.exit_code, noise, time.monotonic() - began)
+    _verdict(lines, info.signal, info.exit_code, noise, time.monotonic() - began)
 
 
 def _field(lines: list[dict[str, Any]]) -> str:
@@ -130,10 +120,10 @@ def _field(lines: list[dict[str, Any]]) -> str:
 
 
 def _verdict(lines: list[dict[str, Any]], sig: str | None, code: int | None, noise: bytes,
-             wall: float) -> Probe:
-    done = next((x for x in lines if x.get("done")), None)
-    if done is not None and code == 0:
-        return Probe(float(done["cpuS"]), float(done["re2S"]), wall)
+             wall: float) -> None:
+    """Return when the child compiled everything within budget, else raise its Refusal."""
+    if code == 0 and any(x.get("done") for x in lines):
+        return
     field = _field(lines)
     took = f"stopped there, {wall:.2f} s after the check began"
     if sig == "SIGPROF":
@@ -165,7 +155,7 @@ def _emit(record: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def _timed_re2(budget: float, worst: list[float]) -> None:
+def _timed_re2(budget: float) -> None:
     """Every RE2 compile (the checks', the engines') under `budget` CPU seconds: ITIMER_PROF
     ends this process with SIGPROF when one runs past it, even inside RE2's C++."""
     module = scanning.re2()
@@ -174,13 +164,11 @@ def _timed_re2(budget: float, worst: list[float]) -> None:
     compile_ = module.compile
 
     def timed(*args: Any, **kwargs: Any) -> Any:
-        began = time.process_time()
         signal.setitimer(signal.ITIMER_PROF, budget)
         try:
             return compile_(*args, **kwargs)
         finally:
             signal.setitimer(signal.ITIMER_PROF, 0)
-            worst[0] = max(worst[0], time.process_time() - began)
 
     module.compile = timed
 
@@ -193,10 +181,8 @@ def main() -> None:
     request = json.loads(sys.stdin.buffer.read())
     case = bool(request["caseSensitive"])
     fields: list[tuple[str, str]] = [(str(f), str(rx)) for f, rx in request["regexes"]]
-    worst = [0.0]
-    _timed_re2(float(request["re2Budget"]), worst)
+    _timed_re2(float(request["re2Budget"]))
     _emit({"ready": True})
-    began = time.process_time()
     signal.setitimer(signal.ITIMER_VIRTUAL, float(request["totalBudget"]))
     valid = True
     for field, rx in fields:
@@ -217,8 +203,7 @@ def main() -> None:
             with contextlib.suppress(ValueError):
                 Matcher(found["gate.require"], (), case)
     signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-    _emit({"done": True, "cpuS": round(time.process_time() - began, 4),
-           "re2S": round(worst[0], 4)})
+    _emit({"done": True})
 
 
 if __name__ == "__main__":
