@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,38 +59,40 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def processes(*files: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
+    """Every process: its pid, the fields of its /proc stat after the command name (state,
+    ppid, pgrp, session, …) and the /proc files `files` of it (those gone meanwhile left out)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+            data = [(entry / name).read_bytes() for name in files]
+        except OSError:
+            continue
+        yield int(entry.name), stat[stat.rindex(b")") + 2 :].split(), data
+
+
 def session_pids(sid: int) -> list[int]:
     """Every live (non-zombie) process whose session id is `sid`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_bytes()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(b")") + 2 :].split()
-        if int(fields[3]) == sid and fields[0] != b"Z":
-            found.append(int(entry.name))
-    return found
+    return [pid for pid, st, _ in processes() if int(st[3]) == sid and st[0] != b"Z"]
 
 
-def spawned_by(runner_pid: int) -> list[int]:
-    """Live processes started by that runner (directly or not): their environment carries
-    WATCHRUN_SPAWN_ID=<runner pid>.…, even after `setsid` took them out of the group."""
+def spawned_by(runner_pid: int, running: bytes = b"") -> list[int]:
+    """Live processes started by that runner (directly or not) whose command line holds
+    `running`: their environment carries WATCHRUN_SPAWN_ID=<runner pid>.…, even after `setsid`
+    took them out of the group."""
     needle = f"WATCHRUN_SPAWN_ID={runner_pid}.".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-            stat = (entry / "stat").read_bytes()
-        except OSError:
-            continue
-        if needle in environ and stat[stat.rindex(b")") + 2 :].split()[0] != b"Z":
-            found.append(int(entry.name))
-    return found
+    return [pid for pid, st, (environ, cmdline) in processes("environ", "cmdline")
+            if needle in environ and running in cmdline and st[0] != b"Z"]
+
+
+def guardian_of(runner: int) -> int:
+    """The guardian process of that runner (`watchrun.process.guard`, its child), once it runs."""
+    def find() -> int | None:
+        return next((pid for pid, st, (cmdline,) in processes("cmdline")
+                     if b"watchrun.process.guard" in cmdline and int(st[1]) == runner), None)
+    return int(wait_for(find, "the guardian process"))
 
 
 class LiveRunner:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, wait_for, write_config
+from liverunner import LiveRunner, spawned_by, wait_for, write_config
 from test_add_compile_off_loop import BOUND, add_asking_status, alternation
 
 from watchrun.match.matcher import needs_backtracking
@@ -56,23 +56,8 @@ def compile_cost() -> float:
 
 
 def probes(parent: int) -> list[int]:
-    """Live compile-probe processes started by process `parent` (the spawner marks each child's
-    environment WATCHRUN_SPAWN_ID=<parent pid>.…)."""
-    needle = f"WATCHRUN_SPAWN_ID={parent}.".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            environ = (entry / "environ").read_bytes()
-            stat = (entry / "stat").read_bytes()
-        except OSError:
-            continue
-        if PROBE in cmdline and needle in environ and \
-                stat[stat.rindex(b")") + 2:].split()[0] != b"Z":  # fmt: skip
-            found.append(int(entry.name))
-    return found
+    """Live compile-probe processes started by process `parent`."""
+    return spawned_by(parent, PROBE)
 
 
 def check_refusal(error: dict[str, Any]) -> None:

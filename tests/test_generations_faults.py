@@ -193,6 +193,18 @@ def swap_to_second(log: Path, a: Path, b: Path, link: str) -> Path:
     return Path(f"{log}.1")
 
 
+def both_read(r: LiveRunner, tmp_path: Path, log: Path, a: Path, b: Path, link: str,
+              release: bool) -> Path:
+    """The first generation's lines read, the second's after the swap (`swap_to_second`, whose
+    result this returns); with `release`, until the runner let the first one go."""
+    read_up_to(tmp_path, 10)
+    a = swap_to_second(log, a, b, link)
+    read_up_to(tmp_path, 20)
+    if release:
+        wait_for(lambda: released(r, log, a), "the first one released")
+    return a
+
+
 def rotates(tmp_path: Path) -> list[tuple[str, int, int]]:
     return [(x["reason"], x["inode"], x["oldInode"]) for x in records(tmp_path)
             if x["kind"] == "rotate"]
@@ -210,12 +222,8 @@ def test_the_path_pointed_back_at_a_generation_read_goes_on_from_where_it_was(
     r = LiveRunner(config_for(tmp_path, log, "300ms" if release else "30s"))
     try:
         r.wait_running()
-        read_up_to(tmp_path, 10)
-        a = swap_to_second(log, a, b, link)
-        read_up_to(tmp_path, 20)
+        a = both_read(r, tmp_path, log, a, b, link, release)
         b_ino = log.stat().st_ino
-        if release:
-            wait_for(lambda: released(r, log, a), "the first one released")
         point_back(log, link)
         wait_for(lambda: len(rotates(tmp_path)) == 2, "the path's change seen")
         write(log, 21, 25)
@@ -241,11 +249,7 @@ def test_the_path_pointed_back_while_stopped_goes_on_from_where_it_was(
     r = LiveRunner(config)
     try:
         r.wait_running()
-        read_up_to(tmp_path, 10)
-        a = swap_to_second(log, a, b, link)
-        read_up_to(tmp_path, 20)
-        if release:
-            wait_for(lambda: released(r, log, a), "the first one released")
+        a = both_read(r, tmp_path, log, a, b, link, release)
         assert r.stop() == 0, r.stderr()
         if link == "hardlink":
             log.rename(f"{log}.2")  # (B is kept: it is the one last followed)

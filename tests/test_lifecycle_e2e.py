@@ -20,6 +20,7 @@ import pytest
 from liverunner import (
     LiveRunner,
     alive,
+    guardian_of,
     read_records,
     session_pids,
     wait_for,
@@ -120,21 +121,6 @@ def test_sigterm_during_once_starts_nothing_more_and_stops_what_started(tmp_path
     assert "Traceback" not in err.decode()
 
 
-def _guardian_of(runner: int) -> int:
-    def find() -> int | None:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            with contextlib.suppress(OSError):
-                cmd = (entry / "cmdline").read_bytes()
-                stat = (entry / "stat").read_text()
-                ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-                if b"watchrun.process.guard" in cmd and ppid == runner:
-                    return int(entry.name)
-        return None
-    return int(wait_for(find, "the guardian process"))
-
-
 def _tree_command(pids: Path) -> str:
     return (f"echo $$$$ >> {pids}; sleep 1000 & echo $! >> {pids}; "
             f"sleep 1001 & echo $! >> {pids}; echo up; wait")
@@ -167,7 +153,7 @@ def test_a_new_runner_ends_what_a_sigkilled_runner_and_its_guardian_left(tmp_pat
     try:
         wait_for(lambda: first.matches("tree") and len(_three(pids)) == 3, "the tree to be up")
         leader, *kids = _three(pids)
-        os.kill(_guardian_of(first.pid), signal.SIGKILL)
+        os.kill(guardian_of(first.pid), signal.SIGKILL)
         first.proc.kill()
         first.proc.wait()
         wait_for(lambda: not alive(leader), "PR_SET_PDEATHSIG to end the group leader", 10)

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from liverunner import LiveRunner, alive, wait_for, write_config
+from liverunner import LiveRunner, alive, guardian_of, wait_for, write_config
 from recordcheck import validate_records
 
 from watchrun.process.groups import Group, members
@@ -61,23 +61,6 @@ def pids_in(path: Path) -> list[int]:
 def sid_of(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat[stat.rindex(")") + 2:].split()[3])
-
-
-def guardian_of(runner: int) -> int:
-    def find() -> int | None:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                cmd = (entry / "cmdline").read_bytes()
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if (b"watchrun.process.guard" in cmd
-                    and int(stat[stat.rindex(")") + 2:].split()[1]) == runner):
-                return int(entry.name)
-        return None
-    return int(wait_for(find, "the guardian process"))
 
 
 def watcher(tmp_path: Path, script: str, pattern: str, **extra: object) -> tuple[Path, Path]:
