@@ -11,6 +11,7 @@ import array
 import fcntl
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -126,3 +127,52 @@ def test_a_new_file_given_the_inode_and_the_head_of_the_old_is_read_from_its_sta
         "match"), kinds
     saved = json.loads(state.read_text())["generations"][-1]
     assert (saved["inode"], saved["inodeGen"]) == (inode, generation_of(log))
+
+
+def test_after_a_sigkill_a_new_file_with_a_reused_inode_is_not_taken_for_the_recorded_one(
+        tmp_path: Path) -> None:
+    """The runner follows a file recreated while it runs (`rotate{recreate}` into inode N), records
+    its banner and is killed inside the checkpoint's one-second lag: the banner's records are past
+    the checkpoint. While it is down the file is deleted and a new one gets inode N back, with the
+    same banner. On restart the records past the checkpoint must not stand for the new file's
+    lines: its rotate record named another generation of N (`inodeGen`). (They did: the banner was
+    taken for recorded and skipped, with no record.)"""
+    needs_generations(tmp_path)
+    log = tmp_path / "app.log"
+    log.write_text("L0 first file\n")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": str(log), "pattern": "^L", "fromStart": True}]})
+    jsonl = tmp_path / ".watchrun" / "watchers" / "app.jsonl"
+
+    def lines() -> list[str]:
+        return [x["line"] for x in this_run(read_records(jsonl)) if x["kind"] == "match"]
+
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: lines() == ["L0 first file"], "the first file recorded")
+        log.unlink()
+        log.write_text(BANNER)
+        wait_for(lambda: len(lines()) == 3, "the recreated file's banner recorded")
+        r.send(signal.SIGKILL)  # inside the checkpoint's one-second lag
+        r.proc.wait(timeout=10)
+    finally:
+        r.close()
+    (rot,) = [x for x in read_records(jsonl) if x["kind"] == "rotate"]
+    inode = rot["inode"]
+    state = tmp_path / ".watchrun" / "state" / "app.checkpoint.json"
+    saved = [g for g in json.loads(state.read_text())["generations"] if g["inode"] == inode]
+    if saved and saved[-1]["offset"] == len(BANNER):
+        pytest.skip("the checkpoint was saved after the banner before the kill: no record past "
+                    "it to mistake (the host took over a second)")
+    new = ["L3 request 1", "L4 request 2"]
+    if not recreate_with_inode(log, inode, BANNER + "".join(f"{x}\n" for x in new)):
+        pytest.skip(f"no new file in {tmp_path} got the freed inode number {inode} back "
+                    "(another process took it)")
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: new[-1] in lines(), f"{new[-1]!r} recorded")
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    validate_records(jsonl, contiguous=False)
+    assert lines() == [*BANNER.splitlines(), *new], "the new file's banner was skipped"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from watchrun.output.recorded import Mark
+from watchrun.output.recorded import Epoch, Mark
 from watchrun.sources import plans
 from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import Checkpoint, inode_generation, position
@@ -133,8 +133,8 @@ def test_a_generation_deleted_after_its_rotate_record_is_a_gap(tmp_path: Path) -
     write(log, "b1\n")
     b = os.stat(log)
     new = position(b.st_dev, b.st_ino, b.st_mtime_ns, b"b1\n", b"b1\n", 3, 2, str(log))
-    recorded = Recorded({a.st_ino: [(0, Mark(3, "a2", 2))], b.st_ino: [(9, Mark(0, "b1", 1))]},
-                        {a.st_ino})
+    recorded = Recorded({a.st_ino: [Epoch(0, Mark(3, "a2", 2))],
+                         b.st_ino: [Epoch(9, Mark(0, "b1", 1))]}, {a.st_ino})
     plan = plans.plan_start(log, [old, new], 10, recorded)
     try:
         assert [g["reason"] for g in plan.gaps] == ["missing"]

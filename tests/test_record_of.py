@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from watchrun.match.redact import redact_line, redactor
 from watchrun.match.sanitize import clip, raw_text, sanitize
-from watchrun.output.recorded import Mark, is_record_of, recorded_since
+from watchrun.output.recorded import Epoch, Mark, is_record_of, recorded_since
+from watchrun.sources.generation import Recorded
 
 KEY = "AKIAIOSFODNN7EXAMPLE"
 
@@ -61,4 +62,32 @@ def test_the_mark_of_an_inode_is_its_newest_record(tmp_path: Path) -> None:
             {"seq": 8, "kind": "match", "inode": 7, "offset": 0, "line": "L10", "lineNo": 1}]
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in recs))
     epochs, ended = recorded_since(jsonl, 5)
-    assert epochs[7] == [(0, Mark(0, "L10", 1))] and ended == {7}
+    assert epochs[7] == [Epoch(0, Mark(0, "L10", 1))] and ended == {7}
+
+
+def test_a_rotate_record_names_the_generation_number_its_epoch_is_of(tmp_path: Path) -> None:
+    """`inodeGen` of a `rotate` record is kept with the epoch it begins (absent: not known)."""
+    jsonl = tmp_path / "w.jsonl"
+    recs = [{"seq": 5, "kind": "rotate", "inode": 8, "oldInode": 7, "inodeGen": 41},
+            {"seq": 6, "kind": "match", "inode": 8, "offset": 0, "line": "L1", "lineNo": 1},
+            {"seq": 7, "kind": "rotate", "inode": 9, "oldInode": 8}]
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    epochs, _ = recorded_since(jsonl, 5)
+    assert epochs[8] == [Epoch(), Epoch(5, Mark(0, "L1", 1), 41)]
+    assert epochs[9] == [Epoch(), Epoch(7, Mark(), None)]
+
+
+@pytest.mark.parametrize(("recorded_gen", "opened_gen", "skipped"), [
+    (41, 41, True),     # the same generation: its recorded lines are not read again
+    (41, 42, False),    # a new file got the inode number: read from its first line
+    (None, 42, True),   # not known (a record from before the number was kept): as before
+    (41, None, True),   # not known of the file opened (tmpfs): the fingerprints' word stands
+])
+def test_records_past_a_checkpoint_stand_only_for_the_generation_they_name(
+        recorded_gen: int | None, opened_gen: int | None, skipped: bool) -> None:
+    """After a crash, a generation opened afresh after a `rotate` record into its inode is
+    skipped up to the last line recorded from that inode, unless the record named another
+    generation number: a new file that got the number and the same first lines."""
+    recorded = Recorded({8: [Epoch(), Epoch(5, Mark(40, "L2", 2), recorded_gen)]})
+    marks = recorded.marks(8, opened_gen, None, renewed=True)
+    assert marks == ([Mark(40, "L2", 2)] if skipped else [])

@@ -44,9 +44,16 @@ def is_record_of(text: str, line: str) -> bool:
     return any(test(form) is not None for form in (line, sanitize(line)[0]))
 
 
-Epoch = tuple[int, Mark]
-"""The records of one generation read from an inode: the seq of the `rotate` record into the
-inode that began it (0: begun before the records looked at), and its last recorded match."""
+class Epoch(NamedTuple):
+    """The records of one generation read from an inode."""
+
+    since: int = 0
+    """The seq of the `rotate` record into the inode that began it (0: begun before the records
+    looked at)."""
+    mark: Mark = Mark()
+    """Its last recorded match."""
+    inode_gen: int | None = None
+    """The inode's generation number its `rotate` record named (None: not known)."""
 
 
 def recorded_since(path: Path, since_seq: int, keep: int | None = None
@@ -79,14 +86,15 @@ def recorded_since(path: Path, since_seq: int, keep: int | None = None
         inode = rec.get("inode")
         if not isinstance(inode, int):
             continue
-        marks = epochs.setdefault(inode, [(0, Mark())])
+        marks = epochs.setdefault(inode, [Epoch()])
         if rec["kind"] == "match" and isinstance(rec.get("offset"), int):
             line_no = rec.get("lineNo")  # the newest, not the furthest: a copy that got a
             # deleted generation's inode number is read from its start after it
-            marks[-1] = (marks[-1][0], Mark(rec["offset"], str(rec.get("raw", rec.get(
-                "line", ""))), line_no if isinstance(line_no, int) else 0))
+            marks[-1] = marks[-1]._replace(mark=Mark(rec["offset"], str(rec.get(
+                "raw", rec.get("line", ""))), line_no if isinstance(line_no, int) else 0))
         elif rec["kind"] == "rotate":
             if isinstance(rec.get("oldInode"), int) and rec["oldInode"] != inode:
                 ended.add(rec["oldInode"])
-            marks.append((int(rec["seq"]), Mark()))
+            gen = rec.get("inodeGen")
+            marks.append(Epoch(int(rec["seq"]), inode_gen=gen if isinstance(gen, int) else None))
     return epochs, ended

@@ -98,7 +98,7 @@ class Followed:
         start, line_no = o.start, o.line_no
         renewed = o.announce is not None and o.announce["reason"] in ("truncate", "recreate")
         finished = {(cp.inode, cp.since) for cp in self._history if cp.since}
-        marks = self._recorded.marks(o.st.st_ino, o.origin, renewed, finished)
+        marks = self._recorded.marks(o.st.st_ino, o.generation(), o.origin, renewed, finished)
         resumes = resumable(ctx)
         end = -1
         if marks and resumes is not None:
@@ -191,6 +191,8 @@ class Followed:
         if gen.announce is not None:
             fields, gen.announce = gen.announce, None
             gen.since = next_seq(ctx) or 0  # the seq the `rotate` record gets
+            if gen.inode_gen is not None:  # (a crash's records are not taken for another's)
+                fields["inodeGen"] = gen.inode_gen
             await ctx.event("rotate", path=self.name, **fields)
         return await gen.drain(ctx, self.name, self.read_size, end, self._keep.dirty.set, held)
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from watchrun.events import SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
-from watchrun.output.recorded import Mark
+from watchrun.output.recorded import Epoch, Mark
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
     Checkpoint,
@@ -161,54 +161,60 @@ def _counter(ctx: SourceContext) -> CountsLines | None:
 class Recorded:
     """What a stream recorded since a checkpoint's seq (records a crash kept past it)."""
 
-    epochs: dict[int, list[tuple[int, Mark]]] = field(default_factory=dict)
-    """inode → the generations read from it, oldest first: the seq of the `rotate` record that
-    began each (0: before the records looked at) and the last line recorded from it."""
+    epochs: dict[int, list[Epoch]] = field(default_factory=dict)
+    """inode → the generations read from it, oldest first (`output.recorded.Epoch`)."""
     ended: set[int] = field(default_factory=set)
     """Inodes a `rotate` record left (moved on from; maybe still read for rotateWait after)."""
 
     def last(self, cp: Checkpoint) -> Mark | None:
         """The last line recorded from the checkpointed generation `cp` past its checkpoint."""
-        of = self.epochs.get(cp.inode, [])
+        of = [e for e in self.epochs.get(cp.inode, []) if _may_be(e, cp.inode_gen)]
         if cp.announce:  # its records follow the next `rotate` record into its inode
-            found = [m for since, m in of if since >= (cp.seq or 0) and since > 0][:1]
+            found = [e.mark for e in of if e.since >= (cp.seq or 0) and e.since > 0][:1]
         else:  # those after its own `rotate` record, or before any (one older than these)
-            found = [m for since, m in of if since == cp.since] or [m for _, m in of[:1]]
+            found = [e.mark for e in of if e.since == cp.since] or [e.mark for e in of[:1]]
         return found[0] if found and found[0].offset >= 0 else None
 
     def began(self, inode: int) -> int:
         """The seq of the last `rotate` record into `inode` (0: none among these records)."""
         own = self.epochs.get(inode)
-        return own[-1][0] if own else 0
+        return own[-1].since if own else 0
 
     def announced(self, cp: Checkpoint) -> int | None:
         """The seq of the `rotate` record a checkpoint still had to write (`cp.announce`) when
         the records show it written before the crash; None when it was not."""
         if not cp.announce:
             return None
-        written = [since for since, _ in self.epochs.get(cp.inode, [])
-                   if since >= (cp.seq or 0) and since > 0]
+        written = [e.since for e in self.epochs.get(cp.inode, [])
+                   if e.since >= (cp.seq or 0) and e.since > 0 and _may_be(e, cp.inode_gen)]
         return written[0] if written else None
 
-    def marks(self, inode: int, origin: Checkpoint | None, renewed: bool,
-              finished: Collection[tuple[int, int]] = ()) -> list[Mark]:
-        """Where the last line recorded from the generation now open as `inode` may be: the
-        records of the checkpointed generation `origin` it continues (itself, or the original
-        of a copy) and, for a copy, its own; for a generation opened afresh (None), those of
-        the last one read from the inode (`renewed`: only when it began after a `rotate`
-        record, as the inode held another generation before), unless that one is `finished`
-        (inode and `since` of generations checkpointed as read to their end and released:
-        the inode number was given to a new file since)."""
-        own = self.epochs.get(inode, [])
+    def marks(self, inode: int, inode_gen: int | None, origin: Checkpoint | None,
+              renewed: bool, finished: Collection[tuple[int, int]] = ()) -> list[Mark]:
+        """Where the last line recorded from the generation now open as `inode` (its generation
+        number `inode_gen`, None: not known) may be: the records of the checkpointed generation
+        `origin` it continues (itself, or the original of a copy) and, for a copy, its own; for a
+        generation opened afresh (None), those of the last one read from the inode (`renewed`:
+        only when it began after a `rotate` record, as the inode held another generation
+        before), unless that one is `finished` (inode and `since` of generations checkpointed
+        as read to their end and released: the inode number was given to a new file since) or
+        its `rotate` record named another generation number (a new file got the number)."""
+        own = [e for e in self.epochs.get(inode, [])[-1:] if _may_be(e, inode_gen)]  # its last
         found: list[Mark] = []
         if origin is not None:
             mark = self.last(origin)
             found += [mark] if mark is not None else []
             if inode != origin.inode:
-                found += [m for _, m in own[-1:]]
-        elif own and not (renewed and own[-1][0] == 0) and (inode, own[-1][0]) not in finished:
-            found.append(own[-1][1])
+                found += [e.mark for e in own]
+        elif own and not (renewed and own[0].since == 0) and (inode, own[0].since) not in finished:
+            found.append(own[0].mark)
         return [m for m in found if m.offset >= 0]
+
+
+def _may_be(epoch: Epoch, inode_gen: int | None) -> bool:
+    """`epoch` may be of the generation numbered `inode_gen`: one of the two is not known, or
+    they are the same."""
+    return epoch.inode_gen is None or inode_gen is None or epoch.inode_gen == inode_gen
 
 
 @runtime_checkable
