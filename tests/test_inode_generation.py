@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,43 @@ def recreate_with_inode(log: Path, inode: int, text: str, tries: int = 200) -> b
     return False
 
 
+def replace_with_inode(log: Path, inode: int, text: str) -> None:
+    """`recreate_with_inode`, or skip the test when the number never came back."""
+    if not recreate_with_inode(log, inode, text):
+        pytest.skip(f"no new file in {log.parent} got the freed inode number {inode} back "
+                    "(another process took it)")
+
+
+def run_until(config: Path, done: Callable[[], bool], what: str) -> None:
+    """Run the runner until `done()`, then stop it (SIGTERM, exit 0)."""
+    r = LiveRunner(config)
+    try:
+        wait_for(done, what)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+
+
 def this_run(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records since the last `start` record (the last run's)."""
     starts = [i for i, r in enumerate(recs) if r["kind"] == "start"]
     return recs[starts[-1]:] if starts else []
+
+
+def watched(tmp_path: Path, text: str) -> tuple[Path, Path, Path]:
+    """`app.log` holding `text`, a config that records its lines from the start, and the JSONL
+    they go to (skips where the file system keeps no inode generation numbers)."""
+    needs_generations(tmp_path)
+    log = tmp_path / "app.log"
+    log.write_text(text)
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": str(log), "pattern": "^L", "fromStart": True}]})
+    return log, config, tmp_path / ".watchrun" / "watchers" / "app.jsonl"
+
+
+def matched(jsonl: Path) -> list[str]:
+    """The lines of the last run's match records."""
+    return [x["line"] for x in this_run(read_records(jsonl)) if x["kind"] == "match"]
 
 
 def test_a_new_file_given_the_inode_and_the_head_of_the_old_is_read_from_its_start(
@@ -82,38 +116,21 @@ def test_a_new_file_given_the_inode_and_the_head_of_the_old_is_read_from_its_sta
     replaced file gets: `rotate{recreate}` into the inode, and a `gap{missing}` naming where
     the old one was read to. (Its banner was skipped, with no record: it was taken for the old
     file, its fingerprints being the same.)"""
-    needs_generations(tmp_path)
-    log = tmp_path / "app.log"
-    log.write_text(BANNER)
-    config = write_config(tmp_path, {"watchers": [
-        {"id": "app", "path": str(log), "pattern": "^L", "fromStart": True}]})
-    jsonl = tmp_path / ".watchrun" / "watchers" / "app.jsonl"
+    log, config, jsonl = watched(tmp_path, BANNER)
 
     def lines() -> list[str]:
-        return [x["line"] for x in this_run(read_records(jsonl)) if x["kind"] == "match"]
+        return matched(jsonl)
 
-    r = LiveRunner(config)
-    try:
-        wait_for(lambda: len(lines()) == 2, "the banner recorded")
-        assert r.stop() == 0, r.stderr()
-    finally:
-        r.close()
+    run_until(config, lambda: len(lines()) == 2, "the banner recorded")
     state = tmp_path / ".watchrun" / "state" / "app.checkpoint.json"
     saved = json.loads(state.read_text())["generations"][-1]
     assert saved["offset"] == len(BANNER)
     inode, old_gen = log.stat().st_ino, generation_of(log)
     new = ["L3 request 1", "L4 request 2", "L5 shutting down"]
-    if not recreate_with_inode(log, inode, BANNER + "".join(f"{x}\n" for x in new)):
-        pytest.skip(f"no new file in {tmp_path} got the freed inode number {inode} back "
-                    "(another process took it)")
+    replace_with_inode(log, inode, BANNER + "".join(f"{x}\n" for x in new))
     if generation_of(log) == old_gen:
         pytest.skip("the file system gave the new file the old generation number too")
-    r = LiveRunner(config)
-    try:
-        wait_for(lambda: new[-1] in lines(), f"{new[-1]!r} recorded")
-        assert r.stop() == 0, r.stderr()
-    finally:
-        r.close()
+    run_until(config, lambda: new[-1] in lines(), f"{new[-1]!r} recorded")
     run = this_run(validate_records(jsonl))  # (every record as the schema says)
     assert lines() == [*BANNER.splitlines(), *new], "the new file was not read from its start"
     (rot,) = [x for x in run if x["kind"] == "rotate"]
@@ -137,15 +154,10 @@ def test_after_a_sigkill_a_new_file_with_a_reused_inode_is_not_taken_for_the_rec
     same banner. On restart the records past the checkpoint must not stand for the new file's
     lines: its rotate record named another generation of N (`inodeGen`). (They did: the banner was
     taken for recorded and skipped, with no record.)"""
-    needs_generations(tmp_path)
-    log = tmp_path / "app.log"
-    log.write_text("L0 first file\n")
-    config = write_config(tmp_path, {"watchers": [
-        {"id": "app", "path": str(log), "pattern": "^L", "fromStart": True}]})
-    jsonl = tmp_path / ".watchrun" / "watchers" / "app.jsonl"
+    log, config, jsonl = watched(tmp_path, "L0 first file\n")
 
     def lines() -> list[str]:
-        return [x["line"] for x in this_run(read_records(jsonl)) if x["kind"] == "match"]
+        return matched(jsonl)
 
     r = LiveRunner(config)
     try:
@@ -165,14 +177,7 @@ def test_after_a_sigkill_a_new_file_with_a_reused_inode_is_not_taken_for_the_rec
         pytest.skip("the checkpoint was saved after the banner before the kill: no record past "
                     "it to mistake (the host took over a second)")
     new = ["L3 request 1", "L4 request 2"]
-    if not recreate_with_inode(log, inode, BANNER + "".join(f"{x}\n" for x in new)):
-        pytest.skip(f"no new file in {tmp_path} got the freed inode number {inode} back "
-                    "(another process took it)")
-    r = LiveRunner(config)
-    try:
-        wait_for(lambda: new[-1] in lines(), f"{new[-1]!r} recorded")
-        assert r.stop() == 0, r.stderr()
-    finally:
-        r.close()
+    replace_with_inode(log, inode, BANNER + "".join(f"{x}\n" for x in new))
+    run_until(config, lambda: new[-1] in lines(), f"{new[-1]!r} recorded")
     validate_records(jsonl, contiguous=False)
     assert lines() == [*BANNER.splitlines(), *new], "the new file's banner was skipped"
