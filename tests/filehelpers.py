@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from test_inode_generation import generation_of
+
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk
@@ -135,6 +137,13 @@ class Tail:
     async def lines(self, n: int) -> list[str]:
         await self.until(lambda: len(self.rec.lines()) >= n, f"{n} lines")
         return self.rec.texts()
+
+
+def numbered(path: Path) -> dict[str, int]:
+    """The `inodeGen` field of a `rotate` record into `path`'s file (none where its file system
+    keeps no inode generation numbers, as tmpfs)."""
+    gen = generation_of(path)
+    return {} if gen is None else {"inodeGen": gen}
 
 
 def append(path: Path, *lines: str, end: str = "\n") -> None:

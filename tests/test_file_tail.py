@@ -17,6 +17,7 @@ from filehelpers import (
     Tail,
     append,
     notifier_for,
+    numbered,
     open_fds_to,
     run,
     wait_for,
@@ -146,7 +147,7 @@ def test_rename_and_create_drains_old_file_including_late_writes(tmp_path: Path,
                 os.close(fd)
             assert t.rec.of("rotate") == [
                 {"reason": "rename", "path": str(log), "inode": log.stat().st_ino,
-                 "oldInode": old_inode}
+                 "oldInode": old_inode} | numbered(log)
             ]  # fmt: skip
             # the old generation is released after the rotate-wait
             await t.until(lambda: not open_fds_to(rotated), "old file closed")
@@ -211,7 +212,8 @@ def test_truncate_and_rewrite_bigger_while_stopped(tmp_path: Path, mode: str) ->
         async with Tail(log, notifier_for(mode), store) as t:
             assert await t.lines(200) == [f"new-{i:04d}" for i in range(200)]
             assert t.rec.of("rotate") == [
-                {"reason": "recreate", "path": str(log), "inode": inode, "oldInode": inode}]
+                {"reason": "recreate", "path": str(log), "inode": inode, "oldInode": inode}
+                | numbered(log)]
             assert [(g["reason"], g["offset"], g["unreadBytes"]) for g in t.rec.of("gap")] == [
                 ("missing", 900, 0)]
 
@@ -233,7 +235,7 @@ def test_delete_and_recreate(tmp_path: Path, mode: str) -> None:
             assert await t.lines(3) == ["a1", "b1", "b2"]
             assert t.rec.of("rotate") == [
                 {"reason": "recreate", "path": str(log), "inode": log.stat().st_ino,
-                 "oldInode": old}
+                 "oldInode": old} | numbered(log)
             ]  # fmt: skip
 
     run(body())
@@ -272,7 +274,8 @@ def test_a_new_file_given_the_checkpointed_inode_is_read_from_its_start(
         async with Tail(log, notifier_for(mode), store_in(log.parent)) as t:
             assert await t.lines(10) == new
             assert t.rec.of("rotate") == [
-                {"reason": "recreate", "path": str(log), "inode": old, "oldInode": old}]
+                {"reason": "recreate", "path": str(log), "inode": old, "oldInode": old}
+                | numbered(log)]
             (gap,) = t.rec.of("gap")
             assert (gap["reason"], gap["inode"], gap["offset"], gap["lineNo"]) == (
                 "missing", old, 48, 3)
