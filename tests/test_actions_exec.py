@@ -5,12 +5,12 @@ and the stop discipline of command watchers (TERM, grace, KILL) on timeout and a
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 
+import msgspec
 from actionrig import Rig, program, until, watcher
 from liverunner import alive
 
@@ -183,8 +183,8 @@ def test_firing_numbers_go_on_across_a_reload(tmp_path: Path) -> None:
         async with rig:
             rig.deliver("ERROR 1")
             await rig.wait("action-result")
-            changed = dataclasses.replace(rig.spec, label="relabelled")
-            await rig.hub.reload(dataclasses.replace(rig.hub.config, watchers=(changed,)))
+            changed = msgspec.structs.replace(rig.spec, label="relabelled")
+            await rig.hub.reload(msgspec.structs.replace(rig.hub.config, watchers=(changed,)))
             rig.hub.deliver(changed, rig.matches("ERROR 2"), rig.stream)
             await rig.wait("action-result", 2)
         assert [r["firing"] for r in rig.records("action-fired")] == [1, 2]

@@ -8,12 +8,12 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from liverunner import alive
+from msgspec.structs import replace
 from recordcheck import validate_records
 
 from watchrun.agents.providers.usage import UsageTracker

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.identity import (

@@ -3,12 +3,12 @@ matched lines in them, sinks write records, matches are handed on to views, wake
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from msgspec import Struct
 
-@dataclass(frozen=True, slots=True)
-class Cut:
+
+class Cut(Struct, frozen=True):
     """A line that was longer than `maxLineBytes` and was cut."""
 
     pos: int
@@ -17,8 +17,7 @@ class Cut:
     """Bytes of that line that were dropped (not in `Chunk.data`)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+class Chunk(Struct, frozen=True):
     """One or more complete lines from a source, each ending in b"\\n" inside `data`.
 
     Sources frame bytes into chunks; nothing is decoded here. The matcher scans `data` with one
@@ -56,8 +55,7 @@ class Chunk:
         return 0
 
 
-@dataclass(frozen=True, slots=True)
-class MatchInfo:
+class MatchInfo(Struct, frozen=True):
     """A recorded match, kept in memory for views, wake delivery and gates."""
 
     line: str

@@ -10,9 +10,10 @@ import errno
 import logging
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+
+from msgspec import Struct
 
 from watchrun.inotify import INotify
 
@@ -48,8 +49,7 @@ def _open_inotify() -> Any:
     return INotify()
 
 
-@dataclass(eq=False, slots=True)
-class Sub(Generic[W]):
+class Sub(Struct, Generic[W], eq=False):
     """One interest in a kernel watch: wake `watch` for events (with `name`, when set; "": only
     the watched object's own)."""
 

@@ -10,9 +10,10 @@ import contextlib
 import email.utils
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import unquote, urlsplit
+
+from msgspec import Struct
 
 from watchrun import __version__
 
@@ -24,8 +25,7 @@ BODY_BYTES = 4096
 """Of a response body, only this much is read (an error's explanation, for the record)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(Struct, frozen=True):
     status: int
     reason: str
     body: bytes

@@ -4,8 +4,9 @@ stdin (JSONL) and WATCHRUN_* variables — every matched line redacted before it
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from watchrun.actions.windows import Firing
 from watchrun.match.redact import Redactor, add_counts
@@ -20,8 +21,7 @@ SLACK_TEXT_CHARS = 3500
 """A Slack message's text is kept under this many characters (Slack folds longer ones)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Context:
+class Context(Struct, frozen=True):
     """Who fires: the watcher, the action, the firing's number and what was lost before it."""
 
     watcher: str
@@ -35,8 +35,7 @@ class Context:
     dropped_matches: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Outgoing:
+class Outgoing(Struct, frozen=True):
     """One firing as it leaves: the lines (redacted), and what redaction replaced."""
 
     lines: list[dict[str, Any]]

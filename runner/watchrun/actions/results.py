@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 __all__ = ["Result"]
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+class Result(Struct, frozen=True):
     status: str
     """`ok`, `failed`, `timeout` (the last attempt or the run ran out of time) or `cancelled`
     (the runner stopped, or the action was removed by a reload)."""

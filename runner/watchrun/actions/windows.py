@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from watchrun.config.model import ThresholdSpec
 from watchrun.events import MatchInfo
@@ -14,8 +15,7 @@ from watchrun.events import MatchInfo
 __all__ = ["Firing", "Gate", "Suppression"]
 
 
-@dataclass(slots=True)
-class Firing:
+class Firing(Struct):
     """Matches handed to an action at once. At most `keep` of them are kept; `count` is how many
     it stands for."""
 
@@ -47,8 +47,7 @@ def _span(matches: Sequence[MatchInfo]) -> tuple[str, str]:
     return (matches[0].cursor, matches[-1].cursor) if matches else ("", "")
 
 
-@dataclass(frozen=True, slots=True)
-class Suppression:
+class Suppression(Struct, frozen=True):
     """A firing the throttle held back."""
 
     count: int

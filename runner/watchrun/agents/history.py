@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field
 
 from watchrun.agents.providers.usage import UsageTracker
 from watchrun.clock import Clock, parse_ts
@@ -20,8 +21,7 @@ HISTORY_SLICE = 1024
 """Records of an agent's history read between two turns of the loop (~3 ms here)."""
 
 
-@dataclass(slots=True)
-class History:
+class History(Struct):
     """What an agent's stream tells of its past (`read_history`)."""
 
     tracker: UsageTracker = field(default_factory=UsageTracker)

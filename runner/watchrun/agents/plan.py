@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from msgspec import Struct, field
 
 from watchrun.agents.prompt import Delivery, format_matches, render_prompt, render_turn_prompt
 from watchrun.agents.recorder import clean_text
@@ -45,8 +46,7 @@ class PlanHost(Protocol):
         ...
 
 
-@dataclass(eq=False)
-class PlanQueue:
+class PlanQueue(Struct, eq=False):
     """A watcher's plan: its agents in order, and the matches waiting for its next run
     (coalesced while a run goes on; at most `keep` lines, the rest counted)."""
 

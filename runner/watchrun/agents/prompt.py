@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 __all__ = [
     "NO_ANSWER",
@@ -56,8 +57,7 @@ def render_command(command: Sequence[str], prompt: str) -> list[str]:
     return [arg.replace(PROMPT_TOKEN, prompt) for arg in command]
 
 
-@dataclass(slots=True)
-class Delivery:
+class Delivery(Struct):
     """Matches of one watcher (or one `send` text) waiting for an agent's next turn.
 
     All wake deliveries of one watcher that arrive before a turn takes them merge into one

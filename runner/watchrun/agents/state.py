@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from watchrun.agents.prompt import Delivery, TurnWindow, render_prompt, render_turn_prompt
 from watchrun.agents.providers.usage import UsageTracker
@@ -23,8 +24,7 @@ UPDATE_S = 1.0
 a runner that dies (SIGKILL) leaves the count the next runner records it `dropped` with."""
 
 
-@dataclass(frozen=True, slots=True)
-class StepOutcome:
+class StepOutcome(Struct, frozen=True):
     """How one agent's step of a plan ended."""
 
     status: str
@@ -34,8 +34,7 @@ class StepOutcome:
     why: str = ""
 
 
-@dataclass(eq=False, slots=True)
-class PlanStep:
+class PlanStep(Struct, eq=False):
     """An agent's turn in a plan, waiting in its queue: the prompt is rendered (its
     dependencies' answers in it); `done` is resolved when the turn ends or is dropped."""
 
@@ -49,8 +48,7 @@ class PlanStep:
             self.done.set_result(outcome)
 
 
-@dataclass(eq=False)
-class AgentState:
+class AgentState(Struct, eq=False):
     """One agent of a live runner: its records, its waiting work, its running turn, totals."""
 
     spec: AgentSpec

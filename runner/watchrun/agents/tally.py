@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from watchrun.agents.answer import AnswerTracker
 from watchrun.agents.providers.usage import Usage
@@ -17,8 +18,7 @@ REPLY_BYTES = 64 * 1024
 _TEXT_KINDS = frozenset({"text", "text-delta", "output"})
 
 
-@dataclass(frozen=True, slots=True)
-class TurnResult:
+class TurnResult(Struct, frozen=True):
     """How a turn ended (the same facts as its `dispatch-finished` record)."""
 
     turn_id: str

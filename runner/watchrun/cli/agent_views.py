@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import argparse
 import re
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
@@ -38,8 +39,7 @@ __all__ = ["AgentRef", "cmd_agent_list", "cmd_agent_transcript", "cmd_agent_watc
            "cmd_transcript"]
 
 
-@dataclass(frozen=True, slots=True)
-class AgentRef:
+class AgentRef(Struct, frozen=True):
     """An agent as the views know it: from the config, or only from its JSONL file."""
 
     name: str

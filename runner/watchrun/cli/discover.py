@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 __all__ = ["NAMES", "Found", "discover", "none_found", "using"]
 
@@ -12,8 +13,7 @@ NAMES = ("watch.yaml", "watch.yml", "watch.json", "watch.toml")
 directory too: loading it then says what it is, rather than passing over it as absent)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(Struct, frozen=True):
     """What discovery found: the file used (or None), and the other candidates present."""
 
     path: Path | None

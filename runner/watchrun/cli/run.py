@@ -9,9 +9,10 @@ import functools
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from watchrun.cli import catch_early_stops
 from watchrun.cli.gate_report import StopCommands, in_github_actions

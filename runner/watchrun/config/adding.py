@@ -3,10 +3,11 @@ config's own schema and semantic checks, against the running config's agents and
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from watchrun.config.checks import Ctx
 from watchrun.config.diagnostics import Diagnostic, Reporter
@@ -48,7 +49,7 @@ def check_added(raw: Any, config: Config) -> tuple[WatcherSpec | None, list[Diag
     folder = config.sources[0].parent if config.sources else Path(config.output.dir).parent
     ctx = Ctx(root, {ADDED: folder}, report)
     specs = build_watchers(ctx, items, [a.name for a in config.agents], config.limits)
-    found = [dataclasses.replace(d, file=None, line=None, column=None)
+    found = [msgspec.structs.replace(d, file=None, line=None, column=None)
              for d in report.finish([ADDED], strict=False)]
     if any(d.severity == "error" for d in found) or not specs:
         return None, found

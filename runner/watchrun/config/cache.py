@@ -21,7 +21,6 @@ pickle: reading one runs no code.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import enum
 import hashlib
 import json
@@ -30,6 +29,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from watchrun import __version__
 from watchrun.config import model
@@ -175,9 +176,9 @@ def _encode(value: Any) -> Any:
         return value
     if isinstance(value, enum.Enum):
         return ["e", _named(type(value)), value.value]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return ["c", _named(type(value)), {f.name: _encode(getattr(value, f.name))
-                                           for f in dataclasses.fields(value)}]
+    if isinstance(value, msgspec.Struct):
+        return ["c", _named(type(value)), {f: _encode(getattr(value, f))
+                                           for f in value.__struct_fields__}]
     if isinstance(value, Path):
         return ["p", str(value)]
     if isinstance(value, tuple):

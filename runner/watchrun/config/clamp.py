@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from msgspec import Struct
 
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.model import Limits
@@ -23,8 +24,7 @@ __all__ = ["LIMIT_RULES", "RANGES", "Range", "build_limits", "clamp"]
 Unit = Literal["count", "ms", "bytes"]
 
 
-@dataclass(frozen=True, slots=True)
-class Range:
+class Range(Struct, frozen=True):
     """An allowed range of an integer setting, and how its values are written."""
 
     lo: int

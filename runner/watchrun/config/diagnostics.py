@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+from msgspec import Struct, field
 
 from watchrun.config.tree import KeyPath, Origin, format_path, locate
 from watchrun.match.sanitize import edge_text
@@ -17,8 +18,7 @@ __all__ = ["ConfigError", "Diagnostic", "LoadResult", "Reporter"]
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
+class Diagnostic(Struct, frozen=True):
     """One problem in a config, located like `watchers[2].pattern` (`""` is the whole file)."""
 
     path: str
@@ -67,8 +67,7 @@ class ConfigError(Exception):
         super().__init__("\n".join(d.format() for d in diagnostics))
 
 
-@dataclass(slots=True)
-class LoadResult:
+class LoadResult(Struct):
     """The outcome of `load_config`: a Config when there is no error, and every diagnostic."""
 
     config: Config | None
@@ -149,5 +148,5 @@ class Reporter:
 
         out = sorted(dict.fromkeys(self.diagnostics), key=key)
         if strict:
-            out = [dataclasses.replace(d, severity="error") for d in out]
+            out = [msgspec.structs.replace(d, severity="error") for d in out]
         return out

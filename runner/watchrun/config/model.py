@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+
+from msgspec import Struct, field
 
 from watchrun.match.redact import Rule
 
@@ -16,8 +17,7 @@ class RestartPolicy(StrEnum):
     ALWAYS = "always"
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(Struct, frozen=True):
     """Runner-wide limits (SPEC §3.1), already clamped into their ranges."""
 
     enabled: bool = True
@@ -37,8 +37,7 @@ class Limits:
     """A rotated-away file is read until it has not grown for this long."""
 
 
-@dataclass(frozen=True, slots=True)
-class OutputSpec:
+class OutputSpec(Struct, frozen=True):
     """Where JSONL, state and the control socket go, and how JSONL files rotate."""
 
     dir: Path
@@ -48,8 +47,7 @@ class OutputSpec:
     """Redact secrets in match records too (prompts are always redacted)."""
 
 
-@dataclass(frozen=True, slots=True)
-class GateSpec:
+class GateSpec(Struct, frozen=True):
     """A CI gate on one watcher (SPEC §8)."""
 
     max_matches: int | None = None
@@ -60,16 +58,14 @@ class GateSpec:
     """A pattern that must appear at least once, else the gate is crossed."""
 
 
-@dataclass(frozen=True, slots=True)
-class ThresholdSpec:
+class ThresholdSpec(Struct, frozen=True):
     """`when: {threshold: "N in WINDOW"}`: fire when N matches fall within WINDOW."""
 
     count: int
     window_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class ActionSpec:
+class ActionSpec(Struct, frozen=True):
     """A reaction to a watcher's matches (SPEC §3.4): POST a webhook or run a program."""
 
     name: str
@@ -107,8 +103,7 @@ class ActionSpec:
         return f"{scheme}://{host}"
 
 
-@dataclass(frozen=True, slots=True)
-class WatcherSpec:
+class WatcherSpec(Struct, frozen=True):
     """One watcher: a file or a command, a pattern, and what to do on a match."""
 
     id: str
@@ -141,8 +136,7 @@ class WatcherSpec:
         return "file" if self.path is not None else "command"
 
 
-@dataclass(frozen=True, slots=True)
-class AgentSpec:
+class AgentSpec(Struct, frozen=True):
     """One agent: a coding-agent CLI run one turn at a time."""
 
     name: str
@@ -164,8 +158,7 @@ class AgentSpec:
     """Agents whose answers this one needs: woken together, they run as a plan (SPEC §3.3)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(Struct, frozen=True):
     """The whole resolved configuration."""
 
     limits: Limits

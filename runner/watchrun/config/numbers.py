@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 __all__ = ["TooLong", "huge", "read_int", "short_number", "too_long", "too_long_message"]
 
 
-@dataclass(frozen=True, slots=True)
-class TooLong:
+class TooLong(Struct, frozen=True):
     """In place of an integer of a config file that has more decimal digits than Python reads
     or prints (`sys.get_int_max_str_digits()`, 4300 by default): `shown` is its short form."""
 

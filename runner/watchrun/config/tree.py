@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 __all__ = ["CMap", "CSeq", "KeyPath", "Origin", "format_path", "locate"]
 
@@ -12,8 +13,7 @@ KeyPath = tuple[str | int, ...]
 """A location in the tree: keys and list indexes, e.g. ("watchers", 2, "pattern")."""
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
+class Origin(Struct, frozen=True):
     """Where a value was written: the config file as given, and 1-based line and column."""
 
     file: str

@@ -6,9 +6,10 @@ import os
 import re
 import shlex
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec.structs import replace
 
 from watchrun.config.checks import Ctx
 from watchrun.config.clamp import RANGES, build_limits, clamp

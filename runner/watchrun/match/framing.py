@@ -62,7 +62,7 @@ class LineFramer:
     def stamp(self, *, inode: int | None = None, path: str | None = None,
               run: int | None = None) -> None:
         """Where the bytes come from: every chunk handed out from now on carries it (a chunk
-        is made once, not made and then copied with `dataclasses.replace` per read)."""
+        is made once, not made and then copied per read)."""
         self._source = (inode, path, run)
 
     @property

@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
+
+from msgspec import Struct
 
 from watchrun.match.sanitize import sanitize
 
@@ -53,16 +54,14 @@ class RedactError(ValueError):
     """A redaction pattern RE2 cannot compile (the message says why)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
+class Rule(Struct, frozen=True):
     """One redaction rule: text matching `pattern` (RE2 syntax) becomes `[REDACTED:kind]`."""
 
     kind: str
     pattern: str
 
 
-@dataclass(frozen=True, slots=True)
-class KeyBlock:
+class KeyBlock(Struct, frozen=True):
     """A rule over a block of lines: a line holding `begin` (RE2 syntax, and the same in Python
     `re`, which `match/keyblocks.py` runs) up to the first `end` after it."""
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import importlib
 import re
 import unicodedata
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from msgspec import Struct
 
 _P: Any = importlib.import_module("re._parser")
 C: Any = importlib.import_module("re._constants")
@@ -51,8 +52,7 @@ class Unsupported(Exception):
     """The pattern uses a construct the target engine does not have."""
 
 
-@dataclass(frozen=True, slots=True)
-class Analysis:
+class Analysis(Struct, frozen=True):
     """A validated pattern: its reference regex and what the engines need to know."""
 
     pattern: str

@@ -12,8 +12,9 @@ import itertools
 import operator
 import re
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+from msgspec import Struct
 
 from watchrun.match.literals import exact_literals, required_literals
 from watchrun.match.regex import Analysis, Unsupported
@@ -56,8 +57,7 @@ def re2_installed() -> bool:
     return importlib.util.find_spec("re2") is not None
 
 
-@dataclass(frozen=True, slots=True)
-class Compiled:
+class Compiled(Struct, frozen=True):
     """One compiled pattern with its excludes, shared by every watcher that has them."""
 
     engine: str

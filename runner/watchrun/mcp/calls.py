@@ -7,8 +7,9 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from watchrun.mcp.schema import ACTIONS, INPUT_SCHEMA, MAX_LINES
 from watchrun.output.records import ID_PATTERN, parse_cursor
@@ -34,8 +35,7 @@ class CallError(ValueError):
     """The call cannot be carried out as given; the message says why and what is allowed."""
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(Struct, frozen=True):
     action: str
     id: str | None = None
     lines: int | None = None

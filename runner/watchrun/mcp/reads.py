@@ -4,9 +4,10 @@ newest record, or the matches strictly after a cursor, oldest first, a page at a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from watchrun.match.sanitize import edge_text
 from watchrun.output.records import cursor_expired, format_cursor, iter_records, last_records
@@ -20,8 +21,7 @@ class ReadError(Exception):
     what to do."""
 
 
-@dataclass(frozen=True)
-class Page:
+class Page(Struct, frozen=True):
     lines: list[str]
     """Sanitized, one per item (a line never contains a newline: it is escaped)."""
     truncated: bool

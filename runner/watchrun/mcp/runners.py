@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
+
+import msgspec
 
 from watchrun.clock import SystemClock
 from watchrun.config.model import Config
@@ -80,7 +81,7 @@ class SessionRunner:
 
     def __init__(self, config: Config, log: RunLog, tg: asyncio.TaskGroup,
                  on_end: Callable[[], None]) -> None:
-        self.config = dataclasses.replace(config, watchers=())
+        self.config = msgspec.structs.replace(config, watchers=())
         self.log, self._tg, self._on_end = log, tg, on_end
         self.sup: _Supervisor | None = None
         self._task: asyncio.Task[None] | None = None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from watchrun.output import safefs
 from watchrun.output.records import (
@@ -23,8 +24,7 @@ FILE_MODE = 0o640
 _FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC  # (read: its own last record)
 
 
-@dataclass(frozen=True, slots=True)
-class LiveFile:
+class LiveFile(Struct, frozen=True):
     fd: int
     size: int
     inode: tuple[int, int]

@@ -7,9 +7,11 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from watchrun.output import safefs
 
@@ -29,8 +31,7 @@ class OutputDirError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
-class OutputLayout:
+class OutputLayout(Struct, frozen=True):
     """Where each output lives under `output.dir` (SPEC §4)."""
 
     root: Path
@@ -42,7 +43,7 @@ class OutputLayout:
     """Checkpoints and status snapshots."""
     control_socket: Path
     """The live runner's control socket (mode 0600)."""
-    fixed: tuple[str, ...] = field(default=(), compare=False)
+    fixed: tuple[str, ...] = ()
     """What `prepare_output_dir` corrected (group/other write bits removed), to be logged."""
 
     def jsonl(self, kind: Literal["watcher", "agent"], id: str) -> Path:

@@ -8,9 +8,10 @@ import os
 import re
 from collections import deque
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from msgspec import Struct
 
 from watchrun.output import safefs
 
@@ -59,8 +60,7 @@ def parse_cursor(cursor: str) -> tuple[str, int]:
     return m.group(1), int(m.group(2), 16)
 
 
-@dataclass(slots=True)
-class ReadStats:
+class ReadStats(Struct):
     """What a read skipped, so nothing is dropped silently."""
 
     torn: int = 0

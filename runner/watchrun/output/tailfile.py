@@ -5,7 +5,8 @@ header saying which run of the watcher they come from and the line count they en
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 __all__ = ["MARK", "Tail", "parse", "render"]
 
@@ -14,8 +15,7 @@ MARK = "\x1ewatchrun-tail "
 no watched line can pass for the header."""
 
 
-@dataclass(frozen=True, slots=True)
-class Tail:
+class Tail(Struct, frozen=True):
     """What a `.tail` file says."""
 
     lines: list[str] = field(default_factory=list)

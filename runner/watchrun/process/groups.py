@@ -14,8 +14,9 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+from msgspec import Struct
 
 from watchrun.output import safefs
 from watchrun.process.tree import LINUX, Stat, read_table, spawn_id_of, start_time
@@ -26,8 +27,7 @@ KILL_ROUNDS_S = 2.0
 """How long SIGKILL is repeated while a killed tree still forks or has members."""
 
 
-@dataclass(frozen=True, slots=True)
-class Group:
+class Group(Struct, frozen=True):
     pgid: int
     start: int
     """Start time of the leader (clock ticks since boot)."""

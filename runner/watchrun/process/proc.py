@@ -8,8 +8,10 @@ import contextlib
 import os
 import signal
 import weakref
-from dataclasses import dataclass, replace
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from watchrun.process.groups import GroupRegistry
 from watchrun.process.tree import LINUX, SPAWNED, Stat, family, read_table, reap
@@ -21,8 +23,7 @@ LIVE: weakref.WeakSet[Proc] = weakref.WeakSet()
 _SIGNAMES = {s.value: s.name for s in signal.Signals}
 
 
-@dataclass(frozen=True, slots=True)
-class ExitInfo:
+class ExitInfo(Struct, frozen=True):
     exit_code: int | None
     signal: str | None
     status: str

@@ -14,7 +14,6 @@ import struct
 import subprocess
 import termios
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from watchrun.process.groups import GroupRegistry
@@ -41,12 +40,13 @@ _REASONS = {
 }
 
 
-@dataclass
 class SpawnError(Exception):
     """The command could not be started (ENOENT, EACCES, ENOTDIR ...)."""
 
-    errno_name: str
-    message: str
+    def __init__(self, errno_name: str, message: str) -> None:
+        super().__init__(errno_name, message)
+        self.errno_name = errno_name
+        self.message = message
 
     def __str__(self) -> str:
         return self.message

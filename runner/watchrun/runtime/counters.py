@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.simd import count_newlines
 from watchrun.runtime.matches import RecentMatches
 
 
-@dataclass(slots=True)
-class Counters:
+class Counters(Struct):
     tail: RecentLines
     """Lines read and the last `maxLogLines` of them (for `watchrun logs`)."""
     bytes_read: int = 0

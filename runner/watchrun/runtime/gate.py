@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from enum import StrEnum
+
+from msgspec import Struct, field
+from msgspec.structs import replace
 
 from watchrun.config.model import WatcherSpec
 
@@ -15,8 +17,7 @@ _SHELL_HINTS = {126: " (the shell found the program but could not run it)",
                 127: " (the shell did not find the program)"}  # /bin/sh -c reports these
 
 
-@dataclass(frozen=True, slots=True)
-class Evidence:
+class Evidence(Struct, frozen=True):
     """What one watcher saw during a once run."""
 
     matches: int
@@ -41,8 +42,7 @@ class Status(StrEnum):
     """The watcher could not run (exit status 3)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
+class Line(Struct, frozen=True):
     """One matched line as shown: `where` is `path:12` or `run 1:12`."""
 
     where: str
@@ -51,8 +51,7 @@ class Line:
     line_no: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(Struct, frozen=True):
     id: str
     label: str
     status: Status

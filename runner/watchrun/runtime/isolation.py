@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from watchrun.config.model import WatcherSpec
 from watchrun.match.literals import candidate_lines
@@ -40,8 +41,7 @@ class _OverBudget(Exception):
     pass
 
 
-@dataclass
-class Scan:
+class Scan(Struct):
     """What a chunk's matching found."""
 
     spans: list[tuple[int, int]]

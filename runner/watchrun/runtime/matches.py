@@ -14,8 +14,9 @@ import itertools
 import operator
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import cast, overload
+
+from msgspec import Struct
 
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.plain import plain_chunk, plain_texts
@@ -23,8 +24,7 @@ from watchrun.match.simd import newline_counter
 from watchrun.output.jsonl import json_str, plain_bodies
 
 
-@dataclass(slots=True)
-class Rows:
+class Rows(Struct):
     """The match records of one chunk, by column."""
 
     lines: list[bytes]

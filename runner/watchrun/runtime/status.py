@@ -8,9 +8,10 @@ import contextlib
 import json
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
@@ -25,8 +26,7 @@ FLUSH_DELAY_S = 1.0
 TAIL_LINE_CHARS = 4096
 
 
-@dataclass
-class _Entry:
+class _Entry(Struct):
     spec: WatcherSpec
     pipeline: WatcherPipeline
     source: object

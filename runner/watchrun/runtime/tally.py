@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from watchrun.runtime.counters import Counters
 
@@ -21,8 +22,7 @@ def _counts(c: Counters) -> dict[str, int]:
     }
 
 
-@dataclass
-class _Watcher:
+class _Watcher(Struct):
     base: dict[str, int] = field(default_factory=dict)
     """What the watcher's earlier pipelines counted (before a reload rebuilt it)."""
     current: Counters | None = None
@@ -30,8 +30,7 @@ class _Watcher:
     last_match_at: float | None = None
 
 
-@dataclass
-class _Agent:
+class _Agent(Struct):
     turns: int = 0
     failures: int = 0
     tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KINDS, 0))

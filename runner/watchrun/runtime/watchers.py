@@ -8,8 +8,9 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
+
+from msgspec.structs import replace
 
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from msgspec import Struct, field
 
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
@@ -36,8 +37,7 @@ def open_sink(path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: C
     return JsonlSink(path, stream_id, max_bytes=max_bytes, keep=keep, clock=clock)
 
 
-@dataclass(frozen=True, slots=True)
-class Seams:
+class Seams(Struct, frozen=True):
     """The OS-facing parts a watcher is built with (injected, as honcho does)."""
 
     clock: Clock
@@ -49,8 +49,7 @@ class Seams:
     """Compiled hyperscan databases kept between runs (`runtime/hscache.py`)."""
 
 
-@dataclass
-class WatcherRuntime:
+class WatcherRuntime(Struct):
     """Everything one running watcher owns."""
 
     spec: WatcherSpec
@@ -58,9 +57,9 @@ class WatcherRuntime:
     pipeline: WatcherPipeline
     source: FileSource | CommandSource
     engine: str
-    task: asyncio.Task[None] | None = field(default=None, init=False)
+    task: asyncio.Task[None] | None = field(default=None)
     """The running source; None while built but not started (once mode: files after commands)."""
-    failure: str | None = field(default=None, init=False)
+    failure: str | None = field(default=None)
     """Why the source ended with an internal error, if it did."""
 
 

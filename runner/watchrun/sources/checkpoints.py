@@ -14,9 +14,11 @@ import stat
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from watchrun.config.loader import file_kind
 from watchrun.output import safefs
@@ -32,8 +34,7 @@ ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """A watcher id (whole: `fullmatch`), as the config schema allows it."""
 
 
-@dataclass(frozen=True, slots=True)
-class FileState:
+class FileState(Struct, frozen=True):
     """What a file watcher checkpoints: its generations, oldest first (the last one is the file
     it follows), and the seq of the first record that may cover a line past them."""
 

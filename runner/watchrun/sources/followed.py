@@ -9,8 +9,9 @@ import contextlib
 import errno
 import json
 import os
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from watchrun.clock import Clock
 from watchrun.config.model import Limits, WatcherSpec

@@ -10,9 +10,10 @@ import json
 import os
 import stat
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
+
+from msgspec import Struct, field
 
 from watchrun.events import SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
@@ -157,8 +158,7 @@ def _counter(ctx: SourceContext) -> CountsLines | None:
     return cast(CountsLines, ctx) if counts else None
 
 
-@dataclass(slots=True)
-class Recorded:
+class Recorded(Struct):
     """What a stream recorded since a checkpoint's seq (records a crash kept past it)."""
 
     epochs: dict[int, list[Epoch]] = field(default_factory=dict)

@@ -8,7 +8,8 @@ import array
 import fcntl
 import hashlib
 import os
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 FINGERPRINT_BYTES = 1024
 """A generation is identified by the hash of (up to) its first 1024 bytes, plus device and
@@ -36,8 +37,7 @@ def fingerprint(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(Struct, frozen=True):
     """Where a file watcher is in one generation of its file: the next unread complete line."""
 
     dev: int

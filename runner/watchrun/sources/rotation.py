@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from watchrun.events import SourceContext
 from watchrun.notify import Watch

@@ -11,9 +11,10 @@ import os
 import re
 import zlib
 from collections.abc import Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct, field
 
 from watchrun.sources.generation import open_regular
 from watchrun.sources.identity import (
@@ -34,8 +35,7 @@ NO_FDS = (errno.EMFILE, errno.ENFILE)
 records an error and looks again)."""
 
 
-@dataclass(slots=True)
-class Opened:
+class Opened(Struct):
     """A generation opened for reading, and where reading it starts."""
 
     fd: int
@@ -58,8 +58,7 @@ class Opened:
         return self.gen
 
 
-@dataclass(slots=True)
-class Plan:
+class Plan(Struct):
     steps: list[Opened] = field(default_factory=list)
     """Generations to read, oldest first; with `at_path`, the last one is the file at the path."""
     gaps: list[dict[str, Any]] = field(default_factory=list)
@@ -75,8 +74,7 @@ class Plan:
                 os.close(o.fd)
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(Struct, frozen=True):
     path: str
     st: os.stat_result
     compressed: bool

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from watchrun.tui.text import ago, inert
 
@@ -15,8 +16,7 @@ ENDED = frozenset({"stopped", "exited", "fatal"})
 waiting for a schedule) counts in the ⊚ chip."""
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(Struct, frozen=True):
     """One watcher or agent as the screen lists it."""
 
     kind: str
@@ -43,8 +43,7 @@ class Row:
         return not self.is_agent and self.status not in ENDED
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(Struct, frozen=True):
     """One refresh: the rows, and whether a runner answered on control.sock."""
 
     rows: list[Row]
@@ -54,8 +53,7 @@ class Snapshot:
     errors: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class _Count:
+class _Count(Struct):
     run: str
     in_run: int
     carried: int

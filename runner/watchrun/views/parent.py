@@ -17,8 +17,9 @@ agent (reason from their trigger) and `reply.source` "agent".
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from watchrun.views.agent_window import delivery_state
 from watchrun.views.transcript import Turn, build_transcript, epoch, title, turns_of
@@ -29,8 +30,7 @@ _REASONS = {"schedule": "the agent's schedule", "send": "a prompt sent with `age
             "manual": "`watchrun agent run`"}
 
 
-@dataclass
-class AgentStream:
+class AgentStream(Struct):
     """One agent's records, as the views know the agent."""
 
     name: str
@@ -39,16 +39,14 @@ class AgentStream:
     workspace: str | None = None
 
 
-@dataclass
-class _Member:
+class _Member(Struct):
     provider: str
     turn: Turn | None = None
     delivery: dict[str, Any] | None = None
     """Its plan delivery's last record (queued, delivered or dropped)."""
 
 
-@dataclass
-class _Plan:
+class _Plan(Struct):
     plan_id: str
     record: dict[str, Any]
     members: dict[str, _Member] = field(default_factory=dict)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
+
+from msgspec import Struct
 
 from watchrun.agents.providers.shape import Shape
 from watchrun.agents.providers.toolinfo import (
@@ -47,8 +48,7 @@ RESULT_CHARS = 2000
 """`tool-result.preview` keeps this many characters (seed 003); `characters` is the length."""
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(Struct, frozen=True):
     """One provider-neutral event: a record `kind` and its JSON-serialisable camelCase fields."""
 
     kind: str

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 __all__ = [
     "Usage",
@@ -23,8 +24,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(Struct, frozen=True):
     """Normalized token counts (SPEC §5).
 
     `input` counts every prompt token including cache reads and cache writes, `cached` is the
