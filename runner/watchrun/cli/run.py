@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import functools
 import os
 import sys
 import time
@@ -17,13 +15,13 @@ from msgspec.structs import replace
 from watchrun.cli import catch_early_stops
 from watchrun.cli.gate_report import StopCommands, in_github_actions
 from watchrun.cli.main import startup_gc
+from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence, say
 from watchrun.exitcodes import ExitStatus
 from watchrun.runtime.gate import Evidence
 
 if TYPE_CHECKING:
     from watchrun.config.diagnostics import Diagnostic
     from watchrun.config.model import Config
-    from watchrun.output.logstream import LogStream
     from watchrun.output.runlog import RunLog
     from watchrun.runtime.supervisor import Supervisor
 
@@ -38,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _prepare(args: argparse.Namespace
-             ) -> tuple[Supervisor, StopCommands | None, _StdoutEcho | None] | int:
+             ) -> tuple[Supervisor, StopCommands | None, StdoutEcho | None] | int:
     """Load the config and build the supervisor, with no cyclic garbage collection meanwhile
     (`cli.main.startup_gc`); an exit status when that fails."""
     from watchrun.clock import SystemClock
@@ -90,7 +88,7 @@ def _prepare(args: argparse.Namespace
     become_subreaper()
     raise_fd_limit()
     as_json = getattr(args, "format", "text") == "json"  # stdout is one JSON object: no echo
-    echo = _StdoutEcho() if args.once and not args.quiet and not as_json else None
+    echo = StdoutEcho() if args.once and not args.quiet and not as_json else None
     # GitHub Actions: everything a once run prints that carries log text (the echoed output,
     # the verdict table) is fenced, so a log line cannot run a workflow command. (A JSON
     # document needs no fence: no line of it can start a command.)
@@ -112,12 +110,12 @@ def _prepare(args: argparse.Namespace
 
 
 def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
-         echo: _StdoutEcho | None) -> int:
+         echo: StdoutEcho | None) -> int:
     """Run the supervisor to its end; the exit status (once mode: the verdicts')."""
     from watchrun.runtime.supervisor import StartupError
 
     config, log = sup.config, sup.log
-    _open_fence(fence)
+    open_fence(fence)
     log.info(f"writing JSONL under {sup.layout.root}")
     started = time.monotonic()
     failed: str | None = None
@@ -140,7 +138,7 @@ def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
                              missing=f"it never ran: {failed}" if failed else None)
         return ExitStatus.RUNTIME if failed else status
     finally:
-        _close_fence(fence)
+        close_fence(fence)
 
 
 def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took: float,
@@ -164,19 +162,19 @@ def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took:
         from watchrun.cli.verdicts import verdicts_doc
         from watchrun.match.sanitize import edge_json
 
-        _say(edge_json(verdicts_doc(verdicts, interrupted), indent=2))
+        say(edge_json(verdicts_doc(verdicts, interrupted), indent=2))
     else:
-        _say(report.summary_table(verdicts))
+        say(report.summary_table(verdicts))
         if interrupted is not None:
-            _say(f"watchrun: INTERRUPTED by {interrupted} before the run ended: exit 3")
-    _close_fence(fence)  # annotations are the only workflow commands watchrun prints
+            say(f"watchrun: INTERRUPTED by {interrupted} before the run ended: exit 3")
+    close_fence(fence)  # annotations are the only workflow commands watchrun prints
     if in_github_actions():
         workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
         for line in report.annotation_lines(verdicts, workspace):
             if as_json:  # stdout holds the document; the runner reads stderr too
                 print(line, file=sys.stderr)
             else:
-                _say(line)
+                say(line)
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
             try:
@@ -226,74 +224,6 @@ def _with_errors(sup: Supervisor, config: Config) -> dict[str, Evidence]:
             except OSError as exc:
                 out[w.id] = replace(ev, error=f"cannot read {w.path}: {exc.strerror}")
     return out
-
-
-def _open_fence(fence: StopCommands | None) -> None:
-    if fence is not None and not fence.open:
-        _say(fence.begin())
-        fence.open = True
-
-
-def _close_fence(fence: StopCommands | None) -> None:
-    if fence is not None and fence.open:
-        _say(fence.end())
-        fence.open = False
-
-
-def _stdout() -> LogStream | None:
-    """stdout as a once run writes it (the echoed output, the verdicts, the fence and the
-    annotations): in order, never holding the event loop, and given up on quietly when its
-    reader is gone (`| head`) or takes nothing for EXIT_WAIT_S at exit. None when stdout has
-    no descriptor (a StringIO, in-process): it is written at once."""
-    try:
-        fd = sys.stdout.fileno()
-    except (OSError, ValueError):  # (io.UnsupportedOperation is both)
-        return None
-    return _stream_on(fd)
-
-
-@functools.cache
-def _stream_on(fd: int) -> LogStream:
-    from watchrun.output.logstream import LogStream
-
-    with contextlib.suppress(OSError, ValueError):
-        sys.stdout.flush()  # anything printed before goes first
-    return LogStream(fd)
-
-
-def _say(line: str) -> None:
-    out = _stdout()
-    if out is None:
-        sys.stdout.write(line + "\n")
-    else:
-        out.put(line.encode("utf-8", "backslashreplace") + b"\n")
-
-
-class _StdoutEcho:
-    """Echo a command's output (whole lines) to stdout while it runs, sanitized (SPEC §6):
-    escape sequences and control characters never reach the terminal or the CI log. While
-    more than the stream's backlog waits for a reader, the command waits here (its pipe fills)
-    and the loop goes on (signals, other watchers); once the run is stopping, lines the reader
-    has no room for are counted instead (`unshown`)."""
-
-    def __init__(self) -> None:
-        self.unshown = 0
-
-    async def __call__(self, data: bytes, wait: bool) -> None:
-        from watchrun.match.sanitize import clean_line, edge_text
-
-        text, out = clean_line(data)[0], _stdout()
-        if not text.isascii():  # (bidi controls and U+2028/U+2029: shown escaped, as everywhere)
-            text = edge_text(text, multiline=True)
-        if out is None:
-            sys.stdout.write(text)
-            return
-        if wait:
-            await out.room()
-        elif out.full:
-            self.unshown += data.count(b"\n")
-            return
-        out.put(text.encode("utf-8"))
 
 
 def _diagnostic(log: RunLog, d: Diagnostic, prefix: str = "") -> None:

@@ -1,0 +1,84 @@
+"""A once run's stdout: the command's echoed lines, the verdicts, the CI fence and annotations,
+written in order without holding the event loop."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from typing import TYPE_CHECKING
+
+from watchrun.cli.gate_report import StopCommands
+
+if TYPE_CHECKING:
+    from watchrun.output.logstream import LogStream
+
+__all__ = ["StdoutEcho", "close_fence", "open_fence", "say", "stdout_stream"]
+
+
+def open_fence(fence: StopCommands | None) -> None:
+    if fence is not None and not fence.open:
+        say(fence.begin())
+        fence.open = True
+
+
+def close_fence(fence: StopCommands | None) -> None:
+    if fence is not None and fence.open:
+        say(fence.end())
+        fence.open = False
+
+
+def stdout_stream() -> LogStream | None:
+    """stdout as a once run writes it (the echoed output, the verdicts, the fence and the
+    annotations): in order, never holding the event loop, and given up on quietly when its
+    reader is gone (`| head`) or takes nothing for EXIT_WAIT_S at exit. None when stdout has
+    no descriptor (a StringIO, in-process): it is written at once."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # (io.UnsupportedOperation is both)
+        return None
+    return _stream_on(fd)
+
+
+@functools.cache
+def _stream_on(fd: int) -> LogStream:
+    from watchrun.output.logstream import LogStream
+
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()  # anything printed before goes first
+    return LogStream(fd)
+
+
+def say(line: str) -> None:
+    out = stdout_stream()
+    if out is None:
+        sys.stdout.write(line + "\n")
+    else:
+        out.put(line.encode("utf-8", "backslashreplace") + b"\n")
+
+
+class StdoutEcho:
+    """Echo a command's output (whole lines) to stdout while it runs, sanitized (SPEC §6):
+    escape sequences and control characters never reach the terminal or the CI log. While
+    more than the stream's backlog waits for a reader, the command waits here (its pipe fills)
+    and the loop goes on (signals, other watchers); once the run is stopping, lines the reader
+    has no room for are counted instead (`unshown`)."""
+
+    def __init__(self) -> None:
+        self.unshown = 0
+
+    async def __call__(self, data: bytes, wait: bool) -> None:
+        from watchrun.match.sanitize import clean_line, edge_text
+
+        text, out = clean_line(data)[0], stdout_stream()
+        if not text.isascii():  # (bidi controls and U+2028/U+2029: shown escaped, as everywhere)
+            text = edge_text(text, multiline=True)
+        if out is None:
+            sys.stdout.write(text)
+            return
+        if wait:
+            await out.room()
+        elif out.full:
+            self.unshown += data.count(b"\n")
+            return
+        out.put(text.encode("utf-8"))
