@@ -127,11 +127,12 @@ def check_regular(path: Path) -> None:
         raise UnsafePathError(path, errno.EPERM, NOT_REGULAR)
 
 
-def open_read(path: Path) -> int:
-    """Open a regular file for reading (O_RDONLY), never through a symlink."""
+def open_read(path: Path, *, owned: bool = False) -> int:
+    """Open a regular file for reading (O_RDONLY), never through a symlink; with `owned`, only
+    the runner's own file with one link (a file whose content decides what the runner does)."""
     with _parent(path) as dfd:
         fd = _open(path, dfd, os.O_RDONLY, 0)
-    _check(path, fd, owned=False)
+    _check(path, fd, owned=owned)
     return fd
 
 
@@ -175,9 +176,10 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o640, tmp: Path | None
         fsync_dir(path.parent)
 
 
-def read_bytes(path: Path, limit: int | None = None) -> bytes:
-    """The content of a regular file (at most `limit` bytes), never through a symlink."""
-    fd = open_read(path)
+def read_bytes(path: Path, limit: int | None = None, *, owned: bool = False) -> bytes:
+    """The content of a regular file (at most `limit` bytes), never through a symlink; `owned`
+    as for `open_read`."""
+    fd = open_read(path, owned=owned)
     try:
         parts: list[bytes] = []
         left = limit if limit is not None else -1

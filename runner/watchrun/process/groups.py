@@ -23,6 +23,8 @@ from watchrun.process.tree import LINUX, Stat, read_table, spawn_id_of, start_ti
 
 __all__ = ["Group", "GroupRegistry", "end_groups", "leftover_groups", "members"]
 
+PROCESSES_BYTES = 16 << 20
+"""A groups file is read up to this much (a runner's own holds a few hundred bytes a group)."""
 KILL_ROUNDS_S = 2.0
 """How long SIGKILL is repeated while a killed tree still forks or has members."""
 
@@ -102,13 +104,16 @@ def _kill(pids: set[int], sig: signal.Signals) -> None:
 def leftover_groups(path: Path) -> tuple[int | None, list[Group]]:
     """The groups recorded in `path` by a runner that is no longer alive: (its pid, groups).
     A live recorder (same pid and start time) leaves nothing to clean up; so does a missing or
-    unreadable file."""
+    unreadable file. The file says whom to signal, so only the runner's own regular file is
+    believed: a symlink, FIFO, hard link or another user's file raises `UnsafePathError`."""
     try:
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(safefs.read_bytes(path, PROCESSES_BYTES, owned=True))
         runner = doc["runner"]
         pid, start = int(runner["pid"]), int(runner["start"])
         groups = [Group(int(g["pgid"]), int(g["start"]), str(g["spawnId"]))
                   for g in doc["groups"]]
+    except safefs.UnsafePathError:
+        raise
     except (OSError, ValueError, KeyError, TypeError):
         return None, []
     if start_time(pid) == start:

@@ -16,6 +16,7 @@ from watchrun.config.model import Config
 from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
+from watchrun.output.safefs import UnsafePathError
 from watchrun.output.sink import SinkWriteError
 from watchrun.process.groups import GroupRegistry, end_groups, leftover_groups
 from watchrun.process.guard import LazyGuardian
@@ -147,8 +148,15 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
 
 async def _end_leftovers(sup: Starting) -> None:
     """Process groups a previous runner of this output dir left (it was SIGKILLed, and so was
-    its guardian) are ended before their watchers start again."""
-    pid, groups = leftover_groups(sup.layout.state / PROCESSES)
+    its guardian) are ended before their watchers start again. A groups file that is not the
+    runner's own (a planted symlink, FIFO or another user's file) is not believed: said, and
+    nothing is signalled."""
+    try:
+        pid, groups = leftover_groups(sup.layout.state / PROCESSES)
+    except UnsafePathError as exc:
+        sup.log.warning(f"{exc.filename}: {exc.strerror}; not trusted, so no process it names "
+                        "is ended")
+        return
     if groups:
         grace = sup.config.limits.stop_timeout_ms / 1000
         ended = await asyncio.to_thread(end_groups, groups, grace)
