@@ -101,6 +101,9 @@ def test_any_value_arrives_whole_through_bash(value: str, which: int) -> None:
         ("echo \\${V}", "right after a `\\`"),
         ('echo "\\${V}"', "right after a `\\`"),
         ("echo $$${V}", "right after a `$`"),
+        ("echo $'${V}'", "inside bash's $'…' quoting"),
+        ("echo $'ref: \\'${V}'", "inside bash's $'…' quoting"),
+        ("echo \"$$(printf %s $'${V}')\"", "inside bash's $'…' quoting"),
         ("x=$$(case a in a) :;; esac) ${V}", "a `case` inside $(…)"),
     ],
 )
@@ -108,6 +111,23 @@ def test_where_a_value_cannot_be_quoted_the_config_is_refused(template: str, why
     _, problems = interpolate(template, {"V": HOSTILE, "X": ""}, shell="sh")
     assert len(problems) == 1 and why in problems[0], problems
     assert 'write "$$V"' in problems[0]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_a_value_in_bashs_ansi_c_quotes_is_refused_not_run(tmp_path: Path) -> None:
+    """In `$'…'` a `\\'` does not end the quotes: a value quoted as if it did would break out
+    (`${V}` = `'; touch pwned; #` ran `touch` under bash). Text after `$'…'` is read as usual."""
+    argv = ["bash", "-c", "echo $'ref: \\${V}'"]
+    _, problems = interpolate(argv[2], {"V": "'; touch pwned; #"}, shell="sh")
+    assert len(problems) == 1 and "right after a `\\`" in problems[0], problems  # in $'…'
+    text = f"echo $'a\\'b' {M} \"{M}\" $'x'"
+    assert contexts(text, M, "sh") == ["plain", "double"]
+    command, problems = interpolate(f"{PROG} $'a\\'b' ${{V}}", {"V": HOSTILE}, shell="sh")
+    assert problems == []
+    res = subprocess.run([str(shutil.which("bash")), "-c", command], capture_output=True,
+                         text=True, timeout=30, check=False, cwd=tmp_path)
+    assert json.loads(res.stdout.splitlines()[0]) == ["a'b", HOSTILE]
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_here_document_ends_where_the_shell_ends_it() -> None:

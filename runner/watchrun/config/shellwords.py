@@ -13,7 +13,8 @@ then writes the value so that it is exactly one word (or part of the word it sit
 | in a comment | `x` with newlines as spaces (a comment is inert up to its newline) | |
 
 Where a value cannot be quoted safely the reference is refused with the reason: inside
-backticks, `$((…))`, a shell `${…}` (written `$${…}`), a here-document, right after a `\\` (it
+backticks, `$((…))`, a shell `${…}` (written `$${…}`), bash's `$'…'`, a here-document, right
+after a `\\` (it
 would escape the quoting) or a `$` (`$'…'` is another quoting in bash), or after a construct
 this reader does not follow (`case` inside `$(…)`, quotes inside backticks). The fix is always
 the same: let the shell expand it from the environment (`"$$VAR"`), or use a list command.
@@ -35,7 +36,8 @@ SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "posh", "
 _C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
 _META = " \t\n;&|()<>"
 _NESTED = {"backtick": "inside backticks (`…`)", "arith": "inside an arithmetic $((…))",
-           "param": "inside a shell parameter expansion ($${…})"}
+           "param": "inside a shell parameter expansion ($${…})",
+           "ansi": "inside bash's $'…' quoting (where `\\'` does not end it)"}
 
 
 def script_index(argv: Sequence[str]) -> int | None:
@@ -133,6 +135,8 @@ class _Reader:
                     i += 1
             elif kind == "backtick":
                 i = self._backtick(i, c)
+            elif kind == "ansi":
+                i = self._ansi(i, c)
             elif kind == "double":
                 i = self._double(i, c, nxt)
             else:  # top, cmd, arith, param: unquoted shell text
@@ -151,6 +155,14 @@ class _Reader:
         if c in "'\"":
             self.untrack("a quote inside backticks")
         elif c == "`":
+            self.stack.pop()
+        return i + 1
+
+    def _ansi(self, i: int, c: str) -> int:
+        """Inside bash's `$'…'`: a backslash escapes the next character, `\\'` included."""
+        if c == "\\":
+            return self._escaped(i)
+        if c == "'":
             self.stack.pop()
         return i + 1
 
@@ -190,6 +202,9 @@ class _Reader:
             self.stack.append(_Frame("double"))
         elif not self.sh:
             return i + 1
+        elif c == "$" and nxt == "'":
+            self.stack.append(_Frame("ansi"))
+            return i + 2
         elif c == "#" and word_start and kind in ("top", "cmd"):
             self.stack.append(_Frame("comment"))
         elif c == "`":
