@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from msgspec.structs import replace
 from test_agent_turn import MOCK, alive, check_records, of, until
 
 from watchrun.agents.history import read_history
@@ -172,6 +173,27 @@ def test_send_queues_a_manual_turn(tmp_path: Path) -> None:
     assert start["trigger"] == "send"
     assert of(recs, "prompt")[0]["text"] == "check the deploy {label}"
     assert deliveries(recs, "delivered")[0]["source"] == "send"
+
+
+def test_with_output_redact_a_sent_prompt_is_recorded_redacted(tmp_path: Path) -> None:
+    """The agent always gets a redacted prompt; with `output.redact` the `send` delivery's own
+    records (which hold its text, as match records hold lines) are redacted too."""
+    secret = "password=hunter2secret key AKIAIOSFODNN7EXAMPLE"
+
+    async def body(h: Harness) -> None:
+        assert h.hub.send("triage", f"sent {secret}")["ok"] is True
+        await h.hub.idle()
+
+    cfg = config(tmp_path, spec(tmp_path))
+    cfg = replace(cfg, output=replace(cfg.output, redact=True))
+    h = hub_test(tmp_path, cfg, body, once=True)
+    assert "hunter2" not in h.path().read_text() and "AKIAIOSFODNN7EXAMPLE" not in \
+        h.path().read_text()
+    queued, delivered = deliveries(h.records(), "queued")[0], deliveries(h.records(), "delivered")
+    assert queued["lines"] == ["sent password=[REDACTED:password] key "
+                               "[REDACTED:aws-access-key-id]"]
+    assert queued["redacted"] == {"password": 1, "aws-access-key-id": 1}
+    assert delivered[0]["lines"] == queued["lines"]
 
 
 def test_stop_agent_cancels_the_running_turn(tmp_path: Path) -> None:

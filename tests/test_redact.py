@@ -231,3 +231,34 @@ def test_output_redact_covers_records_status_logs_and_the_runner_log(tmp_path: P
                              "[REDACTED:aws-access-key-id]")
     status = json.loads((out / "state" / "app.status.json").read_text())
     assert status["redacted"] == {"password": 1, "aws-access-key-id": 1}
+
+
+BODY = ["MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun",
+        "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK",
+        "LxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW/VDL5AaWTg0nLVkjRo"]
+KEY_LOG = ["INFO start", "-----BEGIN RSA PRIVATE KEY-----", *BODY,
+           "-----END RSA PRIVATE KEY-----", "INFO done"]
+
+
+def test_a_matched_private_key_body_reaches_the_agent_as_markers(tmp_path: Path) -> None:
+    """A match of a key's base64 lines carries no BEGIN line, which the prompt's redaction needs:
+    the pipeline follows the block even without `output.redact`, and the lines inside it reach
+    the agent as markers (the records keep them: `output.redact` is off)."""
+    (tmp_path / "key.log").write_text("\n".join(KEY_LOG) + "\n")
+    cfg = write_config(tmp_path, {
+        "output": {"dir": "out"},
+        "agents": [{"name": "triage", "provider": "generic",
+                    "command": [sys.executable, ARGV, "{prompt}"], "prompt": "{matches}"}],
+        "watchers": [{"id": "keys", "path": str(tmp_path / "key.log"), "fromStart": True,
+                      "pattern": "^[A-Za-z0-9+/]{60,}$", "wake": "triage"}],
+    })
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    recs = validate_records(tmp_path / "out" / "agents" / "triage.jsonl")
+    prompt = next(r for r in recs if r["kind"] == "prompt")
+    assert prompt["text"].splitlines() == ["[REDACTED:private-key]"] * 3
+    agent_file = (tmp_path / "out" / "agents" / "triage.jsonl").read_text()
+    assert not any(line in agent_file for line in BODY)
+    matches = read_records(tmp_path / "out" / "watchers" / "keys.jsonl")
+    assert [m["line"] for m in matches if m["kind"] == "match"] == BODY

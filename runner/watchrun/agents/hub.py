@@ -16,6 +16,7 @@ from watchrun.agents.worker import agent_loop
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Config, WatcherSpec
 from watchrun.events import MatchInfo
+from watchrun.match.redact import redactor
 from watchrun.match.sanitize import sanitize
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
@@ -122,7 +123,10 @@ class AgentHub:
         if len(a.sends) >= MAX_SENDS:
             return {"ok": False, "error": {"code": "queue_full", "message": f"{name} already "
                                            f"has {MAX_SENDS} prompts waiting"}}
-        delivery_id = a.queue_send(text, self.config.limits.match_lines)
+        redacted: dict[str, int] = {}
+        if self.config.output.redact:  # its delivery records hold the text, as match records do
+            text, redacted = redactor(a.spec.redact).redact(text)
+        delivery_id = a.queue_send(text, self.config.limits.match_lines, redacted)
         return {"ok": True, "queued": True, "deliveryId": delivery_id}
 
     async def stop_agent(self, name: str) -> bool:

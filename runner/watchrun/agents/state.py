@@ -121,13 +121,15 @@ class AgentState(Struct, eq=False):
                 timer.cancel()
         self.recorded.clear()
 
-    def queue_send(self, text: str, match_lines: int) -> str:
-        """Queue a manual prompt (trigger `send`); returns its delivery id."""
+    def queue_send(self, text: str, match_lines: int, redacted: dict[str, int]) -> str:
+        """Queue a manual prompt (trigger `send`); returns its delivery id. `redacted`: the
+        secrets already taken out of `text`, by kind (recorded with it)."""
         seq = self.rec.next_seq
         d = Delivery(f"d-{seq}", "send", 1, source="send", seq=seq)
         d.add([sanitize(text, PROMPT_BYTES)[0]])
         self.sends.append(d)
-        self.rec.emit("delivery", d.record("queued", match_lines))
+        self.rec.emit("delivery", d.record("queued", match_lines,
+                                           **({"redacted": redacted} if redacted else {})))
         self.wake.set()
         return d.id
 

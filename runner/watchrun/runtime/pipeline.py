@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import replace
+
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.keyblocks import KeyBlocks, Region, inside
@@ -69,7 +71,9 @@ class WatcherPipeline:
         self.require = require
         self.redactor = redactor
         """Set with `output.redact`: match records, the tail and the log are redacted."""
-        self._keys = KeyBlocks() if redactor is not None else None
+        self._keys = KeyBlocks() if redactor is not None or spec.wake or spec.actions else None
+        """Private-key blocks are followed for the records with `output.redact`, and always for
+        a watcher whose matches leave the machine (`wake`, `actions`)."""
         self._regions: list[Region] = []  # of the chunk at hand: its lines inside a key block
         self._key_counted = 0  # the last key block counted as redacted
         self.isolated = isolated
@@ -127,7 +131,7 @@ class WatcherPipeline:
         else:
             if self.require is not None and not c.require_seen and self.require.find(data):
                 c.require_seen = True
-            if self.redactor is None and self.matcher.every_line(data):  # a flood
+            if self.redactor is None and not self._regions and self.matcher.every_line(data):
                 rows = every_line(chunk, self._members(chunk)[0])
             spans = self.matcher.find(data) if rows is None else []
         if rows is not None:
@@ -148,7 +152,20 @@ class WatcherPipeline:
             c.first.extend(found[: FIRST_KEPT - len(c.first)])
         self.log.matches(self.spec.id, found)
         if self.on_matches is not None:
-            self.on_matches(self.spec, found)
+            self.on_matches(self.spec, self._outgoing(found, spans))
+
+    def _outgoing(self, found: Found, spans: list[tuple[int, int]]) -> Sequence[MatchInfo]:
+        """The matches handed on to agents and actions. Without `output.redact` the records keep
+        a private key's lines, but a line inside a key block leaves the machine as the marker:
+        a prompt's own redaction needs the block's BEGIN line, which a match of the key's body
+        does not carry."""
+        if self.redactor is not None or not self._regions:
+            return found
+        out = list(found)
+        for k, (start, _) in enumerate(spans[: len(out)]):
+            if inside(self._regions, start) and "-----BEGIN" not in out[k].line:
+                out[k] = replace(out[k], line=marker("private-key"))
+        return out
 
     def _members(self, chunk: Chunk) -> tuple[bytes, str]:
         """`where_members` of the chunk's source, kept while it does not change."""
