@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from msgspec.structs import replace
 
@@ -22,6 +22,7 @@ from watchrun.runtime.gate import Evidence
 if TYPE_CHECKING:
     from watchrun.config.diagnostics import Diagnostic
     from watchrun.config.model import Config
+    from watchrun.output.outdir import OutputLayout
     from watchrun.output.runlog import RunLog
     from watchrun.runtime.supervisor import Supervisor
 
@@ -55,8 +56,13 @@ def _prepare(args: argparse.Namespace
     for d in result.diagnostics:
         _diagnostic(log, d)
     config = result.config
+    as_json = getattr(args, "format", "text") == "json"  # stdout is one JSON object: no echo
     if config is None:
         log.error("invalid config; nothing was started (see `watchrun validate`)")
+        if args.once and as_json:  # the document a once run promises: here, the error
+            from watchrun.cli.emit import Out, config_failed
+
+            return config_failed(Out(True), result.diagnostics)
         return ExitStatus.USAGE
     metrics = None
     if args.metrics:
@@ -71,6 +77,8 @@ def _prepare(args: argparse.Namespace
         layout = prepare_output_dir(config.output.dir)
     except OutputDirError as exc:
         log.error(str(exc))
+        if args.once:  # the gates could not look: their verdicts say so (and the JUnit file)
+            _never_ran(config, args, log, f"it never ran: {exc}")
         return ExitStatus.RUNTIME
     for note in layout.fixed:
         log.warning(note)
@@ -87,7 +95,6 @@ def _prepare(args: argparse.Namespace
 
     become_subreaper()
     raise_fd_limit()
-    as_json = getattr(args, "format", "text") == "json"  # stdout is one JSON object: no echo
     echo = StdoutEcho() if args.once and not args.quiet and not as_json else None
     # GitHub Actions: everything a once run prints that carries log text (the echoed output,
     # the verdict table) is fenced, so a log line cannot run a workflow command. (A JSON
@@ -141,7 +148,41 @@ def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
         close_fence(fence)
 
 
-def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took: float,
+class Ran(Protocol):
+    """What a once run's report reads of the supervisor that ran it."""
+
+    @property
+    def evidence(self) -> dict[str, Evidence]: ...
+    @property
+    def layout(self) -> OutputLayout: ...
+    @property
+    def stop_reason(self) -> str | None: ...
+    @property
+    def runtime_errors(self) -> list[str]: ...
+
+
+class _NothingRan(NamedTuple):
+    layout: OutputLayout
+    evidence: dict[str, Evidence]
+    stop_reason: str | None
+    runtime_errors: list[str]
+
+
+def _never_ran(config: Config, args: argparse.Namespace, log: RunLog, why: str) -> None:
+    """The once report of a run that could not start at all (its output dir is unusable)."""
+    from watchrun.output.outdir import layout_for
+
+    fence = StopCommands() if in_github_actions() and getattr(
+        args, "format", "text") != "json" else None
+    open_fence(fence)
+    try:
+        report_once(_NothingRan(layout_for(config.output.dir), {}, None, []), config, args, 0.0,
+                    log, fence=fence, missing=why)
+    finally:
+        close_fence(fence)
+
+
+def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
                 log: RunLog, *, fence: StopCommands | None = None,
                 missing: str | None = None) -> int:
     """Print the verdicts (inside the fence), then the annotations; write the step summary
@@ -203,7 +244,7 @@ def report_once(sup: Supervisor, config: Config, args: argparse.Namespace, took:
     return status
 
 
-def _with_errors(sup: Supervisor, config: Config) -> dict[str, Evidence]:
+def _with_errors(sup: Ran, config: Config) -> dict[str, Evidence]:
     """The evidence, plus why a source could not do its job: a command that could not start
     (its last `error` record says why), a file that cannot be read after the run."""
     from watchrun.output.records import last_records
