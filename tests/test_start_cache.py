@@ -250,6 +250,7 @@ def test_run_caches_where_the_readme_says_and_validate_never(tmp_path: Path,
     assert p.returncode == 0, p.stderr
     entries = [f for f in (tmp_path / where / "config").iterdir()]
     assert entries and (tmp_path / where / "config").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / where).stat().st_mode & 0o777 == 0o700  # created private, as said
     assert {f.stat().st_mode & 0o777 for f in entries} == {0o600}
     others = [d for d in ("own", "unit", "other", "xdg", "home") if not where.startswith(d)]
     assert not [d for d in others if (tmp_path / d).exists()]

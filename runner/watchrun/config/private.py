@@ -36,7 +36,9 @@ class PrivateStore:
     def _dir(self, create: bool) -> int | None:
         if create:
             with contextlib.suppress(OSError):
-                self.where.mkdir(mode=0o700, parents=True, exist_ok=True)
+                missing = [d for d in (self.where, *self.where.parents) if not d.exists()]
+                for d in reversed(missing):  # each directory this creates is private (0700)
+                    d.mkdir(mode=0o700, exist_ok=True)
         try:
             fd = os.open(self.where, _DIR)
         except OSError:
