@@ -354,3 +354,27 @@ def test_an_added_watcher_whose_jsonl_cannot_be_opened_leaves_nothing(tmp_path: 
         assert wr(tmp_path, "add", "evil", "--path", "e.log", "--pattern", "x").returncode == 0
     finally:
         assert r.stop() == 0
+
+
+def test_a_reloaded_watcher_whose_jsonl_is_a_symlink_is_not_started(tmp_path: Path) -> None:
+    """docs/security.md: on a reload, a new watcher whose JSONL is a planted symlink is not
+    started, the target is untouched, the log names the path and `status` lists the problem;
+    the watchers that were running go on."""
+    base = {"watchers": [{"id": "cfg", "path": "c.log", "pattern": "x"}]}
+    config = write_config(tmp_path, base)
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        target = tmp_path / "elsewhere"
+        target.write_text("kept\n")
+        planted = r.out / "watchers" / "nw.jsonl"
+        planted.symlink_to(target)
+        write_config(tmp_path, {"watchers": [*base["watchers"],
+                                             {"id": "nw", "path": "n.log", "pattern": "x"}]})
+        r.send(signal.SIGHUP)
+        wait_for(lambda: any(str(planted) in p and "symlink" in p
+                             for p in r.control({"cmd": "status"})["problems"]), "the problem")
+        assert str(planted) in r.stderr() and set(listed(r)) == {"cfg"}
+        assert target.read_text() == "kept\n" and planted.is_symlink()
+    finally:
+        assert r.stop() == 0
