@@ -36,6 +36,12 @@ INVALID = [
      "watchers[0].actions[0].headers.Host", "written by watchrun itself"),
     (W + '    actions: [{type: webhook, url: "http://x", headers: {X-A: "a\\r\\nX-B: b"}}]\n',
      "watchers[0].actions[0].headers.X-A", "header injection"),
+    *[(W + f"    actions: [{{type: webhook, url: 'http://x', headers: {{{name}: v}}}}]\n",
+       f"watchers[0].actions[0].headers.{name}", "written by watchrun itself")
+      for name in ("Content-Length", "transfer-encoding", "Connection")],
+    ('{"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "actions": [{"type": '
+     '"webhook", "url": "http://x", "headers": {"X-A": "a\\u0000b"}}]}]}',
+     "watchers[0].actions[0].headers.X-A", "header injection"),
     (W + "    actions: [{type: exec, command: [a], when: {threshold: 'often'}}]\n",
      "watchers[0].actions[0].when.threshold", "is not a threshold"),
     (W + "    actions: [{type: exec, command: [a], when: sometimes}]\n",
@@ -56,7 +62,7 @@ INVALID = [
 @pytest.mark.parametrize(("text", "where", "phrase"), INVALID)
 def test_invalid_actions_and_plans_are_located(tmp_path: Path, text: str, where: str,
                                                phrase: str) -> None:
-    result = load_text(tmp_path, text)
+    result = load_text(tmp_path, text, "json" if text.startswith("{") else "yaml")
     assert result.config is None
     errors = [d for d in result.diagnostics if d.severity == "error"]
     assert any(d.path == where and phrase in d.message for d in errors), [
@@ -140,3 +146,12 @@ def test_the_actions_are_imported_only_when_a_config_has_them() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=30, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_header_value_from_the_environment_with_a_line_break_is_refused(
+        tmp_path: Path) -> None:
+    text = W + "    actions: [{type: webhook, url: 'http://x', headers: {X-A: '${V}'}}]\n"
+    result = load_text(tmp_path, text, env={"V": "a\r\nX-Injected: b"})
+    assert result.config is None
+    (err,) = [d for d in result.diagnostics if d.severity == "error"]
+    assert err.path == "watchers[0].actions[0].headers.X-A" and "header injection" in err.message

@@ -69,6 +69,24 @@ def test_hostile_log_text_never_becomes_an_argument_or_shell_code(tmp_path: Path
     assert json.loads((tmp_path / "stdin.txt").read_text())["line"] == line
 
 
+def test_the_program_runs_in_a_session_of_its_own(tmp_path: Path) -> None:
+    """docs/security.md 3b: its own session (and so its own process group), apart from the
+    runner's: a signal to the runner's group does not reach it, and it is stopped as a tree."""
+    ids = tmp_path / "ids.json"
+    probe = "import json, os, sys; json.dump([os.getpid(), os.getpgid(0), os.getsid(0)], " \
+            "open(sys.argv[1], 'w'))"
+
+    async def body() -> None:
+        async with Rig(tmp_path, watcher(program(tmp_path, PY, "-c", probe, str(ids)))) as rig:
+            rig.deliver("ERROR x")
+            (result,) = await rig.wait("action-result")
+            assert result["status"] == "ok"
+    asyncio.run(body())
+    pid, pgid, sid = json.loads(ids.read_text())
+    assert pid == pgid == sid
+    assert sid != os.getsid(0)
+
+
 def test_secrets_are_redacted_on_stdin_in_the_environment_and_in_the_output(
         tmp_path: Path) -> None:
     out = tmp_path / "seen.json"
