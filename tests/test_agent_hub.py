@@ -196,6 +196,20 @@ def test_with_output_redact_a_sent_prompt_is_recorded_redacted(tmp_path: Path) -
     assert delivered[0]["lines"] == queued["lines"]
 
 
+def test_a_sent_prompt_reaches_the_agent_redacted(tmp_path: Path) -> None:
+    """Every turn's prompt is redacted where turns start, a `send` turn's too (without
+    `output.redact` its delivery records keep the text as it was sent)."""
+    async def body(h: Harness) -> None:
+        assert h.hub.send("triage", "try password=hunter2secret")["ok"] is True
+        await h.hub.idle()
+
+    h = hub_test(tmp_path, config(tmp_path, spec(tmp_path)), body, once=True)
+    (prompt,) = of(h.records(), "prompt")
+    assert prompt["text"] == "try password=[REDACTED:password]"
+    assert prompt["redacted"] == {"password": 1}
+    assert deliveries(h.records(), "queued")[0]["lines"] == ["try password=hunter2secret"]
+
+
 def test_stop_agent_cancels_the_running_turn(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
         assert await h.hub.stop_agent("triage") is False
