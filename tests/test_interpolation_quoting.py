@@ -146,7 +146,10 @@ def test_dollar_dollar_stays_a_literal_dollar() -> None:
         (["sh", "-c", "s"], 2), (["/bin/bash", "-lc", "s", "name"], 2),
         (["bash", "-e", "-c", "s"], 3), (["sh", "-c", "-e", "s"], 3), (["sh", "-c", "--", "s"], 3),
         (["sh", "script.sh"], None), (["python3", "-c", "s"], None), (["sh", "-c"], None),
-        (["env", "sh", "-c", "s"], None),
+        (["env", "sh", "-c", "s"], 3), (["/usr/bin/env", "X=1", "bash", "-lc", "s"], 4),
+        (["nice", "-n", "5", "sh", "-c", "s"], 5), (["sh", "-o", "errexit", "-c", "s"], 4),
+        (["sh", "-c", "-o", "errexit", "s"], 4), (["bash", "--rcfile", "f", "-c", "s"], 4),
+        (["sh", "-o", "errexit", "script.sh"], None), (["sh", "--", "-c"], None),
     ],
 )
 def test_script_index(argv: list[str], index: int | None) -> None:
@@ -179,6 +182,25 @@ def test_list_command_keeps_each_value_one_argument_and_quotes_sh_c_scripts(
     a, b = cfg.watchers  # type: ignore[attr-defined]
     assert a.command[2] == f"--ref={HOSTILE}"
     assert shell_argv(b.command[2]) == [HOSTILE]
+
+
+@pytest.mark.parametrize("command", [
+    ["sh", "-o", "errexit", "-c", "{p} ${{BRANCH}}"],
+    ["env", "sh", "-c", "{p} ${{BRANCH}}"],
+    ["/usr/bin/env", "LC_ALL=C", "nice", "-n", "1", "bash", "-e", "-c", "{p} ${{BRANCH}}"],
+])
+def test_a_shell_script_behind_options_or_a_wrapper_is_quoted_too(
+        tmp_path: Path, command: list[str]) -> None:
+    """`sh -o errexit -c SCRIPT` and `env sh -c SCRIPT` run SCRIPT as shell code as well: a
+    value there is one shell word (it ran `touch` when only `sh -c` was recognised)."""
+    argv = [a.format(p=PROG) for a in command]
+    cfg = load(tmp_path, {"watchers": [{"id": "a", "command": argv, "pattern": "x"}]},
+               {"BRANCH": HOSTILE})
+    got = list(cfg.watchers[0].command)  # type: ignore[attr-defined]
+    res = subprocess.run(got, capture_output=True, text=True, timeout=30, check=False,
+                         cwd=tmp_path)
+    assert json.loads(res.stdout.splitlines()[0]) == [HOSTILE], res.stderr
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_agent_command_string_value_with_spaces_stays_one_argument(tmp_path: Path) -> None:

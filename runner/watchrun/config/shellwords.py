@@ -34,6 +34,8 @@ Context = Literal["plain", "double", "single", "comment"]
 SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "posh", "yash"})
 """Programs whose `-c` argument is a shell script (by the basename of argv[0])."""
 _C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
+_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+"""Shell options whose value is the next argument (`sh -o errexit -c …`)."""
 _META = " \t\n;&|()<>"
 _NESTED = {"backtick": "inside backticks (`…`)", "arith": "inside an arithmetic $((…))",
            "param": "inside a shell parameter expansion ($${…})",
@@ -41,20 +43,32 @@ _NESTED = {"backtick": "inside backticks (`…`)", "arith": "inside an arithmeti
 
 
 def script_index(argv: Sequence[str]) -> int | None:
-    """The index of the script in `[sh, -c, SCRIPT, …]` (any shell of SHELLS, option clusters
-    such as `-ec` or `-lc`, other options before the script); None for other commands."""
-    if not argv or os.path.basename(argv[0]) not in SHELLS:
-        return None
-    for j in range(1, len(argv)):
-        if _C_OPTION.fullmatch(argv[j]):
-            for k in range(j + 1, len(argv)):
-                if argv[k] == "--":
-                    return k + 1 if k + 1 < len(argv) else None
-                if not argv[k].startswith("-") or argv[k] == "-":
-                    return k
-            return None
-        if not argv[j].startswith("-"):
-            return None
+    """The index of the script in `[sh, -c, SCRIPT, …]`: any shell of SHELLS, run directly or
+    through a wrapper (`env sh -c`, `nice -n 5 bash -lc`, `timeout 9 sh -c`: the first argument
+    naming a shell), option clusters such as `-ec` or `-lc`, other options before the script,
+    those that take a value with it (`-o errexit`, `-O extglob`, `--rcfile F`); None when no
+    shell runs a `-c` script."""
+    for i, arg in enumerate(argv):
+        if os.path.basename(arg) in SHELLS:
+            return _script_after(argv, i)
+    return None
+
+
+def _script_after(argv: Sequence[str], shell: int) -> int | None:
+    """The script's index after the shell at `shell`: past its options (and their values) to
+    a `-c` cluster, then past more options to the first operand."""
+    j, seen_c = shell + 1, False
+    while j < len(argv):
+        arg = argv[j]
+        if arg == "--":  # the end of the options: the script (with -c) or a script file
+            return j + 1 if seen_c and j + 1 < len(argv) else None
+        if arg in _WITH_VALUE:
+            j += 2
+        elif arg.startswith(("-", "+")) and arg != "-":
+            seen_c = seen_c or _C_OPTION.fullmatch(arg) is not None
+            j += 1
+        else:
+            return j if seen_c else None  # without -c, an operand is a script file
     return None
 
 
