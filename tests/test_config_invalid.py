@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -196,6 +197,7 @@ def test_json_duplicate_keys_are_errors(tmp_path: Path) -> None:
     [
         ("missing.yaml", None, "config file not found"),
         ("folder.yaml", "DIR", "is a directory, not a config file"),
+        ("socket.yaml", "SOCKET", "is a socket, not a config file"),
         ("watch.ini", "a=1", "unknown config format '.ini'"),
         ("noext", "a: 1", "unknown config format '(no extension)'"),
         ("empty.yaml", "", "empty config: the file has no settings"),
@@ -216,6 +218,10 @@ def test_unusable_files_get_one_clear_error(
     path = tmp_path / name
     if content == "DIR":
         path.mkdir()
+    elif content == "SOCKET":
+        listening = socket.socket(socket.AF_UNIX)
+        listening.bind(str(path))
+        listening.close()  # the socket file stays
     elif isinstance(content, bytes):
         path.write_bytes(content)
     elif content is not None:

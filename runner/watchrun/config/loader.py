@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import os
 import re
@@ -64,7 +65,16 @@ def read_regular(path: Path, limit: int = -1) -> bytes:
     """The regular file at `path` (a symlink is followed), up to `limit` bytes when one is
     given; NotAFile for anything else. It is opened without blocking, so a FIFO cannot hang the
     caller."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # (a socket, say: no file to open)
+            raise
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            raise exc from None
+        raise (NotAFile(mode) if not stat.S_ISREG(mode) else exc) from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
