@@ -242,6 +242,21 @@ def test_paths_resolve_against_the_config_folder_not_the_cwd(
     assert ok([Path("../conf/watch.yaml")], output_dir=Path("o")).output.dir == elsewhere / "o"
 
 
+def test_a_layer_that_only_tunes_an_agent_or_watcher_leaves_its_cwd(tmp_path: Path) -> None:
+    """A command watcher's or agent's `cwd` defaults to the folder of the file that defined
+    it: a later layer in another folder that names it to change something else moves nothing."""
+    base = write(tmp_path, "base.yaml", (
+        "watchers:\n  - {id: b, command: ls, pattern: x}\n"
+        "agents:\n  - {name: t, provider: generic, command: [pwd]}\n"
+        "  - {name: m, provider: mock}\n"))
+    over = write(tmp_path / "sub", "over.yaml", (
+        "watchers:\n  - {id: b, pattern: y}\n"
+        "agents:\n  - {name: t, deadline: 5s}\n  - {name: m, deadline: 5s}\n"))
+    config = ok([base, over])
+    assert config.watchers[0].cwd == tmp_path
+    assert [(a.name, a.cwd) for a in config.agents] == [("t", tmp_path), ("m", tmp_path)]
+
+
 def test_yaml_12_scalars_and_merge_keys(tmp_path: Path) -> None:
     text = (
         "$schema: ./schemas/watch.schema.json\n"

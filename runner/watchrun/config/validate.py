@@ -152,7 +152,9 @@ def _agent(ctx: Ctx, p: KeyPath, a: CMap) -> AgentSpec | None:
         ctx.cron((*p, "schedule"), a["schedule"])
     if report.has_errors or command is None:
         return None
-    cwd = ctx.resolve((*p, "cwd"), a["cwd"]) if "cwd" in a else ctx.folder((*p, "name"))
+    # the file that defined the agent set its command or provider (every layer sets `name`)
+    defined = (*p, "command") if "command" in a else (*p, "provider")
+    cwd = ctx.resolve((*p, "cwd"), a["cwd"]) if "cwd" in a else ctx.folder(defined)
     return AgentSpec(
         name=a["name"],
         provider=a["provider"],
