@@ -64,6 +64,10 @@ def _prepare(args: argparse.Namespace
 
             return config_failed(Out(True), result.diagnostics)
         return ExitStatus.USAGE
+    # GitHub Actions: everything a once run prints that carries log text (the echoed output,
+    # the verdict table) is fenced, so a log line cannot run a workflow command. (A JSON
+    # document needs no fence: no line of it can start a command.)
+    fence = StopCommands() if args.once and in_github_actions() and not as_json else None
     metrics = None
     if args.metrics:
         from watchrun.runtime.metrics import parse_address
@@ -78,7 +82,7 @@ def _prepare(args: argparse.Namespace
     except OutputDirError as exc:
         log.error(str(exc))
         if args.once:  # the gates could not look: their verdicts say so (and the JUnit file)
-            _never_ran(config, args, log, f"it never ran: {exc}")
+            _never_ran(config, args, log, fence, f"it never ran: {exc}")
         return ExitStatus.RUNTIME
     for note in layout.fixed:
         log.warning(note)
@@ -96,10 +100,6 @@ def _prepare(args: argparse.Namespace
     become_subreaper()
     raise_fd_limit()
     echo = StdoutEcho() if args.once and not args.quiet and not as_json else None
-    # GitHub Actions: everything a once run prints that carries log text (the echoed output,
-    # the verdict table) is fenced, so a log line cannot run a workflow command. (A JSON
-    # document needs no fence: no line of it can start a command.)
-    fence = StopCommands() if args.once and in_github_actions() and not as_json else None
     sup = Supervisor(
         config,
         layout,
@@ -168,12 +168,11 @@ class _NothingRan(NamedTuple):
     runtime_errors: list[str]
 
 
-def _never_ran(config: Config, args: argparse.Namespace, log: RunLog, why: str) -> None:
+def _never_ran(config: Config, args: argparse.Namespace, log: RunLog,
+               fence: StopCommands | None, why: str) -> None:
     """The once report of a run that could not start at all (its output dir is unusable)."""
     from watchrun.output.outdir import layout_for
 
-    fence = StopCommands() if in_github_actions() and getattr(
-        args, "format", "text") != "json" else None
     open_fence(fence)
     try:
         report_once(_NothingRan(layout_for(config.output.dir), {}, None, []), config, args, 0.0,

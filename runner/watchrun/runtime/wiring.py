@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from msgspec import Struct, field
+from msgspec import Struct
 
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
@@ -57,9 +57,9 @@ class WatcherRuntime(Struct):
     pipeline: WatcherPipeline
     source: FileSource | CommandSource
     engine: str
-    task: asyncio.Task[None] | None = field(default=None)
+    task: asyncio.Task[None] | None = None
     """The running source; None while built but not started (once mode: files after commands)."""
-    failure: str | None = field(default=None)
+    failure: str | None = None
     """Why the source ended with an internal error, if it did."""
 
 
