@@ -76,6 +76,8 @@ class WatcherPipeline:
         a watcher whose matches leave the machine (`wake`, `actions`)."""
         self._regions: list[Region] = []  # of the chunk at hand: its lines inside a key block
         self._key_counted = 0  # the last key block counted as redacted
+        self.stopped = False
+        """A `stop` record is out: the source gave up (start limit); none is written again."""
         self.isolated = isolated
         """Set when a pattern needs Python `re`: matching runs in a worker, never here."""
         self.counters = Counters(
@@ -246,6 +248,7 @@ class WatcherPipeline:
         # record says so), rather than holding up the shutdown
         final = FINAL_WRITE_S if kind == "stop" else None
         await self.writer.write_lines([line], give_up_after=final)
+        self.stopped = self.stopped or kind == "stop"
         self.log.event(self.spec.id, kind, clean)
         if self.on_event is not None:
             self.on_event(self.spec, kind, clean)

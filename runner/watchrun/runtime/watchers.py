@@ -184,8 +184,10 @@ class WatcherSet:
                 ev = replace(ev, error=rt.failure)
             elif rt.pipeline.writer.failing:
                 ev = replace(ev, error="its records could not be written (see the log)")
-            try:
-                await asyncio.wait_for(rt.pipeline.event("stop", reason=reason), STOP_RECORD_S)
+            try:  # (one `stop` a start: a source that gave up wrote its own)
+                if not rt.pipeline.stopped:
+                    await asyncio.wait_for(rt.pipeline.event("stop", reason=reason),
+                                           STOP_RECORD_S)
             except Exception as exc:
                 problems.append(f"the stop record could not be written: {exc!r}")
         self.evidence[wid] = ev
