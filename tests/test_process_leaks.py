@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
 from liverunner import LiveRunner, alive, guardian_of, wait_for, write_config
 from recordcheck import validate_records
 
@@ -196,3 +197,28 @@ def test_members_include_escapees_by_spawn_id_and_no_one_else() -> None:
         assert members(table, group, owned(owners)) == expected, table
     # without a spawn id to go by, nothing outside the group is taken
     assert members({13: st(13, 520)}, Group(10, 500, ""), lambda pid: "") == set()
+
+
+def test_stopping_one_command_leaves_the_guardian_to_end_the_others(tmp_path: Path) -> None:
+    """Stopping a command sweeps the runner's unattributed adopted orphans into its tree; the
+    guardian, the runner's own child in a session of its own, was taken for one and killed, so
+    a SIGKILL afterwards left every other command's escapee running."""
+    config, pids = watcher(tmp_path, ESCAPE, "up")
+    spec = yaml.safe_load(config.read_text())
+    spec["watchers"].append({"id": "other", "command": "exec sleep 1000", "pattern": "x"})
+    config.write_text(yaml.safe_dump(spec))
+    r = LiveRunner(config)
+    try:
+        escapee = escapee_up(r, pids)
+        guardian = guardian_of(r.pid)
+        wait_for(lambda: [rec for rec in r.records("other") if rec["kind"] == "start"],
+                 "the other command")
+        assert r.control({"cmd": "stop", "id": "other"})["ok"]
+        wait_for(lambda: [rec for rec in r.records("other") if rec["kind"] == "stop"],
+                 "the other command's stop")
+        assert alive(guardian)
+        r.proc.kill()
+        r.proc.wait()
+        wait_for(lambda: not alive(escapee), "the guardian to end the escapee", 10)
+    finally:
+        r.close()

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 
 from watchrun.process.groups import Group, end_groups
+from watchrun.process.tree import HELPERS, forking
 
 __all__ = ["Guardian", "LazyGuardian", "main"]
 
@@ -30,9 +31,11 @@ class Guardian:
         """Why registrations could not be sent (the guardian died or fell behind), if so."""
         r, w = os.pipe()  # both O_CLOEXEC: no child of the runner inherits the write end
         try:
-            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                [sys.executable, "-m", "watchrun.process.guard"], stdin=r,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            with forking():  # (until it is in HELPERS no sweep takes it for a stray)
+                self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                    [sys.executable, "-m", "watchrun.process.guard"], stdin=r,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                HELPERS.add(self._proc.pid)
         except OSError as exc:
             os.close(w)
             self._proc, self._w = None, -1
@@ -65,6 +68,7 @@ class Guardian:
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=2)
+                HELPERS.discard(self._proc.pid)
 
 
 class LazyGuardian:

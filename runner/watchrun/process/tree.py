@@ -14,6 +14,7 @@ from typing import NamedTuple
 LINUX = sys.platform.startswith("linux")
 SPAWN_ID = "WATCHRUN_SPAWN_ID"  # in every child's env; inherited, so escapees stay attributable
 SPAWNED: set[int] = set()  # live pids we spawned: asyncio's child watcher reaps these, never us
+HELPERS: set[int] = set()  # the runner's own children (the guardian): in no tree, reaped by theirs
 _in_flight = 0  # spawns between fork and registration; reap_orphans() waits for zero
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -72,7 +73,8 @@ def start_time(pid: int) -> int | None:
 
 @contextlib.contextmanager
 def forking() -> Iterator[None]:
-    """Marks a spawn in flight (forked, not yet in SPAWNED) for as long as the block runs."""
+    """Marks a spawn in flight (forked, not yet in SPAWNED or HELPERS) for as long as the block
+    runs."""
     global _in_flight
     _in_flight += 1
     try:
@@ -120,7 +122,7 @@ def reap(pids: set[int], table: dict[int, Stat]) -> None:
     me = os.getpid()
     for pid in pids:
         st = table.get(pid)
-        if st and st.state == "Z" and st.ppid == me and pid not in SPAWNED:
+        if st and st.state == "Z" and st.ppid == me and pid not in SPAWNED and pid not in HELPERS:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
 
@@ -138,7 +140,7 @@ def reap_adopted(zombies: dict[int, Stat]) -> int:
     scan: no spawn may be in flight (its fresh child is not in SPAWNED yet)."""
     if _in_flight:
         return 0
-    found = set(zombies) - SPAWNED
+    found = set(zombies) - SPAWNED - HELPERS
     reap(found, zombies)
     return len(found)
 
@@ -160,7 +162,7 @@ def family(table: dict[int, Stat], pid: int, pgid: int, spawn_id: str, exited: b
     me, my_sid = os.getpid(), os.getsid(0)
     fam: set[int] = set()
     for p, st in table.items():
-        if p in (me, 1) or (p in SPAWNED and p != pid):
+        if p in (me, 1) or p in HELPERS or (p in SPAWNED and p != pid):
             continue
         # A reaped child's pid is free except as the id of a live group or session: after
         # the exit match by membership only, never by the bare pid.
@@ -184,7 +186,7 @@ def family(table: dict[int, Stat], pid: int, pgid: int, spawn_id: str, exited: b
     stack = list(fam)
     while stack:
         for kid in kids.get(stack.pop(), []):
-            if kid not in fam and kid != me and kid not in SPAWNED:
+            if kid not in fam and kid != me and kid not in SPAWNED and kid not in HELPERS:
                 fam.add(kid)
                 stack.append(kid)
     for p in fam:  # remembered: as a zombie it has no environ left to recognise it by
