@@ -54,6 +54,7 @@ def test_done_turn_prints_the_reply(cfg: Path, capsys: pytest.CaptureFixture[str
     recs = agent_records(cfg)
     (start,) = of(recs, "dispatch-start")
     assert start["trigger"] == "manual"
+    assert recs[0] is start  # records.md: a stream `agent run` begins starts with its turn
     assert of(recs, "prompt")[0]["text"] == "Look at manual (0): |{other}"
     assert of(recs, "dispatch-finished")[0]["status"] == "done"
 

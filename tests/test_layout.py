@@ -4,6 +4,8 @@ against them, there are no import cycles, and pyproject lists every package."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -38,7 +40,7 @@ cli → tui / mcp → runtime → views/agents/actions/sources → output/proces
 
 ALLOWED_MODULES: dict[str, set[str]] = {"tui": {"watchrun.runtime.control"}}
 """Single modules a layer may import from a layer it may not: the live screen talks to the
-runner through the control socket's client only (stdlib-only, it imports no other layer), never
+runner through the control socket's module only (at run time it imports no other layer), never
 through the supervisor."""
 
 
@@ -110,6 +112,15 @@ def test_the_modules_a_layer_may_borrow_import_only_what_it_may() -> None:
             extra = [t for t, _ in _imports(path)
                      if _layer(t) not in BASE and _layer(t) not in ALLOWED[borrower]]
             assert extra == [], module
+
+
+def test_the_control_client_loads_no_other_layer() -> None:
+    """docs/architecture.md: the screen's one module of `runtime` imports no layer itself (its
+    run log is a type only), so `watchrun top` loads none of the runner with it."""
+    done = subprocess.run([sys.executable, "-c", "import sys, watchrun.runtime.control; "
+                           "print(*sorted(m for m in sys.modules if m.startswith('watchrun')))"],
+                          capture_output=True, text=True, check=True, timeout=60)
+    assert done.stdout.split() == ["watchrun", "watchrun.runtime", "watchrun.runtime.control"]
 
 
 def test_no_import_cycles() -> None:

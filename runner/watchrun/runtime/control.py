@@ -21,9 +21,10 @@ import struct
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from watchrun.output.runlog import RunLog
+if TYPE_CHECKING:  # (the screen imports this module: at run time it needs no other layer)
+    from watchrun.output.runlog import RunLog
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_REQUEST = 256 * 1024
