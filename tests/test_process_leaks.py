@@ -222,3 +222,24 @@ def test_stopping_one_command_leaves_the_guardian_to_end_the_others(tmp_path: Pa
         wait_for(lambda: not alive(escapee), "the guardian to end the escapee", 10)
     finally:
         r.close()
+
+
+def test_an_agent_turn_that_ends_leaves_the_guardian(tmp_path: Path) -> None:
+    """The end of a turn sweeps its tree as a command's end does: the guardian outlives it."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    config = write_config(tmp_path, {
+        "watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "wake": "ag"}],
+        "agents": [{"name": "ag", "provider": "mock", "prompt": "{matches}"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        with log.open("a") as fh:
+            fh.write("ERROR one\n")
+        guardian = guardian_of(r.pid)
+        wait_for(lambda: [x for x in r.records("ag", "agents")
+                          if x["kind"] == "dispatch-finished"], "the turn to end")
+        assert alive(guardian)
+        assert r.stop() == 0
+    finally:
+        r.close()
