@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import os
 
-from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, same_head
+from watchrun.sources.identity import (
+    FINGERPRINT_BYTES,
+    Checkpoint,
+    position,
+    same_head,
+    tail_before,
+)
 from watchrun.sources.siblings import Entry, Opened, Plan, newer, open_entry
 
 
@@ -44,11 +50,14 @@ def copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: lis
 
 
 def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
-              ) -> set[tuple[int, int]]:
+              ) -> Checkpoint | None:
     """The copy of a truncated generation that ends before where it was read (copytruncate's
     copy raced the writer, and a concurrent copy sees a write in part): modified since the
     checkpoint, shorter than its offset, beginning with its first bytes. All it holds was
-    read: not read again (it was taken for a newer generation, read from its first line)."""
+    read: its checkpoint is returned finished, to be known from then on, so that neither this
+    search nor a later one (the emptied file's next write looks for copies again, and the
+    copy's last write may share the truncation's clock tick) takes it for a newer generation
+    and reads it again from its first line."""
     for e in sorted(entries, key=lambda e: -e.st.st_mtime_ns):  # the newest: this truncation's
         if ident(e.st) in taken or e.compressed or e.st.st_mtime_ns < ended.mtime_ns or \
                 not ended.fingerprint_len <= e.st.st_size < ended.offset:
@@ -58,10 +67,14 @@ def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int
             continue
         try:
             if same_head(ended, o.fd):
-                return {ident(o.st)}
+                size = o.st.st_size  # (its line number there is not counted: it is finished)
+                return position(o.st.st_dev, o.st.st_ino, o.st.st_mtime_ns,
+                                os.pread(o.fd, FINGERPRINT_BYTES, 0), tail_before(o.fd, size),
+                                size, ended.line_no, e.path, size=size, finished=True,
+                                inode_gen=o.generation())
         finally:
             os.close(o.fd)
-    return set()
+    return None
 
 
 def _begins_alike(copy: Opened, cur: Opened) -> bool:

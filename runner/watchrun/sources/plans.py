@@ -223,7 +223,9 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
             if plan.copy is not None:
                 taken.add(ident(plan.copy.st))
             else:
-                taken |= cut_short(ended, entries, taken)
+                plan.cut = cut_short(ended, entries, taken)
+                if plan.cut is not None:
+                    taken.add((plan.cut.dev, plan.cut.inode))
         before = next((e.path for e in entries if ident(e.st) == (ended.dev, ended.inode)), None)
         # while running, every generation known is finished or still open (read to its end
         # yet), but for the one truncated: what it held past the truncation is lost

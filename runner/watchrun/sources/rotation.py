@@ -70,6 +70,8 @@ class Rotation(Followed):
             plan.steps.insert(0, copy)  # read from the recorded position on
         else:
             await gen.finish(ctx, self.name)
+        if plan.cut is not None:
+            self._remember(plan.cut)
         self._remember(gen.checkpoint(at_read=True, finished=True))
         old_size, read_to = gen.seen_size, gen.pos
         gen.reset(0, 1, next_seq(ctx))

@@ -65,6 +65,8 @@ class Plan(Struct):
     at_path: bool = False
     copy: Opened | None = None
     """After a truncation: a copy holding the truncated generation (copytruncate)."""
+    cut: Checkpoint | None = None
+    """After a truncation: the copy cut short of what was read (all it holds was read)."""
     grown: list[tuple[Checkpoint, int]] = field(default_factory=list)
     """Generations released early found grown (their `gap` is in `gaps`), and their size now."""
 
