@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from watchrun.cli.parser import COMMANDS, Command, build_parser, parsers
-from watchrun.cli.stdio import std_fds, std_text
+from watchrun.cli.stdio import StdoutFailed, std_fds, std_out, std_text
 from watchrun.exitcodes import ExitStatus
 
 __all__ = ["BROKEN_PIPE", "COMMANDS", "Command", "build_parser", "main", "parse"]
@@ -162,33 +162,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (SPEC §7)."""
     std_fds()
     std_text()
+    std_out()
     args_list = list(sys.argv[1:] if argv is None else argv)
     if not args_list and not any(Path(n).is_file() for n in _candidates()):
         build_parser().print_help(sys.stderr)
         return ExitStatus.USAGE
     try:
-        with startup_gc():
-            args = parse(args_list)
-            cmd = COMMANDS[args.command]
-            failed = _find_config(cmd, args)
-            if failed is not None:
-                return failed
-            if cmd.name == "run" and args.format == "json":
-                args.log_format = "json"
-            handler = _handler(cmd.handler)
-        if handler is None:
-            print(f"watchrun: error: `{cmd.name}` is not available in this build "
-                  f"({cmd.handler.partition(':')[0]} is missing)", file=sys.stderr)
-            return ExitStatus.RUNTIME
-        return int(handler(args))
+        try:
+            return _command(args_list)
+        finally:  # (also after argparse's --help or --version, which exit)
+            sys.stdout.flush()  # here, where a failure is seen, and not at the interpreter's exit
     except BrokenPipeError:
         # The reader went away (`watchrun validate ... | head`): stop quietly, without a
         # traceback, with the status of a process killed by SIGPIPE as coreutils tools end.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _stdout_to_null()
         return BROKEN_PIPE
+    except StdoutFailed as exc:  # (`> /dev/full`): what was printed is lost, and said so
+        _stdout_to_null()
+        print(f"watchrun: error: cannot write to stdout: {exc}", file=sys.stderr)
+        return ExitStatus.RUNTIME
     except KeyboardInterrupt:
         return 130
+
+
+def _command(args_list: list[str]) -> int:
+    """Parse, find the config and run the command's handler."""
+    with startup_gc():
+        args = parse(args_list)
+        cmd = COMMANDS[args.command]
+        failed = _find_config(cmd, args)
+        if failed is not None:
+            return failed
+        if cmd.name == "run" and args.format == "json":
+            args.log_format = "json"
+        handler = _handler(cmd.handler)
+    if handler is None:
+        print(f"watchrun: error: `{cmd.name}` is not available in this build "
+              f"({cmd.handler.partition(':')[0]} is missing)", file=sys.stderr)
+        return ExitStatus.RUNTIME
+    return int(handler(args))
+
+
+def _stdout_to_null() -> None:
+    """What is still buffered for stdout goes nowhere (the interpreter's last flush would fail
+    again, and print a traceback of its own)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _candidates() -> tuple[str, ...]:

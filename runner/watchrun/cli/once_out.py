@@ -13,7 +13,7 @@ from watchrun.cli.gate_report import StopCommands
 if TYPE_CHECKING:
     from watchrun.output.logstream import LogStream
 
-__all__ = ["StdoutEcho", "close_fence", "open_fence", "say", "stdout_stream"]
+__all__ = ["StdoutEcho", "close_fence", "open_fence", "say", "stdout_failed", "stdout_stream"]
 
 
 def open_fence(fence: StopCommands | None) -> None:
@@ -47,6 +47,18 @@ def _stream_on(fd: int) -> LogStream:
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()  # anything printed before goes first
     return LogStream(fd)
+
+
+def stdout_failed() -> str | None:
+    """Once what was said is written (as long as the reader takes some, as at exit): why stdout
+    refused it, or None (it took it all, or its reader went away: `| head` chose to stop)."""
+    out = stdout_stream()
+    if out is None:
+        return None
+    from watchrun.output.logstream import EXIT_WAIT_S
+
+    out.drain(EXIT_WAIT_S)
+    return out.failed
 
 
 def say(line: str) -> None:

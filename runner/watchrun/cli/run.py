@@ -15,7 +15,7 @@ from msgspec.structs import replace
 from watchrun.cli import catch_early_stops
 from watchrun.cli.gate_report import StopCommands, in_github_actions
 from watchrun.cli.main import startup_gc
-from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence, say
+from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence, say, stdout_failed
 from watchrun.exitcodes import ExitStatus
 from watchrun.runtime.gate import Evidence
 
@@ -237,6 +237,11 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
         status = ExitStatus.RUNTIME
     if interrupted is not None:
         log.error(f"the run was interrupted by {interrupted}: exit 3", event="interrupted")
+        status = ExitStatus.RUNTIME
+    lost = stdout_failed()
+    if lost is not None:
+        log.error(f"cannot write to stdout: {lost}; what this run printed there is lost (the "
+                  "JSONL has every match)", event="stdout-failed", reason=lost)
         status = ExitStatus.RUNTIME
     if status == ExitStatus.OK and any(not v.ok for v in verdicts):
         status = ExitStatus.GATE_FAILED

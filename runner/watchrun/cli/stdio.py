@@ -1,12 +1,19 @@
-"""The process's standard streams made safe to use: descriptors 0-2 open, and text that stdout's
-or stderr's encoding cannot show written as `\\u` escapes, never an error."""
+"""The process's standard streams made safe to use: descriptors 0-2 open, text that stdout's or
+stderr's encoding cannot show written as `\\u` escapes, and a stdout that cannot be written said
+as such, never an error."""
 
 from __future__ import annotations
 
 import codecs
+import contextlib
+import io
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 ESCAPE = "watchrun.escape"
 """The codec error handler that writes what an encoding cannot show as JSON's `\\uXXXX`."""
@@ -34,6 +41,43 @@ def std_text() -> None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):  # (not a StringIO in-process)
             stream.reconfigure(errors=ESCAPE)
+
+
+class StdoutFailed(Exception):
+    """stdout refused a write for another reason than a reader that went away (that is
+    BrokenPipeError): a full disk (`> /dev/full`), an I/O error. Not an OSError, so that no
+    handler takes it for a failure of the file it was reading."""
+
+
+class _Stdout(io.FileIO):
+    """Descriptor 1, whose failed writes raise StdoutFailed."""
+
+    def write(self, data: Buffer, /) -> int:
+        try:
+            return super().write(data)
+        except (BrokenPipeError, BlockingIOError):
+            raise
+        except OSError as exc:
+            raise StdoutFailed(exc.strerror or str(exc)) from exc
+
+
+def std_out() -> None:
+    """Put sys.stdout on `_Stdout` (same encoding and buffering), so that `main` can tell a
+    write to stdout that failed from any other OSError. Only the process's own stdout: a test's
+    captured one is left as it is."""
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)  # a FileIO itself when unbuffered (PYTHONUNBUFFERED)
+    raw = buffer if isinstance(buffer, io.FileIO) else getattr(buffer, "raw", None)
+    if type(raw) is not io.FileIO or raw.fileno() != 1 or not isinstance(out, io.TextIOWrapper):
+        return
+    with contextlib.suppress(OSError):
+        out.flush()
+    mine: io.RawIOBase | io.BufferedWriter = _Stdout(1, "w", closefd=False)
+    if buffer is not raw:
+        mine = io.BufferedWriter(mine)
+    sys.stdout = io.TextIOWrapper(mine, encoding=out.encoding, errors=out.errors,
+                                  line_buffering=out.line_buffering,
+                                  write_through=out.write_through)
 
 
 def json_escape(err: UnicodeError) -> tuple[str, int]:

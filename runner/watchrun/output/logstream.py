@@ -49,6 +49,9 @@ class LogStream:
         self._writer: threading.Thread | None = None
         self._waiters: list[tuple[Any, Any]] = []  # (loop, future) of each `room()` waiting
         self._wrote_at = 0.0  # monotonic time of the writer thread's last write
+        self.failed: str | None = None
+        """Why the descriptor refused a write (not a reader that went away): from then on
+        nothing more is written, so what was written is a beginning, never one with holes."""
         try:  # a regular file takes any write whole, without waiting for a reader
             self._file = stat.S_ISREG(os.fstat(fd).st_mode)
         except OSError:
@@ -62,13 +65,16 @@ class LogStream:
     def put(self, data: bytes) -> None:
         """Write `data` (whole lines) or queue it."""
         with self._lock:
+            if self.failed is not None:
+                return
             if (not self._backlog and not self._busy and not self._dropped
                     and (self._file or (len(data) <= _STRAIGHT and self._room()))):
                 try:
                     data = data[os.write(self._fd, data):]
                 except BlockingIOError:  # the descriptor is non-blocking, and full
                     pass
-                except OSError:  # closed or broken: there is nowhere to write
+                except OSError as exc:  # closed or broken: there is nowhere to write
+                    self._refused(exc)
                     return
                 if not data:
                     return
@@ -189,9 +195,16 @@ class LogStream:
                 self._wrote_at = time.monotonic()
             except BlockingIOError:
                 select.select([], [self._fd], [], 1.0)
-            except OSError:
+            except OSError as exc:
+                with self._lock:
+                    self._refused(exc)
                 return False
         return True
+
+    def _refused(self, exc: OSError) -> None:
+        """Under the lock: a write failed; say why in `failed`, unless the reader went away."""
+        if not isinstance(exc, BrokenPipeError) and self.failed is None:
+            self.failed = exc.strerror or str(exc)
 
 
 def _resolve(waiter: Any) -> None:
