@@ -213,6 +213,13 @@ def test_bash_completes_commands_actions_and_options(tmp_path: Path) -> None:
     assert "--lines" in bash_complete(script, ["watchrun", "matches", "--l"])
     (tmp_path / "watch.yaml").write_text("")
     assert bash_complete(script, ["watchrun", "list", "-c", "watch."]) == ["watch.yaml"]
+    # -c, --output-dir and --json may come before the command (its help hides them): a file,
+    # a folder, then the commands
+    assert bash_complete(script, ["watchrun", "-c", "watch."]) == ["watch.yaml"]
+    (tmp_path / "out").mkdir()
+    assert bash_complete(script, ["watchrun", "--output-dir", "o"]) == ["out"]
+    assert bash_complete(script, ["watchrun", "-c", "watch.yaml", "va"]) == ["validate"]
+    assert "--config" in bash_complete(script, ["watchrun", "--"])
 
 
 def test_normal_commands_do_not_import_shtab(tmp_path: Path) -> None:

@@ -10,6 +10,11 @@ from watchrun.match.sanitize import edge_text
 
 __all__ = ["cmd_completion", "script"]
 
+_BEFORE = {"pre_config": "config file (as after the command)",
+           "pre_output_dir": "output dir (as after the command)",
+           "pre_json": "print JSON (as after the command)"}
+"""The options that may also come before the command, described for the completion."""
+
 
 def script(shell: str) -> str:
     """The completion script for `shell` (imports shtab: only this command pays for it)."""
@@ -20,6 +25,8 @@ def script(shell: str) -> str:
     parser = build_parser()
     for p in parsers(parser):
         for action in p._actions:
+            if action.dest in _BEFORE:  # hidden from --help, and shtab leaves out what is
+                action.help = _BEFORE[action.dest]  # hidden: `watchrun -c <TAB>` gave commands
             if action.dest in ("config", "pre_config", "junit") or action.dest == "path":
                 action.complete = shtab.FILE  # type: ignore[attr-defined]
             elif action.dest in ("output_dir", "pre_output_dir"):
