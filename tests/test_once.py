@@ -325,6 +325,32 @@ def test_a_second_once_run_counts_every_line_it_reads(tmp_path: Path, watcher: d
     assert table_row(second.out, "log")[:2] == ["log", "4" if then == "a" else "2"]
 
 
+@pytest.mark.parametrize("watcher", [{"fromStart": True}, {}])
+def test_a_generation_rotated_between_once_runs_is_read_on(tmp_path: Path,
+                                                           watcher: dict[str, Any]) -> None:
+    """A line written after a run, then rotated away before the next (`app.log` renamed to
+    `app.log.1`, a new `app.log`), is read by the next run from where the last one ended, with
+    `fromStart` too (which reads the new file whole): no run ever skips it."""
+    log = tmp_path / "app.log"
+    log.write_text("ERROR one\nINFO fine\n")
+    config = {"watchers": [{"id": "log", **watcher, "path": "app.log", "pattern": "ERROR",
+                            "gate": {"maxMatches": 0}}]}
+    assert once(tmp_path, config).rc == 1
+    with open(log, "a") as fh:
+        fh.write("ERROR lost\n")
+    log.rename(tmp_path / "app.log.1")
+    log.write_text("INFO fresh\n")
+    second = once(tmp_path, config)
+    assert second.rc == 1, second.out + second.err
+    assert table_row(second.out, "log")[:2] == ["log", "1"]
+    records = read_records(tmp_path / ".watchrun" / "watchers" / "log.jsonl")
+    assert [r["line"] for r in records if r["kind"] == "match"] == ["ERROR one", "ERROR lost"]
+    (rotate,) = [r for r in records if r["kind"] == "rotate"]
+    assert rotate["reason"] == "rename"
+    third = once(tmp_path, config)  # nothing new: the rotated generation is not read again
+    assert table_row(third.out, "log")[:2] == ["log", "0"] and third.rc == 0, third.out
+
+
 def test_a_once_run_watches_nothing_it_reads_to_the_end(tmp_path: Path) -> None:
     """Once mode reads each file to its end and stops: it asks the kernel for no change
     notification (the ready line says so), and still reads every line."""

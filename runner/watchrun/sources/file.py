@@ -53,12 +53,20 @@ class FileSource(Rotation):
                 self._close(gen, watch)
             watch.close()
 
+    @property
+    def _rereads(self) -> bool:
+        """once + fromStart: the file at the path is read whole on every run (so matches are
+        not de-duplicated after a crash); generations rotated away since the last run are read
+        on from where it ended."""
+        return self.once and self.spec.from_start
+
     async def _begin(self, ctx: SourceContext, watch: Watch) -> None:
         seen = len(self.store.problems)
         state, plan, failed = await offload(self._prepare)  # one call off the loop for both
         problems = self.store.problems[seen:]
         resumes, seq = resumable(ctx), None
-        if state is not None and state.seq is not None and resumes is not None:
+        if (state is not None and state.seq is not None and resumes is not None
+                and not self._rereads):
             recorded = await resumes.recorded(state.seq)
             if recorded.epochs or recorded.ended:  # a crash left records past the checkpoint:
                 self._recorded, self._resume_seq = recorded, state.seq  # a resume, planned
@@ -93,8 +101,6 @@ class FileSource(Rotation):
         if state is not None:
             self._history = [cp for cp in state.generations if cp.finished][-self.max_gens :]
             self._keep.saved = state  # on disk: the same state is not written again at start
-        if self.once and self.spec.from_start:
-            state = None  # once + fromStart: the whole file, on every run
         try:
             return state, self._plan(state), None
         except OSError as exc:
@@ -103,7 +109,10 @@ class FileSource(Rotation):
     def _plan(self, state: FileState | None) -> Plan:
         """Where reading starts (blocking: in a worker thread)."""
         if state is not None:
-            return plan_start(self.path, list(state.generations), self.max_gens, self._recorded)
+            plan = plan_start(self.path, list(state.generations), self.max_gens, self._recorded)
+            if self._rereads and plan.at_path:  # the file at the path whole
+                plan.steps[-1].start, plan.steps[-1].line_no = 0, 1
+            return plan
         o = open_at_path(self.path)
         if o is None:
             return Plan()
