@@ -127,7 +127,8 @@ class RunLog:
                                               "stderr was not read in time (every record is "
                                               "in the JSONL files)", None, {"count": n}))
         self._budget: dict[str, tuple[int, int]] = {}  # watcher → (second, lines echoed)
-        self._held: dict[str, int] = {}
+        self._held: dict[str, int] = {}  # watcher → matches not echoed, not yet said
+        self._due: set[str] = set()  # watchers whose held count a timer will say
 
     @property
     def stream(self) -> TextIO:
@@ -137,7 +138,7 @@ class RunLog:
         """The same log, where `source` names a `subject` (e.g. "agent") instead of a watcher."""
         view = copy.copy(self)
         view.subject = subject
-        view._budget, view._held = {}, {}
+        view._budget, view._held, view._due = {}, {}, set()
         return view
 
     def add_tap(self, tap: Tap) -> None:
@@ -193,16 +194,16 @@ class RunLog:
 
     # -- what watchers report -------------------------------------------------------------------
     def matches(self, source: str, found: Sequence[MatchInfo]) -> None:
-        """Echo matched lines, at most MATCH_LINES_PER_SECOND per watcher per second."""
+        """Echo matched lines, at most MATCH_LINES_PER_SECOND per watcher per second; the
+        number of the others is said when the second is over (its next match, its next event,
+        or a timer of the running event loop, whichever comes first)."""
         if self.quiet:
             return
-        now = int(time.monotonic())
+        clock = time.monotonic()
+        now = int(clock)
         second, used = self._budget.get(source, (now, 0))
         if second != now:
-            held = self._held.pop(source, 0)
-            if held:
-                self._emit("info", "matches-held", f"... and {held} more matches (see the JSONL)",
-                           source, {"count": held})
+            self._release(source)
             second, used = now, 0
         shown = found[: max(0, MATCH_LINES_PER_SECOND - used)]
         for m in shown:
@@ -210,11 +211,34 @@ class RunLog:
                        {"where": m.where, "line": m.line, "lineNo": m.line_no})
         if len(found) > len(shown):  # counted in bulk: no per-match work past the budget
             self._held[source] = self._held.get(source, 0) + len(found) - len(shown)
+            self._say_later(source, now + 1 - clock)
         self._budget[source] = (second, used + len(shown))
+
+    def _say_later(self, source: str, delay: float) -> None:
+        """Say the held count after `delay` s, on the running loop (none: at the watcher's
+        next match or event)."""
+        import asyncio  # (loaded by then: a command without a loop does not pay for it here)
+
+        if source in self._due:
+            return
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop().call_later(delay, self._timer, source)
+            self._due.add(source)
+
+    def _timer(self, source: str) -> None:
+        self._due.discard(source)
+        self._release(source)
+
+    def _release(self, source: str) -> None:
+        held = self._held.pop(source, 0)
+        if held:
+            self._emit("info", "matches-held", f"... and {held} more matches (see the JSONL)",
+                       source, {"count": held})
 
     def event(self, source: str, kind: str, fields: dict[str, Any]) -> None:
         """A watcher's non-match record (`start`, `rotate`, `exit`, `error`, ...), logged with
         the record's fields."""
+        self._release(source)  # (a stop, an exit: what was not echoed is said first)
         text = describe(kind, fields)
         if kind == "error":
             self.log("warning", kind, text, source, **fields)
