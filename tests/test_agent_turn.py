@@ -309,3 +309,14 @@ def test_reply_is_clipped_and_marked(tmp_path: Path) -> None:
     fin = finished(recs)
     assert len(fin["reply"]) == 64 * 1024 and fin["replyTruncated"] is True
     assert re.fullmatch("a+", fin["reply"])
+
+
+def test_prompt_record_is_clipped_to_256_kib_and_marked(tmp_path: Path) -> None:
+    """records.md: a prompt record is clipped to 256 KiB (`truncated: true`); the agent still
+    gets the whole prompt (the reply is the byte count it read)."""
+    prompt = "p" * (300 * 1024)
+    _, recs = run_turn(tmp_path, prompt, provider="generic", command=("sh", "-c", "wc -c"),
+                       limits=replace(Limits(), max_line_bytes=1 << 20))
+    (rec,) = of(recs, "prompt")
+    assert len(rec["text"]) == 256 * 1024 and rec["truncated"] is True
+    assert finished(recs)["reply"].strip() == str(len(prompt))

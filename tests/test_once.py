@@ -230,6 +230,20 @@ def test_an_unreadable_log_file_is_a_runtime_error_not_a_pass(tmp_path: Path) ->
         in r.err
 
 
+@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir])
+def test_a_gate_on_a_fifo_or_a_directory_fails_closed(tmp_path: Path, make: Any) -> None:
+    """Not a regular file at the path (config.md: a FIFO is an error, `run --once` exit 3): the
+    gate is never passed on what could not be read, and a FIFO is never waited on."""
+    make(tmp_path / "build.log")
+    r = once(tmp_path, {"watchers": [{"id": "log", "path": "build.log", "pattern": "ERROR",
+                                      "fromStart": True, "gate": {"maxMatches": 0}}]})
+    assert (r.rc, table_row(r.out, "log")[-1]) == (3, "ERROR"), r.out + r.err
+    assert f"[log] error: cannot read {tmp_path}/build.log: not a regular file\n" in r.err
+    (error,) = [x for x in read_records(tmp_path / ".watchrun" / "watchers" / "log.jsonl")
+                if x["kind"] == "error"]
+    assert str(tmp_path / "build.log") in error["message"], error
+
+
 def test_quiet_keeps_the_verdict_but_not_the_echo_and_still_fences(tmp_path: Path) -> None:
     build = gated("build", "echo '::error::from the build'; echo warning: w", "warning",
                   maxMatches=0)
@@ -349,6 +363,81 @@ def test_a_generation_rotated_between_once_runs_is_read_on(tmp_path: Path,
     assert rotate["reason"] == "rename"
     third = once(tmp_path, config)  # nothing new: the rotated generation is not read again
     assert table_row(third.out, "log")[:2] == ["log", "0"] and third.rc == 0, third.out
+
+
+def test_generations_past_max_generations_rotated_between_runs_are_a_gap(tmp_path: Path) -> None:
+    """Three rotations between two runs with `maxGenerations: 1`: the generation followed is
+    read on, then the newest rotated one and the file at the path; the one between is a `gap`
+    with its size (config.md: older unread ones are a `gap` record), never silently skipped."""
+    log = tmp_path / "app.log"
+    log.write_text("ERROR 0\n")
+    config = {"limits": {"maxGenerations": 1},
+              "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
+                            "gate": {"maxMatches": 9}}]}
+    assert once(tmp_path, config).rc == 0
+    for k in (1, 2, 3):  # as logrotate does: app.log.2 -> app.log.3, app.log -> app.log.1, ...
+        with open(log, "a") as fh:
+            fh.write(f"ERROR {k}\n")
+        for n in range(k - 1, 0, -1):
+            (tmp_path / f"app.log.{n}").rename(tmp_path / f"app.log.{n + 1}")
+        log.rename(tmp_path / "app.log.1")
+        log.write_text("")
+    log.write_text("ERROR 4\n")
+    second = once(tmp_path, config)
+    assert table_row(second.out, "log")[:2] == ["log", "3"], second.out + second.err
+    records = read_records(tmp_path / ".watchrun" / "watchers" / "log.jsonl")
+    assert [r["line"] for r in records if r["kind"] == "match"] == \
+        ["ERROR 0", "ERROR 1", "ERROR 3", "ERROR 4"]
+    (gap,) = [r for r in records if r["kind"] == "gap"]
+    assert (gap["reason"], gap["unreadBytes"]) == ("max-generations", len("ERROR 2\n")), gap
+    assert gap["message"].endswith("(limits.maxGenerations=1): app.log.2"), gap
+
+
+def test_an_environment_value_that_is_not_utf8_is_u_fffd_in_every_record(
+        tmp_path: Path) -> None:
+    """records.md: a byte that is not UTF-8 becomes U+FFFD in an environment value too (here
+    interpolated into the command, so it is in the `start` record and the matched line)."""
+    cfg = write_config(tmp_path, {"watchers": [{"id": "c", "command": ["printf", "ERROR %s\\n",
+                                                                       "${X}"],
+                                                "pattern": "ERROR", "gate": {"maxMatches": 1}}]})
+    env = {**{k.encode(): v.encode() for k, v in base_env().items()}, b"X": b"a\xffb\xed\xa0\x80c"}
+    proc = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], cwd=tmp_path,
+                          env=env, capture_output=True, timeout=TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    raw = (tmp_path / ".watchrun" / "watchers" / "c.jsonl").read_bytes()
+    records = [json.loads(line) for line in raw.decode("utf-8").splitlines()]  # strict UTF-8
+    (start,) = [r for r in records if r["kind"] == "start"]
+    (match,) = [r for r in records if r["kind"] == "match"]
+    assert "a\ufffdb" in json.dumps(start["command"], ensure_ascii=False), start
+    assert match["line"].startswith("ERROR a\ufffdb"), match
+    json.dumps(records, ensure_ascii=False).encode("utf-8")  # no lone surrogate in any string
+
+
+def test_lines_recorded_past_a_lagging_checkpoint_are_skipped_and_counted(
+        tmp_path: Path) -> None:
+    """A runner that dies after writing records and before saving its checkpoint (injected:
+    the checkpoint of the run before is put back) is followed by one that skips what was
+    recorded, writes no match twice, and counts the lines it skipped (`skippedDuplicates`,
+    `watchrun_skipped_duplicates_total`)."""
+    log, state = tmp_path / "app.log", tmp_path / ".watchrun" / "state"
+    config = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
+                            "gate": {"maxMatches": 9}}]}
+    log.write_text("ERROR 1\n")
+    assert once(tmp_path, config).rc == 0
+    lagging = (state / "app.checkpoint.json").read_bytes()
+    with open(log, "a") as fh:
+        fh.write("ERROR 2\nINFO between\nERROR 3\nINFO after\n")
+    assert once(tmp_path, config).rc == 0
+    (state / "app.checkpoint.json").write_bytes(lagging)
+    with open(log, "a") as fh:
+        fh.write("ERROR 4\n")
+    third = once(tmp_path, config)
+    assert table_row(third.out, "app")[:2] == ["app", "1"], third.out + third.err
+    records = read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+    assert [r["line"] for r in records if r["kind"] == "match"] == \
+        ["ERROR 1", "ERROR 2", "ERROR 3", "ERROR 4"]
+    status = json.loads((state / "app.status.json").read_text())
+    assert status["skippedDuplicates"] == 3  # ERROR 2 to ERROR 3: read again as far as recorded
 
 
 def test_a_once_run_watches_nothing_it_reads_to_the_end(tmp_path: Path) -> None:

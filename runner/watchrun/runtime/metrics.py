@@ -44,7 +44,7 @@ WATCHER_COUNTERS = (
      "Lines cut at maxLineBytes, matched or not (only their first maxLineBytes were matched)."),
     ("errors", "watchrun_errors", "Error records written."),
     ("skippedDuplicates", "watchrun_skipped_duplicates",
-     "Matches not recorded again after a crash (already in the JSONL)."),
+     "Lines not read again after a crash: their records were in the JSONL already."),
     ("restarts", "watchrun_restarts", "Restarts of a command watcher's command."),
     ("rotations", "watchrun_rotations", "Rotations, truncations and replacements of a file."),
     ("gaps", "watchrun_gaps", "Gaps: data that could not be read (see the gap records)."),
