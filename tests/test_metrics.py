@@ -13,6 +13,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -297,21 +298,26 @@ def test_a_live_runner_counts_across_reload_stop_and_clear(tmp_path: Path) -> No
         assert r.stop() == 0
 
 
-def test_redactions_and_lines_cut_are_counted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", ["file", "command"])
+def test_redactions_and_lines_cut_are_counted(tmp_path: Path, source: str) -> None:
     """`watchrun_redactions_total` read an attribute no counter had: it said 0 whatever was
     redacted. A line cut at `maxLineBytes` that did not match was counted nowhere, though its
-    pattern may have been in the part that was cut off."""
+    pattern may have been in the part that was cut off. A file's lines and a command's alike."""
+    text = "ERROR db password=hunter2hunter2\n" + "x" * 3000 + " ERROR late\n"
     log = tmp_path / "app.log"
     log.write_text("")
+    watcher: dict[str, Any] = {"id": "app", "path": "app.log", "pattern": "ERROR"}
+    if source == "command":
+        del watcher["path"]
+        watcher["command"] = [sys.executable, "-c", f"print({text[:-1]!r})"]
     config = write_config(tmp_path, {
-        "limits": {"maxLineBytes": "1KiB"}, "output": {"redact": True},
-        "watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+        "limits": {"maxLineBytes": "1KiB"}, "output": {"redact": True}, "watchers": [watcher]})
     port = free_port()
     r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
     try:
         r.wait_log("running")
         with open(log, "a") as fh:
-            fh.write("ERROR db password=hunter2hunter2\n" + "x" * 3000 + " ERROR late\n")
+            fh.write(text)
         m = wait_for(lambda: (s := scrape(port)).get(
             'watchrun_lines_cut_total{watcher="app"}') == 1 and s, "the cut line counted")
         assert m['watchrun_redactions_total{watcher="app"}'] == 1
