@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import threading
 from pathlib import Path
 from typing import Any
 
+import orjson
 from msgspec import Struct
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.sanitize import raw_text, sanitize
 from watchrun.output import safefs, tailfile
-from watchrun.output.jsonl import valid_unicode
+from watchrun.output.jsonl import valid_value
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 
@@ -255,8 +255,7 @@ class StatusBoard:
             if entry is None:
                 continue
             snap = self.snapshot(entry)
-            text = valid_unicode(json.dumps(snap, ensure_ascii=False, indent=1))
-            files.append((self.dir / f"{wid}.status.json", text.encode() + b"\n"))
+            files.append((self.dir / f"{wid}.status.json", _snapshot_json(snap)))
             tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
             lines = [sanitize(raw_text(b), None)[0] for b in tail]
             if entry.pipeline.redactor is not None:  # `output.redact`: the tail too
@@ -284,3 +283,14 @@ class StatusBoard:
                     continue  # status is best effort; records and checkpoints must not be lost
                 with self._lock:
                     self._stored[path] = gen
+
+
+def _snapshot_json(snap: dict[str, Any]) -> bytes:
+    """A snapshot file's bytes: indented JSON in valid UTF-8 (orjson: the stdlib's indenting
+    encoder is pure Python, see docs/decisions.md); a lone surrogate (a byte of a file name or
+    an environment value that is not UTF-8) becomes U+FFFD."""
+    opts = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    try:
+        return orjson.dumps(snap, option=opts)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(valid_value(snap), option=opts)
