@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -242,6 +244,35 @@ def test_a_gate_on_a_fifo_or_a_directory_fails_closed(tmp_path: Path, make: Any)
     (error,) = [x for x in read_records(tmp_path / ".watchrun" / "watchers" / "log.jsonl")
                 if x["kind"] == "error"]
     assert str(tmp_path / "build.log") in error["message"], error
+
+
+def test_a_log_the_runner_may_not_read_is_exit_3() -> None:
+    """EACCES (README: a log file that is missing or unreadable is exit 3): a runner run as
+    uid 65534 (`setpriv`), gated on a root-owned log of mode 0600, fails the gate closed."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run the runner as nobody")
+    base = Path(tempfile.mkdtemp(prefix="watchrun-eacces-"))
+    try:
+        base.chmod(0o755)
+        (base / "app.log").write_text("ERROR hidden\n")
+        (base / "app.log").chmod(0o600)
+        (base / "home").mkdir()
+        os.chown(base / "home", 65534, 65534)
+        cfg = write_config(base, {"watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
+                                                "fromStart": True, "gate": {"maxMatches": 0}}]})
+        proc = subprocess.run(
+            [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", watchrun_bin(), "run",
+             "--once", "-c", str(cfg), "--output-dir", str(base / "home" / "out")],
+            cwd=base, env=base_env(HOME=str(base / "home")), capture_output=True, text=True,
+            timeout=TIMEOUT_S, check=False)
+        if "ModuleNotFoundError" in proc.stderr or "Permission denied" in proc.stderr[:200]:
+            pytest.skip(f"watchrun cannot run as nobody here: {proc.stderr[-200:]}")
+        assert (proc.returncode, table_row(proc.stdout, "log")[-1]) == (3, "ERROR"), \
+            proc.stdout + proc.stderr
+        assert f"[log] error: cannot read {base}/app.log: Permission denied" in proc.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_quiet_keeps_the_verdict_but_not_the_echo_and_still_fences(tmp_path: Path) -> None:
