@@ -28,9 +28,32 @@ def record_validator() -> Draft202012Validator:
     return Draft202012Validator(schema, format_checker=FormatChecker())
 
 
+@functools.cache
+def _kind_validators() -> dict[str, Draft202012Validator]:
+    """For each kind, the schema as it applies to a record of that kind: the common part and
+    that kind's `then`. The schema's `allOf` is one `if: kind == K, then: ...` per kind, so the
+    other kinds' clauses hold vacuously; checking them all made a record cost ~1.6 ms (a test
+    of 12 000 records spent 19 s here). Built only when every clause has exactly that shape."""
+    schema = record_validator().schema
+    out: dict[str, Draft202012Validator] = {}
+    for clause in schema["allOf"]:
+        cond = clause.get("if", {})
+        kind = cond.get("properties", {}).get("kind", {}).get("const")
+        if (set(clause) != {"if", "then"} or set(cond) != {"properties", "required"}
+                or set(cond["properties"]) != {"kind"} or cond["required"] != ["kind"]
+                or not isinstance(kind, str) or kind in out):
+            return {}
+        one = {k: v for k, v in schema.items() if k != "allOf"} | {"allOf": [clause["then"]]}
+        out[kind] = Draft202012Validator(one, format_checker=FormatChecker())
+    return out
+
+
 def record_errors(rec: Any) -> list[str]:
     """Schema violations of one parsed record, each as `json.path: message`."""
-    errors = sorted(record_validator().iter_errors(rec), key=lambda e: list(e.path))
+    kind = rec.get("kind") if isinstance(rec, dict) else None
+    validator = _kind_validators().get(kind) if isinstance(kind, str) else None
+    errors = sorted((validator or record_validator()).iter_errors(rec),
+                    key=lambda e: list(e.path))
     return [f"{e.json_path}: {e.message}" for e in errors]
 
 
