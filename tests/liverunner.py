@@ -37,6 +37,17 @@ def wait_for(cond: Callable[[], Any], what: str, timeout: float = DEADLINE_S) ->
         time.sleep(0.02)
 
 
+def as_nobody() -> list[str]:
+    """The argv prefix that runs a program as uid and gid 65534 (`setpriv`); the calling test
+    is skipped unless it runs as root where setpriv is installed."""
+    import pytest
+
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run a child as nobody")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
 def write_config(folder: Path, config: dict[str, Any], name: str = "watch.yaml") -> Path:
     path = folder / name
     path.write_text(yaml.safe_dump(config, sort_keys=False))

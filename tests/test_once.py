@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import read_records, wait_for, watchrun_bin, write_config
+from liverunner import as_nobody, read_records, wait_for, watchrun_bin, write_config
 
 PY, TIMEOUT_S = sys.executable, 60
 
@@ -57,6 +57,12 @@ def gated(cid: str, command: str | list[str], pattern: str, **gate: Any) -> dict
 def table_row(out: str, wid: str) -> list[str]:
     (row,) = [ln.split() for ln in out.splitlines() if ln.split()[:1] == [wid]]
     return row
+
+
+def records_and_lines(folder: Path, wid: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """A watcher's records in `folder`'s output dir, and the lines of its matches."""
+    records = read_records(folder / ".watchrun" / "watchers" / f"{wid}.jsonl")
+    return records, [r["line"] for r in records if r["kind"] == "match"]
 
 
 # How the GitHub Actions runner reads output (actions/runner ActionCommand, ActionCommandManager):
@@ -249,9 +255,7 @@ def test_a_gate_on_a_fifo_or_a_directory_fails_closed(tmp_path: Path, make: Any)
 def test_a_log_the_runner_may_not_read_is_exit_3() -> None:
     """EACCES (README: a log file that is missing or unreadable is exit 3): a runner run as
     uid 65534 (`setpriv`), gated on a root-owned log of mode 0600, fails the gate closed."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        pytest.skip("needs root and setpriv to run the runner as nobody")
+    nobody = as_nobody()
     base = Path(tempfile.mkdtemp(prefix="watchrun-eacces-"))
     try:
         base.chmod(0o755)
@@ -262,8 +266,8 @@ def test_a_log_the_runner_may_not_read_is_exit_3() -> None:
         cfg = write_config(base, {"watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
                                                 "fromStart": True, "gate": {"maxMatches": 0}}]})
         proc = subprocess.run(
-            [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", watchrun_bin(), "run",
-             "--once", "-c", str(cfg), "--output-dir", str(base / "home" / "out")],
+            [*nobody, watchrun_bin(), "run", "--once", "-c", str(cfg), "--output-dir",
+             str(base / "home" / "out")],
             cwd=base, env=base_env(HOME=str(base / "home")), capture_output=True, text=True,
             timeout=TIMEOUT_S, check=False)
         if "ModuleNotFoundError" in proc.stderr or "Permission denied" in proc.stderr[:200]:
@@ -388,8 +392,8 @@ def test_a_generation_rotated_between_once_runs_is_read_on(tmp_path: Path,
     second = once(tmp_path, config)
     assert second.rc == 1, second.out + second.err
     assert table_row(second.out, "log")[:2] == ["log", "1"]
-    records = read_records(tmp_path / ".watchrun" / "watchers" / "log.jsonl")
-    assert [r["line"] for r in records if r["kind"] == "match"] == ["ERROR one", "ERROR lost"]
+    records, lines = records_and_lines(tmp_path, "log")
+    assert lines == ["ERROR one", "ERROR lost"]
     (rotate,) = [r for r in records if r["kind"] == "rotate"]
     assert rotate["reason"] == "rename"
     third = once(tmp_path, config)  # nothing new: the rotated generation is not read again
@@ -416,9 +420,8 @@ def test_generations_past_max_generations_rotated_between_runs_are_a_gap(tmp_pat
     log.write_text("ERROR 4\n")
     second = once(tmp_path, config)
     assert table_row(second.out, "log")[:2] == ["log", "3"], second.out + second.err
-    records = read_records(tmp_path / ".watchrun" / "watchers" / "log.jsonl")
-    assert [r["line"] for r in records if r["kind"] == "match"] == \
-        ["ERROR 0", "ERROR 1", "ERROR 3", "ERROR 4"]
+    records, lines = records_and_lines(tmp_path, "log")
+    assert lines == ["ERROR 0", "ERROR 1", "ERROR 3", "ERROR 4"]
     (gap,) = [r for r in records if r["kind"] == "gap"]
     assert (gap["reason"], gap["unreadBytes"]) == ("max-generations", len("ERROR 2\n")), gap
     assert gap["message"].endswith("(limits.maxGenerations=1): app.log.2"), gap
@@ -464,9 +467,7 @@ def test_lines_recorded_past_a_lagging_checkpoint_are_skipped_and_counted(
         fh.write("ERROR 4\n")
     third = once(tmp_path, config)
     assert table_row(third.out, "app")[:2] == ["app", "1"], third.out + third.err
-    records = read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
-    assert [r["line"] for r in records if r["kind"] == "match"] == \
-        ["ERROR 1", "ERROR 2", "ERROR 3", "ERROR 4"]
+    assert records_and_lines(tmp_path, "app")[1] == ["ERROR 1", "ERROR 2", "ERROR 3", "ERROR 4"]
     status = json.loads((state / "app.status.json").read_text())
     assert status["skippedDuplicates"] == 3  # ERROR 2 to ERROR 3: read again as far as recorded
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from liverunner import watchrun_bin, write_config
+from liverunner import as_nobody, watchrun_bin, write_config
 
 from watchrun.output import safefs
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
@@ -349,9 +349,7 @@ for name in ("link", "rootfile", "fine"):
 
 def test_as_nobody_symlinks_and_foreign_files_are_refused() -> None:
     """The checks hold for an unprivileged runner too (a child run as uid 65534)."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        pytest.skip("needs root and setpriv to run a child as nobody")
+    nobody = as_nobody()
     base = Path(tempfile.mkdtemp(prefix="watchrun-nobody-"))
     try:
         base.chmod(0o755)
@@ -366,8 +364,7 @@ def test_as_nobody_symlinks_and_foreign_files_are_refused() -> None:
         rootfile = out / "watchers" / "rootfile.jsonl"  # root's file in nobody's dir, that
         rootfile.write_bytes(b"")  # nobody could write: refused as someone else's file
         rootfile.chmod(0o666)
-        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-               "-c", NOBODY_CHILD, str(out)]
+        cmd = [*nobody, sys.executable, "-c", NOBODY_CHILD, str(out)]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False,
                              cwd="/")
         if res.returncode != 0 and "ModuleNotFoundError" in res.stderr:
