@@ -354,6 +354,23 @@ TestGenerationsPoll = PollGenerationsModel.TestCase
 TestGenerationsPoll.settings = GENERATIONS
 
 
+def test_a_copy_with_a_deleted_files_inode_number_is_not_read_twice_after_a_crash() -> None:
+    """The steps the generations model found (CI, 2026-12-04): after a delete and recreate,
+    a copytruncate while down made a copy that got the deleted file's inode number (ext4), and
+    a crash after it was read made the next start record its line again."""
+    m = PollGenerationsModel()
+    try:
+        for times in (2, 1, 3):
+            m.copytruncate_while_down(k=1, times=times)
+        m.delete_recreate(k=0, settle=False)
+        m.copytruncate_while_down(k=1, times=1)
+        m.crash(k=1, rotate=False)
+        m.every_complete_line_exactly_once_in_order()
+        m.no_loss_is_claimed()
+    finally:
+        m.teardown()
+
+
 def test_a_rotation_announced_before_a_crash_is_not_announced_again() -> None:
     """A checkpoint saved while a new generation's `rotate` record was still to be written,
     then that record and a line written, then a crash: the next start writes no second

@@ -91,3 +91,21 @@ def test_records_past_a_checkpoint_stand_only_for_the_generation_they_name(
     recorded = Recorded({8: [Epoch(), Epoch(5, Mark(40, "L2", 2), recorded_gen)]})
     marks = recorded.marks(8, opened_gen, None, renewed=True)
     assert marks == ([Mark(40, "L2", 2)] if skipped else [])
+
+
+def test_a_copy_given_a_deleted_generations_inode_number_keeps_its_records() -> None:
+    """A copytruncate copy got the inode number of a generation deleted before it (ext4 hands
+    it out again); its records follow the last `rotate` record into that number, which names
+    the deleted generation's number. After a crash its checkpoint (since = that record's seq)
+    still finds them, so its lines are not recorded twice (found by the generations model:
+    the copy's first line came twice)."""
+    from watchrun.sources.identity import Checkpoint
+
+    recorded = Recorded({8: [Epoch(), Epoch(5, Mark(0, "L14", 1), 41)]})
+    copy = Checkpoint(dev=1, inode=8, fingerprint="", offset=0, line_no=1, path="app.log.9",
+                      fingerprint_len=0, size=4, seq=3, since=5, inode_gen=42)
+    assert recorded.last(copy) == Mark(0, "L14", 1)
+    assert recorded.marks(8, 42, copy, renewed=False) == [Mark(0, "L14", 1)]
+    other = Checkpoint(dev=1, inode=8, fingerprint="", offset=0, line_no=1, path="app.log",
+                       fingerprint_len=0, size=4, seq=3, since=0, inode_gen=42)
+    assert recorded.last(other) is None  # a generation of its own: nothing recorded of it

@@ -168,11 +168,16 @@ class Recorded(Struct):
 
     def last(self, cp: Checkpoint) -> Mark | None:
         """The last line recorded from the checkpointed generation `cp` past its checkpoint."""
-        of = [e for e in self.epochs.get(cp.inode, []) if _may_be(e, cp.inode_gen)]
+        every = self.epochs.get(cp.inode, [])
+        of = [e for e in every if _may_be(e, cp.inode_gen)]
         if cp.announce:  # its records follow the next `rotate` record into its inode
             found = [e.mark for e in of if e.since >= (cp.seq or 0) and e.since > 0][:1]
-        else:  # those after its own `rotate` record, or before any (one older than these)
-            found = [e.mark for e in of if e.since == cp.since] or [e.mark for e in of[:1]]
+        else:  # those after the `rotate` record it follows, or before any (one older than
+            # these); the record it follows by its seq, whatever generation number it names:
+            # a copy's records follow the last one into its inode number, which may have been
+            # another generation's (a deleted one's number given to the copy)
+            found = [e.mark for e in every if cp.since and e.since == cp.since] or \
+                [e.mark for e in of if e.since == cp.since] or [e.mark for e in of[:1]]
         return found[0] if found and found[0].offset >= 0 else None
 
     def began(self, inode: int) -> int:
