@@ -247,6 +247,7 @@ def test_a_gate_on_a_fifo_or_a_directory_fails_closed(tmp_path: Path, make: Any)
                                       "fromStart": True, "gate": {"maxMatches": 0}}]})
     assert (r.rc, table_row(r.out, "log")[-1]) == (3, "ERROR"), r.out + r.err
     assert f"[log] error: cannot read {tmp_path}/build.log: not a regular file\n" in r.err
+    assert "(not opened yet)" in r.err and "not there" not in r.err  # it is there
     (error,) = [x for x in read_records(tmp_path / ".watchrun" / "watchers" / "log.jsonl")
                 if x["kind"] == "error"]
     assert str(tmp_path / "build.log") in error["message"], error

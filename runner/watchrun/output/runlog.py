@@ -253,7 +253,9 @@ def describe(kind: str, f: dict[str, Any]) -> str:
     if kind == "start":
         if f.get("pid") is not None:
             return f"started run {f.get('run')} (pid {f['pid']})"
-        return f"following {f.get('path')}" + (" (not there yet)" if f.get("inode") is None else "")
+        # inode null: missing (waited for), or not readable (its error record comes next)
+        return f"following {f.get('path')}" + (" (not opened yet)" if f.get("inode") is None
+                                                else "")
     if kind == "rotate":
         return f"{f.get('path')} rotated ({f.get('reason')})"
     if kind == "exit":
