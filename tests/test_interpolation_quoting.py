@@ -150,6 +150,7 @@ def test_dollar_dollar_stays_a_literal_dollar() -> None:
         (["nice", "-n", "5", "sh", "-c", "s"], 5), (["sh", "-o", "errexit", "-c", "s"], 4),
         (["sh", "-c", "-o", "errexit", "s"], 4), (["bash", "--rcfile", "f", "-c", "s"], 4),
         (["sh", "-o", "errexit", "script.sh"], None), (["sh", "--", "-c"], None),
+        (["busybox", "sh", "-c", "s"], 3), (["sudo", "-u", "x", "bash", "-lc", "s"], 5),
     ],
 )
 def test_script_index(argv: list[str], index: int | None) -> None:
