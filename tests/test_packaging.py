@@ -158,9 +158,9 @@ def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copy(wheel, house)
     run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", house, house / wheel.name)
     env = tmp_path_factory.mktemp("fresh") / "venv"
-    venv.EnvBuilder(with_pip=True).create(env)
-    run(env / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-index",
-        "--find-links", house, "watchrun")
+    venv.EnvBuilder(with_pip=False).create(env)  # this pip installs into it (no 6 s ensurepip)
+    run(sys.executable, "-m", "pip", "--python", env / "bin" / "python", "install", "--quiet",
+        "--no-index", "--find-links", house, "watchrun")
     return env / "bin"
 
 

@@ -189,6 +189,31 @@ def test_a_once_run_of_a_file_watcher_imports_only_what_it_uses(tmp_path: Path) 
         assert absent not in second, f"{absent} imported by a once run of a file watcher"
 
 
+@pytest.mark.parametrize("argv", [["list"], ["status", "app", "--json"], ["agent", "list"]],
+                         ids=["list", "status", "agent-list"])
+def test_the_commands_that_read_the_config_use_the_cache_too(tmp_path: Path,
+                                                            argv: list[str]) -> None:
+    """README "Start-up caches": `list`, `status` and the agent views read the config to find
+    the output dir; on an unchanged config the second call validates nothing (no jsonschema,
+    no YAML) and prints the same."""
+    (tmp_path / "w.yaml").write_text(json.dumps({"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]}))
+    probe = (
+        "import sys, runpy\n"
+        f"sys.argv = ['watchrun', *{argv!r}, '-c', 'w.yaml']\n"
+        "try:\n    runpy.run_module('watchrun', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    env = {**os.environ, "WATCHRUN_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, check=True) for _ in range(2)]
+    (first, second) = (set(r.stderr.split("\n")[-2].split()) for r in runs)
+    assert "jsonschema" in first and "yaml" in first
+    assert "jsonschema" not in second and "yaml" not in second
+    assert runs[0].stdout == runs[1].stdout and runs[1].stdout
+
+
 def test_the_guardian_starts_with_the_first_child_not_with_the_runner() -> None:
     """A runner of files only starts no guardian process; one that spawns starts it first."""
     import asyncio

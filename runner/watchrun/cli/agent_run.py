@@ -83,7 +83,8 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
     interrupted, 2 for a config error or an unknown agent, 3 when it cannot run at all (another
     process, `agent run` or a runner, writing the agent's records among the reasons)."""
     out = Out.for_args(args)
-    loaded = load_config([Path(p) for p in args.config], output_dir=args.output_dir)
+    loaded = load_config([Path(p) for p in args.config], output_dir=args.output_dir,
+                         cache=True)
     if loaded.config is None:
         return config_failed(out, loaded.diagnostics)
     for d in loaded.diagnostics:

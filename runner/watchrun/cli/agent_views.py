@@ -68,7 +68,7 @@ def _where(args: argparse.Namespace, out: Out) -> tuple[Path, dict[str, AgentRef
         return root, {n: AgentRef(n, _provider(root, n)) for n in found if _valid_id(n)}
     from watchrun.config import load_config
 
-    result = load_config(configs, output_dir=output_dir)
+    result = load_config(configs, output_dir=output_dir, cache=True)
     if result.config is None:
         raise _ConfigInvalid(config_failed(out, result.diagnostics))
     agents = {a.name: AgentRef(a.name, a.provider, str(a.cwd)) for a in result.config.agents}

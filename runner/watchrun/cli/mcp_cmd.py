@@ -18,7 +18,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     paths = [Path(p) for p in args.config or []]
     if paths:
-        result = load_config(paths, output_dir=args.output_dir)
+        result = load_config(paths, output_dir=args.output_dir, cache=True)
         if result.config is None:
             return config_failed(out, result.diagnostics)
         config = result.config

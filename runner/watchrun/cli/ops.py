@@ -34,7 +34,7 @@ def resolve(args: argparse.Namespace, out: Out) -> Where | int:
     paths: list[Path] = list(getattr(args, "config", None) or [])
     if not paths:
         return Where(args.output_dir, DEFAULT_MATCH_LINES)
-    result = load_config(paths, output_dir=args.output_dir)
+    result = load_config(paths, output_dir=args.output_dir, cache=True)
     if result.config is None:
         return config_failed(out, result.diagnostics)
     cfg = result.config
