@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from watchrun.agents.clean import clean_record
 from watchrun.agents.providers import KINDS, Adapter, Observation, Usage
-from watchrun.agents.recorder import clean_record
 
 FIXTURES = Path(__file__).parent / "fixtures" / "providers"
 

@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from watchrun.agents.clean import FIELD_BYTES, clean_record, unreserved
 from watchrun.agents.providers import Observation, make_adapter
-from watchrun.agents.recorder import FIELD_BYTES, clean_record, unreserved
 from watchrun.agents.tally import Tally, turn_error, turn_outcome
 from watchrun.output.records import format_cursor, iter_records
 from watchrun.output.sink import JsonlSink

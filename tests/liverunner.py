@@ -138,7 +138,7 @@ class LiveRunner:
 
     def control(self, payload: dict[str, Any]) -> dict[str, Any]:
         """One request on the live runner's control socket."""
-        from watchrun.runtime.control import request
+        from watchrun.runtime.client import request
 
         return request(self.out / "control.sock", payload, timeout=DEADLINE_S)
 

@@ -7,10 +7,10 @@ import json
 import pytest
 from adapter_replay import Replay, replay, replay_lines
 
+from watchrun.agents.clean import clean_record
 from watchrun.agents.providers import Usage, UsageTracker
 from watchrun.agents.providers.claude import ClaudeAdapter
 from watchrun.agents.providers.mock import MockAdapter
-from watchrun.agents.recorder import clean_record
 
 
 def run(name: str, tracker: UsageTracker | None = None) -> Replay:

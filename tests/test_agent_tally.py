@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from watchrun.agents.answer import REPLY_CHARS, AnswerTracker
-from watchrun.agents.recorder import clean_record, clean_text, unreserved
+from watchrun.agents.clean import clean_record, clean_text, unreserved
 from watchrun.agents.tally import Tally, turn_error, turn_outcome
 
 Lines = list[tuple[str, dict[str, Any]]]

@@ -16,7 +16,8 @@ import pytest
 
 import watchrun.runtime.control as control
 from watchrun.output.runlog import RunLog
-from watchrun.runtime.control import ControlServer, is_live, request
+from watchrun.runtime.client import is_live, request
+from watchrun.runtime.control import ControlServer
 from watchrun.runtime.sdnotify import SdNotify
 
 

@@ -18,7 +18,8 @@ import pytest
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
 
 from watchrun.runtime import control
-from watchrun.runtime.control import ControlServer, request
+from watchrun.runtime.client import request
+from watchrun.runtime.control import ControlServer
 
 MAX_PATTERN = MAX_EXCLUDE = 16 * 1024
 MAX_LABEL = 1024

@@ -23,8 +23,8 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from watchrun.agents.clean import clean_record, unreserved
 from watchrun.agents.providers import PROVIDERS, make_adapter
-from watchrun.agents.recorder import clean_record, unreserved
 from watchrun.agents.tally import Tally
 from watchrun.config import load_config
 from watchrun.match.framing import LineFramer

@@ -18,7 +18,7 @@ import pytest
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
 from mcpclient import alive, mcp_session
 
-from watchrun.runtime.control import request
+from watchrun.runtime.client import request
 
 MAX_LINE = 4 << 20
 

@@ -195,7 +195,7 @@ def test_the_commands_that_read_the_config_use_the_cache_too(tmp_path: Path,
                                                             argv: list[str]) -> None:
     """README "Start-up caches": `list`, `status` and the agent views read the config to find
     the output dir; on an unchanged config the second call validates nothing (no jsonschema,
-    no YAML) and prints the same."""
+    no YAML) and prints the same, and none of them loads asyncio."""
     (tmp_path / "w.yaml").write_text(json.dumps({"watchers": [
         {"id": "app", "path": "app.log", "pattern": "ERROR"}]}))
     probe = (
@@ -211,6 +211,7 @@ def test_the_commands_that_read_the_config_use_the_cache_too(tmp_path: Path,
     (first, second) = (set(r.stderr.split("\n")[-2].split()) for r in runs)
     assert "jsonschema" in first and "yaml" in first
     assert "jsonschema" not in second and "yaml" not in second
+    assert "asyncio" not in second  # the control socket's client blocks: no event loop
     assert runs[0].stdout == runs[1].stdout and runs[1].stdout
 
 

@@ -16,7 +16,7 @@ from agentrecords import AgentLog, claude_init
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watchrun.runtime.control import request
+from watchrun.runtime.client import request
 from watchrun.tui import feed as feed_mod
 from watchrun.tui.feed import Feed
 from watchrun.tui.model import Row, Unreported, chips, format_match, row_cells

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from msgspec import Struct, field
 
+from watchrun.agents.clean import clean_text
 from watchrun.agents.prompt import Delivery, format_matches, render_prompt, render_turn_prompt
-from watchrun.agents.recorder import clean_text
 from watchrun.agents.state import AgentState, PlanStep, StepOutcome
 from watchrun.agents.turn import PROMPT_BYTES
 from watchrun.clock import Clock

@@ -1,94 +1,25 @@
-"""An agent's record stream: the one place its text is cleaned, ordered retrying writes, and
-its opening as the only writer, with its history read back (`agents/history.py`)."""
+"""An agent's record stream: every record cleaned (`agents/clean.py`), ordered retrying writes,
+and its opening as the only writer, with its history read back (`agents/history.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
-import math
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from watchrun.agents.clean import FIELD_BYTES, clean_record
 from watchrun.agents.history import History, read_history, settle_history
 from watchrun.agents.streamlock import StreamLock
 from watchrun.clock import Clock
 from watchrun.config.model import OutputSpec
-from watchrun.match.sanitize import clip, sanitize
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.output.writer import CLOSE_WRITE_S, AsyncWriter
 
-__all__ = ["FIELD_BYTES", "Recorder", "clean_record", "clean_text", "open_recorder", "unreserved"]
-
-FIELD_BYTES = 64 * 1024
-"""Default clip of one string field (the runner passes limits.maxLineBytes)."""
-_C1 = dict.fromkeys(range(0x80, 0xA0))
-_HAS_C1 = re.compile("[\x80-\x9f]")
-_RESERVED = frozenset({"schema", "seq", "cursor", "ts", "kind", "turnId"})
-
-
-def unreserved(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """Adapter fields with the names the record envelope (and `turnId`) owns renamed
-    `provider_<name>`, so a provider field can never forge them."""
-    return {(f"provider_{k}" if k in _RESERVED else k): v for k, v in fields.items()}
-
-
-def clean_text(text: str, max_bytes: int | None) -> tuple[str, bool]:
-    """Text parsed out of a protocol line (or read from a pipe) made safe (SPEC §6).
-
-    C1 controls are removed one by one *before* the escape rules run: a decoded U+009D is common
-    mojibake (`â€\u009d` is a mis-decoded right quote) and must not start an OSC string that
-    eats the rest of the text. Every other rule is `sanitize`'s: 7-bit ESC sequences, C0
-    controls, DEL, `\r` rewrites, clipping on a UTF-8 boundary.
-    """
-    if _HAS_C1.search(text) is not None:
-        text = text.translate(_C1)
-    return sanitize(text, max_bytes)
-
-
-def _clean(value: Any, max_bytes: int | None) -> tuple[Any, bool]:
-    if isinstance(value, str):
-        return clean_text(value, max_bytes)
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        cut = False
-        for key, item in value.items():
-            name = clean_text(str(key), max_bytes)[0]
-            out[name], one = _clean(item, max_bytes)
-            cut = cut or one
-        return out, cut
-    if isinstance(value, list | tuple):
-        items = [_clean(item, max_bytes) for item in value]
-        return [v for v, _ in items], any(c for _, c in items)
-    if isinstance(value, float) and not math.isfinite(value):  # json.loads accepts NaN
-        return str(value), False
-    return value, False
-
-
-def clean_record(kind: str, fields: Mapping[str, Any], max_bytes: int | None
-                 ) -> dict[str, Any]:
-    """A record's fields as they may be written: every string (keys too, at any depth) cleaned
-    by `clean_text` and clipped to `max_bytes` (then `truncated: true`). Two fields keep what
-    the agent printed, JSON-escaped on disk and shown only on request: a terminal line's `raw`
-    (dropped when cleaning changed nothing but a line-ending `\r`) and a `raw` record's
-    `value` (a protocol line that could not be parsed)."""
-    out: dict[str, Any] = {}
-    cut = False
-    for key, value in fields.items():
-        if isinstance(value, str) and (key == "raw" or (kind == "raw" and key == "value")):
-            out[key] = value if max_bytes is None else clip(value, max_bytes)[0]
-            continue
-        out[clean_text(str(key), None)[0]], one = _clean(value, max_bytes)
-        cut = cut or one
-    if isinstance(out.get("raw"), str) and out["raw"].removesuffix("\r") == out.get("text"):
-        del out["raw"]
-    if cut:
-        out.setdefault("truncated", True)
-    return out
-
+__all__ = ["Recorder", "open_recorder"]
 
 class Recorder:
     """An agent's JSONL stream: every record's text is cleaned here (`clean_record`), so no

@@ -8,9 +8,10 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from watchrun.agents.clean import clean_text
 from watchrun.agents.prompt import PROMPT_TOKEN, render_command
 from watchrun.agents.providers.usage import UsageTracker
-from watchrun.agents.recorder import Recorder, clean_text
+from watchrun.agents.recorder import Recorder
 from watchrun.agents.tally import REPLY_BYTES, TurnResult, turn_error, turn_outcome
 from watchrun.agents.turn_output import TurnOutput
 from watchrun.clock import Clock

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from watchrun.agents.clean import clean_text, unreserved
 from watchrun.agents.providers import Observation, make_adapter
 from watchrun.agents.providers.base import PREVIEW_CHARS
 from watchrun.agents.providers.usage import UsageTracker
-from watchrun.agents.recorder import Recorder, clean_text, unreserved
+from watchrun.agents.recorder import Recorder
 from watchrun.agents.tally import Tally
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits

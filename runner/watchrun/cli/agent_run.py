@@ -39,7 +39,7 @@ def _error(message: str) -> None:
 
 
 def _live(layout: OutputLayout) -> bool:
-    from watchrun.runtime.control import is_live
+    from watchrun.runtime.client import is_live
 
     return is_live(layout.control_socket)  # any path length (AF_UNIX limit)
 

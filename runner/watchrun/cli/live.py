@@ -27,7 +27,7 @@ def _err(text: str) -> None:
 def live_statuses(root: Path) -> list[dict[str, Any]] | None:
     """The live runner's `list` (origin, status, pid, uptime, restarts, last error, counts),
     or None when no runner answers on the output dir (the snapshots are read then)."""
-    from watchrun.runtime.control import request
+    from watchrun.runtime.client import request
 
     try:
         reply = request(root / "control.sock", {"cmd": "list"}, timeout=LIST_TIMEOUT_S)

@@ -163,7 +163,7 @@ class Unanswered(Exception):
 def _ask(root: Path, payload: dict[str, Any]) -> dict[str, Any] | None:
     """The live runner's reply, or None when nothing listens on the output dir's socket;
     Unanswered when a runner was connected but gave no reply."""
-    from watchrun.runtime.control import NotListening, request
+    from watchrun.runtime.client import NotListening, request
 
     try:
         return request(root / "control.sock", payload)

@@ -62,7 +62,7 @@ def _absolute(path: str) -> str:
 
 
 def _send(root: Path, payload: dict[str, Any], out: Out, wid: str) -> int:
-    from watchrun.runtime.control import request
+    from watchrun.runtime.client import request
 
     try:
         reply = request(root / "control.sock", payload)

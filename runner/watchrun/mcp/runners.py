@@ -19,7 +19,7 @@ from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
 from watchrun.process.tree import become_subreaper
-from watchrun.runtime.control import is_live, request
+from watchrun.runtime.client import is_live, request
 from watchrun.runtime.supervisor import StartupError, Supervisor
 
 __all__ = ["LiveRunner", "NoRunner", "Runner", "Runners", "SessionRunner", "StartFailed"]

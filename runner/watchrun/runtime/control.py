@@ -19,11 +19,13 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # (the screen imports this module: at run time it needs no other layer)
+from watchrun.runtime.client import is_live, unix_address
+
+if TYPE_CHECKING:
     from watchrun.output.runlog import RunLog
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -38,41 +40,16 @@ BUSY_READ_S = 1.0
 """A client past MAX_CLIENTS has this long to send its request before it is told `busy`."""
 PRESSURE_LOG_S = 60.0
 """Running out of descriptors on accept is logged at most this often."""
-_SUN_PATH = 107  # bytes of an AF_UNIX path, without the terminating NUL
 _PEERCRED = struct.Struct("3i")
 _SHORT_OF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-_NOBODY = {errno.ENOENT, errno.ECONNREFUSED}
 PEER_PID: contextvars.ContextVar[int | None] = contextvars.ContextVar("PEER_PID", default=None)
 """While a handler runs: the pid of the process that sent the request (SO_PEERCRED)."""
-
-
-class NotListening(ConnectionError):
-    """Nothing listens on the control socket (no such file, or connection refused): no live
-    runner."""
-
-
-class NoReply(OSError):
-    """A runner was there, but no complete reply came back (reset, closed, timed out)."""
 
 
 class _Refused(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
-
-
-@contextlib.contextmanager
-def unix_address(path: Path) -> Iterator[str]:
-    """An address for `path` that fits AF_UNIX: the path itself, or (too long) the same file
-    through a descriptor of its directory, /proc/self/fd/N/NAME, valid inside the block."""
-    if len(os.fsencode(path)) <= _SUN_PATH:
-        yield str(path)
-        return
-    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)
 
 
 class ControlServer:
@@ -251,43 +228,3 @@ def _depth(value: Any) -> int:
 
 def _fail(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code, "message": message}}
-
-
-def is_live(path: Path) -> bool:
-    """Whether a runner answers on the control socket `path`."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        try:
-            with unix_address(path) as addr:
-                s.connect(addr)
-        except OSError:
-            return False
-    return True
-
-
-def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-    """Send one request to a live runner. Raises NotListening (a ConnectionError) when nothing
-    listens on `path`; NoReply (an OSError, not a ConnectionError) when one was connected but
-    no complete reply came back; ValueError when the reply is not JSON."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        try:
-            with unix_address(path) as addr:
-                s.connect(addr)
-        except OSError as exc:
-            if exc.errno in _NOBODY:
-                raise NotListening(f"no live runner on {path} ({exc.strerror})") from exc
-            raise NoReply(f"cannot connect to {path}: {exc.strerror or exc}") from exc
-        buf = b""
-        try:
-            s.sendall(json.dumps(payload).encode() + b"\n")
-            while not buf.endswith(b"\n"):
-                part = s.recv(65536)
-                if not part:
-                    break
-                buf += part
-        except OSError as exc:
-            raise NoReply(f"{exc.strerror or exc} (on {path})") from exc
-    if not buf.endswith(b"\n"):
-        raise NoReply(f"the connection was closed before a complete reply (on {path})")
-    reply = json.loads(buf)
-    return reply if isinstance(reply, dict) else {"ok": False}

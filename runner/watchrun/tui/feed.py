@@ -11,7 +11,7 @@ from typing import Any
 
 from watchrun.output.outdir import layout_for
 from watchrun.output.records import ID_PATTERN, iter_records, last_records
-from watchrun.runtime.control import request
+from watchrun.runtime.client import request
 from watchrun.tui.model import ENDED, Row, Snapshot
 from watchrun.tui.text import inert
 from watchrun.views.agent_window import StatusTracker, delivery_state
@@ -22,7 +22,7 @@ from watchrun.views.watchers import load_statuses
 __all__ = ["POLL_TIMEOUT_S", "STOP_TIMEOUT_S", "Control", "Feed"]
 
 Control = Callable[[Path, dict[str, Any], float], dict[str, Any]]
-"""`runtime.control.request`: one request to the live runner (ConnectionError when none)."""
+"""`runtime.client.request`: one request to the live runner (ConnectionError when none)."""
 POLL_TIMEOUT_S = 2.0
 STOP_TIMEOUT_S = 75.0
 """A stop waits for the watcher's process group: up to limits.stopTimeout (at most 60 s)."""

@@ -8,7 +8,7 @@ from collections import deque
 from typing import Any
 
 from watchrun.agents.answer import BOUNDARIES, AnswerTracker, is_root
-from watchrun.agents.recorder import clean_text
+from watchrun.agents.clean import clean_text
 
 __all__ = ["Messages", "Output", "TailText"]
 

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from watchrun.notify import Notifier
 from watchrun.output.records import format_cursor, iter_records
 from watchrun.views.agent_window import (
     ViewError,
@@ -143,6 +142,8 @@ def wait_until(
     the last one read went missing), not_supported, watch_timeout. `on_ready(anchor, mode)` is
     called once the anchor is fixed and the watch armed (mode: inotify | poll).
     """
+    from watchrun.notify import Notifier  # (asyncio with it: only a wait pays for it)
+
     kind, value = parse_until(condition)
     name = records_path.name.removesuffix(".jsonl")
     deadline = time.monotonic() + max(0.0, timeout_s)

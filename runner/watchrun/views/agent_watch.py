@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from watchrun.agents.recorder import clean_text
+from watchrun.agents.clean import clean_text
 from watchrun.output.records import format_cursor
 from watchrun.views.agent_text import Messages, Output, TailText
 from watchrun.views.agent_window import (
