@@ -167,21 +167,27 @@ def test_compiled_databases_load_from_the_store(tmp_path: Path) -> None:
     assert DiskStore(tmp_path / "hs").load(db.stem) is None
 
 
-def test_a_once_run_of_a_file_watcher_imports_only_what_it_uses(tmp_path: Path) -> None:
-    (tmp_path / "app.log").write_text("INFO a\nERROR b\n")
-    (tmp_path / "w.yaml").write_text(json.dumps({"watchers": [
-        {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]}))
+def twice(tmp_path: Path, argv: list[str]) -> list[tuple[str, set[str]]]:
+    """`watchrun ARGV -c w.yaml` run twice in `tmp_path` with its own empty cache: each run's
+    stdout and the modules it had loaded at its end."""
     probe = (
         "import sys, runpy\n"
-        "sys.argv = ['watchrun', 'run', '--once', '--quiet', '-c', 'w.yaml']\n"
+        f"sys.argv = ['watchrun', *{argv!r}, '-c', 'w.yaml']\n"
         "try:\n    runpy.run_module('watchrun', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
-        "print(' '.join(sorted(sys.modules)))\n"
+        "print('\\n' + ' '.join(sorted(sys.modules)), file=sys.stderr)\n"
     )
     env = {**os.environ, "WATCHRUN_CACHE_DIR": str(tmp_path / "cache")}
     runs = [subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
                            capture_output=True, text=True, check=True) for _ in range(2)]
-    first, second = (set(r.stdout.split()) for r in runs)
+    return [(r.stdout, set(r.stderr.split("\n")[-2].split())) for r in runs]
+
+
+def test_a_once_run_of_a_file_watcher_imports_only_what_it_uses(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text("INFO a\nERROR b\n")
+    (tmp_path / "w.yaml").write_text(json.dumps({"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]}))
+    (_, first), (_, second) = twice(tmp_path, ["run", "--once", "--quiet"])
     assert "jsonschema" in first  # validated: the cache was empty
     for absent in ("jsonschema", "yaml", "croniter", "xml.etree.ElementTree",
                    "watchrun.agents.hub", "watchrun.runtime.isolation", "prometheus_client",
@@ -198,21 +204,11 @@ def test_the_commands_that_read_the_config_use_the_cache_too(tmp_path: Path,
     no YAML) and prints the same, and none of them loads asyncio."""
     (tmp_path / "w.yaml").write_text(json.dumps({"watchers": [
         {"id": "app", "path": "app.log", "pattern": "ERROR"}]}))
-    probe = (
-        "import sys, runpy\n"
-        f"sys.argv = ['watchrun', *{argv!r}, '-c', 'w.yaml']\n"
-        "try:\n    runpy.run_module('watchrun', run_name='__main__')\n"
-        "except SystemExit:\n    pass\n"
-        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
-    )
-    env = {**os.environ, "WATCHRUN_CACHE_DIR": str(tmp_path / "cache")}
-    runs = [subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, check=True) for _ in range(2)]
-    (first, second) = (set(r.stderr.split("\n")[-2].split()) for r in runs)
+    (out1, first), (out2, second) = twice(tmp_path, argv)
     assert "jsonschema" in first and "yaml" in first
     assert "jsonschema" not in second and "yaml" not in second
     assert "asyncio" not in second  # the control socket's client blocks: no event loop
-    assert runs[0].stdout == runs[1].stdout and runs[1].stdout
+    assert out1 == out2 and out2
 
 
 def test_the_guardian_starts_with_the_first_child_not_with_the_runner() -> None:
