@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filehelpers import (
@@ -27,6 +29,7 @@ from filehelpers import (
 from watchrun.config.model import Limits
 from watchrun.events import Chunk
 from watchrun.sources.checkpoints import CheckpointStore
+from watchrun.sources.identity import birth_ns
 
 pytestmark = pytest.mark.parametrize("mode", MODES)
 
@@ -588,5 +591,71 @@ def test_idle_watchers_cost_no_wakeups(tmp_path: Path, mode: str) -> None:
                 assert _voluntary_switches() - switches <= 3  # only the end of this sleep
             else:  # the control: polling does wake up (20 watches x 50/s)
                 assert notifier.wakeups - wakeups >= 100
+
+    run(body())
+
+
+def unopenable_at_first(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Opens of the watched path fail with EACCES (even as root) until the event is set."""
+    from watchrun.sources import file as file_source
+
+    opened = threading.Event()
+    real = file_source.open_at_path
+
+    def open_at_path(path: str) -> Any:
+        if not opened.is_set():
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real(path)
+
+    monkeypatch.setattr(file_source, "open_at_path", open_at_path)
+    return opened
+
+
+def test_a_file_unreadable_at_start_is_read_from_where_it_was(
+        tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """config.md (`path`): a file that cannot be read at start is followed, once it can be,
+    from where it ended at start (what came since, as from the end of a readable one)."""
+    log = tmp_path / "app.log"
+    log.write_text("old-1\nold-2\n")
+    opened = unopenable_at_first(monkeypatch)
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            await t.until(lambda: len(t.rec.of("error")) == 1)
+            assert t.rec.of("error")[0]["code"] == "EACCES"
+            opened.set()
+            append(log, "new")
+            assert await t.lines(1) == ["new"]
+
+    run(body())
+
+
+def test_a_new_file_given_the_unreadable_ones_inode_number_is_read_whole(
+        tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file unreadable at start, then deleted, and a new file given its inode number (ext4
+    hands numbers out again) moved in, already longer than the old one: it is a new file, read
+    from its first line. It was taken for the old one by its device and inode, and its first
+    bytes, as long as the old file was, were skipped without a record."""
+    log = tmp_path / "app.log"
+    log.write_text("old-1\nold-2\n")
+    if birth_ns(log) is None:
+        pytest.skip(f"no birth time (statx) on the file system of {tmp_path}")
+    inode = log.stat().st_ino
+    opened = unopenable_at_first(monkeypatch)
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            await t.until(lambda: len(t.rec.of("error")) == 1)
+            log.unlink()
+            for i in range(200):  # ext4 gives the lowest free number of the group to a new file
+                new = tmp_path / f"new-{i}"
+                new.write_text("fresh-1\nfresh-2\n")
+                if new.stat().st_ino == inode:
+                    break
+            else:
+                pytest.skip(f"no new file in {tmp_path} got the freed inode number back")
+            opened.set()
+            new.rename(log)
+            assert await t.lines(2) == ["fresh-1", "fresh-2"]
 
     run(body())

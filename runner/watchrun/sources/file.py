@@ -15,6 +15,7 @@ from watchrun.offload import offload
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Recorded, resumable
+from watchrun.sources.identity import birth_ns
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotation import Rotation
@@ -129,10 +130,10 @@ class FileSource(Rotation):
         with contextlib.suppress(OSError):
             st0 = os.stat(self.path)
             if stat.S_ISREG(st0.st_mode):
-                self._initial = (st0.st_dev, st0.st_ino, st0.st_size)
+                self._initial = (st0.st_dev, st0.st_ino, birth_ns(self.path), st0.st_size)
         if exc.errno in MISSING and not self.once:
             return  # waiting for it to appear is not an error: the start record has inode
-            # null, the log says "not there yet", `list` says `waiting`
+            # null, the log says "not opened yet", `list` says `waiting`
         msg = f"{self.name} does not exist" if exc.errno in MISSING else None
         await self._error(ctx, exc, msg, watch)
 
@@ -189,7 +190,8 @@ class FileSource(Rotation):
         if o is None:
             return
         ini, self._initial = self._initial, None
-        if ini and ini[:2] == (o.st.st_dev, o.st.st_ino) and ini[2] <= o.st.st_size:
-            o.start = 0 if self.spec.from_start else ini[2]  # unreadable at start: what came since
+        if ini and ini[:2] == (o.st.st_dev, o.st.st_ino) and ini[3] <= o.st.st_size \
+                and (ini[2] is None or ini[2] == birth_ns(o.fd)):  # (not a new file, same inode)
+            o.start = 0 if self.spec.from_start else ini[3]  # unreadable at start: what came since
             o.line_no = await offload(count_lines, o.fd, o.start)
         await self._apply(ctx, watch, Plan([o], at_path=True))

@@ -55,7 +55,8 @@ class Followed:
         self._pending: FileState | None = None  # checkpointed; nothing found yet (path missing)
         self._recorded = Recorded()  # after a crash: what was recorded past the checkpoint
         self._resume_seq: int | None = None  # until every generation was read once
-        self._initial: tuple[int, int, int] | None = None  # dev, inode, size when unreadable
+        self._initial: tuple[int, int, int | None, int] | None = None
+        """Device, inode, birth time (`birth_ns`) and size of a file unreadable at start."""
         self._gone_at: float | None = None
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
