@@ -15,8 +15,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-from msgspec import Struct
+from typing import NamedTuple
 
 from watchrun.output import safefs
 from watchrun.process.tree import LINUX, Stat, read_table, spawn_id_of, start_time
@@ -29,7 +28,9 @@ KILL_ROUNDS_S = 2.0
 """How long SIGKILL is repeated while a killed tree still forks or has members."""
 
 
-class Group(Struct, frozen=True):
+class Group(NamedTuple):
+    """A process group the runner started (a tuple: the guardian imports no msgspec)."""
+
     pgid: int
     start: int
     """Start time of the leader (clock ticks since boot)."""
