@@ -176,8 +176,8 @@ class Recorded(Struct):
             # these); the record it follows by its seq, whatever generation number it names:
             # a copy's records follow the last one into its inode number, which may have been
             # another generation's (a deleted one's number given to the copy)
-            found = [e.mark for e in every if cp.since and e.since == cp.since] or \
-                [e.mark for e in of if e.since == cp.since] or [e.mark for e in of[:1]]
+            found = [e.mark for e in (every if cp.since else of) if e.since == cp.since] or \
+                [e.mark for e in of[:1]]
         return found[0] if found and found[0].offset >= 0 else None
 
     def began(self, inode: int) -> int:
