@@ -51,32 +51,32 @@ def runner(tmp_path: Path) -> Any:
 def test_status_is_answered_while_a_large_pattern_is_checked(runner: LiveRunner,
                                                              tmp_path: Path) -> None:
     """docs/control.md: `status` does not wait for an `add`. The check of a pattern and excludes
-    at their bounds takes about half a second each; it runs off the loop, so the loop never
-    stalls for it. (Each add is refused `exists` once checked: nothing is compiled.)"""
+    at their bounds takes seconds; it runs off the loop, so the loop never stalls for it. (The
+    add is refused `exists` once checked: nothing is compiled.)"""
     refused: list[dict[str, Any]] = []
 
     def add() -> None:
-        for c in "abc":  # a new pattern each time: none is checked from a cache
-            heavy = {"id": "app", "path": str(tmp_path / "other.log"),
-                     "pattern": f"{c}?" * (MAX_PATTERN // 2),
-                     "exclude": [f"{c}y?" * (MAX_EXCLUDE // 6), f"{c}z?" * (MAX_EXCLUDE // 6)]}
-            refused.append(runner.control({"cmd": "add", "watcher": heavy}))
+        heavy = {"id": "app", "path": str(tmp_path / "other.log"),
+                 "pattern": "a?" * (MAX_PATTERN // 2),
+                 "exclude": ["ay?" * (MAX_EXCLUDE // 6), "az?" * (MAX_EXCLUDE // 6)]}
+        refused.append(runner.control({"cmd": "add", "watcher": heavy}))
 
-    adding = threading.Thread(target=add)
+    added = threading.Event()
+    adding = threading.Thread(target=lambda: (add(), added.set()))
     began = time.monotonic()
     adding.start()
     waits = []
-    while adding.is_alive():
-        asked = time.monotonic()
+    while not added.wait(0.02):  # (a status every 20 ms: asked back to back, the replies
+        asked = time.monotonic()  # took the CPU the checks need, and the test took 4x longer)
         assert runner.control({"cmd": "status"})["ok"] is True
         waits.append(time.monotonic() - asked)
     adding.join()
     took = time.monotonic() - began
-    assert [r["error"]["code"] for r in refused] == ["exists"] * 3, refused
-    assert len(waits) >= 3, f"only {len(waits)} status replies while {took:.2f}s of adds ran"
-    assert max(waits) < took / 2, f"a status waited {max(waits):.3f}s for the adds"
+    assert [r["error"]["code"] for r in refused] == ["exists"], refused
+    assert len(waits) >= 3, f"only {len(waits)} status replies while {took:.2f}s of an add ran"
+    assert max(waits) < took / 2, f"a status waited {max(waits):.3f}s for the add"
     lag = runner.control({"cmd": "status"})["loopLagMaxS"]  # the loop's worst stall
-    assert lag < took / 3 / 2, f"the loop stalled {lag:.3f}s, {took / 3:.3f}s per add"
+    assert lag < took / 2, f"the loop stalled {lag:.3f}s of the add's {took:.3f}s"
     at_bound = {"id": "big", "path": str(tmp_path / "other.log"),
                 "pattern": ("E|" * MAX_PATTERN)[:MAX_PATTERN - 1] + "E"}
     assert runner.control({"cmd": "add", "watcher": at_bound})["ok"] is True
