@@ -211,6 +211,20 @@ def test_the_commands_that_read_the_config_use_the_cache_too(tmp_path: Path,
     assert out1 == out2 and out2
 
 
+def test_validate_checks_everything_and_loads_no_asyncio(tmp_path: Path) -> None:
+    """`validate` never uses the cache (jsonschema on every call) and, a check of files only,
+    runs no event loop: the orphaned-checkpoint check reads state/ without the module that
+    saves checkpoints from the loop (asyncio cost ~40 ms of every call's ~250)."""
+    (tmp_path / "w.yaml").write_text(json.dumps({"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]}))
+    (tmp_path / ".watchrun" / "state").mkdir(parents=True)
+    (tmp_path / ".watchrun" / "state" / "gone.checkpoint.json").write_text("{}")
+    (out1, first), (out2, second) = twice(tmp_path, ["validate"])
+    assert "jsonschema" in first and "jsonschema" in second
+    assert "asyncio" not in first and "asyncio" not in second
+    assert "watchrun.sources.orphans" in second and "gone" in out2, out2
+
+
 def test_the_guardian_process_loads_little() -> None:
     """The guardian (`python -m watchrun.process.guard`) starts beside every runner that has
     children: it loads no msgspec (~35 ms), asyncio, config or output writer."""

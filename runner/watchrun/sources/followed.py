@@ -18,7 +18,7 @@ from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.notify import Notifier, Watch
 from watchrun.offload import offload
-from watchrun.sources.checkpoints import CheckpointStore, FileState, Keeper
+from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.generation import (
     Generation,
     Recorded,
@@ -26,6 +26,7 @@ from watchrun.sources.generation import (
     resumable,
 )
 from watchrun.sources.identity import Checkpoint
+from watchrun.sources.keeper import Keeper
 from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
 from watchrun.sources.siblings import NO_FDS, Opened, Plan
 
