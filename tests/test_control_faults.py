@@ -61,16 +61,15 @@ def test_status_is_answered_while_a_large_pattern_is_checked(runner: LiveRunner,
                  "exclude": ["ay?" * (MAX_EXCLUDE // 6), "az?" * (MAX_EXCLUDE // 6)]}
         refused.append(runner.control({"cmd": "add", "watcher": heavy}))
 
-    added = threading.Event()
-    adding = threading.Thread(target=lambda: (add(), added.set()))
+    adding = threading.Thread(target=add)
     began = time.monotonic()
     adding.start()
     waits = []
-    while not added.wait(0.02):  # (a status every 20 ms: asked back to back, the replies
-        asked = time.monotonic()  # took the CPU the checks need, and the test took 4x longer)
+    while adding.is_alive():
+        asked = time.monotonic()
         assert runner.control({"cmd": "status"})["ok"] is True
         waits.append(time.monotonic() - asked)
-    adding.join()
+        adding.join(0.02)  # a status every 20 ms (back to back, they took the check's CPU)
     took = time.monotonic() - began
     assert [r["error"]["code"] for r in refused] == ["exists"], refused
     assert len(waits) >= 3, f"only {len(waits)} status replies while {took:.2f}s of an add ran"
