@@ -18,7 +18,7 @@ from liverunner import watchrun_bin, write_config
 
 from watchrun.config import load_config
 from watchrun.config.interpolate import interpolate
-from watchrun.config.shellwords import contexts, script_index
+from watchrun.config.shellwords import contexts, script_indexes
 
 ARGV = str(Path(__file__).parent / "progs" / "argv_json.py")
 PROG = f"{sys.executable} {ARGV}"
@@ -48,6 +48,9 @@ TEMPLATES = [
     ('{p} "$(printf %s "${{V}}")"', lambda v: [v]),
     ("{p} $${{X:-a}} ${{V}}", lambda v: ["a", v]),
     ("{p} ${{V}}\necho ${{V}} >/dev/null", lambda v: [v]),
+    # after `$(…)` or `$((…))` a `#` continues the word: no comment (these ran `touch`)
+    ("{p} $(printf %s x)#${{V}}", lambda v: [f"x#{v}"]),
+    ("{p} $((1))#${{V}}", lambda v: [f"1#{v}"]),
 ]
 
 
@@ -153,8 +156,8 @@ def test_dollar_dollar_stays_a_literal_dollar() -> None:
         (["busybox", "sh", "-c", "s"], 3), (["sudo", "-u", "x", "bash", "-lc", "s"], 5),
     ],
 )
-def test_script_index(argv: list[str], index: int | None) -> None:
-    assert script_index(argv) == index
+def test_script_indexes(argv: list[str], index: int | None) -> None:
+    assert script_indexes(argv) == ([] if index is None else [index])
 
 
 # -- through the config loader ----------------------------------------------------------------
@@ -185,22 +188,25 @@ def test_list_command_keeps_each_value_one_argument_and_quotes_sh_c_scripts(
     assert shell_argv(b.command[2]) == [HOSTILE]
 
 
-@pytest.mark.parametrize("command", [
-    ["sh", "-o", "errexit", "-c", "{p} ${{BRANCH}}"],
-    ["env", "sh", "-c", "{p} ${{BRANCH}}"],
-    ["/usr/bin/env", "LC_ALL=C", "nice", "-n", "1", "bash", "-e", "-c", "{p} ${{BRANCH}}"],
+@pytest.mark.parametrize(("command", "branch"), [
+    (["sh", "-o", "errexit", "-c", "{p} ${{BRANCH}}"], HOSTILE),
+    (["env", "sh", "-c", "{p} ${{BRANCH}}"], HOSTILE),
+    (["/usr/bin/env", "LC_ALL=C", "nice", "-n", "1", "bash", "-e", "-c", "{p} ${{BRANCH}}"],
+     HOSTILE),
+    (["env", "GIT_BRANCH=${{BRANCH}}", "sh", "-c", "{p} ${{BRANCH}}"], "y;touch pwned;#/sh"),
 ])
 def test_a_shell_script_behind_options_or_a_wrapper_is_quoted_too(
-        tmp_path: Path, command: list[str]) -> None:
+        tmp_path: Path, command: list[str], branch: str) -> None:
     """`sh -o errexit -c SCRIPT` and `env sh -c SCRIPT` run SCRIPT as shell code as well: a
-    value there is one shell word (it ran `touch` when only `sh -c` was recognised)."""
+    value there is one shell word (it ran `touch` when only `sh -c` was recognised, and when a
+    value ending in `/sh` before the shell was taken for it)."""
     argv = [a.format(p=PROG) for a in command]
     cfg = load(tmp_path, {"watchers": [{"id": "a", "command": argv, "pattern": "x"}]},
-               {"BRANCH": HOSTILE})
+               {"BRANCH": branch})
     got = list(cfg.watchers[0].command)  # type: ignore[attr-defined]
     res = subprocess.run(got, capture_output=True, text=True, timeout=30, check=False,
                          cwd=tmp_path)
-    assert json.loads(res.stdout.splitlines()[0]) == [HOSTILE], res.stderr
+    assert json.loads(res.stdout.splitlines()[0]) == [branch], res.stderr
     assert not (tmp_path / "pwned").exists()
 
 
@@ -213,10 +219,15 @@ def test_agent_command_string_value_with_spaces_stays_one_argument(tmp_path: Pat
         sys.executable, ARGV, "--model", "x --dangerously-skip-permissions", "{prompt}")
 
 
-def test_agent_sh_c_with_prompt_in_the_script_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [
+    ["sh", "-c", "claude -p '{prompt}'"],
+    ["env", "TAG=${TAG}", "sh", "-c", "claude -p '{prompt}'"],  # TAG ends in `/sh`
+])
+def test_agent_sh_c_with_prompt_in_the_script_is_refused(tmp_path: Path,
+                                                          command: list[str]) -> None:
     path = write_config(tmp_path, {"agents": [{
-        "name": "t", "provider": "generic", "command": ["sh", "-c", "claude -p '{prompt}'"]}]})
-    result = load_config([path], env={})
+        "name": "t", "provider": "generic", "command": command}]})
+    result = load_config([path], env={"TAG": "v1/sh"})
     assert result.config is None
     (err,) = [d for d in result.diagnostics if d.severity == "error"]
     assert err.path == "agents[0].command" and "inside the script of a shell's -c" in err.message

@@ -219,7 +219,7 @@ def test_validate_checks_everything_and_loads_no_asyncio(tmp_path: Path) -> None
         {"id": "app", "path": "app.log", "pattern": "ERROR"}]}))
     (tmp_path / ".watchrun" / "state").mkdir(parents=True)
     (tmp_path / ".watchrun" / "state" / "gone.checkpoint.json").write_text("{}")
-    (out1, first), (out2, second) = twice(tmp_path, ["validate"])
+    (_, first), (out2, second) = twice(tmp_path, ["validate"])
     assert "jsonschema" in first and "jsonschema" in second
     assert "asyncio" not in first and "asyncio" not in second
     assert "watchrun.sources.orphans" in second and "gone" in out2, out2

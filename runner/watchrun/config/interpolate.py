@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from watchrun.config.diagnostics import Reporter
-from watchrun.config.shellwords import contexts, quote, script_index
+from watchrun.config.shellwords import contexts, quote, script_indexes
 from watchrun.config.tree import CMap, CSeq, KeyPath, Origin, locate
 
 __all__ = ["escape", "interpolate", "interpolate_tree"]
@@ -82,10 +82,12 @@ def interpolate(
 
 def _argv(items: list[str], env: Mapping[str, str]) -> tuple[list[str], list[list[str]]]:
     """An argv template: each value stays inside its argument; the script of `sh -c SCRIPT`
-    is a command line itself, so there each value is quoted as one shell word."""
+    is a command line itself, so there each value is quoted as one shell word (in every
+    argument that may be such a script, told after substitution: a value may name the shell)."""
     plain = [interpolate(x, env)[0] for x in items]
-    script = script_index(plain)
-    done = [interpolate(x, env, shell="sh" if i == script else None) for i, x in enumerate(items)]
+    scripts = script_indexes(plain)
+    done = [interpolate(x, env, shell="sh" if i in scripts else None)
+            for i, x in enumerate(items)]
     return [t for t, _ in done], [p for _, p in done]
 
 
@@ -99,8 +101,8 @@ def _split(text: str, env: Mapping[str, str]) -> tuple[list[str], list[str]] | N
         return None
     pending = iter(values)
     items = ["".join(next(pending)[1] if ch == mark else ch for ch in arg) for arg in args]
-    script = script_index(items)
-    if script is not None and mark in args[script]:
+    script = next((i for i in script_indexes(items) if mark in args[i]), None)
+    if script is not None:
         name = values[sum(arg.count(mark) for arg in args[:script])][0]
         problems.append(_UNQUOTABLE.format(name=name, where="in the script of `sh -c` inside a "
                                            "command string (use a list command)"))

@@ -28,7 +28,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Literal
 
-__all__ = ["SHELLS", "Context", "contexts", "quote", "script_index"]
+__all__ = ["SHELLS", "Context", "contexts", "quote", "script_indexes"]
 
 Context = Literal["plain", "double", "single", "comment"]
 SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "posh", "yash"})
@@ -42,16 +42,17 @@ _NESTED = {"backtick": "inside backticks (`…`)", "arith": "inside an arithmeti
            "ansi": "inside bash's $'…' quoting (where `\\'` does not end it)"}
 
 
-def script_index(argv: Sequence[str]) -> int | None:
-    """The index of the script in `[sh, -c, SCRIPT, …]`: any shell of SHELLS, run directly or
-    through a wrapper (`env sh -c`, `nice -n 5 bash -lc`, `timeout 9 sh -c`: the first argument
-    naming a shell), option clusters such as `-ec` or `-lc`, other options before the script,
-    those that take a value with it (`-o errexit`, `-O extglob`, `--rcfile F`); None when no
+def script_indexes(argv: Sequence[str]) -> list[int]:
+    """The indexes of what may be the script of `[sh, -c, SCRIPT, …]`: any shell of SHELLS, run
+    directly or through a wrapper (`env sh -c`, `nice -n 5 bash -lc`, `timeout 9 sh -c`),
+    option clusters such as `-ec` or `-lc`, other options before the script, those that take a
+    value with it (`-o errexit`, `-O extglob`, `--rcfile F`). Every argument naming a shell is
+    looked at, not only the first: an interpolated value may end in `/sh` (`X=${V}` before
+    `sh -c` in `env X=${V} sh -c …`), and it must not hide the shell after it. Empty when no
     shell runs a `-c` script."""
-    for i, arg in enumerate(argv):
-        if os.path.basename(arg) in SHELLS:
-            return _script_after(argv, i)
-    return None
+    found = (_script_after(argv, i) for i, arg in enumerate(argv)
+             if os.path.basename(arg) in SHELLS)
+    return sorted({i for i in found if i is not None})
 
 
 def _script_after(argv: Sequence[str], shell: int) -> int | None:
@@ -233,6 +234,7 @@ class _Reader:
         elif kind in ("cmd", "arith") and c in "()":
             if c == ")" and frame.depth == 0:
                 self.stack.pop()
+                self.word_start = False  # `$(…)#x` is one word: that `#` is no comment
                 return i + (2 if kind == "arith" and nxt == ")" else 1)
             frame.depth += 1 if c == "(" else -1
         elif kind == "cmd" and word_start and re.match(r"case[ \t\n]", self.text[i : i + 5]):

@@ -16,7 +16,7 @@ from watchrun.config.clamp import RANGES, build_limits, clamp
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
 from watchrun.config.plans import check_dependencies
 from watchrun.config.schema import did_you_mean
-from watchrun.config.shellwords import script_index
+from watchrun.config.shellwords import script_indexes
 from watchrun.config.tree import CMap, KeyPath
 from watchrun.config.watchers import build_watchers
 from watchrun.match.matcher import BACKTRACKING_BUDGET_S, needs_backtracking
@@ -199,8 +199,7 @@ def _agent_command(ctx: Ctx, p: KeyPath, a: CMap) -> tuple[str, ...] | None:
         ctx.report.warning((*p, "command"), "has no {prompt} placeholder: the prompt is "
                            "appended as the last argument")
         argv = (*argv, "{prompt}")
-    script = script_index(argv)
-    if script is not None and "{prompt}" in argv[script]:
+    if any("{prompt}" in argv[i] for i in script_indexes(argv)):
         ctx.report.error((*p, "command"), "has {prompt} inside the script of a shell's -c: "
                          "the shell would read matched log text as commands; pass the prompt as "
                          'an argument of its own, e.g. ["sh", "-c", "claude -p \\"$1\\"", "sh", '
