@@ -125,6 +125,11 @@ def test_a_relative_path_on_the_socket_is_refused_and_warnings_come_back(
                                                      "cwd": "sub", "pattern": "x"}})
         (d,) = reply["error"]["diagnostics"]
         assert d["path"] == "watchers[0].cwd" and "not an absolute path" in d["message"]
+        action = {"name": "a", "type": "exec", "command": ["true"], "cwd": "rel/dir"}
+        reply = r.control({"cmd": "add", "watcher": {"id": "act", "path": str(tmp_path / "a.log"),
+                                                     "pattern": "x", "actions": [action]}})
+        (d,) = reply["error"]["diagnostics"]  # (resolved against the runner's folder before)
+        assert d["path"] == "watchers[0].actions[0].cwd" and "not an absolute" in d["message"]
         reply = r.control({"cmd": "add", "watcher": {"id": "w", "path": str(tmp_path / "w.log"),
                                                      "pattern": "x", "wake": True}})
         assert reply["ok"] and [(w["path"], w["severity"]) for w in reply["warnings"]] == \

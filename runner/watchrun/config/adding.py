@@ -38,14 +38,12 @@ def check_added(raw: Any, config: Config) -> tuple[WatcherSpec | None, list[Diag
     from watchrun.config.schema import check_schema  # its imports: only when an add comes
 
     check_schema(root, report)
-    if isinstance(raw, dict):
-        for key in ("path", "cwd"):
-            value = raw.get(key)
-            if isinstance(value, str) and value and not os.path.isabs(value):
-                report.error(("watchers", 0, key), f"{value!r} is not an absolute path: a "
-                             "watcher added to a live runner names files by absolute path "
-                             "(`watchrun add` resolves a relative one against its current "
-                             "directory)")
+    for key, value in _paths(raw):
+        if isinstance(value, str) and value and not os.path.isabs(value):
+            report.error(("watchers", 0, *key), f"{value!r} is not an absolute path: a "
+                         "watcher added to a live runner names files by absolute path "
+                         "(`watchrun add` resolves a relative one against its current "
+                         "directory)")
     folder = config.sources[0].parent if config.sources else Path(config.output.dir).parent
     ctx = Ctx(root, {ADDED: folder}, report)
     specs = build_watchers(ctx, items, [a.name for a in config.agents], config.limits)
@@ -54,6 +52,20 @@ def check_added(raw: Any, config: Config) -> tuple[WatcherSpec | None, list[Diag
     if any(d.severity == "error" for d in found) or not specs:
         return None, found
     return specs[0], found
+
+
+def _paths(raw: Any) -> list[tuple[tuple[str | int, ...], Any]]:
+    """(key path, value) of every path of an added watcher: its `path` and `cwd`, and the
+    `cwd` of each of its actions (an exec action's folder)."""
+    if not isinstance(raw, dict):
+        return []
+    found: list[tuple[tuple[str | int, ...], Any]] = [(("path",), raw.get("path")),
+                                                      (("cwd",), raw.get("cwd"))]
+    actions = raw.get("actions")
+    for i, action in enumerate(actions if isinstance(actions, list) else []):
+        if isinstance(action, dict):
+            found.append((("actions", i, "cwd"), action.get("cwd")))
+    return found
 
 
 def _tree(value: Any, origin: Origin) -> Any:
