@@ -84,3 +84,26 @@ def test_output_redact_records_no_line_of_a_private_key(tmp_path: Path) -> None:
     logs = subprocess.run([watchrun_bin(), "logs", "app", "-c", str(cfg)], capture_output=True,
                           text=True, timeout=60, check=False)
     assert "b3BlbnNz" not in logs.stdout and "[REDACTED:private-key]" in logs.stdout
+
+
+def test_a_logs_tail_that_starts_inside_a_key_block_shows_none_of_it(tmp_path: Path) -> None:
+    """With `output.redact`, the tail was redacted as one text: a block whose BEGIN line had
+    left the last `maxLogLines` lines was not found, and its body was in `state/<id>.tail` and
+    `watchrun logs`. Each tail line inside a block is now its marker, as its record is."""
+    body = [f"b3BlbnNzaC1rZXktdjEAAAAABG5vbmU{i:02d}" for i in range(20)]
+    lines = ["ERROR dumping the config:", KEY[0], *body, KEY[3], "after 1", "after 2"]
+    (tmp_path / "app.log").write_text("\n".join(lines) + "\n")
+    cfg = write_config(tmp_path, {"limits": {"maxLogLines": 10},
+                                  "output": {"dir": "out", "redact": True},
+                                  "watchers": [{"id": "app", "path": "app.log", "pattern": "after",
+                                                "fromStart": True}]})
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    for path in (tmp_path / "out").rglob("*"):
+        if path.is_file():
+            assert b"b3BlbnNz" not in path.read_bytes(), path
+    logs = subprocess.run([watchrun_bin(), "logs", "app", "-c", str(cfg)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    shown = logs.stdout.splitlines()[-10:]
+    assert shown == ["[REDACTED:private-key]"] * 8 + ["after 1", "after 2"], logs.stdout

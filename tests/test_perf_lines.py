@@ -74,7 +74,7 @@ def test_recent_lines_counts_every_line_and_keeps_exactly_the_last_ones(
         if rotated:  # a new generation: offsets and line numbers start again
             offset, line_no, inode = 0, 1, inode + 1
         data = b"".join(x + b"\n" for x in lines)
-        tail.add(Chunk(data, offset, line_no, offset + len(data), inode=inode, path="/x"))
+        tail.add(Chunk(data, offset, line_no, offset + len(data), inode=inode, path="/x"), [])
         datas.append(data)
         offset, line_no = offset + len(data), line_no + len(lines)
         assert tail.lines == sum(d.count(b"\n") for d in datas)
@@ -85,7 +85,7 @@ def test_recent_lines_holds_only_what_the_tail_needs() -> None:
     tail = RecentLines(3)
     for i in range(10_000):
         data = f"line {i}\n".encode()
-        tail.add(Chunk(data, i * len(data), i + 1, (i + 1) * len(data), inode=1, path="/x"))
+        tail.add(Chunk(data, i * len(data), i + 1, (i + 1) * len(data), inode=1, path="/x"), [])
     assert tail.last() == [b"line 9997", b"line 9998", b"line 9999"]
     assert tail.lines == 10_000
     assert len(tail._held) <= 3  # not one reference per chunk ever seen
@@ -157,7 +157,7 @@ def test_tail_of_a_command_with_many_runs(runs: list[int]) -> None:
         if n == 0:
             continue
         data = b"".join(f"r{run} l{i}\n".encode() for i in range(n))
-        tail.add(Chunk(data, 0, 1, len(data), run=run))
+        tail.add(Chunk(data, 0, 1, len(data), run=run), [])
         datas.append(data)
     assert tail.lines == sum(runs)
     assert tail.last() == _reference_tail(datas, 4)

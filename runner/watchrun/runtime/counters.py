@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 
 from msgspec import Struct, field
 
 from watchrun.events import Chunk, MatchInfo
+from watchrun.match.keyblocks import Region, inside
 from watchrun.match.simd import count_newlines
 from watchrun.runtime.matches import RecentMatches
 
@@ -52,17 +54,20 @@ class RecentLines:
     Memory: the bytes of the last `keep` lines, plus at most two chunks.
     """
 
-    __slots__ = ("_done", "_held", "_held_lines", "_newest", "_newest_lines", "keep")
+    __slots__ = ("_done", "_held", "_held_lines", "_newest", "_newest_lines", "_newest_regions",
+                 "keep")
 
     def __init__(self, keep: int) -> None:
         self.keep = max(0, keep)
         self._done = 0  # lines of every chunk before the newest
-        self._held: deque[tuple[bytes, int]] = deque()  # older chunks the tail may need
+        self._held: deque[tuple[bytes, int, list[Region]]] = deque()  # older chunks it may need
         self._held_lines = 0
         self._newest: Chunk | None = None
         self._newest_lines = -1  # -1: not counted yet
+        self._newest_regions: list[Region] = []
 
-    def add(self, chunk: Chunk) -> None:
+    def add(self, chunk: Chunk, regions: list[Region]) -> None:
+        """`regions`: the chunk's lines inside a private-key block (`KeyBlocks.regions`)."""
         prev = self._newest
         if prev is not None:
             n = self._newest_lines
@@ -71,12 +76,12 @@ class RecentLines:
                 n = n if n > 0 else count_newlines(prev.data)
             self._done += n
             if self.keep:
-                self._held.append((prev.data, n))
+                self._held.append((prev.data, n, self._newest_regions))
                 self._held_lines += n
                 held = self._held
                 while len(held) > 1 and self._held_lines - held[0][1] >= self.keep:
                     self._held_lines -= held.popleft()[1]
-        self._newest, self._newest_lines = chunk, -1
+        self._newest, self._newest_lines, self._newest_regions = chunk, -1, regions
 
     @property
     def lines(self) -> int:
@@ -89,14 +94,26 @@ class RecentLines:
 
     def last(self) -> list[bytes]:
         """The last `keep` lines (raw bytes, without their newlines), oldest first."""
+        return [line for line, _ in self.last_marked()]
+
+    def last_marked(self) -> list[tuple[bytes, bool]]:
+        """`last()`, each line with whether it lies inside a private-key block (whose BEGIN
+        line may be long gone from the window)."""
         if self._newest is None or not self.keep:
             return []
-        out: list[bytes] = []
+        out: list[tuple[bytes, bool]] = []
         need = self.keep
-        for data in (self._newest.data, *(d for d, _ in reversed(self._held))):
-            part = _last_lines(data, need)
-            out[:0] = part
-            need -= len(part)
+        chunks = [(self._newest.data, self._newest_regions),
+                  *((d, r) for d, _, r in reversed(self._held))]
+        for data, regions in chunks:
+            start, lines = _last_lines(data, need)
+            if regions:
+                starts = itertools.accumulate((len(x) + 1 for x in lines), initial=start)
+                out[:0] = [(x, bool(inside(regions, s)))  # (starts: one more than lines)
+                           for x, s in zip(lines, starts, strict=False)]
+            else:
+                out[:0] = [(x, False) for x in lines]
+            need -= len(lines)
             if need <= 0:
                 break
         return out
@@ -111,11 +128,12 @@ def _follows(prev: Chunk, chunk: Chunk) -> bool:
     )
 
 
-def _last_lines(data: bytes, n: int) -> list[bytes]:
-    """The last `n` lines of `data` (whole lines, each ending in b"\\n"), without newlines."""
+def _last_lines(data: bytes, n: int) -> tuple[int, list[bytes]]:
+    """Where the last `n` lines of `data` (whole lines, each ending in b"\\n") start, and those
+    lines without their newlines."""
     cut = len(data) - 1
     for _ in range(n):
         cut = data.rfind(b"\n", 0, cut)
         if cut < 0:
             break
-    return data[cut + 1 : -1].split(b"\n")
+    return cut + 1, data[cut + 1 : -1].split(b"\n")

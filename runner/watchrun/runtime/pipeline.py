@@ -119,9 +119,9 @@ class WatcherPipeline:
         data = chunk.data
         c = self.counters
         c.bytes_read += chunk.end - chunk.offset
-        c.tail.add(chunk)
         if self._keys is not None:  # (every chunk: a block goes on across them)
             self._regions = self._keys.regions(data)
+        c.tail.add(chunk, self._regions)
         if chunk.cuts:
             c.cut_lines += len(chunk.cuts)
             c.cut_bytes += sum(cut.omitted for cut in chunk.cuts)
