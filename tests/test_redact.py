@@ -134,6 +134,31 @@ def test_a_secret_anywhere_is_redacted_and_redacting_again_changes_nothing(
     assert redactor().redact(out) == (out, {})
 
 
+@given(st.lists(st.sampled_from(sorted(RULES)), min_size=2, max_size=3),
+       st.lists(st.sampled_from(["", " ", "@", ":", "/", "https://", "=", "\n", "x"]),
+                min_size=4, max_size=4))
+def test_secrets_side_by_side_are_redacted_once(kinds: list[str], glue: list[str]) -> None:
+    """Two or three rules' secrets next to each other, joined by URL and key syntax: a second
+    redaction changes nothing (a marker was read as a URL's user and password, and marked
+    again)."""
+    text = glue[0] + "".join(RULES[k][1] + g for k, g in zip(kinds, glue[1:], strict=False))
+    out, _ = redactor().redact(text)
+    assert redactor().redact(out) == (out, {})
+
+
+def test_a_token_in_a_url_is_marked_once() -> None:
+    token = "ghp_" + "a1B2" * 9
+    out, counts = redactor().redact(f"git clone https://{token}@github.com/o/r.git")
+    assert (out, counts) == ("git clone https://[REDACTED:github-token]@github.com/o/r.git",
+                             {"github-token": 1})
+    assert redactor().redact(out) == (out, {})
+
+
+def test_text_dressed_as_a_marker_hides_no_secret() -> None:
+    out, counts = redactor().redact("[REDACTED: key AKIAIOSFODNN7EXAMPLE ]")
+    assert "AKIAIOSFODNN7EXAMPLE" not in out and counts == {"aws-access-key-id": 1}
+
+
 def test_raw_field_is_dropped_when_an_escape_split_a_secret() -> None:
     raw = "key AKIA\x1b[0mIOSFODNN7EXAMPLE"
     text = "key AKIAIOSFODNN7EXAMPLE"

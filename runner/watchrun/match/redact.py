@@ -196,9 +196,10 @@ class Redactor:
             kind = self.rules[i].kind
             secret = self._secret_of[i]
             whole: str = m.group(0)
-            if secret is not None and (m.group(secret) or "").startswith("[REDACTED:"):
-                return whole  # redacted already (`password=[REDACTED:password]`): idempotent
-            counts[kind] = counts.get(kind, 0) + 1
+            if _in_marker(text, m.start(secret) if secret is not None
+                          and m.group(secret) is not None else m.start()):
+                return whole  # redacted already (`password=[REDACTED:password]`, or a
+            counts[kind] = counts.get(kind, 0) + 1  # marker read as `user:pass@`): idempotent
             if secret is None or m.group(secret) is None:
                 return hide(kind, whole)
             start, end = m.span(secret)
@@ -214,6 +215,17 @@ class Redactor:
         if last in self._rule_of:
             return self._rule_of[last]
         return next(i for g, i in self._rule_of.items() if m.group(g) is not None)
+
+
+def _in_marker(text: str, pos: int) -> bool:
+    """Whether a secret found at `pos` starts inside a marker of an earlier redaction: a whole
+    `[REDACTED:kind]` (a kind as rules have them: no text a log line wraps in `[REDACTED: …]`
+    hides a secret), its `[` included."""
+    opened = text.rfind("[REDACTED:", 0, pos + 10)  # (one starting at `pos` counts)
+    if opened < 0:
+        return False
+    closed = text.find("]", opened)
+    return closed >= pos and KIND.fullmatch(text, opened + 10, closed) is not None
 
 
 def redact_line(redactor: Redactor, text: str, raw: str) -> tuple[str, str | None, dict[str, int]]:
