@@ -19,7 +19,7 @@ import pytest
 from watchrun.config import cache as config_cache
 from watchrun.config import load_config, schema
 from watchrun.match.matcher import Matcher
-from watchrun.runtime.hscache import DiskStore
+from watchrun.runtime.hscache import DiskStore, disk_store
 
 CONFIG = """\
 watchers:
@@ -122,12 +122,13 @@ def test_a_directory_or_entry_others_could_write_is_not_trusted(tmp_path: Path,
     load_config([path], env=ENV, cache=True)
     (entry,) = cached.glob("*.json")
     doc = json.loads(entry.read_text())
-    forged = json.dumps(doc).replace('"all"', '"rm -rf"')
+    forged = json.dumps(doc).replace("make all", "rm -rf")
     entry.write_text(forged)
     os.chmod(entry, 0o666)  # writable by anyone: ignored, validated again
     assert "rm -rf" not in str(load_config([path], env=ENV, cache=True).config)
     entry.write_text(forged)
-    os.chmod(entry, 0o600)
+    os.chmod(entry, 0o600)  # (the forged entry is the runner's own again: it is read)
+    assert "rm -rf" in str(load_config([path], env=ENV, cache=True).config)
     os.chmod(cached, 0o777)  # the directory: ignored too
     assert "rm -rf" not in str(load_config([path], env=ENV, cache=True).config)
     os.chmod(cached, 0o700)
@@ -139,11 +140,33 @@ def test_a_directory_or_entry_others_could_write_is_not_trusted(tmp_path: Path,
     assert not list((tmp_path / "elsewhere").iterdir())
 
 
+def test_a_directory_or_entry_of_another_user_is_not_trusted(tmp_path: Path,
+                                                             cached: Path) -> None:
+    """docs/security.md guard 7: an entry or a directory not the runner's own is ignored,
+    however private its mode (root gives them to nobody here)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    path = write(tmp_path)
+    load_config([path], env=ENV, cache=True)
+    (entry,) = cached.glob("*.json")
+    entry.write_text(json.dumps(json.loads(entry.read_text())).replace("make all", "rm -rf"))
+    assert "rm -rf" in str(load_config([path], env=ENV, cache=True).config)  # (it is read)
+    os.chown(entry, 65534, 65534)
+    assert "rm -rf" not in str(load_config([path], env=ENV, cache=True).config)
+    os.chown(entry, 0, 0)
+    os.chown(cached, 65534, 65534)
+    assert "rm -rf" not in str(load_config([path], env=ENV, cache=True).config)
+
+
 def test_the_cache_can_be_turned_off(tmp_path: Path, cached: Path,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`WATCHRUN_CONFIG_CACHE=0` turns off both caches: the configs' and the compiled
+    patterns' (`disk_store`, which `run` uses)."""
+    assert disk_store(os.environ) is not None
     monkeypatch.setenv("WATCHRUN_CONFIG_CACHE", "0")
     load_config([write(tmp_path)], env=ENV, cache=True)
     assert not cached.exists()
+    assert disk_store(os.environ) is None
 
 
 def test_compiled_databases_load_from_the_store(tmp_path: Path) -> None:
