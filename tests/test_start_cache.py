@@ -110,6 +110,29 @@ def test_anything_validation_depends_on_is_a_miss(tmp_path: Path, cached: Path, 
     assert result.config == fresh.config and result.diagnostics == fresh.diagnostics
 
 
+def test_the_key_holds_the_schema_and_every_module_validation_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the `schema` and `code` cases above stand in for: an edited (or reinstalled)
+    module of config/ or match/, or another schema, makes another key."""
+    import watchrun.match.regex
+    import watchrun.schemas
+
+    before = config_cache._code()
+    for module in (config_cache, watchrun.match.regex):  # one of each folder
+        path = Path(str(module.__file__))
+        st = path.stat()
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+        try:
+            assert config_cache._code() != before, path
+        finally:
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert config_cache._code() == before
+    real = Path(str(watchrun.schemas.__file__)).parent / config_cache.SCHEMA_FILE
+    (tmp_path / config_cache.SCHEMA_FILE).write_bytes(real.read_bytes() + b" ")
+    monkeypatch.setattr(watchrun.schemas, "__file__", str(tmp_path / "__init__.py"))
+    assert config_cache._code() != before
+
+
 def test_an_invalid_config_is_never_stored(tmp_path: Path, cached: Path) -> None:
     path = write(tmp_path, CONFIG.replace('pattern: "error:"', 'pattern: "[oops"'))
     assert load_config([path], env=ENV, cache=True).config is None
