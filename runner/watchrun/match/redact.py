@@ -79,8 +79,11 @@ class KeyBlock(Struct, frozen=True):
         return Rule(self.kind, self.pattern)
 
 
+_OPEN = "[REDACTED:"
+
+
 def marker(kind: str) -> str:
-    return f"[REDACTED:{kind}]"
+    return f"{_OPEN}{kind}]"
 
 
 def _re2() -> Any:
@@ -221,11 +224,11 @@ def _in_marker(text: str, pos: int) -> bool:
     """Whether a secret found at `pos` starts inside a marker of an earlier redaction: a whole
     `[REDACTED:kind]` (a kind as rules have them: no text a log line wraps in `[REDACTED: …]`
     hides a secret), its `[` included."""
-    opened = text.rfind("[REDACTED:", 0, pos + 10)  # (one starting at `pos` counts)
+    opened = text.rfind(_OPEN, 0, pos + len(_OPEN))  # (one starting at `pos` counts)
     if opened < 0:
         return False
     closed = text.find("]", opened)
-    return closed >= pos and KIND.fullmatch(text, opened + 10, closed) is not None
+    return closed >= pos and KIND.fullmatch(text, opened + len(_OPEN), closed) is not None
 
 
 def redact_line(redactor: Redactor, text: str, raw: str) -> tuple[str, str | None, dict[str, int]]:
