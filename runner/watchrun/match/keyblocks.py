@@ -18,7 +18,7 @@ from watchrun.match.literals import required_literals
 from watchrun.match.redact import KeyBlock, key_block
 from watchrun.match.regex import analyse
 
-__all__ = ["MAX_BLOCK_BYTES", "KeyBlocks", "Region", "inside"]
+__all__ = ["MAX_BLOCK_BYTES", "KeyBlocks", "Region", "inside", "key_body"]
 
 MAX_BLOCK_BYTES = 64 * 1024
 """A block with no END line within this many bytes of its BEGIN line ends there (an 8192-bit
@@ -75,6 +75,12 @@ class KeyBlocks:
             out.append((lo, hi, self.blocks))
             self._left = max(0, self._left - (len(data) - lo))
         return out
+
+
+def key_body(block: int, line: str) -> bool:
+    """Whether a line of `block` (0: none) goes out as `[REDACTED:private-key]`: every line of
+    a key block but its BEGIN line, which is left to the redaction rules (they need it)."""
+    return bool(block) and "-----BEGIN" not in line
 
 
 def inside(regions: list[Region], pos: int) -> int:

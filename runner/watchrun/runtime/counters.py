@@ -92,16 +92,12 @@ class RecentLines:
             self._newest_lines = count_newlines(newest.data)
         return self._done + self._newest_lines
 
-    def last(self) -> list[bytes]:
-        """The last `keep` lines (raw bytes, without their newlines), oldest first."""
-        return [line for line, _ in self.last_marked()]
-
-    def last_marked(self) -> list[tuple[bytes, bool]]:
-        """`last()`, each line with whether it lies inside a private-key block (whose BEGIN
-        line may be long gone from the window)."""
+    def last(self) -> list[tuple[bytes, int]]:
+        """The last `keep` lines (raw bytes, without their newlines), oldest first, each with
+        the private-key block it lies in (0: none; its BEGIN line may be long gone from them)."""
         if self._newest is None or not self.keep:
             return []
-        out: list[tuple[bytes, bool]] = []
+        out: list[tuple[bytes, int]] = []
         need = self.keep
         chunks = [(self._newest.data, self._newest_regions),
                   *((d, r) for d, _, r in reversed(self._held))]
@@ -109,10 +105,10 @@ class RecentLines:
             start, lines = _last_lines(data, need)
             if regions:
                 starts = itertools.accumulate((len(x) + 1 for x in lines), initial=start)
-                out[:0] = [(x, bool(inside(regions, s)))  # (starts: one more than lines)
+                out[:0] = [(x, inside(regions, s))  # (starts: one more than lines)
                            for x, s in zip(lines, starts, strict=False)]
             else:
-                out[:0] = [(x, False) for x in lines]
+                out[:0] = [(x, 0) for x in lines]
             need -= len(lines)
             if need <= 0:
                 break

@@ -10,7 +10,7 @@ from msgspec.structs import replace
 
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, MatchInfo
-from watchrun.match.keyblocks import KeyBlocks, Region, inside
+from watchrun.match.keyblocks import KeyBlocks, Region, inside, key_body
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, marker, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
@@ -165,7 +165,7 @@ class WatcherPipeline:
             return found
         out = list(found)
         for k, (start, _) in enumerate(spans[: len(out)]):
-            if inside(self._regions, start) and "-----BEGIN" not in out[k].line:
+            if key_body(inside(self._regions, start), out[k].line):
                 out[k] = replace(out[k], line=marker("private-key"))
         return out
 
@@ -214,7 +214,7 @@ class WatcherPipeline:
         block = 0
         if self.redactor is None:
             text, clipped = sanitize(decoded, self.limits.max_line_bytes)
-        elif (block := inside(self._regions, span[0])) and "-----BEGIN" not in decoded:
+        elif key_body(block := inside(self._regions, span[0]), decoded):
             text, raw, clipped = marker("private-key"), None, False  # a line of a private key
         else:  # redact the whole line, then clip: a secret cut at the limit is still found
             text, raw, found = redact_line(self.redactor, sanitize(decoded)[0], decoded)

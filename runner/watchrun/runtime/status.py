@@ -15,6 +15,7 @@ from msgspec import Struct
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
+from watchrun.match.keyblocks import key_body
 from watchrun.match.redact import marker
 from watchrun.match.sanitize import raw_text, sanitize
 from watchrun.output import safefs, tailfile
@@ -257,12 +258,12 @@ class StatusBoard:
                 continue
             snap = self.snapshot(entry)
             files.append((self.dir / f"{wid}.status.json", _snapshot_json(snap)))
-            tail = entry.pipeline.counters.tail.last_marked()  # materialised here, not per chunk
+            tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
             lines = [sanitize(raw_text(b), None)[0] for b, _ in tail]
             if entry.pipeline.redactor is not None:  # `output.redact`: the tail too
-                lines = entry.pipeline.redactor.redact_lines(lines)[0]  # (a key block whole)
-                lines = [marker("private-key") if key and b"-----BEGIN" not in raw else line
-                         for line, (raw, key) in zip(lines, tail, strict=True)]  # (a block
+                red = entry.pipeline.redactor.redact_lines(lines)[0]  # (a key block whole)
+                lines = [marker("private-key") if key_body(block, line) else r  # (a block
+                         for line, r, (_, block) in zip(lines, red, tail, strict=True)]
                 # whose BEGIN line has left the window: each line of it, as records do)
             lines = [x[:TAIL_LINE_CHARS] for x in lines]
             files.append((self.dir / f"{wid}.tail",
