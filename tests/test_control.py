@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -65,6 +66,30 @@ def test_requests_are_answered_and_bugs_and_bad_requests_refused(tmp_path: Path)
     serve(tmp_path, body, RunLog(stream=stream))
     assert "control request failed: KeyError('a bug')" in stream.getvalue()
     assert "Traceback" not in stream.getvalue()
+
+
+def test_the_socket_is_created_0600_under_an_open_umask_never_changed_after(
+        tmp_path: Path) -> None:
+    """docs/security.md: `control.sock` is created 0600, never briefly wider. Under umask 0 the
+    socket is 0600 and the kernel saw no change of its mode after it was made (a chmod after
+    the bind, which leaves a moment wider than 0600, is an IN_ATTRIB event on its name)."""
+    from watchrun.inotify import INotify
+
+    in_attrib, in_create = 0x4, 0x100
+    ino = INotify()
+    ino.add_watch(tmp_path, in_attrib | in_create)
+    old = os.umask(0)
+    try:
+        async def body(server: ControlServer) -> None:
+            assert (tmp_path / "control.sock").stat().st_mode & 0o777 == 0o600
+
+        serve(tmp_path, body)
+    finally:
+        os.umask(old)
+    events = [(ev.name, ev.mask & (in_attrib | in_create)) for ev in ino.read()]
+    ino.close()
+    assert ("control.sock", in_create) in events
+    assert ("control.sock", in_attrib) not in events, events
 
 
 def test_past_max_clients_the_next_one_is_told_busy(tmp_path: Path,
