@@ -271,18 +271,21 @@ def _room(sup: Managing) -> None:
 
 
 async def _launch(sup: Managing, spec: WatcherSpec) -> dict[str, Any]:
-    """Build (its sink opens), start, wait until its source holds its start position. A
-    failure leaves nothing running (a source that failed is stopped: its `stop` record and
-    `lastError` say why). Nothing awaits between the state check and the launch, so a shutdown
-    either stops it or refuses it."""
+    """Build (its sink opens, in a worker thread), start, wait until its source holds its start
+    position. A failure leaves nothing running (a source that failed is stopped: its `stop`
+    record and `lastError` say why). Nothing awaits between the last state check and the
+    launch, so a shutdown either stops it or refuses it."""
     if str(sup.state) != "running":
         raise Refused("refused", f"the runner is {sup.state}")
     try:
-        rt = sup.set.build(spec)
+        rt = await sup.set.build_off_loop(spec)
     except (OSError, SinkWriteError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise Refused("start_failed", f"{spec.id} could not be started: {why}",
                       id=spec.id) from exc
+    if str(sup.state) != "running":  # it stopped while the sink opened
+        await asyncio.to_thread(rt.sink.close)
+        raise Refused("refused", f"the runner is {sup.state}")
     sup.set.launch(rt)
     failed = await sup.set.ready([rt])
     if failed is not None:  # stopped, and listed with its last error

@@ -92,7 +92,7 @@ async def apply(sup: Reloading, new: Config) -> None:
 async def _start(sup: Reloading, spec: WatcherSpec, trouble: str | None) -> None:
     """Start a new or changed watcher; `trouble`: what went wrong while it was stopped."""
     try:
-        rt = sup.set.build(spec)
+        rt = await sup.set.build_off_loop(spec)
     except Exception as exc:
         sup.problem(f"reload: could not be started: {exc}", spec.id)
         return

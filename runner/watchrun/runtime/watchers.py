@@ -16,6 +16,7 @@ from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.notify import Notifier
+from watchrun.offload import offload
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
@@ -24,7 +25,14 @@ from watchrun.runtime.gate import Evidence
 from watchrun.runtime.hscache import disk_store
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
-from watchrun.runtime.wiring import Seams, WatcherRuntime, build_watcher, counters_of, evidence_of
+from watchrun.runtime.wiring import (
+    Seams,
+    WatcherRuntime,
+    build_watcher,
+    counters_of,
+    evidence_of,
+    watcher_sink,
+)
 from watchrun.sources.checkpoints import CheckpointStore
 
 if TYPE_CHECKING:
@@ -102,14 +110,31 @@ class WatcherSet:
     def notify_mode(self) -> str:
         return self.notifier.mode if self.notifier is not None else "none"
 
-    def build(self, spec: WatcherSpec) -> WatcherRuntime:
-        """Open its sink and wire it; raises (SinkWriteError, ValueError, OSError) leaving
-        nothing open."""
+    def build(self, spec: WatcherSpec, sink: JsonlSink | None = None) -> WatcherRuntime:
+        """Open its sink (unless opened already) and wire it; raises (SinkWriteError,
+        ValueError, OSError) leaving nothing open."""
         sup = self.sup
+        return build_watcher(spec, sup.config, sup.layout, sup.log, self._seams(), once=sup.once,
+                             echo=self.echo, on_matches=sup.matched, on_event=self._event,
+                             sink=sink)
+
+    async def build_off_loop(self, spec: WatcherSpec) -> WatcherRuntime:
+        """`build` for a runner that is running: the sink's files are opened in a worker
+        thread (a slow or hung file system holds up this watcher, not the loop)."""
+        sup = self.sup
+        opening = asyncio.ensure_future(
+            offload(watcher_sink, spec, sup.config, sup.layout, self._seams()))
+        try:
+            sink = await asyncio.shield(opening)
+        except asyncio.CancelledError:  # (a shutdown): the sink, once open, is closed
+            opening.add_done_callback(_close_opened)
+            raise
+        return self.build(spec, sink)
+
+    def _seams(self) -> Seams:
         assert self.notifier is not None
-        seams = Seams(sup.clock, sup.spawner, self.store, self.notifier, self.sinks, self.databases)
-        return build_watcher(spec, sup.config, sup.layout, sup.log, seams, once=sup.once,
-                             echo=self.echo, on_matches=sup.matched, on_event=self._event)
+        sup = self.sup
+        return Seams(sup.clock, sup.spawner, self.store, self.notifier, self.sinks, self.databases)
 
     def launch(self, rt: WatcherRuntime) -> None:
         self.sup.board.add(rt.spec, rt.pipeline, rt.source, rt.engine, self.origin(rt.spec.id))
@@ -210,3 +235,10 @@ class WatcherSet:
         for wid, result in zip(wids, results, strict=True):
             if isinstance(result, Exception):
                 self.sup.problem(f"stopping failed: {result!r}", wid)
+
+
+def _close_opened(opening: asyncio.Future[JsonlSink]) -> None:
+    """Close a sink opened for a build that was cancelled while it opened."""
+    if not opening.cancelled() and opening.exception() is None:
+        with contextlib.suppress(SinkWriteError):
+            opening.result().close()

@@ -79,6 +79,15 @@ def precompile(specs: Sequence[WatcherSpec], databases: Store | None, loop_threa
                 compile_for(loop_thread, pattern, exclude, spec.case_sensitive, store=databases)
 
 
+def watcher_sink(spec: WatcherSpec, config: Config, layout: OutputLayout, seams: Seams
+                 ) -> JsonlSink:
+    """Open a watcher's sink: its JSONL and `.unwritten` reserve created or read from the end
+    (blocking file-system calls: a runner that is running calls it in a worker thread)."""
+    return seams.open_sink(layout.jsonl("watcher", spec.id), spec.id,
+                           max_bytes=config.output.max_bytes, keep=config.output.keep,
+                           clock=seams.clock)
+
+
 def build_watcher(
     spec: WatcherSpec,
     config: Config,
@@ -90,13 +99,14 @@ def build_watcher(
     echo: Echo | None,
     on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
     on_event: Callable[[WatcherSpec, str, dict[str, Any]], None],
+    sink: JsonlSink | None = None,
 ) -> WatcherRuntime:
-    """source → pipeline (matcher) → sink, for one watcher; nothing runs yet. Raises
+    """source → pipeline (matcher) → sink, for one watcher; nothing runs yet. `sink`: its sink
+    opened already (`watcher_sink`, off the loop), else it is opened here. Raises
     SinkWriteError (the JSONL cannot be opened) or ValueError (a pattern the matcher refuses);
     nothing stays open then."""
-    sink = seams.open_sink(layout.jsonl("watcher", spec.id), spec.id,
-                           max_bytes=config.output.max_bytes, keep=config.output.keep,
-                           clock=seams.clock)
+    if sink is None:
+        sink = watcher_sink(spec, config, layout, seams)
     try:
         return _build(spec, config, log, seams, sink, once, echo, on_matches, on_event)
     except BaseException:
