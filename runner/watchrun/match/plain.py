@@ -10,8 +10,15 @@ from collections.abc import Iterable
 
 from watchrun.match.simd import finder, has_any
 
-__all__ = ["plain_chunk", "plain_text", "plain_texts"]
+__all__ = ["BIDI", "MARKS", "MARKS_UTF8", "plain_chunk", "plain_text", "plain_texts"]
 
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+"""Bidirectional controls (a regex class's body): marks, embeddings, overrides, isolates."""
+MARKS = f"\u2028\u2029{BIDI}"
+"""U+2028/U+2029 and the bidi controls: ordinary text to `sanitize`, but they break or reorder
+what a terminal shows, so records and the edge write them as `\\u` escapes."""
+MARKS_UTF8 = re.compile(b"\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xd8\x9c")
+"""`MARKS` in UTF-8 (each a whole character: a lead byte starts every match)."""
 _KEEP_C0 = bytes((*range(0, 9), *range(10, 32), 0x7F))  # C0 but tab, and DEL: one byte each
 _C1_UTF8 = re.compile(b"\xc2[\x80-\x9f]")
 
@@ -21,22 +28,22 @@ def plain_text(line: bytes, max_bytes: int) -> str | None:
     and no record escape is needed in it; None when it needs the full treatment.
 
     Checked on the bytes, in C: no C0 control but tab and no DEL (single bytes in UTF-8), no C1
-    control (`\\xc2\\x80`-`\\xc2\\x9f`), no U+2028/U+2029, and short enough not to be clipped.
-    Invalid UTF-8 decodes to U+FFFD exactly as `decode` does. The rule of the match records'
-    fast path (`plain_texts` applies it to all the matched lines of a chunk at once): most log
-    lines are plain."""
+    control (`\\xc2\\x80`-`\\xc2\\x9f`), no U+2028/U+2029 or bidi control (`MARKS`), and short
+    enough not to be clipped. Invalid UTF-8 decodes to U+FFFD exactly as `decode` does. The
+    rule of the match records' fast path (`plain_texts` applies it to all the matched lines of
+    a chunk at once): most log lines are plain."""
     if has_any(line, _KEEP_C0):
         return None
     if line.isascii():
         return line.decode("ascii") if len(line) <= max_bytes else None
-    if (b"\xc2" in line and _C1_UTF8.search(line) is not None) or b"\xe2\x80\xa8" in line \
-            or b"\xe2\x80\xa9" in line:  # fmt: skip
+    if (b"\xc2" in line and _C1_UTF8.search(line) is not None) or \
+            MARKS_UTF8.search(line) is not None:  # fmt: skip
         return None
     text = line.decode("utf-8", "replace")
     return text if len(text) * 4 <= max_bytes or len(text.encode()) <= max_bytes else None
 
 
-_NOT_PLAIN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")  # `plain_text`'s rules
+_NOT_PLAIN = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{MARKS}]")  # `plain_text`'s rules
 
 
 def plain_texts(lines: Iterable[bytes], sizes: list[int], max_bytes: int
@@ -65,10 +72,8 @@ _KEEP_C0_NL = _KEEP_C0.replace(b"\n", b"")
 
 
 def _may_hold_c1_or_ls(data: bytes) -> bool:
-    """Whether UTF-8 `data` may hold a C1 control (its lead byte 0xC2) or U+2028/U+2029."""
-    find = finder(data)
-    return find(b"\xc2", 0) >= 0 or find(b"\xe2\x80\xa8", 0) >= 0 \
-        or find(b"\xe2\x80\xa9", 0) >= 0
+    """Whether UTF-8 `data` may hold a C1 control (its lead byte 0xC2) or one of `MARKS`."""
+    return finder(data)(b"\xc2", 0) >= 0 or MARKS_UTF8.search(data) is not None
 
 
 def plain_chunk(data: bytes) -> bool:

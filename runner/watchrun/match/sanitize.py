@@ -41,7 +41,7 @@ import json
 import math
 import re
 
-from watchrun.match.plain import plain_chunk
+from watchrun.match.plain import BIDI, plain_chunk
 
 __all__ = [
     "StreamDecoder",
@@ -70,7 +70,7 @@ _ESCAPES = (
 )
 _CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f]"
 _SURROGATES = "[\ud800-\udfff]"
-_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_BIDI = BIDI
 _EDGE_LINE = re.compile(f"[\n\u2028\u2029{_BIDI}]")
 _EDGE_LINES = f"[\u2028\u2029{_BIDI}]"
 _EDGE_JSON = f"[\x7f-\x9f\u2028\u2029{_BIDI}\ud800-\udfff]"

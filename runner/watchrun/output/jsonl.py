@@ -1,15 +1,16 @@
 """Record encoding (SPEC §4): orjson, with the escapes the record contract adds to JSON.
 
 Every record is one line of UTF-8 JSON. Beyond what JSON escapes itself (`"`, `\\` and C0
-controls), DEL, the C1 controls and U+2028/U+2029 are written as `\\u` escapes, so no record
-looks like two lines to a reader that splits on Unicode line breaks (`str.splitlines`,
-JavaScript) and no record byte can drive a terminal that `cat`s the file; `json.loads` still
+controls), DEL, the C1 controls, U+2028/U+2029 and the bidi controls (`plain.MARKS`) are
+written as `\\u` escapes, so no record looks like two lines to a reader that splits on Unicode
+line breaks (`str.splitlines`, JavaScript), no record byte can drive a terminal that `cat`s the
+file and none reorders what it shows (`tail -f` of a line with U+202E); `json.loads` still
 returns the same values. The encoder does this, not a rewrite of its output: orjson's bytes
 are only searched for those characters (`in`, in C), and the rare record that holds one is
 encoded again with each string that needs an escape encoded as ASCII-only JSON and handed to
 orjson as a fragment. Text fields are sanitized first (SPEC §6), so in practice only `raw`
-fields and U+2028/U+2029 take that path; match records of plain lines (`plain.plain_text`)
-never need it.
+fields, U+2028/U+2029 and bidi controls take that path; match records of plain lines
+(`plain.plain_text`) never need it.
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "json_str", "plain_bodies", "safe_str", "valid_unicode", "valid_value"]
+from watchrun.match.plain import MARKS, MARKS_UTF8
 
-_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+__all__ = ["dumps", "escape_marks", "json_str", "plain_bodies", "safe_str", "valid_unicode",
+           "valid_value"]
+
+_UNSAFE = re.compile(f"[\x7f-\x9f{MARKS}\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _C1 = re.compile(b"\xc2[\x80-\x9f]")
+_MARK_BYTES = re.compile(b"\x7f|\xc2[\x80-\x9f]|" + MARKS_UTF8.pattern)
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
 
 
@@ -96,15 +101,15 @@ def dumps(record: Mapping[str, Any]) -> bytes:
     ValueError for NaN or an infinity, as `json.dumps(..., allow_nan=False)` does.
 
     Most records hold no character that needs a record escape; orjson's output says so at the
-    cost of a few `in` tests (DEL, the UTF-8 of C1 and of U+2028/U+2029 can only be inside
+    cost of a few tests in C (DEL, the UTF-8 of C1 and of `MARKS` can only be inside
     strings there). A record that may hold one is encoded again, every string that needs an
     escape handed to orjson as an escaped fragment."""
     try:
         out = orjson.dumps(record, option=_NEWLINE | orjson.OPT_PASSTHROUGH_DATACLASS)
     except orjson.JSONEncodeError:  # a lone surrogate, a non-string key, an integer past 64 bits
         return _careful(record)
-    if b"\x7f" in out or b"\xe2\x80\xa8" in out or b"\xe2\x80\xa9" in out or (
-            b"\xc2" in out and _C1.search(out) is not None):  # fmt: skip
+    if b"\x7f" in out or (not out.isascii() and (MARKS_UTF8.search(out) is not None or (
+            b"\xc2" in out and _C1.search(out) is not None))):  # fmt: skip
         return _careful(record)
     if b"null" in out:
         _finite(record)  # orjson writes NaN and infinities as null: refuse them, as JSON does
@@ -141,3 +146,12 @@ def valid_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [valid_value(v) for v in value]
     return value
+
+
+def escape_marks(data: bytes) -> bytes:
+    """JSON text (UTF-8) with DEL, the C1 controls and `MARKS` written as `\\u` escapes, the
+    record escapes for JSON another encoder wrote (a status snapshot): outside its strings JSON
+    holds none of them, so the bytes are rewritten where they are and the meaning is kept."""
+    if data.isascii() and b"\x7f" not in data:
+        return data
+    return _MARK_BYTES.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)

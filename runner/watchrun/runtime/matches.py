@@ -20,6 +20,7 @@ from msgspec import Struct
 
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.plain import plain_chunk, plain_texts
+from watchrun.match.sanitize import sanitize
 from watchrun.match.simd import newline_counter
 from watchrun.output.jsonl import json_str, plain_bodies
 
@@ -109,10 +110,12 @@ class RecentMatches:
 
 def where_members(chunk: Chunk) -> tuple[bytes, str]:
     """The record's fields after `offset` (`,"path":…,"inode":…` or `,"run":…`) and how a
-    match is located for people (`path` or `run N`, before `:lineNo`)."""
+    match is located for people (`path` or `run N`, before `:lineNo`). The path is a text
+    field like any other (SPEC §6): a file name others chose keeps no escape sequence."""
     if chunk.path is not None:
         inode = b"null" if chunk.inode is None else b"%d" % chunk.inode
-        return b',"path":%b,"inode":%b' % (json_str(chunk.path), inode), chunk.path
+        path = sanitize(chunk.path)[0]
+        return b',"path":%b,"inode":%b' % (json_str(path), inode), path
     run = b"null" if chunk.run is None else b"%d" % chunk.run
     return b',"run":%b' % run, f"run {chunk.run}"
 

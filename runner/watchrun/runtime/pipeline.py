@@ -238,7 +238,10 @@ class WatcherPipeline:
         rows.split()[k] = text
 
     async def event(self, kind: str, **fields: Any) -> None:
-        clean = {k: v for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}
+        """Record (and log) an event; its text fields sanitized (SPEC §6): a `path` or a
+        `message` may hold a file name others chose."""
+        clean = {k: sanitize(v)[0] if isinstance(v, str) and k != "raw" else v
+                 for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}
         if kind == "error":
             self.counters.errors += 1
             if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:

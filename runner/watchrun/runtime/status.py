@@ -19,7 +19,7 @@ from watchrun.match.keyblocks import key_body
 from watchrun.match.redact import marker
 from watchrun.match.sanitize import raw_text, sanitize
 from watchrun.output import safefs, tailfile
-from watchrun.output.jsonl import valid_value
+from watchrun.output.jsonl import escape_marks, valid_value
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 
@@ -208,15 +208,15 @@ class StatusBoard:
         snap: dict[str, Any] = {
             "schema": 1,
             "id": spec.id,
-            "label": spec.label,
+            "label": _text(spec.label),
             "kind": spec.kind,
-            "source": str(spec.path) if spec.path is not None else spec.command,
+            "source": _source(spec),
             "pattern": spec.pattern,
             "exclude": list(spec.exclude),
             "caseSensitive": spec.case_sensitive,
             "fromStart": spec.from_start,
             "wake": list(spec.wake),
-            "cwd": str(spec.cwd) if spec.cwd is not None else None,
+            "cwd": _text(spec.cwd) if spec.cwd is not None else None,
             "engine": entry.engine,
             "status": status,
             "origin": entry.origin,
@@ -290,12 +290,27 @@ class StatusBoard:
                     self._stored[path] = gen
 
 
+def _text(value: object) -> str:
+    """A snapshot's text field (a label, a path, an argument: a `${VAR}` or a file name others
+    chose), sanitized like a record's (SPEC §6)."""
+    return sanitize(str(value))[0]
+
+
+def _source(spec: WatcherSpec) -> str | list[str] | None:
+    if spec.path is not None:
+        return _text(spec.path)
+    if isinstance(spec.command, tuple):
+        return [_text(arg) for arg in spec.command]
+    return None if spec.command is None else _text(spec.command)
+
+
 def _snapshot_json(snap: dict[str, Any]) -> bytes:
     """A snapshot file's bytes: indented JSON in valid UTF-8 (orjson: the stdlib's indenting
     encoder is pure Python, see docs/decisions.md); a lone surrogate (a byte of a file name or
-    an environment value that is not UTF-8) becomes U+FFFD."""
+    an environment value that is not UTF-8) becomes U+FFFD; DEL, C1, U+2028/U+2029 and bidi
+    controls are escaped as in records (`escape_marks`: `cat` shows it as it is)."""
     opts = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
     try:
-        return orjson.dumps(snap, option=opts)
+        return escape_marks(orjson.dumps(snap, option=opts))
     except orjson.JSONEncodeError:
-        return orjson.dumps(valid_value(snap), option=opts)
+        return escape_marks(orjson.dumps(valid_value(snap), option=opts))
