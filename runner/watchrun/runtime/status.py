@@ -10,22 +10,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import orjson
 from msgspec import Struct
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
-from watchrun.match.keyblocks import key_body
-from watchrun.match.redact import marker
-from watchrun.match.sanitize import raw_text, sanitize
 from watchrun.output import safefs, tailfile
-from watchrun.output.jsonl import escape_marks, valid_value
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
+from watchrun.runtime.snapshot_text import Said, said, shown, snapshot_json, tail_lines
 
 FLUSH_DELAY_S = 1.0
 """Snapshots are written at most this often, and only after something changed."""
-TAIL_LINE_CHARS = 4096
 
 
 class _Entry(Struct):
@@ -43,6 +38,8 @@ class _Entry(Struct):
     """Times it started again in this runner: its command's restarts (restart policy), and
     `watchrun start/restart`, and a reload that changed it."""
     stopped: bool = False
+    said: Said | None = None
+    """Its label, source and cwd as snapshots show them (`snapshot_text.said`), once made."""
     failed: bool = False
     """Its source ended with an internal error (status `fatal`)."""
     last_error: str | None = None
@@ -202,21 +199,24 @@ class StatusBoard:
 
     def snapshot(self, entry: _Entry) -> dict[str, Any]:
         spec, c, src = entry.spec, entry.pipeline.counters, entry.source
+        if entry.said is None:  # (the spec does not change: made once)
+            entry.said = said(spec, entry.pipeline.redactor)
+        label, source, cwd = entry.said
         state = getattr(src, "state", None)
         status = "stopped" if entry.stopped else "fatal" if entry.failed else \
             str(state) if state is not None else "running"
         snap: dict[str, Any] = {
             "schema": 1,
             "id": spec.id,
-            "label": _text(spec.label),
+            "label": label,
             "kind": spec.kind,
-            "source": _source(spec),
+            "source": source,
             "pattern": spec.pattern,
             "exclude": list(spec.exclude),
             "caseSensitive": spec.case_sensitive,
             "fromStart": spec.from_start,
             "wake": list(spec.wake),
-            "cwd": _text(spec.cwd) if spec.cwd is not None else None,
+            "cwd": cwd,
             "engine": entry.engine,
             "status": status,
             "origin": entry.origin,
@@ -226,7 +226,7 @@ class StatusBoard:
             "startedAt": iso_ts(entry.started_at),
             "updatedAt": iso_ts(self.clock.now()),
             "restarts": entry.restarts,
-            "lastError": entry.last_error,
+            "lastError": entry.last_error and shown(entry.last_error, entry.pipeline.redactor),
             "linesRead": c.lines,
             "bytesRead": c.bytes_read,
             "matchCount": c.matches,
@@ -257,15 +257,9 @@ class StatusBoard:
             if entry is None:
                 continue
             snap = self.snapshot(entry)
-            files.append((self.dir / f"{wid}.status.json", _snapshot_json(snap)))
+            files.append((self.dir / f"{wid}.status.json", snapshot_json(snap)))
             tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
-            lines = [sanitize(raw_text(b), None)[0] for b, _ in tail]
-            if entry.pipeline.redactor is not None:  # `output.redact`: the tail too
-                red = entry.pipeline.redactor.redact_lines(lines)[0]  # (a key block whole)
-                lines = [marker("private-key") if key_body(block, line) else r  # (a block
-                         for line, r, (_, block) in zip(lines, red, tail, strict=True)]
-                # whose BEGIN line has left the window: each line of it, as records do)
-            lines = [x[:TAIL_LINE_CHARS] for x in lines]
+            lines = tail_lines(tail, entry.pipeline.redactor)  # `output.redact`: the tail too
             files.append((self.dir / f"{wid}.tail",
                           tailfile.render(entry.run, snap["linesRead"], lines)))
         with self._lock:
@@ -288,29 +282,3 @@ class StatusBoard:
                     continue  # status is best effort; records and checkpoints must not be lost
                 with self._lock:
                     self._stored[path] = gen
-
-
-def _text(value: object) -> str:
-    """A snapshot's text field (a label, a path, an argument: a `${VAR}` or a file name others
-    chose), sanitized like a record's (SPEC §6)."""
-    return sanitize(str(value))[0]
-
-
-def _source(spec: WatcherSpec) -> str | list[str] | None:
-    if spec.path is not None:
-        return _text(spec.path)
-    if isinstance(spec.command, tuple):
-        return [_text(arg) for arg in spec.command]
-    return None if spec.command is None else _text(spec.command)
-
-
-def _snapshot_json(snap: dict[str, Any]) -> bytes:
-    """A snapshot file's bytes: indented JSON in valid UTF-8 (orjson: the stdlib's indenting
-    encoder is pure Python, see docs/decisions.md); a lone surrogate (a byte of a file name or
-    an environment value that is not UTF-8) becomes U+FFFD; DEL, C1, U+2028/U+2029 and bidi
-    controls are escaped as in records (`escape_marks`: `cat` shows it as it is)."""
-    opts = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
-    try:
-        return escape_marks(orjson.dumps(snap, option=opts))
-    except orjson.JSONEncodeError:
-        return escape_marks(orjson.dumps(valid_value(snap), option=opts))

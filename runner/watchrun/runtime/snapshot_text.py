@@ -1,0 +1,62 @@
+"""What the files under state/ say of a watcher, as text: its label, source and cwd, the lines of
+its `.tail`, and a snapshot's JSON bytes — sanitized, redacted with `output.redact`, escaped."""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import orjson
+
+from watchrun.config.model import WatcherSpec
+from watchrun.match.keyblocks import key_body
+from watchrun.match.redact import Redactor, marker
+from watchrun.match.sanitize import raw_text, sanitize
+from watchrun.output.jsonl import escape_marks, valid_value
+
+__all__ = ["Said", "said", "shown", "snapshot_json", "tail_lines"]
+
+TAIL_LINE_CHARS = 4096
+
+Said: TypeAlias = tuple[str, str | list[str] | None, str | None]
+"""A watcher's label, source (a path, a command string or its argv) and cwd."""
+
+
+def shown(text: str, redactor: Redactor | None) -> str:
+    """A snapshot's text field sanitized like a record's (SPEC §6), redacted when given one."""
+    clean = sanitize(text)[0]
+    return clean if redactor is None else redactor.redact(clean)[0]
+
+
+def said(spec: WatcherSpec, redactor: Redactor | None) -> Said:
+    """Its label, source and cwd as snapshots show them: sanitized (a `${VAR}`, a file name
+    others chose) and with `output.redact` redacted (a command line's `${VAR}` password leaves
+    the machine in `list`, `status` and the MCP answers, as it does in a webhook's label)."""
+    where = spec.path if spec.path is not None else spec.command
+    source = [shown(a, redactor) for a in where] if isinstance(where, tuple) else \
+        None if where is None else shown(str(where), redactor)
+    cwd = None if spec.cwd is None else shown(str(spec.cwd), redactor)
+    return shown(spec.label, redactor), source, cwd
+
+
+def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None) -> list[str]:
+    """The `.tail` file's lines (`RecentLines.last`: raw lines and their key blocks), sanitized,
+    with `output.redact` redacted together (a key block whole, and each line of a block whose
+    BEGIN line has left the window marked, as records do), each cut to TAIL_LINE_CHARS."""
+    lines = [sanitize(raw_text(b), None)[0] for b, _ in tail]
+    if redactor is not None:
+        red = redactor.redact_lines(lines)[0]
+        lines = [marker("private-key") if key_body(block, line) else r
+                 for line, r, (_, block) in zip(lines, red, tail, strict=True)]
+    return [x[:TAIL_LINE_CHARS] for x in lines]
+
+
+def snapshot_json(snap: dict[str, Any]) -> bytes:
+    """A snapshot file's bytes: indented JSON in valid UTF-8 (orjson: the stdlib's indenting
+    encoder is pure Python, see docs/decisions.md); a lone surrogate (a byte of a file name or
+    an environment value that is not UTF-8) becomes U+FFFD; DEL, C1, U+2028/U+2029 and bidi
+    controls are escaped as in records (`escape_marks`: `cat` shows it as it is)."""
+    opts = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    try:
+        return escape_marks(orjson.dumps(snap, option=opts))
+    except orjson.JSONEncodeError:
+        return escape_marks(orjson.dumps(valid_value(snap), option=opts))

@@ -1,0 +1,60 @@
+"""With `output.redact`, a secret in a watcher's command line (a `${VAR}` password, also its
+default label) leaves the machine in no status answer: not in the snapshot files, not in
+`list --json`/`status`, not in the `watch` tool's answer an MCP client sends its model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+from liverunner import DEADLINE_S, watchrun_bin, write_config
+from mcpclient import mcp_session
+
+SECRET = "s3cretPassw0rdValue"
+TOKEN = "AKIAIOSFODNN7EXAMPLE"
+
+
+def _cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DB_URL": f"postgres://app:{SECRET}@db.internal/x", "KEY": TOKEN}
+    return subprocess.run([watchrun_bin(), *args], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=DEADLINE_S, check=False)
+
+
+def test_a_command_lines_secret_is_redacted_in_every_status_answer(tmp_path: Path) -> None:
+    # before: the snapshot's `label` and `source`, `list --json` and the MCP `status` answer
+    # all held postgres://app:s3cretPassw0rdValue@… and AKIA… verbatim
+    cfg = tmp_path / "cfg"  # (the MCP server, started without the variables, reads no config)
+    cfg.mkdir()
+    write_config(cfg, {"output": {"redact": True}, "watchers": [
+        {"id": "db", "command": ["sh", "-c", "echo migrate ${DB_URL} --key=${KEY}"],
+         "pattern": "ERROR"},
+        {"id": "dbs", "command": "echo migrate ${DB_URL} password=${KEY}", "pattern": "ERROR",
+         "cwd": "."}]})
+    done = _cli(cfg, "run", "--once")
+    assert done.returncode == 0, done.stderr
+    out = cfg / ".watchrun"
+    state = out / "state"
+    for name in ("db.status.json", "dbs.status.json"):
+        data = (state / name).read_text()
+        assert SECRET not in data and TOKEN not in data, data
+        assert "[REDACTED:" in json.loads(data)["label"]
+    for args in (["list", "--json"], ["status", "db"], ["status", "dbs", "--json"], ["list"]):
+        shown = _cli(cfg, *args)
+        assert shown.returncode == 0, shown.stderr
+        assert SECRET not in shown.stdout and TOKEN not in shown.stdout, (args, shown.stdout)
+
+    async def body() -> None:
+        async with mcp_session(tmp_path, "--output-dir", str(out)) as c:
+            for wid in ("db", "dbs"):
+                result = await c.call(action="status", id=wid)
+                assert not result.is_error and result.structured_content is not None
+                block = result.content[0]
+                assert isinstance(block, types.TextContent)
+                said = block.text + json.dumps(result.structured_content)
+                assert SECRET not in said and TOKEN not in said, said
+                assert result.structured_content["watch"]["id"] == wid
+    anyio.run(body)
