@@ -1,6 +1,7 @@
 """With `output.redact`, a secret in a watcher's command line (a `${VAR}` password, also its
-default label) leaves the machine in no status answer: not in the snapshot files, not in
-`list --json`/`status`, not in the `watch` tool's answer an MCP client sends its model."""
+default label) leaves the machine in no status answer and no record: not in the snapshot files
+or the JSONL a shipper sends on, not in `list --json`/`status`, not in the `watch` tool's answer
+an MCP client sends its model."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ def _cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_command_lines_secret_is_redacted_in_every_status_answer(tmp_path: Path) -> None:
-    # before: the snapshot's `label` and `source`, `list --json` and the MCP `status` answer
-    # all held postgres://app:s3cretPassw0rdValue@… and AKIA… verbatim
+    # before: the snapshot's `label` and `source`, the `start` record's `command`, `list
+    # --json` and the MCP `status` answer all held postgres://app:s3cretPassw0rdValue@… and
+    # AKIA… verbatim
     cfg = tmp_path / "cfg"  # (the MCP server, started without the variables, reads no config)
     cfg.mkdir()
     write_config(cfg, {"output": {"redact": True}, "watchers": [
@@ -42,6 +44,9 @@ def test_a_command_lines_secret_is_redacted_in_every_status_answer(tmp_path: Pat
         data = (state / name).read_text()
         assert SECRET not in data and TOKEN not in data, data
         assert "[REDACTED:" in json.loads(data)["label"]
+    for path in sorted(p for p in out.rglob("*") if p.is_file()):  # a `start` record too
+        data = path.read_text(errors="replace")
+        assert SECRET not in data and TOKEN not in data, (path.name, data[:600])
     for args in (["list", "--json"], ["status", "db"], ["status", "dbs", "--json"], ["list"]):
         shown = _cli(cfg, *args)
         assert shown.returncode == 0, shown.stderr

@@ -237,11 +237,21 @@ class WatcherPipeline:
         rows.rest[k] = members
         rows.split()[k] = text
 
+    def _said(self, value: Any) -> Any:
+        """An event's field as its record says it: text (also an argv's) sanitized, redacted."""
+        if isinstance(value, list | tuple):
+            return [self._said(v) for v in value]
+        if not isinstance(value, str):
+            return value
+        clean = sanitize(value)[0]
+        return clean if self.redactor is None else self.redactor.redact(clean)[0]
+
     async def event(self, kind: str, **fields: Any) -> None:
         """Record (and log) an event; its text fields sanitized (SPEC §6): a `path` or a
-        `message` may hold a file name others chose."""
-        clean = {k: sanitize(v)[0] if isinstance(v, str) and k != "raw" else v
-                 for k, v in fields.items() if v is not None or k in ("exitCode", "signal")}
+        `message` may hold a file name others chose; with `output.redact` redacted too (a
+        `start` record's `command` holds what a `${VAR}` gave it)."""
+        clean = {k: self._said(v) for k, v in fields.items()
+                 if v is not None or k in ("exitCode", "signal")}
         if kind == "error":
             self.counters.errors += 1
             if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:
