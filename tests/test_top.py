@@ -29,9 +29,9 @@ from watchrun.tui.model import Row, Snapshot
 from watchrun.tui.screens import ConfirmScreen, PaneScreen, WrappingLog
 
 HOSTILE = ("ERROR \x1b[31mred\x1b[0m \x1b]0;pwned-title\x07[bold red]PWNED[/] "
-           "[@click=app.quit]click me[/] \u202eevil")
-"""A match that tries an SGR colour, an OSC title, Rich markup, a Textual action link and a
-bidi override."""
+           "[@click=app.quit]click me[/] \u202eevil \u061calm")
+"""A match that tries an SGR colour, an OSC title, Rich markup, a Textual action link, a
+bidi override and the Arabic letter mark (a bidi control too)."""
 
 
 def strips(widget: Widget) -> list[Strip]:
@@ -56,6 +56,7 @@ async def assert_inert(pilot: Pilot[None], widget: Widget, needle: str) -> None:
     text = shown(widget)
     assert "\x1b" not in text and "pwned-title" not in text
     assert "\u202e" not in text and "\\u202eevil" in text
+    assert "\u061c" not in text
 
 
 async def until(pilot: Pilot[None], cond: Callable[[], Any], what: str,
