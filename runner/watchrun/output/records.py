@@ -125,11 +125,14 @@ def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
 
 
 def parse_record(line: bytes, stats: ReadStats) -> dict[str, Any] | None:
+    """One line as a record: a JSON object whose `seq` is an integer and whose `kind`, when it
+    has one, is a string (readers look records up by kind); None, counted invalid, otherwise."""
     try:
         rec = json.loads(line)
     except (ValueError, RecursionError):  # RecursionError: a line of deeply nested arrays
         rec = None
-    if not isinstance(rec, dict) or type(rec.get("seq")) is not int:
+    if not isinstance(rec, dict) or type(rec.get("seq")) is not int \
+            or not isinstance(rec.get("kind", ""), str):
         stats.invalid += 1
         return None
     return rec
