@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import msgspec
-from actionrig import Rig, program, until, watcher
+from actionrig import Rig, program, until, watcher, webhook
 from liverunner import alive
+from webhook_server import receiver
 
 from watchrun.config.model import Limits
 
@@ -208,3 +209,28 @@ def test_firing_numbers_go_on_across_a_reload(tmp_path: Path) -> None:
         assert [r["firing"] for r in rig.records("action-fired")] == [1, 2]
         assert [r["firing"] for r in rig.records("action-result")] == [1, 2]
     asyncio.run(body())
+
+
+def test_a_hostile_label_reaches_the_program_and_the_receiver_sanitized(tmp_path: Path) -> None:
+    # before: WATCHRUN_LABEL, the JSON body's label and the Slack headline carried the label
+    # as a `${VAR}` gave it: ESC ] 0 ; title BEL, an SGR colour, a newline, a bidi override
+    out = tmp_path / "seen.json"
+    label = "deploy \x1b]0;pwned\x07\x1b[31mred\x1b[0m\n\u202eevil\x9b2J"
+    with receiver(200) as rx:
+        async def body() -> None:
+            spec = msgspec.structs.replace(watcher(
+                program(tmp_path, PY, "-c", DUMP, str(out)),
+                webhook(rx.url, name="json"), webhook(rx.url, name="slack", format="slack")),
+                label=label)
+            async with Rig(tmp_path, spec) as rig:
+                rig.deliver("ERROR one")
+                await rig.wait("action-result", 3)
+        asyncio.run(body())
+        sent = [r.body for r in rx.requests]
+    shown = json.loads(out.read_text())["env"]["WATCHRUN_LABEL"]
+    labels = [shown, *(json.loads(b).get("watcher", {}).get("label", "") for b in sent)]
+    slack = next(json.loads(b)["text"] for b in sent if b"text" in b)
+    for text in [*labels, slack]:
+        assert not any(c in text for c in "\x1b\x07\x9b"), text
+        assert "pwned" not in text
+    assert shown == "deploy red\n\u202eevil"

@@ -10,7 +10,7 @@ from msgspec import Struct
 
 from watchrun.actions.windows import Firing
 from watchrun.match.redact import Redactor, add_counts
-from watchrun.match.sanitize import clip
+from watchrun.match.sanitize import clip, sanitize
 from watchrun.output.jsonl import valid_unicode
 
 __all__ = ["ENV_LINES_BYTES", "SLACK_TEXT_CHARS", "Context", "Outgoing", "build"]
@@ -75,9 +75,9 @@ class Outgoing(Struct, frozen=True):
 def build(ctx: Context, firing: Firing, redactor: Redactor) -> Outgoing:
     """The firing's document (the generic JSON body): its lines redacted together (a secret
     spanning lines, a private-key block, is found whole), and the watcher's label too (by
-    default its command line, which may carry a `${VAR}` password)."""
+    default its command line, which may carry a `${VAR}` password), sanitized as lines are."""
     texts, counts = redactor.redact_lines([m.line for m in firing.matches])
-    label, found = redactor.redact(ctx.label)
+    label, found = redactor.redact(sanitize(ctx.label)[0])  # (a `${VAR}` in it: untrusted)
     add_counts(counts, found)
     lines: list[dict[str, Any]] = [
         {"line": text, "lineNo": m.line_no, "offset": m.offset, "where": m.where,
