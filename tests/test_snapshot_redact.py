@@ -26,14 +26,15 @@ def _cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_command_lines_secret_is_redacted_in_every_status_answer(tmp_path: Path) -> None:
-    # before: the snapshot's `label` and `source`, the `start` record's `command`, `list
-    # --json` and the MCP `status` answer all held postgres://app:s3cretPassw0rdValue@… and
-    # AKIA… verbatim
+    # before: the snapshot's `label` and `source`, the `start` record's `command`, the woken
+    # agent's `delivery` records' `label`, `list --json` and the MCP `status` answer all held
+    # postgres://app:s3cretPassw0rdValue@… and AKIA… verbatim
     cfg = tmp_path / "cfg"  # (the MCP server, started without the variables, reads no config)
     cfg.mkdir()
-    write_config(cfg, {"output": {"redact": True}, "watchers": [
-        {"id": "db", "command": ["sh", "-c", "echo migrate ${DB_URL} --key=${KEY}"],
-         "pattern": "ERROR"},
+    write_config(cfg, {"output": {"redact": True}, "agents": [{"name": "t", "provider": "mock"}],
+                       "watchers": [
+        {"id": "db", "command": ["sh", "-c", "echo ERROR migrate ${DB_URL} --key=${KEY}"],
+         "pattern": "ERROR", "wake": "t"},
         {"id": "dbs", "command": "echo migrate ${DB_URL} password=${KEY}", "pattern": "ERROR",
          "cwd": "."}]})
     done = _cli(cfg, "run", "--once")

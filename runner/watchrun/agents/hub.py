@@ -8,6 +8,8 @@ import asyncio
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+import msgspec
+
 from watchrun.agents.plan import Plans
 from watchrun.agents.prompt import TurnWindow
 from watchrun.agents.recorder import open_recorder
@@ -99,6 +101,11 @@ class AgentHub:
             return
         limits = self.config.limits
         lines = [sanitize(m.line, limits.max_line_bytes)[0] for m in matches]
+        label = sanitize(watcher.label)[0]  # (a `${VAR}` in it) for delivery and plan records
+        if self.config.output.redact:  # which hold it, as status snapshots do
+            label = redactor(self.config.redact).redact(label)[0]
+        if label != watcher.label:
+            watcher = msgspec.structs.replace(watcher, label=label)
         order = self.plans.order(watcher)
         if order is not None:
             self.plans.deliver(watcher, order, lines, matches[0].cursor)
