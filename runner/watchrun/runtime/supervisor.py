@@ -144,8 +144,7 @@ class Supervisor:
             raise failure
 
     def request_stop(self) -> None:
-        """Stop as on SIGTERM, asked by the program that runs the supervisor (`watchrun mcp`
-        when its session ends); asked before `run()` began, it stops as soon as it has."""
+        """Stop as on SIGTERM (`watchrun mcp` at its end); before `run()`: as soon as it runs."""
         self._stop_asked = True
         if self._inbox is not None:
             self._inbox.push(signal.SIGTERM)
@@ -229,8 +228,7 @@ class Supervisor:
 
     # -- requests, reload, problems -------------------------------------------------------
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        """A callback or a task no one awaits raised (a bug): one line in the runner's log, in
-        its format (not asyncio's traceback written to stderr past it), and on `status`."""
+        """A callback or an unawaited task raised (a bug): one log line (no traceback), `status`."""
         exc = context.get("exception")
         self.problem(f"internal error: {context.get('message', 'in the event loop')}"
                      + (f": {exc!r}" if exc is not None else ""))
@@ -263,6 +261,9 @@ class Supervisor:
         error while applying it ends the runner: each is reported and the rest goes on."""
         if self._reload is None:
             return
+        if self.once:  # a restart would drop what a command's run saw: its gate would pass
+            return self.log.warning("SIGHUP ignored: a `run --once` runner judges the config it "
+                                    "started with, each command run once", event="reload-ignored")
         if self.state is not RunnerState.RUNNING:
             self.reload_pending = True  # during start-up: after it
             return
@@ -290,8 +291,7 @@ class Supervisor:
             await asyncio.sleep(every_s / 2)
 
     async def _reap_orphans(self) -> None:
-        """Orphans re-parented to us (a subreaper) are reaped after SIGCHLD: the /proc scan in
-        a thread, the reaping on the loop (it must not race a spawn)."""
+        """After SIGCHLD, reap adopted orphans: /proc scanned in a thread, reaped on the loop."""
         while True:
             await self._orphans.wait()
             self._orphans.clear()
