@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from liverunner import wait_for, watchrun_bin, write_config
-from test_once import TIMEOUT_S, base_env, gated, table_row
+from test_once import TIMEOUT_S, base_env, gated, once, table_row
 
 
 def test_a_sighup_during_a_once_run_keeps_the_evidence_of_the_crossed_gate(
@@ -44,3 +45,30 @@ def test_a_sighup_during_a_once_run_keeps_the_evidence_of_the_crossed_gate(
     text = b"".join(err).decode()
     assert "SIGHUP ignored: a `run --once` runner judges the config it started with" in text
     assert "done\n" in out and "changed" not in out
+
+
+def test_a_generation_it_could_not_read_fails_the_gate_closed(tmp_path: Path) -> None:
+    """Rotated three times between two runs with `maxGenerations: 1`: the generation between is
+    skipped (a `gap` record), and the only forbidden line was in it. The gate passed (exit 0,
+    "all 1 gates hold") on lines it never read; now the watcher is an ERROR naming the gap."""
+    log = tmp_path / "app.log"
+    log.write_text("INFO 0\n")
+    config = {"limits": {"maxGenerations": 1},
+              "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
+                            "gate": {"maxMatches": 0}}]}
+    assert once(tmp_path, config).rc == 0
+    for k in (1, 2, 3):  # as logrotate does: app.log.2 -> app.log.3, app.log -> app.log.1, ...
+        with open(log, "a") as fh:
+            fh.write("ERROR 2\n" if k == 2 else f"INFO {k}\n")
+        for n in range(k - 1, 0, -1):
+            (tmp_path / f"app.log.{n}").rename(tmp_path / f"app.log.{n + 1}")
+        log.rename(tmp_path / "app.log.1")
+        log.write_text("")
+    r = once(tmp_path, config, "--junit", "report.xml")
+    assert (r.rc, table_row(r.out, "log")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
+    why = ("8 bytes were never read: 1 older unread generations skipped "
+           "(limits.maxGenerations=1): app.log.2")
+    assert f"  - {why}\n" in r.out and f"[log] error: {why}\n" in r.err
+    error = ET.parse(tmp_path / "report.xml").getroot().find("testcase[@name='log']/error")
+    assert error is not None and error.get("message") == why
+    assert once(tmp_path, config).rc == 0  # said once: the next run reads on from there

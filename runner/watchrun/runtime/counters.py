@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Mapping
+from typing import Any
 
 from msgspec import Struct, field
 
@@ -37,6 +39,8 @@ class Counters(Struct):
     """The last `maxMatches` matches."""
     redacted: dict[str, int] = field(default_factory=dict)
     """Secrets redacted from this watcher's records, by kind (`output.redact`)."""
+    unread: str | None = None
+    """Why lines of the file went unread (the first `gap` or truncation that says so)."""
 
     @property
     def lines(self) -> int:
@@ -133,3 +137,17 @@ def _last_lines(data: bytes, n: int) -> tuple[int, list[bytes]]:
         if cut < 0:
             break
     return cut + 1, data[cut + 1 : -1].split(b"\n")
+
+
+def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
+    """Why a file watcher's record says lines were never read, or None: a `gap` of a
+    generation (not `unwritten`: records, not lines) with bytes known lost or compressed, or a
+    truncation past the read position (a once run's verdict is then an ERROR)."""
+    lost = fields.get("unreadBytes")
+    lost = lost if isinstance(lost, int) and lost > 0 else 0
+    if kind == "gap" and (lost or fields.get("reason") == "compressed"):
+        what = f"{lost} bytes were never read" if lost else "lines were never read"
+        return f"{what}: {fields.get('message', fields.get('reason'))}"
+    if kind == "rotate" and lost:
+        return f"{lost} bytes were never read: {fields.get('path')} was truncated before them"
+    return None

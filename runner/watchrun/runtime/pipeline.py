@@ -21,7 +21,7 @@ from watchrun.output.recorded import recorded_since
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
-from watchrun.runtime.counters import Counters, RecentLines
+from watchrun.runtime.counters import Counters, RecentLines, unread
 from watchrun.runtime.matches import (
     Found,
     RecentMatches,
@@ -256,6 +256,8 @@ class WatcherPipeline:
             self.counters.errors += 1
             if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:
                 self.counters.spawn_failed = True
+        if kind in ("gap", "rotate") and self.counters.unread is None:
+            self.counters.unread = unread(kind, clean)
         line = self.sink.record(kind, clean)
         # the `stop` record is the last: on a full disk it is given up after a while (a `gap`
         # record says so), rather than holding up the shutdown

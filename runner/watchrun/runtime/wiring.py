@@ -174,6 +174,7 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
         ran=not c.spawn_failed,
         require_seen=c.require_seen,
         path=str(rt.spec.path) if rt.spec.path is not None else None,
+        error=c.unread,
     )
 
 
