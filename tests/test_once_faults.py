@@ -3,13 +3,23 @@ a generation it could not read, a file cut short while it was read."""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import subprocess
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from filehelpers import Recorder, Tail
 from liverunner import wait_for, watchrun_bin, write_config
 from test_once import TIMEOUT_S, base_env, gated, once, table_row
+
+from watchrun.config.model import GateSpec, WatcherSpec
+from watchrun.events import Chunk
+from watchrun.notify import Notifier
+from watchrun.runtime.counters import unread
+from watchrun.runtime.gate import Evidence, Status, judge
+from watchrun.sources.checkpoints import CheckpointStore
 
 
 def test_a_sighup_during_a_once_run_keeps_the_evidence_of_the_crossed_gate(
@@ -72,3 +82,48 @@ def test_a_generation_it_could_not_read_fails_the_gate_closed(tmp_path: Path) ->
     error = ET.parse(tmp_path / "report.xml").getroot().find("testcase[@name='log']/error")
     assert error is not None and error.get("message") == why
     assert once(tmp_path, config).rc == 0  # said once: the next run reads on from there
+
+
+class TruncatesAtFirstChunk(Recorder):
+    """A recorder that truncates the file being read as its first chunk arrives (what a
+    `copytruncate` or a `> app.log` does while a once run reads it)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    async def chunk(self, chunk: Chunk) -> None:
+        if not self.chunks:
+            os.truncate(self.path, 0)
+        await super().chunk(chunk)
+
+
+def test_a_file_truncated_while_a_once_run_reads_it_is_not_read_to_its_end(
+        tmp_path: Path) -> None:
+    """The once read stopped at the truncation and ended as if it had read the file to its
+    end: the lines after the cut (here the only ERROR) were never matched, nothing said so,
+    and the gate passed. Now an `error{code: cut-short}` names the bytes not read, and the
+    verdict is an ERROR."""
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"INFO {n}\n" for n in range(100)) + "ERROR late\n")
+    size = log.stat().st_size
+    rec = TruncatesAtFirstChunk(log)
+
+    async def main() -> None:
+        async with Tail(log, Notifier(20, enabled=False), CheckpointStore(tmp_path / "state"),
+                        from_start=True, once=True, rec=rec, read_size=64) as tail:
+            await tail.until(lambda: tail.task is not None and tail.task.done(), "the read")
+
+    asyncio.run(main())
+    assert "ERROR late" not in rec.texts()
+    (error,) = rec.of("error")
+    read = 64  # one read of `read_size`, then the truncation
+    assert error == {"code": "cut-short", "path": str(log), "unreadBytes": size - read,
+                     "message": f"{log} was truncated while it was read: {size - read} of its "
+                                f"{size} bytes were not read"}
+    why = unread("error", error)
+    assert why == f"{size - read} bytes were never read: {error['message']}"
+    spec = WatcherSpec(id="log", label="log", pattern="ERROR", path=log,
+                       gate=GateSpec(max_matches=0))
+    verdict = judge(spec, Evidence(0, error=why))
+    assert verdict is not None and verdict.status is Status.ERROR and verdict.reasons == (why,)

@@ -141,13 +141,15 @@ def _last_lines(data: bytes, n: int) -> tuple[int, list[bytes]]:
 
 def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
     """Why a file watcher's record says lines were never read, or None: a `gap` of a
-    generation (not `unwritten`: records, not lines) with bytes known lost or compressed, or a
-    truncation past the read position (a once run's verdict is then an ERROR)."""
+    generation (not `unwritten`: records, not lines) with bytes known lost or compressed, a
+    truncation past the read position, a once read cut short (its verdict is then an ERROR)."""
     lost = fields.get("unreadBytes")
     lost = lost if isinstance(lost, int) and lost > 0 else 0
     if kind == "gap" and (lost or fields.get("reason") == "compressed"):
         what = f"{lost} bytes were never read" if lost else "lines were never read"
         return f"{what}: {fields.get('message', fields.get('reason'))}"
+    if kind == "error" and fields.get("code") == "cut-short":
+        return f"{lost} bytes were never read: {fields.get('message')}"
     if kind == "rotate" and lost:
         return f"{lost} bytes were never read: {fields.get('path')} was truncated before them"
     return None

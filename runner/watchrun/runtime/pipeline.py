@@ -256,7 +256,7 @@ class WatcherPipeline:
             self.counters.errors += 1
             if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:
                 self.counters.spawn_failed = True
-        if kind in ("gap", "rotate") and self.counters.unread is None:
+        if kind in ("gap", "rotate", "error") and self.counters.unread is None:
             self.counters.unread = unread(kind, clean)
         line = self.sink.record(kind, clean)
         # the `stop` record is the last: on a full disk it is given up after a while (a `gap`

@@ -138,10 +138,17 @@ class FileSource(Rotation):
         await self._error(ctx, exc, msg, watch)
 
     async def _read_once(self, ctx: SourceContext) -> None:
-        """Once mode: every generation to its current end; an unterminated last line counts."""
+        """Once mode: every generation to its current end; an unterminated last line counts.
+        One cut short as it was read (truncated) is an `error{cut-short}`: never a pass."""
         for gen in [*self._old, *([self._cur] if self._cur else [])]:
-            await self._drain(ctx, gen, os.fstat(gen.fd).st_size)
+            end = os.fstat(gen.fd).st_size
+            await self._drain(ctx, gen, end)
             await gen.finish(ctx, self.name)
+            if gen.pos < end:
+                gen.seen_size = gen.pos  # said now: the next run does not count them again
+                await ctx.event("error", code="cut-short", path=gen.path, unreadBytes=end - gen.pos,
+                                message=f"{gen.path} was truncated while it was read: "
+                                        f"{end - gen.pos} of its {end} bytes were not read")
 
     async def _reconcile(self, ctx: SourceContext, watch: Watch) -> None:
         """Bring everything up to date: old generations, appearance, truncation, rotation."""
