@@ -127,3 +127,28 @@ def test_a_file_truncated_while_a_once_run_reads_it_is_not_read_to_its_end(
                        gate=GateSpec(max_matches=0))
     verdict = judge(spec, Evidence(0, error=why))
     assert verdict is not None and verdict.status is Status.ERROR and verdict.reasons == (why,)
+
+
+def test_a_gate_that_held_on_lines_it_matched_only_in_part_is_not_a_pass(tmp_path: Path) -> None:
+    """A 70 000-byte line whose ERROR lies past `maxLineBytes` (64 KiB) was matched on its first
+    64 KiB only, and the gate passed on the rest unseen. Now a gate that held over cut lines is
+    an ERROR saying how to look at all of it; one crossed anyway stays FAIL."""
+    (tmp_path / "app.log").write_text("x" * 70_000 + " ERROR at the end\nINFO fine\n")
+    (tmp_path / "b.log").write_text("ERROR early " + "x" * 70_000 + "\n")
+    r = once(tmp_path, {"watchers": [
+        {"id": "log", "path": "app.log", "pattern": "ERROR", "gate": {"maxMatches": 0}},
+        {"id": "b", "path": "b.log", "pattern": "ERROR", "gate": {"maxMatches": 0}},
+        {"id": "free", "path": "app.log", "pattern": "ERROR"}]}, "--junit", "report.xml")
+    assert r.rc == 3, r.out + r.err
+    assert table_row(r.out, "log")[1:] == ["0", "0", "-", "ERROR"], r.out
+    assert table_row(r.out, "b")[1:] == ["1", "0", "-", "FAIL"], r.out
+    assert not [ln for ln in r.out.splitlines() if ln.startswith("free ")]  # no gate, no verdict
+    why = ("1 line was longer than limits.maxLineBytes (65536): only its first 65536 bytes "
+           "were matched (raise limits.maxLineBytes, up to 16MiB, to look at all of it)")
+    assert f"  - {why}\n" in r.out and f"[log] error: {why}\n" in r.err
+    error = ET.parse(tmp_path / "report.xml").getroot().find("testcase[@name='log']/error")
+    assert error is not None and error.get("message") == why
+    bigger = once(tmp_path, {"limits": {"maxLineBytes": "128KiB"}, "watchers": [
+        {"id": "log", "path": "app.log", "pattern": "ERROR", "fromStart": True,
+         "gate": {"maxMatches": 0}}]})
+    assert table_row(bigger.out, "log")[1:] == ["1", "0", "-", "FAIL"], bigger.out + bigger.err

@@ -32,6 +32,8 @@ class Evidence(Struct, frozen=True):
     error: str | None = None
     """Why the source could not do its job (the command could not start: why; the file could
     not be read). A watcher with an error gets an `error` verdict, gated or not."""
+    cut: str | None = None
+    """Lines matched only in part (longer than maxLineBytes): a gate that held is an ERROR."""
 
 
 class Status(StrEnum):
@@ -107,9 +109,22 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
             reasons.append(f"the command exited with code {ev.exit_code}" + (hint or ""))
     if gate.require is not None and not ev.require_seen:
         reasons.append(f"required pattern /{gate.require}/ never appeared")
+    if not reasons and ev.cut is not None:  # (crossed stays FAIL: the rest could only add)
+        return Verdict(spec.id, spec.label, Status.ERROR, (ev.cut,), ev.matches, threshold, exit_)
     status = Status.FAIL if reasons else Status.PASS
     return Verdict(spec.id, spec.label, status, tuple(reasons), ev.matches, threshold, exit_,
                    _lines(ev) if too_many else (), too_many)  # fmt: skip
+
+
+def cut_note(lines: int, limit: int) -> str | None:
+    """The reason a gate cannot pass over `lines` cut at `limit` bytes, or None."""
+    if not lines:
+        return None
+    one = lines == 1
+    return (f"{lines} line{'' if one else 's'} {'was' if one else 'were'} longer than "
+            f"limits.maxLineBytes ({limit}): only {'its' if one else 'their'} first {limit} "
+            f"bytes were matched (raise limits.maxLineBytes, up to 16MiB, to look at all of "
+            f"{'it' if one else 'them'})")
 
 
 NEVER_RAN = "it never ran, so there is no evidence to judge it by"

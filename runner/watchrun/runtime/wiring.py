@@ -22,7 +22,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.output.writer import ONCE_WRITE_S, AsyncWriter
 from watchrun.process.spawn import Spawner
-from watchrun.runtime.gate import Evidence
+from watchrun.runtime.gate import Evidence, cut_note
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.file import FileSource
@@ -175,6 +175,7 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
         require_seen=c.require_seen,
         path=str(rt.spec.path) if rt.spec.path is not None else None,
         error=c.unread,
+        cut=cut_note(c.cut_lines, rt.pipeline.limits.max_line_bytes),
     )
 
 
