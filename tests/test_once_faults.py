@@ -152,3 +152,17 @@ def test_a_gate_that_held_on_lines_it_matched_only_in_part_is_not_a_pass(tmp_pat
         {"id": "log", "path": "app.log", "pattern": "ERROR", "fromStart": True,
          "gate": {"maxMatches": 0}}]})
     assert table_row(bigger.out, "log")[1:] == ["1", "0", "-", "FAIL"], bigger.out + bigger.err
+
+
+def test_a_line_the_pattern_could_not_match_in_time_fails_the_gate_closed(
+        tmp_path: Path) -> None:
+    """`backtracking: true` skips a line not matched within 250 ms (`error{regex-timeout}`):
+    the gate passed (exit 0) on a line it never decided. Now the watcher is an ERROR."""
+    (tmp_path / "app.log").write_text("a" * 40 + "!ERROR\n")
+    r = once(tmp_path, {"watchers": [{"id": "log", "path": "app.log", "backtracking": True,
+                                      "pattern": "^(a|aa)+(?=x)ERROR",
+                                      "gate": {"maxMatches": 0}}]})
+    assert (r.rc, table_row(r.out, "log")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
+    why = ("a line was never matched: line 1 was not matched within 250 ms; skipped (the "
+           "pattern backtracks on it)")
+    assert f"  - {why}\n" in r.out and f"[log] error: {why}\n" in r.err

@@ -40,7 +40,7 @@ class Counters(Struct):
     redacted: dict[str, int] = field(default_factory=dict)
     """Secrets redacted from this watcher's records, by kind (`output.redact`)."""
     unread: str | None = None
-    """Why lines of the file went unread (the first `gap` or truncation that says so)."""
+    """Why lines went unread or unmatched (the first `gap`, truncation or regex timeout)."""
 
     @property
     def lines(self) -> int:
@@ -142,12 +142,15 @@ def _last_lines(data: bytes, n: int) -> tuple[int, list[bytes]]:
 def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
     """Why a file watcher's record says lines were never read, or None: a `gap` of a
     generation (not `unwritten`: records, not lines) with bytes known lost or compressed, a
-    truncation past the read position, a once read cut short (its verdict is then an ERROR)."""
+    truncation past the read position, a once read cut short, a line the pattern could not
+    match in time (its once verdict is then an ERROR)."""
     lost = fields.get("unreadBytes")
     lost = lost if isinstance(lost, int) and lost > 0 else 0
     if kind == "gap" and (lost or fields.get("reason") == "compressed"):
         what = f"{lost} bytes were never read" if lost else "lines were never read"
         return f"{what}: {fields.get('message', fields.get('reason'))}"
+    if kind == "error" and fields.get("code") == "regex-timeout":
+        return f"a line was never matched: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "cut-short":
         return f"{lost} bytes were never read: {fields.get('message')}"
     if kind == "rotate" and lost:
