@@ -166,3 +166,20 @@ def test_a_line_the_pattern_could_not_match_in_time_fails_the_gate_closed(
     why = ("a line was never matched: line 1 was not matched within 250 ms; skipped (the "
            "pattern backtracks on it)")
     assert f"  - {why}\n" in r.out and f"[log] error: {why}\n" in r.err
+
+
+def test_a_relative_output_dir_is_where_the_run_is_not_where_it_was_cached(
+        tmp_path: Path) -> None:
+    """`--output-dir out` is relative to the working directory, but the config cache's key held
+    it as typed: a run from another directory got the cached config of the first, and wrote its
+    records (and read its checkpoints) under the first directory's `out`."""
+    cfg = write_config(tmp_path, {"watchers": [gated("c", "echo hi", "ERROR", maxMatches=0)]})
+    env = base_env(WATCHRUN_CACHE_DIR=str(tmp_path / "cache"))
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        proc = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg), "--output-dir",
+                               "out"], cwd=tmp_path / name, env=env, capture_output=True,
+                              text=True, timeout=TIMEOUT_S, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"writing JSONL under {tmp_path / name / 'out'}\n" in proc.stderr
+        assert (tmp_path / name / "out" / "watchers" / "c.jsonl").exists()

@@ -2,7 +2,8 @@
 
 jsonschema stays the validator of record: an entry is only ever written from a full load that
 found no error, and any miss validates again. An entry is found by a key over everything the
-result depends on: each file's path and contents, `--output-dir`, the strictness, the home
+result depends on: each file's path and contents, `--output-dir` (as an absolute path: a
+relative one is relative to the working directory), the strictness, the home
 directory and interpreter (`~` and the mock agent's command), whether google-re2 is importable
 (it decides which patterns need `backtracking`), watchrun's version, the schema's contents and
 the size and mtime of every module of `config/` and `match/`. The entry also lists the
@@ -134,7 +135,8 @@ def _key(paths: Sequence[Path], output_dir: Path | None, strict: bool) -> str | 
         return None
     import importlib.util
 
-    head = [FORMAT, __version__, _code(), files, str(output_dir) if output_dir else None, strict,
+    out = os.path.abspath(output_dir) if output_dir else None  # (relative: to the cwd)
+    head = [FORMAT, __version__, _code(), files, out, strict,
             os.path.expanduser("~"), sys.executable, importlib.util.find_spec("re2") is not None]
     return hashlib.sha256(json.dumps(head).encode()).hexdigest()
 
