@@ -183,3 +183,31 @@ def test_a_relative_output_dir_is_where_the_run_is_not_where_it_was_cached(
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"writing JSONL under {tmp_path / name / 'out'}\n" in proc.stderr
         assert (tmp_path / name / "out" / "watchers" / "c.jsonl").exists()
+
+
+def test_a_run_interrupted_after_its_gates_held_is_no_pass_in_junit_or_the_footer(
+        tmp_path: Path) -> None:
+    """SIGTERM while an action still ran, every gate held: exit 3, but the JUnit report had no
+    failure and no error (GitLab showed it green) and the table's footer said "passed". Now the
+    JUnit report has a `watchrun` testcase in error and the footer says FAILED."""
+    started = tmp_path / "started"
+    cfg = write_config(tmp_path, {"watchers": [{
+        **gated("build", "echo ERROR x", "ERROR", maxMatches=5),
+        "actions": [{"type": "exec", "timeout": "5m",
+                     "command": ["sh", "-c", f"touch {started}; exec sleep 60"]}]}]})
+    proc = subprocess.Popen([watchrun_bin(), "run", "--once", "-c", str(cfg), "--junit",
+                             "report.xml"], cwd=tmp_path, env=base_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for(lambda: proc.poll() is not None or started.exists(), "the action to start")
+    proc.terminate()
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 3, out.decode() + err.decode()
+    text = out.decode()
+    assert "passed" not in text, text
+    assert "watchrun: FAILED: all 1 gates hold, but the run did not finish: it was interrupted " \
+        "by SIGTERM before it ended by itself\n" in text
+    root = ET.parse(tmp_path / "report.xml").getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "0", "1")
+    error = root.find("testcase[@name='watchrun']/error")
+    assert error is not None
+    assert error.get("message") == "it was interrupted by SIGTERM before it ended by itself"

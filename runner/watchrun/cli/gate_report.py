@@ -22,15 +22,20 @@ def _count(verdicts: Sequence[Verdict], status: Status) -> int:
     return sum(v.status is status for v in verdicts)
 
 
-def _footer(verdicts: Sequence[Verdict]) -> str:
+def _footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
+    """The last line: `passed` only when every gate holds and the run had no problem (it was
+    not interrupted, nothing failed that no verdict names)."""
     failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
     gated = len(verdicts) - errors
+    unfinished = "the run did not finish: " + "; ".join(problems) if problems else None
     if not failed and not errors:
+        if unfinished is not None:
+            return f"watchrun: FAILED: all {gated} gates hold, but {unfinished}"
         return f"watchrun: passed: all {gated} gates hold"
     parts = [f"{failed} of {gated} gates crossed"] if failed or gated else []
     if errors:
         parts.append(f"{errors} {'watcher' if errors == 1 else 'watchers'} could not run")
-    return "watchrun: FAILED: " + ", ".join(parts)
+    return "watchrun: FAILED: " + ", ".join([*parts, *([unfinished] if unfinished else [])])
 
 
 def _shown(ln: Line, limit: int = SHOW_CHARS) -> str:
@@ -40,10 +45,11 @@ def _shown(ln: Line, limit: int = SHOW_CHARS) -> str:
     return f"{edge_text(ln.where)}: {shorten(edge_text(ln.text), limit)}"
 
 
-def summary_table(verdicts: Sequence[Verdict]) -> str:
+def summary_table(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     """The human summary printed at the end of a once run."""
     if not verdicts:
-        return "watchrun: no gated watchers (add `gate:` to a watcher to gate CI on it)"
+        none = "watchrun: no gated watchers (add `gate:` to a watcher to gate CI on it)"
+        return none + ("\n" + _footer(verdicts, problems) if problems else "")
     rows = [["WATCHER", "MATCHES", "THRESHOLD", "EXIT", "VERDICT"]]
     for v in verdicts:
         threshold = "-" if v.threshold is None else str(v.threshold)
@@ -60,7 +66,7 @@ def summary_table(verdicts: Sequence[Verdict]) -> str:
         if v.too_many and v.matches > len(v.first):
             more = v.matches - len(v.first)
             lines.append(f"    … and {more} more (every match is in watchers/{v.id}.jsonl)")
-    lines.append("\n" + _footer(verdicts))
+    lines.append("\n" + _footer(verdicts, problems))
     return "\n".join(lines)
 
 
@@ -130,10 +136,10 @@ def _md(text: str) -> str:
 _MD_ICON = {Status.PASS: "✅ pass", Status.FAIL: "❌ FAIL", Status.ERROR: "⚠️ ERROR"}
 
 
-def markdown(verdicts: Sequence[Verdict]) -> str:
+def markdown(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     """The step summary (GitHub `$GITHUB_STEP_SUMMARY`): a table, then each crossed gate."""
     lines = ["### watchrun gates", ""]
-    if not verdicts:
+    if not verdicts and not problems:
         return "\n".join([*lines, "No gated watchers."]) + "\n"
     lines += ["| watcher | matches | threshold | exit | verdict |", "|---|---|---|---|---|"]
     for v in verdicts:
@@ -146,7 +152,7 @@ def markdown(verdicts: Sequence[Verdict]) -> str:
                 body = "\n".join(_shown(ln) for ln in v.first)
                 fence = "`" * max(3, 1 + max(map(len, re.findall("`+", body)), default=0))
                 lines += [fence + "text", body, fence]
-    lines += ["", _md(_footer(verdicts))]
+    lines += ["", _md(_footer(verdicts, problems))]
     return "\n".join(lines) + "\n"
 
 
@@ -161,14 +167,17 @@ def _xml(text: str) -> str:
     return _xml_bad().sub("\ufffd", text)
 
 
-def junit(verdicts: Sequence[Verdict], duration_s: float) -> bytes:
+def junit(verdicts: Sequence[Verdict], duration_s: float, problems: Sequence[str] = ()) -> bytes:
     """A JUnit XML report: one testcase per gated watcher; `failure` for a crossed gate,
-    `error` for a watcher that could not run."""
+    `error` for a watcher that could not run; a `watchrun` testcase in `error` for a run that
+    did not finish (`problems`: interrupted, a failure no verdict names)."""
     import xml.etree.ElementTree as ET  # only with --junit
 
-    suite = ET.Element("testsuite", name="watchrun", tests=str(len(verdicts)),
+    extra = 1 if problems else 0
+    suite = ET.Element("testsuite", name="watchrun", tests=str(len(verdicts) + extra),
                        failures=str(_count(verdicts, Status.FAIL)),
-                       errors=str(_count(verdicts, Status.ERROR)), time=f"{duration_s:.3f}")
+                       errors=str(_count(verdicts, Status.ERROR) + extra),
+                       time=f"{duration_s:.3f}")
     for v in verdicts:
         case = ET.SubElement(suite, "testcase", classname="watchrun.runtime.gate", name=_xml(v.id))
         if v.ok:
@@ -180,6 +189,11 @@ def junit(verdicts: Sequence[Verdict], duration_s: float) -> bytes:
         if v.too_many and v.matches > len(v.first):
             text.append(f"… and {v.matches - len(v.first)} more")
         elem.text = _xml("\n".join([*reasons, *text]))
+    if problems:
+        case = ET.SubElement(suite, "testcase", classname="watchrun.runtime.gate", name="watchrun")
+        said = [edge_text(p) for p in problems]
+        ET.SubElement(case, "error", message=_xml("; ".join(said)),
+                      type="run-error").text = _xml("\n".join(said))
     ET.indent(suite)
     data: bytes = ET.tostring(suite, encoding="utf-8", xml_declaration=True)
     return data + b"\n"

@@ -197,14 +197,18 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     verdicts = gate.relativize(gate.judge_all(config.watchers, evidence, missing), os.getcwd())
     interrupted = sup.stop_reason if sup.stop_reason not in (None, "once", "startup-failed") \
         else None  # a signal ended the run before it ended by itself: never a pass
+    problems = [f"it was interrupted by {interrupted} before it ended by itself"] \
+        if interrupted else []  # (and what failed that no verdict names: never a pass)
+    problems += [e for e in sup.runtime_errors if not any(
+        v.status is gate.Status.ERROR and e.startswith(f"{v.id}: ") for v in verdicts)]
     as_json = getattr(args, "format", "text") == "json"
     if as_json:
         from watchrun.cli.verdicts import verdicts_doc
         from watchrun.match.sanitize import edge_json
 
-        say(edge_json(verdicts_doc(verdicts, interrupted), indent=2))
+        say(edge_json(verdicts_doc(verdicts, interrupted, problems), indent=2))
     else:
-        say(report.summary_table(verdicts))
+        say(report.summary_table(verdicts, problems))
         if interrupted is not None:
             say(f"watchrun: INTERRUPTED by {interrupted} before the run ended: exit 3")
     close_fence(fence)  # annotations are the only workflow commands watchrun prints
@@ -219,13 +223,13 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
         if summary:
             try:
                 with open(summary, "a", encoding="utf-8") as fh:
-                    fh.write(report.markdown(verdicts))
+                    fh.write(report.markdown(verdicts, problems))
             except OSError as exc:
                 log.warning(f"cannot append to GITHUB_STEP_SUMMARY {summary}: {exc.strerror}")
     status = ExitStatus.OK
     if args.junit is not None:
         try:
-            Path(args.junit).write_bytes(report.junit(verdicts, took))
+            Path(args.junit).write_bytes(report.junit(verdicts, took, problems))
         except OSError as exc:
             log.error(f"cannot write the JUnit report {args.junit}: {exc.strerror}")
             status = ExitStatus.RUNTIME

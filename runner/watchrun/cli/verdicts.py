@@ -10,13 +10,16 @@ from watchrun.runtime.gate import Status, Verdict
 __all__ = ["verdicts_doc"]
 
 
-def verdicts_doc(verdicts: Sequence[Verdict], interrupted: str | None = None) -> dict[str, Any]:
-    """`{"passed", "interrupted", "gates", "crossed", "errors", "verdicts": [...]}`; `status` of
-    a verdict is `pass`, `fail` or `error` (lowercase here, whatever the table prints);
-    `interrupted`: the signal that ended the run before it ended by itself (never a pass)."""
+def verdicts_doc(verdicts: Sequence[Verdict], interrupted: str | None = None,
+                 problems: Sequence[str] = ()) -> dict[str, Any]:
+    """`{"passed", "interrupted", "problems", "gates", "crossed", "errors", "verdicts": [...]}`;
+    `status` of a verdict is `pass`, `fail` or `error` (lowercase here, whatever the table
+    prints); `interrupted`: the signal that ended the run before it ended by itself, `problems`:
+    why the run did not finish (that signal, a failure no verdict names): never a pass."""
     return {
-        "passed": all(v.ok for v in verdicts) and interrupted is None,
+        "passed": all(v.ok for v in verdicts) and interrupted is None and not problems,
         "interrupted": interrupted,
+        "problems": list(problems),
         "gates": len(verdicts),
         "crossed": sum(v.status is Status.FAIL for v in verdicts),
         "errors": sum(v.status is Status.ERROR for v in verdicts),
