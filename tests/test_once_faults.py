@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from filehelpers import Recorder, Tail
-from liverunner import wait_for, watchrun_bin, write_config
+from liverunner import read_records, wait_for, watchrun_bin, write_config
 from test_once import TIMEOUT_S, base_env, gated, once, table_row
 
 from watchrun.config.model import GateSpec, WatcherSpec
@@ -211,3 +211,32 @@ def test_a_run_interrupted_after_its_gates_held_is_no_pass_in_junit_or_the_foote
     error = root.find("testcase[@name='watchrun']/error")
     assert error is not None
     assert error.get("message") == "it was interrupted by SIGTERM before it ended by itself"
+
+
+def test_matches_a_killed_run_recorded_but_never_judged_count_in_the_next_run(
+        tmp_path: Path) -> None:
+    """A once run SIGKILLed (a CI timeout) after recording a match and before saving its
+    checkpoint or giving a verdict (injected: the checkpoint of the run before is put back and
+    the stream ends at the match, with no `stop` record). The re-run skipped that line as
+    already recorded, so no run ever judged it: exit 0. Now it counts toward the gate (and is
+    not recorded twice)."""
+    log, out = tmp_path / "app.log", tmp_path / ".watchrun"
+    config = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
+                            "gate": {"maxMatches": 0}}]}
+    log.write_text("INFO 1\n")
+    assert once(tmp_path, config).rc == 0
+    lagging = (out / "state" / "app.checkpoint.json").read_bytes()
+    with open(log, "a") as fh:
+        fh.write("ERROR 2\nINFO 3\n")
+    assert once(tmp_path, config).rc == 1
+    (out / "state" / "app.checkpoint.json").write_bytes(lagging)
+    jsonl = out / "watchers" / "app.jsonl"
+    lines = jsonl.read_bytes().splitlines(keepends=True)
+    assert b'"kind":"stop"' in lines[-1] and b'"kind":"match"' in lines[-2]
+    jsonl.write_bytes(b"".join(lines[:-1]))  # killed right after the match was written
+    third = once(tmp_path, config)
+    assert third.rc == 1, third.out + third.err
+    assert table_row(third.out, "app")[1:] == ["1", "0", "-", "FAIL"], third.out
+    assert "app.log:2: ERROR 2" in third.out
+    records = [r for r in read_records(jsonl) if r["kind"] == "match"]
+    assert [r["line"] for r in records] == ["ERROR 2"]  # not recorded again

@@ -56,12 +56,14 @@ class Epoch(NamedTuple):
     """The inode's generation number its `rotate` record named (None: not known)."""
 
 
-def recorded_since(path: Path, since_seq: int, keep: int | None = None
+def recorded_since(path: Path, since_seq: int, keep: int | None = None,
+                   matches: list[tuple[str, str]] | None = None,
                    ) -> tuple[dict[int, list[Epoch]], set[int]]:
     """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
     (only those records are read): per inode, its epochs oldest first (each `rotate` record
     into an inode begins one: a new generation read from it), and the inodes a `rotate`
-    record left. `keep`: as in `retained_files`."""
+    record left. `keep`: as in `retained_files`. `matches` gets each match's (`path:lineNo`,
+    line), oldest first."""
     recs: list[dict[str, Any]] = []
     files = open_snapshot(path, keep)
     try:
@@ -83,6 +85,8 @@ def recorded_since(path: Path, since_seq: int, keep: int | None = None
     epochs: dict[int, list[Epoch]] = {}
     ended: set[int] = set()
     for rec in reversed(recs):
+        if matches is not None and rec.get("kind") == "match":
+            matches.append((f"{rec.get('path')}:{rec.get('lineNo')}", str(rec.get("line", ""))))
         inode = rec.get("inode")
         if not isinstance(inode, int):
             continue

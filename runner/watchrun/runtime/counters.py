@@ -39,6 +39,9 @@ class Counters(Struct):
     """The last `maxMatches` matches."""
     redacted: dict[str, int] = field(default_factory=dict)
     """Secrets redacted from this watcher's records, by kind (`output.redact`)."""
+    unjudged: list[tuple[str, str]] = field(default_factory=list)
+    """Matches a run that never ended recorded past its checkpoint: (where, line). Not read
+    again, so not in `matches`; a once verdict counts them (no run judged them)."""
     unread: str | None = None
     """Why lines went unread or unmatched (the first `gap`, truncation or regex timeout)."""
 

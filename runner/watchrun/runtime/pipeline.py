@@ -101,7 +101,11 @@ class WatcherPipeline:
         if last is None or last["seq"] < since_seq or (
                 last["seq"] == since_seq and last.get("kind") not in ("match", "rotate")):
             return Recorded()
-        epochs, ended = await offload(recorded_since, self.sink.path, since_seq, self.sink.keep)
+        found: list[tuple[str, str]] = []
+        epochs, ended = await offload(recorded_since, self.sink.path, since_seq, self.sink.keep,
+                                      found)
+        if last.get("kind") != "stop":  # the run that recorded them never ended: no verdict
+            self.counters.unjudged = found  # judged them (a once run counts them)
         return Recorded(epochs, ended)
 
     def skipped(self, lines: int) -> None:

@@ -22,7 +22,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.output.writer import ONCE_WRITE_S, AsyncWriter
 from watchrun.process.spawn import Spawner
-from watchrun.runtime.gate import Evidence, cut_note
+from watchrun.runtime.gate import FIRST_LINES, Evidence, cut_note
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.file import FileSource
@@ -167,8 +167,8 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
     c = rt.pipeline.counters
     last_exit = getattr(rt.source, "last_exit", None)
     return Evidence(
-        matches=c.matches,
-        first=[(m.where, m.line) for m in c.first],
+        matches=c.matches + len(c.unjudged),
+        first=[*c.unjudged[:FIRST_LINES], *((m.where, m.line) for m in c.first)],
         exit_code=getattr(last_exit, "exit_code", None),
         signal=getattr(last_exit, "signal", None),
         ran=not c.spawn_failed,
