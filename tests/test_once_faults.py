@@ -240,3 +240,27 @@ def test_matches_a_killed_run_recorded_but_never_judged_count_in_the_next_run(
     assert "app.log:2: ERROR 2" in third.out
     records = [r for r in read_records(jsonl) if r["kind"] == "match"]
     assert [r["line"] for r in records] == ["ERROR 2"]  # not recorded again
+
+
+def test_a_log_rewritten_the_same_between_two_runs_is_judged_again(tmp_path: Path) -> None:
+    """A re-run of a failed build on the same checkout writes the same `build.log` again
+    (`make > build.log`: same inode, same bytes). The checkpoint's fingerprints matched, so the
+    run took it for the file it had read, with nothing new: exit 0 on the same warning. A file
+    written since (its mtime moved) that did not grow past the checkpoint was rewritten: it is
+    read whole. An untouched one is not read again."""
+    log = tmp_path / "build.log"
+    config = {"watchers": [{"id": "log", "path": "build.log", "pattern": "warning:",
+                            "gate": {"maxMatches": 0}}]}
+    text = "cc a.c\na.c:1: warning: unused x\n"
+    log.write_text(text)
+    assert once(tmp_path, config).rc == 1
+    before = log.stat()
+    with open(log, "r+") as fh:  # what `>` does: truncate the same inode, write it again
+        fh.truncate(0)
+        fh.write(text)
+    assert log.stat().st_mtime_ns != before.st_mtime_ns and log.stat().st_ino == before.st_ino
+    again = once(tmp_path, config)
+    assert again.rc == 1, again.out + again.err
+    assert table_row(again.out, "log")[1:] == ["1", "0", "-", "FAIL"], again.out
+    untouched = once(tmp_path, config)
+    assert (untouched.rc, table_row(untouched.out, "log")[1]) == (0, "0"), untouched.out

@@ -111,8 +111,8 @@ class FileSource(Rotation):
         """Where reading starts (blocking: in a worker thread)."""
         if state is not None:
             plan = plan_start(self.path, list(state.generations), self.max_gens, self._recorded)
-            if self._rereads and plan.at_path:  # the file at the path whole
-                plan.steps[-1].start, plan.steps[-1].line_no = 0, 1
+            if plan.at_path and (self._rereads or (self.once and _rewritten(plan, state))):
+                plan.steps[-1].start, plan.steps[-1].line_no = 0, 1  # the file at the path whole
             return plan
         o = open_at_path(self.path)
         if o is None:
@@ -202,3 +202,12 @@ class FileSource(Rotation):
             o.start = 0 if self.spec.from_start else ini[3]  # unreadable at start: what came since
             o.line_no = await offload(count_lines, o.fd, o.start)
         await self._apply(ctx, watch, Plan([o], at_path=True))
+
+
+def _rewritten(plan: Plan, state: FileState) -> bool:
+    """The file at the path is the generation checkpointed last, written since (its mtime
+    moved) without growing past the checkpoint: rewritten the same (`make > build.log` again),
+    not appended to. A once run judges it again; fingerprints alone take it for the file read."""
+    o, cp = plan.steps[-1], state.generations[-1]
+    return ((o.st.st_dev, o.st.st_ino) == (cp.dev, cp.inode) and o.start == cp.offset
+            == o.st.st_size and cp.mtime_ns not in (0, o.st.st_mtime_ns))
