@@ -3,20 +3,27 @@ a generation it could not read, a file cut short while it was read."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import subprocess
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
+import pytest
 from filehelpers import Recorder, Tail
+from insupervisor import FaultySink, Running, Sinks
 from liverunner import read_records, wait_for, watchrun_bin, write_config
 from test_once import TIMEOUT_S, base_env, gated, once, table_row
 
+from watchrun.cli.run import report_once
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import Chunk
 from watchrun.notify import Notifier
+from watchrun.output.runlog import RunLog
+from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.runtime.counters import unread
 from watchrun.runtime.gate import Evidence, Status, judge
 from watchrun.sources.checkpoints import CheckpointStore
@@ -264,3 +271,44 @@ def test_a_log_rewritten_the_same_between_two_runs_is_judged_again(tmp_path: Pat
     assert table_row(again.out, "log")[1:] == ["1", "0", "-", "FAIL"], again.out
     untouched = once(tmp_path, config)
     assert (untouched.rc, table_row(untouched.out, "log")[1]) == (0, "0"), untouched.out
+
+
+class StopRecordFails(Sinks):
+    """Watchers' sinks on which every write of a `stop` record fails (EIO): the disk dies
+    between the last match and the stop record."""
+
+    def __call__(self, path: Path, stream_id: str, **kw: Any) -> JsonlSink:
+        sink = super().__call__(path, stream_id, **kw)
+        if isinstance(sink, FaultySink):
+            write = sink.write_lines
+
+            def no_stop(lines: Any) -> None:
+                if any(b'"kind":"stop"' in ln for ln in lines):
+                    raise SinkWriteError("EIO", f"cannot write {path}: Input/output error")
+                write(lines)
+
+            sink.write_lines = no_stop  # type: ignore[method-assign]
+        return sink
+
+
+def test_a_once_run_whose_stop_record_could_not_be_written_is_not_a_pass(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The `stop` record, given up after FINAL_WRITE_S, was a problem in the log only: the
+    verdict passed and the run exited 0 with its JSONL short of its last record (README: exit
+    3 when a watcher's records could not be written)."""
+    (tmp_path / "app.log").write_text("ERROR one\n")
+    log = RunLog(quiet=True)
+
+    async def main() -> int:
+        async with Running(tmp_path, {"watchers": [
+                {"id": "app", "path": "app.log", "pattern": "ERROR",
+                 "gate": {"maxMatches": 5}}]}, sinks=StopRecordFails(), once=True) as r:
+            assert r.task is not None
+            await asyncio.wait_for(asyncio.shield(r.task), 30)
+            args = argparse.Namespace(junit=None, format="text")
+            return report_once(r.sup, r.config, args, 0.0, log)
+
+    assert asyncio.run(main()) == 3
+    out = capsys.readouterr().out
+    assert "passed" not in out, out
+    assert "  - its records could not be written: the stop record: " in out, out

@@ -213,8 +213,10 @@ class WatcherSet:
                 if not rt.pipeline.stopped:
                     await asyncio.wait_for(rt.pipeline.event("stop", reason=reason),
                                            STOP_RECORD_S)
-            except Exception as exc:
+            except Exception as exc:  # (a once run: its JSONL is short of it, never a pass)
                 problems.append(f"the stop record could not be written: {exc!r}")
+                ev = ev if ev.error is not None else replace(
+                    ev, error=f"its records could not be written: the stop record: {exc}")
         self.evidence[wid] = ev
         if rt.pipeline.isolated is not None:
             await rt.pipeline.isolated.close()
