@@ -312,3 +312,16 @@ def test_a_once_run_whose_stop_record_could_not_be_written_is_not_a_pass(
     out = capsys.readouterr().out
     assert "passed" not in out, out
     assert "  - its records could not be written: the stop record: " in out, out
+
+
+def test_a_utf16_log_is_not_a_pass(tmp_path: Path) -> None:
+    """A log written as UTF-16 (Windows PowerShell's `>`: a byte order mark, then two bytes a
+    character) never matches a UTF-8 pattern: "ERROR" is `E\\0R\\0R\\0O\\0R\\0` in it, and the gate
+    passed on a file it could not read. Now the watcher is an ERROR that says how to convert it."""
+    (tmp_path / "b.log").write_bytes("\ufeffbuild\r\nERROR: failed\r\n".encode("utf-16-le"))
+    r = once(tmp_path, {"watchers": [{"id": "log", "path": "b.log", "pattern": "ERROR",
+                                      "gate": {"maxMatches": 0}}]})
+    assert (r.rc, table_row(r.out, "log")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
+    why = (f"lines were never read: {tmp_path}/b.log is UTF-16 (it starts with a byte order "
+           "mark); watchrun reads UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)")
+    assert f"  - {why}\n" in r.out, r.out

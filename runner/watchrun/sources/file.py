@@ -21,6 +21,9 @@ from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotation import Rotation
 from watchrun.sources.siblings import Plan, open_at_path
 
+_UTF16 = (b"\xff\xfe", b"\xfe\xff")
+"""The byte order marks of UTF-16 (little, big endian), with which Windows tools begin it."""
+
 
 class FileSource(Rotation):
     """Follows one path; see SPEC §3.2. Every generation of the file is read, oldest first;
@@ -144,6 +147,10 @@ class FileSource(Rotation):
             end = os.fstat(gen.fd).st_size
             await self._drain(ctx, gen, end)
             await gen.finish(ctx, self.name)
+            if gen.head[:2] in _UTF16:  # no UTF-8 pattern matches it: never a pass
+                await ctx.event("error", code="not-utf8", path=gen.path, message=(
+                    f"{gen.path} is UTF-16 (it starts with a byte order mark); watchrun reads "
+                    "UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)"))
             if gen.pos < end:
                 gen.seen_size = gen.pos  # said now: the next run does not count them again
                 await ctx.event("error", code="cut-short", path=gen.path, unreadBytes=end - gen.pos,
