@@ -211,8 +211,8 @@ def test_a_run_interrupted_after_its_gates_held_is_no_pass_in_junit_or_the_foote
     assert proc.returncode == 3, out.decode() + err.decode()
     text = out.decode()
     assert "passed" not in text, text
-    assert "watchrun: FAILED: all 1 gates hold, but the run did not finish: it was interrupted " \
-        "by SIGTERM before it ended by itself\n" in text
+    assert "watchrun: FAILED: all 1 gates hold, but it was interrupted by SIGTERM before it " \
+        "ended by itself\n" in text
     root = ET.parse(tmp_path / "report.xml").getroot()
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "0", "1")
     error = root.find("testcase[@name='watchrun']/error")
@@ -325,3 +325,15 @@ def test_a_utf16_log_is_not_a_pass(tmp_path: Path) -> None:
     why = (f"lines were never read: {tmp_path}/b.log is UTF-16 (it starts with a byte order "
            "mark); watchrun reads UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)")
     assert f"  - {why}\n" in r.out, r.out
+
+
+def test_a_junit_report_that_could_not_be_written_is_no_pass_in_the_table(tmp_path: Path) -> None:
+    """Exit 3 when the JUnit file cannot be written, but the table printed before it said
+    "passed: all 1 gates hold". The report is written first now, and the footer says FAILED."""
+    (tmp_path / "reports").write_text("a file where the report's folder should be\n")
+    r = once(tmp_path, {"watchers": [gated("build", "echo fine", "warning:", maxMatches=0)]},
+             "--junit", "reports/junit.xml")
+    assert r.rc == 3, r.out + r.err
+    assert table_row(r.out, "build")[-1] == "pass" and "passed" not in r.out, r.out
+    assert "watchrun: FAILED: all 1 gates hold, but the JUnit report reports/junit.xml could " \
+        "not be written: Not a directory\n" in r.out

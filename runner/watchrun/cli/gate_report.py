@@ -27,7 +27,7 @@ def _footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     not interrupted, nothing failed that no verdict names)."""
     failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
     gated = len(verdicts) - errors
-    unfinished = "the run did not finish: " + "; ".join(problems) if problems else None
+    unfinished = "; ".join(problems) if problems else None
     if not failed and not errors:
         if unfinished is not None:
             return f"watchrun: FAILED: all {gated} gates hold, but {unfinished}"

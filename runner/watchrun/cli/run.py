@@ -201,6 +201,15 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
         if interrupted else []  # (and what failed that no verdict names: never a pass)
     problems += [e for e in sup.runtime_errors if not any(
         v.status is gate.Status.ERROR and e.startswith(f"{v.id}: ") for v in verdicts)]
+    status = ExitStatus.OK
+    if args.junit is not None:  # first: a report that could not be written is no pass either
+        try:
+            Path(args.junit).write_bytes(report.junit(verdicts, took, problems))
+        except OSError as exc:
+            log.error(f"cannot write the JUnit report {args.junit}: {exc.strerror}")
+            problems.append(f"the JUnit report {args.junit} could not be written: "
+                            f"{exc.strerror}")
+            status = ExitStatus.RUNTIME
     as_json = getattr(args, "format", "text") == "json"
     if as_json:
         from watchrun.cli.verdicts import verdicts_doc
@@ -226,13 +235,6 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
                     fh.write(report.markdown(verdicts, problems))
             except OSError as exc:
                 log.warning(f"cannot append to GITHUB_STEP_SUMMARY {summary}: {exc.strerror}")
-    status = ExitStatus.OK
-    if args.junit is not None:
-        try:
-            Path(args.junit).write_bytes(report.junit(verdicts, took, problems))
-        except OSError as exc:
-            log.error(f"cannot write the JUnit report {args.junit}: {exc.strerror}")
-            status = ExitStatus.RUNTIME
     for v in verdicts:
         if v.status is gate.Status.ERROR:
             log.error("; ".join(v.reasons), v.id)
