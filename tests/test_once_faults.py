@@ -337,3 +337,18 @@ def test_a_junit_report_that_could_not_be_written_is_no_pass_in_the_table(tmp_pa
     assert table_row(r.out, "build")[-1] == "pass" and "passed" not in r.out, r.out
     assert "watchrun: FAILED: all 1 gates hold, but the JUnit report reports/junit.xml could " \
         "not be written: Not a directory\n" in r.out
+
+
+def test_a_max_matches_written_as_a_whole_float_is_a_gate(tmp_path: Path) -> None:
+    """`maxMatches: 0.0` (or `1e3`, a float in YAML 1.2) passed the schema, whose `integer`
+    takes a whole float, then was dropped as not an int: a gate that could never be crossed,
+    with a warning only, and exit 0 on a forbidden line. It is the whole number it says."""
+    cfg = write_config(tmp_path, {"watchers": [gated("c", "echo ERROR", "ERROR")]})
+    cfg.write_text(cfg.read_text().replace("gate: {}", "gate: {maxMatches: 0.0}"))
+    assert "maxMatches: 0.0" in cfg.read_text()
+    proc = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], cwd=tmp_path,
+                          env=base_env(), capture_output=True, text=True, timeout=TIMEOUT_S,
+                          check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert table_row(proc.stdout, "c")[1:] == ["1", "0", "0", "FAIL"], proc.stdout
+    assert "never be crossed" not in proc.stderr

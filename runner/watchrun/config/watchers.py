@@ -169,6 +169,8 @@ def _gate(ctx: Ctx, p: KeyPath, raw: Any) -> GateSpec | None:
     if not isinstance(raw, dict):
         return None
     max_matches = raw.get("maxMatches")
+    if isinstance(max_matches, float) and max_matches.is_integer():  # (0.0, 1e3: the schema's
+        max_matches = int(max_matches)  # `integer` takes a whole float; never drop the gate)
     require = raw.get("require")
     exit_code = raw.get("exitCode") is True
     if not isinstance(max_matches, int) and not exit_code and not isinstance(require, str):
