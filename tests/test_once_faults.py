@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import os
 import subprocess
+import sys
 import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -352,3 +353,25 @@ def test_a_max_matches_written_as_a_whole_float_is_a_gate(tmp_path: Path) -> Non
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert table_row(proc.stdout, "c")[1:] == ["1", "0", "0", "FAIL"], proc.stdout
     assert "never be crossed" not in proc.stderr
+
+
+def test_a_sigterm_before_the_loop_takes_the_signals_is_no_pass(tmp_path: Path) -> None:
+    """SIGTERM while the config is read (before the loop owns the signals: a slow start, a
+    `timeout --preserve-status` that fires early) ended a once run with exit 0, no verdict,
+    no JUnit report: nothing was looked at. A once run ends with 3 there."""
+    cfg = write_config(tmp_path, {"watchers": [gated("c", "echo ERROR", "ERROR",
+                                                     maxMatches=0)]})
+    code = ("import os, signal, sys\n"
+            "import watchrun.config as c\n"
+            "real = c.load_config\n"
+            "def reading(*a, **k):\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)  # a real signal, while it reads\n"
+            "    return real(*a, **k)\n"
+            "c.load_config = reading\n"
+            "from watchrun.cli.main import main\n"
+            f"sys.exit(main(['run', '--once', '-c', {str(cfg)!r}]))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=base_env(),
+                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "stopped by SIGTERM before it started: exit 3" in proc.stderr
+    assert not (tmp_path / ".watchrun" / "watchers" / "c.jsonl").exists()

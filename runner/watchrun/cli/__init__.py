@@ -2,6 +2,7 @@
 
 import os
 import signal
+import sys
 
 
 def stop_early(signum: int, frame: object) -> None:
@@ -9,10 +10,19 @@ def stop_early(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-def catch_early_stops() -> None:
-    """Until the loop takes the signals over, SIGTERM and SIGINT end the process with 0."""
-    signal.signal(signal.SIGTERM, stop_early)
-    signal.signal(signal.SIGINT, stop_early)
+def stop_early_once(signum: int, frame: object) -> None:
+    """The same in a once run: it looked at nothing, so it is never a pass (exit 3)."""
+    sys.stderr.write(f"watchrun: error: stopped by {signal.Signals(signum).name} before it "
+                     "started: exit 3\n")
+    raise SystemExit(3)
+
+
+def catch_early_stops(once: bool = False) -> None:
+    """Until the loop takes the signals over, SIGTERM and SIGINT end the process with 0 (3 in
+    a once run)."""
+    handler = stop_early_once if once else stop_early
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
 
 
 if os.getpid() == 1:  # the kernel drops a signal sent to a PID 1 with no handler for it

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def run(args: argparse.Namespace) -> int:
-    catch_early_stops()
+    catch_early_stops(once=args.once)
     with startup_gc():
         prepared = _prepare(args)
     if isinstance(prepared, int):
