@@ -375,3 +375,32 @@ def test_a_sigterm_before_the_loop_takes_the_signals_is_no_pass(tmp_path: Path) 
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "stopped by SIGTERM before it started: exit 3" in proc.stderr
     assert not (tmp_path / ".watchrun" / "watchers" / "c.jsonl").exists()
+
+
+def test_a_command_output_never_closed_is_not_read_to_its_end_and_no_pass(
+        tmp_path: Path) -> None:
+    """The command hands its stdout to a process outside its tree (over a unix socket, as a
+    multiplexing client hands it to its master) and exits 0. The runner stops the tree, waits,
+    and stops reading the still-open output (`error{output-held-open}`): the gate passed on
+    output it never read to its end. Now the verdict is an ERROR."""
+    sock = tmp_path / "hold.sock"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import socket, sys\n"
+        "srv = socket.socket(socket.AF_UNIX)\n"
+        f"srv.bind({str(sock)!r}); srv.listen(1); print('ready', flush=True)\n"
+        "conn, _ = srv.accept(); _, fds, _, _ = socket.recv_fds(conn, 16, 1)\n"
+        "print('held', flush=True); sys.stdin.read()\n")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdin is not None
+    try:
+        assert holder.stdout.readline() == b"ready\n"
+        hand = (f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({str(sock)!r}); "
+                "print('handing over', flush=True); socket.send_fds(s, [b'x'], [1])")
+        r = once(tmp_path, {"limits": {"stopTimeout": "100ms"}, "watchers": [
+            gated("c", [sys.executable, "-c", hand], "ERROR", maxMatches=0)]})
+        assert holder.stdout.readline() == b"held\n"
+    finally:
+        holder.stdin.close()
+        holder.wait(TIMEOUT_S)
+    assert (r.rc, table_row(r.out, "c")[-1]) == (3, "ERROR"), r.out + r.err
+    assert "  - the command's output was not read to its end: run 1: output still open" in r.out

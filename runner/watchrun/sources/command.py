@@ -275,9 +275,10 @@ class CommandSource:
                             f"output open for {drain_s:g}s; stopped them "
                             f"({stopped.stragglers} needed SIGKILL)"))
                 elif not done:
-                    await ctx.event("error", code="output-held-open", run=n, message=(
-                        f"run {n}: output still open {drain_s:g}s after stopping every process "
-                        "of the command; stopped reading it"))
+                    await ctx.event("error", code="output-held-open", run=n, unread=True,
+                                    message=(f"run {n}: output still open {drain_s:g}s after "
+                                             "stopping every process of the command; stopped "
+                                             "reading it"))
                     return stopped
         finally:
             for task in (reading, exited):
