@@ -23,8 +23,7 @@ def _count(verdicts: Sequence[Verdict], status: Status) -> int:
 
 
 def _footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
-    """The last line: `passed` only when every gate holds and the run had no problem (it was
-    not interrupted, nothing failed that no verdict names)."""
+    """The last line: `passed` only when every gate holds and the run had no `problems`."""
     failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
     gated = len(verdicts) - errors
     unfinished = "; ".join(problems) if problems else None

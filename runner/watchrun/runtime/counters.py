@@ -40,8 +40,7 @@ class Counters(Struct):
     redacted: dict[str, int] = field(default_factory=dict)
     """Secrets redacted from this watcher's records, by kind (`output.redact`)."""
     unjudged: list[tuple[str, str]] = field(default_factory=list)
-    """Matches a run that never ended recorded past its checkpoint: (where, line). Not read
-    again, so not in `matches`; a once verdict counts them (no run judged them)."""
+    """(where, line) of matches a killed run recorded past its checkpoint: no verdict saw them."""
     unread: str | None = None
     """Why lines went unread or unmatched (the first `gap`, truncation or regex timeout)."""
 
@@ -143,10 +142,7 @@ def _last_lines(data: bytes, n: int) -> tuple[int, list[bytes]]:
 
 
 def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
-    """Why a file watcher's record says lines were never read, or None: a `gap` of a
-    generation (not `unwritten`: records, not lines) with bytes known lost or compressed, a
-    truncation past the read position, a once read cut short, a line the pattern could not
-    match in time (its once verdict is then an ERROR)."""
+    """Why this record says lines went unread or unmatched (a once verdict's ERROR), or None."""
     lost = fields.get("unreadBytes")
     lost = lost if isinstance(lost, int) and lost > 0 else 0
     if kind == "gap" and (lost or fields.get("reason") == "compressed"):

@@ -141,8 +141,7 @@ class FileSource(Rotation):
         await self._error(ctx, exc, msg, watch)
 
     async def _read_once(self, ctx: SourceContext) -> None:
-        """Once mode: every generation to its current end; an unterminated last line counts.
-        One cut short as it was read (truncated) is an `error{cut-short}`: never a pass."""
+        """Once mode: every generation to its current end; an unterminated last line counts."""
         for gen in [*self._old, *([self._cur] if self._cur else [])]:
             end = os.fstat(gen.fd).st_size
             await self._drain(ctx, gen, end)
@@ -212,9 +211,7 @@ class FileSource(Rotation):
 
 
 def _rewritten(plan: Plan, state: FileState) -> bool:
-    """The file at the path is the generation checkpointed last, written since (its mtime
-    moved) without growing past the checkpoint: rewritten the same (`make > build.log` again),
-    not appended to. A once run judges it again; fingerprints alone take it for the file read."""
+    """The file checkpointed last, written since (mtime moved) but not grown: rewritten the same."""
     o, cp = plan.steps[-1], state.generations[-1]
     return ((o.st.st_dev, o.st.st_ino) == (cp.dev, cp.inode) and o.start == cp.offset
             == o.st.st_size and cp.mtime_ns not in (0, o.st.st_mtime_ns))
