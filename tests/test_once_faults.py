@@ -21,6 +21,7 @@ from test_once import TIMEOUT_S, base_env, gated, once, table_row
 from watchrun.cli.run import report_once
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.process.spawn import Proc, Spawner, SpawnError
 
 
 def test_a_sighup_during_a_once_run_keeps_the_evidence_of_the_crossed_gate(
@@ -191,3 +192,32 @@ def test_a_sigterm_before_the_loop_takes_the_signals_is_no_pass(tmp_path: Path) 
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "stopped by SIGTERM before it started: exit 3" in proc.stderr
     assert not (tmp_path / ".watchrun" / "watchers" / "c.jsonl").exists()
+
+
+class OutOfDescriptors(Spawner):
+    """A spawner that fails as a runner out of descriptors does (its pipes cannot be made)."""
+
+    async def spawn(self, command: Any, **kw: Any) -> Proc:
+        raise SpawnError("EMFILE", f"cannot start {command!r}: Too many open files (EMFILE)")
+
+
+def test_a_command_that_could_not_start_for_want_of_descriptors_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """EMFILE (as ENFILE and EAGAIN: out of descriptors or processes) at a gated command's spawn
+    was not among the codes that mean "could not start": the verdict said "the command did not
+    run to its exit (the run was interrupted)" of a run nothing interrupted (seen with `ulimit
+    -n 14`). Now it says why the command could not start."""
+
+    async def main() -> int:
+        async with Running(tmp_path, {"watchers": [gated("c", "echo hi", "ERROR", maxMatches=0)]},
+                           spawner=OutOfDescriptors(), once=True) as r:
+            assert r.task is not None
+            await asyncio.wait_for(asyncio.shield(r.task), 30)
+            args = argparse.Namespace(junit=None, format="text")
+            return report_once(r.sup, r.config, args, 0.0, RunLog(quiet=True))
+
+    assert asyncio.run(main()) == 3
+    out = capsys.readouterr().out
+    assert "  - the command could not be started: cannot start 'echo hi': Too many open files " \
+        "(EMFILE)\n" in out, out
+    assert "interrupted" not in out

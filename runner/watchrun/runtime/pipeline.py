@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 FIRST_KEPT = 5
 FINAL_WRITE_S = 2.0
 """How long the `stop` record is retried on a failing disk before it is given up."""
-SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM"}
+SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM", "EMFILE",
+                "ENFILE", "EAGAIN"}
 """`error` codes that mean a command could not be started (once mode: exit 3)."""
 
 
