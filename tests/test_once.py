@@ -54,6 +54,18 @@ def gated(cid: str, command: str | list[str], pattern: str, **gate: Any) -> dict
     return {"id": cid, "command": command, "pattern": pattern, "gate": gate}
 
 
+
+def rotate_three_times(log: Path, lines: list[str]) -> None:
+    """Append each of `lines` to `log`, then rotate it as logrotate does (`log.2` -> `log.3`,
+    `log` -> `log.1`, a new empty `log`): three generations for three lines."""
+    for k, line in enumerate(lines, 1):
+        with open(log, "a") as fh:
+            fh.write(f"{line}\n")
+        for n in range(k - 1, 0, -1):
+            log.with_name(f"{log.name}.{n}").rename(log.with_name(f"{log.name}.{n + 1}"))
+        log.rename(log.with_name(f"{log.name}.1"))
+        log.write_text("")
+
 def table_row(out: str, wid: str) -> list[str]:
     (row,) = [ln.split() for ln in out.splitlines() if ln.split()[:1] == [wid]]
     return row
@@ -411,13 +423,7 @@ def test_generations_past_max_generations_rotated_between_runs_are_a_gap(tmp_pat
               "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
                             "gate": {"maxMatches": 9}}]}
     assert once(tmp_path, config).rc == 0
-    for k in (1, 2, 3):  # as logrotate does: app.log.2 -> app.log.3, app.log -> app.log.1, ...
-        with open(log, "a") as fh:
-            fh.write(f"ERROR {k}\n")
-        for n in range(k - 1, 0, -1):
-            (tmp_path / f"app.log.{n}").rename(tmp_path / f"app.log.{n + 1}")
-        log.rename(tmp_path / "app.log.1")
-        log.write_text("")
+    rotate_three_times(log, [f"ERROR {k}" for k in (1, 2, 3)])
     log.write_text("ERROR 4\n")
     second = once(tmp_path, config)
     assert table_row(second.out, "log")[:2] == ["log", "3"], second.out + second.err

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from filehelpers import Recorder, Tail
 from liverunner import read_records
-from test_once import TIMEOUT_S, gated, once, table_row
+from test_once import TIMEOUT_S, gated, once, rotate_three_times, table_row
 
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import Chunk
@@ -33,13 +33,7 @@ def test_a_generation_it_could_not_read_fails_the_gate_closed(tmp_path: Path) ->
               "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
                             "gate": {"maxMatches": 0}}]}
     assert once(tmp_path, config).rc == 0
-    for k in (1, 2, 3):  # as logrotate does: app.log.2 -> app.log.3, app.log -> app.log.1, ...
-        with open(log, "a") as fh:
-            fh.write("ERROR 2\n" if k == 2 else f"INFO {k}\n")
-        for n in range(k - 1, 0, -1):
-            (tmp_path / f"app.log.{n}").rename(tmp_path / f"app.log.{n + 1}")
-        log.rename(tmp_path / "app.log.1")
-        log.write_text("")
+    rotate_three_times(log, ["INFO 1", "ERROR 2", "INFO 3"])
     r = once(tmp_path, config, "--junit", "report.xml")
     assert (r.rc, table_row(r.out, "log")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
     why = ("8 bytes were never read: 1 older unread generations skipped "

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filehelpers import open_fds_to
 from insupervisor import Running, Sinks, load, until
 
 import watchrun.runtime.control as control
@@ -134,21 +135,10 @@ def test_a_sigterm_while_a_sink_hangs_stops_the_runner(
             assert [x["kind"] for x in r.records("app")][-1] == "stop"
             sinks.release.set()  # the hung call ends: its sink is closed, nothing runs
             await until(sinks.opened_late.is_set, "the hung open to end")
-            await until(lambda: not _open_files("new.jsonl"), "the late sink to be closed")
+            await until(lambda: not open_fds_to(r.layout.jsonl("watcher", "new")),
+                        "the late sink to be closed")
             assert "new" not in r.sup.watchers
             writer.close()
 
     asyncio.run(main())
 
-
-def _open_files(name: str) -> list[str]:
-    """This process's descriptors open on a file called `name`."""
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        if target.endswith("/" + name):
-            found.append(target)
-    return found
