@@ -206,6 +206,14 @@ def interrupt(proc: subprocess.Popen[str]) -> tuple[int, str]:
     return proc.returncode, err
 
 
+def recorded_matches(r: LiveRunner, wid: str) -> int:
+    """Match records of `wid` in its JSONL and every rotated generation of it."""
+    from watchrun.output.records import ReadStats, iter_records
+
+    path = r.out / "watchers" / f"{wid}.jsonl"
+    return sum(x["kind"] == "match" for x in iter_records(path, since_seq=0, stats=ReadStats()))
+
+
 def append(path: Path, lines: list[str]) -> None:
     with path.open("a") as f:
         f.writelines(x + "\n" for x in lines)
@@ -232,7 +240,11 @@ def test_matches_follow_across_rotation_then_ctrl_c(tmp_path: Path, mode: str) -
         n = 300  # ~330 KiB of records: five rotations at 64 KiB
         for start in range(0, n, 50):
             append(log, [f"ERROR {i:04d} {pad}" for i in range(start, start + 50)])
-        docs = [json.loads(x) for x in out.take(n)]
+        try:
+            docs = [json.loads(x) for x in out.take(n)]
+        except AssertionError as exc:  # whose lag: the runner's records, or the follower's?
+            raise AssertionError(f"{exc}; the runner recorded {recorded_matches(r, 'app')} "
+                                 "matches in all its generations") from None
         assert [d["line"].split()[1] for d in docs] == [f"{i:04d}" for i in range(n)]
         got = [d["seq"] for d in docs]
         assert got == sorted(set(got))
