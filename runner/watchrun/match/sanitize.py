@@ -41,7 +41,7 @@ import json
 import math
 import re
 
-from watchrun.match.plain import BIDI, plain_chunk
+from watchrun.match.plain import MARKS, plain_chunk
 
 __all__ = [
     "StreamDecoder",
@@ -70,10 +70,9 @@ _ESCAPES = (
 )
 _CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f]"
 _SURROGATES = "[\ud800-\udfff]"
-_BIDI = BIDI
-_EDGE_LINE = re.compile(f"[\n\u2028\u2029{_BIDI}]")
-_EDGE_LINES = f"[\u2028\u2029{_BIDI}]"
-_EDGE_JSON = f"[\x7f-\x9f\u2028\u2029{_BIDI}\ud800-\udfff]"
+_EDGE_LINE = re.compile(f"[\n{MARKS}]")
+_EDGE_LINES = f"[{MARKS}]"
+_EDGE_JSON = f"[\x7f-\x9f{MARKS}\ud800-\udfff]"
 
 
 @functools.cache

@@ -6,13 +6,13 @@ import re
 from datetime import UTC, datetime
 
 from watchrun.clock import parse_ts
-from watchrun.match.plain import BIDI
+from watchrun.match.plain import MARKS
 from watchrun.match.sanitize import sanitize, shorten
 from watchrun.views import humanize
 
 __all__ = ["ago", "inert", "inert_block"]
 
-_INVISIBLE = re.compile(f"[\u200b-\u200f\u2060-\u206f\ufeff\u2028\u2029{BIDI}]")
+_INVISIBLE = re.compile(f"[\u200b-\u200f\u2060-\u206f\ufeff{MARKS}]")
 """Zero-width, bidi embedding/override/isolate marks and Unicode line separators: ordinary
 text to the sanitizer, but they can reorder or hide what a cell shows, so they are shown."""
 
