@@ -34,7 +34,9 @@ def _footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     parts = [f"{failed} of {gated} gates crossed"] if failed or gated else []
     if errors:
         parts.append(f"{errors} {'watcher' if errors == 1 else 'watchers'} could not run")
-    return "watchrun: FAILED: " + ", ".join([*parts, *([unfinished] if unfinished else [])])
+    if unfinished is not None:
+        parts.append(unfinished)
+    return "watchrun: FAILED: " + ", ".join(parts)
 
 
 def _shown(ln: Line, limit: int = SHOW_CHARS) -> str:
