@@ -18,7 +18,7 @@ from watchrun.agents.worker import agent_loop
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Config, WatcherSpec
 from watchrun.events import MatchInfo
-from watchrun.match.redact import redactor
+from watchrun.match.redact import clean_text, redactor
 from watchrun.match.sanitize import sanitize
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
@@ -101,9 +101,8 @@ class AgentHub:
             return
         limits = self.config.limits
         lines = [sanitize(m.line, limits.max_line_bytes)[0] for m in matches]
-        label = sanitize(watcher.label)[0]  # (a `${VAR}` in it) for delivery and plan records
-        if self.config.output.redact:  # which hold it, as status snapshots do
-            label = redactor(self.config.redact).redact(label)[0]
+        hide = redactor(self.config.redact) if self.config.output.redact else None
+        label = clean_text(watcher.label, hide)  # (a `${VAR}` in it): delivery and plan records
         if label != watcher.label:
             watcher = msgspec.structs.replace(watcher, label=label)
         order = self.plans.order(watcher)

@@ -242,6 +242,13 @@ def redact_line(redactor: Redactor, text: str, raw: str) -> tuple[str, str | Non
     return red_text, (red_raw if sanitize(red_raw)[0] == red_text else None), counts
 
 
+def clean_text(text: str, redactor: Redactor | None) -> str:
+    """A text field others may have chosen (a `${VAR}` in a label or command, a file name) as
+    records and snapshots hold it: sanitized (SPEC §6), and redacted when given a redactor."""
+    clean = sanitize(text)[0]
+    return clean if redactor is None else redactor.redact(clean)[0]
+
+
 @lru_cache(maxsize=32)
 def redactor(extra: tuple[Rule, ...] = ()) -> Redactor:
     """The built-in rules plus `extra` (a config's `redact:`), compiled once per rule set."""

@@ -12,7 +12,7 @@ from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.keyblocks import KeyBlocks, Region, inside, key_body
 from watchrun.match.matcher import Matcher
-from watchrun.match.redact import Redactor, marker, redact_line
+from watchrun.match.redact import Redactor, clean_text, marker, redact_line
 from watchrun.match.sanitize import clip, raw_text, sanitize
 from watchrun.match.simd import count_newlines
 from watchrun.offload import offload
@@ -246,10 +246,7 @@ class WatcherPipeline:
         """An event's field as its record says it: text (also an argv's) sanitized, redacted."""
         if isinstance(value, list | tuple):
             return [self._said(v) for v in value]
-        if not isinstance(value, str):
-            return value
-        clean = sanitize(value)[0]
-        return clean if self.redactor is None else self.redactor.redact(clean)[0]
+        return clean_text(value, self.redactor) if isinstance(value, str) else value
 
     async def event(self, kind: str, **fields: Any) -> None:
         """Record (and log) an event; its text fields sanitized (SPEC §6): a `path` or a

@@ -9,11 +9,11 @@ import orjson
 
 from watchrun.config.model import WatcherSpec
 from watchrun.match.keyblocks import key_body
-from watchrun.match.redact import Redactor, marker
+from watchrun.match.redact import Redactor, clean_text, marker
 from watchrun.match.sanitize import raw_text, sanitize
 from watchrun.output.jsonl import escape_marks, valid_value
 
-__all__ = ["Said", "said", "shown", "snapshot_json", "tail_lines"]
+__all__ = ["Said", "said", "snapshot_json", "tail_lines"]
 
 TAIL_LINE_CHARS = 4096
 
@@ -21,21 +21,15 @@ Said: TypeAlias = tuple[str, str | list[str] | None, str | None]
 """A watcher's label, source (a path, a command string or its argv) and cwd."""
 
 
-def shown(text: str, redactor: Redactor | None) -> str:
-    """A snapshot's text field sanitized like a record's (SPEC §6), redacted when given one."""
-    clean = sanitize(text)[0]
-    return clean if redactor is None else redactor.redact(clean)[0]
-
-
 def said(spec: WatcherSpec, redactor: Redactor | None) -> Said:
     """Its label, source and cwd as snapshots show them: sanitized (a `${VAR}`, a file name
     others chose) and with `output.redact` redacted (a command line's `${VAR}` password leaves
     the machine in `list`, `status` and the MCP answers, as it does in a webhook's label)."""
     where = spec.path if spec.path is not None else spec.command
-    source = [shown(a, redactor) for a in where] if isinstance(where, tuple) else \
-        None if where is None else shown(str(where), redactor)
-    cwd = None if spec.cwd is None else shown(str(spec.cwd), redactor)
-    return shown(spec.label, redactor), source, cwd
+    source = [clean_text(a, redactor) for a in where] if isinstance(where, tuple) else \
+        None if where is None else clean_text(str(where), redactor)
+    cwd = None if spec.cwd is None else clean_text(str(spec.cwd), redactor)
+    return clean_text(spec.label, redactor), source, cwd
 
 
 def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None) -> list[str]:

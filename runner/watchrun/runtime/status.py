@@ -14,10 +14,11 @@ from msgspec import Struct
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
+from watchrun.match.redact import clean_text
 from watchrun.output import safefs, tailfile
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
-from watchrun.runtime.snapshot_text import Said, said, shown, snapshot_json, tail_lines
+from watchrun.runtime.snapshot_text import Said, said, snapshot_json, tail_lines
 
 FLUSH_DELAY_S = 1.0
 """Snapshots are written at most this often, and only after something changed."""
@@ -226,7 +227,7 @@ class StatusBoard:
             "startedAt": iso_ts(entry.started_at),
             "updatedAt": iso_ts(self.clock.now()),
             "restarts": entry.restarts,
-            "lastError": entry.last_error and shown(entry.last_error, entry.pipeline.redactor),
+            "lastError": entry.last_error and clean_text(entry.last_error, entry.pipeline.redactor),
             "linesRead": c.lines,
             "bytesRead": c.bytes_read,
             "matchCount": c.matches,
