@@ -243,6 +243,15 @@ def test_annotations_are_capped_and_the_rest_summarised(crossed: int, errors: in
                             "every crossed gate"]
 
 
+def test_run_level_problems_come_first_and_count_against_the_cap() -> None:
+    vs = [verdict(f"w{i}") for i in range(12)]
+    out = annotation_lines(vs, problems=["it was interrupted by SIGTERM\nbefore it ended"])
+    assert out[0] == "::error title=watchrun::it was interrupted by SIGTERM\\nbefore it ended"
+    assert sum(a.startswith("::error ") for a in out) == MAX_ANNOTATIONS
+    assert out[-1].startswith("::warning title=watchrun::3 more")
+    assert annotation_lines([verdict("ok", Status.PASS)], problems=[]) == []
+
+
 def test_many_matches_of_one_gate_give_one_annotation_per_shown_line() -> None:
     lines = tuple(Line(f"app.log:{n}", "ERROR", "/ws/app.log", n) for n in range(1, 6))
     v = verdict("log", matches=10_000, first=lines, threshold=0, exit_=None,

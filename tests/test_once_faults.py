@@ -157,6 +157,36 @@ def test_a_junit_report_that_could_not_be_written_is_no_pass_in_the_table(tmp_pa
         "not be written: Not a directory\n" in r.out
 
 
+def test_a_run_level_failure_is_a_github_annotation_too(tmp_path: Path) -> None:
+    """In GitHub Actions, exit 3 from a cause no gate's verdict names (here the JUnit report
+    could not be written) printed no `::error`: the job's annotations showed nothing wrong."""
+    (tmp_path / "reports").write_text("a file where the report's folder should be\n")
+    r = once(tmp_path, {"watchers": [gated("build", "echo fine", "warning:", maxMatches=0)]},
+             "--junit", "reports/junit.xml", GITHUB_ACTIONS="true")
+    assert r.rc == 3, r.out + r.err
+    errors = [ln for ln in r.out.splitlines() if ln.startswith("::error ")]
+    assert errors == ["::error title=watchrun::the JUnit report reports/junit.xml could not be "
+                      "written: Not a directory"], r.out
+
+
+def test_a_run_without_gates_that_could_not_start_says_so_in_the_footer_and_annotation(
+        tmp_path: Path) -> None:
+    """Its output dir unusable, a once run without gates exited 3 under "no gated watchers"
+    alone; the footer and the annotation now say it never ran, and why."""
+    (tmp_path / "out").write_text("a file where the output dir should be\n")
+    summary = tmp_path / "summary.md"
+    r = once(tmp_path, {"output": {"dir": "out"}, "watchers": [
+        {"id": "app", "command": "echo hi", "pattern": "ERROR"}]},
+        GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary))
+    assert r.rc == 3, r.out + r.err
+    footer = [ln for ln in r.out.splitlines() if ln.startswith("watchrun: FAILED: ")]
+    assert len(footer) == 1 and footer[0].startswith("watchrun: FAILED: it never ran: "), r.out
+    assert "out" in footer[0] and "gates hold" not in footer[0]
+    errors = [ln for ln in r.out.splitlines() if ln.startswith("::error ")]
+    assert len(errors) == 1 and errors[0].startswith("::error title=watchrun::it never ran: ")
+    assert "FAILED" in summary.read_text() and "No gated watchers." not in summary.read_text()
+
+
 def test_a_max_matches_written_as_a_whole_float_is_a_gate(tmp_path: Path) -> None:
     """`maxMatches: 0.0` (or `1e3`, a float in YAML 1.2) passed the schema, whose `integer`
     takes a whole float, then was dropped as not an int: a gate that could never be crossed,

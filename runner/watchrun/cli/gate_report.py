@@ -29,7 +29,8 @@ def _footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     unfinished = "; ".join(problems) if problems else None
     if not failed and not errors:
         if unfinished is not None:
-            return f"watchrun: FAILED: all {gated} gates hold, but {unfinished}"
+            held = f"all {gated} gates hold, but " if gated else ""
+            return f"watchrun: FAILED: {held}{unfinished}"
         return f"watchrun: passed: all {gated} gates hold"
     parts = [f"{failed} of {gated} gates crossed"] if failed or gated else []
     if errors:
@@ -87,11 +88,13 @@ def _command(kind: str, message: str, title: str, file: str | None = None,
     return f"::{kind} {','.join(props)}::{escape_data(message)}"
 
 
-def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None) -> list[str]:
-    """`::error` workflow commands for crossed gates: one per shown matched line (with
-    file and line when the file is in `workspace`) and one per other reason; at most
+def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None,
+                     problems: Sequence[str] = ()) -> list[str]:
+    """`::error` workflow commands: first one per run-level problem (`problems`: why the run
+    is no pass although no verdict says so), then for crossed gates one per shown matched line
+    (with file and line when the file is in `workspace`) and one per other reason; at most
     MAX_ANNOTATIONS, then one `::warning` that says how many were left out. Pure."""
-    wanted: list[str] = []
+    wanted = [_command("error", edge_text(p), "watchrun") for p in problems]
     for v in verdicts:
         if v.ok:
             continue

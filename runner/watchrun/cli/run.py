@@ -191,6 +191,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     from watchrun.runtime import gate
 
     evidence = _with_errors(sup, config)
+    never_started = missing
     if missing is None:
         missing = gate.NEVER_RAN if config.limits.enabled else \
             "it never ran: limits.enabled is false"
@@ -201,6 +202,8 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
         if interrupted else []  # (and what failed that no verdict names: never a pass)
     problems += [e for e in sup.runtime_errors if not any(
         v.status is gate.Status.ERROR and e.startswith(f"{v.id}: ") for v in verdicts)]
+    if never_started is not None and not verdicts:  # no gate's verdict to say it: the run's
+        problems.append(never_started)
     status = ExitStatus.OK
     if args.junit is not None:  # first: a report that could not be written is no pass either
         try:
@@ -223,7 +226,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     close_fence(fence)  # annotations are the only workflow commands watchrun prints
     if in_github_actions():
         workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
-        for line in report.annotation_lines(verdicts, workspace):
+        for line in report.annotation_lines(verdicts, workspace, problems):
             if as_json:  # stdout holds the document; the runner reads stderr too
                 print(line, file=sys.stderr)
             else:
