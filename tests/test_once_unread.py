@@ -5,14 +5,18 @@ output never closed, matches a killed run recorded but no verdict judged."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
+import pytest
 from filehelpers import Recorder, Tail
 from liverunner import read_records
+from recordcheck import record_errors, validate_records
 from test_once import TIMEOUT_S, gated, once, rotate_three_times, table_row
 
 from watchrun.config.model import GateSpec, WatcherSpec
@@ -42,6 +46,12 @@ def test_a_generation_it_could_not_read_fails_the_gate_closed(tmp_path: Path) ->
     error = ET.parse(tmp_path / "report.xml").getroot().find("testcase[@name='log']/error")
     assert error is not None and error.get("message") == why
     assert once(tmp_path, config).rc == 0  # said once: the next run reads on from there
+
+
+def _enveloped(fields: dict[str, Any]) -> dict[str, Any]:
+    """An `error` record's fields as the sink writes them, envelope and all."""
+    return {"schema": 1, "seq": 2, "cursor": "w:0000000000000002",
+            "ts": "2026-12-04T08:00:00.000Z", "kind": "error", **fields}
 
 
 class TruncatesAtFirstChunk(Recorder):
@@ -81,8 +91,49 @@ def test_a_file_truncated_while_a_once_run_reads_it_is_not_read_to_its_end(
     assert error == {"code": "cut-short", "path": str(log), "unreadBytes": size - read,
                      "message": f"{log} was truncated while it was read: {size - read} of its "
                                 f"{size} bytes were not read"}
+    assert record_errors(_enveloped(error)) == []  # the published schema has `unreadBytes`
     why = unread("error", error)
     assert why == f"{size - read} bytes were never read: {error['message']}"
+    spec = WatcherSpec(id="log", label="log", pattern="ERROR", path=log,
+                       gate=GateSpec(max_matches=0))
+    verdict = judge(spec, Evidence(0, error=why))
+    assert verdict is not None and verdict.status is Status.ERROR and verdict.reasons == (why,)
+
+
+def test_a_read_that_fails_mid_file_is_an_error_naming_the_file_and_what_was_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """EIO from a failing disk after the first read of a once run: the watcher died with an
+    `internal` error `OSError(5, 'Input/output error')`, naming neither the file nor what was
+    lost. Now an `error` record with the errno's name, the path and `unreadBytes`, and the
+    verdict an ERROR that says so. (The seam: `os.pread` fails for this file past its start.)"""
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"INFO {n}\n" for n in range(100)) + "ERROR late\n")
+    size, real = log.stat().st_size, os.pread
+
+    def failing(fd: int, n: int, offset: int) -> bytes:
+        if offset >= 64 and os.path.samestat(os.fstat(fd), log.stat()):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(fd, n, offset)
+
+    rec = Recorder()
+
+    async def main() -> None:
+        async with Tail(log, Notifier(20, enabled=False), CheckpointStore(tmp_path / "state"),
+                        from_start=True, once=True, rec=rec, read_size=64) as tail:
+            await tail.until(lambda: tail.task is not None and tail.task.done(), "the read")
+            assert tail.task is not None and tail.task.exception() is None
+
+    monkeypatch.setattr(os, "pread", failing)
+    asyncio.run(main())
+    monkeypatch.undo()
+    (error,) = rec.of("error")
+    lost = size - 64
+    assert error == {"code": "EIO", "path": str(log), "unread": True, "unreadBytes": lost,
+                     "message": f"cannot read {log}: Input/output error: {lost} of its {size} "
+                                "bytes were not read"}
+    assert record_errors(_enveloped(error)) == []
+    why = unread("error", error)
+    assert why == f"lines were never read: {error['message']}"
     spec = WatcherSpec(id="log", label="log", pattern="ERROR", path=log,
                        gate=GateSpec(max_matches=0))
     verdict = judge(spec, Evidence(0, error=why))
@@ -221,3 +272,5 @@ def test_a_command_output_never_closed_is_not_read_to_its_end_and_no_pass(
         holder.wait(TIMEOUT_S)
     assert (r.rc, table_row(r.out, "c")[-1]) == (3, "ERROR"), r.out + r.err
     assert "  - the command's output was not read to its end: run 1: output still open" in r.out
+    records = validate_records(tmp_path / ".watchrun" / "watchers" / "c.jsonl")  # the schema
+    assert [x.get("unread") for x in records if x["kind"] == "error"][-1] is True  # has `unread`

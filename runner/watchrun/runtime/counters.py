@@ -156,6 +156,8 @@ def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
         return f"a line was never matched: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "cut-short":
         return f"{lost} bytes were never read: {fields.get('message')}"
+    if kind == "error" and fields.get("unread") is True:  # a read that failed
+        return f"lines were never read: {fields.get('message')}"
     if kind == "rotate" and lost:
         return f"{lost} bytes were never read: {fields.get('path')} was truncated before them"
     return None

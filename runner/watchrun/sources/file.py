@@ -143,8 +143,18 @@ class FileSource(Rotation):
     async def _read_once(self, ctx: SourceContext) -> None:
         """Once mode: every generation to its current end; an unterminated last line counts."""
         for gen in [*self._old, *([self._cur] if self._cur else [])]:
-            end = os.fstat(gen.fd).st_size
-            await self._drain(ctx, gen, end)
+            end = gen.seen_size
+            try:
+                end = os.fstat(gen.fd).st_size
+                await self._drain(ctx, gen, end)
+            except OSError as exc:  # a failing disk: the rest of this generation is not read,
+                # and the record says so (a once verdict's ERROR); the other ones are read
+                code = errno.errorcode.get(exc.errno or 0, "EIO")
+                lost = max(0, end - gen.pos)
+                await ctx.event("error", code=code, path=gen.path, unread=True, unreadBytes=lost,
+                                message=f"cannot read {gen.path}: {exc.strerror}: {lost} of its "
+                                        f"{end} bytes were not read")
+                continue
             await gen.finish(ctx, self.name)
             if gen.head[:2] in _UTF16:  # no UTF-8 pattern matches it: never a pass
                 await ctx.event("error", code="not-utf8", path=gen.path, message=(
