@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 
 from watchrun.clock import SystemClock
-from watchrun.output import tailfile
+from watchrun.output import records, tailfile
 from watchrun.output.sink import JsonlSink
 from watchrun.views.follow import JsonlFollower, TailFollower
 
@@ -96,6 +96,41 @@ def test_what_rotation_removed_before_it_was_read_is_counted_never_hidden(
         follower.close()
     finally:
         shutil.rmtree(folder)
+
+
+def test_a_listing_made_in_the_middle_of_a_rotation_skips_no_generation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner rotates (`.3` → `.4`, `.2` → `.3`, `.1` → `.2`, the file → `.1`, a new file)
+    while a follower catching up lists the rotated files: the listing, made after `.3` → `.4`,
+    lacks `.3`; the files are opened after the rotation ended, each name names the file opened,
+    and the generation renamed to `.3` meanwhile was skipped, its records counted as "rotated
+    away (output.keep)" though all were kept (`matches --follow` lost 57 records in a loaded
+    run). The seam: the rest of the rotation happens right after the listing."""
+    path = tmp_path / "app.jsonl"
+    s = sink(path, keep=10)
+    write(s, 4)
+    while not Path(f"{path}.3").exists():
+        write(s, 1)
+    real = records.retained_files
+    listed: list[list[str]] = []
+
+    def mid_rotation(where: Path, keep: int | None = None) -> list[Path]:
+        if listed:
+            return real(where, keep)
+        os.rename(f"{path}.3", f"{path}.4")  # the rotation has begun
+        found = real(where, keep)
+        listed.append([p.name for p in found])
+        for n in (2, 1):  # ... and goes on once the listing is made
+            os.rename(f"{path}.{n}", f"{path}.{n + 1}")
+        os.rename(path, f"{path}.1")
+        path.write_bytes(b"")
+        return found
+
+    monkeypatch.setattr(records, "retained_files", mid_rotation)
+    got = seqs(list(records.iter_records(path)))
+    assert "app.jsonl.3" not in listed[0]  # the listing was made mid-rotation
+    assert got == list(range(1, s.next_seq)), got
+    s.close()
 
 
 def test_a_stream_removed_and_begun_again_is_read_whole(tmp_path: Path) -> None:

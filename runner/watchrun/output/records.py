@@ -93,8 +93,11 @@ def retained_files(path: Path, keep: int | None = None) -> list[Path]:
 
 
 def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
-    """Open every retained file at once, retrying if a rotation moved them meanwhile. A symlink
-    (or anything but a regular file) in place of one is refused: `safefs.UnsafePathError`."""
+    """Open every retained file at once, retrying if a rotation moved them meanwhile: each name
+    still names the file opened, and the names are still the ones listed (a listing made in the
+    middle of a rotation lacks the name just renamed away, `.4` after `.4` → `.5`: opened once
+    the rotation is over, every name matches, and a generation is skipped). A symlink (or
+    anything but a regular file) in place of one is refused: `safefs.UnsafePathError`."""
     for _ in range(10):
         files: list[BinaryIO] = []
         stable = True
@@ -117,7 +120,7 @@ def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
                 if not same:
                     stable = False
                     break
-        if stable:
+        if stable and retained_files(path, keep) == names:
             return files
         for f in files:
             f.close()
