@@ -185,9 +185,11 @@ def edge_text(value: object, *, multiline: bool = False) -> str:
 
 def edge_json(value: object, *, indent: int | None = None) -> str:
     """`value` as JSON that is safe to print and still means the same: non-ASCII text stays
-    readable, while DEL, C1 controls, U+2028/U+2029, bidirectional controls and lone surrogates
-    are `\\u`-escaped (json escapes C0 itself). Keys keep their order; what JSON cannot
-    represent (NaN, infinities, other objects) is written as a string."""
+    readable, while DEL, C1 controls, U+2028/U+2029 and bidirectional controls are
+    `\\u`-escaped (json escapes C0 itself). A lone surrogate (a byte of a file name that is not
+    UTF-8) is U+FFFD, as in the records: its escape is JSON that strict parsers (serde_json)
+    refuse. Keys keep their order; what JSON cannot represent (NaN, infinities, other
+    objects) is written as a string."""
     separators = (",", ": ") if indent is not None else (",", ":")
     try:
         dumped = json.dumps(value, ensure_ascii=False, indent=indent, separators=separators,
@@ -198,7 +200,12 @@ def edge_json(value: object, *, indent: int | None = None) -> str:
     unsafe = _rx(_EDGE_JSON)
     if unsafe.search(dumped) is None:
         return dumped
-    return unsafe.sub(_escape_unsafe, dumped)
+    return unsafe.sub(_json_safe, dumped)
+
+
+def _json_safe(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\ufffd" if "\ud800" <= char <= "\udfff" else _escape_unsafe(match)
 
 
 def _finite(value: object) -> object:
