@@ -28,6 +28,10 @@ T0 = datetime(2026, 5, 16, 12, 0, tzinfo=UTC).timestamp()
 SESSION = "9861b989-5c57-4065-9c6d-79f7a054aafc"
 
 
+_NULLABLE = {"exitCode", "signal"}
+"""Fields the runner writes as null rather than leave out (dispatch-finished requires them)."""
+
+
 class StepClock:
     """Wall time that moves 0.25 s per record written."""
 
@@ -79,8 +83,8 @@ class AgentLog:
     def emit(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Write one record, cleaned as the recorder cleans it; return it as a reader will
         see it."""
-        fields = clean_record(kind, {k: v for k, v in fields.items() if v is not None},
-                              FIELD_BYTES)
+        fields = clean_record(kind, {k: v for k, v in fields.items()
+                                     if v is not None or k in _NULLABLE}, FIELD_BYTES)
         seq = self.sink.write(kind, fields)
         rec = {"seq": seq, "cursor": format_cursor(self.name, seq), "kind": kind, **fields}
         self.written.append(rec)
