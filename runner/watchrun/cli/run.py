@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import time
@@ -18,6 +17,7 @@ from watchrun.cli.main import startup_gc
 from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence, say, stdout_failed
 from watchrun.exitcodes import ExitStatus
 from watchrun.runtime.gate import Evidence
+from watchrun.runtime.workers import GRACE_S, Workers, run_with_workers
 
 if TYPE_CHECKING:
     from watchrun.config.diagnostics import Diagnostic
@@ -126,15 +126,23 @@ def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
     log.info(f"writing JSONL under {sup.layout.root}")
     started = time.monotonic()
     failed: str | None = None
+    workers = Workers()
     try:
         try:
-            asyncio.run(sup.run())
+            run_with_workers(sup.run(), workers)
         except StartupError as exc:  # undone already: say why in one line
             failed = f"could not start: {exc}"
         except Exception as exc:  # a bug: still one line and exit 3, never a traceback
             failed = f"internal error: {exc!r}"
         if failed is not None:
             log.error(failed)
+        if workers.stuck:  # what they were doing may not have been done: never a clean exit
+            calls = ", ".join(workers.stuck)
+            stuck = (f"{len(workers.stuck)} blocking calls still running {GRACE_S:g} s after "
+                     f"the stop ({calls}): a file system that does not answer? Exiting "
+                     "without them")
+            log.error(stuck, event="stuck-calls", calls=workers.stuck)
+            sup.runtime_errors.append(stuck)
         if echo is not None and echo.unshown:
             log.warning(f"{echo.unshown} lines of the commands' output were not echoed: stdout "
                         "was not being read as the run stopped (the JSONL has every match)",
