@@ -54,6 +54,18 @@ def _enveloped(fields: dict[str, Any]) -> dict[str, Any]:
             "ts": "2026-12-04T08:00:00.000Z", "kind": "error", **fields}
 
 
+def _judged_error(log: Path, error: dict[str, Any]) -> str | None:
+    """The reason an `error` record gives a gated watcher's verdict, checked to be an ERROR
+    with that reason alone (and the record to be as the published schema has it)."""
+    assert record_errors(_enveloped(error)) == []
+    why = unread("error", error)
+    spec = WatcherSpec(id="log", label="log", pattern="ERROR", path=log,
+                       gate=GateSpec(max_matches=0))
+    verdict = judge(spec, Evidence(0, error=why))
+    assert verdict is not None and verdict.status is Status.ERROR and verdict.reasons == (why,)
+    return why
+
+
 class TruncatesAtFirstChunk(Recorder):
     """A recorder that truncates the file being read as its first chunk arrives (what a
     `copytruncate` or a `> app.log` does while a once run reads it)."""
@@ -91,13 +103,7 @@ def test_a_file_truncated_while_a_once_run_reads_it_is_not_read_to_its_end(
     assert error == {"code": "cut-short", "path": str(log), "unreadBytes": size - read,
                      "message": f"{log} was truncated while it was read: {size - read} of its "
                                 f"{size} bytes were not read"}
-    assert record_errors(_enveloped(error)) == []  # the published schema has `unreadBytes`
-    why = unread("error", error)
-    assert why == f"{size - read} bytes were never read: {error['message']}"
-    spec = WatcherSpec(id="log", label="log", pattern="ERROR", path=log,
-                       gate=GateSpec(max_matches=0))
-    verdict = judge(spec, Evidence(0, error=why))
-    assert verdict is not None and verdict.status is Status.ERROR and verdict.reasons == (why,)
+    assert _judged_error(log, error) == f"{size - read} bytes were never read: {error['message']}"
 
 
 def test_a_read_that_fails_mid_file_is_an_error_naming_the_file_and_what_was_not_read(
@@ -133,13 +139,7 @@ def test_a_read_that_fails_mid_file_is_an_error_naming_the_file_and_what_was_not
     assert error == {"code": "EIO", "path": str(log), "unread": True, "unreadBytes": lost,
                      "message": f"cannot read {log}: Input/output error: {lost} of its {size} "
                                 "bytes were not read"}
-    assert record_errors(_enveloped(error)) == []
-    why = unread("error", error)
-    assert why == f"lines were never read: {error['message']}"
-    spec = WatcherSpec(id="log", label="log", pattern="ERROR", path=log,
-                       gate=GateSpec(max_matches=0))
-    verdict = judge(spec, Evidence(0, error=why))
-    assert verdict is not None and verdict.status is Status.ERROR and verdict.reasons == (why,)
+    assert _judged_error(log, error) == f"lines were never read: {error['message']}"
 
 
 def test_a_gate_that_held_on_lines_it_matched_only_in_part_is_not_a_pass(tmp_path: Path) -> None:
