@@ -312,6 +312,24 @@ def test_validate_under_github_actions_annotates_the_file_line_and_column(tmp_pa
         ln[:2] for ln in plain.stdout.splitlines())  # no workflow commands off GitHub
 
 
+def test_a_once_run_with_an_invalid_config_annotates_it_too(tmp_path: Path) -> None:
+    """`run --once` under GitHub Actions with the same config exited 2 with the errors on its
+    log only: the job's annotations showed nothing. It annotates them as `validate` does."""
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "watch.yaml").write_text(BAD_CONFIG)
+    for extra in ([], ["--json"]):
+        p = subprocess.run([watchrun_bin(), "run", "--once", "-c", "watch.yaml", *extra],
+                           cwd=tmp_path / "ci", capture_output=True, text=True, check=False,
+                           timeout=TIMEOUT_S, env={**os.environ, "GITHUB_ACTIONS": "true",
+                                                   "GITHUB_WORKSPACE": str(tmp_path)})
+        assert p.returncode == 2, p.stdout + p.stderr
+        notes = [ln for ln in p.stderr.splitlines() if ln.startswith("::")]
+        assert "::error file=ci/watch.yaml,line=5,col=5,title=watchrun config::watchers[0]." \
+            'pattern: invalid regex "(ab": missing ), unterminated subpattern at position 0' \
+            in notes, p.stderr
+        assert not [ln for ln in p.stdout.splitlines() if ln.startswith("::")]
+
+
 def test_a_config_outside_the_workspace_is_annotated_without_a_file(tmp_path: Path) -> None:
     (tmp_path / "watch.yaml").write_text(BAD_CONFIG)
     p = validate_in(tmp_path, "watch.yaml", GITHUB_ACTIONS="true",

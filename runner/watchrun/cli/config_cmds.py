@@ -36,7 +36,7 @@ def located(d: Diagnostic) -> str:
     return f"{where}: {d.severity}: {text}" if where else f"{d.severity}: {text}"
 
 
-def annotation(d: Diagnostic, workspace: str) -> str:
+def annotation(d: Diagnostic, workspace: str, title: str = "watchrun validate") -> str:
     """A GitHub workflow command for `d` (`::error file=…,line=…,col=…::…`); the file is given
     relative to `workspace` (the repository root), and left out when it is not inside it."""
     from watchrun.cli.gate_report import escape_data, escape_property
@@ -48,7 +48,7 @@ def annotation(d: Diagnostic, workspace: str) -> str:
             props.append(f"file={escape_property(_printable(os.path.relpath(path, workspace)))}")
             props += [f"{key}={n}" for key, n in (("line", d.line), ("col", d.column))
                       if n is not None]
-    props.append("title=watchrun validate")
+    props.append(f"title={escape_property(title)}")
     text = f"{d.path}: {d.message}" if d.path else d.message
     return f"::{d.severity} {','.join(props)}::{escape_data(_printable(text))}"
 

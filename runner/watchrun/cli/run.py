@@ -59,6 +59,12 @@ def _prepare(args: argparse.Namespace
     as_json = getattr(args, "format", "text") == "json"  # stdout is one JSON object: no echo
     if config is None:
         log.error("invalid config; nothing was started (see `watchrun validate`)")
+        if args.once and in_github_actions():  # the job's annotations say why, as validate's
+            from watchrun.cli.config_cmds import annotation
+
+            workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
+            for d in result.diagnostics:  # (stderr: with --json, stdout holds the document)
+                print(annotation(d, workspace, "watchrun config"), file=sys.stderr)
         if args.once and as_json:  # the document a once run promises: here, the error
             from watchrun.cli.emit import Out, config_failed
 
