@@ -247,3 +247,40 @@ def test_the_readme_action_table_is_the_tools() -> None:
     assert list(rows) == list(ACTIONS)
     assert rows == {a: set(keys) for a, keys in APPLIES.items()}
     assert set().union(*rows.values()) | {"action"} == set(INPUT_SCHEMA["properties"])
+
+
+def test_a_rotation_right_after_the_cursor_check_is_said_not_skipped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cursor is checked (its records are kept), then the runner rotates the file holding
+    them past `output.keep` before they are read: the page must say `cursor_expired`, not
+    start further on with a cursor that passes the lost matches off as read. The seam: the
+    rotations happen right after the check."""
+    from watchrun.clock import SystemClock
+    from watchrun.mcp import reads
+    from watchrun.output.records import iter_records
+    from watchrun.output.sink import JsonlSink
+
+    path = tmp_path / "watchers" / "w1.jsonl"
+    path.parent.mkdir()
+    sink = JsonlSink(path, "w1", max_bytes=600, keep=1, clock=SystemClock())
+
+    def write(n: int) -> None:
+        for _ in range(n):
+            sink.write("match", {"line": f"m{sink.next_seq}", "pad": "x" * 100})
+
+    write(8)
+    since = next(iter(iter_records(path)))["seq"]  # the oldest retained: not expired
+    real = reads.cursor_expired
+
+    def then_rotated(where: Path, seq: int) -> bool:
+        expired = real(where, seq)
+        first = sink.rotations
+        while sink.rotations < first + 2:  # what followed `since` is rotated away
+            write(1)
+        return expired
+
+    monkeypatch.setattr(reads, "cursor_expired", then_rotated)
+    with pytest.raises(ReadError, match="cursor_expired"):
+        page = read_matches(tmp_path, "w1", 100, since)
+        pytest.fail(f"{page.lines[:1]} first after seq {since}, cursor {page.cursor}")
+    sink.close()

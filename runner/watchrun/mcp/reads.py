@@ -43,13 +43,16 @@ def read_matches(root: Path, wid: str, lines: int, since: int | None) -> Page:
         raise ReadError(f"since: cursor {format_cursor(wid, since)} is ahead of {wid}'s "
                         f"newest record ({format_cursor(wid, top)}): its JSONL was removed "
                         "and began again; call matches without since to start over")
+    expired = ReadError(f"cursor_expired: the records after {format_cursor(wid, since)} were "
+                        "rotated away (output.keep); call matches without since to start over")
     if cursor_expired(path, since):
-        raise ReadError(f"cursor_expired: the records after {format_cursor(wid, since)} were "
-                        "rotated away (output.keep); call matches without since to start "
-                        "over")
+        raise expired
     found: list[dict[str, Any]] = []
     last, truncated = since, False
     for rec in iter_records(path, since_seq=since):
+        # a rotation between the check and this read may have removed what followed `since`
+        if last == since and rec["seq"] > since + 1 and cursor_expired(path, since):
+            raise expired
         if rec.get("kind") == "match":
             if len(found) == lines:
                 truncated = True
