@@ -192,3 +192,17 @@ def test_agent_list_table_and_json(site: tuple[Path, History]) -> None:
     p = watchrun(cwd, "agent", "list", "--output-dir", "out")  # no config: the files there
     assert [re.split(r" {2,}", x) for x in p.stdout.splitlines()[1:]] == [
         ["triage", "claude", "idle", "3", "2125", cells[1][5], "Final answer"]]
+
+
+def test_an_agent_mid_rotation_is_still_known_by_its_files(tmp_path: Path) -> None:
+    """With only the output dir, agents are known by their JSONL files. A rotation renames
+    `<name>.jsonl` to `.1` and only then creates the next one: an agent read in between must
+    not vanish from `agent list` nor be `not_found` to `agent watch`."""
+    h = standard_history(tmp_path / "out")
+    h.path.rename(f"{h.path}.1")  # the rotation is half done: no live file yet
+    rows = ok_json(watchrun(tmp_path, "agent", "list", "--output-dir", "out", "--json"))
+    assert [(r["name"], r["turns"], r["cursor"]) for r in rows["agents"]] == [
+        ("triage", 3, h.log.cursor)]
+    view = ok_json(watchrun(tmp_path, "agent", "watch", "triage", "--output-dir", "out",
+                            "--json"))
+    assert view["cursor"] == h.log.cursor

@@ -26,7 +26,7 @@ from msgspec import Struct
 from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
 from watchrun.output.outdir import layout_for
-from watchrun.output.records import ID_PATTERN, iter_records, last_records
+from watchrun.output.records import ID_PATTERN, iter_records, last_records, stream_ids
 from watchrun.views.agent_wait import parse_until, wait_until
 from watchrun.views.agent_watch import build_watch, parse_include
 from watchrun.views.agent_window import ViewError
@@ -64,7 +64,7 @@ def _where(args: argparse.Namespace, out: Out) -> tuple[Path, dict[str, AgentRef
         if output_dir is None:
             raise ViewError("not_found", "no config: pass -c FILE or --output-dir DIR")
         root = Path(output_dir)
-        found = sorted(p.name.removesuffix(".jsonl") for p in (root / "agents").glob("*.jsonl"))
+        found = stream_ids(root / "agents")
         return root, {n: AgentRef(n, _provider(root, n)) for n in found if _valid_id(n)}
     from watchrun.config import load_config
 

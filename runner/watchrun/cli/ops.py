@@ -210,11 +210,12 @@ def _control(root: Path, payload: dict[str, Any], out: Out) -> int:
 
 
 def _known_agents(where: Where) -> list[str]:
+    from watchrun.output.records import stream_ids
+
     if where.config is not None:
         return sorted(a.name for a in where.config.agents)
     try:
-        return sorted(p.name.removesuffix(".jsonl") for p in (where.root / "agents").glob(
-            "*.jsonl"))
+        return stream_ids(where.root / "agents")
     except OSError:
         return []
 

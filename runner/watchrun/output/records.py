@@ -30,6 +30,7 @@ __all__ = [
     "parse_record",
     "retained_files",
     "reverse_lines",
+    "stream_ids",
 ]
 
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
@@ -90,6 +91,19 @@ def retained_files(path: Path, keep: int | None = None) -> list[Path]:
     if os.path.lexists(path):
         files.append(path)
     return files
+
+
+def stream_ids(folder: Path) -> list[str]:
+    """The ids of the streams in `folder`, sorted: each `<id>.jsonl`, and each `<id>.jsonl.1`
+    without one (a rotation renamed the live file away and has not created the next yet: a
+    stream known by its files alone must not vanish meanwhile)."""
+    ids: set[str] = set()
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for name in os.listdir(folder):
+            stem = name.removesuffix(".1")
+            if stem.endswith(".jsonl"):
+                ids.add(stem.removesuffix(".jsonl"))
+    return sorted(ids)
 
 
 def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:

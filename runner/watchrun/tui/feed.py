@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.output.outdir import layout_for
-from watchrun.output.records import ID_PATTERN, iter_records, last_records
+from watchrun.output.records import ID_PATTERN, iter_records, last_records, stream_ids
 from watchrun.runtime.client import request
 from watchrun.tui.model import ENDED, Row, Snapshot
 from watchrun.tui.text import inert
@@ -123,8 +123,7 @@ class Feed:
         return rows
 
     def _agent_names(self) -> list[str]:
-        found = {p.name.removesuffix(".jsonl") for p in (self.root / "agents").glob("*.jsonl")}
-        found = {n for n in found if re.fullmatch(ID_PATTERN, n)}
+        found = {n for n in stream_ids(self.root / "agents") if re.fullmatch(ID_PATTERN, n)}
         return sorted(found | set(self.config_agents))
 
     def _agent_row(self, name: str) -> Row:
