@@ -133,6 +133,43 @@ def test_a_listing_made_in_the_middle_of_a_rotation_skips_no_generation(
     s.close()
 
 
+def test_a_second_rotation_at_the_same_step_of_the_listing_skips_no_generation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above, with `output.keep` reached (`.3` → `.4` replaces the oldest), and the next
+    rotation begun when the names are listed again to confirm the snapshot: that listing,
+    made at the same step, is the first one again, so the names alone pass a snapshot that
+    lacks the generation renamed to `.3` by the first rotation. The seams: the rest of the
+    first rotation right after the first listing, the first step of the next right before
+    the second, and the rest of it right after."""
+    path = tmp_path / "app.jsonl"
+    s = sink(path, keep=4)
+    while not Path(f"{path}.4").exists():
+        write(s, 1)
+    real = records.retained_files
+    calls: list[list[str]] = []
+
+    def rest_of_rotation() -> None:
+        for n in (2, 1):
+            os.rename(f"{path}.{n}", f"{path}.{n + 1}")
+        os.rename(path, f"{path}.1")
+        path.write_bytes(b"")
+
+    def mid_rotations(where: Path, keep: int | None = None) -> list[Path]:
+        if len(calls) >= 2:
+            return real(where, keep)
+        os.rename(f"{path}.3", f"{path}.4")  # a rotation has begun
+        found = real(where, keep)
+        calls.append([p.name for p in found])
+        rest_of_rotation()
+        return found
+
+    monkeypatch.setattr(records, "retained_files", mid_rotations)
+    got = seqs(list(records.iter_records(path)))
+    assert calls[0] == calls[1] and "app.jsonl.3" not in calls[0]  # the same step twice
+    assert got == list(range(got[0], s.next_seq)), got
+    s.close()
+
+
 def test_a_stream_removed_and_begun_again_is_read_whole(tmp_path: Path) -> None:
     path = tmp_path / "app.jsonl"
     s = sink(path, max_bytes=1 << 20)

@@ -107,11 +107,13 @@ def stream_ids(folder: Path) -> list[str]:
 
 
 def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
-    """Open every retained file at once, retrying if a rotation moved them meanwhile: each name
-    still names the file opened, and the names are still the ones listed (a listing made in the
-    middle of a rotation lacks the name just renamed away, `.4` after `.4` → `.5`: opened once
-    the rotation is over, every name matches, and a generation is skipped). A symlink (or
-    anything but a regular file) in place of one is refused: `safefs.UnsafePathError`."""
+    """Open every retained file at once, retrying if a rotation moved them meanwhile: the names
+    are still the ones listed (a listing made in the middle of a rotation lacks the name just
+    renamed away, `.4` after `.4` → `.5`: opened once the rotation is over, every name matches,
+    and a generation is skipped), and then each name still names the file opened (checked after
+    the second listing, not before: the next rotation, listed at the same step, gives the same
+    names). A symlink (or anything but a regular file) in place of one is refused:
+    `safefs.UnsafePathError`."""
     for _ in range(10):
         files: list[BinaryIO] = []
         stable = True
@@ -125,6 +127,7 @@ def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
                 for f in files:
                     f.close()
                 raise
+        stable = stable and retained_files(path, keep) == names
         if stable:
             for p, f in zip(names, files, strict=True):
                 try:
@@ -134,7 +137,7 @@ def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
                 if not same:
                     stable = False
                     break
-        if stable and retained_files(path, keep) == names:
+        if stable:
             return files
         for f in files:
             f.close()
