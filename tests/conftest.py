@@ -1,5 +1,6 @@
 """Suite-wide settings: the config cache of every runner the tests start lives in the session's
-temporary directory, not in the user's ~/.cache (tests of the cache set their own)."""
+temporary directory, not in the user's ~/.cache (tests of the cache set their own); property
+tests have no per-example deadline."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from tmpfs import tiny
+
+# Hypothesis fails an example that takes over 200 ms by default: on a loaded 2-core box the
+# first example of a property test (which pays the lazy imports and compiles of what it calls)
+# can. (`test_mcp_pure.py::test_any_arguments_give_a_call_or_a_call_error` failed once in a
+# loaded run, its output not kept; the deadline is the only timing it depends on.) The
+# properties are about results; pytest-timeout bounds each test's time.
+settings.register_profile("watchrun", deadline=None)
+settings.load_profile("watchrun")
 
 
 @pytest.fixture(autouse=True, scope="session")
