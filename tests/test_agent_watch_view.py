@@ -188,6 +188,30 @@ def test_rotated_away_cursor_is_expired_never_a_silent_gap(tmp_path: Path) -> No
     assert [r["seq"] for r in ok["events"]] == [r["seq"] for r in kept]
 
 
+def test_records_after_an_until_anchor_rotated_away_are_expired_never_a_silent_gap(
+        tmp_path: Path) -> None:
+    """`agent watch --until` reads the view after the record that met the condition (its
+    anchor). When rotation past `output.keep` removed the records right after it before the
+    view was read, `events` began further on as if none were missing."""
+    log = AgentLog(tmp_path, "triage", max_bytes=600, keep=1)
+    anchor = log.status("idle", message="the anchor")
+    for i in range(30):
+        log.status("running", message=f"step {i}")
+    log.close()
+    assert records(log.path)[0]["seq"] > anchor["seq"] + 1  # what followed it is gone
+    with pytest.raises(ViewError) as err:
+        build_watch(log.path, TRIAGE, anchor=anchor["cursor"])
+    e = err.value.to_dict()["error"]
+    assert (e["code"], e["cursor"]) == ("cursor_expired", anchor["cursor"])
+    assert "raise it" in err.value.message
+    kept = AgentLog(tmp_path / "kept", "triage")  # all retained: the events follow the anchor
+    first = kept.status("idle")
+    after = [kept.status("running", message=f"step {i}") for i in range(3)]
+    kept.close()
+    got = build_watch(kept.path, TRIAGE, anchor=first["cursor"])["events"]
+    assert [r["cursor"] for r in got] == [r["cursor"] for r in after]
+
+
 def test_a_missing_seq_after_the_cursor_is_gap_detected(tmp_path: Path) -> None:
     log = AgentLog(tmp_path, "triage")
     log.status("idle")

@@ -51,6 +51,8 @@ from watchrun.views.agent_window import (
     anchor_seq,
     check_since,
     delivery_state,
+    discontinuity,
+    explains,
     read_status,
     window,
 )
@@ -125,7 +127,14 @@ def build_watch(
     deliveries: dict[str, dict[str, Any]] = {}
     events: list[dict[str, Any]] = []
     last = since_seq or 0
+    after = events_after + 1 if anchor and since_seq is None and events_after is not None \
+        else None  # the record due after an `--until` anchor: rotated away meanwhile is said
     for rec in window(records_path, name, since_seq):
+        if after is not None and rec["seq"] >= after:
+            if rec["seq"] != after and not explains(rec, after):
+                raise discontinuity(records_path, name, after, rec["seq"], "they were written "
+                                    "faster than output.keep holds them; raise it")
+            after = None
         last = rec["seq"]
         output.feed(rec)
         if msgs is not None:

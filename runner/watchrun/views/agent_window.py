@@ -149,19 +149,26 @@ def window(path: Path, name: str, since_seq: int | None) -> Iterator[dict[str, A
     for rec in iter_records(path, since_seq=since_seq):
         seq = int(rec["seq"])
         if expected is not None and seq != expected and not explains(rec, expected):
-            at = format_cursor(name, expected - 1)
-            oldest = oldest_seq(path)
-            if oldest is not None and oldest > expected:
-                raise ViewError(
-                    "cursor_expired", f"records after {at} were rotated away; the oldest "
-                    f"retained is {format_cursor(name, oldest)}: read again without --since",
-                    cursor=at, oldest_cursor=format_cursor(name, oldest))
-            raise ViewError("gap_detected", f"after {at} the next record is seq {seq}, not "
-                            f"{expected}: records are missing from the stream", cursor=at,
-                            found_cursor=format_cursor(name, max(seq, 0)))
+            raise discontinuity(path, name, expected, seq)
         if expected is not None:
             expected = seq + 1
         yield rec
+
+
+def discontinuity(path: Path, name: str, expected: int, seq: int,
+                  again: str = "read again without --since") -> ViewError:
+    """Why seq `seq` came where `expected` was due: `cursor_expired` when rotation deleted
+    the records between (`again`: what to do), else `gap_detected`."""
+    at = format_cursor(name, expected - 1)
+    oldest = oldest_seq(path)
+    if oldest is not None and oldest > expected:
+        return ViewError(
+            "cursor_expired", f"records after {at} were rotated away; the oldest retained is "
+            f"{format_cursor(name, oldest)}: {again}",
+            cursor=at, oldest_cursor=format_cursor(name, oldest))
+    return ViewError("gap_detected", f"after {at} the next record is seq {seq}, not "
+                     f"{expected}: records are missing from the stream", cursor=at,
+                     found_cursor=format_cursor(name, max(seq, 0)))
 
 
 def explains(rec: dict[str, Any], expected: int) -> bool:
