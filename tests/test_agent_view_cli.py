@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from agentrecords import AgentLog, History, standard_history
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+from liverunner import wait_for
 
 from watchrun.cli.agent_views import AgentRef
 from watchrun.views.agent_watch import build_watch, parse_include
@@ -206,3 +207,35 @@ def test_an_agent_mid_rotation_is_still_known_by_its_files(tmp_path: Path) -> No
     view = ok_json(watchrun(tmp_path, "agent", "watch", "triage", "--output-dir", "out",
                             "--json"))
     assert view["cursor"] == h.log.cursor
+
+
+def blocked_in_select(pid: int) -> bool:
+    """Whether `pid` sleeps in select(2)/poll(2) (its kernel wait channel says so)."""
+    try:
+        return "poll" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
+def test_until_with_a_timeout_longer_than_select_takes_still_waits(
+        site: tuple[Path, History]) -> None:
+    """`--timeout 100000000d` (longer than a time_t of select(2) holds): the wait is as long
+    as asked, not an OverflowError traceback at once (exit 1 before this was fixed)."""
+    cwd, h = site
+    proc = subprocess.Popen([WATCHRUN, "agent", "watch", "triage", "-c", "watch.yaml",
+                             "--since", h.log.cursor, "--until", "status:idle",
+                             "--timeout", "100000000d", "--include", "events"],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: proc.poll() is not None or blocked_in_select(proc.pid),
+                 "the waiter to block in select")  # (the record must come after it waits)
+        log = AgentLog(cwd / "out", "triage")
+        log.status("idle")
+        log.close()
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, err) == (0, ""), err[-600:]
+    assert json.loads(out)["events"][-1]["kind"] == "status"

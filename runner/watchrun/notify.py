@@ -24,6 +24,8 @@ _RESOLVE = IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED  # the watched object itse
 _EXHAUSTED = {errno.ENOSPC, errno.EMFILE, errno.ENFILE}
 FAST_POLL_S = 0.01
 """Polling interval while a file grows (at most `pollMs`)."""
+MAX_SELECT_S = 86400.0
+"""The longest one select(2) of `wait_blocking` waits (a longer timeout overflows its time_t)."""
 
 
 class Notifier(WatchTable["Watch"]):
@@ -152,7 +154,9 @@ class Watch:
             if self.polling or ino is None:
                 time.sleep(min(left, self.notifier.poll_s))
                 break
-            if select.select([ino.fileno()], [], [], left)[0]:
+            # (at most a day per select: a longer wait, `agent watch --timeout 100000000d`,
+            # overflows select's time_t; the loop waits again for the rest)
+            if select.select([ino.fileno()], [], [], min(left, MAX_SELECT_S))[0]:
                 self.notifier._on_readable()
         self._flag = False
         self.notifier.wakeups += 1
