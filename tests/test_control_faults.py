@@ -6,6 +6,7 @@ turned into strings."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import select
 import socket
 import subprocess
@@ -209,3 +210,47 @@ def test_stop_against_a_runner_that_does_not_answer_is_an_error(tmp_path: Path) 
     assert done.returncode == 3, (done.stdout, done.stderr)
     assert "stopped" not in done.stdout
     assert done.stderr.startswith("watchrun: error: the runner did not answer: "), done.stderr
+
+
+def _trickling_runner(path: Path, stop: threading.Event) -> None:
+    """A runner that accepts and sends a byte of its reply every 0.1 s, never its end (a
+    runner stalled in the middle of a reply)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(8)
+        listener.settimeout(0.05)
+        conns: list[socket.socket] = []
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                conns.append(listener.accept()[0])
+            for conn in conns:
+                with contextlib.suppress(OSError):
+                    conn.send(b" ")
+            stop.wait(0.1)
+        for conn in conns:
+            conn.close()
+
+
+def test_a_reply_that_never_ends_is_bounded_by_the_timeout(tmp_path: Path) -> None:
+    """`list` waits LIST_TIMEOUT_S (5 s) for a runner's answer, then reads the snapshots. A
+    runner that sent a byte now and then, never the reply's end, held it forever: each byte
+    restarted the socket's timeout."""
+    from watchrun.cli.live import LIST_TIMEOUT_S
+
+    out = tmp_path / "out"
+    out.mkdir()
+    stop = threading.Event()
+    server = threading.Thread(target=_trickling_runner, args=(out / "control.sock", stop))
+    server.start()
+    try:
+        wait_for(lambda: (out / "control.sock").exists(), "the socket")
+        began = time.monotonic()
+        done = subprocess.run([watchrun_bin(), "list", "--output-dir", str(out)],
+                              capture_output=True, text=True, timeout=DEADLINE_S)
+        took = time.monotonic() - began
+    finally:
+        stop.set()
+        server.join()
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == f"no watchers have run with output dir {out}\n"
+    assert LIST_TIMEOUT_S <= took < DEADLINE_S

@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,9 @@ def is_live(path: Path) -> bool:
 def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
     """Send one request to a live runner. Raises NotListening (a ConnectionError) when nothing
     listens on `path`; NoReply (an OSError, not a ConnectionError) when one was connected but
-    no complete reply came back; ValueError when the reply is not JSON."""
+    no complete reply came back (`timeout` bounds the whole exchange); ValueError when the
+    reply is not JSON."""
+    deadline = time.monotonic() + timeout
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         try:
@@ -69,6 +72,13 @@ def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[
         try:
             s.sendall(json.dumps(payload).encode() + b"\n")
             while not buf.endswith(b"\n"):
+                # (what is left of `timeout`, not all of it again: a socket's timeout holds
+                # for each call, and a runner stalled mid-reply that sent a byte now and then
+                # held `list` and `stop` forever)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("timed out")
+                s.settimeout(left)
                 part = s.recv(65536)
                 if not part:
                     break
