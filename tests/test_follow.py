@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
 
 from watchrun.clock import SystemClock
 from watchrun.output import records, tailfile
@@ -417,6 +417,33 @@ def test_a_closed_pipe_ends_the_follower_quietly(tmp_path: Path) -> None:
         wait_for(ended, "the follower to end")
         assert proc.returncode == 141
         assert proc.stderr is not None and proc.stderr.read() == ""  # no traceback
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert r.stop() == 0
+
+
+def test_a_closed_pipe_ends_the_follower_though_nothing_more_is_written(tmp_path: Path) -> None:
+    """`watchrun matches app -f | head -1`: once head has its line and exits, the pipeline
+    ends, as with `tail -f | head -1`; the follower does not wait for a next match to find the
+    pipe closed (before, it hung for as long as the watcher matched nothing)."""
+    log = tmp_path / "app.log"
+    log.touch()
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    proc = None
+    try:
+        r.wait_running()
+        append(log, ["ERROR 1"])
+        wait_for(lambda: r.matches("app"), "the match")
+        proc = follow(tmp_path, "matches", "app", "-f")
+        Lines(proc).take(1)
+        assert proc.stdout is not None
+        proc.stdout.close()  # as `| head -1` does once it has its line
+        _, err = proc.communicate(timeout=DEADLINE_S)
+        assert (proc.returncode, err) == (141, "")  # quietly, no traceback
     finally:
         if proc is not None and proc.poll() is None:
             proc.kill()

@@ -145,18 +145,24 @@ class Watch:
         look (a change from now on wakes it again)."""
         self._flag = False
 
-    def wait_blocking(self, timeout_s: float) -> None:
+    def wait_blocking(self, timeout_s: float, gone: int | None = None) -> None:
         """`wait()` without an event loop: until something may have changed, or `timeout_s` (one
-        poll interval when polling). The caller re-arms a `stale` watch, as after `wait()`."""
+        poll interval when polling). The caller re-arms a `stale` watch, as after `wait()`.
+        `gone`: the write-only end of a pipe whose reader may go away (a follower's stdout):
+        select reports it readable only then, and that ends the wait too."""
         end = time.monotonic() + max(0.0, timeout_s)
+        extra = [] if gone is None else [gone]
         while not self._flag and (left := end - time.monotonic()) > 0:
             ino = self.notifier._ino
             if self.polling or ino is None:
-                time.sleep(min(left, self.notifier.poll_s))
+                select.select(extra, [], [], min(left, self.notifier.poll_s))  # (a sleep)
                 break
             # (at most a day per select: a longer wait, `agent watch --timeout 100000000d`,
             # overflows select's time_t; the loop waits again for the rest)
-            if select.select([ino.fileno()], [], [], min(left, MAX_SELECT_S))[0]:
+            ready = select.select([ino.fileno(), *extra], [], [], min(left, MAX_SELECT_S))[0]
+            if gone is not None and gone in ready:
+                break
+            if ready:
                 self.notifier._on_readable()
         self._flag = False
         self.notifier.wakeups += 1

@@ -4,13 +4,21 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
+import os
+import select
+import stat
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchrun.config.model import Config
 from watchrun.exitcodes import ExitStatus
 from watchrun.match.sanitize import edge_json, edge_text
+
+if TYPE_CHECKING:
+    from watchrun.notify import Watch
 
 __all__ = ["follow", "live_statuses"]
 
@@ -83,7 +91,7 @@ def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json
             sys.stdout.flush()
             if watch.stale:
                 watch.rearm()
-            watch.wait_blocking(WAIT_S)
+            _wait(watch)
             shown = [r for r in follower.read() if r.get("kind") == "match"]
             if follower.restarts != restarts:
                 restarts = follower.restarts
@@ -118,7 +126,7 @@ def _follow_logs(root: Path, config: Config | None, wid: str, n: int, as_json: b
             sys.stdout.flush()
             if watch.stale:
                 watch.rearm()
-            watch.wait_blocking(WAIT_S)
+            _wait(watch)
             lines, lost = follower.read()
             if lost:
                 bound = f"its last {keep}" if keep else "the lines it keeps (limits.maxLogLines)"
@@ -127,6 +135,28 @@ def _follow_logs(root: Path, config: Config | None, wid: str, n: int, as_json: b
     finally:
         watch.close()
         notifier.close()
+
+
+def _wait(watch: Watch) -> None:
+    """Until the followed file may have changed, or stdout's reader went away: `| head -1`
+    has its line and exits, and the pipeline ends now, as `tail -f | head -1` does, not at the
+    next write (which may never come while the watcher matches nothing)."""
+    pipe = _pipe_out()
+    watch.wait_blocking(WAIT_S, gone=pipe)
+    if pipe is not None and select.select([pipe], [], [], 0)[0]:
+        raise BrokenPipeError(errno.EPIPE, "stdout's reader went away")
+
+
+def _pipe_out() -> int | None:
+    """stdout's descriptor when it is the write-only end of a pipe (readable only once its
+    reader has gone); None for anything else (a terminal is readable when a key is pressed)."""
+    try:
+        fd = sys.stdout.fileno()
+        is_pipe = stat.S_ISFIFO(os.fstat(fd).st_mode)
+        write_only = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY
+    except (OSError, ValueError):
+        return None
+    return fd if is_pipe and write_only else None
 
 
 def _waiting(root: Path, config: Config | None, wid: str) -> None:
