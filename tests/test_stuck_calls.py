@@ -49,8 +49,9 @@ def test_a_runner_whose_checkpoint_save_hangs_still_exits_on_sigterm(tmp_path: P
     reader = threading.Thread(target=lambda: err.extend(iter(stderr.readline, "")))
     reader.start()
     try:
-        wait_for(lambda: any("following" in line for line in err), "the watcher's start")
-        (tmp_path / "hang").touch()
+        checkpoint = tmp_path / ".watchrun" / "state" / "log.checkpoint.json"
+        wait_for(checkpoint.exists, "the start's checkpoint")  # saved before READY: from now
+        (tmp_path / "hang").touch()  # on only a record makes the next save
         with (tmp_path / "app.log").open("a") as fh:
             fh.write("ERROR one\n")  # a record, so a checkpoint save that will hang
         jsonl = tmp_path / ".watchrun" / "watchers" / "log.jsonl"
