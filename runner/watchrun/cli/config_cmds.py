@@ -145,8 +145,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return ExitStatus.OK if result.ok else ExitStatus.USAGE
     for d in result.diagnostics:
         print(_printable(located(d)))
-    if os.environ.get("GITHUB_ACTIONS") == "true":  # also as annotations, after the plain lines
-        workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
+    from watchrun.cli.gate_report import github_workspace, in_github_actions
+
+    if in_github_actions():  # also as annotations, after the plain lines
+        workspace = github_workspace()
         for d in result.diagnostics:
             print(annotation(d, workspace))
     if result.config is None:

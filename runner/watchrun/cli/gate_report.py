@@ -206,3 +206,9 @@ def junit(verdicts: Sequence[Verdict], duration_s: float, problems: Sequence[str
 def in_github_actions(environ: Mapping[str, str] | None = None) -> bool:
     env = environ if environ is not None else os.environ
     return env.get("GITHUB_ACTIONS") == "true"
+
+
+def github_workspace() -> str:
+    """The repository root annotations give files relative to (the working directory when the
+    runner does not say)."""
+    return os.environ.get("GITHUB_WORKSPACE") or os.getcwd()

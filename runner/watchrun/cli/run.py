@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from msgspec.structs import replace
 
 from watchrun.cli import catch_early_stops
-from watchrun.cli.gate_report import StopCommands, in_github_actions
+from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.main import startup_gc
 from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence, say, stdout_failed
 from watchrun.exitcodes import ExitStatus
@@ -62,9 +62,8 @@ def _prepare(args: argparse.Namespace
         if args.once and in_github_actions():  # the job's annotations say why, as validate's
             from watchrun.cli.config_cmds import annotation
 
-            workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
             for d in result.diagnostics:  # (stderr: with --json, stdout holds the document)
-                print(annotation(d, workspace, "watchrun config"), file=sys.stderr)
+                print(annotation(d, github_workspace(), "watchrun config"), file=sys.stderr)
         if args.once and as_json:  # the document a once run promises: here, the error
             from watchrun.cli.emit import Out, config_failed
 
@@ -239,8 +238,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
             say(f"watchrun: INTERRUPTED by {interrupted} before the run ended: exit 3")
     close_fence(fence)  # annotations are the only workflow commands watchrun prints
     if in_github_actions():
-        workspace = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
-        for line in report.annotation_lines(verdicts, workspace, problems):
+        for line in report.annotation_lines(verdicts, github_workspace(), problems):
             if as_json:  # stdout holds the document; the runner reads stderr too
                 print(line, file=sys.stderr)
             else:
