@@ -14,7 +14,7 @@ from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.followed import MISSING
-from watchrun.sources.generation import Recorded, resumable
+from watchrun.sources.generation import Generation, Recorded, resumable
 from watchrun.sources.identity import birth_ns
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
@@ -149,11 +149,8 @@ class FileSource(Rotation):
                 await self._drain(ctx, gen, end)
             except OSError as exc:  # a failing disk: the rest of this generation is not read,
                 # and the record says so (a once verdict's ERROR); the other ones are read
-                code = errno.errorcode.get(exc.errno or 0, "EIO")
-                lost = max(0, end - gen.pos)
-                await ctx.event("error", code=code, path=gen.path, unread=True, unreadBytes=lost,
-                                message=f"cannot read {gen.path}: {exc.strerror}: {lost} of its "
-                                        f"{end} bytes were not read")
+                await _not_read(ctx, gen, end, errno.errorcode.get(exc.errno or 0, "EIO"),
+                                f"cannot read {gen.path}: {exc.strerror}", unread=True)
                 continue
             await gen.finish(ctx, self.name)
             if gen.head[:2] in _UTF16:  # no UTF-8 pattern matches it: never a pass
@@ -162,9 +159,8 @@ class FileSource(Rotation):
                     "UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)"))
             if gen.pos < end:
                 gen.seen_size = gen.pos  # said now: the next run does not count them again
-                await ctx.event("error", code="cut-short", path=gen.path, unreadBytes=end - gen.pos,
-                                message=f"{gen.path} was truncated while it was read: "
-                                        f"{end - gen.pos} of its {end} bytes were not read")
+                await _not_read(ctx, gen, end, "cut-short",
+                                f"{gen.path} was truncated while it was read")
 
     async def _reconcile(self, ctx: SourceContext, watch: Watch) -> None:
         """Bring everything up to date: old generations, appearance, truncation, rotation."""
@@ -218,6 +214,14 @@ class FileSource(Rotation):
             o.start = 0 if self.spec.from_start else ini[3]  # unreadable at start: what came since
             o.line_no = await offload(count_lines, o.fd, o.start)
         await self._apply(ctx, watch, Plan([o], at_path=True))
+
+
+async def _not_read(ctx: SourceContext, gen: Generation, end: int, code: str, why: str,
+                    **flags: bool) -> None:
+    """The `error` record of a once read that stopped short of `end`: how many bytes not read."""
+    lost = max(0, end - gen.pos)
+    await ctx.event("error", code=code, path=gen.path, **flags, unreadBytes=lost,
+                    message=f"{why}: {lost} of its {end} bytes were not read")
 
 
 def _rewritten(plan: Plan, state: FileState) -> bool:
