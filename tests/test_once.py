@@ -66,9 +66,25 @@ def rotate_three_times(log: Path, lines: list[str]) -> None:
         log.rename(log.with_name(f"{log.name}.1"))
         log.write_text("")
 
+
 def table_row(out: str, wid: str) -> list[str]:
     (row,) = [ln.split() for ln in out.splitlines() if ln.split()[:1] == [wid]]
     return row
+
+
+def read_then_rotated_past_one_generation(folder: Path, first: str, rotated: list[str],
+                                          max_matches: int) -> tuple[Path, dict[str, Any]]:
+    """`app.log` holding `first`, read by a once run of a watcher gated at `max_matches` with
+    `maxGenerations: 1`, then rotated three times with `rotated` (`rotate_three_times`): the
+    next run finds more rotated generations than it follows. Returns the log and the config."""
+    log = folder / "app.log"
+    log.write_text(f"{first}\n")
+    config = {"limits": {"maxGenerations": 1},
+              "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
+                            "gate": {"maxMatches": max_matches}}]}
+    assert once(folder, config).rc == 0
+    rotate_three_times(log, rotated)
+    return log, config
 
 
 def records_and_lines(folder: Path, wid: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -417,13 +433,8 @@ def test_generations_past_max_generations_rotated_between_runs_are_a_gap(tmp_pat
     """Three rotations between two runs with `maxGenerations: 1`: the generation followed is
     read on, then the newest rotated one and the file at the path; the one between is a `gap`
     with its size (config.md: older unread ones are a `gap` record), never silently skipped."""
-    log = tmp_path / "app.log"
-    log.write_text("ERROR 0\n")
-    config = {"limits": {"maxGenerations": 1},
-              "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
-                            "gate": {"maxMatches": 9}}]}
-    assert once(tmp_path, config).rc == 0
-    rotate_three_times(log, [f"ERROR {k}" for k in (1, 2, 3)])
+    log, config = read_then_rotated_past_one_generation(
+        tmp_path, "ERROR 0", [f"ERROR {k}" for k in (1, 2, 3)], max_matches=9)
     log.write_text("ERROR 4\n")
     second = once(tmp_path, config)
     assert table_row(second.out, "log")[:2] == ["log", "3"], second.out + second.err

@@ -17,7 +17,7 @@ import pytest
 from filehelpers import Recorder, Tail
 from liverunner import read_records
 from recordcheck import record_errors, validate_records
-from test_once import TIMEOUT_S, gated, once, rotate_three_times, table_row
+from test_once import TIMEOUT_S, gated, once, read_then_rotated_past_one_generation, table_row
 
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import Chunk
@@ -31,13 +31,8 @@ def test_a_generation_it_could_not_read_fails_the_gate_closed(tmp_path: Path) ->
     """Rotated three times between two runs with `maxGenerations: 1`: the generation between is
     skipped (a `gap` record), and the only forbidden line was in it. The gate passed (exit 0,
     "all 1 gates hold") on lines it never read; now the watcher is an ERROR naming the gap."""
-    log = tmp_path / "app.log"
-    log.write_text("INFO 0\n")
-    config = {"limits": {"maxGenerations": 1},
-              "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
-                            "gate": {"maxMatches": 0}}]}
-    assert once(tmp_path, config).rc == 0
-    rotate_three_times(log, ["INFO 1", "ERROR 2", "INFO 3"])
+    _, config = read_then_rotated_past_one_generation(
+        tmp_path, "INFO 0", ["INFO 1", "ERROR 2", "INFO 3"], max_matches=0)
     r = once(tmp_path, config, "--junit", "report.xml")
     assert (r.rc, table_row(r.out, "log")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
     why = ("8 bytes were never read: 1 older unread generations skipped "
