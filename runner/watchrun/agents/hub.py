@@ -101,7 +101,7 @@ class AgentHub:
             return
         limits = self.config.limits
         lines = [sanitize(m.line, limits.max_line_bytes)[0] for m in matches]
-        hide = redactor(self.config.redact) if self.config.output.redact else None
+        hide = self.config.records_redactor()
         label = clean_text(watcher.label, hide)  # (a `${VAR}` in it): delivery and plan records
         if label != watcher.label:
             watcher = msgspec.structs.replace(watcher, label=label)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from msgspec import Struct, field
 
-from watchrun.match.redact import Rule
+from watchrun.match.redact import Redactor, Rule, redactor
 
 
 class RestartPolicy(StrEnum):
@@ -175,3 +175,7 @@ class Config(Struct, frozen=True):
 
     def agent(self, name: str) -> AgentSpec | None:
         return next((a for a in self.agents if a.name == name), None)
+
+    def records_redactor(self) -> Redactor | None:
+        """What redacts the text records and snapshots hold: with `output.redact`, else None."""
+        return redactor(self.redact) if self.output.redact else None

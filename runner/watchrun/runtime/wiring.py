@@ -15,7 +15,6 @@ from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.match.engines import Store
 from watchrun.match.matcher import Matcher, compile_for
-from watchrun.match.redact import redactor
 from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
@@ -143,7 +142,7 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
     pipeline = WatcherPipeline(spec, config.limits, sink, writer, matcher, log,
                                on_matches=on_matches, on_event=on_event, require=require,
                                isolated=isolated,
-                               redactor=redactor(config.redact) if config.output.redact else None)
+                               redactor=config.records_redactor())
     source: FileSource | CommandSource
     if spec.path is not None:
         source = FileSource(spec, config.limits, seams.store, seams.notifier, seams.clock,
