@@ -74,6 +74,7 @@ def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json
     from watchrun.views.watchers import match_line
 
     path = root / "watchers" / f"{wid}.jsonl"
+    pipe = _pipe_out()
     notifier = Notifier(poll_ms)
     watch = notifier.watch(path)  # armed first: whatever is written from now on wakes us
     follower = JsonlFollower(path)
@@ -91,7 +92,7 @@ def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json
             sys.stdout.flush()
             if watch.stale:
                 watch.rearm()
-            _wait(watch)
+            _wait(watch, pipe)
             shown = [r for r in follower.read() if r.get("kind") == "match"]
             if follower.restarts != restarts:
                 restarts = follower.restarts
@@ -112,6 +113,7 @@ def _follow_logs(root: Path, config: Config | None, wid: str, n: int, as_json: b
     from watchrun.views.follow import TailFollower
 
     path = root / "state" / f"{wid}.tail"
+    pipe = _pipe_out()
     notifier = Notifier(poll_ms)
     watch = notifier.watch(path)
     follower = TailFollower(path)
@@ -126,7 +128,7 @@ def _follow_logs(root: Path, config: Config | None, wid: str, n: int, as_json: b
             sys.stdout.flush()
             if watch.stale:
                 watch.rearm()
-            _wait(watch)
+            _wait(watch, pipe)
             lines, lost = follower.read()
             if lost:
                 bound = f"its last {keep}" if keep else "the lines it keeps (limits.maxLogLines)"
@@ -137,11 +139,11 @@ def _follow_logs(root: Path, config: Config | None, wid: str, n: int, as_json: b
         notifier.close()
 
 
-def _wait(watch: Watch) -> None:
-    """Until the followed file may have changed, or stdout's reader went away: `| head -1`
-    has its line and exits, and the pipeline ends now, as `tail -f | head -1` does, not at the
-    next write (which may never come while the watcher matches nothing)."""
-    pipe = _pipe_out()
+def _wait(watch: Watch, pipe: int | None) -> None:
+    """Until the followed file may have changed, or stdout's reader went away (`pipe`:
+    `_pipe_out()`): `| head -1` has its line and exits, and the pipeline ends now, as `tail -f
+    | head -1` does, not at the next write (which may never come while the watcher matches
+    nothing)."""
     watch.wait_blocking(WAIT_S, gone=pipe)
     if pipe is not None and select.select([pipe], [], [], 0)[0]:
         raise BrokenPipeError(errno.EPIPE, "stdout's reader went away")
