@@ -51,8 +51,6 @@ from watchrun.views.agent_window import (
     anchor_seq,
     check_since,
     delivery_state,
-    discontinuity,
-    explains,
     read_status,
     window,
 )
@@ -127,14 +125,11 @@ def build_watch(
     deliveries: dict[str, dict[str, Any]] = {}
     events: list[dict[str, Any]] = []
     last = since_seq or 0
-    after = events_after + 1 if anchor and since_seq is None and events_after is not None \
-        else None  # the record due after an `--until` anchor: rotated away meanwhile is said
-    for rec in window(records_path, name, since_seq):
-        if after is not None and rec["seq"] >= after:
-            if rec["seq"] != after and not explains(rec, after):
-                raise discontinuity(records_path, name, after, rec["seq"], "they were written "
-                                    "faster than output.keep holds them; raise it")
-            after = None
+    until = anchor is not None and since_seq is None  # what follows the anchor: contiguous too
+    again = "they were written faster than output.keep holds them; raise it" if until else \
+        "read again without --since"
+    for rec in window(records_path, name, since_seq, after=events_after if until else None,
+                      again=again):
         last = rec["seq"]
         output.feed(rec)
         if msgs is not None:

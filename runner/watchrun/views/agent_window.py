@@ -141,21 +141,24 @@ def check_since(path: Path, name: str, since: str) -> int:
     return seq
 
 
-def window(path: Path, name: str, since_seq: int | None) -> Iterator[dict[str, Any]]:
-    """Retained records, oldest first. With `since_seq`: strictly after it, and contiguous —
-    `cursor_expired` when rotation deleted the next ones, `gap_detected` when a seq is
-    missing in the middle. Never a silent gap."""
-    expected = None if since_seq is None else since_seq + 1
+def window(path: Path, name: str, since_seq: int | None, *, after: int | None = None,
+           again: str = "read again without --since") -> Iterator[dict[str, Any]]:
+    """Retained records, oldest first; with `since_seq`, strictly after it. From `after` on
+    (`since_seq` when not given; an `--until` anchor, whose view holds the records before it
+    too) they are contiguous — `cursor_expired` when rotation deleted the next ones (`again`:
+    what to do), `gap_detected` when a seq is missing in the middle. Never a silent gap."""
+    after = since_seq if after is None else after
+    expected = None if after is None else after + 1
     for rec in iter_records(path, since_seq=since_seq):
         seq = int(rec["seq"])
-        if expected is not None and seq != expected and not explains(rec, expected):
-            raise discontinuity(path, name, expected, seq)
-        if expected is not None:
+        if expected is not None and seq >= expected:  # (before it: an anchor's view only)
+            if seq != expected and not explains(rec, expected):
+                raise _discontinuity(path, name, expected, seq, again)
             expected = seq + 1
         yield rec
 
 
-def discontinuity(path: Path, name: str, expected: int, seq: int,
+def _discontinuity(path: Path, name: str, expected: int, seq: int,
                   again: str = "read again without --since") -> ViewError:
     """Why seq `seq` came where `expected` was due: `cursor_expired` when rotation deleted
     the records between (`again`: what to do), else `gap_detected`."""
