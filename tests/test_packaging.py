@@ -144,7 +144,7 @@ def test_the_sdist_and_wheel_carry_the_code_schemas_and_entry_point(dist: Path) 
     packages = {str(p.relative_to(ROOT / "runner")) for p in (ROOT / "runner" / "watchrun")
                 .rglob("*.py") if "__pycache__" not in p.parts}
     assert packages <= names
-    assert "watchrun = watchrun.cli.main:main" in entry
+    assert "watchrun = watchrun.cli:entry" in entry
     assert "Requires-Dist: prometheus-client>=" in meta
 
 

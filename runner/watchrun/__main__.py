@@ -2,6 +2,6 @@
 
 import sys
 
-from watchrun.cli.main import main
+from watchrun.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

@@ -5,6 +5,17 @@ import signal
 import sys
 
 
+def entry() -> int:
+    """The `watchrun` console script: `main`, with a Ctrl-C while its modules load ending as
+    one later does (130, no traceback)."""
+    try:
+        from watchrun.cli.main import main
+
+        return main()
+    except KeyboardInterrupt:
+        return 130
+
+
 def stop_early(signum: int, frame: object) -> None:
     """SIGTERM/SIGINT before the loop owns signals: nothing runs yet, so leave cleanly."""
     raise SystemExit(0)
