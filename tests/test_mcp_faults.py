@@ -9,6 +9,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import anyio
 import pytest
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
 from mcpclient import alive, mcp_session
+from test_stuck_calls import HANGS
 
 from watchrun.runtime.client import request
 
@@ -26,9 +28,9 @@ MAX_LINE = 4 << 20
 class RawClient:
     """`watchrun mcp` driven by hand-written JSON-RPC lines (what a faulty client sends)."""
 
-    def __init__(self, cwd: Path, *args: str) -> None:
+    def __init__(self, cwd: Path, *args: str, argv: list[str] | None = None) -> None:
         self.err = (cwd / f"mcp-{time.monotonic_ns()}.err").open("wb")
-        self.proc = subprocess.Popen([watchrun_bin(), "mcp", *args], cwd=cwd,
+        self.proc = subprocess.Popen([*(argv or [watchrun_bin()]), "mcp", *args], cwd=cwd,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.err)
         self.buf = b""
@@ -185,3 +187,28 @@ def test_a_killed_server_leaves_no_watcher_on_the_live_runner(tmp_path: Path) ->
         runner.wait_log(f"process {client.proc.pid}, which added mine, has ended")
     finally:
         assert runner.stop() == 0
+
+
+def test_a_session_whose_jsonl_close_hangs_still_ends_and_says_so(tmp_path: Path) -> None:
+    """The session's own runner stops with the session; a JSONL close that never returns (a
+    dead file system) held `watchrun mcp` alive forever after its client closed stdin (asyncio's
+    executor and the stop waited for the call without a bound). It ends with 3 and names it."""
+    write_config(tmp_path, {"watchers": []})
+    (tmp_path / "app.log").write_text("")
+    code = HANGS.format(module="watchrun.output.sink", cls="JsonlSink", method="close")
+    client = RawClient(tmp_path, argv=[sys.executable, "-c", code])
+    try:
+        added = client.ask({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "watch", "arguments": {"action": "add", "path": "app.log",
+                                           "pattern": "ERROR"}}})
+        assert added["result"]["structuredContent"]["watch"]["id"], added
+        (tmp_path / "hang").touch()  # from now on a JSONL's close never returns
+        assert client.proc.stdin is not None
+        client.proc.stdin.close()  # the session ends: its watcher stops, its JSONL is closed
+        rc = client.proc.wait(60)  # it used to wait for the hung call forever
+    finally:
+        client.close()
+    err = Path(client.err.name).read_text()
+    assert rc == 3, err
+    assert "Dead.close did not return in 10 s" in err and "still running 5 s after the stop " \
+        "(Dead.close): a file system that does not answer?" in err, err

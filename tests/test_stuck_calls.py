@@ -15,33 +15,40 @@ import time
 from pathlib import Path
 
 import pytest
-from liverunner import wait_for, write_config
+from liverunner import read_records, wait_for, write_config
 
 from watchrun.runtime.workers import GRACE_S, Workers, run_with_workers
 
 HANGS = """
 import os, sys, threading
-from watchrun.sources.checkpoints import CheckpointStore
-real = CheckpointStore.save
+from {module} import {cls}
+real = {cls}.{method}
 class Dead:
-    def save(self, *args, **kwargs):
-        if os.path.exists("hang"):  # from now on the state dir's file system never answers
+    def {method}(self, *args, **kwargs):
+        if os.path.exists("hang"):  # from now on the output dir's file system never answers
             threading.Event().wait()
         return real(self, *args, **kwargs)
-CheckpointStore.save = Dead.save
+{cls}.{method} = Dead.{method}
 sys.argv = ["watchrun", *sys.argv[1:]]
-from watchrun.cli.main import main
-sys.exit(main())
+from watchrun.cli import entry
+sys.exit(entry())
 """
-"""`watchrun` whose checkpoint saves block forever once the file `hang` exists (the seam: a
+"""`watchrun` whose `{cls}.{method}` blocks forever once the file `hang` exists (the seam: a
 file system that stops answering cannot be made on demand)."""
+SEAMS = {
+    "a checkpoint save": ("watchrun.sources.checkpoints", "CheckpointStore", "save"),
+    "a JSONL's close": ("watchrun.output.sink", "JsonlSink", "close"),
+}
 
 
-def test_a_runner_whose_checkpoint_save_hangs_still_exits_on_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("seam", sorted(SEAMS))
+def test_a_runner_whose_call_hangs_still_exits_on_sigterm(tmp_path: Path, seam: str) -> None:
+    module, cls, method = SEAMS[seam]
     (tmp_path / "app.log").write_text("")
     cfg = write_config(tmp_path, {"limits": {"stopTimeout": "100ms"}, "watchers": [
         {"id": "log", "path": "app.log", "pattern": "ERROR"}]})
-    proc = subprocess.Popen([sys.executable, "-c", HANGS, "-c", str(cfg)], cwd=tmp_path,
+    code = HANGS.format(module=module, cls=cls, method=method)
+    proc = subprocess.Popen([sys.executable, "-c", code, "-c", str(cfg)], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     stderr = proc.stderr
     assert stderr is not None
@@ -56,7 +63,7 @@ def test_a_runner_whose_checkpoint_save_hangs_still_exits_on_sigterm(tmp_path: P
             fh.write("ERROR one\n")  # a record, so a checkpoint save that will hang
         jsonl = tmp_path / ".watchrun" / "watchers" / "log.jsonl"
         wait_for(lambda: b'"kind":"match"' in jsonl.read_bytes(), "the match record")
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # (a JSONL is closed at the stop)
         rc = proc.wait(timeout=60)  # it used to wait for the hung call forever
     finally:
         proc.kill()
@@ -64,7 +71,27 @@ def test_a_runner_whose_checkpoint_save_hangs_still_exits_on_sigterm(tmp_path: P
     text = "".join(err)
     assert rc == 3, text
     assert f"blocking calls still running {GRACE_S:g} s after the stop (" in text, text
-    assert "Dead.save" in text and "a file system that does not answer?" in text
+    assert f"Dead.{method}" in text and "a file system that does not answer?" in text
+
+
+def test_agent_run_whose_records_close_hangs_exits_3_naming_it(tmp_path: Path) -> None:
+    """`agent run` closes its agent's records after the turn (an fsync); one that never
+    returned held the command forever (its close and asyncio's executor waited without a
+    bound). It exits 3 after the turn, saying what is still running."""
+    cfg = tmp_path / "watch.yaml"
+    cfg.write_text("agents:\n  - name: triage\n    provider: mock\n")
+    (tmp_path / "hang").touch()  # every JSONL close blocks: the agent's, after its turn
+    code = HANGS.format(module="watchrun.output.sink", cls="JsonlSink", method="close")
+    proc = subprocess.run([sys.executable, "-c", code, "agent", "run", "triage", "-c",
+                           str(cfg)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "closing its records failed: Dead.close did not return in 10 s" in proc.stderr
+    assert "watchrun: error: agent triage: " in proc.stderr
+    assert " done, then 1 blocking calls still running 5 s after the stop (Dead.close): a " \
+        "file system that does not answer?" in proc.stderr, proc.stderr
+    records = read_records(tmp_path / ".watchrun" / "agents" / "triage.jsonl")
+    assert [r["status"] for r in records if r["kind"] == "dispatch-finished"] == ["done"]
 
 
 def test_results_and_exceptions_come_back_and_an_idle_thread_is_reused() -> None:

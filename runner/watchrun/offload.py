@@ -1,6 +1,7 @@
 """Blocking calls run off the event loop in one worker thread, results handed back in batches:
 `asyncio.to_thread` without a thread hop, a loop wake-up and a fight for the GIL per call (500
-file watchers start with 500 such calls)."""
+file watchers start with 500 such calls); and the stop's blocking calls, each waited for a
+bounded time (`at_stop`)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,16 @@ TICK_S = 0.01
 """While calls are out, the loop collects what has landed this often (a drainer wakes it only
 when it runs out of calls), and starts a drainer when the running ones are stuck."""
 
+STOP_CALL_S = 10.0
+"""How long a stop waits for one blocking call (a JSONL's close and fsync, the last status
+snapshots) before it goes on without it."""
+
 _Done = tuple["asyncio.Future[Any]", Any, BaseException | None]
+
+
+class StuckCall(Exception):
+    """A blocking call of the stop did not return in STOP_CALL_S: it goes on in its worker
+    thread, which the run's end names (`runtime.workers`) and does not wait for."""
 
 
 class Offload:
@@ -129,3 +139,13 @@ def offloader() -> Offload:
 async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """`fn(*args, **kwargs)` in a worker thread, as `asyncio.to_thread` (no context copied)."""
     return await offloader().run(functools.partial(fn, *args, **kwargs))
+
+
+async def at_stop(fn: Callable[..., T], /, *args: Any) -> T:
+    """`fn(*args)` in a worker thread (`asyncio.to_thread`), waited for at most STOP_CALL_S:
+    a file system that stops answering cannot hold a stop forever. `StuckCall` past that."""
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(fn, *args), STOP_CALL_S)
+    except TimeoutError:
+        raise StuckCall(f"{getattr(fn, '__qualname__', fn)} did not return in "
+                        f"{STOP_CALL_S:g} s (a file system that does not answer?)") from None

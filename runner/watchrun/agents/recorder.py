@@ -15,6 +15,7 @@ from watchrun.agents.history import History, read_history, settle_history
 from watchrun.agents.streamlock import StreamLock
 from watchrun.clock import Clock
 from watchrun.config.model import OutputSpec
+from watchrun.offload import StuckCall, at_stop
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.output.writer import CLOSE_WRITE_S, AsyncWriter
@@ -92,8 +93,8 @@ class Recorder:
             self.stopping()
             await self.flush()
             try:
-                await asyncio.to_thread(self.sink.close)  # an fsync
-            except SinkWriteError as exc:
+                await at_stop(self.sink.close)  # an fsync
+            except (SinkWriteError, StuckCall) as exc:
                 self.log.error(f"closing its records failed: {exc}", self.name)
         finally:
             if self.lock is not None:

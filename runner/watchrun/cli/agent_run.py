@@ -23,6 +23,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
 from watchrun.output.writer import ONCE_WRITE_S
 from watchrun.process.spawn import Spawner
+from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
 __all__ = ["cmd_agent_run", "manual_prompt", "run_one_turn", "turn_doc"]
 
@@ -106,12 +107,17 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
                         "instead")
     prompt = args.prompt if args.prompt is not None else manual_prompt(spec)
     log = RunLog("text")
+    workers = Workers()  # (a call stuck in a dead file system cannot hold the exit)
     try:
-        result, lost = asyncio.run(run_one_turn(config, spec, layout, prompt, log))
+        result, lost = run_with_workers(run_one_turn(config, spec, layout, prompt, log), workers)
     except StreamBusyError as exc:
         return out.fail("agent_busy", str(exc), name=spec.name, pid=exc.pid)
     except SinkWriteError as exc:
         return out.fail("write_failed", f"cannot write {spec.name}'s records: {exc}")
+    if workers.stuck:  # its records may not all be on disk: never a clean exit
+        return out.fail("stuck_calls", f"agent {spec.name}: {result.turn_id} "
+                        f"{result.status}, then {stuck_message(workers.stuck)}",
+                        calls=workers.stuck)
     if lost is not None:  # a turn whose records were given up is no turn to report
         return out.fail("write_failed", f"agent {spec.name}: {lost}")
     status = 0 if result.status == "done" else 130 if result.status == "cancelled" else 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 from pathlib import Path
 
@@ -38,9 +37,15 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     log = RunLog(args.log_format)
     ForwardToRunLog(log).install()
     log.info(f"MCP server on stdio; output dir {config.output.dir}", event="mcp")
+    from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
+
+    workers = Workers()  # (a call stuck in a dead file system cannot hold the exit)
     try:
-        asyncio.run(serve(config, log, os.getcwd()))
+        run_with_workers(serve(config, log, os.getcwd()), workers)
     except Exception as exc:  # a bug: one line and exit 3, never a traceback on the wire
         log.error(f"internal error: {exc!r}")
+        return ExitStatus.RUNTIME
+    if workers.stuck:  # (a session's watchers' records may not all be on disk)
+        log.error(stuck_message(workers.stuck), event="stuck-calls", calls=workers.stuck)
         return ExitStatus.RUNTIME
     return ExitStatus.OK

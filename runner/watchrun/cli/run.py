@@ -17,7 +17,7 @@ from watchrun.cli.main import startup_gc
 from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence, say, stdout_failed
 from watchrun.exitcodes import ExitStatus
 from watchrun.runtime.gate import Evidence
-from watchrun.runtime.workers import GRACE_S, Workers, run_with_workers
+from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
 if TYPE_CHECKING:
     from watchrun.config.diagnostics import Diagnostic
@@ -142,10 +142,7 @@ def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
         if failed is not None:
             log.error(failed)
         if workers.stuck:  # what they were doing may not have been done: never a clean exit
-            calls = ", ".join(workers.stuck)
-            stuck = (f"{len(workers.stuck)} blocking calls still running {GRACE_S:g} s after "
-                     f"the stop ({calls}): a file system that does not answer? Exiting "
-                     "without them")
+            stuck = stuck_message(workers.stuck)
             log.error(stuck, event="stuck-calls", calls=workers.stuck)
             sup.runtime_errors.append(stuck)
         if echo is not None and echo.unshown:

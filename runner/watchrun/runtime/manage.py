@@ -7,6 +7,7 @@ event loop RE2's compile would hold, compiles it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import weakref
@@ -16,6 +17,7 @@ from watchrun.config.adding import check_added
 from watchrun.config.diagnostics import Diagnostic
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.match.scanning import Store
+from watchrun.offload import at_stop
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
 from watchrun.runtime.compile_probe import Refusal, probe
@@ -284,7 +286,8 @@ async def _launch(sup: Managing, spec: WatcherSpec) -> dict[str, Any]:
         raise Refused("start_failed", f"{spec.id} could not be started: {why}",
                       id=spec.id) from exc
     if str(sup.state) != "running":  # it stopped while the sink opened
-        await asyncio.to_thread(rt.sink.close)
+        with contextlib.suppress(Exception):  # (a close that fails or hangs: the refusal
+            await at_stop(rt.sink.close)  # stands, and the run's end names a hung one)
         raise Refused("refused", f"the runner is {sup.state}")
     sup.set.launch(rt)
     failed = await sup.set.ready([rt])

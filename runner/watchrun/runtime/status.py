@@ -15,6 +15,7 @@ from msgspec import Struct
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.redact import clean_text
+from watchrun.offload import STOP_CALL_S, at_stop
 from watchrun.output import safefs, tailfile
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
@@ -182,9 +183,9 @@ class StatusBoard:
             self._timer.cancel()
             self._timer = None
         if self._writing is not None:
-            await asyncio.wait({self._writing})
+            await asyncio.wait({self._writing}, timeout=STOP_CALL_S)
         dirty, self._dirty = self._dirty, set()
-        await asyncio.to_thread(self._store, self._render(sorted(dirty)))
+        await at_stop(self._store, self._render(sorted(dirty)))
 
     def live(self) -> list[dict[str, Any]]:
         """The live `list`: every watcher's snapshot now, with `uptimeS` and `live: true`."""

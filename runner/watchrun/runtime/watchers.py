@@ -16,7 +16,7 @@ from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.notify import Notifier
-from watchrun.offload import offload
+from watchrun.offload import at_stop, offload
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
@@ -221,7 +221,7 @@ class WatcherSet:
         if rt.pipeline.isolated is not None:
             await rt.pipeline.isolated.close()
         try:
-            await asyncio.to_thread(rt.sink.close)
+            await at_stop(rt.sink.close)
         except Exception as exc:  # (records given up that no gap or note keeps: the run fails)
             problems.append(f"closing its JSONL failed: {exc}")
             self.sup.runtime_errors.append(f"{wid}: closing its JSONL failed: {exc}")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["GRACE_S", "Workers", "run_with_workers"]
+__all__ = ["GRACE_S", "Workers", "run_with_workers", "stuck_message"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -119,3 +119,9 @@ def run_with_workers(main: Coroutine[Any, Any, T], workers: Workers) -> T:
         return await main
 
     return asyncio.run(with_workers())
+
+
+def stuck_message(stuck: list[str]) -> str:
+    """What a command says of the calls `Workers.shutdown` stopped waiting for."""
+    return (f"{len(stuck)} blocking calls still running {GRACE_S:g} s after the stop "
+            f"({', '.join(stuck)}): a file system that does not answer? Exiting without them")
