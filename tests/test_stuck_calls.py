@@ -38,6 +38,7 @@ file system that stops answering cannot be made on demand)."""
 SEAMS = {
     "a checkpoint save": ("watchrun.sources.checkpoints", "CheckpointStore", "save"),
     "a JSONL's close": ("watchrun.output.sink", "JsonlSink", "close"),
+    "a status snapshot's write": ("watchrun.runtime.status", "StatusBoard", "_store"),
 }
 
 
