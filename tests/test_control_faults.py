@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import select
 import socket
 import subprocess
@@ -232,9 +233,9 @@ def _trickling_runner(path: Path, stop: threading.Event) -> None:
 
 
 def test_a_reply_that_never_ends_is_bounded_by_the_timeout(tmp_path: Path) -> None:
-    """`list` waits LIST_TIMEOUT_S (5 s) for a runner's answer, then reads the snapshots. A
-    runner that sent a byte now and then, never the reply's end, held it forever: each byte
-    restarted the socket's timeout."""
+    """`list` waits LIST_TIMEOUT_S (5 s) for a runner's answer, then says so and reads the
+    snapshots. A runner that sent a byte now and then, never the reply's end, held it forever:
+    each byte restarted the socket's timeout."""
     from watchrun.cli.live import LIST_TIMEOUT_S
 
     out = tmp_path / "out"
@@ -251,6 +252,47 @@ def test_a_reply_that_never_ends_is_bounded_by_the_timeout(tmp_path: Path) -> No
     finally:
         stop.set()
         server.join()
-    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ("watchrun: warning: the runner did not answer (timed out (on "
+                           f"{out}/control.sock)); showing the status snapshots it last "
+                           "wrote, which may be stale\n")
     assert done.stdout == f"no watchers have run with output dir {out}\n"
     assert LIST_TIMEOUT_S <= took < DEADLINE_S
+
+
+def test_list_and_status_say_when_a_live_runner_did_not_answer(tmp_path: Path) -> None:
+    """A runner that is there but does not answer (its loop stuck, a reset) was taken for no
+    runner: `list` and `status` showed the last snapshots without a word, and `status` of a
+    watcher only the live runner knew (added at run time, no snapshot yet) said `not_found`
+    (exit 2) of a watcher that may well be running. Now they say the runner did not answer;
+    `status` of an id no snapshot holds cannot say it is not there (exit 3, `no_answer`)."""
+    config = write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log",
+                                                   "pattern": "ERROR"}]})
+    state = tmp_path / ".watchrun" / "state"
+    state.mkdir(parents=True)
+    snapshot = {"id": "app", "status": "running", "source": "file", "matchCount": 2}
+    (state / "app.status.json").write_text(json.dumps(snapshot))
+    stop = threading.Event()
+    server = threading.Thread(target=_resetting_runner,
+                              args=(tmp_path / ".watchrun" / "control.sock", stop))
+    server.start()
+    try:
+        wait_for(lambda: (tmp_path / ".watchrun" / "control.sock").exists(), "the socket")
+        ran = {cmd: subprocess.run([watchrun_bin(), *cmd.split(), "-c", str(config)],
+                                   capture_output=True, text=True, timeout=DEADLINE_S)
+               for cmd in ("list", "status app", "status added-live", "list --json")}
+    finally:
+        stop.set()
+        server.join()
+    stale = ("watchrun: warning: the runner did not answer (", "); showing the status "
+             "snapshots it last wrote, which may be stale\n")
+    for cmd in ("list", "status app", "list --json"):
+        done = ran[cmd]
+        assert done.returncode == 0, (cmd, done.stderr)
+        assert done.stderr.startswith(stale[0]) and done.stderr.endswith(stale[1]), done.stderr
+    assert "app" in ran["list"].stdout
+    assert [w["id"] for w in json.loads(ran["list --json"].stdout)["watchers"]] == ["app"]
+    unknown = ran["status added-live"]
+    assert unknown.returncode == 3, unknown.stderr
+    assert "watchrun: error: the runner did not answer (" in unknown.stderr
+    assert "and no status snapshot of 'added-live' is in " in unknown.stderr, unknown.stderr

@@ -20,7 +20,7 @@ from watchrun.match.sanitize import edge_json, edge_text
 if TYPE_CHECKING:
     from watchrun.notify import Watch
 
-__all__ = ["follow", "live_statuses"]
+__all__ = ["NoAnswer", "follow", "live_statuses"]
 
 LIST_TIMEOUT_S = 5.0
 """How long `list` waits for a live runner's answer before it reads the snapshots instead."""
@@ -32,18 +32,26 @@ def _err(text: str) -> None:
     print(edge_text(text), file=sys.stderr)
 
 
+class NoAnswer(Exception):
+    """A runner listens on the output dir but gave no usable `list` (its loop stuck, a reset,
+    a timeout, a garbled or failed reply): what it runs is not known."""
+
+
 def live_statuses(root: Path) -> list[dict[str, Any]] | None:
     """The live runner's `list` (origin, status, pid, uptime, restarts, last error, counts),
-    or None when no runner answers on the output dir (the snapshots are read then)."""
-    from watchrun.runtime.client import request
+    or None when no runner listens on the output dir (the snapshots are read then);
+    `NoAnswer` when one listens and does not answer."""
+    from watchrun.runtime.client import NotListening, request
 
     try:
         reply = request(root / "control.sock", {"cmd": "list"}, timeout=LIST_TIMEOUT_S)
-    except (OSError, ValueError):
+    except NotListening:
         return None
+    except (OSError, ValueError) as exc:
+        raise NoAnswer(str(exc)) from exc
     found = reply.get("watchers")
     if not reply.get("ok") or not isinstance(found, list):
-        return None
+        raise NoAnswer(f"it refused `list`: {reply.get('error')!r}")
     return [w for w in found if isinstance(w, dict)]
 
 

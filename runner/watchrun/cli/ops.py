@@ -62,11 +62,17 @@ def cmd_ops(args: argparse.Namespace) -> int:
             return _control(where.root, {"cmd": "clear", "all": bool(args.all)}, out)
     except Unanswered as exc:
         return exc.fail(out)
-    from watchrun.cli.live import follow, live_statuses
+    from watchrun.cli.live import NoAnswer, follow, live_statuses
 
     if getattr(args, "follow", False):
         return follow(args, where.root, where.match_lines, where.config)
-    live = live_statuses(where.root)  # a live runner answers first; else the snapshots
+    unanswered: str | None = None
+    try:
+        live = live_statuses(where.root)  # a live runner answers first; else the snapshots
+    except NoAnswer as exc:
+        live, unanswered = None, f"the runner did not answer ({exc})"
+        out.note(f"warning: {unanswered}; showing the status snapshots it last wrote, which "
+                 "may be stale")
     now = datetime.now(UTC)
     if op == "list":
         statuses = live if live is not None else views.load_statuses(where.root)
@@ -83,6 +89,9 @@ def cmd_ops(args: argparse.Namespace) -> int:
     if status is None and (op == "status" or not (recorded or args.id in _configured(where))):
         known = _known_watchers(where)
         snapshot = where.root / "state" / f"{args.id}.status.json"
+        if unanswered is not None:  # the runner may run it: not knowing is no "not found"
+            return out.fail("no_answer", f"{unanswered} and no status snapshot of {args.id!r} "
+                            f"is in {where.root}", id=args.id)
         if os.path.lexists(snapshot):  # there, but not a snapshot this can read
             return out.fail("read_failed", f"the status of {args.id!r} ({snapshot}) cannot be "
                             "read: not a status snapshot (damaged, or not a regular file); a "
