@@ -1,31 +1,92 @@
-"""The loop-lag monitor: how late the event loop runs a timer, i.e. the worst stall so far."""
+"""The loop-lag monitor: how late the event loop runs a timer, i.e. the worst stall so far, and a
+thread that says a stall while it lasts (the loop cannot say it is held)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
 
 INTERVAL_S = 0.1
 """A timer every 100 ms (10 wake-ups a second): a stall that covers one of its deadlines shows
 up as that timer's lateness, to within the loop's own scheduling (~1 ms)."""
+STALL_S = 5.0
+"""A loop whose timer has not run for this long is stalled (a read on a file system that
+stopped answering): the guard thread says so then, and where the loop is held."""
 
 
 class LoopLag:
-    """Runs as a task of the supervisor; `max_s` is exposed in `status` and the metrics."""
+    """Runs as a task of the supervisor; `max_s` is exposed in `status` and the metrics.
+    `stalled(seconds, where)` is called from the guard thread once a stall passes STALL_S,
+    `resumed(seconds)` on the loop when it runs again."""
 
-    def __init__(self, interval_s: float = INTERVAL_S) -> None:
+    def __init__(self, interval_s: float = INTERVAL_S, *,
+                 stalled: Callable[[float, str], None] | None = None,
+                 resumed: Callable[[float], None] | None = None) -> None:
         self.interval_s = interval_s
         self.max_s = 0.0
         """The worst lateness seen since the runner started (seconds)."""
         self.last_s = 0.0
         """The lateness of the latest tick."""
+        self._stalled, self._resumed = stalled, resumed
+        self._beat = time.monotonic()  # the loop's last tick
+        self._said: float | None = None  # the beat of a stall the guard has said
 
     async def run(self) -> None:
-        """Until cancelled."""
+        """Until cancelled (the guard thread ends with it)."""
         loop = asyncio.get_running_loop()
-        due = loop.time() + self.interval_s
-        while True:
-            await asyncio.sleep(max(0.0, due - loop.time()))
-            now = loop.time()
-            self.last_s = max(0.0, now - due)
-            self.max_s = max(self.max_s, self.last_s)
-            due = now + self.interval_s
+        stop = threading.Event()
+        guard = None
+        if self._stalled is not None:
+            guard = threading.Thread(target=self._guard, args=(threading.get_ident(), stop),
+                                     name="watchrun-stall-guard", daemon=True)
+            guard.start()
+        try:
+            due = loop.time() + self.interval_s
+            while True:
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                now = loop.time()
+                self.last_s = max(0.0, now - due)
+                self.max_s = max(self.max_s, self.last_s)
+                due = now + self.interval_s
+                self._beat, said = time.monotonic(), self._said
+                if said is not None:
+                    self._said = None
+                    if self._resumed is not None:
+                        self._resumed(self._beat - said)
+        finally:
+            stop.set()
+            if guard is not None:
+                guard.join(1.0)
+
+    def _guard(self, loop_thread: int, stop: threading.Event) -> None:
+        """In its own thread: a stall past STALL_S is said once, with where the loop is."""
+        while not stop.wait(min(1.0, STALL_S / 4)):
+            beat = self._beat
+            held = time.monotonic() - beat
+            if held >= STALL_S and self._said is None and self._stalled is not None:
+                self._said = beat
+                self._stalled(held, held_in(sys._current_frames().get(loop_thread)))
+
+
+def held_in(frame: FrameType | None) -> str:
+    """`fn (file:line)` of the innermost Python frame, and of watchrun's innermost one when
+    that is another (a library's or the standard library's frame inside ours)."""
+    inner, ours = frame, None
+    while frame is not None and ours is None:
+        if "/watchrun/" in frame.f_code.co_filename:
+            ours = frame
+        frame = frame.f_back
+    if inner is None:
+        return "(no Python frame)"
+    said = _frame(inner)
+    return said if ours is None or ours is inner else f"{said}, called from {_frame(ours)}"
+
+
+def _frame(frame: FrameType) -> str:
+    name = frame.f_code.co_filename
+    at = name.rfind("/watchrun/")
+    return f"{frame.f_code.co_qualname} ({name[at + 1:] if at >= 0 else name}:{frame.f_lineno})"

@@ -69,7 +69,7 @@ class Supervisor:
         self.spawner, self.once, self._reload = spawner, once, reload
         self.force_poll, self.metrics, self.guardian = force_poll, metrics, guardian
         self.state = RunnerState.STARTING
-        self.lag = LoopLag()
+        self.lag = LoopLag(stalled=self._stalled, resumed=self._resumed)
         self.board = StatusBoard(layout.state, clock, self.lag)
         self.sd = SdNotify()
         self.hub: AgentHub | None = None
@@ -232,6 +232,17 @@ class Supervisor:
         exc = context.get("exception")
         self.problem(f"internal error: {context.get('message', 'in the event loop')}"
                      + (f": {exc!r}" if exc is not None else ""))
+
+    def _stalled(self, held_s: float, where: str) -> None:
+        """From the loop-lag guard's thread: the loop has not run for STALL_S."""
+        self.log.error(f"the event loop has not run for {held_s:.0f} s: it is held in {where} "
+                       "(a file system that does not answer?); nothing is read, recorded or "
+                       "answered until it returns", event="loop-stalled", stalledS=held_s,
+                       where=where)
+
+    def _resumed(self, held_s: float) -> None:
+        self.log.warning(f"the event loop runs again after a stall of {held_s:.1f} s",
+                         event="loop-resumed", stalledS=held_s)
 
     def problem(self, message: str, wid: str | None = None) -> None:
         """Report a problem the runner survives: the log, `status`, the watcher's snapshot."""
