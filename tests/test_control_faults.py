@@ -13,6 +13,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,21 @@ def _resetting_runner(path: Path, stop: threading.Event) -> None:
             conn.close()
 
 
+@contextlib.contextmanager
+def resetting_runner(root: Path) -> Iterator[None]:
+    """`_resetting_runner` on `root`'s control socket, from when the socket is there."""
+    root.mkdir(exist_ok=True)
+    stop = threading.Event()
+    server = threading.Thread(target=_resetting_runner, args=(root / "control.sock", stop))
+    server.start()
+    try:
+        wait_for(lambda: (root / "control.sock").exists(), "the socket")
+        yield
+    finally:
+        stop.set()
+        server.join()
+
+
 def test_stop_against_a_runner_that_does_not_answer_is_an_error(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log",
                                                    "pattern": "ERROR"}]})
@@ -197,17 +213,8 @@ def test_stop_against_a_runner_that_does_not_answer_is_an_error(tmp_path: Path) 
     nobody = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S)
     assert (nobody.returncode, nobody.stdout) == (
         0, "app is already stopped (no runner is live on this output dir)\n")
-    (tmp_path / ".watchrun").mkdir(exist_ok=True)
-    stop = threading.Event()
-    server = threading.Thread(target=_resetting_runner,
-                              args=(tmp_path / ".watchrun" / "control.sock", stop))
-    server.start()
-    try:
-        wait_for(lambda: (tmp_path / ".watchrun" / "control.sock").exists(), "the socket")
+    with resetting_runner(tmp_path / ".watchrun"):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S)
-    finally:
-        stop.set()
-        server.join()
     assert done.returncode == 3, (done.stdout, done.stderr)
     assert "stopped" not in done.stdout
     assert done.stderr.startswith("watchrun: error: the runner did not answer: "), done.stderr
@@ -272,18 +279,10 @@ def test_list_and_status_say_when_a_live_runner_did_not_answer(tmp_path: Path) -
     state.mkdir(parents=True)
     snapshot = {"id": "app", "status": "running", "source": "file", "matchCount": 2}
     (state / "app.status.json").write_text(json.dumps(snapshot))
-    stop = threading.Event()
-    server = threading.Thread(target=_resetting_runner,
-                              args=(tmp_path / ".watchrun" / "control.sock", stop))
-    server.start()
-    try:
-        wait_for(lambda: (tmp_path / ".watchrun" / "control.sock").exists(), "the socket")
+    with resetting_runner(tmp_path / ".watchrun"):
         ran = {cmd: subprocess.run([watchrun_bin(), *cmd.split(), "-c", str(config)],
                                    capture_output=True, text=True, timeout=DEADLINE_S)
                for cmd in ("list", "status app", "status added-live", "list --json")}
-    finally:
-        stop.set()
-        server.join()
     stale = ("watchrun: warning: the runner did not answer (", "); showing the status "
              "snapshots it last wrote, which may be stale\n")
     for cmd in ("list", "status app", "list --json"):

@@ -7,11 +7,13 @@ names what is still running; the runner says so and exits 3."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,24 @@ sys.exit(entry())
 """
 """`watchrun` whose `{cls}.{method}` blocks forever once the file `hang` exists (the seam: a
 file system that stops answering cannot be made on demand)."""
+@contextlib.contextmanager
+def seamed_runner(code: str, cfg: Path) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """`watchrun run -c cfg` through the seam `code`, its stderr lines gathered as they come;
+    killed (if still running) on the way out."""
+    proc = subprocess.Popen([sys.executable, "-c", code, "-c", str(cfg)], cwd=cfg.parent,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    stderr = proc.stderr
+    assert stderr is not None
+    err: list[str] = []
+    reader = threading.Thread(target=lambda: err.extend(iter(stderr.readline, "")))
+    reader.start()
+    try:
+        yield proc, err
+    finally:
+        proc.kill()
+        reader.join(10)
+
+
 SEAMS = {
     "a checkpoint save": ("watchrun.sources.checkpoints", "CheckpointStore", "save"),
     "a JSONL's close": ("watchrun.output.sink", "JsonlSink", "close"),
@@ -49,14 +69,7 @@ def test_a_runner_whose_call_hangs_still_exits_on_sigterm(tmp_path: Path, seam: 
     cfg = write_config(tmp_path, {"limits": {"stopTimeout": "100ms"}, "watchers": [
         {"id": "log", "path": "app.log", "pattern": "ERROR"}]})
     code = HANGS.format(module=module, cls=cls, method=method)
-    proc = subprocess.Popen([sys.executable, "-c", code, "-c", str(cfg)], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    stderr = proc.stderr
-    assert stderr is not None
-    err: list[str] = []
-    reader = threading.Thread(target=lambda: err.extend(iter(stderr.readline, "")))
-    reader.start()
-    try:
+    with seamed_runner(code, cfg) as (proc, err):
         checkpoint = tmp_path / ".watchrun" / "state" / "log.checkpoint.json"
         wait_for(checkpoint.exists, "the start's checkpoint")  # saved before READY: from now
         (tmp_path / "hang").touch()  # on only a record makes the next save
@@ -66,9 +79,6 @@ def test_a_runner_whose_call_hangs_still_exits_on_sigterm(tmp_path: Path, seam: 
         wait_for(lambda: b'"kind":"match"' in jsonl.read_bytes(), "the match record")
         proc.send_signal(signal.SIGTERM)  # (a JSONL is closed at the stop)
         rc = proc.wait(timeout=60)  # it used to wait for the hung call forever
-    finally:
-        proc.kill()
-        reader.join(10)
     text = "".join(err)
     assert rc == 3, text
     assert f"blocking calls still running {GRACE_S:g} s after the stop (" in text, text
@@ -171,14 +181,7 @@ def test_a_loop_held_by_a_read_is_said_while_it_lasts_and_when_it_ends(tmp_path:
     (tmp_path / "app.log").write_text("")
     cfg = write_config(tmp_path, {"watchers": [
         {"id": "log", "path": "app.log", "pattern": "ERROR"}]})
-    proc = subprocess.Popen([sys.executable, "-c", STALLS, "-c", str(cfg)], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    stderr = proc.stderr
-    assert stderr is not None
-    err: list[str] = []
-    reader = threading.Thread(target=lambda: err.extend(iter(stderr.readline, "")))
-    reader.start()
-    try:
+    with seamed_runner(STALLS, cfg) as (proc, err):
         wait_for(lambda: "1 watcher, 0 agents running" in "".join(err), "the start")
         (tmp_path / "hang").touch()
         with (tmp_path / "app.log").open("a") as fh:
@@ -190,9 +193,6 @@ def test_a_loop_held_by_a_read_is_said_while_it_lasts_and_when_it_ends(tmp_path:
         wait_for(lambda: b'"line":"ERROR one"' in jsonl.read_bytes(), "the match record")
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=60)
-    finally:
-        proc.kill()
-        reader.join(10)
     text = "".join(err)
     assert rc == 0, text
     (stalled,) = [line for line in text.splitlines() if "has not run for" in line]
