@@ -13,8 +13,8 @@ the processes) at the end. Rounds interleave the two competitors. watchrun's sta
 the rounds, starts with them empty (its RSS is printed as "caches cold": a process that
 validated its config keeps jsonschema imported); the rounds find them filled, as every start
 but the first after a config change does. Exit 1 unless watchrun wakes only for its loop-lag
-monitor (10 times a second, `runtime/lag.py`; none per watcher) and its median RSS over the
-rounds is at most 32 MiB.
+monitor (10 times a second, `runtime/lag.py`, and its stall guard every 5 s; none per
+watcher) and its median RSS over the rounds is at most 32 MiB.
 """
 
 from __future__ import annotations

@@ -63,13 +63,16 @@ class LoopLag:
                 guard.join(1.0)
 
     def _guard(self, loop_thread: int, stop: threading.Event) -> None:
-        """In its own thread: a stall past STALL_S is said once, with where the loop is."""
-        while not stop.wait(min(1.0, STALL_S / 4)):
+        """In its own thread: a stall past STALL_S is said once, with where the loop is. It
+        wakes when the last tick is STALL_S old, about every STALL_S on a loop that runs."""
+        while True:
             beat = self._beat
             held = time.monotonic() - beat
             if held >= STALL_S and self._said is None and self._stalled is not None:
                 self._said = beat
                 self._stalled(held, held_in(sys._current_frames().get(loop_thread)))
+            if stop.wait(STALL_S - held if held < STALL_S else STALL_S):
+                return
 
 
 def held_in(frame: FrameType | None) -> str:
