@@ -4,6 +4,7 @@ thread that says a stall while it lasts (the loop cannot say it is held)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 import time
@@ -75,12 +76,16 @@ class LoopLag:
                 return
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""watchrun's own directory: frames of files under it are ours."""
+
+
 def held_in(frame: FrameType | None) -> str:
     """`fn (file:line)` of the innermost Python frame, and of watchrun's innermost one when
     that is another (a library's or the standard library's frame inside ours)."""
     inner, ours = frame, None
     while frame is not None and ours is None:
-        if "/watchrun/" in frame.f_code.co_filename:
+        if frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
             ours = frame
         frame = frame.f_back
     if inner is None:
@@ -90,6 +95,8 @@ def held_in(frame: FrameType | None) -> str:
 
 
 def _frame(frame: FrameType) -> str:
+    """`fn (file:line)`, a file of ours named from the package (`watchrun/sources/…`)."""
     name = frame.f_code.co_filename
-    at = name.rfind("/watchrun/")
-    return f"{frame.f_code.co_qualname} ({name[at + 1:] if at >= 0 else name}:{frame.f_lineno})"
+    if name.startswith(_PACKAGE + os.sep):
+        name = os.path.relpath(name, os.path.dirname(_PACKAGE))
+    return f"{frame.f_code.co_qualname} ({name}:{frame.f_lineno})"
