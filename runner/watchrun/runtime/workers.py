@@ -34,10 +34,10 @@ class Workers(ThreadPoolExecutor):
     """A thread pool of daemon threads that records what each one runs (a ThreadPoolExecutor
     by type, as `loop.set_default_executor` demands; none of its threads is started)."""
 
-    def __init__(self, max_workers: int | None = None, grace_s: float = GRACE_S) -> None:
+    def __init__(self, max_workers: int | None = None, grace_s: float | None = None) -> None:
         super().__init__(max_workers)
         self._max = self._max_workers
-        self._grace_s = grace_s
+        self._grace_s = GRACE_S if grace_s is None else grace_s
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._idle = threading.Semaphore(0)
         self._lock = threading.Lock()
