@@ -8,11 +8,16 @@ import asyncio
 import contextlib
 import errno
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from liverunner import wait_for, write_config
+from test_stuck_calls import seamed_runner
 
+from watchrun import inotify
 from watchrun.inotify import INotify
 from watchrun.notify import Notifier
 
@@ -107,3 +112,77 @@ def test_a_disabled_notifier_opens_no_inotify_and_its_watches_poll(tmp_path: Pat
             notifier.close()
 
     asyncio.run(main())
+
+
+def test_statfs_reads_the_file_system_type_stat_f_prints(tmp_path: Path) -> None:
+    """`remote_fs` reads statfs(2)'s f_type through ctypes: the struct's layout is the one
+    coreutils' `stat -f` reads (the same number), also for a path that does not exist yet."""
+    shown = subprocess.run(["stat", "-f", "-c", "%t", str(tmp_path)], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert inotify._statfs_type(os.fsencode(tmp_path)) == int(shown, 16)
+    assert inotify.remote_fs(tmp_path / "not" / "yet" / "app.log") is None  # a local one
+
+
+def test_a_path_on_a_remote_file_system_is_polled(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """On NFS (and SMB, 9p, FUSE, cluster file systems) inotify sees only this host's own
+    writes: a file appended to by another host never woke its watcher, and the README asked
+    the user to know it and set WATCHRUN_FORCE_POLL=1. Such a path is polled by itself now,
+    as GNU tail does, and the notifier says why. (This test's own file system plays NFS.)"""
+    magic = inotify._statfs_type(os.fsencode(tmp_path))
+    assert magic is not None
+    monkeypatch.setitem(inotify.REMOTE_FS, magic, "nfs")
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    async def main() -> None:
+        notifier = Notifier(20)
+        try:
+            if notifier.mode != "inotify":
+                pytest.skip("inotify only")
+            watch = notifier.watch(log)
+            assert watch.polling and watch._path_subs == {}  # no inotify watch was added
+            fd = os.open(log, os.O_RDONLY)
+            try:
+                watch.track(fd)
+                assert watch._fd_subs == {}
+            finally:
+                os.close(fd)
+            assert notifier.problems == [
+                f"{log} is on nfs, where inotify does not see what other hosts write; "
+                f"polling {log} every 20 ms"]
+            await asyncio.wait_for(watch.wait(), 5)  # the first look
+            started = time.monotonic()
+            await asyncio.wait_for(watch.wait(), 5)  # then every poll interval
+            assert time.monotonic() - started >= 0.015
+        finally:
+            notifier.close()
+
+    asyncio.run(main())
+
+
+REMOTE = """
+import os, sys
+from watchrun import inotify
+inotify.REMOTE_FS[inotify._statfs_type(os.fsencode("."))] = "nfs"  # this one plays NFS
+sys.argv = ["watchrun", *sys.argv[1:]]
+from watchrun.cli import entry
+sys.exit(entry())
+"""
+
+
+def test_the_runner_polls_a_file_on_a_remote_file_system_and_says_so(tmp_path: Path) -> None:
+    log = tmp_path / "app.log"
+    log.write_text("")
+    cfg = write_config(tmp_path, {"limits": {"pollMs": 50}, "watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    with seamed_runner(REMOTE, cfg) as (proc, err):
+        wait_for(lambda: "1 watcher, 0 agents running" in "".join(err), "the start")
+        with log.open("a") as fh:
+            fh.write("ERROR on the share\n")
+        jsonl = tmp_path / ".watchrun" / "watchers" / "app.jsonl"
+        wait_for(lambda: b'"line":"ERROR on the share"' in jsonl.read_bytes(), "the match")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    assert f"warning: {log} is on nfs, where inotify does not see what other hosts write; " \
+        f"polling {log} every 50 ms" in "".join(err)

@@ -1,4 +1,5 @@
-"""Linux inotify through ctypes and the process's own libc: init, add and remove watches, read.
+"""Linux inotify through ctypes and the process's own libc: init, add and remove watches, read;
+and which file systems inotify cannot see others' changes on (statfs).
 
 A dozen lines of the kernel API instead of a dependency: inotify-simple looked libc up with
 `ctypes.util.find_library`, which runs `ldconfig -p` (a child process) at every start. The
@@ -16,7 +17,7 @@ import select
 import struct
 from typing import Any, NamedTuple
 
-__all__ = ["Event", "INotify"]
+__all__ = ["REMOTE_FS", "Event", "INotify", "remote_fs"]
 
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (of the name that follows)
 _READ = 64 * 1024
@@ -42,6 +43,40 @@ def _libc() -> Any:
 
 
 _LIBC = _libc()
+
+
+REMOTE_FS = {
+    0x6969: "nfs", 0x517B: "smb", 0xFF534D42: "cifs", 0xFE534D42: "smb2", 0x01021997: "9p",
+    0x5346414F: "afs", 0x6B414653: "afs", 0x00C36400: "ceph", 0x65735546: "fuse",
+    0x0BD00BD0: "lustre", 0x47504653: "gpfs", 0x7461636F: "ocfs2", 0x01161970: "gfs2",
+    0x73757245: "coda", 0x564C: "ncp", 0xAAD7AAEA: "panfs", 0xBEEFDEAD: "snfs",
+}
+"""statfs(2) `f_type`s of file systems whose files are changed where this kernel's inotify does
+not see it (another host, a FUSE daemon): network, cluster and FUSE file systems, the ones GNU
+tail polls for the same reason."""
+
+
+def _statfs_type(path: bytes) -> int | None:
+    """`statfs(path).f_type` (None: the call failed; errno is set)."""
+    if _LIBC is None or not hasattr(_LIBC, "statfs"):
+        return None
+    buf = ctypes.create_string_buffer(256)  # struct statfs (120 bytes on 64-bit Linux)
+    if _LIBC.statfs(path, buf) != 0:
+        return None
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF  # f_type comes first
+
+
+def remote_fs(path: str | os.PathLike[str]) -> str | None:
+    """The name of the remote file system `path` is on (its nearest existing directory for a
+    path that does not exist yet), or None: a local one, or not known."""
+    at = os.path.abspath(os.fspath(path))
+    while True:
+        magic = _statfs_type(os.fsencode(at))
+        if magic is not None:
+            return REMOTE_FS.get(magic)
+        if ctypes.get_errno() not in (errno.ENOENT, errno.ENOTDIR) or at == "/":
+            return None
+        at = os.path.dirname(at)
 
 
 def _fail(what: str) -> OSError:

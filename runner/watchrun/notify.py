@@ -9,6 +9,7 @@ import select
 import time
 from pathlib import Path
 
+from watchrun.inotify import remote_fs
 from watchrun.inotify_watches import (
     FILE_MASK,
     IN_DELETE_SELF,
@@ -186,6 +187,11 @@ class Watch:
         self.stale = False
         if self.polling or self.notifier._ino is None:
             return
+        remote = remote_fs(self.path)
+        if remote is not None:  # (what other hosts write there never wakes inotify)
+            self._poll_instead(f"{self.path} is on {remote}, where inotify does not see what "
+                               "other hosts write")
+            return
         new: dict[tuple[int, str | None], Sub[Watch]] = {}
         added = False
         targets = watched(self.path)
@@ -243,11 +249,14 @@ class Watch:
     # -- internals --------------------------------------------------------------------------
     def _fall_back(self, exc: OSError, target: str) -> None:
         code = errno.errorcode.get(exc.errno or 0, "OSError")
-        self.notifier._warn(
-            f"cannot watch {target} with inotify ({code}: {exc.strerror}); polling {self.path} "
-            f"every {round(self.notifier.poll_s * 1000)} ms"
-            + (" (raise fs.inotify.max_user_watches)" if exc.errno in _EXHAUSTED else "")
-        )
+        self._poll_instead(f"cannot watch {target} with inotify ({code}: {exc.strerror})",
+                           " (raise fs.inotify.max_user_watches)" if exc.errno in _EXHAUSTED
+                           else "")
+
+    def _poll_instead(self, why: str, advice: str = "") -> None:
+        """From now on this watch polls (its inotify watches are left to `close`)."""
+        self.notifier._warn(f"{why}; polling {self.path} every "
+                            f"{round(self.notifier.poll_s * 1000)} ms{advice}")
         self.polling = True
         self._wake()
 
