@@ -1,4 +1,5 @@
-"""Agent faults: one writer per agent stream, cut stderr lines marked, wrong-shaped lines kept."""
+"""Agent faults: one writer per agent stream, cut stderr lines marked, wrong-shaped and too
+deeply nested lines kept."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from typing import Any
 import pytest
 from test_agent_turn import check_records, of
 
+from watchrun.agents.clean import clean_record
 from watchrun.agents.providers import make_adapter
+from watchrun.agents.providers.jsonline import MAX_DEPTH
+from watchrun.output.jsonl import dumps
 
 WATCHRUN = Path(sys.executable).parent / "watchrun"
 DEADLINE_S = 20.0
@@ -168,3 +172,76 @@ def test_an_agent_run_records_every_wrong_shaped_line(tmp_path: Path) -> None:
     assert [r["value"] for r in of(recs, "raw")] == lines[:4]
     assert {r["reason"] for r in of(recs, "raw")} == {"malformed-event"}
     assert [r["text"] for r in of(recs, "text")] == ["IMPORTANT as a plain string", "ok"]
+
+
+# -- JSON nested deeper than a record can hold -------------------------------------------------
+
+DEEP = "[" * 600 + "]" * 600  # json.loads reads it; a record cannot hold it (orjson: 255 levels)
+DEEPER = "[" * 5000 + "]" * 5000  # json.loads raises RecursionError
+FILLER = 2000  # lines of 200 bytes after it: more than the pipe and asyncio's buffer hold
+NESTED = [  # (provider, where the deep line goes, the line, the last lines)
+    ("claude", "stdout", '{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use",'
+     f'"id":"t","name":"Bash","input":{{"x":{DEEP}}}}}]}}}}',
+     ['{"type":"result","subtype":"success","is_error":false,"result":"ok"}']),
+    ("gemini", "stdout", '{\n"type": "message",\n"x": ' + DEEPER + "\n}",
+     ['{"type":"message","role":"assistant","content":"ok"}',
+      '{"type":"result","status":"success","stats":{}}']),
+    ("gemini", "stderr", '{"x": ' + DEEPER + "}",
+     ['{"type":"message","role":"assistant","content":"ok"}',
+      '{"type":"result","status":"success","stats":{}}']),
+]
+
+
+@pytest.mark.parametrize(("provider", "where", "line", "last"), NESTED)
+def test_json_nested_too_deep_is_raw_and_the_turn_reads_on(
+        tmp_path: Path, provider: str, where: str, line: str, last: list[str]) -> None:
+    """A line nested 600 levels deep killed the reader of that pipe (a RecursionError while
+    its record was written; 5000 levels in Gemini's multi-line and stderr JSON, where
+    json.loads' own RecursionError was not caught): the agent then blocked
+    on the full pipe and `agent run` hung until the turn's deadline. It is a `raw` record now
+    (stderr: a `stderr` record), and every line after it is read."""
+    (tmp_path / "agent.py").write_text(
+        "import sys\n"
+        f"out = sys.{where}\n"
+        f"out.write({line!r} + '\\n')\n"
+        f"out.write(('x' * 199 + '\\n') * {FILLER}); out.flush()\n"
+        f"print({chr(10).join(last)!r})\n")
+    cfg = write_config(tmp_path, {"provider": provider,
+                                  "command": [sys.executable, "agent.py", "{prompt}"]})
+    run = watchrun(cfg, "agent", "run", "a", "--prompt", "hi")
+    assert (run.returncode, run.stdout) == (0, "ok\n"), run.stderr
+    recs = records(tmp_path)
+    assert of(recs, "error") == []
+    filler = of(recs, "output" if where == "stdout" else "stderr")
+    assert [r["text"] for r in filler].count("x" * 199) == FILLER
+    if where == "stdout":
+        (raw,) = of(recs, "raw")
+        assert (raw["reason"], raw["bytes"]) == ("unparseable", len(line))
+        assert raw["value"] == line[:2000] and "nested deeper than" in raw["error"]
+    else:
+        assert of(recs, "stderr")[0]["text"] == line
+
+
+
+def nested(depth: int) -> str:
+    """A JSON object nested `depth` levels deep (itself the first)."""
+    return '{"a":' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
+
+
+@pytest.mark.parametrize("provider", ["claude", "codex", "gemini", "opencode", "pi", "cursor",
+                                      "copilot"])
+def test_a_line_is_refused_one_level_past_max_depth(provider: str) -> None:
+    assert [o.fields.get("error") for o in make_adapter(provider).parse(nested(MAX_DEPTH))
+            if o.fields.get("reason") == "unparseable"] == []
+    (deep,) = make_adapter(provider).parse(nested(MAX_DEPTH + 1))
+    assert (deep.kind, deep.fields["reason"]) == ("raw", "unparseable")
+    assert deep.fields["error"] == f"nested deeper than {MAX_DEPTH} levels"
+
+
+def test_a_tool_input_at_max_depth_is_written() -> None:
+    """A Claude tool call's input sits under 4 levels of its line, and under 1 of its record."""
+    line = ('{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t",'
+            f'"name":"Bash","input":{nested(MAX_DEPTH - 4)}}}]}}}}')
+    (tool,) = make_adapter("claude").parse(line)
+    assert tool.kind == "tool"
+    assert dumps({"kind": "tool", **clean_record("tool", tool.fields, None)}).endswith(b"\n")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -10,6 +9,7 @@ from typing import Any, ClassVar, Protocol
 
 from msgspec import Struct
 
+from watchrun.agents.providers.jsonline import TooDeep, load_json
 from watchrun.agents.providers.shape import Shape
 from watchrun.agents.providers.toolinfo import (
     classify_problem,
@@ -129,8 +129,9 @@ class JsonAdapter:
 
     Blank lines are ignored; a line that does not start with `{` or `[` is `output`, and so is
     one starting with `[` that is not JSON (`[WARNING] ...`); a `{` line that does not parse,
-    or JSON that is not an object, is `raw` (`unparseable`); an object the subclass does
-    not know is `raw` (`unknown-event`); an object whose fields break the handler is `raw`
+    JSON that is not an object, or JSON nested deeper than `jsonline.MAX_DEPTH` (with
+    `error`), is `raw` (`unparseable`); an object the subclass does not know is `raw`
+    (`unknown-event`); an object whose fields break the handler is `raw`
     (`malformed-event`, with `error`), so no line ever raises; and so is one whose expected
     fields, read through `self.shape`, are of the wrong type (after what the rest of the line
     gave), so a line that carried text never vanishes without a record.
@@ -158,8 +159,10 @@ class JsonAdapter:
         if stripped[0] not in "{[":
             return self.non_json(line.removesuffix("\n"))
         try:
-            value = json.loads(stripped)
-        except (ValueError, RecursionError):  # RecursionError: nesting deeper than json allows
+            value = load_json(stripped)
+        except TooDeep as exc:
+            return [self.raw(text, "unparseable", error=str(exc))]
+        except ValueError:
             if stripped[0] == "[":  # a log prefix such as "[WARNING] ...", merged from stderr
                 return self.non_json(line.removesuffix("\n"))
             return [self.raw(text, "unparseable")]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from watchrun.agents.providers.base import JsonAdapter, Observation, as_dict, as_str, observation
+from watchrun.agents.providers.jsonline import TooDeep, load_json
 from watchrun.agents.providers.toolinfo import classify_problem, result_text
 from watchrun.agents.providers.usage import UsageTracker, gemini_models_usage, gemini_stats_usage
 
@@ -78,7 +79,10 @@ class GeminiAdapter(JsonAdapter):
             if text.rstrip() == "}":
                 joined = "\n".join(self._pretty)
                 try:
-                    value = json.loads(joined)
+                    value = load_json(joined)
+                except TooDeep as exc:
+                    self._pretty = None
+                    return [self.raw(joined, "unparseable", error=str(exc))]
                 except ValueError:
                     return self._pretty_unfinished() if self._over() else []
                 self._pretty = None
@@ -134,7 +138,7 @@ class GeminiAdapter(JsonAdapter):
             if text.rstrip() != "}":
                 return []
         try:
-            value = json.loads("\n".join(self._err))
+            value = load_json("\n".join(self._err))
         except ValueError:
             self._err = None
             return []
