@@ -212,6 +212,37 @@ def test_sigterm_ignoring_tree_is_killed_after_stop_timeout(tmp_path: Path) -> N
     assert group_members(recs[0]["pid"]) == []
 
 
+
+def test_processes_left_running_after_the_exit_are_stopped_and_recorded(tmp_path: Path) -> None:
+    """The agent exits after its answer and leaves a child of its own session running: the
+    child was stopped with the turn and nothing said so. Now an `error{left-running}` does."""
+    _, recs = run_turn(tmp_path, "hi [mock:fork]")
+    forked = [r["text"] for r in of(recs, "stderr") if "forked pid" in r["text"]]
+    child = int(forked[0].rsplit(" ", 1)[1])
+    (err,) = of(recs, "error")
+    assert (err["code"], err["count"]) == ("left-running", 1)
+    assert err["message"] == ("the agent exited but 1 process it started kept running; "
+                              "stopped it (0 needed SIGKILL)")
+    assert finished(recs)["status"] == "done" and not alive(child)
+
+
+def test_output_held_open_by_a_process_out_of_reach_is_recorded_unread(tmp_path: Path) -> None:
+    """A process that left the agent's session and environment (not ours to find: this test
+    is no subreaper) holds stdout open after the agent exits: the turn ends, and the output
+    it stopped reading is recorded (`output-held-open`, `unread`), not dropped unsaid."""
+    pid_file = tmp_path / "pid"
+    script = f"echo hi; setsid env -i sh -c 'echo $$ > {pid_file}; exec sleep 1000' &"
+    try:
+        _, recs = run_turn(tmp_path, "p", provider="generic", command=("sh", "-c", script))
+        (err,) = of(recs, "error")
+        assert (err["code"], err["unread"]) == ("output-held-open", True)
+        assert err["message"] == ("output still open 2s after every process of the turn "
+                                  "was stopped; stopped reading it")
+        assert finished(recs)["status"] == "done"
+    finally:
+        os.kill(int(pid_file.read_text()), 9)
+
+
 def test_pty_colour_is_sanitized(tmp_path: Path) -> None:
     _, recs = run_turn(tmp_path, "look [mock:color]", pty=True)
     assert recs[0]["pty"] is True

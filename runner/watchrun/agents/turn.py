@@ -153,10 +153,22 @@ class TurnRunner:
                 self._cancelled = True
 
     async def _end(self, proc: Proc, readers: list[asyncio.Task[None]]) -> ExitInfo:
-        """Stop the whole process tree (leftovers too), read the rest, release everything."""
+        """Stop the whole process tree (leftovers too), read the rest, release everything.
+        What the agent left running when it exited, and output still open once the tree is
+        stopped (held by a process out of reach), are `error` records."""
         info = await proc.terminate(self.limits.stop_timeout_ms / 1000)
-        if readers:
-            await asyncio.wait(readers, timeout=DRAIN_S)
+        if self.stop_reason is None and info.signals_sent:
+            n = proc.signalled
+            self.out.emit("error", {
+                "code": "left-running", "turnId": self.turn_id, "count": n,
+                "message": f"the agent exited but {n} process{'es' if n != 1 else ''} it "
+                           f"started kept running; stopped {'them' if n != 1 else 'it'} "
+                           f"({info.stragglers} needed SIGKILL)"})
+        if readers and (await asyncio.wait(readers, timeout=DRAIN_S))[1]:
+            self.out.emit("error", {
+                "code": "output-held-open", "turnId": self.turn_id, "unread": True,
+                "message": f"output still open {DRAIN_S:g}s after every process of the turn "
+                           "was stopped; stopped reading it"})
         for task in readers:
             task.cancel()
         for task in readers:
