@@ -3,7 +3,9 @@ deeply nested lines kept."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from liverunner import alive
 from test_agent_turn import check_records, of
 
 from watchrun.agents.clean import clean_record
@@ -94,6 +97,41 @@ def test_an_agent_being_run_cannot_be_written_by_a_second_process(tmp_path: Path
     assert [(r["turnId"], r["status"]) for r in of(recs, "dispatch-finished")] == [
         ("turn-1", "done"), ("turn-9", "done")]
     assert [r["text"] for r in of(recs, "prompt")] == ["one", "three"]
+
+
+
+# -- what an agent leaves behind --------------------------------------------------------------
+
+ESCAPING_AGENT = """\
+import json, pathlib, subprocess, sys, time
+subprocess.Popen(["env", "-i", "sh", "-c", "echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 1000"],
+                 start_new_session=True, stdin=subprocess.DEVNULL,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+end = time.monotonic() + 20
+while not pathlib.Path("pid").exists() and time.monotonic() < end:  # it runs, then we go
+    time.sleep(0.01)
+print(json.dumps({"type": "result", "subtype": "success", "is_error": False,
+                  "result": "ok", "session_id": "s"}), flush=True)
+"""
+
+
+def test_agent_run_stops_a_daemon_that_left_the_session_and_environment(tmp_path: Path) -> None:
+    """A child the agent put in a session of its own, with an empty environment, and then
+    orphaned: `agent run` was no subreaper, so the orphan went to init, out of the turn's
+    reach, and outlived `agent run` unsaid. It is adopted now, stopped with the turn and
+    recorded (`left-running`)."""
+    (tmp_path / "agent.py").write_text(ESCAPING_AGENT)
+    cfg = write_config(tmp_path, {"command": [sys.executable, "agent.py", "{prompt}"]})
+    pid_file = tmp_path / "pid"
+    try:
+        run = watchrun(cfg, "agent", "run", "a", "--prompt", "hi")
+        assert (run.returncode, run.stdout) == (0, "ok\n"), run.stderr
+        assert not alive(int(pid_file.read_text()))
+        (err,) = of(records(tmp_path), "error")
+        assert (err["code"], err["count"]) == ("left-running", 1)
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pid_file.read_text()), 9)
 
 
 # -- a cut stderr line is marked ---------------------------------------------------------------

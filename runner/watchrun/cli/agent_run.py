@@ -22,7 +22,7 @@ from watchrun.output.outdir import OutputDirError, OutputLayout, prepare_output_
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
 from watchrun.output.writer import ONCE_WRITE_S
-from watchrun.process.spawn import Spawner
+from watchrun.process.spawn import Spawner, become_subreaper
 from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
 __all__ = ["cmd_agent_run", "manual_prompt", "run_one_turn", "turn_doc"]
@@ -107,6 +107,7 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
                         "instead")
     prompt = args.prompt if args.prompt is not None else manual_prompt(spec)
     log = RunLog("text")
+    become_subreaper()  # an orphan the agent leaves comes to us: its turn's end stops it
     workers = Workers()  # (a call stuck in a dead file system cannot hold the exit)
     try:
         result, lost = run_with_workers(run_one_turn(config, spec, layout, prompt, log), workers)
