@@ -134,6 +134,35 @@ def test_agent_run_stops_a_daemon_that_left_the_session_and_environment(tmp_path
             os.kill(int(pid_file.read_text()), 9)
 
 
+
+# -- an agent that cannot start ---------------------------------------------------------------
+
+@pytest.mark.parametrize(("first_line", "interpreter"), [
+    (b"#!/bin/sh\r\n", "'/bin/sh\\r'"),  # a script saved with CRLF line ends
+    (b"#!/nonexistent/node --flag\n", "'/nonexistent/node'"),
+])
+@pytest.mark.parametrize("by_path", [True, False])
+def test_a_script_whose_interpreter_is_missing_says_so(tmp_path: Path, first_line: bytes,
+                                                       interpreter: str, by_path: bool) -> None:
+    """exec(2) says ENOENT for a script whose #! interpreter does not exist: `agent run` said
+    the script itself was "not found", which is right there. It names the interpreter now."""
+    script = tmp_path / "bin" / "agent-cli"
+    script.parent.mkdir()
+    script.write_bytes(first_line + b"echo hi\n")
+    script.chmod(0o755)
+    command = {"command": [str(script), "{prompt}"]} if by_path else {
+        "command": ["agent-cli", "{prompt}"], "env": {"PATH": str(script.parent)}}
+    cfg = write_config(tmp_path, command)
+    run = watchrun(cfg, "agent", "run", "a", "--prompt", "hi")
+    shown = str(script) if by_path else "agent-cli"
+    message = (f"cannot start {shown!r}: executable {script}: its #! interpreter "
+               f"{interpreter} was not found (ENOENT)")
+    assert (run.returncode, run.stderr) == (1, f"watchrun: error: agent a: turn-1 failed: "
+                                               f"{message}\n")
+    (err,) = of(records(tmp_path), "error")
+    assert (err["code"], err["message"]) == ("ENOENT", message)
+
+
 # -- a cut stderr line is marked ---------------------------------------------------------------
 
 def test_a_stderr_line_cut_at_max_line_bytes_says_so(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ import fcntl
 import functools
 import itertools
 import os
+import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -134,7 +136,7 @@ class Spawner:
         except (OSError, subprocess.SubprocessError) as exc:
             if master >= 0:
                 os.close(master)
-            raise _spawn_error(exc, shown, cwd) from None
+            raise _spawn_error(exc, shown, cwd, child_env) from None
         finally:
             if slave >= 0:
                 os.close(slave)
@@ -177,14 +179,39 @@ async def _discard(starting: asyncio.Future[Proc]) -> None:
 
 
 def _spawn_error(exc: OSError | subprocess.SubprocessError, shown: str,
-                 cwd: Path | None) -> SpawnError:
+                 cwd: Path | None, env: Mapping[str, str]) -> SpawnError:
     if not isinstance(exc, OSError):  # the pre-exec step failed (the runner is going away)
         return SpawnError("ECHILD", f"cannot start {shown!r}: {exc}")
     num = exc.errno or errno.EIO
     name = errno.errorcode.get(num, f"E{num}")
     what = "working directory" if str(exc.filename) == str(cwd) else "executable"
     why = _REASONS.get(num, exc.strerror or os.strerror(num))
-    return SpawnError(name, f"cannot start {shown!r}: {what} {exc.filename}: {why} ({name})")
+    where = exc.filename
+    if num == errno.ENOENT and what == "executable":
+        script = _script(str(exc.filename), cwd, env)
+        if script is not None:
+            where, why = script[0], f"its #! interpreter {script[1]!r} was not found"
+    return SpawnError(name, f"cannot start {shown!r}: {what} {where}: {why} ({name})")
+
+
+_INTERPRETER = re.compile(rb"#![ \t]*([^ \t\n]*)")
+
+
+def _script(name: str, cwd: Path | None, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The file exec(2) found for `name` and its #! interpreter, when the file is there and
+    begins with one: its ENOENT is then the interpreter's (a CRLF line end names `sh\\r`).
+    Read on the error path only: 256 bytes of a file the caller just tried to run."""
+    path = name if "/" in name else shutil.which(name, path=env.get("PATH", os.defpath))
+    if path is None:
+        return None
+    try:
+        with Path(cwd or ".", path).open("rb") as f:
+            found = _INTERPRETER.match(f.read(256))
+    except OSError:
+        return None
+    if found is None or not found[1]:
+        return None
+    return path, found[1].decode("utf-8", "replace")
 
 
 def _ctty(parent: int) -> None:
