@@ -33,11 +33,12 @@ def load_json(text: str) -> Any:
 
 def _deeper(value: Any, limit: int) -> bool:
     """Whether `value` nests arrays and objects more than `limit` levels deep (no recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = (
+        [(value, 1)] if isinstance(value, dict | list) else [])
     while stack:
         item, depth = stack.pop()
-        items = item.values() if isinstance(item, dict) else item
         if depth > limit:
             return True
+        items = item.values() if isinstance(item, dict) else item
         stack.extend((x, depth + 1) for x in items if isinstance(x, dict | list))
     return False
