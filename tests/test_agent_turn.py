@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import socket
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,20 +229,40 @@ def test_processes_left_running_after_the_exit_are_stopped_and_recorded(tmp_path
 
 
 def test_output_held_open_by_a_process_out_of_reach_is_recorded_unread(tmp_path: Path) -> None:
-    """A process that left the agent's session and environment (not ours to find: this test
-    is no subreaper) holds stdout open after the agent exits: the turn ends, and the output
-    it stopped reading is recorded (`output-held-open`, `unread`), not dropped unsaid."""
-    pid_file = tmp_path / "pid"
-    script = f"echo hi; setsid env -i sh -c 'echo $$ > {pid_file}; exec sleep 1000' &"
-    try:
-        _, recs = run_turn(tmp_path, "p", provider="generic", command=("sh", "-c", script))
-        (err,) = of(recs, "error")
-        assert (err["code"], err["unread"]) == ("output-held-open", True)
-        assert err["message"] == ("output still open 2s after every process of the turn "
-                                  "was stopped; stopped reading it")
-        assert finished(recs)["status"] == "done"
-    finally:
-        os.kill(int(pid_file.read_text()), 9)
+    """The agent hands its stdout to a process that is none of the turn's (here the test's
+    own listener, over a unix socket) and exits: the turn ends, and the output it stopped
+    reading is recorded (`output-held-open`, `unread`), not dropped unsaid."""
+    address = f"\0watchrun-test-{os.getpid()}-{time.monotonic_ns()}"  # abstract: no path limit
+    held: list[int] = []
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(address)
+        server.listen(1)
+        server.settimeout(DEADLINE_S)
+
+        def hold() -> None:
+            conn, _ = server.accept()
+            with conn:
+                held.extend(socket.recv_fds(conn, 1, 1)[1])
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        script = ("import socket, sys; s = socket.socket(socket.AF_UNIX); "
+                  f"s.connect({address!r}); socket.send_fds(s, [b'x'], [1]); "
+                  "s.recv(1); print('hi')")
+        try:
+            _, recs = run_turn(tmp_path, "p", provider="generic",
+                               command=(sys.executable, "-c", script))
+        finally:
+            holder.join()
+            for fd in held:
+                os.close(fd)
+    assert len(held) == 1, "the listener held the agent's stdout"
+    (err,) = of(recs, "error")
+    assert (err["code"], err["unread"]) == ("output-held-open", True)
+    assert err["message"] == ("output still open 2s after every process of the turn "
+                              "was stopped; stopped reading it")
+    fin = finished(recs)
+    assert (fin["status"], fin["reply"]) == ("done", "hi")
 
 
 def test_pty_colour_is_sanitized(tmp_path: Path) -> None:
