@@ -136,3 +136,37 @@ def test_console_script(cfg: Path) -> None:
     assert probe.stdout == "Mock triage: saw 1 matching line(s); first: probe\nDONE\n"
     failed = console(cfg, "triage", "--prompt", "[mock:fail]")
     assert failed.returncode == 1 and "failed" in failed.stderr
+
+
+def test_a_second_signal_kills_an_agent_that_ignores_sigterm(tmp_path: Path) -> None:
+    """Ctrl-C stops the turn with SIGTERM and waits `limits.stopTimeout` before SIGKILL; an
+    agent that ignores SIGTERM held `agent run` for all of it (here 60 s) whatever the user
+    pressed next. A second signal now kills what remains at once, as it does for `run`."""
+    cfg = tmp_path / "watch.yaml"
+    cfg.write_text(CONFIG + "limits:\n  stopTimeout: 60s\n")
+    path = tmp_path / "out" / "agents" / "triage.jsonl"
+
+    def seen(kind: str) -> None:
+        end = time.monotonic() + DEADLINE_S
+        while not (path.exists() and f'"kind":"{kind}"' in path.read_text()):
+            assert time.monotonic() < end, f"timed out waiting for a {kind} record"
+            time.sleep(0.01)
+
+    proc = subprocess.Popen([str(WATCHRUN), "agent", "run", "triage", "-c", str(cfg),
+                             "--output-dir", str(tmp_path / "out"), "--prompt",
+                             "[mock:hang][mock:ignore-term]"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen("session")
+        proc.send_signal(signal.SIGINT)
+        seen("stopped")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=DEADLINE_S)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 130, err
+    recs = agent_records(cfg)
+    fin = of(recs, "dispatch-finished")[0]
+    assert (fin["status"], fin["signal"]) == ("cancelled", "SIGKILL")
+    assert not alive(int(str(of(recs, "dispatch-start")[0]["pid"])))

@@ -47,16 +47,24 @@ def _live(layout: OutputLayout) -> bool:
 
 async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, prompt: str,
                        log: RunLog) -> tuple[TurnResult, str | None]:
-    """One turn of `spec`, recorded in its JSONL; SIGINT/SIGTERM abort it (`cancelled`). Also
-    why its records were given up (a disk failing for ONCE_WRITE_S), or None."""
+    """One turn of `spec`, recorded in its JSONL; SIGINT/SIGTERM abort it (`cancelled`), and
+    another while it is stopping kills what remains at once. Also why its records were given
+    up (a disk failing for ONCE_WRITE_S), or None."""
     clock = SystemClock()
     rec, history = await open_recorder(layout.jsonl("agent", spec.name), spec.name,
                                        config.output, config.limits.max_line_bytes, log, clock,
                                        give_up_after=ONCE_WRITE_S)  # (one turn: it must end)
-    runner = TurnRunner(spec, config.limits, rec, Spawner(), clock, history.tracker)
+    spawner = Spawner()
+    runner = TurnRunner(spec, config.limits, rec, spawner, clock, history.tracker)
+
+    def interrupted(sig: signal.Signals) -> None:
+        if runner.stop_reason is not None:  # stopping already: no more grace
+            spawner.kill_all()
+        runner.abort(f"interrupted ({sig.name})")
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, runner.abort, f"interrupted ({sig.name})")
+        loop.add_signal_handler(sig, interrupted, sig)
     try:
         result = await runner.run(prompt, trigger="manual")
     finally:
