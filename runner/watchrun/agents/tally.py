@@ -123,10 +123,11 @@ def turn_outcome(*, stop_reason: str | None, completed_ok: bool | None, marker_s
                  exit_code: int | None, generic: bool) -> tuple[str, bool]:
     """(status, completed) of a finished turn: done | failed | cancelled (the records contract)."""
     ok = (exit_code == 0 and stop_reason is None) if generic else completed_ok is True
-    completed = ok or marker_seen or stop_reason == "completion"
+    settled = stop_reason == "completion" and (marker_seen or completed_ok is not False)
+    completed = ok or marker_seen or settled
     if stop_reason == "aborted":
         return "cancelled", completed
-    if stop_reason == "completion" or (marker_seen and stop_reason is None):
+    if settled or (marker_seen and stop_reason is None):
         return "done", True
     if stop_reason is not None:
         return "failed", completed
@@ -138,8 +139,8 @@ def turn_error(status: str, stop_reason: str | None, stop_message: str, tally: T
     """`dispatch-finished.error` of a turn that is not done: the first cause that applies."""
     if status == "done":
         return None
-    if stop_reason is not None:
-        return {"code": stop_reason, "message": stop_message}
+    if stop_reason is not None and stop_reason != "completion":  # (stopped after a final
+        return {"code": stop_reason, "message": stop_message}  # result: judged by it)
     if tally.failure is not None:
         return {"code": tally.failure_code or "failure", "message": tally.failure}
     if tally.completed_ok is False:

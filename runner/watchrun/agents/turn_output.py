@@ -29,7 +29,8 @@ _HEAD = 4 * PREVIEW_CHARS  # bytes of a pending line kept for an oversized line'
 class TurnOutput:
     """Reads one turn's stdout and stderr and writes their records. Tells the turn when output
     last came (`activity`, for idleTimeout), when to stop after the completion marker
-    (`settle_at`, set with a `poke`), and through `stop` that an oversized line ends it."""
+    (`settle_at`, set with a `poke`) or the provider's final result (`final_at`), and through
+    `stop` that an oversized line ends it."""
 
     def __init__(self, spec: AgentSpec, limits: Limits, out: Recorder, clock: Clock,
                  tracker: UsageTracker | None, settle_s: float, poke: asyncio.Event,
@@ -41,6 +42,7 @@ class TurnOutput:
         self.turn_id = ""
         self.activity = 0.0
         self.settle_at: float | None = None
+        self.final_at: float | None = None  # when the provider's final result came
         self._discard = False  # after an oversized line: stdout is drained, not parsed
         self._head = b""
 
@@ -93,6 +95,9 @@ class TurnOutput:
             self.tally.note(obs.kind, clean)
         if self.tally.marker_seen and self.settle_at is None:
             self.settle_at = self.clock.monotonic() + self.settle_s
+            self._poke.set()
+        if self.tally.completed_ok is not None and self.final_at is None:
+            self.final_at = self.clock.monotonic()  # (the turn's timers take it from here)
             self._poke.set()
 
     async def read_stderr(self, proc: Proc) -> None:
