@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shlex
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,39 @@ def test_spawn_errors_name_the_errno_and_the_path(tmp_path: Path) -> None:
     assert gone.errno_name == "ENOENT" and "working directory" in str(gone)
     assert len({str(e) for e in (missing, denied, not_dir, gone)}) == 4
     assert "Traceback" not in str(missing)
+
+
+def test_a_program_that_exists_is_not_said_to_be_missing(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """exec(2) says ENOENT for a script whose #! interpreter (or a binary whose dynamic loader)
+    is missing, and EACCES for a directory: the error says what is wrong with the file that is
+    there, not that it was not found or should be made executable."""
+    script = tmp_path / "build.sh"
+    script.write_text("#!/no/such/interpreter\necho hi\n")
+    script.chmod(0o755)
+    elf = Path(shutil.which("true") or "/bin/true").read_bytes()
+    loader = re.search(rb"/lib[^\0]*/ld-[^\0]+\.so\.\d", elf)
+    assert loader is not None, "no dynamic loader named in true(1)"
+    binary = tmp_path / "foreign"  # a binary whose loader this system does not have
+    binary.write_bytes(elf.replace(loader[0], loader[0][:-1] + b"X"))
+    binary.chmod(0o755)
+    folder = tmp_path / "tools"
+    folder.mkdir()
+
+    def error(command: list[str]) -> str:
+        with pytest.raises(SpawnError) as caught:
+            asyncio.run(run(command))
+        return f"{caught.value.errno_name} {caught.value}"
+
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    for command in ([str(script)], ["build.sh"]):  # a path, and a name found on PATH
+        assert error(command).endswith(f": executable {script}: its #! interpreter "
+                                       "'/no/such/interpreter' was not found (ENOENT)")
+    assert error([str(binary)]).endswith(f": executable {binary}: it exists, but its dynamic "
+                                         "loader was not found (built for another system?) "
+                                         "(ENOENT)")
+    assert error([str(folder)]).endswith(f": executable {folder}: is a directory (EACCES)")
+    assert error(["no-such-program-xyz"]).endswith(": not found (ENOENT)")
 
 
 def test_pty_child_sees_a_terminal_and_controlling_tty() -> None:

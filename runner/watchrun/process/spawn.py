@@ -187,31 +187,38 @@ def _spawn_error(exc: OSError | subprocess.SubprocessError, shown: str,
     what = "working directory" if str(exc.filename) == str(cwd) else "executable"
     why = _REASONS.get(num, exc.strerror or os.strerror(num))
     where = exc.filename
-    if num == errno.ENOENT and what == "executable":
-        script = _script(str(exc.filename), cwd, env)
-        if script is not None:
-            where, why = script[0], f"its #! interpreter {script[1]!r} was not found"
+    if what == "executable" and num in (errno.ENOENT, errno.EACCES):
+        found = _program(str(exc.filename), cwd, env)
+        if found is not None and num == errno.ENOENT and os.path.isfile(found):
+            where, interpreter = found, _interpreter(found)
+            why = (f"its #! interpreter {interpreter!r} was not found" if interpreter else
+                   "it exists, but its dynamic loader was not found (built for another "
+                   "system?)")
+        elif found is not None and num == errno.EACCES and os.path.isdir(found):
+            why = "is a directory"
     return SpawnError(name, f"cannot start {shown!r}: {what} {where}: {why} ({name})")
 
 
 _INTERPRETER = re.compile(rb"#![ \t]*([^ \t\n]*)")
 
 
-def _script(name: str, cwd: Path | None, env: Mapping[str, str]) -> tuple[str, str] | None:
-    """The file exec(2) found for `name` and its #! interpreter, when the file is there and
-    begins with one: its ENOENT is then the interpreter's (a CRLF line end names `sh\\r`).
-    Read on the error path only: 256 bytes of a file the caller just tried to run."""
-    path = name if "/" in name else shutil.which(name, path=env.get("PATH", os.defpath))
-    if path is None:
-        return None
+def _program(name: str, cwd: Path | None, env: Mapping[str, str]) -> str | None:
+    """The file exec(2) tried for `name`: a path (from `cwd`), or a name found on the child's
+    PATH. Looked up on the error path only."""
+    if "/" in name:
+        return name if cwd is None else os.path.join(cwd, name)
+    return shutil.which(name, path=env.get("PATH", os.defpath))
+
+
+def _interpreter(path: str) -> str | None:
+    """The #! interpreter `path` begins with (None: none): exec's ENOENT for a file that is
+    there is then the interpreter's (a CRLF line end names `sh\\r`). 256 bytes read."""
     try:
-        with Path(cwd or ".", path).open("rb") as f:
+        with open(path, "rb") as f:
             found = _INTERPRETER.match(f.read(256))
     except OSError:
         return None
-    if found is None or not found[1]:
-        return None
-    return path, found[1].decode("utf-8", "replace")
+    return found[1].decode("utf-8", "replace") if found is not None and found[1] else None
 
 
 def _ctty(parent: int) -> None:
