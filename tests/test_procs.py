@@ -239,28 +239,6 @@ def test_terminate_leaves_no_survivors_and_no_zombies(tmp_path: Path) -> None:
     assert survivors(pids) == {}
 
 
-def test_a_second_stop_signal_before_the_first_look_is_recorded_as_sigkill() -> None:
-    """A second stop signal (Spawner.kill_all) can come before the stop's terminate has looked
-    at the tree or sent SIGTERM (a loaded host): the group died of the runner's SIGKILL, and the
-    exit info said no signal was sent (`signals`/`stragglers` left out of the `exit` record, as
-    if the command had died by itself)."""
-    async def go() -> ExitInfo:
-        spawner = Spawner()
-        proc = await spawner.spawn("trap '' TERM; echo up; while :; do sleep 0.2; done",
-                                   cwd=None, env={})
-        try:
-            assert await read_until(proc, b"up\n") == b"up\n"
-            assert spawner.kill_all() == 1  # before terminate() looks
-            await until(lambda: proc_state(proc.pid) in ("Z", None), "the SIGKILL to land")
-            return await proc.terminate(30)
-        finally:
-            proc.close()
-
-    info = asyncio.run(go())
-    assert (info.signal, info.status, info.signals_sent, info.stragglers) == (
-        "SIGKILL", "killed", ("SIGKILL",), 1)
-
-
 def test_terminate_is_quick_when_sigterm_works(tmp_path: Path) -> None:
     async def go() -> ExitInfo:
         async with spawned("sleep 1000 & setsid sleep 1000 & echo go; wait") as proc:

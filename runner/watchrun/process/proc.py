@@ -158,10 +158,8 @@ class Proc:
             killed |= live
             await asyncio.sleep(0.01)
             live, settling = await self._live(strays)
-        info = await self.wait()
-        if self._hurry and not killed and info.signal == "SIGKILL":
-            killed.add(self.pid)  # Spawner.kill_all's SIGKILL ended it before the first look
         sent += ["SIGKILL"] if killed else []
+        info = await self.wait()
         self.signalled = len(signalled | killed)
         return replace(info, stragglers=len(killed), signals_sent=tuple(sent))
 
