@@ -183,6 +183,22 @@ def test_a_program_that_exists_is_not_said_to_be_missing(tmp_path: Path,
     assert error(["no-such-program-xyz"]).endswith(": not found (ENOENT)")
 
 
+def test_a_second_signals_sigkill_is_in_the_exit_even_before_the_stop_looked() -> None:
+    """The second stop signal SIGKILLs every group at once (`kill_all`); when it came before the
+    stop's first /proc scan (a loaded host), the stop found nothing left to signal and the
+    `exit` record said no signal was sent: `signals` and `stragglers` were missing."""
+    async def go() -> ExitInfo:
+        async with spawned("trap '' TERM; echo up; while :; do sleep 0.2; done") as proc:
+            assert await proc.read(3) == b"up\n"
+            assert Spawner().kill_all() >= 1
+            await proc.wait()  # dead before the stop looks
+            return await proc.terminate(30)
+
+    info = asyncio.run(asyncio.wait_for(go(), 20))
+    assert (info.signal, info.status) == ("SIGKILL", "killed")
+    assert "SIGKILL" in info.signals_sent and info.stragglers >= 1
+
+
 def test_pty_child_sees_a_terminal_and_controlling_tty() -> None:
     code = ("import os, sys; print(os.isatty(0), os.isatty(1), os.isatty(2)); "
             "open('/dev/tty', 'w').close(); print('ctty', os.getsid(0) == os.getpid())")

@@ -189,15 +189,18 @@ def test_second_signal_kills_a_command_that_ignores_sigterm(tmp_path: Path) -> N
 
 def test_the_exit_record_says_the_second_signals_sigkill(tmp_path: Path) -> None:
     """A command (one process group) that ignores SIGTERM, killed by a second stop signal: its
-    `exit` record said `signals: ["SIGTERM"]`, `stragglers: 0` (the SIGKILL went unrecorded)."""
-    config = cfg(tmp_path, [{"id": "stubborn", "pattern": "up",
-                             "command": "trap '' TERM; echo up; while :; do sleep 0.2; done"}],
+    `exit` record said `signals: ["SIGTERM"]`, `stragglers: 0` (the SIGKILL went unrecorded).
+    The second signal is sent once the command has had the first SIGTERM (test_procs covers a
+    second signal that comes before it)."""
+    termed = tmp_path / "termed"
+    config = cfg(tmp_path, [{"id": "stubborn", "pattern": "up", "command":
+                             f"trap 'touch {termed}' TERM; echo up; while :; do sleep 0.2; done"}],
                  limits={"stopTimeout": "30s"})
     r = LiveRunner(config)
     try:
         wait_for(lambda: r.matches("stubborn"), "the command to be up")
         r.send(signal.SIGTERM)
-        r.wait_log("stopping")
+        wait_for(termed.exists, "the command to have its SIGTERM")
         r.send(signal.SIGTERM)
         assert r.proc.wait(timeout=15) == 0, r.stderr()
     finally:

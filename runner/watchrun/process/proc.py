@@ -59,6 +59,7 @@ class Proc:
         self._registry = registry
         self._stopping = False
         self._hurry = False  # set by Spawner.kill_all: no more waiting for a grace period
+        self._killed = False  # Spawner.kill_all SIGKILLed the group (the leader was alive)
         LIVE.add(self)
         self._info: ExitInfo | None = None
         self._ids: dict[tuple[int, int], str | None] = {}  # (pid, start time) -> spawn id
@@ -158,6 +159,8 @@ class Proc:
             killed |= live
             await asyncio.sleep(0.01)
             live, settling = await self._live(strays)
+        if self._killed and not killed:  # kill_all's SIGKILL came before this stop looked
+            killed.add(self.pid)
         sent += ["SIGKILL"] if killed else []
         info = await self.wait()
         self.signalled = len(signalled | killed)

@@ -68,13 +68,16 @@ class Spawner:
     def kill_all(self) -> int:
         """SIGKILL the process group of every live child at once (a second stop signal).
         The normal stop path then reaps them and sweeps escapees."""
-        for proc in list(LIVE):
+        procs = {proc.pgid: proc for proc in list(LIVE)}
+        for proc in procs.values():
             proc._hurry = True  # a grace period in progress ends now
         killed = 0
         for pid in list(SPAWNED):
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
                 killed += 1
+                if pid in procs:  # its stop records the SIGKILL, even one not begun yet
+                    procs[pid]._stopping = procs[pid]._killed = True
         return killed
 
     async def spawn(self, command: str | Sequence[str], *, cwd: Path | None,
