@@ -124,6 +124,46 @@ def test_restarts_do_not_pile_up_daemons_and_sigterm_leaves_none(tmp_path: Path)
     validate_records(tmp_path / ".watchrun" / "watchers" / "svc.jsonl")
 
 
+# A command whose child leaves its session and group and wipes its environment (no
+# WATCHRUN_SPAWN_ID: nothing names it as the command's), writes its pid to argv[1], then the
+# command exits 0: the child, orphaned, is re-parented to the runner.
+WIPED = """\
+import os, sys
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    fd = os.open("/dev/null", os.O_RDWR)
+    for i in (0, 1, 2):
+        os.dup2(fd, i)
+    with open(sys.argv[1], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    os.execve("/bin/sleep", ["sleep", "1000"], {})
+os.close(w)
+os.read(r, 1)
+print("escaped", flush=True)
+"""
+
+
+def test_an_escapee_without_a_spawn_id_is_ended_when_the_runner_stops(tmp_path: Path) -> None:
+    """A run's end stops only what names it as its own (an unattributed orphan may be another
+    child's); the runner's stop ended none of them either, so the escapee outlived it."""
+    config, pids = watcher(tmp_path, WIPED, "escaped")
+    r = LiveRunner(config)
+    escapee = None
+    try:
+        wait_for(lambda: kinds(r, "exit") and pids_in(pids), "the run to end")
+        [escapee] = pids_in(pids)
+        assert alive(escapee) and sid_of(escapee) != r.pid
+        assert b"WATCHRUN_SPAWN_ID" not in Path(f"/proc/{escapee}/environ").read_bytes()
+        assert r.stop() == 0
+        assert not alive(escapee)
+        assert "ended 1 process left running outside every child's tree" in r.stderr()
+    finally:
+        r.close()
+        if escapee is not None and alive(escapee):
+            os.kill(escapee, signal.SIGKILL)
+
+
 # --- a setsid escapee of a running command, runner SIGKILLed -----------------------------
 
 
