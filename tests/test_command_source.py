@@ -125,6 +125,19 @@ def test_exit_with_a_child_holding_the_output_open_is_not_a_hang() -> None:
     assert exit_["signals"] == ["SIGTERM", "SIGKILL"]
 
 
+def test_output_held_open_counts_the_processes_stopped_as_left_running_does() -> None:
+    """`count` said how many needed SIGKILL (0 here): a consumer read that nothing was
+    stopped, while `left-running`'s `count` is every process stopped."""
+    ctx = Recorder()
+    src = source(spec("sleep 1000 & echo bye"), limits=Limits(stop_timeout_ms=300))
+    run_to_end(src, ctx)
+    [error] = ctx.of("error")
+    assert (error["code"], error["count"]) == ("output-held-open", 1)
+    assert "stopped it (0 needed SIGKILL)" in str(error["message"])
+    [exit_] = ctx.of("exit")
+    assert (exit_["signals"], exit_["stragglers"]) == (["SIGTERM"], 0)
+
+
 # --- restarts ---------------------------------------------------------------------------
 
 

@@ -269,10 +269,12 @@ class CommandSource:
                     stopped = await proc.terminate(self._grace)
                     deadline = loop.time() + drain_s
                     if stopped.signals_sent:
-                        await ctx.event("error", code="output-held-open", run=n,
-                                        count=stopped.stragglers, message=(
-                            f"run {n}: the command exited but processes it started kept its "
-                            f"output open for {drain_s:g}s; stopped them "
+                        left, many = proc.signalled, proc.signalled != 1
+                        await ctx.event("error", code="output-held-open", run=n, count=left,
+                                        message=(
+                            f"run {n}: the command exited but {left} process"
+                            f"{'es' if many else ''} it started kept its output open for "
+                            f"{drain_s:g}s; stopped {'them' if many else 'it'} "
                             f"({stopped.stragglers} needed SIGKILL)"))
                 elif not done:
                     await ctx.event("error", code="output-held-open", run=n, unread=True,
