@@ -284,6 +284,39 @@ def test_schedule_runs_at_ticks_and_skips_a_tick_while_running(tmp_path: Path) -
     assert ctx.of("exit")[1]["status"] == "killed" and src.state is ProcState.STOPPED
 
 
+def test_a_schedule_follows_the_wall_clock_set_back(tmp_path: Path) -> None:
+    """The next tick was counted from the last one: a clock set back a day (a VM restored, NTP
+    correcting a clock that ran ahead) held an every-minute schedule for a day, with no run
+    and no record. It counts from the new time, and a tick that ran is not run again."""
+    clock = FakeClock(wall=1_700_000_010.0)  # 30 s past a whole minute (UTC and local)
+    ctx = Recorder()
+
+    async def scenario() -> None:
+        sleep = GatedSleep(clock)
+        src = source(spec("echo tick", schedule="* * * * *"), clock, sleep)
+        task = asyncio.ensure_future(src.run(ctx))
+        await until(lambda: len(sleep.delays) == 1, "the wait for the first tick")
+        sleep.gate.release()  # tick 1 (…040): run 1
+        await until(lambda: len(ctx.of("exit")) == 1 and len(sleep.delays) == 2, "run 1")
+        assert sleep.delays[1] == 60.0
+        clock.wall -= 86_400 + 15  # set back a day and 15 s, while it waits for tick 2
+        sleep.gate.release()  # the wait ends 45 s past a minute of the day before
+        await until(lambda: len(sleep.delays) == 3, "the wait for the next tick")
+        assert sleep.delays[2] == 15.0  # the next minute of the new time, not a day on
+        sleep.gate.release()
+        await until(lambda: len(ctx.of("exit")) == 2 and len(sleep.delays) == 4, "run 2")
+        clock.wall -= 61  # set back past the tick that just ran
+        sleep.gate.release()
+        await until(lambda: len(sleep.delays) == 5, "the wait after the small step back")
+        assert sleep.delays[4] == 60.0  # toward the tick after it (1 s on): not rerun at once
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert ctx.kinds() == ["start", "exit"] * 2
+
+
 # --- stopping and flooding --------------------------------------------------------------
 
 

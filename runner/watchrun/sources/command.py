@@ -127,6 +127,7 @@ class CommandSource:
         """Run at every cron tick (wall clock, local time); skip a tick while a run is on."""
         base = self.clock.now()
         task: asyncio.Task[ExitInfo | None] | None = None
+        reached: float | None = None  # the last tick reached (run or skipped)
         try:
             while True:
                 tick = next_cron(cron, base)
@@ -134,7 +135,12 @@ class CommandSource:
                     self.state = ProcState.WAITING  # STOPPED/EXITED -> WAITING
                 while (left := tick - self.clock.now()) > 0:
                     await self._sleep_or_finish(min(left, TICK_CHECK_S), task)
+                    if self.clock.now() < base:  # the clock was set back: count from now on
+                        base = self.clock.now()
+                        tick = next_cron(cron, base)
+                        tick = next_cron(cron, tick) if tick == reached else tick
                 base = max(tick, self.clock.now())  # after a forward jump: one run, no burst
+                reached = tick
                 if task is not None and not task.done():
                     await ctx.event("error", code="tick-skipped", run=self.run_no, message=(
                         f"tick {iso_ts(tick)} skipped: run {self.run_no} is still running"))
