@@ -4,6 +4,7 @@ reused pid is never signalled."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from watchrun.process.groups import Group, GroupRegistry, end_groups, leftover_groups, members
-from watchrun.process.tree import Stat, start_time
+from watchrun.process.tree import Stat, read_table, start_time
 
 
 def st(pgid: int, start: int, state: str = "S") -> Stat:
@@ -94,7 +95,7 @@ def test_the_registry_file_names_the_runner_and_its_live_groups(tmp_path: Path,
     told: list[str] = []
     path = tmp_path / "processes.json"
     reg = GroupRegistry(path, told.append)
-    reg.add(leader.pid, "me.1.x")
+    reg.add(leader.pid, "me.1.x", 0)
     doc = json.loads(path.read_text())
     assert doc["runner"] == {"pid": os.getpid(), "start": start_time(os.getpid())}
     assert doc["groups"] == [{"pgid": leader.pid, "start": start_time(leader.pid),
@@ -103,6 +104,36 @@ def test_the_registry_file_names_the_runner_and_its_live_groups(tmp_path: Path,
     reg.remove(leader.pid)
     assert json.loads(path.read_text())["groups"] == []
     assert told == [f"+{leader.pid} {start_time(leader.pid)} me.1.x\n", f"-{leader.pid}\n"]
+
+
+def test_a_group_whose_leader_exited_at_once_is_still_told_to_the_guardian() -> None:
+    """A command that starts a background child and exits at once (`daemon & exit 0`) was
+    often reaped by asyncio before its group was registered: its start time was unreadable, so
+    the group was recorded nowhere (about 1 start in 7), and a runner SIGKILLed before the
+    run's end left the child to run on: neither the guardian nor the next runner knew it."""
+    from watchrun.process.spawn import Spawner, end_now
+
+    told: list[str] = []
+    reg = GroupRegistry(None, told.append)
+
+    async def go() -> list[int]:
+        procs = []
+        try:
+            for _ in range(40):
+                procs.append(await Spawner(reg).spawn("sleep 1000 & exit 0", cwd=None, env={}))
+                await procs[-1].wait()
+            groups = [Group(int(p), int(t), i) for p, t, i in
+                      (line[1:].split() for line in told if line.startswith("+"))]
+            assert sorted(g.pgid for g in groups) == sorted(p.pgid for p in procs)
+            await asyncio.to_thread(end_groups, groups, 0.0)  # what the guardian does
+            table = read_table()
+            return [pid for pid, stat in table.items() if stat.state != "Z"
+                    and stat.pgid in {p.pgid for p in procs}]
+        finally:
+            for proc in procs:
+                await end_now(proc)
+
+    assert asyncio.run(asyncio.wait_for(go(), 60)) == []
 
 
 def test_groups_of_a_dead_runner_are_leftovers(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """The process groups a runner started, kept in `state/processes.json` and told to the guardian,
 so that neither a SIGKILLed runner nor the next runner of the same output dir leaves them running.
 
-A group is named by its id and its leader's start time (pid reuse cannot fake both), plus the
-spawn id its members inherit (which also finds those that left the group with setsid). Members
-are verified in /proc before anything is signalled.
+A group is named by its id and its leader's start time (pid reuse cannot fake both; for a
+leader that exited before it was recorded, the time just before its fork), plus the spawn id its
+members inherit (which also finds those that left the group with setsid). Members are verified
+in /proc before anything is signalled.
 """
 
 from __future__ import annotations
@@ -138,13 +139,14 @@ class GroupRegistry:
         self._runner = {"pid": me, "start": start_time(me) or 0}
         self._save()
 
-    def add(self, pgid: int, spawn_id: str) -> None:
-        start = start_time(pgid)
-        if start is None:
-            return  # already gone (and reaped by asyncio): nothing to end later
-        self.groups[pgid] = Group(pgid, start, spawn_id)
+    def add(self, pgid: int, spawn_id: str, forked_at: int) -> None:
+        """`forked_at`: `boot_ticks()` taken before the leader was forked. A leader already
+        exited (and reaped by asyncio) has no start time left to read, but its group may have
+        members: they started after `forked_at`, which stands in for it."""
+        group = Group(pgid, start_time(pgid) or forked_at, spawn_id)
+        self.groups[pgid] = group
         if self._tell is not None:
-            self._tell(f"+{pgid} {start} {spawn_id}\n")
+            self._tell(f"+{pgid} {group.start} {spawn_id}\n")
         self._save()
 
     def remove(self, pgid: int) -> None:

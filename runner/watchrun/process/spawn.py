@@ -25,6 +25,7 @@ from watchrun.process.tree import (
     SPAWN_ID,
     SPAWNED,
     become_subreaper,
+    boot_ticks,
     die_with_parent,
     forking,
     reap_orphans,
@@ -138,6 +139,7 @@ class Spawner:
             fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *self.pty_size, 0, 0))
             streams = {"stdin": slave, "stdout": slave, "stderr": slave,
                        "preexec_fn": functools.partial(_ctty, os.getpid())}
+        forked_at = boot_ticks()
         try:
             with forking():  # until the pid is in SPAWNED, reap_orphans() keeps off
                 transport, protocol = await loop.subprocess_exec(
@@ -152,7 +154,7 @@ class Spawner:
             if slave >= 0:
                 os.close(slave)
         if self.registry is not None:
-            self.registry.add(transport.get_pid(), spawn_id)
+            self.registry.add(transport.get_pid(), spawn_id, forked_at)
         extra: list[asyncio.BaseTransport | asyncio.Future[None]] = []
         if pty:
             out = asyncio.StreamReader(limit=self.read_limit)

@@ -8,6 +8,7 @@ import os
 import resource
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -69,6 +70,12 @@ def start_time(pid: int) -> int | None:
     except OSError:
         return None
     return int(raw[raw.rindex(b")") + 2 :].split()[19])
+
+
+def boot_ticks() -> int:
+    """Now, in the units of `start_time` (clock ticks since boot, CLOCK_BOOTTIME as the kernel
+    counts it), less one tick: no process started after this call has an earlier start time."""
+    return max(0, int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")) - 1)
 
 
 @contextlib.contextmanager
