@@ -144,24 +144,27 @@ print("escaped", flush=True)
 """
 
 
-def test_an_escapee_without_a_spawn_id_is_ended_when_the_runner_stops(tmp_path: Path) -> None:
-    """A run's end stops only what names it as its own (an unattributed orphan may be another
-    child's); the runner's stop ended none of them either, so the escapee outlived it."""
-    config, pids = watcher(tmp_path, WIPED, "escaped")
+def test_escapees_without_a_spawn_id_do_not_pile_up_across_restarts(tmp_path: Path) -> None:
+    """With no other child running, a run's end stops the unattributed orphans too (they can
+    only be its own): each run of a `restart: always` command left one more running, and the
+    runner's stop, with no command running to sweep them, left them all."""
+    config, pids = watcher(tmp_path, WIPED, "escaped", restart="always", restartDelay="100ms")
     r = LiveRunner(config)
-    escapee = None
+    started: list[int] = []
     try:
-        wait_for(lambda: kinds(r, "exit") and pids_in(pids), "the run to end")
-        [escapee] = pids_in(pids)
-        assert alive(escapee) and sid_of(escapee) != r.pid
-        assert b"WATCHRUN_SPAWN_ID" not in Path(f"/proc/{escapee}/environ").read_bytes()
+        wait_for(lambda: len(kinds(r, "exit")) >= 3, "three runs to end")
+        ended = len(kinds(r, "exit"))
+        started = pids_in(pids)
+        assert len(started) >= ended
+        assert not any(alive(p) for p in started[:ended])
+        assert [e["count"] for e in kinds(r, "error")][:ended] == [1] * ended
         assert r.stop() == 0
-        assert not alive(escapee)
-        assert "ended 1 process left running outside every child's tree" in r.stderr()
+        assert not any(alive(p) for p in pids_in(pids))
     finally:
         r.close()
-        if escapee is not None and alive(escapee):
-            os.kill(escapee, signal.SIGKILL)
+        for pid in pids_in(pids):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 # --- a setsid escapee of a running command, runner SIGKILLed -----------------------------

@@ -20,7 +20,6 @@ from pathlib import Path
 
 from watchrun.process.groups import GroupRegistry
 from watchrun.process.proc import LIVE, ChildProtocol, ExitInfo, Proc, end_now, until_done
-from watchrun.process.strays import end_strays
 from watchrun.process.tree import (
     SPAWN_ID,
     SPAWNED,
@@ -66,12 +65,10 @@ class Spawner:
 
     def __init__(self, registry: GroupRegistry | None = None) -> None:
         self.registry = registry
-        self._hurry = False
 
     def kill_all(self) -> int:
         """SIGKILL the process group of every live child at once (a second stop signal).
         The normal stop path then reaps them and sweeps escapees."""
-        self._hurry = True  # so does `end_strays`, if it is in its grace period
         procs = {proc.pgid: proc for proc in list(LIVE)}
         for proc in procs.values():
             proc._hurry = True  # a grace period in progress ends now
@@ -83,11 +80,6 @@ class Spawner:
                 if pid in procs:  # its stop records the SIGKILL, even one not begun yet
                     procs[pid]._stopping = procs[pid]._killed = True
         return killed
-
-    async def end_strays(self, grace_s: float) -> int:
-        """Once every child is stopped: end what their trees left re-parented to the runner
-        with nothing to name it by (TERM, `grace_s`, KILL). Returns how many were signalled."""
-        return await end_strays(grace_s, lambda: self._hurry)
 
     async def spawn(self, command: str | Sequence[str], *, cwd: Path | None,
                     env: Mapping[str, str], pty: bool = False, separate_stderr: bool = False,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
-from watchrun.config.model import Config
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.sdnotify import SdNotify
@@ -23,7 +22,6 @@ __all__ = ["Stopping", "shutdown"]
 class Stopping(Protocol):
     """What the stop needs of the supervisor."""
 
-    config: Config
     log: RunLog
     sd: SdNotify
     spawner: Spawner
@@ -39,7 +37,7 @@ class Stopping(Protocol):
 
 async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
     """Stop every watcher (its `stop` record, its sink closed) and the agents: TERM, grace, KILL
-    per group, then the strays their trees left. A second SIGTERM/SIGINT kills now."""
+    per group. A second SIGTERM/SIGINT kills now."""
     sup.sd.stopping()
     sup.log.info(f"stopping ({reason})", event="stopping", reason=reason)
     for task in (sup.driver, sup.watchdog):
@@ -72,7 +70,7 @@ async def _stop_hub(sup: Stopping) -> None:
 
 async def _stop_actions_then(sup: Stopping, jobs: list[Any]) -> None:
     """Actions first (their cancelled firings are recorded while the watchers' files are
-    open), then the watchers and agents, then what their trees left that nothing names."""
+    open), then the watchers and agents."""
     if sup.actions is not None:
         try:
             await sup.actions.shutdown()
@@ -80,10 +78,3 @@ async def _stop_actions_then(sup: Stopping, jobs: list[Any]) -> None:
             if sup.actions_task is not None:
                 await finish(sup.actions_task)
     await asyncio.gather(*jobs)
-    ended = await sup.spawner.end_strays(sup.config.limits.stop_timeout_ms / 1000)
-    if ended:
-        sup.log.warning(
-            f"ended {ended} process{'es' if ended != 1 else ''} left running outside every "
-            "child's tree (re-parented to the runner from a session of its own, with no "
-            "WATCHRUN_SPAWN_ID to name the command that started it)", event="strays-ended",
-            count=ended)

@@ -15,6 +15,7 @@ from watchrun.config.model import Limits, RestartPolicy, WatcherSpec
 from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import LineFramer
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
+from watchrun.process.tree import SPAWNED
 
 BACKOFF_CAP_MS = 60_000  # restart delays double from restartDelay up to this
 JITTER = 0.10  # each delay is scaled by a random factor in [0.9, 1.1]
@@ -224,8 +225,9 @@ class CommandSource:
                         info: ExitInfo) -> ExitInfo:
         """The run is over (exit and EOF); stop what it left running, e.g. a daemon it forked
         (as systemd stops the rest of a service's control group), so that nothing outlives its
-        run untracked and the next run starts clean."""
-        ended = await proc.terminate(self._grace, strays=False)
+        run untracked and the next run starts clean. Orphans with nothing to name them (no
+        spawn id) too, while no other child runs: then they cannot be another child's."""
+        ended = await proc.terminate(self._grace, strays=not SPAWNED)
         if not ended.signals_sent:
             return info
         left = proc.signalled
