@@ -187,6 +187,10 @@ def test_completion_marker(until: str | None, lines: Lines, seen: bool) -> None:
     ({"stop_reason": "aborted"}, ("cancelled", False)),
     ({"stop_reason": "aborted", "completed_ok": True}, ("cancelled", True)),
     ({"stop_reason": "completion"}, ("done", True)),
+    # stopped silent after the provider's final result: judged by that result
+    ({"stop_reason": "completion", "completed_ok": True}, ("done", True)),
+    ({"stop_reason": "completion", "completed_ok": False}, ("failed", False)),
+    ({"stop_reason": "completion", "completed_ok": False, "marker_seen": True}, ("done", True)),
     ({"marker_seen": True, "exit_code": 0}, ("done", True)),
     ({"stop_reason": "deadline", "marker_seen": True}, ("failed", True)),
     ({"stop_reason": "deadline"}, ("failed", False)),
@@ -213,6 +217,8 @@ def test_turn_outcome(kw: dict[str, Any], expected: tuple[str, bool]) -> None:
     ("failed", None, [], None, "SIGSEGV", "signal"),
     ("failed", None, [], 2, None, "exit"),
     ("failed", None, [], 0, None, "incomplete"),
+    ("failed", "completion", [("completed", {"ok": False, "reason": "max_turns"})], None,
+     "SIGTERM", "provider"),  # stopped silent after its final result: that result's failure
 ])
 def test_turn_error(status: str, stop: str | None, lines: Lines, exit_code: int | None,
                     signal: str | None, code: str | None) -> None:
