@@ -210,5 +210,5 @@ def test_a_session_whose_jsonl_close_hangs_still_ends_and_says_so(tmp_path: Path
         client.close()
     err = Path(client.err.name).read_text()
     assert rc == 3, err
-    assert "Dead.close did not return in 3 s" in err and "still running 2 s after the stop " \
+    assert "Dead.close did not return in 1.5 s" in err and "still running 1 s after the stop " \
         "(Dead.close): a file system that does not answer?" in err, err

@@ -23,8 +23,9 @@ from watchrun.runtime.workers import Workers, run_with_workers
 
 HANGS = """
 import os, sys, threading
-import watchrun.offload, watchrun.runtime.workers
-watchrun.offload.STOP_CALL_S, watchrun.runtime.workers.GRACE_S = 3.0, 2.0  # (10 s, 5 s)
+import watchrun.offload, watchrun.runtime.watchers, watchrun.runtime.workers
+watchrun.offload.STOP_CALL_S, watchrun.runtime.workers.GRACE_S = 1.5, 1.0  # (10 s, 5 s)
+watchrun.runtime.watchers.AFTER_GRACE_S = 1.0  # (5 s: a watcher's task past stopTimeout)
 from {module} import {cls}
 real = {cls}.{method}
 class Dead:
@@ -38,8 +39,9 @@ from watchrun.cli import entry
 sys.exit(entry())
 """
 """`watchrun` whose `{cls}.{method}` blocks forever once the file `hang` exists (the seam: a
-file system that stops answering cannot be made on demand); a stop waits 3 s for a blocking
-call and the exit 2 s for the threads (10 s and 5 s in the runner)."""
+file system that stops answering cannot be made on demand); a stop waits 1.5 s for a blocking
+call, 1 s for a watcher's task past stopTimeout and the exit 1 s for the threads (10 s, 5 s and
+5 s in the runner)."""
 @contextlib.contextmanager
 def seamed_runner(code: str, cfg: Path) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
     """`watchrun run -c cfg` through the seam `code`, its stderr lines gathered as they come;
@@ -84,8 +86,9 @@ def test_a_runner_whose_call_hangs_still_exits_on_sigterm(tmp_path: Path, seam: 
         rc = proc.wait(timeout=60)  # it used to wait for the hung call forever
     text = "".join(err)
     assert rc == 3, text
-    assert "blocking calls still running 2 s after the stop (" in text, text
+    assert "blocking calls still running 1 s after the stop (" in text, text
     assert f"Dead.{method}" in text and "a file system that does not answer?" in text
+    assert "internal error" not in text and "Traceback" not in text, text
 
 
 def test_agent_run_whose_records_close_hangs_exits_3_naming_it(tmp_path: Path) -> None:
@@ -100,9 +103,9 @@ def test_agent_run_whose_records_close_hangs_exits_3_naming_it(tmp_path: Path) -
                            str(cfg)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           check=False)
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    assert "closing its records failed: Dead.close did not return in 3 s" in proc.stderr
+    assert "closing its records failed: Dead.close did not return in 1.5 s" in proc.stderr
     assert "watchrun: error: agent triage: " in proc.stderr
-    assert " done, then 1 blocking calls still running 2 s after the stop (Dead.close): a " \
+    assert " done, then 1 blocking calls still running 1 s after the stop (Dead.close): a " \
         "file system that does not answer?" in proc.stderr, proc.stderr
     records = read_records(tmp_path / ".watchrun" / "agents" / "triage.jsonl")
     assert [r["status"] for r in records if r["kind"] == "dispatch-finished"] == ["done"]

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from watchrun.config.model import Config
 from watchrun.notify import Notifier
+from watchrun.offload import StuckCall
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.safefs import UnsafePathError
@@ -56,6 +57,7 @@ class Starting(Protocol):
     async def start_hub(self) -> None: ...
     def start_actions(self) -> None: ...
     def started(self) -> None: ...
+    def problem(self, message: str, wid: str | None = None) -> None: ...
 
 
 async def start_or_stop(sup: Starting, undo: contextlib.AsyncExitStack,
@@ -127,7 +129,7 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
     sup.set.notifier = notifier
     for problem in notifier.problems:
         log.warning(problem)
-    undo.push_async_callback(sup.board.aclose)
+    undo.push_async_callback(_close_board, sup)
     if config.agents:
         await _step(sup.start_hub, "agents")
     await _step(_sync(sup.start_actions), "actions")  # when a watcher has actions
@@ -144,6 +146,15 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
         if failed is not None:
             raise StartupError(failed)
     sup.started()
+
+
+async def _close_board(sup: Starting) -> None:
+    """The last status snapshots: a write that hangs is a problem of the run (its worker
+    thread is named at the end), not a crash of the stop."""
+    try:
+        await sup.board.aclose()
+    except StuckCall as exc:
+        sup.problem(f"the last status snapshots were not written: {exc}")
 
 
 async def _end_leftovers(sup: Starting) -> None:

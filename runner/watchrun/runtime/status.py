@@ -12,10 +12,11 @@ from typing import Any
 
 from msgspec import Struct
 
+from watchrun import offload
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.redact import clean_text
-from watchrun.offload import STOP_CALL_S, at_stop
+from watchrun.offload import at_stop
 from watchrun.output import safefs, tailfile
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
@@ -183,7 +184,7 @@ class StatusBoard:
             self._timer.cancel()
             self._timer = None
         if self._writing is not None:
-            await asyncio.wait({self._writing}, timeout=STOP_CALL_S)
+            await asyncio.wait({self._writing}, timeout=offload.STOP_CALL_S)
         dirty, self._dirty = self._dirty, set()
         await at_stop(self._store, self._render(sorted(dirty)))
 
