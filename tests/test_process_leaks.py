@@ -38,17 +38,22 @@ os.wait()
 print("daemon started", flush=True)
 """
 
+DETACH = """\
+    fd = os.open("/dev/null", os.O_RDWR)
+    for i in (0, 1, 2):
+        os.dup2(fd, i)
+    with open(sys.argv[1], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+"""
+"""In a child (indented once): stdio on /dev/null, its pid appended to argv[1]."""
+
 # A command that keeps running while a child of it leaves its session and group (setsid),
 # environment intact, and writes its pid to argv[1].
 ESCAPE = """\
 import os, sys, time
 if os.fork() == 0:
     os.setsid()
-    fd = os.open("/dev/null", os.O_RDWR)
-    for i in (0, 1, 2):
-        os.dup2(fd, i)
-    with open(sys.argv[1], "a") as f:
-        f.write(f"{os.getpid()}\\n")
+""" + DETACH + """\
     os.execvp("sleep", ["sleep", "1000"])
 print("up", flush=True)
 time.sleep(1000)
@@ -132,11 +137,7 @@ import os, sys
 r, w = os.pipe()
 if os.fork() == 0:
     os.setsid()
-    fd = os.open("/dev/null", os.O_RDWR)
-    for i in (0, 1, 2):
-        os.dup2(fd, i)
-    with open(sys.argv[1], "a") as f:
-        f.write(f"{os.getpid()}\\n")
+""" + DETACH + """\
     os.execve("/bin/sleep", ["sleep", "1000"], {})
 os.close(w)
 os.read(r, 1)
