@@ -174,6 +174,8 @@ def test_escapees_without_a_spawn_id_do_not_pile_up_across_restarts(tmp_path: Pa
 def escapee_up(r: LiveRunner, pids: Path) -> int:
     wait_for(lambda: r.matches("svc") and pids_in(pids), "the command and its escapee")
     [escapee] = pids_in(pids)
+    comm = Path(f"/proc/{escapee}/comm")  # (its pid is written before its exec: mid-exec,
+    wait_for(lambda: comm.read_text() == "sleep\n", "its exec")  # its environ reads empty)
     [start] = [rec for rec in r.records("svc") if rec["kind"] == "start"]
     assert sid_of(escapee) not in (start["pid"], r.pid)  # it left the command's session
     assert f"WATCHRUN_SPAWN_ID={r.pid}.".encode() in Path(f"/proc/{escapee}/environ").read_bytes()
