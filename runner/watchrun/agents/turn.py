@@ -17,6 +17,7 @@ from watchrun.agents.turn_output import TurnOutput
 from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits
 from watchrun.match.redact import redactor
+from watchrun.process.proc import left_behind
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 
 __all__ = ["FINAL_SETTLE_S", "PROMPT_BYTES", "SETTLE_S", "TurnResult", "TurnRunner"]
@@ -164,9 +165,7 @@ class TurnRunner:
             n = proc.signalled
             self.out.emit("error", {
                 "code": "left-running", "turnId": self.turn_id, "count": n,
-                "message": f"the agent exited but {n} process{'es' if n != 1 else ''} it "
-                           f"started kept running; stopped {'them' if n != 1 else 'it'} "
-                           f"({info.stragglers} needed SIGKILL)"})
+                "message": left_behind("the agent", "kept running", n, info.stragglers)})
         if readers and (await asyncio.wait(readers, timeout=DRAIN_S))[1]:
             self.out.emit("error", {
                 "code": "output-held-open", "turnId": self.turn_id, "unread": True,

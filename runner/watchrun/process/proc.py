@@ -16,7 +16,7 @@ from msgspec.structs import replace
 from watchrun.process.groups import GroupRegistry
 from watchrun.process.tree import LINUX, SPAWNED, Stat, family, read_table, reap
 
-__all__ = ["LIVE", "ChildProtocol", "ExitInfo", "Proc", "end_now", "until_done"]
+__all__ = ["LIVE", "ChildProtocol", "ExitInfo", "Proc", "end_now", "left_behind", "until_done"]
 
 LIVE: weakref.WeakSet[Proc] = weakref.WeakSet()
 """Every live child, for `Spawner.kill_all` (a second stop signal cuts grace periods short)."""
@@ -165,6 +165,14 @@ class Proc:
         info = await self.wait()
         self.signalled = len(signalled | killed)
         return replace(info, stragglers=len(killed), signals_sent=tuple(sent))
+
+
+def left_behind(who: str, kept: str, count: int, stragglers: int) -> str:
+    """What an `error` record says of the `count` processes a run's program left behind that
+    `kept` going once it exited, all stopped (`stragglers` of them by SIGKILL)."""
+    many = count != 1
+    return (f"{who} exited but {count} process{'es' if many else ''} it started {kept}; "
+            f"stopped {'them' if many else 'it'} ({stragglers} needed SIGKILL)")
 
 
 async def end_now(proc: Proc) -> None:

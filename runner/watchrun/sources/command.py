@@ -14,6 +14,7 @@ from watchrun.clock import Clock, iso_ts, next_cron
 from watchrun.config.model import Limits, RestartPolicy, WatcherSpec
 from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import LineFramer
+from watchrun.process.proc import left_behind
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 from watchrun.process.tree import SPAWNED
 
@@ -232,9 +233,7 @@ class CommandSource:
             return info
         left = proc.signalled
         await ctx.event("error", code="left-running", run=n, count=left, message=(
-            f"run {n}: the command exited but {left} process{'es' if left != 1 else ''} it "
-            f"started kept running; stopped {'them' if left != 1 else 'it'} "
-            f"({ended.stragglers} needed SIGKILL)"))
+            f"run {n}: " + left_behind("the command", "kept running", left, ended.stragglers)))
         return ended
 
     async def _finish(self, ctx: SourceContext, n: int, info: ExitInfo) -> None:
@@ -277,13 +276,11 @@ class CommandSource:
                     stopped = await proc.terminate(self._grace)
                     deadline = loop.time() + drain_s
                     if stopped.signals_sent:
-                        left, many = proc.signalled, proc.signalled != 1
+                        left = proc.signalled
+                        kept = f"kept its output open for {drain_s:g}s"
                         await ctx.event("error", code="output-held-open", run=n, count=left,
-                                        message=(
-                            f"run {n}: the command exited but {left} process"
-                            f"{'es' if many else ''} it started kept its output open for "
-                            f"{drain_s:g}s; stopped {'them' if many else 'it'} "
-                            f"({stopped.stragglers} needed SIGKILL)"))
+                                        message=f"run {n}: " + left_behind(
+                                            "the command", kept, left, stopped.stragglers))
                 elif not done:
                     await ctx.event("error", code="output-held-open", run=n, unread=True,
                                     message=(f"run {n}: output still open {drain_s:g}s after "
