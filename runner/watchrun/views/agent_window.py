@@ -158,8 +158,7 @@ def window(path: Path, name: str, since_seq: int | None, *, after: int | None = 
         yield rec
 
 
-def _discontinuity(path: Path, name: str, expected: int, seq: int,
-                  again: str = "read again without --since") -> ViewError:
+def _discontinuity(path: Path, name: str, expected: int, seq: int, again: str) -> ViewError:
     """Why seq `seq` came where `expected` was due: `cursor_expired` when rotation deleted
     the records between (`again`: what to do), else `gap_detected`."""
     at = format_cursor(name, expected - 1)
