@@ -16,7 +16,6 @@ from watchrun import offload
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.redact import clean_text
-from watchrun.offload import at_stop
 from watchrun.output import safefs, tailfile
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
@@ -186,7 +185,7 @@ class StatusBoard:
         if self._writing is not None:
             await asyncio.wait({self._writing}, timeout=offload.STOP_CALL_S)
         dirty, self._dirty = self._dirty, set()
-        await at_stop(self._store, self._render(sorted(dirty)))
+        await offload.at_stop(self._store, self._render(sorted(dirty)))
 
     def live(self) -> list[dict[str, Any]]:
         """The live `list`: every watcher's snapshot now, with `uptimeS` and `live: true`."""
