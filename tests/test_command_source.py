@@ -31,6 +31,7 @@ from watchrun.config.model import Limits, RestartPolicy
 from watchrun.process.spawn import ExitInfo, become_subreaper
 from watchrun.sources.command import (
     BACKOFF_CAP_MS,
+    START_LIMIT,
     CommandSource,
     ProcState,
     backoff_ms,
@@ -315,6 +316,31 @@ def test_a_schedule_follows_the_wall_clock_set_back(tmp_path: Path) -> None:
 
     asyncio.run(asyncio.wait_for(scenario(), 30))
     assert ctx.kinds() == ["start", "exit"] * 2
+
+
+def test_a_schedule_keeps_no_record_per_run(tmp_path: Path) -> None:
+    """Every run's start time was kept for the restart limit, which a schedule never asks: an
+    every-minute command held half a million of them a year. Only the last START_LIMIT stay."""
+    clock = FakeClock(wall=1_700_000_010.0)
+    ctx = Recorder()
+    runs = START_LIMIT + 3
+
+    async def scenario() -> CommandSource:
+        sleep = GatedSleep(clock)
+        src = source(spec("true", schedule="* * * * *"), clock, sleep)
+        task = asyncio.ensure_future(src.run(ctx))
+        for n in range(1, runs + 1):
+            await until(lambda n=n: len(sleep.delays) == n, f"the wait for tick {n}")
+            sleep.gate.release()
+            await until(lambda n=n: len(ctx.of("exit")) == n, f"run {n}")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return src
+
+    src = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert len(ctx.of("start")) == runs and "stop" not in ctx.kinds()
+    assert len(src._starts) == START_LIMIT
 
 
 # --- stopping and flooding --------------------------------------------------------------

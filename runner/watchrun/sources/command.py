@@ -73,7 +73,7 @@ class CommandSource:
         self.run_no = 0
         self.last_exit: ExitInfo | None = None
         self.pid: int | None = None
-        self._starts: deque[float] = deque()  # monotonic start times inside the window
+        self._starts: deque[float] = deque(maxlen=START_LIMIT)  # the last starts' monotonic times
         self._grace = limits.stop_timeout_ms / 1000
         self._started = 0.0  # monotonic start of the current run
         self.ready = asyncio.Event()
