@@ -143,6 +143,16 @@ def test_forged_lines_in_a_planted_tail_stay_inside_their_line(tmp_path: Path) -
     assert out.splitlines() == ["one\\u2028twothreefourfive", "six"]
 
 
+def test_the_tail_snapshot_on_disk_is_clean_and_logs_shows_the_same(ran: Path) -> None:
+    """`cat state/app.tail` (or `tail -f`) printed the line's U+2028 and bidi controls as they
+    came: the snapshot holds them escaped, as `logs` shows them."""
+    header, *lines = (ran / "state" / "app.tail").read_text().removesuffix("\n").split("\n")
+    assert header.startswith("\x1ewatchrun-tail ") and clean("".join(lines))
+    assert lines[0].startswith("ERROR real\\u2028ERROR 2026-01-01 forged line\\u2029 c1")
+    assert lines[0].endswith("\\u202eevil")
+    assert cli("logs", "app", "--output-dir", str(ran)).splitlines() == lines
+
+
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_matches_text_and_json_are_clean(ran: Path, fmt: str) -> None:
     args = ["--json"] if fmt == "json" else []

@@ -10,7 +10,7 @@ import orjson
 from watchrun.config.model import WatcherSpec
 from watchrun.match.keyblocks import key_body
 from watchrun.match.redact import Redactor, clean_text, marker
-from watchrun.match.sanitize import raw_text, sanitize
+from watchrun.match.sanitize import edge_text, raw_text, sanitize
 from watchrun.output.jsonl import escape_marks, valid_value
 
 __all__ = ["Said", "said", "snapshot_json", "tail_lines"]
@@ -35,13 +35,15 @@ def said(spec: WatcherSpec, redactor: Redactor | None) -> Said:
 def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None) -> list[str]:
     """The `.tail` file's lines (`RecentLines.last`: raw lines and their key blocks), sanitized,
     with `output.redact` redacted together (a key block whole, and each line of a block whose
-    BEGIN line has left the window marked, as records do), each cut to TAIL_LINE_CHARS."""
+    BEGIN line has left the window marked, as records do), U+2028/U+2029 and bidi controls
+    `\\u`-escaped as `logs` shows them (the file is read by `cat` and `tail -f` too), each cut
+    to TAIL_LINE_CHARS."""
     lines = [sanitize(raw_text(b), None)[0] for b, _ in tail]
     if redactor is not None:
         red = redactor.redact_lines(lines)[0]
         lines = [marker("private-key") if key_body(block, line) else r
                  for line, r, (_, block) in zip(lines, red, tail, strict=True)]
-    return [x[:TAIL_LINE_CHARS] for x in lines]
+    return [edge_text(x, multiline=True)[:TAIL_LINE_CHARS] for x in lines]
 
 
 def snapshot_json(snap: dict[str, Any]) -> bytes:
