@@ -184,5 +184,5 @@ def test_the_runner_polls_a_file_on_a_remote_file_system_and_says_so(tmp_path: P
         wait_for(lambda: b'"line":"ERROR on the share"' in jsonl.read_bytes(), "the match")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
-    assert f"warning: {log} is on nfs, where inotify does not see what other hosts write; " \
-        f"polling {log} every 50 ms" in "".join(err)
+    assert f"[app] warning: {log} is on nfs, where inotify does not see what other hosts " \
+        "write; polling it every 50 ms, on a thread of its own" in "".join(err)

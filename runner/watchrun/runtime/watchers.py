@@ -15,8 +15,9 @@ from msgspec.structs import replace
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
+from watchrun.inotify import remote_fs
 from watchrun.notify import Notifier
-from watchrun.offload import at_stop, offload
+from watchrun.offload import StuckCall, at_stop, offload
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
@@ -168,9 +169,19 @@ class WatcherSet:
     async def _run(self, rt: WatcherRuntime) -> None:
         wid = rt.spec.id
         try:
-            await rt.source.run(rt.pipeline)
+            if rt.spec.path is not None and (fs := await offload(remote_fs, rt.spec.path)):
+                await self._remote(rt, fs)
+            else:
+                await rt.source.run(rt.pipeline)
         except asyncio.CancelledError:
             raise
+        except StuckCall as exc:  # (its thread is left to the call that does not return)
+            rt.failure = str(exc)
+            self.sup.runtime_errors.append(f"{wid}: {exc}")
+            self.sup.problem(str(exc), wid)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(rt.pipeline.event("error", code="reads-stuck",
+                                                         message=str(exc)), STOP_RECORD_S)
         except Exception as exc:  # a bug, or a worker that cannot run: not the other watchers
             from watchrun.runtime.isolation import WorkerError
 
@@ -186,6 +197,29 @@ class WatcherSet:
                                                          message=rt.failure), STOP_RECORD_S)
         finally:
             self.sup.board.touch(wid)
+
+    async def _remote(self, rt: WatcherRuntime, fs: str) -> None:
+        """A file on a remote file system: followed on a loop of its own (`runtime.remote`)."""
+        from watchrun.runtime.remote import follow_elsewhere
+        from watchrun.sources.file import FileSource
+
+        assert isinstance(rt.source, FileSource)
+        wid, poll_ms = rt.spec.id, self.sup.config.limits.poll_ms
+        if self.sup.once:
+            self.sup.log.info(f"{rt.spec.path} is on {fs}: read on a thread of its own", wid)
+        else:
+            self.sup.log.warning(f"{rt.spec.path} is on {fs}, where inotify does not see what "
+                                 f"other hosts write; polling it every {poll_ms} ms, on a "
+                                 "thread of its own", wid)
+
+        def said(text: str, stalled: bool) -> None:
+            if stalled:
+                self.sup.problem(text, wid)
+            else:
+                self.sup.log.warning(text, wid, event="source-resumed")
+
+        await follow_elsewhere(rt.source, rt.pipeline, name=wid, poll_ms=poll_ms,
+                               watching=not self.sup.once, said=said)
 
     def _event(self, spec: WatcherSpec, kind: str, fields: dict[str, Any]) -> None:
         self.sup.board.event(spec.id, kind, fields)
