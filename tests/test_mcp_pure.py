@@ -231,6 +231,19 @@ def test_an_expired_cursor_is_said_not_skipped(tmp_path: Path) -> None:
     assert read_matches(tmp_path, "w1", 5, 3).lines == ["m4", "m5", "m6"]
 
 
+def test_seqs_missing_after_the_cursor_are_said_not_skipped(tmp_path: Path) -> None:
+    """Records 3 and 4 are gone from the middle of the stream (not rotated: the oldest is kept):
+    a page from cursor 1 went on from 5 with m2, m5 as if nothing were missing."""
+    _jsonl(tmp_path, "w1", "mmmmmm")
+    path = tmp_path / "watchers" / "w1.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:2] + lines[4:]))
+    with pytest.raises(ReadError, match="gap_detected: after w1:0000000000000002 the next "
+                                        "record is seq 5, not 3"):
+        read_matches(tmp_path, "w1", 5, 1)
+    assert read_matches(tmp_path, "w1", 5, 5).lines == ["m6"]
+
+
 def test_the_readme_action_table_is_the_tools() -> None:
     """README "Agents call it": one row per action with exactly the parameters that action
     takes (a parameter that does not apply is refused, so a wrong row is a refused call)."""

@@ -10,8 +10,9 @@ from typing import Any
 from msgspec import Struct
 
 from watchrun.match.sanitize import edge_text
-from watchrun.output.records import cursor_expired, format_cursor, iter_records, last_records
+from watchrun.output.records import cursor_expired, format_cursor, last_records
 from watchrun.views import watchers as views
+from watchrun.views.agent_window import ViewError, window
 
 __all__ = ["Page", "ReadError", "read_logs", "read_matches"]
 
@@ -49,16 +50,16 @@ def read_matches(root: Path, wid: str, lines: int, since: int | None) -> Page:
         raise expired
     found: list[dict[str, Any]] = []
     last, truncated = since, False
-    for rec in iter_records(path, since_seq=since):
-        # a rotation between the check and this read may have removed what followed `since`
-        if last == since and rec["seq"] > since + 1 and cursor_expired(path, since):
-            raise expired
-        if rec.get("kind") == "match":
-            if len(found) == lines:
-                truncated = True
-                break
-            found.append(rec)
-        last = int(rec["seq"])
+    try:  # (contiguous from `since`: a rotation since the check, or seqs missing, is said)
+        for rec in window(path, wid, since, again="call matches without since to start over"):
+            if rec.get("kind") == "match":
+                if len(found) == lines:
+                    truncated = True
+                    break
+                found.append(rec)
+            last = int(rec["seq"])
+    except ViewError as exc:
+        raise ReadError(str(exc)) from None
     return Page([_line(r) for r in found], truncated, format_cursor(wid, last))
 
 
