@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import socket
@@ -373,3 +374,78 @@ def test_prompt_record_is_clipped_to_256_kib_and_marked(tmp_path: Path) -> None:
     (rec,) = of(recs, "prompt")
     assert len(rec["text"]) == 256 * 1024 and rec["truncated"] is True
     assert finished(recs)["reply"].strip() == str(len(prompt))
+
+
+BLOCKS = 60_000
+"""Text blocks in one Claude `assistant` line (~2 MB): each one a record before the bound."""
+
+
+def test_a_line_of_too_many_blocks_is_bounded_and_says_what_was_cut(tmp_path: Path) -> None:
+    """One protocol line of 400 000 content blocks (~10 MB) became 400 000 records written in
+    one go, holding the loop ~19 s (the stall guard's `loop-stalled`). Now a line gives at most
+    `MAX_LINE_RECORDS` records (and the last of those its turn is judged by: here the
+    message's usage); the rest are counted in an `error{too-many-records}`, and the loop is
+    held little longer than the adapter takes to parse the line (60 000 blocks: 1 s more
+    before)."""
+    from watchrun.agents import turn_output
+    from watchrun.agents.providers import make_adapter
+    from watchrun.runtime.lag import LoopLag
+
+    content = [{"type": "text", "text": f"b{i}"} for i in range(BLOCKS)]
+    line = json.dumps({"type": "assistant", "session_id": "s", "message": {
+        "id": "m1", "content": content, "usage": {"input_tokens": 7, "output_tokens": 3}}})
+    (tmp_path / "line.json").write_text(line + "\n")
+    (tmp_path / "agent.py").write_text(
+        "import json, sys\n"
+        "sys.stdout.write(open('line.json').read())\n"
+        "print(json.dumps({'type': 'result', 'subtype': 'success', 'is_error': False,"
+        " 'result': 'done', 'session_id': 's',"
+        " 'usage': {'input_tokens': 7, 'output_tokens': 3}}))\n")
+    spec = agent(tmp_path, provider="claude", command=(sys.executable, "agent.py", "{prompt}"))
+    path = tmp_path / "t.jsonl"
+    lag = LoopLag(0.01)
+
+    async def go() -> TurnResult:
+        sink = JsonlSink(path, "t", max_bytes=1 << 30, keep=1, clock=SystemClock())
+        rec = Recorder(sink, RunLog(quiet=True), "t")
+        watching = asyncio.create_task(lag.run())
+        try:
+            runner = TurnRunner(spec, Limits(), rec, Spawner(), SystemClock(), UsageTracker())
+            return await asyncio.wait_for(runner.run("hi", trigger="manual"), DEADLINE_S)
+        finally:
+            watching.cancel()
+            await rec.close()
+
+    result = asyncio.run(go())
+    parsing = time.monotonic()
+    make_adapter("claude").parse(line)
+    parsing = time.monotonic() - parsing
+    assert lag.max_s < parsing + 0.5, f"the loop was held {lag.max_s:.2f} s ({parsing:.2f} s)"
+    recs = check_records(path)
+    limit = turn_output.MAX_LINE_RECORDS
+    assert [r["text"] for r in of(recs, "text")] == [f"b{i}" for i in range(limit)] + ["done"]
+    (usage,) = [r for r in of(recs, "usage") if r["source"] == "message"]
+    (err,) = of(recs, "error")
+    assert (err["code"], err["count"]) == ("too-many-records", BLOCKS - limit)
+    assert err["message"] == (f"one protocol line gave {BLOCKS + 1} records, more than "
+                              f"{limit}: {BLOCKS - limit} of them were not written "
+                              f"({BLOCKS - limit} text)")
+    assert recs.index(usage) < recs.index(err) < recs.index(of(recs, "completed")[0])
+    assert (result.status, result.usage.complete) == ("done", True)
+
+
+def test_past_the_bound_a_line_keeps_what_its_turn_is_judged_by() -> None:
+    """A Claude `result` with more permission denials than a line may record still ends its
+    turn: its usage and `completed` come after them, and are kept; the denials past the
+    bound are counted."""
+    from watchrun.agents.providers import make_adapter
+    from watchrun.agents.turn_output import MAX_LINE_RECORDS, _bounded
+
+    denials = [{"tool_use_id": f"t{i}", "tool_name": "Bash"} for i in range(2 * MAX_LINE_RECORDS)]
+    found = make_adapter("claude").parse(json.dumps({
+        "type": "result", "subtype": "success", "is_error": False, "result": "ok",
+        "session_id": "s", "usage": {"input_tokens": 1}, "permission_denials": denials}))
+    kept, dropped = _bounded(found)
+    assert [o.kind for o in kept] == (["usage"] + ["tool-denied"] * (MAX_LINE_RECORDS - 1)
+                                      + ["completed"])
+    assert dropped == {"tool-denied": MAX_LINE_RECORDS + 1, "text": 1}

@@ -1,10 +1,11 @@
 """A turn's output as it is printed: stdout lines through the provider's adapter into records
-(an oversized line ends the parsing), stderr lines as `stderr` records, the tally of what was
-written."""
+(an oversized line ends the parsing; a line's records are bounded), stderr lines as `stderr`
+records, the tally of what was written."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable
 
 from watchrun.agents.clean import clean_text, unreserved
@@ -20,10 +21,16 @@ from watchrun.match.framing import LineFramer
 from watchrun.match.sanitize import decode
 from watchrun.process.spawn import Proc
 
-__all__ = ["TurnOutput"]
+__all__ = ["MAX_LINE_RECORDS", "TurnOutput"]
 
 READ_BYTES = 64 * 1024
 _HEAD = 4 * PREVIEW_CHARS  # bytes of a pending line kept for an oversized line's preview
+MAX_LINE_RECORDS = 1000
+"""One line (stdout or stderr, or the adapter's last words) gives at most this many records,
+and as many again of the kinds its turn is judged by (`_SETTLING`, the last ones): 400 000
+content blocks in one line were as many records written in one go, holding the loop ~19 s.
+The rest are counted in an `error{too-many-records}`."""
+_SETTLING = frozenset({"usage", "completed", "failure", "quota"})
 
 
 class TurnOutput:
@@ -86,13 +93,24 @@ class TurnOutput:
                    "(limits.maxEventBytes); the rest of the output was not parsed")
 
     def _observe(self, found: list[Observation]) -> None:
-        """Write the adapter's observations (the recorder cleans them) and tally what was
-        written, so the turn's reply is made of clean text only."""
-        for obs in found:
+        """Write the adapter's observations (the recorder cleans them), at most
+        MAX_LINE_RECORDS of them (`_bounded`), and tally what was written, so the turn's reply
+        is made of clean text only."""
+        kept, dropped = _bounded(found)
+        for obs in kept:
             fields = unreserved(obs.fields)
             fields["turnId"] = self.turn_id
             clean = self.out.emit(obs.kind, fields, limit=self.limits.max_line_bytes)
             self.tally.note(obs.kind, clean)
+        if dropped:
+            count = sum(dropped.values())
+            kinds = ", ".join(f"{n} {kind}" for kind, n in dropped.most_common())
+            self.out.emit("error", {
+                "code": "too-many-records", "turnId": self.turn_id, "count": count,
+                "message": f"one protocol line gave {len(found)} records, more than "
+                           f"{MAX_LINE_RECORDS}: {count} of them were not written ({kinds})"})
+            if dropped["usage"]:
+                self.tally.usage_lost()
         if self.tally.marker_seen and self.settle_at is None:
             self.settle_at = self.clock.monotonic() + self.settle_s
             self._poke.set()
@@ -130,3 +148,16 @@ class TurnOutput:
     def finish(self, exit_code: int | None) -> None:
         """The adapter's last observations, once the process has exited."""
         self._observe(self.adapter.finish(exit_code))
+
+
+def _bounded(found: list[Observation]) -> tuple[list[Observation], Counter[str]]:
+    """The observations of one line to write, in order: the first MAX_LINE_RECORDS, then of
+    the rest the last MAX_LINE_RECORDS of the kinds the turn is judged by (a `completed`
+    after 5 000 permission denials still ends the turn); and the kinds of those left out."""
+    if len(found) <= MAX_LINE_RECORDS:
+        return found, Counter()
+    rest = range(MAX_LINE_RECORDS, len(found))
+    settling = [i for i in rest if found[i].kind in _SETTLING][-MAX_LINE_RECORDS:]
+    keep = set(settling)
+    dropped = Counter(found[i].kind for i in rest if i not in keep)
+    return found[:MAX_LINE_RECORDS] + [found[i] for i in settling], dropped
