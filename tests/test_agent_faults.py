@@ -1,5 +1,5 @@
 """Agent faults: one writer per agent stream, cut stderr lines marked, wrong-shaped and too
-deeply nested lines kept."""
+deeply nested lines kept, a pipe reader that dies ending its turn."""
 
 from __future__ import annotations
 
@@ -353,3 +353,64 @@ def test_an_agent_silent_after_its_final_result_is_stopped_and_judged_by_it(
     (fin,) = of(recs, "dispatch-finished")
     assert (fin["status"], fin["completed"], fin["stopReason"]) == ("done", True, "completion")
     assert "error" not in fin
+
+
+# -- a pipe reader that dies -------------------------------------------------------------------
+
+CHATTY = """\
+import json, sys, time
+print(json.dumps({"type": "system", "subtype": "init", "session_id": "s"}), flush=True)
+end, n = time.monotonic() + 30, 0
+while time.monotonic() < end:  # writes until stopped (a pipe nobody reads holds it here)
+    n += 1
+    print(json.dumps({"type": "assistant", "message": {"id": f"m{n}", "content": [
+        {"type": "text", "text": f"line {n} " + "x" * 200}]}}), flush=True)
+"""
+
+
+def test_a_reader_that_dies_stops_the_turn_and_fails_it(tmp_path: Path) -> None:
+    """A turn's stdout reader that raised (an unexpected exception parsing or recording a
+    line) left nobody reading the pipe: the agent blocked on it, full, and the turn waited for
+    its deadline (forever without one). Now the dead reader stops the agent's process tree at
+    once (`stopped{reason: reader-failed}`, an `error` naming the exception, sanitized) and the
+    turn fails; `agent run` says why, without a traceback."""
+    (tmp_path / "agent.py").write_text(CHATTY)
+    cfg = write_config(tmp_path, {"command": [sys.executable, "agent.py", "{prompt}"],
+                                  "deadline": "10s"})
+    failing = (
+        "import sys\n"
+        "from watchrun.agents.providers.claude import ClaudeAdapter\n"
+        "parse, seen = ClaudeAdapter.parse, []\n"
+        "def failing(self, line):  # the 5th line breaks the reader\n"
+        "    seen.append(line)\n"
+        "    if len(seen) == 5:\n"
+        "        raise RuntimeError('boom \\x1b[31mred')\n"
+        "    return parse(self, line)\n"
+        "ClaudeAdapter.parse = failing\n"
+        "from watchrun.cli import entry; sys.argv[0] = 'watchrun'; sys.exit(entry())")
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", failing, "agent", "run", "a", "--prompt", "hi",
+                          "-c", str(cfg)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=DEADLINE_S)
+    took = time.monotonic() - started
+    message = ("reading the agent's stdout failed (RuntimeError: boom red); "
+               "stopped the agent")
+    assert (run.returncode, run.stderr) == (1, f"watchrun: error: agent a: turn-1 failed: "
+                                               f"{message}\n")
+    assert took < 5, f"the turn took {took:.1f} s (its deadline is 10 s)"
+    recs = records(tmp_path)
+    (err,) = of(recs, "error")
+    assert (err["code"], err["message"]) == (
+        "internal", "reading the agent's stdout failed: RuntimeError: boom red")
+    (stopped,) = of(recs, "stopped")
+    assert (stopped["reason"], stopped["message"]) == ("reader-failed", message)
+    (fin,) = of(recs, "dispatch-finished")
+    assert (fin["status"], fin["stopReason"], fin["error"]) == (
+        "failed", "reader-failed", {"code": "reader-failed", "message": message})
+    assert [r["text"] for r in of(recs, "text")] == [  # (the init line is the first)
+        f"line {n} " + "x" * 200 for n in range(1, 4)]
+    assert not alive(recs[0]["pid"])
+    shown = watchrun(cfg, "agent", "transcript", "a", "--json")
+    (turn,) = json.loads(shown.stdout)["turns"]
+    assert (turn["outcome"], turn["agents"][0]["status"]) == ("reader-failed", "killed")
+    assert turn["agents"][0]["error"] == message

@@ -196,6 +196,7 @@ def test_completion_marker(until: str | None, lines: Lines, seen: bool) -> None:
     ({"stop_reason": "deadline"}, ("failed", False)),
     ({"stop_reason": "idle-timeout", "completed_ok": True}, ("failed", True)),
     ({"stop_reason": "oversized-event"}, ("failed", False)),
+    ({"stop_reason": "reader-failed", "completed_ok": True}, ("failed", True)),
     ({"generic": True, "exit_code": 0}, ("done", True)),
     ({"generic": True, "exit_code": 2}, ("failed", False)),
     ({"generic": True, "exit_code": None}, ("failed", False)),

@@ -1,11 +1,12 @@
 """One agent turn: start its process, supervise it (deadline, idle timeout, settle, stop
-requests), stop it, sum it up; its output becomes records in `turn_output.py`."""
+requests, a pipe reader that failed), stop it, sum it up; its output becomes records in
+`turn_output.py`."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from watchrun.agents.clean import clean_text
@@ -31,6 +32,8 @@ DRAIN_S = 2.0
 """After the process exits (or is stopped), output still in the pipes is read this long."""
 PROMPT_BYTES = 256 * 1024
 """A `prompt` record keeps this many bytes of the prompt."""
+_EXCEPTION_CHARS = 500
+"""A failed reader's exception is told in this many characters of its text at most."""
 
 
 class TurnRunner:
@@ -126,9 +129,9 @@ class TurnRunner:
         self.out.emit("status", {"status": "running", "source": "runner", "turnId": tid})
 
     async def _supervise(self, proc: Proc) -> ExitInfo:
-        readers = [asyncio.create_task(self.output.read_stdout(proc))]
+        readers = [self._reader(self.output.read_stdout(proc), "stdout")]
         if not self.spec.pty:
-            readers.append(asyncio.create_task(self.output.read_stderr(proc)))
+            readers.append(self._reader(self.output.read_stderr(proc), "stderr"))
         exited = asyncio.ensure_future(proc.wait())
         try:
             while self.stop_reason is None and not exited.done():
@@ -173,14 +176,32 @@ class TurnRunner:
                            "was stopped; stopped reading it"})
         for task in readers:
             task.cancel()
-        for task in readers:
-            with contextlib.suppress(asyncio.CancelledError):
-                exc = await asyncio.gather(task, return_exceptions=True)
-                if isinstance(exc[0], Exception):
-                    self.out.emit("error", {"code": "internal", "turnId": self.turn_id,
-                                            "message": f"reading output failed: {exc[0]!r}"})
+        await asyncio.gather(*readers, return_exceptions=True)  # (a failure: `_reader_ended`)
         proc.close()
         return info
+
+    def _reader(self, reading: Coroutine[Any, Any, None], stream: str) -> asyncio.Task[None]:
+        """A task reading one of the agent's pipes, watched by `_reader_ended`."""
+        task = asyncio.create_task(reading)
+        task.add_done_callback(functools.partial(self._reader_ended, stream))
+        return task
+
+    def _reader_ended(self, stream: str, task: asyncio.Task[None]) -> None:
+        """A reader that raised (parsing or recording a line) leaves nobody reading its pipe:
+        the agent would block on it, full, and the turn wait for its deadline. It is an
+        `error` naming the exception, and the turn is stopped at once (`reader-failed`): the
+        same stop as a deadline's, the turn failed."""
+        exc = None if task.cancelled() else task.exception()
+        if exc is None:
+            return
+        text = str(exc)
+        if len(text) > _EXCEPTION_CHARS:
+            text = text[:_EXCEPTION_CHARS] + "…"
+        what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        self.out.emit("error", {"code": "internal", "turnId": self.turn_id,
+                                "message": f"reading the agent's {stream} failed: {what}"})
+        self._request_stop("reader-failed",
+                           f"reading the agent's {stream} failed ({what}); stopped the agent")
 
     def _check_timers(self) -> float | None:
         """Fire the deadline, idle timeout or completion settle; seconds to the next one."""

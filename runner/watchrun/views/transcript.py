@@ -12,7 +12,8 @@ Seed 004's keys in mode "agent" (one agent per turn: the agent itself). Where it
   `depends_on` [], `tools` the tool names used, `model` {provider, model, source} (model from
   the provider's session record, source "session", else null).
   `status`: running until dispatch-finished; killed when a `stopped` record says deadline,
-  idle-timeout, aborted or oversized-event (or status cancelled); done; else failed.
+  idle-timeout, aborted, oversized-event or reader-failed (or status cancelled); done; else
+  failed.
   `steps`: `tool_call` entries {kind, step, tool, args, summary, call_id, ok} with `ok` null
   until the tool-result arrives, then true/false; and `guardrail` entries {kind, step, rule,
   message} for each `stopped` record (rule = its reason) and each `tool-denied` record (rule
@@ -26,9 +27,9 @@ Seed 004's keys in mode "agent" (one agent per turn: the agent itself). Where it
   turn failed or was killed, else null.
 - `reply`: {text, source "agent"} when the turn ended with a non-empty reply, else null.
   `outcome`: null while running, then "ok", the stop reason (deadline, idle-timeout, aborted,
-  oversized-event), "cancelled" or "failed". `error` {error, hint, stopped} is present when
-  the turn ended without a reply; its `hint` is the failure record's own advice when it has
-  one, else one chosen by the stop reason or error code.
+  oversized-event, reader-failed), "cancelled" or "failed". `error` {error, hint, stopped} is
+  present when the turn ended without a reply; its `hint` is the failure record's own advice
+  when it has one, else one chosen by the stop reason or error code.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from watchrun.views.agent_window import StatusTracker
 __all__ = ["KILL_REASONS", "OPS", "Turn", "build_transcript", "epoch", "summarize", "title",
            "turns_of"]
 
-KILL_REASONS = frozenset({"deadline", "idle-timeout", "aborted", "oversized-event"})
+KILL_REASONS = frozenset({"deadline", "idle-timeout", "aborted", "oversized-event",
+                          "reader-failed"})
 OPS = {"read": "read", "write": "write", "edit": "write", "delete": "write", "add": "write",
        "update": "write", "rename": "write", "search": "search", "list": "list", "run": "run"}
 """file-change `op` -> the transcript's op (seed 004: list, read, search, write, run)."""
@@ -52,6 +54,8 @@ _HINTS = {
     "idle-timeout": "the agent printed nothing for `idleTimeout`; raise it if it works silently",
     "aborted": "stopped by `watchrun agent stop` or by the runner shutting down",
     "oversized-event": "a protocol line was larger than limits.maxEventBytes",
+    "reader-failed": "the runner failed reading the agent's output (a bug: report the turn's "
+                     "`error` record)",
     "ENOENT": "the agent's command was not found: install it or fix `command`",
     "auth": "the provider rejected its credentials: log in or set its API key",
     "quota": "a rate or usage limit was hit: wait for it to reset",
