@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import shlex
+import socket
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +34,7 @@ from helpers.procs import (
 
 from watchrun.config.model import Limits, RestartPolicy
 from watchrun.process.spawn import ExitInfo, become_subreaper
+from watchrun.runtime.watchers import finish
 from watchrun.sources.command import (
     BACKOFF_CAP_MS,
     START_LIMIT,
@@ -344,6 +350,48 @@ def test_a_schedule_keeps_no_record_per_run(tmp_path: Path) -> None:
 
 
 # --- stopping and flooding --------------------------------------------------------------
+
+
+def test_a_second_cancel_during_the_stop_still_gets_the_exit_record(tmp_path: Path) -> None:
+    """The command ignores SIGTERM and hands its stdout to a process outside its tree (the
+    test's listener), so its stop takes stopTimeout, SIGKILL, then a wait for the output's
+    end. The runner's stop cancels again when its budget is spent: that second cancel, in the
+    wait, lost the run's `exit` record."""
+    address = f"\0watchrun-test-{os.getpid()}-{time.monotonic_ns()}"
+    held: list[int] = []
+    script = ("import signal, socket, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              f"s = socket.socket(socket.AF_UNIX); s.connect({address!r}); "
+              "socket.send_fds(s, [b'x'], [1]); s.recv(1); print('up', flush=True); "
+              "time.sleep(1000)")
+    ctx = Recorder()
+
+    async def scenario() -> None:
+        src = source(spec((sys.executable, "-c", script)), limits=Limits(stop_timeout_ms=300))
+        task = asyncio.ensure_future(src.run(ctx))
+        await until(lambda: len(ctx.lines()) == 1, "its first line")
+        await finish(task, 0.6)  # (the stop's budget: cancelled again after 0.6 s)
+
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(address)
+        server.listen(1)
+        server.settimeout(30)
+
+        def hold() -> None:
+            conn, _ = server.accept()
+            with conn:
+                held.extend(socket.recv_fds(conn, 1, 1)[1])
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            asyncio.run(asyncio.wait_for(scenario(), 30))
+        finally:
+            holder.join()
+            for fd in held:
+                os.close(fd)
+    assert held, "the listener held the command's stdout"
+    [exit_] = ctx.of("exit")
+    assert (exit_["status"], exit_["signal"]) == ("killed", "SIGKILL")
 
 
 def test_cancel_stops_the_whole_tree_and_records_it(tmp_path: Path) -> None:

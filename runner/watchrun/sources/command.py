@@ -211,13 +211,17 @@ class CommandSource:
             if stopped is None:
                 info = await self._end_rest(proc, ctx, n, info)
         except asyncio.CancelledError:  # stopping: the echo no longer waits for its reader
-            info = await asyncio.shield(proc.terminate(self._grace))
-            self.last_exit = info
-            with contextlib.suppress(TimeoutError):  # the tree is dead: EOF is near
-                await asyncio.wait_for(self._read(proc, framer, ctx, n, wait=False),
-                                       self._grace + 1)
-            await self._deliver(ctx, framer.finish(), wait=False)
-            await self._finish(ctx, n, info)
+            stopping = asyncio.ensure_future(proc.terminate(self._grace))
+            try:
+                await asyncio.shield(stopping)
+                with contextlib.suppress(TimeoutError):  # the tree is dead: EOF is near
+                    await asyncio.wait_for(self._read(proc, framer, ctx, n, wait=False),
+                                           self._grace + 1)
+                await self._deliver(ctx, framer.finish(), wait=False)
+            finally:  # (also when the stop's owner, its budget spent, cancels again)
+                with contextlib.suppress(asyncio.CancelledError):  # (but not a third time)
+                    self.last_exit = info = await asyncio.shield(stopping)
+                    await self._finish(ctx, n, info)
             raise
         await self._finish(ctx, n, info)
         return info
