@@ -376,20 +376,23 @@ def test_prompt_record_is_clipped_to_256_kib_and_marked(tmp_path: Path) -> None:
     assert finished(recs)["reply"].strip() == str(len(prompt))
 
 
-BLOCKS = 60_000
-"""Text blocks in one Claude `assistant` line (~2 MB): each one a record before the bound."""
+BLOCKS = 20_000
+"""Text blocks in one Claude `assistant` line (~0.7 MB): a record each."""
 
 
-def test_a_line_of_too_many_blocks_is_bounded_and_says_what_was_cut(tmp_path: Path) -> None:
+def test_a_line_of_many_blocks_is_written_a_slice_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One protocol line of 400 000 content blocks (~10 MB) became 400 000 records written in
-    one go, holding the loop ~19 s (the stall guard's `loop-stalled`). Now a line gives at most
-    `MAX_LINE_RECORDS` records (and the last of those its turn is judged by: here the
-    message's usage); the rest are counted in an `error{too-many-records}`, and the loop is
-    held little longer than the adapter takes to parse the line (60 000 blocks: 1 s more
-    before)."""
-    from watchrun.agents import turn_output
+    one go, holding the loop ~19 s (the stall guard's `loop-stalled`). They are written
+    `SLICE_RECORDS` at a time, the loop let run between, so it is held little longer than the
+    adapter takes to parse the line (20 000 blocks: ~0.7 s more before), and none is dropped
+    (Claude's `--output-format json` prints a whole session as one line), even where the
+    agent exits before they are written: its end waits for them, not DRAIN_S only."""
+    from watchrun.agents import turn
     from watchrun.agents.providers import make_adapter
     from watchrun.runtime.lag import LoopLag
+
+    monkeypatch.setattr(turn, "DRAIN_S", 0.05)  # (2 s: the records would all be in by then)
 
     content = [{"type": "text", "text": f"b{i}"} for i in range(BLOCKS)]
     line = json.dumps({"type": "assistant", "session_id": "s", "message": {
@@ -420,32 +423,8 @@ def test_a_line_of_too_many_blocks_is_bounded_and_says_what_was_cut(tmp_path: Pa
     parsing = time.monotonic()
     make_adapter("claude").parse(line)
     parsing = time.monotonic() - parsing
-    assert lag.max_s < parsing + 0.5, f"the loop was held {lag.max_s:.2f} s ({parsing:.2f} s)"
-    recs = check_records(path)
-    limit = turn_output.MAX_LINE_RECORDS
-    assert [r["text"] for r in of(recs, "text")] == [f"b{i}" for i in range(limit)] + ["done"]
-    (usage,) = [r for r in of(recs, "usage") if r["source"] == "message"]
-    (err,) = of(recs, "error")
-    assert (err["code"], err["count"]) == ("too-many-records", BLOCKS - limit)
-    assert err["message"] == (f"one protocol line gave {BLOCKS + 1} records, more than "
-                              f"{limit}: {BLOCKS - limit} of them were not written "
-                              f"({BLOCKS - limit} text)")
-    assert recs.index(usage) < recs.index(err) < recs.index(of(recs, "completed")[0])
+    assert lag.max_s < parsing + 0.4, f"the loop was held {lag.max_s:.2f} s ({parsing:.2f} s)"
+    recs = [json.loads(x) for x in path.read_text().splitlines()]  # (the schema: ~0.2 ms each)
+    assert [r["text"] for r in of(recs, "text")] == [f"b{i}" for i in range(BLOCKS)] + ["done"]
+    assert not of(recs, "error")
     assert (result.status, result.usage.complete) == ("done", True)
-
-
-def test_past_the_bound_a_line_keeps_what_its_turn_is_judged_by() -> None:
-    """A Claude `result` with more permission denials than a line may record still ends its
-    turn: its usage and `completed` come after them, and are kept; the denials past the
-    bound are counted."""
-    from watchrun.agents.providers import make_adapter
-    from watchrun.agents.turn_output import MAX_LINE_RECORDS, _bounded
-
-    denials = [{"tool_use_id": f"t{i}", "tool_name": "Bash"} for i in range(2 * MAX_LINE_RECORDS)]
-    found = make_adapter("claude").parse(json.dumps({
-        "type": "result", "subtype": "success", "is_error": False, "result": "ok",
-        "session_id": "s", "usage": {"input_tokens": 1}, "permission_denials": denials}))
-    kept, dropped = _bounded(found)
-    assert [o.kind for o in kept] == (["usage"] + ["tool-denied"] * (MAX_LINE_RECORDS - 1)
-                                      + ["completed"])
-    assert dropped == {"tool-denied": MAX_LINE_RECORDS + 1, "text": 1}

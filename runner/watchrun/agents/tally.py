@@ -92,11 +92,6 @@ class Tally:
             self.failure_code = str(code) if code else None
         self._check_marker(kind, f, text)
 
-    def usage_lost(self) -> None:
-        """Usage increments of the turn were not written (a line's records over their bound):
-        the sum cannot be exact."""
-        self._unsettled.add(object())
-
     def _usage(self, f: dict[str, Any]) -> None:
         try:
             inc = Usage.from_counts(f)

@@ -146,7 +146,7 @@ class TurnRunner:
                 finally:
                     poke.cancel()
             if self.stop_reason is None:  # it exited by itself: read what is still in the pipe
-                await asyncio.wait(readers, timeout=DRAIN_S)
+                await self._drain(readers)
         except asyncio.CancelledError:
             self._cancelled = True
             self._request_stop("aborted", "the runner stopped")
@@ -169,7 +169,7 @@ class TurnRunner:
             self.out.emit("error", {
                 "code": "left-running", "turnId": self.turn_id, "count": n,
                 "message": left_behind("the agent", "kept running", n, info.stragglers)})
-        if readers and (await asyncio.wait(readers, timeout=DRAIN_S))[1]:
+        if readers and await self._drain(readers):
             self.out.emit("error", {
                 "code": "output-held-open", "turnId": self.turn_id, "unread": True,
                 "message": f"output still open {DRAIN_S:g}s after every process of the turn "
@@ -179,6 +179,16 @@ class TurnRunner:
         await asyncio.gather(*readers, return_exceptions=True)  # (a failure: `_reader_ended`)
         proc.close()
         return info
+
+    async def _drain(self, readers: list[asyncio.Task[None]]) -> set[asyncio.Task[None]]:
+        """Wait DRAIN_S for the readers to reach the end of their pipes, and on while stdout's
+        is still writing the records of what it read; those still reading."""
+        pending = set(readers)
+        while pending:
+            pending = (await asyncio.wait(pending, timeout=DRAIN_S))[1]
+            if not self.output.parsing:
+                break
+        return pending
 
     def _reader(self, reading: Coroutine[Any, Any, None], stream: str) -> asyncio.Task[None]:
         """A task reading one of the agent's pipes, watched by `_reader_ended`."""

@@ -1,11 +1,10 @@
 """A turn's output as it is printed: stdout lines through the provider's adapter into records
-(an oversized line ends the parsing; a line's records are bounded), stderr lines as `stderr`
-records, the tally of what was written."""
+(an oversized line ends the parsing; a line's many records are written a slice at a time),
+stderr lines as `stderr` records, the tally of what was written."""
 
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 from collections.abc import Callable
 
 from watchrun.agents.clean import clean_text, unreserved
@@ -21,16 +20,14 @@ from watchrun.match.framing import LineFramer
 from watchrun.match.sanitize import decode
 from watchrun.process.spawn import Proc
 
-__all__ = ["MAX_LINE_RECORDS", "TurnOutput"]
+__all__ = ["SLICE_RECORDS", "TurnOutput"]
 
 READ_BYTES = 64 * 1024
 _HEAD = 4 * PREVIEW_CHARS  # bytes of a pending line kept for an oversized line's preview
-MAX_LINE_RECORDS = 1000
-"""One line (stdout or stderr, or the adapter's last words) gives at most this many records,
-and as many again of the kinds its turn is judged by (`_SETTLING`, the last ones): 400 000
-content blocks in one line were as many records written in one go, holding the loop ~19 s.
-The rest are counted in an `error{too-many-records}`."""
-_SETTLING = frozenset({"usage", "completed", "failure", "quota"})
+SLICE_RECORDS = 1000
+"""A protocol line's records are written this many at a time, the loop let run between: one
+line of 400 000 content blocks was as many records written in one go, holding the loop ~19 s
+(and Claude's `--output-format json` prints a whole session as one line: none is dropped)."""
 
 
 class TurnOutput:
@@ -51,6 +48,9 @@ class TurnOutput:
         self.settle_at: float | None = None
         self.final_at: float | None = None  # when the provider's final result came
         self._discard = False  # after an oversized line: stdout is drained, not parsed
+        self.parsing = False
+        """True while stdout's reader writes the records of lines it has read (a line of many
+        records takes a while, the loop let run between slices): the turn's end waits for it."""
         self._head = b""
 
     async def read_stdout(self, proc: Proc) -> None:
@@ -63,17 +63,24 @@ class TurnOutput:
             self._head = data[nl + 1 :][:_HEAD] if nl >= 0 else (self._head + data)[:_HEAD]
             chunk = framer.feed(data)
             if chunk is not None:
-                self._chunk(chunk)
+                await self._chunk(chunk)
             if not self._discard and framer.pending > self.limits.max_event_bytes:
                 self._oversized(self._head, framer.pending)
             await self.out.flush()
         if not self._discard:
             chunk = framer.finish()
             if chunk is not None:
-                self._chunk(chunk)
+                await self._chunk(chunk)
         await self.out.flush()
 
-    def _chunk(self, chunk: Chunk) -> None:
+    async def _chunk(self, chunk: Chunk) -> None:
+        self.parsing = True
+        try:
+            await self._lines(chunk)
+        finally:
+            self.parsing = False
+
+    async def _lines(self, chunk: Chunk) -> None:
         data, pos = chunk.data, 0
         while pos < len(data) and not self._discard:
             end = data.index(b"\n", pos)
@@ -81,7 +88,12 @@ class TurnOutput:
             if omitted:
                 self._oversized(data[pos:end], end - pos + omitted)
             else:  # parsed as printed; the recorder cleans what the adapter found
-                self._observe(self.adapter.parse(decode(data[pos:end])))
+                found = self.adapter.parse(decode(data[pos:end]))
+                for at in range(0, len(found), SLICE_RECORDS):
+                    if at:  # (a line of many records: the loop runs between slices)
+                        await self.out.flush()
+                        await asyncio.sleep(0)
+                    self._observe(found[at : at + SLICE_RECORDS])
             pos = end + 1
 
     def _oversized(self, head: bytes, size: int) -> None:
@@ -93,24 +105,13 @@ class TurnOutput:
                    "(limits.maxEventBytes); the rest of the output was not parsed")
 
     def _observe(self, found: list[Observation]) -> None:
-        """Write the adapter's observations (the recorder cleans them), at most
-        MAX_LINE_RECORDS of them (`_bounded`), and tally what was written, so the turn's reply
-        is made of clean text only."""
-        kept, dropped = _bounded(found)
-        for obs in kept:
+        """Write the adapter's observations (the recorder cleans them) and tally what was
+        written, so the turn's reply is made of clean text only."""
+        for obs in found:
             fields = unreserved(obs.fields)
             fields["turnId"] = self.turn_id
             clean = self.out.emit(obs.kind, fields, limit=self.limits.max_line_bytes)
             self.tally.note(obs.kind, clean)
-        if dropped:
-            count = sum(dropped.values())
-            kinds = ", ".join(f"{n} {kind}" for kind, n in dropped.most_common())
-            self.out.emit("error", {
-                "code": "too-many-records", "turnId": self.turn_id, "count": count,
-                "message": f"one protocol line gave {len(found)} records, more than "
-                           f"{MAX_LINE_RECORDS}: {count} of them were not written ({kinds})"})
-            if dropped["usage"]:
-                self.tally.usage_lost()
         if self.tally.marker_seen and self.settle_at is None:
             self.settle_at = self.clock.monotonic() + self.settle_s
             self._poke.set()
@@ -148,16 +149,3 @@ class TurnOutput:
     def finish(self, exit_code: int | None) -> None:
         """The adapter's last observations, once the process has exited."""
         self._observe(self.adapter.finish(exit_code))
-
-
-def _bounded(found: list[Observation]) -> tuple[list[Observation], Counter[str]]:
-    """The observations of one line to write, in order: the first MAX_LINE_RECORDS, then of
-    the rest the last MAX_LINE_RECORDS of the kinds the turn is judged by (a `completed`
-    after 5 000 permission denials still ends the turn); and the kinds of those left out."""
-    if len(found) <= MAX_LINE_RECORDS:
-        return found, Counter()
-    rest = range(MAX_LINE_RECORDS, len(found))
-    settling = [i for i in rest if found[i].kind in _SETTLING][-MAX_LINE_RECORDS:]
-    keep = set(settling)
-    dropped = Counter(found[i].kind for i in rest if i not in keep)
-    return found[:MAX_LINE_RECORDS] + [found[i] for i in settling], dropped
