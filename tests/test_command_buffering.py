@@ -35,3 +35,22 @@ def test_a_buffering_program_is_matched_while_it_runs(tmp_path: Path, how: str,
         assert not [x for x in r.records("app") if x["kind"] == "exit"]  # it is still running
     finally:
         assert r.stop() == 0
+
+
+def test_a_progress_bar_is_one_line_matched_at_its_newline(tmp_path: Path) -> None:
+    """docs/config.md: a line redrawn with `\\r` is one line, matched once when its newline
+    comes (not at each redraw), and its record keeps the last segment drawn."""
+    go = tmp_path / "go"
+    script = ("import os, sys, time; w = sys.stdout.write; w('copy ERROR 10%\\rcopy ERROR 50%'); "
+              f"sys.stdout.flush()\nwhile not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+              "w('\\rcopy ERROR 100%\\n'); sys.stdout.flush(); time.sleep(600)")
+    r = LiveRunner(write_config(tmp_path, {"watchers": [
+        {"id": "app", "command": [sys.executable, "-c", script], "pattern": "ERROR"}]}))
+    try:
+        wait_for(lambda: [x for x in r.records("app") if x["kind"] == "start"], "the start")
+        go.touch()
+        wait_for(lambda: r.matches("app"), "the match at the newline")
+        assert [m["line"] for m in r.matches("app")] == ["copy ERROR 100%"]
+    finally:
+        assert r.stop() == 0
+    assert len(r.matches("app")) == 1
