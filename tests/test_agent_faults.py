@@ -316,6 +316,19 @@ def test_a_tool_input_at_max_depth_is_written() -> None:
 
 # -- an agent that lingers after its final result ---------------------------------------------
 
+def seamed_agent_run(tmp_path: Path, cfg: Path,
+                     seam: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`watchrun agent run a --prompt hi -c cfg` in an interpreter that runs `seam` first;
+    the run and how long it took."""
+    code = f"import sys\n{seam}from watchrun.cli import entry\n" \
+        "sys.argv[0] = 'watchrun'; sys.exit(entry())"
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-c", code, "agent", "run", "a", "--prompt", "hi",
+                          "-c", str(cfg)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=DEADLINE_S)
+    return run, time.monotonic() - started
+
+
 LINGERING = """\
 import json, sys, time
 print(json.dumps({"type": "system", "subtype": "init", "session_id": "s"}), flush=True)
@@ -336,14 +349,8 @@ def test_an_agent_silent_after_its_final_result_is_stopped_and_judged_by_it(
     (tmp_path / "agent.py").write_text(LINGERING % ("success", "False"))
     cfg = write_config(tmp_path, {"command": [sys.executable, "agent.py", "{prompt}"],
                                   "deadline": "60s"})
-    settle = ("import sys; import watchrun.agents.turn as turn\n"
-              "turn.FINAL_SETTLE_S = 0.5  # (5 s in the runner)\n"
-              "from watchrun.cli import entry; sys.argv[0] = 'watchrun'; sys.exit(entry())")
-    started = time.monotonic()
-    run = subprocess.run([sys.executable, "-c", settle, "agent", "run", "a", "--prompt", "hi",
-                          "-c", str(cfg)], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=DEADLINE_S)
-    took = time.monotonic() - started
+    run, took = seamed_agent_run(tmp_path, cfg, "import watchrun.agents.turn as turn\n"
+                                 "turn.FINAL_SETTLE_S = 0.5  # (5 s in the runner)\n")
     assert (run.returncode, run.stdout) == (0, "answer\n"), run.stderr
     assert took < 10  # not the 60 s deadline
     recs = records(tmp_path)
@@ -377,8 +384,7 @@ def test_a_reader_that_dies_stops_the_turn_and_fails_it(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text(CHATTY)
     cfg = write_config(tmp_path, {"command": [sys.executable, "agent.py", "{prompt}"],
                                   "deadline": "10s"})
-    failing = (
-        "import sys\n"
+    run, took = seamed_agent_run(tmp_path, cfg, (
         "from watchrun.agents.providers.claude import ClaudeAdapter\n"
         "parse, seen = ClaudeAdapter.parse, []\n"
         "def failing(self, line):  # the 5th line breaks the reader\n"
@@ -386,13 +392,7 @@ def test_a_reader_that_dies_stops_the_turn_and_fails_it(tmp_path: Path) -> None:
         "    if len(seen) == 5:\n"
         "        raise RuntimeError('boom \\x1b[31mred')\n"
         "    return parse(self, line)\n"
-        "ClaudeAdapter.parse = failing\n"
-        "from watchrun.cli import entry; sys.argv[0] = 'watchrun'; sys.exit(entry())")
-    started = time.monotonic()
-    run = subprocess.run([sys.executable, "-c", failing, "agent", "run", "a", "--prompt", "hi",
-                          "-c", str(cfg)], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=DEADLINE_S)
-    took = time.monotonic() - started
+        "ClaudeAdapter.parse = failing\n"))
     message = ("reading the agent's stdout failed (RuntimeError: boom red); "
                "stopped the agent")
     assert (run.returncode, run.stderr) == (1, f"watchrun: error: agent a: turn-1 failed: "

@@ -6,15 +6,14 @@ import asyncio
 import json
 import os
 import re
-import socket
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.procs import fd_holder
 from liverunner import alive
 from msgspec.structs import replace
 from recordcheck import validate_records
@@ -233,30 +232,12 @@ def test_output_held_open_by_a_process_out_of_reach_is_recorded_unread(tmp_path:
     """The agent hands its stdout to a process that is none of the turn's (here the test's
     own listener, over a unix socket) and exits: the turn ends, and the output it stopped
     reading is recorded (`output-held-open`, `unread`), not dropped unsaid."""
-    address = f"\0watchrun-test-{os.getpid()}-{time.monotonic_ns()}"  # abstract: no path limit
-    held: list[int] = []
-    with socket.socket(socket.AF_UNIX) as server:
-        server.bind(address)
-        server.listen(1)
-        server.settimeout(DEADLINE_S)
-
-        def hold() -> None:
-            conn, _ = server.accept()
-            with conn:
-                held.extend(socket.recv_fds(conn, 1, 1)[1])
-
-        holder = threading.Thread(target=hold)
-        holder.start()
+    with fd_holder(DEADLINE_S) as (address, held):
         script = ("import socket, sys; s = socket.socket(socket.AF_UNIX); "
                   f"s.connect({address!r}); socket.send_fds(s, [b'x'], [1]); "
                   "s.recv(1); print('hi')")
-        try:
-            _, recs = run_turn(tmp_path, "p", provider="generic",
-                               command=(sys.executable, "-c", script))
-        finally:
-            holder.join()
-            for fd in held:
-                os.close(fd)
+        _, recs = run_turn(tmp_path, "p", provider="generic",
+                           command=(sys.executable, "-c", script))
     assert len(held) == 1, "the listener held the agent's stdout"
     (err,) = of(recs, "error")
     assert (err["code"], err["unread"]) == ("output-held-open", True)

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import shlex
-import socket
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +17,7 @@ from helpers.procs import (
     FakeSleep,
     GatedSleep,
     Recorder,
+    fd_holder,
     read_pids,
     run_to_end,
     source,
@@ -357,38 +354,20 @@ def test_a_second_cancel_during_the_stop_still_gets_the_exit_record(tmp_path: Pa
     test's listener), so its stop takes stopTimeout, SIGKILL, then a wait for the output's
     end. The runner's stop cancels again when its budget is spent: that second cancel, in the
     wait, lost the run's `exit` record."""
-    address = f"\0watchrun-test-{os.getpid()}-{time.monotonic_ns()}"
-    held: list[int] = []
-    script = ("import signal, socket, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-              f"s = socket.socket(socket.AF_UNIX); s.connect({address!r}); "
-              "socket.send_fds(s, [b'x'], [1]); s.recv(1); print('up', flush=True); "
-              "time.sleep(1000)")
     ctx = Recorder()
 
-    async def scenario() -> None:
+    async def scenario(script: str) -> None:
         src = source(spec((sys.executable, "-c", script)), limits=Limits(stop_timeout_ms=300))
         task = asyncio.ensure_future(src.run(ctx))
         await until(lambda: len(ctx.lines()) == 1, "its first line")
         await finish(task, 0.6)  # (the stop's budget: cancelled again after 0.6 s)
 
-    with socket.socket(socket.AF_UNIX) as server:
-        server.bind(address)
-        server.listen(1)
-        server.settimeout(30)
-
-        def hold() -> None:
-            conn, _ = server.accept()
-            with conn:
-                held.extend(socket.recv_fds(conn, 1, 1)[1])
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        try:
-            asyncio.run(asyncio.wait_for(scenario(), 30))
-        finally:
-            holder.join()
-            for fd in held:
-                os.close(fd)
+    with fd_holder() as (address, held):
+        asyncio.run(asyncio.wait_for(scenario(
+            "import signal, socket, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            f"s = socket.socket(socket.AF_UNIX); s.connect({address!r}); "
+            "socket.send_fds(s, [b'x'], [1]); s.recv(1); print('up', flush=True); "
+            "time.sleep(1000)"), 30))
     assert held, "the listener held the command's stdout"
     [exit_] = ctx.of("exit")
     assert (exit_["status"], exit_["signal"]) == ("killed", "SIGKILL")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import random
 import shlex
+import socket
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +197,30 @@ def state(src: CommandSource) -> ProcState:
 
 def run_to_end(src: CommandSource, ctx: SourceContext, timeout: float = 20) -> None:
     asyncio.run(asyncio.wait_for(src.run(ctx), timeout))
+
+
+@contextlib.contextmanager
+def fd_holder(timeout_s: float = 30.0) -> Iterator[tuple[str, list[int]]]:
+    """A unix socket (an abstract address: no path limit) whose listener takes the one fd a
+    process sends it and holds it open until the block ends: a process outside every tree the
+    runner knows, keeping a pipe open. Yields the address and the fds received."""
+    address = f"\0watchrun-test-{os.getpid()}-{time.monotonic_ns()}"
+    held: list[int] = []
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(address)
+        server.listen(1)
+        server.settimeout(timeout_s)
+
+        def hold() -> None:
+            conn, _ = server.accept()
+            with conn:
+                held.extend(socket.recv_fds(conn, 1, 1)[1])
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            yield address, held
+        finally:
+            holder.join()
+            for fd in held:
+                os.close(fd)
