@@ -518,16 +518,18 @@ def test_literal_first_search_equals_the_reference(lines: list[bytes], pattern: 
                     reason="needs hyperscan and google-re2")
 def test_re2_is_loaded_only_when_a_chunk_needs_it() -> None:
     """A hyperscan matcher leaves google-re2 unloaded (2 ms of every start) until a chunk
-    needs its per-line search (a hit every few bytes) or its flood test; both still work."""
+    needs its per-line search (a pattern with `$`, which hyperscan scans hit by hit, hit every
+    few bytes; a line of any other pattern is one hit) or its flood test; both still work."""
     script = (
         "import sys\n"
         "from watchrun.match.matcher import Matcher\n"
         "m = Matcher('ERROR|FATAL', ['healthcheck'])\n"
         "assert m.engine == 'hyperscan'\n"
         "assert m.find(b'ok\\nERROR a\\nERROR healthcheck\\n') == [(3, 10)]\n"
-        "print('re2' in sys.modules)\n"
         "data = b'E\\n' + b'ERROR\\n' * 50000\n"
         "assert len(m.find(data)) == 50000\n"
+        "print('re2' in sys.modules)\n"
+        "assert len(Matcher('ERROR$', ['healthcheck']).find(data)) == 50000\n"
         "print('re2' in sys.modules)\n"
         "assert m.every_line(b'ERROR x\\nFATAL\\n' * 5000)\n"
     )

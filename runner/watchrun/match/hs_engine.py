@@ -1,10 +1,12 @@
 """The hyperscan engine: the pattern and its excludes in one compiled database (ids 0..), one
-scan per chunk, databases kept between runs in a `Store`."""
+scan per chunk (one hit per matching line), databases kept between runs in a `Store`."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import operator
+from itertools import repeat
 from typing import Any
 
 from watchrun.match.regex import Analysis, Unsupported
@@ -44,9 +46,18 @@ def build_hyperscan(analysis: Analysis, excludes: list[Analysis], reject: Reject
         flags.append(hs.HS_FLAG_MULTILINE | (hs.HS_FLAG_ALLOWEMPTY if a.tree.getwidth()[0] == 0
                                              else 0))  # fmt: skip
         empty.append(a.empty_line)
-    database = _database(exprs, flags, store)
     leftover = rejecter(rest)[0] if rest else None
     pad = any(b"$" in e for e in exprs)  # a literal "$" is translated as \x24: this is `$`
+    if not pad:
+        try:  # each expression reports a matching line once, at its newline
+            database = _database([b"(?:%b)[^\\n]*\\n" % e for e in exprs],
+                                 [hs.HS_FLAG_MULTILINE] * len(exprs), store)
+        except Unsupported:
+            pass
+        else:
+            scan = _line_scan(database, tuple(empty), analysis.tree.getwidth()[0] == 0)
+            return Compiled("hyperscan", filtered(scan, leftover), *dense(analysis, reject))
+    database = _database(exprs, flags, store)
     scan = _hs_scan(database, filtered(_fallback(analysis), reject), tuple(empty), pad)
     return Compiled("hyperscan", filtered(scan, leftover), *dense(analysis, reject))
 
@@ -85,9 +96,47 @@ def _database(exprs: list[bytes], flags: list[int], store: Store | None) -> Any:
     return database
 
 
+def _line_scan(database: Any, empty_ok: tuple[bool, ...], may_be_empty: bool) -> Scan:
+    """Lines with a hit of id 0 (the pattern) and none of ids 1.. (the excludes), each
+    expression compiled as `(?:P)[^\\n]*\\n`: every match of it on a line ends at the line's
+    newline, and hyperscan reports an end once per id, so the call back runs once per matching
+    line and the line's end is the hit; its start is one `rfind` each, in C (`map`). No
+    pattern with `$` (hyperscan refuses anything after one): those take `_hs_scan`.
+    `may_be_empty`: the pattern can match an empty line (kept only when `empty_ok[0]`)."""
+
+    def scan(data: bytes) -> Lines:
+        ends: list[int] = []
+        excl: list[tuple[int, int]] = []
+        add = ends.append
+
+        def on_match(id_: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            if id_:
+                excl.append((to - 1, id_))
+            else:
+                add(to - 1)
+
+        database.scan(data if data.endswith(b"\n") else data + b"\n",
+                      match_event_handler=on_match)
+        if not ends:
+            return []
+        ends.sort()  # hyperscan does not promise ordered matches (in order: one pass, in C)
+        starts = map(operator.add, map(data.rfind, repeat(b"\n"), repeat(0), ends), repeat(1))
+        found = list(zip(starts, ends, strict=True))
+        if may_be_empty and not empty_ok[0]:
+            found = [line for line in found if line[0] < line[1]]
+        if excl and found:  # an exclude's hit on an empty line counts only if it may match one
+            gone = {end for end, i in excl
+                    if empty_ok[i] or (end and data[end - 1] != 10)}  # fmt: skip
+            found = [line for line in found if line[1] not in gone]
+        return found
+
+    return scan
+
+
 def _hs_scan(database: Any, fallback: Scan, empty_ok: tuple[bool, ...], pad: bool) -> Scan:
-    """Lines with a hit of id 0 (the pattern) and none of ids 1.. (the excludes). The call
-    back only notes where hits end; lines are found afterwards, once per matching line.
+    """Lines with a hit of id 0 (the pattern) and none of ids 1.. (the excludes), for
+    patterns with `$`. The call back only notes where hits end; lines are found afterwards,
+    once per matching line.
 
     `pad` (an expression has `$`): the buffer is scanned ending in an empty line, and hits past
     the data are dropped. Hyperscan 5.4 (python-hyperscan 0.9) misses `$` after some classes
