@@ -168,6 +168,24 @@ def test_match_records_from_columns_are_the_bytes_of_a_record(tmp_path: Path,
     b.close()
 
 
+@pytest.mark.parametrize(("first", "count"), [(1, 14), (10, 300), (0xfff0, 20), (4000, 70000)])
+def test_match_records_pad_every_seq_to_sixteen_hex_digits(tmp_path: Path, first: int,
+                                                           count: int) -> None:
+    """The template holds the cursor's padding zeros per run of seqs with as many hex digits:
+    a batch whose seqs pass 0xf, 0xff, 0xfff or 0xffff gives the general path's records."""
+    a, b = sink_at(tmp_path, "a"), sink_at(tmp_path, "b")
+    a.next_seq = b.next_seq = first
+    built = b.match_records([b"x"] * count, range(count), range(count), [b',"run":1'] * count)
+    want = [a.record("match", {"line": "x", "lineNo": k, "offset": k, "run": 1})
+            for k in range(count)]
+    strip = re.compile(rb'"ts":"[^"]*"')  # (the two clocks' readings may differ)
+    assert [strip.sub(b"", x) for x in built] == [
+        strip.sub(b"", x.replace(b'"cursor":"a:', b'"cursor":"b:')) for x in want]
+    assert b.next_seq == a.next_seq == first + count
+    a.close()
+    b.close()
+
+
 def pipeline(tmp_path: Path, pattern: str, limits: Limits, exclude: tuple[str, ...] = ()
              ) -> WatcherPipeline:
     spec = WatcherSpec(id="w", label="w", pattern=pattern, exclude=exclude,

@@ -7,7 +7,7 @@ import contextlib
 import errno
 import itertools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ def _error(exc: OSError, doing: str) -> SinkWriteError:
 
 
 _MATCH_HEAD = b'{"schema":1,"seq":%d,"cursor":"'
-_MATCH_TS = b'%016x","ts":"'
+_MATCH_TS = b'%x","ts":"'
 _MATCH_LINE = b'","kind":"match","line":"%b","lineNo":%d,"offset":%d'
 """A match record, in the order `record("match", …)` writes its fields: the `line` as its JSON
 string without the quotes; then the fields after `offset`, and `}`."""
@@ -132,19 +132,27 @@ class JsonlSink:
         columns: the `line` field's JSON string without its quotes, `lineNo`, `offset`, and
         the fields after `offset` as JSON members (`,"path":…`). One timestamp for the batch, no
         dict per record; the fields after `offset` are part of the template when every record
-        has the same (one conversion less per record)."""
-        seq = self.next_seq
+        has the same (one conversion less per record), and so are the zeros that pad the
+        cursor's seq to 16 hex digits, per run of seqs with as many digits (`%x` is formatted
+        in place, `%016x` through a temporary string: ~0.1 µs a record)."""
+        seq, end = self.next_seq, self.next_seq + len(lines)
         ts = iso_ts(self.clock.now()).encode()
-        fmt = _MATCH_HEAD + self._prefix_b + _MATCH_TS + ts + _MATCH_LINE
-        columns: list[Iterable[Any]] = [itertools.count(seq), itertools.count(seq), lines,
-                                        line_nos, offsets]
+        tail = ts + _MATCH_LINE
+        columns: list[Iterator[Any]] = [iter(lines), iter(line_nos), iter(offsets)]
         if rest and rest.count(rest[0]) == len(rest):
-            fmt += rest[0].replace(b"%", b"%%") + b"}\n"
+            tail += rest[0].replace(b"%", b"%%") + b"}\n"
         else:
-            fmt += b"%b}\n"
-            columns.append(rest)
-        out = list(map(fmt.__mod__, zip(*columns, strict=False)))  # (the counts are endless)
-        self.next_seq = seq + len(out)
+            tail += b"%b}\n"
+            columns.append(iter(rest))
+        out: list[bytes] = []
+        while seq < end:  # (one run, but when the batch passes a power of 16)
+            digits = len(b"%x" % seq)
+            stop = min(end, 16**digits)
+            fmt = _MATCH_HEAD + self._prefix_b + b"0" * (16 - digits) + _MATCH_TS + tail
+            out += map(fmt.__mod__, itertools.islice(zip(  # (the counts are endless)
+                itertools.count(seq), itertools.count(seq), *columns, strict=False), stop - seq))
+            seq = stop
+        self.next_seq = end
         return out
 
     def write(self, kind: str, fields: Mapping[str, Any]) -> int:
