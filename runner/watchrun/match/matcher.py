@@ -14,15 +14,16 @@ no `exclude` pattern (same rules) matches it. So matching is on UTF-8 bytes:
   `(?:é)+`; `\\u00e9`, `\\xe9` and `\\N{...}` mean the character (its UTF-8 bytes);
 - invalid UTF-8 and NUL bytes in a line are ordinary bytes.
 
-Engines, fastest first: "hyperscan" (all match ends of one scan per chunk, the excludes in the
-same scan), "re2" (linear time), "re+prefilter" (stdlib: `bytes.find` of the pattern's required
-literals, then the reference regex on candidate lines only, or no regex when the pattern is a
-set of literals) and "re" (stdlib, one search per matching line); `WATCHRUN_ENGINES` (a comma
-list) restricts them, for benchmarks and to work around an engine. Hyperscan, re2 and re run a
-translation of the pattern that cannot match a newline and means exactly the reference per line
-(see `watchrun.match.regex`), so their hits are the matching lines; "re+prefilter" confirms
-each candidate with the reference. When most lines of chunks match a pattern that is a set of
-literals, they are found with `in` on each line instead (no call back per match).
+Engines, fastest first: "hyperscan" (one scan per chunk reporting each matching line once, at
+its end; the excludes in the same scan), "re2" (linear time), "re+prefilter" (stdlib:
+`bytes.find` of the pattern's required literals, then the reference regex on candidate lines
+only, or no regex when the pattern is a set of literals) and "re" (stdlib, one search per
+matching line); `WATCHRUN_ENGINES` (a comma list) restricts them, for benchmarks and to work
+around an engine. Hyperscan, re2 and re run a translation of the pattern that cannot match a
+newline and means exactly the reference per line (see `watchrun.match.regex`), so their hits are
+the matching lines; "re+prefilter" confirms each candidate with the reference. When most lines
+of chunks match a pattern that is a set of literals, they are found with `in` on each line
+instead (no call back per match).
 
 Compiled engines are shared by the Matchers of one thread with the same pattern, excludes and
 case (one hyperscan database for identical patterns across watchers). A Matcher is not
