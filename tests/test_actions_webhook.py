@@ -409,3 +409,60 @@ def test_a_bug_in_one_firing_is_logged_and_the_others_go_on(tmp_path: Path) -> N
                 await rig.wait("action-result", status="ok")
                 assert not rig.task.done()  # the hub's TaskGroup still runs
         asyncio.run(body())
+
+
+async def held_open_server(answer: bytes) -> tuple[asyncio.Server, str, list[float]]:
+    """A raw HTTP server on loopback that writes `answer` and then holds the connection open
+    until the client closes it (the body it announced, or implied, never ends)."""
+    times: list[float] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        times.append(time.monotonic())
+        writer.write(answer)
+        await writer.drain()
+        await reader.read()  # (until the client hangs up)
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/hook", times
+
+
+def test_a_2xx_whose_body_never_ends_is_a_success_sent_once() -> None:
+    """A receiver that answered `200 OK` and kept the connection open without a body length
+    (keep-alive despite `Connection: close`) made the accepted POST a timeout: the body was
+    read until the deadline, and the POST was sent again at each retry (three pages)."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+
+    async def body() -> tuple[object, int, float]:
+        server, url, times = await held_open_server(b"HTTP/1.1 200 OK\r\n\r\nthanks, and")
+        async with server:
+            start = time.monotonic()
+            result = await send(webhook(url, timeout_ms=500, retries=2), b"{}", redactor(),
+                                backoff_s=0.01)
+            return result, len(times), time.monotonic() - start
+
+    result, requests, took = asyncio.run(body())
+    assert (result.status, result.attempts, result.http_status) == (  # type: ignore[attr-defined]
+        "ok", 1, 200)
+    assert requests == 1
+    assert took < 0.4  # the status is the answer: nothing waits for the deadline
+
+
+def test_an_error_whose_body_stalls_keeps_its_status() -> None:
+    """A 503 whose announced body never came was recorded as a `timeout` with no status: the
+    server's answer was lost. Now the status stands, with what of the body arrived in time."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+
+    async def body() -> object:
+        server, url, _ = await held_open_server(
+            b"HTTP/1.1 503 Busy\r\nContent-Length: 100\r\n\r\ndown for maint")
+        async with server:
+            return await send(webhook(url, timeout_ms=300, retries=0), b"{}", redactor())
+
+    result = asyncio.run(body())
+    assert (result.status, result.http_status) == ("failed", 503)  # type: ignore[attr-defined]
+    assert result.error == {"code": "http-503",  # type: ignore[attr-defined]
+                            "message": "HTTP 503 Busy: down for maint"}

@@ -1,6 +1,7 @@
 """A small HTTP/1.1 client on asyncio streams for webhooks: one POST per connection, TLS with
-the system's trust store, one deadline over the whole exchange, a bounded response read, and
-cancellable at every await (no thread is left behind by a hanging server)."""
+the system's trust store, one deadline over the whole exchange, a bounded response read (a
+success's body not at all), and cancellable at every await (no thread is left behind by a
+hanging server)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ class Response(Struct, frozen=True):
     status: int
     reason: str
     body: bytes
-    """Its first BODY_BYTES bytes (de-chunked)."""
+    """Its first BODY_BYTES bytes (de-chunked), as far as they came before the deadline; empty
+    for a 2xx, whose body is not read (the status is the answer)."""
     retry_after: float | None = None
     """Seconds from a `Retry-After: N` header, when the server sent one."""
 
@@ -72,14 +74,18 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     head = f"POST {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items())
     writer: asyncio.StreamWriter | None = None
+    until = asyncio.get_running_loop().time() + timeout_s
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout_at(until):
             reader, writer = await asyncio.open_connection(
                 host, port, ssl=_tls() if https else None, limit=HEAD_BYTES,
                 server_hostname=host if https else None)
             writer.write(head.encode() + b"\r\n" + body)
             await writer.drain()
-            return await _response(reader)
+            status, reason, fields = await _final_head(reader)
+            retry_after = _retry_after(fields.get("retry-after", ""))
+        answer = b"" if 200 <= status < 300 else await _body(reader, fields, until)
+        return Response(status, reason, answer, retry_after)
     except TimeoutError:
         raise HttpError("timeout", f"{where}: no response within {timeout_s:g} s") from None
     except ssl.SSLError as exc:
@@ -97,25 +103,36 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
                 await writer.wait_closed()
 
 
-async def _response(reader: asyncio.StreamReader) -> Response:
+async def _final_head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]:
     while True:  # 1xx responses (100 Continue) come before the real one
         status, reason, fields = await _head(reader)
         if status >= 200:
-            break
-    retry_after = _retry_after(fields.get("retry-after", ""))
-    if fields.get("transfer-encoding", "").lower().endswith("chunked"):
-        body = await _chunked(reader)
-    else:
-        length = fields.get("content-length", "")
-        n = min(int(length), BODY_BYTES) if length.isdigit() else BODY_BYTES
-        body = await _read_up_to(reader, n)
-    return Response(status, reason, body, retry_after)
+            return status, reason, fields
+
+
+async def _body(reader: asyncio.StreamReader, fields: dict[str, str], until: float) -> bytes:
+    """The start of an error response's body (the server's explanation, for the record): what
+    of it came before the deadline `until`, however it ends (a stall, a reset, a bad chunk),
+    since the status already is the answer."""
+    got = bytearray()
+    with contextlib.suppress(TimeoutError, OSError, EOFError, ValueError,
+                             asyncio.LimitOverrunError):
+        async with asyncio.timeout_at(until):
+            if fields.get("transfer-encoding", "").lower().endswith("chunked"):
+                await _chunked(reader, got)
+            else:
+                length = fields.get("content-length", "")
+                n = BODY_BYTES
+                if length.isascii() and length.isdigit():
+                    n = min(int(length), BODY_BYTES)
+                await _read_up_to(reader, n, got)
+    return bytes(got)
 
 
 def _retry_after(value: str) -> float | None:
     """Seconds from now by a `Retry-After` header: delay-seconds, or an HTTP-date (RFC 9110
     10.2.3); None when there is none or it cannot be read."""
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
@@ -145,15 +162,13 @@ async def _head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]
     return int(code), reason, fields
 
 
-async def _read_up_to(reader: asyncio.StreamReader, n: int) -> bytes:
-    data = b""
+async def _read_up_to(reader: asyncio.StreamReader, n: int, data: bytearray) -> None:
+    """Read into `data` until it holds `n` bytes or the stream ends."""
     while len(data) < n and (more := await reader.read(n - len(data))):
         data += more
-    return data
 
 
-async def _chunked(reader: asyncio.StreamReader) -> bytes:
-    data = b""
+async def _chunked(reader: asyncio.StreamReader, data: bytearray) -> None:
     while len(data) < BODY_BYTES:
         size_line = (await reader.readline()).split(b";")[0].strip()
         try:
@@ -162,7 +177,7 @@ async def _chunked(reader: asyncio.StreamReader) -> bytes:
             break
         if size == 0:
             break
-        data += await _read_up_to(reader, min(size, BODY_BYTES - len(data)))
+        want = len(data) + min(size, BODY_BYTES - len(data))
+        await _read_up_to(reader, want, data)
         if len(data) < BODY_BYTES:
             await reader.readline()  # the CRLF after the chunk
-    return data
