@@ -466,3 +466,51 @@ def test_an_error_whose_body_stalls_keeps_its_status() -> None:
     assert (result.status, result.http_status) == ("failed", 503)  # type: ignore[attr-defined]
     assert result.error == {"code": "http-503",  # type: ignore[attr-defined]
                             "message": "HTTP 503 Busy: down for maint"}
+
+
+def test_a_receiver_echoing_the_request_leaks_no_secret_of_the_url_or_headers(
+        tmp_path: Path) -> None:
+    """The URL's path and query and the header values are secrets that records and logs must
+    never show; a receiver's error text went into both as it came, and receivers echo the
+    request (`Cannot POST /hooks/…`, `bad key …`): the secrets were written. Three echoes: the
+    request line as the reason phrase and the head as the body of a 500 (retried: the log
+    line), the header's value in a 401 body, and the head as the reply (not HTTP at all)."""
+    key = "k3y-4f9e1c2b7a"
+    user, password = "hookuser", "pa55w0rd-8c1d"
+
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        line = head.split(b"\r\n")[0]
+        if b"/as-reason/" in line:
+            answer = b"HTTP/1.1 500 " + line + b"\r\nContent-Length: %d\r\n\r\n" % len(head)
+            writer.write(answer + head)
+        elif b"/key/" in line:
+            said = b"unknown key " + head.split(b"X-Api-Key: ")[1].split(b"\r\n")[0]
+            writer.write(b"HTTP/1.1 401 No\r\nContent-Length: %d\r\n\r\n" % len(said) + said)
+        else:
+            writer.write(head)
+        await writer.drain()
+        writer.close()
+
+    async def body() -> None:
+        server = await asyncio.start_server(echo, "127.0.0.1", 0)
+        base = f"http://{user}:{password}@127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        spec = watcher(
+            webhook(f"{base}/as-reason/T0001/B0002/s3cr3tpath?token=q5ecr3t0ken", name="a",
+                    retries=1),
+            webhook(f"{base}/key/", name="b", retries=0, headers={"X-Api-Key": key}),
+            webhook(f"{base}/raw/T0001/B0002/s3cr3tpath", name="c", retries=0))
+        async with server, Rig(tmp_path, spec) as rig:
+            rig.deliver("ERROR x")
+            await rig.wait("action-result", 3)
+            by = {r["action"]: r for r in rig.records("action-result")}
+            assert (by["a"]["httpStatus"], by["b"]["httpStatus"]) == (500, 401)
+            assert by["c"]["error"]["code"] == "protocol"
+            assert "[REDACTED:webhook-secret]" in by["b"]["error"]["message"]
+            text, log = rig.path.read_text(), rig.log.getvalue()
+        assert "attempt 2" in log  # the retry's line, with the reason phrase, was logged
+        for secret in ("s3cr3tpath", "q5ecr3t0ken", key, password, "B0002"):
+            assert secret not in text, secret
+            assert secret not in log, secret
+
+    asyncio.run(body())

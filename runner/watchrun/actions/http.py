@@ -18,7 +18,7 @@ from msgspec import Struct
 
 from watchrun import __version__
 
-__all__ = ["BODY_BYTES", "HEAD_BYTES", "HttpError", "Response", "post"]
+__all__ = ["BODY_BYTES", "HEAD_BYTES", "HttpError", "Response", "basic_credentials", "post"]
 
 HEAD_BYTES = 64 * 1024
 """The status line and headers of a response together; more is a protocol error."""
@@ -56,6 +56,13 @@ def _tls() -> ssl.SSLContext:
     return _context
 
 
+def basic_credentials(url: str) -> str:
+    """The `Basic` credentials of a URL's `user:password@` (base64)."""
+    parts = urlsplit(url)
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}".encode()
+    return base64.b64encode(pair).decode()
+
+
 async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float,
                content_type: str = "application/json") -> Response:
     """POST `body` to `url`; the response, or HttpError. Redirects are not followed."""
@@ -68,8 +75,7 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
               "Content-Type": content_type, "Content-Length": str(len(body)),
               "Connection": "close"}
     if parts.username is not None and not any(k.lower() == "authorization" for k in headers):
-        pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-        fields["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        fields["Authorization"] = "Basic " + basic_credentials(url)
     fields.update(headers)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     head = f"POST {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items())
@@ -150,7 +156,8 @@ async def _head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]
     version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
     code, _, reason = rest.partition(" ")
     if not version.startswith("HTTP/1.") or not (len(code) == 3 and code.isdigit()):
-        raise ValueError(f"not an HTTP/1.x status line: {line[:60]!r}")
+        # (its start, up to 1 KiB: the caller hides the action's secrets in it, then cuts it)
+        raise ValueError(f"not an HTTP/1.x status line: {line[:1024].decode('latin-1')}")
     fields: dict[str, str] = {}
     size = len(line)
     while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):

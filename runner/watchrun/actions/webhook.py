@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import Awaitable, Callable
+from typing import Protocol
+from urllib.parse import parse_qsl, unquote, urlsplit
 
-from watchrun.actions.http import HttpError, Response, post
+from watchrun.actions.http import HttpError, Response, basic_credentials, post
 from watchrun.actions.results import Result
 from watchrun.config.model import ActionSpec
-from watchrun.match.redact import Redactor
-from watchrun.match.sanitize import sanitize
+from watchrun.match.redact import Redactor, marker
+from watchrun.match.sanitize import clip, sanitize
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_S", "RETRY_STATUSES", "send"]
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_S", "RETRY_STATUSES", "SECRET_CHARS", "SECRET_PIECE_CHARS",
+           "send"]
 
 BACKOFF_S = 0.5
 """The first wait before a retry; it doubles per attempt (±10 % jitter)."""
@@ -21,6 +25,12 @@ BACKOFF_MAX_S = 30.0
 """No wait is longer, whatever the attempt or a server's Retry-After."""
 RETRY_STATUSES = frozenset({408, 425, 429})
 """Statuses below 500 worth retrying (the request timed out, too early, too many requests)."""
+SECRET_CHARS = 4
+"""The URL's path, query and credentials and each header value, this long or longer, are hidden
+in what a server says (shorter, they would hide pieces of ordinary words)."""
+SECRET_PIECE_CHARS = 8
+"""And their parts this long or longer (a path segment, a query value, a word of a header): a
+receiver may echo only the part it did not like."""
 Retry = Callable[[int, float, str], None]
 """Told of each retry: (attempt about to start, delay in seconds, why)."""
 
@@ -31,6 +41,7 @@ async def send(spec: ActionSpec, body: bytes, redactor: Redactor, *,
     """POST `body` to the action's URL, up to `1 + retries` attempts of `timeout` each."""
     assert spec.url is not None
     timeout_s = spec.timeout_ms / 1000
+    scrub = _Scrub(spec, redactor)
     attempt = 0
     while True:
         attempt += 1
@@ -38,17 +49,17 @@ async def send(spec: ActionSpec, body: bytes, redactor: Redactor, *,
         try:
             response = await post(spec.url, body, spec.headers, timeout_s)
         except HttpError as exc:
-            retry, why = exc.code != "tls", _clean(exc.message, redactor)
+            retry, why = exc.code != "tls", _clean(exc.message, scrub)
             failed = Result("timeout" if exc.code == "timeout" else "failed", attempt,
                             error={"code": exc.code, "message": why})
         else:
             if 200 <= response.status < 300:
                 return Result("ok", attempt, http_status=response.status)
             retry = response.status >= 500 or response.status in RETRY_STATUSES
-            why = _clean(f"HTTP {response.status} {response.reason}", redactor)
+            why = _clean(f"HTTP {response.status} {response.reason}", scrub)
             failed = Result("failed", attempt, http_status=response.status,
                             error={"code": f"http-{response.status}",
-                                   "message": _explain(response, redactor)})
+                                   "message": _explain(response, scrub)})
         if not retry or attempt > spec.retries:
             return failed
         delay = min(BACKOFF_MAX_S, backoff_s * 2 ** (attempt - 1)) * random.uniform(0.9, 1.1)
@@ -59,7 +70,7 @@ async def send(spec: ActionSpec, body: bytes, redactor: Redactor, *,
         await sleep(delay)
 
 
-def _explain(response: Response, redactor: Redactor) -> str:
+def _explain(response: Response, redactor: _Redacts) -> str:
     """The status, its reason phrase and the start of the server's explanation, cleaned and
     redacted (a receiver may echo the request back)."""
     text = _clean(response.body.decode("utf-8", "replace"), redactor)
@@ -69,8 +80,39 @@ def _explain(response: Response, redactor: Redactor) -> str:
     return f"{head}: {text}" if text else head
 
 
-def _clean(text: str, redactor: Redactor) -> str:
+def _clean(text: str, redactor: _Redacts) -> str:
     """What a server sent (a reason phrase, a body, the start of a reply that is not HTTP) as it
-    may go into a record or the log: no escape sequences, one line, at most 300 bytes, every
-    secret redacted."""
-    return " ".join(redactor.redact(sanitize(text, 300)[0])[0].split())
+    may go into a record or the log: no escape sequences, one line, every secret redacted, then
+    at most 300 bytes (cut after redaction: a cut cannot leave part of a secret)."""
+    text = " ".join(redactor.redact(sanitize(text)[0])[0].split())
+    return clip(text, 300)[0]
+
+
+class _Redacts(Protocol):
+    def redact(self, text: str) -> tuple[str, dict[str, int]]: ...
+
+
+class _Scrub:
+    """The config's redactor, after the action's own secrets are hidden: a receiver echoes the
+    request (`Cannot POST /hooks/…`, `bad key …`), and the URL's path, query and credentials
+    and the header values must never reach a record or the log."""
+
+    def __init__(self, spec: ActionSpec, rules: Redactor) -> None:
+        self._rules = rules
+        parts = urlsplit(spec.url or "")
+        whole = [parts.path + (f"?{parts.query}" if parts.query else ""), parts.query,
+                 parts.username or "", parts.password or "", *spec.headers.values()]
+        if parts.username is not None:  # (sent as `Authorization: Basic …`)
+            whole.append(basic_credentials(spec.url or ""))
+        pieces = [*parts.path.split("/"), *(v for _, v in parse_qsl(parts.query)),
+                  *(w for v in spec.headers.values() for w in v.split())]
+        found = {x for x in whole if len(x) >= SECRET_CHARS} | {
+            x for x in pieces if len(x) >= SECRET_PIECE_CHARS}
+        found |= {unquote(x) for x in found}
+        self._secrets = re.compile("|".join(
+            re.escape(x) for x in sorted(found, key=len, reverse=True))) if found else None
+
+    def redact(self, text: str) -> tuple[str, dict[str, int]]:
+        if self._secrets is not None:
+            text = self._secrets.sub(marker("webhook-secret"), text)
+        return self._rules.redact(text)
