@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import socket
+import threading
 import time
 from pathlib import Path
 
-from actionrig import FakeClock, Rig, until, watcher, webhook
+import pytest
+from actionrig import DEADLINE_S, FakeClock, Rig, until, watcher, webhook
 from webhook_server import Receiver, receiver
 
 from watchrun.actions.payload import SLACK_TEXT_CHARS
@@ -514,3 +517,55 @@ def test_a_receiver_echoing_the_request_leaks_no_secret_of_the_url_or_headers(
             assert secret not in log, secret
 
     asyncio.run(body())
+
+
+def test_a_dns_lookup_that_never_returns_holds_none_of_the_loops_worker_threads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio looks a host name up with `getaddrinfo` in the loop's default executor, the
+    runner's worker threads. A resolver that never answered kept a thread per attempt after the
+    attempt timed out, so one firing with its retries took them all: the runner's checkpoint
+    saves, /proc scans (an exec's stop) and snapshots waited behind it, and the stop said
+    `stuck-calls` (exit 3). Lookups now run in threads of their own, a bounded number."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+    from watchrun.runtime.workers import Workers, run_with_workers
+
+    answer = threading.Event()
+    real = socket.getaddrinfo
+
+    def resolver(host: object, *args: object, **kw: object) -> object:
+        if host == "hangs.example":  # a resolver that does not answer (until the test ends)
+            answer.wait(DEADLINE_S)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real(host, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    spec = webhook("http://hangs.example:9/hook", timeout_ms=200, retries=3)
+
+    async def body() -> tuple[str, object, str, object]:
+        server, url, _ = await one_http_server(b"HTTP/1.1 204 No Content\r\n\r\n")
+        async with server:  # a name that resolves is looked up (and connected) as before
+            named = await send(webhook(url.replace("127.0.0.1", "localhost")), b"{}",
+                               redactor())
+        result = await send(spec, b"{}", redactor(), backoff_s=0.01)
+        pool = await asyncio.wait_for(asyncio.to_thread(lambda: "answered"), 2.0)
+        more = await send(webhook(url, retries=0), b"{}", redactor())  # an address: no lookup
+        capped = await send(spec, b"{}", redactor(), backoff_s=0.01)
+        return named.status, result, pool, (more.status, capped)
+
+    workers = Workers(max_workers=2, grace_s=0.5)
+    try:
+        named, result, pool, (more, capped) = run_with_workers(body(), workers)
+    finally:
+        answer.set()
+    assert named == "ok"
+    assert (result.status, result.attempts) == ("timeout", 4)  # type: ignore[attr-defined]
+    assert result.error == {"code": "timeout",  # type: ignore[attr-defined]
+                            "message": "hangs.example:9: the DNS lookup did not answer "
+                                       "within 0.2 s"}
+    assert pool == "answered"
+    assert workers.stuck == []
+    assert more == "failed"  # (its server is gone: refused, but tried)
+    # LOOKUPS_MAX (4) lookups still hang: no fifth thread, the firing fails at once
+    assert (capped.status, capped.error["code"]) == ("failed", "connect")  # type: ignore[attr-defined]
+    assert "4 DNS lookups still have no answer" in capped.error["message"]  # type: ignore[attr-defined]

@@ -1,7 +1,8 @@
 """A small HTTP/1.1 client on asyncio streams for webhooks: one POST per connection, TLS with
 the system's trust store, one deadline over the whole exchange, a bounded response read (a
 success's body not at all), and cancellable at every await (no thread is left behind by a
-hanging server)."""
+hanging server; a host name is looked up in a daemon thread of its own, a bounded number of
+them, never in the loop's worker threads)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,34 @@ import asyncio
 import base64
 import contextlib
 import email.utils
+import ipaddress
+import socket
 import ssl
+import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from msgspec import Struct
 
 from watchrun import __version__
 
-__all__ = ["BODY_BYTES", "HEAD_BYTES", "HttpError", "Response", "basic_credentials", "post"]
+__all__ = ["BODY_BYTES", "HEAD_BYTES", "LOOKUPS_MAX", "HttpError", "Response",
+           "basic_credentials", "post"]
 
 HEAD_BYTES = 64 * 1024
 """The status line and headers of a response together; more is a protocol error."""
 BODY_BYTES = 4096
 """Of a response body, only this much is read (an error's explanation, for the record)."""
+LOOKUPS_MAX = 4
+"""DNS lookups running at once. `getaddrinfo` cannot be cancelled: a resolver that never
+answers keeps its thread after the attempt timed out. So each lookup has a daemon thread of its
+own, not one of the loop's worker threads (the runner's checkpoint saves, /proc scans and
+snapshots need those), and past this many still running a firing fails at once (`connect`)."""
+_lookups: set[threading.Thread] = set()
+_Address = tuple[int, int, int, tuple[Any, ...]]
+"""(family, type, proto, socket address) of one address of a host."""
 
 
 class Response(Struct, frozen=True):
@@ -81,11 +95,24 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
     head = f"POST {target} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items())
     writer: asyncio.StreamWriter | None = None
     until = asyncio.get_running_loop().time() + timeout_s
+    waiting = "no response"
     try:
         async with asyncio.timeout_at(until):
-            reader, writer = await asyncio.open_connection(
-                host, port, ssl=_tls() if https else None, limit=HEAD_BYTES,
-                server_hostname=host if https else None)
+            sock: socket.socket | None = None
+            if not _is_address(host):
+                waiting = "the DNS lookup did not answer"
+                infos = await _lookup(host, port)
+                waiting = "no response"
+                sock = await _connect(infos)
+            try:
+                reader, writer = await asyncio.open_connection(
+                    host if sock is None else None, port if sock is None else None, sock=sock,
+                    ssl=_tls() if https else None, limit=HEAD_BYTES,
+                    server_hostname=host if https else None)
+            except BaseException:
+                if sock is not None:
+                    sock.close()
+                raise
             writer.write(head.encode() + b"\r\n" + body)
             await writer.drain()
             status, reason, fields = await _final_head(reader)
@@ -93,7 +120,7 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
         answer = b"" if 200 <= status < 300 else await _body(reader, fields, until)
         return Response(status, reason, answer, retry_after)
     except TimeoutError:
-        raise HttpError("timeout", f"{where}: no response within {timeout_s:g} s") from None
+        raise HttpError("timeout", f"{where}: {waiting} within {timeout_s:g} s") from None
     except ssl.SSLError as exc:
         raise HttpError("tls", f"{where}: TLS failed: {exc.reason or exc}") from None
     except (OSError, EOFError) as exc:
@@ -107,6 +134,70 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
             writer.transport.abort()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+
+def _is_address(host: str) -> bool:
+    """An IP address, which asyncio connects to with no lookup."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+async def _lookup(host: str, port: int) -> list[_Address]:
+    """`getaddrinfo` in a daemon thread of its own (see LOOKUPS_MAX): (family, type, proto,
+    address) of each address. Cancelled, the thread is left to finish on its own."""
+    _lookups.difference_update([t for t in _lookups if not t.is_alive()])
+    if len(_lookups) >= LOOKUPS_MAX:
+        raise HttpError("connect", f"{host}:{port}: not looked up: {len(_lookups)} DNS lookups "
+                        "still have no answer (is the resolver down?)")
+    loop = asyncio.get_running_loop()
+    found: asyncio.Future[list[_Address]] = loop.create_future()
+
+    def settle(infos: list[_Address], exc: BaseException | None) -> None:
+        if found.done():
+            return  # (the firing stopped waiting)
+        if exc is not None:
+            found.set_exception(exc)
+        else:
+            found.set_result(infos)
+
+    def run() -> None:
+        infos: list[_Address] = []
+        failed: BaseException | None = None
+        try:
+            infos = [(fam, kind, proto, addr) for fam, kind, proto, _, addr in
+                     socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+        except Exception as exc:  # (handed to the firing: gaierror, UnicodeError of IDNA, …)
+            failed = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, infos, failed)
+
+    thread = threading.Thread(target=run, name=f"watchrun-lookup:{host}", daemon=True)
+    _lookups.add(thread)
+    thread.start()
+    return await found
+
+
+async def _connect(infos: list[_Address]) -> socket.socket:
+    """A socket connected to the first of the addresses that takes the connection."""
+    loop = asyncio.get_running_loop()
+    failed: OSError = OSError("the name has no address")
+    for family, kind, proto, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, address)
+        except OSError as exc:
+            sock.close()
+            failed = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    raise failed
 
 
 async def _final_head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]:
