@@ -234,3 +234,30 @@ def test_a_hostile_label_reaches_the_program_and_the_receiver_sanitized(tmp_path
         assert not any(c in text for c in "\x1b\x07\x9b"), text
         assert "pwned" not in text
     assert shown == "deploy red\n\u202eevil"
+
+
+def test_what_a_program_leaves_running_is_stopped_and_said(tmp_path: Path) -> None:
+    """A program's tree was stopped when it exited, so a background job it left (`cmd &`, with
+    its output elsewhere or holding the pipe) was killed with nothing to say so: the result was
+    a plain `ok`. Now it is stopped as before and counted (`leftRunning`) and logged."""
+    away = "sleep 30 >/dev/null 2>&1 & echo $! > away.pid; exit 0"
+    holds = "sleep 30 & echo $! > holds.pid; echo started; exit 0"
+
+    async def body() -> None:
+        spec = watcher(program(tmp_path, "sh", "-c", away, name="away"),
+                       program(tmp_path, "sh", "-c", holds, name="holds"),
+                       program(tmp_path, "true", name="clean"))
+        async with Rig(tmp_path, spec) as rig:
+            rig.deliver("ERROR x")
+            await rig.wait("action-result", 3)
+            by = {r["action"]: r for r in rig.records("action-result")}
+            for name in ("away", "holds"):
+                assert (by[name]["status"], by[name]["exitCode"]) == ("ok", 0)
+                assert by[name]["leftRunning"] == 1
+                assert not alive(int((tmp_path / f"{name}.pid").read_text()))
+            assert by["holds"]["output"] == "started"
+            assert "leftRunning" not in by["clean"]
+            log = rig.log.getvalue()
+            assert "warning: action away firing 1: ok, exit code 0" in log
+            assert "1 process it left running was stopped" in log
+    asyncio.run(body())

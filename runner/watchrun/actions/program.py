@@ -1,10 +1,13 @@
 """Run one firing of an exec action: argv from the config (never a shell built from log text),
 the matched lines on stdin (JSONL) and in WATCHRUN_* variables, its own session, and the same
-stop discipline as command watchers (TERM to the tree, grace, KILL) on timeout or cancel."""
+stop discipline as command watchers (TERM to the tree, grace, KILL) on timeout or cancel, and
+for what it leaves running when it exits (counted in the result)."""
 
 from __future__ import annotations
 
 import asyncio
+
+import msgspec
 
 from watchrun.actions.payload import Outgoing
 from watchrun.actions.results import Result
@@ -55,7 +58,10 @@ async def run_program(spec: ActionSpec, outgoing: Outgoing, spawner: Spawner, gr
             reading.cancel()
     finally:
         proc.close()
-    return _result(spec, info, timed_out, _output(bytes(tail), redactor))
+    result = _result(spec, info, timed_out, _output(bytes(tail), redactor))
+    if not timed_out and info.signals_sent:  # it exited, and left these running: stopped
+        result = msgspec.structs.replace(result, left_running=proc.signalled)
+    return result
 
 
 async def _read(proc: Proc, tail: bytearray) -> None:

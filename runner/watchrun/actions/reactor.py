@@ -214,6 +214,11 @@ class ActionRuntime:
         message = f"{self._who} firing {n}: {how} in {duration} ms"
         if result.error is not None:
             message += f": {result.error['message']}"
-        self.host.log.log("info" if result.status == "ok" else "warning", "action-result",
+        if result.left_running:
+            many = result.left_running != 1
+            message += (f"; {result.left_running} process{'es' if many else ''} it left "
+                        f"running {'were' if many else 'was'} stopped")
+        quiet = result.status == "ok" and not result.left_running
+        self.host.log.log("info" if quiet else "warning", "action-result",
                           message, self.watcher.id, action=self.spec.name,
                           status=result.status, durationMs=duration)

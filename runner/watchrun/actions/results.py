@@ -21,12 +21,15 @@ class Result(Struct, frozen=True):
     """`{code, message}` when not ok."""
     output: str | None = None
     """exec: the end of what the program printed (cleaned and redacted)."""
+    left_running: int | None = None
+    """exec: processes of its tree still running when it exited (a background job, a daemon),
+    which were then stopped; None when there were none."""
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status, "attempts": self.attempts}
         for key, value in (("httpStatus", self.http_status), ("exitCode", self.exit_code),
                            ("signal", self.signal), ("error", self.error),
-                           ("output", self.output)):
+                           ("output", self.output), ("leftRunning", self.left_running)):
             if value is not None:
                 out[key] = value
         return out
