@@ -261,3 +261,22 @@ def test_what_a_program_leaves_running_is_stopped_and_said(tmp_path: Path) -> No
             assert "warning: action away firing 1: ok, exit code 0" in log
             assert "1 process it left running was stopped" in log
     asyncio.run(body())
+
+
+def test_matches_of_a_watcher_a_reload_changed_are_recorded_as_unfired(tmp_path: Path) -> None:
+    """A watcher a reload changed reads on until it stops; its matches meanwhile fired nothing
+    and nothing said so. They are counted as dropped and written before its `stop`."""
+    async def body() -> None:
+        rig = Rig(tmp_path, watcher(program(tmp_path, "true")))
+        async with rig:
+            changed = msgspec.structs.replace(rig.spec, label="relabelled")
+            await rig.hub.reload(msgspec.structs.replace(rig.hub.config, watchers=(changed,)))
+            rig.deliver("ERROR 1", "ERROR 2")  # (the old watcher, still reading)
+            await rig.hub.record_unfired("app", rig.stream)  # (as its stop does)
+            (late,) = rig.records("action-dropped")
+            assert (late["reason"], late["count"], late["matches"]) == ("action-removed", 1, 2)
+            assert rig.records("action-fired") == []
+            assert rig.hub.counts()["app"]["run"]["dropped"] == 1
+            await rig.hub.record_unfired("app", rig.stream)  # written once
+            assert len(rig.records("action-dropped")) == 1
+    asyncio.run(body())

@@ -124,3 +124,31 @@ def test_actions_get_the_cursors_of_the_match_records(tmp_path: Path) -> None:
     assert [json.loads(x)["cursor"] for x in lines] == cursors
     for fired in (r for r in recs if r["kind"] == "action-fired"):
         assert (fired["firstCursor"], fired["lastCursor"]) == tuple(cursors)
+
+
+def test_matches_after_the_actions_stopped_are_recorded_as_dropped(tmp_path: Path) -> None:
+    """At a stop the actions stop first, while the watchers still read: a match in that window
+    (here while a program that ignores SIGTERM has its grace) was recorded as a match and
+    fired nothing, with no record, count or log line to say so."""
+    log, pidfile = tmp_path / "app.log", tmp_path / "pid"
+    log.write_text("")
+    stubborn = f"trap '' TERM; echo $$$$ > {pidfile}; while :; do sleep 0.05; done"
+    conf = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "actions": [
+        {"type": "exec", "name": "slow", "command": ["sh", "-c", stubborn]}]}],
+        "limits": {"stopTimeout": "20s"}}
+    r = LiveRunner(write_config(tmp_path, conf))
+    try:
+        r.wait_log("running")
+        append(log, "ERROR 1\n")
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the program")
+        r.send(signal.SIGTERM)  # the action's stop waits for the program's grace (20 s)
+        r.wait_log("stopping")
+        append(log, "ERROR 2\nERROR 3\n")
+        wait_for(lambda: len(kinds(r, "match")) == 3, "the matches read while stopping")
+    finally:
+        assert r.stop() == 0  # (a second SIGTERM: what remains is killed now)
+    recs = validate_records(r.out / "watchers" / "app.jsonl")
+    (late,) = [x for x in recs if x["kind"] == "action-dropped"]
+    assert (late["action"], late["reason"], late["matches"]) == ("slow", "runner-stopped", 2)
+    assert recs[-1]["kind"] == "stop" and recs.index(late) < len(recs) - 1
+    assert "2 matches came after the actions stopped" in r.stderr()

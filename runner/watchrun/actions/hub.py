@@ -85,6 +85,14 @@ class _Watcher:
             await self._flush()
 
 
+class _Unfired:
+    """Matches of one action that came after it stopped."""
+
+    def __init__(self, type_: str, reason: str) -> None:
+        self.type, self.reason = type_, reason
+        self.batches = self.matches = 0
+
+
 class ActionHub:
     """Owns every action's work; see the module doc. `run()` must be running for firings to
     go out; `shutdown()` ends it."""
@@ -97,6 +105,8 @@ class ActionHub:
         """Set when a firing or a record batch finished (`idle` waits on it)."""
         self._watchers: dict[str, _Watcher] = {}
         self._counts: dict[str, dict[str, dict[str, int]]] = {}
+        self._unfired: dict[str, dict[str, _Unfired]] = {}
+        """watcher → action → matches that came after its actions stopped (`unfired`)."""
         self._tg: asyncio.TaskGroup | None = None
         self._poke = asyncio.Event()
         self._stop = asyncio.Event()
@@ -164,8 +174,11 @@ class ActionHub:
 
     def deliver(self, spec: WatcherSpec, found: Sequence[MatchInfo], stream: Stream) -> None:
         """Offer a watcher's new matches to each of its actions; never blocks."""
-        if not spec.actions or not found or self._closed or self._specs.get(spec.id) != spec:
-            return  # the last part: a watcher a reload changed, still reading until it stops
+        if not spec.actions or not found:
+            return
+        if self._closed or self._specs.get(spec.id) != spec:
+            self._late(spec, found)  # (the runner stops, or a reload changed the watcher,
+            return  # which reads until it stops)
         w = self._watchers.get(spec.id)
         if w is None or w.spec != spec:
             w = self._watchers[spec.id] = _Watcher(spec, stream, self)
@@ -173,6 +186,31 @@ class ActionHub:
         for action in w.actions:
             action.offer(found)
         self._poke.set()
+
+    def _late(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
+        """Matches that came after the watcher's actions stopped: nothing fires for them; they
+        are counted as dropped, and `record_unfired` writes them before the watcher's `stop`."""
+        reason = "runner-stopped" if self._closed else "action-removed"
+        held = self._unfired.setdefault(spec.id, {})
+        for action in spec.actions:
+            late = held.setdefault(action.name, _Unfired(action.type, reason))
+            late.batches += 1
+            late.matches += len(found)
+            counts = self.counter(spec.id, action.name)
+            counts["dropped"] = counts.get("dropped", 0) + 1
+
+    async def record_unfired(self, wid: str, stream: Stream) -> None:
+        """Before a watcher's `stop` record: one `action-dropped` record per action for the
+        matches that came after its actions stopped, and a log line."""
+        for name, late in self._unfired.pop(wid, {}).items():
+            why = ("the runner was stopping" if late.reason == "runner-stopped" else
+                   "a reload had changed the watcher")
+            message = (f"{late.matches} match{'es' if late.matches != 1 else ''} came after the "
+                       f"actions stopped ({why}): nothing fired for them")
+            fields = {"action": name, "type": late.type, "count": late.batches,
+                      "matches": late.matches, "reason": late.reason, "message": message}
+            self.log.warning(f"action {name}: {message}", wid, event="action-dropped")
+            await stream.writer.write_lines([stream.sink.record("action-dropped", fields)])
 
     async def execute(self, spec: ActionSpec, outgoing: Outgoing,
                       on_retry: Callable[[int, float, str], None]) -> Result:

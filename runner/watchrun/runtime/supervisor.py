@@ -41,6 +41,7 @@ from watchrun.sources.checkpoints import CheckpointStore
 if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
+    from watchrun.runtime.pipeline import WatcherPipeline
     from watchrun.sources.command import Echo
 
 __all__ = ["RunnerState", "StartupError", "Supervisor"]
@@ -217,6 +218,11 @@ class Supervisor:
             self.actions.deliver(spec, found, rt.pipeline)
 
     # -- actions --------------------------------------------------------------------------
+    async def record_unfired(self, wid: str, pipeline: WatcherPipeline) -> None:
+        """Before a watcher's `stop`: what its matches did not fire after its actions stopped."""
+        if self.actions is not None:
+            await self.actions.record_unfired(wid, pipeline)
+
     def start_actions(self) -> None:
         """The owner of every action's tasks, when a watcher has actions (imported only then)."""
         if self.actions is None and any(w.actions for w in self.config.watchers):

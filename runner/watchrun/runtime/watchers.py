@@ -37,6 +37,7 @@ from watchrun.runtime.wiring import (
 from watchrun.sources.checkpoints import CheckpointStore
 
 if TYPE_CHECKING:
+    from watchrun.runtime.pipeline import WatcherPipeline
     from watchrun.sources.command import Echo
 
 __all__ = ["Owner", "WatcherSet", "counters_of", "finish"]
@@ -63,6 +64,7 @@ class Owner(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]: ...
     def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None: ...
+    async def record_unfired(self, wid: str, pipeline: WatcherPipeline) -> None: ...
     def problem(self, message: str, wid: str | None = None) -> None: ...
 
 
@@ -244,7 +246,9 @@ class WatcherSet:
             elif rt.pipeline.writer.failing:
                 ev = replace(ev, error="its records could not be written (see the log)")
             try:  # (one `stop` a start: a source that gave up wrote its own)
-                if not rt.pipeline.stopped:
+                if not rt.pipeline.stopped:  # what its actions did not fire, then the stop
+                    await asyncio.wait_for(self.sup.record_unfired(wid, rt.pipeline),
+                                           STOP_RECORD_S)
                     await asyncio.wait_for(rt.pipeline.event("stop", reason=reason),
                                            STOP_RECORD_S)
             except Exception as exc:  # (a once run: its JSONL is short of it, never a pass)
