@@ -569,3 +569,17 @@ def test_a_dns_lookup_that_never_returns_holds_none_of_the_loops_worker_threads(
     # LOOKUPS_MAX (4) lookups still hang: no fifth thread, the firing fails at once
     assert (capped.status, capped.error["code"]) == ("failed", "connect")  # type: ignore[attr-defined]
     assert "4 DNS lookups still have no answer" in capped.error["message"]  # type: ignore[attr-defined]
+
+
+def test_a_status_outside_100_to_599_is_a_protocol_error(tmp_path: Path) -> None:
+    """`HTTP/1.1 999 Weird` became `httpStatus: 999` and `http-999`, a record its own schema
+    refuses (100 to 599), retried as a 5xx."""
+    async def body() -> None:
+        server, url, _ = await one_http_server(b"HTTP/1.1 999 Weird\r\n\r\n")
+        async with server, Rig(tmp_path, watcher(webhook(url, retries=0))) as rig:
+            rig.deliver("ERROR x")
+            (result,) = await rig.wait("action-result")  # (rig.records validates each one)
+            assert (result["status"], result["error"]["code"]) == ("failed", "protocol")
+            assert "httpStatus" not in result
+            assert "not an HTTP/1.x status line: HTTP/1.1 999 Weird" in result["error"]["message"]
+    asyncio.run(body())

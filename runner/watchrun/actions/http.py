@@ -246,7 +246,8 @@ async def _head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]
         raise EOFError("the server closed the connection without a response")
     version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
     code, _, reason = rest.partition(" ")
-    if not version.startswith("HTTP/1.") or not (len(code) == 3 and code.isdigit()):
+    if not version.startswith("HTTP/1.") or not (
+            len(code) == 3 and code.isascii() and code.isdigit() and "1" <= code[0] <= "5"):
         # (its start, up to 1 KiB: the caller hides the action's secrets in it, then cuts it)
         raise ValueError(f"not an HTTP/1.x status line: {line[:1024].decode('latin-1')}")
     fields: dict[str, str] = {}
