@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 from actionrig import DEADLINE_S, FakeClock, Rig, until, watcher, webhook
 from webhook_server import Receiver, receiver
@@ -583,3 +584,31 @@ def test_a_status_outside_100_to_599_is_a_protocol_error(tmp_path: Path) -> None
             assert "httpStatus" not in result
             assert "not an HTTP/1.x status line: HTTP/1.1 999 Weird" in result["error"]["message"]
     asyncio.run(body())
+
+
+def test_a_reload_does_not_reopen_a_throttle_window(tmp_path: Path) -> None:
+    """A reload closes the actions of the watchers it changes (every watcher's when `limits`,
+    `output` or `redact` change), and their throttle windows went with them: the next match
+    paged again at once, twice inside one `throttle` window. An unchanged action keeps its
+    window's end (what the window held is dropped and recorded, as before)."""
+    clock = FakeClock()
+    with receiver(200) as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, throttle_ms=60_000))
+            async with Rig(tmp_path, spec, clock=clock) as rig:
+                rig.deliver("ERROR 1")
+                await rig.wait("action-result")
+                clock.advance(10)
+                old = rig.hub.config
+                await rig.hub.reload(msgspec.structs.replace(  # (a limit: every watcher)
+                    old, limits=msgspec.structs.replace(old.limits, stop_timeout_ms=600)))
+                rig.deliver("ERROR 2")
+                (held,) = await rig.wait("action-suppressed")
+                assert held["windowEndsInMs"] == 50_000
+                clock.advance(50)  # the window ends: what it held goes out
+                rig.hub.poke()
+                await rig.wait("action-result", 2)
+                assert [f["reason"] for f in rig.records("action-fired")] == [
+                    "match", "throttle-end"]
+        asyncio.run(body())
+        assert rx.count() == 2

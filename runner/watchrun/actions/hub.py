@@ -38,10 +38,14 @@ class _Watcher:
     """The actions of one watcher, and the records they write into its JSONL (in order: each
     record is built and handed to the writer in one step)."""
 
-    def __init__(self, spec: WatcherSpec, stream: Stream, hub: ActionHub) -> None:
+    def __init__(self, spec: WatcherSpec, stream: Stream, hub: ActionHub,
+                 windows: dict[str, float]) -> None:
         self.spec, self.stream, self.hub = spec, stream, hub
         self.actions = [ActionRuntime(spec, a, hub, self.record, hub.counter(spec.id, a.name),
                                       hub.keep) for a in spec.actions]
+        for action in self.actions:  # (throttle windows open before a reload go on)
+            if action.spec.name in windows:
+                action.gate.resume(windows[action.spec.name])
         self._out: deque[tuple[str, dict[str, Any]]] = deque()
         self._flusher: asyncio.Task[None] | None = None
 
@@ -106,6 +110,9 @@ class ActionHub:
         self._watchers: dict[str, _Watcher] = {}
         self._counts: dict[str, dict[str, dict[str, int]]] = {}
         self._unfired: dict[str, dict[str, _Unfired]] = {}
+        self._windows: dict[str, dict[str, float]] = {}
+        """watcher → action → the end of a throttle window open when a reload closed it, for
+        the same action after the reload (at most once per window, reload or not)."""
         """watcher → action → matches that came after its actions stopped (`unfired`)."""
         self._tg: asyncio.TaskGroup | None = None
         self._poke = asyncio.Event()
@@ -181,7 +188,8 @@ class ActionHub:
             return  # which reads until it stops)
         w = self._watchers.get(spec.id)
         if w is None or w.spec != spec:
-            w = self._watchers[spec.id] = _Watcher(spec, stream, self)
+            w = self._watchers[spec.id] = _Watcher(spec, stream, self,
+                                                   self._windows.pop(spec.id, {}))
         w.stream = stream
         for action in w.actions:
             action.offer(found)
@@ -238,7 +246,8 @@ class ActionHub:
     # -- reload and stop -------------------------------------------------------------------------
     async def reload(self, config: Config) -> None:
         """Before the supervisor restarts changed watchers: their actions are closed (running
-        firings cancelled and recorded in the old stream); unchanged watchers keep theirs."""
+        firings cancelled and recorded in the old stream); unchanged watchers keep theirs, and
+        an unchanged action of a changed watcher keeps its throttle window's end."""
         old = self.config
         everything = old.limits != config.limits or old.output != config.output \
             or old.redact != config.redact
@@ -247,7 +256,12 @@ class ActionHub:
         for wid, w in list(self._watchers.items()):
             if everything or wanted.get(wid) != w.spec:
                 del self._watchers[wid]
+                kept = wanted[wid].actions if wid in wanted else ()
+                windows = {a.spec.name: a.gate.window_end for a in w.actions
+                           if a.spec in kept and a.gate.window_end is not None}
                 await w.close("action-removed")
+                if windows:
+                    self._windows[wid] = windows
 
     async def shutdown(self) -> None:
         """Cancel what runs (recorded `cancelled`), record what waits as dropped, write every

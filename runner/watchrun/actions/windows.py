@@ -131,6 +131,16 @@ class Gate:
         self._window_end = None if held is None else now + (self.throttle_s or 0.0)
         return held
 
+    @property
+    def window_end(self) -> float | None:
+        """When the throttle window open now ends (monotonic seconds), or None."""
+        return self._window_end
+
+    def resume(self, window_end: float) -> None:
+        """Go on with a window the gate of the same action opened before a reload (what it held
+        is not carried over)."""
+        self._window_end = window_end
+
     def next_due(self) -> float | None:
         """When `due` has something to give (monotonic seconds), or None."""
         return self._window_end if self._held is not None else None
