@@ -39,13 +39,14 @@ class _Watcher:
     record is built and handed to the writer in one step)."""
 
     def __init__(self, spec: WatcherSpec, stream: Stream, hub: ActionHub,
-                 windows: dict[str, float]) -> None:
+                 windows: dict[str, tuple[ActionSpec, float]]) -> None:
         self.spec, self.stream, self.hub = spec, stream, hub
         self.actions = [ActionRuntime(spec, a, hub, self.record, hub.counter(spec.id, a.name),
                                       hub.keep) for a in spec.actions]
         for action in self.actions:  # (throttle windows open before a reload go on)
-            if action.spec.name in windows:
-                action.gate.resume(windows[action.spec.name])
+            was, end = windows.get(action.spec.name, (None, None))
+            if was == action.spec and end is not None:
+                action.gate.resume(end)
         self._out: deque[tuple[str, dict[str, Any]]] = deque()
         self._flusher: asyncio.Task[None] | None = None
 
@@ -110,7 +111,7 @@ class ActionHub:
         self._watchers: dict[str, _Watcher] = {}
         self._counts: dict[str, dict[str, dict[str, int]]] = {}
         self._unfired: dict[str, dict[str, _Unfired]] = {}
-        self._windows: dict[str, dict[str, float]] = {}
+        self._windows: dict[str, dict[str, tuple[ActionSpec, float]]] = {}
         """watcher → action → the end of a throttle window open when a reload closed it, for
         the same action after the reload (at most once per window, reload or not)."""
         """watcher → action → matches that came after its actions stopped (`unfired`)."""
@@ -257,8 +258,8 @@ class ActionHub:
             if everything or wanted.get(wid) != w.spec:
                 del self._watchers[wid]
                 kept = wanted[wid].actions if wid in wanted else ()
-                windows = {a.spec.name: a.gate.window_end for a in w.actions
-                           if a.spec in kept and a.gate.window_end is not None}
+                windows = {a.spec.name: (a.spec, end) for a in w.actions
+                           if a.spec in kept and (end := a.gate.window_end) is not None}
                 await w.close("action-removed")
                 if windows:
                     self._windows[wid] = windows
