@@ -612,3 +612,16 @@ def test_a_reload_does_not_reopen_a_throttle_window(tmp_path: Path) -> None:
                     "match", "throttle-end"]
         asyncio.run(body())
         assert rx.count() == 2
+
+
+def test_a_host_name_that_cannot_be_looked_up_is_a_connect_error() -> None:
+    """A label longer than 63 characters cannot be encoded for DNS: the codec's error was
+    reported as `protocol`, "bad response", about a server never reached."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+
+    url = f"http://{'a' * 64}.example/hook"
+    result = asyncio.run(send(webhook(url, retries=0), b"{}", redactor()))
+    assert (result.status, result.error["code"]) == ("failed", "connect")  # type: ignore[index]
+    assert "cannot be looked up" in result.error["message"]  # type: ignore[index]
+    assert "bad response" not in result.error["message"]  # type: ignore[index]

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import contextlib
 import email.utils
+import errno
 import ipaddress
 import socket
 import ssl
@@ -169,7 +170,9 @@ async def _lookup(host: str, port: int) -> list[_Address]:
         try:
             infos = [(fam, kind, proto, addr) for fam, kind, proto, _, addr in
                      socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
-        except Exception as exc:  # (handed to the firing: gaierror, UnicodeError of IDNA, …)
+        except UnicodeError as exc:  # (IDNA: a label too long, say) no server was asked
+            failed = OSError(errno.EINVAL, f"the name cannot be looked up ({exc})")
+        except Exception as exc:  # (handed to the firing: gaierror, …)
             failed = exc
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             loop.call_soon_threadsafe(settle, infos, failed)
