@@ -625,3 +625,25 @@ def test_a_host_name_that_cannot_be_looked_up_is_a_connect_error() -> None:
     assert (result.status, result.error["code"]) == ("failed", "connect")  # type: ignore[index]
     assert "cannot be looked up" in result.error["message"]  # type: ignore[index]
     assert "bad response" not in result.error["message"]  # type: ignore[index]
+
+
+def test_an_answer_before_the_body_was_read_is_the_answer() -> None:
+    """A receiver that refuses a body too large answers `413` at once and closes without
+    reading it: the rest of the body met a reset connection, the firing said `protocol`,
+    "Connection reset by peer", and sent the 4 MB again at each retry. The answer is read while
+    the body goes out, so the 413 stands (a 4xx: not retried)."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+
+    async def body() -> tuple[object, int]:
+        server, url, times = await one_http_server(
+            b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 9\r\n\r\ntoo large")
+        async with server:
+            result = await send(webhook(url, retries=2), b"x" * 4_000_000, redactor(),
+                                backoff_s=0.01)
+        return result, len(times)
+
+    result, requests = asyncio.run(body())
+    assert (result.status, result.http_status) == ("failed", 413)  # type: ignore[attr-defined]
+    assert result.error["message"] == "HTTP 413 Payload Too Large: too large"  # type: ignore[attr-defined]
+    assert requests == 1

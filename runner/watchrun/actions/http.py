@@ -115,8 +115,14 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
                     sock.close()
                 raise
             writer.write(head.encode() + b"\r\n" + body)
-            await writer.drain()
-            status, reason, fields = await _final_head(reader)
+            # the answer is read while the body goes out: a receiver may answer (413) and
+            # close before it read the body, and then the rest of it meets a reset connection
+            sending = asyncio.ensure_future(writer.drain())
+            try:
+                status, reason, fields = await _final_head(reader)
+            finally:
+                sending.cancel()
+                sending.add_done_callback(_retrieve)
             retry_after = _retry_after(fields.get("retry-after", ""))
         answer = b"" if 200 <= status < 300 else await _body(reader, fields, until)
         return Response(status, reason, answer, retry_after)
@@ -135,6 +141,12 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
             writer.transport.abort()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+
+def _retrieve(done: asyncio.Future[None]) -> None:
+    """A send that failed after its answer came (the receiver closed): nothing to report."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _is_address(host: str) -> bool:
