@@ -24,19 +24,22 @@ from msgspec import Struct
 
 from watchrun import __version__
 
-__all__ = ["BODY_BYTES", "HEAD_BYTES", "LOOKUPS_MAX", "HttpError", "Response",
-           "basic_credentials", "post"]
+__all__ = ["BODY_BYTES", "HEAD_BYTES", "LOOKUPS_ALL_MAX", "LOOKUPS_MAX", "HttpError",
+           "Response", "basic_credentials", "post"]
 
 HEAD_BYTES = 64 * 1024
 """The status line and headers of a response together; more is a protocol error."""
 BODY_BYTES = 4096
 """Of a response body, only this much is read (an error's explanation, for the record)."""
 LOOKUPS_MAX = 4
-"""DNS lookups running at once. `getaddrinfo` cannot be cancelled: a resolver that never
-answers keeps its thread after the attempt timed out. So each lookup has a daemon thread of its
-own, not one of the loop's worker threads (the runner's checkpoint saves, /proc scans and
-snapshots need those), and past this many still running a firing fails at once (`connect`)."""
-_lookups: set[threading.Thread] = set()
+"""DNS lookups of one host running at once. `getaddrinfo` cannot be cancelled: a resolver that
+never answers keeps its thread after the attempt timed out. So each lookup has a daemon thread
+of its own, not one of the loop's worker threads (the runner's checkpoint saves, /proc scans
+and snapshots need those), and past this many still running a firing to that host fails at
+once (`connect`); other hosts are looked up still."""
+LOOKUPS_ALL_MAX = 32
+"""And of all hosts together."""
+_lookups: dict[str, set[threading.Thread]] = {}
 _Address = tuple[int, int, int, tuple[Any, ...]]
 """(family, type, proto, socket address) of one address of a host."""
 
@@ -161,10 +164,17 @@ def _is_address(host: str) -> bool:
 async def _lookup(host: str, port: int) -> list[_Address]:
     """`getaddrinfo` in a daemon thread of its own (see LOOKUPS_MAX): (family, type, proto,
     address) of each address. Cancelled, the thread is left to finish on its own."""
-    _lookups.difference_update([t for t in _lookups if not t.is_alive()])
-    if len(_lookups) >= LOOKUPS_MAX:
-        raise HttpError("connect", f"{host}:{port}: not looked up: {len(_lookups)} DNS lookups "
-                        "still have no answer (is the resolver down?)")
+    for name, threads in list(_lookups.items()):
+        threads.difference_update([t for t in threads if not t.is_alive()])
+        if not threads:
+            del _lookups[name]
+    mine = _lookups.get(host, set())
+    running = sum(len(threads) for threads in _lookups.values())
+    if len(mine) >= LOOKUPS_MAX or running >= LOOKUPS_ALL_MAX:
+        many = f"{len(mine)} DNS lookups of it" if len(mine) >= LOOKUPS_MAX else (
+            f"{running} DNS lookups")
+        raise HttpError("connect", f"{host}:{port}: not looked up: {many} still have no "
+                        "answer (is the resolver down?)")
     loop = asyncio.get_running_loop()
     found: asyncio.Future[list[_Address]] = loop.create_future()
 
@@ -190,7 +200,7 @@ async def _lookup(host: str, port: int) -> list[_Address]:
             loop.call_soon_threadsafe(settle, infos, failed)
 
     thread = threading.Thread(target=run, name=f"watchrun-lookup:{host}", daemon=True)
-    _lookups.add(thread)
+    _lookups.setdefault(host, set()).add(thread)
     thread.start()
     return await found
 
