@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import msgspec
+import pytest
 from actionrig import Rig, program, until, watcher, webhook
 from liverunner import alive
+from tmpfs import fill
 from webhook_server import receiver
 
 from watchrun.config.model import Limits
@@ -279,4 +281,32 @@ def test_matches_of_a_watcher_a_reload_changed_are_recorded_as_unfired(tmp_path:
             assert rig.hub.counts()["app"]["run"]["dropped"] == 1
             await rig.hub.record_unfired("app", rig.stream)  # written once
             assert len(rig.records("action-dropped")) == 1
+    asyncio.run(body())
+
+
+def test_a_stop_on_a_full_disk_does_not_wait_for_the_action_records(
+        tiny_fs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At a stop the actions' last records (a cancelled result, what was dropped) are written
+    before the watchers stop, and a live runner's writes retry a failing disk for as long as it
+    takes: on a full disk the stop waited for space forever, a second SIGTERM too. They are
+    retried for CLOSE_WRITE_S now, then given up (said in the log; their seqs get a `gap`)."""
+    import watchrun.actions.hub as hub_module
+
+    monkeypatch.setattr(hub_module, "CLOSE_WRITE_S", 0.3)
+    pidfile = tiny_fs / "pid"
+
+    async def body() -> None:
+        spec = watcher(program(tiny_fs, "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60",
+                               timeout_ms=60_000))
+        rig = Rig(tiny_fs, spec)
+        async with rig:
+            rig.deliver("ERROR x")
+            await rig.wait("action-fired")
+            await until(lambda: pidfile.exists() and pidfile.read_text().strip(), "the pid")
+            room = 4096 - rig.path.stat().st_size % 4096  # (in the file's last tmpfs page)
+            rig.stream.sink.write("error", {"code": "pad", "message": "x" * (room - 150)})
+            fill(tiny_fs)  # (the next record needs a page: ENOSPC)
+            await asyncio.wait_for(rig.hub.shutdown(), 5.0)
+        assert not alive(int(pidfile.read_text()))
+        assert "action record(s) given up" in rig.log.getvalue()
     asyncio.run(body())

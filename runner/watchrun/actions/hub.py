@@ -20,8 +20,8 @@ from watchrun.config.model import ActionSpec, Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.match.redact import redactor
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import JsonlSink
-from watchrun.output.writer import AsyncWriter
+from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.output.writer import CLOSE_WRITE_S, AsyncWriter
 from watchrun.process.spawn import Spawner
 
 __all__ = ["ActionHub", "Stream"]
@@ -49,6 +49,8 @@ class _Watcher:
                 action.gate.resume(end)
         self._out: deque[tuple[str, dict[str, Any]]] = deque()
         self._flusher: asyncio.Task[None] | None = None
+        self.lost = 0
+        """Records given up at the close (a failing disk)."""
 
     @property
     def busy(self) -> bool:
@@ -65,29 +67,45 @@ class _Watcher:
         for action in self.actions:
             action.start_workers()
 
-    async def _flush(self) -> None:
+    async def _flush(self, give_up_after: float | None = None) -> None:
+        """Write the queued records; those given up (`give_up_after` passed on a failing disk:
+        the writer's `gap` explains their seqs) are counted in `lost`."""
         while self._out:
             kind, fields = self._out.popleft()
             stream = self.stream
             try:
-                await stream.writer.write_lines([stream.sink.record(kind, fields)])
+                await stream.writer.write_lines([stream.sink.record(kind, fields)],
+                                                give_up_after=give_up_after)
             except ValueError as exc:  # its sink was closed (the watcher was stopped)
                 self.hub.log.error(f"a {kind} record was lost: {exc}", self.spec.id)
+            except SinkWriteError:
+                self.lost += 1
         self.hub.changed.set()
 
     async def close(self, reason: str) -> None:
         """Cancel running firings (each records `cancelled`), drop what waits (recorded), and
-        write every record before returning."""
+        write every record before returning: on a failing disk for at most CLOSE_WRITE_S, then
+        what is left is given up and said (a stop never waits for space)."""
         workers = [task for a in self.actions for task in a.workers]
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         for action in self.actions:
             action.abandon(reason)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + CLOSE_WRITE_S
         while self._flusher is not None and not self._flusher.done():
-            await asyncio.gather(self._flusher, return_exceptions=True)
-        if self._out:  # not running (never started, or already stopped): write them here
-            await self._flush()
+            await asyncio.wait({self._flusher}, timeout=max(0.0, end - loop.time()))
+            if not self._flusher.done():  # (its record in hand is given up: a `gap` says so)
+                self._flusher.cancel()
+                await asyncio.gather(self._flusher, return_exceptions=True)
+                self.lost += 1
+        if self._out:  # not running, or the time is up: written here, or given up
+            await self._flush(give_up_after=max(0.0, end - loop.time()))
+        if self.lost:
+            self.hub.log.error(f"{self.lost} action record(s) given up: they could not be written "
+                               f"within {CLOSE_WRITE_S:g} s of the stop (a full disk?)",
+                               self.spec.id, event="action-records-lost")
 
 
 class _Unfired:
