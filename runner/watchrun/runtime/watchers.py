@@ -245,10 +245,15 @@ class WatcherSet:
                 ev = replace(ev, error=rt.failure)
             elif rt.pipeline.writer.failing:
                 ev = replace(ev, error="its records could not be written (see the log)")
-            try:  # (one `stop` a start: a source that gave up wrote its own)
-                if not rt.pipeline.stopped:  # what its actions did not fire, then the stop
+            if not rt.pipeline.stopped:  # what its actions did not fire, before the stop
+                try:
                     await asyncio.wait_for(self.sup.record_unfired(wid, rt.pipeline),
                                            STOP_RECORD_S)
+                except Exception as exc:  # (given up: the disk is full, say)
+                    problems.append(f"the records of matches its actions did not fire could "
+                                    f"not be written: {exc!r}")
+            try:  # (one `stop` a start: a source that gave up wrote its own)
+                if not rt.pipeline.stopped:
                     await asyncio.wait_for(rt.pipeline.event("stop", reason=reason),
                                            STOP_RECORD_S)
             except Exception as exc:  # (a once run: its JSONL is short of it, never a pass)
