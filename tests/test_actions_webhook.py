@@ -454,6 +454,24 @@ def test_a_2xx_whose_body_never_ends_is_a_success_sent_once() -> None:
     assert took < 0.4  # the status is the answer: nothing waits for the deadline
 
 
+def test_a_2xx_whose_headers_never_end_is_a_success_sent_once() -> None:
+    """The same with a head that stops half-way (`200 OK`, then a header line that never
+    ends): the headers were read until the deadline, a timeout, sent again at each retry."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+
+    async def body() -> tuple[object, int]:
+        server, url, times = await held_open_server(b"HTTP/1.1 200 OK\r\nX-Trace: 4f")
+        async with server:
+            result = await send(webhook(url, timeout_ms=300, retries=2), b"{}", redactor(),
+                                backoff_s=0.01)
+            return result, len(times)
+
+    result, requests = asyncio.run(body())
+    assert (result.status, result.attempts) == ("ok", 1)  # type: ignore[attr-defined]
+    assert requests == 1
+
+
 def test_an_error_whose_body_stalls_keeps_its_status() -> None:
     """A 503 whose announced body never came was recorded as a `timeout` with no status: the
     server's answer was lost. Now the status stands, with what of the body arrived in time."""

@@ -226,8 +226,13 @@ async def _connect(infos: list[_Address]) -> socket.socket:
 
 
 async def _final_head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]:
+    """The final response's status, reason and header fields; a 2xx's fields are not read (its
+    status line is the answer: headers that never end must not make it a timeout)."""
     while True:  # 1xx responses (100 Continue) come before the real one
-        status, reason, fields = await _head(reader)
+        status, reason, size = await _status_line(reader)
+        if 200 <= status < 300:
+            return status, reason, {}
+        fields = await _fields(reader, size)
         if status >= 200:
             return status, reason, fields
 
@@ -265,7 +270,8 @@ def _retry_after(value: str) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-async def _head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]:
+async def _status_line(reader: asyncio.StreamReader) -> tuple[int, str, int]:
+    """The status, the reason phrase and the line's length."""
     line = await reader.readline()
     if not line:
         raise EOFError("the server closed the connection without a response")
@@ -275,15 +281,19 @@ async def _head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]
             len(code) == 3 and code.isascii() and code.isdigit() and "1" <= code[0] <= "5"):
         # (its start, up to 1 KiB: the caller hides the action's secrets in it, then cuts it)
         raise ValueError(f"not an HTTP/1.x status line: {line[:1024].decode('latin-1')}")
+    return int(code), reason, len(line)
+
+
+async def _fields(reader: asyncio.StreamReader, size: int) -> dict[str, str]:
+    """The header fields after a status line of `size` bytes, names lowercased."""
     fields: dict[str, str] = {}
-    size = len(line)
     while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):
         size += len(raw)
         if size > HEAD_BYTES:
             raise ValueError(f"response head longer than {HEAD_BYTES} bytes")
         name, _, value = raw.decode("latin-1").partition(":")
         fields[name.strip().lower()] = value.strip()
-    return int(code), reason, fields
+    return fields
 
 
 async def _read_up_to(reader: asyncio.StreamReader, n: int, data: bytearray) -> None:
