@@ -152,3 +152,34 @@ def test_matches_after_the_actions_stopped_are_recorded_as_dropped(tmp_path: Pat
     assert (late["action"], late["reason"], late["matches"]) == ("slow", "runner-stopped", 2)
     assert recs[-1]["kind"] == "stop" and recs.index(late) < len(recs) - 1
     assert "2 matches came after the actions stopped" in r.stderr()
+
+
+def test_the_actions_of_a_watcher_added_at_runtime_fire(tmp_path: Path) -> None:
+    """`watchrun add` (and MCP's `add`) took a watcher with `actions` and started it, but its
+    actions never fired: the action hub knew only the config's watchers (and was not even
+    started when none of them had actions). They fire now, and a reload keeps them."""
+    seen, added = tmp_path / "a.log", tmp_path / "b.log"
+    seen.write_text("")
+    added.write_text("")
+    with receiver(200) as rx:
+        config = write_config(tmp_path, {"watchers": [
+            {"id": "a", "path": "a.log", "pattern": "ERROR"}]})
+        r = LiveRunner(config)
+        try:
+            r.wait_log("running")
+            reply = r.control({"cmd": "add", "watcher": {
+                "id": "b", "path": str(added), "pattern": "ERROR",
+                "actions": [{"type": "webhook", "name": "hook", "url": rx.url}]}})
+            assert reply["ok"], reply
+            append(added, "ERROR 1\n")
+            wait_for(lambda: rx.count() == 1, "the added watcher's POST")
+            r.send(signal.SIGHUP)  # the runtime watcher is kept, and so are its actions
+            r.wait_log("reloaded")
+            append(added, "ERROR 2\n")
+            wait_for(lambda: rx.count() == 2, "its POST after the reload")
+        finally:
+            assert r.stop() == 0
+        assert [d["lines"][0]["line"] for d in rx.bodies()] == ["ERROR 1", "ERROR 2"]
+    results = [x for x in r.records("b") if x["kind"] == "action-result"]
+    assert [x["status"] for x in results] == ["ok", "ok"]
+    assert not [x for x in r.records("b") if x["kind"] == "action-dropped"]

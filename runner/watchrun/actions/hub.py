@@ -130,6 +130,8 @@ class ActionHub:
         self._counts: dict[str, dict[str, dict[str, int]]] = {}
         self._unfired: dict[str, dict[str, _Unfired]] = {}
         self._windows: dict[str, dict[str, tuple[ActionSpec, float]]] = {}
+        self._runtime: dict[str, WatcherSpec] = {}
+        """Watchers added at runtime (`track`): their actions fire as a config watcher's."""
         """watcher → action → the end of a throttle window open when a reload closed it, for
         the same action after the reload (at most once per window, reload or not)."""
         """watcher → action → matches that came after its actions stopped (`unfired`)."""
@@ -142,6 +144,8 @@ class ActionHub:
     def _configure(self, config: Config) -> None:
         self.config = config
         self._specs = {w.id: w for w in config.watchers}
+        for wid in self._specs:  # (the config's watcher of an id replaces an added one)
+            self._runtime.pop(wid, None)
         self.redactor = redactor(config.redact)
         self.keep = config.limits.match_lines
         self.grace_s = config.limits.stop_timeout_ms / 1000
@@ -202,7 +206,7 @@ class ActionHub:
         """Offer a watcher's new matches to each of its actions; never blocks."""
         if not spec.actions or not found:
             return
-        if self._closed or self._specs.get(spec.id) != spec:
+        if self._closed or self._wanted(spec.id) != spec:
             self._late(spec, found)  # (the runner stops, or a reload changed the watcher,
             return  # which reads until it stops)
         w = self._watchers.get(spec.id)
@@ -213,6 +217,14 @@ class ActionHub:
         for action in w.actions:
             action.offer(found)
         self._poke.set()
+
+    def track(self, spec: WatcherSpec) -> None:
+        """A watcher added at runtime (`watchrun add`): its actions fire from now on, and a
+        reload keeps them as it keeps the watcher."""
+        self._runtime[spec.id] = spec
+
+    def _wanted(self, wid: str) -> WatcherSpec | None:
+        return self._specs.get(wid) or self._runtime.get(wid)
 
     def _late(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
         """Matches that came after the watcher's actions stopped: nothing fires for them; they
@@ -271,7 +283,7 @@ class ActionHub:
         everything = old.limits != config.limits or old.output != config.output \
             or old.redact != config.redact
         self._configure(config)
-        wanted = {w.id: w for w in config.watchers}
+        wanted = {**self._runtime, **self._specs}
         for wid, w in list(self._watchers.items()):
             if everything or wanted.get(wid) != w.spec:
                 del self._watchers[wid]

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from watchrun.config.model import Config
+from watchrun.config.model import Config, WatcherSpec
 from watchrun.output.runlog import RunLog
 from watchrun.runtime import manage
 from watchrun.runtime.control import PEER_PID
@@ -43,6 +43,7 @@ class Runner(Protocol):
     async def stop_watcher(self, wid: str, reason: str) -> None: ...
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
     def problem(self, message: str, wid: str | None = None) -> None: ...
+    def track_actions(self, spec: WatcherSpec) -> None: ...
 
 
 FIELDS: dict[str, dict[str, tuple[type, bool]]] = {

@@ -53,6 +53,7 @@ class Managing(Protocol):
 
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
     def problem(self, message: str, wid: str | None = None) -> None: ...
+    def track_actions(self, spec: WatcherSpec) -> None: ...
 
 
 _OWNERS: weakref.WeakKeyDictionary[Managing, dict[int, dict[str, WatcherSpec]]] = \
@@ -89,6 +90,7 @@ async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, An
         _unused(sup, spec.id)
         _room(sup)
         sup.set.runtime[spec.id] = spec
+        sup.track_actions(spec)
         try:
             reply = await _launch(sup, spec)
         except Refused:

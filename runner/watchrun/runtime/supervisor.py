@@ -225,12 +225,22 @@ class Supervisor:
 
     def start_actions(self) -> None:
         """The owner of every action's tasks, when a watcher has actions (imported only then)."""
-        if self.actions is None and any(w.actions for w in self.config.watchers):
+        if any(w.actions for w in self.config.watchers):
+            self._action_hub()
+
+    def track_actions(self, spec: WatcherSpec) -> None:
+        """A watcher added at runtime: its actions are the hub's too (started for them)."""
+        if spec.actions:
+            self._action_hub().track(spec)
+
+    def _action_hub(self) -> ActionHub:
+        if self.actions is None:
             from watchrun.actions.hub import ActionHub
 
             self.actions = ActionHub(self.config, self.log, self.clock, self.spawner,
                                      once=self.once)
             self.actions_task = self.spawn(self.actions.run(), "actions")
+        return self.actions
 
     # -- requests, reload, problems -------------------------------------------------------
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
