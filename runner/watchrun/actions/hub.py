@@ -129,12 +129,12 @@ class ActionHub:
         self._watchers: dict[str, _Watcher] = {}
         self._counts: dict[str, dict[str, dict[str, int]]] = {}
         self._unfired: dict[str, dict[str, _Unfired]] = {}
+        """watcher → action → matches that came after its actions stopped (`record_unfired`)."""
         self._windows: dict[str, dict[str, tuple[ActionSpec, float]]] = {}
-        self._runtime: dict[str, WatcherSpec] = {}
-        """Watchers added at runtime (`track`): their actions fire as a config watcher's."""
         """watcher → action → the end of a throttle window open when a reload closed it, for
         the same action after the reload (at most once per window, reload or not)."""
-        """watcher → action → matches that came after its actions stopped (`unfired`)."""
+        self._runtime: dict[str, WatcherSpec] = {}
+        """Watchers added at runtime (`track`): their actions fire as a config watcher's."""
         self._tg: asyncio.TaskGroup | None = None
         self._poke = asyncio.Event()
         self._stop = asyncio.Event()
