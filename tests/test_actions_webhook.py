@@ -664,3 +664,25 @@ def test_an_answer_before_the_body_was_read_is_the_answer() -> None:
     assert (result.status, result.http_status) == ("failed", 413)  # type: ignore[attr-defined]
     assert result.error["message"] == "HTTP 413 Payload Too Large: too large"  # type: ignore[attr-defined]
     assert requests == 1
+
+
+def test_a_reload_keeps_the_matches_a_threshold_has_counted(tmp_path: Path) -> None:
+    """`2 in 1m` with one match before a reload and one after never fired: closing the
+    watcher's actions threw the counted matches away, and nothing said so."""
+    clock = FakeClock()
+    with receiver(200) as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, threshold=ThresholdSpec(2, 60_000)))
+            async with Rig(tmp_path, spec, clock=clock) as rig:
+                rig.deliver("ERROR 1")
+                clock.advance(10)
+                old = rig.hub.config
+                await rig.hub.reload(msgspec.structs.replace(
+                    old, limits=msgspec.structs.replace(old.limits, stop_timeout_ms=600)))
+                rig.deliver("ERROR 2")
+                (fired,) = await rig.wait("action-fired")
+                assert (fired["reason"], fired["count"]) == ("threshold", 2)
+                await rig.wait("action-result")
+        asyncio.run(body())
+        (doc,) = rx.bodies()
+        assert [x["line"] for x in doc["lines"]] == ["ERROR 1", "ERROR 2"]

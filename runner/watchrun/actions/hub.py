@@ -15,6 +15,7 @@ from watchrun.actions.program import run_program
 from watchrun.actions.reactor import ActionRuntime
 from watchrun.actions.results import Result
 from watchrun.actions.webhook import BACKOFF_S, send
+from watchrun.actions.windows import Carried
 from watchrun.clock import Clock
 from watchrun.config.model import ActionSpec, Config, WatcherSpec
 from watchrun.events import MatchInfo
@@ -39,14 +40,14 @@ class _Watcher:
     record is built and handed to the writer in one step)."""
 
     def __init__(self, spec: WatcherSpec, stream: Stream, hub: ActionHub,
-                 windows: dict[str, tuple[ActionSpec, float]]) -> None:
+                 carried: dict[str, tuple[ActionSpec, Carried]]) -> None:
         self.spec, self.stream, self.hub = spec, stream, hub
         self.actions = [ActionRuntime(spec, a, hub, self.record, hub.counter(spec.id, a.name),
                                       hub.keep) for a in spec.actions]
-        for action in self.actions:  # (throttle windows open before a reload go on)
-            was, end = windows.get(action.spec.name, (None, None))
-            if was == action.spec and end is not None:
-                action.gate.resume(end)
+        for action in self.actions:  # (windows open before a reload go on)
+            was, windows = carried.get(action.spec.name, (None, None))
+            if was == action.spec and windows is not None:
+                action.gate.resume(windows)
         self._out: deque[tuple[str, dict[str, Any]]] = deque()
         self._flusher: asyncio.Task[None] | None = None
         self.lost = 0
@@ -130,9 +131,10 @@ class ActionHub:
         self._counts: dict[str, dict[str, dict[str, int]]] = {}
         self._unfired: dict[str, dict[str, _Unfired]] = {}
         """watcher → action → matches that came after its actions stopped (`record_unfired`)."""
-        self._windows: dict[str, dict[str, tuple[ActionSpec, float]]] = {}
-        """watcher → action → the end of a throttle window open when a reload closed it, for
-        the same action after the reload (at most once per window, reload or not)."""
+        self._carried: dict[str, dict[str, tuple[ActionSpec, Carried]]] = {}
+        """watcher → action → its gate's windows when a reload closed it, for the same action
+        after the reload: at most one firing per throttle window, and a threshold's count,
+        reload or not."""
         self._runtime: dict[str, WatcherSpec] = {}
         """Watchers added at runtime (`track`): their actions fire as a config watcher's."""
         self._tg: asyncio.TaskGroup | None = None
@@ -212,7 +214,7 @@ class ActionHub:
         w = self._watchers.get(spec.id)
         if w is None or w.spec != spec:
             w = self._watchers[spec.id] = _Watcher(spec, stream, self,
-                                                   self._windows.pop(spec.id, {}))
+                                                   self._carried.pop(spec.id, {}))
         w.stream = stream
         for action in w.actions:
             action.offer(found)
@@ -278,7 +280,7 @@ class ActionHub:
     async def reload(self, config: Config) -> None:
         """Before the supervisor restarts changed watchers: their actions are closed (running
         firings cancelled and recorded in the old stream); unchanged watchers keep theirs, and
-        an unchanged action of a changed watcher keeps its throttle window's end."""
+        an unchanged action of a changed watcher keeps its windows (`Gate.carry`)."""
         old = self.config
         everything = old.limits != config.limits or old.output != config.output \
             or old.redact != config.redact
@@ -288,11 +290,11 @@ class ActionHub:
             if everything or wanted.get(wid) != w.spec:
                 del self._watchers[wid]
                 kept = wanted[wid].actions if wid in wanted else ()
-                windows = {a.spec.name: (a.spec, end) for a in w.actions
-                           if a.spec in kept and (end := a.gate.window_end) is not None}
+                carried = {a.spec.name: (a.spec, a.gate.carry()) for a in w.actions
+                           if a.spec in kept}
                 await w.close("action-removed")
-                if windows:
-                    self._windows[wid] = windows
+                if carried:
+                    self._carried[wid] = carried
 
     async def shutdown(self) -> None:
         """Cancel what runs (recorded `cancelled`), record what waits as dropped, write every

@@ -12,7 +12,7 @@ from msgspec import Struct, field
 from watchrun.config.model import ThresholdSpec
 from watchrun.events import MatchInfo
 
-__all__ = ["Firing", "Gate", "Suppression"]
+__all__ = ["Carried", "Firing", "Gate", "Suppression"]
 
 
 class Firing(Struct):
@@ -56,6 +56,15 @@ class Suppression(Struct, frozen=True):
     """Firings suppressed in this window so far (this one included)."""
     window_end: float
     """When the window ends (monotonic seconds): then the held firings go out as one."""
+
+
+class Carried(Struct, frozen=True):
+    """A gate's windows, for the gate of the same action after a reload."""
+
+    window_end: float | None
+    """When the throttle window open then ends (monotonic seconds), or None."""
+    counted: list[tuple[float, int, list[MatchInfo], tuple[str, str]]]
+    """The batches the threshold counted in its window: (time, matches, kept, span)."""
 
 
 class Gate:
@@ -131,15 +140,17 @@ class Gate:
         self._window_end = None if held is None else now + (self.throttle_s or 0.0)
         return held
 
-    @property
-    def window_end(self) -> float | None:
-        """When the throttle window open now ends (monotonic seconds), or None."""
-        return self._window_end
+    def carry(self) -> Carried:
+        """What the gate of the same action goes on with after a reload (`resume`)."""
+        return Carried(self._window_end, list(self._window))
 
-    def resume(self, window_end: float) -> None:
-        """Go on with a window the gate of the same action opened before a reload (what it held
-        is not carried over)."""
-        self._window_end = window_end
+    def resume(self, carried: Carried) -> None:
+        """Go on from the gate of the same action before a reload: its throttle window and the
+        matches its threshold counted (what its throttle held is not carried over)."""
+        self._window_end = carried.window_end
+        self._window = deque(carried.counted)
+        self._in_window = sum(n for _, n, _, _ in self._window)
+        self._kept = sum(len(kept) for _, _, kept, _ in self._window)
 
     def next_due(self) -> float | None:
         """When `due` has something to give (monotonic seconds), or None."""
