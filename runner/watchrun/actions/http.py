@@ -1,8 +1,7 @@
 """A small HTTP/1.1 client on asyncio streams for webhooks: one POST per connection, TLS with
 the system's trust store, one deadline over the whole exchange, a bounded response read (a
 success's body not at all), and cancellable at every await (no thread is left behind by a
-hanging server; a host name is looked up in a daemon thread of its own, a bounded number of
-them, never in the loop's worker threads)."""
+hanging server; a host name is looked up by `resolve.py`)."""
 
 from __future__ import annotations
 
@@ -10,38 +9,23 @@ import asyncio
 import base64
 import contextlib
 import email.utils
-import errno
-import ipaddress
 import socket
 import ssl
-import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from msgspec import Struct
 
 from watchrun import __version__
+from watchrun.actions.resolve import connect, is_address, lookup
 
-__all__ = ["BODY_BYTES", "HEAD_BYTES", "LOOKUPS_ALL_MAX", "LOOKUPS_MAX", "HttpError",
-           "Response", "basic_credentials", "post"]
+__all__ = ["BODY_BYTES", "HEAD_BYTES", "HttpError", "Response", "basic_credentials", "post"]
 
 HEAD_BYTES = 64 * 1024
 """The status line and headers of a response together; more is a protocol error."""
 BODY_BYTES = 4096
 """Of a response body, only this much is read (an error's explanation, for the record)."""
-LOOKUPS_MAX = 4
-"""DNS lookups of one host running at once. `getaddrinfo` cannot be cancelled: a resolver that
-never answers keeps its thread after the attempt timed out. So each lookup has a daemon thread
-of its own, not one of the loop's worker threads (the runner's checkpoint saves, /proc scans
-and snapshots need those), and past this many still running a firing to that host fails at
-once (`connect`); other hosts are looked up still."""
-LOOKUPS_ALL_MAX = 32
-"""And of all hosts together."""
-_lookups: dict[str, set[threading.Thread]] = {}
-_Address = tuple[int, int, int, tuple[Any, ...]]
-"""(family, type, proto, socket address) of one address of a host."""
 
 
 class Response(Struct, frozen=True):
@@ -103,11 +87,11 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
     try:
         async with asyncio.timeout_at(until):
             sock: socket.socket | None = None
-            if not _is_address(host):
+            if not is_address(host):
                 waiting = "the DNS lookup did not answer"
-                infos = await _lookup(host, port)
+                infos = await lookup(host, port)
                 waiting = "no response"
-                sock = await _connect(infos)
+                sock = await connect(infos)
             try:
                 reader, writer = await asyncio.open_connection(
                     host if sock is None else None, port if sock is None else None, sock=sock,
@@ -150,79 +134,6 @@ def _retrieve(done: asyncio.Future[None]) -> None:
     """A send that failed after its answer came (the receiver closed): nothing to report."""
     if not done.cancelled():
         done.exception()
-
-
-def _is_address(host: str) -> bool:
-    """An IP address, which asyncio connects to with no lookup."""
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-async def _lookup(host: str, port: int) -> list[_Address]:
-    """`getaddrinfo` in a daemon thread of its own (see LOOKUPS_MAX): (family, type, proto,
-    address) of each address. Cancelled, the thread is left to finish on its own."""
-    for name, threads in list(_lookups.items()):
-        threads.difference_update([t for t in threads if not t.is_alive()])
-        if not threads:
-            del _lookups[name]
-    mine = _lookups.get(host, set())
-    running = sum(len(threads) for threads in _lookups.values())
-    if len(mine) >= LOOKUPS_MAX or running >= LOOKUPS_ALL_MAX:
-        many = f"{len(mine)} DNS lookups of it" if len(mine) >= LOOKUPS_MAX else (
-            f"{running} DNS lookups")
-        raise HttpError("connect", f"{host}:{port}: not looked up: {many} still have no "
-                        "answer (is the resolver down?)")
-    loop = asyncio.get_running_loop()
-    found: asyncio.Future[list[_Address]] = loop.create_future()
-
-    def settle(infos: list[_Address], exc: BaseException | None) -> None:
-        if found.done():
-            return  # (the firing stopped waiting)
-        if exc is not None:
-            found.set_exception(exc)
-        else:
-            found.set_result(infos)
-
-    def run() -> None:
-        infos: list[_Address] = []
-        failed: BaseException | None = None
-        try:
-            infos = [(fam, kind, proto, addr) for fam, kind, proto, _, addr in
-                     socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
-        except UnicodeError as exc:  # (IDNA: a label too long, say) no server was asked
-            failed = OSError(errno.EINVAL, f"the name cannot be looked up ({exc})")
-        except Exception as exc:  # (handed to the firing: gaierror, …)
-            failed = exc
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(settle, infos, failed)
-
-    thread = threading.Thread(target=run, name=f"watchrun-lookup:{host}", daemon=True)
-    _lookups.setdefault(host, set()).add(thread)
-    thread.start()
-    return await found
-
-
-async def _connect(infos: list[_Address]) -> socket.socket:
-    """A socket connected to the first of the addresses that takes the connection."""
-    loop = asyncio.get_running_loop()
-    failed: OSError = OSError("the name has no address")
-    for family, kind, proto, address in infos:
-        sock = socket.socket(family, kind, proto)
-        try:
-            sock.setblocking(False)
-            await loop.sock_connect(sock, address)
-        except OSError as exc:
-            sock.close()
-            failed = exc
-            continue
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-    raise failed
 
 
 async def _final_head(reader: asyncio.StreamReader) -> tuple[int, str, dict[str, str]]:
