@@ -1,9 +1,11 @@
 """The runner's stop, once it is `stopping`: the once driver and the watchdog end, the actions
-stop first, then every watcher and the agents together; a second SIGTERM/SIGINT kills now."""
+stop first, then every watcher and the agents together; a second SIGTERM/SIGINT kills now (a
+SIGHUP meanwhile reloads nothing and kills nothing: it is said and let be)."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from watchrun.output.runlog import RunLog
@@ -37,7 +39,7 @@ class Stopping(Protocol):
 
 async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
     """Stop every watcher (its `stop` record, its sink closed) and the agents: TERM, grace, KILL
-    per group. A second SIGTERM/SIGINT kills now."""
+    per group. A second SIGTERM/SIGINT kills now; a SIGHUP is no second signal."""
     sup.sd.stopping()
     sup.log.info(f"stopping ({reason})", event="stopping", reason=reason)
     for task in (sup.driver, sup.watchdog):
@@ -47,7 +49,7 @@ async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
     if sup.hub is not None:
         jobs.append(_stop_hub(sup))
     stopping: asyncio.Future[Any] = asyncio.ensure_future(_stop_actions_then(sup, jobs))
-    second: asyncio.Future[Any] = asyncio.ensure_future(inbox.next())
+    second: asyncio.Future[Any] = asyncio.ensure_future(_second_stop(sup, inbox))
     try:
         await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
         if not stopping.done():
@@ -56,6 +58,14 @@ async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
         await stopping
     finally:
         second.cancel()
+
+
+async def _second_stop(sup: Stopping, inbox: SignalInbox) -> None:
+    """Until a second SIGTERM or SIGINT. A SIGHUP (logrotate's postrotate, `systemctl reload`)
+    is no order to kill: it was taken for one, and every child lost its grace period."""
+    while await inbox.next() == signal.SIGHUP:
+        sup.log.warning("SIGHUP while stopping: nothing is reloaded, and the stop goes on (a "
+                        "second SIGTERM or SIGINT kills what remains)", event="reload-ignored")
 
 
 async def _stop_hub(sup: Stopping) -> None:

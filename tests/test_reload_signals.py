@@ -1,0 +1,42 @@
+"""SIGHUPs through the real runner: a SIGHUP while stopping kills nothing."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+from liverunner import LiveRunner, wait_for, write_config
+
+
+def _held(tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """A config of one command that, on its SIGTERM, exits only once the file `go` exists (so a
+    stop of it, a reload's or the runner's, lasts until the test says)."""
+    go = tmp_path / "go"
+    script = (f"trap 'until [ -e {go} ]; do sleep 0.02; done; exit 0' TERM; echo up; "
+              "while :; do sleep 0.02; done")
+    conf = {"limits": {"stopTimeout": "30s"},
+            "watchers": [{"id": "c", "command": script, "pattern": "up"}]}
+    return conf, go
+
+
+def test_a_sighup_while_stopping_is_no_second_signal(tmp_path: Path) -> None:
+    """A SIGHUP (logrotate's postrotate, a `systemctl reload`) during a graceful stop was taken
+    for the second stop signal: every command was SIGKILLed without its grace period."""
+    conf, go = _held(tmp_path)
+    r = LiveRunner(write_config(tmp_path, conf))
+    try:
+        wait_for(lambda: r.matches("c"), "the command to be up")
+        r.send(signal.SIGTERM)
+        r.wait_log("stopping")
+        r.send(signal.SIGHUP)
+        r.wait_log("SIGHUP while stopping", timeout=10)
+        go.touch()
+        assert r.proc.wait(timeout=15) == 0
+    finally:
+        r.close()
+    assert "second signal" not in r.stderr(), r.stderr()
+    (exit_rec,) = [x for x in r.records("c") if x["kind"] == "exit"]
+    assert (exit_rec["exitCode"], exit_rec["signals"]) == (0, ["SIGTERM"])
+    assert r.left == []
+
