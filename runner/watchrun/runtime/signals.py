@@ -4,27 +4,43 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections import deque
 
 
 class SignalInbox:
-    """Queues SIGTERM, SIGINT and SIGHUP for the loop to read with `next()`."""
+    """Holds SIGTERM, SIGINT and SIGHUP, in order, for the loop to read with `next()`. SIGHUPs
+    coalesce: one reload waiting covers every SIGHUP sent before it starts (a storm of them is
+    one reload after the running one, not one each, with a stop queued behind them all); a stop
+    signal drops the reload waiting (a runner that stops reloads nothing)."""
 
     WATCHED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._queue: asyncio.Queue[signal.Signals] = asyncio.Queue()
+        self._waiting: deque[signal.Signals] = deque()
+        self._arrived = asyncio.Event()
         for sig in self.WATCHED:
-            loop.add_signal_handler(sig, self._queue.put_nowait, sig)
+            loop.add_signal_handler(sig, self.push, sig)
         # A reader of our stdout that went away must not kill us with SIGPIPE.
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
     async def next(self) -> signal.Signals:
-        return await self._queue.get()
+        """The next signal (one cancelled while waiting takes none)."""
+        while not self._waiting:
+            self._arrived.clear()
+            await self._arrived.wait()
+        return self._waiting.popleft()
 
     def push(self, sig: signal.Signals) -> None:
-        """Act as if `sig` had arrived (a program that embeds the runner asks it to stop)."""
-        self._queue.put_nowait(sig)
+        """Record `sig` (also: act as if it had arrived, when a program that embeds the runner
+        asks it to stop)."""
+        if sig == signal.SIGHUP:
+            if sig in self._waiting:
+                return  # the reload waiting will read the config as it is then
+        elif signal.SIGHUP in self._waiting:
+            self._waiting.remove(signal.SIGHUP)
+        self._waiting.append(sig)
+        self._arrived.set()
 
     def close(self) -> None:
         for sig in self.WATCHED:
