@@ -152,6 +152,33 @@ def test_a_socket_path_longer_than_af_unix_allows(tmp_path: Path) -> None:
         request(sock, {"cmd": "hi"})
 
 
+def test_a_start_that_loses_the_race_leaves_the_live_servers_socket_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runners started at once: the second looked at the socket before the first listened
+    on it (`is_live` False), then unlinked the live runner's socket and bound its own (or, its
+    bind failing, unlinked it on the way out): two runners on one output dir, the first one
+    unreachable. The output dir's lock refuses the second before it touches the socket."""
+    sock = tmp_path / "control.sock"
+
+    async def main() -> None:
+        first = ControlServer(sock, echo)
+        await first.start()
+        try:
+            monkeypatch.setattr(control, "is_live", lambda path: False)
+            with pytest.raises(OSError, match=f"another runner is live .*pid {os.getpid()}"):
+                await ControlServer(sock, echo).start()
+            reply = await asyncio.to_thread(request, sock, {"cmd": "hi"})
+            assert reply == {"ok": True, "echo": {"cmd": "hi"}}
+        finally:
+            await first.close()
+        assert not sock.exists()
+        second = ControlServer(sock, echo)  # the lock went with the first: a next runner starts
+        await second.start()
+        await second.close()
+
+    asyncio.run(main())
+
+
 def test_sd_notify_never_blocks_when_its_reader_falls_behind(tmp_path: Path) -> None:
     path = tmp_path / "notify.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as reader:

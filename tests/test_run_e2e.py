@@ -235,6 +235,36 @@ def test_a_second_runner_on_the_same_output_dir_is_refused(tmp_path: Path) -> No
         assert r.stop() == 0
 
 
+def test_a_second_runner_is_refused_when_the_live_ones_socket_was_removed(
+        tmp_path: Path) -> None:
+    """A live runner whose control.sock was removed (an operator's `rm`, a tmp cleaner) was
+    taken for none: a second runner started on the same output dir, ran the same commands and
+    appended to the same JSONL. The output dir's lock is held for the runner's life."""
+    marker = tmp_path / "runs"
+    command = f"echo run >> {marker}; echo up; exec sleep 1000"
+    config = cfg(tmp_path, [{"id": "c", "command": command, "pattern": "up"}])
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: r.matches("c"), "the first runner's command")
+        (r.out / "control.sock").unlink()
+        second = subprocess.Popen([watchrun_bin(), "-c", str(config)], stderr=subprocess.PIPE,
+                                  stdout=subprocess.DEVNULL, text=True, cwd=tmp_path,
+                                  start_new_session=True)
+        try:
+            rc = second.wait(timeout=10)
+        finally:
+            if second.poll() is None:
+                os.killpg(second.pid, signal.SIGKILL)
+                second.wait()
+        err = second.stderr.read() if second.stderr else ""
+        assert rc == 3, err
+        assert f"another runner is live on {r.out} (pid {r.pid}" in err and "Traceback" not in err
+        assert marker.read_text() == "run\n"
+        assert len(r.matches("c")) == 1
+    finally:
+        assert r.stop() == 0
+
+
 def test_invalid_config_starts_nothing(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     config = cfg(tmp_path, [{"id": "c", "command": f"touch {marker}", "pattern": "(",

@@ -1,5 +1,9 @@
 """The live runner's control socket (`control.sock`, mode 0600): one JSON request per line.
 
+One runner per output dir: the server holds an exclusive lock on `control.lock` beside the
+socket for the runner's life (the kernel drops it when the runner dies, SIGKILLed or not), and
+touches the socket only once it holds it, so a second runner is refused even when the live one's
+socket was removed, or looked at in the instant before it listened.
 Bounded on every side: only the runner's own user (or root) is served (SO_PEERCRED); at most
 MAX_CLIENTS at once (the next is told `busy` once its request is read: a reply, never a reset); a
 request is at most MAX_REQUEST bytes and MAX_DEPTH levels of JSON, and must arrive within IDLE_S;
@@ -14,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import errno
+import fcntl
 import json
 import os
 import socket
@@ -23,12 +28,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from watchrun.output import safefs
 from watchrun.runtime.client import is_live, unix_address
 
 if TYPE_CHECKING:
     from watchrun.output.runlog import RunLog
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+LOCK_NAME = "control.lock"
+"""Beside the socket: locked by the live runner of the output dir."""
 MAX_REQUEST = 256 * 1024
 MAX_DEPTH = 32
 MAX_CLIENTS = 16
@@ -64,29 +72,44 @@ class ControlServer:
         self._clients: set[asyncio.Task[None]] = set()
         self._reserve = -1
         self._logged_at = -PRESSURE_LOG_S
+        self._lock = -1
 
     async def start(self) -> None:
+        """Hold the output dir's lock, then bind and listen; OSError (`another runner is live`)
+        when another runner holds it or answers on the socket. Nothing is left on failure."""
+        self._lock = _hold(self.path.with_name(LOCK_NAME))
+        try:
+            self._sock = self._bind()
+        except BaseException:
+            os.close(self._lock)
+            self._lock = -1
+            raise
+        self._reserve = _spare_fd()
+        self._serving = asyncio.ensure_future(self._serve(self._sock))
+
+    def _bind(self) -> socket.socket:
         if self.path.exists() or self.path.is_symlink():
-            if is_live(self.path):
+            if is_live(self.path):  # (a runner that takes no lock: an older watchrun)
                 raise OSError(f"another runner is live on {self.path}")
-            self.path.unlink()
+            self.path.unlink()  # a crashed runner's: the lock is ours, so nobody serves it
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK)
+        bound = False
         try:
             with unix_address(self.path) as addr:
                 old = os.umask(0o177)  # the socket is created 0600, never briefly wider
                 try:
                     sock.bind(addr)
+                    bound = True
                 finally:
                     os.umask(old)
             sock.listen(64)
         except OSError:
             sock.close()
-            with contextlib.suppress(OSError):
-                self.path.unlink()  # bound but not listening: leave no socket behind
+            if bound:  # bound but not listening: leave no socket behind (never another's)
+                with contextlib.suppress(OSError):
+                    self.path.unlink()
             raise
-        self._sock = sock
-        self._reserve = _spare_fd()
-        self._serving = asyncio.ensure_future(self._serve(sock))
+        return sock
 
     async def _serve(self, sock: socket.socket) -> None:
         """The accept loop; each client is a task it owns (awaited or cancelled by `close`)."""
@@ -167,6 +190,28 @@ class ControlServer:
         if self._reserve >= 0:
             os.close(self._reserve)
             self._reserve = -1
+        if self._lock >= 0:  # last: the socket is gone before another runner may start
+            os.close(self._lock)
+            self._lock = -1
+
+
+def _hold(path: Path) -> int:
+    """The descriptor of `path` (opened with no symlink followed), locked `flock(LOCK_EX)` and
+    holding this process's pid; OSError naming the holder's pid when another process holds it."""
+    fd = safefs.open_write(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise OSError(errno.EWOULDBLOCK, f"another runner is live on {path.parent} (pid "
+                          f"{holder}, which holds {path.name})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _spare_fd() -> int:
