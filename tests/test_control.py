@@ -128,6 +128,22 @@ def test_an_idle_client_is_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     serve(tmp_path, body)
 
 
+@pytest.mark.parametrize("size", [1 << 20, 32 << 20])
+def test_the_client_reads_the_refusal_of_a_request_too_large(tmp_path: Path, size: int) -> None:
+    """The runner stops reading a request past MAX_REQUEST and answers `request_too_large`;
+    `request()` was still sending, got EPIPE and said the runner did not answer (NoReply:
+    `watchrun add` with ten 100 KB `--exclude`s said `the runner did not answer`)."""
+    sock = tmp_path / "control.sock"
+
+    async def body(server: ControlServer) -> None:
+        reply = await asyncio.to_thread(request, sock, {"cmd": "hi", "pad": "x" * size}, 10)
+        assert reply["error"]["code"] == "request_too_large"
+        assert await asyncio.to_thread(request, sock, {"cmd": "hi"}) == {
+            "ok": True, "echo": {"cmd": "hi"}}
+
+    serve(tmp_path, body)
+
+
 def test_a_socket_path_longer_than_af_unix_allows(tmp_path: Path) -> None:
     deep = tmp_path.joinpath(*(["x" * 40] * 3))
     deep.mkdir(parents=True)

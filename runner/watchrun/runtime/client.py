@@ -70,7 +70,9 @@ def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[
             raise NoReply(f"cannot connect to {path}: {exc.strerror or exc}") from exc
         buf = b""
         try:
-            s.sendall(json.dumps(payload).encode() + b"\n")
+            # refused unread (too large): the send fails, and its reply waits to be read
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                s.sendall(json.dumps(payload).encode() + b"\n")
             while not buf.endswith(b"\n"):
                 # (what is left of `timeout`, not all of it again: a socket's timeout holds
                 # for each call, and a runner stalled mid-reply that sent a byte now and then
