@@ -295,3 +295,41 @@ def test_list_and_status_say_when_a_live_runner_did_not_answer(tmp_path: Path) -
     assert unknown.returncode == 3, unknown.stderr
     assert "watchrun: error: the runner did not answer (" in unknown.stderr
     assert "and no status snapshot of 'added-live' is in " in unknown.stderr, unknown.stderr
+
+
+def test_a_stop_sent_while_a_restart_holds_the_watcher_stops_it(tmp_path: Path) -> None:
+    """`stop` looked for the watcher before it waited its turn: sent while a `restart` (or a
+    reload) had it stopped and was starting it again, it was answered `not_found` (`watchrun
+    stop`: "already stopped", exit 0), and the watcher ran on. It waits its turn now, then
+    stops the watcher the restart started."""
+    go = tmp_path / "go"
+    script = (f"trap 'until [ -e {go} ]; do sleep 0.02; done; exit 0' TERM; echo up; "
+              "while :; do sleep 0.02; done")
+    config = write_config(tmp_path, {"limits": {"stopTimeout": "30s"}, "watchers": [
+        {"id": "c", "command": script, "pattern": "up"}]})
+    r = LiveRunner(config)
+    replies: dict[str, dict[str, Any]] = {}
+
+    def ask(name: str, payload: dict[str, Any]) -> threading.Thread:
+        def call() -> None:
+            replies[name] = r.control(payload)
+        thread = threading.Thread(target=call)
+        thread.start()
+        return thread
+
+    try:
+        wait_for(lambda: r.matches("c"), "the command to be up")
+        restart = ask("restart", {"cmd": "restart", "id": "c"})
+        wait_for(lambda: r.control({"cmd": "status"})["watchers"] == [], "the restart's stop")
+        stop = ask("stop", {"cmd": "stop", "id": "c"})
+        r.control({"cmd": "status"})  # (the stop is in: answered, or waiting its turn)
+        go.touch()
+        restart.join(DEADLINE_S)
+        stop.join(DEADLINE_S)
+        assert replies["restart"]["ok"] is True
+        assert replies["stop"] == {"ok": True, "message": "stopped c"}
+        assert r.control({"cmd": "status"})["watchers"] == []
+        (record,) = r.control({"cmd": "list"})["watchers"]
+        assert record["status"] == "stopped"
+    finally:
+        assert r.stop() == 0

@@ -77,9 +77,9 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "state": str(sup.state), "watchers": sup.board.live()}
     if cmd == "stop":
         wid = req["id"]
-        if wid not in sup.watchers:
-            return _fail("not_found", f"no running watcher {wid!r}")
-        async with sup.changing:
+        async with sup.changing:  # looked for in turn: a restart or reload may be starting it
+            if wid not in sup.watchers:
+                return _fail("not_found", f"no running watcher {wid!r}")
             await sup.stop_watcher(wid, reason="requested")
         return {"ok": True, "message": f"stopped {wid}"}
     if cmd == "clear":
