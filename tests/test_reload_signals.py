@@ -1,4 +1,4 @@
-"""SIGHUPs through the real runner: a storm is one reload more; none kills during a stop."""
+"""Real-runner SIGHUPs: storms coalesce, none kills a stop, an unloadable config is in status."""
 
 from __future__ import annotations
 
@@ -64,3 +64,34 @@ def test_a_sighup_storm_is_one_reload_and_a_stop_drops_the_waiting_one(tmp_path:
         r.close()
     assert r.stderr().count("reloaded:") == 1, r.stderr()
     assert r.left == []
+
+
+def test_a_reload_to_a_config_invalid_or_gone_is_in_status_and_the_old_one_runs_on(
+        tmp_path: Path) -> None:
+    """A SIGHUP whose config no longer validates (or was removed between the write and the
+    read) kept the running config, but said it only in the log: `status` had no problem, so a
+    `systemctl reload` then `watchrun status` looked like the new config ran."""
+    (tmp_path / "app.log").write_text("")
+    conf: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]}
+    config = write_config(tmp_path, conf)
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        conf["watchers"][0]["pattern"] = "("
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        wait_for(lambda: r.control({"cmd": "status"})["problems"], "a problem in status")
+        config.unlink()
+        r.send(signal.SIGHUP)
+        wait_for(lambda: len(r.control({"cmd": "status"})["problems"]) == 2, "a second problem")
+        status = r.control({"cmd": "status"})
+        assert status["state"] == "running" and status["watchers"] == ["app"]
+        assert all("reload failed: the new config is invalid or could not be read" in p
+                   for p in status["problems"])
+        with open(tmp_path / "app.log", "a") as fh:
+            fh.write("ERROR still watched as before\n")
+        wait_for(lambda: r.matches("app"), "the old config's match")
+    finally:
+        assert r.stop() == 0
+    err = r.stderr()
+    assert "invalid regex" in err and "config file not found" in err and "Traceback" not in err

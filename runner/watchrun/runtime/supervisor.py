@@ -260,9 +260,9 @@ class Supervisor:
         self.log.warning(f"the event loop runs again after a stall of {held_s:.1f} s",
                          event="loop-resumed", stalledS=held_s)
 
-    def problem(self, message: str, wid: str | None = None) -> None:
+    def problem(self, message: str, wid: str | None = None, event: str = "message") -> None:
         """Report a problem the runner survives: the log, `status`, the watcher's snapshot."""
-        self.log.error(message, wid)
+        self.log.error(message, wid, event=event)
         self.problems.append(f"{wid}: {message}" if wid else message)
         if wid is not None:
             self.board.note(wid, message)
@@ -299,9 +299,10 @@ class Supervisor:
             self.sd.reloading()
             try:
                 new = await asyncio.to_thread(self._reload)
-                if new is None:
-                    self.log.error("reload failed: the new config is invalid; keeping the "
-                                   "running one", event="reload-failed")
+                if new is None:  # (the log's `reload:` lines say why)
+                    self.problem("reload failed: the new config is invalid or could not be "
+                                 "read (the log's `reload:` lines, or `watchrun validate`, say "
+                                 "why); keeping the running one", event="reload-failed")
                 else:
                     await reloading.apply(self, new)
             except Exception as exc:
