@@ -58,8 +58,7 @@ def test_a_port_in_use_exits_3_in_one_line_and_leaves_nothing_behind(tmp_path: P
             "--metrics", f"127.0.0.1:{port}")
     assert p.returncode == 3, p.stderr
     assert errors(p.stderr) == [f"watchrun: error: could not start: --metrics 127.0.0.1:{port}: "
-                                "cannot listen: error while attempting to bind on address "
-                                f"('127.0.0.1', {port}): address already in use"]
+                                "cannot listen: Address already in use"]
     assert "Traceback" not in p.stderr
     assert took < 5.0  # stopTimeout
     assert not (tmp_path / ".watchrun" / "control.sock").exists()

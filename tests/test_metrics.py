@@ -329,6 +329,43 @@ def test_redactions_and_lines_cut_are_counted(tmp_path: Path, source: str) -> No
         assert r.stop() == 0
 
 
+def test_a_scrape_short_of_descriptors_is_closed_and_said_once(tmp_path: Path) -> None:
+    """Out of descriptors, asyncio's accept loop reported each failed accept to the runner's
+    exception handler: ~500 `internal error: socket.accept() out of system resource` lines a
+    second (the log's buffer full, other lines dropped; `status` filled with them) while the
+    scraper hung. Now the scraper is closed at once (EOF) and one warning a minute says it."""
+    import resource
+
+    (tmp_path / "app.log").write_text("")  # (a file: no child whose pipes come and go)
+    config = write_config(tmp_path, {"watchers": [{"id": "f", "path": "app.log",
+                                                   "pattern": "x"}]})
+    port = free_port()
+    r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
+    held: list[socket.socket] = []
+    try:
+        r.wait_running()
+        soft, hard = resource.prlimit(r.pid, resource.RLIMIT_NOFILE)
+        used = len(os.listdir(f"/proc/{r.pid}/fd"))
+        resource.prlimit(r.pid, resource.RLIMIT_NOFILE, (used + 2, hard))
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        wait_for(lambda: len(os.listdir(f"/proc/{r.pid}/fd")) == used + 2, "both accepted")
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                assert s.recv(100) == b""  # closed at once: no hang until the scrape timeout
+        r.wait_log("cannot accept a connection", timeout=5)
+        resource.prlimit(r.pid, resource.RLIMIT_NOFILE, (soft, hard))
+        for s in held:
+            s.close()
+        assert scrape(port)["watchrun_up"] == 1
+        assert r.control({"cmd": "status"})["problems"] == []
+    finally:
+        for s in held:
+            s.close()
+        assert r.stop() == 0
+    err = r.stderr()
+    assert "internal error" not in err and err.count("cannot accept a connection") == 1, err
+
+
 def test_a_busy_metrics_port_fails_the_start_with_exit_3(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"watchers": [{"id": "c", "command": "true", "pattern": "x"}]})
     with socket.socket() as s:

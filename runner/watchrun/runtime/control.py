@@ -7,7 +7,7 @@ socket was removed, or looked at in the instant before it listened.
 Bounded on every side: only the runner's own user (or root) is served (SO_PEERCRED); at most
 MAX_CLIENTS at once (the next is told `busy` once its request is read: a reply, never a reset); a
 request is at most MAX_REQUEST bytes and MAX_DEPTH levels of JSON, and must arrive within IDLE_S;
-running out of descriptors is logged once a minute, not per attempt.
+running out of descriptors is logged once a minute, not per attempt (`accepting.py`).
 An output dir whose socket path is longer than AF_UNIX allows is reached through
 /proc/self/fd, for binding and connecting alike.
 """
@@ -23,12 +23,12 @@ import json
 import os
 import socket
 import struct
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from watchrun.output import safefs
+from watchrun.runtime.accepting import Acceptor
 from watchrun.runtime.client import is_live, unix_address
 
 if TYPE_CHECKING:
@@ -46,10 +46,7 @@ DRAIN_S = 30.0
 """At shutdown, requests in flight (a `stop` waits for its watcher) get this long to finish."""
 BUSY_READ_S = 1.0
 """A client past MAX_CLIENTS has this long to send its request before it is told `busy`."""
-PRESSURE_LOG_S = 60.0
-"""Running out of descriptors on accept is logged at most this often."""
 _PEERCRED = struct.Struct("3i")
-_SHORT_OF = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 PEER_PID: contextvars.ContextVar[int | None] = contextvars.ContextVar("PEER_PID", default=None)
 """While a handler runs: the pid of the process that sent the request (SO_PEERCRED)."""
 
@@ -65,13 +62,10 @@ class ControlServer:
 
     def __init__(self, path: Path, handler: Handler, log: RunLog | None = None) -> None:
         self.path, self.handler, self.log = path, handler, log
-        self.refused = 0
-        """Connections refused for want of descriptors (EMFILE and the like)."""
         self._sock: socket.socket | None = None
         self._serving: asyncio.Task[None] | None = None
         self._clients: set[asyncio.Task[None]] = set()
-        self._reserve = -1
-        self._logged_at = -PRESSURE_LOG_S
+        self._accept: Acceptor | None = None
         self._lock = -1
 
     async def start(self) -> None:
@@ -84,8 +78,9 @@ class ControlServer:
             os.close(self._lock)
             self._lock = -1
             raise
-        self._reserve = _spare_fd()
-        self._serving = asyncio.ensure_future(self._serve(self._sock))
+        self._accept = Acceptor("control socket", self.log.warning if self.log is not None
+                                 else None)
+        self._serving = asyncio.ensure_future(self._accept.serve(self._sock, self._connected))
 
     def _bind(self) -> socket.socket:
         if self.path.exists() or self.path.is_symlink():
@@ -111,37 +106,11 @@ class ControlServer:
             raise
         return sock
 
-    async def _serve(self, sock: socket.socket) -> None:
-        """The accept loop; each client is a task it owns (awaited or cancelled by `close`)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, _ = await loop.sock_accept(sock)
-            except OSError as exc:
-                if exc.errno in _SHORT_OF:
-                    self._short_of_fds(sock, exc)
-                await asyncio.sleep(0.01 if exc.errno not in _SHORT_OF else 0.1)
-                continue  # ECONNABORTED and the like: that client is gone
-            task = asyncio.ensure_future(self._client(conn))
-            self._clients.add(task)
-            task.add_done_callback(self._clients.discard)
-
-    def _short_of_fds(self, sock: socket.socket, exc: OSError) -> None:
-        """Out of descriptors: free the spare one to accept and close the waiting client (it
-        gets EOF, not a hang), and say so once per PRESSURE_LOG_S."""
-        self.refused += 1
-        if self._reserve >= 0:
-            os.close(self._reserve)
-            self._reserve = -1
-        with contextlib.suppress(OSError):
-            sock.accept()[0].close()
-        self._reserve = _spare_fd()
-        now = time.monotonic()
-        if self.log is not None and now - self._logged_at >= PRESSURE_LOG_S:
-            self._logged_at = now
-            self.log.warning(f"control socket: cannot accept a connection: {exc.strerror} "
-                             f"({self.refused} refused so far; the descriptor limit is "
-                             "reached)")
+    def _connected(self, conn: socket.socket) -> None:
+        """Each client is a task the server owns (awaited or cancelled by `close`)."""
+        task = asyncio.ensure_future(self._client(conn))
+        self._clients.add(task)
+        task.add_done_callback(self._clients.discard)
 
     async def _client(self, conn: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -187,9 +156,9 @@ class ControlServer:
             self._sock = None
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
-        if self._reserve >= 0:
-            os.close(self._reserve)
-            self._reserve = -1
+        if self._accept is not None:
+            self._accept.close()
+            self._accept = None
         if self._lock >= 0:  # last: the socket is gone before another runner may start
             os.close(self._lock)
             self._lock = -1
@@ -212,13 +181,6 @@ def _hold(path: Path) -> int:
         os.close(fd)
         raise
     return fd
-
-
-def _spare_fd() -> int:
-    try:
-        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return -1
 
 
 def _check_peer(conn: socket.socket) -> int:

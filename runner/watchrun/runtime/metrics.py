@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -25,10 +26,12 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector
 
 from watchrun import __version__
+from watchrun.runtime.accepting import Acceptor
 
 Snapshot = Callable[[], dict[str, Any]]
 MAX_CONNECTIONS = 16
 """Connections served at once; more are closed at once (a scraper needs one)."""
+BACKLOG = 100
 MAX_HEAD_BYTES = 8192
 """Request line and headers together; a larger request gets 431."""
 REQUEST_TIMEOUT_S = 10.0
@@ -171,33 +174,56 @@ Response = tuple[str, list[tuple[str, str]], bytes]
 
 class MetricsServer:
     """GET/HEAD /metrics (Prometheus or OpenMetrics text, gzip when asked, `name[]` filters)
-    and /healthz; 405 for other methods, 404 for other paths. One request per connection."""
+    and /healthz; 405 for other methods, 404 for other paths. One request per connection.
+    Accepted by `accepting.Acceptor`: out of descriptors, a scraper is closed at once and one
+    warning a minute (`warn`) says so."""
 
     def __init__(self, host: str, port: int, snapshot: Snapshot, *,
-                 timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+                 timeout_s: float = REQUEST_TIMEOUT_S,
+                 warn: Callable[[str], None] | None = None) -> None:
         self.host, self.port = host, port
         self.snapshot = snapshot
         self.timeout_s = timeout_s
         self.registry = build_registry(snapshot)
-        self._server: asyncio.Server | None = None
-        self._clients: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
+        self._accept = Acceptor(f"--metrics {host}:{port}", warn)
+        self._socks: list[socket.socket] = []
+        self._serving: list[asyncio.Task[None]] = []
+        self._clients: dict[asyncio.Task[Any], asyncio.StreamWriter | socket.socket] = {}
+        """Each connection's task, and its writer (its socket until it has one)."""
 
     async def start(self) -> None:
-        """Listen; OSError naming the address when it cannot (in use, not local, ...)."""
+        """Listen (every address `host` resolves to, as asyncio's servers do); OSError naming
+        the address when it cannot (in use, not local, ...)."""
         try:
-            self._server = await asyncio.start_server(self._client, self.host, self.port,
-                                                      limit=MAX_HEAD_BYTES)
+            infos = await asyncio.get_running_loop().getaddrinfo(
+                self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            for info in dict.fromkeys(infos):
+                self._socks.append(_listen(*info))
         except OSError as exc:  # the caller names the address
+            self._close_listening()
             raise OSError(exc.errno, f"cannot listen: {exc.strerror or exc}") from exc
-        self.port = self._server.sockets[0].getsockname()[1]
+        self.port = self._socks[0].getsockname()[1]
+        self._serving = [asyncio.ensure_future(self._accept.serve(sock, self._connected))
+                         for sock in self._socks]
 
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _connected(self, conn: socket.socket) -> None:
+        """Past MAX_CONNECTIONS, closed at once; else served by a task the server owns (close()
+        ends its connection and awaits it)."""
+        if len(self._clients) >= MAX_CONNECTIONS:
+            conn.close()
+            return
+        self._clients[asyncio.ensure_future(self._client(conn))] = conn
+
+    async def _client(self, conn: socket.socket) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if len(self._clients) >= MAX_CONNECTIONS:
-            writer.transport.abort()
-            return
-        self._clients[task] = writer  # owned: close() ends the connection and awaits the task
+        try:
+            reader, writer = await asyncio.open_connection(sock=conn, limit=MAX_HEAD_BYTES)
+        except BaseException:
+            self._clients.pop(task, None)
+            conn.close()
+            raise
+        self._clients[task] = writer
         try:
             async with asyncio.timeout(self.timeout_s):
                 method, (status, headers, body) = await self._respond(reader)
@@ -211,7 +237,7 @@ class MetricsServer:
                 writer.write_eof()
                 while await reader.read(MAX_HEAD_BYTES):
                     pass
-        except (TimeoutError, ConnectionError):
+        except (TimeoutError, OSError):  # (ENOTCONN from the half-close: a client gone)
             writer.transport.abort()
         finally:
             self._clients.pop(task, None)
@@ -258,14 +284,40 @@ class MetricsServer:
         return "200 OK", headers, body
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for writer in self._clients.values():
-            writer.transport.abort()  # the handler sees the connection end and returns
+        for serving in self._serving:
+            serving.cancel()
+        await asyncio.gather(*self._serving, return_exceptions=True)
+        self._serving = []
+        self._close_listening()
+        for task, held in self._clients.items():
+            if isinstance(held, socket.socket):  # (a task not yet run never closes it)
+                task.cancel()
+                held.close()
+            else:
+                held.transport.abort()  # the handler sees the connection end and returns
         await asyncio.gather(*self._clients, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        self._accept.close()
+
+    def _close_listening(self) -> None:
+        for sock in self._socks:
+            sock.close()
+        self._socks = []
+
+
+def _listen(family: int, kind: int, proto: int, _name: str, address: Any) -> socket.socket:
+    """A non-blocking socket listening on `address` (SO_REUSEADDR; an IPv6 one only IPv6)."""
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 async def _read_head(reader: asyncio.StreamReader) -> list[str]:

@@ -108,7 +108,7 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
         from watchrun.runtime.metrics import MetricsServer  # prometheus_client: only if asked
 
         host, port = sup.metrics
-        metrics = MetricsServer(host, port, sup.metrics_snapshot)
+        metrics = MetricsServer(host, port, sup.metrics_snapshot, warn=log.warning)
         await _step(metrics.start, f"--metrics {host}:{port}")
         undo.push_async_callback(metrics.close)
     await _end_leftovers(sup)
