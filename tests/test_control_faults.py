@@ -333,3 +333,26 @@ def test_a_stop_sent_while_a_restart_holds_the_watcher_stops_it(tmp_path: Path) 
         assert record["status"] == "stopped"
     finally:
         assert r.stop() == 0
+
+
+@pytest.mark.parametrize("field", [
+    {"path": "/tmp/\ud800.log"},
+    {"command": "echo \udbff"},
+    {"command": ["echo", "a\ud800"]},
+    {"command": "true", "cwd": "/tmp/\udc00"},
+    {"command": "true", "env": {"A": "\ud83d"}},
+])
+def test_an_add_whose_path_or_command_no_os_call_takes_is_invalid(
+        runner: LiveRunner, field: dict[str, Any]) -> None:
+    """JSON allows a lone surrogate (`"\\ud800"`), which no file name, argv or environment can
+    hold: such an `add` passed every check, failed at its start (`start_failed`, a `warning:
+    internal: UnicodeEncodeError(…)` in the log) and was held, stopped, until `clear`. It is
+    refused `invalid` with the others now. (U+DC80-U+DCFF, a name's undecodable bytes, pass.)"""
+    watcher = {"id": "odd", "pattern": "x", **field}
+    reply = runner.control({"cmd": "add", "watcher": watcher})
+    assert reply["ok"] is False and reply["error"]["code"] == "invalid", reply
+    (d,) = reply["error"]["diagnostics"]
+    assert "lone surrogate" in d["message"] and d["path"].startswith(
+        f"watchers[0].{next(k for k in ('env', 'cwd', 'command', 'path') if k in field)}")
+    assert [w["id"] for w in runner.control({"cmd": "list"})["watchers"]] == ["app"]
+    assert "internal" not in runner.stderr()

@@ -77,30 +77,37 @@ class Ctx:
         return True
 
     def executed(self, path: KeyPath, item: Any) -> None:
-        """`no_nul` on what of a watcher, an agent or an action reaches an exec, a path or a
-        request (its actions' too)."""
+        """`os_strings` on what of a watcher, an agent or an action reaches an exec, a path or
+        a request (its actions' too)."""
         if not isinstance(item, dict):
             return
         for key in ("command", "cwd", "env", "path", "url", "headers"):
             if key in item:
-                self.no_nul((*path, key), item[key])
+                self.os_strings((*path, key), item[key])
         actions = item.get("actions")
         for j, action in enumerate(actions if isinstance(actions, list) else []):
             self.executed((*path, "actions", j), action)
 
-    def no_nul(self, path: KeyPath, node: Any) -> None:
-        """Report every string under `node` that holds a NUL byte: no command line,
-        environment, path or URL can hold one (the start would fail on it)."""
+    def os_strings(self, path: KeyPath, node: Any) -> None:
+        """Report every string under `node` that holds a NUL byte, or a lone surrogate (JSON's
+        `"\\ud800"`) that is not one of a file name's undecodable bytes (U+DC80-U+DCFF): no
+        command line, environment, path or URL can hold either (the start would fail on it)."""
         if isinstance(node, str):
             if "\0" in node:
                 self.report.error(path, f"{json.dumps(node)} contains a NUL byte (\\0), which "
                                   "no command line, environment, path or URL can hold")
+            try:
+                os.fsencode(node)
+            except UnicodeEncodeError as exc:
+                self.report.error(path, f"{json.dumps(node)} contains U+{ord(node[exc.start]):04X}"
+                                  ", a lone surrogate (not a character), which no command line, "
+                                  "environment, path or URL can hold")
         elif isinstance(node, dict):
             for key, value in node.items():
-                self.no_nul((*path, key), value)
+                self.os_strings((*path, key), value)
         elif isinstance(node, list):
             for i, value in enumerate(node):
-                self.no_nul((*path, i), value)
+                self.os_strings((*path, i), value)
 
     def env(self, path: KeyPath, raw: Any) -> dict[str, str]:
         """An env mapping with values as strings (numbers are written as they read)."""
