@@ -383,3 +383,39 @@ def test_a_reloaded_watcher_whose_jsonl_is_a_symlink_is_not_started(tmp_path: Pa
         assert target.read_text() == "kept\n" and planted.is_symlink()
     finally:
         assert r.stop() == 0
+
+
+def test_a_reload_that_lowers_max_watchers_keeps_the_oldest_runtime_watchers_that_fit(
+        tmp_path: Path) -> None:
+    """`limits.maxWatchers` lowered by a reload: the runtime watchers were all restarted (a
+    change of `limits` restarts every watcher), past the limit, and nothing said so. Those that
+    fit, oldest first, after the config's, start again; the others are stopped, said in
+    `status`, and `start` starts one again once there is room."""
+    conf: dict[str, Any] = {"limits": {"maxWatchers": 4},
+                            "watchers": [{"id": "cfg", "path": "cfg.log", "pattern": "x"}]}
+    config = write_config(tmp_path, conf)
+    for name in ("cfg", "rt0", "rt1", "rt2"):
+        (tmp_path / f"{name}.log").write_text("")
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        for i in range(3):
+            reply = r.control({"cmd": "add", "watcher": {
+                "id": f"rt{i}", "path": str(tmp_path / f"rt{i}.log"), "pattern": "x"}})
+            assert reply["ok"], reply
+        conf["limits"]["maxWatchers"] = 2
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        wait_for(lambda: r.control({"cmd": "status"})["watchers"] == ["cfg", "rt0"],
+                 "the config's watcher and the oldest runtime one")
+        status = r.control({"cmd": "status"})
+        assert sorted(p.split(":")[0] for p in status["problems"]) == ["rt1", "rt2"]
+        assert all("limits.maxWatchers is 2" in p for p in status["problems"])
+        assert {w["id"]: w["status"] for w in r.control({"cmd": "list"})["watchers"]} == {
+            "cfg": "running", "rt0": "running", "rt1": "stopped", "rt2": "stopped"}
+        assert r.control({"cmd": "start", "id": "rt1"})["error"]["code"] == "limit"
+        assert r.control({"cmd": "stop", "id": "rt0"})["ok"]
+        assert r.control({"cmd": "start", "id": "rt1"})["ok"]
+    finally:
+        assert r.stop() == 0
+    assert "Traceback" not in r.stderr()

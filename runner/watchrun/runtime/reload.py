@@ -1,7 +1,8 @@
 """Applying a re-read config to the live runner (SIGHUP): unchanged watchers keep running,
 changed and removed ones stop, new and changed ones start. Watchers added at runtime are in no
 file: they keep running (restarted when the limits or output settings change), unless the config
-now names their id, which then is the config's. No step's failure ends the runner: each is
+now names their id, which then is the config's, or `limits.maxWatchers` has no room left for
+them after the config's (the oldest kept first). No step's failure ends the runner: each is
 reported (log, `status`, an `error` record where the watcher has a sink) and the rest goes on."""
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ async def apply(sup: Reloading, new: Config) -> None:
     except Exception as exc:
         sup.problem(f"reload: the actions could not be updated: {exc}")
     wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
+    no_room: set[str] = set()
     for wid, spec in list(sup.set.runtime.items()):
         if wid in wanted:
             del sup.set.runtime[wid]
@@ -70,11 +72,19 @@ async def apply(sup: Reloading, new: Config) -> None:
             sup.problem("reload: the config now names this id, so the config's watcher "
                         "replaces the one added at runtime", wid)
         elif wid in sup.set.running and new.limits.enabled:
+            if len(wanted) >= new.limits.max_watchers:  # (oldest first: the newest give way)
+                no_room.add(wid)
+                sup.problem(f"reload: limits.maxWatchers is {new.limits.max_watchers}, filled "
+                            "by the config's watchers and those added before it: stopped "
+                            f"(`watchrun start {wid}` once there is room, `watchrun clear` "
+                            "forgets it)", wid)
+                continue
             wanted[wid] = spec  # kept: in no file, it lives until stopped or the runner exits
     trouble: dict[str, str] = {}
     for wid, rt in list(sup.set.running.items()):
         if wid not in wanted or rt.spec != wanted[wid] or global_change:
-            why = "removed" if wid not in wanted else "config changed"
+            why = "no room" if wid in no_room else "removed" if wid not in wanted else \
+                "config changed"
             problems = await sup.set.stop(wid, reason="reload")
             sup.log.info(f"{why}; stopped", wid)
             if problems:
