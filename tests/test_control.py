@@ -5,10 +5,12 @@ AF_UNIX allows bound and reached through /proc/self/fd."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -193,6 +195,59 @@ def test_a_start_that_loses_the_race_leaves_the_live_servers_socket_alone(
         await second.close()
 
     asyncio.run(main())
+
+
+def test_a_planted_symlink_at_the_socket_path_is_replaced_never_connected_through(
+        tmp_path: Path) -> None:
+    """`control.sock` a symlink to some other live socket: the start connected through it, took
+    whatever answered for a live runner and refused to start (`another runner is live`). Nothing
+    under the output dir is followed: the link is replaced by the runner's own socket, and the
+    other socket never sees a connection."""
+    sock = tmp_path / "control.sock"
+    with socket.socket(socket.AF_UNIX) as other:
+        other.bind(str(tmp_path / "other.sock"))
+        other.listen()
+        other.setblocking(False)
+        sock.symlink_to(tmp_path / "other.sock")
+
+        async def main() -> None:
+            server = ControlServer(sock, echo)
+            await server.start()
+            try:
+                assert not sock.is_symlink()
+                reply = await asyncio.to_thread(request, sock, {"cmd": "hi"})
+                assert reply == {"ok": True, "echo": {"cmd": "hi"}}
+            finally:
+                await server.close()
+
+        asyncio.run(main())
+        with pytest.raises(BlockingIOError):
+            other.accept()  # nobody connected to it
+
+
+def test_is_live_is_bounded_when_the_listeners_backlog_is_full(tmp_path: Path) -> None:
+    """A blocking AF_UNIX connect waits while the listener's backlog is full (a runner whose loop
+    is stalled; a socket planted at the path): `is_live` waited, and with it a runner's start
+    (on its loop, SIGTERM unheard) and `agent run`, for ever. It never waits now: such a
+    listener is live."""
+    sock = tmp_path / "control.sock"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(sock))
+        listener.listen(0)
+        queued = []
+        with contextlib.suppress(BlockingIOError):
+            for _ in range(8):  # fill its backlog
+                c = socket.socket(socket.AF_UNIX)
+                queued.append(c)
+                c.setblocking(False)
+                c.connect(str(sock))
+        answer: list[bool] = []
+        thread = threading.Thread(target=lambda: answer.append(is_live(sock)), daemon=True)
+        thread.start()
+        thread.join(5)
+        for c in queued:
+            c.close()
+    assert not thread.is_alive() and answer == [True]
 
 
 def test_sd_notify_never_blocks_when_its_reader_falls_behind(tmp_path: Path) -> None:

@@ -43,11 +43,15 @@ def unix_address(path: Path) -> Iterator[str]:
 
 
 def is_live(path: Path) -> bool:
-    """Whether a runner answers on the control socket `path`."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+    """Whether a runner listens on the control socket `path`. The connect never waits: a
+    blocking AF_UNIX connect waited for ever while the listener's backlog was full (its loop
+    stalled); a non-blocking one says EAGAIN then, and that listener is live."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_NONBLOCK) as s:
         try:
             with unix_address(path) as addr:
                 s.connect(addr)
+        except BlockingIOError:
+            return True
         except OSError:
             return False
     return True

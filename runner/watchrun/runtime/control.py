@@ -83,7 +83,9 @@ class ControlServer:
         self._serving = asyncio.ensure_future(self._accept.serve(self._sock, self._connected))
 
     def _bind(self) -> socket.socket:
-        if self.path.exists() or self.path.is_symlink():
+        if self.path.is_symlink():  # never connected through: nothing under the dir is followed
+            self.path.unlink()
+        elif self.path.exists():
             if is_live(self.path):  # (a runner that takes no lock: an older watchrun)
                 raise OSError(f"another runner is live on {self.path}")
             self.path.unlink()  # a crashed runner's: the lock is ours, so nobody serves it
