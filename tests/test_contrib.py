@@ -191,6 +191,7 @@ def test_kubernetes_pods_are_wired_and_locked_down(name: str) -> None:
     argv = " ".join(w.get("command", []) + w.get("args", []))
     assert f"--metrics 0.0.0.0:{port}" in argv
     assert w["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert w["livenessProbe"]["httpGet"]["path"] == "/livez"  # (a long reload is no death)
     assert "pip install" not in argv
 
 

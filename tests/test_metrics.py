@@ -150,8 +150,9 @@ def test_methods_paths_and_health() -> None:
         assert request(srv.port, "GET", "/healthz?verbose")[0] == 200
         assert raw(srv.port, b"nonsense\r\n\r\n").startswith(b"HTTP/1.1 400 ")
         assert raw(srv.port, b"GET /metrics SPDY/3\r\n\r\n").startswith(b"HTTP/1.1 400 ")
-    with served({**SNAPSHOT, "up": False}) as srv:
+    with served({**SNAPSHOT, "up": False}) as srv:  # (starting, reloading or stopping)
         assert request(srv.port, "GET", "/healthz")[::2] == (503, b"not running\n")
+        assert request(srv.port, "GET", "/livez")[::2] == (200, b"alive\n")  # not restarted
 
 
 def test_a_request_head_past_the_cap_gets_431() -> None:

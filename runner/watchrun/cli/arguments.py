@@ -85,7 +85,7 @@ def configure_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     p.add_argument("--junit", metavar="FILE", type=Path, help="with --once: write a JUnit report")
     p.add_argument("--metrics", metavar="HOST:PORT",
-                   help="serve Prometheus metrics and /healthz on HOST:PORT")
+                   help="serve Prometheus metrics, /healthz and /livez on HOST:PORT")
     p.set_defaults(format="text")
     p.add_argument("--json", dest="format", action="store_const", const="json",
                    help="JSON log lines on stderr; with --once the verdicts as one JSON object "

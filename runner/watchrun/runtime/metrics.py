@@ -1,4 +1,4 @@
-"""`--metrics HOST:PORT`: prometheus_client metrics and `/healthz`, served on the loop with caps."""
+"""`--metrics HOST:PORT`: prometheus_client metrics, `/healthz`, `/livez`; on the loop, capped."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ Response = tuple[str, list[tuple[str, str]], bytes]
 
 class MetricsServer:
     """GET/HEAD /metrics (Prometheus or OpenMetrics text, gzip when asked, `name[]` filters)
-    and /healthz; 405 for other methods, 404 for other paths. One request per connection.
+    /healthz and /livez; 405 for other methods, 404 for other paths. One request per connection.
     Accepted by `accepting.Acceptor`: out of descriptors, a scraper is closed at once and one
     warning a minute (`warn`) says so."""
 
@@ -268,9 +268,11 @@ class MetricsServer:
             if self.snapshot().get("up"):
                 return method, _plain("200 OK", "ok\n")
             return method, _plain("503 Service Unavailable", "not running\n")
+        if url.path == "/livez":  # (answered by the loop: it runs, whatever the runner does)
+            return method, _plain("200 OK", "alive\n")
         if url.path == "/":
-            return method, _plain("200 OK", "watchrun: /metrics /healthz\n")
-        return method, _plain("404 Not Found", "not found: try /metrics or /healthz\n")
+            return method, _plain("200 OK", "watchrun: /metrics /healthz /livez\n")
+        return method, _plain("404 Not Found", "not found: try /metrics, /healthz or /livez\n")
 
     def _metrics(self, fields: dict[str, str], query: dict[str, list[str]]) -> Response:
         encoder, content_type = choose_encoder(fields.get("accept", ""))
