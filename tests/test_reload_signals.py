@@ -95,3 +95,41 @@ def test_a_reload_to_a_config_invalid_or_gone_is_in_status_and_the_old_one_runs_
         assert r.stop() == 0
     err = r.stderr()
     assert "invalid regex" in err and "config file not found" in err and "Traceback" not in err
+
+
+HUNG_READ = """
+import os, sys, threading
+import watchrun.config, watchrun.runtime.workers
+watchrun.runtime.workers.GRACE_S = 1.0  # (5 s: the exit's wait for a call still running)
+real = watchrun.config.load_config
+def load_config(*args, **kwargs):
+    if os.path.exists("hang"):  # from now on the config's file system never answers
+        print("the config read hangs", file=sys.stderr, flush=True)
+        threading.Event().wait()
+    return real(*args, **kwargs)
+watchrun.config.load_config = load_config
+sys.argv = ["watchrun", *sys.argv[1:]]
+from watchrun.cli import entry
+sys.exit(entry())
+"""
+"""`watchrun` whose config reads never return once the file `hang` exists."""
+
+
+def test_a_stop_gives_up_a_reload_whose_config_read_never_returns(tmp_path: Path) -> None:
+    """A SIGHUP's config read on a mount that stopped answering never returned, and no signal
+    was heard while a reload ran: SIGTERM did nothing, the runner had to be SIGKILLed (its
+    commands orphaned to the guardian). The stop now gives the reload up."""
+    from test_stuck_calls import seamed_runner
+
+    (tmp_path / "app.log").write_text("")
+    cfg = write_config(tmp_path, {"watchers": [{"id": "a", "path": "app.log", "pattern": "x"}]})
+    with seamed_runner(HUNG_READ, cfg) as (proc, err):
+        wait_for(lambda: "1 watcher, 0 agents running" in "".join(err), "the start")
+        (tmp_path / "hang").touch()
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "the config read hangs" in "".join(err), "the reload's read")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 3  # (a call still running at the exit: said, exit 3)
+    said = "".join(err)
+    assert "reload given up: SIGTERM came while the config was still being read" in said
+    assert "[a] stopped (shutdown)" in said

@@ -1,4 +1,5 @@
-"""Applying a re-read config to the live runner (SIGHUP): unchanged watchers keep running,
+"""A SIGHUP's reload, a stop signal heard meanwhile, and applying the re-read config to the live
+runner: unchanged watchers keep running,
 changed and removed ones stop, new and changed ones start. Watchers added at runtime are in no
 file: they keep running (restarted when the limits or output settings change), unless the config
 now names their id, which then is the config's, or `limits.maxWatchers` has no room left for
@@ -9,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import threading
 from typing import TYPE_CHECKING, Protocol
 
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.output.runlog import RunLog
+from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.watchers import STOP_RECORD_S, WatcherSet
 from watchrun.runtime.wiring import precompile
 
@@ -21,11 +24,50 @@ if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
 
-__all__ = ["apply"]
+__all__ = ["apply", "reload_or_stop"]
 
 PRECOMPILE_BATCH = 64
 """Watchers compiled off the loop at a time before they start: well under the 256 compiled
 matchers `matcher.compile_for` keeps, so none is evicted before its start takes it."""
+
+
+class Reloader(Protocol):
+    log: RunLog
+    reading_config: bool
+
+    async def reload(self) -> None: ...
+
+
+async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
+    """A reload, hearing the signals meanwhile; the stop signal's name, if one came. A stop
+    while the config is still read (a file on a mount that stopped answering never is) gives
+    the reload up; one while it is applied waits for it. A SIGHUP meanwhile is one more
+    reload after it."""
+    reloading = asyncio.ensure_future(sup.reload())
+    stop: str | None = None
+    again = False
+    while not reloading.done():
+        sig_wait = asyncio.ensure_future(inbox.next())
+        try:
+            done, _ = await asyncio.wait({reloading, sig_wait},
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sig_wait.cancel()
+        if sig_wait not in done:
+            continue
+        sig = sig_wait.result()
+        if sig == signal.SIGHUP:
+            again = True
+            continue
+        stop = sig.name
+        if sup.reading_config:
+            reloading.cancel()
+            await asyncio.wait({reloading})
+            sup.log.warning(f"reload given up: {stop} came while the config was still being "
+                            "read", event="reload-given-up")
+    if again and stop is None:
+        inbox.push(signal.SIGHUP)
+    return stop
 
 
 class Reloading(Protocol):

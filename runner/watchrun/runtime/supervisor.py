@@ -92,6 +92,8 @@ class Supervisor:
         self._orphans = asyncio.Event()
         self.reload_pending = False
         """A SIGHUP came while starting: reload once started."""
+        self.reading_config = False
+        """A reload is reading the config (a stop signal then gives it up)."""
         self._inbox: SignalInbox | None = None
         self._stop_asked = False
         self.changing = asyncio.Lock()
@@ -187,7 +189,9 @@ class Supervisor:
             sig = sig_wait.result()
             if sig != signal.SIGHUP:
                 return sig.name  # SIGTERM/SIGINT: RUNNING -> STOPPING
-            await self.reload()
+            stop = await reloading.reload_or_stop(self, inbox)
+            if stop is not None:
+                return stop
 
     async def _once(self) -> None:
         """Once mode: every command runs to its exit, then (unless a stop began) every file is
@@ -298,7 +302,11 @@ class Supervisor:
             self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
             self.sd.reloading()
             try:
-                new = await asyncio.to_thread(self._reload)
+                self.reading_config = True
+                try:
+                    new = await asyncio.to_thread(self._reload)
+                finally:
+                    self.reading_config = False
                 if new is None:  # (the log's `reload:` lines say why)
                     self.problem("reload failed: the new config is invalid or could not be "
                                  "read (the log's `reload:` lines, or `watchrun validate`, say "
