@@ -70,7 +70,8 @@ def test_a_reload_to_a_config_invalid_or_gone_is_in_status_and_the_old_one_runs_
         tmp_path: Path) -> None:
     """A SIGHUP whose config no longer validates (or was removed between the write and the
     read) kept the running config, but said it only in the log: `status` had no problem, so a
-    `systemctl reload` then `watchrun status` looked like the new config ran."""
+    `systemctl reload` then `watchrun status` looked like the new config ran. A reload that
+    applies clears them: they would say the config running is an old one."""
     (tmp_path / "app.log").write_text("")
     conf: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]}
     config = write_config(tmp_path, conf)
@@ -91,6 +92,11 @@ def test_a_reload_to_a_config_invalid_or_gone_is_in_status_and_the_old_one_runs_
         with open(tmp_path / "app.log", "a") as fh:
             fh.write("ERROR still watched as before\n")
         wait_for(lambda: r.matches("app"), "the old config's match")
+        conf["watchers"][0]["pattern"] = "ERROR|FATAL"  # fixed: the next reload applies it
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        wait_for(lambda: not r.control({"cmd": "status"})["problems"],
+                 "the failed reloads' problems gone with the one that applied")
     finally:
         assert r.stop() == 0
     err = r.stderr()

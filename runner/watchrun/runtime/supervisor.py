@@ -311,7 +311,9 @@ class Supervisor:
                     self.problem("reload failed: the new config is invalid or could not be "
                                  "read (the log's `reload:` lines, or `watchrun validate`, say "
                                  "why); keeping the running one", event="reload-failed")
-                else:
+                else:  # (what failed reloads said is no longer so)
+                    self.problems = deque((p for p in self.problems
+                                           if not p.startswith("reload failed")), maxlen=20)
                     await reloading.apply(self, new)
             except Exception as exc:
                 self.problem(f"reload failed: {exc!r}; going on with what is running")
