@@ -139,3 +139,26 @@ def test_a_stop_gives_up_a_reload_whose_config_read_never_returns(tmp_path: Path
     said = "".join(err)
     assert "reload given up: SIGTERM came while the config was still being read" in said
     assert "[a] stopped (shutdown)" in said
+
+
+def test_a_reload_stops_its_changed_commands_together(tmp_path: Path) -> None:
+    """The reload stopped the watchers it changed one by one: three commands that each take
+    their time to end (stopTimeout 30 s) held it, and every signal behind it, for the sum.
+    Each is sent its SIGTERM at once now, as the runner's stop does."""
+    go = tmp_path / "go"
+    script = (f"trap 'touch {tmp_path}/term.%d; until [ -e {go} ]; do sleep 0.02; done; "
+              "exit 0' TERM; echo up; while :; do sleep 0.02; done")
+    conf: dict[str, Any] = {"limits": {"stopTimeout": "30s"}, "watchers": [
+        {"id": f"c{i}", "command": script % i, "pattern": "up"} for i in range(3)]}
+    r = LiveRunner(write_config(tmp_path, conf))
+    try:
+        wait_for(lambda: all(r.matches(f"c{i}") for i in range(3)), "the commands up")
+        for w in conf["watchers"]:
+            w["pattern"] = "up|down"
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        wait_for(lambda: len(list(tmp_path.glob("term.*"))) == 3, "a SIGTERM to each of them")
+        go.touch()
+        r.wait_log("reloaded: 3 watchers running")
+    finally:
+        assert r.stop() == 0

@@ -123,14 +123,19 @@ async def apply(sup: Reloading, new: Config) -> None:
                 continue
             wanted[wid] = spec  # kept: in no file, it lives until stopped or the runner exits
     trouble: dict[str, str] = {}
-    for wid, rt in list(sup.set.running.items()):
-        if wid not in wanted or rt.spec != wanted[wid] or global_change:
-            why = "no room" if wid in no_room else "removed" if wid not in wanted else \
-                "config changed"
-            problems = await sup.set.stop(wid, reason="reload")
-            sup.log.info(f"{why}; stopped", wid)
-            if problems:
-                trouble[wid] = "; ".join(problems)
+
+    async def stop(wid: str) -> None:
+        why = "no room" if wid in no_room else "removed" if wid not in wanted else \
+            "config changed"
+        problems = await sup.set.stop(wid, reason="reload")
+        sup.log.info(f"{why}; stopped", wid)
+        if problems:
+            trouble[wid] = "; ".join(problems)
+
+    # together, as the runner's stop does: one by one, commands that wait out stopTimeout
+    # held the reload (and every signal behind it) for the sum of theirs
+    await asyncio.gather(*(stop(wid) for wid, rt in list(sup.set.running.items())
+                           if wid not in wanted or rt.spec != wanted[wid] or global_change))
     todo = [spec for wid, spec in wanted.items() if wid not in sup.set.running]
     for at in range(0, len(todo), PRECOMPILE_BATCH):
         batch = todo[at:at + PRECOMPILE_BATCH]  # compiled off the loop, then started
