@@ -167,22 +167,35 @@ class ControlServer:
 
 
 def _hold(path: Path) -> int:
-    """The descriptor of `path` (opened with no symlink followed), locked `flock(LOCK_EX)` and
-    holding this process's pid; OSError naming the holder's pid when another process holds it."""
+    """The descriptor of `path` (opened with no symlink followed), locked `flock(LOCK_EX)`;
+    OSError naming the holder's pid when another process holds it. Nothing is written to it:
+    a runner starts on a full disk."""
     fd = safefs.open_write(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise OSError(errno.EWOULDBLOCK, f"another runner is live on {path.parent} (pid "
-                          f"{holder}, which holds {path.name})") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        st = os.fstat(fd)
+        os.close(fd)
+        raise OSError(errno.EWOULDBLOCK, f"another runner is live on {path.parent} (pid "
+                      f"{_holder(st)}, which holds {path.name})") from None
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _holder(st: os.stat_result) -> str:
+    """The pid holding a flock on the file of `st`, from /proc/locks ("unknown" without it)."""
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == where:
+                    return parts[4]
+    except OSError:
+        pass
+    return "unknown"
 
 
 def _check_peer(conn: socket.socket) -> int:
