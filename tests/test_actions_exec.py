@@ -17,7 +17,7 @@ from liverunner import alive
 from tmpfs import fill
 from webhook_server import receiver
 
-from watchrun.config.model import Limits
+from watchrun.config.model import Limits, WatcherSpec
 
 PY = sys.executable
 DUMP = ("import sys, os, json; data = sys.stdin.read(); "
@@ -144,13 +144,17 @@ def test_a_program_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path
     asyncio.run(body())
 
 
+def sleeper(folder: Path, pidfile: Path) -> WatcherSpec:
+    """A watcher whose exec action writes its pid to `pidfile` and sleeps a minute."""
+    return watcher(program(folder, "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60",
+                           timeout_ms=60_000))
+
+
 def test_shutdown_stops_a_running_program_and_records_it(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
 
     async def body() -> None:
-        spec = watcher(program(tmp_path, "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60",
-                               timeout_ms=60_000))
-        rig = Rig(tmp_path, spec)
+        rig = Rig(tmp_path, sleeper(tmp_path, pidfile))
         async with rig:
             rig.deliver("ERROR x")
             await until(lambda: pidfile.exists() and pidfile.read_text().strip(), "the pid")
@@ -296,9 +300,7 @@ def test_a_stop_on_a_full_disk_does_not_wait_for_the_action_records(
     pidfile = tiny_fs / "pid"
 
     async def body() -> None:
-        spec = watcher(program(tiny_fs, "sh", "-c", f"echo $$ > {pidfile}; exec sleep 60",
-                               timeout_ms=60_000))
-        rig = Rig(tiny_fs, spec)
+        rig = Rig(tiny_fs, sleeper(tiny_fs, pidfile))
         async with rig:
             rig.deliver("ERROR x")
             await rig.wait("action-fired")

@@ -5,10 +5,12 @@ Slack body; every firing and result is a record that validates."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
@@ -97,15 +99,22 @@ def test_a_connection_refused_is_retried_then_failed(tmp_path: Path) -> None:
     asyncio.run(body())
 
 
+@contextlib.asynccontextmanager
+async def paged_once(tmp_path: Path, rx: Receiver, clock: FakeClock) -> AsyncIterator[Rig]:
+    """A rig whose webhook (to `rx`) is throttled to one firing a minute, 10 s after it paged
+    for a first match."""
+    async with Rig(tmp_path, watcher(webhook(rx.url, throttle_ms=60_000)), clock=clock) as rig:
+        rig.deliver("ERROR 1")
+        await rig.wait("action-result")
+        clock.advance(10)
+        yield rig
+
+
 def test_throttle_sends_once_per_window_and_then_what_it_suppressed(tmp_path: Path) -> None:
     clock = FakeClock()
     with receiver(200) as rx:
         async def body() -> None:
-            spec = watcher(webhook(rx.url, throttle_ms=60_000))
-            async with Rig(tmp_path, spec, clock=clock) as rig:
-                rig.deliver("ERROR 1")
-                await rig.wait("action-result")
-                clock.advance(10)
+            async with paged_once(tmp_path, rx, clock) as rig:
                 rig.deliver("ERROR 2", "ERROR 3")
                 clock.advance(10)
                 rig.deliver("ERROR 4")
@@ -611,11 +620,7 @@ def test_a_reload_does_not_reopen_a_throttle_window(tmp_path: Path) -> None:
     clock = FakeClock()
     with receiver(200) as rx:
         async def body() -> None:
-            spec = watcher(webhook(rx.url, throttle_ms=60_000))
-            async with Rig(tmp_path, spec, clock=clock) as rig:
-                rig.deliver("ERROR 1")
-                await rig.wait("action-result")
-                clock.advance(10)
+            async with paged_once(tmp_path, rx, clock) as rig:
                 old = rig.hub.config
                 await rig.hub.reload(msgspec.structs.replace(  # (a limit: every watcher)
                     old, limits=msgspec.structs.replace(old.limits, stop_timeout_ms=600)))
