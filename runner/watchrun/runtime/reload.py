@@ -47,15 +47,9 @@ async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
     stop: str | None = None
     again = False
     while not reloading.done():
-        sig_wait = asyncio.ensure_future(inbox.next())
-        try:
-            done, _ = await asyncio.wait({reloading, sig_wait},
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sig_wait.cancel()
-        if sig_wait not in done:
+        sig = await inbox.next_before(reloading)
+        if sig is None:
             continue
-        sig = sig_wait.result()
         if sig == signal.SIGHUP:
             again = True
             continue

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections import deque
+from typing import Any
 
 
 class SignalInbox:
@@ -30,6 +31,16 @@ class SignalInbox:
             self._arrived.clear()
             await self._arrived.wait()
         return self._waiting.popleft()
+
+    async def next_before(self, other: asyncio.Future[Any] | None) -> signal.Signals | None:
+        """The next signal, or None when `other` is done first (it is left as it is)."""
+        waiting = asyncio.ensure_future(self.next())
+        try:
+            done, _ = await asyncio.wait({waiting} if other is None else {waiting, other},
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiting.cancel()  # (a wait cancelled takes no signal)
+        return waiting.result() if waiting in done else None
 
     def push(self, sig: signal.Signals) -> None:
         """Record `sig` (also: act as if it had arrived, when a program that embeds the runner

@@ -176,17 +176,9 @@ class Supervisor:
         if self.reload_pending:
             await self.reload()
         while True:
-            sig_wait = asyncio.ensure_future(inbox.next())
-            waits: set[asyncio.Future[Any]] = {sig_wait}
-            if self.driver is not None:
-                waits.add(self.driver)
-            try:
-                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                sig_wait.cancel()  # a pending queue get gives nothing up when cancelled
-            if sig_wait not in done:
+            sig = await inbox.next_before(self.driver)
+            if sig is None:
                 return "once"  # once mode: everything ran
-            sig = sig_wait.result()
             if sig != signal.SIGHUP:
                 return sig.name  # SIGTERM/SIGINT: RUNNING -> STOPPING
             stop = await reloading.reload_or_stop(self, inbox)
@@ -312,8 +304,9 @@ class Supervisor:
                                  "read (the log's `reload:` lines, or `watchrun validate`, say "
                                  "why); keeping the running one", event="reload-failed")
                 else:  # (what failed reloads said is no longer so)
-                    self.problems = deque((p for p in self.problems
-                                           if not p.startswith("reload failed")), maxlen=20)
+                    kept = [p for p in self.problems if not p.startswith("reload failed")]
+                    self.problems.clear()
+                    self.problems.extend(kept)
                     await reloading.apply(self, new)
             except Exception as exc:
                 self.problem(f"reload failed: {exc!r}; going on with what is running")
