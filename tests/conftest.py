@@ -1,11 +1,13 @@
 """Suite-wide settings: the config cache of every runner the tests start lives in the session's
 temporary directory, not in the user's ~/.cache (tests of the cache set their own); property
-tests have no per-example deadline."""
+tests have no per-example deadline; Ctrl-C reaches the processes the tests start however the
+suite was launched."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +22,12 @@ from tmpfs import tiny
 # properties are about results; pytest-timeout bounds each test's time.
 settings.register_profile("watchrun", deadline=None)
 settings.load_profile("watchrun")
+
+# A shell without job control starts a background command (`pytest … &`, as a CI harness may)
+# with SIGINT ignored, and every process it starts inherits that: the tests that press Ctrl-C on
+# a runner or a follower then saw it ignored and timed out. Tests act as a terminal's user does.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True, scope="session")
