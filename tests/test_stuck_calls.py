@@ -167,8 +167,12 @@ lag.STALL_S = 1.0
 from watchrun.sources.generation import Generation
 real = Generation.drain
 async def drain(self, *args, **kwargs):
-    while os.path.exists("hang"):  # the watched file's file system does not answer: the
-        time.sleep(0.01)  # read blocks in the kernel, on the loop, until it is removed
+    while True:  # the watched file's file system does not answer: the read blocks in the
+        try:  # kernel, on the loop, until `hang` is removed (no call here has a frame of its
+            os.stat("hang")  # own, as a read has not: `os.path.exists` was sampled as the
+        except FileNotFoundError:  # frame that held the loop, once)
+            break
+        time.sleep(0.01)
     return await real(self, *args, **kwargs)
 Generation.drain = drain
 sys.argv = ["watchrun", *sys.argv[1:]]
