@@ -12,6 +12,7 @@ box may be loaded), never to absolute numbers."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import random
 import statistics
@@ -46,10 +47,12 @@ def slow_pattern(salt: str) -> str:
     return alternation(salt, r"\w{2,30}", BOUND)
 
 
+@functools.cache
 def compile_cost() -> float:
     """What the loop waited, before, for the RE2 compile that `add`'s check makes of a slow
     pattern: the same compile, timed here (wall time, as a stall is), of one with other letters
-    (so that this process's RE2 cache does not hold the one added)."""
+    (so that this process's RE2 cache does not hold the one added). Timed once per process:
+    it costs seconds of CPU."""
     began = time.perf_counter()
     assert needs_backtracking(slow_pattern(salted())) is None  # (RE2 runs it: linear)
     return time.perf_counter() - began

@@ -100,12 +100,13 @@ def realistic_log(path: Path, size: int, error_rate: float, copies: int = 1) -> 
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[float, Path]:
-    """128 MiB each (32 MiB of lines four times over): the scan's CPU must stand well above the
-    noise of the start-up subtracted from it. With 8 MiB a loaded machine put the 0.2 % ratio
-    anywhere from 1.3x to 3.2x; with 32 MiB, once the scans got 2-4x faster, the re2 ratio
-    (0.9x alone) reached 2.4x in a loaded suite."""
+    """128 MiB each (8 MiB of lines 16 times over: making the lines costs ~0.2 s of CPU a MiB
+    in Python): the scan's CPU must stand well above the noise of the start-up subtracted from
+    it. With 8 MiB in all a loaded machine put the 0.2 % ratio anywhere from 1.3x to 3.2x; with
+    32 MiB, once the scans got 2-4x faster, the re2 ratio (0.9x alone) reached 2.4x in a loaded
+    suite."""
     d = tmp_path_factory.mktemp("logs")
-    return {rate: realistic_log(d / f"real-{rate}.log", 32 << 20, rate, copies=4)
+    return {rate: realistic_log(d / f"real-{rate}.log", 8 << 20, rate, copies=16)
             for rate in (0.002, 0.1)}
 
 
