@@ -73,6 +73,7 @@ def test_sighup_restarts_changed_watchers_keeps_unchanged_and_survives_bad_confi
     try:
         wait_for(lambda: r.matches("keep"), "the pid line")
         pid_before = r.matches("keep")[0]["line"]
+        r.wait_running()  # (the command can print before the file watchers hold the file's end)
         with open(log, "a") as fh:
             fh.write("ERROR 1\nWARN 1\n")
         wait_for(lambda: r.matches("file") and r.matches("change"), "first matches")
