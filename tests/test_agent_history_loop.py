@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from filehelpers import open_fds_to
-from liverunner import DEADLINE_S, LiveRunner, read_records, wait_for, write_config
+from liverunner import DEADLINE_S, LiveRunner, last_records, read_records, wait_for, write_config
 from test_agent_turn import MOCK
 
 from watchrun.agents import history, recorder
@@ -100,7 +100,7 @@ def test_a_long_agent_history_does_not_stall_the_loop(tmp_path: Path, when: str)
                 fh.write("ERROR during the reload\n")
             r.wait_log("reloaded")
             wait_for(lambda: r.matches("app"), "the watcher's match")
-        closed = wait_for(lambda: [x for x in read_records(stream)
+        closed = wait_for(lambda: [x for x in last_records(stream)
                                    if x["kind"] == "dispatch-finished"],
                           "the left-open turn closed")
         assert closed[0]["turnId"] == "t-old"

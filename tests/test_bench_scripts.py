@@ -29,7 +29,7 @@ SCRIPTS = {
                        "{tmp}/w"], r"line numbers identical, texts identical"),
     "bench_overlap.py": (["--size", "1MiB", "--rounds", "1"],
                          r"matching lines, newlines: \[\('\d+', '\d+'\)\]"),
-    "bench_tail.py": (["--seconds", "1", "--rounds", "1", "--work", "{tmp}/w"],
+    "bench_tail.py": (["--rate", "5000", "--seconds", "1", "--rounds", "1", "--work", "{tmp}/w"],
                       r"\| watchrun run \|[^\n]*\| 0/\d+ \| \+0 \| 0 \|"),
     "bench_copytruncate.py": (["--rate", "2000", "--seconds", "1", "--every", "0.3",
                                "--rounds", "1"],  # none lost but in the race, none twice
