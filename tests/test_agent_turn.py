@@ -414,3 +414,102 @@ def test_a_line_of_many_blocks_is_written_a_slice_at_a_time(
     assert [r["text"] for r in of(recs, "text")] == [f"b{i}" for i in range(BLOCKS)] + ["done"]
     assert not of(recs, "error")
     assert (result.status, result.usage.complete) == ("done", True)
+
+
+LONG_BLOCKS = 100_000
+"""Text blocks in one Claude `assistant` line (~3.5 MB, past PARSE_OFF_LOOP_BYTES)."""
+
+
+def test_a_long_line_is_parsed_off_the_loop(tmp_path: Path) -> None:
+    """The adapter's parse of one long protocol line ran on the loop: a line of 400 000 blocks
+    (15 MB) held it ~2 s, and every watcher with it. It is parsed in a worker thread: the loop
+    runs while it is parsed, held only for the JSON decode (a fraction of the parse: compared
+    to the parse of the same line here, not to a time)."""
+    from watchrun.agents.providers import make_adapter
+    from watchrun.agents.turn_output import PARSE_OFF_LOOP_BYTES
+
+    content = [{"type": "text", "text": f"b{i}"} for i in range(LONG_BLOCKS)]
+    line = json.dumps({"type": "assistant", "session_id": "s", "message": {
+        "id": "m1", "content": content, "usage": {"input_tokens": 7, "output_tokens": 3}}})
+    assert len(line) > PARSE_OFF_LOOP_BYTES
+    began = time.perf_counter()
+    assert len(make_adapter("claude", UsageTracker(), ("claude",)).parse(line)) > LONG_BLOCKS
+    parse_s = time.perf_counter() - began  # what the loop waited for, before
+    (tmp_path / "line.json").write_text(line + "\n")
+    (tmp_path / "agent.py").write_text(
+        "import json, sys\n"
+        "sys.stdout.write(open('line.json').read())\n"
+        "print(json.dumps({'type': 'result', 'subtype': 'success', 'is_error': False,"
+        " 'result': 'done', 'session_id': 's',"
+        " 'usage': {'input_tokens': 7, 'output_tokens': 3}}))\n")
+    spec = agent(tmp_path, provider="claude", command=(sys.executable, "agent.py", "{prompt}"))
+    turns: list[float] = []  # when the loop came round, at every turn of it
+
+    async def go() -> TurnResult:
+        sink = JsonlSink(tmp_path / "t.jsonl", "t", max_bytes=1 << 30, keep=1,
+                         clock=SystemClock())
+        rec = Recorder(sink, RunLog(quiet=True), "t")
+
+        async def look() -> None:
+            while True:
+                turns.append(time.perf_counter())
+                await asyncio.sleep(0)
+
+        watching = asyncio.create_task(look())
+        try:
+            runner = TurnRunner(spec, Limits(), rec, Spawner(), SystemClock(), UsageTracker())
+            return await asyncio.wait_for(runner.run("hi", trigger="manual"), DEADLINE_S)
+        finally:
+            watching.cancel()
+            await rec.close()
+
+    result = asyncio.run(go())
+    worst = max(b - a for a, b in itertools.pairwise(turns))
+    assert worst < parse_s / 2, (
+        f"the loop was held {worst:.3f}s while the line was parsed ({parse_s:.3f}s of parse)")
+    recs = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert len(of(recs, "text")) == LONG_BLOCKS + 1 and not of(recs, "error")
+    assert (result.status, result.usage.complete) == ("done", True)
+
+
+def test_a_turn_cancelled_while_a_long_line_is_parsed_waits_for_the_thread(
+        tmp_path: Path) -> None:
+    """A cancel (a deadline, a stop) while a worker thread parses a long line returns once the
+    thread is done with the adapter, never while it still uses it (the turn's end calls the
+    adapter's `finish` next)."""
+    import threading
+
+    from watchrun.agents.turn_output import PARSE_OFF_LOOP_BYTES, TurnOutput
+    from watchrun.match.framing import LineFramer
+
+    in_parse, go_on, done = threading.Event(), threading.Event(), threading.Event()
+    sink = JsonlSink(tmp_path / "t.jsonl", "t", max_bytes=1 << 30, keep=1, clock=SystemClock())
+    out = TurnOutput(agent(tmp_path, provider="claude"), Limits(),
+                     Recorder(sink, RunLog(quiet=True), "t"), SystemClock(), UsageTracker(),
+                     1.0, asyncio.Event(), lambda *_: None)
+
+    def parse(line: str) -> list[Any]:
+        in_parse.set()
+        go_on.wait(DEADLINE_S)
+        done.set()
+        return []
+
+    out.adapter.parse = parse  # type: ignore[method-assign]
+    chunk = LineFramer(1 << 30).feed(b"x" * PARSE_OFF_LOOP_BYTES + b"\n")
+    assert chunk is not None
+
+    async def go() -> bool:
+        reading = asyncio.create_task(out._chunk(chunk))
+        while not in_parse.is_set():
+            await asyncio.sleep(0.001)
+        reading.cancel()
+        for _ in range(20):  # (a cancel that did not wait would be through in one or two)
+            await asyncio.sleep(0)
+        assert not reading.done(), "the cancel returned while the thread still parsed"
+        go_on.set()
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        return done.is_set()
+
+    assert asyncio.run(go())
+    sink.close()

@@ -1,5 +1,6 @@
 """A turn's output as it is printed: stdout lines through the provider's adapter into records
-(an oversized line ends the parsing; a line's many records are written a slice at a time),
+(an oversized line ends the parsing; a long line is parsed in a worker thread, and its many
+records are written a slice at a time),
 stderr lines as `stderr` records, the tally of what was written."""
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ SLICE_RECORDS = 1000
 """A protocol line's records are written this many at a time, the loop let run between: one
 line of 400 000 content blocks was as many records written in one go, holding the loop ~19 s
 (and Claude's `--output-format json` prints a whole session as one line: none is dropped)."""
+PARSE_OFF_LOOP_BYTES = 256 * 1024
+"""A protocol line this long is parsed in a worker thread: the adapter's parse of one line of
+400 000 blocks (15 MB) held the loop ~2 s; in a thread the loop runs between the interpreter's
+switches, held only for the JSON decode itself (~0.3 s of that line)."""
 
 
 class TurnOutput:
@@ -52,6 +57,7 @@ class TurnOutput:
         """True while stdout's reader writes the records of lines it has read (a line of many
         records takes a while, the loop let run between slices): the turn's end waits for it."""
         self._head = b""
+        self._adapter = asyncio.Lock()  # (held while a worker thread parses a long line)
 
     async def read_stdout(self, proc: Proc) -> None:
         framer = LineFramer(self.limits.max_event_bytes)
@@ -87,14 +93,34 @@ class TurnOutput:
             omitted = chunk.cut_at(pos)
             if omitted:
                 self._oversized(data[pos:end], end - pos + omitted)
-            else:  # parsed as printed; the recorder cleans what the adapter found
-                found = self.adapter.parse(decode(data[pos:end]))
-                for at in range(0, len(found), SLICE_RECORDS):
-                    if at:  # (a line of many records: the loop runs between slices)
-                        await self.out.flush()
-                        await asyncio.sleep(0)
-                    self._observe(found[at : at + SLICE_RECORDS])
+                break
+            line = data[pos:end]
+            if len(line) >= PARSE_OFF_LOOP_BYTES:  # (stderr's lines wait for the adapter)
+                async with self._adapter:
+                    found = await self._parse_off_loop(line)
+            else:
+                found = self._parse(line)
+            for at in range(0, len(found), SLICE_RECORDS):
+                if at:  # (a line of many records: the loop runs between slices)
+                    await self.out.flush()
+                    await asyncio.sleep(0)
+                self._observe(found[at : at + SLICE_RECORDS])
             pos = end + 1
+
+    async def _parse_off_loop(self, line: bytes) -> list[Observation]:
+        """`_parse` in a worker thread; a cancel waits for the thread to end, so the adapter is
+        never used by the thread and the turn's end at once."""
+        work = asyncio.ensure_future(asyncio.to_thread(self._parse, line))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            await asyncio.wait({work})
+            raise
+
+    def _parse(self, line: bytes) -> list[Observation]:
+        """The adapter's observations of one line, parsed as printed (the recorder cleans
+        them)."""
+        return self.adapter.parse(decode(line))
 
     def _oversized(self, head: bytes, size: int) -> None:
         limit = self.limits.max_event_bytes
@@ -127,7 +153,8 @@ class TurnOutput:
             if data:
                 self.activity = self.clock.monotonic()
             if chunk is not None:
-                self._stderr_lines(chunk)
+                async with self._adapter:
+                    self._stderr_lines(chunk)
                 await self.out.flush()
             if not data:
                 return
