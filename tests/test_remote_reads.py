@@ -97,6 +97,7 @@ def test_a_hung_remote_read_holds_its_watcher_only(tmp_path: Path, share: Path) 
     said = "".join(err)
     assert re.search(f"\\[share\\] error: its reads of {re.escape(str(remote))} did not end "
                      r"\d+\.\d s after the stop \(a file system that does not answer\?\)", said)
+    assert said.count(" did not end ") == 1, said  # (the problem; its record is not echoed)
     assert "[local] stopped (shutdown)" in said
     kinds = [json.loads(x)["kind"] for x in (out / "share.jsonl").read_text().splitlines()]
     assert kinds[-2:] == ["error", "stop"]

@@ -248,10 +248,11 @@ class WatcherPipeline:
             return [self._said(v) for v in value]
         return clean_text(value, self.redactor) if isinstance(value, str) else value
 
-    async def event(self, kind: str, **fields: Any) -> None:
-        """Record (and log) an event; its text fields sanitized (SPEC §6): a `path` or a
-        `message` may hold a file name others chose; with `output.redact` redacted too (a
-        `start` record's `command` holds what a `${VAR}` gave it)."""
+    async def event(self, kind: str, *, echo: bool = True, **fields: Any) -> None:
+        """Record (and log, unless `echo` is false: the caller said it) an event; its text
+        fields sanitized (SPEC §6): a `path` or a `message` may hold a file name others chose;
+        with `output.redact` redacted too (a `start` record's `command` holds what a `${VAR}`
+        gave it)."""
         clean = {k: self._said(v) for k, v in fields.items()
                  if v is not None or k in ("exitCode", "signal")}
         if kind == "error":
@@ -266,6 +267,7 @@ class WatcherPipeline:
         final = FINAL_WRITE_S if kind == "stop" else None
         await self.writer.write_lines([line], give_up_after=final)
         self.stopped = self.stopped or kind == "stop"
-        self.log.event(self.spec.id, kind, clean)
+        if echo:
+            self.log.event(self.spec.id, kind, clean)
         if self.on_event is not None:
             self.on_event(self.spec, kind, clean)

@@ -182,8 +182,8 @@ class WatcherSet:
             self.sup.runtime_errors.append(f"{wid}: {exc}")
             self.sup.problem(str(exc), wid)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(rt.pipeline.event("error", code="reads-stuck",
-                                                         message=str(exc)), STOP_RECORD_S)
+                await asyncio.wait_for(rt.pipeline.event(  # (said once: by the problem)
+                    "error", echo=False, code="reads-stuck", message=str(exc)), STOP_RECORD_S)
         except Exception as exc:  # a bug, or a worker that cannot run: not the other watchers
             from watchrun.runtime.isolation import WorkerError
 
