@@ -9,7 +9,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -362,6 +362,49 @@ BLOCKS = 20_000
 """Text blocks in one Claude `assistant` line (~0.7 MB): a record each."""
 
 
+def blocks_line(n: int) -> str:
+    """One Claude `assistant` line of `n` text blocks `b0`, `b1`, …"""
+    content = [{"type": "text", "text": f"b{i}"} for i in range(n)]
+    return json.dumps({"type": "assistant", "session_id": "s", "message": {
+        "id": "m1", "content": content, "usage": {"input_tokens": 7, "output_tokens": 3}}})
+
+
+def turn_printing(tmp_path: Path, line: str, at_each_turn: Callable[[JsonlSink], None],
+                  ) -> tuple[TurnResult, list[dict[str, Any]]]:
+    """A Claude turn whose agent prints `line` then its result, with `at_each_turn` called at
+    every turn of the loop meanwhile: its result and the records written (`t.jsonl`)."""
+    (tmp_path / "line.json").write_text(line + "\n")
+    (tmp_path / "agent.py").write_text(
+        "import json, sys\n"
+        "sys.stdout.write(open('line.json').read())\n"
+        "print(json.dumps({'type': 'result', 'subtype': 'success', 'is_error': False,"
+        " 'result': 'done', 'session_id': 's',"
+        " 'usage': {'input_tokens': 7, 'output_tokens': 3}}))\n")
+    spec = agent(tmp_path, provider="claude", command=(sys.executable, "agent.py", "{prompt}"))
+    path = tmp_path / "t.jsonl"
+
+    async def go() -> TurnResult:
+        sink = JsonlSink(path, "t", max_bytes=1 << 30, keep=1, clock=SystemClock())
+        rec = Recorder(sink, RunLog(quiet=True), "t")
+
+        async def look() -> None:
+            while True:
+                at_each_turn(sink)
+                await asyncio.sleep(0)
+
+        watching = asyncio.create_task(look())
+        try:
+            runner = TurnRunner(spec, Limits(), rec, Spawner(), SystemClock(), UsageTracker())
+            return await asyncio.wait_for(runner.run("hi", trigger="manual"), DEADLINE_S)
+        finally:
+            watching.cancel()
+            await rec.close()
+
+    result = asyncio.run(go())
+    return result, [json.loads(x) for x in path.read_text().splitlines()]  # (unchecked: the
+    # schema costs ~0.2 ms a record)
+
+
 def test_a_line_of_many_blocks_is_written_a_slice_at_a_time(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One protocol line of 400 000 content blocks (~10 MB) became 400 000 records written in
@@ -375,42 +418,11 @@ def test_a_line_of_many_blocks_is_written_a_slice_at_a_time(
     from watchrun.agents.turn_output import SLICE_RECORDS
 
     monkeypatch.setattr(turn, "DRAIN_S", 0.05)  # (2 s: the records would all be in by then)
-
-    content = [{"type": "text", "text": f"b{i}"} for i in range(BLOCKS)]
-    line = json.dumps({"type": "assistant", "session_id": "s", "message": {
-        "id": "m1", "content": content, "usage": {"input_tokens": 7, "output_tokens": 3}}})
-    (tmp_path / "line.json").write_text(line + "\n")
-    (tmp_path / "agent.py").write_text(
-        "import json, sys\n"
-        "sys.stdout.write(open('line.json').read())\n"
-        "print(json.dumps({'type': 'result', 'subtype': 'success', 'is_error': False,"
-        " 'result': 'done', 'session_id': 's',"
-        " 'usage': {'input_tokens': 7, 'output_tokens': 3}}))\n")
-    spec = agent(tmp_path, provider="claude", command=(sys.executable, "agent.py", "{prompt}"))
-    path = tmp_path / "t.jsonl"
     seen: list[int] = []  # the stream's next seq, at every turn of the loop
-
-    async def go() -> TurnResult:
-        sink = JsonlSink(path, "t", max_bytes=1 << 30, keep=1, clock=SystemClock())
-        rec = Recorder(sink, RunLog(quiet=True), "t")
-
-        async def look() -> None:
-            while True:
-                seen.append(sink.next_seq)
-                await asyncio.sleep(0)
-
-        watching = asyncio.create_task(look())
-        try:
-            runner = TurnRunner(spec, Limits(), rec, Spawner(), SystemClock(), UsageTracker())
-            return await asyncio.wait_for(runner.run("hi", trigger="manual"), DEADLINE_S)
-        finally:
-            watching.cancel()
-            await rec.close()
-
-    result = asyncio.run(go())
+    result, recs = turn_printing(tmp_path, blocks_line(BLOCKS),
+                                 lambda sink: seen.append(sink.next_seq))
     most = max(b - a for a, b in itertools.pairwise(seen))
     assert most <= SLICE_RECORDS + 10, f"{most} records written between two turns of the loop"
-    recs = [json.loads(x) for x in path.read_text().splitlines()]  # (the schema: ~0.2 ms each)
     assert [r["text"] for r in of(recs, "text")] == [f"b{i}" for i in range(BLOCKS)] + ["done"]
     assert not of(recs, "error")
     assert (result.status, result.usage.complete) == ("done", True)
@@ -428,46 +440,16 @@ def test_a_long_line_is_parsed_off_the_loop(tmp_path: Path) -> None:
     from watchrun.agents.providers import make_adapter
     from watchrun.agents.turn_output import PARSE_OFF_LOOP_BYTES
 
-    content = [{"type": "text", "text": f"b{i}"} for i in range(LONG_BLOCKS)]
-    line = json.dumps({"type": "assistant", "session_id": "s", "message": {
-        "id": "m1", "content": content, "usage": {"input_tokens": 7, "output_tokens": 3}}})
+    line = blocks_line(LONG_BLOCKS)
     assert len(line) > PARSE_OFF_LOOP_BYTES
     began = time.perf_counter()
     assert len(make_adapter("claude", UsageTracker(), ("claude",)).parse(line)) > LONG_BLOCKS
     parse_s = time.perf_counter() - began  # what the loop waited for, before
-    (tmp_path / "line.json").write_text(line + "\n")
-    (tmp_path / "agent.py").write_text(
-        "import json, sys\n"
-        "sys.stdout.write(open('line.json').read())\n"
-        "print(json.dumps({'type': 'result', 'subtype': 'success', 'is_error': False,"
-        " 'result': 'done', 'session_id': 's',"
-        " 'usage': {'input_tokens': 7, 'output_tokens': 3}}))\n")
-    spec = agent(tmp_path, provider="claude", command=(sys.executable, "agent.py", "{prompt}"))
     turns: list[float] = []  # when the loop came round, at every turn of it
-
-    async def go() -> TurnResult:
-        sink = JsonlSink(tmp_path / "t.jsonl", "t", max_bytes=1 << 30, keep=1,
-                         clock=SystemClock())
-        rec = Recorder(sink, RunLog(quiet=True), "t")
-
-        async def look() -> None:
-            while True:
-                turns.append(time.perf_counter())
-                await asyncio.sleep(0)
-
-        watching = asyncio.create_task(look())
-        try:
-            runner = TurnRunner(spec, Limits(), rec, Spawner(), SystemClock(), UsageTracker())
-            return await asyncio.wait_for(runner.run("hi", trigger="manual"), DEADLINE_S)
-        finally:
-            watching.cancel()
-            await rec.close()
-
-    result = asyncio.run(go())
+    result, recs = turn_printing(tmp_path, line, lambda _: turns.append(time.perf_counter()))
     worst = max(b - a for a, b in itertools.pairwise(turns))
     assert worst < parse_s / 2, (
         f"the loop was held {worst:.3f}s while the line was parsed ({parse_s:.3f}s of parse)")
-    recs = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert len(of(recs, "text")) == LONG_BLOCKS + 1 and not of(recs, "error")
     assert (result.status, result.usage.complete) == ("done", True)
 
