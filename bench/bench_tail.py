@@ -414,7 +414,8 @@ def main() -> int:
         p99 = [percentile(t.lat_ms, 99) for t in ts]
         r50 = sorted(a / percentile(b.lat_ms, 50) for a, b in zip(p50, base, strict=True))
         r99 = sorted(a / percentile(b.lat_ms, 99) for a, b in zip(p99, base, strict=True))
-        rcpu = sorted(a.cpu_pct / b.cpu_pct for a, b in zip(ts, base, strict=True))
+        rcpu = sorted(a.cpu_pct / b.cpu_pct for a, b in zip(ts, base, strict=True)
+                      if b.cpu_pct > 0)  # (a short, slow run's anchor can take no CPU tick)
         rows.append([
             name, fmt(_med(p50), 2), f"{fmt(min(p50), 2)}-{fmt(max(p50), 2)}", fmt(_med(p99), 2),
             f"{fmt(min(p99), 2)}-{fmt(max(p99), 2)}",
@@ -423,7 +424,7 @@ def main() -> int:
             f"{sum(t.matches for t in ts) - sum(t.expected for t in ts):+d}",
             str(sum(t.leaked for t in ts)), fmt(_med([t.cpu_pct for t in ts]), 1),
             fmt(max(t.rss_mib for t in ts), 1), f"{_med(r50):.2f}x", f"{_med(r99):.2f}x",
-            f"{_med(rcpu):.2f}x",
+            f"{_med(rcpu):.2f}x" if rcpu else "n/a",
         ])  # fmt: skip
     rates = [t.rate for ts in trials.values() for t in ts]
     what = (f"realistic lines (gen_log.py), error rate {args.error_rate}"

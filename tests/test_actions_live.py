@@ -144,7 +144,10 @@ def test_matches_after_the_actions_stopped_are_recorded_as_dropped(tmp_path: Pat
         r.send(signal.SIGTERM)  # the action's stop waits for the program's grace (20 s)
         r.wait_log("stopping")
         append(log, "ERROR 2\nERROR 3\n")
-        wait_for(lambda: len(kinds(r, "match")) == 3, "the matches read while stopping")
+        try:
+            wait_for(lambda: len(kinds(r, "match")) == 3, "the matches read while stopping")
+        except AssertionError as exc:  # (it failed once in a loaded run: what did it say?)
+            raise AssertionError(f"{exc}; the runner said:\n{r.stderr()}") from None
     finally:
         assert r.stop() == 0  # (a second SIGTERM: what remains is killed now)
     recs = validate_records(r.out / "watchers" / "app.jsonl")
