@@ -70,16 +70,6 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def last_records(path: Path, size: int = 1 << 16) -> list[dict[str, Any]]:
-    """The whole records in the last `size` bytes of `path`: what a wait for a record appended
-    to a long stream reads (all of it, 20 times a second, cost seconds of CPU)."""
-    with path.open("rb") as f:
-        start = max(0, f.seek(0, os.SEEK_END) - size)
-        f.seek(start)
-        lines = f.read().split(b"\n")[:-1]  # (after the last newline: nothing, or a torn line)
-    return [json.loads(line) for line in lines[1 if start else 0:]]  # (the first: cut at start)
-
-
 def processes(*files: str) -> Iterator[tuple[int, list[bytes], list[bytes]]]:
     """Every process: its pid, the fields of its /proc stat after the command name (state,
     ppid, pgrp, session, …) and the /proc files `files` of it (those gone meanwhile left out)."""

@@ -95,6 +95,7 @@ def validate_records(path: Path, *, contiguous: bool = True) -> list[dict[str, A
             seen[shape] = seen.get(shape, 0) + 1
             if seen[shape] <= FULL_CHECKS or (seen[shape] - FULL_CHECKS) % SAMPLE_EVERY == 0:
                 problems.extend(f"{where}: {err}" for err in record_errors(rec))
+                last_unchecked.pop(shape, None)
             else:
                 last_unchecked[shape] = (where, rec)
             m = _CURSOR.fullmatch(str(rec.get("cursor")))
@@ -104,8 +105,7 @@ def validate_records(path: Path, *, contiguous: bool = True) -> list[dict[str, A
                 problems.append(f"{where}: seq {rec.get('seq')} after {records[-1].get('seq')}")
             records.append(rec)
     for where, rec in last_unchecked.values():  # the last of each shape is always checked
-        if (seen[(rec.get("kind"), tuple(rec), rec.get("run"))] - FULL_CHECKS) % SAMPLE_EVERY:
-            problems.extend(f"{where}: {err}" for err in record_errors(rec))
+        problems.extend(f"{where}: {err}" for err in record_errors(rec))
     if problems:
         shown = "\n  ".join(problems[:30])
         more = f"\n  … and {len(problems) - 30} more" if len(problems) > 30 else ""

@@ -57,7 +57,7 @@ class TurnOutput:
         """True while stdout's reader writes the records of lines it has read (a line of many
         records takes a while, the loop let run between slices): the turn's end waits for it."""
         self._head = b""
-        self._adapter = asyncio.Lock()  # (held while a worker thread parses a long line)
+        self._adapter_lock = asyncio.Lock()  # (held while a worker thread parses a long line)
 
     async def read_stdout(self, proc: Proc) -> None:
         framer = LineFramer(self.limits.max_event_bytes)
@@ -96,7 +96,7 @@ class TurnOutput:
                 break
             line = data[pos:end]
             if len(line) >= PARSE_OFF_LOOP_BYTES:  # (stderr's lines wait for the adapter)
-                async with self._adapter:
+                async with self._adapter_lock:
                     found = await self._parse_off_loop(line)
             else:
                 found = self._parse(line)
@@ -153,7 +153,7 @@ class TurnOutput:
             if data:
                 self.activity = self.clock.monotonic()
             if chunk is not None:
-                async with self._adapter:
+                async with self._adapter_lock:
                     self._stderr_lines(chunk)
                 await self.out.flush()
             if not data:
