@@ -1,11 +1,12 @@
 """The control socket's bounds (issue #10): busy past MAX_CLIENTS, idle clients dropped, a
-handler's bug answered (never a traceback), bad requests refused, and a socket path longer than
-AF_UNIX allows bound and reached through /proc/self/fd."""
+handler's bug or OSError answered (never a traceback or a dropped connection), bad requests
+refused, and a socket path longer than AF_UNIX allows bound and reached through /proc/self/fd."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import io
 import json
 import os
@@ -27,6 +28,8 @@ from watchrun.runtime.sdnotify import SdNotify
 async def echo(req: dict[str, Any]) -> dict[str, Any]:
     if req.get("cmd") == "boom":
         raise KeyError("a bug")
+    if req.get("cmd") == "full":
+        raise OSError(errno.ENOSPC, "No space left on device")
     if req.get("cmd") == "slow":
         await asyncio.sleep(30)
     return {"ok": True, "echo": req}
@@ -61,12 +64,15 @@ def test_requests_are_answered_and_bugs_and_bad_requests_refused(tmp_path: Path)
     async def body(server: ControlServer) -> None:
         assert (await ask(sock, b'{"cmd": "hi"}\n'))["echo"] == {"cmd": "hi"}
         assert (await ask(sock, b'{"cmd": "boom"}\n'))["error"]["code"] == "internal"
+        assert (await ask(sock, b'{"cmd": "full"}\n'))["error"] == {
+            "code": "os_error", "message": "[Errno 28] No space left on device"}
         assert (await ask(sock, b"[1, 2]\n"))["error"]["code"] == "bad_request"
         assert (await ask(sock, b"{nope\n"))["error"]["code"] == "bad_request"
         assert (sock.stat().st_mode & 0o777) == 0o600
 
     serve(tmp_path, body, RunLog(stream=stream))
     assert "control request failed: KeyError('a bug')" in stream.getvalue()
+    assert "control request 'full' failed: [Errno 28] No space left on device" in stream.getvalue()
     assert "Traceback" not in stream.getvalue()
 
 

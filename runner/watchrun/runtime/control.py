@@ -126,20 +126,33 @@ class ControlServer:
                     raise _Refused("busy", f"more than {MAX_CLIENTS} clients at once; retry")
                 async with asyncio.timeout(IDLE_S):
                     data = await _read_request(loop, conn)
-                reply = await self.handler(_parse(data))
+                request = _parse(data)
             except _Refused as exc:
                 reply = _fail(exc.code, str(exc))
             except TimeoutError:
                 reply = _fail("timeout", f"no complete request within {IDLE_S:g} s")
             except (OSError, ConnectionError):
-                return
-            except Exception as exc:  # a bug in a handler: answered, logged, never a traceback
-                if self.log is not None:
-                    self.log.error(f"control request failed: {exc!r}")
-                reply = _fail("internal", repr(exc))
+                return  # the client is gone: nobody to answer
+            else:
+                reply = await self._answer(request)
             with contextlib.suppress(OSError, TimeoutError):
                 async with asyncio.timeout(IDLE_S):
                     await loop.sock_sendall(conn, json.dumps(reply).encode() + b"\n")
+
+    async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The handler's reply; its failure is answered and logged, never a dropped connection
+        or a traceback: an OSError (a full disk, a file it could not read) as `os_error`, any
+        other exception (a bug) as `internal`."""
+        try:
+            return await self.handler(request)
+        except OSError as exc:
+            if self.log is not None:
+                self.log.error(f"control request {request.get('cmd')!r} failed: {exc}")
+            return _fail("os_error", str(exc))
+        except Exception as exc:
+            if self.log is not None:
+                self.log.error(f"control request failed: {exc!r}")
+            return _fail("internal", repr(exc))
 
     async def close(self) -> None:
         """Stop accepting; let requests in flight finish (up to DRAIN_S); remove the socket."""
