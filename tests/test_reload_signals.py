@@ -162,3 +162,25 @@ def test_a_reload_stops_its_changed_commands_together(tmp_path: Path) -> None:
         r.wait_log("reloaded: 3 watchers running")
     finally:
         assert r.stop() == 0
+
+
+def test_status_lists_the_last_20_problems_and_counts_the_older_ones(tmp_path: Path) -> None:
+    """`status` keeps the newest 20 problems; past them, the older ones were let go without a
+    word, so a runner with 23 failed reloads looked like one with 20. They are counted in
+    `problemsDropped`, and every one is in the log."""
+    (tmp_path / "app.log").write_text("")
+    conf: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]}
+    config = write_config(tmp_path, conf)
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        assert r.control({"cmd": "status"})["problemsDropped"] == 0
+        config.write_text("watchers: [")
+        for n in range(1, 24):  # one at a time: a SIGHUP during a reload is one more after it
+            r.send(signal.SIGHUP)
+            wait_for(lambda n=n: r.stderr().count("reload failed") == n, f"failed reload {n}")
+        status = r.control({"cmd": "status"})
+        assert len(status["problems"]) == 20 and status["problemsDropped"] == 3
+        assert status["state"] == "running" and status["watchers"] == ["app"]
+    finally:
+        assert r.stop() == 0

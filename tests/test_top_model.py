@@ -152,6 +152,23 @@ def test_rows_from_snapshots_with_the_live_runners_word(tmp_path: Path) -> None:
     assert snap.rows[1].detail == "make test"
 
 
+@pytest.mark.parametrize(("problems", "dropped", "note"), [
+    ([], 0, "runner running"),
+    (["app: the stop record could not be written"], 0,
+     "runner running · 1 problem, the newest: app: the stop record could not be written"),
+    (["reload failed: one", "reload failed: two\x1b[2J"], 3,
+     "runner running · 5 problems, the newest: reload failed: two"),  # the escape dropped
+])
+def test_the_runners_problems_are_in_the_header(tmp_path: Path, problems: list[str],
+                                                 dropped: int, note: str) -> None:
+    """A runner that survived problems said so only in its log and the control socket's
+    `status`: the header now says how many and the newest (made inert: a terminal escape
+    in it is dropped)."""
+    reply = {"ok": True, "state": "running", "watchers": [], "problems": problems,
+             "problemsDropped": dropped}
+    assert Feed(tmp_path, control=fixed(reply)).poll().note == note
+
+
 def test_no_runner_is_read_only_and_says_why(tmp_path: Path) -> None:
     snapshot(tmp_path, "app", runnerPid=2**22 + 1)  # no such process: the runner is gone
     snap = Feed(tmp_path).poll()

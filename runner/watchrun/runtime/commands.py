@@ -4,7 +4,6 @@ send/stop`) applied to the live runner; the protocol is in docs/control.md."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from watchrun.config.model import Config, WatcherSpec
@@ -12,6 +11,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.runtime import manage
 from watchrun.runtime.control import PEER_PID
 from watchrun.runtime.lag import LoopLag
+from watchrun.runtime.problems import Problems
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
 
@@ -35,7 +35,7 @@ class Runner(Protocol):
     def watchers(self) -> dict[str, Any]: ...
 
     @property
-    def problems(self) -> Iterable[str]: ...
+    def problems(self) -> Problems: ...
 
     @property
     def state(self) -> object: ...
@@ -102,7 +102,8 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
             else _fail("not_found", f"{name} has no running turn")
     if cmd == "status":
         return {"ok": True, "state": str(sup.state), "watchers": sorted(sup.watchers),
-                "loopLagMaxS": round(sup.lag.max_s, 3), "problems": list(sup.problems)}
+                "loopLagMaxS": round(sup.lag.max_s, 3), "problems": list(sup.problems),
+                "problemsDropped": sup.problems.dropped}
     return _fail("bad_request", f"unknown command {cmd!r}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
@@ -56,6 +57,12 @@ class SdNotify:
 
     def watchdog(self) -> None:
         self.send("WATCHDOG=1")
+
+    async def keep_pinging(self, every_s: float) -> None:
+        """WATCHDOG=1 every `every_s`, from the loop itself: a stalled loop stops the pings."""
+        while True:
+            self.watchdog()
+            await asyncio.sleep(every_s)
 
     def close(self) -> None:
         if self._sock is not None:

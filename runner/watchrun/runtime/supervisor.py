@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections import deque
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -24,12 +23,13 @@ from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.process.spawn import Spawner
-from watchrun.process.tree import adopted_zombies, reap_adopted
+from watchrun.process.tree import reap_orphans_when
 from watchrun.runtime import reload as reloading
 from watchrun.runtime import shutdown as stopping
 from watchrun.runtime import startup
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.lag import LoopLag
+from watchrun.runtime.problems import Problems
 from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
@@ -70,15 +70,14 @@ class Supervisor:
         self.spawner, self.once, self._reload = spawner, once, reload
         self.force_poll, self.metrics, self.guardian = force_poll, metrics, guardian
         self.state = RunnerState.STARTING
-        self.lag = LoopLag(stalled=self._stalled, resumed=self._resumed)
+        self.problems = Problems(log)
+        self.lag = LoopLag(stalled=self.problems.stalled, resumed=self.problems.resumed)
         self.board = StatusBoard(layout.state, clock, self.lag)
         self.sd = SdNotify()
         self.hub: AgentHub | None = None
         self.actions: ActionHub | None = None
         """Reactions to matches (webhook, exec); built only when a watcher has actions."""
         self.actions_task: asyncio.Task[None] | None = None
-        self.problems: deque[str] = deque(maxlen=20)
-        """Runner-level problems (a failed reload step, a sink that would not close)."""
         self.runtime_errors: list[str] = []
         self.stop_reason: str | None = None
         """Why it stopped: `once` (a once run's end), a signal's name, `startup-failed`."""
@@ -114,7 +113,7 @@ class Supervisor:
         start raises StartupError (one line naming the cause) after undoing what it did."""
         loop = asyncio.get_running_loop()
         handler = loop.get_exception_handler()
-        loop.set_exception_handler(self._loop_error)
+        loop.set_exception_handler(self.problems.loop_error)
         inbox = SignalInbox(loop)  # first: a signal during start-up is recorded, not fatal
         self._inbox = inbox
         if self._stop_asked:
@@ -125,7 +124,7 @@ class Supervisor:
             async with contextlib.AsyncExitStack() as undo, asyncio.TaskGroup() as tg:
                 self._tg = tg
                 helpers = [tg.create_task(self.lag.run(), name="loop-lag"),
-                           tg.create_task(self._reap_orphans(), name="orphans")]
+                           tg.create_task(reap_orphans_when(self._orphans), name="orphans")]
                 reason = "startup-failed"
                 try:
                     reason = await startup.start_or_stop(self, undo, inbox) or \
@@ -168,7 +167,7 @@ class Supervisor:
                       watchers=n, agents=a, notify=self.set.notify_mode)
         self.sd.ready(summary)
         if self.sd.watchdog_s:
-            self.watchdog = self.spawn(self._ping(self.sd.watchdog_s), "watchdog")
+            self.watchdog = self.spawn(self.sd.keep_pinging(self.sd.watchdog_s / 2), "watchdog")
         if self.once:
             self.driver = self.spawn(self._once(), "once")
 
@@ -239,27 +238,9 @@ class Supervisor:
         return self.actions
 
     # -- requests, reload, problems -------------------------------------------------------
-    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        """A callback or an unawaited task raised (a bug): one log line (no traceback), `status`."""
-        exc = context.get("exception")
-        self.problem(f"internal error: {context.get('message', 'in the event loop')}"
-                     + (f": {exc!r}" if exc is not None else ""))
-
-    def _stalled(self, held_s: float, where: str) -> None:
-        """From the loop-lag guard's thread: the loop has not run for STALL_S."""
-        self.log.error(f"the event loop has not run for {held_s:.0f} s: it is held in {where} "
-                       "(a file system that does not answer?); nothing is read, recorded or "
-                       "answered until it returns", event="loop-stalled", stalledS=held_s,
-                       where=where)
-
-    def _resumed(self, held_s: float) -> None:
-        self.log.warning(f"the event loop runs again after a stall of {held_s:.1f} s",
-                         event="loop-resumed", stalledS=held_s)
-
     def problem(self, message: str, wid: str | None = None, event: str = "message") -> None:
         """Report a problem the runner survives: the log, `status`, the watcher's snapshot."""
-        self.log.error(message, wid, event=event)
-        self.problems.append(f"{wid}: {message}" if wid else message)
+        self.problems.report(message, wid, event)
         if wid is not None:
             self.board.note(wid, message)
 
@@ -304,27 +285,11 @@ class Supervisor:
                                  "read (the log's `reload:` lines, or `watchrun validate`, say "
                                  "why); keeping the running one", event="reload-failed")
                 else:  # (what failed reloads said is no longer so)
-                    kept = [p for p in self.problems if not p.startswith("reload failed")]
-                    self.problems.clear()
-                    self.problems.extend(kept)
+                    self.problems.forget("reload failed")
                     await reloading.apply(self, new)
             except Exception as exc:
                 self.problem(f"reload failed: {exc!r}; going on with what is running")
             finally:
                 self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
                 self.sd.ready(f"{len(self.watchers)} watchers running")
-
-    # -- helpers --------------------------------------------------------------------------
-    async def _ping(self, every_s: float) -> None:
-        """Pings systemd from the loop itself, so a stalled loop stops the pings."""
-        while True:
-            self.sd.watchdog()
-            await asyncio.sleep(every_s / 2)
-
-    async def _reap_orphans(self) -> None:
-        """After SIGCHLD, reap adopted orphans: /proc scanned in a thread, reaped on the loop."""
-        while True:
-            await self._orphans.wait()
-            self._orphans.clear()
-            reap_adopted(await asyncio.to_thread(adopted_zombies))
 

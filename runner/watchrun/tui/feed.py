@@ -102,7 +102,7 @@ class Feed:
             return True, inert(f"runner: {_error(reply)}"), None
         ids = reply.get("watchers")
         live_ids = {str(i) for i in ids} if isinstance(ids, list) else None
-        return True, inert(f"runner {reply.get('state', '?')}"), live_ids
+        return True, inert(f"runner {reply.get('state', '?')}{_problems(reply)}"), live_ids
 
     def _watcher_rows(self, live_ids: set[str] | None) -> list[Row]:
         rows, seen = [], set()
@@ -175,6 +175,16 @@ class Feed:
 def _error(reply: dict[str, Any]) -> str:
     err = reply.get("error")
     return str(err.get("message", "failed")) if isinstance(err, dict) else "failed"
+
+
+def _problems(reply: dict[str, Any]) -> str:
+    """The runner's problems for the header: how many, and the newest (`status` lists them)."""
+    listed = reply.get("problems")
+    listed = [str(p) for p in listed] if isinstance(listed, list) else []
+    count = len(listed) + (_int(reply.get("problemsDropped")) or 0)
+    if not count:
+        return ""
+    return f" · {count} problem{'' if count == 1 else 's'}, the newest: {listed[-1]}"
 
 
 def _int(value: Any) -> int | None:

@@ -1,0 +1,58 @@
+"""What the runner says of its own health: the problems it survives (each logged; the last KEEP
+kept for `status`, with a count of the older ones let go), an error in a loop callback, and a
+loop that stalled and runs again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from watchrun.output.runlog import RunLog
+
+__all__ = ["KEEP", "Problems"]
+
+KEEP = 20
+"""Problems `status` lists (the newest); older ones are counted in `problemsDropped`."""
+
+
+class Problems:
+    """The runner-level problems (a failed reload step, a sink that would not close)."""
+
+    def __init__(self, log: RunLog) -> None:
+        self.log = log
+        self._kept: deque[str] = deque(maxlen=KEEP)
+        self.dropped = 0
+        """Problems older than the last KEEP: reported in the log, no longer in `status`."""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kept)
+
+    def report(self, message: str, wid: str | None = None, event: str = "message") -> None:
+        """One line in the log; kept for `status` (the oldest kept one let go, and counted)."""
+        self.log.error(message, wid, event=event)
+        if len(self._kept) == KEEP:
+            self.dropped += 1
+        self._kept.append(f"{wid}: {message}" if wid else message)
+
+    def forget(self, prefix: str) -> None:
+        """Problems that are no longer so (a reload that worked: the failed ones before it)."""
+        self._kept = deque((p for p in self._kept if not p.startswith(prefix)), maxlen=KEEP)
+
+    def loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """A callback or an unawaited task raised (a bug): one log line (no traceback), `status`."""
+        exc = context.get("exception")
+        self.report(f"internal error: {context.get('message', 'in the event loop')}"
+                    + (f": {exc!r}" if exc is not None else ""))
+
+    def stalled(self, held_s: float, where: str) -> None:
+        """From the loop-lag guard's thread: the loop has not run for STALL_S."""
+        self.log.error(f"the event loop has not run for {held_s:.0f} s: it is held in {where} "
+                       "(a file system that does not answer?); nothing is read, recorded or "
+                       "answered until it returns", event="loop-stalled", stalledS=held_s,
+                       where=where)
+
+    def resumed(self, held_s: float) -> None:
+        self.log.warning(f"the event loop runs again after a stall of {held_s:.1f} s",
+                         event="loop-resumed", stalledS=held_s)
