@@ -84,11 +84,12 @@ class Running:
 
     def __init__(self, folder: Path, config: dict[str, Any] | Config, *,
                  spawner: Spawner | None = None, sinks: Callable[..., JsonlSink] = open_sink,
-                 reload: Callable[[], Config | None] | None = None, once: bool = False) -> None:
+                 reload: Callable[[], Config | None] | None = None, once: bool = False,
+                 log: RunLog | None = None) -> None:
         self.folder = folder
         self.config = config if isinstance(config, Config) else load(folder, config)
         self.layout = prepare_output_dir(self.config.output.dir)
-        self.sup = Supervisor(self.config, self.layout, RunLog(quiet=True), SystemClock(),
+        self.sup = Supervisor(self.config, self.layout, log or RunLog(quiet=True), SystemClock(),
                               spawner or Spawner(), once=once, reload=reload, sinks=sinks)
         self.task: asyncio.Task[None] | None = None
 

@@ -30,9 +30,11 @@ from watchrun.config import load_config
 from watchrun.match.framing import LineFramer
 from watchrun.match.sanitize import decode, edge_text, sanitize
 from watchrun.output.records import ReadStats, iter_records, last_records
+from watchrun.output.runlog import RunLog
 from watchrun.runtime.commands import dispatch
 from watchrun.runtime.control import ControlServer
 from watchrun.runtime.lag import LoopLag
+from watchrun.runtime.problems import Problems
 from watchrun.runtime.status import StatusBoard
 
 FIXTURES = Path(__file__).parent / "fixtures" / "providers"
@@ -342,7 +344,7 @@ class FakeRunner:
         self.hub = None
         self.state = "running"
         self.lag = LoopLag()
-        self.problems: list[str] = []
+        self.problems = Problems(RunLog(quiet=True))
 
     async def stop_watcher(self, wid: str, reason: str) -> None:
         raise AssertionError("no watcher runs")

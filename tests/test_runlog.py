@@ -219,8 +219,8 @@ def test_a_bug_in_a_loop_callback_is_one_line_of_the_runners_log(
     buf = io.StringIO()
 
     async def body() -> None:
-        r = Running(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "E"}]})
-        r.sup.log = RunLog("json", buf, environ={})
+        r = Running(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "E"}]},
+                    log=RunLog("json", buf, environ={}))
         async with r:
             asyncio.get_running_loop().call_soon(lambda: 1 / 0)
             await until(lambda: "ZeroDivisionError" in buf.getvalue(), "the bug in the log")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import os
@@ -151,15 +150,6 @@ def reap_adopted(zombies: dict[int, Stat]) -> int:
     found = set(zombies) - SPAWNED - HELPERS
     reap(found, zombies)
     return len(found)
-
-
-async def reap_orphans_when(signalled: asyncio.Event) -> None:
-    """Each time `signalled` is set (SIGCHLD), reap adopted orphans: /proc scanned in a thread,
-    reaped on the loop."""
-    while True:
-        await signalled.wait()
-        signalled.clear()
-        reap_adopted(await asyncio.to_thread(adopted_zombies))
 
 
 def reap_orphans() -> int:

@@ -1,4 +1,5 @@
-"""Signal handlers that only record the signal; the supervisor loop acts on it."""
+"""Signal handlers that only record the signal; the supervisor loop acts on it (SIGCHLD: the
+orphans it adopted are reaped)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import asyncio
 import signal
 from collections import deque
 from typing import Any
+
+from watchrun.process.tree import adopted_zombies, reap_adopted
 
 
 class SignalInbox:
@@ -56,3 +59,12 @@ class SignalInbox:
     def close(self) -> None:
         for sig in self.WATCHED:
             self._loop.remove_signal_handler(sig)
+
+
+async def reap_orphans_when(sigchld: asyncio.Event) -> None:
+    """Each time `sigchld` is set, reap the orphans adopted since: /proc scanned in a thread,
+    reaped on the loop."""
+    while True:
+        await sigchld.wait()
+        sigchld.clear()
+        reap_adopted(await asyncio.to_thread(adopted_zombies))

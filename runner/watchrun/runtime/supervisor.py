@@ -23,7 +23,6 @@ from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.process.spawn import Spawner
-from watchrun.process.tree import reap_orphans_when
 from watchrun.runtime import reload as reloading
 from watchrun.runtime import shutdown as stopping
 from watchrun.runtime import startup
@@ -31,7 +30,7 @@ from watchrun.runtime.gate import Evidence
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.problems import Problems
 from watchrun.runtime.sdnotify import SdNotify
-from watchrun.runtime.signals import SignalInbox
+from watchrun.runtime.signals import SignalInbox, reap_orphans_when
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.watchers import WatcherSet, counters_of
