@@ -294,9 +294,9 @@ def test_a_stop_on_a_full_disk_does_not_wait_for_the_action_records(
     before the watchers stop, and a live runner's writes retry a failing disk for as long as it
     takes: on a full disk the stop waited for space forever, a second SIGTERM too. They are
     retried for CLOSE_WRITE_S now, then given up (said in the log; their seqs get a `gap`)."""
-    import watchrun.actions.hub as hub_module
+    import watchrun.actions.watcher_actions as watcher_actions
 
-    monkeypatch.setattr(hub_module, "CLOSE_WRITE_S", 0.3)
+    monkeypatch.setattr(watcher_actions, "CLOSE_WRITE_S", 0.3)
     pidfile = tiny_fs / "pid"
 
     async def body() -> None:

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
 
 from watchrun.actions.payload import Outgoing
 from watchrun.actions.program import run_program
-from watchrun.actions.reactor import ActionRuntime
 from watchrun.actions.results import Result
+from watchrun.actions.watcher_actions import Stream, WatcherActions
 from watchrun.actions.webhook import BACKOFF_S, send
 from watchrun.actions.windows import Carried
 from watchrun.clock import Clock
@@ -21,92 +19,9 @@ from watchrun.config.model import ActionSpec, Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.match.redact import redactor
 from watchrun.output.runlog import RunLog
-from watchrun.output.sink import JsonlSink, SinkWriteError
-from watchrun.output.writer import CLOSE_WRITE_S, AsyncWriter
 from watchrun.process.spawn import Spawner
 
 __all__ = ["ActionHub", "Stream"]
-
-
-class Stream(Protocol):
-    """A watcher's record stream (its pipeline): action records go in its JSONL, in seq order."""
-
-    sink: JsonlSink
-    writer: AsyncWriter
-
-
-class _Watcher:
-    """The actions of one watcher, and the records they write into its JSONL (in order: each
-    record is built and handed to the writer in one step)."""
-
-    def __init__(self, spec: WatcherSpec, stream: Stream, hub: ActionHub,
-                 carried: dict[str, tuple[ActionSpec, Carried]]) -> None:
-        self.spec, self.stream, self.hub = spec, stream, hub
-        self.actions = [ActionRuntime(spec, a, hub, self.record, hub.counter(spec.id, a.name),
-                                      hub.keep) for a in spec.actions]
-        for action in self.actions:  # (windows open before a reload go on)
-            was, windows = carried.get(action.spec.name, (None, None))
-            if was == action.spec and windows is not None:
-                action.gate.resume(windows)
-        self._out: deque[tuple[str, dict[str, Any]]] = deque()
-        self._flusher: asyncio.Task[None] | None = None
-        self.lost = 0
-        """Records given up at the close (a failing disk)."""
-
-    @property
-    def busy(self) -> bool:
-        return bool(self._out) or any(a.busy for a in self.actions) or (
-            self._flusher is not None and not self._flusher.done())
-
-    def record(self, kind: str, fields: dict[str, Any]) -> None:
-        self._out.append((kind, fields))
-        self.kick()
-
-    def kick(self) -> None:
-        if self._out and self.hub.running and (self._flusher is None or self._flusher.done()):
-            self._flusher = self.hub.spawn(self._flush(), f"action-records:{self.spec.id}")
-        for action in self.actions:
-            action.start_workers()
-
-    async def _flush(self, give_up_after: float | None = None) -> None:
-        """Write the queued records; those given up (`give_up_after` passed on a failing disk:
-        the writer's `gap` explains their seqs) are counted in `lost`."""
-        while self._out:
-            kind, fields = self._out.popleft()
-            stream = self.stream
-            try:
-                await stream.writer.write_lines([stream.sink.record(kind, fields)],
-                                                give_up_after=give_up_after)
-            except ValueError as exc:  # its sink was closed (the watcher was stopped)
-                self.hub.log.error(f"a {kind} record was lost: {exc}", self.spec.id)
-            except SinkWriteError:
-                self.lost += 1
-        self.hub.changed.set()
-
-    async def close(self, reason: str) -> None:
-        """Cancel running firings (each records `cancelled`), drop what waits (recorded), and
-        write every record before returning: on a failing disk for at most CLOSE_WRITE_S, then
-        what is left is given up and said (a stop never waits for space)."""
-        workers = [task for a in self.actions for task in a.workers]
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        for action in self.actions:
-            action.abandon(reason)
-        loop = asyncio.get_running_loop()
-        end = loop.time() + CLOSE_WRITE_S
-        while self._flusher is not None and not self._flusher.done():
-            await asyncio.wait({self._flusher}, timeout=max(0.0, end - loop.time()))
-            if not self._flusher.done():  # (its record in hand is given up: a `gap` says so)
-                self._flusher.cancel()
-                await asyncio.gather(self._flusher, return_exceptions=True)
-                self.lost += 1
-        if self._out:  # not running, or the time is up: written here, or given up
-            await self._flush(give_up_after=max(0.0, end - loop.time()))
-        if self.lost:
-            self.hub.log.error(f"{self.lost} action record(s) given up: they could not be written "
-                               f"within {CLOSE_WRITE_S:g} s of the stop (a full disk?)",
-                               self.spec.id, event="action-records-lost")
 
 
 class _Unfired:
@@ -127,7 +42,7 @@ class ActionHub:
         self.once, self.backoff_s = once, backoff_s
         self.changed = asyncio.Event()
         """Set when a firing or a record batch finished (`idle` waits on it)."""
-        self._watchers: dict[str, _Watcher] = {}
+        self._watchers: dict[str, WatcherActions] = {}
         self._counts: dict[str, dict[str, dict[str, int]]] = {}
         self._unfired: dict[str, dict[str, _Unfired]] = {}
         """watcher → action → matches that came after its actions stopped (`record_unfired`)."""
@@ -213,7 +128,7 @@ class ActionHub:
             return  # which reads until it stops)
         w = self._watchers.get(spec.id)
         if w is None or w.spec != spec:
-            w = self._watchers[spec.id] = _Watcher(spec, stream, self,
+            w = self._watchers[spec.id] = WatcherActions(spec, stream, self,
                                                    self._carried.pop(spec.id, {}))
         w.stream = stream
         for action in w.actions:
