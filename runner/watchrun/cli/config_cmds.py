@@ -70,7 +70,7 @@ def _notes(w: WatcherSpec) -> list[tuple[str, str]]:
     regexes += [(f"exclude[{i}]", x) for i, x in enumerate(w.exclude)]
     if w.gate is not None and w.gate.require is not None:
         regexes.append(("gate.require", w.gate.require))
-    notes = [(key, regex_engine_note(rx)) for key, rx in regexes]
+    notes = [(key, regex_engine_note(rx, w.case_sensitive)) for key, rx in regexes]
     return [(key, note) for key, note in notes if note is not None]
 
 

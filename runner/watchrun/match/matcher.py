@@ -92,10 +92,13 @@ def best_engine(pattern: str, case_sensitive: bool = False) -> str:
     return Matcher(pattern, case_sensitive=case_sensitive).engine
 
 
+@functools.lru_cache(maxsize=1024)
 def needs_backtracking(pattern: str, case_sensitive: bool = False) -> str | None:
     """What in `pattern` only Python `re` (a backtracking engine) can run, or None when a
     linear-time engine runs it. A property of the pattern, the same on every machine (without
-    google-re2 installed, only the constructs are judged). ValueError if it is invalid."""
+    google-re2 installed, only the constructs are judged). ValueError if it is invalid.
+    Remembered per pattern: a config's checks and `validate`'s notes ask again for each
+    watcher, and many watchers share their patterns and excludes."""
     analysis = analyse(pattern, case_sensitive)
     constructs = backtracking_constructs(analysis)
     if constructs:
