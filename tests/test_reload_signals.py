@@ -66,16 +66,21 @@ def test_a_sighup_storm_is_one_reload_and_a_stop_drops_the_waiting_one(tmp_path:
     assert r.left == []
 
 
+def app_runner(tmp_path: Path) -> tuple[LiveRunner, Path, dict[str, Any]]:
+    """A runner started on a config that follows app.log for ERROR: it, its file, its dict."""
+    (tmp_path / "app.log").write_text("")
+    conf: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]}
+    config = write_config(tmp_path, conf)
+    return LiveRunner(config), config, conf
+
+
 def test_a_reload_to_a_config_invalid_or_gone_is_in_status_and_the_old_one_runs_on(
         tmp_path: Path) -> None:
     """A SIGHUP whose config no longer validates (or was removed between the write and the
     read) kept the running config, but said it only in the log: `status` had no problem, so a
     `systemctl reload` then `watchrun status` looked like the new config ran. A reload that
     applies clears them: they would say the config running is an old one."""
-    (tmp_path / "app.log").write_text("")
-    conf: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]}
-    config = write_config(tmp_path, conf)
-    r = LiveRunner(config)
+    r, config, conf = app_runner(tmp_path)
     try:
         r.wait_running()
         conf["watchers"][0]["pattern"] = "("
@@ -168,10 +173,7 @@ def test_status_lists_the_last_20_problems_and_counts_the_older_ones(tmp_path: P
     """`status` keeps the newest 20 problems; past them, the older ones were let go without a
     word, so a runner with 23 failed reloads looked like one with 20. They are counted in
     `problemsDropped`, and every one is in the log."""
-    (tmp_path / "app.log").write_text("")
-    conf: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]}
-    config = write_config(tmp_path, conf)
-    r = LiveRunner(config)
+    r, config, _ = app_runner(tmp_path)
     try:
         r.wait_running()
         assert r.control({"cmd": "status"})["problemsDropped"] == 0
