@@ -30,6 +30,8 @@ async def echo(req: dict[str, Any]) -> dict[str, Any]:
         raise KeyError("a bug")
     if req.get("cmd") == "full":
         raise OSError(errno.ENOSPC, "No space left on device")
+    if req.get("cmd") == "late":
+        raise TimeoutError
     if req.get("cmd") == "slow":
         await asyncio.sleep(30)
     return {"ok": True, "echo": req}
@@ -66,6 +68,8 @@ def test_requests_are_answered_and_bugs_and_bad_requests_refused(tmp_path: Path)
         assert (await ask(sock, b'{"cmd": "boom"}\n'))["error"]["code"] == "internal"
         assert (await ask(sock, b'{"cmd": "full"}\n'))["error"] == {
             "code": "os_error", "message": "[Errno 28] No space left on device"}
+        assert (await ask(sock, b'{"cmd": "late"}\n'))["error"] == {
+            "code": "os_error", "message": "TimeoutError"}
         assert (await ask(sock, b"[1, 2]\n"))["error"]["code"] == "bad_request"
         assert (await ask(sock, b"{nope\n"))["error"]["code"] == "bad_request"
         assert (sock.stat().st_mode & 0o777) == 0o600

@@ -145,10 +145,11 @@ class ControlServer:
         other exception (a bug) as `internal`."""
         try:
             return await self.handler(request)
-        except OSError as exc:
+        except OSError as exc:  # (a TimeoutError too: its text may be empty)
+            said = str(exc) or type(exc).__name__
             if self.log is not None:
-                self.log.error(f"control request {request.get('cmd')!r} failed: {exc}")
-            return _fail("os_error", str(exc))
+                self.log.error(f"control request {request.get('cmd')!r} failed: {said}")
+            return _fail("os_error", said)
         except Exception as exc:
             if self.log is not None:
                 self.log.error(f"control request failed: {exc!r}")
