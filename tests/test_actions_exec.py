@@ -112,6 +112,26 @@ def test_secrets_are_redacted_on_stdin_in_the_environment_and_in_the_output(
     assert "[REDACTED:password]" in json.loads(seen)["env"]["WATCHRUN_LINES"]
 
 
+def test_the_values_of_its_env_are_hidden_in_what_it_printed(tmp_path: Path) -> None:
+    """An exec's `env` is where a secret for it goes (`API_TOKEN: ${TOKEN}`); a program that
+    printed it (a failing client echoing its request, `set -x`) put it in the `action-result`
+    record unless a redaction rule happened to know its shape. Its values are hidden now, whole
+    and by words of 8 characters or more, as a webhook's URL and headers are."""
+    token, header = "qZ7mW2xK9pL4vR8n", "Bearer Hx82kfPq0LmZ"
+    script = 'echo "sent $API_TOKEN to vault; bad: ${AUTH#Bearer }"; exit 1'
+    env = {"API_TOKEN": token, "AUTH": header, "MODE": "on"}
+
+    async def body() -> None:
+        async with Rig(tmp_path, watcher(program(tmp_path, "sh", "-c", script, env=env))) as rig:
+            rig.deliver("ERROR x")
+            (result,) = await rig.wait("action-result")
+            assert result["status"] == "failed"
+            assert result["output"] == ("sent [REDACTED:exec-secret] to vault; bad: "
+                                        "[REDACTED:exec-secret]")
+            assert token not in rig.path.read_text() and "Hx82kf" not in rig.path.read_text()
+    asyncio.run(body())
+
+
 def test_a_failing_or_missing_program_is_a_failed_result(tmp_path: Path) -> None:
     async def body() -> None:
         spec = watcher(program(tmp_path, "sh", "-c", "echo bad things >&2; exit 3", name="bad"),

@@ -1,7 +1,8 @@
 """Run one firing of an exec action: argv from the config (never a shell built from log text),
 the matched lines on stdin (JSONL) and in WATCHRUN_* variables, its own session, and the same
 stop discipline as command watchers (TERM to the tree, grace, KILL) on timeout or cancel, and
-for what it leaves running when it exits (counted in the result)."""
+for what it leaves running when it exits (counted in the result). What it printed is kept with
+its `env` values hidden, then redacted."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 
 import msgspec
 
+from watchrun.actions.hidden import Hidden, words
 from watchrun.actions.payload import Outgoing
 from watchrun.actions.results import Result
 from watchrun.config.model import ActionSpec
@@ -58,7 +60,9 @@ async def run_program(spec: ActionSpec, outgoing: Outgoing, spawner: Spawner, gr
             reading.cancel()
     finally:
         proc.close()
-    result = _result(spec, info, timed_out, _output(bytes(tail), redactor))
+    env_values = spec.env.values()  # (a secret passed to it that it printed: hidden too)
+    hidden = Hidden("exec", env_values, words(env_values), redactor)
+    result = _result(spec, info, timed_out, _output(bytes(tail), hidden))
     if not timed_out and info.signals_sent:  # it exited, and left these running: stopped
         result = msgspec.structs.replace(result, left_running=proc.signalled)
     return result
@@ -86,9 +90,10 @@ async def _stop(proc: Proc, grace_s: float) -> ExitInfo:
     return info
 
 
-def _output(data: bytes, redactor: Redactor) -> str | None:
-    """The last OUTPUT_BYTES of what the program printed, cleaned and redacted (redacted before
-    the cut, so the cut cannot leave a secret's value without the name that marks it)."""
+def _output(data: bytes, redactor: Hidden) -> str | None:
+    """The last OUTPUT_BYTES of what the program printed, cleaned, its `env` values hidden and
+    redacted (before the cut, so the cut cannot leave a secret's value without the name that
+    marks it)."""
     text = redactor.redact(sanitize(decode(data))[0])[0]
     return text.encode()[-OUTPUT_BYTES:].decode("utf-8", "ignore").strip() or None
 

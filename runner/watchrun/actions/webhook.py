@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 from collections.abc import Awaitable, Callable
 from typing import Protocol
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
+from watchrun.actions.hidden import Hidden, words
 from watchrun.actions.http import HttpError, Response, basic_credentials, post
 from watchrun.actions.results import Result
 from watchrun.config.model import ActionSpec
-from watchrun.match.redact import Redactor, marker
+from watchrun.match.redact import Redactor
 from watchrun.match.sanitize import clip, sanitize
 
-__all__ = ["BACKOFF_MAX_S", "BACKOFF_S", "RETRY_STATUSES", "SECRET_CHARS", "SECRET_PIECE_CHARS",
-           "send"]
+__all__ = ["BACKOFF_MAX_S", "BACKOFF_S", "RETRY_STATUSES", "send"]
 
 BACKOFF_S = 0.5
 """The first wait before a retry; it doubles per attempt (±10 % jitter)."""
@@ -25,12 +24,6 @@ BACKOFF_MAX_S = 30.0
 """No wait is longer, whatever the attempt or a server's Retry-After."""
 RETRY_STATUSES = frozenset({408, 425, 429})
 """Statuses below 500 worth retrying (the request timed out, too early, too many requests)."""
-SECRET_CHARS = 4
-"""The URL's path, query and credentials and each header value, this long or longer, are hidden
-in what a server says (shorter, they would hide pieces of ordinary words)."""
-SECRET_PIECE_CHARS = 8
-"""And their parts this long or longer (a path segment, a query value, a word of a header): a
-receiver may echo only the part it did not like."""
 Retry = Callable[[int, float, str], None]
 """Told of each retry: (attempt about to start, delay in seconds, why)."""
 
@@ -41,7 +34,7 @@ async def send(spec: ActionSpec, body: bytes, redactor: Redactor, *,
     """POST `body` to the action's URL, up to `1 + retries` attempts of `timeout` each."""
     assert spec.url is not None
     timeout_s = spec.timeout_ms / 1000
-    scrub = _Scrub(spec, redactor)
+    scrub = _scrub(spec, redactor)
     attempt = 0
     while True:
         attempt += 1
@@ -92,27 +85,15 @@ class _Redacts(Protocol):
     def redact(self, text: str) -> tuple[str, dict[str, int]]: ...
 
 
-class _Scrub:
+def _scrub(spec: ActionSpec, rules: Redactor) -> Hidden:
     """The config's redactor, after the action's own secrets are hidden: a receiver echoes the
     request (`Cannot POST /hooks/…`, `bad key …`), and the URL's path, query and credentials
     and the header values must never reach a record or the log."""
-
-    def __init__(self, spec: ActionSpec, rules: Redactor) -> None:
-        self._rules = rules
-        parts = urlsplit(spec.url or "")
-        whole = [parts.path + (f"?{parts.query}" if parts.query else ""), parts.query,
-                 parts.username or "", parts.password or "", *spec.headers.values()]
-        if parts.username is not None:  # (sent as `Authorization: Basic …`)
-            whole.append(basic_credentials(spec.url or ""))
-        pieces = [*parts.path.split("/"), *(v for _, v in parse_qsl(parts.query)),
-                  *(w for v in spec.headers.values() for w in v.split())]
-        found = {x for x in whole if len(x) >= SECRET_CHARS} | {
-            x for x in pieces if len(x) >= SECRET_PIECE_CHARS}
-        found |= {unquote(x) for x in found}
-        self._secrets = re.compile("|".join(
-            re.escape(x) for x in sorted(found, key=len, reverse=True))) if found else None
-
-    def redact(self, text: str) -> tuple[str, dict[str, int]]:
-        if self._secrets is not None:
-            text = self._secrets.sub(marker("webhook-secret"), text)
-        return self._rules.redact(text)
+    parts = urlsplit(spec.url or "")
+    whole = [parts.path + (f"?{parts.query}" if parts.query else ""), parts.query,
+             parts.username or "", parts.password or "", *spec.headers.values()]
+    if parts.username is not None:  # (sent as `Authorization: Basic …`)
+        whole.append(basic_credentials(spec.url or ""))
+    pieces = [*parts.path.split("/"), *(v for _, v in parse_qsl(parts.query)),
+              *words(spec.headers.values())]
+    return Hidden("webhook", whole, pieces, rules)
