@@ -3,6 +3,7 @@
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 
 def entry() -> int:
@@ -28,12 +29,36 @@ def stop_early_once(signum: int, frame: object) -> None:
     raise SystemExit(3)
 
 
+class EarlyHup:
+    """SIGHUP before the loop owns signals: only recorded (its default would end the process:
+    logrotate's postrotate sends one whenever it runs). The runner reloads once it has started,
+    since its config may have been read before the signal came."""
+
+    came = False
+    to: Callable[[], None] | None = None
+    """Told of it (the supervisor's `request_reload`), once there is one."""
+
+    @classmethod
+    def handler(cls, signum: int, frame: object) -> None:
+        cls.came = True
+        if cls.to is not None:
+            cls.to()
+
+    @classmethod
+    def tell(cls, to: Callable[[], None]) -> None:
+        """From now on tell `to`; at once if one came already."""
+        cls.to = to
+        if cls.came:
+            to()
+
+
 def catch_early_stops(once: bool = False) -> None:
     """Until the loop takes the signals over, SIGTERM and SIGINT end the process with 0 (3 in
-    a once run)."""
+    a once run), and a SIGHUP is recorded (`EarlyHup`)."""
     handler = stop_early_once if once else stop_early
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGHUP, EarlyHup.handler)
 
 
 if os.getpid() == 1:  # the kernel drops a signal sent to a PID 1 with no handler for it

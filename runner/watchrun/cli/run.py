@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from msgspec.structs import replace
 
-from watchrun.cli import catch_early_stops
+from watchrun.cli import EarlyHup, catch_early_stops
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.main import startup_gc
 from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence, say, stdout_failed
@@ -118,6 +118,7 @@ def _prepare(args: argparse.Namespace
         metrics=metrics,
         guardian=True,
     )
+    EarlyHup.tell(sup.request_reload)
     return sup, fence, echo
 
 

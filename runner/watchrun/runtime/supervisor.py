@@ -93,7 +93,7 @@ class Supervisor:
         self.reading_config = False
         """A reload is reading the config (a stop signal then gives it up)."""
         self._inbox: SignalInbox | None = None
-        self._stop_asked = False
+        self._stop_asked = self._reload_asked = False  # (before `run()`: see request_*)
         self.changing = asyncio.Lock()
         """Held while the set of watchers changes (a reload; `add`, `start`, `restart`, `stop`,
         `clear`), so one change sees the result of the one before."""
@@ -117,6 +117,8 @@ class Supervisor:
         self._inbox = inbox
         if self._stop_asked:
             inbox.push(signal.SIGTERM)
+        if self._reload_asked:  # (a SIGHUP before the inbox: one reload once started)
+            inbox.push(signal.SIGHUP)
         loop.add_signal_handler(signal.SIGCHLD, self._orphans.set)
         failure: StartupError | None = None
         try:
@@ -149,6 +151,10 @@ class Supervisor:
         self._stop_asked = True
         if self._inbox is not None:
             self._inbox.push(signal.SIGTERM)
+
+    def request_reload(self) -> None:
+        """A SIGHUP that came before `run()` took the signals over: a reload once started."""
+        self._reload_asked = True
 
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         """A task owned by the supervisor's TaskGroup."""
