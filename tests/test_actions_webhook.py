@@ -691,3 +691,63 @@ def test_a_reload_keeps_the_matches_a_threshold_has_counted(tmp_path: Path) -> N
         asyncio.run(body())
         (doc,) = rx.bodies()
         assert [x["line"] for x in doc["lines"]] == ["ERROR 1", "ERROR 2"]
+
+
+OK_204 = b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
+
+
+@pytest.mark.parametrize(("first", "attempts", "status"), [
+    (b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n", 2, "ok"),
+    (b"HTTP/1.1 425 Too Early\r\nContent-Length: 0\r\n\r\n", 2, "ok"),
+    (b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 0\r\n\r\n", 2, "ok"),
+    (b"HTTP/1.1 504 Gateway Timeout\r\nContent-Length: 0\r\n\r\n", 2, "ok"),
+    (b"", 2, "ok"),  # closed without an answer
+    (b"SSH-2.0-OpenSSH_9.2\r\n", 2, "ok"),  # an answer that is not HTTP
+    (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", 1, "failed"),
+    (b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n", 1, "failed"),
+    (b"HTTP/1.1 410 Gone\r\nContent-Length: 0\r\n\r\n", 1, "failed"),
+])
+def test_which_answers_are_retried(first: bytes, attempts: int, status: str) -> None:
+    """README and docs/config.md: a 5xx, 408, 425, 429, a connection closed without an
+    answer or an answer that is not HTTP is retried; another 4xx is not (it will not heal)."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+
+    async def body() -> tuple[object, int]:
+        server, url, times = await one_http_server(first, OK_204)
+        async with server:
+            result = await send(webhook(url, retries=1), b"{}", redactor(), backoff_s=0.01,
+                                sleep=lambda s: asyncio.sleep(0))
+        return result, len(times)
+
+    result, requests = asyncio.run(body())
+    assert (result.status, result.attempts, requests) == (  # type: ignore[attr-defined]
+        status, attempts, attempts)
+
+
+def test_a_tls_failure_is_not_retried() -> None:
+    """An https URL whose server does not speak TLS (it answers the handshake in plain HTTP)
+    fails its handshake: that will not heal by itself, so it is one attempt, `tls`, whatever
+    `retries` says."""
+    from watchrun.actions.webhook import send
+    from watchrun.match.redact import redactor
+
+    connections: list[int] = []
+
+    async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def body() -> object:
+        server = await asyncio.start_server(plain, "127.0.0.1", 0)
+        url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/hook"
+        async with server:
+            return await send(webhook(url, retries=3), b"{}", redactor(), backoff_s=0.01,
+                              sleep=lambda s: asyncio.sleep(0))
+
+    result = asyncio.run(body())
+    assert (result.status, result.attempts) == ("failed", 1)  # type: ignore[attr-defined]
+    assert result.error["code"] == "tls"  # type: ignore[attr-defined]
+    assert len(connections) == 1
