@@ -89,6 +89,22 @@ def test_out_of_range_values_are_clamped_with_warnings(tmp_path: Path) -> None:
     assert len([d for d in result.diagnostics if "clamped" in d.message]) == 6
 
 
+def test_an_action_without_options_has_the_documented_defaults(tmp_path: Path) -> None:
+    """README and docs/config.md: `when: match`, no throttle, `timeout` 10s, `concurrency` 1,
+    `queue` 100, `retries` 3, `format: json`, names `webhook`, `exec`, then `webhook-2`."""
+    text = W + ("    actions: [{type: webhook, url: 'https://h.example/x'}, {type: exec, "
+                "command: [a]}, {type: webhook, url: 'https://h.example/y'}]\n")
+    result = load_text(tmp_path, text)
+    assert result.config is not None, result.diagnostics
+    hook, run, second = result.config.watchers[0].actions
+    assert (hook.name, run.name, second.name) == ("webhook", "exec", "webhook-2")
+    for a in (hook, run):
+        assert (a.threshold, a.throttle_ms, a.timeout_ms, a.concurrency, a.queue) == (
+            None, None, 10_000, 1, 100)
+    assert (hook.retries, hook.format, hook.headers) == (3, "json", {})
+    assert (run.cwd, run.env) == (tmp_path, {})
+
+
 def test_the_model_and_the_resolved_config_round_trip(tmp_path: Path) -> None:
     text = W + ("    wake: [fix]\n    actions:\n"
                 "      - {type: webhook, url: 'https://h.example/T/${SECRET}', format: slack,"

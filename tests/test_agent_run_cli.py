@@ -98,14 +98,17 @@ def test_refuses_while_a_runner_is_live(cfg: Path, capsys: pytest.CaptureFixture
     assert "use `watchrun agent send triage TEXT`" in capsys.readouterr().err
 
 
-def test_sigint_cancels_the_turn(cfg: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_or_sigterm_cancels_the_turn(cfg: Path, capsys: pytest.CaptureFixture[str],
+                                            sig: signal.Signals) -> None:
+    """Ctrl-C, or a CI job's timeout (SIGTERM), cancels the turn: exit 130, nothing left."""
     path = cfg.parent / "out" / "agents" / "triage.jsonl"
 
     def interrupt() -> None:
         end = time.monotonic() + DEADLINE_S
         while time.monotonic() < end:
             if path.exists() and '"kind":"session"' in path.read_text():
-                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), sig)
                 return
             time.sleep(0.01)
 
@@ -116,7 +119,7 @@ def test_sigint_cancels_the_turn(cfg: Path, capsys: pytest.CaptureFixture[str]) 
     finally:
         thread.join()
     recs = agent_records(cfg)
-    assert of(recs, "stopped")[0]["message"] == "interrupted (SIGINT)"
+    assert of(recs, "stopped")[0]["message"] == f"interrupted ({sig.name})"
     assert of(recs, "dispatch-finished")[0]["status"] == "cancelled"
     assert not alive(int(str(of(recs, "dispatch-start")[0]["pid"])))
     assert "turn-1 cancelled" in capsys.readouterr().err
