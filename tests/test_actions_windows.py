@@ -123,6 +123,23 @@ def test_the_environment_is_clipped_and_has_no_nul() -> None:
     assert all("\0" not in v for v in env.values())
 
 
+def test_an_execs_environment_says_what_was_suppressed_and_dropped() -> None:
+    """docs/config.md's WATCHRUN_* variables, each from the firing: a throttle-end firing that
+    stands for 2 suppressed firings (3 matches), after 4 dropped ones."""
+    f = Firing("throttle-end", 50, suppressed=2, suppressed_matches=3)
+    f.add([MatchInfo(x, n, 0, f"f:{n}", f"w:000000000000000{n}")
+           for n, x in ((1, "ERROR a"), (2, "ERROR b"))], count=3)
+    env = build(Context("w", "the app", "page", 7, "t", dropped=4, dropped_matches=9), f,
+                redactor()).environ()
+    assert env == {
+        "WATCHRUN_WATCHER": "w", "WATCHRUN_LABEL": "the app", "WATCHRUN_ACTION": "page",
+        "WATCHRUN_FIRING": "7", "WATCHRUN_REASON": "throttle-end", "WATCHRUN_COUNT": "3",
+        "WATCHRUN_SUPPRESSED": "2", "WATCHRUN_SUPPRESSED_MATCHES": "3", "WATCHRUN_DROPPED": "4",
+        "WATCHRUN_FIRST_CURSOR": "w:0000000000000001",
+        "WATCHRUN_LAST_CURSOR": "w:0000000000000002",
+        "WATCHRUN_LINE": "ERROR a", "WATCHRUN_LINES": "ERROR a\nERROR b"}
+
+
 @given(st.lists(st.text(alphabet="`ab<\n", max_size=12), min_size=1, max_size=4))
 def test_no_line_can_leave_the_slack_code_block(lines: list[str]) -> None:
     """Five backticks used to leave a ``` after the escape (a line closed the block early), and
