@@ -751,3 +751,36 @@ def test_a_tls_failure_is_not_retried() -> None:
     assert (result.status, result.attempts) == ("failed", 1)  # type: ignore[attr-defined]
     assert result.error["code"] == "tls"  # type: ignore[attr-defined]
     assert len(connections) == 1
+
+
+@pytest.mark.parametrize(("answer", "expected"), [
+    # 0.5 s doubling, ±10 %, to 30 s: the seventh wait (32 s ±10 %) is capped
+    (b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n", [0.5, 1, 2, 4, 8, 16, 32]),
+    # a server's Retry-After is waited for, up to the same 30 s (it was 30 s plus the jitter,
+    # up to 33 s, past the cap its constant names)
+    (b"HTTP/1.1 429 Slow Down\r\nRetry-After: 120\r\nContent-Length: 0\r\n\r\n", [30] * 7),
+    (b"HTTP/1.1 503 Busy\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n",
+     [5, 5, 5, 5, 8, 16, 32]),
+])
+def test_the_backoff_doubles_from_half_a_second_to_30_s(answer: bytes,
+                                                        expected: list[float]) -> None:
+    """docs/config.md: backoff 0.5 s doubling to 30 s (±10 %), at least a server's
+    Retry-After (and never past 30 s: a slot is not held for the hour a server may ask)."""
+    from watchrun.actions.webhook import BACKOFF_MAX_S, send
+    from watchrun.match.redact import redactor
+
+    delays: list[float] = []
+
+    async def no_wait(s: float) -> None:
+        delays.append(s)
+
+    async def body() -> object:
+        server, url, _ = await one_http_server(*[answer] * 7, OK_204)
+        async with server:
+            return await send(webhook(url, retries=7), b"{}", redactor(), sleep=no_wait)
+
+    result = asyncio.run(body())
+    assert (result.status, result.attempts) == ("ok", 8)  # type: ignore[attr-defined]
+    assert len(delays) == len(expected) and max(delays) <= BACKOFF_MAX_S
+    for got, want in zip(delays, expected, strict=True):
+        assert want * 0.9 <= got <= min(want * 1.1, BACKOFF_MAX_S), delays

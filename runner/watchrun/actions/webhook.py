@@ -55,9 +55,10 @@ async def send(spec: ActionSpec, body: bytes, redactor: Redactor, *,
                                    "message": _explain(response, scrub)})
         if not retry or attempt > spec.retries:
             return failed
-        delay = min(BACKOFF_MAX_S, backoff_s * 2 ** (attempt - 1)) * random.uniform(0.9, 1.1)
+        delay = backoff_s * 2 ** (attempt - 1) * random.uniform(0.9, 1.1)
         if response is not None and response.retry_after is not None:
-            delay = max(delay, min(response.retry_after, BACKOFF_MAX_S))
+            delay = max(delay, response.retry_after)
+        delay = min(delay, BACKOFF_MAX_S)  # (a Retry-After of an hour holds no slot that long)
         if on_retry is not None:
             on_retry(attempt + 1, delay, why)
         await sleep(delay)
