@@ -89,6 +89,16 @@ def test_out_of_range_values_are_clamped_with_warnings(tmp_path: Path) -> None:
     assert len([d for d in result.diagnostics if "clamped" in d.message]) == 6
 
 
+@pytest.mark.parametrize(("given", "kept"), [(99, 10), (-1, 0), (10, 10), (0, 0)])
+def test_retries_are_clamped_to_0_to_10(tmp_path: Path, given: int, kept: int) -> None:
+    text = W + f"    actions: [{{type: webhook, url: 'https://h.example/x', retries: {given}}}]\n"
+    result = load_text(tmp_path, text)
+    assert result.config is not None, result.diagnostics
+    assert result.config.watchers[0].actions[0].retries == kept
+    clamped = [d.format() for d in result.diagnostics if "clamped" in d.message]
+    assert len(clamped) == (given != kept) and all("retries" in c for c in clamped), clamped
+
+
 def test_an_action_without_options_has_the_documented_defaults(tmp_path: Path) -> None:
     """README and docs/config.md: `when: match`, no throttle, `timeout` 10s, `concurrency` 1,
     `queue` 100, `retries` 3, `format: json`, names `webhook`, `exec`, then `webhook-2`."""

@@ -72,6 +72,23 @@ def test_hostile_log_text_never_becomes_an_argument_or_shell_code(tmp_path: Path
     assert json.loads((tmp_path / "stdin.txt").read_text())["line"] == line
 
 
+def test_the_watchrun_variables_win_over_the_actions_env(tmp_path: Path) -> None:
+    """docs/config.md: `env` is added to the environment, and the `WATCHRUN_*` variables win:
+    a config cannot make the program misread which watcher fired."""
+    out = tmp_path / "seen.json"
+    spec = watcher(program(tmp_path, PY, "-c", DUMP, str(out),
+                           env={"WATCHRUN_WATCHER": "evil", "TEAM": "ops"}))
+
+    async def body() -> None:
+        async with Rig(tmp_path, spec) as rig:
+            rig.deliver("ERROR x")
+            (result,) = await rig.wait("action-result")
+            assert result["status"] == "ok"
+    asyncio.run(body())
+    env = json.loads(out.read_text())["env"]
+    assert (env["WATCHRUN_WATCHER"], env["TEAM"]) == ("app", "ops")
+
+
 def test_the_program_runs_in_a_session_of_its_own(tmp_path: Path) -> None:
     """docs/security.md 3b: its own session (and so its own process group), apart from the
     runner's: a signal to the runner's group does not reach it, and it is stopped as a tree."""
