@@ -271,3 +271,27 @@ def test_a_command_output_never_closed_is_not_read_to_its_end_and_no_pass(
     assert "  - the command's output was not read to its end: run 1: output still open" in r.out
     records = validate_records(tmp_path / ".watchrun" / "watchers" / "c.jsonl")  # the schema
     assert [x.get("unread") for x in records if x["kind"] == "error"][-1] is True  # has `unread`
+
+
+def test_a_generation_compressed_before_it_was_read_fails_the_gate_closed(
+        tmp_path: Path) -> None:
+    """docs/records.md: in `run --once`, a generation's `gap` — here one rotated and gzipped
+    between two runs, before the second read it — makes the watcher an ERROR (exit 3) naming
+    the archive: the forbidden line was in what it could not read."""
+    import gzip
+
+    log = tmp_path / "app.log"
+    log.write_text("INFO 0\n")
+    config = {"watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR",
+                            "gate": {"maxMatches": 0}}]}
+    assert once(tmp_path, config).rc == 0
+    with log.open("a") as f:
+        f.write("ERROR 1 never read\n")
+    archive = Path(f"{log}.1.gz")
+    archive.write_bytes(gzip.compress(log.read_bytes()))  # logrotate with compress
+    log.unlink()
+    log.write_text("INFO 2\n")
+    r = once(tmp_path, config)
+    assert (r.rc, table_row(r.out, "log")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
+    assert str(archive) in r.out, r.out
+    assert once(tmp_path, config).rc == 0  # said once: the next run reads on from there
