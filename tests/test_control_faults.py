@@ -148,6 +148,16 @@ def test_a_field_of_the_wrong_type_is_a_bad_request(runner: LiveRunner, payload:
     assert not [r for r in runner.records("a", "agents") if r["kind"] == "delivery"]
 
 
+def test_an_unknown_or_missing_command_is_a_bad_request(runner: LiveRunner) -> None:
+    """docs/control.md: an unknown `cmd` is `bad_request` (`watchrun` exits 2 for it)."""
+    known = "add, agent-send, agent-stop, clear, list, restart, start, status, stop"
+    for payload, said in (({"cmd": "reboot"}, f"unknown command 'reboot'; known: {known}"),
+                          ({"id": "app"}, f"the request has no `cmd`: one of {known}")):
+        assert runner.control(payload) == {"ok": False, "error": {"code": "bad_request",
+                                                                  "message": said}}
+    assert runner.control({"cmd": "status"})["watchers"] == ["app"]  # nothing stopped
+
+
 async def _echo(req: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "echo": req}
 

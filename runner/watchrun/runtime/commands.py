@@ -104,7 +104,10 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "state": str(sup.state), "watchers": sorted(sup.watchers),
                 "loopLagMaxS": round(sup.lag.max_s, 3), "problems": list(sup.problems),
                 "problemsDropped": sup.problems.dropped}
-    return _fail("bad_request", f"unknown command {cmd!r}")
+    known = ", ".join(sorted([*FIELDS, "list", "status"]))
+    if cmd is None:
+        return _fail("bad_request", f"the request has no `cmd`: one of {known}")
+    return _fail("bad_request", f"unknown command {cmd!r}; known: {known}")
 
 
 def _check_fields(cmd: Any, req: dict[str, Any]) -> None:
