@@ -12,9 +12,9 @@ from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 from watchrun.config import load_config
 
 
-def run_validate(config: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([watchrun_bin(), "validate", "-c", str(config)], capture_output=True,
-                          text=True, timeout=60)
+def run_validate(config: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([watchrun_bin(), "validate", "-c", str(config), *more],
+                          capture_output=True, text=True, timeout=60)
 
 
 def test_renamed_watcher_is_reported_then_adopted(tmp_path: Path) -> None:
@@ -37,6 +37,8 @@ def test_renamed_watcher_is_reported_then_adopted(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout
     assert "api.checkpoint.json is the checkpoint of watcher `api`" in res.stdout
     assert "set `previousId: api`" in res.stdout
+    strict = run_validate(config, "--strict")  # (docs/config.md: a warning `--strict` keeps)
+    assert strict.returncode == 0 and "checkpoint of watcher `api`" in strict.stdout, strict
     config = write_config(tmp_path, {"watchers": [{**old, "id": "api2", "previousId": "api"}]})
     res = run_validate(config)
     assert res.returncode == 0 and "checkpoint of watcher" not in res.stdout, res.stdout
