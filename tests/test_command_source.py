@@ -321,6 +321,31 @@ def test_a_schedule_follows_the_wall_clock_set_back(tmp_path: Path) -> None:
     assert ctx.kinds() == ["start", "exit"] * 2
 
 
+def test_a_schedule_runs_once_after_the_wall_clock_set_forward(tmp_path: Path) -> None:
+    """docs/config.md: a clock set forward (a VM resumed, NTP correcting a slow clock) gives
+    one run, not one per tick passed, then the schedule goes on from the new time."""
+    clock = FakeClock(wall=1_700_000_010.0)  # 30 s past a whole minute (UTC and local)
+    ctx = Recorder()
+
+    async def scenario() -> None:
+        sleep = GatedSleep(clock)
+        src = source(spec("echo tick", schedule="* * * * *"), clock, sleep)
+        task = asyncio.ensure_future(src.run(ctx))
+        await until(lambda: len(sleep.delays) == 1, "the wait for the first tick")
+        sleep.gate.release()  # tick 1: run 1
+        await until(lambda: len(ctx.of("exit")) == 1 and len(sleep.delays) == 2, "run 1")
+        clock.wall += 600 + 20  # set forward past ten ticks, while it waits for tick 2
+        sleep.gate.release()
+        await until(lambda: len(ctx.of("exit")) == 2 and len(sleep.delays) == 3, "run 2")
+        assert 0 < sleep.delays[2] <= 60.0  # toward the next minute of the new time
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert ctx.kinds() == ["start", "exit"] * 2  # one run for the ten ticks passed
+
+
 def test_a_schedule_keeps_no_record_per_run(tmp_path: Path) -> None:
     """Every run's start time was kept for the restart limit, which a schedule never asks: an
     every-minute command held half a million of them a year. Only the last START_LIMIT stay."""
