@@ -110,7 +110,7 @@ class LiveRunner:
     """`watchrun run -c CONFIG` started in a new session (so its pid is the session id)."""
 
     def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None,
-                 preexec_fn: Callable[[], None] | None = None) -> None:
+                 preexec_fn: Callable[[], None] | None = None, cwd: Path | None = None) -> None:
         self.config = config
         self.out = config.parent / ".watchrun"
         self.stderr_path = config.parent / f"runner-{time.monotonic_ns()}.err"
@@ -120,7 +120,7 @@ class LiveRunner:
         self.proc = subprocess.Popen(
             [watchrun_bin(), "run", "-c", str(config), *args],
             stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
-            start_new_session=True, env=full_env, cwd=config.parent, preexec_fn=preexec_fn,
+            start_new_session=True, env=full_env, cwd=cwd or config.parent, preexec_fn=preexec_fn,
         )
 
     @property

@@ -148,6 +148,24 @@ def test_a_field_of_the_wrong_type_is_a_bad_request(runner: LiveRunner, payload:
     assert not [r for r in runner.records("a", "agents") if r["kind"] == "delivery"]
 
 
+def test_an_added_command_without_cwd_runs_in_the_configs_folder(tmp_path: Path) -> None:
+    """docs/control.md: a request has no file, so a command added without `cwd` runs in the
+    folder of the runner's first config file, not in the runner's own working directory."""
+    conf, elsewhere = tmp_path / "conf", tmp_path / "elsewhere"
+    conf.mkdir()
+    elsewhere.mkdir()
+    r = LiveRunner(write_config(conf, {"watchers": []}), cwd=elsewhere)
+    try:
+        wait_for(lambda: running(r), "the runner to be running")
+        reply = r.control({"cmd": "add", "watcher": {"id": "where", "command": "pwd",
+                                                     "pattern": "/"}})
+        assert reply["ok"], reply
+        wait_for(lambda: r.matches("where"), "the command's one line")
+    finally:
+        assert r.stop() == 0
+    assert [m["line"] for m in r.matches("where")] == [str(conf)]
+
+
 def test_an_unknown_or_missing_command_is_a_bad_request(runner: LiveRunner) -> None:
     """docs/control.md: an unknown `cmd` is `bad_request` (`watchrun` exits 2 for it)."""
     known = "add, agent-send, agent-stop, clear, list, restart, start, status, stop"
