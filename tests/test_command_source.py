@@ -288,6 +288,19 @@ def test_schedule_runs_at_ticks_and_skips_a_tick_while_running(tmp_path: Path) -
     assert ctx.of("exit")[1]["status"] == "killed" and src.state is ProcState.STOPPED
 
 
+async def every_minute_after_run_1(clock: FakeClock, ctx: Recorder
+                                   ) -> tuple[GatedSleep, asyncio.Future[None]]:
+    """An every-minute `echo tick` source running on `clock`, its first tick run and its wait
+    for the second begun: its sleeps (each held until released) and its task."""
+    sleep = GatedSleep(clock)
+    src = source(spec("echo tick", schedule="* * * * *"), clock, sleep)
+    task = asyncio.ensure_future(src.run(ctx))
+    await until(lambda: len(sleep.delays) == 1, "the wait for the first tick")
+    sleep.gate.release()  # tick 1: run 1
+    await until(lambda: len(ctx.of("exit")) == 1 and len(sleep.delays) == 2, "run 1")
+    return sleep, task
+
+
 def test_a_schedule_follows_the_wall_clock_set_back(tmp_path: Path) -> None:
     """The next tick was counted from the last one: a clock set back a day (a VM restored, NTP
     correcting a clock that ran ahead) held an every-minute schedule for a day, with no run
@@ -296,12 +309,7 @@ def test_a_schedule_follows_the_wall_clock_set_back(tmp_path: Path) -> None:
     ctx = Recorder()
 
     async def scenario() -> None:
-        sleep = GatedSleep(clock)
-        src = source(spec("echo tick", schedule="* * * * *"), clock, sleep)
-        task = asyncio.ensure_future(src.run(ctx))
-        await until(lambda: len(sleep.delays) == 1, "the wait for the first tick")
-        sleep.gate.release()  # tick 1 (…040): run 1
-        await until(lambda: len(ctx.of("exit")) == 1 and len(sleep.delays) == 2, "run 1")
+        sleep, task = await every_minute_after_run_1(clock, ctx)
         assert sleep.delays[1] == 60.0
         clock.wall -= 86_400 + 15  # set back a day and 15 s, while it waits for tick 2
         sleep.gate.release()  # the wait ends 45 s past a minute of the day before
@@ -328,12 +336,7 @@ def test_a_schedule_runs_once_after_the_wall_clock_set_forward(tmp_path: Path) -
     ctx = Recorder()
 
     async def scenario() -> None:
-        sleep = GatedSleep(clock)
-        src = source(spec("echo tick", schedule="* * * * *"), clock, sleep)
-        task = asyncio.ensure_future(src.run(ctx))
-        await until(lambda: len(sleep.delays) == 1, "the wait for the first tick")
-        sleep.gate.release()  # tick 1: run 1
-        await until(lambda: len(ctx.of("exit")) == 1 and len(sleep.delays) == 2, "run 1")
+        sleep, task = await every_minute_after_run_1(clock, ctx)
         clock.wall += 600 + 20  # set forward past ten ticks, while it waits for tick 2
         sleep.gate.release()
         await until(lambda: len(ctx.of("exit")) == 2 and len(sleep.delays) == 3, "run 2")
