@@ -1,6 +1,7 @@
 """watchrun as a container's PID 1 (the first process of a new PID namespace): it stops on
-SIGTERM, even one that arrives while it is still importing, and reaps the orphans reparented
-to it. The kernel drops a signal sent to a PID 1 that has no handler for it."""
+SIGTERM, even one that arrives while it is still importing (a SIGHUP then is a reload once
+started), and reaps the orphans reparented to it. The kernel drops a signal sent to a PID 1
+that has no handler for it."""
 
 from __future__ import annotations
 
@@ -121,24 +122,54 @@ def test_as_pid1_it_reaps_orphans_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert kinds[-2:] == ["exit", "stop"], kinds  # the command ended, then the watcher
 
 
-def test_as_pid1_a_sigterm_while_it_is_still_importing_stops_it(tmp_path: Path) -> None:
+def held_at_the_parser(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
+    """The environment that holds watchrun's import of its argument parser (`HOLD`), the file
+    that says it is held there and the FIFO whose opening lets it go on."""
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(HOLD)
     here, go = tmp_path / "here", tmp_path / "go"
     os.mkfifo(go)
+    path = os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p)
+    return {"PYTHONPATH": path, "HOLD_HERE": str(here), "HOLD_GO": str(go)}, here, go
+
+
+def let_go(go: Path) -> None:
+    with contextlib.suppress(OSError):  # nobody reads any more once it has stopped
+        os.close(os.open(go, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_as_pid1_a_sigterm_while_it_is_still_importing_stops_it(tmp_path: Path) -> None:
+    env, here, go = held_at_the_parser(tmp_path)
     config = write_config(tmp_path, {"watchers": [
         {"id": "c", "command": "sleep 1000", "pattern": "x"}]})
-    path = os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p)
-    env = {"PYTHONPATH": path, "HOLD_HERE": str(here), "HOLD_GO": str(go)}
     with as_pid1(config, env) as (proc, pid):
         wait_for(here.exists, "watchrun to begin importing its argument parser")
         os.kill(pid, signal.SIGTERM)
-        with contextlib.suppress(OSError):  # nobody reads any more once it has stopped
-            os.close(os.open(go, os.O_WRONLY | os.O_NONBLOCK))
+        let_go(go)
         try:
             status = proc.wait(timeout=DEADLINE_S)
         except subprocess.TimeoutExpired:
             pytest.fail("the SIGTERM sent while watchrun imported was lost: it runs on")
     assert status == 0, (tmp_path / "runner.err").read_text()
     assert not (tmp_path / ".watchrun" / "watchers" / "c.jsonl").exists()
+
+
+def test_as_pid1_a_sighup_while_it_is_still_importing_is_a_reload_once_started(
+        tmp_path: Path) -> None:
+    """README: a SIGHUP before the runner has started is recorded, never fatal, and is one
+    reload once started (as PID 1 the kernel would drop it; anywhere else it would kill)."""
+    env, here, go = held_at_the_parser(tmp_path)
+    (tmp_path / "app.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [{"id": "a", "path": "app.log",
+                                                   "pattern": "x"}]})
+    err = tmp_path / "runner.err"
+    with as_pid1(config, env) as (proc, pid):
+        wait_for(here.exists, "watchrun to begin importing its argument parser")
+        os.kill(pid, signal.SIGHUP)
+        let_go(go)
+        wait_for(lambda: "reloaded" in err.read_text() or proc.poll() is not None,
+                 "the reload once started")
+        assert proc.poll() is None, err.read_text()
+        os.kill(pid, signal.SIGTERM)
+        assert proc.wait(timeout=DEADLINE_S) == 0, err.read_text()
