@@ -134,9 +134,17 @@ def held_at_the_parser(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
     return {"PYTHONPATH": path, "HOLD_HERE": str(here), "HOLD_GO": str(go)}, here, go
 
 
-def let_go(go: Path) -> None:
-    with contextlib.suppress(OSError):  # nobody reads any more once it has stopped
-        os.close(os.open(go, os.O_WRONLY | os.O_NONBLOCK))
+def let_go(go: Path, unshare: subprocess.Popen[bytes]) -> None:
+    """Open and close the FIFO's writing end once watchrun has opened its reading end (before,
+    the open fails with ENXIO, and a loaded machine can be that slow: watchrun would then wait
+    for a writer forever), so its read ends; or not at all once it has stopped."""
+    def opened() -> bool:
+        try:
+            os.close(os.open(go, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            return unshare.poll() is not None
+        return True
+    wait_for(opened, "watchrun to open the FIFO that lets it go on")
 
 
 def test_as_pid1_a_sigterm_while_it_is_still_importing_stops_it(tmp_path: Path) -> None:
@@ -146,7 +154,7 @@ def test_as_pid1_a_sigterm_while_it_is_still_importing_stops_it(tmp_path: Path) 
     with as_pid1(config, env) as (proc, pid):
         wait_for(here.exists, "watchrun to begin importing its argument parser")
         os.kill(pid, signal.SIGTERM)
-        let_go(go)
+        let_go(go, proc)
         try:
             status = proc.wait(timeout=DEADLINE_S)
         except subprocess.TimeoutExpired:
@@ -167,7 +175,7 @@ def test_as_pid1_a_sighup_while_it_is_still_importing_is_a_reload_once_started(
     with as_pid1(config, env) as (proc, pid):
         wait_for(here.exists, "watchrun to begin importing its argument parser")
         os.kill(pid, signal.SIGHUP)
-        let_go(go)
+        let_go(go, proc)
         wait_for(lambda: "reloaded" in err.read_text() or proc.poll() is not None,
                  "the reload once started")
         assert proc.poll() is None, err.read_text()
