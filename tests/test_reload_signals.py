@@ -173,7 +173,7 @@ def test_status_lists_the_last_20_problems_and_counts_the_older_ones(tmp_path: P
     """`status` keeps the newest 20 problems; past them, the older ones were let go without a
     word, so a runner with 23 failed reloads looked like one with 20. They are counted in
     `problemsDropped`, and every one is in the log."""
-    r, config, _ = app_runner(tmp_path)
+    r, config, conf = app_runner(tmp_path)
     try:
         r.wait_running()
         assert r.control({"cmd": "status"})["problemsDropped"] == 0
@@ -184,5 +184,12 @@ def test_status_lists_the_last_20_problems_and_counts_the_older_ones(tmp_path: P
         status = r.control({"cmd": "status"})
         assert len(status["problems"]) == 20 and status["problemsDropped"] == 3
         assert status["state"] == "running" and status["watchers"] == ["app"]
+        write_config(tmp_path, conf)  # fixed: a reload that applies clears them, dropped too
+        r.send(signal.SIGHUP)
+
+        def cleared() -> bool:
+            now = r.control({"cmd": "status"})
+            return (now["problems"], now["problemsDropped"]) == ([], 0)
+        wait_for(cleared, "the failed reloads' problems gone, the dropped ones too")
     finally:
         assert r.stop() == 0

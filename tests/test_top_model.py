@@ -158,6 +158,7 @@ def test_rows_from_snapshots_with_the_live_runners_word(tmp_path: Path) -> None:
      "runner running · 1 problem, the newest: app: the stop record could not be written"),
     (["reload failed: one", "reload failed: two\x1b[2J"], 3,
      "runner running · 5 problems, the newest: reload failed: two"),  # the escape dropped
+    ([], 2, "runner running · 2 problems (no longer listed: see the log)"),  # (an IndexError)
 ])
 def test_the_runners_problems_are_in_the_header(tmp_path: Path, problems: list[str],
                                                  dropped: int, note: str) -> None:

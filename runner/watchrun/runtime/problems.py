@@ -5,7 +5,7 @@ loop that stalled and runs again."""
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,22 +23,28 @@ class Problems:
     def __init__(self, log: RunLog) -> None:
         self.log = log
         self._kept: deque[str] = deque(maxlen=KEEP)
-        self.dropped = 0
-        """Problems older than the last KEEP: reported in the log, no longer in `status`."""
+        self._dropped: Counter[str] = Counter()
+        """Problems older than the last KEEP, by head (`_head`): in the log, not in `status`."""
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._kept)
+
+    @property
+    def dropped(self) -> int:
+        return sum(self._dropped.values())
 
     def report(self, message: str, wid: str | None = None, event: str = "message") -> None:
         """One line in the log; kept for `status` (the oldest kept one let go, and counted)."""
         self.log.error(message, wid, event=event)
         if len(self._kept) == KEEP:
-            self.dropped += 1
+            self._dropped[_head(self._kept[0])] += 1
         self._kept.append(f"{wid}: {message}" if wid else message)
 
-    def forget(self, prefix: str) -> None:
-        """Problems that are no longer so (a reload that worked: the failed ones before it)."""
-        self._kept = deque((p for p in self._kept if not p.startswith(prefix)), maxlen=KEEP)
+    def forget(self, head: str) -> None:
+        """Problems of this head that are no longer so, listed or dropped (a reload that
+        worked: the failed reloads before it)."""
+        self._kept = deque((p for p in self._kept if _head(p) != head), maxlen=KEEP)
+        self._dropped.pop(head, None)
 
     def loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """A callback or an unawaited task raised (a bug): one log line (no traceback), `status`."""
@@ -56,3 +62,9 @@ class Problems:
     def resumed(self, held_s: float) -> None:
         self.log.warning(f"the event loop runs again after a stall of {held_s:.1f} s",
                          event="loop-resumed", stalledS=held_s)
+
+
+def _head(problem: str) -> str:
+    """What a problem is about: its text before the first `:` (`reload failed`, a watcher's
+    id, `internal error`)."""
+    return problem.partition(":")[0]

@@ -184,7 +184,8 @@ def _problems(reply: dict[str, Any]) -> str:
     count = len(listed) + (_int(reply.get("problemsDropped")) or 0)
     if not count:
         return ""
-    return f" · {count} problem{'' if count == 1 else 's'}, the newest: {listed[-1]}"
+    newest = f", the newest: {listed[-1]}" if listed else " (no longer listed: see the log)"
+    return f" · {count} problem{'' if count == 1 else 's'}{newest}"
 
 
 def _int(value: Any) -> int | None:
