@@ -22,6 +22,7 @@ import re
 import signal
 import sys
 import time
+from collections import deque
 from typing import Any
 
 from watchrun.match import scanning
@@ -91,7 +92,7 @@ async def probe(raw: Any) -> None:
         raise Refusal("start_failed", f"cannot check the watcher's regexes: {exc}; nothing "
                       "was started") from None
     lines: list[dict[str, Any]] = []
-    noise = b""
+    noise: deque[bytes] = deque(maxlen=40)  # (the end of what the child said that is no JSON)
     try:
         try:
             async with asyncio.timeout(WALL_S):
@@ -102,7 +103,7 @@ async def probe(raw: Any) -> None:
                         try:
                             lines.append(dict(json.loads(line)))
                         except (ValueError, TypeError):
-                            noise = line or noise  # (a traceback's last line)
+                            noise.append(line)
                 info = await proc.wait()
         except TimeoutError:
             field = _field(lines)
@@ -112,14 +113,26 @@ async def probe(raw: Any) -> None:
                               time.monotonic() - began, 3), budget=WALL_S) from None
     finally:
         await end_now(proc)
-    _verdict(lines, info.signal, info.exit_code, noise, time.monotonic() - began)
+    _verdict(lines, info.signal, info.exit_code, _why(noise), time.monotonic() - began)
 
 
 def _field(lines: list[dict[str, Any]]) -> str:
     return next((str(x["field"]) for x in reversed(lines) if "field" in x), "pattern")
 
 
-def _verdict(lines: list[dict[str, Any]], sig: str | None, code: int | None, noise: bytes,
+_ERROR_LINE = re.compile(rb"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::|$)")
+
+
+def _why(noise: deque[bytes]) -> str:
+    """The cause in what a failed child said: the last exception line (a traceback's last line;
+    in a fatal error at interpreter start it comes before the thread dump's `<no Python
+    frame>`), else its last line."""
+    said = [x.strip() for x in noise if x.strip()]
+    line = next((x for x in reversed(said) if _ERROR_LINE.match(x)), said[-1] if said else b"")
+    return line.decode("utf-8", "replace")[:200]
+
+
+def _verdict(lines: list[dict[str, Any]], sig: str | None, code: int | None, why: str,
              wall: float) -> None:
     """Return when the child compiled everything within budget, else raise its Refusal."""
     if code == 0 and any(x.get("done") for x in lines):
@@ -140,7 +153,6 @@ def _verdict(lines: list[dict[str, Any]], sig: str | None, code: int | None, noi
                       "started. Simplify them", field=field, seconds=TOTAL_BUDGET_S,
                       budget=TOTAL_BUDGET_S)
     how = f"killed by {sig}" if sig else f"exit status {code}"
-    why = noise.decode("utf-8", "replace").strip()[:200]
     if not any(x.get("ready") for x in lines):
         raise Refusal("start_failed", f"cannot check the watcher's regexes: the compile check "
                       f"did not start ({how}{': ' + why if why else ''}); nothing was started")
