@@ -272,8 +272,18 @@ class Lines:
 
 
 def interrupt(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    """Ctrl-C: SIGINT, then the exit status and what it said on stderr."""
+    """Ctrl-C: SIGINT, then the exit status and what it said on stderr. A follower still there
+    after 30 s fails the test with its signal state (a loaded run once timed out here, and
+    what the process was doing was not kept)."""
     proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        state = [x for x in status.splitlines() if x.startswith(("State", "Sig", "Shd"))]
+        wchan = Path(f"/proc/{proc.pid}/wchan").read_text()
+        raise AssertionError(f"the follower did not end on SIGINT: {state}, in {wchan!r}"
+                             ) from None
     _, err = proc.communicate(timeout=30)
     return proc.returncode, err
 
