@@ -54,6 +54,22 @@ def write_config(folder: Path, config: dict[str, Any], name: str = "watch.yaml")
     return path
 
 
+def waking_mock(folder: Path) -> tuple[Path, Path]:
+    """A config whose watcher `app` (app.log, empty) wakes the mock agent `ag` on each ERROR
+    line: (the log, the config)."""
+    log = folder / "app.log"
+    log.write_text("")
+    return log, write_config(folder, {
+        "watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "wake": "ag"}],
+        "agents": [{"name": "ag", "provider": "mock", "prompt": "{matches}"}]})
+
+
+def deliveries(folder: Path) -> list[dict[str, Any]]:
+    """The `delivery` records of the agent `ag` under `folder`'s output dir."""
+    path = folder / ".watchrun" / "agents" / "ag.jsonl"
+    return [r for r in read_records(path) if r["kind"] == "delivery"] if path.exists() else []
+
+
 def lag_limit() -> float:
     """The worst loop stall an end-to-end test accepts: 100 ms, or 250 ms on a loaded box (more
     runnable processes than cores, as when the suite runs beside two busy loops)."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import yaml
-from liverunner import LiveRunner, alive, guardian_of, wait_for, write_config
+from liverunner import LiveRunner, alive, guardian_of, wait_for, waking_mock, write_config
 from recordcheck import validate_records
 
 from watchrun.process.groups import Group, members
@@ -272,11 +272,7 @@ def test_stopping_one_command_leaves_the_guardian_to_end_the_others(tmp_path: Pa
 
 def test_an_agent_turn_that_ends_leaves_the_guardian(tmp_path: Path) -> None:
     """The end of a turn sweeps its tree as a command's end does: the guardian outlives it."""
-    log = tmp_path / "app.log"
-    log.write_text("")
-    config = write_config(tmp_path, {
-        "watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "wake": "ag"}],
-        "agents": [{"name": "ag", "provider": "mock", "prompt": "{matches}"}]})
+    log, config = waking_mock(tmp_path)
     r = LiveRunner(config)
     try:
         r.wait_running()
