@@ -186,3 +186,42 @@ def test_the_actions_of_a_watcher_added_at_runtime_fire(tmp_path: Path) -> None:
     results = [x for x in r.records("b") if x["kind"] == "action-result"]
     assert [x["status"] for x in results] == ["ok", "ok"]
     assert not [x for x in r.records("b") if x["kind"] == "action-dropped"]
+
+
+def test_a_stop_sends_no_queued_firing_and_records_every_result(tmp_path: Path) -> None:
+    """At a stop, the firings in flight are cancelled and those waiting in a queue are dropped.
+    The `action-result` of one action's cancelled firing started a worker for another action
+    whose own worker had ended: the next firing in its queue was sent to the receiver after the
+    SIGTERM, and its `action-fired` record was written with no `action-result` (the watcher's
+    files had closed by then)."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    with receiver("hang") as rx:
+        conf = {"watchers": [{"id": "app", "path": "app.log", "pattern": "LATE", "actions": [
+            {"type": "webhook", "name": "slow", "url": rx.url, "timeout": "20s",
+             "retries": 0, "queue": 5},
+            {"type": "webhook", "name": "once", "url": rx.url, "timeout": "20s",
+             "retries": 0, "throttle": "1m"}]}], "limits": {"stopTimeout": "1s"}}
+        r = LiveRunner(write_config(tmp_path, conf))
+        try:
+            r.wait_running()
+            for n in (1, 2, 3):  # one firing each: the first in flight, two waiting
+                append(log, f"LATE {n}\n")
+                wait_for(lambda n=n: len(kinds(r, "match")) == n, f"match {n}")
+            wait_for(lambda: rx.count() == 2, "the first firing of each at the receiver")
+            r.send(signal.SIGTERM)
+            assert r.proc.wait(timeout=20) == 0
+        finally:
+            r.close()
+        sent = sorted((q.json()["action"], q.json()["firing"]) for q in rx.requests)
+        assert sent == [("once", 1), ("slow", 1)], sent
+    recs = validate_records(r.out / "watchers" / "app.jsonl")
+    fired = sorted((x["action"], x["firing"]) for x in recs if x["kind"] == "action-fired")
+    results = sorted((x["action"], x["firing"], x["status"]) for x in recs
+                     if x["kind"] == "action-result")
+    assert fired == [("once", 1), ("slow", 1)], fired
+    assert results == [("once", 1, "cancelled"), ("slow", 1, "cancelled")], results
+    dropped = {x["action"]: (x["count"], x["matches"], x["reason"]) for x in recs
+               if x["kind"] == "action-dropped"}
+    assert dropped == {"slow": (2, 2, "runner-stopped"), "once": (1, 2, "runner-stopped")}
+    assert recs[-1]["kind"] == "stop"

@@ -56,6 +56,9 @@ class ActionRuntime:
         self._unrecorded = [0, 0]  # dropped but not in an `action-dropped` record yet
         self._drop_recorded_at = float("-inf")
         self._who = f"action {spec.name}"
+        self.closing = False
+        """Set when its watcher's actions close: no firing starts from then on (a record of
+        another action's cancelled firing kicks the workers)."""
 
     @property
     def busy(self) -> bool:
@@ -149,7 +152,8 @@ class ActionRuntime:
     # -- carrying firings out ----------------------------------------------------------------
     def start_workers(self) -> None:
         """Up to `concurrency` workers while firings wait (once the owner runs)."""
-        while self.queue and len(self.workers) < self.spec.concurrency and self.host.running:
+        while self.queue and len(self.workers) < self.spec.concurrency and self.host.running \
+                and not self.closing:
             self.workers.add(self.host.spawn(self._work(),
                                              f"action:{self.watcher.id}:{self.spec.name}"))
 

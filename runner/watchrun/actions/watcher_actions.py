@@ -86,6 +86,8 @@ class WatcherActions:
         """Cancel running firings (each records `cancelled`), drop what waits (recorded), and
         write every record before returning: on a failing disk for at most CLOSE_WRITE_S, then
         what is left is given up and said (a stop never waits for space)."""
+        for action in self.actions:
+            action.closing = True
         workers = [task for a in self.actions for task in a.workers]
         for task in workers:
             task.cancel()
