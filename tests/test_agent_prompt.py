@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from watchrun.agents.prompt import (
+    ARG_BYTES,
     Delivery,
     TurnWindow,
+    fit_argument,
     format_matches,
     render_command,
     render_prompt,
@@ -81,3 +85,46 @@ def test_turn_window_slides() -> None:
     assert not w.allow(109) and w.allow(110.5)
     w.max_turns = 5
     assert w.allow(111) and w.retry_in(111) == 0
+
+
+def test_a_prompt_that_fits_in_an_argument_is_left_as_it_is() -> None:
+    prompt = "x" * (ARG_BYTES - 10)
+    assert fit_argument(["agent", "-p", "{prompt}"], prompt) == (prompt, 0)
+    assert fit_argument(["agent", "-p", "say: {prompt}"], prompt) == (prompt, 0)
+    assert fit_argument(["agent"], prompt * 3) == (prompt * 3, 0)  # (on stdin: no bound)
+
+
+def test_the_middle_of_a_prompt_too_big_for_an_argument_is_cut_and_said() -> None:
+    """A wake prompt of many long matched lines passed Linux's 128 KiB for one argument, and
+    the agent's start failed with E2BIG every time it was woken. Its middle is cut (the head
+    and the template's instructions after the matches kept, whole lines), and a line says
+    how much and why."""
+    lines = [f"ERROR {i} " + "z" * 5000 for i in range(60)]
+    prompt = "Fix these:\n" + "\n".join(lines) + "\nThen run the tests."
+    fitted, cut = fit_argument(["agent", "-p", "{prompt}"], prompt)
+    assert len(fitted.encode()) <= ARG_BYTES
+    assert fitted.startswith("Fix these:\nERROR 0 ") and fitted.endswith("\nThen run the tests.")
+    (note,) = [x for x in fitted.split("\n") if x.startswith("[… ")]
+    assert note == (f"[… {cut} bytes of this prompt cut here: one command-line argument holds "
+                    "at most 128 KiB …]")
+    kept = [x for x in fitted.split("\n") if x.startswith("ERROR")]
+    assert all(x in lines for x in kept) and 15 < len(kept) < 60  # whole lines only
+    assert cut == len(prompt.encode()) - len(fitted.encode()) + len(note.encode()) + 1
+
+
+@given(st.text(min_size=0, max_size=3000), st.text(max_size=40), st.integers(1, 3))
+def test_every_argument_fits_and_only_the_middle_goes(prompt: str, around: str,
+                                                      times: int) -> None:
+    arg = around + "{prompt}" * times
+    limit = 600 + len(around.replace("{prompt}", "").encode())
+    fitted, cut = fit_argument(["a", arg], prompt, limit)
+    (made,) = [x for x in render_command(["a", arg], fitted) if x != "a"] or [""]
+    if cut == 0:
+        assert fitted == prompt
+    else:
+        assert len(made.encode()) <= limit
+        note = fitted.index("[… ")
+        head, tail = fitted[:note].rstrip("\n"), fitted[fitted.index("…]\n") + 3:]
+        assert prompt.startswith(head) and prompt.endswith(tail)
+        assert cut == len(prompt.encode()) - len(head.encode()) - len(tail.encode()) or \
+            prompt.startswith(head + "\n")

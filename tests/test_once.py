@@ -518,6 +518,36 @@ def test_agents_run_only_when_woken_and_their_turns_are_awaited(tmp_path: Path) 
     assert r.took < 10.0
 
 
+def test_a_prompt_too_big_for_one_argument_is_cut_in_its_middle_not_refused_by_exec(
+        tmp_path: Path) -> None:
+    """Three matched lines of 50 000 bytes (within the default maxLineBytes and matchLines) made
+    a 150 KB prompt for an agent whose command holds `{prompt}`: Linux refuses an argument over
+    128 KiB (E2BIG), so the agent failed to start each time it was woken. Its prompt's middle is
+    cut to fit, the cut is said in the prompt, its record (`cutBytes`) and the log, and the
+    agent gets the template's words from before and after the matches."""
+    (tmp_path / "app.log").write_text("".join(f"ERROR {i} {'z' * 50_000}\n" for i in range(3)))
+    echo = ("import sys; a = sys.argv[1]; print(len(a.encode()), "
+            "a.startswith('Fix these:\\nERROR 0 z'), a.endswith('\\nThen run the tests.'))")
+    config = {
+        "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR", "fromStart": True,
+                      "wake": "fixer"}],
+        "agents": [{"name": "fixer", "provider": "generic", "prompt": "Fix these:\n{matches}\n"
+                    "Then run the tests.", "command": [sys.executable, "-c", echo, "{prompt}"]}],
+    }
+    r = once(tmp_path, config)
+    assert r.rc == 0, r.out + r.err
+    records = read_records(tmp_path / ".watchrun" / "agents" / "fixer.jsonl")
+    (finished,) = [x for x in records if x["kind"] == "dispatch-finished"]
+    assert finished["status"] == "done", finished
+    (said,) = [x["text"] for x in records if x["kind"] == "text"]
+    size, head, tail = said.split()
+    assert int(size) <= 128 * 1024 - 1 and (head, tail) == ("True", "True"), said
+    (prompt,) = [x for x in records if x["kind"] == "prompt"]
+    assert prompt["cutBytes"] > 150_000 - 128 * 1024, prompt.get("cutBytes")
+    assert f"[… {prompt['cutBytes']} bytes of this prompt cut here" in prompt["text"]
+    assert f"{prompt['cutBytes']} bytes cut from the middle of its prompt" in r.err
+
+
 def test_files_are_scanned_after_the_commands_that_write_them(tmp_path: Path) -> None:
     config = {"watchers": [
         {"id": "build", "command": "echo compiling; echo 'ERROR in build.log' > build.log; "

@@ -10,11 +10,13 @@ from typing import Any
 from msgspec import Struct, field
 
 __all__ = [
+    "ARG_BYTES",
     "NO_ANSWER",
     "PLACEHOLDERS",
     "PROMPT_TOKEN",
     "Delivery",
     "TurnWindow",
+    "fit_argument",
     "format_matches",
     "render_command",
     "render_prompt",
@@ -49,6 +51,37 @@ def format_matches(lines: Sequence[str], total: int, limit: int) -> str:
     shown = list(lines[: max(0, limit)])
     rest = max(0, total - len(shown))
     return "\n".join([*shown, f"… and {rest} more"] if rest else shown)
+
+
+ARG_BYTES = 128 * 1024 - 1
+"""The most one argument of a program may hold on Linux (MAX_ARG_STRLEN, less its NUL): exec
+fails with E2BIG past it, and the agent would never start."""
+_KEEP_EDGE = 4096
+"""How far a cut looks for a line break to end or start at (so no line is kept in part)."""
+
+
+def fit_argument(command: Sequence[str], prompt: str, limit: int = ARG_BYTES) -> tuple[str, int]:
+    """`prompt`, and the bytes cut from it so that every argument `render_command` makes of it
+    fits in `limit` (else 0 cut). The middle is cut, where a template's `{matches}` usually is:
+    the head (three quarters) and the tail (the instructions after the matches) are kept, cut at
+    line breaks when one is near, and a line in their place says how much was cut and why."""
+    data = prompt.encode()
+    room = min((((limit - len(arg.replace(PROMPT_TOKEN, "").encode())) // arg.count(PROMPT_TOKEN))
+                for arg in command if PROMPT_TOKEN in arg), default=len(data))
+    if len(data) <= room:
+        return prompt, 0
+    keep = max(0, room - 120)  # (the note's own bytes)
+    head, tail = data[: keep * 3 // 4], data[len(data) - (keep - keep * 3 // 4):] if keep else b""
+    if (nl := head.rfind(b"\n", max(0, len(head) - _KEEP_EDGE))) > 0:
+        head = head[: nl + 1]
+    if (nl := tail.find(b"\n", 0, _KEEP_EDGE)) >= 0:
+        tail = tail[nl + 1:]
+    kept_head, kept_tail = head.decode(errors="ignore"), tail.decode(errors="ignore")
+    cut = len(data) - len(kept_head.encode()) - len(kept_tail.encode())
+    note = (f"[… {cut} bytes of this prompt cut here: one command-line argument holds at most "
+            f"{(limit + 1) // 1024} KiB …]")
+    sep = "" if not kept_head or kept_head.endswith("\n") else "\n"
+    return f"{kept_head}{sep}{note}\n{kept_tail}", cut
 
 
 def render_command(command: Sequence[str], prompt: str) -> list[str]:

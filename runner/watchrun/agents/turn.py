@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from watchrun.agents.clean import clean_text
-from watchrun.agents.prompt import PROMPT_TOKEN, render_command
+from watchrun.agents.prompt import PROMPT_TOKEN, fit_argument, render_command
 from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder
 from watchrun.agents.tally import REPLY_BYTES, TurnResult, turn_error, turn_outcome
@@ -55,6 +55,8 @@ class TurnRunner:
                                  self._request_stop)
         self.redacted: dict[str, int] = {}
         """Secrets redacted from this turn's prompt, by kind."""
+        self.cut = 0
+        """Bytes cut from the prompt's middle to fit in one argument (`fit_argument`)."""
 
     # -- control --------------------------------------------------------------------------
     def abort(self, message: str = "stopped by request") -> None:
@@ -84,10 +86,12 @@ class TurnRunner:
         The agent gets the prompt cleaned as the recorder cleans text (SPEC §6), then redacted."""
         prompt = clean_text(prompt, None)[0]
         prompt, self.redacted = redactor(self.spec.redact).redact(prompt)  # before it leaves
-        argv = render_command(self.spec.command, prompt)
         stdin = None
         if not self.spec.pty and not any(PROMPT_TOKEN in a for a in self.spec.command):
             stdin = prompt.encode()  # no {prompt} in the command: the prompt goes to stdin
+        else:  # in an argument: one that would not fit fails the start (E2BIG)
+            prompt, self.cut = fit_argument(self.spec.command, prompt)
+        argv = render_command(self.spec.command, prompt)
         self._started = self.output.activity = self.clock.monotonic()
         proc: Proc | None = None
         failure: dict[str, str] | None = None
@@ -124,7 +128,8 @@ class TurnRunner:
             "command": list(self.spec.command), "pid": self.pid, "pty": self.spec.pty,
             "provider": self.spec.provider, **({"planId": plan} if plan else {})})
         self.out.emit("prompt", {"turnId": tid, "text": prompt,
-                                 **({"redacted": self.redacted} if self.redacted else {})},
+                                 **({"redacted": self.redacted} if self.redacted else {}),
+                                 **({"cutBytes": self.cut} if self.cut else {})},
                       limit=PROMPT_BYTES)
         self.out.emit("status", {"status": "running", "source": "runner", "turnId": tid})
 

@@ -77,8 +77,14 @@ async def _run_turn(hub: Host, a: AgentState, trigger: str, batch: list[Delivery
         a.turns += 1
         for d in batch:
             a.rec.emit("delivery", d.record("delivered", limits.match_lines, turnId=turn_id))
-        hub.log.info(f"{turn_id} started ({trigger}, pid {runner.pid})", name,
+        how = "its process did not start" if runner.pid is None else f"pid {runner.pid}"
+        hub.log.info(f"{turn_id} started ({trigger}, {how})", name,
                      event="turn-start", turnId=turn_id, trigger=trigger, pid=runner.pid)
+        if runner.cut:
+            hub.log.warning(f"{turn_id}: {runner.cut} bytes cut from the middle of its prompt: "
+                            "one command-line argument holds at most 128 KiB (give the prompt "
+                            "on stdin: leave {prompt} out of the command)", name,
+                            event="prompt-cut", turnId=turn_id, cutBytes=runner.cut)
 
     try:
         result = await runner.run(prompt, trigger=trigger, deliveries=[d.id for d in batch],
