@@ -6,18 +6,28 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from filehelpers import Recorder, Tail
-from liverunner import read_records
+from liverunner import read_records, wait_for, watchrun_bin, write_config
 from recordcheck import record_errors, validate_records
-from test_once import TIMEOUT_S, gated, once, read_then_rotated_past_one_generation, table_row
+from test_once import (
+    TIMEOUT_S,
+    base_env,
+    gated,
+    once,
+    read_then_rotated_past_one_generation,
+    table_row,
+)
 
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import Chunk
@@ -203,6 +213,79 @@ def test_matches_a_killed_run_recorded_but_never_judged_count_in_the_next_run(
     assert "app.log:2: ERROR 2" in third.out
     records = [r for r in read_records(jsonl) if r["kind"] == "match"]
     assert [r["line"] for r in records] == ["ERROR 2"]  # not recorded again
+
+
+def killed_once_run(folder: Path, config: dict[str, Any], ready: Callable[[], bool]) -> None:
+    """`run --once` started, then SIGKILLed (a CI timeout) with its whole group once `ready`."""
+    cfg = write_config(folder, config)
+    proc = subprocess.Popen([watchrun_bin(), "run", "--once", "--quiet", "-c", str(cfg)],
+                            cwd=folder,
+                            env=base_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(ready, "the run to get that far")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=TIMEOUT_S)
+
+
+def test_matches_of_a_killed_run_count_in_the_next_even_behind_its_checkpoint(
+        tmp_path: Path) -> None:
+    """A once run waits for its actions and woken agents before its verdict; its file watchers
+    have read to their end and saved their checkpoints past the matches meanwhile. SIGKILLed
+    then (a CI timeout), the re-run found no record past the checkpoint, so no run ever judged
+    the match: exit 0. Every match the killed run recorded counts in the next run's gate."""
+    log, out = tmp_path / "app.log", tmp_path / ".watchrun"
+    log.write_text("ok\nERROR one\nok\n")
+    fired = tmp_path / "fired"
+    action = {"type": "exec", "command": ["sh", "-c", f"touch {fired}; exec sleep 60"],
+              "timeout": "1m"}
+    watcher = {"id": "app", "path": "app.log", "pattern": "ERROR", "gate": {"maxMatches": 0}}
+    checkpoint = out / "state" / "app.checkpoint.json"
+
+    def past_the_match() -> bool:
+        saved = json.loads(checkpoint.read_text()) if checkpoint.exists() else {}
+        return fired.exists() and any(g["offset"] == log.stat().st_size
+                                      for g in saved.get("generations", []))
+    killed_once_run(tmp_path, {"watchers": [{**watcher, "actions": [action]}]}, past_the_match)
+    jsonl = out / "watchers" / "app.jsonl"
+    assert [r["kind"] for r in read_records(jsonl)][-1] != "stop"  # (no verdict was given)
+    again = once(tmp_path, {"watchers": [watcher]})
+    assert again.rc == 1, again.out + again.err
+    assert table_row(again.out, "app")[1:] == ["1", "0", "-", "FAIL"], again.out
+    assert "app.log:2: ERROR one" in again.out
+    assert [r["line"] for r in read_records(jsonl) if r["kind"] == "match"] == ["ERROR one"]
+
+
+def test_matches_of_a_killed_run_rotated_away_before_they_were_counted_fail_closed(
+        tmp_path: Path) -> None:
+    """The JSONL of a once run SIGKILLed before its verdict rotated (`output.maxBytes`) and its
+    oldest files were removed (`keep: 1`): the next run counted the matches of the files left
+    and passed on a gate the lost ones had crossed. It cannot count them: an ERROR (exit 3)
+    that says why, and the matches it could count are still counted."""
+    log, out = tmp_path / "app.log", tmp_path / ".watchrun"
+    log.write_text("".join(f"ERROR {i} {'x' * 100}\n" for i in range(2000)))
+    fired = tmp_path / "fired"
+    action = {"type": "exec", "command": ["sh", "-c", f"touch {fired}; exec sleep 60"],
+              "timeout": "1m", "when": {"threshold": "2000 in 1h"}}
+    watcher = {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": False,
+               "gate": {"maxMatches": 1999}}
+    output = {"maxBytes": "64KiB", "keep": 1}
+    jsonl = out / "watchers" / "app.jsonl"
+    killed_once_run(tmp_path, {"output": output, "watchers": [{**watcher, "actions": [action]}]},
+                    fired.exists)
+    kept = [r for r in read_records(jsonl.with_name("app.jsonl.1")) + read_records(jsonl)]
+    assert kept[0]["kind"] != "start" and kept[-1]["kind"] != "stop"  # (the fault is there)
+    counted = sum(r["kind"] == "match" for r in kept)
+    assert 0 < counted < 2000
+    again = once(tmp_path, {"output": output, "watchers": [watcher]})
+    assert again.rc == 3, again.out + again.err
+    assert table_row(again.out, "app")[1:] == [str(counted), "1999", "-", "ERROR"], again.out
+    why = (f"the run before this one ended without a verdict, and the first of its records "
+           f"were rotated away (output.keep) before they could be counted: {counted} of its "
+           "matches are counted, the others are not known")
+    assert f"  - matches were never counted: {why}\n" in again.out
+    assert f"[app] error: matches were never counted: {why}\n" in again.err
 
 
 def test_a_log_rewritten_the_same_between_two_runs_is_judged_again(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def test_the_mark_of_an_inode_is_its_newest_record(tmp_path: Path) -> None:
             {"seq": 7, "kind": "match", "inode": 8, "offset": 0, "line": "L8", "lineNo": 1},
             {"seq": 8, "kind": "match", "inode": 7, "offset": 0, "line": "L10", "lineNo": 1}]
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    epochs, ended = recorded_since(jsonl, 5)
+    epochs, ended, _ = recorded_since(jsonl, 5)
     assert epochs[7] == [Epoch(0, Mark(0, "L10", 1))] and ended == {7}
 
 
@@ -72,7 +72,7 @@ def test_a_rotate_record_names_the_generation_number_its_epoch_is_of(tmp_path: P
             {"seq": 6, "kind": "match", "inode": 8, "offset": 0, "line": "L1", "lineNo": 1},
             {"seq": 7, "kind": "rotate", "inode": 9, "oldInode": 8}]
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    epochs, _ = recorded_since(jsonl, 5)
+    epochs, _, _ = recorded_since(jsonl, 5)
     assert epochs[8] == [Epoch(), Epoch(5, Mark(0, "L1", 1), 41)]
     assert epochs[9] == [Epoch(), Epoch(7, Mark(), None)]
 

@@ -58,13 +58,17 @@ class Epoch(NamedTuple):
 
 def recorded_since(path: Path, since_seq: int, keep: int | None = None,
                    matches: list[tuple[str, str]] | None = None,
-                   ) -> tuple[dict[int, list[Epoch]], set[int]]:
+                   ) -> tuple[dict[int, list[Epoch]], set[int], bool]:
     """What a file watcher's stream recorded from `since_seq` on, read backwards from the end
     (only those records are read): per inode, its epochs oldest first (each `rotate` record
     into an inode begins one: a new generation read from it), and the inodes a `rotate`
-    record left. `keep`: as in `retained_files`. `matches` gets each match's (`path:lineNo`,
-    line), oldest first."""
+    record left. `keep`: as in `retained_files`. `matches` (when given) gets each match the
+    stream's last run recorded — since that run's `start` record, before `since_seq` too —
+    as (`path:lineNo`, line), oldest first; the bool says they are all there (False: the
+    `start` record was not found, rotated away by `output.keep`)."""
     recs: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
+    whole = matches is None
     files = open_snapshot(path, keep)
     try:
         for f in reversed(files):
@@ -72,9 +76,15 @@ def recorded_since(path: Path, since_seq: int, keep: int | None = None,
                 rec = parse_record(line, ReadStats()) if line else None
                 if rec is None:
                     continue
+                kind = rec.get("kind")
+                if not whole:
+                    whole = kind == "start"
+                    if kind == "match":
+                        found.append(rec)
                 if rec["seq"] < since_seq:
-                    break
-                if rec.get("kind") in ("match", "rotate"):
+                    if whole:
+                        break
+                elif kind in ("match", "rotate"):
                     recs.append(rec)
             else:
                 continue
@@ -82,11 +92,12 @@ def recorded_since(path: Path, since_seq: int, keep: int | None = None,
     finally:
         for f in files:
             f.close()
+    if matches is not None:
+        matches += [(f"{r.get('path')}:{r.get('lineNo')}", str(r.get("line", "")))
+                    for r in reversed(found)]
     epochs: dict[int, list[Epoch]] = {}
     ended: set[int] = set()
     for rec in reversed(recs):
-        if matches is not None and rec.get("kind") == "match":
-            matches.append((f"{rec.get('path')}:{rec.get('lineNo')}", str(rec.get("line", ""))))
         inode = rec.get("inode")
         if not isinstance(inode, int):
             continue
@@ -101,4 +112,4 @@ def recorded_since(path: Path, since_seq: int, keep: int | None = None,
                 ended.add(rec["oldInode"])
             gen = rec.get("inodeGen")
             marks.append(Epoch(int(rec["seq"]), inode_gen=gen if isinstance(gen, int) else None))
-    return epochs, ended
+    return epochs, ended, whole

@@ -40,7 +40,7 @@ class Counters(Struct):
     redacted: dict[str, int] = field(default_factory=dict)
     """Secrets redacted from this watcher's records, by kind (`output.redact`)."""
     unjudged: list[tuple[str, str]] = field(default_factory=list)
-    """(where, line) of matches a killed run recorded past its checkpoint: no verdict saw them."""
+    """(where, line) of the matches a run that never ended recorded: no verdict saw them."""
     unread: str | None = None
     """Why lines went unread or unmatched (the first `gap`, truncation or regex timeout)."""
 
@@ -152,6 +152,8 @@ def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
         return f"the command's output was not read to its end: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "not-utf8":
         return f"lines were never read: {fields.get('message')}"
+    if kind == "error" and fields.get("code") == "uncounted-matches":
+        return f"matches were never counted: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "regex-timeout":
         return f"a line was never matched: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "cut-short":

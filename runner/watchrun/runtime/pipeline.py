@@ -60,8 +60,11 @@ class WatcherPipeline:
         require: Matcher | None = None,
         redactor: Redactor | None = None,
         isolated: IsolatedMatcher | None = None,
+        judges: bool = False,
     ) -> None:
         self.spec = spec
+        self.judges = judges
+        """A once run's: a verdict counts the matches a run that never ended recorded."""
         self.limits = limits
         self.sink = sink
         self.writer = writer
@@ -97,16 +100,30 @@ class WatcherPipeline:
         """What was recorded from `since_seq` on (the records a crash kept past the
         checkpoint): read backwards from the end of the stream, in a worker thread. Nothing to
         read when the stream's last record (read when the sink opened) is older, or is that
-        seq and neither a `match` nor a `rotate` (a clean stop's `stop` record)."""
+        seq and neither a `match` nor a `rotate` (a clean stop's `stop` record). For a once run
+        (`judges`), a stream that does not end with a `stop` record was left by a run that never
+        ended, so no verdict saw its matches: all of them, behind the checkpoint too, are
+        `unjudged` (counted), and when some were rotated away no verdict can be given (an
+        `error`)."""
         last = self.sink.last_record
-        if last is None or last["seq"] < since_seq or (
-                last["seq"] == since_seq and last.get("kind") not in ("match", "rotate")):
+        if last is None:
             return Recorded()
-        found: list[tuple[str, str]] = []
-        epochs, ended = await offload(recorded_since, self.sink.path, since_seq, self.sink.keep,
-                                      found)
-        if last.get("kind") != "stop":  # the run that recorded them never ended: no verdict
-            self.counters.unjudged = found  # judged them (a once run counts them)
+        killed = self.judges and last.get("kind") != "stop"  # (a live runner has no verdict:
+        # it does not read back every record a crashed one wrote)
+        past = last["seq"] > since_seq or (
+            last["seq"] == since_seq and last.get("kind") in ("match", "rotate"))
+        if not past and not killed:
+            return Recorded()
+        found: list[tuple[str, str]] | None = [] if killed else None
+        epochs, ended, whole = await offload(recorded_since, self.sink.path, since_seq,
+                                             self.sink.keep, found)
+        if found is not None:
+            self.counters.unjudged = found
+            if not whole:
+                await self.event("error", code="uncounted-matches", message=(
+                    f"the run before this one ended without a verdict, and the first of its "
+                    f"records were rotated away (output.keep) before they could be counted: "
+                    f"{len(found)} of its matches are counted, the others are not known"))
         return Recorded(epochs, ended)
 
     def skipped(self, lines: int) -> None:

@@ -142,7 +142,7 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
     pipeline = WatcherPipeline(spec, config.limits, sink, writer, matcher, log,
                                on_matches=on_matches, on_event=on_event, require=require,
                                isolated=isolated,
-                               redactor=config.records_redactor())
+                               redactor=config.records_redactor(), judges=once)
     source: FileSource | CommandSource
     if spec.path is not None:
         source = FileSource(spec, config.limits, seams.store, seams.notifier, seams.clock,
