@@ -67,3 +67,29 @@ def test_a_once_run_that_cannot_print_its_verdicts_fails_closed(folder: Path, fm
     for view in (("matches", "app"), ("status", "app"), ("matches", "app", "--json")):
         p = to_full(folder, *view)  # the views of what that run wrote
         assert (p.returncode, p.stderr.splitlines()[-1:]) == (3, [f"watchrun: error: {MESSAGE}"])
+
+
+def test_a_once_run_whose_reader_pauses_for_good_says_its_verdict_on_stderr(
+        tmp_path: Path) -> None:
+    """`watchrun run --once | pager` with the pager paused: at exit the runner waits for the
+    reader while it takes some, and gives up after 2 s of nothing. It gave up silently: most of
+    the output and the verdict went unprinted, with nothing on stderr. Now stderr says how many
+    lines were not written and gives the verdict's line; the exit status is the verdict's."""
+    (tmp_path / "watch.yaml").write_text(
+        "watchers:\n  - {id: build, command: 'seq 1 30000; echo ERROR at end', "
+        "pattern: ERROR, gate: {maxMatches: 0}}\n")
+    read, write = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "watchrun", "run", "--once", "-c",
+                             "watch.yaml"], cwd=tmp_path, stdout=write, stderr=subprocess.PIPE,
+                            text=True)
+    os.close(write)
+    try:  # the pipe is not read until the runner has ended: a pager paused for good
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        os.close(read)
+    assert proc.returncode == 1, err
+    (said,) = [x for x in err.splitlines() if "stdout took nothing for 2 s" in x]
+    assert said.endswith("were not written (the JSONL has every match); FAILED: 1 of 1 gates "
+                         "crossed"), said
+    left = int(said.split("its last ")[1].split(" lines")[0])
+    assert left > 0

@@ -22,7 +22,7 @@ def _count(verdicts: Sequence[Verdict], status: Status) -> int:
     return sum(v.status is status for v in verdicts)
 
 
-def _footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
+def footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     """The last line: `passed` only when every gate holds and the run had no `problems`."""
     failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
     gated = len(verdicts) - errors
@@ -51,7 +51,7 @@ def summary_table(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> 
     """The human summary printed at the end of a once run."""
     if not verdicts:
         none = "watchrun: no gated watchers (add `gate:` to a watcher to gate CI on it)"
-        return none + ("\n" + _footer(verdicts, problems) if problems else "")
+        return none + ("\n" + footer(verdicts, problems) if problems else "")
     rows = [["WATCHER", "MATCHES", "THRESHOLD", "EXIT", "VERDICT"]]
     for v in verdicts:
         threshold = "-" if v.threshold is None else str(v.threshold)
@@ -68,7 +68,7 @@ def summary_table(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> 
         if v.too_many and v.matches > len(v.first):
             more = v.matches - len(v.first)
             lines.append(f"    … and {more} more (every match is in watchers/{v.id}.jsonl)")
-    lines.append("\n" + _footer(verdicts, problems))
+    lines.append("\n" + footer(verdicts, problems))
     return "\n".join(lines)
 
 
@@ -156,7 +156,7 @@ def markdown(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
                 body = "\n".join(_shown(ln) for ln in v.first)
                 fence = "`" * max(3, 1 + max(map(len, re.findall("`+", body)), default=0))
                 lines += [fence + "text", body, fence]
-    lines += ["", _md(_footer(verdicts, problems))]
+    lines += ["", _md(footer(verdicts, problems))]
     return "\n".join(lines) + "\n"
 
 

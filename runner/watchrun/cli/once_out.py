@@ -49,16 +49,17 @@ def _stream_on(fd: int) -> LogStream:
     return LogStream(fd)
 
 
-def stdout_failed() -> str | None:
+def stdout_failed() -> tuple[str | None, int]:
     """Once what was said is written (as long as the reader takes some, as at exit): why stdout
-    refused it, or None (it took it all, or its reader went away: `| head` chose to stop)."""
+    refused it, or None (it took it all, or its reader went away: `| head` chose to stop); and
+    the lines given up on when its reader took nothing for EXIT_WAIT_S (a paused pager)."""
     out = stdout_stream()
     if out is None:
-        return None
+        return None, 0
     from watchrun.output.logstream import EXIT_WAIT_S
 
-    out.drain(EXIT_WAIT_S)
-    return out.failed
+    left = 0 if out.drain(EXIT_WAIT_S) else out.abandon()
+    return out.failed, left
 
 
 def say(line: str) -> None:

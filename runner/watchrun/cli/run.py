@@ -199,6 +199,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     and the JUnit report; return the once-mode exit status (0 pass, 1 crossed, 3 error).
     A gated watcher that never ran is an ERROR (`missing`: why nothing ran)."""
     from watchrun.cli import gate_report as report
+    from watchrun.output.logstream import EXIT_WAIT_S
     from watchrun.runtime import gate
 
     evidence = _with_errors(sup, config)
@@ -257,7 +258,12 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     if interrupted is not None:
         log.error(f"the run was interrupted by {interrupted}: exit 3", event="interrupted")
         status = ExitStatus.RUNTIME
-    lost = stdout_failed()
+    lost, left = stdout_failed()
+    if left:  # (a pager paused for good: the verdict is said here rather than not at all)
+        log.warning(f"stdout took nothing for {EXIT_WAIT_S:g} s: its last {left} lines, the "
+                    f"verdict among them, were not written (the JSONL has every match); "
+                    f"{report.footer(verdicts, problems).removeprefix('watchrun: ')}",
+                    event="stdout-stalled", lines=left)
     if lost is not None:
         log.error(f"cannot write to stdout: {lost}; what this run printed there is lost (the "
                   "JSONL has every match)", event="stdout-failed", reason=lost)

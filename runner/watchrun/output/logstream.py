@@ -105,6 +105,16 @@ class LogStream:
                 self._changed.wait(left)
             return True
 
+    def abandon(self) -> int:
+        """Give up what waits (a reader that took nothing for EXIT_WAIT_S): the lines queued,
+        and the one being written, are not written; how many."""
+        with self._lock:
+            left = sum(data.count(b"\n") for data in self._backlog) + (1 if self._busy else 0)
+            self._backlog.clear()
+            self._held = self._dropped = 0
+            self._wake()
+            return left
+
     @property
     def full(self) -> bool:
         """More than BACKLOG_BYTES wait to be written."""
