@@ -33,7 +33,7 @@ from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import Chunk
 from watchrun.notify import Notifier
 from watchrun.runtime.counters import unread
-from watchrun.runtime.gate import Evidence, Status, judge
+from watchrun.runtime.gate import Evidence, Status, cut_note, judge
 from watchrun.sources.checkpoints import CheckpointStore
 
 
@@ -378,3 +378,27 @@ def test_a_generation_compressed_before_it_was_read_fails_the_gate_closed(
     assert (r.rc, table_row(r.out, "log")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
     assert str(archive) in r.out, r.out
     assert once(tmp_path, config).rc == 0  # said once: the next run reads on from there
+
+
+CUT = cut_note(1, 1024)
+
+
+@pytest.mark.parametrize(("gate", "evidence", "status", "reason"), [
+    (GateSpec(require="tests passed"), Evidence(0, exit_code=0, cut=CUT), Status.ERROR,
+     f"required pattern /tests passed/ was not seen in what was read, and {CUT}"),
+    (GateSpec(require="tests passed"), Evidence(0, exit_code=0), Status.FAIL,
+     "required pattern /tests passed/ never appeared"),
+    (GateSpec(require="tests passed", max_matches=0), Evidence(1, exit_code=0, cut=CUT), Status.FAIL,
+     "1 match of /ERROR/ (at most 0 allowed)"),
+    (GateSpec(require="tests passed"), Evidence(0, exit_code=0, require_seen=True, cut=CUT), Status.ERROR,
+     CUT),
+])
+def test_a_required_line_not_seen_where_lines_were_cut_is_no_fail_but_an_error(
+        gate: GateSpec, evidence: Evidence, status: Status, reason: str) -> None:
+    """`require` not seen while lines were cut at maxLineBytes: the required text may be in what
+    was cut (5000 bytes of `x` then "tests passed", cut at 1 KiB), so "never appeared" was
+    untrue; it cannot be told (ERROR, naming the cut). A gate crossed otherwise stays FAIL."""
+    spec = WatcherSpec(id="log", label="log", pattern="ERROR", command="make", gate=gate)
+    verdict = judge(spec, evidence)
+    assert verdict is not None and verdict.status is status and verdict.reasons[0] == reason
+

@@ -108,6 +108,10 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
             hint = _SHELL_HINTS.get(ev.exit_code) if isinstance(spec.command, str) else None
             reasons.append(f"the command exited with code {ev.exit_code}" + (hint or ""))
     if gate.require is not None and not ev.require_seen:
+        if ev.cut is not None and not reasons:  # it may be in what was cut: cannot tell
+            return Verdict(spec.id, spec.label, Status.ERROR, (
+                f"required pattern /{gate.require}/ was not seen in what was read, and {ev.cut}",),
+                ev.matches, threshold, exit_)
         reasons.append(f"required pattern /{gate.require}/ never appeared")
     if not reasons and ev.cut is not None:  # (crossed stays FAIL: the rest could only add)
         return Verdict(spec.id, spec.label, Status.ERROR, (ev.cut,), ev.matches, threshold, exit_)
