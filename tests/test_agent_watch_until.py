@@ -3,6 +3,7 @@ records another thread appends; conditions, prompt echoes, split tokens, timeout
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 from agentrecords import AgentLog, History, standard_history
 
 from watchrun.output.records import iter_records
-from watchrun.views.agent_wait import parse_until, wait_until
+from watchrun.views.agent_wait import EVENT_KINDS, parse_until, wait_until
 from watchrun.views.agent_window import ViewError
 
 DEADLINE_S = 20.0
@@ -26,11 +27,28 @@ def records(path: Path) -> list[dict[str, Any]]:
     return list(iter_records(path))
 
 
-@pytest.mark.parametrize("condition", ["status", "status:", "foo:bar", "delivery:lost", ""])
+@pytest.mark.parametrize("condition", ["status", "status:", "foo:bar", "delivery:lost", "",
+                                       "event:nosuchkind", "event:Text"])
 def test_unsupported_until(condition: str) -> None:
     with pytest.raises(ViewError) as err:
         parse_until(condition)
     assert err.value.code == "not_supported" and err.value.exit_status == 2
+
+
+def test_every_kind_a_turn_writes_can_be_waited_for() -> None:
+    """`event:KIND` names a kind the agent's stream can hold (a typo waited out the whole
+    `--timeout` for a record that never comes); every kind the runner or an adapter writes is
+    one (the record schema's agent kinds)."""
+    from watchrun.config.schema import schema_text
+
+    defs = json.loads(schema_text("record"))["$defs"]
+    watcher_only = {"start", "match", "rotate", "gap", "exit", "restart", "stop", "action-fired",
+                    "action-result", "action-suppressed", "action-dropped"}
+    kinds = {k for k, v in defs.items() if "kind" in v.get("properties", {})} - {"envelope"}
+    agent_kinds = kinds - watcher_only
+    assert agent_kinds == set(EVENT_KINDS)
+    for kind in sorted(EVENT_KINDS):
+        assert parse_until(f"event:{kind}") == ("event", kind)
 
 
 def append_when_ready(path: Path, write: Any) -> tuple[Any, threading.Thread, list[str]]:

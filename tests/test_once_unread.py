@@ -388,10 +388,10 @@ CUT = cut_note(1, 1024)
      f"required pattern /tests passed/ was not seen in what was read, and {CUT}"),
     (GateSpec(require="tests passed"), Evidence(0, exit_code=0), Status.FAIL,
      "required pattern /tests passed/ never appeared"),
-    (GateSpec(require="tests passed", max_matches=0), Evidence(1, exit_code=0, cut=CUT), Status.FAIL,
-     "1 match of /ERROR/ (at most 0 allowed)"),
-    (GateSpec(require="tests passed"), Evidence(0, exit_code=0, require_seen=True, cut=CUT), Status.ERROR,
-     CUT),
+    (GateSpec(require="tests passed", max_matches=0), Evidence(1, exit_code=0, cut=CUT),
+     Status.FAIL, "1 match of /ERROR/ (at most 0 allowed)"),
+    (GateSpec(require="tests passed"), Evidence(0, exit_code=0, require_seen=True, cut=CUT),
+     Status.ERROR, CUT),
 ])
 def test_a_required_line_not_seen_where_lines_were_cut_is_no_fail_but_an_error(
         gate: GateSpec, evidence: Evidence, status: Status, reason: str) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from watchrun.agents.providers.base import KINDS
 from watchrun.output.records import format_cursor, iter_records
 from watchrun.views.agent_window import (
     ViewError,
@@ -38,10 +39,14 @@ from watchrun.views.agent_window import (
     window,
 )
 
-__all__ = ["DELIVERY_STATES", "UNTIL_KINDS", "UntilMatcher", "parse_until", "wait_until"]
+__all__ = ["DELIVERY_STATES", "EVENT_KINDS", "UNTIL_KINDS", "UntilMatcher", "parse_until",
+           "wait_until"]
 
 UNTIL_KINDS = ("status", "output", "event", "delivery")
 DELIVERY_STATES = ("queued", "delivered", "dropped")
+EVENT_KINDS = KINDS | {"delivery", "dispatch-finished", "dispatch-start", "dropped", "error",
+                       "plan", "prompt", "stderr", "stopped"}
+"""The kinds of an agent's records: its adapter's, and those the runner writes of a turn."""
 POLL_S = 0.25
 _TURN = re.compile(r"turn-([0-9]+)")
 
@@ -52,6 +57,10 @@ def parse_until(condition: str) -> tuple[str, str]:
     if not sep or kind not in UNTIL_KINDS or not value:
         raise ViewError("not_supported", f"--until {condition!r}: use status:STATE, "
                         "output:TOKEN, event:KIND or delivery:STATE", until=condition)
+    if kind == "event" and value not in EVENT_KINDS:  # (a typo waited out the whole timeout)
+        raise ViewError("not_supported", f"--until {condition!r}: an agent's stream has no "
+                        f"record of that kind; one of {', '.join(sorted(EVENT_KINDS))}",
+                        until=condition)
     if kind == "delivery" and value not in DELIVERY_STATES:
         raise ViewError("not_supported", f"--until {condition!r}: a delivery state is one of "
                         f"{', '.join(DELIVERY_STATES)}", until=condition)
