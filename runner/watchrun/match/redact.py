@@ -11,10 +11,11 @@ A built-in rule may be a block instead of a pattern (`KeyBlock`: the private-key
 `begin` and `end` edges make its pattern, and `match/keyblocks.py` follows the lines between the
 same edges in a stream, so the two never disagree on what a key block is.
 
-Use: `redactor(extra).redact(text)` returns `(text, {kind: count})`. It is pure and cheap to
-call; `redactor()` is cached per rule set. Callers: agent prompts (`agents/turn.py`), JSONL
-match records with `output.redact: true` (`runtime/pipeline.py`); outgoing notifications call
-the same function.
+Use: `redactor(extra).redact(text)` returns `(text, {kind: count})`, the text's lines kept (a
+secret spanning lines becomes a marker per line); `redact_lines` is the same over lines that go
+out together. It is pure and cheap to call; `redactor()` is cached per rule set. Callers: agent
+prompts (`agents/turn.py`), JSONL match records with `output.redact: true`
+(`runtime/pipeline.py`); outgoing notifications call the same function.
 """
 
 from __future__ import annotations
@@ -165,34 +166,16 @@ class Redactor:
         self._secret_of = {i: index.get(f"_ws{i}") for i in range(len(self.rules))}
 
     def redact(self, text: str) -> tuple[str, dict[str, int]]:
-        """`text` with every secret replaced by `[REDACTED:kind]`, and how many of each kind."""
-        return self._redact(text, keep_lines=False)
-
-    def redact_lines(self, lines: Sequence[str]) -> tuple[list[str], dict[str, int]]:
-        """Lines that go out together (a firing's matched lines, in order) redacted as one text,
-        so a secret spanning them (a private-key block) is found whole; each line of a secret
-        becomes its marker, so there are as many lines as before, each in its place."""
-        text, counts = self._redact("\n".join(lines), keep_lines=True)
-        out = text.split("\n") if lines else []
-        if len(out) == len(lines):
-            return out, counts
-        counts = {}  # (a line held a newline: each on its own, as a record is)
-        out = []
-        for line in lines:
-            red, found = self._redact(line, keep_lines=False)
-            out.append(red)
-            add_counts(counts, found)
-        return out, counts
-
-    def _redact(self, text: str, *, keep_lines: bool) -> tuple[str, dict[str, int]]:
+        """`text` with every secret replaced by `[REDACTED:kind]`, and how many of each kind.
+        Its lines stay as they were: a secret spanning lines (a private-key block) becomes one
+        marker per line it spans, so no line of the text around it is joined to another or
+        lost (an agent's prompt holds a firing's matched lines, each in its place)."""
         counts: dict[str, int] = {}
         if self._regex is None or not text:
             return text, counts
 
         def hide(kind: str, secret: str) -> str:
-            if keep_lines and "\n" in secret:
-                return "\n".join([marker(kind)] * (secret.count("\n") + 1))
-            return marker(kind)
+            return "\n".join([marker(kind)] * (secret.count("\n") + 1))
 
         def sub(m: Any) -> str:
             i = self._which(m)
@@ -212,6 +195,22 @@ class Redactor:
 
         redacted: str = self._regex.sub(sub, text)
         return redacted, counts
+
+    def redact_lines(self, lines: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+        """Lines that go out together (a firing's matched lines, in order) redacted as one text,
+        so a secret spanning them (a private-key block) is found whole: as many lines as
+        before, each in its place (`redact`)."""
+        text, counts = self.redact("\n".join(lines))
+        out = text.split("\n") if lines else []
+        if len(out) == len(lines):
+            return out, counts
+        counts = {}  # (a line held a newline: each on its own, as a record is)
+        out = []
+        for line in lines:
+            red, found = self.redact(line)
+            out.append(red)
+            add_counts(counts, found)
+        return out, counts
 
     def _which(self, m: Any) -> int:
         last = m.lastindex
