@@ -208,6 +208,31 @@ def test_json_log_format_for_machines(tmp_path: Path) -> None:
     assert (exit_["watcher"], exit_["run"], exit_["exitCode"]) == ("c", 1, 0)
 
 
+def test_agent_send_past_max_turns_is_refused_not_queued_then_dropped(tmp_path: Path) -> None:
+    """With `maxTurns` used up, `agent send` said "queued" (exit 0) for a prompt the turn's
+    start dropped at once (`max-turns`): only the records and the runner's log said so. It is
+    refused (`limit`, exit 3), saying when the next turn may start, and nothing is queued."""
+    config = write_config(tmp_path, {
+        "watchers": [{"id": "idle", "command": "exec sleep 1000", "pattern": "x"}],
+        "agents": [{"name": "helper", "provider": "mock", "prompt": "{matches}",
+                    "maxTurns": 1}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        assert cli("agent", "send", "helper", "one", "-c", "watch.yaml", cwd=tmp_path
+                   ).returncode == 0
+        wait_for(lambda: [x for x in r.records("helper", "agents")
+                          if x["kind"] == "dispatch-finished"], "the first turn")
+        p = cli("agent", "send", "helper", "two", "-c", "watch.yaml", cwd=tmp_path)
+        assert p.returncode == 3, p.stdout + p.stderr
+        assert "helper has had its 1 turn of the last hour (maxTurns)" in p.stderr, p.stderr
+        assert "nothing was queued" in p.stderr
+    finally:
+        assert r.stop() == 0
+    states = [x["deliveryState"] for x in r.records("helper", "agents") if x["kind"] == "delivery"]
+    assert states == ["queued", "delivered"], states
+
+
 def test_agent_send_and_stop_through_the_live_runner(tmp_path: Path) -> None:
     config = write_config(tmp_path, {
         "watchers": [{"id": "idle", "command": "exec sleep 1000", "pattern": "x"}],

@@ -129,6 +129,12 @@ class AgentHub:
         if len(a.sends) >= MAX_SENDS:
             return {"ok": False, "error": {"code": "queue_full", "message": f"{name} already "
                                            f"has {MAX_SENDS} prompts waiting"}}
+        wait = a.window.retry_in(self.clock.monotonic())
+        if wait and a.turn is None:  # its turn would start now, and be refused (max-turns)
+            n = a.spec.max_turns
+            return {"ok": False, "error": {"code": "limit", "message": (
+                f"{name} has had its {n} turn{'' if n == 1 else 's'} of the last hour "
+                f"(maxTurns): the next may start in {wait:.0f} s; nothing was queued")}}
         redacted: dict[str, int] = {}
         if self.config.output.redact:  # its delivery records hold the text, as match records do
             text, redacted = redactor(a.spec.redact).redact(text)
