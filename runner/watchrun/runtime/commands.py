@@ -7,6 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
 from watchrun.config.model import Config, WatcherSpec
+from watchrun.offload import offload
 from watchrun.output.runlog import RunLog
 from watchrun.runtime import manage
 from watchrun.runtime.control import PEER_PID
@@ -88,8 +89,10 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
                 for wid in list(sup.watchers):
                     await sup.stop_watcher(wid, reason="requested")
             cleared = sup.board.forget_stopped()
-            for wid in [w for w in sup.set.runtime if w not in sup.watchers]:
-                del sup.set.runtime[wid]  # a cleared runtime watcher is gone for good
+            gone = [w for w in sup.set.runtime if w not in sup.watchers]
+            for wid in gone:
+                del sup.set.runtime[wid]  # a cleared runtime watcher is gone for good: its
+            await _forget_checkpoints(sup, gone)  # id added again is a new watcher
         return {"ok": True, "cleared": cleared, "message": f"cleared {cleared} watchers"}
     if cmd in ("agent-send", "agent-stop"):
         if sup.hub is None:
@@ -108,6 +111,17 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
     if cmd is None:
         return _fail("bad_request", f"the request has no `cmd`: one of {known}")
     return _fail("bad_request", f"unknown command {cmd!r}; known: {known}")
+
+
+async def _forget_checkpoints(sup: Runner, ids: list[str]) -> None:
+    """Delete the checkpoints of runtime watchers that `clear` forgot (in a worker thread):
+    one added again under the same id starts as a new watcher, not from the old position
+    (of what may be another file). A failure is logged; the clear stands."""
+    for wid in ids:
+        try:
+            await offload(sup.set.store.forget, wid)
+        except OSError as exc:
+            sup.log.warning(f"cannot delete the checkpoint of the cleared watcher: {exc}", wid)
 
 
 def _check_fields(cmd: Any, req: dict[str, Any]) -> None:

@@ -36,6 +36,9 @@ class FileState(Struct, frozen=True):
 
     generations: tuple[Checkpoint, ...]
     seq: int | None = None
+    path: str | None = None
+    """The watcher's `path` (absolute) when it was saved: a checkpoint of another path is not
+    applied (`FileSource`). None: saved before it was kept (applied, as then)."""
 
     @property
     def current(self) -> Checkpoint:
@@ -93,15 +96,20 @@ def decode(text: str) -> FileState:
         raise ValueError("field 'generations' missing or empty")
     if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1):
         raise ValueError("field 'seq' is not a positive integer")
+    path = doc.get("path")
+    if path is not None and (not isinstance(path, str) or not path):
+        raise ValueError("field 'path' is not a non-empty string")
     # a generation saved without its own seq (before it had one) has the state's
     return FileState(tuple(p if p.seq is not None else replace(p, seq=seq)
-                           for p in map(_position, gens)), seq)
+                           for p in map(_position, gens)), seq, path)
 
 
 def encode(state: FileState) -> bytes:
     fields = (_FIELDS | _OPTIONAL).items()
     gens = [{key: getattr(cp, name) for key, (name, _) in fields} for cp in state.generations]
-    doc = {"version": VERSION, "seq": state.seq, "generations": gens}
+    doc: dict[str, Any] = {"version": VERSION, "seq": state.seq, "generations": gens}
+    if state.path is not None:  # (an optional field: version 2 still, read by older runners)
+        doc["path"] = state.path
     return (json.dumps(doc, separators=(",", ":")) + "\n").encode()
 
 
@@ -192,6 +200,19 @@ class CheckpointStore:
             safefs.replace(old, new)  # names under state/'s fd: no symlink followed
             safefs.fsync_dir(self.dir)
             return True
+
+    def forget(self, watcher_id: str) -> None:
+        """Delete the watcher's checkpoint (and a leftover tmp file): `watchrun clear` of a
+        watcher added at runtime, gone for good. A save asked for before this is not written
+        after it (it takes an older ticket)."""
+        path = self.path(watcher_id)
+        with self._lock(watcher_id):
+            self._written[watcher_id] = self.ticket()
+            for p in (path, path.with_name(path.name + ".tmp")):
+                with contextlib.suppress(FileNotFoundError):
+                    safefs.unlink(p)
+            with contextlib.suppress(OSError):
+                safefs.fsync_dir(self.dir)
 
     def _read_tmp(self, tmp: Path) -> FileState | None:
         try:

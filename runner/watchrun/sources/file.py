@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import os
 import stat
 
@@ -21,6 +22,8 @@ from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotation import Rotation
 from watchrun.sources.siblings import Plan, open_at_path
 
+log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
+
 _UTF16 = (b"\xff\xfe", b"\xfe\xff")
 """The byte order marks of UTF-16 (little, big endian), with which Windows tools begin it."""
 
@@ -28,6 +31,9 @@ _UTF16 = (b"\xff\xfe", b"\xfe\xff")
 class FileSource(Rotation):
     """Follows one path; see SPEC §3.2. Every generation of the file is read, oldest first;
     nothing is re-emitted across rotation or restart; what cannot be read is a `gap` record."""
+
+    _aside_note: str | None = None
+    """The warning that the checkpoint found at start was of another path, set aside."""
 
     async def run(self, ctx: SourceContext) -> None:
         watch = self.notifier.watch(self.path)
@@ -68,6 +74,8 @@ class FileSource(Rotation):
         seen = len(self.store.problems)
         state, plan, failed = await offload(self._prepare)  # one call off the loop for both
         problems = self.store.problems[seen:]
+        if self._aside_note is not None:
+            log.warning("%s", self._aside_note)
         resumes, seq = resumable(ctx), None
         if (state is not None and state.seq is not None and resumes is not None
                 and not self._rereads):
@@ -101,7 +109,13 @@ class FileSource(Rotation):
         past it (as after every clean stop; `_begin` plans again when a crash left some)."""
         if self.spec.previous_id is not None:
             self.store.adopt(self.spec.previous_id, self.spec.id)
-        state = self.store.load(self.spec.id)
+        state, self._aside_note = self.store.load(self.spec.id), None
+        if state is not None and state.path is not None and not _same_path(state.path, self.name):
+            start = "from its first line" if self.once or self.spec.from_start else "from its end"
+            self._aside_note = (
+                f"watcher {self.spec.id}: its checkpoint is of {state.path}, not of its path "
+                f"{self.name}: set aside; {self.name} is read as by a new watcher ({start})")
+            state = None  # a checkpoint of another file: as none (the first save replaces it)
         if state is not None:
             self._history = [cp for cp in state.generations if cp.finished][-self.max_gens :]
             self._keep.saved = state  # on disk: the same state is not written again at start
@@ -222,6 +236,13 @@ async def _not_read(ctx: SourceContext, gen: Generation, end: int, code: str, wh
     lost = max(0, end - gen.pos)
     await ctx.event("error", code=code, path=gen.path, **flags, unreadBytes=lost,
                     message=f"{why}: {lost} of its {end} bytes were not read")
+
+
+def _same_path(saved: str, path: str) -> bool:
+    """A checkpoint saved for `saved` applies to a watcher of `path` (both absolute, as the
+    config resolves them): the same path, or both lead to the same file now (a symlink and its
+    target, a folder reached through a link). Blocking (realpath): in a worker thread."""
+    return saved == path or os.path.realpath(saved) == os.path.realpath(path)
 
 
 def _rewritten(plan: Plan, state: FileState) -> bool:

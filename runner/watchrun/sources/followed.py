@@ -241,14 +241,14 @@ class Followed:
     def _state(self) -> FileState | None:
         opened = [*self._old, *([self._cur] if self._cur else [])]
         if not opened and self._pending is not None:
-            return self._pending
+            return replace(self._pending, path=self.name)  # (applied: of this path)
         gens = [*self._history, *(g.checkpoint() for g in opened)]
         if not gens:
             return None
         seqs = [g.done_seq for g in opened if g.done_seq is not None]
         if self._resume_seq is not None:
             seqs.append(self._resume_seq)
-        return FileState(tuple(gens), min(seqs) if seqs else None)
+        return FileState(tuple(gens), min(seqs) if seqs else None, self.name)
 
     async def _save_failed(self, ctx: SourceContext, exc: OSError) -> None:
         await self._error(ctx, exc, f"cannot save checkpoint: {exc.strerror}", None)
