@@ -58,7 +58,10 @@ def watcher_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _absolute(path: str) -> str:
-    return os.path.abspath(os.path.expanduser(path))
+    """`path` made absolute; an empty one is sent as it is, for the runner to refuse
+    (`watchers[0].path: must not be empty`, as `validate` does): made absolute, `--path ''`
+    was the current directory, and `--cwd ''` ran the command there."""
+    return os.path.abspath(os.path.expanduser(path)) if path else path
 
 
 def _send(root: Path, payload: dict[str, Any], out: Out, wid: str) -> int:

@@ -1,5 +1,8 @@
 """`add`, `start` and `restart` on the control socket: every check before any side effect, then
 the watcher starts as at start-up (the reply comes once its source holds its start position).
+One that cannot start (its JSONL, its source failing at once, a command that could not be
+spawned) is answered `start_failed`; an `add` that failed keeps nothing of it (its JSONL says
+what happened), a `start` leaves it listed, stopped, with the reason.
 An added watcher's regexes are compiled first in a child process under a time budget
 (`compile_probe`): one that RE2 takes too long to compile is refused before the runner, whose
 event loop RE2's compile would hold, compiles it."""
@@ -92,17 +95,33 @@ async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, An
         sup.set.runtime[spec.id] = spec
         sup.track_actions(spec)
         try:
-            reply = await _launch(sup, spec)
-        except Refused:
-            if spec.id not in sup.board.entries:  # never launched: nothing to keep
-                del sup.set.runtime[spec.id]
+            reply = await _launch(sup, spec, added=True)
+        except Refused:  # as one refused before: not running, not listed, its id free
+            del sup.set.runtime[spec.id]
+            sup.board.forget(spec.id)  # (launched, then stopped: its entry and snapshot)
             raise
         sup.log.info(f"added at runtime ({spec.kind} {spec.label})", spec.id,
                      event="watcher-added")
         if owner is not None:
             _own(sup, owner, spec)
+        reply["message"] = _added(spec.id, reply["watcher"])
         warnings = [d.to_dict() for d in diagnostics]
         return {**reply, "warnings": warnings} if warnings else reply
+
+
+def _added(wid: str, record: dict[str, Any]) -> str:
+    """What an `add` that started its watcher says: `started ID`, unless its file is not
+    there yet (`waiting`) or cannot be read (`error`): it is kept, and tries again."""
+    status, source = record.get("status"), record.get("source")
+    if status == "waiting" and record.get("kind") == "file":
+        return f"added {wid}: waiting for {source} (not there yet; followed once it appears)"
+    if status == "error":
+        why = str(record.get("lastError") or "unknown error").removeprefix(
+            f"cannot read {source}: ")
+        return (f"added {wid}: cannot read {source} yet: {why} (it is kept, and tries again "
+                f"whenever the path changes: a regular file there is followed; `watchrun stop "
+                f"{wid}` ends it)")
+    return f"started {wid}"
 
 
 async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:
@@ -129,7 +148,7 @@ async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:
         else:
             _room(sup)
         await asyncio.to_thread(precompile, [spec], sup.set.databases, threading.get_ident())
-        reply = await _launch(sup, spec)
+        reply = await _launch(sup, spec, added=False)
         sup.log.info("restarted" if was_running else "started again", wid,
                      event="watcher-started")
         message = f"restarted {wid}" if was_running else f"started {wid}"
@@ -274,10 +293,12 @@ def _room(sup: Managing) -> None:
                       "in the config (up to 500)", maxWatchers=limit)
 
 
-async def _launch(sup: Managing, spec: WatcherSpec) -> dict[str, Any]:
+async def _launch(sup: Managing, spec: WatcherSpec, *, added: bool) -> dict[str, Any]:
     """Build (its sink opens, in a worker thread), start, wait until its source holds its start
-    position. A failure leaves nothing running (a source that failed is stopped: its `stop`
-    record and `lastError` say why). Nothing awaits between the last state check and the
+    position. A failure leaves nothing running: a source that failed, or a command whose first
+    start failed (ENOENT, EACCES, a missing `cwd`, whatever its restart policy), is stopped (its
+    `error` and `stop{reason: startup-failed}` records say why) and refused `start_failed`;
+    `added`: the caller forgets it. Nothing awaits between the last state check and the
     launch, so a shutdown either stops it or refuses it."""
     if str(sup.state) != "running":
         raise Refused("refused", f"the runner is {sup.state}")
@@ -292,11 +313,15 @@ async def _launch(sup: Managing, spec: WatcherSpec) -> dict[str, Any]:
             await at_stop(rt.sink.close)  # stands, and the run's end names a hung one)
         raise Refused("refused", f"the runner is {sup.state}")
     sup.set.launch(rt)
-    failed = await sup.set.ready([rt])
-    if failed is not None:  # stopped, and listed with its last error
+    await sup.set.ready([rt])
+    failed: str | None = rt.failure if rt.failure is not None else \
+        getattr(rt.source, "start_error", None)  # (a command's)
+    if failed is not None:
         await sup.set.stop(spec.id, reason="startup-failed")
-        raise Refused("start_failed", f"{failed}; it is stopped (`watchrun start {spec.id}` "
-                      f"tries again, `watchrun clear` forgets it)", id=spec.id)
+        then = "nothing was added (its JSONL records the attempt)" if added else \
+            f"it is stopped (`watchrun start {spec.id}` tries again, `watchrun clear` forgets it)"
+        raise Refused("start_failed", f"{spec.id} could not be started: {failed}; {then}",
+                      id=spec.id)
     return {"ok": True, "watcher": _record(sup, spec.id), "message": f"started {spec.id}"}
 
 

@@ -135,9 +135,23 @@ class StatusBoard:
     def forget_stopped(self) -> int:
         """`watchrun clear`: drop stopped watchers' snapshots (their JSONL stays)."""
         gone = [wid for wid, e in self.entries.items() if e.stopped]
+        self._drop(gone, strays=True)
+        return len(gone)
+
+    def forget(self, wid: str) -> None:
+        """Drop one stopped watcher's entry and snapshot files (their JSONL stays): an `add`
+        whose start failed keeps nothing (runtime/manage.py)."""
+        entry = self.entries.get(wid)
+        if entry is not None and entry.stopped:
+            self._drop([wid], strays=False)
+
+    def _drop(self, gone: list[str], strays: bool) -> None:
+        """Remove the snapshots of `gone` (`strays`: and of every watcher on disk this board
+        does not hold) and forget their entries."""
         with self._io_lock, self._lock:
             self._gen += 1
-            on_disk = [p.name.removesuffix(".status.json") for p in self.dir.glob("*.status.json")]
+            on_disk = [p.name.removesuffix(".status.json") for p in
+                       self.dir.glob("*.status.json")] if strays else []
             for wid in {*gone, *(w for w in on_disk if w not in self.entries)}:
                 for p in (self.dir / f"{wid}.status.json", self.dir / f"{wid}.tail"):
                     self._stored[p] = self._gen  # a queued older write must not revive it
@@ -146,7 +160,6 @@ class StatusBoard:
         for wid in gone:
             del self.entries[wid]
             self._dirty.discard(wid)
-        return len(gone)
 
     def flush(self) -> None:
         """Write the snapshots of the watchers that changed: in a worker thread when the loop

@@ -79,6 +79,9 @@ class CommandSource:
         self.ready = asyncio.Event()
         """Set once the first start has been attempted (its `start` or `error` record is
         written), or at once for a schedule. The runner sends READY=1 after every source."""
+        self.start_error: str | None = None
+        """Why the first start failed (a spawn error: ENOENT, EACCES, a missing `cwd` …), set
+        before `ready`: `add` and `start` answer `start_failed` with it (runtime/manage.py)."""
 
     async def run(self, ctx: SourceContext) -> None:
         """Until cancelled, or until the command is done for good (EXITED or FATAL; a FATAL
@@ -181,6 +184,8 @@ class CommandSource:
             proc = await self.spawner.spawn(spec.command, cwd=spec.cwd, env=spec.env)
         except SpawnError as exc:
             await ctx.event("error", code=exc.errno_name, message=exc.message, run=n)
+            if not self.ready.is_set():
+                self.start_error = exc.message
             self.ready.set()
             return None  # the caller moves STARTING -> BACKOFF or FATAL
         self.pid = proc.pid
