@@ -1,10 +1,12 @@
 """A SIGHUP's reload, a stop signal heard meanwhile, and applying the re-read config to the live
-runner: unchanged watchers keep running,
-changed and removed ones stop, new and changed ones start. Watchers added at runtime are in no
-file: they keep running (restarted when the limits or output settings change), unless the config
-now names their id, which then is the config's, or `limits.maxWatchers` has no room left for
-them after the config's (the oldest kept first). No step's failure ends the runner: each is
-reported (log, `status`, an `error` record where the watcher has a sink) and the rest goes on."""
+runner: unchanged watchers keep running, changed and removed ones stop, new and changed ones
+start, but a watcher stopped by request (`watchrun stop`), changed or not, stays stopped (as
+supervisord's `update` leaves a program a user stopped) until `watchrun start` starts it with
+the config's spec. Watchers added at runtime are in no file: they keep running (restarted when
+the limits or output settings change), unless the config now names their id, which then is the
+config's, or `limits.maxWatchers` has no room left for them after the config's (the oldest kept
+first). No step's failure ends the runner: each is reported (log, `status`, an `error` record
+where the watcher has a sink) and the rest goes on."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.signals import SignalInbox
-from watchrun.runtime.watchers import STOP_RECORD_S, WatcherSet
+from watchrun.runtime.watchers import STOP_RECORD_S, WatcherSet, counted
 from watchrun.runtime.wiring import precompile
 
 if TYPE_CHECKING:
@@ -116,6 +118,7 @@ async def apply(sup: Reloading, new: Config) -> None:
                             "forgets it)", wid)
                 continue
             wanted[wid] = spec  # kept: in no file, it lives until stopped or the runner exits
+    held = _kept_stopped(sup, old, wanted, global_change)
     trouble: dict[str, str] = {}
 
     async def stop(wid: str) -> None:
@@ -130,14 +133,40 @@ async def apply(sup: Reloading, new: Config) -> None:
     # held the reload (and every signal behind it) for the sum of theirs
     await asyncio.gather(*(stop(wid) for wid, rt in list(sup.set.running.items())
                            if wid not in wanted or rt.spec != wanted[wid] or global_change))
-    todo = [spec for wid, spec in wanted.items() if wid not in sup.set.running]
+    todo = [spec for wid, spec in wanted.items()
+            if wid not in sup.set.running and wid not in held]
     for at in range(0, len(todo), PRECOMPILE_BATCH):
         batch = todo[at:at + PRECOMPILE_BATCH]  # compiled off the loop, then started
         await asyncio.to_thread(precompile, batch, sup.set.databases, threading.get_ident())
         for spec in batch:
             await _start(sup, spec, trouble.get(spec.id))
-    sup.log.info(f"reloaded: {len(sup.set.running)} watchers running", event="reloaded",
-                 watchers=len(sup.set.running))
+    counts = sup.set.census()
+    watchers, each = counted(counts)
+    sup.log.info(f"reloaded: {watchers}{each or ' running'}", event="reloaded",
+                 watchers=sum(counts.values()), running=counts.get("running", 0), states=counts)
+
+
+def _kept_stopped(sup: Reloading, old: Config, wanted: dict[str, WatcherSpec],
+                  global_change: bool) -> set[str]:
+    """The config's watchers stopped by request that the new config names too: they stay
+    stopped (said in the log; `list` shows the spec `watchrun start` will start). Those it no
+    longer names are gone, as any removed watcher: named again, they are new, and start."""
+    before = {w.id: w for w in old.watchers}
+    held = {wid for wid in sup.set.stopped_by_request
+            if wid in wanted and wid in before and wid not in sup.set.running}
+    sup.set.stopped_by_request &= held | sup.set.runtime.keys()
+    board = sup.set.sup.board
+    for wid in sorted(held):
+        spec = wanted[wid]
+        changed = global_change or before[wid] != spec
+        then = "its new settings apply when" if changed else "it runs again once"
+        sup.log.info(f"stopped by request: kept stopped by the reload ({then} `watchrun start "
+                     f"{wid}` starts it)", wid, event="kept-stopped", changed=changed)
+        entry = board.entries.get(wid)
+        if entry is not None and entry.spec != spec:  # (listed with what starts next)
+            entry.spec, entry.said = spec, None
+            board.touch(wid)
+    return held
 
 
 async def _start(sup: Reloading, spec: WatcherSpec, trouble: str | None) -> None:

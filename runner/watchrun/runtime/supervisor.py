@@ -33,7 +33,7 @@ from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox, reap_orphans_when
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
-from watchrun.runtime.watchers import WatcherSet, counters_of
+from watchrun.runtime.watchers import WatcherSet, counted, counters_of
 from watchrun.runtime.wiring import open_sink
 from watchrun.sources.checkpoints import CheckpointStore
 
@@ -165,11 +165,13 @@ class Supervisor:
         """Every source holds its start position: STARTING -> RUNNING, READY=1."""
         self.state = RunnerState.RUNNING
         # once: file watchers start after the commands, but they are part of this run
-        n = len(self.watchers) + len(self.set.later)
+        counts = self.set.census()  # (a command that could not start is no running one)
+        watchers, each = counted(counts)
         a = len(self.config.agents)
-        summary = f"{n} watcher{'' if n == 1 else 's'}, {a} agent{'' if a == 1 else 's'} running"
+        summary = f"{watchers}{each}, {a} agent{'' if a == 1 else 's'} running"
         self.log.info(f"{summary} (change notification: {self.set.notify_mode})", event="ready",
-                      watchers=n, agents=a, notify=self.set.notify_mode)
+                      watchers=sum(counts.values()), running=counts.get("running", 0),
+                      states=counts, agents=a, notify=self.set.notify_mode)
         self.sd.ready(summary)
         if self.sd.watchdog_s:
             self.watchdog = self.spawn(self.sd.keep_pinging(self.sd.watchdog_s / 2), "watchdog")
@@ -296,5 +298,6 @@ class Supervisor:
                 self.problem(f"reload failed: {exc!r}; going on with what is running")
             finally:
                 self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
-                self.sd.ready(f"{len(self.watchers)} watchers running")
+                watchers, each = counted(self.set.census())
+                self.sd.ready(f"{watchers}{each or ' running'}")
 

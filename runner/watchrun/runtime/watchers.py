@@ -40,13 +40,18 @@ if TYPE_CHECKING:
     from watchrun.runtime.pipeline import WatcherPipeline
     from watchrun.sources.command import Echo
 
-__all__ = ["Owner", "WatcherSet", "counters_of", "finish"]
+__all__ = ["Owner", "WatcherSet", "counted", "counters_of", "finish"]
 
 STOP_RECORD_S = 5.0
 """How long a `stop` record may wait for its sink (a full disk) before the stop goes on."""
 AFTER_GRACE_S = 5.0
 """A stopped watcher's task gets stopTimeout plus this to end (its tree's SIGKILL rounds, its
 last records), then it is cancelled again."""
+
+
+DOING = {"running": "running", "error": "error", "exited": "exited", "fatal": "fatal",
+         "stopped": "stopped", "queued": "to read after the commands"}
+"""What `WatcherSet.census` counts, in the order the summaries list it, and how they say it."""
 
 
 class Owner(Protocol):
@@ -95,6 +100,9 @@ class WatcherSet:
         self.runtime: dict[str, WatcherSpec] = {}
         """Watchers added through the control socket (`add`), running or stopped, until
         cleared: they are in no config file, so a reload keeps them and a new runner has none."""
+        self.stopped_by_request: set[str] = set()
+        """Watchers stopped by `stop` (or `clear --all`) and not started since: a reload leaves
+        a config watcher among them stopped, as supervisord's `update` does."""
         self.databases = disk_store(os.environ)
 
     def origin(self, wid: str) -> str:
@@ -108,6 +116,21 @@ class WatcherSet:
     def held(self) -> int:
         """Watchers that are not stopped (what limits.maxWatchers bounds)."""
         return len(self.running) + len(self.later)
+
+    def census(self) -> dict[str, int]:
+        """Every watcher the runner has (the config's, those added at runtime) by what it does
+        now, the nonzero counts in `DOING`'s order: `running` (also starting, in backoff before a
+        restart, waiting for its file or its schedule, as `top` counts them), `error` (its file
+        cannot be read), `exited`, `fatal`, `stopped` (by `stop`, or by a reload that could not
+        start it again); once mode: `queued` (a file, read once the commands are done)."""
+        counts = dict.fromkeys(DOING, 0)
+        for rt in self.running.values():
+            counts[_doing(rt)] += 1
+        counts["queued"] += len(self.later)
+        config = self.sup.config
+        named = {*self.runtime, *(w.id for w in config.watchers if config.limits.enabled)}
+        counts["stopped"] += len(named - self.running.keys() - self.later.keys())
+        return {what: n for what, n in counts.items() if n}
 
     @property
     def notify_mode(self) -> str:
@@ -144,6 +167,7 @@ class WatcherSet:
         self.sup.tally.attach(rt.spec.id, rt.pipeline.counters)
         rt.task = self.sup.spawn(self._run(rt), rt.spec.id)
         self.running[rt.spec.id] = rt
+        self.stopped_by_request.discard(rt.spec.id)
 
     def start_later(self) -> None:
         later, self.later = self.later, {}
@@ -233,6 +257,8 @@ class WatcherSet:
         problems: list[str] = []
         if rt is None:
             return problems
+        if reason == "requested":
+            self.stopped_by_request.add(wid)
         ev = evidence_of(rt)  # before the stop: a command killed now did not run to its exit
         if rt.task is None:
             ev = replace(ev, error="it never started: the run was stopped before it")
@@ -280,6 +306,26 @@ class WatcherSet:
         for wid, result in zip(wids, results, strict=True):
             if isinstance(result, Exception):
                 self.sup.problem(f"stopping failed: {result!r}", wid)
+
+
+def _doing(rt: WatcherRuntime) -> str:
+    """A launched watcher's `census` entry: its task ended (`exited`, `fatal`), its source
+    failing (`error`: a file it cannot read; `fatal`: a command writing its start-limit
+    `stop`), else `running` (a command whose task has not begun yet is `stopped` until then)."""
+    state = str(getattr(rt.source, "state", "running"))
+    if rt.task is not None and rt.task.done():
+        return "fatal" if rt.failure is not None or state == "fatal" else "exited"
+    return state if state in ("error", "fatal") else "running"
+
+
+def counted(counts: dict[str, int]) -> tuple[str, str]:
+    """A `census` said: `N watchers`, and ` (3 running, 2 exited, 1 fatal, 1 stopped)` unless
+    every one of them runs (then ``)."""
+    n = sum(counts.values())
+    if counts.get("running", 0) == n:
+        return f"{n} watcher{'' if n == 1 else 's'}", ""
+    each = ", ".join(f"{k} {DOING[what]}" for what, k in counts.items())
+    return f"{n} watcher{'' if n == 1 else 's'}", f" ({each})"
 
 
 def _close_opened(opening: asyncio.Future[JsonlSink]) -> None:
