@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, wait_for, write_config
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 
 
 def _held(tmp_path: Path) -> tuple[dict[str, Any], Path]:
@@ -193,3 +195,36 @@ def test_status_lists_the_last_20_problems_and_counts_the_older_ones(tmp_path: P
         wait_for(cleared, "the failed reloads' problems gone, the dropped ones too")
     finally:
         assert r.stop() == 0
+
+
+def test_watchrun_status_without_an_id_shows_a_failed_reload(tmp_path: Path) -> None:
+    """README: a reload that fails is kept out and `status` lists it among the runner's
+    problems; but `watchrun status` wanted a watcher id ("the following arguments are required:
+    id"), so after `systemctl reload` no command showed that the reload had failed. Without an
+    id it shows the live runner's state, watchers and problems; with no runner, exit 3. (The
+    config no longer loads, so the output dir is named: `-c` would fail on it.)"""
+    def status(*more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([watchrun_bin(), "status", "--output-dir", ".watchrun", *more],
+                              capture_output=True, text=True, timeout=30, cwd=tmp_path)
+
+    r, config, _ = app_runner(tmp_path)
+    try:
+        r.wait_running()
+        fine = status()
+        assert (fine.returncode, fine.stdout.splitlines()[1:]) == (0, ["problems: none"]), fine
+        assert fine.stdout.startswith("runner running: 1 watcher, output dir ")
+        config.write_text("watchers: [")
+        r.send(signal.SIGHUP)
+        r.wait_log("reload failed")
+        failed = status()
+        assert failed.returncode == 0, failed.stderr
+        said = failed.stdout.splitlines()
+        assert said[1] == "problems: 1" and said[2].startswith("  - reload failed"), said
+        doc = json.loads(status("--json").stdout)
+        assert doc["state"] == "running" and doc["watchers"] == ["app"]
+        assert len(doc["problems"]) == 1 and doc["problems"][0] in said[2]
+    finally:
+        assert r.stop() == 0
+    gone = status()
+    assert gone.returncode == 3 and "no live runner" in gone.stderr, gone
+

@@ -137,8 +137,11 @@ def configure_completion(p: argparse.ArgumentParser) -> None:
 def configure_ops(kind: str) -> Callable[[argparse.ArgumentParser], None]:
     def configure(p: argparse.ArgumentParser) -> None:
         add_where_args(p)
-        if kind in ("status", "matches", "logs", "stop"):
+        if kind in ("matches", "logs", "stop"):
             p.add_argument("id", help="watcher id")
+        if kind == "status":
+            p.add_argument("id", nargs="?", help="watcher id (none: the live runner's own "
+                           "state and problems)")
         if kind in ("matches", "logs"):
             p.add_argument("--lines", type=lines_count, metavar="N",
                            help=f"how many lines, 1 to {MAX_LINES} (default limits.matchLines)")

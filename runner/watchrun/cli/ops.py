@@ -60,6 +60,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
             return _stop(where, args.id, out)
         if op == "clear":
             return _control(where.root, {"cmd": "clear", "all": bool(args.all)}, out)
+        if op == "status" and args.id is None:
+            return _runner_status(where.root, out)
     except Unanswered as exc:
         return exc.fail(out)
     from watchrun.cli.live import NoAnswer, follow, live_statuses
@@ -200,6 +202,33 @@ def _refused(out: Out, reply: dict[str, Any]) -> int:
     err: dict[str, Any] = found if isinstance(found, dict) else {}
     code = str(err.get("code") or "failed")
     return out.fail(code, str(err.get("message") or "the runner refused the request"))
+
+
+def _runner_status(root: Path, out: Out) -> int:
+    """`status` without an id: the live runner's state, its watchers and its problems (a failed
+    reload's among them until one applies); no runner is `no_runner` (exit 3)."""
+    from watchrun.match.sanitize import edge_text
+
+    reply = _ask(root, {"cmd": "status"})
+    if reply is None:
+        return _no_runner(out, root)
+    if not reply.get("ok"):
+        return _refused(out, reply)
+    doc = {k: v for k, v in reply.items() if k != "ok"}
+    if out.as_json:
+        out.doc(doc)
+        return ExitStatus.OK
+    problems = [str(p) for p in doc.get("problems") or []]
+    dropped = doc.get("problemsDropped") or 0
+    watchers = doc.get("watchers") or []
+    lines = [f"runner {edge_text(str(doc.get('state')))}: {len(watchers)} watcher"
+             f"{'' if len(watchers) == 1 else 's'}, output dir {edge_text(str(root))}",
+             f"problems: {len(problems) + dropped or 'none'}"]
+    lines += [f"  - {edge_text(p)}" for p in problems]
+    if dropped:
+        lines.append(f"  (and {dropped} older, no longer listed: see the runner's log)")
+    out.block("\n".join(lines))
+    return ExitStatus.OK
 
 
 def _no_runner(out: Out, root: Path) -> int:
