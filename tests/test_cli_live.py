@@ -233,3 +233,25 @@ def test_normal_commands_do_not_import_shtab(tmp_path: Path) -> None:
     assert p.stdout.splitlines()[-1] == "False"
 
 
+
+
+def test_status_of_a_killed_runners_command_shows_no_pid(tmp_path: Path) -> None:
+    """After the runner was SIGKILLed, `status ID` read its last snapshot, which still named
+    the command's pid (dead, and free to be reused: an operator might kill what has it now).
+    docs/control.md: `pid` is the command's process while it runs, else null."""
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "c", "command": "echo up; exec sleep 1000", "pattern": "up"}]})
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: r.matches("c"), "the command")
+        snapshot = r.out / "state" / "c.status.json"
+        wait_for(lambda: snapshot.exists() and json.loads(snapshot.read_text()).get("pid"),
+                 "its pid in its status snapshot")
+        r.send(9)
+        r.proc.wait(timeout=30)
+    finally:
+        r.close()
+    p = subprocess.run([watchrun_bin(), "status", "c", "--json", "-c", str(config)],
+                       capture_output=True, text=True, timeout=30)
+    doc = json.loads(p.stdout)
+    assert (doc.get("live"), doc.get("status"), doc.get("pid")) == (False, "stopped", None), doc

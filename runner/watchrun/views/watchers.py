@@ -37,8 +37,9 @@ def _pid_alive(pid: Any) -> bool:
 
 
 def load_statuses(root: Path) -> list[dict[str, Any]]:
-    """Every watcher's last snapshot; `live` says whether its runner still runs. Files that are
-    not a snapshot (unreadable, a symlink, not a JSON object with a string `id`) are skipped."""
+    """Every watcher's last snapshot; `live` says whether its runner still runs (when not, it is
+    `stopped` and its command has no `pid`: the runner's end ended it). Files that are not a
+    snapshot (unreadable, a symlink, not a JSON object with a string `id`) are skipped."""
     out = []
     state = root / "state"
     try:
@@ -56,6 +57,8 @@ def load_statuses(root: Path) -> list[dict[str, Any]]:
         snap["live"] = live
         if not live and snap.get("status") not in ("stopped", "exited", "fatal", "refused"):
             snap["status"] = "stopped"
+        if not live and "pid" in snap:  # its runner's end ended it (the pid may be another's)
+            snap["pid"] = None
         out.append(snap)
     return out
 
