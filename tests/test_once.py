@@ -132,7 +132,7 @@ def test_a_passing_build_exits_0_with_its_output_echoed_and_a_table(tmp_path: Pa
     report = ET.parse(tmp_path / "report.xml").getroot()  # written when the gates hold, too
     assert (report.get("tests"), report.get("failures"), len(report[0])) == ("1", "0", 0)
     assert table_row(r.out, "build") == ["build", "0", "0", "0", "pass"]
-    assert r.out.rstrip().endswith("watchrun: passed: all 1 gates hold")
+    assert r.out.rstrip().endswith("watchrun: passed: the 1 gate holds")
     assert r.took < 4.0, f"a trivial once run took {r.took:.1f}s"  # a stopTimeout wait is 5 s
 
 
@@ -147,7 +147,7 @@ def test_a_forbidden_warning_crosses_the_gate(tmp_path: Path) -> None:
     assert table_row(r.out, "build") == ["build", "1", "0", "0", "FAIL"]
     assert "  - 1 match of /warning:/ (at most 0 allowed)\n" \
            "    run 1:2: main.c:3: warning: unused x\n" in r.out
-    assert r.out.rstrip().endswith("watchrun: FAILED: 1 of 1 gates crossed")
+    assert r.out.rstrip().endswith("watchrun: FAILED: 1 of 1 gate crossed")
 
 
 def test_a_build_that_exits_1_crosses_its_exit_code_gate(tmp_path: Path) -> None:

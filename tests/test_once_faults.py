@@ -95,7 +95,7 @@ def test_a_run_interrupted_after_its_gates_held_is_no_pass_in_junit_or_the_foote
     assert proc.returncode == 3, out.decode() + err.decode()
     text = out.decode()
     assert "passed" not in text, text
-    assert "watchrun: FAILED: all 1 gates hold, but it was interrupted by SIGTERM before it " \
+    assert "watchrun: FAILED: the 1 gate holds, but it was interrupted by SIGTERM before it " \
         "ended by itself\n" in text
     root = ET.parse(tmp_path / "report.xml").getroot()
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("2", "0", "1")
@@ -153,7 +153,7 @@ def test_a_junit_report_that_could_not_be_written_is_no_pass_in_the_table(tmp_pa
              "--junit", "reports/junit.xml")
     assert r.rc == 3, r.out + r.err
     assert table_row(r.out, "build")[-1] == "pass" and "passed" not in r.out, r.out
-    assert "watchrun: FAILED: all 1 gates hold, but the JUnit report reports/junit.xml could " \
+    assert "watchrun: FAILED: the 1 gate holds, but the JUnit report reports/junit.xml could " \
         "not be written: Not a directory\n" in r.out
 
 

@@ -89,7 +89,7 @@ def test_a_once_run_whose_reader_pauses_for_good_says_its_verdict_on_stderr(
         os.close(read)
     assert proc.returncode == 1, err
     (said,) = [x for x in err.splitlines() if "stdout took nothing for 2 s" in x]
-    assert said.endswith("were not written (the JSONL has every match); FAILED: 1 of 1 gates "
+    assert said.endswith("were not written (the JSONL has every match); FAILED: 1 of 1 gate "
                          "crossed"), said
     left = int(said.split("its last ")[1].split(" lines")[0])
     assert left > 0

@@ -261,7 +261,7 @@ def test_stop_and_clear_ask_first(tmp_path: Path) -> None:
         assert notice(app) == "clear cancelled" and ids(app) == ["a", "b"]
         await pilot.press("d", "y")
         await until(pilot, lambda: ids(app) == ["a"], "b cleared")
-        assert notice(app) == "cleared 1 watchers"
+        assert notice(app) == "cleared 1 watcher"
         assert runner.records("b")[-1]["kind"] == "stop"  # its JSONL stays
         await pilot.press("q")
         await until(pilot, lambda: app.return_code == 0, "q to quit")

@@ -27,12 +27,14 @@ def footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
     gated = len(verdicts) - errors
     unfinished = "; ".join(problems) if problems else None
+    hold = "the 1 gate holds" if gated == 1 else f"all {gated} gates hold"
     if not failed and not errors:
         if unfinished is not None:
-            held = f"all {gated} gates hold, but " if gated else ""
+            held = f"{hold}, but " if gated else ""
             return f"watchrun: FAILED: {held}{unfinished}"
-        return f"watchrun: passed: all {gated} gates hold"
-    parts = [f"{failed} of {gated} gates crossed"] if failed or gated else []
+        return f"watchrun: passed: {hold}"
+    parts = [f"{failed} of {gated} gate{'' if gated == 1 else 's'} crossed"] \
+        if failed or gated else []
     if errors:
         parts.append(f"{errors} {'watcher' if errors == 1 else 'watchers'} could not run")
     if unfinished is not None:

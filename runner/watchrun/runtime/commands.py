@@ -93,7 +93,8 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
             for wid in gone:
                 del sup.set.runtime[wid]  # a cleared runtime watcher is gone for good: its
             await _forget_checkpoints(sup, gone)  # id added again is a new watcher
-        return {"ok": True, "cleared": cleared, "message": f"cleared {cleared} watchers"}
+        many = "" if cleared == 1 else "s"
+        return {"ok": True, "cleared": cleared, "message": f"cleared {cleared} watcher{many}"}
     if cmd in ("agent-send", "agent-stop"):
         if sup.hub is None:
             return _fail("not_found", "this runner has no agents")
