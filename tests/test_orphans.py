@@ -80,3 +80,32 @@ def test_previous_id_mistakes_are_errors(tmp_path: Path, watchers: list[dict[str
     result = load_config([write_config(tmp_path, {"watchers": watchers})])
     assert result.config is None
     assert any(message in d.message for d in result.errors), result.diagnostics
+
+
+def test_a_live_runners_added_watcher_is_no_orphan_and_an_ended_ones_is_named(
+        tmp_path: Path) -> None:
+    """`validate` (and a second `run`) told the operator to delete the checkpoint of every
+    watcher a live runner had added at runtime: not in the config, so "orphaned" — deleting it
+    would harm the live runner. It is that runner's; once the runner has ended, the warning
+    says the watcher was added at runtime and how to continue from it."""
+    (tmp_path / "app.log").write_text("")
+    (tmp_path / "extra.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        added = subprocess.run([watchrun_bin(), "add", "extra", "--path", "extra.log",
+                                "--pattern", "ERROR", "-c", str(config)], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=60)
+        assert added.returncode == 0, added.stderr
+        checkpoint = tmp_path / ".watchrun" / "state" / "extra.checkpoint.json"
+        snapshot = tmp_path / ".watchrun" / "state" / "extra.status.json"
+        wait_for(lambda: checkpoint.exists() and snapshot.exists(), "its checkpoint and status")
+        live = run_validate(config)
+        assert live.returncode == 0 and "checkpoint of watcher" not in live.stdout, live.stdout
+    finally:
+        assert r.stop() == 0
+    ended = run_validate(config)
+    assert ("is the checkpoint of watcher `extra`, which was added at runtime (`watchrun add`) "
+            "to a runner that has ended") in ended.stdout, ended.stdout

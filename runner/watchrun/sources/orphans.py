@@ -24,12 +24,26 @@ def orphaned(state_dir: Path, claimed: set[str]) -> list[str]:
 
 def orphan_diagnostics(config: Config) -> list[Diagnostic]:
     """A warning for each checkpoint in the output dir's state/ whose watcher is not in the
-    config (and not a watcher's previousId): what its file got since would not be read."""
+    config (and not a watcher's previousId): what its file got since would not be read. A
+    watcher added at runtime (`watchrun add`) to a runner that still runs is that runner's, not
+    an orphan: deleting its checkpoint, as the warning said, would have harmed it."""
+    from watchrun.views.watchers import load_statuses  # (only when there is a checkpoint)
+
     claimed = {w.id for w in config.watchers} | {
         w.previous_id for w in config.watchers if w.previous_id is not None}
     state = config.output.dir / "state"
-    return [Diagnostic("watchers", f"{state / (wid + SUFFIX)} is the checkpoint of watcher "
-                       f"`{wid}`, which is not in the config: if a watcher was renamed from "
-                       f"`{wid}`, set `previousId: {wid}` on it to continue from there; "
-                       "otherwise delete the file", "warning")
-            for wid in orphaned(state, claimed)]
+    found = orphaned(state, claimed)
+    added = {s["id"]: s for s in load_statuses(config.output.dir) if s.get("origin") == "runtime"
+             } if found else {}
+    out = []
+    for wid in found:
+        if added.get(wid, {}).get("live"):
+            continue  # a live runner's runtime watcher
+        why = (f"`{wid}`, which was added at runtime (`watchrun add`) to a runner that has "
+               f"ended: `watchrun add` with the same id and path continues from it; otherwise "
+               "delete the file") if wid in added else (
+               f"`{wid}`, which is not in the config: if a watcher was renamed from `{wid}`, set "
+               f"`previousId: {wid}` on it to continue from there; otherwise delete the file")
+        out.append(Diagnostic("watchers", f"{state / (wid + SUFFIX)} is the checkpoint of "
+                              f"watcher {why}", "warning"))
+    return out
