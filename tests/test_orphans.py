@@ -109,3 +109,16 @@ def test_a_live_runners_added_watcher_is_no_orphan_and_an_ended_ones_is_named(
     ended = run_validate(config)
     assert ("is the checkpoint of watcher `extra`, which was added at runtime (`watchrun add`) "
             "to a runner that has ended") in ended.stdout, ended.stdout
+    with open(tmp_path / "extra.log", "a") as fh:
+        fh.write("ERROR written while no runner ran\n")
+    r = LiveRunner(config)  # as the warning says: added again, it continues from its checkpoint
+    try:
+        r.wait_running()
+        again = subprocess.run([watchrun_bin(), "add", "extra", "--path", "extra.log",
+                                "--pattern", "ERROR", "-c", str(config)], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0, again.stderr
+        wait_for(lambda: r.matches("extra"), "the line written while no runner ran")
+    finally:
+        assert r.stop() == 0
+    assert [m["line"] for m in r.matches("extra")] == ["ERROR written while no runner ran"]
