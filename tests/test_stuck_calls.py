@@ -211,3 +211,44 @@ def test_a_loop_held_by_a_read_is_said_while_it_lasts_and_when_it_ends(tmp_path:
     assert "called from Followed._drain (watchrun/sources/followed.py:" in stalled, stalled
     assert "warning: the event loop runs again after a stall of " in text
     assert "nothing is read, recorded or answered until it returns" in stalled
+
+
+SUSPENDABLE = """
+import sys
+import watchrun.runtime.lag as lag
+lag.STALL_S = 1.0
+sys.argv = ["watchrun", *sys.argv[1:]]
+from watchrun.cli import entry
+sys.exit(entry())
+"""
+"""`watchrun` with its stalls said after 1 s (5 s in the runner)."""
+
+
+def test_a_stopped_process_is_said_as_such_not_as_a_file_system_that_does_not_answer(
+        tmp_path: Path) -> None:
+    """A runner SIGSTOPped for a while (a frozen container, `kill -STOP` by hand) said, once
+    continued, that its event loop had been held in `EpollSelector.select` "(a file system that
+    does not answer?)": an error that sent the operator looking at the disks. The guard thread
+    was stopped as well: the loop, late by more than the stall bound with the process having used
+    no CPU meanwhile, says that the whole process did not run (a warning), once it runs."""
+    (tmp_path / "app.log").write_text("")
+    cfg = write_config(tmp_path, {"watchers": [
+        {"id": "log", "path": "app.log", "pattern": "ERROR"}]})
+    with seamed_runner(SUSPENDABLE, cfg) as (proc, err):
+        wait_for(lambda: "1 watcher, 0 agents running" in "".join(err), "the start")
+        proc.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        wait_for(lambda: Path(f"/proc/{proc.pid}/stat").read_text().split(") ")[1][0] == "T",
+                 "the runner to be stopped")
+        wait_for(lambda: time.monotonic() - stopped > 3.0, "3 s of the fault")  # (its length)
+        proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: "did not run for" in "".join(err), "the stall to be said")
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    text = "".join(err)
+    assert rc == 0, text
+    assert "has not run for" not in text and "runs again" not in text, text
+    (said,) = [line for line in text.splitlines() if "did not run for" in line]
+    assert "watchrun: warning: the runner did not run for " in said and \
+        "the whole process was stopped (SIGSTOP, a frozen container or VM, a host out of CPU)" \
+        in said, said

@@ -17,22 +17,30 @@ up as that timer's lateness, to within the loop's own scheduling (~1 ms)."""
 STALL_S = 5.0
 """A loop whose timer has not run for this long is stalled (a read on a file system that
 stopped answering): the guard thread says so then, and where the loop is held."""
+OVERSLEPT_S = 1.0
+"""A guard that wakes this late, while the process used less than half that CPU time, was not
+running either: the whole process was not (SIGSTOP, a frozen container or VM, a host out of
+CPU), not its event loop alone. (One that used it was kept from the interpreter by a busy call
+that holds it: that is the loop's stall.)"""
 
 
 class LoopLag:
     """Runs as a task of the supervisor; `max_s` is exposed in `status` and the metrics.
-    `stalled(seconds, where)` is called from the guard thread once a stall passes STALL_S,
-    `resumed(seconds)` on the loop when it runs again."""
+    `stalled(seconds, where)` is called from the guard thread once a stall passes STALL_S, and
+    `resumed(seconds)` on the loop when it runs again; `suspended(seconds)` on the loop when it
+    ran that late while the process used little CPU and the guard said nothing: the whole
+    process did not run (None: such a stall is not said here)."""
 
     def __init__(self, interval_s: float = INTERVAL_S, *,
                  stalled: Callable[[float, str], None] | None = None,
-                 resumed: Callable[[float], None] | None = None) -> None:
+                 resumed: Callable[[float], None] | None = None,
+                 suspended: Callable[[float], None] | None = None) -> None:
         self.interval_s = interval_s
         self.max_s = 0.0
         """The worst lateness seen since the runner started (seconds)."""
         self.last_s = 0.0
         """The lateness of the latest tick."""
-        self._stalled, self._resumed = stalled, resumed
+        self._stalled, self._resumed, self._suspended = stalled, resumed, suspended
         self._beat = time.monotonic()  # the loop's last tick
         self._said: float | None = None  # the beat of a stall the guard has said
 
@@ -46,33 +54,43 @@ class LoopLag:
                                      name="watchrun-stall-guard", daemon=True)
             guard.start()
         try:
-            due = loop.time() + self.interval_s
+            due, cpu = loop.time() + self.interval_s, time.process_time()
             while True:
                 await asyncio.sleep(max(0.0, due - loop.time()))
                 now = loop.time()
                 self.last_s = max(0.0, now - due)
                 self.max_s = max(self.max_s, self.last_s)
-                due = now + self.interval_s
                 self._beat, said = time.monotonic(), self._said
                 if said is not None:
                     self._said = None
                     if self._resumed is not None:
                         self._resumed(self._beat - said)
+                elif self.last_s >= STALL_S and time.process_time() - cpu < self.last_s / 2 \
+                        and self._suspended is not None:  # the guard did not run either
+                    self._suspended(self.last_s)
+                due, cpu = now + self.interval_s, time.process_time()
         finally:
             stop.set()
             if guard is not None:
                 guard.join(1.0)
 
     def _guard(self, loop_thread: int, stop: threading.Event) -> None:
-        """In its own thread: a stall past STALL_S is said once, with where the loop is. It
-        wakes when the last tick is STALL_S old, about every STALL_S on a loop that runs."""
+        """In its own thread: a stall past STALL_S is said once, with where the loop is; not
+        when the guard itself woke OVERSLEPT_S late (the process did not run: the loop says
+        that). It wakes when the last tick is STALL_S old, about every STALL_S on a loop that
+        runs."""
+        due, cpu = time.monotonic(), time.process_time()
         while True:
-            beat = self._beat
-            held = time.monotonic() - beat
-            if held >= STALL_S and self._said is None and self._stalled is not None:
+            beat, now = self._beat, time.monotonic()
+            held, late = now - beat, now - due
+            overslept = late >= OVERSLEPT_S and time.process_time() - cpu < late / 2
+            if held >= STALL_S and self._said is None and self._stalled is not None and \
+                    not overslept:  # (overslept: the loop's next tick says it, if it can run)
                 self._said = beat
                 self._stalled(held, held_in(sys._current_frames().get(loop_thread)))
-            if stop.wait(STALL_S - held if held < STALL_S else STALL_S):
+            wait = STALL_S - held if held < STALL_S else STALL_S
+            due, cpu = time.monotonic() + wait, time.process_time()
+            if stop.wait(wait):
                 return
 
 

@@ -59,6 +59,13 @@ class Problems:
                        "answered until it returns", event="loop-stalled", stalledS=held_s,
                        where=where)
 
+    def suspended(self, held_s: float) -> None:
+        """From the loop-lag guard's thread: the whole process did not run for `held_s`."""
+        self.log.warning(f"the runner did not run for {held_s:.0f} s: not its event loop alone, "
+                         "the whole process was stopped (SIGSTOP, a frozen container or VM, a "
+                         "host out of CPU); nothing was read, recorded or answered meanwhile",
+                         event="loop-stalled", stalledS=held_s, cause="suspended")
+
     def resumed(self, held_s: float) -> None:
         self.log.warning(f"the event loop runs again after a stall of {held_s:.1f} s",
                          event="loop-resumed", stalledS=held_s)

@@ -70,7 +70,8 @@ class Supervisor:
         self.force_poll, self.metrics, self.guardian = force_poll, metrics, guardian
         self.state = RunnerState.STARTING
         self.problems = Problems(log)
-        self.lag = LoopLag(stalled=self.problems.stalled, resumed=self.problems.resumed)
+        self.lag = LoopLag(stalled=self.problems.stalled, resumed=self.problems.resumed,
+                           suspended=self.problems.suspended)
         self.board = StatusBoard(layout.state, clock, self.lag)
         self.sd = SdNotify()
         self.hub: AgentHub | None = None
