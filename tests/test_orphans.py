@@ -82,6 +82,14 @@ def test_previous_id_mistakes_are_errors(tmp_path: Path, watchers: list[dict[str
     assert any(message in d.message for d in result.errors), result.diagnostics
 
 
+def add_extra(config: Path) -> None:
+    """`watchrun add extra --path extra.log` on the live runner of `config`."""
+    p = subprocess.run([watchrun_bin(), "add", "extra", "--path", "extra.log", "--pattern",
+                        "ERROR", "-c", str(config)], cwd=config.parent, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+
+
 def test_a_live_runners_added_watcher_is_no_orphan_and_an_ended_ones_is_named(
         tmp_path: Path) -> None:
     """`validate` (and a second `run`) told the operator to delete the checkpoint of every
@@ -95,10 +103,7 @@ def test_a_live_runners_added_watcher_is_no_orphan_and_an_ended_ones_is_named(
     r = LiveRunner(config)
     try:
         r.wait_running()
-        added = subprocess.run([watchrun_bin(), "add", "extra", "--path", "extra.log",
-                                "--pattern", "ERROR", "-c", str(config)], cwd=tmp_path,
-                               capture_output=True, text=True, timeout=60)
-        assert added.returncode == 0, added.stderr
+        add_extra(config)
         checkpoint = tmp_path / ".watchrun" / "state" / "extra.checkpoint.json"
         snapshot = tmp_path / ".watchrun" / "state" / "extra.status.json"
         wait_for(lambda: checkpoint.exists() and snapshot.exists(), "its checkpoint and status")
@@ -114,10 +119,7 @@ def test_a_live_runners_added_watcher_is_no_orphan_and_an_ended_ones_is_named(
     r = LiveRunner(config)  # as the warning says: added again, it continues from its checkpoint
     try:
         r.wait_running()
-        again = subprocess.run([watchrun_bin(), "add", "extra", "--path", "extra.log",
-                                "--pattern", "ERROR", "-c", str(config)], cwd=tmp_path,
-                               capture_output=True, text=True, timeout=60)
-        assert again.returncode == 0, again.stderr
+        add_extra(config)
         wait_for(lambda: r.matches("extra"), "the line written while no runner ran")
     finally:
         assert r.stop() == 0

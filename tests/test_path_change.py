@@ -62,6 +62,18 @@ def set_aside_said(stderr: str, old: Path, new: Path) -> bool:
     return len(said) == 1 and str(new) in said[0]
 
 
+def matched_once(config: Path, log: Path, line: str, wid: str = "app") -> LiveRunner:
+    """A runner of `config` that matches `line` appended to `log`, then stopped (exit 0)."""
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        append(log, line)
+        wait_for(lambda: line in lines_of(r, wid), f"the match of {line!r}")
+    finally:
+        assert r.stop() == 0
+    return r
+
+
 def test_a_path_changed_by_a_reload_is_followed_from_the_end_of_the_new_file(
         tmp_path: Path) -> None:
     app, zz = logs(tmp_path)
@@ -94,13 +106,7 @@ def test_a_path_changed_while_the_runner_was_stopped_is_followed_from_its_end(
     app, zz = logs(tmp_path)
     conf = {"watchers": [{"id": "app", "path": "logs/app.log", "pattern": "L"}]}
     config = write_config(tmp_path, conf)
-    r = LiveRunner(config)
-    try:
-        r.wait_running()
-        append(app, "L on app")
-        wait_for(lambda: lines_of(r, "app") == ["L on app"], "the match on app.log")
-    finally:
-        assert r.stop() == 0
+    r = matched_once(config, app, "L on app")
     append(app, "L on app while stopped: app.log is no longer followed")
     conf["watchers"][0]["path"] = "logs/zz.log"
     write_config(tmp_path, conf)
@@ -187,13 +193,7 @@ def test_rotation_while_stopped_is_read_from_the_start_however_the_path_is_spell
     app, _ = logs(tmp_path)
     conf = {"watchers": [{"id": "app", "path": "logs/app.log", "pattern": "L"}]}
     config = write_config(tmp_path, conf)
-    r = LiveRunner(config)
-    try:
-        r.wait_running()
-        append(app, "L 1")
-        wait_for(lambda: lines_of(r, "app") == ["L 1"], "the first match")
-    finally:
-        assert r.stop() == 0
+    r = matched_once(config, app, "L 1")
     append(app, "L 2 before the rotation")
     app.rename(app.with_name("app.log.1"))
     append(app, "L 3 in the new file")
@@ -215,13 +215,7 @@ def test_a_renamed_watcher_keeps_its_position_at_the_same_path(tmp_path: Path) -
     app, zz = logs(tmp_path)
     config = write_config(tmp_path, {"watchers": [
         {"id": "api", "path": "logs/app.log", "pattern": "L"}]})
-    r = LiveRunner(config)
-    try:
-        r.wait_running()
-        append(app, "L 1")
-        wait_for(lambda: lines_of(r, "api") == ["L 1"], "the first match")
-    finally:
-        assert r.stop() == 0
+    r = matched_once(config, app, "L 1", wid="api")
     append(app, "L 2 while it was down")
     config = write_config(tmp_path, {"watchers": [  # renamed, the same file by absolute path
         {"id": "api2", "previousId": "api", "path": str(app), "pattern": "L"}]})
@@ -235,13 +229,7 @@ def test_a_renamed_watcher_keeps_its_position_at_the_same_path(tmp_path: Path) -
     append(app, "L 3 on app.log, no longer followed")
     config = write_config(tmp_path, {"watchers": [
         {"id": "api3", "previousId": "api2", "path": "logs/zz.log", "pattern": "L"}]})
-    r = LiveRunner(config)
-    try:
-        r.wait_running()
-        append(zz, "L 4")
-        wait_for(lambda: "L 4" in lines_of(r, "api3"), "the line appended to zz.log")
-    finally:
-        assert r.stop() == 0
+    r = matched_once(config, zz, "L 4", wid="api3")
     assert lines_of(r, "api3") == ["L 4"]
     assert set_aside_said(r.stderr(), app, zz), r.stderr()
 
@@ -250,13 +238,7 @@ def test_a_checkpoint_saved_without_its_path_is_applied_as_before(tmp_path: Path
     app, _ = logs(tmp_path)
     config = write_config(tmp_path, {"watchers": [
         {"id": "app", "path": "logs/app.log", "pattern": "L"}]})
-    r = LiveRunner(config)
-    try:
-        r.wait_running()
-        append(app, "L 1")
-        wait_for(lambda: lines_of(r, "app") == ["L 1"], "the first match")
-    finally:
-        assert r.stop() == 0
+    r = matched_once(config, app, "L 1")
     cp = checkpoint(tmp_path, "app")
     doc = json.loads(cp.read_text())
     doc.pop("path", None)  # as a runner before this field saved it

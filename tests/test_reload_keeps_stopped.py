@@ -31,10 +31,15 @@ def _listed(r: LiveRunner, wid: str) -> dict[str, Any]:
     return next(w for w in reply["watchers"] if w["id"] == wid)
 
 
-def _stop_ticker_then_reload(r: LiveRunner) -> None:
+def _stop_ticker(r: LiveRunner) -> None:
+    """Once the runner runs and the ticker has run once, `watchrun stop ticker`."""
     r.wait_running()
     wait_for(lambda: r.matches("ticker"), "the ticker's first run")
     assert r.control({"cmd": "stop", "id": "ticker"})["ok"]
+
+
+def _stop_ticker_then_reload(r: LiveRunner) -> None:
+    _stop_ticker(r)
     r.send(signal.SIGHUP)
     r.wait_log("reloaded:")  # the reload is over: a start it made is launched by now
 
@@ -66,9 +71,7 @@ def test_a_reload_that_changes_a_stopped_watcher_keeps_it_stopped_and_start_runs
     config = write_config(tmp_path, conf)
     r = LiveRunner(config)
     try:
-        r.wait_running()
-        wait_for(lambda: r.matches("ticker"), "the ticker's first run")
-        assert r.control({"cmd": "stop", "id": "ticker"})["ok"]
+        _stop_ticker(r)
         conf["watchers"][0] = _ticker("new")
         write_config(tmp_path, conf)
         r.send(signal.SIGHUP)
@@ -97,9 +100,7 @@ def test_a_stopped_watcher_the_reload_removes_is_gone_and_one_added_back_starts(
     config = write_config(tmp_path, conf)
     r = LiveRunner(config)
     try:
-        r.wait_running()
-        wait_for(lambda: r.matches("ticker"), "the ticker's first run")
-        assert r.control({"cmd": "stop", "id": "ticker"})["ok"]
+        _stop_ticker(r)
         ticker = conf["watchers"].pop(0)
         write_config(tmp_path, conf)
         r.send(signal.SIGHUP)
