@@ -95,6 +95,18 @@ def json_lines(stream: io.StringIO) -> list[dict[str, Any]]:
     return [json.loads(x) for x in stream.getvalue().splitlines()]
 
 
+def test_a_gap_is_a_warning_that_says_what_was_lost_and_why() -> None:
+    """A `gap` record (lines never read, records given up) was logged as "[app] gap", at info:
+    what was lost, and why, was only in the JSONL."""
+    stream = io.StringIO()
+    RunLog("text", stream=stream).event("app", "gap", {
+        "reason": "missing", "message": "app.log.1 was deleted before it was read to its end",
+        "unreadBytes": 120})
+    assert stream.getvalue().rstrip("\n").endswith(
+        "watchrun: [app] warning: gap (missing): app.log.1 was deleted before it was read to "
+        "its end"), stream.getvalue()
+
+
 def test_json_lines_carry_the_event_its_subject_and_its_fields() -> None:
     stream = io.StringIO()
     log = RunLog("json", stream=stream)

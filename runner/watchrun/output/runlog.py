@@ -240,7 +240,7 @@ class RunLog:
         the record's fields."""
         self._release(source)  # (a stop, an exit: what was not echoed is said first)
         text = describe(kind, fields)
-        if kind == "error":
+        if kind in ("error", "gap"):
             self.log("warning", kind, text, source, **fields)
         elif kind == "stop" and fields.get("reason") == "start-limit":
             self.log("error", kind, text, source, **fields)
@@ -265,6 +265,8 @@ def describe(kind: str, f: dict[str, Any]) -> str:
         return f"restarting in {f.get('delayMs')} ms (attempt {f.get('attempt')})"
     if kind == "error":
         return f"{f.get('code')}: {f.get('message')}"
+    if kind == "gap":  # (it said "gap" alone: what was lost, and why, was in the JSONL only)
+        return f"gap ({f.get('reason')}): {f.get('message')}"
     if kind == "stop":
         return f"stopped ({f.get('reason')})" + (f": {f['message']}" if f.get("message") else "")
     return kind
