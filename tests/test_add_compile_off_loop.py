@@ -6,6 +6,7 @@ Matcher made there uses."""
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import threading
@@ -122,7 +123,11 @@ def test_an_added_re2_pattern_is_not_compiled_again_on_the_loop(tmp_path: Path) 
         assert reply["ok"] is True, reply
         assert reply["watcher"]["engine"] == "re2", reply["watcher"]
         worst = max(waits)
-        assert worst < cost / 2, (
+        # a start that compiles on the loop holds a `status` for the whole compile, at least
+        # `cost` (its least); a loaded box (more runnable processes than cores) delays any
+        # reply too: 0.08 s once beside a 0.124 s compile (the fresh-clone CI, helpers running)
+        loaded = os.getloadavg()[0] >= (os.cpu_count() or 1)
+        assert worst < cost * (0.9 if loaded else 0.5), (
             f"a `status` waited {worst:.3f}s while the watcher was added and started; building "
             f"its matcher costs {cost:.3f}s, so the start compiled it on the loop "
             f"({len(waits)} replies, median {statistics.median(waits):.3f}s)")

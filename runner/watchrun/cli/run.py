@@ -92,8 +92,9 @@ def _prepare(args: argparse.Namespace
     for note in layout.fixed:
         log.warning(note)
     from watchrun.sources.orphans import orphan_diagnostics
+    from watchrun.views.watchers import added_at_runtime
 
-    for d in orphan_diagnostics(config):
+    for d in orphan_diagnostics(config, added_at_runtime):
         _diagnostic(log, d)
 
     def reload() -> object | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from watchrun.config.diagnostics import Diagnostic
@@ -22,26 +23,26 @@ def orphaned(state_dir: Path, claimed: set[str]) -> list[str]:
     return sorted(i for i in ids if ID.fullmatch(i) and i not in claimed)
 
 
-def orphan_diagnostics(config: Config) -> list[Diagnostic]:
+def orphan_diagnostics(config: Config, added: Callable[[Path], Mapping[str, bool]]
+                       ) -> list[Diagnostic]:
     """A warning for each checkpoint in the output dir's state/ whose watcher is not in the
-    config (and not a watcher's previousId): what its file got since would not be read. A
-    watcher added at runtime (`watchrun add`) to a runner that still runs is that runner's, not
-    an orphan: deleting its checkpoint, as the warning said, would have harmed it."""
-    from watchrun.views.watchers import load_statuses  # (only when there is a checkpoint)
-
+    config (and not a watcher's previousId): what its file got since would not be read.
+    `added(output dir)`: the watchers added at runtime (`watchrun add`) that its status
+    snapshots name, and whether their runner still runs (asked only when there is such a
+    checkpoint). A live runner's is that runner's, not an orphan: deleting its checkpoint, as
+    the warning said, would have harmed it."""
     claimed = {w.id for w in config.watchers} | {
         w.previous_id for w in config.watchers if w.previous_id is not None}
     state = config.output.dir / "state"
     found = orphaned(state, claimed)
-    added = {s["id"]: s for s in load_statuses(config.output.dir) if s.get("origin") == "runtime"
-             } if found else {}
+    runtime = added(config.output.dir) if found else {}
     out = []
     for wid in found:
-        if added.get(wid, {}).get("live"):
+        if runtime.get(wid):
             continue  # a live runner's runtime watcher
         why = (f"`{wid}`, which was added at runtime (`watchrun add`) to a runner that has "
                f"ended: `watchrun add` with the same id and path continues from it; otherwise "
-               "delete the file") if wid in added else (
+               "delete the file") if wid in runtime else (
                f"`{wid}`, which is not in the config: if a watcher was renamed from `{wid}`, set "
                f"`previousId: {wid}` on it to continue from there; otherwise delete the file")
         out.append(Diagnostic("watchers", f"{state / (wid + SUFFIX)} is the checkpoint of "

@@ -63,6 +63,12 @@ def load_statuses(root: Path) -> list[dict[str, Any]]:
     return out
 
 
+def added_at_runtime(root: Path) -> dict[str, bool]:
+    """The watchers of `root`'s status snapshots that were added at runtime (`watchrun add`),
+    and whether their runner still runs."""
+    return {s["id"]: bool(s["live"]) for s in load_statuses(root) if s.get("origin") == "runtime"}
+
+
 def load_status(root: Path, wid: str) -> dict[str, Any] | None:
     return next((s for s in load_statuses(root) if s.get("id") == wid), None)
 
