@@ -207,14 +207,38 @@ def test_symlinked_watchers_dir_is_refused_by_the_sink_too(tmp_path: Path) -> No
     assert list(elsewhere.iterdir()) == []
 
 
-def test_symlinked_output_dir_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("made_by", ["anyone (a directory like /tmp)", "another user"])
+def test_a_symlinked_output_dir_others_could_have_made_is_refused(tmp_path: Path,
+                                                                   made_by: str) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
     real = tmp_path / "real"
     real.mkdir(mode=0o750)
-    (tmp_path / "out").symlink_to(real, target_is_directory=True)
+    (shared / "out").symlink_to(real, target_is_directory=True)
+    if made_by.startswith("anyone"):
+        shared.chmod(0o1777)
+    elif os.geteuid() == 0:
+        os.lchown(shared / "out", 1234, 1234)
+    else:
+        pytest.skip("only root can give a link to another user")
     with pytest.raises(OutputDirError) as exc:
-        prepare_output_dir(tmp_path / "out")
+        prepare_output_dir(shared / "out")
     assert exc.value.errno_name == "ELOOP" and "give the real directory" in str(exc.value)
     assert list(real.iterdir()) == []
+
+
+def test_systemds_state_directory_link_is_the_output_dir_it_leads_to(tmp_path: Path) -> None:
+    """`DynamicUser=yes` with `StateDirectory=watchrun` (contrib/systemd) makes /var/lib/watchrun
+    a link to private/watchrun (systemd.exec(5)): refused as a symlink, the shipped unit could
+    never start (Restart=on-failure, every 2 s). A link only root or the runner could have made
+    (theirs, in a directory of theirs no one else may write to) is followed, once, at start."""
+    var_lib = tmp_path / "var" / "lib"
+    (var_lib / "private" / "watchrun").mkdir(parents=True)
+    var_lib.chmod(0o755)
+    (var_lib / "watchrun").symlink_to("private/watchrun", target_is_directory=True)
+    layout = prepare_output_dir(var_lib / "watchrun")
+    assert layout.root == var_lib / "private" / "watchrun"
+    assert sorted(p.name for p in layout.root.iterdir()) == ["agents", "state", "watchers"]
 
 
 def test_own_world_writable_dirs_are_fixed_and_said(tmp_path: Path) -> None:

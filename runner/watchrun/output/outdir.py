@@ -154,6 +154,23 @@ def _probe(path: Path, fd: int) -> None:
         os.unlink(probe, dir_fd=fd)
 
 
+def _trusted_link(root: Path) -> Path:
+    """`root`, or the directory it links to when it is a symlink only root or the runner could
+    have made (theirs, in a directory of theirs that no one else may write to): systemd's
+    `StateDirectory=` with `DynamicUser=` makes `/var/lib/NAME` such a link to
+    `private/NAME`. The directory it resolves to is then checked as any output dir; a link
+    anyone else could have made or swapped is refused (`_make_dir`)."""
+    try:
+        link, parent = os.lstat(root), os.stat(root.parent)
+    except OSError:
+        return root
+    mine = (0, os.geteuid())
+    if not stat.S_ISLNK(link.st_mode) or link.st_uid not in mine or parent.st_uid not in mine \
+            or stat.S_IMODE(parent.st_mode) & 0o022:
+        return root
+    return Path(os.path.realpath(root))
+
+
 def prepare_output_dir(root: Path) -> OutputLayout:
     """Create `root` and `watchers/`, `agents/`, `state/` under it (0750) and check they can be
     written; raise `OutputDirError` naming the path and errno otherwise.
@@ -163,7 +180,7 @@ def prepare_output_dir(root: Path) -> OutputLayout:
     directory; the runner's own directories lose group and other write bits (`layout.fixed`
     says so); other modes are kept.
     """
-    layout = layout_for(Path(os.path.abspath(root)))
+    layout = layout_for(_trusted_link(Path(os.path.abspath(root))))
     fixed: list[str] = []
     root_fd = _make_dir(layout.root, fixed)
     try:
