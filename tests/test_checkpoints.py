@@ -123,6 +123,34 @@ def test_corrupt_checkpoint_is_set_aside_with_one_problem(
     assert store.load("w") is None and len(store.problems) == 1  # now simply absent
 
 
+@pytest.mark.parametrize("planted", ["another user's", "hard-linked"])
+def test_a_checkpoint_the_runner_does_not_own_alone_is_set_aside_not_trusted(
+        tmp_path: Path, planted: str) -> None:
+    """A checkpoint decides where reading resumes: one planted by another user (a state dir
+    writable by others before the runner fixed its mode) could skip matches, and was used as
+    it was (docs/security.md: the runner's own, with a single link). It is set aside, as a
+    corrupt one is: the watcher starts without it."""
+    cp = Checkpoint(1, 2, "ab" * 32, 300, 7, "/var/log/x.log", 1024, "cd" * 32, 1024, 900, 5)
+    store = CheckpointStore(tmp_path)
+    store.save("w", FileState((cp,), 5))
+    if planted == "hard-linked":
+        os.link(store.path("w"), tmp_path / "elsewhere")
+        why = "has 2 hard links"
+    elif os.geteuid() == 0:
+        os.chown(store.path("w"), 1234, 1234)
+        why = "is owned by uid 1234, not by the runner"
+    else:
+        pytest.skip("only root can give a file to another user")
+    reader = CheckpointStore(tmp_path)
+    assert reader.load("w") is None
+    (problem,) = reader.problems
+    assert why in problem and "not trusted" in problem and "set aside" in problem, problem
+    fresh = CheckpointStore(tmp_path)
+    assert fresh.load("w") is None and fresh.problems == []  # (set aside by the first load)
+    (aside,) = tmp_path.glob("w.checkpoint.json.corrupt-*")
+    assert json.loads(aside.read_text())["seq"] == 5
+
+
 @pytest.mark.parametrize("wid", ["../escape", "a/b", "", ".hidden"])
 def test_watcher_ids_that_are_not_file_names_are_refused(tmp_path: Path, wid: str) -> None:
     with pytest.raises(ValueError, match="invalid watcher id"):

@@ -4,6 +4,7 @@ file, and the seq from which records may be read again after a crash. Saves run 
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import json
 import os
@@ -155,14 +156,17 @@ class CheckpointStore:
                 with contextlib.suppress(OSError):
                     safefs.replace(tmp, path)
                 return recovered
-            try:
-                text = safefs.read_bytes(path, MAX_FILE_BYTES).decode("utf-8", errors="replace")
+            try:  # (owned: a checkpoint decides what is read, so another user's is no guide)
+                text = safefs.read_bytes(path, MAX_FILE_BYTES, owned=True).decode(
+                    "utf-8", errors="replace")
             except FileNotFoundError:
                 return None
             except OSError as exc:
                 kind = _planted(path)
                 if kind is not None:  # in the way of every save too: moved out of it
                     self._set_aside(path, f"it is {kind}, not a checkpoint file")
+                elif isinstance(exc, safefs.UnsafePathError) and exc.errno == errno.EPERM:
+                    self._set_aside(path, f"it {exc.strerror}: not trusted")
                 else:
                     self.problems.append(f"cannot read checkpoint {path}: {exc.strerror}")
                 return None
@@ -216,7 +220,8 @@ class CheckpointStore:
 
     def _read_tmp(self, tmp: Path) -> FileState | None:
         try:
-            text = safefs.read_bytes(tmp, MAX_FILE_BYTES).decode("utf-8", errors="replace")
+            text = safefs.read_bytes(tmp, MAX_FILE_BYTES, owned=True).decode(
+                "utf-8", errors="replace")
         except OSError:
             kind = _planted(tmp)
             if kind is not None:  # a save could neither replace nor remove it
