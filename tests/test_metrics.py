@@ -164,29 +164,32 @@ def test_a_request_head_past_the_cap_gets_431() -> None:
         assert request(srv.port, "GET", "/metrics")[0] == 200  # and it goes on serving
 
 
-def test_connections_are_capped() -> None:
+def test_idle_connections_cannot_keep_a_probe_out() -> None:
+    """16 connections that send nothing (reopened as they are closed) held every slot: the 17th,
+    a liveness probe's `/livez`, was closed unanswered, over and over, and the Kubernetes
+    manifests' probe restarted a healthy runner. A new connection past the cap now cuts off the
+    oldest one still sending its request head; one whose head is in is served to its end."""
     with served(SNAPSHOT, timeout_s=60) as srv:
         idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=10)
                 for _ in range(MAX_CONNECTIONS)]
         try:
-            # accepted in order: every idle connection holds its slot before this one comes
-            try:
-                answer = raw(srv.port, b"GET /healthz HTTP/1.1\r\n\r\n")
-            except ConnectionResetError:
-                answer = b""
-            assert answer == b""  # closed unanswered
+            for _ in range(3):  # an attacker reopening what was closed changes nothing
+                assert raw(srv.port, b"GET /livez HTTP/1.1\r\n\r\n").startswith(
+                    b"HTTP/1.1 200 ")
+                idle.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
+
+            def cut_off(s: socket.socket) -> bool:
+                try:
+                    return s.recv(1) == b""
+                except ConnectionResetError:
+                    return True
+            assert all(cut_off(s) for s in idle[:3])  # the three oldest, closed to make room
+            idle[5].settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                idle[5].recv(1)  # the others still held, untouched
         finally:
             for s in idle:
                 s.close()
-
-        def served_again() -> bool:
-            try:
-                return raw(srv.port, b"GET /healthz HTTP/1.1\r\n\r\n").startswith(
-                    b"HTTP/1.1 200 ")
-            except ConnectionError:
-                return False
-
-        wait_for(served_again, "a free slot once the idle clients left")
 
 
 @pytest.mark.parametrize("sent", [b"", b"GET /metrics HTTP/1.1\r\nHost: x\r\n"])

@@ -17,7 +17,8 @@ from watchrun.runtime.accepting import Acceptor
 from watchrun.runtime.metrics_families import Snapshot, build_registry
 
 MAX_CONNECTIONS = 16
-"""Connections served at once; more are closed at once (a scraper needs one)."""
+"""Connections served at once. One more makes room by closing the oldest that has not sent its
+request head yet (idle connections cannot keep a probe out); with none such, it is closed."""
 BACKLOG = 100
 MAX_HEAD_BYTES = 8192
 """Request line and headers together; a larger request gets 431."""
@@ -55,6 +56,8 @@ class MetricsServer:
         self._socks: list[socket.socket] = []
         self._serving: list[asyncio.Task[None]] = []
         self._clients: dict[asyncio.Task[Any], asyncio.StreamWriter | socket.socket] = {}
+        self._heads: dict[asyncio.Task[Any], None] = {}
+        """Clients still sending their request head, oldest first."""
         """Each connection's task, and its writer (its socket until it has one)."""
 
     async def start(self) -> None:
@@ -73,12 +76,25 @@ class MetricsServer:
                          for sock in self._socks]
 
     def _connected(self, conn: socket.socket) -> None:
-        """Past MAX_CONNECTIONS, closed at once; else served by a task the server owns (close()
-        ends its connection and awaits it)."""
+        """Served by a task the server owns (close() ends its connection and awaits it). Past
+        MAX_CONNECTIONS, the oldest client still sending its request head is cut off to make
+        room (16 idle connections, reopened as they were closed, kept /livez from answering
+        and a liveness probe restarted a healthy runner); with none such, closed at once."""
         if len(self._clients) >= MAX_CONNECTIONS:
-            conn.close()
-            return
-        self._clients[asyncio.ensure_future(self._client(conn))] = conn
+            if not self._heads:
+                conn.close()
+                return
+            oldest = next(iter(self._heads))
+            del self._heads[oldest]
+            held = self._clients.pop(oldest)  # (a task not started yet runs no `finally`)
+            if isinstance(held, socket.socket):
+                held.close()
+            else:
+                held.transport.abort()
+            oldest.cancel()
+        task = asyncio.ensure_future(self._client(conn))
+        self._clients[task] = conn
+        self._heads[task] = None  # (from its accept: many are accepted before any task runs)
 
     async def _client(self, conn: socket.socket) -> None:
         task = asyncio.current_task()
@@ -107,6 +123,7 @@ class MetricsServer:
             writer.transport.abort()
         finally:
             self._clients.pop(task, None)
+            self._heads.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -116,6 +133,11 @@ class MetricsServer:
         try:
             head = await _read_head(reader)
         except ValueError:
+            head = None
+        finally:  # (its head is in: served, not cut off to make room)
+            if (task := asyncio.current_task()) is not None:
+                self._heads.pop(task, None)
+        if head is None:
             return "", _plain("431 Request Header Fields Too Large", "request head too large\n")
         parts = head[0].split(" ") if head else []
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
