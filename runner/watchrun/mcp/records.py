@@ -13,10 +13,11 @@ __all__ = ["SEED_STATUS", "watch_record"]
 SEED_STATUS = {
     "running": "running", "starting": "running", "backoff": "running", "waiting": "running",
     "exited": "exited", "stopped": "stopped", "fatal": "error", "refused": "error",
-    "error": "error",
+    "error": "error", "paused": "error",
 }
 """watchrun's statuses → the seed's four: a watcher at work (also while it waits for a missing
-file, a restart delay or its schedule) is running; one that failed is error."""
+file, a restart delay or its schedule) is running; one that failed, or whose records cannot be
+written (`paused`), is error."""
 
 
 def watch_record(snap: dict[str, Any]) -> dict[str, Any]:

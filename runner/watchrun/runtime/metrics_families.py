@@ -105,7 +105,8 @@ def _watchers(live: dict[str, dict[str, Any]],
               totals: dict[str, dict[str, Any]]) -> Iterable[Metric]:
     ids = sorted(set(live) | set(totals))
     up = GaugeMetricFamily("watchrun_watcher_up", "1 while the watcher runs and can look at "
-                           "its source (0: stopped, failed, backing off).", labels=["watcher"])
+                           "its source and write its records (0: stopped, failed, backing off, "
+                           "its disk full).", labels=["watcher"])
     last = GaugeMetricFamily("watchrun_last_match_timestamp_seconds", "When the last match was "
                              "recorded (Unix time; 0 before the first).", labels=["watcher"])
     for wid in ids:

@@ -220,6 +220,8 @@ class StatusBoard:
         state = getattr(src, "state", None)
         status = "stopped" if entry.stopped else "fatal" if entry.failed else \
             str(state) if state is not None else "running"
+        if status == "running" and entry.pipeline.writer.failing:
+            status = "paused"  # (its records cannot be written: reading waits for them)
         snap: dict[str, Any] = {
             "schema": 1,
             "id": spec.id,

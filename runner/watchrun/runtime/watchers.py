@@ -164,10 +164,25 @@ class WatcherSet:
 
     def launch(self, rt: WatcherRuntime) -> None:
         self.sup.board.add(rt.spec, rt.pipeline, rt.source, rt.engine, self.origin(rt.spec.id))
+        self._report_writes(rt)
         self.sup.tally.attach(rt.spec.id, rt.pipeline.counters)
         rt.task = self.sup.spawn(self._run(rt), rt.spec.id)
         self.running[rt.spec.id] = rt
         self.stopped_by_request.discard(rt.spec.id)
+
+    def _report_writes(self, rt: WatcherRuntime) -> None:
+        """A write that fails (a full disk) is a problem of the runner's (the log, `status`,
+        the watcher's `lastError` and status `paused`), and said again when it writes."""
+        wid, sup = rt.spec.id, self.sup
+
+        def failing(msg: str) -> None:
+            sup.problem(f"cannot write records: {msg}", wid)
+
+        def recovered() -> None:
+            sup.log.info("writing records again", wid)
+            sup.board.touch(wid, now=True)
+
+        rt.pipeline.writer.on_error, rt.pipeline.writer.on_recovered = failing, recovered
 
     def start_later(self) -> None:
         later, self.later = self.later, {}

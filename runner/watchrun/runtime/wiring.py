@@ -119,15 +119,8 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
            on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
            on_event: Callable[[WatcherSpec, str, dict[str, Any]], None]) -> WatcherRuntime:
     wid = spec.id
-
-    def on_error(msg: str) -> None:
-        log.error(f"cannot write records: {msg}", wid)
-
-    def on_recovered() -> None:
-        log.info("writing records again", wid)
-
-    writer = AsyncWriter(sink, on_error=on_error, on_recovered=on_recovered,
-                         give_up_after=ONCE_WRITE_S if once else None)
+    writer = AsyncWriter(sink, give_up_after=ONCE_WRITE_S if once else None)  # (its failures
+    # are reported by the watcher set, which launches it: `WatcherSet.launch`)
     matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive, store=seams.databases)
     gate = spec.gate
     require = None
@@ -185,8 +178,11 @@ FILE_DOWN_STATES = {"waiting", "error", "stopped"}
 
 
 def counters_of(rt: WatcherRuntime) -> dict[str, Any]:
-    """A live watcher for the metrics endpoint: `up` while its task runs and its source can
-    look (a command starting, running or waiting for its schedule; a file being followed)."""
+    """A live watcher for the metrics endpoint: `up` while its task runs, its records can be
+    written and its source can look (a command starting, running or waiting for its schedule;
+    a file being followed)."""
+    if rt.pipeline.writer.failing:  # (reading is paused until they can: a full disk)
+        return {"up": False}
     state = getattr(rt.source, "state", None)
     if rt.spec.kind == "command":
         looks = str(state) in UP_STATES

@@ -16,7 +16,7 @@ Paint = Callable[[str, str], str]
 _SGR = {"green": "32", "yellow": "33", "red": "31", "dim": "2"}
 STATUS_COLOUR = {
     "running": "green", "waiting": "yellow", "starting": "yellow", "backoff": "yellow",
-    "error": "red", "fatal": "red", "refused": "red", "failed": "red",
+    "error": "red", "paused": "red", "fatal": "red", "refused": "red", "failed": "red",
     "stopped": "dim", "exited": "dim", "idle": "dim", "done": "green",
 }
 
