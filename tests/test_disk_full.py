@@ -5,6 +5,7 @@ record for their seqs. The tmpfs fills, then grows (remount with a bigger size).
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from recordcheck import validate_records
 from test_metrics import free_port, scrape
 from tmpfs import fill, grow, mount_tmpfs, umount
 
+from watchrun.output import safefs
 from watchrun.output.outdir import prepare_output_dir
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
@@ -138,6 +140,7 @@ def test_runner_on_a_full_disk_pauses_stops_and_loses_nothing(tmp_path: Path) ->
             assert r.proc.wait(timeout=20) == 0, r.stderr()
         finally:
             r.close()
+        assert not [p.name for p in (mnt / "out").rglob("*.tmp")]  # (none left to pile up)
         recs = validate_records(jsonl, contiguous=False)
         assert 200 <= len([x for x in recs if x["kind"] == "match"]) < 2200  # it did fill
         grow(mnt, "8m")
@@ -194,6 +197,19 @@ def test_a_full_disk_is_said_by_list_status_and_metrics_while_it_lasts(tmp_path:
             assert r.stop() == 0, r.stderr()
     finally:
         umount(mnt)
+
+
+def test_a_replace_that_finds_the_disk_full_leaves_no_tmp_file(tiny_fs: Path) -> None:
+    """Status snapshots and checkpoints are replaced through a tmp file: on a full disk the
+    write fails, the old file stays, and no empty `.NAME.tmp` is left to pile up."""
+    target = tiny_fs / "app.status.json"
+    safefs.write_atomic(target, b"old\n")
+    fill(tiny_fs)
+    with pytest.raises(OSError) as err:
+        safefs.write_atomic(target, b"new " * 4096)
+    assert err.value.errno == errno.ENOSPC
+    assert target.read_bytes() == b"old\n"
+    assert sorted(p.name for p in tiny_fs.iterdir()) == ["app.status.json", "filler"]
 
 
 def listed(cwd: Path) -> dict[str, dict[str, Any]]:

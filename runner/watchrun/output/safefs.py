@@ -159,19 +159,24 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o640, tmp: Path | None
     """Replace `path` with `data` so a reader sees the old file or the new one, never half:
     written to `tmp` (default `.NAME.tmp` beside it) with no symlink followed, fsynced (unless
     not `sync`), renamed over `path` (and the directory fsynced too with `sync_dir`: the rename
-    survives a crash)."""
+    survives a crash). A write that fails (a full disk) leaves no `tmp` behind."""
     tmp = tmp if tmp is not None else path.with_name(f".{path.name}.tmp")
     fd = create_exclusive(tmp, mode)
     try:
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    replace(tmp, path)
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            unlink(tmp)
+        raise
     if sync_dir:
         fsync_dir(path.parent)
 
