@@ -11,12 +11,14 @@ import io
 import json
 import os
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from liverunner import watchrun_bin, write_config
 
 import watchrun.runtime.control as control
 from watchrun.output.runlog import RunLog
@@ -233,6 +235,23 @@ def test_a_planted_symlink_at_the_socket_path_is_replaced_never_connected_throug
         asyncio.run(main())
         with pytest.raises(BlockingIOError):
             other.accept()  # nobody connected to it
+
+
+def test_a_planted_symlink_at_the_lock_path_is_refused_by_its_own_name(tmp_path: Path) -> None:
+    """`control.lock` a symlink: the runner refuses to start (it would create or lock the
+    link's target) and names the lock, not the socket beside it; the target is not made."""
+    (tmp_path / "a.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "a", "path": str(tmp_path / "a.log"), "pattern": "E"}]})
+    out = tmp_path / ".watchrun"
+    out.mkdir(mode=0o750)
+    (out / "control.lock").symlink_to(tmp_path / "target")
+    res = subprocess.run([watchrun_bin(), "run", "-c", str(config)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 3, res.stderr
+    assert f"control socket {out / 'control.sock'}: {out / 'control.lock'}: is a symlink (to " \
+        f"{tmp_path / 'target'})" in res.stderr, res.stderr
+    assert not (tmp_path / "target").exists()
 
 
 def test_is_live_is_bounded_when_the_listeners_backlog_is_full(tmp_path: Path) -> None:
