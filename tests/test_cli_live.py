@@ -96,6 +96,25 @@ def test_a_live_runner_through_the_cli(tmp_path: Path) -> None:
         assert r.stop() == 0
 
 
+def test_stop_of_a_watcher_whose_command_had_exited_says_it_was_not_running(
+        tmp_path: Path) -> None:
+    """A command that exited (restart `never`) is `exited` in `list`: `stop` said "stopped
+    once" and `wasRunning: true`, as if it had ended something. It says it was not running."""
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "once", "command": "echo done", "pattern": "ERROR"}]}, "live.yaml")
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        wait_for(lambda: listed(tmp_path)["once"]["status"] == "exited", "the command exited")
+        p = wr(tmp_path, "stop", "once", "-c", "live.yaml", "--json")
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout) == {"id": "once", "stopped": True, "wasRunning": False,
+                                        "message": "once is already stopped (it had exited)"}
+        assert listed(tmp_path)["once"]["status"] == "stopped"
+    finally:
+        assert r.stop() == 0, r.stderr()
+
+
 def test_the_demo_starts_without_a_warning(tmp_path: Path) -> None:
     """The first lines of `watchrun -c watch.yaml.example`: its log file is usually not there
     yet (the demo's writer starts at the same time), which the demo expects; that is said at

@@ -355,7 +355,7 @@ def test_a_stop_sent_while_a_restart_holds_the_watcher_stops_it(tmp_path: Path) 
         restart.join(DEADLINE_S)
         stop.join(DEADLINE_S)
         assert replies["restart"]["ok"] is True
-        assert replies["stop"] == {"ok": True, "message": "stopped c"}
+        assert replies["stop"] == {"ok": True, "wasRunning": True, "message": "stopped c"}
         assert r.control({"cmd": "status"})["watchers"] == []
         (record,) = r.control({"cmd": "list"})["watchers"]
         assert record["status"] == "stopped"

@@ -150,7 +150,8 @@ def _stop(where: Where, wid: str, out: Out) -> int:
     known = _known_watchers(where)
     reply = _ask(where.root, {"cmd": "stop", "id": wid})
     if isinstance(reply, dict) and reply.get("ok"):
-        return _done(out, {"id": wid, "stopped": True, "wasRunning": True,
+        return _done(out, {"id": wid, "stopped": True,
+                           "wasRunning": reply.get("wasRunning") is not False,
                            "message": str(reply.get("message", f"stopped {wid}"))})
     if wid not in known:
         return out.fail("not_found", f"no watcher {wid!r} (known: {', '.join(known) or 'none'})",

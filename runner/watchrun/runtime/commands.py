@@ -14,7 +14,7 @@ from watchrun.runtime.control import PEER_PID
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.problems import Problems
 from watchrun.runtime.status import StatusBoard
-from watchrun.runtime.watchers import WatcherSet
+from watchrun.runtime.watchers import WatcherSet, ended
 
 if TYPE_CHECKING:
     from watchrun.agents.hub import AgentHub
@@ -81,8 +81,13 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         async with sup.changing:  # looked for in turn: a restart or reload may be starting it
             if wid not in sup.watchers:
                 return _fail("not_found", f"no running watcher {wid!r}")
+            how = ended(sup.watchers[wid])  # (its task ended: stopped now, but it did not run)
             await sup.stop_watcher(wid, reason="requested")
-        return {"ok": True, "message": f"stopped {wid}"}
+        if how is not None:
+            had = "exited" if how == "exited" else "failed"
+            return {"ok": True, "wasRunning": False,
+                    "message": f"{wid} is already stopped (it had {had})"}
+        return {"ok": True, "wasRunning": True, "message": f"stopped {wid}"}
     if cmd == "clear":
         async with sup.changing:
             if req.get("all", False):

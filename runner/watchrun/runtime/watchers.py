@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from watchrun.runtime.pipeline import WatcherPipeline
     from watchrun.sources.command import Echo
 
-__all__ = ["Owner", "WatcherSet", "counted", "counters_of", "finish"]
+__all__ = ["Owner", "WatcherSet", "counted", "counters_of", "ended", "finish"]
 
 STOP_RECORD_S = 5.0
 """How long a `stop` record may wait for its sink (a full disk) before the stop goes on."""
@@ -323,14 +323,20 @@ class WatcherSet:
                 self.sup.problem(f"stopping failed: {result!r}", wid)
 
 
+def ended(rt: WatcherRuntime) -> str | None:
+    """How a launched watcher's task ended (`exited`, `fatal`); None while it runs."""
+    if rt.task is None or not rt.task.done():
+        return None
+    state = str(getattr(rt.source, "state", "running"))
+    return "fatal" if rt.failure is not None or state == "fatal" else "exited"
+
+
 def _doing(rt: WatcherRuntime) -> str:
     """A launched watcher's `census` entry: its task ended (`exited`, `fatal`), its source
     failing (`error`: a file it cannot read; `fatal`: a command writing its start-limit
     `stop`), else `running` (a command whose task has not begun yet is `stopped` until then)."""
     state = str(getattr(rt.source, "state", "running"))
-    if rt.task is not None and rt.task.done():
-        return "fatal" if rt.failure is not None or state == "fatal" else "exited"
-    return state if state in ("error", "fatal") else "running"
+    return ended(rt) or (state if state in ("error", "fatal") else "running")
 
 
 def counted(counts: dict[str, int]) -> tuple[str, str]:
