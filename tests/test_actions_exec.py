@@ -5,10 +5,13 @@ and the stop discipline of command watchers (TERM, grace, KILL) on timeout and a
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -17,7 +20,12 @@ from liverunner import alive
 from tmpfs import fill
 from webhook_server import receiver
 
+from watchrun.actions.reactor import ActionRuntime
+from watchrun.actions.results import Result
+from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
+from watchrun.match.redact import Redactor
+from watchrun.output.runlog import RunLog
 
 PY = sys.executable
 DUMP = ("import sys, os, json; data = sys.stdin.read(); "
@@ -348,4 +356,78 @@ def test_a_stop_on_a_full_disk_does_not_wait_for_the_action_records(
             await asyncio.wait_for(rig.hub.shutdown(), 5.0)
         assert not alive(int(pidfile.read_text()))
         assert "action record(s) given up" in rig.log.getvalue()
+    asyncio.run(body())
+
+
+def test_a_firing_is_recorded_before_the_drops_it_causes(tmp_path: Path) -> None:
+    """`queue: 0`: the first match goes out, the next one, while it runs, is dropped. The
+    `action-dropped` record came first (the firing waited in the queue for its worker to run)
+    and the firing said `dropped: 1`, as if dropped before it."""
+    gate = tmp_path / "go"
+    script = f"while [ ! -e {gate} ]; do sleep 0.02; done"
+
+    async def body() -> None:
+        spec = watcher(program(tmp_path, "sh", "-c", script, queue=0, concurrency=1))
+        async with Rig(tmp_path, spec) as rig:
+            await until(lambda: rig.hub.running, "the hub to run")
+            rig.deliver("ERROR 1")
+            rig.deliver("ERROR 2")  # (before the first one's worker ran)
+            await rig.wait("action-dropped")
+            gate.touch()
+            await rig.wait("action-result")
+            kinds = [(r["kind"], r.get("firing"), r.get("dropped"), r.get("count"))
+                     for r in rig.records() if r["kind"].startswith("action-")]
+            assert kinds == [("action-fired", 1, 0, 1), ("action-dropped", None, None, 1),
+                             ("action-result", 1, None, None)], kinds
+    asyncio.run(body())
+
+
+def test_a_second_worker_takes_a_firing_while_the_first_has_not_run(tmp_path: Path) -> None:
+    """`queue: 0, concurrency: 2`: two matches in a row. The first firing was counted twice
+    until its worker ran (in the queue, and as the worker), so the second was dropped with a
+    worker free."""
+    gate = tmp_path / "go"
+    script = f"touch started.$WATCHRUN_FIRING; while [ ! -e {gate} ]; do sleep 0.02; done"
+
+    async def body() -> None:
+        spec = watcher(program(tmp_path, "sh", "-c", script, queue=0, concurrency=2))
+        async with Rig(tmp_path, spec) as rig:
+            await until(lambda: rig.hub.running, "the hub to run")
+            rig.deliver("ERROR 1")
+            rig.deliver("ERROR 2")
+            await until(lambda: len(list(tmp_path.glob("started.*"))) == 2, "two running")
+            gate.touch()
+            results = await rig.wait("action-result", 2)
+            assert {r["status"] for r in results} == {"ok"}
+            assert rig.records("action-dropped") == []
+    asyncio.run(body())
+
+
+def test_a_firing_whose_worker_never_ran_still_gets_its_result(tmp_path: Path) -> None:
+    """A firing went out (`action-fired`) and its worker was cancelled before it ran (a stop
+    in the same turn of the loop): its `action-result` says `cancelled`, none is missing, and
+    the worker no longer counts as busy."""
+    records: list[tuple[str, dict[str, Any]]] = []
+
+    class Host:
+        clock, log, redactor, running = SystemClock(), RunLog(stream=io.StringIO()), \
+            Redactor(()), True
+
+        def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+            return asyncio.ensure_future(coro)
+
+        async def execute(self, *args: Any) -> Result:
+            raise AssertionError("never carried out")
+
+    async def body() -> None:
+        spec = program(tmp_path, "true")
+        action = ActionRuntime(watcher(spec), spec, Host(),  # type: ignore[arg-type]
+                               lambda kind, fields: records.append((kind, fields)), {}, 10)
+        action.offer(Rig(tmp_path, watcher(spec)).matches("ERROR 1"))
+        (worker,) = action.workers
+        worker.cancel()  # (before it ran)
+        await asyncio.gather(worker, return_exceptions=True)
+        assert [(k, f["firing"], f.get("status")) for k, f in records] == [
+            ("action-fired", 1, None), ("action-result", 1, "cancelled")]
+        assert not action.busy
     asyncio.run(body())

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from watchrun.actions.payload import Outgoing
 from watchrun.actions.program import run_program
@@ -71,8 +72,9 @@ class ActionHub:
     def running(self) -> bool:
         return self._tg is not None and not self._stop.is_set()
 
-    def spawn(self, coro: Awaitable[None], name: str) -> asyncio.Task[None]:
-        """A task owned by the hub's TaskGroup (only while `running`)."""
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """A task owned by the hub's TaskGroup (only while `running`); `coro` is closed when a
+        cancel comes before it ran (no "never awaited" warning)."""
         assert self._tg is not None
 
         async def owned() -> None:
@@ -83,7 +85,9 @@ class ActionHub:
             finally:
                 self.changed.set()
 
-        return self._tg.create_task(owned(), name=name)
+        task = self._tg.create_task(owned(), name=name)
+        task.add_done_callback(lambda _: coro.close())
+        return task
 
     def counter(self, wid: str, action: str) -> dict[str, int]:
         """The counts of one action; they outlive reloads (metrics never go back)."""

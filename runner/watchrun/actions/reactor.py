@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from watchrun.actions.payload import Context, Outgoing, build
@@ -35,10 +37,25 @@ class Host(Protocol):
     @property
     def running(self) -> bool: ...
 
-    def spawn(self, coro: Awaitable[None], name: str) -> asyncio.Task[None]: ...
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]: ...
 
     async def execute(self, spec: ActionSpec, outgoing: Outgoing, on_retry: Callable[
                       [int, float, str], None]) -> Result: ...
+
+
+_CANCELLED = Result("cancelled", error={"code": "cancelled", "message": "the runner stopped "
+                                       "(or a reload changed the action) while it ran"})
+
+
+@dataclass(slots=True)
+class _Begun:
+    """A firing that went out (`action-fired` written): its number, payload and start."""
+
+    n: int
+    outgoing: Outgoing
+    started: float
+    carried: bool = False
+    """Its worker ran it (and records its `action-result`, cancelled too)."""
 
 
 class ActionRuntime:
@@ -56,6 +73,7 @@ class ActionRuntime:
         self._unrecorded = [0, 0]  # dropped but not in an `action-dropped` record yet
         self._drop_recorded_at = float("-inf")
         self._who = f"action {spec.name}"
+        self._starting = False
         self.closing = False
         """Set when its watcher's actions close: no firing starts from then on (a record of
         another action's cancelled firing kicks the workers)."""
@@ -151,22 +169,44 @@ class ActionRuntime:
 
     # -- carrying firings out ----------------------------------------------------------------
     def start_workers(self) -> None:
-        """Up to `concurrency` workers while firings wait (once the owner runs)."""
-        while self.queue and len(self.workers) < self.spec.concurrency and self.host.running \
-                and not self.closing:
-            self.workers.add(self.host.spawn(self._work(),
-                                             f"action:{self.watcher.id}:{self.spec.name}"))
-
-    async def _work(self) -> None:
+        """Up to `concurrency` workers while firings wait (once the owner runs). A worker's
+        first firing is taken from the queue here, its `action-fired` record written now: a
+        firing dropped because of it is recorded after it, and a free worker is never counted
+        as taken by a firing still in the queue."""
+        if self._starting:  # (called again from within: the fired record kicks the workers)
+            return
+        self._starting = True
         try:
+            while self.queue and len(self.workers) < self.spec.concurrency and \
+                    self.host.running and not self.closing:
+                first = self._begin(self.queue.popleft())
+                task = self.host.spawn(self._work(first),
+                                       f"action:{self.watcher.id}:{self.spec.name}")
+                self.workers.add(task)
+                task.add_done_callback(partial(self._worker_done, first))
+        finally:
+            self._starting = False
+
+    def _worker_done(self, first: _Begun, task: asyncio.Task[None]) -> None:
+        """A worker cancelled before it ran (a stop right after a match): its first firing
+        still gets its `action-result`, and the worker no longer counts as busy."""
+        self.workers.discard(task)
+        if not first.carried:
+            first.carried = True
+            self._result(first.n, _CANCELLED, first.started)
+
+    async def _work(self, first: _Begun) -> None:
+        try:
+            await self._carry(first)
             while self.queue:
-                await self._fire(self.queue.popleft())
+                await self._carry(self._begin(self.queue.popleft()))
         finally:  # at once, so a firing queued from now on starts a worker of its own
             task = asyncio.current_task()
             if task is not None:
                 self.workers.discard(task)
 
-    async def _fire(self, firing: Firing) -> None:
+    def _begin(self, firing: Firing) -> _Begun:
+        """A firing goes out: counted, its `action-fired` record written, its payload built."""
         self._count("fired")
         n, clock = self.counts["fired"], self.host.clock  # (counts outlive a reload)
         self._record_dropped(clock.monotonic())  # (before the firing that says how many)
@@ -185,7 +225,12 @@ class ActionRuntime:
         many = "es" if firing.count != 1 else ""
         self.host.log.info(f"{self._who} fired ({firing.reason}, {firing.count} match{many})",
                            self.watcher.id, event="action-fired", action=self.spec.name)
-        started = clock.monotonic()
+        return _Begun(n, outgoing, clock.monotonic())
+
+    async def _carry(self, begun: _Begun) -> None:
+        """Send a begun firing and record its `action-result`."""
+        begun.carried = True
+        n, outgoing, started = begun.n, begun.outgoing, begun.started
 
         def retry(attempt: int, delay: float, why: str) -> None:
             self.host.log.warning(f"{self._who} firing {n}: {why}; attempt {attempt} in "
@@ -194,9 +239,7 @@ class ActionRuntime:
         try:
             result = await self.host.execute(self.spec, outgoing, retry)
         except asyncio.CancelledError:
-            self._result(n, Result("cancelled", error={
-                "code": "cancelled", "message": "the runner stopped (or a reload changed the "
-                "action) while it ran"}), started)
+            self._result(n, _CANCELLED, started)
             raise
         except Exception as exc:  # a bug must not stop the other firings
             result = Result("failed", error={"code": "internal", "message": repr(exc)})
