@@ -189,7 +189,7 @@ async def _step(fn: Callable[[], Awaitable[Any]], what: str) -> Any:
     except (OSError, SinkWriteError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         named = getattr(exc, "filename", None)
-        if named is not None and str(named) not in what:  # (the step's other file: its lock)
+        if named is not None and str(named) not in what + why:  # (another file: its lock)
             why = f"{named}: {why}"
         raise StartupError(f"{what}: {why}{_short_of_files(exc)}") from exc
 
