@@ -292,7 +292,8 @@ def test_a_once_run_whose_agent_cannot_write_ends_and_fails(tmp_path: Path) -> N
 def test_a_runner_whose_agent_cannot_write_still_stops_on_sigterm(tmp_path: Path) -> None:
     """The stop waited for every agent record to be written: on a full disk, SIGTERM did not
     end the runner (the ending turn waited for its records). Now a stop gives the agents'
-    writes CLOSE_WRITE_S, then they give up (exit 3: records were lost)."""
+    writes CLOSE_WRITE_S, then they give up (exit 3: records were lost). Meanwhile `status`
+    lists the agent's failing writes as a problem."""
     mnt = tmp_path / "mnt"
     mount_tmpfs(mnt, "256k")
     try:
@@ -309,6 +310,9 @@ def test_a_runner_whose_agent_cannot_write_still_stops_on_sigterm(tmp_path: Path
             fill(mnt, leave=8192)
             log.write_text("E one\n")
             r.wait_log("[ag] error: cannot write records: ENOSPC")
+            problems = cli(tmp_path, "status", "--json")["problems"]  # (said there too)
+            assert any(p.startswith("agent ag: cannot write records: ENOSPC")
+                       for p in problems), problems
             r.send(signal.SIGTERM)
             assert r.proc.wait(timeout=20) == 3, r.stderr()
         finally:

@@ -5,7 +5,7 @@ agent loop and plan."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import msgspec
@@ -37,9 +37,12 @@ class AgentHub:
     """Every agent of the config; the supervisor calls `deliver` with each watcher's matches."""
 
     def __init__(self, config: Config, layout: OutputLayout, log: RunLog, clock: Clock,
-                 spawner: Spawner, *, once: bool = False) -> None:
+                 spawner: Spawner, *, once: bool = False,
+                 problem: Callable[[str], None] | None = None) -> None:
         self.config, self.layout, self.log = config, layout, log
         self.clock, self.spawner, self.once = clock, spawner, once
+        self.problem = problem
+        """Keeps a problem for the runner's `status` (logged here already)."""
         self._agents: dict[str, AgentState] = {}
         self.changed = asyncio.Event()
         self._unknown: set[tuple[str, str]] = set()
@@ -52,10 +55,11 @@ class AgentHub:
 
     @classmethod
     async def open(cls, config: Config, layout: OutputLayout, log: RunLog, clock: Clock,
-                   spawner: Spawner, *, once: bool = False) -> AgentHub:
+                   spawner: Spawner, *, once: bool = False,
+                   problem: Callable[[str], None] | None = None) -> AgentHub:
         """A hub with every agent of `config` open; when one cannot be opened, those opened
         before it are closed again and the error is raised."""
-        hub = cls(config, layout, log, clock, spawner, once=once)
+        hub = cls(config, layout, log, clock, spawner, once=once, problem=problem)
         try:
             for spec in config.agents:
                 hub._agents[spec.name] = await hub._open(spec)
@@ -71,6 +75,14 @@ class AgentHub:
                                      self.config.output, self.config.limits.max_line_bytes,
                                      self.log, self.clock,
                                      give_up_after=ONCE_WRITE_S if self.once else None)
+        if self.problem is not None:  # (a full disk: `status` says so while the log did)
+            logged, keep = rec.writer.on_error, self.problem
+
+            def failing(msg: str) -> None:
+                if logged is not None:
+                    logged(msg)
+                keep(f"agent {spec.name}: cannot write records: {msg}")
+            rec.writer.on_error = failing
         a = AgentState(spec, rec, h.tracker, TurnWindow(spec.max_turns), turns=h.turns,
                        tokens=h.tokens, last_reply=h.reply)
         a.rec.emit("status", {"status": "idle", "source": "runner"})

@@ -36,9 +36,13 @@ class Problems:
     def report(self, message: str, wid: str | None = None, event: str = "message") -> None:
         """One line in the log; kept for `status` (the oldest kept one let go, and counted)."""
         self.log.error(message, wid, event=event)
+        self.keep(f"{wid}: {message}" if wid else message)
+
+    def keep(self, text: str) -> None:
+        """Kept for `status`, not logged (its owner logged it: an agent's stream)."""
         if len(self._kept) == KEEP:
             self._dropped[_head(self._kept[0])] += 1
-        self._kept.append(f"{wid}: {message}" if wid else message)
+        self._kept.append(text)
 
     def forget(self, head: str) -> None:
         """Problems of this head that are no longer so, listed or dropped (a reload that

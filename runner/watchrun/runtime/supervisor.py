@@ -210,7 +210,8 @@ class Supervisor:
         from watchrun.agents.hub import AgentHub  # only when agents are configured
 
         self.hub = await AgentHub.open(self.config, self.layout, self.log.scoped("agent"),
-                                       self.clock, self.spawner, once=self.once)
+                                       self.clock, self.spawner, once=self.once,
+                                       problem=self.problems.keep)
         self.hub_task = self.spawn(self.hub.run(), "agents")
 
     def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
