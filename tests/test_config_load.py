@@ -271,15 +271,22 @@ def test_yaml_12_scalars_and_merge_keys(tmp_path: Path) -> None:
 
 def test_gate(tmp_path: Path) -> None:
     text = ("watchers:\n  - {id: a, command: make, pattern: x, "
-            "gate: {maxMatches: 0, exitCode: true, require: 'ok$'}}\n"
-            "  - {id: b, path: b.log, pattern: x, gate: {}}\n")
-    result = load_config([write(tmp_path, "w.yaml", text)], env={})
-    a, b = result.require().watchers
+            "gate: {maxMatches: 0, exitCode: true, require: 'ok$'}}\n")
+    (a,) = load_config([write(tmp_path, "w.yaml", text)], env={}).require().watchers
     assert a.gate == GateSpec(max_matches=0, exit_code=True, require="ok$")
-    assert b.gate == GateSpec()
-    assert [(d.path, d.message) for d in result.warnings] == [
-        ("watchers[1].gate", "has no condition (maxMatches, exitCode: true or require): "
-         "it can never be crossed")]
+
+
+@pytest.mark.parametrize("gate", ["{}", "{exitCode: false}", "{maxMatches: null}"])
+def test_a_gate_without_a_condition_is_refused(tmp_path: Path, gate: str) -> None:
+    """A gate that can never be crossed passed every CI run (a warning only): a gate that
+    cannot look is an error, not a pass."""
+    text = f"watchers:\n  - {{id: b, command: make, pattern: x, gate: {gate}}}\n"
+    result = load_config([write(tmp_path, "w.yaml", text)], env={})
+    assert not result.ok
+    assert [(d.path, d.message) for d in result.errors if d.path == "watchers[0].gate"] == [
+        ("watchers[0].gate", "has no condition: a gate that can never be crossed would pass "
+         "every run; set maxMatches (0: any match crosses it), exitCode: true or require, or "
+         "remove the gate")]
 
 
 def test_nothing_to_run_is_a_warning(tmp_path: Path) -> None:

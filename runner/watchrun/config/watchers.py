@@ -174,8 +174,9 @@ def _gate(ctx: Ctx, p: KeyPath, raw: Any) -> GateSpec | None:
     require = raw.get("require")
     exit_code = raw.get("exitCode") is True
     if not isinstance(max_matches, int) and not exit_code and not isinstance(require, str):
-        ctx.report.warning(p, "has no condition (maxMatches, exitCode: true or require): "
-                           "it can never be crossed")
+        ctx.report.error(p, "has no condition: a gate that can never be crossed would pass "
+                         "every run; set maxMatches (0: any match crosses it), exitCode: true "
+                         "or require, or remove the gate")
     return GateSpec(
         max_matches=max_matches if isinstance(max_matches, int) else None,
         exit_code=exit_code,
