@@ -11,7 +11,8 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.agents.providers.usage import UsageTracker
+from watchrun.agents.providers.usage import Usage, UsageTracker
+from watchrun.agents.tally import Tally
 from watchrun.clock import Clock, parse_ts
 from watchrun.output.records import iter_records
 
@@ -31,6 +32,8 @@ class History(Struct):
     reply: str = ""
     open_turn: dict[str, Any] | None = None
     """A `dispatch-start` with no `dispatch-finished`: the runner stopped during that turn."""
+    open_tally: Tally | None = None
+    """What the open turn's records add up to (its usage and answer so far)."""
     queued: list[dict[str, Any]] = field(default_factory=list)
     """Deliveries (plan steps among them) still `queued` when the runner stopped."""
 
@@ -55,12 +58,15 @@ async def read_history(path: Path) -> History:
                 with contextlib.suppress(ValueError):
                     h.tracker.learn(r)
             elif kind == "dispatch-start":
-                h.turns, h.open_turn = h.turns + 1, r
+                h.turns, h.open_turn, h.open_tally = h.turns + 1, r, Tally()
             elif kind == "dispatch-finished":
                 h.tokens += r["tokens"] if isinstance(r.get("tokens"), int) else 0
                 h.reply = str(r.get("reply") or "")
                 if h.open_turn is not None and h.open_turn.get("turnId") == r.get("turnId"):
-                    h.open_turn = None
+                    h.open_turn = h.open_tally = None
+            if h.open_tally is not None and h.open_turn is not None and \
+                    r.get("turnId") == h.open_turn.get("turnId") and isinstance(kind, str):
+                h.open_tally.note(kind, r)
     h.queued = list(queued.values())
     return h
 
@@ -70,13 +76,23 @@ def settle_history(emit: Callable[[str, Mapping[str, Any]], object], h: History,
     """Close the turn a stopped runner left open, and drop the deliveries it left queued."""
     if h.open_turn is not None:
         started = parse_ts(h.open_turn.get("ts"))
-        emit("dispatch-finished", {
+        tally = h.open_tally or Tally()
+        counted = tally.usage  # (what its records said: never its final totals, so inexact)
+        usage = Usage(counted.input, counted.cached, counted.output, complete=False)
+        reply, cut = tally.reply()
+        fields: dict[str, Any] = {
             "turnId": h.open_turn.get("turnId"), "status": "cancelled", "completed": False,
-            "usage": {"input": 0, "cached": 0, "output": 0, "complete": False}, "tokens": 0,
+            "usage": usage.fields(), "tokens": usage.tokens,
             "durationMs": 0 if started is None else max(0, round((clock.now() - started) * 1000)),
-            "exitCode": None, "signal": None, "reply": "",
+            "exitCode": None, "signal": None, "reply": reply,
             "error": {"code": "runner-restarted",
-                      "message": "the runner stopped before this turn ended"}})
+                      "message": "the runner stopped before this turn ended"}}
+        if cut:
+            fields["replyTruncated"] = True
+        emit("dispatch-finished", fields)
+        h.tokens += usage.tokens
+        h.reply = reply
+        h.open_turn = h.open_tally = None
     keep = ("deliveryId", "watcher", "source", "label", "count", "lines", "overflow", "planId")
     for d in h.queued:
         emit("delivery", {**{k: d[k] for k in keep if k in d}, "deliveryState": "dropped",
