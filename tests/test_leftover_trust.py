@@ -74,12 +74,14 @@ def test_a_groups_file_that_is_not_the_runners_own_is_not_believed(
         leftover_groups(path)
 
 
+@pytest.mark.parametrize("name", ["processes.json", "agent-ag.processes.json"])
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "another user's file"])
 def test_a_run_ends_no_process_a_planted_groups_file_names(
-        tmp_path: Path, victim: subprocess.Popen[bytes], kind: str) -> None:
+        tmp_path: Path, victim: subprocess.Popen[bytes], kind: str, name: str) -> None:
+    """The runner's own groups file, and an `agent run`'s (read by every runner that starts)."""
     out = tmp_path / "out"
     layout = prepare_output_dir(out)
-    plant(kind, layout.state / "processes.json", dead_runner_doc(victim))
+    plant(kind, layout.state / name, dead_runner_doc(victim))
     (tmp_path / "app.log").write_text("")
     cfg = write_config(tmp_path, {"output": {"dir": str(out)}, "watchers": [
         {"id": "app", "path": str(tmp_path / "app.log"), "pattern": "ERROR"}]})
@@ -87,6 +89,6 @@ def test_a_run_ends_no_process_a_planted_groups_file_names(
                          text=True, timeout=60, check=False)  # a FIFO must not hang it
     assert res.returncode == 0, res.stderr
     assert victim.poll() is None, "the victim named by a planted file was ended"
-    assert f"{layout.state / 'processes.json'}: " in res.stderr
+    assert f"{layout.state / name}: " in res.stderr
     assert "not trusted, so no process it names is ended" in res.stderr
     assert "Traceback" not in res.stderr

@@ -20,8 +20,11 @@ from watchrun.config.model import AgentSpec, Config
 from watchrun.match.sanitize import edge_text
 from watchrun.output.outdir import OutputDirError, OutputLayout, prepare_output_dir
 from watchrun.output.runlog import RunLog
+from watchrun.output.safefs import UnsafePathError
 from watchrun.output.sink import SinkWriteError
 from watchrun.output.writer import ONCE_WRITE_S
+from watchrun.process.groups import GroupRegistry, agent_processes, end_leftovers
+from watchrun.process.guard import LazyGuardian
 from watchrun.process.spawn import Spawner, become_subreaper
 from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
@@ -54,7 +57,9 @@ async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, pr
     rec, history = await open_recorder(layout.jsonl("agent", spec.name), spec.name,
                                        config.output, config.limits.max_line_bytes, log, clock,
                                        give_up_after=ONCE_WRITE_S)  # (one turn: it must end)
-    spawner = Spawner()
+    guardian, registry = await _own_processes(layout, spec.name,
+                                              config.limits.stop_timeout_ms / 1000, log)
+    spawner = Spawner(registry)
     runner = TurnRunner(spec, config.limits, rec, spawner, clock, history.tracker)
 
     def interrupted(sig: signal.Signals) -> None:
@@ -70,8 +75,31 @@ async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, pr
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        await asyncio.to_thread(guardian.close)
         await rec.close()
     return result, rec.failed
+
+
+async def _own_processes(layout: OutputLayout, name: str, grace_s: float, log: RunLog
+                         ) -> tuple[LazyGuardian, GroupRegistry]:
+    """As a runner owns its children (runtime/startup.py): what a SIGKILLed `agent run` of
+    this agent left running is ended first (its groups file, read once the stream's lock is
+    ours), and this turn's groups are recorded there and told to a guardian that ends them if
+    this process is SIGKILLed."""
+    path = layout.state / agent_processes(name)
+    try:
+        pid, ended = await asyncio.to_thread(end_leftovers, path, grace_s)
+    except UnsafePathError as exc:
+        log.warning(f"{exc.filename}: {exc.strerror}; not trusted, so no process it names is "
+                    "ended", name)
+    else:
+        if ended:
+            log.warning(f"ended {ended} processes left running by a previous `agent run` "
+                        f"(pid {pid}) of {name}", name)
+    guardian = LazyGuardian(lambda problem: log.warning(
+        f"{problem}; if this process is SIGKILLed, the agent's processes are ended by the "
+        "next `agent run` of it or runner of this output dir", name))
+    return guardian, GroupRegistry(path, guardian.tell, log.warning, guardian.start)
 
 
 def turn_doc(name: str, result: TurnResult) -> dict[str, Any]:

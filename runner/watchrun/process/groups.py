@@ -21,7 +21,11 @@ from typing import NamedTuple
 from watchrun.output import safefs
 from watchrun.process.tree import LINUX, Stat, read_table, spawn_id_of, start_time
 
-__all__ = ["Group", "GroupRegistry", "end_groups", "leftover_groups", "members"]
+__all__ = ["PROCESSES", "Group", "GroupRegistry", "agent_processes", "end_groups",
+           "end_leftovers", "leftover_groups", "members"]
+
+PROCESSES = "processes.json"
+"""The runner's groups file, in the output dir's `state/`."""
 
 PROCESSES_BYTES = 16 << 20
 """A groups file is read up to this much (a runner's own holds a few hundred bytes a group)."""
@@ -121,6 +125,19 @@ def leftover_groups(path: Path) -> tuple[int | None, list[Group]]:
     if start_time(pid) == start:
         return pid, []
     return pid, groups
+
+
+def agent_processes(name: str) -> str:
+    """The groups file of `agent run NAME` (its own: it may run beside a runner whose config
+    does not name the agent)."""
+    return f"agent-{name}.{PROCESSES}"
+
+
+def end_leftovers(path: Path, grace_s: float) -> tuple[int | None, int]:
+    """End what a dead recorder of `path` left running: (its pid, processes signalled).
+    Blocking: run it in a thread. Raises `UnsafePathError` as `leftover_groups` does."""
+    pid, groups = leftover_groups(path)
+    return pid, end_groups(groups, grace_s) if groups else 0
 
 
 class GroupRegistry:

@@ -19,7 +19,7 @@ from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.safefs import UnsafePathError
 from watchrun.output.sink import SinkWriteError
-from watchrun.process.groups import GroupRegistry, end_groups, leftover_groups
+from watchrun.process.groups import PROCESSES, GroupRegistry, agent_processes, end_leftovers
 from watchrun.process.guard import LazyGuardian
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.control import ControlServer
@@ -29,7 +29,6 @@ from watchrun.runtime.watchers import WatcherSet, finish
 
 __all__ = ["StartupError", "start_or_stop"]
 
-PROCESSES = "processes.json"
 """Under state/: the process groups of the live runner (see `process.groups`)."""
 
 
@@ -159,20 +158,21 @@ async def _close_board(sup: Starting) -> None:
 
 async def _end_leftovers(sup: Starting) -> None:
     """Process groups a previous runner of this output dir left (it was SIGKILLed, and so was
-    its guardian) are ended before their watchers start again. A groups file that is not the
-    runner's own (a planted symlink, FIFO or another user's file) is not believed: said, and
-    nothing is signalled."""
-    try:
-        pid, groups = leftover_groups(sup.layout.state / PROCESSES)
-    except UnsafePathError as exc:
-        sup.log.warning(f"{exc.filename}: {exc.strerror}; not trusted, so no process it names "
-                        "is ended")
-        return
-    if groups:
-        grace = sup.config.limits.stop_timeout_ms / 1000
-        ended = await asyncio.to_thread(end_groups, groups, grace)
+    its guardian) are ended before their watchers start again, and so are those a killed
+    `agent run` left. A groups file that is not the runner's own (a planted symlink, FIFO or
+    another user's file) is not believed: said, and nothing is signalled."""
+    state = sup.layout.state
+    grace = sup.config.limits.stop_timeout_ms / 1000
+    for path in [state / PROCESSES, *sorted(state.glob(agent_processes("*")))]:
+        try:
+            pid, ended = await asyncio.to_thread(end_leftovers, path, grace)
+        except UnsafePathError as exc:
+            sup.log.warning(f"{exc.filename}: {exc.strerror}; not trusted, so no process it "
+                            "names is ended")
+            continue
         if ended:
-            sup.log.warning(f"ended {ended} processes left running by a previous runner "
+            who = "runner" if path.name == PROCESSES else "`agent run`"
+            sup.log.warning(f"ended {ended} processes left running by a previous {who} "
                             f"(pid {pid}) of this output dir")
 
 
