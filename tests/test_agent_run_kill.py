@@ -5,6 +5,7 @@ was left."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -39,6 +40,16 @@ def _setup(tmp_path: Path) -> tuple[Path, Path]:
     return pids, config
 
 
+def _recorded(config: Path) -> bool:
+    """The agent's group is in `agent run`'s groups file (written just after the spawn: a kill
+    before that is the one moment nothing names the group, as for a runner)."""
+    path = config.parent / ".watchrun" / "state" / "agent-work.processes.json"
+    try:
+        return bool(json.loads(path.read_text())["groups"])
+    except (OSError, ValueError):
+        return False
+
+
 def _agent_run(config: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([watchrun_bin(), "agent", "run", "work", "-c", str(config),
                              "--prompt", "go"], stdout=subprocess.DEVNULL,
@@ -49,7 +60,7 @@ def test_sigkill_of_agent_run_ends_the_agents_processes(tmp_path: Path) -> None:
     pids, config = _setup(tmp_path)
     proc = _agent_run(config)
     try:
-        wait_for(lambda: len(_three(pids)) == 3, "the agent's tree to be up")
+        wait_for(lambda: len(_three(pids)) == 3 and _recorded(config), "the agent's tree")
         guardian_of(proc.pid)
         proc.kill()
         proc.wait()
@@ -68,7 +79,7 @@ def test_what_a_killed_agent_run_and_its_guardian_left_is_ended_next_time(
     pids, config = _setup(tmp_path)
     first = _agent_run(config)
     try:
-        wait_for(lambda: len(_three(pids)) == 3, "the agent's tree to be up")
+        wait_for(lambda: len(_three(pids)) == 3 and _recorded(config), "the agent's tree")
         leader, *kids = _three(pids)
         os.kill(guardian_of(first.pid), signal.SIGKILL)
         first.kill()
