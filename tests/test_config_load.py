@@ -139,8 +139,10 @@ def test_agent_defaults(tmp_path: Path, provider: str, argv: tuple[str, ...]) ->
         ("\"my-cli --name 'two words' {prompt}\"", ("my-cli", "--name", "two words", "{prompt}"),
          None),
         ("[my-cli, '--prompt={prompt}']", ("my-cli", "--prompt={prompt}"), None),
-        ("my-cli --json", ("my-cli", "--json", "{prompt}"),
-         "has no {prompt} placeholder: the prompt is appended as the last argument"),
+        ("my-cli --json", ("my-cli", "--json"), None),  # (the prompt: on its stdin)
+        ("my-cli --json\n    pty: true", ("my-cli", "--json", "{prompt}"),
+         "has no {prompt} placeholder, and under `pty` its stdin is the terminal: the prompt "
+         "is appended as the last argument"),
     ],
 )
 def test_agent_command(tmp_path: Path, command: str, argv: tuple[str, ...],

@@ -548,6 +548,29 @@ def test_a_prompt_too_big_for_one_argument_is_cut_in_its_middle_not_refused_by_e
     assert f"{prompt['cutBytes']} bytes cut from the middle of its prompt" in r.err
 
 
+def test_a_command_without_prompt_gets_the_whole_prompt_on_its_stdin(tmp_path: Path) -> None:
+    """The cut's warning says to leave `{prompt}` out to get the prompt on stdin, but the prompt
+    was then appended as the last argument and cut all the same: there was no way to give an
+    agent a long prompt whole. Without `{prompt}` it is on stdin, nothing cut."""
+    (tmp_path / "app.log").write_text("".join(f"ERROR {i} {'z' * 50_000}\n" for i in range(3)))
+    echo = ("import sys; a = sys.stdin.read(); print(len(a.encode()), len(sys.argv), "
+            "a.startswith('Fix these:\\nERROR 0 z'), a.endswith('\\nThen run the tests.'))")
+    config = {
+        "watchers": [{"id": "log", "path": "app.log", "pattern": "ERROR", "fromStart": True,
+                      "wake": "fixer"}],
+        "agents": [{"name": "fixer", "provider": "generic", "prompt": "Fix these:\n{matches}\n"
+                    "Then run the tests.", "command": [sys.executable, "-c", echo]}],
+    }
+    r = once(tmp_path, config)
+    assert r.rc == 0, r.out + r.err
+    records = read_records(tmp_path / ".watchrun" / "agents" / "fixer.jsonl")
+    (said,) = [x["text"] for x in records if x["kind"] == "text"]
+    (prompt,) = [x for x in records if x["kind"] == "prompt"]
+    assert "cutBytes" not in prompt and "cut from the middle" not in r.err
+    assert said.split() == [str(len(prompt["text"].encode())), "1", "True", "True"], said
+    assert len(prompt["text"].encode()) > 150_000
+
+
 def test_files_are_scanned_after_the_commands_that_write_them(tmp_path: Path) -> None:
     config = {"watchers": [
         {"id": "build", "command": "echo compiling; echo 'ERROR in build.log' > build.log; "

@@ -195,10 +195,10 @@ def _agent_command(ctx: Ctx, p: KeyPath, a: CMap) -> tuple[str, ...] | None:
         argv = tuple(raw)
     else:
         return None  # the schema reported it
-    if not any("{prompt}" in arg for arg in argv):
-        ctx.report.warning((*p, "command"), "has no {prompt} placeholder: the prompt is "
-                           "appended as the last argument")
-        argv = (*argv, "{prompt}")
+    if not any("{prompt}" in arg for arg in argv) and a.get("pty") is True:
+        ctx.report.warning((*p, "command"), "has no {prompt} placeholder, and under `pty` its "
+                           "stdin is the terminal: the prompt is appended as the last argument")
+        argv = (*argv, "{prompt}")  # (without `pty`, the prompt goes to its stdin whole)
     if any("{prompt}" in argv[i] for i in script_indexes(argv)):
         ctx.report.error((*p, "command"), "has {prompt} inside the script of a shell's -c: "
                          "the shell would read matched log text as commands; pass the prompt as "
