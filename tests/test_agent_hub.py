@@ -161,6 +161,48 @@ def test_max_turns_refusal_drops_and_records(tmp_path: Path) -> None:
     assert "wake turn refused: maxTurns reached (1 turns" in h.stream.getvalue()
 
 
+def test_max_turns_counts_the_turns_before_a_restart(tmp_path: Path) -> None:
+    """A runner that restarts (a crash loop, a deploy) gave each agent a fresh hour: with
+    `maxTurns: 2`, two turns, a restart, and two more ran. The turns its records show in the
+    last hour count; older ones do not."""
+    cfg = config(tmp_path, spec(tmp_path, max_turns=2))
+    path = prepare_output_dir(tmp_path / "out").jsonl("agent", "triage")
+    start = time.time()
+
+    class Then:
+        at = start - 7200.0
+
+        def now(self) -> float:
+            return self.at
+
+        def monotonic(self) -> float:
+            return time.monotonic()
+
+    then = Then()
+    with JsonlSink(path, "triage", max_bytes=1 << 30, keep=1, clock=then) as sink:
+        for i, age in enumerate((7200.0, 600.0), 1):  # two hours ago (out), ten minutes ago
+            then.at = start - age
+            sink.write("dispatch-start", {"turnId": f"turn-{i}", "trigger": "wake",
+                                          "deliveries": [], "command": ["x"], "pid": 1,
+                                          "pty": False, "provider": "mock"})
+            sink.write("dispatch-finished", {
+                "turnId": f"turn-{i}", "status": "done", "completed": True, "usage": {
+                    "input": 0, "cached": 0, "output": 0, "complete": True}, "tokens": 0,
+                "durationMs": 1, "exitCode": 0, "signal": None, "reply": ""})
+
+    async def body(h: Harness) -> None:
+        h.hub.deliver(watcher(), m("first"))
+        await h.wait_for("dispatch-finished", 3)  # (the one turn left this hour)
+        h.hub.deliver(watcher(), m("second"))
+        await h.hub.idle()
+
+    h = hub_test(tmp_path, cfg, body, once=True)
+    recs = h.records()
+    assert len(of(recs, "dispatch-start")) == 3
+    (dropped,) = deliveries(recs, "dropped")
+    assert (dropped["reason"], dropped["lines"]) == ("max-turns", ["second"])
+
+
 def test_send_queues_a_manual_turn(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
         assert h.hub.send("triage", "check the deploy {label}")["ok"] is True

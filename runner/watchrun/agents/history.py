@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from watchrun.output.records import iter_records
 
 __all__ = ["HISTORY_SLICE", "History", "read_history", "settle_history"]
 
+MAX_TURNS = 10_000
+"""The most `maxTurns` can be (its clamp): the turn starts a history keeps."""
 HISTORY_SLICE = 1024
 """Records of an agent's history read between two turns of the loop (~3 ms here)."""
 
@@ -36,6 +39,8 @@ class History(Struct):
     """What the open turn's records add up to (its usage and answer so far)."""
     queued: list[dict[str, Any]] = field(default_factory=list)
     """Deliveries (plan steps among them) still `queued` when the runner stopped."""
+    starts: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
+    """When its last turns started (Unix time): `maxTurns` counts them after a restart."""
 
 
 async def read_history(path: Path) -> History:
@@ -59,6 +64,9 @@ async def read_history(path: Path) -> History:
                     h.tracker.learn(r)
             elif kind == "dispatch-start":
                 h.turns, h.open_turn, h.open_tally = h.turns + 1, r, Tally()
+                started = parse_ts(r.get("ts"))
+                if started is not None:
+                    h.starts.append(started)
             elif kind == "dispatch-finished":
                 h.tokens += r["tokens"] if isinstance(r.get("tokens"), int) else 0
                 h.reply = str(r.get("reply") or "")

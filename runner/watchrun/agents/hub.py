@@ -83,8 +83,11 @@ class AgentHub:
                     logged(msg)
                 keep(f"agent {spec.name}: cannot write records: {msg}")
             rec.writer.on_error = failing
-        a = AgentState(spec, rec, h.tracker, TurnWindow(spec.max_turns), turns=h.turns,
-                       tokens=h.tokens, last_reply=h.reply)
+        window = TurnWindow(spec.max_turns)
+        now = self.clock.now()
+        window.seed((now - t for t in h.starts), self.clock.monotonic())
+        a = AgentState(spec, rec, h.tracker, window, turns=h.turns, tokens=h.tokens,
+                       last_reply=h.reply)
         a.rec.emit("status", {"status": "idle", "source": "runner"})
         return a
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from msgspec import Struct, field
@@ -156,6 +156,13 @@ class TurnWindow:
         self.max_turns = max_turns
         self.window_s = window_s
         self._starts: deque[float] = deque()
+
+    def seed(self, ages_s: Iterable[float], now: float) -> None:
+        """Turns that started `ages_s` seconds ago (an earlier runner's, from the agent's
+        records): a restart does not give an agent a fresh hour."""
+        for age in sorted((max(0.0, a) for a in ages_s), reverse=True):
+            if age < self.window_s:
+                self._starts.append(now - age)
 
     def _prune(self, now: float) -> None:
         while self._starts and self._starts[0] <= now - self.window_s:
