@@ -257,6 +257,9 @@ def _session_run(version: str, total: tuple[int, int, int]) -> list[str]:
     ("2.1.280", ("claude", "-p", "{prompt}"), True),  # a fresh session: its total is exact
     ("2.1.280", ("claude", "-p", "{prompt}", "--resume", "S"), False),  # may include others
     ("2.1.63", ("claude", "-p", "{prompt}", "--continue"), True),  # old builds count from 0
+    # a shell's `-c` is not claude's (`-c` is --continue): a fresh session, exact
+    ("2.1.280", ("sh", "-c", 'claude -p "$1"', "sh", "{prompt}"), True),
+    ("2.1.280", ("sh", "-c", 'claude -p "$1" -r "$2"', "sh", "{prompt}", "-r"), False),
 ])
 def test_result_totals_make_the_turn_usage_exact(version: str, argv: tuple[str, ...],
                                                  exact: bool) -> None:

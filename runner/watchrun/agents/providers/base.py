@@ -19,6 +19,7 @@ from watchrun.agents.providers.toolinfo import (
     summary,
 )
 from watchrun.agents.providers.usage import Usage, UsageTracker
+from watchrun.config.shellwords import script_indexes
 
 __all__ = [
     "KINDS",
@@ -194,8 +195,10 @@ class JsonAdapter:
         return []
 
     def resumed(self, *flags: str) -> bool:
-        """True when the argv template resumes an earlier session (one of `flags`)."""
-        return any(arg in flags for arg in self.argv[1:])
+        """True when the argv template resumes an earlier session (one of `flags`), looked for
+        past a shell's `-c SCRIPT` when one runs it (`sh -c` is no `-c` of the provider's)."""
+        start = max(script_indexes(self.argv), default=0) + 1
+        return any(arg in flags for arg in self.argv[start:])
 
     def raw(self, line: str, reason: str, **extra: Any) -> Observation:
         return observation("raw", value=line[:PREVIEW_CHARS], reason=reason,
