@@ -145,7 +145,8 @@ def test_agent_run_stops_a_daemon_that_left_the_session_and_environment(tmp_path
 def test_a_script_whose_interpreter_is_missing_says_so(tmp_path: Path, first_line: bytes,
                                                        interpreter: str, by_path: bool) -> None:
     """exec(2) says ENOENT for a script whose #! interpreter does not exist: `agent run` said
-    the script itself was "not found", which is right there. It names the interpreter now."""
+    the script itself was "not found", which is right there. It names the interpreter now, and
+    exits 3 (a command that cannot start, docs/cli.md), not 1 (a turn that ran and failed)."""
     script = tmp_path / "bin" / "agent-cli"
     script.parent.mkdir()
     script.write_bytes(first_line + b"echo hi\n")
@@ -157,7 +158,7 @@ def test_a_script_whose_interpreter_is_missing_says_so(tmp_path: Path, first_lin
     shown = str(script) if by_path else "agent-cli"
     message = (f"cannot start {shown!r}: executable {script}: its #! interpreter "
                f"{interpreter} was not found (ENOENT)")
-    assert (run.returncode, run.stderr) == (1, f"watchrun: error: agent a: turn-1 failed: "
+    assert (run.returncode, run.stderr) == (3, f"watchrun: error: agent a: turn-1 failed: "
                                                f"{message}\n")
     (err,) = of(records(tmp_path), "error")
     assert (err["code"], err["message"]) == ("ENOENT", message)

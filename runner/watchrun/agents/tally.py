@@ -32,6 +32,8 @@ class TurnResult(Struct, frozen=True):
     duration_ms: int
     stop_reason: str | None = None
     error: dict[str, str] | None = None
+    started: bool = True
+    """False when its process could not be started (ENOENT, EACCES, …)."""
 
 
 class Tally:

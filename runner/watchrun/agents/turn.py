@@ -271,4 +271,5 @@ class TurnRunner:
         self.out.emit("status", {"status": "idle", "source": "runner"})
         await self.out.flush()
         return TurnResult(self.turn_id, status, completed, fin["reply"], usage, info.exit_code,
-                          info.signal, duration, self.stop_reason, fin.get("error"))
+                          info.signal, duration, self.stop_reason, fin.get("error"),
+                          started=info.status != "not-started")

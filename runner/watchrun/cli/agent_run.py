@@ -117,8 +117,9 @@ def turn_doc(name: str, result: TurnResult) -> dict[str, Any]:
 
 def cmd_agent_run(args: argparse.Namespace) -> int:
     """Exit 0 when the turn is done (the reply is printed), 1 when it failed, 130 when it was
-    interrupted, 2 for a config error or an unknown agent, 3 when it cannot run at all (another
-    process, `agent run` or a runner, writing the agent's records among the reasons)."""
+    interrupted, 2 for a config error or an unknown agent, 3 when it cannot run at all (its
+    command cannot start; another process, `agent run` or a runner, writing the agent's
+    records)."""
     out = Out.for_args(args)
     loaded = load_config([Path(p) for p in args.config], output_dir=args.output_dir,
                          cache=True)
@@ -157,7 +158,8 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
                         calls=workers.stuck)
     if lost is not None:  # a turn whose records were given up is no turn to report
         return out.fail("write_failed", f"agent {spec.name}: {lost}")
-    status = 0 if result.status == "done" else 130 if result.status == "cancelled" else 1
+    status = 0 if result.status == "done" else 130 if result.status == "cancelled" else \
+        1 if result.started else 3  # (a command that cannot start is a runtime failure)
     if out.as_json:
         out.doc(turn_doc(spec.name, result))
     elif result.reply:
