@@ -110,3 +110,26 @@ def test_what_a_killed_agent_run_and_its_guardian_left_is_ended_next_time(
         for pid in _three(pids):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_agent_stop_names_the_agent_run_that_runs_the_turn(tmp_path: Path) -> None:
+    """With no runner, `agent stop` said "no running turn" (exit 0) while an `agent run` was
+    in the middle of one: a script took it for nothing running. It names that process."""
+    pids, config = _setup(tmp_path)
+    proc = _agent_run(config)
+    try:
+        wait_for(lambda: len(_three(pids)) == 3 and _recorded(config), "the agent's tree")
+        stop = subprocess.run([watchrun_bin(), "agent", "stop", "work", "-c", str(config)],
+                              capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+        assert stop.returncode == 3, stop.stderr
+        assert (f"work's turn is run by another process (pid {proc.pid}), not a runner: stop it "
+                f"with Ctrl-C there, or `kill -INT {proc.pid}`") in stop.stderr
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=DEADLINE_S) == 130
+        stop = subprocess.run([watchrun_bin(), "agent", "stop", "work", "-c", str(config)],
+                              capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+        assert (stop.returncode, stop.stdout) == (
+            0, "work has no running turn (no runner is live on this output dir)\n"), stop.stderr
+    finally:
+        proc.kill()
+        proc.wait()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from watchrun.output import safefs
 
-__all__ = ["StreamBusyError", "StreamLock", "lock_path"]
+__all__ = ["StreamBusyError", "StreamLock", "held_by", "lock_path"]
 
 _MODE = 0o640
 
@@ -63,6 +63,24 @@ class StreamLock:
         fd, self._fd = self._fd, -1
         if fd >= 0:
             os.close(fd)
+
+
+def held_by(stream: Path, name: str) -> StreamBusyError | None:
+    """Whether a live process writes the agent's records (`agent run`, when no runner answers):
+    a shared lock is tried and let go at once, so a writer is never kept out for long."""
+    try:
+        fd = safefs.open_read(lock_path(stream))
+    except OSError:  # (none yet: nobody has written the agent's records)
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return StreamBusyError(name, stream, _holder(fd))
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def _holder(fd: int) -> int | None:

@@ -287,6 +287,15 @@ def _agent_control(args: argparse.Namespace, out: Out) -> int:
                            "message": str(reply.get("message", f"stopped {name}'s turn"))})
     if reply is not None and _code(reply) != "not_found":
         return _refused(out, reply)
+    if reply is None:  # no runner: an `agent run` may have the agent
+        from watchrun.agents.streamlock import held_by
+
+        busy = held_by(where.root / "agents" / f"{name}.jsonl", name)
+        if busy is not None:
+            how = f"Ctrl-C there, or `kill -INT {busy.pid}`" if busy.pid else "Ctrl-C there"
+            return out.fail("agent_busy", f"{name}'s turn is run by another process"
+                            f"{f' (pid {busy.pid})' if busy.pid else ''}, not a runner: "
+                            f"stop it with {how}", name=name, pid=busy.pid)
     why = "no runner is live on this output dir" if reply is None else "nothing to stop"
     return _done(out, {"name": name, "stopped": False,
                        "message": f"{name} has no running turn ({why})"})
