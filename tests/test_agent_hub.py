@@ -203,6 +203,27 @@ def test_max_turns_counts_the_turns_before_a_restart(tmp_path: Path) -> None:
     assert (dropped["reason"], dropped["lines"]) == ("max-turns", ["second"])
 
 
+def test_a_running_turns_tokens_count_in_the_snapshot(tmp_path: Path) -> None:
+    """`agent list` showed TOKENS 0 for the whole of a running turn, though its `usage`
+    records were written: a long turn's spend was invisible until it ended."""
+    seen: list[dict[str, Any]] = []
+
+    async def body(h: Harness) -> None:
+        h.hub.deliver(watcher(), m("first [mock:slow=400]"))
+        await h.wait_for("usage")
+        (snap,) = h.hub.snapshot()
+        seen.append(snap)
+        await h.hub.idle()
+        seen.extend(h.hub.snapshot())
+
+    h = hub_test(tmp_path, config(tmp_path, spec(tmp_path)), body, once=True)
+    during, after = seen
+    usage = of(h.records(), "usage")
+    assert during["status"] == "running" and during["tokens"] > 0, during
+    assert during["tokens"] <= after["tokens"] == of(h.records(), "dispatch-finished")[0][
+        "tokens"], (during, after, usage)
+
+
 def test_send_queues_a_manual_turn(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
         assert h.hub.send("triage", "check the deploy {label}")["ok"] is True

@@ -262,7 +262,8 @@ class AgentHub:
                 self.log.info("added", name)
 
     def snapshot(self) -> list[dict[str, Any]]:
-        """Per agent: name, provider, status, turns, tokens, lastReply (clipped), pending."""
+        """Per agent: name, provider, status, turns, tokens (with what a running turn has
+        reported so far), lastReply (clipped), pending."""
         out = []
         for a in self._agents.values():
             turn = a.turn
@@ -270,7 +271,8 @@ class AgentHub:
             reply = a.last_reply[:REPLY_CHARS] + ("…" if len(a.last_reply) > REPLY_CHARS else "")
             out.append({
                 "name": a.spec.name, "provider": a.spec.provider, "status": status,
-                "turns": a.turns, "tokens": a.tokens, "lastReply": reply,
+                "turns": a.turns, "lastReply": reply,
+                "tokens": a.tokens + (turn.output.tally.usage.tokens if turn is not None else 0),
                 "pending": len(a.pending) + len(a.sends) + (a.schedule_due is not None),
                 "pendingMatches": sum(d.count for d in a.pending.values()),
                 "turnId": turn.turn_id if turn is not None and turn.turn_id else None,
