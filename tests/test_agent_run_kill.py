@@ -50,6 +50,15 @@ def _recorded(config: Path) -> bool:
         return False
 
 
+def _end(proc: subprocess.Popen[bytes], pids: Path) -> None:
+    """Whatever a failed check left: `agent run` and the agent's tree."""
+    proc.kill()
+    proc.wait()
+    for pid in _three(pids):
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _agent_run(config: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([watchrun_bin(), "agent", "run", "work", "-c", str(config),
                              "--prompt", "go"], stdout=subprocess.DEVNULL,
@@ -66,11 +75,7 @@ def test_sigkill_of_agent_run_ends_the_agents_processes(tmp_path: Path) -> None:
         proc.wait()
         wait_for(lambda: not any(alive(p) for p in _three(pids)), "the tree to end", 10)
     finally:
-        proc.kill()
-        proc.wait()
-        for pid in _three(pids):
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _end(proc, pids)
 
 
 @pytest.mark.parametrize("next_one", ["agent run", "runner"])
@@ -105,11 +110,7 @@ def test_what_a_killed_agent_run_and_its_guardian_left_is_ended_next_time(
             finally:
                 assert runner.stop() == 0
     finally:
-        first.kill()
-        first.wait()
-        for pid in _three(pids):
-            if alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _end(first, pids)
 
 
 def test_agent_stop_names_the_agent_run_that_runs_the_turn(tmp_path: Path) -> None:
