@@ -149,6 +149,34 @@ def validate_message(tmp_path: Path, watcher: dict[str, Any]) -> list[str]:
             for d in json.loads(p.stdout)["diagnostics"]]
 
 
+def test_secrets_are_redacted_in_what_the_agent_is_sent(tmp_path: Path) -> None:
+    """The MCP client is an agent, whose model most likely runs elsewhere: matched lines, the
+    log tail and a command's text went out as written (without `output.redact`), an AWS key
+    and a password among them. Redacted as an agent's prompt is, always; the JSONL keeps
+    what the config says."""
+    app = tmp_path / "app.log"
+    app.write_text("")
+    secret = "ERROR login AKIAIOSFODNN7EXAMPLE password=hunter2xyz"
+
+    async def body() -> None:
+        async with mcp_session(tmp_path) as c:
+            await c.ok(action="add", path="app.log", pattern="ERROR")
+            added = await c.ok(action="add", command="echo started; exec sleep 600 "
+                               "# password=hunter2xyz", pattern="started")
+            append(app, secret + "\n")
+            await count_is(c, "w1", 1)
+            shown = [await c.ok(action="matches", id="w1"), await c.ok(action="logs", id="w1"),
+                     added, await c.ok(action="list")]
+            text = (await c.call(action="matches", id="w1")).content[0]
+            assert isinstance(text, types.TextContent)
+            for doc in [*(json.dumps(d) for d in shown), text.text]:
+                assert "AKIAIOSFODNN7EXAMPLE" not in doc and "hunter2xyz" not in doc, doc
+            assert shown[0]["matches"].startswith("ERROR login [REDACTED:")
+    anyio.run(body)
+    recs = read_records(tmp_path / ".watchrun" / "watchers" / "w1.jsonl")
+    assert [r["line"] for r in recs if r["kind"] == "match"] == [secret]
+
+
 def test_bad_calls_are_refused_before_anything_happens(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()

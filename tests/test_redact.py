@@ -24,6 +24,7 @@ from watchrun.match.redact import (
     builtin_rules,
     check_rule,
     redact_line,
+    redact_tree,
     redactor,
 )
 
@@ -287,3 +288,11 @@ def test_a_matched_private_key_body_reaches_the_agent_as_markers(tmp_path: Path)
     assert not any(line in agent_file for line in BODY)
     matches = read_records(tmp_path / "out" / "watchers" / "keys.jsonl")
     assert [m["line"] for m in matches if m["kind"] == "match"] == BODY
+
+
+def test_redact_tree_redacts_every_string_and_keeps_keys_and_other_values() -> None:
+    r = redactor()
+    doc = {"password=hunter2xyz": ["ok", {"line": "x password=hunter2xyz"}], "n": 3,
+           "none": None, "flag": True}
+    assert redact_tree(doc, r) == {"password=hunter2xyz": ["ok", {
+        "line": "x password=[REDACTED:password]"}], "n": 3, "none": None, "flag": True}

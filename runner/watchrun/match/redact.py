@@ -42,6 +42,7 @@ __all__ = [
     "key_block",
     "marker",
     "redact_line",
+    "redact_tree",
     "redactor",
     "rules_from",
 ]
@@ -260,3 +261,14 @@ def add_counts(into: dict[str, int], counts: Mapping[str, int] | Iterable[tuple[
     items = counts.items() if isinstance(counts, Mapping) else counts
     for kind, n in items:
         into[kind] = into.get(kind, 0) + n
+
+
+def redact_tree(value: Any, redactor: Redactor) -> Any:
+    """`value` (JSON: dicts, lists, strings, …) with every string redacted; keys are kept."""
+    if isinstance(value, str):
+        return redactor.redact(value)[0]
+    if isinstance(value, dict):
+        return {k: redact_tree(v, redactor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_tree(v, redactor) for v in value]
+    return value

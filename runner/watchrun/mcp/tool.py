@@ -13,6 +13,7 @@ from typing import Any
 
 from watchrun.config.adding import check_added
 from watchrun.config.model import Config
+from watchrun.match.redact import redact_tree, redactor
 from watchrun.mcp.calls import Call, CallError, normalize
 from watchrun.mcp.reads import ReadError, read_logs, read_matches
 from watchrun.mcp.records import watch_record
@@ -38,7 +39,13 @@ class Tool:
         self.root = Path(config.output.dir)
 
     async def call(self, arguments: Any) -> tuple[dict[str, Any], bool]:
-        """(WatchDetails, whether the set of watchers changed: the resource list)."""
+        """(WatchDetails, whether the set of watchers changed: the resource list), its text
+        redacted as an agent's prompt is, always: the client is an agent, whose model most
+        likely runs off this machine."""
+        details, changed = await self._call(arguments)
+        return redact_tree(details, redactor(self.config.redact)), changed
+
+    async def _call(self, arguments: Any) -> tuple[dict[str, Any], bool]:
         found = arguments.get("action") if isinstance(arguments, dict) else None
         action = found if isinstance(found, str) else ""
         try:
