@@ -546,6 +546,7 @@ def test_a_prompt_too_big_for_one_argument_is_cut_in_its_middle_not_refused_by_e
     assert prompt["cutBytes"] > 150_000 - 128 * 1024, prompt.get("cutBytes")
     assert f"[… {prompt['cutBytes']} bytes of this prompt cut here" in prompt["text"]
     assert f"{prompt['cutBytes']} bytes cut from the middle of its prompt" in r.err
+    assert "(give the prompt on stdin: leave {prompt} out of the command)" in r.err  # (it works)
 
 
 def test_a_command_without_prompt_gets_the_whole_prompt_on_its_stdin(tmp_path: Path) -> None:

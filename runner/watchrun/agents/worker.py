@@ -81,9 +81,10 @@ async def _run_turn(hub: Host, a: AgentState, trigger: str, batch: list[Delivery
         hub.log.info(f"{turn_id} started ({trigger}, {how})", name,
                      event="turn-start", turnId=turn_id, trigger=trigger, pid=runner.pid)
         if runner.cut:
+            how = ("under `pty` it can only be an argument" if spec.pty else
+                   "give the prompt on stdin: leave {prompt} out of the command")
             hub.log.warning(f"{turn_id}: {runner.cut} bytes cut from the middle of its prompt: "
-                            "one command-line argument holds at most 128 KiB (give the prompt "
-                            "on stdin: leave {prompt} out of the command)", name,
+                            f"one command-line argument holds at most 128 KiB ({how})", name,
                             event="prompt-cut", turnId=turn_id, cutBytes=runner.cut)
 
     try:
