@@ -10,6 +10,7 @@ from typing import Any
 
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.tree import CMap, KeyPath, format_path, locate
+from watchrun.match.syntax import prepare
 
 __all__ = ["CRON_ALIASES", "Ctx"]
 
@@ -40,11 +41,12 @@ class Ctx:
         return Path(os.path.abspath(self.folder(path) / os.path.expanduser(value)))
 
     def regex(self, path: KeyPath, pattern: Any, flags: int) -> bool:
-        """Report a pattern that Python `re` cannot compile; True when it compiles."""
+        """Report a pattern that Python `re` cannot compile (POSIX classes spelled out, depth
+        bounded: `match.syntax`); True when it compiles."""
         if not isinstance(pattern, str):
             return False
         try:
-            re.compile(pattern, flags)
+            re.compile(prepare(pattern), flags)
         except re.error as exc:
             at = f" at position {exc.pos}" if exc.pos is not None else ""
             self.report.error(path, f"invalid regex {json.dumps(pattern)}: {exc.msg}{at}")

@@ -22,6 +22,8 @@ from typing import Any
 
 from msgspec import Struct
 
+from watchrun.match.syntax import prepare
+
 _P: Any = importlib.import_module("re._parser")
 C: Any = importlib.import_module("re._constants")
 
@@ -77,12 +79,14 @@ def analyse(pattern: str, case_sensitive: bool) -> Analysis:
     result is immutable)."""
     flags = 0 if case_sensitive else re.IGNORECASE
     try:
-        data = _to_bytes(pattern)
+        data = _to_bytes(prepare(pattern))
         reference = re.compile(data, flags)
     except re.error as exc:
         raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
     except KeyError as exc:  # \N{...} with an unknown name
         raise ValueError(f"invalid regex {pattern!r}: {exc.args[0]}") from None
+    except ValueError as exc:  # prepare's
+        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
     tree = _P.parse(data, flags)
     problem = _bytes_problem(pattern, tree)
     if tree.state.flags & re.LOCALE:

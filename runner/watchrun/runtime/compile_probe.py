@@ -27,6 +27,7 @@ from typing import Any
 
 from watchrun.match import scanning
 from watchrun.match.matcher import Matcher, needs_backtracking
+from watchrun.match.syntax import prepare
 from watchrun.process.spawn import Spawner, SpawnError, end_now
 
 __all__ = ["RE2_BUDGET_S", "TOTAL_BUDGET_S", "WALL_S", "Refusal", "probe", "regexes"]
@@ -200,7 +201,7 @@ def main() -> None:
     for field, rx in fields:
         _emit({"field": field})
         try:
-            re.compile(rx, 0 if case else re.IGNORECASE)
+            re.compile(prepare(rx), 0 if case else re.IGNORECASE)
             needs_backtracking(rx, case)
         except (re.error, RecursionError, OverflowError, ValueError):
             valid = False  # refused by the runner's check, which compiles no matcher then
