@@ -151,6 +151,12 @@ def other_generation(cp: Checkpoint, gen: int | None) -> bool:
     return cp.inode_gen is not None and gen is not None and gen != cp.inode_gen
 
 
+def same_generation(cp: Checkpoint, gen: int | None) -> bool:
+    """The inode number still belongs to the checkpointed file: both generation numbers are
+    known and equal (its content may have been truncated or rewritten since)."""
+    return cp.inode_gen is not None and gen == cp.inode_gen
+
+
 def identifies(cp: Checkpoint, fd: int, st: os.stat_result, gen: int | None) -> bool:
     """True when the open file is the checkpoint's generation: same device, inode and inode
     generation number (`gen`, the open file's `inode_generation`; None: not known), and it

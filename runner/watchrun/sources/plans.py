@@ -16,6 +16,7 @@ from watchrun.sources.identity import (
     Checkpoint,
     identifies,
     other_generation,
+    same_generation,
     same_head,
 )
 from watchrun.sources.released import regrown
@@ -75,7 +76,8 @@ def plan_start(path: Path, known: list[Checkpoint], max_n: int, recorded: Record
     was followed): the file at the path when it is still that one; otherwise every generation
     since, found among the siblings, then the file at the path. The same inode at the path
     with other first bytes is a new file (a deleted file's inode reused at once, as ext4 does);
-    with the same first bytes, the file was truncated or rewritten in place."""
+    with the same first bytes or inode generation number, the file was truncated or rewritten
+    in place."""
     def make() -> tuple[Plan, tuple[int, int] | None]:
         cur = open_at_path(path)
         plan = _start_with(path, cur, known, max_n, recorded)
@@ -102,12 +104,13 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
         if all(cp.finished for cp in known[:-1]) and not emptied(last, cur):
             return _regrown(path, known, max_n, Plan([cur], at_path=True))
-    # the followed file's inode is at the path, `rewritten` when it kept its first bytes (a
-    # new file given its number, as its inode generation number shows, is neither)
+    # the followed file's inode is at the path, `rewritten` (truncated or rewritten in place)
+    # when it kept its first bytes or its inode generation number says it is the same file
+    # (a new file given its number, as that number shows, is neither)
     reused = (cur is not None and ident(cur.st) == (last.dev, last.inode)
               and not other_generation(last, cur.generation()))
     rewritten = (reused and cur is not None and not at_path and not last.deleted
-                 and same_head(last, cur.fd))
+                 and (same_head(last, cur.fd) or same_generation(last, cur.generation())))
     plan = Plan()
     try:
         entries = _gather(path, cur, known, max_n, recorded, at_path, rewritten, plan)
