@@ -28,7 +28,8 @@ def feed_all(framer: LineFramer, pieces: list[bytes]) -> list[Chunk]:
 def reference(stream: bytes, limit: int) -> list[tuple[bytes, int, int, int]]:
     out, offset = [], 0
     for no, line in enumerate(stream.split(b"\n")[:-1], start=1):
-        keep = utf8_boundary(line, limit)
+        crlf = len(line) == limit + 1 and line.endswith(b"\r")  # a CRLF ending is not cut
+        keep = len(line) if crlf else utf8_boundary(line, limit)
         out.append((line[:keep], offset, no, len(line) - keep))
         offset += len(line) + 1
     return out
@@ -76,8 +77,24 @@ def test_nul_bytes_survive_framing() -> None:
     assert c is not None and c.data == b"a\x00b\n"
 
 
+def test_a_crlf_line_of_exactly_max_bytes_is_not_cut_however_it_is_read() -> None:
+    """The CR of a CRLF ending is not content: a line of `max` bytes before it was counted as
+    cut (1 byte), marked `truncated`, and failed a passing `run --once` gate."""
+    stream = b"E" * 256 + b"\r\n" + b"F" * 257 + b"\r\n" + b"ok\r\n"
+    for split in range(1, len(stream)):
+        f = LineFramer(256)
+        got = lines_of(feed_all(f, [stream[:split], stream[split:]]))
+        assert got == [(b"E" * 256 + b"\r", 0, 1, 0), (b"F" * 256, 258, 2, 2),
+                       (b"ok\r", 517, 3, 0)], split
+    f = LineFramer(256)
+    assert f.feed(b"E" * 256 + b"\r") is None
+    c = f.finish()
+    assert c is not None and lines_of([c]) == [(b"E" * 256 + b"\r", 0, 1, 0)]
+
+
 @given(
-    st.lists(st.sampled_from([b"a", b"bb", b"\n", b"\xc3\xa9", b"x" * 40, b"\xff"]), max_size=60),
+    st.lists(st.sampled_from([b"a", b"bb", b"\n", b"\xc3\xa9", b"x" * 40, b"\xff", b"\r\n",
+                              b"\r"]), max_size=60),
     st.lists(st.integers(min_value=1, max_value=50), min_size=1, max_size=20),
     st.sampled_from([256, 300]),
 )

@@ -172,6 +172,18 @@ def test_a_gate_that_held_on_lines_it_matched_only_in_part_is_not_a_pass(tmp_pat
     assert table_row(bigger.out, "log")[1:] == ["1", "0", "-", "FAIL"], bigger.out + bigger.err
 
 
+def test_a_crlf_line_of_exactly_max_line_bytes_is_not_a_cut_line(tmp_path: Path) -> None:
+    """The CR of a CRLF ending was counted as a byte cut from a line of exactly `maxLineBytes`:
+    the line was marked `truncated` and a gate that held was an ERROR (exit 3)."""
+    (tmp_path / "app.log").write_bytes(b"ERROR " + b"x" * 250 + b"\r\nINFO ok\r\n")
+    r = once(tmp_path, {"limits": {"maxLineBytes": 256}, "watchers": [
+        {"id": "log", "path": "app.log", "pattern": "ERROR", "gate": {"maxMatches": 1}}]})
+    assert (r.rc, table_row(r.out, "log")[1:]) == (0, ["1", "1", "-", "pass"]), r.out + r.err
+    (match,) = [m for m in read_records(tmp_path / ".watchrun/watchers/log.jsonl")
+                if m["kind"] == "match"]
+    assert match["line"] == "ERROR " + "x" * 250 and "truncated" not in match, match
+
+
 def test_a_line_the_pattern_could_not_match_in_time_fails_the_gate_closed(
         tmp_path: Path) -> None:
     """`backtracking: true` skips a line not matched within 250 ms (`error{regex-timeout}`):

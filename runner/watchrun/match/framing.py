@@ -126,7 +126,7 @@ class LineFramer:
             else:
                 complete = data if last + 1 == len(data) else data[: last + 1]
             rest = data[last + 1 :]
-        if len(rest) > self.max:
+        if not self._fits(rest):
             keep = utf8_boundary(rest, self.max)
             self._buf, self._omitted = rest[:keep], len(rest) - keep
         else:
@@ -149,6 +149,13 @@ class LineFramer:
         self._unsettled = body
         return chunk
 
+    def _fits(self, data: bytes, start: int = 0, end: int = -1) -> bool:
+        """The line `data[start:end]` (to its end when -1) is no longer than `max`, not
+        counting a `\r` at its end (the CR of a CRLF line ending is not content to cut)."""
+        end = len(data) if end < 0 else end
+        return end - start <= self.max or (end - start == self.max + 1
+                                           and data[end - 1:end] == b"\r")
+
     def _cut_long(self, data: bytes, base: int) -> tuple[bytes, list[Cut]]:
         """Cut every line longer than `max`. Any such line fully contains an aligned window of
         `max // 2` bytes with no newline, so only those windows are inspected."""
@@ -160,7 +167,7 @@ class LineFramer:
             if data.find(b"\n", i, i + w) < 0:
                 start = data.rfind(b"\n", 0, i) + 1
                 new = not starts or starts[-1] != start
-                if new and data.find(b"\n", start) - start > self.max:
+                if new and not self._fits(data, start, data.find(b"\n", start)):
                     starts.append(start)
         if not starts:
             return data, []
