@@ -179,6 +179,30 @@ def test_copytruncate(tmp_path: Path, mode: str) -> None:
     run(body())
 
 
+def test_a_truncation_to_a_non_zero_size_is_read_again_from_the_start(
+        tmp_path: Path, mode: str) -> None:
+    """README: as `tail -F`, a file truncated to a size other than 0 is read from its start
+    after `rotate{truncate}`: its kept lines are recorded again (a file truncated to 0 and
+    written anew with the same first lines looks the same; skipping would lose those)."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    async def body() -> None:
+        async with Tail(log, notifier_for(mode), store_in(tmp_path)) as t:
+            append(log, "a1", "a2", "a3", "a4")
+            await t.lines(4)
+            os.truncate(log, 6)
+            append(log, "b1")
+            assert await t.lines(7) == ["a1", "a2", "a3", "a4", "a1", "a2", "b1"]
+            assert [(r["reason"], r["oldSize"], r["unreadBytes"])
+                    for r in t.rec.of("rotate")] == [("truncate", 12, 0)]
+            numbers = [n for c in t.rec.chunks for n in range(c.line_no,
+                                                               c.line_no + c.data.count(b"\n"))]
+            assert numbers == [1, 2, 3, 4, 1, 2, 3]  # numbered from the start again
+
+    run(body())
+
+
 def test_truncate_and_rewrite_bigger_is_detected_by_fingerprint(tmp_path: Path, mode: str) -> None:
     """The new content is longer than the old offset: size alone cannot tell."""
     log = tmp_path / "app.log"
