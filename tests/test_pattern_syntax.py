@@ -105,6 +105,7 @@ def test_depth_in_every_engine_and_past_it_a_config_error(tmp_path: Path, depth:
         said = p.stdout + p.stderr
         assert "watchers[0].pattern: invalid regex" in said
         assert f"groups are nested {depth} deep; at most {MAX_DEPTH} are allowed" in said
+        assert f"… ({len(pattern)} characters)" in said and len(said) < 600  # not all of it
 
 
 def test_a_posix_class_matches_in_a_run_without_a_warning(tmp_path: Path) -> None:

@@ -12,10 +12,17 @@ from watchrun.config.diagnostics import Reporter
 from watchrun.config.tree import CMap, KeyPath, format_path, locate
 from watchrun.match.syntax import prepare
 
-__all__ = ["CRON_ALIASES", "Ctx"]
+__all__ = ["CRON_ALIASES", "Ctx", "quoted"]
 
 CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 _YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n"}
+
+
+def quoted(pattern: str, limit: int = 200) -> str:
+    """`pattern` as JSON for a message, its first `limit` characters when it is longer."""
+    if len(pattern) <= limit:
+        return json.dumps(pattern)
+    return f"{json.dumps(pattern[:limit])}… ({len(pattern)} characters)"
 
 
 class Ctx:
@@ -49,10 +56,10 @@ class Ctx:
             re.compile(prepare(pattern), flags)
         except re.error as exc:
             at = f" at position {exc.pos}" if exc.pos is not None else ""
-            self.report.error(path, f"invalid regex {json.dumps(pattern)}: {exc.msg}{at}")
+            self.report.error(path, f"invalid regex {quoted(pattern)}: {exc.msg}{at}")
             return False
         except (RecursionError, OverflowError, ValueError) as exc:
-            self.report.error(path, f"invalid regex {json.dumps(pattern)}: {exc}")
+            self.report.error(path, f"invalid regex {quoted(pattern)}: {exc}")
             return False
         return True
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from typing import Any
 
 from watchrun.config.actions import build_actions
-from watchrun.config.checks import Ctx
+from watchrun.config.checks import Ctx, quoted
 from watchrun.config.clamp import RANGES, clamp
 from watchrun.config.model import GateSpec, Limits, RestartPolicy, WatcherSpec
 from watchrun.config.tree import CMap, KeyPath
@@ -158,7 +157,7 @@ def _engine_check(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool, 
     if what is None or w.get("backtracking") is True:
         return
     ctx.report.error(where, (
-        f"{json.dumps(pattern)} uses {what}, which only Python re, a backtracking engine, can "
+        f"{quoted(pattern)} uses {what}, which only Python re, a backtracking engine, can "
         "run: one hostile line could stall it for minutes. Set `backtracking: true` on watcher "
         f"`{w.get('id')}` to run it in an isolated worker process with a "
         f"{BACKTRACKING_BUDGET_S * 1000:g} ms budget per line, or rewrite the pattern without "

@@ -22,6 +22,7 @@ from typing import Any
 
 from msgspec import Struct
 
+from watchrun.match.sanitize import shorten
 from watchrun.match.syntax import prepare
 
 _P: Any = importlib.import_module("re._parser")
@@ -82,17 +83,17 @@ def analyse(pattern: str, case_sensitive: bool) -> Analysis:
         data = _to_bytes(prepare(pattern))
         reference = re.compile(data, flags)
     except re.error as exc:
-        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
+        raise ValueError(f"invalid regex {shorten(pattern, 200)!r}: {exc}") from None
     except KeyError as exc:  # \N{...} with an unknown name
-        raise ValueError(f"invalid regex {pattern!r}: {exc.args[0]}") from None
+        raise ValueError(f"invalid regex {shorten(pattern, 200)!r}: {exc.args[0]}") from None
     except ValueError as exc:  # prepare's
-        raise ValueError(f"invalid regex {pattern!r}: {exc}") from None
+        raise ValueError(f"invalid regex {shorten(pattern, 200)!r}: {exc}") from None
     tree = _P.parse(data, flags)
     problem = _bytes_problem(pattern, tree)
     if tree.state.flags & re.LOCALE:
         problem = "the (?L) locale flag is not supported"
     if problem:
-        raise ValueError(f"invalid regex {pattern!r}: {problem}")
+        raise ValueError(f"invalid regex {shorten(pattern, 200)!r}: {problem}")
     kinds = set(_ops(tree))
     caseless = bool(tree.state.flags & re.IGNORECASE)
     scoped = any(add & re.IGNORECASE for add in _scoped_flags(tree))
