@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -132,9 +132,24 @@ class SessionRunner:
                 self._on_end()
 
     async def request(self, payload: dict[str, Any]) -> dict[str, Any]:
-        if self.sup is None or not self._running:
+        """The supervisor's answer. A call cancelled meanwhile (the client's timeout or
+        `notifications/cancelled`, the session's end) does not cut the request short: a stop
+        cut short wrote no `stop` record and left its JSONL open. The supervisor's TaskGroup
+        owns it, so the runner ends only after it."""
+        sup = self.sup
+        if sup is None or not self._running:
             raise NoRunner("this session's runner has stopped")
-        return await self.sup.control(payload)
+        coro = _outcome(sup.control, payload)
+        try:
+            job: asyncio.Task[Outcome] = sup.spawn(coro, f"control:{payload.get('cmd')}")
+        except RuntimeError as exc:  # its TaskGroup is ending
+            coro.close()
+            raise NoRunner("this session's runner is stopping") from exc
+        reply, error = await asyncio.shield(job)
+        if error is not None:
+            raise error
+        assert reply is not None
+        return reply
 
     async def stop(self) -> None:
         """Stop every watcher it runs (TERM, stopTimeout, KILL per process group), as SIGTERM
@@ -144,6 +159,19 @@ class SessionRunner:
             self.sup.request_stop()
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._task)
+
+
+Outcome = tuple[dict[str, Any] | None, Exception | None]
+
+
+async def _outcome(control: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+                   payload: dict[str, Any]) -> Outcome:
+    """(the reply, None) or (None, the exception): a failed request is its caller's to raise,
+    never the TaskGroup's (which would end the runner)."""
+    try:
+        return await control(payload), None
+    except Exception as exc:
+        return None, exc
 
 
 class Runners:

@@ -190,6 +190,9 @@ async def serve(config: Config, log: RunLog, cwd: str) -> None:
                 options = server.create_initialization_options(
                     NotificationOptions(resources_changed=True))
                 await server.run(read, write, options)
+        except* (BrokenPipeError, ConnectionResetError):  # (writing an answer)
+            log.info("the MCP client is gone (its end of stdout is closed): the session ends",
+                     event="client-gone")
         finally:
             # Signals stay handled until everything stopped: the session's runner handles them
             # while it runs (a second SIGTERM kills what remains), else `end` does (nothing).
