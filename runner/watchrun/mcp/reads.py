@@ -1,6 +1,7 @@
 """What `matches` and `logs` read from the output dir, as the CLI does (blocking: the server runs
 these in a worker thread). `matches` reads by cursor: the last N matches and the cursor of the
-newest record, or the matches strictly after a cursor, oldest first, a page at a time."""
+newest record, or the matches strictly after a cursor, oldest first, a page at a time. A page
+holds at most MAX_RESULT_BYTES of lines; those left out are counted (`omitted`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from msgspec import Struct
 
 from watchrun.match.sanitize import edge_text
+from watchrun.mcp.schema import MAX_RESULT_BYTES
 from watchrun.output.records import cursor_expired, format_cursor, last_records
 from watchrun.views import watchers as views
 from watchrun.views.agent_window import ViewError, window
@@ -27,9 +29,13 @@ class Page(Struct, frozen=True):
     """Sanitized, one per item (a line never contains a newline: it is escaped)."""
     truncated: bool
     cursor: str | None = None
+    omitted: int = 0
+    """Lines the call asked for that were left out to keep the page under its size cap: the
+    oldest ones, or with `since` the newest (the cursor is then the last one returned)."""
 
 
-def read_matches(root: Path, wid: str, lines: int, since: int | None) -> Page:
+def read_matches(root: Path, wid: str, lines: int, since: int | None,
+                 budget: int = MAX_RESULT_BYTES) -> Page:
     """Without `since`: the last `lines` matches, and the cursor of the newest record (read
     first, so a match recorded meanwhile comes with the next `since` call, not never). With
     `since`: the first `lines` matches after it and the cursor to read on from; `truncated`
@@ -39,7 +45,9 @@ def read_matches(root: Path, wid: str, lines: int, since: int | None) -> Page:
     top = int(newest[0]["seq"]) if newest else 0
     if since is None:
         recs, truncated = _last_matches(path, lines, top)
-        return Page([_line(r) for r in recs], truncated, format_cursor(wid, top))
+        kept = _newest_within([_line(r) for r in recs], budget)
+        omitted = len(recs) - len(kept)
+        return Page(kept, truncated or omitted > 0, format_cursor(wid, top), omitted)
     if since > top:
         raise ReadError(f"since: cursor {format_cursor(wid, since)} is ahead of {wid}'s "
                         f"newest record ({format_cursor(wid, top)}): its JSONL was removed "
@@ -48,19 +56,25 @@ def read_matches(root: Path, wid: str, lines: int, since: int | None) -> Page:
                         "rotated away (output.keep); call matches without since to start over")
     if cursor_expired(path, since):
         raise expired
-    found: list[dict[str, Any]] = []
-    last, truncated = since, False
+    found: list[str] = []
+    last, truncated, size, omitted = since, False, 0, 0
     try:  # (contiguous from `since`: a rotation since the check, or seqs missing, is said)
         for rec in window(path, wid, since, again="call matches without since to start over"):
             if rec.get("kind") == "match":
-                if len(found) == lines:
+                if len(found) + omitted == lines:
                     truncated = True
                     break
-                found.append(rec)
-            last = int(rec["seq"])
+                line = _line(rec) if found else _cut(_line(rec), budget)
+                size += _size(line)
+                if omitted or size > budget:  # over the cap: counted, the cursor stays
+                    omitted += 1
+                    continue
+                found.append(line)
+            if not omitted:
+                last = int(rec["seq"])
     except ViewError as exc:
         raise ReadError(str(exc)) from None
-    return Page([_line(r) for r in found], truncated, format_cursor(wid, last))
+    return Page(found, truncated or omitted > 0, format_cursor(wid, last), omitted)
 
 
 def _last_matches(path: Path, lines: int, top: int) -> tuple[list[dict[str, Any]], bool]:
@@ -75,11 +89,42 @@ def _last_matches(path: Path, lines: int, top: int) -> tuple[list[dict[str, Any]
         want += len(got) - len(keep)
 
 
-def read_logs(root: Path, wid: str, lines: int) -> Page:
+def read_logs(root: Path, wid: str, lines: int, budget: int = MAX_RESULT_BYTES) -> Page:
     """The last `lines` raw lines of the watcher's tail snapshot (sanitized by the runner and
     again here: the file is only as trustworthy as whoever can write the output dir)."""
     found = views.logs(root, wid, lines + 1)
-    return Page([edge_text(x) for x in found[-lines:]], len(found) > lines)
+    asked = [edge_text(x) for x in found[-lines:]]
+    kept = _newest_within(asked, budget)
+    omitted = len(asked) - len(kept)
+    return Page(kept, len(found) > lines or omitted > 0, omitted=omitted)
+
+
+def _newest_within(lines: list[str], budget: int) -> list[str]:
+    """The newest of `lines` (oldest first) whose sizes add up to at most `budget`; at least
+    the newest one (`_cut` to the budget)."""
+    if not lines:
+        return []
+    size, n = _size(lines[-1]), 1
+    for line in reversed(lines[:-1]):
+        size += _size(line)
+        if size > budget:
+            break
+        n += 1
+    return [*lines[len(lines) - n:-1], _cut(lines[-1], budget)]
+
+
+def _cut(line: str, budget: int) -> str:
+    """`line`, or (longer than `budget`: a line of up to limits.maxLineBytes, 16 MiB) its
+    start, marked: one line alone never takes a page over its cap."""
+    if _size(line) <= budget:
+        return line
+    head = line.encode("utf-8", "surrogatepass")[:budget - 64].decode("utf-8", "ignore")
+    return f"{head}…[cut: the line is over the result's {budget >> 10} KiB]"
+
+
+def _size(line: str) -> int:
+    """Its UTF-8 bytes and its newline."""
+    return len(line.encode("utf-8", "surrogatepass")) + 1
 
 
 def _line(rec: dict[str, Any]) -> str:

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ACTIONS", "ANNOTATIONS", "DESCRIPTION", "INPUT_SCHEMA", "MAX_LINES", "NAME",
-           "OUTPUT_SCHEMA", "RECORD_SCHEMA", "TITLE"]
+__all__ = ["ACTIONS", "ANNOTATIONS", "DESCRIPTION", "INPUT_SCHEMA", "MAX_LINES",
+           "MAX_RESULT_BYTES", "NAME", "OUTPUT_SCHEMA", "RECORD_SCHEMA", "TITLE"]
 
 NAME = "watch"
 TITLE = "Watch files and commands for log patterns"
 ACTIONS = ("add", "list", "status", "matches", "logs", "stop", "clear")
 MAX_LINES = 2000
 """`lines` is 1 to this (seed 001's bound, as `watchrun matches --lines`)."""
+MAX_RESULT_BYTES = 1 << 20
+"""The lines of one `matches` or `logs` result, at most (2000 lines of 64 KiB made one 262 MB
+message): with their JSON escapes, in the structured result and its text, the message stays
+within a few MiB. What is left out is counted in `omitted`."""
 
 DESCRIPTION = """\
 Tail a file or a command's merged output, match each new line against a regular expression, \
@@ -22,7 +26,8 @@ and keep the matching lines (watchrun). Actions:
 - list: every watcher of this session (or of the live runner) with status and counts.
 - status: one watcher (`id`).
 - matches: a watcher's matched lines (`id`, `lines`); pass the returned `cursor` back as \
-`since` to get only the matches recorded after it.
+`since` to get only the matches recorded after it. A result holds at most 1 MiB of lines \
+(`omitted` counts those left out).
 - logs: a watcher's last raw lines, sanitized (`id`, `lines`).
 - stop: stop a watcher (`id`); stopping one that is not running is not an error.
 - clear: forget stopped watchers; with `all`, stop and forget every one.
@@ -140,6 +145,9 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "since": {"type": "string", "description": "matches: the cursor this call read after."},
         "truncated": {"type": "boolean", "description": "More lines than returned: older "
                       "ones (or, with `since`, newer ones: call again with the cursor)."},
+        "omitted": {"type": "integer", "description": "matches, logs: lines asked for but "
+                    "left out, as a result holds at most 1 MiB of lines: the oldest ones (with "
+                    "`since`, the newest: call again with the cursor)."},
         "stopped": {"type": "boolean", "description": "stop found a running watcher."},
         "cleared": {"type": "integer"},
         "warnings": _STRINGS,

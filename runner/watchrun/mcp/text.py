@@ -92,7 +92,14 @@ def _lines(details: dict[str, Any], action: str) -> str:
     if details.get("cursor"):
         head += f" (cursor {edge_text(details['cursor'])})"
     notes = []
-    if details.get("truncated"):
+    omitted = int(details.get("omitted", 0))
+    if omitted:
+        plural = "es" if noun == "match" else "s"
+        notes.append(f"{omitted} more {noun}{'' if omitted == 1 else plural} left out: a result "
+                     "holds at most 1 MiB of lines; " + (
+                         "call again with since=cursor for them" if "since" in details else
+                         "those are the older ones: ask for fewer lines"))
+    elif details.get("truncated"):
         notes.append("more were recorded after these: call again with since=cursor"
                      if "since" in details else "older ones not shown (raise lines)")
     return "\n".join([head, *(f"({x})" for x in notes), *([text] if text else [])])

@@ -93,6 +93,8 @@ class Tool:
             page = await asyncio.to_thread(read_logs, self.root, wid, n)
         out: dict[str, Any] = {call.action: "\n".join(page.lines), "count": len(page.lines),
                                "truncated": page.truncated}
+        if page.omitted:
+            out["omitted"] = page.omitted
         if page.cursor is not None:
             out["cursor"] = page.cursor
         if call.since is not None:
