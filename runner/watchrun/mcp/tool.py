@@ -37,6 +37,8 @@ class Tool:
     def __init__(self, config: Config, runners: Runners, cwd: str) -> None:
         self.config, self.runners, self.cwd = config, runners, cwd
         self.root = Path(config.output.dir)
+        self._reserved: set[str] = set()
+        """Ids chosen for the adds under way (`_free_id`)."""
 
     async def call(self, arguments: Any) -> tuple[dict[str, Any], bool]:
         """(WatchDetails, whether the set of watchers changed: the resource list), its text
@@ -130,15 +132,20 @@ class Tool:
         runner = runner or await self.runners.for_add()
         chosen = "id" not in watcher
         wid = str(watcher.get("id") or await self._free_id(runner))
-        for _ in range(ADD_TRIES):
-            # endWithClient: a live runner stops it when this process ends, even killed
-            reply = await runner.request({"cmd": "add", "watcher": {**watcher, "id": wid},
-                                          "endWithClient": True})
-            found = reply.get("error")
-            err: dict[str, Any] = found if isinstance(found, dict) else {}
-            if reply.get("ok") or not chosen or err.get("code") != "exists":
-                break
-            wid = await self._free_id(runner)
+        try:
+            for _ in range(ADD_TRIES):
+                # endWithClient: a live runner stops it when this process ends, even killed
+                reply = await runner.request({"cmd": "add", "watcher": {**watcher, "id": wid},
+                                              "endWithClient": True})
+                found = reply.get("error")
+                err: dict[str, Any] = found if isinstance(found, dict) else {}
+                if reply.get("ok") or not chosen or err.get("code") != "exists":
+                    break
+                self._reserved.discard(wid)  # (taken by another client of the runner)
+                wid = await self._free_id(runner)
+        finally:
+            if chosen:  # added (the runner lists it now) or refused: free either way
+                self._reserved.discard(wid)
         if not reply.get("ok"):
             if err.get("code") == "invalid":
                 _refuse_invalid(err.get("diagnostics") or [])
@@ -154,13 +161,16 @@ class Tool:
 
     async def _free_id(self, runner: Runner) -> str:
         """The first of w1, w2, … that no watcher of the runner, the config or the output dir
-        uses (ignoring case: ids are file names)."""
+        uses (ignoring case: ids are file names), nor an `add` of this session under way:
+        reserved until that add is answered (concurrent adds took the same one, and all but
+        one were refused "in use", even where the refusal was `limits.maxWatchers`)."""
         taken = {str(w.get("id")).lower() for w in await self._listed(runner)}
         taken |= {w.id.lower() for w in self.config.watchers}
         taken |= {x.lower() for x in await asyncio.to_thread(self._on_disk)}
         n = 1
-        while f"w{n}" in taken:
+        while f"w{n}" in taken or f"w{n}" in self._reserved:
             n += 1
+        self._reserved.add(f"w{n}")
         return f"w{n}"
 
     async def _clear(self, runner: Runner, every: bool) -> int:
