@@ -121,7 +121,7 @@ class Tool:
                 await probed(watcher)
             except Refused as exc:
                 raise Failed(str(exc)) from None
-            _, diagnostics = await asyncio.to_thread(check_added, {"id": "w1", **watcher},
+            _, diagnostics = await asyncio.to_thread(check_added, {"id": "new", **watcher},
                                                      self.config)
             _refuse_invalid([d.to_dict() for d in diagnostics])
             wid = str(watcher.get("id", "")).lower()
@@ -256,7 +256,19 @@ def _refuse_invalid(diagnostics: list[Any]) -> None:
 
 def _diagnostic(d: dict[str, Any]) -> str:
     """`watchers[0].pattern: invalid regex …` → `pattern: invalid regex …` (the call's
-    parameter; the message is the config's own)."""
+    parameter; the message is the config's own, but for advice the tool cannot follow)."""
     where = re.sub(r"^watchers\[0\]\.?", "", str(d.get("path") or ""))
-    message = str(d.get("message") or "")
+    message = _BACKTRACKING.sub(_config_only, str(d.get("message") or ""))
     return f"{where}: {message}" if where else message
+
+
+_BACKTRACKING = re.compile(r"Set `backtracking: true` on watcher `[^`]*` to run it (?P<how>in "
+                           r"an isolated .+?), or rewrite the pattern without it")
+"""The config's advice for a pattern only Python `re` can run: a parameter the tool does not
+take, on a watcher named by the id it was checked under (not the one being added)."""
+
+
+def _config_only(found: re.Match[str]) -> str:
+    return ("Rewrite the pattern without it (RE2 syntax); to run it as it is (" +
+            found["how"] + "), add the watcher in a config file with `backtracking: true`, "
+            "which the `watch` tool does not take")
