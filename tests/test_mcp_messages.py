@@ -1,6 +1,6 @@
 """What `watch` refusals say: the advice for a pattern only Python `re` can run named a watcher
 that was not the one being added (the id it was checked under) and a parameter, `backtracking`,
-the tool refuses."""
+the tool refuses; `status` of a cleared watcher said `no watcher 'w1' (known: w1)`."""
 
 from __future__ import annotations
 
@@ -34,3 +34,20 @@ def test_backtracking_advice_is_what_the_tool_and_a_config_can_do(tmp_path: Path
             assert [w["id"] for w in (await c.ok(action="list"))["watches"]] == ["w1"]
     anyio.run(body)
 
+
+def test_status_of_a_cleared_watcher_says_it_was_cleared(tmp_path: Path) -> None:
+    write_config(tmp_path, {"watchers": []})
+
+    async def body() -> None:
+        async with mcp_session(tmp_path) as c:
+            await c.ok(action="add", path="app.log", pattern="ERROR")
+            await c.ok(action="add", path="app.log", pattern="WARN")
+            await c.ok(action="stop", id="w1")
+            assert (await c.ok(action="clear"))["cleared"] == 1
+            text = await c.error(action="status", id="w1")
+            assert text == "watch status: no watcher 'w1' (known: w2): w1 was cleared; its " \
+                "records are kept, and `matches` and `logs` still read them"
+            assert (await c.ok(action="matches", id="w1"))["count"] == 0  # as it says
+            assert await c.error(action="status", id="w9") == "watch status: no watcher " \
+                "'w9' (known: w2; cleared, their records kept for `matches` and `logs`: w1)"
+    anyio.run(body)

@@ -231,16 +231,31 @@ class Tool:
         return os.path.lexists(self.root / "watchers" / f"{wid}.jsonl")
 
     def _on_disk(self) -> set[str]:
-        ids = {str(s["id"]) for s in views.load_statuses(self.root)}
+        return self._snapshots() | self._jsonls()
+
+    def _snapshots(self) -> set[str]:
+        return {str(s["id"]) for s in views.load_statuses(self.root)}
+
+    def _jsonls(self) -> set[str]:
         with contextlib.suppress(OSError):
-            ids |= {p.name.removesuffix(".jsonl") for p in (self.root / "watchers").glob(
+            return {p.name.removesuffix(".jsonl") for p in (self.root / "watchers").glob(
                 "*.jsonl")}
-        return ids
+        return set()
 
     async def _unknown(self, wid: str) -> str:
-        known = sorted({str(w.get("id")) for w in await self._listed(
-            await self.runners.current())} | await asyncio.to_thread(self._on_disk))
-        return f"no watcher {wid!r} (known: {', '.join(known) or 'none'})"
+        """No watcher `wid`: the ids known (listed, or with a status snapshot), and apart those
+        cleared whose records are kept (`matches` and `logs` read them; `status` has none)."""
+        known = {str(w.get("id")) for w in await self._listed(await self.runners.current())}
+        known |= await asyncio.to_thread(self._snapshots)
+        kept = await asyncio.to_thread(self._jsonls) - known
+        text = f"no watcher {wid!r} (known: {', '.join(sorted(known)) or 'none'}"
+        if wid in kept:
+            return f"{text}): {wid} was cleared; its records are kept, and `matches` and " \
+                "`logs` still read them"
+        if kept:
+            text += f"; cleared, their records kept for `matches` and `logs`: " \
+                f"{', '.join(sorted(kept))}"
+        return f"{text})"
 
 
 def _refuse_invalid(diagnostics: list[Any]) -> None:
