@@ -82,6 +82,21 @@ def test_an_invalid_config_is_reported_and_nothing_served(tmp_path: Path) -> Non
     assert 'watchers[0].pattern: invalid regex "(": missing )' in p.stderr
 
 
+def test_a_clamped_limit_is_said_as_run_says_it(tmp_path: Path) -> None:
+    """`run` says a limit it clamped; `mcp` said nothing, and the session's watchers ran under
+    a limit other than the one the config asked for. The warning that a config with no
+    watchers has nothing to run is not said (an `mcp` config adds them)."""
+    config = write_config(tmp_path, {"limits": {"maxWatchers": 9999}})
+    p = subprocess.run([watchrun_bin(), "mcp", "-c", str(config)], capture_output=True,
+                       text=True, timeout=DEADLINE_S, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout == "", p.stderr
+    assert "limits.maxWatchers: 9999 clamped to 500" in p.stderr, p.stderr
+    assert "nothing to run" not in p.stderr, p.stderr
+    ran = subprocess.run([watchrun_bin(), "validate", "-c", str(config)], capture_output=True,
+                         text=True, timeout=DEADLINE_S)
+    assert "limits.maxWatchers: 9999 clamped to 500" in ran.stdout + ran.stderr
+
+
 def test_its_log_is_on_stderr_and_a_closed_stdin_ends_it_with_exit_0(tmp_path: Path) -> None:
     p = subprocess.run([watchrun_bin(), "mcp", "--log-format", "json"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=DEADLINE_S,

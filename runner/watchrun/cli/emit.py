@@ -7,12 +7,16 @@ import argparse
 import os
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from watchrun.exitcodes import ExitStatus
 from watchrun.match.sanitize import edge_json, edge_text
 
-__all__ = ["EXIT_STATUS", "Out", "exit_status", "wants_colour"]
+if TYPE_CHECKING:
+    from watchrun.config.diagnostics import Diagnostic
+    from watchrun.output.runlog import RunLog
+
+__all__ = ["EXIT_STATUS", "Out", "exit_status", "log_diagnostic", "wants_colour"]
 
 EXIT_STATUS: dict[str, int] = {
     # 2: the command line, the config or a name is wrong (nothing was done)
@@ -104,3 +108,9 @@ def config_failed(out: Out, diagnostics: Iterable[Any]) -> int:
     for d in errors:
         print(edge_text(d.format()), file=out.stderr)
     return ExitStatus.USAGE
+
+
+def log_diagnostic(log: RunLog, d: Diagnostic, prefix: str = "") -> None:
+    """A config diagnostic on a runner's log (its severity is the log level)."""
+    text = d.format().removeprefix(f"{d.severity}: ")
+    log.log(d.severity, "config", prefix + text, **d.to_dict())

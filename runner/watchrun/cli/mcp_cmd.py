@@ -5,22 +5,29 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from watchrun.cli.emit import Out, config_failed
+from watchrun.cli.emit import Out, config_failed, log_diagnostic
 from watchrun.exitcodes import ExitStatus
+
+if TYPE_CHECKING:
+    from watchrun.config.diagnostics import Diagnostic
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     out = Out(False)  # stdout is the protocol's: every word of ours goes to stderr
     from watchrun.config import load_config
     from watchrun.config.model import Config, Limits, OutputSpec
+    from watchrun.config.validate import NOTHING_TO_RUN
 
     paths = [Path(p) for p in args.config or []]
+    said: list[Diagnostic] = []
     if paths:
         result = load_config(paths, output_dir=args.output_dir, cache=True)
         if result.config is None:
             return config_failed(out, result.diagnostics)
         config = result.config
+        said = [d for d in result.diagnostics if d.message != NOTHING_TO_RUN]
     else:  # no config: the defaults, output dir .watchrun here (as beside ./watch.yaml)
         root = args.output_dir if args.output_dir is not None else Path(".watchrun")
         config = Config(Limits(), OutputSpec(Path(os.path.abspath(root))))
@@ -36,6 +43,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     log = RunLog(args.log_format)
     ForwardToRunLog(log).install()
+    for d in said:  # (clamped limits, …: as `run` says them)
+        log_diagnostic(log, d)
     log.info(f"MCP server on stdio; output dir {config.output.dir}", event="mcp")
     from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 

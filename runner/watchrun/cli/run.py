@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from msgspec.structs import replace
 
 from watchrun.cli import EarlyHup, catch_early_stops
+from watchrun.cli.emit import log_diagnostic
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.main import startup_gc
 from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence, say, stdout_failed
@@ -20,7 +21,6 @@ from watchrun.runtime.gate import Evidence
 from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
 if TYPE_CHECKING:
-    from watchrun.config.diagnostics import Diagnostic
     from watchrun.config.model import Config
     from watchrun.output.outdir import OutputLayout
     from watchrun.output.runlog import RunLog
@@ -54,7 +54,7 @@ def _prepare(args: argparse.Namespace
     output_dir = Path(args.output_dir) if args.output_dir else None
     result = load_config(paths, output_dir=output_dir, cache=True)
     for d in result.diagnostics:
-        _diagnostic(log, d)
+        log_diagnostic(log, d)
     config = result.config
     as_json = getattr(args, "format", "text") == "json"  # stdout is one JSON object: no echo
     if config is None:
@@ -95,12 +95,12 @@ def _prepare(args: argparse.Namespace
     from watchrun.views.watchers import added_at_runtime
 
     for d in orphan_diagnostics(config, added_at_runtime):
-        _diagnostic(log, d)
+        log_diagnostic(log, d)
 
     def reload() -> object | None:
         again = load_config(paths, output_dir=output_dir, cache=True)
         for d in again.diagnostics:
-            _diagnostic(log, d, "reload: ")
+            log_diagnostic(log, d, "reload: ")
         return again.config
 
     become_subreaper()
@@ -295,9 +295,3 @@ def _with_errors(sup: Ran, config: Config) -> dict[str, Evidence]:
             except OSError as exc:
                 out[w.id] = replace(ev, error=f"cannot read {w.path}: {exc.strerror}")
     return out
-
-
-def _diagnostic(log: RunLog, d: Diagnostic, prefix: str = "") -> None:
-    """A config diagnostic on the runner's log (its severity is the log level)."""
-    text = d.format().removeprefix(f"{d.severity}: ")
-    log.log(d.severity, "config", prefix + text, **d.to_dict())

@@ -49,6 +49,9 @@ PROMPT_FIELDS = ("matches", "watcher", "label", "count")
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
+NOTHING_TO_RUN = "no watchers and no agents: there is nothing to run"
+"""The warning for a config with neither (normal for `watchrun mcp`, which adds watchers)."""
+
 
 def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None) -> Config | None:
     """Run every semantic check on `ctx.root`; the Config when no error was reported."""
@@ -64,7 +67,7 @@ def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None) -
              if isinstance(a, CMap) and isinstance(a.get("name"), str)]
     watchers = build_watchers(ctx, root.get("watchers"), names, limits)
     if not root.get("watchers") and not root.get("agents") and not report.has_errors:
-        report.warning((), "no watchers and no agents: there is nothing to run")
+        report.warning((), NOTHING_TO_RUN)
     if report.has_errors or output is None:
         return None
     return Config(
