@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,37 @@ def test_second_signal_kills_a_command_that_ignores_sigterm(tmp_path: Path) -> N
     assert r.left == []
     for pid in map(int, pids.read_text().split()):
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_a_second_signal_kills_what_a_stop_request_under_way_waits_for(tmp_path: Path) -> None:
+    """`watchrun stop` of a command that ignores SIGTERM (60 s of grace) is under way when the
+    runner gets SIGTERM twice: the runner's stop did not wait for that stop, so its second
+    signal killed nothing and the runner exited only when the 60 s were over. Now the second
+    signal kills it at once, and the `stop` request gets its answer and its `stop` record."""
+    termed = tmp_path / "termed"
+    config = cfg(tmp_path, [{"id": "deaf", "pattern": "up", "command":
+                             f"trap 'touch {termed}' TERM; echo up; while :; do sleep 0.2; done"}],
+                 limits={"stopTimeout": "60s"})
+    r = LiveRunner(config)
+    replies: list[dict[str, object]] = []
+    try:
+        wait_for(lambda: r.matches("deaf"), "the command to be up")
+        asking = threading.Thread(target=lambda: replies.append(
+            r.control({"cmd": "stop", "id": "deaf"})))
+        asking.start()
+        wait_for(termed.exists, "the command to have the stop request's SIGTERM")
+        r.send(signal.SIGTERM)
+        r.wait_log("stopping")
+        r.send(signal.SIGTERM)
+        assert r.proc.wait(timeout=15) == 0, r.stderr()
+        asking.join(timeout=15)
+    finally:
+        r.close()
+    assert "second signal: killing what remains now" in r.stderr()
+    assert replies and replies[0]["ok"] is True, replies
+    stops = [x for x in r.records("deaf") if x["kind"] == "stop"]
+    assert [x["reason"] for x in stops] == ["requested"]
+    assert r.left == []
 
 
 def test_the_exit_record_says_the_second_signals_sigkill(tmp_path: Path) -> None:

@@ -100,6 +100,9 @@ class WatcherSet:
         self.runtime: dict[str, WatcherSpec] = {}
         """Watchers added through the control socket (`add`), running or stopped, until
         cleared: they are in no config file, so a reload keeps them and a new runner has none."""
+        self.stopping: dict[str, asyncio.Future[list[str]]] = {}
+        """Stops under way (a `stop` request's, a reload's): the runner's own stop awaits them
+        too, so that its second SIGTERM kills what they wait for."""
         self.stopped_by_request: set[str] = set()
         """Watchers stopped by `stop` (or `clear --all`) and not started since: a reload leaves
         a config watcher among them stopped, as supervisord's `update` does."""
@@ -267,11 +270,19 @@ class WatcherSet:
 
     async def stop(self, wid: str, reason: str) -> list[str]:
         """End its task, write its `stop` record, close its sink (in a thread: fsync). Never
-        raises: a failure is reported (and returned) and the stop goes on."""
+        raises: a failure is reported (and returned) and the stop goes on, to its end even when
+        the caller is cancelled (the runner's stop awaits it: `stop_all`)."""
         rt = self.running.pop(wid, None) or self.later.pop(wid, None)
-        problems: list[str] = []
         if rt is None:
-            return problems
+            return []
+        stop = asyncio.ensure_future(self._stop(wid, rt, reason))
+        self.stopping[wid] = stop
+        stop.add_done_callback(lambda done: self.stopping.pop(wid, None)
+                               if self.stopping.get(wid) is done else None)
+        return await asyncio.shield(stop)
+
+    async def _stop(self, wid: str, rt: WatcherRuntime, reason: str) -> list[str]:
+        problems: list[str] = []
         if reason == "requested":
             self.stopped_by_request.add(wid)
         ev = evidence_of(rt)  # before the stop: a command killed now did not run to its exit
@@ -315,10 +326,12 @@ class WatcherSet:
         return problems
 
     async def stop_all(self, reason: str) -> None:
+        """Stop every watcher, and wait for the stops already under way."""
         wids = [*self.running, *self.later]
-        results = await asyncio.gather(*(self.stop(w, reason) for w in wids),
+        under_way = list(self.stopping.values())
+        results = await asyncio.gather(*(self.stop(w, reason) for w in wids), *under_way,
                                        return_exceptions=True)
-        for wid, result in zip(wids, results, strict=True):
+        for wid, result in zip(wids, results[:len(wids)], strict=True):
             if isinstance(result, Exception):
                 self.sup.problem(f"stopping failed: {result!r}", wid)
 
