@@ -241,19 +241,39 @@ def test_systemds_state_directory_link_is_the_output_dir_it_leads_to(tmp_path: P
     assert sorted(p.name for p in layout.root.iterdir()) == ["agents", "state", "watchers"]
 
 
-def test_own_world_writable_dirs_are_fixed_and_said(tmp_path: Path) -> None:
+def test_own_group_writable_dirs_are_fixed_and_said(tmp_path: Path) -> None:
     root = tmp_path / "out"
     for d in (root, root / "watchers"):
         d.mkdir()
-        d.chmod(0o777)
+        d.chmod(0o775)
     layout = prepare_output_dir(root)
     assert stat.S_IMODE(root.stat().st_mode) == 0o755
     assert stat.S_IMODE(layout.watchers.stat().st_mode) == 0o755
     assert stat.S_IMODE(layout.state.stat().st_mode) == 0o750  # created now
     assert layout.fixed == (
-        f"output dir: {root}: was writable by group or others (mode 0777); now 0755",
-        f"output dir: {root / 'watchers'}: was writable by group or others (mode 0777); now 0755",
+        f"output dir: {root}: was writable by group or others (mode 0775); now 0755",
+        f"output dir: {root / 'watchers'}: was writable by group or others (mode 0775); now 0755",
     )
+
+
+@pytest.mark.parametrize(("mode", "shared"), [(0o777, ""), (0o1777, "a shared directory, ")])
+@pytest.mark.parametrize("which", ["root", "watchers"])
+def test_a_dir_others_may_write_is_refused_and_left_as_it_is(
+        tmp_path: Path, mode: int, shared: str, which: str) -> None:
+    """`--output-dir /tmp` as root made /tmp 1755 (its owner is root): a directory others may
+    write to (world-writable, sticky or not) is refused, its mode untouched."""
+    root = tmp_path / "out"
+    root.mkdir()
+    d = root if which == "root" else root / "watchers"
+    d.mkdir(exist_ok=True)
+    d.chmod(mode)
+    with pytest.raises(OutputDirError) as err:
+        prepare_output_dir(root)
+    assert stat.S_IMODE(d.stat().st_mode) == mode
+    assert str(err.value) == (
+        f"output dir: {d}: EPERM: it is writable by others ({shared}mode {mode:04o}): anyone "
+        "could plant links in it; choose a directory of the runner's own as output.dir (a new "
+        f"one inside it will do), or remove the write bit: chmod o-w {d}")
 
 
 @pytest.mark.parametrize("which", ["root", "state"])
@@ -422,14 +442,29 @@ def test_symlinked_agent_stream_stops_the_run_with_a_clear_error(tmp_path: Path,
     assert "Traceback" not in res.stderr
 
 
-def test_run_warns_when_it_fixes_a_world_writable_output_dir(tmp_path: Path) -> None:
+def test_run_warns_when_it_fixes_a_group_writable_output_dir(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    out.chmod(0o777)
+    out.chmod(0o775)
     cfg = write_config(tmp_path, {"output": {"dir": str(out)},
                                   "watchers": [{"id": "a", "command": "true", "pattern": "x"}]})
     res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
                          text=True, timeout=60, check=False)
     assert res.returncode == 0, res.stderr
-    assert f"{out}: was writable by group or others (mode 0777); now 0755" in res.stderr
+    assert f"{out}: was writable by group or others (mode 0775); now 0755" in res.stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
+
+
+def test_run_refuses_a_shared_output_dir_before_starting_anything(tmp_path: Path) -> None:
+    out, marker = tmp_path / "shared", tmp_path / "ran"
+    out.mkdir()
+    out.chmod(0o1777)
+    cfg = write_config(tmp_path, {"watchers": [{"id": "a", "command": f"touch {marker}",
+                                                "pattern": "x"}]})
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg), "--output-dir",
+                          str(out)], capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 3, res.stderr
+    assert f"{out}: EPERM: it is writable by others (a shared directory, mode 1777)" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o1777
+    assert not marker.exists() and list(out.iterdir()) == []

@@ -126,7 +126,13 @@ def _check_dir(path: Path, fd: int, created: bool, fixed: list[str]) -> None:
                 f"it is owned by uid {st.st_uid} (mode {mode:04o}), not by the runner (uid {me}): "
                 "its owner could plant links in it; chown it to the runner's user or choose "
                 "another output.dir"))
-        if mode & 0o022:
+        if mode & 0o002:  # (never changed: /tmp given as the output dir was made 1755)
+            shared = "a shared directory, " if mode & stat.S_ISVTX else ""
+            raise OutputDirError(path, "EPERM", (
+                f"it is writable by others ({shared}mode {mode:04o}): anyone could plant links "
+                "in it; choose a directory of the runner's own as output.dir (a new one inside "
+                f"it will do), or remove the write bit: chmod o-w {path}"))
+        if mode & 0o020:
             os.fchmod(fd, mode & ~0o022)
             fixed.append(f"output dir: {path}: was writable by group or others (mode "
                          f"{mode:04o}); now {mode & ~0o022:04o}")
