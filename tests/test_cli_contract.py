@@ -231,6 +231,22 @@ def test_commands_without_a_config_refuse_c(tmp_path: Path, argv: list[str]) -> 
     assert not (tmp_path / "new.yaml").exists() and p.stdout == ""
 
 
+@pytest.mark.parametrize("argv", [
+    ["run", "--once", "--output-dir", ""], ["--output-dir", "", "run", "--once"],
+    ["list", "--output-dir", ""], ["validate", "-c", ""], ["init", ""],
+    ["run", "--once", "--junit", ""],
+], ids=repr)
+def test_an_empty_path_is_refused_never_taken_for_here(site: Path, argv: list[str]) -> None:
+    """`--output-dir "$OUT"` with `OUT` unset wrote agents/, watchers/, state/ and control.lock
+    into the current directory (and `init ""` wrote ./watch.yaml); `output.dir: ""` in a
+    config was refused all along."""
+    before = sorted(p.name for p in site.iterdir())
+    p = wr(site, *argv)
+    assert p.returncode == 2, p.stderr
+    assert "must not be empty (an unset variable?)" in p.stderr and "Traceback" not in p.stderr
+    assert sorted(p.name for p in site.iterdir()) == before
+
+
 # -- exit status per error class ------------------------------------------------------------
 @pytest.mark.parametrize(("argv", "status", "code", "says"), [
     (["list", "--bogus"], 2, "usage", "unrecognized arguments: --bogus"),

@@ -50,8 +50,16 @@ def lines_count(text: str) -> int:
     return n
 
 
+def path_arg(text: str) -> Path:
+    """A path given on the command line; an empty one (an unset `$OUT`) is refused, never
+    taken for the current directory."""
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty (an unset variable?)")
+    return Path(text)
+
+
 def _config_arg(p: argparse.ArgumentParser, help: str) -> None:
-    p.add_argument("-c", "--config", metavar="FILE", type=Path, action="append", help=help)
+    p.add_argument("-c", "--config", metavar="FILE", type=path_arg, action="append", help=help)
 
 
 def add_config_args(p: argparse.ArgumentParser) -> None:
@@ -59,7 +67,7 @@ def add_config_args(p: argparse.ArgumentParser) -> None:
     _config_arg(p, "config file (.yaml/.yml/.json/.toml); repeat to layer files: later keys "
                 "win, watchers and agents merge by id/name (default: ./watch.yaml, watch.yml, "
                 "watch.json or watch.toml)")
-    p.add_argument("--output-dir", metavar="DIR", type=Path,
+    p.add_argument("--output-dir", metavar="DIR", type=path_arg,
                    help="override output.dir (default .watchrun beside the first config file)")
 
 
@@ -67,7 +75,7 @@ def add_where_args(p: argparse.ArgumentParser) -> None:
     """`-c FILE` or `--output-dir DIR`: where the output dir is (default: ./watch.yaml's)."""
     _config_arg(p, "config file whose output dir to read; repeatable (default: ./watch.yaml, "
                 "watch.yml, watch.json or watch.toml)")
-    p.add_argument("--output-dir", metavar="DIR", type=Path,
+    p.add_argument("--output-dir", metavar="DIR", type=path_arg,
                    help="read this output dir directly (no config needed)")
 
 
@@ -83,7 +91,8 @@ def configure_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="format of the runner's own log on stderr (default text)")
     p.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
-    p.add_argument("--junit", metavar="FILE", type=Path, help="with --once: write a JUnit report")
+    p.add_argument("--junit", metavar="FILE", type=path_arg,
+                   help="with --once: write a JUnit report")
     p.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve Prometheus metrics, /healthz and /livez on HOST:PORT")
     p.set_defaults(format="text")
@@ -100,7 +109,7 @@ def configure_validate(p: argparse.ArgumentParser) -> None:
                    help="output format (default text)")
     p.add_argument("--each", action="store_true", help="validate every file on its own instead "
                    "of layering them (a pre-commit hook passes each changed config file)")
-    p.add_argument("files", nargs="*", type=Path, metavar="FILE",
+    p.add_argument("files", nargs="*", type=path_arg, metavar="FILE",
                    help="more config files, after those of -c (as pre-commit passes them)")
     json_flag(p)
 
@@ -121,7 +130,7 @@ def configure_schema(p: argparse.ArgumentParser) -> None:
 
 
 def configure_init(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="?", default="watch.yaml", metavar="PATH",
+    p.add_argument("path", nargs="?", default="watch.yaml", metavar="PATH", type=path_arg,
                    help="file to write (default watch.yaml; .json/.toml write that format; "
                    "a folder gets watch.yaml inside it; missing folders are created)")
     p.set_defaults(format="text")

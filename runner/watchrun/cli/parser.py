@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import NoReturn
 
 from watchrun import __version__
@@ -24,6 +23,7 @@ from watchrun.cli.arguments import (
     configure_start,
     configure_transcript,
     configure_validate,
+    path_arg,
 )
 
 __all__ = ["COMMANDS", "Command", "Parser", "build_parser", "parsers"]
@@ -166,9 +166,9 @@ def build_parser(only: str | None = None) -> Parser:
         formatter_class=raw,
     )
     parser.add_argument("--version", action="version", version=f"watchrun {__version__}")
-    parser.add_argument("-c", "--config", dest="pre_config", metavar="FILE", type=Path,
+    parser.add_argument("-c", "--config", dest="pre_config", metavar="FILE", type=path_arg,
                         action="append", help=argparse.SUPPRESS)
-    parser.add_argument("--output-dir", dest="pre_output_dir", metavar="DIR", type=Path,
+    parser.add_argument("--output-dir", dest="pre_output_dir", metavar="DIR", type=path_arg,
                         help=argparse.SUPPRESS)
     parser.add_argument("--json", dest="pre_json", action="store_true", help=argparse.SUPPRESS)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
