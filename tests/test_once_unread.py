@@ -5,9 +5,13 @@ output never closed, matches a killed run recorded but no verdict judged."""
 from __future__ import annotations
 
 import asyncio
+import bz2
 import errno
+import gzip
 import json
+import lzma
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -335,6 +339,28 @@ def test_a_utf16_log_is_not_a_pass(tmp_path: Path) -> None:
     why = (f"lines were never read: {tmp_path}/b.log is UTF-16 (it starts with a byte order "
            "mark); watchrun reads UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)")
     assert f"  - {why}\n" in r.out, r.out
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress])
+def test_a_compressed_log_is_not_a_pass(tmp_path: Path, compress: Callable[[bytes], bytes]
+                                        ) -> None:
+    """`path: build.log.gz`: no text pattern matches compressed bytes, and the gate passed
+    (exit 0, no warning) on a log with an ERROR in it. Now the watcher is an ERROR that says
+    to watch a command that decompresses it, which matches."""
+    (tmp_path / "b.log.gz").write_bytes(compress(b"build\nERROR: failed\n"))
+    r = once(tmp_path, {"watchers": [{"id": "log", "path": "b.log.gz", "pattern": "ERROR",
+                                      "gate": {"maxMatches": 0}}]})
+    # (xz keeps so short a text as it is: its ERROR may match, and FAIL would be right too)
+    assert (r.rc, table_row(r.out, "log")[-1]) == (3, "ERROR"), r.out + r.err
+    why = (f"lines were never read: {tmp_path}/b.log.gz is compressed; watchrun reads text: "
+           "watch a command that decompresses it instead (`command: [zcat, FILE]`, or xzcat, "
+           "bzcat, zstdcat)")
+    assert f"  - {why}\n" in r.out, r.out
+    tool = {gzip.compress: "zcat", bz2.compress: "bzcat", lzma.compress: "xzcat"}[compress]
+    if shutil.which(tool):
+        ok = once(tmp_path, {"watchers": [{"id": "log", "command": [tool, "b.log.gz"],
+                                           "pattern": "ERROR", "gate": {"maxMatches": 0}}]})
+        assert (ok.rc, table_row(ok.out, "log")[1:]) == (1, ["1", "0", "0", "FAIL"]), ok.out
 
 
 def test_a_command_output_never_closed_is_not_read_to_its_end_and_no_pass(

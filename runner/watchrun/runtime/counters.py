@@ -150,7 +150,7 @@ def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
         return f"{what}: {fields.get('message', fields.get('reason'))}"
     if kind == "error" and fields.get("code") == "output-held-open" and fields.get("unread"):
         return f"the command's output was not read to its end: {fields.get('message')}"
-    if kind == "error" and fields.get("code") == "not-utf8":
+    if kind == "error" and fields.get("code") in ("not-utf8", "compressed"):
         return f"lines were never read: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "uncounted-matches":
         return f"matches were never counted: {fields.get('message')}"

@@ -20,12 +20,18 @@ from watchrun.sources.identity import birth_ns
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotation import Rotation
-from watchrun.sources.siblings import Plan, open_at_path
+from watchrun.sources.siblings import MAGIC, Plan, open_at_path
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
-_UTF16 = (b"\xff\xfe", b"\xfe\xff")
-"""The byte order marks of UTF-16 (little, big endian), with which Windows tools begin it."""
+_UNREADABLE = (
+    ((b"\xff\xfe", b"\xfe\xff"), "not-utf8", "is UTF-16 (it starts with a byte order mark); "
+     "watchrun reads UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)"),
+    (MAGIC, "compressed", "is compressed; watchrun reads text: watch a command that "
+     "decompresses it instead (`command: [zcat, FILE]`, or xzcat, bzcat, zstdcat)"),
+)
+"""Beginnings no text pattern can match past (UTF-16's byte order marks, as Windows tools
+write it; gzip, bzip2, xz, zstd, lz4, zip): the `error` code and message said of such a file."""
 
 
 class FileSource(Rotation):
@@ -167,10 +173,10 @@ class FileSource(Rotation):
                                 f"cannot read {gen.path}: {exc.strerror}", unread=True)
                 continue
             await gen.finish(ctx, self.name)
-            if gen.head[:2] in _UTF16:  # no UTF-8 pattern matches it: never a pass
-                await ctx.event("error", code="not-utf8", path=gen.path, message=(
-                    f"{gen.path} is UTF-16 (it starts with a byte order mark); watchrun reads "
-                    "UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)"))
+            for starts, code, why in _UNREADABLE:  # no text pattern matches it: never a pass
+                if gen.head.startswith(starts):
+                    await ctx.event("error", code=code, path=gen.path,
+                                    message=f"{gen.path} {why}")
             if gen.pos < end:
                 gen.seen_size = gen.pos  # said now: the next run does not count them again
                 await _not_read(ctx, gen, end, "cut-short",

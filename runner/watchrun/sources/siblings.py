@@ -27,7 +27,7 @@ from watchrun.sources.identity import (
 )
 
 COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzma", ".z", ".zip", ".br", ".7z")
-_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18", b"PK\x03")
+MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18", b"PK\x03")
 _DIGITS = re.compile(r"[0-9]+")
 _MISSING = (errno.ENOENT, errno.ENOTDIR)
 NO_FDS = (errno.EMFILE, errno.ENFILE)
@@ -183,7 +183,7 @@ def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
 
 
 def _is_compressed(fd: int) -> bool:
-    return os.pread(fd, 4, 0).startswith(_MAGIC)
+    return os.pread(fd, 4, 0).startswith(MAGIC)
 
 
 COMPRESSED_READ = 1 << 20
