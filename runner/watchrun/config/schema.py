@@ -182,6 +182,9 @@ def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
                  f"{', '.join(choices)}{near}")]
     if kind == "minLength":
         return [((), "must not be empty")]
+    if kind == "maxLength":
+        return [((), f"{describe_value(value)}… is {len(value)} characters long; at most "
+                 f"{err.validator_value} are allowed")]
     if kind == "minItems":
         return [((), "must not be an empty list")]
     if kind == "minimum":
