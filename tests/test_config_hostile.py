@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from watchrun.config import load_config
@@ -178,16 +178,19 @@ TEXTS = st.lists(st.one_of(st.sampled_from(SPECIAL), st.characters(codec="utf-8"
 """Text rich in what the edge strips or rewrites, and in what TOML must escape."""
 
 
-def toml_round_trip(tmp_path: Path, label: str, value: str) -> tuple[dict[str, object], ...]:
+def toml_round_trip(tmp_path: Path, label: str, value: str, fmt: str = "toml"
+                    ) -> tuple[dict[str, object], ...]:
     """The resolved config of a watcher with `label` and an env `value`, and that of the TOML
-    `watchrun config` prints for it (the dump through the edge, as the command writes it)."""
+    (or YAML) `watchrun config` prints for it (the dump through the edge, as the command writes
+    it)."""
     src = tmp_path / "w.yaml"
     src.write_text("watchers: [{id: a, command: echo, pattern: x, label: '${L}', "
                    "env: {V: '${V}'}}]\n")
     first = load_config([src], env={"L": label, "V": value}).require()
-    printed = edge_text(dump_config(first, "toml"), multiline=True)
-    tomllib.loads(printed)  # valid TOML
-    again = tmp_path / "again.toml"
+    printed = edge_text(dump_config(first, fmt), multiline=True)
+    if fmt == "toml":
+        tomllib.loads(printed)  # valid TOML
+    again = tmp_path / f"again.{fmt}"
     again.write_text(printed, encoding="utf-8")
     second = load_config([again], env={}).require()
     return config_to_dict(first), config_to_dict(second)
@@ -212,6 +215,16 @@ def test_config_toml_keeps_the_text_after_a_c1_control(tmp_path: Path) -> None:
 def test_config_toml_loads_back_to_the_same_values(tmp_path: Path, label: str, value: str
                                                    ) -> None:
     first, second = toml_round_trip(tmp_path, label, value)
+    assert second == first
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(label=TEXTS.filter(str.strip), value=TEXTS.filter(lambda v: "\0" not in v))
+@example(label="x\u2028y", value="v\n\u2028w")  # (YAML wrote U+2028 as a line break)
+def test_config_yaml_loads_back_to_the_same_values(tmp_path: Path, label: str, value: str
+                                                   ) -> None:
+    first, second = toml_round_trip(tmp_path, label, value, "yaml")
     assert second == first
 
 

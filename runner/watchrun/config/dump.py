@@ -9,6 +9,7 @@ from typing import Any
 
 from watchrun.config.interpolate import escape
 from watchrun.config.model import ActionSpec, AgentSpec, Config, Limits, WatcherSpec
+from watchrun.match.sanitize import edge_text
 
 __all__ = ["DUMP_FORMATS", "config_to_dict", "dump_config"]
 
@@ -69,7 +70,11 @@ def dump_document(doc: dict[str, Any], fmt: str) -> str:
             pass
 
         def text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-            style = "|" if "\n" in value else None
+            # double-quoted where the terminal edge would change a character (U+2028, a bidi
+            # mark, a control): YAML escapes it there, and the edge's `\uXXXX` is YAML's too;
+            # unquoted, U+2028 was written as a line break and the value loaded back changed
+            style = '"' if edge_text(value, multiline=True) != value else (
+                "|" if "\n" in value else None)
             return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
         _Dumper.add_representer(str, text)
