@@ -619,3 +619,28 @@ def test_a_gate_on_a_procfs_file_fails_closed(tmp_path: Path) -> None:
                                         "gate": {"maxMatches": 0}}]}, "--quiet")
     assert run.rc == 3, run.out
     assert "a procfs/sysfs pseudo-file (its size is always 0" in run.out
+
+
+def test_a_failed_agent_turn_or_action_is_a_warning_not_a_verdict(tmp_path: Path) -> None:
+    """docs/cli.md: agents and actions react to the lines, the gate judges them. A woken agent
+    that cannot start and an action that fails are warnings with their records; the gate that
+    holds passes (exit 0), the one crossed fails (exit 1): neither becomes an ERROR."""
+    config: dict[str, Any] = {
+        "agents": [{"name": "bad", "provider": "generic",
+                    "command": ["/nonexistent/agent", "{prompt}"]}],
+        "watchers": [{**gated("a", "echo ERROR", "ERROR", maxMatches=5), "wake": "bad",
+                      "actions": [{"type": "exec", "name": "seven",
+                                   "command": ["sh", "-c", "exit 7"]}]}]}
+    r = once(tmp_path, config)
+    assert (r.rc, table_row(r.out, "a")[-1]) == (0, "pass"), r.out + r.err
+    assert "warning" in r.err and "cannot start '/nonexistent/agent'" in r.err, r.err
+    out = tmp_path / ".watchrun"
+    (finished,) = [x for x in read_records(out / "agents" / "bad.jsonl")
+                   if x["kind"] == "dispatch-finished"]
+    assert finished["status"] == "failed"
+    (result,) = [x for x in read_records(out / "watchers" / "a.jsonl")
+                 if x["kind"] == "action-result"]
+    assert (result["action"], result["status"]) == ("seven", "failed"), result
+    config["watchers"][0]["gate"] = {"maxMatches": 0}
+    crossed = once(tmp_path, config)
+    assert (crossed.rc, table_row(crossed.out, "a")[-1]) == (1, "FAIL"), crossed.out
