@@ -435,9 +435,10 @@ def test_validate_annotations_show_a_hostile_config_name_escaped(tmp_path: Path)
     assert "file=bad" in line and "\\u202e.yaml" in line
 
 
-def test_status_of_a_damaged_snapshot_says_so(tmp_path: Path) -> None:
+def test_status_and_list_of_a_damaged_snapshot_say_so(tmp_path: Path) -> None:
     """A status file that is not a snapshot was reported as "it has not run with this output
-    dir" — of a watcher that had."""
+    dir" — of a watcher that had; `list` left the watcher out (and with no other, said that no
+    watcher had run)."""
     (tmp_path / "app.log").write_text("ERROR one\n")
     write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
                                           "fromStart": True}]})
@@ -446,3 +447,12 @@ def test_status_of_a_damaged_snapshot_says_so(tmp_path: Path) -> None:
     p = wr(tmp_path, "status", "app")
     assert p.returncode == 3
     assert "cannot be read: not a status snapshot" in p.stderr and "has not run" not in p.stderr
+    listed = wr(tmp_path, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "no watchers have run" not in listed.stdout, listed.stdout
+    row = next(ln.split() for ln in listed.stdout.splitlines() if ln.startswith("app "))
+    assert row[1:4] == ["unreadable", "?", "?"], listed.stdout
+    doc = json.loads(wr(tmp_path, "list", "--json").stdout)
+    (entry,) = doc["watchers"]
+    assert (entry["id"], entry["status"]) == ("app", "unreadable")
+    assert "app.status.json cannot be read" in entry["lastError"]

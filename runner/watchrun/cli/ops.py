@@ -77,7 +77,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
                  "may be stale")
     now = datetime.now(UTC)
     if op == "list":
-        statuses = live if live is not None else views.load_statuses(where.root)
+        statuses = live if live is not None else views.load_statuses(where.root, unreadable=True)
         if out.as_json:
             out.doc({"outputDir": str(where.root), "watchers": statuses})
         elif statuses:

@@ -36,10 +36,12 @@ def _pid_alive(pid: Any) -> bool:
     return True
 
 
-def load_statuses(root: Path) -> list[dict[str, Any]]:
+def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
     """Every watcher's last snapshot; `live` says whether its runner still runs (when not, it is
     `stopped` and its command has no `pid`: the runner's end ended it). Files that are not a
-    snapshot (unreadable, a symlink, not a JSON object with a string `id`) are skipped."""
+    snapshot (unreadable, a symlink, not a JSON object with a string `id`) are skipped, or with
+    `unreadable`, listed as status `unreadable` under their file's name (`list`: a damaged
+    snapshot hid its watcher, and `list` said that no watcher had run)."""
     out = []
     state = root / "state"
     try:
@@ -50,8 +52,10 @@ def load_statuses(root: Path) -> list[dict[str, Any]]:
         try:
             snap = json.loads(safefs.read_bytes(path, STATUS_BYTES + 1))
         except (OSError, ValueError, RecursionError):
-            continue
+            snap = None
         if not isinstance(snap, dict) or not isinstance(snap.get("id"), str):
+            if unreadable:
+                out.append(_unreadable(path))
             continue
         live = _pid_alive(snap.get("runnerPid"))
         snap["live"] = live
@@ -61,6 +65,13 @@ def load_statuses(root: Path) -> list[dict[str, Any]]:
             snap["pid"] = None
         out.append(snap)
     return out
+
+
+def _unreadable(path: Path) -> dict[str, Any]:
+    wid = path.name.removesuffix(".status.json")
+    return {"id": wid, "status": "unreadable", "live": False, "lastError": (
+        f"its status snapshot {path} cannot be read (damaged, or not a regular file); a runner "
+        "writes it anew while the watcher runs")}
 
 
 def added_at_runtime(root: Path) -> dict[str, bool]:
@@ -110,16 +121,17 @@ def list_table(statuses: list[dict[str, Any]], now: datetime, paint: Paint = no_
         source = s.get("source")
         if isinstance(source, list):
             source = " ".join(str(x) for x in source)
+        unknown = "?" if s.get("status") == "unreadable" else None  # (no snapshot to say)
         rows.append([
             value(s.get("id", "?")),
             value(s.get("status", "?")),
-            value(s.get("origin") or "config"),
+            value(unknown or s.get("origin") or "config"),
             value(s.get("kind", "?")),
             value(s.get("pid") or "-"),
             uptime(s.get("uptimeS")),
-            value(s.get("restarts", 0)),
-            value(s.get("matchCount", 0)),
-            value(s.get("linesRead", 0)),
+            value(unknown or s.get("restarts", 0)),
+            value(unknown or s.get("matchCount", 0)),
+            value(unknown or s.get("linesRead", 0)),
             when(s.get("lastMatchAt"), now, short=True),
             shorten(edge_text(value(source)), 48),
             shorten(edge_text(value(s.get("lastError") or "-")), 60),
