@@ -247,6 +247,24 @@ def test_an_empty_path_is_refused_never_taken_for_here(site: Path, argv: list[st
     assert sorted(p.name for p in site.iterdir()) == before
 
 
+@pytest.mark.parametrize("argv", [
+    ["config", "--json", "--format", "toml"], ["validate", "--json", "--format=text"],
+    ["--json", "validate", "--format", "text"], ["config", "--format", "yaml", "--json"],
+], ids=" ".join)
+def test_json_and_another_format_are_refused_not_one_taken(site: Path, argv: list[str]) -> None:
+    """`config --json --format toml` printed TOML (the last given won, whatever --json said:
+    "exactly one JSON object")."""
+    p = wr(site, *argv)
+    assert p.returncode == 2, p.stdout + p.stderr
+    fmt = next(w.removeprefix("--format=") for i, w in enumerate(argv) if w.startswith(
+        "--format=")) if any(w.startswith("--format=") for w in argv) else argv[
+        argv.index("--format") + 1]
+    error = json.loads(p.stdout or p.stderr)["error"]
+    assert (error["code"], error["message"]) == (
+        "usage", f"watchrun: --json and --format {fmt} disagree: give one of them")
+    assert wr(site, *[w for w in argv if w != "--json"]).returncode == 0
+
+
 # -- exit status per error class ------------------------------------------------------------
 @pytest.mark.parametrize(("argv", "status", "code", "says"), [
     (["list", "--bogus"], 2, "usage", "unrecognized arguments: --bogus"),

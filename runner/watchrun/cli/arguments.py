@@ -50,12 +50,17 @@ def lines_count(text: str) -> int:
     return n
 
 
-def path_arg(text: str) -> Path:
-    """A path given on the command line; an empty one (an unset `$OUT`) is refused, never
-    taken for the current directory."""
+def nonempty(text: str) -> str:
+    """A path given on the command line as typed (`init newdir/` keeps its slash); an empty one
+    (an unset `$OUT`) is refused, never taken for the current directory."""
     if not text:
         raise argparse.ArgumentTypeError("must not be empty (an unset variable?)")
-    return Path(text)
+    return text
+
+
+def path_arg(text: str) -> Path:
+    """A path given on the command line (`nonempty`)."""
+    return Path(nonempty(text))
 
 
 def _config_arg(p: argparse.ArgumentParser, help: str) -> None:
@@ -130,7 +135,7 @@ def configure_schema(p: argparse.ArgumentParser) -> None:
 
 
 def configure_init(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="?", default="watch.yaml", metavar="PATH", type=path_arg,
+    p.add_argument("path", nargs="?", default="watch.yaml", metavar="PATH", type=nonempty,
                    help="file to write (default watch.yaml; .json/.toml write that format; "
                    "a folder gets watch.yaml inside it; missing folders are created)")
     p.set_defaults(format="text")

@@ -85,6 +85,11 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
                        *(getattr(args, "files", None) or [])]
         if getattr(args, "output_dir", None) is None:
             args.output_dir = pre_out
+    asked = [w.partition("=")[2] or (words[i + 1] if i + 1 < len(words) else "")
+             for i, w in enumerate(words) if w == "--format" or w.startswith("--format=")]
+    if "--json" in words and any(f != "json" for f in asked):  # (the last one given won)
+        parser.error(f"--json and --format {next(f for f in asked if f != 'json')} disagree: "
+                     "give one of them")
     if pre_json:
         args.format = "json"
     args.config_found = None
