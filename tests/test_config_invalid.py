@@ -124,6 +124,28 @@ INVALID = [
 ]
 
 
+# (config text, every diagnostic said: location, message) — found by a hostile-config sweep
+# (2026-12-05): a list of choices said twice, a "no condition" error beside a mistyped one, a
+# Python repr for a rule with an unknown key
+EXACT = [
+    (AG.replace("mock", "foo"), [("agents[0].provider", 'string "foo" is not allowed; '
+                                  "expected one of: claude, codex, gemini, opencode, pi, "
+                                  "cursor, copilot, mock, generic")]),
+    (C + "    gate: {maxMatches: 1.5}\n", [("watchers[0].gate.maxMatches",
+                                           "expected an integer, got number 1.5")]),
+    (C + "redact: [{kind: x, pattern: b, extra: 1}]\n", [
+        ("redact[0].extra", "unknown key `extra`; allowed: kind, pattern")]),
+    (C + "redact: [5]\n", [("redact[0]", "expected a string or a mapping, got number 5")]),
+]
+
+
+@pytest.mark.parametrize(("text", "said"), EXACT)
+def test_the_diagnostics_are_exactly_these(tmp_path: Path, text: str,
+                                           said: list[tuple[str, str]]) -> None:
+    result = load_text(tmp_path, text)
+    assert [(d.path, d.message) for d in result.errors] == said
+
+
 @pytest.mark.parametrize(("fmt", "text", "where", "phrase"), INVALID)
 def test_invalid_config(tmp_path: Path, fmt: str, text: str, where: str, phrase: str) -> None:
     result = load_text(tmp_path, text, fmt)

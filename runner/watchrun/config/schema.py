@@ -143,6 +143,19 @@ def check_schema(tree: Any, report: Reporter) -> None:
             report.error(path + sub_path, message)
 
 
+def _fitting_branch(err: Any) -> list[Any]:
+    """The errors of the one branch of an anyOf/oneOf whose `type` the value has (a mapping
+    with an unknown key, for a string-or-mapping): what to say rather than "is not valid under
+    any of the given schemas"; [] when no single branch fits."""
+    fits = [i for i, branch in enumerate(err.validator_value)
+            if isinstance(branch, dict) and "type" in branch
+            and _validator().is_type(err.instance, branch["type"])]
+    if len(fits) != 1:
+        return []
+    return [e for e in err.context if e.relative_schema_path and
+            e.relative_schema_path[0] == fits[0]]
+
+
 def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
     """(extra path, message) pairs for one jsonschema error."""
     kind, value, schema = err.validator, err.instance, err.schema
@@ -161,6 +174,16 @@ def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
         return [(("threshold",), f"{describe_value(value['threshold'])} {_TITLED['threshold']}")]
     if kind in ("anyOf", "oneOf", "pattern") and title in _TITLED:
         return [((), f"{describe_value(value)} {_TITLED[title]}")]
+    if kind in ("anyOf", "oneOf") and (fitting := _fitting_branch(err)):
+        return [(tuple(e.relative_path) + sub, message)
+                for e in fitting for sub, message in _translate(e)]
+    branches = err.validator_value if kind in ("anyOf", "oneOf") else []
+    types = [str(b["type"]) for b in branches if isinstance(b, dict)
+             and isinstance(b.get("type"), str)]
+    if types and len(types) == len(branches) and title not in _TITLED and not any(
+            _validator().is_type(value, t) for t in types):
+        want = " or ".join(dict.fromkeys(_TYPES.get(t, t) for t in types))
+        return [((), f"expected {want}, got {describe_value(value)}")]
     where = list(err.absolute_path)
     if kind == "type" and isinstance(value, str) and where[-1:] == ["command"] \
             and "actions" in where:
@@ -178,6 +201,7 @@ def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
     if kind == "enum":
         choices = [str(c) for c in err.validator_value]
         near = did_you_mean(str(value), choices) if isinstance(value, str) else ""
+        near = near if near.startswith("; did you mean") else ""  # (the choices are said)
         return [((), f"{describe_value(value)} is not allowed; expected one of: "
                  f"{', '.join(choices)}{near}")]
     if kind == "minLength":

@@ -172,7 +172,10 @@ def _gate(ctx: Ctx, p: KeyPath, raw: Any) -> GateSpec | None:
         max_matches = int(max_matches)  # `integer` takes a whole float; never drop the gate)
     require = raw.get("require")
     exit_code = raw.get("exitCode") is True
-    if not isinstance(max_matches, int) and not exit_code and not isinstance(require, str):
+    mistyped = (max_matches is not None and not isinstance(max_matches, int)) or (
+        require is not None and not isinstance(require, str))  # (the schema says that one)
+    if not isinstance(max_matches, int) and not exit_code and not isinstance(require, str) \
+            and not mistyped:
         ctx.report.error(p, "has no condition: a gate that can never be crossed would pass "
                          "every run; set maxMatches (0: any match crosses it), exitCode: true "
                          "or require, or remove the gate")
