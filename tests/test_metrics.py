@@ -425,8 +425,11 @@ def test_an_address_without_a_host_is_loopback(address: str, bound: tuple[str, i
     assert parse_address(address) == bound
 
 
-@pytest.mark.parametrize("address", ["nonsense", "127.0.0.1:0", "127.0.0.1:99999", "host:"])
-def test_a_bad_metrics_address_is_a_usage_error(tmp_path: Path, address: str) -> None:
+@pytest.mark.parametrize(("address", "said"), [
+    ("nonsense", "expected HOST:PORT"), ("host:", "expected HOST:PORT"),
+    ("127.0.0.1:0", "port 0 is out of range: use 1 to 65535"),
+    ("[::1]:99999", "port 99999 is out of range: use 1 to 65535")])
+def test_a_bad_metrics_address_is_a_usage_error(tmp_path: Path, address: str, said: str) -> None:
     config = write_config(tmp_path, {"watchers": [{"id": "c", "command": "true", "pattern": "x"}]})
     p = cli("run", "-c", str(config), "--metrics", address, cwd=tmp_path)
-    assert p.returncode == 2 and "HOST:PORT" in p.stderr
+    assert p.returncode == 2 and f"--metrics {address!r}: {said}" in p.stderr, p.stderr

@@ -29,8 +29,11 @@ is closed (a slow or idle client cannot hold one of the MAX_CONNECTIONS)."""
 def parse_address(text: str) -> tuple[str, int]:
     """`127.0.0.1:9464`, `[::1]:9464` or `:9464` (loopback). ValueError with a clear message."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not port.isdigit():
         raise ValueError(f"--metrics {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
+    if not 0 < int(port) < 65536:
+        raise ValueError(f"--metrics {text!r}: port {int(port)} is out of range: use 1 to "
+                         "65535, e.g. 127.0.0.1:9464")
     host = host.strip("[]") or "127.0.0.1"
     return host, int(port)
 
