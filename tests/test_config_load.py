@@ -389,3 +389,16 @@ def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     path.write_bytes(b"\xef\xbb\xbfwatchers:\n  - {id: a, path: a.log, pattern: x}\n")
     result = load_config([path], env={})
     assert result.config is not None and result.config.watchers[0].id == "a"
+
+
+def test_config_md_s_literal_dollar_brace_pattern_matches_that_text(tmp_path: Path) -> None:
+    """docs/config.md's example of a literal `${` in a regex (the one before it, `a$${2}`, was
+    itself an invalid regex: nothing to repeat)."""
+    from watchrun.match.matcher import Matcher
+
+    text = "watchers:\n  - {id: a, path: x.log, pattern: '\\$${HOME}'}\n"
+    (w,) = load_config([write(tmp_path, "w.yaml", text)], env={"HOME": "/root"}).require().watchers
+    assert w.pattern == "\\${HOME}"
+    assert Matcher(w.pattern).find(b"x ${HOME} y\n/root\n") == [(0, 11)]
+    assert "pattern: '\\$${HOME}'" in Path(__file__).parent.parent.joinpath(
+        "docs/config.md").read_text()
