@@ -136,6 +136,9 @@ EXACT = [
     (C + "redact: [{kind: x, pattern: b, extra: 1}]\n", [
         ("redact[0].extra", "unknown key `extra`; allowed: kind, pattern")]),
     (C + "redact: [5]\n", [("redact[0]", "expected a string or a mapping, got number 5")]),
+    (W.replace("path: app.log", "path: ~nosuchuser-9/x.log"), [  # (was ./~nosuchuser-9/x.log)
+        ("watchers[0].path", '"~nosuchuser-9/x.log": no user "nosuchuser-9" here to expand '
+         "`~` to (write ./~… for a folder named so)")]),
 ]
 
 

@@ -43,9 +43,17 @@ class Ctx:
     def resolve(self, path: KeyPath, value: str) -> Path:
         """`value` as an absolute path, relative to the folder of the file that set `path`.
 
-        `~` is expanded; symlinks are kept (a followed log may be a symlink that moves).
+        `~` is expanded (`~name` of a user there is not: an error, not a folder named so);
+        symlinks are kept (a followed log may be a symlink that moves).
         """
-        return Path(os.path.abspath(self.folder(path) / os.path.expanduser(value)))
+        expanded = os.path.expanduser(value)
+        if value.startswith("~") and expanded == value:
+            user = value[1:].split("/", 1)[0]
+            self.report.error(path, f"{json.dumps(value)}: no user {json.dumps(user)} here to "
+                              "expand `~` to (write ./~… for a folder named so)"
+                              if user else f"{json.dumps(value)}: `~` cannot be expanded "
+                              "(no HOME and no home directory in the user database)")
+        return Path(os.path.abspath(self.folder(path) / expanded))
 
     def regex(self, path: KeyPath, pattern: Any, flags: int) -> bool:
         """Report a pattern that Python `re` cannot compile (POSIX classes spelled out, depth
