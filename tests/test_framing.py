@@ -77,6 +77,17 @@ def test_nul_bytes_survive_framing() -> None:
     assert c is not None and c.data == b"a\x00b\n"
 
 
+def test_a_utf8_byte_order_mark_that_begins_the_stream_is_not_part_of_line_1() -> None:
+    """`^ERROR` missed line 1 of a file a Windows tool wrote with a BOM; one anywhere else is
+    content, and a framer resumed past the start strips nothing."""
+    c = LineFramer(100).feed(b"\xef\xbb\xbfERROR one\n\xef\xbb\xbfERROR two\n")
+    assert c is not None
+    assert lines_of([c]) == [(b"ERROR one", 3, 1, 0), (b"\xef\xbb\xbfERROR two", 13, 2, 0)]
+    assert c.end == 26
+    resumed = LineFramer(100, offset=13, line_no=2).feed(b"\xef\xbb\xbfERROR two\n")
+    assert resumed is not None and lines_of([resumed])[0][0] == b"\xef\xbb\xbfERROR two"
+
+
 def test_a_crlf_line_of_exactly_max_bytes_is_not_cut_however_it_is_read() -> None:
     """The CR of a CRLF ending is not content: a line of `max` bytes before it was counted as
     cut (1 byte), marked `truncated`, and failed a passing `run --once` gate."""
