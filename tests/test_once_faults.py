@@ -182,6 +182,7 @@ def test_a_run_without_gates_that_could_not_start_says_so_in_the_footer_and_anno
     footer = [ln for ln in r.out.splitlines() if ln.startswith("watchrun: FAILED: ")]
     assert len(footer) == 1 and footer[0].startswith("watchrun: FAILED: it never ran: "), r.out
     assert "out" in footer[0] and "gates hold" not in footer[0]
+    assert "no gated watchers" not in r.out, r.out  # (printed above the failure, as a pass)
     errors = [ln for ln in r.out.splitlines() if ln.startswith("::error ")]
     assert len(errors) == 1 and errors[0].startswith("::error title=watchrun::it never ran: ")
     assert "FAILED" in summary.read_text() and "No gated watchers." not in summary.read_text()

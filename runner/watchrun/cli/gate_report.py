@@ -51,9 +51,9 @@ def _shown(ln: Line, limit: int = SHOW_CHARS) -> str:
 
 def summary_table(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     """The human summary printed at the end of a once run."""
-    if not verdicts:
-        none = "watchrun: no gated watchers (add `gate:` to a watcher to gate CI on it)"
-        return none + ("\n" + footer(verdicts, problems) if problems else "")
+    if not verdicts:  # (a run that failed says only that: "no gated watchers" read as a pass)
+        return footer(verdicts, problems) if problems else \
+            "watchrun: no gated watchers (add `gate:` to a watcher to gate CI on it)"
     rows = [["WATCHER", "MATCHES", "THRESHOLD", "EXIT", "VERDICT"]]
     for v in verdicts:
         threshold = "-" if v.threshold is None else str(v.threshold)
