@@ -265,6 +265,19 @@ def test_json_and_another_format_are_refused_not_one_taken(site: Path, argv: lis
     assert wr(site, *[w for w in argv if w != "--json"]).returncode == 0
 
 
+@pytest.mark.parametrize(("argv", "command"), [
+    (["run", "--bogus"], "run"), (["agent", "run", "triage", "--bogus"], "agent run"),
+    (["list", "--bogus", "x"], "list")], ids=" ".join)
+def test_an_unknown_option_is_said_with_its_command_s_usage(site: Path, argv: list[str],
+                                                           command: str) -> None:
+    """`run --bogus` printed the top level's usage (`watchrun [-h] [--version] COMMAND`)."""
+    p = wr(site, *argv)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr.startswith(f"usage: watchrun {command} "), p.stderr
+    assert f"watchrun {command}: error: unrecognized arguments: " \
+           f"{' '.join(argv[argv.index('--bogus'):])}" in p.stderr, p.stderr
+
+
 # -- exit status per error class ------------------------------------------------------------
 @pytest.mark.parametrize(("argv", "status", "code", "says"), [
     (["list", "--bogus"], 2, "usage", "unrecognized arguments: --bogus"),

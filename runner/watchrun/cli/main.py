@@ -74,7 +74,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     if at is not None and words[at] in COMMANDS and COMMANDS[words[at]].config == "none" and \
             _names_where(words[at + 1:]):  # argparse would take the file for a positional
         parser.error(f"`watchrun {words[at]}` reads no config: drop -c/--output-dir")
-    args = parser.parse_args(words)
+    args, extra = parser.parse_known_args(words)
+    if extra:  # said with the command's own usage (`run --bogus` showed the top level's)
+        _deepest(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     pre_config, pre_out, pre_json = args.pre_config, args.pre_output_dir, args.pre_json
     del args.pre_config, args.pre_output_dir, args.pre_json
     cmd = COMMANDS[args.command]
@@ -94,6 +96,17 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         args.format = "json"
     args.config_found = None
     return args
+
+
+def _deepest(parser: argparse.ArgumentParser, args: argparse.Namespace
+             ) -> argparse.ArgumentParser:
+    """The parser of the command (and subcommand) `args` were parsed as."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(args, action.dest, None)
+            if chosen in action.choices:
+                return _deepest(action.choices[chosen], args)
+    return parser
 
 
 def _needs(cmd: Command, args: argparse.Namespace) -> str:
