@@ -181,7 +181,7 @@ def test_hostile_status_snapshots_do_not_break_list(tmp_path: Path) -> None:
     layout = prepare_output_dir(tmp_path / "out")
     snaps = {
         "a": {"id": "a\nFAKE  running", "status": "\x1b[2Jx", "source": [1, None, "\u2028"]},
-        "b": {"id": 7},  # not a snapshot: skipped
+        "b": {"id": 7},  # not a snapshot: listed as `unreadable`, under its file's name
         "c": [1, 2],
         "d": {"id": "d", "runnerPid": 2**80, "label": {"nested": "\x85"}},
     }
@@ -189,6 +189,8 @@ def test_hostile_status_snapshots_do_not_break_list(tmp_path: Path) -> None:
         (layout.state / f"{name}.status.json").write_text(json.dumps(snap))
     (layout.state / "e.status.json").write_bytes(b"\xff\xfe not json")
     out = cli("list", "--output-dir", str(layout.root))
-    assert len(out.splitlines()) == 3 and clean(out.replace("\n", ""))
+    assert len(out.splitlines()) == 6 and clean(out.replace("\n", ""))
+    assert [ln.split()[:2] for ln in out.splitlines()[1:] if "unreadable" in ln] == [
+        ["b", "unreadable"], ["c", "unreadable"], ["e", "unreadable"]], out
     assert "a\\nFAKE  running" in out
     assert clean(cli("status", "d", "--output-dir", str(layout.root)).replace("\n", ""))
