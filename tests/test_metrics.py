@@ -433,3 +433,17 @@ def test_a_bad_metrics_address_is_a_usage_error(tmp_path: Path, address: str, sa
     config = write_config(tmp_path, {"watchers": [{"id": "c", "command": "true", "pattern": "x"}]})
     p = cli("run", "-c", str(config), "--metrics", address, cwd=tmp_path)
     assert p.returncode == 2 and f"--metrics {address!r}: {said}" in p.stderr, p.stderr
+
+
+def test_every_family_is_in_the_readme_s_metrics_table() -> None:
+    """What a scrape can hold is what README's `### Metrics` table says (a family added
+    without a row is not documented)."""
+    from watchrun.runtime.metrics_families import _families
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("### Metrics", 1)[1].split("\n#", 1)[0]
+    snap = {"loop_lag_max_s": 0.0, "watchers": {"w": {}}, "totals": {"w": {}},
+            "agents": [{"name": "a"}], "actions": {"w": {"x": {}}}}
+    names = {f.name + ("_total" if f.type == "counter" else "") for f in _families(snap)}
+    missing = sorted(n for n in names - {"watchrun"} if f"`{n}`" not in table)
+    assert not missing, missing

@@ -143,6 +143,39 @@ def test_healthz_is_503_while_a_live_runner_reloads_and_200_once_the_reload_is_d
     assert r.stderr().replace(str(tmp_path), "<dir>").count("reloaded:") == 1, r.stderr()
 
 
+def test_a_failed_reload_is_a_metric_until_a_reload_succeeds(tmp_path: Path) -> None:
+    """A SIGHUP whose config is invalid keeps the running one and says so in the log and in
+    `status`; an alert had nothing to scrape. `watchrun_config_last_reload_successful` is 0
+    until a reload works, and `watchrun_config_reloads_total` counts each by result."""
+    conf: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "E"}]}
+    (tmp_path / "app.log").write_text("")
+    port = free_port()
+    r = LiveRunner(write_config(tmp_path, conf), "--metrics", f"127.0.0.1:{port}")
+    try:
+        r.wait_running()
+        first = Scrape(port)
+        assert first("watchrun_config_last_reload_successful") == 1
+        assert first.types["watchrun_config_reloads"] == "counter"
+        assert [first("watchrun_config_reloads_total", result=x) for x in ("ok", "failed")] == [
+            0, 0]
+        write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "("}]})
+        r.send(signal.SIGHUP)
+        failed = wait_for(lambda: (s := Scrape(port))(
+            "watchrun_config_reloads_total", result="failed") == 1 and s,
+            "the failed reload counted", DEADLINE_S)
+        assert failed("watchrun_config_last_reload_successful") == 0
+        assert failed("watchrun_up") == 1  # (the running config goes on)
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        ok = wait_for(lambda: (s := Scrape(port))(
+            "watchrun_config_reloads_total", result="ok") == 1 and s,
+            "the good reload counted", DEADLINE_S)
+        assert ok("watchrun_config_last_reload_successful") == 1
+        assert ok("watchrun_config_reloads_total", result="failed") == 1
+    finally:
+        assert r.stop() == 0
+
+
 def test_healthz_is_503_while_a_live_runner_stops_and_livez_stays_200(tmp_path: Path) -> None:
     """README `### Metrics`: `/healthz` is 503 while stopping, so a load balancer takes the
     runner out before it is gone; `/livez` stays 200. A SIGTERM whose stop is held by the

@@ -71,6 +71,15 @@ def _families(snap: dict[str, Any]) -> Iterable[Metric]:
     if lag is not None:
         yield GaugeMetricFamily("watchrun_loop_lag_max_seconds", "The longest the event "
                                 "loop was late to run a task, recently.", value=float(lag))
+    reloads = snap.get("reloads", {})
+    yield GaugeMetricFamily("watchrun_config_last_reload_successful", "0 when the last SIGHUP "
+                            "reload failed (the running config was kept), else 1.",
+                            value=float(reloads.get("last", 1)))
+    done = CounterMetricFamily("watchrun_config_reloads", "SIGHUP reloads, by result.",
+                               labels=["result"])
+    for result in ("ok", "failed"):
+        done.add_metric([result], float(reloads.get(result, 0)))
+    yield done
     yield from _watchers(snap.get("watchers", {}), snap.get("totals", {}))
     yield from _agents(snap.get("agents", []), snap.get("agentTotals", {}))
     yield from _actions(snap.get("actions", {}))

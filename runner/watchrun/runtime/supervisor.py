@@ -93,6 +93,7 @@ class Supervisor:
         """A SIGHUP came while starting: reload once started."""
         self.reading_config = False
         """A reload is reading the config (a stop signal then gives it up)."""
+        self.reloads = {"ok": 0, "failed": 0, "last": 1}  # SIGHUP reloads (metrics; last: ok)
         self._inbox: SignalInbox | None = None
         self._stop_asked = self._reload_asked = False  # (before `run()`: see request_*)
         self.changing = asyncio.Lock()
@@ -262,7 +263,8 @@ class Supervisor:
         return {"up": self.state == RunnerState.RUNNING, "watchers": watchers, "agents": agents,
                 "loop_lag_max_s": self.lag.max_s, "totals": self.tally.watchers(),
                 "agentTotals": self.tally.agents(),
-                "actions": self.actions.counts() if self.actions is not None else {}}
+                "actions": self.actions.counts() if self.actions is not None else {},
+                "reloads": dict(self.reloads)}
 
     async def control(self, req: dict[str, Any]) -> dict[str, Any]:
         from watchrun.runtime.commands import dispatch  # at the first request, not at start
@@ -290,13 +292,16 @@ class Supervisor:
                 finally:
                     self.reading_config = False
                 if new is None:  # (the log's `reload:` lines say why)
+                    self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
                     self.problem("reload failed: the new config is invalid or could not be "
                                  "read (the log's `reload:` lines, or `watchrun validate`, say "
                                  "why); keeping the running one", event="reload-failed")
                 else:  # (what failed reloads said is no longer so)
                     self.problems.forget("reload failed")
                     await reloading.apply(self, new)
+                    self.reloads |= {"ok": self.reloads["ok"] + 1, "last": 1}
             except Exception as exc:
+                self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
                 self.problem(f"reload failed: {exc!r}; going on with what is running")
             finally:
                 self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
