@@ -10,11 +10,12 @@ from watchrun.config.model import Config, WatcherSpec
 from watchrun.offload import offload
 from watchrun.output.runlog import RunLog
 from watchrun.runtime import manage
+from watchrun.runtime.census import ended
 from watchrun.runtime.control import PEER_PID
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.problems import Problems
 from watchrun.runtime.status import StatusBoard
-from watchrun.runtime.watchers import WatcherSet, ended
+from watchrun.runtime.watchers import WatcherSet
 
 if TYPE_CHECKING:
     from watchrun.agents.hub import AgentHub

@@ -26,6 +26,7 @@ from watchrun.process.spawn import Spawner
 from watchrun.runtime import reload as reloading
 from watchrun.runtime import shutdown as stopping
 from watchrun.runtime import startup
+from watchrun.runtime.census import counted
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.problems import Problems
@@ -33,7 +34,7 @@ from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox, reap_orphans_when
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
-from watchrun.runtime.watchers import WatcherSet, counted, counters_of
+from watchrun.runtime.watchers import WatcherSet, counters_of
 from watchrun.runtime.wiring import open_sink
 from watchrun.sources.checkpoints import CheckpointStore
 

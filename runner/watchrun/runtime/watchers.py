@@ -22,6 +22,7 @@ from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.process.spawn import Spawner
+from watchrun.runtime.census import DOING, doing
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.hscache import disk_store
 from watchrun.runtime.status import StatusBoard
@@ -40,18 +41,13 @@ if TYPE_CHECKING:
     from watchrun.runtime.pipeline import WatcherPipeline
     from watchrun.sources.command import Echo
 
-__all__ = ["Owner", "WatcherSet", "counted", "counters_of", "ended", "finish"]
+__all__ = ["Owner", "WatcherSet", "counters_of", "finish"]
 
 STOP_RECORD_S = 5.0
 """How long a `stop` record may wait for its sink (a full disk) before the stop goes on."""
 AFTER_GRACE_S = 5.0
 """A stopped watcher's task gets stopTimeout plus this to end (its tree's SIGKILL rounds, its
 last records), then it is cancelled again."""
-
-
-DOING = {"running": "running", "error": "error", "exited": "exited", "fatal": "fatal",
-         "stopped": "stopped", "queued": "to read after the commands"}
-"""What `WatcherSet.census` counts, in the order the summaries list it, and how they say it."""
 
 
 class Owner(Protocol):
@@ -128,7 +124,7 @@ class WatcherSet:
         start it again); once mode: `queued` (a file, read once the commands are done)."""
         counts = dict.fromkeys(DOING, 0)
         for rt in self.running.values():
-            counts[_doing(rt)] += 1
+            counts[doing(rt)] += 1
         counts["queued"] += len(self.later)
         config = self.sup.config
         named = {*self.runtime, *(w.id for w in config.watchers if config.limits.enabled)}
@@ -334,32 +330,6 @@ class WatcherSet:
         for wid, result in zip(wids, results[:len(wids)], strict=True):
             if isinstance(result, Exception):
                 self.sup.problem(f"stopping failed: {result!r}", wid)
-
-
-def ended(rt: WatcherRuntime) -> str | None:
-    """How a launched watcher's task ended (`exited`, `fatal`); None while it runs."""
-    if rt.task is None or not rt.task.done():
-        return None
-    state = str(getattr(rt.source, "state", "running"))
-    return "fatal" if rt.failure is not None or state == "fatal" else "exited"
-
-
-def _doing(rt: WatcherRuntime) -> str:
-    """A launched watcher's `census` entry: its task ended (`exited`, `fatal`), its source
-    failing (`error`: a file it cannot read; `fatal`: a command writing its start-limit
-    `stop`), else `running` (a command whose task has not begun yet is `stopped` until then)."""
-    state = str(getattr(rt.source, "state", "running"))
-    return ended(rt) or (state if state in ("error", "fatal") else "running")
-
-
-def counted(counts: dict[str, int]) -> tuple[str, str]:
-    """A `census` said: `N watchers`, and ` (3 running, 2 exited, 1 fatal, 1 stopped)` unless
-    every one of them runs (then ``)."""
-    n = sum(counts.values())
-    if counts.get("running", 0) == n:
-        return f"{n} watcher{'' if n == 1 else 's'}", ""
-    each = ", ".join(f"{k} {DOING[what]}" for what, k in counts.items())
-    return f"{n} watcher{'' if n == 1 else 's'}", f" ({each})"
 
 
 def _close_opened(opening: asyncio.Future[JsonlSink]) -> None:

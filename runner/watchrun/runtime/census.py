@@ -1,0 +1,37 @@
+"""How the watchers of a runner are doing, counted and said (`list`'s summary, the log)."""
+
+from __future__ import annotations
+
+from watchrun.runtime.wiring import WatcherRuntime
+
+__all__ = ["DOING", "counted", "doing", "ended"]
+
+DOING = {"running": "running", "error": "error", "exited": "exited", "fatal": "fatal",
+         "stopped": "stopped", "queued": "to read after the commands"}
+"""What `WatcherSet.census` counts, in the order the summaries list it, and how they say it."""
+
+
+def ended(rt: WatcherRuntime) -> str | None:
+    """How a launched watcher's task ended (`exited`, `fatal`); None while it runs."""
+    if rt.task is None or not rt.task.done():
+        return None
+    state = str(getattr(rt.source, "state", "running"))
+    return "fatal" if rt.failure is not None or state == "fatal" else "exited"
+
+
+def doing(rt: WatcherRuntime) -> str:
+    """A launched watcher's `census` entry: its task ended (`exited`, `fatal`), its source
+    failing (`error`: a file it cannot read; `fatal`: a command writing its start-limit
+    `stop`), else `running` (a command whose task has not begun yet is `stopped` until then)."""
+    state = str(getattr(rt.source, "state", "running"))
+    return ended(rt) or (state if state in ("error", "fatal") else "running")
+
+
+def counted(counts: dict[str, int]) -> tuple[str, str]:
+    """A `census` said: `N watchers`, and ` (3 running, 2 exited, 1 fatal, 1 stopped)` unless
+    every one of them runs (then ``)."""
+    n = sum(counts.values())
+    if counts.get("running", 0) == n:
+        return f"{n} watcher{'' if n == 1 else 's'}", ""
+    each = ", ".join(f"{k} {DOING[what]}" for what, k in counts.items())
+    return f"{n} watcher{'' if n == 1 else 's'}", f" ({each})"
