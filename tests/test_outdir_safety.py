@@ -468,3 +468,15 @@ def test_run_refuses_a_shared_output_dir_before_starting_anything(tmp_path: Path
     assert "Traceback" not in res.stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o1777
     assert not marker.exists() and list(out.iterdir()) == []
+
+
+def test_a_kernel_file_system_is_refused_for_what_it_is() -> None:
+    """`--output-dir /proc/self` said "the parent directory does not exist" of a directory that
+    exists: procfs answers ENOENT to creating a file in it."""
+    with pytest.raises(OutputDirError) as err:
+        prepare_output_dir(Path("/proc/self"))
+    assert err.value.errno_name == "ENOENT"
+    assert "parent directory" not in str(err.value)
+    assert str(err.value).endswith(
+        "cannot write a file in it: its file system does not let files be created (a kernel "
+        "file system such as /proc or /sys); choose another output.dir")

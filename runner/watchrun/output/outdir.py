@@ -153,6 +153,10 @@ def _probe(path: Path, fd: int) -> None:
     except FileExistsError:
         pfd = -1
     except OSError as exc:
+        if exc.errno == errno.ENOENT:  # (the directory is open: /proc, /sys, a kernel's own)
+            raise OutputDirError(path, "ENOENT", (
+                "cannot write a file in it: its file system does not let files be created "
+                "(a kernel file system such as /proc or /sys); choose another output.dir")) from exc
         raise _error(path, exc, "write a file in it") from exc
     if pfd >= 0:
         os.close(pfd)
