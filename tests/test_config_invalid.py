@@ -133,6 +133,8 @@ EXACT = [
                                   "cursor, copilot, mock, generic")]),
     (C + "    gate: {maxMatches: 1.5}\n", [("watchers[0].gate.maxMatches",
                                            "expected an integer, got number 1.5")]),
+    (C + "    gate: {max: 0}\n", [("watchers[0].gate.max", "unknown key `max`; allowed: "
+                                  "exitCode, maxMatches, require")]),
     (C + "redact: [{kind: x, pattern: b, extra: 1}]\n", [
         ("redact[0].extra", "unknown key `extra`; allowed: kind, pattern")]),
     (C + "redact: [5]\n", [("redact[0]", "expected a string or a mapping, got number 5")]),

@@ -164,6 +164,9 @@ def _engine_check(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool, 
         "it"))
 
 
+_GATE_KEYS = {"maxMatches", "exitCode", "require"}
+
+
 def _gate(ctx: Ctx, p: KeyPath, raw: Any) -> GateSpec | None:
     if not isinstance(raw, dict):
         return None
@@ -173,7 +176,8 @@ def _gate(ctx: Ctx, p: KeyPath, raw: Any) -> GateSpec | None:
     require = raw.get("require")
     exit_code = raw.get("exitCode") is True
     mistyped = (max_matches is not None and not isinstance(max_matches, int)) or (
-        require is not None and not isinstance(require, str))  # (the schema says that one)
+        require is not None and not isinstance(require, str)) or (
+        not raw.keys() <= _GATE_KEYS)  # (the schema says that one: `max:` for maxMatches)
     if not isinstance(max_matches, int) and not exit_code and not isinstance(require, str) \
             and not mistyped:
         ctx.report.error(p, "has no condition: a gate that can never be crossed would pass "
