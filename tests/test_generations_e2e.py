@@ -130,7 +130,8 @@ def test_every_line_once_or_a_record_of_its_loss(tmp_path: Path, mode: str) -> N
         assert claims == []
         return
     gaps = [x for x in recs if x["kind"] == "gap"]
-    assert all(x["reason"] == "missing" for x in gaps), gaps
+    assert all(x["reason"] == "missing" for x in gaps), [
+        (x["reason"], x["message"]) for x in gaps]
     for i, gone in lost.items():
         g = gens[i]
         end = gens[i + 1]["first"] - 1 if i + 1 < len(gens) else last

@@ -441,7 +441,8 @@ def test_generations_past_max_generations_rotated_between_runs_are_a_gap(tmp_pat
     records, lines = records_and_lines(tmp_path, "log")
     assert lines == ["ERROR 0", "ERROR 1", "ERROR 3", "ERROR 4"]
     (gap,) = [r for r in records if r["kind"] == "gap"]
-    assert (gap["reason"], gap["unreadBytes"]) == ("max-generations", len("ERROR 2\n")), gap
+    assert (gap["reason"], gap["unreadBytes"], gap["generations"]) == (
+        "max-generations", len("ERROR 2\n"), 1), gap
     assert gap["message"].endswith("(limits.maxGenerations=1): app.log.2"), gap
 
 

@@ -19,8 +19,12 @@ from watchrun.inotify import INotify
 
 __all__ = [
     "FILE_MASK",
+    "IN_CREATE",
+    "IN_DELETE",
     "IN_DELETE_SELF",
     "IN_IGNORED",
+    "IN_MOVED_FROM",
+    "IN_MOVED_TO",
     "IN_MOVE_SELF",
     "IN_Q_OVERFLOW",
     "Sub",

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import select
 import time
 from pathlib import Path
 
+from watchrun.arrivals import Arrivals
 from watchrun.inotify import remote_fs
 from watchrun.inotify_watches import (
     FILE_MASK,
@@ -59,6 +61,10 @@ class Notifier(WatchTable["Watch"]):
             w.polling = True
             w._wake()
 
+    def drain(self) -> None:
+        """Read the events queued now (without waiting): the watches they concern are woken."""
+        self._on_readable()
+
     # -- internals used by Watch ----------------------------------------------------------
     def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._ino is None or self._loop is loop:
@@ -77,6 +83,7 @@ class Notifier(WatchTable["Watch"]):
             if ev.mask & IN_Q_OVERFLOW:
                 self.overflows += 1
                 for w in self._watches:
+                    w.arrivals.lost()
                     w._wake(resolve=True)
                 continue
             subs = self._subs.get(ev.wd)
@@ -87,6 +94,8 @@ class Notifier(WatchTable["Watch"]):
                 for sub in subs:
                     sub.watch._forget(sub)
             for sub in list(subs):
+                if sub.name == sub.watch.arrivals.name and sub.wd == sub.watch.arrivals.wd:
+                    sub.watch.arrivals.event(ev.mask, ev.cookie, ev.name)
                 if sub.name is None or not ev.name or ev.name == sub.name:
                     resolve = sub.name is not None or bool(ev.mask & _RESOLVE)
                     sub.watch._wake(resolve=resolve)
@@ -114,6 +123,9 @@ class Watch:
         self._waiter: asyncio.Future[None] | None = None
         self._path_subs: dict[tuple[int, str | None], Sub[Watch]] = {}
         self._fd_subs: dict[int, Sub[Watch]] = {}
+        self.arrivals = Arrivals(self.path.name)
+        """Files that came to the path: how a file source counts generations it never saw;
+        counted only where no symlink is on the way (a swapped link brings no file)."""
 
     @property
     def waiting(self) -> bool:
@@ -216,6 +228,7 @@ class Watch:
         for sub in self._path_subs.values():
             self.notifier._unsubscribe(sub)
         self._path_subs = new
+        self.arrivals.watching(_leaf_of(self.path, targets, new))
         if added:
             found = first and any(name is None for _, name, _ in targets)
             self._wake(resolve=not found)
@@ -258,12 +271,15 @@ class Watch:
         self.notifier._warn(f"{why}; polling {self.path} every "
                             f"{round(self.notifier.poll_s * 1000)} ms{advice}")
         self.polling = True
+        self.arrivals.watching(None)
         self._wake()
 
     def _forget(self, sub: Sub[Watch]) -> None:
         self._path_subs = {k: s for k, s in self._path_subs.items() if s is not sub}
         self._fd_subs = {k: s for k, s in self._fd_subs.items() if s is not sub}
         self.stale = True
+        if sub.wd == self.arrivals.wd and sub.name == self.arrivals.name:
+            self.arrivals.watching(None)
 
     def _wake(self, *, resolve: bool = False) -> None:
         if resolve:
@@ -271,6 +287,16 @@ class Watch:
         self._flag = True
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
+
+
+def _leaf_of(path: Path, targets: list[tuple[str, str | None, int]],
+             subs: dict[tuple[int, str | None], Sub[Watch]]) -> int | None:
+    """The watch of the directory holding the file's name, when that name is the only one
+    watched (no symlink met, nothing missing on the way); else None."""
+    named = [(d, name) for d, name, _ in targets if name]
+    if named != [(os.path.dirname(os.path.abspath(path)), path.name)]:
+        return None
+    return next((wd for wd, name in subs if name == path.name), None)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

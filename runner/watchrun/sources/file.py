@@ -233,7 +233,7 @@ class FileSource(Rotation):
                 and (ini[2] is None or ini[2] == birth_ns(o.fd)):  # (not a new file, same inode)
             o.start = 0 if self.spec.from_start else ini[3]  # unreadable at start: what came since
             o.line_no = await offload(count_lines, o.fd, o.start)
-        await self._apply(ctx, watch, Plan([o], at_path=True))
+        await self._apply(ctx, watch, Plan([o], at_path=True, arrived=1))
 
 
 async def _not_read(ctx: SourceContext, gen: Generation, end: int, code: str, why: str,

@@ -59,6 +59,10 @@ class Followed:
         self._initial: tuple[int, int, int | None, int] | None = None
         """Device, inode, birth time (`birth_ns`) and size of a file unreadable at start."""
         self._gone_at: float | None = None
+        self._counted: tuple[int, int] | None = None
+        """`Arrivals.epoch` and `.count` of the watch when the generations were last accounted
+        for."""
+        self._arrived = 0  # generations the rotations since found come to the path
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
         self._timers: list[asyncio.TimerHandle] = []
@@ -184,6 +188,7 @@ class Followed:
         if olds:
             self._later(watch, self.rotate_wait)
         if start is None:
+            self._arrived += plan.arrived
             await self._keep.save(self._state())  # the switch is durable before more is read
             for gen in [*([before] if before is not None else []), *gens]:
                 await self._drain(ctx, gen)
@@ -205,6 +210,24 @@ class Followed:
         watch.untrack(gen.fd)
         with contextlib.suppress(OSError):
             os.close(gen.fd)
+
+    def _unseen(self, watch: Watch) -> int:
+        """The file at the path (just seen) is the one followed: how many files came to the path
+        since the last account that no rotation found (created and gone again between two
+        looks), said once. No event read so far is of a file that came after the one followed
+        (it would have replaced it at the path); after a rotation the queue is read first, so
+        that the arrival of the file followed, and of every one before it, is counted."""
+        came = watch.arrivals
+        if came.wd is None or watch.polling:
+            self._counted = None
+            return 0
+        steady = self._counted is not None and self._counted[0] == came.epoch
+        if not (steady and not self._arrived):  # (while no rotation: no read, no system call)
+            watch.notifier.drain()
+            steady = self._counted is not None and self._counted[0] == came.epoch
+        unseen = came.count - self._counted[1] - self._arrived if self._counted and steady else 0
+        self._counted, self._arrived = (came.epoch, came.count), 0
+        return max(0, unseen)
 
     def _later(self, watch: Watch, delay: float) -> None:
         loop = asyncio.get_running_loop()

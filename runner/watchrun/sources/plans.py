@@ -237,6 +237,9 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
         fresh, gaps = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n, before,
                             drained=drained)
         plan.steps, plan.gaps = fresh, gaps
+        if not truncated:  # (the copies of a truncation never were at the path)
+            plan.arrived = len(fresh) + sum(g.get("generations", 1) for g in gaps) + (
+                cur is not None)
         _regrown(path, [*known, ended], max_n, plan, cur, plan.copy, entries=entries)
         if cur is not None and not truncated:  # (a deleted file's inode may be reused at once)
             back = _read_before(cur, known)

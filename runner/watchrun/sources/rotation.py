@@ -48,6 +48,11 @@ class Rotation(Followed):
         if (now_at.st_dev, now_at.st_ino) == (gen.dev, gen.inode):
             if confirmed:
                 gen.saw(st)
+            if unseen := self._unseen(watch):
+                await ctx.event("gap", reason="unseen", path=self.name, generations=unseen,
+                                message=f"{unseen} file(s) came to {self.name} and were gone "
+                                "again before the runner looked (created and deleted, or "
+                                "renamed away): what they held was not read")
             return
         reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
         plan = await offload(plan_switch, self.path, gen.checkpoint(at_read=True),

@@ -69,6 +69,9 @@ class Plan(Struct):
     """After a truncation: the copy cut short of what was read (all it holds was read)."""
     grown: list[tuple[Checkpoint, int]] = field(default_factory=list)
     """Generations released early found grown (their `gap` is in `gaps`), and their size now."""
+    arrived: int = 0
+    """After a rotation: the generations it found that came to the path after the one followed
+    (read, or a `gap`), as a file source counts those it never saw (`Watch.arrivals`)."""
 
     def close(self) -> None:
         for o in [*self.steps, *([self.copy] if self.copy else [])]:
@@ -289,6 +292,7 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
         size = sum(o.st.st_size for o in skipped)
         names = ", ".join(os.path.basename(o.path) for o in skipped)
         gaps.append({"reason": "max-generations", "unreadBytes": size,
+                     "generations": len(skipped),
                      "message": f"{len(skipped)} older unread generations skipped "
                                 f"(limits.maxGenerations={max_n}): {names}"})
         for o in skipped:
