@@ -1,12 +1,14 @@
-"""`Arrivals`: which events of a directory count as a file coming to the watched name (pure;
-the runner's use of it: tests/test_unseen_generations.py)."""
+"""`Arrivals`: which events of a directory count as a file coming to the watched name, and
+where they are counted (the runner's use of it: tests/test_unseen_generations.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from watchrun.arrivals import Arrivals
-from watchrun.inotify_watches import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO
+from watchrun.arrivals import Arrivals, leaf_watch
+from watchrun.inotify_watches import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO, watched
 
 C, D, F, T = IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO
 
@@ -54,3 +56,17 @@ def test_a_new_series_after_lost_events_or_another_directory() -> None:
     assert came.epoch == epoch + 1 and came.count == 1
     came.watching(2)
     assert came.epoch == epoch + 2
+
+
+def test_arrivals_are_counted_only_where_no_symlink_is_on_the_way(tmp_path: Path) -> None:
+    """`leaf_watch`, on what `watched` resolves: the file's own directory, or None where a
+    swapped symlink (not a new file at the name) would change what the path holds."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "app.log").touch()
+    (tmp_path / "current").symlink_to("logs")
+    plain, linked = tmp_path / "logs" / "app.log", tmp_path / "current" / "app.log"
+    wds = [(7, "app.log"), (8, None), (9, "")]
+    assert leaf_watch(plain, watched(plain), wds) == 7
+    assert leaf_watch(linked, watched(linked), wds) is None
+    missing_dir = tmp_path / "gone" / "app.log"
+    assert leaf_watch(missing_dir, watched(missing_dir), wds) is None

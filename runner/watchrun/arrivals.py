@@ -3,6 +3,10 @@ that its file source can say how many generations it never saw."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
 from watchrun.inotify_watches import IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO
 
 _HELD = 64
@@ -51,3 +55,13 @@ class Arrivals:
             self._parked.add(name)  # a file that was at the path now has this name
         if name == self.name and mask & (IN_CREATE | IN_MOVED_TO) and not back:
             self.count += 1
+
+
+def leaf_watch(path: Path, targets: Iterable[tuple[str, str | None, int]],
+               watches: Iterable[tuple[int, str | None]]) -> int | None:
+    """The watch (of `watches`, as (wd, name)) of the directory holding the file's name, when
+    that name is the only one `targets` watch (no symlink met, nothing missing on the way)."""
+    named = [(d, name) for d, name, _ in targets if name]
+    if named != [(os.path.dirname(os.path.abspath(path)), path.name)]:
+        return None
+    return next((wd for wd, name in watches if name == path.name), None)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import os
 import select
 import time
 from pathlib import Path
 
-from watchrun.arrivals import Arrivals
+from watchrun.arrivals import Arrivals, leaf_watch
 from watchrun.inotify import remote_fs
 from watchrun.inotify_watches import (
     FILE_MASK,
@@ -228,7 +227,7 @@ class Watch:
         for sub in self._path_subs.values():
             self.notifier._unsubscribe(sub)
         self._path_subs = new
-        self.arrivals.watching(_leaf_of(self.path, targets, new))
+        self.arrivals.watching(leaf_watch(self.path, targets, new))
         if added:
             found = first and any(name is None for _, name, _ in targets)
             self._wake(resolve=not found)
@@ -287,16 +286,6 @@ class Watch:
         self._flag = True
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
-
-
-def _leaf_of(path: Path, targets: list[tuple[str, str | None, int]],
-             subs: dict[tuple[int, str | None], Sub[Watch]]) -> int | None:
-    """The watch of the directory holding the file's name, when that name is the only one
-    watched (no symlink met, nothing missing on the way); else None."""
-    named = [(d, name) for d, name, _ in targets if name]
-    if named != [(os.path.dirname(os.path.abspath(path)), path.name)]:
-        return None
-    return next((wd for wd, name in subs if name == path.name), None)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
