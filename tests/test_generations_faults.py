@@ -9,6 +9,7 @@ import collections
 import gzip
 import lzma
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,38 @@ def test_only_a_generation_compressed_before_it_was_read_is_a_gap(tmp_path: Path
                   if x["kind"] == "gap")
     assert gaps == [("compressed", str(unread), unread.stat().st_ino),
                     ("missing", str(log), lost)]
+
+
+def test_a_compressed_generation_found_again_unchanged_is_named_once(tmp_path: Path) -> None:
+    """A generation rotated and compressed while the runner was frozen is one `gap`, even when
+    a later look lists it again: the next file was empty when opened, and when it had lines
+    the look for copies of it found the archive, modified within the same clock tick as that
+    file's creation (here made so), and named it a second time (found 2026-12-05)."""
+    log = tmp_path / "app.log"
+    write(log, 1, 2)
+    suffix, compress = COMPRESSORS["gzip"]
+    r = LiveRunner(config_for(tmp_path, log))
+    try:
+        read_up_to(tmp_path, 2)
+        r.send(signal.SIGSTOP)
+        log.unlink()
+        write(log, 3, 4)  # never read: compressed and deleted while the runner is frozen
+        archive = Path(f"{log}.1{suffix}")
+        archive.write_bytes(compress(log.read_bytes()))
+        log.unlink()
+        log.touch()  # the next generation, empty
+        tick = log.stat().st_mtime_ns
+        os.utime(archive, ns=(tick, tick))
+        r.send(signal.SIGCONT)
+        wait_for(lambda: any(x["kind"] == "rotate" for x in records(tmp_path)), "the rotation")
+        write(log, 5, 6)
+        read_up_to(tmp_path, 6)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    every_line_once(tmp_path, range(1, 3), range(5, 7))
+    gaps = [(x["reason"], x["path"]) for x in records(tmp_path) if x["kind"] == "gap"]
+    assert gaps == [("compressed", str(archive))]
 
 
 def point_back(log: Path, link: str) -> None:

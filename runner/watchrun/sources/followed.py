@@ -28,13 +28,15 @@ from watchrun.sources.generation import (
 from watchrun.sources.identity import Checkpoint
 from watchrun.sources.keeper import Keeper
 from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
-from watchrun.sources.siblings import NO_FDS, Opened, Plan
+from watchrun.sources.siblings import IDENTITY, NO_FDS, Opened, Plan
 
 SAVE_EVERY = 1.0
 """At most one checkpoint write per second while lines flow; none while idle."""
 RETRY_S = 1.0
 """An open that failed for want of descriptors (EMFILE/ENFILE) is tried again this often."""
 MISSING = (errno.ENOENT, errno.ENOTDIR)
+SAID_KEPT = 64
+"""Compressed generations a `gap` was written for, remembered so that none is named twice."""
 
 
 class Followed:
@@ -63,6 +65,7 @@ class Followed:
         """`Arrivals.epoch` and `.count` of the watch when the generations were last accounted
         for."""
         self._arrived = 0  # generations the rotations since found come to the path
+        self._said: list[tuple[int, int, int, int]] = []  # compressed ones a `gap` named
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
         self._timers: list[asyncio.TimerHandle] = []
@@ -238,6 +241,11 @@ class Followed:
         """The plan's `gap` records. A generation released early found grown keeps the size
         it has now: what it grew by is counted once."""
         for gap in plan.gaps:
+            found = gap.pop(IDENTITY, None)
+            if found is not None:
+                if found in self._said:
+                    continue  # (found again by a later look, unchanged: said once)
+                self._said = [*self._said, found][-SAID_KEPT:]
             await ctx.event("gap", **gap)
         sizes = {id(cp): size for cp, size in plan.grown}
         self._history = [replace(cp, size=sizes[id(cp)]) if id(cp) in sizes else cp

@@ -79,6 +79,15 @@ class Plan(Struct):
                 os.close(o.fd)
 
 
+IDENTITY = "_identity"
+"""A compressed generation's `gap` carries under this key (taken out before it is written) what
+the file was when it was found, so that a later look that finds it unchanged says it once."""
+
+
+def identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class Entry(Struct, frozen=True):
     path: str
     st: os.stat_result
@@ -268,7 +277,7 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
                 if o is None or not _drained_or_empty(o.fd, drained):
                     gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
                                  "message": f"{e.path} was rotated and compressed before it "
-                                            "was read"})
+                                            "was read", IDENTITY: identity(e.st)})
             elif o is None:
                 continue
             elif any(holds(cp, o.fd, o.st) for cp in known):
@@ -277,7 +286,7 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
                 if not _drained_or_empty(o.fd, drained):
                     gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
                                  "unreadBytes": o.st.st_size, "message": f"{e.path} is "
-                                 "compressed; only plain files are read"})
+                                 "compressed; only plain files are read", IDENTITY: identity(e.st)})
             else:
                 found.append(o)
                 continue
