@@ -214,21 +214,27 @@ class Followed:
         with contextlib.suppress(OSError):
             os.close(gen.fd)
 
+    def _recount(self, watch: Watch) -> None:
+        """Before the path is looked at: after a rotation (or with no account yet), the events
+        queued now are read, so that the arrival of the file followed and of every file before
+        it is counted; an arrival after this read is after that file's (the look then finds
+        another at the path) and is counted at a later look. While nothing rotates: nothing."""
+        came = watch.arrivals
+        if came.wd is not None and not watch.polling and (
+                self._arrived or self._counted is None or self._counted[0] != came.epoch):
+            watch.notifier.drain()
+
     def _unseen(self, watch: Watch) -> int:
-        """The file at the path (just seen) is the one followed: how many files came to the path
-        since the last account that no rotation found (created and gone again between two
-        looks), said once. No event read so far is of a file that came after the one followed
-        (it would have replaced it at the path); after a rotation the queue is read first, so
-        that the arrival of the file followed, and of every one before it, is counted."""
+        """The file at the path (looked at after `_recount`) is the one followed: how many
+        files came to the path since the last account that no rotation found (created and gone
+        again between two looks), said once. No arrival counted is of a file that came after
+        the one followed: that file would have replaced it at the path."""
         came = watch.arrivals
         if came.wd is None or watch.polling:
             self._counted = None
             return 0
-        steady = self._counted is not None and self._counted[0] == came.epoch
-        if not (steady and not self._arrived):  # (while no rotation: no read, no system call)
-            watch.notifier.drain()
-            steady = self._counted is not None and self._counted[0] == came.epoch
-        unseen = came.count - self._counted[1] - self._arrived if self._counted and steady else 0
+        base = self._counted[1] if self._counted and self._counted[0] == came.epoch else None
+        unseen = 0 if base is None else came.count - base - self._arrived
         self._counted, self._arrived = (came.epoch, came.count), 0
         return max(0, unseen)
 

@@ -37,6 +37,7 @@ class Rotation(Followed):
             gen.changed = False
             watch.poke()
             return
+        self._recount(watch)
         try:
             now_at = os.stat(self.path)
         except OSError as exc:
