@@ -29,6 +29,7 @@ from watchrun.sources.identity import Checkpoint
 from watchrun.sources.keeper import Keeper
 from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
 from watchrun.sources.siblings import IDENTITY, NO_FDS, Opened, Plan
+from watchrun.sources.unseen import Unseen
 
 SAVE_EVERY = 1.0
 """At most one checkpoint write per second while lines flow; none while idle."""
@@ -61,10 +62,7 @@ class Followed:
         self._initial: tuple[int, int, int | None, int] | None = None
         """Device, inode, birth time (`birth_ns`) and size of a file unreadable at start."""
         self._gone_at: float | None = None
-        self._counted: tuple[int, int] | None = None
-        """`Arrivals.epoch` and `.count` of the watch when the generations were last accounted
-        for."""
-        self._arrived = 0  # generations the rotations since found come to the path
+        self._unseen = Unseen()  # files that came to the path and went before any look
         self._said: list[tuple[int, int, int, int]] = []  # compressed ones a `gap` named
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
@@ -191,7 +189,7 @@ class Followed:
         if olds:
             self._later(watch, self.rotate_wait)
         if start is None:
-            self._arrived += plan.arrived
+            self._unseen.arrived += plan.arrived
             await self._keep.save(self._state())  # the switch is durable before more is read
             for gen in [*([before] if before is not None else []), *gens]:
                 await self._drain(ctx, gen)
@@ -213,30 +211,6 @@ class Followed:
         watch.untrack(gen.fd)
         with contextlib.suppress(OSError):
             os.close(gen.fd)
-
-    def _recount(self, watch: Watch) -> None:
-        """Before the path is looked at: after a rotation (or with no account yet), the events
-        queued now are read, so that the arrival of the file followed and of every file before
-        it is counted; an arrival after this read is after that file's (the look then finds
-        another at the path) and is counted at a later look. While nothing rotates: nothing."""
-        came = watch.arrivals
-        if came.wd is not None and not watch.polling and (
-                self._arrived or self._counted is None or self._counted[0] != came.epoch):
-            watch.notifier.drain()
-
-    def _unseen(self, watch: Watch) -> int:
-        """The file at the path (looked at after `_recount`) is the one followed: how many
-        files came to the path since the last account that no rotation found (created and gone
-        again between two looks), said once. No arrival counted is of a file that came after
-        the one followed: that file would have replaced it at the path."""
-        came = watch.arrivals
-        if came.wd is None or watch.polling:
-            self._counted = None
-            return 0
-        base = self._counted[1] if self._counted and self._counted[0] == came.epoch else None
-        unseen = 0 if base is None else came.count - base - self._arrived
-        self._counted, self._arrived = (came.epoch, came.count), 0
-        return max(0, unseen)
 
     def _later(self, watch: Watch, delay: float) -> None:
         loop = asyncio.get_running_loop()

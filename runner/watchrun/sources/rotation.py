@@ -37,7 +37,7 @@ class Rotation(Followed):
             gen.changed = False
             watch.poke()
             return
-        self._recount(watch)
+        self._unseen.before_look(watch)
         try:
             now_at = os.stat(self.path)
         except OSError as exc:
@@ -49,7 +49,7 @@ class Rotation(Followed):
         if (now_at.st_dev, now_at.st_ino) == (gen.dev, gen.inode):
             if confirmed:
                 gen.saw(st)
-            if unseen := self._unseen(watch):
+            if unseen := self._unseen.gone(watch):
                 await ctx.event("gap", reason="unseen", path=self.name, generations=unseen,
                                 message=f"{unseen} file(s) came to {self.name} and were gone "
                                 "again before the runner looked (created and deleted, or "
