@@ -41,7 +41,7 @@ RULES: dict[str, tuple[str, str, str, str]] = {
     "aws-secret-access-key": (
         "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = ",
-        "aws_secret_access_key = (not set)"),
+        "aws_secret_access_key is not set"),
     "gcp-api-key": ("key=AIza" + "SyB" * 11 + "xy", "AIza" + "SyB" * 11 + "xy", "",
                     "AIza" + "SyB" * 11 + "x"),
     "gcp-oauth-client-secret": ("GOCSPX-" + "Ab1_" * 7, "Ab1_" * 7, "",
@@ -79,9 +79,35 @@ RULES: dict[str, tuple[str, str, str, str]] = {
                      "X-Auth: Bearer ", "Bearer short"),
     "password": ("db password=hunter2 host=db1", "hunter2", "host=db1",
                  "password reset requested for bob"),
-    "secret": ('{"api_key": "12345abcde"}', "12345abcde", '{"api_key": "',
+    "secret": ('{"api_key": "12345abcde"}', "12345abcde", '{"api_key": ',
                "secret santa list"),
 }
+
+# (text, what it becomes) — names as environments and SDKs spell them, and quoted values with
+# spaces: found by an actions explorer (2026-12-05), each of these left in a webhook's body
+SHAPES = [
+    ("DB_PASSWORD=hunter2secret", "DB_PASSWORD=[REDACTED:password]"),
+    ("PGPASSWORD=pgsecret1 psql", "PGPASSWORD=[REDACTED:password] psql"),
+    ("GITHUB_CLIENT_SECRET=xyzsecretvalue", "GITHUB_CLIENT_SECRET=[REDACTED:secret]"),
+    ("STRIPE_API_KEY=abcdefgh123", "STRIPE_API_KEY=[REDACTED:secret]"),
+    ("x-api-key: abc123", "x-api-key: [REDACTED:secret]"),
+    ('password="correct horse battery" next=1', "password=[REDACTED:password] next=1"),
+    ("password='a b c'", "password=[REDACTED:password]"),
+    ('password="cut short', "password=[REDACTED:password]"),
+    ('{"Credentials": {"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", '
+     '"SessionToken": "FwoGZXIvYXdzEBYaDH"}}',
+     '{"Credentials": {"SecretAccessKey": "[REDACTED:aws-secret-access-key]", '
+     '"SessionToken": [REDACTED:secret]}}'),
+    ("secretAccessKey: wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "secretAccessKey: [REDACTED:aws-secret-access-key]"),
+    ("password_policy=strict max_tokens=100 passwords: 3", None),
+]
+
+
+@pytest.mark.parametrize(("text", "out"), SHAPES)
+def test_names_as_environments_spell_them_and_quoted_values_whole(text: str,
+                                                                  out: str | None) -> None:
+    assert redactor().redact(text)[0] == (text if out is None else out)
 
 
 def test_every_builtin_rule_has_a_case_here() -> None:
