@@ -96,6 +96,8 @@ def test_a_connection_refused_is_retried_then_failed(tmp_path: Path) -> None:
             (result,) = await rig.wait("action-result")
             assert (result["status"], result["attempts"]) == ("failed", 2)
             assert result["error"]["code"] == "connect"
+            host_port = url.split("/")[2]  # (said in words, not asyncio's "Connect call failed
+            assert result["error"]["message"] == f"{host_port}: Connection refused"  # (…)")
     asyncio.run(body())
 
 

@@ -135,6 +135,21 @@ EXACT = [
                                            "expected an integer, got number 1.5")]),
     (C + "    gate: {max: 0}\n", [("watchers[0].gate.max", "unknown key `max`; allowed: "
                                   "exitCode, maxMatches, require")]),
+    (C + "    actions: [{type: webhook, url: 'http://h:0/x'}]\n", [
+        ("watchers[0].actions[0].url", "has port 0, which no receiver listens on; give the "
+         "receiver's port, or none for the scheme's own (80, 443)")]),
+    (C + "    actions: [{type: webhook, url: 'http://h/a b'}]\n", [
+        ("watchers[0].actions[0].url", "contains whitespace or control characters, which a "
+         "URL cannot hold; percent-encode them (a space is %20)")]),
+    (C + "    actions: [{type: webhook, url: 'http://h/', headers: {X Api Key: v}}]\n", [
+        ("watchers[0].actions[0].headers.X Api Key", 'string "X Api Key" is not a valid HTTP '
+         "header name: use letters, digits and !#$%&'*+-.^_`|~ (no spaces, colons or line "
+         "breaks)")]),
+    (C + "    actions: [{type: exec, name: a, command: [x]}, {type: exec, name: A, "
+     "command: [x]}]\n", [
+        ("watchers[0].actions[1].name", "action name `A` differs from `a` at "
+         "watchers[0].actions[0].name only in case; they name the action in records, logs "
+         "and metrics, so they must be unique ignoring case")]),
     (C + "redact: [{kind: x, pattern: b, extra: 1}]\n", [
         ("redact[0].extra", "unknown key `extra`; allowed: kind, pattern")]),
     (C + "redact: [5]\n", [("redact[0]", "expected a string or a mapping, got number 5")]),

@@ -9,6 +9,7 @@ import asyncio
 import base64
 import contextlib
 import email.utils
+import os
 import socket
 import ssl
 from collections.abc import Mapping
@@ -118,7 +119,7 @@ async def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: flo
     except ssl.SSLError as exc:
         raise HttpError("tls", f"{where}: TLS failed: {exc.reason or exc}") from None
     except (OSError, EOFError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        why = _why(exc)
         code = "protocol" if isinstance(exc, EOFError | ConnectionResetError) else "connect"
         raise HttpError(code, f"{where}: {why or type(exc).__name__}") from None
     except (ValueError, asyncio.LimitOverrunError) as exc:
@@ -226,3 +227,12 @@ async def _chunked(reader: asyncio.StreamReader, data: bytearray) -> None:
         await _read_up_to(reader, want, data)
         if len(data) < BODY_BYTES:
             await reader.readline()  # the CRLF after the chunk
+
+
+def _why(exc: OSError | EOFError) -> str:
+    """What went wrong, in words: a refused or reset connection by its errno's text
+    ("Connection refused", not asyncio's "Connect call failed ('127.0.0.1', 1)"); others by
+    their own (a name lookup's, the resolver's)."""
+    if isinstance(exc, ConnectionError) and exc.errno:
+        return os.strerror(exc.errno)
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)

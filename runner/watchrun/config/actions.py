@@ -44,7 +44,8 @@ def build_actions(ctx: Ctx, p: KeyPath, raw: Any) -> tuple[ActionSpec, ...]:
         name = item.get("name")
         if not isinstance(name, str):
             name = kind if used[kind] == 1 else f"{kind}-{used[kind]}"
-        ctx.unique((*p, i, "name"), name, seen, "action name")
+        ctx.unique((*p, i, "name"), name, seen, "action name",
+                   "they name the action in records, logs and metrics")
         spec = _action(ctx, (*p, i), item, name)
         if spec is not None:
             out.append(spec)
@@ -116,7 +117,12 @@ def _url(ctx: Ctx, p: KeyPath, url: Any) -> bool:
                          f"{parts.scheme or 'missing'!r}); use e.g. https://hooks.example/T")
         return False
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
-        ctx.report.error(p, "contains whitespace or control characters; a URL cannot")
+        ctx.report.error(p, "contains whitespace or control characters, which a URL cannot "
+                         "hold; percent-encode them (a space is %20)")
+        return False
+    if parts.port == 0:  # (the request went to the scheme's default port instead)
+        ctx.report.error(p, "has port 0, which no receiver listens on; give the receiver's "
+                         "port, or none for the scheme's own (80, 443)")
         return False
     return True
 

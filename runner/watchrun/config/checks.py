@@ -138,8 +138,9 @@ class Ctx:
         return out
 
     def unique(self, path: KeyPath, value: Any, seen: dict[str, tuple[KeyPath, str]],
-               what: str) -> None:
-        """Report `value` when an earlier one equals it ignoring case (they are file names)."""
+               what: str, why: str | None = None) -> None:
+        """Report `value` when an earlier one equals it ignoring case (`why`: by default,
+        they are file names)."""
         if not isinstance(value, str):
             return
         prior, other = seen.setdefault(value.lower(), (path, value))
@@ -150,8 +151,9 @@ class Ctx:
                               f" each {what} must be unique")
         else:
             self.report.error(path, f"{what} `{value}` differs from `{other}` at "
-                              f"{format_path(prior)} only in case; {what}s become file names, "
-                              "so they must be unique ignoring case")
+                              f"{format_path(prior)} only in case; "
+                              f"{why or f'{what}s become file names'}, so they must be unique "
+                              "ignoring case")
 
     def wake(self, path: KeyPath, raw: Any, agents: list[str], default: bool) -> tuple[str, ...]:
         """The agent names a watcher wakes; every name must be an agent."""

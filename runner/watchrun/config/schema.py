@@ -166,6 +166,9 @@ def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
     if kind == "required":
         missing = [k for k in err.validator_value if k not in value]
         return [((k,), "required key is missing") for k in missing]
+    if "propertyNames" in err.relative_schema_path and "headers" in err.absolute_path:
+        return [((value,), f"{describe_value(value)} is not a valid HTTP header name: use "
+                 "letters, digits and !#$%&'*+-.^_`|~ (no spaces, colons or line breaks)")]
     if "propertyNames" in err.relative_schema_path:
         return [((value,), f"`{value}` is not a valid environment variable name: use letters, "
                  "digits and `_`, not starting with a digit")]
