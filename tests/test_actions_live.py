@@ -225,3 +225,31 @@ def test_a_stop_sends_no_queued_firing_and_records_every_result(tmp_path: Path) 
                if x["kind"] == "action-dropped"}
     assert dropped == {"slow": (2, 2, "runner-stopped"), "once": (1, 2, "runner-stopped")}
     assert recs[-1]["kind"] == "stop"
+
+
+def test_a_second_signal_while_an_action_stops_leaves_no_false_left_running(
+        tmp_path: Path) -> None:
+    """A second SIGTERM while the actions' stop waited for a program that ignores SIGTERM
+    killed every group at once; the command watcher's run (a shell and its `sleep`) was then
+    said to have "exited but 1 process it started kept running": an `error{left-running}` of
+    what the runner itself had just killed (found by an actions explorer, 3 runs of 3)."""
+    pidfile = tmp_path / "pid"
+    stubborn = f"trap '' TERM; echo $$$$ > {pidfile}; sleep 900"
+    conf = {"watchers": [{"id": "app", "command": ["sh", "-c", "echo ERROR a; sleep 1000"],
+                          "pattern": "ERROR", "actions": [
+                              {"type": "exec", "name": "ex", "command": ["sh", "-c", stubborn],
+                               "timeout": "5m"}]}],
+            "limits": {"stopTimeout": "20s"}}
+    r = LiveRunner(write_config(tmp_path, conf))
+    try:
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the program")
+        r.send(signal.SIGTERM)  # the actions' stop waits for the program's grace (20 s)
+        r.wait_log("stopping")
+    finally:
+        assert r.stop() == 0, r.stderr()  # a second SIGTERM: every group is killed now
+    recs = validate_records(r.out / "watchers" / "app.jsonl")
+    assert [x for x in recs if x.get("code") == "left-running"] == []
+    assert "left-running" not in r.stderr()
+    (end,) = [x for x in recs if x["kind"] == "exit"]
+    assert (end["status"], end["signal"]) == ("killed", "SIGKILL")
+    assert "second signal: killing what remains now" in r.stderr()

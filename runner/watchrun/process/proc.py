@@ -129,6 +129,12 @@ class Proc:
         table = read_table()
         return table, family(table, self.pid, self.pgid, self._id, exited, self._ids, strays)
 
+    @property
+    def killed(self) -> bool:
+        """`Spawner.kill_all` SIGKILLed its group (a second stop signal): the runner ended it,
+        and whatever of its tree was still there."""
+        return self._killed
+
     def _send(self, pids: set[int], sig: signal.Signals) -> None:
         group = [(os.killpg, self.pgid)] if self._group else []
         for kill, target in [*group, *((os.kill, p) for p in pids)]:

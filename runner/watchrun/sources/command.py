@@ -240,6 +240,8 @@ class CommandSource:
         ended = await proc.terminate(self._grace, strays=not SPAWNED)
         if not ended.signals_sent:
             return info
+        if proc.killed:  # a second stop signal killed the group, the command with it: it
+            return ended  # left nothing running (its exit record says SIGKILL)
         left = proc.signalled
         await ctx.event("error", code="left-running", run=n, count=left, message=(
             f"run {n}: " + left_behind("the command", "kept running", left, ended.stragglers)))
