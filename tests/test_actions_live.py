@@ -253,3 +253,32 @@ def test_a_second_signal_while_an_action_stops_leaves_no_false_left_running(
     (end,) = [x for x in recs if x["kind"] == "exit"]
     assert (end["status"], end["signal"]) == ("killed", "SIGKILL")
     assert "second signal: killing what remains now" in r.stderr()
+
+
+def test_a_reload_that_restarts_the_watcher_says_so_not_that_the_action_changed(
+        tmp_path: Path) -> None:
+    """Only `output.keep` changed: the watcher restarts and its running firing is cancelled,
+    which was said as "a reload changed the action" (found by an actions explorer)."""
+    log, pidfile = tmp_path / "app.log", tmp_path / "pid"
+    log.write_text("")
+    slow = {"type": "exec", "name": "slow",
+            "command": ["sh", "-c", f"echo $$$$ > {pidfile}; exec sleep 60"]}
+    conf: dict[str, Any] = {"output": {"keep": 5}, "watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR", "actions": [slow]}]}
+    r = LiveRunner(write_config(tmp_path, conf))
+    try:
+        r.wait_log("running")
+        append(log, "ERROR 1\n")
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the program")
+        conf["output"]["keep"] = 6
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        r.wait_log("reloaded")
+        (result,) = kinds(r, "action-result")
+    finally:
+        assert r.stop() == 0
+    assert (result["status"], result["error"]["message"]) == ("cancelled", (
+        "a reload restarted the watcher (its own config, the output or the limits changed; "
+        "the action did not) while it ran"))
+    assert "changed the action" not in r.stderr()
+    validate_records(r.out / "watchers" / "app.jsonl")

@@ -150,9 +150,12 @@ class ActionHub:
     def _late(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
         """Matches that came after the watcher's actions stopped: nothing fires for them; they
         are counted as dropped, and `record_unfired` writes them before the watcher's `stop`."""
-        reason = "runner-stopped" if self._closed else "action-removed"
+        wanted = self._wanted(spec.id)
+        kept = wanted.actions if wanted is not None else ()
         held = self._unfired.setdefault(spec.id, {})
         for action in spec.actions:
+            reason = "runner-stopped" if self._closed else \
+                "watcher-restarted" if action in kept else "action-removed"
             late = held.setdefault(action.name, _Unfired(action.type, reason))
             late.batches += 1
             late.matches += len(found)
@@ -211,7 +214,7 @@ class ActionHub:
                 kept = wanted[wid].actions if wid in wanted else ()
                 carried = {a.spec.name: (a.spec, a.gate.carry()) for a in w.actions
                            if a.spec in kept}
-                await w.close("action-removed")
+                await w.close("action-removed", kept)
                 if carried:
                     self._carried[wid] = carried
 

@@ -43,8 +43,16 @@ class Host(Protocol):
                       [int, float, str], None]) -> Result: ...
 
 
-_CANCELLED = Result("cancelled", error={"code": "cancelled", "message": "the runner stopped "
-                                       "(or a reload changed the action) while it ran"})
+ENDED = {"runner-stopped": "the runner stopped",
+         "action-removed": "a reload removed or changed the action",
+         "watcher-restarted": "a reload restarted the watcher (its own config, the output or "
+                              "the limits changed; the action did not)"}
+"""Why an action's firings ended before they went out, by the reason code its records carry."""
+
+
+def _cancelled(reason: str) -> Result:
+    return Result("cancelled", error={"code": "cancelled",
+                                      "message": f"{ENDED.get(reason, reason)} while it ran"})
 
 
 @dataclass(slots=True)
@@ -75,6 +83,8 @@ class ActionRuntime:
         self._who = f"action {spec.name}"
         self._starting = False
         self.closing = False
+        self.ended_by = "runner-stopped"
+        """Why it closes (`ENDED`): said of the firings it cancels and drops."""
         """Set when its watcher's actions close: no firing starts from then on (a record of
         another action's cancelled firing kicks the workers)."""
 
@@ -146,10 +156,8 @@ class ActionRuntime:
             return
         self._unrecorded = [0, 0]
         self._drop_recorded_at = self.host.clock.monotonic()
-        why = {"queue-full": f"its queue was full ({self.spec.queue} waiting, "
-                             f"{self.spec.concurrency} running)",
-               "runner-stopped": "the runner stopped before they went out",
-               "action-removed": "a reload removed or changed the action"}.get(reason, reason)
+        why = f"its queue was full ({self.spec.queue} waiting, {self.spec.concurrency} " \
+            "running)" if reason == "queue-full" else ENDED.get(reason, reason)
         self.record("action-dropped", self._fields(count=n, matches=matches, reason=reason,
                                                    message=f"{n} firing(s) dropped: {why}"))
         self.host.log.warning(f"{self._who}: {n} firing(s) ({matches} matches) dropped: {why}",
@@ -193,7 +201,7 @@ class ActionRuntime:
         self.workers.discard(task)
         if not first.carried:
             first.carried = True
-            self._result(first.n, _CANCELLED, first.started)
+            self._result(first.n, _cancelled(self.ended_by), first.started)
 
     async def _work(self, first: _Begun) -> None:
         try:
@@ -239,7 +247,7 @@ class ActionRuntime:
         try:
             result = await self.host.execute(self.spec, outgoing, retry)
         except asyncio.CancelledError:
-            self._result(n, _CANCELLED, started)
+            self._result(n, _cancelled(self.ended_by), started)
             raise
         except Exception as exc:  # a bug must not stop the other firings
             result = Result("failed", error={"code": "internal", "message": repr(exc)})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Collection
 from typing import Any, Protocol
 
 from watchrun.actions.reactor import ActionRuntime, Host
@@ -82,18 +83,20 @@ class WatcherActions:
                 self.lost += 1
         self.hub.changed.set()
 
-    async def close(self, reason: str) -> None:
+    async def close(self, reason: str, kept: Collection[ActionSpec] = ()) -> None:
         """Cancel running firings (each records `cancelled`), drop what waits (recorded), and
         write every record before returning: on a failing disk for at most CLOSE_WRITE_S, then
-        what is left is given up and said (a stop never waits for space)."""
+        what is left is given up and said (a stop never waits for space). An action in `kept`
+        (a reload left it as it was) closes because its watcher restarts: said so."""
         for action in self.actions:
             action.closing = True
+            action.ended_by = "watcher-restarted" if action.spec in kept else reason
         workers = [task for a in self.actions for task in a.workers]
         for task in workers:
             task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         for action in self.actions:
-            action.abandon(reason)
+            action.abandon(action.ended_by)
         loop = asyncio.get_running_loop()
         end = loop.time() + CLOSE_WRITE_S
         while self._flusher is not None and not self._flusher.done():
