@@ -166,8 +166,9 @@ class ActionHub:
         """Before a watcher's `stop` record: one `action-dropped` record per action for the
         matches that came after its actions stopped, and a log line."""
         for name, late in self._unfired.pop(wid, {}).items():
-            why = ("the runner was stopping" if late.reason == "runner-stopped" else
-                   "a reload had changed the watcher")
+            why = {"runner-stopped": "the runner was stopping",
+                   "watcher-restarted": "a reload had restarted the watcher"}.get(
+                       late.reason, "a reload had removed or changed the action")
             message = (f"{late.matches} match{'es' if late.matches != 1 else ''} came after the "
                        f"actions stopped ({why}): nothing fired for them")
             fields = {"action": name, "type": late.type, "count": late.batches,
