@@ -181,6 +181,10 @@ def test_a_program_that_exists_is_not_said_to_be_missing(tmp_path: Path,
                                          "(ENOENT)")
     assert error([str(folder)]).endswith(f": executable {folder}: is a directory (EACCES)")
     assert error(["no-such-program-xyz"]).endswith(": not found (ENOENT)")
+    # (a name with an escape sequence was said as /nonexistent/red once a terminal's
+    # sanitizer had stripped it: a file that is not the one tried)
+    assert error(["/nonexistent/\x1b[31mred"]).endswith(
+        ": executable '/nonexistent/\\x1b[31mred': not found (ENOENT)")
 
 
 def test_a_second_signals_sigkill_is_in_the_exit_even_before_the_stop_looked() -> None:

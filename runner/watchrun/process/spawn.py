@@ -201,7 +201,14 @@ def _spawn_error(exc: OSError | subprocess.SubprocessError, shown: str,
                    "system?)")
         elif found is not None and num == errno.EACCES and os.path.isdir(found):
             why = "is a directory"
-    return SpawnError(name, f"cannot start {shown!r}: {what} {where}: {why} ({name})")
+    return SpawnError(name, f"cannot start {shown!r}: {what} {_plain(where)}: {why} ({name})")
+
+
+def _plain(text: object) -> str:
+    """`text` as it is, or quoted with its control characters escaped when it has any: the
+    message names the file exec(2) tried, not what a terminal's sanitizer leaves of it."""
+    s = str(text)
+    return repr(s) if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in s) else s
 
 
 _INTERPRETER = re.compile(rb"#![ \t]*([^ \t\n]*)")
