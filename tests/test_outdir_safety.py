@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from liverunner import as_nobody, watchrun_bin, write_config
+from liverunner import LiveRunner, as_nobody, wait_for, watchrun_bin, write_config
 
 from watchrun.output import safefs
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
@@ -480,3 +480,31 @@ def test_a_kernel_file_system_is_refused_for_what_it_is() -> None:
     assert str(err.value).endswith(
         "cannot write a file in it: its file system does not let files be created (a kernel "
         "file system such as /proc or /sys); choose another output.dir")
+
+
+def test_an_output_dir_removed_while_running_is_not_made_again(tmp_path: Path) -> None:
+    """`rm -rf .watchrun` under a running runner: the checkpoint's save made the output dir and
+    `state/` again (mode 0755 from the umask, a tree no `prepare_output_dir` checked), while
+    the records had nowhere to go. Now nothing is made again, and what was lost is said."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    r = LiveRunner(write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": str(log), "pattern": "ERROR"}]}))
+    try:
+        r.wait_running()
+        with log.open("a") as f:
+            f.write("ERROR 1\n")
+        wait_for(lambda: "ERROR 1" in r.stderr(), "the first match")
+        shutil.rmtree(r.out)
+        with log.open("a") as f:
+            f.write("ERROR 2\n")
+        r.wait_log("cannot write records: ENOENT")
+        rc = r.stop()
+    finally:
+        r.close()
+    assert not r.out.exists()
+    assert rc != 0, r.stderr()  # (records were given up: never a clean exit)
+    err = r.stderr()
+    assert (f"cannot save checkpoint: {r.out / 'state' / 'app.checkpoint.json'}: No such file "
+            "or directory") in err
+    assert "records given up" in err and "SinkWriteError(" not in err

@@ -44,7 +44,7 @@ class StreamLock:
 
     def __init__(self, stream: Path, name: str) -> None:
         self.path = lock_path(stream)
-        safefs.make_dirs(self.path.parent)
+        safefs.make_dir(self.path.parent)
         fd = safefs.open_write(self.path, os.O_RDWR | os.O_CREAT, _MODE)
         try:
             try:

@@ -23,7 +23,7 @@ __all__ = [
     "check_regular",
     "create_exclusive",
     "fsync_dir",
-    "make_dirs",
+    "make_dir",
     "open_dir",
     "open_read",
     "open_write",
@@ -223,7 +223,8 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def make_dirs(path: Path, mode: int = 0o750) -> None:
-    """`mkdir -p`, then check that `path` itself is a directory and not a symlink."""
-    path.mkdir(mode, parents=True, exist_ok=True)
+def make_dir(path: Path, mode: int = 0o750) -> None:
+    """`path` as a directory (made if missing, its parent not: a removed output dir is not
+    made again, with the umask's mode, under a runner that goes on), not a symlink."""
+    path.mkdir(mode, exist_ok=True)
     os.close(open_dir(path))

@@ -299,13 +299,14 @@ class WatcherSet:
                                            STOP_RECORD_S)
                 except Exception as exc:  # (given up: the disk is full, say)
                     problems.append(f"the records of matches its actions did not fire could "
-                                    f"not be written: {exc!r}")
+                                    f"not be written: {str(exc) or type(exc).__name__}")
             try:  # (one `stop` a start: a source that gave up wrote its own)
                 if not rt.pipeline.stopped:
                     await asyncio.wait_for(rt.pipeline.event("stop", reason=reason),
                                            STOP_RECORD_S)
             except Exception as exc:  # (a once run: its JSONL is short of it, never a pass)
-                problems.append(f"the stop record could not be written: {exc!r}")
+                problems.append("the stop record could not be written: "
+                                f"{str(exc) or type(exc).__name__}")
                 ev = ev if ev.error is not None else replace(
                     ev, error=f"its records could not be written: the stop record: {exc}")
         self.evidence[wid] = ev

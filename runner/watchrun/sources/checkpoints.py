@@ -186,8 +186,8 @@ class CheckpointStore:
                 if ticket <= self._written.get(watcher_id, 0):
                     return False
                 self._written[watcher_id] = ticket
-            safefs.make_dirs(self.dir)
             try:
+                safefs.make_dir(self.dir)
                 safefs.write_atomic(path, data, tmp=tmp, sync_dir=True)
             except OSError as exc:  # the same error, naming the checkpoint it is about
                 raise OSError(exc.errno, f"{path}: {exc.strerror or exc}") from exc

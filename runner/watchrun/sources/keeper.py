@@ -65,4 +65,4 @@ class Keeper:
         try:
             await self.save(state)
         except OSError as exc:
-            log.error("%s: cannot save checkpoint: %s", self.id, exc)
+            log.error("%s: cannot save checkpoint: %s", self.id, exc.strerror or exc)
