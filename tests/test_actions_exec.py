@@ -434,3 +434,49 @@ def test_a_firing_whose_worker_never_ran_still_gets_its_result(tmp_path: Path) -
             ("action-fired", 1, None), ("action-result", 1, "cancelled")]
         assert not action.busy
     asyncio.run(body())
+
+
+class _Quiet:
+    """What `run_program` reads of a firing: no lines."""
+
+    def stdin(self) -> bytes:
+        return b""
+
+    def environ(self) -> dict[str, str]:
+        return {}
+
+
+def test_a_program_cancelled_while_it_starts_gets_its_grace(tmp_path: Path) -> None:
+    """A stop that came while the program was still being started (it ran already, the
+    spawn had not returned: a loaded host) killed it at once, with no SIGTERM and no grace, and
+    the actions' stop did not wait for it (a loaded suite's flaky test). Now it is stopped as a
+    running program is: SIGTERM, its grace, then the cancel goes on."""
+    from watchrun.actions.program import run_program
+    from watchrun.config.model import ActionSpec
+    from watchrun.process.spawn import Spawner
+
+    pidfile, termed = tmp_path / "pid", tmp_path / "termed"
+    script = f"trap 'echo yes > {termed}; exit 0' TERM; echo $$ > {pidfile}; " \
+        "while :; do sleep 0.05; done"
+    gate = asyncio.Event()
+
+    class SlowToReturn(Spawner):  # the child runs; the start returns once the gate opens
+        async def _start(self, *args: Any) -> Any:
+            proc = await super()._start(*args)
+            await gate.wait()
+            return proc
+
+    async def body() -> None:
+        spec = ActionSpec(name="p", type="exec", command=("sh", "-c", script))
+        task = asyncio.ensure_future(run_program(spec, _Quiet(), SlowToReturn(), 5.0,
+                                                 Redactor(())))  # type: ignore[arg-type]
+        await until(lambda: pidfile.exists() and bool(pidfile.read_text().strip()),
+                    "the program to run")
+        task.cancel()
+        await asyncio.sleep(0)  # (the cancel lands while the start is held)
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert termed.read_text() == "yes\n"  # SIGTERM came first, and it could act on it
+        assert not alive(int(pidfile.read_text()))
+    asyncio.run(body())

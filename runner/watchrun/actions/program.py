@@ -16,6 +16,7 @@ from watchrun.actions.results import Result
 from watchrun.config.model import ActionSpec
 from watchrun.match.redact import Redactor
 from watchrun.match.sanitize import decode, sanitize
+from watchrun.process.proc import until_done
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 
 __all__ = ["DRAIN_S", "OUTPUT_BYTES", "run_program"]
@@ -35,9 +36,13 @@ async def run_program(spec: ActionSpec, outgoing: Outgoing, spawner: Spawner, gr
     """Run the program to its end, or until `spec.timeout_ms` (then it is stopped: `timeout`).
     Cancelled, it stops the program's whole tree before the cancellation goes on."""
     env = {**spec.env, **outgoing.environ()}
+    starting = asyncio.ensure_future(spawner.spawn(list(spec.command), cwd=spec.cwd, env=env,
+                                                   stdin_data=outgoing.stdin()))
     try:
-        proc = await spawner.spawn(list(spec.command), cwd=spec.cwd, env=env,
-                                   stdin_data=outgoing.stdin())
+        if await until_done(starting):  # cancelled while it started: it may run already (and
+            await _stop_started(starting, grace_s)  # have begun its work): stopped as a
+            raise asyncio.CancelledError  # running one is, with its grace, then the cancel
+        proc = starting.result()
     except SpawnError as exc:
         return Result("failed", error={"code": exc.errno_name, "message": exc.message})
     except (OSError, ValueError) as exc:  # e.g. a NUL byte in an argument
@@ -72,6 +77,17 @@ async def _read(proc: Proc, tail: bytearray) -> None:
     while data := await proc.read(64 * 1024):
         tail += data
         del tail[:-READ_BYTES]
+
+
+async def _stop_started(starting: asyncio.Future[Proc], grace_s: float) -> None:
+    """The program a cancelled start produced, if any: stopped (TERM, grace, KILL), closed."""
+    if starting.cancelled() or starting.exception() is not None:
+        return
+    proc = starting.result()
+    try:
+        await _stop(proc, grace_s)
+    finally:
+        proc.close()
 
 
 async def _stop(proc: Proc, grace_s: float) -> ExitInfo:
