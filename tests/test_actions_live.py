@@ -282,3 +282,34 @@ def test_a_reload_that_restarts_the_watcher_says_so_not_that_the_action_changed(
         "the action did not) while it ran"))
     assert "changed the action" not in r.stderr()
     validate_records(r.out / "watchers" / "app.jsonl")
+
+
+def test_a_throttled_page_held_over_a_reload_of_the_output_goes_out(tmp_path: Path) -> None:
+    """Only `output.keep` changed: the watcher restarted and the match its throttle window held
+    was dropped, so the page that would have said it never went out (found by an actions
+    explorer). It goes out when the window ends, in the restarted watcher's stream."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    with receiver(200) as rx:
+        conf: dict[str, Any] = {"output": {"keep": 5}, "watchers": [
+            {"id": "app", "path": "app.log", "pattern": "ERROR", "actions": [
+                {"type": "webhook", "name": "page", "url": rx.url, "throttle": "2s"}]}]}
+        r = LiveRunner(write_config(tmp_path, conf))
+        try:
+            r.wait_log("running")
+            append(log, "ERROR 1\n")
+            wait_for(lambda: rx.count() == 1, "the first page")
+            append(log, "ERROR 2\n")
+            wait_for(lambda: kinds(r, "action-suppressed"), "the second match held")
+            conf["output"]["keep"] = 6
+            write_config(tmp_path, conf)
+            r.send(signal.SIGHUP)
+            r.wait_log("reloaded")
+            wait_for(lambda: rx.count() == 2, "the held match's page")
+        finally:
+            assert r.stop() == 0
+        assert [[x["line"] for x in doc["lines"]] for doc in rx.bodies()] == [
+            ["ERROR 1"], ["ERROR 2"]]
+    assert kinds(r, "action-dropped") == []
+    assert [f["reason"] for f in kinds(r, "action-fired")] == ["match", "throttle-end"]
+    validate_records(r.out / "watchers" / "app.jsonl")

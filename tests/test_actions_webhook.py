@@ -618,7 +618,7 @@ def test_a_reload_does_not_reopen_a_throttle_window(tmp_path: Path) -> None:
     """A reload closes the actions of the watchers it changes (every watcher's when `limits`,
     `output` or `redact` change), and their throttle windows went with them: the next match
     paged again at once, twice inside one `throttle` window. An unchanged action keeps its
-    window's end (what the window held is dropped and recorded, as before)."""
+    window's end."""
     clock = FakeClock()
     with receiver(200) as rx:
         async def body() -> None:
@@ -636,6 +636,51 @@ def test_a_reload_does_not_reopen_a_throttle_window(tmp_path: Path) -> None:
                     "match", "throttle-end"]
         asyncio.run(body())
         assert rx.count() == 2
+
+
+def test_what_a_throttle_window_held_goes_out_after_a_reload_that_restarts_the_watcher(
+        tmp_path: Path) -> None:
+    """A reload that restarted the watcher (a limit changed; its action did not) dropped the
+    matches its throttle window held: the page that would have said them never went out
+    (found by an actions explorer). They are carried over and go out when the window ends."""
+    clock = FakeClock()
+    with receiver(200) as rx:
+        async def body() -> None:
+            async with paged_once(tmp_path, rx, clock) as rig:
+                rig.deliver("ERROR 2", "ERROR 3")
+                await rig.wait("action-suppressed")
+                old = rig.hub.config
+                await rig.hub.reload(msgspec.structs.replace(
+                    old, limits=msgspec.structs.replace(old.limits, stop_timeout_ms=600)))
+                rig.hub.attach(rig.spec, rig.stream)  # (the runner: when it starts again)
+                clock.advance(50)  # the window ends
+                rig.hub.poke()
+                await rig.wait("action-result", 2)
+                fired = rig.records("action-fired")
+                assert [(f["reason"], f["count"]) for f in fired] == [
+                    ("match", 1), ("throttle-end", 2)]
+                assert rig.records("action-dropped") == []
+        asyncio.run(body())
+        assert [[x["line"] for x in doc["lines"]] for doc in rx.bodies()] == [
+            ["ERROR 1"], ["ERROR 2", "ERROR 3"]]
+
+
+def test_a_held_firing_whose_watcher_never_starts_again_is_counted_dropped(
+        tmp_path: Path) -> None:
+    clock = FakeClock()
+    with receiver(200) as rx:
+        async def body() -> None:
+            async with paged_once(tmp_path, rx, clock) as rig:
+                rig.deliver("ERROR 2")
+                await rig.wait("action-suppressed")
+                old = rig.hub.config
+                await rig.hub.reload(msgspec.structs.replace(
+                    old, limits=msgspec.structs.replace(old.limits, stop_timeout_ms=600)))
+                await rig.hub.shutdown()  # (no attach: it failed to start again, say)
+                assert rig.hub.counts()["app"]["hook"]["dropped"] == 1
+                assert ("action hook: 1 firing (1 matches) held by its throttle dropped: its "
+                        "watcher did not start again after the reload") in rig.log.getvalue()
+        asyncio.run(body())
 
 
 def test_a_host_name_that_cannot_be_looked_up_is_a_connect_error() -> None:

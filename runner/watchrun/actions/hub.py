@@ -130,10 +130,7 @@ class ActionHub:
         if self._closed or self._wanted(spec.id) != spec:
             self._late(spec, found)  # (the runner stops, or a reload changed the watcher,
             return  # which reads until it stops)
-        w = self._watchers.get(spec.id)
-        if w is None or w.spec != spec:
-            w = self._watchers[spec.id] = WatcherActions(spec, stream, self,
-                                                   self._carried.pop(spec.id, {}))
+        w = self._attached(spec, stream)
         w.stream = stream
         for action in w.actions:
             action.offer(found)
@@ -146,6 +143,20 @@ class ActionHub:
 
     def _wanted(self, wid: str) -> WatcherSpec | None:
         return self._specs.get(wid) or self._runtime.get(wid)
+
+    def attach(self, spec: WatcherSpec, stream: Stream) -> None:
+        """A watcher (re)started: when a reload carried a throttle window's held firing of its
+        actions over, they take it up now, so it goes out when the window ends."""
+        if spec.id in self._carried and self._wanted(spec.id) == spec and not self._closed:
+            self._attached(spec, stream).kick()
+            self._poke.set()
+
+    def _attached(self, spec: WatcherSpec, stream: Stream) -> WatcherActions:
+        w = self._watchers.get(spec.id)
+        if w is None or w.spec != spec:
+            w = self._watchers[spec.id] = WatcherActions(spec, stream, self,
+                                                   self._carried.pop(spec.id, {}))
+        return w
 
     def _late(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
         """Matches that came after the watcher's actions stopped: nothing fires for them; they
@@ -226,4 +237,13 @@ class ActionHub:
         watchers = list(self._watchers.values())
         self._watchers.clear()
         await asyncio.gather(*(w.close("runner-stopped") for w in watchers))
+        for wid, carried in self._carried.items():  # (its watcher did not start again)
+            for name, (_, windows) in carried.items():
+                if windows.held is not None:
+                    counts = self.counter(wid, name)
+                    counts["dropped"] = counts.get("dropped", 0) + 1
+                    self.log.warning(f"action {name}: 1 firing ({windows.held.count} matches) "
+                                     "held by its throttle dropped: its watcher did not start "
+                                     "again after the reload", wid, event="action-dropped")
+        self._carried.clear()
         self._stop.set()

@@ -65,6 +65,8 @@ class Carried(Struct, frozen=True):
     """When the throttle window open then ends (monotonic seconds), or None."""
     counted: list[tuple[float, int, list[MatchInfo], tuple[str, str]]]
     """The batches the threshold counted in its window: (time, matches, kept, span)."""
+    held: Firing | None = None
+    """What the throttle window held: it goes out when the window ends, after the reload."""
 
 
 class Gate:
@@ -141,13 +143,15 @@ class Gate:
         return held
 
     def carry(self) -> Carried:
-        """What the gate of the same action goes on with after a reload (`resume`)."""
-        return Carried(self._window_end, list(self._window))
+        """What the gate of the same action goes on with after a reload (`resume`): the held
+        firing is taken along (this gate holds nothing more)."""
+        held, self._held = self._held, None
+        return Carried(self._window_end, list(self._window), held)
 
     def resume(self, carried: Carried) -> None:
-        """Go on from the gate of the same action before a reload: its throttle window and the
-        matches its threshold counted (what its throttle held is not carried over)."""
-        self._window_end = carried.window_end
+        """Go on from the gate of the same action before a reload: its throttle window, what
+        the window held, and the matches its threshold counted."""
+        self._window_end, self._held = carried.window_end, carried.held
         self._window = deque(carried.counted)
         self._in_window = sum(n for _, n, _, _ in self._window)
         self._kept = sum(len(kept) for _, _, kept, _ in self._window)

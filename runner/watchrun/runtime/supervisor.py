@@ -229,6 +229,11 @@ class Supervisor:
         if self.actions is not None:
             await self.actions.record_unfired(wid, pipeline)
 
+    def attach_actions(self, spec: WatcherSpec, pipeline: WatcherPipeline) -> None:
+        """A watcher (re)started: its actions take up what a reload carried over for them."""
+        if spec.actions and self.actions is not None:
+            self.actions.attach(spec, pipeline)
+
     def start_actions(self) -> None:
         """The owner of every action's tasks, when a watcher has actions (imported only then)."""
         if any(w.actions for w in self.config.watchers):
