@@ -80,3 +80,14 @@ def test_subagent_messages_are_not_the_answer() -> None:
              json.dumps({"type": "result", "sessionId": "s", "exitCode": 0})]
     r = replay_lines(CopilotAdapter(), lines)
     assert r.texts == ["root answer"] and r.completed[0]["result"] == "root answer"
+
+
+def test_a_result_without_an_exit_code_says_so_not_none() -> None:
+    """Claude-format lines given to the copilot adapter (a wrong `provider`): the turn failed
+    with "exit code None", a Python literal as its reason (found by an agents explorer)."""
+    lines = [json.dumps({"type": "result", "subtype": "success", "result": "ok"})]
+    r = replay_lines(CopilotAdapter(), lines)
+    (done,) = r.completed
+    assert done["ok"] is False
+    assert done["reason"] == ("its result event has no exitCode (not Copilot's JSON output? "
+                              "`copilot -p … --output-format json`)")

@@ -158,3 +158,14 @@ def test_the_answer_is_the_text_after_the_last_tool_result() -> None:
     r = replay_lines(GeminiAdapter(), lines)
     assert r.texts == ["Let me look.", "It is fine."]
     assert r.completed[0]["result"] == "It is fine."
+
+
+def test_a_result_without_a_status_says_so() -> None:
+    """Claude-format lines given to the gemini adapter: the turn failed with the generic "the
+    provider reported that the turn failed" (found by an agents explorer)."""
+    lines = [json.dumps({"type": "result", "subtype": "success", "result": "ok"})]
+    r = replay_lines(GeminiAdapter(), lines)
+    (done,) = r.completed
+    assert done["ok"] is False
+    assert done["reason"] == ("its result event has no status (not Gemini CLI's stream-json? "
+                              "`gemini -p … --output-format stream-json`)")

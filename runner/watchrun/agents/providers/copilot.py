@@ -151,5 +151,7 @@ class CopilotAdapter(JsonAdapter):
             "completed", ok=ok, result=self._final if ok else None, sessionId=self._session,
             exitCode=code, premiumRequests=usage.get("premiumRequests"),
             durationMs=usage.get("sessionDurationMs"),
-            reason=None if ok else (self._error or f"exit code {code}"),
+            reason=None if ok else (self._error or (
+                f"exit code {code}" if code is not None else "its result event has no exitCode "
+                "(not Copilot's JSON output? `copilot -p … --output-format json`)")),
         )]

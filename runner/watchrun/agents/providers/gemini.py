@@ -214,7 +214,9 @@ class GeminiAdapter(JsonAdapter):
             out += self._fatal_json(error)
         out.append(observation("completed", ok=ok, result=self._last_text if ok else None,
                                sessionId=self._session,
-                               reason=error.get("type") or self._fatal or obj.get("status")))
+                               reason=error.get("type") or self._fatal or obj.get("status")
+                               or "its result event has no status (not Gemini CLI's stream-json? "
+                               "`gemini -p … --output-format stream-json`)"))
         return out
 
     def _json_reply(self, obj: dict[str, Any]) -> list[Observation]:
