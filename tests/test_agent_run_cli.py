@@ -173,3 +173,25 @@ def test_a_second_signal_kills_an_agent_that_ignores_sigterm(tmp_path: Path) -> 
     fin = of(recs, "dispatch-finished")[0]
     assert (fin["status"], fin["signal"]) == ("cancelled", "SIGKILL")
     assert not alive(int(str(of(recs, "dispatch-start")[0]["pid"])))
+
+
+def test_an_answer_cut_before_the_turn_saw_it_is_said_cut(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 5 MB `result` arrives clipped to limits.maxLineBytes (its records say `truncated`);
+    the turn's own cap then cut nothing, so `dispatch-finished` had no `replyTruncated` and
+    `agent run` printed 64 KiB as the whole answer (found by an agents explorer)."""
+    fake = tmp_path / "fake.sh"
+    fake.write_text("#!/bin/sh\n" + sys.executable + " -c 'import json, sys; sys.stdout.write("
+                    "json.dumps({\"type\": \"result\", \"subtype\": \"success\", \"result\": "
+                    "\"R\" * 5000000}) + \"\\n\")'\n")
+    fake.chmod(0o755)
+    cfg = tmp_path / "watch.yaml"
+    cfg.write_text(f"agents:\n  - name: big\n    provider: claude\n    command: [{fake}, "
+                   "'{prompt}']\n")
+    assert run(cfg, name="big", prompt="hi") == 0
+    out, err = capsys.readouterr()
+    assert set(out.strip()) == {"R"} and len(out.strip()) < 5_000_000
+    assert "watchrun: agent big: the answer was longer than is kept (64 KiB, or " \
+        "limits.maxLineBytes): this is its start" in err
+    (fin,) = of(agent_records(cfg, "big"), "dispatch-finished")
+    assert fin["replyTruncated"] is True

@@ -49,8 +49,10 @@ class _Parts:
         self.size = 0
         self.cut = False
 
-    def add(self, text: str) -> None:
+    def add(self, text: str, cut: bool = False) -> None:
+        """`cut`: the text came clipped already (its record says `truncated`)."""
         room = REPLY_CHARS - self.size
+        self.cut = self.cut or cut
         if len(text) > room:
             self.cut = True
             text = text[: max(0, room)]
@@ -63,6 +65,7 @@ class AnswerTracker:
 
     def __init__(self) -> None:
         self._final: str | None = None
+        self._final_cut = False  # (its record said `truncated`: clipped before it came here)
         self._segment = _Parts()
         self._segment_id: object = None
         self._deltas = _Parts()
@@ -71,26 +74,26 @@ class AnswerTracker:
     def feed(self, kind: str, rec: dict[str, Any]) -> None:
         if not is_root(rec):
             return
-        text = rec.get("text")
+        text, cut = rec.get("text"), rec.get("truncated") is True
         if kind in BOUNDARIES:
             self._remember()
             self._segment, self._deltas = _Parts(), _Parts()
         elif kind == "text" and isinstance(text, str):
             if rec.get("final") is True:
-                self._final = text
+                self._final, self._final_cut = text, cut
                 return
             mid = rec.get("messageId")
             if self._segment.items and mid != self._segment_id:
                 self._remember()
                 self._segment = _Parts()
-            self._segment.add(text)
+            self._segment.add(text, cut)
             self._segment_id, self._deltas = mid, _Parts()
         elif kind == "text-delta" and isinstance(text, str):
-            self._deltas.add(text)
+            self._deltas.add(text, cut)
         elif kind == "completed" and rec.get("ok") is True:
             result = rec.get("result")
             if isinstance(result, str) and result:
-                self._final = result
+                self._final, self._final_cut = result, cut
 
     def _remember(self) -> None:
         current = self.text()[0] if self._final is None else ""
@@ -104,7 +107,7 @@ class AnswerTracker:
     def text(self) -> tuple[str, bool]:
         """(answer, whether it was cut to REPLY_CHARS)."""
         if self._final is not None:
-            return self._final[:REPLY_CHARS], len(self._final) > REPLY_CHARS
+            return self._final[:REPLY_CHARS], len(self._final) > REPLY_CHARS or self._final_cut
         if self._segment.items:
             return "\n".join(self._segment.items), self._segment.cut
         return "".join(self._deltas.items), self._deltas.cut

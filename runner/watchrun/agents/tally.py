@@ -34,6 +34,8 @@ class TurnResult(Struct, frozen=True):
     error: dict[str, str] | None = None
     started: bool = True
     """False when its process could not be started (ENOENT, EACCES, …)."""
+    reply_truncated: bool = False
+    """The answer was longer than what is kept (`replyTruncated`): `reply` is its start."""
 
 
 class Tally:

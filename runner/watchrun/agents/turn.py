@@ -272,4 +272,5 @@ class TurnRunner:
         await self.out.flush()
         return TurnResult(self.turn_id, status, completed, fin["reply"], usage, info.exit_code,
                           info.signal, duration, self.stop_reason, fin.get("error"),
-                          started=info.status != "not-started")
+                          started=info.status != "not-started",
+                          reply_truncated=fin.get("replyTruncated") is True)

@@ -12,6 +12,7 @@ from typing import Any
 from watchrun.agents.prompt import render_prompt
 from watchrun.agents.recorder import open_recorder
 from watchrun.agents.streamlock import StreamBusyError
+from watchrun.agents.tally import REPLY_BYTES
 from watchrun.agents.turn import TurnResult, TurnRunner
 from watchrun.cli.emit import Out, config_failed
 from watchrun.clock import SystemClock
@@ -108,6 +109,7 @@ def turn_doc(name: str, result: TurnResult) -> dict[str, Any]:
     u = result.usage
     return {"name": name, "turnId": result.turn_id, "status": result.status,
             "completed": result.completed, "reply": result.reply,
+            "replyTruncated": result.reply_truncated,
             "usage": {"input": u.input, "cached": u.cached, "output": u.output,
                       "complete": u.complete},
             "tokens": u.tokens, "exitCode": result.exit_code, "signal": result.signal,
@@ -165,6 +167,10 @@ def cmd_agent_run(args: argparse.Namespace) -> int:
     elif result.reply:
         out.block(edge_text(result.reply, multiline=True))
     sys.stdout.flush()
+    if result.reply_truncated and not out.as_json:
+        print(f"watchrun: agent {spec.name}: the answer was longer than is kept "
+              f"({REPLY_BYTES // 1024} KiB, or limits.maxLineBytes): this is its start",
+              file=sys.stderr)
     if status:
         why = (result.error or {}).get("message", "no reason recorded")
         _error(f"agent {spec.name}: {result.turn_id} {result.status}: {why}")
