@@ -704,3 +704,21 @@ def test_a_new_file_given_the_unreadable_ones_inode_number_is_read_whole(
             assert await t.lines(2) == ["fresh-1", "fresh-2"]
 
     run(body())
+
+
+def test_a_source_not_started_yet_says_starting_not_waiting(tmp_path: Path, mode: str) -> None:
+    """`list` said `waiting` (a file not there yet) for a watcher restarted by a reload whose
+    file was there: its source had not opened it yet (a loaded CI run caught it between)."""
+    log = tmp_path / "app.log"
+    log.write_text("one\n")
+
+    async def body() -> None:
+        notifier = notifier_for(mode)
+        t = Tail(log, notifier, store_in(tmp_path), from_start=True)
+        assert t.source.state == "starting"
+        async with t:
+            await t.lines(1)
+            assert t.source.state == "running"
+        notifier.close()
+
+    run(body())

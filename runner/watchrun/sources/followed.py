@@ -73,11 +73,14 @@ class Followed:
 
     @property
     def state(self) -> str:
-        """For `list`/`status`: `error` while the path cannot be read (EACCES, …), `waiting`
-        while it is missing, else `running`."""
+        """For `list`/`status`: `error` while the path cannot be read (EACCES, …), `starting`
+        until its start position is held (a restart after a reload, say: not `waiting`, which
+        says the file is not there), `waiting` while it is missing, else `running`."""
         if self._last_error is not None:
             return "error"
-        return "running" if self._cur is not None else "waiting"
+        if self._cur is not None:
+            return "running"
+        return "waiting" if self.ready.is_set() else "starting"
 
     @property
     def inode(self) -> int | None:
