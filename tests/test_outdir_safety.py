@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from liverunner import LiveRunner, as_nobody, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, as_nobody, read_records, wait_for, watchrun_bin, write_config
 
 from watchrun.output import safefs
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
@@ -508,3 +508,41 @@ def test_an_output_dir_removed_while_running_is_not_made_again(tmp_path: Path) -
     assert (f"cannot save checkpoint: {r.out / 'state' / 'app.checkpoint.json'}: No such file "
             "or directory") in err
     assert "records given up" in err and "SinkWriteError(" not in err
+
+
+def test_a_runner_whose_output_dir_was_replaced_never_writes_into_the_new_one(
+        tmp_path: Path) -> None:
+    """The output dir removed under a runner, and a second runner started on the same path
+    (the lock went with the dir): the first reopened `watchers/app.jsonl` by path in the new
+    dir, so every match was there twice, its seqs interleaved with the second runner's, and its
+    checkpoint went into the second's `state/` (found by an operations explorer). It writes
+    only into the directories it started with: nothing, once they are gone."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": str(log), "pattern": "ERROR"}]})
+    first = LiveRunner(config)
+    second: LiveRunner | None = None
+    try:
+        first.wait_running()
+        shutil.rmtree(first.out)
+        with log.open("a") as f:
+            f.write("ERROR 1\n")
+        first.wait_log("cannot write records")
+        second = LiveRunner(config)
+        second.wait_running()
+        with log.open("a") as f:
+            f.write("ERROR 2\n")
+        wait_for(lambda: [m["line"] for m in second.matches("app")] == ["ERROR 2"],
+                 "the second runner's match")
+        rc = first.stop()
+        assert second.stop() == 0, second.stderr()
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+    recs = read_records(second.out / "watchers" / "app.jsonl")
+    assert [r["seq"] for r in recs] == list(range(1, len(recs) + 1))  # one writer
+    assert [r["line"] for r in recs if r["kind"] == "match"] == ["ERROR 2"]
+    assert rc != 0
+    assert "is not the directory this runner started with" in first.stderr()

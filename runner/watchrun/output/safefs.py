@@ -22,6 +22,7 @@ __all__ = [
     "UnsafePathError",
     "check_regular",
     "create_exclusive",
+    "dir_identity",
     "fsync_dir",
     "make_dir",
     "open_dir",
@@ -228,3 +229,24 @@ def make_dir(path: Path, mode: int = 0o750) -> None:
     made again, with the umask's mode, under a runner that goes on), not a symlink."""
     path.mkdir(mode, exist_ok=True)
     os.close(open_dir(path))
+
+
+def dir_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the directory at `path`, or None when there is none: a writer that
+    holds it refuses to write into another directory made at the same path later (the output
+    dir removed under a runner, and made again by a second one)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def same_dir(path: Path, identity: tuple[int, int] | None) -> None:
+    """Raise UnsafePathError(ESTALE) when `path` is no longer the directory `identity`
+    names."""
+    now = dir_identity(path)
+    if identity is not None and now is not None and now != identity:
+        raise UnsafePathError(path, errno.ESTALE, f"{path} is not the directory this runner "
+                              "started with (removed and made again, by another runner "
+                              "perhaps): nothing is written there")

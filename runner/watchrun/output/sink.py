@@ -83,7 +83,9 @@ class JsonlSink:
         self._fd, self._size, self._closed = -1, 0, False
         self._inode = (0, 0)  # (st_ino, st_dev) of the open live file
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
+        self._dir: tuple[int, int] | None = None  # its directory's identity, once opened
         line = self._open()
+        self._dir = safefs.dir_identity(path.parent)
         try:
             self.last_record = last_record(path, line, self.keep)
             """The last record in the stream when it was opened (None for a new stream)."""
@@ -252,6 +254,7 @@ class JsonlSink:
         """Open the live file, a torn last record cut off (`livefile.open_live`; refused:
         SinkWriteError); return its last line (b"" when there is none at hand)."""
         try:
+            safefs.same_dir(self.path.parent, self._dir)  # (never another runner's stream)
             live = open_live(self.path)
         except OSError as exc:
             raise _error(exc, f"cannot open {self.path}") from exc

@@ -56,6 +56,7 @@ class Unwritten:
 
     def __init__(self, note: Path | None) -> None:
         self.note = note
+        self._dir = safefs.dir_identity(note.parent) if note is not None else None
         self.lost: dict[int, str] = {}  # seq → kind, given up by this run
         self.noted: list[Run] = []  # runs read back from the note (below every seq of this run)
         self.reserved = False
@@ -172,6 +173,7 @@ class Unwritten:
         if self.note is None:
             return -1
         try:
+            safefs.same_dir(self.note.parent, self._dir)  # (never another runner's state/)
             return safefs.open_write(self.note, _FLAGS, 0o640)  # no symlink followed
         except OSError as exc:
             self.error = exc

@@ -126,6 +126,7 @@ class CheckpointStore:
 
     def __init__(self, state_dir: Path) -> None:
         self.dir = state_dir
+        self._identity = safefs.dir_identity(state_dir)  # (never another runner's state/)
         self.problems: list[str] = []
         self._locks: dict[str, threading.Lock] = {}  # per watcher: saves run in worker threads
         self._locks_lock = threading.Lock()
@@ -188,6 +189,7 @@ class CheckpointStore:
                 self._written[watcher_id] = ticket
             try:
                 safefs.make_dir(self.dir)
+                safefs.same_dir(self.dir, self._identity)
                 safefs.write_atomic(path, data, tmp=tmp, sync_dir=True)
             except OSError as exc:  # the same error, naming the checkpoint it is about
                 raise OSError(exc.errno, f"{path}: {exc.strerror or exc}") from exc
