@@ -278,6 +278,28 @@ def test_an_unknown_option_is_said_with_its_command_s_usage(site: Path, argv: li
            f"{' '.join(argv[argv.index('--bogus'):])}" in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize(("argv", "says"), [
+    (["remove", "app"], "unknown command 'remove'; a watcher is removed with `stop ID`, then "
+     "`clear ID`; commands: run, validate, "),
+    (["statsu"], "unknown command 'statsu'; did you mean 'status'? commands: run, "),
+    (["-c", "watch.yaml", "lsit"], "unknown command 'lsit'; did you mean 'list'?"),
+    (["watch.yaml"], "'watch.yaml' is not a command; to run a config, name it with -c: "
+     "`watchrun -c watch.yaml`"),
+    (["my config"], "'my config' is not a command; to run a config, name it with -c: "
+     "`watchrun -c 'my config'`"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_a_word_that_is_no_command_is_said_so(site: Path, argv: list[str], says: str) -> None:
+    """`watchrun remove app` was refused as `watchrun run: error: unrecognized arguments: remove
+    app`, with `run`'s usage: the user never typed `run`, and nothing named the commands."""
+    (site / "my config").write_text("watchers: []\n")
+    p = wr(site, *argv)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert f"watchrun: error: {says}" in p.stderr, p.stderr
+    assert "watchrun run" not in p.stderr
+    j = json.loads(wr(site, *argv, "--json").stdout)["error"]
+    assert j["code"] == "usage" and says in j["message"], j
+
+
 # -- exit status per error class ------------------------------------------------------------
 @pytest.mark.parametrize(("argv", "status", "code", "says"), [
     (["list", "--bogus"], 2, "usage", "unrecognized arguments: --bogus"),

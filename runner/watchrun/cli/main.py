@@ -56,10 +56,30 @@ def normalize(argv: Sequence[str]) -> list[str]:
     words = list(argv)
     if any(w in ("-h", "--help", "--version") for w in words[:1]):
         return words
-    at = _command_at(words)
-    if at is None or words[at] not in COMMANDS:
+    if _command_at(words) is None:
         words.insert(0, "run")
     return words
+
+
+_MEANT = {w: "a watcher is removed with `stop ID`, then `clear ID`;"
+          for w in ("remove", "rm", "delete", "del")}
+"""Commands people type that watchrun spells otherwise."""
+
+
+def _unknown(word: str) -> str:
+    """Why `word`, where a command was due, is refused: what it may have meant, and the
+    commands there are (it was said as an unrecognized argument of `run`, never typed)."""
+    if word.endswith((".yaml", ".yml", ".json", ".toml")) or os.path.isfile(word):
+        import shlex
+
+        return (f"{word!r} is not a command; to run a config, name it with -c: "
+                f"`watchrun -c {shlex.quote(word)}`")
+    import difflib  # (only here: not on every start)
+
+    near = difflib.get_close_matches(word, COMMANDS, n=1)
+    also = _MEANT.get(word, f"did you mean {near[0]!r}?" if near else "")
+    also += " " if also else ""
+    return f"unknown command {word!r}; {also}commands: {', '.join(COMMANDS)}"
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -71,6 +91,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     if "--json" in words:
         for p in parsers(parser):
             p.json_errors = True  # type: ignore[attr-defined]
+    if at is not None and words[at] not in COMMANDS:
+        parser.error(_unknown(words[at]))
     if at is not None and words[at] in COMMANDS and COMMANDS[words[at]].config == "none" and \
             _names_where(words[at + 1:]):  # argparse would take the file for a positional
         parser.error(f"`watchrun {words[at]}` reads no config: drop -c/--output-dir")
