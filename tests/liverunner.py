@@ -48,6 +48,20 @@ def as_nobody() -> list[str]:
     return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
+_HELD: dict[Path, Any] = {}
+
+
+def hold_runner_lock(root: Path) -> None:
+    """This process holds `root`'s `control.lock`, as a live runner does (snapshots with its
+    pid as `runnerPid` are then live); held until the test process ends."""
+    import fcntl
+
+    if root not in _HELD:
+        root.mkdir(parents=True, exist_ok=True)
+        f = _HELD[root] = open(root / "control.lock", "w")  # noqa: SIM115
+        fcntl.flock(f, fcntl.LOCK_EX)
+
+
 def write_config(folder: Path, config: dict[str, Any], name: str = "watch.yaml") -> Path:
     path = folder / name
     path.write_text(yaml.safe_dump(config, sort_keys=False))

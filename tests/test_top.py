@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from liverunner import DEADLINE_S, LiveRunner, watchrun_bin, write_config
+from liverunner import DEADLINE_S, LiveRunner, hold_runner_lock, watchrun_bin, write_config
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
@@ -373,6 +373,7 @@ def snapshot(root: Path, wid: str) -> None:
             "status": "running", "runnerPid": os.getpid(), "startedAt": "t0", "linesRead": 1,
             "matchCount": 0, "lastMatchAt": None}
     (root / "state" / f"{wid}.status.json").write_text(json.dumps(snap))
+    hold_runner_lock(root)  # its runner (this process) is live
 
 
 def test_a_refresh_of_1500_rows_takes_moments(tmp_path: Path) -> None:

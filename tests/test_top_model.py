@@ -15,6 +15,7 @@ import pytest
 from agentrecords import AgentLog, claude_init
 from hypothesis import given
 from hypothesis import strategies as st
+from liverunner import hold_runner_lock
 
 from watchrun.runtime.client import request
 from watchrun.tui import feed as feed_mod
@@ -127,6 +128,7 @@ def snapshot(root: Path, wid: str, **fields: Any) -> None:
             "status": "running", "runnerPid": os.getpid(), "startedAt": "2026-05-17T06:00:00.000Z",
             "linesRead": 10, "matchCount": 2, "lastMatchAt": None, **fields}
     (root / "state" / f"{wid}.status.json").write_text(json.dumps(snap))
+    hold_runner_lock(root)  # its runner (this process) is live
 
 
 def fixed(reply: dict[str, Any]) -> feed_mod.Control:

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from watchrun.output import safefs
+from watchrun.output import flocks, safefs
 from watchrun.runtime.accepting import Acceptor
 from watchrun.runtime.client import is_live, unix_address
 
@@ -200,16 +200,11 @@ def _hold(path: Path) -> int:
 
 def _holder(st: os.stat_result) -> str:
     """The pid holding a flock on the file of `st`, from /proc/locks ("unknown" without it)."""
-    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == where:
-                    return parts[4]
+        found = flocks.holders_of(st)
     except OSError:
-        pass
-    return "unknown"
+        found = []
+    return str(found[0]) if found else "unknown"
 
 
 def _check_peer(conn: socket.socket) -> int:

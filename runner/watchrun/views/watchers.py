@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.match.sanitize import edge_text, shorten
-from watchrun.output import safefs, tailfile
+from watchrun.output import flocks, safefs, tailfile
 from watchrun.output.records import last_records
 from watchrun.views.humanize import Paint, no_paint, value, when
 
@@ -24,16 +24,30 @@ TAIL_BYTES = 64 << 20
 """At most this much of a `.tail` file is read (the runner writes maxLogLines lines)."""
 
 
-def _pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:
+class _Runner:
+    """Whether the runner that wrote a snapshot still runs: it holds the output dir's
+    `control.lock` (the kernel lets go of it when the runner dies, SIGKILLed or not). A bare
+    `kill(pid, 0)` said yes for a zombie and for whatever process reused the pid; it remains
+    only where /proc/locks cannot be read."""
+
+    def __init__(self, root: Path) -> None:
+        try:
+            self._held: list[int] | None = flocks.holders(root / "control.lock")
+        except OSError:
+            self._held = None
+
+    def alive(self, pid: Any) -> bool:
+        if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+            return False
+        if self._held is not None:
+            return any(flocks.is_process(h, pid) for h in self._held)
+        try:
+            os.kill(pid, 0)
+        except (ProcessLookupError, OverflowError):
+            return False
+        except PermissionError:
+            return True
         return True
-    return True
 
 
 def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
@@ -42,7 +56,7 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
     snapshot (unreadable, a symlink, not a JSON object with a string `id`) are skipped, or with
     `unreadable`, listed as status `unreadable` under their file's name (`list`: a damaged
     snapshot hid its watcher, and `list` said that no watcher had run)."""
-    out = []
+    out, runner = [], _Runner(root)
     state = root / "state"
     try:
         names = sorted(state.glob("*.status.json"))
@@ -57,7 +71,7 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
             if unreadable:
                 out.append(_unreadable(path))
             continue
-        live = _pid_alive(snap.get("runnerPid"))
+        live = runner.alive(snap.get("runnerPid"))
         snap["live"] = live
         if not live and snap.get("status") not in ("stopped", "exited", "fatal", "refused"):
             snap["status"] = "stopped"

@@ -1,0 +1,97 @@
+"""`list` and `status ID` without a live runner: a snapshot is live only while the runner that
+wrote it holds the output dir's `control.lock`, not while some process has its pid."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+
+from watchrun.output import flocks
+
+
+def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=60, check=False)
+
+
+def listed(cwd: Path) -> dict[str, dict[str, object]]:
+    p = wr(cwd, "list", "--json", "--output-dir", ".watchrun")
+    assert p.returncode == 0, p.stderr
+    return {w["id"]: w for w in json.loads(p.stdout)["watchers"]}
+
+
+def test_a_sigkilled_runner_not_yet_reaped_is_not_live(tmp_path: Path) -> None:
+    """helper-87's repro: with the runner SIGKILLed and its parent slow to wait() (a zombie),
+    `list` said `running` and `status ticker` `live yes` with the pid of a command the guardian
+    had killed, while `status` said there was no live runner."""
+    (tmp_path / "app.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"},
+        {"id": "ticker", "command": "while true; do echo tick ERROR; sleep 0.2; done",
+         "pattern": "ERROR"}]})
+    runner = LiveRunner(config)
+    try:
+        runner.wait_running()
+        wait_for(lambda: (tmp_path / ".watchrun/state/ticker.status.json").exists() and json.loads(
+            (tmp_path / ".watchrun/state/ticker.status.json").read_text()).get("pid"),
+            "ticker's snapshot with its command's pid")
+        before = listed(tmp_path)
+        assert before["ticker"]["status"] == "running" and before["ticker"]["live"] is True
+        runner.send(signal.SIGKILL)
+        wait_for(lambda: _state(runner.pid) == "Z", "the runner to be a zombie")
+        assert runner.proc.returncode is None  # not reaped: its pid is still taken
+        after = listed(tmp_path)
+        for wid in ("app", "ticker"):
+            assert (after[wid]["status"], after[wid]["live"], after[wid].get("pid")) == (
+                "stopped", False, None), after[wid]
+        status = wr(tmp_path, "status", "ticker", "-c", "watch.yaml")
+        assert status.returncode == 0, status.stderr
+        lines = dict(ln.split(None, 1) for ln in status.stdout.splitlines() if " " in ln)
+        assert lines["status"].strip() == "stopped" and lines["live"].strip() == "no", status.stdout
+    finally:
+        runner.close()
+
+
+def test_a_snapshot_whose_runner_pid_another_process_took_is_not_live(tmp_path: Path) -> None:
+    """A pid reused by another process (here: this test's own) made the snapshot live."""
+    state = tmp_path / ".watchrun" / "state"
+    state.mkdir(parents=True)
+    (state / "app.status.json").write_text(json.dumps({
+        "id": "app", "kind": "file", "status": "running", "pid": None, "runnerPid": os.getpid()}))
+    assert listed(tmp_path)["app"]["status"] == "stopped"
+    with open(tmp_path / ".watchrun" / "control.lock", "w") as lock:  # the runner's own lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert flocks.holders(tmp_path / ".watchrun" / "control.lock") == [os.getpid()]
+        got = listed(tmp_path)["app"]
+        assert (got["status"], got["live"]) == ("running", True)
+
+
+def test_a_lock_held_by_another_process_is_not_this_snapshots_runner(tmp_path: Path) -> None:
+    """A second runner holding the lock does not make the first one's snapshots live."""
+    lock = tmp_path / "control.lock"
+    lock.write_text("")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               "f = open(sys.argv[1], 'w'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                               "time.sleep(600)", str(lock)])
+    try:
+        found = wait_for(lambda: flocks.holders(lock), "the other process to hold the lock")
+        assert found == [holder.pid]
+        assert not flocks.is_process(found[0], os.getpid())
+        assert flocks.is_process(os.getpid(), os.getpid())
+    finally:
+        holder.kill()
+        holder.wait()
+    assert flocks.holders(lock) == []
+    assert flocks.holders(tmp_path / "absent.lock") == []
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
