@@ -29,7 +29,7 @@ from watchrun.output.outdir import layout_for
 from watchrun.output.records import ID_PATTERN, iter_records, last_records, stream_ids
 from watchrun.views.agent_wait import parse_until, wait_until
 from watchrun.views.agent_watch import build_watch, parse_include
-from watchrun.views.agent_window import ViewError
+from watchrun.views.agent_window import ViewError, settled
 from watchrun.views.humanize import no_paint, paint
 from watchrun.views.parent import AgentStream, build_agent_transcript, build_run_transcript
 from watchrun.views.render import dumps, render_list, render_transcript, render_watch
@@ -214,8 +214,11 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
     def body(out: Out) -> str:
         root, agents = _where(args, out)
         layout = layout_for(root)
-        rows = [list_row(summarize(iter_records(layout.jsonl("agent", a.name)), a.name,
-                                   a.provider)) for a in agents.values()]
+        rows = []
+        for a in agents.values():
+            path = layout.jsonl("agent", a.name)
+            row = summarize(iter_records(path), a.name, a.provider)
+            rows.append(list_row({**row, "status": settled(row["status"], path)}))
         if out.as_json:
             return dumps({"agents": rows})
         return render_list(rows, datetime.now(UTC), paint if out.colour else no_paint)

@@ -23,6 +23,7 @@ __all__ = ["COLUMNS", "ListScreen", "RowTable", "TopApp"]
 COLUMNS = ("KIND", "ID", "STATUS", "LINES", "MATCHES", "LAST MATCH", "DETAIL")
 _STYLE = {"running": "green", "starting": "green", "waiting": "cyan", "backoff": "yellow",
           "exited": "dim", "stopped": "dim", "fatal": "bold red", "paused": "red", "failed": "red",
+          "interrupted": "red",
           "idle": ""}
 """Status cell styles: chosen here, never taken from the data."""
 

@@ -14,7 +14,7 @@ from watchrun.output.records import ID_PATTERN, iter_records, last_records, stre
 from watchrun.runtime.client import request
 from watchrun.tui.model import ENDED, Row, Snapshot
 from watchrun.tui.text import inert
-from watchrun.views.agent_window import StatusTracker, delivery_state
+from watchrun.views.agent_window import StatusTracker, delivery_state, settled
 from watchrun.views.render import render_transcript
 from watchrun.views.transcript import build_transcript
 from watchrun.views.watchers import load_statuses
@@ -61,8 +61,8 @@ class _AgentTally:
                 self.delivered += count
             self.last_match = rec.get("ts") if isinstance(rec.get("ts"), str) else None
 
-    def row(self, name: str) -> Row:
-        status, _ = self.status.result()
+    def row(self, name: str, path: Path) -> Row:
+        status = settled(self.status.result()[0], path)
         reply = f" · {self.last_reply}" if self.last_reply else ""
         return Row("agent", name, status, None, self.delivered + sum(self.pending.values()),
                    self.last_match, f"{self.provider} · {self.turns} turn(s){reply}")
@@ -134,7 +134,7 @@ class Feed:
             tally = self._agents[name] = _AgentTally(self.config_agents.get(name, "unknown"))
         for rec in iter_records(path, since_seq=tally.seq or None):
             tally.feed(rec)
-        return tally.row(name)
+        return tally.row(name, path)
 
     # -- the panes --------------------------------------------------------------------------
     def matches(self, wid: str, after: int | None, limit: int) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from watchrun.agents.streamlock import lock_path
+from watchrun.output import flocks
 from watchrun.output.records import (
     format_cursor,
     iter_records,
@@ -22,7 +24,8 @@ from watchrun.output.records import (
 
 __all__ = [
     "EXIT_STATUS", "AgentInfo", "StatusTracker", "ViewError", "anchor_seq", "check_since",
-    "delivery_state", "is_agent_status", "latest_seq", "read_status", "status_tracker", "window",
+    "delivery_state", "is_agent_status", "latest_seq", "read_status", "settled", "status_tracker",
+    "window", "writer_gone",
 ]
 
 EXIT_STATUS = {"invalid_cursor": 2, "not_supported": 2, "not_found": 2, "invalid_argument": 2,
@@ -111,9 +114,28 @@ def status_tracker(path: Path) -> StatusTracker:
     return tracker
 
 
+def writer_gone(path: Path) -> bool:
+    """Whether nobody holds the agent's lock (`state/agents-<name>.lock`): the process that
+    wrote its stream (`agent run`, a runner) is gone. False when that cannot be told (no lock
+    file, no /proc/locks)."""
+    lock = lock_path(path)
+    try:
+        return lock.exists() and not flocks.holders(lock)
+    except OSError:
+        return False
+
+
+def settled(status: str, path: Path) -> str:
+    """`status` as it stands: `interrupted` for a turn left open (`running`, `stopping`) by a
+    writer that is gone (an `agent run` SIGKILLed: its guardian ended the agent, nothing closed
+    the turn; the next run records it `cancelled`)."""
+    return "interrupted" if status in ("running", "stopping") and writer_gone(path) else status
+
+
 def read_status(path: Path) -> tuple[str, str | None]:
     """The agent's (status, last_status_at), read backwards from the end of its stream."""
-    return status_tracker(path).result()
+    status, at = status_tracker(path).result()
+    return settled(status, path), at
 
 
 def latest_seq(path: Path) -> int:

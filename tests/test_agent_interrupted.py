@@ -1,0 +1,59 @@
+"""An `agent run` SIGKILLed mid-turn: its guardian ends the agent, and nothing closes the turn
+until the next run. The views said `running` all that while (LAST ACTIVITY growing, an
+`--until status:idle` waiting out its timeout); they now say `interrupted`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from liverunner import guardian_of, wait_for, watchrun_bin, write_config
+
+_AGENT = ("import json, sys, time\n"
+          "print(json.dumps({'type': 'system', 'subtype': 'init', 'session_id': 's1'}), "
+          "flush=True)\n"
+          "if sys.argv[1] == 'hang':\n"
+          "    time.sleep(600)\n"
+          "print(json.dumps({'type': 'result', 'subtype': 'success', 'result': 'ok'}))\n")
+
+
+def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=60, check=False)
+
+
+def agent_status(cwd: Path) -> tuple[str, str]:
+    """(`agent list --json`'s status, `agent watch`'s status) of agent `a`."""
+    listed = wr(cwd, "agent", "list", "--json")
+    watched = wr(cwd, "agent", "watch", "a")
+    assert listed.returncode == 0 and watched.returncode == 0, listed.stderr + watched.stderr
+    return (json.loads(listed.stdout)["agents"][0]["status"],
+            json.loads(watched.stdout)["agent"]["status"])
+
+
+def test_a_turn_whose_agent_run_was_killed_is_interrupted_not_running(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text(_AGENT)
+    write_config(tmp_path, {"agents": [
+        {"name": "a", "provider": "claude", "command": [sys.executable, "agent.py", "{prompt}"]}]})
+    proc = subprocess.Popen([watchrun_bin(), "agent", "run", "a", "--prompt", "hang"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        stream = tmp_path / ".watchrun" / "agents" / "a.jsonl"
+        wait_for(lambda: stream.exists() and b'"kind":"session"' in stream.read_bytes(),
+                 "the agent's first event recorded")
+        guardian_of(proc.pid)
+        assert agent_status(tmp_path) == ("running", "running")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert agent_status(tmp_path) == ("interrupted", "interrupted")
+    text = wr(tmp_path, "agent", "list")
+    assert "interrupted" in text.stdout, text.stdout
+    again = wr(tmp_path, "agent", "run", "a", "--prompt", "answer", "--json")
+    assert again.returncode == 0, again.stderr
+    records = [json.loads(line) for line in stream.read_text().splitlines()]
+    closed = [(r["turnId"], r["status"]) for r in records if r["kind"] == "dispatch-finished"]
+    assert [c[1] for c in closed] == ["cancelled", "done"] and closed[0][0] == "turn-1", closed
+    assert agent_status(tmp_path) == ("idle", "idle")
