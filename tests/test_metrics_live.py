@@ -209,9 +209,9 @@ def test_counters_scraped_from_a_live_runner_count_exactly_what_happened(
     `watchrun_watcher_up`, each with its `watcher` label, count what happened: the lines and
     bytes appended to a followed file, its matches, the two lines cut at `maxLineBytes` (one
     of them a match), a truncation; a crashing command's 4 restarts before the start limit
-    (`restart` records); a command that cannot start (one `error` record). Counters are
-    Prometheus counters, and the OpenMetrics exposition (what Prometheus asks for first) says
-    the same."""
+    (`start` records with the `attempt` of the `restart` before them); a command that cannot
+    start (one `error` record). Counters are Prometheus counters, and the OpenMetrics
+    exposition (what Prometheus asks for first) says the same."""
     log = tmp_path / "app.log"
     log.write_text("")
     config = write_config(tmp_path, {"limits": {"maxLineBytes": "256B"}, "watchers": [
@@ -274,7 +274,10 @@ def test_counters_scraped_from_a_live_runner_count_exactly_what_happened(
                  "the crashing command given up", DEADLINE_S)
         flaky = Scrape(port).watcher("flaky")
         restarts = [x for x in r.records("flaky") if x["kind"] == "restart"]
+        again = [x["attempt"] for x in r.records("flaky")
+                 if x["kind"] == "start" and "attempt" in x]
         assert flaky["watchrun_restarts_total"] == 4 == len(restarts)
+        assert again == [1, 2, 3, 4]
         assert flaky["watchrun_matches_total"] == 5 == len(r.matches("flaky"))
         assert flaky["watchrun_lines_total"] == 5
         assert flaky["watchrun_bytes_total"] == 5 * len(b"ERROR crash\n")
@@ -299,5 +302,31 @@ def test_counters_scraped_from_a_live_runner_count_exactly_what_happened(
         for wid in ("app", "flaky", "broken"):
             text = {k: v for k, v in final.watcher(wid).items() if k.endswith("_total")}
             assert {k: v for k, v in om.watcher(wid).items() if k.endswith("_total")} == text
+    finally:
+        assert r.stop() == 0
+
+
+def test_a_restart_is_counted_when_the_command_starts_again_not_while_it_waits(
+        tmp_path: Path) -> None:
+    """helper-87: in its backoff a watcher said `restarts 1` (and the metric 1) for a run that
+    had not happened, and that a stop in the backoff then made never happen."""
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "flappy", "command": "echo ERROR boom; exit 1", "pattern": "ERROR",
+         "restart": "always", "restartDelay": "1m"}]})
+    port = free_port()
+    r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
+
+    def listed() -> dict[str, Any]:
+        return next(w for w in r.control({"cmd": "list"})["watchers"] if w["id"] == "flappy")
+    try:
+        r.wait_running()
+        wait_for(lambda: listed()["status"] == "backoff", "the backoff after run 1")
+        assert [x["kind"] for x in r.records("flappy")][-1] == "restart"
+        assert listed()["restarts"] == 0
+        assert Scrape(port)("watchrun_restarts_total", watcher="flappy") == 0
+        assert r.control({"cmd": "stop", "id": "flappy"})["ok"]
+        assert listed()["restarts"] == 0
+        assert Scrape(port)("watchrun_restarts_total", watcher="flappy") == 0
+        assert [x["run"] for x in r.records("flappy") if x["kind"] == "start"] == [1]
     finally:
         assert r.stop() == 0

@@ -252,7 +252,8 @@ def describe(kind: str, f: dict[str, Any]) -> str:
     """One readable line for a non-match record."""
     if kind == "start":
         if f.get("pid") is not None:
-            return f"started run {f.get('run')} (pid {f['pid']})"
+            again = f", restart attempt {f['attempt']}" if f.get("attempt") else ""
+            return f"started run {f.get('run')} (pid {f['pid']}{again})"
         # inode null: missing (waited for), or not readable (its error record comes next)
         return f"following {f.get('path')}" + (" (not opened yet)" if f.get("inode") is None
                                                 else "")

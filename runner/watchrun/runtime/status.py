@@ -90,8 +90,8 @@ class StatusBoard:
         """A record the watcher wrote: restarts and errors are counted and kept."""
         entry = self.entries.get(wid)
         if entry is not None:
-            if kind == "restart":
-                entry.restarts += 1
+            if kind == "start" and fields.get("attempt"):  # (not at `restart`: the backoff
+                entry.restarts += 1                        # may end in a stop, not a run)
             elif kind == "error" or (kind == "stop" and fields.get("message")):
                 entry.last_error = str(fields.get("message") or fields.get("code"))
             elif kind == "exit" and not fields.get("signals") and (

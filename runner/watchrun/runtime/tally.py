@@ -8,8 +8,9 @@ from msgspec import Struct, field
 
 from watchrun.runtime.counters import Counters
 
-WATCHER_EVENTS = {"restart": "restarts", "rotate": "rotations", "gap": "gaps"}
-"""Watcher records counted from the runner's events (the pipeline does not count them)."""
+WATCHER_EVENTS = {"start": "restarts", "rotate": "rotations", "gap": "gaps"}
+"""Watcher records counted from the runner's events (the pipeline does not count them): a
+`start` only as a restart (with `attempt`: a run the restart policy started again)."""
 EVENT_KEYS = tuple(WATCHER_EVENTS.values())
 TOKEN_KINDS = ("input", "cached", "output")
 
@@ -63,7 +64,8 @@ class Tally:
         """A `RunLog` tap: counts the events metrics report."""
         if name is None:
             return
-        if subject == "watcher" and event in WATCHER_EVENTS:
+        if subject == "watcher" and event in WATCHER_EVENTS and (
+                event != "start" or fields.get("attempt")):
             w = self._watchers.setdefault(name, _Watcher())
             w.events[WATCHER_EVENTS[event]] += 1
         elif subject == "agent":

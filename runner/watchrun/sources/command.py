@@ -102,7 +102,7 @@ class CommandSource:
         attempt = 0
         while True:
             started = self.clock.monotonic()
-            info = await self._one(ctx)
+            info = await self._one(ctx, attempt)
             if self.once or not should_restart(self.spec.restart, info):
                 # STARTING -> FATAL: could not start and may not retry.
                 # RUNNING -> EXITED: done, the policy does not restart this exit.
@@ -172,8 +172,9 @@ class CommandSource:
         finally:
             sleeper.cancel()
 
-    async def _one(self, ctx: SourceContext) -> ExitInfo | None:
-        """One run: start, read to EOF and exit, record. None if it could not start."""
+    async def _one(self, ctx: SourceContext, attempt: int = 0) -> ExitInfo | None:
+        """One run: start, read to EOF and exit, record. None if it could not start. `attempt`:
+        the restart (policy) this run is, said on its `start` record (0: not a restart)."""
         self.run_no += 1
         n = self.run_no
         self.state = ProcState.STARTING  # STOPPED/BACKOFF/WAITING -> STARTING
@@ -193,7 +194,8 @@ class CommandSource:
         self.state = ProcState.RUNNING  # STARTING -> RUNNING
         try:
             command = spec.command if isinstance(spec.command, str) else list(spec.command)
-            await ctx.event("start", run=n, pid=proc.pid, command=command)
+            again = {"attempt": attempt} if attempt else {}
+            await ctx.event("start", run=n, pid=proc.pid, command=command, **again)
             self.ready.set()
             info = await self._pump(proc, ctx, n)
         except BaseException:
