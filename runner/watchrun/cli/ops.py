@@ -221,9 +221,10 @@ def _runner_status(root: Path, out: Out) -> int:
         return ExitStatus.OK
     problems = [str(p) for p in doc.get("problems") or []]
     dropped = doc.get("problemsDropped") or 0
-    watchers = doc.get("watchers") or []
+    watchers, stopping = doc.get("watchers") or [], len(doc.get("stopping") or [])
+    also = f" ({stopping} more being stopped)" if stopping else ""
     lines = [f"runner {edge_text(str(doc.get('state')))}: {len(watchers)} watcher"
-             f"{'' if len(watchers) == 1 else 's'}, output dir {edge_text(str(root))}",
+             f"{'' if len(watchers) == 1 else 's'}{also}, output dir {edge_text(str(root))}",
              f"problems: {len(problems) + dropped or 'none'}"]
     lines += [f"  - {edge_text(p)}" for p in problems]
     if dropped:

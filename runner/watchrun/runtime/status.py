@@ -39,6 +39,8 @@ class _Entry(Struct):
     restarts: int = 0
     """Times it started again in this runner: its command's restarts (restart policy), and
     `watchrun start/restart`, and a reload that changed it."""
+    stopping: bool = False
+    """A stop is under way (a command waits out its stopTimeout): status `stopping`."""
     stopped: bool = False
     said: Said | None = None
     """Its label, source and cwd as snapshots show them (`snapshot_text.said`), once made."""
@@ -117,6 +119,13 @@ class StatusBoard:
                 if self._timer is not None:
                     self._timer.cancel()
                 self._timer = loop.call_later(0 if now else FLUSH_DELAY_S, self.flush)
+
+    def stopping(self, wid: str) -> None:
+        """A stop of the watcher began; its snapshot says so at once (`stopping`)."""
+        entry = self.entries.get(wid)
+        if entry is not None:
+            entry.stopping = True
+            self.touch(wid, now=True)
 
     def stopped(self, wid: str) -> None:
         """Mark a watcher stopped; its snapshot is written at once (in the worker thread)."""
@@ -219,7 +228,7 @@ class StatusBoard:
         label, source, cwd = entry.said
         state = getattr(src, "state", None)
         status = "stopped" if entry.stopped else "fatal" if entry.failed else \
-            str(state) if state is not None else "running"
+            "stopping" if entry.stopping else str(state) if state is not None else "running"
         if status == "running" and entry.pipeline.writer.failing:
             status = "paused"  # (its records cannot be written: reading waits for them)
         snap: dict[str, Any] = {

@@ -281,6 +281,7 @@ class WatcherSet:
 
     async def _stop(self, wid: str, rt: WatcherRuntime, reason: str) -> list[str]:
         problems: list[str] = []
+        self.sup.board.stopping(wid)
         if reason == "requested":
             self.stopped_by_request.add(wid)
         ev = evidence_of(rt)  # before the stop: a command killed now did not run to its exit

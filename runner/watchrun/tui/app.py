@@ -22,6 +22,7 @@ __all__ = ["COLUMNS", "ListScreen", "RowTable", "TopApp"]
 
 COLUMNS = ("KIND", "ID", "STATUS", "LINES", "MATCHES", "LAST MATCH", "DETAIL")
 _STYLE = {"running": "green", "starting": "green", "waiting": "cyan", "backoff": "yellow",
+          "stopping": "yellow",
           "exited": "dim", "stopped": "dim", "fatal": "bold red", "paused": "red", "failed": "red",
           "interrupted": "red",
           "idle": ""}

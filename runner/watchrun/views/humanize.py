@@ -16,6 +16,7 @@ Paint = Callable[[str, str], str]
 _SGR = {"green": "32", "yellow": "33", "red": "31", "dim": "2"}
 STATUS_COLOUR = {
     "running": "green", "waiting": "yellow", "starting": "yellow", "backoff": "yellow",
+    "stopping": "yellow",
     "error": "red", "paused": "red", "fatal": "red", "refused": "red", "failed": "red",
     "interrupted": "red",
     "stopped": "dim", "exited": "dim", "idle": "dim", "done": "green",

@@ -1,0 +1,48 @@
+"""A watcher being stopped (its command waiting out `stopTimeout`) is `stopping` in `list` and
+`status ID`, and `status` counts it as being stopped. Before, `list` said `running` with its
+uptime ticking while `status` said the runner had 0 watchers (helper-87's finding 3)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+
+
+def test_a_watcher_waiting_out_its_stop_timeout_is_stopping(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"limits": {"stopTimeout": "1m"}, "watchers": [
+        {"id": "stubborn", "command": "trap '' TERM; while true; do echo alive ERR; sleep 0.2; "
+         "done", "pattern": "ERR"}]})
+    r = LiveRunner(config)
+
+    def listed() -> dict[str, Any]:
+        return next(w for w in r.control({"cmd": "list"})["watchers"] if w["id"] == "stubborn")
+    try:
+        r.wait_running()
+        pid = wait_for(lambda: listed()["status"] == "running" and listed()["pid"], "its pid")
+        stop: dict[str, Any] = {}
+        asked = threading.Thread(target=lambda: stop.update(r.control(
+            {"cmd": "stop", "id": "stubborn"})))
+        asked.start()
+        got = wait_for(lambda: (w := listed())["status"] == "stopping" and w, "stopping")
+        assert got["pid"] == pid and got["uptimeS"] is None
+        status = r.control({"cmd": "status"})
+        assert (status["watchers"], status["stopping"]) == ([], ["stubborn"])
+        text = subprocess.run([watchrun_bin(), "status", "-c", str(config)], capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert "runner running: 0 watchers (1 more being stopped)" in text.stdout, text
+        one = subprocess.run([watchrun_bin(), "status", "stubborn", "-c", str(config)],
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert ["status", "stopping"] in [ln.split() for ln in one.stdout.splitlines()], one
+        os.kill(pid, signal.SIGKILL)  # (it ignores SIGTERM: end the wait)
+        asked.join(60)
+        assert stop.get("ok"), stop
+        assert listed()["status"] == "stopped"
+        assert r.control({"cmd": "status"})["stopping"] == []
+    finally:
+        r.stop()
