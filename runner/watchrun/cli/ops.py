@@ -83,7 +83,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
         elif statuses:
             out.block(views.list_table(statuses, now, _paint(out)))
         else:
-            out.line(f"no watchers have run with output dir {where.root}")
+            out.line(_none_listed(where, live is not None))
         return ExitStatus.OK
     status = next((s for s in live or [] if s.get("id") == args.id), None) or \
         views.load_status(where.root, args.id)
@@ -127,6 +127,23 @@ def cmd_ops(args: argparse.Namespace) -> int:
     else:
         out.lines(lines)
     return ExitStatus.OK
+
+
+def _none_listed(where: Where, live: bool) -> str:
+    """Why `list` shows no watcher. "No watchers have run" only when nothing says one did: a
+    live runner's `clear --all` forgets them all, and their JSONL stays."""
+    configured, recorded = _configured(where), []
+    with contextlib.suppress(OSError):
+        recorded = sorted(p.name.removesuffix(".jsonl")
+                          for p in (where.root / "watchers").glob("*.jsonl"))
+    if live:
+        again = f"; `watchrun start ID` starts a config watcher again: {', '.join(configured)}"
+        return (f"the live runner on {where.root} lists no watchers (`clear` forgets stopped "
+                f"ones){again if configured else ''}")
+    if recorded:
+        return (f"no status snapshot is in {where.root / 'state'}; records of "
+                f"{', '.join(recorded)} are kept (`watchrun matches ID`)")
+    return f"no watchers have run with output dir {where.root}"
 
 
 def _configured(where: Where) -> list[str]:

@@ -1,6 +1,8 @@
-"""A watcher being stopped (its command waiting out `stopTimeout`) is `stopping` in `list` and
-`status ID`, and `status` counts it as being stopped. Before, `list` said `running` with its
-uptime ticking while `status` said the runner had 0 watchers (helper-87's finding 3)."""
+"""What `list` and `status` say is true at the moments they lied: a watcher being stopped
+(its command waiting out `stopTimeout`) is `stopping` in `list` and `status ID`, and `status`
+counts it as being stopped (`list` said `running` with its uptime ticking while `status` said
+the runner had 0 watchers: helper-87's finding 3); and after `clear --all`, `list` does not
+say that no watcher has run (finding 6)."""
 
 from __future__ import annotations
 
@@ -46,3 +48,29 @@ def test_a_watcher_waiting_out_its_stop_timeout_is_stopping(tmp_path: Path) -> N
         assert r.control({"cmd": "status"})["stopping"] == []
     finally:
         r.stop()
+
+
+def test_list_after_clear_all_says_what_is_true(tmp_path: Path) -> None:
+    """helper-87's finding 6: after `clear --all` on a live runner, `list` said "no watchers
+    have run with output dir …" beside their JSONL, and the runner that still holds them."""
+    (tmp_path / "app.log").write_text("ERROR one\n")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        wait_for(lambda: r.matches("app"), "the match")
+        cleared = subprocess.run([watchrun_bin(), "clear", "--all"], cwd=tmp_path,
+                                 capture_output=True, text=True, timeout=60, check=False)
+        assert cleared.returncode == 0, cleared.stderr
+        listed = subprocess.run([watchrun_bin(), "list"], cwd=tmp_path, capture_output=True,
+                                text=True, timeout=60, check=False)
+        assert listed.stdout == (
+            f"the live runner on {tmp_path}/.watchrun lists no watchers (`clear` forgets "
+            "stopped ones); `watchrun start ID` starts a config watcher again: app\n"), listed
+    finally:
+        assert r.stop() == 0
+    listed = subprocess.run([watchrun_bin(), "list"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert listed.stdout == (f"no status snapshot is in {tmp_path}/.watchrun/state; records of "
+                             "app are kept (`watchrun matches ID`)\n"), listed
