@@ -112,7 +112,7 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
             else _fail("not_found", f"{name} has no running turn")
     if cmd == "status":
         return {"ok": True, "state": str(sup.state), "watchers": sorted(sup.watchers),
-                "stopping": sorted(sup.set.stopping),
+                "stopping": sup.board.being_stopped(),
                 "loopLagMaxS": round(sup.lag.max_s, 3), "problems": list(sup.problems),
                 "problemsDropped": sup.problems.dropped}
     known = ", ".join(sorted([*FIELDS, "list", "status"]))

@@ -127,6 +127,10 @@ class StatusBoard:
             entry.stopping = True
             self.touch(wid, now=True)
 
+    def being_stopped(self) -> list[str]:
+        """The watchers whose stop is under way."""
+        return sorted(w for w, e in self.entries.items() if e.stopping and not e.stopped)
+
     def stopped(self, wid: str) -> None:
         """Mark a watcher stopped; its snapshot is written at once (in the worker thread)."""
         entry = self.entries.get(wid)
