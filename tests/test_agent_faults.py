@@ -357,7 +357,8 @@ def test_an_agent_silent_after_its_final_result_is_stopped_and_judged_by_it(
     recs = records(tmp_path)
     (stopped,) = of(recs, "stopped")
     assert stopped == {**stopped, "reason": "completion", "message": (
-        "the provider gave its final result and was then silent for 0.5 s without exiting")}
+        "the provider gave its final result and then no event of its protocol for 0.5 s, "
+        "without exiting")}
     (fin,) = of(recs, "dispatch-finished")
     assert (fin["status"], fin["completed"], fin["stopReason"]) == ("done", True, "completion")
     assert "error" not in fin

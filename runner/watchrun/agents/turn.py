@@ -26,8 +26,9 @@ __all__ = ["FINAL_SETTLE_S", "PROMPT_BYTES", "SETTLE_S", "TurnResult", "TurnRunn
 SETTLE_S = 1.0
 """After the `until` marker, the provider gets this long to finish writing and exit."""
 FINAL_SETTLE_S = 5.0
-"""After the provider's final result (`completed`), a process silent this long without exiting
-(a background shell or MCP server it started holds it) is stopped: its turn is over."""
+"""After the provider's final result (`completed`), a process that prints no event of its
+protocol this long without exiting (a background shell or MCP server it started holds it, and
+may print on) is stopped: its turn is over. A later event starts the wait again."""
 DRAIN_S = 2.0
 """After the process exits (or is stopped), output still in the pipes is read this long."""
 PROMPT_BYTES = 256 * 1024
@@ -232,9 +233,9 @@ class TurnRunner:
             timers.append((self.output.settle_at, "completion",
                            f"completion marker {spec.until!r}"))
         elif self.output.final_at is not None:
-            timers.append((max(self.output.final_at, self.output.activity) + FINAL_SETTLE_S,
-                           "completion", "the provider gave its final result and was then "
-                           f"silent for {FINAL_SETTLE_S:g} s without exiting"))
+            timers.append((self.output.final_at + FINAL_SETTLE_S, "completion",
+                           "the provider gave its final result and then no event of its "
+                           f"protocol for {FINAL_SETTLE_S:g} s, without exiting"))
         for at, reason, message in sorted(timers):
             if now >= at:
                 self._request_stop(reason, message)

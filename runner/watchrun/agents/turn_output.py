@@ -33,13 +33,16 @@ PARSE_OFF_LOOP_BYTES = 256 * 1024
 """A protocol line this long is parsed in a worker thread: the adapter's parse of one line of
 400 000 blocks (15 MB) held the loop ~2 s; in a thread the loop runs between the interpreter's
 switches, held only for the JSON decode itself (~0.3 s of that line)."""
+_NOT_EVENTS = frozenset({"output", "raw"})
+"""Observations of a line that is no event of the provider's protocol (plain output, JSON it
+does not know or cannot read): after the final result they do not move the settle on."""
 
 
 class TurnOutput:
     """Reads one turn's stdout and stderr and writes their records. Tells the turn when output
     last came (`activity`, for idleTimeout), when to stop after the completion marker
-    (`settle_at`, set with a `poke`) or the provider's final result (`final_at`), and through
-    `stop` that an oversized line ends it."""
+    (`settle_at`, set with a `poke`) or after the provider's final result (`final_at`), and
+    through `stop` that an oversized line ends it."""
 
     def __init__(self, spec: AgentSpec, limits: Limits, out: Recorder, clock: Clock,
                  tracker: UsageTracker | None, settle_s: float, poke: asyncio.Event,
@@ -51,7 +54,10 @@ class TurnOutput:
         self.turn_id = ""
         self.activity = 0.0
         self.settle_at: float | None = None
-        self.final_at: float | None = None  # when the provider's final result came
+        self.final_at: float | None = None
+        """When the provider's final result came, or its last protocol event since: the turn
+        stops FINAL_SETTLE_S after it. Output that is no event (`_NOT_EVENTS`, stderr) leaves
+        it: a background process printing on must not hold the turn open."""
         self._discard = False  # after an oversized line: stdout is drained, not parsed
         self.parsing = False
         """True while stdout's reader writes the records of lines it has read (a line of many
@@ -105,6 +111,7 @@ class TurnOutput:
                     await self.out.flush()
                     await asyncio.sleep(0)
                 self._observe(found[at : at + SLICE_RECORDS])
+            self._after_final(found, silent_event=bool(line.strip()))
             pos = end + 1
 
     async def _parse_off_loop(self, line: bytes) -> list[Observation]:
@@ -145,6 +152,14 @@ class TurnOutput:
             self.final_at = self.clock.monotonic()  # (the turn's timers take it from here)
             self._poke.set()
 
+    def _after_final(self, found: list[Observation], *, silent_event: bool) -> None:
+        """A line the adapter read as an event of its provider's protocol (an observation not
+        in `_NOT_EVENTS`; or none at all, when `silent_event`: a non-blank stdout line it read
+        and records nothing of), after the final result: the settle counts from here."""
+        if self.final_at is not None and (
+                any(o.kind not in _NOT_EVENTS for o in found) or (silent_event and not found)):
+            self.final_at = self.clock.monotonic()
+
     async def read_stderr(self, proc: Proc) -> None:
         framer = LineFramer(self.limits.max_line_bytes)
         while True:
@@ -170,7 +185,9 @@ class TurnOutput:
                 cut = {"truncated": True} if chunk.cuts and chunk.cut_at(pos) else {}
                 self.out.emit("stderr", {"turnId": self.turn_id, "text": text, "raw": text,
                                          **cut}, limit=self.limits.max_line_bytes)
-            self._observe(self.adapter.stderr(text))
+            found = self.adapter.stderr(text)
+            self._observe(found)
+            self._after_final(found, silent_event=False)
             pos = end + 1
 
     def finish(self, exit_code: int | None) -> None:
