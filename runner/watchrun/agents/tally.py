@@ -49,7 +49,8 @@ class Tally:
     `result`). No usage at all is unknown, never a made-up exact zero.
 
     `until` is the completion marker: `output:TEXT` (in assistant text or plain output),
-    `event:KIND` (a record of that kind) or `status:STATUS` (a provider status).
+    `event:KIND` (a record of that kind) or `status:STATUS` (a status the adapter reported, never
+    the runner's own: config/statuses.py lists them).
     """
 
     def __init__(self, until: str | None = None) -> None:

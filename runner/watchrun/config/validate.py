@@ -17,6 +17,7 @@ from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
 from watchrun.config.plans import check_dependencies
 from watchrun.config.schema import did_you_mean
 from watchrun.config.shellwords import script_indexes
+from watchrun.config.statuses import until_status_warning
 from watchrun.config.tree import CMap, KeyPath
 from watchrun.config.watchers import build_watchers
 from watchrun.match.matcher import BACKTRACKING_BUDGET_S, needs_backtracking
@@ -153,6 +154,11 @@ def _agent(ctx: Ctx, p: KeyPath, a: CMap) -> AgentSpec | None:
         times[key] = clamp(a[key], RANGES[f"agent.{key}"], (*p, key), report) if key in a else None
     if "schedule" in a:
         ctx.cron((*p, "schedule"), a["schedule"])
+    until, provider = a.get("until"), a.get("provider")
+    if isinstance(until, str) and until.startswith("status:") and isinstance(provider, str):
+        problem = until_status_warning(provider, until.removeprefix("status:"))
+        if problem is not None:
+            report.warning((*p, "until"), problem)
     if report.has_errors or command is None:
         return None
     # the file that defined the agent set its command or provider (every layer sets `name`)
