@@ -123,7 +123,8 @@ def test_a_record_maps_watchruns_statuses_to_the_seeds() -> None:
             "pattern": "FAIL", "pid": 42, "signal": "SIGTERM", "exitCode": None, "live": True,
             "linesRead": -3, "cwd": "/srv"}
     for status, seed in [("starting", "running"), ("waiting", "running"), ("backoff", "running"),
-                         ("exited", "exited"), ("fatal", "error"), ("stopped", "stopped")]:
+                         ("stopping", "running"), ("exited", "exited"), ("fatal", "error"),
+                         ("stopped", "stopped")]:
         rec = watch_record({**base, "status": status})
         assert (rec["status"], rec["state"]) == (seed, status)
     assert rec["source"] == {"kind": "command", "command": ["make", "test"], "cwd": "/srv"}

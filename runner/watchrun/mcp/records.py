@@ -12,12 +12,12 @@ __all__ = ["SEED_STATUS", "watch_record"]
 
 SEED_STATUS = {
     "running": "running", "starting": "running", "backoff": "running", "waiting": "running",
-    "exited": "exited", "stopped": "stopped", "fatal": "error", "refused": "error",
-    "error": "error", "paused": "error",
+    "stopping": "running", "exited": "exited", "stopped": "stopped", "fatal": "error",
+    "refused": "error", "error": "error", "paused": "error",
 }
 """watchrun's statuses → the seed's four: a watcher at work (also while it waits for a missing
-file, a restart delay or its schedule) is running; one that failed, or whose records cannot be
-written (`paused`), is error."""
+file, a restart delay or its schedule, or for its command to end after a stop) is running; one
+that failed, or whose records cannot be written (`paused`), is error."""
 
 
 def watch_record(snap: dict[str, Any]) -> dict[str, Any]:
