@@ -3,6 +3,7 @@ and the feed's rows from status snapshots, agent streams and the control socket.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -265,6 +266,21 @@ def test_agent_rows_are_read_incrementally(tmp_path: Path) -> None:
     log.close()
     seq, text = feed.transcript("triage")
     assert seq == log.sink.next_seq - 1 and "look" in text and "again" in text
+
+
+def test_an_agent_whose_writer_is_gone_mid_turn_is_interrupted(tmp_path: Path) -> None:
+    """Read-only, the screen said `running` for ever for an agent whose `agent run` was
+    SIGKILLed mid-turn; with nobody holding its lock it is `interrupted`."""
+    log = AgentLog(tmp_path, "triage")
+    log.turn("look", [claude_init()], finish=False)
+    lock = tmp_path / "state" / "agents-triage.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    feed = Feed(tmp_path, {"triage": "claude"}, control=fixed({"ok": False}))
+    with open(lock, "w") as held:  # the writer, alive
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert feed.poll().rows[0].status == "running"
+    assert feed.poll().rows[0].status == "interrupted"  # (closed: the kernel let it go)
+    log.close()
 
 
 def test_an_agent_stream_that_started_over_is_read_again(tmp_path: Path) -> None:
