@@ -8,7 +8,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from watchrun.output import safefs
+from watchrun.output import flocks, safefs
 
 __all__ = ["StreamBusyError", "StreamLock", "held_by", "lock_path"]
 
@@ -66,10 +66,36 @@ class StreamLock:
 
 
 def held_by(stream: Path, name: str) -> StreamBusyError | None:
-    """Whether a live process writes the agent's records (`agent run`, when no runner answers):
-    a shared lock is tried and let go at once, so a writer is never kept out for long."""
+    """Whether a live process writes the agent's records (`agent run`, when no runner answers),
+    as /proc/locks says: no lock is taken to find out. A shared lock tried and let go kept an
+    `agent run` starting in that instant out (`StreamBusyError`); it remains only where
+    /proc/locks cannot be read."""
+    path = lock_path(stream)
     try:
-        fd = safefs.open_read(lock_path(stream))
+        pids = flocks.holders(path)
+    except OSError:
+        return _tried(path, stream, name)
+    if not pids:
+        return None
+    written = _written(path)  # (an entry matched by inode alone may be another file's)
+    return StreamBusyError(name, stream, written or pids[0]) \
+        if written is None or written in pids else None
+
+
+def _written(path: Path) -> int | None:
+    try:
+        fd = safefs.open_read(path)
+    except OSError:
+        return None
+    try:
+        return _holder(fd)
+    finally:
+        os.close(fd)
+
+
+def _tried(path: Path, stream: Path, name: str) -> StreamBusyError | None:
+    try:
+        fd = safefs.open_read(path)
     except OSError:  # (none yet: nobody has written the agent's records)
         return None
     try:

@@ -1,0 +1,68 @@
+"""The agent lock: one writer per agent stream, and asking who holds it never keeps one out."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from liverunner import wait_for, watchrun_bin, write_config
+
+from watchrun.agents.streamlock import StreamBusyError, StreamLock, held_by
+
+
+def test_asking_who_holds_an_agent_never_keeps_its_writer_out(tmp_path: Path) -> None:
+    """`agent stop` with no runner asks whether an `agent run` holds the agent. It took a
+    shared lock to find out: an `agent run` starting in that instant was refused, "being
+    written by another process (pid N)", N the pid of whoever held the lock before."""
+    stream = tmp_path / "agents" / "a.jsonl"
+    stream.parent.mkdir()
+    StreamLock(stream, "a").release()  # (the lock file exists, as after any run)
+    done, asked = threading.Event(), [0]
+
+    def ask() -> None:
+        while not done.is_set():
+            held_by(stream, "a")
+            asked[0] += 1
+    asker = threading.Thread(target=ask)
+    asker.start()
+    refused = 0
+    try:
+        for _ in range(3000):
+            try:
+                StreamLock(stream, "a").release()
+            except StreamBusyError:
+                refused += 1
+    finally:
+        done.set()
+        asker.join()
+    assert asked[0] > 100 and refused == 0, (asked[0], refused)
+
+
+def test_agent_stop_without_a_runner_names_the_agent_run_that_holds_it(tmp_path: Path) -> None:
+    """No runner answers, an `agent run` has the agent: `agent stop` says who, and how."""
+    (tmp_path / "agent.py").write_text(
+        "import json, time\n"
+        "print(json.dumps({'type': 'system', 'subtype': 'init', 'session_id': 's'}), flush=True)\n"
+        "time.sleep(600)\n")
+    write_config(tmp_path, {"agents": [
+        {"name": "a", "provider": "claude", "command": [sys.executable, "agent.py", "{p}"]}]})
+    run = subprocess.Popen([watchrun_bin(), "agent", "run", "a", "--prompt", "hi"], cwd=tmp_path,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        stream = tmp_path / ".watchrun" / "agents" / "a.jsonl"
+        wait_for(lambda: stream.exists() and b'"kind":"session"' in stream.read_bytes(),
+                 "the turn under way")
+        stop = subprocess.run([watchrun_bin(), "agent", "stop", "a", "--json"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60, check=False)
+        error = json.loads(stop.stdout or stop.stderr)["error"]
+        assert (error["code"], error["pid"]) == ("agent_busy", run.pid), error
+        assert f"`kill -INT {run.pid}`" in error["message"]
+    finally:
+        run.kill()
+        run.wait()
+    stop = subprocess.run([watchrun_bin(), "agent", "stop", "a", "--json"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert stop.returncode == 0 and json.loads(stop.stdout)["stopped"] is False, stop
