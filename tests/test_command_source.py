@@ -31,7 +31,7 @@ from helpers.procs import (
 
 from watchrun.config.model import Limits, RestartPolicy
 from watchrun.process.spawn import ExitInfo, become_subreaper
-from watchrun.runtime.watchers import finish
+from watchrun.runtime.ending import finish
 from watchrun.sources.command import (
     BACKOFF_CAP_MS,
     START_LIMIT,

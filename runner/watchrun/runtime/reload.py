@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Protocol
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.census import counted
+from watchrun.runtime.ending import STOP_RECORD_S
 from watchrun.runtime.signals import SignalInbox
-from watchrun.runtime.watchers import STOP_RECORD_S, WatcherSet
+from watchrun.runtime.watchers import WatcherSet
 from watchrun.runtime.wiring import precompile
 
 if TYPE_CHECKING:

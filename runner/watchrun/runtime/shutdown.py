@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
+from watchrun.runtime.ending import finish
 from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox
-from watchrun.runtime.watchers import WatcherSet, finish
+from watchrun.runtime.watchers import WatcherSet
 
 if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub

@@ -23,9 +23,10 @@ from watchrun.process.groups import PROCESSES, GroupRegistry, agent_processes, e
 from watchrun.process.guard import LazyGuardian
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.control import ControlServer
+from watchrun.runtime.ending import finish
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
-from watchrun.runtime.watchers import WatcherSet, finish
+from watchrun.runtime.watchers import WatcherSet
 
 __all__ = ["StartupError", "start_or_stop"]
 

@@ -7,79 +7,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from msgspec.structs import replace
-
-from watchrun.clock import Clock
-from watchrun.config.model import Config, WatcherSpec
-from watchrun.events import MatchInfo
+from watchrun.config.model import WatcherSpec
 from watchrun.inotify import remote_fs
 from watchrun.notify import Notifier
-from watchrun.offload import StuckCall, at_stop, offload
-from watchrun.output.outdir import OutputLayout
-from watchrun.output.runlog import RunLog
+from watchrun.offload import StuckCall, offload
 from watchrun.output.sink import JsonlSink, SinkWriteError
-from watchrun.process.spawn import Spawner
 from watchrun.runtime.census import DOING, doing
+from watchrun.runtime.ending import STOP_RECORD_S, Owner, end
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.hscache import disk_store
-from watchrun.runtime.status import StatusBoard
-from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import (
     Seams,
     WatcherRuntime,
     build_watcher,
     counters_of,
-    evidence_of,
     watcher_sink,
 )
 from watchrun.sources.checkpoints import CheckpointStore
 
 if TYPE_CHECKING:
-    from watchrun.runtime.pipeline import WatcherPipeline
     from watchrun.sources.command import Echo
 
-__all__ = ["Owner", "WatcherSet", "counters_of", "finish"]
-
-STOP_RECORD_S = 5.0
-"""How long a `stop` record may wait for its sink (a full disk) before the stop goes on."""
-AFTER_GRACE_S = 5.0
-"""A stopped watcher's task gets stopTimeout plus this to end (its tree's SIGKILL rounds, its
-last records), then it is cancelled again."""
-
-
-class Owner(Protocol):
-    """What the watchers need of the supervisor (narrow, so this module does not import it)."""
-
-    config: Config
-    layout: OutputLayout
-    log: RunLog
-    clock: Clock
-    spawner: Spawner
-    once: bool
-    board: StatusBoard
-    runtime_errors: list[str]
-    tally: Tally
-
-    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]: ...
-    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None: ...
-    async def record_unfired(self, wid: str, pipeline: WatcherPipeline) -> None: ...
-    def attach_actions(self, spec: WatcherSpec, pipeline: WatcherPipeline) -> None: ...
-    def problem(self, message: str, wid: str | None = None) -> None: ...
-
-
-async def finish(task: asyncio.Future[Any], budget_s: float | None = None) -> None:
-    """Cancel `task` and wait until it is done, cancelling it again every `budget_s` while it
-    is not (a write retrying on a full disk, say). Its own exception is not ours to raise."""
-    task.cancel()
-    while not task.done():
-        await asyncio.wait({task}, timeout=budget_s)
-        if not task.done():
-            task.cancel()
-    if not task.cancelled():
-        task.exception()  # retrieved: its owner reported it already
+__all__ = ["WatcherSet", "counters_of"]
 
 
 class WatcherSet:
@@ -280,46 +232,10 @@ class WatcherSet:
         return await asyncio.shield(stop)
 
     async def _stop(self, wid: str, rt: WatcherRuntime, reason: str) -> list[str]:
-        problems: list[str] = []
         self.sup.board.stopping(wid)
         if reason == "requested":
             self.stopped_by_request.add(wid)
-        ev = evidence_of(rt)  # before the stop: a command killed now did not run to its exit
-        if rt.task is None:
-            ev = replace(ev, error="it never started: the run was stopped before it")
-        else:
-            if not rt.task.done() and self.sup.once and rt.spec.kind == "file":
-                ev = replace(ev, error="the file was not read to its end (the run was "
-                             "interrupted)")
-            await finish(rt.task, self.sup.config.limits.stop_timeout_ms / 1000 + AFTER_GRACE_S)
-            if rt.failure is not None:
-                ev = replace(ev, error=rt.failure)
-            elif rt.pipeline.writer.failing:
-                ev = replace(ev, error="its records could not be written (see the log)")
-            if not rt.pipeline.stopped:  # what its actions did not fire, before the stop
-                try:
-                    await asyncio.wait_for(self.sup.record_unfired(wid, rt.pipeline),
-                                           STOP_RECORD_S)
-                except Exception as exc:  # (given up: the disk is full, say)
-                    problems.append(f"the records of matches its actions did not fire could "
-                                    f"not be written: {str(exc) or type(exc).__name__}")
-            try:  # (one `stop` a start: a source that gave up wrote its own)
-                if not rt.pipeline.stopped:
-                    await asyncio.wait_for(rt.pipeline.event("stop", reason=reason),
-                                           STOP_RECORD_S)
-            except Exception as exc:  # (a once run: its JSONL is short of it, never a pass)
-                problems.append("the stop record could not be written: "
-                                f"{str(exc) or type(exc).__name__}")
-                ev = ev if ev.error is not None else replace(
-                    ev, error=f"its records could not be written: the stop record: {exc}")
-        self.evidence[wid] = ev
-        if rt.pipeline.isolated is not None:
-            await rt.pipeline.isolated.close()
-        try:
-            await at_stop(rt.sink.close)
-        except Exception as exc:  # (records given up that no gap or note keeps: the run fails)
-            problems.append(f"closing its JSONL failed: {exc}")
-            self.sup.runtime_errors.append(f"{wid}: closing its JSONL failed: {exc}")
+        self.evidence[wid], problems = await end(self.sup, wid, rt, reason)
         for text in problems:
             self.sup.problem(text, wid)
         self.sup.board.stopped(wid)
