@@ -138,7 +138,7 @@ COMMANDS: dict[str, Command] = {
         Command("agent", "agents: list | run | watch | transcript | send | stop",
                 "examples:\n  watchrun agent list -c watch.yaml\n  watchrun agent run triage "
                 "-c watch.yaml --prompt 'hello'\n  watchrun agent watch triage -c watch.yaml",
-                configure_agent, "watchrun.cli.ops:cmd_agent"),
+                configure_agent, "watchrun.cli.agent_ops:cmd_agent"),
         Command("completion", "print a shell completion script (bash, zsh, fish)",
                 "examples:\n  source <(watchrun completion bash)\n  watchrun completion zsh > "
                 "\"${fpath[1]}/_watchrun\"\n  watchrun completion fish > "
