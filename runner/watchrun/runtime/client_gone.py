@@ -1,0 +1,88 @@
+"""Watchers added with `endWithClient` end with the process that added them: its pidfd is
+followed, and when it ends (killed or not) the watchers it added, still as it added them, stop
+(`stop{reason: client-gone}`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from typing import Any, Protocol
+
+from watchrun.config.model import WatcherSpec
+from watchrun.output.runlog import RunLog
+from watchrun.runtime.watchers import WatcherSet
+
+__all__ = ["Managing", "own"]
+
+
+class Managing(Protocol):
+    """What following clients needs of the supervisor."""
+
+    log: RunLog
+    set: WatcherSet
+    changing: asyncio.Lock
+
+    @property
+    def state(self) -> object: ...
+
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
+    def problem(self, message: str, wid: str | None = None) -> None: ...
+
+_OWNERS: weakref.WeakKeyDictionary[Managing, dict[int, dict[str, WatcherSpec]]] = \
+    weakref.WeakKeyDictionary()
+"""Per runner: the pid of each client whose watchers end with it, and those watchers."""
+
+
+def own(sup: Managing, pid: int, spec: WatcherSpec) -> None:
+    """Stop `spec`'s watcher when process `pid` ends, killed or not (one task per client, owned
+    by the supervisor's TaskGroup: cancelled with the runner, which stops the watchers anyway)."""
+    owners = _OWNERS.setdefault(sup, {})
+    if pid not in owners:
+        owners[pid] = {}
+        sup.spawn(_watch_client(sup, pid, owners[pid]), f"client:{pid}")
+    owners[pid][spec.id] = spec
+
+
+async def _watch_client(sup: Managing, pid: int, specs: dict[str, WatcherSpec]) -> None:
+    """Until process `pid` ends (its pidfd becomes readable; at once when it has ended), then
+    stop the watchers it added. A failure is reported, never raised into the TaskGroup."""
+    try:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            fd = -1  # it has ended already
+        if fd >= 0:
+            loop = asyncio.get_running_loop()
+            ended: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(fd, _settle, ended)
+            try:
+                await ended
+            finally:
+                loop.remove_reader(fd)
+                os.close(fd)
+        _OWNERS.get(sup, {}).pop(pid, None)  # (a later client with the same pid: its own task)
+        await _owner_gone(sup, pid, specs)
+    except OSError as exc:
+        sup.problem(f"cannot follow process {pid}, which added {', '.join(specs)}: {exc}; "
+                    "they keep running until stopped")
+
+
+def _settle(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def _owner_gone(sup: Managing, pid: int, specs: dict[str, WatcherSpec]) -> None:
+    """Stop the watchers that process `pid` added with `endWithClient` and that still run as it
+    added them (not one re-added under the same id since)."""
+    async with sup.changing:
+        if str(sup.state) != "running":
+            return  # a runner that is stopping stops them anyway
+        ids = [wid for wid, spec in specs.items()
+               if sup.set.runtime.get(wid) is spec and wid in sup.set.running]
+        if ids:
+            sup.log.info(f"process {pid}, which added {', '.join(ids)}, has ended: stopping "
+                         "them", event="client-gone")
+        for wid in ids:
+            await sup.set.stop(wid, reason="client-gone")
