@@ -28,7 +28,7 @@ def records(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("condition", ["status", "status:", "foo:bar", "delivery:lost", "",
-                                       "event:nosuchkind", "event:Text"])
+                                       "event:nosuchkind", "event:Text", "status:interrupted"])
 def test_unsupported_until(condition: str) -> None:
     with pytest.raises(ViewError) as err:
         parse_until(condition)

@@ -57,6 +57,10 @@ def parse_until(condition: str) -> tuple[str, str]:
     if not sep or kind not in UNTIL_KINDS or not value:
         raise ViewError("not_supported", f"--until {condition!r}: use status:STATE, "
                         "output:TOKEN, event:KIND or delivery:STATE", until=condition)
+    if kind == "status" and value == "interrupted":  # (a reading of the lock: no record)
+        raise ViewError("not_supported", f"--until {condition!r}: `interrupted` is what the "
+                        "views say of a turn whose writer is gone; no record says it, so it "
+                        "cannot be waited for (`agent list` shows it)", until=condition)
     if kind == "event" and value not in EVENT_KINDS:  # (a typo waited out the whole timeout)
         raise ViewError("not_supported", f"--until {condition!r}: an agent's stream has no "
                         f"record of that kind; one of {', '.join(sorted(EVENT_KINDS))}",
