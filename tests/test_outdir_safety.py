@@ -9,6 +9,7 @@ directories themselves) gets a real symlink, a hard link or a FIFO; the target (
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -535,7 +536,12 @@ def test_a_runner_whose_output_dir_was_replaced_never_writes_into_the_new_one(
             f.write("ERROR 2\n")
         wait_for(lambda: [m["line"] for m in second.matches("app")] == ["ERROR 2"],
                  "the second runner's match")
-        rc = first.stop()
+        snapshot = second.out / "state" / "app.status.json"
+        wait_for(lambda: snapshot.exists() and json.loads(snapshot.read_text())["matchCount"]
+                 == 1, "the second runner's snapshot of its match")
+        rc = first.stop()  # (its last snapshots: written where it started, or nowhere)
+        assert json.loads(snapshot.read_text())["runnerPid"] == second.pid
+        assert "ERROR 1" not in (second.out / "state" / "app.tail").read_text()
         assert second.stop() == 0, second.stderr()
     finally:
         first.close()

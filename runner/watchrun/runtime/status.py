@@ -60,6 +60,7 @@ class StatusBoard:
 
     def __init__(self, state_dir: Path, clock: Clock, lag: LoopLag | None = None) -> None:
         self.dir = state_dir
+        self._identity = safefs.dir_identity(state_dir)  # (never another runner's state/)
         self.clock = clock
         self.lag = lag
         self.entries: dict[str, _Entry] = {}
@@ -163,9 +164,10 @@ class StatusBoard:
         does not hold) and forget their entries."""
         with self._io_lock, self._lock:
             self._gen += 1
+            ours = self._ours()
             on_disk = [p.name.removesuffix(".status.json") for p in
-                       self.dir.glob("*.status.json")] if strays else []
-            for wid in {*gone, *(w for w in on_disk if w not in self.entries)}:
+                       self.dir.glob("*.status.json")] if strays and ours else []
+            for wid in {*gone, *(w for w in on_disk if w not in self.entries)} if ours else ():
                 for p in (self.dir / f"{wid}.status.json", self.dir / f"{wid}.tail"):
                     self._stored[p] = self._gen  # a queued older write must not revive it
                     with contextlib.suppress(OSError):
@@ -173,6 +175,15 @@ class StatusBoard:
         for wid in gone:
             del self.entries[wid]
             self._dirty.discard(wid)
+
+    def _ours(self) -> bool:
+        """`state/` is still the directory this board started with: the output dir removed and
+        made again by a second runner holds that runner's snapshots, not this one's."""
+        try:
+            safefs.same_dir(self.dir, self._identity)
+        except OSError:
+            return False
+        return True
 
     def flush(self) -> None:
         """Write the snapshots of the watchers that changed: in a worker thread when the loop
@@ -300,6 +311,8 @@ class StatusBoard:
         """Write rendered files unless a newer generation of them is already on disk."""
         gen, files = batch
         with self._io_lock:
+            if not self._ours():
+                return
             for path, data in files:
                 with self._lock:
                     if self._stored.get(path, 0) >= gen:
