@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import pytest
 from liverunner import wait_for, watchrun_bin, write_config
 
 from watchrun.agents.streamlock import StreamBusyError, StreamLock, held_by
+from watchrun.output import flocks
 
 
 def test_asking_who_holds_an_agent_never_keeps_its_writer_out(tmp_path: Path) -> None:
@@ -66,3 +69,21 @@ def test_agent_stop_without_a_runner_names_the_agent_run_that_holds_it(tmp_path:
     stop = subprocess.run([watchrun_bin(), "agent", "stop", "a", "--json"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60, check=False)
     assert stop.returncode == 0 and json.loads(stop.stdout)["stopped"] is False, stop
+
+
+def test_without_proc_locks_a_shared_lock_is_tried(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where /proc/locks cannot be read, `held_by` still tells a held agent from a free one."""
+    def unreadable(st: object) -> list[int]:
+        raise PermissionError("/proc/locks")
+    monkeypatch.setattr(flocks, "holders_of", unreadable)
+    stream = tmp_path / "agents" / "a.jsonl"
+    stream.parent.mkdir()
+    lock = StreamLock(stream, "a")
+    try:
+        busy = held_by(stream, "a")
+        assert busy is not None and busy.pid == os.getpid()
+    finally:
+        lock.release()
+    assert held_by(stream, "a") is None
+    StreamLock(stream, "a").release()  # (the probe let go of its shared lock)

@@ -70,43 +70,30 @@ def held_by(stream: Path, name: str) -> StreamBusyError | None:
     as /proc/locks says: no lock is taken to find out. A shared lock tried and let go kept an
     `agent run` starting in that instant out (`StreamBusyError`); it remains only where
     /proc/locks cannot be read."""
-    path = lock_path(stream)
     try:
-        pids = flocks.holders(path)
-    except OSError:
-        return _tried(path, stream, name)
-    if not pids:
-        return None
-    written = _written(path)  # (an entry matched by inode alone may be another file's)
-    return StreamBusyError(name, stream, written or pids[0]) \
-        if written is None or written in pids else None
-
-
-def _written(path: Path) -> int | None:
-    try:
-        fd = safefs.open_read(path)
-    except OSError:
+        fd = safefs.open_read(lock_path(stream))
+    except OSError:  # (none yet: nobody has written the agent's records)
         return None
     try:
-        return _holder(fd)
+        try:
+            pids = flocks.holders_of(os.fstat(fd))
+        except OSError:
+            return _tried(fd, stream, name)
+        written = _holder(fd)  # (an entry matched by inode alone may be another file's)
+        busy = bool(pids) and (written is None or written in pids)
+        return StreamBusyError(name, stream, written or pids[0]) if busy else None
     finally:
         os.close(fd)
 
 
-def _tried(path: Path, stream: Path, name: str) -> StreamBusyError | None:
-    try:
-        fd = safefs.open_read(path)
-    except OSError:  # (none yet: nobody has written the agent's records)
-        return None
+def _tried(fd: int, stream: Path, name: str) -> StreamBusyError | None:
+    """A shared lock on `fd` tried and let go at once: refused, another process holds it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return StreamBusyError(name, stream, _holder(fd))
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return None
 
 
 def _holder(fd: int) -> int | None:
