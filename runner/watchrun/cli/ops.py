@@ -133,10 +133,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
 def _none_listed(where: Where, live: bool) -> str:
     """Why `list` shows no watcher. "No watchers have run" only when nothing says one did: a
     live runner's `clear --all` forgets them all, and their JSONL stays."""
-    configured, recorded = _configured(where), []
-    with contextlib.suppress(OSError):
-        recorded = sorted(p.name.removesuffix(".jsonl")
-                          for p in (where.root / "watchers").glob("*.jsonl"))
+    configured, recorded = _configured(where), _recorded(where)
     if live:
         again = f"; `watchrun start ID` starts a config watcher again: {', '.join(configured)}"
         return (f"the live runner on {where.root} lists no watchers (`clear` forgets stopped "
@@ -155,11 +152,16 @@ def _known_watchers(where: Where) -> list[str]:
     """Ids the config, the status snapshots or the JSONL files of the output dir know."""
     from watchrun.views import watchers as views
 
-    ids = {s["id"] for s in views.load_statuses(where.root)} | set(_configured(where))
+    ids = {s["id"] for s in views.load_statuses(where.root)}
+    return sorted(ids.union(_configured(where), _recorded(where)))
+
+
+def _recorded(where: Where) -> list[str]:
+    """Ids with a JSONL in the output dir's `watchers/`."""
     with contextlib.suppress(OSError):
-        ids.update(p.name.removesuffix(".jsonl") for p in (where.root / "watchers").glob(
+        return sorted(p.name.removesuffix(".jsonl") for p in (where.root / "watchers").glob(
             "*.jsonl"))
-    return sorted(ids)
+    return []
 
 
 def _stop(where: Where, wid: str, out: Out) -> int:

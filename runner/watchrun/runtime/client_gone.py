@@ -29,6 +29,7 @@ class Managing(Protocol):
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]: ...
     def problem(self, message: str, wid: str | None = None) -> None: ...
 
+
 _OWNERS: weakref.WeakKeyDictionary[Managing, dict[int, dict[str, WatcherSpec]]] = \
     weakref.WeakKeyDictionary()
 """Per runner: the pid of each client whose watchers end with it, and those watchers."""

@@ -65,7 +65,6 @@ async def finish(task: asyncio.Future[Any], budget_s: float | None = None) -> No
         task.exception()  # retrieved: its owner reported it already
 
 
-
 async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Evidence, list[str]]:
     """End one watcher: its task finished (stopTimeout and a grace), what its actions did not
     fire and its `stop` recorded, its sink closed off the loop. Returns what it saw (once-mode

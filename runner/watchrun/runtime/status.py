@@ -164,14 +164,14 @@ class StatusBoard:
         does not hold) and forget their entries."""
         with self._io_lock, self._lock:
             self._gen += 1
-            ours = self._ours()
-            on_disk = [p.name.removesuffix(".status.json") for p in
-                       self.dir.glob("*.status.json")] if strays and ours else []
-            for wid in {*gone, *(w for w in on_disk if w not in self.entries)} if ours else ():
-                for p in (self.dir / f"{wid}.status.json", self.dir / f"{wid}.tail"):
-                    self._stored[p] = self._gen  # a queued older write must not revive it
-                    with contextlib.suppress(OSError):
-                        safefs.unlink(p)
+            if self._ours():  # (another runner's state/: its files are not ours to remove)
+                on_disk = [p.name.removesuffix(".status.json") for p in
+                           self.dir.glob("*.status.json")] if strays else []
+                for wid in {*gone, *(w for w in on_disk if w not in self.entries)}:
+                    for p in (self.dir / f"{wid}.status.json", self.dir / f"{wid}.tail"):
+                        self._stored[p] = self._gen  # a queued older write must not revive it
+                        with contextlib.suppress(OSError):
+                            safefs.unlink(p)
         for wid in gone:
             del self.entries[wid]
             self._dirty.discard(wid)
