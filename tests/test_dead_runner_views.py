@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 
 from watchrun.output import flocks
@@ -95,3 +96,20 @@ def test_a_lock_held_by_another_process_is_not_this_snapshots_runner(tmp_path: P
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as f:
         return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_without_proc_locks_a_snapshot_is_live_while_its_pid_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where /proc/locks cannot be read, `kill(pid, 0)` remains the test (decisions.md)."""
+    from watchrun.views.watchers import load_statuses
+
+    def unreadable(path: Path) -> list[int]:
+        raise PermissionError("/proc/locks")
+    monkeypatch.setattr(flocks, "holders", unreadable)
+    state = tmp_path / "state"
+    state.mkdir()
+    for wid, pid in (("mine", os.getpid()), ("gone", 2**22 + 1)):
+        (state / f"{wid}.status.json").write_text(json.dumps({
+            "id": wid, "kind": "file", "status": "running", "runnerPid": pid}))
+    got = {s["id"]: (s["status"], s["live"]) for s in load_statuses(tmp_path)}
+    assert got == {"mine": ("running", True), "gone": ("stopped", False)}
