@@ -125,9 +125,21 @@ def describe_value(value: Any) -> str:
     return type(value).__name__
 
 
+# What other tools call a key (spelling is no guide: `match` is nearer `path` than `pattern`).
+_SAID_ELSEWHERE = {
+    "name": ("id",), "id": ("name",), "file": ("path",), "filename": ("path",),
+    "logfile": ("path",), "log": ("path",), "match": ("pattern",), "regex": ("pattern",),
+    "regexp": ("pattern",), "grep": ("pattern",), "filter": ("pattern",), "cmd": ("command",),
+    "run": ("command",), "exec": ("command",), "shell": ("command",), "ignore": ("exclude",),
+    "excludes": ("exclude",), "workdir": ("cwd",), "dir": ("cwd",), "directory": ("cwd",),
+    "environment": ("env",), "type": ("provider",), "tool": ("provider",),
+}
+
+
 def did_you_mean(word: str, choices: list[str], label: str = "allowed") -> str:
     """`; did you mean `pattern`?` for a close match, else `; allowed: a, b, c`."""
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    close = [c for c in _SAID_ELSEWHERE.get(word.lower(), ()) if c in choices]
+    close = close or difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     if not close:
         close = [c for c in choices if c.lower() == word.lower()]
     if close:
