@@ -10,43 +10,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from msgspec import Struct
-
 from watchrun import offload
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
-from watchrun.match.redact import clean_text
 from watchrun.output import safefs, tailfile
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
-from watchrun.runtime.snapshot_text import Said, said, snapshot_json, tail_lines
+from watchrun.runtime.snapshot_text import snapshot_json, tail_lines
+from watchrun.runtime.status_entry import Entry, snapshot
 
 FLUSH_DELAY_S = 1.0
 """Snapshots are written at most this often, and only after something changed."""
-
-
-class _Entry(Struct):
-    spec: WatcherSpec
-    pipeline: WatcherPipeline
-    source: object
-    engine: str
-    origin: str
-    """`config` (from the config file) or `runtime` (added through the control socket)."""
-    run: str
-    """This start of the watcher, unique across runners: the `.tail` header's `run`."""
-    started_at: float
-    started_mono: float
-    restarts: int = 0
-    """Times it started again in this runner: its command's restarts (restart policy), and
-    `watchrun start/restart`, and a reload that changed it."""
-    stopping: bool = False
-    """A stop is under way (a command waits out its stopTimeout): status `stopping`."""
-    stopped: bool = False
-    said: Said | None = None
-    """Its label, source and cwd as snapshots show them (`snapshot_text.said`), once made."""
-    failed: bool = False
-    """Its source ended with an internal error (status `fatal`)."""
-    last_error: str | None = None
 
 
 class StatusBoard:
@@ -63,7 +37,7 @@ class StatusBoard:
         self._identity = safefs.dir_identity(state_dir)  # (never another runner's state/)
         self.clock = clock
         self.lag = lag
-        self.entries: dict[str, _Entry] = {}
+        self.entries: dict[str, Entry] = {}
         self._dirty: set[str] = set()
         self._timer: asyncio.TimerHandle | None = None
         self.started_at = clock.now()
@@ -81,7 +55,7 @@ class StatusBoard:
         prev = self.entries.get(spec.id)
         self._starts += 1
         run = f"{os.getpid()}@{iso_ts(self.started_at)}#{self._starts}"
-        entry = _Entry(spec, pipeline, source, engine, origin, run, self.clock.now(),
+        entry = Entry(spec, pipeline, source, engine, origin, run, self.clock.now(),
                        self.clock.monotonic())
         if prev is not None:
             entry.restarts, entry.last_error = prev.restarts + 1, prev.last_error
@@ -231,64 +205,10 @@ class StatusBoard:
     def live_record(self, wid: str) -> dict[str, Any]:
         """One watcher's snapshot now; `uptimeS`: seconds since it (re)started, while it runs."""
         entry = self.entries[wid]
-        snap = self.snapshot(entry)
+        snap = snapshot(entry, self.clock.now(), self.started_at, self.lag)
         since = self.clock.monotonic() - entry.started_mono
         up = snap["status"] == "running"
         return {**snap, "uptimeS": round(since, 3) if up else None, "live": True}
-
-    def snapshot(self, entry: _Entry) -> dict[str, Any]:
-        spec, c, src = entry.spec, entry.pipeline.counters, entry.source
-        if entry.said is None:  # (the spec does not change: made once)
-            entry.said = said(spec, entry.pipeline.redactor)
-        label, source, cwd = entry.said
-        state = getattr(src, "state", None)
-        status = "stopped" if entry.stopped else "fatal" if entry.failed else \
-            "stopping" if entry.stopping else str(state) if state is not None else "running"
-        if status == "running" and entry.pipeline.writer.failing:
-            status = "paused"  # (its records cannot be written: reading waits for them)
-        snap: dict[str, Any] = {
-            "schema": 1,
-            "id": spec.id,
-            "label": label,
-            "kind": spec.kind,
-            "source": source,
-            "pattern": spec.pattern,
-            "exclude": list(spec.exclude),
-            "caseSensitive": spec.case_sensitive,
-            "fromStart": spec.from_start,
-            "wake": list(spec.wake),
-            "cwd": cwd,
-            "engine": entry.engine,
-            "status": status,
-            "origin": entry.origin,
-            "pid": getattr(src, "pid", None),
-            "runnerPid": os.getpid(),
-            "runnerStartedAt": iso_ts(self.started_at),
-            "startedAt": iso_ts(entry.started_at),
-            "updatedAt": iso_ts(self.clock.now()),
-            "restarts": entry.restarts,
-            "lastError": entry.last_error and clean_text(entry.last_error, entry.pipeline.redactor),
-            "linesRead": c.lines,
-            "bytesRead": c.bytes_read,
-            "matchCount": c.matches,
-            "truncated": c.truncated,
-            "linesCut": c.cut_lines,
-            "bytesCut": c.cut_bytes,
-            "skippedDuplicates": c.skipped_duplicates,
-            "errors": c.errors,
-            "redacted": dict(c.redacted),
-            "lastMatchAt": iso_ts(c.last_match_at) if c.last_match_at else None,
-        }
-        if self.lag is not None:
-            snap["loopLagMaxS"] = round(self.lag.max_s, 3)  # the runner's, not the watcher's
-        run_no = getattr(src, "run_no", None)
-        if run_no is not None:
-            snap["run"] = run_no
-        last_exit = getattr(src, "last_exit", None)
-        if last_exit is not None:
-            snap["exitCode"] = getattr(last_exit, "exit_code", None)
-            snap["signal"] = getattr(last_exit, "signal", None)
-        return snap
 
     def _render(self, wids: list[str]) -> tuple[int, list[tuple[Path, bytes]]]:
         """The snapshot files of these watchers, and their generation (on the loop)."""
@@ -297,7 +217,7 @@ class StatusBoard:
             entry = self.entries.get(wid)
             if entry is None:
                 continue
-            snap = self.snapshot(entry)
+            snap = snapshot(entry, self.clock.now(), self.started_at, self.lag)
             files.append((self.dir / f"{wid}.status.json", snapshot_json(snap)))
             tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
             lines = tail_lines(tail, entry.pipeline.redactor)  # `output.redact`: the tail too

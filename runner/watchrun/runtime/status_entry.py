@@ -1,0 +1,100 @@
+"""A watcher's entry on the status board and the snapshot it renders to (no I/O)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from msgspec import Struct
+
+from watchrun.clock import iso_ts
+from watchrun.config.model import WatcherSpec
+from watchrun.match.redact import clean_text
+from watchrun.runtime.lag import LoopLag
+from watchrun.runtime.pipeline import WatcherPipeline
+from watchrun.runtime.snapshot_text import Said, said
+
+__all__ = ["Entry", "snapshot"]
+
+
+class Entry(Struct):
+    """A watcher on the status board: what it is, its pipeline and source, its lifecycle."""
+
+    spec: WatcherSpec
+    pipeline: WatcherPipeline
+    source: object
+    engine: str
+    origin: str
+    """`config` (from the config file) or `runtime` (added through the control socket)."""
+    run: str
+    """This start of the watcher, unique across runners: the `.tail` header's `run`."""
+    started_at: float
+    started_mono: float
+    restarts: int = 0
+    """Times it started again in this runner: its command's restarts (restart policy), and
+    `watchrun start/restart`, and a reload that changed it."""
+    stopping: bool = False
+    """A stop is under way (a command waits out its stopTimeout): status `stopping`."""
+    stopped: bool = False
+    said: Said | None = None
+    """Its label, source and cwd as snapshots show them (`snapshot_text.said`), once made."""
+    failed: bool = False
+    """Its source ended with an internal error (status `fatal`)."""
+    last_error: str | None = None
+
+
+def snapshot(entry: Entry, now: float, runner_started_at: float,
+             lag: LoopLag | None) -> dict[str, Any]:
+    """What `list`/`status` say of a watcher: its spec, status, process, counters."""
+    spec, c, src = entry.spec, entry.pipeline.counters, entry.source
+    if entry.said is None:  # (the spec does not change: made once)
+        entry.said = said(spec, entry.pipeline.redactor)
+    label, source, cwd = entry.said
+    state = getattr(src, "state", None)
+    status = "stopped" if entry.stopped else "fatal" if entry.failed else \
+        "stopping" if entry.stopping else str(state) if state is not None else "running"
+    if status == "running" and entry.pipeline.writer.failing:
+        status = "paused"  # (its records cannot be written: reading waits for them)
+    snap: dict[str, Any] = {
+        "schema": 1,
+        "id": spec.id,
+        "label": label,
+        "kind": spec.kind,
+        "source": source,
+        "pattern": spec.pattern,
+        "exclude": list(spec.exclude),
+        "caseSensitive": spec.case_sensitive,
+        "fromStart": spec.from_start,
+        "wake": list(spec.wake),
+        "cwd": cwd,
+        "engine": entry.engine,
+        "status": status,
+        "origin": entry.origin,
+        "pid": getattr(src, "pid", None),
+        "runnerPid": os.getpid(),
+        "runnerStartedAt": iso_ts(runner_started_at),
+        "startedAt": iso_ts(entry.started_at),
+        "updatedAt": iso_ts(now),
+        "restarts": entry.restarts,
+        "lastError": entry.last_error and clean_text(entry.last_error, entry.pipeline.redactor),
+        "linesRead": c.lines,
+        "bytesRead": c.bytes_read,
+        "matchCount": c.matches,
+        "truncated": c.truncated,
+        "linesCut": c.cut_lines,
+        "bytesCut": c.cut_bytes,
+        "skippedDuplicates": c.skipped_duplicates,
+        "errors": c.errors,
+        "redacted": dict(c.redacted),
+        "lastMatchAt": iso_ts(c.last_match_at) if c.last_match_at else None,
+    }
+    if lag is not None:
+        snap["loopLagMaxS"] = round(lag.max_s, 3)  # the runner's, not the watcher's
+    run_no = getattr(src, "run_no", None)
+    if run_no is not None:
+        snap["run"] = run_no
+    last_exit = getattr(src, "last_exit", None)
+    if last_exit is not None:
+        snap["exitCode"] = getattr(last_exit, "exit_code", None)
+        snap["signal"] = getattr(last_exit, "signal", None)
+    return snap
