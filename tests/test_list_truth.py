@@ -74,3 +74,28 @@ def test_list_after_clear_all_says_what_is_true(tmp_path: Path) -> None:
                             text=True, timeout=60, check=False)
     assert listed.stdout == (f"no status snapshot is in {tmp_path}/.watchrun/state; records of "
                              "app are kept (`watchrun matches ID`)\n"), listed
+
+
+def test_clear_forgets_a_watcher_whose_command_exited(tmp_path: Path) -> None:
+    """helper-91's F4: `top`'s `d` offered "Clear stopped watchers (1)?" for a command watcher
+    that had exited, and the runner then cleared 0: `clear` forgot only those stopped by
+    `stop`, so an exited one could be cleared from neither the screen nor `watchrun clear`."""
+    (tmp_path / "app.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"},
+        {"id": "once", "command": "echo ERROR once", "pattern": "ERROR", "restart": "never"}]})
+    r = LiveRunner(config)
+
+    def listed() -> dict[str, str]:
+        return {w["id"]: w["status"] for w in r.control({"cmd": "list"})["watchers"]}
+    try:
+        r.wait_running()
+        wait_for(lambda: listed() == {"app": "running", "once": "exited"}, "once exited")
+        cleared = subprocess.run([watchrun_bin(), "clear"], cwd=tmp_path, capture_output=True,
+                                 text=True, timeout=60, check=False)
+        assert (cleared.returncode, cleared.stdout) == (0, "cleared 1 watcher\n"), cleared
+        assert listed() == {"app": "running"}
+        assert r.records("once")[-1]["kind"] == "stop"  # its JSONL stays, ended by a stop
+        assert not (tmp_path / ".watchrun" / "state" / "once.status.json").exists()
+    finally:
+        assert r.stop() == 0

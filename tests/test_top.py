@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from liverunner import DEADLINE_S, LiveRunner, hold_runner_lock, watchrun_bin, write_config
 from rich.text import Text
 from textual import events
@@ -71,9 +72,9 @@ async def until(pilot: Pilot[None], cond: Callable[[], Any], what: str,
 
 
 def drive(app: TopApp, body: Callable[[Pilot[None]], Awaitable[None]],
-          size: tuple[int, int] = (120, 30)) -> None:
+          size: tuple[int, int] = (120, 30), notifications: bool = False) -> None:
     async def main() -> None:
-        async with app.run_test(size=size) as pilot:
+        async with app.run_test(size=size, notifications=notifications) as pilot:
             await body(pilot)
     asyncio.run(main())
 
@@ -478,3 +479,78 @@ def test_a_slow_stop_leaves_the_screen_live(tmp_path: Path) -> None:
         await until(pilot, lambda: app.return_code == 0, "q to quit")
 
     drive(app, body)
+
+
+def test_a_read_error_in_the_pane_is_plain_text_said_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """helper-91's F5: the pane's error toast went through Textual's markup: an output dir
+    named `[@click=app.quit]out` made the path a live link that quits (a `[link=…]` in a
+    message ended the screen with a MarkupError), and the toast came again at every refresh."""
+    monkeypatch.chdir(tmp_path)  # (a short path: a toast shows a few lines at most)
+    root = Path("[@click=app.quit]out")
+    snapshot(root, "api")
+    (root / "watchers").mkdir()
+    (tmp_path / "real.jsonl").write_text("")
+    (root / "watchers" / "api.jsonl").symlink_to("../../real.jsonl")
+    app = TopApp(Feed(root), interval=0.1)
+
+    def toasts() -> list[Widget]:
+        return list(app.screen.query("Toast"))
+
+    def said() -> str:  # (the toast's text, its wrapping and border taken out)
+        return "".join(shown(toasts()[0]).replace("▌", "").split()) if toasts() else ""
+
+    async def body(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: ids(app) == ["api"], "the row")
+        await pilot.press("enter")
+        await until(pilot, lambda: "[@click=app.quit]out/watchers/api.jsonl" in said(),
+                    "the error, its path as typed")
+        for seg in (seg for s in strips(toasts()[0]) for seg in s):
+            assert seg.style is None or ("@click" not in seg.style.meta and not seg.style.link)
+        assert "isasymlink" in said()
+        refreshes = app.list_screen.rows, len(toasts())
+        await until(pilot, lambda: app.list_screen.rows is not refreshes[0], "a refresh")
+        await until(pilot, lambda: app.list_screen.rows is not refreshes[0], "another")
+        assert len(toasts()) == 1  # said once, not again at each refresh
+        await pilot.press("q")
+        await until(pilot, lambda: app.return_code == 0, "q to quit")
+
+    drive(app, body, size=(200, 30), notifications=True)
+
+
+def test_a_watcher_being_stopped_shows_stopping(tmp_path: Path) -> None:
+    """helper-91's F6: while a stop waited out a stubborn command's stopTimeout, the row said
+    `stopped` (the runner's `status` lists it under `stopping`), the chip dropped it, and `d`
+    offered to clear it while its command still ran and matched."""
+    config = write_config(tmp_path, {"limits": {"stopTimeout": "1m"}, "watchers": [
+        {"id": "stubborn", "command": "trap '' TERM; while true; do echo ERR tick; sleep 0.2; "
+         "done", "pattern": "ERR"}]})
+    runner = LiveRunner(config)
+    app = TopApp(Feed(runner.out), interval=0.1)
+
+    def pid() -> int | None:
+        listed = runner.control({"cmd": "list"})["watchers"]
+        return next((w["pid"] for w in listed if w["status"] in ("running", "stopping")), None)
+
+    async def body(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: ids(app) == ["stubborn"] and status(app, "stubborn")
+                    == "running", "the running row")
+        await pilot.press("x", "y")
+        await until(pilot, lambda: status(app, "stubborn") == "stopping", "stopping")
+        assert "⊚ 1" in chips(app)
+        await pilot.press("d")
+        assert notice(app) == "no stopped watchers to clear"
+        await pilot.press("x")
+        assert notice(app) == "stubborn is already being stopped"
+        os.kill(pid() or 0, 9)  # (it ignores SIGTERM: end the wait)
+        await until(pilot, lambda: status(app, "stubborn") == "stopped"
+                    and notice(app) == "stopped stubborn", "the stop's answer")
+        assert "⊚ 0" in chips(app)
+        await pilot.press("q")
+        await until(pilot, lambda: app.return_code == 0, "q to quit")
+
+    try:
+        runner.wait_running()
+        drive(app, body)
+    finally:
+        assert runner.stop() == 0

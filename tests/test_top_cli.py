@@ -4,13 +4,29 @@ committed, it needs a terminal and Textual, and no other command imports Textual
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import os
+import pty
 import re
+import signal
+import struct
 import subprocess
 import sys
+import termios
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from liverunner import DEADLINE_S, modules_after_commands, watchrun_bin, write_config
+from liverunner import (
+    DEADLINE_S,
+    LiveRunner,
+    modules_after_commands,
+    wait_for,
+    watchrun_bin,
+    write_config,
+)
 from textual.binding import Binding
 
 from watchrun.cli.top import cmd_top
@@ -76,3 +92,51 @@ def test_no_other_command_imports_textual(tmp_path: Path) -> None:
     loaded = [m for m in modules_after_commands(config, tmp_path)
               if m.split(".")[0] in ("textual", "rich") or m.startswith("watchrun.tui")]
     assert not loaded, loaded
+
+
+def test_q_quits_at_once_while_a_stop_waits_for_a_frozen_runner(tmp_path: Path) -> None:
+    """helper-91's F2: `y` to a stop, then the runner froze (SIGSTOP: it answers nothing), then
+    `q`: the screen went away but `watchrun top` lived on, silent, for the rest of the stop's
+    75 s (the thread waiting for the answer was joined at the end), and Ctrl-C did not help."""
+    (tmp_path / "app.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    runner = LiveRunner(config)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
+    seen = bytearray()
+    top: subprocess.Popen[bytes] | None = None
+
+    def read() -> None:
+        with contextlib.suppress(OSError):  # (EIO once the terminal's last user is gone)
+            while chunk := os.read(master, 65536):
+                seen.extend(chunk)
+
+    def shows(text: str) -> bool:
+        return text.encode() in re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", bytes(seen))
+    try:
+        runner.wait_running()
+        top = subprocess.Popen([watchrun_bin(), "top", "-c", str(config)], stdin=slave,
+                               stdout=slave, stderr=slave, start_new_session=True,
+                               env={**os.environ, "TERM": "xterm-256color"})
+        os.close(slave)
+        threading.Thread(target=read, daemon=True).start()
+        wait_for(lambda: shows("running"), "the row of app")
+        os.write(master, b"x")
+        wait_for(lambda: shows("Stop watcher app?"), "the confirm")
+        runner.send(signal.SIGSTOP)
+        os.write(master, b"y")
+        wait_for(lambda: shows("stopping app"), "the stop sent")
+        os.write(master, b"q")
+        asked = time.monotonic()
+        assert top.wait(DEADLINE_S) == 0
+        assert time.monotonic() - asked < 10, "q waited for the stop's answer"
+        wait_for(lambda: shows("quit while the stop of app waited for the runner's answer; the "
+                               "runner may still carry it out (`watchrun list` shows)"),
+                 "the note on stderr")
+    finally:
+        if top is not None and top.poll() is None:
+            top.kill()
+        runner.send(signal.SIGCONT)
+        assert runner.stop() == 0
+        os.close(master)

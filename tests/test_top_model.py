@@ -109,6 +109,15 @@ def test_chips_count_running_watchers_not_agents() -> None:
     assert chips(rows, u) == ("⊚ 2", "! 0")
 
 
+def test_the_running_chip_counts_watchers_at_work_not_those_in_trouble() -> None:
+    """helper-91's F3: a watcher that may not read its file (`error`) or write its records
+    (`paused`) counted as running; one being stopped still runs its process and counts."""
+    rows = [row("a", 0), row("b", 0, status="waiting"), row("c", 0, status="stopping"),
+            row("d", 0, status="error"), row("e", 0, status="paused")]
+    assert chips(rows, Unreported()) == ("⊚ 3", "! 0")
+    assert all(r.running for r in rows)  # each can still be stopped (`x`), none cleared (`d`)
+
+
 def test_row_cells_and_match_lines_are_plain_inert_text() -> None:
     r = Row("command", "t[x]", "running", 1234, 5, "2026-05-17T06:39:00.000Z",
             "make \x1b[2J[red]test[/]")
@@ -153,6 +162,32 @@ def test_rows_from_snapshots_with_the_live_runners_word(tmp_path: Path) -> None:
         ("added", "starting", "?"),  # the runner runs it; no snapshot yet
     ]
     assert snap.rows[1].detail == "make test"
+
+
+def test_a_watcher_being_stopped_is_stopping_not_stopped(tmp_path: Path) -> None:
+    """helper-91's F6: the runner's `status` lists a watcher waiting out its stopTimeout under
+    `stopping`, not `watchers`; the feed made it `stopped` (offered to `d`, off the chip)."""
+    snapshot(tmp_path, "stubborn", status="stopping")
+    reply = {"ok": True, "state": "running", "watchers": [], "stopping": ["stubborn"]}
+    assert [(r.id, r.status) for r in Feed(tmp_path, control=fixed(reply)).poll().rows] == [
+        ("stubborn", "stopping")]
+
+
+def test_copied_or_disguised_snapshots_make_no_second_row(tmp_path: Path) -> None:
+    """helper-91's F1: `cp state/a.status.json state/a-old.status.json` gave two rows keyed
+    `watcher:a` (Textual's DuplicateKey ended the screen), and a snapshot saying `kind: agent`
+    took the key of the agent's row."""
+    snapshot(tmp_path, "a")
+    (tmp_path / "state" / "a-old.status.json").write_bytes(
+        (tmp_path / "state" / "a.status.json").read_bytes())
+    snapshot(tmp_path, "triage", kind="agent")
+    log = AgentLog(tmp_path, "triage")
+    log.emit("status", status="idle")
+    log.close()
+    reply = {"ok": True, "state": "running", "watchers": ["a", "triage"]}
+    rows = Feed(tmp_path, control=fixed(reply)).poll().rows
+    assert [(r.kind, r.id) for r in rows] == [("file", "a"), ("?", "triage"),
+                                               ("agent", "triage")]
 
 
 @pytest.mark.parametrize(("problems", "dropped", "note"), [

@@ -30,4 +30,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     agents = {a.name: a.provider for a in where.config.agents} if where.config else {}
     app = TopApp(Feed(where.root, agents))
     app.run()
+    if app.pending is not None:  # (its thread is not waited for)
+        out.note(f"quit while the {app.pending} waited for the runner's answer; the runner may "
+                 "still carry it out (`watchrun list` shows)")
     return ExitStatus.OK if app.return_code in (0, None) else ExitStatus.RUNTIME

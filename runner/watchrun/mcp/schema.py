@@ -30,7 +30,8 @@ and keep the matching lines (watchrun). Actions:
 (`omitted` counts those left out).
 - logs: a watcher's last raw lines, sanitized (`id`, `lines`).
 - stop: stop a watcher (`id`); stopping one that is not running is not an error.
-- clear: forget stopped watchers; with `all`, stop and forget every one.
+- clear: forget stopped and ended (exited, fatal) watchers; with `all`, stop and forget every \
+one.
 A file is followed like `tail -F` from its end unless `fromStart`; a command runs under \
 /bin/sh -c in its own process group. Watchers added here end with the MCP session. Subscribe \
 to the resource watchrun://watchers/{id}/matches to be told when a watcher records new matches."""

@@ -91,9 +91,10 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "wasRunning": True, "message": f"stopped {wid}"}
     if cmd == "clear":
         async with sup.changing:
-            if req.get("all", False):
-                for wid in list(sup.watchers):
-                    await sup.stop_watcher(wid, reason="requested")
+            every = req.get("all", False)
+            for wid in [w for w, rt in sup.watchers.items() if every or ended(rt)]:
+                await sup.stop_watcher(wid, reason="requested")  # (one that exited or failed
+                # has ended already: `clear` forgets it as a stopped one, as `top`'s `d` says)
             cleared = sup.board.forget_stopped()
             gone = [w for w in sup.set.runtime if w not in sup.watchers]
             for wid in gone:

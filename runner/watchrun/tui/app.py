@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
+import contextlib
+import functools
+import threading
+from collections.abc import Callable
+from typing import ClassVar, TypeVar
 
 from rich.text import Text
 from textual import events, work
@@ -18,15 +22,41 @@ from watchrun.tui.model import Row, Snapshot, Unreported, chips, row_cells
 from watchrun.tui.screens import ConfirmScreen, PaneScreen
 from watchrun.tui.text import inert
 
-__all__ = ["COLUMNS", "ListScreen", "RowTable", "TopApp"]
+__all__ = ["COLUMNS", "ListScreen", "RowTable", "TopApp", "detached"]
+
+T = TypeVar("T")
 
 COLUMNS = ("KIND", "ID", "STATUS", "LINES", "MATCHES", "LAST MATCH", "DETAIL")
 _STYLE = {"running": "green", "starting": "green", "waiting": "cyan", "backoff": "yellow",
           "stopping": "yellow",
           "exited": "dim", "stopped": "dim", "fatal": "bold red", "paused": "red", "failed": "red",
-          "interrupted": "red",
+          "interrupted": "red", "error": "red",
           "idle": ""}
 """Status cell styles: chosen here, never taken from the data."""
+
+
+async def detached(call: Callable[[], T]) -> T:
+    """`call()` in a daemon thread: a request that waits out its 75 s for a runner that stopped
+    answering must not hold up quitting (`asyncio.to_thread`'s pool is joined at the end)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():
+            outcome()
+
+    def run() -> None:
+        try:
+            result = call()
+        except BaseException as err:  # (handed to the awaiting task)
+            outcome = functools.partial(done.set_exception, err)
+        else:
+            outcome = functools.partial(done.set_result, result)
+        with contextlib.suppress(RuntimeError):  # the screen has ended: nobody awaits it
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=run, name="watchrun-top-request", daemon=True).start()
+    return await done
 
 
 def _key(row: Row) -> str:
@@ -171,6 +201,8 @@ class ListScreen(Screen[None]):
             self.say(f"cannot stop {name}: {self.top.note}", "yellow")
         elif not row.running:
             self.say(f"{name} is not running ({inert(row.status, 20)})", "yellow")
+        elif row.status == "stopping":
+            self.say(f"{name} is already being stopped", "yellow")
         else:
             self.app.push_screen(ConfirmScreen(f"Stop watcher {name}?"),
                                  lambda yes: self._confirmed(yes, "stop", row.id))
@@ -195,8 +227,9 @@ class ListScreen(Screen[None]):
     @work(group="control")
     async def _request(self, what: str, wid: str) -> None:
         feed = self.top.feed
-        ok, message = await asyncio.to_thread(feed.stop, wid) if what == "stop" \
-            else await asyncio.to_thread(feed.clear)
+        self.top.pending = f"stop of {wid}" if what == "stop" else "clear"
+        ok, message = await detached(lambda: feed.stop(wid) if what == "stop" else feed.clear())
+        self.top.pending = None  # (left set when `q` cancels the wait: `top` says so at its end)
         self.say(message, "green" if ok else "red")
         self.top.refresh_rows()
 
@@ -223,6 +256,8 @@ class TopApp(App[None]):
         self.unreported = Unreported()
         self.snapshot: Snapshot | None = None
         self._polling = False
+        self.pending: str | None = None
+        """The request sent to the runner whose answer is awaited (`stop of app`, `clear`)."""
         self.list_screen = ListScreen(self)
 
     @property

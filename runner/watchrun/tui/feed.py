@@ -83,8 +83,8 @@ class Feed:
     # -- the rows ---------------------------------------------------------------------------
     def poll(self) -> Snapshot:
         errors: list[str] = []
-        live, note, live_ids = self._ask_runner()
-        rows = self._watcher_rows(live_ids)
+        live, note, live_ids, stopping = self._ask_runner()
+        rows = self._watcher_rows(live_ids, stopping)
         for name in self._agent_names():
             try:
                 rows.append(self._agent_row(name))
@@ -92,30 +92,37 @@ class Feed:
                 errors.append(inert(f"agent {name}: {exc}"))
         return Snapshot(rows, live, note, errors)
 
-    def _ask_runner(self) -> tuple[bool, str, set[str] | None]:
-        """(live, the header's note, the ids the live runner runs: None when unknown)."""
+    def _ask_runner(self) -> tuple[bool, str, set[str] | None, set[str]]:
+        """(live, the header's note, the ids the live runner runs: None when unknown, the ids
+        it is stopping)."""
         try:
             reply = self.control(self.layout.control_socket, {"cmd": "status"}, POLL_TIMEOUT_S)
         except (OSError, ValueError) as exc:  # ConnectionError, a timeout, a garbled reply
-            return False, inert(f"read-only: {exc}"), None
+            return False, inert(f"read-only: {exc}"), None, set()
         if not reply.get("ok"):
-            return True, inert(f"runner: {_error(reply)}"), None
-        ids = reply.get("watchers")
+            return True, inert(f"runner: {_error(reply)}"), None, set()
+        ids, stopping = reply.get("watchers"), reply.get("stopping")
         live_ids = {str(i) for i in ids} if isinstance(ids, list) else None
-        return True, inert(f"runner {reply.get('state', '?')}{_problems(reply)}"), live_ids
+        stopping = {str(i) for i in stopping} if isinstance(stopping, list) else set()
+        note = inert(f"runner {reply.get('state', '?')}{_problems(reply)}")
+        return True, note, live_ids, stopping
 
-    def _watcher_rows(self, live_ids: set[str] | None) -> list[Row]:
+    def _watcher_rows(self, live_ids: set[str] | None, stopping: set[str]) -> list[Row]:
         rows, seen = [], set()
         for snap in load_statuses(self.root):
             wid = str(snap.get("id", "?"))
             seen.add(wid)
             status = str(snap.get("status", "?"))
-            if live_ids is not None and wid not in live_ids and status not in ENDED:
+            if wid in stopping:
+                status = "stopping"  # (no longer among `watchers`: its process still runs)
+            elif live_ids is not None and wid not in live_ids and status not in ENDED:
                 status = "stopped"  # a snapshot the live runner no longer runs
             source = snap.get("source")
             source = " ".join(map(str, source)) if isinstance(source, list) else str(source)
             detail = str(snap.get("label") or source)  # the label defaults to the source
-            rows.append(Row(str(snap.get("kind", "?")), wid, status, _int(snap.get("linesRead")),
+            kind = snap.get("kind") if snap.get("kind") in ("file", "command") else "?"  # (never
+            # `agent`, whatever a snapshot says: a watcher's row is not an agent's, nor keyed so)
+            rows.append(Row(str(kind), wid, status, _int(snap.get("linesRead")),
                             _int(snap.get("matchCount")) or 0, snap.get("lastMatchAt"), detail,
                             f"{snap.get('runnerPid')}@{snap.get('startedAt')}"))
         rows += [Row("?", wid, "starting", 0, 0, None, "(no status snapshot yet)")

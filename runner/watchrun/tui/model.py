@@ -9,11 +9,14 @@ from msgspec import Struct, field
 
 from watchrun.tui.text import ago, inert
 
-__all__ = ["ENDED", "Row", "Snapshot", "Unreported", "chips", "format_match", "row_cells"]
+__all__ = ["ENDED", "TROUBLE", "Row", "Snapshot", "Unreported", "chips", "format_match",
+           "row_cells"]
 
 ENDED = frozenset({"stopped", "exited", "fatal"})
-"""Watcher statuses that are not running; every other one (starting, running, backoff,
-waiting for a schedule) counts in the ⊚ chip."""
+"""Watcher statuses of one that no longer runs: `d` clears them, `x` has nothing to stop."""
+TROUBLE = frozenset({"error", "paused"})
+"""A watcher that runs but cannot read its file (`error`) or write its records (`paused`): not
+at work, so not counted in the ⊚ chip (starting, running, waiting, backoff and stopping are)."""
 
 
 class Row(Struct, frozen=True):
@@ -111,8 +114,8 @@ class Unreported:
 
 
 def chips(rows: Iterable[Row], unreported: Unreported) -> tuple[str, str]:
-    """The seed's two chips: `⊚ N` running watchers and `! N` unreported matches."""
-    running = sum(1 for r in rows if r.running)
+    """The seed's two chips: `⊚ N` watchers at work and `! N` unreported matches."""
+    running = sum(1 for r in rows if r.running and r.status not in TROUBLE)
     return f"⊚ {running}", f"! {unreported.total()}"
 
 

@@ -88,6 +88,8 @@ class PaneScreen(Screen[None]):
         self.after: int | None = None
         """Watchers: the seq of the newest match shown. Agents: the stream's seq shown."""
         self._busy = False
+        self._said: str | None = None
+        """The last read error shown: said once, not again at every refresh."""
 
     def compose(self) -> ComposeResult:
         what = "transcript" if self.row.is_agent else f"matches (the last {PANE_LINES}, live)"
@@ -113,24 +115,33 @@ class PaneScreen(Screen[None]):
     async def _fetch(self) -> None:
         try:
             if self.row.is_agent:
-                seq, text = await asyncio.to_thread(self.feed.transcript, self.row.id)
-                if seq != self.after or self.after is None:
-                    at_end, self.after = self.log_view.at_end, seq
-                    self.log_view.reset()
-                    self.log_view.add(Text(inert_block(text)), scroll_end=at_end)
-                return
-            recs = await asyncio.to_thread(self.feed.matches, self.row.id, self.after, PANE_LINES)
-            if recs:
-                self.after = recs[-1]["seq"]
-                at_end = self.log_view.at_end
-                for rec in recs:
-                    self.log_view.add(Text(format_match(rec)), scroll_end=at_end)
-            elif self.after is None and not self.log_view.texts:
-                self.log_view.add(Text("(no matches yet)", style="dim"), scroll_end=False)
+                await self._fetch_transcript()
+            else:
+                await self._fetch_matches()
+            self._said = None
         except (OSError, ValueError) as exc:
-            self.notify(inert(str(exc)), severity="error")
+            if inert(str(exc)) != self._said:
+                self._said = inert(str(exc))  # (plain text: a bracket in a path is no markup)
+                self.notify(self._said, severity="error", markup=False)
         finally:
             self._busy = False
+
+    async def _fetch_transcript(self) -> None:
+        seq, text = await asyncio.to_thread(self.feed.transcript, self.row.id)
+        if seq != self.after or self.after is None:
+            at_end, self.after = self.log_view.at_end, seq
+            self.log_view.reset()
+            self.log_view.add(Text(inert_block(text)), scroll_end=at_end)
+
+    async def _fetch_matches(self) -> None:
+        recs = await asyncio.to_thread(self.feed.matches, self.row.id, self.after, PANE_LINES)
+        if recs:
+            self.after = recs[-1]["seq"]
+            at_end = self.log_view.at_end
+            for rec in recs:
+                self.log_view.add(Text(format_match(rec)), scroll_end=at_end)
+        elif self.after is None and not self.log_view.texts:
+            self.log_view.add(Text("(no matches yet)", style="dim"), scroll_end=False)
 
     def action_top(self) -> None:
         self.log_view.scroll_home(animate=False)

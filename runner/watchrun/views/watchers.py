@@ -53,9 +53,9 @@ class _Runner:
 def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
     """Every watcher's last snapshot; `live` says whether its runner still runs (when not, it is
     `stopped` and its command has no `pid`: the runner's end ended it). Files that are not a
-    snapshot (unreadable, a symlink, not a JSON object with a string `id`) are skipped, or with
-    `unreadable`, listed as status `unreadable` under their file's name (`list`: a damaged
-    snapshot hid its watcher, and `list` said that no watcher had run)."""
+    snapshot (unreadable, a symlink, not a JSON object whose `id` is the file's name) are
+    skipped, or with `unreadable`, listed as status `unreadable` under their file's name
+    (`list`: a damaged snapshot hid its watcher, and `list` said that no watcher had run)."""
     out, runner = [], _Runner(root)
     state = root / "state"
     try:
@@ -67,9 +67,10 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
             snap = json.loads(safefs.read_bytes(path, STATUS_BYTES + 1))
         except (OSError, ValueError, RecursionError):
             snap = None
-        if not isinstance(snap, dict) or not isinstance(snap.get("id"), str):
-            if unreadable:
-                out.append(_unreadable(path))
+        wid = path.name.removesuffix(".status.json")
+        if not isinstance(snap, dict) or snap.get("id") != wid:  # (a runner writes each
+            if unreadable:  # watcher's as `<id>.status.json`: another id is a copy)
+                out.append(_unreadable(path, wid))
             continue
         live = runner.alive(snap.get("runnerPid"))
         snap["live"] = live
@@ -81,11 +82,10 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
     return out
 
 
-def _unreadable(path: Path) -> dict[str, Any]:
-    wid = path.name.removesuffix(".status.json")
+def _unreadable(path: Path, wid: str) -> dict[str, Any]:
     return {"id": wid, "status": "unreadable", "live": False, "lastError": (
-        f"its status snapshot {path} cannot be read (damaged, or not a regular file); a runner "
-        "writes it anew while the watcher runs")}
+        f"its status snapshot {path} cannot be read (damaged, not a regular file, or a copy of "
+        "another watcher's); a runner writes it anew while the watcher runs")}
 
 
 def added_at_runtime(root: Path) -> dict[str, bool]:
