@@ -73,3 +73,39 @@ def test_the_tool_drives_the_live_runner_and_the_session_end_stops_its_watchers(
         assert [r["reason"] for r in stops] == ["requested"]
     finally:
         assert runner.stop() == 0
+
+
+def test_clear_forgets_the_sessions_watchers_not_the_operators(tmp_path: Path) -> None:
+    """helper-92's F4: the tool's `clear` sent the runner a plain `clear`, which forgot every
+    stopped watcher: a config watcher the operator stopped, and a runtime one the operator
+    added (whose settings were then gone: `watchrun start` could not bring it back)."""
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "cfg", "path": "app.log", "pattern": "ERROR"},
+        {"id": "once", "command": "echo ERROR once", "pattern": "ERROR", "restart": "never"}]})
+    (tmp_path / "app.log").write_text("")
+    runner = LiveRunner(config)
+
+    def cli(*args: str) -> None:
+        done = subprocess.run([watchrun_bin(), *args, "-c", str(config)], capture_output=True,
+                              text=True, timeout=60, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    try:
+        runner.wait_running()
+        cli("add", "op", "--path", "app.log", "--pattern", "WARN")
+        cli("stop", "op")
+        cli("stop", "cfg")
+
+        async def body() -> None:
+            async with mcp_session(tmp_path, "-c", str(config)) as c:
+                await c.ok(action="add", path="app.log", pattern="FATAL", id="mine")
+                await c.ok(action="add", path="app.log", pattern="PANIC", id="mine2")
+                await c.ok(action="stop", id="mine")
+                assert (await c.ok(action="clear"))["cleared"] == 1
+                assert (await c.ok(action="clear", all=True))["cleared"] == 1
+        anyio.run(body)
+        assert {w: row["status"] for w, row in listed(config).items()} == {
+            "cfg": "stopped", "op": "stopped", "once": "exited"}
+        cli("start", "op")  # the operator's runtime watcher kept its settings
+        assert listed(config)["op"]["status"] == "running"
+    finally:
+        assert runner.stop() == 0

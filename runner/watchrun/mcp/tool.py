@@ -175,12 +175,14 @@ class Tool:
 
     async def _clear(self, runner: Runner, every: bool) -> int:
         """Forget stopped watchers; `every`: stop running ones first. On a live runner only
-        those this session added: the runner's own (its config's) are not the session's."""
-        if every and runner.kind == "live":
-            for wid in [w for w, r in self.runners.added.items() if r is runner]:
-                await self._ask(runner, {"cmd": "stop", "id": wid}, missing_ok=True)
-            every = False
-        reply = await self._ask(runner, {"cmd": "clear", "all": every})
+        those this session added: the runner's own (its config's, the operator's) are not the
+        session's, stopped or not."""
+        request: dict[str, Any] = {"cmd": "clear", "all": every}
+        if runner.kind == "live":
+            request["ids"] = [w for w, r in self.runners.added.items() if r is runner]
+            if not request["ids"]:
+                return 0
+        reply = await self._ask(runner, request)
         return int(reply.get("cleared") or 0)
 
     # -- stop -----------------------------------------------------------------------------

@@ -53,12 +53,13 @@ FIELDS: dict[str, dict[str, tuple[type, bool]]] = {
     "start": {"id": (str, True)},
     "restart": {"id": (str, True)},
     "stop": {"id": (str, True)},
-    "clear": {"all": (bool, False)},
+    "clear": {"all": (bool, False), "ids": (list, False)},
     "agent-send": {"name": (str, True), "text": (str, True)},
     "agent-stop": {"name": (str, True)},
 }
 """Each command's fields: (type, required); docs/control.md gives the same."""
-_ALLOWED = {dict: "an object", str: "a string", bool: "true or false"}
+_ALLOWED = {dict: "an object", str: "a string", bool: "true or false",
+            list: "an array of watcher ids"}
 _JSON_TYPE = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
               int: "a number", float: "a number", type(None): "null"}
 
@@ -90,13 +91,16 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
                     "message": f"{wid} is already stopped (it had {had})"}
         return {"ok": True, "wasRunning": True, "message": f"stopped {wid}"}
     if cmd == "clear":
+        only = set(req["ids"]) if "ids" in req else None  # (`watchrun mcp`: its session's own)
         async with sup.changing:
             every = req.get("all", False)
-            for wid in [w for w, rt in sup.watchers.items() if every or ended(rt)]:
+            for wid in [w for w, rt in sup.watchers.items()
+                        if (only is None or w in only) and (every or ended(rt))]:
                 await sup.stop_watcher(wid, reason="requested")  # (one that exited or failed
                 # has ended already: `clear` forgets it as a stopped one, as `top`'s `d` says)
-            cleared = sup.board.forget_stopped()
-            gone = [w for w in sup.set.runtime if w not in sup.watchers]
+            cleared = sup.board.forget_stopped(only)
+            gone = [w for w in sup.set.runtime if w not in sup.watchers
+                    and (only is None or w in only)]
             for wid in gone:
                 del sup.set.runtime[wid]  # a cleared runtime watcher is gone for good: its
             await _forget_checkpoints(sup, gone)  # id added again is a new watcher
@@ -144,8 +148,10 @@ def _check_fields(cmd: Any, req: dict[str, Any]) -> None:
         if key not in req:
             raise manage.Refused("bad_request", f"`{cmd}` needs `{key}`: {allowed}", field=key,
                                  expected=allowed)
-        if not isinstance(value, kind):
-            got = _JSON_TYPE.get(type(value), "not JSON")
+        strings = not isinstance(value, list) or all(isinstance(v, str) for v in value)
+        if not isinstance(value, kind) or not strings:
+            got = _JSON_TYPE.get(type(value), "not JSON") if strings else \
+                "an array with a non-string"
             raise manage.Refused("bad_request", f"`{cmd}`: `{key}` must be {allowed}, not "
                                  f"{got}", field=key, expected=allowed, got=got)
 

@@ -120,10 +120,11 @@ class StatusBoard:
             entry.last_error = message
             self.touch(wid, now=True)
 
-    def forget_stopped(self) -> int:
-        """`watchrun clear`: drop stopped watchers' snapshots (their JSONL stays)."""
-        gone = [wid for wid, e in self.entries.items() if e.stopped]
-        self._drop(gone, strays=True)
+    def forget_stopped(self, only: set[str] | None = None) -> int:
+        """`watchrun clear`: drop stopped watchers' snapshots (their JSONL stays), and those
+        on disk of watchers this runner does not hold; with `only`, of those watchers only."""
+        gone = [w for w, e in self.entries.items() if e.stopped and (only is None or w in only)]
+        self._drop(gone, strays=only is None)
         return len(gone)
 
     def forget(self, wid: str) -> None:
