@@ -130,6 +130,13 @@ def test_a_relative_path_on_the_socket_is_refused_and_warnings_come_back(
                                                      "pattern": "x", "actions": [action]}})
         (d,) = reply["error"]["diagnostics"]  # (resolved against the runner's folder before)
         assert d["path"] == "watchers[0].actions[0].cwd" and "not an absolute" in d["message"]
+        reply = r.control({"cmd": "add", "watcher": {  # (its own records: helper-92's F7)
+            "id": "selfw", "path": str(r.out / "watchers" / "selfw.jsonl"), "pattern": "."}})
+        (d,) = reply["error"]["diagnostics"]
+        assert d["path"] == "watchers[0].path" and d["message"] == (
+            f"{r.out}/watchers/selfw.jsonl is one of the runner's own files in the output dir "
+            f"{r.out}: a watcher of its records would record each match again, without end "
+            "(`watchrun matches --follow ID` follows a watcher's records)")
         reply = r.control({"cmd": "add", "watcher": {"id": "w", "path": str(tmp_path / "w.log"),
                                                      "pattern": "x", "wake": True}})
         assert reply["ok"] and [(w["path"], w["severity"]) for w in reply["warnings"]] == \

@@ -46,7 +46,8 @@ def check_added(raw: Any, config: Config) -> tuple[WatcherSpec | None, list[Diag
                          "directory)")
     folder = config.sources[0].parent if config.sources else Path(config.output.dir).parent
     ctx = Ctx(root, {ADDED: folder}, report)
-    specs = build_watchers(ctx, items, [a.name for a in config.agents], config.limits)
+    specs = build_watchers(ctx, items, [a.name for a in config.agents], config.limits,
+                           config.output.dir)
     found = [msgspec.structs.replace(d, file=None, line=None, column=None)
              for d in report.finish([ADDED], strict=False)]
     if any(d.severity == "error" for d in found) or not specs:

@@ -100,16 +100,25 @@ class Ctx:
             return
         for key in ("command", "cwd", "env", "path", "url", "headers"):
             if key in item:
-                self.os_strings((*path, key), item[key])
+                self.os_strings((*path, key), item[key], shown=key in ("command", "cwd", "path"))
         actions = item.get("actions")
         for j, action in enumerate(actions if isinstance(actions, list) else []):
             self.executed((*path, "actions", j), action)
 
-    def os_strings(self, path: KeyPath, node: Any) -> None:
+    def os_strings(self, path: KeyPath, node: Any, shown: bool = False) -> None:
         """Report every string under `node` that holds a NUL byte, or a lone surrogate (JSON's
         `"\\ud800"`) that is not one of a file name's undecodable bytes (U+DC80-U+DCFF): no
-        command line, environment, path or URL can hold either (the start would fail on it)."""
+        command line, environment, path or URL can hold either (the start would fail on it).
+        `shown` (a command, cwd or path, which list, status and records show): nor a terminal
+        control, which every such surface strips, so what is shown would not be what runs."""
         if isinstance(node, str):
+            control = _CONTROL.search(node) if shown else None
+            if control is not None and "\0" not in node:
+                self.report.error(path, f"{json.dumps(node)[:200]} contains U+"
+                                  f"{ord(control.group()):04X}, a terminal control character: "
+                                  "`list`, `status` and the records would show the text without "
+                                  "it (an escape sequence whole) while the shell or the file "
+                                  "system reads it (in a command, `printf '\\033'` makes one)")
             if "\0" in node:
                 self.report.error(path, f"{json.dumps(node)} contains a NUL byte (\\0), which "
                                   "no command line, environment, path or URL can hold")
@@ -175,6 +184,10 @@ class Ctx:
                 known = did_you_mean_agents(name, agents)
                 self.report.error(where, f"no agent named `{name}`{known}")
         return tuple(n for _, n in names)
+
+
+_CONTROL = re.compile(r"[\x01-\x08\x0b-\x1f\x7f-\x9f]")
+"""Terminal controls but tab and newline (a multi-line command keeps its line breaks)."""
 
 
 def did_you_mean_agents(name: str, agents: list[str]) -> str:

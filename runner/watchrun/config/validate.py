@@ -66,7 +66,8 @@ def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None) -
     check_dependencies(ctx, raw_agents)
     names = [a["name"] for a in raw_agents
              if isinstance(a, CMap) and isinstance(a.get("name"), str)]
-    watchers = build_watchers(ctx, root.get("watchers"), names, limits)
+    watchers = build_watchers(ctx, root.get("watchers"), names, limits,
+                              output.dir if output is not None else None)
     if not root.get("watchers") and not root.get("agents") and not report.has_errors:
         report.warning((), NOTHING_TO_RUN)
     if report.has_errors or output is None:

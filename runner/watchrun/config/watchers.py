@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
 from watchrun.config.actions import build_actions
@@ -23,8 +25,11 @@ FILE_ONLY = ("fromStart", "previousId")
 DEFAULT_RESTART_DELAY_MS = 1000
 
 
-def build_watchers(ctx: Ctx, raw: Any, agents: list[str], limits: Limits) -> list[WatcherSpec]:
-    """Check every watcher (all errors reported) and build the specs of the valid ones."""
+def build_watchers(ctx: Ctx, raw: Any, agents: list[str], limits: Limits,
+                   output_dir: Path | None = None) -> list[WatcherSpec]:
+    """Check every watcher (all errors reported) and build the specs of the valid ones; a file
+    watcher may not follow the runner's own files in `output_dir` (its records, state and
+    socket: a watcher of its own records would feed on them)."""
     if not isinstance(raw, list):
         return []
     if len(raw) > limits.max_watchers:
@@ -36,10 +41,28 @@ def build_watchers(ctx: Ctx, raw: Any, agents: list[str], limits: Limits) -> lis
         if isinstance(item, CMap):
             ctx.unique(("watchers", i, "id"), item.get("id"), seen, "id")
             spec = _watcher(ctx, ("watchers", i), item, agents, limits)
-            if spec is not None:
+            if spec is not None and spec.path and output_dir and _owned(spec.path, output_dir):
+                ctx.report.error(("watchers", i, "path"), f"{spec.path} is one of the runner's "
+                                 f"own files in the output dir {output_dir}: a watcher of its "
+                                 "records would record each match again, without end "
+                                 "(`watchrun matches --follow ID` follows a watcher's records)")
+            elif spec is not None:
                 out.append(spec)
     _previous_ids(ctx, raw)
     return out
+
+
+def _owned(path: Path, root: Path) -> bool:
+    """`path` is the output dir `root` or one of the runner's files in it (`watchers/`,
+    `agents/`, `state/`, the socket and lock), as written or once symlinks are resolved. (A
+    log of its own in the dir, as the example's demo writes, is no record.)"""
+    for p, r in ((os.path.abspath(path), os.path.abspath(root)),
+                 (os.path.realpath(path), os.path.realpath(root))):
+        owned = [Path(r) / n for n in ("watchers", "agents", "state", "control.sock",
+                                       "control.lock")]
+        if Path(p) == Path(r) or any(o in (Path(p), *Path(p).parents) for o in owned):
+            return True
+    return False
 
 
 def _previous_ids(ctx: Ctx, raw: list[Any]) -> None:
