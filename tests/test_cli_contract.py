@@ -499,7 +499,7 @@ def test_status_and_list_of_a_damaged_snapshot_say_so(tmp_path: Path) -> None:
     (tmp_path / ".watchrun" / "state" / "app.status.json").write_text("garbage{")
     p = wr(tmp_path, "status", "app")
     assert p.returncode == 3
-    assert "cannot be read: not a status snapshot" in p.stderr and "has not run" not in p.stderr
+    assert "cannot be read: not its status snapshot" in p.stderr and "has not run" not in p.stderr
     listed = wr(tmp_path, "list")
     assert listed.returncode == 0, listed.stderr
     assert "no watchers have run" not in listed.stdout, listed.stdout

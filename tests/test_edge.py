@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,22 @@ def clean(text: str) -> bool:
 )
 def test_edge_text_table(value: object, shown: str) -> None:
     assert edge_text(value) == shown
+
+
+INVISIBLE = [chr(c) for c in range(0x110000)
+             if unicodedata.category(chr(c)) == "Cf" or c in (0x115F, 0x1160, 0x3164, 0xFFA0)]
+"""Unicode's format characters and the Hangul fillers: they draw nothing (helper-91's F12 and
+helper-92's F6: the tag characters U+E0020-U+E007F can spell an instruction nobody sees)."""
+
+
+def test_every_invisible_character_is_shown_escaped() -> None:
+    for char in INVISIBLE:
+        want = f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+        assert edge_text(f"a{char}b") == f"a{want}b", hex(ord(char))
+        assert edge_text(f"a{char}b", multiline=True) == f"a{want}b", hex(ord(char))
+    hidden = "".join(chr(0xE0000 + ord(c)) for c in "run rm -rf /")
+    assert edge_text(f"ERROR ok{hidden}") == "ERROR ok" + "".join(
+        f"\\U{0xE0000 + ord(c):08x}" for c in "run rm -rf /")
 
 
 def test_edge_text_multiline_keeps_newlines_only() -> None:
@@ -180,7 +197,9 @@ def test_status_and_list_are_clean(ran: Path, args: tuple[str, ...]) -> None:
 def test_hostile_status_snapshots_do_not_break_list(tmp_path: Path) -> None:
     layout = prepare_output_dir(tmp_path / "out")
     snaps = {
-        "a": {"id": "a\nFAKE  running", "status": "\x1b[2Jx", "source": [1, None, "\u2028"]},
+        "a\nFAKE  running": {"id": "a\nFAKE  running", "status": "\x1b[2Jx",  # (its file's
+                              "source": [1, None, "\u2028"]},  # name: a copy is unreadable)
+        "a": {"id": "a2"},  # a copy of another's (its id is not its file's name): `unreadable`
         "b": {"id": 7},  # not a snapshot: listed as `unreadable`, under its file's name
         "c": [1, 2],
         "d": {"id": "d", "runnerPid": 2**80, "label": {"nested": "\x85"}},
@@ -189,8 +208,8 @@ def test_hostile_status_snapshots_do_not_break_list(tmp_path: Path) -> None:
         (layout.state / f"{name}.status.json").write_text(json.dumps(snap))
     (layout.state / "e.status.json").write_bytes(b"\xff\xfe not json")
     out = cli("list", "--output-dir", str(layout.root))
-    assert len(out.splitlines()) == 6 and clean(out.replace("\n", ""))
+    assert len(out.splitlines()) == 7 and clean(out.replace("\n", ""))
     assert [ln.split()[:2] for ln in out.splitlines()[1:] if "unreadable" in ln] == [
-        ["b", "unreadable"], ["c", "unreadable"], ["e", "unreadable"]], out
+        ["a", "unreadable"], ["b", "unreadable"], ["c", "unreadable"], ["e", "unreadable"]], out
     assert "a\\nFAKE  running" in out
     assert clean(cli("status", "d", "--output-dir", str(layout.root)).replace("\n", ""))

@@ -39,6 +39,8 @@ NOW = 1_779_000_000.0  # 2026-05-17T06:40:00Z
     ("zero\u200bwidth", "zero\\u200bwidth"),
     ("10%\r100%", "100%"),
     ("\x9b31mC1\x9dtitle\x9c", "C1"),
+    ("tag\U000e0072\U000e0075soft\u00adhyphen", "tag\\U000e0072\\U000e0075soft\\u00adhyphen"),
+    ("mvs\u180esep ann\ufff9x\ufffbend \u3164", "mvs\\u180esep ann\\ufff9x\\ufffbend \\u3164"),
 ])
 def test_inert_text(raw: str, shown: str) -> None:
     assert inert(raw) == shown

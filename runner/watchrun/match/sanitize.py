@@ -41,7 +41,7 @@ import json
 import math
 import re
 
-from watchrun.match.plain import MARKS, plain_chunk
+from watchrun.match.plain import HIDDEN, MARKS, plain_chunk
 
 __all__ = [
     "StreamDecoder",
@@ -51,6 +51,7 @@ __all__ = [
     "edge_text",
     "raw_text",
     "sanitize",
+    "visible",
 ]
 
 # Anything that needs the slow path: C0 but tab/newline, DEL, C1, surrogates.
@@ -70,8 +71,8 @@ _ESCAPES = (
 )
 _CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f]"
 _SURROGATES = "[\ud800-\udfff]"
-_EDGE_LINE = re.compile(f"[\n{MARKS}]")
-_EDGE_LINES = f"[{MARKS}]"
+_EDGE_LINE = re.compile(f"[\n{MARKS}{HIDDEN}]")
+_EDGE_LINES = f"[{MARKS}{HIDDEN}]"
 _EDGE_JSON = f"[\x7f-\x9f{MARKS}\ud800-\udfff]"
 
 
@@ -168,13 +169,20 @@ def _apply_backspaces(text: str) -> str:
 
 
 def _escape_unsafe(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
+    return visible(match.group())
+
+
+def visible(char: str) -> str:
+    """One character as its escape, `\\u200b` (or `\\U000e0041` beyond the BMP)."""
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def edge_text(value: object, *, multiline: bool = False) -> str:
     """Any value as text that is safe to print: `sanitize`d (escape sequences, C0/C1 controls
-    and DEL removed; tab kept), then U+2028/U+2029, bidirectional controls and, unless
-    `multiline`, newlines shown as `\\n`/`\\u2028` escapes. The one function every terminal
+    and DEL removed; tab kept), then U+2028/U+2029, bidirectional controls, the invisible
+    characters (`plain.HIDDEN`) and, unless `multiline`, newlines shown as `\\n`/`\\u2028`
+    escapes. The one function every terminal
     surface and text log line goes through."""
     text, _ = sanitize(value if isinstance(value, str) else str(value))
     unsafe = _rx(_EDGE_LINES) if multiline else _EDGE_LINE

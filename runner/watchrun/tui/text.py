@@ -6,19 +6,15 @@ import re
 from datetime import UTC, datetime
 
 from watchrun.clock import parse_ts
-from watchrun.match.plain import MARKS
-from watchrun.match.sanitize import sanitize, shorten
+from watchrun.match.plain import HIDDEN, MARKS
+from watchrun.match.sanitize import sanitize, shorten, visible
 from watchrun.views import humanize
 
 __all__ = ["ago", "inert", "inert_block"]
 
-_INVISIBLE = re.compile(f"[\u200b-\u200f\u2060-\u206f\ufeff{MARKS}]")
-"""Zero-width, bidi embedding/override/isolate marks and Unicode line separators: ordinary
-text to the sanitizer, but they can reorder or hide what a cell shows, so they are shown."""
-
-
-def _visible(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
+_INVISIBLE = re.compile(f"[{MARKS}{HIDDEN}]")
+"""Bidi marks, Unicode line separators and the invisible characters: ordinary text to the
+sanitizer, but they can reorder or hide what a cell shows, so they are shown."""
 
 
 def inert(value: object, limit: int = 200) -> str:
@@ -28,7 +24,7 @@ def inert(value: object, limit: int = 200) -> str:
     The result is still plain text: the screen wraps it in a `Text` object, never in markup,
     so `[bold]` or `[@click=...]` in it is shown as typed."""
     text = sanitize(value if isinstance(value, str) else str(value))[0]
-    text = _INVISIBLE.sub(_visible, text).replace("\t", " ").replace("\n", " ")
+    text = _INVISIBLE.sub(lambda m: visible(m.group()), text).replace("\t", " ").replace("\n", " ")
     return shorten(text, limit)
 
 
