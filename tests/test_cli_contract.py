@@ -329,6 +329,21 @@ def test_exit_status_per_error(site: Path, argv: list[str], status: int, code: s
     assert err["code"] == code and says in err["message"]
 
 
+def test_a_not_found_names_twenty_known_ids_and_counts_the_rest(tmp_path: Path) -> None:
+    """helper-92's F14: with 3000 JSONL files in the output dir, `stop nope` said every id
+    (83 KB); `--json`'s `known` keeps the whole list for programs."""
+    (tmp_path / "out" / "watchers").mkdir(parents=True)
+    ids = [f"w{i:04d}" for i in range(3000)]
+    for wid in ids:
+        (tmp_path / "out" / "watchers" / f"{wid}.jsonl").write_text("")
+    p = wr(tmp_path, "stop", "nope", "--output-dir", "out")
+    assert p.returncode == 2 and p.stderr == (
+        f"watchrun: error: no watcher 'nope' (known: {', '.join(ids[:20])}, … and 2980 "
+        "more)\n"), p.stderr
+    assert json.loads(wr(tmp_path, "stop", "nope", "--output-dir", "out", "--json").stdout)[
+        "error"]["known"] == ids
+
+
 def test_an_invalid_config_is_exit_2_everywhere(tmp_path: Path) -> None:
     (tmp_path / "watch.yaml").write_text("watchers:\n  - {id: a, path: a.log, pattern: '(x'}\n")
     for argv in (["run"], ["validate"], ["config"], ["list"], ["agent", "list"], ["stop", "a"]):

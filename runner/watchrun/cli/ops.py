@@ -12,6 +12,7 @@ from typing import Any
 
 from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
+from watchrun.views.humanize import named
 
 DEFAULT_MATCH_LINES = 50
 STOPPED = ("stopped", "exited", "fatal")
@@ -105,7 +106,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
                             "not run with this output dir (or `clear` forgot it)", id=args.id,
                             known=known)
         return out.fail("not_found", f"no watcher {args.id!r} in {where.root} (known: "
-                        f"{', '.join(known) or 'none'})", id=args.id, known=known)
+                        f"{named(known)})", id=args.id, known=known)
     if status is not None and op == "status":
         if out.as_json:
             out.doc(status)
@@ -175,8 +176,8 @@ def _stop(where: Where, wid: str, out: Out) -> int:
                            "wasRunning": reply.get("wasRunning") is not False,
                            "message": str(reply.get("message", f"stopped {wid}"))})
     if wid not in known:
-        return out.fail("not_found", f"no watcher {wid!r} (known: {', '.join(known) or 'none'})",
-                        id=wid, known=known)
+        return out.fail("not_found", f"no watcher {wid!r} (known: {named(known)})", id=wid,
+                        known=known)
     if reply is not None and _code(reply) != "not_found":
         return _refused(out, reply)
     why = "no runner is live on this output dir" if reply is None else "it was not running"

@@ -20,6 +20,7 @@ from watchrun.mcp.records import watch_record
 from watchrun.mcp.runners import NoRunner, Runner, Runners, StartFailed
 from watchrun.runtime.manage import Refused, bounded, probed
 from watchrun.views import watchers as views
+from watchrun.views.humanize import named
 
 __all__ = ["Failed", "Tool"]
 
@@ -250,13 +251,13 @@ class Tool:
         known = {str(w.get("id")) for w in await self._listed(await self.runners.current())}
         known |= await asyncio.to_thread(self._snapshots)
         kept = await asyncio.to_thread(self._jsonls) - known
-        text = f"no watcher {wid!r} (known: {', '.join(sorted(known)) or 'none'}"
+        text = f"no watcher {wid!r} (known: {named(sorted(known))}"
         if wid in kept:
             return f"{text}): {wid} was cleared; its records are kept, and `matches` and " \
                 "`logs` still read them"
         if kept:
             text += f"; cleared, their records kept for `matches` and `logs`: " \
-                f"{', '.join(sorted(kept))}"
+                f"{named(sorted(kept))}"
         return f"{text})"
 
 

@@ -8,7 +8,10 @@ from typing import Any
 
 from watchrun.clock import parse_ts
 
-__all__ = ["Paint", "ago", "as_datetime", "no_paint", "paint", "value", "when"]
+__all__ = ["NAMED", "Paint", "ago", "as_datetime", "named", "no_paint", "paint", "value", "when"]
+
+NAMED = 20
+"""Ids a message names at most (`known: …`): an output dir may have thousands."""
 
 Paint = Callable[[str, str], str]
 """(text, status) -> the text as printed: coloured for a terminal, or as it is."""
@@ -82,3 +85,10 @@ def paint(text: str, status: str) -> str:
 
 def no_paint(text: str, status: str) -> str:
     return text
+
+
+def named(ids: list[str], limit: int = NAMED) -> str:
+    """`a, b, c`, or the first `limit` and `… and 2980 more`; `none` for no ids."""
+    if len(ids) <= limit:
+        return ", ".join(ids) or "none"
+    return f"{', '.join(ids[:limit])}, … and {len(ids) - limit} more"
