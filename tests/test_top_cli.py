@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import json
 import os
 import pty
 import re
@@ -140,3 +141,16 @@ def test_q_quits_at_once_while_a_stop_waits_for_a_frozen_runner(tmp_path: Path) 
         runner.send(signal.SIGCONT)
         assert runner.stop() == 0
         os.close(master)
+
+
+def test_json_is_refused_before_the_command_as_after_it(tmp_path: Path) -> None:
+    """helper-91's F9: `watchrun top --json` was refused but `watchrun --json top` opened the
+    screen (and without a terminal said so in plain text)."""
+    for argv in (["--json", "top"], ["top", "--json"], ["--json", "mcp"], ["mcp", "--json"]):
+        done = subprocess.run([watchrun_bin(), *argv, "--output-dir", str(tmp_path)],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=DEADLINE_S)
+        assert done.returncode == 2, argv
+        word = argv[0] if argv[0] != "--json" else argv[1]
+        assert json.loads(done.stdout)["error"]["message"].startswith(
+            f"watchrun: `watchrun {word}` takes no --json"), (argv, done.stdout)

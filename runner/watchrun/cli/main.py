@@ -97,6 +97,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             _names_where(words[at + 1:]):  # argparse would take the file for a positional
         parser.error(f"`watchrun {words[at]}` reads no config: drop -c/--output-dir")
     args, extra = parser.parse_known_args(words)
+    if (args.pre_json or "--json" in extra) and not hasattr(args, "format"):
+        parser.error(_no_json(args.command))  # (`watchrun --json top`: the screen opened)
     if extra:  # said with the command's own usage (`run --bogus` showed the top level's)
         _deepest(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     pre_config, pre_out, pre_json = args.pre_config, args.pre_output_dir, args.pre_json
@@ -118,6 +120,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         args.format = "json"
     args.config_found = None
     return args
+
+
+def _no_json(command: str) -> str:
+    why = {"top": ": it is a screen; `watchrun list --json` gives its rows",
+           "mcp": ": its answers are JSON-RPC already"}
+    return f"`watchrun {command}` takes no --json{why.get(command, '')}"
 
 
 def _deepest(parser: argparse.ArgumentParser, args: argparse.Namespace
