@@ -5,12 +5,13 @@ that runner over its control socket, what it adds is a runtime watcher of the ru
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import anyio
-from liverunner import LiveRunner, watchrun_bin, write_config
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 from mcpclient import mcp_session, until
 
 
@@ -109,3 +110,30 @@ def test_clear_forgets_the_sessions_watchers_not_the_operators(tmp_path: Path) -
         assert listed(config)["op"]["status"] == "running"
     finally:
         assert runner.stop() == 0
+
+
+def test_list_without_a_runner_shows_the_snapshots_left(tmp_path: Path) -> None:
+    """helper-92's F5: once the live runner was gone (SIGKILL), `list` said "no watchers (no
+    runner)" while `status ID` of the session's watcher still showed it stopped, with its
+    matches; an agent was told it had no watchers."""
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "cfg", "path": "app.log", "pattern": "ERROR"}]})
+    (tmp_path / "app.log").write_text("")
+    runner = LiveRunner(config)
+    try:
+        runner.wait_running()
+
+        async def body() -> None:
+            async with mcp_session(tmp_path, "-c", str(config)) as c:
+                await c.ok(action="add", path="app.log", pattern="WARN", id="mine")
+                wait_for(lambda: (runner.out / "state" / "mine.status.json").exists(),
+                         "its status snapshot")
+                runner.send(signal.SIGKILL)
+                runner.proc.wait(60)
+                got = await c.ok(action="list")
+                assert got["runner"] == "none"
+                assert [(w["id"], w["status"]) for w in got["watches"]] == [
+                    ("cfg", "stopped"), ("mine", "stopped")]
+        anyio.run(body)
+    finally:
+        runner.stop()

@@ -23,7 +23,8 @@ Tail a file or a command's merged output, match each new line against a regular 
 and keep the matching lines (watchrun). Actions:
 - add: start a watcher (`path` or `command`, `pattern`, optional `exclude`, `caseSensitive`, \
 `label`, `wake`, `fromStart`, `cwd`, `id`); returns its id (w1, w2, …).
-- list: every watcher of this session (or of the live runner) with status and counts.
+- list: every watcher of this session (or of the live runner; with none, the last status of \
+each) with status and counts.
 - status: one watcher (`id`).
 - matches: a watcher's matched lines (`id`, `lines`); pass the returned `cursor` back as \
 `since` to get only the matches recorded after it. A result holds at most 1 MiB of lines \

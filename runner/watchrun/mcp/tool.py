@@ -201,9 +201,10 @@ class Tool:
 
     # -- reading --------------------------------------------------------------------------
     async def _listed(self, runner: Runner | None) -> list[dict[str, Any]]:
-        """The runner's live list; none without a runner (this session holds no watchers)."""
+        """The runner's live list; without a runner, the output dir's status snapshots (as
+        `watchrun list`: each `stopped`, as its runner's end left it)."""
         if runner is None:
-            return []
+            return await asyncio.to_thread(views.load_statuses, self.root)
         reply = await self._ask(runner, {"cmd": "list"})
         found = reply.get("watchers")
         return [w for w in found if isinstance(w, dict)] if isinstance(found, list) else []
