@@ -82,6 +82,24 @@ def test_an_invalid_config_is_reported_and_nothing_served(tmp_path: Path) -> Non
     assert 'watchers[0].pattern: invalid regex "(": missing )' in p.stderr
 
 
+def test_with_an_invalid_config_each_call_says_why(tmp_path: Path) -> None:
+    """helper-92's F12: with a half-edited config the server closed before its handshake, and
+    the client saw only "Connection closed"; its errors went to a stderr nobody reads."""
+    config = write_config(tmp_path, {"watchers": [{"id": "a", "path": "x", "pattern": "("}]})
+
+    async def body() -> None:
+        async with mcp_session(tmp_path, "-c", str(config)) as c:
+            said = await c.error(action="list")
+            assert said.startswith(f"watch list: the config {config} is invalid, so this "
+                                   "server does nothing: "), said
+            assert 'watchers[0].pattern: invalid regex "(": missing )' in said
+            assert said.endswith(f"Fix it and restart the MCP server (`watchrun validate -c "
+                                 f"{config}` lists every error)")
+            assert "is invalid" in await c.error(action="add", path="y.log", pattern="x")
+    anyio.run(body)
+    assert not (tmp_path / ".watchrun").exists()  # nothing was started
+
+
 def test_a_clamped_limit_is_said_as_run_says_it(tmp_path: Path) -> None:
     """`run` says a limit it clamped; `mcp` said nothing, and the session's watchers ran under
     a limit other than the one the config asked for. The warning that a config with no

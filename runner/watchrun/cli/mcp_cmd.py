@@ -22,15 +22,17 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     paths = [Path(p) for p in args.config or []]
     said: list[Diagnostic] = []
-    if paths:
+    broken = None
+    root = args.output_dir if args.output_dir is not None else Path(".watchrun")
+    config = Config(Limits(), OutputSpec(Path(os.path.abspath(root))))
+    if paths:  # (without one: the defaults, output dir .watchrun here, as beside ./watch.yaml)
         result = load_config(paths, output_dir=args.output_dir, cache=True)
-        if result.config is None:
-            return config_failed(out, result.diagnostics)
-        config = result.config
-        said = [d for d in result.diagnostics if d.message != NOTHING_TO_RUN]
-    else:  # no config: the defaults, output dir .watchrun here (as beside ./watch.yaml)
-        root = args.output_dir if args.output_dir is not None else Path(".watchrun")
-        config = Config(Limits(), OutputSpec(Path(os.path.abspath(root))))
+        if result.config is None:  # served all the same: each call says why it cannot act
+            config_failed(out, result.diagnostics)
+            broken = _broken(paths, result.diagnostics)
+        else:
+            config = result.config
+            said = [d for d in result.diagnostics if d.message != NOTHING_TO_RUN]
     try:
         from watchrun.mcp.server import serve
     except ModuleNotFoundError as exc:
@@ -50,11 +52,21 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     workers = Workers()  # (a call stuck in a dead file system cannot hold the exit)
     try:
-        run_with_workers(serve(config, log, os.getcwd()), workers)
+        run_with_workers(serve(config, log, os.getcwd(), broken), workers)
     except Exception as exc:  # a bug: one line and exit 3, never a traceback on the wire
         log.error(f"internal error: {exc!r}")
         return ExitStatus.RUNTIME
     if workers.stuck:  # (a session's watchers' records may not all be on disk)
         log.error(stuck_message(workers.stuck), event="stuck-calls", calls=workers.stuck)
         return ExitStatus.RUNTIME
-    return ExitStatus.OK
+    return ExitStatus.OK if broken is None else ExitStatus.USAGE
+
+
+def _broken(paths: list[Path], diagnostics: list[Diagnostic]) -> str:
+    """What every call answers when the config is invalid: the client sees why, not a server
+    that closed before its handshake."""
+    errors = [d.format() for d in diagnostics if d.severity == "error"]
+    shown = "; ".join(errors[:5]) + (f"; and {len(errors) - 5} more" if len(errors) > 5 else "")
+    where = " ".join(str(p) for p in paths)
+    return (f"the config {where} is invalid, so this server does nothing: {shown}. Fix it and "
+            f"restart the MCP server (`watchrun validate -c {where}` lists every error)")

@@ -164,9 +164,9 @@ def _error_result(text: str) -> types.CallToolResult:
                                 is_error=True)
 
 
-async def serve(config: Config, log: RunLog, cwd: str) -> None:
+async def serve(config: Config, log: RunLog, cwd: str, broken: str | None = None) -> None:
     """Serve one MCP session on stdin/stdout; return when it has ended and everything it
-    started has stopped."""
+    started has stopped. `broken`: the config is invalid, and every call answers that."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a client gone: EPIPE, and we clean up
     loop = asyncio.get_running_loop()
     lines = await StdinLines.open()
@@ -179,7 +179,7 @@ async def serve(config: Config, log: RunLog, cwd: str) -> None:
         runners = Runners(config, log, tg, on_end=end)
         followers = Followers(config.output.dir, config.limits.poll_ms, log)
         tg.create_task(followers.run(), name="resource-followers")
-        server = build_server(Tool(config, runners, cwd), followers, log)
+        server = build_server(Tool(config, runners, cwd, broken), followers, log)
         handled = (signal.SIGTERM, signal.SIGINT) if lines is not None else ()
         for sig in handled:
             loop.add_signal_handler(sig, end)

@@ -35,8 +35,11 @@ class Failed(Exception):
 class Tool:
     """Runs `watch` calls against the runners of one output dir."""
 
-    def __init__(self, config: Config, runners: Runners, cwd: str) -> None:
+    def __init__(self, config: Config, runners: Runners, cwd: str,
+                 broken: str | None = None) -> None:
         self.config, self.runners, self.cwd = config, runners, cwd
+        self.broken = broken
+        """Why no call can be carried out (an invalid config), or None."""
         self.root = Path(config.output.dir)
         self._reserved: set[str] = set()
         """Ids chosen for the adds under way (`_free_id`)."""
@@ -51,6 +54,8 @@ class Tool:
     async def _call(self, arguments: Any) -> tuple[dict[str, Any], bool]:
         found = arguments.get("action") if isinstance(arguments, dict) else None
         action = found if isinstance(found, str) else ""
+        if self.broken is not None:
+            return {"action": action, "error": self.broken}, False
         try:
             call = normalize(arguments, self.cwd)
             return await self._run(call)
