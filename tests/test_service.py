@@ -191,7 +191,7 @@ def test_the_example_config_runs_end_to_end(tmp_path: Path) -> None:
 
 def test_json_log_format_for_machines(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"watchers": [
-        {"id": "c", "command": "echo 'ERROR \x1b[2Jboom'", "pattern": "ERROR"}]})
+        {"id": "c", "command": "printf 'ERROR \\033[2Jboom\\n'", "pattern": "ERROR"}]})
     r = LiveRunner(config, "--log-format", "json")
     try:
         r.wait_log('"event":"exit"')

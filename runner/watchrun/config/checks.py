@@ -100,7 +100,7 @@ class Ctx:
             return
         for key in ("command", "cwd", "env", "path", "url", "headers"):
             if key in item:
-                self.os_strings((*path, key), item[key], shown=key in ("command", "cwd", "path"))
+                self.os_strings((*path, key), item[key], shown=key == "command")
         actions = item.get("actions")
         for j, action in enumerate(actions if isinstance(actions, list) else []):
             self.executed((*path, "actions", j), action)
@@ -109,16 +109,19 @@ class Ctx:
         """Report every string under `node` that holds a NUL byte, or a lone surrogate (JSON's
         `"\\ud800"`) that is not one of a file name's undecodable bytes (U+DC80-U+DCFF): no
         command line, environment, path or URL can hold either (the start would fail on it).
-        `shown` (a command, cwd or path, which list, status and records show): nor a terminal
-        control, which every such surface strips, so what is shown would not be what runs."""
+        `shown` (a command, which list, status and records show): nor a terminal control, which
+        every such surface strips, so what is shown would not be what runs. (A path may: a file
+        name is data, shown sanitized as a rotated sibling's is.)"""
         if isinstance(node, str):
             control = _CONTROL.search(node) if shown else None
             if control is not None and "\0" not in node:
                 self.report.error(path, f"{json.dumps(node)[:200]} contains U+"
                                   f"{ord(control.group()):04X}, a terminal control character: "
-                                  "`list`, `status` and the records would show the text without "
-                                  "it (an escape sequence whole) while the shell or the file "
-                                  "system reads it (in a command, `printf '\\033'` makes one)")
+                                  "`list`, `status` and the records would show the command "
+                                  "without it (an escape sequence whole) while the shell ran "
+                                  "all of it; write what makes one, as `printf '\\033'` (in YAML "
+                                  "single quotes or a plain scalar: `\\e` in double quotes is "
+                                  "the character itself)")
             if "\0" in node:
                 self.report.error(path, f"{json.dumps(node)} contains a NUL byte (\\0), which "
                                   "no command line, environment, path or URL can hold")
