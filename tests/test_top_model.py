@@ -98,8 +98,36 @@ def test_unreported_survives_a_runner_restart_and_forgets_cleared_watchers() -> 
     assert u.of("a") == 6
     u.observe([])  # cleared
     assert u.total() == 0
-    u.observe([row("a", 3, run="2@t1")])  # back again later: new
+    u.observe([row("a", 3, run="2@t9")])  # added again later (a new start): new
     assert u.of("a") == 3
+
+
+@pytest.mark.parametrize(("polls", "unreported"), [
+    # state/ unreadable for one refresh (no rows), then back as it was: nothing is news
+    ([[("a", 5), ("b", 9656)], [], [("a", 5), ("b", 9656)]], {"a": 0, "b": 0}),
+    # ... and what was news before the blip still is, what came during it too
+    ([[("a", 5)], [("a", 7)], [], [], [("a", 9)]], {"a": 4}),
+    # one watcher missing from one refresh (its snapshot being replaced, unparsable)
+    ([[("a", 5), ("b", 1)], [("b", 1)], [("a", 6), ("b", 1)]], {"a": 1, "b": 0}),
+    # seen before the blip: stays seen
+    ([[("a", 5)], [("a", 8)], "seen a", [], [("a", 8)]], {"a": 0}),
+    # gone, and back as a new start of the watcher (cleared and added again): all news
+    ([[("a", 5)], [], [("a", 2, "1@t5")]], {"a": 2}),
+    # gone, and back under a restarted runner: its new counts are news, the old ones not
+    ([[("a", 5)], [], [("a", 3, "2@t0")]], {"a": 3}),
+])
+def test_a_watcher_missing_from_one_refresh_is_not_new_when_it_comes_back(
+        polls: list[Any], unreported: dict[str, int]) -> None:
+    """helper-91's F16: rows gone for one refresh (state/ unreadable a moment) made every
+    match on disk count as unreported when they came back (`! 0` -> `! 9661`)."""
+    u = Unreported()
+    for poll in polls:
+        if isinstance(poll, str):
+            u.mark_seen(poll.split()[1])
+        else:
+            u.observe([row(wid, n, *run) for wid, n, *run in poll])
+    assert {wid: u.of(wid) for wid in unreported} == unreported
+    assert u.total() == sum(unreported.values())
 
 
 def test_chips_count_running_watchers_not_agents() -> None:

@@ -77,6 +77,10 @@ class Unreported:
     def __init__(self) -> None:
         self._counts: dict[str, _Count] = {}
         self._seen: dict[str, int] = {}
+        self._gone: dict[str, tuple[_Count, int]] = {}
+        """Watchers missing from the last refresh: their count and seen mark, taken up again
+        when the same run of the watcher comes back (state/ unreadable for a moment is not a
+        new watcher; a cleared one added again is: it has a new `run`)."""
         self._primed = False
 
     def observe(self, rows: Iterable[Row]) -> None:
@@ -85,6 +89,9 @@ class Unreported:
             if row.is_agent:
                 continue
             present.add(row.id)
+            back = self._gone.pop(row.id, None)
+            if back is not None and back[0].run == row.run:
+                self._counts[row.id], self._seen[row.id] = back
             old = self._counts.get(row.id)
             if old is None:
                 carried = 0
@@ -96,8 +103,7 @@ class Unreported:
             if row.id not in self._seen:
                 self._seen[row.id] = now.total if not self._primed else 0
         for gone in set(self._counts) - present:
-            del self._counts[gone]
-            del self._seen[gone]
+            self._gone[gone] = (self._counts.pop(gone), self._seen.pop(gone))
         self._primed = True
 
     def of(self, wid: str) -> int:
