@@ -329,8 +329,11 @@ def test_agent_rows_are_read_incrementally(tmp_path: Path) -> None:
     assert rows["triage"].status == "running" and rows["triage"].matches == 3
     assert "2 turn(s)" in rows["triage"].detail
     log.close()
-    seq, text = feed.transcript("triage")
+    got = feed.transcript("triage", None)
+    assert got is not None
+    seq, text = got
     assert seq == log.sink.next_seq - 1 and "look" in text and "again" in text
+    assert feed.transcript("triage", seq) is None  # nothing new: nothing read again
 
 
 def test_an_agent_whose_writer_is_gone_mid_turn_is_interrupted(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ output dir's status snapshots and JSONL (blocking reads: the screen calls these 
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,10 +12,9 @@ from watchrun.output.outdir import layout_for
 from watchrun.output.records import ID_PATTERN, iter_records, last_records, stream_ids
 from watchrun.runtime.client import request
 from watchrun.tui.model import ENDED, Row, Snapshot
+from watchrun.tui.tails import Matches, new_matches, transcript
 from watchrun.tui.text import inert
 from watchrun.views.agent_window import StatusTracker, delivery_state, settled
-from watchrun.views.render import render_transcript
-from watchrun.views.transcript import build_transcript
 from watchrun.views.watchers import load_statuses
 
 __all__ = ["POLL_TIMEOUT_S", "STOP_TIMEOUT_S", "Control", "Feed"]
@@ -144,23 +142,21 @@ class Feed:
         return tally.row(name, path)
 
     # -- the panes --------------------------------------------------------------------------
-    def matches(self, wid: str, after: int | None, limit: int) -> list[dict[str, Any]]:
-        """The last `limit` match records of a watcher, or (with `after`) those after it."""
-        path = self.layout.jsonl("watcher", wid)
-        if after is None:
-            return last_records(path, limit, {"match"})
-        found: deque[dict[str, Any]] = deque(maxlen=limit)
-        found.extend(r for r in iter_records(path, since_seq=after) if r.get("kind") == "match")
-        return list(found)
+    def matches(self, wid: str, last: dict[str, Any] | None, limit: int) -> Matches:
+        """The last `limit` match records of a watcher, or (with `last`, the newest one shown)
+        those after it: `tails.new_matches`, bounded."""
+        return new_matches(self.layout.jsonl("watcher", wid), last, limit)
 
-    def transcript(self, name: str) -> tuple[int, str]:
-        """(the stream's latest seq, the agent's transcript as text: `agent transcript`)."""
+    def transcript(self, name: str, shown: int | None) -> tuple[int, str] | None:
+        """(the stream's latest seq, the agent's newest turns as text: `agent transcript`), or
+        None when its latest seq is still `shown` (nothing read but the last record)."""
         path = self.layout.jsonl("agent", name)
-        records = list(iter_records(path))
+        newest = last_records(path, 1)
+        if shown is not None and (newest[0]["seq"] if newest else 0) == shown:
+            return None
         tally = self._agents.get(name)
         provider = tally.provider if tally else self.config_agents.get(name, "unknown")
-        doc = build_transcript(records, name, provider)
-        return (records[-1]["seq"] if records else 0), render_transcript(doc)
+        return transcript(path, name, provider, tally.turns if tally else 0)
 
     # -- requests ---------------------------------------------------------------------------
     def stop(self, wid: str) -> tuple[bool, str]:

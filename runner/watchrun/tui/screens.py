@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
@@ -11,60 +10,21 @@ from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, RichLog, Static
+from textual.widgets import Footer, Static
 
 from watchrun.tui.model import Row, format_match
-from watchrun.tui.text import inert, inert_block
+from watchrun.tui.tails import TRANSCRIPT_CHARS
+from watchrun.tui.text import inert
+from watchrun.tui.wraplog import MATCH_LINES, WrappingLog
 
 if TYPE_CHECKING:
     from watchrun.tui.feed import Feed
 
-__all__ = ["PANE_LINES", "ConfirmScreen", "PaneScreen", "WrappingLog"]
+__all__ = ["MATCH_LINES", "PANE_LINES", "ConfirmScreen", "PaneScreen", "WrappingLog"]
 
 PANE_LINES = 1000
-"""Matches the pane loads when it opens (the newest); new ones are appended while it is open."""
-
-
-class WrappingLog(RichLog):
-    """A log that wraps its texts at its own width, and wraps them all again when that width
-    changes: a text added before the first layout waits for it (a guessed width would stay),
-    and a resized terminal re-wraps what is shown. (RichLog alone wraps at 78 columns or more.)"""
-
-    def __init__(self, max_lines: int, **kwargs: Any) -> None:
-        super().__init__(max_lines=max_lines, wrap=True, markup=False, highlight=False,
-                         auto_scroll=False, **kwargs)
-        self.texts: deque[Text] = deque(maxlen=max_lines)
-        self._wrapped_at = 0
-        """The width the shown lines were wrapped at; 0 until the log has a width."""
-
-    def add(self, text: Text, scroll_end: bool) -> None:
-        self.texts.append(text)
-        if self._wrapped_at:
-            self.write(text, self._wrapped_at, scroll_end=scroll_end)
-
-    def reset(self) -> None:
-        self.texts.clear()
-        self.clear()
-
-    @property
-    def at_end(self) -> bool:
-        """Showing the newest line: followed like `tail -f` unless the person scrolled up."""
-        return self.is_vertical_scroll_end or self.max_scroll_y == 0
-
-    def on_resize(self, event: events.Resize) -> None:
-        self.call_later(self._rewrap)  # after RichLog's own handler has taken the new size
-
-    def _rewrap(self) -> None:
-        width = self.scrollable_content_region.width
-        if width <= 0 or width == self._wrapped_at:
-            return
-        at_end = self.at_end
-        self._wrapped_at = width
-        self.clear()
-        for text in self.texts:
-            self.write(text, width, scroll_end=False)
-        if at_end:
-            self.scroll_end(animate=False, immediate=False)
+"""Matches the pane loads when it opens (the newest); new ones are appended while it is open,
+and the oldest go."""
 
 
 class PaneScreen(Screen[None]):
@@ -85,8 +45,12 @@ class PaneScreen(Screen[None]):
     def __init__(self, feed: Feed, row: Row) -> None:
         super().__init__()
         self.feed, self.row = feed, row
+        self.last: dict[str, Any] | None = None
+        """Watchers: the newest match shown (the next refresh reads what came after it)."""
         self.after: int | None = None
-        """Watchers: the seq of the newest match shown. Agents: the stream's seq shown."""
+        """Agents: the stream's seq shown."""
+        self._shown = ""
+        """Agents: the transcript shown."""
         self._busy = False
         self._said: str | None = None
         """The last read error shown: said once, not again at every refresh."""
@@ -94,7 +58,10 @@ class PaneScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         what = "transcript" if self.row.is_agent else f"matches (the last {PANE_LINES}, live)"
         yield Static(Text(f"{what} of {inert(self.row.id, 64)}", style="bold"), id="title")
-        yield WrappingLog(10 * PANE_LINES, id="pane")
+        if self.row.is_agent:  # (a text a line: the newest turns, bounded by `tails`)
+            yield WrappingLog(TRANSCRIPT_CHARS, id="pane")
+        else:  # (a note of a skip or a new stream is a text too)
+            yield WrappingLog(PANE_LINES + 20, clip=MATCH_LINES, id="pane")
         yield Footer()
 
     @property
@@ -127,21 +94,33 @@ class PaneScreen(Screen[None]):
             self._busy = False
 
     async def _fetch_transcript(self) -> None:
-        seq, text = await asyncio.to_thread(self.feed.transcript, self.row.id)
-        if seq != self.after or self.after is None:
-            at_end, self.after = self.log_view.at_end, seq
-            self.log_view.reset()
-            self.log_view.add(Text(inert_block(text)), scroll_end=at_end)
+        got = await asyncio.to_thread(self.feed.transcript, self.row.id, self.after)
+        if got is not None and got[0] != self.after:
+            at_end, self.after = self.log_view.at_end, got[0]
+            if got[1] != self._shown:  # (records the transcript does not show change nothing)
+                self._shown = got[1]
+                self.log_view.reset()
+                self.log_view.add(*map(Text, got[1].split("\n")), scroll_end=at_end)
 
     async def _fetch_matches(self) -> None:
-        recs = await asyncio.to_thread(self.feed.matches, self.row.id, self.after, PANE_LINES)
-        if recs:
-            self.after = recs[-1]["seq"]
-            at_end = self.log_view.at_end
-            for rec in recs:
-                self.log_view.add(Text(format_match(rec)), scroll_end=at_end)
-        elif self.after is None and not self.log_view.texts:
-            self.log_view.add(Text("(no matches yet)", style="dim"), scroll_end=False)
+        got = await asyncio.to_thread(self.feed.matches, self.row.id, self.last, PANE_LINES)
+        log, name = self.log_view, inert(self.row.id, 64)
+        at_end = log.at_end
+        notes = []
+        if got.restarted:
+            notes.append(f"— {name}'s JSONL started over (removed, then begun again at seq 1): "
+                         "its newest matches follow —")
+        if got.skipped:
+            first, end = got.skipped
+            notes.append(f"… {end - first + 1:,} records skipped (seq {first} to {end}): more "
+                         f"came than the pane reads in a refresh; `watchrun matches {name}` "
+                         "has them")
+        if notes or got.records:
+            log.add(*(Text(n, style="dim") for n in notes),
+                    *(Text(format_match(rec)) for rec in got.records), scroll_end=at_end)
+            self.last = got.records[-1] if got.records else self.last
+        elif self.last is None and not log.texts:
+            log.add(Text("(no matches yet)", style="dim"), scroll_end=False)
 
     def action_top(self) -> None:
         self.log_view.scroll_home(animate=False)
