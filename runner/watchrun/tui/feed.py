@@ -11,7 +11,7 @@ from typing import Any
 from watchrun.output.outdir import layout_for
 from watchrun.output.records import ID_PATTERN, iter_records, last_records, stream_ids
 from watchrun.runtime.client import request
-from watchrun.tui.model import ENDED, Row, Snapshot
+from watchrun.tui.model import ENDED, Row, Snapshot, format_match
 from watchrun.tui.tails import Matches, new_matches, transcript
 from watchrun.tui.text import inert
 from watchrun.views.agent_window import StatusTracker, delivery_state, settled
@@ -144,8 +144,10 @@ class Feed:
     # -- the panes --------------------------------------------------------------------------
     def matches(self, wid: str, last: dict[str, Any] | None, limit: int) -> Matches:
         """The last `limit` match records of a watcher, or (with `last`, the newest one shown)
-        those after it: `tails.new_matches`, bounded."""
-        return new_matches(self.layout.jsonl("watcher", wid), last, limit)
+        those after it: `tails.new_matches`, bounded; with the lines the pane shows."""
+        got = new_matches(self.layout.jsonl("watcher", wid), last, limit)
+        got.lines = [format_match(rec) for rec in got.records]  # (sanitizing 4 MB takes a while)
+        return got
 
     def transcript(self, name: str, shown: int | None) -> tuple[int, str] | None:
         """(the stream's latest seq, the agent's newest turns as text: `agent transcript`), or

@@ -12,13 +12,14 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
-from watchrun.tui.model import Row, format_match
+from watchrun.tui.model import Row
 from watchrun.tui.tails import TRANSCRIPT_CHARS
 from watchrun.tui.text import inert
 from watchrun.tui.wraplog import MATCH_LINES, WrappingLog
 
 if TYPE_CHECKING:
     from watchrun.tui.feed import Feed
+    from watchrun.tui.tails import Matches
 
 __all__ = ["MATCH_LINES", "PANE_LINES", "ConfirmScreen", "PaneScreen", "WrappingLog"]
 
@@ -103,7 +104,11 @@ class PaneScreen(Screen[None]):
                 self.log_view.add(*map(Text, got[1].split("\n")), scroll_end=at_end)
 
     async def _fetch_matches(self) -> None:
-        got = await asyncio.to_thread(self.feed.matches, self.row.id, self.last, PANE_LINES)
+        def read() -> tuple[Matches, list[Text]]:  # (a Text strips 4000 characters a while)
+            got = self.feed.matches(self.row.id, self.last, PANE_LINES)
+            return got, [Text(line) for line in got.lines]
+
+        got, texts = await asyncio.to_thread(read)
         log, name = self.log_view, inert(self.row.id, 64)
         at_end = log.at_end
         notes = []
@@ -117,7 +122,7 @@ class PaneScreen(Screen[None]):
                          "has them")
         if notes or got.records:
             log.add(*(Text(n, style="dim") for n in notes),
-                    *(Text(format_match(rec)) for rec in got.records), scroll_end=at_end)
+                    *texts, scroll_end=at_end)
             self.last = got.records[-1] if got.records else self.last
         elif self.last is None and not log.texts:
             log.add(Text("(no matches yet)", style="dim"), scroll_end=False)

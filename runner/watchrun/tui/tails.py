@@ -7,7 +7,7 @@ from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from watchrun.output.records import (
     ReadStats,
@@ -43,6 +43,8 @@ class Matches(Struct):
     """The seqs (first, last) written since the last refresh and not read: a flood."""
     restarted: bool = False
     """The stream started over (removed and begun again at seq 1): `records` are its newest."""
+    lines: list[str] = field(default_factory=list)
+    """The records as the pane shows them (`model.format_match`), made in the thread too."""
 
 
 def newest_first(path: Path) -> Generator[dict[str, Any], None, None]:
