@@ -481,12 +481,14 @@ def test_a_slow_stop_leaves_the_screen_live(tmp_path: Path) -> None:
     drive(app, body)
 
 
-def test_a_read_error_in_the_pane_is_plain_text_said_once(
+def test_a_read_error_in_the_pane_is_plain_text_under_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """helper-91's F5: the pane's error toast went through Textual's markup: an output dir
     named `[@click=app.quit]out` made the path a live link that quits (a `[link=…]` in a
-    message ended the screen with a MarkupError), and the toast came again at every refresh."""
-    monkeypatch.chdir(tmp_path)  # (a short path: a toast shows a few lines at most)
+    message ended the screen with a MarkupError), and the toast came again at every refresh.
+    (F17: `notify(markup=False)` is no fix on Textual 1.0, whose `notify` has no such
+    argument.) The error is a plain-text line under the pane while it lasts."""
+    monkeypatch.chdir(tmp_path)  # (a short path: the line shows three rows at most)
     root = Path("[@click=app.quit]out")
     snapshot(root, "api")
     (root / "watchers").mkdir()
@@ -494,24 +496,24 @@ def test_a_read_error_in_the_pane_is_plain_text_said_once(
     (root / "watchers" / "api.jsonl").symlink_to("../../real.jsonl")
     app = TopApp(Feed(root), interval=0.1)
 
-    def toasts() -> list[Widget]:
-        return list(app.screen.query("Toast"))
+    def error() -> Widget:
+        return app.screen.query_one("#pane-error")
 
-    def said() -> str:  # (the toast's text, its wrapping and border taken out)
-        return "".join(shown(toasts()[0]).replace("▌", "").split()) if toasts() else ""
+    def said() -> str:  # (its text, the wrapping taken out)
+        return "".join(shown(error()).split()) if error().display else ""
 
     async def body(pilot: Pilot[None]) -> None:
         await until(pilot, lambda: ids(app) == ["api"], "the row")
         await pilot.press("enter")
         await until(pilot, lambda: "[@click=app.quit]out/watchers/api.jsonl" in said(),
                     "the error, its path as typed")
-        for seg in (seg for s in strips(toasts()[0]) for seg in s):
+        for seg in (seg for s in strips(error()) for seg in s):
             assert seg.style is None or ("@click" not in seg.style.meta and not seg.style.link)
         assert "isasymlink" in said()
-        refreshes = app.list_screen.rows, len(toasts())
-        await until(pilot, lambda: app.list_screen.rows is not refreshes[0], "a refresh")
-        await until(pilot, lambda: app.list_screen.rows is not refreshes[0], "another")
-        assert len(toasts()) == 1  # said once, not again at each refresh
+        assert not list(app.screen.query("Toast"))
+        (root / "watchers" / "api.jsonl").unlink()
+        (root / "watchers" / "api.jsonl").write_text("")
+        await until(pilot, lambda: not error().display, "the error gone once the read works")
         await pilot.press("q")
         await until(pilot, lambda: app.return_code == 0, "q to quit")
 

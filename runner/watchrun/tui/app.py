@@ -244,6 +244,7 @@ class TopApp(App[None]):
     #title { height: 1; background: $boost; }
     #rows { height: 1fr; overflow-x: hidden; }
     #notice { height: 1; color: $text-muted; }
+    #pane-error { height: auto; max-height: 3; color: $error; }
     ConfirmScreen { align: center middle; }
     #question { width: auto; padding: 1 3; border: thick $warning; background: $surface; }
     """

@@ -53,8 +53,6 @@ class PaneScreen(Screen[None]):
         self._shown = ""
         """Agents: the transcript shown."""
         self._busy = False
-        self._said: str | None = None
-        """The last read error shown: said once, not again at every refresh."""
 
     def compose(self) -> ComposeResult:
         what = "transcript" if self.row.is_agent else f"matches (the last {PANE_LINES}, live)"
@@ -63,6 +61,7 @@ class PaneScreen(Screen[None]):
             yield WrappingLog(TRANSCRIPT_CHARS, id="pane")
         else:  # (a note of a skip or a new stream is a text too)
             yield WrappingLog(PANE_LINES + 20, clip=MATCH_LINES, id="pane")
+        yield Static(id="pane-error")  # (a Text, never a toast: a toast's string is markup)
         yield Footer()
 
     @property
@@ -86,13 +85,17 @@ class PaneScreen(Screen[None]):
                 await self._fetch_transcript()
             else:
                 await self._fetch_matches()
-            self._said = None
+            self._say("")
         except (OSError, ValueError) as exc:
-            if inert(str(exc)) != self._said:
-                self._said = inert(str(exc))  # (plain text: a bracket in a path is no markup)
-                self.notify(self._said, severity="error", markup=False)
+            self._say(inert(str(exc), 1000))
         finally:
             self._busy = False
+
+    def _say(self, error: str) -> None:
+        """The pane's read error under it (shown while it lasts), or none."""
+        line = self.query_one("#pane-error", Static)
+        line.display = bool(error)
+        line.update(Text(error))
 
     async def _fetch_transcript(self) -> None:
         got = await asyncio.to_thread(self.feed.transcript, self.row.id, self.after)
