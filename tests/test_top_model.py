@@ -178,6 +178,26 @@ def fixed(reply: dict[str, Any]) -> feed_mod.Control:
     return control
 
 
+def test_with_a_live_runner_an_earlier_runners_snapshots_are_no_rows(tmp_path: Path) -> None:
+    """helper-91's F13: after a runner restarted with a smaller config, the screen listed the
+    earlier runner's watchers `stopped` (`watchrun list` shows the live runner's), and `d`
+    said "cleared 0 watchers" as their rows went."""
+    snapshot(tmp_path, "calm")
+    snapshot(tmp_path, "old", runnerPid=2**22 + 1)  # (its runner holds no lock: gone)
+    live = {"ok": True, "state": "running", "watchers": ["calm"]}
+    assert [r.id for r in Feed(tmp_path, control=fixed(live)).poll().rows] == ["calm"]
+    read_only = Feed(tmp_path).poll()  # (no socket: every snapshot, as `list` shows them)
+    assert not read_only.live
+    assert [(r.id, r.status) for r in read_only.rows] == [("calm", "running"), ("old", "stopped")]
+
+
+def test_a_long_id_is_cut_to_its_column() -> None:
+    """helper-91's F14: at 80 columns one 64-character id pushed STATUS and the counts off."""
+    wid = "a" + "b" * 63
+    cells = row_cells(Row("file", wid, "running", 1, 0, None), 0, NOW)
+    assert cells[1] == "a" + "b" * 30 + "…" and cells[2] == "running"
+
+
 def test_rows_from_snapshots_with_the_live_runners_word(tmp_path: Path) -> None:
     snapshot(tmp_path, "app", runnerPid=os.getpid())  # alive: it says running
     snapshot(tmp_path, "gone")

@@ -108,6 +108,8 @@ class Feed:
     def _watcher_rows(self, live_ids: set[str] | None, stopping: set[str]) -> list[Row]:
         rows, seen = [], set()
         for snap in load_statuses(self.root):
+            if live_ids is not None and not snap.get("live"):
+                continue  # an earlier runner's: not the live one's, nor in `watchrun list`
             wid = str(snap.get("id", "?"))
             seen.add(wid)
             status = str(snap.get("status", "?"))

@@ -12,6 +12,9 @@ from watchrun.tui.text import ago, inert
 __all__ = ["ENDED", "TROUBLE", "Row", "Snapshot", "Unreported", "chips", "format_match",
            "row_cells"]
 
+ID_CHARS = 32
+"""An id's cell at most (ids may have 64 characters: at 80 columns, one such pushed STATUS
+and the counts off the screen); the pane's title and `watchrun list` show it whole."""
 ENDED = frozenset({"stopped", "exited", "fatal"})
 """Watcher statuses of one that no longer runs: `d` clears them, `x` has nothing to stop."""
 TROUBLE = frozenset({"error", "paused"})
@@ -129,7 +132,7 @@ def row_cells(row: Row, unreported: int, now: float) -> list[str]:
     """The cells of a row, as plain text (the screen wraps each in a `Text`, never markup)."""
     matches = f"{row.matches:,}" + (f" (+{unreported})" if unreported else "")
     lines = "-" if row.lines is None else f"{row.lines:,}"
-    return [inert(row.kind, 8), inert(row.id, 64), inert(row.status, 12), lines, matches,
+    return [inert(row.kind, 8), inert(row.id, ID_CHARS), inert(row.status, 12), lines, matches,
             ago(row.last_match, now), inert(row.detail, 120)]
 
 
