@@ -39,6 +39,14 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2:].split()[0] != b"Z"
 
 
+def server_env() -> dict[str, str]:
+    """What `watchrun mcp` gets besides the SDK's default environment (which has no
+    PYTHONPATH): the tree under test, as the runners the tests start get it, and forced polling
+    when the suite runs with it."""
+    keep = {k: os.environ[k] for k in ("PYTHONPATH", "WATCHRUN_FORCE_POLL") if os.environ.get(k)}
+    return {"PYTHONDONTWRITEBYTECODE": "1", **keep}
+
+
 class Client:
     """One MCP session with `watchrun mcp`: calls, and the notifications it received."""
 
@@ -46,6 +54,8 @@ class Client:
         self.session = session
         self.stderr_path = stderr
         self.notes: list[Any] = []
+        self.times: list[float] = []
+        """When each of `notes` arrived (time.monotonic())."""
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
@@ -77,8 +87,12 @@ class Client:
         return watch
 
     def updated(self, uri: str) -> int:
-        return sum(isinstance(n, types.ResourceUpdatedNotification) and n.params.uri == uri
-                   for n in self.notes)
+        return len(self.updated_at(uri))
+
+    def updated_at(self, uri: str) -> list[float]:
+        """When each `notifications/resources/updated` for `uri` arrived (time.monotonic())."""
+        return [t for n, t in zip(self.notes, self.times, strict=True)
+                if isinstance(n, types.ResourceUpdatedNotification) and n.params.uri == uri]
 
     def list_changed(self) -> int:
         return sum(isinstance(n, types.ResourceListChangedNotification) for n in self.notes)
@@ -89,9 +103,7 @@ async def mcp_session(cwd: Path, *args: str) -> AsyncIterator[Client]:
     """`watchrun mcp ARGS` started in `cwd`; leaving the block closes its stdin (the session
     ends) and waits for it as the SDK does (then kills it)."""
     params = StdioServerParameters(command=watchrun_bin(), args=["mcp", *args], cwd=str(cwd),
-                                   env={"PYTHONDONTWRITEBYTECODE": "1",
-                                        **({"WATCHRUN_FORCE_POLL": "1"}
-                                           if os.environ.get("WATCHRUN_FORCE_POLL") else {})})
+                                   env=server_env())
     err_path = cwd / f"mcp-{time.monotonic_ns()}.err"
     with err_path.open("w") as err:
         async with stdio_client(params, errlog=err) as (read, write):
@@ -100,6 +112,7 @@ async def mcp_session(cwd: Path, *args: str) -> AsyncIterator[Client]:
             async def on_message(message: Any) -> None:
                 if client is not None:
                     client.notes.append(message)
+                    client.times.append(time.monotonic())
 
             async with ClientSession(read, write, message_handler=on_message) as session:
                 client = Client(session, err_path)

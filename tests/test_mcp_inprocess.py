@@ -19,7 +19,8 @@ DEADLINE_S = 30.0
 
 
 class Records:
-    """A watcher's JSONL written as the runner writes it: one record per line, seq by seq."""
+    """A watcher's JSONL written as the runner writes it: one compact record per line, seq by
+    seq."""
 
     def __init__(self, root: Path, wid: str) -> None:
         self.path = root / "watchers" / f"{wid}.jsonl"
@@ -31,7 +32,7 @@ class Records:
             for kind in kinds:
                 self.seq += 1
                 f.write(json.dumps({"schema": 1, "seq": self.seq, "kind": kind,
-                                    "line": f"line {self.seq}"}) + "\n")
+                                    "line": f"line {self.seq}"}, separators=(",", ":")) + "\n")
 
 
 async def until(cond: object, what: str) -> None:

@@ -21,7 +21,7 @@ from mcp import Client as SdkClient
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
-from mcpclient import Client, alive, mcp_session, until
+from mcpclient import Client, alive, mcp_session, server_env, until
 
 from watchrun.mcp.calls import APPLIES
 
@@ -262,7 +262,7 @@ def test_a_2026_client_listens_for_updates_instead(tmp_path: Path) -> None:
 
     async def body() -> None:
         params = StdioServerParameters(command=watchrun_bin(), args=["mcp"], cwd=str(tmp_path),
-                                       env={"PYTHONDONTWRITEBYTECODE": "1"})
+                                       env=server_env())
         async with SdkClient(params, mode="2026-07-28") as client:
             added = await client.call_tool("watch", {"action": "add", "path": "app.log",
                                                      "pattern": "ERROR"})

@@ -78,15 +78,11 @@ def read_matches(root: Path, wid: str, lines: int, since: int | None,
 
 
 def _last_matches(path: Path, lines: int, top: int) -> tuple[list[dict[str, Any]], bool]:
-    """The last `lines` matches up to seq `top` (records appended since are not counted),
-    and whether older ones exist."""
-    want = lines + 1
-    while True:
-        got = last_records(path, want, {"match"})
-        keep = [r for r in got if r["seq"] <= top]
-        if len(got) < want or len(keep) > lines:
-            return keep[-lines:], len(keep) > lines
-        want += len(got) - len(keep)
+    """The last `lines` matches up to seq `top`, and whether older ones exist, in one pass
+    from the end: the records appended since `top` are passed over, not counted (counting them
+    and reading again chased a flood, which appends faster than records are parsed)."""
+    got = last_records(path, lines + 1, {"match"}, upto=top)
+    return got[-lines:], len(got) > lines
 
 
 def read_logs(root: Path, wid: str, lines: int, budget: int = MAX_RESULT_BYTES) -> Page:

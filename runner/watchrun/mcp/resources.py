@@ -1,8 +1,8 @@
 """Each watcher's matches as an MCP resource, `watchrun://watchers/{id}/matches` (`?since=CURSOR`
 for what came after a cursor), and the subscriptions to them: a subscribed watcher's JSONL is
-followed (inotify or polling, reads in a worker thread) and each batch of new matches is sent to
-every subscriber of its URI (`notifications/resources/updated`, or a `subscriptions/listen`
-event)."""
+skimmed for new match records (woken by inotify or polling; bounded reads in a worker thread,
+no record parsed) and every subscriber of its URI is told (`notifications/resources/updated`,
+or a `subscriptions/listen` event), at most once per MIN_GAP_S."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlsplit
 
 from watchrun.notify import Notifier
-from watchrun.output.records import ID_PATTERN, last_records
+from watchrun.output.records import ID_PATTERN
 from watchrun.output.runlog import RunLog
-from watchrun.views.follow import JsonlFollower
+from watchrun.views.skim import MatchSkimmer
 
 __all__ = ["TEMPLATE", "Followers", "parse_uri", "uri_of"]
 
@@ -97,20 +97,23 @@ class Followers:
             del self._tasks[uri]
 
     async def _follow(self, uri: str, wid: str) -> None:
+        """Tell `uri`'s subscribers when its watcher records a match: the JSONL is skimmed
+        (`MatchSkimmer`, in a worker thread, a bounded slice per look), never parsed; looks
+        wait MIN_GAP_S after an update, so a flood is one update per MIN_GAP_S."""
         path = self.root / "watchers" / f"{wid}.jsonl"
         watch = self.notifier.watch(path)  # armed first: what is written from now on wakes us
-        follower = JsonlFollower(path)
+        skimmer = MatchSkimmer(path)
         try:
-            newest = await _in_thread(last_records, path, 1)
-            await _in_thread(follower.start_after, int(newest[0]["seq"]) if newest else 0)
-            sent_at = 0.0
+            await _in_thread(skimmer.start)
+            sent_at, more = 0.0, False
             while True:
-                await watch.wait()
+                if not more:  # (else what is left of the last look comes first)
+                    await watch.wait()
+                    await asyncio.sleep(max(0.0, sent_at + MIN_GAP_S - time.monotonic()))
                 if watch.stale:
                     watch.rearm()
-                await asyncio.sleep(max(0.0, sent_at + MIN_GAP_S - time.monotonic()))
-                new = await _in_thread(follower.read)
-                if any(r.get("kind") == "match" for r in new):
+                found, more = await _in_thread(skimmer.look)
+                if found:
                     sent_at = time.monotonic()
                     for key, send in list(self._subs.get(uri, {}).items()):
                         await self._send(uri, key, send)
@@ -118,7 +121,7 @@ class Followers:
             self.log.warning(f"cannot follow {wid}'s matches for {uri}: {exc}")
         finally:
             watch.close()
-            follower.close()
+            skimmer.close()
 
     async def _send(self, uri: str, key: object, send: Send) -> None:
         try:

@@ -251,10 +251,11 @@ def reverse_lines(f: BinaryIO, stats: ReadStats) -> Iterator[bytes]:
 
 def last_records(
     path: Path, n: int, kinds: set[str] | None = None, *, stats: ReadStats | None = None,
-    keep: int | None = None,
+    keep: int | None = None, upto: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The last `n` records (of `kinds`, when given), oldest first, read from the end (`keep`:
-    see `retained_files`)."""
+    """The last `n` records (of `kinds`, when given; with a seq of at most `upto`, when given:
+    those appended since are passed over), oldest first, read from the end (`keep`: see
+    `retained_files`)."""
     stats = stats if stats is not None else ReadStats()
     found: list[dict[str, Any]] = []
     if n <= 0:
@@ -267,7 +268,8 @@ def last_records(
                     stats.invalid += 1
                     continue
                 rec = parse_record(line, stats)
-                if rec is not None and (kinds is None or rec.get("kind") in kinds):
+                if rec is not None and (kinds is None or rec.get("kind") in kinds) \
+                        and (upto is None or rec["seq"] <= upto):
                     found.append(rec)
                     if len(found) == n:
                         return found[::-1]

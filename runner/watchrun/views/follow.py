@@ -16,7 +16,7 @@ from typing import Any
 from watchrun.output import safefs, tailfile
 from watchrun.output.records import ReadStats, iter_records, offset_after
 
-__all__ = ["JsonlFollower", "TailFollower"]
+__all__ = ["Generations", "JsonlFollower", "TailFollower"]
 
 BLOCK = 1 << 20
 """Bytes read per step (a longer record is read in a window that doubles until it fits)."""
@@ -25,7 +25,44 @@ ROUNDS = 64
 """Switches and catch-ups one `read()` makes at most (the rest waits for the next call)."""
 
 
-class JsonlFollower:
+class Generations:
+    """The file a path names, read by descriptor (`_fd`, from `_pos`) across rotation:
+    `_open_path()` opens what the path names now, `_moved()` says whether it names another file
+    since (the caller reads the old one to its end, then closes it and opens the new one)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = -1
+        self._id: tuple[int, int] | None = None
+        self._pos = 0
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._id = -1, None
+
+    def _open_path(self) -> bool:
+        try:
+            fd = safefs.open_read(self.path)
+        except FileNotFoundError:
+            return False
+        st = os.fstat(fd)
+        self._fd, self._id, self._pos = fd, (st.st_dev, st.st_ino), 0
+        return True
+
+    def _moved(self) -> bool | None:
+        """Whether the path names another file now; None when it names none and the open file
+        was deleted (nothing writes to it any more: it is read to its end and closed, which
+        also lets the kernel tell the watch that its directory went, if it did). While the
+        path names nothing and the file still has a name, a rotation is half done: kept."""
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return None if os.fstat(self._fd).st_nlink == 0 else False
+        return (st.st_dev, st.st_ino) != self._id
+
+
+class JsonlFollower(Generations):
     """Follows `<id>.jsonl` by `seq`, which goes up by one per record across rotation and
     runner restarts: each record is returned once and in order. The open generation is read by
     descriptor; once the path names another file (rotated to `.1`, or deleted and recreated)
@@ -36,16 +73,13 @@ class JsonlFollower:
     removed and the runner started over at 1): counted in `restarts` and read whole."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
+        super().__init__(path)
         self.last = 0
         """The seq of the newest record returned (or passed over as shown already)."""
         self.restarts = 0
         self.gaps = 0
         """Records rotated away (past `output.keep`) before they could be read."""
         self.stats = ReadStats()
-        self._fd = -1
-        self._id: tuple[int, int] | None = None
-        self._pos = 0
         self._fresh = False  # the open generation came after a switch: it may begin anew
         self._hole: int | None = None  # the seq found where last + 1 was expected
 
@@ -78,29 +112,14 @@ class JsonlFollower:
         return out
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-        self._fd, self._id, self._hole = -1, None, None
+        super().close()
+        self._hole = None
 
     def _open(self, *, fresh: bool) -> bool:
-        try:
-            fd = safefs.open_read(self.path)
-        except FileNotFoundError:
+        if not self._open_path():
             return False
-        st = os.fstat(fd)
-        self._fd, self._id, self._pos, self._fresh = fd, (st.st_dev, st.st_ino), 0, fresh
+        self._fresh = fresh
         return True
-
-    def _moved(self) -> bool | None:
-        """Whether the path names another file now; None when it names none and the open file
-        was deleted (nothing writes to it any more: it is read to its end and closed, which
-        also lets the kernel tell the watch that its directory went, if it did). While the
-        path names nothing and the file still has a name, a rotation is half done: kept."""
-        try:
-            st = os.stat(self.path, follow_symlinks=False)
-        except FileNotFoundError:
-            return None if os.fstat(self._fd).st_nlink == 0 else False
-        return (st.st_dev, st.st_ino) != self._id
 
     def _catch_up(self, found: int) -> list[dict[str, Any]]:
         """Records between `last` and `found`, from the rotated files that hold them."""
