@@ -162,13 +162,14 @@ def test_row_cells_and_match_lines_are_plain_inert_text() -> None:
 
 # -- the feed -----------------------------------------------------------------------------------
 
-def snapshot(root: Path, wid: str, **fields: Any) -> None:
+def snapshot(root: Path, wid: str, held: bool = True, **fields: Any) -> None:
     (root / "state").mkdir(parents=True, exist_ok=True)
     snap = {"schema": 1, "id": wid, "label": wid, "kind": "file", "source": f"/l/{wid}.log",
             "status": "running", "runnerPid": os.getpid(), "startedAt": "2026-05-17T06:00:00.000Z",
             "linesRead": 10, "matchCount": 2, "lastMatchAt": None, **fields}
     (root / "state" / f"{wid}.status.json").write_text(json.dumps(snap))
-    hold_runner_lock(root)  # its runner (this process) is live
+    if held:
+        hold_runner_lock(root)  # its runner (this process) is live
 
 
 def fixed(reply: dict[str, Any]) -> feed_mod.Control:
@@ -259,7 +260,8 @@ def test_the_runners_problems_are_in_the_header(tmp_path: Path, problems: list[s
 
 
 def test_no_runner_is_read_only_and_says_why(tmp_path: Path) -> None:
-    snapshot(tmp_path, "app", runnerPid=2**22 + 1)  # no such process: the runner is gone
+    # no such process, nothing holds control.lock: the runner is gone
+    snapshot(tmp_path, "app", held=False, runnerPid=2**22 + 1)
     snap = Feed(tmp_path).poll()
     assert not snap.live
     assert snap.note.startswith("read-only: no live runner on ")

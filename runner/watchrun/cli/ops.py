@@ -186,25 +186,36 @@ def _stop(where: Where, wid: str, out: Out) -> int:
 
 
 class Unanswered(Exception):
-    """A runner was reached but did not answer (a reset, a close, a timeout, a garbled reply):
-    the request may or may not have been carried out, so it is an error (exit 3), never taken
-    for "no runner"."""
+    """A runner is live but did not answer: reached, and no reply came (a reset, a close, a
+    timeout, a garbled reply: the request may still be carried out), or it holds the output
+    dir's `control.lock` and `control.sock` does not reach it (nothing was sent). Either is an
+    error (exit 3, `no_answer`), never taken for "no runner"."""
 
-    def fail(self, out: Out) -> int:
-        return out.fail("no_answer", f"the runner did not answer: {self}")
+    def fail(self, out: Out, **details: Any) -> int:
+        return out.fail("no_answer", str(self), **details)
+
+
+READS = ("list", "status")
+"""Requests that change nothing: no answer to them leaves nothing to be carried out later."""
 
 
 def _ask(root: Path, payload: dict[str, Any]) -> dict[str, Any] | None:
-    """The live runner's reply, or None when nothing listens on the output dir's socket;
-    Unanswered when a runner was connected but gave no reply."""
-    from watchrun.runtime.client import NotListening, request
+    """The live runner's reply, or None when no runner is live on the output dir (nothing
+    listens on its socket, nothing holds its `control.lock`); Unanswered when one is live and
+    gave no reply. The one place a command line decides "no runner"."""
+    from watchrun.runtime.client import NotListening, Unreachable, request
 
     try:
         return request(root / "control.sock", payload)
     except NotListening:
         return None
-    except (OSError, ValueError) as exc:
+    except Unreachable as exc:
         raise Unanswered(str(exc)) from exc
+    except (OSError, ValueError) as exc:
+        later = "" if payload.get("cmd") in READS else (
+            "; it may still be carried out (`watchrun list` shows what the runner holds once "
+            "it answers)")
+        raise Unanswered(f"the runner did not answer: {exc}{later}") from exc
 
 
 def _done(out: Out, doc: dict[str, Any]) -> int:

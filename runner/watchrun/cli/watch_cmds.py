@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.cli.emit import Out
-from watchrun.cli.ops import resolve
+from watchrun.cli.ops import Unanswered, _ask, resolve
 from watchrun.exitcodes import ExitStatus
 
 __all__ = ["cmd_add", "cmd_start", "watcher_of"]
@@ -25,7 +25,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 def cmd_start(args: argparse.Namespace) -> int:
     """`start ID` and `restart ID` (`args.op`). Exit status per the runner's error code
     (docs/cli.md): 2 when the request was wrong (`invalid`, `exists`, `not_found`); 3 when the
-    runner could not (`limit`, `refused`, `busy`, `start_failed`, `no_runner`)."""
+    runner could not (`limit`, `refused`, `busy`, `start_failed`, `no_runner`, `no_answer`)."""
     out = Out.for_args(args)
     where = resolve(args, out)
     if isinstance(where, int):
@@ -65,15 +65,13 @@ def _absolute(path: str) -> str:
 
 
 def _send(root: Path, payload: dict[str, Any], out: Out, wid: str) -> int:
-    from watchrun.runtime.client import request
-
     try:
-        reply = request(root / "control.sock", payload)
-    except ConnectionError as exc:
-        return out.fail("no_runner", f"{exc}; is `watchrun run` running with this output dir?",
-                        id=wid)
-    except (OSError, ValueError) as exc:
-        return out.fail("no_runner", f"the runner did not answer: {exc}", id=wid)
+        reply = _ask(root, payload)
+    except Unanswered as exc:
+        return exc.fail(out, id=wid)
+    if reply is None:
+        return out.fail("no_runner", f"no live runner on {root / 'control.sock'}; is `watchrun "
+                        "run` running with this output dir?", id=wid)
     if not reply.get("ok"):
         err = reply.get("error")
         err = err if isinstance(err, dict) else {}

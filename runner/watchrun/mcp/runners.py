@@ -19,17 +19,23 @@ from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
 from watchrun.process.tree import become_subreaper
-from watchrun.runtime.client import is_live, request
+from watchrun.runtime.client import NotListening, Unreachable, holders, is_live, request
 from watchrun.runtime.supervisor import StartupError, Supervisor
 
-__all__ = ["LiveRunner", "NoRunner", "Runner", "Runners", "SessionRunner", "StartFailed"]
+__all__ = ["LiveRunner", "NoAnswer", "NoRunner", "Runner", "Runners", "SessionRunner",
+           "StartFailed"]
 
 REQUEST_TIMEOUT_S = 75.0
 """A `stop` waits for its watcher (stopTimeout is at most 60 s)."""
 
 
 class NoRunner(Exception):
-    """No runner answered on the control socket."""
+    """No runner is live on the control socket (nothing listens, nothing holds its lock)."""
+
+
+class NoAnswer(Exception):
+    """A runner is live but gave no answer (timed out, reset: the request may still be carried
+    out), or holds the output dir's `control.lock` and its socket does not reach it."""
 
 
 class StartFailed(Exception):
@@ -54,10 +60,25 @@ class LiveRunner:
     async def request(self, payload: dict[str, Any]) -> dict[str, Any]:
         try:
             return await asyncio.to_thread(request, self.socket, payload, REQUEST_TIMEOUT_S)
-        except ConnectionError as exc:
+        except NotListening as exc:
             raise NoRunner(str(exc)) from exc
+        except Unreachable as exc:
+            raise NoAnswer(str(exc)) from exc
         except (OSError, ValueError) as exc:
-            raise NoRunner(f"the runner on {self.socket} did not answer: {exc}") from exc
+            later = "" if payload.get("cmd") in ("list", "status") else \
+                "; it may still be carried out (`list` shows it once the runner answers)"
+            raise NoAnswer(f"the runner on {self.socket} did not answer: {exc}{later}") \
+                from exc
+
+    def live(self) -> bool:
+        """Whether a runner is live here: one listens on the socket, or holds `control.lock`
+        (a runner whose socket was removed or replaced: its requests say so)."""
+        if is_live(self.socket):
+            return True
+        try:
+            return bool(holders(self.socket))
+        except OSError:
+            return False
 
 
 class _Supervisor(Supervisor):
@@ -191,7 +212,7 @@ class Runners:
     async def current(self) -> Runner | None:
         if self.session is not None and self.session.running:
             return self.session
-        if await asyncio.to_thread(is_live, self.live.socket):
+        if await asyncio.to_thread(self.live.live):
             return self.live
         return None
 
@@ -209,7 +230,7 @@ class Runners:
                 await session.start()
             except StartFailed:
                 self.session = None  # undone; the next `add` tries again
-                if await asyncio.to_thread(is_live, self.live.socket):
+                if await asyncio.to_thread(self.live.live):
                     return self.live  # a runner started meanwhile and took the socket
                 raise
             self.log.info(f"no runner was live on {self.root}: this session runs its own "
@@ -229,5 +250,5 @@ class Runners:
             await self.session.stop()
 
     async def _stop_live(self, wid: str) -> None:
-        with contextlib.suppress(NoRunner):
+        with contextlib.suppress(NoRunner, NoAnswer):  # (gone, or stalled: endWithClient)
             await self.live.request({"cmd": "stop", "id": wid})

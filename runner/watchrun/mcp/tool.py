@@ -17,7 +17,7 @@ from watchrun.match.redact import redact_tree, redactor
 from watchrun.mcp.calls import Call, CallError, normalize
 from watchrun.mcp.reads import ReadError, read_logs, read_matches
 from watchrun.mcp.records import watch_record
-from watchrun.mcp.runners import NoRunner, Runner, Runners, StartFailed
+from watchrun.mcp.runners import NoAnswer, NoRunner, Runner, Runners, StartFailed
 from watchrun.runtime.manage import Refused, bounded, probed
 from watchrun.views import watchers as views
 from watchrun.views.humanize import named
@@ -59,7 +59,7 @@ class Tool:
         try:
             call = normalize(arguments, self.cwd)
             return await self._run(call)
-        except (CallError, Failed, ReadError, StartFailed) as exc:
+        except (CallError, Failed, NoAnswer, ReadError, StartFailed) as exc:
             return {"action": action, "error": str(exc)}, False
         except NoRunner as exc:  # the live runner went away during the call
             return {"action": action, "error": f"{exc}; try again"}, False

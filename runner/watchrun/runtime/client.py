@@ -8,24 +8,40 @@ import errno
 import json
 import os
 import socket
+import stat
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NoReply", "NotListening", "is_live", "request", "unix_address"]
+__all__ = ["LOCK_NAME", "NoReply", "NotListening", "Unreachable", "holders", "is_live",
+           "request", "unix_address"]
 
 _SUN_PATH = 107  # bytes of an AF_UNIX path, without the terminating NUL
 _NOBODY = {errno.ENOENT, errno.ECONNREFUSED}
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+SETTLE_S = 1.0
+"""How long a client waits for the socket of a runner that holds `control.lock` (starting or
+ending) before it says the runner cannot be reached."""
+SETTLE_POLL_S = 0.02
+LOCK_NAME = "control.lock"
+"""Beside the socket: locked by the live runner of the output dir (`runtime/control.py`)."""
 
 
 class NotListening(ConnectionError):
-    """Nothing listens on the control socket (no such file, or connection refused): no live
-    runner."""
+    """Nothing listens on the control socket (no such file, or connection refused, or not a
+    socket) and no process holds the output dir's `control.lock`: no live runner."""
 
 
 class NoReply(OSError):
     """A runner was there, but no complete reply came back (reset, closed, timed out)."""
+
+
+class Unreachable(NoReply):
+    """A runner holds the output dir's `control.lock`, but the control socket does not reach it
+    (the socket is gone, not a socket, a symlink, or another process answers on it): nothing
+    was sent, and it is never taken for "no runner"."""
 
 
 @contextlib.contextmanager
@@ -57,21 +73,105 @@ def is_live(path: Path) -> bool:
     return True
 
 
-def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
-    """Send one request to a live runner. Raises NotListening (a ConnectionError) when nothing
-    listens on `path`; NoReply (an OSError, not a ConnectionError) when one was connected but
-    no complete reply came back (`timeout` bounds the whole exchange); ValueError when the
-    reply is not JSON."""
-    deadline = time.monotonic() + timeout
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+def holders(path: Path) -> list[int]:
+    """The pids holding the `control.lock` beside the control socket `path` ([]: none), from
+    /proc/locks; OSError when it cannot tell."""
+    from watchrun.output import flocks  # (only here: importing the client loads no layer)
+
+    return flocks.holders(path.with_name(LOCK_NAME))
+
+
+def _nobody(path: Path, why: str, listening: bool = True) -> OSError:
+    """What to raise when `path` reaches no runner (`why`): Unreachable when a process holds
+    `control.lock` (a runner whose socket was removed or replaced); else NotListening. When
+    /proc/locks cannot tell: NotListening if nothing `listening` there (as before the lock
+    was read), else NoReply (a symlink or a file there is no proof that no runner lives)."""
+    try:
+        held = holders(path)
+    except OSError:
+        if listening:
+            return NotListening(f"no live runner on {path} ({why})")
+        return NoReply(f"cannot reach a runner on {path}: {why}; /proc/locks cannot tell "
+                       f"whether one holds {LOCK_NAME}")
+    if not held:
+        return NotListening(f"no live runner on {path} ({why})")
+    return Unreachable(f"a runner (pid {held[0]}) holds {path.with_name(LOCK_NAME)} but cannot "
+                       f"be reached on {path}: {why}; nothing was sent to it (a runner makes "
+                       "its socket when it starts: stop it and start it again)")
+
+
+def _check_path(path: Path) -> None:
+    """Connect only to a socket: a symlink at `path` is never connected through, and a
+    missing or other file reaches no runner (`_nobody`)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        raise _nobody(path, "there is no socket") from None
+    except OSError:
+        return  # (the connect says why)
+    if stat.S_ISLNK(mode):
+        raise _nobody(path, "it is a symlink, never connected through", listening=False)
+    if not stat.S_ISSOCK(mode):
+        raise _nobody(path, "it is not a socket", listening=False)
+
+
+def _check_peer(s: socket.socket, path: Path) -> None:
+    """The process that answers must hold `control.lock` when one does (a socket put in the
+    runner's place must not be trusted). Skipped when it cannot tell: /proc/locks unreadable,
+    no holder (a runner of a watchrun that took no lock), a peer in another pid namespace (its
+    pid 0), or a /proc of another pid namespace than this process's."""
+    pid = _PEERCRED.unpack(s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                        _PEERCRED.size))[0]
+    try:
+        if pid <= 0 or os.readlink("/proc/self") != str(os.getpid()):
+            return
+        held = holders(path)
+    except OSError:
+        return
+    if held and pid not in held:
+        raise Unreachable(f"process {pid} answers on {path}, not the runner that holds "
+                          f"{path.with_name(LOCK_NAME)} (pid {held[0]}): not trusted, nothing "
+                          "was sent to it")
+
+
+def _connect(path: Path, timeout: float) -> socket.socket:
+    """A socket connected to `path`. A runner takes `control.lock`, then binds the socket, and
+    at its end removes the socket, then lets go of the lock: while one holds the lock and the
+    socket is not there (or refuses), this tries again for up to SETTLE_S (within `timeout`)
+    before it says Unreachable."""
+    until = time.monotonic() + min(SETTLE_S, timeout)
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(timeout)
         try:
+            _check_path(path)
             with unix_address(path) as addr:
                 s.connect(addr)
+            return s
+        except (NoReply, NotListening) as exc:  # `_check_path`'s
+            s.close()
+            if not isinstance(exc, Unreachable) or time.monotonic() >= until:
+                raise
         except OSError as exc:
-            if exc.errno in _NOBODY:
-                raise NotListening(f"no live runner on {path} ({exc.strerror})") from exc
-            raise NoReply(f"cannot connect to {path}: {exc.strerror or exc}") from exc
+            s.close()
+            if exc.errno not in _NOBODY:
+                raise NoReply(f"cannot connect to {path}: {exc.strerror or exc}") from exc
+            failed = _nobody(path, str(exc.strerror))
+            if not isinstance(failed, Unreachable) or time.monotonic() >= until:
+                raise failed from exc
+        time.sleep(SETTLE_POLL_S)
+
+
+def request(path: Path, payload: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+    """Send one request to a live runner. Raises NotListening (a ConnectionError) when nothing
+    listens on `path` and no process holds `control.lock`; Unreachable (a NoReply) when one
+    holds it but `path` does not reach it (gone, a symlink, not a socket, another process
+    answers); NoReply (an OSError, not a ConnectionError) when one was connected but no
+    complete reply came back (`timeout` bounds the whole exchange); ValueError when the reply
+    is not JSON."""
+    deadline = time.monotonic() + timeout
+    with _connect(path, timeout) as s:
+        _check_peer(s, path)
         buf = b""
         try:
             # refused unread (too large): the send fails, and its reply waits to be read

@@ -29,14 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from watchrun.output import flocks, safefs
 from watchrun.runtime.accepting import Acceptor
-from watchrun.runtime.client import is_live, unix_address
+from watchrun.runtime.client import LOCK_NAME, is_live, unix_address
 
 if TYPE_CHECKING:
     from watchrun.output.runlog import RunLog
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-LOCK_NAME = "control.lock"
-"""Beside the socket: locked by the live runner of the output dir."""
 MAX_REQUEST = 256 * 1024
 MAX_DEPTH = 32
 MAX_CLIENTS = 16
