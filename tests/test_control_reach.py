@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import (
+    DEADLINE_S,
+    LiveRunner,
+    hold_runner_lock,
+    wait_for,
+    watchrun_bin,
+    write_config,
+)
 from mcpclient import mcp_session
 from test_control_faults import resetting_runner
 
@@ -217,3 +224,37 @@ def test_add_start_restart_that_get_no_reply_are_no_answer(tmp_path: Path,
     assert err["message"].startswith("the runner did not answer: "), err
     assert err["message"].endswith("; it may still be carried out (`watchrun list` shows what "
                                    "the runner holds once it answers)"), err
+
+
+def test_a_runner_that_holds_the_lock_before_its_socket_is_waited_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner takes control.lock, then binds control.sock (and at its end removes the socket,
+    then lets go): a client in between found the lock held and no socket, and said the runner
+    could not be reached (the full suite hit it while tests waited for a runner to start). It
+    tries again for up to SETTLE_S: here the socket is bound once the client has looked at the
+    lock, and the request is answered."""
+    from watchrun.runtime import client
+
+    out = tmp_path / "out"
+    hold_runner_lock(out)  # this process is the "runner": its socket's peer is the holder
+    looked = threading.Event()
+
+    def holders(path: Path) -> list[int]:
+        found = real(path)
+        looked.set()
+        return found
+
+    real = client.holders
+    monkeypatch.setattr(client, "holders", holders)
+    replies: list[dict[str, Any]] = []
+    asking = threading.Thread(target=lambda: replies.append(
+        request(out / "control.sock", {"cmd": "status"}, timeout=DEADLINE_S)))
+    asking.start()
+    assert looked.wait(DEADLINE_S)
+    fake = FakeRunner(out / "control.sock")
+    try:
+        asking.join(DEADLINE_S)
+    finally:
+        fake.close()
+    assert replies and replies[0]["ok"] is True
+    assert fake.accepted == 1
