@@ -34,19 +34,26 @@ def _err(text: str) -> None:
 
 class NoAnswer(Exception):
     """A runner listens on the output dir but gave no usable `list` (its loop stuck, a reset,
-    a timeout, a garbled or failed reply): what it runs is not known."""
+    a timeout, a garbled or failed reply), or holds its `control.lock` and cannot be reached
+    (not `reached`): what it runs is not known."""
+
+    def __init__(self, text: str, reached: bool = True) -> None:
+        super().__init__(text)
+        self.reached = reached
 
 
 def live_statuses(root: Path) -> list[dict[str, Any]] | None:
     """The live runner's `list` (origin, status, pid, uptime, restarts, last error, counts),
     or None when no runner listens on the output dir (the snapshots are read then);
     `NoAnswer` when one listens and does not answer."""
-    from watchrun.runtime.client import NotListening, request
+    from watchrun.runtime.client import NotListening, Unreachable, request
 
     try:
         reply = request(root / "control.sock", {"cmd": "list"}, timeout=LIST_TIMEOUT_S)
     except NotListening:
         return None
+    except Unreachable as exc:
+        raise NoAnswer(str(exc), reached=False) from exc
     except (OSError, ValueError) as exc:
         raise NoAnswer(str(exc)) from exc
     found = reply.get("watchers")

@@ -74,7 +74,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
     try:
         live = live_statuses(where.root)  # a live runner answers first; else the snapshots
     except NoAnswer as exc:
-        live, unanswered = None, f"the runner did not answer ({exc})"
+        live = None
+        unanswered = f"the runner did not answer ({exc})" if exc.reached else str(exc)
         out.note(f"warning: {unanswered}; showing the status snapshots it last wrote, which "
                  "may be stale")
     now = datetime.now(UTC)
