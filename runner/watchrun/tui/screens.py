@@ -93,9 +93,9 @@ class PaneScreen(Screen[None]):
 
     def _say(self, error: str) -> None:
         """The pane's read error under it (shown while it lasts), or none."""
-        line = self.query_one("#pane-error", Static)
-        line.display = bool(error)
-        line.update(Text(error))
+        for line in self.query("#pane-error").results(Static):  # (none once the pane closed)
+            line.display = bool(error)
+            line.update(Text(error))
 
     async def _fetch_transcript(self) -> None:
         got = await asyncio.to_thread(self.feed.transcript, self.row.id, self.after)
