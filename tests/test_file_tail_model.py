@@ -87,7 +87,7 @@ class TailModel(RuleBasedStateMachine):
                                    redactor=self.redactor)
         self.source = self.source_class(spec, LIMITS, self.store, self.notifier, SystemClock())
         self.task = self.loop.create_task(self.source.run(pipeline))
-        self._run(wait_for(lambda: self._parked(), 10, "source started"))
+        self._run(wait_for(lambda: self._parked(), 30, "source started"))
 
     def _stop(self) -> None:
         assert self.task is not None
@@ -118,7 +118,7 @@ class TailModel(RuleBasedStateMachine):
         def done() -> bool:
             return len(self.texts()) >= want and self.source.inode == inode
 
-        self._run(wait_for(done, 10, f"{want} lines from inode {inode}"))
+        self._run(wait_for(done, 30, f"{want} lines from inode {inode}"))  # (a loaded host)
 
     def _settle(self) -> None:
         """Let the tailer see an intermediate state (one more wake-up, then parked)."""
