@@ -54,6 +54,12 @@ INVALID = [
      "watchers[0].command", "contains U+001B, a terminal control character"),
     ("yaml", C.replace("echo hi", '"echo \\x9b2J"'), "watchers[0].command",
      "contains U+009B"),
+    # helper-92's F1: an add with `exclude: ["\u0000"]` answered `exclude: [""]`, which reads
+    # as excluding every line
+    ("yaml", W + '    exclude: ["ok", "\\0"]\n', "watchers[0].exclude[1]",
+     'holds U+0000, a control character, as itself: list, status and the MCP tool would show '
+     'the pattern without it; write the regex escape `\\x00`'),
+    ("yaml", W.replace("pattern: x", 'pattern: "a\\eb"'), "watchers[0].pattern", "U+001B"),
     # helper-92's F7: a watcher of its own JSONL recorded each match again, without end
     ("yaml", "output: {dir: out}\nwatchers:\n  - id: a\n    path: out/watchers/a.jsonl\n"
      "    pattern: x\n", "watchers[0].path", "a.jsonl is one of the runner's own files"),

@@ -60,6 +60,13 @@ class Ctx:
         bounded: `match.syntax`); True when it compiles."""
         if not isinstance(pattern, str):
             return False
+        control = _IN_PATTERN.search(pattern)
+        if control is not None:
+            code = ord(control.group())
+            self.report.error(path, f"{json.dumps(pattern)[:200]} holds U+{code:04X}, a control "
+                              "character, as itself: list, status and the MCP tool would show "
+                              f"the pattern without it; write the regex escape `\\x{code:02x}`")
+            return False
         try:
             re.compile(prepare(pattern), flags)
         except re.error as exc:
@@ -191,6 +198,8 @@ class Ctx:
 
 _CONTROL = re.compile(r"[\x01-\x08\x0b-\x1f\x7f-\x9f]")
 """Terminal controls but tab and newline (a multi-line command keeps its line breaks)."""
+_IN_PATTERN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Controls a regex holds as themselves (NUL too): shown, each would be gone."""
 
 
 def did_you_mean_agents(name: str, agents: list[str]) -> str:
