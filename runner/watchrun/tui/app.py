@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
-import threading
-from collections.abc import Callable
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import events, work
@@ -17,14 +13,12 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from watchrun.clock import Clock, SystemClock
-from watchrun.tui.feed import Feed
+from watchrun.tui.feed import Feed, detached
 from watchrun.tui.model import Row, Snapshot, Unreported, chips, row_cells
 from watchrun.tui.screens import ConfirmScreen, PaneScreen
 from watchrun.tui.text import inert
 
-__all__ = ["COLUMNS", "ListScreen", "RowTable", "TopApp", "detached"]
-
-T = TypeVar("T")
+__all__ = ["COLUMNS", "ListScreen", "RowTable", "TopApp"]
 
 COLUMNS = ("KIND", "ID", "STATUS", "LINES", "MATCHES", "LAST MATCH", "DETAIL")
 _STYLE = {"running": "green", "starting": "green", "waiting": "cyan", "backoff": "yellow",
@@ -33,30 +27,6 @@ _STYLE = {"running": "green", "starting": "green", "waiting": "cyan", "backoff":
           "interrupted": "red", "error": "red",
           "idle": ""}
 """Status cell styles: chosen here, never taken from the data."""
-
-
-async def detached(call: Callable[[], T]) -> T:
-    """`call()` in a daemon thread: a request that waits out its 75 s for a runner that stopped
-    answering must not hold up quitting (`asyncio.to_thread`'s pool is joined at the end)."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[T] = loop.create_future()
-
-    def settle(outcome: Callable[[], None]) -> None:
-        if not done.done():
-            outcome()
-
-    def run() -> None:
-        try:
-            result = call()
-        except BaseException as err:  # (handed to the awaiting task)
-            outcome = functools.partial(done.set_exception, err)
-        else:
-            outcome = functools.partial(done.set_result, result)
-        with contextlib.suppress(RuntimeError):  # the screen has ended: nobody awaits it
-            loop.call_soon_threadsafe(settle, outcome)
-
-    threading.Thread(target=run, name="watchrun-top-request", daemon=True).start()
-    return await done
 
 
 def _key(row: Row) -> str:

@@ -1,12 +1,17 @@
 """Where the live screen's data comes from: control.sock when a runner is live, else the
-output dir's status snapshots and JSONL (blocking reads: the screen calls these in a thread)."""
+output dir's status snapshots and JSONL (blocking reads: the screen calls these in a thread,
+a stop or clear in a daemon one, `detached`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import re
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from watchrun.output.outdir import layout_for
 from watchrun.output.records import ID_PATTERN, iter_records, last_records, stream_ids
@@ -17,7 +22,9 @@ from watchrun.tui.text import inert
 from watchrun.views.agent_window import StatusTracker, delivery_state, settled
 from watchrun.views.watchers import load_statuses
 
-__all__ = ["POLL_TIMEOUT_S", "STOP_TIMEOUT_S", "Control", "Feed"]
+__all__ = ["POLL_TIMEOUT_S", "STOP_TIMEOUT_S", "Control", "Feed", "detached"]
+
+T = TypeVar("T")
 
 Control = Callable[[Path, dict[str, Any], float], dict[str, Any]]
 """`runtime.client.request`: one request to the live runner (ConnectionError when none)."""
@@ -197,3 +204,27 @@ def _problems(reply: dict[str, Any]) -> str:
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+async def detached(call: Callable[[], T]) -> T:
+    """`call()` in a daemon thread: a request that waits out its 75 s for a runner that stopped
+    answering must not hold up quitting (`asyncio.to_thread`'s pool is joined at the end)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not done.done():
+            outcome()
+
+    def run() -> None:
+        try:
+            result = call()
+        except BaseException as err:  # (handed to the awaiting task)
+            outcome = functools.partial(done.set_exception, err)
+        else:
+            outcome = functools.partial(done.set_result, result)
+        with contextlib.suppress(RuntimeError):  # the screen has ended: nobody awaits it
+            loop.call_soon_threadsafe(settle, outcome)
+
+    threading.Thread(target=run, name="watchrun-top-request", daemon=True).start()
+    return await done
