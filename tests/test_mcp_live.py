@@ -137,3 +137,22 @@ def test_list_without_a_runner_shows_the_snapshots_left(tmp_path: Path) -> None:
         anyio.run(body)
     finally:
         runner.stop()
+
+
+def test_list_without_a_runner_returns_500_watchers_and_counts_the_rest(tmp_path: Path) -> None:
+    """With no runner, `list` reads the output dir's snapshots, which may be thousands: the
+    result holds the first 500 (as many as a runner runs) and `omitted` counts the rest."""
+    state = tmp_path / ".watchrun" / "state"
+    state.mkdir(parents=True)
+    for i in range(600):
+        snap = {"schema": 1, "id": f"w{i:03d}", "kind": "file", "source": f"/l/{i}.log",
+                "label": f"/l/{i}.log", "pattern": "x", "exclude": [], "status": "stopped",
+                "runnerPid": 2**22 + 1, "linesRead": 0, "matchCount": 0}
+        (state / f"w{i:03d}.status.json").write_text(json.dumps(snap))
+
+    async def body() -> None:
+        async with mcp_session(tmp_path) as c:
+            got = await c.ok(action="list")
+            assert (got["runner"], len(got["watches"]), got["omitted"]) == ("none", 500, 100)
+            assert got["watches"][-1]["id"] == "w499"
+    anyio.run(body)

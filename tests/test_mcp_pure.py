@@ -156,6 +156,11 @@ def test_text_as_the_seeds_transcript() -> None:
                                 "LABEL"]
     assert lines[2].split() == ["w1", "running", "file", "1", "9", "2m", "ago", "l1"]
     assert len(lines) == 2 + LIST_ROWS + 1 and lines[-1] == "… 2 more in the structured result"
+    capped = render({"action": "list", "runner": "none", "omitted": 2500,
+                     "watches": [_w(i) for i in range(1, 11)]}, NOW).splitlines()
+    assert capped[0] == "2510 watchers (no runner)"  # (an output dir of thousands: F5's cap)
+    assert capped[-1] == ("… 2502 more (2500 of them past the structured result's 10: "
+                          "`watchrun list` shows them)")
     assert render({"action": "clear", "runner": "none", "cleared": 0, "watches": []}, NOW) == \
         "cleared 0 watchers\nno watchers (no runner)"
     matches = {"action": "matches", "watch": _w(1), "matches": "E a\nE b", "count": 2,

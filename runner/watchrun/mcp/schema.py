@@ -13,6 +13,9 @@ TITLE = "Watch files and commands for log patterns"
 ACTIONS = ("add", "list", "status", "matches", "logs", "stop", "clear")
 MAX_LINES = 2000
 """`lines` is 1 to this (seed 001's bound, as `watchrun matches --lines`)."""
+MAX_WATCHES = 500
+"""`list` and `clear` return this many watchers at most (a runner runs at most 500; an output
+dir's snapshots, listed with no runner, may be thousands); the rest are counted in `omitted`."""
 MAX_RESULT_BYTES = 1 << 20
 """The lines of one `matches` or `logs` result, at most (2000 lines of 64 KiB made one 262 MB
 message): with their JSON escapes, in the structured result and its text, the message stays
@@ -149,7 +152,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
                       "ones (or, with `since`, newer ones: call again with the cursor)."},
         "omitted": {"type": "integer", "description": "matches, logs: lines asked for but "
                     "left out, as a result holds at most 1 MiB of lines: the oldest ones (with "
-                    "`since`, the newest: call again with the cursor)."},
+                    "`since`, the newest: call again with the cursor). list, clear: watchers "
+                    "past the first 500 (`watchrun list` shows them all)."},
         "stopped": {"type": "boolean", "description": "stop found a running watcher."},
         "cleared": {"type": "integer"},
         "warnings": _STRINGS,

@@ -68,10 +68,14 @@ def _list(details: dict[str, Any], now: datetime) -> str:
              "none": "no runner"}.get(str(details.get("runner")), "?")
     if not watches:
         return "\n".join([*head, f"no watchers ({where})"])
-    head.append(f"{len(watches)} watcher{'' if len(watches) == 1 else 's'} ({where})")
+    omitted = int(details.get("omitted", 0))
+    total = len(watches) + omitted
+    head.append(f"{total} watcher{'' if total == 1 else 's'} ({where})")
     body = _rows(watches[:LIST_ROWS], now)
-    more = len(watches) - LIST_ROWS
-    tail = [f"… {more} more in the structured result"] if more > 0 else []
+    more = total - LIST_ROWS
+    where_else = f" ({omitted} of them past the structured result's {len(watches)}: `watchrun " \
+        "list` shows them)" if omitted else " in the structured result"
+    tail = [f"… {more} more{where_else}"] if more > 0 else []
     return "\n".join([*head, body, *tail])
 
 

@@ -18,6 +18,7 @@ from watchrun.mcp.calls import Call, CallError, normalize
 from watchrun.mcp.reads import ReadError, read_logs, read_matches
 from watchrun.mcp.records import watch_record
 from watchrun.mcp.runners import NoAnswer, NoRunner, Runner, Runners, StartFailed
+from watchrun.mcp.schema import MAX_WATCHES
 from watchrun.runtime.manage import Refused, bounded, probed
 from watchrun.views import watchers as views
 from watchrun.views.humanize import named
@@ -76,7 +77,10 @@ class Tool:
                 cleared = await self._clear(runner, call.all)
             if call.action == "clear":
                 base["cleared"] = cleared or 0
-            watches = [watch_record(w) for w in await self._listed(runner)]
+            listed = await self._listed(runner)
+            if len(listed) > MAX_WATCHES:  # (an output dir's snapshots may be thousands)
+                base["omitted"] = len(listed) - MAX_WATCHES
+            watches = [watch_record(w) for w in listed[:MAX_WATCHES]]
             return {**base, "watches": watches}, bool(cleared)
         assert call.id is not None
         wid = call.id
