@@ -113,3 +113,39 @@ def test_without_proc_locks_a_snapshot_is_live_while_its_pid_is(
             "id": wid, "kind": "file", "status": "running", "runnerPid": pid}))
     got = {s["id"]: (s["status"], s["live"]) for s in load_statuses(tmp_path)}
     assert got == {"mine": ("running", True), "gone": ("stopped", False)}
+
+
+def _pid_namespaces() -> bool:
+    try:
+        done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(not _pid_namespaces(), reason="no pid namespace can be made here")
+def test_a_runner_in_a_pid_namespace_is_live_seen_from_outside(tmp_path: Path) -> None:
+    """A runner in a container writes its own pid (1 there) into its snapshots, and the host's
+    /proc/locks names it by its host pid: the snapshot is that runner's when the holder's
+    `NSpid` line ends in it (flocks.is_process). This branch had no test."""
+    (tmp_path / "app.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", watchrun_bin(), "run",
+                             "-c", str(config)], cwd=tmp_path, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    from watchrun.views.watchers import load_statuses
+
+    try:
+        snap = wait_for(lambda: next((s for s in load_statuses(tmp_path / ".watchrun")
+                                      if s.get("status") == "running"), None),
+                        "its running snapshot")
+        holder = wait_for(lambda: flocks.holders(tmp_path / ".watchrun" / "control.lock"),
+                          "the lock's holder")[0]
+        assert snap["runnerPid"] != holder  # (its own pid in the namespace, not the host's)
+        assert snap["live"] is True and flocks.is_process(holder, snap["runnerPid"])
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
