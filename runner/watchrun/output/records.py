@@ -23,6 +23,7 @@ __all__ = [
     "format_cursor",
     "iter_records",
     "last_records",
+    "newest_first",
     "offset_after",
     "oldest_seq",
     "open_snapshot",
@@ -256,10 +257,23 @@ def last_records(
     """The last `n` records (of `kinds`, when given; with a seq of at most `upto`, when given:
     those appended since are passed over), oldest first, read from the end (`keep`: see
     `retained_files`)."""
-    stats = stats if stats is not None else ReadStats()
     found: list[dict[str, Any]] = []
     if n <= 0:
         return found
+    with contextlib.closing(newest_first(path, stats=stats, keep=keep)) as recs:
+        for rec in recs:
+            if (kinds is None or rec.get("kind") in kinds) and (upto is None or rec["seq"] <= upto):
+                found.append(rec)
+                if len(found) == n:
+                    break
+    return found[::-1]
+
+
+def newest_first(path: Path, *, stats: ReadStats | None = None, keep: int | None = None
+                 ) -> Generator[dict[str, Any], None, None]:
+    """A stream's retained records, newest first, read in blocks from the end (`keep`: see
+    `retained_files`); close it to let go of the files early."""
+    stats = stats if stats is not None else ReadStats()
     files = open_snapshot(path, keep)
     try:
         for f in reversed(files):
@@ -268,15 +282,11 @@ def last_records(
                     stats.invalid += 1
                     continue
                 rec = parse_record(line, stats)
-                if rec is not None and (kinds is None or rec.get("kind") in kinds) \
-                        and (upto is None or rec["seq"] <= upto):
-                    found.append(rec)
-                    if len(found) == n:
-                        return found[::-1]
+                if rec is not None:
+                    yield rec
     finally:
         for f in files:
             f.close()
-    return found[::-1]
 
 
 def oldest_seq(path: Path) -> int | None:

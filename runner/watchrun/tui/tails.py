@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.output.records import (
-    ReadStats,
-    last_records,
-    open_snapshot,
-    parse_record,
-    reverse_lines,
-)
+from watchrun.output.records import last_records, newest_first
 from watchrun.tui.text import inert, inert_block
 from watchrun.views.render import render_transcript
 from watchrun.views.transcript import build_transcript
 
 __all__ = ["READ_BACK", "TRANSCRIPT_CHARS", "TRANSCRIPT_RECORDS", "TRANSCRIPT_TURNS", "Matches",
-           "new_matches", "newest_first", "transcript"]
+           "new_matches", "transcript"]
 
 READ_BACK = 5000
 """Records a refresh of the matches pane reads back at most: what a flooding watcher wrote
@@ -45,21 +38,6 @@ class Matches(Struct):
     """The stream started over (removed and begun again at seq 1): `records` are its newest."""
     lines: list[str] = field(default_factory=list)
     """The records as the pane shows them (`model.format_match`), made in the thread too."""
-
-
-def newest_first(path: Path) -> Generator[dict[str, Any], None, None]:
-    """A stream's retained records, newest first, read in blocks from the end."""
-    stats = ReadStats()
-    files = open_snapshot(path)
-    try:
-        for f in reversed(files):
-            for line in reverse_lines(f, stats):
-                rec = parse_record(line, stats) if line else None
-                if rec is not None:
-                    yield rec
-    finally:
-        for f in files:
-            f.close()
 
 
 def new_matches(path: Path, last: dict[str, Any] | None, limit: int) -> Matches:
