@@ -196,15 +196,11 @@ class Unanswered(Exception):
         return out.fail("no_answer", str(self), **details)
 
 
-READS = ("list", "status")
-"""Requests that change nothing: no answer to them leaves nothing to be carried out later."""
-
-
 def _ask(root: Path, payload: dict[str, Any]) -> dict[str, Any] | None:
     """The live runner's reply, or None when no runner is live on the output dir (nothing
     listens on its socket, nothing holds its `control.lock`); Unanswered when one is live and
     gave no reply. The one place a command line decides "no runner"."""
-    from watchrun.runtime.client import NotListening, Unreachable, request
+    from watchrun.runtime.client import READS, NotListening, Unreachable, request
 
     try:
         return request(root / "control.sock", payload)

@@ -60,7 +60,7 @@ class Ctx:
         bounded: `match.syntax`); True when it compiles."""
         if not isinstance(pattern, str):
             return False
-        control = _IN_PATTERN.search(pattern)
+        control = _CONTROL.search(pattern)
         if control is not None:
             code = ord(control.group())
             self.report.error(path, f"{json.dumps(pattern)[:200]} holds U+{code:04X}, a control "
@@ -196,10 +196,9 @@ class Ctx:
         return tuple(n for _, n in names)
 
 
-_CONTROL = re.compile(r"[\x01-\x08\x0b-\x1f\x7f-\x9f]")
-"""Terminal controls but tab and newline (a multi-line command keeps its line breaks)."""
-_IN_PATTERN = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""Controls a regex holds as themselves (NUL too): shown, each would be gone."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Controls but tab and newline (a multi-line command keeps its line breaks), NUL too: shown,
+each would be gone (in a command, a NUL has its own error)."""
 
 
 def did_you_mean_agents(name: str, agents: list[str]) -> str:

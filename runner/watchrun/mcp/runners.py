@@ -19,7 +19,7 @@ from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
 from watchrun.process.tree import become_subreaper
-from watchrun.runtime.client import NotListening, Unreachable, holders, is_live, request
+from watchrun.runtime.client import READS, NotListening, Unreachable, holders, is_live, request
 from watchrun.runtime.supervisor import StartupError, Supervisor
 
 __all__ = ["LiveRunner", "NoAnswer", "NoRunner", "Runner", "Runners", "SessionRunner",
@@ -65,7 +65,7 @@ class LiveRunner:
         except Unreachable as exc:
             raise NoAnswer(str(exc)) from exc
         except (OSError, ValueError) as exc:
-            later = "" if payload.get("cmd") in ("list", "status") else \
+            later = "" if payload.get("cmd") in READS else \
                 "; it may still be carried out (`list` shows it once the runner answers)"
             raise NoAnswer(f"the runner on {self.socket} did not answer: {exc}{later}") \
                 from exc

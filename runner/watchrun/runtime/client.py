@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LOCK_NAME", "NoReply", "NotListening", "Unreachable", "holders", "is_live",
-           "request", "unix_address"]
+__all__ = ["LOCK_NAME", "READS", "NoReply", "NotListening", "Unreachable", "holders",
+           "is_live", "request", "unix_address"]
 
 _SUN_PATH = 107  # bytes of an AF_UNIX path, without the terminating NUL
 _NOBODY = {errno.ENOENT, errno.ECONNREFUSED}
@@ -25,6 +25,8 @@ SETTLE_S = 1.0
 """How long a client waits for the socket of a runner that holds `control.lock` (starting or
 ending) before it says the runner cannot be reached."""
 SETTLE_POLL_S = 0.02
+READS = frozenset({"list", "status"})
+"""Requests that change nothing: one with no reply leaves nothing to be carried out later."""
 LOCK_NAME = "control.lock"
 """Beside the socket: locked by the live runner of the output dir (`runtime/control.py`)."""
 
