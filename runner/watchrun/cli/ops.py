@@ -263,9 +263,9 @@ def _runner_status(root: Path, out: Out) -> int:
     return ExitStatus.OK
 
 
-def _no_runner(out: Out, root: Path) -> int:
+def _no_runner(out: Out, root: Path, **details: Any) -> int:
     return out.fail("no_runner", f"no live runner on {root / 'control.sock'}; is `watchrun "
-                    "run` running with this output dir?", outputDir=str(root))
+                    "run` running with this output dir?", outputDir=str(root), **details)
 
 
 def _control(root: Path, payload: dict[str, Any], out: Out) -> int:

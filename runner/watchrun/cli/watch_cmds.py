@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.cli.emit import Out
-from watchrun.cli.ops import Unanswered, _ask, resolve
+from watchrun.cli.ops import Unanswered, _ask, _no_runner, resolve
 from watchrun.exitcodes import ExitStatus
 
 __all__ = ["cmd_add", "cmd_start", "watcher_of"]
@@ -70,8 +70,7 @@ def _send(root: Path, payload: dict[str, Any], out: Out, wid: str) -> int:
     except Unanswered as exc:
         return exc.fail(out, id=wid)
     if reply is None:
-        return out.fail("no_runner", f"no live runner on {root / 'control.sock'}; is `watchrun "
-                        "run` running with this output dir?", id=wid)
+        return _no_runner(out, root, id=wid)
     if not reply.get("ok"):
         err = reply.get("error")
         err = err if isinstance(err, dict) else {}
