@@ -51,7 +51,6 @@ __all__ = [
     "edge_text",
     "raw_text",
     "sanitize",
-    "visible",
 ]
 
 # Anything that needs the slow path: C0 but tab/newline, DEL, C1, surrogates.
@@ -169,12 +168,8 @@ def _apply_backspaces(text: str) -> str:
 
 
 def _escape_unsafe(match: re.Match[str]) -> str:
-    return visible(match.group())
-
-
-def visible(char: str) -> str:
-    """One character as its escape, `\\u200b` (or `\\U000e0041` beyond the BMP)."""
-    code = ord(char)
+    """The character as its escape, `\\u200b` (or `\\U000e0041` beyond the BMP)."""
+    code = ord(match.group())
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 

@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 from watchrun.clock import parse_ts
-from watchrun.match.plain import HIDDEN, MARKS
-from watchrun.match.sanitize import sanitize, shorten, visible
+from watchrun.match.sanitize import edge_text, sanitize, shorten
 from watchrun.views import humanize
 
 __all__ = ["ago", "inert", "inert_block"]
 
-_INVISIBLE = re.compile(f"[{MARKS}{HIDDEN}]")
-"""Bidi marks, Unicode line separators and the invisible characters: ordinary text to the
-sanitizer, but they can reorder or hide what a cell shows, so they are shown."""
-
 
 def inert(value: object, limit: int = 200) -> str:
-    """One line of display text: sanitized (SPEC §6), invisible marks shown as `\\uXXXX`,
-    tabs and newlines as spaces, clipped to `limit` characters with an ellipsis.
+    """One line of display text: as the CLI prints it (`edge_text`: sanitized, the bidi marks,
+    line separators and characters that draw nothing shown as `\\uXXXX`), tabs and newlines
+    as spaces, clipped to `limit` characters with an ellipsis.
 
     The result is still plain text: the screen wraps it in a `Text` object, never in markup,
     so `[bold]` or `[@click=...]` in it is shown as typed."""
-    text = sanitize(value if isinstance(value, str) else str(value))[0]
-    text = _INVISIBLE.sub(lambda m: visible(m.group()), text).replace("\t", " ").replace("\n", " ")
+    text = edge_text(value, multiline=True).replace("\t", " ").replace("\n", " ")
     return shorten(text, limit)
 
 
