@@ -220,8 +220,8 @@ class Tool:
 
     async def _record(self, runner: Runner | None, wid: str) -> dict[str, Any] | None:
         """`wid` as the runner lists it, else its last snapshot in the output dir."""
-        for w in await self._listed(runner):
-            if w.get("id") == wid:
+        for w in await self._listed(runner) if runner is not None else ():  # (without one,
+            if w.get("id") == wid:  # the list is the snapshots, read below)
                 return watch_record(w)
         snap = await asyncio.to_thread(views.load_status, self.root, wid)
         return watch_record(snap) if snap is not None else None
@@ -258,8 +258,10 @@ class Tool:
     async def _unknown(self, wid: str) -> str:
         """No watcher `wid`: the ids known (listed, or with a status snapshot), and apart those
         cleared whose records are kept (`matches` and `logs` read them; `status` has none)."""
-        known = {str(w.get("id")) for w in await self._listed(await self.runners.current())}
-        known |= await asyncio.to_thread(self._snapshots)
+        runner = await self.runners.current()
+        known = await asyncio.to_thread(self._snapshots)
+        if runner is not None:  # (without one, its list is those snapshots)
+            known |= {str(w.get("id")) for w in await self._listed(runner)}
         kept = await asyncio.to_thread(self._jsonls) - known
         text = f"no watcher {wid!r} (known: {named(sorted(known))}"
         if wid in kept:
