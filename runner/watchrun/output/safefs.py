@@ -231,22 +231,36 @@ def make_dir(path: Path, mode: int = 0o750) -> None:
     os.close(open_dir(path))
 
 
+_PINNED: dict[tuple[int, int], int] = {}
+"""A descriptor of each directory whose identity a writer keeps, open for the process's life:
+while it is open its inode is not freed, so its number is never handed to a directory made
+at the same path later (ext4 hands a removed directory's number to the next one at once)."""
+
+
 def dir_identity(path: Path) -> tuple[int, int] | None:
     """(device, inode) of the directory at `path`, or None when there is none: a writer that
     holds it refuses to write into another directory made at the same path later (the output
-    dir removed under a runner, and made again by a second one)."""
+    dir removed under a runner, and made again by a second one). The directory is pinned
+    (`_PINNED`), so no other directory can have that identity while this process runs."""
     try:
-        st = os.stat(path)
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
-    return (st.st_dev, st.st_ino)
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    if _PINNED.setdefault(key, fd) != fd:  # (pinned already: one descriptor a directory)
+        os.close(fd)
+    return key
 
 
 def same_dir(path: Path, identity: tuple[int, int] | None) -> None:
     """Raise UnsafePathError(ESTALE) when `path` is no longer the directory `identity`
     names."""
-    now = dir_identity(path)
-    if identity is not None and now is not None and now != identity:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if identity is not None and (st.st_dev, st.st_ino) != identity:
         raise UnsafePathError(path, errno.ESTALE, f"{path} is not the directory this runner "
                               "started with (removed and made again, by another runner "
                               "perhaps): nothing is written there")
