@@ -15,10 +15,13 @@ import contextlib
 import errno
 import os
 import stat
+import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
+    "DirPin",
     "UnsafePathError",
     "check_regular",
     "create_exclusive",
@@ -231,36 +234,50 @@ def make_dir(path: Path, mode: int = 0o750) -> None:
     os.close(open_dir(path))
 
 
-_PINNED: dict[tuple[int, int], int] = {}
-"""A descriptor of each directory whose identity a writer keeps, open for the process's life:
-while it is open its inode is not freed, so its number is never handed to a directory made
-at the same path later (ext4 hands a removed directory's number to the next one at once)."""
+class DirPin:
+    """A directory a writer keeps, known by (device, inode) and held open while the writer
+    holds this: its inode is not freed meanwhile, so its number is never handed to a directory
+    made at the same path later (ext4 hands a removed directory's number to the next one at
+    once). Writers of one directory share one (`dir_identity`): one descriptor a directory."""
+
+    __slots__ = ("__weakref__", "key")
+
+    def __init__(self, fd: int, key: tuple[int, int]) -> None:
+        self.key = key
+        weakref.finalize(self, os.close, fd)
 
 
-def dir_identity(path: Path) -> tuple[int, int] | None:
-    """(device, inode) of the directory at `path`, or None when there is none: a writer that
-    holds it refuses to write into another directory made at the same path later (the output
-    dir removed under a runner, and made again by a second one). The directory is pinned
-    (`_PINNED`), so no other directory can have that identity while this process runs."""
+_PINS: weakref.WeakValueDictionary[tuple[int, int], DirPin] = weakref.WeakValueDictionary()
+_PINS_LOCK = threading.Lock()
+
+
+def dir_identity(path: Path) -> DirPin | None:
+    """The directory at `path`, pinned, or None when there is none: a writer that holds it
+    refuses to write into another directory made at the same path later (the output dir
+    removed under a runner, and made again by a second one)."""
     try:
         fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
     st = os.fstat(fd)
     key = (st.st_dev, st.st_ino)
-    if _PINNED.setdefault(key, fd) != fd:  # (pinned already: one descriptor a directory)
-        os.close(fd)
-    return key
+    with _PINS_LOCK:
+        pin = _PINS.get(key)
+        if pin is None:
+            pin = _PINS[key] = DirPin(fd, key)
+            return pin
+    os.close(fd)  # (pinned already)
+    return pin
 
 
-def same_dir(path: Path, identity: tuple[int, int] | None) -> None:
+def same_dir(path: Path, identity: DirPin | None) -> None:
     """Raise UnsafePathError(ESTALE) when `path` is no longer the directory `identity`
     names."""
     try:
         st = os.stat(path)
     except OSError:
         return
-    if identity is not None and (st.st_dev, st.st_ino) != identity:
+    if identity is not None and (st.st_dev, st.st_ino) != identity.key:
         raise UnsafePathError(path, errno.ESTALE, f"{path} is not the directory this runner "
                               "started with (removed and made again, by another runner "
                               "perhaps): nothing is written there")

@@ -83,7 +83,7 @@ class JsonlSink:
         self._fd, self._size, self._closed = -1, 0, False
         self._inode = (0, 0)  # (st_ino, st_dev) of the open live file
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
-        self._dir: tuple[int, int] | None = None  # its directory's identity, once opened
+        self._dir: safefs.DirPin | None = None  # its directory's identity, once opened
         line = self._open()
         self._dir = safefs.dir_identity(path.parent)
         try:
