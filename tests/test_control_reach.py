@@ -35,6 +35,19 @@ def wr(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=DEADLINE_S)
 
 
+def wr_all(config: Path, runs: dict[str, tuple[str, ...]]
+           ) -> dict[str, subprocess.CompletedProcess[str]]:
+    """`wr` of each of `runs` at once (each waits out the client's SETTLE_S on its own)."""
+    started = {name: subprocess.Popen([watchrun_bin(), *args, "-c", str(config)], text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+               for name, args in runs.items()}
+    done: dict[str, subprocess.CompletedProcess[str]] = {}
+    for name, proc in started.items():
+        out, err = proc.communicate(timeout=DEADLINE_S)
+        done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done
+
+
 def error_of(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     """The `--json` error document of a command that failed."""
     err = json.loads(done.stdout)["error"]
@@ -103,10 +116,13 @@ def test_a_runner_whose_socket_is_gone_is_no_answer_never_no_runner(
     if replaced == "a file":
         (live.out / "control.sock").write_text("junk\n")
     config, log = live.config, str(live.config.parent / "new.log")
-    runs = {"stop": wr(config, "stop", "app", "--json"), "status": wr(config, "status", "--json"),
-            "clear": wr(config, "clear", "--json"), "start": wr(config, "start", "app", "--json"),
-            "restart": wr(config, "restart", "app", "--json"),
-            "add": wr(config, "add", "new", "--path", log, "--pattern", "x", "--json")}
+    runs = wr_all(config, {
+        "stop": ("stop", "app", "--json"), "status": ("status", "--json"),
+        "clear": ("clear", "--json"), "start": ("start", "app", "--json"),
+        "restart": ("restart", "app", "--json"),
+        "add": ("add", "new", "--path", log, "--pattern", "x", "--json"),
+        "plain stop": ("stop", "app"), "list": ("list",)})
+    plain, listed = runs.pop("plain stop"), runs.pop("list")
     for cmd, done in runs.items():
         assert done.returncode == 3, (cmd, done.stdout, done.stderr)
         err = error_of(done)
@@ -114,9 +130,7 @@ def test_a_runner_whose_socket_is_gone_is_no_answer_never_no_runner(
         assert err["message"].startswith(f"a runner (pid {live.pid}) holds "), (cmd, err)
         assert f"cannot be reached on {live.out / 'control.sock'}: " in err["message"]
         assert "nothing was sent to it" in err["message"]
-    plain = wr(config, "stop", "app")
     assert plain.returncode == 3 and "already stopped" not in plain.stdout, plain
-    listed = wr(config, "list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stderr.startswith(f"watchrun: warning: a runner (pid {live.pid}) holds "), \
         listed.stderr
