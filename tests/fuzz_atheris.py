@@ -40,7 +40,8 @@ with atheris.instrument_imports():
     from watchrun.match.framing import LineFramer
     from watchrun.match.redact import redactor
     from watchrun.match.sanitize import decode, edge_json, edge_text, sanitize
-    from watchrun.output.records import iter_records, last_records
+    from watchrun.output.backward import last_records
+    from watchrun.output.records import iter_records
     from watchrun.runtime.commands import dispatch
     from watchrun.runtime.control import ControlServer
     from watchrun.runtime.status import StatusBoard

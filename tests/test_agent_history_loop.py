@@ -20,8 +20,9 @@ from watchrun.agents import history, recorder
 from watchrun.agents.hub import AgentHub
 from watchrun.clock import SystemClock
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
+from watchrun.output.backward import last_records
 from watchrun.output.outdir import prepare_output_dir
-from watchrun.output.records import iter_records, last_records
+from watchrun.output.records import iter_records
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.process.spawn import Spawner

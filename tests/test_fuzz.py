@@ -29,7 +29,8 @@ from watchrun.agents.tally import Tally
 from watchrun.config import load_config
 from watchrun.match.framing import LineFramer
 from watchrun.match.sanitize import decode, edge_text, sanitize
-from watchrun.output.records import ReadStats, iter_records, last_records
+from watchrun.output.backward import last_records
+from watchrun.output.records import ReadStats, iter_records
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.commands import dispatch
 from watchrun.runtime.control import ControlServer

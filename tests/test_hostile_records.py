@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from liverunner import DEADLINE_S, watchrun_bin
 
-from watchrun.output.records import ReadStats, iter_records, last_records
+from watchrun.output.backward import last_records
+from watchrun.output.records import ReadStats, iter_records
 
 ODD_KINDS: list[Any] = [{}, [], {"a": 1}, ["match"], None, 1, True]
 

@@ -21,7 +21,7 @@ from mcpclient import Client, mcp_session, until
 
 from watchrun.mcp.reads import read_matches
 from watchrun.mcp.resources import MIN_GAP_S, uri_of
-from watchrun.output.records import last_records
+from watchrun.output.backward import last_records
 
 FLOOD = "while :; do echo ERROR flood; done"
 MAX_BYTES = 1 << 20

@@ -23,8 +23,9 @@ import pytest
 from liverunner import LiveRunner, as_nobody, read_records, wait_for, watchrun_bin, write_config
 
 from watchrun.output import safefs
+from watchrun.output.backward import last_records
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
-from watchrun.output.records import iter_records, last_records
+from watchrun.output.records import iter_records
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.identity import Checkpoint

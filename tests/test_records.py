@@ -11,13 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from watchrun.output.backward import complete_tail, last_records
 from watchrun.output.records import (
     ReadStats,
-    complete_tail,
     cursor_expired,
     format_cursor,
     iter_records,
-    last_records,
     oldest_seq,
     parse_cursor,
     retained_files,

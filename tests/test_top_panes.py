@@ -14,7 +14,8 @@ from rich.text import Text
 from test_top import drive, snapshot, strips, until
 from textual.pilot import Pilot
 
-from watchrun.output.records import iter_records, last_records
+from watchrun.output.backward import last_records
+from watchrun.output.records import iter_records
 from watchrun.tui.app import TopApp
 from watchrun.tui.feed import Feed
 from watchrun.tui.model import Row, format_match

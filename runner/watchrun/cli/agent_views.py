@@ -25,8 +25,9 @@ from msgspec import Struct
 
 from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
+from watchrun.output.backward import last_records
 from watchrun.output.outdir import layout_for
-from watchrun.output.records import ID_PATTERN, iter_records, last_records, stream_ids
+from watchrun.output.records import ID_PATTERN, iter_records, stream_ids
 from watchrun.views.agent_wait import parse_until, wait_until
 from watchrun.views.agent_watch import build_watch, parse_include
 from watchrun.views.agent_window import ViewError, settled

@@ -84,7 +84,8 @@ def follow(args: argparse.Namespace, root: Path, match_lines: int, config: Confi
 def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json: bool,
                     poll_ms: int) -> int:
     from watchrun.notify import Notifier
-    from watchrun.output.records import last_records, retained_files
+    from watchrun.output.backward import last_records
+    from watchrun.output.records import retained_files
     from watchrun.views.follow import JsonlFollower
     from watchrun.views.watchers import match_line
 

@@ -277,7 +277,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
 def _with_errors(sup: Ran, config: Config) -> dict[str, Evidence]:
     """The evidence, plus why a source could not do its job: a command that could not start
     (its last `error` record says why), a file that cannot be read after the run."""
-    from watchrun.output.records import last_records
+    from watchrun.output.backward import last_records
     from watchrun.sources.generation import open_regular
 
     out = dict(sup.evidence)

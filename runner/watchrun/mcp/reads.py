@@ -12,7 +12,8 @@ from msgspec import Struct
 
 from watchrun.match.sanitize import edge_text
 from watchrun.mcp.schema import MAX_RESULT_BYTES
-from watchrun.output.records import cursor_expired, format_cursor, last_records
+from watchrun.output.backward import last_records
+from watchrun.output.records import cursor_expired, format_cursor
 from watchrun.views import watchers as views
 from watchrun.views.agent_window import ViewError, window
 

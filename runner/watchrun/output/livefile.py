@@ -10,13 +10,8 @@ from typing import Any
 from msgspec import Struct
 
 from watchrun.output import safefs
-from watchrun.output.records import (
-    ReadStats,
-    complete_tail,
-    last_records,
-    parse_record,
-    retained_files,
-)
+from watchrun.output.backward import complete_tail, last_records
+from watchrun.output.records import ReadStats, parse_record, retained_files
 
 __all__ = ["FILE_MODE", "LiveFile", "last_record", "open_live", "rotate", "size_if_same"]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from watchrun.match.sanitize import sanitize
-from watchrun.output.records import ReadStats, open_snapshot, parse_record, reverse_lines
+from watchrun.output.backward import reverse_lines
+from watchrun.output.records import ReadStats, open_snapshot, parse_record
 
 __all__ = ["Epoch", "Mark", "is_record_of", "recorded_since"]
 

@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from watchrun.output.backward import last_records
 from watchrun.output.outdir import layout_for
-from watchrun.output.records import ID_PATTERN, iter_records, last_records, stream_ids
+from watchrun.output.records import ID_PATTERN, iter_records, stream_ids
 from watchrun.runtime.client import request
 from watchrun.tui.model import ENDED, Row, Snapshot, format_match
 from watchrun.tui.tails import Matches, new_matches, transcript

@@ -8,7 +8,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.output.records import last_records, newest_first
+from watchrun.output.backward import last_records, newest_first
 from watchrun.tui.text import inert, inert_block
 from watchrun.views.render import render_transcript
 from watchrun.views.transcript import build_transcript

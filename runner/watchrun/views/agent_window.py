@@ -14,13 +14,8 @@ from typing import Any, Protocol
 
 from watchrun.agents.streamlock import lock_path
 from watchrun.output import flocks
-from watchrun.output.records import (
-    format_cursor,
-    iter_records,
-    last_records,
-    oldest_seq,
-    parse_cursor,
-)
+from watchrun.output.backward import last_records
+from watchrun.output.records import format_cursor, iter_records, oldest_seq, parse_cursor
 
 __all__ = [
     "EXIT_STATUS", "AgentInfo", "StatusTracker", "ViewError", "anchor_seq", "check_since",

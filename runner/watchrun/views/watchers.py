@@ -15,7 +15,7 @@ from typing import Any
 
 from watchrun.match.sanitize import edge_text, shorten
 from watchrun.output import flocks, safefs, tailfile
-from watchrun.output.records import last_records
+from watchrun.output.backward import last_records
 from watchrun.views.humanize import Paint, no_paint, value, when
 
 STATUS_BYTES = 1 << 20
