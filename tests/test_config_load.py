@@ -363,12 +363,14 @@ def test_regex_engine_note(pattern: str, note: str | None) -> None:
 
 
 @pytest.mark.parametrize(("written", "value"), [
-    ("0x1F", 31), ("0o17", 15), ("017", 17), ("1_000", 1000), ("'0o17'", "0o17"),
-    ('"0x1F"', "0x1F"), ("0b11", "0b11"), ("1:30", "1:30"),
+    ("0x1F", 31), ("0o17", 15), ("017", 17), ("+12", 12), ("'0o17'", "0o17"),
+    ('"0x1F"', "0x1F"), ("0b11", "0b11"), ("1:30", "1:30"), ("1_000", "1_000"), ("1_", "1_"),
+    ("1__0", "1__0"), ("0x_1F", "0x_1F"), ("-0x1F", "-0x1F"), ("1_0.5", "1_0.5"),
 ])
 def test_yaml_integers_are_yaml_1_2s(tmp_path: Path, written: str, value: object) -> None:
     """docs/config.md: `0x1F`/`0o17` are integers (YAML 1.2; `017` is decimal), quoted they
-    are strings, and YAML 1.1's `0b`/sexagesimal forms stay strings."""
+    are strings, and YAML 1.1's `0b`/sexagesimal/underscore forms stay strings: `1__0` had
+    been read as 10 (`env` got "10", and an error named a number the file does not hold)."""
     path = tmp_path / "watch.yaml"
     watcher = "{id: a, command: 'true', pattern: x, env: {V: " + written + "}}"
     path.write_text(f"watchers:\n  - {watcher}\n")

@@ -123,17 +123,17 @@ class _YamlBuilder:
 
 
 def _yaml_int(text: str) -> int | str | TooLong:
-    clean = text.replace("_", "")
-    if re.fullmatch(r"[-+]?[0-9]+", clean):
-        return read_int(clean)
-    if re.fullmatch(r"[-+]?0[xX][0-9a-fA-F]+|[-+]?0[oO][0-7]+", clean):
-        return read_int(clean, 0)
-    return text  # YAML 1.1 sexagesimal and 0b forms stay strings
+    if re.fullmatch(r"[-+]?[0-9]+", text):
+        return read_int(text)
+    if re.fullmatch(r"0x[0-9a-fA-F]+|0o[0-7]+", text):
+        return read_int(text, 0)
+    return text  # YAML 1.1's `1_000`, `0b11`, sexagesimal `1:30` and `-0x1F` stay strings
 
 
 def _yaml_float(text: str) -> float | str:
     special = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
-    try:
-        return float(special.get(text.lower(), text.replace("_", "")))
-    except ValueError:
-        return text
+    if text.lower() in special:
+        return float(special[text.lower()])
+    if re.fullmatch(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?", text):
+        return float(text)
+    return text  # YAML 1.1's `1_000.5` and `190:20:30.15` stay strings
