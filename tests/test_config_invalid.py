@@ -240,6 +240,17 @@ def test_all_errors_are_reported_at_once(tmp_path: Path) -> None:
         ("json", '{"watchers": [\n  {"id": "a",}\n]}', 2, 14, "JSON syntax error"),
         ("json", '{"limits": {}}\n{"x": 1}', 2, 1, "JSON syntax error: Extra data"),
         ("toml", '[limits]\npollMs = = 5\n', 2, 10, "TOML syntax error: Invalid value"),
+        # a tester's F5: a control character had no line (PyYAML's "position 52"), a NEL was
+        # put at line 6 of a 4-line file, and JSON's message ended in "at"
+        ("yaml", 'watchers:\n  - {id: a, path: /tmp/x,\n     pattern: "x\0y"}\n', 3, 17,
+         "character U+0000 as itself (YAML does not allow it); write it as \\u0000 inside a "
+         "double-quoted string"),
+        ("yaml", "watchers:\n  - id: a\n    path: /tmp/x\n    pattern: x\x85y\n", 4, 15,
+         "character U+0085 as itself (PyYAML would read it as a line break); write it as "
+         "\\u0085"),
+        ("yaml", "# a \u2028 in a comment\nlimits: {}\n", 1, 5, "character U+2028"),
+        ("json", '{"watchers":[{"id":"a","path":"/tmp/x","pattern":"x\x1by"}]}', 1, 52,
+         "control character U+001B inside a string; JSON allows it only escaped, as \\u001b"),
     ],
 )
 def test_syntax_error_names_file_line_and_column(

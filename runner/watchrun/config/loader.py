@@ -201,7 +201,11 @@ def _read_json(text: str, display: str, report: Reporter) -> Any:
     try:
         data = json.loads(text, object_pairs_hook=pairs, parse_int=read_int)
     except json.JSONDecodeError as exc:
-        report.error((), f"JSON syntax error: {exc.msg}", Origin(display, exc.lineno, exc.colno))
+        msg = exc.msg
+        if msg.startswith("Invalid control character") and exc.pos < len(text):
+            msg = (f"control character U+{ord(text[exc.pos]):04X} inside a string; JSON allows "
+                   f"it only escaped, as \\u{ord(text[exc.pos]):04x}")
+        report.error((), f"JSON syntax error: {msg}", Origin(display, exc.lineno, exc.colno))
         return None
     for key in dupes:
         report.error((), f"duplicate key `{key}` in a JSON object; remove one of them",

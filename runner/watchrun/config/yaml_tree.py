@@ -16,6 +16,21 @@ MAX_NODES = 200_000
 _YAML = "tag:yaml.org,2002:"
 
 
+_ODD_BREAK = re.compile("[\x85\u2028\u2029]")
+"""Line breaks to YAML 1.1 (and PyYAML), ordinary characters to YAML 1.2: refused unescaped."""
+
+
+def _unescaped(char: str, why: str) -> str:
+    return (f"YAML syntax error: character U+{ord(char):04X} as itself ({why}); write it as "
+            f"\\u{ord(char):04x} inside a double-quoted string")
+
+
+def _at(display: str, text: str, pos: int) -> Origin:
+    """Where character `pos` of `text` is, counting only `\\n` as a line break."""
+    line_start = text.rfind("\n", 0, pos) + 1
+    return Origin(display, text.count("\n", 0, pos) + 1, pos - line_start + 1)
+
+
 class TooManyValues(Exception):
     """More than MAX_NODES values: the caller reports it."""
 
@@ -24,6 +39,11 @@ def read_yaml(text: str, display: str, report: Reporter) -> Any:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    odd = _ODD_BREAK.search(text)
+    if odd is not None:
+        report.error((), _unescaped(text[odd.start()], "PyYAML would read it as a line break"),
+                     _at(display, text, odd.start()))
+        return None
     try:
         node = yaml.compose(text, Loader=loader)
     except yaml.MarkedYAMLError as exc:
@@ -37,6 +57,11 @@ def read_yaml(text: str, display: str, report: Reporter) -> Any:
             problem += "; YAML does not allow tabs for indentation"
         where = Origin(display, mark.line + 1, mark.column + 1) if mark else Origin(display)
         report.error((), f"YAML syntax error: {problem}", where)
+        return None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow, unescaped
+        report.error((), _unescaped(chr(exc.character), "YAML does not allow it")
+                     if isinstance(exc.character, int) else f"YAML error: {exc.reason}",
+                     _at(display, text, exc.position))
         return None
     except yaml.YAMLError as exc:
         report.error((), f"YAML error: {exc}", Origin(display))
