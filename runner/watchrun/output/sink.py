@@ -91,7 +91,10 @@ class JsonlSink:
             """The last record in the stream when it was opened (None for a new stream)."""
         except OSError as exc:
             self._close_fd()
-            raise _error(exc, f"cannot read the last record of {path}") from exc
+            doing = f"cannot read the last record of {path}"
+            if exc.filename and exc.filename != str(path):  # a rotated file of the stream
+                doing += f": its older file {exc.filename}"
+            raise _error(exc, doing) from exc
         self.unwritten = Unwritten(note_path(path))
         self.next_seq = self.unwritten.prepare(int(self.last_record["seq"])
                                                if self.last_record else 0)
