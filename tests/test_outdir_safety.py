@@ -20,7 +20,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from liverunner import LiveRunner, as_nobody, read_records, wait_for, watchrun_bin, write_config
+from liverunner import (
+    DEADLINE_S,
+    LiveRunner,
+    as_nobody,
+    read_records,
+    wait_for,
+    watchrun_bin,
+    write_config,
+)
 
 from watchrun.output import safefs
 from watchrun.output.backward import last_records
@@ -580,3 +588,34 @@ def test_a_directory_made_again_never_passes_for_the_one_a_writer_started_with(
     assert identity.key not in [(st.st_dev, st.st_ino) for st in map(os.stat, [*made, state])]
     with pytest.raises(safefs.UnsafePathError, match="is not the directory this runner started"):
         safefs.same_dir(state, identity)
+
+
+def test_a_watcher_led_to_its_own_records_by_a_link_refuses_them(tmp_path: Path) -> None:
+    """A tester's F12: `path: link.log`, a symlink to the watcher's own JSONL, passed the own-files
+    check (it compares paths as written) and the watcher recorded each match again without end,
+    ~45 MB/s. A file watcher now refuses any file the runner is writing, whatever link led to it;
+    the other watchers go on."""
+    (tmp_path / "link.log").symlink_to(".watchrun/watchers/a.jsonl")
+    (tmp_path / "b.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "a", "path": "link.log", "pattern": "schema"},
+        {"id": "b", "path": "b.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        with (tmp_path / "b.log").open("a") as f:
+            f.write("ERROR one\n")
+        wait_for(lambda: r.matches("b"), "b's match")
+        [a] = [w for w in r.control({"cmd": "list"})["watchers"] if w["id"] == "a"]
+        assert a["status"] == "error", a
+        assert a["lastError"] == (
+            f"cannot read {tmp_path}/link.log: it is {tmp_path}/.watchrun/watchers/a.jsonl, the "
+            "runner's own records (through a link): a watcher of its records would record each "
+            "match again, without end")
+        assert r.matches("a") == []
+    finally:
+        r.stop()
+    once = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=DEADLINE_S)
+    assert once.returncode == 3 and "the runner's own records (through a link)" in once.stdout, \
+        once

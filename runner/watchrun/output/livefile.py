@@ -13,7 +13,8 @@ from watchrun.output import safefs
 from watchrun.output.backward import complete_tail, last_records
 from watchrun.output.records import ReadStats, parse_record, retained_files
 
-__all__ = ["FILE_MODE", "LiveFile", "last_record", "open_live", "rotate", "size_if_same"]
+__all__ = ["FILE_MODE", "LiveFile", "last_record", "let_go", "open_live", "rotate", "size_if_same",
+           "writing"]
 
 FILE_MODE = 0o640
 _FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC  # (read: its own last record)
@@ -30,6 +31,22 @@ class LiveFile(Struct, frozen=True):
     """Its last line (b"" when there is none at hand)."""
 
 
+_OPEN: dict[tuple[int, int], Path] = {}
+"""The live files this process has open, by (st_ino, st_dev): see `writing`."""
+
+
+def writing(inode: tuple[int, int]) -> Path | None:
+    """The live file of this process that `inode` (st_ino, st_dev) is, if it is one: a file
+    watcher refuses it, whatever path (a symlink, a hard link) it came by, since a watcher of
+    its own records would record each match again, without end."""
+    return _OPEN.get(inode)
+
+
+def let_go(inode: tuple[int, int]) -> None:
+    """The live file `inode` is no longer written (closed, or rotated away)."""
+    _OPEN.pop(inode, None)
+
+
 def open_live(path: Path) -> LiveFile:
     """Open (creating, mode 0640) the live file and cut a torn last record off it. A symlink, a
     hard link, another user's file or a non-file there is refused (OSError)."""
@@ -44,6 +61,7 @@ def open_live(path: Path) -> LiveFile:
     except BaseException:
         os.close(fd)
         raise
+    _OPEN[st.st_ino, st.st_dev] = path
     return LiveFile(fd, good, (st.st_ino, st.st_dev), st.st_size - good, last)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from watchrun.clock import Clock, iso_ts
 from watchrun.output import safefs
 from watchrun.output.jsonl import dumps
-from watchrun.output.livefile import last_record, open_live, rotate, size_if_same
+from watchrun.output.livefile import last_record, let_go, open_live, rotate, size_if_same
 from watchrun.output.records import format_cursor
 from watchrun.output.syncer import Syncer
 from watchrun.output.unwritten import Unwritten, note_path, seq_of
@@ -269,6 +269,7 @@ class JsonlSink:
         """Rotate the live file away (`livefile.rotate`) and open a new one. The file rotated
         away is made durable in a thread (`Syncer`), not on the event loop."""
         fd, self._fd = self._fd, -1
+        let_go(self._inode)
         try:
             rotate(self.path, self.keep)
         except OSError as exc:
@@ -281,6 +282,7 @@ class JsonlSink:
 
     def _close_fd(self) -> None:
         fd, self._fd = self._fd, -1
+        let_go(self._inode)
         if fd >= 0:
             os.close(fd)
 

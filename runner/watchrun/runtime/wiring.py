@@ -166,7 +166,7 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
         ran=not c.spawn_failed,
         require_seen=c.require_seen,
         path=str(rt.spec.path) if rt.spec.path is not None else None,
-        error=c.unread,
+        error=c.unread or getattr(rt.source, "cannot_read", None),  # (a file source's)
         cut=cut_note(c.cut_lines, rt.pipeline.limits.max_line_bytes),
     )
 

@@ -83,6 +83,11 @@ class Followed:
         return "waiting" if self.ready.is_set() else "starting"
 
     @property
+    def cannot_read(self) -> str | None:
+        """Why the path cannot be read now (the message of its `error` record), or None."""
+        return self._last_error[1] if self._last_error is not None else None
+
+    @property
     def inode(self) -> int | None:
         """The inode being followed (None while the file is missing)."""
         return self._cur.inode if self._cur else None

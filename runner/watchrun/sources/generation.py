@@ -17,6 +17,7 @@ from msgspec import Struct, field
 
 from watchrun.events import SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
+from watchrun.output.livefile import writing
 from watchrun.output.recorded import Epoch, Mark
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
@@ -269,6 +270,11 @@ def open_regular(path: Path | str) -> tuple[int, os.stat_result]:
         os.close(fd)
         code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
         raise OSError(code, "not a regular file")
+    own = writing((st.st_ino, st.st_dev))
+    if own is not None:
+        os.close(fd)
+        raise OSError(errno.ELOOP, f"it is {own}, the runner's own records (through a link): a "
+                      "watcher of its records would record each match again, without end")
     if st.st_size == 0 and st.st_dev in _pseudo_devices():
         os.close(fd)
         raise OSError(errno.EINVAL, "a procfs/sysfs pseudo-file (its size is always 0, so it "
