@@ -65,6 +65,11 @@ INVALID = [
      "    pattern: x\n", "watchers[0].path", "a.jsonl is one of the runner's own files"),
     ("yaml", "watchers:\n  - id: a\n    path: .watchrun/state/b.tail\n    pattern: x\n",
      "watchers[0].path", "is one of the runner's own files"),
+    # a tester's F17: a NUL in output.dir was a traceback (ValueError: embedded null byte)
+    ("yaml", 'output: {dir: "out\\0x"}\n' + W, "output.dir",
+     '"out\\u0000x" contains a NUL byte (\\0), which no command line, environment, path or URL '
+     "can hold"),
+    ("yaml", 'output: {dir: "out\\0x"}\n' + C, "output.dir", "contains a NUL byte"),
     ("yaml", "watchers:\n  - id: a\n    pattern: x\n", "watchers[0]",
      "needs a source: `path` (a file to follow) or `command`"),
     ("yaml", W.replace("id: a", "id: my id"), "watchers[0].id",

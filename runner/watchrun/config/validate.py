@@ -109,6 +109,10 @@ def _output(ctx: Ctx, raw: Any, output_dir: Path | None) -> OutputSpec | None:
     if output_dir is not None:
         folder = Path(os.path.abspath(os.path.expanduser(output_dir)))
     elif isinstance(raw.get("dir"), str):
+        said = len(ctx.report.diagnostics)
+        ctx.os_strings(("output", "dir"), raw["dir"])  # (a NUL: no path can hold one)
+        if len(ctx.report.diagnostics) > said:
+            return None
         folder = ctx.resolve(("output", "dir"), raw["dir"])
     else:
         folder = next(iter(ctx.folders.values())) / ".watchrun"
