@@ -5,10 +5,19 @@ import signal
 import sys
 from collections.abc import Callable
 
+_OTHER_COMMANDS = frozenset({
+    "add", "agent", "clear", "completion", "config", "init", "list", "logs", "matches", "mcp",
+    "restart", "schema", "start", "status", "stop", "top", "transcript", "validate"})
+"""The commands but `run` (tests/test_signals_early.py holds it to the parser's list)."""
+
 
 def entry() -> int:
-    """The `watchrun` console script: `main`, with a Ctrl-C while its modules load ending as
-    one later does (130, no traceback)."""
+    """The `watchrun` console script: `main`. A command line that names no other command is a
+    `run` (the default): its signals are caught before anything else loads (`catch_early_stops`:
+    a SIGHUP from logrotate's postrotate or `systemctl reload` is recorded, not fatal); in the
+    other commands a Ctrl-C while the modules load ends as one later does (130, no traceback)."""
+    if os.getpid() != 1 and _OTHER_COMMANDS.isdisjoint(sys.argv[1:]):
+        catch_early_stops(once="--once" in sys.argv[1:])
     try:
         from watchrun.cli.main import main
 

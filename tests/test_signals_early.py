@@ -1,0 +1,75 @@
+"""Signals that reach `watchrun run` while its modules load (a tester's F2 of the operations
+round): a SIGHUP there ended the runner (exit 129) and a SIGTERM ended a once run with 143,
+since the handlers came only after the arguments were parsed. The child is held inside
+`import argparse` (a stand-in module first on its PYTHONPATH, which waits for a file) so the
+signal lands in that window every time."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
+
+from watchrun.cli.parser import COMMANDS
+
+HOLD = '''"""Stands in for argparse: says it was reached, waits for a go, loads the real one."""
+import importlib.util, os, sys, sysconfig, time
+open(os.environ["HOLD_REACHED"], "w").close()
+while not os.path.exists(os.environ["HOLD_GO"]):
+    time.sleep(0.005)
+spec = importlib.util.spec_from_file_location(
+    "argparse", os.path.join(sysconfig.get_path("stdlib"), "argparse.py"))
+module = importlib.util.module_from_spec(spec)
+sys.modules["argparse"] = module
+spec.loader.exec_module(module)
+'''
+
+
+def held_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a child held inside `import argparse` until `go` exists."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "argparse.py").write_text(HOLD)
+    path = os.pathsep.join(p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p)
+    return {"PYTHONPATH": path, "HOLD_REACHED": str(tmp_path / "reached"),
+            "HOLD_GO": str(tmp_path / "go")}
+
+
+def test_the_guess_of_a_run_knows_every_other_command() -> None:
+    from watchrun.cli import _OTHER_COMMANDS
+
+    assert set(COMMANDS) - {"run"} == _OTHER_COMMANDS
+
+
+def test_a_sighup_while_the_runner_loads_is_a_reload_once_started(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log",
+                                                   "pattern": "ERROR"}]})
+    r = LiveRunner(config, env=held_env(tmp_path))
+    try:
+        wait_for((tmp_path / "reached").exists, "the runner to be loading argparse")
+        r.send(signal.SIGHUP)
+        (tmp_path / "go").touch()
+        r.wait_running()
+        r.wait_log("reload")
+        assert r.proc.poll() is None, r.stderr()
+    finally:
+        assert r.stop() == 0, r.stderr()
+
+
+def test_a_sigterm_while_a_once_run_loads_is_exit_3_never_a_pass(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text("")
+    write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
+                                          "gate": {"maxMatches": 0}}]})
+    proc = subprocess.Popen([watchrun_bin(), "run", "--once", "-c", "watch.yaml"], cwd=tmp_path,
+                            env={**os.environ, **held_env(tmp_path)}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_for((tmp_path / "reached").exists, "the once run to be loading argparse")
+    proc.send_signal(signal.SIGTERM)
+    (tmp_path / "go").touch()
+    out, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 3, (proc.returncode, out, err)
+    assert "stopped by SIGTERM before it started: exit 3" in err
