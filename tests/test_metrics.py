@@ -192,6 +192,29 @@ def test_idle_connections_cannot_keep_a_probe_out() -> None:
                 s.close()
 
 
+def test_answered_clients_that_do_not_close_cannot_keep_a_probe_out() -> None:
+    """A tester's F1: 16 clients that read their response and kept the connection open held
+    every slot through the lingering close, and /livez was refused for 10 s. One past the cap
+    now closes the oldest answered connection (its response was whole: a FIN, no reset)."""
+    with served(SNAPSHOT, timeout_s=60) as srv:
+        held = [socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                for _ in range(MAX_CONNECTIONS)]
+        try:
+            for s in held:
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            for s in held:  # each answered whole, then held open by the client
+                got = b""
+                while not got.endswith(b"\r\n\r\nok\n"):
+                    got += s.recv(4096)
+                assert got.startswith(b"HTTP/1.1 200 "), got
+            for _ in range(3):  # (the 16 stay open on their side: their FIN came long ago)
+                assert raw(srv.port, b"GET /livez HTTP/1.1\r\n\r\n").startswith(
+                    b"HTTP/1.1 200 ")
+        finally:
+            for s in held:
+                s.close()
+
+
 @pytest.mark.parametrize("sent", [b"", b"GET /metrics HTTP/1.1\r\nHost: x\r\n"])
 def test_an_idle_or_slow_client_is_cut_off(sent: bytes) -> None:
     with served(SNAPSHOT, timeout_s=0.5) as srv, socket.create_connection(

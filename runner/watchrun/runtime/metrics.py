@@ -18,7 +18,8 @@ from watchrun.runtime.metrics_families import Snapshot, build_registry
 
 MAX_CONNECTIONS = 16
 """Connections served at once. One more makes room by closing the oldest that has not sent its
-request head yet (idle connections cannot keep a probe out); with none such, it is closed."""
+request head yet, else the oldest already answered (neither can keep a probe out); with none
+such, it is closed."""
 BACKLOG = 100
 MAX_HEAD_BYTES = 8192
 """Request line and headers together; a larger request gets 431."""
@@ -61,6 +62,8 @@ class MetricsServer:
         self._clients: dict[asyncio.Task[Any], asyncio.StreamWriter | socket.socket] = {}
         self._heads: dict[asyncio.Task[Any], None] = {}
         """Clients still sending their request head, oldest first."""
+        self._answered: dict[asyncio.Task[Any], None] = {}
+        """Clients whose response is out, waiting for them to close (oldest first)."""
         """Each connection's task, and its writer (its socket until it has one)."""
 
     async def start(self) -> None:
@@ -82,16 +85,20 @@ class MetricsServer:
         """Served by a task the server owns (close() ends its connection and awaits it). Past
         MAX_CONNECTIONS, the oldest client still sending its request head is cut off to make
         room (16 idle connections, reopened as they were closed, kept /livez from answering
-        and a liveness probe restarted a healthy runner); with none such, closed at once."""
+        and a liveness probe restarted a healthy runner), else the oldest one answered that has
+        not closed yet (16 such kept it out for 10 s); with none such, closed at once."""
         if len(self._clients) >= MAX_CONNECTIONS:
-            if not self._heads:
+            room = self._heads or self._answered
+            if not room:
                 conn.close()
                 return
-            oldest = next(iter(self._heads))
-            del self._heads[oldest]
+            oldest = next(iter(room))
+            del room[oldest]
             held = self._clients.pop(oldest)  # (a task not started yet runs no `finally`)
             if isinstance(held, socket.socket):
                 held.close()
+            elif room is self._answered:  # its response and FIN are out: closed, not reset
+                held.transport.close()
             else:
                 held.transport.abort()
             oldest.cancel()
@@ -120,6 +127,7 @@ class MetricsServer:
                 # Lingering close: read what the client still sends (a head past the cap) until
                 # it closes, so the close is a FIN after the response, not a reset before it.
                 writer.write_eof()
+                self._answered[task] = None  # (made room for when every slot is held)
                 while await reader.read(MAX_HEAD_BYTES):
                     pass
         except (TimeoutError, OSError):  # (ENOTCONN from the half-close: a client gone)
@@ -127,6 +135,7 @@ class MetricsServer:
         finally:
             self._clients.pop(task, None)
             self._heads.pop(task, None)
+            self._answered.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
