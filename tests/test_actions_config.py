@@ -143,12 +143,15 @@ def test_the_model_and_the_resolved_config_round_trip(tmp_path: Path) -> None:
 
 def test_a_variable_in_an_exec_script_stays_one_shell_word(tmp_path: Path) -> None:
     text = W + "    actions: [{type: exec, command: [sh, -c, 'echo ${V} > out']}]\n"
-    result = load_text(tmp_path, text, env={"V": "x; touch pwned"})
+    result = load_text(tmp_path, text, env={"V": "x  *"})
     assert result.config is not None
     script = result.config.watchers[0].actions[0].command[2]
     subprocess.run(["sh", "-c", script], cwd=tmp_path, check=True, timeout=10)
-    assert not (tmp_path / "pwned").exists()
-    assert (tmp_path / "out").read_text() == "x; touch pwned\n"
+    assert (tmp_path / "out").read_text() == "x  *\n"
+    result = load_text(tmp_path, text, env={"V": "x; touch pwned"})  # could run code: refused
+    (err,) = [d for d in result.diagnostics if d.severity == "error"]
+    assert err.path == "watchers[0].actions[0].command[2]"
+    assert "`${V}` is in shell code and its value holds ';'" in err.message
 
 
 def test_validate_shows_plans_and_actions_but_never_a_webhook_path(tmp_path: Path) -> None:

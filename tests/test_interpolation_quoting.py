@@ -1,11 +1,13 @@
 """`${VAR}` cannot inject (issue #12 item 2): in a string command (/bin/sh -c) a value is one
-shell-quoted word wherever it stands; in an argv list, one argument; in an agent's command
-string, one argument too (the string is split before substitution). Checked by running real
-shells (dash as /bin/sh, and bash where present) on the quoted commands."""
+shell-quoted word wherever it stands, and one holding a character that could run code on a
+second reading is refused (tests/test_shellcode.py); in an argv list, one argument; in an
+agent's command string, one argument too (the string is split before substitution). Checked by
+running real shells (dash as /bin/sh, and bash where present) on the quoted commands."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -18,11 +20,15 @@ from liverunner import watchrun_bin, write_config
 
 from watchrun.config import load_config
 from watchrun.config.interpolate import interpolate
-from watchrun.config.shellwords import contexts, script_indexes
+from watchrun.config.shellcode import ORDINARY, script_indexes
+from watchrun.config.shellwords import contexts
 
 ARGV = str(Path(__file__).parent / "progs" / "argv_json.py")
 PROG = f"{sys.executable} {ARGV}"
 HOSTILE = "main; touch pwned; echo $(id -u)"
+TRICKY = "main #1 *.log ?[ab] {c,d} ~/x !e %f=g, é"
+"""Every kind of character a value in shell code may still hold: globs, braces, a tilde, a `#`,
+history's `!`, non-ASCII."""
 M = "\ue000"
 
 
@@ -55,39 +61,50 @@ TEMPLATES = [
 
 
 @pytest.mark.parametrize(("template", "want"), TEMPLATES)
-def test_hostile_branch_name_is_one_word_and_runs_nothing(
+def test_hostile_branch_name_is_refused_wherever_it_stands(template: str, want: object) -> None:
+    """It was quoted as one word; a shell that reads the word again would run it (cfgsec #6)."""
+    _, problems = interpolate(template.format(p=PROG), {"V": HOSTILE, "X": ""}, shell="sh")
+    assert len(problems) == template.count("${{V}}"), problems
+    assert all("`${V}` is in shell code and its value holds ';'" in p for p in problems)
+
+
+@pytest.mark.parametrize(("template", "want"), TEMPLATES)
+def test_an_ordinary_value_is_one_word_and_runs_nothing(
     tmp_path: Path, template: str, want: object
 ) -> None:
-    command, problems = interpolate(template.format(p=PROG), {"V": HOSTILE}, shell="sh")
+    command, problems = interpolate(template.format(p=PROG), {"V": TRICKY, "X": ""}, shell="sh")
     assert problems == []
     res = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
                          timeout=30, check=False, cwd=tmp_path)
-    assert json.loads(res.stdout.splitlines()[0]) == want(HOSTILE)  # type: ignore[operator]
-    assert not (tmp_path / "pwned").exists()
-    assert res.stdout.count("\n") == 1 and str(0) not in res.stdout.replace(HOSTILE, "")
+    assert json.loads(res.stdout.splitlines()[0]) == want(TRICKY)  # type: ignore[operator]
+    assert res.stdout.count("\n") == 1
 
 
 SHELL_TEXT = st.lists(
     st.sampled_from([*"ab $'\"\\`;&|()<>{}*?[]~#!\n\t=%^,-", "$(", "${", "é", "\u2028"]),
     max_size=12,
 ).map("".join)
+ORDINARY_TEXT = st.lists(st.sampled_from([*sorted(ORDINARY), "é", "日", "\u0301", "\u2019", "€"]),
+                         max_size=12).map("".join)
+"""Values the shell-code rule lets through: quoting alone must keep them one word."""
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(value=SHELL_TEXT, which=st.integers(0, 8))
-def test_any_value_arrives_whole_through_dash(value: str, which: int) -> None:
+@given(value=SHELL_TEXT | ORDINARY_TEXT, which=st.integers(0, 8))
+def test_any_value_arrives_whole_through_dash_or_is_refused(value: str, which: int) -> None:
     template, want = TEMPLATES[which]
-    if "printf" in template:
-        value = value.rstrip("\n")  # $(…) drops trailing newlines: the shell's rule, not ours
     command, problems = interpolate(template.format(p=PROG), {"V": value, "X": ""}, shell="sh")
+    if any(ch not in ORDINARY and ch.isascii() for ch in value) or "\u2028" in value:
+        assert problems and "is in shell code and its value holds" in problems[0]
+        return
     assert problems == []
     assert shell_argv(command) == want(value)  # type: ignore[operator]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(value=SHELL_TEXT, which=st.integers(0, 5))
-def test_any_value_arrives_whole_through_bash(value: str, which: int) -> None:
+@given(value=ORDINARY_TEXT, which=st.integers(0, 5))
+def test_any_ordinary_value_arrives_whole_through_bash(value: str, which: int) -> None:
     template, want = TEMPLATES[which]
     command, problems = interpolate(template.format(p=PROG), {"V": value}, shell="sh")
     assert problems == []
@@ -125,11 +142,11 @@ def test_a_value_in_bashs_ansi_c_quotes_is_refused_not_run(tmp_path: Path) -> No
     assert len(problems) == 1 and "right after a `\\`" in problems[0], problems  # in $'…'
     text = f"echo $'a\\'b' {M} \"{M}\" $'x'"
     assert contexts(text, M, "sh") == ["plain", "double"]
-    command, problems = interpolate(f"{PROG} $'a\\'b' ${{V}}", {"V": HOSTILE}, shell="sh")
+    command, problems = interpolate(f"{PROG} $'a\\'b' ${{V}}", {"V": TRICKY}, shell="sh")
     assert problems == []
     res = subprocess.run([str(shutil.which("bash")), "-c", command], capture_output=True,
                          text=True, timeout=30, check=False, cwd=tmp_path)
-    assert json.loads(res.stdout.splitlines()[0]) == ["a'b", HOSTILE]
+    assert json.loads(res.stdout.splitlines()[0]) == ["a'b", TRICKY]
     assert not (tmp_path / "pwned").exists()
 
 
@@ -139,8 +156,11 @@ def test_here_document_ends_where_the_shell_ends_it() -> None:
 
 
 def test_dollar_dollar_stays_a_literal_dollar() -> None:
-    command, _ = interpolate(f"{PROG} $$HOME '$$HOME' ${{V}}", {"V": "$HOME"}, shell="sh")
-    assert shell_argv(command) == [str(Path.home()), "$HOME", "$HOME"]
+    command, problems = interpolate(f"{PROG} $$HOME '$$HOME' ${{V}}", {"V": "~"}, shell="sh")
+    assert problems == []
+    assert shell_argv(command) == [str(Path.home()), "$HOME", "~"]
+    _, problems = interpolate(f"{PROG} ${{V}}", {"V": "$HOME"}, shell="sh")
+    assert "its value holds '$'" in problems[0]  # a value is never expanded, and `$` is refused
 
 
 @pytest.mark.parametrize(
@@ -170,44 +190,61 @@ def load(tmp_path: Path, doc: dict[str, object], env: dict[str, str]) -> object:
     return result.config
 
 
+def refused(tmp_path: Path, doc: dict[str, object], env: dict[str, str]) -> list[str]:
+    """The errors of a config that does not load, as `key: message`."""
+    result = load_config([write_config(tmp_path, doc)], env=env)
+    assert result.config is None
+    return [f"{d.path}: {d.message}" for d in result.diagnostics if d.severity == "error"]
+
+
 def test_watcher_string_command_quotes_the_value(tmp_path: Path) -> None:
-    cfg = load(tmp_path, {"watchers": [
-        {"id": "a", "command": "git log ${BRANCH}", "pattern": "x"}]}, {"BRANCH": HOSTILE})
-    assert cfg.watchers[0].command == f"git log '{HOSTILE}'"  # type: ignore[attr-defined]
+    doc: dict[str, object] = {"watchers": [
+        {"id": "a", "command": "git log ${BRANCH}", "pattern": "x"}]}
+    cfg = load(tmp_path, doc, {"BRANCH": "feature/a b"})
+    assert cfg.watchers[0].command == "git log 'feature/a b'"  # type: ignore[attr-defined]
+    (err,) = refused(tmp_path, doc, {"BRANCH": HOSTILE})
+    assert err.startswith("watchers[0].command: `${BRANCH}` is in shell code and its value "
+                          "holds ';'")
 
 
 def test_list_command_keeps_each_value_one_argument_and_quotes_sh_c_scripts(
     tmp_path: Path
 ) -> None:
-    cfg = load(tmp_path, {"watchers": [
+    doc: dict[str, object] = {"watchers": [
         {"id": "a", "command": [sys.executable, ARGV, "--ref=${BRANCH}"], "pattern": "x"},
         {"id": "b", "command": ["sh", "-c", f"{PROG} ${{BRANCH}}"], "pattern": "x"},
-    ]}, {"BRANCH": HOSTILE})
-    a, b = cfg.watchers  # type: ignore[attr-defined]
-    assert a.command[2] == f"--ref={HOSTILE}"
-    assert shell_argv(b.command[2]) == [HOSTILE]
+    ]}
+    a, b = load(tmp_path, doc, {"BRANCH": TRICKY}).watchers  # type: ignore[attr-defined]
+    assert a.command[2] == f"--ref={TRICKY}"
+    assert shell_argv(b.command[2]) == [TRICKY]
+    (err,) = refused(tmp_path, doc, {"BRANCH": HOSTILE})  # only the script's, not `--ref=`'s
+    assert err.startswith("watchers[1].command[2]: `${BRANCH}` is in shell code")
 
 
-@pytest.mark.parametrize(("command", "branch"), [
-    (["sh", "-o", "errexit", "-c", "{p} ${{BRANCH}}"], HOSTILE),
-    (["env", "sh", "-c", "{p} ${{BRANCH}}"], HOSTILE),
+@pytest.mark.parametrize(("command", "hostile", "ordinary"), [
+    (["sh", "-o", "errexit", "-c", "{p} ${{BRANCH}}"], HOSTILE, TRICKY),
+    (["env", "sh", "-c", "{p} ${{BRANCH}}"], HOSTILE, TRICKY),
     (["/usr/bin/env", "LC_ALL=C", "nice", "-n", "1", "bash", "-e", "-c", "{p} ${{BRANCH}}"],
-     HOSTILE),
-    (["env", "GIT_BRANCH=${{BRANCH}}", "sh", "-c", "{p} ${{BRANCH}}"], "y;touch pwned;#/sh"),
+     HOSTILE, TRICKY),
+    (["env", "GIT_BRANCH=${{BRANCH}}", "sh", "-c", "{p} ${{BRANCH}}"], "y;touch pwned;#/sh",
+     "y #1/sh"),
 ])
-def test_a_shell_script_behind_options_or_a_wrapper_is_quoted_too(
-        tmp_path: Path, command: list[str], branch: str) -> None:
+def test_a_shell_script_behind_options_or_a_wrapper_is_shell_code_too(
+        tmp_path: Path, command: list[str], hostile: str, ordinary: str) -> None:
     """`sh -o errexit -c SCRIPT` and `env sh -c SCRIPT` run SCRIPT as shell code as well: a
-    value there is one shell word (it ran `touch` when only `sh -c` was recognised, and when a
-    value ending in `/sh` before the shell was taken for it)."""
+    value there is one shell word, refused if it could run code (it ran `touch` when only
+    `sh -c` was recognised, and when a value ending in `/sh` before the shell was taken for
+    it)."""
     argv = [a.format(p=PROG) for a in command]
-    cfg = load(tmp_path, {"watchers": [{"id": "a", "command": argv, "pattern": "x"}]},
-               {"BRANCH": branch})
+    doc: dict[str, object] = {"watchers": [{"id": "a", "command": argv, "pattern": "x"}]}
+    (err,) = refused(tmp_path, doc, {"BRANCH": hostile})
+    assert err.startswith(f"watchers[0].command[{len(argv) - 1}]: `${{BRANCH}}` is in shell "
+                          "code and its value holds ';'")
+    cfg = load(tmp_path, doc, {"BRANCH": ordinary})
     got = list(cfg.watchers[0].command)  # type: ignore[attr-defined]
     res = subprocess.run(got, capture_output=True, text=True, timeout=30, check=False,
                          cwd=tmp_path)
-    assert json.loads(res.stdout.splitlines()[0]) == [branch], res.stderr
-    assert not (tmp_path / "pwned").exists()
+    assert json.loads(res.stdout.splitlines()[0]) == [ordinary], res.stderr
 
 
 def test_agent_command_string_value_with_spaces_stays_one_argument(tmp_path: Path) -> None:
@@ -236,15 +273,27 @@ def test_agent_sh_c_with_prompt_in_the_script_is_refused(tmp_path: Path,
 # -- end to end: `watchrun run --once` and `watchrun agent run` ---------------------------------
 
 
-def test_run_once_with_a_hostile_branch_runs_nothing_extra(tmp_path: Path) -> None:
+def tree_env(**values: str) -> dict[str, str]:
+    """A child's environment: PATH, the tree under test (PYTHONPATH), and `values`."""
+    keep = {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}
+    return {"PATH": "/usr/bin:/bin", **keep, **values}
+
+
+def test_run_once_with_a_hostile_branch_runs_nothing(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, {"watchers": [
         {"id": "build", "command": f"{PROG} ${{BRANCH}}", "pattern": "touch",
          "gate": {"maxMatches": 0}}]})
-    env = {"PATH": "/usr/bin:/bin", "BRANCH": HOSTILE}
     res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False, cwd=tmp_path, env=env)
+                         text=True, timeout=60, check=False, cwd=tmp_path,
+                         env=tree_env(BRANCH=HOSTILE))
     assert not (tmp_path / "pwned").exists()
-    assert json.dumps([HOSTILE]) in res.stdout  # echoed: one argument, the literal value
+    assert res.returncode == 2, res.stderr  # refused: nothing ran
+    assert "watchers[0].command: `${BRANCH}` is in shell code and its value holds ';'" \
+        in res.stderr
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False, cwd=tmp_path,
+                         env=tree_env(BRANCH="touch *"))
+    assert json.dumps(["touch *"]) in res.stdout  # echoed: one argument, the literal value
     assert res.returncode == 1  # the gate sees the literal text, as one line
 
 
@@ -252,7 +301,7 @@ def test_agent_run_receives_the_value_as_one_argument(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, {"agents": [{
         "name": "t", "provider": "generic", "command": f"{PROG} --flags ${{FLAGS}} {{prompt}}",
         "prompt": "hello"}]})
-    env = {"PATH": "/usr/bin:/bin", "FLAGS": "--dangerously-skip-permissions --yolo"}
+    env = tree_env(FLAGS="--dangerously-skip-permissions --yolo")
     res = subprocess.run([watchrun_bin(), "agent", "run", "t", "-c", str(cfg)],
                          capture_output=True, text=True, timeout=60, check=False, env=env)
     assert res.returncode == 0, res.stderr

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from watchrun.config.diagnostics import Reporter
-from watchrun.config.shellwords import contexts, quote, script_indexes
+from watchrun.config.shellcode import describe_character, script_indexes, unsafe_character
+from watchrun.config.shellwords import contexts, quote
 from watchrun.config.tree import CMap, CSeq, KeyPath, Origin, locate
 
 __all__ = ["escape", "interpolate", "interpolate_tree"]
@@ -16,6 +17,14 @@ __all__ = ["escape", "interpolate", "interpolate_tree"]
 _UNQUOTABLE = (
     "`${{{name}}}` cannot be quoted as one shell word here: it is {where}; write \"$${name}\" "
     "so that the shell expands it from the environment at run time, or use a list command"
+)
+_UNSAFE = (
+    "`${{{name}}}` is in shell code and its value holds {char}: a shell reading the value again "
+    "(one named in the command, `eval`) or bash arithmetic (`(( ))`, `[[ … -gt … ]]`, `let`) "
+    "could run it as code; pass it as its own element of a list command, which no shell parses "
+    "(e.g. [\"git\", \"log\", \"${{{name}}}\"]; after a shell's script, [\"sh\", \"-c\", "
+    "\"git log \\\"$1\\\"\", \"sh\", \"${{{name}}}\"]), or write \"$${name}\" so that the shell "
+    "reads it from the environment itself (quoting it is then the script's job)"
 )
 _REF = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|(\{[^}]*\}?))")
 
@@ -62,7 +71,9 @@ def interpolate(
     default is literal text up to the first `}`. A `$` not followed by `$` or `{` stays as is.
     With `shell`, `text` is a command read by `/bin/sh -c` (`sh`) or split with shell rules
     (`shlex`), and each substituted value is quoted as one word where it stands
-    (`config/shellwords.py`); where it cannot be, the reference is an error.
+    (`config/shellwords.py`); where it cannot be, the reference is an error. In shell code
+    (`sh`) a value holding a character that could run code on a second reading is an error
+    too (`config/shellcode.py`).
     """
     template, mark, values, problems = _parse(text, env)
     parts = template.split(mark)
@@ -71,11 +82,15 @@ def interpolate(
     else:
         quoted = []
         for (name, value), where in zip(values, contexts(template, mark, shell), strict=True):
-            if where in ("plain", "double", "single", "comment"):
-                quoted.append(quote(value, where))  # type: ignore[arg-type]
-            else:
+            bad = unsafe_character(value) if shell == "sh" else None
+            if where not in ("plain", "double", "single", "comment"):
                 problems.append(_UNQUOTABLE.format(name=name, where=where))
                 quoted.append(value)
+            elif bad is not None:
+                problems.append(_UNSAFE.format(name=name, char=describe_character(bad)))
+                quoted.append(value)
+            else:
+                quoted.append(quote(value, where))  # type: ignore[arg-type]
     return parts[0] + "".join(q + part for q, part in zip(quoted, parts[1:], strict=True)), \
         problems
 

@@ -18,59 +18,23 @@ after a `\\` (it
 would escape the quoting) or a `$` (`$'…'` is another quoting in bash), or after a construct
 this reader does not follow (`case` inside `$(…)`, quotes inside backticks). The fix is always
 the same: let the shell expand it from the environment (`"$$VAR"`), or use a list command.
+Quoting is not enough where the word is read again (a shell named in the command, `eval`, bash
+arithmetic): `config/shellcode.py` also limits the characters such a value may hold.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-from collections.abc import Sequence
 from typing import Literal
 
-__all__ = ["SHELLS", "Context", "contexts", "quote", "script_indexes"]
+__all__ = ["Context", "contexts", "quote"]
 
 Context = Literal["plain", "double", "single", "comment"]
-SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "posh", "yash"})
-"""Programs whose `-c` argument is a shell script (by the basename of argv[0])."""
-_C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
-_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
-"""Shell options whose value is the next argument (`sh -o errexit -c …`)."""
 _META = " \t\n;&|()<>"
 _NESTED = {"backtick": "inside backticks (`…`)", "arith": "inside an arithmetic $((…))",
            "param": "inside a shell parameter expansion ($${…})",
            "ansi": "inside bash's $'…' quoting (where `\\'` does not end it)"}
-
-
-def script_indexes(argv: Sequence[str]) -> list[int]:
-    """The indexes of what may be the script of `[sh, -c, SCRIPT, …]`: any shell of SHELLS, run
-    directly or through a wrapper (`env sh -c`, `nice -n 5 bash -lc`, `timeout 9 sh -c`),
-    option clusters such as `-ec` or `-lc`, other options before the script, those that take a
-    value with it (`-o errexit`, `-O extglob`, `--rcfile F`). Every argument naming a shell is
-    looked at, not only the first: an interpolated value may end in `/sh` (`X=${V}` before
-    `sh -c` in `env X=${V} sh -c …`), and it must not hide the shell after it. Empty when no
-    shell runs a `-c` script."""
-    found = (_script_after(argv, i) for i, arg in enumerate(argv)
-             if os.path.basename(arg) in SHELLS)
-    return sorted({i for i in found if i is not None})
-
-
-def _script_after(argv: Sequence[str], shell: int) -> int | None:
-    """The script's index after the shell at `shell`: past its options (and their values) to
-    a `-c` cluster, then past more options to the first operand."""
-    j, seen_c = shell + 1, False
-    while j < len(argv):
-        arg = argv[j]
-        if arg == "--":  # the end of the options: the script (with -c) or a script file
-            return j + 1 if seen_c and j + 1 < len(argv) else None
-        if arg in _WITH_VALUE:
-            j += 2
-        elif arg.startswith(("-", "+")) and arg != "-":
-            seen_c = seen_c or _C_OPTION.fullmatch(arg) is not None
-            j += 1
-        else:
-            return j if seen_c else None  # without -c, an operand is a script file
-    return None
 
 
 def quote(value: str, context: Context) -> str:

@@ -16,7 +16,7 @@ from watchrun.config.clamp import RANGES, build_limits, clamp
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
 from watchrun.config.plans import check_dependencies
 from watchrun.config.schema import did_you_mean
-from watchrun.config.shellwords import script_indexes
+from watchrun.config.shellcode import script_indexes
 from watchrun.config.statuses import until_status_warning
 from watchrun.config.tree import CMap, KeyPath
 from watchrun.config.watchers import build_watchers

@@ -19,7 +19,7 @@ from watchrun.agents.providers.toolinfo import (
     summary,
 )
 from watchrun.agents.providers.usage import Usage, UsageTracker
-from watchrun.config.shellwords import script_indexes
+from watchrun.config.shellcode import script_indexes
 
 __all__ = [
     "KINDS",

@@ -1,0 +1,81 @@
+"""Which arguments of a command are shell code, and which values may be written into shell code.
+
+Quoting a `${VAR}` value as one word (`config/shellwords.py`) is not enough wherever a shell
+reads it: a shell named inside the code (`bash -lc '… ${V} …'`, `eval`, `trap`, `find -exec sh
+-c`) parses the word again, and bash evaluates a quoted word as arithmetic in `(( ))`,
+`[[ … -gt … ]]`, `let`, `declare -i`, `test -v`, `printf -v` and `read`, where `a[$(cmd)]` runs
+`cmd`. No reader can know every such construct, so a value that lands in shell code may hold
+only characters that start no code in any of them (`unsafe_character`). In an argv list, a
+shell runs the argument after its `-c` as shell code (`script_indexes`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import string
+import unicodedata
+from collections.abc import Sequence
+
+__all__ = ["ORDINARY", "SHELLS", "describe_character", "script_indexes", "unsafe_character"]
+
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "posh", "yash"})
+"""Programs whose `-c` argument is a shell script (by the basename of argv[0])."""
+ORDINARY = frozenset(string.ascii_letters + string.digits + " _-./:@%+=,~#*?[]{}!")
+"""The ASCII characters a value in shell code may hold: none starts a command, a
+substitution, a redirection, a quote or an escape, in any shell or in bash arithmetic."""
+_C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
+_WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
+"""Shell options whose value is the next argument (`sh -o errexit -c …`)."""
+
+
+def unsafe_character(value: str) -> str | None:
+    """The first character of `value` that must not reach shell code, or None. Allowed: the
+    ORDINARY ASCII characters and non-ASCII letters, marks, digits, punctuation and symbols
+    (shells give no byte of their UTF-8 a meaning); refused: the rest of ASCII (`$`, `` ` ``,
+    `;`, `&`, `|`, `<`, `>`, `(`, `)`, `'`, `"`, `\\`, `^`, controls) and non-ASCII controls,
+    format characters (bidi), line and paragraph separators, other spaces, surrogates (bytes
+    that are not UTF-8), private-use and unassigned characters."""
+    for ch in value:
+        if ch in ORDINARY:
+            continue
+        if ch.isascii() or unicodedata.category(ch)[0] not in "LMNPS":
+            return ch
+    return None
+
+
+def describe_character(ch: str) -> str:
+    """`ch` as a message may show it: quoted, escaped when not printable (Python's `repr`, so no
+    control character reaches a terminal), with its code point unless it is printable ASCII."""
+    return repr(ch) if ch.isascii() and ch.isprintable() else f"{ch!r} (U+{ord(ch):04X})"
+
+
+def script_indexes(argv: Sequence[str]) -> list[int]:
+    """The indexes of what may be the script of `[sh, -c, SCRIPT, …]`: any shell of SHELLS, run
+    directly or through a wrapper (`env sh -c`, `nice -n 5 bash -lc`, `timeout 9 sh -c`),
+    option clusters such as `-ec` or `-lc`, other options before the script, those that take a
+    value with it (`-o errexit`, `-O extglob`, `--rcfile F`). Every argument naming a shell is
+    looked at, not only the first: an interpolated value may end in `/sh` (`X=${V}` before
+    `sh -c` in `env X=${V} sh -c …`), and it must not hide the shell after it. Empty when no
+    shell runs a `-c` script."""
+    found = (_script_after(argv, i) for i, arg in enumerate(argv)
+             if os.path.basename(arg) in SHELLS)
+    return sorted({i for i in found if i is not None})
+
+
+def _script_after(argv: Sequence[str], shell: int) -> int | None:
+    """The script's index after the shell at `shell`: past its options (and their values) to
+    a `-c` cluster, then past more options to the first operand."""
+    j, seen_c = shell + 1, False
+    while j < len(argv):
+        arg = argv[j]
+        if arg == "--":  # the end of the options: the script (with -c) or a script file
+            return j + 1 if seen_c and j + 1 < len(argv) else None
+        if arg in _WITH_VALUE:
+            j += 2
+        elif arg.startswith(("-", "+")) and arg != "-":
+            seen_c = seen_c or _C_OPTION.fullmatch(arg) is not None
+            j += 1
+        else:
+            return j if seen_c else None  # without -c, an operand is a script file
+    return None
