@@ -1,7 +1,8 @@
 """A `${VAR}` value that lands in shell code may hold no character that runs code on a second
 reading (docs/security.md guard 2): quoting it as one word did not stop bash arithmetic
-(`[[ ${V} -gt 0 ]]` with `V='x[$(id)]'`, cfgsec #1) or a shell named inside a string command
-(`bash -lc 'git log ${BRANCH}'`, `eval`, cfgsec #6). Such a value is refused at load, naming
+(`[[ ${V} -gt 0 ]]` with `V='x[$(id)]'`, cfgsec #1), a shell named inside a string command
+(`bash -lc 'git log ${BRANCH}'`, `eval`, cfgsec #6), or a shell by another name in a list command
+(`rbash -c`, `ksh93 -c`, `sh -c - SCRIPT`, cfgsec #15). Such a value is refused at load, naming
 the key, the variable, the character and the fix; ordinary values work as before."""
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from liverunner import watchrun_bin, write_config
 
 from watchrun.config import load_config
 from watchrun.config.interpolate import interpolate
-from watchrun.config.shellcode import ORDINARY, unsafe_character
+from watchrun.config.shellcode import ORDINARY, script_indexes, unsafe_character
 
 ARITH = "x[$(id > pwned)]"  # cfgsec #1
 BRANCH = "main; id > pwned"  # cfgsec #6
-TOUCH = "x; touch pwned"
+TOUCH = "x; touch pwned"  # cfgsec #15
 BASH = shutil.which("bash")
 
 # (command as written, value of V, the character the error names): the contexts of the reports
@@ -132,6 +133,23 @@ def test_no_value_that_passes_runs_code_on_a_second_reading(
     assert not (tmp_path / "pwned").exists(), (value, text)
 
 
+@pytest.mark.parametrize(
+    ("argv", "indexes"),
+    [
+        (["rbash", "-c", "s"], [2]), (["/tmp/bin/ksh93", "-c", "s"], [2]),
+        (["lksh", "-c", "s"], [2]), (["mksh", "-ec", "s"], [2]),
+        (["/tmp/bin/sh.distrib", "-c", "s"], [2]), (["bash5.2", "-lc", "s"], [2]),
+        (["busybox", "sh", "-c", "s"], [3]), (["pdksh", "-c", "s"], [2]),
+        (["sh", "-c", "-", "s", "x"], [2, 3]), (["dash", "-e", "-c", "-", "s"], [3, 4]),
+        (["fish", "--command", "s"], [2]), (["fish", "--command=s"], [1]),
+        (["python3", "-c", "s"], []), (["git", "--command=s"], []), (["rbash", "f.sh"], []),
+    ],
+)
+def test_a_shell_by_any_name_runs_its_c_argument_as_code(argv: list[str],
+                                                          indexes: list[int]) -> None:
+    assert script_indexes(argv) == indexes
+
+
 def _load_errors(tmp_path: Path, command: object, value: str) -> list[str]:
     path = write_config(tmp_path, {"watchers": [{"id": "w", "command": command,
                                                  "pattern": "ZZZ"}]})
@@ -141,6 +159,10 @@ def _load_errors(tmp_path: Path, command: object, value: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("command", "key"), [
+    (["rbash", "-c", "echo ${V}"], "watchers[0].command[2]"),
+    (["/opt/bin/ksh93", "-c", "echo ${V}"], "watchers[0].command[2]"),
+    (["/opt/bin/sh.distrib", "-c", "echo ${V}"], "watchers[0].command[2]"),
+    (["sh", "-c", "-", "echo ${V}"], "watchers[0].command[3]"),
     (["bash", "-lc", "bash -c 'echo ${V}'"], "watchers[0].command[2]"),
     (["bash", "-c", "if [[ ${V} -gt 0 ]]; then echo PR ${V}; fi"], "watchers[0].command[2]"),
     ("bash -lc 'git log -1 ${V}'", "watchers[0].command"),
@@ -154,7 +176,7 @@ def test_the_error_names_the_key_the_variable_and_the_character(
 def test_an_exec_actions_shell_script_gets_the_same_rule(tmp_path: Path) -> None:
     path = write_config(tmp_path, {"watchers": [{
         "id": "w", "path": "app.log", "pattern": "E",
-        "actions": [{"type": "exec", "command": ["sh", "-c", "notify ${V}"]}]}]})
+        "actions": [{"type": "exec", "command": ["ksh93", "-c", "notify ${V}"]}]}]})
     result = load_config([path], env={"V": TOUCH})
     (err,) = [d for d in result.diagnostics if d.severity == "error"]
     assert err.path == "watchers[0].actions[0].command[2]" and "holds ';'" in err.message
@@ -188,6 +210,16 @@ def test_run_once_refuses_a_value_a_named_shell_would_parse_again(tmp_path: Path
     """cfgsec #6: the inner bash of `bash -lc 'git log -1 ${V}'` read `main; id > pwned`."""
     res = run_once(tmp_path, "bash -lc 'git log -1 ${V}'", BRANCH)
     _refused(res, tmp_path, "watchers[0].command", "';'")
+
+
+def test_run_once_refuses_a_value_in_the_script_of_a_shell_by_another_name(
+        tmp_path: Path) -> None:
+    """cfgsec #15: `ksh93 -c SCRIPT` (here a link to sh) was not taken for a shell."""
+    (tmp_path / "ksh93").symlink_to("/bin/sh")
+    res = run_once(tmp_path, [str(tmp_path / "ksh93"), "-c", "echo ${V}"], TOUCH)
+    _refused(res, tmp_path, "watchers[0].command[2]", "';'")
+    res = run_once(tmp_path, ["sh", "-c", "-", "echo ${V}"], TOUCH)
+    _refused(res, tmp_path, "watchers[0].command[3]", "';'")
 
 
 def test_run_once_still_runs_an_ordinary_value_in_a_named_shell(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ reads it: a shell named inside the code (`bash -lc '… ${V} …'`, `eval`, `tra
 -c`) parses the word again, and bash evaluates a quoted word as arithmetic in `(( ))`,
 `[[ … -gt … ]]`, `let`, `declare -i`, `test -v`, `printf -v` and `read`, where `a[$(cmd)]` runs
 `cmd`. No reader can know every such construct, so a value that lands in shell code may hold
-only characters that start no code in any of them (`unsafe_character`). In an argv list, a
-shell runs the argument after its `-c` as shell code (`script_indexes`).
+only characters that start no code in any of them (`unsafe_character`). In an argv list, any
+program that looks like a shell runs the argument after its `-c` as shell code
+(`script_indexes`): the only cost of a false positive is that stricter rule.
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ import string
 import unicodedata
 from collections.abc import Sequence
 
-__all__ = ["ORDINARY", "SHELLS", "describe_character", "script_indexes", "unsafe_character"]
+__all__ = ["ORDINARY", "SHELLS", "describe_character", "looks_like_shell", "script_indexes",
+           "unsafe_character"]
 
-SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "posh", "yash"})
-"""Programs whose `-c` argument is a shell script (by the basename of argv[0])."""
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "ksh93", "ksh88", "mksh", "lksh",
+                    "pdksh", "oksh", "loksh", "rbash", "rksh", "zsh", "posh", "yash", "bosh",
+                    "sh.distrib", "fish", "csh", "tcsh", "es", "rc", "elvish",
+                    "nu", "xonsh", "osh", "ysh", "oil", "gash", "hush", "msh", "toysh"})
+"""Shells by name, besides every name that is `sh` or ends in `sh` (`looks_like_shell`)."""
 ORDINARY = frozenset(string.ascii_letters + string.digits + " _-./:@%+=,~#*?[]{}!")
 """The ASCII characters a value in shell code may hold: none starts a command, a
 substitution, a redirection, a quote or an escape, in any shell or in bash arithmetic."""
-_C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*")
+_C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*|--command")
 _WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 """Shell options whose value is the next argument (`sh -o errexit -c …`)."""
 
@@ -50,32 +55,46 @@ def describe_character(ch: str) -> str:
     return repr(ch) if ch.isascii() and ch.isprintable() else f"{ch!r} (U+{ord(ch):04X})"
 
 
+def looks_like_shell(arg: str) -> bool:
+    """True when the basename of `arg` is a shell's name, or looks like one (`sh`, `…sh`,
+    `sh.…`, a versioned `bash5`, `ksh93`): better a program taken for a shell than a shell
+    missed."""
+    name = os.path.basename(arg)
+    stem = name.rstrip("0123456789.-")
+    return name in SHELLS or stem in SHELLS or stem.endswith("sh") or name.startswith("sh.")
+
+
 def script_indexes(argv: Sequence[str]) -> list[int]:
-    """The indexes of what may be the script of `[sh, -c, SCRIPT, …]`: any shell of SHELLS, run
-    directly or through a wrapper (`env sh -c`, `nice -n 5 bash -lc`, `timeout 9 sh -c`),
-    option clusters such as `-ec` or `-lc`, other options before the script, those that take a
-    value with it (`-o errexit`, `-O extglob`, `--rcfile F`). Every argument naming a shell is
-    looked at, not only the first: an interpolated value may end in `/sh` (`X=${V}` before
-    `sh -c` in `env X=${V} sh -c …`), and it must not hide the shell after it. Empty when no
-    shell runs a `-c` script."""
-    found = (_script_after(argv, i) for i, arg in enumerate(argv)
-             if os.path.basename(arg) in SHELLS)
-    return sorted({i for i in found if i is not None})
+    """The indexes of what may be the script of `[sh, -c, SCRIPT, …]`: any program that
+    `looks_like_shell`, run directly or through a wrapper (`env sh -c`, `nice -n 5 bash -lc`,
+    `timeout 9 sh -c`), option clusters such as `-ec` or `-lc`, other options before the script,
+    those that take a value with it (`-o errexit`, `-O extglob`, `--rcfile F`), `-c -` (both the
+    `-` and what follows it), `--command SCRIPT`, `--command=SCRIPT`. Every argument naming a
+    shell is looked at, not only the first: an interpolated value may end in `/sh` (`X=${V}`
+    before `sh -c` in `env X=${V} sh -c …`), and it must not hide the shell after it. Empty
+    when no shell runs a `-c` script."""
+    return sorted({j for i, arg in enumerate(argv) if looks_like_shell(arg)
+                   for j in _script_after(argv, i)})
 
 
-def _script_after(argv: Sequence[str], shell: int) -> int | None:
+def _script_after(argv: Sequence[str], shell: int) -> list[int]:
     """The script's index after the shell at `shell`: past its options (and their values) to
-    a `-c` cluster, then past more options to the first operand."""
+    a `-c` cluster, then past more options to the first operand (with the one after it when
+    that is `-`, which some shells take as the end of the options)."""
     j, seen_c = shell + 1, False
     while j < len(argv):
         arg = argv[j]
         if arg == "--":  # the end of the options: the script (with -c) or a script file
-            return j + 1 if seen_c and j + 1 < len(argv) else None
+            return [j + 1] if seen_c and j + 1 < len(argv) else []
+        if arg.startswith("--command="):  # fish's `--command=SCRIPT`
+            return [j]
         if arg in _WITH_VALUE:
             j += 2
         elif arg.startswith(("-", "+")) and arg != "-":
             seen_c = seen_c or _C_OPTION.fullmatch(arg) is not None
             j += 1
+        elif not seen_c:
+            return []  # without -c, an operand is a script file
         else:
-            return j if seen_c else None  # without -c, an operand is a script file
-    return None
+            return [j, j + 1] if arg == "-" and j + 1 < len(argv) else [j]
+    return []
