@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from liverunner import watchrun_bin, write_config
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 
 from watchrun.config import load_config
 from watchrun.config.interpolate import interpolate
@@ -226,3 +228,29 @@ def test_run_once_still_runs_an_ordinary_value_in_a_named_shell(tmp_path: Path) 
     res = run_once(tmp_path, "bash -c 'echo branch ${V}'", "feature/x y#1")
     assert res.returncode == 0, res.stderr
     assert "branch feature/x y#1" in res.stdout
+
+
+def _reloaded(r: LiveRunner) -> dict[str, Any] | None:
+    """The runner's status once the reload ended: failed (a problem) or applied (`w` runs)."""
+    status = r.control({"cmd": "status"})
+    return status if status["problems"] or status["watchers"] != ["app"] else None
+
+
+def test_a_reload_that_puts_such_a_value_into_shell_code_is_refused(tmp_path: Path) -> None:
+    """A running runner's environment holds the value; a SIGHUP to a config that writes it into
+    a shell's script is refused like a start, and the old config runs on."""
+    (tmp_path / "app.log").write_text("")
+    conf: dict[str, object] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "E"}]}
+    r = LiveRunner(write_config(tmp_path, conf), env={"V": TOUCH})
+    try:
+        r.wait_running()
+        conf["watchers"] = [*conf["watchers"],  # type: ignore[list-item]
+                            {"id": "w", "command": ["rbash", "-c", "echo ${V}"], "pattern": "Z"}]
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        status = wait_for(lambda: _reloaded(r), "the reload's end")
+        assert status["watchers"] == ["app"] and "reload failed" in status["problems"][0]
+    finally:
+        assert r.stop() == 0
+    assert "watchers[1].command[2]: `${V}` is in shell code and its value holds ';'" in r.stderr()
+    assert not (tmp_path / "pwned").exists()
