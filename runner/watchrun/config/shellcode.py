@@ -25,7 +25,9 @@ SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "ksh93", "ksh88", "mksh"
                     "pdksh", "oksh", "loksh", "rbash", "rksh", "zsh", "posh", "yash", "bosh",
                     "sh.distrib", "fish", "csh", "tcsh", "es", "rc", "elvish",
                     "nu", "xonsh", "osh", "ysh", "oil", "gash", "hush", "msh", "toysh"})
-"""Shells by name, besides every name that is `sh` or ends in `sh` (`looks_like_shell`)."""
+"""Shells by name. `looks_like_shell` also takes every name that is `sh`, ends in `sh` or starts
+with `sh.`, so most of these are listed for the reader; it is the others (`fish`, `es`, `rc`,
+`nu`, `ysh`, `oil`) that only this set names."""
 ORDINARY = frozenset(string.ascii_letters + string.digits + " _-./:@%+=,~#*?[]{}!")
 """The ASCII characters a value in shell code may hold: none starts a command, a
 substitution, a redirection, a quote or an escape, in any shell or in bash arithmetic."""
