@@ -145,6 +145,7 @@ def test_no_value_that_passes_runs_code_on_a_second_reading(
         (["sh", "-c", "-", "s", "x"], [2, 3]), (["dash", "-e", "-c", "-", "s"], [3, 4]),
         (["fish", "--command", "s"], [2]), (["fish", "--command=s"], [1]),
         (["python3", "-c", "s"], []), (["git", "--command=s"], []), (["rbash", "f.sh"], []),
+        (["ssh", "-c", "aes128-ctr", "host"], []), (["/usr/bin/autossh", "-c", "x"], []),
     ],
 )
 def test_a_shell_by_any_name_runs_its_c_argument_as_code(argv: list[str],

@@ -31,6 +31,8 @@ with `sh.`, so most of these are listed for the reader; it is the others (`fish`
 ORDINARY = frozenset(string.ascii_letters + string.digits + " _-./:@%+=,~#*?[]{}!")
 """The ASCII characters a value in shell code may hold: none starts a command, a
 substitution, a redirection, a quote or an escape, in any shell or in bash arithmetic."""
+_NOT_SHELLS = frozenset({"ssh", "autossh"})
+"""Names ending in `sh` whose `-c` is no script (ssh's cipher): their arguments stay as written."""
 _C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*|--command")
 _WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 """Shell options whose value is the next argument (`sh -o errexit -c …`)."""
@@ -63,6 +65,8 @@ def looks_like_shell(arg: str) -> bool:
     missed."""
     name = os.path.basename(arg)
     stem = name.rstrip("0123456789.-")
+    if stem in _NOT_SHELLS:
+        return False
     return name in SHELLS or stem in SHELLS or stem.endswith("sh") or name.startswith("sh.")
 
 
