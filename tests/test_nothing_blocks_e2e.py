@@ -215,3 +215,27 @@ def test_an_output_dir_path_longer_than_af_unix_allows_works(tmp_path: Path) -> 
     finally:
         assert r.stop() == 0
     assert not (deep / ".watchrun" / "control.sock").exists()
+
+
+def test_lines_of_16_mib_that_match_nothing_do_not_hold_the_loop(tmp_path: Path) -> None:
+    """A tester's F4: the status snapshot's `.tail` decoded, sanitized and escaped each kept
+    line whole before cutting it to 4096 characters: four 16 MiB lines (`maxLineBytes: 16MiB`)
+    that matched nothing held the loop for seconds, every other watcher stopped, and the stall
+    was blamed on a file system. Only a line's head is read for its tail now."""
+    big = tmp_path / "big.log"
+    big.write_text("")
+    config = write_config(tmp_path, {"limits": {"maxLineBytes": "16MiB"}, "watchers": [
+        {"id": "big", "path": "big.log", "pattern": "NEVER-PRESENT"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        line = "head é " + "abcdefghij0123456789" * (800_000 - 1) + "\n"  # ~16 MB each
+        append(big, line * 4)
+        tail = r.out / "state" / "big.tail"
+        wait_for(lambda: tail.exists() and tail.read_text().count("head é abcdefghij") == 4,
+                 "the four lines in the watcher's tail")
+        r.assert_lag_ok()
+        shown = [x for x in tail.read_text().splitlines() if "head é" in x]
+        assert all(len(x) < 4096 + 64 for x in shown), [len(x) for x in shown]
+    finally:
+        assert r.stop() == 0
