@@ -228,3 +228,29 @@ def test_watchrun_status_without_an_id_shows_a_failed_reload(tmp_path: Path) -> 
     gone = status()
     assert gone.returncode == 3 and "no live runner" in gone.stderr, gone
 
+
+
+def test_a_reload_that_moves_the_output_dir_is_refused_whole_and_said_so(
+        tmp_path: Path) -> None:
+    """A tester's F3: a new config with another `output.dir` was refused in the log only, and
+    counted an ok reload: `status` had no problem and the metrics said the last reload worked,
+    though nothing of the new config (a changed pattern too) ran."""
+    r, _, conf = app_runner(tmp_path)
+    try:
+        r.wait_running()
+        conf["output"] = {"dir": str(tmp_path / "other")}
+        conf["watchers"][0]["pattern"] = "FATAL"
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        wait_for(lambda: r.control({"cmd": "status"})["problems"], "a problem in status")
+        (problem,) = r.control({"cmd": "status"})["problems"]
+        assert problem.endswith(
+            f"reload failed: output.dir cannot change while running ({tmp_path}/.watchrun → "
+            f"{tmp_path}/other): restart the runner; keeping the running one"), problem
+        with open(tmp_path / "app.log", "a") as fh:
+            fh.write("ERROR still watched as before\nFATAL not yet\n")
+        wait_for(lambda: r.matches("app"), "the old config's match")
+        assert [m["line"] for m in r.matches("app")] == ["ERROR still watched as before"]
+        assert not (tmp_path / "other").exists()
+    finally:
+        assert r.stop() == 0

@@ -80,12 +80,12 @@ class Reloading(Protocol):
     def problem(self, message: str, wid: str | None = None) -> None: ...
 
 
-async def apply(sup: Reloading, new: Config) -> None:
+async def apply(sup: Reloading, new: Config) -> str | None:
+    """Apply `new`; or, when it cannot apply while running, nothing of it, and say why."""
     old = sup.config
     if old.output.dir != new.output.dir:
-        sup.log.error(f"reload refused: output.dir cannot change while running "
-                      f"({old.output.dir} → {new.output.dir}); restart the runner")
-        return
+        return (f"output.dir cannot change while running ({old.output.dir} → "
+                f"{new.output.dir}): restart the runner")
     global_change = old.limits != new.limits or old.output != new.output
     sup.config = new
     try:
@@ -146,6 +146,7 @@ async def apply(sup: Reloading, new: Config) -> None:
     watchers, each = counted(counts)
     sup.log.info(f"reloaded: {watchers}{each or ' running'}", event="reloaded",
                  watchers=sum(counts.values()), running=counts.get("running", 0), states=counts)
+    return None
 
 
 def _kept_stopped(sup: Reloading, old: Config, wanted: dict[str, WatcherSpec],

@@ -297,14 +297,16 @@ class Supervisor:
                     new = await asyncio.to_thread(self._reload)
                 finally:
                     self.reading_config = False
-                if new is None:  # (the log's `reload:` lines say why)
-                    self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
-                    self.problem("reload failed: the new config is invalid or could not be "
-                                 "read (the log's `reload:` lines, or `watchrun validate`, say "
-                                 "why); keeping the running one", event="reload-failed")
-                else:  # (what failed reloads said is no longer so)
+                refused = "the new config is invalid or could not be read (the log's " \
+                    "`reload:` lines, or `watchrun validate`, say why)" if new is None else None
+                if new is not None:  # (what failed reloads said is no longer so)
                     self.problems.forget("reload failed")
-                    await reloading.apply(self, new)
+                    refused = await reloading.apply(self, new)
+                if refused is not None:  # nothing of the new config applied
+                    self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
+                    self.problem(f"reload failed: {refused}; keeping the running one",
+                                 event="reload-failed")
+                else:
                     self.reloads |= {"ok": self.reloads["ok"] + 1, "last": 1}
             except Exception as exc:
                 self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
