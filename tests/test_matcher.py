@@ -552,3 +552,14 @@ def test_a_re2_found_but_not_importable_leaves_the_other_paths(
     assert len(flood.find(b"ERROR x\nFATAL\n" * 5000)) == 10000
     assert flood.every_line(b"ERROR x\nFATAL\n" * 5000)
     assert not flood.every_line(b"ERROR x\nok\n" * 5000)
+
+
+@pytest.mark.parametrize(("exclude", "linear"), [
+    ((), True), (("healthcheck",), True), (("a.*c",), True),
+    (("^(a+)+(?=c)",), False), (("ok", "x(?<=y)"), False),
+])
+def test_a_matcher_with_an_exclude_only_python_re_runs_is_not_linear(
+        exclude: tuple[str, ...], linear: bool) -> None:
+    """`linear` sends the watcher to its regex worker; a Python-re-only exclude had counted as
+    linear (two bound methods compared with `is`) and was searched on the loop."""
+    assert Matcher("b c", exclude).linear is linear

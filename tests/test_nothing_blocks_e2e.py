@@ -239,3 +239,30 @@ def test_lines_of_16_mib_that_match_nothing_do_not_hold_the_loop(tmp_path: Path)
         assert all(len(x) < 4096 + 64 for x in shown), [len(x) for x in shown]
     finally:
         assert r.stop() == 0
+
+
+def test_a_hostile_line_for_a_backtracking_exclude_stalls_nothing_else(tmp_path: Path) -> None:
+    """A tester's F6: an `exclude` only Python re can run was searched on the loop (the check of
+    whether it ran in linear time compared two bound methods with `is`, never the same object),
+    so one hostile line held every watcher, /livez and the control socket: 76 s for five. Now
+    the watcher's pattern and excludes go to its worker, as a backtracking pattern's do."""
+    hostile, calm = tmp_path / "hostile.log", tmp_path / "calm.log"
+    hostile.write_text("")
+    calm.write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "bt", "path": "hostile.log", "pattern": "!", "exclude": [PATTERN.replace(
+            "$", "!$")], "backtracking": True},
+        {"id": "calm", "path": "calm.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        append(hostile, HOSTILE * 3)
+        wait_for(lambda: _worker_cpu(r.pid) > 0.1, "the regex worker deep in a search")
+        window = time.monotonic()
+        append(calm, "ERROR meanwhile\n")
+        wait_for(lambda: r.matches("calm"), "the other watcher's match")
+        assert time.monotonic() - window < 1.0
+        wait_for(lambda: len(timeouts(r)) == 3, "every hostile line skipped")
+        r.assert_lag_ok()
+    finally:
+        assert r.stop() == 0

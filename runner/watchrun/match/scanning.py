@@ -92,11 +92,12 @@ def rejecter(excludes: list[Analysis]) -> tuple[Reject | None, bool]:
             if exact:  # (an empty set never matches)
                 tests.append((tuple(sorted(exact)), x.caseless, None, False))
             continue
-        search: Any = x.reference.search
+        search: Any = None
         if re2_installed() and not x.python_only:
             with contextlib.suppress(Unsupported):
                 search = re2_regex(x).search
-        linear = linear and search is not x.reference.search
+        if search is None:  # only Python re runs it: a backtracking search, never on the loop
+            linear, search = False, x.reference.search
         needles = required_literals(x)
         if needles is not None and not needles:
             continue
