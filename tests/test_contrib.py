@@ -136,8 +136,15 @@ def test_the_root_only_logs_dropin_adds_only_read_access(tmp_path: Path) -> None
                                        # (a user namespace keeps the capability from the files
                                        # of users not mapped into it: systemd.exec(5))
                                        "PrivateUsers": "no"}
-    readme = (ROOT / "README.md").read_text()
+    readme = " ".join((ROOT / "README.md").read_text().split())
     assert "watchrun.service.d/read-all-logs.conf" in readme
+    # the figures README and the drop-in state are the ones systemd gives (README said 1.6)
+    assert f"the exposure is then {level:.1f}." in readme, level
+    assert f"exposure {level:.1f} with it" in dropin_text(), level
+
+
+def dropin_text() -> str:
+    return (SYSTEMD / "watchrun.service.d" / "read-all-logs.conf").read_text()
 
 
 # -- Kubernetes ---------------------------------------------------------------------------------
