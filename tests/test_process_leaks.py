@@ -194,6 +194,27 @@ def test_the_guardian_ends_a_setsid_escapee_of_a_sigkilled_runner(tmp_path: Path
         r.close()
 
 
+def test_a_guardian_that_ended_is_replaced_and_told_the_groups(tmp_path: Path) -> None:
+    """A tester's F7: a guardian killed while the runner ran (an operator's `kill`, the OOM
+    killer) was neither noticed nor replaced, and a later SIGKILL of the runner left the
+    command's escapee and its group running. Now another guardian starts, told every group."""
+    config, pids = watcher(tmp_path, ESCAPE, "up")
+    r = LiveRunner(config)
+    try:
+        escapee = escapee_up(r, pids)
+        first = guardian_of(r.pid)
+        os.kill(first, signal.SIGKILL)
+        r.wait_log(f"the guardian process (pid {first}) ended (signal 9); starting another, "
+                   "told the process groups")
+        second = guardian_of(r.pid)
+        assert second != first
+        r.proc.kill()
+        r.proc.wait()
+        wait_for(lambda: not alive(escapee), "the new guardian to end the escapee", 10)
+    finally:
+        r.close()
+
+
 def test_the_next_runner_ends_a_setsid_escapee_a_killed_runner_left(tmp_path: Path) -> None:
     config, pids = watcher(tmp_path, ESCAPE, "up")
     first = LiveRunner(config)
@@ -201,6 +222,7 @@ def test_the_next_runner_ends_a_setsid_escapee_a_killed_runner_left(tmp_path: Pa
     try:
         escapee = escapee_up(first, pids)
         [start] = [rec for rec in first.records("svc") if rec["kind"] == "start"]
+        first.send(signal.SIGSTOP)  # (a runner that ran on would start another guardian)
         os.kill(guardian_of(first.pid), signal.SIGKILL)
         first.proc.kill()
         first.proc.wait()

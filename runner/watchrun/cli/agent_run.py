@@ -76,6 +76,7 @@ async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, pr
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        guardian.unwatch()
         await asyncio.to_thread(guardian.close)
         await rec.close()
     return result, rec.failed
@@ -97,10 +98,12 @@ async def _own_processes(layout: OutputLayout, name: str, grace_s: float, log: R
         if ended:
             log.warning(f"ended {ended} processes left running by a previous `agent run` "
                         f"(pid {pid}) of {name}", name)
-    guardian = LazyGuardian(lambda problem: log.warning(
-        f"{problem}; if this process is SIGKILLed, the agent's processes are ended by the "
-        "next `agent run` of it or runner of this output dir", name))
-    return guardian, GroupRegistry(path, guardian.tell, log.warning, guardian.start)
+    guardian = LazyGuardian(lambda text: log.warning(text, name),
+                            "if this process is SIGKILLed, the agent's processes are ended by "
+                            "the next `agent run` of it or runner of this output dir")
+    registry = GroupRegistry(path, guardian.tell, log.warning, guardian.start)
+    guardian.known = registry.groups.values
+    return guardian, registry
 
 
 def turn_doc(name: str, result: TurnResult) -> dict[str, Any]:

@@ -41,6 +41,10 @@ class Group(NamedTuple):
     """Start time of the leader (clock ticks since boot)."""
     spawn_id: str
 
+    def told(self) -> str:
+        """The line that registers it with the guardian (`process/guard.py`)."""
+        return f"+{self.pgid} {self.start} {self.spawn_id}\n"
+
 
 def members(table: dict[int, Stat], group: Group, ids: Callable[[int], str | None]) -> set[int]:
     """Live processes of `group`, each started no earlier than its leader: those in its process
@@ -163,7 +167,7 @@ class GroupRegistry:
         group = Group(pgid, start_time(pgid) or forked_at, spawn_id)
         self.groups[pgid] = group
         if self._tell is not None:
-            self._tell(f"+{pgid} {group.start} {spawn_id}\n")
+            self._tell(group.told())
         self._save()
 
     def remove(self, pgid: int) -> None:

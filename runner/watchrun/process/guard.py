@@ -9,13 +9,14 @@ file without it means the runner died, and the guardian SIGKILLs what is left of
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import fcntl
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from watchrun.process.groups import Group, end_groups
 from watchrun.process.tree import HELPERS, forking
@@ -59,6 +60,13 @@ class Guardian:
             if self.problem is None:
                 self.problem = f"the guardian process cannot be told: {os.strerror(exc.errno or 0)}"
 
+    def wait(self) -> int | None:
+        """Reap an ended guardian; its exit status (negative: the signal)."""
+        if self._proc is None:
+            return None
+        HELPERS.discard(self._proc.pid)
+        return self._proc.wait()
+
     def close(self) -> None:
         """A clean exit: every group was ended by the runner itself."""
         if self._w >= 0:
@@ -71,13 +79,22 @@ class Guardian:
                 HELPERS.discard(self._proc.pid)
 
 
+_OTHERWISE = "children of a SIGKILLed runner are ended by the next runner of this output dir"
+
+
 class LazyGuardian:
     """A guardian started just before the first child is spawned (`GroupRegistry.prepare`):
-    a runner that only follows files never starts one (an interpreter start saved)."""
+    a runner that only follows files never starts one (an interpreter start saved). One that
+    ends while the runner runs (an operator's `kill`, the OOM killer) is noticed on the loop (a
+    pidfd) and replaced, told every group `known` lists, so a later SIGKILL of the runner still
+    ends them."""
 
-    def __init__(self, on_problem: Callable[[str], None]) -> None:
-        self._on_problem = on_problem
+    def __init__(self, warn: Callable[[str], None], otherwise: str = _OTHERWISE) -> None:
+        self._warn, self._otherwise = warn, otherwise
+        self.known: Callable[[], Iterable[Group]] = tuple
+        """The groups to tell a guardian started again (the registry's)."""
         self._guardian: Guardian | None = None
+        self._watch = -1  # a pidfd of the guardian, read by the loop
 
     @property
     def pid(self) -> int | None:
@@ -85,17 +102,50 @@ class LazyGuardian:
 
     def start(self) -> None:
         if self._guardian is None:
-            self._guardian = Guardian()
-            if self._guardian.problem:
-                self._on_problem(self._guardian.problem)
+            self._begin()
+
+    def _begin(self) -> None:
+        self._guardian = Guardian()
+        if self._guardian.problem:
+            self._warn(f"{self._guardian.problem}; {self._otherwise}")
+            return
+        for group in self.known():
+            self._guardian.tell(group.told())
+        pid = self._guardian.pid
+        with contextlib.suppress(OSError, RuntimeError, AttributeError):  # (no loop: no watch)
+            assert pid is not None
+            self._watch = os.pidfd_open(pid)
+            asyncio.get_running_loop().add_reader(self._watch, self._ended)
+
+    def _ended(self) -> None:
+        """The guardian exited while the runner runs: reap it, say so, start another."""
+        self._unwatch()
+        old = self._guardian
+        code = old.wait() if old is not None else None
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        self._warn(f"the guardian process (pid {old.pid if old else None}) ended ({how}); "
+                   "starting another, told the process groups")
+        self._begin()
+
+    def _unwatch(self) -> None:
+        if self._watch >= 0:
+            with contextlib.suppress(RuntimeError):  # (its loop already closed)
+                asyncio.get_running_loop().remove_reader(self._watch)
+            os.close(self._watch)
+            self._watch = -1
 
     def tell(self, line: str) -> None:
         if self._guardian is not None:
             self._guardian.tell(line)
 
     def close(self) -> None:
+        """(In a worker thread: the loop's reader is gone already, see `unwatch`.)"""
         if self._guardian is not None:
             self._guardian.close()
+
+    def unwatch(self) -> None:
+        """On the loop, before `close`: a guardian ending at a clean stop is not replaced."""
+        self._unwatch()
 
 
 def main() -> int:

@@ -114,13 +114,14 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
     await _end_leftovers(sup)
     guardian = None
     if sup.guardian:  # started with the first child: a runner of files only needs none
-        guardian = LazyGuardian(lambda problem: log.warning(
-            f"{problem}; children of a SIGKILLed runner are ended by the next runner of this "
-            "output dir"))
+        guardian = LazyGuardian(log.warning)
         undo.push_async_callback(asyncio.to_thread, guardian.close)
-    sup.spawner.registry = GroupRegistry(layout.state / PROCESSES,
-                                         guardian.tell if guardian else None, log.warning,
-                                         guardian.start if guardian else None)
+        undo.callback(guardian.unwatch)  # (first: a guardian told to end is not replaced)
+    registry = sup.spawner.registry = GroupRegistry(
+        layout.state / PROCESSES, guardian.tell if guardian else None, log.warning,
+        guardian.start if guardian else None)
+    if guardian is not None:
+        guardian.known = registry.groups.values
     # once: the file sources read to their end and never wait, so nothing is watched (adding
     # an inotify watch to a directory makes the kernel walk its cached entries: 11 ms on a /tmp
     # that had held many files)
