@@ -254,3 +254,34 @@ def test_a_reload_that_moves_the_output_dir_is_refused_whole_and_said_so(
         assert not (tmp_path / "other").exists()
     finally:
         assert r.stop() == 0
+
+
+def test_a_stop_while_a_reload_is_applied_starts_nothing_more(tmp_path: Path) -> None:
+    """A tester's F8: a SIGTERM while a reload waited for a changed command's stop let the
+    reload start the new command after "stopping (SIGTERM)": a deploy run once more by a runner
+    on its way out. Now the reload starts nothing more and says so."""
+    stub = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('hi', flush=True)\nwhile True: time.sleep(1)")
+    conf: dict[str, Any] = {"limits": {"stopTimeout": "2s"}, "watchers": [
+        {"id": "stub", "command": ["python3", "-c", stub], "pattern": "hi"},
+        {"id": "t", "command": "while :; do echo tick; sleep 0.2; done", "pattern": "tick"}]}
+    config = write_config(tmp_path, conf)
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: r.matches("stub") and r.matches("t"), "both commands up")
+        conf["watchers"][0]["command"][2] = stub.replace("'hi'", "'ho'")
+        conf["watchers"][1]["command"] = "while :; do echo tock; sleep 0.2; done"
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        r.wait_log("[t] config changed; stopped")  # stub waits out its stopTimeout meanwhile
+        r.send(signal.SIGTERM)
+        assert r.proc.wait(timeout=30) == 0
+    finally:
+        r.close()
+    err = r.stderr()
+    assert ("reload cut short: SIGTERM came while it was applied; 2 new or changed watchers "
+            "not started") in err, err
+    assert "started run 2" not in err and err.count("started run 1") == 2, err
+    for wid in ("stub", "t"):
+        assert [x["kind"] for x in r.records(wid) if x["kind"] in ("start", "stop")] == [
+            "start", "stop"], r.records(wid)

@@ -38,6 +38,7 @@ matchers `matcher.compile_for` keeps, so none is evicted before its start takes 
 class Reloader(Protocol):
     log: RunLog
     reading_config: bool
+    stop_heard: str | None
 
     async def reload(self) -> None: ...
 
@@ -57,7 +58,7 @@ async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
         if sig == signal.SIGHUP:
             again = True
             continue
-        stop = sig.name
+        stop = sup.stop_heard = sig.name  # (an apply under way starts nothing more)
         if sup.reading_config:
             reloading.cancel()
             await asyncio.wait({reloading})
@@ -71,6 +72,7 @@ async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
 class Reloading(Protocol):
     config: Config
     log: RunLog
+    stop_heard: str | None
     set: WatcherSet
     hub: AgentHub | None
     actions: ActionHub | None
@@ -137,11 +139,16 @@ async def apply(sup: Reloading, new: Config) -> str | None:
                            if wid not in wanted or rt.spec != wanted[wid] or global_change))
     todo = [spec for wid, spec in wanted.items()
             if wid not in sup.set.running and wid not in held]
+    if sup.stop_heard is not None and todo:  # the runner stops next: nothing starts now
+        sup.log.warning(f"reload cut short: {sup.stop_heard} came while it was applied; "
+                        f"{len(todo)} new or changed watchers not started", event="reload-cut")
+        todo = []
     for at in range(0, len(todo), PRECOMPILE_BATCH):
         batch = todo[at:at + PRECOMPILE_BATCH]  # compiled off the loop, then started
         await asyncio.to_thread(precompile, batch, sup.set.databases, threading.get_ident())
         for spec in batch:
-            await _start(sup, spec, trouble.get(spec.id))
+            if sup.stop_heard is None:  # (one may come during a start)
+                await _start(sup, spec, trouble.get(spec.id))
     counts = sup.set.census()
     watchers, each = counted(counts)
     sup.log.info(f"reloaded: {watchers}{each or ' running'}", event="reloaded",

@@ -94,6 +94,8 @@ class Supervisor:
         """A SIGHUP came while starting: reload once started."""
         self.reading_config = False
         """A reload is reading the config (a stop signal then gives it up)."""
+        self.stop_heard: str | None = None
+        """A stop signal that came while a reload was applied: it starts nothing more."""
         self.reloads = {"ok": 0, "failed": 0, "last": 1}  # SIGHUP reloads (metrics; last: ok)
         self._inbox: SignalInbox | None = None
         self._stop_asked = self._reload_asked = False  # (before `run()`: see request_*)
