@@ -9,6 +9,8 @@ _OTHER_COMMANDS = frozenset({
     "add", "agent", "clear", "completion", "config", "init", "list", "logs", "matches", "mcp",
     "restart", "schema", "start", "status", "stop", "top", "transcript", "validate"})
 """The commands but `run` (tests/test_signals_early.py holds it to the parser's list)."""
+_ONLY_PRINTS = frozenset({"-h", "--help", "--version"})
+"""Options that print and exit: no run starts (a Ctrl-C then is 130, as in other commands)."""
 
 
 def entry() -> int:
@@ -16,7 +18,8 @@ def entry() -> int:
     `run` (the default): its signals are caught before anything else loads (`catch_early_stops`:
     a SIGHUP from logrotate's postrotate or `systemctl reload` is recorded, not fatal); in the
     other commands a Ctrl-C while the modules load ends as one later does (130, no traceback)."""
-    if os.getpid() != 1 and _OTHER_COMMANDS.isdisjoint(sys.argv[1:]):
+    if os.getpid() != 1 and _OTHER_COMMANDS.isdisjoint(sys.argv[1:]) and \
+            _ONLY_PRINTS.isdisjoint(sys.argv[1:]):
         catch_early_stops(once="--once" in sys.argv[1:])
     try:
         from watchrun.cli.main import main

@@ -9,7 +9,6 @@ file without it means the runner died, and the guardian SIGKILLs what is left of
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import fcntl
@@ -111,6 +110,8 @@ class LazyGuardian:
             return
         for group in self.known():
             self._guardian.tell(group.told())
+        import asyncio  # (here: the guardian process itself loads no asyncio)
+
         pid = self._guardian.pid
         with contextlib.suppress(OSError, RuntimeError, AttributeError):  # (no loop: no watch)
             assert pid is not None
@@ -128,6 +129,8 @@ class LazyGuardian:
         self._begin()
 
     def _unwatch(self) -> None:
+        import asyncio
+
         if self._watch >= 0:
             with contextlib.suppress(RuntimeError):  # (its loop already closed)
                 asyncio.get_running_loop().remove_reader(self._watch)
