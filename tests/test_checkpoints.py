@@ -20,7 +20,8 @@ from watchrun.sources.identity import (
     position,
 )
 from watchrun.sources.orphans import orphaned
-from watchrun.sources.siblings import locate, scan
+from watchrun.sources.rotated import scan
+from watchrun.sources.siblings import locate
 
 
 def cp_for(path: Path, offset: int, line_no: int = 1, head_len: int = 1024) -> Checkpoint:

@@ -13,7 +13,8 @@ from watchrun.sources.identity import (
     same_head,
     tail_before,
 )
-from watchrun.sources.siblings import Entry, Opened, Plan, newer, open_entry
+from watchrun.sources.rotated import Entry
+from watchrun.sources.siblings import Opened, Plan, newer, open_entry
 
 
 def ident(st: os.stat_result) -> tuple[int, int]:
@@ -59,7 +60,8 @@ def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int
     copy's last write may share the truncation's clock tick) takes it for a newer generation
     and reads it again from its first line."""
     for e in sorted(entries, key=lambda e: -e.st.st_mtime_ns):  # the newest: this truncation's
-        if ident(e.st) in taken or e.compressed or e.st.st_mtime_ns < ended.mtime_ns or \
+        if ident(e.st) in taken or e.compressed or not e.named or \
+                e.st.st_mtime_ns < ended.mtime_ns or \
                 not ended.fingerprint_len <= e.st.st_size < ended.offset:
             continue
         o = open_entry(e)

@@ -28,7 +28,8 @@ from watchrun.sources.generation import (
 from watchrun.sources.identity import Checkpoint
 from watchrun.sources.keeper import Keeper
 from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
-from watchrun.sources.siblings import IDENTITY, NO_FDS, Opened, Plan
+from watchrun.sources.rotated import NO_FDS
+from watchrun.sources.siblings import IDENTITY, Opened, Plan
 from watchrun.sources.unseen import Unseen
 
 SAVE_EVERY = 1.0

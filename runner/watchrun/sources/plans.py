@@ -20,15 +20,8 @@ from watchrun.sources.identity import (
     same_head,
 )
 from watchrun.sources.released import regrown
-from watchrun.sources.siblings import (
-    Entry,
-    Opened,
-    Plan,
-    locate,
-    newer,
-    open_at_path,
-    scan,
-)
+from watchrun.sources.rotated import Entry, scan
+from watchrun.sources.siblings import Opened, Plan, locate, newer, open_at_path
 
 
 def missing_gap(cp: Checkpoint, recorded: Mark | None = None) -> dict[str, Any]:

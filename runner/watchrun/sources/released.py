@@ -8,7 +8,8 @@ from collections.abc import Collection
 from typing import Any
 
 from watchrun.sources.identity import Checkpoint, identifies
-from watchrun.sources.siblings import Entry, open_entry
+from watchrun.sources.rotated import Entry
+from watchrun.sources.siblings import open_entry
 
 
 def regrown(entries: list[Entry], known: list[Checkpoint], taken: Collection[tuple[int, int]],

@@ -25,14 +25,11 @@ from watchrun.sources.identity import (
     identifies,
     inode_generation,
 )
+from watchrun.sources.rotated import NO_FDS, Entry
 
-COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzma", ".z", ".zip", ".br", ".7z")
 MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18", b"PK\x03")
 _DIGITS = re.compile(r"[0-9]+")
 _MISSING = (errno.ENOENT, errno.ENOTDIR)
-NO_FDS = (errno.EMFILE, errno.ENFILE)
-"""Out of descriptors: raised, never taken for a sibling that is not there (the source
-records an error and looks again)."""
 
 
 class Opened(Struct):
@@ -88,12 +85,6 @@ def identity(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-class Entry(Struct, frozen=True):
-    path: str
-    st: os.stat_result
-    compressed: bool
-
-
 def open_at_path(path: Path) -> Opened | None:
     """The file at the path, or None when it is missing. Through a symlink, the path it is
     opened as is its target's (where its checkpoint says it was last seen: after the link
@@ -116,50 +107,6 @@ def _target(path: Path, fd: int) -> str:
         return os.path.realpath(path)
 
 
-def _mask(name: str) -> str:
-    return _DIGITS.sub("#", name)
-
-
-def scan(path: Path, known: list[Checkpoint]) -> list[Entry]:
-    """Regular files (symlinks are not followed) beside the path whose names start with the
-    path's name, or, for a symlinked path, that are where a checkpointed generation was (its
-    target then) or only differ from a target's name in their digits (`app-0001.log` →
-    `app-0002.log`). The path itself and its target now are not among them."""
-    rules: dict[str, set[tuple[str, bool]]] = {str(path.parent): {(path.name, False)}}
-    targets = [Path(cp.path) for cp in known]
-    own: set[str] = set()  # a symlink's targets themselves (`a.log` when it was `b.log`)
-    with contextlib.suppress(OSError):
-        if path.is_symlink():
-            now = Path(os.path.realpath(path))
-            own = {str(t) for t in targets if t not in (path, now)}
-            targets.append(now)
-    for t in targets:
-        if t != path:
-            rules.setdefault(str(t.parent), set()).add((t.name, True))
-    found: list[Entry] = []
-    for directory, bases in rules.items():
-        try:
-            entries = list(os.scandir(directory))
-        except OSError as exc:
-            if exc.errno in NO_FDS:
-                raise
-            continue
-        for e in entries:
-            if e.path == str(path) or (e.path not in own and not any(
-                e.name != b and (e.name.startswith(b) or (masked and _mask(e.name) == _mask(b)))
-                for b, masked in bases
-            )):
-                continue
-            try:
-                if not e.is_file(follow_symlinks=False):
-                    continue
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            found.append(Entry(e.path, st, e.name.lower().endswith(COMPRESSED)))
-    return found
-
-
 def open_entry(e: Entry) -> Opened | None:
     try:
         fd, st = open_regular(e.path)
@@ -176,9 +123,10 @@ def open_entry(e: Entry) -> Opened | None:
 def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
            copies_only: bool = False) -> Opened | None:
     """The checkpoint's generation among `entries`: by device and inode first (renamed), then
-    by content (a copy made by copytruncate). Opened, reading set to start at its offset."""
+    by content among the rotated names (a copy made by copytruncate). Opened, reading set to
+    start at its offset."""
     same = [e for e in entries if (e.st.st_dev, e.st.st_ino) == (cp.dev, cp.inode)]
-    others = [e for e in entries if e not in same and e.st.st_size >= cp.offset]
+    others = [e for e in entries if e not in same and e.named and e.st.st_size >= cp.offset]
     others.sort(key=lambda e: -e.st.st_mtime_ns)  # the newest copy first
     for e in ([] if copies_only else same) + others:
         if e.compressed or (e.st.st_dev, e.st.st_ino) in taken:
@@ -270,7 +218,8 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
     gaps: list[dict[str, Any]] = []
     try:
         for e in entries:
-            if (e.st.st_dev, e.st.st_ino) in taken or e.st.st_mtime_ns < after_ns:
+            if not e.named or (e.st.st_dev, e.st.st_ino) in taken or \
+                    e.st.st_mtime_ns < after_ns:
                 continue
             o = open_entry(e)
             if e.compressed:  # (by name: the gap stands when it cannot be opened either)
