@@ -9,29 +9,32 @@ import errno
 import logging
 import os
 import stat
+from collections.abc import Callable
 
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.sources.checkpoints import FileState
+from watchrun.sources.compressed import compressed
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Generation, Recorded, resumable
 from watchrun.sources.identity import birth_ns
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotation import Rotation
-from watchrun.sources.siblings import MAGIC, Plan, open_at_path
+from watchrun.sources.siblings import Plan, open_at_path
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
-_UNREADABLE = (
-    ((b"\xff\xfe", b"\xfe\xff"), "not-utf8", "is UTF-16 (it starts with a byte order mark); "
-     "watchrun reads UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)"),
-    (MAGIC, "compressed", "is compressed; watchrun reads text: watch a command that "
+_UNREADABLE: tuple[tuple[Callable[[bytes], bool], str, str], ...] = (
+    (lambda head: head.startswith((b"\xff\xfe", b"\xfe\xff")), "not-utf8",
+     "is UTF-16 (it starts with a byte order mark); watchrun reads UTF-8: convert it first "
+     "(iconv -f UTF-16 -t UTF-8)"),
+    (compressed, "compressed", "is compressed; watchrun reads text: watch a command that "
      "decompresses it instead (`command: [zcat, FILE]`, or xzcat, bzcat, zstdcat)"),
 )
 """Beginnings no text pattern can match past (UTF-16's byte order marks, as Windows tools
-write it; gzip, bzip2, xz, zstd, lz4, zip): the `error` code and message said of such a file."""
+write it; a gzip, bzip2, xz, zstd, lz4 or zip stream): the `error` code and message said."""
 
 
 class FileSource(Rotation):
@@ -173,8 +176,8 @@ class FileSource(Rotation):
                                 f"cannot read {gen.path}: {exc.strerror}", unread=True)
                 continue
             await gen.finish(ctx, self.name)
-            for starts, code, why in _UNREADABLE:  # no text pattern matches it: never a pass
-                if gen.head.startswith(starts):
+            for begins, code, why in _UNREADABLE:  # no text pattern matches it: never a pass
+                if begins(gen.head):
                     await ctx.event("error", code=code, path=gen.path,
                                     message=f"{gen.path} {why}")
             if gen.pos < end:

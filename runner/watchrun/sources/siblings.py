@@ -3,31 +3,21 @@ old targets of a swapped symlink) and plan what to read, oldest first. Runs in w
 
 from __future__ import annotations
 
-import bz2
 import contextlib
 import errno
-import lzma
 import os
 import re
-import zlib
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from msgspec import Struct, field
 
+from watchrun.sources.compressed import drained_or_empty, is_compressed
 from watchrun.sources.generation import open_regular
-from watchrun.sources.identity import (
-    FINGERPRINT_BYTES,
-    Checkpoint,
-    begins_as,
-    holds,
-    identifies,
-    inode_generation,
-)
+from watchrun.sources.identity import Checkpoint, holds, identifies, inode_generation
 from watchrun.sources.rotated import NO_FDS, Entry
 
-MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd", b"\x04\x22\x4d\x18", b"PK\x03")
 _DIGITS = re.compile(r"[0-9]+")
 _MISSING = (errno.ENOENT, errno.ENOTDIR)
 
@@ -135,59 +125,11 @@ def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
         if o is None:
             continue
         found = identifies(cp, o.fd, o.st, o.generation()) if e in same else holds(cp, o.fd, o.st)
-        if found and not _is_compressed(o.fd):
+        if found and not is_compressed(o.fd):
             o.start, o.line_no, o.origin = cp.offset, cp.line_no, cp
             return o
         os.close(o.fd)
     return None
-
-
-def _is_compressed(fd: int) -> bool:
-    return os.pread(fd, 4, 0).startswith(MAGIC)
-
-
-COMPRESSED_READ = 1 << 20
-"""At most this much of a compressed sibling is read to see what it begins with (bzip2 gives
-nothing of a block, up to 900 kB of text, before the whole block is in)."""
-
-
-def _compressed_head(fd: int) -> bytes | None:
-    """The first FINGERPRINT_BYTES of what a gzip, bzip2 or xz file holds (all of it when it
-    holds fewer; nothing when the file is empty, as one is while its compressor starts), from
-    at most COMPRESSED_READ bytes of it; None for other formats, for content that cannot be
-    decompressed, and when the head is not within that bound."""
-    magic = os.pread(fd, 6, 0)
-    if not magic:
-        return b""
-    d: zlib._Decompress | bz2.BZ2Decompressor | lzma.LZMADecompressor
-    if magic.startswith(b"\x1f\x8b"):
-        d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    elif magic.startswith(b"BZh"):
-        d = bz2.BZ2Decompressor()
-    elif magic.startswith(b"\xfd7zXZ"):
-        d = lzma.LZMADecompressor(lzma.FORMAT_XZ)
-    else:
-        return None
-    out, pos = b"", 0
-    try:
-        while len(out) < FINGERPRINT_BYTES and pos < COMPRESSED_READ and not d.eof:
-            data = os.pread(fd, 64 * 1024, pos)
-            if not data:
-                return None  # (cut short: still being written, or damaged)
-            pos += len(data)
-            out += d.decompress(data, FINGERPRINT_BYTES - len(out))
-    except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
-        return None
-    if len(out) < FINGERPRINT_BYTES and (not d.eof or d.unused_data):
-        return None  # not within the bound, or more streams follow the first
-    return out
-
-
-def _drained_or_empty(fd: int, drained: Collection[Checkpoint]) -> bool:
-    """A compressed file holds a generation read to its end (or still open, so read to its
-    end yet), or nothing at all: compressing it lost nothing."""
-    head = _compressed_head(fd)
-    return head is not None and (not head or any(begins_as(cp, head) for cp in drained))
 
 
 def _numbers(path: str) -> tuple[int, ...]:
@@ -223,7 +165,7 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
                 continue
             o = open_entry(e)
             if e.compressed:  # (by name: the gap stands when it cannot be opened either)
-                if o is None or not _drained_or_empty(o.fd, drained):
+                if o is None or not drained_or_empty(o.fd, drained):
                     gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
                                  "message": f"{e.path} was rotated and compressed before it "
                                             "was read", IDENTITY: identity(e.st)})
@@ -231,8 +173,8 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
                 continue
             elif any(holds(cp, o.fd, o.st) for cp in known):
                 pass  # a generation (or a copy of one) read before
-            elif _is_compressed(o.fd):
-                if not _drained_or_empty(o.fd, drained):
+            elif is_compressed(o.fd):
+                if not drained_or_empty(o.fd, drained):
                     gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
                                  "unreadBytes": o.st.st_size, "message": f"{e.path} is "
                                  "compressed; only plain files are read", IDENTITY: identity(e.st)})

@@ -1,0 +1,102 @@
+"""Which files hold a compressed stream (gzip, bzip2, xz, zstd, lz4, zip), by a whole valid
+header and, for gzip, bzip2 and xz, first bytes that decompress (a text log that begins with
+`BZh` is text); and what a compressed generation begins with, to tell one read before."""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import os
+import struct
+import zlib
+from collections.abc import Collection
+
+from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, begins_as
+
+PROBE = 4096
+"""The first bytes of a file that say whether it is compressed (one read)."""
+COMPRESSED_READ = 1 << 20
+"""At most this much of a compressed sibling is read to see what it begins with (bzip2 gives
+nothing of a block, up to 900 kB of text, before the whole block is in)."""
+_BROKEN = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError)
+
+
+def _decompressor(head: bytes) -> zlib._Decompress | bz2.BZ2Decompressor | \
+        lzma.LZMADecompressor | None:
+    """A decompressor for the stream `head` begins, when its whole header is there and valid:
+    gzip (deflate, no reserved flag), bzip2 (a block size, then a block's or the end's magic),
+    xz (the stream header and its CRC32)."""
+    if head[:3] == b"\x1f\x8b\x08" and len(head) >= 10 and not head[3] & 0xE0:
+        return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    if head[:3] == b"BZh" and head[3:4] in tuple(b"%d" % n for n in range(1, 10)) and \
+            head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+        return bz2.BZ2Decompressor()
+    if head[:6] == b"\xfd7zXZ\x00" and len(head) >= 12 and head[6] == 0 and \
+            not head[7] & 0xF0 and struct.unpack("<I", head[8:12])[0] == zlib.crc32(head[6:8]):
+        return lzma.LZMADecompressor(lzma.FORMAT_XZ)
+    return None
+
+
+def _other(head: bytes) -> bool:
+    """The header of a format not looked into: zstd (a frame header without its reserved bit),
+    lz4 (a frame of version 01 with valid flags and block size) or zip (a whole local file
+    header with a known version and method and a name, or the end of an empty archive)."""
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return len(head) >= 5 and not head[4] & 0x08
+    if head[:4] == b"\x04\x22\x4d\x18":
+        return len(head) >= 7 and head[4] >> 6 == 1 and not head[4] & 0x02 and \
+            not head[5] & 0x8F and (head[5] >> 4) & 7 >= 4
+    if head[:4] == b"PK\x03\x04" and len(head) >= 30:
+        version, _, method = struct.unpack_from("<HHH", head, 4)
+        return bool(version <= 100 and method <= 99 and struct.unpack_from("<H", head, 26)[0])
+    return head[:4] == b"PK\x05\x06" and len(head) >= 22 and not any(head[4:20])
+
+
+def compressed(head: bytes) -> bool:
+    """`head`, a file's first bytes (PROBE of them, or all it has), begins a compressed stream:
+    a whole valid header, and for gzip, bzip2 and xz what follows decompresses so far."""
+    d = _decompressor(head)
+    if d is None:
+        return _other(head)
+    try:
+        d.decompress(head[:PROBE], 64)
+    except _BROKEN:
+        return False
+    return True
+
+
+def is_compressed(fd: int) -> bool:
+    return compressed(os.pread(fd, PROBE, 0))
+
+
+def compressed_head(fd: int) -> bytes | None:
+    """The first FINGERPRINT_BYTES of what a gzip, bzip2 or xz file holds (all of it when it
+    holds fewer; nothing when the file is empty, as one is while its compressor starts), from
+    at most COMPRESSED_READ bytes of it; None for other formats, for content that cannot be
+    decompressed, and when the head is not within that bound."""
+    first = os.pread(fd, 12, 0)
+    if not first:
+        return b""
+    d = _decompressor(first)
+    if d is None:
+        return None
+    out, pos = b"", 0
+    try:
+        while len(out) < FINGERPRINT_BYTES and pos < COMPRESSED_READ and not d.eof:
+            data = os.pread(fd, 64 * 1024, pos)
+            if not data:
+                return None  # (cut short: still being written, or damaged)
+            pos += len(data)
+            out += d.decompress(data, FINGERPRINT_BYTES - len(out))
+    except _BROKEN:
+        return None
+    if len(out) < FINGERPRINT_BYTES and (not d.eof or d.unused_data):
+        return None  # not within the bound, or more streams follow the first
+    return out
+
+
+def drained_or_empty(fd: int, drained: Collection[Checkpoint]) -> bool:
+    """A compressed file holds a generation read to its end (or still open, so read to its
+    end yet), or nothing at all: compressing it lost nothing."""
+    head = compressed_head(fd)
+    return head is not None and (not head or any(begins_as(cp, head) for cp in drained))
