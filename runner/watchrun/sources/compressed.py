@@ -11,7 +11,7 @@ import struct
 import zlib
 from collections.abc import Collection
 
-from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, begins_as
+from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, begins_as, fingerprint
 
 PROBE = 4096
 """The first bytes of a file that say whether it is compressed (one read)."""
@@ -100,3 +100,36 @@ def drained_or_empty(fd: int, drained: Collection[Checkpoint]) -> bool:
     end yet), or nothing at all: compressing it lost nothing."""
     head = compressed_head(fd)
     return head is not None and (not head or any(begins_as(cp, head) for cp in drained))
+
+
+WHOLE_MAX = 1 << 30
+"""A generation read further than this is not looked for in an archive (a `gap`, as before)."""
+
+
+def holds_whole(fd: int, cp: Checkpoint) -> bool:
+    """The gzip, bzip2 or xz file holds exactly what was read of the checkpointed generation:
+    its first bytes, the bytes before its offset, and nothing past that offset (a generation
+    read to its end, then compressed: nothing of it is lost). Decompressed up to that offset,
+    (at most WHOLE_MAX), at a start in the planner's worker thread."""
+    if not cp.fingerprint_len or cp.offset > WHOLE_MAX:
+        return False
+    d = _decompressor(os.pread(fd, 12, 0))
+    if d is None:
+        return False
+    head, tail, total, pos = b"", b"", 0, 0
+    try:
+        while not d.eof:
+            data = os.pread(fd, 16 * 1024, pos)
+            if not data:
+                return False  # (cut short: still being written, or damaged)
+            pos += len(data)
+            out = d.decompress(data)
+            total += len(out)
+            if total > cp.offset:
+                return False  # more than was read: written to after the last look
+            head += out[: max(0, cp.fingerprint_len - len(head))]
+            tail = (tail + out[-cp.tail_len:])[-cp.tail_len:] if cp.tail_len else b""
+    except _BROKEN:
+        return False
+    return (total == cp.offset and not d.unused_data and fingerprint(head) == cp.fingerprint
+            and (not cp.tail_len or fingerprint(tail) == cp.tail))

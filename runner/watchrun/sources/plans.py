@@ -21,7 +21,7 @@ from watchrun.sources.identity import (
 )
 from watchrun.sources.released import regrown
 from watchrun.sources.rotated import Entry, scan
-from watchrun.sources.siblings import Opened, Plan, locate, newer, open_at_path
+from watchrun.sources.siblings import Opened, Plan, archived, locate, newer, open_at_path
 
 
 def missing_gap(cp: Checkpoint, recorded: Mark | None = None) -> dict[str, Any]:
@@ -145,7 +145,11 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
             plan.steps.append(found)
             taken.add(ident(found.st))
         elif not (cp.finished or (rewritten and cp is last)):
-            plan.gaps.append(missing_gap(cp, recorded.last(cp)))
+            whole = archived(cp, entries, taken)
+            if whole is not None:  # read to its end, then compressed: nothing lost, and the
+                taken.add(whole)  # archive is no generation rotated since
+            else:
+                plan.gaps.append(missing_gap(cp, recorded.last(cp)))
     if not at_path:  # generations rotated after the one followed, before the file at the path
         before = plan.steps[-1].path if plan.steps else None
         fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, before,

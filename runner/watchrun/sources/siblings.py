@@ -13,7 +13,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.sources.compressed import drained_or_empty, is_compressed
+from watchrun.sources.compressed import drained_or_empty, holds_whole, is_compressed
 from watchrun.sources.generation import open_regular
 from watchrun.sources.identity import Checkpoint, holds, identifies, inode_generation
 from watchrun.sources.rotated import NO_FDS, Entry
@@ -129,6 +129,26 @@ def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
             o.start, o.line_no, o.origin = cp.offset, cp.line_no, cp
             return o
         os.close(o.fd)
+    return None
+
+
+def archived(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
+             ) -> tuple[int, int] | None:
+    """The archive (by its compressed name, made after the checkpoint) holding exactly what
+    was read of the checkpointed generation, which is gone: read to its end, then compressed
+    (logrotate's `compress`, with or without `delaycompress`). Its device and inode, or None."""
+    for e in entries:
+        ident = (e.st.st_dev, e.st.st_ino)
+        if not (e.named and e.compressed) or ident in taken or e.st.st_mtime_ns < cp.mtime_ns:
+            continue
+        o = open_entry(e)
+        if o is None:
+            continue
+        try:
+            if holds_whole(o.fd, cp):
+                return ident
+        finally:
+            os.close(o.fd)
     return None
 
 
