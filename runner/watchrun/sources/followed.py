@@ -227,8 +227,8 @@ class Followed:
         self._timers.append(loop.call_later(delay + 0.05, watch.poke))
 
     async def _gaps(self, ctx: SourceContext, plan: Plan) -> None:
-        """The plan's `gap` records. A generation released early found grown keeps the size
-        it has now: what it grew by is counted once."""
+        """The plan's `gap` records, then its `error` records. A generation released early
+        found grown keeps the size it has now: what it grew by is counted once."""
         for gap in plan.gaps:
             found = gap.pop(IDENTITY, None)
             if found is not None:
@@ -236,6 +236,10 @@ class Followed:
                     continue  # (found again by a later look, unchanged: said once)
                 self._said = [*self._said, found][-SAID_KEPT:]
             await ctx.event("gap", **gap)
+        for error in plan.errors:
+            await ctx.event("error", **error)
+        for cp in plan.kept:
+            self._remember(cp)
         sizes = {id(cp): size for cp, size in plan.grown}
         self._history = [replace(cp, size=sizes[id(cp)]) if id(cp) in sizes else cp
                          for cp in self._history]

@@ -21,7 +21,15 @@ from watchrun.sources.identity import (
 )
 from watchrun.sources.released import regrown
 from watchrun.sources.rotated import Entry, scan
-from watchrun.sources.siblings import Opened, Plan, archived, locate, newer, open_at_path
+from watchrun.sources.siblings import (
+    Opened,
+    Plan,
+    archived,
+    locate,
+    newer,
+    open_at_path,
+    refused,
+)
 
 
 def missing_gap(cp: Checkpoint, recorded: Mark | None = None) -> dict[str, Any]:
@@ -132,7 +140,8 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
     """The checkpointed generations found again, gaps for the lost ones, then those rotated
     after the one followed (not yet the file at the path); returns the siblings listed."""
     last = known[-1]
-    entries = scan(path, known)
+    unlisted: dict[str, OSError] = {}
+    entries = scan(path, known, unlisted)
     taken = {ident(cur.st)} if cur is not None else set()
     back = _read_before(cur, known[:-1]) if cur is not None and not at_path else None
     if cur is not None and back is not None:  # the path points back at a generation read
@@ -148,6 +157,9 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
             whole = archived(cp, entries, taken)
             if whole is not None:  # read to its end, then compressed: nothing lost, and the
                 taken.add(whole)  # archive is no generation rotated since
+            elif (error := refused(cp, entries, unlisted)) is not None:
+                plan.errors.append(error)  # not gone: it could not be looked at (an
+                plan.kept.append(cp)  # error at each start until it can)
             else:
                 plan.gaps.append(missing_gap(cp, recorded.last(cp)))
     if not at_path:  # generations rotated after the one followed, before the file at the path

@@ -54,13 +54,14 @@ def _named(name: str, base: str, masked: bool) -> bool:
     return name != base and (rotated_name(name, base) or (masked and _mask(name) == _mask(base)))
 
 
-def scan(path: Path, known: list[Checkpoint]) -> list[Entry]:
+def scan(path: Path, known: list[Checkpoint], unlisted: dict[str, OSError] | None = None
+         ) -> list[Entry]:
     """Regular files (symlinks are not followed) beside the path with a rotated generation's
     name (`rotated_name`), or, for a symlinked path, that are where a checkpointed generation
     was (its target then) or only differ from a target's name in their digits (`app-0001.log`
     → `app-0002.log`); and under any name, a checkpointed generation found by its inode (a
     rotated file renamed `app.log.old`). The path itself and its target now are not among
-    them."""
+    them. A directory that cannot be listed (permissions) adds its error to `unlisted`."""
     rules: dict[str, set[tuple[str, bool]]] = {str(path.parent): {(path.name, False)}}
     targets = [Path(cp.path) for cp in known]
     own: set[str] = set()  # a symlink's targets themselves (`a.log` when it was `b.log`)
@@ -83,6 +84,8 @@ def scan(path: Path, known: list[Checkpoint]) -> list[Entry]:
         except OSError as exc:
             if exc.errno in NO_FDS:
                 raise
+            if unlisted is not None:
+                unlisted[directory] = exc
             continue
         for e in entries:
             if e.path in skip:

@@ -49,6 +49,10 @@ class Plan(Struct):
     steps: list[Opened] = field(default_factory=list)
     """Generations to read, oldest first; with `at_path`, the last one is the file at the path."""
     gaps: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    """`error` records (after the gaps): a checkpointed generation that could not be looked at."""
+    kept: list[Checkpoint] = field(default_factory=list)
+    """Those generations: kept in the checkpoint, looked for again at the next start."""
     at_path: bool = False
     copy: Opened | None = None
     """After a truncation: a copy holding the truncated generation (copytruncate)."""
@@ -130,6 +134,36 @@ def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
             return o
         os.close(o.fd)
     return None
+
+
+def refused(cp: Checkpoint, entries: list[Entry], unlisted: dict[str, OSError]
+            ) -> dict[str, Any] | None:
+    """The `error` record of a checkpointed generation not found because it could not be
+    looked at: found by its inode but not opened (permissions), or in a directory that could
+    not be listed; with the bytes known unread (its size now, else the checkpoint's). None when
+    it was looked for and is not there (opened now: renamed again meanwhile, looked for next)."""
+    where = os.path.dirname(cp.path)
+    e = next((e for e in entries if (e.st.st_dev, e.st.st_ino) == (cp.dev, cp.inode)), None)
+    if e is not None:
+        try:
+            os.close(open_regular(e.path)[0])
+            return None
+        except OSError as exc:
+            if exc.errno in NO_FDS:
+                raise
+            err, name, size = exc, e.path, e.st.st_size
+    elif where in unlisted:
+        err, name, size = unlisted[where], where, 0
+    else:
+        return None
+    unread = max(cp.unread, size - cp.offset)
+    what = "cannot read" if e is not None else "cannot list the directory"
+    return {"code": errno.errorcode.get(err.errno or 0, "EIO"), "path": name,
+            "inode": cp.inode, "offset": cp.offset, "lineNo": cp.line_no, "unread": True,
+            "unreadBytes": unread,
+            "message": f"{what} {name} (a generation of {cp.path}, inode {cp.inode}, rotated "
+                       f"away): {err.strerror}; its lines from line {cp.line_no} (offset "
+                       f"{cp.offset}) on were not read ({unread} bytes known)"}
 
 
 def archived(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
