@@ -265,9 +265,11 @@ def test_a_save_that_fails_names_the_checkpoint(tmp_path: Path) -> None:
     assert caught.value.strerror == f"{store.path('w')}: Is a directory"
 
 
-def test_run_once_over_a_directory_checkpoint_warns_and_reads_from_the_start(
+def test_run_once_over_a_directory_checkpoint_warns_and_fails_closed(
     tmp_path: Path,
 ) -> None:
+    """Set aside and said, with no traceback; the verdict is an ERROR (where the last run ended
+    is lost: `test_once_unread.py::test_a_corrupt_checkpoint_fails_the_gate_closed`)."""
     (tmp_path / "s.yaml").write_text(
         "watchers: [{id: s, path: server.log, pattern: ERROR, gate: {maxMatches: 0}}]\n")
     (tmp_path / "server.log").write_text("INFO a\n")
@@ -277,7 +279,7 @@ def test_run_once_over_a_directory_checkpoint_warns_and_reads_from_the_start(
     checkpoint.unlink()
     checkpoint.mkdir()
     proc = run("run", "--once", "--quiet", "-c", "s.yaml", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr
     assert (f"warning: checkpoint-corrupt: checkpoint {checkpoint} is corrupt: it is a "
             "directory, not a checkpoint file; set aside as") in proc.stderr
     assert "internal" not in proc.stderr and "IsADirectoryError" not in proc.stderr

@@ -440,3 +440,26 @@ def test_a_required_line_not_seen_where_lines_were_cut_is_no_fail_but_an_error(
     verdict = judge(spec, evidence)
     assert verdict is not None and verdict.status is status and verdict.reasons[0] == reason
 
+
+
+def test_a_corrupt_checkpoint_fails_the_gate_closed(tmp_path: Path) -> None:
+    """The checkpoint cut short (a crash, a full disk, a partial CI cache restore) after the
+    log was rotated with an unread ERROR line: the run set it aside (an `error` record) and
+    passed (exit 0), never reading app.log.1. Now the verdict is an ERROR naming the checkpoint;
+    the next run goes on from the checkpoint this one saved."""
+    log = tmp_path / "app.log"
+    log.write_text("ok\n")
+    config = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
+                            "gate": {"maxMatches": 0}}]}
+    assert once(tmp_path, config).rc == 0
+    with log.open("a") as f:
+        f.write("ERROR unread\n")
+    log.rename(tmp_path / "app.log.1")
+    log.write_text("ok new\n")
+    saved = tmp_path / ".watchrun" / "state" / "app.checkpoint.json"
+    saved.write_bytes(saved.read_bytes()[:40])
+    r = once(tmp_path, config)
+    assert (r.rc, table_row(r.out, "app")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
+    assert (f"  - where the last run ended is lost (what was rotated away since is not read): "
+            f"checkpoint {saved} is corrupt: not valid JSON") in r.out, r.out
+    assert once(tmp_path, config).rc == 0

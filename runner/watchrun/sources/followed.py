@@ -291,5 +291,9 @@ class Followed:
             await ctx.event("error", **fields)
 
     async def _problems(self, ctx: SourceContext, problems: list[str]) -> None:
+        """The checkpoint could not be used: where the last run ended is lost, so a once run
+        cannot know it looked at every line (`unread`: its verdict is an ERROR)."""
+        flags = {"unread": True} if self.once else {}
         for msg in problems:
-            await ctx.event("error", code="checkpoint-corrupt", message=msg, path=self.name)
+            await ctx.event("error", code="checkpoint-corrupt", message=msg, path=self.name,
+                            **flags)
