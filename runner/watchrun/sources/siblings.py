@@ -80,9 +80,10 @@ def identity(st: os.stat_result) -> tuple[int, int, int, int]:
 
 
 def open_at_path(path: Path) -> Opened | None:
-    """The file at the path, or None when it is missing. Through a symlink, the path it is
-    opened as is its target's (where its checkpoint says it was last seen: after the link
-    is swapped, it is found there)."""
+    """The file at the path, or None when it is missing. Through a symlink (the path's, or a
+    directory's on the way: a Capistrano `current`), the path it is opened as is its real one
+    (where its checkpoint says it was last seen: after the link is swapped, it is found
+    there)."""
     try:
         fd, st = open_regular(path)
     except OSError as exc:
@@ -93,7 +94,7 @@ def open_at_path(path: Path) -> Opened | None:
 
 
 def _target(path: Path, fd: int) -> str:
-    if not os.path.islink(path):
+    if os.path.realpath(path) == str(path):  # (no symlink on the way: a few lstat calls)
         return str(path)
     try:
         return os.readlink(f"/proc/self/fd/{fd}")  # (the file opened, not the link's now)
