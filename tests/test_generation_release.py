@@ -142,3 +142,48 @@ def test_a_generation_released_early_and_written_to_after_is_a_gap(
     assert "limits.maxGenerations=1" in gap["message"]
     assert recs.index(gap) < recs.index(
         next(x for x in recs if x.get("line") == "L6 fourth generation"))
+
+
+@pytest.mark.parametrize("seen", ["at-the-next-rotation", "at-the-next-start"])
+def test_a_generation_released_after_rotate_wait_and_written_to_after_is_a_gap(
+        tmp_path: Path, files: Rotating, seen: str) -> None:
+    """A writer that reopens later than rotateWait: app.log.1 had not grown for rotateWait and
+    was released, then its writer added a line. That line was lost with no record, although
+    the runner listed the rotated files again (the next rotation, a restart). Now a
+    `gap{reason: late-write}` names app.log.1 (where it is then), its inode, the offset it was
+    read to and exactly the bytes it grew by, once."""
+    config = write_config(tmp_path, {
+        "limits": {"rotateWait": "300ms"},
+        "watchers": [{"id": "app", "path": str(files.log), "pattern": "^L", "fromStart": True}]})
+    jsonl = tmp_path / ".watchrun" / "watchers" / "app.jsonl"
+    runners = [LiveRunner(config)]
+    try:
+        runners[-1].wait_running()
+        files.write(-1, "L1 first generation")
+        wait_for(lambda: "L1 first generation" in lines(jsonl), "L1 recorded")
+        files.rotate()
+        files.write(-1, "L2 second generation")
+        wait_for(lambda: "L2 second generation" in lines(jsonl), "L2 recorded")
+        oldest = files.names[0]
+        read_to = oldest.stat().st_size
+        wait_for(lambda: not holds_open(runners[-1], oldest), f"{oldest.name} released")
+        late = files.write(0, "L3 late in the first generation")
+        if seen == "at-the-next-start":
+            for _ in range(2):  # (counted once, not again at the second start)
+                assert runners[-1].stop(signal.SIGTERM) == 0, runners[-1].stderr()
+                runners.append(LiveRunner(config))
+                runners[-1].wait_running()
+        else:
+            files.rotate()  # the runner lists the rotated files again
+            oldest = files.names[0]
+        files.write(-1, "L4 last")
+        wait_for(lambda: "L4 last" in lines(jsonl), "L4 recorded")
+        assert runners[-1].stop(signal.SIGTERM) == 0, runners[-1].stderr()
+    finally:
+        for runner in runners:
+            runner.close()
+    gaps = [x for x in validate_records(jsonl, contiguous=True) if x["kind"] == "gap"]
+    want = [{"reason": "late-write", "path": str(oldest), "inode": oldest.stat().st_ino,
+             "offset": read_to, "unreadBytes": late}]
+    assert [{k: g.get(k) for k in want[0]} for g in gaps] == want, gaps
+    assert "after it had not grown for limits.rotateWait" in gaps[0]["message"]

@@ -124,15 +124,27 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
 
 def _regrown(path: Path, known: list[Checkpoint], max_n: int, plan: Plan, *also: Opened | None,
              entries: list[Entry] | None = None) -> Plan:
-    """The gaps of generations released early found grown, unless this plan reads them on
-    (`also`: the file at the path, a copy). Nothing is looked for, nor the siblings listed for
-    it, when no generation known was released early."""
-    if any(cp.released_early for cp in known):
+    """The gaps of generations released (early, or idle for rotateWait) found grown, unless
+    this plan reads them on (`also`: the file at the path, a copy). Without a listing made
+    already, the siblings are listed only when one was released early or one is found grown
+    where it was released (a stat each: `_grew`)."""
+    if entries is not None or any(cp.released_early or _grew(cp) for cp in known):
         found = scan(path, known) if entries is None else entries
         read = {ident(o.st) for o in [*plan.steps, *also] if o is not None}
         gaps, plan.grown = regrown(found, known, read, max_n)
         plan.gaps += gaps
     return plan
+
+
+def _grew(cp: Checkpoint) -> bool:
+    """A generation released (finished) is still where it was and bigger than what was read."""
+    if not cp.finished or cp.deleted:
+        return False
+    try:
+        st = os.stat(cp.path)
+    except OSError:
+        return False
+    return ident(st) == (cp.dev, cp.inode) and st.st_size > cp.size
 
 
 def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,

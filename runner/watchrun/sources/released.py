@@ -1,5 +1,6 @@
-"""Generations released early under limits.maxGenerations, found again grown: what was written
-to them after the release was not read, and a `gap` record counts it (only what they grew by)."""
+"""Generations released (early under limits.maxGenerations, or idle for rotateWait) found again
+grown: what was written to them after the release was not read, and a `gap` record counts it
+(only what they grew by)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from watchrun.sources.siblings import open_entry
 
 def regrown(entries: list[Entry], known: list[Checkpoint], taken: Collection[tuple[int, int]],
             max_n: int) -> tuple[list[dict[str, Any]], list[tuple[Checkpoint, int]]]:
-    """The checkpointed generations released early (`released_early`) found among `entries`
+    """The checkpointed generations released (`finished`) found among `entries`
     (not `taken`: not read on from their checkpoint by this plan) bigger than the size they
     were read to: a `gap` for the bytes past it, and (generation, size now) to keep that size.
 
@@ -24,7 +25,7 @@ def regrown(entries: list[Entry], known: list[Checkpoint], taken: Collection[tup
     gaps: list[dict[str, Any]] = []
     grown: list[tuple[Checkpoint, int]] = []
     for cp in known:
-        if not cp.released_early:
+        if not cp.finished:
             continue
         for e in entries:
             ident = (e.st.st_dev, e.st.st_ino)
@@ -47,8 +48,9 @@ def regrown(entries: list[Entry], known: list[Checkpoint], taken: Collection[tup
 
 def _gap(cp: Checkpoint, path: str, size: int, max_n: int) -> dict[str, Any]:
     unread = size - cp.size
-    return {"reason": "max-generations", "path": path, "inode": cp.inode, "offset": cp.size,
-            "unreadBytes": unread,
-            "message": f"{path} (inode {cp.inode}) was released at offset {cp.size} while "
-                       f"more than limits.maxGenerations={max_n} rotated generations were "
-                       f"open, and written to after that: those {unread} bytes were not read"}
+    why = (f"while more than limits.maxGenerations={max_n} rotated generations were open"
+           if cp.released_early else "after it had not grown for limits.rotateWait")
+    return {"reason": "max-generations" if cp.released_early else "late-write", "path": path,
+            "inode": cp.inode, "offset": cp.size, "unreadBytes": unread,
+            "message": f"{path} (inode {cp.inode}) was released at offset {cp.size} {why}, "
+                       f"and written to after that: those {unread} bytes were not read"}

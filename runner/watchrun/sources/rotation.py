@@ -155,6 +155,11 @@ class Rotation(Followed):
         than limits.maxGenerations open), when its checkpoint says so: seen grown later, what
         it grew by was not read (`sources/released.py`)."""
         await gen.finish(ctx, self.name)
-        self._remember(replace(gen.checkpoint(finished=True), released_early=early))
+        cp = replace(gen.checkpoint(finished=True), released_early=early)
+        with contextlib.suppress(OSError):  # (where it is now: a start looks there for what
+            name = os.readlink(f"/proc/self/fd/{gen.fd}")  # was written to it after this)
+            if os.path.isabs(name) and not name.endswith(" (deleted)"):
+                cp = replace(cp, path=name)
+        self._remember(cp)
         self._close(gen, watch)
         await self._keep.save(self._state())  # finished: not taken for lost after a crash
