@@ -175,3 +175,33 @@ def test_a_file_that_comes_while_the_queue_is_read_is_not_taken_for_one_before(
     rec = asyncio.run(body())
     assert rec.texts() == ["ERROR gen 0", "ERROR gen 0, again", "ERROR gen 1", "ERROR gen 3"]
     assert [(g["reason"], g["generations"]) for g in rec.of("gap")] == [("unseen", 1)]
+
+
+@pytest.mark.parametrize("other", ["directory", "fifo"])
+def test_a_directory_or_fifo_that_briefly_replaced_the_file_is_no_unseen_file(
+        tmp_path: Path, other: str) -> None:
+    """The file deleted, a directory (or a FIFO) made in its place, seen (an `error` record:
+    EISDIR, EINVAL), removed, a new file made: the runner wrote a `gap{unseen}` saying a file
+    came and went unread, though it had seen what came, and it held no lines."""
+    log, r = _follow(tmp_path)
+    try:
+        log.unlink()
+        if other == "directory":
+            log.mkdir()
+        else:
+            os.mkfifo(log)
+        wait_for(lambda: any(x["kind"] == "error" for x in r.records("app")), "the error")
+        if other == "directory":
+            log.rmdir()
+        else:
+            log.unlink()
+        log.write_text("ERROR after\n")
+        wait_for(lambda: "ERROR after" in _lines(r), "the new file read")
+        with log.open("a") as f:
+            f.write("ERROR more\n")
+        wait_for(lambda: "ERROR more" in _lines(r), "its next line read")
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    assert _lines(r) == ["ERROR gen 0", "ERROR after", "ERROR more"]
+    assert _unseen(r.records("app")) == []

@@ -206,6 +206,11 @@ class FileSource(Rotation):
                 self._resume_seq, self._recorded = None, Recorded()
             self._last_error = None
         except OSError as exc:
+            if exc.errno in (errno.EISDIR, errno.EINVAL):  # (not a regular file at the path)
+                with contextlib.suppress(OSError):
+                    st = os.lstat(self.path)
+                    if not stat.S_ISREG(st.st_mode):
+                        self._unseen.other((st.st_dev, st.st_ino))
             await self._error(ctx, exc, None, watch)
 
     async def _appear(self, ctx: SourceContext, watch: Watch) -> None:

@@ -13,6 +13,15 @@ class Unseen:
     def __init__(self) -> None:
         self.arrived = 0
         self._counted: tuple[int, int] | None = None
+        self._other: tuple[int, int] | None = None
+
+    def other(self, ident: tuple[int, int]) -> None:
+        """What is at the path is no regular file (a directory, a FIFO: the runner said so in
+        an `error` record): it came to the path and was seen, as a generation found is (once
+        for each: it is looked at on every wake-up while it is there)."""
+        if ident != self._other:
+            self._other = ident
+            self.arrived += 1
 
     def before_look(self, watch: Watch) -> None:
         """Before the path is looked at: after a rotation (or with no account yet), the events
