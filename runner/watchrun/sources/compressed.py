@@ -127,7 +127,10 @@ def holds_whole(fd: int, cp: Checkpoint) -> bool:
             total += len(out)
             if total > cp.offset:
                 return False  # more than was read: written to after the last look
-            head += out[: max(0, cp.fingerprint_len - len(head))]
+            if len(head) < cp.fingerprint_len:
+                head += out[: cp.fingerprint_len - len(head)]
+                if len(head) == cp.fingerprint_len and fingerprint(head) != cp.fingerprint:
+                    return False  # another file: not decompressed any further
             tail = (tail + out[-cp.tail_len:])[-cp.tail_len:] if cp.tail_len else b""
     except _BROKEN:
         return False
