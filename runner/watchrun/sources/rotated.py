@@ -65,7 +65,7 @@ def scan(path: Path, known: list[Checkpoint], unlisted: dict[str, OSError] | Non
     rules: dict[str, set[tuple[str, bool]]] = {str(path.parent): {(path.name, False)}}
     targets = [Path(cp.path) for cp in known]
     own: set[str] = set()  # a symlink's targets themselves (`a.log` when it was `b.log`)
-    skip = {str(path)}
+    skip = {str(path), os.path.realpath(path)}  # (through a symlinked directory on the way)
     with contextlib.suppress(OSError):
         if path.is_symlink():
             now = Path(os.path.realpath(path))
