@@ -300,9 +300,11 @@ def test_the_path_pointed_back_while_stopped_goes_on_from_where_it_was(
     assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
 
 
-def logrotate(log: Path, suffix: str, compress: Compress, *, delay: bool) -> None:
-    """A daily logrotate `create` + `compress` (with `delaycompress`: the newest rotated file
-    stays plain until the next rotation), `rotate 5`: the archives are renumbered."""
+def logrotate(log: Path, suffix: str, compress: Compress, *, delay: bool,
+              copytruncate: bool = False) -> None:
+    """A daily logrotate `create` (or `copytruncate`) + `compress` (with `delaycompress`: the
+    newest rotated file stays plain until the next rotation), `rotate 5`: the archives are
+    renumbered."""
     for k in range(5, 0, -1):
         if Path(f"{log}.{k}{suffix}").exists():
             Path(f"{log}.{k}{suffix}").rename(f"{log}.{k + 1}{suffix}")
@@ -310,7 +312,11 @@ def logrotate(log: Path, suffix: str, compress: Compress, *, delay: bool) -> Non
     if one.exists():
         Path(f"{log}.2{suffix}").write_bytes(compress(one.read_bytes()))
         one.unlink()
-    log.rename(one)
+    if copytruncate:
+        one.write_bytes(log.read_bytes())
+        os.truncate(log, 0)
+    else:
+        log.rename(one)
     if not delay:
         Path(f"{log}.1{suffix}").write_bytes(compress(one.read_bytes()))
         one.unlink()
@@ -319,8 +325,10 @@ def logrotate(log: Path, suffix: str, compress: Compress, *, delay: bool) -> Non
 
 @pytest.mark.parametrize("kind", list(COMPRESSORS))
 @pytest.mark.parametrize("delay", [True, False], ids=["delaycompress", "compress"])
+@pytest.mark.parametrize("copytruncate", [False, True], ids=["create", "copytruncate"])
 def test_once_runs_across_logrotate_compress_claim_no_loss(tmp_path: Path, kind: str,
-                                                            delay: bool) -> None:
+                                                            delay: bool,
+                                                            copytruncate: bool) -> None:
     """A nightly `run --once` with logrotate's `compress` (and `delaycompress`) between the
     runs: every generation was read to its end before it was compressed. Every run after a
     rotation was an ERROR (exit 3, "lines were never read: app.log.2.gz was rotated and
@@ -337,7 +345,7 @@ def test_once_runs_across_logrotate_compress_claim_no_loss(tmp_path: Path, kind:
         n += 10
         r = once(tmp_path, config)
         assert r.rc == 0, r.out + r.err
-        logrotate(log, suffix, compress, delay=delay)
+        logrotate(log, suffix, compress, delay=delay, copytruncate=copytruncate)
     write(log, n + 1, n + 10)
     r = once(tmp_path, config)
     assert r.rc == 0, r.out + r.err

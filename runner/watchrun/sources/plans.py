@@ -165,11 +165,11 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         if found is not None:
             plan.steps.append(found)
             taken.add(ident(found.st))
+        elif (whole := archived(cp, entries, taken)) is not None:  # read to its end, then
+            taken.add(whole)  # compressed (or its copytruncate copy): nothing lost, and the
+            # archive is no generation rotated since
         elif not (cp.finished or (rewritten and cp is last)):
-            whole = archived(cp, entries, taken)
-            if whole is not None:  # read to its end, then compressed: nothing lost, and the
-                taken.add(whole)  # archive is no generation rotated since
-            elif (error := refused(cp, entries, unlisted)) is not None:
+            if (error := refused(cp, entries, unlisted)) is not None:
                 plan.errors.append(error)  # not gone: it could not be looked at (an
                 plan.kept.append(cp)  # error at each start until it can)
             else:
