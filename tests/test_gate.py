@@ -81,7 +81,12 @@ REQ = GateSpec(require="tests passed")
         (file(EXIT), Evidence(0, path=LOG), Status.PASS, []),  # exitCode means nothing for files
         (file(None), Evidence(0, path=LOG, error=f"cannot read {LOG}: No such file or directory"),
          Status.ERROR, [f"cannot read {LOG}: No such file or directory"]),
-        (file(MAX0), Evidence(4, path=LOG, error="cannot read"), Status.ERROR, ["cannot read"]),
+        (file(MAX0), Evidence(4, path=LOG, error="cannot read"), Status.ERROR,
+         ["4 matches of /ERROR/ (at most 0 allowed)", "cannot read"]),  # crossed too
+        (file(GateSpec(max_matches=4)), Evidence(4, path=LOG, error="cannot read"), Status.ERROR,
+         ["cannot read"]),
+        (cmd(GateSpec(exit_code=True, require="ok")), Evidence(0, exit_code=2, error="unread"),
+         Status.ERROR, ["the command exited with code 2", "unread"]),  # (`require`: unknown)
     ],
 )
 def test_judge(spec: WatcherSpec, ev: Evidence, status: Status | None,
@@ -103,6 +108,27 @@ def test_judge_keeps_the_first_lines_with_file_and_line_numbers() -> None:
     assert v.first == tuple(Line(w, t, LOG, int(w.rsplit(":", 1)[1])) for w, t in first[:5])
     c = judge(cmd(MAX0), Evidence(1, [("run 1:4", "warn: a:b")], exit_code=0))
     assert c is not None and c.first == (Line("run 1:4", "warn: a:b"),) and c.exit == "0"
+
+
+def test_an_error_that_crossed_its_gate_too_keeps_the_crossing_and_its_lines() -> None:
+    """An ERROR (a file it could not read) hid the gate the lines it read crossed: no lines,
+    `crossed` false, the table's verdict only ERROR, the footer "1 watcher could not run"."""
+    first = [(f"{LOG}:{n}", f"ERROR {n}") for n in (2, 5)]
+    v = judge(file(MAX0), Evidence(2, first, path=LOG, error="cannot read app.log.1"))
+    assert v is not None and (v.status, v.crossed, v.too_many) == (Status.ERROR, True, True)
+    assert (v.crossings, v.errors) == (("2 matches of /ERROR/ (at most 0 allowed)",),
+                                       ("cannot read app.log.1",))
+    assert v.first == tuple(Line(w, t, LOG, int(w.rsplit(":", 1)[1])) for w, t in first)
+    held = judge(file(GateSpec(max_matches=2)), Evidence(2, first, path=LOG, error="x"))
+    assert held is not None and (held.crossed, held.first, held.shown) == (False, (), "ERROR")
+    assert table_row(summary_table([v]), "log") == ["log", "2", "0", "-", "FAIL+ERROR"]
+    assert summary_table([v, held]).splitlines()[-1] == \
+        "watchrun: FAILED: 1 of 1 gate crossed, 2 watchers could not run"
+
+
+def table_row(table: str, wid: str) -> list[str]:
+    (row,) = [ln.split() for ln in table.splitlines() if ln.split()[:1] == [wid]]
+    return row
 
 
 def test_judge_all_keeps_config_order_and_skips_ungated_healthy_watchers() -> None:

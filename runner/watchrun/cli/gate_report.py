@@ -22,10 +22,15 @@ def _count(verdicts: Sequence[Verdict], status: Status) -> int:
     return sum(v.status is status for v in verdicts)
 
 
+def _crossed(verdicts: Sequence[Verdict]) -> int:
+    """Gates crossed: FAILs and the ERRORs that crossed theirs too."""
+    return sum(v.crossed for v in verdicts)
+
+
 def footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     """The last line: `passed` only when every gate holds and the run had no `problems`."""
-    failed, errors = _count(verdicts, Status.FAIL), _count(verdicts, Status.ERROR)
-    gated = len(verdicts) - errors
+    failed, errors = _crossed(verdicts), _count(verdicts, Status.ERROR)
+    gated = len(verdicts) - errors + sum(v.crossed_too for v in verdicts)  # (judged ones)
     unfinished = "; ".join(problems) if problems else None
     hold = "the 1 gate holds" if gated == 1 else f"all {gated} gates hold"
     if not failed and not errors:
@@ -57,19 +62,20 @@ def summary_table(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> 
     rows = [["WATCHER", "MATCHES", "THRESHOLD", "EXIT", "VERDICT"]]
     for v in verdicts:
         threshold = "-" if v.threshold is None else str(v.threshold)
-        rows.append([v.id, str(v.matches), threshold, v.exit or "-", str(v.status)])
+        rows.append([v.id, str(v.matches), threshold, v.exit or "-", v.shown])
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     for v in verdicts:
         if v.ok:
             continue
         what = "could not run" if v.status is Status.ERROR else "gate crossed"
-        lines.append(f"\n{v.id}: {what}")
-        lines.extend(f"  - {edge_text(r)}" for r in v.reasons)
+        lines.append(f"\n{v.id}: {'gate crossed, and it ' if v.crossed_too else ''}{what}")
+        lines.extend(f"  - {edge_text(r)}" for r in (v.crossings or v.errors))
         lines.extend(f"    {_shown(ln)}" for ln in v.first)
         if v.too_many and v.matches > len(v.first):
             more = v.matches - len(v.first)
             lines.append(f"    … and {more} more (every match is in watchers/{v.id}.jsonl)")
+        lines.extend(f"  - {edge_text(r)}" for r in v.errors if v.crossed_too)
     lines.append("\n" + footer(verdicts, problems))
     return "\n".join(lines)
 
@@ -150,7 +156,9 @@ def markdown(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
     lines += ["| watcher | matches | threshold | exit | verdict |", "|---|---|---|---|---|"]
     for v in verdicts:
         t = "-" if v.threshold is None else v.threshold
-        lines.append(f"| `{v.id}` | {v.matches} | {t} | {v.exit or '-'} | {_MD_ICON[v.status]} |")
+        icon = f"{_MD_ICON[Status.FAIL]} {_MD_ICON[v.status]}" if v.crossed_too else \
+            _MD_ICON[v.status]
+        lines.append(f"| `{v.id}` | {v.matches} | {t} | {v.exit or '-'} | {icon} |")
     for v in verdicts:
         if not v.ok:
             lines += ["", f"**{v.id}**: " + "; ".join(_md(edge_text(r)) for r in v.reasons)]
@@ -175,26 +183,29 @@ def _xml(text: str) -> str:
 
 def junit(verdicts: Sequence[Verdict], duration_s: float, problems: Sequence[str] = ()) -> bytes:
     """A JUnit XML report: one testcase per gated watcher; `failure` for a crossed gate,
-    `error` for a watcher that could not run; a `watchrun` testcase in `error` for a run that
-    did not finish (`problems`: interrupted, a failure no verdict names)."""
+    `error` for a watcher that could not run (both, `error` first as junit-4.xsd orders them,
+    for one that crossed its gate too); a `watchrun` testcase in `error` for a run that did
+    not finish (`problems`: interrupted, a failure no verdict names)."""
     import xml.etree.ElementTree as ET  # only with --junit
 
     extra = 1 if problems else 0
     suite = ET.Element("testsuite", name="watchrun", tests=str(len(verdicts) + extra),
-                       failures=str(_count(verdicts, Status.FAIL)),
+                       failures=str(_crossed(verdicts)),
                        errors=str(_count(verdicts, Status.ERROR) + extra),
                        time=f"{duration_s:.3f}")
     for v in verdicts:
         case = ET.SubElement(suite, "testcase", classname="watchrun.runtime.gate", name=_xml(v.id))
         if v.ok:
             continue
-        tag = "error" if v.status is Status.ERROR else "failure"
-        reasons = [edge_text(r) for r in v.reasons]
-        elem = ET.SubElement(case, tag, message=_xml("; ".join(reasons)), type=f"gate-{tag}")
-        text = [_shown(ln, 4096) for ln in v.first]
-        if v.too_many and v.matches > len(v.first):
-            text.append(f"… and {v.matches - len(v.first)} more")
-        elem.text = _xml("\n".join([*reasons, *text]))
+        for tag, why in (("error", v.errors), ("failure", v.crossings)):
+            if not why:
+                continue
+            reasons = [edge_text(r) for r in why]
+            elem = ET.SubElement(case, tag, message=_xml("; ".join(reasons)), type=f"gate-{tag}")
+            text = [_shown(ln, 4096) for ln in v.first] if tag == "failure" else []
+            if text and v.too_many and v.matches > len(v.first):
+                text.append(f"… and {v.matches - len(v.first)} more")
+            elem.text = _xml("\n".join([*reasons, *text]))
     if problems:
         case = ET.SubElement(suite, "testcase", classname="watchrun.runtime.gate", name="watchrun")
         said = [edge_text(p) for p in problems]

@@ -252,7 +252,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
                 log.warning(f"cannot append to GITHUB_STEP_SUMMARY {summary}: {exc.strerror}")
     for v in verdicts:
         if v.status is gate.Status.ERROR:
-            log.error("; ".join(v.reasons), v.id)
+            log.error("; ".join(v.errors), v.id)
             status = ExitStatus.RUNTIME
     if sup.runtime_errors:
         status = ExitStatus.RUNTIME

@@ -14,18 +14,20 @@ def verdicts_doc(verdicts: Sequence[Verdict], interrupted: str | None = None,
                  problems: Sequence[str] = ()) -> dict[str, Any]:
     """`{"passed", "interrupted", "problems", "gates", "crossed", "errors", "verdicts": [...]}`;
     `status` of a verdict is `pass`, `fail` or `error` (lowercase here, whatever the table
-    prints); `interrupted`: the signal that ended the run before it ended by itself, `problems`:
-    why the run did not finish (that signal, a failure no verdict names): never a pass."""
+    prints), `crossed` whether its gate is crossed (also beside an `error`); `interrupted`: the
+    signal that ended the run before it ended by itself, `problems`: why the run did not finish
+    (that signal, a failure no verdict names): never a pass."""
     return {
         "passed": all(v.ok for v in verdicts) and interrupted is None and not problems,
         "interrupted": interrupted,
         "problems": list(problems),
         "gates": len(verdicts),
-        "crossed": sum(v.status is Status.FAIL for v in verdicts),
+        "crossed": sum(v.crossed for v in verdicts),
         "errors": sum(v.status is Status.ERROR for v in verdicts),
         "verdicts": [
             {"id": v.id, "label": v.label, "status": v.status.value.lower(),
-             "reasons": list(v.reasons), "matches": v.matches, "threshold": v.threshold,
+             "crossed": v.crossed, "reasons": list(v.reasons), "matches": v.matches,
+             "threshold": v.threshold,
              "exit": v.exit,
              "first": [{"where": ln.where, "line": ln.text, "path": ln.path,
                         "lineNo": ln.line_no} for ln in v.first]}

@@ -65,10 +65,37 @@ class Verdict(Struct, frozen=True):
     first: tuple[Line, ...] = field(default_factory=tuple)
     too_many: bool = False
     """The `maxMatches` condition is crossed (the first lines are its evidence)."""
+    crossed_too: bool = False
+    """An ERROR whose gate the lines it did read crossed anyway: `reasons` are the crossing
+    ones, then the error (last)."""
 
     @property
     def ok(self) -> bool:
         return self.status is Status.PASS
+
+    @property
+    def crossed(self) -> bool:
+        """The gate is crossed: a FAIL, or an ERROR that crossed it anyway."""
+        return self.status is Status.FAIL or self.crossed_too
+
+    @property
+    def shown(self) -> str:
+        """The verdict as the table shows it: `FAIL+ERROR` for an ERROR that crossed too."""
+        return "FAIL+ERROR" if self.crossed_too else str(self.status)
+
+    @property
+    def crossings(self) -> tuple[str, ...]:
+        """Why the gate is crossed (none when it is not)."""
+        if self.status is Status.ERROR:
+            return self.reasons[:-1] if self.crossed_too else ()
+        return self.reasons if self.status is Status.FAIL else ()
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """Why the watcher could not do its job (none unless an ERROR)."""
+        if self.status is not Status.ERROR:
+            return ()
+        return self.reasons[-1:] if self.crossed_too else self.reasons
 
 
 def _lines(ev: Evidence) -> tuple[Line, ...]:
@@ -83,7 +110,9 @@ def _lines(ev: Evidence) -> tuple[Line, ...]:
 
 
 def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
-    """The verdict of one watcher: None when it has no gate and nothing went wrong. Pure."""
+    """The verdict of one watcher: None when it has no gate and nothing went wrong. Pure. A
+    gate crossed by what was read is crossed whatever else went wrong (what was not read could
+    only add matches): an error then makes it an ERROR that crossed too, with the lines."""
     gate = spec.gate
     exit_ = ev.signal or (None if ev.exit_code is None else str(ev.exit_code))
     threshold = gate.max_matches if gate is not None else None
@@ -92,10 +121,9 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
         error = "the command could not be started" + (f": {ev.error}" if ev.error else "")
     elif spec.kind == "command" and exit_ is None and error is None:
         error = "the command did not run to its exit (the run was interrupted)"
-    if error is not None:
-        return Verdict(spec.id, spec.label, Status.ERROR, (error,), ev.matches, threshold, exit_)
     if gate is None:
-        return None
+        return None if error is None else \
+            Verdict(spec.id, spec.label, Status.ERROR, (error,), ev.matches, threshold, exit_)
     reasons: list[str] = []
     too_many = gate.max_matches is not None and ev.matches > gate.max_matches
     if too_many:
@@ -107,6 +135,10 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
         elif ev.exit_code not in (0, None):
             hint = _SHELL_HINTS.get(ev.exit_code) if isinstance(spec.command, str) else None
             reasons.append(f"the command exited with code {ev.exit_code}" + (hint or ""))
+    first = _lines(ev) if too_many else ()
+    if error is not None:  # (`require` unseen is no crossing then: it may be in the unread)
+        return Verdict(spec.id, spec.label, Status.ERROR, (*reasons, error), ev.matches,
+                       threshold, exit_, first, too_many, bool(reasons))
     if gate.require is not None and not ev.require_seen:
         if ev.cut is not None and not reasons:  # it may be in what was cut: cannot tell
             return Verdict(spec.id, spec.label, Status.ERROR, (
@@ -117,7 +149,7 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
         return Verdict(spec.id, spec.label, Status.ERROR, (ev.cut,), ev.matches, threshold, exit_)
     status = Status.FAIL if reasons else Status.PASS
     return Verdict(spec.id, spec.label, status, tuple(reasons), ev.matches, threshold, exit_,
-                   _lines(ev) if too_many else (), too_many)  # fmt: skip
+                   first, too_many)
 
 
 def cut_note(lines: int, limit: int) -> str | None:

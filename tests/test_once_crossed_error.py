@@ -1,0 +1,69 @@
+"""`run --once`: a gate crossed by the lines a run did read is reported crossed, with those
+lines, also when the watcher could not look at every line (an ERROR beside the FAIL)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from test_once import once, table_row
+
+CONFIG: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
+                                        "gate": {"maxMatches": 0}}]}
+CROSSED = "1 match of /ERROR/ (at most 0 allowed)"
+
+
+def _read_once(folder: Path, text: str) -> Path:
+    """`app.log` holding `text`, read to its end by a once run that passed."""
+    log = folder / "app.log"
+    log.write_text(text)
+    assert once(folder, CONFIG).rc == 0
+    return log
+
+
+def test_a_crossed_gate_is_not_hidden_behind_an_error(tmp_path: Path) -> None:
+    """logrotate `create` + `compress` between two runs, then the app logs an ERROR in the new
+    file: the archive could not be read (ERROR), and the line that was read crossed the gate.
+    The verdict said only ERROR: `crossed` nowhere, the line in no report, no JUnit failure,
+    no annotation; and the next run did not count it, so a re-run passed (exit 0)."""
+    log = _read_once(tmp_path, "ok\n")
+    archive = Path(f"{log}.1.gz")
+    archive.write_bytes(gzip.compress(log.read_bytes()))
+    log.unlink()
+    log.write_text("ERROR in new file\n")
+    summary = tmp_path / "summary.md"
+    r = once(tmp_path, CONFIG, "--junit", "j.xml", GITHUB_ACTIONS="true",
+             GITHUB_WORKSPACE=str(tmp_path), GITHUB_STEP_SUMMARY=str(summary))
+    assert (r.rc, table_row(r.out, "app")[1:]) == (3, ["1", "0", "-", "FAIL+ERROR"]), r.out
+    unread = f"lines were never read: {archive} was rotated and compressed before it was read"
+    assert "\n".join(["app: gate crossed, and it could not run", f"  - {CROSSED}",
+                      "    app.log:1: ERROR in new file", f"  - {unread}"]) in r.out, r.out
+    assert "watchrun: FAILED: 1 of 1 gate crossed, 1 watcher could not run" in r.out
+    assert f"::error file=app.log,line=1,title=watchrun gate app::{CROSSED}%0Aapp.log:1: " \
+        "ERROR in new file" in r.out.splitlines()
+    case = ET.parse(tmp_path / "j.xml").getroot().find("testcase[@name='app']")
+    assert case is not None and [e.tag for e in case] == ["error", "failure"]
+    failure, error = case.find("failure"), case.find("error")
+    assert failure is not None and failure.get("message") == CROSSED
+    assert failure.text == f"{CROSSED}\napp.log:1: ERROR in new file"
+    assert error is not None and error.get("message") == unread
+    assert "| `app` | 1 | 0 | - | ❌ FAIL ⚠️ ERROR |" in summary.read_text()
+
+
+def test_json_counts_a_gate_crossed_beside_an_error_and_shows_its_lines(tmp_path: Path) -> None:
+    """logrotate `nocreate`: the path is missing at the run (ERROR), its rotated generation
+    held the forbidden line. `--json` said `"crossed": 0` and `"first": []`."""
+    log = _read_once(tmp_path, "ok\n")
+    with log.open("a") as f:
+        f.write("ERROR unread\n")
+    log.rename(f"{log}.1")
+    r = once(tmp_path, CONFIG, "--json")
+    doc = json.loads(r.out)
+    assert (r.rc, doc["passed"], doc["crossed"], doc["errors"]) == (3, False, 1, 1), r.out
+    (v,) = doc["verdicts"]
+    assert (v["status"], v["crossed"], v["matches"]) == ("error", True, 1)
+    assert v["reasons"] == [CROSSED, f"cannot read {log}: No such file or directory"]
+    assert [ln["line"] for ln in v["first"]] == ["ERROR unread"]
