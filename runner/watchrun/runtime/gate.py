@@ -99,11 +99,13 @@ class Verdict(Struct, frozen=True):
 
 
 def _lines(ev: Evidence) -> tuple[Line, ...]:
+    """The lines shown; a file watcher's with the file each was read from (the watched path,
+    or a rotated generation of it: `app.log.1`) and its line number there."""
     out = []
     for where, text in ev.first[:FIRST_LINES]:
         path, _, num = where.rpartition(":")
-        if ev.path is not None and path == ev.path and num.isdigit():
-            out.append(Line(where, text, ev.path, int(num)))
+        if ev.path is not None and path and num.isdigit():
+            out.append(Line(where, text, path, int(num)))
         else:
             out.append(Line(where, text))
     return tuple(out)

@@ -177,6 +177,8 @@ class Followed:
         """Open what a plan found: the last generation is followed, the others are read first
         (at once) and kept open for rotateWait; the one followed until now joins them."""
         gens = [self._again(ctx, o) or await self._open(ctx, o, seq) for o in plan.steps]
+        for o, gen in zip(plan.steps, gens, strict=True):  # (its lines name the file read)
+            gen.read_as = None if plan.at_path and o is plan.steps[-1] else o.path
         *olds, cur = gens
         before = self._cur  # (read to its end first: a crash may come before the next look)
         if start is not None:

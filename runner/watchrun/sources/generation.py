@@ -48,6 +48,9 @@ class Generation:
         """A read stopped because the first bytes changed under it (truncated meanwhile)."""
         self.since = 0
         """The seq of the `rotate` record before its first line (0: none)."""
+        self.read_as: str | None = None
+        """The name its lines are recorded under when it was not opened at the watched path (a
+        rotated generation found beside it, a copy: `app.log.1`); None: the watched path's."""
         self.reset(pos, line_no, seq)
 
     def reset(self, pos: int, line_no: int, seq: int | None = None) -> None:
@@ -93,7 +96,7 @@ class Generation:
         checkpoint moved."""
         counter = _counter(ctx)
         start = self.pos
-        self.framer.stamp(inode=self.inode, path=path)
+        self.framer.stamp(inode=self.inode, path=self.read_as or path)
         want = first_read(self.fd, self.pos, size, held)
         while end is None or self.pos < end:
             want = want if end is None else min(want, end - self.pos)
@@ -124,7 +127,7 @@ class Generation:
     async def finish(self, ctx: SourceContext, path: str) -> None:
         """This generation ends (rotated away, truncated, once mode): its unterminated last
         line becomes a line, since no newline will come. The checkpoint stays before it."""
-        self.framer.stamp(inode=self.inode, path=path)
+        self.framer.stamp(inode=self.inode, path=self.read_as or path)
         chunk = self.framer.finish()
         if chunk is not None:
             await ctx.chunk(chunk)

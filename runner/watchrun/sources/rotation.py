@@ -96,6 +96,8 @@ class Rotation(Followed):
         if not plan.steps and not plan.gaps:
             return []  # nothing to read first: no checkpoint save before the current file
         olds = [await self._open(ctx, o) for o in plan.steps]  # the copy, then the middle ones
+        for o, old in zip(plan.steps, olds, strict=True):
+            old.read_as = o.path
         await self._gaps(ctx, plan)
         now = self.clock.monotonic()
         for old in olds:
