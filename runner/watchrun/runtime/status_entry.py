@@ -53,8 +53,9 @@ def snapshot(entry: Entry, now: float, runner_started_at: float,
     state = getattr(src, "state", None)
     status = "stopped" if entry.stopped else "fatal" if entry.failed else \
         "stopping" if entry.stopping else str(state) if state is not None else "running"
-    if status == "running" and entry.pipeline.writer.failing:
-        status = "paused"  # (its records cannot be written: reading waits for them)
+    if status in ("running", "error") and entry.pipeline.writer.failing:
+        status = "paused"  # (its records cannot be written: reading waits for them; a file
+        # source says `error` once its checkpoint cannot be saved on that full disk either)
     snap: dict[str, Any] = {
         "schema": 1,
         "id": spec.id,
