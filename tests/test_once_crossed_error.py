@@ -1,15 +1,19 @@
 """`run --once`: a gate crossed by the lines a run did read is reported crossed, with those
-lines, also when the watcher could not look at every line (an ERROR beside the FAIL)."""
+lines, also when the watcher could not look at every line (an ERROR beside the FAIL); and
+matches count as judged only after a run that ended by itself judged them."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import signal
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from test_once import once, table_row
+from liverunner import read_records, wait_for, watchrun_bin, write_config
+from test_once import TIMEOUT_S, base_env, once, table_row
 
 CONFIG: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
                                         "gate": {"maxMatches": 0}}]}
@@ -67,3 +71,37 @@ def test_json_counts_a_gate_crossed_beside_an_error_and_shows_its_lines(tmp_path
     assert (v["status"], v["crossed"], v["matches"]) == ("error", True, 1)
     assert v["reasons"] == [CROSSED, f"cannot read {log}: No such file or directory"]
     assert [ln["line"] for ln in v["first"]] == ["ERROR unread"]
+
+
+def test_matches_of_a_once_run_a_signal_interrupted_count_in_the_next_run(
+        tmp_path: Path) -> None:
+    """A CI timeout or cancel sends SIGTERM (or SIGINT), not SIGKILL: the run stopped cleanly,
+    wrote its `stop` records, and the retry took its matches for judged, though its verdict had
+    judged only part of what it was to (exit 3): the retry passed (exit 0) over the ERROR line.
+    Now they count toward the next run's gate, as a killed run's do, and are not recorded
+    twice."""
+    log, out = tmp_path / "app.log", tmp_path / ".watchrun"
+    log.write_text("ok\nERROR early failure\nok\n")
+    fired = tmp_path / "fired"
+    action = {"type": "exec", "command": ["sh", "-c", f"touch {fired}; exec sleep 60"],
+              "timeout": "1m"}  # (the run waits for it: still running when the signal comes)
+    watcher = {"id": "app", "path": "app.log", "pattern": "ERROR", "gate": {"maxMatches": 0}}
+    cfg = write_config(tmp_path, {"watchers": [{**watcher, "actions": [action]}]})
+    proc = subprocess.Popen([watchrun_bin(), "run", "--once", "-c", str(cfg)], cwd=tmp_path,
+                            env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(fired.exists, "the action to run")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        first, _ = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 3 and b"INTERRUPTED by SIGTERM" in first, first
+    jsonl = out / "watchers" / "app.jsonl"
+    last = read_records(jsonl)[-1]
+    assert (last["kind"], last["reason"]) == ("stop", "interrupted")  # (its verdict: partial)
+    retry = once(tmp_path, {"watchers": [watcher]})
+    assert retry.rc == 1, retry.out + retry.err
+    assert table_row(retry.out, "app")[1:] == ["1", "0", "-", "FAIL"], retry.out
+    assert "app.log:2: ERROR early failure" in retry.out
+    assert [r["line"] for r in read_records(jsonl) if r["kind"] == "match"] == [
+        "ERROR early failure"]
+    assert once(tmp_path, {"watchers": [watcher]}).rc == 0  # judged by the retry

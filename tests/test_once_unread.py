@@ -297,8 +297,9 @@ def test_matches_of_a_killed_run_rotated_away_before_they_were_counted_fail_clos
     again = once(tmp_path, {"output": output, "watchers": [watcher]})
     assert again.rc == 3, again.out + again.err
     assert table_row(again.out, "app")[1:] == [str(counted), "1999", "-", "ERROR"], again.out
-    why = (f"the run before this one ended without a verdict, and the first of its records "
-           f"were rotated away (output.keep) before they could be counted: {counted} of its "
+    why = ("the run before this one did not end by itself (killed, or interrupted by a signal), "
+           "and the first of its records were rotated away (output.keep) before they could be "
+           f"counted: {counted} of its "
            "matches are counted, the others are not known")
     assert f"  - matches were never counted: {why}\n" in again.out
     assert f"[app] error: matches were never counted: {why}\n" in again.err

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 FIRST_KEPT = 5
 FINAL_WRITE_S = 2.0
 """How long the `stop` record is retried on a failing disk before it is given up."""
+INTERRUPTED = "interrupted"
+"""The `stop` reason of a once run that a signal ended before it ended by itself: its verdict
+judged part of what it was to, so the next once run counts its matches as a killed run's."""
 SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM", "EMFILE",
                 "ENFILE", "EAGAIN"}
 """`error` codes that mean a command could not be started (once mode: exit 3)."""
@@ -102,14 +105,15 @@ class WatcherPipeline:
         read when the stream's last record (read when the sink opened) is older, or is that
         seq and neither a `match` nor a `rotate` (a clean stop's `stop` record). For a once run
         (`judges`), a stream that does not end with a `stop` record was left by a run that never
-        ended, so no verdict saw its matches: all of them, behind the checkpoint too, are
-        `unjudged` (counted), and when some were rotated away no verdict can be given (an
-        `error`)."""
+        ended, and one that ends with `stop{interrupted}` by a once run a signal ended before it
+        ended by itself, so no verdict judged its matches: all of them, behind the checkpoint
+        too, are `unjudged` (counted), and when some were rotated away no verdict can be given
+        (an `error`)."""
         last = self.sink.last_record
         if last is None:
             return Recorded()
-        killed = self.judges and last.get("kind") != "stop"  # (a live runner has no verdict:
-        # it does not read back every record a crashed one wrote)
+        killed = self.judges and (last.get("kind") != "stop" or last.get("reason") == INTERRUPTED)
+        # (a live runner has no verdict: it does not read back every record a crashed one wrote)
         past = last["seq"] > since_seq or (
             last["seq"] == since_seq and last.get("kind") in ("match", "rotate"))
         if not past and not killed:
@@ -121,8 +125,9 @@ class WatcherPipeline:
             self.counters.unjudged = found
             if not whole:
                 await self.event("error", code="uncounted-matches", message=(
-                    f"the run before this one ended without a verdict, and the first of its "
-                    f"records were rotated away (output.keep) before they could be counted: "
+                    "the run before this one did not end by itself (killed, or interrupted by a "
+                    "signal), and the first of its records were rotated away (output.keep) "
+                    "before they could be counted: "
                     f"{len(found)} of its matches are counted, the others are not known"))
         return Recorded(epochs, ended)
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.ending import finish
+from watchrun.runtime.pipeline import INTERRUPTED
 from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.watchers import WatcherSet
@@ -19,13 +20,14 @@ if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
 
-__all__ = ["Stopping", "shutdown"]
+__all__ = ["Stopping", "shutdown", "stop_reason"]
 
 
 class Stopping(Protocol):
     """What the stop needs of the supervisor."""
 
     log: RunLog
+    once: bool
     sd: SdNotify
     spawner: Spawner
     set: WatcherSet
@@ -46,7 +48,7 @@ async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
     for task in (sup.driver, sup.watchdog):
         if task is not None:
             await finish(task)
-    jobs = [sup.set.stop_all("startup-failed" if reason == "startup-failed" else "shutdown")]
+    jobs = [sup.set.stop_all(stop_reason(reason, sup.once))]
     if sup.hub is not None:
         jobs.append(_stop_hub(sup))
     stopping: asyncio.Future[Any] = asyncio.ensure_future(_stop_actions_then(sup, jobs))
@@ -59,6 +61,15 @@ async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
         await stopping
     finally:
         second.cancel()
+
+
+def stop_reason(reason: str, once: bool) -> str:
+    """The watchers' `stop` reason when the runner stops for `reason`: `interrupted` for a once
+    run a signal ended before it ended by itself, whose verdict judged only part of what it was
+    to (the next once run counts its matches toward its gate, as a killed run's)."""
+    if reason == "startup-failed":
+        return reason
+    return INTERRUPTED if once and reason != "once" else "shutdown"
 
 
 async def _second_stop(sup: Stopping, inbox: SignalInbox) -> None:
