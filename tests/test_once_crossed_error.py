@@ -34,7 +34,9 @@ def test_a_crossed_gate_is_not_hidden_behind_an_error(tmp_path: Path) -> None:
     The verdict said only ERROR: `crossed` nowhere, the line in no report, no JUnit failure,
     no annotation; and the next run did not count it, so a re-run passed (exit 0)."""
     log = _read_once(tmp_path, "ok\n")
-    archive = Path(f"{log}.1.gz")
+    with log.open("a") as f:
+        f.write("written after that run, never read\n")  # (an archive of what was read is
+    archive = Path(f"{log}.1.gz")  # no loss: this one holds more)
     archive.write_bytes(gzip.compress(log.read_bytes()))
     log.unlink()
     log.write_text("ERROR in new file\n")
