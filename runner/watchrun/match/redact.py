@@ -183,10 +183,12 @@ class Redactor:
             kind = self.rules[i].kind
             secret = self._secret_of[i]
             whole: str = m.group(0)
-            if _in_marker(text, m.start(secret) if secret is not None
-                          and m.group(secret) is not None else m.start()):
-                return whole  # redacted already (`password=[REDACTED:password]`, or a
-            counts[kind] = counts.get(kind, 0) + 1  # marker read as `user:pass@`): idempotent
+            found = m.group(secret) if secret is not None else None
+            if _in_marker(text, m.start(secret) if found is not None else m.start()) \
+                    or (found is not None and _quoted_marker(found)):
+                return whole  # redacted already (`password=[REDACTED:password]`, a marker
+            counts[kind] = counts.get(kind, 0) + 1  # read as `user:pass@`, or one in quotes,
+            # `\"SecretAccessKey\":\"[REDACTED:…]\"`): idempotent
             if secret is None or m.group(secret) is None:
                 return hide(kind, whole)
             start, end = m.span(secret)
@@ -229,6 +231,14 @@ def _in_marker(text: str, pos: int) -> bool:
         return False
     closed = text.find("]", opened)
     return closed >= pos and KIND.fullmatch(text, opened + len(_OPEN), closed) is not None
+
+
+def _quoted_marker(secret: str) -> bool:
+    """Whether a secret is a whole marker in quotes (`"[REDACTED:kind]"`, escaped or not): a
+    value redacted already by a rule that keeps the quotes around it."""
+    inner = secret.strip("\\\"'")
+    return inner.startswith(_OPEN) and inner.endswith("]") \
+        and KIND.fullmatch(inner, len(_OPEN), len(inner) - 1) is not None
 
 
 def redact_line(redactor: Redactor, text: str, raw: str) -> tuple[str, str | None, dict[str, int]]:

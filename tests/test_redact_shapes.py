@@ -1,0 +1,94 @@
+"""Assignment and URL shapes the redaction rules must hide whole (cfgsec findings 2, 3, 4): escaped
+JSON inside a JSON log line, `=>` hash syntax, URLs with an empty user or a raw `@` in the
+password; and the property that a count always means the value is gone.
+
+The secrets below are fakes in the right shape (none is a live credential)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from watchrun.match.redact import redactor
+
+AWS = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+# (log text, the secrets in it, what it becomes)
+SHAPES = [
+    (r'{"msg":"login {\"user\":\"bob\",\"password\":\"hunter2hunter2\"}"}', ["hunter2hunter2"],
+     r'{"msg":"login {\"user\":\"bob\",\"password\":[REDACTED:password]}"}'),
+    (r'{"msg":"creds {\"SecretAccessKey\":\"' + AWS + r'\",\"api_key\":\"k-1234567890ab\"}"}',
+     [AWS, "k-1234567890ab"],
+     r'{"msg":"creds {\"SecretAccessKey\":\"[REDACTED:aws-secret-access-key]\",'
+     r'\"api_key\":[REDACTED:secret]}"}'),
+    (r'{"req":"{\"headers\":{\"Authorization\":\"Basic dXNlcjpwYXNzd29yZA==\"}}"}',
+     ["dXNlcjpwYXNzd29yZA=="],
+     r'{"req":"{\"headers\":{\"Authorization\":\"Basic [REDACTED:authorization]\"}}"}'),
+    (r'{\"private_key_id\":\"' + "0123456789abcdef" * 2 + r'01234567\"}',
+     ["0123456789abcdef" * 2],
+     r'{\"private_key_id\":\"[REDACTED:gcp-service-account-key-id]\"}'),
+    ("config = { password => 'hunter2hunter2', 'api_key' => 'k-1234567890ab' }",
+     ["hunter2hunter2", "k-1234567890ab"],
+     "config = { password => [REDACTED:password], 'api_key' => [REDACTED:secret] }"),
+    ('password := "hunter2hunter2"', ["hunter2hunter2"], "password := [REDACTED:password]"),
+    ("if password == 'hunter2hunter2'", ["hunter2hunter2"], "if password == [REDACTED:password]"),
+    ("password=ab\\cd next", ["cd"], "password=[REDACTED:password] next"),
+    ("REDIS_URL=redis://:onlypass1234@redis:6379/0", ["onlypass1234"],
+     "REDIS_URL=redis://:[REDACTED:url-credentials]@redis:6379/0"),
+    ("postgres://u:p@ss@h/db", ["p@ss", "ss"], "postgres://u:[REDACTED:url-credentials]@h/db"),
+]
+
+
+@pytest.mark.parametrize(("text", "secrets", "out"), SHAPES)
+def test_escaped_json_hash_syntax_and_url_shapes_are_hidden_whole(
+        text: str, secrets: list[str], out: str) -> None:
+    # before: escaped JSON and `redis://:pass@` went out verbatim, `password => 'x'` became
+    # `password =[REDACTED:password] 'x'` (only the `>` hidden, yet counted), `p@ss` left `ss`
+    red, counts = redactor().redact(text)
+    assert red == out
+    assert sum(counts.values()) == red.count("[REDACTED:")
+    assert not any(s in red for s in secrets)
+    assert redactor().redact(red) == (red, {})
+
+
+NAMES = ["password", "DB_PASSWORD", "passwd", "api_key", "x-api-key", "client_secret",
+         "access_token", "GITHUB_TOKEN_secret", "SessionToken"]
+SEPARATORS = ["=", ": ", " = ", ":", " => ", "=>", " := ", " == "]
+# how a name and its value are written: unquoted, quoted, in JSON, in JSON inside a JSON string
+STYLES = [
+    "{n}{s}{v}", '{n}{s}"{v}"', "{n}{s}'{v}'", '"{n}"{s}"{v}"', "'{n}'{s}'{v}'",
+    r'\"{n}\"{s}\"{v}\"', r'\\\"{n}\\\"{s}\\\"{v}\\\"', "--{n}{s}{v}",
+]
+SAFE = st.text(st.sampled_from("abcXYZ0189_-./+@!%?#"), min_size=8, max_size=30)
+SPACED = st.text(st.sampled_from("abcXYZ0189_-./+@!%?# "), min_size=8, max_size=30).filter(
+    lambda v: v.strip() == v and "  " not in v)
+
+
+@given(st.sampled_from(NAMES), st.sampled_from(SEPARATORS), st.sampled_from(STYLES), SAFE,
+       st.text(st.sampled_from(" ,;}\n\"'"), max_size=3))
+def test_every_name_separator_and_quoting_hides_the_value(
+        name: str, sep: str, style: str, value: str, after: str) -> None:
+    text = "log: " + style.format(n=name, s=sep, v=value) + after + " end"
+    red, counts = redactor().redact(text)
+    assert value not in red and sum(counts.values()) >= 1, red
+
+
+@given(st.sampled_from(NAMES), st.sampled_from(SEPARATORS), st.sampled_from(STYLES[1:6]),
+       SPACED)
+def test_a_quoted_value_with_spaces_is_hidden_whole(
+        name: str, sep: str, style: str, value: str) -> None:
+    red, counts = redactor().redact(style.format(n=name, s=sep, v=value) + " end")
+    assert not any(word in red for word in value.split(" ") if len(word) > 3), red
+    assert sum(counts.values()) >= 1
+
+
+@given(st.text(st.sampled_from("pasword_kyAPIX=:>-\"'\\ {},;&@/ab1"), max_size=60),
+       SAFE.filter(lambda v: not v.startswith(("=", ":", ">"))))
+def test_a_count_means_the_value_after_the_operator_is_gone(junk: str, value: str) -> None:
+    """Whatever precedes it, when `password`/`api_key` followed by an operator is counted, the
+    value after the operator is not left behind (the `>` of `=>` was the whole "secret")."""
+    text = f"{junk} password => {value} ; api_key -> x"
+    red, counts = redactor().redact(text)
+    if counts.get("password"):
+        assert value not in red, red
