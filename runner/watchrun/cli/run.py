@@ -200,6 +200,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     and the JUnit report; return the once-mode exit status (0 pass, 1 crossed, 3 error).
     A gated watcher that never ran is an ERROR (`missing`: why nothing ran)."""
     from watchrun.cli import gate_report as report
+    from watchrun.match.redact import clean_text
     from watchrun.output.logstream import EXIT_WAIT_S
     from watchrun.runtime import gate
 
@@ -209,6 +210,8 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
         missing = gate.NEVER_RAN if config.limits.enabled else \
             "it never ran: limits.enabled is false"
     verdicts = gate.relativize(gate.judge_all(config.watchers, evidence, missing), os.getcwd())
+    hide = config.records_redactor()  # (the label as `status` shows it: a `${VAR}` password)
+    verdicts = [replace(v, label=clean_text(v.label, hide)) for v in verdicts]
     interrupted = sup.stop_reason if sup.stop_reason not in (None, "once", "startup-failed") \
         else None  # a signal ended the run before it ended by itself: never a pass
     problems = [f"it was interrupted by {interrupted} before it ended by itself"] \

@@ -43,6 +43,7 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
     from watchrun.config.layering import layer
     from watchrun.config.loader import read_config_file
     from watchrun.config.schema import check_schema
+    from watchrun.config.secrets import known_secrets
     from watchrun.config.validate import build_config
 
     report = Reporter()
@@ -67,11 +68,12 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
         return LoadResult(None, report.finish(displays, strict))
     root = layer(trees)
     report.root = root
+    known = known_secrets(root, env)  # (before interpolation: where each value stands)
     interpolate_tree(root, env, report)
     report.mute_failed_paths()
     check_schema(root, report)
     sources = tuple(Path(os.path.abspath(p)) for p in paths)
-    config = build_config(Ctx(root, folders, report), sources, output_dir)
+    config = build_config(Ctx(root, folders, report), sources, output_dir, known)
     diagnostics = report.finish(displays, strict)
     if any(d.severity == "error" for d in diagnostics):
         config = None

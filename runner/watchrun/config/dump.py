@@ -47,7 +47,8 @@ def config_to_dict(config: Config) -> dict[str, Any]:
         },
         "watchers": [_watcher(w) for w in config.watchers],
         "agents": [_agent(a) for a in config.agents],
-        "redact": [{"kind": r.kind, "pattern": _s(r.pattern)} for r in config.redact],
+        "redact": [{"kind": r.kind, "pattern": _s(r.pattern)} for r in config.redact
+                   if not r.known],  # (a `${VAR}` secret's rule holds its value)
     }
 
 

@@ -12,7 +12,7 @@ from watchrun.config.shellcode import describe_character, script_indexes, unsafe
 from watchrun.config.shellwords import contexts, quote
 from watchrun.config.tree import CMap, CSeq, KeyPath, Origin, locate
 
-__all__ = ["escape", "interpolate", "interpolate_tree"]
+__all__ = ["escape", "interpolate", "interpolate_tree", "references"]
 
 _UNQUOTABLE = (
     "`${{{name}}}` cannot be quoted as one shell word here: it is {where}; write \"$${name}\" "
@@ -60,6 +60,13 @@ def _parse(text: str, env: Mapping[str, str]
         return mark
 
     return _REF.sub(sub, text), mark, values, problems
+
+
+def references(text: str, env: Mapping[str, str]) -> tuple[str, str, list[tuple[str, str]]]:
+    """`text` with each resolved reference replaced by a mark (a character `text` does not
+    contain), the mark, and each reference's (name, value) in order (`config/secrets.py`)."""
+    template, mark, values, _ = _parse(text, env)
+    return template, mark, values
 
 
 def interpolate(

@@ -153,7 +153,8 @@ class AgentSpec(Struct, frozen=True):
     pty: bool = False
     max_turns: int = 100
     redact: tuple[Rule, ...] = ()
-    """The config's `redact:` rules, applied (after the built-in ones) to every prompt."""
+    """The config's `redact:` rules and its `${VAR}` secrets' (`config/secrets.py`), applied
+    with the built-in ones to every prompt."""
     depends_on: tuple[str, ...] = ()
     """Agents whose answers this one needs: woken together, they run as a plan (SPEC §3.3)."""
 
@@ -168,7 +169,8 @@ class Config(Struct, frozen=True):
     sources: tuple[Path, ...] = ()
     """The config files it was loaded from, in layering order."""
     redact: tuple[Rule, ...] = ()
-    """`redact:` rules added to the built-in secret rules (`match/redact.py`)."""
+    """`redact:` rules added to the built-in secret rules (`match/redact.py`), and a `known`
+    rule for each `${VAR}` value the config puts where a secret goes (`config/secrets.py`)."""
 
     def watcher(self, wid: str) -> WatcherSpec | None:
         return next((w for w in self.watchers if w.id == wid), None)

@@ -54,14 +54,16 @@ NOTHING_TO_RUN = "no watchers and no agents: there is nothing to run"
 """The warning for a config with neither (normal for `watchrun mcp`, which adds watchers)."""
 
 
-def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None) -> Config | None:
-    """Run every semantic check on `ctx.root`; the Config when no error was reported."""
+def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None,
+                 known: tuple[Rule, ...] = ()) -> Config | None:
+    """Run every semantic check on `ctx.root`; the Config when no error was reported. `known`:
+    the rules that hide its `${VAR}` secrets (`config/secrets.py`), kept with `redact:`'s."""
     report, root = ctx.report, ctx.root
     limits = build_limits(root.get("limits"), report)
     output = _output(ctx, root.get("output"), output_dir)
     raw = root.get("agents")
     raw_agents: list[Any] = raw if isinstance(raw, list) else []
-    rules = _redact(ctx, root.get("redact"))
+    rules = (*known, *_redact(ctx, root.get("redact")))
     agents = [replace(a, redact=rules) for a in _agents(ctx, raw_agents, limits)]
     check_dependencies(ctx, raw_agents)
     names = [a["name"] for a in raw_agents

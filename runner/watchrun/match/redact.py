@@ -5,7 +5,9 @@ Slack tokens, JWTs, private-key blocks, `password=` and `Authorization:` values,
 URLs, ...); a config's `redact:` patterns are added after them. All rules are compiled into one
 RE2 alternation, so a text is scanned once in linear time whatever it holds (a hostile log
 cannot stall the loop), and the leftmost match wins (the earlier rule at the same position).
-A named group `secret` in a rule limits the replacement to that part.
+A named group `secret` in a rule limits the replacement to that part. The `known` rules that
+find a config's `${VAR}` secrets by their text (`config/secrets.py`) are a second alternation,
+scanned first.
 
 A built-in rule may be a block instead of a pattern (`KeyBlock`: the private-key rule): its
 `begin` and `end` edges make its pattern, and `match/keyblocks.py` follows the lines between the
@@ -30,22 +32,9 @@ from msgspec import Struct
 
 from watchrun.match.sanitize import sanitize
 
-__all__ = [
-    "KIND",
-    "KeyBlock",
-    "RedactError",
-    "Redactor",
-    "Rule",
-    "add_counts",
-    "builtin_rules",
-    "check_rule",
-    "key_block",
-    "marker",
-    "redact_line",
-    "redact_tree",
-    "redactor",
-    "rules_from",
-]
+__all__ = ["KIND", "KeyBlock", "RedactError", "Redactor", "Rule", "add_counts", "builtin_rules",
+           "check_rule", "clean_text", "key_block", "marker", "redact_line", "redact_tree",
+           "redactor", "rules_from"]
 
 KIND = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 """A rule's kind: shown in `[REDACTED:kind]` and used as the key of the counts."""
@@ -61,6 +50,8 @@ class Rule(Struct, frozen=True):
 
     kind: str
     pattern: str
+    known: bool = False
+    """A config's `${VAR}` secret found by its text (`config/secrets.py`): runs first."""
 
 
 class KeyBlock(Struct, frozen=True):
@@ -152,8 +143,8 @@ def key_block() -> KeyBlock:
     return _builtin()[1]
 
 
-class Redactor:
-    """A compiled rule set. `redact` is pure: the same text always gives the same result."""
+class _Pass:
+    """Rules compiled into one RE2 alternation: the leftmost match wins, then the earlier rule."""
 
     def __init__(self, rules: Sequence[Rule]) -> None:
         self.rules = tuple(rules)
@@ -161,10 +152,31 @@ class Redactor:
         for i, rule in enumerate(self.rules):
             pattern = rule.pattern.replace(_SECRET, f"(?P<_ws{i}>")
             parts.append(f"(?P<_wr{i}>{pattern})")
-        self._regex = _re2().compile("|".join(parts), _options()) if parts else None
-        index = self._regex.groupindex if self._regex is not None else {}
-        self._rule_of = {index[f"_wr{i}"]: i for i in range(len(self.rules))}
-        self._secret_of = {i: index.get(f"_ws{i}") for i in range(len(self.rules))}
+        self.regex = _re2().compile("|".join(parts), _options())
+        index = self.regex.groupindex
+        self.rule_of = {index[f"_wr{i}"]: i for i in range(len(self.rules))}
+        self.secret_of = {i: index.get(f"_ws{i}") for i in range(len(self.rules))}
+
+    def which(self, m: Any) -> tuple[Rule, int | None]:
+        """The rule of a match, and its `secret` group when that took part in the match."""
+        last = m.lastindex
+        i = self.rule_of[last] if last in self.rule_of else \
+            next(i for g, i in self.rule_of.items() if m.group(g) is not None)
+        group = self.secret_of[i]
+        return self.rules[i], (group if group is not None and m.group(group) is not None
+                               else None)
+
+
+class Redactor:
+    """A compiled rule set. `redact` is pure: the same text always gives the same result.
+    `known` rules (a config's `${VAR}` secrets by their text, `config/secrets.py`) run first,
+    in a pass of their own: the pattern rules' match on a name before the value (`password=`)
+    starts further left and would win over them, and cut a value watchrun quoted."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.rules = tuple(rules)
+        groups = ([r for r in self.rules if r.known], [r for r in self.rules if not r.known])
+        self._passes = [_Pass(group) for group in groups if group]
 
     def redact(self, text: str) -> tuple[str, dict[str, int]]:
         """`text` with every secret replaced by `[REDACTED:kind]`, and how many of each kind.
@@ -172,32 +184,42 @@ class Redactor:
         marker per line it spans, so no line of the text around it is joined to another or
         lost (an agent's prompt holds a firing's matched lines, each in its place)."""
         counts: dict[str, int] = {}
-        if self._regex is None or not text:
-            return text, counts
+        for one in self._passes:
+            if text:
+                text = self._redact(one, text, counts)
+        return text, counts
 
+    @staticmethod
+    def _redact(one: _Pass, text: str, counts: dict[str, int]) -> str:
         def hide(kind: str, secret: str) -> str:
             return "\n".join([marker(kind)] * (secret.count("\n") + 1))
 
         def sub(m: Any) -> str:
-            i = self._which(m)
-            kind = self.rules[i].kind
-            secret = self._secret_of[i]
+            rule, secret = one.which(m)
             whole: str = m.group(0)
-            found = m.group(secret) if secret is not None else None
-            if _in_marker(text, m.start(secret) if found is not None else m.start()) \
-                    or (found is not None and _quoted_marker(found)):
+            if _in_marker(text, m.start(secret) if secret is not None else m.start()) \
+                    or (secret is not None and _quoted_marker(m.group(secret))):
                 return whole  # redacted already (`password=[REDACTED:password]`, a marker
-            counts[kind] = counts.get(kind, 0) + 1  # read as `user:pass@`, or one in quotes,
-            # `\"SecretAccessKey\":\"[REDACTED:…]\"`): idempotent
-            if secret is None or m.group(secret) is None:
-                return hide(kind, whole)
+            counts[rule.kind] = counts.get(rule.kind, 0) + 1  # read as `user:pass@`, or one
+            if secret is None:  # in quotes, `\"SecretAccessKey\":\"[REDACTED:…]\"`): idempotent
+                return hide(rule.kind, whole)
             start, end = m.span(secret)
             base = m.start()
-            return whole[: start - base] + hide(kind, whole[start - base:end - base]) \
+            return whole[: start - base] + hide(rule.kind, whole[start - base:end - base]) \
                 + whole[end - base :]
 
-        redacted: str = self._regex.sub(sub, text)
-        return redacted, counts
+        redacted: str = one.regex.sub(sub, text)
+        return redacted
+
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Where the pattern rules would hide something in `text`: (start, end, kind) of each
+        secret (of the whole match for a rule without a `secret` group)."""
+        found = []
+        for m in (self._passes[-1].regex.finditer(text) if self._passes else ()):
+            rule, secret = self._passes[-1].which(m)
+            start, end = m.span(secret) if secret is not None else m.span()
+            found.append((start, end, rule.kind))
+        return found
 
     def redact_lines(self, lines: Sequence[str]) -> tuple[list[str], dict[str, int]]:
         """Lines that go out together (a firing's matched lines, in order) redacted as one text,
@@ -214,12 +236,6 @@ class Redactor:
             out.append(red)
             add_counts(counts, found)
         return out, counts
-
-    def _which(self, m: Any) -> int:
-        last = m.lastindex
-        if last in self._rule_of:
-            return self._rule_of[last]
-        return next(i for g, i in self._rule_of.items() if m.group(g) is not None)
 
 
 def _in_marker(text: str, pos: int) -> bool:

@@ -20,7 +20,7 @@ from msgspec import Struct
 
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.plain import plain_chunk, plain_texts
-from watchrun.match.sanitize import sanitize
+from watchrun.match.redact import Redactor, clean_text
 from watchrun.match.simd import newline_counter
 from watchrun.output.jsonl import json_str, plain_bodies
 
@@ -108,13 +108,14 @@ class RecentMatches:
             skip = 0
 
 
-def where_members(chunk: Chunk) -> tuple[bytes, str]:
+def where_members(chunk: Chunk, redactor: Redactor | None = None) -> tuple[bytes, str]:
     """The record's fields after `offset` (`,"path":…,"inode":…` or `,"run":…`) and how a
     match is located for people (`path` or `run N`, before `:lineNo`). The path is a text
-    field like any other (SPEC §6): a file name others chose keeps no escape sequence."""
+    field like any other (SPEC §6): a file name others chose keeps no escape sequence, and
+    with `output.redact` (`redactor`) a `${VAR}` secret in it is hidden as in `status`."""
     if chunk.path is not None:
         inode = b"null" if chunk.inode is None else b"%d" % chunk.inode
-        path = sanitize(chunk.path)[0]
+        path = clean_text(chunk.path, redactor)
         return b',"path":%b,"inode":%b' % (json_str(path), inode), path
     run = b"null" if chunk.run is None else b"%d" % chunk.run
     return b',"run":%b' % run, f"run {chunk.run}"

@@ -200,7 +200,7 @@ class WatcherPipeline:
         """`where_members` of the chunk's source, kept while it does not change."""
         key = (chunk.path, chunk.inode) if chunk.path is not None else chunk.run
         if key != self._where[0]:
-            self._where = (key, *where_members(chunk))
+            self._where = (key, *where_members(chunk, self.redactor))
         return self._where[1], self._where[2]
 
     def _rows(self, chunk: Chunk, spans: list[tuple[int, int]]) -> Rows:

@@ -15,6 +15,7 @@ from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.match.engines import Store
 from watchrun.match.matcher import Matcher, compile_for
+from watchrun.match.redact import clean_text
 from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
@@ -165,7 +166,8 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
         signal=getattr(last_exit, "signal", None),
         ran=not c.spawn_failed,
         require_seen=c.require_seen,
-        path=str(rt.spec.path) if rt.spec.path is not None else None,
+        path=None if rt.spec.path is None else clean_text(str(rt.spec.path),
+                                                          rt.pipeline.redactor),  # (as `where`)
         error=c.unread or getattr(rt.source, "cannot_read", None),  # (a file source's)
         cut=cut_note(c.cut_lines, rt.pipeline.limits.max_line_bytes),
     )

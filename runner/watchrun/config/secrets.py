@@ -1,0 +1,111 @@
+"""`${VAR}` values a config puts where a secret goes, as redaction rules that find them whole.
+
+A value substituted right after `--password=`, in `PGPASSWORD="${PW}"`, in a URL's
+`user:${PW}@`, after `Authorization: Bearer`, under an `env:` key named like a secret, or in
+a path's `db_password=${PW}` is a secret by where it stands: the built-in rules are run over
+each config string (its key in front, `KEY=`) with a stand-in in place of every value, and a
+value whose stand-in they would hide is one. Watchrun itself then quotes it for the shell
+(`'a'"'"'b'`, `""v""`, `'--password=a b'` in a list command's label), and a rule reading the
+result stops at the first quote, so it is found instead by its text: each way watchrun or
+JSON may write it becomes a `known` rule (`match/redact.py` runs those first, before the
+pattern rules), so the label, the command line, the path — in status, records, prompts,
+action bodies, `run --once --json` — hide it whole, and so does any log line that echoes it.
+A value under 4 characters is found only right after the name it follows (`password=`), so a
+short one does not hide every such substring of a log line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from watchrun.config.interpolate import references
+from watchrun.config.shellwords import quote
+from watchrun.config.tree import CMap, CSeq
+from watchrun.match.redact import Rule, redactor
+from watchrun.match.sanitize import sanitize
+
+__all__ = ["MIN_BARE", "known_secrets", "written_forms"]
+
+MIN_BARE = 4
+"""A shorter value is found only after its name, never alone."""
+_STAND_IN = "W" * 40
+"""Stands for a value while the rules look at where it is: a shape every value class takes
+(40 characters, for the AWS secret key's)."""
+
+
+def known_secrets(root: CMap, env: Mapping[str, str]) -> tuple[Rule, ...]:
+    """A `known` rule per value of `root` (a config tree before interpolation) that stands
+    where a secret goes, in the order found, one per (kind, value)."""
+    rules: dict[tuple[str, str, str], Rule | None] = {}
+    for key, text in _strings(root, ""):
+        for kind, name, value in _placed(key, text, env):
+            if (kind, name, value) not in rules:
+                rules[kind, name, value] = _rule(kind, name, value)
+    return tuple(r for r in rules.values() if r is not None)
+
+
+def _strings(node: Any, key: str) -> Iterator[tuple[str, str]]:
+    """Every string holding a `$` with the mapping key it sits under (the nearest one)."""
+    if isinstance(node, CMap):
+        for k, value in node.items():
+            yield from _strings(value, str(k))
+    elif isinstance(node, CSeq):
+        for value in node:
+            yield from _strings(value, key)
+    elif isinstance(node, str) and "$" in node:
+        yield key, node
+
+
+def _placed(key: str, text: str, env: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
+    """(kind, the name before it in `text` or "", value) of each secret-placed value."""
+    template, mark, values = references(text, env)
+    if not values:
+        return
+    head = f"{key}="
+    parts = template.split(mark)
+    probe, floor, bounds = head + parts[0], len(head), []
+    for part in parts[1:]:  # (where the text before each value starts, where the value does)
+        bounds.append((floor, len(probe)))
+        floor = len(probe) + len(_STAND_IN)
+        probe += _STAND_IN + part
+    hidden = redactor().spans(probe)
+    for (_, value), (floor, start) in zip(values, bounds, strict=True):
+        end = start + len(_STAND_IN)
+        kind = next((kind for s, e, kind in hidden if s < end and e > start), None)
+        if kind is not None and value:
+            yield kind, _name_before(probe[floor:start]), value
+
+
+def _name_before(before: str) -> str:
+    """The assignment a value follows in its string (`password=`, `PGPASSWORD="`, `app:`), or
+    "" (after `Bearer `, or right after another value)."""
+    m = re.search(r"[A-Za-z0-9_.-]*[\"']?\s*(?:=>|[:=]=?)\s*[\"']?$", before)
+    return m.group(0) if m else ""
+
+
+def written_forms(value: str) -> list[str]:
+    """The ways `value` may be written in what watchrun shows: as is; quoted for the shell as
+    a word, inside `"…"` or `'…'` (`config/shellwords.py`); each of those inside a list
+    command's argument its label quotes (`'--password=a'"'"'b'`, the script of a list's
+    `sh -c` quoted twice so); JSON-escaped; each also as sanitized. Longest first."""
+    forms = {value, shlex.quote(value), quote(value, "double"), quote(value, "single")}
+    forms |= {f.replace("'", "'\"'\"'") for f in forms}
+    forms |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
+    forms |= {sanitize(f)[0] for f in forms}
+    return sorted((f for f in forms if f), key=lambda f: (-len(f), f))
+
+
+def _rule(kind: str, name: str, value: str) -> Rule | None:
+    import re2  # type: ignore[import-untyped]
+
+    forms = written_forms(value)
+    anchored = f"{re2.escape(name)}(?P<secret>{'|'.join(map(re2.escape, forms))})" \
+        if name else ""
+    if len(value) < MIN_BARE:  # alone, only as quoted: `'a b'`, not every `ab` of a line
+        forms = [f for f in forms if f != value and any(q in f for q in "'\"\\")]
+    pattern = "|".join(p for p in (anchored, "|".join(map(re2.escape, forms))) if p)
+    return Rule(kind, pattern, known=True) if pattern else None
