@@ -76,6 +76,18 @@ def test_a_value_not_placed_as_a_secret_is_left_alone(tmp_path: Path) -> None:
     assert _shown(config) == ["deploy main-branch --x"]
 
 
+def test_a_short_value_is_hidden_after_its_name_only(tmp_path: Path) -> None:
+    config = _load(tmp_path, [{"id": "w", "pattern": "E",
+                               "command": ["db", "--use-password=${F}", "--password=${P}"]}],
+                   {"F": "true", "P": "ab c"}, redact=False)
+    assert config is not None
+    hide = redactor(config.redact)
+    assert hide.redact(config.watchers[0].label)[0] == \
+        "db --use-password=[REDACTED:password] '--password=[REDACTED:password]'"
+    assert hide.redact('{"ok": "true", "x": true, "y": "ab c"}') == (
+        '{"ok": "true", "x": true, "y": "ab c"}', {})
+
+
 def test_the_config_dump_shows_no_rule_of_a_secret(tmp_path: Path) -> None:
     from watchrun.config.dump import config_to_dict
 

@@ -10,8 +10,8 @@ result stops at the first quote, so it is found instead by its text: each way wa
 JSON may write it becomes a `known` rule (`match/redact.py` runs those first, before the
 pattern rules), so the label, the command line, the path — in status, records, prompts,
 action bodies, `run --once --json` — hide it whole, and so does any log line that echoes it.
-A value under 4 characters is found only right after the name it follows (`password=`), so a
-short one does not hide every such substring of a log line.
+A value under 8 characters is found only right after the name it follows (`password=`,
+`PGPASSWORD="`), so a short one (`--use-password=true`) does not hide every `true` of a line.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from watchrun.match.sanitize import sanitize
 
 __all__ = ["MIN_BARE", "known_secrets", "written_forms"]
 
-MIN_BARE = 4
+MIN_BARE = 8
 """A shorter value is found only after its name, never alone."""
 _STAND_IN = "W" * 40
 """Stands for a value while the rules look at where it is: a shape every value class takes
@@ -105,7 +105,6 @@ def _rule(kind: str, name: str, value: str) -> Rule | None:
     forms = written_forms(value)
     anchored = f"{re2.escape(name)}(?P<secret>{'|'.join(map(re2.escape, forms))})" \
         if name else ""
-    if len(value) < MIN_BARE:  # alone, only as quoted: `'a b'`, not every `ab` of a line
-        forms = [f for f in forms if f != value and any(q in f for q in "'\"\\")]
-    pattern = "|".join(p for p in (anchored, "|".join(map(re2.escape, forms))) if p)
+    bare = "|".join(map(re2.escape, forms)) if len(value) >= MIN_BARE else ""  # (not every
+    pattern = "|".join(p for p in (anchored, bare) if p)  # `true` of a line: after its name)
     return Rule(kind, pattern, known=True) if pattern else None
