@@ -52,6 +52,8 @@ SHAPES = [
      "'postgres://app:[REDACTED:url-credentials]@db/x'"),
     ({"command": ["db", "--password=${PW}", "--user=ab"]}, {"PW": "ab"},  # short: by its name
      "db --password=[REDACTED:password] --user=ab"),
+    ({"command": ["log", '{\\"password\\":\\"${PW}\\"}']}, {"PW": "ab1"},
+     """log '{\\"password\\":\\"[REDACTED:password]\\"}'"""),
     ({"path": "/srv/db_password=${PW}/app.log"}, {"PW": "Hunter2Hunter2"},
      "/srv/db_password=[REDACTED:password]/app.log"),
 ]

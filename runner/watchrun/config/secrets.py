@@ -81,9 +81,9 @@ def _placed(key: str, text: str, env: Mapping[str, str]) -> Iterator[tuple[str, 
 
 
 def _name_before(before: str) -> str:
-    """The assignment a value follows in its string (`password=`, `PGPASSWORD="`, `app:`), or
-    "" (after `Bearer `, or right after another value)."""
-    m = re.search(r"[A-Za-z0-9_.-]*[\"']?\s*(?:=>|[:=]=?)\s*[\"']?$", before)
+    """The assignment a value follows in its string (`password=`, `PGPASSWORD="`, `app:`,
+    `\\"password\\":\\"`), or "" (after `Bearer `, or right after another value)."""
+    m = re.search(r"[A-Za-z0-9_.-]*(?:\\*[\"'])?\s*(?:=>|[:=]=?)\s*(?:\\*[\"'])?$", before)
     return m.group(0) if m else ""
 
 
