@@ -65,7 +65,8 @@ def test_a_placed_password_is_hidden_on_every_surface_with_output_redact(
     (match,) = [r for r in read_records(out / "watchers" / "f.jsonl") if r["kind"] == "match"]
     assert match["path"] == verdicts["f"]["first"][0]["path"]
     for args in (["list", "--json"], ["status", "db"], ["status", "l", "--json"], ["list"],
-                 ["status", "f"], ["matches", "f", "--json"], ["matches", "f"]):
+                 ["status", "f"], ["matches", "f", "--json"], ["matches", "f"],
+                 ["validate"], ["validate", "--json"]):
         shown = _cli(tmp_path, *args)
         assert shown.returncode == 0, (args, shown.stderr)
         _clean(shown.stdout, args)

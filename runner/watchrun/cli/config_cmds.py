@@ -11,9 +11,10 @@ from typing import Any
 from watchrun.cli.emit import Out, config_failed
 from watchrun.config import LoadResult, load_config
 from watchrun.config.diagnostics import Diagnostic
-from watchrun.config.model import Config, WatcherSpec
+from watchrun.config.model import AgentSpec, Config, WatcherSpec
 from watchrun.config.plans import plan_order
 from watchrun.exitcodes import ExitStatus
+from watchrun.match.redact import clean_text
 from watchrun.match.sanitize import edge_text
 
 __all__ = ["cmd_config", "cmd_init", "cmd_schema", "cmd_validate"]
@@ -85,24 +86,30 @@ def _engine(w: WatcherSpec) -> str:
         return "re"
 
 
-def _source(w: WatcherSpec) -> str:
+def _source(w: WatcherSpec, config: Config) -> str:
+    """The path or command line, as `status` shows it (with `output.redact`, redacted)."""
     import shlex
 
     if w.path is not None:
-        return str(w.path)
-    return w.command if isinstance(w.command, str) else shlex.join(w.command or ())
+        return clean_text(str(w.path), config.records_redactor())
+    return clean_text(w.command if isinstance(w.command, str) else shlex.join(w.command or ()),
+                      config.records_redactor())
+
+
+def _agent_command(a: AgentSpec, config: Config) -> list[str]:
+    return [clean_text(arg, config.records_redactor()) for arg in a.command]
 
 
 def _summary(config: Config) -> dict[str, Any]:
     return {
         "watchers": [
-            {"id": w.id, "kind": w.kind, "label": w.label, "source": _source(w),
-             "wake": list(w.wake), "engine": _engine(w),
+            {"id": w.id, "kind": w.kind, "label": clean_text(w.label, config.records_redactor()),
+             "source": _source(w, config), "wake": list(w.wake), "engine": _engine(w),
              "notes": [{"path": k, "note": n} for k, n in _notes(w)]}
             for w in config.watchers
         ],
         "agents": [
-            {"name": a.name, "provider": a.provider, "command": list(a.command)}
+            {"name": a.name, "provider": a.provider, "command": _agent_command(a, config)}
             for a in config.agents
         ],
         "outputDir": str(config.output.dir),
@@ -163,7 +170,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     width = max((len(w.id) for w in config.watchers), default=0)
     width = max([width, *(len(a.name) for a in config.agents)])
     for w in config.watchers:
-        source = _source(w)
+        source = _source(w, config)
         source = source if len(source) <= 72 else source[:71] + "…"
         wake = f"  → wakes {', '.join(w.wake)}" if w.wake else ""
         plan = plan_order(w.wake, {a.name: a.depends_on for a in config.agents})
@@ -175,7 +182,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for key, note in _notes(w):
             print(_printable(f"      {key}: {note}"))
     for a in config.agents:
-        print(_printable(f"  agent   {a.name:<{width}}  {a.provider:<8} {' '.join(a.command)}"))
+        print(_printable(f"  agent   {a.name:<{width}}  {a.provider:<8} "
+                         f"{' '.join(_agent_command(a, config))}"))
     return ExitStatus.OK
 
 
