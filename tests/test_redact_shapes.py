@@ -92,3 +92,17 @@ def test_a_count_means_the_value_after_the_operator_is_gone(junk: str, value: st
     red, counts = redactor().redact(text)
     if counts.get("password"):
         assert value not in red, red
+
+
+@given(st.text(st.sampled_from("abcXYZ019._~-"), max_size=8),
+       st.text(st.sampled_from("abcXYZ019._~-!$&'()*+,;=%:@"), min_size=8, max_size=30),
+       st.sampled_from(["redis", "postgres", "https", "amqp+ssl"]),
+       st.sampled_from(["", " next", "\n", '"', "', x"]))
+def test_url_credentials_are_hidden_whatever_the_password_holds(
+        user: str, password: str, scheme: str, after: str) -> None:
+    """An empty user (`redis://:pw@`) and a raw `@` or `:` in the password: the whole
+    password is hidden, up to the `@` before the host."""
+    text = f"url={scheme}://{user}:{password}@db.internal:5432/app{after}"
+    red, counts = redactor().redact(text)
+    assert counts.get("url-credentials") == 1, red
+    assert red.startswith(f"url={scheme}://{user}:[REDACTED:url-credentials]@db.internal:5432")
