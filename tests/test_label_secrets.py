@@ -72,6 +72,25 @@ def test_a_placed_password_is_hidden_on_every_surface_with_output_redact(
         _clean(shown.stdout, args)
 
 
+def test_a_placed_password_in_a_path_or_cwd_that_fails_is_hidden_in_the_verdicts(
+        tmp_path: Path) -> None:
+    # before: `run --once --json`'s reason and the runner's log said `cannot read
+    # /…/db_password=Hunter2Hunter2/app.log: No such file or directory`
+    write_config(tmp_path, {"output": {"dir": "out", "redact": True}, "watchers": [
+        {"id": "f", "path": str(tmp_path / "db_password=${PW}" / "app.log"),
+         "pattern": "FAIL", "gate": {"maxMatches": 0}},
+        {"id": "c", "command": "echo FAIL", "cwd": str(tmp_path / "db_password=${PW}"),
+         "pattern": "FAIL", "gate": {"maxMatches": 0}}]})
+    done = _cli(tmp_path, "run", "--once", "--json")
+    assert done.returncode == 3, done.stderr
+    _clean(done.stdout + done.stderr, "run --once --json")
+    reasons = {v["id"]: v["reasons"] for v in json.loads(done.stdout)["verdicts"]}
+    assert "db_password=[REDACTED:password]" in reasons["f"][0], reasons
+    assert "db_password=[REDACTED:password]" in reasons["c"][0], reasons
+    for path in sorted(p for p in (tmp_path / "out").rglob("*") if p.is_file()):
+        _clean(path.read_text(errors="replace"), path)
+
+
 def test_a_placed_password_never_reaches_a_prompt_or_an_action_without_output_redact(
         tmp_path: Path) -> None:
     # before: the default prompt's `{label}` gave the agent
