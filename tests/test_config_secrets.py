@@ -69,6 +69,9 @@ def test_a_secret_placed_value_is_hidden_whole_however_it_was_quoted(
     if config is None:  # (a stricter quoting may refuse a value with shell syntax: never shown)
         pytest.skip("the value is refused at load")
     assert _shown(config) == [shown]
+    hide = config.records_redactor()
+    assert hide is not None and hide.redact(shown) == (shown, {})  # (a prompt is redacted
+    # again: under `output.redact` its label was already)
 
 
 def test_a_value_not_placed_as_a_secret_is_left_alone(tmp_path: Path) -> None:
