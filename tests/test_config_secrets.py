@@ -41,6 +41,8 @@ SHAPES = [
     ({"command": 'PGPASSWORD="${PW}" psql; mysql --password="${PW}" -e 1'},
      {"PW": "Hunter2Hunter2"},
      'PGPASSWORD="[REDACTED:password]" psql; mysql --password="[REDACTED:password]" -e 1'),
+    ({"command": "export DB_PASSWORD='${PW}'; echo"}, {"PW": "Hunter2Hunter2"},
+     "export DB_PASSWORD='[REDACTED:password]'; echo"),
     ({"command": ["sh", "-c", "true", "sh", "--password=${PW}", "--api-key=${PW}"]},
      {"PW": "correct horse battery staple"},
      "sh -c true sh '--password=[REDACTED:password]' '--api-key=[REDACTED:secret]'"),

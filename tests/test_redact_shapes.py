@@ -1,6 +1,7 @@
-"""Assignment and URL shapes the redaction rules must hide whole (cfgsec findings 2, 3, 4): escaped
-JSON inside a JSON log line, `=>` hash syntax, URLs with an empty user or a raw `@` in the
-password; and the property that a count always means the value is gone.
+"""Assignment and URL shapes the redaction rules must hide whole (cfgsec findings 2, 3, 4, 18):
+escaped JSON inside a JSON log line, `=>` hash syntax, URLs with an empty user or a raw `@` in
+the password, Slack app-level tokens; and the property that a count always means the value is
+gone.
 
 The secrets below are fakes in the right shape (none is a live credential)."""
 
@@ -34,6 +35,8 @@ SHAPES = [
     ('password := "hunter2hunter2"', ["hunter2hunter2"], "password := [REDACTED:password]"),
     ("if password == 'hunter2hunter2'", ["hunter2hunter2"], "if password == [REDACTED:password]"),
     ("password=ab\\cd next", ["cd"], "password=[REDACTED:password] next"),
+    ("slack xapp-1-A0123ABCDEF-1234567890123-" + "0123456789abcdef" * 4 + " bot",
+     ["A0123ABCDEF", "0123456789abcdef"], "slack [REDACTED:slack-token] bot"),
     ("REDIS_URL=redis://:onlypass1234@redis:6379/0", ["onlypass1234"],
      "REDIS_URL=redis://:[REDACTED:url-credentials]@redis:6379/0"),
     ("postgres://u:p@ss@h/db", ["p@ss", "ss"], "postgres://u:[REDACTED:url-credentials]@h/db"),
