@@ -200,7 +200,6 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     and the JUnit report; return the once-mode exit status (0 pass, 1 crossed, 3 error).
     A gated watcher that never ran is an ERROR (`missing`: why nothing ran)."""
     from watchrun.cli import gate_report as report
-    from watchrun.match.redact import clean_text
     from watchrun.output.logstream import EXIT_WAIT_S
     from watchrun.runtime import gate
 
@@ -210,9 +209,6 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
         missing = gate.NEVER_RAN if config.limits.enabled else \
             "it never ran: limits.enabled is false"
     verdicts = gate.relativize(gate.judge_all(config.watchers, evidence, missing), os.getcwd())
-    hide = config.records_redactor()  # (as `status` shows them: a `${VAR}` password in the
-    verdicts = [replace(v, label=clean_text(v.label, hide),  # label, a path in a reason)
-                        reasons=tuple(clean_text(r, hide) for r in v.reasons)) for v in verdicts]
     interrupted = sup.stop_reason if sup.stop_reason not in (None, "once", "startup-failed") \
         else None  # a signal ended the run before it ended by itself: never a pass
     problems = [f"it was interrupted by {interrupted} before it ended by itself"] \
@@ -221,7 +217,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
         v.status is gate.Status.ERROR and e.startswith(f"{v.id}: ") for v in verdicts)]
     if never_started is not None and not verdicts:  # no gate's verdict to say it: the run's
         problems.append(never_started)
-    problems = [clean_text(p, hide) for p in problems]
+    verdicts, problems = gate.redacted(verdicts, problems, config.records_redactor())
     status = ExitStatus.OK
     if args.junit is not None:  # first: a report that could not be written is no pass either
         try:

@@ -10,6 +10,7 @@ from msgspec import Struct, field
 from msgspec.structs import replace
 
 from watchrun.config.model import WatcherSpec
+from watchrun.match.redact import Redactor, clean_text
 
 FIRST_LINES = 5
 """Matched lines shown per crossed gate."""
@@ -182,6 +183,16 @@ def path_under(path: str, base: str) -> str | None:
     """`path` relative to the directory `base`, or None when it is not inside it."""
     prefix = base.rstrip("/") + "/"
     return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+def redacted(verdicts: Sequence[Verdict], problems: Sequence[str], redactor: Redactor | None
+             ) -> tuple[list[Verdict], list[str]]:
+    """The verdicts' labels and reasons, and the run's problems, as `status` shows a watcher:
+    sanitized, and with `output.redact` (`redactor`) redacted (a `${VAR}` password in a
+    label, a path in a reason). Pure."""
+    return [replace(v, label=clean_text(v.label, redactor),
+                    reasons=tuple(clean_text(r, redactor) for r in v.reasons))
+            for v in verdicts], [clean_text(p, redactor) for p in problems]
 
 
 def relativize(verdicts: Sequence[Verdict], base: str) -> list[Verdict]:
