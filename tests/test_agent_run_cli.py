@@ -133,9 +133,7 @@ def console(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_console_script(cfg: Path) -> None:
     probe = console(cfg, "triage", "--prompt", "probe")
-    if "is not available in this build" in probe.stderr:
-        pytest.skip("`watchrun agent` is not wired into runner/cli.py yet")
-    assert probe.returncode == 0, probe.stderr
+    assert probe.returncode == 0, probe.stderr  # (a module missing from the build fails here)
     assert probe.stdout == "Mock triage: saw 1 matching line(s); first: probe\nDONE\n"
     failed = console(cfg, "triage", "--prompt", "[mock:fail]")
     assert failed.returncode == 1 and "failed" in failed.stderr
