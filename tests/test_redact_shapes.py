@@ -109,3 +109,13 @@ def test_url_credentials_are_hidden_whatever_the_password_holds(
     red, counts = redactor().redact(text)
     assert counts.get("url-credentials") == 1, red
     assert red.startswith(f"url={scheme}://{user}:[REDACTED:url-credentials]@db.internal:5432")
+
+
+@pytest.mark.parametrize("text", ["password=\ud800abcdefgh x", "a \udc80 password=abcdefghij"])
+def test_a_lone_surrogate_is_no_crash_and_hides_nothing_less(text: str) -> None:
+    """RE2 reads UTF-8 only: a lone surrogate (an env value's undecodable byte, JSON's
+    `"\\ud800"`) raised UnicodeEncodeError out of a config load. It reads as U+FFFD now."""
+    out, counts = redactor().redact(text)
+    assert counts == {"password": 1} and "abcdefg" not in out, out
+    [(start, end, kind)] = redactor().spans(text)
+    assert kind == "password" and text[start:end].startswith(("\ud800", "abcdefghij"))

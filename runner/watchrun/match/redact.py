@@ -73,6 +73,8 @@ class KeyBlock(Struct, frozen=True):
 
 
 _OPEN = "[REDACTED:"
+_LONE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate (an undecodable byte, JSON's `"\\ud800"`): U+FFFD before RE2 reads."""
 
 
 def marker(kind: str) -> str:
@@ -184,10 +186,14 @@ class Redactor:
         marker per line it spans, so no line of the text around it is joined to another or
         lost (an agent's prompt holds a firing's matched lines, each in its place)."""
         counts: dict[str, int] = {}
-        for one in self._passes:
-            if text:
-                text = self._redact(one, text, counts)
-        return text, counts
+        out = text
+        try:
+            for one in self._passes:
+                if out:
+                    out = self._redact(one, out, counts)
+        except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800"): RE2 takes UTF-8 only
+            return self.redact(_LONE.sub("\ufffd", text))
+        return out, counts
 
     @staticmethod
     def _redact(one: _Pass, text: str, counts: dict[str, int]) -> str:
@@ -215,6 +221,8 @@ class Redactor:
         """Where the pattern rules would hide something in `text`: (start, end, kind) of each
         secret (of the whole match for a rule without a `secret` group)."""
         found = []
+        if _LONE.search(text):  # (one for one: the spans stay those of `text`)
+            text = _LONE.sub("\ufffd", text)
         for m in (self._passes[-1].regex.finditer(text) if self._passes else ()):
             rule, secret = self._passes[-1].which(m)
             start, end = m.span(secret) if secret is not None else m.span()
