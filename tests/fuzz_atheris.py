@@ -96,7 +96,7 @@ def fuzz_framing(data: bytes) -> None:
     framer = LineFramer(max_line)
     while fdp.remaining_bytes():
         chunk = framer.feed(fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, 512)))
-        assert framer.pending <= max_line or framer._buf.__len__() <= max_line
+        assert framer.pending <= max_line or framer.held <= max_line
         for line in (chunk.data.split(b"\n")[:-1] if chunk else []):
             assert len(line) <= max_line + 3
             text = sanitize(decode(line), max_line)[0]

@@ -182,7 +182,7 @@ def test_framing_and_sanitizer_bound_every_line_and_clean_it(
     seen_source = 0
     for chunk in [framer.feed(p) for p in parts] + [framer.finish()]:
         assert framer.pending <= len(total)
-        assert len(framer._buf) <= max_line  # the bounded buffer, whatever the input
+        assert framer.held <= max_line  # the bounded buffer, whatever the input
         if chunk is None:
             continue
         assert chunk.offset == seen_source and chunk.data.endswith(b"\n")

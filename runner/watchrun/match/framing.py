@@ -58,7 +58,9 @@ class LineFramer:
         self._offset = offset  # source offset of the first byte not yet handed out in a chunk
         self._line_no = line_no  # of the first line of the last chunk while it is unsettled
         self._unsettled: bytes | None = None  # the last chunk's bytes, lines not counted yet
-        self._buf = b""  # head of the pending line (at most `max` bytes)
+        self._parts: list[bytes] = []  # head of the pending line (at most `max` bytes), in
+        # the pieces it came in: joined once its line ends (a 16 MiB line read 1 MiB at a time
+        # had been copied whole at every read, 136 MiB for one line, on the loop)
         self._omitted = 0  # bytes of the pending line dropped beyond `max`
         self._window = max(1, max_line_bytes // 2)
         self._source: tuple[int | None, str | None, int | None] = (None, None, None)
@@ -90,13 +92,18 @@ class LineFramer:
     @property
     def pending(self) -> int:
         """Bytes of the pending (unterminated) line, including omitted ones."""
-        return len(self._buf) + self._omitted
+        return self.held + self._omitted
+
+    @property
+    def held(self) -> int:
+        """Bytes of the pending line kept in memory (at most `max`: the rest is counted)."""
+        return sum(map(len, self._parts))
 
     def feed(self, data: bytes) -> Chunk | None:
         """Add bytes; return the complete lines they finish, if any. A UTF-8 byte order mark
         that begins the stream is not part of its first line (`^ERROR` missed line 1 of a
         file a Windows tool wrote)."""
-        if not self._offset and not self._buf and data.startswith(BOM):
+        if not self._offset and not self._parts and data.startswith(BOM):
             self._offset, data = len(BOM), data[len(BOM):]
         if self._omitted:
             nl = data.find(b"\n")
@@ -104,41 +111,44 @@ class LineFramer:
                 self._omitted += len(data)
                 return None
             self._omitted += nl
-            head = self._buf + b"\n"
+            cut_line = b"".join((*self._parts, b"\n"))
             head_cut = Cut(0, self._omitted)
-            self._buf, self._omitted = b"", 0
-            chunk = self._emit(head, [head_cut], data[nl + 1 :])
-            return chunk
-        head, self._buf = self._buf, b""
-        return self._emit(b"", [], data, head)
+            self._parts, self._omitted = [], 0
+            return self._emit(cut_line, [head_cut], data[nl + 1 :])
+        pieces, self._parts = self._parts, []
+        return self._emit(b"", [], data, pieces)
 
     def finish(self) -> Chunk | None:
         """End of stream (a command exited): the unterminated last line becomes a line."""
-        if not self._buf and not self._omitted:
+        if not self._parts and not self._omitted:
             return None
         cuts = [Cut(0, self._omitted)] if self._omitted else []
-        data = self._buf + b"\n"
-        source_len = len(self._buf) + self._omitted  # no newline in the source
-        self._buf, self._omitted = b"", 0
+        data = b"".join((*self._parts, b"\n"))
+        source_len = len(data) - 1 + self._omitted  # no newline in the source
+        self._parts, self._omitted = [], 0
         return self._chunk(data, cuts, source_len)
 
-    def _emit(self, prefix: bytes, cuts: list[Cut], data: bytes, head: bytes = b"") -> Chunk | None:
-        """`head` (the pending line's start) + `data`: hand out the complete lines, keep the
-        rest. The complete lines are copied once (not concatenated, then sliced)."""
+    def _emit(self, prefix: bytes, cuts: list[Cut], data: bytes,
+              head: list[bytes] | None = None) -> Chunk | None:
+        """`head` (the pending line's start, in pieces) + `data`: hand out the complete lines,
+        keep the rest. The complete lines are copied once (not concatenated, then sliced)."""
         last = data.rfind(b"\n")
         if last < 0:
-            complete, rest = b"", head + data if head else data
+            complete, rest = b"", [*(head or ()), data]
         else:
             if head:
-                complete = b"".join((head, memoryview(data)[: last + 1]))
+                complete = b"".join((*head, memoryview(data)[: last + 1]))
             else:
                 complete = data if last + 1 == len(data) else data[: last + 1]
-            rest = data[last + 1 :]
-        if not self._fits(rest):
-            keep = utf8_boundary(rest, self.max)
-            self._buf, self._omitted = rest[:keep], len(rest) - keep
+            rest = [data[last + 1 :]]
+        rest = [part for part in rest if part]
+        size = sum(map(len, rest))
+        if size > self.max and not (size == self.max + 1 and rest[-1].endswith(b"\r")):
+            whole = b"".join(rest)  # (once a line: past `max`, the rest is counted, not kept)
+            keep = utf8_boundary(whole, self.max)
+            self._parts, self._omitted = [whole[:keep]], len(whole) - keep
         else:
-            self._buf = rest
+            self._parts = rest
         if complete and len(complete) > self.max + 1:
             complete, more = self._cut_long(complete, len(prefix))
             cuts.extend(more)
