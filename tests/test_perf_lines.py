@@ -79,6 +79,8 @@ def test_recent_lines_counts_every_line_and_keeps_exactly_the_last_ones(
         offset, line_no = offset + len(data), line_no + len(lines)
         assert tail.lines == sum(d.count(b"\n") for d in datas)
     assert tail.last() == [(x, 0) for x in _reference_tail(datas, keep)]
+    assert tail.last(3) == [(x[:3], 0) for x in _reference_tail(datas, keep)]  # (a status
+    # shows a line's head only: a 16 MiB line was copied whole, twice, at every snapshot)
 
 
 def test_recent_lines_holds_only_what_the_tail_needs() -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -98,9 +97,10 @@ class RecentLines:
             self._newest_lines = count_newlines(newest.data)
         return self._done + self._newest_lines
 
-    def last(self) -> list[tuple[bytes, int]]:
-        """The last `keep` lines (raw bytes, without their newlines), oldest first, each with
-        the private-key block it lies in (0: none; its BEGIN line may be long gone from them)."""
+    def last(self, cap: int | None = None) -> list[tuple[bytes, int]]:
+        """The last `keep` lines (raw bytes, without their newlines; at most the first `cap`
+        bytes of each), oldest first, each with the private-key block it lies in (0: none; its
+        BEGIN line may be long gone from them)."""
         if self._newest is None or not self.keep:
             return []
         out: list[tuple[bytes, int]] = []
@@ -108,11 +108,9 @@ class RecentLines:
         chunks = [(self._newest.data, self._newest_regions),
                   *((d, r) for d, _, r in reversed(self._held))]
         for data, regions in chunks:
-            start, lines = _last_lines(data, need)
+            starts, lines = _last_lines(data, need, cap)
             if regions:
-                starts = itertools.accumulate((len(x) + 1 for x in lines), initial=start)
-                out[:0] = [(x, inside(regions, s))  # (starts: one more than lines)
-                           for x, s in zip(lines, starts, strict=False)]
+                out[:0] = [(x, inside(regions, s)) for x, s in zip(lines, starts, strict=True)]
             else:
                 out[:0] = [(x, 0) for x in lines]
             need -= len(lines)
@@ -130,15 +128,20 @@ def _follows(prev: Chunk, chunk: Chunk) -> bool:
     )
 
 
-def _last_lines(data: bytes, n: int) -> tuple[int, list[bytes]]:
-    """Where the last `n` lines of `data` (whole lines, each ending in b"\\n") start, and those
-    lines without their newlines."""
-    cut = len(data) - 1
+def _last_lines(data: bytes, n: int, cap: int | None = None) -> tuple[list[int], list[bytes]]:
+    """Where each of the last `n` lines of `data` (whole lines, each ending in b"\\n") starts,
+    and those lines without their newlines (the first `cap` bytes of each: a line may be
+    16 MiB, and only its head is shown)."""
+    ends = [len(data) - 1]
     for _ in range(n):
-        cut = data.rfind(b"\n", 0, cut)
+        cut = data.rfind(b"\n", 0, ends[-1])
+        ends.append(cut)
         if cut < 0:
             break
-    return cut + 1, data[cut + 1 : -1].split(b"\n")
+    ends.reverse()  # the newline before each line (-1: none), then its own
+    starts = [e + 1 for e in ends[:-1]]
+    cap = len(data) if cap is None else cap
+    return starts, [data[a:min(b, a + cap)] for a, b in zip(starts, ends[1:], strict=True)]
 
 
 def unread(kind: str, fields: Mapping[str, Any]) -> str | None:

@@ -13,10 +13,10 @@ from watchrun.match.redact import Redactor, clean_text, marker
 from watchrun.match.sanitize import edge_text, raw_text, sanitize
 from watchrun.output.jsonl import escape_marks, valid_value
 
-__all__ = ["Said", "said", "snapshot_json", "tail_lines"]
+__all__ = ["TAIL_LINE_BYTES", "Said", "said", "snapshot_json", "tail_lines"]
 
 TAIL_LINE_CHARS = 4096
-_TAIL_LINE_BYTES = 4 * TAIL_LINE_CHARS
+TAIL_LINE_BYTES = 4 * TAIL_LINE_CHARS
 """What of a raw line is read for its TAIL_LINE_CHARS (a character is at most 4 bytes): the
 rest, up to maxLineBytes (16 MiB), was decoded and sanitized on the loop, held it for seconds."""
 
@@ -40,8 +40,8 @@ def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None) -> list
     with `output.redact` redacted together (a key block whole, and each line of a block whose
     BEGIN line has left the window marked, as records do), U+2028/U+2029 and bidi controls
     `\\u`-escaped as `logs` shows them (the file is read by `cat` and `tail -f` too), each cut
-    to TAIL_LINE_CHARS (read from its first _TAIL_LINE_BYTES only)."""
-    lines = [sanitize(raw_text(b[:_TAIL_LINE_BYTES]), None)[0] for b, _ in tail]
+    to TAIL_LINE_CHARS (read from its first TAIL_LINE_BYTES only)."""
+    lines = [sanitize(raw_text(b[:TAIL_LINE_BYTES]), None)[0] for b, _ in tail]
     if redactor is not None:
         red = redactor.redact_lines(lines)[0]
         lines = [marker("private-key") if key_body(block, line) else r

@@ -16,7 +16,7 @@ from watchrun.config.model import WatcherSpec
 from watchrun.output import safefs, tailfile
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
-from watchrun.runtime.snapshot_text import snapshot_json, tail_lines
+from watchrun.runtime.snapshot_text import TAIL_LINE_BYTES, snapshot_json, tail_lines
 from watchrun.runtime.status_entry import Entry, snapshot
 
 FLUSH_DELAY_S = 1.0
@@ -220,7 +220,7 @@ class StatusBoard:
                 continue
             snap = snapshot(entry, self.clock.now(), self.started_at, self.lag)
             files.append((self.dir / f"{wid}.status.json", snapshot_json(snap)))
-            tail = entry.pipeline.counters.tail.last()  # materialised here, not per chunk
+            tail = entry.pipeline.counters.tail.last(TAIL_LINE_BYTES)  # (here, not per chunk)
             lines = tail_lines(tail, entry.pipeline.redactor)  # `output.redact`: the tail too
             files.append((self.dir / f"{wid}.tail",
                           tailfile.render(entry.run, snap["linesRead"], lines)))
