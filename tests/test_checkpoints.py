@@ -41,8 +41,10 @@ def test_save_then_load_round_trips(tmp_path: Path) -> None:
                     seq=42, since=40, announce='{"reason": "rename"}')
     old = Checkpoint(1, 1, "ef" * 32, 40, 3, "/var/log/x.log.1", 40, finished=True, seq=12,
                      deleted=True)
-    store.save("api", FileState((old, cp), 42))
-    assert CheckpointStore(tmp_path / "state").load("api") == FileState((old, cp), 42)
+    judged = ((1, 9, 57, 1796506699531171252),)  # (an archive judged: device, inode, size, mtime)
+    store.save("api", FileState((old, cp), 42, archives=judged))
+    assert CheckpointStore(tmp_path / "state").load("api") == FileState((old, cp), 42,
+                                                                         archives=judged)
     assert store.load("other") is None
     mode = stat.S_IMODE(store.path("api").stat().st_mode)
     assert mode == 0o640
@@ -106,9 +108,11 @@ def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> N
         (b'{"version":1,"dev":1,"inode":2,"fingerprint":"f","fingerprintLen":0,'
          b'"offset":-1,"lineNo":1,"path":"/p"}', "out of range"),
         (b"\xff\xfe garbage", "not valid JSON"),
+        (b'{"version":2,"generations":[{"dev":1,"inode":2,"fingerprint":"f","fingerprintLen":0,'
+         b'"offset":1,"lineNo":1,"path":"/p"}],"archives":[[1,2,3]]}', "field 'archives'"),
     ],
     ids=["truncated", "nul", "version", "no-generations", "seq", "array", "empty", "type",
-         "range", "binary"],
+         "range", "binary", "archives"],
 )  # fmt: skip
 def test_corrupt_checkpoint_is_set_aside_with_one_problem(
     tmp_path: Path, content: bytes, reason: str

@@ -20,7 +20,7 @@ from msgspec.structs import replace
 
 from watchrun.config.loader import file_kind
 from watchrun.output import safefs
-from watchrun.sources.identity import Checkpoint
+from watchrun.sources.identity import Archive, Checkpoint
 
 MAX_FILE_BYTES = 1 << 20
 """A checkpoint file is read up to this size (a larger one is not a checkpoint: corrupt)."""
@@ -40,6 +40,9 @@ class FileState(Struct, frozen=True):
     path: str | None = None
     """The watcher's `path` (absolute) when it was saved: a checkpoint of another path is not
     applied (`FileSource`). None: saved before it was kept (applied, as then)."""
+    archives: tuple[Archive, ...] = ()
+    """Compressed siblings judged already, still there (`siblings.judged_kept`): a `gap` was
+    written for each, or none was due; none is judged again, renumbered or not."""
 
     @property
     def current(self) -> Checkpoint:
@@ -102,7 +105,17 @@ def decode(text: str) -> FileState:
         raise ValueError("field 'path' is not a non-empty string")
     # a generation saved without its own seq (before it had one) has the state's
     return FileState(tuple(p if p.seq is not None else replace(p, seq=seq)
-                           for p in map(_position, gens)), seq, path)
+                           for p in map(_position, gens)), seq, path,
+                     _archives(doc.get("archives", [])))
+
+
+def _archives(doc: Any) -> tuple[Archive, ...]:
+    if not isinstance(doc, list) or not all(
+            isinstance(a, list) and len(a) == 4 and
+            all(isinstance(n, int) and not isinstance(n, bool) for n in a)
+            for a in doc):
+        raise ValueError("field 'archives' is not a list of [dev, inode, size, mtimeNs]")
+    return tuple((a[0], a[1], a[2], a[3]) for a in doc)
 
 
 def encode(state: FileState) -> bytes:
@@ -111,6 +124,8 @@ def encode(state: FileState) -> bytes:
     doc: dict[str, Any] = {"version": VERSION, "seq": state.seq, "generations": gens}
     if state.path is not None:  # (an optional field: version 2 still, read by older runners)
         doc["path"] = state.path
+    if state.archives:  # (optional too: an older runner judges those archives again)
+        doc["archives"] = [list(a) for a in state.archives]
     return (json.dumps(doc, separators=(",", ":")) + "\n").encode()
 
 

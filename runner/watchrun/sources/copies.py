@@ -8,6 +8,7 @@ import os
 
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
+    Archive,
     Checkpoint,
     position,
     same_head,
@@ -31,18 +32,22 @@ def emptied(last: Checkpoint, cur: Opened) -> bool:
 
 
 def copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: list[Checkpoint],
-                 taken: set[tuple[int, int]], max_n: int, plan: Plan) -> None:
+                 taken: set[tuple[int, int]], max_n: int, plan: Plan,
+                 judged: set[Archive]) -> None:
     """The followed file is at the path, but its checkpoint was taken while it was empty (just
     after a truncation): nothing tells whether it was truncated again since. Copies made after
     that checkpoint (copytruncate while the runner was frozen or down) hold what it was
-    written meanwhile: the oldest continues it, the file at the path is truncated since."""
-    fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, drained=finished(known))
+    written meanwhile: the oldest continues it, the file at the path is truncated since.
+    The archives judged by an earlier look are passed over; those judged now join `judged`."""
+    fresh, gaps, now = newer(entries, known, last.mtime_ns, taken, max_n,
+                             drained=finished(known), judged=judged)
     Plan([o for o in fresh if not o.st.st_size]).close()  # copies of it still empty: nothing
     fresh = [o for o in fresh if o.st.st_size]  # to read, and no sign it was emptied again
     if fresh and _begins_alike(fresh[-1], cur):  # a snapshot (a backup), not truncated since
         Plan(fresh).close()
-        return
+        return  # (its gaps are not written: the archives they name are not judged yet)
     plan.gaps += gaps
+    judged.update(now)
     if fresh:
         if not any(g["reason"] == "max-generations" for g in gaps):  # (else that one is lost)
             fresh[0].start, fresh[0].line_no, fresh[0].origin = last.offset, last.line_no, last

@@ -127,6 +127,7 @@ class FileSource(Rotation):
             state = None  # a checkpoint of another file: as none (the first save replaces it)
         if state is not None:
             self._history = [cp for cp in state.generations if cp.finished][-self.max_gens :]
+            self._archives = state.archives
             self._keep.saved = state  # on disk: the same state is not written again at start
         try:
             return state, self._plan(state), None
@@ -136,7 +137,8 @@ class FileSource(Rotation):
     def _plan(self, state: FileState | None) -> Plan:
         """Where reading starts (blocking: in a worker thread)."""
         if state is not None:
-            plan = plan_start(self.path, list(state.generations), self.max_gens, self._recorded)
+            plan = plan_start(self.path, list(state.generations), self.max_gens, self._recorded,
+                              state.archives)
             if plan.at_path and (self._rereads or (self.once and _rewritten(plan, state))):
                 plan.steps[-1].start, plan.steps[-1].line_no = 0, 1  # the file at the path whole
             return plan
@@ -223,7 +225,7 @@ class FileSource(Rotation):
         if self._released is not None:
             ended, self._released = self._released, None
             plan = await offload(plan_switch, self.path, ended, self._known(),
-                                 self.max_gens, truncated=False)
+                                 self.max_gens, truncated=False, archives=self._archives)
             if not plan.at_path:
                 plan.close()
                 self._released = ended

@@ -25,11 +25,11 @@ from watchrun.sources.generation import (
     next_seq,
     resumable,
 )
-from watchrun.sources.identity import Checkpoint
+from watchrun.sources.identity import Archive, Checkpoint
 from watchrun.sources.keeper import Keeper
 from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
 from watchrun.sources.rotated import NO_FDS
-from watchrun.sources.siblings import IDENTITY, Opened, Plan
+from watchrun.sources.siblings import Opened, Plan
 from watchrun.sources.unseen import Unseen
 
 SAVE_EVERY = 1.0
@@ -37,8 +37,6 @@ SAVE_EVERY = 1.0
 RETRY_S = 1.0
 """An open that failed for want of descriptors (EMFILE/ENFILE) is tried again this often."""
 MISSING = (errno.ENOENT, errno.ENOTDIR)
-SAID_KEPT = 64
-"""Compressed generations a `gap` was written for, remembered so that none is named twice."""
 
 
 class Followed:
@@ -64,7 +62,7 @@ class Followed:
         """Device, inode, birth time (`birth_ns`) and size of a file unreadable at start."""
         self._gone_at: float | None = None
         self._unseen = Unseen()  # files that came to the path and went before any look
-        self._said: list[tuple[int, int, int, int]] = []  # compressed ones a `gap` named
+        self._archives: tuple[Archive, ...] = ()  # compressed siblings judged (FileState's)
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
         self._timers: list[asyncio.TimerHandle] = []
@@ -229,15 +227,13 @@ class Followed:
         self._timers.append(loop.call_later(delay + 0.05, watch.poke))
 
     async def _gaps(self, ctx: SourceContext, plan: Plan) -> None:
-        """The plan's `gap` records, then its `error` records. A generation released early
-        found grown keeps the size it has now: what it grew by is counted once."""
+        """The plan's `gap` records, then its `error` records; the archives it judged are
+        kept. A generation released early found grown keeps the size it has now: what it grew
+        by is counted once."""
         for gap in plan.gaps:
-            found = gap.pop(IDENTITY, None)
-            if found is not None:
-                if found in self._said:
-                    continue  # (found again by a later look, unchanged: said once)
-                self._said = [*self._said, found][-SAID_KEPT:]
             await ctx.event("gap", **gap)
+        if plan.archives is not None:
+            self._archives = tuple(plan.archives)
         for error in plan.errors:
             await ctx.event("error", **error)
         for cp in plan.kept:
@@ -274,7 +270,7 @@ class Followed:
         seqs = [g.done_seq for g in opened if g.done_seq is not None]
         if self._resume_seq is not None:
             seqs.append(self._resume_seq)
-        return FileState(tuple(gens), min(seqs) if seqs else None, self.name)
+        return FileState(tuple(gens), min(seqs) if seqs else None, self.name, self._archives)
 
     async def _save_failed(self, ctx: SourceContext, exc: OSError) -> None:
         await self._error(ctx, exc, f"cannot save checkpoint: {exc.strerror}", None)

@@ -17,6 +17,11 @@ FINGERPRINT_BYTES = 1024
 inode; a position in it by the hash of (up to) the 1024 bytes before it."""
 
 
+Archive = tuple[int, int, int, int]
+"""A compressed sibling as judged once (lost lines or none): its device, inode, size and
+mtime in ns, which a rename (logrotate's renumbering) keeps."""
+
+
 FS_IOC_GETVERSION = 0x80087601
 """_IOR('v', 1, long): the inode's generation number, which ext4, xfs and btrfs change each
 time they give an inode number to a new file."""

@@ -5,7 +5,7 @@ threads; an OSError (out of descriptors) closes what it opened and propagates.""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from watchrun.output.recorded import Mark
 from watchrun.sources.copies import copied_since, cut_short, emptied, finished, ident
 from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import (
+    Archive,
     Checkpoint,
     identifies,
     other_generation,
@@ -25,6 +26,8 @@ from watchrun.sources.siblings import (
     Opened,
     Plan,
     archived,
+    identity,
+    judged_kept,
     locate,
     newer,
     open_at_path,
@@ -72,25 +75,26 @@ def _settled(path: Path, make: Callable[[], tuple[Plan, tuple[int, int] | None]]
     return make()[0]
 
 
-def plan_start(path: Path, known: list[Checkpoint], max_n: int, recorded: Recorded) -> Plan:
+def plan_start(path: Path, known: list[Checkpoint], max_n: int, recorded: Recorded,
+               archives: Collection[Archive] = ()) -> Plan:
     """Resume from checkpointed generations (`known`, oldest first; the last is the one that
     was followed): the file at the path when it is still that one; otherwise every generation
     since, found among the siblings, then the file at the path. The same inode at the path
     with other first bytes is a new file (a deleted file's inode reused at once, as ext4 does);
     with the same first bytes or inode generation number, the file was truncated or rewritten
-    in place."""
+    in place. `archives`: the compressed siblings judged already (not judged again)."""
     def make() -> tuple[Plan, tuple[int, int] | None]:
         cur = open_at_path(path)
-        plan = _start_with(path, cur, known, max_n, recorded)
+        plan = _start_with(path, cur, known, max_n, recorded, archives)
         return plan, ident(cur.st) if cur is not None else None
 
     return _settled(path, make)
 
 
 def _start_with(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
-                recorded: Recorded) -> Plan:
+                recorded: Recorded, archives: Collection[Archive]) -> Plan:
     try:
-        return _plan_start(path, cur, known, max_n, recorded)
+        return _plan_start(path, cur, known, max_n, recorded, archives)
     except OSError:
         if cur is not None:
             os.close(cur.fd)
@@ -98,7 +102,7 @@ def _start_with(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
 
 
 def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
-                recorded: Recorded) -> Plan:
+                recorded: Recorded, archives: Collection[Archive]) -> Plan:
     last = known[-1]
     at_path = cur is not None and identifies(last, cur.fd, cur.st, cur.generation())
     if cur is not None and at_path:
@@ -114,7 +118,8 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
                  and (same_head(last, cur.fd) or same_generation(last, cur.generation())))
     plan = Plan()
     try:
-        entries = _gather(path, cur, known, max_n, recorded, at_path, rewritten, plan)
+        entries = _gather(path, cur, known, max_n, recorded, at_path, rewritten, plan,
+                          set(archives))
         _regrown(path, known, max_n, plan, cur, entries=entries)
     except OSError:
         plan.close()
@@ -148,9 +153,11 @@ def _grew(cp: Checkpoint) -> bool:
 
 
 def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
-            recorded: Recorded, at_path: bool, rewritten: bool, plan: Plan) -> list[Entry]:
+            recorded: Recorded, at_path: bool, rewritten: bool, plan: Plan,
+            judged: set[Archive]) -> list[Entry]:
     """The checkpointed generations found again, gaps for the lost ones, then those rotated
-    after the one followed (not yet the file at the path); returns the siblings listed."""
+    after the one followed (not yet the file at the path), and the archives judged (`judged`:
+    by earlier looks); returns the siblings listed."""
     last = known[-1]
     unlisted: dict[str, OSError] = {}
     entries = scan(path, known, unlisted)
@@ -166,8 +173,9 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
             plan.steps.append(found)
             taken.add(ident(found.st))
         elif (whole := archived(cp, entries, taken)) is not None:  # read to its end, then
-            taken.add(whole)  # compressed (or its copytruncate copy): nothing lost, and the
-            # archive is no generation rotated since
+            taken.add(ident(whole.st))  # compressed (or its copytruncate copy): nothing lost,
+            judged.add(identity(whole.st))  # and the archive is no generation rotated since,
+            # now or renumbered later
         elif not (cp.finished or (rewritten and cp is last)):
             if (error := refused(cp, entries, unlisted)) is not None:
                 plan.errors.append(error)  # not gone: it could not be looked at (an
@@ -176,12 +184,14 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
                 plan.gaps.append(missing_gap(cp, recorded.last(cp)))
     if not at_path:  # generations rotated after the one followed, before the file at the path
         before = plan.steps[-1].path if plan.steps else None
-        fresh, gaps = newer(entries, known, last.mtime_ns, taken, max_n, before,
-                            drained=finished(known))
+        fresh, gaps, now = newer(entries, known, last.mtime_ns, taken, max_n, before,
+                                 drained=finished(known), judged=judged)
         plan.steps += fresh
         plan.gaps += gaps
+        judged.update(now)
     elif cur is not None and emptied(last, cur):
-        copied_since(cur, last, entries, known, taken, max_n, plan)
+        copied_since(cur, last, entries, known, taken, max_n, plan, judged)
+    plan.archives = judged_kept(judged, entries)
     return entries
 
 
@@ -224,20 +234,21 @@ def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
 
 
 def plan_switch(path: Path, ended: Checkpoint, known: list[Checkpoint], max_n: int, *,
-                truncated: bool) -> Plan:
+                truncated: bool, archives: Collection[Archive] = ()) -> Plan:
     """The followed generation `ended` left the path (or was truncated at `ended.offset`):
-    find a copy of it (truncated), the generations rotated since, and the file at the path."""
+    find a copy of it (truncated), the generations rotated since, and the file at the path.
+    `archives`: the compressed siblings judged already (not judged again)."""
     def make() -> tuple[Plan, tuple[int, int] | None]:
         cur = open_at_path(path)
         at = ident(cur.st) if cur is not None else None
-        plan = _switch_with(path, cur, ended, known, max_n, truncated)
+        plan = _switch_with(path, cur, ended, known, max_n, truncated, archives)
         return plan, at
 
     return _settled(path, make)
 
 
 def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[Checkpoint],
-                 max_n: int, truncated: bool) -> Plan:
+                 max_n: int, truncated: bool, archives: Collection[Archive]) -> Plan:
     plan = Plan()
     try:
         entries = scan(path, [*known, ended])
@@ -255,9 +266,11 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
         # yet), but for the one truncated: what it held past the truncation is lost
         cut = (ended.dev, ended.inode) if truncated else None
         drained = [cp for cp in [*known, ended] if (cp.dev, cp.inode) != cut]
-        fresh, gaps = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n, before,
-                            drained=drained)
+        judged = set(archives)
+        fresh, gaps, now = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n,
+                                 before, drained=drained, judged=judged)
         plan.steps, plan.gaps = fresh, gaps
+        plan.archives = judged_kept(judged.union(now), entries)
         if not truncated:  # (the copies of a truncation never were at the path)
             plan.arrived = len(fresh) + sum(g.get("generations", 1) for g in gaps) + (
                 cur is not None)

@@ -57,7 +57,8 @@ class Rotation(Followed):
             return
         reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
         plan = await offload(plan_switch, self.path, gen.checkpoint(at_read=True),
-                             self._known(), self.max_gens, truncated=False)
+                             self._known(), self.max_gens, truncated=False,
+                             archives=self._archives)
         if not plan.steps:
             return  # gone again already; the next wake-up looks again
         if plan.at_path and plan.steps[-1].announce is not None:
@@ -70,7 +71,7 @@ class Rotation(Followed):
         read from a copy when one is found beside it (copytruncate); the rest is counted."""
         ended = gen.checkpoint()
         plan = await offload(plan_switch, self.path, ended, self._known(),
-                             self.max_gens, truncated=True)
+                             self.max_gens, truncated=True, archives=self._archives)
         copy = plan.copy
         if copy is not None:
             plan.steps.insert(0, copy)  # read from the recorded position on
@@ -93,12 +94,12 @@ class Rotation(Followed):
     async def _read_first(self, ctx: SourceContext, watch: Watch, plan: Plan) -> list[Generation]:
         """Read the copy and the middle generations of a plan now, before the current file;
         they are kept open for rotateWait (a copy may still be being written)."""
+        await self._gaps(ctx, plan)
         if not plan.steps and not plan.gaps:
             return []  # nothing to read first: no checkpoint save before the current file
         olds = [await self._open(ctx, o) for o in plan.steps]  # the copy, then the middle ones
         for o, old in zip(plan.steps, olds, strict=True):
             old.read_as = o.path
-        await self._gaps(ctx, plan)
         now = self.clock.monotonic()
         for old in olds:
             if old.announce is not None:
@@ -125,7 +126,8 @@ class Rotation(Followed):
         for _ in range(self.max_gens):
             first = os.pread(gen.fd, FINGERPRINT_BYTES, 0)  # (copies made later: of these or
             plan = await offload(plan_switch, self.path, gen.checkpoint(),  # newer)
-                                 self._known(), self.max_gens, truncated=True)
+                                 self._known(), self.max_gens, truncated=True,
+                                 archives=self._archives)
             await self._read_first(ctx, watch, plan)
             if os.pread(gen.fd, len(first), 0) == first:
                 if gen.pos == 0:

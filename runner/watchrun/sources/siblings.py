@@ -15,7 +15,7 @@ from msgspec import Struct, field
 
 from watchrun.sources.compressed import drained_or_empty, holds_whole, is_compressed
 from watchrun.sources.generation import open_regular
-from watchrun.sources.identity import Checkpoint, holds, identifies, inode_generation
+from watchrun.sources.identity import Archive, Checkpoint, holds, identifies, inode_generation
 from watchrun.sources.rotated import NO_FDS, Entry
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -63,6 +63,9 @@ class Plan(Struct):
     arrived: int = 0
     """After a rotation: the generations it found that came to the path after the one followed
     (read, or a `gap`), as a file source counts those it never saw (`Watch.arrivals`)."""
+    archives: list[Archive] | None = None
+    """The compressed siblings judged, by earlier looks or this one, still there (to keep in
+    the checkpoint, `judged_kept`); None: the siblings were not listed (those known stay)."""
 
     def close(self) -> None:
         for o in [*self.steps, *([self.copy] if self.copy else [])]:
@@ -70,13 +73,19 @@ class Plan(Struct):
                 os.close(o.fd)
 
 
-IDENTITY = "_identity"
-"""A compressed generation's `gap` carries under this key (taken out before it is written) what
-the file was when it was found, so that a later look that finds it unchanged says it once."""
+ARCHIVES_KEPT = 1024
+"""At most this many judged archives are kept (the newest): one more is judged again."""
 
 
-def identity(st: os.stat_result) -> tuple[int, int, int, int]:
+def identity(st: os.stat_result) -> Archive:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def judged_kept(judged: Collection[Archive], entries: list[Entry]) -> list[Archive]:
+    """The archives judged (lost lines, or none) that are still among the siblings, unchanged;
+    those gone (logrotate's `rotate N` deleted them) are forgotten."""
+    there = {identity(e.st) for e in entries}
+    return sorted((a for a in judged if a in there), key=lambda a: (a[3], a[1]))[-ARCHIVES_KEPT:]
 
 
 def open_at_path(path: Path) -> Opened | None:
@@ -168,20 +177,20 @@ def refused(cp: Checkpoint, entries: list[Entry], unlisted: dict[str, OSError]
 
 
 def archived(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
-             ) -> tuple[int, int] | None:
+             ) -> Entry | None:
     """The archive (by its compressed name, made after the checkpoint) holding exactly what
     was read of the checkpointed generation, which is gone: read to its end, then compressed
-    (logrotate's `compress`, with or without `delaycompress`). Its device and inode, or None."""
+    (logrotate's `compress`, with or without `delaycompress`); renumbered since or not."""
     for e in entries:
-        ident = (e.st.st_dev, e.st.st_ino)
-        if not (e.named and e.compressed) or ident in taken or e.st.st_mtime_ns < cp.mtime_ns:
+        if not (e.named and e.compressed) or (e.st.st_dev, e.st.st_ino) in taken or \
+                e.st.st_mtime_ns < cp.mtime_ns:
             continue
         o = open_entry(e)
         if o is None:
             continue
         try:
             if holds_whole(o.fd, cp):
-                return ident
+                return e
         finally:
             os.close(o.fd)
     return None
@@ -206,33 +215,38 @@ def _oldest_first(found: list[Opened], before: str | None) -> None:
 
 def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
           taken: set[tuple[int, int]], max_n: int, before: str | None = None, *,
-          drained: Collection[Checkpoint] = ()) -> tuple[list[Opened], list[dict[str, Any]]]:
+          drained: Collection[Checkpoint] = (), judged: Collection[Archive] = ()
+          ) -> tuple[list[Opened], list[dict[str, Any]], list[Archive]]:
     """Generations rotated after `after_ns` that hold nothing already read, oldest first (by
     modification time, see `_oldest_first`), at most the newest `max_n`; gaps for skipped
     ones and for compressed ones, unless they begin as one of the generations `drained` (read
-    to their end, or still open) or hold nothing."""
+    to their end, or still open) or hold nothing; and the compressed ones judged so. Those
+    `judged` by an earlier look (by `identity`: renumbered since, maybe) are passed over."""
     found: list[Opened] = []
     gaps: list[dict[str, Any]] = []
+    now: list[Archive] = []
     try:
         for e in entries:
             if not e.named or (e.st.st_dev, e.st.st_ino) in taken or \
-                    e.st.st_mtime_ns < after_ns:
+                    e.st.st_mtime_ns < after_ns or identity(e.st) in judged:
                 continue
             o = open_entry(e)
             if e.compressed:  # (by name: the gap stands when it cannot be opened either)
+                now.append(identity(e.st))
                 if o is None or not drained_or_empty(o.fd, drained):
                     gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
                                  "message": f"{e.path} was rotated and compressed before it "
-                                            "was read", IDENTITY: identity(e.st)})
+                                            "was read"})
             elif o is None:
                 continue
             elif any(holds(cp, o.fd, o.st) for cp in known):
                 pass  # a generation (or a copy of one) read before
             elif is_compressed(o.fd):
+                now.append(identity(e.st))
                 if not drained_or_empty(o.fd, drained):
                     gaps.append({"reason": "compressed", "path": e.path, "inode": e.st.st_ino,
                                  "unreadBytes": o.st.st_size, "message": f"{e.path} is "
-                                 "compressed; only plain files are read", IDENTITY: identity(e.st)})
+                                 "compressed; only plain files are read"})
             else:
                 found.append(o)
                 continue
@@ -252,4 +266,4 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
                                 f"(limits.maxGenerations={max_n}): {names}"})
         for o in skipped:
             os.close(o.fd)
-    return found, gaps
+    return found, gaps, now

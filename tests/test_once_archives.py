@@ -1,0 +1,124 @@
+"""Nightly `run --once` runs with logrotate's daily `compress` + `delaycompress` between them,
+each archive renumbered by the rotations after it (`app.log.2.gz` → `app.log.3.gz`, the same
+inode): an archive of what a run read to its end is no loss under any number, and an archive
+that holds lines no run read is reported once, by the run that first finds it."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+from liverunner import read_records
+from test_once import once, table_row
+
+KEEP = 5
+"""logrotate's `rotate 5`."""
+
+
+def config(log: Path) -> dict[str, Any]:
+    return {"watchers": [{"id": "app", "path": str(log), "pattern": "ERROR",
+                          "gate": {"maxMatches": 100}}]}
+
+
+def day(log: Path, d: int) -> None:
+    """What the application writes during day `d`."""
+    with log.open("a") as f:
+        f.write(f"ERROR day {d} a\nERROR day {d} b\n")
+
+
+def logrotate(log: Path, d: int) -> None:
+    """logrotate's `daily`, `rotate 5`, `create`, `compress`, `delaycompress`, in its order:
+    the archives renumbered, `.1` → `.2`, the file → `.1`, a new file (its first line written
+    by the application reopening it, in `postrotate`), then `.2` compressed into `.2.gz`, a
+    new file with a new mtime (newer than that first line), `.2` removed."""
+    Path(f"{log}.{KEEP}.gz").unlink(missing_ok=True)
+    for k in range(KEEP - 1, 1, -1):
+        if Path(f"{log}.{k}.gz").exists():
+            Path(f"{log}.{k}.gz").rename(f"{log}.{k + 1}.gz")
+    one, two = Path(f"{log}.1"), Path(f"{log}.2")
+    if one.exists():
+        one.rename(two)
+    log.rename(one)
+    log.write_text(f"day {d} start\n")
+    if two.exists():
+        Path(f"{log}.2.gz").write_bytes(gzip.compress(two.read_bytes()))
+        two.unlink()
+
+
+def nightly(tmp_path: Path, log: Path) -> tuple[int, list[str]]:
+    """The CI run right after logrotate: its exit code and its watcher's row (matches,
+    threshold, exit, verdict)."""
+    r = once(tmp_path, config(log))
+    return r.rc, table_row(r.out, "app")[1:]
+
+
+def records(tmp_path: Path) -> list[dict[str, Any]]:
+    return read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+
+
+def gaps(tmp_path: Path) -> list[tuple[str, str, int]]:
+    return sorted((x["reason"], x["path"], x["inode"]) for x in records(tmp_path)
+                  if x["kind"] == "gap")
+
+
+def matched(tmp_path: Path) -> list[str]:
+    return [x["line"] for x in records(tmp_path) if x["kind"] == "match"]
+
+
+def errors(*days: int) -> list[str]:
+    return [f"ERROR day {d} {x}" for d in days for x in "ab"]
+
+
+def test_archives_of_what_was_read_are_no_loss_under_any_number(tmp_path: Path) -> None:
+    """Five nightly runs, four rotations: from the fourth run on each was an ERROR (exit 3,
+    "lines were never read: …app.log.3.gz was rotated and compressed before it was read"),
+    and the archive already judged was reported again once renumbered. Every line was read by
+    the run after its day; now every run passes and no `gap` is written."""
+    log = tmp_path / "app.log"
+    log.write_text("day 0 start\n")
+    rows = []
+    for d in range(1, 5):
+        rows.append(nightly(tmp_path, log))
+        day(log, d)
+        logrotate(log, d)
+    rows.append(nightly(tmp_path, log))
+    assert rows == [(0, ["0", "100", "-", "pass"])] + [(0, ["2", "100", "-", "pass"])] * 4
+    assert sorted(p.name for p in tmp_path.glob("app.log.*")) == [
+        "app.log.1", "app.log.2.gz", "app.log.3.gz", "app.log.4.gz"]
+    assert matched(tmp_path) == errors(1, 2, 3, 4)
+    assert gaps(tmp_path) == []
+
+
+def test_an_archive_of_lines_never_read_is_reported_once_whatever_its_number(
+        tmp_path: Path) -> None:
+    """Two nightly runs missed (a CI outage): day 2's file was compressed, then renumbered
+    `app.log.3.gz`, before any run read its lines, and day 3's is `app.log.2.gz`. The next run
+    is an ERROR naming both archives (day 1's, `app.log.4.gz`, was read to its end: no loss);
+    the runs after it pass while those archives are renumbered again: each is judged once."""
+    log = tmp_path / "app.log"
+    log.write_text("day 0 start\n")
+    rows = [nightly(tmp_path, log)]
+    day(log, 1)
+    logrotate(log, 1)
+    rows.append(nightly(tmp_path, log))
+    lost = log.stat().st_ino  # day 2's file, read up to its first line
+    for d in (2, 3, 4):  # no run on days 3 and 4
+        day(log, d)
+        logrotate(log, d)
+    archives = {k: Path(f"{log}.{k}.gz").stat().st_ino for k in (2, 3, 4)}
+    found = nightly(tmp_path, log)
+    first = gaps(tmp_path)
+    for d in (5, 6):
+        day(log, d)
+        logrotate(log, d)
+        rows.append(nightly(tmp_path, log))
+    assert rows[:2] == [(0, ["0", "100", "-", "pass"]), (0, ["2", "100", "-", "pass"])]
+    assert found == (3, ["2", "100", "-", "ERROR"])
+    assert first == [("compressed", f"{log}.2.gz", archives[2]),
+                     ("compressed", f"{log}.3.gz", archives[3]),
+                     ("missing", str(log), lost)]
+    assert rows[2:] == [(0, ["2", "100", "-", "pass"])] * 2
+    assert Path(f"{log}.5.gz").stat().st_ino == archives[3]  # (renumbered twice since)
+    assert gaps(tmp_path) == first
+    assert matched(tmp_path) == errors(1, 4, 5, 6)
