@@ -271,10 +271,8 @@ def _read_toml(text: str, display: str, report: Reporter) -> Any:
             report.error((), f"an integer has more than the {limit} digits allowed",
                          Origin(display))
         else:  # (TOML values carry no positions: the number's own is given instead)
-            line = text.count("\n", 0, long.start()) + 1
-            column = long.start() - text.rfind("\n", 0, long.start())
             report.error((), too_long_message(TooLong(short_number(long[0]))),
-                         Origin(display, line, column))
+                         Origin.at(display, text, long.start()))
         return None
     if not data:
         return None

@@ -20,6 +20,12 @@ class Origin(Struct, frozen=True):
     line: int | None = None
     column: int | None = None
 
+    @classmethod
+    def at(cls, file: str, text: str, pos: int) -> Origin:
+        """Where character `pos` of `text` (the file's whole text) is, counting only `\\n` as
+        a line break."""
+        return cls(file, text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos))
+
 
 class CMap(dict[str, Any]):
     """A mapping from a config file; `origins[key]` is where that key was written."""

@@ -25,12 +25,6 @@ def _unescaped(char: str, why: str) -> str:
             f"\\u{ord(char):04x} inside a double-quoted string")
 
 
-def _at(display: str, text: str, pos: int) -> Origin:
-    """Where character `pos` of `text` is, counting only `\\n` as a line break."""
-    line_start = text.rfind("\n", 0, pos) + 1
-    return Origin(display, text.count("\n", 0, pos) + 1, pos - line_start + 1)
-
-
 class TooManyValues(Exception):
     """More than MAX_NODES values: the caller reports it."""
 
@@ -42,7 +36,7 @@ def read_yaml(text: str, display: str, report: Reporter) -> Any:
     odd = _ODD_BREAK.search(text)
     if odd is not None:
         report.error((), _unescaped(text[odd.start()], "PyYAML would read it as a line break"),
-                     _at(display, text, odd.start()))
+                     Origin.at(display, text, odd.start()))
         return None
     try:
         node = yaml.compose(text, Loader=loader)
@@ -61,7 +55,7 @@ def read_yaml(text: str, display: str, report: Reporter) -> Any:
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow, unescaped
         report.error((), _unescaped(chr(exc.character), "YAML does not allow it")
                      if isinstance(exc.character, int) else f"YAML error: {exc.reason}",
-                     _at(display, text, exc.position))
+                     Origin.at(display, text, exc.position))
         return None
     except yaml.YAMLError as exc:
         report.error((), f"YAML error: {exc}", Origin(display))
