@@ -65,10 +65,11 @@ def scan(path: Path, known: list[Checkpoint], unlisted: dict[str, OSError] | Non
     rules: dict[str, set[tuple[str, bool]]] = {str(path.parent): {(path.name, False)}}
     targets = [Path(cp.path) for cp in known]
     own: set[str] = set()  # a symlink's targets themselves (`a.log` when it was `b.log`)
-    skip = {str(path), os.path.realpath(path)}  # (through a symlinked directory on the way)
+    real = os.path.realpath(path)
+    skip = {str(path), real}  # (through a symlinked directory on the way)
     with contextlib.suppress(OSError):
         if path.is_symlink():
-            now = Path(os.path.realpath(path))
+            now = Path(real)
             own = {str(t) for t in targets if t not in (path, now)}
             targets.append(now)
             skip.add(str(now))
