@@ -120,7 +120,7 @@ class LazyGuardian:
 
     def _ended(self) -> None:
         """The guardian exited while the runner runs: reap it, say so, start another."""
-        self._unwatch()
+        self.unwatch()
         old = self._guardian
         code = old.wait() if old is not None else None
         how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
@@ -128,7 +128,8 @@ class LazyGuardian:
                    "starting another, told the process groups")
         self._begin()
 
-    def _unwatch(self) -> None:
+    def unwatch(self) -> None:
+        """On the loop, before `close`: a guardian ending at a clean stop is not replaced."""
         import asyncio
 
         if self._watch >= 0:
@@ -145,10 +146,6 @@ class LazyGuardian:
         """(In a worker thread: the loop's reader is gone already, see `unwatch`.)"""
         if self._guardian is not None:
             self._guardian.close()
-
-    def unwatch(self) -> None:
-        """On the loop, before `close`: a guardian ending at a clean stop is not replaced."""
-        self._unwatch()
 
 
 def main() -> int:
