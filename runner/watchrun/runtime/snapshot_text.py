@@ -17,8 +17,9 @@ __all__ = ["TAIL_LINE_BYTES", "Said", "said", "snapshot_json", "tail_lines"]
 
 TAIL_LINE_CHARS = 4096
 TAIL_LINE_BYTES = 4 * TAIL_LINE_CHARS
-"""What of a raw line is read for its TAIL_LINE_CHARS (a character is at most 4 bytes): the
-rest, up to maxLineBytes (16 MiB), was decoded and sanitized on the loop, held it for seconds."""
+"""What of a raw line is taken for its TAIL_LINE_CHARS (a character is at most 4 bytes:
+`RecentLines.last(TAIL_LINE_BYTES)`): the rest, up to maxLineBytes (16 MiB), had been copied,
+decoded and sanitized on the loop, and held it for seconds."""
 
 Said: TypeAlias = tuple[str, str | list[str] | None, str | None]
 """A watcher's label, source (a path, a command string or its argv) and cwd."""
@@ -36,12 +37,12 @@ def said(spec: WatcherSpec, redactor: Redactor | None) -> Said:
 
 
 def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None) -> list[str]:
-    """The `.tail` file's lines (`RecentLines.last`: raw lines and their key blocks), sanitized,
-    with `output.redact` redacted together (a key block whole, and each line of a block whose
-    BEGIN line has left the window marked, as records do), U+2028/U+2029 and bidi controls
-    `\\u`-escaped as `logs` shows them (the file is read by `cat` and `tail -f` too), each cut
-    to TAIL_LINE_CHARS (read from its first TAIL_LINE_BYTES only)."""
-    lines = [sanitize(raw_text(b[:TAIL_LINE_BYTES]), None)[0] for b, _ in tail]
+    """The `.tail` file's lines (`RecentLines.last(TAIL_LINE_BYTES)`: the heads of raw lines,
+    and their key blocks), sanitized, with `output.redact` redacted together (a key block whole,
+    and each line of a block whose BEGIN line has left the window marked, as records do),
+    U+2028/U+2029 and bidi controls `\\u`-escaped as `logs` shows them (the file is read by
+    `cat` and `tail -f` too), each cut to TAIL_LINE_CHARS."""
+    lines = [sanitize(raw_text(b), None)[0] for b, _ in tail]
     if redactor is not None:
         red = redactor.redact_lines(lines)[0]
         lines = [marker("private-key") if key_body(block, line) else r
