@@ -9,6 +9,8 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from watchrun.match.sanitize import edge_text
+
 __all__ = [
     "ARG_BYTES",
     "NO_ANSWER",
@@ -21,6 +23,7 @@ __all__ = [
     "render_command",
     "render_prompt",
     "render_turn_prompt",
+    "visible",
 ]
 
 PROMPT_TOKEN = "{prompt}"
@@ -35,15 +38,25 @@ def render_prompt(template: str, values: Mapping[str, str],
                   deps: Mapping[str, str] | None = None) -> str:
     """Replace `{matches}` `{watcher}` `{label}` `{count}` and `{deps.NAME.answer}` (NAME's
     answer in a plan, from `deps`) in one pass (never str.format: other braces stay as written,
-    and a value that contains `{label}` — or an answer that does — is not expanded again)."""
+    and a value that contains `{label}` — or an answer that does — is not expanded again).
+    An answer is another model's text: its invisible characters are shown escaped, as
+    `visible` does to matched lines."""
 
     def sub(m: re.Match[str]) -> str:
         if m[2] is not None:
             answer = (deps or {}).get(m[2])
-            return answer if answer is not None else NO_ANSWER.format(name=m[2])
+            return visible(answer) if answer is not None else NO_ANSWER.format(name=m[2])
         return values.get(m[1], m[0])
 
     return _PLACEHOLDER.sub(sub, template)
+
+
+def visible(text: str) -> str:
+    """Text others wrote (a log line, another agent's answer) as a model should read it: the
+    tag characters that can spell a hidden instruction, zero-width and other format
+    characters, bidi controls and U+2028/U+2029 written as `\\u` escapes, as every view shows
+    them, so the model reads what a person reviewing the transcript sees. Newlines are kept."""
+    return edge_text(text, multiline=True)
 
 
 def format_matches(lines: Sequence[str], total: int, limit: int) -> str:
@@ -66,7 +79,8 @@ def fit_argument(command: Sequence[str], prompt: str, limit: int = ARG_BYTES) ->
     the head (three quarters) and the tail (the instructions after the matches) are kept, cut at
     line breaks when one is near, and a line in their place says how much was cut and why."""
     data = prompt.encode()
-    room = min((((limit - len(arg.replace(PROMPT_TOKEN, "").encode())) // arg.count(PROMPT_TOKEN))
+    room = min((((limit - 1 - len(arg.replace(PROMPT_TOKEN, "").encode()))  # (1: `_not_an_option`)
+                 // arg.count(PROMPT_TOKEN))
                 for arg in command if PROMPT_TOKEN in arg), default=len(data))
     if len(data) <= room:
         return prompt, 0
@@ -86,8 +100,14 @@ def fit_argument(command: Sequence[str], prompt: str, limit: int = ARG_BYTES) ->
 
 def render_command(command: Sequence[str], prompt: str) -> list[str]:
     """argv with `{prompt}` replaced inside each element: the prompt is never split or run by a
-    shell, so it cannot inject arguments or shell syntax."""
-    return [arg.replace(PROMPT_TOKEN, prompt) for arg in command]
+    shell, so it cannot inject arguments or shell syntax. Nor an option: an element the prompt
+    begins (`{prompt}`, whose text may begin with a matched line) that would begin with `-`
+    begins with a space instead, which no option parser reads as an option."""
+    return [_not_an_option(arg, arg.replace(PROMPT_TOKEN, prompt)) for arg in command]
+
+
+def _not_an_option(template: str, arg: str) -> str:
+    return f" {arg}" if arg.startswith("-") and not template.startswith("-") else arg
 
 
 class Delivery(Struct):
@@ -139,7 +159,8 @@ def render_turn_prompt(template: str, deliveries: Sequence[Delivery], match_line
     list them all, `{count}` is the sum, and each line of `{matches}` starts with `[label] `.
     `deps`: in a plan, the answers of the agents this one depends on."""
     many = len(deliveries) > 1
-    lines = [f"[{d.label}] {line}" if many else line for d in deliveries for line in d.lines]
+    lines = [f"[{d.label}] {visible(line)}" if many else visible(line)
+             for d in deliveries for line in d.lines]
     total = sum(d.count for d in deliveries)
     return render_prompt(template, {
         "matches": format_matches(lines, total, match_lines),
