@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import signal
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from watchrun.output.writer import ONCE_WRITE_S
 from watchrun.process.groups import GroupRegistry, agent_processes, end_leftovers
 from watchrun.process.guard import LazyGuardian
 from watchrun.process.spawn import Spawner, become_subreaper
+from watchrun.runtime.signals import handle_signals
 from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
 __all__ = ["cmd_agent_run", "manual_prompt", "run_one_turn", "turn_doc"]
@@ -68,14 +70,12 @@ async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, pr
             spawner.kill_all()
         runner.abort(f"interrupted ({sig.name})")
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, interrupted, sig)
+    restore = handle_signals(asyncio.get_running_loop(), {
+        sig: functools.partial(interrupted, sig) for sig in (signal.SIGINT, signal.SIGTERM)})
     try:
         result = await runner.run(prompt, trigger="manual")
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+        restore()
         guardian.unwatch()
         await asyncio.to_thread(guardian.close)
         await rec.close()

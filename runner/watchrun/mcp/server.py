@@ -33,6 +33,7 @@ from watchrun.mcp.stdin import StdinLines
 from watchrun.mcp.text import render
 from watchrun.mcp.tool import Tool
 from watchrun.output.runlog import RunLog
+from watchrun.runtime.signals import handle_signals
 
 __all__ = ["build_server", "serve"]
 
@@ -181,8 +182,7 @@ async def serve(config: Config, log: RunLog, cwd: str, broken: str | None = None
         tg.create_task(followers.run(), name="resource-followers")
         server = build_server(Tool(config, runners, cwd, broken), followers, log)
         handled = (signal.SIGTERM, signal.SIGINT) if lines is not None else ()
-        for sig in handled:
-            loop.add_signal_handler(sig, end)
+        restore = handle_signals(loop, dict.fromkeys(handled, end))
         try:
             async with stdio_server(stdin=cast(Any, lines)) as (read, write):
                 if lines is not None:
@@ -198,5 +198,4 @@ async def serve(config: Config, log: RunLog, cwd: str, broken: str | None = None
             # while it runs (a second SIGTERM kills what remains), else `end` does (nothing).
             await runners.close()
             followers.close()
-            for sig in handled:
-                loop.remove_signal_handler(sig)
+            restore()

@@ -14,7 +14,8 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from watchrun.process.groups import GroupRegistry
-from watchrun.process.tree import LINUX, SPAWNED, Stat, family, read_table, reap
+from watchrun.process.scans import fresh_table
+from watchrun.process.tree import LINUX, SPAWNED, family, reap
 
 __all__ = ["LIVE", "ChildProtocol", "ExitInfo", "Proc", "end_now", "left_behind", "until_done"]
 
@@ -62,7 +63,7 @@ class Proc:
         self._killed = False  # Spawner.kill_all SIGKILLed the group (the leader was alive)
         LIVE.add(self)
         self._info: ExitInfo | None = None
-        self._ids: dict[tuple[int, int], str | None] = {}  # (pid, start time) -> spawn id
+        self._members: set[tuple[int, int]] = set()  # (pid, start time) of its tree, ever
         self._group = True  # does a live process still have our pgid?
         self.signalled = 0
         """Processes of the tree the last `terminate` sent SIGTERM, SIGKILL or both."""
@@ -115,19 +116,19 @@ class Proc:
     async def _live(self, strays: bool = True) -> tuple[set[int], bool]:
         """Live members of the tree, and whether zombies in it are still to be handed to us
         (their parent is a dying member; the /proc scan is not atomic). Reaps adopted ones.
-        The scan (every process's stat, environs of new ones) runs in a thread; reaping, which
-        must not race a spawn, on the loop."""
+        The scan (every process's stat, environs of new ones) runs in a thread, shared with
+        every other child being stopped meanwhile (`fresh_table`); the tree is picked out of
+        it and reaped, which must not race a spawn, on the loop."""
         if not LINUX:
             return set() if self._protocol.exited.done() else {self.pid}, False
-        table, fam = await asyncio.to_thread(self._scan, self._protocol.exited.done(), strays)
-        reap(fam, table)
-        live = {p for p in fam if table[p].state != "Z"}
-        self._group = any(table[p].pgid == self.pgid for p in live)
-        return live, any(table[p].state == "Z" and table[p].ppid in fam for p in fam)
-
-    def _scan(self, exited: bool, strays: bool) -> tuple[dict[int, Stat], set[int]]:
-        table = read_table()
-        return table, family(table, self.pid, self.pgid, self._id, exited, self._ids, strays)
+        table = await fresh_table()
+        fam = family(table, self.pid, self.pgid, self._id, self._protocol.exited.done(),
+                     self._members, strays)
+        stats = table.stats
+        reap(fam, stats)
+        live = {p for p in fam if stats[p].state != "Z"}
+        self._group = any(stats[p].pgid == self.pgid for p in live)
+        return live, any(stats[p].state == "Z" and stats[p].ppid in fam for p in fam)
 
     @property
     def killed(self) -> bool:

@@ -8,6 +8,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -160,42 +161,74 @@ def reap_orphans() -> int:
     return reap_adopted(adopted_zombies())
 
 
-def family(table: dict[int, Stat], pid: int, pgid: int, spawn_id: str, exited: bool,
-           ids: dict[tuple[int, int], str | None], strays: bool = True) -> set[int]:
+class Table:
+    """One scan of the host's processes, indexed for `family`: by parent, session, group and
+    spawn id (from each process's environ, read once per process for the whole runner)."""
+
+    __slots__ = ("kids", "owners", "pgids", "sids", "stats")
+
+    def __init__(self, stats: dict[int, Stat]) -> None:
+        self.stats = stats
+        self.kids: dict[int, list[int]] = {}
+        self.sids: dict[int, list[int]] = {}
+        self.pgids: dict[int, list[int]] = {}
+        self.owners: dict[str | None, list[int]] = {}
+        with _ENVIRONS_LOCK:  # (one scan at a time per loop; a second loop may scan too)
+            seen = {}
+            for p, st in stats.items():
+                self.kids.setdefault(st.ppid, []).append(p)
+                self.sids.setdefault(st.sid, []).append(p)
+                self.pgids.setdefault(st.pgid, []).append(p)
+                key = (p, st.start)
+                if key in _ENVIRONS:
+                    owner = _ENVIRONS[key]  # a zombie too: read while it was alive
+                elif st.state != "Z":
+                    owner = spawn_id_of(p)  # (a zombie's environ is empty)
+                else:
+                    continue
+                seen[key] = owner
+                self.owners.setdefault(owner, []).append(p)
+            _ENVIRONS.clear()  # what left the table is gone for good
+            _ENVIRONS.update(seen)
+
+
+_ENVIRONS: dict[tuple[int, int], str | None] = {}
+"""(pid, start time) -> the spawn id of its environ, for every process a scan has seen alive."""
+_ENVIRONS_LOCK = threading.Lock()
+
+
+def scan() -> Table:
+    """`read_table`, indexed (in a thread: it reads every process's stat, and the environ of
+    each new one)."""
+    return Table(read_table())
+
+
+def family(table: Table, pid: int, pgid: int, spawn_id: str, exited: bool,
+           members: set[tuple[int, int]], strays: bool = True) -> set[int]:
     """The tree of child `pid`: the child, everything in its session or group, everything
     carrying its spawn id, unattributed orphans re-parented to us (unless `strays` is false:
-    they may be another child's), and all descendants of those. `ids` remembers
-    (pid, start time) -> spawn id across calls; `exited`: the child was reaped."""
-    me, my_sid = os.getpid(), os.getsid(0)
-    fam: set[int] = set()
-    for p, st in table.items():
-        if p in (me, 1) or p in HELPERS or (p in SPAWNED and p != pid):
-            continue
-        # A reaped child's pid is free except as the id of a live group or session: after
-        # the exit match by membership only, never by the bare pid.
-        if (p == pid and not exited) or st.sid == pid or st.pgid == pgid:
-            fam.add(p)
-        elif (p, st.start) in ids and ids[p, st.start] == spawn_id:
-            fam.add(p)  # a member seen before, now perhaps a zombie (environ is empty)
-        elif st.state != "Z":
-            if (p, st.start) not in ids:
-                ids[p, st.start] = spawn_id_of(p)
-            owner = ids[p, st.start]
-            # Unattributed adoptee: a setsid'd orphan that wiped its environment. Not while
-            # a spawn is in flight: its fresh child has our environ until it execs.
-            orphan = (strays and owner == "" and st.ppid == me and st.sid != my_sid
-                      and not _in_flight)
-            if owner == spawn_id or orphan:
-                fam.add(p)
-    kids: dict[int, list[int]] = {}
-    for p, st in table.items():
-        kids.setdefault(st.ppid, []).append(p)
+    they may be another child's), and all descendants of those. `members` remembers the
+    (pid, start time) of members across calls (as a zombie one has no environ left to
+    recognise it by); `exited`: the child was reaped. Indexed: the cost is the tree's size."""
+    me, my_sid, stats = os.getpid(), os.getsid(0), table.stats
+    # A reaped child's pid is free except as the id of a live group or session: after the
+    # exit match by membership only, never by the bare pid.
+    found = {*table.sids.get(pid, ()), *table.pgids.get(pgid, ()), *table.owners.get(spawn_id, ()),
+             *(p for p, start in members if p in stats and stats[p].start == start)}
+    if not exited and pid in stats:
+        found.add(pid)
+    if strays and not _in_flight:  # not while a spawn is in flight: its fresh child has our
+        # environ until it execs. An unattributed adoptee: a setsid'd orphan that wiped its
+        # environment.
+        found.update(p for p in table.owners.get("", ()) if stats[p].state != "Z"
+                     and stats[p].ppid == me and stats[p].sid != my_sid)
+    fam = {p for p in found
+           if p not in (me, 1) and p not in HELPERS and (p not in SPAWNED or p == pid)}
     stack = list(fam)
     while stack:
-        for kid in kids.get(stack.pop(), []):
+        for kid in table.kids.get(stack.pop(), ()):
             if kid not in fam and kid != me and kid not in SPAWNED and kid not in HELPERS:
                 fam.add(kid)
                 stack.append(kid)
-    for p in fam:  # remembered: as a zombie it has no environ left to recognise it by
-        ids[p, table[p].start] = spawn_id
+    members.update((p, stats[p].start) for p in fam)
     return fam

@@ -4,11 +4,43 @@ orphans it adopted are reaped)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from watchrun.process.tree import adopted_zombies, reap_adopted
+
+__all__ = ["SignalInbox", "handle_signals", "reap_orphans_when"]
+
+
+def handle_signals(loop: asyncio.AbstractEventLoop,
+                   callbacks: Mapping[signal.Signals, Callable[[], object]]
+                   ) -> Callable[[], None]:
+    """Have each signal call its callback on the loop; return what takes them back (to the
+    defaults, as `loop.remove_signal_handler` does). The handler only hands the call to the
+    loop (`call_soon_threadsafe`, as asyncio's own SIGINT handler does).
+
+    Not `loop.add_signal_handler`: that writes one byte a signal into a socket, which a burst
+    of SIGCHLDs fills (hundreds of children ended at once by a stop): CPython then printed a
+    traceback for each byte that did not fit, into the runner's log, and a SIGTERM among them
+    would have been lost. A call handed to the loop is never lost."""
+    def handler(cb: Callable[[], object]) -> Callable[[int, Any], None]:
+        def on_signal(_signum: int, _frame: Any) -> None:
+            loop.call_soon_threadsafe(cb)
+        return on_signal
+
+    for sig, callback in callbacks.items():
+        signal.signal(sig, handler(callback))
+        signal.siginterrupt(sig, False)  # (as asyncio: a system call in a thread is restarted)
+
+    def restore() -> None:
+        for sig in callbacks:
+            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT
+                          else signal.SIG_DFL)
+
+    return restore
 
 
 class SignalInbox:
@@ -20,11 +52,10 @@ class SignalInbox:
     WATCHED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
         self._waiting: deque[signal.Signals] = deque()
         self._arrived = asyncio.Event()
-        for sig in self.WATCHED:
-            loop.add_signal_handler(sig, self.push, sig)
+        self._restore = handle_signals(loop, {sig: functools.partial(self.push, sig)
+                                              for sig in self.WATCHED})
         # A reader of our stdout that went away must not kill us with SIGPIPE.
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
@@ -57,8 +88,8 @@ class SignalInbox:
         self._arrived.set()
 
     def close(self) -> None:
-        for sig in self.WATCHED:
-            self._loop.remove_signal_handler(sig)
+        """Take the signals back (to their defaults)."""
+        self._restore()
 
 
 async def reap_orphans_when(sigchld: asyncio.Event) -> None:

@@ -31,7 +31,7 @@ from watchrun.runtime.gate import Evidence
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.problems import Problems
 from watchrun.runtime.sdnotify import SdNotify
-from watchrun.runtime.signals import SignalInbox, reap_orphans_when
+from watchrun.runtime.signals import SignalInbox, handle_signals, reap_orphans_when
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.watchers import WatcherSet, counters_of
@@ -124,7 +124,7 @@ class Supervisor:
             inbox.push(signal.SIGTERM)
         if self._reload_asked:  # (a SIGHUP before the inbox: one reload once started)
             inbox.push(signal.SIGHUP)
-        loop.add_signal_handler(signal.SIGCHLD, self._orphans.set)
+        sigchld = handle_signals(loop, {signal.SIGCHLD: self._orphans.set})
         failure: StartupError | None = None
         try:
             async with contextlib.AsyncExitStack() as undo, asyncio.TaskGroup() as tg:
@@ -145,7 +145,7 @@ class Supervisor:
         finally:
             self._inbox = None
             inbox.close()
-            loop.remove_signal_handler(signal.SIGCHLD)
+            sigchld()
             loop.set_exception_handler(handler)
             self.state = RunnerState.STOPPED  # STOPPING -> STOPPED: everything flushed
         if failure is not None:
