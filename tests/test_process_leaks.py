@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,6 +108,40 @@ def test_a_daemon_left_by_a_run_is_stopped_when_the_run_ends(tmp_path: Path) -> 
     records = validate_records(tmp_path / ".watchrun" / "watchers" / "svc.jsonl")
     assert [rec["kind"] for rec in records if rec["kind"] in ("error", "exit")] == [
         "error", "exit"]
+
+
+# A daemon that ignores SIGTERM (its grace runs out: SIGKILL) and, once it got one, appends a
+# line to `ticks` every 0.1 s; the command exits at once.
+DEAF_DAEMON = ("sh -c 'trap \"T=1\" TERM; while :; do sleep 0.1; [ -n \"$T\" ] && echo t >> ticks;"
+               " done' </dev/null >/dev/null 2>&1 & echo started")
+
+
+def test_a_stop_during_the_stop_of_a_daemon_records_it_and_gives_no_second_grace(
+        tmp_path: Path) -> None:
+    """A SIGTERM to the runner while a finished run's daemon was in its grace cancelled that
+    stop: no `error{left-running}` record, and the daemon got a second full stopTimeout from
+    the runner's stop. Now the stop under way goes on (one grace) and is recorded."""
+    config = write_config(tmp_path, {"limits": {"stopTimeout": "4s"}, "watchers": [
+        {"id": "svc", "command": DEAF_DAEMON, "pattern": "started"}]})
+    ticks = tmp_path / "ticks"
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: ticks.exists() and len(ticks.read_text()) >= 50,
+                 "the daemon to have ignored its SIGTERM for 25 ticks")  # (2.5 s of its 4 s)
+        r.send(signal.SIGTERM)
+        sent = time.monotonic()
+        assert r.proc.wait(timeout=30) == 0
+        took = time.monotonic() - sent
+    finally:
+        r.close()
+    assert took < 3.5, f"the runner's stop took {took:.1f}s: the daemon got a second grace"
+    records = validate_records(tmp_path / ".watchrun" / "watchers" / "svc.jsonl")
+    ends = [rec for rec in records if rec["kind"] in ("error", "exit", "stop")]
+    assert [rec["kind"] for rec in ends] == ["error", "exit", "stop"]
+    assert (ends[0]["code"], ends[0]["run"]) == ("left-running", 1)  # (its sleeps count too)
+    assert "kept running; stopped" in str(ends[0]["message"])
+    assert ends[1]["signals"] == ["SIGTERM", "SIGKILL"]
+    assert "left-running" in r.stderr()
 
 
 def test_restarts_do_not_pile_up_daemons_and_sigterm_leaves_none(tmp_path: Path) -> None:

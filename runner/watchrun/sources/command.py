@@ -211,20 +211,24 @@ class CommandSource:
     async def _pump(self, proc: Proc, ctx: SourceContext, n: int) -> ExitInfo:
         framer = LineFramer(self.limits.max_line_bytes)
         framer.stamp(run=n)
+        rest: asyncio.Future[ExitInfo] | None = None
         try:
             stopped = await self._read(proc, framer, ctx, n)
             info = stopped or await proc.wait()
             await self._deliver(ctx, framer.finish())  # the last line, even without a newline
             if stopped is None:
-                info = await self._end_rest(proc, ctx, n, info)
+                rest = asyncio.ensure_future(self._end_rest(proc, ctx, n, info))
+                info = await asyncio.shield(rest)
         except asyncio.CancelledError:  # stopping: the echo no longer waits for its reader
-            stopping = asyncio.ensure_future(proc.terminate(self._grace))
+            # (a stop of what the finished run left running goes on: its grace, its record)
+            stopping = rest or asyncio.ensure_future(proc.terminate(self._grace))
             try:
                 await asyncio.shield(stopping)
-                with contextlib.suppress(TimeoutError):  # the tree is dead: EOF is near
-                    await asyncio.wait_for(self._read(proc, framer, ctx, n, wait=False),
-                                           self._grace + 1)
-                await self._deliver(ctx, framer.finish(), wait=False)
+                if rest is None:
+                    with contextlib.suppress(TimeoutError):  # the tree is dead: EOF is near
+                        await asyncio.wait_for(self._read(proc, framer, ctx, n, wait=False),
+                                               self._grace + 1)
+                    await self._deliver(ctx, framer.finish(), wait=False)
             finally:  # (also when the stop's owner, its budget spent, cancels again)
                 with contextlib.suppress(asyncio.CancelledError):  # (but not a third time)
                     self.last_exit = info = await asyncio.shield(stopping)
@@ -238,7 +242,8 @@ class CommandSource:
         """The run is over (exit and EOF); stop what it left running, e.g. a daemon it forked
         (as systemd stops the rest of a service's control group), so that nothing outlives its
         run untracked and the next run starts clean. Orphans with nothing to name them (no
-        spawn id) too, while no other child runs: then they cannot be another child's."""
+        spawn id) too, while no other child runs: then they cannot be another child's. Run as
+        a task of its own: a stop that comes meanwhile waits for it (one grace, one record)."""
         ended = await proc.terminate(self._grace, strays=not SPAWNED)
         if not ended.signals_sent:
             return info
