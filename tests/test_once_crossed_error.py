@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
 from liverunner import read_records, wait_for, watchrun_bin, write_config
 from test_once import TIMEOUT_S, base_env, once, table_row
 
@@ -107,3 +108,41 @@ def test_matches_of_a_once_run_a_signal_interrupted_count_in_the_next_run(
     assert [r["line"] for r in read_records(jsonl) if r["kind"] == "match"] == [
         "ERROR early failure"]
     assert once(tmp_path, {"watchers": [watcher]}).rc == 0  # judged by the retry
+
+
+STOPPED_LINE = ("trap 'echo ERROR: 3 tests failed before the interrupt; exit 1' TERM; touch up; "
+                "sleep 1000 & wait", "ERROR: 3 tests failed before the interrupt", "1")
+PARTIAL_LINE = ("printf 'ERROR partial'; touch up; exec sleep 1000", "ERROR partial", "SIGTERM")
+
+
+@pytest.mark.parametrize(("command", "line", "exit_"), [STOPPED_LINE, PARTIAL_LINE],
+                         ids=["printed-on-sigterm", "last-line-without-newline"])
+def test_lines_a_command_printed_while_a_signal_stopped_it_cross_its_gate(
+        tmp_path: Path, command: str, line: str, exit_: str) -> None:
+    """A CI cancel (SIGTERM) while the build runs: what the command printed as it was stopped,
+    and a last line without a newline, were echoed and recorded as matches, but the verdict
+    was taken before the stop: `MATCHES 0`, not crossed, no JUnit failure, and the recorded
+    exit shown as `-`. Now everything the run read up to the stop is judged."""
+    cfg = write_config(tmp_path, {"limits": {"stopTimeout": "5s"}, "watchers": [
+        {"id": "t", "command": command, "pattern": "ERROR",
+         "gate": {"maxMatches": 0, "exitCode": True}}]})
+    proc = subprocess.Popen([watchrun_bin(), "run", "--once", "-c", str(cfg), "--junit", "j.xml",
+                             "--json"], cwd=tmp_path, env=base_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for((tmp_path / "up").exists, "the command to run")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 3, out
+    crossed = "1 match of /ERROR/ (at most 0 allowed)"
+    interrupted = "the command did not run to its exit (the run was interrupted)"
+    (v,) = json.loads(out)["verdicts"]
+    assert (v["status"], v["crossed"], v["matches"], v["exit"]) == ("error", True, 1, exit_)
+    assert v["reasons"] == [crossed, interrupted]  # (its exit was the stop's: no crossing)
+    assert [ln["line"] for ln in v["first"]] == [line]
+    case = ET.parse(tmp_path / "j.xml").getroot().find("testcase[@name='t']")
+    assert case is not None and [e.tag for e in case] == ["error", "failure"]
+    matches = [r for r in read_records(tmp_path / ".watchrun" / "watchers" / "t.jsonl")
+               if r["kind"] == "match"]
+    assert [m["line"] for m in matches] == [line]

@@ -70,14 +70,19 @@ async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Ev
     fire and its `stop` recorded, its sink closed off the loop. Returns what it saw (once-mode
     evidence) and the problems met, which never stop the ending."""
     problems: list[str] = []
-    ev = evidence_of(rt)  # before the stop: a command killed now did not run to its exit
     if rt.task is None:
-        ev = replace(ev, error="it never started: the run was stopped before it")
+        ev = replace(evidence_of(rt), error="it never started: the run was stopped before it")
     else:
-        if not rt.task.done() and sup.once and rt.spec.kind == "file":
+        cut_short = not rt.task.done() and sup.once and rt.spec.kind == "file"
+        # (a command that had not exited now is killed: its exit is the stop's, not its own)
+        running = rt.spec.kind == "command" and getattr(rt.source, "last_exit", 0) is None
+        await finish(rt.task, sup.config.limits.stop_timeout_ms / 1000 + AFTER_GRACE_S)
+        ev = evidence_of(rt)  # after the stop: what it read while it was stopped counts too
+        if cut_short:
             ev = replace(ev, error="the file was not read to its end (the run was "
                          "interrupted)")
-        await finish(rt.task, sup.config.limits.stop_timeout_ms / 1000 + AFTER_GRACE_S)
+        elif running:
+            ev = replace(ev, interrupted=True)
         if rt.failure is not None:
             ev = replace(ev, error=rt.failure)
         elif rt.pipeline.writer.failing:

@@ -35,6 +35,9 @@ class Evidence(Struct, frozen=True):
     not be read). A watcher with an error gets an `error` verdict, gated or not."""
     cut: str | None = None
     """Lines matched only in part (longer than maxLineBytes): a gate that held is an ERROR."""
+    interrupted: bool = False
+    """The command was still running when the run was stopped: it did not run to its exit (an
+    ERROR), and its exit (shown) was the stop's doing, which crosses no gate."""
 
 
 class Status(StrEnum):
@@ -122,7 +125,7 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
     error = ev.error
     if spec.kind == "command" and not ev.ran:
         error = "the command could not be started" + (f": {ev.error}" if ev.error else "")
-    elif spec.kind == "command" and exit_ is None and error is None:
+    elif spec.kind == "command" and (exit_ is None or ev.interrupted) and error is None:
         error = "the command did not run to its exit (the run was interrupted)"
     if gate is None:
         return None if error is None else \
@@ -132,7 +135,7 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
     if too_many:
         n = f"{ev.matches} match{'' if ev.matches == 1 else 'es'}"
         reasons.append(f"{n} of /{spec.pattern}/ (at most {gate.max_matches} allowed)")
-    if gate.exit_code and spec.kind == "command":
+    if gate.exit_code and spec.kind == "command" and not ev.interrupted:
         if ev.signal:
             reasons.append(f"the command was killed by {ev.signal}")
         elif ev.exit_code not in (0, None):
