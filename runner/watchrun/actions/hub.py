@@ -123,13 +123,15 @@ class ActionHub:
         """Look at the throttle windows again (after the clock moved: tests with a fake one)."""
         self._poke.set()
 
-    def deliver(self, spec: WatcherSpec, found: Sequence[MatchInfo], stream: Stream) -> None:
-        """Offer a watcher's new matches to each of its actions; never blocks."""
+    def deliver(self, spec: WatcherSpec, found: Sequence[MatchInfo], stream: Stream, *,
+                stopping: bool = False) -> None:
+        """Offer a watcher's new matches to each of its actions; never blocks. `stopping`:
+        the watcher is being stopped (it reads until it ends): they fire nothing."""
         if not spec.actions or not found:
             return
-        if self._closed or self._wanted(spec.id) != spec:
+        if self._closed or stopping or self._wanted(spec.id) != spec:
             self._late(spec, found)  # (the runner stops, or a reload changed the watcher,
-            return  # which reads until it stops)
+            return  # or it is stopped: it reads until it ends)
         w = self._attached(spec, stream)
         w.stream = stream
         for action in w.actions:
@@ -165,8 +167,8 @@ class ActionHub:
         kept = wanted.actions if wanted is not None else ()
         held = self._unfired.setdefault(spec.id, {})
         for action in spec.actions:
-            reason = "runner-stopped" if self._closed else \
-                "watcher-restarted" if action in kept else "action-removed"
+            reason = "runner-stopped" if self._closed else "watcher-stopped" \
+                if wanted == spec else "watcher-restarted" if action in kept else "action-removed"
             late = held.setdefault(action.name, _Unfired(action.type, reason))
             late.batches += 1
             late.matches += len(found)
@@ -178,6 +180,7 @@ class ActionHub:
         matches that came after its actions stopped, and a log line."""
         for name, late in self._unfired.pop(wid, {}).items():
             why = {"runner-stopped": "the runner was stopping",
+                   "watcher-stopped": "the watcher was being stopped",
                    "watcher-restarted": "a reload had restarted the watcher"}.get(
                        late.reason, "a reload had removed or changed the action")
             message = (f"{late.matches} match{'es' if late.matches != 1 else ''} came after the "

@@ -48,6 +48,9 @@ class AgentHub:
         self._unknown: set[tuple[str, str]] = set()
         self._running = False
         self._closed = False
+        """Stopping: no turn starts; what is delivered now is recorded `dropped` at the end."""
+        self._ended = False
+        """Its files are closed: a delivery now can only be counted in the log."""
         self._tg: asyncio.TaskGroup | None = None
         self.plans = Plans(self)
         self.failures: list[str] = []
@@ -112,7 +115,11 @@ class AgentHub:
     def deliver(self, watcher: WatcherSpec, matches: Sequence[MatchInfo]) -> None:
         """Queue `matches` for every agent the watcher wakes — or for its plan, when they
         depend on one another; never blocks."""
-        if not matches or self._closed:
+        if not matches:
+            return
+        if self._ended:  # (the watchers' stop is awaited first: only a bug comes here)
+            self.log.warning(f"{len(matches)} match(es) came after the agents were closed: not "
+                             "delivered", watcher.id, event="delivery-dropped")
             return
         limits = self.config.limits
         lines = [sanitize(m.line, limits.max_line_bytes)[0] for m in matches]
@@ -205,23 +212,34 @@ class AgentHub:
             await self.changed.wait()
 
     # -- stopping and reloading ---------------------------------------------------------------
-    async def shutdown(self) -> None:
-        """Abort running turns (`aborted`), drop what still waits (recorded), close the files."""
+    async def shutdown(self, watchers: asyncio.Future[Any] | None = None) -> None:
+        """Abort running turns (`aborted`); once `watchers` (the watchers' stop) is done, drop
+        what waits (recorded `dropped`, also what the watchers matched while they were being
+        stopped) and close the files."""
         if self._closed:
             return
         self._closed = True
         await self.plans.cancel()  # steps not handed to an agent yet: recorded dropped
         agents = list(self._agents.values())
+        await self._halt(agents, "the runner is stopping")
+        if watchers is not None:
+            await asyncio.wait({watchers})
+        await self.plans.cancel()  # (what came for a plan meanwhile: said in the log)
         self._agents.clear()
+        self._ended = True
         await self._close(agents, "the runner is stopping", "runner-stopped")
 
-    async def _close(self, agents: list[AgentState], why: str, reason: str,
-                     status: str | None = None) -> None:
+    async def _halt(self, agents: list[AgentState], why: str) -> None:
+        """Abort their running turns and end their loops: no turn runs after this."""
         for a in agents:
             a.rec.stopping()
             if a.turn is not None:
                 a.turn.abort(why)
         await self._cancel(agents)
+
+    async def _close(self, agents: list[AgentState], why: str, reason: str,
+                     status: str | None = None) -> None:
+        await self._halt(agents, why)
         for a in agents:
             a.task = None
             a.drop_all(reason, self.config.limits.match_lines)

@@ -41,6 +41,9 @@ FINAL_WRITE_S = 2.0
 INTERRUPTED = "interrupted"
 """The `stop` reason of a once run that a signal ended before it ended by itself: its verdict
 judged part of what it was to, so the next once run counts its matches as a killed run's."""
+OnMatches = Callable[[WatcherSpec, Sequence[MatchInfo], "WatcherPipeline"], None]
+"""Who gets a watcher's new matches (agents, actions), with the pipeline they came through:
+also while the watcher is being stopped, when it is no running watcher's any more."""
 SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM", "EMFILE",
                 "ENFILE", "EAGAIN"}
 """`error` codes that mean a command could not be started (once mode: exit 3)."""
@@ -58,7 +61,7 @@ class WatcherPipeline:
         matcher: Matcher,
         log: RunLog,
         *,
-        on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None] | None = None,
+        on_matches: OnMatches | None = None,
         on_event: Callable[[WatcherSpec, str, dict[str, Any]], None] | None = None,
         require: Matcher | None = None,
         redactor: Redactor | None = None,
@@ -181,7 +184,7 @@ class WatcherPipeline:
             c.first.extend(found[: FIRST_KEPT - len(c.first)])
         self.log.matches(self.spec.id, found)
         if self.on_matches is not None:
-            self.on_matches(self.spec, self._outgoing(found, spans))
+            self.on_matches(self.spec, self._outgoing(found, spans), self)
 
     def _outgoing(self, found: Found, spans: list[tuple[int, int]]) -> Sequence[MatchInfo]:
         """The matches handed on to agents and actions. Without `output.redact` the records keep

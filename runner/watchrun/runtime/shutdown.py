@@ -1,6 +1,7 @@
 """The runner's stop, once it is `stopping`: the once driver and the watchdog end, the actions
-stop first, then every watcher and the agents together; a second SIGTERM/SIGINT kills now (a
-SIGHUP meanwhile reloads nothing and kills nothing: it is said and let be)."""
+stop first, then every watcher and the agents together (the agents' files close last); a
+second SIGTERM/SIGINT kills now (a SIGHUP meanwhile reloads nothing and kills nothing: it is
+said and let be)."""
 
 from __future__ import annotations
 
@@ -48,10 +49,8 @@ async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
     for task in (sup.driver, sup.watchdog):
         if task is not None:
             await finish(task)
-    jobs = [sup.set.stop_all(stop_reason(reason, sup.once))]
-    if sup.hub is not None:
-        jobs.append(_stop_hub(sup))
-    stopping: asyncio.Future[Any] = asyncio.ensure_future(_stop_actions_then(sup, jobs))
+    stopping: asyncio.Future[Any] = asyncio.ensure_future(
+        _stop_everything(sup, stop_reason(reason, sup.once)))
     second: asyncio.Future[Any] = asyncio.ensure_future(_second_stop(sup, inbox))
     try:
         await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
@@ -80,23 +79,28 @@ async def _second_stop(sup: Stopping, inbox: SignalInbox) -> None:
                         "second SIGTERM or SIGINT kills what remains)", event="reload-ignored")
 
 
-async def _stop_hub(sup: Stopping) -> None:
+async def _stop_hub(sup: Stopping, watchers: asyncio.Future[None]) -> None:
     assert sup.hub is not None
     try:
-        await sup.hub.shutdown()
+        await sup.hub.shutdown(watchers)
     finally:
         if sup.hub_task is not None:
             await finish(sup.hub_task)
         sup.runtime_errors += sup.hub.failures  # (records given up: a once run fails)
 
 
-async def _stop_actions_then(sup: Stopping, jobs: list[Any]) -> None:
+async def _stop_everything(sup: Stopping, reason: str) -> None:
     """Actions first (their cancelled firings are recorded while the watchers' files are
-    open), then the watchers and agents."""
+    open), then the watchers and agents together: the agents' files close after the watchers
+    stopped, so that what those matched meanwhile is recorded (dropped)."""
     if sup.actions is not None:
         try:
             await sup.actions.shutdown()
         finally:
             if sup.actions_task is not None:
                 await finish(sup.actions_task)
+    watchers = asyncio.ensure_future(sup.set.stop_all(reason))
+    jobs: list[Any] = [watchers]
+    if sup.hub is not None:
+        jobs.append(_stop_hub(sup, watchers))
     await asyncio.gather(*jobs)

@@ -218,12 +218,16 @@ class Supervisor:
                                        problem=self.problems.keep)
         self.hub_task = self.spawn(self.hub.run(), "agents")
 
-    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo]) -> None:
+    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo],
+                stream: WatcherPipeline) -> None:
+        """New matches of a watcher, also of one being stopped (it reads until it ends): to
+        the agents it wakes, and to its actions, which fire for a running watcher only."""
         if spec.wake and self.hub is not None:
             self.hub.deliver(spec, found)
-        rt = self.watchers.get(spec.id)
-        if spec.actions and self.actions is not None and rt is not None:
-            self.actions.deliver(spec, found, rt.pipeline)
+        if spec.actions and self.actions is not None:
+            rt = self.watchers.get(spec.id)
+            stopping = rt is None or rt.pipeline is not stream
+            self.actions.deliver(spec, found, stream, stopping=stopping)
 
     # -- actions --------------------------------------------------------------------------
     async def record_unfired(self, wid: str, pipeline: WatcherPipeline) -> None:

@@ -12,7 +12,6 @@ from msgspec import Struct
 
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
-from watchrun.events import MatchInfo
 from watchrun.match.engines import Store
 from watchrun.match.matcher import Matcher, compile_for
 from watchrun.match.redact import clean_text
@@ -23,7 +22,7 @@ from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.output.writer import ONCE_WRITE_S, AsyncWriter
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import FIRST_LINES, Evidence, cut_note
-from watchrun.runtime.pipeline import WatcherPipeline
+from watchrun.runtime.pipeline import OnMatches, WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.file import FileSource
 
@@ -97,7 +96,7 @@ def build_watcher(
     *,
     once: bool,
     echo: Echo | None,
-    on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
+    on_matches: OnMatches,
     on_event: Callable[[WatcherSpec, str, dict[str, Any]], None],
     sink: JsonlSink | None = None,
 ) -> WatcherRuntime:
@@ -117,7 +116,7 @@ def build_watcher(
 
 def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: JsonlSink,
            once: bool, echo: Echo | None,
-           on_matches: Callable[[WatcherSpec, Sequence[MatchInfo]], None],
+           on_matches: OnMatches,
            on_event: Callable[[WatcherSpec, str, dict[str, Any]], None]) -> WatcherRuntime:
     wid = spec.id
     writer = AsyncWriter(sink, give_up_after=ONCE_WRITE_S if once else None)  # (its failures
