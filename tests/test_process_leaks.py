@@ -4,16 +4,27 @@ the next runner when the runner is SIGKILLed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import yaml
-from liverunner import LiveRunner, alive, guardian_of, wait_for, waking_mock, write_config
+from liverunner import (
+    LiveRunner,
+    alive,
+    guardian_of,
+    wait_for,
+    waking_mock,
+    watchrun_bin,
+    write_config,
+)
 from recordcheck import validate_records
+from test_once import base_env
 
 from watchrun.process.groups import Group, members
 from watchrun.process.tree import Stat
@@ -142,6 +153,28 @@ def test_a_stop_during_the_stop_of_a_daemon_records_it_and_gives_no_second_grace
     assert "kept running; stopped" in str(ends[0]["message"])
     assert ends[1]["signals"] == ["SIGTERM", "SIGKILL"]
     assert "left-running" in r.stderr()
+
+
+def test_a_once_command_that_exited_is_judged_by_its_exit_when_its_daemon_is_being_stopped(
+        tmp_path: Path) -> None:
+    """`run --once` interrupted while the daemon a command that exited 0 left was in its
+    grace: the verdict said the command "did not run to its exit", its exit `-`. Now it is
+    judged by its own exit (the run is still INTERRUPTED: exit 3)."""
+    config = write_config(tmp_path, {"limits": {"stopTimeout": "4s"}, "watchers": [
+        {"id": "svc", "command": DEAF_DAEMON, "pattern": "started", "gate": {"exitCode": True}}]})
+    ticks = tmp_path / "ticks"
+    proc = subprocess.Popen([watchrun_bin(), "run", "--once", "--json", "-c", str(config)],
+                            cwd=tmp_path, env=base_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: ticks.exists() and ticks.read_text(), "the daemon's SIGTERM")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    doc = json.loads(out)
+    assert (proc.returncode, doc["interrupted"]) == (3, "SIGTERM"), out
+    (v,) = doc["verdicts"]
+    assert (v["status"], v["exit"], v["reasons"]) == ("pass", "0", []), out
 
 
 def test_restarts_do_not_pile_up_daemons_and_sigterm_leaves_none(tmp_path: Path) -> None:

@@ -215,6 +215,7 @@ class CommandSource:
         try:
             stopped = await self._read(proc, framer, ctx, n)
             info = stopped or await proc.wait()
+            self.last_exit = info  # (it exited: a stop now may end what it left, not the run)
             await self._deliver(ctx, framer.finish())  # the last line, even without a newline
             if stopped is None:
                 rest = asyncio.ensure_future(self._end_rest(proc, ctx, n, info))
