@@ -28,7 +28,8 @@ Seed 004's keys in mode "agent" (one agent per turn: the agent itself). Where it
 - `reply`: {text, source "agent"} when the turn ended with a non-empty reply, else null.
   `outcome`: null while running, then "ok", the stop reason (deadline, idle-timeout, aborted,
   oversized-event, reader-failed), "cancelled" or "failed". `error` {error, hint, stopped} is
-  present when the turn ended without a reply; its `hint` is the failure record's own advice
+  present when the turn failed or was killed (also when it said something first: `reply` is
+  then what it said) or ended without a reply; its `hint` is the failure record's own advice
   when it has one, else one chosen by the stop reason or error code.
 """
 
@@ -214,7 +215,7 @@ class Turn:
             "agents": [agent], "reply": {"text": reply, "source": "agent"} if reply else None,
             "outcome": outcome, "tokens": tokens, "wall_seconds": wall,
         }
-        if fin is not None and not reply:
+        if fin is not None and (message is not None or not reply):
             turn["error"] = {"error": message or "the turn ended without a reply", "hint": hint,
                              "stopped": self.stopped}
         turn["trigger"], turn["deliveries"] = self.trigger, self.deliveries

@@ -1,0 +1,58 @@
+"""A failed turn says why in `agent transcript` and `watchrun transcript` (JSON and text), also
+when the agent printed some text before it failed: real agent processes run by `agent run`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+WATCHRUN = str(Path(sys.executable).parent / "watchrun")
+SAID = {"type": "assistant", "session_id": "s1", "message": {
+    "id": "m1", "role": "assistant", "content": [{"type": "text", "text": "partial work"}]}}
+CRASH = f"""\
+#!/bin/sh
+echo '{{"type":"system","subtype":"init","session_id":"s1","model":"m"}}'
+echo '{json.dumps(SAID)}'
+kill -9 $$
+"""
+
+
+def watchrun(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([WATCHRUN, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=30)
+
+
+def turn_of(cwd: Path, *args: str) -> dict[str, Any]:
+    p = watchrun(cwd, *args, "-c", "watch.yaml")
+    assert (p.returncode, p.stderr) == (0, "")
+    (turn,) = json.loads(p.stdout)["turns"]
+    return dict(turn)
+
+
+@pytest.mark.parametrize(("agent", "prompt", "said", "why"), [
+    ("crash", "hi", "partial work", "the process was killed by SIGKILL"),
+    ("mock", "[mock:fail] look", "Mock failure: simulated error during execution.",
+     "mock: simulated failure ([mock:fail])"),
+])
+def test_a_turn_that_failed_after_saying_something_says_why(
+        tmp_path: Path, agent: str, prompt: str, said: str, why: str) -> None:
+    (tmp_path / "crash.sh").write_text(CRASH)
+    (tmp_path / "crash.sh").chmod(0o755)
+    (tmp_path / "watch.yaml").write_text(
+        "agents:\n  - {name: crash, provider: claude, command: [./crash.sh, '{prompt}']}\n"
+        "  - {name: mock, provider: mock}\n")
+    p = watchrun(tmp_path, "agent", "run", agent, "-c", "watch.yaml", "--prompt", prompt)
+    assert p.returncode != 0 and why in p.stderr
+    for args in (("agent", "transcript", agent), ("transcript",)):
+        turn = turn_of(tmp_path, *args)
+        assert (turn["outcome"], turn["reply"]["text"]) == ("failed", said)
+        assert turn["error"]["error"] == why == turn["agents"][0]["error"]
+        text = watchrun(tmp_path, *args, "-c", "watch.yaml", "--format", "text").stdout
+        lines = text.splitlines()
+        assert lines[lines.index("  reply:") + 1:][:3] == [
+            f"    {said}", f"  error: {why}", "  outcome: failed"]
