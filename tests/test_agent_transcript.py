@@ -185,8 +185,8 @@ def test_summarize_for_agent_list(tmp_path: Path) -> None:
     idle = [r for r in iter_records(h.path) if r["kind"] == "status"][-1]
     assert row == {"name": "triage", "provider": "claude", "status": "idle",
                    "last_status_at": idle["ts"], "turns": 3, "tokens": 2076 + 15 + 34,
-                   "last_reply": "Final answer", "cursor": last["cursor"],
-                   "last_activity": last["ts"]}
+                   "last_reply": "Final answer", "last_turn": "done", "last_error": None,
+                   "cursor": last["cursor"], "last_activity": last["ts"]}
     log = AgentLog(tmp_path, "long")
     log.turn("p", [claude_text("m", "word " * 40)], finish=True, duration_ms=1)
     log.close()

@@ -182,17 +182,18 @@ def test_agent_list_table_and_json(site: tuple[Path, History]) -> None:
     p = watchrun(cwd, "agent", "list", "-c", "watch.yaml")
     cells = [re.split(r" {2,}", x) for x in p.stdout.splitlines()]
     assert (p.returncode, cells) == (0, [
-        ["NAME", "PROVIDER", "STATUS", "TURNS", "TOKENS", "LAST ACTIVITY", "LAST REPLY"],
-        ["triage", "claude", "idle", "3", "2125", cells[1][5], "Final answer"],
-        ["coder", "codex", "idle", "0", "0", "-", "-"],
+        ["NAME", "PROVIDER", "STATUS", "TURNS", "TOKENS", "LAST TURN", "LAST ACTIVITY",
+         "LAST REPLY"],
+        ["triage", "claude", "idle", "3", "2125", "done", cells[1][6], "Final answer"],
+        ["coder", "codex", "idle", "0", "0", "-", "-", "-"],
     ])
-    assert re.fullmatch(r"\d+d ago", cells[1][5])  # the history's fixed timestamps
+    assert re.fullmatch(r"\d+d ago", cells[1][6])  # the history's fixed timestamps
     rows = ok_json(watchrun(cwd, "agent", "list", "-c", "watch.yaml", "--json"))["agents"]
     assert [(r["name"], r["turns"], r["tokens"], r["cursor"]) for r in rows] == [
         ("triage", 3, 2125, h.log.cursor), ("coder", 0, 0, None)]
     p = watchrun(cwd, "agent", "list", "--output-dir", "out")  # no config: the files there
     assert [re.split(r" {2,}", x) for x in p.stdout.splitlines()[1:]] == [
-        ["triage", "claude", "idle", "3", "2125", cells[1][5], "Final answer"]]
+        ["triage", "claude", "idle", "3", "2125", "done", cells[1][6], "Final answer"]]
 
 
 def test_an_agent_mid_rotation_is_still_known_by_its_files(tmp_path: Path) -> None:

@@ -40,7 +40,8 @@ class History(Struct):
     queued: list[dict[str, Any]] = field(default_factory=list)
     """Deliveries (plan steps among them) still `queued` when the runner stopped."""
     starts: deque[float] = field(default_factory=lambda: deque(maxlen=MAX_TURNS))
-    """When its last turns started (Unix time): `maxTurns` counts them after a restart."""
+    """When its last turns' processes started (Unix time): `maxTurns` counts them after a
+    restart."""
 
 
 async def read_history(path: Path) -> History:
@@ -65,8 +66,8 @@ async def read_history(path: Path) -> History:
             elif kind == "dispatch-start":
                 h.turns, h.open_turn, h.open_tally = h.turns + 1, r, Tally()
                 started = parse_ts(r.get("ts"))
-                if started is not None:
-                    h.starts.append(started)
+                if started is not None and r.get("pid") is not None:  # (one that could not
+                    h.starts.append(started)  # start used nothing: maxTurns does not count it)
             elif kind == "dispatch-finished":
                 h.tokens += r["tokens"] if isinstance(r.get("tokens"), int) else 0
                 h.reply = str(r.get("reply") or "")

@@ -266,6 +266,7 @@ class AgentHub:
                     a.turn.abort("the agent's config changed")
                 await self._cancel([a])
                 a.spec, a.next_tick, a.task = spec, None, None
+                a.unstartable, a.unstarted = None, 0  # (its old command's problem)
                 a.window.max_turns = spec.max_turns
                 self._start(a)
                 self.log.info("config changed: restarted", name)
@@ -278,6 +279,12 @@ class AgentHub:
                 self._agents[name] = a
                 self._start(a)
                 self.log.info("added", name)
+
+    def problems(self) -> list[str]:
+        """For `status`: the agents whose last turns could not start their process."""
+        return [f"agent {a.spec.name}: {a.unstarted} turn(s) in a row could not start its "
+                f"command: {a.unstartable}" for a in self._agents.values()
+                if a.unstartable is not None]
 
     def snapshot(self) -> list[dict[str, Any]]:
         """Per agent: name, provider, status, turns, tokens (with what a running turn has

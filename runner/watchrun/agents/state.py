@@ -68,6 +68,11 @@ class AgentState(Struct, eq=False):
     turns: int = 0
     tokens: int = 0
     last_reply: str = ""
+    unstartable: str | None = None
+    """Why its last turn's process could not be started (ENOENT, EACCES, …); None once a turn's
+    process started, or its config changed."""
+    unstarted: int = 0
+    """Turns in a row whose process could not be started."""
     taken: PlanStep | None = None
     """The plan step `next_work` gave out last (its turn resolves it)."""
     recorded: dict[str, tuple[float, asyncio.TimerHandle | None]] = field(default_factory=dict)
@@ -165,10 +170,11 @@ class AgentState(Struct, eq=False):
 
     def allow_turn(self, clock: Clock, trigger: str, batch: list[Delivery], limits: Limits,
                    log: RunLog) -> bool:
-        """maxTurns: True (and counted) when a turn may start; else its deliveries are recorded
-        dropped (reason max-turns) and the log says when the next one may."""
+        """maxTurns: True when a turn may start (it counts once its process started:
+        `started`); else its deliveries are recorded dropped (reason max-turns) and the log says
+        when the next one may."""
         spec = self.spec
-        if self.window.allow(clock.monotonic()):
+        if not self.window.retry_in(clock.monotonic()):
             return True
         wait = self.window.retry_in(clock.monotonic())
         why = (f"maxTurns reached ({spec.max_turns} turns in the last hour; the next is "
@@ -180,6 +186,16 @@ class AgentState(Struct, eq=False):
         log.warning(f"{trigger} turn refused: {why}; {len(batch)} delivery(ies) dropped",
                     spec.name)
         return False
+
+    def started(self, clock: Clock) -> None:
+        """A turn's process started: it counts against maxTurns now."""
+        self.window.allow(clock.monotonic())
+        self.unstartable, self.unstarted = None, 0
+
+    def not_started(self, error: str) -> None:
+        """A turn's process could not be started: not counted against maxTurns (it used
+        nothing); `status` lists the agent as a problem until a turn's process starts."""
+        self.unstartable, self.unstarted = error, self.unstarted + 1
 
     # -- taking and dropping ----------------------------------------------------------------
     def next_work(self) -> tuple[str, list[Delivery]] | None:

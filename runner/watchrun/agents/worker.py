@@ -75,6 +75,8 @@ async def _run_turn(hub: Host, a: AgentState, trigger: str, batch: list[Delivery
 
     def started(turn_id: str) -> None:
         a.turns += 1
+        if runner.pid is not None:
+            a.started(hub.clock)
         for d in batch:
             a.rec.emit("delivery", d.record("delivered", limits.match_lines, turnId=turn_id))
         how = "its process did not start" if runner.pid is None else f"pid {runner.pid}"
@@ -103,6 +105,8 @@ async def _run_turn(hub: Host, a: AgentState, trigger: str, batch: list[Delivery
     a.tokens += result.usage.tokens
     a.last_reply = result.reply
     error = (result.error or {}).get("message", "")
+    if not result.started:
+        a.not_started(error or "its process did not start")
     if step is not None:
         step.resolve(StepOutcome(result.status, result.reply, error))
     how = f"{result.status} in {result.duration_ms} ms, {result.usage.tokens} tokens"

@@ -201,7 +201,7 @@ def cmd_transcript(args: argparse.Namespace) -> int:
 
 
 LIST_KEYS = {"last_status_at": "lastStatusAt", "last_reply": "lastReply",
-             "last_activity": "lastActivity"}
+             "last_activity": "lastActivity", "last_turn": "lastTurn", "last_error": "lastError"}
 """`agent list --json` rows are camelCase like every CLI document (docs/cli.md)."""
 
 

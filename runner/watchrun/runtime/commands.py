@@ -118,7 +118,9 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
     if cmd == "status":
         return {"ok": True, "state": str(sup.state), "watchers": sorted(sup.watchers),
                 "stopping": sup.board.being_stopped(),
-                "loopLagMaxS": round(sup.lag.max_s, 3), "problems": list(sup.problems),
+                "loopLagMaxS": round(sup.lag.max_s, 3),
+                "problems": [*(sup.hub.problems() if sup.hub is not None else []),
+                             *sup.problems],
                 "problemsDropped": sup.problems.dropped}
     known = ", ".join(sorted([*FIELDS, "list", "status"]))
     if cmd is None:

@@ -161,9 +161,10 @@ def _agent(agent: dict[str, Any], t: dict[str, Any]) -> list[str]:
 
 def render_list(rows: list[dict[str, Any]], now: datetime, paint: Paint = no_paint) -> str:
     """The `agent list` table (rows as `agent list --json` has them, camelCase)."""
-    header = ["NAME", "PROVIDER", "STATUS", "TURNS", "TOKENS", "LAST ACTIVITY", "LAST REPLY"]
+    header = ["NAME", "PROVIDER", "STATUS", "TURNS", "TOKENS", "LAST TURN", "LAST ACTIVITY",
+              "LAST REPLY"]
     body = [[_show(x) for x in (r["name"], r["provider"], r["status"], r["turns"], r["tokens"],
-                                when(r.get("lastActivity"), now, short=True),
+                                _last_turn(r), when(r.get("lastActivity"), now, short=True),
                                 r.get("lastReply") or "-")] for r in rows]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     lines = []
@@ -171,5 +172,14 @@ def render_list(rows: list[dict[str, Any]], now: datetime, paint: Paint = no_pai
         cells = [c.ljust(w) for c, w in zip(row, widths, strict=True)]
         if n:
             cells[2] = paint(cells[2], row[2])
+            cells[5] = paint(cells[5], str(rows[n - 1].get("lastTurn") or ""))
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines) + "\n"
+
+
+def _last_turn(row: dict[str, Any]) -> str:
+    """How the last turn ended: `done`, or its status and error code (`failed (ENOENT)`)."""
+    status, err = row.get("lastTurn"), row.get("lastError")
+    if not status:
+        return "-"
+    return f"{status} ({err['code']})" if isinstance(err, dict) and err.get("code") else status

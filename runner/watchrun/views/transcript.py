@@ -255,8 +255,12 @@ def build_transcript(records: Iterable[dict[str, Any]], name: str, provider: str
 
 
 def summarize(records: Iterable[dict[str, Any]], name: str, provider: str) -> dict[str, Any]:
-    """One `agent list` row: status, turns, tokens and last reply (clipped to 60 chars)."""
+    """One `agent list` row: status, turns, tokens, last reply (clipped to 60 chars), and how
+    the last turn ended: `last_turn` its status, `last_error` its error (code and message) when
+    it was not done."""
     tracker, turns, tokens, last_reply, last = StatusTracker(), 0, 0, None, None
+    last_turn: str | None = None
+    last_error: dict[str, Any] | None = None
     for rec in records:
         tracker.feed(rec)
         last = rec
@@ -264,6 +268,11 @@ def summarize(records: Iterable[dict[str, Any]], name: str, provider: str) -> di
             turns += 1
         elif rec.get("kind") == "dispatch-finished":
             tokens += _int(rec.get("tokens")) or 0
+            last_turn = str(rec.get("status") or "failed")
+            err: dict[str, Any] = rec["error"] if isinstance(rec.get("error"), dict) else {}
+            last_error = None if last_turn == "done" else {
+                "code": str(err.get("code") or last_turn),
+                "message": str(err.get("message") or f"the turn {last_turn}")}
             if isinstance(rec.get("reply"), str) and rec["reply"].strip():
                 last_reply = " ".join(rec["reply"].split())
     status, status_at = tracker.result()
@@ -271,5 +280,6 @@ def summarize(records: Iterable[dict[str, Any]], name: str, provider: str) -> di
         last_reply = last_reply[:59] + "…"
     return {"name": name, "provider": provider, "status": status, "last_status_at": status_at,
             "turns": turns, "tokens": tokens, "last_reply": last_reply,
+            "last_turn": last_turn, "last_error": last_error,
             "cursor": last["cursor"] if last else None,
             "last_activity": last["ts"] if last else None}
