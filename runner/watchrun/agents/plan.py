@@ -116,8 +116,15 @@ async def run_plan(host: PlanHost, queue: PlanQueue, lines: list[str], count: in
 
     async def step(name: str) -> None:
         a, handed = agents[name], False
+        waiting = PlanStep(plan_id, deliveries[name], "", done[name])
+        a.waiting.append(waiting)  # until queued: dropped with the agent (`drop_all`)
         try:
-            got = [(d, await asyncio.shield(done[d])) for d in deps[name]]
+            try:
+                got = [(d, await asyncio.shield(done[d])) for d in deps[name]]
+            finally:  # (cancelled too) from here on this code records how the step ends
+                a.waiting = [w for w in a.waiting if w is not waiting]
+            if done[name].done():  # its agent was closed meanwhile: recorded dropped then
+                return
             failed = [(d, o) for d, o in got if o.status != "done"]
             if failed:
                 d, o = failed[0]
@@ -138,7 +145,7 @@ async def run_plan(host: PlanHost, queue: PlanQueue, lines: list[str], count: in
             handed = True
             await asyncio.shield(done[name])
         except asyncio.CancelledError:
-            if not handed:
+            if not handed and not done[name].done():
                 a.drop([deliveries[name]], "runner-stopped", limits.match_lines)
             if not done[name].done():
                 done[name].set_result(StepOutcome("dropped", why="runner-stopped"))

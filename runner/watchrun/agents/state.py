@@ -58,6 +58,9 @@ class AgentState(Struct, eq=False):
     pending: dict[str, Delivery] = field(default_factory=dict)
     sends: deque[Delivery] = field(default_factory=deque)
     steps: deque[PlanStep] = field(default_factory=deque)
+    waiting: list[PlanStep] = field(default_factory=list)
+    """Its plan steps whose dependencies have not ended yet: not in its queue, but their
+    deliveries are recorded `queued` (agents/plan.py), so `drop_all` drops them too."""
     schedule_due: int | None = None
     next_tick: float | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -234,11 +237,12 @@ class AgentState(Struct, eq=False):
 
     def drop_all(self, reason: str, match_lines: int) -> None:
         """Drop everything that waits (recorded, oldest first), forget a due tick, and tell
-        each waiting plan step's plan."""
-        steps = [s.delivery for s in self.steps]
-        self.drop(sorted([*self.pending.values(), *self.sends, *steps], key=lambda d: d.seq),
-                  reason, match_lines)
-        for step in self.steps:
+        each waiting plan step's plan (also of steps still waiting for their dependencies)."""
+        steps = [*self.steps, *self.waiting]
+        self.drop(sorted([*self.pending.values(), *self.sends, *(s.delivery for s in steps)],
+                         key=lambda d: d.seq), reason, match_lines)
+        for step in steps:
             step.resolve(StepOutcome("dropped", why=reason))
         self.pending, self.sends, self.steps, self.schedule_due = {}, deque(), deque(), None
+        self.waiting = []
         self.forget_counts()

@@ -174,7 +174,8 @@ def cmd_agent_transcript(args: argparse.Namespace) -> int:
         root, agents = _where(args, out)
         agent = _agent(agents, args.name)
         streams = _streams(root, agents)
-        doc = build_agent_transcript(streams.pop(agent.name), streams.values())
+        own = streams.pop(agent.name)
+        doc = build_agent_transcript(own, [*streams.values(), *_removed(root, agents)])
         return dumps(doc) if out.as_json else render_transcript(doc)
 
     return _run(args, body)
@@ -187,6 +188,13 @@ def _streams(root: Path, agents: dict[str, AgentRef]) -> dict[str, AgentStream]:
                                 a.workspace) for a in agents.values()}
 
 
+def _removed(root: Path, agents: dict[str, AgentRef]) -> list[AgentStream]:
+    """The streams in the output dir of agents the config no longer has: a plan's step whose
+    agent a reload removed is recorded there (`dropped`, agent-removed)."""
+    names = [n for n in stream_ids(root / "agents") if n not in agents and _valid_id(n)]
+    return list(_streams(root, {n: AgentRef(n, _provider(root, n)) for n in names}).values())
+
+
 def cmd_transcript(args: argparse.Namespace) -> int:
     """`watchrun transcript [--format json|text]`: every agent's turns, each plan as one turn."""
 
@@ -194,7 +202,8 @@ def cmd_transcript(args: argparse.Namespace) -> int:
         root, agents = _where(args, out)
         configs = list(getattr(args, "config", None) or [])
         workspace = str(Path(configs[0]).resolve().parent) if configs else str(root)
-        doc = build_run_transcript(_streams(root, agents).values(), workspace)
+        doc = build_run_transcript(_streams(root, agents).values(), workspace,
+                                   _removed(root, agents))
         return dumps(doc) if out.as_json else render_transcript(doc)
 
     return _run(args, body)

@@ -195,13 +195,17 @@ def build_agent_transcript(own: AgentStream, others: Iterable[AgentStream]
     return _document(own.name, own.name, own.provider, own.workspace, turns)
 
 
-def build_run_transcript(streams: Iterable[AgentStream], workspace: str | None
-                         ) -> dict[str, Any]:
-    """`watchrun transcript`: every agent's turns, each plan as one turn, oldest first."""
+def build_run_transcript(streams: Iterable[AgentStream], workspace: str | None,
+                         removed: Iterable[AgentStream] = ()) -> dict[str, Any]:
+    """`watchrun transcript`: every agent's turns, each plan as one turn, oldest first.
+    `removed`: streams of agents no longer configured, read for their steps of these plans
+    only (a step dropped when a reload removed its agent)."""
     plans: dict[str, _Plan] = {}
     turns = []
     for stream in streams:
         turns += [_single(t, stream.name, stream.provider) for t in _scan(stream, plans, None)]
+    for gone in removed:
+        _scan(gone, plans, set(plans))
     turns += [p.to_dict() for p in plans.values()]
     return _document("run", None, None, workspace, turns)
 
