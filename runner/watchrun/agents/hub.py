@@ -242,7 +242,7 @@ class AgentHub:
         await self._halt(agents, why)
         for a in agents:
             a.task = None
-            a.drop_all(reason, self.config.limits.match_lines)
+            a.drop_all(reason, self.config.limits.match_lines, why)
             if status is not None:
                 a.rec.emit("status", {"status": status, "source": "runner", "message": why})
             await a.rec.close()

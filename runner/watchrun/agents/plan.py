@@ -147,6 +147,8 @@ async def run_plan(host: PlanHost, queue: PlanQueue, lines: list[str], count: in
         except asyncio.CancelledError:
             if not handed and not done[name].done():
                 a.drop([deliveries[name]], "runner-stopped", limits.match_lines)
+                a.rec.say_dropped([deliveries[name].count], "the runner is stopping",
+                                  "runner-stopped")
             if not done[name].done():
                 done[name].set_result(StepOutcome("dropped", why="runner-stopped"))
             raise

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,15 @@ class Recorder:
     def pending(self) -> int:
         """Records built but not written yet."""
         return len(self._out)
+
+    def say_dropped(self, counts: Sequence[int], why: str, reason: str) -> None:
+        """One log line for deliveries just recorded `dropped` (`counts`: the matches, or the
+        prompt, each held): nothing is lost without the log saying so."""
+        if counts:
+            self.log.warning(f"{len(counts)} waiting delivery(ies) of {sum(counts)} match(es) "
+                             f"or prompt(s) dropped: {why}", self.name,
+                             event="deliveries-dropped", reason=reason,
+                             deliveries=len(counts), count=sum(counts))
 
     def emit(self, kind: str, fields: Mapping[str, Any], *, limit: int | None = None
              ) -> dict[str, Any]:
@@ -139,7 +148,13 @@ async def open_recorder(path: Path, name: str, out: OutputSpec, line_bytes: int,
         log.warning(msg, name)
         rec.emit("error", {"code": "sink-repaired", "message": msg,
                            "bytes": sink.repaired_bytes})
+    left = history.open_turn.get("turnId") if history.open_turn is not None else None
+    queued = [d["count"] if isinstance(d.get("count"), int) else 0 for d in history.queued]
     settle_history(rec.emit, history, clock)
+    if left is not None:  # (its turn-start was in the log of the runner that stopped)
+        log.log("warning", "turn-end", f"{left} cancelled: the runner stopped before it ended",
+                name, turnId=left, status="cancelled")
+    rec.say_dropped(queued, "left queued by a runner that stopped", "runner-restarted")
     return rec, history
 
 

@@ -235,12 +235,15 @@ class AgentState(Struct, eq=False):
             self.rec.emit("delivery", d.record("dropped", match_lines, reason=reason,
                                                message=message))
 
-    def drop_all(self, reason: str, match_lines: int) -> None:
-        """Drop everything that waits (recorded, oldest first), forget a due tick, and tell
-        each waiting plan step's plan (also of steps still waiting for their dependencies)."""
+    def drop_all(self, reason: str, match_lines: int, why: str) -> None:
+        """Drop everything that waits (recorded, oldest first; the log says how many and
+        `why`), forget a due tick, and tell each waiting plan step's plan (also of steps still
+        waiting for their dependencies)."""
         steps = [*self.steps, *self.waiting]
-        self.drop(sorted([*self.pending.values(), *self.sends, *(s.delivery for s in steps)],
-                         key=lambda d: d.seq), reason, match_lines)
+        batch = sorted([*self.pending.values(), *self.sends, *(s.delivery for s in steps)],
+                       key=lambda d: d.seq)
+        self.drop(batch, reason, match_lines)
+        self.rec.say_dropped([d.count for d in batch], why, reason)
         for step in steps:
             step.resolve(StepOutcome("dropped", why=reason))
         self.pending, self.sends, self.steps, self.schedule_due = {}, deque(), deque(), None

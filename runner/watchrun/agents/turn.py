@@ -58,6 +58,9 @@ class TurnRunner:
         """Secrets redacted from this turn's prompt, by kind."""
         self.cut = 0
         """Bytes cut from the prompt's middle to fit in one argument (`fit_argument`)."""
+        self.result: TurnResult | None = None
+        """How it ended, once `dispatch-finished` is recorded (also when `run` then raised
+        CancelledError: the runner stopped it)."""
 
     # -- control --------------------------------------------------------------------------
     def abort(self, message: str = "stopped by request") -> None:
@@ -270,8 +273,9 @@ class TurnRunner:
             fields["error"] = error
         fin = self.out.emit("dispatch-finished", fields, limit=REPLY_BYTES)
         self.out.emit("status", {"status": "idle", "source": "runner"})
+        self.result = TurnResult(self.turn_id, status, completed, fin["reply"], usage,
+                                 info.exit_code, info.signal, duration, self.stop_reason,
+                                 fin.get("error"), started=info.status != "not-started",
+                                 reply_truncated=fin.get("replyTruncated") is True)
         await self.out.flush()
-        return TurnResult(self.turn_id, status, completed, fin["reply"], usage, info.exit_code,
-                          info.signal, duration, self.stop_reason, fin.get("error"),
-                          started=info.status != "not-started",
-                          reply_truncated=fin.get("replyTruncated") is True)
+        return self.result

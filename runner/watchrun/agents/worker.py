@@ -10,7 +10,7 @@ from typing import Protocol
 
 from watchrun.agents.prompt import Delivery
 from watchrun.agents.state import AgentState, PlanStep, StepOutcome
-from watchrun.agents.turn import TurnRunner
+from watchrun.agents.turn import TurnResult, TurnRunner
 from watchrun.clock import Clock
 from watchrun.config.model import Config
 from watchrun.output.runlog import RunLog
@@ -95,6 +95,10 @@ async def _run_turn(hub: Host, a: AgentState, trigger: str, batch: list[Delivery
     except asyncio.CancelledError:
         if not runner.turn_id:  # stopped before its process started: say so
             a.drop(batch, "aborted", hub.config.limits.match_lines)
+            a.rec.say_dropped([d.count for d in batch], "the turn was stopped before its "
+                              "process started", "aborted")
+        elif runner.result is not None:  # its turn-start has its turn-end
+            _ended(hub, a, runner.result)
         if step is not None:
             step.resolve(StepOutcome("cancelled" if runner.turn_id else "dropped",
                                      why="the turn was stopped"))
@@ -102,15 +106,22 @@ async def _run_turn(hub: Host, a: AgentState, trigger: str, batch: list[Delivery
     finally:
         a.turn = None
         a.turn_end.set()
-    a.tokens += result.usage.tokens
-    a.last_reply = result.reply
-    error = (result.error or {}).get("message", "")
+    error = _ended(hub, a, result)
     if not result.started:
         a.not_started(error or "its process did not start")
     if step is not None:
         step.resolve(StepOutcome(result.status, result.reply, error))
+
+
+def _ended(hub: Host, a: AgentState, result: TurnResult) -> str:
+    """A turn ended (also one the runner stopped): its totals, its `turn-end` log line; its
+    error message ("" when none)."""
+    a.tokens += result.usage.tokens
+    a.last_reply = result.reply
+    error = (result.error or {}).get("message", "")
     how = f"{result.status} in {result.duration_ms} ms, {result.usage.tokens} tokens"
     hub.log.log("info" if result.status == "done" else "warning", "turn-end",
-                f"{result.turn_id} {how}" + (f": {error}" if error else ""), name,
+                f"{result.turn_id} {how}" + (f": {error}" if error else ""), a.spec.name,
                 turnId=result.turn_id, status=result.status, durationMs=result.duration_ms,
                 **result.usage.counts())
+    return error
