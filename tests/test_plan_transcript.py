@@ -114,6 +114,30 @@ def test_a_failed_dependency_shows_the_skipped_step(tmp_path: Path) -> None:
     assert turn["error"]["error"]  # the review's failure, said
 
 
+def test_a_failed_final_step_says_why_when_another_final_step_answered(tmp_path: Path) -> None:
+    """Two final agents after one review: one fails after saying something, the other answers.
+    The plan's reply is the answer, its outcome `failed`, and its `error` says why."""
+    cfg = config(tmp_path, spec(tmp_path, "review"),
+                 spec(tmp_path, "fixa", prompt="[mock:fail] {deps.review.answer}",
+                      depends_on=("review",)),
+                 spec(tmp_path, "fixb", prompt="{deps.review.answer}", depends_on=("review",)))
+
+    async def body(h: Harness) -> None:
+        h.hub.deliver(watcher(("fixa", "fixb")), hits("ERROR x"))
+        await h.hub.idle()
+
+    hub_test(tmp_path, cfg, body, once=True)
+    (turn,) = plan_turns(cli(tmp_path / "out", "transcript"))
+    statuses = {a["id"]: a["status"] for a in turn["agents"]}
+    assert statuses == {"review": "done", "fixa": "failed", "fixb": "done"}
+    assert (turn["outcome"], turn["reply"]["source"]) == ("failed", "synth")
+    why = "mock: simulated failure ([mock:fail])"
+    assert turn["error"]["error"] == why
+    text = subprocess.run([watchrun_bin(), "transcript", "--output-dir", str(tmp_path / "out"),
+                           "--format", "text"], capture_output=True, text=True, timeout=60).stdout
+    assert f"  error: {why}\n  outcome: failed" in text
+
+
 def test_an_agent_that_never_took_part_in_a_plan_stays_in_agent_mode(tmp_path: Path) -> None:
     async def body(h: Harness) -> None:
         h.hub.deliver(watcher(("triage",)), hits("ERROR x"))

@@ -10,8 +10,10 @@ filled); `skipped[]` {id, reason, message} for steps that never ran (a dependenc
 maxTurns, the runner stopped); `reply` {text, source "synth"}: the answer of the plan's final
 agent (several final agents: each answer under `## name`); `outcome` null while a step is open,
 then "ok", else the first failing step's outcome in plan order ("failed", a stop reason,
-"cancelled", or a skipped step's reason). Other turns in parent mode get a decision of one
-agent (reason from their trigger) and `reply.source` "agent".
+"cancelled", or a skipped step's reason); `error` {error, hint, stopped} the first failing
+step's why (also when another final agent answered), or that the plan ended without an answer.
+Other turns in parent mode get a decision of one agent (reason from their trigger) and
+`reply.source` "agent".
 """
 
 from __future__ import annotations
@@ -104,7 +106,7 @@ class _Plan(Struct):
             "reply": {"text": reply, "source": "synth"} if reply else None,
             "outcome": outcome, "tokens": tokens, "wall_seconds": wall,
         }
-        if finished and not reply:
+        if finished and (outcome != "ok" or not reply):
             error, hint, stopped = problems[0] if problems else (
                 "the plan ended without an answer", None, None)
             turn["error"] = {"error": error, "hint": hint, "stopped": stopped}
