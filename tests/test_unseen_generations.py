@@ -89,8 +89,13 @@ def test_generations_recreated_without_a_pause_are_each_recorded_or_counted(
     try:
         for k in range(1, N + 1):
             _recreate(log, k)
-        wait_for(lambda: _accounted(r) >= N and f"ERROR gen {N}" in _lines(r),
-                 f"{N} generations recorded or counted")
+        try:
+            wait_for(lambda: _accounted(r) >= N and f"ERROR gen {N}" in _lines(r),
+                     f"{N} generations recorded or counted")
+        except AssertionError as exc:  # (say what was: the lines and the gaps)
+            recs = r.records("app")
+            raise AssertionError(
+                f"{exc}: {_lines(r)}, {_unseen(recs)}, {r.stderr()[-2000:]}") from None
         assert r.stop() == 0, r.stderr()
     finally:
         r.close()
