@@ -5,6 +5,7 @@ agent loop and plan."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ MAX_SENDS = 100
 """Manual prompts (`agent send`) waiting per agent; more are refused to the sender."""
 REPLY_CHARS = 500
 """`lastReply` in `snapshot()` is clipped to this many characters."""
+REMOVED = "the agent was removed from the config"
 
 
 class AgentHub:
@@ -45,7 +47,11 @@ class AgentHub:
         """Keeps a problem for the runner's `status` (logged here already)."""
         self._agents: dict[str, AgentState] = {}
         self.changed = asyncio.Event()
-        self._unknown: set[tuple[str, str]] = set()
+        self._removing: dict[str, AgentState] = {}
+        """Agents a reload removes, halted: what the old watchers still match for them until
+        they are stopped is queued, then recorded dropped (agent-removed) by `settle`."""
+        self._unheard: Counter[tuple[str, str]] = Counter()
+        """Matches per (watcher, agent) that woke no one: the agent is not in the config."""
         self._running = False
         self._closed = False
         """Stopping: no turn starts; what is delivered now is recorded `dropped` at the end."""
@@ -132,12 +138,13 @@ class AgentHub:
             self.plans.deliver(watcher, order, lines, matches[0].cursor)
             return
         for name in watcher.wake:
-            a = self._agents.get(name)
+            a = self._agents.get(name) or self._removing.get(name)
             if a is None:
-                if (watcher.id, name) not in self._unknown:
-                    self._unknown.add((watcher.id, name))
-                    self.log.warning(f"wake names unknown agent {name!r}: its matches are "
-                                     "not delivered", watcher.id)
+                if not self._unheard[watcher.id, name]:
+                    self.log.warning(f"wakes agent {name!r}, which is not in the config: its "
+                                     "matches are not delivered (counted in `status`)",
+                                     watcher.id, event="delivery-dropped")
+                self._unheard[watcher.id, name] += len(matches)
                 continue
             a.queue_matches(watcher, lines, limits)
 
@@ -220,6 +227,7 @@ class AgentHub:
             return
         self._closed = True
         await self.plans.cancel()  # steps not handed to an agent yet: recorded dropped
+        await self.settle()
         agents = list(self._agents.values())
         await self._halt(agents, "the runner is stopping")
         if watchers is not None:
@@ -250,17 +258,18 @@ class AgentHub:
                 self.failures.append(f"agent {a.spec.name}: {a.rec.failed}")
 
     async def reload(self, config: Config) -> None:
-        """Apply a new config: removed agents are closed, changed ones restarted (their running
-        turn aborted, their queue kept), new ones started."""
+        """Apply a new config: removed agents are halted (their running turn aborted) and
+        closed by `settle`, which the reload calls once the watchers that woke them stopped;
+        changed ones restarted (their running turn aborted, their queue kept), new ones
+        started."""
         self.config = config
         specs = {s.name: s for s in config.agents}
         for name, a in list(self._agents.items()):
             spec = specs.get(name)
             if spec is None:
                 del self._agents[name]
-                await self._close([a], "the agent was removed from the config",
-                                  "agent-removed", "disabled")
-                self.log.info("removed", name)
+                self._removing[name] = a
+                await self._halt([a], REMOVED)
             elif spec != a.spec:
                 if a.turn is not None:
                     a.turn.abort("the agent's config changed")
@@ -280,11 +289,21 @@ class AgentHub:
                 self._start(a)
                 self.log.info("added", name)
 
+    async def settle(self) -> None:
+        """Close the agents a reload removed: what waits for them, and what the old watchers
+        matched for them until they stopped, is recorded dropped (agent-removed)."""
+        while self._removing:
+            name, a = self._removing.popitem()
+            await self._close([a], REMOVED, "agent-removed", "disabled")
+            self.log.info("removed", name)
+
     def problems(self) -> list[str]:
         """For `status`: the agents whose last turns could not start their process."""
         return [f"agent {a.spec.name}: {a.unstarted} turn(s) in a row could not start its "
                 f"command: {a.unstartable}" for a in self._agents.values()
-                if a.unstartable is not None]
+                if a.unstartable is not None] + [
+            f"watcher {wid}: {n} match(es) not delivered: it wakes agent {name!r}, which is "
+            "not in the config" for (wid, name), n in self._unheard.items()]
 
     def snapshot(self) -> list[dict[str, Any]]:
         """Per agent: name, provider, status, turns, tokens (with what a running turn has

@@ -5,8 +5,10 @@ supervisord's `update` leaves a program a user stopped) until `watchrun start` s
 the config's spec. Watchers added at runtime are in no file: they keep running (restarted when
 the limits or output settings change), unless the config now names their id, which then is the
 config's, or `limits.maxWatchers` has no room left for them after the config's (the oldest kept
-first). No step's failure ends the runner: each is reported (log, `status`, an `error` record
-where the watcher has a sink) and the rest goes on."""
+first), or they wake an agent the config no longer has (stopped: their matches would wake no
+one; what they matched before, with the agent's queue, is recorded dropped). No step's
+failure ends the runner: each is reported (log, `status`, an `error` record where the watcher
+has a sink) and the rest goes on."""
 
 from __future__ import annotations
 
@@ -105,6 +107,8 @@ async def apply(sup: Reloading, new: Config) -> str | None:
         sup.problem(f"reload: the actions could not be updated: {exc}")
     wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
     no_room: set[str] = set()
+    orphans: set[str] = set()
+    agents = {a.name for a in new.agents}
     for wid, spec in list(sup.set.runtime.items()):
         if wid in wanted:
             del sup.set.runtime[wid]
@@ -114,6 +118,14 @@ async def apply(sup: Reloading, new: Config) -> str | None:
             sup.problem("reload: the config now names this id, so the config's watcher "
                         "replaces the one added at runtime", wid)
         elif wid in sup.set.running and new.limits.enabled:
+            gone = [n for n in spec.wake if n not in agents]
+            if gone:  # (checked as a config watcher is: one would make the config invalid)
+                orphans.add(wid)
+                sup.problem(f"reload: it wakes agent {gone[0]!r}, which the config no longer "
+                            "has: stopped, so no match of it goes unheard (`watchrun clear "
+                            f"{wid}` forgets it; or put the agent back and `watchrun start "
+                            f"{wid}`)", wid)
+                continue
             if len(wanted) >= new.limits.max_watchers:  # (oldest first: the newest give way)
                 no_room.add(wid)
                 sup.problem(f"reload: limits.maxWatchers is {new.limits.max_watchers}, filled "
@@ -126,8 +138,8 @@ async def apply(sup: Reloading, new: Config) -> str | None:
     trouble: dict[str, str] = {}
 
     async def stop(wid: str) -> None:
-        why = "no room" if wid in no_room else "removed" if wid not in wanted else \
-            "config changed"
+        why = "no room" if wid in no_room else "its agent removed" if wid in orphans else \
+            "removed" if wid not in wanted else "config changed"
         problems = await sup.set.stop(wid, reason="reload")
         sup.log.info(f"{why}; stopped", wid)
         if problems:
@@ -137,6 +149,11 @@ async def apply(sup: Reloading, new: Config) -> str | None:
     # held the reload (and every signal behind it) for the sum of theirs
     await asyncio.gather(*(stop(wid) for wid, rt in list(sup.set.running.items())
                            if wid not in wanted or rt.spec != wanted[wid] or global_change))
+    try:  # what the stopped watchers matched for removed agents: recorded dropped
+        if sup.hub is not None:
+            await sup.hub.settle()
+    except Exception as exc:
+        sup.problem(f"reload: the removed agents could not be closed: {exc}")
     todo = [spec for wid, spec in wanted.items()
             if wid not in sup.set.running and wid not in held]
     if sup.stop_heard is not None and todo:  # the runner stops next: nothing starts now
