@@ -56,3 +56,28 @@ def test_a_turn_that_failed_after_saying_something_says_why(
         lines = text.splitlines()
         assert lines[lines.index("  reply:") + 1:][:3] == [
             f"    {said}", f"  error: {why}", "  outcome: failed"]
+
+
+FORGED = "2026-12-05T00:00:00.000Z watchrun: [app] forged line"
+FAILED = {"type": "result", "subtype": "error_during_execution", "is_error": True,
+          "result": "boom" + chr(10) + FORGED, "session_id": "s1"}
+LIAR = f"""\
+#!/bin/sh
+echo '{{"type":"system","subtype":"init","session_id":"s1"}}'
+printf '%s\\n' '{json.dumps(FAILED)}'
+"""
+
+
+def test_an_error_text_with_a_newline_cannot_print_a_line_of_its_own(tmp_path: Path) -> None:
+    """The `error:` value kept its newline: the agent's text after it was printed at column 0,
+    outside the turn, as a line of watchrun's own log would be."""
+    (tmp_path / "liar.sh").write_text(LIAR)
+    (tmp_path / "liar.sh").chmod(0o755)
+    (tmp_path / "watch.yaml").write_text(
+        "agents:\n  - {name: liar, provider: claude, command: [./liar.sh, '{prompt}']}\n")
+    p = watchrun(tmp_path, "agent", "run", "liar", "-c", "watch.yaml", "--prompt", "hi")
+    assert p.returncode != 0
+    for args in (("agent", "transcript", "liar"), ("transcript",)):
+        text = watchrun(tmp_path, *args, "-c", "watch.yaml", "--format", "text").stdout
+        assert f"  error: boom\\n{FORGED}" in text.splitlines(), text
+        assert not [x for x in text.splitlines() if FORGED in x and not x.startswith("  ")]

@@ -39,6 +39,12 @@ def _show(text: object) -> str:
     return edge_text(text, multiline=True)
 
 
+def _line(text: object) -> str:
+    """One line of a view: a newline in a value (an agent's error text) is shown as `\\n`, so
+    no value can start a line of its own, unindented, that poses as another."""
+    return edge_text(text)
+
+
 def _indent(text: str, prefix: str = "  ", *, raw: bool = False) -> list[str]:
     shown = _show(printable(text) if raw else text)
     return [prefix + line for line in shown.rstrip("\n").split("\n")] if text else []
@@ -53,13 +59,13 @@ def render_watch(view: dict[str, Any]) -> str:
     """A person's reading of an `agent watch` view."""
     a = view["agent"]
     since = f" since {a['last_status_at']}" if a.get("last_status_at") else ""
-    out = [_show(f"{a['name']} ({a['provider']}): {a['status']}{since}"),
+    out = [_line(f"{a['name']} ({a['provider']}): {a['status']}{since}"),
            f"cursor {view['cursor']}"]
     transcript = view.get("transcript")
     if transcript is not None:
         out.append(f"\n── transcript{_cut(transcript)}")
         for m in transcript["messages"]:
-            out.append(_show(f"{m['role']} [{m.get('turn_id') or '-'}, {m['source']}]:"))
+            out.append(_line(f"{m['role']} [{m.get('turn_id') or '-'}, {m['source']}]:"))
             out += _indent(m["text"])
         if not transcript["messages"]:
             out.append("  (no messages)")
@@ -77,7 +83,7 @@ def render_watch(view: dict[str, Any]) -> str:
             turn = f" → {d['turn_id']}" if d.get("turn_id") else ""
             why = f" ({d['reason']})" if d.get("reason") else ""
             source = d.get("label") or d.get("watcher") or "-"
-            out.append(_show(f"  {d['id']}  {d.get('state', '?')}{why}  {source}  "
+            out.append(_line(f"  {d['id']}  {d.get('state', '?')}{why}  {source}  "
                                  f"{d.get('count', 0)} match(es){turn}"))
     if view["events"]:
         out.append(f"\n── events ({len(view['events'])})")
@@ -85,7 +91,7 @@ def render_watch(view: dict[str, Any]) -> str:
             detail = next((e[k] for k in _DETAIL if isinstance(e.get(k), str) and e[k]), "")
             detail = " ".join(str(detail).split())
             detail = detail if len(detail) <= 70 else detail[:69] + "…"
-            out.append(_show(f"  {e.get('cursor')}  {e.get('kind')}  {detail}".rstrip()))
+            out.append(_line(f"  {e.get('cursor')}  {e.get('kind')}  {detail}".rstrip()))
     return _show("\n".join(out)) + "\n"
 
 
@@ -99,15 +105,14 @@ def _step(s: dict[str, Any]) -> str:
 def render_transcript(doc: dict[str, Any]) -> str:
     """A person's reading of a transcript (`agent transcript`, `watchrun transcript`)."""
     who = doc.get("provider") or doc["mode"]
-    out = [_show(f"{doc['session_id']} ({who}): {len(doc['turns'])} turn(s)")]
+    out = [_line(f"{doc['session_id']} ({who}): {len(doc['turns'])} turn(s)")]
     for t in doc["turns"]:
         wall = f"{t['wall_seconds']:g} s" if t.get("wall_seconds") is not None else "-"
         agents = t["agents"]
         status = agents[0]["status"] if t["parent"] is None else t["outcome"] or "running"
-        head = (f"\n{t['run_id']}  {t.get('trigger') or '-'}  {status}  "
-                f"{t['tokens']} tokens  {wall}")
-        out.append(_show(head + ("  (partial: its start was rotated away)"
-                                 if t.get("partial") else "")))
+        head = f"{t['run_id']}  {t.get('trigger') or '-'}  {status}  {t['tokens']} tokens  {wall}"
+        out += ["", _line(head + ("  (partial: its start was rotated away)"
+                                  if t.get("partial") else ""))]
         if t["parent"] is not None:
             out += _decision(t["parent"])
         out.append("  prompt:")
@@ -116,20 +121,20 @@ def render_transcript(doc: dict[str, Any]) -> str:
             if t["parent"] is not None:
                 spent = f", {agent['wall_seconds']:g} s" if agent["wall_seconds"] is not None \
                     else ""
-                out.append(_show(f"  agent {agent['id']}: {agent['status']}{spent}, "
+                out.append(_line(f"  agent {agent['id']}: {agent['status']}{spent}, "
                                  f"{agent['tokens']} tokens"))
             out += _agent(agent, t)
         for s in t.get("skipped") or []:
-            out.append(_show(f"  skipped {s['id']}: {s['message']}"))
+            out.append(_line(f"  skipped {s['id']}: {s['message']}"))
         if t.get("reply"):
             source = "" if t["reply"]["source"] == "agent" else f" ({t['reply']['source']})"
             out.append(f"  reply{source}:")
             out += _indent(t["reply"]["text"], "    ")
         err = t.get("error")
         if err:
-            out.append(_show(f"  error: {err['error']}"))
+            out.append(_line(f"  error: {err['error']}"))
             if err.get("hint"):
-                out.append(_show(f"  hint: {err['hint']}"))
+                out.append(_line(f"  hint: {err['hint']}"))
         out.append(f"  outcome: {t['outcome'] or 'running'}")
     return _show("\n".join(out)) + "\n"
 
@@ -138,7 +143,7 @@ def _decision(parent: dict[str, Any]) -> list[str]:
     """A plan's decision: why, and its agents in order with what each waits for."""
     steps = ", ".join(s["id"] + (f" (after {', '.join(s['depends_on'])})" if s["depends_on"]
                                  else "") for s in parent["plan"])
-    return [_show(f"  parent: {parent['reason']}"), _show(f"  plan: {steps}")]
+    return [_line(f"  parent: {parent['reason']}"), _line(f"  plan: {steps}")]
 
 
 def _agent(agent: dict[str, Any], t: dict[str, Any]) -> list[str]:
@@ -146,10 +151,10 @@ def _agent(agent: dict[str, Any], t: dict[str, Any]) -> list[str]:
     out = []
     if agent["steps"]:
         out.append("  steps:")
-        out += [_show(_step(s)) for s in agent["steps"]]
+        out += [_line(_step(s)) for s in agent["steps"]]
     if agent["files"]:
         files = ", ".join(f"{f['op']} {f['path']}" for f in agent["files"])
-        out.append(_show(f"  files: {files}"))
+        out.append(_line(f"  files: {files}"))
     if t["parent"] is not None and agent["answer"] and len(t["agents"]) > 1:
         out.append("  answer:")
         out += _indent(agent["answer"], "    ")
@@ -163,7 +168,7 @@ def render_list(rows: list[dict[str, Any]], now: datetime, paint: Paint = no_pai
     """The `agent list` table (rows as `agent list --json` has them, camelCase)."""
     header = ["NAME", "PROVIDER", "STATUS", "TURNS", "TOKENS", "LAST TURN", "LAST ACTIVITY",
               "LAST REPLY"]
-    body = [[_show(x) for x in (r["name"], r["provider"], r["status"], r["turns"], r["tokens"],
+    body = [[_line(x) for x in (r["name"], r["provider"], r["status"], r["turns"], r["tokens"],
                                 _last_turn(r), when(r.get("lastActivity"), now, short=True),
                                 r.get("lastReply") or "-")] for r in rows]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
