@@ -5,11 +5,12 @@ until the next run. The views said `running` all that while (LAST ACTIVITY growi
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from liverunner import guardian_of, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, guardian_of, wait_for, watchrun_bin, write_config
 
 _AGENT = ("import json, sys, time\n"
           "print(json.dumps({'type': 'system', 'subtype': 'init', 'session_id': 's1'}), "
@@ -33,6 +34,20 @@ def agent_status(cwd: Path) -> tuple[str, str]:
             json.loads(watched.stdout)["agent"]["status"])
 
 
+def transcribed(cwd: Path) -> tuple[str, str | None, str | None]:
+    """(status, outcome, error) of agent `a`'s only turn in `agent transcript` and
+    `watchrun transcript`, which must agree."""
+    seen = set()
+    for args in (("agent", "transcript", "a"), ("transcript",)):
+        p = wr(cwd, *args)
+        assert p.returncode == 0, p.stderr
+        (turn,) = json.loads(p.stdout)["turns"]
+        seen.add((turn["agents"][0]["status"], turn["outcome"],
+                  (turn.get("error") or {}).get("error")))
+    (one,) = seen
+    return one
+
+
 def test_a_turn_whose_agent_run_was_killed_is_interrupted_not_running(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text(_AGENT)
     write_config(tmp_path, {"agents": [
@@ -45,10 +60,15 @@ def test_a_turn_whose_agent_run_was_killed_is_interrupted_not_running(tmp_path: 
                  "the agent's first event recorded")
         guardian_of(proc.pid)
         assert agent_status(tmp_path) == ("running", "running")
+        assert transcribed(tmp_path) == ("running", None, None)
     finally:
         proc.kill()
         proc.wait()
     assert agent_status(tmp_path) == ("interrupted", "interrupted")
+    assert transcribed(tmp_path) == ("interrupted", "interrupted",
+                                     "the turn is open, but its runner is gone: nothing runs it")
+    shown = wr(tmp_path, "agent", "transcript", "a", "--format", "text").stdout
+    assert "turn-1  manual  interrupted" in shown and "  outcome: interrupted" in shown, shown
     text = wr(tmp_path, "agent", "list")
     assert "interrupted" in text.stdout, text.stdout
     again = wr(tmp_path, "agent", "run", "a", "--prompt", "answer", "--json")
@@ -57,3 +77,34 @@ def test_a_turn_whose_agent_run_was_killed_is_interrupted_not_running(tmp_path: 
     closed = [(r["turnId"], r["status"]) for r in records if r["kind"] == "dispatch-finished"]
     assert [c[1] for c in closed] == ["cancelled", "done"] and closed[0][0] == "turn-1", closed
     assert agent_status(tmp_path) == ("idle", "idle")
+
+
+def test_a_plan_whose_runner_was_killed_is_interrupted_not_running(tmp_path: Path) -> None:
+    """`watchrun transcript` showed the plan, and its step whose turn nothing runs any more,
+    `running` after the runner was SIGKILLed, while `agent list` said `interrupted`."""
+    (tmp_path / "agent.py").write_text(_AGENT)
+    (tmp_path / "app.log").write_text("")
+    command = [sys.executable, "agent.py", "hang"]
+    config = write_config(tmp_path, {
+        "watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "wake": ["fix"]}],
+        "agents": [{"name": "review", "provider": "claude", "command": command},
+                   {"name": "fix", "provider": "claude", "command": command,
+                    "dependsOn": ["review"]}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        with (tmp_path / "app.log").open("a") as fh:
+            fh.write("ERROR one\n")
+        stream = tmp_path / ".watchrun" / "agents" / "review.jsonl"
+        wait_for(lambda: b'"kind":"session"' in stream.read_bytes(), "review's turn")
+    finally:
+        r.stop(signal.SIGKILL)
+    wait_for(lambda: "interrupted" in wr(tmp_path, "agent", "list").stdout, "`interrupted`")
+    for args in (("transcript",), ("agent", "transcript", "review")):
+        p = wr(tmp_path, *args)
+        (plan,) = json.loads(p.stdout)["turns"]
+        assert (plan["outcome"], [a["status"] for a in plan["agents"]]) == (
+            "interrupted", ["interrupted"]), args
+        assert [(s["id"], s["reason"]) for s in plan["skipped"]] == [("fix", "interrupted")]
+        text = wr(tmp_path, *args, "--format", "text").stdout
+        assert "  agent review: interrupted" in text and "  outcome: interrupted" in text, text

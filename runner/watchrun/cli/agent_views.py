@@ -30,7 +30,7 @@ from watchrun.output.outdir import layout_for
 from watchrun.output.records import ID_PATTERN, iter_records, stream_ids
 from watchrun.views.agent_wait import parse_until, wait_until
 from watchrun.views.agent_watch import build_watch, parse_include
-from watchrun.views.agent_window import ViewError, settled
+from watchrun.views.agent_window import ViewError, settled, writer_gone
 from watchrun.views.humanize import no_paint, paint
 from watchrun.views.parent import AgentStream, build_agent_transcript, build_run_transcript
 from watchrun.views.render import dumps, render_list, render_transcript, render_watch
@@ -184,8 +184,9 @@ def cmd_agent_transcript(args: argparse.Namespace) -> int:
 def _streams(root: Path, agents: dict[str, AgentRef]) -> dict[str, AgentStream]:
     """Each agent's records, read when iterated (plans need the other agents' streams)."""
     layout = layout_for(root)
-    return {a.name: AgentStream(a.name, a.provider, iter_records(layout.jsonl("agent", a.name)),
-                                a.workspace) for a in agents.values()}
+    paths = {a.name: layout.jsonl("agent", a.name) for a in agents.values()}
+    return {a.name: AgentStream(a.name, a.provider, iter_records(paths[a.name]), a.workspace,
+                                gone=writer_gone(paths[a.name])) for a in agents.values()}
 
 
 def _removed(root: Path, agents: dict[str, AgentRef]) -> list[AgentStream]:

@@ -10,6 +10,7 @@ from msgspec import Struct, field
 
 from watchrun.output.backward import last_records, newest_first
 from watchrun.tui.text import inert, inert_block
+from watchrun.views.agent_window import writer_gone
 from watchrun.views.render import render_transcript
 from watchrun.views.transcript import build_transcript
 
@@ -82,7 +83,7 @@ def transcript(path: Path, name: str, provider: str, turns: int) -> tuple[int, s
     records.reverse()
     if more and started:  # a turn whose start was not read back is left out whole
         records = [r for r in records if r.get("turnId") in started]
-    doc = build_transcript(records, name, provider)
+    doc = build_transcript(records, name, provider, gone=writer_gone(path))
     text = render_transcript(doc)
     if len(text) > TRANSCRIPT_CHARS:
         text = text[text.find("\n", len(text) - TRANSCRIPT_CHARS) + 1:]

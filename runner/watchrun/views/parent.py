@@ -24,7 +24,15 @@ from typing import Any
 from msgspec import Struct, field
 
 from watchrun.views.agent_window import delivery_state
-from watchrun.views.transcript import Turn, build_transcript, epoch, title, turns_of
+from watchrun.views.transcript import (
+    INTERRUPTED,
+    INTERRUPTED_HINT,
+    Turn,
+    build_transcript,
+    epoch,
+    title,
+    turns_of,
+)
 
 __all__ = ["AgentStream", "build_agent_transcript", "build_run_transcript"]
 
@@ -39,10 +47,13 @@ class AgentStream(Struct):
     provider: str
     records: Iterable[dict[str, Any]]
     workspace: str | None = None
+    gone: bool = False
+    """Nobody holds the agent's lock: its open turns and waiting steps are interrupted."""
 
 
 class _Member(Struct):
     provider: str
+    gone: bool = False
     turn: Turn | None = None
     delivery: dict[str, Any] | None = None
     """Its plan delivery's last record (queued, delivered or dropped)."""
@@ -53,8 +64,8 @@ class _Plan(Struct):
     record: dict[str, Any]
     members: dict[str, _Member] = field(default_factory=dict)
 
-    def member(self, name: str, provider: str) -> _Member:
-        return self.members.setdefault(name, _Member(provider))
+    def member(self, stream: AgentStream) -> _Member:
+        return self.members.setdefault(stream.name, _Member(stream.provider, stream.gone))
 
     def steps(self) -> list[dict[str, Any]]:
         steps = self.record.get("steps")
@@ -82,6 +93,12 @@ class _Plan(Struct):
                 skipped.append({"id": s["id"], "reason": reason, "message": message})
                 outcomes.append("skipped" if reason == "dependency-failed" else reason)
                 problems.append((f"{s['id']} did not run: {message}", None, None))
+            elif m is not None and m.gone:  # waiting, but its runner is gone
+                skipped.append({"id": s["id"], "reason": "interrupted",
+                                "message": f"{s['id']} did not run: {INTERRUPTED}"})
+                outcomes.append("interrupted")
+                problems.append((f"{s['id']} did not run: {INTERRUPTED}",
+                                 INTERRUPTED_HINT, None))
             else:
                 outcomes.append(None)  # waiting for its turn
         finished = all(o is not None for o in outcomes)
@@ -144,7 +161,7 @@ def _scan(stream: AgentStream, plans: dict[str, _Plan], only: set[str] | None
     """Add one agent's part of each plan to `plans` (only those in `only`, when given); return
     its other turns."""
     side: list[dict[str, Any]] = []
-    turns = turns_of(_tap(stream.records, side))
+    turns = turns_of(_tap(stream.records, side), gone=stream.gone)
     for r in side:
         plan_id = r.get("planId")
         if not isinstance(plan_id, str) or (only is not None and plan_id not in only):
@@ -153,13 +170,13 @@ def _scan(stream: AgentStream, plans: dict[str, _Plan], only: set[str] | None
             plan = plans.setdefault(plan_id, _Plan(plan_id, r))
             if (epoch(r.get("ts")) or 0.0) < (epoch(plan.record.get("ts")) or 0.0):
                 plan.record = r  # the plan started when its first record was written
-            plan.member(stream.name, stream.provider)
+            plan.member(stream)
         elif plan_id in plans:
-            plans[plan_id].member(stream.name, stream.provider).delivery = r
+            plans[plan_id].member(stream).delivery = r
     plain = []
     for t in turns.values():
         if t.plan is not None and t.plan in plans:
-            plans[t.plan].member(stream.name, stream.provider).turn = t
+            plans[t.plan].member(stream).turn = t
         else:  # not a plan's, or its plan record was rotated away
             plain.append(t)
     return plain
@@ -186,9 +203,11 @@ def build_agent_transcript(own: AgentStream, others: Iterable[AgentStream]
     plan_ids = {r["planId"] for r in own_records
                 if r.get("kind") == "plan" and isinstance(r.get("planId"), str)}
     if not plan_ids:
-        return build_transcript(own_records, own.name, own.provider, workspace=own.workspace)
+        return build_transcript(own_records, own.name, own.provider, workspace=own.workspace,
+                                gone=own.gone)
     plans: dict[str, _Plan] = {}
-    plain = _scan(AgentStream(own.name, own.provider, own_records), plans, plan_ids)
+    plain = _scan(AgentStream(own.name, own.provider, own_records, gone=own.gone), plans,
+                  plan_ids)
     for other in others:
         if other.name != own.name:
             _scan(other, plans, plan_ids)

@@ -11,7 +11,9 @@ Seed 004's keys in mode "agent" (one agent per turn: the agent itself). Where it
 - `agents[0]`: `id`/`bundle` the agent name, `role` "agent", `version`/`intent` null,
   `depends_on` [], `tools` the tool names used, `model` {provider, model, source} (model from
   the provider's session record, source "session", else null).
-  `status`: running until dispatch-finished; killed when a `stopped` record says deadline,
+  `status`: running until dispatch-finished, or `interrupted` when nobody holds the agent's
+  lock (the runner or `agent run` that ran it is gone: nothing runs it; the next run closes it
+  `cancelled`), as `agent list` says; killed when a `stopped` record says deadline,
   idle-timeout, aborted, oversized-event or reader-failed (or status cancelled); done; else
   failed.
   `steps`: `tool_call` entries {kind, step, tool, args, summary, call_id, ok} with `ok` null
@@ -26,8 +28,9 @@ Seed 004's keys in mode "agent" (one agent per turn: the agent itself). Where it
   the last thing it said when a tool call just began). `error`: a message string when the
   turn failed or was killed, else null.
 - `reply`: {text, source "agent"} when the turn ended with a non-empty reply, else null.
-  `outcome`: null while running, then "ok", the stop reason (deadline, idle-timeout, aborted,
-  oversized-event, reader-failed), "cancelled" or "failed". `error` {error, hint, stopped} is
+  `outcome`: null while running ("interrupted" for an interrupted turn), then "ok", the stop
+  reason (deadline, idle-timeout, aborted, oversized-event, reader-failed), "cancelled" or
+  "failed". `error` {error, hint, stopped} is
   present when the turn failed or was killed (also when it said something first: `reply` is
   then what it said) or ended without a reply; its `hint` is the failure record's own advice
   when it has one, else one chosen by the stop reason or error code.
@@ -42,8 +45,8 @@ from watchrun.agents.answer import AnswerTracker, is_root
 from watchrun.clock import parse_ts
 from watchrun.views.agent_window import StatusTracker
 
-__all__ = ["KILL_REASONS", "OPS", "Turn", "build_transcript", "epoch", "summarize", "title",
-           "turns_of"]
+__all__ = ["INTERRUPTED", "INTERRUPTED_HINT", "KILL_REASONS", "OPS", "Turn", "build_transcript",
+           "epoch", "summarize", "title", "turns_of"]
 
 KILL_REASONS = frozenset({"deadline", "idle-timeout", "aborted", "oversized-event",
                           "reader-failed"})
@@ -61,6 +64,9 @@ _HINTS = {
     "auth": "the provider rejected its credentials: log in or set its API key",
     "quota": "a rate or usage limit was hit: wait for it to reset",
 }
+INTERRUPTED = "the turn is open, but its runner is gone: nothing runs it"
+INTERRUPTED_HINT = ("its runner was killed (SIGKILL, a crash); the agent's next run, or the next "
+                    "runner, records the turn `cancelled`")
 
 
 def epoch(ts: Any) -> float | None:
@@ -94,6 +100,8 @@ class Turn:
         self.stopped: str | None = None
         self.problems: list[tuple[str, str | None, str | None]] = []  # (message, code, hint)
         self.finished: dict[str, Any] | None = None
+        self.interrupted = False
+        """Open, with nobody holding the agent's lock (`turns_of(gone=True)`)."""
 
     def feed(self, rec: dict[str, Any]) -> None:
         kind = rec.get("kind")
@@ -160,13 +168,15 @@ class Turn:
     def status(self) -> str:
         fin = self.finished
         if fin is None:
-            return "running"
+            return "interrupted" if self.interrupted else "running"
         if self.stopped in KILL_REASONS or fin.get("status") == "cancelled":
             return "killed"
         return "done" if fin.get("status") == "done" else "failed"
 
     def error(self, status: str) -> tuple[str | None, str | None]:
-        """(message, hint) of a failed or killed turn."""
+        """(message, hint) of a failed, killed or interrupted turn."""
+        if status == "interrupted":
+            return INTERRUPTED, INTERRUPTED_HINT
         if status not in ("failed", "killed"):
             return None, None
         fin = self.finished or {}
@@ -208,14 +218,14 @@ class Turn:
             "tokens": tokens, "wall_seconds": wall,
             "answer": reply if fin is not None else self.answer.so_far(), "error": message,
         }
-        outcome = None if fin is None else {"done": "ok", "killed": self.stopped or "cancelled"
-                                            }.get(status, "failed")
+        outcome = {"done": "ok", "killed": self.stopped or "cancelled", "running": None,
+                   "interrupted": "interrupted"}.get(status, "failed")
         turn: dict[str, Any] = {
             "run_id": self.run_id, "ts": self.ts, "user": {"text": self.prompt}, "parent": None,
             "agents": [agent], "reply": {"text": reply, "source": "agent"} if reply else None,
             "outcome": outcome, "tokens": tokens, "wall_seconds": wall,
         }
-        if fin is not None and (message is not None or not reply):
+        if self.interrupted or (fin is not None and (message is not None or not reply)):
             turn["error"] = {"error": message or "the turn ended without a reply", "hint": hint,
                              "stopped": self.stopped}
         turn["trigger"], turn["deliveries"] = self.trigger, self.deliveries
@@ -224,8 +234,9 @@ class Turn:
         return turn
 
 
-def turns_of(records: Iterable[dict[str, Any]]) -> dict[str, Turn]:
-    """An agent's turns by turnId, from its records in order."""
+def turns_of(records: Iterable[dict[str, Any]], *, gone: bool = False) -> dict[str, Turn]:
+    """An agent's turns by turnId, from its records in order; `gone`: nobody holds the agent's
+    lock (`agent_window.writer_gone`), so its open turns are interrupted."""
     turns: dict[str, Turn] = {}
     for rec in records:
         run_id = rec.get("turnId")
@@ -234,6 +245,8 @@ def turns_of(records: Iterable[dict[str, Any]]) -> dict[str, Turn]:
             if turn is None:
                 turn = turns[run_id] = Turn(run_id, rec)
             turn.feed(rec)
+    for turn in turns.values():
+        turn.interrupted = gone and turn.finished is None
     return turns
 
 
@@ -244,9 +257,10 @@ def title(prompt: str) -> str:
 
 
 def build_transcript(records: Iterable[dict[str, Any]], name: str, provider: str, *,
-                     workspace: str | None = None) -> dict[str, Any]:
-    """The seed-004 structure (mode "agent") of an agent's records, oldest first."""
-    turns = [t.to_dict(name, provider) for t in turns_of(records).values()]
+                     workspace: str | None = None, gone: bool = False) -> dict[str, Any]:
+    """The seed-004 structure (mode "agent") of an agent's records, oldest first (`gone`: as
+    `turns_of`'s)."""
+    turns = [t.to_dict(name, provider) for t in turns_of(records, gone=gone).values()]
     return {
         "session_id": name, "mode": "agent", "bundle": name, "user_id": None,
         "title": title(turns[0]["user"]["text"]) if turns else None, "workspace": workspace,
