@@ -17,11 +17,16 @@ from watchrun.config.model import AgentSpec, Limits, WatcherSpec
 from watchrun.match.sanitize import sanitize
 from watchrun.output.runlog import RunLog
 
-__all__ = ["UPDATE_S", "AgentState", "PlanStep", "StepOutcome"]
+__all__ = ["REFUSED_LOG_S", "REFUSED_S", "UPDATE_S", "AgentState", "PlanStep", "StepOutcome"]
 
 UPDATE_S = 1.0
 """A waiting delivery that grows is recorded `queued` again with its count at most this often:
 a runner that dies (SIGKILL) leaves the count the next runner records it `dropped` with."""
+REFUSED_S = 1.0
+"""After a turn `maxTurns` refused, its loop takes no work for this long: the matches that come
+meanwhile join one waiting delivery per watcher, dropped together (not a refusal per line)."""
+REFUSED_LOG_S = 60.0
+"""Refusals are said in the log at most this often, with how many came since the last line."""
 
 
 class StepOutcome(Struct, frozen=True):
@@ -78,6 +83,10 @@ class AgentState(Struct, eq=False):
     """Turns in a row whose process could not be started."""
     taken: PlanStep | None = None
     """The plan step `next_work` gave out last (its turn resolves it)."""
+    refused: tuple[int, int, int] = (0, 0, 0)
+    """Refused turns, their deliveries and matches (or prompts) not said in the log yet."""
+    refusal_said: float | None = None
+    """When the log last said a refusal (monotonic); None: the next one is said at once."""
     recorded: dict[str, tuple[float, asyncio.TimerHandle | None]] = field(default_factory=dict)
     """Per waiting delivery: when its count was last recorded (the loop's clock), and the timer
     that records it when its second is up."""
@@ -175,20 +184,36 @@ class AgentState(Struct, eq=False):
                    log: RunLog) -> bool:
         """maxTurns: True when a turn may start (it counts once its process started:
         `started`); else its deliveries are recorded dropped (reason max-turns) and the log says
-        when the next one may."""
-        spec = self.spec
-        if not self.window.retry_in(clock.monotonic()):
+        when the next one may: at once for the first refusal, then at most every
+        REFUSED_LOG_S, counting the refusals between."""
+        spec, now = self.spec, clock.monotonic()
+        wait = self.window.retry_in(now)
+        if not wait:
+            if self.refused[0]:  # (refusals the log has not said yet)
+                self._say_refused(log, trigger, "maxTurns was reached")
+            self.refusal_said = None
             return True
-        wait = self.window.retry_in(clock.monotonic())
         why = (f"maxTurns reached ({spec.max_turns} turns in the last hour; the next is "
                f"allowed in {wait:.0f} s)")
         self.drop(batch, "max-turns", limits.match_lines)
         if not batch:
             self.rec.emit("dropped", {"count": 1, "reason": "max-turns",
                                       "message": f"{trigger} turn refused: {why}"})
-        log.warning(f"{trigger} turn refused: {why}; {len(batch)} delivery(ies) dropped",
-                    spec.name)
+        turns, deliveries, count = self.refused
+        self.refused = (turns + 1, deliveries + len(batch),
+                        count + sum(d.count for d in batch))
+        if self.refusal_said is None or now - self.refusal_said >= REFUSED_LOG_S:
+            self._say_refused(log, trigger, why)
+            self.refusal_said = now
         return False
+
+    def _say_refused(self, log: RunLog, trigger: str, why: str) -> None:
+        turns, deliveries, count = self.refused
+        self.refused = (0, 0, 0)
+        more = f" ({turns} turns refused since the last such line)" if turns > 1 else ""
+        log.warning(f"{trigger} turn refused: {why}; {deliveries} delivery(ies) of {count} "
+                    f"match(es) or prompt(s) dropped{more}", self.spec.name,
+                    event="turn-refused", turns=turns, deliveries=deliveries, count=count)
 
     def started(self, clock: Clock) -> None:
         """A turn's process started: it counts against maxTurns now."""

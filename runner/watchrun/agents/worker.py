@@ -9,7 +9,7 @@ import contextlib
 from typing import Protocol
 
 from watchrun.agents.prompt import Delivery
-from watchrun.agents.state import AgentState, PlanStep, StepOutcome
+from watchrun.agents.state import REFUSED_S, AgentState, PlanStep, StepOutcome
 from watchrun.agents.turn import TurnResult, TurnRunner
 from watchrun.clock import Clock
 from watchrun.config.model import Config
@@ -44,23 +44,29 @@ async def agent_loop(hub: Host, a: AgentState) -> None:
                 await asyncio.wait_for(a.wake.wait(), delay)
             continue
         a.working = True
+        refused = False
         try:
-            await _turn(hub, a, *work)
+            refused = not await _turn(hub, a, *work)
         except Exception as exc:  # a bug in one turn must not stop the agent
             hub.log.error(f"turn failed: {exc!r}", a.spec.name, event="turn-error")
             a.rec.emit("error", {"code": "internal", "message": repr(exc)})
         finally:
             a.working = False
             hub.changed.set()
+        if refused:  # what comes meanwhile is coalesced, then refused at once
+            await asyncio.sleep(REFUSED_S)
 
 
-async def _turn(hub: Host, a: AgentState, trigger: str, batch: list[Delivery]) -> None:
+async def _turn(hub: Host, a: AgentState, trigger: str, batch: list[Delivery]) -> bool:
+    """Run the work as a turn; False when maxTurns refused it."""
     step, a.taken = (a.taken if trigger == "plan" else None), None
     try:
         if a.allow_turn(hub.clock, trigger, batch, hub.config.limits, hub.log):
             await _run_turn(hub, a, trigger, batch, step)
-        elif step is not None:
+            return True
+        if step is not None:
             step.resolve(StepOutcome("dropped", why="max-turns"))
+        return False
     finally:
         if step is not None:  # whatever happened, its plan learns it (no-op when told)
             step.resolve(StepOutcome("dropped", why="aborted"))
