@@ -18,7 +18,7 @@ from watchrun.agents.providers.toolinfo import (
     retry_class,
     summary,
 )
-from watchrun.agents.providers.usage import Usage, UsageTracker
+from watchrun.agents.providers.usage import Usage, UsageTracker, refused_counts
 from watchrun.config.shellcode import script_indexes
 
 __all__ = [
@@ -169,10 +169,12 @@ class JsonAdapter:
             return [self.raw(text, "unparseable")]
         self.shape = Shape()
         try:
-            found = self.handle(value, text) if isinstance(value, dict) else \
-                self.handle_other(value, text)
+            with refused_counts() as refused:
+                found = self.handle(value, text) if isinstance(value, dict) else \
+                    self.handle_other(value, text)
         except Exception as exc:  # protocol drift must never break a turn
             return [self.raw(text, "malformed-event", error=f"{type(exc).__name__}: {exc}")]
+        self.shape.problems += refused
         if self.shape.problems:
             return [*found, self.raw(text, "malformed-event",
                                      error="; ".join(self.shape.problems))]

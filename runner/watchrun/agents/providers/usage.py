@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from msgspec import Struct
@@ -21,7 +23,13 @@ __all__ = [
     "gemini_stats_usage",
     "opencode_usage",
     "pi_usage",
+    "refused_counts",
 ]
+
+MAX_TOKENS = 10**12
+"""The largest token count read from an agent: more is no count (`1e300` summed into a turn,
+the agent's total and a metric, forever, as a 301-digit number)."""
+_refused: ContextVar[list[str] | None] = ContextVar("refused_counts", default=None)
 
 
 class Usage(Struct, frozen=True):
@@ -95,13 +103,32 @@ class Usage(Struct, frozen=True):
         return cls(values[0], values[1], values[2], complete)
 
 
+@contextmanager
+def refused_counts() -> Iterator[list[str]]:
+    """While open, a count `_int` refuses (a fraction, a negative, NaN, over MAX_TOKENS) is
+    noted in the list it gives: the adapter keeps the line as `malformed-event` with them."""
+    notes: list[str] = []
+    token = _refused.set(notes)
+    try:
+        yield notes
+    finally:
+        _refused.reset(token)
+
+
 def _int(data: Mapping[str, Any], *keys: str) -> int | None:
-    """The first of `keys` present as a number in `data` (None when none is)."""
+    """The first of `keys` present as a token count in `data` (None when none is): a whole
+    number from 0 to MAX_TOKENS; another number reads as absent, and is noted."""
     for key in keys:
         value = data.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) \
-                and math.isfinite(value):  # json.loads reads NaN and Infinity
-            return max(0, int(value))
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if math.isfinite(value) and value == int(value) and 0 <= value <= MAX_TOKENS:
+            return int(value)
+        notes = _refused.get()  # (json.loads reads NaN and Infinity too)
+        if notes is not None:
+            notes.append(f"{key}: {value!r} is not a token count (a whole number from 0 to "
+                         f"{MAX_TOKENS}): read as not reported")
+        return None
     return None
 
 
