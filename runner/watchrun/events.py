@@ -65,6 +65,9 @@ class MatchInfo(Struct, frozen=True):
     """`path:line` for files, `run N:line` for commands."""
     cursor: str = ""
     """The cursor of its `match` record (`<watcher>:<seq as 16 hex>`)."""
+    cut: int | None = None
+    """The line was cut at limits.maxLineBytes (its record `truncated`): the bytes left out
+    (0 when not counted); None when it is whole."""
 
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from watchrun.agents.plan import Plans
-from watchrun.agents.prompt import TurnWindow
+from watchrun.agents.prompt import TurnWindow, cut_mark
 from watchrun.agents.recorder import open_recorder
 from watchrun.agents.state import AgentState
 from watchrun.agents.worker import agent_loop
@@ -128,7 +128,8 @@ class AgentHub:
                              "delivered", watcher.id, event="delivery-dropped")
             return
         limits = self.config.limits
-        lines = [sanitize(m.line, limits.max_line_bytes)[0] for m in matches]
+        lines = [cut_mark(sanitize(m.line, limits.max_line_bytes)[0], m.cut,
+                          limits.max_line_bytes) for m in matches]
         hide = self.config.records_redactor()
         label = clean_text(watcher.label, hide)  # (a `${VAR}` in it): delivery and plan records
         if label != watcher.label:

@@ -15,8 +15,15 @@ from typing import Any, Protocol
 from msgspec import Struct, field
 
 from watchrun.agents.clean import clean_text
-from watchrun.agents.prompt import Delivery, format_matches, render_prompt, render_turn_prompt
+from watchrun.agents.prompt import (
+    Delivery,
+    answer_cut_mark,
+    format_matches,
+    render_prompt,
+    render_turn_prompt,
+)
 from watchrun.agents.state import AgentState, PlanStep, StepOutcome
+from watchrun.agents.tally import REPLY_BYTES
 from watchrun.agents.turn import PROMPT_BYTES
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
@@ -140,7 +147,8 @@ async def run_plan(host: PlanHost, queue: PlanQueue, lines: list[str], count: in
                 done[name].set_result(StepOutcome("dropped", why="agent-removed"))
                 return
             prompt = render_turn_prompt(a.spec.prompt, [deliveries[name]], limits.match_lines,
-                                        {d: o.answer for d, o in got})
+                                        {d: answer_cut_mark(d, o.answer, REPLY_BYTES)
+                                         if o.answer_cut else o.answer for d, o in got})
             a.queue_step(PlanStep(plan_id, deliveries[name], prompt, done[name]))
             handed = True
             await asyncio.shield(done[name])

@@ -9,7 +9,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.match.sanitize import edge_text
+from watchrun.match.sanitize import clip, edge_text
 
 __all__ = [
     "ARG_BYTES",
@@ -18,6 +18,8 @@ __all__ = [
     "PROMPT_TOKEN",
     "Delivery",
     "TurnWindow",
+    "answer_cut_mark",
+    "cut_mark",
     "fit_argument",
     "format_matches",
     "render_command",
@@ -32,6 +34,30 @@ _PLACEHOLDER = re.compile(
     r"\{(matches|watcher|label|count)\}|\{deps\.([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\.answer\}")
 NO_ANSWER = "(no answer from {name}: this turn is not part of a plan)"
 """What `{deps.NAME.answer}` becomes outside a plan (a scheduled, sent or manual turn)."""
+
+
+def cut_mark(line: str, cut: int | None, max_bytes: int) -> str:
+    """A matched line as a woken agent reads it: one cut at limits.maxLineBytes (`cut`: the
+    bytes left out, 0 when not counted) says so at its end, so its start is not taken for the
+    whole line; its text gives way to the mark, so the two fit in `max_bytes` (and the
+    delivery record keeps the mark)."""
+    if cut is None:
+        return line
+    size = len(line.encode())
+
+    def mark(n: int) -> str:
+        what = f"{n} bytes of this line" if cut else "the rest of this line"
+        return f" [… {what} cut: over limits.maxLineBytes …]"
+
+    head = clip(line, max(0, max_bytes - len(mark(cut + size).encode())))[0]
+    return head + mark(cut + size - len(head.encode()))
+
+
+def answer_cut_mark(name: str, answer: str, limit: int) -> str:
+    """A plan step's answer handed to its dependents (`{deps.NAME.answer}`) when only its
+    first `limit` bytes were kept: a mark says the rest (often the conclusion) is missing."""
+    return (f"{answer}\n[… the rest of {name}'s answer was cut here: only its first "
+            f"{limit // 1024} KiB are kept …]")
 
 
 def render_prompt(template: str, values: Mapping[str, str],

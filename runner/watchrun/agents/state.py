@@ -37,6 +37,8 @@ class StepOutcome(Struct, frozen=True):
     runner stopped) or `skipped` (an agent it depends on did not finish with an answer)."""
     answer: str = ""
     why: str = ""
+    answer_cut: bool = False
+    """Only the start of the answer was kept (REPLY_BYTES): its dependents are told so."""
 
 
 class PlanStep(Struct, eq=False):

@@ -116,7 +116,8 @@ async def _run_turn(hub: Host, a: AgentState, trigger: str, batch: list[Delivery
     if not result.started:
         a.not_started(error or "its process did not start")
     if step is not None:
-        step.resolve(StepOutcome(result.status, result.reply, error))
+        step.resolve(StepOutcome(result.status, result.reply, error,
+                                 answer_cut=result.reply_truncated))
 
 
 def _ended(hub: Host, a: AgentState, result: TurnResult) -> str:

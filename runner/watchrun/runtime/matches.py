@@ -37,6 +37,9 @@ class Rows(Struct):
     texts: list[str | bytes] | str
     """Each line as text (plain ASCII bytes on the flood path), for a `MatchInfo`; or all of
     them joined by newlines, split when a line is first asked for (most are never shown)."""
+    cuts: dict[int, int] | None = None
+    """The rows whose line was cut at limits.maxLineBytes: the bytes left out (0: not
+    counted)."""
 
     def split(self) -> list[str | bytes]:
         """`texts`, one per line."""
@@ -73,7 +76,8 @@ class Found(Sequence[MatchInfo]):
         text, line_no = rows.split()[k], rows.line_nos[k]
         text = text if isinstance(text, str) else text.decode("ascii")
         return MatchInfo(text, line_no, rows.offsets[k], f"{self._where}:{line_no}",
-                         f"{self._cursor}{self._first + k:016x}")
+                         f"{self._cursor}{self._first + k:016x}",
+                         None if rows.cuts is None else rows.cuts.get(k))
 
 
 class RecentMatches:

@@ -261,6 +261,9 @@ class WatcherPipeline:
         if omitted or clipped:
             members += b',"truncated":true,"omittedBytes":%d' % omitted
             self.counters.truncated += 1
+            if rows.cuts is None:
+                rows.cuts = {}
+            rows.cuts[k] = omitted
         if raw is not None and text != raw:
             members += b',"raw":' + json_str(raw)
         rows.lines[k] = json_str(text)[1:-1]
