@@ -74,6 +74,11 @@ def test_matches_made_while_a_removed_agent_is_closed_are_recorded_dropped(
     states = sorted((d["deliveryState"], d.get("reason"), d["count"]) for d in finals.values())
     assert states == [("delivered", None, 1), ("dropped", "agent-removed", 5)]
     assert agent_records(tmp_path, "s")[-1]["status"] == "disabled"
+    shown = subprocess.run([watchrun_bin(), "agent", "transcript", "s", "--output-dir",
+                            ".watchrun", "--format", "text"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=30).stdout
+    assert "  hint: a reload (SIGHUP, `systemctl reload`) removed the agent from the config" \
+        in shown.splitlines(), shown
     assert "unknown agent" not in r.stderr()
     assert "1 waiting delivery(ies) of 5 match(es) or prompt(s) dropped: the agent was " \
         "removed from the config" in r.stderr()
@@ -116,3 +121,34 @@ def test_a_runtime_watcher_waking_a_removed_agent_is_stopped_and_status_says_why
     assert "rt wakes agent 'a', which the config does not have" in start.stderr
     assert [w["status"] for w in listed["watchers"] if w["id"] == "rt"] == ["stopped"]
     assert [x["line"] for x in r.matches("rt")] == ["ERROR 1"]
+
+
+def test_a_turn_a_reload_stopped_says_so_in_the_transcript(tmp_path: Path) -> None:
+    """Its hint said `watchrun agent stop` or the runner shutting down: neither happened."""
+    script(tmp_path, STUBBORN)
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    def config(v: str) -> Path:
+        return write_config(tmp_path, {
+            "limits": {"stopTimeout": "1s"},
+            "watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "wake": "s"}],
+            "agents": [{"name": "s", "provider": "claude", "command": ["./ag.sh", "{prompt}"],
+                        "env": {"V": v}}]})
+
+    r = LiveRunner(config("1"))
+    try:
+        r.wait_running()
+        with log.open("a") as fh:
+            fh.write("ERROR 1\n")
+        wait_for(lambda: any(x["kind"] == "dispatch-start" for x in agent_records(tmp_path, "s")),
+                 "s's turn")
+        config("2")
+        r.send(signal.SIGHUP)
+        r.wait_log("config changed: restarted")
+    finally:
+        assert r.stop() == 0
+    shown = subprocess.run([watchrun_bin(), "agent", "transcript", "s", "--format", "text"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=30).stdout
+    assert "  hint: a reload (SIGHUP, `systemctl reload`) changed the agent's config: the turn " \
+        "was stopped and the agent restarted with it" in shown.splitlines(), shown

@@ -64,6 +64,16 @@ _HINTS = {
     "auth": "the provider rejected its credentials: log in or set its API key",
     "quota": "a rate or usage limit was hit: wait for it to reset",
 }
+_ABORTS = {
+    "the agent's config changed": "a reload (SIGHUP, `systemctl reload`) changed the agent's "
+                                  "config: the turn was stopped and the agent restarted with it",
+    "the agent was removed from the config": "a reload (SIGHUP, `systemctl reload`) removed the "
+                                             "agent from the config",
+    "the runner is stopping": "the runner was stopped (SIGTERM, Ctrl-C, `systemctl stop`)",
+    "stopped by request": "stopped by `watchrun agent stop`",
+    "interrupted (": "`agent run` was interrupted (Ctrl-C, SIGTERM)",
+}
+"""An `aborted` turn's hint, by the start of its `stopped` record's message (who stopped it)."""
 INTERRUPTED = "the turn is open, but its runner is gone: nothing runs it"
 INTERRUPTED_HINT = ("its runner was killed (SIGKILL, a crash); the agent's next run, or the next "
                     "runner, records the turn `cancelled`")
@@ -98,6 +108,7 @@ class Turn:
         self.answer = AnswerTracker()
         self.model: str | None = None
         self.stopped: str | None = None
+        self.stop_message = ""
         self.problems: list[tuple[str, str | None, str | None]] = []  # (message, code, hint)
         self.finished: dict[str, Any] | None = None
         self.interrupted = False
@@ -144,6 +155,7 @@ class Turn:
             self.model = rec["model"]
         elif kind == "stopped":
             self.stopped = str(rec.get("reason") or "aborted")
+            self.stop_message = str(rec.get("message") or "")
             self._step({"kind": "guardrail", "rule": self.stopped, "message": rec.get("message")})
         elif kind == "tool-denied" and is_root(rec):
             self._step({"kind": "guardrail", "rule": "tool-denied", "tool": rec.get("name"),
@@ -190,7 +202,9 @@ class Turn:
         if not message:
             sig, exit_code = fin.get("signal"), fin.get("exitCode")
             message = f"killed by {sig}" if sig else f"exited with status {exit_code}"
-        hint = advice or _HINTS.get(self.stopped or "") or _HINTS.get(str(code))
+        who = next((h for m, h in _ABORTS.items() if self.stop_message.startswith(m)), None) \
+            if self.stopped == "aborted" else None
+        hint = advice or who or _HINTS.get(self.stopped or "") or _HINTS.get(str(code))
         if hint is None and any(c == "quota" for _, c, _ in self.problems):
             hint = _HINTS["quota"]
         return str(message), hint
