@@ -124,14 +124,16 @@ def test_a_runtime_watcher_waking_a_removed_agent_is_stopped_and_status_says_why
 
 
 def test_a_turn_a_reload_stopped_says_so_in_the_transcript(tmp_path: Path) -> None:
-    """Its hint said `watchrun agent stop` or the runner shutting down: neither happened."""
+    """Its hint said `watchrun agent stop` or the runner shutting down: neither happened. And
+    while the reload waited out the turn's stopTimeout (it ignores SIGTERM), holding the
+    control requests behind it, the log said nothing."""
     script(tmp_path, STUBBORN)
     log = tmp_path / "app.log"
     log.write_text("")
 
     def config(v: str) -> Path:
         return write_config(tmp_path, {
-            "limits": {"stopTimeout": "1s"},
+            "limits": {"stopTimeout": "3s"},
             "watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "wake": "s"}],
             "agents": [{"name": "s", "provider": "claude", "command": ["./ag.sh", "{prompt}"],
                         "env": {"V": v}}]})
@@ -148,6 +150,11 @@ def test_a_turn_a_reload_stopped_says_so_in_the_transcript(tmp_path: Path) -> No
         r.wait_log("config changed: restarted")
     finally:
         assert r.stop() == 0
+    log = r.stderr()
+    slow = "[s] warning: its turn has not ended 1 s after it was told to stop; it is killed " \
+        "once limits.stopTimeout (3 s) is up, and what waits for it (a reload, the control " \
+        "requests behind it) waits until then"
+    assert slow in log and log.index(slow) < log.index("config changed: restarted"), log
     shown = subprocess.run([watchrun_bin(), "agent", "transcript", "s", "--format", "text"],
                            cwd=tmp_path, capture_output=True, text=True, timeout=30).stdout
     assert "  hint: a reload (SIGHUP, `systemctl reload`) changed the agent's config: the turn " \

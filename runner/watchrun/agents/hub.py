@@ -33,6 +33,8 @@ MAX_SENDS = 100
 REPLY_CHARS = 500
 """`lastReply` in `snapshot()` is clipped to this many characters."""
 REMOVED = "the agent was removed from the config"
+SLOW_STOP_S = 1.0
+"""A turn told to stop that is still running after this long is said in the log."""
 
 
 class AgentHub:
@@ -200,9 +202,19 @@ class AgentHub:
             a.task = self.spawn(agent_loop(self, a), f"agent:{a.spec.name}")
 
     async def _cancel(self, agents: list[AgentState]) -> None:
-        tasks = [a.task for a in agents if a.task is not None]
+        """End their loops (a running turn stopped: SIGTERM, SIGKILL after stopTimeout); one
+        whose turn outlasts SLOW_STOP_S is said in the log, since a reload, and the control
+        requests behind it, wait for it."""
+        tasks = {a.task: a for a in agents if a.task is not None}
         for task in tasks:
             task.cancel()
+        _, slow = await asyncio.wait(tasks, timeout=SLOW_STOP_S) if tasks else (set(), set())
+        for task in slow:
+            self.log.warning(f"its turn has not ended {SLOW_STOP_S:g} s after it was told to "
+                             "stop; it is killed once limits.stopTimeout "
+                             f"({self.config.limits.stop_timeout_ms / 1000:g} s) is up, and "
+                             "what waits for it (a reload, the control requests behind it) "
+                             "waits until then", tasks[task].spec.name, event="turn-slow-stop")
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def idle(self) -> None:
