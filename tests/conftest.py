@@ -31,6 +31,11 @@ settings.load_profile("watchrun")
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+# The mock agent obeys the `[mock:…]` directives in its prompt only when told to (a log line must
+# not make it hang or fork): the tests drive it with them, and every process they start inherits
+# this. (`test_mock_agent.py` runs it without, too.)
+os.environ["WATCHRUN_MOCK_DIRECTIVES"] = "1"
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session: pytest.Session) -> None:

@@ -110,7 +110,7 @@ def test_wake_runs_a_turn_with_the_matched_line_as_one_argument(tmp_path: Path) 
     assert of(recs, "prompt")[0]["text"] == line
     (fin,) = of(recs, "dispatch-finished")
     assert fin["status"] == "done"
-    assert fin["reply"] == f"Mock triage: saw 1 matching line(s); first: {line}\nDONE"
+    assert fin["reply"] == f"Mock triage: read 1 prompt line(s); first: {line}\nDONE"
     assert "started (wake" in h.stream.getvalue()
 
 
@@ -141,7 +141,7 @@ def test_a_burst_during_a_turn_is_one_bounded_delivery(tmp_path: Path) -> None:
     prompt = of(recs, "prompt")[1]["text"]
     assert prompt == "\n".join([f"burst {i}" for i in range(20)] + ["… and 979 more"])
     assert [f["status"] for f in of(recs, "dispatch-finished")] == ["done", "done"]
-    assert "saw 21 matching line(s); first: burst 0" in of(recs, "dispatch-finished")[1]["reply"]
+    assert "read 21 prompt line(s); first: burst 0" in of(recs, "dispatch-finished")[1]["reply"]
 
 
 def test_max_turns_refusal_drops_and_records(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ def test_review_then_fix_passes_the_answer_on(tmp_path: Path) -> None:
         assert delivered["turnId"] == start["turnId"]
         assert of(recs, "dispatch-finished")[0]["status"] == "done"
     answer = of(review, "dispatch-finished")[0]["reply"]
-    assert answer.startswith("Mock triage: saw 3 matching line(s); first: Review:")
+    assert answer.startswith("Mock triage: read 3 prompt line(s); first: Review:")
     prompt = of(fix, "prompt")[0]["text"]
     assert prompt == f"Fix what the review found:\n{answer}\n(from API server)"
     assert ms(of(fix, "dispatch-start")[0]) >= ms(of(review, "dispatch-finished")[0])

@@ -50,7 +50,7 @@ def agent_records(cfg: Path, name: str = "triage") -> list[dict[str, object]]:
 def test_done_turn_prints_the_reply(cfg: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(cfg) == 0
     out = capsys.readouterr().out
-    assert out == "Mock triage: saw 1 matching line(s); first: Look at manual (0): |{other}\nDONE\n"
+    assert out == "Mock triage: read 1 prompt line(s); first: Look at manual (0): |{other}\nDONE\n"
     recs = agent_records(cfg)
     (start,) = of(recs, "dispatch-start")
     assert start["trigger"] == "manual"
@@ -134,7 +134,7 @@ def console(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_console_script(cfg: Path) -> None:
     probe = console(cfg, "triage", "--prompt", "probe")
     assert probe.returncode == 0, probe.stderr  # (a module missing from the build fails here)
-    assert probe.stdout == "Mock triage: saw 1 matching line(s); first: probe\nDONE\n"
+    assert probe.stdout == "Mock triage: read 1 prompt line(s); first: probe\nDONE\n"
     failed = console(cfg, "triage", "--prompt", "[mock:fail]")
     assert failed.returncode == 1 and "failed" in failed.stderr
 

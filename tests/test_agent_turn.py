@@ -123,7 +123,7 @@ def test_completed_turn(tmp_path: Path) -> None:
     assert start["pty"] is False and isinstance(start["pid"], int)
     assert recs[1]["text"] == "ERROR disk full\n[mock:tool]"
     assert all(r["turnId"] == result.turn_id for r in recs[:-1])
-    reply = "Mock triage: saw 1 matching line(s); first: ERROR disk full\nDONE"
+    reply = "Mock triage: read 1 prompt line(s); first: ERROR disk full\nDONE"
     assert [t["text"] for t in of(recs, "text")] == [reply]
     assert of(recs, "tool")[0]["name"] == "Bash"
     fin = finished(recs)
@@ -271,7 +271,7 @@ def test_stderr_lines_become_records(tmp_path: Path) -> None:
 def test_prompt_is_one_argv_element(tmp_path: Path) -> None:
     line = 'ERROR x"; rm -rf / # --flag $(id) `id` {label}'
     _, recs = run_turn(tmp_path, line)
-    assert finished(recs)["reply"] == f"Mock triage: saw 1 matching line(s); first: {line}\nDONE"
+    assert finished(recs)["reply"] == f"Mock triage: read 1 prompt line(s); first: {line}\nDONE"
 
 
 def test_the_agent_gets_the_prompt_cleaned(tmp_path: Path) -> None:

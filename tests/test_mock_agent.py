@@ -43,7 +43,7 @@ def test_plain_answer(tmp_path: Path) -> None:
     proc = mock(PROMPT, tmp_path)
     assert proc.returncode == 0 and proc.stderr == ""
     r = read(proc)
-    answer = "Mock triage: saw 3 matching line(s); first: These lines appeared in API server:\nDONE"
+    answer = "Mock triage: read 3 prompt line(s); first: These lines appeared in API server:\nDONE"
     assert r.final_text == answer
     assert r.of("session")[0]["cwd"] == str(tmp_path)
     assert r.tools == [] and r.of("output") == []
@@ -81,7 +81,7 @@ def test_prompt_from_stdin(tmp_path: Path) -> None:
     proc = mock(None, tmp_path, stdin="\n\nfirst real line\nsecond\n")
     assert proc.returncode == 0
     assert read(proc).final_text == (
-        "Mock triage: saw 2 matching line(s); first: first real line\nDONE")
+        "Mock triage: read 2 prompt line(s); first: first real line\nDONE")
 
 
 def test_tool_directive(tmp_path: Path) -> None:
@@ -204,3 +204,16 @@ def test_fork_leaves_a_child_in_its_own_session(tmp_path: Path) -> None:
             break
         time.sleep(0.01)
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+
+
+def test_directives_in_its_prompt_are_text_unless_a_harness_enables_them(tmp_path: Path) -> None:
+    """A log line that merely mentions `[mock:hang]` made the quick start's agent hang until
+    its deadline (forever without one); `[mock:fork]` left a process behind, an unknown one
+    failed the turn. Only a harness's WATCHRUN_MOCK_DIRECTIVES=1 enables them now."""
+    line = "ERROR see [mock:hang] and [mock:nope] in the docs"
+    env = {k: v for k, v in os.environ.items() if k != "WATCHRUN_MOCK_DIRECTIVES"}
+    proc = subprocess.run([sys.executable, "-m", "watchrun.agents.mock_agent", line],
+                          capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=DEADLINE_S, check=False)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert read(proc).final_text == f"Mock triage: read 1 prompt line(s); first: {line}\nDONE"

@@ -76,7 +76,7 @@ def test_a_review_then_fix_plan_in_parent_mode(tmp_path: Path) -> None:
     assert [(a["id"], a["status"], a["depends_on"]) for a in turn["agents"]] == [
         ("review", "done", []), ("fix", "done", ["review"])]
     fix_answer = turn["agents"][1]["answer"]
-    assert fix_answer.startswith("Mock triage: saw 4 matching line(s); first: Fix what")
+    assert fix_answer.startswith("Mock triage: read 4 prompt line(s); first: Fix what")
     assert turn["reply"] == {"text": fix_answer, "source": "synth"}
     assert (turn["outcome"], turn["skipped"], turn["trigger"]) == ("ok", [], "wake")
     assert turn["tokens"] == sum(a["tokens"] for a in turn["agents"]) > 0

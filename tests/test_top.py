@@ -181,7 +181,7 @@ def test_live_rows_chips_moves_panes_and_hostile_text(tmp_path: Path) -> None:
         await until(pilot, agent_done, "the agent's turns for the delivered matches")
         await pilot.press("j", "j", "l")
         await until(pilot, lambda: isinstance(app.screen, PaneScreen)
-                    and "Mock triage: saw" in shown(app.screen.log_view), "the transcript")
+                    and "Mock triage: read" in shown(app.screen.log_view), "the transcript")
         pane = app.screen
         assert isinstance(pane, PaneScreen) and pane.row.id == "triage"
         assert "outcome: ok" in "\n".join(s.text for s in pane.log_view.lines)

@@ -3,13 +3,17 @@
 Deterministic apart from its session and message ids. Run as
 `python -m watchrun.agents.mock_agent [--session-id ID] [PROMPT]` (stdin when PROMPT is absent).
 
-Directives embedded anywhere in the prompt drive it (for tests and examples):
-`[mock:tool]` a Bash tool call and its result before the answer; `[mock:fail]` a
-`result` with subtype error_during_execution and exit code 1; `[mock:hang]` the init line,
-then block forever; `[mock:ignore-term]` ignore SIGTERM; `[mock:oversized=N]` one JSON line of
-exactly N bytes; `[mock:slow=MS]` sleep MS milliseconds between lines; `[mock:color]` ANSI
-coloured non-JSON lines too; `[mock:stderr]` a line on stderr; `[mock:fork]` leave a
-`sleep 1000` child in its own session (its pid is reported on stderr).
+It answers with the number of non-empty lines of its prompt and the first of them (it cannot
+tell the matched lines from the template's, so it claims no match count). With
+`WATCHRUN_MOCK_DIRECTIVES=1` in its environment (a test harness), directives embedded anywhere in
+the prompt drive it; without it they are plain text, so a log line that mentions one cannot
+make the agent hang, fork or fail: `[mock:tool]` a Bash tool call and its result before the
+answer; `[mock:fail]` a `result` with subtype error_during_execution and exit code 1;
+`[mock:hang]` the init line, then block forever; `[mock:ignore-term]` ignore SIGTERM;
+`[mock:oversized=N]` one JSON line of exactly N bytes; `[mock:slow=MS]` sleep MS milliseconds
+between lines; `[mock:color]` ANSI coloured non-JSON lines too; `[mock:stderr]` a line on
+stderr; `[mock:fork]` leave a `sleep 1000` child in its own session (its pid is reported on
+stderr).
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ import time
 import uuid
 from typing import Any
 
-__all__ = ["DIRECTIVES", "main", "parse_prompt", "reply_text"]
+__all__ = ["DIRECTIVES", "DIRECTIVES_ENV", "main", "parse_prompt", "reply_text"]
 
 DIRECTIVES = ("tool", "fail", "hang", "ignore-term", "oversized", "slow", "color", "stderr",
               "fork")
 _DIRECTIVE = re.compile(r"\[mock:([A-Za-z-]+)(?:=([^\]]*))?\]")
 _VALUED = ("oversized", "slow")
+DIRECTIVES_ENV = "WATCHRUN_MOCK_DIRECTIVES"
+"""`1` in the mock's environment: its prompt's directives are obeyed."""
 MODEL = "mock-1"
 VERSION = "0.0.0-mock"
 """Reported as claude_code_version: like Claude Code before 2.1.277, the `result` totals of a
@@ -63,7 +69,7 @@ def reply_text(prompt: str) -> str:
     first = lines[0] if lines else "(empty prompt)"
     if len(first) > 80:
         first = first[:79] + "…"
-    return f"Mock triage: saw {len(lines)} matching line(s); first: {first}\nDONE"
+    return f"Mock triage: read {len(lines)} prompt line(s); first: {first}\nDONE"
 
 
 def _tokens(text: str) -> int:
@@ -103,7 +109,7 @@ def _usage(inp: int, write: int, read: int, out: int) -> dict[str, int]:
 
 
 def _run(prompt: str, session: str) -> int:
-    found, clean = parse_prompt(prompt)
+    found, clean = parse_prompt(prompt) if os.environ.get(DIRECTIVES_ENV) == "1" else ({}, prompt)
     if "ignore-term" in found:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     out = _Out(session, (found.get("slow") or 0) / 1000)
