@@ -50,6 +50,7 @@ def _paint(out: Out) -> Any:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
+    from watchrun.output.records import ID_RULE, is_id
     from watchrun.views import watchers as views
 
     out = Out.for_args(args)
@@ -57,6 +58,10 @@ def cmd_ops(args: argparse.Namespace) -> int:
     if isinstance(where, int):
         return where
     op = args.op
+    wid = getattr(args, "id", None)
+    if wid is not None and not is_id(wid):  # a path would read files outside the output dir
+        return out.fail("invalid_argument", f"{wid!r} is not a watcher id ({ID_RULE})",
+                        id=wid)
     try:
         if op == "stop":
             return _stop(where, args.id, out)

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 from typing import Any
 
 from msgspec import Struct, field
 
 from watchrun.mcp.schema import ACTIONS, INPUT_SCHEMA, MAX_LINES
-from watchrun.output.records import ID_PATTERN, parse_cursor
+from watchrun.output.records import ID_RULE, is_id, parse_cursor
 
 __all__ = ["APPLIES", "Call", "CallError", "normalize"]
 
@@ -94,9 +93,8 @@ def _watcher(args: dict[str, Any], cwd: str) -> dict[str, Any]:
 def _id(value: Any, action: str) -> str:
     if value is None:
         raise CallError(f"{action} needs `id`: the watcher's id, as `list` shows it (w1, …)")
-    if not isinstance(value, str) or re.fullmatch(ID_PATTERN, value) is None:
-        raise CallError(f"id: {_show(value)} is not a watcher id (1 to 64 letters, digits, "
-                        "`_`, `.` or `-`, starting with a letter or digit)")
+    if not is_id(value):
+        raise CallError(f"id: {_show(value)} is not a watcher id ({ID_RULE})")
     return value
 
 

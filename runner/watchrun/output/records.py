@@ -8,7 +8,7 @@ import os
 import re
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 from msgspec import Struct
 
@@ -16,9 +16,11 @@ from watchrun.output import safefs
 
 __all__ = [
     "ID_PATTERN",
+    "ID_RULE",
     "ReadStats",
     "cursor_expired",
     "format_cursor",
+    "is_id",
     "iter_records",
     "offset_after",
     "oldest_seq",
@@ -31,10 +33,17 @@ __all__ = [
 
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 """A watcher id or agent name: also a file name and a cursor prefix."""
+ID_RULE = "1 to 64 letters, digits, `_`, `.` or `-`, starting with a letter or digit"
+"""ID_PATTERN in words, for the errors that refuse an id."""
 _CURSOR = re.compile(rf"({ID_PATTERN}):([0-9a-f]{{16}})")
 _ID = re.compile(ID_PATTERN)
 _BLOCK = 64 * 1024
 _MAX_SEQ = 2**64 - 1
+
+
+def is_id(value: object) -> TypeGuard[str]:
+    """Whether `value` is a watcher id or agent name (so never a path: no `/`, no `..`)."""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
 def format_cursor(stream_id: str, seq: int) -> str:
