@@ -438,3 +438,64 @@ def test_a_closed_pipe_ends_the_follower_quietly(tmp_path: Path, writes: bool) -
             proc.kill()
             proc.wait()
         assert r.stop() == 0
+
+
+def raw(path: Path, seq: int, kind: str = "match", **fields: Any) -> None:
+    """Appends one record as a runner writes it (a `gap{unwritten}` needs no full disk)."""
+    rec = {"schema": 1, "seq": seq, "cursor": f"app:{seq:016x}",
+           "ts": "2026-12-05T23:10:00.000Z", "kind": kind, **fields}
+    with path.open("a") as f:
+        f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+
+
+def unwritten(path: Path, lo: int, hi: int) -> None:
+    raw(path, hi, "gap", reason="unwritten", fromSeq=lo, toSeq=hi, records=hi - lo + 1,
+        kinds={"match": hi - lo + 1}, message=f"seq {lo} to {hi} could not be written")
+
+
+def test_seqs_a_gap_unwritten_accounts_for_are_not_rotated_away(tmp_path: Path) -> None:
+    """A full disk at shutdown leaves seqs unwritten and one `gap{unwritten}` record that says
+    so: the follower counted them as "rotated away (output.keep)"; a hole no record explains,
+    in a file never rotated, is damage, not rotation."""
+    path = tmp_path / "app.jsonl"
+    s = sink(path, max_bytes=1 << 20)
+    write(s, 3)
+    s.close()
+    follower = JsonlFollower(path)
+    follower.start_after(3)
+    unwritten(path, 4, 8)
+    raw(path, 9, line="after the gap")
+    assert seqs(follower.read()) == [8, 9]
+    assert (follower.gaps, follower.missing) == (0, 0)
+    raw(path, 13, line="after a hole")  # 10 to 12: in no file, and no record says why
+    assert seqs(follower.read()) == [13]
+    assert (follower.gaps, follower.missing) == (0, 3)
+
+
+def test_matches_follow_says_what_a_hole_is(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    path = out / "watchers" / "app.jsonl"
+    path.parent.mkdir(parents=True)
+    s = sink(path, max_bytes=1 << 20)
+    write(s, 2)
+    s.close()
+    proc = subprocess.Popen([watchrun_bin(), "matches", "app", "-f", "--output-dir", str(out)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        lines = Lines(proc)
+        lines.take(2)
+        unwritten(path, 3, 7)
+        raw(path, 8, line="after the gap")
+        assert lines.take(1)[0].endswith("after the gap")
+        raw(path, 12, line="after a hole")
+        assert lines.take(1)[0].endswith("after a hole")
+        code, err = interrupt(proc)
+        assert code == 0
+        assert "rotated away" not in err, err
+        assert err == ("watchrun: app: 3 records are missing from its JSONL and no record says "
+                       "why (the file may be damaged)\n")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

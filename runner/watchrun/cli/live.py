@@ -101,7 +101,7 @@ def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json
         since = int(newest[0]["seq"]) if newest else 0
         shown = [r for r in last_records(path, n, {"match"}) if r["seq"] <= since]
         follower.start_after(since)  # what came after `since` is the follower's to read
-        restarts, gaps = 0, 0
+        restarts, gaps, missing = 0, 0, 0
         while True:
             for rec in shown:
                 print(edge_json(rec) if as_json else match_line(rec))
@@ -117,6 +117,10 @@ def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json
                 _err(f"watchrun: {wid}: {follower.gaps - gaps} records were rotated away "
                      "(output.keep) before they could be read")
                 gaps = follower.gaps
+            if follower.missing != missing:
+                _err(f"watchrun: {wid}: {follower.missing - missing} records are missing from "
+                     "its JSONL and no record says why (the file may be damaged)")
+                missing = follower.missing
     finally:
         follower.close()
         watch.close()

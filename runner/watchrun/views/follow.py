@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.output import safefs, tailfile
-from watchrun.output.records import ReadStats, iter_records, offset_after
+from watchrun.output.records import ReadStats, iter_records, offset_after, oldest_seq
+from watchrun.views.agent_window import explains
 
 __all__ = ["Generations", "JsonlFollower", "TailFollower"]
 
@@ -68,9 +69,12 @@ class JsonlFollower(Generations):
     descriptor; once the path names another file (rotated to `.1`, or deleted and recreated)
     the old one is read to its end first. A record further on than the next seq means the ones
     between are in rotated files (several rotations between two reads): they are read from
-    there (`iter_records`), and what `output.keep` already removed is counted in `gaps`. A
-    generation that starts at a seq already returned is a stream begun again (its JSONL was
-    removed and the runner started over at 1): counted in `restarts` and read whole."""
+    there (`iter_records`), and what `output.keep` already removed is counted in `gaps`; seqs
+    a `gap{reason: unwritten}` record accounts for are not missing, and a hole no record
+    explains, among records still retained, is counted in `missing` (never blamed on
+    rotation). A generation that starts at a seq already returned is a stream begun again
+    (its JSONL was removed and the runner started over at 1): counted in `restarts` and read
+    whole."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
@@ -79,9 +83,11 @@ class JsonlFollower(Generations):
         self.restarts = 0
         self.gaps = 0
         """Records rotated away (past `output.keep`) before they could be read."""
+        self.missing = 0
+        """Seqs absent from the retained records with no record saying why (a damaged file)."""
         self.stats = ReadStats()
         self._fresh = False  # the open generation came after a switch: it may begin anew
-        self._hole: int | None = None  # the seq found where last + 1 was expected
+        self._hole: dict[str, Any] | None = None  # found where seq last + 1 was expected
 
     def start_after(self, seq: int) -> None:
         """Return only records with a seq above `seq`, starting in the current file (found by
@@ -121,12 +127,20 @@ class JsonlFollower(Generations):
         self._fresh = fresh
         return True
 
-    def _catch_up(self, found: int) -> list[dict[str, Any]]:
-        """Records between `last` and `found`, from the rotated files that hold them."""
+    def _catch_up(self, hole: dict[str, Any]) -> list[dict[str, Any]]:
+        """Records between `last` and the one found after a hole, from the rotated files that
+        hold them; what is in none is counted: rotated away if older than the oldest retained
+        record (listed after the read, so a rotation meanwhile is not taken for damage)."""
+        found: int = hole["seq"]
         out = [r for r in iter_records(self.path, since_seq=self.last, stats=self.stats)
                if r["seq"] < found]
-        for seq in [*(r["seq"] for r in out), found]:
-            self.gaps += seq - self.last - 1  # gone: more rotations than `output.keep`
+        oldest = oldest_seq(self.path) or found
+        for rec in [*out, hole]:
+            seq = rec["seq"]
+            if seq > self.last + 1 and not explains(rec, self.last + 1):
+                rotated = max(0, min(seq, oldest) - self.last - 1)
+                self.gaps += rotated  # gone: more rotations than `output.keep`
+                self.missing += seq - self.last - 1 - rotated
             self.last = seq
         self.last = found - 1
         self._hole = None
@@ -176,7 +190,7 @@ class JsonlFollower(Generations):
         if seq <= self.last:
             return None
         if seq > self.last + 1:
-            self._hole = seq
+            self._hole = rec
             return None
         self.last = seq
         return rec
