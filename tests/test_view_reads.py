@@ -4,6 +4,8 @@ id, and say so when they cannot read it: the real CLI against real files."""
 from __future__ import annotations
 
 import json
+import os
+import select
 import subprocess
 from pathlib import Path
 
@@ -46,3 +48,63 @@ def test_an_id_that_is_a_path_is_refused_and_nothing_outside_is_read(
     assert j.returncode == 2
     assert json.loads(j.stdout)["error"]["code"] == "invalid_argument"
     assert "outside" not in j.stdout
+
+
+def recorded(tmp_path: Path, wid: str = "app") -> Path:
+    """An output dir whose `watchers/` has `wid`'s JSONL (so `logs` knows the id)."""
+    od = tmp_path / "out"
+    for sub in ("watchers", "state"):
+        (od / sub).mkdir(parents=True, exist_ok=True)
+    (od / "watchers" / f"{wid}.jsonl").write_text("")
+    return od
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "directory"])
+def test_logs_of_a_tail_that_cannot_be_read_fails_as_the_follower_does(
+        tmp_path: Path, kind: str) -> None:
+    """`logs app` printed nothing and exited 0 (`"lines": []`), as for a watcher that printed
+    nothing, where `logs -f` and `matches` fail with exit 3."""
+    od = recorded(tmp_path)
+    tail = od / "state" / "app.tail"
+    if kind == "symlink":
+        (tmp_path / "other.tail").write_bytes(tailfile.render("r", 1, ["elsewhere"]))
+        tail.symlink_to(tmp_path / "other.tail")
+    elif kind == "fifo":
+        os.mkfifo(tail)
+    else:
+        tail.mkdir()
+    p = wr(tmp_path, "logs", "app", "--output-dir", str(od))
+    assert p.returncode == 3 and p.stdout == ""
+    assert p.stderr.startswith("watchrun: error: cannot read the logs of app: ")
+    assert str(tail) in p.stderr
+    j = wr(tmp_path, "logs", "app", "--json", "--output-dir", str(od))
+    assert j.returncode == 3 and json.loads(j.stdout)["error"]["code"] == "read_failed"
+
+
+def test_logs_of_a_watcher_with_no_tail_yet_is_empty(tmp_path: Path) -> None:
+    od = recorded(tmp_path)
+    p = wr(tmp_path, "logs", "app", "--json", "--output-dir", str(od))
+    assert p.returncode == 0 and json.loads(p.stdout) == {"id": "app", "lines": []}
+
+
+def test_logs_of_a_tail_over_64_mib_are_its_last_lines(tmp_path: Path) -> None:
+    """`maxLogLines: 20000` of 4000-character lines is an 80 MB snapshot: `logs` read its first
+    64 MiB and showed line 16723 as the newest, `logs -f` too."""
+    od = recorded(tmp_path)
+    n = 17500
+    lines = [f"line {i:06d} " + "x" * 4000 for i in range(1, n + 1)]
+    (od / "state" / "app.tail").write_bytes(tailfile.render("r1", n, lines))
+    assert (od / "state" / "app.tail").stat().st_size > 64 << 20
+    p = wr(tmp_path, "logs", "app", "--lines", "2", "--output-dir", str(od))
+    assert p.returncode == 0, p.stderr
+    assert [x[:11] for x in p.stdout.splitlines()] == ["line 017499", "line 017500"]
+    f = subprocess.Popen([watchrun_bin(), "logs", "app", "-f", "--lines", "1", "--json",
+                          "--output-dir", str(od)], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert f.stdout is not None
+        assert select.select([f.stdout], [], [], 60)[0], "no line from logs -f in 60 s"
+        assert json.loads(f.stdout.readline())["line"][:11] == "line 017500"
+    finally:
+        f.kill()
+        f.communicate()

@@ -130,7 +130,10 @@ def cmd_ops(args: argparse.Namespace) -> int:
         else:
             out.lines(views.match_line(r) for r in recs)
         return ExitStatus.OK
-    lines = views.logs(where.root, args.id, n)
+    try:
+        lines = views.logs(where.root, args.id, n)
+    except OSError as exc:  # a symlink, a FIFO, a directory: not "it printed nothing"
+        return out.fail("read_failed", f"cannot read the logs of {args.id}: {exc}")
     if out.as_json:
         out.doc({"id": args.id, "lines": lines})
     else:

@@ -5,10 +5,19 @@ header saying which run of the watcher they come from and the line count they en
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 from msgspec import Struct, field
 
-__all__ = ["MARK", "Tail", "parse", "render"]
+from watchrun.output import safefs
+
+__all__ = ["MARK", "READ_BYTES", "Tail", "load", "parse", "render"]
+
+READ_BYTES = 64 << 20
+"""At most this much of a `.tail` file's end is read (`--lines` is at most 2000 lines of at
+most 4096 characters); a larger snapshot (maxLogLines up to 100 000) loses its oldest lines."""
+_HEAD_BYTES = 4096
 
 MARK = "\x1ewatchrun-tail "
 """Starts the header line. A sanitized line never holds a control character such as U+001E, so
@@ -47,3 +56,32 @@ def parse(data: bytes) -> Tail:
     run, end = head.get("run"), head.get("end")
     return Tail(found[1:], run if isinstance(run, str) else None,
                 end if isinstance(end, int) and not isinstance(end, bool) else None)
+
+
+def load(path: Path, limit: int = READ_BYTES) -> Tail | None:
+    """What the snapshot at `path` says: its header and the lines of its last `limit` bytes
+    (whole lines only: the newest, never the file's first ones passed off as its last); None
+    when there is none. Never through a symlink; any other OSError is the caller's to say."""
+    try:
+        fd = safefs.open_read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        if size <= limit:
+            return parse(_pread(fd, size, 0))
+        head = _pread(fd, min(_HEAD_BYTES, size), 0)
+        head = head[:head.index(b"\n") + 1] if head.startswith(MARK.encode()) and \
+            b"\n" in head else b""
+        body = _pread(fd, limit, size - limit)
+        return parse(head + body[body.find(b"\n") + 1:])
+    finally:
+        os.close(fd)
+
+
+def _pread(fd: int, n: int, at: int) -> bytes:
+    parts: list[bytes] = []
+    while n > 0 and (part := os.pread(fd, min(n, 1 << 24), at)):
+        parts.append(part)
+        n, at = n - len(part), at + len(part)
+    return b"".join(parts)

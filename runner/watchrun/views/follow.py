@@ -7,7 +7,6 @@ Both readers are woken by the caller (`watchrun.notify`, inotify or polling) and
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
@@ -21,7 +20,6 @@ __all__ = ["Generations", "JsonlFollower", "TailFollower"]
 
 BLOCK = 1 << 20
 """Bytes read per step (a longer record is read in a window that doubles until it fits)."""
-TAIL_BYTES = 64 << 20
 ROUNDS = 64
 """Switches and catch-ups one `read()` makes at most (the rest waits for the next call)."""
 
@@ -229,6 +227,4 @@ class TailFollower:
         return shown, new - len(shown)
 
     def _load(self) -> tailfile.Tail | None:
-        with contextlib.suppress(FileNotFoundError):
-            return tailfile.parse(safefs.read_bytes(self.path, TAIL_BYTES))
-        return None
+        return tailfile.load(self.path)

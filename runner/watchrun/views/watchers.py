@@ -20,8 +20,6 @@ from watchrun.views.humanize import Paint, no_paint, value, when
 
 STATUS_BYTES = 1 << 20
 """A status snapshot larger than this is not one (skipped)."""
-TAIL_BYTES = 64 << 20
-"""At most this much of a `.tail` file is read (the runner writes maxLogLines lines)."""
 
 
 class _Runner:
@@ -103,13 +101,12 @@ def matches(root: Path, wid: str, lines: int) -> list[dict[str, Any]]:
 
 
 def logs(root: Path, wid: str, lines: int) -> list[str]:
-    """The last `lines` lines of the watcher's `.tail` snapshot. Lines are split on `\\n` only:
-    a U+2028 or a lone `\\r` inside a line stays inside it (shown escaped at the edge)."""
-    try:
-        data = safefs.read_bytes(root / "state" / f"{wid}.tail", TAIL_BYTES)
-    except OSError:
-        return []
-    found = tailfile.parse(data).lines
+    """The last `lines` lines of the watcher's `.tail` snapshot (none before it wrote one; a
+    snapshot that cannot be read is an OSError, never taken for "it printed nothing"). Lines
+    are split on `\\n` only: a U+2028 or a lone `\\r` inside a line stays inside it (shown
+    escaped at the edge)."""
+    tail = tailfile.load(root / "state" / f"{wid}.tail")
+    found = tail.lines if tail is not None else []
     return found[-lines:] if lines else []
 
 
