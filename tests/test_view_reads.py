@@ -108,3 +108,36 @@ def test_logs_of_a_tail_over_64_mib_are_its_last_lines(tmp_path: Path) -> None:
     finally:
         f.kill()
         f.communicate()
+
+
+@pytest.mark.parametrize("command", [["list"], ["status"], ["status", "x"], ["stop", "x"],
+                                     ["matches", "x"], ["logs", "x", "-f"]])
+@pytest.mark.parametrize("kind", ["file", "loop", "under a file"])
+def test_an_output_dir_that_is_no_directory_is_said_so(
+        tmp_path: Path, command: list[str], kind: str) -> None:
+    """`--output-dir watch.yaml` was "the runner did not answer (… Not a directory) … may still
+    be carried out", and `list` exited 0 with "no watchers have run"; no runner is there."""
+    (tmp_path / "notadir").write_text("hi\n")
+    (tmp_path / "loop").symlink_to("loop")
+    od = {"file": "notadir", "loop": "loop", "under a file": "notadir/sub"}[kind]
+    p = wr(tmp_path, *command, "--output-dir", od, timeout=30)
+    why = {"file": "ENOTDIR: it exists and is not a directory",
+           "loop": "ELOOP: cannot read it: too many levels of symbolic links",
+           "under a file": "ENOTDIR: cannot read it: a path component is a file"}[kind]
+    assert (p.returncode, p.stdout) == (3, ""), (p.stdout, p.stderr)
+    assert p.stderr.startswith(f"watchrun: error: output dir: {od}: {why}"), p.stderr
+    assert "did not answer" not in p.stderr
+    j = wr(tmp_path, *command, "--json", "--output-dir", od, timeout=30)
+    assert j.returncode == 3
+    assert json.loads(j.stdout)["error"]["code"] == "output_dir"
+
+
+@pytest.mark.parametrize("kind", ["notadir/sub", "loop"])
+def test_a_socket_path_under_a_file_or_a_loop_is_no_runner(tmp_path: Path, kind: str) -> None:
+    """ENOTDIR and ELOOP on connect were taken for a runner that did not answer (NoReply)."""
+    from watchrun.runtime.client import NotListening, request
+
+    (tmp_path / "notadir").write_text("hi\n")
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(NotListening):
+        request(tmp_path / kind / "control.sock", {"cmd": "list"}, timeout=5)

@@ -30,17 +30,25 @@ class Where:
 
 def resolve(args: argparse.Namespace, out: Out) -> Where | int:
     """The output dir from -c (or the discovered config; `main` filled `args.config`) or
-    --output-dir alone; an exit status when the config is invalid."""
+    --output-dir alone; an exit status when the config is invalid or the output dir is there
+    but not a directory (`output_dir`, exit 3)."""
     from watchrun.config import load_config
+    from watchrun.output.outdir import OutputDirError, check_readable
 
     paths: list[Path] = list(getattr(args, "config", None) or [])
     if not paths:
-        return Where(args.output_dir, DEFAULT_MATCH_LINES)
-    result = load_config(paths, output_dir=args.output_dir, cache=True)
-    if result.config is None:
-        return config_failed(out, result.diagnostics)
-    cfg = result.config
-    return Where(cfg.output.dir, cfg.limits.match_lines, cfg)
+        where = Where(args.output_dir, DEFAULT_MATCH_LINES)
+    else:
+        result = load_config(paths, output_dir=args.output_dir, cache=True)
+        if result.config is None:
+            return config_failed(out, result.diagnostics)
+        cfg = result.config
+        where = Where(cfg.output.dir, cfg.limits.match_lines, cfg)
+    try:
+        check_readable(where.root)  # a file named as one is no runner "that did not answer"
+    except OutputDirError as exc:
+        return out.fail("output_dir", str(exc), outputDir=str(where.root))
+    return where
 
 
 def _paint(out: Out) -> Any:

@@ -15,7 +15,8 @@ from msgspec.structs import replace
 
 from watchrun.output import safefs
 
-__all__ = ["OutputDirError", "OutputLayout", "layout_for", "prepare_output_dir"]
+__all__ = ["OutputDirError", "OutputLayout", "check_readable", "layout_for",
+           "prepare_output_dir"]
 
 DIR_MODE = 0o750
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -68,6 +69,20 @@ def layout_for(root: Path) -> OutputLayout:
     )
 
 
+def check_readable(root: Path) -> None:
+    """For the readers (`list`, `status`, `matches`, `stop`…): `root` is a directory, or does not
+    exist (nothing has run with it); OutputDirError when it is anything else (a file, a symlink
+    loop, under a file), which no runner can have used and no "no runner" can stand for."""
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _error(root, exc, "read it") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise OutputDirError(root, "ENOTDIR", "it exists and is not a directory")
+
+
 def _error(path: Path, exc: OSError, doing: str) -> OutputDirError:
     code = exc.errno if exc.errno is not None else errno.EIO
     name = errno.errorcode.get(code, str(code))
@@ -76,6 +91,7 @@ def _error(path: Path, exc: OSError, doing: str) -> OutputDirError:
         errno.EPERM: "operation not permitted; fix the owner or mode, or choose another output.dir",
         errno.EROFS: "the file system is read-only; choose a writable output.dir",
         errno.ENOTDIR: "a path component is a file, not a directory",
+        errno.ELOOP: "too many levels of symbolic links (a symlink loop)",
         errno.ENOENT: "the parent directory does not exist (only the last component is created)",
         errno.ENOSPC: "no space left on the device",
         errno.EDQUOT: "disk quota exceeded",

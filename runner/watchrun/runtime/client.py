@@ -19,7 +19,8 @@ __all__ = ["LOCK_NAME", "READS", "NoReply", "NotListening", "Unreachable", "hold
            "is_live", "request", "unix_address"]
 
 _SUN_PATH = 107  # bytes of an AF_UNIX path, without the terminating NUL
-_NOBODY = {errno.ENOENT, errno.ECONNREFUSED}
+_NOBODY = {errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR, errno.ELOOP}
+"""No runner listens there: no such file, refused, or the dir is a file or a symlink loop."""
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 SETTLE_S = 1.0
 """How long a client waits for the socket of a runner that holds `control.lock` (starting or
