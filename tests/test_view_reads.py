@@ -141,3 +141,38 @@ def test_a_socket_path_under_a_file_or_a_loop_is_no_runner(tmp_path: Path, kind:
     (tmp_path / "loop").symlink_to("loop")
     with pytest.raises(NotListening):
         request(tmp_path / kind / "control.sock", {"cmd": "list"}, timeout=5)
+
+
+@pytest.mark.parametrize("op", ["matches", "logs"])
+def test_following_an_id_nobody_knows_is_not_found(tmp_path: Path, op: str) -> None:
+    """`matches app-lgo -f` waited until Ctrl-C ("nothing recorded … yet; waiting for it"), and
+    `--json` printed nothing, where without `-f` it is `not_found`, exit 2."""
+    od = recorded(tmp_path, "app-log")
+    p = wr(tmp_path, op, "app-lgo", "-f", "--output-dir", str(od), timeout=30)
+    assert (p.returncode, p.stdout) == (2, "")
+    assert p.stderr == f"watchrun: error: no watcher 'app-lgo' in {od} (known: app-log)\n"
+    j = wr(tmp_path, op, "app-lgo", "-f", "--json", "--output-dir", str(od), timeout=30)
+    assert j.returncode == 2
+    assert json.loads(j.stdout)["error"] == {
+        "code": "not_found", "message": f"no watcher 'app-lgo' in {od} (known: app-log)",
+        "id": "app-lgo", "known": ["app-log"]}
+
+
+def test_following_a_configured_id_that_has_not_run_waits_for_it(tmp_path: Path) -> None:
+    (tmp_path / "watch.yaml").write_text(
+        "output: {dir: out}\nwatchers:\n  - {id: later, command: 'echo ERROR', "
+        "pattern: ERROR}\n")
+    f = subprocess.Popen([watchrun_bin(), "matches", "later", "-f", "--json", "-c",
+                          "watch.yaml"], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        (tmp_path / "out" / "watchers").mkdir(parents=True)
+        (tmp_path / "out" / "watchers" / "later.jsonl").write_text(json.dumps(
+            {"schema": 1, "seq": 1, "kind": "match", "line": "ERROR at last"}) + "\n")
+        assert f.stdout is not None
+        assert select.select([f.stdout], [], [], 60)[0], "no line from matches -f in 60 s"
+        assert json.loads(f.stdout.readline())["line"] == "ERROR at last"
+    finally:
+        f.kill()
+        f.communicate()
+

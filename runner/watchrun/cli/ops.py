@@ -82,6 +82,10 @@ def cmd_ops(args: argparse.Namespace) -> int:
     from watchrun.cli.live import NoAnswer, follow, live_statuses
 
     if getattr(args, "follow", False):
+        known = _known_watchers(where)  # a typo is said, not waited for until Ctrl-C
+        if args.id not in known:
+            return out.fail("not_found", f"no watcher {args.id!r} in {where.root} (known: "
+                            f"{named(known)})", id=args.id, known=known)
         return follow(args, where.root, where.match_lines, where.config)
     unanswered: str | None = None
     try:
