@@ -176,3 +176,19 @@ def test_following_a_configured_id_that_has_not_run_waits_for_it(tmp_path: Path)
         f.kill()
         f.communicate()
 
+
+@pytest.mark.parametrize("op", ["matches", "logs"])
+def test_a_json_follower_that_cannot_read_ends_with_an_error_line(
+        tmp_path: Path, op: str) -> None:
+    """`matches app -f --json` with a directory in place of its JSONL printed nothing on
+    stdout (only a text line on stderr): a JSON Lines reader did not learn why it ended."""
+    od = recorded(tmp_path)
+    bad = od / "watchers" / "app.jsonl" if op == "matches" else od / "state" / "app.tail"
+    bad.unlink(missing_ok=True)
+    bad.mkdir()
+    p = wr(tmp_path, op, "app", "-f", "--json", "--output-dir", str(od), timeout=30)
+    assert p.returncode == 3, (p.stdout, p.stderr)
+    last = json.loads(p.stdout.splitlines()[-1])
+    assert last["error"]["code"] == "read_failed" and last["error"]["id"] == "app"
+    assert last["error"]["message"].startswith("cannot follow app: ")
+    assert str(bad) in last["error"]["message"]

@@ -77,7 +77,12 @@ def follow(args: argparse.Namespace, root: Path, match_lines: int, config: Confi
     except OSError as exc:  # e.g. a symlink in place of a JSONL file: never followed
         if isinstance(exc, BrokenPipeError):
             raise
-        _err(f"watchrun: error: cannot follow {args.id}: {exc}")
+        message = f"cannot follow {args.id}: {exc}"
+        if as_json:  # the stream's last line, so a JSON Lines reader sees why it ended
+            print(edge_json({"error": {"code": "read_failed", "message": message,
+                                       "id": args.id}}), flush=True)
+        else:
+            _err(f"watchrun: error: {message}")
         return ExitStatus.RUNTIME
 
 
