@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from liverunner import watchrun_bin
+from test_follow import Lines
 
 from watchrun.output import tailfile
 
@@ -192,3 +193,52 @@ def test_a_json_follower_that_cannot_read_ends_with_an_error_line(
     assert last["error"]["code"] == "read_failed" and last["error"]["id"] == "app"
     assert last["error"]["message"].startswith("cannot follow app: ")
     assert str(bad) in last["error"]["message"]
+
+
+GARBAGE = (b'garbage \x1b[2J here\n\xff\xfebinary\n[1,2]\n{"kind":"match","line":"no seq"}\n'
+           b'{"schema":1,"seq":"9","kind":"match","line":"string seq"}\n')
+
+
+def three_matches(tmp_path: Path) -> Path:
+    od = recorded(tmp_path, "cmd")
+    path = od / "watchers" / "cmd.jsonl"
+    path.write_text("".join(json.dumps({"schema": 1, "seq": i, "kind": "match",
+                                        "line": f"ERROR {i}"}) + "\n" for i in (1, 2, 3)))
+    return path
+
+
+def test_matches_says_how_many_lines_are_not_records(tmp_path: Path) -> None:
+    """Five lines that are no record were skipped without a word (`ReadStats.invalid`)."""
+    path = three_matches(tmp_path)
+    with path.open("ab") as f:
+        f.write(GARBAGE)
+    for fmt in ([], ["--json"]):
+        p = wr(tmp_path, "matches", "cmd", *fmt, "--output-dir", str(path.parents[1]))
+        assert p.returncode == 0
+        assert p.stderr == f"watchrun: cmd: 5 lines of {path} are not records (skipped)\n"
+    assert [m["line"] for m in json.loads(p.stdout)["matches"]] == ["ERROR 1", "ERROR 2",
+                                                                     "ERROR 3"]
+
+
+def test_matches_follow_says_how_many_lines_are_not_records(tmp_path: Path) -> None:
+    path = three_matches(tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(lines[0] + b"between\n" + b"".join(lines[1:]) + GARBAGE[:30])
+    f = subprocess.Popen([watchrun_bin(), "matches", "cmd", "-f", "--output-dir",
+                          str(path.parents[1])], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        out = Lines(f)
+        assert [x.rsplit("  ", 1)[1] for x in out.take(3)] == ["ERROR 1", "ERROR 2", "ERROR 3"]
+        with path.open("ab") as jsonl:
+            jsonl.write(GARBAGE[30:])
+            jsonl.write(b'{"schema":1,"seq":4,"kind":"match","line":"ERROR 4"}\n')
+        assert out.take(1)[0].endswith("ERROR 4")
+    finally:
+        f.send_signal(2)
+        _, err = f.communicate(timeout=30)
+    said = err.splitlines()  # (the 2 lines after record 3 are the follower's to count)
+    assert said[0] == f"watchrun: cmd: 1 line of {path} is not a record (skipped)"
+    counts = [int(x.split()[2]) for x in said[1:]]
+    assert sum(counts) == 5, err
+    assert all(x.endswith(f"lines of {path} are not records (skipped)") for x in said[1:]), err

@@ -90,9 +90,9 @@ def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json
                     poll_ms: int) -> int:
     from watchrun.notify import Notifier
     from watchrun.output.backward import last_records
-    from watchrun.output.records import retained_files
+    from watchrun.output.records import ReadStats, retained_files
     from watchrun.views.follow import JsonlFollower
-    from watchrun.views.watchers import match_line
+    from watchrun.views.watchers import match_line, skipped
 
     path = root / "watchers" / f"{wid}.jsonl"
     pipe = _pipe_out()
@@ -102,11 +102,14 @@ def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json
     try:
         if not retained_files(path):
             _waiting(root, config, wid)
-        newest = last_records(path, 1)
+        after, read = ReadStats(), ReadStats()  # (lines after the newest record: the
+        newest = last_records(path, 1, stats=after)  # follower's to read, and to count)
         since = int(newest[0]["seq"]) if newest else 0
-        shown = [r for r in last_records(path, n, {"match"}) if r["seq"] <= since]
+        shown = [r for r in last_records(path, n, {"match"}, stats=read) if r["seq"] <= since]
         follower.start_after(since)  # what came after `since` is the follower's to read
-        restarts, gaps, missing = 0, 0, 0
+        restarts, gaps, missing, invalid = 0, 0, 0, 0
+        if read.invalid > after.invalid:
+            _err(f"watchrun: {skipped(wid, path, read.invalid - after.invalid)}")
         while True:
             for rec in shown:
                 print(edge_json(rec) if as_json else match_line(rec))
@@ -126,6 +129,9 @@ def _follow_matches(root: Path, config: Config | None, wid: str, n: int, as_json
                 _err(f"watchrun: {wid}: {follower.missing - missing} records are missing from "
                      "its JSONL and no record says why (the file may be damaged)")
                 missing = follower.missing
+            if follower.stats.invalid != invalid:
+                _err(f"watchrun: {skipped(wid, path, follower.stats.invalid - invalid)}")
+                invalid = follower.stats.invalid
     finally:
         follower.close()
         watch.close()

@@ -58,7 +58,7 @@ def _paint(out: Out) -> Any:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from watchrun.output.records import ID_RULE, is_id
+    from watchrun.output.records import ID_RULE, ReadStats, is_id
     from watchrun.views import watchers as views
 
     out = Out.for_args(args)
@@ -133,10 +133,14 @@ def cmd_ops(args: argparse.Namespace) -> int:
         return ExitStatus.OK
     n = args.lines if args.lines is not None else min(where.match_lines, 2000)
     if op == "matches":
+        stats = ReadStats()
         try:
-            recs = views.matches(where.root, args.id, n)
+            recs = views.matches(where.root, args.id, n, stats)
         except OSError as exc:  # e.g. a symlink in place of a JSONL file: never followed
             return out.fail("read_failed", f"cannot read the matches of {args.id}: {exc}")
+        if stats.invalid:
+            out.note(views.skipped(args.id, where.root / "watchers" / f"{args.id}.jsonl",
+                                   stats.invalid))
         if out.as_json:
             out.doc({"id": args.id, "matches": recs})
         else:

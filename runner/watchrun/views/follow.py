@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.output import safefs, tailfile
-from watchrun.output.records import ReadStats, iter_records, offset_after, oldest_seq
+from watchrun.output.records import (
+    ReadStats,
+    iter_records,
+    offset_after,
+    oldest_seq,
+    parse_record,
+)
 from watchrun.views.agent_window import explains
 
 __all__ = ["Generations", "JsonlFollower", "TailFollower"]
@@ -94,7 +100,15 @@ class JsonlFollower(Generations):
         self.last = seq
         if self._open(fresh=False):
             with os.fdopen(os.dup(self._fd), "rb") as f:
-                self._pos = offset_after(f, seq)
+                self._pos = at = offset_after(f, seq)
+                f.seek(at)
+                for line in f:  # past the last record up to `seq`: what lies before it
+                    at += len(line)  # (lines that are no record too) is the caller's
+                    rec = parse_record(line, ReadStats()) if line.endswith(b"\n") else None
+                    if rec is not None and rec["seq"] > seq:
+                        break
+                    if rec is not None:
+                        self._pos = at
 
     def read(self) -> list[dict[str, Any]]:
         """Every complete record written since the last call, oldest first."""

@@ -16,6 +16,7 @@ from typing import Any
 from watchrun.match.sanitize import edge_text, shorten
 from watchrun.output import flocks, safefs, tailfile
 from watchrun.output.backward import last_records
+from watchrun.output.records import ReadStats
 from watchrun.views.humanize import Paint, no_paint, value, when
 
 STATUS_BYTES = 1 << 20
@@ -96,8 +97,18 @@ def load_status(root: Path, wid: str) -> dict[str, Any] | None:
     return next((s for s in load_statuses(root) if s.get("id") == wid), None)
 
 
-def matches(root: Path, wid: str, lines: int) -> list[dict[str, Any]]:
-    return last_records(root / "watchers" / f"{wid}.jsonl", lines, {"match"})
+def matches(root: Path, wid: str, lines: int, stats: ReadStats | None = None
+            ) -> list[dict[str, Any]]:
+    """The last `lines` match records (`stats` counts the lines read past that are not one)."""
+    return last_records(root / "watchers" / f"{wid}.jsonl", lines, {"match"}, stats=stats)
+
+
+def skipped(wid: str, path: Path, invalid: int) -> str:
+    """What `matches` says of the lines of a JSONL that are not records (garbage, no integer
+    seq): skipped, never silently."""
+    if invalid == 1:
+        return f"{wid}: 1 line of {path} is not a record (skipped)"
+    return f"{wid}: {invalid} lines of {path} are not records (skipped)"
 
 
 def logs(root: Path, wid: str, lines: int) -> list[str]:
