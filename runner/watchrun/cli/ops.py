@@ -36,13 +36,11 @@ def resolve(args: argparse.Namespace, out: Out) -> Where | int:
     from watchrun.output.outdir import OutputDirError, check_readable
 
     paths: list[Path] = list(getattr(args, "config", None) or [])
-    if not paths:
-        where = Where(args.output_dir, DEFAULT_MATCH_LINES)
-    else:
+    where = Where(args.output_dir, DEFAULT_MATCH_LINES)
+    if paths:
         result = load_config(paths, output_dir=args.output_dir, cache=True)
-        if result.config is None:
+        if (cfg := result.config) is None:
             return config_failed(out, result.diagnostics)
-        cfg = result.config
         where = Where(cfg.output.dir, cfg.limits.match_lines, cfg)
     try:
         check_readable(where.root)  # a file named as one is no runner "that did not answer"
@@ -65,11 +63,9 @@ def cmd_ops(args: argparse.Namespace) -> int:
     where = resolve(args, out)
     if isinstance(where, int):
         return where
-    op = args.op
-    wid = getattr(args, "id", None)
+    op, wid = args.op, getattr(args, "id", None)
     if wid is not None and not is_id(wid):  # a path would read files outside the output dir
-        return out.fail("invalid_argument", f"{wid!r} is not a watcher id ({ID_RULE})",
-                        id=wid)
+        return out.fail("invalid_argument", f"{wid!r} is not a watcher id ({ID_RULE})", id=wid)
     try:
         if op == "stop":
             return _stop(where, args.id, out)
