@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from liverunner import watchrun_bin
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 from test_follow import Lines
 
 from watchrun.output import tailfile
@@ -242,3 +242,30 @@ def test_matches_follow_says_how_many_lines_are_not_records(tmp_path: Path) -> N
     counts = [int(x.split()[2]) for x in said[1:]]
     assert sum(counts) == 5, err
     assert all(x.endswith(f"lines of {path} are not records (skipped)") for x in said[1:]), err
+
+
+def test_matches_and_logs_mark_where_a_line_was_cut(tmp_path: Path) -> None:
+    """A line cut at `maxLineBytes` showed in `matches` as if whole (only `--json` said
+    `truncated`), and `logs` cut every line to 4096 characters without a mark."""
+    (tmp_path / "app.log").write_text("")
+    config = write_config(tmp_path, {"limits": {"maxLineBytes": 8192}, "watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        with (tmp_path / "app.log").open("a") as f:
+            f.write("ERROR huge " + "x" * 20000 + " END\nERROR short\n")
+        wait_for(lambda: len(r.matches("app")) == 2, "both matches")
+        cut = r.matches("app")[0]
+        assert cut["truncated"] is True
+        p = wr(tmp_path, "matches", "app", "-c", "watch.yaml")
+        huge, short = p.stdout.splitlines()
+        assert huge.endswith(f"xxx [cut: {cut['omittedBytes']} more bytes not kept]"), huge[-80:]
+        assert short.endswith("  ERROR short")
+        tail = r.out / "state" / "app.tail"
+        wait_for(lambda: tail.exists() and b"ERROR short" in tail.read_bytes(), "the snapshot")
+        logs = wr(tmp_path, "logs", "app", "-c", "watch.yaml").stdout.splitlines()
+        assert logs[0] == "ERROR huge " + "x" * (4096 - 11) + " [cut: longer than 4096 characters]"
+        assert logs[1] == "ERROR short"
+    finally:
+        assert r.stop() == 0

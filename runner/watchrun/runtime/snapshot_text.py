@@ -13,13 +13,18 @@ from watchrun.match.redact import Redactor, clean_text, marker
 from watchrun.match.sanitize import edge_text, raw_text, sanitize
 from watchrun.output.jsonl import escape_marks, valid_value
 
-__all__ = ["TAIL_LINE_BYTES", "Said", "said", "snapshot_json", "tail_lines"]
+__all__ = ["CUT_MARK", "TAIL_LINE_BYTES", "Said", "said", "snapshot_json", "tail_lines"]
 
 TAIL_LINE_CHARS = 4096
-TAIL_LINE_BYTES = 4 * TAIL_LINE_CHARS
+TAIL_LINE_BYTES = 4 * TAIL_LINE_CHARS + 1
 """What of a raw line is taken for its TAIL_LINE_CHARS (a character is at most 4 bytes:
-`RecentLines.last(TAIL_LINE_BYTES)`): the rest, up to maxLineBytes (16 MiB), had been copied,
-decoded and sanitized on the loop, and held it for seconds."""
+`RecentLines.last(TAIL_LINE_BYTES)`; the one byte more says the line was longer): the rest, up
+to maxLineBytes (16 MiB), had been copied, decoded and sanitized on the loop, and held it for
+seconds."""
+
+CUT_MARK = f" [cut: longer than {TAIL_LINE_CHARS} characters]"
+"""Ends a `.tail` line that was longer than TAIL_LINE_CHARS (its full length is not known:
+only TAIL_LINE_BYTES of it were taken)."""
 
 Said: TypeAlias = tuple[str, str | list[str] | None, str | None]
 """A watcher's label, source (a path, a command string or its argv) and cwd."""
@@ -41,13 +46,16 @@ def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None) -> list
     and their key blocks), sanitized, with `output.redact` redacted together (a key block whole,
     and each line of a block whose BEGIN line has left the window marked, as records do),
     U+2028/U+2029 and bidi controls `\\u`-escaped as `logs` shows them (the file is read by
-    `cat` and `tail -f` too), each cut to TAIL_LINE_CHARS."""
+    `cat` and `tail -f` too), each cut to TAIL_LINE_CHARS and then marked as cut (`CUT_MARK`:
+    `logs` shows a shortened line as such, never as the whole line)."""
     lines = [sanitize(raw_text(b), None)[0] for b, _ in tail]
     if redactor is not None:
         red = redactor.redact_lines(lines)[0]
         lines = [marker("private-key") if key_body(block, line) else r
                  for line, r, (_, block) in zip(lines, red, tail, strict=True)]
-    return [edge_text(x, multiline=True)[:TAIL_LINE_CHARS] for x in lines]
+    shown = [edge_text(x, multiline=True) for x in lines]
+    return [x[:TAIL_LINE_CHARS] + CUT_MARK if len(x) > TAIL_LINE_CHARS or len(raw) >=
+            TAIL_LINE_BYTES else x for x, (raw, _) in zip(shown, tail, strict=True)]
 
 
 def snapshot_json(snap: dict[str, Any]) -> bytes:

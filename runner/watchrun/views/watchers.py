@@ -186,10 +186,15 @@ def status_lines(status: dict[str, Any], now: datetime, paint: Paint = no_paint)
 
 
 def match_line(rec: dict[str, Any]) -> str:
-    """One `matches` line for people: `ts  where:lineNo  line`."""
+    """One `matches` line for people: `ts  where:lineNo  line`, and a mark where the line was
+    cut at `maxLineBytes` (the record's `truncated`/`omittedBytes`)."""
     place = rec.get("path") or f"run {value(rec.get('run'))}"
+    omitted = rec.get("omittedBytes")
+    cut = "" if rec.get("truncated") is not True else (
+        f" [cut: {omitted} more bytes not kept]" if isinstance(omitted, int) and omitted > 0
+        else " [cut: the rest was not kept]")
     return edge_text(f"{value(rec.get('ts'))}  {place}:{value(rec.get('lineNo'))}  "
-                     f"{value(rec.get('line'))}")
+                     f"{value(rec.get('line'))}{cut}")
 
 
 
