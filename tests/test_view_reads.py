@@ -269,3 +269,23 @@ def test_matches_and_logs_mark_where_a_line_was_cut(tmp_path: Path) -> None:
         assert logs[1] == "ERROR short"
     finally:
         assert r.stop() == 0
+
+
+def test_list_shows_an_argv_command_quoted_as_validate_does(tmp_path: Path) -> None:
+    """`list` joined an argv with bare spaces (`sh -c echo ERROR a b; sleep 20 x y`): pasted
+    into a shell, another command than the watcher's."""
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "v", "command": ["sh", "-c", "echo ERROR a b; sleep 20", "x y"],
+         "pattern": "ERROR"}]})
+    quoted = "sh -c 'echo ERROR a b; sleep 20' 'x y'"
+    assert quoted in wr(tmp_path, "validate", "-c", str(config)).stdout
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        wait_for(lambda: r.matches("v"), "its match")
+        row = wr(tmp_path, "list", "-c", "watch.yaml").stdout.splitlines()[1]  # the runner's
+        assert f"  {quoted}  " in row, row
+    finally:
+        assert r.stop() == 0
+    row = wr(tmp_path, "list", "-c", "watch.yaml").stdout.splitlines()[1]  # the snapshot's
+    assert row.startswith("v ") and f"  {quoted}  " in row, row

@@ -88,12 +88,11 @@ def _engine(w: WatcherSpec) -> str:
 
 def _source(w: WatcherSpec, config: Config) -> str:
     """The path or command line, as `status` shows it (with `output.redact`, redacted)."""
-    import shlex
+    from watchrun.config.shellwords import command_line
 
     if w.path is not None:
         return clean_text(str(w.path), config.records_redactor())
-    return clean_text(w.command if isinstance(w.command, str) else shlex.join(w.command or ()),
-                      config.records_redactor())
+    return clean_text(command_line(w.command or ()), config.records_redactor())
 
 
 def _agent_command(a: AgentSpec, config: Config) -> list[str]:

@@ -26,15 +26,23 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable
 from typing import Literal
 
-__all__ = ["Context", "contexts", "quote"]
+__all__ = ["Context", "command_line", "contexts", "quote"]
 
 Context = Literal["plain", "double", "single", "comment"]
 _META = " \t\n;&|()<>"
 _NESTED = {"backtick": "inside backticks (`…`)", "arith": "inside an arithmetic $((…))",
            "param": "inside a shell parameter expansion ($${…})",
            "ansi": "inside bash's $'…' quoting (where `\\'` does not end it)"}
+
+
+def command_line(command: str | Iterable[object]) -> str:
+    """A command as one line to show: a string as it is, an argv shell-quoted (`sh -c 'echo a
+    b' 'x y'`), so pasted into a shell it runs what the watcher runs (`validate`, the default
+    `label`, `list`)."""
+    return command if isinstance(command, str) else shlex.join(str(a) for a in command)
 
 
 def quote(value: str, context: Context) -> str:

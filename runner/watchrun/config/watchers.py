@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from watchrun.config.actions import build_actions
 from watchrun.config.checks import Ctx, quoted
 from watchrun.config.clamp import RANGES, clamp
 from watchrun.config.model import GateSpec, Limits, RestartPolicy, WatcherSpec
+from watchrun.config.shellwords import command_line
 from watchrun.config.tree import CMap, KeyPath
 from watchrun.match.matcher import BACKTRACKING_BUDGET_S, needs_backtracking
 
@@ -152,8 +152,7 @@ def _watcher(
     cwd = None
     if is_command:
         cwd = ctx.resolve((*p, "cwd"), w["cwd"]) if "cwd" in w else ctx.folder((*p, "command"))
-    default_label = w.get("path") if is_file else (
-        command if isinstance(command, str) else shlex.join(command or ()))
+    default_label = w.get("path") if is_file else command_line(command or ())
     return WatcherSpec(
         id=w["id"],
         label=w.get("label") or str(default_label),

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from watchrun.config.shellwords import command_line
 from watchrun.match.sanitize import edge_text, shorten
 from watchrun.output import flocks, safefs, tailfile
 from watchrun.output.backward import last_records
@@ -141,8 +142,8 @@ def list_table(statuses: list[dict[str, Any]], now: datetime, paint: Paint = no_
     rows = []
     for s in statuses:
         source = s.get("source")
-        if isinstance(source, list):
-            source = " ".join(str(x) for x in source)
+        if isinstance(source, list):  # an argv: quoted as `validate` shows it
+            source = command_line(source)
         unknown = "?" if s.get("status") == "unreadable" else None  # (no snapshot to say)
         rows.append([
             value(s.get("id", "?")),
