@@ -289,3 +289,39 @@ def test_list_shows_an_argv_command_quoted_as_validate_does(tmp_path: Path) -> N
         assert r.stop() == 0
     row = wr(tmp_path, "list", "-c", "watch.yaml").stdout.splitlines()[1]  # the snapshot's
     assert row.startswith("v ") and f"  {quoted}  " in row, row
+
+
+def test_a_long_label_leaves_a_snapshot_its_readers_take(tmp_path: Path) -> None:
+    """A valid config's 1.5 MB label made the runner write a status snapshot over the 1 MiB
+    its readers take: once the runner stopped, `list` said `unreadable` and `status big` that
+    the runner's own file was "damaged, not a regular file, or a copy of another watcher's"."""
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "big", "label": "L" * 1_500_000, "command": "echo ERROR; sleep 30",
+         "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        wait_for(lambda: r.matches("big"), "its match")
+    finally:
+        assert r.stop() == 0
+    snap = r.out / "state" / "big.status.json"
+    assert snap.stat().st_size < 1 << 20
+    listed = wr(tmp_path, "list", "--json", "-c", "watch.yaml")
+    (w,) = json.loads(listed.stdout)["watchers"]
+    assert w["status"] == "stopped", w.get("lastError")
+    assert w["label"] == "L" * 16384 + " [cut: 1483616 more characters]"
+    status = wr(tmp_path, "status", "big", "-c", "watch.yaml")
+    assert status.returncode == 0, status.stderr
+
+
+def test_a_snapshot_over_1_mib_is_said_to_be_too_large(tmp_path: Path) -> None:
+    state = tmp_path / "out" / "state"
+    state.mkdir(parents=True)
+    (state / "big.status.json").write_text(json.dumps({"id": "big", "label": "L" * (1 << 20)}))
+    p = wr(tmp_path, "status", "big", "--output-dir", str(tmp_path / "out"))
+    assert p.returncode == 3
+    assert "cannot be read: not its status snapshot (it is larger than 1 MiB, which no " \
+        "snapshot is)" in p.stderr, p.stderr
+    listed = wr(tmp_path, "list", "--json", "--output-dir", str(tmp_path / "out")).stdout
+    (w,) = json.loads(listed)["watchers"]
+    assert w["status"] == "unreadable" and "(it is larger than 1 MiB" in w["lastError"]

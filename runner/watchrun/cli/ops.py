@@ -112,9 +112,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
                             f"is in {where.root}", id=args.id)
         if os.path.lexists(snapshot):  # there, but not a snapshot this can read
             return out.fail("read_failed", f"the status of {args.id!r} ({snapshot}) cannot be "
-                            "read: not its status snapshot (damaged, not a regular file, or a "
-                            "copy of another watcher's); a "
-                            "runner writes it anew while the watcher runs", id=args.id)
+                            f"read: not its status snapshot ({views.unreadable_why(snapshot)});"
+                            " a runner writes it anew while the watcher runs", id=args.id)
         if args.id in known:  # configured (or recorded) but no snapshot: not run here yet
             return out.fail("not_found", f"no status of {args.id!r} in {where.root}: it has "
                             "not run with this output dir (or `clear` forgot it)", id=args.id,

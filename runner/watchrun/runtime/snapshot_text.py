@@ -26,6 +26,10 @@ CUT_MARK = f" [cut: longer than {TAIL_LINE_CHARS} characters]"
 """Ends a `.tail` line that was longer than TAIL_LINE_CHARS (its full length is not known:
 only TAIL_LINE_BYTES of it were taken)."""
 
+SAID_CHARS = 16384
+"""At most this much of a label, of a source (an argv: of all its words) and of a cwd is in a
+status snapshot, which so stays far under the 1 MiB its readers take (`views/watchers.py`)."""
+
 Said: TypeAlias = tuple[str, str | list[str] | None, str | None]
 """A watcher's label, source (a path, a command string or its argv) and cwd."""
 
@@ -33,12 +37,29 @@ Said: TypeAlias = tuple[str, str | list[str] | None, str | None]
 def said(spec: WatcherSpec, redactor: Redactor | None) -> Said:
     """Its label, source and cwd as snapshots show them: sanitized (a `${VAR}`, a file name
     others chose) and with `output.redact` redacted (a command line's `${VAR}` password leaves
-    the machine in `list`, `status` and the MCP answers, as it does in a webhook's label)."""
+    the machine in `list`, `status` and the MCP answers, as it does in a webhook's label); each
+    at most SAID_CHARS, the cut marked."""
     where = spec.path if spec.path is not None else spec.command
-    source = [clean_text(a, redactor) for a in where] if isinstance(where, tuple) else \
-        None if where is None else clean_text(str(where), redactor)
-    cwd = None if spec.cwd is None else clean_text(str(spec.cwd), redactor)
-    return clean_text(spec.label, redactor), source, cwd
+    source = _words([clean_text(a, redactor) for a in where]) if isinstance(where, tuple) else \
+        None if where is None else _words([clean_text(str(where), redactor)])[0]
+    cwd = None if spec.cwd is None else _words([clean_text(str(spec.cwd), redactor)])[0]
+    return _words([clean_text(spec.label, redactor)])[0], source, cwd
+
+
+def _words(words: list[str]) -> list[str]:
+    """`words` cut to SAID_CHARS characters in all, the last one kept ending with a mark that
+    counts the rest (a 1.5 MB label made a snapshot its readers refused as damaged)."""
+    total = sum(len(w) for w in words)
+    if total <= SAID_CHARS:
+        return words
+    out, left = [], SAID_CHARS
+    for w in words:
+        if len(w) >= left:
+            out.append(f"{w[:left]} [cut: {total - SAID_CHARS} more characters]")
+            break
+        out.append(w)
+        left -= len(w)
+    return out
 
 
 def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None) -> list[str]:

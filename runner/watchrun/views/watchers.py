@@ -7,8 +7,10 @@ that reaches the terminal goes through `edge_text`; JSON goes out through `edge_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -84,8 +86,17 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
 
 def _unreadable(path: Path, wid: str) -> dict[str, Any]:
     return {"id": wid, "status": "unreadable", "live": False, "lastError": (
-        f"its status snapshot {path} cannot be read (damaged, not a regular file, or a copy of "
-        "another watcher's); a runner writes it anew while the watcher runs")}
+        f"its status snapshot {path} cannot be read ({unreadable_why(path)}); a runner writes "
+        "it anew while the watcher runs")}
+
+
+def unreadable_why(path: Path) -> str:
+    """Why a status snapshot that is there was not read."""
+    with contextlib.suppress(OSError):
+        st = os.stat(path, follow_symlinks=False)
+        if stat.S_ISREG(st.st_mode) and st.st_size > STATUS_BYTES:
+            return f"it is larger than {STATUS_BYTES >> 20} MiB, which no snapshot is"
+    return "damaged, not a regular file, or a copy of another watcher's"
 
 
 def added_at_runtime(root: Path) -> dict[str, bool]:
