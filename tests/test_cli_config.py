@@ -211,6 +211,19 @@ def test_init_refuses_an_unknown_format(tmp_path: Path) -> None:
     assert not (tmp_path / "watch.txt").exists()
 
 
+@pytest.mark.parametrize(("target", "said"), [
+    ("notadir/watch.yaml", "cannot create notadir: it exists and is not a directory"),
+    ("notadir/sub/watch.yaml", "cannot create notadir/sub: Not a directory")])
+def test_init_under_a_file_says_the_file_is_no_directory(
+        tmp_path: Path, target: str, said: str) -> None:
+    """`init notadir/watch.yaml` said "cannot create notadir: File exists", as if creating the
+    folder failed because it is there."""
+    (tmp_path / "notadir").write_text("hi\n")
+    proc = run("init", target, cwd=tmp_path)
+    assert proc.returncode == 3
+    assert proc.stderr == f"watchrun: error: cannot write {target}: {said}\n"
+
+
 def test_version_and_help() -> None:
     from watchrun import __version__
 

@@ -243,9 +243,11 @@ def cmd_init(args: argparse.Namespace) -> int:
         text = dump_document(yaml.safe_load(STARTER_YAML), fmt)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # (a file where a folder should be is EEXIST here)
+    except OSError as exc:  # (a file where the folder should be is EEXIST here)
+        why = "it exists and is not a directory" if isinstance(exc, FileExistsError) else \
+            exc.strerror or str(exc)
         return out.fail("write_failed", f"cannot write {path}: cannot create {path.parent}: "
-                        f"{exc.strerror or exc}", path=str(path))
+                        f"{why}", path=str(path))
     try:
         with open(path, "x", encoding="utf-8") as fh:
             fh.write(text)
