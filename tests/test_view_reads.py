@@ -325,3 +325,14 @@ def test_a_snapshot_over_1_mib_is_said_to_be_too_large(tmp_path: Path) -> None:
     listed = wr(tmp_path, "list", "--json", "--output-dir", str(tmp_path / "out")).stdout
     (w,) = json.loads(listed)["watchers"]
     assert w["status"] == "unreadable" and "(it is larger than 1 MiB" in w["lastError"]
+
+
+def test_the_mcp_logs_of_a_tail_that_cannot_be_read_is_an_error(tmp_path: Path) -> None:
+    """Since `logs` fails closed, the MCP tool's `logs` said "internal error: UnsafePathError"
+    for a symlinked `.tail`; it says what `watchrun logs` says."""
+    from watchrun.mcp.reads import ReadError, read_logs
+
+    od = recorded(tmp_path)
+    (od / "state" / "app.tail").symlink_to(tmp_path / "elsewhere.tail")
+    with pytest.raises(ReadError, match=r"^cannot read the logs of app: .*is a symlink"):
+        read_logs(od, "app", 10)

@@ -89,7 +89,10 @@ def _last_matches(path: Path, lines: int, top: int) -> tuple[list[dict[str, Any]
 def read_logs(root: Path, wid: str, lines: int, budget: int = MAX_RESULT_BYTES) -> Page:
     """The last `lines` raw lines of the watcher's tail snapshot (sanitized by the runner and
     again here: the file is only as trustworthy as whoever can write the output dir)."""
-    found = views.logs(root, wid, lines + 1)
+    try:
+        found = views.logs(root, wid, lines + 1)
+    except OSError as exc:  # (a symlink, a FIFO: never read as "no lines")
+        raise ReadError(f"cannot read the logs of {wid}: {exc}") from None
     asked = [edge_text(x) for x in found[-lines:]]
     kept = _newest_within(asked, budget)
     omitted = len(asked) - len(kept)
