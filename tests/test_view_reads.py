@@ -327,12 +327,17 @@ def test_a_snapshot_over_1_mib_is_said_to_be_too_large(tmp_path: Path) -> None:
     assert w["status"] == "unreadable" and "(it is larger than 1 MiB" in w["lastError"]
 
 
-def test_the_mcp_logs_of_a_tail_that_cannot_be_read_is_an_error(tmp_path: Path) -> None:
-    """Since `logs` fails closed, the MCP tool's `logs` said "internal error: UnsafePathError"
-    for a symlinked `.tail`; it says what `watchrun logs` says."""
-    from watchrun.mcp.reads import ReadError, read_logs
+def test_the_mcp_reads_of_a_file_that_cannot_be_read_are_an_error(tmp_path: Path) -> None:
+    """The MCP tool's `matches` of a symlinked JSONL, and (since `logs` fails closed) its `logs`
+    of a symlinked `.tail`, said "internal error: UnsafePathError(…)"; now what `watchrun
+    matches/logs` say."""
+    from watchrun.mcp.reads import ReadError, read_logs, read_matches
 
     od = recorded(tmp_path)
     (od / "state" / "app.tail").symlink_to(tmp_path / "elsewhere.tail")
     with pytest.raises(ReadError, match=r"^cannot read the logs of app: .*is a symlink"):
         read_logs(od, "app", 10)
+    (od / "watchers" / "app.jsonl").unlink()
+    (od / "watchers" / "app.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(ReadError, match=r"^cannot read the matches of app: .*is a symlink"):
+        read_matches(od, "app", 10, None)

@@ -5,6 +5,8 @@ holds at most MAX_RESULT_BYTES of lines; those left out are counted (`omitted`).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +23,8 @@ __all__ = ["Page", "ReadError", "read_logs", "read_matches"]
 
 
 class ReadError(Exception):
-    """A cursor that cannot be honoured (expired, or ahead of the stream); the message says
-    what to do."""
+    """A cursor that cannot be honoured (expired, or ahead of the stream), or a file that
+    cannot be read; the message says what to do or why."""
 
 
 class Page(Struct, frozen=True):
@@ -35,12 +37,27 @@ class Page(Struct, frozen=True):
     oldest ones, or with `since` the newest (the cursor is then the last one returned)."""
 
 
+@contextlib.contextmanager
+def _reading(what: str, wid: str) -> Iterator[None]:
+    """A file that cannot be read (a symlink, never followed; a FIFO; a directory) is the
+    call's error, said as `watchrun matches/logs` say it, not an internal error."""
+    try:
+        yield
+    except OSError as exc:
+        raise ReadError(f"cannot read the {what} of {wid}: {exc}") from None
+
+
 def read_matches(root: Path, wid: str, lines: int, since: int | None,
                  budget: int = MAX_RESULT_BYTES) -> Page:
     """Without `since`: the last `lines` matches, and the cursor of the newest record (read
     first, so a match recorded meanwhile comes with the next `since` call, not never). With
     `since`: the first `lines` matches after it and the cursor to read on from; `truncated`
     when more follow."""
+    with _reading("matches", wid):
+        return _read_matches(root, wid, lines, since, budget)
+
+
+def _read_matches(root: Path, wid: str, lines: int, since: int | None, budget: int) -> Page:
     path = root / "watchers" / f"{wid}.jsonl"
     newest = last_records(path, 1)
     top = int(newest[0]["seq"]) if newest else 0
@@ -89,10 +106,8 @@ def _last_matches(path: Path, lines: int, top: int) -> tuple[list[dict[str, Any]
 def read_logs(root: Path, wid: str, lines: int, budget: int = MAX_RESULT_BYTES) -> Page:
     """The last `lines` raw lines of the watcher's tail snapshot (sanitized by the runner and
     again here: the file is only as trustworthy as whoever can write the output dir)."""
-    try:
+    with _reading("logs", wid):  # (never "no lines")
         found = views.logs(root, wid, lines + 1)
-    except OSError as exc:  # (a symlink, a FIFO: never read as "no lines")
-        raise ReadError(f"cannot read the logs of {wid}: {exc}") from None
     asked = [edge_text(x) for x in found[-lines:]]
     kept = _newest_within(asked, budget)
     omitted = len(asked) - len(kept)
