@@ -67,3 +67,30 @@ def test_an_unusable_output_dir_with_json_prints_the_verdicts(
     assert (doc["passed"], doc["errors"]) == (False, 1)
     (verdict,) = doc["verdicts"]
     assert verdict["status"] == "error" and "it never ran: output dir" in verdict["reasons"][0]
+
+
+def test_every_spawn_failure_is_said_as_such_whatever_its_errno(tmp_path: Path) -> None:
+    """README "Exit 3 names its cause": a command exec(2) refuses with any errno (here ELOOP and
+    ENAMETOOLONG, which a fixed list of errnos once missed) is "the command could not be
+    started: <why>" in the verdict, `--json` and JUnit, never "the run was interrupted"."""
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "loop1").symlink_to("loop2")
+    doc = {"watchers": [
+        {"id": "loop", "command": ["./loop1"], "pattern": "x", "gate": {"maxMatches": 0}},
+        {"id": "long", "command": ["./" + "a" * 300], "pattern": "x", "gate": {"maxMatches": 0}}]}
+    junit = tmp_path / "j.xml"
+    run = once(tmp_path, doc, "--junit", str(junit))
+    assert run.rc == 3, run.out + run.err
+    for wid, name in (("loop", "ELOOP"), ("long", "ENAMETOOLONG")):
+        assert table_row(run.out, wid)[-1] == "ERROR"
+        error = ET.parse(junit).getroot().find(f"testcase[@name='{wid}']/error")
+        assert error is not None
+        message = error.get("message") or ""
+        assert message.startswith("the command could not be started: cannot start"), message
+        assert f"({name})" in message and "interrupted" not in message
+    assert "interrupted" not in run.out + run.err
+    doc_json = json.loads(once(tmp_path, doc, "--json").out)
+    reasons = {v["id"]: v["reasons"] for v in doc_json["verdicts"]}
+    assert reasons["loop"][0].startswith("the command could not be started: ")
+    assert "(ELOOP)" in reasons["loop"][0] and "(ENAMETOOLONG)" in reasons["long"][0]
+    assert doc_json["interrupted"] is None

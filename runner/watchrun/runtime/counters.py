@@ -33,7 +33,6 @@ class Counters(Struct):
     first: list[MatchInfo] = field(default_factory=list)
     """The first few matches (for gate verdicts)."""
     require_seen: bool = False
-    spawn_failed: bool = False
     recent: RecentMatches = field(default_factory=lambda: RecentMatches(0))
     """The last `maxMatches` matches."""
     redacted: dict[str, int] = field(default_factory=dict)

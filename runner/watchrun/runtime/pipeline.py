@@ -44,9 +44,6 @@ judged part of what it was to, so the next once run counts its matches as a kill
 OnMatches = Callable[[WatcherSpec, Sequence[MatchInfo], "WatcherPipeline"], None]
 """Who gets a watcher's new matches (agents, actions), with the pipeline they came through:
 also while the watcher is being stopped, when it is no running watcher's any more."""
-SPAWN_ERRORS = {"ENOENT", "EACCES", "ENOTDIR", "ENOEXEC", "EPERM", "E2BIG", "ENOMEM", "EMFILE",
-                "ENFILE", "EAGAIN"}
-"""`error` codes that mean a command could not be started (once mode: exit 3)."""
 
 
 class WatcherPipeline:
@@ -285,8 +282,6 @@ class WatcherPipeline:
                  if v is not None or k in ("exitCode", "signal")}
         if kind == "error":
             self.counters.errors += 1
-            if self.spec.kind == "command" and str(clean.get("code", "")) in SPAWN_ERRORS:
-                self.counters.spawn_failed = True
         if kind in ("gap", "rotate", "error") and self.counters.unread is None:
             self.counters.unread = unread(kind, clean)
         line = self.sink.record(kind, clean)

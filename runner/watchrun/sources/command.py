@@ -82,6 +82,9 @@ class CommandSource:
         self.start_error: str | None = None
         """Why the first start failed (a spawn error: ENOENT, EACCES, a missing `cwd` …), set
         before `ready`: `add` and `start` answer `start_failed` with it (runtime/manage.py)."""
+        self.could_not_start = False
+        """The last start failed: the spawner said the command could not be started, whatever
+        the errno (a once run's verdict: ERROR, "could not be started")."""
 
     async def run(self, ctx: SourceContext) -> None:
         """Until cancelled, or until the command is done for good (EXITED or FATAL; a FATAL
@@ -184,11 +187,13 @@ class CommandSource:
         try:
             proc = await self.spawner.spawn(spec.command, cwd=spec.cwd, env=spec.env)
         except SpawnError as exc:
+            self.could_not_start = True
             await ctx.event("error", code=exc.errno_name, message=exc.message, run=n)
             if not self.ready.is_set():
                 self.start_error = exc.message
             self.ready.set()
             return None  # the caller moves STARTING -> BACKOFF or FATAL
+        self.could_not_start = False
         self.pid = proc.pid
         self._started = self.clock.monotonic()
         self.state = ProcState.RUNNING  # STARTING -> RUNNING
