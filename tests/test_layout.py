@@ -24,7 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "match": set(),
     "config": {"match"},
     "output": {"match"},
-    "process": {"output"},  # state/processes.json is written through output.safefs
+    "process": {"output", "match"},  # state/processes.json is written through output.safefs;
+    # a command is shortened for an error by match.sanitize
     "sources": {"config", "match", "output", "process"},
     "agents": {"config", "match", "output", "process"},
     "actions": {"config", "match", "output", "process"},

@@ -18,6 +18,7 @@ import termios
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from watchrun.match.sanitize import shorten
 from watchrun.process.groups import GroupRegistry
 from watchrun.process.proc import LIVE, ChildProtocol, ExitInfo, Proc, end_now, until_done
 from watchrun.process.tree import (
@@ -28,6 +29,7 @@ from watchrun.process.tree import (
     die_with_parent,
     forking,
     reap_orphans,
+    short_of_files,
 )
 
 __all__ = ["SPAWN_ID", "ExitInfo", "Proc", "SpawnError", "Spawner", "become_subreaper", "end_now",
@@ -35,6 +37,8 @@ __all__ = ["SPAWN_ID", "ExitInfo", "Proc", "SpawnError", "Spawner", "become_subr
 
 _STRIPPED = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID")
 _ids = itertools.count(1)
+SHOWN_CHARS = 200
+"""A command is shown in an error at most this long (a 200 KB shell command is not repeated)."""
 _REASONS = {
     errno.ENOENT: "not found",
     errno.EACCES: "permission denied (is it executable?)",
@@ -92,9 +96,10 @@ class Spawner:
         cancellation it is awaited, the child it produced is killed and reaped, and the
         cancellation goes on."""
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
-        shown = command if isinstance(command, str) else (argv or [""])[0]
-        if not argv or not shown.strip():
+        program = command if isinstance(command, str) else (argv or [""])[0]
+        if not argv or not program.strip():
             raise SpawnError("EINVAL", "cannot start an empty command")
+        shown = shorten(program, SHOWN_CHARS)
         if pty and (separate_stderr or stdin_data is not None or stdin_pipe):
             raise ValueError("pty=True takes neither separate_stderr nor stdin")
         if cwd is not None and not Path(cwd).is_dir():
@@ -126,13 +131,13 @@ class Spawner:
             "stderr": subprocess.PIPE if separate_stderr else subprocess.STDOUT,
             "preexec_fn": functools.partial(die_with_parent, os.getpid()),
         }
-        if pty:
-            master, slave = os.openpty()
-            fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *self.pty_size, 0, 0))
-            streams = {"stdin": slave, "stdout": slave, "stderr": slave,
-                       "preexec_fn": functools.partial(_ctty, os.getpid())}
         forked_at = boot_ticks()
         try:
+            if pty:  # (out of descriptors, openpty fails as pipe(2) would: a SpawnError)
+                master, slave = os.openpty()
+                fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *self.pty_size, 0, 0))
+                streams = {"stdin": slave, "stdout": slave, "stderr": slave,
+                           "preexec_fn": functools.partial(_ctty, os.getpid())}
             with forking():  # until the pid is in SPAWNED, reap_orphans() keeps off
                 transport, protocol = await loop.subprocess_exec(
                     lambda: ChildProtocol(self.read_limit, loop), *argv, cwd=cwd, env=child_env,
@@ -141,7 +146,7 @@ class Spawner:
         except (OSError, subprocess.SubprocessError) as exc:
             if master >= 0:
                 os.close(master)
-            raise _spawn_error(exc, shown, cwd, child_env) from None
+            raise _spawn_error(exc, argv, shown, cwd, child_env) from None
         finally:
             if slave >= 0:
                 os.close(slave)
@@ -183,14 +188,20 @@ async def _discard(starting: asyncio.Future[Proc]) -> None:
         await until_done(asyncio.ensure_future(end_now(starting.result())))
 
 
-def _spawn_error(exc: OSError | subprocess.SubprocessError, shown: str,
+def _spawn_error(exc: OSError | subprocess.SubprocessError, argv: list[str], shown: str,
                  cwd: Path | None, env: Mapping[str, str]) -> SpawnError:
     if not isinstance(exc, OSError):  # the pre-exec step failed (the runner is going away)
         return SpawnError("ECHILD", f"cannot start {shown!r}: {exc}")
     num = exc.errno or errno.EIO
     name = errno.errorcode.get(num, f"E{num}")
-    what = "working directory" if str(exc.filename) == str(cwd) else "executable"
     why = _REASONS.get(num, exc.strerror or os.strerror(num))
+    if num == errno.E2BIG:
+        return SpawnError(name, f"cannot start {shown!r}: {_too_big(argv, env)} ({name})")
+    if (hint := short_of_files(name)) is not None:  # (pipe(2) failed: no file is named)
+        return SpawnError(name, f"cannot start {shown!r}: {why} ({name}; {hint})")
+    if exc.filename is None:
+        return SpawnError(name, f"cannot start {shown!r}: {why} ({name})")
+    what = "working directory" if str(exc.filename) == str(cwd) else "executable"
     where = exc.filename
     if what == "executable" and num in (errno.ENOENT, errno.EACCES):
         found = _program(str(exc.filename), cwd, env)
@@ -202,6 +213,27 @@ def _spawn_error(exc: OSError | subprocess.SubprocessError, shown: str,
         elif found is not None and num == errno.EACCES and os.path.isdir(found):
             why = "is a directory"
     return SpawnError(name, f"cannot start {shown!r}: {what} {_plain(where)}: {why} ({name})")
+
+
+def _too_big(argv: list[str], env: Mapping[str, str]) -> str:
+    """Why exec(2) said E2BIG: the first argument or environment variable over the kernel's
+    limit for one string (MAX_ARG_STRLEN, 32 pages), else all of them together (ARG_MAX)."""
+    one = 32 * os.sysconf("SC_PAGESIZE")
+    over = f"over the kernel's limit of {one // 1024} KiB for one"
+    shell = argv[:2] == ["/bin/sh", "-c"]
+    sizes = [len(os.fsencode(a)) for a in argv]
+    for k, size in enumerate(sizes):
+        if size >= one:
+            what = "the command" if shell and k == 2 else f"command[{k}]"
+            return f"{what} is {size} bytes, {over} argument"
+    pairs = [(key, len(os.fsencode(key)) + 1 + len(os.fsencode(value)))
+             for key, value in env.items()]
+    for key, size in pairs:
+        if size >= one:
+            return f"environment variable {_plain(key)} is {size} bytes, {over} variable"
+    total = sum(sizes) + sum(size for _, size in pairs) + len(sizes) + len(pairs)
+    return (f"its arguments and environment are {total} bytes together, too many for exec "
+            f"(the system's limit, ARG_MAX, is {os.sysconf('SC_ARG_MAX')} bytes)")
 
 
 def _plain(text: object) -> str:

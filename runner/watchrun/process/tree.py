@@ -62,6 +62,19 @@ def raise_fd_limit() -> tuple[int, int]:
     return soft, soft
 
 
+def short_of_files(errno_name: str | None) -> str | None:
+    """What to add to an error of a step (opening a JSONL, starting a command) that ran out of
+    descriptors: the limit and where to raise it (EMFILE), the system's table (ENFILE); None for
+    another errno."""
+    if errno_name == "ENFILE":
+        return "the system's open-file table is full"
+    if errno_name != "EMFILE":
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return (f"this runner may have {soft} files open; each watcher needs a few: raise the "
+            "limit with `ulimit -n`, or LimitNOFILE= in its systemd unit")
+
+
 def start_time(pid: int) -> int | None:
     """The start time of `pid` (clock ticks since boot, /proc/<pid>/stat field 22): with the pid
     it names one process for good, even after the pid is reused. None when it is gone."""

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import errno
 import functools
-import resource
 import signal
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -22,6 +21,7 @@ from watchrun.output.sink import SinkWriteError
 from watchrun.process.groups import PROCESSES, GroupRegistry, agent_processes, end_leftovers
 from watchrun.process.guard import LazyGuardian
 from watchrun.process.spawn import Spawner
+from watchrun.process.tree import short_of_files
 from watchrun.runtime.control import ControlServer
 from watchrun.runtime.ending import finish
 from watchrun.runtime.signals import SignalInbox
@@ -200,10 +200,5 @@ def _short_of_files(exc: Exception) -> str:
     """For a step that ran out of descriptors: the limit, and where to raise it."""
     name = exc.errno_name if isinstance(exc, SinkWriteError) else \
         errno.errorcode.get(getattr(exc, "errno", None) or 0)
-    if name == "ENFILE":
-        return " (the system's open-file table is full)"
-    if name != "EMFILE":
-        return ""
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return (f" (this runner may have {soft} files open; each watcher needs a few: raise the "
-            "limit with `ulimit -n`, or LimitNOFILE= in its systemd unit)")
+    hint = short_of_files(name)
+    return "" if hint is None else f" ({hint})"
