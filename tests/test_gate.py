@@ -62,7 +62,12 @@ REQ = GateSpec(require="tests passed")
         (cmd(EXIT), Evidence(0, exit_code=None, signal="SIGKILL"), Status.FAIL,
          ["the command was killed by SIGKILL"]),
         (cmd(EXIT, "nosuch --flag"), Evidence(0, exit_code=127), Status.FAIL,
-         ["the command exited with code 127 (the shell did not find the program)"]),
+         ["the command exited with code 127 (the shell's code for a command not found)"]),
+        (cmd(EXIT, "echo found; exit 127"), Evidence(0, exit_code=127), Status.FAIL,
+         ["the command exited with code 127 (the shell's code for a command not found)"]),
+        (cmd(EXIT, "echo found; exit 126"), Evidence(0, exit_code=126), Status.FAIL,
+         ["the command exited with code 126 (the shell's code for a program found but not "
+          "executable)"]),
         (cmd(EXIT, ("sh", "-c", "exit 127")), Evidence(0, exit_code=127), Status.FAIL,
          ["the command exited with code 127"]),
         (cmd(GateSpec(max_matches=5)), Evidence(0, exit_code=1), Status.PASS, []),

@@ -161,7 +161,20 @@ def test_a_build_that_exits_1_crosses_its_exit_code_gate(tmp_path: Path) -> None
     assert not [ln for ln in r.out.splitlines() if ln.startswith("lint")]  # no gate, no row
     # a string command runs under /bin/sh: a missing program is the shell's ordinary exit 127
     assert "not found" in r.out.split("WATCHER")[0]  # the shell's complaint, echoed
-    assert "  - the command exited with code 127 (the shell did not find the program)" in r.out
+    assert "  - the command exited with code 127 (the shell's code for a command not found)\n" \
+        in r.out
+
+
+def test_a_string_command_that_ran_and_exited_127_is_not_said_to_be_missing(
+        tmp_path: Path) -> None:
+    """The verdict says what 127 means to the shell; it does not assert the program was not
+    found when it ran (and printed) and chose that status."""
+    r = once(tmp_path, {"watchers": [gated("ran", "echo found; exit 127", "zzz", exitCode=True)]})
+    assert r.rc == 1, r.out + r.err
+    assert r.out.startswith("found\n")
+    assert "  - the command exited with code 127 (the shell's code for a command not found)\n" \
+        in r.out
+    assert "did not find" not in r.out + r.err
 
 
 def test_a_required_line_that_never_appears_crosses_the_gate(tmp_path: Path) -> None:

@@ -14,8 +14,10 @@ from watchrun.match.redact import Redactor, clean_text
 
 FIRST_LINES = 5
 """Matched lines shown per crossed gate."""
-_SHELL_HINTS = {126: " (the shell found the program but could not run it)",
-                127: " (the shell did not find the program)"}  # /bin/sh -c reports these
+_SHELL_HINTS = {126: " (the shell's code for a program found but not executable)",
+                127: " (the shell's code for a command not found)"}
+"""What /bin/sh -c exits with for those: said as its meaning, not as what happened (a program
+that ran may exit 127 too)."""
 
 
 class Evidence(Struct, frozen=True):
