@@ -50,6 +50,20 @@ def test_validate_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
     ]
 
 
+def test_validate_refuses_a_command_run_cannot_start(tmp_path: Path) -> None:
+    """A blank command or program name passed validate (exit 0), then every run said "cannot
+    start an empty command": validate refuses it, naming where, exit 2."""
+    (tmp_path / "w.yaml").write_text(
+        "watchers:\n  - {id: h, command: '   ', pattern: x}\n"
+        "  - {id: j, command: ['  ', x], pattern: x}\n")
+    proc = run("validate", "-c", "w.yaml", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [ln for ln in proc.stdout.splitlines() if ": error: " in ln]
+    assert [ln.split(": error: ")[1].split(":")[0] for ln in errors] == [
+        "watchers[0].command", "watchers[1].command[0]"]
+    assert all("must not be blank" in ln for ln in errors)
+
+
 @pytest.mark.parametrize("flag", [["--format", "json"], ["--json"]])
 def test_validate_json(tmp_path: Path, flag: list[str]) -> None:
     (tmp_path / "w.yaml").write_text(BAD)

@@ -161,6 +161,20 @@ EXACT = [
     (AG.replace("mock", "foo"), [("agents[0].provider", 'string "foo" is not allowed; '
                                   "expected one of: claude, codex, gemini, opencode, pi, "
                                   "cursor, copilot, mock, generic")]),
+    # validate refuses what no start can run (a run said EINVAL, "cannot start an empty command")
+    (C.replace("echo hi", '"   "'), [("watchers[0].command", "must not be blank: a command line "
+                                     'run by /bin/sh -c, e.g. "make test"')]),
+    *[(C.replace("echo hi", argv), [("watchers[0].command[0]", "must not be blank: the first "
+                                     "item is the program to run, the others its arguments")])
+      for argv in ('[""]', '["  ", x]')],
+    (C + "    actions: [{type: exec, command: ['', x]}]\n", [
+        ("watchers[0].actions[0].command[0]", "must not be blank: the first item is the program "
+         "to run, the others its arguments")]),
+    (AG + "    command: ['', '{prompt}']\n", [
+        ("agents[0].command[0]", "must not be blank: the first item is the program to run, the "
+         "others its arguments")]),
+    (C.replace("echo hi", "[]"), [("watchers[0].command", "an empty list is not a command: use "
+                                   "a non-empty string or a non-empty list of strings")]),
     (C + "    gate: {maxMatches: 1.5}\n", [("watchers[0].gate.maxMatches",
                                            "expected an integer, got number 1.5")]),
     (C + "    gate: {max: 0}\n", [("watchers[0].gate.max", "unknown key `max`; allowed: "

@@ -108,9 +108,23 @@ class Ctx:
         for key in ("command", "cwd", "env", "path", "url", "headers"):
             if key in item:
                 self.os_strings((*path, key), item[key], shown=key == "command")
+        self.program((*path, "command"), item.get("command"))
         actions = item.get("actions")
         for j, action in enumerate(actions if isinstance(actions, list) else []):
             self.executed((*path, "actions", j), action)
+
+    def program(self, path: KeyPath, command: Any) -> None:
+        """Report a command no start can run, as `process.spawn.Spawner` refuses it: an argv
+        whose program (its first item) is blank, or a blank string (a watcher's shell command
+        line; an agent's string, split into words, says so where it is split)."""
+        if isinstance(command, list) and command and isinstance(command[0], str) \
+                and not command[0].strip():
+            self.report.error((*path, 0), "must not be blank: the first item is the program to "
+                              "run, the others its arguments")
+        elif isinstance(command, str) and command and not command.strip() \
+                and path[:1] == ("watchers",) and len(path) == 3:
+            self.report.error(path, "must not be blank: a command line run by /bin/sh -c, e.g. "
+                              "\"make test\"")
 
     def os_strings(self, path: KeyPath, node: Any, shown: bool = False) -> None:
         """Report every string under `node` that holds a NUL byte, or a lone surrogate (JSON's

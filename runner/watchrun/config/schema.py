@@ -119,7 +119,7 @@ def describe_value(value: Any) -> str:
     if isinstance(value, int | float):
         return f"number {short_number(str(value))}"
     if isinstance(value, list):
-        return "a list"
+        return "a list" if value else "an empty list"
     if isinstance(value, dict):
         return "a mapping"
     return type(value).__name__
