@@ -88,6 +88,51 @@ def test_a_utf8_byte_order_mark_that_begins_the_stream_is_not_part_of_line_1() -
     assert resumed is not None and lines_of([resumed])[0][0] == b"\xef\xbb\xbfERROR two"
 
 
+def test_a_byte_order_mark_split_across_reads_is_still_not_part_of_line_1() -> None:
+    """A command's first write of a BOM can reach the runner in two reads (`printf '\\357\\273';
+    …; printf '\\277ERROR'`): the BOM was kept in line 1 and `^ERROR` missed it."""
+    one = [(b"ERROR two", 3, 1, 0)]
+    for pieces, lines in [
+        ([b"\xef", b"\xbb\xbfERROR two\n"], one),
+        ([b"\xef\xbb", b"\xbfERROR two\n"], one),
+        ([b"\xef", b"\xbb", b"\xbf", b"ERROR two\n"], one),
+        ([b"\xef\xbb", b"", b"\xbf", b"ERROR two\n"], one),
+        ([b"\xef\xbb", b"x\n"], [(b"\xef\xbbx", 0, 1, 0)]),  # not a BOM: content
+        ([b"\xef", b"\xbb\n"], [(b"\xef\xbb", 0, 1, 0)]),
+    ]:
+        f = LineFramer(100)
+        assert lines_of(feed_all(f, pieces)) == lines, pieces
+    f = LineFramer(100)
+    assert f.feed(b"\xef\xbb") is None and f.pending == 2 and f.position == 0
+    last = f.finish()  # a stream of two bytes of a BOM: they are its one line
+    assert last is not None and lines_of([last]) == [(b"\xef\xbb", 0, 1, 0)]
+
+
+def whole_and_finished(pieces: list[bytes], limit: int) -> list[tuple[bytes, int, int, int]]:
+    f = LineFramer(limit)
+    chunks = feed_all(f, pieces)
+    last = f.finish()
+    return lines_of(chunks + ([last] if last is not None else []))
+
+
+@given(
+    st.booleans(),
+    st.lists(st.sampled_from([b"a", b"\n", b"\xef", b"\xbb", b"\xbf", b"\xef\xbb\xbf",
+                              b"ERROR", b"x" * 40]), max_size=30),
+    st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=12),
+)
+def test_any_split_of_a_stream_gives_the_lines_of_it_read_whole(
+    bom: bool, tokens: list[bytes], sizes: list[int]
+) -> None:
+    stream = (b"\xef\xbb\xbf" if bom else b"") + b"".join(tokens)
+    pieces, pos, i = [], 0, 0
+    while pos < len(stream):
+        n = sizes[i % len(sizes)]
+        pieces.append(stream[pos : pos + n])
+        pos, i = pos + n, i + 1
+    assert whole_and_finished(pieces, 64) == whole_and_finished([stream], 64)
+
+
 def test_a_crlf_line_of_exactly_max_bytes_is_not_cut_however_it_is_read() -> None:
     """The CR of a CRLF ending is not content: a line of `max` bytes before it was counted as
     cut (1 byte), marked `truncated`, and failed a passing `run --once` gate."""

@@ -102,9 +102,9 @@ class LineFramer:
     def feed(self, data: bytes) -> Chunk | None:
         """Add bytes; return the complete lines they finish, if any. A UTF-8 byte order mark
         that begins the stream is not part of its first line (`^ERROR` missed line 1 of a
-        file a Windows tool wrote)."""
-        if not self._offset and not self._parts and data.startswith(BOM):
-            self._offset, data = len(BOM), data[len(BOM):]
+        file a Windows tool wrote), however the reads split it."""
+        if not self._offset and not self._omitted and self.held < len(BOM):
+            data = self._without_bom(data)
         if self._omitted:
             nl = data.find(b"\n")
             if nl < 0:
@@ -117,6 +117,16 @@ class LineFramer:
             return self._emit(cut_line, [head_cut], data[nl + 1 :])
         pieces, self._parts = self._parts, []
         return self._emit(b"", [], data, pieces)
+
+    def _without_bom(self, data: bytes) -> bytes:
+        """At the stream's start (nothing handed out, fewer bytes held than a BOM has): the
+        bytes held and `data`, less a BOM they begin with. A read of 1 or 2 of its bytes is
+        held as the pending line's start until the next read says whether they are one."""
+        head = b"".join(self._parts)
+        if not (head + data[: len(BOM)]).startswith(BOM):
+            return data
+        self._parts, self._offset = [], len(BOM)
+        return (head + data)[len(BOM) :]
 
     def finish(self) -> Chunk | None:
         """End of stream (a command exited): the unterminated last line becomes a line."""
