@@ -176,6 +176,25 @@ def test_a_gate_that_held_on_lines_it_matched_only_in_part_is_not_a_pass(tmp_pat
     assert table_row(bigger.out, "log")[1:] == ["1", "0", "-", "FAIL"], bigger.out + bigger.err
 
 
+def test_a_cut_line_does_not_hold_up_a_gate_no_line_can_change(tmp_path: Path) -> None:
+    """A build that printed one line over 64 KiB (minified, base64) and exited 0 was an ERROR,
+    "could not run" (exit 3), under a gate of `exitCode` alone, which no line can cross. The cut
+    matters to the gates that read lines only."""
+    long_line = "head -c 100000 /dev/zero | tr '\\000' a; echo"
+    r = once(tmp_path, {"watchers": [
+        {"id": "ec", "command": f"{long_line}; exit 0", "pattern": "ERROR",
+         "gate": {"exitCode": True}},
+        {"id": "mm", "command": f"{long_line}; exit 0", "pattern": "ERROR",
+         "gate": {"exitCode": True, "maxMatches": 0}}]}, "--quiet")
+    assert table_row(r.out, "ec")[1:] == ["0", "-", "0", "pass"], r.out + r.err
+    assert table_row(r.out, "mm")[1:] == ["0", "0", "0", "ERROR"], r.out + r.err
+    assert r.rc == 3
+    alone = once(tmp_path, {"watchers": [
+        {"id": "ec", "command": f"{long_line}; exit 0", "pattern": "ERROR",
+         "gate": {"exitCode": True}}]}, "--quiet")
+    assert alone.rc == 0, alone.out + alone.err
+
+
 def test_a_crlf_line_of_exactly_max_line_bytes_is_not_a_cut_line(tmp_path: Path) -> None:
     """The CR of a CRLF ending was counted as a byte cut from a line of exactly `maxLineBytes`:
     the line was marked `truncated` and a gate that held was an ERROR (exit 3)."""

@@ -153,7 +153,10 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
                 f"required pattern /{gate.require}/ was not seen in what was read, and {ev.cut}",),
                 ev.matches, threshold, exit_)
         reasons.append(f"required pattern /{gate.require}/ never appeared")
-    if not reasons and ev.cut is not None:  # (crossed stays FAIL: the rest could only add)
+    # what was cut may hold a match (a crossed gate stays FAIL: the rest could only add); it
+    # cannot change a gate of `exitCode` alone
+    reads_lines = gate.max_matches is not None or gate.require is not None
+    if not reasons and ev.cut is not None and reads_lines:
         return Verdict(spec.id, spec.label, Status.ERROR, (ev.cut,), ev.matches, threshold, exit_)
     status = Status.FAIL if reasons else Status.PASS
     return Verdict(spec.id, spec.label, status, tuple(reasons), ev.matches, threshold, exit_,
