@@ -385,6 +385,20 @@ def test_a_compressed_log_is_not_a_pass(tmp_path: Path, compress: Callable[[byte
         assert (ok.rc, table_row(ok.out, "log")[1:]) == (1, ["1", "0", "0", "FAIL"]), ok.out
 
 
+def test_a_background_process_stopped_while_it_held_the_output_is_no_pass(
+        tmp_path: Path) -> None:
+    """A script started a shard with `&` and exited without `wait`: the runner stopped the
+    shard, which still held the output, after the drain (`output-held-open`), and the gate
+    passed (exit 0) on output whose failure line was never written. Now it is an ERROR."""
+    r = once(tmp_path, {"limits": {"stopTimeout": "100ms"}, "watchers": [
+        gated("late", "(sleep 7731; echo ERROR late; exit 1) & echo early", "ERROR",
+              maxMatches=0, exitCode=True)]})
+    assert (r.rc, table_row(r.out, "late")[1:]) == (3, ["0", "0", "0", "ERROR"]), r.out + r.err
+    assert ("  - the command's output was cut short (what the processes it left running would "
+            "still have written was never read): run 1: the command exited but 2 processes it "
+            "started kept its output open for 0.5s; stopped them") in r.out, r.out  # (sh, sleep)
+
+
 def test_a_command_output_never_closed_is_not_read_to_its_end_and_no_pass(
         tmp_path: Path) -> None:
     """The command hands its stdout to a process outside its tree (over a unix socket, as a

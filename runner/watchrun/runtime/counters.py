@@ -150,8 +150,11 @@ def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
     if kind == "gap" and (lost or fields.get("reason") == "compressed"):
         what = f"{lost} bytes were never read" if lost else "lines were never read"
         return f"{what}: {fields.get('message', fields.get('reason'))}"
-    if kind == "error" and fields.get("code") == "output-held-open" and fields.get("unread"):
-        return f"the command's output was not read to its end: {fields.get('message')}"
+    if kind == "error" and fields.get("code") == "output-held-open":
+        if fields.get("unread"):
+            return f"the command's output was not read to its end: {fields.get('message')}"
+        return ("the command's output was cut short (what the processes it left running would "
+                f"still have written was never read): {fields.get('message')}")
     if kind == "error" and fields.get("code") in ("not-utf8", "compressed"):
         return f"lines were never read: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "uncounted-matches":
