@@ -346,30 +346,74 @@ def test_json_output_stays_json_under_github_actions(tmp_path: Path) -> None:
     assert yaml.safe_load(p.stdout)["errors"] == 3
 
 
-def test_the_problem_matcher_reads_real_validate_output(tmp_path: Path) -> None:
-    """GitHub applies the matcher's regexp (JavaScript syntax; this one is also Python's) to each
-    line of a step's output; every diagnostic must come out with its file, line, column,
-    severity and message, and nothing else may match."""
+Problem = tuple[str, int | None, int | None, str, str]
+
+
+def matched_problems(output: str) -> list[Problem]:
+    """What GitHub makes of `output` with the problem matcher registered: it applies the
+    matcher's regexp (JavaScript syntax; this one is also Python's) to each line, and every
+    match is one annotation (file, line, column, severity, message)."""
     doc = json.loads((CI / "watchrun-problem-matcher.json").read_text())
     (matcher,) = doc["problemMatcher"]
     (pattern,) = matcher["pattern"]
     rx = re.compile(pattern["regexp"])
+    found: list[Problem] = []
+    for line in output.splitlines():
+        m = rx.match(line)
+        if m:
+            g = {k: m.group(v) for k, v in pattern.items() if k != "regexp"}
+            found.append((g["file"], g["line"] and int(g["line"]),
+                          g["column"] and int(g["column"]), g["severity"], g["message"]))
+    return found
+
+
+def test_the_problem_matcher_reads_real_validate_output(tmp_path: Path) -> None:
+    """Every diagnostic validate prints must come out with its file, line, column, severity and
+    message, and nothing else may match."""
     (tmp_path / "watch.yaml").write_text(BAD_CONFIG)
     (tmp_path / "broken.yaml").write_text("watchers: [\n")
     for name in ("watch.yaml", "broken.yaml", "missing.yaml", "good.yaml"):
         if name == "good.yaml":
             shutil.copy(SAMPLE / "watch.ci.yaml", tmp_path / name)
         p = validate_in(tmp_path, name)
-        found = []
-        for line in p.stdout.splitlines():
-            m = rx.match(line)
-            if m:
-                g = {k: m.group(v) for k, v in pattern.items() if k != "regexp"}
-                found.append((g["file"], g["line"] and int(g["line"]),
-                              g["column"] and int(g["column"]), g["severity"], g["message"]))
+        found = matched_problems(p.stdout)
         expected = [(d["file"], d.get("line"), d.get("column"), d["severity"],
                      (f"{d['path']}: {d['message']}" if d["path"] else d["message"]).replace(
                          "\n", "\\n"))  # printed with the control character escaped
                     for d in json_diagnostics(tmp_path, name)]
         assert found == expected, p.stdout
         assert (len(found) > 0) == (name != "good.yaml")
+
+
+def once_run(cwd: Path, config: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`watchrun run --once` as a CI step runs it: no TTY, outside GitHub Actions' reach."""
+    return subprocess.run([watchrun_bin(), "run", "--once", "-c", config], cwd=cwd,
+                          env=env_for(cwd, **env), capture_output=True, text=True,
+                          timeout=TIMEOUT_S, check=False)
+
+
+def test_the_problem_matcher_annotates_a_once_run_s_warning_once(repo: Path) -> None:
+    """A gate-crossing compiler warning was annotated three times: the echoed compiler line, and
+    the verdict's `    run 1:2: src/main.c…` and the log's `<time> watchrun: [build] match run
+    1:2: src/main.c…` as files of those names. Only the compiler's own line is a problem."""
+    subprocess.run(["sh", "smoke.sh"], cwd=repo, capture_output=True, timeout=TIMEOUT_S,
+                   check=True)
+    p = once_run(repo, "watch.ci.yaml", SAMPLE_WARN="1")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "match run 1:2: src/main.c:12:9: warning" in p.stderr  # the log still says it
+    assert matched_problems(p.stdout + p.stderr) == [
+        ("src/main.c", 12, 9, "warning", "unused variable 'retries' [-Wunused-variable]")]
+
+
+def test_a_once_run_with_an_invalid_config_prints_validate_s_lines(tmp_path: Path) -> None:
+    """Without a TTY the log's lines were `<time> watchrun: error: … (watch.yaml:5:5)`: the
+    matcher made a file named `<time> watchrun` of each, with no line. A once run now prints
+    validate's `file:line:col: severity: …` lines, so each problem is one annotation on its
+    file, exactly as validate's."""
+    (tmp_path / "watch.yaml").write_text(BAD_CONFIG)
+    p = once_run(tmp_path, "watch.yaml")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "watch.yaml:5:5: error: watchers[0].pattern: invalid regex" in p.stderr
+    assert "invalid config; nothing was started" in p.stderr
+    validated = matched_problems(validate_in(tmp_path, "watch.yaml").stdout)
+    assert matched_problems(p.stderr) == validated and len(validated) == 4

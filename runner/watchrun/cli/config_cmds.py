@@ -20,7 +20,7 @@ from watchrun.match.sanitize import edge_text
 __all__ = ["cmd_config", "cmd_init", "cmd_schema", "cmd_validate"]
 
 
-def _printable(text: str) -> str:
+def printable(text: str) -> str:
     """`text` through the edge sanitizer, so a config cannot restyle a terminal."""
     return edge_text(text)
 
@@ -46,12 +46,12 @@ def annotation(d: Diagnostic, workspace: str, title: str = "watchrun validate") 
     if d.file is not None:
         path = os.path.abspath(d.file)
         if path.startswith(os.path.abspath(workspace).rstrip("/") + "/"):
-            props.append(f"file={escape_property(_printable(os.path.relpath(path, workspace)))}")
+            props.append(f"file={escape_property(printable(os.path.relpath(path, workspace)))}")
             props += [f"{key}={n}" for key, n in (("line", d.line), ("col", d.column))
                       if n is not None]
     props.append(f"title={escape_property(title)}")
     text = f"{d.path}: {d.message}" if d.path else d.message
-    return f"::{d.severity} {','.join(props)}::{escape_data(_printable(text))}"
+    return f"::{d.severity} {','.join(props)}::{escape_data(printable(text))}"
 
 
 def _load(args: argparse.Namespace, strict: bool = False) -> LoadResult:
@@ -151,7 +151,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         Out(True).doc(_validate_doc(args, result))
         return ExitStatus.OK if result.ok else ExitStatus.USAGE
     for d in result.diagnostics:
-        print(_printable(located(d)))
+        print(printable(located(d)))
     from watchrun.cli.gate_report import github_workspace, in_github_actions
 
     if in_github_actions():  # also as annotations, after the plain lines
@@ -159,13 +159,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for d in result.diagnostics:
             print(annotation(d, workspace))
     if result.config is None:
-        print(_printable(f"{files}: invalid — {_plural(errors, 'error')}"
+        print(printable(f"{files}: invalid — {_plural(errors, 'error')}"
                          + (f", {_plural(warnings, 'warning')}" if warnings else "")))
         return ExitStatus.USAGE
     config = result.config
     line = f"{files}: valid — {_plural(len(config.watchers), 'watcher')}, " + _plural(
         len(config.agents), "agent")
-    print(_printable(line + (f" ({_plural(warnings, 'warning')})" if warnings else "")))
+    print(printable(line + (f" ({_plural(warnings, 'warning')})" if warnings else "")))
     width = max((len(w.id) for w in config.watchers), default=0)
     width = max([width, *(len(a.name) for a in config.agents)])
     for w in config.watchers:
@@ -174,14 +174,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         wake = f"  → wakes {', '.join(w.wake)}" if w.wake else ""
         plan = plan_order(w.wake, {a.name: a.depends_on for a in config.agents})
         wake = f"  → plan {' → '.join(plan)}" if plan else wake
-        print(_printable(f"  watcher {w.id:<{width}}  {w.kind:<8} {source}{wake}"))
-        print(_printable(f"      engine: {_engine(w)}"))
+        print(printable(f"  watcher {w.id:<{width}}  {w.kind:<8} {source}{wake}"))
+        print(printable(f"      engine: {_engine(w)}"))
         for act in w.actions:  # the origin only: a webhook's path may be its secret
-            print(_printable(f"      action {act.name}: {act.type} {act.origin()}"))
+            print(printable(f"      action {act.name}: {act.type} {act.origin()}"))
         for key, note in _notes(w):
-            print(_printable(f"      {key}: {note}"))
+            print(printable(f"      {key}: {note}"))
     for a in config.agents:
-        print(_printable(f"  agent   {a.name:<{width}}  {a.provider:<8} "
+        print(printable(f"  agent   {a.name:<{width}}  {a.provider:<8} "
                          f"{' '.join(_agent_command(a, config))}"))
     return ExitStatus.OK
 
@@ -193,7 +193,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     if result.config is None:
         return config_failed(Out.for_args(args), result.diagnostics)
     for d in result.diagnostics:
-        print(_printable(d.format()), file=sys.stderr)
+        print(printable(d.format()), file=sys.stderr)
     if args.format == "json":  # the config itself is the document, through the edge
         import json
 

@@ -53,9 +53,15 @@ def _prepare(args: argparse.Namespace
     paths = [Path(p) for p in args.config]
     output_dir = Path(args.output_dir) if args.output_dir else None
     result = load_config(paths, output_dir=output_dir, cache=True)
-    for d in result.diagnostics:
-        log_diagnostic(log, d)
     config = result.config
+    if config is None and args.once and args.log_format == "text":
+        from watchrun.cli.config_cmds import located, printable
+
+        for d in result.diagnostics:  # validate's lines: what editors and CI matchers read
+            print(printable(located(d)), file=sys.stderr)
+    else:
+        for d in result.diagnostics:
+            log_diagnostic(log, d)
     as_json = getattr(args, "format", "text") == "json"  # stdout is one JSON object: no echo
     if config is None:
         log.error("invalid config; nothing was started (see `watchrun validate`)")
