@@ -23,6 +23,8 @@ import pytest
 import yaml
 from liverunner import read_records, wait_for, watchrun_bin, write_config
 
+from watchrun.config.clamp import LIMIT_RULES
+
 ROOT = Path(__file__).resolve().parents[1]
 CONTRIB = ROOT / "contrib"
 SYSTEMD = CONTRIB / "systemd"
@@ -456,6 +458,57 @@ def test_otel_collector_keeps_the_file_uses_ts_and_stores_offsets(
                                 str(CONTRIB / "shippers" / "otelcol.yaml")],
                                capture_output=True, text=True, timeout=60)
             assert p.returncode == 0, p.stdout + p.stderr
+
+
+ENVELOPE = 64 * 1024
+"""What a match record holds besides `line` and `raw` (README "Shipping the JSONL")."""
+
+
+def record_bound(max_line_bytes: int) -> int:
+    """The largest record watchrun writes for a watcher: `line` and `raw` hold at most
+    `max_line_bytes` each, every byte JSON-escaped to at most 6 (`\\u0001`)."""
+    return 2 * 6 * max_line_bytes + ENVELOPE
+
+
+def test_a_record_stays_within_the_bound_the_shippers_are_sized_for(tmp_path: Path) -> None:
+    """The worst lines for escaping (control bytes, invalid UTF-8 with a U+2028 that makes the
+    sanitized `line` escape every character too, two-byte characters), cut at maxLineBytes."""
+    limit = 4096
+    worst = (b"ERROR " + b"\x01" * 5000, b"ERROR \xe2\x80\xa8\x01" + b"\xff" * 5000,
+             b"ERROR \x01\xe2\x80\xa8" + "\u00e9".encode() * 3000)
+    (tmp_path / "lines").write_bytes(b"\n".join(worst) + b"\n")
+    config = write_config(tmp_path, {"limits": {"maxLineBytes": limit},
+                                     "output": {"dir": str(tmp_path / "out")},
+                                     "watchers": [{"id": "w", "path": str(tmp_path / "lines"),
+                                                   "pattern": "ERROR"}]})
+    p = subprocess.run([watchrun_bin(), "run", "--once", "--quiet", "-c", str(config)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    sizes = [len(ln) for ln in (tmp_path / "out" / "watchers" / "w.jsonl").read_bytes()
+             .splitlines() if b'"kind":"match"' in ln]
+    assert len(sizes) == 3 and max(sizes) > 6 * limit  # the escaping did grow them
+    assert max(sizes) <= record_bound(limit)
+
+
+def shipper_limits() -> dict[str, int]:
+    """Each shipper config's longest record, in bytes."""
+    vector = tomllib.loads((CONTRIB / "shippers" / "vector.toml").read_text())
+    fluent = dict(fluent_bit_sections((CONTRIB / "shippers" / "fluent-bit.conf").read_text()))
+    otel = yaml.safe_load((CONTRIB / "shippers" / "otelcol.yaml").read_text())
+    assert fluent["INPUT"]["Skip_Long_Lines"] == "On"  # a longer one skipped, not the file
+    return {"vector": vector["sources"]["watchrun"]["max_line_bytes"],
+            "fluent-bit": int(fluent["INPUT"]["Buffer_Max_Size"]),
+            "otelcol": otel["receivers"]["filelog"]["max_log_size"]}
+
+
+def test_the_shippers_take_the_largest_record_watchrun_can_write() -> None:
+    """Vector's default (100 KiB) discarded a record of a 60 KB matched line of control bytes
+    (360 KB); Fluent Bit's (32k) stopped tailing the file at the first record over it. Each
+    config holds the largest record at maxLineBytes' ceiling (raising it fails this test)."""
+    ceiling = LIMIT_RULES["maxLineBytes"][1]
+    assert ceiling is not None
+    for name, limit in shipper_limits().items():
+        assert limit >= record_bound(ceiling.hi), name
 
 
 # -- every file ---------------------------------------------------------------------------------
