@@ -225,16 +225,18 @@ def test_the_sidecar_shares_the_app_log_and_ships_with_the_contrib_vector_config
     w, shipper = container(spec, "watchrun"), container(spec, "shipper")
     assert w["securityContext"]["runAsNonRoot"] and w["securityContext"]["runAsUser"] == 10001
     mounts = {m["mountPath"]: m for m in w["volumeMounts"]}
-    assert watch["output"]["dir"] in mounts
+    out_dir = Path(watch["output"]["dir"])
+    assert str(out_dir.parent) in mounts  # a new dir inside the volume, not its root (2777)
     for wt in watch["watchers"]:
         assert str(Path(wt["path"]).parent) in mounts
     assert "/etc/watchrun/watch.yaml" in w["args"]
-    # the shipper reads watchrun's output volume with the very config in contrib/shippers
+    # the shipper reads watchrun's output dir with the config in contrib/shippers, moved there
     vector = cms["watchrun-vector"]["data"]["vector.toml"]
-    assert vector == (CONTRIB / "shippers" / "vector.toml").read_text()
-    out_volume = mounts[watch["output"]["dir"]]["name"]
+    shipped = (CONTRIB / "shippers" / "vector.toml").read_text()
+    assert vector == shipped.replace('"/var/lib/watchrun/', f'"{out_dir}/')
+    out_volume = mounts[str(out_dir.parent)]["name"]
     ship_mounts = {m["name"]: m for m in shipper["volumeMounts"]}
-    assert ship_mounts[out_volume]["mountPath"] == watch["output"]["dir"]
+    assert ship_mounts[out_volume]["mountPath"] == str(out_dir.parent)
     assert ship_mounts[out_volume]["readOnly"] is True
     data_dir = tomllib.loads(vector)["data_dir"]
     (ckpt,) = [m for m in shipper["volumeMounts"] if m["mountPath"] == data_dir]
@@ -242,6 +244,73 @@ def test_the_sidecar_shares_the_app_log_and_ships_with_the_contrib_vector_config
     # the shipper can read what watchrun writes (0640 files, 0750 dirs): through the group
     assert shipper["securityContext"]["runAsGroup"] == spec["securityContext"]["fsGroup"] == \
         w["securityContext"]["runAsGroup"]
+
+
+def empty_dir(path: Path) -> Path:
+    """A directory as the kubelet mounts an emptyDir with fsGroup: mode 2777, owned by another
+    uid than the runner's (in the pod: root's, the runner being 10001; here the runner may be
+    root, so it is 10001's)."""
+    path.mkdir()
+    if os.geteuid() == 0:
+        os.chown(path, 10001, 10001)
+    path.chmod(0o2777)
+    return path
+
+
+def test_the_sidecar_s_watchrun_starts_on_its_volumes_and_writes_what_vector_reads(
+        tmp_path: Path) -> None:
+    """output.dir was the emptyDir's root (2777, not the runner's): watchrun refused it and
+    exited 3 at every start (CrashLoopBackOff). The container's own argv and config, the
+    volumes made as the kubelet makes them: the runner becomes ready, records a match, and
+    writes it where the sidecar's Vector config reads."""
+    docs = manifests("sidecar.yaml")
+    cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+    w = container(pod_spec(docs), "watchrun")
+    mounts = {m["mountPath"]: tmp_path / m["name"] for m in w["volumeMounts"]}
+    for path, volume in mounts.items():
+        if path != "/etc/watchrun":
+            empty_dir(volume)
+
+    def moved(text: str) -> str:  # each mount path, in one pass (/tmp is a prefix of tmp_path)
+        longest_first = sorted(mounts, key=len, reverse=True)
+        return re.sub("|".join(map(re.escape, longest_first)),
+                      lambda m: str(mounts[m.group()]), text)
+
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "watch.yaml").write_text(moved(cms["watchrun-config"]["data"][
+        "watch.yaml"]))
+    app_log = mounts["/var/log/app"] / "server.log"
+    app_log.write_text("boot INFO\n")
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    argv = [moved(a).replace("0.0.0.0:9464", f"127.0.0.1:{port}") for a in w["args"]]
+    err = (tmp_path / "err").open("w")
+    proc = subprocess.Popen([watchrun_bin(), *argv], stdout=subprocess.DEVNULL, stderr=err,
+                            start_new_session=True, env={**os.environ, "TMPDIR": str(
+                                mounts["/tmp"])})
+    vector = tomllib.loads(moved(cms["watchrun-vector"]["data"]["vector.toml"]))
+    try:
+        wait_for(lambda: proc.poll() is not None or '"event":"start","watcher":"app"' in (
+            tmp_path / "err").read_text(), "the runner following the app's log")
+        assert proc.poll() is None, (tmp_path / "err").read_text()
+        with app_log.open("a") as fh:
+            fh.write("request 7 ERROR upstream timeout\n")
+        wait_for(lambda: globs_hit(vector["sources"]["watchrun"]["include"], Path("/")),
+                 "a JSONL file where Vector reads")
+        (jsonl,) = globs_hit(vector["sources"]["watchrun"]["include"], Path("/"))
+        wait_for(lambda: [r for r in read_records(Path(jsonl)) if r["kind"] == "match"],
+                 "the match record")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, (tmp_path / "err").read_text()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        err.close()
+    assert [r["line"] for r in read_records(Path(jsonl)) if r["kind"] == "match"] == [
+        "request 7 ERROR upstream timeout"]
+    assert "EPERM" not in (tmp_path / "err").read_text()
 
 
 def test_the_daemonset_follows_pod_logs_as_they_come(tmp_path: Path) -> None:
