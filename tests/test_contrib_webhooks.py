@@ -4,17 +4,24 @@ one JSONL line per firing)."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
-from liverunner import watchrun_bin, write_config
+from liverunner import read_records, wait_for, watchrun_bin, write_config
 from webhook_server import receiver
+
+from watchrun.config.model import Limits
 
 WEBHOOKS = Path(__file__).resolve().parents[1] / "contrib" / "webhooks"
 
@@ -39,19 +46,36 @@ def test_the_slack_template_pages_with_a_slack_message(tmp_path: Path) -> None:
     assert "```ERROR 1```" in doc["text"]
 
 
-@pytest.fixture
-def json_receiver(tmp_path: Path):  # type: ignore[no-untyped-def]
+class Receiver(NamedTuple):
+    url: str
+    port: int
+    out: Path
+    proc: subprocess.Popen[bytes]
+
+
+@contextlib.contextmanager
+def running_receiver(tmp_path: Path, token: str = "t0ken-9f8e", *extra: str
+                     ) -> Iterator[Receiver]:
+    """contrib's receiver.py on a free loopback port, its stdout (what it prints of firings)
+    left in tmp_path/recv.out once it has stopped."""
     out = tmp_path / "alerts.jsonl"
     proc = subprocess.Popen([sys.executable, str(WEBHOOKS / "receiver.py"), "--port", "0",
-                             "--out", str(out)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "ALERT_WEBHOOK_TOKEN": "t0ken-9f8e"})
+                             "--out", str(out), *extra], stdout=subprocess.PIPE,
+                            env={**os.environ, "ALERT_WEBHOOK_TOKEN": token})
     try:
         assert proc.stdout is not None
-        port = int(proc.stdout.readline().rsplit(":", 1)[1])
-        yield f"http://127.0.0.1:{port}/watchrun", out
+        port = int(proc.stdout.readline().rsplit(b":", 1)[1])
+        yield Receiver(f"http://127.0.0.1:{port}/watchrun", port, out, proc)
     finally:
         proc.terminate()
-        proc.wait(10)
+        rest, _ = proc.communicate(timeout=10)
+        (tmp_path / "recv.out").write_bytes(rest)
+
+
+@pytest.fixture
+def json_receiver(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    with running_receiver(tmp_path) as r:
+        yield r.url, r.out
 
 
 def test_the_json_template_reaches_the_contrib_receiver(tmp_path: Path,
@@ -69,6 +93,112 @@ def test_the_json_template_reaches_the_contrib_receiver(tmp_path: Path,
         urllib.request.urlopen(urllib.request.Request(
             url, data=b"{}", headers={"Authorization": "Bearer nope"}), timeout=10)
     assert bad.value.code == 401
+
+
+def post(port: int, body: bytes, token: str = "t0ken-9f8e") -> bytes:
+    """The status line of the receiver's answer to one POST (b"" when it closed unanswered)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (token.encode(), len(body)) + body)
+        return s.makefile("rb").readline().rstrip()
+
+
+def test_the_receiver_answers_every_body_and_stores_only_firings(tmp_path: Path) -> None:
+    """A body that was JSON but no firing (`watcher` a string) was appended to alerts.jsonl and
+    then crashed the handler: the sender got no answer (and would retry: stored twice); a lone
+    surrogate or deep nesting crashed it too. Now 400 for each, nothing stored."""
+    escapes = json.dumps({"source": "watchrun", "watcher": {"id": "\x1b]0;PWNED\x07\x1b[31mRED"
+                                                                "\u202e\u2028"},
+                          "count": 3, "firing": 1, "lines": []}).encode()
+    with running_receiver(tmp_path) as r:
+        for body in (json.dumps({"source": "watchrun", "watcher": "x"}).encode(),
+                     b'{"source":"watchrun","watcher":{"id":"\\ud800"},"count":1,"firing":1,'
+                     b'"lines":[]}',
+                     b"[" * 100000 + b"]" * 100000,
+                     json.dumps({"source": "watchrun", "watcher": {"id": "a"}, "count": "\x1b[2J",
+                                 "firing": 1, "lines": []}).encode()):
+            assert post(r.port, body).startswith(b"HTTP/1.0 400 "), body[:60]
+        assert not r.out.exists()
+        assert post(r.port, escapes) == b"HTTP/1.0 204 No Content"
+        assert post(r.port, escapes, token="nope") == b"HTTP/1.0 401 Unauthorized"
+    printed = (tmp_path / "recv.out").read_bytes()
+    assert printed == b"\\u001b]0;PWNED\\u0007\\u001b[31mRED\\u202e\\u2028: 3 match(es), firing 1\n"
+    (stored,) = [json.loads(ln) for ln in r.out.read_text().splitlines()]
+    assert stored["watcher"]["id"] == "\x1b]0;PWNED\x07\x1b[31mRED\u202e\u2028"  # kept as sent
+
+
+def threads(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("Threads:", 1)[1].split()[0])
+
+
+def test_the_receiver_drops_silent_clients_and_bounds_its_threads(tmp_path: Path) -> None:
+    """Connections that sent nothing (or half a body) held a thread each, forever: 200 of them
+    left 201 threads. Now a client silent for --timeout is dropped (a half body answered 408),
+    at most 64 are served at once, and the others wait their turn."""
+    with running_receiver(tmp_path, "t0ken-9f8e", "--timeout", "2") as r:
+        half = socket.create_connection(("127.0.0.1", r.port), timeout=20)
+        half.sendall(b"POST / HTTP/1.1\r\nAuthorization: Bearer t0ken-9f8e\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"sou")
+        silent = [socket.create_connection(("127.0.0.1", r.port), timeout=20)
+                  for _ in range(100)]
+        seen: list[int] = []
+        try:
+            for s in silent:  # each is closed by the receiver, in turn
+                s.setblocking(False)
+            wait_for(lambda: seen.append(threads(r.proc.pid)) or all(
+                _closed(s) for s in silent), "every silent client dropped")
+            assert half.makefile("rb").readline().startswith(b"HTTP/1.0 408 ")
+            assert post(r.port, b"{}").startswith(b"HTTP/1.0 400 ")  # serving again
+        finally:
+            for s in [*silent, half]:
+                s.close()
+    assert 60 <= max(seen) <= 65, seen  # 64 clients' threads and the main one, never more
+
+
+def _closed(s: socket.socket) -> bool:
+    """True once the peer has closed `s` (a non-blocking socket)."""
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+
+
+def test_the_json_template_and_receiver_carry_large_firings_and_any_token(
+        tmp_path: Path) -> None:
+    """receiver.py refused bodies over 1 MiB (413, which watchrun does not retry): 25 matched
+    lines of 60 KB, under the default maxLineBytes, were lost. And a token with a non-ASCII
+    character (sent as UTF-8, read as latin-1) was refused 401 every time."""
+    token = "pässwörd-tökén"
+    with running_receiver(tmp_path, token) as r:
+        base = write_config(tmp_path, {"watchers": [{
+            "id": "app", "pattern": "ERROR", "gate": {"maxMatches": 100},
+            "command": ["python3", "-c", "import sys\nfor i in range(30): sys.stdout.write("
+                        "'ERROR %d stack: ' % i + 'frame;\"' * 8000 + '\\n')"]}]})
+        p = subprocess.run([watchrun_bin(), "run", "--once", "--quiet", "-c", str(base), "-c",
+                            str(WEBHOOKS / "json.yaml")], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=120, env={**os.environ, "ALERT_WEBHOOK_URL": r.url,
+                                                        "ALERT_WEBHOOK_TOKEN": token})
+        assert p.returncode == 0, p.stderr
+        results = [x for x in read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+                   if x["kind"] == "action-result"]
+        assert [x["httpStatus"] for x in results] == [204, 204], results
+        stored = [json.loads(ln) for ln in r.out.read_text().splitlines()]
+    assert [d["reason"] for d in stored] == ["threshold", "throttle-end"]
+    assert len(json.dumps(stored[1], ensure_ascii=False).encode()) > 1 << 20  # was refused 413
+
+
+def test_the_receiver_takes_the_largest_body_at_watchrun_s_default_limits() -> None:
+    """A firing holds at most limits.matchLines lines of at most maxLineBytes each; JSON (not
+    ASCII-escaped) makes a sanitized line's byte at most 2 (`\\"`), and each line's fields and
+    the document add a little (README "webhook")."""
+    spec = importlib.util.spec_from_file_location("receiver", WEBHOOKS / "receiver.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    limits = Limits()
+    per_line = 2 * limits.max_line_bytes + 8 * 1024  # + lineNo, offset, where, cursor
+    assert limits.match_lines * per_line + 64 * 1024 <= module.MAX_BODY
 
 
 def test_every_webhook_template_is_covered() -> None:

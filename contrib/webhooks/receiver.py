@@ -5,44 +5,105 @@ bearer token, appends each firing as one line to a JSONL file, answers 204.
     ALERT_WEBHOOK_TOKEN=… python3 receiver.py --port 8080 --out alerts.jsonl
 
 Standard library only. Put it behind TLS (a reverse proxy) when it is not on loopback.
+Every request gets an answer: 204 stored, 400 not a watchrun firing (nothing stored), 401 bad
+token, 408 too slow, 413 too large, 500 not stored (the sender retries). A client silent for
+--timeout (10 s) is dropped, and at most MAX_CLIENTS are served at once (the rest wait).
+What it prints of a firing has control and bidirectional characters escaped.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hmac
 import json
 import os
 import sys
 import threading
+import unicodedata
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-MAX_BODY = 1 << 20
+MAX_BODY = 16 << 20
+"""watchrun's largest body at its default limits (limits.matchLines 50 lines of maxLineBytes
+64 KiB, `"` and `\\` escaped to 2 bytes: 6.25 MiB and the envelope) fits; --max-body for more."""
+TIMEOUT_S = 10.0
+MAX_CLIENTS = 64
+SHOWN_CHARS = 200
 
 
-def handler(token: str | None, out: str) -> type[BaseHTTPRequestHandler]:
-    lock = threading.Lock()
+def shown(value: object) -> str:
+    """`value` for a terminal: controls, format (bidi) and line/paragraph separators escaped,
+    so a firing cannot restyle the terminal or reorder what it shows; cut at SHOWN_CHARS."""
+    text = str(value)[:SHOWN_CHARS]
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+                   else c for c in text)
+
+
+def firing(doc: Any) -> str | None:
+    """Why `doc` is not a watchrun firing, or None when it is one."""
+    if not isinstance(doc, dict) or doc.get("source") != "watchrun":
+        return "not a watchrun firing"
+    watcher = doc.get("watcher")
+    if not isinstance(watcher, dict) or not isinstance(watcher.get("id"), str):
+        return "not a watchrun firing: `watcher.id` must be a string"
+    for key in ("count", "firing"):
+        if type(doc.get(key)) is not int:
+            return f"not a watchrun firing: `{key}` must be an integer"
+    if not isinstance(doc.get("lines"), list):
+        return "not a watchrun firing: `lines` must be a list"
+    return None
+
+
+def _jsonl(doc: Any) -> bytes:
+    """`doc` as one UTF-8 JSONL line; U+2028/U+2029 escaped (a reader splitting on Unicode line
+    breaks sees one line too), a lone surrogate refused (UnicodeEncodeError)."""
+    text = json.dumps(doc, ensure_ascii=False).replace("\u2028", "\\u2028")
+    return text.replace("\u2029", "\\u2029").encode("utf-8") + b"\n"
+
+
+def handler(token: str | None, out: str, max_body: int, timeout: float = TIMEOUT_S
+            ) -> type[BaseHTTPRequestHandler]:
+    lock, timeout_s = threading.Lock(), timeout
+    # HTTP header bytes are read as latin-1; watchrun sends the token as UTF-8
+    expected = f"Bearer {token}".encode() if token is not None else None
 
     class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
-            if token is not None:
-                given = self.headers.get("Authorization", "")
-                if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+        # on every read and write of the connection: a silent or slow client is dropped
+        timeout = timeout_s
+
+        def do_POST(self) -> None:
+            try:
+                self.receive()
+            except TimeoutError:
+                self.close_connection = True
+                self.answer(408, "the body did not arrive in time")
+            except OSError:
+                self.close_connection = True  # the client is gone: nobody to answer
+            except Exception as exc:
+                print(f"receiver: not stored: {shown(repr(exc))}", file=sys.stderr, flush=True)
+                self.answer(500, "not stored")
+
+        def receive(self) -> None:
+            if expected is not None:
+                given = self.headers.get("Authorization", "").encode("latin-1")
+                if not hmac.compare_digest(given, expected):
                     return self.answer(401, "bad or missing bearer token")
             length = self.headers.get("Content-Length", "")
-            if not length.isdigit() or int(length) > MAX_BODY:
-                return self.answer(413, "body missing or larger than 1 MiB")
+            if not length.isdigit() or int(length) > max_body:
+                return self.answer(413, f"body missing or larger than {max_body} bytes")
             try:
                 doc = json.loads(self.rfile.read(int(length)))
-            except ValueError:
-                return self.answer(400, "not JSON")
-            if not isinstance(doc, dict) or doc.get("source") != "watchrun":
-                return self.answer(400, "not a watchrun firing")
-            with lock, open(out, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(doc, ensure_ascii=False) + "\n")
-            w = doc.get("watcher", {})
-            print(f"{w.get('id')}: {doc.get('count')} match(es), firing {doc.get('firing')}",
-                  flush=True)
+                line = _jsonl(doc)
+            except (ValueError, RecursionError):  # (UnicodeError is a ValueError)
+                return self.answer(400, "not JSON (UTF-8, at most a sane nesting depth)")
+            why = firing(doc)
+            if why is not None:
+                return self.answer(400, why)
+            with lock, open(out, "ab") as fh:
+                fh.write(line)
+            print(f"{shown(doc['watcher']['id'])}: {doc['count']} match(es), firing "
+                  f"{doc['firing']}", flush=True)
             self.answer(204, "")
 
         def answer(self, status: int, text: str) -> None:
@@ -58,6 +119,31 @@ def handler(token: str | None, out: str) -> type[BaseHTTPRequestHandler]:
     return Receiver
 
 
+class Server(ThreadingHTTPServer):
+    """A thread per client, at most MAX_CLIENTS at once: the next waits in the listen backlog
+    until one is done (or dropped as silent)."""
+
+    request_queue_size = 128  # the listen backlog (socketserver's default is 5)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.slots = threading.BoundedSemaphore(MAX_CLIENTS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
@@ -65,14 +151,16 @@ def main() -> int:
     p.add_argument("--out", default="alerts.jsonl", help="JSONL file the firings go to")
     p.add_argument("--token-env", default="ALERT_WEBHOOK_TOKEN",
                    help="environment variable holding the bearer token (unset: no check)")
+    p.add_argument("--max-body", type=int, default=MAX_BODY,
+                   help=f"largest body accepted, in bytes (default {MAX_BODY})")
+    p.add_argument("--timeout", type=float, default=TIMEOUT_S,
+                   help=f"seconds a client may stay silent (default {TIMEOUT_S:g})")
     args = p.parse_args()
-    server = ThreadingHTTPServer((args.host, args.port),
-                                 handler(os.environ.get(args.token_env), args.out))
+    server = Server((args.host, args.port), handler(os.environ.get(args.token_env), args.out,
+                                                    args.max_body, args.timeout))
     print(f"listening on {args.host}:{server.server_address[1]}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 
