@@ -201,5 +201,25 @@ def test_the_receiver_takes_the_largest_body_at_watchrun_s_default_limits() -> N
     assert limits.match_lines * per_line + 64 * 1024 <= module.MAX_BODY
 
 
+@pytest.mark.parametrize(("layer", "name"), [("slack.yaml", "slack"), ("json.yaml", "alerts")])
+def test_each_template_says_it_replaces_the_watcher_s_actions(tmp_path: Path, layer: str,
+                                                               name: str) -> None:
+    """The templates said layering adds the action; layers replace lists, so the watcher's own
+    action was silently gone. The comment now says what happens."""
+    base = write_config(tmp_path, {"watchers": [{
+        "id": "app", "command": ["true"], "pattern": "ERROR",
+        "actions": [{"type": "exec", "name": "mine", "command": ["true"]}]}]})
+    env = {**os.environ, "SLACK_WEBHOOK_URL": "http://127.0.0.1:9/x",
+           "ALERT_WEBHOOK_URL": "http://127.0.0.1:9/x", "ALERT_WEBHOOK_TOKEN": "t"}
+    p = subprocess.run([watchrun_bin(), "config", "--format", "json", "-c", str(base), "-c",
+                        str(WEBHOOKS / layer)], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert [a["name"] for a in json.loads(p.stdout)["watchers"][0]["actions"]] == [name]
+    comments = " ".join(ln.lstrip("# ") for ln in (WEBHOOKS / layer).read_text().splitlines()
+                        if ln.startswith("#"))
+    assert "REPLACES that watcher's own" in comments and "is added" not in comments
+
+
 def test_every_webhook_template_is_covered() -> None:
     assert {p.name for p in WEBHOOKS.iterdir()} == {"slack.yaml", "json.yaml", "receiver.py"}
