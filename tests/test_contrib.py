@@ -143,6 +143,8 @@ def test_the_root_only_logs_dropin_adds_only_read_access(tmp_path: Path) -> None
     # the figures README and the drop-in state are the ones systemd gives (README said 1.6)
     assert f"the exposure is then {level:.1f}." in readme, level
     assert f"exposure {level:.1f} with it" in dropin_text(), level
+    decisions = " ".join((ROOT / "docs" / "decisions.md").read_text().split())
+    assert f"state directory. Exposure {level:.1f}." in decisions, level  # (it said 1.6)
 
 
 def dropin_text() -> str:
