@@ -192,9 +192,14 @@ def test_the_pre_commit_hook_is_declared_for_python() -> None:
     ("watch.toml", True), ("watch.json", True), (".watchrun.yaml", True),
     ("watchrun.yml", True), ("stopwatch.yaml", False), ("watchdog.yaml", False),
     ("docker-compose.yaml", False), ("watch.yaml.example", False), ("watch.py", False),
+    # README has you keep these in your repository; validate refused them, failing each commit
+    (".github/watchrun-problem-matcher.json", False), ("schemas/watch.schema.json", False),
+    (".vscode/watch.schema.json", False), ("watch.schema.yaml", True),
 ])
 def test_the_hook_checks_watchrun_config_names(path: str, checked: bool) -> None:
-    assert (re.search(hook()["files"], path) is not None) is checked
+    h = hook()
+    picked = re.search(h["files"], path) is not None and not re.search(h["exclude"], path)
+    assert picked is checked
 
 
 def test_the_hook_passes_valid_files_and_names_the_location_of_errors(tmp_path: Path) -> None:
