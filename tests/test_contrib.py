@@ -209,6 +209,18 @@ def test_kubernetes_pods_are_wired_and_locked_down(name: str) -> None:
     assert "pip install" not in argv
 
 
+def test_every_sidecar_container_is_non_root_with_a_read_only_root() -> None:
+    """README: "each container non-root with a read-only root file system"; the app container
+    had no securityContext (busybox: root, a writable root, privilege escalation allowed)."""
+    spec = pod_spec(manifests("sidecar.yaml"))
+    for c in spec["containers"]:
+        sc = c.get("securityContext", {})
+        assert sc.get("runAsNonRoot") is True and sc.get("runAsUser", 0) != 0, c["name"]
+        assert sc.get("readOnlyRootFilesystem") is True, c["name"]
+        assert sc.get("allowPrivilegeEscalation") is False, c["name"]
+        assert sc.get("capabilities", {}).get("drop") == ["ALL"], c["name"]
+
+
 def validate_config(path: Path) -> None:
     p = subprocess.run([watchrun_bin(), "validate", "-c", str(path)], capture_output=True,
                        text=True, timeout=30)
