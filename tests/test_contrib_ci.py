@@ -422,3 +422,17 @@ def test_a_once_run_with_an_invalid_config_prints_validate_s_lines(tmp_path: Pat
     assert "invalid config; nothing was started" in p.stderr
     validated = matched_problems(validate_in(tmp_path, "watch.yaml").stdout)
     assert matched_problems(p.stderr) == validated and len(validated) == 4
+
+
+def test_the_readme_s_container_validate_names_the_file_as_in_the_checkout(tmp_path: Path) -> None:
+    """README's `docker run … validate -c /work/watch.yaml` printed `/work/watch.yaml:4:5: …`:
+    the matcher passed a container path, no file of the workspace, and nothing was marked. Run
+    as README now says (in the mounted checkout, a relative -c), the file is the checkout's."""
+    (line,) = [ln for ln in (ROOT / "README.md").read_text().splitlines()
+               if ln.startswith("docker run") and " validate " in ln]
+    argv = shlex.split(line)
+    workdir, config = argv[argv.index("-w") + 1], argv[argv.index("-c") + 1]
+    assert f"$PWD:{workdir}:ro" in argv and not os.path.isabs(config)
+    (tmp_path / config).write_text(BAD_CONFIG)
+    problems = matched_problems(validate_in(tmp_path, config).stdout)  # (cwd: the mount)
+    assert problems and {p[0] for p in problems} == {config}
