@@ -68,7 +68,8 @@ def running_receiver(tmp_path: Path, token: str = "t0ken-9f8e", *extra: str
         yield Receiver(f"http://127.0.0.1:{port}/watchrun", port, out, proc)
     finally:
         proc.terminate()
-        rest, _ = proc.communicate(timeout=10)
+        rest = b"" if proc.stdout is None or proc.stdout.closed else proc.stdout.read()
+        proc.wait(10)
         (tmp_path / "recv.out").write_bytes(rest)
 
 
@@ -125,6 +126,20 @@ def test_the_receiver_answers_every_body_and_stores_only_firings(tmp_path: Path)
     assert printed == b"\\u001b]0;PWNED\\u0007\\u001b[31mRED\\u202e\\u2028: 3 match(es), firing 1\n"
     (stored,) = [json.loads(ln) for ln in r.out.read_text().splitlines()]
     assert stored["watcher"]["id"] == "\x1b]0;PWNED\x07\x1b[31mRED\u202e\u2028"  # kept as sent
+
+
+def test_the_receiver_stores_a_firing_once_when_its_console_is_gone(tmp_path: Path) -> None:
+    """It stored a firing, then printed (its stdout's reader gone: BrokenPipeError) before
+    answering: no answer, so watchrun retried, and each retry was stored again (6 copies of one
+    firing, recorded `failed`). It answers as soon as the firing is stored."""
+    doc = {"source": "watchrun", "watcher": {"id": "app"}, "count": 1, "firing": 1, "lines": []}
+    with running_receiver(tmp_path) as r:
+        assert r.proc.stdout is not None
+        r.proc.stdout.close()  # like `receiver.py | head -1`, or a log collector that stopped
+        assert post(r.port, json.dumps(doc).encode()) == b"HTTP/1.0 204 No Content"
+        assert post(r.port, json.dumps({**doc, "firing": 2}).encode()) == (
+            b"HTTP/1.0 204 No Content")  # and it goes on serving
+        assert [json.loads(ln)["firing"] for ln in r.out.read_text().splitlines()] == [1, 2]
 
 
 def threads(pid: int) -> int:

@@ -102,9 +102,12 @@ def handler(token: str | None, out: str, max_body: int, timeout: float = TIMEOUT
                 return self.answer(400, why)
             with lock, open(out, "ab") as fh:
                 fh.write(line)
-            print(f"{shown(doc['watcher']['id'])}: {doc['count']} match(es), firing "
-                  f"{doc['firing']}", flush=True)
+            # answered at once: a failure after storing (a gone stdout) would leave the sender
+            # unanswered, and its retry would store the firing again; the console is best-effort
             self.answer(204, "")
+            with contextlib.suppress(OSError, ValueError):
+                print(f"{shown(doc['watcher']['id'])}: {doc['count']} match(es), firing "
+                      f"{doc['firing']}", flush=True)
 
         def answer(self, status: int, text: str) -> None:
             body = text.encode()
