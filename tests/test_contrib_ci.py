@@ -436,3 +436,20 @@ def test_the_readme_s_container_validate_names_the_file_as_in_the_checkout(tmp_p
     (tmp_path / config).write_text(BAD_CONFIG)
     problems = matched_problems(validate_in(tmp_path, config).stdout)  # (cwd: the mount)
     assert problems and {p[0] for p in problems} == {config}
+
+
+def test_the_workflow_s_header_counts_the_annotations_as_the_run_prints_them(repo: Path) -> None:
+    """Its header said one `::error` per crossed gate; 2 crossed gates printed 7 (one per matched
+    line shown, one per other reason)."""
+    subprocess.run(["sh", "smoke.sh"], cwd=repo, capture_output=True, timeout=TIMEOUT_S,
+                   check=True)
+    (repo / "logs" / "server.log").write_text("".join(f"ERROR number {i}\n" for i in range(14)))
+    p = once_run(repo, "watch.ci.yaml", GITHUB_ACTIONS="true", GITHUB_WORKSPACE=str(repo),
+                 SAMPLE_FAIL="1")
+    errors = [ln for ln in p.stdout.splitlines() if ln.startswith("::error")]
+    shown = [ln for ln in errors if ln.startswith("::error file=logs/server.log,line=")]
+    assert p.returncode == 1 and len(shown) == 5 and len(errors) == 7, p.stdout
+    header = " ".join(ln.lstrip("# ") for ln in (CI / "github-actions.yml").read_text()
+                      .splitlines() if ln.startswith("#"))
+    assert "annotation per matched line shown" in header and "one per other reason" in header
+    assert "per crossed gate" not in header
