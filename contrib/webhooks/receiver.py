@@ -90,7 +90,8 @@ def handler(token: str | None, out: str, max_body: int, timeout: float = TIMEOUT
                 if not hmac.compare_digest(given, expected):
                     return self.answer(401, "bad or missing bearer token")
             length = self.headers.get("Content-Length", "")
-            if not length.isdigit() or int(length) > max_body:
+            digits = length.isascii() and length.isdigit() and len(length) <= 18  # ("²", 10**5000)
+            if not digits or int(length) > max_body:
                 return self.answer(413, f"body missing or larger than {max_body} bytes")
             try:
                 doc = json.loads(self.rfile.read(int(length)))
