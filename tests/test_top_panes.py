@@ -216,3 +216,23 @@ def test_a_large_transcript_shows_its_newest_turns_and_is_not_read_whole(tmp_pat
         assert "Mock reply 9980 " not in text(log)  # still the newest 20
 
     drive(app, body)
+
+
+def test_a_pane_closed_while_it_reads_ends_quietly(tmp_path: Path) -> None:
+    """A read still running when its pane's widgets go (the pane closed, or the app ending)
+    came back to no log: `NoMatches` ended `watchrun top` with a traceback (seen in CI at the
+    end of the test above). Now what it read is dropped."""
+    snapshot(tmp_path, "app")
+    matches(tmp_path, ["ERROR one"])
+    app = TopApp(Feed(tmp_path), interval=3600)
+
+    async def body(pilot: Pilot[None]) -> None:
+        pane = pane_of(app, "app")
+        await app.push_screen(pane)
+        await until(pilot, lambda: "ERROR one" in text(pane.log_view), "the first read")
+        matches(tmp_path, ["ERROR two"], first=2)
+        await pane.log_view.remove()  # as the app's end removes it while a read runs
+        await pane._fetch_matches()  # the read ends: nothing to show it in, and no error
+        pane.dismiss()
+
+    drive(app, body)

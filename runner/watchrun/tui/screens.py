@@ -68,6 +68,10 @@ class PaneScreen(Screen[None]):
     def log_view(self) -> WrappingLog:
         return self.query_one("#pane", WrappingLog)
 
+    def _open_log(self) -> WrappingLog | None:
+        """The pane's log, or None once the pane closed (or the app ended) while a read ran."""
+        return next(iter(self.query("#pane").results(WrappingLog)), None)
+
     def on_mount(self) -> None:
         self.log_view.focus()
         self.follow()
@@ -99,12 +103,12 @@ class PaneScreen(Screen[None]):
 
     async def _fetch_transcript(self) -> None:
         got = await asyncio.to_thread(self.feed.transcript, self.row.id, self.after)
-        if got is not None and got[0] != self.after:
-            at_end, self.after = self.log_view.at_end, got[0]
+        if got is not None and got[0] != self.after and (log := self._open_log()) is not None:
+            at_end, self.after = log.at_end, got[0]
             if got[1] != self._shown:  # (records the transcript does not show change nothing)
                 self._shown = got[1]
-                self.log_view.reset()
-                self.log_view.add(*map(Text, got[1].split("\n")), scroll_end=at_end)
+                log.reset()
+                log.add(*map(Text, got[1].split("\n")), scroll_end=at_end)
 
     async def _fetch_matches(self) -> None:
         def read() -> tuple[Matches, list[Text]]:  # (a Text strips 4000 characters a while)
@@ -112,7 +116,9 @@ class PaneScreen(Screen[None]):
             return got, [Text(line) for line in got.lines]
 
         got, texts = await asyncio.to_thread(read)
-        log, name = self.log_view, inert(self.row.id, 64)
+        if (log := self._open_log()) is None:
+            return
+        name = inert(self.row.id, 64)
         at_end = log.at_end
         notes = []
         if got.restarted:
