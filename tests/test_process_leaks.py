@@ -177,6 +177,41 @@ def test_a_once_command_that_exited_is_judged_by_its_exit_when_its_daemon_is_bei
     assert (v["status"], v["exit"], v["reasons"]) == ("pass", "0", []), out
 
 
+# A holder of the command's output that ignores SIGTERM (its grace runs out: SIGKILL) and, once
+# it got one, appends a line to `ticks` every 0.1 s; the command exits at once.
+DEAF_HOLDER = ("sh -c 'trap \"T=1\" TERM; while :; do sleep 0.1; [ -n \"$T\" ] && echo t >> ticks;"
+               " done' & echo started")
+
+
+def test_a_stop_during_the_stop_of_output_holders_records_it_and_gives_no_second_grace(
+        tmp_path: Path) -> None:
+    """The command exited, a child kept its output open: the runner stops the holders. A
+    SIGTERM to the runner during that stop cancelled it: the `error{output-held-open}` record
+    and log line were lost, and the holders got a second full stopTimeout. Now the stop under
+    way goes on (one grace) and is recorded."""
+    config = write_config(tmp_path, {"limits": {"stopTimeout": "4s"}, "watchers": [
+        {"id": "svc", "command": DEAF_HOLDER, "pattern": "started"}]})
+    ticks = tmp_path / "ticks"
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: ticks.exists() and len(ticks.read_text()) >= 50,
+                 "the holder to have ignored its SIGTERM for 25 ticks", timeout=30)
+        r.send(signal.SIGTERM)
+        sent = time.monotonic()
+        assert r.proc.wait(timeout=30) == 0
+        took = time.monotonic() - sent
+    finally:
+        r.close()
+    assert took < 3.5, f"the runner's stop took {took:.1f}s: the holders got a second grace"
+    records = validate_records(tmp_path / ".watchrun" / "watchers" / "svc.jsonl")
+    ends = [rec for rec in records if rec["kind"] in ("error", "exit", "stop")]
+    assert [rec["kind"] for rec in ends] == ["error", "exit", "stop"]
+    assert (ends[0]["code"], ends[0]["run"]) == ("output-held-open", 1)
+    assert "kept its output open for 4s; stopped" in str(ends[0]["message"])
+    assert (ends[1]["exitCode"], ends[1]["signals"]) == (0, ["SIGTERM", "SIGKILL"])
+    assert "output-held-open" in r.stderr()
+
+
 def test_restarts_do_not_pile_up_daemons_and_sigterm_leaves_none(tmp_path: Path) -> None:
     config, pids = watcher(tmp_path, DAEMONIZE, "started", restart="always",
                            restartDelay="100ms")

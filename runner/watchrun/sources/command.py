@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from enum import StrEnum
 from typing import Any
 
@@ -76,6 +76,7 @@ class CommandSource:
         self._starts: deque[float] = deque(maxlen=START_LIMIT)  # the last starts' monotonic times
         self._grace = limits.stop_timeout_ms / 1000
         self._started = 0.0  # monotonic start of the current run
+        self._stopping: asyncio.Future[ExitInfo] | None = None  # the run's tree stop under way
         self.ready = asyncio.Event()
         """Set once the first start has been attempted (its `start` or `error` record is
         written), or at once for a schedule. The runner sends READY=1 after every source."""
@@ -216,21 +217,22 @@ class CommandSource:
     async def _pump(self, proc: Proc, ctx: SourceContext, n: int) -> ExitInfo:
         framer = LineFramer(self.limits.max_line_bytes)
         framer.stamp(run=n)
-        rest: asyncio.Future[ExitInfo] | None = None
+        self._stopping = None
+        eof = False
         try:
             stopped = await self._read(proc, framer, ctx, n)
+            eof = True
             info = stopped or await proc.wait()
             self.last_exit = info  # (it exited: a stop now may end what it left, not the run)
             await self._deliver(ctx, framer.finish())  # the last line, even without a newline
             if stopped is None:
-                rest = asyncio.ensure_future(self._end_rest(proc, ctx, n, info))
-                info = await asyncio.shield(rest)
+                info = await self._stop_tree(self._end_rest(proc, ctx, n, info))
         except asyncio.CancelledError:  # stopping: the echo no longer waits for its reader
-            # (a stop of what the finished run left running goes on: its grace, its record)
-            stopping = rest or asyncio.ensure_future(proc.terminate(self._grace))
+            # (a stop of the tree under way goes on: its grace, its record; see _stop_tree)
+            stopping = self._stopping or asyncio.ensure_future(proc.terminate(self._grace))
             try:
                 await asyncio.shield(stopping)
-                if rest is None:
+                if not eof or self._stopping is None:
                     with contextlib.suppress(TimeoutError):  # the tree is dead: EOF is near
                         await asyncio.wait_for(self._read(proc, framer, ctx, n, wait=False),
                                                self._grace + 1)
@@ -243,13 +245,19 @@ class CommandSource:
         await self._finish(ctx, n, info)
         return info
 
+    async def _stop_tree(self, stop: Coroutine[Any, Any, ExitInfo]) -> ExitInfo:
+        """Stop the run's tree (`stop` signals, waits its grace and writes its record) as a
+        task of its own: the watcher's stop, coming meanwhile, waits for it in `_pump` instead
+        of cancelling it and beginning another (one grace, its record, then `exit`)."""
+        self._stopping = asyncio.ensure_future(stop)
+        return await asyncio.shield(self._stopping)
+
     async def _end_rest(self, proc: Proc, ctx: SourceContext, n: int,
                         info: ExitInfo) -> ExitInfo:
         """The run is over (exit and EOF); stop what it left running, e.g. a daemon it forked
         (as systemd stops the rest of a service's control group), so that nothing outlives its
         run untracked and the next run starts clean. Orphans with nothing to name them (no
-        spawn id) too, while no other child runs: then they cannot be another child's. Run as
-        a task of its own: a stop that comes meanwhile waits for it (one grace, one record)."""
+        spawn id) too, while no other child runs: then they cannot be another child's."""
         ended = await proc.terminate(self._grace, strays=not SPAWNED)
         if not ended.signals_sent:
             return info
@@ -297,14 +305,8 @@ class CommandSource:
                         return stopped
                     await self._deliver(ctx, framer.feed(data), wait=wait)
                 elif not done and stopped is None:
-                    stopped = await proc.terminate(self._grace)
+                    stopped = await self._stop_tree(self._end_holders(proc, ctx, n, drain_s))
                     deadline = loop.time() + drain_s
-                    if stopped.signals_sent:
-                        left = proc.signalled
-                        kept = f"kept its output open for {drain_s:g}s"
-                        await ctx.event("error", code="output-held-open", run=n, count=left,
-                                        message=f"run {n}: " + left_behind(
-                                            "the command", kept, left, stopped.stragglers))
                 elif not done:
                     await ctx.event("error", code="output-held-open", run=n, unread=True,
                                     message=(f"run {n}: output still open {drain_s:g}s after "
@@ -315,6 +317,18 @@ class CommandSource:
             for task in (reading, exited):
                 if task is not None:
                     task.cancel()
+
+    async def _end_holders(self, proc: Proc, ctx: SourceContext, n: int,
+                           drain_s: float) -> ExitInfo:
+        """The command exited but what it started kept its output open `drain_s`: stop it."""
+        stopped = await proc.terminate(self._grace)
+        if stopped.signals_sent:
+            left = proc.signalled
+            kept = f"kept its output open for {drain_s:g}s"
+            await ctx.event("error", code="output-held-open", run=n, count=left,
+                            message=f"run {n}: " + left_behind(
+                                "the command", kept, left, stopped.stragglers))
+        return stopped
 
     async def _deliver(self, ctx: SourceContext, chunk: Chunk | None, *,
                        wait: bool = True) -> None:
