@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, alive, read_records, wait_for, write_config
+from liverunner import LiveRunner, alive, read_records, wait_for, watchrun_bin, write_config
 from recordcheck import validate_records
 from test_metrics import free_port, scrape
 from webhook_server import receiver
@@ -155,6 +156,43 @@ def test_matches_after_the_actions_stopped_are_recorded_as_dropped(tmp_path: Pat
     assert (late["action"], late["reason"], late["matches"]) == ("slow", "runner-stopped", 2)
     assert recs[-1]["kind"] == "stop" and recs.index(late) < len(recs) - 1
     assert "2 matches came after the actions stopped" in r.stderr()
+
+
+def test_watchrun_stop_cancels_the_watchers_running_program_and_records_it(
+        tmp_path: Path) -> None:
+    """`watchrun stop app` while its exec action's program ran: the program kept running
+    after the watcher's JSONL closed, and its `action-result` was lost (an error in the log);
+    the firing waiting behind it was never recorded. Now the stop cancels the program (its
+    tree stopped), records the result `cancelled` and the waiting firing dropped, then `stop`."""
+    log, pidfile = tmp_path / "app.log", tmp_path / "pid"
+    log.write_text("")
+    slow = {"type": "exec", "name": "slow", "timeout": "10m",
+            "command": ["sh", "-c", f"echo $$$$ > {pidfile}; exec sleep 60"]}
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR", "actions": [slow]}],
+        "limits": {"stopTimeout": "2s"}})
+    r = LiveRunner(config)
+    try:
+        r.wait_log("running")
+        append(log, "ERROR 1\n")
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the program")
+        append(log, "ERROR 2\n")  # waits behind the running firing (concurrency 1)
+        wait_for(lambda: len(kinds(r, "match")) == 2, "the second match")
+        stop = subprocess.run([watchrun_bin(), "stop", "app", "-c", str(config)],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                              check=False)
+        assert (stop.returncode, stop.stdout) == (0, "stopped app\n"), stop.stderr
+        recs = validate_records(r.out / "watchers" / "app.jsonl")  # (closed: all of it)
+        assert not alive(int(pidfile.read_text()))
+    finally:
+        assert r.stop() == 0
+    (result,) = [x for x in recs if x["kind"] == "action-result"]
+    assert (result["action"], result["status"]) == ("slow", "cancelled")
+    assert "the watcher was stopped (`watchrun stop`" in result["error"]["message"]
+    (dropped,) = [x for x in recs if x["kind"] == "action-dropped"]
+    assert (dropped["reason"], dropped["count"], dropped["matches"]) == ("watcher-stopped", 1, 1)
+    assert recs[-1]["kind"] == "stop" and recs[-1]["reason"] == "requested"
+    assert "lost" not in r.stderr()
 
 
 def test_the_actions_of_a_watcher_added_at_runtime_fire(tmp_path: Path) -> None:

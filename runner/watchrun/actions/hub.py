@@ -233,6 +233,15 @@ class ActionHub:
                 if carried:
                     self._carried[wid] = carried
 
+    async def stop_watcher(self, wid: str) -> None:
+        """A watcher is being stopped (`watchrun stop`, `restart`, `clear`, …): its running
+        firings are cancelled (recorded `cancelled`, an exec program's tree stopped) and what
+        waits or a throttle holds is dropped (`watcher-stopped`), all written before its `stop`.
+        After a reload or at shutdown they are closed already: nothing to do."""
+        w = self._watchers.pop(wid, None)
+        if w is not None:
+            await w.close("watcher-stopped")
+
     async def shutdown(self) -> None:
         """Cancel what runs (recorded `cancelled`), record what waits as dropped, write every
         record, and end `run()`."""

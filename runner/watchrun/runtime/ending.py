@@ -50,6 +50,7 @@ class Owner(Protocol):
     def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo],
                 stream: WatcherPipeline) -> None: ...
     async def record_unfired(self, wid: str, pipeline: WatcherPipeline) -> None: ...
+    async def stop_actions(self, wid: str) -> None: ...
     def attach_actions(self, spec: WatcherSpec, pipeline: WatcherPipeline) -> None: ...
     def problem(self, message: str, wid: str | None = None) -> None: ...
 
@@ -67,9 +68,10 @@ async def finish(task: asyncio.Future[Any], budget_s: float | None = None) -> No
 
 
 async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Evidence, list[str]]:
-    """End one watcher: its task finished (stopTimeout and a grace), what its actions did not
-    fire and its `stop` recorded, its sink closed off the loop. Returns what it saw (once-mode
-    evidence) and the problems met, which never stop the ending."""
+    """End one watcher: its task finished (stopTimeout and a grace) and its actions' running
+    firings cancelled, what they did not fire and its `stop` recorded, its sink closed off the
+    loop. Returns what it saw (once-mode evidence) and the problems met, which never stop the
+    ending."""
     problems: list[str] = []
     if rt.task is None:
         ev = replace(evidence_of(rt), error="it never started: the run was stopped before it")
@@ -77,7 +79,11 @@ async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Ev
         cut_short = not rt.task.done() and sup.once and rt.spec.kind == "file"
         # (a command that had not exited now is killed: its exit is the stop's, not its own)
         running = rt.spec.kind == "command" and getattr(rt.source, "last_exit", 0) is None
-        await finish(rt.task, sup.config.limits.stop_timeout_ms / 1000 + AFTER_GRACE_S)
+        _, closing = await asyncio.gather(  # (its actions' running firings: cancelled and
+            finish(rt.task, sup.config.limits.stop_timeout_ms / 1000 + AFTER_GRACE_S),
+            sup.stop_actions(wid), return_exceptions=True)  # recorded meanwhile)
+        if isinstance(closing, Exception):
+            problems.append(f"stopping its actions failed: {closing!r}")
         ev = evidence_of(rt)  # after the stop: what it read while it was stopped counts too
         if cut_short:
             ev = replace(ev, error="the file was not read to its end (the run was "

@@ -235,6 +235,11 @@ class Supervisor:
         if self.actions is not None:
             await self.actions.record_unfired(wid, pipeline)
 
+    async def stop_actions(self, wid: str) -> None:
+        """A watcher is being stopped: its running firings are cancelled and recorded."""
+        if self.actions is not None:
+            await self.actions.stop_watcher(wid)
+
     def attach_actions(self, spec: WatcherSpec, pipeline: WatcherPipeline) -> None:
         """A watcher (re)started: its actions take up what a reload carried over for them."""
         if spec.actions and self.actions is not None:
