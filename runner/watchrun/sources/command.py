@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any
 
@@ -14,9 +14,8 @@ from watchrun.clock import Clock, iso_ts, next_cron
 from watchrun.config.model import Limits, RestartPolicy, WatcherSpec
 from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import LineFramer
-from watchrun.process.proc import left_behind
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
-from watchrun.process.tree import SPAWNED
+from watchrun.sources.leftovers import TreeStop, end_holders, end_rest
 
 BACKOFF_CAP_MS = 60_000  # restart delays double from restartDelay up to this
 JITTER = 0.10  # each delay is scaled by a random factor in [0.9, 1.1]
@@ -76,7 +75,6 @@ class CommandSource:
         self._starts: deque[float] = deque(maxlen=START_LIMIT)  # the last starts' monotonic times
         self._grace = limits.stop_timeout_ms / 1000
         self._started = 0.0  # monotonic start of the current run
-        self._stopping: asyncio.Future[ExitInfo] | None = None  # the run's tree stop under way
         self.ready = asyncio.Event()
         """Set once the first start has been attempted (its `start` or `error` record is
         written), or at once for a schedule. The runner sends READY=1 after every source."""
@@ -217,25 +215,24 @@ class CommandSource:
     async def _pump(self, proc: Proc, ctx: SourceContext, n: int) -> ExitInfo:
         framer = LineFramer(self.limits.max_line_bytes)
         framer.stamp(run=n)
-        self._stopping = None
-        eof = False
+        stop, eof = TreeStop(), False  # (eof: the output was read to its end)
         try:
-            stopped = await self._read(proc, framer, ctx, n)
+            stopped = await self._read(proc, framer, ctx, n, stop)
             eof = True
             info = stopped or await proc.wait()
             self.last_exit = info  # (it exited: a stop now may end what it left, not the run)
             await self._deliver(ctx, framer.finish())  # the last line, even without a newline
             if stopped is None:
-                info = await self._stop_tree(self._end_rest(proc, ctx, n, info))
+                info = await stop.run(end_rest(proc, self._grace, ctx, n, info))
         except asyncio.CancelledError:  # stopping: the echo no longer waits for its reader
-            # (a stop of the tree under way goes on: its grace, its record; see _stop_tree)
-            stopping = self._stopping or asyncio.ensure_future(proc.terminate(self._grace))
+            # (a stop of the tree under way goes on: its grace, its record; see TreeStop)
+            stopping = stop.under_way or asyncio.ensure_future(proc.terminate(self._grace))
             try:
                 await asyncio.shield(stopping)
-                if not eof or self._stopping is None:
+                if not eof or stop.under_way is None:
                     with contextlib.suppress(TimeoutError):  # the tree is dead: EOF is near
-                        await asyncio.wait_for(self._read(proc, framer, ctx, n, wait=False),
-                                               self._grace + 1)
+                        await asyncio.wait_for(self._read(proc, framer, ctx, n, stop,
+                                                          wait=False), self._grace + 1)
                     await self._deliver(ctx, framer.finish(), wait=False)
             finally:  # (also when the stop's owner, its budget spent, cancels again)
                 with contextlib.suppress(asyncio.CancelledError):  # (but not a third time)
@@ -245,29 +242,6 @@ class CommandSource:
         await self._finish(ctx, n, info)
         return info
 
-    async def _stop_tree(self, stop: Coroutine[Any, Any, ExitInfo]) -> ExitInfo:
-        """Stop the run's tree (`stop` signals, waits its grace and writes its record) as a
-        task of its own: the watcher's stop, coming meanwhile, waits for it in `_pump` instead
-        of cancelling it and beginning another (one grace, its record, then `exit`)."""
-        self._stopping = asyncio.ensure_future(stop)
-        return await asyncio.shield(self._stopping)
-
-    async def _end_rest(self, proc: Proc, ctx: SourceContext, n: int,
-                        info: ExitInfo) -> ExitInfo:
-        """The run is over (exit and EOF); stop what it left running, e.g. a daemon it forked
-        (as systemd stops the rest of a service's control group), so that nothing outlives its
-        run untracked and the next run starts clean. Orphans with nothing to name them (no
-        spawn id) too, while no other child runs: then they cannot be another child's."""
-        ended = await proc.terminate(self._grace, strays=not SPAWNED)
-        if not ended.signals_sent:
-            return info
-        if proc.killed:  # a second stop signal killed the group, the command with it: it
-            return ended  # left nothing running (its exit record says SIGKILL)
-        left = proc.signalled
-        await ctx.event("error", code="left-running", run=n, count=left, message=(
-            f"run {n}: " + left_behind("the command", "kept running", left, ended.stragglers)))
-        return ended
-
     async def _finish(self, ctx: SourceContext, n: int, info: ExitInfo) -> None:
         """The run's `exit` record."""
         extra = {"signals": list(info.signals_sent), "stragglers": info.stragglers}
@@ -276,11 +250,11 @@ class CommandSource:
                         status=info.status, durationMs=duration,
                         **(extra if info.signals_sent else {}))
 
-    async def _read(self, proc: Proc, framer: LineFramer, ctx: SourceContext,
-                    n: int, *, wait: bool = True) -> ExitInfo | None:
+    async def _read(self, proc: Proc, framer: LineFramer, ctx: SourceContext, n: int,
+                    stop: TreeStop, *, wait: bool = True) -> ExitInfo | None:
         """Read to EOF, one read at a time: while a chunk is being written nothing is read, so
-        a flooding child blocks on its full pipe. If the command exits but something it
-        started keeps the output open for stopTimeout, stop the tree (returns that info)."""
+        a flooding child blocks on its full pipe. If the command exits but what it started
+        keeps the output open for stopTimeout, stop the tree by `stop` (returns that info)."""
         loop = asyncio.get_running_loop()
         exited = asyncio.ensure_future(proc.wait())
         reading: asyncio.Future[bytes] | None = None
@@ -305,7 +279,7 @@ class CommandSource:
                         return stopped
                     await self._deliver(ctx, framer.feed(data), wait=wait)
                 elif not done and stopped is None:
-                    stopped = await self._stop_tree(self._end_holders(proc, ctx, n, drain_s))
+                    stopped = await stop.run(end_holders(proc, self._grace, ctx, n, drain_s))
                     deadline = loop.time() + drain_s
                 elif not done:
                     await ctx.event("error", code="output-held-open", run=n, unread=True,
@@ -317,18 +291,6 @@ class CommandSource:
             for task in (reading, exited):
                 if task is not None:
                     task.cancel()
-
-    async def _end_holders(self, proc: Proc, ctx: SourceContext, n: int,
-                           drain_s: float) -> ExitInfo:
-        """The command exited but what it started kept its output open `drain_s`: stop it."""
-        stopped = await proc.terminate(self._grace)
-        if stopped.signals_sent:
-            left = proc.signalled
-            kept = f"kept its output open for {drain_s:g}s"
-            await ctx.event("error", code="output-held-open", run=n, count=left,
-                            message=f"run {n}: " + left_behind(
-                                "the command", kept, left, stopped.stragglers))
-        return stopped
 
     async def _deliver(self, ctx: SourceContext, chunk: Chunk | None, *,
                        wait: bool = True) -> None:
