@@ -195,6 +195,35 @@ def test_watchrun_stop_cancels_the_watchers_running_program_and_records_it(
     assert "lost" not in r.stderr()
 
 
+def test_watchrun_stop_cancels_the_watchers_webhook_in_flight_and_records_it(
+        tmp_path: Path) -> None:
+    """A POST the receiver holds open when `watchrun stop app` comes: its result was lost
+    after the watcher's JSONL closed. Now it is cancelled and recorded before `stop`."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    with receiver("hang") as rx:
+        config = write_config(tmp_path, {"watchers": [
+            {"id": "app", "path": "app.log", "pattern": "ERROR", "actions": [
+                {"type": "webhook", "name": "hook", "url": rx.url, "timeout": "10m"}]}]})
+        r = LiveRunner(config)
+        try:
+            r.wait_log("running")
+            append(log, "ERROR 1\n")
+            wait_for(lambda: rx.count() == 1, "the POST the receiver holds")
+            stop = subprocess.run([watchrun_bin(), "stop", "app", "-c", str(config)],
+                                  capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                                  check=False)
+            assert stop.returncode == 0, stop.stderr
+            recs = validate_records(r.out / "watchers" / "app.jsonl")
+        finally:
+            rx.release.set()
+            assert r.stop() == 0
+    (result,) = [x for x in recs if x["kind"] == "action-result"]
+    assert (result["action"], result["status"]) == ("hook", "cancelled")
+    assert recs[-1]["kind"] == "stop"
+    assert "lost" not in r.stderr()
+
+
 def test_the_actions_of_a_watcher_added_at_runtime_fire(tmp_path: Path) -> None:
     """`watchrun add` (and MCP's `add`) took a watcher with `actions` and started it, but its
     actions never fired: the action hub knew only the config's watchers (and was not even
