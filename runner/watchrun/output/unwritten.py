@@ -42,6 +42,19 @@ def note_path(path: Path) -> Path | None:
     return path.parent.parent / "state" / f"{path.parent.name}-{path.stem}.unwritten"
 
 
+def drop_spent(note: Path) -> bool:
+    """Remove a stream's note that keeps nothing (all zero, no stamp), its stream closed: the
+    reserve of a watcher forgotten for good. One that keeps runs stays. True when removed."""
+    fd = safefs.open_read(note, owned=True)  # (no symlink followed; a regular file of ours)
+    try:
+        kept = os.fstat(fd).st_mtime_ns < 0 or bool(os.pread(fd, NOTE_BYTES, 0).strip(b"\0"))
+    finally:
+        os.close(fd)
+    if not kept:
+        safefs.unlink(note)
+    return not kept
+
+
 class Unwritten:
     """Seqs given up unwritten, until a `gap` record for them is written.
 

@@ -7,11 +7,12 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
 from watchrun.config.model import Config, WatcherSpec
-from watchrun.offload import offload
+from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.runtime import manage
 from watchrun.runtime.census import ended
 from watchrun.runtime.control import PEER_PID
+from watchrun.runtime.forgetting import forget_files
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.problems import Problems
 from watchrun.runtime.status import StatusBoard
@@ -25,6 +26,7 @@ class Runner(Protocol):
     """What the requests need of the supervisor (kept narrow so this module does not import it)."""
 
     config: Config
+    layout: OutputLayout
     log: RunLog
     set: WatcherSet
     board: StatusBoard
@@ -98,12 +100,13 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
                         if (only is None or w in only) and (every or ended(rt))]:
                 await sup.stop_watcher(wid, reason="requested")  # (one that exited or failed
                 # has ended already: `clear` forgets it as a stopped one, as `top`'s `d` says)
-            cleared = sup.board.forget_stopped(only)
+            forgot = sup.board.forget_stopped(only)
             gone = [w for w in sup.set.runtime if w not in sup.watchers
                     and (only is None or w in only)]
             for wid in gone:
                 del sup.set.runtime[wid]  # a cleared runtime watcher is gone for good: its
-            await _forget_checkpoints(sup, gone)  # id added again is a new watcher
+            await forget_files(sup, sup.set, sorted({*forgot, *gone}))  # id added again is new
+        cleared = len(forgot)
         many = "" if cleared == 1 else "s"
         return {"ok": True, "cleared": cleared, "message": f"cleared {cleared} watcher{many}"}
     if cmd in ("agent-send", "agent-stop"):
@@ -126,17 +129,6 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
     if cmd is None:
         return _fail("bad_request", f"the request has no `cmd`: one of {known}")
     return _fail("bad_request", f"unknown command {cmd!r}; known: {known}")
-
-
-async def _forget_checkpoints(sup: Runner, ids: list[str]) -> None:
-    """Delete the checkpoints of runtime watchers that `clear` forgot (in a worker thread):
-    one added again under the same id starts as a new watcher, not from the old position
-    (of what may be another file). A failure is logged; the clear stands."""
-    for wid in ids:
-        try:
-            await offload(sup.set.store.forget, wid)
-        except OSError as exc:
-            sup.log.warning(f"cannot delete the checkpoint of the cleared watcher: {exc}", wid)
 
 
 def _check_fields(cmd: Any, req: dict[str, Any]) -> None:

@@ -120,12 +120,13 @@ class StatusBoard:
             entry.last_error = message
             self.touch(wid, now=True)
 
-    def forget_stopped(self, only: set[str] | None = None) -> int:
+    def forget_stopped(self, only: set[str] | None = None) -> list[str]:
         """`watchrun clear`: drop stopped watchers' snapshots (their JSONL stays), and those
-        on disk of watchers this runner does not hold; with `only`, of those watchers only."""
+        on disk of watchers this runner does not hold; with `only`, of those watchers only.
+        Returns the ids of the entries forgotten."""
         gone = [w for w, e in self.entries.items() if e.stopped and (only is None or w in only)]
         self._drop(gone, strays=only is None)
-        return len(gone)
+        return gone
 
     def forget(self, wid: str) -> None:
         """Drop one stopped watcher's entry and snapshot files (their JSONL stays): an `add`

@@ -1,0 +1,51 @@
+"""The state files of watchers forgotten for good (`watchrun clear`), removed without following
+a link."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from watchrun.config.model import Config
+from watchrun.offload import offload
+from watchrun.output.outdir import OutputLayout
+from watchrun.output.runlog import RunLog
+from watchrun.output.unwritten import drop_spent, note_path
+from watchrun.runtime.status import StatusBoard
+
+if TYPE_CHECKING:
+    from watchrun.runtime.watchers import WatcherSet
+
+
+class Forgetting(Protocol):
+    config: Config
+    layout: OutputLayout
+    log: RunLog
+    board: StatusBoard
+
+
+def stays_configured(config: Config, wid: str) -> bool:
+    """The config still names it (or names it as a watcher's `previousId`): its checkpoint
+    is where `watchrun start`, a reload or the next runner resume it."""
+    return any(w.id == wid or w.previous_id == wid for w in config.watchers)
+
+
+async def forget_files(sup: Forgetting, ws: WatcherSet, ids: Iterable[str]) -> None:
+    """Remove what stays on disk of watchers whose rows were forgotten: the checkpoint of one
+    the config no longer names, and a `.unwritten` note that keeps nothing (one that keeps
+    seqs the JSONL does not explain yet stays with the JSONL, which is never removed). Never
+    of a watcher that runs or is stopping. A failure is logged; the rest goes on."""
+    for wid in ids:
+        if wid in ws.running or wid in ws.later or wid in ws.stopping:
+            continue
+        try:
+            if not stays_configured(sup.config, wid) and wid not in ws.runtime:
+                await offload(ws.store.forget, wid)
+            note = note_path(sup.layout.jsonl("watcher", wid))
+            if note is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    await offload(drop_spent, note)
+        except OSError as exc:
+            sup.log.warning(f"cannot delete the state files of the forgotten watcher: {exc}", wid)
+
