@@ -347,6 +347,7 @@ def test_the_daemonset_follows_pod_logs_as_they_come(tmp_path: Path) -> None:
     old.write_text("ERROR before the runner: followed from the end, not matched\n")
     w = container(pod_spec(docs), "watchrun")
     env = {**os.environ, "PODS_DIR": str(pods), "PODS_SCAN_SECONDS": "0.1",
+           "PODS_FORGET_SECONDS": "0",
            "PATH": f"{Path(watchrun_bin()).parent}{os.pathsep}{os.environ['PATH']}"}
     env.update({e["name"]: e["value"] for e in w["env"] if e["name"] != "PODS_SCAN_SECONDS"})
     with socket.socket() as free:
@@ -368,6 +369,12 @@ def test_the_daemonset_follows_pod_logs_as_they_come(tmp_path: Path) -> None:
         new.write_text("panic: written before the runner saw the file\nfine\n")
         wait_for(lambda: [r for r in read_records(out / "kube-system.dns-7.coredns.0.jsonl")
                           if r["kind"] == "match"], "the new pod's first line")
+        shutil.rmtree(pods / "default_web-0_1111")  # web-0 goes away: the node forgets it
+        wait_for(lambda: any('"event":"forgotten"' in line and "default.web-0.nginx.0" in line
+                             for line in (tmp_path / "err").read_text().splitlines()),
+                 "web-0's watcher forgotten")
+        assert [p.name for p in (state / "state").iterdir() if "web-0" in p.name] == []
+        assert (out / "default.web-0.nginx.0.jsonl").exists()  # for the shipper
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
     finally:

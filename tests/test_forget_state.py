@@ -1,8 +1,9 @@
-"""What `watchrun clear` leaves on disk of the watchers it forgets."""
+"""What `watchrun clear` and a reload that removes a gone file's watcher leave on disk."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -119,3 +120,39 @@ def test_clear_keeps_a_note_of_unexplained_seqs_and_follows_no_link(tmp_path: Pa
     finally:
         assert r.stop() == 0
 
+
+def test_a_reload_forgets_a_removed_watcher_whose_file_is_gone(tmp_path: Path) -> None:
+    """The DaemonSet's pods.py: a pod goes away, its log's watcher leaves the config."""
+    logs = {}
+    for pod in ("a", "b", "c"):
+        (tmp_path / "pods" / pod).mkdir(parents=True)
+        logs[pod] = tmp_path / "pods" / pod / "0.log"
+        logs[pod].write_text(f"ERROR {pod}\n")
+    specs = {p: {"id": f"pod.{p}", "path": str(logs[p]), "pattern": "ERROR", "fromStart": True}
+             for p in logs}
+    config = write_config(tmp_path, {"watchers": list(specs.values())})
+    out = tmp_path / ".watchrun"
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        wait_for(lambda: all(len(r.matches(f"pod.{p}")) == 1 for p in logs), "a match each")
+        wait_for(lambda: all(f"pod.{p}.checkpoint.json" in state_files(out, f"pod.{p}")
+                             for p in logs), "the checkpoints")
+        shutil.rmtree(tmp_path / "pods" / "b")  # pod b is gone; c is removed, its file stays
+        write_config(tmp_path, {"watchers": [specs["a"]]})
+        r.send(signal.SIGHUP)
+        r.wait_log("[pod.b] its file")
+        assert "gone: forgotten" in r.stderr()
+        assert set(listed(r)) == {"pod.a", "pod.c"}
+        assert listed(r)["pod.c"]["status"] == "stopped"
+        assert state_files(out, "pod.b") == set()
+        assert (out / "watchers" / "pod.b.jsonl").exists()  # for the shipper
+        assert state_files(out, "pod.c") == every_file("pod.c")
+        assert listed(r)["pod.a"]["status"] == "running"
+        with open(logs["a"], "a") as f:
+            f.write("ERROR a2\n")
+        wait_for(lambda: len(r.matches("pod.a")) == 2, "pod.a goes on")
+    finally:
+        assert r.stop() == 0
+    p = wr(tmp_path, "list", "--json")  # no runner: the snapshots
+    assert {w["id"] for w in json.loads(p.stdout)["watchers"]} == {"pod.a", "pod.c"}

@@ -1,9 +1,10 @@
-"""The state files of watchers forgotten for good (`watchrun clear`), removed without following
-a link."""
+"""The state files of watchers forgotten for good (`watchrun clear`; a reload that removes a
+file watcher whose file is gone), removed without following a link."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -31,11 +32,13 @@ def stays_configured(config: Config, wid: str) -> bool:
     return any(w.id == wid or w.previous_id == wid for w in config.watchers)
 
 
-async def forget_files(sup: Forgetting, ws: WatcherSet, ids: Iterable[str]) -> None:
+async def forget_files(sup: Forgetting, ws: WatcherSet, ids: Iterable[str]) -> bool:
     """Remove what stays on disk of watchers whose rows were forgotten: the checkpoint of one
     the config no longer names, and a `.unwritten` note that keeps nothing (one that keeps
     seqs the JSONL does not explain yet stays with the JSONL, which is never removed). Never
-    of a watcher that runs or is stopping. A failure is logged; the rest goes on."""
+    of a watcher that runs or is stopping. A failure is logged; the rest goes on. False when
+    one failed."""
+    done = True
     for wid in ids:
         if wid in ws.running or wid in ws.later or wid in ws.stopping:
             continue
@@ -48,4 +51,24 @@ async def forget_files(sup: Forgetting, ws: WatcherSet, ids: Iterable[str]) -> N
                     await offload(drop_spent, note)
         except OSError as exc:
             sup.log.warning(f"cannot delete the state files of the forgotten watcher: {exc}", wid)
+            done = False
+    return done
 
+
+async def forget_gone(sup: Forgetting, ws: WatcherSet, old: Config) -> None:
+    """After a reload: a file watcher the new config no longer names, stopped, whose file is
+    gone (a log shipper's "deleted file"), is forgotten at once: its row and state files."""
+    for spec in old.watchers:
+        wid = spec.id
+        if spec.path is None or stays_configured(sup.config, wid) or wid in ws.runtime:
+            continue
+        if await offload(os.path.lexists, spec.path):  # (no link followed; off the loop)
+            continue
+        entry = sup.board.entries.get(wid)
+        if entry is None or not entry.stopped:
+            continue
+        sup.board.forget(wid)
+        ws.stopped_by_request.discard(wid)
+        left = "" if await forget_files(sup, ws, [wid]) else ", some left (above)"
+        sup.log.info(f"its file {spec.path} is gone: forgotten (its row and state files{left}; "
+                     "its JSONL stays)", wid, event="forgotten")

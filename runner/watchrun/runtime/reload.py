@@ -6,7 +6,8 @@ the config's spec. Watchers added at runtime are in no file: they keep running (
 the limits or output settings change), unless the config now names their id, which then is the
 config's, or `limits.maxWatchers` has no room left for them after the config's (the oldest kept
 first), or they wake an agent the config no longer has (stopped: their matches would wake no
-one; what they matched before, with the agent's queue, is recorded dropped). No step's
+one; what they matched before, with the agent's queue, is recorded dropped). A removed file
+watcher whose file is gone is forgotten (runtime/forgetting.py). No step's
 failure ends the runner: each is reported (log, `status`, an `error` record where the watcher
 has a sink) and the rest goes on."""
 
@@ -19,10 +20,13 @@ import threading
 from typing import TYPE_CHECKING, Protocol
 
 from watchrun.config.model import Config, WatcherSpec
+from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.census import counted
 from watchrun.runtime.ending import STOP_RECORD_S
+from watchrun.runtime.forgetting import forget_gone
 from watchrun.runtime.signals import SignalInbox
+from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
 from watchrun.runtime.wiring import precompile
 
@@ -73,7 +77,9 @@ async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
 
 class Reloading(Protocol):
     config: Config
+    layout: OutputLayout
     log: RunLog
+    board: StatusBoard
     stop_heard: str | None
     set: WatcherSet
     hub: AgentHub | None
@@ -166,6 +172,7 @@ async def apply(sup: Reloading, new: Config) -> str | None:
         for spec in batch:
             if sup.stop_heard is None:  # (one may come during a start)
                 await _start(sup, spec, trouble.get(spec.id))
+    await forget_gone(sup, sup.set, old)
     counts = sup.set.census()
     watchers, each = counted(counts)
     sup.log.info(f"reloaded: {watchers}{each or ' running'}", event="reloaded",
