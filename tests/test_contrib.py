@@ -411,6 +411,31 @@ def test_the_daemonset_names_long_and_reused_pod_logs_apart(tmp_path: Path) -> N
     validate_config(tmp_path / "watch.json")
 
 
+def test_the_daemonset_keeps_a_briefly_missing_pod_log_listed(tmp_path: Path) -> None:
+    """kubelet rotates a log by renaming it, then the runtime reopens it: a scan in between
+    keeps the log listed (its watcher is not removed, so not forgotten) until it has been
+    missing PODS_FORGET_SECONDS; then it leaves the list and the runner forgets it."""
+    (cm,) = [d for d in manifests("daemonset.yaml") if d["kind"] == "ConfigMap"]
+    script = tmp_path / "pods.py"
+    script.write_text(cm["data"]["pods.py"])
+    pods, config = tmp_path / "pods", tmp_path / "pods.json"
+    log = pods / "ns_web-0_1" / "c" / "0.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("")
+    env = {**os.environ, "PODS_DIR": str(pods), "PODS_CONFIG": str(config)}
+
+    def listed(grace: str | None = None) -> list[str]:
+        subprocess.run(["python3", str(script), "--once"], check=True, timeout=30,
+                       capture_output=True,
+                       env={**env, **({"PODS_FORGET_SECONDS": grace} if grace else {})})
+        return [w["path"] for w in yaml.safe_load(config.read_text())["watchers"]]
+
+    assert listed() == [str(log)]
+    log.rename(log.with_name("0.log.20260101-000000"))  # mid-rotation
+    assert listed() == [str(log)]  # (default grace: 60 s)
+    assert listed("0") == []
+
+
 
 
 # -- shippers -----------------------------------------------------------------------------------
