@@ -117,7 +117,8 @@ def test_judge_keeps_the_first_lines_with_file_and_line_numbers() -> None:
 
 def test_an_error_that_crossed_its_gate_too_keeps_the_crossing_and_its_lines() -> None:
     """An ERROR (a file it could not read) hid the gate the lines it read crossed: no lines,
-    `crossed` false, the table's verdict only ERROR, the footer "1 watcher could not run"."""
+    `crossed` false, the table's verdict only ERROR; and the table and footer said the watchers
+    "could not run", which had read lines."""
     first = [(f"{LOG}:{n}", f"ERROR {n}") for n in (2, 5)]
     v = judge(file(MAX0), Evidence(2, first, path=LOG, error="cannot read app.log.1"))
     assert v is not None and (v.status, v.crossed, v.too_many) == (Status.ERROR, True, True)
@@ -127,8 +128,10 @@ def test_an_error_that_crossed_its_gate_too_keeps_the_crossing_and_its_lines() -
     held = judge(file(GateSpec(max_matches=2)), Evidence(2, first, path=LOG, error="x"))
     assert held is not None and (held.crossed, held.first, held.shown) == (False, (), "ERROR")
     assert table_row(summary_table([v]), "log") == ["log", "2", "0", "-", "FAIL+ERROR"]
-    assert summary_table([v, held]).splitlines()[-1] == \
-        "watchrun: FAILED: 1 of 1 gate crossed, 2 watchers could not run"
+    table = summary_table([v, held]).splitlines()
+    assert "log: gate crossed, and it could not look at every line" in table
+    assert table[-1] == "watchrun: FAILED: 1 of 1 gate crossed, 2 watchers could not look at " \
+        "every line"
 
 
 def table_row(table: str, wid: str) -> list[str]:

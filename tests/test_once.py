@@ -276,6 +276,10 @@ def test_an_unreadable_log_file_is_a_runtime_error_not_a_pass(tmp_path: Path) ->
     r = once(tmp_path, {"watchers": [log]})
     assert (r.rc, table_row(r.out, "log")[-1]) == (3, "ERROR"), r.out + r.err
     assert f"[log] error: {tmp_path}/build/missing.log does not exist\n" in r.err
+    assert "\nlog: could not run\n" in r.out and r.out.endswith(  # (nothing was read)
+        "watchrun: FAILED: 1 watcher could not run\n"), r.out
+    (v,) = json.loads(once(tmp_path, {"watchers": [log]}, "--json").out)["verdicts"]
+    assert (v["status"], v["errorKind"]) == ("error", "not-run")
 
 
 @pytest.mark.parametrize("make", [os.mkfifo, os.mkdir])
@@ -345,7 +349,8 @@ def test_an_interrupted_once_run_is_not_a_pass(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=TIMEOUT_S)
     assert proc.returncode == 3, out.decode() + err.decode()
     assert b"  - the command did not run to its exit (the run was interrupted)\n" in out
-    assert b"watchrun: FAILED: 1 watcher could not run" in out
+    assert b"\nbuild: was interrupted\n" in out  # (it said "could not run": it ran)
+    assert b"watchrun: FAILED: 1 watcher was interrupted" in out
 
 
 @pytest.mark.parametrize("as_json", [False, True])

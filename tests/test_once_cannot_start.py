@@ -94,3 +94,4 @@ def test_every_spawn_failure_is_said_as_such_whatever_its_errno(tmp_path: Path) 
     assert reasons["loop"][0].startswith("the command could not be started: ")
     assert "(ELOOP)" in reasons["loop"][0] and "(ENAMETOOLONG)" in reasons["long"][0]
     assert doc_json["interrupted"] is None
+    assert [v["errorKind"] for v in doc_json["verdicts"]] == ["not-run", "not-run"]

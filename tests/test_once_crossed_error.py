@@ -16,6 +16,8 @@ import pytest
 from liverunner import read_records, wait_for, watchrun_bin, write_config
 from test_once import TIMEOUT_S, base_env, once, table_row
 
+from watchrun.cli.gate_report import escape_data
+
 CONFIG: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
                                         "gate": {"maxMatches": 0}}]}
 CROSSED = "1 match of /ERROR/ (at most 0 allowed)"
@@ -33,7 +35,8 @@ def test_a_crossed_gate_is_not_hidden_behind_an_error(tmp_path: Path) -> None:
     """logrotate `create` + `compress` between two runs, then the app logs an ERROR in the new
     file: the archive could not be read (ERROR), and the line that was read crossed the gate.
     The verdict said only ERROR: `crossed` nowhere, the line in no report, no JUnit failure,
-    no annotation; and the next run did not count it, so a re-run passed (exit 0)."""
+    no annotation; and the next run did not count it, so a re-run passed (exit 0). It then said
+    the watcher "could not run": it had read the new file."""
     log = _read_once(tmp_path, "ok\n")
     with log.open("a") as f:
         f.write("written after that run, never read\n")  # (an archive of what was read is
@@ -46,9 +49,13 @@ def test_a_crossed_gate_is_not_hidden_behind_an_error(tmp_path: Path) -> None:
              GITHUB_WORKSPACE=str(tmp_path), GITHUB_STEP_SUMMARY=str(summary))
     assert (r.rc, table_row(r.out, "app")[1:]) == (3, ["1", "0", "-", "FAIL+ERROR"]), r.out
     unread = f"lines were never read: {archive} was rotated and compressed before it was read"
-    assert "\n".join(["app: gate crossed, and it could not run", f"  - {CROSSED}",
-                      "    app.log:1: ERROR in new file", f"  - {unread}"]) in r.out, r.out
-    assert "watchrun: FAILED: 1 of 1 gate crossed, 1 watcher could not run" in r.out
+    assert "\n".join(["app: gate crossed, and it could not look at every line",
+                      f"  - {CROSSED}", "    app.log:1: ERROR in new file",
+                      f"  - {unread}"]) in r.out, r.out
+    assert "watchrun: FAILED: 1 of 1 gate crossed, 1 watcher could not look at every line" \
+        in r.out
+    assert "::error title=watchrun gate app (could not look at every line)::" \
+        f"{escape_data(unread)}" in r.out.splitlines()
     assert f"::error file=app.log,line=1,title=watchrun gate app::{CROSSED}%0Aapp.log:1: " \
         "ERROR in new file" in r.out.splitlines()
     case = ET.parse(tmp_path / "j.xml").getroot().find("testcase[@name='app']")
@@ -57,6 +64,7 @@ def test_a_crossed_gate_is_not_hidden_behind_an_error(tmp_path: Path) -> None:
     assert failure is not None and failure.get("message") == CROSSED
     assert failure.text == f"{CROSSED}\napp.log:1: ERROR in new file"
     assert error is not None and error.get("message") == unread
+    assert error.text == f"could not look at every line\n{unread}"
     assert "| `app` | 1 | 0 | - | ❌ FAIL ⚠️ ERROR |" in summary.read_text()
 
 

@@ -126,7 +126,8 @@ def test_a_once_run_whose_stop_record_could_not_be_written_is_not_a_pass(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The `stop` record, given up after FINAL_WRITE_S, was a problem in the log only: the
     verdict passed and the run exited 0 with its JSONL short of its last record (README: exit
-    3 when a watcher's records could not be written)."""
+    3 when a watcher's records could not be written). It is headed "could not finish": the
+    watcher ran and read its file ("could not run" was false)."""
     (tmp_path / "app.log").write_text("ERROR one\n")
     log = RunLog(quiet=True)
 
@@ -142,7 +143,9 @@ def test_a_once_run_whose_stop_record_could_not_be_written_is_not_a_pass(
     assert asyncio.run(main()) == 3
     out = capsys.readouterr().out
     assert "passed" not in out, out
-    assert "  - its records could not be written: the stop record: " in out, out
+    assert "\napp: could not finish\n  - its records could not be written: the stop record: " \
+        in out, out
+    assert "watchrun: FAILED: 1 watcher could not finish" in out
 
 
 def test_a_junit_report_that_could_not_be_written_is_no_pass_in_the_table(tmp_path: Path) -> None:

@@ -154,7 +154,8 @@ def test_a_read_that_fails_mid_file_is_an_error_naming_the_file_and_what_was_not
 def test_a_gate_that_held_on_lines_it_matched_only_in_part_is_not_a_pass(tmp_path: Path) -> None:
     """A 70 000-byte line whose ERROR lies past `maxLineBytes` (64 KiB) was matched on its first
     64 KiB only, and the gate passed on the rest unseen. Now a gate that held over cut lines is
-    an ERROR saying how to look at all of it; one crossed anyway stays FAIL."""
+    an ERROR saying how to look at all of it (headed "could not look at every line", not
+    "could not run": it ran); one crossed anyway stays FAIL."""
     (tmp_path / "app.log").write_text("x" * 70_000 + " ERROR at the end\nINFO fine\n")
     (tmp_path / "b.log").write_text("ERROR early " + "x" * 70_000 + "\n")
     r = once(tmp_path, {"watchers": [
@@ -167,9 +168,13 @@ def test_a_gate_that_held_on_lines_it_matched_only_in_part_is_not_a_pass(tmp_pat
     assert not [ln for ln in r.out.splitlines() if ln.startswith("free ")]  # no gate, no verdict
     why = ("1 line was longer than limits.maxLineBytes (65536): only its first 65536 bytes "
            "were matched (raise limits.maxLineBytes, up to 16MiB, to look at all of it)")
-    assert f"  - {why}\n" in r.out and f"[log] error: {why}\n" in r.err
+    assert f"\nlog: could not look at every line\n  - {why}\n" in r.out
+    assert f"[log] error: {why}\n" in r.err
+    assert r.out.splitlines()[-1] == \
+        "watchrun: FAILED: 1 of 1 gate crossed, 1 watcher could not look at every line"
     error = ET.parse(tmp_path / "report.xml").getroot().find("testcase[@name='log']/error")
     assert error is not None and error.get("message") == why
+    assert error.text == f"could not look at every line\n{why}"
     bigger = once(tmp_path, {"limits": {"maxLineBytes": "128KiB"}, "watchers": [
         {"id": "log", "path": "app.log", "pattern": "ERROR", "fromStart": True,
          "gate": {"maxMatches": 0}}]})
@@ -389,11 +394,16 @@ def test_a_background_process_stopped_while_it_held_the_output_is_no_pass(
         tmp_path: Path) -> None:
     """A script started a shard with `&` and exited without `wait`: the runner stopped the
     shard, which still held the output, after the drain (`output-held-open`), and the gate
-    passed (exit 0) on output whose failure line was never written. Now it is an ERROR."""
+    passed (exit 0) on output whose failure line was never written. Now it is an ERROR, headed
+    "could not look at every line" (it said "could not run" of a command that ran)."""
     r = once(tmp_path, {"limits": {"stopTimeout": "100ms"}, "watchers": [
         gated("late", "(sleep 7731; echo ERROR late; exit 1) & echo early", "ERROR",
-              maxMatches=0, exitCode=True)]})
+              maxMatches=0, exitCode=True)]}, "--junit", "report.xml")
     assert (r.rc, table_row(r.out, "late")[1:]) == (3, ["0", "0", "0", "ERROR"]), r.out + r.err
+    assert "\nlate: could not look at every line\n" in r.out, r.out
+    assert "watchrun: FAILED: 1 watcher could not look at every line" in r.out
+    error = ET.parse(tmp_path / "report.xml").getroot().find("testcase[@name='late']/error")
+    assert error is not None and (error.text or "").startswith("could not look at every line\n")
     assert ("  - the command's output was cut short (what the processes it left running would "
             "still have written was never read): run 1: the command exited but 2 processes it "
             "started kept its output open for 0.5s; stopped them") in r.out, r.out  # (sh, sleep)

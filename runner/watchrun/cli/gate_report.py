@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from watchrun.match.sanitize import edge_text, shorten
-from watchrun.runtime.gate import Line, Status, Verdict, path_under
+from watchrun.runtime.gate import Line, Status, Trouble, Verdict, path_under
 
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 error annotations per step; the rest are summarised in one warning."""
@@ -40,8 +40,10 @@ def footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
         return f"watchrun: passed: {hold}"
     parts = [f"{failed} of {gated} gate{'' if gated == 1 else 's'} crossed"] \
         if failed or gated else []
-    if errors:
-        parts.append(f"{errors} {'watcher' if errors == 1 else 'watchers'} could not run")
+    for trouble in Trouble:  # (each kind of ERROR said as what it is)
+        n = sum(v.error_kind is trouble for v in verdicts)
+        if n:
+            parts.append(f"{n} {'watcher' if n == 1 else 'watchers'} {trouble.said(n > 1)}")
     if unfinished is not None:
         parts.append(unfinished)
     return "watchrun: FAILED: " + ", ".join(parts)
@@ -68,8 +70,7 @@ def summary_table(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> 
     for v in verdicts:
         if v.ok:
             continue
-        what = "could not run" if v.status is Status.ERROR else "gate crossed"
-        lines.append(f"\n{v.id}: {'gate crossed, and it ' if v.crossed_too else ''}{what}")
+        lines.append(f"\n{v.id}: {v.headline}")
         lines.extend(f"  - {edge_text(r)}" for r in (v.crossings or v.errors))
         lines.extend(f"    {_shown(ln)}" for ln in v.first)
         if v.too_many and v.matches > len(v.first):
@@ -107,7 +108,7 @@ def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None,
         if v.ok:
             continue
         title = f"watchrun gate {v.id}"
-        reasons = [edge_text(r) for r in v.reasons]
+        reasons = [edge_text(r) for r in v.crossings]
         if v.too_many and v.first:
             head = reasons.pop(0)
             for ln in v.first:
@@ -116,6 +117,9 @@ def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None,
                 msg = f"{head}\n{_shown(ln)}"
                 wanted.append(_command("error", msg, title, file, ln.line_no))
         wanted.extend(_command("error", r, title) for r in reasons)
+        kind = v.error_kind  # (titled with what went wrong: `… (could not run)`)
+        wanted.extend(_command("error", edge_text(r), f"{title} ({kind.said()})")
+                      for r in v.errors if kind is not None)
     if len(wanted) <= MAX_ANNOTATIONS:
         return wanted
     rest = len(wanted) - MAX_ANNOTATIONS
@@ -161,7 +165,8 @@ def markdown(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
         lines.append(f"| `{v.id}` | {v.matches} | {t} | {v.exit or '-'} | {icon} |")
     for v in verdicts:
         if not v.ok:
-            lines += ["", f"**{v.id}**: " + "; ".join(_md(edge_text(r)) for r in v.reasons)]
+            said = f" ({_md(v.headline)})" if v.error_kind else ""  # (`could not run`, …)
+            lines += ["", f"**{v.id}**{said}: " + "; ".join(_md(edge_text(r)) for r in v.reasons)]
             if v.first:
                 body = "\n".join(_shown(ln) for ln in v.first)
                 fence = "`" * max(3, 1 + max(map(len, re.findall("`+", body)), default=0))
@@ -183,7 +188,8 @@ def _xml(text: str) -> str:
 
 def junit(verdicts: Sequence[Verdict], duration_s: float, problems: Sequence[str] = ()) -> bytes:
     """A JUnit XML report: one testcase per gated watcher; `failure` for a crossed gate,
-    `error` for a watcher that could not run (both, `error` first as junit-4.xsd orders them,
+    `error` for a watcher that could not do its job, its text headed by what went wrong
+    (`could not run`, `was interrupted`, …) (both, `error` first as junit-4.xsd orders them,
     for one that crossed its gate too); a `watchrun` testcase in `error` for a run that did
     not finish (`problems`: interrupted, a failure no verdict names)."""
     import xml.etree.ElementTree as ET  # only with --junit
@@ -205,7 +211,8 @@ def junit(verdicts: Sequence[Verdict], duration_s: float, problems: Sequence[str
             text = [_shown(ln, 4096) for ln in v.first] if tag == "failure" else []
             if text and v.too_many and v.matches > len(v.first):
                 text.append(f"… and {v.matches - len(v.first)} more")
-            elem.text = _xml("\n".join([*reasons, *text]))
+            said = [v.error_kind.said()] if tag == "error" and v.error_kind else []
+            elem.text = _xml("\n".join([*said, *reasons, *text]))
     if problems:
         case = ET.SubElement(suite, "testcase", classname="watchrun.runtime.gate", name="watchrun")
         said = [edge_text(p) for p in problems]

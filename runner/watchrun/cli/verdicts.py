@@ -14,9 +14,11 @@ def verdicts_doc(verdicts: Sequence[Verdict], interrupted: str | None = None,
                  problems: Sequence[str] = ()) -> dict[str, Any]:
     """`{"passed", "interrupted", "problems", "gates", "crossed", "errors", "verdicts": [...]}`;
     `status` of a verdict is `pass`, `fail` or `error` (lowercase here, whatever the table
-    prints), `crossed` whether its gate is crossed (also beside an `error`); `interrupted`: the
-    signal that ended the run before it ended by itself, `problems`: why the run did not finish
-    (that signal, a failure no verdict names): never a pass."""
+    prints), `errorKind` what kind of `error` it is (`not-run`, `unread`, `interrupted`,
+    `failed`; null for the others), `crossed` whether its gate is crossed (also beside an
+    `error`); `interrupted`: the signal that ended the run before it ended by itself,
+    `problems`: why the run did not finish (that signal, a failure no verdict names): never a
+    pass."""
     return {
         "passed": all(v.ok for v in verdicts) and interrupted is None and not problems,
         "interrupted": interrupted,
@@ -26,7 +28,9 @@ def verdicts_doc(verdicts: Sequence[Verdict], interrupted: str | None = None,
         "errors": sum(v.status is Status.ERROR for v in verdicts),
         "verdicts": [
             {"id": v.id, "label": v.label, "status": v.status.value.lower(),
-             "crossed": v.crossed, "reasons": list(v.reasons), "matches": v.matches,
+             "crossed": v.crossed,
+             "errorKind": None if v.error_kind is None else v.error_kind.value,
+             "reasons": list(v.reasons), "matches": v.matches,
              "threshold": v.threshold,
              "exit": v.exit,
              "first": [{"where": ln.where, "line": ln.text, "path": ln.path,

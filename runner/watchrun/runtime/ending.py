@@ -16,7 +16,7 @@ from watchrun.offload import at_stop
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
-from watchrun.runtime.gate import Evidence
+from watchrun.runtime.gate import Evidence, Trouble
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import WatcherRuntime, evidence_of
@@ -74,7 +74,8 @@ async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Ev
     ending."""
     problems: list[str] = []
     if rt.task is None:
-        ev = replace(evidence_of(rt), error="it never started: the run was stopped before it")
+        ev = replace(evidence_of(rt), error="it never started: the run was stopped before it",
+                     trouble=Trouble.NOT_RUN)
     else:
         cut_short = not rt.task.done() and sup.once and rt.spec.kind == "file"
         # (a command that had not exited now is killed: its exit is the stop's, not its own)
@@ -87,13 +88,14 @@ async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Ev
         ev = evidence_of(rt)  # after the stop: what it read while it was stopped counts too
         if cut_short:
             ev = replace(ev, error="the file was not read to its end (the run was "
-                         "interrupted)")
+                         "interrupted)", trouble=Trouble.INTERRUPTED)
         elif running:
             ev = replace(ev, interrupted=True)
         if rt.failure is not None:
-            ev = replace(ev, error=rt.failure)
+            ev = replace(ev, error=rt.failure, trouble=Trouble.FAILED)
         elif rt.pipeline.writer.failing:
-            ev = replace(ev, error="its records could not be written (see the log)")
+            ev = replace(ev, error="its records could not be written (see the log)",
+                         trouble=Trouble.FAILED)
         if not rt.pipeline.stopped:  # what its actions did not fire, before the stop
             try:
                 await asyncio.wait_for(sup.record_unfired(wid, rt.pipeline), STOP_RECORD_S)
@@ -107,7 +109,8 @@ async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Ev
             problems.append("the stop record could not be written: "
                             f"{str(exc) or type(exc).__name__}")
             ev = ev if ev.error is not None else replace(
-                ev, error=f"its records could not be written: the stop record: {exc}")
+                ev, error=f"its records could not be written: the stop record: {exc}",
+                trouble=Trouble.FAILED)
     if rt.pipeline.isolated is not None:
         await rt.pipeline.isolated.close()
     try:

@@ -20,6 +20,26 @@ _SHELL_HINTS = {126: " (the shell's code for a program found but not executable)
 that ran may exit 127 too)."""
 
 
+class Trouble(StrEnum):
+    """What kind of ERROR a verdict is: the one place its headline is decided."""
+
+    NOT_RUN = "not-run"
+    """Nothing was started or read: the command could not start, the file was never there."""
+    UNREAD = "unread"
+    """It ran, but some lines were not looked at (cut, never read, output held open)."""
+    INTERRUPTED = "interrupted"
+    """The run was stopped before the command exited, or before the file was read to its end."""
+    FAILED = "failed"
+    """The watcher itself failed part-way (its records could not be written, a bug)."""
+
+    def said(self, many: bool = False) -> str:
+        """The headline: `deploy: could not run`, `2 watchers were interrupted`."""
+        if self is Trouble.INTERRUPTED:
+            return "were interrupted" if many else "was interrupted"
+        return {Trouble.NOT_RUN: "could not run", Trouble.UNREAD: "could not look at every line",
+                Trouble.FAILED: "could not finish"}[self]
+
+
 class Evidence(Struct, frozen=True):
     """What one watcher saw during a once run."""
 
@@ -35,6 +55,8 @@ class Evidence(Struct, frozen=True):
     error: str | None = None
     """Why the source could not do its job (the command could not start: why; the file could
     not be read). A watcher with an error gets an `error` verdict, gated or not."""
+    trouble: Trouble = Trouble.UNREAD
+    """What kind of error `error` is (an error that says lines went unread, unless told)."""
     cut: str | None = None
     """Lines matched only in part (longer than maxLineBytes): a gate that held is an ERROR."""
     interrupted: bool = False
@@ -47,7 +69,7 @@ class Status(StrEnum):
     FAIL = "FAIL"
     """A gate was crossed."""
     ERROR = "ERROR"
-    """The watcher could not run (exit status 3)."""
+    """The watcher could not do its job (exit status 3): `Verdict.trouble` says how."""
 
 
 class Line(Struct, frozen=True):
@@ -74,6 +96,24 @@ class Verdict(Struct, frozen=True):
     crossed_too: bool = False
     """An ERROR whose gate the lines it did read crossed anyway: `reasons` are the crossing
     ones, then the error (last)."""
+    trouble: Trouble | None = None
+    """What kind of ERROR it is (None unless an ERROR; one made without it: NOT_RUN)."""
+
+    @property
+    def error_kind(self) -> Trouble | None:
+        """What kind of ERROR it is; None unless an ERROR."""
+        if self.status is not Status.ERROR:
+            return None
+        return self.trouble or Trouble.NOT_RUN
+
+    @property
+    def headline(self) -> str:
+        """What went wrong, as every report heads it: `gate crossed`, `could not run`, `gate
+        crossed, and it was interrupted` (empty for a pass)."""
+        kind = self.error_kind
+        if kind is None:
+            return "gate crossed" if self.status is Status.FAIL else ""
+        return f"gate crossed, and it {kind.said()}" if self.crossed_too else kind.said()
 
     @property
     def ok(self) -> bool:
@@ -124,14 +164,16 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
     gate = spec.gate
     exit_ = ev.signal or (None if ev.exit_code is None else str(ev.exit_code))
     threshold = gate.max_matches if gate is not None else None
-    error = ev.error
+    error, trouble = ev.error, ev.trouble
     if spec.kind == "command" and not ev.ran:
         error = "the command could not be started" + (f": {ev.error}" if ev.error else "")
+        trouble = Trouble.NOT_RUN
     elif spec.kind == "command" and (exit_ is None or ev.interrupted) and error is None:
         error = "the command did not run to its exit (the run was interrupted)"
+        trouble = Trouble.INTERRUPTED
     if gate is None:
-        return None if error is None else \
-            Verdict(spec.id, spec.label, Status.ERROR, (error,), ev.matches, threshold, exit_)
+        return None if error is None else Verdict(spec.id, spec.label, Status.ERROR, (error,),
+                                                  ev.matches, threshold, exit_, trouble=trouble)
     reasons: list[str] = []
     too_many = gate.max_matches is not None and ev.matches > gate.max_matches
     if too_many:
@@ -146,18 +188,19 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
     first = _lines(ev) if too_many else ()
     if error is not None:  # (`require` unseen is no crossing then: it may be in the unread)
         return Verdict(spec.id, spec.label, Status.ERROR, (*reasons, error), ev.matches,
-                       threshold, exit_, first, too_many, bool(reasons))
+                       threshold, exit_, first, too_many, bool(reasons), trouble)
     if gate.require is not None and not ev.require_seen:
         if ev.cut is not None and not reasons:  # it may be in what was cut: cannot tell
             return Verdict(spec.id, spec.label, Status.ERROR, (
                 f"required pattern /{gate.require}/ was not seen in what was read, and {ev.cut}",),
-                ev.matches, threshold, exit_)
+                ev.matches, threshold, exit_, trouble=Trouble.UNREAD)
         reasons.append(f"required pattern /{gate.require}/ never appeared")
     # what was cut may hold a match (a crossed gate stays FAIL: the rest could only add); it
     # cannot change a gate of `exitCode` alone
     reads_lines = gate.max_matches is not None or gate.require is not None
     if not reasons and ev.cut is not None and reads_lines:
-        return Verdict(spec.id, spec.label, Status.ERROR, (ev.cut,), ev.matches, threshold, exit_)
+        return Verdict(spec.id, spec.label, Status.ERROR, (ev.cut,), ev.matches, threshold, exit_,
+                       trouble=Trouble.UNREAD)
     status = Status.FAIL if reasons else Status.PASS
     return Verdict(spec.id, spec.label, status, tuple(reasons), ev.matches, threshold, exit_,
                    first, too_many)
@@ -182,7 +225,7 @@ def judge_all(specs: Sequence[WatcherSpec], evidence: Mapping[str, Evidence],
     """Verdicts in config order: every gated watcher, and every watcher with an error. Fails
     closed: a gated watcher without evidence (it never started) is an ERROR, `missing` says
     why; a gate never passes because its watcher could not look."""
-    found = (judge(w, evidence.get(w.id) or Evidence(0, error=missing))
+    found = (judge(w, evidence.get(w.id) or Evidence(0, error=missing, trouble=Trouble.NOT_RUN))
              for w in specs if w.id in evidence or w.gate is not None)
     return [v for v in found if v is not None]
 

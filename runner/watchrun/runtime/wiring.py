@@ -21,7 +21,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.output.writer import ONCE_WRITE_S, AsyncWriter
 from watchrun.process.spawn import Spawner
-from watchrun.runtime.gate import FIRST_LINES, Evidence, cut_note
+from watchrun.runtime.gate import FIRST_LINES, Evidence, Trouble, cut_note
 from watchrun.runtime.pipeline import OnMatches, WatcherPipeline
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.file import FileSource
@@ -158,6 +158,7 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
     """What a watcher saw, for the once-mode verdict."""
     c = rt.pipeline.counters
     last_exit = getattr(rt.source, "last_exit", None)
+    cannot_read = getattr(rt.source, "cannot_read", None)  # (a file source's)
     return Evidence(
         matches=c.matches + len(c.unjudged),
         first=[*c.unjudged[:FIRST_LINES], *((m.where, m.line) for m in c.first)],
@@ -167,7 +168,9 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
         require_seen=c.require_seen,
         path=None if rt.spec.path is None else clean_text(str(rt.spec.path),
                                                           rt.pipeline.redactor),  # (as `where`)
-        error=c.unread or getattr(rt.source, "cannot_read", None),  # (a file source's)
+        error=c.unread or cannot_read,
+        trouble=Trouble.NOT_RUN if not c.unread and cannot_read and not c.lines else
+        Trouble.UNREAD,  # (a file it never read a line of: it could not run)
         cut=cut_note(c.cut_lines, rt.pipeline.limits.max_line_bytes),
     )
 
