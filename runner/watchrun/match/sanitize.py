@@ -92,6 +92,15 @@ def raw_text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+def redrawn(line: str) -> str | None:
+    """A line a `\r` redrew (a progress bar, a test runner's status drawn over), whole, each
+    `\r` in it shown as the two characters `\\r` (for a verdict's evidence: the last segment,
+    which a terminal shows and the record keeps, may not hold the match); None for a line no
+    `\r` redrew (a CRLF ending redraws nothing)."""
+    body = line.rstrip("\r")
+    return body.replace("\r", "\\r") if "\r" in body else None
+
+
 def clean_line(data: bytes, max_bytes: int | None = None) -> tuple[str, bool]:
     """`sanitize(decode(data), max_bytes)`: bytes of one line (or of whole lines) to safe text;
     plain ASCII lines (`plain_chunk`: a check in C) as they are, without the regex."""

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import cast, overload
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.plain import plain_chunk, plain_texts
@@ -40,6 +41,16 @@ class Rows(Struct):
     cuts: dict[int, int] | None = None
     """The rows whose line was cut at limits.maxLineBytes: the bytes left out (0: not
     counted)."""
+    whole: dict[int, str] | None = None
+    """The rows whose line a `\r` redrew: the whole line as a verdict shows it (`redrawn`)."""
+
+    def evidence(self, found: Sequence[MatchInfo], n: int) -> list[MatchInfo]:
+        """The first `n` of `found` (these rows' matches) as a verdict's evidence: a line a
+        `\r` redrew whole, so the text that matched is in it."""
+        out = list(found[:n])
+        if self.whole:
+            out = [replace(m, line=self.whole.get(k, m.line)) for k, m in enumerate(out)]
+        return out
 
     def split(self) -> list[str | bytes]:
         """`texts`, one per line."""

@@ -13,7 +13,7 @@ from watchrun.events import Chunk, MatchInfo
 from watchrun.match.keyblocks import KeyBlocks, Region, inside, key_body
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, clean_text, marker, redact_line
-from watchrun.match.sanitize import clip, raw_text, sanitize
+from watchrun.match.sanitize import clip, raw_text, redrawn, sanitize
 from watchrun.match.simd import count_newlines
 from watchrun.offload import offload
 from watchrun.output.jsonl import json_str
@@ -178,7 +178,7 @@ class WatcherPipeline:
         c.last_match_at = time.time()
         c.recent.extend(found)
         if len(c.first) < FIRST_KEPT:
-            c.first.extend(found[: FIRST_KEPT - len(c.first)])
+            c.first.extend(rows.evidence(found, FIRST_KEPT - len(c.first)))
         self.log.matches(self.spec.id, found)
         if self.on_matches is not None:
             self.on_matches(self.spec, self._outgoing(found, spans), self)
@@ -263,6 +263,9 @@ class WatcherPipeline:
             rows.cuts[k] = omitted
         if raw is not None and text != raw:
             members += b',"raw":' + json_str(raw)
+            if (whole := redrawn(raw)) is not None:  # (`raw` is redacted with `output.redact`)
+                shown = sanitize(whole, self.limits.max_line_bytes)[0]
+                rows.whole = {**(rows.whole or {}), k: shown}
         rows.lines[k] = json_str(text)[1:-1]
         rows.rest[k] = members
         rows.split()[k] = text
