@@ -81,7 +81,7 @@ def test_a_cleared_snapshot_is_not_revived_by_a_queued_write(tmp_path: Path) -> 
         board.stopped("w")  # to be written at once, by the worker (never on the loop)
         await asyncio.sleep(0.01)
         assert not (state / "w.status.json").exists()  # the worker is still blocked
-        assert board.forget_stopped() == 1  # `watchrun clear`
+        assert board.forget_stopped() == ["w"]  # `watchrun clear`
         gate.set()
         await board.aclose()
         await loop.shutdown_default_executor()
