@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
 from liverunner import (
     LiveRunner,
@@ -127,32 +128,43 @@ DEAF_DAEMON = ("sh -c 'trap \"T=1\" TERM; while :; do sleep 0.1; [ -n \"$T\" ] &
                " done' </dev/null >/dev/null 2>&1 & echo started")
 
 
-def test_a_stop_during_the_stop_of_a_daemon_records_it_and_gives_no_second_grace(
-        tmp_path: Path) -> None:
-    """A SIGTERM to the runner while a finished run's daemon was in its grace cancelled that
-    stop: no `error{left-running}` record, and the daemon got a second full stopTimeout from
-    the runner's stop. Now the stop under way goes on (one grace) and is recorded."""
+# A holder of the command's output that ignores SIGTERM (its grace runs out: SIGKILL) and, once
+# it got one, appends a line to `ticks` every 0.1 s; the command exits at once.
+DEAF_HOLDER = ("sh -c 'trap \"T=1\" TERM; while :; do sleep 0.1; [ -n \"$T\" ] && echo t >> ticks;"
+               " done' & echo started")
+
+
+@pytest.mark.parametrize(("command", "code", "said"), [
+    (DEAF_DAEMON, "left-running", "kept running; stopped"),
+    (DEAF_HOLDER, "output-held-open", "kept its output open for 4s; stopped"),
+], ids=["daemon", "output-holder"])
+def test_a_stop_during_the_stop_of_what_a_run_left_records_it_and_gives_no_second_grace(
+        tmp_path: Path, command: str, code: str, said: str) -> None:
+    """A SIGTERM to the runner while what a finished run left (a daemon, or a holder of its
+    output) was in its grace cancelled that stop: no `error{left-running}` /
+    `error{output-held-open}` record or log line, and a second full stopTimeout from the
+    runner's stop. Now the stop under way goes on (one grace) and is recorded."""
     config = write_config(tmp_path, {"limits": {"stopTimeout": "4s"}, "watchers": [
-        {"id": "svc", "command": DEAF_DAEMON, "pattern": "started"}]})
+        {"id": "svc", "command": command, "pattern": "started"}]})
     ticks = tmp_path / "ticks"
     r = LiveRunner(config)
     try:
         wait_for(lambda: ticks.exists() and len(ticks.read_text()) >= 50,
-                 "the daemon to have ignored its SIGTERM for 25 ticks")  # (2.5 s of its 4 s)
+                 "it to have ignored its SIGTERM for 25 ticks", timeout=30)  # (2.5 s of 4 s)
         r.send(signal.SIGTERM)
         sent = time.monotonic()
         assert r.proc.wait(timeout=30) == 0
         took = time.monotonic() - sent
     finally:
         r.close()
-    assert took < 3.5, f"the runner's stop took {took:.1f}s: the daemon got a second grace"
+    assert took < 3.5, f"the runner's stop took {took:.1f}s: what was left got a second grace"
     records = validate_records(tmp_path / ".watchrun" / "watchers" / "svc.jsonl")
     ends = [rec for rec in records if rec["kind"] in ("error", "exit", "stop")]
     assert [rec["kind"] for rec in ends] == ["error", "exit", "stop"]
-    assert (ends[0]["code"], ends[0]["run"]) == ("left-running", 1)  # (its sleeps count too)
-    assert "kept running; stopped" in str(ends[0]["message"])
-    assert ends[1]["signals"] == ["SIGTERM", "SIGKILL"]
-    assert "left-running" in r.stderr()
+    assert (ends[0]["code"], ends[0]["run"]) == (code, 1)  # (a daemon's sleeps count too)
+    assert said in str(ends[0]["message"])
+    assert (ends[1]["exitCode"], ends[1]["signals"]) == (0, ["SIGTERM", "SIGKILL"])
+    assert code in r.stderr()
 
 
 def test_a_once_command_that_exited_is_judged_by_its_exit_when_its_daemon_is_being_stopped(
@@ -175,41 +187,6 @@ def test_a_once_command_that_exited_is_judged_by_its_exit_when_its_daemon_is_bei
     assert (proc.returncode, doc["interrupted"]) == (3, "SIGTERM"), out
     (v,) = doc["verdicts"]
     assert (v["status"], v["exit"], v["reasons"]) == ("pass", "0", []), out
-
-
-# A holder of the command's output that ignores SIGTERM (its grace runs out: SIGKILL) and, once
-# it got one, appends a line to `ticks` every 0.1 s; the command exits at once.
-DEAF_HOLDER = ("sh -c 'trap \"T=1\" TERM; while :; do sleep 0.1; [ -n \"$T\" ] && echo t >> ticks;"
-               " done' & echo started")
-
-
-def test_a_stop_during_the_stop_of_output_holders_records_it_and_gives_no_second_grace(
-        tmp_path: Path) -> None:
-    """The command exited, a child kept its output open: the runner stops the holders. A
-    SIGTERM to the runner during that stop cancelled it: the `error{output-held-open}` record
-    and log line were lost, and the holders got a second full stopTimeout. Now the stop under
-    way goes on (one grace) and is recorded."""
-    config = write_config(tmp_path, {"limits": {"stopTimeout": "4s"}, "watchers": [
-        {"id": "svc", "command": DEAF_HOLDER, "pattern": "started"}]})
-    ticks = tmp_path / "ticks"
-    r = LiveRunner(config)
-    try:
-        wait_for(lambda: ticks.exists() and len(ticks.read_text()) >= 50,
-                 "the holder to have ignored its SIGTERM for 25 ticks", timeout=30)
-        r.send(signal.SIGTERM)
-        sent = time.monotonic()
-        assert r.proc.wait(timeout=30) == 0
-        took = time.monotonic() - sent
-    finally:
-        r.close()
-    assert took < 3.5, f"the runner's stop took {took:.1f}s: the holders got a second grace"
-    records = validate_records(tmp_path / ".watchrun" / "watchers" / "svc.jsonl")
-    ends = [rec for rec in records if rec["kind"] in ("error", "exit", "stop")]
-    assert [rec["kind"] for rec in ends] == ["error", "exit", "stop"]
-    assert (ends[0]["code"], ends[0]["run"]) == ("output-held-open", 1)
-    assert "kept its output open for 4s; stopped" in str(ends[0]["message"])
-    assert (ends[1]["exitCode"], ends[1]["signals"]) == (0, ["SIGTERM", "SIGKILL"])
-    assert "output-held-open" in r.stderr()
 
 
 def test_restarts_do_not_pile_up_daemons_and_sigterm_leaves_none(tmp_path: Path) -> None:
