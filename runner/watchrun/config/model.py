@@ -178,6 +178,11 @@ class Config(Struct, frozen=True):
     def agent(self, name: str) -> AgentSpec | None:
         return next((a for a in self.agents if a.name == name), None)
 
+    def missing_agents(self, spec: WatcherSpec) -> list[str]:
+        """The agents `spec` wakes that this config does not have (a runtime watcher's, after
+        a reload removed them: its matches would wake no one)."""
+        return [n for n in spec.wake if self.agent(n) is None]
+
     def records_redactor(self) -> Redactor | None:
         """What redacts the text records and snapshots hold: with `output.redact`, else None."""
         return redactor(self.redact) if self.output.redact else None

@@ -131,8 +131,7 @@ async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:
                             *(w.id for w in sup.config.watchers)})
             raise Refused("not_found", f"no watcher {wid!r} (known: "
                           f"{', '.join(known) or 'none'})", id=wid, known=known)
-        gone = [n for n in spec.wake if n not in {a.name for a in sup.config.agents}]
-        if gone:  # (a reload removed it: the watcher was stopped for that)
+        if gone := sup.config.missing_agents(spec):  # (a reload removed it: it stopped then)
             raise Refused("invalid", f"{wid} wakes agent {gone[0]!r}, which the config does not "
                           f"have: its matches would wake no one (`watchrun clear {wid}` forgets "
                           "it; add it again without that agent)", id=wid, agent=gone[0])

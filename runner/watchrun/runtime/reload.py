@@ -114,7 +114,6 @@ async def apply(sup: Reloading, new: Config) -> str | None:
     wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
     no_room: set[str] = set()
     orphans: set[str] = set()
-    agents = {a.name for a in new.agents}
     for wid, spec in list(sup.set.runtime.items()):
         if wid in wanted:
             del sup.set.runtime[wid]
@@ -124,8 +123,8 @@ async def apply(sup: Reloading, new: Config) -> str | None:
             sup.problem("reload: the config now names this id, so the config's watcher "
                         "replaces the one added at runtime", wid)
         elif wid in sup.set.running and new.limits.enabled:
-            gone = [n for n in spec.wake if n not in agents]
-            if gone:  # (checked as a config watcher is: one would make the config invalid)
+            if gone := new.missing_agents(spec):  # (as a config watcher's is checked: one
+                # would make the config invalid)
                 orphans.add(wid)
                 sup.problem(f"reload: it wakes agent {gone[0]!r}, which the config no longer "
                             "has: stopped, so no match of it goes unheard (`watchrun clear "
