@@ -47,12 +47,20 @@ def drop_spent(note: Path) -> bool:
     reserve of a watcher forgotten for good. One that keeps runs stays. True when removed."""
     fd = safefs.open_read(note, owned=True)  # (no symlink followed; a regular file of ours)
     try:
-        kept = os.fstat(fd).st_mtime_ns < 0 or bool(os.pread(fd, NOTE_BYTES, 0).strip(b"\0"))
+        stamp, text = _read_note(fd)
     finally:
         os.close(fd)
+    kept = stamp > 0 or bool(text)
     if not kept:
         safefs.unlink(note)
     return not kept
+
+
+def _read_note(fd: int) -> tuple[int, bytes]:
+    """What a note keeps: the seq stamped on its modification time (`Unwritten`; 0 or less
+    when none) and its JSON text (NUL padding removed). The stamp is read first: allocating or
+    writing the note sets its time."""
+    return -os.fstat(fd).st_mtime_ns, os.pread(fd, NOTE_BYTES, 0).rstrip(b"\0")
 
 
 class Unwritten:
@@ -128,8 +136,7 @@ class Unwritten:
             self.retry = self.note is not None
             return last_seq + 1
         try:
-            stamp = -os.fstat(fd).st_mtime_ns  # (read first: allocating or writing sets it)
-            text = os.pread(fd, NOTE_BYTES, 0).rstrip(b"\0")
+            stamp, text = _read_note(fd)  # (before allocating sets its time)
             self._allocate(fd)
         finally:
             os.close(fd)
