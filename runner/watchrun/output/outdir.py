@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Literal
@@ -14,12 +13,12 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from watchrun.output import safefs
+from watchrun.output.records import ID_PATTERN, is_id
 
 __all__ = ["OutputDirError", "OutputLayout", "check_readable", "layout_for",
            "prepare_output_dir"]
 
 DIR_MODE = 0o750
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 class OutputDirError(Exception):
@@ -49,8 +48,8 @@ class OutputLayout(Struct, frozen=True):
 
     def jsonl(self, kind: Literal["watcher", "agent"], id: str) -> Path:
         """The live JSONL file of one watcher or agent. Rotated copies add `.1`, `.2`, …"""
-        if not _ID.fullmatch(id):
-            raise ValueError(f"invalid {kind} id {id!r}: must match ^{_ID.pattern}$")
+        if not is_id(id):
+            raise ValueError(f"invalid {kind} id {id!r}: must match ^{ID_PATTERN}$")
         if kind == "watcher":
             return self.watchers / f"{id}.jsonl"
         if kind == "agent":
