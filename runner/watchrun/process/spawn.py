@@ -15,6 +15,7 @@ import signal
 import struct
 import subprocess
 import termios
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -39,6 +40,11 @@ _STRIPPED = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LI
 _ids = itertools.count(1)
 SHOWN_CHARS = 200
 """A command is shown in an error at most this long (a 200 KB shell command is not repeated)."""
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = \
+    weakref.WeakKeyDictionary()
+"""One fork at a time on each loop. A fork holds the loop for as long as it copies the process
+(with its pre-exec step); 500 command watchers started at once forked in one turn of the loop
+and held it 10 s. Taking turns lets the loop's other work run between two forks."""
 _REASONS = {
     errno.ENOENT: "not found",
     errno.EACCES: "permission denied (is it executable?)",
@@ -138,11 +144,13 @@ class Spawner:
                 fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *self.pty_size, 0, 0))
                 streams = {"stdin": slave, "stdout": slave, "stderr": slave,
                            "preexec_fn": functools.partial(_ctty, os.getpid())}
-            with forking():  # until the pid is in SPAWNED, reap_orphans() keeps off
-                transport, protocol = await loop.subprocess_exec(
-                    lambda: ChildProtocol(self.read_limit, loop), *argv, cwd=cwd, env=child_env,
-                    start_new_session=True, **streams)  # type: ignore[arg-type]
-                SPAWNED.add(transport.get_pid())
+            turn = _TURNS.setdefault(loop, asyncio.Lock())
+            async with turn:
+                with forking():  # until the pid is in SPAWNED, reap_orphans() keeps off
+                    transport, protocol = await loop.subprocess_exec(
+                        lambda: ChildProtocol(self.read_limit, loop), *argv, cwd=cwd,
+                        env=child_env, start_new_session=True, **streams)  # type: ignore[arg-type]
+                    SPAWNED.add(transport.get_pid())
         except (OSError, subprocess.SubprocessError) as exc:
             if master >= 0:
                 os.close(master)
