@@ -80,13 +80,15 @@ def test_every_problem_comes_at_once(tmp_path: Path) -> None:
 
 def test_out_of_range_values_are_clamped_with_warnings(tmp_path: Path) -> None:
     text = W + ("    actions: [{type: exec, command: [a], throttle: 10ms, timeout: 1h, "
-                "concurrency: 99, queue: -1, when: {threshold: '0 in 10ms'}}]\n")
+                "concurrency: 99, queue: -1, maxBodyBytes: 1KiB, "
+                "when: {threshold: '0 in 10ms'}}]\n")
     result = load_text(tmp_path, text)
     assert result.config is not None
     (a,) = result.config.watchers[0].actions
-    assert (a.throttle_ms, a.timeout_ms, a.concurrency, a.queue) == (1000, 600_000, 16, 0)
+    assert (a.throttle_ms, a.timeout_ms, a.concurrency, a.queue, a.max_body_bytes) == (
+        1000, 600_000, 16, 0, 16 * 1024)
     assert a.threshold == ThresholdSpec(1, 1000)
-    assert len([d for d in result.diagnostics if "clamped" in d.message]) == 6
+    assert len([d for d in result.diagnostics if "clamped" in d.message]) == 7
 
 
 @pytest.mark.parametrize(("given", "kept"), [(99, 10), (-1, 0), (10, 10), (0, 0)])
@@ -101,7 +103,8 @@ def test_retries_are_clamped_to_0_to_10(tmp_path: Path, given: int, kept: int) -
 
 def test_an_action_without_options_has_the_documented_defaults(tmp_path: Path) -> None:
     """README and docs/config.md: `when: match`, no throttle, `timeout` 10s, `concurrency` 1,
-    `queue` 100, `retries` 3, `format: json`, names `webhook`, `exec`, then `webhook-2`."""
+    `queue` 100, `retries` 3, `maxBodyBytes` 1 MiB, `format: json`, names `webhook`, `exec`,
+    then `webhook-2`."""
     text = W + ("    actions: [{type: webhook, url: 'https://h.example/x'}, {type: exec, "
                 "command: [a]}, {type: webhook, url: 'https://h.example/y'}]\n")
     result = load_text(tmp_path, text)
@@ -109,8 +112,8 @@ def test_an_action_without_options_has_the_documented_defaults(tmp_path: Path) -
     hook, run, second = result.config.watchers[0].actions
     assert (hook.name, run.name, second.name) == ("webhook", "exec", "webhook-2")
     for a in (hook, run):
-        assert (a.threshold, a.throttle_ms, a.timeout_ms, a.concurrency, a.queue) == (
-            None, None, 10_000, 1, 100)
+        assert (a.threshold, a.throttle_ms, a.timeout_ms, a.concurrency, a.queue,
+                a.max_body_bytes) == (None, None, 10_000, 1, 100, 1024 * 1024)
     assert (hook.retries, hook.format, hook.headers) == (3, "json", {})
     assert (run.cwd, run.env) == (tmp_path, {})
 

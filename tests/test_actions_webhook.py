@@ -19,7 +19,7 @@ from actionrig import DEADLINE_S, FakeClock, Rig, until, watcher, webhook
 from webhook_server import Receiver, receiver
 
 from watchrun.actions.payload import SLACK_TEXT_CHARS
-from watchrun.config.model import ThresholdSpec, WatcherSpec
+from watchrun.config.model import Limits, ThresholdSpec, WatcherSpec
 
 
 def test_a_5xx_is_retried_until_the_receiver_takes_it(tmp_path: Path) -> None:
@@ -377,6 +377,26 @@ def test_the_slack_body_escapes_mentions_and_stays_short(tmp_path: Path) -> None
         assert len(text) <= SLACK_TEXT_CHARS
         assert text.startswith("*watchrun*: `app` (the app) matched 41 lines")
         assert "more (see the watcher's JSONL from app:0000000000000001)" in text
+
+
+def test_a_body_keeps_to_max_body_bytes_and_says_what_it_left_out(tmp_path: Path) -> None:
+    """With matchLines raised to 2000, 300 matched lines of 1 KiB went out as one 300 KiB body,
+    past a receiver's limit; lines of 16 MiB would have made a body of gigabytes."""
+    with receiver(200) as rx:
+        async def body() -> None:
+            spec = watcher(webhook(rx.url, max_body_bytes=16 * 1024))
+            async with Rig(tmp_path, spec, limits=Limits(match_lines=2000)) as rig:
+                rig.deliver(*[f"ERROR {i} " + "x" * 1024 for i in range(300)])
+                await rig.wait("action-result")
+                (fired,) = rig.records("action-fired")
+                assert (fired["count"], fired["shown"]) == (300, rx.bodies()[0]["shown"])
+        asyncio.run(body())
+        (request,) = rx.requests
+        assert len(request.body) <= 16 * 1024
+        doc = request.json()
+        assert 10 <= doc["shown"] == len(doc["lines"]) < 16
+        assert doc["omitted"] == 300 - doc["shown"]
+        assert doc["lines"][0]["line"].startswith("ERROR 0 x")
 
 
 def test_a_redirect_is_not_followed(tmp_path: Path) -> None:

@@ -3,14 +3,18 @@ and Hypothesis), and what a firing sends (the JSON document, Slack text, exec en
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watchrun.actions.payload import ENV_LINES_BYTES, Context, build, slack_text
+from watchrun.actions.payload import ENV_LINES_BYTES, LABEL_BYTES, Context, build, slack_text
 from watchrun.actions.windows import Firing, Gate, Suppression
-from watchrun.config.model import ThresholdSpec
+from watchrun.config.model import BODY_BYTES, ThresholdSpec
 from watchrun.events import MatchInfo
 from watchrun.match.redact import redactor
+
+BUDGET = BODY_BYTES
 
 
 def batch(n: int, start: int = 1) -> list[MatchInfo]:
@@ -22,7 +26,7 @@ def fired(events: list[Firing | Suppression]) -> list[Firing]:
 
 
 def test_every_batch_fires_without_when_or_throttle() -> None:
-    gate = Gate(None, None, keep=2)
+    gate = Gate(None, None, keep=2, budget=BUDGET)
     (f,) = gate.offer(0.0, batch(5))
     assert isinstance(f, Firing)
     assert (f.reason, f.count, len(f.matches)) == ("match", 5, 2)
@@ -43,13 +47,13 @@ THRESHOLD_TABLE = [
 
 def test_threshold_table() -> None:
     for offers, want in THRESHOLD_TABLE:
-        gate = Gate(ThresholdSpec(3, 10_000), None, keep=50)
+        gate = Gate(ThresholdSpec(3, 10_000), None, keep=50, budget=BUDGET)
         got = [f.count for t, n in offers for f in fired(gate.offer(float(t), batch(n)))]
         assert got == want, offers
 
 
 def test_throttle_suppresses_then_sends_what_it_held_when_the_window_ends() -> None:
-    gate = Gate(None, 60_000, keep=50)
+    gate = Gate(None, 60_000, keep=50, budget=BUDGET)
     assert [f.count for f in fired(gate.offer(0.0, batch(1)))] == [1]
     s1, = gate.offer(10.0, batch(2, 2))
     s2, = gate.offer(20.0, batch(1, 4))
@@ -70,7 +74,7 @@ def test_throttle_suppresses_then_sends_what_it_held_when_the_window_ends() -> N
 
 
 def test_a_late_offer_first_sends_what_the_ended_window_held() -> None:
-    gate = Gate(None, 1000, keep=5)
+    gate = Gate(None, 1000, keep=5, budget=BUDGET)
     gate.offer(0.0, batch(1))
     gate.offer(0.5, batch(1, 2))
     events = gate.offer(5.0, batch(1, 3))
@@ -83,7 +87,8 @@ def test_a_late_offer_first_sends_what_the_ended_window_held() -> None:
 def test_no_match_is_lost_and_windows_hold(offers: list[tuple[float, int]],
                                            throttle_ms: int | None,
                                            threshold: tuple[int, int] | None) -> None:
-    gate = Gate(ThresholdSpec(*threshold) if threshold else None, throttle_ms, keep=3)
+    gate = Gate(ThresholdSpec(*threshold) if threshold else None, throttle_ms, keep=3,
+                budget=BUDGET)
     now, out = 0.0, []
     for delta, n in offers:
         now += delta
@@ -101,10 +106,10 @@ def test_no_match_is_lost_and_windows_hold(offers: list[tuple[float, int]],
 
 
 def _doc(lines: list[str], count: int | None = None) -> dict[str, object]:
-    f = Firing("match", 50)
+    f = Firing("match", 50, BUDGET)
     f.add([MatchInfo(x, 1, 0, "f:1", "w:0000000000000001") for x in lines], count)
     return build(Context("w", "the label", "page", 1, "2026-01-01T00:00:00.000Z"), f,
-                 redactor()).document
+                 redactor(), BUDGET).document
 
 
 def test_slack_text_is_escaped_and_counts_what_it_leaves_out() -> None:
@@ -114,9 +119,9 @@ def test_slack_text_is_escaped_and_counts_what_it_leaves_out() -> None:
 
 
 def test_the_environment_is_clipped_and_has_no_nul() -> None:
-    f = Firing("match", 50)
+    f = Firing("match", 50, BUDGET)
     f.add([MatchInfo("é" * 40_000, 1, 0, "f:1", "w:0000000000000001")])
-    out = build(Context("w", "l", "a", 1, "t"), f, redactor())
+    out = build(Context("w", "l", "a", 1, "t"), f, redactor(), BUDGET)
     env = out.environ()
     assert len(env["WATCHRUN_LINES"].encode()) <= ENV_LINES_BYTES
     assert env["WATCHRUN_LINES"].encode().decode() == env["WATCHRUN_LINES"]
@@ -126,11 +131,11 @@ def test_the_environment_is_clipped_and_has_no_nul() -> None:
 def test_an_execs_environment_says_what_was_suppressed_and_dropped() -> None:
     """docs/config.md's WATCHRUN_* variables, each from the firing: a throttle-end firing that
     stands for 2 suppressed firings (3 matches), after 4 dropped ones."""
-    f = Firing("throttle-end", 50, suppressed=2, suppressed_matches=3)
+    f = Firing("throttle-end", 50, BUDGET, suppressed=2, suppressed_matches=3)
     f.add([MatchInfo(x, n, 0, f"f:{n}", f"w:000000000000000{n}")
            for n, x in ((1, "ERROR a"), (2, "ERROR b"))], count=3)
     env = build(Context("w", "the app", "page", 7, "t", dropped=4, dropped_matches=9), f,
-                redactor()).environ()
+                redactor(), BUDGET).environ()
     assert env == {
         "WATCHRUN_WATCHER": "w", "WATCHRUN_LABEL": "the app", "WATCHRUN_ACTION": "page",
         "WATCHRUN_FIRING": "7", "WATCHRUN_REASON": "throttle-end", "WATCHRUN_COUNT": "3",
@@ -158,10 +163,10 @@ KEY = ["-----BEGIN OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU",
 def test_a_private_key_block_leaves_as_markers_line_for_line() -> None:
     """Each matched line used to be redacted alone, so the block's body lines left as they were
     (only its BEGIN line matched the rule)."""
-    f = Firing("match", 50)
+    f = Firing("match", 50, BUDGET)
     f.add([MatchInfo(x, i, 0, f"f:{i}", f"w:{i:016x}")
            for i, x in enumerate(["ERROR dumping the config:", *KEY, "ERROR done"], 1)])
-    out = build(Context("w", "l", "a", 1, "t"), f, redactor())
+    out = build(Context("w", "l", "a", 1, "t"), f, redactor(), BUDGET)
     assert [x["line"] for x in out.lines] == [
         "ERROR dumping the config:", *["[REDACTED:private-key]"] * 4, "ERROR done"]
     assert [x["cursor"] for x in out.lines] == [f"w:{i:016x}" for i in range(1, 7)]
@@ -174,10 +179,56 @@ def test_a_private_key_block_leaves_as_markers_line_for_line() -> None:
 def test_the_label_is_redacted_before_it_leaves() -> None:
     """A command watcher's label is its command line: a `${VAR}` password in it left in the
     body, the Slack headline and WATCHRUN_LABEL."""
-    f = Firing("match", 50)
+    f = Firing("match", 50, BUDGET)
     f.add(batch(1))
     label = "psql postgres://app:Tr0ub4dor-and-3@db.internal/app"
-    out = build(Context("w", label, "a", 1, "t"), f, redactor())
+    out = build(Context("w", label, "a", 1, "t"), f, redactor(), BUDGET)
     for sent in (out.json_body(), out.slack_body(), out.environ()["WATCHRUN_LABEL"].encode()):
         assert b"Tr0ub4dor" not in sent and b"[REDACTED:url-credentials]" in sent
     assert out.redacted == {"url-credentials": 1}
+
+
+SMALL = 16 * 1024  # the least maxBodyBytes
+
+
+def _fire(lines: list[str], limit: int = SMALL, cut: int | None = None) -> dict[str, object]:
+    f = Firing("match", 2000, limit)
+    f.add([MatchInfo(x, n, 0, f"f:{n}", f"w:{n:016x}", cut) for n, x in enumerate(lines, 1)])
+    return build(Context("w", "l" * 10_000, "a", 1, "t"), f, redactor(), limit).document
+
+
+def test_a_body_keeps_to_max_body_bytes_and_counts_what_it_leaves_out() -> None:
+    """2000 lines of 1 KiB (matchLines at its most) were a 2 MiB body, past what receivers
+    take (nginx: 1 MiB), and 2000 lines of 16 MiB would have been 32 GiB in memory."""
+    doc = _fire([f"ERROR {n} " + "x" * 1024 for n in range(2000)])
+    out = Firing("match", 2000, SMALL)
+    out.add([MatchInfo("x" * 1024, 1, 0, "f:1", "w:1")] * 2000)
+    assert len(out.matches) == 16  # held in memory: what the budget takes, not 2000 lines
+    body = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+    assert len(body) <= SMALL
+    assert 10 <= doc["shown"] < 16 and doc["omitted"] == 2000 - doc["shown"]  # type: ignore
+    assert len(doc["watcher"]["label"].encode()) == LABEL_BYTES  # type: ignore[index]
+
+
+def test_a_line_too_long_for_the_body_alone_is_clipped_and_marked() -> None:
+    doc = _fire(["\x01" * 100_000, "ERROR next"])
+    lines = doc["lines"]
+    assert isinstance(lines, list) and len(lines) == 1 and lines[0]["truncated"] is True
+    assert 0 < len(lines[0]["line"]) < SMALL // 6 + 1  # each \x01 is 6 bytes escaped
+    assert doc["shown"] == 1 and doc["omitted"] == 1
+
+
+def test_a_line_cut_at_max_line_bytes_is_marked_in_the_body() -> None:
+    assert _fire(["ERROR a"], cut=500)["lines"] == [
+        {"line": "ERROR a", "lineNo": 1, "offset": 0, "where": "f:1", "cursor": f"w:{1:016x}",
+         "truncated": True}]
+    assert "truncated" not in _fire(["ERROR a"])["lines"][0]  # type: ignore[index]
+
+
+@given(st.lists(st.text(alphabet="a\x00\"\\é\U0001f600\x1b", min_size=1, max_size=6000),
+                min_size=1, max_size=30))
+def test_no_body_is_over_its_limit(lines: list[str]) -> None:
+    doc = _fire(lines)
+    body = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+    assert len(body) <= SMALL
+    assert doc["shown"] >= 1 and doc["shown"] + doc["omitted"] == len(lines)  # type: ignore

@@ -13,10 +13,12 @@ from watchrun.match.redact import Redactor, add_counts
 from watchrun.match.sanitize import clip, sanitize
 from watchrun.output.jsonl import valid_unicode
 
-__all__ = ["ENV_LINES_BYTES", "SLACK_TEXT_CHARS", "Context", "Outgoing", "build"]
+__all__ = ["ENV_LINES_BYTES", "LABEL_BYTES", "SLACK_TEXT_CHARS", "Context", "Outgoing", "build"]
 
 ENV_LINES_BYTES = 32 * 1024
 """WATCHRUN_LINES is clipped to this (Linux allows 128 KiB per variable, 2 MiB in all)."""
+LABEL_BYTES = 4096
+"""A watcher's label in a body is clipped to this (a command line may be 200 KB)."""
 SLACK_TEXT_CHARS = 3500
 """A Slack message's text is kept under this many characters (Slack folds longer ones)."""
 
@@ -72,27 +74,58 @@ class Outgoing(Struct, frozen=True):
         return {k: v.replace("\0", "") for k, v in env.items()}
 
 
-def build(ctx: Context, firing: Firing, redactor: Redactor) -> Outgoing:
-    """The firing's document (the generic JSON body): its lines redacted together (a secret
-    spanning lines, a private-key block, is found whole), and the watcher's label too (by
-    default its command line, which may carry a `${VAR}` password), sanitized as lines are."""
+def build(ctx: Context, firing: Firing, redactor: Redactor, limit: int) -> Outgoing:
+    """The firing's document (the generic JSON body), at most `limit` bytes encoded: its lines
+    redacted together (a secret spanning lines, a private-key block, is found whole), and the
+    watcher's label too (by default its command line, which may carry a `${VAR}` password),
+    sanitized as lines are. Lines that do not fit are left out (`omitted`), a first line that
+    alone does not fit is clipped; a line cut either way is marked `truncated`."""
     texts, counts = redactor.redact_lines([m.line for m in firing.matches])
     label, found = redactor.redact(sanitize(ctx.label)[0])  # (a `${VAR}` in it: untrusted)
     add_counts(counts, found)
-    lines: list[dict[str, Any]] = [
-        {"line": text, "lineNo": m.line_no, "offset": m.offset, "where": m.where,
-         "cursor": m.cursor} for m, text in zip(firing.matches, texts, strict=True)]
     doc = {
         "source": "watchrun", "ts": ctx.ts,
-        "watcher": {"id": ctx.watcher, "label": label}, "action": ctx.action,
-        "firing": ctx.firing, "reason": firing.reason, "count": firing.count,
-        "shown": len(lines), "omitted": max(0, firing.count - len(lines)),
+        "watcher": {"id": ctx.watcher, "label": clip(label, LABEL_BYTES)[0]},
+        "action": ctx.action, "firing": ctx.firing, "reason": firing.reason,
+        "count": firing.count, "shown": 0, "omitted": 0,
         "suppressed": {"firings": firing.suppressed, "matches": firing.suppressed_matches},
         "dropped": {"firings": ctx.dropped, "matches": ctx.dropped_matches},
         "cursors": {"first": firing.first_cursor, "last": firing.last_cursor},
-        "lines": lines,
+        "lines": [],
     }
+    room = limit - _size(doc) - 2 * len(str(firing.count))  # (`shown`, `omitted` set below)
+    lines: list[dict[str, Any]] = []
+    for m, text in zip(firing.matches, texts, strict=True):
+        item: dict[str, Any] = {"line": text, "lineNo": m.line_no, "offset": m.offset,
+                                "where": m.where, "cursor": m.cursor}
+        if m.cut is not None:
+            item["truncated"] = True
+        size = _size(item) + 1
+        if size > room and not lines:
+            item, size = _clipped(item, room)
+        if size > room:
+            break
+        lines.append(item)
+        room -= size
+    doc.update(lines=lines, shown=len(lines), omitted=max(0, firing.count - len(lines)))
     return Outgoing(lines, counts, doc)
+
+
+def _clipped(item: dict[str, Any], room: int) -> tuple[dict[str, Any], int]:
+    """`item` with its line cut until the item takes at most `room` bytes encoded (an escape
+    makes a character take up to 6), marked `truncated`."""
+    rest = {key: value for key, value in item.items() if key != "line"} | {"truncated": True}
+    room -= _size({"line": "", **rest}) + 1  # what it takes without its text
+    line = item["line"]
+    while (size := _size(line) - 2) > room and line:  # (shrunk in proportion, then on)
+        want = len(line.encode()) * max(0, room) // size
+        line = clip(line, min(want, len(line.encode()) - 1))[0]
+    clipped = {"line": line, **rest}
+    return clipped, _size(clipped) + 1
+
+
+def _size(value: object) -> int:
+    return len(_utf8(json.dumps(value, ensure_ascii=False, separators=(",", ":"))))
 
 
 def _slack_escape(text: str) -> str:

@@ -75,7 +75,7 @@ class ActionRuntime:
         self.watcher, self.spec, self.host, self.record = watcher, spec, host, record
         self.counts = counts
         """fired, suppressed, dropped and one count per result status (outlive a reload)."""
-        self.gate = Gate(spec.threshold, spec.throttle_ms, keep)
+        self.gate = Gate(spec.threshold, spec.throttle_ms, keep, spec.max_body_bytes)
         self.queue: deque[Firing] = deque()
         self.workers: set[asyncio.Task[None]] = set()
         self._dropped = [0, 0]  # firings, matches: since the last firing that went out
@@ -222,7 +222,7 @@ class ActionRuntime:
         dropped, self._dropped = self._dropped, [0, 0]
         ctx = Context(self.watcher.id, self.watcher.label, self.spec.name, n, iso_ts(clock.now()),
                       dropped[0], dropped[1])
-        outgoing = build(ctx, firing, self.host.redactor)
+        outgoing = build(ctx, firing, self.host.redactor, self.spec.max_body_bytes)
         fields = self._fields(
             firing=n, reason=firing.reason, count=firing.count, shown=len(outgoing.lines),
             suppressed=firing.suppressed, suppressedMatches=firing.suppressed_matches,

@@ -12,18 +12,22 @@ from msgspec import Struct, field
 from watchrun.config.model import ThresholdSpec
 from watchrun.events import MatchInfo
 
-__all__ = ["Carried", "Firing", "Gate", "Suppression"]
+__all__ = ["Carried", "Firing", "Gate", "Suppression", "fit"]
 
 
 class Firing(Struct):
-    """Matches handed to an action at once. At most `keep` of them are kept; `count` is how many
-    it stands for."""
+    """Matches handed to an action at once. At most `keep` of them are kept, and no more text
+    than `budget` characters (the first is always kept: the body clips it); `count` is how
+    many it stands for."""
 
     reason: str
     """`match` (a batch of matches), `threshold` (N within the window) or `throttle-end` (what
     the throttle suppressed, sent when its window ended)."""
     keep: int
+    budget: int
     matches: list[MatchInfo] = field(default_factory=list)
+    size: int = 0
+    """Characters of the kept lines."""
     count: int = 0
     suppressed: int = 0
     """Firings the throttle suppressed and merged into this one."""
@@ -35,12 +39,26 @@ class Firing(Struct):
     def add(self, matches: Sequence[MatchInfo], count: int | None = None,
             span: tuple[str, str] | None = None) -> None:
         """Add matches; `count` and `span` (first and last cursor) when only some are given."""
-        room = max(0, self.keep - len(self.matches))
-        self.matches.extend(matches[:room])
+        kept = fit(matches, self.keep - len(self.matches), self.budget - self.size,
+                   not self.matches)
+        self.matches.extend(kept)
+        self.size += sum(len(m.line) for m in kept)
         self.count += len(matches) if count is None else count
         first, last = span if span is not None else _span(matches)
         self.first_cursor = self.first_cursor or first
         self.last_cursor = last or self.last_cursor
+
+
+def fit(matches: Sequence[MatchInfo], lines: int, chars: int, first: bool) -> list[MatchInfo]:
+    """The leading matches that fit in `lines` lines of `chars` characters in all; with
+    `first`, the first is kept whatever its length (a firing always shows a line)."""
+    kept: list[MatchInfo] = []
+    for m in matches[:max(0, lines)]:
+        chars -= len(m.line)
+        if chars < 0 and not (first and not kept):
+            break
+        kept.append(m)
+    return kept
 
 
 def _span(matches: Sequence[MatchInfo]) -> tuple[str, str]:
@@ -74,13 +92,14 @@ class Gate:
     happens now; `due` gives the firing a throttle window held when it ends (call it at
     `next_due()`)."""
 
-    def __init__(self, threshold: ThresholdSpec | None, throttle_ms: int | None, keep: int
-                 ) -> None:
-        self.threshold, self.keep = threshold, max(0, keep)
+    def __init__(self, threshold: ThresholdSpec | None, throttle_ms: int | None, keep: int,
+                 budget: int) -> None:
+        self.threshold, self.keep, self.budget = threshold, max(0, keep), budget
         self.throttle_s = throttle_ms / 1000 if throttle_ms else None
         self._window: deque[tuple[float, int, list[MatchInfo], tuple[str, str]]] = deque()
         self._in_window = 0  # matches in `_window`
         self._kept = 0  # lines kept in `_window`
+        self._size = 0  # their characters
         self._window_end: float | None = None  # throttle: no firing before this
         self._held: Firing | None = None
 
@@ -98,7 +117,7 @@ class Gate:
 
     def _when(self, now: float, matches: Sequence[MatchInfo]) -> Firing | None:
         if self.threshold is None:
-            firing = Firing("match", self.keep)
+            firing = Firing("match", self.keep, self.budget)
             firing.add(matches)
             return firing
         horizon = now - self.threshold.window_ms / 1000
@@ -106,17 +125,19 @@ class Gate:
             _, n, kept, _ = self._window.popleft()
             self._in_window -= n
             self._kept -= len(kept)
-        kept = list(matches[: max(0, self.keep - self._kept)])
+            self._size -= sum(len(m.line) for m in kept)
+        kept = fit(matches, self.keep - self._kept, self.budget - self._size, not self._kept)
         self._window.append((now, len(matches), kept, _span(matches)))
         self._in_window += len(matches)
         self._kept += len(kept)
+        self._size += sum(len(m.line) for m in kept)
         if self._in_window < self.threshold.count:
             return None
-        firing = Firing("threshold", self.keep)
+        firing = Firing("threshold", self.keep, self.budget)
         for _, n, lines, span in self._window:
             firing.add(lines, n, span)
         self._window.clear()  # counting starts again after a firing
-        self._in_window = self._kept = 0
+        self._in_window = self._kept = self._size = 0
         return firing
 
     def _throttle(self, now: float, firing: Firing) -> Firing | Suppression:
@@ -127,7 +148,7 @@ class Gate:
             return firing
         held = self._held
         if held is None:
-            held = self._held = Firing("throttle-end", self.keep)
+            held = self._held = Firing("throttle-end", self.keep, self.budget)
         held.add(firing.matches, firing.count, (firing.first_cursor, firing.last_cursor))
         held.suppressed += 1
         held.suppressed_matches += firing.count
@@ -155,6 +176,7 @@ class Gate:
         self._window = deque(carried.counted)
         self._in_window = sum(n for _, n, _, _ in self._window)
         self._kept = sum(len(kept) for _, _, kept, _ in self._window)
+        self._size = sum(len(m.line) for _, _, kept, _ in self._window for m in kept)
 
     def next_due(self) -> float | None:
         """When `due` has something to give (monotonic seconds), or None."""

@@ -1,5 +1,6 @@
 """Check and build a watcher's `actions:` (webhook, exec): type-specific keys, URLs, headers,
-`when` thresholds, and the clamped timeout, throttle, concurrency, queue and retries."""
+`when` thresholds, and the clamped timeout, throttle, concurrency, queue, retries and body
+size."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from urllib.parse import urlsplit
 
 from watchrun.config.checks import Ctx
 from watchrun.config.clamp import RANGES, clamp
-from watchrun.config.model import ActionSpec, ThresholdSpec
+from watchrun.config.model import BODY_BYTES, ActionSpec, ThresholdSpec
 from watchrun.config.tree import CMap, KeyPath
 
 __all__ = ["EXEC_ONLY", "RESERVED_HEADERS", "WEBHOOK_ONLY", "build_actions", "parse_threshold"]
@@ -20,7 +21,8 @@ RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "co
 """Headers watchrun writes itself; a config may not set them."""
 _THRESHOLD = re.compile(r"^ *([0-9]+) +in +(.+?) *$")
 _DEFAULTS: dict[str, int | None] = {"timeout": 10_000, "concurrency": 1, "queue": 100,
-                                    "retries": 3, "throttle": None}
+                                    "retries": 3, "throttle": None,
+                                    "maxBodyBytes": BODY_BYTES}
 
 
 def parse_threshold(text: str) -> tuple[str, str] | None:
@@ -86,6 +88,7 @@ def _action(ctx: Ctx, p: KeyPath, a: CMap, name: str) -> ActionSpec | None:
         name=name, type=kind, threshold=threshold, throttle_ms=values["throttle"],
         timeout_ms=_int(values["timeout"]), concurrency=_int(values["concurrency"]),
         queue=_int(values["queue"]), retries=_int(values["retries"]),
+        max_body_bytes=_int(values["maxBodyBytes"]),
         url=a.get("url") if kind == "webhook" else None, format=a.get("format", "json"),
         headers=dict(headers) if isinstance(headers, dict) else {},
         command=tuple(command) if isinstance(command, list) else (), cwd=cwd,

@@ -68,6 +68,7 @@ RANGES: dict[str, Range] = {
     "action.concurrency": Range(1, 16),
     "action.queue": Range(0, 10_000),
     "action.retries": Range(0, 10),
+    "action.maxBodyBytes": Range(16 * 1024, 64 * 1024**2, "bytes"),
     "action.threshold.count": Range(1, 100_000),
     "action.threshold.window": Range(1000, 86_400_000, "ms"),
 }

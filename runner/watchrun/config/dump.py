@@ -200,7 +200,8 @@ def _action(a: ActionSpec) -> dict[str, Any]:
         when = {"threshold": f"{a.threshold.count} in {a.threshold.window_ms}ms"}
     doc: dict[str, Any] = {"type": a.type, "name": a.name, "when": when,
                            "throttle": a.throttle_ms, "timeout": a.timeout_ms,
-                           "concurrency": a.concurrency, "queue": a.queue}
+                           "concurrency": a.concurrency, "queue": a.queue,
+                           "maxBodyBytes": a.max_body_bytes}
     if a.type == "webhook":
         doc.update(url=_s(a.url or ""), format=a.format, retries=a.retries,
                    headers={k: _s(v) for k, v in a.headers.items()})

@@ -65,6 +65,10 @@ class ThresholdSpec(Struct, frozen=True):
     window_ms: int
 
 
+BODY_BYTES = 1024 * 1024
+"""The default `maxBodyBytes` of an action (nginx takes 1 MiB by default)."""
+
+
 class ActionSpec(Struct, frozen=True):
     """A reaction to a watcher's matches (SPEC §3.4): POST a webhook or run a program."""
 
@@ -82,6 +86,9 @@ class ActionSpec(Struct, frozen=True):
     """Firings of this action in flight at once."""
     queue: int = 100
     """Firings waiting beyond `concurrency`; more are dropped and counted."""
+    max_body_bytes: int = BODY_BYTES
+    """A firing's body (webhook) or stdin (exec) at most: lines that do not fit are left out
+    (`omitted`), one that alone does not is clipped (`truncated`)."""
     url: str | None = None
     format: str = "json"
     """Webhook body: `json` (the generic payload) or `slack` (an incoming-webhook message)."""
