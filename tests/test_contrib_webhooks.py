@@ -21,7 +21,7 @@ import pytest
 from liverunner import read_records, wait_for, watchrun_bin, write_config
 from webhook_server import receiver
 
-from watchrun.config.model import Limits
+from watchrun.config.model import BODY_BYTES
 
 WEBHOOKS = Path(__file__).resolve().parents[1] / "contrib" / "webhooks"
 
@@ -187,7 +187,8 @@ def _closed(s: socket.socket) -> bool:
 def test_the_json_template_and_receiver_carry_large_firings_and_any_token(
         tmp_path: Path) -> None:
     """receiver.py refused bodies over 1 MiB (413, which watchrun does not retry): 25 matched
-    lines of 60 KB, under the default maxLineBytes, were lost. And a token with a non-ASCII
+    lines of 60 KB, under the default maxLineBytes, were lost (watchrun's bodies now keep to
+    maxBodyBytes, 1 MiB by default, and the receiver takes 16 MiB). And a token with a non-ASCII
     character (sent as UTF-8, read as latin-1) was refused 401 every time."""
     token = "pässwörd-tökén"
     with running_receiver(tmp_path, token) as r:
@@ -205,20 +206,19 @@ def test_the_json_template_and_receiver_carry_large_firings_and_any_token(
         assert [x["httpStatus"] for x in results] == [204, 204], results
         stored = [json.loads(ln) for ln in r.out.read_text().splitlines()]
     assert [d["reason"] for d in stored] == ["threshold", "throttle-end"]
-    assert len(json.dumps(stored[1], ensure_ascii=False).encode()) > 1 << 20  # was refused 413
+    size = len(json.dumps(stored[1], ensure_ascii=False, separators=(",", ":")).encode())
+    assert 1 << 19 < size <= 1 << 20  # watchrun's largest body by default (maxBodyBytes)
+    assert stored[1]["omitted"] > 0 and stored[1]["shown"] == len(stored[1]["lines"])
 
 
 def test_the_receiver_takes_the_largest_body_at_watchrun_s_default_limits() -> None:
-    """A firing holds at most limits.matchLines lines of at most maxLineBytes each; JSON (not
-    ASCII-escaped) makes a sanitized line's byte at most 2 (`\\"`), and each line's fields and
-    the document add a little (README "webhook")."""
+    """A firing's body is at most its action's maxBodyBytes (README "Size"), 1 MiB unless
+    raised; the receiver takes that with room to spare (`--max-body` for a raised one)."""
     spec = importlib.util.spec_from_file_location("receiver", WEBHOOKS / "receiver.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    limits = Limits()
-    per_line = 2 * limits.max_line_bytes + 8 * 1024  # + lineNo, offset, where, cursor
-    assert limits.match_lines * per_line + 64 * 1024 <= module.MAX_BODY
+    assert BODY_BYTES <= module.MAX_BODY
 
 
 @pytest.mark.parametrize(("layer", "name"), [("slack.yaml", "slack"), ("json.yaml", "alerts")])

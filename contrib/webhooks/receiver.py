@@ -25,8 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 MAX_BODY = 16 << 20
-"""watchrun's largest body at its default limits (limits.matchLines 50 lines of maxLineBytes
-64 KiB, `"` and `\\` escaped to 2 bytes: 6.25 MiB and the envelope) fits; --max-body for more."""
+"""watchrun's body is at most its action's maxBodyBytes (1 MiB unless raised, at most 64 MiB):
+16 MiB takes any up to that; --max-body for a larger one."""
 TIMEOUT_S = 10.0
 MAX_CLIENTS = 64
 SHOWN_CHARS = 200
