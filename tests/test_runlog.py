@@ -131,6 +131,21 @@ def test_json_lines_carry_the_event_its_subject_and_its_fields() -> None:
     assert re.fullmatch(TS, ready["ts"]) and ready["level"] == "info"  # the envelope wins
 
 
+@pytest.mark.parametrize(("cut", "mark"), [(4000, " [cut: 4000 more bytes not kept]"),
+                                            (0, " [cut: the rest was not kept]")])
+def test_an_echoed_line_cut_at_max_line_bytes_says_so(cut: int, mark: str) -> None:
+    """The log echoed a cut line as if it were whole (`matches` and the verdict marked it)."""
+    text, js = io.StringIO(), io.StringIO()
+    for log in (RunLog("text", stream=text), RunLog("json", stream=js)):
+        log.matches("app", [MatchInfo("ERROR x", 7, 100, "a.log:7", cut=cut),
+                            MatchInfo("ERROR y", 8, 200, "a.log:8")])
+    first, second = text.getvalue().splitlines()
+    assert first.endswith(f"match a.log:7: ERROR x{mark}") and second.endswith("ERROR y")
+    cut_line, whole = json_lines(js)
+    assert (cut_line["line"], cut_line["truncated"]) == ("ERROR x", True)
+    assert "truncated" not in whole
+
+
 @pytest.mark.parametrize("hostile", HOSTILE)
 @pytest.mark.parametrize("fmt", ["text", "json"])
 def test_every_logged_text_is_sanitized_and_stays_on_one_line(fmt: str, hostile: str) -> None:

@@ -70,6 +70,14 @@ class MatchInfo(Struct, frozen=True):
     (0 when not counted); None when it is whole."""
 
 
+def cut_note(cut: int | None) -> str:
+    """How a line cut at limits.maxLineBytes is marked for people, after its text (`MatchInfo.cut`:
+    '' for a whole line)."""
+    if cut is None:
+        return ""
+    return f" [cut: {cut} more bytes not kept]" if cut > 0 else " [cut: the rest was not kept]"
+
+
 
 class SourceContext(Protocol):
     """What a source is given to report into. The pipeline behind it matches and writes."""

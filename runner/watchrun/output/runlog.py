@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TextIO
 
 from watchrun.clock import iso_ts
-from watchrun.events import MatchInfo
+from watchrun.events import MatchInfo, cut_note
 from watchrun.match.sanitize import edge_json, edge_text, sanitize
 from watchrun.output.logstream import LogStream
 
@@ -207,8 +207,11 @@ class RunLog:
             second, used = now, 0
         shown = found[: max(0, MATCH_LINES_PER_SECOND - used)]
         for m in shown:
-            self._emit("info", "match", f"match {m.where}: {m.line}", source,
-                       {"where": m.where, "line": m.line, "lineNo": m.line_no})
+            fields: dict[str, Any] = {"where": m.where, "line": m.line, "lineNo": m.line_no}
+            if m.cut is not None:
+                fields["truncated"] = True
+            self._emit("info", "match", f"match {m.where}: {m.line}{cut_note(m.cut)}", source,
+                       fields)
         if len(found) > len(shown):  # counted in bulk: no per-match work past the budget
             self._held[source] = self._held.get(source, 0) + len(found) - len(shown)
             self._say_later(source, now + 1 - clock)

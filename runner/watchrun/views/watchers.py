@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.config.shellwords import command_line
+from watchrun.events import cut_note
 from watchrun.match.sanitize import edge_text, shorten
 from watchrun.output import flocks, safefs, tailfile
 from watchrun.output.backward import last_records
@@ -202,11 +203,10 @@ def match_line(rec: dict[str, Any]) -> str:
     cut at `maxLineBytes` (the record's `truncated`/`omittedBytes`)."""
     place = rec.get("path") or f"run {value(rec.get('run'))}"
     omitted = rec.get("omittedBytes")
-    cut = "" if rec.get("truncated") is not True else (
-        f" [cut: {omitted} more bytes not kept]" if isinstance(omitted, int) and omitted > 0
-        else " [cut: the rest was not kept]")
+    cut = None if rec.get("truncated") is not True else (
+        omitted if isinstance(omitted, int) and omitted > 0 else 0)
     return edge_text(f"{value(rec.get('ts'))}  {place}:{value(rec.get('lineNo'))}  "
-                     f"{value(rec.get('line'))}{cut}")
+                     f"{value(rec.get('line'))}{cut_note(cut)}")
 
 
 
