@@ -95,7 +95,7 @@ def test_validate_warns_and_strict_refuses(tmp_path: Path) -> None:
 
 def test_the_runner_statuses_are_the_ones_the_runner_writes() -> None:
     """Every `status` the agents package writes itself (`"status": "<word>"` beside `"source":
-    "runner"`) is one of RUNNER_STATUSES, and `disabled` is the hub's."""
+    "runner"`) is one of RUNNER_STATUSES, and `disabled` is the hub's (`hub_stop.py`)."""
     written = set()
     for path in (ROOT / "runner" / "watchrun" / "agents").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -105,7 +105,7 @@ def test_the_runner_statuses_are_the_ones_the_runner_writes() -> None:
                 if pairs.get("source") == "runner" and "status" in pairs:
                     written.add(pairs["status"])
     assert written <= set(RUNNER_STATUSES) and written >= {"running", "idle", "stopping"}
-    assert '"disabled"' in (ROOT / "runner/watchrun/agents/hub.py").read_text()
+    assert '"disabled"' in (ROOT / "runner/watchrun/agents/hub_stop.py").read_text()
 
 
 MODULES = {"claude": ["claude.py"], "mock": ["claude.py"], "codex": ["codex.py",

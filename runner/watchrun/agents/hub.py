@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from watchrun.agents.hub_stop import StoppingHub
 from watchrun.agents.plan import Plans
 from watchrun.agents.prompt import TurnWindow, cut_mark
 from watchrun.agents.recorder import open_recorder
@@ -32,12 +33,9 @@ MAX_SENDS = 100
 """Manual prompts (`agent send`) waiting per agent; more are refused to the sender."""
 REPLY_CHARS = 500
 """`lastReply` in `snapshot()` is clipped to this many characters."""
-REMOVED = "the agent was removed from the config"
-SLOW_STOP_S = 1.0
-"""A turn told to stop that is still running after this long is said in the log."""
 
 
-class AgentHub:
+class AgentHub(StoppingHub):
     """Every agent of the config; the supervisor calls `deliver` with each watcher's matches."""
 
     def __init__(self, config: Config, layout: OutputLayout, log: RunLog, clock: Clock,
@@ -201,22 +199,6 @@ class AgentHub:
         if a.task is None or a.task.done():
             a.task = self.spawn(agent_loop(self, a), f"agent:{a.spec.name}")
 
-    async def _cancel(self, agents: list[AgentState]) -> None:
-        """End their loops (a running turn stopped: SIGTERM, SIGKILL after stopTimeout); one
-        whose turn outlasts SLOW_STOP_S is said in the log, since a reload, and the control
-        requests behind it, wait for it."""
-        tasks = {a.task: a for a in agents if a.task is not None}
-        for task in tasks:
-            task.cancel()
-        _, slow = await asyncio.wait(tasks, timeout=SLOW_STOP_S) if tasks else (set(), set())
-        for task in slow:
-            self.log.warning(f"its turn has not ended {SLOW_STOP_S:g} s after it was told to "
-                             "stop; it is killed once limits.stopTimeout "
-                             f"({self.config.limits.stop_timeout_ms / 1000:g} s) is up, and "
-                             "what waits for it (a reload, the control requests behind it) "
-                             "waits until then", tasks[task].spec.name, event="turn-slow-stop")
-        await asyncio.gather(*tasks, return_exceptions=True)
-
     async def idle(self) -> None:
         """Return once no turn runs and nothing waits for any agent, every record written
         (once mode). `run()` must be running, or queued work never drains."""
@@ -230,85 +212,6 @@ class AgentHub:
                     return
                 continue
             await self.changed.wait()
-
-    # -- stopping and reloading ---------------------------------------------------------------
-    async def shutdown(self, watchers: asyncio.Future[Any] | None = None) -> None:
-        """Abort running turns (`aborted`); once `watchers` (the watchers' stop) is done, drop
-        what waits (recorded `dropped`, also what the watchers matched while they were being
-        stopped) and close the files."""
-        if self._closed:
-            return
-        self._closed = True
-        await self.plans.cancel()  # steps not handed to an agent yet: recorded dropped
-        await self.settle()
-        agents = list(self._agents.values())
-        await self._halt(agents, "the runner is stopping")
-        if watchers is not None:
-            await asyncio.wait({watchers})
-        await self.plans.cancel()  # (what came for a plan meanwhile: said in the log)
-        self._agents.clear()
-        self._ended = True
-        await self._close(agents, "the runner is stopping", "runner-stopped")
-
-    async def _halt(self, agents: list[AgentState], why: str) -> None:
-        """Abort their running turns and end their loops: no turn runs after this."""
-        for a in agents:
-            a.rec.stopping()
-            if a.turn is not None:
-                a.turn.abort(why)
-        await self._cancel(agents)
-
-    async def _close(self, agents: list[AgentState], why: str, reason: str,
-                     status: str | None = None) -> None:
-        await self._halt(agents, why)
-        for a in agents:
-            a.task = None
-            a.drop_all(reason, self.config.limits.match_lines, why)
-            if status is not None:
-                a.rec.emit("status", {"status": status, "source": "runner", "message": why})
-            await a.rec.close()
-            if a.rec.failed is not None:
-                self.failures.append(f"agent {a.spec.name}: {a.rec.failed}")
-
-    async def reload(self, config: Config) -> None:
-        """Apply a new config: removed agents are halted (their running turn aborted) and
-        closed by `settle`, which the reload calls once the watchers that woke them stopped;
-        changed ones restarted (their running turn aborted, their queue kept), new ones
-        started."""
-        self.config = config
-        specs = {s.name: s for s in config.agents}
-        for name, a in list(self._agents.items()):
-            spec = specs.get(name)
-            if spec is None:
-                del self._agents[name]
-                self._removing[name] = a
-                await self._halt([a], REMOVED)
-            elif spec != a.spec:
-                if a.turn is not None:
-                    a.turn.abort("the agent's config changed")
-                await self._cancel([a])
-                a.spec, a.next_tick, a.task = spec, None, None
-                a.unstartable, a.unstarted = None, 0  # (its old command's problem)
-                a.window.max_turns = spec.max_turns
-                self._start(a)
-                self.log.info("config changed: restarted", name)
-        for name, spec in specs.items():
-            if name not in self._agents:
-                a = await self._open(spec)
-                if self._closed:  # shut down while its history was read
-                    await self._close([a], "the runner is stopping", "runner-stopped")
-                    return
-                self._agents[name] = a
-                self._start(a)
-                self.log.info("added", name)
-
-    async def settle(self) -> None:
-        """Close the agents a reload removed: what waits for them, and what the old watchers
-        matched for them until they stopped, is recorded dropped (agent-removed)."""
-        while self._removing:
-            name, a = self._removing.popitem()
-            await self._close([a], REMOVED, "agent-removed", "disabled")
-            self.log.info("removed", name)
 
     def problems(self) -> list[str]:
         """For `status`: the agents whose last turns could not start their process."""
