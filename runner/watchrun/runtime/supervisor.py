@@ -28,6 +28,7 @@ from watchrun.runtime import shutdown as stopping
 from watchrun.runtime import startup
 from watchrun.runtime.census import counted
 from watchrun.runtime.gate import Evidence
+from watchrun.runtime.hubs import SupervisorHubs
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.problems import Problems
 from watchrun.runtime.sdnotify import SdNotify
@@ -57,7 +58,7 @@ class RunnerState(StrEnum):
     STOPPED = "stopped"
 
 
-class Supervisor:
+class Supervisor(SupervisorHubs):
     """Runs every watcher (and hands matches to the agents) until told to stop."""
 
     def __init__(self, config: Config, layout: OutputLayout, log: RunLog, clock: Clock,
@@ -210,14 +211,6 @@ class Supervisor:
             await self.actions.idle()
 
     # -- agents ---------------------------------------------------------------------------
-    async def start_hub(self) -> None:
-        from watchrun.agents.hub import AgentHub  # only when agents are configured
-
-        self.hub = await AgentHub.open(self.config, self.layout, self.log.scoped("agent"),
-                                       self.clock, self.spawner, once=self.once,
-                                       problem=self.problems.keep)
-        self.hub_task = self.spawn(self.hub.run(), "agents")
-
     def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo],
                 stream: WatcherPipeline) -> None:
         """New matches of a watcher, also of one being stopped (it reads until it ends): to
@@ -228,41 +221,6 @@ class Supervisor:
             rt = self.watchers.get(spec.id)
             stopping = rt is None or rt.pipeline is not stream
             self.actions.deliver(spec, found, stream, stopping=stopping)
-
-    # -- actions --------------------------------------------------------------------------
-    async def record_unfired(self, wid: str, pipeline: WatcherPipeline) -> None:
-        """Before a watcher's `stop`: what its matches did not fire after its actions stopped."""
-        if self.actions is not None:
-            await self.actions.record_unfired(wid, pipeline)
-
-    async def stop_actions(self, wid: str) -> None:
-        """A watcher is being stopped: its running firings are cancelled and recorded."""
-        if self.actions is not None:
-            await self.actions.stop_watcher(wid)
-
-    def attach_actions(self, spec: WatcherSpec, pipeline: WatcherPipeline) -> None:
-        """A watcher (re)started: its actions take up what a reload carried over for them."""
-        if spec.actions and self.actions is not None:
-            self.actions.attach(spec, pipeline)
-
-    def start_actions(self) -> None:
-        """The owner of every action's tasks, when a watcher has actions (imported only then)."""
-        if any(w.actions for w in self.config.watchers):
-            self._action_hub()
-
-    def track_actions(self, spec: WatcherSpec) -> None:
-        """A watcher added at runtime: its actions are the hub's too (started for them)."""
-        if spec.actions:
-            self._action_hub().track(spec)
-
-    def _action_hub(self) -> ActionHub:
-        if self.actions is None:
-            from watchrun.actions.hub import ActionHub
-
-            self.actions = ActionHub(self.config, self.log, self.clock, self.spawner,
-                                     once=self.once)
-            self.actions_task = self.spawn(self.actions.run(), "actions")
-        return self.actions
 
     # -- requests, reload, problems -------------------------------------------------------
     def problem(self, message: str, wid: str | None = None, event: str = "message") -> None:

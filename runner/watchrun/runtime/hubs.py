@@ -1,0 +1,80 @@
+"""The supervisor's hubs: starting the agent hub, and the action hub with each watcher's actions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from watchrun.clock import Clock
+from watchrun.config.model import Config, WatcherSpec
+from watchrun.output.outdir import OutputLayout
+from watchrun.output.runlog import RunLog
+from watchrun.process.spawn import Spawner
+from watchrun.runtime.problems import Problems
+
+if TYPE_CHECKING:
+    from watchrun.actions.hub import ActionHub
+    from watchrun.agents.hub import AgentHub
+    from watchrun.runtime.pipeline import WatcherPipeline
+
+
+class SupervisorHubs:
+    """The part of `Supervisor` that builds the hubs (each imported only when the config has
+    agents, or actions) and passes a watcher's start and stop on to its actions."""
+
+    config: Config
+    layout: OutputLayout
+    log: RunLog
+    clock: Clock
+    spawner: Spawner
+    once: bool
+    problems: Problems
+    hub: AgentHub | None
+    hub_task: asyncio.Task[None] | None
+    actions: ActionHub | None
+    actions_task: asyncio.Task[None] | None
+    spawn: Callable[[Any, str], asyncio.Task[Any]]
+
+    async def start_hub(self) -> None:
+        from watchrun.agents.hub import AgentHub  # only when agents are configured
+
+        self.hub = await AgentHub.open(self.config, self.layout, self.log.scoped("agent"),
+                                       self.clock, self.spawner, once=self.once,
+                                       problem=self.problems.keep)
+        self.hub_task = self.spawn(self.hub.run(), "agents")
+
+    # -- actions --------------------------------------------------------------------------
+    async def record_unfired(self, wid: str, pipeline: WatcherPipeline) -> None:
+        """Before a watcher's `stop`: what its matches did not fire after its actions stopped."""
+        if self.actions is not None:
+            await self.actions.record_unfired(wid, pipeline)
+
+    async def stop_actions(self, wid: str) -> None:
+        """A watcher is being stopped: its running firings are cancelled and recorded."""
+        if self.actions is not None:
+            await self.actions.stop_watcher(wid)
+
+    def attach_actions(self, spec: WatcherSpec, pipeline: WatcherPipeline) -> None:
+        """A watcher (re)started: its actions take up what a reload carried over for them."""
+        if spec.actions and self.actions is not None:
+            self.actions.attach(spec, pipeline)
+
+    def start_actions(self) -> None:
+        """The owner of every action's tasks, when a watcher has actions (imported only then)."""
+        if any(w.actions for w in self.config.watchers):
+            self._action_hub()
+
+    def track_actions(self, spec: WatcherSpec) -> None:
+        """A watcher added at runtime: its actions are the hub's too (started for them)."""
+        if spec.actions:
+            self._action_hub().track(spec)
+
+    def _action_hub(self) -> ActionHub:
+        if self.actions is None:
+            from watchrun.actions.hub import ActionHub
+
+            self.actions = ActionHub(self.config, self.log, self.clock, self.spawner,
+                                     once=self.once)
+            self.actions_task = self.spawn(self.actions.run(), "actions")
+        return self.actions
