@@ -15,10 +15,11 @@ fields, U+2028/U+2029 and bidi controls take that path; match records of plain l
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -155,3 +156,40 @@ def escape_marks(data: bytes) -> bytes:
     if data.isascii() and b"\x7f" not in data:
         return data
     return _MARK_BYTES.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
+
+
+_MATCH_HEAD = b'{"schema":1,"seq":%d,"cursor":"'
+_MATCH_TS = b'%x","ts":"'
+_MATCH_LINE = b'","kind":"match","line":"%b","lineNo":%d,"offset":%d'
+"""A match record, in the order `record("match", …)` writes its fields: the `line` as its JSON
+string without the quotes; then the fields after `offset`, and `}`."""
+
+
+def match_records(prefix: bytes, seq: int, ts: bytes, lines: Sequence[bytes],
+                  line_nos: Iterable[int], offsets: Iterable[int],
+                  rest: Sequence[bytes]) -> list[bytes]:
+    """`match` records with seqs from `seq` on (cursors `<prefix><seq>`), the bytes that
+    `JsonlSink.record("match", …)` would build, from columns: the `line` field's JSON string
+    without its quotes, `lineNo`, `offset`, and the fields after `offset` as JSON members
+    (`,"path":…`). One timestamp for the batch, no dict per record; the fields after
+    `offset` are part of the template when every record has the same (one conversion less
+    per record), and so are the zeros that pad the cursor's seq to 16 hex digits, per run of
+    seqs with as many digits (`%x` is formatted in place, `%016x` through a temporary
+    string: ~0.1 µs a record)."""
+    end = seq + len(lines)
+    tail = ts + _MATCH_LINE
+    columns: list[Iterator[Any]] = [iter(lines), iter(line_nos), iter(offsets)]
+    if rest and rest.count(rest[0]) == len(rest):
+        tail += rest[0].replace(b"%", b"%%") + b"}\n"
+    else:
+        tail += b"%b}\n"
+        columns.append(iter(rest))
+    out: list[bytes] = []
+    while seq < end:  # (one run, but when the batch passes a power of 16)
+        digits = len(b"%x" % seq)
+        stop = min(end, 16**digits)
+        fmt = _MATCH_HEAD + prefix + b"0" * (16 - digits) + _MATCH_TS + tail
+        out += map(fmt.__mod__, itertools.islice(zip(  # (the counts are endless)
+            itertools.count(seq), itertools.count(seq), *columns, strict=False), stop - seq))
+        seq = stop
+    return out

@@ -7,13 +7,13 @@ import contextlib
 import errno
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.output import safefs
-from watchrun.output.jsonl import dumps
+from watchrun.output.jsonl import dumps, match_records
 from watchrun.output.livefile import last_record, let_go, open_live, rotate, size_if_same
 from watchrun.output.records import format_cursor
 from watchrun.output.syncer import Syncer
@@ -42,13 +42,6 @@ def _error(exc: OSError, doing: str) -> SinkWriteError:
     code = exc.errno if exc.errno is not None else errno.EIO
     why = exc.strerror if isinstance(exc, safefs.UnsafePathError) else os.strerror(code)
     return SinkWriteError(errno.errorcode.get(code, str(code)), f"{doing}: {why}")
-
-
-_MATCH_HEAD = b'{"schema":1,"seq":%d,"cursor":"'
-_MATCH_TS = b'%x","ts":"'
-_MATCH_LINE = b'","kind":"match","line":"%b","lineNo":%d,"offset":%d'
-"""A match record, in the order `record("match", …)` writes its fields: the `line` as its JSON
-string without the quotes; then the fields after `offset`, and `}`."""
 
 
 def _batch_end(lines: Sequence[bytes], i: int, limit: int) -> int:
@@ -134,30 +127,10 @@ class JsonlSink:
     def match_records(self, lines: Sequence[bytes], line_nos: Iterable[int],
                       offsets: Iterable[int], rest: Sequence[bytes]) -> list[bytes]:
         """`match` records (consuming seqs), the bytes `record("match", …)` would build, from
-        columns: the `line` field's JSON string without its quotes, `lineNo`, `offset`, and
-        the fields after `offset` as JSON members (`,"path":…`). One timestamp for the batch, no
-        dict per record; the fields after `offset` are part of the template when every record
-        has the same (one conversion less per record), and so are the zeros that pad the
-        cursor's seq to 16 hex digits, per run of seqs with as many digits (`%x` is formatted
-        in place, `%016x` through a temporary string: ~0.1 µs a record)."""
-        seq, end = self.next_seq, self.next_seq + len(lines)
-        ts = iso_ts(self.clock.now()).encode()
-        tail = ts + _MATCH_LINE
-        columns: list[Iterator[Any]] = [iter(lines), iter(line_nos), iter(offsets)]
-        if rest and rest.count(rest[0]) == len(rest):
-            tail += rest[0].replace(b"%", b"%%") + b"}\n"
-        else:
-            tail += b"%b}\n"
-            columns.append(iter(rest))
-        out: list[bytes] = []
-        while seq < end:  # (one run, but when the batch passes a power of 16)
-            digits = len(b"%x" % seq)
-            stop = min(end, 16**digits)
-            fmt = _MATCH_HEAD + self._prefix_b + b"0" * (16 - digits) + _MATCH_TS + tail
-            out += map(fmt.__mod__, itertools.islice(zip(  # (the counts are endless)
-                itertools.count(seq), itertools.count(seq), *columns, strict=False), stop - seq))
-            seq = stop
-        self.next_seq = end
+        columns (`jsonl.match_records`)."""
+        out = match_records(self._prefix_b, self.next_seq, iso_ts(self.clock.now()).encode(),
+                            lines, line_nos, offsets, rest)
+        self.next_seq += len(lines)
         return out
 
     def write(self, kind: str, fields: Mapping[str, Any]) -> int:
