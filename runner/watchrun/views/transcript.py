@@ -44,6 +44,7 @@ from typing import Any
 from watchrun.agents.answer import AnswerTracker, is_root
 from watchrun.clock import parse_ts
 from watchrun.views.agent_window import StatusTracker
+from watchrun.views.turn_error import INTERRUPTED, INTERRUPTED_HINT, turn_error
 
 __all__ = ["INTERRUPTED", "INTERRUPTED_HINT", "KILL_REASONS", "OPS", "Turn", "build_transcript",
            "epoch", "summarize", "title", "turns_of"]
@@ -53,32 +54,6 @@ KILL_REASONS = frozenset({"deadline", "idle-timeout", "aborted", "oversized-even
 OPS = {"read": "read", "write": "write", "edit": "write", "delete": "write", "add": "write",
        "update": "write", "rename": "write", "search": "search", "list": "list", "run": "run"}
 """file-change `op` -> the transcript's op (seed 004: list, read, search, write, run)."""
-_HINTS = {
-    "deadline": "the turn ran past the agent's `deadline`; raise it or ask for less",
-    "idle-timeout": "the agent printed nothing for `idleTimeout`; raise it if it works silently",
-    "aborted": "stopped by `watchrun agent stop` or by the runner shutting down",
-    "oversized-event": "a protocol line was larger than limits.maxEventBytes",
-    "reader-failed": "the runner failed reading the agent's output (a bug: report the turn's "
-                     "`error` record)",
-    "ENOENT": "the agent's command was not found: install it or fix `command`",
-    "auth": "the provider rejected its credentials: log in or set its API key",
-    "quota": "a rate or usage limit was hit: wait for it to reset",
-}
-_ABORTS = {
-    "the agent's config changed": "a reload (SIGHUP, `systemctl reload`) changed the agent's "
-                                  "config: the turn was stopped and the agent restarted with it",
-    "the agent was removed from the config": "a reload (SIGHUP, `systemctl reload`) removed the "
-                                             "agent from the config",
-    "the runner is stopping": "the runner was stopped (SIGTERM, Ctrl-C, `systemctl stop`)",
-    "stopped by request": "stopped by `watchrun agent stop`",
-    "interrupted (": "`agent run` was interrupted (Ctrl-C, SIGTERM)",
-}
-"""An `aborted` turn's hint, by the start of its `stopped` record's message (who stopped it)."""
-INTERRUPTED = "the turn is open, but its runner is gone: nothing runs it"
-INTERRUPTED_HINT = ("its runner was killed (SIGKILL, a crash); the agent's next run, or the next "
-                    "runner, records the turn `cancelled`")
-
-
 def epoch(ts: Any) -> float | None:
     """A record's `ts` in epoch seconds (milliseconds kept), or None."""
     seconds = parse_ts(ts)
@@ -187,27 +162,7 @@ class Turn:
 
     def error(self, status: str) -> tuple[str | None, str | None]:
         """(message, hint) of a failed, killed or interrupted turn."""
-        if status == "interrupted":
-            return INTERRUPTED, INTERRUPTED_HINT
-        if status not in ("failed", "killed"):
-            return None, None
-        fin = self.finished or {}
-        err: dict[str, Any] = fin["error"] if isinstance(fin.get("error"), dict) else {}
-        message, code = err.get("message"), err.get("code")
-        advice = next((h for m, _, h in reversed(self.problems) if h and m == message), None)
-        if not message and self.problems:
-            message, code, advice = self.problems[-1]
-        if not message and self.stopped:
-            message = f"stopped: {self.stopped}"
-        if not message:
-            sig, exit_code = fin.get("signal"), fin.get("exitCode")
-            message = f"killed by {sig}" if sig else f"exited with status {exit_code}"
-        who = next((h for m, h in _ABORTS.items() if self.stop_message.startswith(m)), None) \
-            if self.stopped == "aborted" else None
-        hint = advice or who or _HINTS.get(self.stopped or "") or _HINTS.get(str(code))
-        if hint is None and any(c == "quota" for _, c, _ in self.problems):
-            hint = _HINTS["quota"]
-        return str(message), hint
+        return turn_error(status, self.finished, self.problems, self.stopped, self.stop_message)
 
     def to_dict(self, name: str, provider: str, *, intent: str | None = None,
                 depends_on: list[str] | None = None) -> dict[str, Any]:
