@@ -1,11 +1,13 @@
 """A `watch` call's arguments checked and normalized before anything happens (pure): the action,
 which parameters it takes, their types, the `since` cursor; `add`'s watcher in config shape,
-whose own checks are the config's (`config/adding.py`)."""
+whose own checks are the config's (`config/adding.py`), their diagnostics worded for the
+tool (`refuse_invalid` raises `Failed`)."""
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 from typing import Any
 
 from msgspec import Struct, field
@@ -13,7 +15,7 @@ from msgspec import Struct, field
 from watchrun.mcp.schema import ACTIONS, INPUT_SCHEMA, MAX_LINES
 from watchrun.output.records import ID_RULE, is_id, parse_cursor
 
-__all__ = ["APPLIES", "Call", "CallError", "normalize"]
+__all__ = ["APPLIES", "Call", "CallError", "Failed", "diagnostic", "normalize", "refuse_invalid"]
 
 ADD_KEYS = ("path", "command", "cwd", "pattern", "exclude", "caseSensitive", "label", "wake",
             "fromStart")
@@ -132,3 +134,38 @@ def _show(value: Any) -> str:
             dict: "object"}.get(type(value), type(value).__name__)
     text = repr(value)
     return f"{kind} {text if len(text) <= 40 else text[:39] + '…'}"
+
+
+class Failed(Exception):
+    """The call was not carried out: the message is the result's `error`."""
+
+
+def refuse_invalid(diagnostics: list[Any]) -> None:
+    """Raise Failed listing the errors among `diagnostics` (as `validate` words them, located
+    by the tool's parameter), if there is one."""
+    errors = [diagnostic(d) for d in diagnostics
+              if isinstance(d, dict) and d.get("severity", "error") == "error"]
+    if errors:
+        n = len(errors)
+        raise Failed(f"the watcher has {n} error{'' if n == 1 else 's'}; nothing was started\n"
+                     + "\n".join(f"- {e}" for e in errors))
+
+
+def diagnostic(d: dict[str, Any]) -> str:
+    """`watchers[0].pattern: invalid regex …` → `pattern: invalid regex …` (the call's
+    parameter; the message is the config's own, but for advice the tool cannot follow)."""
+    where = re.sub(r"^watchers\[0\]\.?", "", str(d.get("path") or ""))
+    message = _BACKTRACKING.sub(_config_only, str(d.get("message") or ""))
+    return f"{where}: {message}" if where else message
+
+
+_BACKTRACKING = re.compile(r"Set `backtracking: true` on watcher `[^`]*` to run it (?P<how>in "
+                           r"an isolated .+?), or rewrite the pattern without it")
+"""The config's advice for a pattern only Python `re` can run: a parameter the tool does not
+take, on a watcher named by the id it was checked under (not the one being added)."""
+
+
+def _config_only(found: re.Match[str]) -> str:
+    return ("Rewrite the pattern without it (RE2 syntax); to run it as it is (" +
+            found["how"] + "), add the watcher in a config file with `backtracking: true`, "
+            "which the `watch` tool does not take")

@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from watchrun.config.adding import check_added
 from watchrun.config.model import Config
 from watchrun.match.redact import redact_tree, redactor
-from watchrun.mcp.calls import Call, CallError, normalize
+from watchrun.mcp.calls import Call, CallError, Failed, diagnostic, normalize, refuse_invalid
 from watchrun.mcp.reads import ReadError, read_logs, read_matches
 from watchrun.mcp.records import watch_record
 from watchrun.mcp.runners import NoAnswer, NoRunner, Runner, Runners, StartFailed
@@ -27,10 +26,6 @@ __all__ = ["Failed", "Tool"]
 
 ADD_TRIES = 3
 """An id chosen for `add` that someone else took meanwhile is replaced this often."""
-
-
-class Failed(Exception):
-    """The call was not carried out: the message is the result's `error`."""
 
 
 class Tool:
@@ -133,7 +128,7 @@ class Tool:
                 raise Failed(str(exc)) from None
             _, diagnostics = await asyncio.to_thread(check_added, {"id": "new", **watcher},
                                                      self.config)
-            _refuse_invalid([d.to_dict() for d in diagnostics])
+            refuse_invalid([d.to_dict() for d in diagnostics])
             wid = str(watcher.get("id", "")).lower()
             owner = next((w.id for w in self.config.watchers if w.id.lower() == wid), None)
             if owner is not None:
@@ -158,10 +153,10 @@ class Tool:
                 self._reserved.discard(wid)
         if not reply.get("ok"):
             if err.get("code") == "invalid":
-                _refuse_invalid(err.get("diagnostics") or [])
+                refuse_invalid(err.get("diagnostics") or [])
             raise Failed(str(err.get("message") or "the runner refused the watcher"))
         self.runners.added[wid] = runner
-        warnings = [_diagnostic(d) for d in reply.get("warnings") or [] if isinstance(d, dict)]
+        warnings = [diagnostic(d) for d in reply.get("warnings") or [] if isinstance(d, dict)]
         details: dict[str, Any] = {"action": "add", "runner": runner.kind,
                                    "outputDir": str(self.root),
                                    "watch": watch_record(reply.get("watcher") or {})}
@@ -271,34 +266,3 @@ class Tool:
             text += f"; cleared, their records kept for `matches` and `logs`: " \
                 f"{named(sorted(kept))}"
         return f"{text})"
-
-
-def _refuse_invalid(diagnostics: list[Any]) -> None:
-    """Raise Failed listing the errors among `diagnostics` (as `validate` words them, located
-    by the tool's parameter), if there is one."""
-    errors = [_diagnostic(d) for d in diagnostics
-              if isinstance(d, dict) and d.get("severity", "error") == "error"]
-    if errors:
-        n = len(errors)
-        raise Failed(f"the watcher has {n} error{'' if n == 1 else 's'}; nothing was started\n"
-                     + "\n".join(f"- {e}" for e in errors))
-
-
-def _diagnostic(d: dict[str, Any]) -> str:
-    """`watchers[0].pattern: invalid regex …` → `pattern: invalid regex …` (the call's
-    parameter; the message is the config's own, but for advice the tool cannot follow)."""
-    where = re.sub(r"^watchers\[0\]\.?", "", str(d.get("path") or ""))
-    message = _BACKTRACKING.sub(_config_only, str(d.get("message") or ""))
-    return f"{where}: {message}" if where else message
-
-
-_BACKTRACKING = re.compile(r"Set `backtracking: true` on watcher `[^`]*` to run it (?P<how>in "
-                           r"an isolated .+?), or rewrite the pattern without it")
-"""The config's advice for a pattern only Python `re` can run: a parameter the tool does not
-take, on a watcher named by the id it was checked under (not the one being added)."""
-
-
-def _config_only(found: re.Match[str]) -> str:
-    return ("Rewrite the pattern without it (RE2 syntax); to run it as it is (" +
-            found["how"] + "), add the watcher in a config file with `backtracking: true`, "
-            "which the `watch` tool does not take")
