@@ -18,7 +18,7 @@ from insupervisor import FaultySink, Running, Sinks
 from liverunner import wait_for, watchrun_bin, write_config
 from test_once import TIMEOUT_S, base_env, gated, once, table_row
 
-from watchrun.cli.run import report_once
+from watchrun.cli.once_report import report_once
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.process.spawn import Proc, Spawner, SpawnError
