@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol
 
 from msgspec import Struct
 
 from watchrun.agents.providers.jsonline import TooDeep, load_json
-from watchrun.agents.providers.shape import Shape
+from watchrun.agents.providers.shape import Shape, _count, as_dict, as_list, as_str, epoch_to_iso
 from watchrun.agents.providers.toolinfo import (
     classify_problem,
     clip,
@@ -61,41 +59,6 @@ def observation(kind: str, **fields: Any) -> Observation:
     if kind not in KINDS:
         raise ValueError(f"unknown observation kind {kind!r}")
     return Observation(kind, {k: v for k, v in fields.items() if v is not None})
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    """`value` when it is a JSON object, else {} (protocol fields are never trusted)."""
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    """`value` when it is a JSON array, else []."""
-    return value if isinstance(value, list) else []
-
-
-def as_str(value: Any) -> str | None:
-    """`value` when it is a non-empty string, else None."""
-    return value if isinstance(value, str) and value else None
-
-
-def _count(value: Any) -> int | None:
-    """A non-negative integer protocol field (floats rounded), else None."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 \
-            and math.isfinite(value):  # json.loads reads Infinity: round() would raise
-        return round(value)
-    return None
-
-
-def epoch_to_iso(value: Any) -> str | None:
-    """Epoch seconds (or milliseconds) or an ISO string as an ISO-8601 UTC timestamp."""
-    if isinstance(value, str) and value:
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 \
-            and value < 10**15:  # Infinity, or past any date: no timestamp
-        seconds = value / 1000 if value > 10**11 else value
-        stamp = datetime.fromtimestamp(seconds, UTC)
-        return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return None
 
 
 class Adapter(Protocol):
