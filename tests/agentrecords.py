@@ -105,8 +105,9 @@ class AgentLog:
 
     def turn(self, prompt: str, stdout: list[str], *, trigger: str = "manual",
              deliveries: tuple[str, ...] = (), stderr: tuple[str, ...] = (),
-             stop: str | None = None, exit_code: int | None = 0, signal: str | None = None,
-             duration_ms: int = 4100, pty: bool = False, finish: bool = True) -> Turn:
+             stop: str | None = None, stop_by: str | None = None, exit_code: int | None = 0,
+             signal: str | None = None, duration_ms: int = 4100, pty: bool = False,
+             finish: bool = True) -> Turn:
         """One turn: `stdout` lines go through the provider's real adapter."""
         tid = f"turn-{self.sink.next_seq}"
         start = self.emit("dispatch-start", turnId=tid, trigger=trigger,
@@ -133,7 +134,8 @@ class AgentLog:
             observe(adapter.stderr(line))
         if stop is not None:
             self.emit("status", status="stopping", source="runner", turnId=tid)
-            self.emit("stopped", turnId=tid, reason=stop, message=f"stopped: {stop}")
+            by = {} if stop_by is None else {"by": stop_by}
+            self.emit("stopped", turnId=tid, reason=stop, message=f"stopped: {stop}", **by)
         observe(adapter.finish(exit_code))
         if finish:
             self._finish(tid, tally, stop, exit_code, signal, duration_ms)

@@ -145,6 +145,25 @@ def test_a_turn_stopped_by_the_runner_is_killed(tmp_path: Path, stop: str, outco
     assert turn["error"] == {"error": f"stopped: {stop}", "hint": hint, "stopped": stop}
 
 
+BY = json.loads((Path(__file__).parents[1] / "schemas" / "record.schema.json").read_text())[
+    "$defs"]["stopped"]["properties"]["by"]["enum"]
+
+
+def test_an_aborted_turns_hint_says_who_stopped_it(tmp_path: Path) -> None:
+    """The hint was picked by how the record's message began, texts written again in the
+    views; now by the record's `by`: each of the schema's values has a hint of its own."""
+    hints = {}
+    for by in BY:
+        log = AgentLog(tmp_path / by, "triage")
+        log.turn("long job", [claude_init()], stop="aborted", stop_by=by, exit_code=None,
+                 signal="SIGTERM")
+        log.close()
+        hints[by] = transcript(log.path)["turns"][0]["error"]["hint"]
+    assert len(set(hints.values())) == len(BY), hints
+    assert "stopped by `watchrun agent stop` or by the runner shutting down" not in hints.values()
+    assert hints["request"] == "stopped by `watchrun agent stop`"
+
+
 def test_a_turn_that_could_not_start(tmp_path: Path) -> None:
     log = AgentLog(tmp_path, "triage")
     tid = log.turn("hi", [], finish=False).turn_id

@@ -59,7 +59,7 @@ def run_turn(tmp_path: Path, prompt: str, limits: Limits | None = None,
         task = asyncio.ensure_future(runner.run(prompt, trigger="manual"))
         if abort_after is not None:
             await until(lambda: kinds_in(path, abort_after), f"a {abort_after} record")
-            runner.abort("test abort")
+            runner.abort("test abort", "request")
         try:
             return await asyncio.wait_for(task, DEADLINE_S)
         finally:

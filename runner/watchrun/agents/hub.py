@@ -177,7 +177,7 @@ class AgentHub(StoppingHub):
         if a is None or a.turn is None:
             return False
         ended = a.turn_end
-        a.turn.abort("stopped by request (`watchrun agent stop`)")
+        a.turn.abort("stopped by request (`watchrun agent stop`)", "request")
         await ended.wait()
         return True
 

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, NamedTuple
 
 from watchrun.agents.plan import Plans
 from watchrun.agents.state import AgentState
 from watchrun.config.model import AgentSpec, Config
 from watchrun.output.runlog import RunLog
 
-REMOVED = "the agent was removed from the config"
+
+class Ending(NamedTuple):
+    """Why the hub stops an agent: the message said in its stream, and who (a `stopped`
+    record's `by`)."""
+
+    message: str
+    by: str
+
+
+STOPPING = Ending("the runner is stopping", "runner-stopping")
+REMOVED = Ending("the agent was removed from the config", "reload-removed")
 SLOW_STOP_S = 1.0
 """A turn told to stop that is still running after this long is said in the log."""
 
@@ -58,30 +68,31 @@ class StoppingHub:
         await self.plans.cancel()  # steps not handed to an agent yet: recorded dropped
         await self.settle()
         agents = list(self._agents.values())
-        await self._halt(agents, "the runner is stopping")
+        await self._halt(agents, STOPPING)
         if watchers is not None:
             await asyncio.wait({watchers})
         await self.plans.cancel()  # (what came for a plan meanwhile: said in the log)
         self._agents.clear()
         self._ended = True
-        await self._close(agents, "the runner is stopping", "runner-stopped")
+        await self._close(agents, STOPPING, "runner-stopped")
 
-    async def _halt(self, agents: list[AgentState], why: str) -> None:
+    async def _halt(self, agents: list[AgentState], why: Ending) -> None:
         """Abort their running turns and end their loops: no turn runs after this."""
         for a in agents:
             a.rec.stopping()
             if a.turn is not None:
-                a.turn.abort(why)
+                a.turn.abort(*why)
         await self._cancel(agents)
 
-    async def _close(self, agents: list[AgentState], why: str, reason: str,
+    async def _close(self, agents: list[AgentState], why: Ending, reason: str,
                      status: str | None = None) -> None:
         await self._halt(agents, why)
         for a in agents:
             a.task = None
-            a.drop_all(reason, self.config.limits.match_lines, why)
+            a.drop_all(reason, self.config.limits.match_lines, why.message)
             if status is not None:
-                a.rec.emit("status", {"status": status, "source": "runner", "message": why})
+                a.rec.emit("status", {"status": status, "source": "runner",
+                                      "message": why.message})
             await a.rec.close()
             if a.rec.failed is not None:
                 self.failures.append(f"agent {a.spec.name}: {a.rec.failed}")
@@ -101,7 +112,7 @@ class StoppingHub:
                 await self._halt([a], REMOVED)
             elif spec != a.spec:
                 if a.turn is not None:
-                    a.turn.abort("the agent's config changed")
+                    a.turn.abort("the agent's config changed", "reload-changed")
                 await self._cancel([a])
                 a.spec, a.next_tick, a.task = spec, None, None
                 a.unstartable, a.unstarted = None, 0  # (its old command's problem)
@@ -112,7 +123,7 @@ class StoppingHub:
             if name not in self._agents:
                 a = await self._open(spec)
                 if self._closed:  # shut down while its history was read
-                    await self._close([a], "the runner is stopping", "runner-stopped")
+                    await self._close([a], STOPPING, "runner-stopped")
                     return
                 self._agents[name] = a
                 self._start(a)

@@ -49,6 +49,7 @@ class TurnRunner:
         self.pid: int | None = None
         self.stop_reason: str | None = None
         self._stop_message = ""
+        self._stop_by: str | None = None
         self._poke = asyncio.Event()
         self._started = 0.0
         self._cancelled = False
@@ -63,14 +64,16 @@ class TurnRunner:
         CancelledError: the runner stopped it)."""
 
     # -- control --------------------------------------------------------------------------
-    def abort(self, message: str = "stopped by request") -> None:
-        """Stop the turn (reason `aborted`); its status becomes `cancelled`."""
-        self._request_stop("aborted", message)
+    def abort(self, message: str, by: str) -> None:
+        """Stop the turn (reason `aborted`); its status becomes `cancelled`. `by` says who
+        (the `stopped` record's `by`: request, reload-changed, reload-removed, runner-stopping,
+        interrupted)."""
+        self._request_stop("aborted", message, by)
 
-    def _request_stop(self, reason: str, message: str) -> None:
+    def _request_stop(self, reason: str, message: str, by: str | None = None) -> None:
         if self.stop_reason is not None:
             return
-        self.stop_reason, self._stop_message = reason, message
+        self.stop_reason, self._stop_message, self._stop_by = reason, message, by
         if self.turn_id:
             self._record_stop()
         self._poke.set()
@@ -78,8 +81,10 @@ class TurnRunner:
     def _record_stop(self) -> None:
         tid = self.turn_id
         self.out.emit("status", {"status": "stopping", "source": "runner", "turnId": tid})
-        self.out.emit("stopped", {"turnId": tid, "reason": self.stop_reason,
-                                  "message": self._stop_message})
+        fields = {"turnId": tid, "reason": self.stop_reason, "message": self._stop_message}
+        if self._stop_by is not None:
+            fields["by"] = self._stop_by
+        self.out.emit("stopped", fields)
 
     # -- the turn ---------------------------------------------------------------------------
     async def run(self, prompt: str, *, trigger: str, deliveries: Sequence[str] = (),

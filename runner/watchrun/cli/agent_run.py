@@ -68,7 +68,7 @@ async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, pr
     def interrupted(sig: signal.Signals) -> None:
         if runner.stop_reason is not None:  # stopping already: no more grace
             spawner.kill_all()
-        runner.abort(f"interrupted ({sig.name})")
+        runner.abort(f"interrupted ({sig.name})", "interrupted")
 
     restore = handle_signals(asyncio.get_running_loop(), {
         sig: functools.partial(interrupted, sig) for sig in (signal.SIGINT, signal.SIGTERM)})

@@ -83,7 +83,7 @@ class Turn:
         self.answer = AnswerTracker()
         self.model: str | None = None
         self.stopped: str | None = None
-        self.stop_message = ""
+        self.stopped_by: str | None = None
         self.problems: list[tuple[str, str | None, str | None]] = []  # (message, code, hint)
         self.finished: dict[str, Any] | None = None
         self.interrupted = False
@@ -130,7 +130,8 @@ class Turn:
             self.model = rec["model"]
         elif kind == "stopped":
             self.stopped = str(rec.get("reason") or "aborted")
-            self.stop_message = str(rec.get("message") or "")
+            by = rec.get("by")
+            self.stopped_by = by if isinstance(by, str) else None
             self._step({"kind": "guardrail", "rule": self.stopped, "message": rec.get("message")})
         elif kind == "tool-denied" and is_root(rec):
             self._step({"kind": "guardrail", "rule": "tool-denied", "tool": rec.get("name"),
@@ -162,7 +163,7 @@ class Turn:
 
     def error(self, status: str) -> tuple[str | None, str | None]:
         """(message, hint) of a failed, killed or interrupted turn."""
-        return turn_error(status, self.finished, self.problems, self.stopped, self.stop_message)
+        return turn_error(status, self.finished, self.problems, self.stopped, self.stopped_by)
 
     def to_dict(self, name: str, provider: str, *, intent: str | None = None,
                 depends_on: list[str] | None = None) -> dict[str, Any]:

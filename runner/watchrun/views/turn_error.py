@@ -16,15 +16,15 @@ _HINTS = {
     "quota": "a rate or usage limit was hit: wait for it to reset",
 }
 _ABORTS = {
-    "the agent's config changed": "a reload (SIGHUP, `systemctl reload`) changed the agent's "
-                                  "config: the turn was stopped and the agent restarted with it",
-    "the agent was removed from the config": "a reload (SIGHUP, `systemctl reload`) removed the "
-                                             "agent from the config",
-    "the runner is stopping": "the runner was stopped (SIGTERM, Ctrl-C, `systemctl stop`)",
-    "stopped by request": "stopped by `watchrun agent stop`",
-    "interrupted (": "`agent run` was interrupted (Ctrl-C, SIGTERM)",
+    "reload-changed": "a reload (SIGHUP, `systemctl reload`) changed the agent's config: the "
+                      "turn was stopped and the agent restarted with it",
+    "reload-removed": "a reload (SIGHUP, `systemctl reload`) removed the agent from the config",
+    "runner-stopping": "the runner was stopped (SIGTERM, Ctrl-C, `systemctl stop`)",
+    "request": "stopped by `watchrun agent stop`",
+    "interrupted": "`agent run` was interrupted (Ctrl-C, SIGTERM)",
 }
-"""An `aborted` turn's hint, by the start of its `stopped` record's message (who stopped it)."""
+"""An `aborted` turn's hint, by its `stopped` record's `by` (who stopped it; the record
+schema's enum)."""
 INTERRUPTED = "the turn is open, but its runner is gone: nothing runs it"
 INTERRUPTED_HINT = ("its runner was killed (SIGKILL, a crash); the agent's next run, or the next "
                     "runner, records the turn `cancelled`")
@@ -32,10 +32,10 @@ INTERRUPTED_HINT = ("its runner was killed (SIGKILL, a crash); the agent's next 
 
 def turn_error(status: str, finished: dict[str, Any] | None,
                problems: list[tuple[str, str | None, str | None]], stopped: str | None,
-               stop_message: str) -> tuple[str | None, str | None]:
+               stopped_by: str | None) -> tuple[str | None, str | None]:
     """(message, hint) of a failed, killed or interrupted turn: `finished` its
     dispatch-finished record, `problems` its error records (message, code, hint), `stopped`
-    and `stop_message` its `stopped` record's reason and message."""
+    and `stopped_by` its `stopped` record's reason and `by`."""
     if status == "interrupted":
         return INTERRUPTED, INTERRUPTED_HINT
     if status not in ("failed", "killed"):
@@ -51,8 +51,7 @@ def turn_error(status: str, finished: dict[str, Any] | None,
     if not message:
         sig, exit_code = fin.get("signal"), fin.get("exitCode")
         message = f"killed by {sig}" if sig else f"exited with status {exit_code}"
-    who = next((h for m, h in _ABORTS.items() if stop_message.startswith(m)), None) \
-        if stopped == "aborted" else None
+    who = _ABORTS.get(stopped_by or "") if stopped == "aborted" else None
     hint = advice or who or _HINTS.get(stopped or "") or _HINTS.get(str(code))
     if hint is None and any(c == "quota" for _, c, _ in problems):
         hint = _HINTS["quota"]
