@@ -8,7 +8,14 @@ from typing import Any, ClassVar, Protocol
 from msgspec import Struct
 
 from watchrun.agents.providers.jsonline import TooDeep, load_json
-from watchrun.agents.providers.shape import Shape, _count, as_dict, as_list, as_str, epoch_to_iso
+from watchrun.agents.providers.shape import (
+    Shape,
+    as_count,
+    as_dict,
+    as_list,
+    as_str,
+    epoch_to_iso,
+)
 from watchrun.agents.providers.toolinfo import (
     classify_problem,
     clip,
@@ -231,8 +238,8 @@ class JsonAdapter:
               ) -> list[Observation]:
         """A provider retrying a model request by itself (`model-retry`): never a failure."""
         return [observation(
-            "model-retry", attempt=_count(attempt), maxAttempts=_count(max_attempts),
-            delayMs=_count(delay_ms), status=_count(status),
+            "model-retry", attempt=as_count(attempt), maxAttempts=as_count(max_attempts),
+            delayMs=as_count(delay_ms), status=as_count(status),
             error=error or retry_class(message, status), message=message or None,
         )]
 

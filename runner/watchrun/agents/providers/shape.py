@@ -6,7 +6,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Shape", "json_type"]
+__all__ = ["Shape", "as_count", "as_dict", "as_list", "as_str", "epoch_to_iso", "json_type"]
 
 
 def json_type(value: Any) -> str:
@@ -71,7 +71,7 @@ def as_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _count(value: Any) -> int | None:
+def as_count(value: Any) -> int | None:
     """A non-negative integer protocol field (floats rounded), else None."""
     if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0 \
             and math.isfinite(value):  # json.loads reads Infinity: round() would raise
