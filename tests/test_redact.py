@@ -81,6 +81,8 @@ RULES: dict[str, tuple[str, str, str, str]] = {
                  "password reset requested for bob"),
     "secret": ('{"api_key": "12345abcde"}', "12345abcde", '{"api_key": ',
                "secret santa list"),
+    "token": ("GITHUB_TOKEN=TokValue87654321 next", "TokValue87654321", "GITHUB_TOKEN=",
+              "tokens=42 token_count=3 max_token=4096 Unexpected token: '}'"),
 }
 
 # (text, what it becomes) — names as environments and SDKs spell them, and quoted values with

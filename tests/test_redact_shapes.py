@@ -56,7 +56,8 @@ def test_escaped_json_hash_syntax_and_url_shapes_are_hidden_whole(
 
 
 NAMES = ["password", "DB_PASSWORD", "passwd", "api_key", "x-api-key", "client_secret",
-         "access_token", "GITHUB_TOKEN_secret", "SessionToken"]
+         "access_token", "GITHUB_TOKEN_secret", "SessionToken", "GITHUB_TOKEN", "token",
+         "csrfToken"]
 SEPARATORS = ["=", ": ", " = ", ":", " => ", "=>", " := ", " == "]
 # how a name and its value are written: unquoted, quoted, in JSON, in JSON inside a JSON string
 STYLES = [
@@ -109,6 +110,34 @@ def test_url_credentials_are_hidden_whatever_the_password_holds(
     red, counts = redactor().redact(text)
     assert counts.get("url-credentials") == 1, red
     assert red.startswith(f"url={scheme}://{user}:[REDACTED:url-credentials]@db.internal:5432")
+
+
+# (log line, what it becomes): the names CI systems and SDKs give their tokens (sec finding 5)
+# and the words of ordinary logs that only look like them
+TOKENS = [
+    ("GITHUB_TOKEN=TokValue87654321", "GITHUB_TOKEN=[REDACTED:token]"),
+    ("NPM_TOKEN=TokValue87654321 npm publish", "NPM_TOKEN=[REDACTED:token] npm publish"),
+    ("export VAULT_TOKEN='hvs.CAESIJ2x'", "export VAULT_TOKEN=[REDACTED:token]"),
+    ("REFRESH_TOKEN: TokValue87654321", "REFRESH_TOKEN: [REDACTED:token]"),
+    ("SLACK_BOT_TOKEN=TokValue87654321", "SLACK_BOT_TOKEN=[REDACTED:token]"),
+    ("HF_TOKEN=TokValue87654321", "HF_TOKEN=[REDACTED:token]"),
+    ("login token=TokValue87654321 ok", "login token=[REDACTED:token] ok"),
+    ('{"id_token": "eyJhbGciOi-not-a-jwt"}', '{"id_token": [REDACTED:token]}'),
+    ("AUTH_TOKEN=TokValue87654321", "AUTH_TOKEN=[REDACTED:secret]"),  # (as before)
+    ("tokens=42 prompt_tokens=12345678 token_count=3", None),  # counts, not tokens
+    ("max_token=4096 token=short next_token: 1234567", None),  # under 8 characters
+    ("SyntaxError: Unexpected token: '}' in JSON", None),
+    ("tokenizer=sentencepiece_model token_type=bearer", None),
+]
+
+
+@pytest.mark.parametrize(("text", "out"), TOKENS)
+def test_a_value_of_a_name_ending_in_token_is_hidden_and_counts_are_not(
+        text: str, out: str | None) -> None:
+    # before: GITHUB_TOKEN=, NPM_TOKEN=, VAULT_TOKEN=, REFRESH_TOKEN=, token= left in clear
+    red, counts = redactor().redact(text)
+    assert red == (text if out is None else out)
+    assert sum(counts.values()) == red.count("[REDACTED:")
 
 
 @pytest.mark.parametrize("text", ["password=\ud800abcdefgh x", "a \udc80 password=abcdefghij"])
