@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
-from liverunner import DEADLINE_S, watchrun_bin, write_config
+from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
 from mcpclient import mcp_session
 
 SECRET = "s3cretPassw0rdValue"
@@ -64,3 +64,48 @@ def test_a_command_lines_secret_is_redacted_in_every_status_answer(tmp_path: Pat
                 assert SECRET not in said and TOKEN not in said, said
                 assert result.structured_content["watch"]["id"] == wid
     anyio.run(body)
+
+
+GHP = "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+
+def test_a_watched_for_secret_in_pattern_or_exclude_is_redacted_in_status(
+        tmp_path: Path) -> None:
+    # before (sec finding 4): with `output.redact`, `status` (text and --json), `list --json`
+    # and state/c.status.json showed `pattern: ERR|ghp_…` and `exclude: AKIA…` as written, while
+    # the label beside them was redacted and the MCP answer redacted them
+    config = write_config(tmp_path, {"output": {"redact": True}, "watchers": [
+        {"id": "c", "command": "echo ERR; exec sleep 60", "pattern": "ERR|${GHP}",
+         "exclude": [TOKEN, "DEBUG"]}]})
+    env = {**os.environ, "GHP": GHP}
+    runner = LiveRunner(config, env=env)
+    try:
+        runner.wait_running()
+        snap = tmp_path / ".watchrun" / "state" / "c.status.json"
+        wait_for(lambda: snap.exists() and json.loads(snap.read_text())["linesRead"] >= 1,
+                 "the watcher's snapshot")
+        data = json.loads(snap.read_text())
+        assert data["pattern"] == "ERR|[REDACTED:github-token]", data
+        assert data["exclude"] == ["[REDACTED:aws-access-key-id]", "DEBUG"], data
+        for args in (["status", "c"], ["status", "c", "--json"], ["list", "--json"], ["list"]):
+            shown = subprocess.run([watchrun_bin(), *args], cwd=tmp_path, capture_output=True,
+                                   text=True, timeout=DEADLINE_S, check=False, env=env)
+            assert shown.returncode == 0, (args, shown.stderr)
+            assert GHP not in shown.stdout and TOKEN not in shown.stdout, (args, shown.stdout)
+        text = subprocess.run([watchrun_bin(), "status", "c"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=DEADLINE_S, check=True, env=env).stdout
+        assert "ERR|[REDACTED:github-token]" in text and "[REDACTED:aws-access-key-id]" in text
+        assert runner.stop() == 0
+    finally:
+        runner.close()
+
+
+def test_without_output_redact_status_shows_the_pattern_as_written(tmp_path: Path) -> None:
+    write_config(tmp_path, {"watchers": [{"id": "c", "command": "echo ERR",
+                                          "pattern": "ERR|${GHP}", "exclude": [TOKEN]}]})
+    done = subprocess.run([watchrun_bin(), "run", "--once"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=DEADLINE_S, check=False,
+                          env={**os.environ, "GHP": GHP})
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / ".watchrun" / "state" / "c.status.json").read_text())
+    assert (data["pattern"], data["exclude"]) == (f"ERR|{GHP}", [TOKEN])

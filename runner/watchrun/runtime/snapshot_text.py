@@ -9,7 +9,7 @@ import orjson
 
 from watchrun.config.model import WatcherSpec
 from watchrun.match.keyblocks import key_body
-from watchrun.match.redact import Redactor, clean_text, marker
+from watchrun.match.redact import Redactor, clean_text, marker, redact_tree
 from watchrun.match.sanitize import edge_text, raw_text, sanitize
 from watchrun.output.jsonl import escape_marks, valid_value
 
@@ -30,20 +30,25 @@ SAID_CHARS = 16384
 """At most this much of a label, of a source (an argv: of all its words) and of a cwd is in a
 status snapshot, which so stays far under the 1 MiB its readers take (`views/watchers.py`)."""
 
-Said: TypeAlias = tuple[str, str | list[str] | None, str | None]
-"""A watcher's label, source (a path, a command string or its argv) and cwd."""
+Said: TypeAlias = tuple[str, str | list[str] | None, str | None, str, list[str]]
+"""A watcher's label, source (a path, a command string or its argv), cwd, pattern and
+excludes."""
 
 
 def said(spec: WatcherSpec, redactor: Redactor | None) -> Said:
     """Its label, source and cwd as snapshots show them: sanitized (a `${VAR}`, a file name
     others chose) and with `output.redact` redacted (a command line's `${VAR}` password leaves
     the machine in `list`, `status` and the MCP answers, as it does in a webhook's label); each
-    at most SAID_CHARS, the cut marked."""
+    at most SAID_CHARS, the cut marked. Its pattern and excludes, with `output.redact`
+    redacted as the MCP answers redact them (a leaked key watched for by its text)."""
     where = spec.path if spec.path is not None else spec.command
     source = _words([clean_text(a, redactor) for a in where]) if isinstance(where, tuple) else \
         None if where is None else _words([clean_text(str(where), redactor)])[0]
     cwd = None if spec.cwd is None else _words([clean_text(str(spec.cwd), redactor)])[0]
-    return _words([clean_text(spec.label, redactor)])[0], source, cwd
+    regexes = [spec.pattern, *spec.exclude]
+    if redactor is not None:
+        regexes = redact_tree(regexes, redactor)
+    return _words([clean_text(spec.label, redactor)])[0], source, cwd, regexes[0], regexes[1:]
 
 
 def _words(words: list[str]) -> list[str]:

@@ -37,7 +37,8 @@ class Entry(Struct):
     """A stop is under way (a command waits out its stopTimeout): status `stopping`."""
     stopped: bool = False
     said: Said | None = None
-    """Its label, source and cwd as snapshots show them (`snapshot_text.said`), once made."""
+    """Its label, source, cwd, pattern and excludes as snapshots show them
+    (`snapshot_text.said`), once made."""
     failed: bool = False
     """Its source ended with an internal error (status `fatal`)."""
     last_error: str | None = None
@@ -49,7 +50,7 @@ def snapshot(entry: Entry, now: float, runner_started_at: float,
     spec, c, src = entry.spec, entry.pipeline.counters, entry.source
     if entry.said is None:  # (the spec does not change: made once)
         entry.said = said(spec, entry.pipeline.redactor)
-    label, source, cwd = entry.said
+    label, source, cwd, pattern, exclude = entry.said
     state = getattr(src, "state", None)
     status = "stopped" if entry.stopped else "fatal" if entry.failed else \
         "stopping" if entry.stopping else str(state) if state is not None else "running"
@@ -62,8 +63,8 @@ def snapshot(entry: Entry, now: float, runner_started_at: float,
         "label": label,
         "kind": spec.kind,
         "source": source,
-        "pattern": spec.pattern,
-        "exclude": list(spec.exclude),
+        "pattern": pattern,
+        "exclude": exclude,
         "caseSensitive": spec.case_sensitive,
         "fromStart": spec.from_start,
         "wake": list(spec.wake),
