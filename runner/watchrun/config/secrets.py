@@ -12,6 +12,12 @@ pattern rules), so the label, the command line, the path — in status, records,
 action bodies, `run --once --json` — hide it whole, and so does any log line that echoes it.
 A value under 8 characters is found only right after the name it follows (`password=`,
 `PGPASSWORD="`), so a short one (`--use-password=true`) does not hide every `true` of a line.
+
+A value is a secret by its place too, where the docs say a secret goes whatever its name: a
+webhook's `url` (the part of a value in its path, query or credentials) and `headers`
+(`webhook-secret`), an exec action's `env` (`exec-secret`) and a command watcher's `env`
+(`env-secret`) — each such value, and each of its words, of 8 characters or more (an `env:`
+value under 8 only right after `KEY=`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from watchrun.config.interpolate import references
 from watchrun.config.shellwords import quote
@@ -45,7 +52,67 @@ def known_secrets(root: CMap, env: Mapping[str, str]) -> tuple[Rule, ...]:
         for kind, name, value in _placed(key, text, env):
             if (kind, name, value) not in rules:
                 rules[kind, name, value] = _rule(kind, name, value)
+    named = {value for _, _, value in rules}
+    for kind, name, value in _by_place(root, env):
+        if value not in named and (kind, name, value) not in rules:
+            rules[kind, name, value] = _rule(kind, name, value)
     return tuple(r for r in rules.values() if r is not None)
+
+
+def _by_place(root: CMap, env: Mapping[str, str]) -> Iterator[tuple[str, str, str]]:
+    """(kind, the name it follows or "", value) of each value a webhook's `url` or `headers`,
+    an exec action's or a command watcher's `env` holds, with each of its words."""
+    for kind, name, text in _places(root):
+        template, mark, values = references(text, env)
+        found = [v for _, v in values] if name is not None else \
+            _url_parts(template.split(mark), [v for _, v in values])
+        for value in filter(None, found):
+            yield kind, (f"{name}=" if name and kind != "webhook-secret" else ""), value
+            for piece in sorted({unquote(value), *value.split()} - {value}):
+                yield kind, "", piece
+
+
+def _places(root: CMap) -> Iterator[tuple[str, str | None, str]]:
+    """(kind, key, text) of each `$` string in a place the docs call a secret's; the key of a
+    webhook's `url` is None (only a part of it is)."""
+    for w in _maps(root.get("watchers")):
+        if "command" in w:
+            yield from (("env-secret", k, v) for k, v in _texts(w.get("env")))
+        for a in _maps(w.get("actions")):
+            if a.get("type") == "exec":
+                yield from (("exec-secret", k, v) for k, v in _texts(a.get("env")))
+            elif a.get("type") == "webhook":
+                yield from (("webhook-secret", k, v) for k, v in _texts(a.get("headers")))
+                yield from (("webhook-secret", None, v) for _, v in _texts({"": a.get("url")}))
+
+
+def _maps(node: Any) -> list[CMap]:
+    return [x for x in node if isinstance(x, CMap)] if isinstance(node, CSeq) else []
+
+
+def _texts(node: Any) -> list[tuple[str, str]]:
+    items = node.items() if isinstance(node, dict) else ()
+    return [(str(k), v) for k, v in items if isinstance(v, str) and "$" in v]
+
+
+def _url_parts(parts: list[str], values: list[str]) -> list[str]:
+    """The part of each value that lands in the URL's credentials, path, query or fragment
+    (`${SLACK_URL}` whole: its path; `${HOST}`: nothing). A URL of another shape: each value
+    whole (it fails validation; a secret is never kept for that)."""
+    url, spans = parts[0], []
+    for value, part in zip(values, parts[1:], strict=True):
+        spans.append((len(url), len(url) + len(value)))
+        url += value + part
+    try:
+        split = urlsplit(url)
+    except ValueError:
+        return values
+    lead = f"{split.scheme}://"
+    if not split.scheme or not split.netloc or url[:len(lead)].lower() != lead.lower():
+        return values
+    host = len(lead) + split.netloc.rfind("@") + 1  # (where the host starts)
+    places = ((len(lead), host - 1), (len(lead) + len(split.netloc), len(url)))
+    return [url[max(s, a):min(e, b)] for s, e in spans for a, b in places if min(e, b) > max(s, a)]
 
 
 def _strings(node: Any, key: str) -> Iterator[tuple[str, str]]:
