@@ -49,6 +49,9 @@ def _merge_map(base: CMap, over: CMap, top: bool = False) -> CMap:
 
 
 def _merge_keyed(base: CSeq, over: CSeq, key: str, sources: bool) -> CSeq:
+    """`base` with each item of `over` merged into the earlier item of its id/name, or appended.
+    Only an earlier layer's item is merged into: a second item of one id/name in the same layer
+    is appended, so validation reports the duplicate as it does in a file given alone."""
     out = CSeq(base.origin)
     index: dict[str, int] = {}
     for item, origin in zip(base, base.origins, strict=True):
@@ -57,10 +60,8 @@ def _merge_keyed(base: CSeq, over: CSeq, key: str, sources: bool) -> CSeq:
         out.put(item, origin)
     for item, origin in zip(over, over.origins, strict=True):
         name = item.get(key) if isinstance(item, CMap) else None
-        at = index.get(name) if isinstance(name, str) else None
+        at = index.pop(name, None) if isinstance(name, str) else None
         if at is None:
-            if isinstance(name, str):
-                index[name] = len(out)
             out.put(item, origin)
             continue
         old = out[at]

@@ -1,0 +1,102 @@
+"""Layered configs (`-c` repeated): what a file alone is checked for, a layer is checked for."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from liverunner import watchrun_bin
+
+from watchrun.config import Diagnostic, load_config
+
+# (format, a layer with one id/name written twice, the list, what the error calls it)
+TWICE = [
+    ("yaml", "watchers:\n  - id: api\n    path: x.log\n    pattern: FATAL\n"
+     "  - id: api\n    path: z.log\n    pattern: Z\n", "watchers", "id `api`"),
+    ("json", '{"watchers": [{"id": "api", "path": "x.log", "pattern": "FATAL"},\n'
+     '  {"id": "api", "path": "z.log", "pattern": "Z"}]}', "watchers", "id `api`"),
+    ("toml", '[[watchers]]\nid = "api"\npath = "x.log"\npattern = "FATAL"\n'
+     '[[watchers]]\nid = "api"\npath = "z.log"\npattern = "Z"\n', "watchers", "id `api`"),
+    ("yaml", "agents:\n  - name: t\n    provider: mock\n    prompt: one\n"
+     "  - name: t\n    provider: mock\n    prompt: two\n", "agents", "name `t`"),
+    ("json", '{"agents": [{"name": "t", "provider": "mock", "prompt": "one"},\n'
+     '  {"name": "t", "provider": "mock", "prompt": "two"}]}', "agents", "name `t`"),
+    ("toml", '[[agents]]\nname = "t"\nprovider = "mock"\nprompt = "one"\n'
+     '[[agents]]\nname = "t"\nprovider = "mock"\nprompt = "two"\n', "agents", "name `t`"),
+]
+
+BASES = {
+    "other entries": "watchers:\n  - {id: other, path: y.log, pattern: Q}\n"
+                     "agents:\n  - {name: u, provider: mock}\n",
+    "the same id": "watchers:\n  - {id: api, path: y.log, pattern: Q}\n"
+                   "agents:\n  - {name: t, provider: mock}\n",
+    "no such list": "limits: {pollMs: 100}\n",
+}
+"""Earlier layers: each list the duplicate goes into already has other items, already has the
+duplicated id/name (merged into by the first of the two), or is not there at all."""
+
+
+def _duplicates(diagnostics: list[Diagnostic], what: str) -> list[Diagnostic]:
+    return [d for d in diagnostics if f"duplicate {what}" in d.message]
+
+
+def _unindexed(message: str) -> str:
+    return re.sub(r"\[\d+\]", "[N]", message)
+
+
+@pytest.mark.parametrize("base_text", BASES.values(), ids=list(BASES))
+@pytest.mark.parametrize(("fmt", "text", "key", "what"), TWICE,
+                         ids=[f"{fmt}-{key}" for fmt, _, key, _ in TWICE])
+def test_a_duplicate_inside_a_layer_is_the_error_it_is_alone(
+        tmp_path: Path, base_text: str, fmt: str, text: str, key: str, what: str) -> None:
+    """Layering merges an id/name of a LATER file into the earlier one; two items of one id in
+    the same file were merged too, the second silently overriding the first."""
+    base = tmp_path / "base.yaml"
+    base.write_text(base_text, encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    layer = tmp_path / "sub" / f"over.{fmt}"
+    layer.write_text(text, encoding="utf-8")
+    [alone] = _duplicates(load_config([layer], env={}).errors, what)
+    layered = load_config([base, layer], env={})
+    assert layered.config is None
+    [dup] = _duplicates(layered.errors, what)
+    assert (dup.file, dup.line, dup.column) == (alone.file, alone.line, alone.column)
+    assert dup.file == str(layer)
+    assert dup.line == (None if fmt == "toml" else 2 if fmt == "json" else 5)
+    assert _unindexed(dup.message) == _unindexed(alone.message) == (
+        f"duplicate {what} (also at {key}[N].{what.split()[0]}); each "
+        f"{what.split()[0]} must be unique")
+    assert re.fullmatch(rf"{key}\[\d+\]\.{what.split()[0]}", dup.path)
+
+
+def test_validate_refuses_a_layer_with_one_id_twice(tmp_path: Path) -> None:
+    """The finding's repro: `validate -c base.yaml -c sub/over.yaml` said valid (exit 0) and
+    ran `api` with the second entry's pattern."""
+    (tmp_path / "base.yaml").write_text("watchers:\n  - id: other\n    path: y.log\n"
+                                        "    pattern: Q\n", encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "over.yaml").write_text(
+        "watchers:\n  - id: api\n    path: x.log\n    pattern: FATAL\n  - id: api\n"
+        "    pattern: Z\n", encoding="utf-8")
+    proc = subprocess.run([watchrun_bin(), "validate", "-c", "base.yaml", "-c", "sub/over.yaml"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "sub/over.yaml:5:5: error: watchers[2].id: duplicate id `api` (also at " \
+           "watchers[1].id); each id must be unique" in proc.stdout + proc.stderr
+
+
+def test_a_later_layer_still_merges_by_id(tmp_path: Path) -> None:
+    """Across files the rule stands: one item per id in a later file changes the earlier one."""
+    base = tmp_path / "base.yaml"
+    base.write_text("watchers:\n  - {id: api, path: x.log, pattern: FATAL}\n", encoding="utf-8")
+    over = tmp_path / "over.json"
+    over.write_text('{"watchers": [{"id": "api", "pattern": "Z"}]}', encoding="utf-8")
+    middle = tmp_path / "middle.toml"
+    middle.write_text('[[watchers]]\nid = "api"\npattern = "Y"\n', encoding="utf-8")
+    result = load_config([base, middle, over], env={})
+    assert result.errors == []
+    assert result.config is not None
+    [api] = result.config.watchers
+    assert (api.pattern, api.path) == ("Z", tmp_path / "x.log")
