@@ -210,6 +210,61 @@ def test_the_diagnostics_are_exactly_these(tmp_path: Path, text: str,
     assert [(d.path, d.message) for d in result.errors] == said
 
 
+YAML12 = " (unquoted yes/no/on/off are strings in YAML 1.2: write true or false)"
+PLAIN = " (write true or false)"
+JW = '{"watchers": [{"id": "a", "path": "x", "pattern": "y", '
+TW = '[[watchers]]\nid = "a"\npath = "x"\npattern = "y"\n'
+NOT_BOOL = 'expected true or false, got string "{}"'
+# (format, config text, location, the whole message): the YAML 1.2 note only where it is true
+BOOL_WORDS = [
+    ("yaml", W + "    fromStart: yes\n", "watchers[0].fromStart", NOT_BOOL.format("yes") + YAML12),
+    ("yaml", W + "    caseSensitive: Off\n", "watchers[0].caseSensitive",
+     NOT_BOOL.format("Off") + YAML12),
+    ("yaml", W + "    fromStart: y\n", "watchers[0].fromStart", NOT_BOOL.format("y") + YAML12),
+    ("yaml", W + '    fromStart: "yes"\n', "watchers[0].fromStart", NOT_BOOL.format("yes") + PLAIN),
+    ("yaml", W + "    fromStart: 'on'\n", "watchers[0].fromStart", NOT_BOOL.format("on") + PLAIN),
+    ("yaml", W + "    fromStart: ${X}\n", "watchers[0].fromStart", NOT_BOOL.format("no") + PLAIN),
+    ("json", JW + '"fromStart": "yes"}]}', "watchers[0].fromStart", NOT_BOOL.format("yes") + PLAIN),
+    ("toml", TW + 'fromStart = "yes"\n', "watchers[0].fromStart", NOT_BOOL.format("yes") + PLAIN),
+    ("json", '{"limits": {"enabled": "off"}}', "limits.enabled", NOT_BOOL.format("off") + PLAIN),
+    ("toml", '[limits]\nenabled = "off"\n', "limits.enabled", NOT_BOOL.format("off") + PLAIN),
+    ("yaml", W + "    wake: on\n", "watchers[0].wake",
+     "no agent named `on`; the config has no agents" + YAML12),
+    ("yaml", W + '    wake: "on"\n', "watchers[0].wake",
+     "no agent named `on`; the config has no agents" + PLAIN),
+    ("json", JW + '"wake": "yes"}]}', "watchers[0].wake",
+     "no agent named `yes`; the config has no agents" + PLAIN),
+    ("toml", TW + 'wake = "yes"\n', "watchers[0].wake",
+     "no agent named `yes`; the config has no agents" + PLAIN),
+    # a name in a list, where true or false would not do either: no hint at all
+    ("yaml", W + "    wake: [yes]\n", "watchers[0].wake[0]",
+     "no agent named `yes`; the config has no agents"),
+    ("yaml", AG + "  - name: u\n    provider: mock\n    dependsOn: [no]\n",
+     "agents[1].dependsOn[0]", "no agent named `no`; agents: t, u"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "text", "where", "said"), BOOL_WORDS,
+                         ids=[f"{row[0]}-{row[2]}-{i}" for i, row in enumerate(BOOL_WORDS)])
+def test_the_yaml_1_2_note_only_for_an_unquoted_yaml_word(
+        tmp_path: Path, fmt: str, text: str, where: str, said: str) -> None:
+    """JSON, TOML and a quoted YAML `"yes"` were told that unquoted words are strings in YAML
+    1.2; `dependsOn: [no]` was told to write true or false."""
+    result = load_text(tmp_path, text, fmt, env={"X": "no"})
+    assert [(d.path, d.message) for d in result.errors] == [(where, said)]
+
+
+def test_the_note_follows_the_layer_that_set_the_value(tmp_path: Path) -> None:
+    base = tmp_path / "base.yaml"
+    base.write_text(W + "    fromStart: yes\n    caseSensitive: on\n", encoding="utf-8")
+    over = tmp_path / "over.json"
+    over.write_text('{"watchers": [{"id": "a", "fromStart": "no"}]}', encoding="utf-8")
+    result = load_config([base, over], env={})
+    assert [(d.file, d.path, d.message) for d in result.errors] == [
+        (str(base), "watchers[0].caseSensitive", NOT_BOOL.format("on") + YAML12),
+        (str(over), "watchers[0].fromStart", NOT_BOOL.format("no") + PLAIN)]
+
+
 @pytest.mark.parametrize(("fmt", "text", "where", "phrase"), INVALID)
 def test_invalid_config(tmp_path: Path, fmt: str, text: str, where: str, phrase: str) -> None:
     result = load_text(tmp_path, text, fmt)

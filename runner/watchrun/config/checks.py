@@ -10,12 +10,12 @@ from typing import Any
 
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.tree import CMap, KeyPath, format_path, locate
+from watchrun.config.yaml_tree import bool_hint
 from watchrun.match.syntax import prepare
 
 __all__ = ["CRON_ALIASES", "Ctx", "quoted"]
 
 CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n"}
 
 
 def quoted(pattern: str, limit: int = 200) -> str:
@@ -206,6 +206,8 @@ class Ctx:
         for where, name in names:
             if name not in agents:
                 known = did_you_mean_agents(name, agents)
+                if where == path:  # (`wake: yes` alone: true or false would do)
+                    known += bool_hint(self.report, path, name)
                 self.report.error(where, f"no agent named `{name}`{known}")
         return tuple(n for _, n in names)
 
@@ -218,7 +220,4 @@ each would be gone (in a command, a NUL has its own error)."""
 def did_you_mean_agents(name: str, agents: list[str]) -> str:
     from watchrun.config.schema import did_you_mean
 
-    hint = did_you_mean(name, agents, "agents") if agents else "; the config has no agents"
-    if name.lower() in _YAML11_BOOLS:
-        hint += " (unquoted yes/no/on/off are strings in YAML 1.2: write true or false)"
-    return hint
+    return did_you_mean(name, agents, "agents") if agents else "; the config has no agents"

@@ -99,6 +99,9 @@ class Reporter:
         self.root: Any = None
         self.diagnostics: list[Diagnostic] = []
         self._muted: set[str] = set()
+        self.yaml_words: set[Origin] = set()
+        """Where a value was an unquoted YAML `yes`/`no`/`on`/`off`/`y`/`n` (the origin its
+        key or list item is located at): a boolean to YAML 1.1, a string here."""
 
     def mute_failed_paths(self) -> None:
         """Drop later errors at paths that already have one (e.g. a failed `${VAR}`)."""

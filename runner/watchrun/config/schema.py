@@ -13,6 +13,7 @@ from typing import Any
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.numbers import short_number
 from watchrun.config.units import DURATION_HELP, SIZE_HELP
+from watchrun.config.yaml_tree import bool_hint
 
 __all__ = [
     "SCHEMA_FILES",
@@ -52,7 +53,6 @@ _TYPES = {
     "object": "a mapping",
     "null": "null",
 }
-_YAML11_BOOLS = {"yes", "no", "on", "off", "y", "n"}
 
 
 def schema_text(name: str) -> str:
@@ -151,7 +151,7 @@ def check_schema(tree: Any, report: Reporter) -> None:
     """Report every JSON Schema error of `tree` with its location, value and what is allowed."""
     for err in _validator().iter_errors(tree):
         path = tuple(err.absolute_path)
-        for sub_path, message in _translate(err):
+        for sub_path, message in _translate(err, report):
             report.error(path + sub_path, message)
 
 
@@ -168,8 +168,8 @@ def _fitting_branch(err: Any) -> list[Any]:
             e.relative_schema_path[0] == fits[0]]
 
 
-def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
-    """(extra path, message) pairs for one jsonschema error."""
+def _translate(err: Any, report: Reporter) -> list[tuple[tuple[str | int, ...], str]]:
+    """(extra path, message) pairs for one jsonschema error (`report`: where it was written)."""
     kind, value, schema = err.validator, err.instance, err.schema
     if kind == "additionalProperties":
         allowed = list(schema.get("properties", {}))
@@ -191,7 +191,7 @@ def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
         return [((), f"{describe_value(value)} {_TITLED[title]}")]
     if kind in ("anyOf", "oneOf") and (fitting := _fitting_branch(err)):
         return [(tuple(e.relative_path) + sub, message)
-                for e in fitting for sub, message in _translate(e)]
+                for e in fitting for sub, message in _translate(e, report)]
     branches = err.validator_value if kind in ("anyOf", "oneOf") else []
     types = [str(b["type"]) for b in branches if isinstance(b, dict)
              and isinstance(b.get("type"), str)]
@@ -209,9 +209,7 @@ def _translate(err: Any) -> list[tuple[tuple[str | int, ...], str]]:
         types = [str(t) for t in (err.validator_value if isinstance(err.validator_value, list)
                                   else [err.validator_value])]
         want = " or ".join(_TYPES.get(t, t) for t in types)
-        hint = ""
-        if "boolean" in types and isinstance(value, str) and value.lower() in _YAML11_BOOLS:
-            hint = " (unquoted yes/no/on/off are strings in YAML 1.2: write true or false)"
+        hint = bool_hint(report, tuple(err.absolute_path), value) if "boolean" in types else ""
         return [((), f"expected {want}, got {describe_value(value)}{hint}")]
     if kind == "enum":
         choices = [str(c) for c in err.validator_value]

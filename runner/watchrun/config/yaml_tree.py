@@ -8,12 +8,26 @@ from typing import Any
 
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.numbers import TooLong, read_int
-from watchrun.config.tree import CMap, CSeq, Origin
+from watchrun.config.tree import CMap, CSeq, KeyPath, Origin, locate
 
 MAX_NODES = 200_000
 """More values than this (an alias bomb) is refused rather than expanded."""
 
 _YAML = "tag:yaml.org,2002:"
+
+_YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
+"""Booleans to YAML 1.1 (and PyYAML), strings to YAML 1.2 and so to watchrun."""
+
+
+def bool_hint(report: Reporter, path: KeyPath, value: object) -> str:
+    """What to add to an error where true or false would do and `value` is a string such as
+    `yes`: the YAML 1.2 note only where an unquoted YAML scalar was read (`fromStart: yes`),
+    plain advice for a quoted one, JSON, TOML or an interpolated value; else nothing."""
+    if not isinstance(value, str) or value.lower() not in _YAML11_BOOLS:
+        return ""
+    if locate(report.root, path) in report.yaml_words:
+        return " (unquoted yes/no/on/off are strings in YAML 1.2: write true or false)"
+    return " (write true or false)"
 
 
 _ODD_BREAK = re.compile("[\x85\u2028\u2029]")
@@ -92,7 +106,7 @@ class _YamlBuilder:
         if isinstance(node, yaml.SequenceNode):
             seq = CSeq(self.origin(node))
             for i, item in enumerate(node.value):
-                seq.put(self.build(item, (*path, i)), self.origin(item))
+                seq.put(self.build(item, (*path, i)), self.note(item, self.origin(item)))
             return seq
         return self.scalar(node, path)
 
@@ -117,7 +131,15 @@ class _YamlBuilder:
                 self.report.error((*path, key), f"duplicate key `{key}` (first set at line "
                                   f"{first.line}); remove one of them", self.origin(knode))
             own.add(key)
-            out.put(key, self.build(vnode, (*path, key)), self.origin(knode))
+            out.put(key, self.build(vnode, (*path, key)), self.note(vnode, self.origin(knode)))
+
+    def note(self, node: Any, origin: Origin) -> Origin:
+        """`origin`, where `node`'s value is put; noted when it is an unquoted YAML 1.1 boolean
+        other than true/false."""
+        if isinstance(node.value, str) and not node.style \
+                and node.value.lower() in _YAML11_BOOLS:
+            self.report.yaml_words.add(origin)
+        return origin
 
     def scalar(self, node: Any, path: tuple[str | int, ...]) -> Any:
         tag, value = node.tag, node.value
