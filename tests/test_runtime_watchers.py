@@ -181,6 +181,42 @@ def test_add_refuses_an_id_in_use_and_more_than_max_watchers(tmp_path: Path) -> 
         assert r.stop() == 0
 
 
+def test_add_refuses_a_previous_id_in_use(tmp_path: Path) -> None:
+    """A config's `previousId: app` next to a watcher `app` is an error; an `add` with it was
+    accepted and renamed app's checkpoint to the new id while app read on."""
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]})
+    (tmp_path / "app.log").write_text("one\n")
+    (tmp_path / "one.log").write_text("two\n")
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        state = r.out / "state"
+        wait_for(lambda: (state / "app.checkpoint.json").exists(), "app's checkpoint")
+        assert wr(tmp_path, "add", "one", "--path", "one.log", "--pattern", "x").returncode == 0
+        wait_for(lambda: (state / "one.checkpoint.json").exists(), "one's checkpoint")
+        for prev, other, origin in (("app", "app", "config"), ("APP", "app", "config"),
+                                    ("one", "one", "runtime")):
+            reply = r.control({"cmd": "add", "watcher": {
+                "id": "renamed", "path": str(tmp_path / "app.log"), "pattern": "x",
+                "previousId": prev}})
+            assert reply["error"]["code"] == "invalid", reply
+            assert reply["error"]["diagnostics"] == [{
+                "path": "watchers[0].previousId", "severity": "error", "message":
+                f"{prev!r} is the id of a {origin} watcher (`{other}`), whose checkpoint it "
+                "reads on with; previousId names the id this watcher had before it was renamed "
+                "(a checkpoint no watcher uses)"}]
+        assert sorted(p.name for p in state.glob("*.checkpoint.json")) == [
+            "app.checkpoint.json", "one.checkpoint.json"]
+        assert set(listed(r)) == {"app", "one"}
+        reply = r.control({"cmd": "add", "watcher": {  # an id no watcher uses: adopted
+            "id": "renamed", "path": str(tmp_path / "app.log"), "pattern": "x",
+            "previousId": "gone"}})
+        assert reply["ok"], reply
+    finally:
+        assert r.stop() == 0
+
+
 def test_a_runtime_watcher_wakes_an_agent(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"agents": [MOCK_AGENT], "watchers": [
         {"id": "cfg", "path": "cfg.log", "pattern": "ERROR"}]})

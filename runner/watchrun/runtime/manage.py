@@ -84,7 +84,7 @@ async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, An
             n = sum(d.severity == "error" for d in diagnostics)
             raise Refused("invalid", f"the watcher has {n} error{'' if n == 1 else 's'}; "
                           "nothing was started", diagnostics=[d.to_dict() for d in diagnostics])
-        _unused(sup, spec.id)
+        _unused(sup, spec)
         _room(sup)
         sup.set.runtime[spec.id] = spec
         sup.track_actions(spec)
@@ -214,19 +214,32 @@ def _can_change(sup: Managing, what: str) -> None:
         raise Refused("refused", "limits.enabled is false: this runner runs no watchers")
 
 
-def _unused(sup: Managing, wid: str) -> None:
-    """An id names a JSONL file and a checkpoint: it may not be one in use, even in case."""
+def _taken(sup: Managing, wid: str) -> str | None:
+    """The id in use (running, held, stopped but kept, configured) that is `wid` ignoring case:
+    ids are file names (its JSONL, its checkpoint)."""
     taken = {*sup.set.running, *sup.set.later, *sup.board.entries, *sup.set.runtime,
              *(w.id for w in sup.config.watchers)}
-    for other in sorted(taken):
-        if other.lower() == wid.lower():
-            how = "" if other == wid else f" (as `{other}`: ids are file names, so they must " \
-                "differ in more than case)"
-            origin = sup.set.origin(other)
-            raise Refused("exists", f"watcher id `{wid}` is in use by a {origin} watcher{how}; "
-                          f"pick another id, or `watchrun restart {other}`", id=wid,
-                          diagnostics=[{"path": "watchers[0].id", "severity": "error",
-                                        "message": f"duplicate id `{wid}`"}])
+    return next((other for other in sorted(taken) if other.lower() == wid.lower()), None)
+
+
+def _unused(sup: Managing, spec: WatcherSpec) -> None:
+    """An added watcher's id may not be one in use, even in case; nor its `previousId`, as in a
+    config: the checkpoint it would adopt is the one that watcher reads on with."""
+    wid, prev = spec.id, spec.previous_id
+    if prev is not None and (other := _taken(sup, prev)) is not None:
+        message = (f"{prev!r} is the id of a {sup.set.origin(other)} watcher (`{other}`), "
+                   "whose checkpoint it reads on with; previousId names the id this watcher "
+                   "had before it was renamed (a checkpoint no watcher uses)")
+        raise Refused("invalid", "the watcher has 1 error; nothing was started", id=wid,
+                      diagnostics=[{"path": "watchers[0].previousId", "severity": "error",
+                                    "message": message}])
+    if (other := _taken(sup, wid)) is not None:
+        how = "" if other == wid else f" (as `{other}`: ids are file names, so they must " \
+            "differ in more than case)"
+        raise Refused("exists", f"watcher id `{wid}` is in use by a {sup.set.origin(other)} "
+                      f"watcher{how}; pick another id, or `watchrun restart {other}`", id=wid,
+                      diagnostics=[{"path": "watchers[0].id", "severity": "error",
+                                    "message": f"duplicate id `{wid}`"}])
 
 
 def _room(sup: Managing) -> None:
