@@ -10,6 +10,7 @@ import pytest
 from liverunner import watchrun_bin
 
 from watchrun.config import Diagnostic, load_config
+from watchrun.config.model import GateSpec
 
 # (format, a layer with one id/name written twice, the list, what the error calls it)
 TWICE = [
@@ -100,3 +101,61 @@ def test_a_later_layer_still_merges_by_id(tmp_path: Path) -> None:
     assert result.config is not None
     [api] = result.config.watchers
     assert (api.pattern, api.path) == ("Z", tmp_path / "x.log")
+
+
+COMMAND_BASE = ("watchers:\n  - id: b\n    command: make\n    cwd: sub\n    env: {A: x}\n"
+                "    restart: always\n    restartDelay: 2s\n    schedule: '@hourly'\n"
+                "    gate: {exitCode: true, maxMatches: 3}\n    pattern: x\n")
+FILE_BASE = ("watchers:\n  - id: b\n    path: b.log\n    fromStart: true\n    previousId: old\n"
+             "    pattern: x\n")
+# (format, a layer that switches watcher `b` to a file watcher, one that switches it to a command)
+SWITCH = [
+    ("yaml", "watchers:\n  - id: b\n    path: b.log\n",
+     "watchers:\n  - id: b\n    command: make\n"),
+    ("json", '{"watchers": [{"id": "b", "path": "b.log"}]}',
+     '{"watchers": [{"id": "b", "command": "make"}]}'),
+    ("toml", '[[watchers]]\nid = "b"\npath = "b.log"\n',
+     '[[watchers]]\nid = "b"\ncommand = "make"\n'),
+]
+
+
+@pytest.mark.parametrize(("fmt", "to_file", "to_command"), SWITCH)
+def test_a_layer_that_switches_a_watcher_s_kind_drops_the_old_kind_s_keys(
+        tmp_path: Path, fmt: str, to_file: str, to_command: str) -> None:
+    """A layer setting `path` on a command watcher kept its `cwd`, `env`, `restart`, …: the
+    merged config was refused at the base file's lines (`cwd applies only to command
+    watchers`), and no layer could unset them."""
+    (tmp_path / "cmd.yaml").write_text(COMMAND_BASE, encoding="utf-8")
+    (tmp_path / "file.yaml").write_text(FILE_BASE, encoding="utf-8")
+    (tmp_path / f"to_file.{fmt}").write_text(to_file, encoding="utf-8")
+    (tmp_path / f"to_command.{fmt}").write_text(to_command, encoding="utf-8")
+    made_file = load_config([tmp_path / "cmd.yaml", tmp_path / f"to_file.{fmt}"], env={})
+    assert made_file.errors == [], [d.format() for d in made_file.errors]
+    assert made_file.config is not None
+    [b] = made_file.config.watchers
+    assert (b.kind, b.path, b.cwd, b.env, b.schedule) == ("file", tmp_path / "b.log", None,
+                                                          {}, None)
+    assert b.gate == GateSpec(max_matches=3)
+    made_command = load_config([tmp_path / "file.yaml", tmp_path / f"to_command.{fmt}"], env={})
+    assert made_command.errors == [], [d.format() for d in made_command.errors]
+    assert made_command.config is not None
+    [b] = made_command.config.watchers
+    assert (b.kind, b.command, b.from_start, b.previous_id) == ("command", "make", False, None)
+
+
+def test_the_same_kind_keeps_its_keys_and_a_gate_on_the_exit_code_alone_goes(
+        tmp_path: Path) -> None:
+    (tmp_path / "cmd.yaml").write_text(COMMAND_BASE, encoding="utf-8")
+    (tmp_path / "new.yaml").write_text("watchers:\n  - id: b\n    command: make all\n",
+                                       encoding="utf-8")
+    config = load_config([tmp_path / "cmd.yaml", tmp_path / "new.yaml"], env={}).require()
+    [b] = config.watchers
+    assert (b.command, b.cwd, b.schedule) == ("make all", tmp_path / "sub", "@hourly")
+    assert b.gate == GateSpec(max_matches=3, exit_code=True)
+    (tmp_path / "gate.yaml").write_text(
+        "watchers:\n  - id: b\n    command: make\n    gate: {exitCode: true}\n    pattern: x\n",
+        encoding="utf-8")
+    (tmp_path / "file.yaml").write_text("watchers:\n  - id: b\n    path: b.log\n",
+                                        encoding="utf-8")
+    config = load_config([tmp_path / "gate.yaml", tmp_path / "file.yaml"], env={}).require()
+    assert config.watchers[0].gate is None

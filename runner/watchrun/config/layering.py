@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from watchrun.config.tree import CMap, CSeq
+from watchrun.config.watchers import COMMAND_ONLY, FILE_ONLY
 
 __all__ = ["layer"]
 
@@ -65,11 +66,33 @@ def _merge_keyed(base: CSeq, over: CSeq, key: str, sources: bool) -> CSeq:
             out.put(item, origin)
             continue
         old = out[at]
-        if sources and any(k in item for k in _SOURCE_KEYS):
-            old = _without(old, _SOURCE_KEYS)
+        if sources:
+            old = _switched(old, item)
         out[at] = _merge_map(old, item)
         out.origins[at] = origin
     return out
+
+
+def _switched(old: CMap, over: CMap) -> CMap:
+    """Watcher `old` without its source when `over` sets one; and when that changes its kind,
+    without the keys only its old kind may set (a command watcher made a file watcher loses its
+    `cwd`, `env`, `restart`, `restartDelay`, `schedule` and `gate.exitCode`; a file watcher made
+    a command watcher its `fromStart` and `previousId`), which the new kind may not have."""
+    if not any(k in over for k in _SOURCE_KEYS):
+        return old
+    if "path" in over and "command" not in over and "command" in old:
+        out = _without(old, (*_SOURCE_KEYS, *COMMAND_ONLY))
+        gate = out.get("gate")
+        if isinstance(gate, CMap) and "exitCode" in gate:
+            rest = _without(gate, ("exitCode",))
+            if rest:
+                out.put("gate", rest, out.origins["gate"])
+            else:  # (a gate on the exit code alone: no condition is left)
+                out = _without(out, ("gate",))
+        return out
+    if "command" in over and "path" not in over and "path" in old:
+        return _without(old, (*_SOURCE_KEYS, *FILE_ONLY))
+    return _without(old, _SOURCE_KEYS)
 
 
 def _without(tree: CMap, keys: tuple[str, ...]) -> CMap:
