@@ -404,6 +404,43 @@ def test_an_added_watcher_whose_jsonl_cannot_be_opened_leaves_nothing(tmp_path: 
         assert r.stop() == 0
 
 
+def test_a_reloaded_watcher_renamed_from_a_runtime_one_takes_its_place(tmp_path: Path) -> None:
+    """A config watcher with `previousId: one`, `one` added at runtime: the reload started it on
+    one's checkpoint (renamed away) while `one` read on beside it, no problem said; each line
+    of one.log was then matched twice, in two streams."""
+    base = {"watchers": [{"id": "cfg", "path": "cfg.log", "pattern": "ERROR"}]}
+    config = write_config(tmp_path, base)
+    (tmp_path / "one.log").write_text("before the add\n")
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        state = r.out / "state"
+        assert wr(tmp_path, "add", "one", "--path", "one.log", "--pattern", "ERROR").returncode == 0
+        wait_for(lambda: (state / "one.checkpoint.json").exists(), "one's checkpoint")
+        with open(tmp_path / "one.log", "a") as f:
+            f.write("ERROR 1\n")
+        wait_for(lambda: len(r.matches("one")) == 1, "one's match")
+        write_config(tmp_path, {"watchers": [*base["watchers"], {
+            "id": "two", "path": "one.log", "pattern": "ERROR", "previousId": "one"}]})
+        r.send(signal.SIGHUP)
+        wait_for(lambda: "one" not in listed(r) and "two" in listed(r), "two in one's place")
+        assert (listed(r)["two"]["origin"], listed(r)["two"]["status"]) == ("config", "running")
+        assert (state / "two.checkpoint.json").exists()
+        assert not (state / "one.checkpoint.json").exists()
+        problems = r.control({"cmd": "status"})["problems"]
+        assert any(x.startswith("one: reload: the config's watcher two has this id as its "
+                                "previousId") for x in problems), problems
+        with open(tmp_path / "one.log", "a") as f:
+            f.write("ERROR 2\n")
+        wait_for(lambda: len(r.matches("two")) == 1, "two's match")
+        assert [m["line"] for m in r.matches("two")] == ["ERROR 2"]  # not ERROR 1 again
+        assert [m["line"] for m in r.matches("one")] == ["ERROR 1"]  # not ERROR 2 as well
+        p = wr(tmp_path, "start", "one")
+        assert p.returncode == 2 and "no watcher 'one'" in p.stderr
+    finally:
+        assert r.stop() == 0
+
+
 def test_a_reloaded_watcher_whose_jsonl_is_a_symlink_is_not_started(tmp_path: Path) -> None:
     """docs/security.md: on a reload, a new watcher whose JSONL is a planted symlink is not
     started, the target is untouched, the log names the path and `status` lists the problem;

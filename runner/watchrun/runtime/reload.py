@@ -4,11 +4,12 @@ start, but a watcher stopped by request (`watchrun stop`), changed or not, stays
 supervisord's `update` leaves a program a user stopped) until `watchrun start` starts it with
 the config's spec. Watchers added at runtime are in no file: they keep running (restarted when
 the limits or output settings change), unless the config now names their id, which then is the
-config's, or `limits.maxWatchers` has no room left for them after the config's (the oldest kept
-first), or they wake an agent the config no longer has (stopped: their matches would wake no
-one; what they matched before, with the agent's queue, is recorded dropped). A removed file
-watcher whose file is gone is forgotten (runtime/forgetting.py). No step's
-failure ends the runner: each is reported (log, `status`, an `error` record where the watcher
+config's, or names it as a watcher's `previousId` (that watcher adopts its checkpoint: it is
+stopped and forgotten), or `limits.maxWatchers` has no room left for them after the config's
+(the oldest kept first), or they wake an agent the config no longer has (stopped: their
+matches would wake no one; what they matched before, with the agent's queue, is recorded
+dropped). A removed file watcher whose file is gone is forgotten (runtime/forgetting.py). No
+step's failure ends the runner: each is reported (log, `status`, an `error` record where the watcher
 has a sink) and the rest goes on."""
 
 from __future__ import annotations
@@ -114,6 +115,8 @@ async def apply(sup: Reloading, new: Config) -> str | None:
     wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
     no_room: set[str] = set()
     orphans: set[str] = set()
+    renamed = {w.previous_id.lower(): w.id for w in wanted.values() if w.previous_id}
+    taken_over: set[str] = set()
     for wid, spec in list(sup.set.runtime.items()):
         if wid in wanted:
             del sup.set.runtime[wid]
@@ -122,6 +125,12 @@ async def apply(sup: Reloading, new: Config) -> str | None:
                 entry.origin = "config"
             sup.problem("reload: the config now names this id, so the config's watcher "
                         "replaces the one added at runtime", wid)
+        elif wid.lower() in renamed:  # (its checkpoint is adopted: it may not read on too)
+            del sup.set.runtime[wid]
+            taken_over.add(wid)
+            sup.problem(f"reload: the config's watcher {renamed[wid.lower()]} has this id as "
+                        "its previousId, so it replaces the one added at runtime and reads on "
+                        "from its checkpoint: stopped and forgotten", wid)
         elif wid in sup.set.running and new.limits.enabled:
             if gone := new.missing_agents(spec):  # (as a config watcher's is checked: one
                 # would make the config invalid)
@@ -159,6 +168,8 @@ async def apply(sup: Reloading, new: Config) -> str | None:
             await sup.hub.settle()
     except Exception as exc:
         sup.problem(f"reload: the removed agents could not be closed: {exc}")
+    for wid in taken_over:  # (stopped above, its checkpoint saved: now the config's to adopt)
+        sup.board.forget(wid)
     todo = [spec for wid, spec in wanted.items()
             if wid not in sup.set.running and wid not in held]
     if sup.stop_heard is not None and todo:  # the runner stops next: nothing starts now
