@@ -407,7 +407,8 @@ def test_an_added_watcher_whose_jsonl_cannot_be_opened_leaves_nothing(tmp_path: 
 def test_a_reloaded_watcher_renamed_from_a_runtime_one_takes_its_place(tmp_path: Path) -> None:
     """A config watcher with `previousId: one`, `one` added at runtime: the reload started it on
     one's checkpoint (renamed away) while `one` read on beside it, no problem said; each line
-    of one.log was then matched twice, in two streams."""
+    of one.log was then matched twice, in two streams. A config id `APP` beside a runtime `app`
+    was let run beside it too."""
     base = {"watchers": [{"id": "cfg", "path": "cfg.log", "pattern": "ERROR"}]}
     config = write_config(tmp_path, base)
     (tmp_path / "one.log").write_text("before the add\n")
@@ -437,6 +438,17 @@ def test_a_reloaded_watcher_renamed_from_a_runtime_one_takes_its_place(tmp_path:
         assert [m["line"] for m in r.matches("one")] == ["ERROR 1"]  # not ERROR 2 as well
         p = wr(tmp_path, "start", "one")
         assert p.returncode == 2 and "no watcher 'one'" in p.stderr
+        # An id that differs only in case (both JSONL files share a name where case is not
+        # told apart, as `add` refuses): the config's takes its place too.
+        assert wr(tmp_path, "add", "app", "--path", "one.log", "--pattern", "x").returncode == 0
+        write_config(tmp_path, {"watchers": [*base["watchers"], {
+            "id": "two", "path": "one.log", "pattern": "ERROR"},
+            {"id": "APP", "path": "one.log", "pattern": "y"}]})
+        r.send(signal.SIGHUP)
+        wait_for(lambda: "app" not in listed(r) and "APP" in listed(r), "APP in app's place")
+        problems = r.control({"cmd": "status"})["problems"]
+        assert any(x.startswith("app: reload: the config's watcher APP differs from this id "
+                                "only in case") for x in problems), problems
     finally:
         assert r.stop() == 0
 

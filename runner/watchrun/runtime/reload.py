@@ -4,13 +4,13 @@ start, but a watcher stopped by request (`watchrun stop`), changed or not, stays
 supervisord's `update` leaves a program a user stopped) until `watchrun start` starts it with
 the config's spec. Watchers added at runtime are in no file: they keep running (restarted when
 the limits or output settings change), unless the config now names their id, which then is the
-config's, or names it as a watcher's `previousId` (that watcher adopts its checkpoint: it is
-stopped and forgotten), or `limits.maxWatchers` has no room left for them after the config's
-(the oldest kept first), or they wake an agent the config no longer has (stopped: their
-matches would wake no one; what they matched before, with the agent's queue, is recorded
-dropped). A removed file watcher whose file is gone is forgotten (runtime/forgetting.py). No
-step's failure ends the runner: each is reported (log, `status`, an `error` record where the watcher
-has a sink) and the rest goes on."""
+config's, or names it in other case or as a watcher's `previousId` (that watcher takes its
+place: it is stopped and forgotten), or `limits.maxWatchers` has no room left for them after
+the config's (the oldest kept first), or they wake an agent the config no longer has (stopped:
+their matches would wake no one; what they matched before, with the agent's queue, is
+recorded dropped). A removed file watcher whose file is gone is forgotten
+(runtime/forgetting.py). No step's failure ends the runner: each is reported (log, `status`, an
+`error` record where the watcher has a sink) and the rest goes on."""
 
 from __future__ import annotations
 
@@ -116,6 +116,7 @@ async def apply(sup: Reloading, new: Config) -> str | None:
     no_room: set[str] = set()
     orphans: set[str] = set()
     renamed = {w.previous_id.lower(): w.id for w in wanted.values() if w.previous_id}
+    in_case = {wid.lower(): wid for wid in wanted}
     taken_over: set[str] = set()
     for wid, spec in list(sup.set.runtime.items()):
         if wid in wanted:
@@ -131,6 +132,12 @@ async def apply(sup: Reloading, new: Config) -> str | None:
             sup.problem(f"reload: the config's watcher {renamed[wid.lower()]} has this id as "
                         "its previousId, so it replaces the one added at runtime and reads on "
                         "from its checkpoint: stopped and forgotten", wid)
+        elif wid.lower() in in_case:  # (ids are file names: as `add` refuses it)
+            del sup.set.runtime[wid]
+            taken_over.add(wid)
+            sup.problem(f"reload: the config's watcher {in_case[wid.lower()]} differs from this "
+                        "id only in case, and ids are file names, so it replaces the one added "
+                        "at runtime: stopped and forgotten", wid)
         elif wid in sup.set.running and new.limits.enabled:
             if gone := new.missing_agents(spec):  # (as a config watcher's is checked: one
                 # would make the config invalid)
