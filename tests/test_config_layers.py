@@ -11,6 +11,7 @@ from liverunner import watchrun_bin
 
 from watchrun.config import Diagnostic, load_config
 from watchrun.config.model import GateSpec
+from watchrun.config.validate import PROVIDER_COMMANDS
 
 # (format, a layer with one id/name written twice, the list, what the error calls it)
 TWICE = [
@@ -159,3 +160,41 @@ def test_the_same_kind_keeps_its_keys_and_a_gate_on_the_exit_code_alone_goes(
                                         encoding="utf-8")
     config = load_config([tmp_path / "gate.yaml", tmp_path / "file.yaml"], env={}).require()
     assert config.watchers[0].gate is None
+
+
+AGENT_BASE = ("agents:\n  - name: t\n    provider: claude\n"
+              "    command: 'claude --model opus -p {prompt}'\n")
+# (format, a layer that switches agent t to codex, one to generic, one that keeps claude)
+REPROVIDE = [
+    ("yaml", "agents:\n  - {name: t, provider: codex}\n",
+     "agents:\n  - {name: t, provider: generic}\n",
+     "agents:\n  - {name: t, provider: claude, deadline: 5m}\n"),
+    ("json", '{"agents": [{"name": "t", "provider": "codex"}]}',
+     '{"agents": [{"name": "t", "provider": "generic"}]}',
+     '{"agents": [{"name": "t", "provider": "claude", "deadline": "5m"}]}'),
+    ("toml", '[[agents]]\nname = "t"\nprovider = "codex"\n',
+     '[[agents]]\nname = "t"\nprovider = "generic"\n',
+     '[[agents]]\nname = "t"\nprovider = "claude"\ndeadline = "5m"\n'),
+]
+
+
+@pytest.mark.parametrize(("fmt", "to_codex", "to_generic", "same"), REPROVIDE)
+def test_a_layer_that_changes_an_agent_s_provider_drops_the_old_command(
+        tmp_path: Path, fmt: str, to_codex: str, to_generic: str, same: str) -> None:
+    """`provider: codex` in a layer over a claude agent with its own command ran `claude …`
+    under the codex adapter (which reads codex's output), valid and silent."""
+    base = tmp_path / "base.yaml"
+    base.write_text(AGENT_BASE, encoding="utf-8")
+    layers = {}
+    for name, text in (("codex", to_codex), ("generic", to_generic), ("same", same)):
+        layers[name] = tmp_path / f"{name}.{fmt}"
+        layers[name].write_text(text, encoding="utf-8")
+    [t] = load_config([base, layers["codex"]], env={}).require().agents
+    assert (t.provider, t.command) == ("codex", PROVIDER_COMMANDS["codex"])
+    generic = load_config([base, layers["generic"]], env={})
+    assert [(d.file, d.path, d.message) for d in generic.errors] == [
+        (str(layers["generic"]), "agents[0].command",
+         "is required for provider `generic` (it has no default command)")]
+    [t] = load_config([base, layers["same"]], env={}).require().agents
+    assert (t.provider, t.command, t.deadline_ms) == (
+        "claude", ("claude", "--model", "opus", "-p", "{prompt}"), 300_000)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from watchrun.config.tree import CMap, CSeq
@@ -35,7 +36,8 @@ def _merge_map(base: CMap, over: CMap, top: bool = False) -> CMap:
     for key, value in over.items():
         old = out.get(key)
         if top and key in _KEYED_LISTS and isinstance(old, CSeq) and isinstance(value, CSeq):
-            merged: Any = _merge_keyed(old, value, _KEYED_LISTS[key], key == "watchers")
+            merged: Any = _merge_keyed(old, value, _KEYED_LISTS[key],
+                                       _switched if key == "watchers" else _reprovided)
         elif top and key in _APPENDED_LISTS and isinstance(old, CSeq) and isinstance(value, CSeq):
             merged = CSeq(old.origin)
             for item, origin in [*zip(old, old.origins, strict=True),
@@ -49,10 +51,12 @@ def _merge_map(base: CMap, over: CMap, top: bool = False) -> CMap:
     return out
 
 
-def _merge_keyed(base: CSeq, over: CSeq, key: str, sources: bool) -> CSeq:
+def _merge_keyed(base: CSeq, over: CSeq, key: str,
+                 before: Callable[[CMap, CMap], CMap]) -> CSeq:
     """`base` with each item of `over` merged into the earlier item of its id/name, or appended.
     Only an earlier layer's item is merged into: a second item of one id/name in the same layer
-    is appended, so validation reports the duplicate as it does in a file given alone."""
+    is appended, so validation reports the duplicate as it does in a file given alone.
+    `before(old, over)`: the earlier item as `over` is merged into it."""
     out = CSeq(base.origin)
     index: dict[str, int] = {}
     for item, origin in zip(base, base.origins, strict=True):
@@ -65,10 +69,7 @@ def _merge_keyed(base: CSeq, over: CSeq, key: str, sources: bool) -> CSeq:
         if at is None:
             out.put(item, origin)
             continue
-        old = out[at]
-        if sources:
-            old = _switched(old, item)
-        out[at] = _merge_map(old, item)
+        out[at] = _merge_map(before(out[at], item), item)
         out.origins[at] = origin
     return out
 
@@ -93,6 +94,14 @@ def _switched(old: CMap, over: CMap) -> CMap:
     if "command" in over and "path" not in over and "path" in old:
         return _without(old, (*_SOURCE_KEYS, *FILE_ONLY))
     return _without(old, _SOURCE_KEYS)
+
+
+def _reprovided(old: CMap, over: CMap) -> CMap:
+    """Agent `old` without its `command` when `over` changes its `provider` and sets none: the
+    provider reads its command's output, so the old provider's command is not the new one's."""
+    if "provider" in over and "command" not in over and over["provider"] != old.get("provider"):
+        return _without(old, ("command",))
+    return old
 
 
 def _without(tree: CMap, keys: tuple[str, ...]) -> CMap:
