@@ -438,6 +438,9 @@ def test_a_reloaded_watcher_renamed_from_a_runtime_one_takes_its_place(tmp_path:
         assert [m["line"] for m in r.matches("one")] == ["ERROR 1"]  # not ERROR 2 as well
         p = wr(tmp_path, "start", "one")
         assert p.returncode == 2 and "no watcher 'one'" in p.stderr
+        p = wr(tmp_path, "add", "ONE", "--path", "one.log", "--pattern", "x")  # (a retired name)
+        assert p.returncode == 2 and "watcher id `ONE` is the previousId of the config's " \
+            "watcher two" in p.stderr
         # An id that differs only in case (both JSONL files share a name where case is not
         # told apart, as `add` refuses): the config's takes its place too.
         assert wr(tmp_path, "add", "app", "--path", "one.log", "--pattern", "x").returncode == 0

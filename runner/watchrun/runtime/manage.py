@@ -223,8 +223,9 @@ def _taken(sup: Managing, wid: str) -> str | None:
 
 
 def _unused(sup: Managing, spec: WatcherSpec) -> None:
-    """An added watcher's id may not be one in use, even in case; nor its `previousId`, as in a
-    config: the checkpoint it would adopt is the one that watcher reads on with."""
+    """An added watcher's id may not be one in use, even in case, nor a config watcher's
+    `previousId`; nor may its `previousId` be an id in use, as in a config: the checkpoint it
+    would adopt is the one that watcher reads on with."""
     wid, prev = spec.id, spec.previous_id
     if prev is not None and (other := _taken(sup, prev)) is not None:
         message = (f"{prev!r} is the id of a {sup.set.origin(other)} watcher (`{other}`), "
@@ -233,6 +234,14 @@ def _unused(sup: Managing, spec: WatcherSpec) -> None:
         raise Refused("invalid", "the watcher has 1 error; nothing was started", id=wid,
                       diagnostics=[{"path": "watchers[0].previousId", "severity": "error",
                                     "message": message}])
+    renamed = next((w for w in sup.config.watchers
+                    if w.previous_id is not None and w.previous_id.lower() == wid.lower()), None)
+    if renamed is not None:  # (a reload would hand its checkpoint to the renamed watcher)
+        raise Refused("exists", f"watcher id `{wid}` is the previousId of the config's watcher "
+                      f"{renamed.id} (its old name, whose checkpoint it takes); pick another id",
+                      id=wid, diagnostics=[{"path": "watchers[0].id", "severity": "error",
+                                            "message": f"`{wid}` is a config watcher's "
+                                            "previousId"}])
     if (other := _taken(sup, wid)) is not None:
         how = "" if other == wid else f" (as `{other}`: ids are file names, so they must " \
             "differ in more than case)"
