@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
-from liverunner import watchrun_bin
+from liverunner import LiveRunner, wait_for, watchrun_bin
 
 from watchrun.config import Diagnostic, load_config
 from watchrun.config.model import GateSpec
@@ -198,3 +199,28 @@ def test_a_layer_that_changes_an_agent_s_provider_drops_the_old_command(
     [t] = load_config([base, layers["same"]], env={}).require().agents
     assert (t.provider, t.command, t.deadline_ms) == (
         "claude", ("claude", "--model", "opus", "-p", "{prompt}"), 300_000)
+
+
+def test_a_reload_refuses_a_layer_with_one_id_twice(tmp_path: Path) -> None:
+    """The live runner reloads the same layers: a copy-paste slip in the JSON layer used to be
+    applied (the second `api` overriding the first's pattern); it is refused, and the runner
+    keeps the config it has."""
+    base = tmp_path / "watch.yaml"
+    base.write_text("watchers:\n  - {id: other, path: y.log, pattern: Q}\n", encoding="utf-8")
+    over = tmp_path / "over.json"
+    over.write_text('{"watchers": [{"id": "api", "path": "x.log", "pattern": "FATAL"}]}',
+                    encoding="utf-8")
+    r = LiveRunner(base, "-c", str(over))
+    try:
+        r.wait_running()
+        over.write_text('{"watchers": [{"id": "api", "path": "x.log", "pattern": "FATAL"},\n'
+                        '  {"id": "api", "pattern": "Z"}]}', encoding="utf-8")
+        r.send(signal.SIGHUP)
+        r.wait_log("error: reload: watchers[2].id: duplicate id `api` (also at watchers[1].id);"
+                   " each id must be unique (<dir>/over.json:2:4)")
+        wait_for(lambda: any(x.startswith("reload failed") for x in
+                             r.control({"cmd": "status"})["problems"]), "the reload's problem")
+        listed = {w["id"]: w for w in r.control({"cmd": "list"})["watchers"]}
+        assert (set(listed), listed["api"]["pattern"]) == ({"other", "api"}, "FATAL")
+    finally:
+        assert r.stop() == 0
