@@ -79,8 +79,10 @@ def build(ctx: Context, firing: Firing, redactor: Redactor, limit: int) -> Outgo
     redacted together (a secret spanning lines, a private-key block, is found whole), and the
     watcher's label too (by default its command line, which may carry a `${VAR}` password),
     sanitized as lines are. Lines that do not fit are left out (`omitted`), a first line that
-    alone does not fit is clipped; a line cut either way is marked `truncated`."""
-    texts, counts = redactor.redact_lines([m.line for m in firing.matches])
+    alone does not fit is clipped; a line cut either way is marked `truncated`. A line cut at
+    limits.maxLineBytes loses the head of a secret that went on past the cut too."""
+    texts, counts = redactor.redact_lines([m.line for m in firing.matches],
+                                          [m.cut is not None for m in firing.matches])
     label, found = redactor.redact(sanitize(ctx.label)[0])  # (a `${VAR}` in it: untrusted)
     add_counts(counts, found)
     doc = {

@@ -128,8 +128,9 @@ class AgentHub(StoppingHub):
                              "delivered", watcher.id, event="delivery-dropped")
             return
         limits = self.config.limits
+        ends = redactor(self.config.redact)
         lines = [cut_mark(sanitize(m.line, limits.max_line_bytes)[0], m.cut,
-                          limits.max_line_bytes) for m in matches]
+                          limits.max_line_bytes, ends) for m in matches]
         hide = self.config.records_redactor()
         label = clean_text(watcher.label, hide)  # (a `${VAR}` in it): delivery and plan records
         if label != watcher.label:

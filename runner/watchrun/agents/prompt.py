@@ -9,6 +9,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from watchrun.match.redact import Redactor
 from watchrun.match.sanitize import clip, edge_text
 
 __all__ = [
@@ -36,11 +37,12 @@ NO_ANSWER = "(no answer from {name}: this turn is not part of a plan)"
 """What `{deps.NAME.answer}` becomes outside a plan (a scheduled, sent or manual turn)."""
 
 
-def cut_mark(line: str, cut: int | None, max_bytes: int) -> str:
+def cut_mark(line: str, cut: int | None, max_bytes: int, hide: Redactor) -> str:
     """A matched line as a woken agent reads it: one cut at limits.maxLineBytes (`cut`: the
     bytes left out, 0 when not counted) says so at its end, so its start is not taken for the
     whole line; its text gives way to the mark, so the two fit in `max_bytes` (and the
-    delivery record keeps the mark)."""
+    delivery record keeps the mark). The head of a secret the cut split is hidden
+    (`hide.cut_end`): before the mark, the prompt's redaction would not see it as one."""
     if cut is None:
         return line
     size = len(line.encode())
@@ -49,8 +51,9 @@ def cut_mark(line: str, cut: int | None, max_bytes: int) -> str:
         what = f"{n} bytes of this line" if cut else "the rest of this line"
         return f" [… {what} cut: over limits.maxLineBytes …]"
 
-    head = clip(line, max(0, max_bytes - len(mark(cut + size).encode())))[0]
-    return head + mark(cut + size - len(head.encode()))
+    room = max(0, max_bytes - len(mark(cut + size).encode()))
+    head = clip(line, room)[0]
+    return clip(hide.cut_end(head)[0], room)[0] + mark(cut + size - len(head.encode()))
 
 
 def answer_cut_mark(name: str, answer: str, limit: int) -> str:

@@ -15,7 +15,9 @@ same edges in a stream, so the two never disagree on what a key block is.
 
 Use: `redactor(extra).redact(text)` returns `(text, {kind: count})`, the text's lines kept (a
 secret spanning lines becomes a marker per line); `redact_lines` is the same over lines that go
-out together. It is pure and cheap to call; `redactor()` is cached per rule set. Callers: agent
+out together. Given a line cut at limits.maxLineBytes (`cut`), they also hide the head of a
+secret at its end that went on past the cut (`match/redact_cut.py`: each rule's cut form).
+It is pure and cheap to call; `redactor()` is cached per rule set. Callers: agent
 prompts (`agents/turn.py`), JSONL match records with `output.redact: true`
 (`runtime/pipeline.py`); outgoing notifications call the same function.
 """
@@ -24,9 +26,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
+from watchrun.match.redact_cut import cut_pattern
 from watchrun.match.redact_rules import (
     _SECRET,
     KIND,
@@ -90,20 +93,55 @@ class Redactor:
         groups = ([r for r in self.rules if r.known], [r for r in self.rules if not r.known])
         self._passes = [_Pass(group) for group in groups if group]
 
-    def redact(self, text: str) -> tuple[str, dict[str, int]]:
+    @cached_property
+    def _cut(self) -> _Pass | None:
+        """The rules' cut forms (`match/redact_cut.py`), compiled when a cut line first comes.
+        The private-key block has none: once its BEGIN line is kept it hides the rest of the
+        line, and a cut form would stop it from finding a block that goes on to a later line."""
+        block = key_block().pattern
+        forms = [Rule(r.kind, form) for r in self.rules
+                 if r.pattern != block and (form := cut_pattern(r.pattern))]
+        return _Pass(forms) if forms else None
+
+    def redact(self, text: str, cut: bool = False) -> tuple[str, dict[str, int]]:
         """`text` with every secret replaced by `[REDACTED:kind]`, and how many of each kind.
         Its lines stay as they were: a secret spanning lines (a private-key block) becomes one
         marker per line it spans, so no line of the text around it is joined to another or
-        lost (an agent's prompt holds a firing's matched lines, each in its place)."""
+        lost (an agent's prompt holds a firing's matched lines, each in its place). `cut`: the
+        text is the head of a line cut at limits.maxLineBytes, so a secret that begins at its
+        end and went on past the cut is hidden (and counted) too (`match/redact_cut.py`)."""
         counts: dict[str, int] = {}
         out = text
         try:
             for one in self._passes:
                 if out:
                     out = self._redact(one, out, counts)
+            if cut and out:
+                out = self._cut_end(out, counts)
         except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800"): RE2 takes UTF-8 only
-            return self.redact(_LONE.sub("\ufffd", text))
+            return self.redact(_LONE.sub("\ufffd", text), cut)
         return out, counts
+
+    def cut_end(self, text: str) -> tuple[str, dict[str, int]]:
+        """Only the head of a secret at the end of `text`, the head of a line cut at
+        limits.maxLineBytes, hidden (a text that is redacted whole later, a prompt)."""
+        counts: dict[str, int] = {}
+        return (self._cut_end(text, counts) if text else text), counts
+
+    def _cut_end(self, text: str, counts: dict[str, int]) -> str:
+        """`text` less the head of a secret that a cut left at its end: its `secret` part (the
+        whole of it without one) from where it starts to the end of the text."""
+        text = _LONE.sub("\ufffd", text)  # (RE2 takes UTF-8 only)
+        one = self._cut
+        m = one.regex.search(text) if one is not None else None
+        if one is None or m is None:
+            return text
+        rule, secret = one.which(m)
+        start, end = m.span(secret) if secret is not None else (m.start(), len(text))
+        if start == end or _in_marker(text, start):
+            return text
+        counts[rule.kind] = counts.get(rule.kind, 0) + 1
+        return text[:start] + marker(rule.kind) + text[end:]
 
     @staticmethod
     def _redact(one: _Pass, text: str, counts: dict[str, int]) -> str:
@@ -139,21 +177,22 @@ class Redactor:
             found.append((start, end, rule.kind))
         return found
 
-    def redact_lines(self, lines: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+    def redact_lines(self, lines: Sequence[str], cut: Sequence[bool] = ()
+                     ) -> tuple[list[str], dict[str, int]]:
         """Lines that go out together (a firing's matched lines, in order) redacted as one text,
         so a secret spanning them (a private-key block) is found whole: as many lines as
-        before, each in its place (`redact`)."""
+        before, each in its place (`redact`). `cut[k]`: line k is the head of a line cut at
+        limits.maxLineBytes (`redact`'s `cut`)."""
         text, counts = self.redact("\n".join(lines))
         out = text.split("\n") if lines else []
-        if len(out) == len(lines):
-            return out, counts
-        counts = {}  # (a line held a newline: each on its own, as a record is)
-        out = []
-        for line in lines:
-            red, found = self.redact(line)
-            out.append(red)
-            add_counts(counts, found)
-        return out, counts
+        if len(out) != len(lines):
+            counts, out = {}, []  # (a line held a newline: each on its own, as a record is)
+            for line in lines:
+                red, found = self.redact(line)
+                out.append(red)
+                add_counts(counts, found)
+        return [self._cut_end(x, counts) if k < len(cut) and cut[k] and x else x
+                for k, x in enumerate(out)], counts
 
 
 def _in_marker(text: str, pos: int) -> bool:
@@ -175,14 +214,16 @@ def _quoted_marker(secret: str) -> bool:
         and KIND.fullmatch(inner, len(_OPEN), len(inner) - 1) is not None
 
 
-def redact_line(redactor: Redactor, text: str, raw: str) -> tuple[str, str | None, dict[str, int]]:
+def redact_line(redactor: Redactor, text: str, raw: str, cut: bool = False
+                ) -> tuple[str, str | None, dict[str, int]]:
     """A record's sanitized `text` and its `raw` form, both redacted, and the counts (of `text`).
     `raw` comes back None when it cannot be kept safely: when an escape sequence split a secret
-    in it, the rules find it only in `text`, so the redacted raw would still carry it."""
-    red_text, counts = redactor.redact(text)
+    in it, the rules find it only in `text`, so the redacted raw would still carry it. `cut`:
+    the line was cut at limits.maxLineBytes (`Redactor.redact`)."""
+    red_text, counts = redactor.redact(text, cut)
     if raw == text:
         return red_text, red_text, counts
-    red_raw, _ = redactor.redact(raw)
+    red_raw, _ = redactor.redact(raw, cut)
     return red_text, (red_raw if sanitize(red_raw)[0] == red_text else None), counts
 
 

@@ -239,12 +239,14 @@ class WatcherPipeline:
         raw: str | None = decoded
         found: dict[str, int] = {}
         block = 0
+        omitted = chunk.cut_at(span[0]) if chunk.cuts else 0
         if self.redactor is None:
             text, clipped = sanitize(decoded, self.limits.max_line_bytes)
         elif key_body(block := inside(self._regions, span[0]), decoded):
             text, raw, clipped = marker("private-key"), None, False  # a line of a private key
-        else:  # redact the whole line, then clip: a secret cut at the limit is still found
-            text, raw, found = redact_line(self.redactor, sanitize(decoded)[0], decoded)
+        else:  # redact, then clip; a secret the reader cut (`omitted`) is hidden as cut
+            text, raw, found = redact_line(self.redactor, sanitize(decoded)[0], decoded,
+                                           cut=omitted > 0)
             text, clipped = clip(text, self.limits.max_line_bytes)
         if block:  # a key block counts once, whichever of its lines were recorded
             found = {k: n for k, n in found.items() if k != "private-key"}
@@ -253,7 +255,6 @@ class WatcherPipeline:
                 self._key_counted = block
         for kind, n in found.items():
             self.counters.redacted[kind] = self.counters.redacted.get(kind, 0) + n
-        omitted = chunk.cut_at(span[0]) if chunk.cuts else 0
         members = rows.rest[k]
         if omitted or clipped:
             members += b',"truncated":true,"omittedBytes":%d' % omitted

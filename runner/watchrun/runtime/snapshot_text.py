@@ -67,16 +67,20 @@ def _words(words: list[str]) -> list[str]:
     return out
 
 
-def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None) -> list[str]:
+def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None,
+               max_line_bytes: int = TAIL_LINE_BYTES) -> list[str]:
     """The `.tail` file's lines (`RecentLines.last(TAIL_LINE_BYTES)`: the heads of raw lines,
     and their key blocks), sanitized, with `output.redact` redacted together (a key block whole,
     and each line of a block whose BEGIN line has left the window marked, as records do),
     U+2028/U+2029 and bidi controls `\\u`-escaped as `logs` shows them (the file is read by
     `cat` and `tail -f` too), each cut to TAIL_LINE_CHARS and then marked as cut (`CUT_MARK`:
-    `logs` shows a shortened line as such, never as the whole line)."""
+    `logs` shows a shortened line as such, never as the whole line). A head that may have been
+    cut (at TAIL_LINE_BYTES, or at `max_line_bytes` when the line was read: 3 bytes less, a
+    UTF-8 boundary) loses the head of a secret that went on past the cut too."""
     lines = [sanitize(raw_text(b), None)[0] for b, _ in tail]
     if redactor is not None:
-        red = redactor.redact_lines(lines)[0]
+        longest = min(TAIL_LINE_BYTES, max_line_bytes - 3)
+        red = redactor.redact_lines(lines, [len(raw) >= longest for raw, _ in tail])[0]
         lines = [marker("private-key") if key_body(block, line) else r
                  for line, r, (_, block) in zip(lines, red, tail, strict=True)]
     shown = [edge_text(x, multiline=True) for x in lines]

@@ -222,7 +222,8 @@ class StatusBoard:
             snap = snapshot(entry, self.clock.now(), self.started_at, self.lag)
             files.append((self.dir / f"{wid}.status.json", snapshot_json(snap)))
             tail = entry.pipeline.counters.tail.last(TAIL_LINE_BYTES)  # (here, not per chunk)
-            lines = tail_lines(tail, entry.pipeline.redactor)  # `output.redact`: the tail too
+            lines = tail_lines(tail, entry.pipeline.redactor,  # `output.redact`: the tail too
+                               entry.pipeline.limits.max_line_bytes)
             files.append((self.dir / f"{wid}.tail",
                           tailfile.render(entry.run, snap["linesRead"], lines)))
         with self._lock:
