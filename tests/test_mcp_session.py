@@ -177,6 +177,39 @@ def test_secrets_are_redacted_in_what_the_agent_is_sent(tmp_path: Path) -> None:
     assert [r["line"] for r in recs if r["kind"] == "match"] == [secret]
 
 
+def test_a_secret_cut_at_max_line_bytes_leaves_no_head_in_matches(tmp_path: Path) -> None:
+    """A matched line longer than maxLineBytes (64 KiB) keeps its head, which ends in a GitHub
+    token's first 25 characters: the record (no `output.redact`) keeps them, the answer does
+    not, and it says where the token was; so does the log tail, whose lines show at most 4096
+    characters."""
+    app = tmp_path / "app.log"
+    app.write_text("")
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+
+    async def body() -> None:
+        async with mcp_session(tmp_path) as c:
+            await c.ok(action="add", path="app.log", pattern="ERROR")
+            append(app, "ERROR " + "x" * (65536 - 6 - 1 - 25) + f" {token} tail\n"
+                   + "INFO " + "y" * (4096 - 5 - 1 - 25) + f" {token} tail\n")
+            await count_is(c, "w1", 1)
+            shown = await c.ok(action="matches", id="w1")
+            assert shown["matches"].endswith("xxx [REDACTED:github-token]"), shown["matches"][-80:]
+            text = (await c.call(action="matches", id="w1")).content[0]
+            assert isinstance(text, types.TextContent) and token[4:10] not in text.text
+
+            async def tail_has_both() -> bool:
+                return len((await c.ok(action="logs", id="w1"))["logs"].split("\n")) == 2
+            await until(tail_has_both, "the two lines in the tail")
+            logs = (await c.ok(action="logs", id="w1"))["logs"]
+            assert logs.split("\n")[1].endswith(
+                "yyy [REDACTED:github-token] [cut: longer than 4096 characters]"), logs[-90:]
+            assert token[4:10] not in logs
+    anyio.run(body)
+    (rec,) = [r for r in read_records(tmp_path / ".watchrun" / "watchers" / "w1.jsonl")
+              if r["kind"] == "match"]
+    assert rec["truncated"] and rec["line"].endswith(token[:25])
+
+
 def test_bad_calls_are_refused_before_anything_happens(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()

@@ -12,10 +12,12 @@ from typing import Any
 
 from msgspec import Struct
 
+from watchrun.match.redact import Redactor
 from watchrun.match.sanitize import edge_text
 from watchrun.mcp.schema import MAX_RESULT_BYTES
 from watchrun.output.backward import last_records
 from watchrun.output.records import cursor_expired, format_cursor
+from watchrun.runtime.snapshot_text import CUT_MARK
 from watchrun.views import watchers as views
 from watchrun.views.agent_window import ViewError, window
 
@@ -48,22 +50,24 @@ def _reading(what: str, wid: str) -> Iterator[None]:
 
 
 def read_matches(root: Path, wid: str, lines: int, since: int | None,
-                 budget: int = MAX_RESULT_BYTES) -> Page:
+                 budget: int = MAX_RESULT_BYTES, hide: Redactor | None = None) -> Page:
     """Without `since`: the last `lines` matches, and the cursor of the newest record (read
     first, so a match recorded meanwhile comes with the next `since` call, not never). With
     `since`: the first `lines` matches after it and the cursor to read on from; `truncated`
-    when more follow."""
+    when more follow. `hide`: what the answer is redacted with, which hides here the head of a
+    secret that a line's cut at maxLineBytes split (the answer's redaction sees no cut)."""
     with _reading("matches", wid):
-        return _read_matches(root, wid, lines, since, budget)
+        return _read_matches(root, wid, lines, since, budget, hide)
 
 
-def _read_matches(root: Path, wid: str, lines: int, since: int | None, budget: int) -> Page:
+def _read_matches(root: Path, wid: str, lines: int, since: int | None, budget: int,
+                  hide: Redactor | None) -> Page:
     path = root / "watchers" / f"{wid}.jsonl"
     newest = last_records(path, 1)
     top = int(newest[0]["seq"]) if newest else 0
     if since is None:
         recs, truncated = _last_matches(path, lines, top)
-        kept = _newest_within([_line(r) for r in recs], budget)
+        kept = _newest_within([_line(r, hide) for r in recs], budget)
         omitted = len(recs) - len(kept)
         return Page(kept, truncated or omitted > 0, format_cursor(wid, top), omitted)
     if since > top:
@@ -82,7 +86,7 @@ def _read_matches(root: Path, wid: str, lines: int, since: int | None, budget: i
                 if len(found) + omitted == lines:
                     truncated = True
                     break
-                line = _line(rec) if found else _cut(_line(rec), budget)
+                line = _line(rec, hide) if found else _cut(_line(rec, hide), budget)
                 size += _size(line)
                 if omitted or size > budget:  # over the cap: counted, the cursor stays
                     omitted += 1
@@ -103,12 +107,17 @@ def _last_matches(path: Path, lines: int, top: int) -> tuple[list[dict[str, Any]
     return got[-lines:], len(got) > lines
 
 
-def read_logs(root: Path, wid: str, lines: int, budget: int = MAX_RESULT_BYTES) -> Page:
+def read_logs(root: Path, wid: str, lines: int, budget: int = MAX_RESULT_BYTES,
+              hide: Redactor | None = None, max_line_bytes: int = 0) -> Page:
     """The last `lines` raw lines of the watcher's tail snapshot (sanitized by the runner and
-    again here: the file is only as trustworthy as whoever can write the output dir)."""
+    again here: the file is only as trustworthy as whoever can write the output dir). `hide`:
+    as for `read_matches`; a line is taken as cut when it ends in the tail's CUT_MARK or is
+    about `max_line_bytes` long (the tail does not mark a line cut when it was read)."""
     with _reading("logs", wid):  # (never "no lines")
         found = views.logs(root, wid, lines + 1)
     asked = [edge_text(x) for x in found[-lines:]]
+    if hide is not None:
+        asked = [_cut_log(x, hide, max_line_bytes) for x in asked]
     kept = _newest_within(asked, budget)
     omitted = len(asked) - len(kept)
     return Page(kept, len(found) > lines or omitted > 0, omitted=omitted)
@@ -142,5 +151,17 @@ def _size(line: str) -> int:
     return len(line.encode("utf-8", "surrogatepass")) + 1
 
 
-def _line(rec: dict[str, Any]) -> str:
-    return edge_text(rec.get("line", ""))
+def _cut_log(line: str, hide: Redactor, max_line_bytes: int) -> str:
+    """A tail line with the head of a secret at its cut edge hidden, when it was cut."""
+    if line.endswith(CUT_MARK):
+        return hide.cut_end(line[: -len(CUT_MARK)])[0] + CUT_MARK
+    if max_line_bytes and len(line.encode("utf-8", "surrogatepass")) >= max_line_bytes - 3:
+        return hide.cut_end(line)[0]
+    return line
+
+
+def _line(rec: dict[str, Any], hide: Redactor | None) -> str:
+    line = rec.get("line", "")
+    if hide is not None and rec.get("truncated") is True and isinstance(line, str):
+        line = hide.cut_end(line)[0]  # (cut at maxLineBytes: the record says so)
+    return edge_text(line)

@@ -17,7 +17,7 @@ from watchrun.mcp.calls import Call, CallError, Failed, diagnostic, normalize, r
 from watchrun.mcp.reads import ReadError, read_logs, read_matches
 from watchrun.mcp.records import watch_record
 from watchrun.mcp.runners import NoAnswer, NoRunner, Runner, Runners, StartFailed
-from watchrun.mcp.schema import MAX_WATCHES
+from watchrun.mcp.schema import MAX_RESULT_BYTES, MAX_WATCHES
 from watchrun.runtime.manage import Refused, bounded, probed
 from watchrun.views import watchers as views
 from watchrun.views.humanize import named
@@ -94,10 +94,13 @@ class Tool:
     async def _lines(self, call: Call, wid: str) -> dict[str, Any]:
         """`matches` (by cursor) or `logs` of `wid`, read off the loop."""
         n = call.lines or self.config.limits.match_lines
+        hide = redactor(self.config.redact)  # (a line's cut: the answer's redaction sees none)
         if call.action == "matches":
-            page = await asyncio.to_thread(read_matches, self.root, wid, n, call.since)
+            page = await asyncio.to_thread(read_matches, self.root, wid, n, call.since,
+                                           MAX_RESULT_BYTES, hide)
         else:
-            page = await asyncio.to_thread(read_logs, self.root, wid, n)
+            page = await asyncio.to_thread(read_logs, self.root, wid, n, MAX_RESULT_BYTES, hide,
+                                           self.config.limits.max_line_bytes)
         out: dict[str, Any] = {call.action: "\n".join(page.lines), "count": len(page.lines),
                                "truncated": page.truncated}
         if page.omitted:
