@@ -19,7 +19,7 @@ from test_redact import RULES
 from webhook_server import receiver
 
 from watchrun.agents.prompt import cut_mark
-from watchrun.match.redact import Rule, redactor
+from watchrun.match.redact import CUT_WINDOW, Rule, redactor
 
 WINDOW = 6
 """No run of this many characters of a secret may be left."""
@@ -68,6 +68,18 @@ def test_a_line_that_was_not_cut_keeps_what_is_no_secret() -> None:
     assert redactor().redact("x" * 80 + " debug", cut=True) == ("x" * 80 + " debug", {})
     assert redactor().redact("so ghp_ABCDEFGH", cut=True) == ("so [REDACTED:github-token]",
                                                                {"github-token": 1})
+
+
+def test_the_end_of_a_long_cut_line_is_looked_at_with_what_comes_before_it() -> None:
+    """The cut forms look at the last CUT_WINDOW characters, and see the one before them: a
+    JWT's head that starts right at the window's edge is one after a space, none inside a
+    word."""
+    jwt = "eyJ" + "a" * (CUT_WINDOW - 3)
+    for before in ("y" * 999 + " ", "y" * (1 << 20) + " "):
+        assert redactor().redact(before + jwt, cut=True) == (before + "[REDACTED:jwt]",
+                                                             {"jwt": 1})
+        glued = before.strip() + jwt
+        assert redactor().redact(glued, cut=True) == (glued, {})
 
 
 def test_a_user_rule_and_a_known_secret_are_hidden_when_cut() -> None:
