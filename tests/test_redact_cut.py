@@ -19,7 +19,8 @@ from test_redact import RULES
 from webhook_server import receiver
 
 from watchrun.agents.prompt import cut_mark
-from watchrun.match.redact import CUT_WINDOW, Rule, redactor
+from watchrun.match.redact import CUT_WINDOW, Rule, redact_tree, redactor
+from watchrun.mcp.reads import read_matches
 
 WINDOW = 6
 """No run of this many characters of a secret may be left."""
@@ -98,6 +99,23 @@ def test_an_agent_reads_no_head_of_a_cut_secret() -> None:
     mark = plain[plain.index(" [… ") :]  # (the same bytes cut: the same mark)
     assert shown.endswith(mark) and "x [REDACTED:github-fine-" in shown, shown  # (what fits)
     assert not leaks(secret, shown) and len(shown.encode()) <= 1024
+
+
+def test_an_mcp_answer_cut_to_its_budget_leaves_no_head(tmp_path: Path) -> None:
+    """A `matches` answer holds at least the newest line, cut to the result's cap (1 MiB; 4 KiB
+    here) when it is longer: a token that this cut splits is hidden, as the tool answers."""
+    token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+    line = "ERROR " + "x" * (4096 - 64 - 6 - 1 - 25) + f" {token} " + "y" * 100  # 25 kept
+    (tmp_path / "watchers").mkdir()
+    (tmp_path / "watchers" / "w1.jsonl").write_text(json.dumps(
+        {"schema": 1, "seq": 1, "kind": "match", "line": line}) + "\n")
+    hide = redactor()
+    for since in (None, 0):
+        page = read_matches(tmp_path, "w1", 5, since, 4096, hide)
+        (shown,) = redact_tree(page.lines, hide)
+        assert shown.endswith("x [REDACTED:github-token]…[cut: the line is over the result's "
+                              "4 KiB]"), shown[-80:]
+        assert not leaks(token[4:], shown) and len(shown.encode()) <= 4096
 
 
 GITHUB = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"

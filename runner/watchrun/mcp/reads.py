@@ -67,7 +67,7 @@ def _read_matches(root: Path, wid: str, lines: int, since: int | None, budget: i
     top = int(newest[0]["seq"]) if newest else 0
     if since is None:
         recs, truncated = _last_matches(path, lines, top)
-        kept = _newest_within([_line(r, hide) for r in recs], budget)
+        kept = _newest_within([_line(r, hide) for r in recs], budget, hide)
         omitted = len(recs) - len(kept)
         return Page(kept, truncated or omitted > 0, format_cursor(wid, top), omitted)
     if since > top:
@@ -86,7 +86,7 @@ def _read_matches(root: Path, wid: str, lines: int, since: int | None, budget: i
                 if len(found) + omitted == lines:
                     truncated = True
                     break
-                line = _line(rec, hide) if found else _cut(_line(rec, hide), budget)
+                line = _line(rec, hide) if found else _cut(_line(rec, hide), budget, hide)
                 size += _size(line)
                 if omitted or size > budget:  # over the cap: counted, the cursor stays
                     omitted += 1
@@ -118,12 +118,12 @@ def read_logs(root: Path, wid: str, lines: int, budget: int = MAX_RESULT_BYTES,
     asked = [edge_text(x) for x in found[-lines:]]
     if hide is not None:
         asked = [_cut_log(x, hide, max_line_bytes) for x in asked]
-    kept = _newest_within(asked, budget)
+    kept = _newest_within(asked, budget, hide)
     omitted = len(asked) - len(kept)
     return Page(kept, len(found) > lines or omitted > 0, omitted=omitted)
 
 
-def _newest_within(lines: list[str], budget: int) -> list[str]:
+def _newest_within(lines: list[str], budget: int, hide: Redactor | None) -> list[str]:
     """The newest of `lines` (oldest first) whose sizes add up to at most `budget`; at least
     the newest one (`_cut` to the budget)."""
     if not lines:
@@ -134,16 +134,23 @@ def _newest_within(lines: list[str], budget: int) -> list[str]:
         if size > budget:
             break
         n += 1
-    return [*lines[len(lines) - n:-1], _cut(lines[-1], budget)]
+    return [*lines[len(lines) - n:-1], _cut(lines[-1], budget, hide)]
 
 
-def _cut(line: str, budget: int) -> str:
+def _cut(line: str, budget: int, hide: Redactor | None) -> str:
     """`line`, or (longer than `budget`: a line of up to limits.maxLineBytes, 16 MiB) its
-    start, marked: one line alone never takes a page over its cap."""
+    start, marked: one line alone never takes a page over its cap. `hide`: the head of a
+    secret that this cut splits is hidden (`read_matches`)."""
     if _size(line) <= budget:
         return line
-    head = line.encode("utf-8", "surrogatepass")[:budget - 64].decode("utf-8", "ignore")
+    head = _head(line, budget - 64)
+    if hide is not None:
+        head = _head(hide.cut_end(head)[0], budget - 64)
     return f"{head}…[cut: the line is over the result's {budget >> 10} KiB]"
+
+
+def _head(line: str, size: int) -> str:
+    return line.encode("utf-8", "surrogatepass")[:size].decode("utf-8", "ignore")
 
 
 def _size(line: str) -> int:
