@@ -51,11 +51,12 @@ class AsyncWriter:
         await self.write_lines([line])
         return seq
 
-    async def write_lines(self, lines: Sequence[bytes], *,
-                          give_up_after: float | None = None) -> None:
+    async def write_lines(self, lines: Sequence[bytes], *, give_up_after: float | None = None,
+                          on_written: Callable[[int], None] | None = None) -> None:
         """Write all `lines`; `on_error` once per failure episode, `on_recovered` after it.
         With `give_up_after` (seconds; the writer's own by default), what is still unwritten
-        then is given up and SinkWriteError raised."""
+        then is given up and SinkWriteError raised. `on_written(n)`: the next `n` of `lines`
+        are in the file, whole (called as they land: a full disk takes a batch in parts)."""
         pending = list(lines)
         loop = asyncio.get_running_loop()
         if self.gave_up:
@@ -65,21 +66,27 @@ class AsyncWriter:
         deadline = None if give_up_after is None else loop.time() + give_up_after
         try:
             async with self._lock:
-                await self._retry(pending, deadline)
+                await self._retry(pending, deadline, on_written)
         except BaseException:
             if pending:
                 self.sink.give_up(pending)
             raise
 
-    async def _retry(self, pending: list[bytes], deadline: float | None) -> None:
+    async def _retry(self, pending: list[bytes], deadline: float | None,
+                     on_written: Callable[[int], None] | None) -> None:
         delay = self.initial_delay
         while True:
             try:
                 self.sink.write_lines(pending)
+                written = len(pending)
                 pending.clear()
+                if on_written is not None and written:
+                    on_written(written)
                 break
             except SinkWriteError as exc:
                 del pending[: exc.written]
+                if on_written is not None and exc.written:
+                    on_written(exc.written)
                 self.retries += 1
                 if not self.failing:
                     self.failing = True

@@ -73,8 +73,7 @@ class WatcherPipeline:
         self.writer = writer
         self.matcher = matcher
         self.log = log
-        self.on_matches = on_matches
-        self.on_event = on_event
+        self.on_matches, self.on_event = on_matches, on_event
         self.require = require
         self.redactor = redactor
         """Set with `output.redact`: match records, the tail and the log are redacted."""
@@ -87,9 +86,8 @@ class WatcherPipeline:
         """A `stop` record is out: the source gave up (start limit); none is written again."""
         self.isolated = isolated
         """Set when a pattern needs Python `re`: matching runs in a worker, never here."""
-        self.counters = Counters(
-            RecentLines(limits.max_log_lines), recent=RecentMatches(limits.max_matches)
-        )
+        self.counters = Counters(RecentLines(limits.max_log_lines),
+                                 recent=RecentMatches(limits.max_matches))
         self.on_touch: Callable[[], None] | None = None
         self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
         self._where: tuple[object, bytes, str] = (None, b"", "")  # (path, inode) or run: members
@@ -172,16 +170,19 @@ class WatcherPipeline:
             rows = self._rows(chunk, spans)
         first = self.sink.next_seq
         await self.writer.write_lines(self.sink.match_records(
-            rows.lines, rows.line_nos, rows.offsets, rows.rest))
+            rows.lines, rows.line_nos, rows.offsets, rows.rest), on_written=self._recorded)
         found = Found(rows, self._members(chunk)[1], self.sink.cursor_prefix, first)
-        c.matches += len(found)
-        c.last_match_at = time.time()
         c.recent.extend(found)
         if len(c.first) < FIRST_KEPT:
             c.first.extend(rows.evidence(found, FIRST_KEPT - len(c.first)))
         self.log.matches(self.spec.id, found)
         if self.on_matches is not None:
             self.on_matches(self.spec, self._outgoing(found, spans), self)
+
+    def _recorded(self, n: int) -> None:
+        """`n` more match records are in the JSONL (a full disk may write a batch in parts)."""
+        self.counters.matches += n
+        self.counters.last_match_at = time.time()
 
     def _outgoing(self, found: Found, spans: list[tuple[int, int]]) -> Sequence[MatchInfo]:
         """The matches handed on to agents and actions. Without `output.redact` the records keep

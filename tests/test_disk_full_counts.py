@@ -1,0 +1,103 @@
+"""While records cannot be written, the counts say what is in the JSONL: `list`, `status ID`,
+`watchrun_matches_total` and a once run's gate table count the match records written (a batch
+a full disk takes in part counts its whole records written), never the ones given up."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from recordcheck import validate_records
+from test_disk_full import cli, explained, listed
+from test_metrics import free_port, scrape
+from test_once import base_env, table_row
+from tmpfs import fill, mount_tmpfs, umount
+
+
+def recorded(jsonl: Path) -> int:
+    """The match records in the JSONL (whole lines: `validate_records` fails on a torn one)."""
+    return len([r for r in validate_records(jsonl, contiguous=False) if r["kind"] == "match"])
+
+
+def test_a_full_disk_counts_the_match_records_written_while_it_lasts(tmp_path: Path) -> None:
+    """The disk fills while 400 lines arrive: the records that fit are written, the rest wait.
+    `list` said MATCHES 0 (a batch was counted only once all of it was written) while dozens
+    of match records were in the JSONL. Now `list`, `status app` and the metrics count the
+    records written; once there is room, all 400."""
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, "512k")
+    try:
+        log = tmp_path / "app.log"
+        log.write_text("")
+        port = free_port()
+        config = write_config(tmp_path, {"output": {"dir": str(mnt / "out")}, "watchers": [
+            {"id": "app", "path": str(log), "pattern": "ERROR"}]})
+        jsonl = mnt / "out" / "watchers" / "app.jsonl"
+        r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
+        r.out = mnt / "out"
+        try:
+            r.wait_running()
+            filler = fill(mnt, leave=20_000)  # room for a few dozen records, not for 400
+            with open(log, "a") as fh:
+                fh.writelines(f"ERROR line {n} {'x' * 200}\n" for n in range(1, 401))
+            wait_for(lambda: listed(tmp_path)["app"]["status"] == "paused", "status paused")
+
+            def steady() -> tuple[int, int, int, float] | None:
+                """(list, status, metrics, records) while the listed count does not move."""
+                before = listed(tmp_path)["app"]["matchCount"]
+                status = cli(tmp_path, "status", "app", "--json")["matchCount"]
+                metric = scrape(port)['watchrun_matches_total{watcher="app"}']
+                on_disk = recorded(jsonl)
+                after = listed(tmp_path)["app"]["matchCount"]
+                return (on_disk, before, status, metric) if before == after else None
+
+            on_disk, listed_n, status_n, metric = wait_for(steady, "a steady count")
+            assert 0 < on_disk < 400, on_disk  # (the disk did fill, after some records)
+            assert (listed_n, status_n, metric) == (on_disk, on_disk, on_disk)
+            filler.unlink()
+            wait_for(lambda: recorded(jsonl) == 400, "every line recorded")
+            wait_for(lambda: listed(tmp_path)["app"]["matchCount"] == 400, "MATCHES 400")
+        finally:
+            assert r.stop() == 0, r.stderr()
+    finally:
+        umount(mnt)
+
+
+def test_a_once_run_that_cannot_write_counts_the_match_records_it_wrote(
+        tmp_path: Path) -> None:
+    """A once run whose records stop fitting (RLIMIT_FSIZE: EFBIG after 8 KiB) after some were
+    written: its gate table said `w 0 … ERROR` and `list` MATCHES 0 with dozens of match
+    records in the JSONL. Now both count those records, none of the ones given up (a `gap`
+    at the next start explains their seqs); the verdict is still ERROR, exit 3."""
+    (tmp_path / "app.log").write_text("".join(f"ERROR line {n}\n" for n in range(1, 501)))
+    config = write_config(tmp_path, {"output": {"dir": "out"}, "watchers": [
+        {"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR",
+         "gate": {"maxMatches": 1000}}]})
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+
+    run = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)], cwd=tmp_path,
+                         env=base_env(), capture_output=True, text=True, timeout=60,
+                         check=False, preexec_fn=small_files)
+    assert run.returncode == 3, (run.stdout, run.stderr)
+    assert "its records could not be written: EFBIG" in run.stdout
+    jsonl = tmp_path / "out" / "watchers" / "w.jsonl"
+    on_disk = recorded(jsonl)
+    assert 0 < on_disk < 500, on_disk
+    assert table_row(run.stdout, "w") == ["w", str(on_disk), "1000", "-", "ERROR"]
+    entry: dict[str, Any] = listed(tmp_path)["w"]
+    assert entry["matchCount"] == on_disk, entry
+    assert cli(tmp_path, "status", "w", "--json")["matchCount"] == on_disk
+    again = subprocess.run([watchrun_bin(), "run", "--once", "--json", "-c", str(config)],
+                           cwd=tmp_path, env=base_env(), capture_output=True, text=True,
+                           timeout=60, check=False)
+    assert again.returncode == 0, (again.stdout, again.stderr)
+    (verdict,) = json.loads(again.stdout)["verdicts"]
+    assert verdict["matches"] == 500  # (a fresh look at the whole file)
+    (gap,) = explained(validate_records(jsonl, contiguous=False))
+    assert gap["kinds"]["match"] == 500 - on_disk, gap  # the ones given up, not counted
