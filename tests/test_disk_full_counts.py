@@ -23,6 +23,18 @@ def recorded(jsonl: Path) -> int:
     return len([r for r in validate_records(jsonl, contiguous=False) if r["kind"] == "match"])
 
 
+def once_in_8k(config: Path) -> subprocess.CompletedProcess[str]:
+    """`run --once` whose files cannot grow past 8 KiB (EFBIG): it fails, exit 3."""
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+
+    run = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)],
+                         cwd=config.parent, env=base_env(), capture_output=True, text=True,
+                         timeout=60, check=False, preexec_fn=small_files)
+    assert run.returncode == 3, (run.stdout, run.stderr)
+    return run
+
+
 def test_a_full_disk_counts_the_match_records_written_while_it_lasts(tmp_path: Path) -> None:
     """The disk fills while 400 lines arrive: the records that fit are written, the rest wait.
     `list` said MATCHES 0 (a batch was counted only once all of it was written) while dozens
@@ -78,13 +90,7 @@ def test_a_once_run_that_cannot_write_counts_the_match_records_it_wrote(
         {"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR",
          "gate": {"maxMatches": 1000}}]})
 
-    def small_files() -> None:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
-
-    run = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)], cwd=tmp_path,
-                         env=base_env(), capture_output=True, text=True, timeout=60,
-                         check=False, preexec_fn=small_files)
-    assert run.returncode == 3, (run.stdout, run.stderr)
+    run = once_in_8k(config)
     assert "its records could not be written: EFBIG" in run.stdout
     jsonl = tmp_path / "out" / "watchers" / "w.jsonl"
     on_disk = recorded(jsonl)
@@ -101,3 +107,25 @@ def test_a_once_run_that_cannot_write_counts_the_match_records_it_wrote(
     assert verdict["matches"] == 500  # (a fresh look at the whole file)
     (gap,) = explained(validate_records(jsonl, contiguous=False))
     assert gap["kinds"]["match"] == 500 - on_disk, gap  # the ones given up, not counted
+
+
+def test_truncated_and_redacted_count_only_the_records_written(tmp_path: Path) -> None:
+    """Lines cut at maxLineBytes and secrets redacted were counted when a batch was built: a
+    once run that could write 10 of its 200 match records said `truncated` 200 and
+    `redacted` {password: 200}. Now they count what the records written hold; `linesCut`
+    stays the lines read that were cut."""
+    (tmp_path / "app.log").write_text("".join(
+        f"ERROR line {n} password=hunter{n} {'x' * 400}\n" for n in range(1, 201)))
+    config = write_config(tmp_path, {
+        "output": {"dir": "out", "redact": True}, "limits": {"maxLineBytes": 256},
+        "watchers": [{"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR"}]})
+    once_in_8k(config)
+    recs = validate_records(tmp_path / "out" / "watchers" / "w.jsonl", contiguous=False)
+    matches = [r for r in recs if r["kind"] == "match"]
+    assert 0 < len(matches) < 200, len(matches)
+    status = cli(tmp_path, "status", "w", "--json")
+    assert status["matchCount"] == len(matches)
+    assert status["truncated"] == len([r for r in matches if r.get("truncated")])
+    assert status["redacted"] == {
+        "password": sum(r["line"].count("[REDACTED:password]") for r in matches)}
+    assert status["linesCut"] == status["linesRead"] == 200

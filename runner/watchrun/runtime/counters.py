@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -12,7 +13,7 @@ from msgspec import Struct, field
 from watchrun.events import Chunk, MatchInfo
 from watchrun.match.keyblocks import Region, inside
 from watchrun.match.simd import count_newlines
-from watchrun.runtime.matches import RecentMatches
+from watchrun.runtime.matches import RecentMatches, Rows
 
 
 class Counters(Struct):
@@ -46,6 +47,29 @@ class Counters(Struct):
     def lines(self) -> int:
         """Lines read so far (counted when asked, not per chunk)."""
         return self.tail.lines
+
+
+class Landed:
+    """A batch's `on_written` (`AsyncWriter.write_lines`): its match records are counted as
+    they land, with those truncated and the secrets redacted in them, so a batch a full disk
+    writes in parts (or gives the rest of up) counts the records written, no more."""
+
+    __slots__ = ("_c", "_done", "_rows")
+
+    def __init__(self, counters: Counters, rows: Rows) -> None:
+        self._c, self._rows, self._done = counters, rows, 0
+
+    def __call__(self, n: int) -> None:
+        c, rows, lo = self._c, self._rows, self._done
+        self._done = hi = lo + n
+        c.matches += n
+        c.last_match_at = time.time()
+        if rows.cuts:
+            c.truncated += sum(1 for k in rows.cuts if lo <= k < hi)
+        for k, found in (rows.redacted or {}).items():
+            if lo <= k < hi:
+                for kind, m in found.items():
+                    c.redacted[kind] = c.redacted.get(kind, 0) + m
 
 
 class RecentLines:

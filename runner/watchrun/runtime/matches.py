@@ -43,6 +43,8 @@ class Rows(Struct):
     counted)."""
     whole: dict[int, str] | None = None
     """The rows whose line a `\r` redrew: the whole line as a verdict shows it (`redrawn`)."""
+    redacted: dict[int, dict[str, int]] | None = None
+    """The rows in which secrets were redacted: how many, by kind (`output.redact`)."""
 
     def evidence(self, found: Sequence[MatchInfo], n: int) -> list[MatchInfo]:
         """The first `n` of `found` (these rows' matches) as a verdict's evidence: a line a

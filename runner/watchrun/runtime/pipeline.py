@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ from watchrun.output.recorded import recorded_since
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
-from watchrun.runtime.counters import Counters, RecentLines, unread
+from watchrun.runtime.counters import Counters, Landed, RecentLines, unread
 from watchrun.runtime.matches import (
     Found,
     RecentMatches,
@@ -170,7 +169,7 @@ class WatcherPipeline:
             rows = self._rows(chunk, spans)
         first = self.sink.next_seq
         await self.writer.write_lines(self.sink.match_records(
-            rows.lines, rows.line_nos, rows.offsets, rows.rest), on_written=self._recorded)
+            rows.lines, rows.line_nos, rows.offsets, rows.rest), on_written=Landed(c, rows))
         found = Found(rows, self._members(chunk)[1], self.sink.cursor_prefix, first)
         c.recent.extend(found)
         if len(c.first) < FIRST_KEPT:
@@ -178,11 +177,6 @@ class WatcherPipeline:
         self.log.matches(self.spec.id, found)
         if self.on_matches is not None:
             self.on_matches(self.spec, self._outgoing(found, spans), self)
-
-    def _recorded(self, n: int) -> None:
-        """`n` more match records are in the JSONL (a full disk may write a batch in parts)."""
-        self.counters.matches += n
-        self.counters.last_match_at = time.time()
 
     def _outgoing(self, found: Found, spans: list[tuple[int, int]]) -> Sequence[MatchInfo]:
         """The matches handed on to agents and actions. Without `output.redact` the records keep
@@ -254,13 +248,13 @@ class WatcherPipeline:
             if block != self._key_counted:
                 found["private-key"] = found.get("private-key", 0) + 1
                 self._key_counted = block
-        for kind, n in found.items():
-            self.counters.redacted[kind] = self.counters.redacted.get(kind, 0) + n
+        if found:  # (counted as the record is written: `Landed`)
+            rows.redacted = rows.redacted or {}
+            rows.redacted[k] = found
         members = rows.rest[k]
         if omitted or clipped:
             members += b',"truncated":true,"omittedBytes":%d' % omitted
-            self.counters.truncated += 1
-            if rows.cuts is None:
+            if rows.cuts is None:  # (counted as the record is written: `Landed`)
                 rows.cuts = {}
             rows.cuts[k] = omitted
         if raw is not None and text != raw:
