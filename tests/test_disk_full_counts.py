@@ -84,7 +84,9 @@ def test_a_once_run_that_cannot_write_counts_the_match_records_it_wrote(
     """A once run whose records stop fitting (RLIMIT_FSIZE: EFBIG after 8 KiB) after some were
     written: its gate table said `w 0 … ERROR` and `list` MATCHES 0 with dozens of match
     records in the JSONL. Now both count those records, none of the ones given up (a `gap`
-    at the next start explains their seqs); the verdict is still ERROR, exit 3."""
+    at the next start explains their seqs); the verdict is still ERROR, exit 3. `errors`
+    said 1 for its "could not be written" error, which could not be written either: now it
+    counts the error records written."""
     (tmp_path / "app.log").write_text("".join(f"ERROR line {n}\n" for n in range(1, 501)))
     config = write_config(tmp_path, {"output": {"dir": "out"}, "watchers": [
         {"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR",
@@ -98,7 +100,10 @@ def test_a_once_run_that_cannot_write_counts_the_match_records_it_wrote(
     assert table_row(run.stdout, "w") == ["w", str(on_disk), "1000", "-", "ERROR"]
     entry: dict[str, Any] = listed(tmp_path)["w"]
     assert entry["matchCount"] == on_disk, entry
-    assert cli(tmp_path, "status", "w", "--json")["matchCount"] == on_disk
+    status = cli(tmp_path, "status", "w", "--json")
+    assert status["matchCount"] == on_disk
+    errors = [r for r in validate_records(jsonl, contiguous=False) if r["kind"] == "error"]
+    assert status["errors"] == len(errors) == 0  # (its "could not be written" was not either)
     again = subprocess.run([watchrun_bin(), "run", "--once", "--json", "-c", str(config)],
                            cwd=tmp_path, env=base_env(), capture_output=True, text=True,
                            timeout=60, check=False)

@@ -10,6 +10,10 @@ from liverunner import LiveRunner, wait_for, write_config
 from test_disk_full import listed
 from tmpfs import grow, mount_tmpfs, umount
 
+from watchrun.inotify import INotify
+
+IN_DELETE = 0x200
+
 LINES = 3000
 BATCH = 100
 
@@ -30,6 +34,8 @@ def test_a_disk_that_fills_while_records_are_written_is_paused_not_error(tmp_pat
         r.out = mnt / "out"
         try:
             r.wait_running()
+            ino = INotify()
+            ino.add_watch(mnt / "out" / "state", IN_DELETE)
             full = "cannot write records: ENOSPC"
             with open(log, "ab", buffering=0) as fh:  # batches, each recorded before the next,
                 for k in range(0, LINES, BATCH):  # until one does not fit: the checkpoint the
@@ -41,14 +47,20 @@ def test_a_disk_that_fills_while_records_are_written_is_paused_not_error(tmp_pat
                         fh.writelines(b"ERROR line %d\n" % n
                                       for n in range(k + BATCH + 1, LINES + 1))
                         break
-            wait_for(lambda: listed(tmp_path)["app"]["errors"] >= 1, "the checkpoint save to "
-                     "fail")
+            wait_for(lambda: any(e.name == "app.checkpoint.json.tmp" for e in ino.read()),
+                     "the checkpoint save to fail")  # (its tmp file removed, not renamed)
+            ino.close()
             app = listed(tmp_path)["app"]
             assert app["lastError"].startswith("cannot write records: ENOSPC"), app
             assert app["status"] == "paused", app
             grow(mnt, "8m")
             wait_for(lambda: len(r.matches("app")) == LINES, "every line recorded")
             wait_for(lambda: listed(tmp_path)["app"]["status"] == "running", "status running")
+            saves = [x for x in r.records("app") if x["kind"] == "error"]  # (written now)
+            assert [x["message"] for x in saves][:1] == [
+                f"cannot save checkpoint: {mnt}/out/state/app.checkpoint.json: No space left "
+                "on device"], saves
+            assert listed(tmp_path)["app"]["errors"] == len(saves)
         finally:
             assert r.stop() == 0, r.stderr()
     finally:

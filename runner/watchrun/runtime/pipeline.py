@@ -279,8 +279,6 @@ class WatcherPipeline:
         gave it)."""
         clean = {k: self._said(v) for k, v in fields.items()
                  if v is not None or k in ("exitCode", "signal")}
-        if kind == "error":
-            self.counters.errors += 1
         if kind in ("gap", "rotate", "error") and self.counters.unread is None:
             self.counters.unread = unread(kind, clean)
         line = self.sink.record(kind, clean)
@@ -288,6 +286,8 @@ class WatcherPipeline:
         # record says so), rather than holding up the shutdown
         final = FINAL_WRITE_S if kind == "stop" else None
         await self.writer.write_lines([line], give_up_after=final)
+        if kind == "error":  # (error records written: not one waiting or given up)
+            self.counters.errors += 1
         self.stopped = self.stopped or kind == "stop"
         if echo:
             self.log.event(self.spec.id, kind, clean)
