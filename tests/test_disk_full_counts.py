@@ -134,3 +134,21 @@ def test_truncated_and_redacted_count_only_the_records_written(tmp_path: Path) -
     assert status["redacted"] == {
         "password": sum(r["line"].count("[REDACTED:password]") for r in matches)}
     assert status["linesCut"] == status["linesRead"] == 200
+
+
+def test_a_gate_crossed_by_the_records_written_shows_their_lines(tmp_path: Path) -> None:
+    """Its records stop fitting after some were written, more than the gate allows: the verdict
+    is FAIL+ERROR (crossed by what was recorded, and it could not finish), exit 3. Its
+    evidence was kept only for a batch written whole: the report said "… and 32 more" with
+    not one line above it. Now it lists the first lines of the records written."""
+    (tmp_path / "app.log").write_text("".join(f"ERROR line {n}\n" for n in range(1, 501)))
+    config = write_config(tmp_path, {"output": {"dir": "out"}, "watchers": [
+        {"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR",
+         "gate": {"maxMatches": 3}}]})
+    run = once_in_8k(config)
+    on_disk = recorded(tmp_path / "out" / "watchers" / "w.jsonl")
+    assert 5 < on_disk < 500, on_disk
+    assert table_row(run.stdout, "w") == ["w", str(on_disk), "3", "-", "FAIL+ERROR"]
+    shown = [ln.strip() for ln in run.stdout.splitlines() if ln.strip().startswith("app.log:")]
+    assert shown == [f"app.log:{n}: ERROR line {n}" for n in range(1, 6)], run.stdout
+    assert f"… and {on_disk - 5} more (every match is in watchers/w.jsonl)" in run.stdout

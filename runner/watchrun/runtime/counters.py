@@ -54,14 +54,16 @@ class Landed:
     they land, with those truncated and the secrets redacted in them, so a batch a full disk
     writes in parts (or gives the rest of up) counts the records written, no more."""
 
-    __slots__ = ("_c", "_done", "_rows")
+    __slots__ = ("_c", "_rows", "done")
 
     def __init__(self, counters: Counters, rows: Rows) -> None:
-        self._c, self._rows, self._done = counters, rows, 0
+        self._c, self._rows = counters, rows
+        self.done = 0
+        """The rows whose records are written (the first `done`)."""
 
     def __call__(self, n: int) -> None:
-        c, rows, lo = self._c, self._rows, self._done
-        self._done = hi = lo + n
+        c, rows, lo = self._c, self._rows, self.done
+        self.done = hi = lo + n
         c.matches += n
         c.last_match_at = time.time()
         if rows.cuts:

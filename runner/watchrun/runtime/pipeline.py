@@ -167,13 +167,15 @@ class WatcherPipeline:
             return
         else:
             rows = self._rows(chunk, spans)
-        first = self.sink.next_seq
-        await self.writer.write_lines(self.sink.match_records(
-            rows.lines, rows.line_nos, rows.offsets, rows.rest), on_written=Landed(c, rows))
-        found = Found(rows, self._members(chunk)[1], self.sink.cursor_prefix, first)
+        found = Found(rows, self._members(chunk)[1], self.sink.cursor_prefix, self.sink.next_seq)
+        landed = Landed(c, rows)
+        try:
+            await self.writer.write_lines(self.sink.match_records(
+                rows.lines, rows.line_nos, rows.offsets, rows.rest), on_written=landed)
+        finally:  # (the rest given up: the records written are still a verdict's evidence)
+            if (n := min(landed.done, FIRST_KEPT - len(c.first))) > 0:
+                c.first.extend(rows.evidence(found, n))
         c.recent.extend(found)
-        if len(c.first) < FIRST_KEPT:
-            c.first.extend(rows.evidence(found, FIRST_KEPT - len(c.first)))
         self.log.matches(self.spec.id, found)
         if self.on_matches is not None:
             self.on_matches(self.spec, self._outgoing(found, spans), self)
