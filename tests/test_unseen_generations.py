@@ -134,7 +134,11 @@ def test_files_renamed_into_place_and_replaced_while_frozen_are_counted(tmp_path
             tmp.write_text(f"ERROR gen {k}\n")
             os.rename(tmp, log)
         r.send(signal.SIGCONT)
-        wait_for(lambda: _accounted(r) >= 3, "3 generations recorded or counted")
+        try:  # (timed out once in a loaded suite, without saying what it saw)
+            wait_for(lambda: _accounted(r) >= 3, "3 generations recorded or counted")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; records: {r.records('app')}; log: {r.stderr()}") \
+                from None
         assert r.stop() == 0, r.stderr()
     finally:
         r.close()
