@@ -31,16 +31,16 @@ from typing import Any
 
 from watchrun.match.redact_cut import cut_pattern
 from watchrun.match.redact_rules import (
-    _SECRET,
     KIND,
+    SECRET_GROUP,
     KeyBlock,
     RedactError,
     Rule,
-    _options,
-    _re2,
     builtin_rules,
     check_rule,
     key_block,
+    re2_module,
+    rule_options,
     rules_from,
 )
 from watchrun.match.sanitize import sanitize
@@ -69,9 +69,9 @@ class _Pass:
         self.rules = tuple(rules)
         parts = []
         for i, rule in enumerate(self.rules):
-            pattern = rule.pattern.replace(_SECRET, f"(?P<_ws{i}>")
+            pattern = rule.pattern.replace(SECRET_GROUP, f"(?P<_ws{i}>")
             parts.append(f"(?P<_wr{i}>{pattern})")
-        self.regex = _re2().compile("|".join(parts), _options())
+        self.regex = re2_module().compile("|".join(parts), rule_options())
         index = self.regex.groupindex
         self.rule_of = {index[f"_wr{i}"]: i for i in range(len(self.rules))}
         self.secret_of = {i: index.get(f"_ws{i}") for i in range(len(self.rules))}

@@ -12,7 +12,7 @@ from msgspec import Struct
 
 KIND = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 """A rule's kind: shown in `[REDACTED:kind]` and used as the key of the counts."""
-_SECRET = "(?P<secret>"
+SECRET_GROUP = "(?P<secret>"
 
 
 class RedactError(ValueError):
@@ -46,15 +46,15 @@ class KeyBlock(Struct, frozen=True):
         return Rule(self.kind, self.pattern)
 
 
-def _re2() -> Any:
+def re2_module() -> Any:
     """google-re2, imported when a rule is compiled (not by every module that names `Rule`)."""
     import re2  # type: ignore[import-untyped]
 
     return re2
 
 
-def _options() -> Any:
-    options = _re2().Options()
+def rule_options() -> Any:
+    options = re2_module().Options()
     options.log_errors = False
     return options
 
@@ -64,10 +64,10 @@ def check_rule(rule: Rule) -> None:
     if not KIND.fullmatch(rule.kind):
         raise RedactError(f"invalid kind {rule.kind!r}: lowercase letters, digits and -, "
                           "at most 40")
-    if rule.pattern.count(_SECRET) > 1:
+    if rule.pattern.count(SECRET_GROUP) > 1:
         raise RedactError("at most one group may be named `secret`")
     try:
-        compiled = _re2().compile(rule.pattern, _options())
+        compiled = re2_module().compile(rule.pattern, rule_options())
     except Exception as exc:  # re2.error and what else the binding raises for a bad pattern
         raise RedactError(f"RE2 cannot compile it ({exc}); redaction patterns run on RE2 "
                           "(linear time), without lookaround or backreferences") from None
