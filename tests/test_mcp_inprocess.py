@@ -67,9 +67,9 @@ def test_a_flood_is_coalesced_and_the_last_batch_is_sent(tmp_path: Path) -> None
         runner = asyncio.ensure_future(followers.run())
         try:
             await until(lambda: followers._tg is not None, "the followers to run")
-            followers.subscribe(uri, "a", send)
-            followers.subscribe(uri, "b", send_other)
-            followers.subscribe(uri, "c", broken)
+            await followers.subscribe(uri, "a", send)
+            await followers.subscribe(uri, "b", send_other)
+            await followers.subscribe(uri, "c", broken)
 
             def probed() -> bool:  # a match until one is reported: the follower is reading
                 records.write("match")
@@ -98,6 +98,33 @@ def test_a_flood_is_coalesced_and_the_last_batch_is_sent(tmp_path: Path) -> None
 
     asyncio.run(body())
 
+
+
+def test_a_match_recorded_as_soon_as_the_subscription_is_answered_is_told(
+        tmp_path: Path) -> None:
+    """The follower took its starting place in a thread after `subscribe` had returned (the
+    client told it was subscribed): a match recorded in between was passed over, and its
+    update never came (a 2026 client's `listen` timed out in a loaded suite)."""
+    records = Records(tmp_path, "w1")
+    records.write("start")
+    uri, sent = uri_of("w1"), []
+
+    async def send(u: str) -> None:
+        sent.append(u)
+
+    async def body() -> None:
+        followers = Followers(tmp_path, 500, RunLog("text", quiet=True))
+        runner = asyncio.ensure_future(followers.run())
+        try:
+            await until(lambda: followers._tg is not None, "the followers to run")
+            await followers.subscribe(uri, "a", send)
+            records.write("match")  # at once: nothing else has run on the loop
+            await until(lambda: sent == [uri], "the update of that one match")
+        finally:
+            followers.close()
+            await asyncio.wait_for(runner, DEADLINE_S)
+
+    asyncio.run(body())
 
 
 def test_a_call_cancelled_while_the_sessions_runner_starts_still_stops_it(

@@ -56,6 +56,7 @@ class Followers:
         self.notifier = Notifier(poll_ms)
         self._subs: dict[str, dict[object, Send]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._started: dict[str, asyncio.Event] = {}
         self._tg: asyncio.TaskGroup | None = None
         self._closing = asyncio.Event()
 
@@ -73,15 +74,21 @@ class Followers:
     def close(self) -> None:
         self._closing.set()
 
-    def subscribe(self, uri: str, key: object, send: Send) -> None:
+    async def subscribe(self, uri: str, key: object, send: Send) -> None:
         """`send(uri)` on each batch of new matches of `uri`'s watcher (which may not exist
-        yet), until `unsubscribe(uri, key)`."""
+        yet), until `unsubscribe(uri, key)`. Returns once the watcher's JSONL is followed: a
+        match recorded after it is told (the follower began after the subscription was
+        answered, and passed over a match recorded in between)."""
         wid, _ = parse_uri(uri)
         self._subs.setdefault(uri, {})[key] = send
         if uri not in self._tasks and self._tg is not None:
-            task = self._tg.create_task(self._follow(uri, wid), name=f"follow {wid}")
+            self._started[uri] = asyncio.Event()
+            task = self._tg.create_task(self._follow(uri, wid, self._started[uri]),
+                                        name=f"follow {wid}")
             self._tasks[uri] = task
             task.add_done_callback(functools.partial(self._done, uri))
+        if uri in self._started:
+            await self._started[uri].wait()
 
     def unsubscribe(self, uri: str, key: object) -> None:
         subs = self._subs.get(uri, {})
@@ -95,8 +102,9 @@ class Followers:
     def _done(self, uri: str, task: asyncio.Task[None]) -> None:
         if self._tasks.get(uri) is task:
             del self._tasks[uri]
+            self._started.pop(uri).set()  # (a waiter of a follower cancelled first goes on)
 
-    async def _follow(self, uri: str, wid: str) -> None:
+    async def _follow(self, uri: str, wid: str, started: asyncio.Event) -> None:
         """Tell `uri`'s subscribers when its watcher records a match: the JSONL is skimmed
         (`MatchSkimmer`, in a worker thread, a bounded slice per look), never parsed; looks
         wait MIN_GAP_S after an update, so a flood is one update per MIN_GAP_S."""
@@ -105,6 +113,7 @@ class Followers:
         skimmer = MatchSkimmer(path)
         try:
             await _in_thread(skimmer.start)
+            started.set()
             sent_at, more = 0.0, False
             while True:
                 if not more:  # (else what is left of the last look comes first)

@@ -117,7 +117,7 @@ def build_server(tool: Tool, followers: Followers, log: RunLog) -> Server[Any]:
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         _parse(params.uri)
-        followers.subscribe(params.uri, HANDSHAKE, ctx.session.send_resource_updated)
+        await followers.subscribe(params.uri, HANDSHAKE, ctx.session.send_resource_updated)
         return types.EmptyResult()
 
     async def unsubscribe(ctx: Any,
@@ -136,7 +136,7 @@ def build_server(tool: Tool, followers: Followers, log: RunLog) -> Server[Any]:
                 uris.add(uri)
         for uri in uris:
             listening[uri] += 1
-            followers.subscribe(uri, LISTEN, publish)
+            await followers.subscribe(uri, LISTEN, publish)
         try:
             return await streams(ctx, params)
         finally:
