@@ -121,13 +121,15 @@ def test_the_receiver_answers_every_body_and_stores_only_firings(tmp_path: Path)
             assert post(r.port, body).startswith(b"HTTP/1.0 400 "), body[:60]
         assert not r.out.exists()
         assert post(r.port, escapes) == b"HTTP/1.0 204 No Content"
+        assert r.proc.stdout is not None  # (it prints after it answers: read before it stops)
+        printed = r.proc.stdout.readline()
         assert post(r.port, escapes, token="nope") == b"HTTP/1.0 401 Unauthorized"
         for length in ("9" * 5000, "\u00b2", ""):  # (an int too long to parse; a latin-1 digit)
             with socket.create_connection(("127.0.0.1", r.port), timeout=20) as s:
                 s.sendall(b"POST / HTTP/1.1\r\nAuthorization: Bearer t0ken-9f8e\r\n"
                           b"Content-Length: %s\r\n\r\n" % length.encode("latin-1"))
                 assert s.makefile("rb").readline().startswith(b"HTTP/1.0 413 "), length
-    printed = (tmp_path / "recv.out").read_bytes()
+    assert (tmp_path / "recv.out").read_bytes() == b""  # nothing else printed
     assert printed == b"\\u001b]0;PWNED\\u0007\\u001b[31mRED\\u202e\\u2028: 3 match(es), firing 1\n"
     (stored,) = [json.loads(ln) for ln in r.out.read_text().splitlines()]
     assert stored["watcher"]["id"] == "\x1b]0;PWNED\x07\x1b[31mRED\u202e\u2028"  # kept as sent
