@@ -28,6 +28,7 @@ _AT = {c.AT_BOUNDARY: r"\b", c.AT_NON_BOUNDARY: r"\B", c.AT_BEGINNING: "^",
 _CATEGORY = {c.CATEGORY_DIGIT: r"\d", c.CATEGORY_NOT_DIGIT: r"\D", c.CATEGORY_SPACE: r"\s",
              c.CATEGORY_NOT_SPACE: r"\S", c.CATEGORY_WORD: r"\w", c.CATEGORY_NOT_WORD: r"\W"}
 _REPEATS = (c.MAX_REPEAT, c.MIN_REPEAT)
+_FLAGS = (("i", c.SRE_FLAG_IGNORECASE), ("m", c.SRE_FLAG_MULTILINE), ("s", c.SRE_FLAG_DOTALL))
 
 
 class _Unsupported(Exception):
@@ -44,9 +45,7 @@ def cut_pattern(pattern: str) -> str | None:
         body = "|".join(_cut_of(list(alt), secret) for alt in alts)
     except (re.error, _Unsupported, RecursionError):
         return None
-    flags = tree.state.flags
-    mode = "".join(f for f, bit in (("i", c.SRE_FLAG_IGNORECASE), ("m", c.SRE_FLAG_MULTILINE),
-                                    ("s", c.SRE_FLAG_DOTALL)) if flags & bit)
+    mode = _letters(tree.state.flags)
     return (f"(?{mode})" if mode else "") + f"(?:{body})\\z"
 
 
@@ -148,8 +147,10 @@ def _set(items: Items) -> str:
 
 def _flags(add: int, remove: int) -> str:
     """A group's own flags (`(?i:…)`)."""
-    on = "".join(f for f, bit in (("i", c.SRE_FLAG_IGNORECASE), ("s", c.SRE_FLAG_DOTALL),
-                                  ("m", c.SRE_FLAG_MULTILINE)) if add & bit)
-    off = "".join(f for f, bit in (("i", c.SRE_FLAG_IGNORECASE), ("s", c.SRE_FLAG_DOTALL),
-                                   ("m", c.SRE_FLAG_MULTILINE)) if remove & bit)
-    return on + (f"-{off}" if off else "")
+    off = _letters(remove)
+    return _letters(add) + (f"-{off}" if off else "")
+
+
+def _letters(bits: int) -> str:
+    """The RE2 letters of the flags i, m and s among `bits`."""
+    return "".join(letter for letter, bit in _FLAGS if bits & bit)
