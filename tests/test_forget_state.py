@@ -5,23 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
 from pathlib import Path
-from typing import Any
 
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
-
-
-def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`watchrun ARGS` run from `cwd` (its ./watch.yaml is the config)."""
-    return subprocess.run([watchrun_bin(), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)
-
-
-def listed(r: LiveRunner) -> dict[str, dict[str, Any]]:
-    reply = r.control({"cmd": "list"})
-    assert reply["ok"], reply
-    return {w["id"]: w for w in reply["watchers"]}
+from liverunner import LiveRunner, wait_for, write_config
+from test_runtime_watchers import listed, wr
 
 
 def state_files(out: Path, wid: str) -> set[str]:

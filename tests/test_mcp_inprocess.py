@@ -7,9 +7,11 @@ the call that started it was cancelled."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from watchrun.mcp.resources import MIN_GAP_S, Followers, uri_of
@@ -33,6 +35,19 @@ class Records:
                 self.seq += 1
                 f.write(json.dumps({"schema": 1, "seq": self.seq, "kind": kind,
                                     "line": f"line {self.seq}"}, separators=(",", ":")) + "\n")
+
+
+@contextlib.asynccontextmanager
+async def running_followers(tmp_path: Path) -> AsyncIterator[Followers]:
+    """Followers of tmp_path's JSONLs, running; closed and awaited after."""
+    followers = Followers(tmp_path, 500, RunLog("text", quiet=True))
+    runner = asyncio.ensure_future(followers.run())
+    try:
+        await until(lambda: followers._tg is not None, "the followers to run")
+        yield followers
+    finally:
+        followers.close()
+        await asyncio.wait_for(runner, DEADLINE_S)
 
 
 async def until(cond: object, what: str) -> None:
@@ -63,10 +78,7 @@ def test_a_flood_is_coalesced_and_the_last_batch_is_sent(tmp_path: Path) -> None
         raise ConnectionError("the client went away")
 
     async def body() -> None:
-        followers = Followers(tmp_path, 500, RunLog("text", quiet=True))
-        runner = asyncio.ensure_future(followers.run())
-        try:
-            await until(lambda: followers._tg is not None, "the followers to run")
+        async with running_followers(tmp_path) as followers:
             await followers.subscribe(uri, "a", send)
             await followers.subscribe(uri, "b", send_other)
             await followers.subscribe(uri, "c", broken)
@@ -91,9 +103,6 @@ def test_a_flood_is_coalesced_and_the_last_batch_is_sent(tmp_path: Path) -> None
             assert followers._tasks  # "b" still listens
             followers.unsubscribe(uri, "b")
             await until(lambda: not followers._tasks, "the follow task to end")
-        finally:
-            followers.close()
-            await asyncio.wait_for(runner, DEADLINE_S)
         assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
 
     asyncio.run(body())
@@ -113,16 +122,10 @@ def test_a_match_recorded_as_soon_as_the_subscription_is_answered_is_told(
         sent.append(u)
 
     async def body() -> None:
-        followers = Followers(tmp_path, 500, RunLog("text", quiet=True))
-        runner = asyncio.ensure_future(followers.run())
-        try:
-            await until(lambda: followers._tg is not None, "the followers to run")
+        async with running_followers(tmp_path) as followers:
             await followers.subscribe(uri, "a", send)
             records.write("match")  # at once: nothing else has run on the loop
             await until(lambda: sent == [uri], "the update of that one match")
-        finally:
-            followers.close()
-            await asyncio.wait_for(runner, DEADLINE_S)
 
     asyncio.run(body())
 
