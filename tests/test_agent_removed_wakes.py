@@ -34,6 +34,15 @@ def agent_records(tmp_path: Path, name: str) -> list[dict[str, Any]]:
     return read_records(tmp_path / ".watchrun" / "agents" / f"{name}.jsonl")
 
 
+def start_a_turn(r: LiveRunner, log: Path, tmp_path: Path) -> None:
+    """Once the runner runs, a match that wakes agent `s`; back when its turn has started."""
+    r.wait_running()
+    with log.open("a") as fh:
+        fh.write("ERROR 1\n")
+    wait_for(lambda: any(x["kind"] == "dispatch-start" for x in agent_records(tmp_path, "s")),
+             "s's turn")
+
+
 def final_deliveries(tmp_path: Path, name: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for r in agent_records(tmp_path, name):
@@ -56,11 +65,7 @@ def test_matches_made_while_a_removed_agent_is_closed_are_recorded_dropped(
                                      "watchers": [{**watcher, "wake": "s"}], "agents": [agent]})
     r = LiveRunner(config)
     try:
-        r.wait_running()
-        with log.open("a") as fh:
-            fh.write("ERROR 1\n")
-        wait_for(lambda: any(x["kind"] == "dispatch-start" for x in agent_records(tmp_path, "s")),
-                 "s's turn")
+        start_a_turn(r, log, tmp_path)
         write_config(tmp_path, {"limits": {"stopTimeout": "2s"}, "watchers": [watcher]})
         r.send(signal.SIGHUP)
         wait_for((tmp_path / "termed").exists, "the turn told to stop")
@@ -140,11 +145,7 @@ def test_a_turn_a_reload_stopped_says_so_in_the_transcript(tmp_path: Path) -> No
 
     r = LiveRunner(config("1"))
     try:
-        r.wait_running()
-        with log.open("a") as fh:
-            fh.write("ERROR 1\n")
-        wait_for(lambda: any(x["kind"] == "dispatch-start" for x in agent_records(tmp_path, "s")),
-                 "s's turn")
+        start_a_turn(r, log, tmp_path)
         config("2")
         r.send(signal.SIGHUP)
         r.wait_log("config changed: restarted")
