@@ -55,8 +55,8 @@ class Followers:
         self.root, self.log = root, log
         self.notifier = Notifier(poll_ms)
         self._subs: dict[str, dict[object, Send]] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._started: dict[str, asyncio.Event] = {}
+        self._tasks: dict[str, tuple[asyncio.Task[None], asyncio.Event]] = {}
+        """Each followed URI's task, and the event it sets once it follows the JSONL."""
         self._tg: asyncio.TaskGroup | None = None
         self._closing = asyncio.Event()
 
@@ -65,7 +65,7 @@ class Followers:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
                 await self._closing.wait()
-                for task in self._tasks.values():
+                for task, _ in self._tasks.values():
                     task.cancel()
         finally:
             self._tg = None
@@ -82,27 +82,24 @@ class Followers:
         wid, _ = parse_uri(uri)
         self._subs.setdefault(uri, {})[key] = send
         if uri not in self._tasks and self._tg is not None:
-            self._started[uri] = asyncio.Event()
-            task = self._tg.create_task(self._follow(uri, wid, self._started[uri]),
-                                        name=f"follow {wid}")
-            self._tasks[uri] = task
+            started = asyncio.Event()
+            task = self._tg.create_task(self._follow(uri, wid, started), name=f"follow {wid}")
+            self._tasks[uri] = task, started
             task.add_done_callback(functools.partial(self._done, uri))
-        if uri in self._started:
-            await self._started[uri].wait()
+        if uri in self._tasks:
+            await self._tasks[uri][1].wait()
 
     def unsubscribe(self, uri: str, key: object) -> None:
         subs = self._subs.get(uri, {})
         subs.pop(key, None)
         if not subs:
             self._subs.pop(uri, None)
-            task = self._tasks.get(uri)
-            if task is not None:
-                task.cancel()
+            if uri in self._tasks:
+                self._tasks[uri][0].cancel()
 
     def _done(self, uri: str, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(uri) is task:
-            del self._tasks[uri]
-            self._started.pop(uri).set()  # (a waiter of a follower cancelled first goes on)
+        if uri in self._tasks and self._tasks[uri][0] is task:
+            self._tasks.pop(uri)[1].set()  # (a waiter of a follower cancelled first goes on)
 
     async def _follow(self, uri: str, wid: str, started: asyncio.Event) -> None:
         """Tell `uri`'s subscribers when its watcher records a match: the JSONL is skimmed
