@@ -51,9 +51,12 @@ def test_a_client_that_leaves_during_a_stop_ends_the_session_cleanly(
     write_config(tmp_path, {"limits": {"stopTimeout": "2s"}, "watchers": []})
     client = RawClient(tmp_path, "-c", str(tmp_path / "watch.yaml"))
     try:
-        client.send(call(1, action="add", command=DEAF, pattern="x"))
+        client.send(call(1, action="add", command=DEAF, pattern="up"))
         assert client.reply(1)["result"]["structuredContent"]["watch"]["id"] == "w1"
         jsonl = tmp_path / ".watchrun" / "watchers" / "w1.jsonl"
+        # "up" is said after the trap is set: a SIGTERM before it would end the shell at once
+        wait_for(lambda: any(r["kind"] == "match" for r in read_records(jsonl)),
+                 "the command to have set its trap (its `up` matched)")
         client.send(call(2, action="stop", id="w1"))
         wait_for((tmp_path / "termed").exists, "the stop of w1 to begin (it takes stopTimeout)")
         assert client.proc.stdout is not None and client.proc.stdin is not None
