@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from watchrun.config.diagnostics import Reporter
-from watchrun.config.shellcode import describe_character, script_indexes, unsafe_character
+from watchrun.config.handover import code_indexes
+from watchrun.config.shellcode import describe_character, unsafe_character
 from watchrun.config.shellwords import contexts, quote
 from watchrun.config.tree import CMap, CSeq, KeyPath, Origin, locate
 
@@ -103,11 +104,12 @@ def interpolate(
 
 
 def _argv(items: list[str], env: Mapping[str, str]) -> tuple[list[str], list[list[str]]]:
-    """An argv template: each value stays inside its argument; the script of `sh -c SCRIPT`
-    is a command line itself, so there each value is quoted as one shell word (in every
-    argument that may be such a script, told after substitution: a value may name the shell)."""
+    """An argv template: each value stays inside its argument; the script of `sh -c SCRIPT`,
+    and what `ssh`, `su -c`… hand to a shell, is a command line itself, so there each value is
+    quoted as one shell word (in every argument that may be such code, told after
+    substitution: a value may name the program)."""
     plain = [interpolate(x, env)[0] for x in items]
-    scripts = script_indexes(plain)
+    scripts = code_indexes(plain)
     done = [interpolate(x, env, shell="sh" if i in scripts else None)
             for i, x in enumerate(items)]
     return [t for t, _ in done], [p for _, p in done]
@@ -123,11 +125,13 @@ def _split(text: str, env: Mapping[str, str]) -> tuple[list[str], list[str]] | N
         return None
     pending = iter(values)
     items = ["".join(next(pending)[1] if ch == mark else ch for ch in arg) for arg in args]
-    script = next((i for i in script_indexes(items) if mark in args[i]), None)
+    script = next((i for i in code_indexes(items) if mark in args[i]), None)
     if script is not None:
         name = values[sum(arg.count(mark) for arg in args[:script])][0]
-        problems.append(_UNQUOTABLE.format(name=name, where="in the script of `sh -c` inside a "
-                                           "command string (use a list command)"))
+        problems.append(_UNQUOTABLE.format(name=name, where="in shell code inside a command "
+                                           "string (a shell's `-c` script, or what `ssh`, "
+                                           "`su -c`, `watch`… hand to a shell; use a list "
+                                           "command)"))
     return items, problems
 
 

@@ -13,10 +13,10 @@ from msgspec.structs import replace
 
 from watchrun.config.checks import Ctx
 from watchrun.config.clamp import RANGES, build_limits, clamp
+from watchrun.config.handover import code_indexes
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
 from watchrun.config.plans import check_dependencies
 from watchrun.config.schema import did_you_mean
-from watchrun.config.shellcode import script_indexes
 from watchrun.config.statuses import until_status_warning
 from watchrun.config.tree import CMap, KeyPath
 from watchrun.config.watchers import build_watchers
@@ -215,11 +215,12 @@ def _agent_command(ctx: Ctx, p: KeyPath, a: CMap) -> tuple[str, ...] | None:
         ctx.report.warning((*p, "command"), "has no {prompt} placeholder, and under `pty` its "
                            "stdin is the terminal: the prompt is appended as the last argument")
         argv = (*argv, "{prompt}")  # (without `pty`, the prompt goes to its stdin whole)
-    if any("{prompt}" in argv[i] for i in script_indexes(argv)):
-        ctx.report.error((*p, "command"), "has {prompt} inside the script of a shell's -c: "
-                         "the shell would read matched log text as commands; pass the prompt as "
+    if any("{prompt}" in argv[i] for i in code_indexes(argv)):
+        ctx.report.error((*p, "command"), "has {prompt} inside the script of a shell's -c (or "
+                         "what ssh, su -c, watch… hand to a shell): the shell would read "
+                         "matched log text as commands; pass the prompt as "
                          'an argument of its own, e.g. ["sh", "-c", "claude -p \\"$1\\"", "sh", '
-                         '"{prompt}"]')
+                         '"{prompt}"], or leave {prompt} out: the prompt then goes to stdin')
     return argv
 
 

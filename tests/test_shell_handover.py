@@ -1,0 +1,108 @@
+"""A `${VAR}` in what another program hands to a shell is shell code (docs/config.md): ssh's
+remote command, `su -c`, `runuser -c`, `flock FILE -c`, `script -c`, `watch CMD`. They were
+passed on as one argument, unchecked, and that program's shell ran `V='x; touch pwned'`. Now
+such a value is refused at load like one in `sh -c SCRIPT`, and an ordinary one is quoted as one
+word, checked by running the real flock, script and su (ssh by a stand-in for its far side)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from liverunner import watchrun_bin, write_config
+
+from watchrun.config.handover import code_indexes
+
+TOUCH = "x; touch pwned"
+SSH_STAND_IN = """#!/bin/sh
+# ssh's far side, for the test: past the options and DEST, the rest joined with spaces and run
+# by the remote user's shell (what sshd does with ssh's command line)
+while [ "${1#-}" != "$1" ]; do case $1 in -p|-i|-l|-o) shift;; esac; shift; done
+shift
+exec sh -c "$*"
+"""
+
+
+@pytest.mark.parametrize(("argv", "indexes"), [
+    (["ssh", "host", "tail", "-F", "x"], [2, 3, 4]),
+    (["ssh", "-p", "22", "-i", "key", "host", "tail -F x"], [6]),
+    (["ssh", "-p22", "-tt", "host", "-v", "cmd", "a"], [5, 6]),
+    (["/usr/bin/ssh", "-c", "aes128-ctr", "host"], []),
+    (["ssh", "-N", "-L", "8080:x:80", "host"], []),
+    (["autossh", "-M", "0", "host", "cmd"], [4]),
+    (["sudo", "-u", "x", "ssh", "h", "cmd"], [5]),
+    (["su", "-c", "cmd", "user"], [2]), (["su", "user", "-c", "cmd"], [3]),
+    (["su", "-lc", "cmd"], [2]), (["su", "--command=cmd"], [1]), (["su", "-ccmd"], [1]),
+    (["runuser", "-u", "x", "--session-command", "cmd"], [4]),
+    (["flock", "/l", "-c", "cmd"], [3]), (["flock", "-w", "5", "/l", "--command", "cmd"], [5]),
+    (["flock", "/l", "prog", "-c", "x"], []),
+    (["script", "-q", "-c", "cmd", "/dev/null"], [3]), (["script", "-qc", "cmd"], [2]),
+    (["watch", "-n", "5", "tail", "x"], [3, 4]), (["watch", "-n5", "cmd"], [2]),
+    (["watch", "-x", "tail", "x"], []), (["watch", "-tx", "tail"], []),
+    (["watch", "--exec", "tail"], []),
+    (["grep", "-c", "su", "f"], []), (["bash", "-c", "s"], [2]),
+])
+def test_what_a_program_hands_to_a_shell_is_shell_code(argv: list[str],
+                                                       indexes: list[int]) -> None:
+    assert code_indexes(argv) == indexes
+
+
+def run_once(folder: Path, command: list[str], value: str,
+             path: str | None = None) -> subprocess.CompletedProcess[str]:
+    cfg = write_config(folder, {"watchers": [{"id": "w", "command": command, "pattern": "ZZZ"}]})
+    env = {"PATH": path or os.environ.get("PATH", "/usr/bin:/bin"), "V": value,
+           **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
+    return subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                          text=True, timeout=60, check=False, cwd=folder, env=env)
+
+
+def commands(folder: Path) -> list[tuple[list[str], str, str | None]]:
+    """(command, key, PATH) for each program, with `${V}` where it hands code to a shell."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "ssh").write_text(SSH_STAND_IN)
+    (bin_dir / "ssh").chmod(0o755)
+    path = f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    found: list[tuple[list[str], str, str | None]] = [
+        (["ssh", "-p", "22", "host", "echo", "got", "${V}"], "watchers[0].command[6]", path)]
+    if shutil.which("flock"):
+        found.append((["flock", str(folder / "lock"), "-c", "echo got ${V}"],
+                      "watchers[0].command[3]", None))
+    if shutil.which("script"):
+        found.append((["script", "-qec", "echo got ${V}", "/dev/null"],
+                      "watchers[0].command[2]", None))
+    if shutil.which("su") and os.geteuid() == 0:
+        found.append((["su", "root", "-s", "/bin/sh", "-c", "echo got ${V}"],
+                      "watchers[0].command[5]", None))
+    return found
+
+
+def test_a_value_that_would_run_code_there_is_refused_before_anything_runs(
+        tmp_path: Path) -> None:
+    for command, key, path in commands(tmp_path):
+        res = run_once(tmp_path, command, TOUCH, path)
+        assert res.returncode == 2, (command, res.stdout, res.stderr)
+        assert f"error: {key}: `${{V}}` is in shell code and its value holds ';'" in res.stderr
+        assert not (tmp_path / "pwned").exists(), command
+
+
+def test_an_ordinary_value_there_reaches_the_shell_as_one_word(tmp_path: Path) -> None:
+    for command, _, path in commands(tmp_path):
+        res = run_once(tmp_path, command, "release  1.2 *", path)
+        assert res.returncode == 0, (command, res.stderr)
+        assert "got release  1.2 *" in res.stdout, (command, res.stdout)
+
+
+def test_an_agent_prompt_there_is_refused(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, {"agents": [{
+        "name": "remote", "provider": "claude", "command": ["ssh", "box", "claude", "-p",
+                                                            "{prompt}"]}]})
+    res = subprocess.run([watchrun_bin(), "validate", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 2, res.stdout
+    assert "agents[0].command: has {prompt} inside the script of a shell's -c (or what ssh" \
+        in res.stdout
+    assert "leave {prompt} out: the prompt then goes to stdin" in res.stdout
