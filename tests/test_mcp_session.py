@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from inproc import inproc
 from liverunner import DEADLINE_S, read_records, spawned_by, watchrun_bin, write_config
 from mcp import Client as SdkClient
 from mcp.client.stdio import StdioServerParameters
@@ -41,9 +41,16 @@ async def count_is(client: Client, wid: str, n: int) -> None:
     await until(reached, f"{wid} to count {n} matches")
 
 
-def test_the_tool_is_listed_with_the_seeds_parameters_and_annotations(tmp_path: Path) -> None:
+def test_the_tool_is_listed_and_bad_calls_are_refused_before_anything_happens(
+        tmp_path: Path) -> None:
+    """One fresh session (a server's start is ~0.7 s of CPU) for two facts of it: the tool is
+    listed with the seed's parameters and annotations, and bad calls are refused before any
+    side effect."""
+    work = tmp_path / "work"
+    work.mkdir()
+
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_session(work) as c:
             tools = (await c.session.list_tools()).tools
             assert [t.name for t in tools] == ["watch"]
             tool = tools[0]
@@ -72,6 +79,7 @@ def test_the_tool_is_listed_with_the_seeds_parameters_and_annotations(tmp_path: 
             assert [t.uri_template for t in templates] == ["watchrun://watchers/{id}/matches"]
             listed = await c.ok(action="list")
             assert (listed["runner"], listed["watches"]) == ("none", [])
+            await bad_calls_are_refused(tmp_path, work, c)
     run(body)
 
 
@@ -143,8 +151,7 @@ def validate_message(tmp_path: Path, watcher: dict[str, Any]) -> list[str]:
     folder = tmp_path / "validate"
     folder.mkdir(exist_ok=True)
     config = write_config(folder, {"watchers": [watcher]})
-    p = subprocess.run([watchrun_bin(), "validate", "-c", str(config), "--format", "json"],
-                       capture_output=True, text=True, timeout=DEADLINE_S)
+    p = inproc(Path.cwd(), "validate", "-c", str(config), "--format", "json")
     return [f"{d['path'].removeprefix('watchers[0]').lstrip('.')}: {d['message']}".lstrip(": ")
             for d in json.loads(p.stdout)["diagnostics"]]
 
@@ -210,47 +217,42 @@ def test_a_secret_cut_at_max_line_bytes_leaves_no_head_in_matches(tmp_path: Path
     assert rec["truncated"] and rec["line"].endswith(token[:25])
 
 
-def test_bad_calls_are_refused_before_anything_happens(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-
-    async def body() -> None:
-        async with mcp_session(work) as c:
-            bad_regex = await c.error(action="add", path="x.log", pattern="(")
-            assert bad_regex.splitlines() == [
-                "watch add: the watcher has 1 error; nothing was started",
-                *(f"- {m}" for m in validate_message(tmp_path, {
-                    "id": "w1", "path": "x.log", "pattern": "("}))]
-            assert "pattern: invalid regex \"(\": missing )" in bad_regex
-            no_source = await c.error(action="add", pattern="ERROR")
-            assert no_source.endswith("- needs a source: `path` (a file to follow) or `command` "
-                                      "(to run)")
-            assert "- wake: no agent named `triage`; the config has no agents" in \
-                await c.error(action="add", path="x.log", pattern="x", wake="triage")
-            assert not (work / ".watchrun").exists()  # not even the session's runner started
-            assert (await c.ok(action="list"))["runner"] == "none"
-            for args, says in [
-                ({"action": "watch"}, "action 'watch': `action` must be one of add, list"),
-                ({}, "no action: `action` must be one of add, list"),
-                ({"action": "add", "paht": "x"}, "unknown parameter `paht`; did you mean "
-                 "`path`?"),
-                ({"action": "list", "pattern": "x"}, "`pattern` does not apply to list"),
-                ({"action": "matches", "id": "w1", "lines": 0}, "lines: must be from 1 to 2000"),
-                ({"action": "matches", "id": "w1", "since": "w2:0000000000000001"},
-                 "since: cursor 'w2:0000000000000001' is of watcher `w2`, not `w1`"),
-                ({"action": "status"}, "status needs `id`"),
-                ({"action": "status", "id": "nope"}, "no watcher 'nope' (known: none)"),
-            ]:
-                assert says in await c.error(**args), args
-            await c.ok(action="add", path="x.log", pattern="x")  # now the session runs one
-            before = sorted(p.name for p in (work / ".watchrun" / "watchers").iterdir())
-            assert "invalid regex" in await c.error(action="add", path="y.log", pattern="(",
-                                                     id="y")
-            assert "has both `path` and `command`" in await c.error(
-                action="add", path="y.log", command="true", pattern="x")
-            assert sorted(p.name for p in (work / ".watchrun" / "watchers").iterdir()) == before
-            assert [w["id"] for w in (await c.ok(action="list"))["watches"]] == ["w1"]
-    run(body)
+async def bad_calls_are_refused(tmp_path: Path, work: Path, c: Client) -> None:
+    """Bad calls in a session started in `work` are refused before anything happens."""
+    bad_regex = await c.error(action="add", path="x.log", pattern="(")
+    assert bad_regex.splitlines() == [
+        "watch add: the watcher has 1 error; nothing was started",
+        *(f"- {m}" for m in validate_message(tmp_path, {
+            "id": "w1", "path": "x.log", "pattern": "("}))]
+    assert "pattern: invalid regex \"(\": missing )" in bad_regex
+    no_source = await c.error(action="add", pattern="ERROR")
+    assert no_source.endswith("- needs a source: `path` (a file to follow) or `command` "
+                              "(to run)")
+    assert "- wake: no agent named `triage`; the config has no agents" in \
+        await c.error(action="add", path="x.log", pattern="x", wake="triage")
+    assert not (work / ".watchrun").exists()  # not even the session's runner started
+    assert (await c.ok(action="list"))["runner"] == "none"
+    for args, says in [
+        ({"action": "watch"}, "action 'watch': `action` must be one of add, list"),
+        ({}, "no action: `action` must be one of add, list"),
+        ({"action": "add", "paht": "x"}, "unknown parameter `paht`; did you mean "
+         "`path`?"),
+        ({"action": "list", "pattern": "x"}, "`pattern` does not apply to list"),
+        ({"action": "matches", "id": "w1", "lines": 0}, "lines: must be from 1 to 2000"),
+        ({"action": "matches", "id": "w1", "since": "w2:0000000000000001"},
+         "since: cursor 'w2:0000000000000001' is of watcher `w2`, not `w1`"),
+        ({"action": "status"}, "status needs `id`"),
+        ({"action": "status", "id": "nope"}, "no watcher 'nope' (known: none)"),
+    ]:
+        assert says in await c.error(**args), args
+    await c.ok(action="add", path="x.log", pattern="x")  # now the session runs one
+    before = sorted(p.name for p in (work / ".watchrun" / "watchers").iterdir())
+    assert "invalid regex" in await c.error(action="add", path="y.log", pattern="(",
+                                             id="y")
+    assert "has both `path` and `command`" in await c.error(
+        action="add", path="y.log", command="true", pattern="x")
+    assert sorted(p.name for p in (work / ".watchrun" / "watchers").iterdir()) == before
+    assert [w["id"] for w in (await c.ok(action="list"))["watches"]] == ["w1"]
 
 
 @pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")  # 2025 clients use it
