@@ -83,10 +83,13 @@ class RawClient:
         self.err.close()
 
 
-@pytest.fixture
-def raw(tmp_path: Path) -> Any:
-    write_config(tmp_path, {"watchers": []})
-    client = RawClient(tmp_path)
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One server for the module's protocol-fault tests (a server's start is ~0.7 s of CPU):
+    none of them adds a watcher, and each reads every reply it asks for."""
+    folder = tmp_path_factory.mktemp("raw")
+    write_config(folder, {"watchers": []})
+    client = RawClient(folder)
     try:
         yield client
     finally:
