@@ -1,6 +1,10 @@
 """`watchrun mcp -c CONFIG` beside a live `watchrun run` of the same config: the tool talks to
 that runner over its control socket, what it adds is a runtime watcher of the runner (seen by
-`watchrun list`), and the session's end stops what the session added, nothing else."""
+`watchrun list`), and the session's end stops what the session added, nothing else.
+
+Most of the operator's `watchrun list`/`stop` run in this process (tests/inproc.py: the same
+`main`, a process's CPU spared); one of each, `add`, `start`, `run` and `mcp` are the console
+script."""
 
 from __future__ import annotations
 
@@ -11,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from inproc import inproc
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 from mcpclient import mcp_session, until
 
 
-def listed(config: Path) -> dict[str, dict[str, Any]]:
-    """`watchrun list -c CONFIG --json`, by id."""
-    p = subprocess.run([watchrun_bin(), "list", "-c", str(config), "--json"],
-                       capture_output=True, text=True, timeout=60)
+def listed(config: Path, *, process: bool = False) -> dict[str, dict[str, Any]]:
+    """`watchrun list -c CONFIG --json`, by id (in this process, or the console script's)."""
+    args = ("list", "-c", str(config), "--json")
+    p = subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, timeout=60) \
+        if process else inproc(Path.cwd(), *args)
     assert p.returncode == 0, p.stderr
     return {w["id"]: w for w in json.loads(p.stdout)["watchers"]}
 
@@ -86,15 +92,16 @@ def test_clear_forgets_the_sessions_watchers_not_the_operators(tmp_path: Path) -
     (tmp_path / "app.log").write_text("")
     runner = LiveRunner(config)
 
-    def cli(*args: str) -> None:
+    def cli(*args: str, process: bool = True) -> None:
         done = subprocess.run([watchrun_bin(), *args, "-c", str(config)], capture_output=True,
-                              text=True, timeout=60, cwd=tmp_path)
+                              text=True, timeout=60, cwd=tmp_path) if process \
+            else inproc(tmp_path, *args, "-c", str(config))
         assert done.returncode == 0, done.stderr
     try:
         runner.wait_running()
         cli("add", "op", "--path", "app.log", "--pattern", "WARN")
         cli("stop", "op")
-        cli("stop", "cfg")
+        cli("stop", "cfg", process=False)
 
         async def body() -> None:
             async with mcp_session(tmp_path, "-c", str(config)) as c:
@@ -107,7 +114,7 @@ def test_clear_forgets_the_sessions_watchers_not_the_operators(tmp_path: Path) -
         assert {w: row["status"] for w, row in listed(config).items()} == {
             "cfg": "stopped", "op": "stopped", "once": "exited"}
         cli("start", "op")  # the operator's runtime watcher kept its settings
-        assert listed(config)["op"]["status"] == "running"
+        assert listed(config, process=True)["op"]["status"] == "running"
     finally:
         assert runner.stop() == 0
 
