@@ -364,7 +364,9 @@ def test_a_command_that_ignores_sigterm_is_killed_when_the_client_insists(
 
     async def body() -> None:
         async with mcp_session(tmp_path) as c:
-            await c.ok(action="add", command="trap '' TERM; exec sleep 600", pattern="x")
+            await c.ok(action="add", command="trap '' TERM; echo up; exec sleep 600",
+                       pattern="up")
+            await count_is(c, "w1", 1)  # (its `up` comes after the trap: TERM is ignored now)
             seen["pid"] = (await c.status("w1"))["pid"]
             seen["stderr"] = c.stderr_path
     run(body)
