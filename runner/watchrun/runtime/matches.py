@@ -64,16 +64,23 @@ class Rows(Struct):
 class Found(Sequence[MatchInfo]):
     """The matches of one chunk, as `MatchInfo` made on access."""
 
-    __slots__ = ("_cursor", "_first", "_rows", "_where")
+    __slots__ = ("_cursor", "_first", "_n", "_rows", "_where")
 
     def __init__(self, rows: Rows, where: str, cursor: str, first_seq: int) -> None:
         """`cursor`: the stream's cursor prefix (`<id>:`); `first_seq`: the seq of the first
         row's `match` record (the rows' records have the seqs that follow it)."""
         self._rows, self._where = rows, where
         self._cursor, self._first = cursor, first_seq
+        self._n = len(rows.lines)
+
+    def head(self, n: int) -> Found:
+        """The first `n` of these matches (those whose records a full disk took)."""
+        out = Found(self._rows, self._where, self._cursor, self._first)
+        out._n = max(0, min(n, self._n))
+        return out
 
     def __len__(self) -> int:
-        return len(self._rows.lines)
+        return self._n
 
     @overload
     def __getitem__(self, i: int) -> MatchInfo: ...

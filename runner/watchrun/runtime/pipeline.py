@@ -172,9 +172,16 @@ class WatcherPipeline:
         try:
             await self.writer.write_lines(self.sink.match_records(
                 rows.lines, rows.line_nos, rows.offsets, rows.rest), on_written=landed)
-        finally:  # (the rest given up: the records written are still a verdict's evidence)
-            if (n := min(landed.done, FIRST_KEPT - len(c.first))) > 0:
-                c.first.extend(rows.evidence(found, n))
+        finally:  # (the rest given up: the matches whose records are written are handed on)
+            self._hand_on(found.head(landed.done), rows, spans)
+
+    def _hand_on(self, found: Found, rows: Rows, spans: list[tuple[int, int]]) -> None:
+        """Matches whose records are written to the evidence, `recent`, log, agents, actions."""
+        if not found:
+            return
+        c = self.counters
+        if (n := min(len(found), FIRST_KEPT - len(c.first))) > 0:
+            c.first.extend(rows.evidence(found, n))
         c.recent.extend(found)
         self.log.matches(self.spec.id, found)
         if self.on_matches is not None:
@@ -182,9 +189,8 @@ class WatcherPipeline:
 
     def _outgoing(self, found: Found, spans: list[tuple[int, int]]) -> Sequence[MatchInfo]:
         """The matches handed on to agents and actions. Without `output.redact` the records keep
-        a private key's lines, but a line inside a key block leaves the machine as the marker:
-        a prompt's own redaction needs the block's BEGIN line, which a match of the key's body
-        does not carry."""
+        a private key's lines, but a line inside a key block leaves the machine as the marker: a
+        prompt's own redaction needs the block's BEGIN line, which a key body's match lacks."""
         if self.redactor is not None or not self._regions:
             return found
         out = list(found)
@@ -256,8 +262,7 @@ class WatcherPipeline:
         members = rows.rest[k]
         if omitted or clipped:
             members += b',"truncated":true,"omittedBytes":%d' % omitted
-            if rows.cuts is None:  # (counted as the record is written: `Landed`)
-                rows.cuts = {}
+            rows.cuts = rows.cuts or {}  # (counted as the record is written: `Landed`)
             rows.cuts[k] = omitted
         if raw is not None and text != raw:
             members += b',"raw":' + json_str(raw)
@@ -275,17 +280,15 @@ class WatcherPipeline:
         return clean_text(value, self.redactor) if isinstance(value, str) else value
 
     async def event(self, kind: str, *, echo: bool = True, **fields: Any) -> None:
-        """Record (and log, unless `echo` is false: the caller said it) an event; its text
-        fields sanitized (SPEC §6): a `path` or a `message` may hold a file name others chose;
-        with `output.redact` redacted too (a `start` record's `command` holds what a `${VAR}`
-        gave it)."""
+        """Record (and log, unless `echo` is false: the caller said it) an event; its text fields
+        sanitized (SPEC §6: a `path` or a `message` may hold a file name others chose), with
+        `output.redact` redacted too (a `start` record's `command` holds what a `${VAR}` gave)."""
         clean = {k: self._said(v) for k, v in fields.items()
                  if v is not None or k in ("exitCode", "signal")}
         if kind in ("gap", "rotate", "error") and self.counters.unread is None:
             self.counters.unread = unread(kind, clean)
         line = self.sink.record(kind, clean)
-        # the `stop` record is the last: on a full disk it is given up after a while (a `gap`
-        # record says so), rather than holding up the shutdown
+        # the `stop` record, the last, is given up after a while on a full disk (a `gap` says so)
         final = FINAL_WRITE_S if kind == "stop" else None
         await self.writer.write_lines([line], give_up_after=final)
         if kind == "error":  # (error records written: not one waiting or given up)
