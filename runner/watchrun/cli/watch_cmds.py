@@ -9,6 +9,7 @@ from typing import Any
 
 from watchrun.cli.emit import Out
 from watchrun.cli.ops import Unanswered, _ask, _no_runner, resolve
+from watchrun.config.yaml_tree import PLAIN_BOOL_HINT
 from watchrun.exitcodes import ExitStatus
 
 __all__ = ["cmd_add", "cmd_start", "watcher_of"]
@@ -20,6 +21,22 @@ def cmd_add(args: argparse.Namespace) -> int:
     if isinstance(where, int):
         return where
     return _send(where.root, {"cmd": "add", "watcher": watcher_of(args)}, out, args.id)
+
+
+WAKE_FLAG_HINT = (" (--wake takes an agent's name, once per agent; leave it out and the "
+                  "runner's limits.wakeOnMatch decides)")
+"""What a `--wake yes` is told instead of the config's "write true or false": the flag takes
+names only, no boolean."""
+
+
+def _as_flags(diagnostics: Any) -> None:
+    """The runner checks an added watcher as a config item: where it advises `wake: true` or
+    `false`, which `--wake` cannot say, advise what the flag takes."""
+    for d in diagnostics if isinstance(diagnostics, list) else ():
+        message = d.get("message") if isinstance(d, dict) else None
+        if d.get("path") == "watchers[0].wake" and isinstance(message, str) \
+                and message.endswith(PLAIN_BOOL_HINT):
+            d["message"] = message.removesuffix(PLAIN_BOOL_HINT) + WAKE_FLAG_HINT
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -76,6 +93,8 @@ def _send(root: Path, payload: dict[str, Any], out: Out, wid: str) -> int:
         err = err if isinstance(err, dict) else {}
         code, message = str(err.get("code", "failed")), str(err.get("message", "failed"))
         details = {k: v for k, v in err.items() if k not in ("code", "message", "id")}
+        if payload["cmd"] == "add":
+            _as_flags(details.get("diagnostics"))
         if not out.as_json and code == "invalid":
             for d in details.get("diagnostics") or []:
                 out.note(f"{d.get('severity', 'error')}: {d.get('path')}: {d.get('message')}")

@@ -19,6 +19,10 @@ _YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
 """Booleans to YAML 1.1 (and PyYAML), strings to YAML 1.2 and so to watchrun."""
 
 
+PLAIN_BOOL_HINT = " (write true or false)"
+"""`bool_hint` where no unquoted YAML scalar was read (a quoted one, JSON, a control request)."""
+
+
 def bool_hint(report: Reporter, path: KeyPath, value: object) -> str:
     """What to add to an error where true or false would do and `value` is a string such as
     `yes`: the YAML 1.2 note only where an unquoted YAML scalar was read (`fromStart: yes`),
@@ -27,7 +31,7 @@ def bool_hint(report: Reporter, path: KeyPath, value: object) -> str:
         return ""
     if locate(report.root, path) in report.yaml_words:
         return " (unquoted yes/no/on/off are strings in YAML 1.2: write true or false)"
-    return " (write true or false)"
+    return PLAIN_BOOL_HINT
 
 
 _ODD_BREAK = re.compile("[\x85\u2028\u2029]")
