@@ -224,3 +224,25 @@ def test_a_reload_refuses_a_layer_with_one_id_twice(tmp_path: Path) -> None:
         assert (set(listed), listed["api"]["pattern"]) == ({"other", "api"}, "FATAL")
     finally:
         assert r.stop() == 0
+
+
+def test_a_layer_cannot_remove_or_rename_a_lower_layer_s_entries(tmp_path: Path) -> None:
+    """docs/config.md, Layering: a layer's new id is one more watcher (a rename runs beside the
+    old one), and a layer's empty `watchers`/`agents` removes nothing."""
+    base = tmp_path / "base.yaml"
+    base.write_text("watchers:\n  - {id: api, path: x.log, pattern: FATAL}\n"
+                    "agents:\n  - {name: t, provider: mock}\n", encoding="utf-8")
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text("watchers:\n  - {id: api-v2, path: x.log, pattern: FATAL}\n"
+                       "agents:\n  - {name: t2, provider: mock}\n", encoding="utf-8")
+    emptied = tmp_path / "emptied.yaml"
+    emptied.write_text("watchers: []\nagents: []\n", encoding="utf-8")
+    for layer, ids, names in ((renamed, ["api", "api-v2"], ["t", "t2"]),
+                              (emptied, ["api"], ["t"])):
+        result = load_config([base, layer], env={})
+        assert result.errors == [] and result.config is not None
+        assert [w.id for w in result.config.watchers] == ids
+        assert [a.name for a in result.config.agents] == names
+    text = (Path(__file__).parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
+    assert "A layer can add to and change a lower layer's watchers and agents, never remove " \
+           "or rename one" in " ".join(text.split())
