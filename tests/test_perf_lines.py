@@ -78,8 +78,8 @@ def test_recent_lines_counts_every_line_and_keeps_exactly_the_last_ones(
         datas.append(data)
         offset, line_no = offset + len(data), line_no + len(lines)
         assert tail.lines == sum(d.count(b"\n") for d in datas)
-    assert tail.last() == [(x, 0) for x in _reference_tail(datas, keep)]
-    assert tail.last(3) == [(x[:3], 0) for x in _reference_tail(datas, keep)]  # (a status
+    assert tail.last() == [(x, 0, None) for x in _reference_tail(datas, keep)]
+    assert tail.last(3) == [(x[:3], 0, None) for x in _reference_tail(datas, keep)]  # (a status
     # shows a line's head only: a 16 MiB line was copied whole, twice, at every snapshot)
 
 
@@ -88,7 +88,8 @@ def test_recent_lines_holds_only_what_the_tail_needs() -> None:
     for i in range(10_000):
         data = f"line {i}\n".encode()
         tail.add(Chunk(data, i * len(data), i + 1, (i + 1) * len(data), inode=1, path="/x"), [])
-    assert tail.last() == [(b"line 9997", 0), (b"line 9998", 0), (b"line 9999", 0)]
+    assert tail.last() == [(b"line 9997", 0, None), (b"line 9998", 0, None),
+                           (b"line 9999", 0, None)]
     assert tail.lines == 10_000
     assert len(tail._held) <= 3  # not one reference per chunk ever seen
 
@@ -145,7 +146,7 @@ def test_a_file_read_in_many_chunks_has_exact_line_numbers_and_counts(tmp_path: 
     assert [m.line_no for m in pipe.counters.recent] == want[-len(pipe.counters.recent):]
     assert pipe.counters.matches == len(want)
     assert pipe.counters.lines == 3000
-    assert pipe.counters.tail.last() == [(x.encode(), 0) for x in lines[-5:]]
+    assert pipe.counters.tail.last() == [(x.encode(), 0, None) for x in lines[-5:]]
     pipe.sink.close()
 
 
@@ -162,7 +163,7 @@ def test_tail_of_a_command_with_many_runs(runs: list[int]) -> None:
         tail.add(Chunk(data, 0, 1, len(data), run=run), [])
         datas.append(data)
     assert tail.lines == sum(runs)
-    assert tail.last() == [(x, 0) for x in _reference_tail(datas, 4)]
+    assert tail.last() == [(x, 0, None) for x in _reference_tail(datas, 4)]
 
 
 def test_the_match_echo_on_stderr_is_capped_per_second() -> None:

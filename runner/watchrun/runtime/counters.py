@@ -10,7 +10,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.events import Chunk, MatchInfo
+from watchrun.events import Chunk, Cut, MatchInfo
 from watchrun.match.keyblocks import Region, inside
 from watchrun.match.simd import count_newlines
 from watchrun.runtime.matches import RecentMatches, Rows
@@ -86,11 +86,12 @@ class RecentLines:
 
     __slots__ = ("_done", "_held", "_held_lines", "_newest", "_newest_lines", "_newest_regions",
                  "keep")
+    # (a held chunk: its bytes, its lines, its key-block regions, its cut lines)
 
     def __init__(self, keep: int) -> None:
         self.keep = max(0, keep)
         self._done = 0  # lines of every chunk before the newest
-        self._held: deque[tuple[bytes, int, list[Region]]] = deque()  # older chunks it may need
+        self._held: deque[tuple[bytes, int, list[Region], tuple[Cut, ...]]] = deque()
         self._held_lines = 0
         self._newest: Chunk | None = None
         self._newest_lines = -1  # -1: not counted yet
@@ -106,7 +107,7 @@ class RecentLines:
                 n = n if n > 0 else count_newlines(prev.data)
             self._done += n
             if self.keep:
-                self._held.append((prev.data, n, self._newest_regions))
+                self._held.append((prev.data, n, self._newest_regions, prev.cuts))
                 self._held_lines += n
                 held = self._held
                 while len(held) > 1 and self._held_lines - held[0][1] >= self.keep:
@@ -122,22 +123,25 @@ class RecentLines:
             self._newest_lines = count_newlines(newest.data)
         return self._done + self._newest_lines
 
-    def last(self, cap: int | None = None) -> list[tuple[bytes, int]]:
+    def last(self, cap: int | None = None) -> list[tuple[bytes, int, int | None]]:
         """The last `keep` lines (raw bytes, without their newlines; at most the first `cap`
         bytes of each), oldest first, each with the private-key block it lies in (0: none; its
-        BEGIN line may be long gone from them)."""
+        BEGIN line may be long gone from them) and, for a line the reader cut at
+        `maxLineBytes`, the bytes it left out (`Cut.omitted`; None: a whole line)."""
         if self._newest is None or not self.keep:
             return []
-        out: list[tuple[bytes, int]] = []
+        out: list[tuple[bytes, int, int | None]] = []
         need = self.keep
-        chunks = [(self._newest.data, self._newest_regions),
-                  *((d, r) for d, _, r in reversed(self._held))]
-        for data, regions in chunks:
+        chunks = [(self._newest.data, self._newest_regions, self._newest.cuts),
+                  *((d, r, c) for d, _, r, c in reversed(self._held))]
+        for data, regions, cuts in chunks:
             starts, lines = _last_lines(data, need, cap)
-            if regions:
-                out[:0] = [(x, inside(regions, s)) for x, s in zip(lines, starts, strict=True)]
+            if regions or cuts:
+                omitted = {c.pos: c.omitted for c in cuts}
+                out[:0] = [(x, inside(regions, s) if regions else 0, omitted.get(s))
+                           for x, s in zip(lines, starts, strict=True)]
             else:
-                out[:0] = [(x, 0) for x in lines]
+                out[:0] = [(x, 0, None) for x in lines]
             need -= len(lines)
             if need <= 0:
                 break

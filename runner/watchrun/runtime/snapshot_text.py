@@ -8,6 +8,7 @@ from typing import Any, TypeAlias
 import orjson
 
 from watchrun.config.model import WatcherSpec
+from watchrun.events import cut_note
 from watchrun.match.keyblocks import key_body
 from watchrun.match.redact import Redactor, clean_text, marker, redact_tree
 from watchrun.match.sanitize import edge_text, raw_text, sanitize
@@ -67,25 +68,30 @@ def _words(words: list[str]) -> list[str]:
     return out
 
 
-def tail_lines(tail: list[tuple[bytes, int]], redactor: Redactor | None,
+def tail_lines(tail: list[tuple[bytes, int, int | None]], redactor: Redactor | None,
                max_line_bytes: int = TAIL_LINE_BYTES) -> list[str]:
     """The `.tail` file's lines (`RecentLines.last(TAIL_LINE_BYTES)`: the heads of raw lines,
-    and their key blocks), sanitized, with `output.redact` redacted together (a key block whole,
-    and each line of a block whose BEGIN line has left the window marked, as records do),
+    their key blocks and what the reader cut of them), sanitized, with `output.redact`
+    redacted together (a key block whole, and each line of a block whose BEGIN line has left
+    the window marked, as records do),
     U+2028/U+2029 and bidi controls `\\u`-escaped as `logs` shows them (the file is read by
     `cat` and `tail -f` too), each cut to TAIL_LINE_CHARS and then marked as cut (`CUT_MARK`:
-    `logs` shows a shortened line as such, never as the whole line). A head that may have been
+    `logs` shows a shortened line as such, never as the whole line); a line the reader cut at
+    `maxLineBytes`, shown to that cut, ends with the note `matches` shows (`cut_note`). A head
+    that may have been
     cut (at TAIL_LINE_BYTES, or at `max_line_bytes` when the line was read: 3 bytes less, a
     UTF-8 boundary) loses the head of a secret that went on past the cut too."""
-    lines = [sanitize(raw_text(b), None)[0] for b, _ in tail]
+    lines = [sanitize(raw_text(b), None)[0] for b, _, _ in tail]
     if redactor is not None:
         longest = min(TAIL_LINE_BYTES, max_line_bytes - 3)
-        red = redactor.redact_lines(lines, [len(raw) >= longest for raw, _ in tail])[0]
+        red = redactor.redact_lines(lines, [len(raw) >= longest or cut is not None
+                                            for raw, _, cut in tail])[0]
         lines = [marker("private-key") if key_body(block, line) else r
-                 for line, r, (_, block) in zip(lines, red, tail, strict=True)]
+                 for line, r, (_, block, _) in zip(lines, red, tail, strict=True)]
     shown = [edge_text(x, multiline=True) for x in lines]
     return [x[:TAIL_LINE_CHARS] + CUT_MARK if len(x) > TAIL_LINE_CHARS or len(raw) >=
-            TAIL_LINE_BYTES else x for x, (raw, _) in zip(shown, tail, strict=True)]
+            TAIL_LINE_BYTES else x + cut_note(cut)
+            for x, (raw, _, cut) in zip(shown, tail, strict=True)]
 
 
 def snapshot_json(snap: dict[str, Any]) -> bytes:
