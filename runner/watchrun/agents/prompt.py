@@ -9,7 +9,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.match.redact import Redactor
+from watchrun.match.redact import MARKERS, Redactor
 from watchrun.match.sanitize import clip, edge_text
 
 __all__ = [
@@ -52,8 +52,20 @@ def cut_mark(line: str, cut: int | None, max_bytes: int, hide: Redactor) -> str:
         return f" [… {what} cut: over limits.maxLineBytes …]"
 
     room = max(0, max_bytes - len(mark(cut + size).encode()))
-    head = clip(line, room)[0]
+    head = _clip_whole(line, room)
     return clip(hide.cut_end(head)[0], room)[0] + mark(cut + size - len(head.encode()))
+
+
+def _clip_whole(line: str, room: int) -> str:
+    """`line` clipped to `room` bytes; a marker the clip would cut (`[REDACTED:pass`, which the
+    prompt's redaction would take for a password and count again) is kept whole, with less of
+    the text before it."""
+    head = clip(line, room)[0]
+    for m in MARKERS.finditer(line, max(0, len(head) - 64), len(head) + 64):
+        size = len(m.group().encode())
+        if m.start() < len(head) < m.end() and size <= room:
+            return clip(line[: m.start()], room - size)[0] + m.group()
+    return head
 
 
 def answer_cut_mark(name: str, answer: str, limit: int) -> str:

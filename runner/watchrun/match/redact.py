@@ -45,15 +45,17 @@ from watchrun.match.redact_rules import (
 )
 from watchrun.match.sanitize import sanitize
 
-__all__ = ["KIND", "KeyBlock", "RedactError", "Redactor", "Rule", "add_counts", "builtin_rules",
-           "check_rule", "clean_text", "key_block", "marker", "redact_line", "redact_tree",
-           "redactor", "rules_from"]
+__all__ = ["KIND", "MARKERS", "KeyBlock", "RedactError", "Redactor", "Rule", "add_counts",
+           "builtin_rules", "check_rule", "clean_text", "key_block", "marker", "redact_line",
+           "redact_tree", "redactor", "rules_from"]
 
 CUT_WINDOW = 16384
 """The characters at the end of a cut line that the cut forms look at (the rules before them
 look at all of it): a secret's kept head is shorter, and a cut line of 64 KiB costs 0.3 ms
 more (the whole of a 16 MiB line, 7 µs a KiB, took 115 ms; its copies take 5 ms)."""
 _OPEN = "[REDACTED:"
+MARKERS = re.compile(re.escape(_OPEN) + KIND.pattern + r"\]")
+"""A whole `[REDACTED:kind]`."""
 _LONE = re.compile("[\ud800-\udfff]")
 """A lone surrogate (an undecodable byte, JSON's `"\\ud800"`): U+FFFD before RE2 reads."""
 
@@ -114,17 +116,38 @@ class Redactor:
         lost (an agent's prompt holds a firing's matched lines, each in its place). `cut`: the
         text is the head of a line cut at limits.maxLineBytes, so a secret that begins at its
         end and went on past the cut is hidden (and counted) too (`match/redact_cut.py`)."""
+        out, counts = self._redact_all(text, {text.count("\n")} if cut else set())
+        if cut and out:
+            out = self._cut_end(out, counts)
+        return out, counts
+
+    def _redact_all(self, text: str, cut: set[int]) -> tuple[str, dict[str, int]]:
+        """Every pass over `text`; `cut`: the lines of it (by index) that a cut ended, where a
+        marker the cut trimmed is left as it is (`_trimmed`)."""
         counts: dict[str, int] = {}
         out = text
         try:
             for one in self._passes:
                 if out:
-                    out = self._redact(one, out, counts)
-            if cut and out:
-                out = self._cut_end(out, counts)
+                    out = self._redact(one, out, counts, cut)
         except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800"): RE2 takes UTF-8 only
-            return self.redact(_LONE.sub("\ufffd", text), cut)
+            return self._redact_all(_LONE.sub("\ufffd", text), cut)
         return out, counts
+
+    @cached_property
+    def _kinds(self) -> tuple[str, ...]:
+        return tuple({r.kind for r in self.rules})
+
+    def _trimmed(self, secret: str) -> bool:
+        """Whether a secret found at the end of a cut line is a marker the cut trimmed
+        (`password=[REDACTED:pass`: redacted, then clipped at limits.maxLineBytes), its quotes
+        aside: `[REDACTED:` or a head of it, or it and the head of one of the rules' kinds.
+        Redacted (and counted) already; what is left in clear is the marker's public text."""
+        inner = secret.lstrip("\\\"'")
+        if len(inner) <= len(_OPEN):
+            return bool(inner) and _OPEN.startswith(inner)
+        part = inner[len(_OPEN):]
+        return inner.startswith(_OPEN) and any(k.startswith(part) for k in self._kinds)
 
     def cut_end(self, text: str) -> tuple[str, dict[str, int]]:
         """Only the head of a secret at the end of `text`, the head of a line cut at
@@ -143,21 +166,26 @@ class Redactor:
             return text
         rule, secret = one.which(m)
         start, end = m.span(secret) if secret is not None else (m.start(), len(tail))
-        if start == end or _in_marker(tail, start):
+        if start == end or _in_marker(tail, start) or self._trimmed(tail[start:]):
             return text
         counts[rule.kind] = counts.get(rule.kind, 0) + 1
         return text[: base + start] + marker(rule.kind) + text[base + end :]
 
-    @staticmethod
-    def _redact(one: _Pass, text: str, counts: dict[str, int]) -> str:
+    def _redact(self, one: _Pass, text: str, counts: dict[str, int], cut: set[int]) -> str:
         def hide(kind: str, secret: str) -> str:
             return "\n".join([marker(kind)] * (secret.count("\n") + 1))
+
+        def trimmed(m: Any, secret: int | None) -> bool:
+            start, end = m.span(secret) if secret is not None else m.span()
+            return (end == len(text) or text[end] == "\n") and \
+                self._trimmed(text[start:end]) and text.count("\n", 0, start) in cut
 
         def sub(m: Any) -> str:
             rule, secret = one.which(m)
             whole: str = m.group(0)
             if _in_marker(text, m.start(secret) if secret is not None else m.start()) \
-                    or (secret is not None and _quoted_marker(m.group(secret))):
+                    or (secret is not None and _quoted_marker(m.group(secret))) \
+                    or (cut and trimmed(m, secret)):
                 return whole  # redacted already (`password=[REDACTED:password]`, a marker
             counts[rule.kind] = counts.get(rule.kind, 0) + 1  # read as `user:pass@`, or one
             if secret is None:  # in quotes, `\"SecretAccessKey\":\"[REDACTED:…]\"`): idempotent
@@ -188,15 +216,16 @@ class Redactor:
         so a secret spanning them (a private-key block) is found whole: as many lines as
         before, each in its place (`redact`). `cut[k]`: line k is the head of a line cut at
         limits.maxLineBytes (`redact`'s `cut`)."""
-        text, counts = self.redact("\n".join(lines))
+        was_cut = [k < len(cut) and cut[k] for k in range(len(lines))]
+        text, counts = self._redact_all("\n".join(lines), {k for k, c in enumerate(was_cut) if c})
         out = text.split("\n") if lines else []
         if len(out) != len(lines):
             counts, out = {}, []  # (a line held a newline: each on its own, as a record is)
-            for line in lines:
-                red, found = self.redact(line)
+            for line, c in zip(lines, was_cut, strict=True):
+                red, found = self._redact_all(line, {line.count("\n")} if c else set())
                 out.append(red)
                 add_counts(counts, found)
-        return [self._cut_end(x, counts) if k < len(cut) and cut[k] and x else x
+        return [self._cut_end(x, counts) if was_cut[k] and x else x
                 for k, x in enumerate(out)], counts
 
 
