@@ -34,8 +34,8 @@ def _as_flags(diagnostics: Any) -> None:
     `false`, which `--wake` cannot say, advise what the flag takes."""
     for d in diagnostics if isinstance(diagnostics, list) else ():
         message = d.get("message") if isinstance(d, dict) else None
-        if d.get("path") == "watchers[0].wake" and isinstance(message, str) \
-                and message.endswith(PLAIN_BOOL_HINT):
+        if isinstance(message, str) and message.endswith(PLAIN_BOOL_HINT) \
+                and d.get("path") == "watchers[0].wake":
             d["message"] = message.removesuffix(PLAIN_BOOL_HINT) + WAKE_FLAG_HINT
 
 
