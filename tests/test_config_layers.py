@@ -243,6 +243,16 @@ def test_a_layer_cannot_remove_or_rename_a_lower_layer_s_entries(tmp_path: Path)
         assert result.errors == [] and result.config is not None
         assert [w.id for w in result.config.watchers] == ids
         assert [a.name for a in result.config.agents] == names
+        said = [(d.path, d.message) for d in result.warnings if "removes nothing" in d.message]
+        assert said == ([] if layer is renamed else [
+            ("watchers", "an empty list in a layer removes nothing: a layer adds watchers and "
+             "changes them, never removes one (to run without one, keep it out of the base "
+             "file; docs/config.md)"),
+            ("agents", "an empty list in a layer removes nothing: a layer adds agents and "
+             "changes them, never removes one (to run without one, keep it out of the base "
+             "file; docs/config.md)")])
+    alone = load_config([emptied], env={})
+    assert not [d for d in alone.warnings if "removes nothing" in d.message]
     text = (Path(__file__).parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
     assert "A layer can add to and change a lower layer's watchers and agents, never remove " \
            "or rename one" in " ".join(text.split())

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from watchrun.config.diagnostics import ConfigError, Diagnostic, LoadResult, Reporter
-from watchrun.config.tree import CMap, Origin
+from watchrun.config.tree import CMap, CSeq, Origin
 
 __all__ = ["ConfigError", "Diagnostic", "LoadResult", "load_config"]
 
@@ -63,6 +63,8 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
                          "writes a starter config)", Origin(display))
         elif not tree:
             report.warning((), "empty config file: this layer adds nothing", Origin(display))
+        elif trees:
+            _warn_empty_lists(tree, report)
         trees.append(tree)
     if report.has_errors:
         return LoadResult(None, report.finish(displays, strict))
@@ -78,3 +80,14 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
     if any(d.severity == "error" for d in diagnostics):
         config = None
     return LoadResult(config, diagnostics)
+
+
+def _warn_empty_lists(tree: CMap, report: Reporter) -> None:
+    """A later layer's `watchers: []` or `agents: []`: read as "none of them", it removes
+    nothing (a layer adds and changes, docs/config.md)."""
+    for key in ("watchers", "agents"):
+        value = tree.get(key)
+        if isinstance(value, CSeq) and not value:
+            report.warning((key,), f"an empty list in a layer removes nothing: a layer adds "
+                           f"{key} and changes them, never removes one (to run without one, "
+                           "keep it out of the base file; docs/config.md)", tree.origins[key])
