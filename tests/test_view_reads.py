@@ -1,5 +1,7 @@
 """`matches` and `logs` (once and `--follow`) read only what the output dir holds for a watcher
-id, and say so when they cannot read it: the real CLI against real files."""
+id, and say so when they cannot read it: the real CLI against real files. The commands that end
+by themselves run in this process (tests/inproc.py: the console script's `main`, its output and
+status); the followers a test stops with a signal, and one `stop`, are real processes."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from inproc import inproc
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 from test_follow import Lines
 
@@ -17,6 +20,7 @@ from watchrun.output import tailfile
 
 
 def wr(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`watchrun ARGS` as a process (the console script itself)."""
     return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
                           timeout=timeout, check=False)
 
@@ -42,10 +46,10 @@ def test_an_id_that_is_a_path_is_refused_and_nothing_outside_is_read(
     od = outside(tmp_path)
     wid = str(tmp_path / "t2" / "evil") if wid == "ABS" else wid
     flags = ["-f"] if follow else []
-    p = wr(tmp_path, op, wid, *flags, "--output-dir", str(od), timeout=20)
+    p = inproc(tmp_path, op, wid, *flags, "--output-dir", str(od))
     assert p.returncode == 2 and p.stdout == "", (p.stdout, p.stderr)
     assert f"{wid!r} is not a watcher id (1 to 64 letters, digits" in p.stderr
-    j = wr(tmp_path, op, wid, *flags, "--json", "--output-dir", str(od), timeout=20)
+    j = inproc(tmp_path, op, wid, *flags, "--json", "--output-dir", str(od))
     assert j.returncode == 2
     assert json.loads(j.stdout)["error"]["code"] == "invalid_argument"
     assert "outside" not in j.stdout
@@ -74,17 +78,17 @@ def test_logs_of_a_tail_that_cannot_be_read_fails_as_the_follower_does(
         os.mkfifo(tail)
     else:
         tail.mkdir()
-    p = wr(tmp_path, "logs", "app", "--output-dir", str(od))
+    p = inproc(tmp_path, "logs", "app", "--output-dir", str(od))
     assert p.returncode == 3 and p.stdout == ""
     assert p.stderr.startswith("watchrun: error: cannot read the logs of app: ")
     assert str(tail) in p.stderr
-    j = wr(tmp_path, "logs", "app", "--json", "--output-dir", str(od))
+    j = inproc(tmp_path, "logs", "app", "--json", "--output-dir", str(od))
     assert j.returncode == 3 and json.loads(j.stdout)["error"]["code"] == "read_failed"
 
 
 def test_logs_of_a_watcher_with_no_tail_yet_is_empty(tmp_path: Path) -> None:
     od = recorded(tmp_path)
-    p = wr(tmp_path, "logs", "app", "--json", "--output-dir", str(od))
+    p = inproc(tmp_path, "logs", "app", "--json", "--output-dir", str(od))
     assert p.returncode == 0 and json.loads(p.stdout) == {"id": "app", "lines": []}
 
 
@@ -96,7 +100,7 @@ def test_logs_of_a_tail_over_64_mib_are_its_last_lines(tmp_path: Path) -> None:
     lines = [f"line {i:06d} " + "x" * 4000 for i in range(1, n + 1)]
     (od / "state" / "app.tail").write_bytes(tailfile.render("r1", n, lines))
     assert (od / "state" / "app.tail").stat().st_size > 64 << 20
-    p = wr(tmp_path, "logs", "app", "--lines", "2", "--output-dir", str(od))
+    p = inproc(tmp_path, "logs", "app", "--lines", "2", "--output-dir", str(od))
     assert p.returncode == 0, p.stderr
     assert [x[:11] for x in p.stdout.splitlines()] == ["line 017499", "line 017500"]
     f = subprocess.Popen([watchrun_bin(), "logs", "app", "-f", "--lines", "1", "--json",
@@ -121,14 +125,16 @@ def test_an_output_dir_that_is_no_directory_is_said_so(
     (tmp_path / "notadir").write_text("hi\n")
     (tmp_path / "loop").symlink_to("loop")
     od = {"file": "notadir", "loop": "loop", "under a file": "notadir/sub"}[kind]
-    p = wr(tmp_path, *command, "--output-dir", od, timeout=30)
+    # (in this process, but one `stop` through the console script itself)
+    run = wr if (command, kind) == (["stop", "x"], "file") else inproc
+    p = run(tmp_path, *command, "--output-dir", od)
     why = {"file": "ENOTDIR: it exists and is not a directory",
            "loop": "ELOOP: cannot read it: too many levels of symbolic links",
            "under a file": "ENOTDIR: cannot read it: a path component is a file"}[kind]
     assert (p.returncode, p.stdout) == (3, ""), (p.stdout, p.stderr)
     assert p.stderr.startswith(f"watchrun: error: output dir: {od}: {why}"), p.stderr
     assert "did not answer" not in p.stderr
-    j = wr(tmp_path, *command, "--json", "--output-dir", od, timeout=30)
+    j = run(tmp_path, *command, "--json", "--output-dir", od)
     assert j.returncode == 3
     assert json.loads(j.stdout)["error"]["code"] == "output_dir"
 
@@ -149,10 +155,10 @@ def test_following_an_id_nobody_knows_is_not_found(tmp_path: Path, op: str) -> N
     """`matches app-lgo -f` waited until Ctrl-C ("nothing recorded … yet; waiting for it"), and
     `--json` printed nothing, where without `-f` it is `not_found`, exit 2."""
     od = recorded(tmp_path, "app-log")
-    p = wr(tmp_path, op, "app-lgo", "-f", "--output-dir", str(od), timeout=30)
+    p = inproc(tmp_path, op, "app-lgo", "-f", "--output-dir", str(od))
     assert (p.returncode, p.stdout) == (2, "")
     assert p.stderr == f"watchrun: error: no watcher 'app-lgo' in {od} (known: app-log)\n"
-    j = wr(tmp_path, op, "app-lgo", "-f", "--json", "--output-dir", str(od), timeout=30)
+    j = inproc(tmp_path, op, "app-lgo", "-f", "--json", "--output-dir", str(od))
     assert j.returncode == 2
     assert json.loads(j.stdout)["error"] == {
         "code": "not_found", "message": f"no watcher 'app-lgo' in {od} (known: app-log)",
@@ -187,7 +193,7 @@ def test_a_json_follower_that_cannot_read_ends_with_an_error_line(
     bad = od / "watchers" / "app.jsonl" if op == "matches" else od / "state" / "app.tail"
     bad.unlink(missing_ok=True)
     bad.mkdir()
-    p = wr(tmp_path, op, "app", "-f", "--json", "--output-dir", str(od), timeout=30)
+    p = inproc(tmp_path, op, "app", "-f", "--json", "--output-dir", str(od))
     assert p.returncode == 3, (p.stdout, p.stderr)
     last = json.loads(p.stdout.splitlines()[-1])
     assert last["error"]["code"] == "read_failed" and last["error"]["id"] == "app"
@@ -213,7 +219,7 @@ def test_matches_says_how_many_lines_are_not_records(tmp_path: Path) -> None:
     with path.open("ab") as f:
         f.write(GARBAGE)
     for fmt in ([], ["--json"]):
-        p = wr(tmp_path, "matches", "cmd", *fmt, "--output-dir", str(path.parents[1]))
+        p = inproc(tmp_path, "matches", "cmd", *fmt, "--output-dir", str(path.parents[1]))
         assert p.returncode == 0
         assert p.stderr == f"watchrun: cmd: 5 lines of {path} are not records (skipped)\n"
     assert [m["line"] for m in json.loads(p.stdout)["matches"]] == ["ERROR 1", "ERROR 2",
@@ -258,13 +264,13 @@ def test_matches_and_logs_mark_where_a_line_was_cut(tmp_path: Path) -> None:
         wait_for(lambda: len(r.matches("app")) == 2, "both matches")
         cut = r.matches("app")[0]
         assert cut["truncated"] is True
-        p = wr(tmp_path, "matches", "app", "-c", "watch.yaml")
+        p = inproc(tmp_path, "matches", "app", "-c", "watch.yaml")
         huge, short = p.stdout.splitlines()
         assert huge.endswith(f"xxx [cut: {cut['omittedBytes']} more bytes not kept]"), huge[-80:]
         assert short.endswith("  ERROR short")
         tail = r.out / "state" / "app.tail"
         wait_for(lambda: tail.exists() and b"ERROR short" in tail.read_bytes(), "the snapshot")
-        logs = wr(tmp_path, "logs", "app", "-c", "watch.yaml").stdout.splitlines()
+        logs = inproc(tmp_path, "logs", "app", "-c", "watch.yaml").stdout.splitlines()
         assert logs[0] == "ERROR huge " + "x" * (4096 - 11) + " [cut: longer than 4096 characters]"
         assert logs[1] == "ERROR short"
     finally:
@@ -278,16 +284,16 @@ def test_list_shows_an_argv_command_quoted_as_validate_does(tmp_path: Path) -> N
         {"id": "v", "command": ["sh", "-c", "echo ERROR a b; sleep 20", "x y"],
          "pattern": "ERROR"}]})
     quoted = "sh -c 'echo ERROR a b; sleep 20' 'x y'"
-    assert quoted in wr(tmp_path, "validate", "-c", str(config)).stdout
+    assert quoted in inproc(tmp_path, "validate", "-c", str(config)).stdout
     r = LiveRunner(config)
     try:
         r.wait_running()
         wait_for(lambda: r.matches("v"), "its match")
-        row = wr(tmp_path, "list", "-c", "watch.yaml").stdout.splitlines()[1]  # the runner's
+        row = inproc(tmp_path, "list", "-c", "watch.yaml").stdout.splitlines()[1]  # the runner's
         assert f"  {quoted}  " in row, row
     finally:
         assert r.stop() == 0
-    row = wr(tmp_path, "list", "-c", "watch.yaml").stdout.splitlines()[1]  # the snapshot's
+    row = inproc(tmp_path, "list", "-c", "watch.yaml").stdout.splitlines()[1]  # the snapshot's
     assert row.startswith("v ") and f"  {quoted}  " in row, row
 
 
@@ -306,11 +312,11 @@ def test_a_long_label_leaves_a_snapshot_its_readers_take(tmp_path: Path) -> None
         assert r.stop() == 0
     snap = r.out / "state" / "big.status.json"
     assert snap.stat().st_size < 1 << 20
-    listed = wr(tmp_path, "list", "--json", "-c", "watch.yaml")
+    listed = inproc(tmp_path, "list", "--json", "-c", "watch.yaml")
     (w,) = json.loads(listed.stdout)["watchers"]
     assert w["status"] == "stopped", w.get("lastError")
     assert w["label"] == "L" * 16384 + " [cut: 1483616 more characters]"
-    status = wr(tmp_path, "status", "big", "-c", "watch.yaml")
+    status = inproc(tmp_path, "status", "big", "-c", "watch.yaml")
     assert status.returncode == 0, status.stderr
 
 
@@ -318,11 +324,11 @@ def test_a_snapshot_over_1_mib_is_said_to_be_too_large(tmp_path: Path) -> None:
     state = tmp_path / "out" / "state"
     state.mkdir(parents=True)
     (state / "big.status.json").write_text(json.dumps({"id": "big", "label": "L" * (1 << 20)}))
-    p = wr(tmp_path, "status", "big", "--output-dir", str(tmp_path / "out"))
+    p = inproc(tmp_path, "status", "big", "--output-dir", str(tmp_path / "out"))
     assert p.returncode == 3
     assert "cannot be read: not its status snapshot (it is larger than 1 MiB, which no " \
         "snapshot is)" in p.stderr, p.stderr
-    listed = wr(tmp_path, "list", "--json", "--output-dir", str(tmp_path / "out")).stdout
+    listed = inproc(tmp_path, "list", "--json", "--output-dir", str(tmp_path / "out")).stdout
     (w,) = json.loads(listed)["watchers"]
     assert w["status"] == "unreadable" and "(it is larger than 1 MiB" in w["lastError"]
 
