@@ -1,6 +1,8 @@
 """`watchrun agent watch | transcript | list` through the real console script: config or output
 dir, JSON and text forms, errors as JSON with exit codes, and `--until` in a separate process
-woken by records this test appends."""
+woken by records this test appends. Most reads run the script's `main` in this process
+(`here`, tests/inproc.py: the same output and exit status, ~0.1 s of CPU less each); each
+command's first test, every `--until … --timeout` and the waiters stay real processes."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 import pytest
 from agentrecords import AgentLog, History, standard_history
+from inproc import inproc
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from liverunner import wait_for
 
@@ -33,8 +36,14 @@ def site(tmp_path: Path) -> tuple[Path, History]:
 
 
 def watchrun(cwd: Path, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
+    """The console script itself, as a process."""
     return subprocess.run([WATCHRUN, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def here(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (a read: nothing waits, nothing is killed)."""
+    return inproc(cwd, *args)
 
 
 def schema(name: str) -> Draft202012Validator:
@@ -67,13 +76,13 @@ def test_watch_prints_the_default_view(site: tuple[Path, History]) -> None:
 
 def test_watch_include_and_raw(site: tuple[Path, History]) -> None:
     cwd, h = site
-    v = ok_json(watchrun(cwd, "agent", "watch", "triage", "-c", "watch.yaml", "--include",
-                         "raw_output", "--raw"), "agent-watch")
+    v = ok_json(here(cwd, "agent", "watch", "triage", "-c", "watch.yaml", "--include",
+                     "raw_output", "--raw"), "agent-watch")
     assert list(v) == ["schema", "agent", "cursor", "events", "output", "raw_output", "delivery"]
     assert "\x1b[33mdone\x1b[0m\r\n" in v["raw_output"]["text"]
-    v = ok_json(watchrun(cwd, "agent", "watch", "triage", "-c", "watch.yaml", "--include",
-                         "events", "--include", "transcript", "--since", h.failed.last,
-                         "--tail", "5"))
+    v = ok_json(here(cwd, "agent", "watch", "triage", "-c", "watch.yaml", "--include",
+                     "events", "--include", "transcript", "--since", h.failed.last,
+                     "--tail", "5"))
     assert v == build_watch(h.path, AgentRef("triage", "claude"), since=h.failed.last, tail=5,
                             include=parse_include(["events", "transcript"]))
     assert v["output"] == {"cursor": h.log.cursor, "text": "swer\n", "truncated": True,
@@ -82,8 +91,8 @@ def test_watch_include_and_raw(site: tuple[Path, History]) -> None:
 
 def test_watch_text_form_never_writes_escapes(site: tuple[Path, History]) -> None:
     cwd, h = site
-    p = watchrun(cwd, "agent", "watch", "triage", "-c", "watch.yaml", "--raw", "--format",
-                 "text")
+    p = here(cwd, "agent", "watch", "triage", "-c", "watch.yaml", "--raw", "--format",
+             "text")
     assert p.returncode == 0 and "\x1b" not in p.stdout and "\r" not in p.stdout
     lines = p.stdout.splitlines()
     since = build_watch(h.path, AgentRef("triage", "claude"))["agent"]["last_status_at"]
@@ -104,26 +113,27 @@ def test_watch_text_form_never_writes_escapes(site: tuple[Path, History]) -> Non
 def test_watch_errors(site: tuple[Path, History], args: list[str], code: str,
                       exit_status: int) -> None:
     cwd, _ = site
-    e = error(watchrun(cwd, "agent", "watch", "triage", "-c", "watch.yaml", *args), exit_status)
+    run = watchrun if "--timeout" in args else here  # (a wait with a timeout: a process)
+    e = error(run(cwd, "agent", "watch", "triage", "-c", "watch.yaml", *args), exit_status)
     assert e["code"] == code and e["message"]
 
 
 def test_unknown_agent_lists_the_known_ones(site: tuple[Path, History]) -> None:
     cwd, _ = site
-    e = error(watchrun(cwd, "agent", "transcript", "nope", "-c", "watch.yaml"), 2)
+    e = error(here(cwd, "agent", "transcript", "nope", "-c", "watch.yaml"), 2)
     assert e == {"code": "not_found", "name": "nope", "known": ["coder", "triage"],
                  "message": "no agent named 'nope' (known agents: coder, triage)"}
-    p = watchrun(cwd, "agent", "watch", "nope", "-c", "watch.yaml", "--format", "text")
+    p = here(cwd, "agent", "watch", "nope", "-c", "watch.yaml", "--format", "text")
     assert (p.returncode, p.stdout) == (2, "")
     assert p.stderr.startswith("watchrun: error: not_found: no agent named 'nope'")
 
 
 def test_invalid_config_prints_diagnostics_and_exits_2(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("agents:\n  - {name: triage, provider: clippy}\n")
-    p = watchrun(tmp_path, "agent", "watch", "triage", "-c", "bad.yaml", "--format", "text")
+    p = here(tmp_path, "agent", "watch", "triage", "-c", "bad.yaml", "--format", "text")
     assert (p.returncode, p.stdout) == (2, "")
     assert "error: agents[0].provider" in p.stderr
-    e = error(watchrun(tmp_path, "agent", "watch", "triage", "-c", "bad.yaml"), 2)  # JSON
+    e = error(here(tmp_path, "agent", "watch", "triage", "-c", "bad.yaml"), 2)  # JSON
     assert e["code"] == "config_invalid"
     assert [d["path"] for d in e["diagnostics"]] == ["agents[0].provider"]
 
@@ -134,8 +144,8 @@ def test_expired_cursor_exits_1(tmp_path: Path) -> None:
     for i in range(20):
         log.status("idle", message=f"n{i}")
     log.close()
-    e = error(watchrun(tmp_path, "agent", "watch", "triage", "-c", "watch.yaml", "--since",
-                       "triage:0000000000000001"), 1)
+    e = error(here(tmp_path, "agent", "watch", "triage", "-c", "watch.yaml", "--since",
+                   "triage:0000000000000001"), 1)
     assert e["code"] == "cursor_expired" and e["cursor"] == "triage:0000000000000001"
 
 
@@ -168,7 +178,7 @@ def test_transcript_json_and_text(site: tuple[Path, History]) -> None:
     assert [t["run_id"] for t in doc["turns"]] == [h.done.turn_id, h.failed.turn_id,
                                                    h.pty.turn_id]
     assert doc["workspace"] == str(cwd)
-    p = watchrun(cwd, "agent", "transcript", "triage", "-c", "watch.yaml", "--format", "text")
+    p = here(cwd, "agent", "transcript", "triage", "-c", "watch.yaml", "--format", "text")
     assert p.returncode == 0
     lines = p.stdout.splitlines()
     assert lines[0] == "triage (claude): 3 turn(s)"
@@ -188,10 +198,10 @@ def test_agent_list_table_and_json(site: tuple[Path, History]) -> None:
         ["coder", "codex", "idle", "0", "0", "-", "-", "-"],
     ])
     assert re.fullmatch(r"\d+d ago", cells[1][6])  # the history's fixed timestamps
-    rows = ok_json(watchrun(cwd, "agent", "list", "-c", "watch.yaml", "--json"))["agents"]
+    rows = ok_json(here(cwd, "agent", "list", "-c", "watch.yaml", "--json"))["agents"]
     assert [(r["name"], r["turns"], r["tokens"], r["cursor"]) for r in rows] == [
         ("triage", 3, 2125, h.log.cursor), ("coder", 0, 0, None)]
-    p = watchrun(cwd, "agent", "list", "--output-dir", "out")  # no config: the files there
+    p = here(cwd, "agent", "list", "--output-dir", "out")  # no config: the files there
     assert [re.split(r" {2,}", x) for x in p.stdout.splitlines()[1:]] == [
         ["triage", "claude", "idle", "3", "2125", "done", cells[1][6], "Final answer"]]
 
@@ -202,11 +212,11 @@ def test_an_agent_mid_rotation_is_still_known_by_its_files(tmp_path: Path) -> No
     not vanish from `agent list` nor be `not_found` to `agent watch`."""
     h = standard_history(tmp_path / "out")
     h.path.rename(f"{h.path}.1")  # the rotation is half done: no live file yet
-    rows = ok_json(watchrun(tmp_path, "agent", "list", "--output-dir", "out", "--json"))
+    rows = ok_json(here(tmp_path, "agent", "list", "--output-dir", "out", "--json"))
     assert [(r["name"], r["turns"], r["cursor"]) for r in rows["agents"]] == [
         ("triage", 3, h.log.cursor)]
-    view = ok_json(watchrun(tmp_path, "agent", "watch", "triage", "--output-dir", "out",
-                            "--json"))
+    view = ok_json(here(tmp_path, "agent", "watch", "triage", "--output-dir", "out",
+                        "--json"))
     assert view["cursor"] == h.log.cursor
 
 
