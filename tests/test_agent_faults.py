@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc
 from liverunner import alive
 from test_agent_turn import check_records, of
 
@@ -412,7 +413,7 @@ def test_a_reader_that_dies_stops_the_turn_and_fails_it(tmp_path: Path) -> None:
     assert [r["text"] for r in of(recs, "text")] == [  # (the init line is the first)
         f"line {n} " + "x" * 200 for n in range(1, 4)]
     assert not alive(recs[0]["pid"])
-    shown = watchrun(cfg, "agent", "transcript", "a", "--json")
+    shown = inproc(cfg.parent, "agent", "transcript", "a", "--json", "-c", str(cfg))  # a read
     (turn,) = json.loads(shown.stdout)["turns"]
     assert (turn["outcome"], turn["agents"][0]["status"]) == ("reader-failed", "killed")
     assert turn["agents"][0]["error"] == message
