@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from inproc import inproc
 from liverunner import LiveRunner, guardian_of, wait_for, watchrun_bin, write_config
 
 _AGENT = ("import json, sys, time\n"
@@ -21,14 +22,20 @@ _AGENT = ("import json, sys, time\n"
 
 
 def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`watchrun ARGS` as a process: `agent run` (a turn)."""
     return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
                           timeout=60, check=False)
 
 
+def view(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A view (`agent list`, `agent watch`, `transcript`…): read in this process."""
+    return inproc(cwd, *args)
+
+
 def agent_status(cwd: Path) -> tuple[str, str]:
     """(`agent list --json`'s status, `agent watch`'s status) of agent `a`."""
-    listed = wr(cwd, "agent", "list", "--json")
-    watched = wr(cwd, "agent", "watch", "a")
+    listed = view(cwd, "agent", "list", "--json")
+    watched = view(cwd, "agent", "watch", "a")
     assert listed.returncode == 0 and watched.returncode == 0, listed.stderr + watched.stderr
     return (json.loads(listed.stdout)["agents"][0]["status"],
             json.loads(watched.stdout)["agent"]["status"])
@@ -39,7 +46,7 @@ def transcribed(cwd: Path) -> tuple[str, str | None, str | None]:
     `watchrun transcript`, which must agree."""
     seen = set()
     for args in (("agent", "transcript", "a"), ("transcript",)):
-        p = wr(cwd, *args)
+        p = view(cwd, *args)
         assert p.returncode == 0, p.stderr
         (turn,) = json.loads(p.stdout)["turns"]
         seen.add((turn["agents"][0]["status"], turn["outcome"],
@@ -67,9 +74,9 @@ def test_a_turn_whose_agent_run_was_killed_is_interrupted_not_running(tmp_path: 
     assert agent_status(tmp_path) == ("interrupted", "interrupted")
     assert transcribed(tmp_path) == ("interrupted", "interrupted",
                                      "the turn is open, but its runner is gone: nothing runs it")
-    shown = wr(tmp_path, "agent", "transcript", "a", "--format", "text").stdout
+    shown = view(tmp_path, "agent", "transcript", "a", "--format", "text").stdout
     assert "turn-1  manual  interrupted" in shown and "  outcome: interrupted" in shown, shown
-    text = wr(tmp_path, "agent", "list")
+    text = view(tmp_path, "agent", "list")
     assert "interrupted" in text.stdout, text.stdout
     again = wr(tmp_path, "agent", "run", "a", "--prompt", "answer", "--json")
     assert again.returncode == 0, again.stderr
@@ -99,12 +106,12 @@ def test_a_plan_whose_runner_was_killed_is_interrupted_not_running(tmp_path: Pat
         wait_for(lambda: b'"kind":"session"' in stream.read_bytes(), "review's turn")
     finally:
         r.stop(signal.SIGKILL)
-    wait_for(lambda: "interrupted" in wr(tmp_path, "agent", "list").stdout, "`interrupted`")
+    wait_for(lambda: "interrupted" in view(tmp_path, "agent", "list").stdout, "`interrupted`")
     for args in (("transcript",), ("agent", "transcript", "review")):
-        p = wr(tmp_path, *args)
+        p = view(tmp_path, *args)
         (plan,) = json.loads(p.stdout)["turns"]
         assert (plan["outcome"], [a["status"] for a in plan["agents"]]) == (
             "interrupted", ["interrupted"]), args
         assert [(s["id"], s["reason"]) for s in plan["skipped"]] == [("fix", "interrupted")]
-        text = wr(tmp_path, *args, "--format", "text").stdout
+        text = view(tmp_path, *args, "--format", "text").stdout
         assert "  agent review: interrupted" in text and "  outcome: interrupted" in text, text
