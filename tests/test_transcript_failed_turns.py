@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc
 
 WATCHRUN = str(Path(sys.executable).parent / "watchrun")
 SAID = {"type": "assistant", "session_id": "s1", "message": {
@@ -23,12 +24,18 @@ kill -9 $$
 
 
 def watchrun(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The console script, as a process (`agent run`: a turn)."""
     return subprocess.run([WATCHRUN, *args], cwd=cwd, capture_output=True, text=True,
                           timeout=30)
 
 
+def view(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A view (`transcript`, `agent transcript`): read in this process (tests/inproc.py)."""
+    return inproc(cwd, *args)
+
+
 def turn_of(cwd: Path, *args: str) -> dict[str, Any]:
-    p = watchrun(cwd, *args, "-c", "watch.yaml")
+    p = view(cwd, *args, "-c", "watch.yaml")
     assert (p.returncode, p.stderr) == (0, "")
     (turn,) = json.loads(p.stdout)["turns"]
     return dict(turn)
@@ -52,7 +59,7 @@ def test_a_turn_that_failed_after_saying_something_says_why(
         turn = turn_of(tmp_path, *args)
         assert (turn["outcome"], turn["reply"]["text"]) == ("failed", said)
         assert turn["error"]["error"] == why == turn["agents"][0]["error"]
-        text = watchrun(tmp_path, *args, "-c", "watch.yaml", "--format", "text").stdout
+        text = view(tmp_path, *args, "-c", "watch.yaml", "--format", "text").stdout
         lines = text.splitlines()
         assert lines[lines.index("  reply:") + 1:][:3] == [
             f"    {said}", f"  error: {why}", "  outcome: failed"]
@@ -78,6 +85,7 @@ def test_an_error_text_with_a_newline_cannot_print_a_line_of_its_own(tmp_path: P
     p = watchrun(tmp_path, "agent", "run", "liar", "-c", "watch.yaml", "--prompt", "hi")
     assert p.returncode != 0
     for args in (("agent", "transcript", "liar"), ("transcript",)):
-        text = watchrun(tmp_path, *args, "-c", "watch.yaml", "--format", "text").stdout
+        run = watchrun if args == ("transcript",) else view  # (one as the console script)
+        text = run(tmp_path, *args, "-c", "watch.yaml", "--format", "text").stdout
         assert f"  error: boom\\n{FORGED}" in text.splitlines(), text
         assert not [x for x in text.splitlines() if FORGED in x and not x.startswith("  ")]
