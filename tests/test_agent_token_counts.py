@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc
 from liverunner import read_records
 
 WATCHRUN = str(Path(sys.executable).parent / "watchrun")
@@ -35,8 +36,7 @@ def test_an_implausible_token_count_is_refused_and_recorded(
     p = subprocess.run([WATCHRUN, "agent", "run", "a", "--prompt", "hi"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
-    listed = subprocess.run([WATCHRUN, "agent", "list", "--json"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=30)
+    listed = inproc(tmp_path, "agent", "list", "--json")  # (a read: in this process)
     assert json.loads(listed.stdout)["agents"][0]["tokens"] == 7
     records = read_records(tmp_path / ".watchrun" / "agents" / "a.jsonl")
     (fin,) = [r for r in records if r["kind"] == "dispatch-finished"]
