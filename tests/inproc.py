@@ -9,6 +9,7 @@ tests/test_cli_contract.py and test_packaging.py keep the console script itself 
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
 import subprocess
@@ -52,4 +53,5 @@ def inproc(cwd: Path, *args: str, env: Mapping[str, str] | None = None,
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     finally:
         os.chdir(before)
+        gc.unfreeze()  # (main's start-up freezes the heap, as a process's own start may)
     return subprocess.CompletedProcess(["watchrun", *args], code, out.getvalue(), err.getvalue())
