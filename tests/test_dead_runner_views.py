@@ -47,11 +47,12 @@ def test_a_sigkilled_runner_not_yet_reaped_is_not_live(tmp_path: Path) -> None:
         wait_for(lambda: (tmp_path / ".watchrun/state/ticker.status.json").exists() and json.loads(
             (tmp_path / ".watchrun/state/ticker.status.json").read_text()).get("pid"),
             "ticker's snapshot with its command's pid")
-        before = listed(tmp_path, inproc)  # (once the runner is killed: processes, as the
-        # leader is a zombie while its other threads may hold the lock a moment longer)
+        before = listed(tmp_path, inproc)
         assert before["ticker"]["status"] == "running" and before["ticker"]["live"] is True
         runner.send(signal.SIGKILL)
-        wait_for(lambda: _state(runner.pid) == "Z", "the runner to be a zombie")
+        # a zombie leader, and no thread left that still holds its files (the lock, the socket)
+        wait_for(lambda: _state(runner.pid) == "Z" and len(os.listdir(
+            f"/proc/{runner.pid}/task")) == 1, "the runner to be a zombie with no thread left")
         assert runner.proc.returncode is None  # not reaped: its pid is still taken
         after = listed(tmp_path)
         for wid in ("app", "ticker"):
