@@ -1,6 +1,15 @@
 """The CLI contract (SPEC §7, docs/cli.md) through the real `watchrun` console script: `-c`
 anywhere on the line, ./watch.yaml found when `-c` is absent, `--json` on every command as one
-object with camelCase keys, and the exit status of every class of error."""
+object with camelCase keys, and the exit status of every class of error.
+
+What runs as a process (`wr`): every `run`, `agent run` and bare `watchrun`; each reading
+command once and `-c` in each place (`status`, `agent send`, layered `-c`); ./watch.yaml found
+under each default name (`validate`); `run` and `validate` without a config; one command of each
+class of error, text and `--json` (`REAL`); and what depends on the real streams (no colour on
+a pipe, escaped output). The rest (the same `--json` shape asked again of each command, the
+other commands of a class of error, views after a `run --once`) runs in this test process
+through tests/inproc.py: the same `main()` the console script calls, with its stdout, stderr
+and exit status (tests/test_inproc.py), without the ~0.1 s of CPU each new interpreter costs."""
 
 from __future__ import annotations
 
@@ -13,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc
 from liverunner import watchrun_bin, write_config
 
 CONFIG: dict[str, Any] = {
@@ -80,9 +90,15 @@ def placements(cmd: list[str], pos: list[str]) -> list[list[str]]:
 @pytest.mark.parametrize(("cmd", "pos"), READERS, ids=[" ".join(c) for c, _ in READERS])
 def test_c_anywhere_and_json_is_one_camel_case_object(site: Path, cmd: list[str],
                                                        pos: list[str]) -> None:
+    """The first placement through the console script, the others in-process (the parse is
+    `main`'s); all three of `status` (a command with a positional) by the script, and all of
+    `validate` and `config` in-process (they show the mock agent's command, `sys.executable`:
+    the script's interpreter is not pytest's; both run by the script in
+    test_c_repeats_and_layers_in_order and tests/test_cli_config.py)."""
     outs = []
-    for argv in placements(cmd, pos):
-        p = wr(site, *argv, "--json")
+    for i, argv in enumerate(placements(cmd, pos)):
+        real = cmd == ["status"] or (i == 0 and cmd[0] not in ("validate", "config"))
+        p = (wr if real else inproc)(site, *argv, "--json")
         assert p.returncode == 0, (argv, p.stdout, p.stderr)
         doc = json.loads(p.stdout)
         assert isinstance(doc, dict) and "error" not in doc
@@ -145,7 +161,7 @@ def test_status_and_list_read_like_prose(site: Path, shown: str) -> None:
 def test_every_other_command_json(site: Path, tmp_path: Path, argv: list[str], status: int,
                                   keys: set[str]) -> None:
     cwd = tmp_path if argv[0] in ("init", "schema", "completion") else site
-    p = wr(cwd, *argv, "--json")
+    p = inproc(cwd, *argv, "--json")
     assert p.returncode == status, p.stderr
     doc = json.loads(p.stdout)
     assert isinstance(doc, dict) and keys <= set(doc)
@@ -183,7 +199,7 @@ def test_each_default_name_is_found_and_named(tmp_path: Path, name: str) -> None
         write_config(tmp_path, conf, name)
     (tmp_path / "w.log").write_text("")
     for argv in (["validate"], ["config", "--json"], ["list"], ["agent", "list"]):
-        p = wr(tmp_path, *argv)
+        p = (wr if argv == ["validate"] else inproc)(tmp_path, *argv)
         assert p.returncode == 0, (argv, p.stderr)
         assert f"watchrun: using {name} (no -c given" in p.stderr
     p = wr(tmp_path, "run", "--once")
@@ -194,7 +210,7 @@ def test_the_first_name_wins_and_the_others_are_named(tmp_path: Path) -> None:
     write_config(tmp_path, {"watchers": [{"id": "a", "path": "a.log", "pattern": "E"}]},
                  "watch.yml")
     (tmp_path / "watch.json").write_text('{"watchers": []}')
-    p = wr(tmp_path, "validate", "--json")
+    p = inproc(tmp_path, "validate", "--json")
     assert [w["id"] for w in json.loads(p.stdout)["watchers"]] == ["a"]
     assert "using watch.yml" in p.stderr and "not read: watch.json" in p.stderr
 
@@ -204,16 +220,17 @@ def test_the_first_name_wins_and_the_others_are_named(tmp_path: Path) -> None:
                                   ["stop", "x"]])
 def test_no_config_found_is_exit_2_and_says_what_was_looked_for(tmp_path: Path,
                                                                 argv: list[str]) -> None:
-    p = wr(tmp_path, *argv)
+    via = wr if argv[0] in ("run", "validate") else inproc  # (`run` starts a runner)
+    p = via(tmp_path, *argv)
     assert (p.returncode, p.stdout) == (2, "")
     assert "no config: none of watch.yaml, watch.yml, watch.json, watch.toml" in p.stderr
-    doc = json.loads(wr(tmp_path, *argv, "--json").stdout)
+    doc = json.loads(via(tmp_path, *argv, "--json").stdout)
     assert doc["error"]["code"] == "config_not_found"
     assert doc["error"]["looked"] == ["watch.yaml", "watch.yml", "watch.json", "watch.toml"]
 
 
 def test_output_dir_alone_needs_no_config(site: Path, tmp_path: Path) -> None:
-    p = wr(tmp_path, "list", "--output-dir", str(site / ".watchrun"), "--json")
+    p = inproc(tmp_path, "list", "--output-dir", str(site / ".watchrun"), "--json")
     assert p.returncode == 0 and "using" not in p.stderr
     assert {w["id"] for w in json.loads(p.stdout)["watchers"]} == {"build", "app"}
 
@@ -224,7 +241,7 @@ def test_output_dir_alone_needs_no_config(site: Path, tmp_path: Path) -> None:
     ["completion", "bash", "--output-dir", "out"], ["--output-dir", "out", "init"],
 ], ids=" ".join)
 def test_commands_without_a_config_refuse_c(tmp_path: Path, argv: list[str]) -> None:
-    p = wr(tmp_path, *argv)
+    p = (wr if argv == ["-c", "watch.yaml", "schema"] else inproc)(tmp_path, *argv)
     assert p.returncode == 2, p.stderr
     command = next(w for w in argv if w in ("schema", "init", "completion"))
     assert f"`watchrun {command}` reads no config: drop -c/--output-dir" in p.stderr
@@ -241,7 +258,7 @@ def test_an_empty_path_is_refused_never_taken_for_here(site: Path, argv: list[st
     into the current directory (and `init ""` wrote ./watch.yaml); `output.dir: ""` in a
     config was refused all along."""
     before = sorted(p.name for p in site.iterdir())
-    p = wr(site, *argv)
+    p = (wr if "run" in argv else inproc)(site, *argv)
     assert p.returncode == 2, p.stderr
     assert "must not be empty (an unset variable?)" in p.stderr and "Traceback" not in p.stderr
     assert sorted(p.name for p in site.iterdir()) == before
@@ -254,7 +271,7 @@ def test_an_empty_path_is_refused_never_taken_for_here(site: Path, argv: list[st
 def test_json_and_another_format_are_refused_not_one_taken(site: Path, argv: list[str]) -> None:
     """`config --json --format toml` printed TOML (the last given won, whatever --json said:
     "exactly one JSON object")."""
-    p = wr(site, *argv)
+    p = inproc(site, *argv)
     assert p.returncode == 2, p.stdout + p.stderr
     fmt = next(w.removeprefix("--format=") for i, w in enumerate(argv) if w.startswith(
         "--format=")) if any(w.startswith("--format=") for w in argv) else argv[
@@ -262,7 +279,7 @@ def test_json_and_another_format_are_refused_not_one_taken(site: Path, argv: lis
     error = json.loads(p.stdout or p.stderr)["error"]
     assert (error["code"], error["message"]) == (
         "usage", f"watchrun: --json and --format {fmt} disagree: give one of them")
-    assert wr(site, *[w for w in argv if w != "--json"]).returncode == 0
+    assert inproc(site, *[w for w in argv if w != "--json"]).returncode == 0
 
 
 @pytest.mark.parametrize(("argv", "command"), [
@@ -271,7 +288,7 @@ def test_json_and_another_format_are_refused_not_one_taken(site: Path, argv: lis
 def test_an_unknown_option_is_said_with_its_command_s_usage(site: Path, argv: list[str],
                                                            command: str) -> None:
     """`run --bogus` printed the top level's usage (`watchrun [-h] [--version] COMMAND`)."""
-    p = wr(site, *argv)
+    p = (wr if argv[0] == "run" else inproc)(site, *argv)
     assert p.returncode == 2 and p.stdout == "", p.stderr
     assert p.stderr.startswith(f"usage: watchrun {command} "), p.stderr
     assert f"watchrun {command}: error: unrecognized arguments: " \
@@ -292,15 +309,21 @@ def test_a_word_that_is_no_command_is_said_so(site: Path, argv: list[str], says:
     """`watchrun remove app` was refused as `watchrun run: error: unrecognized arguments: remove
     app`, with `run`'s usage: the user never typed `run`, and nothing named the commands."""
     (site / "my config").write_text("watchers: []\n")
-    p = wr(site, *argv)
+    via = wr if argv == ["remove", "app"] else inproc
+    p = via(site, *argv)
     assert p.returncode == 2 and p.stdout == "", p.stderr
     assert f"watchrun: error: {says}" in p.stderr, p.stderr
     assert "watchrun run" not in p.stderr
-    j = json.loads(wr(site, *argv, "--json").stdout)["error"]
+    j = json.loads(via(site, *argv, "--json").stdout)["error"]
     assert j["code"] == "usage" and says in j["message"], j
 
 
 # -- exit status per error class ------------------------------------------------------------
+REAL = [["list", "--bogus"], ["status", "nope"], ["agent", "watch", "triage", "--tail", "-1"],
+        ["init", "watch.yaml"], ["init", "app.log/x.yaml"], ["clear"]]
+"""One command of each class of error, run by the console script (the others: in-process)."""
+
+
 @pytest.mark.parametrize(("argv", "status", "code", "says"), [
     (["list", "--bogus"], 2, "usage", "unrecognized arguments: --bogus"),
     (["matches", "app", "--lines", "0"], 2, "usage", "--lines: must be from 1 to 2000, not 0"),
@@ -320,10 +343,11 @@ def test_a_word_that_is_no_command_is_said_so(site: Path, argv: list[str], says:
 def test_exit_status_per_error(site: Path, argv: list[str], status: int, code: str,
                                says: str) -> None:
     text = ["--format", "text"] if argv[:2] == ["agent", "watch"] else []  # JSON by default
-    p = wr(site, *argv, *text)
+    via = wr if argv in REAL else inproc
+    p = via(site, *argv, *text)
     assert (p.returncode, p.stdout) == (status, ""), p.stderr
     assert says in p.stderr and "Traceback" not in p.stderr
-    j = wr(site, *argv, "--json")
+    j = via(site, *argv, "--json")
     assert j.returncode == status
     err = json.loads(j.stdout)["error"]
     assert err["code"] == code and says in err["message"]
@@ -336,21 +360,21 @@ def test_a_not_found_names_twenty_known_ids_and_counts_the_rest(tmp_path: Path) 
     ids = [f"w{i:04d}" for i in range(3000)]
     for wid in ids:
         (tmp_path / "out" / "watchers" / f"{wid}.jsonl").write_text("")
-    p = wr(tmp_path, "stop", "nope", "--output-dir", "out")
+    p = inproc(tmp_path, "stop", "nope", "--output-dir", "out")
     assert p.returncode == 2 and p.stderr == (
         f"watchrun: error: no watcher 'nope' (known: {', '.join(ids[:20])}, … and 2980 "
         "more)\n"), p.stderr
-    assert json.loads(wr(tmp_path, "stop", "nope", "--output-dir", "out", "--json").stdout)[
+    assert json.loads(inproc(tmp_path, "stop", "nope", "--output-dir", "out", "--json").stdout)[
         "error"]["known"] == ids
 
 
 def test_an_invalid_config_is_exit_2_everywhere(tmp_path: Path) -> None:
     (tmp_path / "watch.yaml").write_text("watchers:\n  - {id: a, path: a.log, pattern: '(x'}\n")
     for argv in (["run"], ["validate"], ["config"], ["list"], ["agent", "list"], ["stop", "a"]):
-        p = wr(tmp_path, *argv)
+        p = (wr if argv == ["run"] else inproc)(tmp_path, *argv)
         assert p.returncode == 2, argv
         assert "watchers[0].pattern" in p.stdout + p.stderr
-    doc = json.loads(wr(tmp_path, "list", "--json").stdout)
+    doc = json.loads(inproc(tmp_path, "list", "--json").stdout)
     assert doc["error"]["code"] == "config_invalid"
     assert doc["error"]["diagnostics"][0]["path"] == "watchers[0].pattern"
 
@@ -365,11 +389,11 @@ def test_a_crossed_gate_is_1_and_a_command_that_cannot_start_is_3(tmp_path: Path
 # -- init -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("target", ["ci/watch.yaml", "nodir/deeper/x.yaml", "newdir/"])
 def test_init_creates_missing_folders(tmp_path: Path, target: str) -> None:
-    p = wr(tmp_path, "init", target)
+    p = inproc(tmp_path, "init", target)
     written = tmp_path / (target + "watch.yaml" if target.endswith("/") else target)
     assert p.returncode == 0 and written.is_file(), p.stderr
     assert p.stdout.splitlines()[0] == f"wrote {written.relative_to(tmp_path)}"
-    assert wr(tmp_path, "validate", "-c", str(written)).returncode == 0
+    assert inproc(tmp_path, "validate", "-c", str(written)).returncode == 0
 
 
 def test_run_once_json_under_github_actions_keeps_stdout_one_document(site: Path) -> None:
@@ -481,9 +505,9 @@ def test_lines_defaults_to_the_configs_match_lines_and_50_without_a_config(
     assert wr(tmp_path, "run", "--once").returncode == 0
     out = ["--output-dir", str(tmp_path / ".watchrun")]
     for cmd, key in (("matches", "matches"), ("logs", "lines")):
-        shown = json.loads(wr(tmp_path, cmd, "b", "--json").stdout)[key]
+        shown = json.loads(inproc(tmp_path, cmd, "b", "--json").stdout)[key]
         assert len(shown) == 2, cmd
-        shown = json.loads(wr(tmp_path, cmd, "b", *out, "--json").stdout)[key]
+        shown = json.loads(inproc(tmp_path, cmd, "b", *out, "--json").stdout)[key]
         assert len(shown) == 50, cmd
         last = shown[-1]["line"] if cmd == "matches" else shown[-1]
         assert last == "ERROR 60"
@@ -512,15 +536,15 @@ def test_status_and_list_of_a_damaged_snapshot_say_so(tmp_path: Path) -> None:
                                           "fromStart": True}]})
     assert wr(tmp_path, "run", "--once").returncode == 0
     (tmp_path / ".watchrun" / "state" / "app.status.json").write_text("garbage{")
-    p = wr(tmp_path, "status", "app")
+    p = inproc(tmp_path, "status", "app")
     assert p.returncode == 3
     assert "cannot be read: not its status snapshot" in p.stderr and "has not run" not in p.stderr
-    listed = wr(tmp_path, "list")
+    listed = inproc(tmp_path, "list")
     assert listed.returncode == 0, listed.stderr
     assert "no watchers have run" not in listed.stdout, listed.stdout
     row = next(ln.split() for ln in listed.stdout.splitlines() if ln.startswith("app "))
     assert row[1:4] == ["unreadable", "?", "?"], listed.stdout
-    doc = json.loads(wr(tmp_path, "list", "--json").stdout)
+    doc = json.loads(inproc(tmp_path, "list", "--json").stdout)
     (entry,) = doc["watchers"]
     assert (entry["id"], entry["status"]) == ("app", "unreadable")
     assert "app.status.json cannot be read" in entry["lastError"]
