@@ -1,5 +1,11 @@
 """The config commands through the real `watchrun` console script: validate, config, schema,
-init, --version and --help."""
+init, --version and --help.
+
+Each command is run by the console script (`run`) at least once here: `validate` of the example,
+`config` from another folder, `schema`, `init`, `--version`, `--help`, no arguments, a bare `-c`
+and a closed pipe. Their other cases run in this test process (`here`, tests/inproc.py: the
+same `main()` the script calls, its stdout, stderr and exit status) without the ~0.1 s of CPU
+each new interpreter costs."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inproc import inproc
 
 ROOT = Path(__file__).parents[1]
 _BESIDE = Path(sys.executable).parent / "watchrun"
@@ -23,6 +30,11 @@ BAD = (
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([WATCHRUN, *args], capture_output=True, text=True, cwd=cwd,
                           timeout=60, check=False)
+
+
+def here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`run`, in this process (tests/inproc.py)."""
+    return inproc(Path.cwd() if cwd is None else cwd, *args)
 
 
 def test_validate_the_example() -> None:
@@ -39,7 +51,7 @@ def test_validate_the_example() -> None:
 
 def test_validate_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text(BAD)
-    proc = run("validate", "-c", "w.yaml", cwd=tmp_path)
+    proc = here("validate", "-c", "w.yaml", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stdout.splitlines() == [
         "w.yaml:1:10: warning: limits.pollMs: 5 clamped to 10 (allowed 10–60000)",  # noqa: RUF001
@@ -56,7 +68,7 @@ def test_validate_refuses_a_command_run_cannot_start(tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text(
         "watchers:\n  - {id: h, command: '   ', pattern: x}\n"
         "  - {id: j, command: ['  ', x], pattern: x}\n")
-    proc = run("validate", "-c", "w.yaml", cwd=tmp_path)
+    proc = here("validate", "-c", "w.yaml", cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     errors = [ln for ln in proc.stdout.splitlines() if ": error: " in ln]
     assert [ln.split(": error: ")[1].split(":")[0] for ln in errors] == [
@@ -67,14 +79,14 @@ def test_validate_refuses_a_command_run_cannot_start(tmp_path: Path) -> None:
 @pytest.mark.parametrize("flag", [["--format", "json"], ["--json"]])
 def test_validate_json(tmp_path: Path, flag: list[str]) -> None:
     (tmp_path / "w.yaml").write_text(BAD)
-    proc = run("validate", "-c", "w.yaml", *flag, cwd=tmp_path)
+    proc = here("validate", "-c", "w.yaml", *flag, cwd=tmp_path)
     assert proc.returncode == 2
     doc = json.loads(proc.stdout)
     assert (doc["valid"], doc["errors"], doc["warnings"]) == (False, 2, 1)
     assert [(d["path"], d["severity"], d["line"]) for d in doc["diagnostics"]] == [
         ("limits.pollMs", "warning", 1), ("watchers[0].pattern", "error", 5),
         ("watchers[0].patern", "error", 6)]
-    good = run("validate", "-c", str(ROOT / "watch.yaml.example"), *flag)
+    good = here("validate", "-c", str(ROOT / "watch.yaml.example"), *flag)
     assert good.returncode == 0
     doc = json.loads(good.stdout)
     assert doc["valid"] is True and doc["diagnostics"] == []
@@ -85,8 +97,8 @@ def test_validate_json(tmp_path: Path, flag: list[str]) -> None:
 def test_validate_strict_turns_warnings_into_errors(tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text("limits: {pollMs: 5}\nwatchers: [{id: a, path: x, "
                                      "pattern: y}]\n")
-    assert run("validate", "-c", "w.yaml", cwd=tmp_path).returncode == 0
-    proc = run("validate", "--strict", "-c", "w.yaml", cwd=tmp_path)
+    assert here("validate", "-c", "w.yaml", cwd=tmp_path).returncode == 0
+    proc = here("validate", "--strict", "-c", "w.yaml", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stdout.startswith("w.yaml:1:10: error: limits.pollMs: 5 clamped to 10")
 
@@ -95,7 +107,7 @@ def test_validate_refuses_backtracking_patterns_unless_the_watcher_opts_in(tmp_p
     config = ("watchers: [{id: srv, path: x, pattern: '^(a+)+(?=b)c', exclude: [ok, '(a)\\1'],"
               " gate: {require: '(?<=x)y'}%s}]\n")
     (tmp_path / "w.yaml").write_text(config % "")
-    proc = run("validate", "--format", "json", "-c", "w.yaml", cwd=tmp_path)
+    proc = here("validate", "--format", "json", "-c", "w.yaml", cwd=tmp_path)
     assert proc.returncode == 2
     errors = {d["path"]: d["message"] for d in json.loads(proc.stdout)["diagnostics"]}
     assert set(errors) == {"watchers[0].pattern", "watchers[0].exclude[1]",
@@ -107,7 +119,7 @@ def test_validate_refuses_backtracking_patterns_unless_the_watcher_opts_in(tmp_p
     assert "a backreference" in errors["watchers[0].exclude[1]"]
     assert "lookbehind (?<=…)" in errors["watchers[0].gate.require"]
     (tmp_path / "w.yaml").write_text(config % ", backtracking: true")
-    proc = run("validate", "--strict", "-c", "w.yaml", cwd=tmp_path)
+    proc = here("validate", "--strict", "-c", "w.yaml", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout
     assert proc.stdout.splitlines()[2].split()[1] in ("re", "re+prefilter")  # engine: …
     isolated = "matched with Python re (backtracking) in an isolated worker, 250 ms per line"
@@ -120,14 +132,14 @@ def test_validate_refuses_backtracking_patterns_unless_the_watcher_opts_in(tmp_p
 
 @pytest.mark.parametrize("fmt", ["yaml", "json", "toml"])
 def test_config_output_validates_again(tmp_path: Path, fmt: str) -> None:
-    first = run("config", "-c", str(ROOT / "watch.yaml.example"), "--format", fmt)
+    first = here("config", "-c", str(ROOT / "watch.yaml.example"), "--format", fmt)
     assert first.returncode == 0, first.stderr
     saved = tmp_path / f"resolved.{fmt}"
     saved.write_text(first.stdout)
-    check = run("validate", "-c", str(saved))
+    check = here("validate", "-c", str(saved))
     assert check.returncode == 0, check.stdout
     assert "valid — 2 watchers, 1 agent" in check.stdout
-    again = run("config", "-c", str(saved), "--format", fmt)
+    again = here("config", "-c", str(saved), "--format", fmt)
     assert again.stdout == first.stdout  # resolving a resolved config changes nothing
 
 
@@ -148,7 +160,7 @@ def test_config_is_resolved_from_any_cwd(tmp_path: Path) -> None:
 
 def test_config_of_an_invalid_file_prints_errors_only(tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text(BAD)
-    proc = run("config", "-c", "w.yaml", cwd=tmp_path)
+    proc = here("config", "-c", "w.yaml", cwd=tmp_path)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "error: watchers[0].patern: unknown key" in proc.stderr
@@ -159,7 +171,7 @@ def test_schema() -> None:
     assert proc.returncode == 0
     schema = json.loads(proc.stdout)
     assert schema == json.loads((ROOT / "schemas" / "watch.schema.json").read_text())
-    assert run("schema", "config").stdout == proc.stdout
+    assert here("schema", "config").stdout == proc.stdout
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
     Draft202012Validator.check_schema(schema)
@@ -167,7 +179,7 @@ def test_schema() -> None:
 
 @pytest.mark.parametrize("name", ["record", "agent-watch", "transcript"])
 def test_other_schemas_print_or_say_they_are_missing(name: str) -> None:
-    proc = run("schema", name)
+    proc = here("schema", name)
     if proc.returncode == 0:
         assert json.loads(proc.stdout)["$schema"].endswith("2020-12/schema")
     else:
@@ -177,7 +189,7 @@ def test_other_schemas_print_or_say_they_are_missing(name: str) -> None:
 
 
 def test_every_schema_property_is_described_and_closed() -> None:
-    schema = json.loads(run("schema").stdout)
+    schema = json.loads(here("schema").stdout)
 
     def walk(node: object, where: str) -> None:
         if isinstance(node, dict):
@@ -200,9 +212,9 @@ def test_init_writes_a_valid_config_and_never_overwrites(tmp_path: Path) -> None
     assert proc.stdout.startswith("wrote watch.yaml")
     text = (tmp_path / "watch.yaml").read_text()
     assert text.startswith("# watch.yaml")
-    check = run("validate", "-c", "watch.yaml", "--strict", cwd=tmp_path)
+    check = here("validate", "-c", "watch.yaml", "--strict", cwd=tmp_path)
     assert check.returncode == 0, check.stdout
-    again = run("init", cwd=tmp_path)
+    again = here("init", cwd=tmp_path)
     assert again.returncode == 2
     assert "watch.yaml already exists; not overwriting it" in again.stderr
     assert (tmp_path / "watch.yaml").read_text() == text
@@ -211,15 +223,15 @@ def test_init_writes_a_valid_config_and_never_overwrites(tmp_path: Path) -> None
 @pytest.mark.parametrize("target", ["ci/watch.toml", "ci/watch.json", "ci"])
 def test_init_other_formats_and_folders(tmp_path: Path, target: str) -> None:
     (tmp_path / "ci").mkdir()
-    proc = run("init", target, "--json", cwd=tmp_path)
+    proc = here("init", target, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     written = json.loads(proc.stdout)["path"]
     assert written == (target if "." in target else "ci/watch.yaml")
-    assert run("validate", "-c", written, "--strict", cwd=tmp_path).returncode == 0
+    assert here("validate", "-c", written, "--strict", cwd=tmp_path).returncode == 0
 
 
 def test_init_refuses_an_unknown_format(tmp_path: Path) -> None:
-    proc = run("init", "watch.txt", cwd=tmp_path)
+    proc = here("init", "watch.txt", cwd=tmp_path)
     assert proc.returncode == 2
     assert "cannot tell the format of watch.txt" in proc.stderr
     assert not (tmp_path / "watch.txt").exists()
@@ -233,7 +245,7 @@ def test_init_under_a_file_says_the_file_is_no_directory(
     """`init notadir/watch.yaml` said "cannot create notadir: File exists", as if creating the
     folder failed because it is there."""
     (tmp_path / "notadir").write_text("hi\n")
-    proc = run("init", target, cwd=tmp_path)
+    proc = here("init", target, cwd=tmp_path)
     assert proc.returncode == 3
     assert proc.stderr == f"watchrun: error: cannot write {target}: {said}\n"
 
@@ -246,7 +258,7 @@ def test_version_and_help() -> None:
     assert top.returncode == 0
     for name in ("run", "validate", "config", "schema", "init"):
         assert name in top.stdout
-        sub = run(name, "--help")
+        sub = (run if name == "run" else here)(name, "--help")  # (`run` is never in-process)
         assert sub.returncode == 0
         assert "examples:" in sub.stdout and f"watchrun {name}" in sub.stdout
 
@@ -285,10 +297,10 @@ def test_validate_shows_the_engine_of_each_watcher(tmp_path: Path) -> None:
     cfg.write_text("watchers:\n"
                    "  - {id: fast, command: 'true', pattern: 'ERROR|FATAL'}\n"
                    "  - {id: backref, command: 'true', pattern: '(a)\\1', backtracking: true}\n")
-    p = run("validate", "-c", str(cfg), "--format", "json")
+    p = here("validate", "-c", str(cfg), "--format", "json")
     assert p.returncode == 0, p.stdout + p.stderr
     engines = {w["id"]: w["engine"] for w in json.loads(p.stdout)["watchers"]}
     assert engines["fast"] == engines_available()[0]  # the best engine installed
     assert engines["backref"] in ("re", "re+prefilter")  # backreferences need backtracking
-    text = run("validate", "-c", str(cfg)).stdout
+    text = here("validate", "-c", str(cfg)).stdout
     assert f"engine: {engines['fast']}" in text
