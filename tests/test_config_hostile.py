@@ -1,5 +1,9 @@
 """Hostile configs and state: huge integers, ids ending in a newline, a FIFO as the config, C1
-controls through `config --format toml`, a directory in place of a checkpoint."""
+controls through `config --format toml`, a directory in place of a checkpoint.
+
+`validate` of a config that is only text runs in this test process (tests/inproc.py: the same
+`main()` as the console script, its stdout, stderr and status); a FIFO (a hang must meet a
+timeout), `run --once` and what `config` writes to its real stdout run the console script."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from inproc import inproc
 
 from watchrun.config import load_config
 from watchrun.config.dump import config_to_dict, dump_config
@@ -36,9 +41,10 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None
 
 def validate(tmp_path: Path, name: str, text: str, **env: str
              ) -> subprocess.CompletedProcess[str]:
-    """`watchrun validate -c NAME` of `text`; it prints its diagnostics on stdout."""
+    """`watchrun validate -c NAME` of `text`, in-process; it prints its diagnostics on
+    stdout."""
     (tmp_path / name).write_text(text, encoding="utf-8")
-    return run("validate", "-c", name, cwd=tmp_path, env=env)
+    return inproc(tmp_path, "validate", "-c", name, env={**os.environ, **env})
 
 
 # --- F01: huge integers -------------------------------------------------------------------
