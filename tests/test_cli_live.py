@@ -1,6 +1,11 @@
 """The CLI against a live runner and a real terminal: file watcher states in `list`/`status`,
 idempotent `stop` and `agent stop`, `agent send` with `-c` after the name, the demo's first
-lines, the watcher count of `run --once`, colour only on a TTY, shell completion."""
+lines, the watcher count of `run --once`, colour only on a TTY, shell completion.
+
+The polled `list` and the commands that only ask the live runner or read its files run in
+this test process (tests/inproc.py: the same `main()` as the console script, its stdout, stderr
+and status); `stop`, `agent stop` and `agent send` against the live runner, every start, the
+colour tests (a real terminal and a real pipe) and `completion bash` run the console script."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 from test_metrics import free_port, scrape
 
@@ -28,7 +34,7 @@ def wr(cwd: Path, *args: str, env: dict[str, str] | None = None,
 
 
 def listed(cwd: Path) -> dict[str, dict[str, Any]]:
-    p = wr(cwd, "list", "-c", "live.yaml", "--json")
+    p = inproc(cwd, "list", "-c", "live.yaml", "--json")
     assert p.returncode == 0, p.stderr
     return {w["id"]: w for w in json.loads(p.stdout)["watchers"]}
 
@@ -55,7 +61,7 @@ def test_a_live_runner_through_the_cli(tmp_path: Path) -> None:
         assert states["missing"]["errors"] == 0  # waiting for a file is not an error
         up = {w: scrape(port)[f'watchrun_watcher_up{{watcher="{w}"}}'] for w in states}
         assert up == {"loop": 1, "missing": 0, "unreadable": 0}  # cannot look: down
-        p = wr(tmp_path, "status", "-c", "live.yaml", "unreadable")
+        p = inproc(tmp_path, "status", "-c", "live.yaml", "unreadable")
         assert re.search(r"^status +error$", p.stdout, re.M) and "live  " in p.stdout
         (tmp_path / "logs").mkdir()
         (tmp_path / "logs" / "later.log").write_text("ERROR now\n")
@@ -64,19 +70,19 @@ def test_a_live_runner_through_the_cli(tmp_path: Path) -> None:
 
         p = wr(tmp_path, "stop", "loop", "-c", "live.yaml")
         assert (p.returncode, p.stdout) == (0, "stopped loop\n"), p.stderr
-        p = wr(tmp_path, "stop", "-c", "live.yaml", "loop", "--json")  # again: idempotent
+        p = inproc(tmp_path, "stop", "-c", "live.yaml", "loop", "--json")  # again: idempotent
         assert p.returncode == 0
         assert json.loads(p.stdout) == {"id": "loop", "stopped": True, "wasRunning": False,
                                         "message": "loop is already stopped (it was not "
                                         "running)"}
-        p = wr(tmp_path, "stop", "nope", "-c", "live.yaml")
+        p = inproc(tmp_path, "stop", "nope", "-c", "live.yaml")
         assert p.returncode == 2 and "no watcher 'nope'" in p.stderr
 
         p = wr(tmp_path, "agent", "send", "-c", "live.yaml", "triage", "hi", "--json")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert doc["queued"] is True and doc["deliveryId"].startswith("d-")
-        p = wr(tmp_path, "agent", "stop", "nobody", "-c", "live.yaml")
+        p = inproc(tmp_path, "agent", "stop", "nobody", "-c", "live.yaml")
         assert p.returncode == 2
         assert "no agent named 'nobody' (known agents: triage)" in p.stderr
         assert "running turn" not in p.stderr
@@ -85,12 +91,12 @@ def test_a_live_runner_through_the_cli(tmp_path: Path) -> None:
         p = wr(tmp_path, "agent", "stop", "triage", "-c", "live.yaml")
         assert (p.returncode, p.stdout) == (0, "triage has no running turn (nothing to stop)\n")
 
-        p = wr(tmp_path, "-c", "live.yaml", "clear", "--json")
+        p = inproc(tmp_path, "-c", "live.yaml", "clear", "--json")
         assert p.returncode == 0 and json.loads(p.stdout)["cleared"] == 1
         assert "loop" not in listed(tmp_path)
-        p = wr(tmp_path, "matches", "loop", "-c", "live.yaml", "--json")  # its JSONL stays
+        p = inproc(tmp_path, "matches", "loop", "-c", "live.yaml", "--json")  # its JSONL stays
         assert (p.returncode, json.loads(p.stdout)) == (0, {"id": "loop", "matches": []})
-        p = wr(tmp_path, "status", "loop", "-c", "live.yaml")
+        p = inproc(tmp_path, "status", "loop", "-c", "live.yaml")
         assert p.returncode == 2 and "(or `clear` forgot it)" in p.stderr
     finally:
         assert r.stop() == 0
@@ -106,7 +112,7 @@ def test_stop_of_a_watcher_whose_command_had_exited_says_it_was_not_running(
     try:
         r.wait_running()
         wait_for(lambda: listed(tmp_path)["once"]["status"] == "exited", "the command exited")
-        p = wr(tmp_path, "stop", "once", "-c", "live.yaml", "--json")
+        p = inproc(tmp_path, "stop", "once", "-c", "live.yaml", "--json")
         assert p.returncode == 0, p.stderr
         assert json.loads(p.stdout) == {"id": "once", "stopped": True, "wasRunning": False,
                                         "message": "once is already stopped (it had exited)"}
@@ -128,7 +134,7 @@ def test_the_demo_starts_without_a_warning(tmp_path: Path) -> None:
         head = r.stderr()
         assert "warning" not in head and "error" not in head, head
         wait_for(lambda: r.matches("app-log"), "a match in the demo log")
-        status = json.loads(wr(tmp_path, "status", "app-log", "--json").stdout)
+        status = json.loads(inproc(tmp_path, "status", "app-log", "--json").stdout)
         assert status["errors"] == 0 and status["status"] == "running"
     finally:
         assert r.stop() == 0
@@ -179,29 +185,38 @@ def norm(text: str) -> str:
     return re.sub(r"just now|\d+s ago", "<ago>", re.sub(r" +", " ", text))
 
 
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A config that has run once and whose agent has had a turn (the colour tests only read
+    it)."""
+    cwd = tmp_path_factory.mktemp("ran_once")
+    (cwd / "app.log").write_text("ERROR x\n")
+    write_config(cwd, {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}],
+                       "agents": [{"name": "triage", "provider": "mock",
+                                   "prompt": "{matches}"}]})
+    assert wr(cwd, "run", "--once").returncode == 0
+    assert wr(cwd, "agent", "run", "triage").returncode == 0
+    return cwd
+
+
 @pytest.mark.parametrize("argv", [["list"], ["status", "app"], ["agent", "list"]])
-def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path: Path,
+def test_colour_only_on_a_terminal_and_never_with_no_color(ran_once: Path,
                                                            argv: list[str]) -> None:
-    (tmp_path / "app.log").write_text("ERROR x\n")
-    write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}],
-                            "agents": [{"name": "triage", "provider": "mock",
-                                        "prompt": "{matches}"}]})
-    assert wr(tmp_path, "run", "--once").returncode == 0
-    assert wr(tmp_path, "agent", "run", "triage").returncode == 0
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
-    coloured = on_a_terminal(tmp_path, argv, {**env, "TERM": "xterm"})
+    coloured = on_a_terminal(ran_once, argv, {**env, "TERM": "xterm"})
     assert "\x1b[2mstopped" in coloured or "\x1b[2midle" in coloured, coloured
+    piped = wr(ran_once, *argv).stdout
     for off in ({"NO_COLOR": "1", "TERM": "xterm"}, {"TERM": "dumb"}):
-        plain = on_a_terminal(tmp_path, argv, {**env, **off})
+        plain = on_a_terminal(ran_once, argv, {**env, **off})
         assert "\x1b" not in plain
-        assert norm(plain.replace("\r\n", "\n")) == norm(wr(tmp_path, *argv).stdout)
-    assert "\x1b" not in wr(tmp_path, *argv, env={**env, "TERM": "xterm"}).stdout  # a pipe
+        assert norm(plain.replace("\r\n", "\n")) == norm(piped)
+    assert "\x1b" not in wr(ran_once, *argv, env={**env, "TERM": "xterm"}).stdout  # a pipe
 
 
 # -- completion -----------------------------------------------------------------------------
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_completion_scripts(tmp_path: Path, shell: str) -> None:
-    p = wr(tmp_path, "completion", shell)
+    p = (wr if shell == "bash" else inproc)(tmp_path, "completion", shell)
     assert p.returncode == 0 and "watchrun" in p.stdout
     for name in ("validate", "matches", "completion", "transcript"):
         assert name in p.stdout
@@ -228,7 +243,7 @@ def bash_complete(script: Path, words: list[str]) -> list[str]:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_bash_completes_commands_actions_and_options(tmp_path: Path) -> None:
     script = tmp_path / "watchrun.bash"
-    script.write_text(wr(tmp_path, "completion", "bash").stdout)
+    script.write_text(inproc(tmp_path, "completion", "bash").stdout)
     assert bash_complete(script, ["watchrun", "va"]) == ["validate"]
     assert bash_complete(script, ["watchrun", "agent", "s"]) == ["send", "stop"]
     assert "--lines" in bash_complete(script, ["watchrun", "matches", "--l"])
@@ -270,7 +285,6 @@ def test_status_of_a_killed_runners_command_shows_no_pid(tmp_path: Path) -> None
         r.proc.wait(timeout=30)
     finally:
         r.close()
-    p = subprocess.run([watchrun_bin(), "status", "c", "--json", "-c", str(config)],
-                       capture_output=True, text=True, timeout=30)
+    p = inproc(tmp_path, "status", "c", "--json", "-c", str(config))
     doc = json.loads(p.stdout)
     assert (doc.get("live"), doc.get("status"), doc.get("pid")) == (False, "stopped", None), doc
