@@ -24,13 +24,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 
 
-@pytest.fixture
-def runner(tmp_path: Path) -> Iterator[LiveRunner]:
-    (tmp_path / "cfg.log").write_text("")
-    config = write_config(tmp_path, {"watchers": [
+@pytest.fixture(scope="module")
+def shared_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRunner]:
+    """One runner for the module: each test adds watchers of ids no other test uses (a
+    parametrized one, ids of its case) and asks of those alone, and of `nobin`, which one
+    test alone starts."""
+    folder = tmp_path_factory.mktemp("runner")
+    (folder / "cfg.log").write_text("")
+    config = write_config(folder, {"watchers": [
         {"id": "cfg", "path": "cfg.log", "pattern": "x"},
         {"id": "nobin", "command": ["no-such-binary-xyz"], "pattern": "x", "restart": "never"}]})
     r = LiveRunner(config)
@@ -42,8 +47,25 @@ def runner(tmp_path: Path) -> Iterator[LiveRunner]:
     assert "Traceback" not in r.stderr() and r.left == []
 
 
+@pytest.fixture
+def runner(shared_runner: LiveRunner) -> Iterator[LiveRunner]:
+    """The shared runner; the watchers a test added are stopped after it (a stopped watcher
+    holds no room under limits.maxWatchers)."""
+    yield shared_runner
+    for wid, w in listed(shared_runner).items():
+        if w["origin"] == "runtime" and w["status"] != "stopped":
+            reply = shared_runner.control({"cmd": "stop", "id": wid})
+            assert reply["ok"] or reply["error"]["code"] == "not_found", reply
+
+
 def wr(r: LiveRunner, *args: str) -> subprocess.CompletedProcess[str]:
-    """`watchrun ARGS -c CONFIG`, run from the config's folder."""
+    """`watchrun ARGS -c CONFIG`, run from the config's folder, in this process
+    (tests/inproc.py: the same `main`, stdout, stderr and status as the console script)."""
+    return inproc(r.config.parent, *args, "-c", str(r.config))
+
+
+def wr_proc(r: LiveRunner, *args: str) -> subprocess.CompletedProcess[str]:
+    """`wr` through the console script: for `start` (inproc refuses it) and one real `add`."""
     return subprocess.run([watchrun_bin(), *args, "-c", str(r.config)], cwd=r.config.parent,
                           capture_output=True, text=True, timeout=60)
 
@@ -80,18 +102,19 @@ def assert_not_kept(r: LiveRunner, wid: str, code: str) -> None:
         "missing-binary-restart-never", "not-executable"])
 def test_an_added_command_that_cannot_start_is_refused_and_not_kept(
         runner: LiveRunner, tmp_path: Path, fields: dict[str, Any], code: str,
-        said: str) -> None:
+        said: str, request: pytest.FixtureRequest) -> None:
+    wid = f"c7.{request.node.callspec.id}"  # (its own id on the module's runner)
     noexec = tmp_path / "noexec"
     noexec.write_text("#!/bin/sh\necho hi\n")
     noexec.chmod(0o644)
     if fields["command"] == ["{noexec}"]:
         fields = {**fields, "command": [str(noexec)]}
-    reply = runner.control({"cmd": "add", "watcher": {"id": "c7", "pattern": "x", **fields}})
+    reply = runner.control({"cmd": "add", "watcher": {"id": wid, "pattern": "x", **fields}})
     assert reply["ok"] is False, reply
     err = reply["error"]
-    assert (err["code"], err["id"]) == ("start_failed", "c7"), err
+    assert (err["code"], err["id"]) == ("start_failed", wid), err
     assert said in err["message"] and "nothing was added" in err["message"], err
-    assert_not_kept(runner, "c7", code)
+    assert_not_kept(runner, wid, code)
 
 
 def test_watchrun_add_of_a_command_in_a_missing_cwd_exits_3(runner: LiveRunner) -> None:
@@ -114,7 +137,7 @@ def test_start_of_a_command_that_cannot_start_is_refused_and_it_stays_listed(
     """A config watcher (or a stopped runtime one) is known before `start`: a start that fails
     leaves it listed, stopped, with the reason as its last error."""
     wait_for(lambda: listed(runner)["nobin"]["status"] == "fatal", "the config's watcher fatal")
-    p = wr(runner, "start", "nobin")
+    p = wr_proc(runner, "start", "nobin")
     assert p.returncode == 3, (p.stdout, p.stderr)
     assert "started" not in p.stdout and "no-such-binary-xyz" in p.stderr, p.stderr
     reply = runner.control({"cmd": "restart", "id": "nobin"})
@@ -148,16 +171,17 @@ def test_watchrun_add_of_a_file_it_cannot_read_says_so(runner: LiveRunner, tmp_p
     """Added (exit 0: the watcher is held and tries again), but never a bare "started X": the
     line says it cannot read the path yet, and why."""
     path, why = _unreadable(tmp_path, kind)
-    p = wr(runner, "add", "f1", "--path", path, "--pattern", "x")
+    f1, f2 = f"f1.{kind}", f"f2.{kind}"  # (their own ids on the module's runner)
+    p = wr(runner, "add", f1, "--path", path, "--pattern", "x")
     assert p.returncode == 0, p.stderr
     line = p.stdout.strip()
-    assert line.startswith(f"added f1: cannot read {path} yet: ") and why in line, line
-    p = wr(runner, "add", "f2", "--path", path, "--pattern", "x", "--json")
+    assert line.startswith(f"added {f1}: cannot read {path} yet: ") and why in line, line
+    p = wr(runner, "add", f2, "--path", path, "--pattern", "x", "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["added"] is True and doc["watcher"]["status"] == "error", doc
-    assert doc["message"].startswith("added f2: cannot read") and why in doc["message"], doc
-    assert {listed(runner)[w]["status"] for w in ("f1", "f2")} == {"error"}
+    assert doc["message"].startswith(f"added {f2}: cannot read") and why in doc["message"], doc
+    assert {listed(runner)[w]["status"] for w in (f1, f2)} == {"error"}
 
 
 def test_a_directory_that_becomes_a_regular_file_is_followed(runner: LiveRunner,
@@ -183,7 +207,7 @@ def test_watchrun_add_of_a_missing_file_says_it_waits(runner: LiveRunner,
 
 
 def test_watchrun_add_of_a_readable_file_says_started(runner: LiveRunner) -> None:
-    p = wr(runner, "add", "ok", "--path", str(runner.config.parent / "cfg.log"),
+    p = wr_proc(runner, "add", "ok", "--path", str(runner.config.parent / "cfg.log"),
            "--pattern", "x")
     assert (p.returncode, p.stdout.strip()) == (0, "started ok"), p.stderr
 
