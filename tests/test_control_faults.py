@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
 
 from watchrun.runtime import control
@@ -36,12 +37,12 @@ def running(r: LiveRunner) -> bool:
         return False
 
 
-@pytest.fixture
-def runner(tmp_path: Path) -> Any:
-    (tmp_path / "app.log").write_text("")
-    config = write_config(tmp_path, {"agents": [{"name": "a", "provider": "mock"}],
-                                     "watchers": [{"id": "app", "path": "app.log",
-                                                   "pattern": "ERROR"}]})
+def a_runner(folder: Path) -> Iterator[LiveRunner]:
+    """A runner of `folder` with the mock agent `a` and one file watcher, `app`."""
+    (folder / "app.log").write_text("")
+    config = write_config(folder, {"agents": [{"name": "a", "provider": "mock"}],
+                                   "watchers": [{"id": "app", "path": "app.log",
+                                                 "pattern": "ERROR"}]})
     r = LiveRunner(config)
     try:
         wait_for(lambda: running(r), "the runner to be running")
@@ -51,7 +52,20 @@ def runner(tmp_path: Path) -> Any:
     assert "Traceback" not in r.stderr()
 
 
-def test_status_is_answered_while_a_large_pattern_is_checked(runner: LiveRunner,
+@pytest.fixture
+def own_runner(tmp_path: Path) -> Iterator[LiveRunner]:
+    yield from a_runner(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRunner]:
+    """`a_runner`, one for the module's tests whose every request is refused: each asserts
+    that its runner still has `app` alone running (and nothing delivered, no internal error),
+    so none of them changes what the next one finds."""
+    yield from a_runner(tmp_path_factory.mktemp("runner"))
+
+
+def test_status_is_answered_while_a_large_pattern_is_checked(own_runner: LiveRunner,
                                                              tmp_path: Path) -> None:
     """docs/control.md: `status` does not wait for an `add`. The check of a pattern and excludes
     at their bounds takes seconds; it runs off the loop, so the loop never stalls for it. (The
@@ -62,7 +76,7 @@ def test_status_is_answered_while_a_large_pattern_is_checked(runner: LiveRunner,
         heavy = {"id": "app", "path": str(tmp_path / "other.log"),
                  "pattern": "a?" * (MAX_PATTERN // 2),
                  "exclude": ["ay?" * (MAX_EXCLUDE // 6), "az?" * (MAX_EXCLUDE // 6)]}
-        refused.append(runner.control({"cmd": "add", "watcher": heavy}))
+        refused.append(own_runner.control({"cmd": "add", "watcher": heavy}))
 
     adding = threading.Thread(target=add)
     began = time.monotonic()
@@ -70,18 +84,18 @@ def test_status_is_answered_while_a_large_pattern_is_checked(runner: LiveRunner,
     waits = []
     while adding.is_alive():
         asked = time.monotonic()
-        assert runner.control({"cmd": "status"})["ok"] is True
+        assert own_runner.control({"cmd": "status"})["ok"] is True
         waits.append(time.monotonic() - asked)
         adding.join(0.02)  # a status every 20 ms (back to back, they took the check's CPU)
     took = time.monotonic() - began
     assert [r["error"]["code"] for r in refused] == ["exists"], refused
     assert len(waits) >= 3, f"only {len(waits)} status replies while {took:.2f}s of an add ran"
     assert max(waits) < took / 2, f"a status waited {max(waits):.3f}s for the add"
-    lag = runner.control({"cmd": "status"})["loopLagMaxS"]  # the loop's worst stall
+    lag = own_runner.control({"cmd": "status"})["loopLagMaxS"]  # the loop's worst stall
     assert lag < took / 2, f"the loop stalled {lag:.3f}s of the add's {took:.3f}s"
     at_bound = {"id": "big", "path": str(tmp_path / "other.log"),
                 "pattern": ("E|" * MAX_PATTERN)[:MAX_PATTERN - 1] + "E"}
-    assert runner.control({"cmd": "add", "watcher": at_bound})["ok"] is True
+    assert own_runner.control({"cmd": "add", "watcher": at_bound})["ok"] is True
 
 
 def test_the_documented_bounds_are_the_runners() -> None:
@@ -207,11 +221,12 @@ def test_past_max_clients_every_request_is_told_busy_never_reset(tmp_path: Path)
     asyncio.run(main())
 
 
-def _resetting_runner(path: Path, stop: threading.Event) -> None:
+def _resetting_runner(path: Path, stop: threading.Event, listening: threading.Event) -> None:
     """A runner that accepts, lets the request arrive and closes with it unread (a reset)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
         listener.bind(str(path))
         listener.listen(8)
+        listening.set()
         listener.settimeout(0.05)
         while not stop.is_set():
             try:
@@ -224,13 +239,15 @@ def _resetting_runner(path: Path, stop: threading.Event) -> None:
 
 @contextlib.contextmanager
 def resetting_runner(root: Path) -> Iterator[None]:
-    """`_resetting_runner` on `root`'s control socket, from when the socket is there."""
+    """`_resetting_runner` on `root`'s control socket, from when it listens (a client in this
+    process may connect at once: between bind and listen it would be refused, "no runner")."""
     root.mkdir(exist_ok=True)
-    stop = threading.Event()
-    server = threading.Thread(target=_resetting_runner, args=(root / "control.sock", stop))
+    stop, listening = threading.Event(), threading.Event()
+    server = threading.Thread(target=_resetting_runner,
+                              args=(root / "control.sock", stop, listening))
     server.start()
     try:
-        wait_for(lambda: (root / "control.sock").exists(), "the socket")
+        assert listening.wait(DEADLINE_S), "the socket"
         yield
     finally:
         stop.set()
@@ -311,8 +328,7 @@ def test_list_and_status_say_when_a_live_runner_did_not_answer(tmp_path: Path) -
     snapshot = {"id": "app", "status": "running", "source": "file", "matchCount": 2}
     (state / "app.status.json").write_text(json.dumps(snapshot))
     with resetting_runner(tmp_path / ".watchrun"):
-        ran = {cmd: subprocess.run([watchrun_bin(), *cmd.split(), "-c", str(config)],
-                                   capture_output=True, text=True, timeout=DEADLINE_S)
+        ran = {cmd: inproc(tmp_path, *cmd.split(), "-c", str(config))  # (tests/inproc.py)
                for cmd in ("list", "status app", "status added-live", "list --json")}
     stale = ("watchrun: warning: the runner did not answer (", "); showing the status "
              "snapshots it last wrote, which may be stale\n")
