@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc
 from liverunner import (
     DEADLINE_S,
     LiveRunner,
@@ -31,8 +32,12 @@ from watchrun.runtime.client import NoReply, NotListening, request
 
 
 def wr(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([watchrun_bin(), *args, "-c", str(config)], capture_output=True,
-                          text=True, timeout=DEADLINE_S)
+    """`watchrun ARGS -c CONFIG` in this process (tests/inproc.py: the same `main`, output and
+    status); `start`, which inproc refuses, through the console script."""
+    if args[:1] == ("start",):
+        return subprocess.run([watchrun_bin(), *args, "-c", str(config)], capture_output=True,
+                              text=True, timeout=DEADLINE_S)
+    return inproc(config.parent, *args, "-c", str(config))
 
 
 def wr_all(config: Path, runs: dict[str, tuple[str, ...]]
