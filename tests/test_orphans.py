@@ -7,14 +7,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from inproc import inproc
+from liverunner import LiveRunner, wait_for, write_config
 
 from watchrun.config import load_config
 
 
 def run_validate(config: Path, *more: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([watchrun_bin(), "validate", "-c", str(config), *more],
-                          capture_output=True, text=True, timeout=60)
+    """`watchrun validate -c CONFIG`, in this process (tests/inproc.py)."""
+    return inproc(config.parent, "validate", "-c", str(config), *more)
 
 
 def test_renamed_watcher_is_reported_then_adopted(tmp_path: Path) -> None:
@@ -84,9 +85,8 @@ def test_previous_id_mistakes_are_errors(tmp_path: Path, watchers: list[dict[str
 
 def add_extra(config: Path) -> None:
     """`watchrun add extra --path extra.log` on the live runner of `config`."""
-    p = subprocess.run([watchrun_bin(), "add", "extra", "--path", "extra.log", "--pattern",
-                        "ERROR", "-c", str(config)], cwd=config.parent, capture_output=True,
-                       text=True, timeout=60)
+    p = inproc(config.parent, "add", "extra", "--path", "extra.log", "--pattern", "ERROR",
+               "-c", str(config))
     assert p.returncode == 0, p.stderr
 
 
