@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from inproc import inproc
 from liverunner import DEADLINE_S, read_records, watchrun_bin, write_config
 
 PW = "Hunter2Hunter2"
@@ -24,6 +25,11 @@ def _cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PW": PW, "PW_Q": PW_Q}
     return subprocess.run([watchrun_bin(), *args], cwd=folder, env=env, capture_output=True,
                           text=True, timeout=DEADLINE_S, check=False)
+
+
+def _view(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`_cli` of a view, in this process (tests/inproc.py: the same `main` and output)."""
+    return inproc(folder, *args, env={**os.environ, "PW": PW, "PW_Q": PW_Q})
 
 
 def _clean(text: str, where: object) -> None:
@@ -67,7 +73,7 @@ def test_a_placed_password_is_hidden_on_every_surface_with_output_redact(
     for args in (["list", "--json"], ["status", "db"], ["status", "l", "--json"], ["list"],
                  ["status", "f"], ["matches", "f", "--json"], ["matches", "f"],
                  ["validate"], ["validate", "--json"]):
-        shown = _cli(tmp_path, *args)
+        shown = _view(tmp_path, *args)
         assert shown.returncode == 0, (args, shown.stderr)
         _clean(shown.stdout, args)
 
