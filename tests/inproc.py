@@ -2,7 +2,7 @@
 its stdout, stderr and exit status, without the ~0.1 s of CPU a new interpreter costs.
 
 For commands that read (views, `validate`, `config`) or ask a running runner (`stop`, `add`,
-`restart`, ...). Never `run` or `start` (they take signals and fork): those start a process, and
+`start`, `restart`, ...). Never `run` (it takes signals and forks): it starts a process, and
 tests/test_cli_contract.py and test_packaging.py keep the console script itself under test.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from watchrun.cli.main import main
 
-_STARTS = frozenset({"run", "start"})
+_STARTS = frozenset({"run"})
 
 
 @contextlib.contextmanager
