@@ -98,16 +98,17 @@ def test_a_flood_is_skipped_and_said_not_read_whole(tmp_path: Path) -> None:
         await until(pilot, lambda: "ERROR early-9" in text(pane.log_view), "the matches")
         flood = 300_000
         matches(tmp_path, [f"ERROR flood {i}" for i in range(flood)], first=11)
-        began = time.monotonic()
+        began = time.process_time()  # (CPU of this process: a busy host slows both alike)
         newest = f"ERROR flood {flood - 1}"
         await until(pilot, refreshed(pane, lambda: newest in text(pane.log_view)),
                     "the newest match of the flood")
-        took = time.monotonic() - began
-        began = time.monotonic()
+        took = time.process_time() - began
+        began = time.process_time()
         every = sum(1 for r in iter_records(path, since_seq=10) if r["kind"] == "match")
-        whole = time.monotonic() - began  # (what a refresh read before, and only that)
+        whole = time.process_time() - began  # (what a refresh read before, and only that)
         assert every == flood
-        assert took < whole / 3, f"the refresh took {took:.2f} s, reading it all {whole:.2f} s"
+        assert took < whole / 3, \
+            f"the refresh took {took:.2f} s of CPU, reading it all {whole:.2f} s"
         shown = text(pane.log_view)
         assert f"{flood - PANE_LINES:,} records skipped (seq 11 to {flood + 10 - PANE_LINES})" \
             in shown
