@@ -10,6 +10,7 @@ from typing import Any
 from watchrun.config.actions import build_actions
 from watchrun.config.checks import Ctx, quoted
 from watchrun.config.clamp import RANGES, clamp
+from watchrun.config.lineregex import line_checks
 from watchrun.config.model import GateSpec, Limits, RestartPolicy, WatcherSpec
 from watchrun.config.shellwords import command_line
 from watchrun.config.tree import CMap, KeyPath
@@ -131,6 +132,7 @@ def _watcher(
     for where, rx in regexes:
         if ctx.regex(where, rx, flags):
             _engine_check(ctx, where, rx, case_sensitive, w)
+            line_checks(ctx, where, rx, case_sensitive)
     gate = _gate(ctx, (*p, "gate"), raw_gate)
     wake = ctx.wake((*p, "wake"), w.get("wake"), agents, limits.wake_on_match)
     delay: int | None = DEFAULT_RESTART_DELAY_MS

@@ -1,0 +1,44 @@
+"""Checks of a watcher's regexes against what a line can be: every line, no line, one case."""
+
+from __future__ import annotations
+
+from watchrun.config.checks import Ctx, quoted
+from watchrun.config.tree import KeyPath
+from watchrun.match.regex import Analysis, analyse
+
+__all__ = ["line_checks"]
+
+_PROBES = (b"_", b"\x01", b"_\x01" * 6)
+"""Lines besides the empty one that a regex matching the empty string anywhere matches too: a
+word character, a control, and both alternating (short: the search is Python's, on bytes, as
+the matcher's reference). `^\\s*$` (blank lines) matches the empty line but not these."""
+
+
+def line_checks(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool) -> None:
+    """Report a regex that matches every line where that cannot be meant: an exclude (no line
+    would be left) or a gate's `require` (any line would do) is an error, a `pattern` a
+    warning unless it consumes nothing (`^`, documented as matching every line)."""
+    try:
+        analysis = analyse(pattern, case_sensitive)  # (its errors are reported elsewhere)
+    except ValueError:
+        return
+    if _every_line(analysis):
+        role = where[-1] if isinstance(where[-1], str) else "exclude"
+        why = "matches the empty string, so it "
+        if role == "exclude":
+            ctx.report.error(where, f"{quoted(pattern)} {why}excludes every line (an empty "
+                             "alternative? `a|` and `(?:a)?` match where `a` does not)")
+        elif role == "require":
+            ctx.report.error(where, f"{quoted(pattern)} {why}is satisfied by any line, so the "
+                             "gate could never be crossed by it (an empty alternative? `a|` "
+                             "and `(?:a)?` match where `a` does not)")
+        elif analysis.tree.getwidth()[1] > 0:
+            ctx.report.warning(where, f"{quoted(pattern)} {why}matches every line (an empty "
+                               "alternative? `a|` and `(?:a)?` match where `a` does not); "
+                               "write `^` if every line is meant")
+
+
+def _every_line(analysis: Analysis) -> bool:
+    """Whether the regex matches the empty line and the probe lines, as the matcher's reference
+    regex searches a line."""
+    return analysis.empty_line and all(analysis.reference.search(p) for p in _PROBES)

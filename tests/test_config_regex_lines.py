@@ -1,0 +1,58 @@
+"""Regexes judged against what a line can be: one that matches every line, or no line, or one
+case only, where the user cannot have meant it (gate.md findings 11, 12, 15)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from watchrun.config import LoadResult, load_config
+
+
+def load(tmp_path: Path, text: str) -> LoadResult:
+    path = tmp_path / "w.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load_config([path], env={})
+
+
+def said(result: LoadResult) -> list[tuple[str, str, str]]:
+    return [(d.severity, d.path, d.message) for d in result.diagnostics]
+
+
+EVERY = ("matches the empty string, so it ", "(an empty alternative? `a|` and `(?:a)?` match "
+         "where `a` does not)")
+
+
+@pytest.mark.parametrize("rx", ["healthcheck|", "(?:x)?", "|x", "^|x", "$", "x*"])
+def test_an_exclude_matching_the_empty_string_is_refused(tmp_path: Path, rx: str) -> None:
+    result = load(tmp_path, "watchers:\n  - {id: x, path: app.log, pattern: ERROR, exclude: "
+                  f"[ok, '{rx}'], gate: {{maxMatches: 0}}}}\n")
+    assert result.config is None
+    assert said(result) == [("error", "watchers[0].exclude[1]",
+                             f'"{rx}" {EVERY[0]}excludes every line {EVERY[1]}')]
+
+
+@pytest.mark.parametrize("rx", ["tests passed|", "(?:x)?"])
+def test_a_require_matching_the_empty_string_is_refused(tmp_path: Path, rx: str) -> None:
+    result = load(tmp_path, "watchers:\n  - {id: r, command: [echo, hi], pattern: 'warning:', "
+                  f"gate: {{require: '{rx}'}}}}\n")
+    assert said(result) == [("error", "watchers[0].gate.require",
+                             f'"{rx}" {EVERY[0]}is satisfied by any line, so the gate could '
+                             f"never be crossed by it {EVERY[1]}")]
+
+
+def test_a_pattern_matching_every_line_by_a_slip_is_a_warning(tmp_path: Path) -> None:
+    result = load(tmp_path, "watchers:\n  - {id: p, path: app.log, pattern: 'ERROR|'}\n")
+    assert result.config is not None
+    assert said(result) == [("warning", "watchers[0].pattern",
+                             f'"ERROR|" {EVERY[0]}matches every line {EVERY[1]}; write `^` if '
+                             "every line is meant")]
+
+
+@pytest.mark.parametrize("rx", ["^", "$", "^\\s*$", "^$", "^[[:space:]]*$", "\\b"])
+def test_what_matches_some_lines_or_every_line_on_purpose_passes(tmp_path: Path,
+                                                                   rx: str) -> None:
+    result = load(tmp_path, f"watchers:\n  - {{id: p, path: app.log, pattern: '{rx}', "
+                  "exclude: ['^\\s*$', '^$'], gate: {require: '^$'}}\n")
+    assert said(result) == []
