@@ -56,3 +56,39 @@ def test_what_matches_some_lines_or_every_line_on_purpose_passes(tmp_path: Path,
     result = load(tmp_path, f"watchers:\n  - {{id: p, path: app.log, pattern: '{rx}', "
                   "exclude: ['^\\s*$', '^$'], gate: {require: '^$'}}\n")
     assert said(result) == []
+
+
+BREAK = ("which no line holds (the log is split into lines at line breaks), so it can never "
+         "match there")
+
+
+@pytest.mark.parametrize("key", ["pattern", "exclude[0]", "gate.require"])
+def test_a_raw_line_break_in_a_regex_is_refused(tmp_path: Path, key: str) -> None:
+    block = "|\n      Traceback\n"  # YAML keeps the block's last line break
+    deeper = block.replace("  ", "    ")
+    item = {"pattern": f"    pattern: {block}",
+            "exclude[0]": f"    pattern: x\n    exclude:\n      - {deeper}",
+            "gate.require": f"    pattern: x\n    gate:\n      require: {deeper}"}[key]
+    result = load(tmp_path, f"watchers:\n  - id: a\n    path: app.log\n{item}"
+                  + ("    gate: {maxMatches: 0}\n" if key != "gate.require" else ""))
+    assert said(result) == [("error", f"watchers[0].{key}",
+                             f'"Traceback\\n" holds a line break (U+000A) as itself, {BREAK}; '
+                             "a YAML `|` or `>` block scalar ends with one: write `|-`, `>-` "
+                             "or a plain scalar")]
+
+
+def test_an_escaped_line_break_is_a_warning(tmp_path: Path) -> None:
+    result = load(tmp_path, "watchers:\n  - {id: b, path: app.log, pattern: 'Traceback\\n|x', "
+                  "exclude: ['a\\x0a'], gate: {maxMatches: 0}}\n")
+    tail = f"{BREAK}; match the line's end with `$`"
+    assert said(result) == [
+        ("warning", "watchers[0].pattern", f'"Traceback\\\\n|x" needs a line break (`\\n`) '
+         f"there, {tail}"),
+        ("warning", "watchers[0].exclude[0]", f'"a\\\\x0a" needs a line break (`\\n`) there, '
+         f"{tail}")]
+
+
+def test_a_verbose_regex_may_span_lines(tmp_path: Path) -> None:
+    result = load(tmp_path, "watchers:\n  - id: v\n    path: app.log\n    pattern: |\n"
+                  "      (?x) Traceback   # the header\n      \\s \\(most\n")
+    assert said(result) == []

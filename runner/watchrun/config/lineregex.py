@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from watchrun.config.checks import Ctx, quoted
 from watchrun.config.tree import KeyPath
-from watchrun.match.regex import Analysis, analyse
+from watchrun.match.regex import Analysis, C, analyse, walk
 
 __all__ = ["line_checks"]
 
@@ -22,6 +24,8 @@ def line_checks(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool) ->
         analysis = analyse(pattern, case_sensitive)  # (its errors are reported elsewhere)
     except ValueError:
         return
+    if any(op is C.LITERAL and av == 10 for op, av in walk(analysis.tree)):
+        _line_break(ctx, where, pattern, raw=not analysis.tree.state.flags & re.VERBOSE)
     if _every_line(analysis):
         role = where[-1] if isinstance(where[-1], str) else "exclude"
         why = "matches the empty string, so it "
@@ -42,3 +46,19 @@ def _every_line(analysis: Analysis) -> bool:
     """Whether the regex matches the empty line and the probe lines, as the matcher's reference
     regex searches a line."""
     return analysis.empty_line and all(analysis.reference.search(p) for p in _PROBES)
+
+
+def _line_break(ctx: Ctx, where: KeyPath, pattern: str, raw: bool) -> None:
+    """A regex that needs a line break where it has one: lines are split at line breaks, so no
+    line holds one. Raw (a YAML `|` block scalar keeps the last one): an error; escaped, `\\n`
+    (maybe in one alternative only): a warning. `raw`: a raw line break is not whitespace
+    that verbose mode, `(?x)`, ignores."""
+    if raw and "\n" in pattern:
+        ctx.report.error(where, f"{quoted(pattern)} holds a line break (U+000A) as itself, "
+                         "which no line holds (the log is split into lines at line breaks), "
+                         "so it can never match there; a YAML `|` or `>` block scalar ends "
+                         "with one: write `|-`, `>-` or a plain scalar")
+    else:
+        ctx.report.warning(where, f"{quoted(pattern)} needs a line break (`\\n`) there, which "
+                           "no line holds (the log is split into lines at line breaks), so it "
+                           "can never match there; match the line's end with `$`")

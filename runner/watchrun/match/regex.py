@@ -37,6 +37,7 @@ __all__ = [
     "analyse",
     "backtracking_constructs",
     "scope_folds",
+    "walk",
 ]
 
 _PY_ONLY = {
@@ -138,7 +139,7 @@ def _bytes_problem(pattern: str, tree: Any) -> str | None:
             "a character class can hold ASCII characters only (patterns match UTF-8 bytes);"
             " write non-ASCII alternatives as an alternation, e.g. (?:é|è)"
         )
-    for op, av in _walk(tree):
+    for op, av in walk(tree):
         if op in REPEATS and len(av[2]) == 1 and av[2][0][0] is C.LITERAL and av[2][0][1] > 127:
             return (
                 "a quantifier on a non-ASCII character repeats its last UTF-8 byte only;"
@@ -190,11 +191,12 @@ def scope_folds(fold: bool, subpattern: Any) -> bool:
     return bool((fold or add & re.IGNORECASE) and not remove & re.IGNORECASE)
 
 
-def _walk(tree: Any) -> Any:
+def walk(tree: Any) -> Any:
+    """Each `(op, argument)` of the parse tree `tree`, depth first, every branch included."""
     for op, av in tree.data:
         yield op, av
         for sub in _children(op, av):
-            yield from _walk(sub)
+            yield from walk(sub)
 
 
 def _children(op: Any, av: Any) -> list[Any]:
@@ -214,14 +216,14 @@ def _children(op: Any, av: Any) -> list[Any]:
 
 
 def _ops(tree: Any) -> Any:
-    return (op for op, _ in _walk(tree))
+    return (op for op, _ in walk(tree))
 
 
 def backtracking_constructs(analysis: Analysis) -> list[str]:
     """The constructs of the pattern that only a backtracking engine (Python `re`) can run,
     named as a user would look for them, in the order they first appear."""
     found: dict[str, None] = {}
-    for op, av in _walk(analysis.tree):
+    for op, av in walk(analysis.tree):
         if op in (C.ASSERT, C.ASSERT_NOT):
             ahead, positive = av[0] > 0, op is C.ASSERT
             kind = "lookahead" if ahead else "lookbehind"
@@ -240,6 +242,6 @@ def backtracking_constructs(analysis: Analysis) -> list[str]:
 
 def _scoped_flags(tree: Any) -> Any:
     """The flags each `(?flags:...)` group turns on."""
-    for op, av in _walk(tree):
+    for op, av in walk(tree):
         if op is C.SUBPATTERN:
             yield av[1]
