@@ -138,6 +138,11 @@ def test_a_layer_that_switches_a_watcher_s_kind_drops_the_old_kind_s_keys(
     assert (b.kind, b.path, b.cwd, b.env, b.schedule) == ("file", tmp_path / "b.log", None,
                                                           {}, None)
     assert b.gate == GateSpec(max_matches=3)
+    where = {"yaml": ":3:5", "json": ":1:27", "toml": ""}[fmt]  # (TOML: no positions)
+    assert [(d.file, d.line, d.path, d.message) for d in made_file.warnings] == [
+        (str(tmp_path / "cmd.yaml"), 9, "watchers[0].gate.exitCode",
+         f"dropped: a later layer ({tmp_path / f'to_file.{fmt}'}{where}) makes watcher `b` a "
+         "file watcher (`path`), which has no exit code; the gate keeps its other conditions")]
     made_command = load_config([tmp_path / "file.yaml", tmp_path / f"to_command.{fmt}"], env={})
     assert made_command.errors == [], [d.format() for d in made_command.errors]
     assert made_command.config is not None
@@ -145,7 +150,7 @@ def test_a_layer_that_switches_a_watcher_s_kind_drops_the_old_kind_s_keys(
     assert (b.kind, b.command, b.from_start, b.previous_id) == ("command", "make", False, None)
 
 
-def test_the_same_kind_keeps_its_keys_and_a_gate_on_the_exit_code_alone_goes(
+def test_the_same_kind_keeps_its_keys_and_a_gate_on_the_exit_code_alone_cannot_vanish(
         tmp_path: Path) -> None:
     (tmp_path / "cmd.yaml").write_text(COMMAND_BASE, encoding="utf-8")
     (tmp_path / "new.yaml").write_text("watchers:\n  - id: b\n    command: make all\n",
@@ -159,8 +164,18 @@ def test_the_same_kind_keeps_its_keys_and_a_gate_on_the_exit_code_alone_goes(
         encoding="utf-8")
     (tmp_path / "file.yaml").write_text("watchers:\n  - id: b\n    path: b.log\n",
                                         encoding="utf-8")
+    result = load_config([tmp_path / "gate.yaml", tmp_path / "file.yaml"], env={})
+    assert [(d.file, d.line, d.path, d.message) for d in result.diagnostics] == [
+        (str(tmp_path / "gate.yaml"), 4, "watchers[0].gate", "dropped with `exitCode`, its only "
+         f"condition: a later layer ({tmp_path / 'file.yaml'}:3:5) makes watcher `b` a file "
+         "watcher (`path`), which has no exit code; a gate that vanished would let every run "
+         "pass: give it a condition in that layer (`gate: {maxMatches: 0}` or `require`), or "
+         "take it out of the earlier file")]
+    assert result.config is None
+    (tmp_path / "file.yaml").write_text(
+        "watchers:\n  - id: b\n    path: b.log\n    gate: {maxMatches: 0}\n", encoding="utf-8")
     config = load_config([tmp_path / "gate.yaml", tmp_path / "file.yaml"], env={}).require()
-    assert config.watchers[0].gate is None
+    assert config.watchers[0].gate == GateSpec(max_matches=0)
 
 
 AGENT_BASE = ("agents:\n  - name: t\n    provider: claude\n"

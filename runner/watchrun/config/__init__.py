@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from watchrun.config.diagnostics import ConfigError, Diagnostic, LoadResult, Reporter
-from watchrun.config.tree import CMap, CSeq, Origin
+from watchrun.config.tree import CMap, CSeq, KeyPath, Origin
+
+if TYPE_CHECKING:
+    from watchrun.config.layering import Dropped
 
 __all__ = ["ConfigError", "Diagnostic", "LoadResult", "load_config"]
 
@@ -68,8 +72,9 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
         trees.append(tree)
     if report.has_errors:
         return LoadResult(None, report.finish(displays, strict))
-    root = layer(trees)
+    root, dropped = layer(trees)
     report.root = root
+    _report_dropped(root, dropped, report)
     known = known_secrets(root, env)  # (before interpolation: where each value stands)
     interpolate_tree(root, env, report)
     report.mute_failed_paths()
@@ -91,3 +96,22 @@ def _warn_empty_lists(tree: CMap, report: Reporter) -> None:
             report.warning((key,), f"an empty list in a layer removes nothing: a layer adds "
                            f"{key} and changes them, never removes one (to run without one, "
                            "keep it out of the base file; docs/config.md)", tree.origins[key])
+
+
+def _report_dropped(root: CMap, dropped: list[Dropped], report: Reporter) -> None:
+    """A `gate.exitCode` a layer dropped by making its command watcher a file watcher: a
+    warning; an error when the gate went with it (a gate written must not vanish silently)."""
+    ids = [w.get("id") if isinstance(w, dict) else None for w in root.get("watchers") or ()]
+    for drop in dropped:
+        at: KeyPath = ("watchers", ids.index(drop.watcher), "gate")
+        by = ":".join(str(n) for n in (drop.by.file, drop.by.line, drop.by.column) if n is not None)
+        why = (f"a later layer ({by}) makes watcher `{drop.watcher}` a file watcher (`path`), "
+               "which has no exit code")
+        if drop.emptied:
+            report.error(at, f"dropped with `exitCode`, its only condition: {why}; a gate that "
+                         "vanished would let every run pass: give it a condition in that layer "
+                         "(`gate: {maxMatches: 0}` or `require`), or take it out of the earlier "
+                         "file", drop.gate)
+        else:
+            report.warning((*at, "exitCode"), f"dropped: {why}; the gate keeps its other "
+                           "conditions", drop.written)

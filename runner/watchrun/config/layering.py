@@ -4,12 +4,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
-from watchrun.config.tree import CMap, CSeq
+from watchrun.config.tree import CMap, CSeq, Origin
 from watchrun.config.watchers import COMMAND_ONLY, FILE_ONLY
 
-__all__ = ["layer"]
+__all__ = ["Dropped", "layer"]
+
+
+class Dropped(NamedTuple):
+    """A watcher's `gate.exitCode` that a layer dropped by making it a file watcher."""
+
+    watcher: str
+    """Its id."""
+    written: Origin
+    """Where `exitCode` was written."""
+    gate: Origin
+    """Where its gate was written."""
+    by: Origin
+    """Where the layer set `path`."""
+    emptied: bool
+    """The gate had no other condition, and the layer sets none: the whole gate went."""
 
 _KEYED_LISTS = {"watchers": "id", "agents": "name"}
 """Top-level lists whose items merge by a key instead of being replaced."""
@@ -21,24 +37,30 @@ _SOURCE_KEYS = ("path", "command")
 """A watcher has exactly one source: a later layer that sets one drops the other."""
 
 
-def layer(trees: list[CMap]) -> CMap:
-    """Merge `trees` in order into one new tree; the inputs are not changed."""
+def layer(trees: list[CMap]) -> tuple[CMap, list[Dropped]]:
+    """Merge `trees` in order into one new tree, and say which gate conditions the merge
+    dropped (the caller reports them); the inputs are not changed."""
     out = CMap(trees[0].origin)
+    dropped: list[Dropped] = []
     for tree in trees:
-        out = _merge_map(out, tree, top=True)
-    return out
+        out = _merge_map(out, tree, dropped)
+    return out, dropped
 
 
-def _merge_map(base: CMap, over: CMap, top: bool = False) -> CMap:
+def _merge_map(base: CMap, over: CMap, dropped: list[Dropped] | None = None) -> CMap:
+    """`over` merged into `base`; `dropped` is given at the top level only."""
     out = CMap(base.origin)
     for key, value in base.items():
         out.put(key, value, base.origins[key])
     for key, value in over.items():
         old = out.get(key)
-        if top and key in _KEYED_LISTS and isinstance(old, CSeq) and isinstance(value, CSeq):
+        if dropped is not None and key in _KEYED_LISTS and isinstance(old, CSeq) \
+                and isinstance(value, CSeq):
             merged: Any = _merge_keyed(old, value, _KEYED_LISTS[key],
-                                       _switched if key == "watchers" else _reprovided)
-        elif top and key in _APPENDED_LISTS and isinstance(old, CSeq) and isinstance(value, CSeq):
+                                       partial(_switched, dropped=dropped)
+                                       if key == "watchers" else _reprovided)
+        elif dropped is not None and key in _APPENDED_LISTS and isinstance(old, CSeq) \
+                and isinstance(value, CSeq):
             merged = CSeq(old.origin)
             for item, origin in [*zip(old, old.origins, strict=True),
                                  *zip(value, value.origins, strict=True)]:
@@ -74,11 +96,12 @@ def _merge_keyed(base: CSeq, over: CSeq, key: str,
     return out
 
 
-def _switched(old: CMap, over: CMap) -> CMap:
+def _switched(old: CMap, over: CMap, dropped: list[Dropped]) -> CMap:
     """Watcher `old` without its source when `over` sets one; and when that changes its kind,
     without the keys only its old kind may set (a command watcher made a file watcher loses its
     `cwd`, `env`, `restart`, `restartDelay`, `schedule` and `gate.exitCode`; a file watcher made
-    a command watcher its `fromStart` and `previousId`), which the new kind may not have."""
+    a command watcher its `fromStart` and `previousId`), which the new kind may not have. A
+    dropped `gate.exitCode` is added to `dropped`."""
     if not any(k in over for k in _SOURCE_KEYS):
         return old
     if "path" in over and "command" not in over and "command" in old:
@@ -86,6 +109,9 @@ def _switched(old: CMap, over: CMap) -> CMap:
         gate = out.get("gate")
         if isinstance(gate, CMap) and "exitCode" in gate:
             rest = _without(gate, ("exitCode",))
+            dropped.append(Dropped(str(old.get("id")), gate.origins["exitCode"],
+                                   out.origins["gate"], over.origins["path"],
+                                   not rest and "gate" not in over))
             if rest:
                 out.put("gate", rest, out.origins["gate"])
             else:  # (a gate on the exit code alone: no condition is left)
