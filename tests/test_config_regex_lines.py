@@ -92,3 +92,28 @@ def test_a_verbose_regex_may_span_lines(tmp_path: Path) -> None:
     result = load(tmp_path, "watchers:\n  - id: v\n    path: app.log\n    pattern: |\n"
                   "      (?x) Traceback   # the header\n      \\s \\(most\n")
     assert said(result) == []
+
+
+@pytest.mark.parametrize(("rx", "word", "forms"), [
+    ("ошибка", "ошибка", "ошибка|ОШИБКА"),
+    ("task (échec|failed)", "échec", "échec|ÉCHEC"),
+    ("Ошибка", "Ошибка", "Ошибка|ОШИБКА|ошибка")])
+def test_a_caseless_regex_with_a_non_ascii_letter_is_a_warning(
+        tmp_path: Path, rx: str, word: str, forms: str) -> None:
+    letter = word[0]
+    result = load(tmp_path, f"watchers:\n  - {{id: ru, path: app.log, pattern: '{rx}', "
+                  "gate: {maxMatches: 0}}\n")
+    assert said(result) == [("warning", "watchers[0].pattern", f"`{word}` matches only "
+                             "as written: case-insensitive matching folds ASCII letters only, "
+                             f"and `{letter}` is not one; write `(?:{forms})` to match the "
+                             "other case too (or match case-sensitively, if only this case is "
+                             "meant)")]
+
+
+@pytest.mark.parametrize("extra", ["caseSensitive: true", "exclude: ['(?:ошибка|ОШИБКА)']",
+                                   "gate: {require: '错误 \\wok'}"])
+def test_no_case_warning_where_the_case_is_settled(tmp_path: Path, extra: str) -> None:
+    rx = "ошибка" if "caseSensitive" in extra else "x"
+    result = load(tmp_path, f"watchers:\n  - {{id: ru, path: app.log, pattern: '{rx}', "
+                  f"{extra}}}\n")
+    assert said(result) == []

@@ -26,6 +26,8 @@ def line_checks(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool) ->
         return
     if any(op is C.LITERAL and av == 10 for op, av in walk(analysis.tree)):
         _line_break(ctx, where, pattern, raw=not analysis.tree.state.flags & re.VERBOSE)
+    if analysis.caseless:
+        _one_case(ctx, where, pattern)
     if _every_line(analysis):
         role = where[-1] if isinstance(where[-1], str) else "exclude"
         why = "matches the empty string, so it "
@@ -40,6 +42,29 @@ def line_checks(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool) ->
             ctx.report.warning(where, f"{quoted(pattern)} {why}matches every line (an empty "
                                "alternative? `a|` and `(?:a)?` match where `a` does not); "
                                "write `^` if every line is meant")
+
+
+_WORD = re.compile(r"(?<!\\)\w+")
+"""A word of the pattern's text (not the letter of an escape such as `\\w`)."""
+
+
+def _one_case(ctx: Ctx, where: KeyPath, pattern: str) -> None:
+    """A caseless regex holding a word with a non-ASCII letter that has another case
+    (`ошибка`, `échec`): case folding is ASCII only, so the word matches only as written,
+    unless its other cases are written too."""
+    for match in _WORD.finditer(pattern):
+        word = match.group()
+        letter = next((c for c in word if not c.isascii() and c.upper() + c.lower() != c * 2),
+                      None)
+        forms = list(dict.fromkeys((word, word.upper(), word.lower())))
+        if letter is None or all(form in pattern for form in forms):
+            continue
+        ctx.report.warning(where, f"`{word}` matches only as written: "
+                           "case-insensitive matching folds ASCII letters only, and "
+                           f"`{letter}` is not one; write `(?:{'|'.join(forms)})` to match the "
+                           "other case too (or match case-sensitively, if only this case is "
+                           "meant)")
+        return
 
 
 def _every_line(analysis: Analysis) -> bool:
