@@ -3,9 +3,12 @@ case only, where the user cannot have meant it (gate.md findings 11, 12, 15)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
+from liverunner import watchrun_bin
 
 from watchrun.config import LoadResult, load_config
 
@@ -117,3 +120,17 @@ def test_no_case_warning_where_the_case_is_settled(tmp_path: Path, extra: str) -
     result = load(tmp_path, f"watchers:\n  - {{id: ru, path: app.log, pattern: '{rx}', "
                   f"{extra}}}\n")
     assert said(result) == []
+
+
+def test_the_every_line_check_never_stalls_on_a_hostile_regex(tmp_path: Path) -> None:
+    """Probe lines searched by Python `re` took 11 s on 8 characters for this exclude, and the
+    time doubles with each one: `validate` of an untrusted config would never end."""
+    hostile = "(?:(?:(?:(?:_|\\x01)*)*)*)*!|^"
+    (tmp_path / "w.yaml").write_text(
+        f"watchers:\n  - {{id: h, path: app.log, pattern: x, exclude: ['{hostile}']}}\n",
+        encoding="utf-8")
+    done = subprocess.run([watchrun_bin(), "validate", "-c", str(tmp_path / "w.yaml")],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2
+    assert (f"watchers[0].exclude[0]: {json.dumps(hostile)} matches the empty string, so it "
+            "excludes every line") in done.stdout + done.stderr

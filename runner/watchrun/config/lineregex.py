@@ -6,14 +6,15 @@ import re
 
 from watchrun.config.checks import Ctx, quoted
 from watchrun.config.tree import KeyPath
-from watchrun.match.regex import Analysis, C, analyse, walk
+from watchrun.match.regex import Analysis, C, Unsupported, analyse, walk
+from watchrun.match.scanning import re2_regex
 
 __all__ = ["line_checks"]
 
 _PROBES = (b"_", b"\x01", b"_\x01" * 6)
 """Lines besides the empty one that a regex matching the empty string anywhere matches too: a
-word character, a control, and both alternating (short: the search is Python's, on bytes, as
-the matcher's reference). `^\\s*$` (blank lines) matches the empty line but not these."""
+word character, a control, and both alternating. `^\\s*$` (blank lines) matches the empty line
+but not these."""
 
 
 def line_checks(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool) -> None:
@@ -68,9 +69,19 @@ def _one_case(ctx: Ctx, where: KeyPath, pattern: str) -> None:
 
 
 def _every_line(analysis: Analysis) -> bool:
-    """Whether the regex matches the empty line and the probe lines, as the matcher's reference
-    regex searches a line."""
-    return analysis.empty_line and all(analysis.reference.search(p) for p in _PROBES)
+    """Whether the regex matches every line: it matches the empty string with no condition,
+    or it matches the empty line (as the matcher's reference regex searches it) and the probe
+    lines, searched by RE2 (linear: a probe never stalls the check; without RE2, or for a
+    regex only Python `re` runs, the probes are not tried)."""
+    if analysis.always:
+        return True
+    if not analysis.empty_line:
+        return False
+    try:
+        search = re2_regex(analysis).search
+    except Unsupported:
+        return False
+    return all(search(p) is not None for p in _PROBES)
 
 
 def _line_break(ctx: Ctx, where: KeyPath, pattern: str, raw: bool) -> None:
