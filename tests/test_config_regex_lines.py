@@ -41,7 +41,7 @@ def test_a_require_matching_the_empty_string_is_refused(tmp_path: Path, rx: str)
     result = load(tmp_path, "watchers:\n  - {id: r, command: [echo, hi], pattern: 'warning:', "
                   f"gate: {{require: '{rx}'}}}}\n")
     assert said(result) == [("error", "watchers[0].gate.require",
-                             f'"{rx}" {EVERY[0]}is satisfied by any line, so the gate could '
+                             f'"{rx}" {EVERY[0]}is satisfied by any line: the gate could '
                              f"never be crossed by it {EVERY[1]}")]
 
 

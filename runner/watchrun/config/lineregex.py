@@ -36,7 +36,7 @@ def line_checks(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool) ->
             ctx.report.error(where, f"{quoted(pattern)} {why}excludes every line (an empty "
                              "alternative? `a|` and `(?:a)?` match where `a` does not)")
         elif role == "require":
-            ctx.report.error(where, f"{quoted(pattern)} {why}is satisfied by any line, so the "
+            ctx.report.error(where, f"{quoted(pattern)} {why}is satisfied by any line: the "
                              "gate could never be crossed by it (an empty alternative? `a|` "
                              "and `(?:a)?` match where `a` does not)")
         elif analysis.tree.getwidth()[1] > 0:
