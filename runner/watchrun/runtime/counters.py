@@ -42,11 +42,22 @@ class Counters(Struct):
     """(where, line) of the matches a run that never ended recorded: no verdict saw them."""
     unread: str | None = None
     """Why lines went unread or unmatched (the first `gap`, truncation or regex timeout)."""
+    unread_maybe: bool = False
+    """`unread` says only that lines may have gone unread (how much is not known): a later
+    record that says which gives way to it (a generation gone that was compressed)."""
 
     @property
     def lines(self) -> int:
         """Lines read so far (counted when asked, not per chunk)."""
         return self.tail.lines
+
+    def note(self, kind: str, fields: Mapping[str, Any]) -> None:
+        """Keep why a record says lines went unread (`unread`): the first reason, unless it
+        only said they may have and this one says more."""
+        if self.unread is None or self.unread_maybe:
+            why = unread(kind, fields)
+            if why is not None:
+                self.unread, self.unread_maybe = why, _unknown_loss(kind, fields)
 
 
 class Landed:
@@ -173,13 +184,41 @@ def _last_lines(data: bytes, n: int, cap: int | None = None) -> tuple[list[int],
     return starts, [data[a:min(b, a + cap)] for a, b in zip(starts, ends[1:], strict=True)]
 
 
+_UNKNOWN_LOSS = ("compressed", "missing", "unseen")
+"""`gap` reasons that say lines went unread whatever their `unreadBytes` (0: not known)."""
+
+
+_GONE_HINT = (" (a log deleted on purpose between two runs, as `make clean` does, is judged "
+              "whole with a fresh --output-dir per build)")
+
+
+def _lost(fields: Mapping[str, Any]) -> int:
+    lost = fields.get("unreadBytes")
+    return lost if isinstance(lost, int) and lost > 0 else 0
+
+
+def _unknown_loss(kind: str, fields: Mapping[str, Any]) -> bool:
+    """A `gap` that says lines may have gone unread, not which (a generation gone, files
+    unseen)."""
+    return kind == "gap" and not _lost(fields) and fields.get("reason") in ("missing", "unseen")
+
+
 def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
     """Why this record says lines went unread or unmatched (a once verdict's ERROR), or None."""
-    lost = fields.get("unreadBytes")
-    lost = lost if isinstance(lost, int) and lost > 0 else 0
-    if kind == "gap" and (lost or fields.get("reason") == "compressed"):
-        what = f"{lost} bytes were never read" if lost else "lines were never read"
-        return f"{what}: {fields.get('message', fields.get('reason'))}"
+    lost = _lost(fields)
+    reason = fields.get("reason")
+    if kind == "gap" and (lost or reason in _UNKNOWN_LOSS):
+        # (`missing`: `unreadBytes` is a lower bound, what the generation got after the last
+        # look is not known; `unseen`: what those files held is not known)
+        if lost:
+            what = f"{lost} bytes were never read"
+        elif reason == "compressed":
+            what = "lines were never read"
+        else:
+            of = f" of {fields['path']}" if isinstance(fields.get("path"), str) else ""
+            what = f"lines{of} may never have been read"
+        hint = _GONE_HINT if reason == "missing" and not lost else ""
+        return f"{what}: {fields.get('message', reason)}{hint}"
     if kind == "error" and fields.get("code") == "output-held-open":
         if fields.get("unread"):
             return f"the command's output was not read to its end: {fields.get('message')}"

@@ -20,7 +20,7 @@ from watchrun.output.recorded import recorded_since
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
-from watchrun.runtime.counters import Counters, Landed, RecentLines, unread
+from watchrun.runtime.counters import Counters, Landed, RecentLines
 from watchrun.runtime.matches import (
     Found,
     RecentMatches,
@@ -285,8 +285,8 @@ class WatcherPipeline:
         `output.redact` redacted too (a `start` record's `command` holds what a `${VAR}` gave)."""
         clean = {k: self._said(v) for k, v in fields.items()
                  if v is not None or k in ("exitCode", "signal")}
-        if kind in ("gap", "rotate", "error") and self.counters.unread is None:
-            self.counters.unread = unread(kind, clean)
+        if kind in ("gap", "rotate", "error"):
+            self.counters.note(kind, clean)
         line = self.sink.record(kind, clean)
         # the `stop` record, the last, is given up after a while on a full disk (a `gap` says so)
         final = FINAL_WRITE_S if kind == "stop" else None

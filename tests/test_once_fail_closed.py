@@ -1,0 +1,57 @@
+"""`run --once` fails closed where its gate did not see everything it was to judge: a
+generation gone with what it got since the last run unknown, a command whose exit says it
+could not run (126, 127), a command killed by a signal it did not get from the runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from liverunner import read_records
+from test_once import once, table_row
+
+LOG_GATE = {"watchers": [{"id": "a", "path": "app.log", "pattern": "ERROR",
+                          "gate": {"maxMatches": 0}}]}
+
+
+def test_a_generation_gone_since_the_last_run_is_no_pass(tmp_path: Path) -> None:
+    """Read to its end, then `ERROR lost` appended, the log rotated and the rotated file
+    deleted (logrotate `rotate 0`): a `gap{missing}` with `unreadBytes: 0` (a lower bound: not
+    known) was only a warning, and the gate passed (exit 0) over a line nobody read."""
+    log = tmp_path / "app.log"
+    log.write_text("ok\n")
+    assert once(tmp_path, LOG_GATE).rc == 0
+    with log.open("a") as f:
+        f.write("ERROR lost\n")
+    log.rename(tmp_path / "app.log.1")
+    log.write_text("fresh\n")
+    (tmp_path / "app.log.1").unlink()
+    r = once(tmp_path, LOG_GATE, "--junit", "report.xml")
+    assert (r.rc, table_row(r.out, "a")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
+    assert "\na: could not look at every line\n" \
+           f"  - lines of {log} may never have been read: the generation being read (inode " \
+           in r.out, r.out
+    assert "is gone from line 2 (offset 3) on" in r.out
+    assert r.out.rstrip().endswith("watchrun: FAILED: 1 watcher could not look at every line")
+    gaps = [x for x in read_records(tmp_path / ".watchrun" / "watchers" / "a.jsonl")
+            if x["kind"] == "gap"]
+    assert [(x["reason"], x["unreadBytes"]) for x in gaps] == [("missing", 0)]
+    doc = json.loads(once(tmp_path, LOG_GATE, "--json").out)  # said once: the next run
+    assert (doc["passed"], doc["errors"]) == (True, 0)  # reads on from there
+
+
+def test_a_log_rotated_between_runs_and_kept_is_no_gap(tmp_path: Path) -> None:
+    """A rotated generation still beside the log is read on, not called gone: a pass where
+    no line matches, no `gap` record."""
+    log = tmp_path / "app.log"
+    log.write_text("ok\n")
+    assert once(tmp_path, LOG_GATE).rc == 0
+    with log.open("a") as f:
+        f.write("more\n")
+    log.rename(tmp_path / "app.log.1")
+    log.write_text("fresh\n")
+    r = once(tmp_path, LOG_GATE)
+    assert (r.rc, table_row(r.out, "a")[1:]) == (0, ["0", "0", "-", "pass"]), r.out + r.err
+    kinds = [x["kind"] for x in read_records(tmp_path / ".watchrun" / "watchers" / "a.jsonl")]
+    assert "gap" not in kinds and "rotate" in kinds, kinds
+
