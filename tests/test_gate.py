@@ -42,6 +42,7 @@ def file(gate: GateSpec | None) -> WatcherSpec:
 
 
 INTERRUPTED = "the command did not run to its exit (the run was interrupted)"
+NOT_FOUND = "for a command not found): it may never have run"
 MAX0 = GateSpec(max_matches=0)
 EXIT = GateSpec(exit_code=True)
 REQ = GateSpec(require="tests passed")
@@ -61,15 +62,22 @@ REQ = GateSpec(require="tests passed")
         (cmd(EXIT), Evidence(0, exit_code=1), Status.FAIL, ["the command exited with code 1"]),
         (cmd(EXIT), Evidence(0, exit_code=None, signal="SIGKILL"), Status.FAIL,
          ["the command was killed by SIGKILL"]),
-        (cmd(EXIT, "nosuch --flag"), Evidence(0, exit_code=127), Status.FAIL,
-         ["the command exited with code 127 (the shell's code for a command not found)"]),
-        (cmd(EXIT, "echo found; exit 127"), Evidence(0, exit_code=127), Status.FAIL,
-         ["the command exited with code 127 (the shell's code for a command not found)"]),
-        (cmd(EXIT, "echo found; exit 126"), Evidence(0, exit_code=126), Status.FAIL,
+        # 126/127: it may never have run, an ERROR whatever the gate (a maxMatches gate passed)
+        (cmd(EXIT, "nosuch --flag"), Evidence(0, exit_code=127), Status.ERROR,
+         [f"the command exited with code 127 (the shell's code {NOT_FOUND}"]),
+        (cmd(MAX0, "nosuch --flag"), Evidence(0, exit_code=127), Status.ERROR,
+         [f"the command exited with code 127 (the shell's code {NOT_FOUND}"]),
+        (cmd(REQ, "echo found; exit 126"), Evidence(0, exit_code=126), Status.ERROR,
          ["the command exited with code 126 (the shell's code for a program found but not "
-          "executable)"]),
-        (cmd(EXIT, ("sh", "-c", "exit 127")), Evidence(0, exit_code=127), Status.FAIL,
-         ["the command exited with code 127"]),
+          "executable): it may never have run"]),
+        (cmd(None, "nosuch"), Evidence(0, exit_code=127), Status.ERROR,
+         [f"the command exited with code 127 (the shell's code {NOT_FOUND}"]),
+        (cmd(MAX0, ("./s.sh",)), Evidence(0, exit_code=127), Status.ERROR,
+         ["the command exited with code 127 (the code a shell or `#!/usr/bin/env` exits with "
+          f"{NOT_FOUND}"]),
+        (cmd(MAX0), Evidence(1, [("run 1:1", "warn: x")], exit_code=127), Status.ERROR,
+         ["1 match of /warn/ (at most 0 allowed)", "the command exited with code 127 (the code "
+          f"a shell or `#!/usr/bin/env` exits with {NOT_FOUND}"]),  # crossed too
         (cmd(GateSpec(max_matches=5)), Evidence(0, exit_code=1), Status.PASS, []),
         (cmd(REQ), Evidence(0, exit_code=0, require_seen=True), Status.PASS, []),
         (cmd(REQ), Evidence(0, exit_code=0, require_seen=False), Status.FAIL,

@@ -153,27 +153,35 @@ def test_a_forbidden_warning_crosses_the_gate(tmp_path: Path) -> None:
 def test_a_build_that_exits_1_crosses_its_exit_code_gate(tmp_path: Path) -> None:
     build = gated("build", ["sh", "-c", "echo linking; exit 1"], "zzz", exitCode=True)
     ungated = {"id": "lint", "command": ["sh", "-c", "exit 4"], "pattern": "zzz"}
-    shell = gated("shell", "no-such-binary-watchrun --flag", "zzz", exitCode=True)
-    r = once(tmp_path, {"watchers": [build, ungated, shell]})
+    r = once(tmp_path, {"watchers": [build, ungated]})
     assert r.rc == 1, r.out + r.err
     assert table_row(r.out, "build") == ["build", "0", "-", "1", "FAIL"]
     assert "  - the command exited with code 1\n" in r.out
     assert not [ln for ln in r.out.splitlines() if ln.startswith("lint")]  # no gate, no row
-    # a string command runs under /bin/sh: a missing program is the shell's ordinary exit 127
+
+
+def test_a_string_command_whose_program_is_missing_could_not_run(tmp_path: Path) -> None:
+    """A string command runs under /bin/sh: a missing program is the shell's exit 127, which
+    was an ordinary crossing of `exitCode: true` (exit 1); it is "could not run" (exit 3), as
+    the same command written as a list is."""
+    shell = gated("shell", "no-such-binary-watchrun --flag", "zzz", exitCode=True)
+    r = once(tmp_path, {"watchers": [shell]})
+    assert (r.rc, table_row(r.out, "shell")[1:]) == (3, ["0", "-", "127", "ERROR"]), r.out
     assert "not found" in r.out.split("WATCHER")[0]  # the shell's complaint, echoed
-    assert "  - the command exited with code 127 (the shell's code for a command not found)\n" \
-        in r.out
+    assert "\nshell: could not run\n  - the command exited with code 127 (the shell's code for " \
+        "a command not found): it may never have run\n" in r.out
 
 
 def test_a_string_command_that_ran_and_exited_127_is_not_said_to_be_missing(
         tmp_path: Path) -> None:
     """The verdict says what 127 means to the shell; it does not assert the program was not
-    found when it ran (and printed) and chose that status."""
+    found when it ran (and printed) and chose that status: it may never have run, and 127 is
+    taken for that (exit 3: docs/decisions.md, CI gating)."""
     r = once(tmp_path, {"watchers": [gated("ran", "echo found; exit 127", "zzz", exitCode=True)]})
-    assert r.rc == 1, r.out + r.err
+    assert r.rc == 3, r.out + r.err
     assert r.out.startswith("found\n")
-    assert "  - the command exited with code 127 (the shell's code for a command not found)\n" \
-        in r.out
+    assert "  - the command exited with code 127 (the shell's code for a command not found): " \
+        "it may never have run\n" in r.out
     assert "did not find" not in r.out + r.err
 
 

@@ -1,6 +1,6 @@
 """`run --once` fails closed where its gate did not see everything it was to judge: a
 generation gone with what it got since the last run unknown, a command whose exit says it
-could not run (126, 127), a command killed by a signal it did not get from the runner."""
+could not run (126, 127)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from liverunner import read_records
-from test_once import once, table_row
+from test_once import gated, once, table_row
 
 LOG_GATE = {"watchers": [{"id": "a", "path": "app.log", "pattern": "ERROR",
                           "gate": {"maxMatches": 0}}]}
@@ -54,4 +54,29 @@ def test_a_log_rotated_between_runs_and_kept_is_no_gap(tmp_path: Path) -> None:
     assert (r.rc, table_row(r.out, "a")[1:]) == (0, ["0", "0", "-", "pass"]), r.out + r.err
     kinds = [x["kind"] for x in read_records(tmp_path / ".watchrun" / "watchers" / "a.jsonl")]
     assert "gap" not in kinds and "rotate" in kinds, kinds
+
+
+
+def test_a_command_that_could_not_run_fails_a_gate_without_exit_code(tmp_path: Path) -> None:
+    """A string command whose program is missing (the shell's 127) and a list command whose
+    `#!/usr/bin/env` interpreter is missing (env's 127), gated on `maxMatches` alone: "passed",
+    exit 0, for a build that never ran. Now each "could not run", exit 3, as the list command
+    whose program is missing already was."""
+    script = tmp_path / "s.sh"
+    script.write_text("#!/usr/bin/env no-such-interpreter-watchrun\necho hi\n")
+    script.chmod(0o755)
+    watchers = [gated("shell", "no-such-make-watchrun test", "ERROR|warning", maxMatches=0),
+                gated("env", ["./s.sh"], "ERROR", maxMatches=0)]
+    r = once(tmp_path, {"watchers": watchers}, "--junit", "report.xml")
+    assert r.rc == 3, r.out + r.err
+    assert [table_row(r.out, w)[1:] for w in ("shell", "env")] == \
+           [["0", "0", "127", "ERROR"]] * 2, r.out
+    assert "\nshell: could not run\n  - the command exited with code 127 (the shell's code " \
+           "for a command not found): it may never have run\n" in r.out, r.out
+    assert "\nenv: could not run\n  - the command exited with code 127 (the code a shell or " \
+           "`#!/usr/bin/env` exits with for a command not found): it may never have run\n" \
+           in r.out, r.out
+    assert r.out.rstrip().endswith("watchrun: FAILED: 2 watchers could not run")
+    doc = json.loads(once(tmp_path, {"watchers": watchers[:1]}, "--json").out)
+    assert (doc["passed"], doc["verdicts"][0]["errorKind"]) == (False, "not-run")
 

@@ -14,17 +14,18 @@ from watchrun.match.redact import Redactor, clean_text
 
 FIRST_LINES = 5
 """Matched lines shown per crossed gate."""
-_SHELL_HINTS = {126: " (the shell's code for a program found but not executable)",
-                127: " (the shell's code for a command not found)"}
-"""What /bin/sh -c exits with for those: said as its meaning, not as what happened (a program
-that ran may exit 127 too)."""
+_NOT_RUN_CODES = {126: "a program found but not executable", 127: "a command not found"}
+"""What /bin/sh and `#!/usr/bin/env` exit with when the program could not run: an ERROR
+whatever the gate (said as its meaning, not as what happened: a program that ran may exit 127
+too)."""
 
 
 class Trouble(StrEnum):
     """What kind of ERROR a verdict is: the one place its headline is decided."""
 
     NOT_RUN = "not-run"
-    """Nothing was started or read: the command could not start, the file was never there."""
+    """Nothing was started or read: the command could not start (or exited 126 or 127: it may
+    never have run), the file was never there."""
     UNREAD = "unread"
     """It ran, but some lines were not looked at (cut, never read, output held open)."""
     INTERRUPTED = "interrupted"
@@ -171,6 +172,8 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
     elif spec.kind == "command" and (exit_ is None or ev.interrupted) and error is None:
         error = "the command did not run to its exit (the run was interrupted)"
         trouble = Trouble.INTERRUPTED
+    elif spec.kind == "command" and error is None and ev.exit_code in _NOT_RUN_CODES:
+        error, trouble = _not_run(spec, ev.exit_code), Trouble.NOT_RUN
     if gate is None:
         return None if error is None else Verdict(spec.id, spec.label, Status.ERROR, (error,),
                                                   ev.matches, threshold, exit_, trouble=trouble)
@@ -182,9 +185,8 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
     if gate.exit_code and spec.kind == "command" and not ev.interrupted:
         if ev.signal:
             reasons.append(f"the command was killed by {ev.signal}")
-        elif ev.exit_code not in (0, None):
-            hint = _SHELL_HINTS.get(ev.exit_code) if isinstance(spec.command, str) else None
-            reasons.append(f"the command exited with code {ev.exit_code}" + (hint or ""))
+        elif ev.exit_code not in (0, None, *_NOT_RUN_CODES):
+            reasons.append(f"the command exited with code {ev.exit_code}")
     first = _lines(ev) if too_many else ()
     if error is not None:  # (`require` unseen is no crossing then: it may be in the unread)
         return Verdict(spec.id, spec.label, Status.ERROR, (*reasons, error), ev.matches,
@@ -204,6 +206,14 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
     status = Status.FAIL if reasons else Status.PASS
     return Verdict(spec.id, spec.label, status, tuple(reasons), ev.matches, threshold, exit_,
                    first, too_many)
+
+
+def _not_run(spec: WatcherSpec, code: int) -> str:
+    """Why an exit of 126 or 127 is no evidence: the program may never have run."""
+    who = "the shell's code" if isinstance(spec.command, str) else \
+        "the code a shell or `#!/usr/bin/env` exits with"
+    return (f"the command exited with code {code} ({who} for {_NOT_RUN_CODES[code]}): it may "
+            "never have run")
 
 
 def cut_note(lines: int, limit: int) -> str | None:
