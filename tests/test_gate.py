@@ -43,6 +43,8 @@ def file(gate: GateSpec | None) -> WatcherSpec:
 
 INTERRUPTED = "the command did not run to its exit (the run was interrupted)"
 NOT_FOUND = "for a command not found): it may never have run"
+KILLED = ("the command was killed by SIGKILL: its output may be incomplete (what it would "
+          "still have printed was never seen)")
 MAX0 = GateSpec(max_matches=0)
 EXIT = GateSpec(exit_code=True)
 REQ = GateSpec(require="tests passed")
@@ -78,6 +80,13 @@ REQ = GateSpec(require="tests passed")
         (cmd(MAX0), Evidence(1, [("run 1:1", "warn: x")], exit_code=127), Status.ERROR,
          ["1 match of /warn/ (at most 0 allowed)", "the command exited with code 127 (the code "
           f"a shell or `#!/usr/bin/env` exits with {NOT_FOUND}"]),  # crossed too
+        # killed by a signal it did not get from the runner: its output may be incomplete
+        (cmd(MAX0), Evidence(0, signal="SIGKILL"), Status.ERROR, [KILLED]),
+        (cmd(REQ), Evidence(0, signal="SIGKILL", require_seen=True), Status.ERROR, [KILLED]),
+        (cmd(MAX0), Evidence(0, signal="SIGKILL", signal_sent=True), Status.PASS, []),
+        (cmd(MAX0), Evidence(0, signal="SIGTERM", interrupted=True), Status.ERROR,
+         [INTERRUPTED]),
+        (cmd(None), Evidence(0, signal="SIGSEGV"), None, []),  # no gate: nothing judged
         (cmd(GateSpec(max_matches=5)), Evidence(0, exit_code=1), Status.PASS, []),
         (cmd(REQ), Evidence(0, exit_code=0, require_seen=True), Status.PASS, []),
         (cmd(REQ), Evidence(0, exit_code=0, require_seen=False), Status.FAIL,

@@ -1,6 +1,6 @@
 """`run --once` fails closed where its gate did not see everything it was to judge: a
 generation gone with what it got since the last run unknown, a command whose exit says it
-could not run (126, 127)."""
+could not run (126, 127), a command killed by a signal it did not get from the runner."""
 
 from __future__ import annotations
 
@@ -80,3 +80,19 @@ def test_a_command_that_could_not_run_fails_a_gate_without_exit_code(tmp_path: P
     doc = json.loads(once(tmp_path, {"watchers": watchers[:1]}, "--json").out)
     assert (doc["passed"], doc["verdicts"][0]["errorKind"]) == (False, "not-run")
 
+
+def test_a_command_killed_by_a_signal_is_no_pass(tmp_path: Path) -> None:
+    """SIGKILLed part-way (the OOM killer's signal) under a gate of `maxMatches` alone: the
+    line it would have printed next was never seen, and the gate passed (exit 0). Now the
+    verdict says so, an ERROR (exit 3); with `exitCode: true` its death crosses the gate."""
+    body = "echo hi; kill -9 $$$$; echo ERROR never printed"  # ($$: a `$`)
+    killed = gated("killed", ["sh", "-c", body], "ERROR", maxMatches=0)
+    r = once(tmp_path, {"watchers": [killed]})
+    assert (r.rc, table_row(r.out, "killed")[1:]) == (3, ["0", "0", "SIGKILL", "ERROR"]), r.out
+    assert "\nkilled: could not look at every line\n  - the command was killed by SIGKILL: its " \
+           "output may be incomplete (what it would still have printed was never seen)\n" \
+           in r.out, r.out
+    exits = gated("killed", ["sh", "-c", body], "ERROR", maxMatches=0, exitCode=True)
+    r = once(tmp_path, {"watchers": [exits]})
+    assert (r.rc, table_row(r.out, "killed")[1:]) == (1, ["0", "0", "SIGKILL", "FAIL"]), r.out
+    assert "  - the command was killed by SIGKILL\n" in r.out

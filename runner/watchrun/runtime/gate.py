@@ -27,7 +27,8 @@ class Trouble(StrEnum):
     """Nothing was started or read: the command could not start (or exited 126 or 127: it may
     never have run), the file was never there."""
     UNREAD = "unread"
-    """It ran, but some lines were not looked at (cut, never read, output held open)."""
+    """It ran, but some lines were not looked at (cut, never read, output held open) or never
+    printed (the command was killed by a signal)."""
     INTERRUPTED = "interrupted"
     """The run was stopped before the command exited, or before the file was read to its end."""
     FAILED = "failed"
@@ -63,6 +64,8 @@ class Evidence(Struct, frozen=True):
     interrupted: bool = False
     """The command was still running when the run was stopped: it did not run to its exit (an
     ERROR), and its exit (shown) was the stop's doing, which crosses no gate."""
+    signal_sent: bool = False
+    """`signal` is one the runner sent (its stop): no death of the command's own."""
 
 
 class Status(StrEnum):
@@ -174,6 +177,11 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
         trouble = Trouble.INTERRUPTED
     elif spec.kind == "command" and error is None and ev.exit_code in _NOT_RUN_CODES:
         error, trouble = _not_run(spec, ev.exit_code), Trouble.NOT_RUN
+    elif (spec.kind == "command" and error is None and ev.signal and not ev.signal_sent
+          and gate is not None and not gate.exit_code):  # (`exitCode: true`: it is crossed)
+        error = (f"the command was killed by {ev.signal}: its output may be incomplete (what "
+                 "it would still have printed was never seen)")
+        trouble = Trouble.UNREAD
     if gate is None:
         return None if error is None else Verdict(spec.id, spec.label, Status.ERROR, (error,),
                                                   ev.matches, threshold, exit_, trouble=trouble)
@@ -183,7 +191,7 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
         n = f"{ev.matches} match{'' if ev.matches == 1 else 'es'}"
         reasons.append(f"{n} of /{spec.pattern}/ (at most {gate.max_matches} allowed)")
     if gate.exit_code and spec.kind == "command" and not ev.interrupted:
-        if ev.signal:
+        if ev.signal and not ev.signal_sent:
             reasons.append(f"the command was killed by {ev.signal}")
         elif ev.exit_code not in (0, None, *_NOT_RUN_CODES):
             reasons.append(f"the command exited with code {ev.exit_code}")

@@ -164,6 +164,7 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
         first=[*c.unjudged[:FIRST_LINES], *((m.where, m.line) for m in c.first)],
         exit_code=getattr(last_exit, "exit_code", None),
         signal=getattr(last_exit, "signal", None),
+        signal_sent=getattr(last_exit, "status", None) == "killed",
         ran=not getattr(rt.source, "could_not_start", False),  # (a command's)
         require_seen=c.require_seen,
         path=None if rt.spec.path is None else clean_text(str(rt.spec.path),
