@@ -18,6 +18,7 @@ from watchrun.cli.gate_report import (
     markdown,
     summary_table,
 )
+from watchrun.cli.verdicts import verdicts_doc
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.runtime.gate import (
     NEVER_RAN,
@@ -147,7 +148,7 @@ def test_an_error_that_crossed_its_gate_too_keeps_the_crossing_and_its_lines() -
     assert table_row(summary_table([v]), "log") == ["log", "2", "0", "-", "FAIL+ERROR"]
     table = summary_table([v, held]).splitlines()
     assert "log: gate crossed, and it could not look at every line" in table
-    assert table[-1] == "watchrun: FAILED: 1 of 1 gate crossed, 2 watchers could not look at " \
+    assert table[-1] == "watchrun: FAILED: 1 of 2 gates crossed, 2 watchers could not look at " \
         "every line"
 
 
@@ -212,7 +213,7 @@ def test_summary_table_lists_every_gate_then_the_crossed_ones_with_their_lines()
         "deploy: could not run",
         "  - the command could not be started: not found",
         "",
-        "watchrun: FAILED: 1 of 2 gates crossed, 1 watcher could not run",
+        "watchrun: FAILED: 1 of 3 gates crossed, 1 watcher could not run",
     ])
 
 
@@ -341,7 +342,7 @@ def test_markdown_summary_escapes_text_and_fences_lines_safely() -> None:
     ]
     assert r"**build**: 1 match of /a\*b\_c\|\<x\>/ \(at most 0 allowed\)" in md
     assert "````text\nrun 1:2: uses ``` and <script> | pipes\n````\n" in md
-    assert md.endswith("watchrun: FAILED: 1 of 2 gates crossed, 1 watcher could not run\n")
+    assert md.endswith("watchrun: FAILED: 1 of 3 gates crossed, 1 watcher could not run\n")
     assert markdown([]) == "### watchrun gates\n\nNo gated watchers.\n"
 
 
@@ -398,3 +399,28 @@ def test_every_report_shows_hostile_names_and_lines_escaped(render: object) -> N
     assert isinstance(out, str)
     assert not any(c in out for c in RAW), repr(out)
     assert "\\u202e" in out and "\\u2028" in out
+
+
+def test_json_counts_gates_as_the_table_does() -> None:
+    """`--json`'s `gates` counted verdicts: an ungated watcher's ERROR was a gate (2 where the
+    table said `0 of 1 gate crossed`), and the table left a gated watcher in ERROR out of its
+    `of M gates` (5 gates were `1 of 4`). Both count the gated watchers now; `held` the gates
+    that hold."""
+    ok = WatcherSpec("ok", "ok", "x", command="true", gate=MAX0)
+    fails = WatcherSpec("fails", "fails", "x", command="true", gate=MAX0)
+    nostart = WatcherSpec("nostart", "nostart", "x", command=("nope",), gate=MAX0)
+    ungated = WatcherSpec("ungated", "ungated", "x", command=("nope",))
+    missing = Evidence(0, ran=False, error="not found (ENOENT)")
+    vs = judge_all([ok, fails, nostart, ungated], {
+        "ok": Evidence(0, exit_code=0), "fails": Evidence(1, [("run 1:1", "x")], exit_code=0),
+        "nostart": missing, "ungated": missing})
+    assert summary_table(vs).splitlines()[-1] == \
+        "watchrun: FAILED: 1 of 3 gates crossed, 2 watchers could not run"
+    doc = verdicts_doc(vs)
+    assert {k: doc[k] for k in ("gates", "held", "crossed", "errors")} == \
+        {"gates": 3, "held": 1, "crossed": 1, "errors": 2}
+    assert [v["gated"] for v in doc["verdicts"]] == [True, True, True, False]
+    one = judge_all([ok, ungated], {"ok": Evidence(0, exit_code=0), "ungated": missing})
+    assert summary_table(one).splitlines()[-1] == \
+        "watchrun: FAILED: 0 of 1 gate crossed, 1 watcher could not run"
+    assert verdicts_doc(one)["gates"] == 1

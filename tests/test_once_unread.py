@@ -171,7 +171,7 @@ def test_a_gate_that_held_on_lines_it_matched_only_in_part_is_not_a_pass(tmp_pat
     assert f"\nlog: could not look at every line\n  - {why}\n" in r.out
     assert f"[log] error: {why}\n" in r.err
     assert r.out.splitlines()[-1] == \
-        "watchrun: FAILED: 1 of 1 gate crossed, 1 watcher could not look at every line"
+        "watchrun: FAILED: 1 of 2 gates crossed, 1 watcher could not look at every line"
     error = ET.parse(tmp_path / "report.xml").getroot().find("testcase[@name='log']/error")
     assert error is not None and error.get("message") == why
     assert error.text == f"could not look at every line\n{why}"

@@ -28,9 +28,11 @@ def _crossed(verdicts: Sequence[Verdict]) -> int:
 
 
 def footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
-    """The last line: `passed` only when every gate holds and the run had no `problems`."""
+    """The last line: `passed` only when every gate holds and the run had no `problems`;
+    `N of M gates crossed` counts every gated watcher in M (one in ERROR too, as `--json`'s
+    `gates` does), said when a gate was crossed or held."""
     failed, errors = _crossed(verdicts), _count(verdicts, Status.ERROR)
-    gated = len(verdicts) - errors + sum(v.crossed_too for v in verdicts)  # (judged ones)
+    gated = sum(v.gated for v in verdicts)
     unfinished = "; ".join(problems) if problems else None
     hold = "the 1 gate holds" if gated == 1 else f"all {gated} gates hold"
     if not failed and not errors:
@@ -39,7 +41,7 @@ def footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
             return f"watchrun: FAILED: {held}{unfinished}"
         return f"watchrun: passed: {hold}"
     parts = [f"{failed} of {gated} gate{'' if gated == 1 else 's'} crossed"] \
-        if failed or gated else []
+        if failed or any(v.ok for v in verdicts) else []
     for trouble in Trouble:  # (each kind of ERROR said as what it is)
         n = sum(v.error_kind is trouble for v in verdicts)
         if n:

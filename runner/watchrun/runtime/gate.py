@@ -102,6 +102,8 @@ class Verdict(Struct, frozen=True):
     ones, then the error (last)."""
     trouble: Trouble | None = None
     """What kind of ERROR it is (None unless an ERROR; one made without it: NOT_RUN)."""
+    gated: bool = True
+    """The watcher has a gate (False: an ungated watcher's ERROR, which counts as no gate)."""
 
     @property
     def error_kind(self) -> Trouble | None:
@@ -184,7 +186,8 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
         trouble = Trouble.UNREAD
     if gate is None:
         return None if error is None else Verdict(spec.id, spec.label, Status.ERROR, (error,),
-                                                  ev.matches, threshold, exit_, trouble=trouble)
+                                                  ev.matches, threshold, exit_, trouble=trouble,
+                                                  gated=False)
     reasons: list[str] = []
     too_many = gate.max_matches is not None and ev.matches > gate.max_matches
     if too_many:
