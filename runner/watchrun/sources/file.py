@@ -51,7 +51,7 @@ class FileSource(Rotation):
             await self._begin(ctx, watch)
             self.ready.set()
             if self.once:
-                await self._read_once(ctx)
+                await self._read_once(ctx, watch)
                 return
             saver = asyncio.create_task(
                 self._keep.run(self._state, lambda exc: self._save_failed(ctx, exc)))
@@ -165,27 +165,55 @@ class FileSource(Rotation):
         msg = f"{self.name} does not exist" if exc.errno in MISSING else None
         await self._error(ctx, exc, msg, watch)
 
-    async def _read_once(self, ctx: SourceContext) -> None:
-        """Once mode: every generation to its current end; an unterminated last line counts."""
-        for gen in [*self._old, *([self._cur] if self._cur else [])]:
-            end = gen.seen_size
-            try:
-                end = os.fstat(gen.fd).st_size
-                await self._drain(ctx, gen, end)
-            except OSError as exc:  # a failing disk: the rest of this generation is not read,
-                # and the record says so (a once verdict's ERROR); the other ones are read
-                await _not_read(ctx, gen, end, errno.errorcode.get(exc.errno or 0, "EIO"),
-                                f"cannot read {gen.path}: {exc.strerror}", unread=True)
-                continue
-            await gen.finish(ctx, self.name)
-            for begins, code, why in _UNREADABLE:  # no text pattern matches it: never a pass
-                if begins(gen.head):
-                    await ctx.event("error", code=code, path=gen.path,
-                                    message=f"{gen.path} {why}")
-            if gen.pos < end:
-                gen.seen_size = gen.pos  # said now: the next run does not count them again
-                await _not_read(ctx, gen, end, "cut-short",
-                                f"{gen.path} was truncated while it was read")
+    async def _read_once(self, ctx: SourceContext, watch: Watch) -> None:
+        """Once mode: every generation to its current end; an unterminated last line counts.
+        A file that took the path meanwhile (a rename and a new file, a symlink swapped) is
+        read too, after its `rotate` record, as the live tailer reads it."""
+        read: set[int] = set()
+        for rounds in range(self.max_gens + 1):
+            for gen in [*self._old, *([self._cur] if self._cur else [])]:
+                if id(gen) not in read:
+                    read.add(id(gen))
+                    await self._read_to_end(ctx, gen)
+            if self._cur is None or not await offload(self._moved, self._cur):
+                return
+            if rounds == self.max_gens:
+                break
+            if not await self._switch(ctx, watch, self._cur):
+                return
+        await ctx.event("error", code="rotated", path=self.name, unread=True, message=(
+            f"{self.name} was rotated while it was read, more often than "
+            f"limits.maxGenerations={self.max_gens} generations are followed: the file at "
+            "its path at the end was not read"))
+
+    async def _read_to_end(self, ctx: SourceContext, gen: Generation) -> None:
+        end = gen.seen_size
+        try:
+            end = os.fstat(gen.fd).st_size
+            await self._drain(ctx, gen, end)
+        except OSError as exc:  # a failing disk: the rest of this generation is not read,
+            # and the record says so (a once verdict's ERROR); the other ones are read
+            await _not_read(ctx, gen, end, errno.errorcode.get(exc.errno or 0, "EIO"),
+                            f"cannot read {gen.path}: {exc.strerror}", unread=True)
+            return
+        await gen.finish(ctx, self.name)
+        for begins, code, why in _UNREADABLE:  # no text pattern matches it: never a pass
+            if begins(gen.head):
+                await ctx.event("error", code=code, path=gen.path,
+                                message=f"{gen.path} {why}")
+        if gen.pos < end:
+            gen.seen_size = gen.pos  # said now: the next run does not count them again
+            await _not_read(ctx, gen, end, "cut-short",
+                            f"{gen.path} was truncated while it was read")
+
+    def _moved(self, gen: Generation) -> bool:
+        """Another file than `gen` is at the path (blocking: in a worker thread). Not when none
+        can be seen (renamed away without a new one, deleted: nothing more is there to read)."""
+        try:
+            at = os.stat(self.path)
+        except OSError:
+            return False
+        return (at.st_dev, at.st_ino) != (gen.dev, gen.inode)
 
     async def _reconcile(self, ctx: SourceContext, watch: Watch) -> None:
         """Bring everything up to date: old generations, appearance, truncation, rotation."""

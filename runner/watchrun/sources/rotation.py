@@ -55,15 +55,22 @@ class Rotation(Followed):
                                 "again before the runner looked (created and deleted, or "
                                 "renamed away): what they held was not read")
             return
+        await self._switch(ctx, watch, gen)
+
+    async def _switch(self, ctx: SourceContext, watch: Watch, gen: Generation) -> bool:
+        """The followed generation `gen` left the path (renamed, or deleted and a new file
+        made; a symlink swapped): open the generations rotated since and the file at the path,
+        after their `rotate` records. False when nothing is there (gone again already)."""
         reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
         plan = await offload(plan_switch, self.path, gen.checkpoint(at_read=True),
                              self._known(), self.max_gens, truncated=False,
                              archives=self._archives)
         if not plan.steps:
-            return  # gone again already; the next wake-up looks again
+            return False  # gone again already; the next wake-up looks again
         if plan.at_path and plan.steps[-1].announce is not None:
             plan.steps[-1].announce["reason"] = reason
         await self._apply(ctx, watch, plan)
+        return True
 
     async def _truncated(self, ctx: SourceContext, watch: Watch, gen: Generation,
                          st: os.stat_result) -> None:
