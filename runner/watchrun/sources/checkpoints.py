@@ -43,6 +43,9 @@ class FileState(Struct, frozen=True):
     archives: tuple[Archive, ...] = ()
     """Compressed siblings judged already, still there (`siblings.judged_kept`): a `gap` was
     written for each, or none was due; none is judged again, renumbered or not."""
+    matching: tuple[tuple[str, str], ...] = ()
+    """What decided the matching when it was saved: config key, digest (`applies.matching`);
+    a once run sets aside one of another. (): saved before it was kept (applied, as then)."""
 
     @property
     def current(self) -> Checkpoint:
@@ -106,7 +109,13 @@ def decode(text: str) -> FileState:
     # a generation saved without its own seq (before it had one) has the state's
     return FileState(tuple(p if p.seq is not None else replace(p, seq=seq)
                            for p in map(_position, gens)), seq, path,
-                     _archives(doc.get("archives", [])))
+                     _archives(doc.get("archives", [])), _matching(doc.get("matching", {})))
+
+
+def _matching(doc: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        raise ValueError("field 'matching' is not an object of strings")
+    return tuple(doc.items())
 
 
 def _archives(doc: Any) -> tuple[Archive, ...]:
@@ -126,6 +135,8 @@ def encode(state: FileState) -> bytes:
         doc["path"] = state.path
     if state.archives:  # (optional too: an older runner judges those archives again)
         doc["archives"] = [list(a) for a in state.archives]
+    if state.matching:  # (optional too: an older runner applies it whatever it was saved under)
+        doc["matching"] = dict(state.matching)
     return (json.dumps(doc, separators=(",", ":")) + "\n").encode()
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
+from watchrun.sources.applies import applied
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.compressed import compressed
 from watchrun.sources.followed import MISSING
@@ -118,13 +119,8 @@ class FileSource(Rotation):
         past it (as after every clean stop; `_begin` plans again when a crash left some)."""
         if self.spec.previous_id is not None:
             self.store.adopt(self.spec.previous_id, self.spec.id)
-        state, self._aside_note = self.store.load(self.spec.id), None
-        if state is not None and state.path is not None and not _same_path(state.path, self.name):
-            start = "from its first line" if self.once or self.spec.from_start else "from its end"
-            self._aside_note = (
-                f"watcher {self.spec.id}: its checkpoint is of {state.path}, not of its path "
-                f"{self.name}: set aside; {self.name} is read as by a new watcher ({start})")
-            state = None  # a checkpoint of another file: as none (the first save replaces it)
+        state, self._aside_note = applied(self.store.load(self.spec.id), self.spec, self.name,
+                                          once=self.once)  # (set aside: the first save replaces it)
         if state is not None:
             self._history = [cp for cp in state.generations if cp.finished][-self.max_gens :]
             self._archives = state.archives
@@ -280,13 +276,6 @@ async def _not_read(ctx: SourceContext, gen: Generation, end: int, code: str, wh
     lost = max(0, end - gen.pos)
     await ctx.event("error", code=code, path=gen.path, **flags, unreadBytes=lost,
                     message=f"{why}: {lost} of its {end} bytes were not read")
-
-
-def _same_path(saved: str, path: str) -> bool:
-    """A checkpoint saved for `saved` applies to a watcher of `path` (both absolute, as the
-    config resolves them): the same path, or both lead to the same file now (a symlink and its
-    target, a folder reached through a link). Blocking (realpath): in a worker thread."""
-    return saved == path or os.path.realpath(saved) == os.path.realpath(path)
 
 
 def _rewritten(plan: Plan, state: FileState) -> bool:

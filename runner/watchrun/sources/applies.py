@@ -1,0 +1,66 @@
+"""Whether a file watcher's checkpoint applies to the watcher as configured now: saved for its
+path and, for a once run, under the same matching (pattern, exclude, caseSensitive, gate)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Any
+
+from watchrun.config.model import GateSpec, WatcherSpec
+from watchrun.sources.checkpoints import FileState
+
+
+def matching(spec: WatcherSpec) -> tuple[tuple[str, str], ...]:
+    """What decides which lines a watcher matches and what its gate makes of them, as config
+    keys and a digest of each value (the checkpoint keeps the digests, not the patterns)."""
+    gate = spec.gate or GateSpec()
+    values: dict[str, Any] = {
+        "pattern": spec.pattern, "exclude": list(spec.exclude),
+        "caseSensitive": spec.case_sensitive, "gate.maxMatches": gate.max_matches,
+        "gate.require": gate.require,
+    }
+    return tuple((key, _digest(value)) for key, value in values.items())
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:16]
+
+
+def changed(saved: tuple[tuple[str, str], ...], now: tuple[tuple[str, str], ...]) -> list[str]:
+    """The keys whose values differ (a key the checkpoint does not know is not compared: saved
+    by an older runner, it says nothing of it)."""
+    old = dict(saved)
+    return [key for key, digest in now if key in old and old[key] != digest]
+
+
+def same_path(saved: str, path: str) -> bool:
+    """A checkpoint saved for `saved` applies to a watcher of `path` (both absolute, as the
+    config resolves them): the same path, or both lead to the same file now (a symlink and its
+    target, a folder reached through a link). Blocking (realpath): in a worker thread."""
+    return saved == path or os.path.realpath(saved) == os.path.realpath(path)
+
+
+def applied(state: FileState | None, spec: WatcherSpec, name: str, *,
+            once: bool) -> tuple[FileState | None, str | None]:
+    """The checkpoint as it applies (None: set aside, read as by a new watcher) and the warning
+    that says why it was set aside. A checkpoint of another path is set aside; in a once run, so
+    is one saved under another matching, whose run judged the lines before it with another
+    pattern or gate (a live runner keeps it: the lines that come are matched anew, as after a
+    reload). Blocking (realpath): in a worker thread."""
+    if state is None:
+        return None, None
+    start = "from its first line" if once or spec.from_start else "from its end"
+    if state.path is not None and not same_path(state.path, name):
+        return None, (
+            f"watcher {spec.id}: its checkpoint is of {state.path}, not of its path {name}: "
+            f"set aside; {name} is read as by a new watcher ({start})")
+    now = matching(spec)
+    keys = changed(state.matching, now) if once else []
+    if keys:
+        return None, (
+            f"watcher {spec.id}: its checkpoint was saved with another {', '.join(keys)}: set "
+            f"aside, as the lines before it were judged by another watcher; {name} is read as "
+            f"by a new watcher ({start})")
+    return state, None
