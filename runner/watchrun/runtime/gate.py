@@ -53,6 +53,9 @@ class Evidence(Struct, frozen=True):
     ran: bool = True
     """False when the command could not be started."""
     require_seen: bool = False
+    read_since: str | None = None
+    """What a file watcher read when it went on from the last run's checkpoint (`the 2 lines
+    read since the last run, from line 3 of app.log`): where a `require` was not seen."""
     path: str | None = None
     error: str | None = None
     """Why the source could not do its job (the command could not start: why; the file could
@@ -207,7 +210,8 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
             return Verdict(spec.id, spec.label, Status.ERROR, (
                 f"required pattern /{gate.require}/ was not seen in what was read, and {ev.cut}",),
                 ev.matches, threshold, exit_, trouble=Trouble.UNREAD)
-        reasons.append(f"required pattern /{gate.require}/ never appeared")
+        reasons.append(f"required pattern /{gate.require}/ " + (
+            "never appeared" if ev.read_since is None else f"was not seen in {ev.read_since}"))
     # what was cut may hold a match (a crossed gate stays FAIL: the rest could only add); it
     # cannot change a gate of `exitCode` alone
     reads_lines = gate.max_matches is not None or gate.require is not None

@@ -159,6 +159,7 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
     c = rt.pipeline.counters
     last_exit = getattr(rt.source, "last_exit", None)
     cannot_read = getattr(rt.source, "cannot_read", None)  # (a file source's)
+    resumed = getattr(rt.source, "resumed", None)  # (a file source's: read on from where)
     return Evidence(
         matches=c.matches + len(c.unjudged),
         first=[*c.unjudged[:FIRST_LINES], *((m.where, m.line) for m in c.first)],
@@ -167,6 +168,9 @@ def evidence_of(rt: WatcherRuntime) -> Evidence:
         signal_sent=getattr(last_exit, "status", None) == "killed",
         ran=not getattr(rt.source, "could_not_start", False),  # (a command's)
         require_seen=c.require_seen,
+        read_since=None if resumed is None else (
+            f"the {c.lines} line{'' if c.lines == 1 else 's'} read since the last run, from line "
+            f"{resumed[1]} of {clean_text(resumed[0], rt.pipeline.redactor)}"),
         path=None if rt.spec.path is None else clean_text(str(rt.spec.path),
                                                           rt.pipeline.redactor),  # (as `where`)
         error=c.unread or cannot_read,

@@ -1,15 +1,18 @@
 """Whether a file watcher's checkpoint applies to the watcher as configured now: saved for its
-path and, for a once run, under the same matching (pattern, exclude, caseSensitive, gate)."""
+path and, for a once run, under the same matching (pattern, exclude, caseSensitive, gate); and
+what it carries over (a gate's `require` seen)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from watchrun.config.model import GateSpec, WatcherSpec
+from watchrun.events import SourceContext
 from watchrun.sources.checkpoints import FileState
+from watchrun.sources.siblings import Plan
 
 
 def matching(spec: WatcherSpec) -> tuple[tuple[str, str], ...]:
@@ -64,3 +67,42 @@ def applied(state: FileState | None, spec: WatcherSpec, name: str, *,
             f"aside, as the lines before it were judged by another watcher; {name} is read as "
             f"by a new watcher ({start})")
     return state, None
+
+
+class _Seen(Protocol):
+    require_seen: bool
+
+
+@runtime_checkable
+class Counted(Protocol):
+    """A `SourceContext` that keeps whether a gate's `require` was seen (the pipeline does)."""
+
+    @property
+    def counters(self) -> _Seen: ...
+
+
+class Required:
+    """Whether a gate's `require` was seen in the lines up to the checkpoint: by this run, or
+    by an earlier one (`FileState.require_seen`) when this one goes on in the same file from
+    where that one ended. Not carried over when the file was rotated, rewritten or is read
+    whole again: a log written anew must show it again."""
+
+    def __init__(self) -> None:
+        self.before = False
+        self._counted: Counted | None = None
+
+    def carry(self, ctx: SourceContext, state: FileState | None, plan: Plan,
+              now: tuple[tuple[str, str], ...]) -> None:
+        """At start, before any line is read: `plan` as it will be applied."""
+        self._counted = ctx if isinstance(ctx, Counted) else None
+        last = state.current if state is not None else None
+        cur = plan.steps[-1] if plan.at_path and len(plan.steps) == 1 else None
+        self.before = (state is not None and state.require_seen and state.matching == now
+                       and cur is not None and cur.origin is last
+                       and last is not None and cur.start == last.offset)
+        if self.before and self._counted is not None:
+            self._counted.counters.require_seen = True
+
+    @property
+    def seen(self) -> bool:
+        return self.before or (self._counted is not None and self._counted.counters.require_seen)

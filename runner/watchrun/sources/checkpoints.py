@@ -46,6 +46,8 @@ class FileState(Struct, frozen=True):
     matching: tuple[tuple[str, str], ...] = ()
     """What decided the matching when it was saved: config key, digest (`applies.matching`);
     a once run sets aside one of another. (): saved before it was kept (applied, as then)."""
+    require_seen: bool = False
+    """A gate's `require` was seen in the lines up to it (`applies.Required`)."""
 
     @property
     def current(self) -> Checkpoint:
@@ -109,7 +111,8 @@ def decode(text: str) -> FileState:
     # a generation saved without its own seq (before it had one) has the state's
     return FileState(tuple(p if p.seq is not None else replace(p, seq=seq)
                            for p in map(_position, gens)), seq, path,
-                     _archives(doc.get("archives", [])), _matching(doc.get("matching", {})))
+                     _archives(doc.get("archives", [])), _matching(doc.get("matching", {})),
+                     doc.get("requireSeen") is True)
 
 
 def _matching(doc: Any) -> tuple[tuple[str, str], ...]:
@@ -137,6 +140,8 @@ def encode(state: FileState) -> bytes:
         doc["archives"] = [list(a) for a in state.archives]
     if state.matching:  # (optional too: an older runner applies it whatever it was saved under)
         doc["matching"] = dict(state.matching)
+    if state.require_seen:
+        doc["requireSeen"] = True
     return (json.dumps(doc, separators=(",", ":")) + "\n").encode()
 
 

@@ -44,6 +44,8 @@ class FileSource(Rotation):
 
     _aside_note: str | None = None
     """The warning that the checkpoint found at start was of another path, set aside."""
+    resumed: tuple[str, int] | None = None
+    """Where the read began when it went on from a checkpoint: the file and its line number."""
 
     async def run(self, ctx: SourceContext) -> None:
         watch = self.notifier.watch(self.path)
@@ -110,6 +112,9 @@ class FileSource(Rotation):
             self._pending = state
             await self._unreadable(ctx, OSError(errno.ENOENT, "missing"), problems, watch)
             return
+        self._required.carry(ctx, state, plan, self._matching)
+        if state is not None and plan.steps[0].start > 0:  # (read on: a `require` unseen is
+            self.resumed = (plan.steps[0].path, plan.steps[0].line_no)  # unseen since there)
         await self._apply(ctx, watch, plan, start=problems, seq=seq)
         await self._keep.save(self._state())  # durable before READY: a crash right after
         # the start resumes from here, not from nothing (which would skip what came between)

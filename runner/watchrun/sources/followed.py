@@ -18,7 +18,7 @@ from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.notify import Notifier, Watch
 from watchrun.offload import offload
-from watchrun.sources.applies import matching
+from watchrun.sources.applies import Required, matching
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.generation import (
     Generation,
@@ -66,7 +66,7 @@ class Followed:
         self._archives: tuple[Archive, ...] = ()  # compressed siblings judged (FileState's)
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
-        self._matching = matching(spec)  # (kept in its checkpoint: `applies`)
+        self._matching, self._required = matching(spec), Required()  # (checkpointed: `applies`)
         self._timers: list[asyncio.TimerHandle] = []
         self.ready = asyncio.Event()
         """Set once the start position is held (or the path is watched while missing): a line
@@ -265,7 +265,7 @@ class Followed:
     def _state(self) -> FileState | None:
         opened = [*self._old, *([self._cur] if self._cur else [])]
         if not opened and self._pending is not None:
-            return replace(self._pending, path=self.name, matching=self._matching)  # (applied)
+            return replace(self._pending, path=self.name, matching=self._matching)
         gens = [*self._history, *(g.checkpoint() for g in opened)]
         if not gens:
             return None
@@ -273,7 +273,7 @@ class Followed:
         if self._resume_seq is not None:
             seqs.append(self._resume_seq)
         return FileState(tuple(gens), min(seqs) if seqs else None, self.name, self._archives,
-                         self._matching)
+                         self._matching, self._required.seen)
 
     async def _save_failed(self, ctx: SourceContext, exc: OSError) -> None:
         await self._error(ctx, exc, f"cannot save checkpoint: {exc.strerror}", None)
