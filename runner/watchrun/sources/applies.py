@@ -1,18 +1,23 @@
 """Whether a file watcher's checkpoint applies to the watcher as configured now: saved for its
-path and, for a once run, under the same matching (pattern, exclude, caseSensitive, gate); and
-what it carries over (a gate's `require` seen)."""
+path and, for a once run, under the same matching (pattern, exclude, caseSensitive, gate); what
+it carries over (a gate's `require` seen); with none, what a once run leaves beside the file."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.sources.checkpoints import FileState
+from watchrun.sources.rotated import Entry, scan
 from watchrun.sources.siblings import Plan
+
+log = logging.getLogger("watchrun.checkpoints")
 
 
 def matching(spec: WatcherSpec) -> tuple[tuple[str, str], ...]:
@@ -106,3 +111,31 @@ class Required:
     @property
     def seen(self) -> bool:
         return self.before or (self._counted is not None and self._counted.counters.require_seen)
+
+
+def beside(path: Path, began_ns: int) -> tuple[list[Entry], list[Entry]]:
+    """A once run with no checkpoint (blocking: in a worker thread): the files beside `path`
+    named as its rotated generations (`rotated.scan`), not empty, in two lists: those changed
+    since the run began (`began_ns`; renamed, copied or written meanwhile: rotated away while
+    its commands ran), and the older ones."""
+    found = sorted((e for e in scan(path, []) if e.named and e.st.st_size > 0),
+                   key=lambda e: e.path)
+    return ([e for e in found if e.st.st_ctime_ns >= began_ns],
+            [e for e in found if e.st.st_ctime_ns < began_ns])
+
+
+async def left_beside(ctx: SourceContext, spec: WatcherSpec, name: str,
+                      during: list[Entry], before: list[Entry]) -> None:
+    """What a first once run does not read beside the file: a generation rotated away while
+    the run was under way held lines it was to judge (an `error`: the verdict is an ERROR);
+    older ones are named in a warning (a first run judges the file at the path)."""
+    for e in during:
+        size = e.st.st_size
+        await ctx.event("error", code="rotated", path=e.path, unread=True, unreadBytes=size,
+                        message=f"{e.path} was rotated away from {name} while this run was "
+                        f"under way, before it was read: its {size} bytes were not read (keep "
+                        "the log from rotating while the run's commands run)")
+    if before:
+        log.warning("watcher %s: %s has rotated generations beside it from before this run, "
+                    "not read (a first run with no checkpoint judges the file at its path): "
+                    "%s", spec.id, name, ", ".join(os.path.basename(e.path) for e in before))

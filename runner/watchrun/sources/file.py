@@ -9,38 +9,34 @@ import errno
 import logging
 import os
 import stat
-from collections.abc import Callable
+import time
+from typing import Any
 
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
-from watchrun.sources.applies import applied
+from watchrun.sources.applies import applied, beside, left_beside
 from watchrun.sources.checkpoints import FileState
-from watchrun.sources.compressed import compressed
+from watchrun.sources.compressed import UNREADABLE
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Generation, Recorded, resumable
 from watchrun.sources.identity import birth_ns
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
+from watchrun.sources.rotated import Entry
 from watchrun.sources.rotation import Rotation
 from watchrun.sources.siblings import Plan, open_at_path
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
-_UNREADABLE: tuple[tuple[Callable[[bytes], bool], str, str], ...] = (
-    (lambda head: head.startswith((b"\xff\xfe", b"\xfe\xff")), "not-utf8",
-     "is UTF-16 (it starts with a byte order mark); watchrun reads UTF-8: convert it first "
-     "(iconv -f UTF-16 -t UTF-8)"),
-    (compressed, "compressed", "is compressed; watchrun reads text: watch a command that "
-     "decompresses it instead (`command: [zcat, FILE]`, or xzcat, bzcat, zstdcat)"),
-)
-"""Beginnings no text pattern can match past (UTF-16's byte order marks, as Windows tools
-write it; a gzip, bzip2, xz, zstd, lz4 or zip stream): the `error` code and message said."""
-
-
 class FileSource(Rotation):
     """Follows one path; see SPEC §3.2. Every generation of the file is read, oldest first;
     nothing is re-emitted across rotation or restart; what cannot be read is a `gap` record."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._began_ns = time.time_ns()  # (built as the run begins, before its commands)
+        self._beside: tuple[list[Entry], list[Entry]] = ([], [])
 
     _aside_note: str | None = None
     """The warning that the checkpoint found at start was of another path, set aside."""
@@ -116,6 +112,7 @@ class FileSource(Rotation):
         if state is not None and plan.steps[0].start > 0:  # (read on: a `require` unseen is
             self.resumed = (plan.steps[0].path, plan.steps[0].line_no)  # unseen since there)
         await self._apply(ctx, watch, plan, start=problems, seq=seq)
+        await left_beside(ctx, self.spec, self.name, *self._beside)
         await self._keep.save(self._state())  # durable before READY: a crash right after
         # the start resumes from here, not from nothing (which would skip what came between)
 
@@ -146,6 +143,8 @@ class FileSource(Rotation):
         o = open_at_path(self.path)
         if o is None:
             return Plan()
+        if self.once:  # (a first run: what it does not read beside the file is said)
+            self._beside = beside(self.path, self._began_ns)
         if not (self.spec.from_start or self.once or o.st.st_size == 0):
             window = min(self.limits.max_line_bytes + 1, 1 << 20)
             o.start = tail_start(o.fd, o.st.st_size, window)
@@ -198,7 +197,7 @@ class FileSource(Rotation):
                             f"cannot read {gen.path}: {exc.strerror}", unread=True)
             return
         await gen.finish(ctx, self.name)
-        for begins, code, why in _UNREADABLE:  # no text pattern matches it: never a pass
+        for begins, code, why in UNREADABLE:  # no text pattern matches it: never a pass
             if begins(gen.head):
                 await ctx.event("error", code=code, path=gen.path,
                                 message=f"{gen.path} {why}")
