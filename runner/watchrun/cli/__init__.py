@@ -1,9 +1,10 @@
 """The command line: argument parsing and one handler module per group of commands."""
 
+import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 _OTHER_COMMANDS = frozenset({
     "add", "agent", "clear", "completion", "config", "init", "list", "logs", "matches", "mcp",
@@ -71,6 +72,31 @@ def catch_early_stops(once: bool = False) -> None:
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGHUP, EarlyHup.handler)
+
+
+class LateStop(BaseException):
+    """SIGTERM or SIGINT while a once run reports its verdict (`late_stops`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.name = signal.Signals(signum).name
+
+
+@contextlib.contextmanager
+def late_stops() -> Iterator[None]:
+    """While a once run reports its verdict, after its loop gave the signals back: SIGTERM and
+    SIGINT raise LateStop, so what the report waits on (a stdout reader that keeps reading)
+    is given up at once and the run can say it was interrupted (exit 3), where the default
+    disposition ended it with 143 and no word."""
+    def stop(signum: int, frame: object) -> None:
+        raise LateStop(signum)
+
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 if os.getpid() == 1:  # the kernel drops a signal sent to a PID 1 with no handler for it

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import stat
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from msgspec.structs import replace
@@ -82,7 +83,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     status = ExitStatus.OK
     if args.junit is not None:  # first: a report that could not be written is no pass either
         try:
-            Path(args.junit).write_bytes(report.junit(verdicts, took, problems))
+            write_report(args.junit, report.junit(verdicts, took, problems))
         except OSError as exc:
             log.error(f"cannot write the JUnit report {args.junit}: {exc.strerror}")
             problems.append(f"the JUnit report {args.junit} could not be written: "
@@ -108,8 +109,7 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
             try:
-                with open(summary, "a", encoding="utf-8") as fh:
-                    fh.write(report.markdown(verdicts, problems))
+                write_report(summary, report.markdown(verdicts, problems).encode(), append=True)
             except OSError as exc:
                 log.warning(f"cannot append to GITHUB_STEP_SUMMARY {summary}: {exc.strerror}")
     for v in verdicts:
@@ -134,6 +134,49 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     if status == ExitStatus.OK and any(not v.ok for v in verdicts):
         status = ExitStatus.GATE_FAILED
     return status
+
+
+def report_interrupted(args: argparse.Namespace, log: RunLog, signal_name: str) -> int:
+    """A SIGTERM or SIGINT that came while the verdict was reported, after the run ended by
+    itself (`cli.late_stops`): what was not written yet is left out; exit 3, said so on stderr
+    and, after the table, on stdout (with `--json` stdout holds the document only)."""
+    log.error(f"the run was interrupted by {signal_name} while its verdict was reported: exit 3",
+              event="interrupted")
+    if getattr(args, "format", "text") != "json":
+        say(f"watchrun: INTERRUPTED by {signal_name} while the verdict was reported: exit 3")
+    return ExitStatus.RUNTIME
+
+
+_REPORT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def write_report(path: str, data: bytes, *, append: bool = False) -> None:
+    """Write `data` to a report file the run was told of (`--junit`, `$GITHUB_STEP_SUMMARY`),
+    replacing it (or appended to it). Opened without waiting (a FIFO with no reader would
+    hold the run for good) and refused unless it is a regular file, never through a symlink
+    at the path itself (the directories above it are the caller's); OSError says why."""
+    try:
+        fd = os.open(path, _REPORT_FLAGS | (os.O_APPEND if append else 0), 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(path):
+            try:
+                to = f" (to {os.readlink(path)})"
+            except OSError:
+                to = ""
+            raise OSError(exc.errno, f"a symlink{to}, never written through") from None
+        if exc.errno == errno.ENXIO:  # a FIFO no one reads, a socket, a device not there
+            raise OSError(exc.errno, "not a regular file") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if not append:
+            os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def _with_errors(sup: Ran, config: Config) -> dict[str, Evidence]:

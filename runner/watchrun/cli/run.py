@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchrun.cli import EarlyHup, catch_early_stops
+from watchrun.cli import EarlyHup, LateStop, catch_early_stops, late_stops
 from watchrun.cli.emit import log_diagnostic
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.main import startup_gc
 from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence
-from watchrun.cli.once_report import never_ran, report_once
+from watchrun.cli.once_report import never_ran, report_interrupted, report_once
 from watchrun.exitcodes import ExitStatus
 from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
@@ -154,8 +154,13 @@ def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
                         event="echo-dropped", count=echo.unshown)
         if not args.once:
             return ExitStatus.RUNTIME if failed or sup.runtime_errors else ExitStatus.OK
-        status = report_once(sup, config, args, time.monotonic() - started, log, fence=fence,
-                             missing=f"it never ran: {failed}" if failed else None)
+        try:
+            with late_stops():
+                status = report_once(sup, config, args, time.monotonic() - started, log,
+                                     fence=fence,
+                                     missing=f"it never ran: {failed}" if failed else None)
+        except LateStop as stop:
+            return report_interrupted(args, log, stop.name)
         return ExitStatus.RUNTIME if failed else status
     finally:
         close_fence(fence)
