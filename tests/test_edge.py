@@ -92,6 +92,19 @@ def test_edge_json_is_clean_and_means_the_same(value: object, indent: int | None
         assert json.loads(out) == value
 
 
+@given(st.recursive(st.text(st.sampled_from('#[]\\"u0023 ')),
+                    lambda inner: st.dictionaries(st.text(st.sampled_from("#[k")), inner)
+                    | st.lists(inner)), st.sampled_from([None, 2]))
+def test_edge_json_never_holds_a_workflow_command_and_means_the_same(value: object,
+                                                                    indent: int | None) -> None:
+    """The GitHub Actions runner obeys `##[command]` anywhere in a line: log text in a once
+    run's `--json` document or JSON log line reached the step log unfenced. `#\\u0023[` is
+    the same text to a parser and nothing to the runner."""
+    out = edge_json(value, indent=indent)
+    assert "##[" not in out and json.loads(out) == value
+    assert edge_json("a ##[error]x") == '"a #\\u0023[error]x"'
+
+
 def test_edge_json_never_fails_on_what_json_loads_accepts() -> None:
     assert json.loads(edge_json({"n": float("nan"), "i": [float("inf")], "s": "\ud800"})) == {
         "n": "nan", "i": ["inf"], "s": "\ufffd"}

@@ -252,6 +252,29 @@ def test_log_lines_cannot_become_workflow_commands(tmp_path: Path) -> None:
         for name, data in honoured[2:])
 
 
+def test_log_lines_cannot_become_workflow_commands_with_json(tmp_path: Path) -> None:
+    """`--json` has no fence (stdout is the document): a matched line holding `##[error]…`
+    reached the step log as is, in the document's `first[].line` and in the JSON log's match
+    lines on stderr, and the runner obeys `##[command]` anywhere in a line. Every `##[` in
+    printed JSON is written `#\\u0023[` now: the same text to a JSON parser, inert to the
+    runner; only watchrun's own annotations (on stderr) are obeyed."""
+    (tmp_path / "app.log").write_text("ok\nERROR ##[add-mask]hunter3\n"
+                                      "ERROR x ##[error]forged annotation\n")
+    app = {"id": "app", "path": "app.log", "pattern": "ERROR", "gate": {"maxMatches": 0}}
+    r = once(tmp_path, {"watchers": [app]}, "--json", GITHUB_ACTIONS="true")
+    assert r.rc == 1, r.out + r.err
+    (verdict,) = json.loads(r.out)["verdicts"]  # the document parses to the lines as read
+    assert [f["line"] for f in verdict["first"]] == ["ERROR ##[add-mask]hunter3",
+                                                     "ERROR x ##[error]forged annotation"]
+    logged = [json.loads(ln) for ln in r.err.splitlines() if ln.startswith("{")]
+    assert [x["line"] for x in logged if x["event"] == "match"] == [
+        "ERROR ##[add-mask]hunter3", "ERROR x ##[error]forged annotation"]
+    assert honoured_commands(r.out) == []
+    honoured = honoured_commands(r.err)
+    assert len(honoured) == 2 and all(  # watchrun's annotations, one per line shown
+        name == "error" and data.startswith("2 matches of /ERROR/") for name, data in honoured)
+
+
 def test_a_command_that_cannot_start_exits_3_with_the_reason(tmp_path: Path) -> None:
     ok = gated("ok", "echo fine", "zzz", maxMatches=0)
     missing = gated("tool", ["no-such-binary-watchrun", "--version"], "zzz", exitCode=True)

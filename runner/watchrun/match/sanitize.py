@@ -26,7 +26,8 @@ At the edge, where text leaves the runner for a person or another program (`logs
 text (sanitized, and every line or paragraph separator and bidirectional control shown as an
 escape, so one value can never look like two lines or reorder what follows it) and `edge_json`
 for a JSON document (content unchanged; DEL, C1, U+2028/U+2029, bidi controls and lone
-surrogates escaped).
+surrogates escaped, and `##[` written `#\\u0023[`: the GitHub Actions runner obeys `##[command]`
+anywhere in a line of a step's output, and a JSON document or log line is not fenced).
 
 Two decodings of bytes exist: `decode` (invalid UTF-8 -> U+FFFD) feeds `sanitize` for every text
 field; `raw_text` is the same decoding without sanitizing, for a record's `raw` field, where
@@ -198,10 +199,11 @@ def edge_text(value: object, *, multiline: bool = False) -> str:
 def edge_json(value: object, *, indent: int | None = None) -> str:
     """`value` as JSON that is safe to print and still means the same: non-ASCII text stays
     readable, while DEL, C1 controls, U+2028/U+2029 and bidirectional controls are
-    `\\u`-escaped (json escapes C0 itself). A lone surrogate (a byte of a file name that is not
-    UTF-8) is U+FFFD, as in the records: its escape is JSON that strict parsers (serde_json)
-    refuse. Keys keep their order; what JSON cannot represent (NaN, infinities, other
-    objects) is written as a string."""
+    `\\u`-escaped (json escapes C0 itself), and so is the `#` before `[` in `##[` (the
+    GitHub Actions runner obeys `##[command]` anywhere in a line). A lone surrogate (a byte
+    of a file name that is not UTF-8) is U+FFFD, as in the records: its escape is JSON that
+    strict parsers (serde_json) refuse. Keys keep their order; what JSON cannot represent
+    (NaN, infinities, other objects) is written as a string."""
     separators = (",", ": ") if indent is not None else (",", ":")
     try:
         dumped = json.dumps(value, ensure_ascii=False, indent=indent, separators=separators,
@@ -209,6 +211,8 @@ def edge_json(value: object, *, indent: int | None = None) -> str:
     except ValueError:  # NaN or an infinity somewhere (json.loads accepts them)
         dumped = json.dumps(_finite(value), ensure_ascii=False, indent=indent,
                             separators=separators, default=str)
+    if "##[" in dumped:  # (only inside a string: `#` is nothing else in JSON)
+        dumped = dumped.replace("##[", "#\\u0023[")
     unsafe = _rx(_EDGE_JSON)
     if unsafe.search(dumped) is None:
         return dumped
