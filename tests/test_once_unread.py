@@ -366,6 +366,26 @@ def test_a_utf16_log_is_not_a_pass(tmp_path: Path) -> None:
     assert f"  - {why}\n" in r.out, r.out
 
 
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_a_utf16_log_without_a_byte_order_mark_is_not_a_pass(tmp_path: Path, codec: str) -> None:
+    """UTF-16 without a byte order mark (written by a tool that leaves it out) passed the gate
+    unread: only a file that starts with a mark was an ERROR. A start whose letters each have
+    a NUL beside them is UTF-16 too now; a UTF-8 log that begins with a hole of NULs (a crash)
+    is not taken for it."""
+    (tmp_path / "b.log").write_bytes("ok\nERROR in utf16\n".encode(codec))
+    (tmp_path / "hole.log").write_bytes(b"\0" * 300 + b"ok\nall good\n")
+    r = once(tmp_path, {"watchers": [
+        {"id": "log", "path": "b.log", "pattern": "ERROR", "gate": {"maxMatches": 0}},
+        {"id": "hole", "path": "hole.log", "pattern": "ERROR", "gate": {"maxMatches": 0}}]})
+    assert r.rc == 3, r.out + r.err
+    assert table_row(r.out, "log")[1:] == ["0", "0", "-", "ERROR"], r.out
+    assert table_row(r.out, "hole")[1:] == ["0", "0", "-", "pass"], r.out
+    why = (f"lines were never read: {tmp_path}/b.log is UTF-16 (a NUL beside each letter of its "
+           "first line, no byte order mark); watchrun reads UTF-8: convert it first (iconv -f "
+           "UTF-16LE -t UTF-8, or UTF-16BE)")
+    assert f"  - {why}\n" in r.out, r.out
+
+
 @pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress])
 def test_a_compressed_log_is_not_a_pass(tmp_path: Path, compress: Callable[[bytes], bytes]
                                         ) -> None:

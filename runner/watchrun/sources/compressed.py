@@ -1,7 +1,6 @@
 """Which files hold a compressed stream (gzip, bzip2, xz, zstd, lz4, zip), by a whole valid
 header and, for gzip, bzip2 and xz, first bytes that decompress (a text log that begins with
-`BZh` is text); what a compressed generation begins with, to tell one read before; and the
-beginnings no text pattern can match past (`UNREADABLE`)."""
+`BZh` is text); and what a compressed generation begins with, to tell one read before."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import lzma
 import os
 import struct
 import zlib
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, begins_as, fingerprint
 
@@ -138,13 +137,3 @@ def holds_whole(fd: int, cp: Checkpoint) -> bool:
     return (total == cp.offset and not d.unused_data and fingerprint(head) == cp.fingerprint
             and (not cp.tail_len or fingerprint(tail) == cp.tail))
 
-
-UNREADABLE: tuple[tuple[Callable[[bytes], bool], str, str], ...] = (
-    (lambda head: head.startswith((b"\xff\xfe", b"\xfe\xff")), "not-utf8",
-     "is UTF-16 (it starts with a byte order mark); watchrun reads UTF-8: convert it first "
-     "(iconv -f UTF-16 -t UTF-8)"),
-    (compressed, "compressed", "is compressed; watchrun reads text: watch a command that "
-     "decompresses it instead (`command: [zcat, FILE]`, or xzcat, bzcat, zstdcat)"),
-)
-"""Beginnings no text pattern can match past (UTF-16's byte order marks, as Windows tools
-write it; a gzip, bzip2, xz, zstd, lz4 or zip stream): the `error` code and message said."""

@@ -17,7 +17,6 @@ from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.sources.applies import applied, beside, left_beside
 from watchrun.sources.checkpoints import FileState
-from watchrun.sources.compressed import UNREADABLE
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Generation, Recorded, resumable
 from watchrun.sources.identity import birth_ns
@@ -26,6 +25,7 @@ from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotated import Entry
 from watchrun.sources.rotation import Rotation
 from watchrun.sources.siblings import Plan, open_at_path
+from watchrun.sources.unreadable import UNREADABLE
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
