@@ -22,6 +22,7 @@ from typing import Any
 
 from msgspec import Struct
 
+from watchrun.match.nullable import matches_empty
 from watchrun.match.sanitize import shorten
 from watchrun.match.syntax import prepare
 
@@ -107,7 +108,7 @@ def analyse(pattern: str, case_sensitive: bool) -> Analysis:
         python_only=bool(kinds & _PY_ONLY),
         always=tree.getwidth()[0] == 0
         and not kinds & (ZERO_WIDTH | {C.GROUPREF, C.GROUPREF_EXISTS}),
-        empty_line=reference.search(b"") is not None,
+        empty_line=matches_empty(tree),  # (not `reference.search(b"")`: it may backtrack)
     )
 
 
