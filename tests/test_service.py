@@ -11,11 +11,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from inproc import inproc
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 from recordcheck import validate_records
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A `run` as a process; the views and requests to the live runner in this process
+    (tests/inproc.py: the console script's `main`, without a new interpreter's CPU)."""
+    if args[0] != "run":
+        return inproc(cwd, *args)
     return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, timeout=30,
                           cwd=cwd)
 
