@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from inproc import inproc
 from liverunner import watchrun_bin
 from packaging.requirements import Requirement
 
@@ -282,15 +283,14 @@ BAD_CONFIG = ("limits: {pollMs: 5}\nwatchers:\n  - id: a\n    path: app.log\n"
 
 
 def validate_in(cwd: Path, config: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`watchrun validate` in this process (tests/inproc.py; the hook and the workflow above
+    run the console script itself), with `env` as the whole environment."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    return subprocess.run([watchrun_bin(), "validate", "-c", config], cwd=cwd,
-                          env={**clean, **env}, capture_output=True, text=True,
-                          timeout=TIMEOUT_S, check=False)
+    return inproc(cwd, "validate", "-c", config, env={**clean, **env})
 
 
 def json_diagnostics(cwd: Path, config: str) -> list[dict[str, Any]]:
-    p = subprocess.run([watchrun_bin(), "validate", "--format", "json", "-c", config], cwd=cwd,
-                       capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    p = inproc(cwd, "validate", "--format", "json", "-c", config)
     diagnostics: list[dict[str, Any]] = yaml.safe_load(p.stdout)["diagnostics"]
     return diagnostics
 
