@@ -50,10 +50,11 @@ def same_path(saved: str, path: str) -> bool:
     return saved == path or os.path.realpath(saved) == os.path.realpath(path)
 
 
-def applied(state: FileState | None, spec: WatcherSpec, name: str, *,
-            once: bool) -> tuple[FileState | None, str | None]:
+def applied(state: FileState | None, spec: WatcherSpec, name: str,
+            now: tuple[tuple[str, str], ...], *, once: bool) -> tuple[FileState | None, str | None]:
     """The checkpoint as it applies (None: set aside, read as by a new watcher) and the warning
-    that says why it was set aside. A checkpoint of another path is set aside; in a once run, so
+    that says why it was set aside; `now`: the watcher's `matching(spec)`. A checkpoint of
+    another path is set aside; in a once run, so
     is one saved under another matching, whose run judged the lines before it with another
     pattern or gate (a live runner keeps it: the lines that come are matched anew, as after a
     reload). Blocking (realpath): in a worker thread."""
@@ -64,7 +65,6 @@ def applied(state: FileState | None, spec: WatcherSpec, name: str, *,
         return None, (
             f"watcher {spec.id}: its checkpoint is of {state.path}, not of its path {name}: "
             f"set aside; {name} is read as by a new watcher ({start})")
-    now = matching(spec)
     keys = changed(state.matching, now) if once else []
     if keys:
         return None, (

@@ -121,8 +121,9 @@ class FileSource(Rotation):
         past it (as after every clean stop; `_begin` plans again when a crash left some)."""
         if self.spec.previous_id is not None:
             self.store.adopt(self.spec.previous_id, self.spec.id)
+        # (a checkpoint set aside: the first save replaces it)
         state, self._aside_note = applied(self.store.load(self.spec.id), self.spec, self.name,
-                                          once=self.once)  # (set aside: the first save replaces it)
+                                          self._matching, once=self.once)
         if state is not None:
             self._history = [cp for cp in state.generations if cp.finished][-self.max_gens :]
             self._archives = state.archives
