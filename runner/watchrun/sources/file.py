@@ -214,7 +214,7 @@ class FileSource(Rotation):
             at = os.stat(self.path)
         except OSError:
             return False
-        return (at.st_dev, at.st_ino) != (gen.dev, gen.inode)
+        return not gen.is_file(at)
 
     async def _reconcile(self, ctx: SourceContext, watch: Watch) -> None:
         """Bring everything up to date: old generations, appearance, truncation, rotation."""

@@ -69,6 +69,10 @@ class Generation:
         self.pos += len(data)
         self.tail = (self.tail + data[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
 
+    def is_file(self, st: os.stat_result) -> bool:
+        """`st` (a stat of the watched path) is of this generation's file."""
+        return (st.st_dev, st.st_ino) == (self.dev, self.inode)
+
     def rewritten(self, st: os.stat_result) -> bool:
         """Truncated below what was read, or its first bytes or the bytes before the read
         position are no longer the same (rewritten in place, maybe to a bigger size)."""

@@ -46,7 +46,7 @@ class Rotation(Followed):
             await self._gone(ctx, gen, watch, st.st_nlink)
             return
         self._gone_at = None
-        if (now_at.st_dev, now_at.st_ino) == (gen.dev, gen.inode):
+        if gen.is_file(now_at):
             if confirmed:
                 gen.saw(st)
             if unseen := self._unseen.gone(watch):
