@@ -14,6 +14,7 @@ from msgspec.structs import replace
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.once_out import close_fence, open_fence, say, stdout_failed
 from watchrun.exitcodes import ExitStatus
+from watchrun.output.safefs import write_all
 from watchrun.runtime.gate import Evidence
 
 if TYPE_CHECKING:
@@ -172,9 +173,7 @@ def write_report(path: str, data: bytes, *, append: bool = False) -> None:
             raise OSError(errno.EINVAL, "not a regular file")
         if not append:
             os.ftruncate(fd, 0)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, data)
     finally:
         os.close(fd)
 

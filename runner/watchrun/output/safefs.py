@@ -34,6 +34,7 @@ __all__ = [
     "read_bytes",
     "replace",
     "unlink",
+    "write_all",
 ]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -158,6 +159,13 @@ def create_exclusive(path: Path, mode: int) -> int:
         return _open(path, dfd, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd` (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o640, tmp: Path | None = None,
                  sync: bool = True, sync_dir: bool = False) -> None:
     """Replace `path` with `data` so a reader sees the old file or the new one, never half:
@@ -169,9 +177,7 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o640, tmp: Path | None
     try:
         try:
             os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
             if sync:
                 os.fsync(fd)
         finally:
