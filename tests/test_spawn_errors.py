@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from liverunner import fresh_python
 from test_once import once, table_row
 
 from watchrun.process.spawn import Spawner, SpawnError
@@ -79,15 +80,29 @@ def no_descriptor_left() -> Iterator[None]:
 
 
 def test_out_of_descriptors_says_so_and_where_to_raise_the_limit() -> None:
-    async def attempt(pty: bool) -> str:
-        with no_descriptor_left(), pytest.raises(SpawnError) as caught:
-            await Spawner().spawn("echo hi", cwd=None, env={}, pty=pty)
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        assert caught.value.errno_name == "EMFILE"
-        return str(caught.value).replace(f" {soft} ", " N ")
+    """Run in a fresh interpreter: in a test worker, another test's leftover thread may close
+    a descriptor meanwhile, and the spawn then finds one free."""
+    script = f"""
+import asyncio, resource, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_spawn_errors import no_descriptor_left
+from watchrun.process.spawn import Spawner, SpawnError
 
-    for pty in (False, True):  # (a pty's openpty as a pipe)
-        message = asyncio.run(attempt(pty))
+async def attempt(pty):
+    try:
+        with no_descriptor_left():
+            await Spawner().spawn("echo hi", cwd=None, env={{}}, pty=pty)
+    except SpawnError as exc:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return exc.errno_name + " " + str(exc).replace(f" {{soft}} ", " N ")
+    return "no SpawnError"
+
+for pty in (False, True):
+    print(asyncio.run(attempt(pty)))
+"""
+    for pty, line in zip((False, True), fresh_python(script), strict=True):  # (a pty: openpty)
+        errno_name, _, message = line.partition(" ")
+        assert errno_name == "EMFILE", (pty, line)
         assert message.startswith("cannot start 'echo hi': Too many open files (EMFILE; "
                                   "this runner may have "), message
         assert message.endswith("files open; each watcher needs a few: raise the limit with "
