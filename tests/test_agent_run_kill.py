@@ -86,6 +86,7 @@ def test_what_a_killed_agent_run_and_its_guardian_left_is_ended_next_time(
     try:
         wait_for(lambda: len(_three(pids)) == 3 and _recorded(config), "the agent's tree")
         leader, *kids = _three(pids)
+        first.send_signal(signal.SIGSTOP)  # (one that ran on would start another guardian)
         os.kill(guardian_of(first.pid), signal.SIGKILL)
         first.kill()
         first.wait()

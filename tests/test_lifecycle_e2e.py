@@ -152,6 +152,7 @@ def test_a_new_runner_ends_what_a_sigkilled_runner_and_its_guardian_left(tmp_pat
     try:
         wait_for(lambda: first.matches("tree") and len(_three(pids)) == 3, "the tree to be up")
         leader, *kids = _three(pids)
+        first.send(signal.SIGSTOP)  # (a runner that ran on would start another guardian)
         os.kill(guardian_of(first.pid), signal.SIGKILL)
         first.proc.kill()
         first.proc.wait()
