@@ -1,8 +1,10 @@
 """Run one `watchrun` command in this test process: the same `main` the console script calls,
-its stdout, stderr and exit status, without the ~0.1 s of CPU a new interpreter costs.
+its stdout, stderr and exit status, without the ~0.1-0.2 s of CPU a new interpreter costs.
 
-For commands that read (views, `validate`, `config`) or ask a running runner (`stop`, `add`,
-`start`, `restart`, ...). Never `run` (it takes signals and forks): it starts a process, and
+For commands that read (views, `validate`, `config`), ask a running runner (`stop`, `add`,
+`start`, `restart`, ...), or `run --once` over files only (`once_in_process` says which: it
+takes signals, becomes a subreaper and raises the descriptor limit, each put back afterwards,
+and it starts no child). Never a live `run`: it starts a process, and
 tests/test_cli_contract.py and test_packaging.py keep the console script itself under test.
 """
 
@@ -11,14 +13,47 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import json
 import os
+import resource
+import signal
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from watchrun.cli.main import main
+from watchrun.process import tree
 
 _STARTS = frozenset({"run"})
+_TAKEN = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)
+"""The signals a `run --once` takes while it runs."""
+
+
+def once_in_process(config: Mapping[str, Any], env: Mapping[str, str] | None = None) -> bool:
+    """Whether a `run --once` of `config` can run in this process: it runs no command (no
+    command watcher, agent or action: a child of a test worker would be ended by no runner of
+    its own, and the runner's end sweeps its adopted orphans), and `env` changes nothing the
+    interpreter reads at its start (PYTHONPATH and the like: the test means a new one)."""
+    text = json.dumps(config)
+    return ('"command"' not in text and not config.get("agents") and '"actions"' not in text
+            and not any(k.startswith(("PYTHON", "LD_")) and os.environ.get(k) != v
+                        for k, v in (env or {}).items()))
+
+
+@contextlib.contextmanager
+def _process_state() -> Iterator[None]:
+    """Signal handlers, the subreaper flag and the descriptor limit as they were before."""
+    handlers = {sig: signal.getsignal(sig) for sig in _TAKEN}
+    nofile, children = resource.getrlimit(resource.RLIMIT_NOFILE), tree._child_nofile
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+        tree.become_subreaper(False)
+        resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+        tree._child_nofile = children
 
 
 @contextlib.contextmanager
@@ -41,12 +76,14 @@ def inproc(cwd: Path, *args: str, env: Mapping[str, str] | None = None,
            ) -> subprocess.CompletedProcess[str]:
     """`watchrun ARGS` run in `cwd`, as `subprocess.run(..., capture_output=True, text=True)`
     would return it."""
-    assert _STARTS.isdisjoint(args[:1]), f"`{args[0]}` starts a runner: use a process"
+    assert _STARTS.isdisjoint(args[:1]) or "--once" in args, \
+        f"`{args[0]}` starts a live runner: use a process"
     out, err = io.StringIO(), io.StringIO()
     before = Path.cwd()
     os.chdir(cwd)
     try:
-        with _environ(env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with _process_state(), _environ(env), contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
             try:
                 code = main(list(args))
             except SystemExit as exc:  # argparse's usage errors, --help and --version

@@ -1,4 +1,5 @@
-"""`watchrun run --once` end to end through the console script: gates, exit codes, echo,
+"""`watchrun run --once` end to end through `main` (in this process when the run starts no
+command, `inproc.once_in_process`; the console script otherwise): gates, exit codes, echo,
 GitHub Actions annotations behind a stop-commands fence, the step summary and JUnit."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc, once_in_process
 from liverunner import as_nobody, read_records, wait_for, watchrun_bin, write_config
 
 PY, TIMEOUT_S = sys.executable, 60
@@ -42,6 +44,9 @@ def once(folder: Path, config: dict[str, Any], *args: str, merged: bool = False,
          **env: str) -> Run:
     cfg = write_config(folder, config)
     started = time.monotonic()
+    if not merged and once_in_process(config, env):  # (a process: tests/test_cli_contract.py)
+        done = inproc(folder, "run", "--once", "-c", str(cfg), *args, env=base_env(**env))
+        return Run(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
     proc = subprocess.run(
         [watchrun_bin(), "run", "--once", "-c", str(cfg), *args], cwd=folder, env=base_env(**env),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
