@@ -1,6 +1,7 @@
 """Whether a file watcher's checkpoint applies to the watcher as configured now: saved for its
-path and, for a once run, under the same matching (pattern, exclude, caseSensitive, gate); what
-it carries over (a gate's `require` seen); with none, what a once run leaves beside the file."""
+path and, for a once run, by a once run under the same matching (pattern, exclude,
+caseSensitive, gate); what it carries over (a gate's `require` seen); with none, what a once run
+leaves beside the file."""
 
 from __future__ import annotations
 
@@ -54,10 +55,11 @@ def applied(state: FileState | None, spec: WatcherSpec, name: str,
             now: tuple[tuple[str, str], ...], *, once: bool) -> tuple[FileState | None, str | None]:
     """The checkpoint as it applies (None: set aside, read as by a new watcher) and the warning
     that says why it was set aside; `now`: the watcher's `matching(spec)`. A checkpoint of
-    another path is set aside; in a once run, so
-    is one saved under another matching, whose run judged the lines before it with another
-    pattern or gate (a live runner keeps it: the lines that come are matched anew, as after a
-    reload). Blocking (realpath): in a worker thread."""
+    another path is set aside; in a once run, so is one a live runner saved (no gate judged
+    the lines before it, and those before the live runner's start were never read) and one
+    saved under another matching, whose run judged the lines before it with another pattern or
+    gate (a live runner keeps both: the lines that come are matched anew, as after a reload).
+    Blocking (realpath): in a worker thread."""
     if state is None:
         return None, None
     start = "from its first line" if once or spec.from_start else "from its end"
@@ -65,6 +67,10 @@ def applied(state: FileState | None, spec: WatcherSpec, name: str,
         return None, (
             f"watcher {spec.id}: its checkpoint is of {state.path}, not of its path {name}: "
             f"set aside; {name} is read as by a new watcher ({start})")
+    if once and state.live:
+        return None, (
+            f"watcher {spec.id}: its checkpoint was saved by a live runner (`watchrun run`), "
+            f"whose lines no gate judged: set aside; {name} is read as by a new watcher ({start})")
     keys = changed(state.matching, now) if once else []
     if keys:
         return None, (

@@ -48,6 +48,9 @@ class FileState(Struct, frozen=True):
     a once run sets aside one of another. (): saved before it was kept (applied, as then)."""
     require_seen: bool = False
     """A gate's `require` was seen in the lines up to it (`applies.Required`)."""
+    live: bool = False
+    """Saved by a live runner, whose lines no gate judged: a once run sets it aside
+    (`applies.applied`). False: saved by a once run, or before it was kept (applied, as then)."""
 
     @property
     def current(self) -> Checkpoint:
@@ -112,7 +115,7 @@ def decode(text: str) -> FileState:
     return FileState(tuple(p if p.seq is not None else replace(p, seq=seq)
                            for p in map(_position, gens)), seq, path,
                      _archives(doc.get("archives", [])), _matching(doc.get("matching", {})),
-                     doc.get("requireSeen") is True)
+                     doc.get("requireSeen") is True, doc.get("live") is True)
 
 
 def _matching(doc: Any) -> tuple[tuple[str, str], ...]:
@@ -142,6 +145,8 @@ def encode(state: FileState) -> bytes:
         doc["matching"] = dict(state.matching)
     if state.require_seen:
         doc["requireSeen"] = True
+    if state.live:  # (optional too: an older runner's once run applies it)
+        doc["live"] = True
     return (json.dumps(doc, separators=(",", ":")) + "\n").encode()
 
 
