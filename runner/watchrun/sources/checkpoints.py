@@ -49,8 +49,7 @@ class FileState(Struct, frozen=True):
     require_seen: bool = False
     """A gate's `require` was seen in the lines up to it (`applies.Required`)."""
     live: bool = False
-    """Saved by a live runner, whose lines no gate judged: a once run sets it aside
-    (`applies.applied`). False: saved by a once run, or before it was kept (applied, as then)."""
+    """Saved by a live runner, whose lines no gate judged: a once run sets it aside (`applies`)."""
 
     @property
     def current(self) -> Checkpoint:

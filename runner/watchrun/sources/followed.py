@@ -263,10 +263,9 @@ class Followed:
                 gen.done_seq = seq
 
     def _state(self) -> FileState | None:
-        opened = [*self._old, *([self._cur] if self._cur else [])]
+        opened, live = [*self._old, *([self._cur] if self._cur else [])], not self.once
         if not opened and self._pending is not None:
-            return replace(self._pending, path=self.name, matching=self._matching,
-                           live=not self.once)
+            return replace(self._pending, path=self.name, matching=self._matching, live=live)
         gens = [*self._history, *(g.checkpoint() for g in opened)]
         if not gens:
             return None
@@ -274,7 +273,7 @@ class Followed:
         if self._resume_seq is not None:
             seqs.append(self._resume_seq)
         return FileState(tuple(gens), min(seqs) if seqs else None, self.name, self._archives,
-                         self._matching, self._required.seen, not self.once)
+                         self._matching, self._required.seen, live)
 
     async def _save_failed(self, ctx: SourceContext, exc: OSError) -> None:
         await self._error(ctx, exc, f"cannot save checkpoint: {exc.strerror}", None)
