@@ -74,6 +74,9 @@ _SURROGATES = "[\ud800-\udfff]"
 _EDGE_LINE = re.compile(f"[\n{MARKS}{HIDDEN}]")
 _EDGE_LINES = f"[{MARKS}{HIDDEN}]"
 _EDGE_JSON = f"[\x7f-\x9f{MARKS}\ud800-\udfff]"
+_WORKFLOW = re.compile(r"##\[|^([ \t]*):(?=:[A-Za-z])", re.MULTILINE)
+"""What the GitHub Actions runner obeys in a line of a step's output: `##[command]` anywhere,
+`::command` at the start of a line after blanks (`edge_text` writes `#\\u0023[`, `\\u003a:`)."""
 
 
 @functools.cache
@@ -187,13 +190,17 @@ def edge_text(value: object, *, multiline: bool = False) -> str:
     """Any value as text that is safe to print: `sanitize`d (escape sequences, C0/C1 controls
     and DEL removed; tab kept), then U+2028/U+2029, bidirectional controls, the invisible
     characters (`plain.HIDDEN`) and, unless `multiline`, newlines shown as `\\n`/`\\u2028`
-    escapes. The one function every terminal
-    surface and text log line goes through."""
+    escapes; what the GitHub Actions runner would obey as a workflow command in a step's
+    output is shown escaped too (`_WORKFLOW`). The one function every terminal surface and
+    text log line goes through."""
     text, _ = sanitize(value if isinstance(value, str) else str(value))
     unsafe = _rx(_EDGE_LINES) if multiline else _EDGE_LINE
-    if unsafe.search(text) is None:
-        return text
-    return unsafe.sub(lambda m: "\\n" if m.group() == "\n" else _escape_unsafe(m), text)
+    if unsafe.search(text) is not None:
+        text = unsafe.sub(lambda m: "\\n" if m.group() == "\n" else _escape_unsafe(m), text)
+    if "##[" in text or "::" in text:  # (a line of a CI step's output: nothing it obeys)
+        text = _WORKFLOW.sub(lambda m: "#\\u0023[" if m.group(1) is None else
+                             m.group(1) + "\\u003a", text)
+    return text
 
 
 def edge_json(value: object, *, indent: int | None = None) -> str:
