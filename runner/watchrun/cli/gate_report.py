@@ -189,7 +189,8 @@ def _xml(text: str) -> str:
 
 
 def junit(verdicts: Sequence[Verdict], duration_s: float, problems: Sequence[str] = ()) -> bytes:
-    """A JUnit XML report: one testcase per gated watcher; `failure` for a crossed gate,
+    """A JUnit XML report: one testcase per verdict (each gated watcher's, and an ungated
+    one's `error`: `tests` counts them); `failure` for a crossed gate,
     `error` for a watcher that could not do its job, its text headed by what went wrong
     (`could not run`, `was interrupted`, …) (both, `error` first as junit-4.xsd orders them,
     for one that crossed its gate too); a `watchrun` testcase in `error` for a run that did
