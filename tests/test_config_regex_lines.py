@@ -100,7 +100,9 @@ def test_a_verbose_regex_may_span_lines(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("rx", "word", "forms"), [
     ("ошибка", "ошибка", "ошибка|ОШИБКА"),
     ("task (échec|failed)", "échec", "échec|ÉCHEC"),
-    ("Ошибка", "Ошибка", "Ошибка|ОШИБКА|ошибка")])
+    ("Ошибка", "Ошибка", "Ошибка|ОШИБКА|ошибка"),
+    ("\\u043e\\u0448\\u0438\\u0431\\u043a\\u0430", "ошибка", "ошибка|ОШИБКА"),
+    ("\\xe9chec", "échec", "échec|ÉCHEC")])
 def test_a_caseless_regex_with_a_non_ascii_letter_is_a_warning(
         tmp_path: Path, rx: str, word: str, forms: str) -> None:
     letter = word[0]

@@ -6,7 +6,7 @@ import re
 
 from watchrun.config.checks import Ctx, quoted
 from watchrun.config.tree import KeyPath
-from watchrun.match.regex import Analysis, C, Unsupported, analyse, walk
+from watchrun.match.regex import Analysis, C, Unsupported, analyse, literal_runs, walk
 from watchrun.match.scanning import re2_regex
 
 __all__ = ["line_checks"]
@@ -28,7 +28,7 @@ def line_checks(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool) ->
     if any(op is C.LITERAL and av == 10 for op, av in walk(analysis.tree)):
         _line_break(ctx, where, pattern, raw=not analysis.tree.state.flags & re.VERBOSE)
     if analysis.caseless:
-        _one_case(ctx, where, pattern)
+        _one_case(ctx, where, list(literal_runs(analysis.tree)))
     if _every_line(analysis):
         role = where[-1] if isinstance(where[-1], str) else "exclude"
         why = "matches the empty string, so it "
@@ -45,20 +45,17 @@ def line_checks(ctx: Ctx, where: KeyPath, pattern: str, case_sensitive: bool) ->
                                "write `^` if every line is meant")
 
 
-_WORD = re.compile(r"(?<!\\)\w+")
-"""A word of the pattern's text (not the letter of an escape such as `\\w`)."""
-
-
-def _one_case(ctx: Ctx, where: KeyPath, pattern: str) -> None:
+def _one_case(ctx: Ctx, where: KeyPath, runs: list[str]) -> None:
     """A caseless regex holding a word with a non-ASCII letter that has another case
-    (`ошибка`, `échec`): case folding is ASCII only, so the word matches only as written,
-    unless its other cases are written too."""
-    for match in _WORD.finditer(pattern):
-        word = match.group()
+    (`ошибка`, `échec`, also written as escapes, `\\u043e`): case folding is ASCII only, so the
+    word matches only as written, unless its other cases are written too. `runs`: the regex's
+    literal text (`regex.literal_runs`)."""
+    text = "\n".join(runs)
+    for word in re.findall(r"\w+", text):
         letter = next((c for c in word if not c.isascii() and c.upper() + c.lower() != c * 2),
                       None)
         forms = list(dict.fromkeys((word, word.upper(), word.lower())))
-        if letter is None or all(form in pattern for form in forms):
+        if letter is None or all(form in text for form in forms):
             continue
         ctx.report.warning(where, f"`{word}` matches only as written: "
                            "case-insensitive matching folds ASCII letters only, and "

@@ -200,6 +200,29 @@ def walk(tree: Any) -> Any:
             yield from walk(sub)
 
 
+def literal_runs(tree: Any) -> Any:
+    """Each run of literal characters of the parse tree `tree` as a string, every branch
+    included (`a\\u00e9b|c` gives `aéb`, `c`): the text the regex matches as written. A tree
+    of a bytes regex (as `analyse` parses one) holds UTF-8 bytes: decoded."""
+    unicode = bool(tree.state.flags & re.UNICODE)
+    run: list[int] = []
+
+    def text() -> str:
+        return "".join(map(chr, run)) if unicode else bytes(run).decode("utf-8", "replace")
+
+    for op, av in tree.data:
+        if op is C.LITERAL:
+            run.append(av)
+            continue
+        if run:
+            yield text()
+            run = []
+        for sub in _children(op, av):
+            yield from literal_runs(sub)
+    if run:
+        yield text()
+
+
 def _children(op: Any, av: Any) -> list[Any]:
     if op is C.BRANCH:
         return list(av[1])
