@@ -14,6 +14,7 @@ import contextlib
 import gc
 import io
 import json
+import logging
 import os
 import resource
 import signal
@@ -43,12 +44,16 @@ def once_in_process(config: Mapping[str, Any], env: Mapping[str, str] | None = N
 
 @contextlib.contextmanager
 def _process_state() -> Iterator[None]:
-    """Signal handlers, the subreaper flag and the descriptor limit as they were before."""
+    """Signal handlers, the subreaper flag, the descriptor limit and the `watchrun` logger's
+    handlers (a runner routes it into its log) as they were before."""
     handlers = {sig: signal.getsignal(sig) for sig in _TAKEN}
     nofile, children = resource.getrlimit(resource.RLIMIT_NOFILE), tree._child_nofile
+    logger = logging.getLogger("watchrun")
+    forwards, propagate = list(logger.handlers), logger.propagate
     try:
         yield
     finally:
+        logger.handlers[:], logger.propagate = forwards, propagate
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
         tree.become_subreaper(False)

@@ -5,6 +5,7 @@ for a command that succeeds, one that fails on its config, a usage error, --vers
 from __future__ import annotations
 
 import ctypes
+import logging
 import re
 import resource
 import signal
@@ -81,13 +82,14 @@ def test_a_once_run_over_files_in_process_answers_as_the_console_script(
 
 def test_a_once_run_in_process_leaves_the_process_as_it_was(tmp_path: Path) -> None:
     taken = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)
+    logger = logging.getLogger("watchrun")
     before = ({sig: signal.getsignal(sig) for sig in taken},
-              resource.getrlimit(resource.RLIMIT_NOFILE), Path.cwd())
+              resource.getrlimit(resource.RLIMIT_NOFILE), Path.cwd(), list(logger.handlers))
     (tmp_path / "app.log").write_text("ERROR\n")
     write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]})
     assert inproc(tmp_path, "run", "--once").returncode == 0
     after = ({sig: signal.getsignal(sig) for sig in taken},
-             resource.getrlimit(resource.RLIMIT_NOFILE), Path.cwd())
+             resource.getrlimit(resource.RLIMIT_NOFILE), Path.cwd(), list(logger.handlers))
     assert after == before
     flag = ctypes.c_int(-1)
     assert ctypes.CDLL(None).prctl(37, ctypes.byref(flag), 0, 0, 0) == 0  # PR_GET_CHILD_SUBREAPER
