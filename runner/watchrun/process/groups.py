@@ -4,22 +4,20 @@ so that neither a SIGKILLed runner nor the next runner of the same output dir le
 A group is named by its id and its leader's start time (pid reuse cannot fake both; for a
 leader that exited before it was recorded, the time just before its fork), plus the spawn id its
 members inherit (which also finds those that left the group with setsid). Members are verified
-in /proc before anything is signalled.
+in /proc before anything is signalled (`Group`, `members` and `end_groups` are the guardian
+process's, `guardian.py`: the runner ends a dead predecessor's groups as the guardian would).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from watchrun.output import safefs
-from watchrun.process.tree import LINUX, Stat, read_table, spawn_id_of, start_time
+from watchrun.process.guardian import Group, end_groups, members
+from watchrun.process.procstat import start_time
 
 __all__ = ["PROCESSES", "Group", "GroupRegistry", "agent_processes", "end_groups",
            "end_leftovers", "leftover_groups", "members"]
@@ -29,86 +27,6 @@ PROCESSES = "processes.json"
 
 PROCESSES_BYTES = 16 << 20
 """A groups file is read up to this much (a runner's own holds a few hundred bytes a group)."""
-KILL_ROUNDS_S = 2.0
-"""How long SIGKILL is repeated while a killed tree still forks or has members."""
-
-
-class Group(NamedTuple):
-    """A process group the runner started (a tuple: the guardian imports no msgspec)."""
-
-    pgid: int
-    start: int
-    """Start time of the leader (clock ticks since boot)."""
-    spawn_id: str
-
-    def told(self) -> str:
-        """The line that registers it with the guardian (`process/guard.py`)."""
-        return f"+{self.pgid} {self.start} {self.spawn_id}\n"
-
-
-def members(table: dict[int, Stat], group: Group, ids: Callable[[int], str | None]) -> set[int]:
-    """Live processes of `group`, each started no earlier than its leader: those in its process
-    group that carry no other spawn id, and those carrying its spawn id wherever they are (a
-    setsid escapee keeps its environment). While a group has members its id cannot be reused, so
-    a live process whose pid is the group id must be the leader itself (same start time);
-    otherwise the group ended long ago and the id now names someone else's group: only the
-    spawn id (random, one per child) then identifies members."""
-    leader = table.get(group.pgid)
-    reused = leader is not None and leader.start != group.start
-    found = set()
-    for pid, st in table.items():
-        if st.start < group.start or st.state == "Z":
-            continue
-        if st.pgid == group.pgid and not reused:
-            if ids(pid) in (None, "", group.spawn_id):  # unreadable, cleared, or ours
-                found.add(pid)
-        elif group.spawn_id and ids(pid) == group.spawn_id:
-            found.add(pid)  # left the group (setsid) but is one of ours
-    return found
-
-
-def end_groups(groups: list[Group], grace_s: float, sleep: Callable[[float], None] = time.sleep
-               ) -> int:
-    """SIGTERM every verified member of `groups`, wait up to `grace_s`, SIGKILL what is left,
-    repeating while the trees still have members. Blocking: run it in a thread. Returns how
-    many processes were signalled."""
-    if not LINUX or not groups:
-        return 0
-    ids: dict[tuple[int, int], str | None] = {}
-    me = os.getpid()
-
-    def live() -> set[int]:
-        table = read_table()
-
-        def owner(pid: int) -> str | None:
-            key = (pid, table[pid].start)
-            if key not in ids:
-                ids[key] = spawn_id_of(pid)
-            return ids[key]
-
-        # never this process: a runner started by a predecessor's command carries its spawn id
-        return set().union(*(members(table, g, owner) for g in groups)) - {me}
-
-    hit = live()
-    signalled = set(hit)
-    _kill(hit, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while hit and time.monotonic() < deadline:
-        sleep(0.05)
-        hit = live()
-    deadline = time.monotonic() + KILL_ROUNDS_S
-    while hit and time.monotonic() < deadline:
-        signalled |= hit
-        _kill(hit, signal.SIGKILL)
-        sleep(0.01)
-        hit = live()
-    return len(signalled)
-
-
-def _kill(pids: set[int], sig: signal.Signals) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
 
 
 def leftover_groups(path: Path) -> tuple[int | None, list[Group]]:

@@ -1,26 +1,40 @@
-"""The guardian: a tiny process that outlives a SIGKILLed runner just long enough to end every
-process group the runner started (PR_SET_PDEATHSIG reaches only each group's leader).
+"""The runner's side of the guardian process (`guardian.py`): a tiny process that outlives a
+SIGKILLed runner just long enough to end every process group the runner started
+(PR_SET_PDEATHSIG reaches only each group's leader).
 
 The runner holds the write end of a pipe that is the guardian's stdin and tells it
 `+PGID START SPAWN_ID` / `-PGID` as groups come and go. A clean exit sends `.` first; end of
 file without it means the runner died, and the guardian SIGKILLs what is left of each group
-(verified in /proc, see `groups.members`). Run as `python -m watchrun.process.guard`.
+(verified in /proc, see `guardian.members`). It runs `command()`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
 
-from watchrun.process.groups import Group, end_groups
+import watchrun
+from watchrun.process.groups import Group
+from watchrun.process.guardian import main
 from watchrun.process.tree import HELPERS, forking
 
-__all__ = ["Guardian", "LazyGuardian", "main"]
+__all__ = ["Guardian", "LazyGuardian", "command", "main"]
+
+
+def command() -> list[str]:
+    """The guardian's argv: `guardian.main` in this interpreter, without site (`-S`: no .pth
+    files, no site-packages; the guardian needs only the standard library and watchrun, found
+    where this runner found it) and with the environment ignored (`-I`: no PYTHONPATH,
+    PYTHONSTARTUP or user site can put code into it, and the current directory is not on its
+    path). ~15 ms of CPU instead of ~60 (docs/decisions.md)."""
+    home = os.path.dirname(os.path.dirname(os.path.abspath(watchrun.__file__)))
+    return [sys.executable, "-I", "-S", "-c",
+            f"import sys; sys.path.append({home!r}); "
+            "from watchrun.process.guardian import main; sys.exit(main())"]
 
 
 class Guardian:
@@ -33,7 +47,7 @@ class Guardian:
         try:
             with forking():  # (until it is in HELPERS no sweep takes it for a stray)
                 self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                    [sys.executable, "-m", "watchrun.process.guard"], stdin=r,
+                    command(), stdin=r,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
                 HELPERS.add(self._proc.pid)
         except OSError as exc:
@@ -148,31 +162,5 @@ class LazyGuardian:
             self._guardian.close()
 
 
-def main() -> int:
-    groups: dict[int, Group] = {}
-    buf = b""
-    while True:
-        try:
-            data = os.read(0, 65536)
-        except OSError as exc:
-            if exc.errno == errno.EINTR:
-                continue
-            data = b""
-        if not data:
-            break
-        buf += data
-        *lines, buf = buf.split(b"\n")
-        for line in lines:
-            if line == b".":
-                return 0  # the runner stopped cleanly and ended its groups itself
-            if line.startswith(b"+"):
-                pgid, start, spawn_id = line[1:].decode().split(" ", 2)
-                groups[int(pgid)] = Group(int(pgid), int(start), spawn_id)
-            elif line.startswith(b"-"):
-                groups.pop(int(line[1:]), None)
-    end_groups(list(groups.values()), grace_s=0.0)  # the runner died: no grace period
-    return 0
-
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # (`python -m watchrun.process.guard` runs it too, loading more)
     sys.exit(main())

@@ -1,4 +1,5 @@
-"""The host's process table from /proc: who belongs to a spawned tree, and reaping adoptees."""
+"""The host's process table from /proc (read by `procstat.py`): who belongs to a spawned tree,
+reaping adoptees, and the runner's prctl and rlimit calls."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import ctypes
 import os
 import resource
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import NamedTuple
 
-LINUX = sys.platform.startswith("linux")
-SPAWN_ID = "WATCHRUN_SPAWN_ID"  # in every child's env; inherited, so escapees stay attributable
+from watchrun.process.procstat import LINUX, SPAWN_ID, Stat, read_table, spawn_id_of, start_time
+
+__all__ = ["HELPERS", "LINUX", "SPAWNED", "SPAWN_ID", "Stat", "Table", "adopted_zombies",
+           "become_subreaper", "boot_ticks", "die_with_parent", "family", "forking",
+           "raise_fd_limit", "read_table", "reap", "reap_adopted", "reap_orphans", "scan",
+           "short_of_files", "spawn_id_of", "start_time"]
+
 SPAWNED: set[int] = set()  # live pids we spawned: asyncio's child watcher reaps these, never us
 HELPERS: set[int] = set()  # the runner's own children (the guardian): in no tree, reaped by theirs
 _in_flight = 0  # spawns between fork and registration; reap_orphans() waits for zero
@@ -75,17 +79,6 @@ def short_of_files(errno_name: str | None) -> str | None:
             "limit with `ulimit -n`, or LimitNOFILE= in its systemd unit")
 
 
-def start_time(pid: int) -> int | None:
-    """The start time of `pid` (clock ticks since boot, /proc/<pid>/stat field 22): with the pid
-    it names one process for good, even after the pid is reused. None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return int(raw[raw.rindex(b")") + 2 :].split()[19])
-
-
 def boot_ticks() -> int:
     """Now, in the units of `start_time` (clock ticks since boot, CLOCK_BOOTTIME as the kernel
     counts it), less one tick: no process started after this call has an earlier start time."""
@@ -102,40 +95,6 @@ def forking() -> Iterator[None]:
         yield
     finally:
         _in_flight -= 1
-
-
-class Stat(NamedTuple):
-    state: str
-    ppid: int
-    pgid: int
-    sid: int
-    start: int
-
-
-def read_table() -> dict[int, Stat]:
-    """Every process on the host, from /proc/<pid>/stat."""
-    out: dict[int, Stat] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            r = raw[raw.rindex(b")") + 2 :].split()  # comm may hold spaces and parens
-            out[int(name)] = Stat(r[0].decode(), int(r[1]), int(r[2]), int(r[3]), int(r[19]))
-    return out
-
-
-def spawn_id_of(pid: int) -> str | None:
-    """The WATCHRUN_SPAWN_ID a process was started with: "" if none, None if unreadable."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read()
-    except OSError:
-        return None
-    key = SPAWN_ID.encode() + b"="
-    return next((e[len(key) :].decode() for e in env.split(b"\0") if e.startswith(key)), "")
 
 
 def reap(pids: set[int], table: dict[int, Stat]) -> None:
