@@ -27,7 +27,7 @@ from watchrun.match.matcher import needs_backtracking
 
 RE2_BUDGET_S = 0.5
 """docs/control.md: the CPU seconds one RE2 compile of an added watcher may take."""
-PROBE = b"watchrun.runtime.compile_probe"
+PROBE = b"watchrun.runtime.compile_child"
 
 
 _USED: set[str] = set()

@@ -21,6 +21,7 @@ import math
 import os
 import random
 import resource
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -48,7 +49,7 @@ LOADED_WALL_S = 90.0
 box (here ~13 s at a load of 11 on 2 cores), and then the deadline, not the budget, would end it."""
 EXCLUDE_BOUND = 16 * 1024
 """docs/control.md: bytes of an added watcher's `exclude` regexes, all of them together."""
-PROBE = b"watchrun.runtime.compile_probe"
+PROBE = b"watchrun.runtime.compile_child"
 ALTERNATIVES = 8
 """Alternatives in each slow exclude: ~110 bytes, ~0.1 s of CPU in RE2 (measured by the test;
 far under the 0.5 s budget, which a loaded box inflating CPU time must not reach)."""
@@ -120,9 +121,12 @@ class Rewritten(Spawner):
         super().__init__()
         self.rewrite = rewrite
         self.pids: list[int] = []
+        self.started: list[tuple[list[str], bytes | None]] = []
+        """(argv, stdin) of each command as it was given."""
 
     async def spawn(self, command: str | Sequence[str], **kw: Any) -> Proc:
         assert not isinstance(command, str), command
+        self.started.append((list(command), kw.get("stdin_data")))
         proc = await super().spawn(self.rewrite(list(command)), **kw)
         self.pids.append(proc.pid)
         return proc
@@ -288,3 +292,31 @@ def test_a_check_that_dies_before_it_is_ready_is_refused_start_failed(
     assert "did not start" in error["message"], error
     assert "No module named 'encodings'" in error["message"], error  # (the cause, not the dump)
     check_one_line(error)
+
+
+def test_the_check_process_loads_only_what_the_compiles_need(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every `add` starts a check process: it loads the matcher and its engines, not the
+    runner's asyncio, spawner, config or site (~140 ms of CPU a check with them, ~75 without).
+    Its command as the runner gave it is run again, with -X importtime."""
+    seen = Rewritten(lambda argv: argv)
+    monkeypatch.setattr(compile_probe, "_SPAWNER", seen)
+
+    async def main() -> None:
+        async with Running(tmp_path, {"watchers": [_app(tmp_path)]}) as r:
+            reply = await asyncio.wait_for(ask(r, _new(tmp_path)), DEADLINE_S)
+            assert reply["ok"] is True, reply
+
+    asyncio.run(main())
+    [(argv, stdin)] = seen.started
+    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], input=stdin,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0 and b'{"done": true}' in done.stdout, done
+    lines = done.stderr.decode().splitlines()
+    assert all(x.startswith("import time:") for x in lines), done.stderr.decode()[-2000:]
+    loaded = {x.rsplit("|", 1)[-1].strip() for x in lines[1:]}
+    for heavy in ("site", "asyncio", "subprocess", "pathlib", "watchrun.process",
+                  "watchrun.runtime.compile_probe", "watchrun.config", "watchrun.output"):
+        assert heavy not in loaded, f"the check process imports {heavy}"
+    assert not [m for m in loaded if m.startswith("__editable__")], "it ran site's .pth files"
+    assert {"watchrun.match.matcher", "watchrun.runtime.compile_child"} <= loaded

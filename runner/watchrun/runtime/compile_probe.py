@@ -10,27 +10,27 @@
 # whole life WALL_S (then the runner kills it). Only a watcher whose compile stayed within them
 # is then compiled in the runner, so the loop waits at most about RE2_BUDGET_S for one regex.
 #
-# The child reads one JSON request on stdin and writes JSON lines: {"ready"} once imported,
-# {"field"} as each step begins, {"done"} at the end.
+# The child (`compile_child.py`) reads one JSON request on stdin and writes JSON lines:
+# {"ready"} once imported, {"field"} as each step begins, {"done"} at the end. It starts
+# without site (`command()`), with this runner's module search path, and imports what the
+# compiles need: ~140 ms of CPU a check before, ~75 ms after (docs/decisions.md).
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
+import os
 import re
-import signal
 import sys
 import time
 from collections import deque
 from typing import Any
 
-from watchrun.match import scanning
-from watchrun.match.matcher import Matcher, needs_backtracking
-from watchrun.match.syntax import prepare
+import watchrun
 from watchrun.process.spawn import Spawner, SpawnError, end_now
 
-__all__ = ["RE2_BUDGET_S", "TOTAL_BUDGET_S", "WALL_S", "Refusal", "probe", "regexes"]
+__all__ = ["RE2_BUDGET_S", "TOTAL_BUDGET_S", "WALL_S", "Refusal", "command", "probe",
+           "regexes"]
 
 RE2_BUDGET_S = 0.5
 """CPU seconds one RE2 compile of an added watcher may take: what the loop may wait for it.
@@ -61,6 +61,19 @@ class Refusal(Exception):
         self.code, self.extra = code, extra
 
 
+def command() -> list[str]:
+    """The child's argv: `compile_child.main` in this interpreter without site (`-S`: no .pth
+    file run, ~20 ms; the editable install's finder alone cost ~19), on this runner's module
+    search path (so it finds watchrun, google-re2, hyperscan and msgspec where the runner found
+    them), watchrun's own home first. Its environment is the runner's, as before
+    (`WATCHRUN_ENGINES`)."""
+    home = os.path.dirname(os.path.dirname(os.path.abspath(watchrun.__file__)))
+    path = [home, *(p for p in sys.path if os.path.isabs(p) and p != home)]
+    return [sys.executable, "-S", "-c",
+            f"import sys; sys.path[:] = {path!r}; "
+            "from watchrun.runtime.compile_child import main; main()"]
+
+
 def regexes(raw: Any) -> list[tuple[str, str]]:
     """(field, regex) of each regex the config's checks compile in an added watcher: `pattern`,
     `exclude[i]`, `gate.require`, those that are strings (the checks refuse the others)."""
@@ -87,8 +100,7 @@ async def probe(raw: Any) -> None:
                           "re2Budget": RE2_BUDGET_S, "totalBudget": TOTAL_BUDGET_S}).encode()
     began = time.monotonic()
     try:
-        proc = await _SPAWNER.spawn([sys.executable, "-m", __name__], cwd=None, env={},
-                                    stdin_data=request)
+        proc = await _SPAWNER.spawn(command(), cwd=None, env={}, stdin_data=request)
     except SpawnError as exc:
         raise Refusal("start_failed", f"cannot check the watcher's regexes: {exc}; nothing "
                       "was started") from None
@@ -159,65 +171,3 @@ def _verdict(lines: list[dict[str, Any]], sig: str | None, code: int | None, why
                       f"did not start ({how}{': ' + why if why else ''}); nothing was started")
     raise Refusal("bad_request", f"compiling `{field}` made the compile check fail ({how}"
                   f"{': ' + why if why else ''}); nothing was started", field=field)
-
-
-# -- the child ----------------------------------------------------------------------------------
-
-def _emit(record: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(record) + "\n")
-    sys.stdout.flush()
-
-
-def _timed_re2(budget: float) -> None:
-    """Every RE2 compile (the checks', the engines') under `budget` CPU seconds: ITIMER_PROF
-    ends this process with SIGPROF when one runs past it, even inside RE2's C++."""
-    module = scanning.re2()
-    if module is None:
-        return
-    compile_ = module.compile
-
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        signal.setitimer(signal.ITIMER_PROF, budget)
-        try:
-            return compile_(*args, **kwargs)
-        finally:
-            signal.setitimer(signal.ITIMER_PROF, 0)
-
-    module.compile = timed
-
-
-def main() -> None:
-    """The child: what `add` compiles in the runner — each regex as the config's checks do
-    (`re`, then `needs_backtracking`, which compiles RE2), then the watcher's matchers — timed."""
-    for sig in (signal.SIGPROF, signal.SIGVTALRM):
-        signal.signal(sig, signal.SIG_DFL)  # (the default: end the process)
-    request = json.loads(sys.stdin.buffer.read())
-    case = bool(request["caseSensitive"])
-    fields: list[tuple[str, str]] = [(str(f), str(rx)) for f, rx in request["regexes"]]
-    _timed_re2(float(request["re2Budget"]))
-    _emit({"ready": True})
-    signal.setitimer(signal.ITIMER_VIRTUAL, float(request["totalBudget"]))
-    valid = True
-    for field, rx in fields:
-        _emit({"field": field})
-        try:
-            re.compile(prepare(rx), 0 if case else re.IGNORECASE)
-            needs_backtracking(rx, case)
-        except (re.error, RecursionError, OverflowError, ValueError):
-            valid = False  # refused by the runner's check, which compiles no matcher then
-    found = dict(fields)
-    if valid and "pattern" in found:
-        _emit({"field": "pattern"})
-        with contextlib.suppress(ValueError):
-            Matcher(found["pattern"], [rx for f, rx in fields if f.startswith("exclude[")],
-                    case)
-        if "gate.require" in found:
-            _emit({"field": "gate.require"})
-            with contextlib.suppress(ValueError):
-                Matcher(found["gate.require"], (), case)
-    signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-    _emit({"done": True})
-
-
-if __name__ == "__main__":
-    main()
