@@ -271,23 +271,6 @@ def test_validate_checks_everything_and_loads_no_asyncio(tmp_path: Path) -> None
     assert "watchrun.sources.orphans" in second and "gone" in out2, out2
 
 
-def test_the_guardian_process_loads_little() -> None:
-    """The guardian (`python -m watchrun.process.guard`) starts beside every runner that has
-    children: it loads no msgspec (~35 ms), asyncio, config or output writer."""
-    probe = ("import sys, runpy\n"
-             "sys.argv = ['guard']\n"
-             "sys.stdin = open('/dev/null')\n"
-             "try:\n    runpy.run_module('watchrun.process.guard', run_name='__main__')\n"
-             "except SystemExit:\n    pass\n"
-             "print(' '.join(sorted(sys.modules)))\n")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True, timeout=60, stdin=subprocess.DEVNULL)
-    loaded = set(done.stdout.split())
-    assert "watchrun.process.groups" in loaded  # (the guard itself runs as __main__)
-    for absent in ("msgspec", "asyncio", "watchrun.config", "watchrun.output.sink"):
-        assert absent not in loaded, f"the guardian imports {absent}"
-
-
 def test_the_guardian_starts_with_the_first_child_not_with_the_runner() -> None:
     """A runner of files only starts no guardian process; one that spawns starts it first."""
     import asyncio
