@@ -64,6 +64,30 @@ def _load(args: argparse.Namespace, strict: bool = False) -> LoadResult:
     return result
 
 
+def _engines_checked(result: LoadResult) -> LoadResult:
+    """`validate`: a watcher whose regexes no engine `WATCHRUN_ENGINES` allows can run (or an
+    engine name it does not know) is an error, as the runner's start refuses it (exit 3)."""
+    from watchrun.match.matcher import Matcher
+
+    if result.config is None:
+        return result
+    found: list[Diagnostic] = []
+    for i, w in enumerate(result.config.watchers):
+        regexes = [("pattern", w.pattern, w.exclude)]
+        if w.gate is not None and w.gate.require is not None:
+            regexes.append(("gate.require", w.gate.require, ()))
+        for key, rx, exclude in regexes:
+            try:
+                Matcher(rx, exclude, case_sensitive=w.case_sensitive)
+            except ValueError as exc:
+                why = str(exc)
+                if "WATCHRUN_ENGINES" in why:  # (of the environment, not of a watcher)
+                    return LoadResult(None, [*result.diagnostics, Diagnostic("", why)])
+                found.append(Diagnostic(f"watchers[{i}].{key}", f"{why}; WATCHRUN_ENGINES="
+                                        f"{os.environ.get('WATCHRUN_ENGINES')} allows no other"))
+    return LoadResult(None, [*result.diagnostics, *found]) if found else result
+
+
 def _notes(w: WatcherSpec) -> list[tuple[str, str]]:
     """(key, note) for each of the watcher's regexes that RE2 cannot run."""
     from watchrun.config.validate import regex_engine_note
@@ -80,10 +104,7 @@ def _engine(w: WatcherSpec) -> str:
     """The matching engine the runner will use for this watcher's pattern."""
     from watchrun.match.matcher import best_engine
 
-    try:
-        return best_engine(w.pattern, w.case_sensitive)
-    except ValueError:
-        return "re"
+    return best_engine(w.pattern, w.case_sensitive)  # (`_engines_checked` saw it compile)
 
 
 def _source(w: WatcherSpec, config: Config) -> str:
@@ -134,7 +155,7 @@ def _validate_each(args: argparse.Namespace) -> int:
     ones = [argparse.Namespace(**{**vars(args), "config": [p], "each": False})
             for p in args.config]
     if args.format == "json":
-        results = [(one, _load(one, strict=args.strict)) for one in ones]
+        results = [(one, _engines_checked(_load(one, strict=args.strict))) for one in ones]
         valid = all(r.ok for _, r in results)
         Out(True).doc({"valid": valid, "results": [_validate_doc(o, r) for o, r in results]})
         return ExitStatus.OK if valid else ExitStatus.USAGE
@@ -144,7 +165,7 @@ def _validate_each(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     if getattr(args, "each", False) and len(args.config) > 1:
         return _validate_each(args)
-    result = _load(args, strict=args.strict)
+    result = _engines_checked(_load(args, strict=args.strict))
     files = " + ".join(str(p) for p in args.config)
     errors, warnings = len(result.errors), len(result.warnings)
     if args.format == "json":
