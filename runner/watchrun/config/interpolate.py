@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.handover import code_indexes
+from watchrun.config.programcode import program_code
 from watchrun.config.shellcode import describe_character, unsafe_character
 from watchrun.config.shellwords import contexts, quote
 from watchrun.config.tree import CMap, CSeq, KeyPath, Origin, locate
@@ -26,6 +27,13 @@ _UNSAFE = (
     "(e.g. [\"git\", \"log\", \"${{{name}}}\"]; after a shell's script, [\"sh\", \"-c\", "
     "\"git log \\\"$1\\\"\", \"sh\", \"${{{name}}}\"]), or write \"$${name}\" so that the shell "
     "reads it from the environment itself (quoting it is then the script's job)"
+)
+_IN_CODE = (
+    "`${{{name}}}` is in {what}: its value would run as code there, and no quoting makes a "
+    "value one literal in every language; pass it as an argument of its own after the code and "
+    "read it there (sys.argv, @ARGV, ARGV, process.argv; awk: `-v name=${{{name}}}`), or read "
+    "it from the environment in the code (os.environ, $ENV{{…}}, ENV[…], process.env, "
+    "ENVIRON[…])"
 )
 _REF = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|(\{[^}]*\}?))")
 
@@ -107,12 +115,18 @@ def _argv(items: list[str], env: Mapping[str, str]) -> tuple[list[str], list[lis
     """An argv template: each value stays inside its argument; the script of `sh -c SCRIPT`,
     and what `ssh`, `su -c`… hand to a shell, is a command line itself, so there each value is
     quoted as one shell word (in every argument that may be such code, told after
-    substitution: a value may name the program)."""
+    substitution: a value may name the program); an interpreter's code (`python -c`, awk's
+    program: `config/programcode.py`) takes no value."""
     plain = [interpolate(x, env)[0] for x in items]
     scripts = code_indexes(plain)
     done = [interpolate(x, env, shell="sh" if i in scripts else None)
             for i, x in enumerate(items)]
-    return [t for t, _ in done], [p for _, p in done]
+    problems = [p for _, p in done]
+    for i, what in program_code(plain).items():  # (an interpreter's code: never a value)
+        if i not in scripts:
+            problems[i] += [_IN_CODE.format(name=name, what=what)
+                            for name, _ in _parse(items[i], env)[2]]
+    return [t for t, _ in done], problems
 
 
 def _split(text: str, env: Mapping[str, str]) -> tuple[list[str], list[str]] | None:
@@ -125,6 +139,10 @@ def _split(text: str, env: Mapping[str, str]) -> tuple[list[str], list[str]] | N
         return None
     pending = iter(values)
     items = ["".join(next(pending)[1] if ch == mark else ch for ch in arg) for arg in args]
+    code = next((i for i, what in program_code(items).items() if mark in args[i]), None)
+    if code is not None:
+        name = values[sum(arg.count(mark) for arg in args[:code])][0]
+        problems.append(_IN_CODE.format(name=name, what=program_code(items)[code]))
     script = next((i for i in code_indexes(items) if mark in args[i]), None)
     if script is not None:
         name = values[sum(arg.count(mark) for arg in args[:script])][0]

@@ -16,6 +16,7 @@ from watchrun.config.clamp import RANGES, build_limits, clamp
 from watchrun.config.handover import code_indexes
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
 from watchrun.config.plans import check_dependencies
+from watchrun.config.programcode import program_code
 from watchrun.config.schema import did_you_mean
 from watchrun.config.statuses import until_status_warning
 from watchrun.config.tree import CMap, KeyPath
@@ -215,6 +216,11 @@ def _agent_command(ctx: Ctx, p: KeyPath, a: CMap) -> tuple[str, ...] | None:
         ctx.report.warning((*p, "command"), "has no {prompt} placeholder, and under `pty` its "
                            "stdin is the terminal: the prompt is appended as the last argument")
         argv = (*argv, "{prompt}")  # (without `pty`, the prompt goes to its stdin whole)
+    code = next((what for i, what in program_code(argv).items() if "{prompt}" in argv[i]), None)
+    if code is not None:
+        ctx.report.error((*p, "command"), f"has {{prompt}} inside {code}: matched log text "
+                         "would run as code; pass the prompt as an argument of its own after "
+                         "the code, or leave {prompt} out: the prompt then goes to stdin")
     if any("{prompt}" in argv[i] for i in code_indexes(argv)):
         ctx.report.error((*p, "command"), "has {prompt} inside the script of a shell's -c (or "
                          "what ssh, su -c, watch… hand to a shell): the shell would read "
