@@ -25,6 +25,8 @@ import pytest
 from inproc import inproc
 from liverunner import watchrun_bin, write_config
 
+from watchrun.cli.main import parse
+
 CONFIG: dict[str, Any] = {
     "watchers": [
         {"id": "build", "command": "echo ERROR boom; echo fine", "pattern": "ERROR",
@@ -84,7 +86,10 @@ READERS = [
 
 def placements(cmd: list[str], pos: list[str]) -> list[list[str]]:
     c = ["-c", "watch.yaml"]
-    return [[*c, *cmd, *pos], [*cmd, *c, *pos], [*cmd, *pos, *c]]
+    found = [[*c, *cmd, *pos], [*cmd, *c, *pos], [*cmd, *pos, *c]]
+    if len(cmd) == 2:  # (`agent list`: also between the command and its action)
+        found.append([cmd[0], *c, cmd[1], *pos])
+    return found
 
 
 @pytest.mark.parametrize(("cmd", "pos"), READERS, ids=[" ".join(c) for c, _ in READERS])
@@ -106,7 +111,7 @@ def test_c_anywhere_and_json_is_one_camel_case_object(site: Path, cmd: list[str]
             assert keys_not_camel(doc) == []
         outs.append(doc)
     if tuple(cmd) not in SEED_SHAPED:  # (the seed views carry the time they were made)
-        assert outs[0] == outs[1] == outs[2]
+        assert all(out == outs[0] for out in outs)
 
 
 def test_the_issues_two_command_lines(site: Path) -> None:
@@ -548,3 +553,17 @@ def test_status_and_list_of_a_damaged_snapshot_say_so(tmp_path: Path) -> None:
     (entry,) = doc["watchers"]
     assert (entry["id"], entry["status"]) == ("app", "unreadable")
     assert "app.status.json cannot be read" in entry["lastError"]
+
+
+@pytest.mark.parametrize("between", [["--json"], ["--output-dir", "out"], ["--config=w.yaml"],
+                                     ["-c", "w.yaml", "--json", "--output-dir=out"]])
+def test_options_between_agent_and_its_action_are_the_actions(between: list[str]) -> None:
+    """`watchrun agent -c w.yaml list` said "invalid choice: 'w.yaml'" and `agent --json list`
+    "unrecognized arguments: --json", though -c goes "anywhere on the line" (README)."""
+    assert vars(parse(["agent", *between, "list"])) == vars(parse(["agent", "list", *between]))
+
+
+def test_agent_without_its_action_says_an_action_is_due(tmp_path: Path) -> None:
+    done = inproc(tmp_path, "agent", "-c", "w.yaml")
+    assert done.returncode == 2
+    assert "the following arguments are required: ACTION" in done.stderr, done.stderr

@@ -52,12 +52,24 @@ def _names_where(words: Sequence[str]) -> bool:
 
 def normalize(argv: Sequence[str]) -> list[str]:
     """`watchrun [-c FILE…] [run options]` without a command means `watchrun run …`; options
-    before a command stay where they are (the top-level parser takes -c/--output-dir/--json)."""
+    before a command stay where they are (the top-level parser takes -c/--output-dir/--json),
+    and those between `agent` and its action go after the action, whose parser takes them."""
     words = list(argv)
     if any(w in ("-h", "--help", "--version") for w in words[:1]):
         return words
-    if _command_at(words) is None:
+    at = _command_at(words)
+    if at is None:
         words.insert(0, "run")
+    elif words[at] == "agent":  # (-c/--output-dir/--json between it and its action: after it)
+        moved, j = [], at + 1
+        while j < len(words) and words[j].split("=")[0] in (*_WHERE, "--json"):
+            step = 1 if "=" in words[j] or words[j] == "--json" else 2
+            moved += words[j:j + step]
+            j += step
+        if moved and j < len(words):
+            words[at + 1:j + 1] = [words[j], *moved]
+        elif moved:  # (no action: before `agent`, so its usage says an action is due)
+            words[at:j] = [*moved, words[at]]
     return words
 
 
