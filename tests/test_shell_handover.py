@@ -1,5 +1,6 @@
 """A `${VAR}` in what another program hands to a shell is shell code (docs/config.md): ssh's
-remote command, `su -c`, `runuser -c`, `flock FILE -c`, `script -c`, `watch CMD`. They were
+remote command, `su -c`, `runuser -c`, `flock FILE -c`, `script -c`, `watch CMD`, `env -S`'s
+string, `git -c` values (an alias `!cmd`), tmux's commands. They were
 passed on as one argument, unchecked, and that program's shell ran `V='x; touch pwned'`. Now
 such a value is refused at load like one in `sh -c SCRIPT`, and an ordinary one is quoted as one
 word, checked by running the real flock, script and su (ssh by a stand-in for its far side)."""
@@ -44,6 +45,11 @@ exec sh -c "$*"
     (["watch", "-x", "tail", "x"], []), (["watch", "-tx", "tail"], []),
     (["watch", "--exec", "tail"], []),
     (["grep", "-c", "su", "f"], []), (["bash", "-c", "s"], [2]),
+    (["env", "-S", "sh -c x"], [2]), (["env", "-i", "-u", "A", "-SX"], [4]),
+    (["env", "--split-string=x y"], [1]), (["env", "A=1", "tail", "f"], []),
+    (["git", "-c", "alias.x=!cmd", "x"], [2]), (["git", "log", "--oneline"], []),
+    (["tmux", "new-session", "-d", "cmd"], [2, 3]), (["tmux", "-L", "s", "run-shell", "x"], [4]),
+    (["tmux", "-c", "cmd"], [2]),
 ])
 def test_what_a_program_hands_to_a_shell_is_shell_code(argv: list[str],
                                                        indexes: list[int]) -> None:
@@ -68,6 +74,10 @@ def commands(folder: Path) -> list[tuple[list[str], str, str | None]]:
     path = f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"
     found: list[tuple[list[str], str, str | None]] = [
         (["ssh", "-p", "22", "host", "echo", "got", "${V}"], "watchers[0].command[6]", path)]
+    found.append((["env", "-S", "echo got ${V}"], "watchers[0].command[2]", None))
+    if shutil.which("git"):
+        found.append((["git", "-c", "alias.w=!echo got ${V}", "w"], "watchers[0].command[2]",
+                      None))
     if shutil.which("flock"):
         found.append((["flock", str(folder / "lock"), "-c", "echo got ${V}"],
                       "watchers[0].command[3]", None))
@@ -106,3 +116,15 @@ def test_an_agent_prompt_there_is_refused(tmp_path: Path) -> None:
     assert "agents[0].command: has {prompt} inside the script of a shell's -c (or what ssh" \
         in res.stdout
     assert "leave {prompt} out: the prompt then goes to stdin" in res.stdout
+
+
+def test_an_agent_prompt_in_env_split_string_is_refused(tmp_path: Path) -> None:
+    """`["env", "-S", "sh -c 'echo got {prompt}'"]` passed `validate`, and a matched line
+    `ERROR x; touch pwned` ran as shell code (the claims audit)."""
+    cfg = write_config(tmp_path, {"agents": [{
+        "name": "a", "provider": "generic", "command": ["env", "-S",
+                                                        "sh -c 'echo got {prompt}'"]}]})
+    res = subprocess.run([watchrun_bin(), "validate", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert res.returncode == 2, res.stdout
+    assert "agents[0].command: has {prompt} inside the script of a shell's -c" in res.stdout

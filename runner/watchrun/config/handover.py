@@ -1,5 +1,6 @@
 """Which arguments of a list command other programs hand to a shell: ssh's remote command,
-`su -c`, `runuser -c`, `flock FILE -c`, `script -c`, and what `watch` runs.
+`su -c`, `runuser -c`, `flock FILE -c`, `script -c`, what `watch` runs, `env -S`'s string,
+`git -c` values (an alias `!cmd`, `core.pager`… run by a shell) and tmux's commands.
 
 None of these is a shell, but each passes a string to one (the remote user's login shell, the
 target user's shell, `sh -c`), which reads it as code: a `${VAR}` there is shell code as much as
@@ -94,7 +95,41 @@ def _watch(argv: Sequence[str], at: int) -> list[int]:
     return list(range(first, len(argv)))
 
 
+def _env(argv: Sequence[str], at: int) -> list[int]:
+    """`env -S STRING` (`-SSTRING`, `--split-string[=]STRING`): split with shell-like quoting
+    into the command to run; a value's quotes as one shell word hold there too."""
+    j = at + 1
+    while j < len(argv) and argv[j].startswith("-") and argv[j] not in ("-", "--"):
+        arg = argv[j]
+        if arg.startswith("--split-string"):
+            return [j] if "=" in arg else [j + 1]
+        if not arg.startswith("--"):
+            letters = arg[1:]
+            at_s = next((k for k, c in enumerate(letters) if c in "SuC"), None)
+            if at_s is not None and letters[at_s] == "S":
+                return [j + 1] if at_s == len(letters) - 1 else [j]
+            if at_s is not None and at_s == len(letters) - 1:
+                j += 1  # (-u NAME, -C DIR)
+        j += 1
+    return []
+
+
+def _git(argv: Sequence[str], at: int) -> list[int]:
+    """`git -c NAME=VALUE …`: many values are run by a shell (an alias `!cmd`, `core.pager`,
+    `core.sshCommand`, `credential.helper`…), so every one is taken for code."""
+    return [j + 1 for j in range(at + 1, len(argv) - 1) if argv[j] == "-c"]
+
+
+def _tmux(argv: Sequence[str], at: int) -> list[int]:
+    """`tmux [options] COMMAND ARG…`: `new-session CMD`, `run-shell CMD`, `send-keys KEYS`…
+    hand a shell its arguments; and `tmux -c CMD` runs CMD with the user's shell."""
+    command = _options(argv, at + 1, frozenset("LSfcT"))
+    found = [j + 1 for j in range(at + 1, command) if argv[j] == "-c"]
+    return found + list(range(command + 1, len(argv)))
+
+
 _READERS: dict[str, Callable[[Sequence[str], int], list[int]]] = {
     "ssh": _ssh, "autossh": _ssh, "su": _command_option, "runuser": _command_option,
-    "script": _command_option, "flock": _flock, "watch": _watch}
+    "script": _command_option, "flock": _flock, "watch": _watch, "env": _env, "git": _git,
+    "tmux": _tmux}
 """The programs by name (after a version suffix, as shells are), and how each is read."""
