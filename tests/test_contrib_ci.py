@@ -196,6 +196,9 @@ def test_the_pre_commit_hook_is_declared_for_python() -> None:
     # README has you keep these in your repository; validate refused them, failing each commit
     (".github/watchrun-problem-matcher.json", False), ("schemas/watch.schema.json", False),
     (".vscode/watch.schema.json", False), ("watch.schema.yaml", True),
+    # the names README lists, and the one it says is not taken
+    ("watch-ci.yaml", True), ("watch.prod.yml", True), ("watchrun.json", True),
+    (".watchrun.toml", True), ("watch_ci.yaml", False),
 ])
 def test_the_hook_checks_watchrun_config_names(path: str, checked: bool) -> None:
     h = hook()
