@@ -91,7 +91,7 @@ COMMANDS: dict[str, Command] = {
         Command("schema", "print a JSON Schema (config, record, agent-watch, transcript)",
                 "examples:\n  watchrun schema > watch.schema.json\n  watchrun schema record",
                 configure_schema, "watchrun.cli.config_cmds:cmd_schema", "none"),
-        Command("init", "write a commented starter config",
+        Command("init", "write a starter config (commented in YAML)",
                 "examples:\n  watchrun init\n  watchrun init ci/watch.yaml\n  watchrun init "
                 "watch.toml", configure_init, "watchrun.cli.config_cmds:cmd_init", "none"),
         Command("list", "every watcher with its status and counts (live runner or not)",
