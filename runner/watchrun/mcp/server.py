@@ -11,6 +11,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any, cast
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
@@ -35,7 +36,7 @@ from watchrun.mcp.tool import Tool
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.signals import handle_signals
 
-__all__ = ["build_server", "serve"]
+__all__ = ["build_server", "serve", "serve_session"]
 
 INSTRUCTIONS = (
     "watchrun watches files and commands for log patterns. Use the `watch` tool: `add` a "
@@ -169,8 +170,17 @@ async def serve(config: Config, log: RunLog, cwd: str, broken: str | None = None
     """Serve one MCP session on stdin/stdout; return when it has ended and everything it
     started has stopped. `broken`: the config is invalid, and every call answers that."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a client gone: EPIPE, and we clean up
-    loop = asyncio.get_running_loop()
     lines = await StdinLines.open()
+    await serve_session(config, log, cwd, broken, lines, signals=lines is not None)
+
+
+async def serve_session(config: Config, log: RunLog, cwd: str, broken: str | None,
+                        lines: StdinLines | None, stdout: anyio.AsyncFile[str] | None = None, *,
+                        signals: bool = False) -> None:
+    """`serve`'s session: the client's messages from `lines` (None: the SDK reads stdin), the
+    answers to `stdout` (an async text file; None: the process's stdout), SIGTERM and SIGINT
+    ending it when `signals`. (A test serves one on pipes in its own process.)"""
+    loop = asyncio.get_running_loop()
 
     def end() -> None:
         if lines is not None:
@@ -181,10 +191,10 @@ async def serve(config: Config, log: RunLog, cwd: str, broken: str | None = None
         followers = Followers(config.output.dir, config.limits.poll_ms, log)
         tg.create_task(followers.run(), name="resource-followers")
         server = build_server(Tool(config, runners, cwd, broken), followers, log)
-        handled = (signal.SIGTERM, signal.SIGINT) if lines is not None else ()
+        handled = (signal.SIGTERM, signal.SIGINT) if signals else ()
         restore = handle_signals(loop, dict.fromkeys(handled, end))
         try:
-            async with stdio_server(stdin=cast(Any, lines)) as (read, write):
+            async with stdio_server(stdin=cast(Any, lines), stdout=stdout) as (read, write):
                 if lines is not None:
                     lines.answer_to(write)  # what the SDK would drop is answered there
                 options = server.create_initialization_options(

@@ -62,6 +62,12 @@ class StdinLines:
             os.dup2(null, 0)
         finally:
             os.close(null)
+        return await cls.of_fd(fd)
+
+    @classmethod
+    async def of_fd(cls, fd: int) -> StdinLines:
+        """The lines read from `fd` (a pipe or a socket, which it now owns): stdin's private
+        duplicate, or a pipe of a session served in a test's process."""
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=MAX_LINE)
         pipe = os.fdopen(fd, "rb", buffering=0)
