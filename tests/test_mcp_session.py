@@ -16,12 +16,11 @@ import anyio
 import mcp_types as types
 import pytest
 from inproc import inproc
-from liverunner import DEADLINE_S, read_records, spawned_by, watchrun_bin, write_config
+from liverunner import DEADLINE_S, read_records, spawned_by, write_config
 from mcp import Client as SdkClient
-from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
-from mcpclient import Client, alive, mcp_session, server_env, until
+from mcpclient import Client, alive, inproc_transport, mcp_inproc, mcp_session, until
 
 from watchrun.mcp.calls import APPLIES
 
@@ -50,7 +49,7 @@ def test_the_tool_is_listed_and_bad_calls_are_refused_before_anything_happens(
     work.mkdir()
 
     async def body() -> None:
-        async with mcp_session(work) as c:
+        async with mcp_inproc(work) as c:
             tools = (await c.session.list_tools()).tools
             assert [t.name for t in tools] == ["watch"]
             tool = tools[0]
@@ -88,7 +87,7 @@ def test_every_action_on_a_file_and_a_command_watcher(tmp_path: Path) -> None:
     app.write_text("ERROR before the add: followed from the end, not matched\n")
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             added = await c.ok(action="add", path="app.log", pattern="ERROR",
                                exclude=["ignore"], label="the app")
             w1 = added["watch"]
@@ -166,7 +165,7 @@ def test_secrets_are_redacted_in_what_the_agent_is_sent(tmp_path: Path) -> None:
     secret = "ERROR login AKIAIOSFODNN7EXAMPLE password=hunter2xyz"
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             await c.ok(action="add", path="app.log", pattern="ERROR")
             added = await c.ok(action="add", command="echo started; exec sleep 600 "
                                "# password=hunter2xyz", pattern="started")
@@ -194,7 +193,7 @@ def test_a_secret_cut_at_max_line_bytes_leaves_no_head_in_matches(tmp_path: Path
     token = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             await c.ok(action="add", path="app.log", pattern="ERROR")
             append(app, "ERROR " + "x" * (65536 - 6 - 1 - 25) + f" {token} tail\n"
                    + "INFO " + "y" * (4096 - 5 - 1 - 25) + f" {token} tail\n")
@@ -261,7 +260,7 @@ def test_a_subscribed_watcher_sends_an_update_when_it_matches(tmp_path: Path) ->
     log.write_text("")
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             await c.ok(action="add", path="app.log", pattern="ERROR")
             await until(lambda: _now(c.list_changed()), "resources/list_changed after add")
             uri = "watchrun://watchers/w1/matches"
@@ -291,29 +290,31 @@ def test_a_subscribed_watcher_sends_an_update_when_it_matches(tmp_path: Path) ->
 
 def test_a_2026_client_listens_for_updates_instead(tmp_path: Path) -> None:
     """The 2026-07-28 protocol replaces resources/subscribe with subscriptions/listen: the SDK's
-    `Client` negotiates it over stdio and gets the same updates on its listen stream."""
+    `Client` negotiates it over the stdio wire (served in this process: `inproc_transport`) and
+    gets the same updates on its listen stream."""
     log = tmp_path / "app.log"
     log.write_text("")
 
     async def body() -> None:
-        params = StdioServerParameters(command=watchrun_bin(), args=["mcp"], cwd=str(tmp_path),
-                                       env=server_env())
-        async with SdkClient(params, mode="2026-07-28") as client:
-            added = await client.call_tool("watch", {"action": "add", "path": "app.log",
-                                                     "pattern": "ERROR"})
-            assert not added.is_error
-            uri = "watchrun://watchers/w1/matches"
-            async with client.listen(resource_subscriptions=[uri]) as sub:
-                assert sub.honored is not None and sub.honored.resource_subscriptions == [uri]
-                append(log, "ERROR over the new wire\n")
-                with anyio.fail_after(DEADLINE_S):
-                    async for event in sub:
-                        if event == ResourceUpdated(uri):
-                            break
-            read = await client.read_resource(uri)
-            block = read.contents[0]
-            assert isinstance(block, types.TextResourceContents)
-            assert json.loads(block.text)["matches"] == "ERROR over the new wire"
+        with (tmp_path / "mcp.err").open("w") as err:
+            async with SdkClient(inproc_transport(tmp_path, err=err),
+                                 mode="2026-07-28") as client:
+                added = await client.call_tool("watch", {"action": "add", "path": "app.log",
+                                                         "pattern": "ERROR"})
+                assert not added.is_error
+                uri = "watchrun://watchers/w1/matches"
+                async with client.listen(resource_subscriptions=[uri]) as sub:
+                    assert sub.honored is not None
+                    assert sub.honored.resource_subscriptions == [uri]
+                    append(log, "ERROR over the new wire\n")
+                    with anyio.fail_after(DEADLINE_S):
+                        async for event in sub:
+                            if event == ResourceUpdated(uri):
+                                break
+                read = await client.read_resource(uri)
+                block = read.contents[0]
+                assert isinstance(block, types.TextResourceContents)
+                assert json.loads(block.text)["matches"] == "ERROR over the new wire"
     run(body)
 
 
