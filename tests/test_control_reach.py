@@ -25,7 +25,7 @@ from liverunner import (
     watchrun_bin,
     write_config,
 )
-from mcpclient import mcp_session
+from mcpclient import mcp_inproc
 from test_control_faults import resetting_runner
 
 from watchrun.runtime.client import NoReply, NotListening, request
@@ -151,7 +151,7 @@ def test_the_mcp_tool_says_a_runner_it_cannot_reach_is_there(live: LiveRunner) -
     (live.out / "control.sock").rename(saved)
 
     async def body() -> None:
-        async with mcp_session(live.config.parent, "-c", str(live.config)) as c:
+        async with mcp_inproc(live.config.parent, "-c", str(live.config)) as c:
             for args in ({"action": "list"}, {"action": "stop", "id": "app"},
                          {"action": "add", "path": "new.log", "pattern": "x"}):
                 text = await c.error(**args)

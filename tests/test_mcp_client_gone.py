@@ -13,7 +13,7 @@ import anyio
 import pytest
 from liverunner import read_records, spawned_by, wait_for, write_config
 from mcp.shared.exceptions import MCPError
-from mcpclient import mcp_session
+from mcpclient import mcp_inproc
 from test_mcp_faults import RawClient
 
 DEAF = "trap 'echo >> termed' TERM; echo up; while :; do sleep 0.1; done"
@@ -78,7 +78,7 @@ def test_a_stop_call_the_client_gives_up_on_still_stops_and_records_it(tmp_path:
     jsonl = tmp_path / ".watchrun" / "watchers" / "w1.jsonl"
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             await c.ok(action="add", command=DEAF, pattern="x")
             with pytest.raises(MCPError):  # its timeout: the SDK sends notifications/cancelled
                 await c.session.call_tool("watch", {"action": "stop", "id": "w1"},

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
-from mcpclient import alive, mcp_session
+from mcpclient import alive, mcp_inproc
 from test_stuck_calls import HANGS
 
 from watchrun.runtime.client import request
@@ -155,7 +155,7 @@ def test_an_oversized_pattern_is_refused_before_it_is_checked(tmp_path: Path) ->
     write_config(tmp_path, {"watchers": []})
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             text = await c.error(action="add", command="true", pattern="E|" * (1 << 19))
             assert text == ("watch add: `pattern` is 1048576 bytes, over the 16384-byte (16 KiB) "
                             "limit of a watcher added at runtime")

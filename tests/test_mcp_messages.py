@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 from liverunner import write_config
-from mcpclient import mcp_session
+from mcpclient import mcp_inproc
 
 from watchrun.mcp.calls import APPLIES
 
@@ -18,7 +18,7 @@ def test_backtracking_advice_is_what_the_tool_and_a_config_can_do(tmp_path: Path
     assert "backtracking" not in APPLIES["add"]
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             await c.ok(action="add", path="app.log", pattern="ERROR")  # w1, another watcher
             for given in ({}, {"id": "mine"}):
                 text = await c.error(action="add", path="app.log", pattern="a(?=b)", **given)
@@ -39,7 +39,7 @@ def test_status_of_a_cleared_watcher_says_it_was_cleared(tmp_path: Path) -> None
     write_config(tmp_path, {"watchers": []})
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             await c.ok(action="add", path="app.log", pattern="ERROR")
             await c.ok(action="add", path="app.log", pattern="WARN")
             await c.ok(action="stop", id="w1")

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 from liverunner import write_config
-from mcpclient import mcp_session, until
+from mcpclient import mcp_inproc, until
 
 MAX_RESULT_BYTES = 1 << 20
 """The cap (`watchrun.mcp.schema.MAX_RESULT_BYTES`, as the README says it)."""
@@ -29,7 +29,7 @@ def test_a_result_holds_at_most_1_mib_of_lines_and_says_what_it_left_out(
     app.write_text("")
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             await c.ok(action="add", path="app.log", pattern="ERROR")
             start = (await c.ok(action="matches", id="w1"))["cursor"]
             with app.open("a") as f:

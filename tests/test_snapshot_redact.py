@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
-from mcpclient import mcp_session
+from mcpclient import mcp_inproc
 
 SECRET = "s3cretPassw0rdValue"
 TOKEN = "AKIAIOSFODNN7EXAMPLE"
@@ -54,7 +54,7 @@ def test_a_command_lines_secret_is_redacted_in_every_status_answer(tmp_path: Pat
         assert SECRET not in shown.stdout and TOKEN not in shown.stdout, (args, shown.stdout)
 
     async def body() -> None:
-        async with mcp_session(tmp_path, "--output-dir", str(out)) as c:
+        async with mcp_inproc(tmp_path, "--output-dir", str(out)) as c:
             for wid in ("db", "dbs"):
                 result = await c.call(action="status", id=wid)
                 assert not result.is_error and result.structured_content is not None
