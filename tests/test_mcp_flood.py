@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 from liverunner import LiveRunner, processes, wait_for, write_config
-from mcpclient import Client, mcp_session, until
+from mcpclient import Client, mcp_inproc, mcp_session, until
 
 from watchrun.mcp.reads import read_matches
 from watchrun.mcp.resources import MIN_GAP_S, uri_of
@@ -45,10 +45,11 @@ def rss_kb(pid: int) -> int:
 
 
 def flooded(tmp_path: Path, body: Callable[[Client, Path], Awaitable[None]],
-            max_bytes: int = MAX_BYTES) -> None:
+            max_bytes: int = MAX_BYTES, *, process: bool = False) -> None:
     """`body(client, the flood's JSONL)` in an MCP session beside a live runner whose watcher
     `flood` prints ERROR lines as fast as it can, its resource subscribed (and, with a small
-    `max_bytes`, rotated twice)."""
+    `max_bytes`, rotated twice). The session is served in this process (tests/mcpclient.py),
+    or with `process` by a `watchrun mcp` process (whose memory is watched)."""
     config = write_config(tmp_path, {
         "output": {"maxBytes": max_bytes, "keep": 2},
         "watchers": [{"id": "flood", "command": FLOOD, "pattern": "ERROR"}]})
@@ -58,7 +59,8 @@ def flooded(tmp_path: Path, body: Callable[[Client, Path], Awaitable[None]],
         runner.wait_running()
 
         async def session() -> None:
-            async with mcp_session(tmp_path, "-c", str(config)) as c:
+            serve = mcp_session if process else mcp_inproc
+            async with serve(tmp_path, "-c", str(config)) as c:
                 await c.session.subscribe_resource(uri_of("flood"))
                 inodes: set[int] = set()
 
@@ -112,7 +114,7 @@ def test_the_subscribed_flood_is_read_at_once_and_the_server_stays_small(
             read = await c.session.read_resource(uri)
         assert time.monotonic() - asked < 5 and read.contents
         await written(300_000)
-    flooded(tmp_path, body, 64 << 20)
+    flooded(tmp_path, body, 64 << 20, process=True)
 
 
 async def _seq(jsonl: Path) -> int:

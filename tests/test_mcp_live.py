@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 from inproc import inproc
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
-from mcpclient import mcp_session, until
+from mcpclient import mcp_inproc, mcp_session, until
 
 
 def listed(config: Path, *, process: bool = False) -> dict[str, dict[str, Any]]:
@@ -131,7 +131,7 @@ def test_list_without_a_runner_shows_the_snapshots_left(tmp_path: Path) -> None:
         runner.wait_running()
 
         async def body() -> None:
-            async with mcp_session(tmp_path, "-c", str(config)) as c:
+            async with mcp_inproc(tmp_path, "-c", str(config)) as c:
                 await c.ok(action="add", path="app.log", pattern="WARN", id="mine")
                 wait_for(lambda: (runner.out / "state" / "mine.status.json").exists(),
                          "its status snapshot")
@@ -158,7 +158,7 @@ def test_list_without_a_runner_returns_500_watchers_and_counts_the_rest(tmp_path
         (state / f"w{i:03d}.status.json").write_text(json.dumps(snap))
 
     async def body() -> None:
-        async with mcp_session(tmp_path) as c:
+        async with mcp_inproc(tmp_path) as c:
             got = await c.ok(action="list")
             assert (got["runner"], len(got["watches"]), got["omitted"]) == ("none", 500, 100)
             assert got["watches"][-1]["id"] == "w499"
