@@ -21,6 +21,7 @@ import codecs
 import contextlib
 import io
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -207,10 +208,7 @@ async def inproc_transport(cwd: Path, *args: str, err: TextIO) -> AsyncIterator[
         config = served_config(args, log, err)
         to_server_r, to_server_w = os.pipe()
         from_server_r, from_server_w = os.pipe()
-        server_out = anyio.wrap_file(io.TextIOWrapper(os.fdopen(from_server_w, "wb"),
-                                                      encoding="utf-8"))
         to_server = os.fdopen(to_server_w, "wb")
-        lines = await StdinLines.of_fd(to_server_r)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         from_server = os.fdopen(from_server_r, "rb", buffering=0)
@@ -222,9 +220,8 @@ async def inproc_transport(cwd: Path, *args: str, err: TextIO) -> AsyncIterator[
 
         async def server() -> None:
             try:
-                await serve_session(config, log, str(cwd), None, lines, server_out)
+                await _serve_on(config, log, cwd, to_server_r, from_server_w)
             finally:
-                await server_out.aclose()  # (the process's stdout closes as it exits)
                 served.set()
 
         async def stdout_reader() -> None:  # as stdio_client's: strict UTF-8, line by line
@@ -275,6 +272,52 @@ async def inproc_transport(cwd: Path, *args: str, err: TextIO) -> AsyncIterator[
         finally:
             pipe.close()
             to_server.close()
+
+
+async def _serve_on(config: Config, log: RunLog, cwd: Path, stdin: int, stdout: int) -> None:
+    """`serve_session` reading descriptor `stdin` and answering on `stdout` (both pipes, which
+    it owns), as `watchrun mcp` does on its own; `stdout` is closed once it has ended (as the
+    process's is when it exits)."""
+    out = anyio.wrap_file(io.TextIOWrapper(os.fdopen(stdout, "wb"), encoding="utf-8"))
+    try:
+        await serve_session(config, log, str(cwd), None, await StdinLines.of_fd(stdin), out)
+    finally:
+        await out.aclose()
+
+
+class ThreadServer:
+    """`watchrun mcp ARGS` served in this process on a thread of its own (its own event loop),
+    for a client that writes `stdin` and reads `stdout` with blocking calls (the raw client of
+    tests/test_mcp_faults.py). Not for a session that starts its own runner: a runner takes
+    signals, which only the main thread may."""
+
+    def __init__(self, cwd: Path, *args: str, err: TextIO) -> None:
+        with _cwd(cwd):
+            log = RunLog(parse(["mcp", *args]).log_format, stream=err)
+            config = served_config(args, log, err)
+        to_server_r, to_server_w = os.pipe()
+        from_server_r, from_server_w = os.pipe()
+        self.stdin = os.fdopen(to_server_w, "wb")
+        self.stdout = os.fdopen(from_server_r, "rb", buffering=0)
+        self.failure: BaseException | None = None
+
+        def run() -> None:
+            try:
+                asyncio.run(_serve_on(config, log, cwd, to_server_r, from_server_w))
+            except BaseException as exc:
+                self.failure = exc
+
+        self.thread = threading.Thread(target=run, name="mcp-server", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        """Close its stdin (the session ends) and wait for it to end; a session that does not
+        end within DEADLINE_S, or one that failed, fails the test."""
+        self.stdin.close()
+        self.thread.join(DEADLINE_S)
+        self.stdout.close()
+        assert not self.thread.is_alive(), f"the session did not end within {DEADLINE_S}s"
+        assert self.failure is None, repr(self.failure)
 
 
 def _write(f: io.BufferedWriter, data: bytes) -> None:

@@ -12,12 +12,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import pytest
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
-from mcpclient import alive, mcp_inproc
+from mcpclient import ThreadServer, alive, mcp_inproc
 from test_stuck_calls import HANGS
 
 from watchrun.runtime.client import request
@@ -26,13 +26,26 @@ MAX_LINE = 4 << 20
 
 
 class RawClient:
-    """`watchrun mcp` driven by hand-written JSON-RPC lines (what a faulty client sends)."""
+    """`watchrun mcp` driven by hand-written JSON-RPC lines (what a faulty client sends): a
+    process, or with `inproc` served on a thread of this process (mcpclient.ThreadServer: no
+    session that starts its own runner)."""
 
-    def __init__(self, cwd: Path, *args: str, argv: list[str] | None = None) -> None:
-        self.err = (cwd / f"mcp-{time.monotonic_ns()}.err").open("wb")
-        self.proc = subprocess.Popen([*(argv or [watchrun_bin()]), "mcp", *args], cwd=cwd,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err)
+    def __init__(self, cwd: Path, *args: str, argv: list[str] | None = None,
+                 inproc: bool = False) -> None:
+        err = cwd / f"mcp-{time.monotonic_ns()}.err"
+        self.server: ThreadServer | None = None
+        if inproc:
+            assert argv is None
+            self.err: IO[Any] = err.open("w")
+            self.server = ThreadServer(cwd, *args, err=self.err)
+            self.stdin, self.stdout = self.server.stdin, self.server.stdout
+        else:
+            self.err = err.open("wb")
+            self.proc = subprocess.Popen([*(argv or [watchrun_bin()]), "mcp", *args], cwd=cwd,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=self.err)
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.buf = b""
         self.replies: dict[Any, dict[str, Any]] = {}
         reply = self.ask({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
@@ -42,13 +55,11 @@ class RawClient:
         self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
 
     def send(self, line: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line)
-        self.proc.stdin.flush()
+        self.stdin.write(line)
+        self.stdin.flush()
 
     def reply(self, rid: Any) -> dict[str, Any]:
         """The reply with id `rid` (null: an error whose request had no usable id)."""
-        assert self.proc.stdout is not None
         end = time.monotonic() + DEADLINE_S
         while rid not in self.replies:
             while b"\n" in self.buf:
@@ -59,8 +70,8 @@ class RawClient:
                 break
             left = end - time.monotonic()
             assert left > 0, f"no reply with id {rid!r} within {DEADLINE_S}s"
-            if select.select([self.proc.stdout], [], [], left)[0]:
-                data = os.read(self.proc.stdout.fileno(), 1 << 20)
+            if select.select([self.stdout], [], [], left)[0]:
+                data = os.read(self.stdout.fileno(), 1 << 20)
                 assert data, "the server closed stdout"
                 self.buf += data
         return self.replies.pop(rid)
@@ -70,6 +81,10 @@ class RawClient:
         return self.reply(message["id"])
 
     def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.err.close()
+            return
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
@@ -89,7 +104,7 @@ def raw(tmp_path_factory: pytest.TempPathFactory) -> Any:
     none of them adds a watcher, and each reads every reply it asks for."""
     folder = tmp_path_factory.mktemp("raw")
     write_config(folder, {"watchers": []})
-    client = RawClient(folder)
+    client = RawClient(folder, inproc=True)
     try:
         yield client
     finally:
