@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import LiveRunner, read_records, wait_for, watchrun_bin, write_config
+from inproc import inproc
+from liverunner import LiveRunner, read_records, wait_for, write_config
 
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.identity import Checkpoint
@@ -47,9 +48,10 @@ def starts(r: LiveRunner, wid: str) -> list[dict[str, Any]]:
 
 
 def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`watchrun ARGS` from `cwd` (its ./watch.yaml is the config)."""
-    return subprocess.run([watchrun_bin(), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)
+    """`watchrun ARGS` from `cwd` (its ./watch.yaml is the config), in this process
+    (tests/inproc.py: `add`, `stop` and `clear` ask the runner; the `run --once` here follows
+    files only, no command)."""
+    return inproc(cwd, *args)
 
 
 def checkpoint(tmp_path: Path, wid: str) -> Path:
