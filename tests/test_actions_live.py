@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, alive, read_records, wait_for, watchrun_bin, write_config
+from inproc import inproc
+from liverunner import LiveRunner, alive, read_records, wait_for, write_config
 from recordcheck import validate_records
 from test_metrics import free_port, scrape
 from webhook_server import receiver
@@ -178,9 +178,7 @@ def test_watchrun_stop_cancels_the_watchers_running_program_and_records_it(
         wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the program")
         append(log, "ERROR 2\n")  # waits behind the running firing (concurrency 1)
         wait_for(lambda: len(kinds(r, "match")) == 2, "the second match")
-        stop = subprocess.run([watchrun_bin(), "stop", "app", "-c", str(config)],
-                              capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                              check=False)
+        stop = inproc(tmp_path, "stop", "app", "-c", str(config))  # (asks the runner)
         assert (stop.returncode, stop.stdout) == (0, "stopped app\n"), stop.stderr
         recs = validate_records(r.out / "watchers" / "app.jsonl")  # (closed: all of it)
         assert not alive(int(pidfile.read_text()))
@@ -210,9 +208,7 @@ def test_watchrun_stop_cancels_the_watchers_webhook_in_flight_and_records_it(
             r.wait_log("running")
             append(log, "ERROR 1\n")
             wait_for(lambda: rx.count() == 1, "the POST the receiver holds")
-            stop = subprocess.run([watchrun_bin(), "stop", "app", "-c", str(config)],
-                                  capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                                  check=False)
+            stop = inproc(tmp_path, "stop", "app", "-c", str(config))  # (asks the runner)
             assert stop.returncode == 0, stop.stderr
             recs = validate_records(r.out / "watchers" / "app.jsonl")
         finally:
