@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import inproc
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 
 from watchrun.runtime.counters import Counters, RecentLines
@@ -263,6 +264,11 @@ def scrape(port: int) -> dict[str, float]:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`watchrun ARGS` from `cwd`: a `run` through the console script (a process: its start
+    fails or it would run on), the rest (`stop`, `clear`, `agent send`, `status`: they ask the
+    runner) in this process (tests/inproc.py)."""
+    if args[0] != "run":
+        return inproc(cwd, *args)
     return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, timeout=30,
                           cwd=cwd)
 
