@@ -8,7 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from inproc import inproc
+from liverunner import LiveRunner, wait_for, write_config
 
 
 def _held(tmp_path: Path) -> tuple[dict[str, Any], Path]:
@@ -204,8 +205,7 @@ def test_watchrun_status_without_an_id_shows_a_failed_reload(tmp_path: Path) -> 
     id it shows the live runner's state, watchers and problems; with no runner, exit 3. (The
     config no longer loads, so the output dir is named: `-c` would fail on it.)"""
     def status(*more: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([watchrun_bin(), "status", "--output-dir", ".watchrun", *more],
-                              capture_output=True, text=True, timeout=30, cwd=tmp_path)
+        return inproc(tmp_path, "status", "--output-dir", ".watchrun", *more)  # (a read)
 
     r, config, _ = app_runner(tmp_path)
     try:
