@@ -9,15 +9,15 @@ import errno
 import json
 import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from inproc import inproc
+from liverunner import LiveRunner, wait_for, write_config
 from recordcheck import validate_records
-from test_metrics import free_port, scrape
-from tmpfs import fill, grow, mount_tmpfs, umount
+from test_metrics import scrape
+from tmpfs import fill, full_disk_runner, grow, mount_tmpfs, umount
 
 from watchrun.output import safefs
 from watchrun.output.outdir import prepare_output_dir
@@ -165,38 +165,23 @@ def test_a_full_disk_is_said_by_list_status_and_metrics_while_it_lasts(tmp_path:
     """A disk that fills while the runner follows a file: `list` says `paused` with the write
     error, `status` lists it as a problem, `watchrun_watcher_up` is 0; once there is room
     again, the watcher is `running` and up, and every line is recorded."""
-    mnt = tmp_path / "mnt"
-    mount_tmpfs(mnt, "512k")
-    try:
-        log = tmp_path / "app.log"
-        log.write_text("")
-        port = free_port()
-        config = write_config(tmp_path, {"output": {"dir": str(mnt / "out")}, "watchers": [
-            {"id": "app", "path": str(log), "pattern": "ERROR"}]})
-        r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
-        r.out = mnt / "out"
-        try:
-            r.wait_running()
-            assert listed(tmp_path)["app"]["status"] == "running"
-            filler = fill(mnt)
-            with open(log, "a") as fh:
-                fh.writelines(f"ERROR line {n} {'x' * 200}\n" for n in range(1, 401))
-            wait_for(lambda: listed(tmp_path)["app"]["status"] == "paused", "status paused")
-            app = listed(tmp_path)["app"]
-            assert app["lastError"].startswith("cannot write records: ENOSPC"), app
-            runner = cli(tmp_path, "status", "--json")
-            assert any(p.startswith("app: cannot write records: ENOSPC")
-                       for p in runner["problems"]), runner
-            assert scrape(port)['watchrun_watcher_up{watcher="app"}'] == 0.0
-            filler.unlink()
-            wait_for(lambda: listed(tmp_path)["app"]["status"] == "running", "status running")
-            assert scrape(port)['watchrun_watcher_up{watcher="app"}'] == 1.0
-            wait_for(lambda: len(r.matches("app")) == 400, "every line recorded")
-            r.wait_log("[app] writing records again")
-        finally:
-            assert r.stop() == 0, r.stderr()
-    finally:
-        umount(mnt)
+    with full_disk_runner(tmp_path) as (mnt, log, port, r):
+        assert listed(tmp_path)["app"]["status"] == "running"
+        filler = fill(mnt)
+        with open(log, "a") as fh:
+            fh.writelines(f"ERROR line {n} {'x' * 200}\n" for n in range(1, 401))
+        wait_for(lambda: listed(tmp_path)["app"]["status"] == "paused", "status paused")
+        app = listed(tmp_path)["app"]
+        assert app["lastError"].startswith("cannot write records: ENOSPC"), app
+        runner = cli(tmp_path, "status", "--json")
+        assert any(p.startswith("app: cannot write records: ENOSPC")
+                   for p in runner["problems"]), runner
+        assert scrape(port)['watchrun_watcher_up{watcher="app"}'] == 0.0
+        filler.unlink()
+        wait_for(lambda: listed(tmp_path)["app"]["status"] == "running", "status running")
+        assert scrape(port)['watchrun_watcher_up{watcher="app"}'] == 1.0
+        wait_for(lambda: len(r.matches("app")) == 400, "every line recorded")
+        r.wait_log("[app] writing records again")
 
 
 def test_a_replace_that_finds_the_disk_full_leaves_no_tmp_file(tiny_fs: Path) -> None:
@@ -218,8 +203,9 @@ def listed(cwd: Path) -> dict[str, dict[str, Any]]:
 
 
 def cli(cwd: Path, *args: str) -> Any:
-    res = subprocess.run([watchrun_bin(), *args, "-c", "watch.yaml"], capture_output=True,
-                         text=True, cwd=cwd, timeout=60, check=False)
+    """`watchrun ARGS -c watch.yaml` from `cwd` (a read: in this process, tests/inproc.py),
+    its JSON output."""
+    res = inproc(cwd, *args, "-c", "watch.yaml")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 

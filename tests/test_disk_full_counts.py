@@ -10,12 +10,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from inproc import inproc
+from liverunner import wait_for, watchrun_bin, write_config
 from recordcheck import validate_records
 from test_disk_full import cli, explained, listed
-from test_metrics import free_port, scrape
+from test_metrics import scrape
 from test_once import base_env, table_row
-from tmpfs import fill, mount_tmpfs, umount
+from tmpfs import fill, full_disk_runner
 
 
 def recorded(jsonl: Path) -> int:
@@ -40,43 +41,28 @@ def test_a_full_disk_counts_the_match_records_written_while_it_lasts(tmp_path: P
     `list` said MATCHES 0 (a batch was counted only once all of it was written) while dozens
     of match records were in the JSONL. Now `list`, `status app` and the metrics count the
     records written; once there is room, all 400."""
-    mnt = tmp_path / "mnt"
-    mount_tmpfs(mnt, "512k")
-    try:
-        log = tmp_path / "app.log"
-        log.write_text("")
-        port = free_port()
-        config = write_config(tmp_path, {"output": {"dir": str(mnt / "out")}, "watchers": [
-            {"id": "app", "path": str(log), "pattern": "ERROR"}]})
+    with full_disk_runner(tmp_path) as (mnt, log, port, _):
         jsonl = mnt / "out" / "watchers" / "app.jsonl"
-        r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
-        r.out = mnt / "out"
-        try:
-            r.wait_running()
-            filler = fill(mnt, leave=20_000)  # room for a few dozen records, not for 400
-            with open(log, "a") as fh:
-                fh.writelines(f"ERROR line {n} {'x' * 200}\n" for n in range(1, 401))
-            wait_for(lambda: listed(tmp_path)["app"]["status"] == "paused", "status paused")
+        filler = fill(mnt, leave=20_000)  # room for a few dozen records, not for 400
+        with open(log, "a") as fh:
+            fh.writelines(f"ERROR line {n} {'x' * 200}\n" for n in range(1, 401))
+        wait_for(lambda: listed(tmp_path)["app"]["status"] == "paused", "status paused")
 
-            def steady() -> tuple[int, int, int, float] | None:
-                """(list, status, metrics, records) while the listed count does not move."""
-                before = listed(tmp_path)["app"]["matchCount"]
-                status = cli(tmp_path, "status", "app", "--json")["matchCount"]
-                metric = scrape(port)['watchrun_matches_total{watcher="app"}']
-                on_disk = recorded(jsonl)
-                after = listed(tmp_path)["app"]["matchCount"]
-                return (on_disk, before, status, metric) if before == after else None
+        def steady() -> tuple[int, int, int, float] | None:
+            """(list, status, metrics, records) while the listed count does not move."""
+            before = listed(tmp_path)["app"]["matchCount"]
+            status = cli(tmp_path, "status", "app", "--json")["matchCount"]
+            metric = scrape(port)['watchrun_matches_total{watcher="app"}']
+            on_disk = recorded(jsonl)
+            after = listed(tmp_path)["app"]["matchCount"]
+            return (on_disk, before, status, metric) if before == after else None
 
-            on_disk, listed_n, status_n, metric = wait_for(steady, "a steady count")
-            assert 0 < on_disk < 400, on_disk  # (the disk did fill, after some records)
-            assert (listed_n, status_n, metric) == (on_disk, on_disk, on_disk)
-            filler.unlink()
-            wait_for(lambda: recorded(jsonl) == 400, "every line recorded")
-            wait_for(lambda: listed(tmp_path)["app"]["matchCount"] == 400, "MATCHES 400")
-        finally:
-            assert r.stop() == 0, r.stderr()
-    finally:
-        umount(mnt)
+        on_disk, listed_n, status_n, metric = wait_for(steady, "a steady count")
+        assert 0 < on_disk < 400, on_disk  # (the disk did fill, after some records)
+        assert (listed_n, status_n, metric) == (on_disk, on_disk, on_disk)
+        filler.unlink()
+        wait_for(lambda: recorded(jsonl) == 400, "every line recorded")
+        wait_for(lambda: listed(tmp_path)["app"]["matchCount"] == 400, "MATCHES 400")
 
 
 def test_a_once_run_that_cannot_write_counts_the_match_records_it_wrote(
@@ -104,9 +90,8 @@ def test_a_once_run_that_cannot_write_counts_the_match_records_it_wrote(
     assert status["matchCount"] == on_disk
     errors = [r for r in validate_records(jsonl, contiguous=False) if r["kind"] == "error"]
     assert status["errors"] == len(errors) == 0  # (its "could not be written" was not either)
-    again = subprocess.run([watchrun_bin(), "run", "--once", "--json", "-c", str(config)],
-                           cwd=tmp_path, env=base_env(), capture_output=True, text=True,
-                           timeout=60, check=False)
+    again = inproc(tmp_path, "run", "--once", "--json", "-c", str(config),  # (files only)
+                   env=base_env())
     assert again.returncode == 0, (again.stdout, again.stderr)
     (verdict,) = json.loads(again.stdout)["verdicts"]
     assert verdict["matches"] == 500  # (a fresh look at the whole file)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+from liverunner import LiveRunner, write_config
 
 
 def mount_tmpfs(where: Path, size: str) -> None:
@@ -55,3 +58,38 @@ def fill(fs: Path, leave: int = 0) -> Path:
     if leave:
         os.truncate(filler, max(0, filler.stat().st_size - leave))
     return filler
+
+
+class FullDiskRunner(NamedTuple):
+    mnt: Path
+    """The tmpfs; the runner's output dir is its `out`."""
+    log: Path
+    """app.log (empty at the start), followed by the watcher `app` (pattern ERROR)."""
+    port: int
+    """Where the runner serves `--metrics`."""
+    runner: LiveRunner
+
+
+@contextlib.contextmanager
+def full_disk_runner(tmp_path: Path, size: str = "512k") -> Iterator[FullDiskRunner]:
+    """A runner (running, with `--metrics`) whose output dir is on a tmpfs of `size` at
+    `tmp_path/mnt`, its config `tmp_path/watch.yaml`; stopped (exit 0) and unmounted after."""
+    from test_metrics import free_port
+
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, size)
+    try:
+        log = tmp_path / "app.log"
+        log.write_text("")
+        port = free_port()
+        config = write_config(tmp_path, {"output": {"dir": str(mnt / "out")}, "watchers": [
+            {"id": "app", "path": str(log), "pattern": "ERROR"}]})
+        r = LiveRunner(config, "--metrics", f"127.0.0.1:{port}")
+        r.out = mnt / "out"
+        try:
+            r.wait_running()
+            yield FullDiskRunner(mnt, log, port, r)
+        finally:
+            assert r.stop() == 0, r.stderr()
+    finally:
+        umount(mnt)
