@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, read_records, wait_for, watchrun_bin, write_config
+from inproc import inproc
+from liverunner import LiveRunner, read_records, wait_for, write_config
 
 AGENT = """\
 #!/bin/sh
@@ -21,8 +21,8 @@ WHY = "cannot start './nope': executable ./nope: not found (ENOENT)"
 
 
 def watchrun(cwd: Path, *args: str) -> str:
-    p = subprocess.run([watchrun_bin(), *args, "-c", "watch.yaml"], cwd=cwd,
-                       capture_output=True, text=True, timeout=30)
+    """`watchrun ARGS -c watch.yaml` from `cwd`, a read (in this process: tests/inproc.py)."""
+    p = inproc(cwd, *args, "-c", "watch.yaml")
     assert (p.returncode, p.stderr) == (0, "")
     return p.stdout
 

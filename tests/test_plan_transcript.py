@@ -1,19 +1,18 @@
 """The transcript's parent mode (seed 004) rebuilt from the agents' JSONL of real plan runs:
-`watchrun agent transcript NAME` and the run-level `watchrun transcript` (real CLI), validated
-against schemas/transcript.schema.json; failed and skipped steps, a plan still running, and a
-plan a crashed runner left open."""
+`watchrun agent transcript NAME` and the run-level `watchrun transcript` (the CLI's `main`, in
+this process: tests/inproc.py), validated against schemas/transcript.schema.json; failed and
+skipped steps, a plan still running, and a plan a crashed runner left open."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from inproc import inproc
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from liverunner import watchrun_bin
 from test_agent_hub import Harness, config, hub_test, spec, watcher
 from test_agent_plans import hits, review_fix
 
@@ -32,8 +31,7 @@ def validated(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def cli(out: Path, *args: str) -> dict[str, Any]:
-    p = subprocess.run([watchrun_bin(), *args, "--output-dir", str(out)], capture_output=True,
-                       text=True, timeout=60)
+    p = inproc(Path.cwd(), *args, "--output-dir", str(out))  # (a read, in this process)
     assert p.returncode == 0, p.stderr
     return validated(json.loads(p.stdout))
 
@@ -89,8 +87,7 @@ def test_a_review_then_fix_plan_in_parent_mode(tmp_path: Path) -> None:
         own = cli(out, "agent", "transcript", name)
         assert own["mode"] == "parent" and own["session_id"] == name
         assert plan_turns(own) == [turn], _diff(plan_turns(own)[0], turn)
-    text = subprocess.run([watchrun_bin(), "transcript", "--output-dir", str(out), "--format",
-                           "text"], capture_output=True, text=True, timeout=60).stdout
+    text = inproc(Path.cwd(), "transcript", "--output-dir", str(out), "--format", "text").stdout
     assert "parent: watcher server matched 1 line" in text
     assert "plan: review, fix (after review)" in text
     assert "reply (synth):" in text and "outcome: ok" in text
@@ -133,8 +130,8 @@ def test_a_failed_final_step_says_why_when_another_final_step_answered(tmp_path:
     assert (turn["outcome"], turn["reply"]["source"]) == ("failed", "synth")
     why = "mock: simulated failure ([mock:fail])"
     assert turn["error"]["error"] == why
-    text = subprocess.run([watchrun_bin(), "transcript", "--output-dir", str(tmp_path / "out"),
-                           "--format", "text"], capture_output=True, text=True, timeout=60).stdout
+    text = inproc(Path.cwd(), "transcript", "--output-dir", str(tmp_path / "out"),
+                  "--format", "text").stdout
     assert f"  error: {why}\n  outcome: failed" in text
 
 
