@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from inproc import inproc
 from liverunner import watchrun_bin, write_config
 
 from watchrun.match.sanitize import edge_json, edge_text
@@ -138,8 +139,8 @@ CRAFTED = ("ERROR real\u2028ERROR 2026-01-01 forged line\u2029 c1\x85\x9b31m del
 
 
 def cli(*args: str) -> str:
-    res = subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, timeout=60,
-                         check=False)
+    """`watchrun ARGS`, a read of an output dir (in this process: tests/inproc.py)."""
+    res = inproc(Path.cwd(), *args)
     assert res.returncode == 0, res.stderr
     return res.stdout
 

@@ -2,18 +2,19 @@
 (its command waiting out `stopTimeout`) is `stopping` in `list` and `status ID`, and `status`
 counts it as being stopped (`list` said `running` with its uptime ticking while `status` said
 the runner had 0 watchers: helper-87's finding 3); and after `clear --all`, `list` does not
-say that no watcher has run (finding 6)."""
+say that no watcher has run (finding 6). The `watchrun` commands (reads, and `clear`, which asks
+the runner) run in this process (tests/inproc.py)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from inproc import inproc
+from liverunner import LiveRunner, wait_for, write_config
 
 
 def test_a_watcher_waiting_out_its_stop_timeout_is_stopping(tmp_path: Path) -> None:
@@ -35,11 +36,9 @@ def test_a_watcher_waiting_out_its_stop_timeout_is_stopping(tmp_path: Path) -> N
         assert got["pid"] == pid and got["uptimeS"] is None
         status = r.control({"cmd": "status"})
         assert (status["watchers"], status["stopping"]) == ([], ["stubborn"])
-        text = subprocess.run([watchrun_bin(), "status", "-c", str(config)], capture_output=True,
-                              text=True, timeout=60, check=False)
+        text = inproc(tmp_path, "status", "-c", str(config))
         assert "runner running: 0 watchers (1 more being stopped)" in text.stdout, text
-        one = subprocess.run([watchrun_bin(), "status", "stubborn", "-c", str(config)],
-                             capture_output=True, text=True, timeout=60, check=False)
+        one = inproc(tmp_path, "status", "stubborn", "-c", str(config))
         assert ["status", "stopping"] in [ln.split() for ln in one.stdout.splitlines()], one
         os.kill(pid, signal.SIGKILL)  # (it ignores SIGTERM: end the wait)
         asked.join(60)
@@ -60,18 +59,15 @@ def test_list_after_clear_all_says_what_is_true(tmp_path: Path) -> None:
     try:
         r.wait_running()
         wait_for(lambda: r.matches("app"), "the match")
-        cleared = subprocess.run([watchrun_bin(), "clear", "--all"], cwd=tmp_path,
-                                 capture_output=True, text=True, timeout=60, check=False)
+        cleared = inproc(tmp_path, "clear", "--all")
         assert cleared.returncode == 0, cleared.stderr
-        listed = subprocess.run([watchrun_bin(), "list"], cwd=tmp_path, capture_output=True,
-                                text=True, timeout=60, check=False)
+        listed = inproc(tmp_path, "list")
         assert listed.stdout == (
             f"the live runner on {tmp_path}/.watchrun lists no watchers (`clear` forgets "
             "stopped ones); `watchrun start ID` starts a config watcher again: app\n"), listed
     finally:
         assert r.stop() == 0
-    listed = subprocess.run([watchrun_bin(), "list"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=60, check=False)
+    listed = inproc(tmp_path, "list")
     assert listed.stdout == (f"no status snapshot is in {tmp_path}/.watchrun/state; records of "
                              "app are kept (`watchrun matches ID`)\n"), listed
 
@@ -91,8 +87,7 @@ def test_clear_forgets_a_watcher_whose_command_exited(tmp_path: Path) -> None:
     try:
         r.wait_running()
         wait_for(lambda: listed() == {"app": "running", "once": "exited"}, "once exited")
-        cleared = subprocess.run([watchrun_bin(), "clear"], cwd=tmp_path, capture_output=True,
-                                 text=True, timeout=60, check=False)
+        cleared = inproc(tmp_path, "clear")
         assert (cleared.returncode, cleared.stdout) == (0, "cleared 1 watcher\n"), cleared
         assert listed() == {"app": "running"}
         assert r.records("once")[-1]["kind"] == "stop"  # its JSONL stays, ended by a stop
