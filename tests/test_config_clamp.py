@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inproc import inproc
 
 from watchrun.config import load_config
 
@@ -117,8 +116,7 @@ def _value(text: str) -> int | bool:
 
 def _config(tmp_path: Path, limits: str, *args: str) -> tuple[int, str, str]:
     cfg = write(tmp_path, "watch.yaml", limits + W)
-    p = subprocess.run([sys.executable, "-m", "watchrun", *args, "-c", str(cfg)],
-                       capture_output=True, text=True, timeout=60, check=False)
+    p = inproc(tmp_path, *args, "-c", str(cfg))  # (a read of the config, in this process)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -177,8 +175,7 @@ def test_docs_config_md_key_defaults_and_provider_commands_are_the_runners(
             "  - {id: f, path: f.log, pattern: x}\n  - {id: d, command: 'echo x', pattern: x}\n"
             "agents:\n" + agents)
     cfg = write(tmp_path, "watch.yaml", text)
-    p = subprocess.run([sys.executable, "-m", "watchrun", "config", "--format", "json", "-c",
-                        str(cfg)], capture_output=True, text=True, timeout=60, check=False)
+    p = inproc(tmp_path, "config", "--format", "json", "-c", str(cfg))  # (in this process)
     assert p.returncode == 0, p.stderr
     resolved = json.loads(p.stdout)
     command, file, plain = resolved["watchers"]

@@ -5,14 +5,13 @@ file) is skipped as invalid by the one reader, so no view that looks records up 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from liverunner import DEADLINE_S, watchrun_bin
+from inproc import inproc
 
 from watchrun.output.backward import last_records
 from watchrun.output.records import ReadStats, iter_records
@@ -38,8 +37,7 @@ def test_views_skip_a_record_whose_kind_is_not_a_string(tmp_path: Path,
     out = tmp_path / "out"
     _write(out / "watchers" / "w.jsonl", ["match", *ODD_KINDS, "match"], "w")
     _write(out / "agents" / "a.jsonl", ["dispatch-start", *ODD_KINDS, "text"], "a")
-    done = subprocess.run([watchrun_bin(), *args, "--output-dir", str(out)],
-                          capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+    done = inproc(tmp_path, *args, "--output-dir", str(out))  # (a read, in this process)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     if args[0] == "matches":
         assert done.stdout.count("ERROR x") == 2

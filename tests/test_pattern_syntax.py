@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from inproc import inproc
 
 from watchrun.match.matcher import Matcher, engines_available
 from watchrun.match.syntax import MAX_DEPTH, POSIX_CLASSES, prepare
@@ -93,8 +94,7 @@ def test_depth_in_every_engine_and_past_it_a_config_error(tmp_path: Path, depth:
     config = tmp_path / "watch.json"
     config.write_text(json.dumps({"watchers": [{"id": "w", "path": "app.log",
                                                 "pattern": pattern}]}))
-    p = subprocess.run([sys.executable, "-m", "watchrun", "validate", "-c", str(config)],
-                       capture_output=True, text=True, timeout=60)
+    p = inproc(tmp_path, "validate", "-c", str(config))  # (in this process)
     assert "Traceback" not in p.stderr + p.stdout
     if depth <= MAX_DEPTH:
         assert p.returncode == 0, p.stderr
