@@ -1,7 +1,7 @@
 """What `watchrun clear` and a reload that removes a gone file's watcher leave on disk.
 
-`wr` runs a command in this process (tests/inproc.py); `start`, which inproc refuses, and the
-`clear` with no runner go through the console script (`wr_proc`)."""
+`wr` runs each `watchrun` command in this process (tests/inproc.py): they ask the runner (a
+`clear` with none is refused) or read."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 from liverunner import LiveRunner, wait_for, write_config
-from test_runtime_watchers import listed, wr, wr_proc
+from test_runtime_watchers import listed, wr
 
 
 def state_files(out: Path, wid: str) -> set[str]:
@@ -67,7 +67,7 @@ def test_clear_removes_the_state_files_of_the_watchers_it_forgets(tmp_path: Path
         assert state_files(out, "keep") == {"keep.checkpoint.json"}
         with open(tmp_path / "a.log", "a") as f:
             f.write("ERROR two\n")
-        assert wr_proc(tmp_path, "start", "keep").returncode == 0
+        assert wr(tmp_path, "start", "keep").returncode == 0
         wait_for(lambda: len(r.matches("keep")) == 2, "keep's second match")
         assert [m["line"] for m in r.matches("keep")] == ["ERROR one", "ERROR two"]
         # Added again under the same id, a cleared watcher is new: from the end of its file.
@@ -79,7 +79,7 @@ def test_clear_removes_the_state_files_of_the_watchers_it_forgets(tmp_path: Path
         assert [m["line"] for m in r.matches("rtfile")] == ["ERROR one", "ERROR three"]
     finally:
         assert r.stop() == 0
-    p = wr_proc(tmp_path, "clear")  # no runner: refused, nothing removed
+    p = wr(tmp_path, "clear")  # no runner: refused, nothing removed
     assert p.returncode == 3 and "no live runner" in p.stderr
     assert state_files(out, "keep") == every_file("keep")
 

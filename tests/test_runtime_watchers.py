@@ -3,8 +3,8 @@ validation as `validate` does it, duplicate ids, maxWatchers, wake, reload, a ru
 
 The `watchrun` commands that ask the runner or read (`add`, `stop`, `restart`, `clear`,
 `list`, `validate`) run in this process (tests/inproc.py: the same `main`, stdout, stderr and
-status, without a new interpreter each); `start`, which inproc refuses, and one real call each
-of `add`, `list`, `restart` and `stop` go through the console script (`wr_proc`)."""
+status, without a new interpreter each), `start` too; one real call each of `add`, `list`,
+`restart` and `stop` goes through the console script (`wr_proc`)."""
 
 from __future__ import annotations
 
@@ -177,15 +177,15 @@ def test_add_refuses_an_id_in_use_and_more_than_max_watchers(tmp_path: Path) -> 
         assert p.returncode == 2 and "in use" in p.stderr  # ...but keeps its id until cleared
         p = wr(tmp_path, "add", "two", "--command", "sleep 600", "--pattern", "x")
         assert p.returncode == 0, p.stderr
-        p = wr_proc(tmp_path, "start", "one")  # ...and starting it again needs room again
+        p = wr(tmp_path, "start", "one")  # ...and starting it again needs room again
         assert p.returncode == 3 and "limits.maxWatchers" in p.stderr
         assert wr(tmp_path, "stop", "two").returncode == 0
-        p = wr_proc(tmp_path, "start", "one", "--json")  # with its own settings, still `runtime`
+        p = wr(tmp_path, "start", "one", "--json")  # with its own settings, still `runtime`
         w = json.loads(p.stdout)["watcher"]
         assert (p.returncode, w["origin"], w["source"], w["restarts"]) == \
             (0, "runtime", str(tmp_path / "one.log"), 1)
         assert json.loads(wr(tmp_path, "clear", "--json").stdout)["cleared"] == 1  # two
-        p = wr_proc(tmp_path, "start", "two")
+        p = wr(tmp_path, "start", "two")
         assert p.returncode == 2 and "no watcher 'two'" in p.stderr  # forgotten for good
         assert set(listed(r)) == {"cfg", "one"}
     finally:
@@ -260,7 +260,7 @@ def test_start_and_restart_a_command_watcher_that_exited(tmp_path: Path) -> None
         wait_for(lambda: listed(r)["job"]["status"] == "exited", "the job to exit")
         job = listed(r)["job"]
         assert job["lastError"] == "run 1 exited with code 3" and job["exitCode"] == 3
-        p = wr_proc(tmp_path, "start", "job", "--json")
+        p = wr(tmp_path, "start", "job", "--json")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert (doc["started"], doc["wasRunning"], doc["watcher"]["restarts"]) == \
@@ -273,7 +273,7 @@ def test_start_and_restart_a_command_watcher_that_exited(tmp_path: Path) -> None
 
         wait_for(lambda: listed(r)["srv"]["pid"], "srv running")
         pid = listed(r)["srv"]["pid"]
-        p = wr_proc(tmp_path, "start", "srv")  # running already: nothing to do, and it says so
+        p = wr(tmp_path, "start", "srv")  # running already: nothing to do, and it says so
         assert p.returncode == 0 and "running already" in p.stdout
         assert listed(r)["srv"]["pid"] == pid
         p = wr(tmp_path, "restart", "srv", "--json")
@@ -284,7 +284,7 @@ def test_start_and_restart_a_command_watcher_that_exited(tmp_path: Path) -> None
         wait_for(lambda: len(r.matches("srv")) == 2, "the restarted command's match")
 
         for cmd in ("start", "restart"):
-            p = (wr_proc if cmd == "start" else wr)(tmp_path, cmd, "nosuch", "--json")
+            p = wr(tmp_path, cmd, "nosuch", "--json")
             assert p.returncode == 2 and json.loads(p.stdout)["error"]["code"] == "not_found"
     finally:
         assert r.stop() == 0
@@ -308,7 +308,7 @@ def test_restart_of_a_file_watcher_keeps_its_position(tmp_path: Path) -> None:
         assert wr_proc(tmp_path, "stop", "app").returncode == 0
         with log.open("a") as f:  # written while it is stopped: read when it starts again
             f.writelines(f"ERROR {i}\n" for i in range(6, 8))
-        assert wr_proc(tmp_path, "start", "app").returncode == 0
+        assert wr(tmp_path, "start", "app").returncode == 0
         wait_for(lambda: len(r.matches("app")) >= 8, "eight matches")
         assert lines_of(r, "app") == [f"ERROR {i}" for i in range(8)]  # none twice
         assert [m["lineNo"] for m in r.matches("app")] == list(range(1, 9))
@@ -447,7 +447,7 @@ def test_a_reloaded_watcher_renamed_from_a_runtime_one_takes_its_place(tmp_path:
         wait_for(lambda: len(r.matches("two")) == 1, "two's match")
         assert [m["line"] for m in r.matches("two")] == ["ERROR 2"]  # not ERROR 1 again
         assert [m["line"] for m in r.matches("one")] == ["ERROR 1"]  # not ERROR 2 as well
-        p = wr_proc(tmp_path, "start", "one")
+        p = wr(tmp_path, "start", "one")
         assert p.returncode == 2 and "no watcher 'one'" in p.stderr
         p = wr(tmp_path, "add", "ONE", "--path", "one.log", "--pattern", "x")  # (a retired name)
         assert p.returncode == 2 and "watcher id `ONE` is the previousId of the config's " \
