@@ -144,6 +144,10 @@ DROPPED: list[tuple[Any, Any, int, str]] = [
     ({"jsonrpc": "2.0", "id": 3, "method": ["tools/list"]}, 3, -32600,
      "`method` must be a string"),
     ([tools_list(4)], None, -32600, "a message is one JSON object (a batch is not supported)"),
+    ({}, None, -32600, "a message is a request (`method`, `id`), a notification (`method`) or "
+     "a response (`id`, `result` or `error`)"),
+    ({"jsonrpc": "2.0", "method": 7}, None, -32600, "a message is a request (`method`, `id`), "
+     "a notification (`method`) or a response (`id`, `result` or `error`)"),
 ]
 """Requests the SDK would drop unanswered (the client then waits forever): each with the id
 of its answer and the error it gets."""

@@ -154,6 +154,9 @@ def vet(line: str) -> tuple[str, Error | None]:
         error = _request_error(value)
         if error is not None:
             return line, error
+    elif "id" not in value and not isinstance(value.get("method"), str):
+        return line, (None, types.INVALID_REQUEST, "a message is a request (`method`, `id`), "
+                      "a notification (`method`) or a response (`id`, `result` or `error`)")
     if _SURROGATE_ESCAPE.search(line) is None:
         return line, None
     valid = valid_value(value)
