@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 from liverunner import write_config
-from mcpclient import mcp_inproc
+from mcpclient import mcp_session
 
 
 def test_concurrent_adds_get_distinct_ids_and_the_limit_is_said(tmp_path: Path) -> None:
@@ -18,7 +18,7 @@ def test_concurrent_adds_get_distinct_ids_and_the_limit_is_said(tmp_path: Path) 
     results: list[Any] = []
 
     async def body() -> None:
-        async with mcp_inproc(tmp_path, "-c", str(tmp_path / "watch.yaml")) as c:
+        async with mcp_session(tmp_path, "-c", str(tmp_path / "watch.yaml")) as c:
             async def add(n: int) -> None:
                 results.append(await c.call(action="add", path="app.log", pattern=f"E{n}"))
             async with anyio.create_task_group() as tg:
