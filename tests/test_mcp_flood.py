@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 from liverunner import LiveRunner, processes, wait_for, write_config
-from mcpclient import Client, mcp_inproc, mcp_session, until
+from mcpclient import Client, mcp_session, until
 
 from watchrun.mcp.reads import read_matches
 from watchrun.mcp.resources import MIN_GAP_S, uri_of
@@ -45,11 +45,10 @@ def rss_kb(pid: int) -> int:
 
 
 def flooded(tmp_path: Path, body: Callable[[Client, Path], Awaitable[None]],
-            max_bytes: int = MAX_BYTES, *, process: bool = False) -> None:
+            max_bytes: int = MAX_BYTES) -> None:
     """`body(client, the flood's JSONL)` in an MCP session beside a live runner whose watcher
     `flood` prints ERROR lines as fast as it can, its resource subscribed (and, with a small
-    `max_bytes`, rotated twice). The session is served in this process (tests/mcpclient.py),
-    or with `process` by a `watchrun mcp` process (whose memory is watched)."""
+    `max_bytes`, rotated twice)."""
     config = write_config(tmp_path, {
         "output": {"maxBytes": max_bytes, "keep": 2},
         "watchers": [{"id": "flood", "command": FLOOD, "pattern": "ERROR"}]})
@@ -59,8 +58,7 @@ def flooded(tmp_path: Path, body: Callable[[Client, Path], Awaitable[None]],
         runner.wait_running()
 
         async def session() -> None:
-            serve = mcp_session if process else mcp_inproc
-            async with serve(tmp_path, "-c", str(config)) as c:
+            async with mcp_session(tmp_path, "-c", str(config)) as c:
                 await c.session.subscribe_resource(uri_of("flood"))
                 inodes: set[int] = set()
 
@@ -88,8 +86,7 @@ def test_updates_keep_coming_after_rotation_one_per_gap(tmp_path: Path) -> None:
         # (test_mcp_inprocess.py); here they are seen with a loaded box's jitter
         assert (sent[-1] - sent[0]) / len(gaps) >= MIN_GAP_S * 0.95, gaps
         assert min(gaps) >= MIN_GAP_S * 0.5, gaps
-    flooded(tmp_path, body, process=True)  # (in this process, the client's loop is the
-    # server's: under load two updates were read at once, closer than the gaps they were sent)
+    flooded(tmp_path, body)
 
 
 def test_the_subscribed_flood_is_read_at_once_and_the_server_stays_small(
@@ -115,7 +112,7 @@ def test_the_subscribed_flood_is_read_at_once_and_the_server_stays_small(
             read = await c.session.read_resource(uri)
         assert time.monotonic() - asked < 5 and read.contents
         await written(300_000)
-    flooded(tmp_path, body, 64 << 20, process=True)
+    flooded(tmp_path, body, 64 << 20)
 
 
 async def _seq(jsonl: Path) -> int:
