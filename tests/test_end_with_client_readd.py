@@ -177,3 +177,20 @@ def test_the_first_clients_late_end_does_not_stop_the_watcher_added_again(
         if second is not None:
             second.close()
     assert "which added w, other" not in r.stderr()
+
+
+def test_a_runner_stops_while_a_client_that_added_a_watcher_lives_on(tmp_path: Path) -> None:
+    """The task following the client sat in the supervisor's TaskGroup, never cancelled: a
+    runner told to stop while a `watchrun mcp` (or this test process) that had added a watcher
+    with `endWithClient` still lived finished its stop and then waited for that process to end
+    (found by the MCP test pass: a session's server outlived the stop by seconds, until the
+    SDK killed it). The client here is the test process itself: it lives on."""
+    r = LiveRunner(write_config(tmp_path, {"watchers": []}))
+    try:
+        r.wait_running()
+        assert r.control(add(tmp_path, "mine", end_with_client=True))["ok"] is True
+        matches_line(r, tmp_path, "mine", "one")
+    finally:
+        code = r.stop(timeout=20)
+    assert code == 0, r.stderr()
+    assert stops(r, "mine") == ["shutdown"]

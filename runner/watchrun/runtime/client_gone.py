@@ -13,7 +13,7 @@ from watchrun.config.model import WatcherSpec
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.watchers import WatcherSet
 
-__all__ = ["Managing", "own"]
+__all__ = ["Managing", "own", "release"]
 
 
 class Managing(Protocol):
@@ -35,14 +35,30 @@ _OWNERS: weakref.WeakKeyDictionary[Managing, dict[int, dict[str, WatcherSpec]]] 
 """Per runner: the pid of each client whose watchers end with it, and those watchers."""
 
 
+_FOLLOWING: weakref.WeakKeyDictionary[Managing, set[asyncio.Task[None]]] = \
+    weakref.WeakKeyDictionary()
+"""Per runner: the tasks following its clients (`release` cancels them)."""
+
+
 def own(sup: Managing, pid: int, spec: WatcherSpec) -> None:
     """Stop `spec`'s watcher when process `pid` ends, killed or not (one task per client, owned
-    by the supervisor's TaskGroup: cancelled with the runner, which stops the watchers anyway)."""
+    by the supervisor's TaskGroup: `release`d by the runner's stop, which stops the watchers
+    anyway; a client that outlives the runner must not hold its TaskGroup open)."""
     owners = _OWNERS.setdefault(sup, {})
     if pid not in owners:
         owners[pid] = {}
-        sup.spawn(_watch_client(sup, pid, owners[pid]), f"client:{pid}")
+        task = sup.spawn(_watch_client(sup, pid, owners[pid]), f"client:{pid}")
+        following = _FOLLOWING.setdefault(sup, set())
+        following.add(task)
+        task.add_done_callback(following.discard)
     owners[pid][spec.id] = spec
+
+
+def release(sup: Managing) -> None:
+    """At the runner's stop: the clients are no longer followed (their tasks cancelled)."""
+    for task in list(_FOLLOWING.pop(sup, ())):
+        task.cancel()
+    _OWNERS.pop(sup, None)
 
 
 async def _watch_client(sup: Managing, pid: int, specs: dict[str, WatcherSpec]) -> None:

@@ -23,9 +23,9 @@ from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.process.spawn import Spawner
+from watchrun.runtime import client_gone, startup
 from watchrun.runtime import reload as reloading
 from watchrun.runtime import shutdown as stopping
-from watchrun.runtime import startup
 from watchrun.runtime.census import counted
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.hubs import SupervisorHubs
@@ -141,6 +141,7 @@ class Supervisor(SupervisorHubs):
                 finally:  # from here on, nothing starts
                     self.state, self.stop_reason = RunnerState.STOPPING, reason
                     await stopping.shutdown(self, inbox, reason)
+                    client_gone.release(self)  # (a client may outlive the runner)
                     for task in helpers:
                         task.cancel()
         finally:
