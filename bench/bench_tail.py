@@ -85,9 +85,8 @@ def _realistic(rng: random.Random, error_rate: float) -> Iterator[str]:
         n += 1
 
 
-def build_pool(source: str, error_rate: float, size: int, seed: int = 7
-               ) -> tuple[bytes, list[int], list[int]]:
-    """`size` lines of `source`: the bytes, line start offsets (+ the end), and a running
+def build_pool(source: str, error_rate: float, seed: int = 7) -> tuple[bytes, list[int], list[int]]:
+    """POOL_LINES lines of `source`: the bytes, line start offsets (+ the end), and a running
     count of lines a watcher must report (pattern and not exclude) before each index."""
     from loggen import lines
 
@@ -95,7 +94,7 @@ def build_pool(source: str, error_rate: float, size: int, seed: int = 7
     gen = _realistic(rng, error_rate) if source == "realistic" else lines(rng)
     data = bytearray()
     offsets, wanted = [0], [0]
-    for _ in range(size):
+    for _ in range(POOL_LINES):
         line = next(gen).encode()
         data += line
         offsets.append(len(data))
@@ -105,11 +104,10 @@ def build_pool(source: str, error_rate: float, size: int, seed: int = 7
 
 
 def writer(path: Path, rate: int, seconds: float, source: str, error_rate: float) -> int:
-    total = int(rate * seconds)
-    size = max(1, min(POOL_LINES, total))  # (a short run writes no more: the pool wraps)
-    pool, offsets, wanted = build_pool(source, error_rate, size)
+    pool, offsets, wanted = build_pool(source, error_rate)
     view = memoryview(pool)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    total = int(rate * seconds)
     written = probes = expected = 0
     idx = 0  # next pool line
     started = time.monotonic()
@@ -123,10 +121,10 @@ def writer(path: Path, rate: int, seconds: float, source: str, error_rate: float
             k = n - 1 if probe else n
             parts: list[Any] = []
             while k > 0:
-                take = min(k, size - idx)
+                take = min(k, POOL_LINES - idx)
                 parts.append(view[offsets[idx] : offsets[idx + take]])
                 expected += wanted[idx + take] - wanted[idx]
-                idx = (idx + take) % size
+                idx = (idx + take) % POOL_LINES
                 k -= take
             if probe:
                 stamp = time.monotonic()
