@@ -3,8 +3,10 @@ that runner over its control socket, what it adds is a runtime watcher of the ru
 `watchrun list`), and the session's end stops what the session added, nothing else.
 
 Most of the operator's `watchrun list`/`stop` run in this process (tests/inproc.py: the same
-`main`, a process's CPU spared); one of each, `add`, `start`, `run` and `mcp` are the console
-script."""
+`main`, a process's CPU spared); one of each, `add`, `start` and `run` are the console script.
+The sessions are served in this process too (mcpclient.mcp_inproc: the SDK's client over two
+pipes; the server process's own behaviour is tests/test_mcp_cli.py's): their end stops what
+they added whatever process they run in."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Any
 import anyio
 from inproc import inproc
 from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
-from mcpclient import mcp_inproc, mcp_session, until
+from mcpclient import mcp_inproc, until
 
 
 def listed(config: Path, *, process: bool = False) -> dict[str, dict[str, Any]]:
@@ -40,7 +42,7 @@ def test_the_tool_drives_the_live_runner_and_the_session_end_stops_its_watchers(
         runner.wait_running()
 
         async def body() -> None:
-            async with mcp_session(tmp_path, "-c", str(config)) as c:
+            async with mcp_inproc(tmp_path, "-c", str(config)) as c:
                 added = await c.ok(action="add", path="app.log", pattern="ERROR")
                 assert added["runner"] == "live" and added["watch"]["id"] == "w1"
                 assert added["watch"]["origin"] == "runtime"
@@ -69,7 +71,7 @@ def test_the_tool_drives_the_live_runner_and_the_session_end_stops_its_watchers(
                     ("cfg", "running")]
         anyio.run(body)
         async def ending() -> None:
-            async with mcp_session(tmp_path, "-c", str(config)) as c:
+            async with mcp_inproc(tmp_path, "-c", str(config)) as c:
                 assert (await c.ok(action="add", path="app.log", pattern="ERROR",
                                    id="kept"))["runner"] == "live"
         anyio.run(ending)
@@ -104,7 +106,7 @@ def test_clear_forgets_the_sessions_watchers_not_the_operators(tmp_path: Path) -
         cli("stop", "cfg", process=False)
 
         async def body() -> None:
-            async with mcp_session(tmp_path, "-c", str(config)) as c:
+            async with mcp_inproc(tmp_path, "-c", str(config)) as c:
                 await c.ok(action="add", path="app.log", pattern="FATAL", id="mine")
                 await c.ok(action="add", path="app.log", pattern="PANIC", id="mine2")
                 await c.ok(action="stop", id="mine")

@@ -407,7 +407,7 @@ def _server_of(pid: int) -> int:
 
 def test_a_second_session_uses_the_first_sessions_runner(tmp_path: Path) -> None:
     async def body() -> None:
-        async with mcp_session(tmp_path) as second:
+        async with mcp_inproc(tmp_path) as second:  # (its runner's client: this process)
             async with mcp_session(tmp_path) as first:
                 assert (await first.ok(action="add", command="exec sleep 600",
                                        pattern="x"))["runner"] == "session"
