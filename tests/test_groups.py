@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from watchrun.process.groups import Group, GroupRegistry, end_groups, leftover_groups, members
+from watchrun.process.guard import command
 from watchrun.process.tree import Stat, read_table, start_time
 
 
@@ -151,8 +151,7 @@ def test_groups_of_a_dead_runner_are_leftovers(tmp_path: Path) -> None:
 def test_the_guardian_ends_the_groups_only_when_the_runner_dies(
         clean: bool, group: tuple[subprocess.Popen[bytes], list[int]]) -> None:
     leader, kids = group
-    guardian = subprocess.Popen([sys.executable, "-m", "watchrun.process.guard"],
-                                stdin=subprocess.PIPE, start_new_session=True)
+    guardian = subprocess.Popen(command(), stdin=subprocess.PIPE, start_new_session=True)
     assert guardian.stdin is not None
     guardian.stdin.write(f"+{leader.pid} {start_time(leader.pid)} x\n+1 1 y\n-1\n".encode())
     if clean:

@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable
 
 import watchrun
 from watchrun.process.groups import Group
-from watchrun.process.guardian import main
 from watchrun.process.tree import HELPERS, forking
 
-__all__ = ["Guardian", "LazyGuardian", "command", "main"]
+__all__ = ["Guardian", "LazyGuardian", "command"]
 
 
 def command() -> list[str]:
@@ -161,6 +160,3 @@ class LazyGuardian:
         if self._guardian is not None:
             self._guardian.close()
 
-
-if __name__ == "__main__":  # (`python -m watchrun.process.guard` runs it too, loading more)
-    sys.exit(main())
