@@ -17,9 +17,8 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable
 
-import watchrun
 from watchrun.process.groups import Group
-from watchrun.process.tree import HELPERS, forking
+from watchrun.process.tree import HELPERS, forking, watchrun_home
 
 __all__ = ["Guardian", "LazyGuardian", "command"]
 
@@ -30,9 +29,8 @@ def command() -> list[str]:
     where this runner found it) and with the environment ignored (`-I`: no PYTHONPATH,
     PYTHONSTARTUP or user site can put code into it, and the current directory is not on its
     path). ~15 ms of CPU instead of ~60 (docs/decisions.md)."""
-    home = os.path.dirname(os.path.dirname(os.path.abspath(watchrun.__file__)))
     return [sys.executable, "-I", "-S", "-c",
-            f"import sys; sys.path.append({home!r}); "
+            f"import sys; sys.path.append({watchrun_home()!r}); "
             "from watchrun.process.guardian import main; sys.exit(main())"]
 
 

@@ -26,8 +26,8 @@ import time
 from collections import deque
 from typing import Any
 
-import watchrun
 from watchrun.process.spawn import Spawner, SpawnError, end_now
+from watchrun.process.tree import watchrun_home
 
 __all__ = ["RE2_BUDGET_S", "TOTAL_BUDGET_S", "WALL_S", "Refusal", "command", "probe",
            "regexes"]
@@ -67,7 +67,7 @@ def command() -> list[str]:
     search path (so it finds watchrun, google-re2, hyperscan and msgspec where the runner found
     them), watchrun's own home first. Its environment is the runner's, as before
     (`WATCHRUN_ENGINES`)."""
-    home = os.path.dirname(os.path.dirname(os.path.abspath(watchrun.__file__)))
+    home = watchrun_home()
     path = [home, *(p for p in sys.path if os.path.isabs(p) and p != home)]
     return [sys.executable, "-S", "-c",
             f"import sys; sys.path[:] = {path!r}; "
