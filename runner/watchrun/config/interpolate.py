@@ -139,10 +139,10 @@ def _split(text: str, env: Mapping[str, str]) -> tuple[list[str], list[str]] | N
         return None
     pending = iter(values)
     items = ["".join(next(pending)[1] if ch == mark else ch for ch in arg) for arg in args]
-    code = next((i for i, what in program_code(items).items() if mark in args[i]), None)
+    code = next(((i, what) for i, what in program_code(items).items() if mark in args[i]), None)
     if code is not None:
-        name = values[sum(arg.count(mark) for arg in args[:code])][0]
-        problems.append(_IN_CODE.format(name=name, what=program_code(items)[code]))
+        name = values[sum(arg.count(mark) for arg in args[:code[0]])][0]
+        problems.append(_IN_CODE.format(name=name, what=code[1]))
     script = next((i for i in code_indexes(items) if mark in args[i]), None)
     if script is not None:
         name = values[sum(arg.count(mark) for arg in args[:script])][0]

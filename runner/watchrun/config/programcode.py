@@ -31,24 +31,24 @@ class _Reader(NamedTuple):
     """The first operand is the program unless a code or file option gave it (awk)."""
     files: str = ""
     """Option letters that name a program file (then no operand is code: `awk -f prog`)."""
+    ends: bool = False
+    """The code ends the options: what follows is the program's arguments (`python -c`)."""
 
 
-_PYTHON = _Reader("Python", "c", "WXm")
+_PYTHON = _Reader("Python", "c", "WXm", ends=True)
+_NODE = _Reader("JavaScript", "ep", "r", ("--eval", "--print"))
+_AWK = _Reader("awk", "e", "Fvf", ("--source",), True, "f")
 _READERS = {
-    "python": _PYTHON, "pypy": _PYTHON,
+    "python": _PYTHON, "pypy": _PYTHON, "node": _NODE, "nodejs": _NODE,
     "perl": _Reader("Perl", "eE", "IMmFdD"),
     "ruby": _Reader("Ruby", "e", "CEFIKTr"),
-    "node": _Reader("JavaScript", "ep", "r", ("--eval", "--print")),
-    "nodejs": _Reader("JavaScript", "ep", "r", ("--eval", "--print")),
     "php": _Reader("PHP", "r", "cdfz"),
     "lua": _Reader("Lua", "e", "l"), "luajit": _Reader("Lua", "e", "lbj"),
     "Rscript": _Reader("R", "e"),
     "expect": _Reader("Tcl", "c", "fD"),
     "osascript": _Reader("AppleScript", "e", "lis"),
-    "awk": _Reader("awk", "e", "Fvf", ("--source",), True, "f"),
+    "awk": _AWK, "gawk": _AWK, "mawk": _AWK, "nawk": _AWK, "busybox-awk": _AWK,
 }
-for _name in ("gawk", "mawk", "nawk", "busybox-awk"):
-    _READERS[_name] = _READERS["awk"]
 
 
 def program_code(argv: Sequence[str]) -> dict[int, str]:
@@ -96,6 +96,6 @@ def _code(argv: Sequence[str], at: int, r: _Reader) -> list[int]:
                 given = given or letter in r.files
                 j += 1 if last else 0
                 break
-        if r is _PYTHON and found:
-            return found  # (python's -c ends its options: the rest is sys.argv)
+        if r.ends and found:
+            return found
     return found
