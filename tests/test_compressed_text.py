@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_once import once, table_row
+from test_once import once, rotated_by_rename, table_row
 
 from watchrun.sources.compressed import compressed
 
@@ -69,10 +69,7 @@ def test_a_text_log_beginning_with_bzh_is_read_and_gated_also_once_rotated(
                             "gate": {"maxMatches": 0}}]}
     r = once(tmp_path, config)
     assert (r.rc, table_row(r.out, "app")[1:]) == (0, ["0", "0", "-", "pass"]), r.out + r.err
-    with log.open("a") as f:
-        f.write("ERROR written after\n")
-    log.rename(tmp_path / "app.log.1")
-    log.write_text("PK ok\n")
+    rotated_by_rename(log, "ERROR written after", "PK ok")
     r = once(tmp_path, config)
     assert (r.rc, table_row(r.out, "app")[1:]) == (1, ["1", "0", "-", "FAIL"]), r.out + r.err
     assert "ERROR written after" in r.out

@@ -60,6 +60,19 @@ def gated(cid: str, command: str | list[str], pattern: str, **gate: Any) -> dict
 
 
 
+def rotated_by_rename(log: Path, appended: str, fresh: str | None = None) -> Path:
+    """The line `appended` added to `log`, then the log rotated as logrotate does by default:
+    renamed to `log.1`, and a new `log` holding the line `fresh` (None: none made, as with
+    `nocreate`). Returns the rotated file."""
+    with log.open("a") as fh:
+        fh.write(f"{appended}\n")
+    rotated = log.with_name(f"{log.name}.1")
+    log.rename(rotated)
+    if fresh is not None:
+        log.write_text(f"{fresh}\n")
+    return rotated
+
+
 def rotate_three_times(log: Path, lines: list[str]) -> None:
     """Append each of `lines` to `log`, then rotate it as logrotate does (`log.2` -> `log.3`,
     `log` -> `log.1`, a new empty `log`): three generations for three lines."""
@@ -467,10 +480,7 @@ def test_a_generation_rotated_between_once_runs_is_read_on(tmp_path: Path,
     config = {"watchers": [{"id": "log", **watcher, "path": "app.log", "pattern": "ERROR",
                             "gate": {"maxMatches": 0}}]}
     assert once(tmp_path, config).rc == 1
-    with open(log, "a") as fh:
-        fh.write("ERROR lost\n")
-    log.rename(tmp_path / "app.log.1")
-    log.write_text("INFO fresh\n")
+    rotated_by_rename(log, "ERROR lost", "INFO fresh")
     second = once(tmp_path, config)
     assert second.rc == 1, second.out + second.err
     assert table_row(second.out, "log")[:2] == ["log", "1"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from liverunner import read_records, wait_for, watchrun_bin, write_config
-from test_once import TIMEOUT_S, base_env, once, table_row
+from test_once import TIMEOUT_S, base_env, once, rotated_by_rename, table_row
 
 from watchrun.cli.gate_report import escape_data
 
@@ -72,9 +72,7 @@ def test_json_counts_a_gate_crossed_beside_an_error_and_shows_its_lines(tmp_path
     """logrotate `nocreate`: the path is missing at the run (ERROR), its rotated generation
     held the forbidden line. `--json` said `"crossed": 0` and `"first": []`."""
     log = _read_once(tmp_path, "ok\n")
-    with log.open("a") as f:
-        f.write("ERROR unread\n")
-    log.rename(f"{log}.1")
+    rotated_by_rename(log, "ERROR unread")
     r = once(tmp_path, CONFIG, "--json")
     doc = json.loads(r.out)
     assert (r.rc, doc["passed"], doc["crossed"], doc["errors"]) == (3, False, 1, 1), r.out

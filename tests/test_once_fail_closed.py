@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from liverunner import read_records
-from test_once import gated, once, table_row
+from test_once import gated, once, rotated_by_rename, table_row
 
 LOG_GATE = {"watchers": [{"id": "a", "path": "app.log", "pattern": "ERROR",
                           "gate": {"maxMatches": 0}}]}
@@ -21,11 +21,7 @@ def test_a_generation_gone_since_the_last_run_is_no_pass(tmp_path: Path) -> None
     log = tmp_path / "app.log"
     log.write_text("ok\n")
     assert once(tmp_path, LOG_GATE).rc == 0
-    with log.open("a") as f:
-        f.write("ERROR lost\n")
-    log.rename(tmp_path / "app.log.1")
-    log.write_text("fresh\n")
-    (tmp_path / "app.log.1").unlink()
+    rotated_by_rename(log, "ERROR lost", "fresh").unlink()
     r = once(tmp_path, LOG_GATE, "--junit", "report.xml")
     assert (r.rc, table_row(r.out, "a")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
     assert "\na: could not look at every line\n" \
@@ -46,10 +42,7 @@ def test_a_log_rotated_between_runs_and_kept_is_no_gap(tmp_path: Path) -> None:
     log = tmp_path / "app.log"
     log.write_text("ok\n")
     assert once(tmp_path, LOG_GATE).rc == 0
-    with log.open("a") as f:
-        f.write("more\n")
-    log.rename(tmp_path / "app.log.1")
-    log.write_text("fresh\n")
+    rotated_by_rename(log, "more", "fresh")
     r = once(tmp_path, LOG_GATE)
     assert (r.rc, table_row(r.out, "a")[1:]) == (0, ["0", "0", "-", "pass"]), r.out + r.err
     kinds = [x["kind"] for x in read_records(tmp_path / ".watchrun" / "watchers" / "a.jsonl")]

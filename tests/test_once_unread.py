@@ -30,6 +30,7 @@ from test_once import (
     gated,
     once,
     read_then_rotated_past_one_generation,
+    rotated_by_rename,
     table_row,
 )
 
@@ -518,10 +519,7 @@ def test_a_corrupt_checkpoint_fails_the_gate_closed(tmp_path: Path) -> None:
     config = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
                             "gate": {"maxMatches": 0}}]}
     assert once(tmp_path, config).rc == 0
-    with log.open("a") as f:
-        f.write("ERROR unread\n")
-    log.rename(tmp_path / "app.log.1")
-    log.write_text("ok new\n")
+    rotated_by_rename(log, "ERROR unread", "ok new")
     saved = tmp_path / ".watchrun" / "state" / "app.checkpoint.json"
     saved.write_bytes(saved.read_bytes()[:40])
     r = once(tmp_path, config)
