@@ -32,11 +32,18 @@ PY = "the Python code `python` runs"
     (["node", "--eval", "X"], {2: "the JavaScript code `node` runs"}),
     (["node", "--print=X"], {1: "the JavaScript code `node` runs"}),
     (["node", "app.js", "-e", "x"], {}),
+    (["node", "-pe", "X"], {2: "the JavaScript code `node` runs"}),  # node's -pe: -p -e
+    (["node", "-ep", "X", "v"], {2: "the JavaScript code `node` runs"}),
+    (["node", "-r", "m", "-p", "X"], {4: "the JavaScript code `node` runs"}),
     (["awk", "-F:", "{print $1}", "f"], {2: "the awk code `awk` runs"}),
     (["awk", "-v", "a=1", "X", "f"], {3: "the awk code `awk` runs"}),
     (["gawk", "-f", "prog.awk", "f"], {}),
     (["gawk", "-e", "X", "f"], {2: "the awk code `gawk` runs"}),
     (["php", "-r", "X"], {2: "the PHP code `php` runs"}),
+    (["php", "-B", "X", "-R", "Y", "-E", "Z"], {2: "the PHP code `php` runs",
+                                               4: "the PHP code `php` runs",
+                                               6: "the PHP code `php` runs"}),
+    (["php", "-F", "f.php"], {}),
     (["Rscript", "-e", "X"], {2: "the R code `Rscript` runs"}),
     (["expect", "-c", "X"], {2: "the Tcl code `expect` runs"}),
     (["tail", "-F", "x"], {}), (["grep", "-e", "x", "f"], {}),
@@ -61,6 +68,7 @@ def _config(folder: Path, command: list[str] | str, agents: bool = False) -> Pat
     ("perl", ["perl", "-e", 'print "${V}"'], "watchers[0].command[2]"),
     ("awk", ["awk", 'BEGIN{print "${V}"}'], "watchers[0].command[1]"),
     ("python3", ["sudo", "python3", "-c", "print('${V}')"], "watchers[0].command[3]"),
+    ("node", ["node", "-pe", '"${V}"'], "watchers[0].command[2]"),  # (-pe: -p -e, code next)
 ])
 def test_a_value_in_an_interpreters_code_is_refused(tmp_path: Path, tool: str,
                                                     command: list[str], key: str) -> None:

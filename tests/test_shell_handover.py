@@ -35,6 +35,14 @@ exec sh -c "$*"
     (["ssh", "-N", "-L", "8080:x:80", "host"], []),
     (["autossh", "-M", "0", "host", "cmd"], [4]),
     (["sudo", "-u", "x", "ssh", "h", "cmd"], [5]),
+    # ssh's -o command options run in a shell on this host (ProxyCommand, LocalCommand…)
+    (["ssh", "-o", "ProxyCommand=x", "host"], [2]), (["ssh", "-oProxyCommand=x", "h"], [1]),
+    (["ssh", "-vo", "localcommand x", "host"], [2]), (["ssh", "h", "-o", "KnownHostsCommand x"],
+                                                      [3]),
+    (["ssh", "-o", "RemoteCommand = x", "h"], [2]), (["ssh", "-o", "User=x", "-p22", "h"], []),
+    (["ssh", "-p", "-oProxyCommand=x", "h"], []),  # (-p's value, a port, not an option)
+    (["scp", "-P", "22", "-o", "ProxyCommand=x", "a", "h:b"], [4]),
+    (["sftp", "-oProxyCommand=x", "h"], [1]), (["scp", "-o", "Port=2", "a", "h:b"], []),
     (["su", "-c", "cmd", "user"], [2]), (["su", "user", "-c", "cmd"], [3]),
     (["su", "-lc", "cmd"], [2]), (["su", "--command=cmd"], [1]), (["su", "-ccmd"], [1]),
     (["runuser", "-u", "x", "--session-command", "cmd"], [4]),
@@ -128,3 +136,27 @@ def test_an_agent_prompt_in_env_split_string_is_refused(tmp_path: Path) -> None:
                          text=True, timeout=60, check=False)
     assert res.returncode == 2, res.stdout
     assert "agents[0].command: has {prompt} inside the script of a shell's -c" in res.stdout
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="ssh is not installed")
+def test_an_ssh_proxy_command_is_shell_code_on_this_host(tmp_path: Path) -> None:
+    """`ssh -o ProxyCommand=${V}` ran the value in `sh -c` here, as the runner's user (root):
+    only the remote command was taken for shell code (the security.md audit). The proxy
+    `touch`es a file and exits, so ssh ends at once (no host is reached)."""
+    command = ["ssh", "-o", "ProxyCommand=touch got-${V}", "-o", "BatchMode=yes",
+               "nohost.invalid", "true"]
+    res = run_once(tmp_path, command, TOUCH)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "error: watchers[0].command[2]: `${V}` is in shell code and its value holds ';'" \
+        in res.stderr
+    assert not (tmp_path / "pwned").exists()
+    res = run_once(tmp_path, command, "release  1.2 *")
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in tmp_path.glob("got-*")) == ["got-release  1.2 *"]
+    cfg = write_config(tmp_path, {"agents": [{
+        "name": "a", "provider": "generic", "command": "ssh -o ProxyCommand={prompt} box"}]})
+    checked = subprocess.run([watchrun_bin(), "validate", "-c", str(cfg)], capture_output=True,
+                             text=True, timeout=60, check=False)
+    assert checked.returncode == 2, checked.stdout
+    assert "agents[0].command: has {prompt} inside the script of a shell's -c (or what ssh" \
+        in checked.stdout

@@ -1,4 +1,5 @@
-"""Which arguments of a list command other programs hand to a shell: ssh's remote command,
+"""Which arguments of a list command other programs hand to a shell: ssh's remote command and
+its `-o ProxyCommand=` (and LocalCommand, KnownHostsCommand, RemoteCommand; scp's and sftp's too),
 `su -c`, `runuser -c`, `flock FILE -c`, `script -c`, what `watch` runs, `env -S`'s string,
 `git -c` values (an alias `!cmd`, `core.pager`… run by a shell) and tmux's commands.
 
@@ -19,6 +20,10 @@ from watchrun.config.shellcode import script_indexes
 
 _SSH_VALUE = frozenset("BbcDEeFIiJLlmOoPpQRSWw")
 """ssh(1)'s options that take a value (`-p 22`, `-p22`); autossh adds `-M port`."""
+_SSH_COMMANDS = re.compile(r"\s*(proxycommand|localcommand|knownhostscommand|remotecommand)"
+                           r"(\s*=\s*|\s+)", re.IGNORECASE)
+"""ssh_config(5) keywords whose value a shell runs (`-o ProxyCommand=CMD`, `-o 'LocalCommand
+CMD'`): ProxyCommand, LocalCommand and KnownHostsCommand by `sh -c` on this host."""
 _COMMAND_OPTION = re.compile(r"-[A-Za-z]*c|--command|--session-command")
 """`-c CMD` (alone or ending a cluster: `su -lc CMD`) and the long forms, value next."""
 _COMMAND_JOINED = re.compile(r"-c.+|--command=.*|--session-command=.*")
@@ -57,11 +62,40 @@ def _options(argv: Sequence[str], j: int, takes_value: frozenset[str]) -> int:
 
 def _ssh(argv: Sequence[str], at: int) -> list[int]:
     """`ssh [options] DEST [options] CMD ARG…`: ssh joins CMD and its arguments with spaces
-    into one command line that the remote user's shell runs."""
+    into one command line that the remote user's shell runs; an `-o` command option's value is
+    run by a shell too (`_ssh_config`)."""
     takes = _SSH_VALUE | {"M"} if os.path.basename(argv[at]).startswith("autossh") else _SSH_VALUE
     dest = _options(argv, at + 1, takes)
     command = _options(argv, dest + 1, takes)  # (ssh reads options after DEST too)
-    return list(range(command, len(argv)))
+    return _ssh_config(argv, at + 1, command, takes) + list(range(command, len(argv)))
+
+
+def _ssh_config(argv: Sequence[str], start: int, end: int, takes: frozenset[str]) -> list[int]:
+    """The `-o KEYWORD=VALUE` arguments (`-oKEYWORD=VALUE`, a cluster ending in `o`) between
+    `start` and `end` whose keyword names a command a shell runs (`_SSH_COMMANDS`)."""
+    found = []
+    j = start
+    while j < end:
+        arg = argv[j]
+        j += 1
+        if not arg.startswith("-") or arg.startswith("--") or arg == "-":
+            continue
+        letters = arg[1:]
+        at = next((k for k, letter in enumerate(letters) if letter in takes), None)
+        if at is None:
+            continue
+        joined = at < len(letters) - 1
+        index = j - 1 if joined else j
+        value = letters[at + 1:] if joined else (argv[j] if j < len(argv) else "")
+        if letters[at] == "o" and _SSH_COMMANDS.match(value):
+            found.append(index)
+        j += 0 if joined else 1
+    return found
+
+
+def _scp(argv: Sequence[str], at: int) -> list[int]:
+    """`scp`/`sftp -o ProxyCommand=CMD …`: their `-o` goes to ssh, which runs CMD in a shell."""
+    return _ssh_config(argv, at + 1, len(argv), frozenset("BbcDFiJloPRSsX"))
 
 
 def _command_option(argv: Sequence[str], at: int) -> list[int]:
@@ -129,7 +163,7 @@ def _tmux(argv: Sequence[str], at: int) -> list[int]:
 
 
 _READERS: dict[str, Callable[[Sequence[str], int], list[int]]] = {
-    "ssh": _ssh, "autossh": _ssh, "su": _command_option, "runuser": _command_option,
-    "script": _command_option, "flock": _flock, "watch": _watch, "env": _env, "git": _git,
-    "tmux": _tmux}
+    "ssh": _ssh, "autossh": _ssh, "scp": _scp, "sftp": _scp, "su": _command_option,
+    "runuser": _command_option, "script": _command_option, "flock": _flock, "watch": _watch,
+    "env": _env, "git": _git, "tmux": _tmux}
 """The programs by name (after a version suffix, as shells are), and how each is read."""

@@ -1,6 +1,6 @@
 """Which arguments of a list command an interpreter runs as program code: `python -c CODE`,
-`perl -e`, `ruby -e`, `node -e`/`--eval`, `php -r`, `lua -e`, `Rscript -e`, `expect -c`,
-`osascript -e`, and awk's program (or gawk's `-e`).
+`perl -e`, `ruby -e`, `node -e`/`-p`/`-pe`/`--eval`, `php -r` (and `-B`/`-R`/`-E`), `lua -e`,
+`Rscript -e`, `expect -c`, `osascript -e`, and awk's program (or gawk's `-e`).
 
 A `${VAR}` there would be code in that language, and no quoting is generic across languages
 (`config/shellcode.py` quotes values in shell code only): the reference is refused, and the
@@ -33,16 +33,19 @@ class _Reader(NamedTuple):
     """Option letters that name a program file (then no operand is code: `awk -f prog`)."""
     ends: bool = False
     """The code ends the options: what follows is the program's arguments (`python -c`)."""
+    joined: bool = True
+    """A code letter before the end of a cluster takes the rest of it (`-cCODE`); else the
+    cluster's letters are all flags and the code is the next argument (node's `-pe CODE`)."""
 
 
 _PYTHON = _Reader("Python", "c", "WXm", ends=True)
-_NODE = _Reader("JavaScript", "ep", "r", ("--eval", "--print"))
+_NODE = _Reader("JavaScript", "ep", "r", ("--eval", "--print"), joined=False)
 _AWK = _Reader("awk", "e", "Fvf", ("--source",), True, "f")
 _READERS = {
     "python": _PYTHON, "pypy": _PYTHON, "node": _NODE, "nodejs": _NODE,
     "perl": _Reader("Perl", "eE", "IMmFdD"),
     "ruby": _Reader("Ruby", "e", "CEFIKTr"),
-    "php": _Reader("PHP", "r", "cdfz"),
+    "php": _Reader("PHP", "rBRE", "cdfzF"),
     "lua": _Reader("Lua", "e", "l"), "luajit": _Reader("Lua", "e", "lbj"),
     "Rscript": _Reader("R", "e"),
     "expect": _Reader("Tcl", "c", "fD"),
@@ -89,7 +92,7 @@ def _code(argv: Sequence[str], at: int, r: _Reader) -> list[int]:
         j += 1
         for k, letter in enumerate(arg[1:], 1):
             if letter in r.code or letter in r.value:
-                last = k == len(arg) - 1
+                last = k == len(arg) - 1 or (not r.joined and letter in r.code)
                 if letter in r.code:
                     found.append(j if last else j - 1)
                     given = True
