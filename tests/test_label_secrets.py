@@ -13,12 +13,14 @@ from pathlib import Path
 
 from inproc import inproc
 from liverunner import DEADLINE_S, read_records, watchrun_bin, write_config
+from webhook_server import receiver
 
 PW = "Hunter2Hunter2"
 PW_Q = "it's correct horse"  # a list argument: no shell reads it, so no quoting refuses it
 PIECES = ("Hunter2", "correct", "horse")
 ARGV = str(Path(__file__).parent / "progs" / "argv_json.py")
 LABEL_TO = "import os, sys; open(sys.argv[1], 'a').write(os.environ['WATCHRUN_LABEL'] + '\\n')"
+STDIN_TO = "import sys; open(sys.argv[1], 'w').write(sys.stdin.read())"
 
 
 def _cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -121,3 +123,29 @@ def test_a_placed_password_never_reaches_a_prompt_or_an_action_without_output_re
              if r["kind"] in ("text", "output")]
     assert given == [[prompts[0]["text"]]]  # what the agent process was given
     assert seen.read_text() == label + "\n"
+
+
+def test_a_password_in_a_watched_path_never_reaches_an_action_without_output_redact(
+        tmp_path: Path) -> None:
+    # before: the label was redacted, each line's `where` was not: the webhook's JSON body and
+    # the exec action's stdin said `…/db_password=Hunter2Hunter2/app.log:1` (security audit F1)
+    logs = tmp_path / f"db_password={PW}"
+    logs.mkdir()
+    (logs / "app.log").write_text("FAIL one\nFAIL two\n")
+    stdin = tmp_path / "stdin.jsonl"
+    where = str(tmp_path / "db_password=[REDACTED:password]" / "app.log")
+    with receiver() as rx:
+        write_config(tmp_path, {"output": {"dir": "out"}, "watchers": [
+            {"id": "f", "path": str(tmp_path / "db_password=${PW}" / "app.log"),
+             "fromStart": True, "pattern": "FAIL", "actions": [
+                 {"type": "webhook", "name": "hook", "url": rx.url},
+                 {"type": "exec", "name": "ex",
+                  "command": [sys.executable, "-c", STDIN_TO, str(stdin)]}]}]})
+        done = _cli(tmp_path, "run", "--once")
+        assert done.returncode == 0, done.stderr
+        (sent,) = rx.requests
+    _clean(sent.body.decode(), "the webhook's body")
+    assert [ln["where"] for ln in sent.json()["lines"]] == [f"{where}:1", f"{where}:2"]
+    assert sent.json()["watcher"]["label"] == where
+    given = [json.loads(ln) for ln in stdin.read_text().splitlines()]
+    assert [ln["where"] for ln in given] == [f"{where}:1", f"{where}:2"]

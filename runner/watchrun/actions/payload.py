@@ -78,9 +78,10 @@ def build(ctx: Context, firing: Firing, redactor: Redactor, limit: int) -> Outgo
     """The firing's document (the generic JSON body), at most `limit` bytes encoded: its lines
     redacted together (a secret spanning lines, a private-key block, is found whole), and the
     watcher's label too (by default its command line, which may carry a `${VAR}` password),
-    sanitized as lines are. Lines that do not fit are left out (`omitted`), a first line that
-    alone does not fit is clipped; a line cut either way is marked `truncated`. A line cut at
-    limits.maxLineBytes loses the head of a secret that went on past the cut too."""
+    sanitized as lines are, and each line's `where` (a file's path may hold one as well).
+    Lines that do not fit are left out (`omitted`), a first line that alone does not fit is
+    clipped; a line cut either way is marked `truncated`. A line cut at limits.maxLineBytes
+    loses the head of a secret that went on past the cut too."""
     texts, counts = redactor.redact_lines([m.line for m in firing.matches],
                                           [m.cut is not None for m in firing.matches])
     label, found = redactor.redact(sanitize(ctx.label)[0])  # (a `${VAR}` in it: untrusted)
@@ -97,9 +98,14 @@ def build(ctx: Context, firing: Firing, redactor: Redactor, limit: int) -> Outgo
     }
     room = limit - _size(doc) - 2 * len(str(firing.count))  # (`shown`, `omitted` set below)
     lines: list[dict[str, Any]] = []
+    wheres: dict[str, str] = {}  # (a file's path, as the label: `db_password=${PW}/app.log`)
     for m, text in zip(firing.matches, texts, strict=True):
+        if (where := wheres.get(m.where)) is None:
+            where, found = redactor.redact(m.where)
+            wheres[m.where] = where
+            add_counts(counts, found)
         item: dict[str, Any] = {"line": text, "lineNo": m.line_no, "offset": m.offset,
-                                "where": m.where, "cursor": m.cursor}
+                                "where": where, "cursor": m.cursor}
         if m.cut is not None:
             item["truncated"] = True
         size = _size(item) + 1
