@@ -40,6 +40,13 @@ SHAPES = [
     ("REDIS_URL=redis://:onlypass1234@redis:6379/0", ["onlypass1234"],
      "REDIS_URL=redis://:[REDACTED:url-credentials]@redis:6379/0"),
     ("postgres://u:p@ss@h/db", ["p@ss", "ss"], "postgres://u:[REDACTED:url-credentials]@h/db"),
+    # a quote escaped inside a quoted value (the security audit: the rest of it went out)
+    (r'{"password":"ab\"cdef-secret-tail"}', ["cdef-secret-tail"],
+     '{"password":[REDACTED:password]}'),
+    ("UPDATE u SET password='it''s-a-secret' WHERE id=1", ["s-a-secret"],
+     "UPDATE u SET password=[REDACTED:password] WHERE id=1"),
+    (r"api_key: 'k-12\'34567890ab' next", ["34567890ab"], "api_key: [REDACTED:secret] next"),
+    ('token="abcdefgh\\"ijkl" ok', ["ijkl"], "token=[REDACTED:token] ok"),
 ]
 
 
@@ -85,6 +92,17 @@ def test_a_quoted_value_with_spaces_is_hidden_whole(
     red, counts = redactor().redact(style.format(n=name, s=sep, v=value) + " end")
     assert not any(word in red for word in value.split(" ") if len(word) > 3), red
     assert sum(counts.values()) >= 1
+
+
+@given(st.sampled_from(NAMES), st.sampled_from(SEPARATORS), SAFE, SAFE,
+       st.sampled_from(['"{a}\\"{b}"', "'{a}\\'{b}'", "'{a}''{b}'"]))
+def test_a_quote_escaped_inside_a_quoted_value_does_not_end_it(
+        name: str, sep: str, head: str, tail: str, quoted: str) -> None:
+    """JSON's and C's `\\"`, and SQL's doubled `''`, inside the value: the part after it was
+    left in clear, with the value counted as redacted."""
+    red, counts = redactor().redact(f"{name}{sep}{quoted.format(a=head, b=tail)} end")
+    assert head not in red and tail not in red and sum(counts.values()) >= 1, red
+    assert red.endswith(" end"), red
 
 
 @given(st.text(st.sampled_from("pasword_kyAPIX=:>-\"'\\ {},;&@/ab1"), max_size=60),
