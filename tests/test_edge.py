@@ -22,8 +22,12 @@ from watchrun.output.outdir import prepare_output_dir
 
 FORBIDDEN = set(map(chr, [*range(0x00, 0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0)])) | {
     "\u2028", "\u2029", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067",
-    "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"}
-"""What may never reach a terminal raw: C0 but tab, DEL, C1, line/paragraph separators, bidi."""
+    "\u2068", "\u2069", "\u200e", "\u200f", "\u061c"} | {
+    "\u00ad", "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\U000e0001",
+    *map(chr, range(0xE0020, 0xE0080))}
+"""What may never reach a terminal raw: C0 but tab, DEL, C1, line/paragraph separators, bidi,
+and what draws nothing (a soft hyphen, zero-width spaces and joiners, a BOM, the tag characters
+that can spell an instruction no reader sees)."""
 
 
 def clean(text: str) -> bool:
@@ -135,7 +139,7 @@ def _strings(value: object) -> str:
 # -- end to end: the forged-line case through the CLI ------------------------------------------
 
 CRAFTED = ("ERROR real\u2028ERROR 2026-01-01 forged line\u2029 c1\x85\x9b31m del\x7f "
-           "\x1b[31mred\x1b[0m \u202eevil")
+           "zw\u200bsp\ufeff tag\U000e0069\U000e0067 \x1b[31mred\x1b[0m \u202eevil")
 
 
 def cli(*args: str) -> str:

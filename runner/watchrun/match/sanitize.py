@@ -73,7 +73,7 @@ _CONTROLS = "[\x00-\x08\x0b-\x1f\x7f-\x9f]"
 _SURROGATES = "[\ud800-\udfff]"
 _EDGE_LINE = re.compile(f"[\n{MARKS}{HIDDEN}]")
 _EDGE_LINES = f"[{MARKS}{HIDDEN}]"
-_EDGE_JSON = f"[\x7f-\x9f{MARKS}\ud800-\udfff]"
+_EDGE_JSON = f"[\x7f-\x9f{MARKS}{HIDDEN}\ud800-\udfff]"
 _WORKFLOW = re.compile(r"##\[|^([ \t]*):(?=:[A-Za-z])", re.MULTILINE)
 """What the GitHub Actions runner obeys in a line of a step's output: `##[command]` anywhere,
 `::command` at the start of a line after blanks (`edge_text` writes `#\\u0023[`, `\\u003a:`)."""
@@ -205,8 +205,9 @@ def edge_text(value: object, *, multiline: bool = False) -> str:
 
 def edge_json(value: object, *, indent: int | None = None) -> str:
     """`value` as JSON that is safe to print and still means the same: non-ASCII text stays
-    readable, while DEL, C1 controls, U+2028/U+2029 and bidirectional controls are
-    `\\u`-escaped (json escapes C0 itself), and so is the `#` before `[` in `##[` (the
+    readable, while DEL, C1 controls, U+2028/U+2029, bidirectional controls and the characters
+    that draw nothing (`plain.HIDDEN`: a tag character beyond the BMP as its surrogate pair)
+    are `\\u`-escaped (json escapes C0 itself), and so is the `#` before `[` in `##[` (the
     GitHub Actions runner obeys `##[command]` anywhere in a line). A lone surrogate (a byte
     of a file name that is not UTF-8) is U+FFFD, as in the records: its escape is JSON that
     strict parsers (serde_json) refuse. Keys keep their order; what JSON cannot represent
@@ -228,7 +229,9 @@ def edge_json(value: object, *, indent: int | None = None) -> str:
 
 def _json_safe(match: re.Match[str]) -> str:
     char = match.group()
-    return "\ufffd" if "\ud800" <= char <= "\udfff" else _escape_unsafe(match)
+    if "\ud800" <= char <= "\udfff":
+        return "\ufffd"
+    return json.dumps(char)[1:-1]  # (`\\u…`; beyond the BMP a surrogate pair, as JSON has it)
 
 
 def _finite(value: object) -> object:
