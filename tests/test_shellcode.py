@@ -144,6 +144,8 @@ def test_no_value_that_passes_runs_code_on_a_second_reading(
         (["busybox", "sh", "-c", "s"], [3]), (["pdksh", "-c", "s"], [2]),
         (["sh", "-c", "-", "s", "x"], [2, 3]), (["dash", "-e", "-c", "-", "s"], [3, 4]),
         (["fish", "--command", "s"], [2]), (["fish", "--command=s"], [1]),
+        (["pwsh", "-Command", "s"], [2]), (["pwsh", "-NoProfile", "-COMMAND", "s"], [3]),
+        (["pwsh", "-CommandWithArgs", "s", "a"], [2]), (["pwsh", "-File", "f.ps1"], []),
         (["python3", "-c", "s"], []), (["git", "--command=s"], []), (["rbash", "f.sh"], []),
         (["ssh", "-c", "aes128-ctr", "host"], []), (["/usr/bin/autossh", "-c", "x"], []),
     ],

@@ -33,7 +33,8 @@ ORDINARY = frozenset(string.ascii_letters + string.digits + " _-./:@%+=,~#*?[]{}
 substitution, a redirection, a quote or an escape, in any shell or in bash arithmetic."""
 _NOT_SHELLS = frozenset({"ssh", "autossh"})
 """Names ending in `sh` whose `-c` is no script (ssh's cipher): their arguments stay as written."""
-_C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*|--command")
+_C_OPTION = re.compile(r"-[A-Za-z]*c[A-Za-z]*|--command|-(?i:command|commandwithargs|cwa)")
+"""`-c` alone or in a cluster, `--command`, and PowerShell's `-Command` (any case: `pwsh`)."""
 _WITH_VALUE = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 """Shell options whose value is the next argument (`sh -o errexit -c …`)."""
 
