@@ -620,3 +620,36 @@ def test_a_watcher_led_to_its_own_records_by_a_link_refuses_them(tmp_path: Path)
                           capture_output=True, text=True, timeout=DEADLINE_S)
     assert once.returncode == 3 and "the runner's own records (through a link)" in once.stdout, \
         once
+
+
+
+@pytest.mark.parametrize("names", [("watchers-app.unwritten", "agents-triage.unwritten"),
+                                   ("agents-triage.lock",)])
+def test_symlinked_notes_and_agent_lock_are_never_followed(tmp_path: Path, target: Path,
+                                                           names: tuple[str, ...]) -> None:
+    """The note of records given up on a full disk (`state/<kind>-<id>.unwritten`) and an
+    agent's lock (`state/agents-<name>.lock`): planted links to a file the runner may write as
+    root are not written through (the security.md audit: no test had them). A lock is needed:
+    the run stops, naming it; a note is a reserve, and the run goes on without it."""
+    out = tmp_path / "out"
+    layout = prepare_output_dir(out)
+    for name in names:
+        (layout.state / name).symlink_to(target)
+    cfg = write_config(tmp_path, {
+        "output": {"dir": str(out)},
+        "agents": [{"name": "triage", "provider": "mock"}],
+        "watchers": [{"id": "app", "command": "echo ERROR", "pattern": "ERROR",
+                      "wake": "triage"}]})
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert "Traceback" not in res.stderr
+    if names == ("agents-triage.lock",):
+        assert res.returncode == 3, res.stderr
+        assert (f"could not start: agents: {layout.state / names[0]}: is a symlink (to {target});"
+                " symlinks under the output dir are never followed") in res.stderr
+    else:
+        assert res.returncode == 0, res.stderr
+        turns = [r for r in read_records(layout.jsonl("agent", "triage"))
+                 if r["kind"] == "dispatch-finished"]
+        assert [t["status"] for t in turns] == ["done"]
+    assert all((layout.state / name).is_symlink() for name in names)
