@@ -653,3 +653,44 @@ def test_symlinked_notes_and_agent_lock_are_never_followed(tmp_path: Path, targe
                  if r["kind"] == "dispatch-finished"]
         assert [t["status"] for t in turns] == ["done"]
     assert all((layout.state / name).is_symlink() for name in names)
+
+
+def test_fifos_in_place_of_state_files_and_streams_hang_no_command(tmp_path: Path) -> None:
+    """A FIFO at `processes.json`, a checkpoint, a `.tail`, a status snapshot, an agent's and a
+    watcher's JSONL: opening one to read blocks until someone writes, so a command that opened
+    it would hang for good (the security.md audit: only the live JSONL and a rotated segment
+    had a test). Each command ends, says what it refused, and no Traceback."""
+    out = tmp_path / "out"
+    layout = prepare_output_dir(out)
+    for path in (layout.state / "processes.json", layout.state / "app.checkpoint.json",
+                 layout.state / "app.tail", layout.state / "app.status.json",
+                 layout.jsonl("agent", "triage"), layout.jsonl("watcher", "app")):
+        os.mkfifo(path)
+    log = tmp_path / "app.log"
+    log.write_text("ERROR one\n")
+    cfg = write_config(tmp_path, {"output": {"dir": str(out)},
+                                  "agents": [{"name": "triage", "provider": "mock"}],
+                                  "watchers": [{"id": "app", "path": str(log),
+                                                "pattern": "ERROR"}]})
+    said = {("list",): (0, "its status snapshot"),
+            ("status", "app"): (3, f"{layout.state / 'app.status.json'}) cannot be read"),
+            ("logs", "app"): (3, f"is not a regular file: '{layout.state / 'app.tail'}'"),
+            ("matches", "app"): (3, f"is not a regular file: '{layout.jsonl('watcher', 'app')}'"),
+            ("agent", "list"): (3, f"{layout.jsonl('agent', 'triage')}: is not a regular file"),
+            ("run", "--once"): (3, f"cannot open {layout.jsonl('agent', 'triage')}: is not a "
+                                   "regular file")}
+    for args, (code, text) in said.items():
+        res = subprocess.run([watchrun_bin(), *args, "-c", str(cfg)], capture_output=True,
+                             text=True, timeout=30, check=False)
+        assert "Traceback" not in res.stderr, args
+        assert res.returncode == code and text in res.stdout + res.stderr, (args, res.stderr)
+    layout.jsonl("agent", "triage").unlink()  # the run then goes past the streams' opening
+    layout.jsonl("watcher", "app").unlink()
+    (layout.state / "processes.json").unlink()  # (replaced by the run above)
+    os.mkfifo(layout.state / "processes.json")
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=30, check=False)
+    assert res.returncode == 3, res.stderr  # where the last run ended is lost: not a pass
+    assert "app.checkpoint.json is corrupt: it is a named pipe (FIFO)" in res.stderr
+    assert all(stat.S_ISREG((layout.state / name).stat().st_mode) for name in (
+        "processes.json", "app.checkpoint.json", "app.tail", "app.status.json"))
