@@ -89,8 +89,12 @@ class JsonlSink:
                 doing += f": its older file {exc.filename}"
             raise _error(exc, doing) from exc
         self.unwritten = Unwritten(note_path(path))
-        self.next_seq = self.unwritten.prepare(int(self.last_record["seq"])
-                                               if self.last_record else 0)
+        try:
+            self.next_seq = self.unwritten.prepare(int(self.last_record["seq"])
+                                                   if self.last_record else 0)
+        except safefs.UnsafePathError as exc:
+            self._close_fd()
+            raise _error(exc, f"cannot read the note of records given up {exc.filename}") from exc
         """Records given up at the last shutdown keep their seqs: none is used twice."""
         self.unkept = 0  # (see `close`)
 
