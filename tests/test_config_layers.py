@@ -271,3 +271,26 @@ def test_a_layer_cannot_remove_or_rename_a_lower_layer_s_entries(tmp_path: Path)
     text = (Path(__file__).parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
     assert "A layer can add to and change a lower layer's watchers and agents, never remove " \
            "or rename one" in " ".join(text.split())
+
+
+def test_the_default_cwd_is_the_folder_of_the_layer_that_set_the_command_last(
+        tmp_path: Path) -> None:
+    """docs/config.md: a layer that sets a watcher's `command` (an agent's `command` or
+    `provider`) again moves its default `cwd` to that layer's folder; one that does not, leaves
+    it (the control/config audit: no test saw the cwd move)."""
+    (tmp_path / "watch.yaml").write_text(
+        "watchers:\n  - {id: tests, command: make test, pattern: FAIL}\n"
+        "  - {id: lint, command: make lint, pattern: FAIL}\n"
+        "agents:\n  - {name: triage, provider: mock}\n  - {name: other, provider: mock}\n",
+        encoding="utf-8")
+    (tmp_path / "ci").mkdir()
+    (tmp_path / "ci" / "ci.yaml").write_text(
+        "watchers:\n  - {id: tests, command: make test -j4}\n  - {id: lint, pattern: ERROR}\n"
+        "agents:\n  - {name: triage, provider: mock, deadline: 5m}\n"
+        "  - {name: other, deadline: 5m}\n", encoding="utf-8")
+    config = load_config([tmp_path / "watch.yaml", tmp_path / "ci" / "ci.yaml"],
+                         env={}).require()
+    assert {w.id: w.cwd for w in config.watchers} == {"tests": tmp_path / "ci",
+                                                      "lint": tmp_path}
+    assert {a.name: a.cwd for a in config.agents} == {"triage": tmp_path / "ci",
+                                                     "other": tmp_path}
