@@ -149,3 +149,32 @@ def test_a_password_in_a_watched_path_never_reaches_an_action_without_output_red
     assert sent.json()["watcher"]["label"] == where
     given = [json.loads(ln) for ln in stdin.read_text().splitlines()]
     assert [ln["where"] for ln in given] == [f"{where}:1", f"{where}:2"]
+
+
+def test_a_secret_split_by_an_escape_sequence_or_a_control_is_redacted_whole(
+        tmp_path: Path) -> None:
+    """Sanitizing runs before redaction: `pass\\e[0mword=…`, a NUL inside a token, a DEL in the
+    name and a zero-width space after `user:` are the secret a terminal shows, and are hidden as
+    such in the records, the runner's log and an agent's prompt (the security.md audit U4)."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    printed = (f"ERROR pass\\033[0mword={PW} tok={token[:10]}\\000{token[10:]} "
+               f"api\\177_key=Sup3rS3cr3tV4lu3 https://user:\\342\\200\\213{PW}@db.example/x")
+    write_config(tmp_path, {
+        "output": {"dir": "out", "redact": True},
+        "agents": [{"name": "t", "provider": "generic",
+                    "command": [sys.executable, ARGV, "{prompt}"]}],
+        "watchers": [{"id": "c", "command": ["printf", printed + "\\n"], "pattern": "ERROR",
+                      "wake": "t", "label": "printer"}]})  # (the command line holds them as
+    # the config's text, `\\033`, not split: its own words, not a log line's)
+    done = _cli(tmp_path, "run", "--once")
+    assert done.returncode == 0, done.stderr
+    secrets = (PW, token[10:], "Sup3rS3cr3tV4lu3")
+    (match,) = [r for r in read_records(tmp_path / "out" / "watchers" / "c.jsonl")
+                if r["kind"] == "match"]
+    prompts = [r["text"] for r in read_records(tmp_path / "out" / "agents" / "t.jsonl")
+               if r["kind"] == "prompt"]
+    for shown, where in ((json.dumps(match), "the match record"), (done.stderr, "the log"),
+                         ("".join(prompts), "the prompt")):
+        assert not any(s in shown for s in secrets), (where, shown)
+    assert match["line"].count("[REDACTED:") == 4, match["line"]
+    assert len(prompts) == 1
