@@ -38,15 +38,22 @@ def _clean(text: str, where: object) -> None:
     assert not any(p in text for p in PIECES), (where, text[:2000])
 
 
+def _log_in_a_password_path(folder: Path, text: str) -> str:
+    """`app.log` holding `text` in a folder named `db_password=PW`; the watcher's `path` for
+    it, as a config writes it (`${PW}`)."""
+    logs = folder / f"db_password={PW}"
+    logs.mkdir()
+    (logs / "app.log").write_text(text)
+    return str(folder / "db_password=${PW}" / "app.log")
+
+
 def test_a_placed_password_is_hidden_on_every_surface_with_output_redact(
         tmp_path: Path) -> None:
     # before: `PGPASSWORD=[REDACTED:password]Hunter2Hunter2""` in status, the `start` record
     # and WATCHRUN_LABEL; `'--password=[REDACTED:password] correct horse'`; the label in
     # clear in `run --once --json`; a path's password in every match record, the runner's log
     # of matches and `matches --json`
-    logs = tmp_path / f"db_password={PW}"
-    logs.mkdir()
-    (logs / "app.log").write_text("FAIL one\n")
+    path = _log_in_a_password_path(tmp_path, "FAIL one\n")
     seen = tmp_path / "labels.txt"
     write_config(tmp_path, {"output": {"dir": "out", "redact": True}, "watchers": [
         {"id": "db", "command": 'PGPASSWORD="${PW}" true; true --password=${PW}; echo FAIL',
@@ -54,8 +61,8 @@ def test_a_placed_password_is_hidden_on_every_surface_with_output_redact(
          "actions": [{"type": "exec", "command": [sys.executable, "-c", LABEL_TO, str(seen)]}]},
         {"id": "l", "command": ["sh", "-c", "echo FAIL", "sh", "--password=${PW_Q}"],
          "pattern": "FAIL", "gate": {"maxMatches": 0}},
-        {"id": "f", "path": str(tmp_path / "db_password=${PW}" / "app.log"), "fromStart": True,
-         "pattern": "FAIL", "gate": {"maxMatches": 0}}]})
+        {"id": "f", "path": path, "fromStart": True, "pattern": "FAIL",
+         "gate": {"maxMatches": 0}}]})
     done = _cli(tmp_path, "run", "--once", "--json")
     assert done.returncode == 1, done.stderr  # the gates are crossed
     _clean(done.stdout + done.stderr, "run --once --json")
@@ -129,15 +136,12 @@ def test_a_password_in_a_watched_path_never_reaches_an_action_without_output_red
         tmp_path: Path) -> None:
     # before: the label was redacted, each line's `where` was not: the webhook's JSON body and
     # the exec action's stdin said `…/db_password=Hunter2Hunter2/app.log:1` (security audit F1)
-    logs = tmp_path / f"db_password={PW}"
-    logs.mkdir()
-    (logs / "app.log").write_text("FAIL one\nFAIL two\n")
+    path = _log_in_a_password_path(tmp_path, "FAIL one\nFAIL two\n")
     stdin = tmp_path / "stdin.jsonl"
     where = str(tmp_path / "db_password=[REDACTED:password]" / "app.log")
     with receiver() as rx:
         write_config(tmp_path, {"output": {"dir": "out"}, "watchers": [
-            {"id": "f", "path": str(tmp_path / "db_password=${PW}" / "app.log"),
-             "fromStart": True, "pattern": "FAIL", "actions": [
+            {"id": "f", "path": path, "fromStart": True, "pattern": "FAIL", "actions": [
                  {"type": "webhook", "name": "hook", "url": rx.url},
                  {"type": "exec", "name": "ex",
                   "command": [sys.executable, "-c", STDIN_TO, str(stdin)]}]}]})

@@ -89,7 +89,8 @@ def _ssh_config(argv: Sequence[str], start: int, end: int, takes: frozenset[str]
         value = letters[at + 1:] if joined else (argv[j] if j < len(argv) else "")
         if letters[at] == "o" and _SSH_COMMANDS.match(value):
             found.append(index)
-        j += 0 if joined else 1
+        if not joined:
+            j += 1  # (past the value)
     return found
 
 
