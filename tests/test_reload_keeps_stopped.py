@@ -146,3 +146,30 @@ def test_the_start_and_reload_lines_count_only_running_watchers_as_running(
         assert r.stop() == 0
     err = r.stderr()
     assert "3 watchers, 0 agents running" not in err and "watchers running" not in err, err
+
+
+def test_clear_forgets_a_stopped_config_watchers_status_not_that_it_was_stopped(
+        tmp_path: Path) -> None:
+    """docs/control.md: `clear` of a config watcher forgets its status (its row, its
+    `state/…status.json`), not that it was stopped: `stop ticker`, `clear`, then a SIGHUP
+    keeps it stopped, says so, and `start` still runs it."""
+    r = LiveRunner(write_config(tmp_path, _config(tmp_path, _ticker("tick"))))
+    snapshot = r.out / "state" / "ticker.status.json"
+    try:
+        _stop_ticker(r)
+        assert snapshot.exists()
+        reply = r.control({"cmd": "clear"})
+        assert reply["ok"] and reply["cleared"] == 1, reply
+        assert not snapshot.exists()
+        assert [w["id"] for w in r.control({"cmd": "list"})["watchers"]] == ["app"]
+        r.send(signal.SIGHUP)
+        r.wait_log("reloaded:")  # the reload is over: a start it made is launched by now
+        assert KEPT in r.stderr(), r.stderr()
+        assert r.control({"cmd": "status"})["watchers"] == ["app"]
+        assert len(_starts(r)) == 1  # no run since the stop
+        reply = r.control({"cmd": "start", "id": "ticker"})  # the config still names it
+        assert reply["ok"] and reply["started"] and not reply["wasRunning"], reply
+        assert r.control({"cmd": "status"})["watchers"] == ["app", "ticker"]
+    finally:
+        assert r.stop() == 0
+    assert r.left == []
