@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +81,38 @@ def test_an_agent_that_cannot_start_is_a_problem_and_keeps_its_turns(tmp_path: P
         assert finished(tmp_path, 5)[-1]["status"] == "done"
     finally:
         assert again.stop() == 0
+
+
+def test_a_reload_that_changes_the_agent_clears_its_could_not_start_problem(
+        tmp_path: Path) -> None:
+    """docs/control.md (`status`): the "N turn(s) in a row could not start its command" line
+    stays until a turn's process starts *or a reload changes the agent*: a reload that leaves
+    the agent as it was keeps it; one that fixes its command clears it at once, before any
+    turn of the new command (none runs: nothing is sent)."""
+    conf: dict[str, Any] = {"watchers": [], "agents": [
+        {"name": "ag", "provider": "claude", "command": ["./nope", "{prompt}"]}]}
+    config = write_config(tmp_path, conf)
+    (tmp_path / "fixed").write_text(AGENT)
+    (tmp_path / "fixed").chmod(0o755)
+    r = LiveRunner(config)
+    problem = f"agent ag: 2 turn(s) in a row could not start its command: {WHY}"
+    try:
+        r.wait_running()
+        for n in (1, 2):
+            assert r.control({"cmd": "agent-send", "name": "ag", "text": f"hi {n}"})["ok"]
+            wait_for(lambda n=n: finished(tmp_path, n), f"turn {n}")
+        assert json.loads(watchrun(tmp_path, "status", "--json"))["problems"] == [problem]
+        r.send(signal.SIGHUP)  # the same config: the agent is not changed
+        wait_for(lambda: r.stderr().count("reloaded:") == 1, "the first reload")
+        assert json.loads(watchrun(tmp_path, "status", "--json"))["problems"] == [problem]
+        conf["agents"][0]["command"] = ["./fixed", "{prompt}"]
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        wait_for(lambda: r.stderr().count("reloaded:") == 2, "the second reload")
+        r.wait_log("[ag] config changed: restarted")
+        assert json.loads(watchrun(tmp_path, "status", "--json"))["problems"] == []
+        assert "problems: none\n" in watchrun(tmp_path, "status")
+        assert [e["status"] for e in finished(tmp_path, 2)] == ["failed"] * 2  # no turn since
+    finally:
+        assert r.stop() == 0
+    assert r.left == []
