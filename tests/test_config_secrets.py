@@ -111,6 +111,25 @@ def test_a_logged_echo_of_the_secret_is_hidden_and_counted(tmp_path: Path) -> No
         "connect as app with [REDACTED:password] failed", {"password": 1})
 
 
+@pytest.mark.parametrize("watcher", [
+    {"command": ["db", "--password=${P}"]}, {"command": "echo E", "env": {"V": "${P}"}},
+    {"command": "echo E", "actions": [{"type": "exec", "command": ["true"],
+                                       "env": {"API_TOKEN": "${P}"}}]},
+    {"command": "echo E", "actions": [{"type": "webhook",
+                                       "url": "https://hooks.example/${P}"}]}])
+def test_a_secret_that_is_not_utf8_is_hidden_as_it_is_shown(
+        tmp_path: Path, watcher: dict[str, Any]) -> None:
+    """A value whose bytes are not UTF-8 (`P=$(printf 'ab\\xffcdefghij')`: a lone surrogate in
+    Python) in a secret's place: building its rule raised UnicodeEncodeError, and `run`
+    stopped with a traceback (the records.md audit F1). Each byte is U+FFFD where it shows."""
+    value = "ab\udcffcdefghijkl"
+    config = _load(tmp_path, [{"id": "w", "pattern": "E", **watcher}], {"P": value},
+                   redact=False)
+    assert config is not None
+    red, counts = redactor(config.redact).redact("echoed ab\ufffdcdefghijkl back")
+    assert "cdefghijkl" not in red and sum(counts.values()) == 1, red
+
+
 VALUES = st.text(st.sampled_from("abcXYZ0189 '\"\\$`;&|<>()!*#=@/:-_.,%\t"),
                  min_size=8, max_size=30).filter(lambda v: sum(c.isalnum() for c in v) >= 6)
 PLACES = [

@@ -154,11 +154,17 @@ def _name_before(before: str) -> str:
     return m.group(0) if m else ""
 
 
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 def written_forms(value: str) -> list[str]:
     """The ways `value` may be written in what watchrun shows: as is; quoted for the shell as
     a word, inside `"…"` or `'…'` (`config/shellwords.py`); each of those inside a list
     command's argument its label quotes (`'--password=a'"'"'b'`, the script of a list's
-    `sh -c` quoted twice so); JSON-escaped; each also as sanitized. Longest first."""
+    `sh -c` quoted twice so); JSON-escaped; each also as sanitized. Longest first. A byte of
+    the environment that is not UTF-8 (a lone surrogate here) is U+FFFD in all of them, as
+    everything watchrun writes has it (a surrogate cannot be encoded: the rule failed)."""
+    value = _SURROGATES.sub("\ufffd", value)
     forms = {value, shlex.quote(value), quote(value, "double"), quote(value, "single")}
     forms |= {f.replace("'", "'\"'\"'") for f in forms}
     forms |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
