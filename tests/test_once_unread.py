@@ -354,6 +354,12 @@ def test_a_log_rewritten_the_same_between_two_runs_is_judged_again(tmp_path: Pat
     assert (untouched.rc, table_row(untouched.out, "log")[1]) == (0, "0"), untouched.out
 
 
+def error_codes(folder: Path, wid: str) -> list[str]:
+    """The `code` of each `error` record of watcher `wid` (in `folder`'s `.watchrun`)."""
+    return [r["code"] for r in read_records(folder / ".watchrun" / "watchers" / f"{wid}.jsonl")
+            if r["kind"] == "error"]
+
+
 def test_a_utf16_log_is_not_a_pass(tmp_path: Path) -> None:
     """A log written as UTF-16 (Windows PowerShell's `>`: a byte order mark, then two bytes a
     character) never matches a UTF-8 pattern: "ERROR" is `E\\0R\\0R\\0O\\0R\\0` in it, and the gate
@@ -365,6 +371,7 @@ def test_a_utf16_log_is_not_a_pass(tmp_path: Path) -> None:
     why = (f"lines were never read: {tmp_path}/b.log is UTF-16 (it starts with a byte order "
            "mark); watchrun reads UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)")
     assert f"  - {why}\n" in r.out, r.out
+    assert error_codes(tmp_path, "log") == ["not-utf8"]  # (docs/records.md's `error` codes)
 
 
 @pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
@@ -385,6 +392,7 @@ def test_a_utf16_log_without_a_byte_order_mark_is_not_a_pass(tmp_path: Path, cod
            "first line, no byte order mark); watchrun reads UTF-8: convert it first (iconv -f "
            "UTF-16LE -t UTF-8, or UTF-16BE)")
     assert f"  - {why}\n" in r.out, r.out
+    assert (error_codes(tmp_path, "log"), error_codes(tmp_path, "hole")) == (["not-utf8"], [])
 
 
 @pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress])
@@ -404,6 +412,7 @@ def test_a_compressed_log_is_not_a_pass(tmp_path: Path, compress: Callable[[byte
            "watch a command that decompresses it instead (`command: [zcat, FILE]`, or xzcat, "
            "bzcat, zstdcat)")
     assert f"  - {why}\n" in r.out, r.out
+    assert error_codes(tmp_path, "log") == ["compressed"]
     tool = {gzip.compress: "zcat", bz2.compress: "bzcat", lzma.compress: "xzcat"}[compress]
     if shutil.which(tool):
         ok = once(tmp_path, {"watchers": [{"id": "log", "command": [tool, "b.log.gz"],
