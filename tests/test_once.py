@@ -178,6 +178,19 @@ def test_a_build_that_exits_1_crosses_its_exit_code_gate(tmp_path: Path) -> None
     assert not [ln for ln in r.out.splitlines() if ln.startswith("lint")]  # no gate, no row
 
 
+def test_a_command_killed_by_a_signal_has_an_exit_record_that_says_so(tmp_path: Path) -> None:
+    """docs/records.md's `exit` of a run a signal ended, as a real runner writes it (the
+    records.md audit: only the command source with a stand-in context was checked)."""
+    crash = gated("crash", ["sh", "-c", "echo start; kill -SEGV $$$$"], "zzz",  # ($$: a $)
+                   exitCode=True)
+    r = once(tmp_path, {"watchers": [crash]})
+    assert r.rc == 1, r.out + r.err
+    (end,) = [x for x in read_records(tmp_path / ".watchrun" / "watchers" / "crash.jsonl")
+              if x["kind"] == "exit"]
+    assert (end["status"], end["signal"], end["exitCode"], end["run"]) == (
+        "signaled", "SIGSEGV", None, 1), end
+
+
 def test_a_string_command_whose_program_is_missing_could_not_run(tmp_path: Path) -> None:
     """A string command runs under /bin/sh: a missing program is the shell's exit 127, which
     was an ordinary crossing of `exitCode: true` (exit 1); it is "could not run" (exit 3), as
