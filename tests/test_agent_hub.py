@@ -285,7 +285,8 @@ def test_stop_agent_cancels_the_running_turn(tmp_path: Path) -> None:
 
     h = hub_test(tmp_path, config(tmp_path, spec(tmp_path)), body, once=True)
     recs = h.records()
-    assert of(recs, "stopped")[0]["reason"] == "aborted"
+    assert (of(recs, "stopped")[0]["reason"], of(recs, "stopped")[0]["by"]) == ("aborted",
+                                                                              "request")
     assert of(recs, "dispatch-finished")[0]["status"] == "cancelled"
     assert not alive(of(recs, "dispatch-start")[0]["pid"])
 
@@ -299,7 +300,8 @@ def test_shutdown_aborts_the_turn_and_drops_what_waits(tmp_path: Path) -> None:
     h = hub_test(tmp_path, config(tmp_path, spec(tmp_path)), body)
     recs = h.records()
     (stopped,) = of(recs, "stopped")
-    assert (stopped["reason"], stopped["message"]) == ("aborted", "the runner is stopping")
+    assert (stopped["reason"], stopped["message"], stopped["by"]) == (
+        "aborted", "the runner is stopping", "runner-stopping")
     assert of(recs, "dispatch-finished")[0]["status"] == "cancelled"
     (dropped,) = deliveries(recs, "dropped")
     assert (dropped["reason"], dropped["lines"]) == ("runner-stopped", ["later"])
@@ -321,7 +323,8 @@ def test_reload_restarts_changed_keeps_their_queue_removes_and_adds(tmp_path: Pa
 
     h = hub_test(tmp_path, old, body, once=True)
     recs = h.records()
-    assert of(recs, "stopped")[0]["message"] == "the agent's config changed"
+    assert (of(recs, "stopped")[0]["message"], of(recs, "stopped")[0]["by"]) == (
+        "the agent's config changed", "reload-changed")
     assert [f["status"] for f in of(recs, "dispatch-finished")] == ["cancelled", "done"]
     assert of(recs, "prompt")[1]["text"] == "NEW kept"
     gone = h.records("gone")

@@ -119,7 +119,8 @@ def test_sigint_or_sigterm_cancels_the_turn(cfg: Path, capsys: pytest.CaptureFix
     finally:
         thread.join()
     recs = agent_records(cfg)
-    assert of(recs, "stopped")[0]["message"] == f"interrupted ({sig.name})"
+    assert (of(recs, "stopped")[0]["message"], of(recs, "stopped")[0]["by"]) == (
+        f"interrupted ({sig.name})", "interrupted")
     assert of(recs, "dispatch-finished")[0]["status"] == "cancelled"
     assert not alive(int(str(of(recs, "dispatch-start")[0]["pid"])))
     assert "turn-1 cancelled" in capsys.readouterr().err
