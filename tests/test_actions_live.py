@@ -99,6 +99,40 @@ def test_a_reload_closes_the_changed_watchers_actions_in_its_own_stream(tmp_path
     validate_records(r.out / "watchers" / "app.jsonl")
 
 
+def test_a_reload_that_removes_an_action_records_what_it_held_as_dropped(
+        tmp_path: Path) -> None:
+    """docs/records.md: `action-dropped{reason: action-removed}` for the firings a throttled
+    action held when a reload removed it, in the stream, before the reload's `stop` (the
+    agent-records audit: no test had this reason)."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    with receiver() as rx:
+        hook = {"type": "webhook", "name": "hook", "url": rx.url, "throttle": "1h"}
+        conf: dict[str, Any] = {"watchers": [{"id": "app", "path": "app.log",
+                                              "pattern": "ERROR", "actions": [hook]}]}
+        config = write_config(tmp_path, conf)
+        r = LiveRunner(config)
+        try:
+            r.wait_log("running")
+            append(log, "ERROR 1\n")
+            wait_for(lambda: kinds(r, "action-result", status="ok"), "the first firing sent")
+            append(log, "ERROR 2\nERROR 3\n")  # held by the throttle: one firing, 2 matches
+            wait_for(lambda: len(kinds(r, "match")) == 3, "the held matches recorded")
+            conf["watchers"][0]["actions"] = []
+            write_config(tmp_path, conf)
+            r.send(signal.SIGHUP)
+            r.wait_log("reloaded")
+            recs = r.records("app")
+        finally:
+            assert r.stop() == 0
+        assert len(rx.requests) == 1
+    (dropped,) = [x for x in recs if x["kind"] == "action-dropped"]
+    assert (dropped["action"], dropped["reason"], dropped["count"], dropped["matches"]) == (
+        "hook", "action-removed", 1, 2), dropped
+    assert recs.index(dropped) < next(i for i, x in enumerate(recs) if x["kind"] == "stop")
+    validate_records(r.out / "watchers" / "app.jsonl")
+
+
 def test_actions_get_the_cursors_of_the_match_records(tmp_path: Path) -> None:
     """Since matches became columns (#14), every cursor an action got was "": the body's
     `cursors` and `lines[].cursor`, WATCHRUN_FIRST/LAST_CURSOR and `action-fired`'s."""
