@@ -187,3 +187,50 @@ def test_a_generation_released_after_rotate_wait_and_written_to_after_is_a_gap(
              "offset": read_to, "unreadBytes": late}]
     assert [{k: g.get(k) for k in want[0]} for g in gaps] == want, gaps
     assert "after it had not grown for limits.rotateWait" in gaps[0]["message"]
+
+
+def test_a_released_generation_written_to_again_later_is_never_read_again(
+        tmp_path: Path, files: Rotating) -> None:
+    """maxGenerations 1: app.log.1 is released early and written to (a gap); two rotations
+    later, after another generation was released, it is written to again. The runner kept only
+    maxGenerations finished generations in mind, so by then it had forgotten app.log.1, took it
+    for a new generation and read it again from its first line (`L1` twice, and the late lines
+    as if never released; a loaded suite once showed it at the next rotation already). Each
+    growth is a gap; no line is read twice."""
+    config = write_config(tmp_path, {
+        "limits": {"maxGenerations": 1, "rotateWait": "10m"},
+        "watchers": [{"id": "app", "path": str(files.log), "pattern": "^L", "fromStart": True}]})
+    jsonl = tmp_path / ".watchrun" / "watchers" / "app.jsonl"
+    r = LiveRunner(config)
+
+    def recorded(line: str) -> None:
+        wait_for(lambda: line in lines(jsonl), f"{line!r} recorded")
+
+    try:
+        r.wait_running()
+        for n, line in enumerate(["L1 first", "L2 second", "L3 third"]):
+            if n:
+                files.rotate()
+            files.write(-1, line)
+            recorded(line)
+        first = files.names[0]
+        wait_for(lambda: not holds_open(r, first), f"{first.name} released")
+        late = [files.write(0, "L4 late")]
+        files.rotate()
+        files.write(-1, "L5 fourth")
+        recorded("L5 fourth")
+        wait_for(lambda: not holds_open(r, files.names[1]), "app.log.2 released too")
+        late.append(files.write(0, "L6 later still"))  # app.log.1 again: newer than app.log
+        files.rotate()
+        files.write(-1, "L7 fifth")
+        recorded("L7 fifth")
+        assert r.stop(signal.SIGTERM) == 0, r.stderr()
+    finally:
+        r.close()
+    recs = validate_records(jsonl, contiguous=True)
+    assert collections.Counter(lines(jsonl)) == collections.Counter(
+        ["L1 first", "L2 second", "L3 third", "L5 fourth", "L7 fifth"])
+    gaps = [(g["reason"], g["path"], g["offset"], g["unreadBytes"]) for g in recs
+            if g["kind"] == "gap"]
+    assert gaps == [("max-generations", str(first), 9, late[0]),
+                    ("max-generations", str(first), 9 + late[0], late[1])], gaps

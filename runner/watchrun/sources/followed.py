@@ -26,7 +26,7 @@ from watchrun.sources.generation import (
     next_seq,
     resumable,
 )
-from watchrun.sources.identity import Archive, Checkpoint
+from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint
 from watchrun.sources.keeper import Keeper
 from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
 from watchrun.sources.rotated import NO_FDS
@@ -245,7 +245,7 @@ class Followed:
                          for cp in self._history]
 
     def _remember(self, cp: Checkpoint) -> None:
-        self._history = [*self._history, cp][-self.max_gens :]
+        self._history = [*self._history, cp][-max(self.max_gens, FINISHED_KEPT) :]
 
     def _known(self) -> list[Checkpoint]:
         opened = [*self._old, *([self._cur] if self._cur else [])]

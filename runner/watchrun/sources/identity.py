@@ -66,6 +66,12 @@ def fingerprint(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+FINISHED_KEPT = 64
+"""How many finished generations a followed file remembers (more when limits.maxGenerations
+is more): one released early and written to again is found again beside the path, and one
+forgotten was taken for a new generation and read again from its first line."""
+
+
 class Checkpoint(Struct, frozen=True):
     """Where a file watcher is in one generation of its file: the next unread complete line."""
 
