@@ -23,7 +23,8 @@ _SSH_VALUE = frozenset("BbcDEeFIiJLlmOoPpQRSWw")
 _SSH_COMMANDS = re.compile(r"\s*(proxycommand|localcommand|knownhostscommand|remotecommand)"
                            r"(\s*=\s*|\s+)", re.IGNORECASE)
 """ssh_config(5) keywords whose value a shell runs (`-o ProxyCommand=CMD`, `-o 'LocalCommand
-CMD'`): ProxyCommand, LocalCommand and KnownHostsCommand by `sh -c` on this host."""
+CMD'`): ProxyCommand, LocalCommand and KnownHostsCommand by `sh -c` on this host,
+RemoteCommand by the remote user's shell."""
 _COMMAND_OPTION = re.compile(r"-[A-Za-z]*c|--command|--session-command")
 """`-c CMD` (alone or ending a cluster: `su -lc CMD`) and the long forms, value next."""
 _COMMAND_JOINED = re.compile(r"-c.+|--command=.*|--session-command=.*")
