@@ -139,17 +139,19 @@ def _split(text: str, env: Mapping[str, str]) -> tuple[list[str], list[str]] | N
         return None
     pending = iter(values)
     items = ["".join(next(pending)[1] if ch == mark else ch for ch in arg) for arg in args]
+
+    def first_name(i: int) -> str:
+        """The name of the first value substituted into argument `i`."""
+        return values[sum(arg.count(mark) for arg in args[:i])][0]
+
     code = next(((i, what) for i, what in program_code(items).items() if mark in args[i]), None)
     if code is not None:
-        name = values[sum(arg.count(mark) for arg in args[:code[0]])][0]
-        problems.append(_IN_CODE.format(name=name, what=code[1]))
+        problems.append(_IN_CODE.format(name=first_name(code[0]), what=code[1]))
     script = next((i for i in code_indexes(items) if mark in args[i]), None)
     if script is not None:
-        name = values[sum(arg.count(mark) for arg in args[:script])][0]
-        problems.append(_UNQUOTABLE.format(name=name, where="in shell code inside a command "
-                                           "string (a shell's `-c` script, or what `ssh`, "
-                                           "`su -c`, `watch`… hand to a shell; use a list "
-                                           "command)"))
+        problems.append(_UNQUOTABLE.format(
+            name=first_name(script), where="in shell code inside a command string (a shell's "
+            "`-c` script, or what `ssh`, `su -c`, `watch`… hand to a shell; use a list command)"))
     return items, problems
 
 
