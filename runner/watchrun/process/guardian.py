@@ -19,7 +19,7 @@ import errno
 import os
 import time
 
-from watchrun.process.procstat import LINUX, Stat, read_table, spawn_id_of
+from watchrun.process.procstat import LINUX, Plain, Stat, read_table, spawn_id_of
 
 TYPE_CHECKING = False  # (typing.TYPE_CHECKING would load typing; mypy reads this one the same)
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ SIGTERM, SIGKILL = 15, 9
 """(Their numbers: the `signal` module would load enum, functools and collections, ~10 ms.)"""
 
 
-class Group:
+class Group(Plain):
     """A process group the runner started: its id and its leader's start time (pid reuse cannot
     fake both; for a leader that exited before it was recorded, the time just before its fork),
     plus the spawn id its members inherit (which also finds those that left the group with
@@ -47,18 +47,6 @@ class Group:
     def told(self) -> str:
         """The line that registers it with the guardian."""
         return f"+{self.pgid} {self.start} {self.spawn_id}\n"
-
-    def _fields(self) -> tuple[int, int, str]:
-        return self.pgid, self.start, self.spawn_id
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Group) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return f"Group(pgid={self.pgid}, start={self.start}, spawn_id={self.spawn_id!r})"
 
 
 def members(table: dict[int, Stat], group: Group, ids: Callable[[int], str | None]) -> set[int]:

@@ -11,32 +11,40 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["LINUX", "SPAWN_ID", "Stat", "read_table", "spawn_id_of", "start_time"]
+__all__ = ["LINUX", "SPAWN_ID", "Plain", "Stat", "read_table", "spawn_id_of", "start_time"]
 
 LINUX = sys.platform.startswith("linux")
 SPAWN_ID = "WATCHRUN_SPAWN_ID"  # in every child's env; inherited, so escapees stay attributable
 
 
-class Stat:
+class Plain:
+    """A value made of its `__slots__`: compared, hashed and shown by them (a NamedTuple would
+    load typing; `Stat` here, the guardian's `Group`)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in type(self).__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Plain) and type(other) is type(self)
+                and self._fields() == other._fields())
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n in type(self).__slots__)
+        return f"{type(self).__name__}({shown})"
+
+
+class Stat(Plain):
     """What the table keeps of one process's /proc/<pid>/stat."""
 
     __slots__ = ("pgid", "ppid", "sid", "start", "state")
 
     def __init__(self, state: str, ppid: int, pgid: int, sid: int, start: int) -> None:
         self.state, self.ppid, self.pgid, self.sid, self.start = state, ppid, pgid, sid, start
-
-    def _fields(self) -> tuple[str, int, int, int, int]:
-        return self.state, self.ppid, self.pgid, self.sid, self.start
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Stat) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __repr__(self) -> str:
-        return (f"Stat(state={self.state!r}, ppid={self.ppid}, pgid={self.pgid}, "
-                f"sid={self.sid}, start={self.start})")
 
 
 def start_time(pid: int) -> int | None:
