@@ -94,6 +94,13 @@ class ListScreen(Screen[None]):
         yield Static(id="notice")
         yield Footer()
 
+    def on_mount(self) -> None:
+        """The first read, then one a tick, started once this screen's widgets exist (Textual
+        composes a widget's children before its Mount): started by the app's own mount, a
+        read's `show` once found no #chips in a loaded suite (not reproduced alone)."""
+        self.top.refresh_rows()
+        self.top.set_interval(self.top.interval, self.top.refresh_rows)
+
     @property
     def table(self) -> RowTable:
         return self.query_one("#rows", RowTable)
@@ -241,10 +248,6 @@ class TopApp(App[None]):
 
     def get_default_screen(self) -> Screen[None]:
         return self.list_screen
-
-    def on_mount(self) -> None:
-        self.refresh_rows()
-        self.set_interval(self.interval, self.refresh_rows)
 
     def refresh_rows(self) -> None:
         """Read the runner and the output dir again (one read at a time)."""
