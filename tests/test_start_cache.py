@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inproc import inproc
 
 from watchrun.config import cache as config_cache
 from watchrun.config import load_config, schema
@@ -131,6 +132,54 @@ def test_the_key_holds_the_schema_and_every_module_validation_runs(
     (tmp_path / config_cache.SCHEMA_FILE).write_bytes(real.read_bytes() + b" ")
     monkeypatch.setattr(watchrun.schemas, "__file__", str(tmp_path / "__init__.py"))
     assert config_cache._code() != before
+
+
+def _validations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One item per full validation from now on."""
+    calls: list[int] = []
+    real = schema.check_schema
+
+    def counted(tree: object, report: object) -> None:
+        calls.append(1)
+        real(tree, report)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(schema, "check_schema", counted)
+    return calls
+
+
+def test_validate_validates_in_full_and_stores_it_for_the_run_after_it(
+        tmp_path: Path, cached: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README "Start-up caches": `validate` never reads an entry (each call validates) and
+    stores what it validated, so a `run` (or a view) after it validates nothing."""
+    path = write(tmp_path)
+    calls = _validations(monkeypatch)
+    env = {**os.environ, **ENV}
+    for _ in range(2):
+        assert inproc(tmp_path, "validate", "-c", str(path), env=env).returncode == 0
+    assert calls == [1, 1] and len(list(cached.glob("*.json"))) == 1
+    hit = load_config([path], env=ENV, cache=True)
+    assert calls == [1, 1], "the run after validate validated again"
+    assert hit.config == load_config([path], env=ENV).config
+
+
+def test_an_entry_names_the_interpreter_only_when_its_config_holds_it(
+        tmp_path: Path, cached: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mock agent's default command is this interpreter: an entry of a config with one is
+    missed under another interpreter (`python3` beside `python`); one without is not."""
+    with_mock = write(tmp_path)
+    files_only = tmp_path / "files.yaml"
+    files_only.write_text("watchers:\n  - {id: app, path: app.log, pattern: ERROR}\n")
+    for path in (with_mock, files_only):
+        load_config([path], env=ENV, cache=True)
+    entries = {json.loads(f.read_bytes())["result"][2]["config"][2]["agents"][1] != []:
+               json.loads(f.read_bytes()) for f in cached.glob("*.json")}
+    assert entries[True]["executable"] == sys.executable and "executable" not in entries[False]
+    calls = _validations(monkeypatch)
+    monkeypatch.setattr(sys, "executable", sys.executable + "3")
+    load_config([files_only], env=ENV, cache=True)
+    assert calls == [], "a config without the interpreter's path missed under another"
+    load_config([with_mock], env=ENV, cache=True)
+    assert calls == [1], "a config holding the interpreter's path was hit under another"
 
 
 def test_an_invalid_config_is_never_stored(tmp_path: Path, cached: Path) -> None:
@@ -310,12 +359,13 @@ def test_the_guardian_starts_with_the_first_child_not_with_the_runner() -> None:
     ({"XDG_CACHE_HOME": "xdg"}, "xdg/watchrun"),
     ({}, "home/.cache/watchrun"),
 ], ids=["WATCHRUN_CACHE_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "HOME"])
-def test_run_caches_where_the_readme_says_and_validate_never(tmp_path: Path,
-                                                            env: dict[str, str],
-                                                            where: str) -> None:
+def test_run_caches_where_the_readme_says_and_uses_what_validate_stored(
+        tmp_path: Path, env: dict[str, str], where: str) -> None:
     """README "Start-up caches": `$WATCHRUN_CACHE_DIR`, else `$CACHE_DIRECTORY`, else
-    `$XDG_CACHE_HOME` or `~/.cache`, `/watchrun`; the directory 0700, its files 0600;
-    `validate` neither reads nor writes it."""
+    `$XDG_CACHE_HOME` or `~/.cache`, `/watchrun`; the directory 0700, its files 0600; what
+    `validate` stored (here through `python -m watchrun`, another interpreter path than the
+    console script's `python3`) is what the `run` after it uses: the entry is not written
+    again."""
     (tmp_path / "app.log").write_text("fine\n")
     config = write(tmp_path, "watchers:\n  - {id: app, path: app.log, pattern: ERROR}\n")
     clean = {k: v for k, v in os.environ.items() if k not in (
@@ -324,15 +374,19 @@ def test_run_caches_where_the_readme_says_and_validate_never(tmp_path: Path,
             **{k: ":".join(str(tmp_path / p) for p in v.split(":")) for k, v in env.items()}}
     watchrun = shutil.which("watchrun", path=os.path.dirname(sys.executable))
     assert watchrun is not None
-    p = subprocess.run([watchrun, "validate", "-c", str(config)], env=full, capture_output=True,
-                       text=True, timeout=60, check=False)
-    assert p.returncode == 0 and not (tmp_path / where).exists(), p.stderr
+    p = subprocess.run([sys.executable, "-m", "watchrun", "validate", "-c", str(config)],
+                       env=full, capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+    (entry,) = (tmp_path / where / "config").iterdir()
+    stored = entry.stat()
     p = subprocess.run([watchrun, "run", "--once", "-c", str(config)], env=full,
                        capture_output=True, text=True, timeout=60, check=False)
     assert p.returncode == 0, p.stderr
-    entries = [f for f in (tmp_path / where / "config").iterdir()]
-    assert entries and (tmp_path / where / "config").stat().st_mode & 0o777 == 0o700
+    assert list((tmp_path / where / "config").iterdir()) == [entry]
+    used = entry.stat()
+    assert (used.st_ino, used.st_mtime_ns) == (stored.st_ino, stored.st_mtime_ns), "stored again"
+    assert (tmp_path / where / "config").stat().st_mode & 0o777 == 0o700
     assert (tmp_path / where).stat().st_mode & 0o777 == 0o700  # created private, as said
-    assert {f.stat().st_mode & 0o777 for f in entries} == {0o600}
+    assert used.st_mode & 0o777 == 0o600
     others = [d for d in ("own", "unit", "other", "xdg", "home") if not where.startswith(d)]
     assert not [d for d in others if (tmp_path / d).exists()]

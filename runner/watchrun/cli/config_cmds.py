@@ -58,7 +58,7 @@ def _load(args: argparse.Namespace, strict: bool = False) -> LoadResult:
     from watchrun.sources.orphans import orphan_diagnostics
     from watchrun.views.watchers import added_at_runtime
 
-    result = load_config(args.config, output_dir=args.output_dir, strict=strict)
+    result = load_config(args.config, output_dir=args.output_dir, strict=strict, refresh=True)
     if result.config is not None:  # checkpoints no watcher will read (when the dir exists)
         result.diagnostics.extend(orphan_diagnostics(result.config, added_at_runtime))
     return result

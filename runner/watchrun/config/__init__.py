@@ -23,20 +23,22 @@ def load_config(
     output_dir: Path | None = None,
     strict: bool = False,
     cache: bool = False,
+    refresh: bool = False,
 ) -> LoadResult:
     """Load config files layered in order and validate them; never raises for a user mistake.
 
     `env` (default `os.environ`) feeds `${VAR}` interpolation; `output_dir` overrides
     `output.dir`; `strict` turns warnings into errors. The result has a Config only when there
     is no error, and every diagnostic (errors and warnings) either way. With `cache`, an
-    unchanged config loaded before is not validated again (`config/cache.py`).
+    unchanged config loaded before is not validated again (`config/cache.py`); with `refresh`,
+    it is validated in full all the same, and stored when it has no error (`validate`).
     """
     environ = os.environ if env is None else env
-    if cache:
+    if cache or refresh:
         from watchrun.config.cache import cached_load
 
         return cached_load(paths, environ, output_dir, strict,
-                           lambda e: _load(paths, e, output_dir, strict))
+                           lambda e: _load(paths, e, output_dir, strict), refresh=refresh)
     return _load(paths, environ, output_dir, strict)
 
 

@@ -3,12 +3,14 @@
 jsonschema stays the validator of record: an entry is only ever written from a full load that
 found no error, and any miss validates again. An entry is found by a key over everything the
 result depends on: each file's path and contents, `--output-dir` (as an absolute path: a
-relative one is relative to the working directory), the strictness, the home
-directory and interpreter (`~` and the mock agent's command), whether google-re2 is importable
-(it decides which patterns need `backtracking`), watchrun's version, the schema's contents and
-the size and mtime of every module of `config/` and `match/`. The entry also lists the
-environment variables the config interpolated (recorded while it was validated) with a hash of
-each value: a changed or newly set one is a miss.
+relative one is relative to the working directory), the strictness, the home directory (`~`),
+whether google-re2 is importable (it decides which patterns need `backtracking`), watchrun's
+version, the schema's contents and the size and mtime of every module of `config/` and
+`match/`. The entry also lists the environment variables the config interpolated (recorded
+while it was validated) with a hash of each value: a changed or newly set one is a miss; and
+the interpreter's path when the result holds it (the mock agent's default command): another
+interpreter is a miss. `validate` never reads an entry and stores what it validated without
+error, so a `run` after it starts at once.
 
 Where: `$WATCHRUN_CACHE_DIR`, else systemd's `$CACHE_DIRECTORY`, else `$XDG_CACHE_HOME/watchrun`
 (`~/.cache/watchrun`), under `config/`; not state/, which lives in the output dir that only a
@@ -95,24 +97,28 @@ class _Recording(Mapping[str, str]):
 
 
 def cached_load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None,
-                strict: bool, load: Callable[[Mapping[str, str]], LoadResult]) -> LoadResult:
+                strict: bool, load: Callable[[Mapping[str, str]], LoadResult], *,
+                refresh: bool = False) -> LoadResult:
     """`load(env)` (a full load), unless an entry for these files, settings and environment
-    exists; a full load without errors is stored."""
+    exists (never looked for with `refresh`); a full load without errors is stored."""
     where = cache_dir(os.environ)
     key = _key(paths, output_dir, strict) if where is not None else None
     if where is None or key is None:
         return load(env)
     store = PrivateStore(where, ".json", keep=KEEP, max_bytes=16 << 20)
-    hit = _read(store.load(key), key, env)
+    hit = None if refresh else _read(store.load(key), key, env)
     if hit is not None:
         return hit
     recording = _Recording(env)
     result = load(recording)
     if result.config is not None:
         with contextlib.suppress(TypeError, ValueError):
+            encoded = _encode(result)
             doc = {"format": FORMAT, "key": key,
                    "env": {n: _digest(env.get(n)) for n in sorted(recording.seen)},
-                   "result": _encode(result)}
+                   "result": encoded}
+            if json.dumps(sys.executable)[1:-1] in json.dumps(encoded):
+                doc["executable"] = sys.executable  # (the mock agent's default command)
             store.save(key, json.dumps(doc, separators=(",", ":")).encode())
     return result
 
@@ -137,7 +143,7 @@ def _key(paths: Sequence[Path], output_dir: Path | None, strict: bool) -> str | 
 
     out = os.path.abspath(output_dir) if output_dir else None  # (relative: to the cwd)
     head = [FORMAT, __version__, _code(), files, out, strict,
-            os.path.expanduser("~"), sys.executable, importlib.util.find_spec("re2") is not None]
+            os.path.expanduser("~"), importlib.util.find_spec("re2") is not None]
     return hashlib.sha256(json.dumps(head).encode()).hexdigest()
 
 
@@ -162,6 +168,8 @@ def _read(data: bytes | None, key: str, env: Mapping[str, str]) -> LoadResult | 
     try:
         doc = json.loads(data)
         if doc.get("format") != FORMAT or doc.get("key") != key:
+            return None
+        if doc.get("executable", sys.executable) != sys.executable:
             return None
         if any(_digest(env.get(name)) != digest for name, digest in doc["env"].items()):
             return None
