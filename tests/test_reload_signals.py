@@ -13,10 +13,12 @@ from liverunner import LiveRunner, wait_for, write_config
 
 
 def _held(tmp_path: Path) -> tuple[dict[str, Any], Path]:
-    """A config of one command that, on its SIGTERM, exits only once the file `go` exists (so a
-    stop of it, a reload's or the runner's, lasts until the test says)."""
+    """A config of one command that, on its SIGTERM, makes the file `termed` and exits only
+    once the file `go` exists (so a stop of it, a reload's or the runner's, lasts until the
+    test says)."""
     go = tmp_path / "go"
-    script = (f"trap 'until [ -e {go} ]; do sleep 0.02; done; exit 0' TERM; echo up; "
+    script = (f"trap 'touch {tmp_path}/termed; until [ -e {go} ]; do sleep 0.02; done; exit 0' "
+              "TERM; echo up; "
               "while :; do sleep 0.02; done")
     conf = {"limits": {"stopTimeout": "30s"},
             "watchers": [{"id": "c", "command": script, "pattern": "up"}]}
@@ -56,7 +58,9 @@ def test_a_sighup_storm_is_one_reload_and_a_stop_drops_the_waiting_one(tmp_path:
         conf["watchers"][0]["pattern"] = "up|down"  # changed: the reload stops it, and waits
         write_config(tmp_path, conf)
         r.send(signal.SIGHUP)
-        wait_for(lambda: r.control({"cmd": "status"})["state"] == "reloading", "the reload")
+        # (past its config read, which a SIGTERM gives up: the reload is stopping the command)
+        wait_for(lambda: (tmp_path / "termed").exists(), "the reload to stop the command")
+        assert r.control({"cmd": "status"})["state"] == "reloading"
         for _ in range(20):
             r.send(signal.SIGHUP)
             assert r.control({"cmd": "status"})["state"] == "reloading"  # (each one taken)
