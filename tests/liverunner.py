@@ -10,10 +10,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import forkserver
 import yaml
 
 DEADLINE_S = 30.0
@@ -136,20 +137,54 @@ def guardian_of(runner: int) -> int:
     return int(wait_for(find, "the guardian process"))
 
 
+_CACHE_KEYS = ("WATCHRUN_CACHE_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "HOME",
+               "WATCHRUN_CONFIG_CACHE")
+"""What decides where the config cache is, or whose it is: a test that sets one for the runner
+means the runner's own cache."""
+
+
+def stored_validated(config: Path, args: Sequence[str], env: Mapping[str, str],
+                     full_env: Mapping[str, str]) -> None:
+    """Validate `config` in this process and store the result where the `run` of `args` with
+    the environment `full_env` (this one with `env` set) finds it, as `watchrun validate` does
+    (not its engine checks, which compile every pattern: the runner compiles them); nothing
+    when that run would not look there (its own cache, output dir, interpreter settings). A
+    config with an error stores nothing: the runner says it."""
+    from watchrun.config import load_config
+
+    if (not config.is_absolute() or any(k in _CACHE_KEYS or k.startswith(("PYTHON", "LD_"))
+                                         for k in env)
+            or any(a.startswith(("-o", "--output-dir")) for a in args)):
+        return
+    with contextlib.suppress(Exception):  # (whatever it is, the runner meets it too, and says it)
+        load_config([config], env=full_env, refresh=True)
+
+
 class LiveRunner:
     """`watchrun run -c CONFIG` started in a new session (so its pid is the session id)."""
 
     def __init__(self, config: Path, *args: str, env: dict[str, str] | None = None,
-                 preexec_fn: Callable[[], None] | None = None, cwd: Path | None = None) -> None:
+                 preexec_fn: Callable[[], None] | None = None, cwd: Path | None = None,
+                 validated: bool = True, forked: bool = True) -> None:
+        """`validated`: the config is validated here first, as `watchrun validate` before a
+        `run` validates it, so the runner starts from the stored entry (README "Start-up
+        caches"); False: the runner validates it itself. `forked`: the runner is forked by
+        tests/forkserver.py when it can be; False: the console script is started, as a child
+        of this process (one that must stay unreaped, a zombie, for instance)."""
         self.config = config
         self.out = config.parent / ".watchrun"
         self.stderr_path = config.parent / f"runner-{time.monotonic_ns()}.err"
         self._err = open(self.stderr_path, "wb")  # noqa: SIM115
         full_env = {**os.environ, **(env or {})}
+        if validated:
+            stored_validated(config, args, env or {}, full_env)
         self.left: list[int] = []
-        self.proc = subprocess.Popen(
-            [watchrun_bin(), "run", "-c", str(config), *args],
-            stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
+        argv = [watchrun_bin(), "run", "-c", str(config), *args]
+        child = None if preexec_fn is not None or not forked else forkserver.spawn(
+            argv, env=full_env, cwd=cwd or config.parent, stdout=None,
+            stderr=self._err.fileno())
+        self.proc: subprocess.Popen[bytes] | forkserver.Forked = child or subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
             start_new_session=True, env=full_env, cwd=cwd or config.parent, preexec_fn=preexec_fn,
         )
 

@@ -41,7 +41,7 @@ def test_a_sigkilled_runner_not_yet_reaped_is_not_live(tmp_path: Path) -> None:
         {"id": "app", "path": "app.log", "pattern": "ERROR"},
         {"id": "ticker", "command": "while true; do echo tick ERROR; sleep 0.2; done",
          "pattern": "ERROR"}]})
-    runner = LiveRunner(config)
+    runner = LiveRunner(config, forked=False)  # (this process must leave it unreaped)
     try:
         runner.wait_running()
         wait_for(lambda: (tmp_path / ".watchrun/state/ticker.status.json").exists() and json.loads(
