@@ -132,9 +132,12 @@ class Server(ThreadingHTTPServer):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self.slots = threading.BoundedSemaphore(MAX_CLIENTS)
+        self.done: list[threading.Thread] = []  # threads that gave their slot back, ending
 
     def process_request(self, request: Any, client_address: Any) -> None:
         self.slots.acquire()
+        while self.done:  # (the thread that gave this slot back has ended before the next
+            self.done.pop().join()  # starts: never more than MAX_CLIENTS threads at once)
         try:
             super().process_request(request, client_address)
         except BaseException:
@@ -145,6 +148,7 @@ class Server(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self.done.append(threading.current_thread())
             self.slots.release()
 
 
