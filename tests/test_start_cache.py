@@ -62,6 +62,19 @@ def write(tmp_path: Path, text: str = CONFIG) -> Path:
 ENV = {"EXTRA": "-j4", "TOKEN": "t0"}
 
 
+def _validations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One item per full validation from now on."""
+    calls: list[int] = []
+    real = schema.check_schema
+
+    def counted(tree: object, report: object) -> None:
+        calls.append(1)
+        real(tree, report)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(schema, "check_schema", counted)
+    return calls
+
+
 def test_a_hit_is_exactly_what_validation_returned(tmp_path: Path, cached: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path)
@@ -97,14 +110,7 @@ def test_anything_validation_depends_on_is_a_miss(tmp_path: Path, cached: Path, 
         monkeypatch.setattr(config_cache, "_code", lambda: ["another schema"])
     else:
         monkeypatch.setattr(config_cache, "__version__", "9.9.9")
-    calls: list[int] = []
-    real = schema.check_schema
-
-    def counted(tree: object, report: object) -> None:
-        calls.append(1)
-        real(tree, report)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(schema, "check_schema", counted)
+    calls = _validations(monkeypatch)
     result = load_config([path], env=env, cache=True)
     assert calls == [1], f"a {change} change must validate again"
     fresh = load_config([path], env=env)
@@ -132,19 +138,6 @@ def test_the_key_holds_the_schema_and_every_module_validation_runs(
     (tmp_path / config_cache.SCHEMA_FILE).write_bytes(real.read_bytes() + b" ")
     monkeypatch.setattr(watchrun.schemas, "__file__", str(tmp_path / "__init__.py"))
     assert config_cache._code() != before
-
-
-def _validations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """One item per full validation from now on."""
-    calls: list[int] = []
-    real = schema.check_schema
-
-    def counted(tree: object, report: object) -> None:
-        calls.append(1)
-        real(tree, report)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(schema, "check_schema", counted)
-    return calls
 
 
 def test_validate_validates_in_full_and_stores_it_for_the_run_after_it(
