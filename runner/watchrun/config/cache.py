@@ -9,8 +9,8 @@ version, the schema's contents and the size and mtime of every module of `config
 `match/`. The entry also lists the environment variables the config interpolated (recorded
 while it was validated) with a hash of each value: a changed or newly set one is a miss; and
 the interpreter's path when the result holds it (the mock agent's default command): another
-interpreter is a miss. `validate` never reads an entry and stores what it validated without
-error, so a `run` after it starts at once.
+interpreter is a miss. `validate` and `config` never read an entry and store what they
+validated without error, so a `run` after them starts at once.
 
 Where: `$WATCHRUN_CACHE_DIR`, else systemd's `$CACHE_DIRECTORY`, else `$XDG_CACHE_HOME/watchrun`
 (`~/.cache/watchrun`), under `config/`; not state/, which lives in the output dir that only a
