@@ -140,15 +140,17 @@ def test_the_key_holds_the_schema_and_every_module_validation_runs(
     assert config_cache._code() != before
 
 
+@pytest.mark.parametrize("command", ["validate", "config"])
 def test_validate_validates_in_full_and_stores_it_for_the_run_after_it(
-        tmp_path: Path, cached: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """README "Start-up caches": `validate` never reads an entry (each call validates) and
-    stores what it validated, so a `run` (or a view) after it validates nothing."""
+        tmp_path: Path, cached: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    """README "Start-up caches": `validate` and `config` never read an entry (each call
+    validates) and store what they validated, so a `run` (or a view) after them validates
+    nothing."""
     path = write(tmp_path)
     calls = _validations(monkeypatch)
     env = {**os.environ, **ENV}
     for _ in range(2):
-        assert inproc(tmp_path, "validate", "-c", str(path), env=env).returncode == 0
+        assert inproc(tmp_path, command, "-c", str(path), env=env).returncode == 0
     assert calls == [1, 1] and len(list(cached.glob("*.json"))) == 1
     hit = load_config([path], env=ENV, cache=True)
     assert calls == [1, 1], "the run after validate validated again"
