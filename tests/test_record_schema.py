@@ -26,7 +26,7 @@ USAGE = {"input": 10, "cached": 4, "output": 3}
 
 # one valid example of every kind, minimal where it can be
 VALID: dict[str, dict[str, Any]] = {
-    "start": {"path": "/var/log/app.log", "inode": 12, "offset": 0, "from": "end", "engine": "re2"},
+    "start": {"path": "/var/log/app.log", "inode": 12, "offset": 0},
     "match": {"line": "ERROR x", "lineNo": 3, "offset": 40, "path": "/var/log/a.log", "inode": 9},
     "rotate": {"reason": "truncate", "path": "/var/log/a.log", "inode": 10, "oldInode": 10,
                "oldSize": 900, "unreadBytes": 40},
