@@ -146,6 +146,9 @@ def test_problem_classification(texts: tuple[object, ...], kind: str | None) -> 
     ("Read", {"file_path": "/a/b.py"}, "/a/b.py"),
     ("custom", {"z": 1}, '{"z": 1}'),
     ("custom", {}, "custom"),
+    # a key or value with an escape sequence: cleaned as `input` is, not kept as `\u001b` text
+    ("custom", {"comm\x1b[31mand": "a\x1b]0;title\x07b", "n": [1, "\x1b[0m"]},
+     '{"command": "ab", "n": [1, ""]}'),
 ])
 def test_tool_summary(name: str, args: dict[str, Any], text: str) -> None:
     assert summary(name, args) == text

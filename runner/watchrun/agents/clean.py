@@ -38,6 +38,13 @@ def clean_text(text: str, max_bytes: int | None) -> tuple[str, bool]:
     return sanitize(text, max_bytes)
 
 
+def clean_value(value: Any) -> Any:
+    """`value` (JSON: strings, mappings, lists) with every string and key cleaned, unclipped:
+    what a text made of it (a tool call's JSON summary) shows, before its escapes hide a
+    control character from the cleaning."""
+    return _clean(value, None)[0]
+
+
 def _clean(value: Any, max_bytes: int | None) -> tuple[Any, bool]:
     if isinstance(value, str):
         return clean_text(value, max_bytes)

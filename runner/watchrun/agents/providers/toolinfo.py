@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from watchrun.agents.clean import clean_value
+
 __all__ = [
     "FILE_OPS", "classify_problem", "clip", "file_ops", "parse_retry", "result_text",
     "retry_class", "summary",
@@ -87,8 +89,8 @@ def summary(name: str, args: Any) -> str:
     text: str | None = None
     if isinstance(args, Mapping):
         text = _first_str(args, _SUMMARY_KEYS)
-        if text is None and args:
-            text = json.dumps(args, ensure_ascii=False, sort_keys=True)
+        if text is None and args:  # (cleaned first: JSON would write ESC as `\u001b` text)
+            text = json.dumps(clean_value(args), ensure_ascii=False, sort_keys=True)
     elif isinstance(args, str):
         text = args
     if not text:
