@@ -111,6 +111,9 @@ def tally(lines: Lines, until: str | None = None) -> Tally:
      "a\nb"),
     ([("text", {"text": "x"}), ("completed", {"ok": True, "result": "final"})], "final"),
     ([("text", {"text": "x"}), ("completed", {"ok": False, "result": "no"})], "x"),
+    # a later failed `completed` does not take back an earlier successful one's answer
+    ([("completed", {"ok": True, "result": "first"}),
+      ("completed", {"ok": False, "result": "second"})], "first"),
     ([("text", {"text": "x"}), ("text", {"text": "F", "final": True})], "F"),
     ([("text", {"text": "sub", "parentCallId": "c1"}), ("text", {"text": "main"})], "main"),
     ([("text", {"text": "main"}), ("tool", {"name": "Task", "parentCallId": "c1"})], "main"),
@@ -205,6 +208,16 @@ def test_turn_outcome(kw: dict[str, Any], expected: tuple[str, bool]) -> None:
     args: dict[str, Any] = {"stop_reason": None, "completed_ok": None, "marker_seen": False,
                             "exit_code": None, "generic": False, **kw}
     assert turn_outcome(**args) == expected
+
+
+def test_the_last_completed_decides_the_status_and_an_earlier_success_keeps_its_answer() -> None:
+    """records.md "The answer": `completed{ok}` then `completed{ok: false}` is a failed turn
+    whose reply is the first one's answer."""
+    t = tally([("completed", {"ok": True, "result": "first"}),
+               ("completed", {"ok": False, "result": "second"})])
+    assert t.completed_ok is False and t.reply() == ("first", False)
+    assert turn_outcome(stop_reason="completion", completed_ok=t.completed_ok, marker_seen=False,
+                        exit_code=0, generic=False) == ("failed", False)
 
 
 @pytest.mark.parametrize(("status", "stop", "lines", "exit_code", "signal", "code"), [
