@@ -112,6 +112,26 @@ async def paged_once(tmp_path: Path, rx: Receiver, clock: FakeClock) -> AsyncIte
         yield rig
 
 
+def test_a_match_at_the_very_end_of_a_window_is_held_for_0_ms(tmp_path: Path) -> None:
+    """records.md: `windowEndsInMs` is 0 for a match held at the very end of the window, and
+    what it held goes out as the `throttle-end` firing as the window ends."""
+    clock = FakeClock()
+    with receiver(200) as rx:
+        async def body() -> None:
+            async with paged_once(tmp_path, rx, clock) as rig:
+                clock.advance(49.9999)  # 0.1 ms of the window left
+                rig.deliver("ERROR 2")
+                (held,) = await rig.wait("action-suppressed")
+                assert (held["windowEndsInMs"], held["suppressed"]) == (0, 1)
+                clock.advance(0.0001)
+                rig.hub.poke()
+                await rig.wait("action-result", 2)
+                assert [f["reason"] for f in rig.records("action-fired")] == [
+                    "match", "throttle-end"]
+                assert rx.count() == 2
+        asyncio.run(body())
+
+
 def test_throttle_sends_once_per_window_and_then_what_it_suppressed(tmp_path: Path) -> None:
     clock = FakeClock()
     with receiver(200) as rx:
