@@ -18,7 +18,7 @@ from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_con
 
 
 def _status(pid: int) -> dict[str, str]:
-    fields = ("Umask", "SigBlk", "SigIgn", "SigCgt", "Threads")
+    fields = ("Umask", "SigBlk", "SigIgn", "SigCgt")
     lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     return {k: v.strip() for k, _, v in (x.partition(":") for x in lines) if k in fields}
 
