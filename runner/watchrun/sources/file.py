@@ -19,7 +19,7 @@ from watchrun.sources.applies import applied, beside, left_beside
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Generation, Recorded, resumable
-from watchrun.sources.identity import FINISHED_KEPT, birth_ns
+from watchrun.sources.identity import birth_ns
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotated import Entry
@@ -125,8 +125,7 @@ class FileSource(Rotation):
         state, self._aside_note = applied(self.store.load(self.spec.id), self.spec, self.name,
                                           self._matching, once=self.once)
         if state is not None:
-            self._history = [cp for cp in state.generations
-                             if cp.finished][-max(self.max_gens, FINISHED_KEPT) :]
+            self._history = [cp for cp in state.generations if cp.finished][-self._kept :]
             self._archives = state.archives
             self._keep.saved = state  # on disk: the same state is not written again at start
         try:

@@ -55,6 +55,7 @@ class Followed:
         self._cur: Generation | None = None
         self._old: list[Generation] = []  # rotated away, still read; oldest first
         self._history: list[Checkpoint] = []  # finished generations, oldest first
+        self._kept = max(self.max_gens, FINISHED_KEPT)  # (how many of them: identity.py)
         self._released: Checkpoint | None = None  # the deleted generation last followed
         self._pending: FileState | None = None  # checkpointed; nothing found yet (path missing)
         self._recorded = Recorded()  # after a crash: what was recorded past the checkpoint
@@ -245,7 +246,7 @@ class Followed:
                          for cp in self._history]
 
     def _remember(self, cp: Checkpoint) -> None:
-        self._history = [*self._history, cp][-max(self.max_gens, FINISHED_KEPT) :]
+        self._history = [*self._history, cp][-self._kept :]
 
     def _known(self) -> list[Checkpoint]:
         opened = [*self._old, *([self._cur] if self._cur else [])]
