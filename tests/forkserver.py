@@ -44,14 +44,15 @@ class _Server:
 
     def __init__(self, sock: socket.socket, pid: int) -> None:
         self.sock, self.pid, self.owner = sock, pid, os.getpid()
-        self.startup = _startup_env(os.environ)
+        self.startup = startup_env(os.environ)
         self.gone = False
 
 
 _server: _Server | None = None
 
 
-def _startup_env(env: Mapping[str, str]) -> dict[str, str]:
+def startup_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `env` an interpreter reads as it starts."""
     return {k: v for k, v in env.items() if k.startswith(_STARTUP_VARS)}
 
 
@@ -138,7 +139,7 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, stdout: int
     if os.environ.get("WATCHRUN_TEST_FORK", "1") == "0":
         return None
     server = _connect()
-    if server is None or _startup_env(env) != server.startup:
+    if server is None or startup_env(env) != server.startup:
         return None
     umask = os.umask(0o22)
     os.umask(umask)

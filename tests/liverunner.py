@@ -137,27 +137,21 @@ def guardian_of(runner: int) -> int:
     return int(wait_for(find, "the guardian process"))
 
 
-_CACHE_KEYS = ("WATCHRUN_CACHE_DIR", "CACHE_DIRECTORY", "XDG_CACHE_HOME", "HOME",
-               "WATCHRUN_CONFIG_CACHE")
-"""What decides where the config cache is, or whose it is: a test that sets one for the runner
-means the runner's own cache."""
-
-
-def stored_validated(config: Path, args: Sequence[str], env: Mapping[str, str],
-                     full_env: Mapping[str, str]) -> None:
+def stored_validated(config: Path, args: Sequence[str], env: Mapping[str, str]) -> None:
     """Validate `config` in this process and store the result where the `run` of `args` with
-    the environment `full_env` (this one with `env` set) finds it, as `watchrun validate` does
-    (not its engine checks, which compile every pattern: the runner compiles them); nothing
-    when that run would not look there (its own cache, output dir, interpreter settings). A
+    the environment `env` finds it, as `watchrun validate` does (not its engine checks, which
+    compile every pattern: the runner compiles them); nothing when that run would not look
+    there (another cache dir or home, its own output dir, another interpreter setting). A
     config with an error stores nothing: the runner says it."""
     from watchrun.config import load_config
+    from watchrun.config.cache import cache_dir
 
-    if (not config.is_absolute() or any(k in _CACHE_KEYS or k.startswith(("PYTHON", "LD_"))
-                                         for k in env)
-            or any(a.startswith(("-o", "--output-dir")) for a in args)):
+    if (not config.is_absolute() or any(a.startswith(("-o", "--output-dir")) for a in args)
+            or cache_dir(env) != cache_dir(os.environ) or env.get("HOME") != os.environ.get("HOME")
+            or forkserver.startup_env(env) != forkserver.startup_env(os.environ)):
         return
     with contextlib.suppress(Exception):  # (whatever it is, the runner meets it too, and says it)
-        load_config([config], env=full_env, refresh=True)
+        load_config([config], env=env, refresh=True)
 
 
 class LiveRunner:
@@ -177,7 +171,7 @@ class LiveRunner:
         self._err = open(self.stderr_path, "wb")  # noqa: SIM115
         full_env = {**os.environ, **(env or {})}
         if validated:
-            stored_validated(config, args, env or {}, full_env)
+            stored_validated(config, args, full_env)
         self.left: list[int] = []
         argv = [watchrun_bin(), "run", "-c", str(config), *args]
         child = None if preexec_fn is not None or not forked else forkserver.spawn(

@@ -55,11 +55,12 @@ def once(folder: Path, config: dict[str, Any], *args: str, merged: bool = False,
     if not merged and once_in_process(config, env):  # (a process: tests/test_cli_contract.py)
         done = inproc(folder, "run", "--once", "-c", str(cfg), *args, env=base_env(**env))
         return Run(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
-    stored_validated(cfg, args, env, base_env(**env))  # (as `watchrun validate` before it)
+    full = base_env(**env)
+    stored_validated(cfg, args, full)  # (as `watchrun validate` before it)
     argv = [watchrun_bin(), "run", "--once", "-c", str(cfg), *args]
-    proc = forkserver.run(argv, env=base_env(**env), cwd=folder, merged=merged,
+    proc = forkserver.run(argv, env=full, cwd=folder, merged=merged,
                           timeout=TIMEOUT_S) or subprocess.run(
-        argv, cwd=folder, env=base_env(**env), stdout=subprocess.PIPE,
+        argv, cwd=folder, env=full, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if merged else subprocess.PIPE, timeout=TIMEOUT_S, check=False)
     took = time.monotonic() - started
     return Run(proc.returncode, proc.stdout.decode(), (proc.stderr or b"").decode(), took)
