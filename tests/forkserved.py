@@ -19,11 +19,12 @@ from typing import Any
 
 from forkserver import MAX_REQUEST
 
-PRELOAD = ("watchrun.cli", "watchrun.cli.main", "watchrun.cli.run", "watchrun.cli.once_report",
-           "watchrun.runtime.supervisor", "watchrun.runtime.workers", "watchrun.config.schema",
-           "watchrun.config.validate", "watchrun.config.cache", "watchrun.agents.hub",
-           "jsonschema", "yaml")
-"""What the server imports before it forks anything."""
+PRELOAD = ("watchrun.cli", "watchrun.cli.main", "watchrun.cli.run", "watchrun.config.cache",
+           "watchrun.runtime.supervisor", "watchrun.runtime.workers")
+"""What the server imports before it forks anything: what a `run` of a validated config
+imports as it starts, and no more (jsonschema, YAML, the agents hub are imported by the child
+that needs them, as by a runner of its own; preloaded, every child's collector would walk
+them, as no runner's does)."""
 
 
 def _serve(sock: socket.socket) -> None:
