@@ -153,6 +153,34 @@ def test_a_stop_gives_up_a_reload_whose_config_read_never_returns(tmp_path: Path
     assert "[a] stopped (shutdown)" in said
 
 
+HUP_IN_START = HUNG_READ.replace("    return real(*args, **kwargs)\n", """\
+    config = real(*args, **kwargs)
+    import signal
+    os.kill(os.getpid(), signal.SIGHUP)  # a SIGHUP while the runner starts,
+    open("hang", "w").close()  # whose reload will never read its config
+    return config
+""")
+"""`watchrun` sent a SIGHUP as it starts, whose reload's config read never returns."""
+
+
+def test_a_stop_gives_up_a_reload_asked_for_during_the_start(tmp_path: Path) -> None:
+    """A SIGHUP during the start is one reload after it; that reload ran outside the watch for
+    stop signals, so when its config read never returned the runner ignored SIGTERM (seen as a
+    flake of the test above, whose SIGHUP can come as the start ends)."""
+    from test_stuck_calls import seamed_runner
+
+    (tmp_path / "app.log").write_text("")
+    cfg = write_config(tmp_path, {"watchers": [{"id": "a", "path": "app.log", "pattern": "x"}]})
+    with seamed_runner(HUP_IN_START, cfg) as (proc, err):
+        wait_for(lambda: "the config read hangs" in "".join(err), "the reload's read")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 3  # (a call still running at the exit: said, exit 3)
+    said = "".join(err)
+    assert "1 watcher, 0 agents running" in said
+    assert "reload given up: SIGTERM came while the config was still being read" in said
+    assert "[a] stopped (shutdown)" in said
+
+
 def test_a_reload_stops_its_changed_commands_together(tmp_path: Path) -> None:
     """The reload stopped the watchers it changed one by one: three commands that each take
     their time to end (stopTimeout 30 s) held it, and every signal behind it, for the sum.

@@ -186,8 +186,8 @@ class Supervisor(SupervisorHubs):
             self.driver = self.spawn(self._once(), "once")
 
     async def _serve(self, inbox: SignalInbox) -> str:
-        if self.reload_pending:
-            await self.reload()
+        if self.reload_pending:  # (a SIGHUP during the start: its reload hears stops too)
+            inbox.push(signal.SIGHUP)
         while True:
             sig = await inbox.next_before(self.driver)
             if sig is None:
@@ -255,9 +255,6 @@ class Supervisor(SupervisorHubs):
         if self.once:  # a restart would drop what a command's run saw: its gate would pass
             return self.log.warning("SIGHUP ignored: a `run --once` runner judges the config it "
                                     "started with, each command run once", event="reload-ignored")
-        if self.state is not RunnerState.RUNNING:
-            self.reload_pending = True  # during start-up: after it
-            return
         async with self.changing:
             self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
             self.sd.reloading()
