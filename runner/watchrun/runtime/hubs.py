@@ -37,9 +37,8 @@ class SupervisorHubs:
     spawn: Callable[[Any, str], asyncio.Task[Any]]
 
     async def start_hub(self) -> None:
-        from watchrun.agents.hub import AgentHub  # only when agents are configured
-
-        self.hub = await AgentHub.open(self.config, self.layout, self.log.scoped("agent"),
+        hub = await asyncio.to_thread(_agent_hub)  # (~20 ms of imports: off the loop)
+        self.hub = await hub.open(self.config, self.layout, self.log.scoped("agent"),
                                        self.clock, self.spawner, once=self.once,
                                        problem=self.problems.keep)
         self.hub_task = self.spawn(self.hub.run(), "agents")
@@ -78,3 +77,10 @@ class SupervisorHubs:
                                      once=self.once)
             self.actions_task = self.spawn(self.actions.run(), "actions")
         return self.actions
+
+
+def _agent_hub() -> type[AgentHub]:
+    """The agent hub, imported only when agents are configured."""
+    from watchrun.agents.hub import AgentHub
+
+    return AgentHub
