@@ -16,7 +16,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -650,6 +650,35 @@ def test_symlinked_notes_and_agent_lock_are_never_followed(tmp_path: Path, targe
     assert (f"could not start: {what}{layout.state / name}: is a symlink (to {target}); "
             "symlinks under the output dir are never followed") in res.stderr
     assert (layout.state / name).is_symlink()
+
+
+PLANTED: dict[str, Callable[[Path, Path], None]] = {
+    "a directory": lambda note, _: note.mkdir(),
+    "a FIFO": lambda note, _: os.mkfifo(note),
+    "a hard link": lambda note, target: os.link(target, note),
+    "another user's file": lambda note, _: (note.touch(0o640), os.chown(note, 65534, 65534)),
+}
+
+
+@pytest.mark.parametrize("planted", sorted(PLANTED))
+def test_a_planted_note_of_any_kind_stops_the_stream(tmp_path: Path, target: Path,
+                                                     planted: str) -> None:
+    """What is at a stream's note is no note of the runner's: the note it replaced may have
+    kept seqs, as with a planted symlink (above). A directory or a FIFO there was taken for "no
+    note possible": the stream started and could give its seqs out again."""
+    out = tmp_path / "out"
+    note = prepare_output_dir(out).state / "watchers-app.unwritten"
+    PLANTED[planted](note, target)
+    cfg = write_config(tmp_path, {"output": {"dir": str(out)}, "watchers": [
+        {"id": "app", "command": "echo ERROR", "pattern": "ERROR"}]})
+    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert "Traceback" not in res.stderr
+    assert res.returncode == 3, res.stderr
+    assert (f"could not start: watcher app: EPERM: cannot read the note of records given up "
+            f"{note}: ") in res.stderr
+    assert not (out / "watchers" / "app.jsonl").exists() or \
+        b'"kind":"match"' not in (out / "watchers" / "app.jsonl").read_bytes()
 
 
 def test_fifos_in_place_of_state_files_and_streams_hang_no_command(tmp_path: Path) -> None:

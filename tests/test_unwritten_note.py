@@ -19,7 +19,7 @@ import pytest
 from liverunner import LiveRunner, wait_for, write_config
 from recordcheck import validate_records
 from test_disk_full import Clock, explained
-from tmpfs import fill, grow, mount_tmpfs, umount
+from tmpfs import fill, grow, immutable, mount_tmpfs, umount
 
 from watchrun.output.outdir import prepare_output_dir
 from watchrun.output.sink import JsonlSink, SinkWriteError
@@ -100,9 +100,12 @@ def test_a_command_watcher_on_a_disk_full_from_the_start_reuses_no_seq(
 
 def test_a_runner_whose_given_up_seqs_nothing_can_keep_exits_3(tmp_path: Path,
                                                                 mnt: Path) -> None:
-    """The disk full from the start and no note possible (a directory where it would be): the
-    seqs given up at SIGTERM are kept nowhere, so the run fails (exit 3) and says why."""
-    (mnt / "out" / "state" / "watchers-c.unwritten").mkdir(parents=True)
+    """The disk full from the start and no note possible (it cannot be opened to write: an
+    immutable file): the seqs given up at SIGTERM are kept nowhere, so the run fails (exit 3)
+    and says why."""
+    note = prepare_output_dir(mnt / "out").state / "watchers-c.unwritten"
+    note.touch(0o640)
+    immutable(note)
     _, status, stderr = stopped_on_a_full_disk(tmp_path, mnt)
     assert status == 3, stderr
     assert "the next start may use their seqs again" in stderr

@@ -60,6 +60,18 @@ def fill(fs: Path, leave: int = 0) -> Path:
     return filler
 
 
+def immutable(path: Path) -> None:
+    """Make the file at `path` immutable (`chattr +i`): not even root may open it to write;
+    skipped where the file system cannot (tmpfs can since Linux 6.0)."""
+    try:
+        res = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True,
+                             timeout=30)
+    except FileNotFoundError:
+        pytest.skip("no `chattr` command here: no file can be made unwritable to root")
+    if res.returncode != 0:
+        pytest.skip(f"cannot make a file immutable here: {res.stderr.strip()}")
+
+
 class FullDiskRunner(NamedTuple):
     mnt: Path
     """The tmpfs; the runner's output dir is its `out`."""

@@ -131,12 +131,14 @@ class Unwritten:
     def prepare(self, last_seq: int) -> int:
         """Read a note left by a previous run (runs above `last_seq` become lost seqs again),
         and allocate the note's space for this run. Returns the lowest next seq it allows.
-        Raises `safefs.UnsafePathError` for a note that is a symlink (planted: the note it
+        Raises `safefs.UnsafePathError` for what is no note of the runner's own at its path (a
+        symlink, a directory, a FIFO, a hard link, another user's file: planted, and the note it
         replaced may have kept seqs, so the stream does not start); a note that cannot be (the
-        disk full, a directory there) is said at the stop if seqs were given up then."""
+        disk or its inodes full, a file that cannot be written) is said at the stop if seqs
+        were given up then."""
         fd = self._open()
-        if isinstance(self.error, safefs.UnsafePathError) and self.error.errno == errno.ELOOP:
-            raise self.error  # a planted link: what it stands for may have kept seqs
+        if isinstance(self.error, safefs.UnsafePathError):
+            raise self.error  # planted: what it stands for may have kept seqs
         if fd < 0:  # (not even created: the disk or its inodes are full, or state/ is not ours)
             self.retry = self.note is not None
             return last_seq + 1
