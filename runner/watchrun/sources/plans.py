@@ -35,14 +35,23 @@ from watchrun.sources.siblings import (
 )
 
 
-def missing_gap(cp: Checkpoint, recorded: Mark | None = None) -> dict[str, Any]:
+def missing_gap(cp: Checkpoint, recorded: Mark | None = None,
+                archive: Entry | None = None) -> dict[str, Any]:
     """A generation that was being read and is gone (deleted, or its inode taken by a new
-    file): read up to its checkpoint, or past the last line recorded from it after that."""
+    file), or found as `archive` (compressed, beginning as it did): read up to its checkpoint,
+    or past the last line recorded from it after that."""
     offset, line_no = cp.offset, cp.line_no
     if recorded is not None and recorded.offset >= offset:
         offset = recorded.offset + len(recorded.line.encode("utf-8", "replace")) + 1
         line_no = max(line_no, recorded.line_no + 1)
     unread = max(0, cp.size - offset)
+    if archive is not None:
+        return {"reason": "compressed", "path": archive.path, "inode": archive.st.st_ino,
+                "offset": offset, "lineNo": line_no, "unreadBytes": unread,
+                "message": f"{archive.path} is the generation being read (inode {cp.inode}), "
+                           "rotated and compressed before it was read to its end: from line "
+                           f"{line_no} (offset {offset}) on it was not read ({unread} bytes "
+                           "known)"}
     return {"reason": "missing", "path": cp.path, "inode": cp.inode, "offset": offset,
             "lineNo": line_no, "unreadBytes": unread,
             "message": f"the generation being read (inode {cp.inode}) is gone from line "
@@ -172,16 +181,20 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         if found is not None:
             plan.steps.append(found)
             taken.add(ident(found.st))
-        elif (whole := archived(cp, entries, taken)) is not None:  # read to its end, then
-            taken.add(ident(whole.st))  # compressed (or its copytruncate copy): nothing lost,
-            judged.add(identity(whole.st))  # and the archive is no generation rotated since,
-            # now or renumbered later
+        elif (arch := archived(cp, entries, taken)) is not None and arch[1]:  # read to its
+            taken.add(ident(arch[0].st))  # end, then compressed (or its copytruncate copy):
+            judged.add(identity(arch[0].st))  # nothing lost, and the archive is no generation
+            # rotated since, now or renumbered later
         elif not (cp.finished or (rewritten and cp is last)):
             if (error := refused(cp, entries, unlisted)) is not None:
                 plan.errors.append(error)  # not gone: it could not be looked at (an
                 plan.kept.append(cp)  # error at each start until it can)
-            else:
-                plan.gaps.append(missing_gap(cp, recorded.last(cp)))
+            else:  # gone; or compressed with lines not read: one gap, the archive judged
+                found_as = None if arch is None else arch[0]
+                plan.gaps.append(missing_gap(cp, recorded.last(cp), found_as))
+                if found_as is not None:
+                    taken.add(ident(found_as.st))
+                    judged.add(identity(found_as.st))
     if not at_path:  # generations rotated after the one followed, before the file at the path
         before = plan.steps[-1].path if plan.steps else None
         fresh, gaps, now = newer(entries, known, last.mtime_ns, taken, max_n, before,

@@ -13,9 +13,21 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.sources.compressed import drained_or_empty, holds_whole, is_compressed
+from watchrun.sources.compressed import (
+    compressed_head,
+    drained_or_empty,
+    holds_whole,
+    is_compressed,
+)
 from watchrun.sources.generation import open_regular
-from watchrun.sources.identity import Archive, Checkpoint, holds, identifies, inode_generation
+from watchrun.sources.identity import (
+    Archive,
+    Checkpoint,
+    begins_as,
+    holds,
+    identifies,
+    inode_generation,
+)
 from watchrun.sources.rotated import NO_FDS, Entry
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -179,10 +191,12 @@ def refused(cp: Checkpoint, entries: list[Entry], unlisted: dict[str, OSError]
 
 
 def archived(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
-             ) -> Entry | None:
-    """The archive (by its compressed name, made after the checkpoint) holding exactly what
-    was read of the checkpointed generation, which is gone: read to its end, then compressed
-    (logrotate's `compress`, with or without `delaycompress`); renumbered since or not."""
+             ) -> tuple[Entry, bool] | None:
+    """The archive (by its compressed name, made after the checkpoint) of the checkpointed
+    generation, which is gone, and whether it holds exactly what was read of it (True: read to
+    its end, then compressed, as logrotate's `compress` does, with or without `delaycompress`;
+    renumbered since or not); else one that begins as it did (compressed with lines not read)."""
+    begun: Entry | None = None
     for e in entries:
         if not (e.named and e.compressed) or (e.st.st_dev, e.st.st_ino) in taken or \
                 e.st.st_mtime_ns < cp.mtime_ns:
@@ -192,10 +206,12 @@ def archived(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
             continue
         try:
             if holds_whole(o.fd, cp):
-                return e
+                return e, True
+            if begun is None and (head := compressed_head(o.fd)) and begins_as(cp, head):
+                begun = e
         finally:
             os.close(o.fd)
-    return None
+    return None if begun is None else (begun, False)
 
 
 def _numbers(path: str) -> tuple[int, ...]:
