@@ -42,13 +42,16 @@ def test_a_crossed_gate_is_not_hidden_behind_an_error(tmp_path: Path) -> None:
         f.write("written after that run, never read\n")  # (an archive of what was read is
     archive = Path(f"{log}.1.gz")  # no loss: this one holds more)
     archive.write_bytes(gzip.compress(log.read_bytes()))
+    inode = log.stat().st_ino
     log.unlink()
     log.write_text("ERROR in new file\n")
     summary = tmp_path / "summary.md"
     r = once(tmp_path, CONFIG, "--junit", "j.xml", GITHUB_ACTIONS="true",
              GITHUB_WORKSPACE=str(tmp_path), GITHUB_STEP_SUMMARY=str(summary))
     assert (r.rc, table_row(r.out, "app")[1:]) == (3, ["1", "0", "-", "FAIL+ERROR"]), r.out
-    unread = f"lines were never read: {archive} was rotated and compressed before it was read"
+    unread = (f"lines were never read: {archive} is the generation being read (inode "
+              f"{inode}), rotated and compressed before it was read to its end: from line 2 "
+              "(offset 3) on it was not read")
     assert "\n".join(["app: gate crossed, and it could not look at every line",
                       f"  - {CROSSED}", "    app.log:1: ERROR in new file",
                       f"  - {unread}"]) in r.out, r.out

@@ -50,8 +50,8 @@ def missing_gap(cp: Checkpoint, recorded: Mark | None = None,
                 "offset": offset, "lineNo": line_no, "unreadBytes": unread,
                 "message": f"{archive.path} is the generation being read (inode {cp.inode}), "
                            "rotated and compressed before it was read to its end: from line "
-                           f"{line_no} (offset {offset}) on it was not read ({unread} bytes "
-                           "known)"}
+                           f"{line_no} (offset {offset}) on it was not read"
+                           + (f" ({unread} bytes known)" if unread else "")}
     return {"reason": "missing", "path": cp.path, "inode": cp.inode, "offset": offset,
             "lineNo": line_no, "unreadBytes": unread,
             "message": f"the generation being read (inode {cp.inode}) is gone from line "
