@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from inproc import inproc
 from liverunner import LiveRunner, wait_for, write_config
 
@@ -133,26 +134,6 @@ sys.exit(entry())
 """`watchrun` whose config reads never return once the file `hang` exists."""
 
 
-def test_a_stop_gives_up_a_reload_whose_config_read_never_returns(tmp_path: Path) -> None:
-    """A SIGHUP's config read on a mount that stopped answering never returned, and no signal
-    was heard while a reload ran: SIGTERM did nothing, the runner had to be SIGKILLed (its
-    commands orphaned to the guardian). The stop now gives the reload up."""
-    from test_stuck_calls import seamed_runner
-
-    (tmp_path / "app.log").write_text("")
-    cfg = write_config(tmp_path, {"watchers": [{"id": "a", "path": "app.log", "pattern": "x"}]})
-    with seamed_runner(HUNG_READ, cfg) as (proc, err):
-        wait_for(lambda: "1 watcher, 0 agents running" in "".join(err), "the start")
-        (tmp_path / "hang").touch()
-        proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: "the config read hangs" in "".join(err), "the reload's read")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=20) == 3  # (a call still running at the exit: said, exit 3)
-    said = "".join(err)
-    assert "reload given up: SIGTERM came while the config was still being read" in said
-    assert "[a] stopped (shutdown)" in said
-
-
 HUP_IN_START = HUNG_READ.replace("    return real(*args, **kwargs)\n", """\
     config = real(*args, **kwargs)
     import signal
@@ -163,20 +144,27 @@ HUP_IN_START = HUNG_READ.replace("    return real(*args, **kwargs)\n", """\
 """`watchrun` sent a SIGHUP as it starts, whose reload's config read never returns."""
 
 
-def test_a_stop_gives_up_a_reload_asked_for_during_the_start(tmp_path: Path) -> None:
-    """A SIGHUP during the start is one reload after it; that reload ran outside the watch for
-    stop signals, so when its config read never returned the runner ignored SIGTERM (seen as a
-    flake of the test above, whose SIGHUP can come as the start ends)."""
+@pytest.mark.parametrize("hup", ["running", "during the start"])
+def test_a_stop_gives_up_a_reload_whose_config_read_never_returns(tmp_path: Path,
+                                                                    hup: str) -> None:
+    """A SIGHUP's config read on a mount that stopped answering never returned, and no signal
+    was heard while a reload ran: SIGTERM did nothing, the runner had to be SIGKILLed (its
+    commands orphaned to the guardian). The stop now gives the reload up. A SIGHUP during the
+    start is one reload after it, which ran outside that watch (seen as a flake: the SIGHUP
+    sent to a running runner came as the start ended)."""
     from test_stuck_calls import seamed_runner
 
     (tmp_path / "app.log").write_text("")
     cfg = write_config(tmp_path, {"watchers": [{"id": "a", "path": "app.log", "pattern": "x"}]})
-    with seamed_runner(HUP_IN_START, cfg) as (proc, err):
+    with seamed_runner(HUNG_READ if hup == "running" else HUP_IN_START, cfg) as (proc, err):
+        wait_for(lambda: "1 watcher, 0 agents running" in "".join(err), "the start")
+        if hup == "running":
+            (tmp_path / "hang").touch()
+            proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "the config read hangs" in "".join(err), "the reload's read")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 3  # (a call still running at the exit: said, exit 3)
     said = "".join(err)
-    assert "1 watcher, 0 agents running" in said
     assert "reload given up: SIGTERM came while the config was still being read" in said
     assert "[a] stopped (shutdown)" in said
 
