@@ -39,8 +39,8 @@ class SupervisorHubs:
     async def start_hub(self) -> None:
         hub = await asyncio.to_thread(_agent_hub)  # (~20 ms of imports: off the loop)
         self.hub = await hub.open(self.config, self.layout, self.log.scoped("agent"),
-                                       self.clock, self.spawner, once=self.once,
-                                       problem=self.problems.keep)
+                                  self.clock, self.spawner, once=self.once,
+                                  problem=self.problems.keep)
         self.hub_task = self.spawn(self.hub.run(), "agents")
 
     # -- actions --------------------------------------------------------------------------
