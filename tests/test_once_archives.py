@@ -128,3 +128,20 @@ def test_an_archive_of_lines_never_read_is_reported_once_whatever_its_number(
     assert Path(f"{log}.5.gz").stat().st_ino == archives[3]  # (renumbered twice since)
     assert gaps(tmp_path) == first
     assert matched(tmp_path) == errors(1, 4, 5, 6)
+
+
+def test_an_empty_log_rotated_and_compressed_is_no_loss(tmp_path: Path) -> None:
+    """A quiet service: its log was empty at the last run, then logrotate (`create`,
+    `compress`, and `ifempty`, its default) made an empty archive of it. The next run was an
+    ERROR (exit 3, `gap{missing}`): an archive was taken as holding what was read only when
+    something had been read. An archive that holds nothing holds what a generation seen empty
+    held (found by an explorer, 2026-12-06)."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    first = nightly(tmp_path, log)
+    log.rename(f"{log}.1")
+    log.write_text("")
+    Path(f"{log}.1.gz").write_bytes(gzip.compress(b""))
+    Path(f"{log}.1").unlink()
+    assert [first, nightly(tmp_path, log)] == [(0, ["0", "100", "-", "pass"])] * 2
+    assert gaps(tmp_path) == []

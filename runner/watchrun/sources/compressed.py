@@ -109,9 +109,10 @@ WHOLE_MAX = 1 << 30
 def holds_whole(fd: int, cp: Checkpoint) -> bool:
     """The gzip, bzip2 or xz file holds exactly what was read of the checkpointed generation:
     its first bytes, the bytes before its offset, and nothing past that offset (a generation
-    read to its end, then compressed: nothing of it is lost). Decompressed up to that offset,
-    (at most WHOLE_MAX), at a start in the planner's worker thread."""
-    if not cp.fingerprint_len or cp.offset > WHOLE_MAX:
+    read to its end, then compressed: nothing of it is lost); for a generation seen empty,
+    nothing at all. Decompressed up to that offset (at most WHOLE_MAX), at a start in the
+    planner's worker thread."""
+    if not (cp.fingerprint_len or cp.offset == 0) or cp.offset > WHOLE_MAX:
         return False
     d = _decompressor(os.pread(fd, 12, 0))
     if d is None:
@@ -134,6 +135,7 @@ def holds_whole(fd: int, cp: Checkpoint) -> bool:
             tail = (tail + out[-cp.tail_len:])[-cp.tail_len:] if cp.tail_len else b""
     except _BROKEN:
         return False
-    return (total == cp.offset and not d.unused_data and fingerprint(head) == cp.fingerprint
+    return (total == cp.offset and not d.unused_data
+            and (not cp.fingerprint_len or fingerprint(head) == cp.fingerprint)
             and (not cp.tail_len or fingerprint(tail) == cp.tail))
 
