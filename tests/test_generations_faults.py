@@ -195,6 +195,35 @@ def test_a_compressed_generation_found_again_unchanged_is_named_once(tmp_path: P
     assert gaps == [("compressed", str(archive))]
 
 
+def test_a_copy_compressed_before_the_runner_looked_is_no_loss(tmp_path: Path) -> None:
+    """logrotate `copytruncate` + `compress` done before the runner looked (it was frozen, or
+    slower than the rotator): the copy, compressed, holds exactly what was read, yet it was a
+    `gap{compressed}` ("rotated and compressed before it was read"), a false loss record (found
+    by an explorer, 2026-12-06). The look for a copy of a truncated file now takes an archive
+    that holds exactly what was read as that copy."""
+    log = tmp_path / "app.log"
+    write(log, 1, 2)
+    suffix, compress = COMPRESSORS["gzip"]
+    r = LiveRunner(config_for(tmp_path, log))
+    try:
+        read_up_to(tmp_path, 2)
+        r.send(signal.SIGSTOP)
+        archive = Path(f"{log}.1{suffix}")
+        archive.write_bytes(compress(log.read_bytes()))  # copy, compress
+        os.truncate(log, 0)  # truncate
+        r.send(signal.SIGCONT)
+        wait_for(lambda: any(x["kind"] == "rotate" for x in records(tmp_path)), "the truncation")
+        write(log, 3, 4)
+        read_up_to(tmp_path, 4)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    every_line_once(tmp_path, range(1, 5))
+    assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
+    [rotate] = [x for x in records(tmp_path) if x["kind"] == "rotate"]
+    assert (rotate["reason"], rotate["unreadBytes"]) == ("truncate", 0)
+
+
 def point_back(log: Path, link: str) -> None:
     """The path is made to name the first generation again, `a.log` (symlink: `ln -sfn`) or
     `app.log.1` (hard link: `ln -f`), in one rename."""

@@ -266,10 +266,14 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
     try:
         entries = scan(path, [*known, ended])
         taken = {(ended.dev, ended.inode)} | ({ident(cur.st)} if cur is not None else set())
+        judged = set(archives)
         if truncated:
             plan.copy = locate(ended, entries, taken, copies_only=True)
             if plan.copy is not None:
                 taken.add(ident(plan.copy.st))
+            elif (arch := archived(ended, entries, taken)) is not None and arch[1]:
+                taken.add(ident(arch[0].st))  # the copy, compressed before the runner looked:
+                judged.add(identity(arch[0].st))  # it holds what was read, nothing lost
             else:
                 plan.cut = cut_short(ended, entries, taken)
                 if plan.cut is not None:
@@ -279,7 +283,6 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
         # yet), but for the one truncated: what it held past the truncation is lost
         cut = (ended.dev, ended.inode) if truncated else None
         drained = [cp for cp in [*known, ended] if (cp.dev, cp.inode) != cut]
-        judged = set(archives)
         fresh, gaps, now = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n,
                                  before, drained=drained, judged=judged)
         plan.steps, plan.gaps = fresh, gaps
