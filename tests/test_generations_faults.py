@@ -163,33 +163,43 @@ def test_only_a_generation_compressed_before_it_was_read_is_a_gap(tmp_path: Path
         gap["message"]
 
 
+def frozen_while(tmp_path: Path, log: Path, rotate: Callable[[], None], after: int) -> None:
+    """A runner that read lines 1-2 of `log` is frozen while `rotate` runs; once it saw the
+    rotation, lines `after` and `after + 1` are written and read, and it stops (exit 0)."""
+    write(log, 1, 2)
+    r = LiveRunner(config_for(tmp_path, log))
+    try:
+        read_up_to(tmp_path, 2)
+        r.send(signal.SIGSTOP)
+        rotate()
+        r.send(signal.SIGCONT)
+        wait_for(lambda: any(x["kind"] == "rotate" for x in records(tmp_path)), "the rotation")
+        write(log, after, after + 1)
+        read_up_to(tmp_path, after + 1)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+
+
 def test_a_compressed_generation_found_again_unchanged_is_named_once(tmp_path: Path) -> None:
     """A generation rotated and compressed while the runner was frozen is one `gap`, even when
     a later look lists it again: the next file was empty when opened, and when it had lines
     the look for copies of it found the archive, modified within the same clock tick as that
     file's creation (here made so), and named it a second time (found 2026-12-05)."""
     log = tmp_path / "app.log"
-    write(log, 1, 2)
     suffix, compress = COMPRESSORS["gzip"]
-    r = LiveRunner(config_for(tmp_path, log))
-    try:
-        read_up_to(tmp_path, 2)
-        r.send(signal.SIGSTOP)
+    archive = Path(f"{log}.1{suffix}")
+
+    def rotate() -> None:
         log.unlink()
         write(log, 3, 4)  # never read: compressed and deleted while the runner is frozen
-        archive = Path(f"{log}.1{suffix}")
         archive.write_bytes(compress(log.read_bytes()))
         log.unlink()
         log.touch()  # the next generation, empty
         tick = log.stat().st_mtime_ns
         os.utime(archive, ns=(tick, tick))
-        r.send(signal.SIGCONT)
-        wait_for(lambda: any(x["kind"] == "rotate" for x in records(tmp_path)), "the rotation")
-        write(log, 5, 6)
-        read_up_to(tmp_path, 6)
-        assert r.stop() == 0, r.stderr()
-    finally:
-        r.close()
+
+    frozen_while(tmp_path, log, rotate, 5)
     every_line_once(tmp_path, range(1, 3), range(5, 7))
     gaps = [(x["reason"], x["path"]) for x in records(tmp_path) if x["kind"] == "gap"]
     assert gaps == [("compressed", str(archive))]
@@ -202,26 +212,17 @@ def test_a_copy_compressed_before_the_runner_looked_is_no_loss(tmp_path: Path) -
     by an explorer, 2026-12-06). The look for a copy of a truncated file now takes an archive
     that holds exactly what was read as that copy."""
     log = tmp_path / "app.log"
-    write(log, 1, 2)
     suffix, compress = COMPRESSORS["gzip"]
-    r = LiveRunner(config_for(tmp_path, log))
-    try:
-        read_up_to(tmp_path, 2)
-        r.send(signal.SIGSTOP)
-        archive = Path(f"{log}.1{suffix}")
-        archive.write_bytes(compress(log.read_bytes()))  # copy, compress
+
+    def rotate() -> None:
+        Path(f"{log}.1{suffix}").write_bytes(compress(log.read_bytes()))  # copy, compress
         os.truncate(log, 0)  # truncate
-        r.send(signal.SIGCONT)
-        wait_for(lambda: any(x["kind"] == "rotate" for x in records(tmp_path)), "the truncation")
-        write(log, 3, 4)
-        read_up_to(tmp_path, 4)
-        assert r.stop() == 0, r.stderr()
-    finally:
-        r.close()
+
+    frozen_while(tmp_path, log, rotate, 3)
     every_line_once(tmp_path, range(1, 5))
     assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
-    [rotate] = [x for x in records(tmp_path) if x["kind"] == "rotate"]
-    assert (rotate["reason"], rotate["unreadBytes"]) == ("truncate", 0)
+    [rotate_record] = [x for x in records(tmp_path) if x["kind"] == "rotate"]
+    assert (rotate_record["reason"], rotate_record["unreadBytes"]) == ("truncate", 0)
 
 
 def point_back(log: Path, link: str) -> None:
