@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, write_config
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 
 
 def _held(tmp_path: Path) -> tuple[dict[str, Any], Path]:
@@ -165,8 +165,55 @@ def test_a_stop_gives_up_a_reload_whose_config_read_never_returns(tmp_path: Path
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 3  # (a call still running at the exit: said, exit 3)
     said = "".join(err)
-    assert "reload given up: SIGTERM came while the config was still being read" in said
+    assert "reload given up: SIGTERM came before the new config was read" in said
     assert "[a] stopped (shutdown)" in said
+
+
+RELOAD_SAID = HUNG_READ.replace("from watchrun.cli import entry\n", """\
+import watchrun.runtime.supervisor as supervisor
+reload = supervisor.Supervisor.reload
+async def said(self):
+    print("a reload begins", file=sys.stderr, flush=True)
+    await reload(self)
+supervisor.Supervisor.reload = said
+from watchrun.cli import entry
+""")
+"""HUNG_READ that says on stderr when a reload begins (before it waits for anything)."""
+
+
+def test_a_stop_gives_up_a_reload_waiting_for_a_change_under_way(tmp_path: Path) -> None:
+    """A SIGHUP while a `watchrun stop` still stopped a command (it ignores SIGTERM: its
+    stopTimeout runs out), then SIGTERM: the reload, waiting for that change, was not given up
+    (only one reading its config was), so it read the config after the stop was heard, and
+    when that read never returned the runner ignored SIGTERM for good (found by an explorer,
+    2026-12-06)."""
+    from test_stuck_calls import seamed_runner
+
+    (tmp_path / "app.log").write_text("")
+    cfg = write_config(tmp_path, {"limits": {"stopTimeout": "3s"}, "watchers": [
+        {"id": "a", "command": "trap '' TERM; echo up; while :; do sleep 0.1; done",
+         "pattern": "up"},
+        {"id": "f", "path": "app.log", "pattern": "x"}]})
+    snapshot = tmp_path / ".watchrun" / "state" / "a.status.json"
+    with seamed_runner(RELOAD_SAID, cfg) as (proc, err):
+        wait_for(lambda: "2 watchers, 0 agents running" in "".join(err), "the start")
+        stopping = subprocess.Popen([watchrun_bin(), "stop", "a", "-c", str(cfg)],
+                                    cwd=tmp_path, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: snapshot.exists() and  # (written when a's stop begins)
+                     json.loads(snapshot.read_bytes())["status"] == "stopping",
+                     "the stop request under way")
+            (tmp_path / "hang").touch()
+            proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: "a reload begins" in "".join(err), "the reload, waiting")
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=20) == 0
+        finally:
+            stopping.wait(timeout=20)
+    said = "".join(err)
+    assert "reload given up: SIGTERM came before the new config was read" in said
+    assert "the config read hangs" not in said
 
 
 def test_a_reload_stops_its_changed_commands_together(tmp_path: Path) -> None:

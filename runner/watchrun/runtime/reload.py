@@ -52,8 +52,9 @@ class Reloader(Protocol):
 
 async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
     """A reload, hearing the signals meanwhile; the stop signal's name, if one came. A stop
-    while the config is still read (a file on a mount that stopped answering never is) gives
-    the reload up; one while it is applied waits for it. A SIGHUP meanwhile is one more
+    before the config is read (the reload waiting for a change under way, or reading a file on
+    a mount that stopped answering, which never ends) gives the reload up; one while it is
+    applied waits for it. A SIGHUP meanwhile is one more
     reload after it."""
     reloading = asyncio.ensure_future(sup.reload())
     stop: str | None = None
@@ -69,8 +70,8 @@ async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
         if sup.reading_config:
             reloading.cancel()
             await asyncio.wait({reloading})
-            sup.log.warning(f"reload given up: {stop} came while the config was still being "
-                            "read", event="reload-given-up")
+            sup.log.warning(f"reload given up: {stop} came before the new config was read",
+                            event="reload-given-up")
     if again and stop is None:
         inbox.push(signal.SIGHUP)
     return stop

@@ -255,11 +255,16 @@ class Supervisor(SupervisorHubs):
         if self.once:  # a restart would drop what a command's run saw: its gate would pass
             return self.log.warning("SIGHUP ignored: a `run --once` runner judges the config it "
                                     "started with, each command run once", event="reload-ignored")
-        async with self.changing:
+        self.reading_config = True  # (waiting for a change under way, then reading: until
+        try:  # the new config is read, a stop gives the reload up)
+            await self.changing.acquire()
+        except BaseException:
+            self.reading_config = False
+            raise
+        try:
             self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
             self.sd.reloading()
             try:
-                self.reading_config = True
                 try:
                     new = await asyncio.to_thread(self._reload)
                 finally:
@@ -282,4 +287,6 @@ class Supervisor(SupervisorHubs):
                 self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
                 watchers, each = counted(self.set.census())
                 self.sd.ready(f"{watchers}{each or ' running'}")
+        finally:
+            self.changing.release()
 
