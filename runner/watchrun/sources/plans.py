@@ -26,6 +26,7 @@ from watchrun.sources.siblings import (
     Opened,
     Plan,
     archived,
+    begun_archive,
     identity,
     judged_kept,
     locate,
@@ -150,6 +151,12 @@ def _regrown(path: Path, known: list[Checkpoint], max_n: int, plan: Plan, *also:
     return plan
 
 
+def _judge(archive: Entry, taken: set[tuple[int, int]], judged: set[Archive]) -> None:
+    """`archive` is accounted for: no generation to read, and judged (not named again)."""
+    taken.add(ident(archive.st))
+    judged.add(identity(archive.st))
+
+
 def _grew(cp: Checkpoint) -> bool:
     """A generation released (finished) is still where it was and bigger than what was read."""
     if not cp.finished or cp.deleted:
@@ -181,20 +188,18 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         if found is not None:
             plan.steps.append(found)
             taken.add(ident(found.st))
-        elif (arch := archived(cp, entries, taken)) is not None and arch[1]:  # read to its
-            taken.add(ident(arch[0].st))  # end, then compressed (or its copytruncate copy):
-            judged.add(identity(arch[0].st))  # nothing lost, and the archive is no generation
-            # rotated since, now or renumbered later
+        elif (whole := archived(cp, entries, taken)) is not None:  # read to its end, then
+            _judge(whole, taken, judged)  # compressed (or its copytruncate copy): nothing lost,
+            # and the archive is no generation rotated since, now or renumbered later
         elif not (cp.finished or (rewritten and cp is last)):
             if (error := refused(cp, entries, unlisted)) is not None:
                 plan.errors.append(error)  # not gone: it could not be looked at (an
                 plan.kept.append(cp)  # error at each start until it can)
             else:  # gone; or compressed with lines not read: one gap, the archive judged
-                found_as = None if arch is None else arch[0]
+                found_as = begun_archive(cp, entries, taken)
                 plan.gaps.append(missing_gap(cp, recorded.last(cp), found_as))
                 if found_as is not None:
-                    taken.add(ident(found_as.st))
-                    judged.add(identity(found_as.st))
+                    _judge(found_as, taken, judged)
     if not at_path:  # generations rotated after the one followed, before the file at the path
         before = plan.steps[-1].path if plan.steps else None
         fresh, gaps, now = newer(entries, known, last.mtime_ns, taken, max_n, before,
@@ -271,9 +276,9 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
             plan.copy = locate(ended, entries, taken, copies_only=True)
             if plan.copy is not None:
                 taken.add(ident(plan.copy.st))
-            elif (arch := archived(ended, entries, taken)) is not None and arch[1]:
-                taken.add(ident(arch[0].st))  # the copy, compressed before the runner looked:
-                judged.add(identity(arch[0].st))  # it holds what was read, nothing lost
+            elif (whole := archived(ended, entries, taken)) is not None:
+                _judge(whole, taken, judged)  # the copy, compressed before the runner looked:
+                # it holds what was read, nothing lost
             else:
                 plan.cut = cut_short(ended, entries, taken)
                 if plan.cut is not None:

@@ -7,7 +7,7 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -191,12 +191,28 @@ def refused(cp: Checkpoint, entries: list[Entry], unlisted: dict[str, OSError]
 
 
 def archived(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
-             ) -> tuple[Entry, bool] | None:
-    """The archive (by its compressed name, made after the checkpoint) of the checkpointed
-    generation, which is gone, and whether it holds exactly what was read of it (True: read to
-    its end, then compressed, as logrotate's `compress` does, with or without `delaycompress`;
-    renumbered since or not); else one that begins as it did (compressed with lines not read)."""
-    begun: Entry | None = None
+             ) -> Entry | None:
+    """The archive (by its compressed name, made after the checkpoint) holding exactly what
+    was read of the checkpointed generation, which is gone: read to its end, then compressed
+    (logrotate's `compress`, with or without `delaycompress`); renumbered since or not."""
+    return _archive_of(cp, entries, taken, holds_whole)
+
+
+def begun_archive(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
+                  ) -> Entry | None:
+    """The archive (as `archived` looks for it) that begins as the checkpointed generation
+    did, which is gone: compressed before it was read to its end."""
+    return _archive_of(cp, entries, taken, _begins_as)
+
+
+def _begins_as(fd: int, cp: Checkpoint) -> bool:
+    head = compressed_head(fd)
+    return head is not None and begins_as(cp, head)
+
+
+def _archive_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
+                test: Callable[[int, Checkpoint], bool]) -> Entry | None:
+    """The first archive made after the checkpoint, not taken, whose content passes `test`."""
     for e in entries:
         if not (e.named and e.compressed) or (e.st.st_dev, e.st.st_ino) in taken or \
                 e.st.st_mtime_ns < cp.mtime_ns:
@@ -205,13 +221,11 @@ def archived(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
         if o is None:
             continue
         try:
-            if holds_whole(o.fd, cp):
-                return e, True
-            if begun is None and (head := compressed_head(o.fd)) and begins_as(cp, head):
-                begun = e
+            if test(o.fd, cp):
+                return e
         finally:
             os.close(o.fd)
-    return None if begun is None else (begun, False)
+    return None
 
 
 def _numbers(path: str) -> tuple[int, ...]:
