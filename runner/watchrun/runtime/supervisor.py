@@ -257,36 +257,30 @@ class Supervisor(SupervisorHubs):
                                     "started with, each command run once", event="reload-ignored")
         self.reading_config = True  # (waiting for a change under way, then reading: until
         try:  # the new config is read, a stop gives the reload up)
-            await self.changing.acquire()
-        except BaseException:
-            self.reading_config = False
-            raise
-        try:
-            self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
-            self.sd.reloading()
-            try:
+            async with self.changing:
+                self.state = RunnerState.RELOADING  # RUNNING -> RELOADING
+                self.sd.reloading()
                 try:
                     new = await asyncio.to_thread(self._reload)
-                finally:
                     self.reading_config = False
-                refused = "the new config is invalid or could not be read (the log's " \
-                    "`reload:` lines, or `watchrun validate`, say why)" if new is None else None
-                if new is not None:  # (what failed reloads said is no longer so)
-                    self.problems.forget("reload failed")
-                    refused = await reloading.apply(self, new)
-                if refused is not None:  # nothing of the new config applied
+                    refused = "the new config is invalid or could not be read (the log's " \
+                        "`reload:` lines, or `watchrun validate`, say why)" if new is None else None
+                    if new is not None:  # (what failed reloads said is no longer so)
+                        self.problems.forget("reload failed")
+                        refused = await reloading.apply(self, new)
+                    if refused is not None:  # nothing of the new config applied
+                        self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
+                        self.problem(f"reload failed: {refused}; keeping the running one",
+                                     event="reload-failed")
+                    else:
+                        self.reloads |= {"ok": self.reloads["ok"] + 1, "last": 1}
+                except Exception as exc:
                     self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
-                    self.problem(f"reload failed: {refused}; keeping the running one",
-                                 event="reload-failed")
-                else:
-                    self.reloads |= {"ok": self.reloads["ok"] + 1, "last": 1}
-            except Exception as exc:
-                self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
-                self.problem(f"reload failed: {exc!r}; going on with what is running")
-            finally:
-                self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
-                watchers, each = counted(self.set.census())
-                self.sd.ready(f"{watchers}{each or ' running'}")
+                    self.problem(f"reload failed: {exc!r}; going on with what is running")
+                finally:
+                    self.state = RunnerState.RUNNING  # RELOADING -> RUNNING
+                    watchers, each = counted(self.set.census())
+                    self.sd.ready(f"{watchers}{each or ' running'}")
         finally:
-            self.changing.release()
+            self.reading_config = False
 
