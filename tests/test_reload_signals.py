@@ -201,7 +201,7 @@ def test_a_stop_gives_up_a_reload_waiting_for_a_change_under_way(tmp_path: Path)
                                     cwd=tmp_path, stdout=subprocess.DEVNULL,
                                     stderr=subprocess.DEVNULL)
         try:
-            wait_for(lambda: snapshot.exists() and  # (written when a's stop begins)
+            wait_for(lambda: snapshot.exists() and  # (rewritten as its status changes)
                      json.loads(snapshot.read_bytes())["status"] == "stopping",
                      "the stop request under way")
             (tmp_path / "hang").touch()
