@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,35 @@ def test_a_sigterm_while_the_verdict_is_reported_is_exit_3_with_its_message(
     assert "interrupted by SIGTERM while its verdict was reported: exit 3" in text, text[-2000:]
     assert out.decode().endswith(
         "watchrun: INTERRUPTED by SIGTERM while the verdict was reported: exit 3\n")
+
+
+PATIENT = """
+import sys
+import watchrun.output.logstream
+watchrun.output.logstream.EXIT_WAIT_S = 30.0  # (2 s: how long a reader may take nothing)
+sys.argv = ["watchrun", *sys.argv[1:]]
+from watchrun.cli import entry
+sys.exit(entry())
+"""
+"""`watchrun` whose exit waits 30 s for a stdout reader that takes nothing."""
+
+
+def test_a_sigterm_while_the_verdict_waits_for_a_reader_that_never_reads_ends_it(
+        tmp_path: Path) -> None:
+    """That signal ended the wait, but the line saying so was queued behind what waited, and
+    the exit then waited for it as long again (EXIT_WAIT_S, found by a tester: 2 s after the
+    signal, every time). What waited is left out now, and the line waits 0.5 s at most."""
+    build = gated("build", [PY, "-c", "for _ in range(1000): print('x' * 199)"], "warning:",
+                  maxMatches=0)
+    cfg = write_config(tmp_path, {"watchers": [build]})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PATIENT, "run", "--once", "-c", str(cfg), "--junit", "report.xml"],
+        cwd=tmp_path, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:  # stdout is never read
+        wait_for(lambda: proc.poll() is not None or (tmp_path / "report.xml").exists(),
+                 "the JUnit report")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 3  # (not 30 s)
+    finally:
+        proc.kill()
+        proc.communicate()

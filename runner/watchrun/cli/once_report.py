@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from msgspec.structs import replace
 
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
-from watchrun.cli.once_out import close_fence, open_fence, say, stdout_failed
+from watchrun.cli.once_out import close_fence, open_fence, say, stdout_failed, stdout_stream
 from watchrun.exitcodes import ExitStatus
 from watchrun.output.safefs import write_all
 from watchrun.runtime.gate import Evidence
@@ -137,14 +137,24 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     return status
 
 
+INTERRUPTED_WAIT_S = 0.5
+"""How long that line waits for a stdout reader that takes nothing (a paused pager)."""
+
+
 def report_interrupted(args: argparse.Namespace, log: RunLog, signal_name: str) -> int:
     """A SIGTERM or SIGINT that came while the verdict was reported, after the run ended by
     itself (`cli.late_stops`): what was not written yet is left out; exit 3, said so on stderr
-    and, after the table, on stdout (with `--json` stdout holds the document only)."""
+    and, after what was written of the table, on stdout (with `--json` stdout holds the
+    document only) to a reader that takes it within INTERRUPTED_WAIT_S."""
     log.error(f"the run was interrupted by {signal_name} while its verdict was reported: exit 3",
               event="interrupted")
+    out = stdout_stream()
+    if out is not None:
+        out.abandon()
     if getattr(args, "format", "text") != "json":
         say(f"watchrun: INTERRUPTED by {signal_name} while the verdict was reported: exit 3")
+    if out is not None and not out.drain(INTERRUPTED_WAIT_S):
+        out.abandon()  # (and the exit does not wait for it either)
     return ExitStatus.RUNTIME
 
 

@@ -49,6 +49,7 @@ class LogStream:
         self._writer: threading.Thread | None = None
         self._waiters: list[tuple[Any, Any]] = []  # (loop, future) of each `room()` waiting
         self._wrote_at = 0.0  # monotonic time of the writer thread's last write
+        self._gave_up = False  # `abandon()` was called, and nothing was put since
         self.failed: str | None = None
         """Why the descriptor refused a write (not a reader that went away): from then on
         nothing more is written, so what was written is a beginning, never one with holes."""
@@ -67,6 +68,7 @@ class LogStream:
         with self._lock:
             if self.failed is not None:
                 return
+            self._gave_up = False
             if (not self._backlog and not self._busy and not self._dropped
                     and (self._file or (len(data) <= _STRAIGHT and self._room()))):
                 try:
@@ -99,6 +101,8 @@ class LogStream:
         with self._changed:
             since = time.monotonic()
             while not self._idle():
+                if self._gave_up:  # (the write under way when it was: not waited for)
+                    return False
                 left = max(since, self._wrote_at) + stall - time.monotonic()
                 if left <= 0:
                     return False
@@ -107,8 +111,10 @@ class LogStream:
 
     def abandon(self) -> int:
         """Give up what waits (a reader that took nothing for EXIT_WAIT_S): the lines queued,
-        and the one being written, are not written; how many."""
+        and the one being written, are not written; how many. Drains wait for nothing until
+        more is put."""
         with self._lock:
+            self._gave_up = True
             left = sum(data.count(b"\n") for data in self._backlog) + (1 if self._busy else 0)
             self._backlog.clear()
             self._held = self._dropped = 0
