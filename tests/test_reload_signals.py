@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -352,3 +353,39 @@ def test_a_stop_while_a_reload_is_applied_starts_nothing_more(tmp_path: Path) ->
     for wid in ("stub", "t"):
         assert [x["kind"] for x in r.records(wid) if x["kind"] in ("start", "stop")] == [
             "start", "stop"], r.records(wid)
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_a_stop_during_a_reloads_apply_ends_within_stoptimeout(tmp_path: Path,
+                                                               signals: int) -> None:
+    """A SIGTERM while a reload waited out the grace of a changed command gave the others a
+    fresh stopTimeout after it (the runner took twice stopTimeout to end), and a second SIGTERM
+    then was heard by no one (a tester's F3). What remains is now killed stopTimeout after the
+    first signal, and at once after a second one."""
+    script = ("trap 'touch termed.{}' TERM; echo up; while :; do sleep 0.05; done")
+    conf: dict[str, Any] = {"limits": {"stopTimeout": "5s"}, "watchers": [
+        {"id": w, "command": script.format(w), "pattern": "up"} for w in ("a", "b")]}
+    r = LiveRunner(write_config(tmp_path, conf))
+    try:
+        wait_for(lambda: r.matches("a") and r.matches("b"), "the commands up")
+        conf["watchers"][0]["pattern"] = "up|down"
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        wait_for((tmp_path / "termed.a").exists, "the reload's SIGTERM to a")
+        began = time.monotonic()
+        for _ in range(signals):
+            r.send(signal.SIGTERM)
+        assert r.proc.wait(timeout=20) == 0
+        took = time.monotonic() - began
+    finally:
+        r.stop()
+    said = r.stderr()
+    if signals == 1:
+        assert 4 < took < 8, said  # (10 s before: the reload's 5 s, then b's 5 s)
+        assert "stopTimeout (5 s) has passed since SIGTERM, which came during a reload" in said
+    else:
+        assert took < 3, said
+        assert "second signal: killing what remains now" in said
+    assert said.count("killing what remains") == 1, said
+    assert [r["kind"] for r in r.records("b")[-2:]] == ["exit", "stop"]
+    assert r.records("b")[-2]["signal"] == "SIGKILL"

@@ -11,6 +11,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
 
 from watchrun.cli.parser import COMMANDS
@@ -26,6 +27,36 @@ module = importlib.util.module_from_spec(spec)
 sys.modules["argparse"] = module
 spec.loader.exec_module(module)
 '''
+
+
+STOP_IN_IMPORT = '''"""Sends this process a stop signal (once) when STOP_INSIDE's import imports
+STOP_AT, after watchrun took the signals: msgspec's and orjson's C inits import a module."""
+import os, signal, sys
+
+
+def inside(parent):
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "_find_and_load" and frame.f_locals.get("name") == parent:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def hook(event, args):
+    name, sent = os.environ["STOP_AT"], os.environ["STOP_SENT"]
+    if event == "import" and args[0] == name and name not in sys.modules \\
+            and signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None) \\
+            and not os.path.exists(sent) and inside(os.environ["STOP_INSIDE"]):
+        open(sent, "w").close()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+sys.addaudithook(hook)
+'''
+IN_C_INITS = [("datetime", "msgspec._core"), ("dataclasses", "orjson.orjson")]
+"""A module first imported by a C extension's init, as `watchrun run` loads (the SIGTERM there
+was swallowed by msgspec's, and crashed orjson's with SIGSEGV)."""
 
 
 def held_env(tmp_path: Path) -> dict[str, str]:
@@ -73,3 +104,25 @@ def test_a_sigterm_while_a_once_run_loads_is_exit_3_never_a_pass(tmp_path: Path)
     out, err = proc.communicate(timeout=DEADLINE_S)
     assert proc.returncode == 3, (proc.returncode, out, err)
     assert "stopped by SIGTERM before it started: exit 3" in err
+
+
+@pytest.mark.parametrize("once", [False, True], ids=["run", "once"])
+@pytest.mark.parametrize(("module", "parent"), IN_C_INITS, ids=[m for m, _ in IN_C_INITS])
+def test_a_stop_inside_a_c_extensions_import_ends_the_run_before_it_starts(
+        tmp_path: Path, module: str, parent: str, once: bool) -> None:
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "sitecustomize.py").write_text(STOP_IN_IMPORT)
+    write_config(tmp_path, {"watchers": [{"id": "c", "command": "touch started; sleep 60",
+                                          "pattern": "x", "gate": {"maxMatches": 0}}]})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p),
+        "STOP_AT": module, "STOP_INSIDE": parent, "STOP_SENT": str(tmp_path / "sent")}
+    proc = subprocess.run([watchrun_bin(), "run", *(["--once"] if once else []), "-c",
+                           "watch.yaml"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=DEADLINE_S)
+    assert (tmp_path / "sent").exists(), f"{parent} did not import {module}: {proc.stderr}"
+    assert proc.returncode == (3 if once else 0), (proc.returncode, proc.stderr)
+    assert not (tmp_path / "started").exists()
+    if once:
+        assert "stopped by SIGTERM before it started: exit 3" in proc.stderr

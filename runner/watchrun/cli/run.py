@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchrun.cli import EarlyHup, LateStop, catch_early_stops, late_stops
+from watchrun.cli import LateStop, Stops, catch_early_stops, late_stops
 from watchrun.cli.emit import log_diagnostic
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.main import startup_gc
@@ -120,7 +120,7 @@ def _prepare(args: argparse.Namespace
         metrics=metrics,
         guardian=True,
     )
-    EarlyHup.tell(sup.request_reload)
+    Stops.tell(sup.request_stop, sup.request_reload)
     return sup, fence, echo
 
 

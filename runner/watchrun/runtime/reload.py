@@ -26,6 +26,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.runtime.census import counted
 from watchrun.runtime.ending import STOP_RECORD_S
 from watchrun.runtime.forgetting import forget_gone
+from watchrun.runtime.shutdown import Stopping, kill_after
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
@@ -42,8 +43,7 @@ PRECOMPILE_BATCH = 64
 matchers `matcher.compile_for` keeps, so none is evicted before its start takes it."""
 
 
-class Reloader(Protocol):
-    log: RunLog
+class Reloader(Stopping, Protocol):
     reading_config: bool
     stop_heard: str | None
 
@@ -54,8 +54,9 @@ async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
     """A reload, hearing the signals meanwhile; the stop signal's name, if one came. A stop
     before the config is read (the reload waiting for a change under way, or reading a file on
     a mount that stopped answering, which never ends) gives the reload up; one while it is
-    applied waits for it. A SIGHUP meanwhile is one more
-    reload after it."""
+    applied waits for it, with the stop's bound begun (`kill_after`: what remains is killed
+    stopTimeout after the signal; a second stop signal kills it now). A SIGHUP meanwhile is one
+    more reload after it."""
     reloading = asyncio.ensure_future(sup.reload())
     stop: str | None = None
     again = False
@@ -66,12 +67,20 @@ async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
         if sig == signal.SIGHUP:
             again = True
             continue
+        if stop is not None:  # a second one: as during the runner's stop
+            sup.log.warning("second signal: killing what remains now")
+            kill_after(sup, 0, None)
+            continue
         stop = sup.stop_heard = sig.name  # (an apply under way starts nothing more)
         if sup.reading_config:
             reloading.cancel()
             await asyncio.wait({reloading})
             sup.log.warning(f"reload given up: {stop} came before the new config was read",
                             event="reload-given-up")
+        else:  # what the apply stops, and then the rest, within stopTimeout of the signal
+            grace = sup.config.limits.stop_timeout_ms / 1000
+            kill_after(sup, grace, f"stopTimeout ({grace:g} s) has passed since {stop}, which "
+                       "came during a reload: killing what remains")
     if again and stop is None:
         inbox.push(signal.SIGHUP)
     return stop

@@ -9,6 +9,7 @@ import asyncio
 import signal
 from typing import TYPE_CHECKING, Any, Protocol
 
+from watchrun.config.model import Config
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.ending import finish
@@ -21,12 +22,13 @@ if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
 
-__all__ = ["Stopping", "shutdown", "stop_reason"]
+__all__ = ["Stopping", "kill_after", "shutdown", "stop_reason"]
 
 
 class Stopping(Protocol):
     """What the stop needs of the supervisor."""
 
+    config: Config
     log: RunLog
     once: bool
     sd: SdNotify
@@ -35,6 +37,8 @@ class Stopping(Protocol):
     hub: AgentHub | None
     actions: ActionHub | None
     runtime_errors: list[str]
+    stop_reason: str | None
+    kill_timer: asyncio.TimerHandle | None
     driver: asyncio.Task[None] | None
     watchdog: asyncio.Task[None] | None
     hub_task: asyncio.Task[None] | None
@@ -52,14 +56,38 @@ async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
     stopping: asyncio.Future[Any] = asyncio.ensure_future(
         _stop_everything(sup, stop_reason(reason, sup.once)))
     second: asyncio.Future[Any] = asyncio.ensure_future(_second_stop(sup, inbox))
+    if sup.kill_timer is not None and \
+            sup.kill_timer.when() <= asyncio.get_running_loop().time():
+        sup.spawner.kill_all()  # (its time is past, and said: what started since goes too)
     try:
         await asyncio.wait({stopping, second}, return_when=asyncio.FIRST_COMPLETED)
-        if not stopping.done():
-            sup.log.warning("second signal: killing what remains now")
-            sup.spawner.kill_all()
+        if second.done():
+            if sup.once and reason == "once":  # (its verdict is out after it: never a pass)
+                sup.stop_reason = second.result()
+            if not stopping.done():
+                sup.log.warning("second signal: killing what remains now")
+                sup.spawner.kill_all()
         await stopping
     finally:
         second.cancel()
+        if sup.kill_timer is not None:
+            sup.kill_timer.cancel()
+
+
+def kill_after(sup: Stopping, delay: float, said: str | None) -> None:
+    """Kill what remains `delay` s from now (0: at once), saying `said`, unless the stop has
+    ended by then: the bound of a stop signal that came while a reload stopped watchers, which
+    waited out their grace before the runner's stop gave the others theirs (twice stopTimeout),
+    and a second one then, which was heard by no one."""
+    if sup.kill_timer is not None:
+        sup.kill_timer.cancel()
+    sup.kill_timer = asyncio.get_running_loop().call_later(delay, _kill, sup, said)
+
+
+def _kill(sup: Stopping, said: str | None) -> None:
+    if said is not None:
+        sup.log.warning(said, event="stop-timeout")
+    sup.spawner.kill_all()
 
 
 def stop_reason(reason: str, once: bool) -> str:
@@ -71,12 +99,13 @@ def stop_reason(reason: str, once: bool) -> str:
     return INTERRUPTED if once and reason != "once" else "shutdown"
 
 
-async def _second_stop(sup: Stopping, inbox: SignalInbox) -> None:
-    """Until a second SIGTERM or SIGINT. A SIGHUP (logrotate's postrotate, `systemctl reload`)
-    is no order to kill: it was taken for one, and every child lost its grace period."""
-    while await inbox.next() == signal.SIGHUP:
+async def _second_stop(sup: Stopping, inbox: SignalInbox) -> str:
+    """Until a second SIGTERM or SIGINT: its name. A SIGHUP (logrotate's postrotate, `systemctl
+    reload`) is no order to kill: it was taken for one, and every child lost its grace period."""
+    while (sig := await inbox.next()) == signal.SIGHUP:
         sup.log.warning("SIGHUP while stopping: nothing is reloaded, and the stop goes on (a "
                         "second SIGTERM or SIGINT kills what remains)", event="reload-ignored")
+    return sig.name
 
 
 async def _stop_hub(sup: Stopping, watchers: asyncio.Future[None]) -> None:

@@ -18,9 +18,10 @@ __all__ = ["SignalInbox", "handle_signals", "reap_orphans_when"]
 def handle_signals(loop: asyncio.AbstractEventLoop,
                    callbacks: Mapping[signal.Signals, Callable[[], object]]
                    ) -> Callable[[], None]:
-    """Have each signal call its callback on the loop; return what takes them back (to the
-    defaults, as `loop.remove_signal_handler` does). The handler only hands the call to the
-    loop (`call_soon_threadsafe`, as asyncio's own SIGINT handler does).
+    """Have each signal call its callback on the loop; return what gives them back to the
+    handlers they had (the `run` command's: a signal after the loop is recorded, never the
+    default that ended the process with 129 or 143 while it exited). The handler only hands the
+    call to the loop (`call_soon_threadsafe`, as asyncio's own SIGINT handler does).
 
     Not `loop.add_signal_handler`: that writes one byte a signal into a socket, which a burst
     of SIGCHLDs fills (hundreds of children ended at once by a stop): CPython then printed a
@@ -31,14 +32,13 @@ def handle_signals(loop: asyncio.AbstractEventLoop,
             loop.call_soon_threadsafe(cb)
         return on_signal
 
-    for sig, callback in callbacks.items():
-        signal.signal(sig, handler(callback))
+    before = {sig: signal.signal(sig, handler(callback)) for sig, callback in callbacks.items()}
+    for sig in callbacks:
         signal.siginterrupt(sig, False)  # (as asyncio: a system call in a thread is restarted)
 
     def restore() -> None:
-        for sig in callbacks:
-            signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT
-                          else signal.SIG_DFL)
+        for sig, was in before.items():
+            signal.signal(sig, signal.SIG_DFL if was is None else was)
 
     return restore
 
@@ -87,9 +87,10 @@ class SignalInbox:
         self._waiting.append(sig)
         self._arrived.set()
 
-    def close(self) -> None:
-        """Take the signals back (to their defaults)."""
+    def close(self) -> list[signal.Signals]:
+        """Give the signals back to the handlers they had; those that came and were not read."""
         self._restore()
+        return list(self._waiting)
 
 
 async def reap_orphans_when(sigchld: asyncio.Event) -> None:

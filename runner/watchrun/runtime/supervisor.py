@@ -97,9 +97,12 @@ class Supervisor(SupervisorHubs):
         """A reload is reading the config (a stop signal then gives it up)."""
         self.stop_heard: str | None = None
         """A stop signal that came while a reload was applied: it starts nothing more."""
+        self.kill_timer: asyncio.TimerHandle | None = None
+        """Kills what remains, once stopTimeout has passed since that signal (`kill_after`)."""
         self.reloads = {"ok": 0, "failed": 0, "last": 1}  # SIGHUP reloads (metrics; last: ok)
         self._inbox: SignalInbox | None = None
-        self._stop_asked = self._reload_asked = False  # (before `run()`: see request_*)
+        self._stop_asked: signal.Signals | None = None  # (before `run()`: see request_*)
+        self._reload_asked = False
         self.changing = asyncio.Lock()
         """Held while the set of watchers changes (a reload; `add`, `start`, `restart`, `stop`,
         `clear`), so one change sees the result of the one before."""
@@ -121,8 +124,8 @@ class Supervisor(SupervisorHubs):
         loop.set_exception_handler(self.problems.loop_error)
         inbox = SignalInbox(loop)  # first: a signal during start-up is recorded, not fatal
         self._inbox = inbox
-        if self._stop_asked:
-            inbox.push(signal.SIGTERM)
+        if self._stop_asked is not None:
+            inbox.push(self._stop_asked)
         if self._reload_asked:  # (a SIGHUP before the inbox: one reload once started)
             inbox.push(signal.SIGHUP)
         sigchld = handle_signals(loop, {signal.SIGCHLD: self._orphans.set})
@@ -145,19 +148,25 @@ class Supervisor(SupervisorHubs):
                     for task in helpers:
                         task.cancel()
         finally:
-            self._inbox = None
-            inbox.close()
+            self.state = RunnerState.STOPPED  # STOPPING -> STOPPED: everything flushed
+            self._inbox = None  # (first: a stop from now on is no runner's to act on)
+            unread = [sig for sig in inbox.close() if sig != signal.SIGHUP]
+            if unread and self.once and self.stop_reason == "once":  # (as a second stop)
+                self.stop_reason = unread[0].name
             sigchld()
             loop.set_exception_handler(handler)
-            self.state = RunnerState.STOPPED  # STOPPING -> STOPPED: everything flushed
         if failure is not None:
             raise failure
 
-    def request_stop(self) -> None:
-        """Stop as on SIGTERM (`watchrun mcp` at its end); before `run()`: as soon as it runs."""
-        self._stop_asked = True
+    def request_stop(self, sig: signal.Signals = signal.SIGTERM) -> bool:
+        """Stop as on `sig` (`watchrun mcp` at its end; a stop signal before the loop holds
+        the signals); before `run()`: as soon as it runs. Whether it will: not once stopped."""
+        if self.state is RunnerState.STOPPED:
+            return False
+        self._stop_asked = self._stop_asked or sig
         if self._inbox is not None:
-            self._inbox.push(signal.SIGTERM)
+            self._inbox.push(sig)
+        return True
 
     def request_reload(self) -> None:
         """A SIGHUP that came before `run()` took the signals over: a reload once started."""
