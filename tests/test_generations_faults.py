@@ -406,3 +406,37 @@ def test_a_live_runner_stopped_before_its_file_was_compressed_claims_no_loss(
         r.close()
     every_line_once(tmp_path, range(1, 21))
     assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
+
+
+def test_a_generation_compressed_while_the_path_is_missing_is_said_at_the_start(
+        tmp_path: Path) -> None:
+    """logrotate's `nocreate` + `compress` while the runner was stopped, with lines written
+    after its last look: the path is missing at the start (the app makes it again at its next
+    write). The plan's `gap` was dropped with the missing path, so the loss was said only once
+    a file came to the path, never if none did (an explorer's FALSE 2). Now it is said at the
+    start, once: a restart does not say it again, and the file made later is read whole."""
+    log = tmp_path / "app.log"
+    write(log, 1, 10)
+    config = config_for(tmp_path, log)
+    r = LiveRunner(config)
+    try:
+        read_up_to(tmp_path, 10)
+        assert r.stop() == 0, r.stderr()
+        write(log, 11, 12)  # (while it was stopped)
+        Path(f"{log}.1.gz").write_bytes(gzip.compress(log.read_bytes()))
+        log.unlink()
+        for restart in range(2):
+            r = LiveRunner(config)
+            r.wait_running()
+            gaps = [x for x in records(tmp_path) if x["kind"] == "gap"]
+            assert [(g["reason"], g["path"], g["lineNo"], g["unreadBytes"]) for g in gaps] == [
+                ("compressed", f"{log}.1.gz", 11, 0)], (restart, gaps)
+            if restart == 0:
+                assert r.stop() == 0, r.stderr()
+        write(log, 13, 14)  # the app makes it again
+        read_up_to(tmp_path, 14)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    every_line_once(tmp_path, range(1, 11), range(13, 15))
+    assert len([x for x in records(tmp_path) if x["kind"] == "gap"]) == 1

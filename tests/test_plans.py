@@ -236,3 +236,37 @@ def test_a_copy_cut_short_of_what_was_read_is_not_read_again(tmp_path: Path) -> 
         assert plan.copy is not None and plan.copy.start == len(data)
     finally:
         plan.close()
+
+
+@pytest.mark.parametrize("names", [("app.log.1.gz", "app.log.2.gz"),
+                                   ("app.log.2.gz", "app.log.1.gz")], ids=["first", "second"])
+def test_an_archive_judged_already_is_never_named_for_another_generation(
+        tmp_path: Path, names: tuple[str, str]) -> None:
+    """Generations that begin alike (the same first lines): one compressed and judged by an
+    earlier look, then the followed one gone, compressed before it was read to its end. Its
+    gap could name the other's archive (one that begins as it did, with a later mtime: a
+    compressor that rewrote it, a renumbering that did not keep it), and its own archive was
+    then taken for a generation rotated since: two gaps, the first naming the wrong archive.
+    An archive judged already is no other generation's."""
+    import gzip
+
+    from watchrun.sources.siblings import identity
+
+    log = tmp_path / "app.log"
+    write(log, "start\nb1\n")
+    b = os.stat(log)
+    followed = position(b.st_dev, b.st_ino, b.st_mtime_ns, b"start\nb1\n", b"b1\n", 9, 3,
+                        str(log))
+    judged, own = (tmp_path / n for n in names)
+    judged.write_bytes(gzip.compress(b"start\nb1\nof an older generation\n"))
+    own.write_bytes(gzip.compress(b"start\nb1\nb2 not read\n"))
+    log.unlink()
+    later = b.st_mtime_ns + 10**9
+    for archive in (judged, own):
+        os.utime(archive, ns=(later, later))
+    plan = plans.plan_start(log, [followed], 10, Recorded(), [identity(os.stat(judged))])
+    try:
+        assert [(g["reason"], g["path"], g.get("lineNo")) for g in plan.gaps] == [
+            ("compressed", str(own), 3)]
+    finally:
+        plan.close()

@@ -12,6 +12,8 @@ import stat
 import time
 from typing import Any
 
+from msgspec.structs import replace
+
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
@@ -104,9 +106,9 @@ class FileSource(Rotation):
             self._pending = state
             await self._unreadable(ctx, exc, problems, watch)
             return
-        if not plan.steps:
-            self._pending = state
-            await self._unreadable(ctx, OSError(errno.ENOENT, "missing"), problems, watch)
+        if not plan.steps:  # (what the plan judged is said now: the path may never come back)
+            self._pending = None if state is None else judged_gone(state, plan)
+            await self._unreadable(ctx, OSError(errno.ENOENT, "missing"), problems, watch, plan)
             return
         self._required.carry(ctx, state, plan, self._matching)
         if state is not None and plan.steps[0].start > 0:  # (read on: a `require` unseen is
@@ -153,9 +155,12 @@ class FileSource(Rotation):
         return Plan([o], at_path=True)
 
     async def _unreadable(self, ctx: SourceContext, exc: OSError, problems: list[str],
-                          watch: Watch) -> None:
+                          watch: Watch, plan: Plan | None = None) -> None:
         await ctx.event("start", path=self.name, inode=None, offset=0)
         await self._problems(ctx, problems)
+        if plan is not None and (plan.gaps or plan.errors):
+            await self._gaps(ctx, plan)
+            await self._keep.save(self._state())  # (a restart does not say them again)
         with contextlib.suppress(OSError):
             st0 = os.stat(self.path)
             if stat.S_ISREG(st0.st_mode):
@@ -281,6 +286,18 @@ async def _not_read(ctx: SourceContext, gen: Generation, end: int, code: str, wh
     lost = max(0, end - gen.pos)
     await ctx.event("error", code=code, path=gen.path, **flags, unreadBytes=lost,
                     message=f"{why}: {lost} of its {end} bytes were not read")
+
+
+def judged_gone(state: FileState, plan: Plan) -> FileState:
+    """The checkpoint once a start's plan found nothing to read (the path missing): the
+    generations it did not keep to look for again are gone (a `gap` said so, or they were
+    compressed whole), so none is judged again when a file comes to the path (read whole,
+    and a file found with one's inode is another); the archives it judged are kept."""
+    kept = {id(cp) for cp in plan.kept}
+    gens = tuple(cp if id(cp) in kept or cp.finished
+                 else replace(cp, finished=True, deleted=True) for cp in state.generations)
+    archives = state.archives if plan.archives is None else tuple(plan.archives)
+    return replace(state, generations=gens, archives=archives)
 
 
 def _rewritten(plan: Plan, state: FileState) -> bool:

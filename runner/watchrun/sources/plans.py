@@ -188,7 +188,7 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         if found is not None:
             plan.steps.append(found)
             taken.add(ident(found.st))
-        elif (whole := archived(cp, entries, taken)) is not None:  # read to its end, then
+        elif (whole := archived(cp, entries, taken, judged)) is not None:  # read to its end, then
             _judge(whole, taken, judged)  # compressed (or its copytruncate copy): nothing lost,
             # and the archive is no generation rotated since, now or renumbered later
         elif not (cp.finished or (rewritten and cp is last)):
@@ -196,7 +196,7 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
                 plan.errors.append(error)  # not gone: it could not be looked at (an
                 plan.kept.append(cp)  # error at each start until it can)
             else:  # gone; or compressed with lines not read: one gap, the archive judged
-                found_as = begun_archive(cp, entries, taken)
+                found_as = begun_archive(cp, entries, taken, judged)
                 plan.gaps.append(missing_gap(cp, recorded.last(cp), found_as))
                 if found_as is not None:
                     _judge(found_as, taken, judged)
@@ -276,7 +276,7 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
             plan.copy = locate(ended, entries, taken, copies_only=True)
             if plan.copy is not None:
                 taken.add(ident(plan.copy.st))
-            elif (whole := archived(ended, entries, taken)) is not None:
+            elif (whole := archived(ended, entries, taken, judged)) is not None:
                 _judge(whole, taken, judged)  # the copy, compressed before the runner looked:
                 # it holds what was read, nothing lost
             else:
