@@ -1,7 +1,7 @@
 """Whether a file watcher's checkpoint applies to the watcher as configured now: saved for its
 path and, for a once run, by a once run under the same matching (pattern, exclude,
 caseSensitive, gate); what it carries over (a gate's `require` seen); with none, what a once run
-leaves beside the file."""
+leaves beside the file; what it keeps of generations a start found gone with the path."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import logging
 import os
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from msgspec.structs import replace
 
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import SourceContext
@@ -145,3 +147,15 @@ async def left_beside(ctx: SourceContext, spec: WatcherSpec, name: str,
         log.warning("watcher %s: %s has rotated generations beside it from before this run, "
                     "not read (a first run with no checkpoint judges the file at its path): "
                     "%s", spec.id, name, ", ".join(os.path.basename(e.path) for e in before))
+
+
+def judged_gone(state: FileState, plan: Plan) -> FileState:
+    """The checkpoint once a start's plan found nothing to read (the path missing): the
+    generations it did not keep to look for again are gone (a `gap` said so, or they were
+    compressed whole), so none is judged again when a file comes to the path (read whole,
+    and a file found with one's inode is another); the archives it judged are kept."""
+    kept = {id(cp) for cp in plan.kept}
+    gens = tuple(cp if id(cp) in kept or cp.finished
+                 else replace(cp, finished=True, deleted=True) for cp in state.generations)
+    archives = state.archives if plan.archives is None else tuple(plan.archives)
+    return replace(state, generations=gens, archives=archives)

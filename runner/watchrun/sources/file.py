@@ -12,12 +12,10 @@ import stat
 import time
 from typing import Any
 
-from msgspec.structs import replace
-
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
-from watchrun.sources.applies import applied, beside, left_beside
+from watchrun.sources.applies import applied, beside, judged_gone, left_beside
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Generation, Recorded, resumable
@@ -286,18 +284,6 @@ async def _not_read(ctx: SourceContext, gen: Generation, end: int, code: str, wh
     lost = max(0, end - gen.pos)
     await ctx.event("error", code=code, path=gen.path, **flags, unreadBytes=lost,
                     message=f"{why}: {lost} of its {end} bytes were not read")
-
-
-def judged_gone(state: FileState, plan: Plan) -> FileState:
-    """The checkpoint once a start's plan found nothing to read (the path missing): the
-    generations it did not keep to look for again are gone (a `gap` said so, or they were
-    compressed whole), so none is judged again when a file comes to the path (read whole,
-    and a file found with one's inode is another); the archives it judged are kept."""
-    kept = {id(cp) for cp in plan.kept}
-    gens = tuple(cp if id(cp) in kept or cp.finished
-                 else replace(cp, finished=True, deleted=True) for cp in state.generations)
-    archives = state.archives if plan.archives is None else tuple(plan.archives)
-    return replace(state, generations=gens, archives=archives)
 
 
 def _rewritten(plan: Plan, state: FileState) -> bool:

@@ -20,7 +20,7 @@ from watchrun.sources.identity import (
     same_generation,
     same_head,
 )
-from watchrun.sources.released import regrown
+from watchrun.sources.released import regrown_gaps
 from watchrun.sources.rotated import Entry, scan
 from watchrun.sources.siblings import (
     Opened,
@@ -118,7 +118,7 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
     if cur is not None and at_path:
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
         if all(cp.finished for cp in known[:-1]) and not emptied(last, cur):
-            return _regrown(path, known, max_n, Plan([cur], at_path=True))
+            return regrown_gaps(path, known, max_n, Plan([cur], at_path=True))
     # the followed file's inode is at the path, `rewritten` (truncated or rewritten in place)
     # when it kept its first bytes or its inode generation number says it is the same file
     # (a new file given its number, as that number shows, is neither)
@@ -130,42 +130,17 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
     try:
         entries = _gather(path, cur, known, max_n, recorded, at_path, rewritten, plan,
                           set(archives))
-        _regrown(path, known, max_n, plan, cur, entries=entries)
+        regrown_gaps(path, known, max_n, plan, cur, entries=entries)
     except OSError:
         plan.close()
         raise
     return _announce(plan, cur, last, reused, rewritten, recorded)
 
 
-def _regrown(path: Path, known: list[Checkpoint], max_n: int, plan: Plan, *also: Opened | None,
-             entries: list[Entry] | None = None) -> Plan:
-    """The gaps of generations released (early, or idle for rotateWait) found grown, unless
-    this plan reads them on (`also`: the file at the path, a copy). Without a listing made
-    already, the siblings are listed only when one was released early or one is found grown
-    where it was released (a stat each: `_grew`)."""
-    if entries is not None or any(cp.released_early or _grew(cp) for cp in known):
-        found = scan(path, known) if entries is None else entries
-        read = {ident(o.st) for o in [*plan.steps, *also] if o is not None}
-        gaps, plan.grown = regrown(found, known, read, max_n)
-        plan.gaps += gaps
-    return plan
-
-
 def _judge(archive: Entry, taken: set[tuple[int, int]], judged: set[Archive]) -> None:
     """`archive` is accounted for: no generation to read, and judged (not named again)."""
     taken.add(ident(archive.st))
     judged.add(identity(archive.st))
-
-
-def _grew(cp: Checkpoint) -> bool:
-    """A generation released (finished) is still where it was and bigger than what was read."""
-    if not cp.finished or cp.deleted:
-        return False
-    try:
-        st = os.stat(cp.path)
-    except OSError:
-        return False
-    return ident(st) == (cp.dev, cp.inode) and st.st_size > cp.size
 
 
 def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
@@ -295,7 +270,7 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
         if not truncated:  # (the copies of a truncation never were at the path)
             plan.arrived = len(fresh) + sum(g.get("generations", 1) for g in gaps) + (
                 cur is not None)
-        _regrown(path, [*known, ended], max_n, plan, cur, plan.copy, entries=entries)
+        regrown_gaps(path, [*known, ended], max_n, plan, cur, plan.copy, entries=entries)
         if cur is not None and not truncated:  # (a deleted file's inode may be reused at once)
             back = _read_before(cur, known)
             if back is not None:  # (the source goes on with it when it is still open)

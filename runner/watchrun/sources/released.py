@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
+from watchrun.sources.copies import ident
 from watchrun.sources.identity import Checkpoint, identifies
-from watchrun.sources.rotated import Entry
-from watchrun.sources.siblings import open_entry
+from watchrun.sources.rotated import Entry, scan
+from watchrun.sources.siblings import Opened, Plan, open_entry
 
 
 def regrown(entries: list[Entry], known: list[Checkpoint], taken: Collection[tuple[int, int]],
@@ -54,3 +56,28 @@ def _gap(cp: Checkpoint, path: str, size: int, max_n: int) -> dict[str, Any]:
             "inode": cp.inode, "offset": cp.size, "unreadBytes": unread,
             "message": f"{path} (inode {cp.inode}) was released at offset {cp.size} {why}, "
                        f"and written to after that: those {unread} bytes were not read"}
+
+
+def regrown_gaps(path: Path, known: list[Checkpoint], max_n: int, plan: Plan,
+                 *also: Opened | None, entries: list[Entry] | None = None) -> Plan:
+    """The gaps of generations released (early, or idle for rotateWait) found grown, unless
+    this plan reads them on (`also`: the file at the path, a copy). Without a listing made
+    already, the siblings are listed only when one was released early or one is found grown
+    where it was released (a stat each: `_grew`)."""
+    if entries is not None or any(cp.released_early or _grew(cp) for cp in known):
+        found = scan(path, known) if entries is None else entries
+        read = {ident(o.st) for o in [*plan.steps, *also] if o is not None}
+        gaps, plan.grown = regrown(found, known, read, max_n)
+        plan.gaps += gaps
+    return plan
+
+
+def _grew(cp: Checkpoint) -> bool:
+    """A generation released (finished) is still where it was and bigger than what was read."""
+    if not cp.finished or cp.deleted:
+        return False
+    try:
+        st = os.stat(cp.path)
+    except OSError:
+        return False
+    return ident(st) == (cp.dev, cp.inode) and st.st_size > cp.size

@@ -192,18 +192,15 @@ def refused(cp: Checkpoint, entries: list[Entry], unlisted: dict[str, OSError]
 
 def archived(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
              judged: Collection[Archive]) -> Entry | None:
-    """The archive (by its compressed name, made after the checkpoint, not taken or judged)
-    holding exactly what was read of the checkpointed generation, which is gone: read to its
-    end, then compressed (logrotate's `compress`, with or without `delaycompress`); renumbered
-    since or not."""
+    """The archive holding exactly what was read of the checkpointed generation, which is
+    gone: read to its end, then compressed (`compress`, `delaycompress`), renumbered or not."""
     return _archive_of(cp, entries, taken, judged, holds_whole)
 
 
 def begun_archive(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
                   judged: Collection[Archive]) -> Entry | None:
     """The archive (as `archived` looks for it) that begins as the checkpointed generation
-    did, which is gone: compressed before it was read to its end. One judged already is
-    another generation's, however alike they begin."""
+    did, which is gone: compressed before it was read to its end."""
     return _archive_of(cp, entries, taken, judged, _begins_as)
 
 
@@ -215,8 +212,8 @@ def _begins_as(fd: int, cp: Checkpoint) -> bool:
 def _archive_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
                 judged: Collection[Archive], test: Callable[[int, Checkpoint], bool]
                 ) -> Entry | None:
-    """The first archive made after the checkpoint, not taken or judged, whose content passes
-    `test`."""
+    """The first archive (by its compressed name) made after the checkpoint, not taken or
+    judged (by earlier looks: another generation's), whose content passes `test`."""
     for e in entries:
         if not (e.named and e.compressed) or (e.st.st_dev, e.st.st_ino) in taken or \
                 e.st.st_mtime_ns < cp.mtime_ns or identity(e.st) in judged:
