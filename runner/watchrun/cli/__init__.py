@@ -67,6 +67,8 @@ class Stops:
     stop: Callable[[signal.Signals], bool] | None = None
     """The runner's `request_stop`: whether it will act on the stop."""
     reload: Callable[[], None] | None = None
+    looking: Callable[[int, FrameType | None], object] | int | signal.Handlers | None = None
+    """While a SIGALRM is set to look again (`_act`): the SIGALRM handler it replaced."""
 
     @classmethod
     def handler(cls, signum: int, frame: FrameType | None) -> None:
@@ -83,7 +85,9 @@ class Stops:
         if cls.late is None or cls.exit is None:
             return
         if _importing(frame):
-            signal.signal(signal.SIGALRM, cls._look_again)
+            was = signal.signal(signal.SIGALRM, cls._look_again)
+            if cls.looking is None:
+                cls.looking = signal.SIG_DFL if was is None else was
             signal.setitimer(signal.ITIMER_REAL, LOOK_AGAIN_S)
             return
         raise cls.exit(cls.late)
@@ -97,8 +101,10 @@ class Stops:
         """From now on a stop goes to `stop` and a SIGHUP to `reload` (the runner's, which acts
         once its loop runs; at once for a SIGHUP that came already). A stop that came already
         (one inside an import, not acted on yet) ends the process here, before it starts."""
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        if cls.looking is not None:  # (what runs from now on gets SIGALRM as it was)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, cls.looking)
+            cls.looking = None
         if cls.late is not None and cls.exit is not None:
             raise cls.exit(cls.late)
         cls.exit, cls.stop, cls.reload = None, stop, reload
