@@ -386,20 +386,29 @@ def test_once_runs_across_logrotate_compress_claim_no_loss(tmp_path: Path, kind:
     assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
 
 
-def test_a_live_runner_stopped_before_its_file_was_compressed_claims_no_loss(
-        tmp_path: Path) -> None:
-    """Stopped at idle (every line read), then rotated and gzipped (`compress` without
-    `delaycompress`), then started: it wrote `gap{missing}` and `gap{compressed}`."""
-    log = tmp_path / "app.log"
+def stopped_after_reading(tmp_path: Path, log: Path) -> Path:
+    """`log` with lines L1..L10, read by a live runner that was then stopped; its config."""
     write(log, 1, 10)
     config = config_for(tmp_path, log)
     r = LiveRunner(config)
     try:
         read_up_to(tmp_path, 10)
         assert r.stop() == 0, r.stderr()
-        logrotate(log, ".gz", gzip.compress, delay=False)
-        write(log, 11, 20)
-        r = LiveRunner(config)
+    finally:
+        r.close()
+    return config
+
+
+def test_a_live_runner_stopped_before_its_file_was_compressed_claims_no_loss(
+        tmp_path: Path) -> None:
+    """Stopped at idle (every line read), then rotated and gzipped (`compress` without
+    `delaycompress`), then started: it wrote `gap{missing}` and `gap{compressed}`."""
+    log = tmp_path / "app.log"
+    config = stopped_after_reading(tmp_path, log)
+    logrotate(log, ".gz", gzip.compress, delay=False)
+    write(log, 11, 20)
+    r = LiveRunner(config)
+    try:
         read_up_to(tmp_path, 20)
         assert r.stop() == 0, r.stderr()
     finally:
@@ -416,23 +425,20 @@ def test_a_generation_compressed_while_the_path_is_missing_is_said_at_the_start(
     a file came to the path, never if none did (an explorer's FALSE 2). Now it is said at the
     start, once: a restart does not say it again, and the file made later is read whole."""
     log = tmp_path / "app.log"
-    write(log, 1, 10)
-    config = config_for(tmp_path, log)
+    config = stopped_after_reading(tmp_path, log)
+    write(log, 11, 12)  # (while it was stopped)
+    Path(f"{log}.1.gz").write_bytes(gzip.compress(log.read_bytes()))
+    log.unlink()
     r = LiveRunner(config)
     try:
-        read_up_to(tmp_path, 10)
-        assert r.stop() == 0, r.stderr()
-        write(log, 11, 12)  # (while it was stopped)
-        Path(f"{log}.1.gz").write_bytes(gzip.compress(log.read_bytes()))
-        log.unlink()
         for restart in range(2):
-            r = LiveRunner(config)
+            if restart:
+                assert r.stop() == 0, r.stderr()
+                r = LiveRunner(config)
             r.wait_running()
             gaps = [x for x in records(tmp_path) if x["kind"] == "gap"]
             assert [(g["reason"], g["path"], g["lineNo"], g["unreadBytes"]) for g in gaps] == [
                 ("compressed", f"{log}.1.gz", 11, 0)], (restart, gaps)
-            if restart == 0:
-                assert r.stop() == 0, r.stderr()
         write(log, 13, 14)  # the app makes it again
         read_up_to(tmp_path, 14)
         assert r.stop() == 0, r.stderr()
