@@ -53,10 +53,24 @@ def hook(event, args):
 
 
 sys.addaudithook(hook)
+if os.environ.get("STOP_LOOK_S"):  # how often a stop deferred there looks again (10 ms)
+    import watchrun.cli.stops
+    watchrun.cli.stops.LOOK_AGAIN_S = float(os.environ["STOP_LOOK_S"])
 '''
 IN_C_INITS = [("datetime", "msgspec._core"), ("dataclasses", "orjson.orjson")]
 """A module first imported by a C extension's init, as `watchrun run` loads (the SIGTERM there
 was swallowed by msgspec's, and crashed orjson's with SIGSEGV)."""
+
+
+def stop_in_import_env(tmp_path: Path, module: str, parent: str, **more: str
+                       ) -> dict[str, str]:
+    """The environment of a `watchrun` sent a SIGTERM when `parent`'s import imports `module`."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "sitecustomize.py").write_text(STOP_IN_IMPORT)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p),
+        "STOP_AT": module, "STOP_INSIDE": parent, "STOP_SENT": str(tmp_path / "sent"), **more}
 
 
 def held_env(tmp_path: Path) -> dict[str, str]:
@@ -110,19 +124,31 @@ def test_a_sigterm_while_a_once_run_loads_is_exit_3_never_a_pass(tmp_path: Path)
 @pytest.mark.parametrize(("module", "parent"), IN_C_INITS, ids=[m for m, _ in IN_C_INITS])
 def test_a_stop_inside_a_c_extensions_import_ends_the_run_before_it_starts(
         tmp_path: Path, module: str, parent: str, once: bool) -> None:
-    shadow = tmp_path / "shadow"
-    shadow.mkdir()
-    (shadow / "sitecustomize.py").write_text(STOP_IN_IMPORT)
     write_config(tmp_path, {"watchers": [{"id": "c", "command": "touch started; sleep 60",
                                           "pattern": "x", "gate": {"maxMatches": 0}}]})
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p),
-        "STOP_AT": module, "STOP_INSIDE": parent, "STOP_SENT": str(tmp_path / "sent")}
     proc = subprocess.run([watchrun_bin(), "run", *(["--once"] if once else []), "-c",
-                           "watch.yaml"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           "watch.yaml"], cwd=tmp_path, capture_output=True, text=True,
+                          env=stop_in_import_env(tmp_path, module, parent),
                           timeout=DEADLINE_S)
     assert (tmp_path / "sent").exists(), f"{parent} did not import {module}: {proc.stderr}"
     assert proc.returncode == (3 if once else 0), (proc.returncode, proc.stderr)
     assert not (tmp_path / "started").exists()
     if once:
         assert "stopped by SIGTERM before it started: exit 3" in proc.stderr
+
+
+@pytest.mark.parametrize("once", [False, True], ids=["run", "once"])
+def test_a_stop_deferred_there_is_acted_on_where_a_failed_start_ends(tmp_path: Path,
+                                                                     once: bool) -> None:
+    """The stop deferred inside an extension's init was acted on only by a later look or by
+    the hand-over to the runner: with an invalid config the process ended first, with the
+    config's status (2: the stop dropped), or the pending SIGALRM killed it (142), or the look
+    raised inside the interpreter's exit (a traceback). It is acted on where the run ends."""
+    (tmp_path / "watch.yaml").write_text("watchers:\n  - {id: c, command: 5, patern: up}\n")
+    proc = subprocess.run([watchrun_bin(), "run", *(["--once"] if once else []), "-c",
+                           "watch.yaml"], cwd=tmp_path, capture_output=True, text=True,
+                          env=stop_in_import_env(tmp_path, *IN_C_INITS[0], STOP_LOOK_S="60"),
+                          timeout=DEADLINE_S)
+    assert (tmp_path / "sent").exists(), proc.stderr
+    assert proc.returncode == (3 if once else 0), (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr

@@ -8,44 +8,64 @@ the signals the moment the loop gives them back."""
 from __future__ import annotations
 
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
-from liverunner import wait_for, write_config
+from liverunner import DEADLINE_S, wait_for, watchrun_bin, write_config
 
 SIGNALLED_AFTER_THE_LOOP = """
-import os, signal, sys
+import atexit, os, signal, sys
 import watchrun.runtime.signals as signals
 close = signals.SignalInbox.close
-def close_then_signalled(self):
-    left = close(self)
+def signalled():
     for name in os.environ["LATE_SIGNALS"].split():
         os.kill(os.getpid(), getattr(signal, name))
+def close_signalled(self):
+    if os.environ["LATE_WHEN"] == "before":
+        signalled()
+    left = close(self)
+    if os.environ["LATE_WHEN"] == "after":
+        signalled()
     return left
-signals.SignalInbox.close = close_then_signalled
+signals.SignalInbox.close = close_signalled
+def at_the_end():  # (the last of the exit's own calls: Python's finalization comes next)
+    with open("dispositions", "w") as f:
+        f.write(" ".join("ignored" if signal.getsignal(s) == signal.SIG_IGN else "caught"
+                         for s in (1, 2, 15)))
+atexit.register(at_the_end)
 sys.argv = ["watchrun", *sys.argv[1:]]
 from watchrun.cli import entry
 sys.exit(entry())
 """
+"""`watchrun` sent LATE_SIGNALS by itself just before (LATE_WHEN=before: handled, their calls
+to the loop not run yet) or just after (after) its loop gives the signals back; it writes the
+dispositions of SIGHUP, SIGINT and SIGTERM at its exit to `dispositions`."""
 
 CASES = [
-    ("run", "SIGHUP", 0), ("run", "SIGTERM", 0), ("run", "SIGINT", 0),
-    ("run", "SIGHUP SIGTERM SIGINT", 0),
-    ("once", "SIGHUP", 0), ("once", "SIGTERM", 3), ("once", "SIGINT", 3)]
-"""(mode, the signals, the exit status): a live runner exits with its status; a once run a
-stop signal reached before its verdict was out is never a pass, and a SIGHUP is nothing."""
+    ("run", "after", "SIGHUP", 0), ("run", "after", "SIGTERM", 0),
+    ("run", "after", "SIGINT", 0), ("run", "after", "SIGHUP SIGTERM SIGINT", 0),
+    ("once", "after", "SIGHUP", 0), ("once", "after", "SIGTERM", 3),
+    ("once", "after", "SIGINT", 3), ("once", "before", "SIGTERM", 3)]
+"""(mode, when, the signals, the exit status): a live runner exits with its status; a once run
+a stop signal reached before its verdict was out is never a pass (also one whose call to the
+loop had not run as the loop ended: it was lost), and a SIGHUP is nothing."""
 
 
-@pytest.mark.parametrize(("mode", "signals", "status"), CASES)
+@pytest.mark.parametrize(("mode", "when", "signals", "status"), CASES)
 def test_a_signal_after_the_loop_leaves_the_exit_status_as_promised(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, signals: str,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, when: str, signals: str,
         status: int) -> None:
+    """Also: at the exit's last own call these signals are ignored, since Python's
+    finalization then gives every signal it handles its default back (a SIGTERM in the last
+    milliseconds ended a once run that had printed its pass with 143)."""
     from test_stuck_calls import seamed_runner
 
     (tmp_path / "app.log").write_text("all well\n")
     cfg = write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log",
                                                 "pattern": "ERROR", "gate": {"maxMatches": 0}}]})
     monkeypatch.setenv("LATE_SIGNALS", signals)
+    monkeypatch.setenv("LATE_WHEN", when)
     code = SIGNALLED_AFTER_THE_LOOP
     if mode == "once":
         code = code.replace('*sys.argv[1:]]', '"run", "--once", *sys.argv[1:]]')
@@ -58,6 +78,7 @@ def test_a_signal_after_the_loop_leaves_the_exit_status_as_promised(
     assert "Traceback" not in said
     if mode == "once":
         assert ("the run was interrupted by SIG" in said) == (status == 3), said
+    assert (tmp_path / "dispositions").read_text() == "ignored ignored ignored"
 
 
 SIGNALLED_IN_ITS_STOP = """
@@ -87,3 +108,22 @@ def test_a_once_run_signalled_during_its_own_stop_is_no_pass(tmp_path: Path) -> 
     with seamed_runner(SIGNALLED_IN_ITS_STOP, cfg) as (proc, err):
         assert proc.wait(timeout=20) == 3, "".join(err)
     assert "the run was interrupted by SIGTERM: exit 3" in "".join(err)
+
+
+def test_a_stop_inside_an_extensions_init_during_the_report_is_no_pass(tmp_path: Path) -> None:
+    """A SIGTERM while the verdict's report imported the JUnit writer's C accelerator
+    (`_elementtree`, whose init imports `pyexpat`) waited for that import to end; the report
+    was done before it looked again, and the stop was dropped: the run passed (exit 0). The
+    seam makes the look again come only after 60 s: the report's end acts on it."""
+    from test_signals_early import stop_in_import_env
+
+    (tmp_path / "app.log").write_text("all well\n")
+    write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
+                                          "gate": {"maxMatches": 0}}]})
+    proc = subprocess.run(
+        [watchrun_bin(), "run", "--once", "-c", "watch.yaml", "--junit", "report.xml"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=DEADLINE_S,
+        env=stop_in_import_env(tmp_path, "pyexpat", "_elementtree", STOP_LOOK_S="60"))
+    assert (tmp_path / "sent").exists(), proc.stderr
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    assert "the run was interrupted by SIGTERM while its verdict was reported" in proc.stderr

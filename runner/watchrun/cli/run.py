@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchrun.cli import LateStop, Stops, catch_early_stops, late_stops
 from watchrun.cli.emit import log_diagnostic
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.main import startup_gc
 from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence
 from watchrun.cli.once_report import never_ran, report_interrupted, report_once
+from watchrun.cli.stops import LateStop, Stops, catch_early_stops, late_stops
 from watchrun.exitcodes import ExitStatus
 from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 

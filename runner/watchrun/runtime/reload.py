@@ -26,7 +26,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.runtime.census import counted
 from watchrun.runtime.ending import STOP_RECORD_S
 from watchrun.runtime.forgetting import forget_gone
-from watchrun.runtime.shutdown import Stopping, kill_after
+from watchrun.runtime.shutdown import Stopping, hup_while_stopping, kill_after
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
@@ -65,7 +65,10 @@ async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
         if sig is None:
             continue
         if sig == signal.SIGHUP:
-            again = True
+            if stop is None:
+                again = True
+            else:  # (the runner stops next)
+                hup_while_stopping(sup)
             continue
         if stop is not None:  # a second one: as during the runner's stop
             sup.log.warning("second signal: killing what remains now")
@@ -79,6 +82,9 @@ async def reload_or_stop(sup: Reloader, inbox: SignalInbox) -> str | None:
                             event="reload-given-up")
         else:  # what the apply stops, and then the rest, within stopTimeout of the signal
             grace = sup.config.limits.stop_timeout_ms / 1000
+            sup.log.info(f"{stop} during a reload: stopping once what it stops has ended "
+                         f"(killed {grace:g} s from now; a second {stop} kills it now)",
+                         event="stop-in-reload", signal=stop)
             kill_after(sup, grace, f"stopTimeout ({grace:g} s) has passed since {stop}, which "
                        "came during a reload: killing what remains")
     if again and stop is None:

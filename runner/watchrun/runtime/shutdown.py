@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
 
-__all__ = ["Stopping", "kill_after", "shutdown", "stop_reason"]
+__all__ = ["Stopping", "hup_while_stopping", "kill_after", "shutdown", "stop_reason"]
 
 
 class Stopping(Protocol):
@@ -103,9 +103,13 @@ async def _second_stop(sup: Stopping, inbox: SignalInbox) -> str:
     """Until a second SIGTERM or SIGINT: its name. A SIGHUP (logrotate's postrotate, `systemctl
     reload`) is no order to kill: it was taken for one, and every child lost its grace period."""
     while (sig := await inbox.next()) == signal.SIGHUP:
-        sup.log.warning("SIGHUP while stopping: nothing is reloaded, and the stop goes on (a "
-                        "second SIGTERM or SIGINT kills what remains)", event="reload-ignored")
+        hup_while_stopping(sup)
     return sig.name
+
+
+def hup_while_stopping(sup: Stopping) -> None:
+    sup.log.warning("SIGHUP while stopping: nothing is reloaded, and the stop goes on (a "
+                    "second SIGTERM or SIGINT kills what remains)", event="reload-ignored")
 
 
 async def _stop_hub(sup: Stopping, watchers: asyncio.Future[None]) -> None:

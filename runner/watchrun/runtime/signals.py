@@ -4,7 +4,6 @@ orphans it adopted are reaped)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import signal
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -16,19 +15,23 @@ __all__ = ["SignalInbox", "handle_signals", "reap_orphans_when"]
 
 
 def handle_signals(loop: asyncio.AbstractEventLoop,
-                   callbacks: Mapping[signal.Signals, Callable[[], object]]
-                   ) -> Callable[[], None]:
+                   callbacks: Mapping[signal.Signals, Callable[[], object]],
+                   arrived: deque[signal.Signals] | None = None) -> Callable[[], None]:
     """Have each signal call its callback on the loop; return what gives them back to the
     handlers they had (the `run` command's: a signal after the loop is recorded, never the
     default that ended the process with 129 or 143 while it exited). The handler only hands the
-    call to the loop (`call_soon_threadsafe`, as asyncio's own SIGINT handler does).
+    call to the loop (`call_soon_threadsafe`, as asyncio's own SIGINT handler does), after it
+    appends the signal to `arrived` (if given): one that came as the loop ended, its call not
+    run, is not lost.
 
     Not `loop.add_signal_handler`: that writes one byte a signal into a socket, which a burst
     of SIGCHLDs fills (hundreds of children ended at once by a stop): CPython then printed a
     traceback for each byte that did not fit, into the runner's log, and a SIGTERM among them
     would have been lost. A call handed to the loop is never lost."""
     def handler(cb: Callable[[], object]) -> Callable[[int, Any], None]:
-        def on_signal(_signum: int, _frame: Any) -> None:
+        def on_signal(signum: int, _frame: Any) -> None:
+            if arrived is not None:
+                arrived.append(signal.Signals(signum))
             loop.call_soon_threadsafe(cb)
         return on_signal
 
@@ -53,9 +56,10 @@ class SignalInbox:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._waiting: deque[signal.Signals] = deque()
+        self._came: deque[signal.Signals] = deque()  # (by the handlers, for `_take`)
         self._arrived = asyncio.Event()
-        self._restore = handle_signals(loop, {sig: functools.partial(self.push, sig)
-                                              for sig in self.WATCHED})
+        self._restore = handle_signals(loop, dict.fromkeys(self.WATCHED, self._take),
+                                       self._came)
         # A reader of our stdout that went away must not kill us with SIGPIPE.
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
@@ -87,9 +91,15 @@ class SignalInbox:
         self._waiting.append(sig)
         self._arrived.set()
 
+    def _take(self) -> None:
+        while self._came:
+            self.push(self._came.popleft())
+
     def close(self) -> list[signal.Signals]:
-        """Give the signals back to the handlers they had; those that came and were not read."""
+        """Give the signals back to the handlers they had; those that came and were not read
+        (also one whose call to the loop had not run yet)."""
         self._restore()
+        self._take()
         return list(self._waiting)
 
 
