@@ -143,8 +143,8 @@ INTERRUPTED_WAIT_S = 0.5
 
 def report_interrupted(args: argparse.Namespace, log: RunLog, signal_name: str) -> int:
     """A SIGTERM or SIGINT that came while the verdict was reported, after the run ended by
-    itself (`cli.stops.late_stops`): what was not written yet is left out; exit 3, said so on stderr
-    and, after what was written of the table, on stdout (with `--json` stdout holds the
+    itself (`cli.stops.late_stops`): what was not written yet is left out; exit 3, said so on
+    stderr and, after what was written of the table, on stdout (with `--json` stdout holds the
     document only) to a reader that takes it within INTERRUPTED_WAIT_S."""
     log.error(f"the run was interrupted by {signal_name} while its verdict was reported: exit 3",
               event="interrupted")

@@ -3,8 +3,8 @@ handed to the runner, and acted on only where raising is safe."""
 
 import builtins
 import contextlib
+import os
 import signal
-import sys
 import types
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -24,9 +24,12 @@ def stop_early(signum: int) -> BaseException:
 
 
 def stop_early_once(signum: int) -> BaseException:
-    """The same in a once run: it looked at nothing, so it is never a pass (exit 3)."""
-    sys.stderr.write(f"watchrun: error: stopped by {signal.Signals(signum).name} before it "
-                     "started: exit 3\n")
+    """The same in a once run: it looked at nothing, so it is never a pass (exit 3). Said
+    with os.write: a signal handler that wrote through sys.stderr while the main thread did
+    would raise "reentrant call" instead."""
+    with contextlib.suppress(OSError):
+        os.write(2, f"watchrun: error: stopped by {signal.Signals(signum).name} before it "
+                    "started: exit 3\n".encode())
     return SystemExit(3)
 
 

@@ -148,8 +148,10 @@ class Supervisor(SupervisorHubs):
                     for task in helpers:
                         task.cancel()
         finally:
-            self.state = RunnerState.STOPPED  # STOPPING -> STOPPED: everything flushed
-            self._inbox = None  # (first: a stop from now on is no runner's to act on)
+            # STOPPING -> STOPPED: everything flushed (before the signals are given back: a
+            # stop from now on is no runner's to act on, `request_stop`)
+            self.state = RunnerState.STOPPED
+            self._inbox = None
             unread = [sig for sig in inbox.close() if sig != signal.SIGHUP]
             if unread and self.once and self.stop_reason == "once":  # (as a second stop)
                 self.stop_reason = unread[0].name
