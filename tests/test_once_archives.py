@@ -145,3 +145,24 @@ def test_an_empty_log_rotated_and_compressed_is_no_loss(tmp_path: Path) -> None:
     Path(f"{log}.1").unlink()
     assert [first, nightly(tmp_path, log)] == [(0, ["0", "100", "-", "pass"])] * 2
     assert gaps(tmp_path) == []
+
+
+def test_a_path_left_empty_by_a_rename_is_said_in_the_stream(tmp_path: Path) -> None:
+    """logrotate's `nocreate` between two runs: the followed generation renamed, nothing made
+    at the path until the app writes again. The run read `app.log.1` and its verdict was an
+    ERROR, but its stream had no `error` record (there was one when the generation had been
+    compressed or deleted: a consumer of the JSONL saw no problem; an explorer, 2026-12-06).
+    Each such run says it now, as a start that finds nothing to read does."""
+    log = tmp_path / "app.log"
+    log.write_text("INFO one\n")
+    assert once(tmp_path, config(log)).rc == 0
+    with log.open("a") as f:
+        f.write("ERROR two\n")
+    log.rename(f"{log}.1")
+    for run in range(2):
+        r = once(tmp_path, config(log))
+        assert r.rc == 3, r.out + r.err
+        records = read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+        errors = [(x["code"], x["message"]) for x in records if x["kind"] == "error"]
+        assert errors == [("ENOENT", f"{log} does not exist")] * (run + 1), errors
+    assert [x["line"] for x in records if x["kind"] == "match"] == ["ERROR two"]

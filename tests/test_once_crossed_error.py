@@ -81,7 +81,7 @@ def test_json_counts_a_gate_crossed_beside_an_error_and_shows_its_lines(tmp_path
     assert (r.rc, doc["passed"], doc["crossed"], doc["errors"]) == (3, False, 1, 1), r.out
     (v,) = doc["verdicts"]
     assert (v["status"], v["crossed"], v["matches"]) == ("error", True, 1)
-    assert v["reasons"] == [CROSSED, f"cannot read {log}: No such file or directory"]
+    assert v["reasons"] == [CROSSED, f"{log} does not exist"]  # (its `error` record)
     assert [ln["line"] for ln in v["first"]] == ["ERROR unread"]
 
 

@@ -51,6 +51,8 @@ class FileSource(Rotation):
             self.ready.set()
             if self.once:
                 await self._read_once(ctx, watch)
+                if self._cur is not None:  # (none: `_begin` said why)
+                    await self._gone_at_end(ctx)
                 return
             saver = asyncio.create_task(
                 self._keep.run(self._state, lambda exc: self._save_failed(ctx, exc)))
@@ -189,6 +191,16 @@ class FileSource(Rotation):
             f"{self.name} was rotated while it was read, more often than "
             f"limits.maxGenerations={self.max_gens} generations are followed: the file at "
             "its path at the end was not read"))
+
+    async def _gone_at_end(self, ctx: SourceContext) -> None:
+        """Once mode, every generation found read: a path with no file at it (the followed
+        generation renamed away, nothing made in its place) is said in the stream, as at a
+        start that found nothing to read (the verdict is an ERROR either way)."""
+        try:
+            await offload(os.stat, self.path)
+        except OSError as exc:
+            if exc.errno in MISSING:
+                await self._error(ctx, exc, f"{self.name} does not exist", None)
 
     async def _read_to_end(self, ctx: SourceContext, gen: Generation) -> None:
         end = gen.seen_size
