@@ -84,11 +84,11 @@ def _pid1(unshare: subprocess.Popen[bytes]) -> int:
 
 
 @contextlib.contextmanager
-def as_pid1(config: Path, env: dict[str, str] | None = None
+def as_pid1(config: Path, env: dict[str, str] | None = None, *more: str
             ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     err = open(config.parent / "runner.err", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        ["unshare", "-Urpf", "--mount-proc", watchrun_bin(), "run", "-c", str(config)],
+        ["unshare", "-Urpf", "--mount-proc", watchrun_bin(), "run", *more, "-c", str(config)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, cwd=config.parent,
         start_new_session=True, env={**os.environ, **(env or {})})
     try:
@@ -147,11 +147,15 @@ def let_go(go: Path, unshare: subprocess.Popen[bytes]) -> None:
     wait_for(opened, "watchrun to open the FIFO that lets it go on")
 
 
-def test_as_pid1_a_sigterm_while_it_is_still_importing_stops_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("once", [False, True], ids=["run", "once"])
+def test_as_pid1_a_sigterm_while_it_is_still_importing_stops_it(tmp_path: Path,
+                                                                once: bool) -> None:
+    """A once run as PID 1 stopped so passed (exit 0, nothing said): its signals were caught
+    when watchrun's first module loaded, as any PID 1's, without knowing it was a once run."""
     env, here, go = held_at_the_parser(tmp_path)
     config = write_config(tmp_path, {"watchers": [
-        {"id": "c", "command": "sleep 1000", "pattern": "x"}]})
-    with as_pid1(config, env) as (proc, pid):
+        {"id": "c", "command": "sleep 1000", "pattern": "x", "gate": {"maxMatches": 0}}]})
+    with as_pid1(config, env, *(["--once"] if once else [])) as (proc, pid):
         wait_for(here.exists, "watchrun to begin importing its argument parser")
         os.kill(pid, signal.SIGTERM)
         let_go(go, proc)
@@ -159,7 +163,9 @@ def test_as_pid1_a_sigterm_while_it_is_still_importing_stops_it(tmp_path: Path) 
             status = proc.wait(timeout=DEADLINE_S)
         except subprocess.TimeoutExpired:
             pytest.fail("the SIGTERM sent while watchrun imported was lost: it runs on")
-    assert status == 0, (tmp_path / "runner.err").read_text()
+    said = (tmp_path / "runner.err").read_text()
+    assert status == (3 if once else 0), said
+    assert ("stopped by SIGTERM before it started: exit 3" in said) == once, said
     assert not (tmp_path / ".watchrun" / "watchers" / "c.jsonl").exists()
 
 

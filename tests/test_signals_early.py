@@ -152,3 +152,63 @@ def test_a_stop_deferred_there_is_acted_on_where_a_failed_start_ends(tmp_path: P
     assert (tmp_path / "sent").exists(), proc.stderr
     assert proc.returncode == (3 if once else 0), (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr
+
+
+STOP_IN_SET_NAME = STOP_IN_IMPORT.replace('''sys.addaudithook(hook)''', '''import functools
+set_name = functools.cached_property.__set_name__
+def __set_name__(self, owner, name):  # (a class with a cached_property is being made)
+    sent = os.environ["STOP_SENT"]
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None) \\
+            and owner.__module__.startswith("watchrun.") and not os.path.exists(sent):
+        open(sent, "w").close()
+        os.kill(os.getpid(), signal.SIGTERM)
+    return set_name(self, owner, name)
+functools.cached_property.__set_name__ = __set_name__''')
+"""Sends the first SIGTERM inside a `cached_property`'s `__set_name__` in a class of watchrun's
+(`match.redact.Redactor`)."""
+
+
+def test_a_stop_inside_a_set_name_ends_the_run_as_promised(tmp_path: Path) -> None:
+    """Python 3.11 wraps what a `__set_name__` raises in a RuntimeError: a stop that landed in
+    one (a class with a `cached_property` being made as the runner loaded) ended it with 1 and
+    a traceback (a third explorer's S3)."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "sitecustomize.py").write_text(STOP_IN_SET_NAME)
+    write_config(tmp_path, {"watchers": [{"id": "c", "command": "touch started; sleep 60",
+                                          "pattern": "x"}]})
+    env = {**os.environ, "STOP_SENT": str(tmp_path / "sent"), "PYTHONPATH": os.pathsep.join(
+        p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([watchrun_bin(), "run", "-c", "watch.yaml"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=DEADLINE_S)
+    assert (tmp_path / "sent").exists(), proc.stderr
+    assert (proc.returncode, "Traceback" in proc.stderr) == (0, False), proc.stderr
+    assert not (tmp_path / "started").exists()
+
+
+SIGNALLED_AT_THE_EXIT = STOP_IN_IMPORT + '''
+import atexit
+def again():  # (registered first: the last of the exit's calls)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        os.kill(os.getpid(), sig)
+atexit.register(again)
+'''
+"""STOP_IN_IMPORT that also signals the process again as it exits."""
+
+
+@pytest.mark.parametrize("once", [False, True], ids=["run", "once"])
+def test_signals_after_a_stop_before_the_start_change_nothing(tmp_path: Path,
+                                                               once: bool) -> None:
+    """Stopped before it started, the process left by the exception and never reached the
+    point where later signals are ignored: one at its exit raised again (a traceback, and
+    143 or 129 in its last milliseconds: a third explorer's S1)."""
+    env = stop_in_import_env(tmp_path, *IN_C_INITS[0])
+    (tmp_path / "shadow" / "sitecustomize.py").write_text(SIGNALLED_AT_THE_EXIT)
+    write_config(tmp_path, {"watchers": [{"id": "c", "command": "sleep 60", "pattern": "x"}]})
+    proc = subprocess.run([watchrun_bin(), "run", *(["--once"] if once else []), "-c",
+                           "watch.yaml"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=DEADLINE_S)
+    assert (tmp_path / "sent").exists(), proc.stderr
+    assert proc.returncode == (3 if once else 0), proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    assert proc.stderr.count("stopped by SIGTERM before it started") == once

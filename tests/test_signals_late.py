@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from liverunner import DEADLINE_S, wait_for, watchrun_bin, write_config
+from liverunner import DEADLINE_S, read_records, wait_for, watchrun_bin, write_config
 
 SIGNALLED_AFTER_THE_LOOP = """
 import atexit, os, signal, sys
@@ -127,3 +127,49 @@ def test_a_stop_inside_an_extensions_init_during_the_report_is_no_pass(tmp_path:
     assert (tmp_path / "sent").exists(), proc.stderr
     assert proc.returncode == 3, (proc.stdout, proc.stderr)
     assert "the run was interrupted by SIGTERM while its verdict was reported" in proc.stderr
+
+
+HURRIED = """
+import os, sys
+import watchrun.output.logstream, watchrun.runtime.signals as signals
+watchrun.output.logstream.EXIT_WAIT_S = 30.0  # (2 s: how long a reader may take nothing)
+close = signals.SignalInbox.close
+def close_said(self):
+    left = close(self)
+    open("closed", "w").close()
+    return left
+signals.SignalInbox.close = close_said
+sys.argv = ["watchrun", *sys.argv[1:]]
+from watchrun.cli import entry
+sys.exit(entry())
+"""
+"""`watchrun` whose exit waits 30 s for a log reader that takes nothing, and that makes the
+file `closed` as its loop gives the signals back."""
+
+
+def test_a_stop_after_the_loop_cuts_the_wait_for_the_log_reader_short(tmp_path: Path) -> None:
+    """Once the runner had stopped, signals changed nothing, so its exit waited for a stderr
+    reader as long as that took something (44 s after a SIGTERM, seen by a third explorer:
+    S6) or for EXIT_WAIT_S when it took nothing. A stop then cuts the wait short: what the
+    reader has not taken is left out."""
+    import fcntl
+    import sys
+
+    ids = [f"command-{i:02}" for i in range(40)]  # (their log: more than the pipe holds)
+    cfg = write_config(tmp_path, {"limits": {"maxWatchers": 40}, "watchers": [
+        {"id": i, "pattern": "^x", "command": "echo x"} for i in ids]})
+    proc = subprocess.Popen([sys.executable, "-c", HURRIED, "run", "-c", str(cfg)],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    fcntl.fcntl(proc.stderr, fcntl.F_SETPIPE_SZ, 4096)
+    outs = [tmp_path / ".watchrun" / "watchers" / f"{i}.jsonl" for i in ids]
+    try:  # stderr is never read: its log lines wait
+        wait_for(lambda: all(any(r["kind"] == "exit" for r in read_records(o)) for o in outs),
+                 "every command to have ended")
+        proc.send_signal(signal.SIGTERM)
+        wait_for((tmp_path / "closed").exists, "the loop to give the signals back")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0  # (not 30 s)
+    finally:
+        proc.kill()
+        proc.communicate()

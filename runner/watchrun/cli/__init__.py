@@ -18,17 +18,25 @@ def entry() -> int:
     `run` (the default): its signals are caught before anything else loads (`catch_early_stops`:
     a SIGHUP from logrotate's postrotate or `systemctl reload` is recorded, not fatal); in the
     other commands a Ctrl-C while the modules load ends as one later does (130, no traceback)."""
-    if os.getpid() != 1 and _OTHER_COMMANDS.isdisjoint(sys.argv[1:]) and \
-            _ONLY_PRINTS.isdisjoint(sys.argv[1:]):
-        catch_early_stops(once="--once" in sys.argv[1:])
+    if _OTHER_COMMANDS.isdisjoint(sys.argv[1:]) and _ONLY_PRINTS.isdisjoint(sys.argv[1:]):
+        catch_early_stops(once="--once" in sys.argv[1:])  # (as PID 1 too: a once run's 3)
     try:
-        from watchrun.cli.main import main
+        try:
+            from watchrun.cli.main import main
 
-        status = main()
-    except KeyboardInterrupt:
-        status = 130
-    if Stops.caught:  # (a stop not acted on yet ends it here; later ones change nothing)
-        Stops.exiting()
+            status = main()
+        except KeyboardInterrupt:
+            status = 130
+        if Stops.caught:  # (a stop not acted on yet ends it here)
+            Stops.settle()
+    except Exception as exc:
+        stop = Stops.unwrapped(exc) if Stops.caught else None
+        if stop is None:
+            raise
+        raise stop from None
+    finally:
+        if Stops.caught:  # (later ones change nothing but the log's last wait)
+            Stops.exiting()
     return status
 
 

@@ -1,10 +1,12 @@
 """SIGTERM, SIGINT and SIGHUP of `watchrun run` whenever its loop does not hold them: recorded,
 handed to the runner, and acted on only where raising is safe."""
 
+import atexit
 import builtins
 import contextlib
 import os
 import signal
+import sys
 import types
 from collections.abc import Callable, Iterator
 from types import FrameType
@@ -12,7 +14,9 @@ from types import FrameType
 _IMPORT = "<frozen importlib._bootstrap"
 """The file name of the import machinery's frames (and of its `_external` half)."""
 LOOK_AGAIN_S = 0.01
-"""How often a stop that came inside C code the import machinery called looks again."""
+"""How often a stop that came where it cannot be raised looks again (`_unsafe`)."""
+AFTER_RAISE_S = 0.5
+"""When a stop raised looks again: the exception never reached the exit (swallowed)."""
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers
@@ -58,6 +62,10 @@ class Stops:
     reload: Callable[[], None] | None = None
     looking: Handler | None = None
     """While a SIGALRM is set to look again (`_act`): the SIGALRM handler it replaced."""
+    raised: BaseException | None = None
+    """The stop raised last (an exception that wraps it is taken for it: `unwrapped`)."""
+    ended = False
+    """The exit status is known (`exiting`): a stop now only hurries the exit's last waits."""
 
     @classmethod
     def handler(cls, signum: int, frame: FrameType | None) -> None:
@@ -71,16 +79,26 @@ class Stops:
 
     @classmethod
     def _act(cls, frame: FrameType | None) -> None:
-        if cls.late is None or cls.exit is None:
+        if cls.late is None:
             return
-        if _in_import_c_code(frame):
-            was = signal.signal(signal.SIGALRM, cls._look_again)
-            if cls.looking is None:
-                cls.looking = signal.SIG_DFL if was is None else was
-            signal.setitimer(signal.ITIMER_REAL, LOOK_AGAIN_S)
+        if cls.ended:
+            _hurry()
             return
-        cls._stop_looking()
-        raise cls.exit(cls.late)
+        if cls.exit is None:
+            return
+        if _unsafe(frame):
+            cls._look_in(LOOK_AGAIN_S)
+            return
+        cls._look_in(AFTER_RAISE_S)  # (should the exception be swallowed, it comes again)
+        cls.raised = cls.exit(cls.late)
+        raise cls.raised
+
+    @classmethod
+    def _look_in(cls, seconds: float) -> None:
+        was = signal.signal(signal.SIGALRM, cls._look_again)
+        if cls.looking is None:
+            cls.looking = signal.SIG_DFL if was is None else was
+        signal.setitimer(signal.ITIMER_REAL, seconds)
 
     @classmethod
     def _look_again(cls, signum: int, frame: FrameType | None) -> None:
@@ -99,7 +117,8 @@ class Stops:
         """Where raising is safe (no C code below): a stop not acted on yet is, now."""
         cls._stop_looking()
         if cls.late is not None and cls.exit is not None:
-            raise cls.exit(cls.late)
+            cls.raised = cls.exit(cls.late)
+            raise cls.raised
 
     @classmethod
     def tell(cls, stop: Callable[[signal.Signals], bool], reload: Callable[[], None]) -> None:
@@ -116,27 +135,64 @@ class Stops:
 
     @classmethod
     def exiting(cls) -> None:
-        """The exit status is known: from now on these signals are ignored. Python's own
-        finalization puts the default back for any it handles, and a SIGTERM in the process's
-        last milliseconds ended it with 143 (129 for a SIGHUP) after its verdict was out."""
-        try:
-            cls.settle()
-        finally:
-            for sig in STOPS:
-                signal.signal(sig, signal.SIG_IGN)
+        """The exit status is known: a stop from now on only cuts short the wait for a reader
+        of the log that is still taking it (what it has not taken is left out), a SIGHUP is
+        nothing, and in the last moments all three are ignored (`_ignored`)."""
+        cls._stop_looking()
+        cls.ended, cls.exit = True, None
+        if cls.late is not None:
+            _hurry()
+
+    @classmethod
+    def unwrapped(cls, exc: BaseException) -> BaseException | None:
+        """The stop raised, if `exc` wraps it (Python 3.11 wraps what a `__set_name__` raises
+        in a RuntimeError, and a stop may land there unseen)."""
+        seen: BaseException | None = exc
+        while seen is not None:
+            if seen is cls.raised:
+                return seen
+            seen = seen.__cause__ or seen.__context__
+        return None
 
 
-def _in_import_c_code(frame: FrameType | None) -> bool:
-    """Whether `frame` runs below C code the import machinery called: an extension module's
-    init (`_imp.create_dynamic`, `exec_dynamic`); not a Python module's body (`exec`) nor an
-    import `from … import` makes through `__import__` (those pass an exception on)."""
+def _ignored() -> None:
+    """The last of the exit's own calls (registered first): Python's finalization then gives
+    every signal it handles its default back, and a SIGTERM in the process's last
+    milliseconds ended it with 143 (129 for a SIGHUP) after its verdict was out."""
+    Stops._stop_looking()
+    for sig in STOPS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _hurry() -> None:
+    """The log's last lines are waited for no longer (`LogStream.hurried`)."""
+    stream = sys.modules.get("watchrun.output.logstream")  # (none written: none to wait for)
+    if stream is not None:
+        stream.LogStream.hurried = True
+
+
+_SWALLOWED = frozenset({"__del__", "__set_name__"})
+"""Methods whose exception CPython prints and drops, or wraps in another (3.11)."""
+
+
+def _unsafe(frame: FrameType | None) -> bool:
+    """Whether a stop raised in `frame` would not reach `entry` as it is: it runs below C code
+    the import machinery called (an extension module's init, `_imp.create_dynamic`,
+    `exec_dynamic`: not a Python module's body, `exec`, an import `from … import` makes
+    through `__import__`, or the `compile` of a source), or in a `__del__`, a `__set_name__`
+    or the import machinery's weakref callback of a module lock (`cb`)."""
     while frame is not None:
         code = frame.f_code
-        if code.co_name == "_call_with_frames_removed" and code.co_filename.startswith(_IMPORT):
-            called = frame.f_locals.get("f")
-            if isinstance(called, types.BuiltinFunctionType) and \
-                    called not in (builtins.exec, builtins.__import__):
+        if code.co_name in _SWALLOWED:
+            return True
+        if code.co_filename.startswith(_IMPORT):
+            if code.co_name == "cb":
                 return True
+            if code.co_name == "_call_with_frames_removed":
+                called = frame.f_locals.get("f")
+                if isinstance(called, types.BuiltinFunctionType) and \
+                        called not in (builtins.exec, builtins.__import__, builtins.compile):
+                    return True
         frame = frame.f_back
     return False
 
@@ -144,6 +200,8 @@ def _in_import_c_code(frame: FrameType | None) -> bool:
 def catch_early_stops(once: bool = False) -> None:
     """Until the loop takes the signals over, SIGTERM and SIGINT end the process with 0 (3 in
     a once run), and a SIGHUP is recorded (`Stops`)."""
+    if not Stops.caught:
+        atexit.register(_ignored)  # (first: it runs last)
     Stops.caught = True
     Stops.exit = stop_early_once if once else stop_early
     for sig in STOPS:

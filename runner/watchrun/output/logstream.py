@@ -22,6 +22,8 @@ them all); a stream that must not drop (stdout) makes its writer wait in `room()
 EXIT_WAIT_S = 2.0
 """At exit, queued lines are written for as long as the reader takes some at least this often;
 a reader that takes nothing for this long is given up on, and the process ends."""
+HURRY_S = 0.1
+"""How often a drain looks whether it is to wait no longer (`LogStream.hurried`)."""
 _PIECE = select.PIPE_BUF
 """The writer thread writes at most this much at a time: a blocking write returns only once all
 of it is taken, so a slow reader's progress is seen every PIPE_BUF bytes (down to ~2 KB/s
@@ -35,6 +37,10 @@ class LogStream:
     """Lines to `fd`, in order. A line is written in the caller's thread when nothing waits before
     it and the descriptor has room; otherwise it is queued and a writer thread (started then)
     writes it, blocking there and not in the caller."""
+
+    hurried = False
+    """A stop came once the process's exit status was known (`cli.stops`): drains wait no
+    longer (a reader that keeps taking the log held the exit for as long as it did)."""
 
     def __init__(self, fd: int, note: Callable[[int], str] | None = None) -> None:
         """`note(n)`: the line that says `n` lines were dropped; None: nothing is dropped (the
@@ -101,12 +107,12 @@ class LogStream:
         with self._changed:
             since = time.monotonic()
             while not self._idle():
-                if self._gave_up:  # (the write under way when it was: not waited for)
-                    return False
+                if self._gave_up or LogStream.hurried:  # (`_gave_up`: the write under way when
+                    return False  # it was is not waited for)
                 left = max(since, self._wrote_at) + stall - time.monotonic()
                 if left <= 0:
                     return False
-                self._changed.wait(left)
+                self._changed.wait(min(left, HURRY_S))
             return True
 
     def abandon(self) -> int:
