@@ -45,11 +45,12 @@ class Stops:
     raised (`exit`: before the loop, SystemExit; while a once run reports its verdict,
     LateStop) or only kept (`late`: the exit goes on, with its status).
 
-    A stop is never raised inside C code the import machinery called (an extension's init):
-    one that imports a module calls back into Python, and an exception there was swallowed
-    (msgspec: the runner ran on, and a once run passed) or crashed the process (orjson:
-    SIGSEGV). It is raised once that C code has returned (a SIGALRM looks every LOOK_AGAIN_S),
-    and where the run hands over or ends (`tell`, `settle`), whichever comes first."""
+    A stop is never raised where its exception would not reach the exit as it is (`_unsafe`):
+    inside C code the import machinery called (an extension's init that imports a module
+    calls back into Python, and an exception there was swallowed, msgspec: the runner ran on
+    and a once run passed, or crashed the process, orjson: SIGSEGV), in a `__del__` or a
+    `__set_name__`. It is raised once out of there (a SIGALRM looks every LOOK_AGAIN_S), or
+    where the run hands over or ends (`tell`, `settle`), whichever comes first."""
 
     caught = False
     """This process's signals are caught here (`catch_early_stops`)."""
