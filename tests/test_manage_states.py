@@ -74,9 +74,11 @@ def test_a_runner_that_is_stopping_refuses_add_and_start_and_still_clears(
         added = inproc(tmp_path, "add", "late", "--path", "app.log", "--pattern", "WARN", *c)
         assert (added.returncode, added.stdout, added.stderr) == (
             3, "", "watchrun: error: the runner is stopping\n"), added
-        status = r.control({"cmd": "status"})
-        assert (status["state"], status["watchers"], status["stopping"]) == (
-            "stopping", [], ["stubborn"]), status
+        def settled() -> dict[str, Any] | None:  # (its `stop` record, logged, comes first)
+            status: dict[str, Any] = r.control({"cmd": "status"})
+            return status if status["stopping"] == ["stubborn"] else None
+        status = wait_for(settled, "`app` ended, not stopping")
+        assert (status["state"], status["watchers"]) == ("stopping", []), status
         assert not (r.out / "watchers" / "late.jsonl").exists()
         stopped = inproc(tmp_path, "stop", "app", *c)
         assert (stopped.returncode, stopped.stdout) == (
