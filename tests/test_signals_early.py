@@ -62,25 +62,26 @@ IN_C_INITS = [("datetime", "msgspec._core"), ("dataclasses", "orjson.orjson")]
 was swallowed by msgspec's, and crashed orjson's with SIGSEGV)."""
 
 
-def stop_in_import_env(tmp_path: Path, module: str, parent: str, **more: str
-                       ) -> dict[str, str]:
-    """The environment of a `watchrun` sent a SIGTERM when `parent`'s import imports `module`."""
+def shadowed(tmp_path: Path, module: str, text: str) -> str:
+    """PYTHONPATH with a folder first in it that holds `module`.py (`text`)."""
     shadow = tmp_path / "shadow"
     shadow.mkdir()
-    (shadow / "sitecustomize.py").write_text(STOP_IN_IMPORT)
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p),
-        "STOP_AT": module, "STOP_INSIDE": parent, "STOP_SENT": str(tmp_path / "sent"), **more}
+    (shadow / f"{module}.py").write_text(text)
+    return os.pathsep.join(p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p)
+
+
+def stop_in_import_env(tmp_path: Path, module: str, parent: str, seam: str = STOP_IN_IMPORT,
+                       **more: str) -> dict[str, str]:
+    """The environment of a `watchrun` sent a SIGTERM when `parent`'s import imports `module`
+    (`seam`: STOP_IN_IMPORT, or one made from it)."""
+    return {**os.environ, "PYTHONPATH": shadowed(tmp_path, "sitecustomize", seam),
+            "STOP_AT": module, "STOP_INSIDE": parent, "STOP_SENT": str(tmp_path / "sent"), **more}
 
 
 def held_env(tmp_path: Path) -> dict[str, str]:
     """The environment of a child held inside `import argparse` until `go` exists."""
-    shadow = tmp_path / "shadow"
-    shadow.mkdir()
-    (shadow / "argparse.py").write_text(HOLD)
-    path = os.pathsep.join(p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p)
-    return {"PYTHONPATH": path, "HOLD_REACHED": str(tmp_path / "reached"),
-            "HOLD_GO": str(tmp_path / "go")}
+    return {"PYTHONPATH": shadowed(tmp_path, "argparse", HOLD),
+            "HOLD_REACHED": str(tmp_path / "reached"), "HOLD_GO": str(tmp_path / "go")}
 
 
 def test_the_guess_of_a_run_knows_every_other_command() -> None:
@@ -172,13 +173,10 @@ def test_a_stop_inside_a_set_name_ends_the_run_as_promised(tmp_path: Path) -> No
     """Python 3.11 wraps what a `__set_name__` raises in a RuntimeError: a stop that landed in
     one (a class with a `cached_property` being made as the runner loaded) ended it with 1 and
     a traceback (a third explorer's S3)."""
-    shadow = tmp_path / "shadow"
-    shadow.mkdir()
-    (shadow / "sitecustomize.py").write_text(STOP_IN_SET_NAME)
     write_config(tmp_path, {"watchers": [{"id": "c", "command": "touch started; sleep 60",
                                           "pattern": "x"}]})
-    env = {**os.environ, "STOP_SENT": str(tmp_path / "sent"), "PYTHONPATH": os.pathsep.join(
-        p for p in (str(shadow), os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, "STOP_SENT": str(tmp_path / "sent"),
+           "PYTHONPATH": shadowed(tmp_path, "sitecustomize", STOP_IN_SET_NAME)}
     proc = subprocess.run([watchrun_bin(), "run", "-c", "watch.yaml"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=DEADLINE_S)
     assert (tmp_path / "sent").exists(), proc.stderr
@@ -202,8 +200,7 @@ def test_signals_after_a_stop_before_the_start_change_nothing(tmp_path: Path,
     """Stopped before it started, the process left by the exception and never reached the
     point where later signals are ignored: one at its exit raised again (a traceback, and
     143 or 129 in its last milliseconds: a third explorer's S1)."""
-    env = stop_in_import_env(tmp_path, *IN_C_INITS[0])
-    (tmp_path / "shadow" / "sitecustomize.py").write_text(SIGNALLED_AT_THE_EXIT)
+    env = stop_in_import_env(tmp_path, *IN_C_INITS[0], seam=SIGNALLED_AT_THE_EXIT)
     write_config(tmp_path, {"watchers": [{"id": "c", "command": "sleep 60", "pattern": "x"}]})
     proc = subprocess.run([watchrun_bin(), "run", *(["--once"] if once else []), "-c",
                            "watch.yaml"], cwd=tmp_path, env=env, capture_output=True,

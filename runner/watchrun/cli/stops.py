@@ -7,9 +7,8 @@ import contextlib
 import os
 import signal
 import sys
-import types
 from collections.abc import Callable, Iterator
-from types import FrameType
+from types import BuiltinFunctionType, FrameType
 
 _IMPORT = "<frozen importlib._bootstrap"
 """The file name of the import machinery's frames (and of its `_external` half)."""
@@ -191,7 +190,7 @@ def _unsafe(frame: FrameType | None) -> bool:
                 return True
             if code.co_name == "_call_with_frames_removed":
                 called = frame.f_locals.get("f")
-                if isinstance(called, types.BuiltinFunctionType) and \
+                if isinstance(called, BuiltinFunctionType) and \
                         called not in (builtins.exec, builtins.__import__, builtins.compile):
                     return True
         frame = frame.f_back
