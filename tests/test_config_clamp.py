@@ -11,6 +11,7 @@ import pytest
 from inproc import inproc
 
 from watchrun.config import load_config
+from watchrun.config.clamp import LIMIT_RULES
 
 W = "watchers:\n  - id: a\n    path: app.log\n    pattern: x\n"
 
@@ -122,7 +123,8 @@ def _config(tmp_path: Path, limits: str, *args: str) -> tuple[int, str, str]:
 
 def test_docs_config_md_defaults_and_ranges_are_the_runners(tmp_path: Path) -> None:
     tables = {"limits": _doc_rows("`limits`"), "output": _doc_rows("`output`")}
-    assert len(tables["limits"]) == 13 and {"maxBytes", "keep"} <= set(tables["output"])
+    assert len(tables["limits"]) == len(LIMIT_RULES) == 14
+    assert {"maxBytes", "keep"} <= set(tables["output"])
     rc, out, _ = _config(tmp_path, "", "config", "--format", "json")
     resolved = json.loads(out)
     for section, rows in tables.items():
@@ -132,7 +134,7 @@ def test_docs_config_md_defaults_and_ranges_are_the_runners(tmp_path: Path) -> N
     # every range, from both sides: set each bound's neighbour and see it clamped to the bound
     ranged = {(s, k): rng.split("–") for s, rows in tables.items() for k, (_d, rng) in rows.items()
               if "–" in rng}
-    assert len(ranged) == 13  # 11 limits (not the booleans), output.maxBytes and output.keep
+    assert len(ranged) == 14  # 12 limits (not the booleans), output.maxBytes and output.keep
     for side in (0, 1):
         lines: dict[str, list[str]] = {s: [] for s in tables}
         for (section, key), bounds in ranged.items():

@@ -8,13 +8,16 @@ import asyncio
 import errno
 import json
 import os
+import resource
 import signal
+import subprocess
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, write_config
+from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
 from recordcheck import validate_records
 from test_metrics import scrape
 from tmpfs import fill, full_disk_runner, grow, mount_tmpfs, umount
@@ -31,6 +34,17 @@ class Clock:
 
     def now(self) -> float:
         return 1.8e9
+
+
+def gave_up_after(err: str, who: str) -> float:
+    """Seconds from `who`'s first failed write to its records given up, by the log's stamps."""
+    stamps = {}
+    for line in err.splitlines():
+        for event, said in (("failed", "; retrying for "),
+                            ("gave up", "its records could not be written")):
+            if f"watchrun: {who} error: " in line and said in line:
+                stamps.setdefault(event, datetime.fromisoformat(line.split()[0]))
+    return (stamps["gave up"] - stamps["failed"]).total_seconds()
 
 
 def explained(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -213,7 +227,8 @@ def cli(cwd: Path, *args: str) -> Any:
 def test_a_once_run_on_a_full_disk_fails_in_seconds_and_the_next_run_loses_nothing(
         tmp_path: Path) -> None:
     """A once run retried a full disk for as long as it took: a CI gate that never ended (it
-    ran until the job's own timeout). Now a write fails after ONCE_WRITE_S: exit 3, saying why;
+    ran until the job's own timeout). Now a write fails after `limits.onceWriteTimeout` (5 s by
+    default): exit 3, saying why;
     the seqs given up are explained, and the next run (once + fromStart: a fresh look at the
     whole file) records every line."""
     from test_once import once
@@ -229,7 +244,8 @@ def test_a_once_run_on_a_full_disk_fails_in_seconds_and_the_next_run_loses_nothi
         assert run.rc == 3, (run.out, run.err)
         assert run.took < 30
         assert "its records could not be written: ENOSPC" in run.out
-        assert "retrying for 5 s, then the watcher fails" in run.err
+        assert "retrying for 5 s, then it fails" in run.err
+        assert 4.9 <= gave_up_after(run.err, "[f]") < 5.9  # (not the backoff's next step: 6.3)
         grow(mnt, "8m")
         again = once(tmp_path, conf, "--quiet")
         assert again.rc == 0, (again.out, again.err)
@@ -246,15 +262,15 @@ def test_a_once_run_on_a_full_disk_fails_in_seconds_and_the_next_run_loses_nothi
 def test_a_once_run_whose_agent_cannot_write_ends_and_fails(tmp_path: Path) -> None:
     """An agent's records were retried forever: a once run with a woken agent on a full disk
     never ended, and SIGTERM did not end it either (the stop waited for the records). Now they
-    are given up after ONCE_WRITE_S (a `gap` at the next start explains their seqs) and the run
-    exits 3."""
+    are given up after `limits.onceWriteTimeout` (a `gap` at the next start explains their
+    seqs) and the run exits 3."""
     from test_once import once
 
     mnt = tmp_path / "mnt"
     mount_tmpfs(mnt, "256k")
     try:
         (tmp_path / "app.log").write_text("E one\n")
-        conf = {"output": {"dir": str(mnt / "out")},
+        conf = {"output": {"dir": str(mnt / "out")}, "limits": {"onceWriteTimeout": "1s"},
                 "watchers": [{"id": "f", "path": "app.log", "pattern": "E", "fromStart": True,
                               "wake": "ag"}],
                 "agents": [{"name": "ag", "provider": "mock",
@@ -265,6 +281,7 @@ def test_a_once_run_whose_agent_cannot_write_ends_and_fails(tmp_path: Path) -> N
         assert run.rc == 3, (run.out, run.err)
         assert run.took < 40
         assert "[ag] error: its records could not be written: ENOSPC" in run.err
+        assert 0.9 <= gave_up_after(run.err, "[ag]") < 1.9  # (its limits.onceWriteTimeout)
         grow(mnt, "8m")
         again = once(tmp_path, {**conf, "watchers": []})
         assert again.rc == 0, again.err
@@ -273,6 +290,30 @@ def test_a_once_run_whose_agent_cannot_write_ends_and_fails(tmp_path: Path) -> N
         assert gap["reason"] == "unwritten" and gap["records"] > 0
     finally:
         umount(mnt)
+
+
+def test_an_agent_run_whose_records_cannot_be_written_gives_up_after_once_write_timeout(
+        tmp_path: Path) -> None:
+    """`agent run` is one turn that must end: its records, which cannot grow past 8 KiB
+    (RLIMIT_FSIZE: EFBIG), are retried for `limits.onceWriteTimeout` (2 s here), then given up,
+    exit 3, saying why."""
+    from test_once import base_env
+
+    config = write_config(tmp_path, {"output": {"dir": "out"},
+                                     "limits": {"onceWriteTimeout": "2s"},
+                                     "agents": [{"name": "ag", "provider": "mock",
+                                                 "prompt": "hello"}]})
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
+
+    run = subprocess.run([watchrun_bin(), "agent", "run", "ag", "-c", str(config), "--prompt",
+                          "y" * 12_000], cwd=tmp_path, env=base_env(), capture_output=True,
+                         text=True, timeout=60, check=False, preexec_fn=small_files)
+    assert run.returncode == 3, (run.stdout, run.stderr)
+    assert "retrying for 2 s, then it fails" in run.stderr
+    assert "agent ag: its records could not be written: EFBIG" in run.stderr
+    assert 1.9 <= gave_up_after(run.stderr, "[ag]") < 2.9
 
 
 def test_a_runner_whose_agent_cannot_write_still_stops_on_sigterm(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from liverunner import LiveRunner, read_records, wait_for, write_config
 from test_disk_full import listed
-from test_disk_full_counts import once_in_8k, recorded
+from test_disk_full_counts import QUICK, once_in_8k, recorded
 from tmpfs import fill, mount_tmpfs, umount
 from webhook_server import receiver
 
@@ -19,7 +19,7 @@ def test_a_once_run_acts_on_the_match_records_it_wrote(tmp_path: Path) -> None:
     Now the webhook gets them (and only them); the given-up rest is the verdict's ERROR."""
     (tmp_path / "app.log").write_text("".join(f"ERROR line {n}\n" for n in range(1, 501)))
     with receiver(200) as rx:
-        config = write_config(tmp_path, {"output": {"dir": "out"}, "watchers": [
+        config = write_config(tmp_path, {"output": {"dir": "out"}, "limits": QUICK, "watchers": [
             {"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR",
              "actions": [{"type": "webhook", "url": rx.url}]}]})
         run = once_in_8k(config)
@@ -37,7 +37,7 @@ def test_a_once_run_wakes_its_agent_for_the_match_records_it_wrote(tmp_path: Pat
     """The same once run with a watcher that wakes an agent: the agent was never woken. Now its
     delivery carries the matches whose records were written, and a turn runs for them."""
     (tmp_path / "app.log").write_text("".join(f"ERROR line {n}\n" for n in range(1, 501)))
-    config = write_config(tmp_path, {"output": {"dir": "out"}, "watchers": [
+    config = write_config(tmp_path, {"output": {"dir": "out"}, "limits": QUICK, "watchers": [
         {"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR", "wake": "ag"}],
         "agents": [{"name": "ag", "provider": "mock", "prompt": "{matches}"}]})
     once_in_8k(config)

@@ -18,6 +18,10 @@ from test_metrics import scrape
 from test_once import base_env, table_row
 from tmpfs import fill, full_disk_runner
 
+QUICK = {"onceWriteTimeout": "1s"}
+"""The once runs here give their failing writes up after 1 s, not 5 (test_disk_full.py times
+`limits.onceWriteTimeout` itself)."""
+
 
 def recorded(jsonl: Path) -> int:
     """The match records in the JSONL (whole lines: `validate_records` fails on a torn one)."""
@@ -74,7 +78,7 @@ def test_a_once_run_that_cannot_write_counts_the_match_records_it_wrote(
     said 1 for its "could not be written" error, which could not be written either: now it
     counts the error records written."""
     (tmp_path / "app.log").write_text("".join(f"ERROR line {n}\n" for n in range(1, 501)))
-    config = write_config(tmp_path, {"output": {"dir": "out"}, "watchers": [
+    config = write_config(tmp_path, {"output": {"dir": "out"}, "limits": QUICK, "watchers": [
         {"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR",
          "gate": {"maxMatches": 1000}}]})
 
@@ -107,7 +111,7 @@ def test_truncated_and_redacted_count_only_the_records_written(tmp_path: Path) -
     (tmp_path / "app.log").write_text("".join(
         f"ERROR line {n} password=hunter{n} {'x' * 400}\n" for n in range(1, 201)))
     config = write_config(tmp_path, {
-        "output": {"dir": "out", "redact": True}, "limits": {"maxLineBytes": 256},
+        "output": {"dir": "out", "redact": True}, "limits": {**QUICK, "maxLineBytes": 256},
         "watchers": [{"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR"}]})
     once_in_8k(config)
     recs = validate_records(tmp_path / "out" / "watchers" / "w.jsonl", contiguous=False)
@@ -127,7 +131,7 @@ def test_a_gate_crossed_by_the_records_written_shows_their_lines(tmp_path: Path)
     evidence was kept only for a batch written whole: the report said "… and 32 more" with
     not one line above it. Now it lists the first lines of the records written."""
     (tmp_path / "app.log").write_text("".join(f"ERROR line {n}\n" for n in range(1, 501)))
-    config = write_config(tmp_path, {"output": {"dir": "out"}, "watchers": [
+    config = write_config(tmp_path, {"output": {"dir": "out"}, "limits": QUICK, "watchers": [
         {"id": "w", "path": "app.log", "fromStart": True, "pattern": "ERROR",
          "gate": {"maxMatches": 3}}]})
     run = once_in_8k(config)

@@ -24,7 +24,6 @@ from watchrun.match.redact import clean_text, redactor
 from watchrun.match.sanitize import sanitize
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
-from watchrun.output.writer import ONCE_WRITE_S
 from watchrun.process.spawn import Spawner
 
 __all__ = ["MAX_SENDS", "AgentHub"]
@@ -83,7 +82,8 @@ class AgentHub(StoppingHub):
         rec, h = await open_recorder(self.layout.jsonl("agent", spec.name), spec.name,
                                      self.config.output, self.config.limits.max_line_bytes,
                                      self.log, self.clock,
-                                     give_up_after=ONCE_WRITE_S if self.once else None)
+                                     give_up_after=self.config.limits.once_write_ms / 1000
+                                     if self.once else None)
         if self.problem is not None:  # (a full disk: `status` says so while the log did)
             logged, keep = rec.writer.on_error, self.problem
 

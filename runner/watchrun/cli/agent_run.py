@@ -24,7 +24,6 @@ from watchrun.output.outdir import OutputDirError, OutputLayout, prepare_output_
 from watchrun.output.runlog import RunLog
 from watchrun.output.safefs import UnsafePathError
 from watchrun.output.sink import SinkWriteError
-from watchrun.output.writer import ONCE_WRITE_S
 from watchrun.process.groups import GroupRegistry, agent_processes, end_leftovers
 from watchrun.process.guard import LazyGuardian
 from watchrun.process.spawn import Spawner, become_subreaper
@@ -55,11 +54,11 @@ async def run_one_turn(config: Config, spec: AgentSpec, layout: OutputLayout, pr
                        log: RunLog) -> tuple[TurnResult, str | None]:
     """One turn of `spec`, recorded in its JSONL; SIGINT/SIGTERM abort it (`cancelled`), and
     another while it is stopping kills what remains at once. Also why its records were given
-    up (a disk failing for ONCE_WRITE_S), or None."""
+    up (a disk failing for `limits.onceWriteTimeout`), or None."""
     clock = SystemClock()
-    rec, history = await open_recorder(layout.jsonl("agent", spec.name), spec.name,
-                                       config.output, config.limits.max_line_bytes, log, clock,
-                                       give_up_after=ONCE_WRITE_S)  # (one turn: it must end)
+    rec, history = await open_recorder(  # (one turn: it must end, failing disk or not)
+        layout.jsonl("agent", spec.name), spec.name, config.output,
+        config.limits.max_line_bytes, log, clock, give_up_after=config.limits.once_write_ms / 1000)
     guardian, registry = await _own_processes(layout, spec.name,
                                               config.limits.stop_timeout_ms / 1000, log)
     spawner = Spawner(registry)

@@ -53,6 +53,7 @@ LIMIT_RULES: dict[str, tuple[str, Range | None]] = {
     "stopTimeout": ("stop_timeout_ms", Range(0, 60_000, "ms")),
     "maxGenerations": ("max_generations", Range(1, 100)),
     "rotateWait": ("rotate_wait_ms", Range(0, 600_000, "ms")),
+    "onceWriteTimeout": ("once_write_ms", Range(100, 600_000, "ms")),
 }
 """`limits` keys: the Limits field each sets, and its range (None for booleans)."""
 

@@ -29,6 +29,7 @@ _LIMIT_KEYS = {
     "stopTimeout": "stop_timeout_ms",
     "maxGenerations": "max_generations",
     "rotateWait": "rotate_wait_ms",
+    "onceWriteTimeout": "once_write_ms",
 }
 
 

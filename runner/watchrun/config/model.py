@@ -35,6 +35,8 @@ class Limits(Struct, frozen=True):
     """Unread rotated generations of a file read after a stop or stall (the newest ones)."""
     rotate_wait_ms: int = 5000
     """A rotated-away file is read until it has not grown for this long."""
+    once_write_ms: int = 5000
+    """A once run (and `agent run`) retries a failing write this long, then gives it up."""
 
 
 class OutputSpec(Struct, frozen=True):

@@ -9,11 +9,8 @@ from typing import Any
 
 from watchrun.output.sink import JsonlSink, SinkWriteError
 
-__all__ = ["CLOSE_WRITE_S", "ONCE_WRITE_S", "AsyncWriter"]
+__all__ = ["CLOSE_WRITE_S", "AsyncWriter"]
 
-ONCE_WRITE_S = 5.0
-"""A once run (and a one-shot `agent run`) gives a failing disk this long per write, then gives
-the records up: a CI gate must end, and it cannot pass without its records."""
 CLOSE_WRITE_S = 2.0
 """At a stop, what is still queued is retried this long on a failing disk, then given up."""
 
@@ -93,8 +90,8 @@ class AsyncWriter:
                     if self.on_error is not None:
                         self.on_error(f"{exc}; retrying, no record is dropped"
                                       if self.give_up_after is None else
-                                      f"{exc}; retrying for {self.give_up_after:g} s, then "
-                                      "the watcher fails")
+                                      f"{exc}; retrying for {self.give_up_after:g} s, then it "
+                                      "fails")
                 now = asyncio.get_running_loop().time()
                 stop_at = self._stop_at
                 if (deadline is not None and now >= deadline) or (
@@ -102,8 +99,9 @@ class AsyncWriter:
                     self.gave_up = self.give_up_after is not None or stop_at is not None
                     raise
             self._wake.clear()
-            wait = delay if self._stop_at is None else max(
-                0.0, min(delay, self._stop_at - asyncio.get_running_loop().time()))
+            now = asyncio.get_running_loop().time()  # (the last try is at the deadline itself)
+            wait = max(0.0, min([delay, *(t - now for t in (deadline, self._stop_at)
+                                          if t is not None)]))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), wait)
             delay = min(delay * 2, self.max_delay)

@@ -19,7 +19,7 @@ from watchrun.notify import Notifier
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink, SinkWriteError
-from watchrun.output.writer import ONCE_WRITE_S, AsyncWriter
+from watchrun.output.writer import AsyncWriter
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.gate import FIRST_LINES, Evidence, Trouble, cut_note
 from watchrun.runtime.pipeline import OnMatches, WatcherPipeline
@@ -119,8 +119,9 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
            on_matches: OnMatches,
            on_event: Callable[[WatcherSpec, str, dict[str, Any]], None]) -> WatcherRuntime:
     wid = spec.id
-    writer = AsyncWriter(sink, give_up_after=ONCE_WRITE_S if once else None)  # (its failures
-    # are reported by the watcher set, which launches it: `WatcherSet.launch`)
+    writer = AsyncWriter(  # (a once run must end, and cannot pass without its records; the
+        # failures are reported by the watcher set, which launches it: `WatcherSet.launch`)
+        sink, give_up_after=config.limits.once_write_ms / 1000 if once else None)
     matcher = Matcher(spec.pattern, spec.exclude, spec.case_sensitive, store=seams.databases)
     gate = spec.gate
     require = None
