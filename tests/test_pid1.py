@@ -169,6 +169,51 @@ def test_as_pid1_a_sigterm_while_it_is_still_importing_stops_it(tmp_path: Path,
     assert not (tmp_path / ".watchrun" / "watchers" / "c.jsonl").exists()
 
 
+AS_THE_CLI_LOADS = '''"""Sends this process a SIGTERM as `watchrun.cli`'s module body returns: after
+its PID 1 signal handlers, before `entry` runs."""
+import os, signal, sys
+
+
+def body(frame, event, arg):
+    if event == "return":
+        sys.settrace(None)
+        os.kill(os.getpid(), signal.SIGTERM)
+    return body
+
+
+def calls(frame, event, arg):
+    code = frame.f_code
+    if code.co_name == "<module>" and code.co_filename.endswith(
+            os.path.join("watchrun", "cli", "__init__.py")):
+        return body
+    return None
+
+
+sys.settrace(calls)
+'''
+
+
+@pytest.mark.parametrize("once", [False, True], ids=["run", "once"])
+def test_as_pid1_a_stop_as_its_first_module_loads_is_never_a_pass(tmp_path: Path,
+                                                                   once: bool) -> None:
+    """The handlers watchrun's first module sets for a PID 1 made a stop there end a once run
+    with 0, a pass (a fourth explorer's S2): they now know a once run, as `entry`'s do."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(AS_THE_CLI_LOADS)
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH"))
+                                         if p)}
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "c", "command": "sleep 1000", "pattern": "x", "gate": {"maxMatches": 0}}]})
+    proc = subprocess.run(["unshare", "-Urpf", "--mount-proc", watchrun_bin(), "run",
+                           *(["--once"] if once else []), "-c", str(config)],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, **env}, timeout=DEADLINE_S)
+    assert proc.returncode == (3 if once else 0), proc.stderr
+    assert ("stopped by SIGTERM before it started: exit 3" in proc.stderr) == once, proc.stderr
+    assert not (tmp_path / ".watchrun" / "watchers" / "c.jsonl").exists()
+
+
 def test_as_pid1_a_sighup_while_it_is_still_importing_is_a_reload_once_started(
         tmp_path: Path) -> None:
     """README: a SIGHUP before the runner has started is recorded, never fatal, and is one

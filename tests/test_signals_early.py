@@ -184,6 +184,57 @@ def test_a_stop_inside_a_set_name_ends_the_run_as_promised(tmp_path: Path) -> No
     assert not (tmp_path / "started").exists()
 
 
+STOP_DROPPED = '''"""Sends this process a SIGTERM when `ssl` is first imported (by asyncio, after
+watchrun took the signals) and drops the stop it raises there, as C code that checked for
+signals while it made an error drops it (CPython's `import_from` formatting its ImportError in
+ssl.py: a fourth explorer's N1a); with STOP_REPLACED, that C code's own error goes on instead,
+not chained to the stop."""
+import os, signal, sys, time
+
+
+def hook(event, args):
+    sent = os.environ["STOP_SENT"]
+    if event == "import" and args[0] == "ssl" and "ssl" not in sys.modules \\
+            and signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None) \\
+            and not os.path.exists(sent):
+        open(sent, "w").close()
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            end = time.monotonic() + 5
+            while time.monotonic() < end:  # (the stop is raised in here, or 10 ms later)
+                pass
+        except SystemExit:
+            pass
+        if os.environ.get("STOP_REPLACED"):
+            raise TypeError("expected a message argument")
+
+
+sys.addaudithook(hook)
+'''
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["dropped", "replaced"])
+@pytest.mark.parametrize("once", [False, True], ids=["run", "once"])
+def test_a_stop_that_c_code_dropped_or_replaced_still_ends_the_run(
+        tmp_path: Path, once: bool, replaced: bool) -> None:
+    """A stop raised inside C code that then cleared it, or set an error of its own in its
+    place, unchained: the runner went on until the stop was raised again (a once run said
+    "stopped by SIGTERM" twice), or ended with that error's traceback and exit 1."""
+    write_config(tmp_path, {"watchers": [{"id": "c", "command": "touch started; sleep 60",
+                                          "pattern": "x", "gate": {"maxMatches": 0}}]})
+    env = {**os.environ, "STOP_SENT": str(tmp_path / "sent"),
+           "PYTHONPATH": shadowed(tmp_path, "sitecustomize", STOP_DROPPED),
+           **({"STOP_REPLACED": "1"} if replaced else {})}
+    proc = subprocess.run([watchrun_bin(), "run", *(["--once"] if once else []), "-c",
+                           "watch.yaml"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=DEADLINE_S)
+    assert (tmp_path / "sent").exists(), proc.stderr
+    assert proc.returncode == (3 if once else 0), (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("stopped by SIGTERM before it started") == (1 if once else 0)
+    assert not (tmp_path / "started").exists()
+
+
 SIGNALLED_AT_THE_EXIT = STOP_IN_IMPORT + '''
 import atexit
 def again():  # (registered first: the last of the exit's calls)

@@ -31,6 +31,8 @@ def entry() -> int:
             Stops.settle()
     except Exception as exc:
         stop = Stops.unwrapped(exc) if Stops.caught else None
+        if stop is None and isinstance(Stops.raised, SystemExit):
+            stop = Stops.raised  # (C code that checked signals replaced it: ssl's import did)
         if stop is None:
             raise
         raise stop from None
@@ -41,4 +43,4 @@ def entry() -> int:
 
 
 if os.getpid() == 1:  # the kernel drops a signal sent to a PID 1 with no handler for it
-    catch_early_stops()
+    catch_early_stops(once="--once" in sys.argv[1:])  # (as `entry` does: never a pass)

@@ -28,11 +28,13 @@ def stop_early(signum: int) -> BaseException:
 
 def stop_early_once(signum: int) -> BaseException:
     """The same in a once run: it looked at nothing, so it is never a pass (exit 3). Said
-    with os.write: a signal handler that wrote through sys.stderr while the main thread did
-    would raise "reentrant call" instead."""
-    with contextlib.suppress(OSError):
-        os.write(2, f"watchrun: error: stopped by {signal.Signals(signum).name} before it "
-                    "started: exit 3\n".encode())
+    once (a stop raised where C code dropped it is raised again) and with os.write: a signal
+    handler that wrote through sys.stderr while the main thread did would raise "reentrant
+    call" instead."""
+    if not isinstance(Stops.raised, SystemExit):
+        with contextlib.suppress(OSError):
+            os.write(2, f"watchrun: error: stopped by {signal.Signals(signum).name} before "
+                        "it started: exit 3\n".encode())
     return SystemExit(3)
 
 
