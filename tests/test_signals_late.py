@@ -82,11 +82,15 @@ def test_a_signal_after_the_loop_leaves_the_exit_status_as_promised(
 
 
 SIGNALLED_IN_ITS_STOP = """
-import os, signal, sys
+import asyncio, os, signal, sys
 import watchrun.runtime.shutdown as shutdown
 stop_everything = shutdown._stop_everything
 async def signalled_first(sup, reason):
     os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(1000):  # (until the stop under way has heard it)
+        if sup.stop_reason != "once":
+            break
+        await asyncio.sleep(0.01)
     await stop_everything(sup, reason)
 shutdown._stop_everything = signalled_first
 sys.argv = ["watchrun", "run", "--once", *sys.argv[1:]]
@@ -99,7 +103,8 @@ def test_a_once_run_signalled_during_its_own_stop_is_no_pass(tmp_path: Path) -> 
     """A SIGTERM while a once run stopped after it ended by itself was taken as the second
     signal and the verdict then passed (exit 0), where a few ms later it was 143 and during the
     report 3 (a tester's U1). A once run a stop signal reached before its verdict was out is
-    never a pass."""
+    never a pass. That one signal kills what remains, and the log says which did: "second
+    signal" counted the run's own end as the first (a fourth explorer's N2)."""
     from test_stuck_calls import seamed_runner
 
     (tmp_path / "app.log").write_text("all well\n")
@@ -107,7 +112,10 @@ def test_a_once_run_signalled_during_its_own_stop_is_no_pass(tmp_path: Path) -> 
                                                 "pattern": "ERROR", "gate": {"maxMatches": 0}}]})
     with seamed_runner(SIGNALLED_IN_ITS_STOP, cfg) as (proc, err):
         assert proc.wait(timeout=20) == 3, "".join(err)
-    assert "the run was interrupted by SIGTERM: exit 3" in "".join(err)
+    said = "".join(err)
+    assert "the run was interrupted by SIGTERM: exit 3" in said
+    assert "SIGTERM while stopping (once): killing what remains now" in said, said
+    assert "second signal" not in said, said
 
 
 def test_a_stop_inside_an_extensions_init_during_the_report_is_no_pass(tmp_path: Path) -> None:

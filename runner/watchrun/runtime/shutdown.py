@@ -64,8 +64,10 @@ async def shutdown(sup: Stopping, inbox: SignalInbox, reason: str) -> None:
         if second.done():
             if sup.once and reason == "once":  # (its verdict is out after it: never a pass)
                 sup.stop_reason = second.result()
-            if not stopping.done():
-                sup.log.warning("second signal: killing what remains now")
+            if not stopping.done():  # (the first may have been no signal: a once run's end)
+                said = "second signal" if reason.startswith("SIG") else \
+                    f"{second.result()} while stopping ({reason})"
+                sup.log.warning(f"{said}: killing what remains now")
                 sup.spawner.kill_all()
         await stopping
     finally:
