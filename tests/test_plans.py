@@ -270,3 +270,33 @@ def test_an_archive_judged_already_is_never_named_for_another_generation(
             ("compressed", str(own), 3)]
     finally:
         plan.close()
+
+
+def test_an_archive_that_only_begins_as_the_generation_read_is_not_named_for_it(
+        tmp_path: Path) -> None:
+    """Two generations of the same first bytes and length: the followed one read to its end
+    and gone, another's archive changed since it was judged (so judged again). The followed
+    one's gap named that archive, `compressed` from its offset on, though the archive held
+    nothing past it and its bytes before it were not the ones read (an explorer's rotation-3
+    U1). Now an archive is the followed generation's only when it holds what was read of it
+    (the bytes before the offset too) and more: the generation is `missing`, and the archive
+    is judged as a generation of its own."""
+    import gzip
+
+    banner = "INFO banner " + "x" * 1100 + "\n"
+    log = tmp_path / "app.log"
+    write(log, banner + "ERROR a2\n")
+    b, data = os.stat(log), log.read_bytes()
+    followed = position(b.st_dev, b.st_ino, b.st_mtime_ns, data[:1024], b"ERROR a2\n",
+                        len(data), 3, str(log))
+    other = tmp_path / "app.log.2.gz"
+    other.write_bytes(gzip.compress((banner + "ERROR a1\n").encode()))
+    log.unlink()
+    later = b.st_mtime_ns + 10**9
+    os.utime(other, ns=(later, later))
+    plan = plans.plan_start(log, [followed], 10, Recorded(), [])
+    try:
+        assert [(g["reason"], g["path"], g.get("offset")) for g in plan.gaps] == [
+            ("missing", str(log), len(data)), ("compressed", str(other), None)]
+    finally:
+        plan.close()

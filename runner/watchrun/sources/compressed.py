@@ -114,28 +114,47 @@ def holds_whole(fd: int, cp: Checkpoint) -> bool:
     planner's worker thread."""
     if not (cp.fingerprint_len or cp.offset == 0) or cp.offset > WHOLE_MAX:
         return False
+    return _as_read(fd, cp) == (True, False)
+
+
+def holds_begun(fd: int, cp: Checkpoint) -> bool:
+    """The compressed file holds what was read of the checkpointed generation and more: the
+    generation, compressed before it was read to its end. By its first bytes alone past
+    WHOLE_MAX; never for a generation seen empty (it has no first bytes to know it by)."""
+    if not cp.fingerprint_len:
+        return False
+    if cp.offset > WHOLE_MAX:  # (not decompressed that far)
+        head = compressed_head(fd)
+        return head is not None and begins_as(cp, head)
+    return _as_read(fd, cp) == (True, True)
+
+
+def _as_read(fd: int, cp: Checkpoint) -> tuple[bool, bool]:
+    """Decompressed until past the checkpoint's offset: whether it holds what was read (the
+    first bytes, the bytes just before the offset), and whether it holds more than that.
+    (False, False) for content that cannot be decompressed or is cut short."""
     d = _decompressor(os.pread(fd, 12, 0))
     if d is None:
-        return False
+        return False, False
     head, tail, total, pos = b"", b"", 0, 0
     try:
-        while not d.eof:
+        while not d.eof and total <= cp.offset:
             data = os.pread(fd, 16 * 1024, pos)
             if not data:
-                return False  # (cut short: still being written, or damaged)
+                return False, False  # (cut short: still being written, or damaged)
             pos += len(data)
             out = d.decompress(data)
-            total += len(out)
-            if total > cp.offset:
-                return False  # more than was read: written to after the last look
+            before, total = total, total + len(out)
             if len(head) < cp.fingerprint_len:
                 head += out[: cp.fingerprint_len - len(head)]
                 if len(head) == cp.fingerprint_len and fingerprint(head) != cp.fingerprint:
-                    return False  # another file: not decompressed any further
-            tail = (tail + out[-cp.tail_len:])[-cp.tail_len:] if cp.tail_len else b""
+                    return False, False  # another file: not decompressed any further
+            if cp.tail_len:
+                tail = (tail + out[: max(0, cp.offset - before)])[-cp.tail_len:]
     except _BROKEN:
-        return False
-    return (total == cp.offset and not d.unused_data
+        return False, False
+    read = (total >= cp.offset
             and (not cp.fingerprint_len or fingerprint(head) == cp.fingerprint)
             and (not cp.tail_len or fingerprint(tail) == cp.tail))
+    return read, total > cp.offset or bool(d.unused_data)
 

@@ -14,8 +14,8 @@ from typing import Any
 from msgspec import Struct, field
 
 from watchrun.sources.compressed import (
-    compressed_head,
     drained_or_empty,
+    holds_begun,
     holds_whole,
     is_compressed,
 )
@@ -23,7 +23,6 @@ from watchrun.sources.generation import open_regular
 from watchrun.sources.identity import (
     Archive,
     Checkpoint,
-    begins_as,
     holds,
     identifies,
     inode_generation,
@@ -199,14 +198,10 @@ def archived(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
 
 def begun_archive(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
                   judged: Collection[Archive]) -> Entry | None:
-    """The archive (as `archived` looks for it) that begins as the checkpointed generation
-    did, which is gone: compressed before it was read to its end."""
-    return _archive_of(cp, entries, taken, judged, _begins_as)
-
-
-def _begins_as(fd: int, cp: Checkpoint) -> bool:
-    head = compressed_head(fd)
-    return head is not None and begins_as(cp, head)
+    """The archive (as `archived` looks for it) that holds what was read of the checkpointed
+    generation and more, which is gone: compressed before it was read to its end. One that
+    only begins alike (another generation of the same first bytes) is not it."""
+    return _archive_of(cp, entries, taken, judged, holds_begun)
 
 
 def _archive_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
