@@ -300,3 +300,38 @@ def test_an_archive_that_only_begins_as_the_generation_read_is_not_named_for_it(
             ("missing", str(log), len(data)), ("compressed", str(other), None)]
     finally:
         plan.close()
+
+
+def test_an_archive_of_another_generation_that_begins_alike_is_a_gap(tmp_path: Path) -> None:
+    """Generations that begin with one banner (the same first KiB): an archive of one never
+    read was taken for the archive of one read to its end, by its first bytes alone, and no
+    gap said its lines were not read. Now it must hold what was read of that generation (the
+    bytes before its offset too); the true archive still needs no gap."""
+    import gzip
+
+    banner = "INFO banner " + "x" * 1100 + "\n"
+    log = tmp_path / "app.log"
+    gone = tmp_path / "a1"
+    write(gone, banner + "ERROR a1\n")
+    s1, d1 = os.stat(gone), gone.read_bytes()
+    read = position(s1.st_dev, s1.st_ino, s1.st_mtime_ns, d1[:1024], d1[-9:], len(d1), 3,
+                    str(log), finished=True)
+    gone.unlink()
+    write(log, banner + "INFO a2\n")
+    s2, d2 = os.stat(log), log.read_bytes()
+    followed = position(s2.st_dev, s2.st_ino, s2.st_mtime_ns, d2[:1024], d2[-8:], len(d2), 3,
+                        str(log))
+    os.rename(log, tmp_path / "app.log.1")
+    write(log, "fresh\n")
+    other, own = tmp_path / "app.log.2.gz", tmp_path / "app.log.3.gz"
+    other.write_bytes(gzip.compress((banner + "ERROR never read\n").encode()))
+    own.write_bytes(gzip.compress(d1))
+    later = s2.st_mtime_ns + 10**9
+    for archive in (other, own):
+        os.utime(archive, ns=(later, later))
+    plan = plans.plan_start(log, [read, followed], 10, Recorded(), [])
+    try:
+        assert [(g["reason"], g["path"]) for g in plan.gaps] == [("compressed", str(other))]
+        assert [s.path for s in plan.steps] == [str(tmp_path / "app.log.1"), str(log)]
+    finally:
+        plan.close()

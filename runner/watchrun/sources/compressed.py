@@ -97,9 +97,15 @@ def compressed_head(fd: int) -> bytes | None:
 
 def drained_or_empty(fd: int, drained: Collection[Checkpoint]) -> bool:
     """A compressed file holds a generation read to its end (or still open, so read to its
-    end yet), or nothing at all: compressing it lost nothing."""
+    end yet), or nothing at all: compressing it lost nothing. It holds that generation when it
+    holds what was read of it: its first bytes, and the bytes before its offset (decompressed
+    that far: first bytes alone are the same in generations that begin with one banner), by
+    its first bytes alone past WHOLE_MAX."""
     head = compressed_head(fd)
-    return head is not None and (not head or any(begins_as(cp, head) for cp in drained))
+    if head is None or not head:
+        return head is not None
+    return any(cp.offset > WHOLE_MAX or _as_read(fd, cp)[0]
+               for cp in drained if begins_as(cp, head))
 
 
 WHOLE_MAX = 1 << 30
