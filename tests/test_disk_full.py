@@ -296,7 +296,7 @@ def test_an_agent_run_whose_records_cannot_be_written_gives_up_after_once_write_
         tmp_path: Path) -> None:
     """`agent run` is one turn that must end: its records, which cannot grow past 8 KiB
     (RLIMIT_FSIZE: EFBIG), are retried for `limits.onceWriteTimeout` (2 s here), then given up,
-    exit 3, saying why."""
+    exit 3, saying why. (No bytecode written: a `.pyc` written under the limit is cut short.)"""
     from test_once import base_env
 
     config = write_config(tmp_path, {"output": {"dir": "out"},
@@ -308,8 +308,9 @@ def test_an_agent_run_whose_records_cannot_be_written_gives_up_after_once_write_
         resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
 
     run = subprocess.run([watchrun_bin(), "agent", "run", "ag", "-c", str(config), "--prompt",
-                          "y" * 12_000], cwd=tmp_path, env=base_env(), capture_output=True,
-                         text=True, timeout=60, check=False, preexec_fn=small_files)
+                          "y" * 12_000], cwd=tmp_path, env=base_env(PYTHONDONTWRITEBYTECODE="1"),
+                         capture_output=True, text=True, timeout=60, check=False,
+                         preexec_fn=small_files)
     assert run.returncode == 3, (run.stdout, run.stderr)
     assert "retrying for 2 s, then it fails" in run.stderr
     assert "agent ag: its records could not be written: EFBIG" in run.stderr

@@ -29,13 +29,15 @@ def recorded(jsonl: Path) -> int:
 
 
 def once_in_8k(config: Path) -> subprocess.CompletedProcess[str]:
-    """`run --once` whose files cannot grow past 8 KiB (EFBIG): it fails, exit 3."""
+    """`run --once` whose files cannot grow past 8 KiB (EFBIG): it fails, exit 3. It writes
+    no bytecode: a `.pyc` written under that limit is cut short, and breaks every later run."""
     def small_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.RLIM_INFINITY))
 
     run = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)],
-                         cwd=config.parent, env=base_env(), capture_output=True, text=True,
-                         timeout=60, check=False, preexec_fn=small_files)
+                         cwd=config.parent, env=base_env(PYTHONDONTWRITEBYTECODE="1"),
+                         capture_output=True, text=True, timeout=60, check=False,
+                         preexec_fn=small_files)
     assert run.returncode == 3, (run.stdout, run.stderr)
     return run
 

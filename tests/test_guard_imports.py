@@ -76,3 +76,14 @@ def test_the_guardian_ignores_the_runners_python_environment(tmp_path: Path) -> 
     done = subprocess.run(started_command(), input=b".\n", capture_output=True, timeout=60,
                           env=env)
     assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+
+
+@pytest.mark.parametrize("writes", [False, True], ids=["no-bytecode", "bytecode"])
+def test_the_guardian_writes_bytecode_only_when_the_runner_does(
+        monkeypatch: pytest.MonkeyPatch, writes: bool) -> None:
+    """`-I` ignores PYTHONDONTWRITEBYTECODE: a guardian started under a file size limit (an
+    `agent run` the tests start with RLIMIT_FSIZE) wrote `guardian.cpython-*.pyc` cut short at
+    the limit, and every later start from that tree failed (`EOFError: marshal data too
+    short`; an explorer's finding). The runner's setting is passed on as `-B`."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", not writes)
+    assert (b"-B" in started_command()) is not writes

@@ -28,8 +28,10 @@ def command() -> list[str]:
     files, no site-packages; the guardian needs only the standard library and watchrun, found
     where this runner found it) and with the environment ignored (`-I`: no PYTHONPATH,
     PYTHONSTARTUP or user site can put code into it, and the current directory is not on its
-    path). ~15 ms of CPU instead of ~60 (docs/decisions.md)."""
-    return [sys.executable, "-I", "-S", "-c",
+    path). ~15 ms of CPU instead of ~60 (docs/decisions.md). `-I` ignores
+    PYTHONDONTWRITEBYTECODE too: `-B` passes the runner's on (a guardian started under a file
+    size limit wrote its `.pyc` cut short, and every later start from that tree failed)."""
+    return [sys.executable, "-I", "-S", *(["-B"] if sys.dont_write_bytecode else []), "-c",
             f"import sys; sys.path.append({watchrun_home()!r}); "
             "from watchrun.process.guardian import main; sys.exit(main())"]
 
