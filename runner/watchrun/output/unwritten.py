@@ -115,7 +115,8 @@ class Unwritten:
         return {"reason": "unwritten", "fromSeq": lo, "toSeq": hi, "records": n,
                 "kinds": dict(sorted(kinds.items())),
                 "message": f"{n} records (seq {lo} to {hi}) could not be written (the disk was "
-                           f"full or failing at shutdown); this record takes seq {hi}"}
+                           "full or failing: given up at a stop, or after "
+                           f"limits.onceWriteTimeout in a once run); this record takes seq {hi}"}
 
     def written(self, gaps: Iterable[tuple[int, int, object]]) -> None:
         """The gap records of these runs `(lo, hi, …)` are in the file."""
