@@ -1,5 +1,6 @@
-"""Records that got a seq but were never written (given up at shutdown on a full disk): the
-`gap` records that explain the missing seqs, and a note on disk that outlives the runner."""
+"""Records that got a seq but were never written (given up on a full disk: at a stop, or by a
+once run): the `gap` records that explain the missing seqs, and a note on disk that outlives
+the runner."""
 
 from __future__ import annotations
 

@@ -191,9 +191,9 @@ def _discontinuity(path: Path, name: str, expected: int, seq: int, again: str) -
 
 
 def explains(rec: dict[str, Any], expected: int) -> bool:
-    """`rec` is the `gap` record of seqs given up unwritten (disk full at shutdown) from
-    `expected` on: it takes the last seq of that range, so the seqs before it are accounted
-    for, not missing."""
+    """`rec` is the `gap` record of seqs given up unwritten (a full disk: at a stop, or in a
+    once run) from `expected` on: it takes the last seq of that range, so the seqs before it
+    are accounted for, not missing."""
     lo = rec.get("fromSeq")
     return (rec.get("kind") == "gap" and rec.get("reason") == "unwritten"
             and isinstance(lo, int) and lo <= expected and rec.get("toSeq") == rec["seq"])
