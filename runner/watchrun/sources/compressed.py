@@ -104,8 +104,12 @@ def drained_or_empty(fd: int, drained: Collection[Checkpoint]) -> bool:
     head = compressed_head(fd)
     if head is None or not head:
         return head is not None
-    return any(cp.offset > WHOLE_MAX or _as_read(fd, cp)[0]
-               for cp in drained if begins_as(cp, head))
+    for cp in drained:
+        if begins_as(cp, head):
+            found = None if cp.offset > WHOLE_MAX else _as_read(fd, cp)
+            if found is None or found[0]:  # (being written still: its first bytes say it)
+                return True
+    return False
 
 
 WHOLE_MAX = 1 << 30
@@ -120,7 +124,7 @@ def holds_whole(fd: int, cp: Checkpoint) -> bool:
     planner's worker thread."""
     if not (cp.fingerprint_len or cp.offset == 0) or cp.offset > WHOLE_MAX:
         return False
-    return _as_read(fd, cp) == (True, False)
+    return _as_read(fd, cp) == (True, False)  # (cut short: not known whole, a gap as before)
 
 
 def holds_begun(fd: int, cp: Checkpoint) -> bool:
@@ -129,16 +133,18 @@ def holds_begun(fd: int, cp: Checkpoint) -> bool:
     WHOLE_MAX; never for a generation seen empty (it has no first bytes to know it by)."""
     if not cp.fingerprint_len:
         return False
-    if cp.offset > WHOLE_MAX:  # (not decompressed that far)
+    found = None if cp.offset > WHOLE_MAX else _as_read(fd, cp)
+    if found is None:  # (not decompressed that far, or being written still)
         head = compressed_head(fd)
         return head is not None and begins_as(cp, head)
-    return _as_read(fd, cp) == (True, True)
+    return found == (True, True)
 
 
-def _as_read(fd: int, cp: Checkpoint) -> tuple[bool, bool]:
+def _as_read(fd: int, cp: Checkpoint) -> tuple[bool, bool] | None:
     """Decompressed until past the checkpoint's offset: whether it holds what was read (the
     first bytes, the bytes just before the offset), and whether it holds more than that.
-    (False, False) for content that cannot be decompressed or is cut short."""
+    (False, False) for content that cannot be decompressed; None for content cut short before
+    that (a compressor still writing it, or damaged: not known)."""
     d = _decompressor(os.pread(fd, 12, 0))
     if d is None:
         return False, False
@@ -147,7 +153,7 @@ def _as_read(fd: int, cp: Checkpoint) -> tuple[bool, bool]:
         while not d.eof and total <= cp.offset:
             data = os.pread(fd, 16 * 1024, pos)
             if not data:
-                return False, False  # (cut short: still being written, or damaged)
+                return None
             pos += len(data)
             out = d.decompress(data)
             before, total = total, total + len(out)

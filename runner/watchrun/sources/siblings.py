@@ -211,7 +211,7 @@ def _archive_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]
     judged (by earlier looks: another generation's), whose content passes `test`."""
     for e in entries:
         if not (e.named and e.compressed) or (e.st.st_dev, e.st.st_ino) in taken or \
-                e.st.st_mtime_ns < cp.mtime_ns or identity(e.st) in judged:
+                e.st.st_mtime_ns < _second(cp.mtime_ns) or identity(e.st) in judged:
             continue
         o = open_entry(e)
         if o is None:
@@ -222,6 +222,12 @@ def _archive_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]
         finally:
             os.close(o.fd)
     return None
+
+
+def _second(mtime_ns: int) -> int:
+    """`mtime_ns` to the whole second: bzip2 gives its archive the mtime of the file it
+    compressed to the second only, so its archive looked older than what it holds."""
+    return mtime_ns - mtime_ns % 1_000_000_000
 
 
 def _numbers(path: str) -> tuple[int, ...]:
@@ -247,16 +253,18 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
           ) -> tuple[list[Opened], list[dict[str, Any]], list[Archive]]:
     """Generations rotated after `after_ns` that hold nothing already read, oldest first (by
     modification time, see `_oldest_first`), at most the newest `max_n`; gaps for skipped
-    ones and for compressed ones, unless they begin as one of the generations `drained` (read
-    to their end, or still open) or hold nothing; and the compressed ones judged so. Those
-    `judged` by an earlier look (by `identity`: renumbered since, maybe) are passed over."""
+    ones and for compressed ones, unless they hold what was read of one of the generations
+    `drained` (read to their end, or still open) or hold nothing; and the compressed ones
+    judged so. Those `judged` by an earlier look (by `identity`: renumbered since, maybe) are
+    passed over."""
     found: list[Opened] = []
     gaps: list[dict[str, Any]] = []
     now: list[Archive] = []
     try:
         for e in entries:
             if not e.named or (e.st.st_dev, e.st.st_ino) in taken or \
-                    e.st.st_mtime_ns < after_ns or identity(e.st) in judged:
+                    e.st.st_mtime_ns < (_second(after_ns) if e.compressed else after_ns) \
+                    or identity(e.st) in judged:
                 continue
             o = open_entry(e)
             if e.compressed:  # (by name: the gap stands when it cannot be opened either)
