@@ -393,3 +393,39 @@ def test_an_archive_still_being_written_is_known_by_its_first_bytes(tmp_path: Pa
         assert plan.gaps == []
     finally:
         plan.close()
+
+
+def test_an_archive_is_decompressed_once_however_many_generations_begin_alike(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Generations read to their end that all begin with one banner: an archive was
+    decompressed as far as each of them was read, one after the other (up to 64 remembered).
+    One pass now tells whether it holds what was read of any: the one it holds, among five,
+    needs no gap; an archive of none of them is one."""
+    import gzip
+
+    from watchrun.sources import compressed
+
+    banner = "INFO banner " + "x" * 1100 + "\n"
+    gens = [banner + "".join(f"INFO {g} {n}\n" for n in range(50 * (g + 1)))
+            for g in range(5)]
+    read = []
+    for g, text in enumerate(gens):
+        f = tmp_path / f"g{g}"
+        write(f, text)
+        st, data = os.stat(f), f.read_bytes()
+        read.append(position(st.st_dev, st.st_ino, st.st_mtime_ns, data[:1024], data[-1024:],
+                             len(data), data.count(b"\n") + 1, str(f), finished=True))
+    calls = []
+    real = compressed._decompressor
+    monkeypatch.setattr(compressed, "_decompressor",
+                        lambda first: calls.append(first) or real(first))
+    for text, held in ((gens[2], True), (banner + "ERROR never read\n" * 200, False)):
+        archive = tmp_path / "archive.gz"
+        archive.write_bytes(gzip.compress(text.encode()))
+        fd = os.open(archive, os.O_RDONLY)
+        try:
+            calls.clear()
+            assert compressed.drained_or_empty(fd, read) is held
+            assert len(calls) == 2  # (its first KiB, then one pass)
+        finally:
+            os.close(fd)

@@ -100,18 +100,48 @@ def drained_or_empty(fd: int, drained: Collection[Checkpoint]) -> bool:
     end yet), or nothing at all: compressing it lost nothing. It holds that generation when it
     holds what was read of it: its first bytes, and the bytes before its offset (decompressed
     that far: first bytes alone are the same in generations that begin with one banner), by
-    its first bytes alone past WHOLE_MAX."""
+    its first bytes alone past WHOLE_MAX. One decompression, however many begin alike."""
     head = compressed_head(fd)
     if head is None or not head:
         return head is not None
-    for cp in drained:
-        if begins_as(cp, head):
-            found = None if cp.offset > WHOLE_MAX else _as_read(fd, cp)
-            if found is None or found[0]:  # (being written still: its first bytes say it)
-                return True
+    alike = [cp for cp in drained if begins_as(cp, head)]
+    if any(cp.offset > WHOLE_MAX for cp in alike):
+        return True
+    return bool(alike) and _reads_of(fd, alike) is not False  # (None: being written still,
+    # as its first bytes say)
+
+
+def _reads_of(fd: int, cps: list[Checkpoint]) -> bool | None:
+    """Whether the content holds, before one of the checkpoints' offsets, the bytes read just
+    before it (their first bytes are the content's already); None when it is cut short first."""
+    d = _decompressor(os.pread(fd, 12, 0))
+    if d is None:
+        return False
+    pending = sorted(cps, key=lambda cp: cp.offset)
+    window, total, pos = b"", 0, 0
+    try:
+        while pending:
+            while pending and pending[0].offset <= total:  # (the bytes before it are in hand)
+                cp = pending.pop(0)
+                start = len(window) - (total - cp.offset)
+                if not cp.tail_len or fingerprint(window[start - cp.tail_len : start]) == cp.tail:
+                    return True
+            if pending and d.eof:
+                return False  # shorter than what was read of the rest
+            if pending:
+                data = os.pread(fd, 16 * 1024, pos)
+                if not data:
+                    return None  # (cut short: still being written, or damaged)
+                pos += len(data)
+                out = d.decompress(data)
+                window, total = (window + out)[-(len(out) + TAIL_KEEP):], total + len(out)
+    except _BROKEN:
+        return False
     return False
 
 
+TAIL_KEEP = 4096
+"""Decompressed bytes kept before each new part (more than any checkpoint's `tail_len`)."""
 WHOLE_MAX = 1 << 30
 """A generation read further than this is not looked for in an archive (a `gap`, as before)."""
 
