@@ -114,30 +114,55 @@ def drained_or_empty(fd: int, drained: Collection[Checkpoint]) -> bool:
 def _reads_of(fd: int, cps: list[Checkpoint]) -> bool | None:
     """Whether the content holds, before one of the checkpoints' offsets, the bytes read just
     before it (their first bytes are the content's already); None when it is cut short first."""
-    d = _decompressor(os.pread(fd, 12, 0))
-    if d is None:
-        return False
     pending = sorted(cps, key=lambda cp: cp.offset)
-    window, total, pos = b"", 0, 0
+    window, total = b"", 0
     try:
+        parts = _Parts(fd)
         while pending:
             while pending and pending[0].offset <= total:  # (the bytes before it are in hand)
                 cp = pending.pop(0)
                 start = len(window) - (total - cp.offset)
                 if not cp.tail_len or fingerprint(window[start - cp.tail_len : start]) == cp.tail:
                     return True
-            if pending and d.eof:
-                return False  # shorter than what was read of the rest
             if pending:
-                data = os.pread(fd, 16 * 1024, pos)
-                if not data:
-                    return None  # (cut short: still being written, or damaged)
-                pos += len(data)
-                out = d.decompress(data)
+                out = parts.next()
+                if out is None:
+                    return False  # shorter than what was read of the rest
                 window, total = (window + out)[-(len(out) + TAIL_KEEP):], total + len(out)
+    except _CutShort:
+        return None
     except _BROKEN:
         return False
     return False
+
+
+class _CutShort(Exception):
+    """The compressed file ends before its stream does: still being written, or damaged."""
+
+
+class _Parts:
+    """A gzip, bzip2 or xz file's content, decompressed a part at a time (`ValueError` for
+    another format: one of _BROKEN)."""
+
+    def __init__(self, fd: int) -> None:
+        d = _decompressor(os.pread(fd, 12, 0))
+        if d is None:
+            raise ValueError("not gzip, bzip2 or xz")
+        self.fd, self.pos, self.d = fd, 0, d
+
+    def next(self) -> bytes | None:
+        """The next part (maybe empty), None at the stream's end."""
+        if self.d.eof:
+            return None
+        data = os.pread(self.fd, 16 * 1024, self.pos)
+        if not data:
+            raise _CutShort
+        self.pos += len(data)
+        return self.d.decompress(data)
+
+    def more(self) -> bool:
+        """Another stream follows the first one's end."""
+        return bool(self.d.eof and self.d.unused_data)
 
 
 TAIL_KEEP = 4096
@@ -175,17 +200,10 @@ def _as_read(fd: int, cp: Checkpoint) -> tuple[bool, bool] | None:
     first bytes, the bytes just before the offset), and whether it holds more than that.
     (False, False) for content that cannot be decompressed; None for content cut short before
     that (a compressor still writing it, or damaged: not known)."""
-    d = _decompressor(os.pread(fd, 12, 0))
-    if d is None:
-        return False, False
-    head, tail, total, pos = b"", b"", 0, 0
+    head, tail, total = b"", b"", 0
     try:
-        while not d.eof and total <= cp.offset:
-            data = os.pread(fd, 16 * 1024, pos)
-            if not data:
-                return None
-            pos += len(data)
-            out = d.decompress(data)
+        parts = _Parts(fd)
+        while total <= cp.offset and (out := parts.next()) is not None:
             before, total = total, total + len(out)
             if len(head) < cp.fingerprint_len:
                 head += out[: cp.fingerprint_len - len(head)]
@@ -193,10 +211,11 @@ def _as_read(fd: int, cp: Checkpoint) -> tuple[bool, bool] | None:
                     return False, False  # another file: not decompressed any further
             if cp.tail_len:
                 tail = (tail + out[: max(0, cp.offset - before)])[-cp.tail_len:]
+    except _CutShort:
+        return None
     except _BROKEN:
         return False, False
     read = (total >= cp.offset
             and (not cp.fingerprint_len or fingerprint(head) == cp.fingerprint)
             and (not cp.tail_len or fingerprint(tail) == cp.tail))
-    return read, total > cp.offset or bool(d.unused_data)
-
+    return read, total > cp.offset or parts.more()
