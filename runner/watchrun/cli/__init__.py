@@ -31,8 +31,6 @@ def entry() -> int:
             Stops.settle()
     except Exception as exc:
         stop = Stops.unwrapped(exc) if Stops.caught else None
-        if stop is None and isinstance(Stops.raised, SystemExit):
-            stop = Stops.raised  # (C code that checked signals replaced it: ssl's import did)
         if stop is None:
             raise
         raise stop from None

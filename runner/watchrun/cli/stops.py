@@ -65,7 +65,8 @@ class Stops:
     looking: Handler | None = None
     """While a SIGALRM is set to look again (`_act`): the SIGALRM handler it replaced."""
     raised: BaseException | None = None
-    """The stop raised last (an exception that wraps it is taken for it: `unwrapped`)."""
+    """The stop raised last (an exception that wraps or replaced it is taken for it:
+    `unwrapped`)."""
     ended = False
     """The exit status is known (`exiting`): a stop now only hurries the exit's last waits."""
 
@@ -148,7 +149,11 @@ class Stops:
     @classmethod
     def unwrapped(cls, exc: BaseException) -> BaseException | None:
         """The stop raised, if `exc` wraps it (Python 3.11 wraps what a `__set_name__` raises
-        in a RuntimeError, and a stop may land there unseen)."""
+        in a RuntimeError, and a stop may land there unseen) or came after it: a SystemExit
+        raised before the run is the exit's, whatever replaced it (C code that checks for
+        signals while it makes an error sets its own, unchained: ssl's import did)."""
+        if isinstance(cls.raised, SystemExit):
+            return cls.raised
         seen: BaseException | None = exc
         while seen is not None:
             if seen is cls.raised:
