@@ -386,16 +386,21 @@ def test_once_runs_across_logrotate_compress_claim_no_loss(tmp_path: Path, kind:
     assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
 
 
+def read_then_stopped(tmp_path: Path, config: Path, n: int) -> None:
+    """A live runner of `config` started, waited for until line Ln is recorded, stopped."""
+    r = LiveRunner(config)
+    try:
+        read_up_to(tmp_path, n)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+
+
 def stopped_after_reading(tmp_path: Path, log: Path) -> Path:
     """`log` with lines L1..L10, read by a live runner that was then stopped; its config."""
     write(log, 1, 10)
     config = config_for(tmp_path, log)
-    r = LiveRunner(config)
-    try:
-        read_up_to(tmp_path, 10)
-        assert r.stop() == 0, r.stderr()
-    finally:
-        r.close()
+    read_then_stopped(tmp_path, config, 10)
     return config
 
 
@@ -407,12 +412,7 @@ def test_a_live_runner_stopped_before_its_file_was_compressed_claims_no_loss(
     config = stopped_after_reading(tmp_path, log)
     logrotate(log, ".gz", gzip.compress, delay=False)
     write(log, 11, 20)
-    r = LiveRunner(config)
-    try:
-        read_up_to(tmp_path, 20)
-        assert r.stop() == 0, r.stderr()
-    finally:
-        r.close()
+    read_then_stopped(tmp_path, config, 20)
     every_line_once(tmp_path, range(1, 21))
     assert [x for x in records(tmp_path) if x["kind"] == "gap"] == []
 
