@@ -1,6 +1,7 @@
-"""The fork server of tests/forkserver.py, run as `python forkserved.py FD`: it imports
-watchrun once, then forks one child per request on the socket FD, makes each the process the
-console script would make, and sends each child's exit status on that child's own socket."""
+"""The fork server of tests/forkserver.py, run as `python forkserved.py FD MODULE,...`: it
+imports those modules once (forkserver.PRELOADS), then forks one child per request on the
+socket FD, makes each the process the console script would make, and sends each child's exit
+status on that child's own socket."""
 
 from __future__ import annotations
 
@@ -19,18 +20,11 @@ from typing import Any
 
 from forkserver import MAX_REQUEST
 
-PRELOAD = ("watchrun.cli", "watchrun.cli.main", "watchrun.cli.run", "watchrun.config.cache",
-           "watchrun.runtime.supervisor", "watchrun.runtime.workers")
-"""What the server imports before it forks anything: what a `run` of a validated config
-imports as it starts, and no more (jsonschema, YAML, the agents hub are imported by the child
-that needs them, as by a runner of its own; preloaded, every child's collector would walk
-them, as no runner's does)."""
 
-
-def _serve(sock: socket.socket) -> None:
+def _serve(sock: socket.socket, preload: list[str]) -> None:
     import importlib
 
-    for name in PRELOAD:
+    for name in preload:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     wake_r, wake_w = os.pipe()
@@ -149,4 +143,4 @@ def _stream(fd: int, mode: str) -> io.TextIOWrapper:
 if __name__ == "__main__":
     if os.fork() > 0:  # (the test process waits for this one, and the server is no child of it)
         os._exit(0)
-    _serve(socket.socket(fileno=int(sys.argv[1])))
+    _serve(socket.socket(fileno=int(sys.argv[1])), sys.argv[2].split(","))

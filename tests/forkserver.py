@@ -1,6 +1,6 @@
 """Test helper: `watchrun` processes forked from an interpreter that has imported watchrun once
-(one server per test worker, tests/forkserved.py), instead of a new interpreter each: the same
-`entry()` the console script calls, in a real process of its own (its pid, session,
+(one server per test worker and kind, tests/forkserved.py), instead of a new interpreter each:
+the same `entry()` the console script calls, in a real process of its own (its pid, session,
 descriptors, environment, signals and exit status), without the ~0.15 s of CPU each
 interpreter start and import costs.
 
@@ -17,6 +17,8 @@ test_packaging, test_start_cache and test_signals_early keep those on the consol
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -27,7 +29,7 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -36,11 +38,20 @@ _STARTUP_VARS = ("PYTHON", "LD_", "LC_", "LANG")
 from the server's in one is started the usual way."""
 MAX_REQUEST = 64 * 1024
 """The largest request (argv, environment, working directory): a larger one is not forked."""
+_RUN = ("watchrun.cli", "watchrun.cli.main", "watchrun.cli.run", "watchrun.config.cache",
+        "watchrun.runtime.supervisor", "watchrun.runtime.workers")
+PRELOADS = {"run": _RUN, "mcp": (*_RUN, "watchrun.mcp.server")}
+"""What each kind of server imports before it forks anything. `run`: what a `run` of a
+validated config imports as it starts, and no more (jsonschema, YAML, the agents hub are
+imported by the child that needs them, as by a runner of its own; preloaded, every child's
+collector would walk them, as no runner's does). `mcp`: that and the MCP SDK, which a
+`watchrun mcp` imports as it starts (~1.2 s of CPU), for its children only."""
 _lock = threading.Lock()
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
 
 
 class _Server:
-    """This process's server: its socket, and the environment it started with."""
+    """One server of this process: its socket, and the environment it started with."""
 
     def __init__(self, sock: socket.socket, pid: int) -> None:
         self.sock, self.pid, self.owner = sock, pid, os.getpid()
@@ -48,7 +59,7 @@ class _Server:
         self.gone = False
 
 
-_server: _Server | None = None
+_servers: dict[str, _Server] = {}
 
 
 def startup_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -56,22 +67,42 @@ def startup_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(_STARTUP_VARS)}
 
 
-def _connect() -> _Server | None:
-    """This process's server (started at first use), or None when it cannot run. The server
-    is no child of this process (it forks away from the one started here, which exits): a
-    runner in this process, whose end stops the children it did not start, never meets it."""
-    global _server
+@contextlib.contextmanager
+def _no_subreaper() -> Iterator[None]:
+    """This process no subreaper meanwhile: a runner served in this process (an MCP session's)
+    made it one, and the server, orphaned as the process started here exits, would be
+    re-parented to it, and stopped with that runner's children at its end."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    flag = ctypes.c_int(0)
+    libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    if flag.value:
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    try:
+        yield
+    finally:
+        if flag.value:
+            libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _connect(kind: str) -> _Server | None:
+    """This process's server of `kind` (started at first use), or None when it cannot run.
+    The server is no child of this process (it forks away from the one started here, which
+    exits): a runner in this process, whose end stops the children it did not start, never
+    meets it."""
     with _lock:
-        if _server is not None and _server.owner == os.getpid() and not _server.gone:
-            return _server
+        server = _servers.get(kind)
+        if server is not None and server.owner == os.getpid() and not server.gone:
+            return server
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("forkserved.py")), str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
-        theirs.close()
-        proc.wait()
+        with _no_subreaper():
+            proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name("forkserved.py")),
+                 str(theirs.fileno()), ",".join(PRELOADS[kind])],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True)
+            theirs.close()
+            proc.wait()
         ours.settimeout(60)
         try:
             ready = ours.recv(32).split()
@@ -81,13 +112,14 @@ def _connect() -> _Server | None:
         if ready[:1] != [b"ready"]:
             ours.close()
             return None
-        _server = _Server(ours, int(ready[1]))
-        return _server
+        server = _servers[kind] = _Server(ours, int(ready[1]))
+        return server
 
 
-def server_pid() -> int | None:
-    """The pid of this process's server, if it runs."""
-    return _server.pid if _server is not None and not _server.gone else None
+def server_pid(kind: str = "run") -> int | None:
+    """The pid of this process's server of `kind`, if it runs."""
+    server = _servers.get(kind)
+    return server.pid if server is not None and not server.gone else None
 
 
 class Forked:
@@ -132,13 +164,15 @@ class Forked:
 
 
 def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, stdout: int | None,
-          stderr: int | None, new_session: bool = True) -> Forked | None:
-    """`argv` (the console script's path, then its arguments) forked by the server, stdin
-    /dev/null, stdout and stderr the descriptors given (None: a pipe, `Forked.stdout` and
-    `.stderr`); None when it must be started the usual way (the caller does)."""
+          stderr: int | None, new_session: bool = True, stdin: int | None = None,
+          kind: str = "run") -> Forked | None:
+    """`argv` (the console script's path, then its arguments) forked by the server of `kind`
+    (PRELOADS), stdin the descriptor given (None: /dev/null), stdout and stderr the descriptors
+    given (None: a pipe, `Forked.stdout` and `.stderr`); None when it must be started the usual
+    way (the caller does)."""
     if os.environ.get("WATCHRUN_TEST_FORK", "1") == "0":
         return None
-    server = _connect()
+    server = _connect(kind)
     if server is None or startup_env(env) != server.startup:
         return None
     umask = os.umask(0o22)
@@ -150,7 +184,7 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, stdout: int
     if len(request) > MAX_REQUEST:
         return None
     mine, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    null = os.open(os.devnull, os.O_RDONLY)
+    null = os.open(os.devnull, os.O_RDONLY) if stdin is None else os.dup(stdin)
     pipes = [os.pipe() if fd is None else (-1, fd) for fd in (stdout, stderr)]
     try:
         with _lock:
@@ -179,13 +213,13 @@ def spawn(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, stdout: int
 
 
 def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, merged: bool = False,
-        timeout: float) -> subprocess.CompletedProcess[bytes] | None:
+        timeout: float, kind: str = "run") -> subprocess.CompletedProcess[bytes] | None:
     """`subprocess.run(argv, stdout=PIPE, stderr=PIPE or STDOUT, stdin=DEVNULL)` through the
-    server (in a new session); None when it must be started the usual way."""
+    server of `kind` (in a new session); None when it must be started the usual way."""
     if merged:
         r, w = os.pipe()
         try:
-            forked = spawn(argv, env=env, cwd=cwd, stdout=w, stderr=w)
+            forked = spawn(argv, env=env, cwd=cwd, stdout=w, stderr=w, kind=kind)
         finally:
             os.close(w)
         if forked is None:
@@ -193,7 +227,7 @@ def run(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, merged: bool 
             return None
         forked.stdout = open(r, "rb")  # noqa: SIM115  (stdout and stderr: one pipe)
     else:
-        forked = spawn(argv, env=env, cwd=cwd, stdout=None, stderr=None)
+        forked = spawn(argv, env=env, cwd=cwd, stdout=None, stderr=None, kind=kind)
         if forked is None:
             return None
     got: dict[int, bytes] = {}

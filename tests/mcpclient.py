@@ -1,9 +1,10 @@
 """Test helper: `watchrun mcp` driven by the MCP SDK's own client (`ClientSession`, or `Client`
 over `inproc_transport`), with condition waits that have deadlines.
 
-`mcp_session`: a real `watchrun mcp` subprocess through the SDK's `stdio_client`, for what is
-about the server's process (its stdin closing, signals, its stderr, what it leaves behind, the
-command line and config discovery).
+`mcp_session`: a real `watchrun mcp` process through the SDK's `stdio_client` (forked from a
+server that has imported the SDK once: tests/forkedmcp.py), for what is about the server's
+process (its stdin closing, signals, its stderr, what it leaves behind, the command line and
+config discovery).
 
 `mcp_inproc`: the same session served in this process (`watchrun.mcp.server.serve_session`, the
 server's code after its stdio set-up) on two pipes, JSON lines each way as over stdio (the
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import forkedmcp
+import forkserver
 import mcp_types as types
 from liverunner import DEADLINE_S, watchrun_bin
 from mcp import ClientSession
@@ -70,17 +73,20 @@ def alive(pid: int) -> bool:
 
 def server_env() -> dict[str, str]:
     """What `watchrun mcp` gets besides the SDK's default environment (which has no
-    PYTHONPATH): the tree under test, as the runners the tests start get it, and forced polling
-    when the suite runs with it."""
+    PYTHONPATH): the tree under test, as the runners the tests start get it, forced polling
+    when the suite runs with it, and this process's interpreter settings (PYTHON*, the locale:
+    what tests/forkserver.py's server started with, so the server is forked from it)."""
     keep = {k: os.environ[k] for k in ("PYTHONPATH", "WATCHRUN_FORCE_POLL") if os.environ.get(k)}
-    return {"PYTHONDONTWRITEBYTECODE": "1", **keep}
+    return {**forkserver.startup_env(os.environ), **keep}
 
 
 class Client:
     """One MCP session with `watchrun mcp`: calls, and the notifications it received."""
 
-    def __init__(self, session: ClientSession, stderr: Path) -> None:
+    def __init__(self, session: ClientSession, stderr: Path, pid: int | None) -> None:
         self.session = session
+        self.pid = pid
+        """The server's process (None: served in this process)."""
         self.stderr_path = stderr
         self.notes: list[Any] = []
         self.times: list[float] = []
@@ -129,14 +135,17 @@ class Client:
 
 @contextlib.asynccontextmanager
 async def mcp_session(cwd: Path, *args: str) -> AsyncIterator[Client]:
-    """`watchrun mcp ARGS` started in `cwd`; leaving the block closes its stdin (the session
-    ends) and waits for it as the SDK does (then kills it)."""
+    """`watchrun mcp ARGS` started in `cwd` (forked from a server that has imported the SDK:
+    tests/forkedmcp.py); leaving the block closes its stdin (the session ends) and waits for it
+    as the SDK does (then kills it)."""
+    forkedmcp.install()
     params = StdioServerParameters(command=watchrun_bin(), args=["mcp", *args], cwd=str(cwd),
                                    env=server_env())
     err_path = cwd / f"mcp-{time.monotonic_ns()}.err"
+    before = len(forkedmcp.started)
     with err_path.open("w") as err:
         async with stdio_client(params, errlog=err) as streams, \
-                _client(streams, err_path) as client:
+                _client(streams, err_path, forkedmcp.started[before]) as client:
             yield client
 
 
@@ -147,12 +156,13 @@ async def mcp_inproc(cwd: Path, *args: str) -> AsyncIterator[Client]:
     err_path = cwd / f"mcp-{time.monotonic_ns()}.err"
     with err_path.open("w") as err:
         async with inproc_transport(cwd, *args, err=err) as streams, \
-                _client(streams, err_path) as client:
+                _client(streams, err_path, None) as client:
             yield client
 
 
 @contextlib.asynccontextmanager
-async def _client(streams: TransportStreams, err_path: Path) -> AsyncIterator[Client]:
+async def _client(streams: TransportStreams, err_path: Path,
+                  pid: int | None) -> AsyncIterator[Client]:
     read, write = streams
     client: Client | None = None
 
@@ -162,7 +172,7 @@ async def _client(streams: TransportStreams, err_path: Path) -> AsyncIterator[Cl
             client.times.append(time.monotonic())
 
     async with ClientSession(read, write, message_handler=on_message) as session:
-        client = Client(session, err_path)
+        client = Client(session, err_path, pid)
         await session.initialize()
         yield client
 

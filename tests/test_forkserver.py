@@ -1,20 +1,25 @@
-"""The test harness's fork server (tests/forkserver.py) makes the process the console script
-makes: the same signal dispositions, mask, umask, descriptor limit, session, working directory,
-open descriptors and exit statuses, the environment it was given (not its own), and it declines
-what a new interpreter would read differently."""
+"""The test harness's fork servers (tests/forkserver.py, tests/forkedmcp.py) make the process
+the console script makes: the same signal dispositions, mask, umask, descriptor limit, session,
+working directory, open descriptors and exit statuses, the environment it was given (not its
+own), and they decline what a new interpreter would read differently."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import signal
 import subprocess
 from pathlib import Path
 
+import anyio
 import forkserver
 import pytest
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
+from mcpclient import alive, mcp_session
+
+from watchrun.process.spawn import become_subreaper
 
 
 def _status(pid: int) -> dict[str, str]:
@@ -113,3 +118,56 @@ def test_a_child_of_other_interpreter_settings_is_left_to_the_console_script(
         assert forkserver.spawn(argv, env=env, cwd=tmp_path, stdout=None, stderr=None) is None
     done = forkserver.run(argv, env=dict(os.environ), cwd=tmp_path, timeout=DEADLINE_S)
     assert done is not None and done.returncode == 0 and done.stdout.startswith(b"watchrun ")
+
+
+def test_an_mcp_server_is_forked_from_the_server_that_imported_the_sdk(tmp_path: Path) -> None:
+    """tests/forkedmcp.py: the SDK's `stdio_client` talks to a `watchrun mcp` the `mcp` server
+    forked, as to one it started itself."""
+    async def body() -> None:
+        async with mcp_session(tmp_path) as c:
+            assert c.pid is not None
+            stat = Path(f"/proc/{c.pid}/stat").read_text()
+            assert int(stat.rsplit(")", 1)[1].split()[1]) == forkserver.server_pid("mcp")
+            assert os.getsid(c.pid) == c.pid
+            assert (await c.ok(action="list"))["watches"] == []
+        assert not alive(c.pid)
+    anyio.run(body)
+
+
+def test_a_forked_mcp_server_exits_and_says_what_the_console_scripts_says(
+        tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"watchers": [{"id": "a", "path": "x", "pattern": "("}]})
+    argv = [watchrun_bin(), "mcp", "-c", str(config), "--log-format", "json"]
+    forked = forkserver.run(argv, env=dict(os.environ), cwd=tmp_path, timeout=DEADLINE_S,
+                            kind="mcp")
+    real = subprocess.run(argv, env=dict(os.environ), cwd=tmp_path, capture_output=True,
+                          timeout=DEADLINE_S, stdin=subprocess.DEVNULL, check=False)
+    assert forked is not None
+    assert forked.returncode == real.returncode == 2
+    assert forked.stdout == real.stdout == b""
+
+    def said(text: bytes) -> list[str]:
+        return [re.sub(r'"ts":"[^"]*"', "", line) for line in text.decode().splitlines()]
+    assert said(forked.stderr) == said(real.stderr)
+    assert "invalid regex" in forked.stderr.decode()
+
+
+def test_a_server_started_while_this_process_is_a_subreaper_is_no_child_of_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An MCP session served in the test process makes it a subreaper: a server started after
+    that was re-parented to it, and the next in-process runner's end stopped it (every child
+    after it started the usual way)."""
+    monkeypatch.setattr(forkserver, "_servers", {})  # (a new server; this one ends with it)
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = ctypes.c_int(0)
+    libc.prctl(37, ctypes.byref(before), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+    assert become_subreaper(True)
+    try:
+        done = forkserver.run([watchrun_bin(), "--version"], env=dict(os.environ), cwd=tmp_path,
+                              timeout=DEADLINE_S)
+        server = forkserver.server_pid()
+        assert done is not None and done.returncode == 0 and server is not None
+        stat = Path(f"/proc/{server}/stat").read_text()
+        assert int(stat.rsplit(")", 1)[1].split()[1]) != os.getpid()
+    finally:
+        become_subreaper(bool(before.value))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import forkserver
 import pytest
 from liverunner import (
     DEADLINE_S,
@@ -74,10 +75,21 @@ def test_without_a_config_flag_it_uses_watch_yaml_its_agents_and_limits(tmp_path
     anyio.run(body)
 
 
+def mcp_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`watchrun mcp ARGS` in `cwd`, stdin /dev/null, its output captured as text: forked from
+    a server that has imported the SDK (tests/forkserver.py) when it can be."""
+    argv = [watchrun_bin(), "mcp", *args]
+    done = forkserver.run(argv, env=dict(os.environ), cwd=cwd, timeout=DEADLINE_S, kind="mcp")
+    if done is None:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S,
+                              stdin=subprocess.DEVNULL, cwd=cwd)
+    return subprocess.CompletedProcess(argv, done.returncode, done.stdout.decode(),
+                                       done.stderr.decode())
+
+
 def test_an_invalid_config_is_reported_and_nothing_served(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"watchers": [{"id": "a", "path": "x", "pattern": "("}]})
-    p = subprocess.run([watchrun_bin(), "mcp", "-c", str(config)], capture_output=True,
-                       text=True, timeout=DEADLINE_S, stdin=subprocess.DEVNULL)
+    p = mcp_run(Path.cwd(), "-c", str(config))
     assert p.returncode == 2 and p.stdout == ""
     assert 'watchers[0].pattern: invalid regex "(": missing )' in p.stderr
 
@@ -105,8 +117,7 @@ def test_a_clamped_limit_is_said_as_run_says_it(tmp_path: Path) -> None:
     a limit other than the one the config asked for. The warning that a config with no
     watchers has nothing to run is not said (an `mcp` config adds them)."""
     config = write_config(tmp_path, {"limits": {"maxWatchers": 9999}})
-    p = subprocess.run([watchrun_bin(), "mcp", "-c", str(config)], capture_output=True,
-                       text=True, timeout=DEADLINE_S, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    p = mcp_run(tmp_path, "-c", str(config))
     assert p.returncode == 0 and p.stdout == "", p.stderr
     assert "limits.maxWatchers: 9999 clamped to 500" in p.stderr, p.stderr
     assert "nothing to run" not in p.stderr, p.stderr
@@ -116,9 +127,7 @@ def test_a_clamped_limit_is_said_as_run_says_it(tmp_path: Path) -> None:
 
 
 def test_its_log_is_on_stderr_and_a_closed_stdin_ends_it_with_exit_0(tmp_path: Path) -> None:
-    p = subprocess.run([watchrun_bin(), "mcp", "--log-format", "json"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=DEADLINE_S,
-                       stdin=subprocess.DEVNULL)
+    p = mcp_run(tmp_path, "--log-format", "json")
     assert p.returncode == 0 and p.stdout == ""
     lines = [json.loads(line) for line in p.stderr.splitlines()]
     assert lines[0]["event"] == "mcp" and "output dir" in lines[0]["msg"]

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import forkserver
 import pytest
+from forkedmcp import spawn_mcp
 from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
 from mcpclient import ThreadServer, alive, mcp_inproc
 from test_stuck_calls import HANGS
@@ -41,9 +43,17 @@ class RawClient:
             self.stdin, self.stdout = self.server.stdin, self.server.stdout
         else:
             self.err = err.open("wb")
-            self.proc = subprocess.Popen([*(argv or [watchrun_bin()]), "mcp", *args], cwd=cwd,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=self.err)
+            self.proc: subprocess.Popen[bytes] | forkserver.Forked
+            got = None if argv is not None else spawn_mcp(
+                [watchrun_bin(), "mcp", *args], dict(os.environ), cwd, self.err)
+            if got is not None:  # (forked from a server that has imported the SDK)
+                self.proc, to_child, from_child = got
+                self.proc.stdin = open(to_child, "wb")  # noqa: SIM115
+                self.proc.stdout = open(from_child, "rb")  # noqa: SIM115
+            else:
+                self.proc = subprocess.Popen([*(argv or [watchrun_bin()]), "mcp", *args],
+                                             cwd=cwd, stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=self.err)
             assert self.proc.stdin is not None and self.proc.stdout is not None
             self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.buf = b""

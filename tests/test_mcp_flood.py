@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from liverunner import LiveRunner, processes, wait_for, write_config
+from liverunner import LiveRunner, wait_for, write_config
 from mcpclient import Client, mcp_session, until
 
 from watchrun.mcp.reads import read_matches
@@ -29,14 +28,6 @@ MAX_BYTES = 1 << 20
 RSS_LIMIT_KB = 200 << 10
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
-
-
-def mcp_pid() -> int:
-    """The `watchrun mcp` process this test started (the SDK's stdio client's child)."""
-    found = [pid for pid, st, (cmdline,) in processes("cmdline")
-             if int(st[1]) == os.getpid() and b"mcp" in cmdline.split(b"\0")]
-    assert len(found) == 1, found
-    return found[0]
 
 
 def rss_kb(pid: int) -> int:
@@ -94,7 +85,8 @@ def test_the_subscribed_flood_is_read_at_once_and_the_server_stays_small(
     """With the default output.maxBytes (64 MiB): the server used to read and parse all the
     records of the live file, growing ~150 MB/s, and left a `resources/read` unanswered."""
     async def body(c: Client, jsonl: Path) -> None:
-        pid, uri = mcp_pid(), uri_of("flood")
+        pid, uri = c.pid, uri_of("flood")
+        assert pid is not None
         peak = rss_kb(pid)
 
         async def written(n: int) -> None:  # records stream by while the server is watched
