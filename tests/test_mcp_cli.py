@@ -94,6 +94,18 @@ def test_an_invalid_config_is_reported_and_nothing_served(tmp_path: Path) -> Non
     assert 'watchers[0].pattern: invalid regex "(": missing )' in p.stderr
 
 
+def test_with_log_format_json_every_line_on_stderr_is_json(tmp_path: Path) -> None:
+    """The config's errors were printed as text before the JSON log began, as no `run
+    --log-format json` prints them: a collector reading JSON lines failed on the first."""
+    config = write_config(tmp_path, {"watchers": [{"id": "a", "path": "x", "pattern": "("}]})
+    p = mcp_run(tmp_path, "-c", str(config), "--log-format", "json")
+    assert p.returncode == 2 and p.stdout == ""
+    lines = [json.loads(line) for line in p.stderr.splitlines()]
+    assert lines[0]["event"] == "config" and lines[0]["level"] == "error"
+    assert lines[0]["path"] == "watchers[0].pattern"
+    assert 'invalid regex "(": missing )' in lines[0]["msg"]
+
+
 def test_with_an_invalid_config_each_call_says_why(tmp_path: Path) -> None:
     """helper-92's F12: with a half-edited config the server closed before its handshake, and
     the client saw only "Connection closed"; its errors went to a stderr nobody reads."""
@@ -174,6 +186,13 @@ def test_without_the_sdk_it_names_the_extra(tmp_path: Path, monkeypatch: pytest.
     assert cmd_mcp(args) == 3
     assert capsys.readouterr().err == ("watchrun: error: `watchrun mcp` needs the MCP SDK (mcp "
                                        "is missing): pip install 'watchrun[mcp]'\n")
+    args.log_format = "json"
+    assert cmd_mcp(args) == 3
+    (line,) = capsys.readouterr().err.splitlines()
+    said = json.loads(line)
+    assert (said["level"], said["event"]) == ("error", "missing-dependency")
+    assert said["msg"] == "`watchrun mcp` needs the MCP SDK (mcp is missing): pip install " \
+        "'watchrun[mcp]'"
 
 
 def test_no_other_command_imports_the_sdk(tmp_path: Path) -> None:

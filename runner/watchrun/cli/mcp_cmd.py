@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchrun.cli.emit import Out, config_failed, log_diagnostic
+from watchrun.cli.emit import Out, config_failed, exit_status, log_diagnostic
 from watchrun.exitcodes import ExitStatus
 
 if TYPE_CHECKING:
@@ -19,6 +19,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from watchrun.config import load_config
     from watchrun.config.model import Config, Limits, OutputSpec
     from watchrun.config.validate import NOTHING_TO_RUN
+    from watchrun.output.runlog import ForwardToRunLog, RunLog
+
+    log = RunLog(args.log_format)
+    json_lines = args.log_format == "json"  # then every line on stderr is one, as run's are
 
     paths = [Path(p) for p in args.config or []]
     said: list[Diagnostic] = []
@@ -28,7 +32,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if paths:  # (without one: the defaults, output dir .watchrun here, as beside ./watch.yaml)
         result = load_config(paths, output_dir=args.output_dir, cache=True)
         if result.config is None:  # served all the same: each call says why it cannot act
-            config_failed(out, result.diagnostics)
+            if json_lines:
+                for d in result.diagnostics:
+                    log_diagnostic(log, d)
+            else:
+                config_failed(out, result.diagnostics)
             broken = _broken(paths, result.diagnostics)
         else:
             config = result.config
@@ -39,11 +47,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         missing = (exc.name or "watchrun").split(".")[0]
         if missing == "watchrun":
             raise
-        return out.fail("missing_dependency", "`watchrun mcp` needs the MCP SDK "
-                        f"({missing} is missing): pip install 'watchrun[mcp]'")
-    from watchrun.output.runlog import ForwardToRunLog, RunLog
-
-    log = RunLog(args.log_format)
+        why = f"`watchrun mcp` needs the MCP SDK ({missing} is missing): pip install " \
+              "'watchrun[mcp]'"
+        if json_lines:
+            log.error(why, event="missing-dependency")
+            return exit_status("missing_dependency")
+        return out.fail("missing_dependency", why)
     ForwardToRunLog(log).install()
     for d in said:  # (clamped limits, …: as `run` says them)
         log_diagnostic(log, d)
