@@ -5,6 +5,7 @@ the moment the second rotation happens)."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -429,3 +430,126 @@ def test_an_archive_is_decompressed_once_however_many_generations_begin_alike(
             assert len(calls) == 2  # (its first KiB, then one pass)
         finally:
             os.close(fd)
+
+
+BANNER = b"".join(b"# app 1.0 started, config /etc/app.conf, pid file /run/a%03d\n" % i
+                  for i in range(20))
+"""What the writer puts first in every generation: more than the 1 KiB of the head
+fingerprint, so a checkpoint just past it matches the file written again after a truncation."""
+
+
+def at_banner_end(log: Path) -> Checkpoint:
+    """The checkpoint of `log` read to the end of its banner (and nothing since)."""
+    write(log, BANNER.decode())
+    st = os.stat(log)
+    return position(st.st_dev, st.st_ino, st.st_mtime_ns, BANNER[:1024], BANNER[-1024:],
+                    len(BANNER), 21, str(log), inode_gen=inode_generation_of(log))
+
+
+def inode_generation_of(path: Path) -> int | None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return inode_generation(fd)
+    finally:
+        os.close(fd)
+
+
+def away(log: Path, cp: Checkpoint, b_lines: bytes, c_lines: bytes, packer: str | None) -> None:
+    """While the runner is away: B written, copied (then compressed by `packer`) and truncated,
+    the banner written again, then C (rotation-4 S8)."""
+    with open(log, "ab") as f:
+        f.write(b_lines)
+    os.utime(log, ns=(cp.mtime_ns + 1,) * 2)
+    copytruncate(log, log.with_name("app.log.1"), BANNER.decode() + c_lines.decode())
+    os.utime(log.with_name("app.log.1"), ns=(cp.mtime_ns + 1,) * 2)
+    if packer is not None:
+        subprocess.run([packer, "-n" if packer == "gzip" else "-q", str(log) + ".1"],
+                       check=True)
+
+
+B_LINES = b"".join(b"B%02d ERROR while the runner was away\n" % i for i in range(10))
+C_LINES = b"".join(b"C%02d after the banner came back\n" % i for i in range(15))
+
+
+def test_a_copytruncate_whose_banner_comes_back_is_read_from_the_copy(tmp_path: Path) -> None:
+    """rotation-4 S8, uncompressed: checkpointed at the end of the banner; while the runner
+    was away B was written, the file copied and truncated, the banner written again, then C.
+    The file at the path held the checkpoint's bytes, so it was taken for the file read and B
+    was lost with no gap. The copy goes on past the offset otherwise than the file at the path:
+    B is read from it, then the file at the path from its start, after a `truncate`."""
+    log = tmp_path / "app.log"
+    cp = at_banner_end(log)
+    away(log, cp, B_LINES, C_LINES, None)
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        read = [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps]
+        assert read == [B_LINES, BANNER + C_LINES] and plan.at_path and not plan.gaps
+        assert plan.steps[0].origin is cp and plan.steps[0].line_no == 21
+        announce = plan.steps[1].announce
+        assert announce is not None and announce["reason"] == "truncate"
+    finally:
+        plan.close()
+
+
+@pytest.mark.parametrize("packer", ["gzip", "bzip2"])
+def test_a_copytruncate_compressed_whose_banner_comes_back_is_a_gap(
+        tmp_path: Path, packer: str) -> None:
+    """rotation-4 S8 as the explorer ran it: the copy was compressed. B cannot be read: a
+    `gap{compressed}` names the archive and where the loss began (the checkpoint's line)."""
+    log = tmp_path / "app.log"
+    cp = at_banner_end(log)
+    away(log, cp, B_LINES, C_LINES, packer)
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        assert [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps] == [BANNER + C_LINES]
+        (gap,) = plan.gaps
+        assert gap["reason"] == "compressed" and gap["path"].endswith("app.log.1." + (
+            "gz" if packer == "gzip" else "bz2"))
+        assert (gap["offset"], gap["lineNo"]) == (len(BANNER), 21)
+        announce = plan.steps[0].announce
+        assert announce is not None and announce["reason"] == "truncate"
+    finally:
+        plan.close()
+
+
+@pytest.mark.parametrize("packer", [None, "gzip"])
+def test_a_snapshot_the_file_goes_on_from_is_no_copytruncate(
+        tmp_path: Path, packer: str | None) -> None:
+    """A copy made while the runner was away of a file that was not truncated (logrotate's
+    `copy`, a backup): the file at the path goes on past the offset as the copy does; it is
+    read on from its checkpoint, and the copy is neither read nor a gap."""
+    log = tmp_path / "app.log"
+    cp = at_banner_end(log)
+    with open(log, "ab") as f:
+        f.write(B_LINES)
+    (tmp_path / "app.log.1").write_bytes(log.read_bytes())
+    os.utime(tmp_path / "app.log.1", ns=(cp.mtime_ns + 1,) * 2)
+    if packer:
+        subprocess.run([packer, "-n", str(tmp_path / "app.log.1")], check=True)
+    with open(log, "ab") as f:
+        f.write(C_LINES)
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        assert [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps] == [B_LINES + C_LINES]
+        assert plan.steps[0].origin is cp and not plan.gaps
+    finally:
+        plan.close()
+
+
+def test_a_file_grown_in_a_directory_unchanged_since_lists_no_siblings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restart of a watcher whose file grew while it was away: no file was made or renamed
+    beside it (its directory unchanged), so no copy can have been made; nothing is listed."""
+    log = tmp_path / "app.log"
+    cp = at_banner_end(log)
+    os.utime(tmp_path, ns=(cp.mtime_ns - 1,) * 2)
+    with open(log, "ab") as f:
+        f.write(B_LINES)
+    listed: list[Any] = []
+    monkeypatch.setattr(plans, "scan", lambda *a: listed.append(a) or [])
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        assert [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps] == [B_LINES]
+        assert listed == []
+    finally:
+        plan.close()

@@ -195,6 +195,21 @@ def holds_begun(fd: int, cp: Checkpoint) -> bool:
     return found == (True, True)
 
 
+def content_at(fd: int, at: int, n: int) -> bytes | None:
+    """`n` bytes of what the gzip, bzip2 or xz file holds, from `at` on (fewer at its end);
+    None when it cannot be decompressed that far (cut short, another format, damaged)."""
+    got, total = b"", 0
+    try:
+        parts = _Parts(fd)
+        while total < at + n and (out := parts.next()) is not None:
+            start = max(0, at - total)  # (where the bytes wanted begin in this part)
+            got += out[start : start + n - len(got)]
+            total += len(out)
+    except (_CutShort, *_BROKEN):
+        return None
+    return got
+
+
 def _as_read(fd: int, cp: Checkpoint) -> tuple[bool, bool] | None:
     """Decompressed until past the checkpoint's offset: whether it holds what was read (the
     first bytes, the bytes just before the offset), and whether it holds more than that.

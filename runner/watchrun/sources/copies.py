@@ -1,15 +1,19 @@
-"""Copytruncate's copies among a file's siblings, where no copy holds the checkpoint's offset:
-the copies made while the runner was away from a file checkpointed empty, and a copy that ends
-before where the runner had read."""
+"""Copytruncate's copies among a file's siblings that the file at the path does not tell of:
+the copies made while the runner was away from a file checkpointed empty, or from one written
+the same first bytes again after its truncation, and a copy that ends before where the runner
+had read."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+from watchrun.sources.compressed import content_at, holds_begun
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
     Archive,
     Checkpoint,
+    holds,
     position,
     same_head,
     tail_before,
@@ -53,6 +57,71 @@ def copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: lis
             fresh[0].start, fresh[0].line_no, fresh[0].origin = last.offset, last.line_no, last
         cur.start, cur.line_no, cur.origin = 0, 1, None
         plan.steps += fresh
+
+
+def written_again(path: Path, last: Checkpoint, cur: Opened) -> bool:
+    """The followed file is at the path holding what was read, modified since, and a file was
+    made or renamed beside it since (its directory modified): what a copytruncate while the
+    runner was away looks like when the file was written the same bytes again as far as the
+    offset (a banner after each truncation). One stat of the directory; only then are the
+    siblings listed (`copied_past`)."""
+    if not last.fingerprint_len or cur.st.st_mtime_ns == last.mtime_ns:
+        return False
+    try:
+        return os.stat(path.parent).st_mtime_ns >= last.mtime_ns
+    except OSError:
+        return False
+
+
+def copied_past(cur: Opened, last: Checkpoint, entries: list[Entry], known: list[Checkpoint],
+                taken: set[tuple[int, int]], max_n: int, plan: Plan,
+                judged: set[Archive]) -> Entry | None:
+    """`written_again`: a copy made since that holds what was read and more, and goes on past
+    the offset otherwise than the file at the path does, says the file was copied and
+    truncated, then written the same first bytes again. The copy is read on from the offset
+    (the copies after it from their start, as generations rotated since), the file at the
+    path from its start; a compressed copy is a gap (returned: it holds the generation being
+    read). No such copy (none, or snapshots the file goes on alike from): nothing changes."""
+    fresh, gaps, now = newer(entries, known[:-1], last.mtime_ns, taken, max_n,
+                             drained=finished(known), judged=judged)
+    ours = next((o for o in fresh if o.st.st_size > last.offset and holds(last, o.fd, o.st)),
+                None)
+    packed = _begun_copy(last, [e for e in entries if any(g.get("path") == e.path
+                                                            for g in gaps)])
+    if not ((ours and _goes_on_otherwise(os.pread(ours.fd, AHEAD, last.offset), cur, last))
+            or (packed and _goes_on_otherwise(packed[1], cur, last))):
+        Plan(fresh).close()
+        return None
+    plan.gaps += gaps
+    judged.update(now)
+    if ours is not None:
+        ours.start, ours.line_no, ours.origin = last.offset, last.line_no, last
+    cur.start, cur.line_no, cur.origin = 0, 1, None
+    plan.steps += fresh
+    return packed[0] if packed and ours is None else None
+
+
+AHEAD = 4096
+"""Bytes past the offset compared between a copy and the file at the path."""
+
+
+def _goes_on_otherwise(copied: bytes, cur: Opened, last: Checkpoint) -> bool:
+    return bool(copied) and os.pread(cur.fd, len(copied), last.offset) != copied
+
+
+def _begun_copy(last: Checkpoint, archives: list[Entry]) -> tuple[Entry, bytes] | None:
+    """The first of `archives` that holds what was read and more, with its bytes past the
+    offset (AHEAD of them)."""
+    for e in archives:
+        o = open_entry(e)
+        if o is None:
+            continue
+        try:
+            if holds_begun(o.fd, last) and (past := content_at(o.fd, last.offset, AHEAD)):
+                return e, past
+        finally:
+            os.close(o.fd)
+    return None
 
 
 def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]

@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.output.recorded import Mark
-from watchrun.sources.copies import copied_since, cut_short, emptied, finished, ident
+from watchrun.sources.copies import (
+    copied_past,
+    copied_since,
+    cut_short,
+    emptied,
+    finished,
+    ident,
+    written_again,
+)
 from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import (
     Archive,
@@ -117,7 +125,8 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
     at_path = cur is not None and identifies(last, cur.fd, cur.st, cur.generation())
     if cur is not None and at_path:
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
-        if all(cp.finished for cp in known[:-1]) and not emptied(last, cur):
+        if all(cp.finished for cp in known[:-1]) and not emptied(last, cur) and \
+                not written_again(path, last, cur):
             return regrown_gaps(path, known, max_n, Plan([cur], at_path=True))
     # the followed file's inode is at the path, `rewritten` (truncated or rewritten in place)
     # when it kept its first bytes or its inode generation number says it is the same file
@@ -134,7 +143,9 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
     except OSError:
         plan.close()
         raise
-    return _announce(plan, cur, last, reused, rewritten, recorded)
+    truncated = at_path and cur is not None and cur.origin is None  # (a copy made since
+    # says so: read from its start again)
+    return _announce(plan, cur, last, reused, rewritten or truncated, recorded)
 
 
 def _judge(archive: Entry, taken: set[tuple[int, int]], judged: set[Archive]) -> None:
@@ -184,6 +195,11 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         judged.update(now)
     elif cur is not None and emptied(last, cur):
         copied_since(cur, last, entries, known, taken, max_n, plan, judged)
+    elif cur is not None and written_again(path, last, cur):
+        packed = copied_past(cur, last, entries, known, taken, max_n, plan, judged)
+        if packed is not None:  # (the generation being read, compressed: where its loss began)
+            plan.gaps = [missing_gap(last, recorded.last(last), packed) if g.get("path") ==
+                         packed.path else g for g in plan.gaps]
     plan.archives = judged_kept(judged, entries)
     return entries
 
