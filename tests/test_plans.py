@@ -14,7 +14,7 @@ import pytest
 from watchrun.output.recorded import Epoch, Mark
 from watchrun.sources import plans
 from watchrun.sources.generation import Recorded
-from watchrun.sources.identity import Checkpoint, inode_generation, position
+from watchrun.sources.identity import Checkpoint, birth_ns, inode_generation, position
 
 
 def write(path: Path, text: str) -> None:
@@ -551,5 +551,115 @@ def test_a_file_grown_in_a_directory_unchanged_since_lists_no_siblings(
     try:
         assert [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps] == [B_LINES]
         assert listed == []
+    finally:
+        plan.close()
+
+
+def test_an_older_generation_written_late_is_no_copy_of_the_file(tmp_path: Path) -> None:
+    """rotation-5 S3f: `app.log.1`, a generation made before the checkpoint (never read: it was
+    rotated before the watcher existed) that begins with the same banner, written by a late
+    writer while the runner was away, is no copy: it was made before the checkpoint. The file
+    at the path is read on from its checkpoint, nothing else (it was taken for a copy: its
+    lines recorded as the file's, a false `truncate`, the banner recorded twice)."""
+    old = tmp_path / "app.log.1"
+    old.write_bytes(BANNER + b"OLD line\n")
+    if birth_ns(str(old)) is None:
+        pytest.skip("the file system does not tell when a file was made")
+    log = tmp_path / "app.log"
+    cp = at_banner_end(log)
+    with open(old, "ab") as f:
+        f.write(b"LATE line\n")
+    with open(log, "ab") as f:
+        f.write(B_LINES)
+    (tmp_path / "app.pid").write_text("1\n")  # (the directory changed)
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        assert [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps] == [B_LINES]
+        assert plan.steps[0].origin is cp and not plan.gaps
+    finally:
+        plan.close()
+
+
+def test_the_oldest_copy_is_the_one_the_file_went_on_into(tmp_path: Path) -> None:
+    """rotation-5 S2c (delaycompress): two copytruncates while the runner was away; B's copy
+    was renumbered and compressed (`app.log.2.gz`), C's is plain (`app.log.1`). The archive,
+    made first, is the generation being read (its gap from the checkpoint's line); C's copy is
+    a whole generation, read from its start (it was read from the offset as the continuation,
+    and its banner's last line was lost)."""
+    log = tmp_path / "app.log"
+    cp = at_banner_end(log)
+    away(log, cp, B_LINES, C_LINES, None)
+    one, two = tmp_path / "app.log.1", tmp_path / "app.log.2"
+    os.rename(one, two)
+    subprocess.run(["gzip", "-n", str(two)], check=True)
+    copytruncate(log, one, BANNER.decode() + "E00 ERROR\n")
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        read = [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps]
+        assert read == [BANNER + C_LINES, BANNER + b"E00 ERROR\n"]
+        (gap,) = plan.gaps
+        assert gap["path"] == str(two) + ".gz" and (gap["offset"], gap["lineNo"]) == (
+            len(BANNER), 21)
+    finally:
+        plan.close()
+
+
+def test_a_copy_beside_a_symlinks_target_is_found(tmp_path: Path) -> None:
+    """rotation-5 S8: the path is a symlink to a file in another directory, where the copy is
+    made: that directory's change opens the look (the link's own did not change)."""
+    (tmp_path / "links").mkdir()
+    (tmp_path / "data").mkdir()
+    target = tmp_path / "data" / "app.log"
+    link = tmp_path / "links" / "app.log"
+    os.symlink(target, link)
+    cp = at_banner_end(target)
+    cp = Checkpoint(**{**{f: getattr(cp, f) for f in cp.__struct_fields__},
+                       "path": str(target)})
+    os.utime(tmp_path / "links", ns=(cp.mtime_ns - 1,) * 2)
+    away(target, cp, B_LINES, C_LINES, None)
+    plan = plans.plan_start(link, [cp], 10, Recorded())
+    try:
+        read = [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps]
+        assert read == [B_LINES, BANNER + C_LINES] and not plan.gaps
+    finally:
+        plan.close()
+
+
+def test_output_written_alike_after_the_banner_does_not_hide_the_copy(tmp_path: Path) -> None:
+    """rotation-5 S6b: 5.4 KiB of start-up output the same in both generations follow the
+    banner; the copy and the file differ past that (4 KiB compared: the copy was taken for a
+    backup, and B was lost)."""
+    block = b"".join(b"INFO bean %04d initialised in the application context\n" % i
+                     for i in range(100))
+    log = tmp_path / "app.log"
+    cp = at_banner_end(log)
+    away(log, cp, block + B_LINES, C_LINES, None)
+    with open(log, "r+b") as f:  # (the banner, the same output, then C)
+        f.truncate(0)
+        f.write(BANNER + block + C_LINES)
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        read = [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps]
+        assert read == [block + B_LINES, BANNER + block + C_LINES]
+    finally:
+        plan.close()
+
+
+def test_past_max_generations_the_copies_kept_are_read_whole(tmp_path: Path) -> None:
+    """rotation-5 E1: three copytruncates while the runner was away, limits.maxGenerations 1:
+    the two oldest copies (B's with them) are a `max-generations` gap, and the one kept is a
+    later generation, read from its start (it was read from the offset as the continuation)."""
+    log = tmp_path / "app.log"
+    cp = at_banner_end(log)
+    away(log, cp, B_LINES, C_LINES, None)
+    for n, body in ((2, b"D00 ERROR\n"), (3, b"E00 ERROR\n")):
+        for k in range(n - 1, 0, -1):
+            os.rename(tmp_path / f"app.log.{k}", tmp_path / f"app.log.{k + 1}")
+        copytruncate(log, tmp_path / "app.log.1", (BANNER + body).decode())
+    plan = plans.plan_start(log, [cp], 1, Recorded())
+    try:
+        read = [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps]
+        assert read == [BANNER + b"D00 ERROR\n", BANNER + b"E00 ERROR\n"]
+        assert [g["reason"] for g in plan.gaps] == ["max-generations"]
     finally:
         plan.close()

@@ -13,6 +13,7 @@ from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
     Archive,
     Checkpoint,
+    birth_ns,
     holds,
     position,
     same_head,
@@ -61,67 +62,86 @@ def copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: lis
 
 def written_again(path: Path, last: Checkpoint, cur: Opened) -> bool:
     """The followed file is at the path holding what was read, modified since, and a file was
-    made or renamed beside it since (its directory modified): what a copytruncate while the
-    runner was away looks like when the file was written the same bytes again as far as the
-    offset (a banner after each truncation). One stat of the directory; only then are the
-    siblings listed (`copied_past`)."""
+    made or renamed beside it since (its directory, or its real one through a symlink,
+    modified): what a copytruncate while the runner was away looks like when the file was
+    written the same bytes again as far as the offset (a banner after each truncation). A stat
+    of each directory; only then are the siblings listed (`copied_past`)."""
     if not last.fingerprint_len or cur.st.st_mtime_ns == last.mtime_ns:
         return False
-    try:
-        return os.stat(path.parent).st_mtime_ns >= last.mtime_ns
-    except OSError:
-        return False
+    for where in {path.parent, Path(last.path).parent}:
+        try:
+            if os.stat(where).st_mtime_ns >= last.mtime_ns:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def copied_past(cur: Opened, last: Checkpoint, entries: list[Entry], known: list[Checkpoint],
                 taken: set[tuple[int, int]], max_n: int, plan: Plan,
                 judged: set[Archive]) -> Entry | None:
-    """`written_again`: a copy made since that holds what was read and more, and goes on past
-    the offset otherwise than the file at the path does, says the file was copied and
-    truncated, then written the same first bytes again. The copy is read on from the offset
-    (the copies after it from their start, as generations rotated since), the file at the
-    path from its start; a compressed copy is a gap (returned: it holds the generation being
-    read). No such copy (none, or snapshots the file goes on alike from): nothing changes."""
+    """`written_again`: copies made since (born after the checkpoint, where the file system
+    tells) that hold what was read and more, one of them going on past the offset otherwise
+    than the file at the path does, say the file was copied and truncated, then written the
+    same first bytes again. The oldest copy is the one it continued into: read on from the
+    offset (compressed: a gap, its archive returned), the later ones from their start, as
+    generations rotated since, and the file at the path from its start. No such copy (none,
+    or snapshots the file goes on alike from): nothing changes."""
     fresh, gaps, now = newer(entries, known[:-1], last.mtime_ns, taken, max_n,
                              drained=finished(known), judged=judged)
-    ours = next((o for o in fresh if o.st.st_size > last.offset and holds(last, o.fd, o.st)),
-                None)
-    packed = _begun_copy(last, [e for e in entries if any(g.get("path") == e.path
-                                                            for g in gaps)])
-    if not ((ours and _goes_on_otherwise(os.pread(ours.fd, AHEAD, last.offset), cur, last))
-            or (packed and _goes_on_otherwise(packed[1], cur, last))):
+    packed = [e for e in entries if any(g.get("path") == e.path for g in gaps)]
+    copies = sorted([*_plain_copies(last, fresh), *_packed_copies(last, packed)],
+                    key=lambda c: c[0])
+    if not any(past != os.pread(cur.fd, len(past), last.offset) for _, _, past in copies):
         Plan(fresh).close()
         return None
     plan.gaps += gaps
     judged.update(now)
-    if ours is not None:
-        ours.start, ours.line_no, ours.origin = last.offset, last.line_no, last
     cur.start, cur.line_no, cur.origin = 0, 1, None
     plan.steps += fresh
-    return packed[0] if packed and ours is None else None
+    ours = copies[0][1]
+    if isinstance(ours, Entry):
+        return ours
+    if not any(g["reason"] == "max-generations" for g in gaps):  # (else ours was skipped)
+        ours.start, ours.line_no, ours.origin = last.offset, last.line_no, last
+    return None
 
 
-AHEAD = 4096
-"""Bytes past the offset compared between a copy and the file at the path."""
+AHEAD = 64 * 1024
+"""Bytes past the offset compared between a copy and the file at the path (more than the
+output an application writes alike after its banner at each start)."""
 
 
-def _goes_on_otherwise(copied: bytes, cur: Opened, last: Checkpoint) -> bool:
-    return bool(copied) and os.pread(cur.fd, len(copied), last.offset) != copied
+def _born_since(fd: int, st: os.stat_result, last: Checkpoint) -> int | None:
+    """When the file was made (its mtime where the file system does not tell), if after the
+    checkpoint: a generation made before it that was written since is no copy."""
+    born = birth_ns(fd)
+    made = st.st_mtime_ns if born is None else born
+    return made if made >= last.mtime_ns else None
 
 
-def _begun_copy(last: Checkpoint, archives: list[Entry]) -> tuple[Entry, bytes] | None:
-    """The first of `archives` that holds what was read and more, with its bytes past the
-    offset (AHEAD of them)."""
+def _plain_copies(last: Checkpoint, fresh: list[Opened]
+                  ) -> list[tuple[int, Opened | Entry, bytes]]:
+    return [(born, o, os.pread(o.fd, AHEAD, last.offset)) for o in fresh
+            if o.st.st_size > last.offset and holds(last, o.fd, o.st)
+            and (born := _born_since(o.fd, o.st, last)) is not None]
+
+
+def _packed_copies(last: Checkpoint, archives: list[Entry]
+                   ) -> list[tuple[int, Opened | Entry, bytes]]:
+    found: list[tuple[int, Opened | Entry, bytes]] = []
     for e in archives:
         o = open_entry(e)
         if o is None:
             continue
         try:
-            if holds_begun(o.fd, last) and (past := content_at(o.fd, last.offset, AHEAD)):
-                return e, past
+            born = _born_since(o.fd, o.st, last)
+            if born is not None and holds_begun(o.fd, last) and \
+                    (past := content_at(o.fd, last.offset, AHEAD)):
+                found.append((born, e, past))
         finally:
             os.close(o.fd)
-    return None
+    return found
 
 
 def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
