@@ -506,6 +506,7 @@ def test_a_copytruncate_compressed_whose_banner_comes_back_is_a_gap(
         assert gap["reason"] == "compressed" and gap["path"].endswith("app.log.1." + (
             "gz" if packer == "gzip" else "bz2"))
         assert (gap["offset"], gap["lineNo"]) == (len(BANNER), 21)
+        assert gap["unreadBytes"] == len(B_LINES)  # (what it holds past the offset: all known)
         announce = plan.steps[0].announce
         assert announce is not None and announce["reason"] == "truncate"
     finally:

@@ -79,12 +79,13 @@ def written_again(path: Path, last: Checkpoint, cur: Opened) -> bool:
 
 def copied_past(cur: Opened, last: Checkpoint, entries: list[Entry], known: list[Checkpoint],
                 taken: set[tuple[int, int]], max_n: int, plan: Plan,
-                judged: set[Archive]) -> Entry | None:
+                judged: set[Archive]) -> tuple[Entry, int] | None:
     """`written_again`: copies made since (born after the checkpoint, where the file system
     tells) that hold what was read and more, one of them going on past the offset otherwise
     than the file at the path does, say the file was copied and truncated, then written the
     same first bytes again. The oldest copy is the one it continued into: read on from the
-    offset (compressed: a gap, its archive returned), the later ones from their start, as
+    offset (compressed: a gap, its archive returned with the bytes seen past the offset), the
+    later ones from their start, as
     generations rotated since, and the file at the path from its start. No such copy (none,
     or snapshots the file goes on alike from): nothing changes."""
     fresh, gaps, now = newer(entries, known[:-1], last.mtime_ns, taken, max_n,
@@ -99,9 +100,9 @@ def copied_past(cur: Opened, last: Checkpoint, entries: list[Entry], known: list
     judged.update(now)
     cur.start, cur.line_no, cur.origin = 0, 1, None
     plan.steps += fresh
-    ours = copies[0][1]
+    _, ours, past = copies[0]
     if isinstance(ours, Entry):
-        return ours
+        return ours, len(past)
     if not any(g["reason"] == "max-generations" for g in gaps):  # (else ours was skipped)
         ours.start, ours.line_no, ours.origin = last.offset, last.line_no, last
     return None

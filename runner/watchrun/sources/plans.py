@@ -45,15 +45,16 @@ from watchrun.sources.siblings import (
 
 
 def missing_gap(cp: Checkpoint, recorded: Mark | None = None,
-                archive: Entry | None = None) -> dict[str, Any]:
+                archive: Entry | None = None, seen: int = 0) -> dict[str, Any]:
     """A generation that was being read and is gone (deleted, or its inode taken by a new
-    file), or found as `archive` (compressed, beginning as it did): read up to its checkpoint,
-    or past the last line recorded from it after that."""
+    file), or found as `archive` (compressed, beginning as it did; `seen`: bytes of it known
+    past the checkpoint): read up to its checkpoint, or past the last line recorded from it
+    after that."""
     offset, line_no = cp.offset, cp.line_no
     if recorded is not None and recorded.offset >= offset:
         offset = recorded.offset + len(recorded.line.encode("utf-8", "replace")) + 1
         line_no = max(line_no, recorded.line_no + 1)
-    unread = max(0, cp.size - offset)
+    unread = max(0, cp.size - offset, cp.offset + seen - offset)
     if archive is not None:
         return {"reason": "compressed", "path": archive.path, "inode": archive.st.st_ino,
                 "offset": offset, "lineNo": line_no, "unreadBytes": unread,
@@ -198,8 +199,9 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
     elif cur is not None and written_again(path, last, cur):
         packed = copied_past(cur, last, entries, known, taken, max_n, plan, judged)
         if packed is not None:  # (the generation being read, compressed: where its loss began)
-            plan.gaps = [missing_gap(last, recorded.last(last), packed) if g.get("path") ==
-                         packed.path else g for g in plan.gaps]
+            archive, seen = packed
+            plan.gaps = [missing_gap(last, recorded.last(last), archive, seen)
+                         if g.get("path") == archive.path else g for g in plan.gaps]
     plan.archives = judged_kept(judged, entries)
     return entries
 
