@@ -84,10 +84,9 @@ def copied_past(cur: Opened, last: Checkpoint, entries: list[Entry], known: list
     tells) that hold what was read and more, one of them going on past the offset otherwise
     than the file at the path does, say the file was copied and truncated, then written the
     same first bytes again. The oldest copy is the one it continued into: read on from the
-    offset (compressed: a gap, its archive returned with the bytes seen past the offset), the
-    later ones from their start, as
-    generations rotated since, and the file at the path from its start. No such copy (none,
-    or snapshots the file goes on alike from): nothing changes."""
+    offset (compressed: a gap, its archive returned with the bytes seen past the offset); the
+    later ones from their start, as generations rotated since; the file at the path from its
+    start. No such copy (none, or snapshots the file goes on alike from): nothing changes."""
     fresh, gaps, now = newer(entries, known[:-1], last.mtime_ns, taken, max_n,
                              drained=finished(known), judged=judged)
     packed = [e for e in entries if any(g.get("path") == e.path for g in gaps)]
