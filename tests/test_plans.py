@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from watchrun.output.recorded import Epoch, Mark
-from watchrun.sources import plans
+from watchrun.sources import copies, plans
 from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import Checkpoint, birth_ns, inode_generation, position
 
@@ -581,14 +581,20 @@ def test_an_older_generation_written_late_is_no_copy_of_the_file(tmp_path: Path)
         plan.close()
 
 
-def test_the_oldest_copy_is_the_one_the_file_went_on_into(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tick", ["apart", "same"])
+def test_the_oldest_copy_is_the_one_the_file_went_on_into(
+        tmp_path: Path, tick: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """rotation-5 S2c (delaycompress): two copytruncates while the runner was away; B's copy
     was renumbered and compressed (`app.log.2.gz`), C's is plain (`app.log.1`). The archive,
     made first, is the generation being read (its gap from the checkpoint's line); C's copy is
     a whole generation, read from its start (it was read from the offset as the continuation,
-    and its banner's last line was lost)."""
+    and its banner's last line was lost). Made in the same tick of the file clock (its birth
+    times equal: file times move by the kernel's tick), the archive is known older by the
+    mtime it kept."""
     log = tmp_path / "app.log"
     cp = at_banner_end(log)
+    if tick == "same":
+        monkeypatch.setattr(copies, "birth_ns", lambda fd: cp.mtime_ns + 5)
     away(log, cp, B_LINES, C_LINES, None)
     one, two = tmp_path / "app.log.1", tmp_path / "app.log.2"
     os.rename(one, two)

@@ -91,7 +91,8 @@ def copied_past(cur: Opened, last: Checkpoint, entries: list[Entry], known: list
                              drained=finished(known), judged=judged)
     packed = [e for e in entries if any(g.get("path") == e.path for g in gaps)]
     copies = sorted([*_plain_copies(last, fresh), *_packed_copies(last, packed)],
-                    key=lambda c: c[0])
+                    key=lambda c: c[0])  # (made in one tick of the file clock: the older
+    # content first, as an archive keeps the mtime of the file it compressed)
     if not any(past != os.pread(cur.fd, len(past), last.offset) for _, _, past in copies):
         Plan(fresh).close()
         return None
@@ -120,16 +121,19 @@ def _born_since(fd: int, st: os.stat_result, last: Checkpoint) -> int | None:
     return made if made >= last.mtime_ns else None
 
 
-def _plain_copies(last: Checkpoint, fresh: list[Opened]
-                  ) -> list[tuple[int, Opened | Entry, bytes]]:
-    return [(born, o, os.pread(o.fd, AHEAD, last.offset)) for o in fresh
+_Copy = tuple[tuple[int, int], "Opened | Entry", bytes]
+"""A copy: when it was made and its mtime (the order of copies), it, its bytes past the
+offset."""
+
+
+def _plain_copies(last: Checkpoint, fresh: list[Opened]) -> list[_Copy]:
+    return [((born, o.st.st_mtime_ns), o, os.pread(o.fd, AHEAD, last.offset)) for o in fresh
             if o.st.st_size > last.offset and holds(last, o.fd, o.st)
             and (born := _born_since(o.fd, o.st, last)) is not None]
 
 
-def _packed_copies(last: Checkpoint, archives: list[Entry]
-                   ) -> list[tuple[int, Opened | Entry, bytes]]:
-    found: list[tuple[int, Opened | Entry, bytes]] = []
+def _packed_copies(last: Checkpoint, archives: list[Entry]) -> list[_Copy]:
+    found: list[_Copy] = []
     for e in archives:
         o = open_entry(e)
         if o is None:
@@ -138,7 +142,7 @@ def _packed_copies(last: Checkpoint, archives: list[Entry]
             born = _born_since(o.fd, o.st, last)
             if born is not None and holds_begun(o.fd, last) and \
                     (past := content_at(o.fd, last.offset, AHEAD)):
-                found.append((born, e, past))
+                found.append(((born, o.st.st_mtime_ns), e, past))
         finally:
             os.close(o.fd)
     return found
