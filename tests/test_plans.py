@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from watchrun.output.recorded import Epoch, Mark
@@ -568,6 +569,9 @@ def test_an_older_generation_written_late_is_no_copy_of_the_file(tmp_path: Path)
         pytest.skip("the file system does not tell when a file was made")
     log = tmp_path / "app.log"
     cp = at_banner_end(log)
+    if cp.mtime_ns <= (born := birth_ns(str(old)) or 0):  # (one tick of the file clock)
+        os.utime(log, ns=(born + 1,) * 2)
+        cp = msgspec.structs.replace(cp, mtime_ns=born + 1)
     with open(old, "ab") as f:
         f.write(b"LATE line\n")
     with open(log, "ab") as f:
@@ -620,8 +624,7 @@ def test_a_copy_beside_a_symlinks_target_is_found(tmp_path: Path) -> None:
     link = tmp_path / "links" / "app.log"
     os.symlink(target, link)
     cp = at_banner_end(target)
-    cp = Checkpoint(**{**{f: getattr(cp, f) for f in cp.__struct_fields__},
-                       "path": str(target)})
+    cp = msgspec.structs.replace(cp, path=str(target))
     os.utime(tmp_path / "links", ns=(cp.mtime_ns - 1,) * 2)
     away(target, cp, B_LINES, C_LINES, None)
     plan = plans.plan_start(link, [cp], 10, Recorded())
