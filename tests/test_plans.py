@@ -4,6 +4,7 @@ the moment the second rotation happens)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -671,5 +672,28 @@ def test_past_max_generations_the_copies_kept_are_read_whole(tmp_path: Path) -> 
         read = [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps]
         assert read == [BANNER + b"D00 ERROR\n", BANNER + b"E00 ERROR\n"]
         assert [g["reason"] for g in plan.gaps] == ["max-generations"]
+    finally:
+        plan.close()
+
+
+def test_an_archive_still_being_written_that_may_be_the_copy_is_a_gap(tmp_path: Path) -> None:
+    """rotation-5 E3: at the start, the copy's archive is still being written (cut short
+    before the offset's bytes come out) and the plain copy is gone: it cannot be told a copy
+    or not, and B may be in it. It is a gap (nothing was said before, and B was lost); the file
+    at the path is read on from its checkpoint."""
+    log = tmp_path / "app.log"
+    cp = at_banner_end(log)
+    noise = b"".join(b"B ERROR %s\n" % hashlib.sha256(b"%d" % i).hexdigest().encode()
+                     for i in range(2000))  # (compresses little: part of the archive holds more)
+    away(log, cp, noise, C_LINES, "gzip")
+    archive = tmp_path / "app.log.1.gz"
+    whole = archive.read_bytes()
+    archive.write_bytes(whole[: len(whole) // 4])  # (gzip has written a quarter of it: what
+    # was read and a little more, not the 64 KiB past the offset compared)
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        assert [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps] == [C_LINES]
+        (gap,) = plan.gaps
+        assert gap["reason"] == "compressed" and gap["path"] == str(archive)
     finally:
         plan.close()

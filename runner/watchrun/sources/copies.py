@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from watchrun.sources.compressed import content_at, holds_begun
+from watchrun.sources.compressed import WHOLE_MAX, content_at, holds_begun
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
     Archive,
@@ -20,7 +20,7 @@ from watchrun.sources.identity import (
     tail_before,
 )
 from watchrun.sources.rotated import Entry
-from watchrun.sources.siblings import Opened, Plan, newer, open_entry
+from watchrun.sources.siblings import Opened, Plan, identity, newer, open_entry
 
 
 def ident(st: os.stat_result) -> tuple[int, int]:
@@ -86,15 +86,20 @@ def copied_past(cur: Opened, last: Checkpoint, entries: list[Entry], known: list
     same first bytes again. The oldest copy is the one it continued into: read on from the
     offset (compressed: a gap, its archive returned with the bytes seen past the offset); the
     later ones from their start, as generations rotated since; the file at the path from its
-    start. No such copy (none, or snapshots the file goes on alike from): nothing changes."""
+    start. No such copy (none, or snapshots the file goes on alike from): nothing changes but
+    for an archive that begins as the file and cannot be decompressed past the offset (still
+    being written): it may be the copy, and is a gap (the fail-closed side)."""
     fresh, gaps, now = newer(entries, known[:-1], last.mtime_ns, taken, max_n,
                              drained=finished(known), judged=judged)
-    packed = [e for e in entries if any(g.get("path") == e.path for g in gaps)]
-    copies = sorted([*_plain_copies(last, fresh), *_packed_copies(last, packed)],
+    packed, unknown = _packed_copies(last, [e for e in entries
+                                            if any(g.get("path") == e.path for g in gaps)])
+    copies = sorted([*_plain_copies(last, fresh), *packed],
                     key=lambda c: c[0])  # (made in one tick of the file clock: the older
     # content first, as an archive keeps the mtime of the file it compressed)
     if not any(past != os.pread(cur.fd, len(past), last.offset) for _, _, past in copies):
         Plan(fresh).close()
+        plan.gaps += [g for g in gaps if g.get("path") in {e.path for e in unknown}]
+        judged.update(identity(e.st) for e in unknown)
         return None
     plan.gaps += gaps
     judged.update(now)
@@ -132,20 +137,28 @@ def _plain_copies(last: Checkpoint, fresh: list[Opened]) -> list[_Copy]:
             and (born := _born_since(o.fd, o.st, last)) is not None]
 
 
-def _packed_copies(last: Checkpoint, archives: list[Entry]) -> list[_Copy]:
+def _packed_copies(last: Checkpoint, archives: list[Entry]
+                   ) -> tuple[list[_Copy], list[Entry]]:
+    """The archives that are copies, and those that begin as the file but cannot be
+    decompressed past the offset (cut short: being written; or read further than WHOLE_MAX)."""
     found: list[_Copy] = []
+    unknown: list[Entry] = []
     for e in archives:
         o = open_entry(e)
         if o is None:
             continue
         try:
             born = _born_since(o.fd, o.st, last)
-            if born is not None and holds_begun(o.fd, last) and \
-                    (past := content_at(o.fd, last.offset, AHEAD)):
+            if born is None or not holds_begun(o.fd, last):
+                continue
+            past = content_at(o.fd, last.offset, AHEAD) if last.offset <= WHOLE_MAX else None
+            if past:
                 found.append(((born, o.st.st_mtime_ns), e, past))
+            elif past is None:
+                unknown.append(e)
         finally:
             os.close(o.fd)
-    return found
+    return found, unknown
 
 
 def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]]
