@@ -124,10 +124,10 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
                 recorded: Recorded, archives: Collection[Archive]) -> Plan:
     last = known[-1]
     at_path = cur is not None and identifies(last, cur.fd, cur.st, cur.generation())
+    again = cur is not None and at_path and written_again(path, last, cur)
     if cur is not None and at_path:
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
-        if all(cp.finished for cp in known[:-1]) and not emptied(last, cur) and \
-                not written_again(path, last, cur):
+        if all(cp.finished for cp in known[:-1]) and not emptied(last, cur) and not again:
             return regrown_gaps(path, known, max_n, Plan([cur], at_path=True))
     # the followed file's inode is at the path, `rewritten` (truncated or rewritten in place)
     # when it kept its first bytes or its inode generation number says it is the same file
@@ -138,7 +138,7 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
                  and (same_head(last, cur.fd) or same_generation(last, cur.generation())))
     plan = Plan()
     try:
-        entries = _gather(path, cur, known, max_n, recorded, at_path, rewritten, plan,
+        entries = _gather(path, cur, known, max_n, recorded, at_path, rewritten, again, plan,
                           set(archives))
         regrown_gaps(path, known, max_n, plan, cur, entries=entries)
     except OSError:
@@ -156,11 +156,12 @@ def _judge(archive: Entry, taken: set[tuple[int, int]], judged: set[Archive]) ->
 
 
 def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
-            recorded: Recorded, at_path: bool, rewritten: bool, plan: Plan,
+            recorded: Recorded, at_path: bool, rewritten: bool, again: bool, plan: Plan,
             judged: set[Archive]) -> list[Entry]:
     """The checkpointed generations found again, gaps for the lost ones, then those rotated
-    after the one followed (not yet the file at the path), and the archives judged (`judged`:
-    by earlier looks); returns the siblings listed."""
+    after the one followed (not yet the file at the path; or, `again` (`written_again`), the
+    copies made of it since), and the archives judged (`judged`: by earlier looks); returns
+    the siblings listed."""
     last = known[-1]
     unlisted: dict[str, OSError] = {}
     entries = scan(path, known, unlisted)
@@ -196,7 +197,7 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         judged.update(now)
     elif cur is not None and emptied(last, cur):
         copied_since(cur, last, entries, known, taken, max_n, plan, judged)
-    elif cur is not None and written_again(path, last, cur):
+    elif cur is not None and again:
         packed = copied_past(cur, last, entries, known, taken, max_n, plan, judged)
         if packed is not None:  # (the generation being read, compressed: where its loss began)
             archive, seen = packed
