@@ -21,12 +21,22 @@ import mcp.client.stdio as sdk_stdio
 from liverunner import watchrun_bin
 
 
-class _PipeReceive(anyio.abc.ByteReceiveStream):
-    """The read end of a pipe (this process owns it), read as the event loop says it is ready."""
+class _PipeEnd:
+    """One end of a pipe this process owns, non-blocking; closing it wakes whoever waits on it."""
 
     def __init__(self, fd: int) -> None:
         os.set_blocking(fd, False)
         self._fd = fd
+
+    async def aclose(self) -> None:
+        if self._fd >= 0:
+            anyio.notify_closing(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+
+class _PipeReceive(_PipeEnd, anyio.abc.ByteReceiveStream):
+    """The read end, read as the event loop says it is ready."""
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         while True:
@@ -41,19 +51,9 @@ class _PipeReceive(anyio.abc.ByteReceiveStream):
                 raise anyio.EndOfStream
             return data
 
-    async def aclose(self) -> None:
-        if self._fd >= 0:
-            anyio.notify_closing(self._fd)
-            os.close(self._fd)
-            self._fd = -1
 
-
-class _PipeSend(anyio.abc.ByteSendStream):
-    """The write end of a pipe (this process owns it), written as the event loop says it can."""
-
-    def __init__(self, fd: int) -> None:
-        os.set_blocking(fd, False)
-        self._fd = fd
+class _PipeSend(_PipeEnd, anyio.abc.ByteSendStream):
+    """The write end, written as the event loop says it can."""
 
     async def send(self, item: bytes) -> None:
         view = memoryview(item)
@@ -68,12 +68,6 @@ class _PipeSend(anyio.abc.ByteSendStream):
                 if exc.errno == errno.EPIPE:
                     raise anyio.BrokenResourceError from exc
                 raise
-
-    async def aclose(self) -> None:
-        if self._fd >= 0:
-            anyio.notify_closing(self._fd)
-            os.close(self._fd)
-            self._fd = -1
 
 
 class ForkedProcess(anyio.abc.Process):
