@@ -47,7 +47,7 @@ imported by the child that needs them, as by a runner of its own; preloaded, eve
 collector would walk them, as no runner's does). `mcp`: that and the MCP SDK, which a
 `watchrun mcp` imports as it starts (~1.2 s of CPU), for its children only."""
 _lock = threading.Lock()
-_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+_PR_GET_CHILD_SUBREAPER = 37
 
 
 class _Server:
@@ -67,21 +67,29 @@ def startup_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(_STARTUP_VARS)}
 
 
+def subreaper() -> bool:
+    """Whether this process is a subreaper (PR_GET_CHILD_SUBREAPER: what
+    `watchrun.process.tree.become_subreaper` sets)."""
+    flag = ctypes.c_int(0)
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
+    return bool(flag.value)
+
+
 @contextlib.contextmanager
 def _no_subreaper() -> Iterator[None]:
     """This process no subreaper meanwhile: a runner served in this process (an MCP session's)
     made it one, and the server, orphaned as the process started here exits, would be
     re-parented to it, and stopped with that runner's children at its end."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    flag = ctypes.c_int(0)
-    libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
-    if flag.value:
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+    from watchrun.process.tree import become_subreaper  # (not in the server: forkserved.py)
+
+    was = subreaper()
+    if was:
+        become_subreaper(False)
     try:
         yield
     finally:
-        if flag.value:
-            libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        if was:
+            become_subreaper(True)
 
 
 def _connect(kind: str) -> _Server | None:

@@ -6,7 +6,6 @@ own), and they decline what a new interpreter would read differently."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import signal
@@ -158,9 +157,7 @@ def test_a_server_started_while_this_process_is_a_subreaper_is_no_child_of_it(
     that was re-parented to it, and the next in-process runner's end stopped it (every child
     after it started the usual way)."""
     monkeypatch.setattr(forkserver, "_servers", {})  # (a new server; this one ends with it)
-    libc = ctypes.CDLL(None, use_errno=True)
-    before = ctypes.c_int(0)
-    libc.prctl(37, ctypes.byref(before), 0, 0, 0)  # PR_GET_CHILD_SUBREAPER
+    before = forkserver.subreaper()
     assert become_subreaper(True)
     try:
         done = forkserver.run([watchrun_bin(), "--version"], env=dict(os.environ), cwd=tmp_path,
@@ -170,4 +167,4 @@ def test_a_server_started_while_this_process_is_a_subreaper_is_no_child_of_it(
         stat = Path(f"/proc/{server}/stat").read_text()
         assert int(stat.rsplit(")", 1)[1].split()[1]) != os.getpid()
     finally:
-        become_subreaper(bool(before.value))
+        become_subreaper(before)
