@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from test_checkpoints import generation_of
 
 from watchrun.output.recorded import Epoch, Mark
 from watchrun.sources import copies, plans
@@ -445,15 +446,7 @@ def at_banner_end(log: Path) -> Checkpoint:
     write(log, BANNER.decode())
     st = os.stat(log)
     return position(st.st_dev, st.st_ino, st.st_mtime_ns, BANNER[:1024], BANNER[-1024:],
-                    len(BANNER), 21, str(log), inode_gen=inode_generation_of(log))
-
-
-def inode_generation_of(path: Path) -> int | None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return inode_generation(fd)
-    finally:
-        os.close(fd)
+                    len(BANNER), 21, str(log), inode_gen=generation_of(log))
 
 
 def away(log: Path, cp: Checkpoint, b_lines: bytes, c_lines: bytes, packer: str | None) -> None:
