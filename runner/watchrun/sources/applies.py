@@ -17,8 +17,8 @@ from msgspec.structs import replace
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.sources.checkpoints import FileState
+from watchrun.sources.opened import Plan
 from watchrun.sources.rotated import Entry, scan
-from watchrun.sources.siblings import Plan
 
 log = logging.getLogger("watchrun.checkpoints")
 

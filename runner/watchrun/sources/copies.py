@@ -19,8 +19,9 @@ from watchrun.sources.identity import (
     same_head,
     tail_before,
 )
+from watchrun.sources.opened import Opened, Plan, open_entry
 from watchrun.sources.rotated import Entry
-from watchrun.sources.siblings import Opened, Plan, identity, newer, open_entry
+from watchrun.sources.siblings import identity, newer
 
 
 def ident(st: os.stat_result) -> tuple[int, int]:

@@ -20,11 +20,11 @@ from watchrun.sources.checkpoints import FileState
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Generation, Recorded, resumable
 from watchrun.sources.identity import birth_ns
+from watchrun.sources.opened import Plan, open_at_path
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotated import Entry
 from watchrun.sources.rotation import Rotation
-from watchrun.sources.siblings import Plan, open_at_path
 from watchrun.sources.unreadable import UNREADABLE
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)

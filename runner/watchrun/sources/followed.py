@@ -28,9 +28,9 @@ from watchrun.sources.generation import (
 )
 from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint
 from watchrun.sources.keeper import Keeper
+from watchrun.sources.opened import Opened, Plan
 from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
 from watchrun.sources.rotated import NO_FDS
-from watchrun.sources.siblings import Opened, Plan
 from watchrun.sources.unseen import Unseen
 
 SAVE_EVERY = 1.0

@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
 
-from watchrun.output.recorded import Mark
+from watchrun.sources.announced import announce, missing_gap
 from watchrun.sources.copies import (
     copied_past,
     copied_since,
@@ -28,47 +27,18 @@ from watchrun.sources.identity import (
     same_generation,
     same_head,
 )
+from watchrun.sources.opened import Opened, Plan, open_at_path
 from watchrun.sources.released import regrown_gaps
 from watchrun.sources.rotated import Entry, scan
 from watchrun.sources.siblings import (
-    Opened,
-    Plan,
     archived,
     begun_archive,
     identity,
     judged_kept,
     locate,
     newer,
-    open_at_path,
     refused,
 )
-
-
-def missing_gap(cp: Checkpoint, recorded: Mark | None = None,
-                archive: Entry | None = None, seen: int = 0) -> dict[str, Any]:
-    """A generation that was being read and is gone (deleted, or its inode taken by a new
-    file), or found as `archive` (compressed, beginning as it did; `seen`: bytes of it known
-    past the checkpoint): read up to its checkpoint, or past the last line recorded from it
-    after that."""
-    offset, line_no = cp.offset, cp.line_no
-    if recorded is not None and recorded.offset >= offset:
-        offset = recorded.offset + len(recorded.line.encode("utf-8", "replace")) + 1
-        line_no = max(line_no, recorded.line_no + 1)
-    unread = max(0, cp.size - offset, cp.offset + seen - offset)
-    if archive is not None:
-        return {"reason": "compressed", "path": archive.path, "inode": archive.st.st_ino,
-                "offset": offset, "lineNo": line_no, "unreadBytes": unread,
-                "message": f"{archive.path} is the generation being read (inode {cp.inode}), "
-                           "rotated and compressed before it was read to its end: from line "
-                           f"{line_no} (offset {offset}) on it was not read"
-                           + (f" ({unread} bytes known)" if unread else "")}
-    return {"reason": "missing", "path": cp.path, "inode": cp.inode, "offset": offset,
-            "lineNo": line_no, "unreadBytes": unread,
-            "message": f"the generation being read (inode {cp.inode}) is gone from line "
-                       f"{line_no} (offset {offset}) on: {unread} bytes of it seen then were "
-                       "not read, nor what was written to it after the runner last looked, nor "
-                       "any generation created and deleted while the runner was not looking"}
-
 
 SETTLE_TRIES = 5
 """A plan is made again when the path changed while it was made (at most this often)."""
@@ -146,7 +116,7 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
         raise
     truncated = at_path and cur is not None and cur.origin is None  # (a copy made since
     # says so: read from its start again)
-    return _announce(plan, cur, last, reused, rewritten or truncated, recorded)
+    return announce(plan, cur, last, reused, rewritten or truncated, recorded)
 
 
 def _judge(archive: Entry, taken: set[tuple[int, int]], judged: set[Archive]) -> None:
@@ -205,36 +175,6 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
                          if g.get("path") == archive.path else g for g in plan.gaps]
     plan.archives = judged_kept(judged, entries)
     return entries
-
-
-def _announce(plan: Plan, cur: Opened | None, last: Checkpoint, reused: bool,
-              rewritten: bool, recorded: Recorded) -> Plan:
-    """The file at the path last, and the `rotate` record before each generation not read
-    before: truncate (the same file, or its copy found), recreate, or rename."""
-    if cur is not None:
-        plan.steps.append(cur)
-        plan.at_path = True
-    copy = next((s for s in plan.steps if s.origin is last), None)
-    prev = last.inode
-    for o in plan.steps:
-        if o is cur and o.origin is not None and o.origin is not last:  # back at one read
-            o.announce = {"reason": "rename", "inode": o.st.st_ino, "oldInode": prev}
-        elif o.origin is None:
-            reason = "rename"
-            if o is cur and (rewritten or (reused and copy is not None)):
-                reason = "truncate"  # (copytruncate while the runner was down)
-            elif o is cur and copy is None:
-                reason = "recreate"
-            o.announce = {"reason": reason, "inode": o.st.st_ino, "oldInode": prev}
-            if reason == "truncate":
-                read_to = last.offset if copy is None else copy.st.st_size
-                mark = recorded.last(last) if copy is None else None
-                if mark is not None:  # recorded past the checkpoint before a crash
-                    read_to = max(read_to, missing_gap(last, mark)["offset"])
-                unread = max(0, last.size - read_to)
-                o.announce |= {"oldSize": last.size, "unreadBytes": unread}
-        prev = o.st.st_ino
-    return plan
 
 
 def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:

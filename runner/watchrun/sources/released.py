@@ -11,8 +11,8 @@ from typing import Any
 
 from watchrun.sources.copies import ident
 from watchrun.sources.identity import Checkpoint, identifies
+from watchrun.sources.opened import Opened, Plan, open_entry
 from watchrun.sources.rotated import Entry, scan
-from watchrun.sources.siblings import Opened, Plan, open_entry
 
 
 def regrown(entries: list[Entry], known: list[Checkpoint], taken: Collection[tuple[int, int]],

@@ -15,8 +15,8 @@ from watchrun.offload import offload
 from watchrun.sources.followed import MISSING, Followed
 from watchrun.sources.generation import Generation, next_seq
 from watchrun.sources.identity import FINGERPRINT_BYTES
+from watchrun.sources.opened import Plan
 from watchrun.sources.plans import plan_switch
-from watchrun.sources.siblings import Plan
 
 
 class Rotation(Followed):
