@@ -72,3 +72,31 @@ def test_a_copy_made_while_stopped_of_a_file_whose_banner_came_back_is_not_lost(
         assert (gap["offset"], gap["lineNo"]) == (len(BANNER), 21)
     else:
         assert gaps == []
+
+
+def test_a_copy_made_while_stopped_of_a_file_left_empty_whose_banner_came_back_is_read(
+        tmp_path: Path) -> None:
+    """The same, the runner stopped while the file was empty (its checkpoint has no bytes to
+    recognise it by): the copy began as the file does, was taken for a backup, and the banner
+    and B were lost with no gap."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": str(log), "pattern": "ERROR|started", "fromStart": True}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    log.write_text(BANNER + lines("B", 10))  # while it is stopped
+    copy = tmp_path / "app.log.1"
+    copy.write_bytes(log.read_bytes())
+    with log.open("r+") as f:
+        f.truncate(0)
+    log.write_text(BANNER + lines("C", 15))
+    run_until(config, tmp_path, "C14 ERROR payload")
+    b, c = lines("B", 10).splitlines(), lines("C", 15).splitlines()
+    assert matched(tmp_path) == ["# app started", *b, "# app started", *c]
+    assert [r["reason"] for r in records(tmp_path) if r["kind"] == "rotate"] == ["truncate"]
+    assert [r for r in records(tmp_path) if r["kind"] == "gap"] == []

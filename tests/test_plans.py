@@ -690,3 +690,27 @@ def test_an_archive_still_being_written_that_may_be_the_copy_is_a_gap(tmp_path: 
         assert gap["reason"] == "compressed" and gap["path"] == str(archive)
     finally:
         plan.close()
+
+
+def test_a_copytruncate_of_the_emptied_file_whose_banner_comes_back_is_read_from_the_copy(
+        tmp_path: Path) -> None:
+    """The checkpoint of the emptied file (nothing to recognise it by), then, while the runner
+    was away, the banner and B written, the file copied and truncated, the banner and C
+    written: the copy began as the file does for more than 1 KiB, so it was taken for a backup
+    and B was lost with no gap. It goes on otherwise than the file does: it is read, then the
+    file at the path from its start after a `truncate`."""
+    log = tmp_path / "app.log"
+    empty, st = emptied(log)
+    write(log, (BANNER + B_LINES).decode())
+    os.utime(log, ns=(st.st_mtime_ns + 1,) * 2)
+    copytruncate(log, tmp_path / "app.log.1", (BANNER + C_LINES).decode())
+    os.utime(tmp_path / "app.log.1", ns=(st.st_mtime_ns + 1,) * 2)
+    plan = plans.plan_start(log, [empty], 10, Recorded())
+    try:
+        read = [os.pread(o.fd, 1 << 16, o.start) for o in plan.steps]
+        assert read == [BANNER + B_LINES, BANNER + C_LINES] and plan.at_path and not plan.gaps
+        assert plan.steps[0].origin is empty
+        announce = plan.steps[1].announce
+        assert announce is not None and announce["reason"] == "truncate"
+    finally:
+        plan.close()

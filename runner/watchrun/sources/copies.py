@@ -43,14 +43,17 @@ def copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: lis
     """The followed file is at the path, but its checkpoint was taken while it was empty (just
     after a truncation): nothing tells whether it was truncated again since. Copies made after
     that checkpoint (copytruncate while the runner was frozen or down) hold what it was
-    written meanwhile: the oldest continues it, the file at the path is truncated since.
-    The archives judged by an earlier look are passed over; those judged now join `judged`."""
+    written meanwhile: the oldest continues it, the file at the path is truncated since;
+    unless the file goes on from each of them alike (snapshots: `_went_on_otherwise`, which a
+    banner written again after every truncation does not fool). The archives judged by an
+    earlier look are passed over; those judged now join `judged`."""
     fresh, gaps, now = newer(entries, known, last.mtime_ns, taken, max_n,
                              drained=finished(known), judged=judged)
     Plan([o for o in fresh if not o.st.st_size]).close()  # copies of it still empty: nothing
     fresh = [o for o in fresh if o.st.st_size]  # to read, and no sign it was emptied again
-    if fresh and _begins_alike(fresh[-1], cur):  # a snapshot (a backup), not truncated since
-        Plan(fresh).close()
+    if fresh and not _went_on_otherwise(cur, last.offset, [
+            os.pread(o.fd, AHEAD, last.offset) for o in fresh]):  # snapshots (backups) the
+        Plan(fresh).close()  # file goes on from alike: not truncated since
         return  # (its gaps are not written: the archives they name are not judged yet)
     plan.gaps += gaps
     judged.update(now)
@@ -97,7 +100,7 @@ def copied_past(cur: Opened, last: Checkpoint, entries: list[Entry], known: list
     copies = sorted([*_plain_copies(last, fresh), *packed],
                     key=lambda c: c[0])  # (made in one tick of the file clock: the older
     # content first, as an archive keeps the mtime of the file it compressed)
-    if not any(past != os.pread(cur.fd, len(past), last.offset) for _, _, past in copies):
+    if not _went_on_otherwise(cur, last.offset, [past for _, _, past in copies]):
         Plan(fresh).close()
         plan.gaps += [g for g in gaps if g.get("path") in {e.path for e in unknown}]
         judged.update(identity(e.st) for e in unknown)
@@ -117,6 +120,13 @@ def copied_past(cur: Opened, last: Checkpoint, entries: list[Entry], known: list
 AHEAD = 64 * 1024
 """Bytes past the offset compared between a copy and the file at the path (more than the
 output an application writes alike after its banner at each start)."""
+
+
+def _went_on_otherwise(cur: Opened, offset: int, pasts: list[bytes]) -> bool:
+    """Some copy goes on past the offset (`pasts`: its next AHEAD bytes) otherwise than the
+    file at the path does: the file was truncated since the copy was made, and maybe written
+    the same first bytes again. None does: the copies are snapshots of it (backups)."""
+    return any(past != os.pread(cur.fd, len(past), offset) for past in pasts)
 
 
 def _born_since(fd: int, st: os.stat_result, last: Checkpoint) -> int | None:
@@ -189,11 +199,6 @@ def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int
         finally:
             os.close(o.fd)
     return None
-
-
-def _begins_alike(copy: Opened, cur: Opened) -> bool:
-    n = min(FINGERPRINT_BYTES, copy.st.st_size)
-    return n > 0 and os.pread(copy.fd, n, 0) == os.pread(cur.fd, n, 0)
 
 
 def finished(known: list[Checkpoint]) -> list[Checkpoint]:
