@@ -88,6 +88,25 @@ REQ = GateSpec(require="tests passed")
         (cmd(MAX0), Evidence(0, signal="SIGTERM", interrupted=True), Status.ERROR,
          [INTERRUPTED]),
         (cmd(None), Evidence(0, signal="SIGSEGV"), None, []),  # no gate: nothing judged
+        # a string command's shell says its program's death as 128+N (dash, even for one)
+        (cmd(MAX0, "make test"), Evidence(0, exit_code=137), Status.ERROR,
+         ["the command exited with code 137 (the shell's code for a program killed by "
+          "SIGKILL): its output may be incomplete (what it would still have printed was never "
+          "seen)"]),
+        (cmd(REQ, "make test"), Evidence(0, exit_code=139, require_seen=True), Status.ERROR,
+         ["the command exited with code 139 (the shell's code for a program killed by "
+          "SIGSEGV): its output may be incomplete (what it would still have printed was never "
+          "seen)"]),
+        (cmd(MAX0, "make test"), Evidence(0, exit_code=190), Status.ERROR,
+         ["the command exited with code 190 (the shell's code for a program killed by signal "
+          "62): its output may be incomplete (what it would still have printed was never "
+          "seen)"]),
+        (cmd(EXIT, "make test"), Evidence(0, exit_code=137), Status.FAIL,
+         ["the command exited with code 137"]),  # its death crosses an exitCode gate
+        (cmd(MAX0, "make test"), Evidence(0, exit_code=128), Status.PASS, []),
+        (cmd(MAX0, "make test"), Evidence(0, exit_code=255), Status.PASS, []),  # (no signal)
+        (cmd(MAX0), Evidence(0, exit_code=137), Status.PASS, []),  # a list command's own code
+        (cmd(None, "make test"), Evidence(0, exit_code=137), None, []),
         (cmd(GateSpec(max_matches=5)), Evidence(0, exit_code=1), Status.PASS, []),
         (cmd(REQ), Evidence(0, exit_code=0, require_seen=True), Status.PASS, []),
         (cmd(REQ), Evidence(0, exit_code=0, require_seen=False), Status.FAIL,

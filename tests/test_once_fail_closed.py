@@ -5,6 +5,8 @@ could not run (126, 127), a command killed by a signal it did not get from the r
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 
 from liverunner import read_records
@@ -74,16 +76,30 @@ def test_a_command_that_could_not_run_fails_a_gate_without_exit_code(tmp_path: P
     assert (doc["passed"], doc["verdicts"][0]["errorKind"]) == (False, "not-run")
 
 
+SEGV = shlex.join([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+"""A program that dies of SIGSEGV (as a string command: a child of the shell, which says so by
+its exit code 139)."""
+
+
 def test_a_command_killed_by_a_signal_is_no_pass(tmp_path: Path) -> None:
     """SIGKILLed part-way (the OOM killer's signal) under a gate of `maxMatches` alone: the
     line it would have printed next was never seen, and the gate passed (exit 0). Now the
-    verdict says so, an ERROR (exit 3); with `exitCode: true` its death crosses the gate."""
+    verdict says so, an ERROR (exit 3); with `exitCode: true` its death crosses the gate. A
+    string command's program killed so is said by its shell's exit code 128+N: an ERROR too
+    (it passed, exit 0, as a program's own exit code)."""
     body = "echo hi; kill -9 $$$$; echo ERROR never printed"  # ($$: a `$`)
     killed = gated("killed", ["sh", "-c", body], "ERROR", maxMatches=0)
     r = once(tmp_path, {"watchers": [killed]})
     assert (r.rc, table_row(r.out, "killed")[1:]) == (3, ["0", "0", "SIGKILL", "ERROR"]), r.out
     assert "\nkilled: could not look at every line\n  - the command was killed by SIGKILL: its " \
            "output may be incomplete (what it would still have printed was never seen)\n" \
+           in r.out, r.out
+    shell = gated("killed", "echo hi; " + SEGV + " && echo ERROR never printed", "ERROR",
+                  maxMatches=0)  # (a string command: its shell, not it, exits 139)
+    r = once(tmp_path, {"watchers": [shell]})
+    assert (r.rc, table_row(r.out, "killed")[1:]) == (3, ["0", "0", "139", "ERROR"]), r.out
+    assert "\nkilled: could not look at every line\n  - the command exited with code 139 (the " \
+           "shell's code for a program killed by SIGSEGV): its output may be incomplete" \
            in r.out, r.out
     exits = gated("killed", ["sh", "-c", body], "ERROR", maxMatches=0, exitCode=True)
     r = once(tmp_path, {"watchers": [exits]})

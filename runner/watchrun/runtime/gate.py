@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
@@ -182,10 +183,10 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
         trouble = Trouble.INTERRUPTED
     elif spec.kind == "command" and error is None and ev.exit_code in _NOT_RUN_CODES:
         error, trouble = _not_run(spec, ev.exit_code), Trouble.NOT_RUN
-    elif (spec.kind == "command" and error is None and ev.signal and not ev.signal_sent
-          and gate is not None and not gate.exit_code):  # (`exitCode: true`: it is crossed)
-        error = (f"the command was killed by {ev.signal}: its output may be incomplete (what "
-                 "it would still have printed was never seen)")
+    elif (spec.kind == "command" and error is None and gate is not None and not gate.exit_code
+          and (killed := _killed_by(spec, ev)) is not None):  # (`exitCode: true`: crossed)
+        error = (f"{killed}: its output may be incomplete (what it would still have printed "
+                 "was never seen)")
         trouble = Trouble.UNREAD
     if gate is None:
         return None if error is None else Verdict(spec.id, spec.label, Status.ERROR, (error,),
@@ -221,6 +222,23 @@ def judge(spec: WatcherSpec, ev: Evidence) -> Verdict | None:
     status = Status.FAIL if reasons else Status.PASS
     return Verdict(spec.id, spec.label, status, tuple(reasons), ev.matches, threshold, exit_,
                    first, too_many)
+
+
+def _killed_by(spec: WatcherSpec, ev: Evidence) -> str | None:
+    """How the command was killed by a signal the runner did not send, if it was: its own
+    death, or, for a string command, its shell's exit code 128+N (a program killed by signal
+    N: dash does not hand the shell's process to even a lone command)."""
+    if ev.signal is not None:
+        return None if ev.signal_sent else f"the command was killed by {ev.signal}"
+    code = ev.exit_code
+    if not isinstance(spec.command, str) or code is None or not 128 < code <= 128 + 64:
+        return None
+    try:
+        name = signal.Signals(code - 128).name
+    except ValueError:
+        name = f"signal {code - 128}"
+    return (f"the command exited with code {code} (the shell's code for a program killed by "
+            f"{name})")
 
 
 def _not_run(spec: WatcherSpec, code: int) -> str:
