@@ -135,7 +135,9 @@ def test_every_surface_shows_the_same_clean_answer(
 
     code, out = cli(capsys, "agent", "list", "-c", c, "--json")
     (row,) = json.loads(out)["agents"]
-    assert code == 0 and row["lastReply"] == one_line(answer) and not CONTROL.search(out)
+    assert code == 0 and row["lastReply"] == answer and not CONTROL.search(out)  # whole
+    code, out = cli(capsys, "agent", "list", "-c", c)
+    assert code == 0 and out.splitlines()[1].rstrip().endswith(one_line(answer)), out
 
     for args in (["agent", "watch", "a", "--format", "text"],
                  ["agent", "watch", "a", "--raw", "--format", "text"],

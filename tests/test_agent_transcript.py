@@ -5,6 +5,7 @@ killed and partial turns; validated against the published schema."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from agentrecords import (
 )
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
+from watchrun.cli.agent_views import list_row
 from watchrun.output.records import iter_records
+from watchrun.views.render import render_list
 from watchrun.views.transcript import build_transcript, summarize
 
 
@@ -210,7 +213,10 @@ def test_summarize_for_agent_list(tmp_path: Path) -> None:
     log.turn("p", [claude_text("m", "word " * 40)], finish=True, duration_ms=1)
     log.close()
     row = summarize(iter_records(log.path), "long", "claude")
-    assert row["last_reply"] == ("word " * 12)[:59] + "…" and len(row["last_reply"]) == 60
+    finished = [r for r in iter_records(log.path) if r["kind"] == "dispatch-finished"]
+    assert row["last_reply"] == finished[-1]["reply"] == "word " * 40  # whole
+    table = render_list([list_row(row)], datetime.now(UTC))  # (the table: one line, clipped)
+    assert table.splitlines()[1].endswith(" " + ("word " * 12)[:59] + "…"), table
     empty = summarize(iter_records(tmp_path / "agents" / "none.jsonl"), "none", "codex")
     assert (empty["status"], empty["turns"], empty["tokens"], empty["last_reply"],
             empty["cursor"]) == ("idle", 0, 0, None, None)

@@ -1,7 +1,7 @@
 """The answer rule: which assistant text of a turn is its final answer, from its clean records.
 
 One rule serves every surface: the live turn's `dispatch-finished.reply` (and so `agent run`'s
-stdout, the transcript's `answer` and `reply.text`, `agent list`'s `last_reply` and the reply
+stdout, the transcript's `answer` and `reply.text`, `agent list`'s `lastReply` and the reply
 line of `agent watch`'s `output`), and, while a turn runs, `agent transcript`'s `answer` and
 `agent watch`'s `latest_text`. It is fed the records a turn wrote, in order, after the recorder
 cleaned them, so a surface can never show text another one did not.

@@ -170,7 +170,7 @@ def render_list(rows: list[dict[str, Any]], now: datetime, paint: Paint = no_pai
               "LAST REPLY"]
     body = [[_line(x) for x in (r["name"], r["provider"], r["status"], r["turns"], r["tokens"],
                                 _last_turn(r), when(r.get("lastActivity"), now, short=True),
-                                r.get("lastReply") or "-")] for r in rows]
+                                _reply(r.get("lastReply")))] for r in rows]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
     lines = []
     for n, row in enumerate([header, *body]):
@@ -180,6 +180,15 @@ def render_list(rows: list[dict[str, Any]], now: datetime, paint: Paint = no_pai
             cells[5] = paint(cells[5], str(rows[n - 1].get("lastTurn") or ""))
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines) + "\n"
+
+
+REPLY_SHOWN = 60
+"""Characters of the last reply the `agent list` table shows, on one line."""
+
+
+def _reply(reply: object) -> str:
+    one = " ".join(reply.split()) if isinstance(reply, str) else ""
+    return one[: REPLY_SHOWN - 1] + "…" if len(one) > REPLY_SHOWN else one or "-"
 
 
 def _last_turn(row: dict[str, Any]) -> str:

@@ -239,9 +239,9 @@ def build_transcript(records: Iterable[dict[str, Any]], name: str, provider: str
 
 
 def summarize(records: Iterable[dict[str, Any]], name: str, provider: str) -> dict[str, Any]:
-    """One `agent list` row: status, turns, tokens, last reply (clipped to 60 chars), and how
-    the last turn ended: `last_turn` its status, `last_error` its error (code and message) when
-    it was not done."""
+    """One `agent list` row: status, turns, tokens, last reply (the last finished turn's answer,
+    whole, as every surface has it: the table clips it), and how the last turn ended:
+    `last_turn` its status, `last_error` its error (code and message) when it was not done."""
     tracker, turns, tokens, last_reply, last = StatusTracker(), 0, 0, None, None
     last_turn: str | None = None
     last_error: dict[str, Any] | None = None
@@ -258,10 +258,8 @@ def summarize(records: Iterable[dict[str, Any]], name: str, provider: str) -> di
                 "code": str(err.get("code") or last_turn),
                 "message": str(err.get("message") or f"the turn {last_turn}")}
             if isinstance(rec.get("reply"), str) and rec["reply"].strip():
-                last_reply = " ".join(rec["reply"].split())
+                last_reply = rec["reply"]
     status, status_at = tracker.result()
-    if last_reply is not None and len(last_reply) > 60:
-        last_reply = last_reply[:59] + "…"
     return {"name": name, "provider": provider, "status": status, "last_status_at": status_at,
             "turns": turns, "tokens": tokens, "last_reply": last_reply,
             "last_turn": last_turn, "last_error": last_error,
