@@ -379,6 +379,26 @@ def test_secrets_in_matched_lines_are_redacted_in_what_leaves(tmp_path: Path) ->
             assert b"[REDACTED:aws-access-key-id]" in request.body
 
 
+def test_a_slack_message_clips_a_long_line_and_its_record_counts_what_it_shows(
+        tmp_path: Path) -> None:
+    """A JSON log line of 4 000 characters: the Slack message held none of it ("matched 1 line
+    … and 1 more") while `action-fired` said `shown: 1`. It is clipped into the message, and
+    the record's `shown` is what the message shows (the JSON body would show both lines)."""
+    long = '{"level":"ERROR","msg":"' + "x" * 4_000 + '"}'
+    with receiver(200) as rx:
+        async def body() -> None:
+            async with Rig(tmp_path, watcher(webhook(rx.url, format="slack"))) as rig:
+                rig.deliver(long, "ERROR the next one")
+                await rig.wait("action-result")
+                (fired,) = rig.records("action-fired")
+                assert (fired["count"], fired["shown"]) == (2, 1)
+        asyncio.run(body())
+    (doc,) = rx.bodies()
+    text = doc["text"]
+    assert len(text) <= SLACK_TEXT_CHARS and '```{"level":"ERROR","msg":"xxx' in text
+    assert "x…```\n… and 1 more (see the watcher's JSONL from app:0000000000000001)" in text
+
+
 def test_the_slack_body_escapes_mentions_and_stays_short(tmp_path: Path) -> None:
     with receiver(200) as rx:
         async def body() -> None:

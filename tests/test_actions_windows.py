@@ -8,7 +8,14 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from watchrun.actions.payload import ENV_LINES_BYTES, LABEL_BYTES, Context, build, slack_text
+from watchrun.actions.payload import (
+    ENV_LINES_BYTES,
+    LABEL_BYTES,
+    SLACK_TEXT_CHARS,
+    Context,
+    build,
+    slack_text,
+)
 from watchrun.actions.windows import Firing, Gate, Suppression
 from watchrun.config.model import BODY_BYTES, ThresholdSpec
 from watchrun.events import MatchInfo
@@ -154,6 +161,50 @@ def test_no_line_can_leave_the_slack_code_block(lines: list[str]) -> None:
     assert block.endswith("```")
     inner = block[: -len("```")]
     assert "``" not in inner and not inner.startswith("`") and not inner.endswith("`")
+
+
+def test_a_first_line_too_long_for_a_slack_message_is_clipped_not_left_out() -> None:
+    """A 4 000-character JSON log line was left out of the Slack message whole ("matched 1
+    line … and 1 more", no text) while its record said it was shown. It is clipped, ending in
+    `…`, and the message stays under Slack's size; what does not fit after it is counted."""
+    first = '{"level":"ERROR","msg":"' + "a&b`c<d " * 500 + '"}'
+    doc = _doc([first, "ERROR next"])
+    out = build(Context("w", "the label", "page", 1, "t"), _firing([first, "ERROR next"]),
+                redactor(), BUDGET)
+    text = slack_text(doc)
+    assert len(text) <= SLACK_TEXT_CHARS and out.shown(slack=True) == 1
+    block = text.split("\n```", 1)[1].split("```\n")[0]
+    assert block.startswith('{"level":"ERROR","msg":"a&amp;b\u200b`\u200bc&lt;d a') and \
+        block.endswith("…")
+    shown = block[:-1].replace("&amp;", "&").replace("&lt;", "<").replace("\u200b", "")
+    assert first.startswith(shown) and len(block) > 3_000  # (no entity cut in two; the
+    # message filled: 1 600 characters of this line take 3 400 escaped)
+    assert text.endswith("\n… and 1 more (see the watcher's JSONL from w:0000000000000001)")
+    assert out.shown(slack=False) == 2  # (the JSON body holds both)
+
+
+def test_a_line_cut_at_max_line_bytes_ends_in_an_ellipsis_in_slack() -> None:
+    f = Firing("match", 50, BUDGET)
+    f.add([MatchInfo("ERROR the start of it", 1, 0, "f:1", "w:0000000000000001", cut=9)])
+    text = slack_text(build(Context("w", "l", "a", 1, "t"), f, redactor(), BUDGET).document)
+    assert "```ERROR the start of it…```" in text
+
+
+@given(st.lists(st.tuples(st.text(alphabet="`a&<>", min_size=1, max_size=12),
+                          st.integers(SLACK_TEXT_CHARS, 6000)), min_size=1, max_size=3))
+def test_no_clipped_line_can_leave_the_slack_code_block(units: list[tuple[str, int]]) -> None:
+    """Lines too long for the message, made of what Slack's escape widens (repeated units)."""
+    text = slack_text(_doc([(unit * n)[:n] for unit, n in units]))
+    assert len(text) <= SLACK_TEXT_CHARS
+    block = text.split("\n```", 1)[1]
+    inner = block[: block.index("```\n") if "```\n" in block else len(block) - 3]
+    assert inner.endswith("…") and "``" not in inner and not inner.startswith("`")
+
+
+def _firing(lines: list[str]) -> Firing:
+    f = Firing("match", 50, BUDGET)
+    f.add([MatchInfo(x, 1, 0, "f:1", "w:0000000000000001") for x in lines])
+    return f
 
 
 KEY = ["-----BEGIN OPENSSH PRIVATE KEY-----", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU",

@@ -50,6 +50,10 @@ class Outgoing(Struct, frozen=True):
     def slack_body(self) -> bytes:
         return _utf8(json.dumps({"text": slack_text(self.document)}, ensure_ascii=False))
 
+    def shown(self, slack: bool) -> int:
+        """How many matched lines the body shows (a Slack message may show fewer)."""
+        return _slack_fit(self.document)[1] if slack else len(self.lines)
+
     def stdin(self) -> bytes:
         """One JSON object per matched line."""
         return b"".join(_utf8(json.dumps(item, ensure_ascii=False)) + b"\n"
@@ -144,10 +148,23 @@ def _slack_escape(text: str) -> str:
     return text.replace("`", "\u200b`\u200b")
 
 
+SLACK_LABEL_CHARS = 300
+"""A watcher's label in a Slack message's headline is clipped to this many characters."""
+
+
 def slack_text(doc: dict[str, Any]) -> str:
     """A Slack incoming-webhook message: a headline, then the lines in a code block."""
+    return _slack_fit(doc)[0]
+
+
+def _slack_fit(doc: dict[str, Any]) -> tuple[str, int]:
+    """The message, under SLACK_TEXT_CHARS, and how many lines it shows: those that fit, a
+    first one that alone does not clipped; a line cut either way (or at maxLineBytes) ends in
+    `…`."""
     w = doc["watcher"]
-    head = (f"*watchrun*: `{_slack_escape(w['id'])}` ({_slack_escape(w['label'])}) matched "
+    label = w["label"] if len(w["label"]) <= SLACK_LABEL_CHARS else \
+        w["label"][: SLACK_LABEL_CHARS - 1] + "…"
+    head = (f"*watchrun*: `{_slack_escape(w['id'])}` ({_slack_escape(label)}) matched "
             f"{doc['count']} line{'s' if doc['count'] != 1 else ''}")
     extra = []
     if doc["suppressed"]["firings"]:
@@ -157,22 +174,35 @@ def slack_text(doc: dict[str, Any]) -> str:
         extra.append(f"{doc['dropped']['firings']} firing(s) dropped (queue full)")
     if extra:
         head += "; " + "; ".join(extra)
-    body, shown = [], 0
-    budget = SLACK_TEXT_CHARS - len(head) - 40
+
+    def more(n: int) -> str:
+        return f"\n… and {n} more (see the watcher's JSONL from {doc['cursors']['first']})"
+
+    body: list[str] = []
+    budget = SLACK_TEXT_CHARS - len(head) - len("\n``````") - len(more(doc["count"]))
     for item in doc["lines"]:
-        line = _slack_escape(item["line"])
+        line = _slack_escape(item["line"]) + ("…" if item.get("truncated") else "")
+        if len(line) + 1 > budget and not body and (cut := _slack_clipped(item["line"],
+                                                                       budget - 1)):
+            body.append(cut)  # (the message is full)
+            break
         if len(line) + 1 > budget:
             break
         body.append(line)
         budget -= len(line) + 1
-        shown += 1
-    rest = doc["count"] - shown
-    text = head
-    if body:
-        text += "\n```" + "\n".join(body) + "```"
-    if rest > 0:
-        text += f"\n… and {rest} more (see the watcher's JSONL from {doc['cursors']['first']})"
-    return text
+    text = head + ("\n```" + "\n".join(body) + "```" if body else "")
+    if doc["count"] > len(body):
+        text += more(doc["count"] - len(body))
+    return text, len(body)
+
+
+def _slack_clipped(line: str, room: int) -> str:
+    """`line` cut until, escaped and marked `…`, it takes at most `room` characters ("" when
+    none of it fits): cut before the escape, so no entity or fenced backtick is cut in two."""
+    cut = min(len(line), room)
+    while cut > 0 and len(shown := _slack_escape(line[:cut]) + "…") > room:
+        cut = min(cut - 1, cut * room // len(shown))
+    return shown if cut > 0 else ""
 
 
 def _utf8(text: str) -> bytes:

@@ -224,7 +224,8 @@ class ActionRuntime:
                       dropped[0], dropped[1])
         outgoing = build(ctx, firing, self.host.redactor, self.spec.max_body_bytes)
         fields = self._fields(
-            firing=n, reason=firing.reason, count=firing.count, shown=len(outgoing.lines),
+            firing=n, reason=firing.reason, count=firing.count,
+            shown=outgoing.shown(self.spec.type == "webhook" and self.spec.format == "slack"),
             suppressed=firing.suppressed, suppressedMatches=firing.suppressed_matches,
             dropped=dropped[0], firstCursor=firing.first_cursor, lastCursor=firing.last_cursor,
             target=self.spec.origin())
