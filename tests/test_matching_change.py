@@ -1,7 +1,7 @@
-"""A file watcher whose matching changed (pattern, exclude, caseSensitive, gate) while its id
-and path stayed: a once run sets the checkpoint aside and judges the file from its first line,
-as the lines before the checkpoint were judged by another watcher; a live runner keeps its
-position and matches what comes with the new pattern."""
+"""A file watcher whose matching changed (pattern, exclude, caseSensitive, gate,
+limits.maxLineBytes) while its id and path stayed: a once run sets the checkpoint aside and
+judges the file from its first line, as the lines before the checkpoint were judged by another
+watcher; a live runner keeps its position and matches what comes with the new pattern."""
 
 from __future__ import annotations
 
@@ -65,6 +65,22 @@ def test_a_gate_tightened_between_two_once_runs_judges_the_lines_read_before(
     assert (r.rc, table_row(r.out, "server-log")[1:]) == (1, ["1", "0", "-", "FAIL"]), \
         r.out + r.err
     assert aside_said(r.err, *keys), r.err
+
+
+def test_maxlinebytes_raised_as_a_cut_lines_verdict_advises_judges_that_line_whole(
+        tmp_path: Path) -> None:
+    """A line longer than maxLineBytes whose ERROR lies past the cut: the run is an ERROR (exit
+    3) that advises raising limits.maxLineBytes. Raised, the next run on the same checkout read
+    on from the checkpoint past that line and passed (exit 0) without ever matching it. Now
+    the checkpoint of another maxLineBytes is set aside: the line is read whole, and FAILs."""
+    (tmp_path / "server.log").write_text("INFO " + "x" * 70_000 + " ERROR hidden at the end\n")
+    gated = watcher("ERROR", gate={"maxMatches": 0})
+    cut = once(tmp_path, gated)
+    assert cut.rc == 3 and "raise limits.maxLineBytes" in cut.out, cut.out + cut.err
+    r = once(tmp_path, {**gated, "limits": {"maxLineBytes": "1MiB"}})
+    assert (r.rc, table_row(r.out, "server-log")[1:]) == (1, ["1", "0", "-", "FAIL"]), \
+        r.out + r.err
+    assert aside_said(r.err, "limits.maxLineBytes"), r.err
 
 
 def test_a_live_runner_started_with_another_pattern_keeps_its_position(tmp_path: Path) -> None:

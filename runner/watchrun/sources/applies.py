@@ -1,7 +1,8 @@
 """Whether a file watcher's checkpoint applies to the watcher as configured now: saved for its
 path and, for a once run, by a once run under the same matching (pattern, exclude,
-caseSensitive, gate); what it carries over (a gate's `require` seen); with none, what a once run
-leaves beside the file; what it keeps of generations a start found gone with the path."""
+caseSensitive, gate, maxLineBytes); what it carries over (a gate's `require` seen); with none,
+what a once run leaves beside the file; what it keeps of generations a start found gone with
+the path."""
 
 from __future__ import annotations
 
@@ -23,14 +24,16 @@ from watchrun.sources.rotated import Entry, scan
 log = logging.getLogger("watchrun.checkpoints")
 
 
-def matching(spec: WatcherSpec) -> tuple[tuple[str, str], ...]:
+def matching(spec: WatcherSpec, max_line_bytes: int) -> tuple[tuple[str, str], ...]:
     """What decides which lines a watcher matches and what its gate makes of them, as config
-    keys and a digest of each value (the checkpoint keeps the digests, not the patterns)."""
+    keys and a digest of each value (the checkpoint keeps the digests, not the patterns):
+    `limits.maxLineBytes` too, as a line cut there was matched in part (raised, as the verdict
+    over a cut line advises, the line is read again whole)."""
     gate = spec.gate or GateSpec()
     values: dict[str, Any] = {
         "pattern": spec.pattern, "exclude": list(spec.exclude),
         "caseSensitive": spec.case_sensitive, "gate.maxMatches": gate.max_matches,
-        "gate.require": gate.require,
+        "gate.require": gate.require, "limits.maxLineBytes": max_line_bytes,
     }
     return tuple((key, _digest(value)) for key, value in values.items())
 

@@ -67,7 +67,8 @@ class Followed:
         self._archives: tuple[Archive, ...] = ()  # compressed siblings judged (FileState's)
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
-        self._matching, self._required = matching(spec), Required()  # (checkpointed: `applies`)
+        self._matching = matching(spec, limits.max_line_bytes)  # (checkpointed: `applies`)
+        self._required = Required()
         self._timers: list[asyncio.TimerHandle] = []
         self.ready = asyncio.Event()
         """Set once the start position is held (or the path is watched while missing): a line
