@@ -395,6 +395,29 @@ def test_a_utf16_log_without_a_byte_order_mark_is_not_a_pass(tmp_path: Path, cod
     assert (error_codes(tmp_path, "log"), error_codes(tmp_path, "hole")) == (["not-utf8"], [])
 
 
+@pytest.mark.parametrize("via", ["printed", "zcat"])
+def test_a_commands_utf16_output_is_not_a_pass(tmp_path: Path, via: str) -> None:
+    """The same UTF-16 as a command's output (a program that prints it; `zcat` of a compressed
+    PowerShell log, as the README advises for a compressed one) passed the gate (exit 0): only
+    a file's first bytes were looked at. Now the run's first bytes are too: an ERROR, as for the
+    file, and the line that could not match is said."""
+    text = "\ufeffbuild\r\nERROR: failed\r\n".encode("utf-16-le")
+    (tmp_path / "ps.log.gz").write_bytes(gzip.compress(text))
+    printer = [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({text!r})"]
+    command = printer if via == "printed" else ["zcat", "ps.log.gz"]
+    r = once(tmp_path, {"watchers": [{"id": "cmd", "command": command, "pattern": "ERROR",
+                                      "gate": {"maxMatches": 0}}]})
+    assert (r.rc, table_row(r.out, "cmd")[1:]) == (3, ["0", "0", "0", "ERROR"]), r.out + r.err
+    why = ("lines were never read: run 1: the command's output is UTF-16 (it starts with a byte "
+           "order mark); watchrun reads UTF-8: convert it first (iconv -f UTF-16 -t UTF-8)")
+    assert f"  - {why}\n" in r.out, r.out
+    assert error_codes(tmp_path, "cmd") == ["not-utf8"]
+    utf8 = once(tmp_path, {"watchers": [{"id": "cmd", "command": [
+        sys.executable, "-c", "print('\\ufeffbuild'); print('all good')"], "pattern": "ERROR",
+        "gate": {"maxMatches": 0}}]})  # (a UTF-8 byte order mark is no UTF-16)
+    assert (utf8.rc, error_codes(tmp_path, "cmd")) == (0, ["not-utf8"]), utf8.out + utf8.err
+
+
 @pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress])
 def test_a_compressed_log_is_not_a_pass(tmp_path: Path, compress: Callable[[bytes], bytes]
                                         ) -> None:

@@ -16,6 +16,7 @@ from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import LineFramer
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 from watchrun.sources.leftovers import TreeStop, end_holders, end_rest
+from watchrun.sources.unreadable import Beginning
 
 BACKOFF_CAP_MS = 60_000  # restart delays double from restartDelay up to this
 JITTER = 0.10  # each delay is scaled by a random factor in [0.9, 1.1]
@@ -75,6 +76,7 @@ class CommandSource:
         self._starts: deque[float] = deque(maxlen=START_LIMIT)  # the last starts' monotonic times
         self._grace = limits.stop_timeout_ms / 1000
         self._started = 0.0  # monotonic start of the current run
+        self._beginning = Beginning()  # (the current run's output's)
         self.ready = asyncio.Event()
         """Set once the first start has been attempted (its `start` or `error` record is
         written), or at once for a schedule. The runner sends READY=1 after every source."""
@@ -213,7 +215,7 @@ class CommandSource:
         return info
 
     async def _pump(self, proc: Proc, ctx: SourceContext, n: int) -> ExitInfo:
-        framer = LineFramer(self.limits.max_line_bytes)
+        framer, self._beginning = LineFramer(self.limits.max_line_bytes), Beginning()
         framer.stamp(run=n)
         stop, eof = TreeStop(), False  # (eof: the output was read to its end)
         try:
@@ -275,6 +277,9 @@ class CommandSource:
                                              return_when=asyncio.FIRST_COMPLETED)
                 if reading.done():
                     data, reading = reading.result(), None
+                    if (said := self._beginning.feed(data)) is not None:  # (never matched)
+                        await ctx.event("error", code=said[0], run=n,
+                                        message=f"run {n}: the command's output {said[1]}")
                     if not data:
                         return stopped
                     await self._deliver(ctx, framer.feed(data), wait=wait)

@@ -1,6 +1,6 @@
-"""Beginnings no text pattern can match past, told by a file's first bytes: UTF-16 (with a byte
-order mark, or without one) and compressed streams; the `error` code and message a once run
-records for such a file."""
+"""Beginnings no text pattern can match past, told by a file's or a command's output's first
+bytes: UTF-16 (with a byte order mark, or without one) and compressed streams; the `error` code
+and message recorded for such a file or output."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from watchrun.sources.compressed import compressed
 
-__all__ = ["UNREADABLE", "bare_utf16", "utf16_bom"]
+__all__ = ["UNREADABLE", "Beginning", "bare_utf16", "utf16_bom"]
 
 LOOKED_AT = 256
 """The first bytes of a file that say whether it is UTF-16 without a byte order mark."""
@@ -50,3 +50,21 @@ UNREADABLE: tuple[tuple[Callable[[bytes], bool], str, str], ...] = (
 """Beginnings no text pattern can match past (UTF-16, as Windows tools write it; a gzip, bzip2,
 xz, zstd, lz4 or zip stream): the `error` code and message said. UTF-16 that begins later in a
 file (appended to UTF-8 lines) is not looked for: only the first bytes are."""
+
+
+class Beginning:
+    """A stream's first LOOKED_AT bytes as they come (a command's output), judged once."""
+
+    def __init__(self) -> None:
+        self.head, self.judged = b"", False
+
+    def feed(self, data: bytes) -> tuple[str, str] | None:
+        """The `error` code and why (as UNREADABLE says them) once the beginning is known to be
+        one no text pattern matches past; None until then, and after. `b""`: the end."""
+        if self.judged:
+            return None
+        self.head += data[: LOOKED_AT - len(self.head)]
+        if data and len(self.head) < LOOKED_AT:
+            return None
+        self.judged = True
+        return next(((code, why) for begins, code, why in UNREADABLE if begins(self.head)), None)
