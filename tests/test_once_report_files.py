@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from liverunner import wait_for, watchrun_bin, write_config
 from test_once import PY, TIMEOUT_S, base_env, gated, once, table_row
+from tmpfs import fill, mount_tmpfs, umount
 
 
 @pytest.mark.parametrize("planted", ["fifo", "fifo-read", "symlink", "device"])
@@ -47,6 +48,27 @@ def test_a_junit_path_that_is_no_regular_file_is_refused_at_once(tmp_path: Path,
     assert f"cannot write the JUnit report {report}: {why}\n" in r.err
     if planted == "symlink":
         assert target.read_text() == "keep me\n"
+
+
+def test_a_junit_report_a_full_disk_cut_is_removed_not_left_malformed(tmp_path: Path) -> None:
+    """The JUnit file on a disk that fills as it is written: exit 3 and the reason, but a cut,
+    unparseable report was left (a CI's test-report step then fails to parse it instead of
+    saying it is missing), and the last run's report was already gone. No file is left."""
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, "64k")
+    try:
+        report = mnt / "report.xml"
+        report.write_text("<testsuites/>\n")  # (the last run's)
+        fill(mnt, leave=1024)
+        line = "warning: " + "x" * 30_000
+        r = once(tmp_path, {"watchers": [gated("build", f"echo {line}", "warning:",
+                                                maxMatches=0)]}, "--junit", str(report))
+        assert r.rc == 3, r.out + r.err
+        assert r.out.endswith(f"the JUnit report {report} could not be written: No space left "
+                              "on device\n"), r.out
+        assert not report.exists()
+    finally:
+        umount(mnt)
 
 
 def test_a_step_summary_that_is_a_fifo_is_not_waited_on(tmp_path: Path) -> None:

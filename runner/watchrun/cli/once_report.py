@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import stat
@@ -165,7 +166,9 @@ def write_report(path: str, data: bytes, *, append: bool = False) -> None:
     """Write `data` to a report file the run was told of (`--junit`, `$GITHUB_STEP_SUMMARY`),
     replacing it (or appended to it). Opened without waiting (a FIFO with no reader would
     hold the run for good) and refused unless it is a regular file, never through a symlink
-    at the path itself (the directories above it are the caller's); OSError says why."""
+    at the path itself (the directories above it are the caller's); OSError says why. A
+    replacement that fails part-way (a full disk) is removed: no cut report is left to parse,
+    nor the last run's (the run's exit status and log say why there is none)."""
     try:
         fd = os.open(path, _REPORT_FLAGS | (os.O_APPEND if append else 0), 0o666)
     except OSError as exc:
@@ -181,11 +184,24 @@ def write_report(path: str, data: bytes, *, append: bool = False) -> None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
+        _write(fd, path, data, append)
+    finally:
+        os.close(fd)
+
+
+def _write(fd: int, path: str, data: bytes, append: bool) -> None:
+    """`data` into the regular file `fd` opened at `path`; a cut replacement is removed."""
+    try:
         if not append:
             os.ftruncate(fd, 0)
         write_all(fd, data)
-    finally:
-        os.close(fd)
+    except OSError:
+        if not append:
+            with contextlib.suppress(OSError):
+                st, at = os.fstat(fd), os.lstat(path)
+                if (st.st_dev, st.st_ino) == (at.st_dev, at.st_ino):  # (still ours)
+                    os.unlink(path)
+        raise
 
 
 def _with_errors(sup: Ran, config: Config) -> dict[str, Evidence]:
