@@ -161,6 +161,49 @@ def test_actions_get_the_cursors_of_the_match_records(tmp_path: Path) -> None:
         assert (fired["firstCursor"], fired["lastCursor"]) == tuple(cursors)
 
 
+def test_a_once_run_waits_for_its_firings_and_a_failed_one_leaves_its_exit_status(
+        tmp_path: Path) -> None:
+    """README, "React to matches": a `run --once` exits after its firings (each bounded by its
+    timeout and retries), and one that failed does not change its exit status; a SIGTERM while
+    it waits for a receiver that never answers ends it as interrupted (exit 3), the firing
+    recorded `cancelled`."""
+    import subprocess
+
+    from test_once import base_env, once
+
+    (tmp_path / "app.log").write_text("ERROR one\n")
+    hook = {"type": "webhook", "url": "", "retries": 1, "timeout": "1s"}
+    conf = {"watchers": [{"id": "app", "path": "app.log", "fromStart": True,
+                          "pattern": "ERROR", "actions": [hook]}]}
+    with receiver(500, 500) as rx:
+        hook["url"] = rx.url
+        run = once(tmp_path, conf)
+        assert run.rc == 0 and rx.count() == 2, run.out + run.err  # (its retry went out too)
+    (result,) = [r for r in read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+                 if r["kind"] == "action-result"]
+    assert (result["status"], result["attempts"]) == ("failed", 2)
+    (tmp_path / "app.log").write_text("ERROR two\n")
+    hook.update(retries=0, timeout="10m")
+    with receiver("hang") as rx:
+        hook["url"] = rx.url
+        proc = subprocess.Popen([sys.executable, "-m", "watchrun", "run", "--once", "-c",
+                                 str(write_config(tmp_path, conf))], cwd=tmp_path,
+                                env=base_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        try:
+            wait_for(lambda: rx.count() == 1, "the firing at the receiver")
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 3, out.decode() + err.decode()
+    results = [r for r in read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+               if r["kind"] == "action-result"]
+    assert [r["status"] for r in results] == ["failed", "cancelled"]
+
+
 def test_matches_after_the_actions_stopped_are_recorded_as_dropped(tmp_path: Path) -> None:
     """At a stop the actions stop first, while the watchers still read: a match in that window
     (here while a program that ignores SIGTERM has its grace) was recorded as a match and
