@@ -11,6 +11,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -176,6 +178,37 @@ def test_the_receiver_drops_silent_clients_and_bounds_its_threads(tmp_path: Path
             for s in [*silent, half]:
                 s.close()
     assert 60 <= max(seen) <= 65, seen  # 64 clients' threads and the main one, never more
+
+
+def test_the_receiver_answers_a_head_that_stops_or_trickles_in_with_408(tmp_path: Path) -> None:
+    """A client that sent its request line and part of its head, then nothing, was dropped
+    unanswered; one that sends a byte of its head now and then (never silent for --timeout)
+    held its thread, one of 64, for good. Both are answered 408: the first after --timeout,
+    the second at --deadline."""
+    with running_receiver(tmp_path, "t0ken-9f8e", "--timeout", "1", "--deadline", "2") as r:
+        stopped = socket.create_connection(("127.0.0.1", r.port), timeout=20)
+        stopped.sendall(b"POST /x HTTP/1.1\r\nHost: a\r\n")
+        trickle = socket.create_connection(("127.0.0.1", r.port), timeout=20)
+        trickle.sendall(b"POST /x HTTP/1.1\r\n")
+        done = threading.Event()
+
+        def drip() -> None:  # (the slow client itself: a header byte every 0.3 s)
+            with contextlib.suppress(OSError):
+                while not done.wait(0.3):
+                    trickle.sendall(b"X")
+
+        dripper = threading.Thread(target=drip)
+        dripper.start()
+        try:
+            started = time.monotonic()
+            assert stopped.makefile("rb").readline().startswith(b"HTTP/1.0 408 ")
+            assert trickle.makefile("rb").readline().startswith(b"HTTP/1.0 408 ")
+            assert time.monotonic() - started < 15
+        finally:
+            done.set()
+            dripper.join()
+            for s in (stopped, trickle):
+                s.close()
 
 
 def _closed(s: socket.socket) -> bool:

@@ -7,7 +7,9 @@ bearer token, appends each firing as one line to a JSONL file, answers 204.
 Standard library only. Put it behind TLS (a reverse proxy) when it is not on loopback.
 Every request gets an answer: 204 stored, 400 not a watchrun firing (nothing stored), 401 bad
 token, 408 too slow, 413 too large, 500 not stored (the sender retries). A client silent for
---timeout (10 s) is dropped, and at most MAX_CLIENTS are served at once (the rest wait).
+--timeout (10 s), or whose request is not in after --deadline (60 s) however it trickles in,
+is dropped (answered 408 once its request line came), and at most MAX_CLIENTS are served at
+once (the rest wait).
 What it prints of a firing has control and bidirectional characters escaped.
 """
 
@@ -16,10 +18,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hmac
+import io
 import json
 import os
+import socket
 import sys
 import threading
+import time
 import unicodedata
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,6 +33,7 @@ MAX_BODY = 16 << 20
 """watchrun's body is at most its action's maxBodyBytes (1 MiB unless raised, at most 64 MiB):
 16 MiB takes any up to that; --max-body for a larger one."""
 TIMEOUT_S = 10.0
+DEADLINE_S = 60.0
 MAX_CLIENTS = 64
 SHOWN_CHARS = 200
 
@@ -62,8 +68,26 @@ def _jsonl(doc: Any) -> bytes:
     return text.replace("\u2029", "\\u2029").encode("utf-8") + b"\n"
 
 
-def handler(token: str | None, out: str, max_body: int, timeout: float = TIMEOUT_S
-            ) -> type[BaseHTTPRequestHandler]:
+class Deadline(io.RawIOBase):
+    """A connection's reads, each waiting at most `timeout` and no later than `deadline`
+    seconds after the first: past it, TimeoutError."""
+
+    def __init__(self, sock: socket.socket, timeout: float, deadline: float) -> None:
+        self.sock, self.timeout, self.end = sock, timeout, time.monotonic() + deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive in time")
+        self.sock.settimeout(min(self.timeout, left))
+        return self.sock.recv_into(buffer)
+
+
+def handler(token: str | None, out: str, max_body: int, timeout: float = TIMEOUT_S,
+            deadline: float = DEADLINE_S) -> type[BaseHTTPRequestHandler]:
     lock, timeout_s = threading.Lock(), timeout
     # HTTP header bytes are read as latin-1; watchrun sends the token as UTF-8
     expected = f"Bearer {token}".encode() if token is not None else None
@@ -71,6 +95,22 @@ def handler(token: str | None, out: str, max_body: int, timeout: float = TIMEOUT
     class Receiver(BaseHTTPRequestHandler):
         # on every read and write of the connection: a silent or slow client is dropped
         timeout = timeout_s
+
+        def setup(self) -> None:
+            """Reads that end at `deadline`: a client that trickles its request in (a byte
+            now and then: never silent) is cut off then, and answered 408."""
+            super().setup()
+            self.rfile = io.BufferedReader(Deadline(self.connection, timeout_s, deadline))
+
+        def parse_request(self) -> bool:
+            """The request's head; one that stopped coming (silent, or past the deadline) is
+            answered 408 rather than dropped unanswered."""
+            try:
+                return super().parse_request()
+            except TimeoutError:
+                self.close_connection = True
+                self.answer(408, "the request did not arrive in time")
+                return False
 
         def do_POST(self) -> None:
             try:
@@ -93,8 +133,11 @@ def handler(token: str | None, out: str, max_body: int, timeout: float = TIMEOUT
             digits = length.isascii() and length.isdigit() and len(length) <= 18  # ("²", 10**5000)
             if not digits or int(length) > max_body:
                 return self.answer(413, f"body missing or larger than {max_body} bytes")
+            body = self.rfile.read(int(length))
+            if len(body) < int(length):  # (cut off at the deadline, or the client left)
+                raise TimeoutError
             try:
-                doc = json.loads(self.rfile.read(int(length)))
+                doc = json.loads(body)
                 line = _jsonl(doc)
             except (ValueError, RecursionError):  # (UnicodeError is a ValueError)
                 return self.answer(400, "not JSON (UTF-8, at most a sane nesting depth)")
@@ -111,6 +154,7 @@ def handler(token: str | None, out: str, max_body: int, timeout: float = TIMEOUT
                       f"{doc['firing']}", flush=True)
 
         def answer(self, status: int, text: str) -> None:
+            self.connection.settimeout(timeout_s)  # (the last read may have left less)
             body = text.encode()
             self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
@@ -163,9 +207,11 @@ def main() -> int:
                    help=f"largest body accepted, in bytes (default {MAX_BODY})")
     p.add_argument("--timeout", type=float, default=TIMEOUT_S,
                    help=f"seconds a client may stay silent (default {TIMEOUT_S:g})")
+    p.add_argument("--deadline", type=float, default=DEADLINE_S,
+                   help=f"seconds a request may take in all (default {DEADLINE_S:g})")
     args = p.parse_args()
     server = Server((args.host, args.port), handler(os.environ.get(args.token_env), args.out,
-                                                    args.max_body, args.timeout))
+                                                    args.max_body, args.timeout, args.deadline))
     print(f"listening on {args.host}:{server.server_address[1]}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
