@@ -72,8 +72,17 @@ def test_clean_record_cleans_every_string_at_any_depth_keys_too() -> None:
         "text": "hi", "input": {"k": ["xy", {"b": "1mz"}]}, "n": 3, "ok": True, "none": None}
 
 
-def test_clean_record_clips_and_marks_truncated() -> None:
-    assert clean_record("text", {"text": "é" * 4}, 5) == {"text": "éé", "truncated": True}
+def test_clean_record_clips_and_marks_truncated_with_the_bytes_left_out() -> None:
+    """A clipped record said only `truncated`: not how much of it was cut (explorer agents
+    U2). `omittedBytes` counts the cleaned bytes the clips left out, across its strings, and
+    adds to what its fields said (a tool result's own count stays)."""
+    assert clean_record("text", {"text": "é" * 4}, 5) == {
+        "text": "éé", "truncated": True, "omittedBytes": 4}
+    assert clean_record("tool", {"input": {"a": "x" * 10, "b": ["y" * 7, "z"]}}, 5) == {
+        "input": {"a": "xxxxx", "b": ["yyyyy", "z"]}, "truncated": True, "omittedBytes": 7}
+    assert clean_record("output", {"text": "\x1b[1m" + "x" * 9, "omittedBytes": 100}, 4) == {
+        "text": "xxxx", "truncated": True, "omittedBytes": 105}  # (escapes are no text)
+    assert clean_record("text", {"text": "short"}, 5) == {"text": "short"}
 
 
 def test_only_a_raw_field_or_a_raw_records_value_keeps_what_was_printed() -> None:

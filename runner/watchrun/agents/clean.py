@@ -45,42 +45,48 @@ def clean_value(value: Any) -> Any:
     return _clean(value, None)[0]
 
 
-def _clean(value: Any, max_bytes: int | None) -> tuple[Any, bool]:
+def _clean(value: Any, max_bytes: int | None) -> tuple[Any, int]:
+    """`value` cleaned and clipped, and the bytes the clips left out."""
     if isinstance(value, str):
-        return clean_text(value, max_bytes)
+        text, clipped = clean_text(value, max_bytes)
+        whole = len(clean_text(value, None)[0].encode()) if clipped else 0
+        return text, whole - len(text.encode()) if clipped else 0
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
-        cut = False
+        cut = 0
         for key, item in value.items():
             name = clean_text(str(key), max_bytes)[0]
             out[name], one = _clean(item, max_bytes)
-            cut = cut or one
+            cut += one
         return out, cut
     if isinstance(value, list | tuple):
         items = [_clean(item, max_bytes) for item in value]
-        return [v for v, _ in items], any(c for _, c in items)
+        return [v for v, _ in items], sum(c for _, c in items)
     if isinstance(value, float) and not math.isfinite(value):  # json.loads accepts NaN
-        return str(value), False
-    return value, False
+        return str(value), 0
+    return value, 0
 
 
 def clean_record(kind: str, fields: Mapping[str, Any], max_bytes: int | None
                  ) -> dict[str, Any]:
     """A record's fields as they may be written: every string (keys too, at any depth) cleaned
-    by `clean_text` and clipped to `max_bytes` (then `truncated: true`). Two fields keep what
+    by `clean_text` and clipped to `max_bytes` (then `truncated: true`, and `omittedBytes`:
+    the bytes of cleaned text the clips left out, added to any the fields say). Two fields keep what
     the agent printed, JSON-escaped on disk and shown only on request: a terminal line's `raw`
     (dropped when cleaning changed nothing but a line-ending `\r`) and a `raw` record's
     `value` (a protocol line that could not be parsed)."""
     out: dict[str, Any] = {}
-    cut = False
+    cut = 0
     for key, value in fields.items():
         if isinstance(value, str) and (key == "raw" or (kind == "raw" and key == "value")):
             out[key] = value if max_bytes is None else clip(value, max_bytes)[0]
             continue
         out[clean_text(str(key), None)[0]], one = _clean(value, max_bytes)
-        cut = cut or one
+        cut += one
     if isinstance(out.get("raw"), str) and out["raw"].removesuffix("\r") == out.get("text"):
         del out["raw"]
     if cut:
         out.setdefault("truncated", True)
+        if isinstance(out.get("omittedBytes", 0), int):
+            out["omittedBytes"] = out.get("omittedBytes", 0) + cut
     return out
