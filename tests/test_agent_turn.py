@@ -201,6 +201,25 @@ def test_oversized_line_is_previewed_and_stops_the_turn(tmp_path: Path, size: in
     assert of(recs, "completed") == [], "nothing after the oversized line is parsed"
 
 
+@pytest.mark.parametrize("size", [100_000, 300_000])  # (past maxEventBytes too)
+def test_a_generic_agents_long_line_is_cut_text_and_the_turn_goes_on(tmp_path: Path,
+                                                                      size: int) -> None:
+    """A generic agent has no protocol: a line longer than limits.maxEventBytes ended its turn
+    as "a protocol line longer than …" (failed, the rest unread), where a command watcher's
+    long line is only cut. It is text cut at maxLineBytes (`truncated`, `omittedBytes` the
+    bytes left out), and the turn reads on to its end."""
+    limits = Limits(max_event_bytes=200_000, max_line_bytes=16_384)
+    script = f"printf 'start\\n'; head -c {size} /dev/zero | tr '\\0' x; printf '\\nend\\n'"
+    _, recs = run_turn(tmp_path, "p", provider="generic", command=("sh", "-c", script),
+                       limits=limits)
+    texts = of(recs, "text")
+    assert [t["text"][:5] for t in texts] == ["start", "xxxxx", "end"]
+    cut = texts[1]
+    assert (len(cut["text"]), cut["truncated"], cut["omittedBytes"]) == (
+        16_384, True, size - 16_384)
+    assert of(recs, "stopped") == [] and finished(recs)["status"] == "done"
+
+
 def test_sigterm_ignoring_tree_is_killed_after_stop_timeout(tmp_path: Path) -> None:
     limits = Limits(stop_timeout_ms=300)
     result, recs = run_turn(tmp_path, "[mock:hang][mock:ignore-term][mock:fork]",

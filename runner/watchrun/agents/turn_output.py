@@ -1,6 +1,6 @@
 """A turn's output as it is printed: stdout lines through the provider's adapter into records
-(an oversized line ends the parsing; a long line is parsed in a worker thread, and its many
-records are written a slice at a time),
+(an oversized protocol line ends the parsing, a generic agent's long line is cut; a long line
+is parsed in a worker thread, and its many records are written a slice at a time),
 stderr lines as `stderr` records, the tally of what was written."""
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class TurnOutput:
         self.limits, self.out, self.clock, self.settle_s = limits, out, clock, settle_s
         self._poke, self._stop = poke, stop
         self.adapter = make_adapter(spec.provider, tracker, spec.command)
+        self._text_only = spec.provider == "generic"  # no protocol: a long line is text, cut
         self.tally = Tally(spec.until)
         self.turn_id = ""
         self.activity = 0.0
@@ -66,7 +67,8 @@ class TurnOutput:
         self._adapter_lock = asyncio.Lock()  # (held while a worker thread parses a long line)
 
     async def read_stdout(self, proc: Proc) -> None:
-        framer = LineFramer(self.limits.max_event_bytes)
+        framer = LineFramer(self.limits.max_line_bytes if self._text_only
+                            else self.limits.max_event_bytes)
         while data := await proc.read(READ_BYTES):
             self.activity = self.clock.monotonic()
             if self._discard:
@@ -76,7 +78,8 @@ class TurnOutput:
             chunk = framer.feed(data)
             if chunk is not None:
                 await self._chunk(chunk)
-            if not self._discard and framer.pending > self.limits.max_event_bytes:
+            if not (self._discard or self._text_only) and \
+                    framer.pending > self.limits.max_event_bytes:
                 self._oversized(self._head, framer.pending)
             await self.out.flush()
         if not self._discard:
@@ -97,7 +100,7 @@ class TurnOutput:
         while pos < len(data) and not self._discard:
             end = data.index(b"\n", pos)
             omitted = chunk.cut_at(pos)
-            if omitted:
+            if omitted and not self._text_only:
                 self._oversized(data[pos:end], end - pos + omitted)
                 break
             line = data[pos:end]
@@ -106,6 +109,9 @@ class TurnOutput:
                     found = await self._parse_off_loop(line)
             else:
                 found = self._parse(line)
+            if omitted:  # (a generic agent's line cut at maxLineBytes: what it lost is said)
+                found = [Observation(o.kind, {**o.fields, "truncated": True,
+                                              "omittedBytes": omitted}) for o in found]
             for at in range(0, len(found), SLICE_RECORDS):
                 if at:  # (a line of many records: the loop runs between slices)
                     await self.out.flush()
