@@ -32,14 +32,8 @@ from helpers.procs import (
 from watchrun.config.model import Limits, RestartPolicy
 from watchrun.process.spawn import ExitInfo, become_subreaper
 from watchrun.runtime.ending import finish
-from watchrun.sources.command import (
-    BACKOFF_CAP_MS,
-    START_LIMIT,
-    CommandSource,
-    ProcState,
-    backoff_ms,
-    should_restart,
-)
+from watchrun.sources.command import CommandSource, ProcState
+from watchrun.sources.restarts import BACKOFF_CAP_MS, START_LIMIT, backoff_ms, should_restart
 
 
 @pytest.fixture(autouse=True)

@@ -11,20 +11,20 @@ from enum import StrEnum
 from typing import Any
 
 from watchrun.clock import Clock, iso_ts, next_cron
-from watchrun.config.model import Limits, RestartPolicy, WatcherSpec
+from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import LineFramer
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 from watchrun.sources.leftovers import TreeStop, end_holders, end_rest
+from watchrun.sources.restarts import (
+    HEALTHY_S,
+    START_LIMIT,
+    START_WINDOW_S,
+    backoff_ms,
+    should_restart,
+)
 from watchrun.sources.unreadable import Beginning
 
-BACKOFF_CAP_MS = 60_000  # restart delays double from restartDelay up to this
-JITTER = 0.10  # each delay is scaled by a random factor in [0.9, 1.1]
-HEALTHY_S = 60.0  # a run at least this long resets the backoff (not the start window)
-START_LIMIT = 5  # starts allowed within START_WINDOW_S; one more would be FATAL
-START_WINDOW_S = 600.0
-"""Longer than HEALTHY_S on purpose: a command that crashes just after its backoff was reset
-(a run of 61 s, again and again) still fills the window and goes FATAL."""
 READ_SIZE = 64 * 1024
 DRAIN_MIN_S = 0.5  # after the exit, wait at least this long for EOF before stopping the tree
 TICK_CHECK_S = 60.0  # longest single sleep while waiting for a tick: wall-clock jumps show up
@@ -43,18 +43,6 @@ class ProcState(StrEnum):
     EXITED = "exited"
     FATAL = "fatal"
     WAITING = "waiting"
-
-
-def backoff_ms(base_ms: int, attempt: int, rng: random.Random) -> int:
-    """The delay before restart `attempt` (1-based, counted since the last reset)."""
-    raw: int = min(base_ms * 2 ** min(attempt - 1, 32), BACKOFF_CAP_MS)
-    return round(raw * rng.uniform(1 - JITTER, 1 + JITTER))
-
-
-def should_restart(policy: RestartPolicy, info: ExitInfo | None) -> bool:
-    """`info` is None when the command could not be started at all (a failure)."""
-    failed = info is None or info.status != "exited" or info.exit_code != 0
-    return policy is RestartPolicy.ALWAYS or (policy is RestartPolicy.ON_FAILURE and failed)
 
 
 class CommandSource:
