@@ -456,6 +456,7 @@ def test_an_address_without_a_host_is_loopback(address: str, bound: tuple[str, i
 
 @pytest.mark.parametrize(("address", "said"), [
     ("nonsense", "expected HOST:PORT"), ("host:", "expected HOST:PORT"),
+    ("", "expected HOST:PORT"),  # (it started with no metrics, exit 0: explorer ops 1)
     ("127.0.0.1:0", "port 0 is out of range: use 1 to 65535"),
     ("[::1]:99999", "port 99999 is out of range: use 1 to 65535")])
 def test_a_bad_metrics_address_is_a_usage_error(tmp_path: Path, address: str, said: str) -> None:

@@ -75,7 +75,7 @@ def _prepare(args: argparse.Namespace
     # document needs no fence: no line of it can start a command.)
     fence = StopCommands() if args.once and in_github_actions() and not as_json else None
     metrics = None
-    if args.metrics:
+    if args.metrics is not None:  # (an empty one too: refused, not taken for none)
         from watchrun.runtime.metrics import parse_address
 
         try:
