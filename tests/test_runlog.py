@@ -164,6 +164,20 @@ def test_every_logged_text_is_sanitized_and_stays_on_one_line(fmt: str, hostile:
         assert "x\\u2028y\\u2029z" in out  # escaped, not dropped
 
 
+def test_a_json_lines_msg_is_the_text_line_with_its_line_breaks_escaped() -> None:
+    """`msg` is the text line: a file name with a newline and U+2028 was a real line break in
+    the decoded `msg` (`jq -r .msg` printed two lines) while the text log showed `\\n`. The
+    event's fields keep their values (JSON-escaped on the line)."""
+    name = "/logs/evil\nname\u2028.log"
+    text, js = io.StringIO(), io.StringIO()
+    for fmt, stream in (("text", text), ("json", js)):
+        RunLog(fmt, stream=stream, timestamps=False).info(f"following {name}", "app", path=name)
+    (rec,) = json_lines(js)
+    assert rec["msg"] == "following /logs/evil\\nname\\u2028.log" == \
+        text.getvalue().removeprefix("watchrun: [app] ").rstrip("\n")
+    assert rec["path"] == name
+
+
 @given(st.text())
 def test_any_text_gives_one_safe_line(text: str) -> None:
     for fmt in ("text", "json"):

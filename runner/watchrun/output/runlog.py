@@ -179,7 +179,7 @@ class RunLog:
             rec: dict[str, Any] = {"ts": iso_ts(time.time()), "level": level, "event": event}
             if source:
                 rec[self.subject] = source
-            rec["msg"] = msg
+            rec["msg"] = text_field(msg)  # (the text line, as the text log has it)
             rec.update((k, v) for k, v in fields.items() if k not in ENVELOPE)
             line = edge_json(_clean(rec))
         else:
