@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,6 +20,7 @@ from hypothesis import strategies as st
 from liverunner import watchrun_bin, write_config
 
 from watchrun.events import MatchInfo
+from watchrun.output import runlog as runlog_module
 from watchrun.output.runlog import ForwardToRunLog, RunLog, on_journal
 
 TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
@@ -176,6 +180,34 @@ def test_a_json_lines_msg_is_the_text_line_with_its_line_breaks_escaped() -> Non
     assert rec["msg"] == "following /logs/evil\\nname\\u2028.log" == \
         text.getvalue().removeprefix("watchrun: [app] ").rstrip("\n")
     assert rec["path"] == name
+
+
+def test_the_held_matches_of_a_second_are_said_once_when_it_is_over(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a flood the timer of one second fired in the next one and said what that second
+    had held so far, then the second's end said the rest: two lines a second. The timer of an
+    earlier second now waits for the current one to be over."""
+    clock = [10.95]
+    monkeypatch.setattr(runlog_module, "time", SimpleNamespace(monotonic=lambda: clock[0],
+                                                               time=time.time))
+    stream = io.StringIO()
+    log = RunLog("text", stream=stream, timestamps=False)
+    burst = [MatchInfo(f"ERROR {i}", i, 0, f"a.log:{i}") for i in range(25)]
+
+    def held() -> list[str]:
+        return [ln for ln in stream.getvalue().splitlines() if "more matches" in ln]
+
+    async def flood() -> None:
+        log.matches("app", burst)  # second 10: 20 echoed, 5 held (its timer due at 11.0)
+        clock[0] = 11.001
+        log.matches("app", burst)  # second 11: the 5 said, 20 echoed, 5 held
+        log._timer("app")  # second 10's timer, late, inside second 11: says nothing
+        assert len(held()) == 1, held()
+        clock[0] = 12.0
+        log._timer("app")  # the end of second 11
+
+    asyncio.run(flood())
+    assert held() == ["watchrun: [app] ... and 5 more matches (see the JSONL)"] * 2, held()
 
 
 @given(st.text())

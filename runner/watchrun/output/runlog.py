@@ -230,6 +230,10 @@ class RunLog:
 
     def _timer(self, source: str) -> None:
         self._due.discard(source)
+        clock = time.monotonic()
+        if self._budget.get(source, (None, 0))[0] == int(clock):  # (a timer of the second
+            self._say_later(source, int(clock) + 1 - clock)  # before: what is held now is
+            return  # this second's, said when it is over, in one line)
         self._release(source)
 
     def _release(self, source: str) -> None:
