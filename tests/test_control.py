@@ -290,11 +290,13 @@ def test_sd_notify_never_blocks_when_its_reader_falls_behind(tmp_path: Path) -> 
         sd.close()
 
 
-@pytest.mark.parametrize(("levels", "ok"), [(32, True), (33, False)])
-def test_a_request_is_at_most_32_levels_deep(tmp_path: Path, levels: int, ok: bool) -> None:
+@pytest.mark.parametrize(("levels", "leaf", "ok"), [
+    (32, "", True), (32, "1", True), (33, "", False), (33, "1", False)])
+def test_a_request_is_at_most_32_levels_deep(tmp_path: Path, levels: int, leaf: str,
+                                             ok: bool) -> None:
     """docs/control.md: one JSON object "at most 32 levels deep" (the request object is the
-    first level)."""
-    nested = "[" * (levels - 1) + "]" * (levels - 1)
+    first level; a value in the innermost array is no level: 32 with one was refused)."""
+    nested = "[" * (levels - 1) + leaf + "]" * (levels - 1)
     sock = tmp_path / "control.sock"
 
     async def body(server: ControlServer) -> None:
@@ -303,6 +305,22 @@ def test_a_request_is_at_most_32_levels_deep(tmp_path: Path, levels: int, ok: bo
         if not ok:
             assert reply["error"] == {"code": "bad_request",
                                       "message": "JSON nested deeper than 32 levels"}
+
+    serve(tmp_path, body)
+
+
+@pytest.mark.parametrize(("sent", "said"), [
+    (b"null", "a request is a JSON object"),  # (it was "nested deeper than 32 levels")
+    (b'{"cmd": "stop", "id": "a", "id": "b"}', "the key 'id' is given twice"),
+    (b'{"cmd": "x", "w": {"k": 1, "k": 2}}', "the key 'k' is given twice"),
+])
+def test_a_request_that_is_no_object_or_gives_a_key_twice_is_refused(
+        tmp_path: Path, sent: bytes, said: str) -> None:
+    """A key given twice was taken as its last value without a word (`"id": "ticker", "id":
+    "applog"` stopped applog); `null` was said to be nested too deep."""
+    async def body(server: ControlServer) -> None:
+        reply = await ask(tmp_path / "control.sock", sent + b"\n")
+        assert reply["error"] == {"code": "bad_request", "message": said}
 
     serve(tmp_path, body)
 

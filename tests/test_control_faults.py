@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import select
+import signal
 import socket
 import subprocess
 import threading
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from inproc import inproc
-from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import DEADLINE_S, LiveRunner, alive, wait_for, watchrun_bin, write_config
 
 from watchrun.runtime import control
 from watchrun.runtime.client import request
@@ -63,6 +64,49 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRunner]:
     that its runner still has `app` alone running (and nothing delivered, no internal error),
     so none of them changes what the next one finds."""
     yield from a_runner(tmp_path_factory.mktemp("runner"))
+
+
+@pytest.mark.parametrize(("req", "field", "expected"), [
+    ({"cmd": "clear", "id": "app"}, "id", "`all`, `ids`"),  # (cleared every ended watcher)
+    ({"cmd": "clear", "all": True, "idz": ["x"]}, "idz", "`all`, `ids`"),  # (cleared all)
+    ({"cmd": "stop", "id": "nope", "all": True}, "all", "`id`"),
+    ({"cmd": "list", "junk": 1}, "junk", "none but `cmd`"),
+    ({"cmd": 5}, "cmd", "a string"),
+])
+def test_a_field_a_command_does_not_have_is_refused_not_ignored(
+        runner: LiveRunner, req: dict[str, Any], field: str, expected: str) -> None:
+    """Unknown fields were ignored, so a typo widened a request: `{"cmd": "clear", "id": "e2"}`
+    forgot every ended watcher, and `"all": true` with `idz` stopped and forgot every watcher,
+    the config's too. Now the field is named, and nothing is done."""
+    reply = runner.control(req)
+    assert reply["ok"] is False and reply["error"]["code"] == "bad_request", reply
+    assert (reply["error"]["field"], reply["error"]["expected"]) == (field, expected), reply
+    assert runner.control({"cmd": "status"})["watchers"] == ["app"]
+
+
+def test_stop_of_a_watcher_the_runner_is_stopping_waits_for_its_stop(tmp_path: Path) -> None:
+    """`watchrun stop slow` while the runner's own stop had `slow` `stopping` (its command
+    takes a second to end after SIGTERM) said "already stopped (it was not running)", exit 0,
+    while the command ran on. It now answers once that stop is over: the command is gone."""
+    pidfile = tmp_path / "pid"
+    script = (f"echo $$$$ > {pidfile}; trap 'sleep 1; exit 0' TERM; "
+              "while :; do sleep 0.05; done")
+    r = LiveRunner(write_config(tmp_path, {"watchers": [
+        {"id": "slow", "command": ["sh", "-c", script], "pattern": "ERROR"}]}))
+    try:
+        wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the command")
+        pid = int(pidfile.read_text())
+        sent = r.control({"cmd": "agent-send", "name": "x", "text": "y"})  # (a runner with no
+        assert sent["error"]["code"] == "unknown_agent", sent  # agents: docs/control.md's code)
+        r.send(signal.SIGTERM)
+        wait_for(lambda: "slow" in r.control({"cmd": "status"}).get("stopping", []),
+                 "the runner stopping `slow`")
+        reply = r.control({"cmd": "stop", "id": "slow"})
+        assert reply == {"ok": True, "wasRunning": True,
+                         "message": "stopped slow (the runner was stopping it)"}, reply
+        assert not alive(pid)
+    finally:
+        assert r.stop() == 0, r.stderr()
 
 
 def test_status_is_answered_while_a_large_pattern_is_checked(own_runner: LiveRunner,

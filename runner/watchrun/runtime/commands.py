@@ -83,6 +83,10 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
     if cmd == "stop":
         wid = req["id"]
         async with sup.changing:  # looked for in turn: a restart or reload may be starting it
+            if wid in sup.set.stopping:  # (the runner's stop, under way: it ends with it)
+                await asyncio.shield(sup.set.stopping[wid])
+                return {"ok": True, "wasRunning": True,
+                        "message": f"stopped {wid} (the runner was stopping it)"}
             if wid not in sup.watchers:
                 return _fail("not_found", f"no running watcher {wid!r}")
             how = ended(sup.watchers[wid])  # (its task ended: stopped now, but it did not run)
@@ -111,7 +115,8 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "cleared": cleared, "message": f"cleared {cleared} watcher{many}"}
     if cmd in ("agent-send", "agent-stop"):
         if sup.hub is None:
-            return _fail("not_found", "this runner has no agents")
+            return _fail("unknown_agent" if cmd == "agent-send" else "not_found",
+                         "this runner has no agents")
         name = req["name"]
         if cmd == "agent-send":
             return sup.hub.send(name, req["text"])
@@ -133,8 +138,20 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
 
 def _check_fields(cmd: Any, req: dict[str, Any]) -> None:
     """Refuse (`bad_request`) a field of the wrong JSON type, or a required one missing: never
-    taken for true, nor turned into a string."""
+    taken for true, nor turned into a string; and a field the command does not have (a typo,
+    `"id"` for `clear`'s `"ids"`, made the clear one of every watcher)."""
+    if cmd is not None and not isinstance(cmd, str):
+        got = _JSON_TYPE.get(type(cmd), "not JSON")
+        raise manage.Refused("bad_request", f"`cmd` must be a string, not {got}", field="cmd",
+                             expected="a string", got=got)
     fields = FIELDS.get(cmd, {}) if isinstance(cmd, str) else {}
+    if cmd in FIELDS or cmd in ("list", "status"):
+        extra = sorted(k for k in req if k != "cmd" and k not in fields)
+        if extra:
+            has = ", ".join(f"`{k}`" for k in fields) or "none but `cmd`"
+            raise manage.Refused("bad_request", f"`{cmd}` has no field `{extra[0]}` (its "
+                                 f"fields: {has})", field=extra[0], expected=has,
+                                 got="an unknown field")
     for key, (kind, required) in fields.items():
         if key not in req and not required:
             continue

@@ -228,30 +228,46 @@ async def _read_request(loop: asyncio.AbstractEventLoop, conn: socket.socket) ->
 
 
 def _parse(data: bytes) -> dict[str, Any]:
+    """The request: a JSON object, at most MAX_DEPTH objects and arrays deep, no key twice (the
+    last one would win without a word: `"id": "a", "id": "b"` stopped `b`)."""
     try:
-        request = json.loads(data)
+        request = json.loads(data, object_pairs_hook=_once_each)
     except RecursionError:
-        request = None
+        raise _Refused("bad_request", f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    except _Twice as exc:
+        raise _Refused("bad_request", str(exc)) from None
     except ValueError as exc:
         raise _Refused("bad_request", f"not JSON: {exc}") from None
-    if request is None or _depth(request) > MAX_DEPTH:
+    if _depth(request) > MAX_DEPTH:
         raise _Refused("bad_request", f"JSON nested deeper than {MAX_DEPTH} levels")
     if not isinstance(request, dict):
         raise _Refused("bad_request", "a request is a JSON object")
     return request
 
 
+class _Twice(ValueError):
+    """A key given twice in one JSON object."""
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if k in (p for p, _ in pairs[:i]))
+        raise _Twice(f"the key {twice!r} is given twice")
+    return out
+
+
 def _depth(value: Any) -> int:
+    """How many objects and arrays deep `value` is (a scalar: 0)."""
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
         deepest = max(deepest, depth)
         if depth > MAX_DEPTH:
             break
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+        stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
     return deepest
 
 
