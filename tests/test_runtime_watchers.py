@@ -464,6 +464,21 @@ def test_a_reloaded_watcher_renamed_from_a_runtime_one_takes_its_place(tmp_path:
         problems = r.control({"cmd": "status"})["problems"]
         assert any(x.startswith("app: reload: the config's watcher APP differs from this id "
                                 "only in case") for x in problems), problems
+        # ... and `app` is forgotten for good, its checkpoint too (it stayed, and `app` added
+        # again read on from it: it matched a line written before the add)
+        assert not (state / "app.checkpoint.json").exists()
+        write_config(tmp_path, base)
+        r.send(signal.SIGHUP)
+        wait_for(lambda: listed(r).get("APP", {}).get("status") == "stopped", "APP removed")
+        assert wr(tmp_path, "clear").returncode == 0  # (APP forgotten: its id is free)
+        with open(tmp_path / "one.log", "a") as f:
+            f.write("x written before the add\n")
+        assert wr(tmp_path, "add", "app", "--path", "one.log", "--pattern", "^x").returncode == 0
+        wait_for(lambda: listed(r).get("app", {}).get("status") == "running", "app again")
+        with open(tmp_path / "one.log", "a") as f:
+            f.write("x written after it\n")
+        wait_for(lambda: r.matches("app"), "app's match")
+        assert [m["line"] for m in r.matches("app")] == ["x written after it"]
     finally:
         assert r.stop() == 0
 

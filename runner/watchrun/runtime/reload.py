@@ -25,7 +25,7 @@ from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.census import counted
 from watchrun.runtime.ending import STOP_RECORD_S
-from watchrun.runtime.forgetting import forget_gone
+from watchrun.runtime.forgetting import forget_files, forget_gone
 from watchrun.runtime.shutdown import Stopping, hup_while_stopping, kill_after
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
@@ -134,6 +134,7 @@ async def apply(sup: Reloading, new: Config) -> str | None:
     renamed = {w.previous_id.lower(): w.id for w in wanted.values() if w.previous_id}
     in_case = {wid.lower(): wid for wid in wanted}
     taken_over: set[str] = set()
+    cased: set[str] = set()  # (of those, the ones whose checkpoint no watcher adopts)
     for wid, spec in list(sup.set.runtime.items()):
         if wid in wanted:
             del sup.set.runtime[wid]
@@ -151,6 +152,7 @@ async def apply(sup: Reloading, new: Config) -> str | None:
         elif wid.lower() in in_case:  # (ids are file names: as `add` refuses it)
             del sup.set.runtime[wid]
             taken_over.add(wid)
+            cased.add(wid)
             sup.problem(f"reload: the config's watcher {in_case[wid.lower()]} differs from this "
                         "id only in case, and ids are file names, so it replaces the one added "
                         "at runtime: stopped and forgotten", wid)
@@ -193,6 +195,8 @@ async def apply(sup: Reloading, new: Config) -> str | None:
         sup.problem(f"reload: the removed agents could not be closed: {exc}")
     for wid in taken_over:  # (stopped above, its checkpoint saved: now the config's to adopt)
         sup.board.forget(wid)
+    await forget_files(sup, sup.set, sorted(cased))  # (forgotten for good, as `clear` does:
+    # added again, it is a new watcher, not one that reads on from its old checkpoint)
     todo = [spec for wid, spec in wanted.items()
             if wid not in sup.set.running and wid not in held]
     if sup.stop_heard is not None and todo:  # the runner stops next: nothing starts now
