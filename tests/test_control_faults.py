@@ -265,6 +265,29 @@ def test_past_max_clients_every_request_is_told_busy_never_reset(tmp_path: Path)
     asyncio.run(main())
 
 
+def test_a_list_the_runner_refuses_is_said_as_its_refusal(tmp_path: Path) -> None:
+    """A runner that answered `list` with `busy` was said to have "not answered", with its
+    error shown as a Python dict (`{'code': 'busy', …}`)."""
+    from watchrun.cli.live import NoAnswer, live_statuses
+
+    async def busy(req: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": False, "error": {"code": "busy",
+                                       "message": "more than 16 clients at once; retry"}}
+
+    async def main() -> None:
+        server = ControlServer(tmp_path / "control.sock", busy)
+        await server.start()
+        try:
+            with pytest.raises(NoAnswer) as said:
+                await asyncio.to_thread(live_statuses, tmp_path)
+        finally:
+            await server.close()
+        assert str(said.value) == ("the runner refused `list` (busy: more than 16 clients at "
+                                   "once; retry)")
+
+    asyncio.run(main())
+
+
 def _resetting_runner(path: Path, stop: threading.Event, listening: threading.Event) -> None:
     """A runner that accepts, lets the request arrive and closes with it unread (a reset)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:

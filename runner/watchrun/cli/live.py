@@ -34,12 +34,18 @@ def _err(text: str) -> None:
 
 class NoAnswer(Exception):
     """A runner listens on the output dir but gave no usable `list` (its loop stuck, a reset,
-    a timeout, a garbled or failed reply), or holds its `control.lock` and cannot be reached
-    (not `reached`): what it runs is not known."""
+    a timeout, a garbled reply), or refused it (`said`: busy), or holds its `control.lock` and
+    cannot be reached (not `reached`): what it runs is not known. `str()` says which."""
 
     def __init__(self, text: str, reached: bool = True) -> None:
-        super().__init__(text)
-        self.reached = reached
+        super().__init__(text if not reached else f"the runner did not answer ({text})")
+
+    @classmethod
+    def said(cls, error: object) -> NoAnswer:
+        """It answered `list` with `error` (a `{code, message}`)."""
+        err = error if isinstance(error, dict) else {}
+        code, message = err.get("code", "failed"), err.get("message", "no reason given")
+        return cls(f"the runner refused `list` ({code}: {message})", reached=False)
 
 
 def live_statuses(root: Path) -> list[dict[str, Any]] | None:
@@ -58,7 +64,7 @@ def live_statuses(root: Path) -> list[dict[str, Any]] | None:
         raise NoAnswer(str(exc)) from exc
     found = reply.get("watchers")
     if not reply.get("ok") or not isinstance(found, list):
-        raise NoAnswer(f"it refused `list`: {reply.get('error')!r}")
+        raise NoAnswer.said(reply.get("error"))
     return [w for w in found if isinstance(w, dict)]
 
 

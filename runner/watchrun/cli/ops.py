@@ -88,7 +88,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
         live = live_statuses(where.root)  # a live runner answers first; else the snapshots
     except NoAnswer as exc:
         live = None
-        unanswered = f"the runner did not answer ({exc})" if exc.reached else str(exc)
+        unanswered = str(exc)
         out.note(f"warning: {unanswered}; showing the status snapshots it last wrote, which "
                  "may be stale")
     now = datetime.now(UTC)
