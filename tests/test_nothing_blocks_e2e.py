@@ -266,3 +266,35 @@ def test_a_hostile_line_for_a_backtracking_exclude_stalls_nothing_else(tmp_path:
         r.assert_lag_ok()
     finally:
         assert r.stop() == 0
+
+
+SLOW_RE2 = "a.{1000}x|b.{1000}y|a.{999}z|b.{998}w"
+"""Linear for RE2, but its automaton is too large for RE2's DFA: ~50 µs a byte of `a`s and
+`b`s (explorer mcp F2: ten 64 KiB lines held the loop 33 s)."""
+
+
+def test_a_pattern_slow_for_re2_scans_off_the_loop(tmp_path: Path) -> None:
+    """Where RE2 is the engine (no hyperscan: non-x86 hosts, or WATCHRUN_ENGINES), a short
+    pattern of large bounded repeats scanned its chunk on the loop: every other watcher, the
+    control socket and the watchdog waited for it. The scan runs in a worker thread."""
+    import random
+
+    slow, calm = tmp_path / "slow.log", tmp_path / "calm.log"
+    slow.write_text("")
+    calm.write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "slow", "path": "slow.log", "pattern": SLOW_RE2},
+        {"id": "calm", "path": "calm.log", "pattern": "ERROR"}]})
+    r = LiveRunner(config, env={"WATCHRUN_ENGINES": "re2"})
+    try:
+        r.wait_running()
+        rng = random.Random(7)
+        append(slow, "".join(rng.choice("ab") for _ in range(24_000)) + "\n")
+        append(calm, "ERROR meanwhile\n")
+        wait_for(lambda: r.matches("calm"), "the other watcher's match")
+        wait_for(lambda: {w["id"]: w for w in r.control({"cmd": "list"})["watchers"]}[
+            "slow"]["linesRead"] == 1, "the slow line scanned")
+        assert r.matches("slow") == []
+        r.assert_lag_ok()
+    finally:
+        assert r.stop() == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,9 @@ class WatcherPipeline:
         self.log = log
         self.on_matches, self.on_event = on_matches, on_event
         self.require = require
+        self._off_loop = any(m is not None and m.engine != "hyperscan" for m in (matcher, require))
+        """RE2 (or `re`) scans in a worker thread: linear, yet `a.{1000}x|b.{1000}y` takes
+        seconds on a 64 KiB line (google-re2 lets the interpreter lock go as it searches)."""
         self.redactor = redactor
         """Set with `output.redact`: match records, the tail and the log are redacted."""
         self._keys = KeyBlocks() if redactor is not None or spec.wake or spec.actions else None
@@ -155,11 +159,12 @@ class WatcherPipeline:
         if self.isolated is not None:
             spans = await self._isolated(chunk)
         else:
-            if self.require is not None and not c.require_seen and self.require.find(data):
-                c.require_seen = True
             if self.redactor is None and not self._regions and self.matcher.every_line(data):
                 rows = every_line(chunk, self._members(chunk)[0])
-            spans = self.matcher.find(data) if rows is None else []
+            need = self.require is not None and not c.require_seen
+            hit, spans = await asyncio.to_thread(self._look, data, need, rows is None) \
+                if self._off_loop else self._look(data, need, rows is None)
+            c.require_seen |= hit
         if rows is not None:
             self._counted = (data, len(rows.lines), len(data))
         elif not spans:
@@ -174,6 +179,12 @@ class WatcherPipeline:
                 rows.lines, rows.line_nos, rows.offsets, rows.rest), on_written=landed)
         finally:  # (the rest given up: the matches whose records are written are handed on)
             self._hand_on(found.head(landed.done), rows, spans)
+
+    def _look(self, data: bytes, require: bool, find: bool
+              ) -> tuple[bool, list[tuple[int, int]]]:
+        """Whether `require` matches `data`, and the matching lines' spans (each if asked)."""
+        hit = require and self.require is not None and bool(self.require.find(data))
+        return hit, self.matcher.find(data) if find else []
 
     def _hand_on(self, found: Found, rows: Rows, spans: list[tuple[int, int]]) -> None:
         """Matches whose records are written to the evidence, `recent`, log, agents, actions."""
