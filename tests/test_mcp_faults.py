@@ -227,6 +227,52 @@ def test_a_killed_server_leaves_no_watcher_on_the_live_runner(tmp_path: Path) ->
         assert runner.stop() == 0
 
 
+@pytest.mark.parametrize("ending", ["stdin closed", "SIGTERM"])
+def test_a_client_that_reads_no_answer_still_ends_its_session(tmp_path: Path,
+                                                              ending: str) -> None:
+    """README "Watchers end with the session": a client that stopped reading stdout (200
+    answers owed, more than the pipe holds), then closed stdin or sent SIGTERM, kept the
+    session alive, its command running, as long as it kept its end open; a SIGTERM stopped the
+    command but not the server, which only SIGKILL ended. The answers still owed get
+    ANSWER_GRACE_S, then the session ends: the server exits 0, the command is gone."""
+    write_config(tmp_path, {"watchers": []})
+    client = RawClient(tmp_path)
+    try:
+        added = client.ask({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "watch", "arguments": {"action": "add", "id": "c", "pattern": "HIT",
+                                           "command": "echo HIT; exec sleep 40019"}}})
+        assert added["result"]["isError"] is False, added
+        sock = tmp_path / ".watchrun" / "control.sock"
+        pid = next(w["pid"] for w in request(sock, {"cmd": "list"})["watchers"] if w["id"] == "c")
+        calls = b"".join(json.dumps({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call",
+                                     "params": {"name": "watch", "arguments": {
+                                         "action": "list"}}}).encode() + b"\n"
+                         for i in range(200))
+        client.send(calls)  # (and not one answer read)
+        wait_for(lambda: _unread(client.stdout) >= 60_000, "the answers filling the pipe")
+        started = time.monotonic()
+        if ending == "SIGTERM":
+            client.proc.send_signal(signal.SIGTERM)
+        else:
+            assert client.proc.stdin is not None
+            client.proc.stdin.close()
+        assert client.proc.wait(DEADLINE_S) == 0
+        assert time.monotonic() - started < DEADLINE_S
+        assert not alive(pid)
+        assert "the answers still owed are dropped" in (tmp_path / client.err.name).read_text()
+    finally:
+        client.close()
+
+
+def _unread(pipe: IO[bytes]) -> int:
+    """Bytes waiting in `pipe` (FIONREAD)."""
+    import fcntl
+    import termios
+
+    got = fcntl.ioctl(pipe.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    return int.from_bytes(got, sys.byteorder)
+
+
 def test_a_session_whose_jsonl_close_hangs_still_ends_and_says_so(tmp_path: Path) -> None:
     """The session's own runner stops with the session; a JSONL close that never returns (a
     dead file system) held `watchrun mcp` alive forever after its client closed stdin (asyncio's

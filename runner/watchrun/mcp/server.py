@@ -31,6 +31,7 @@ from watchrun.mcp import schema
 from watchrun.mcp.resources import TEMPLATE, Followers, parse_uri, uri_of
 from watchrun.mcp.runners import Runners
 from watchrun.mcp.stdin import StdinLines
+from watchrun.mcp.stdout import StdoutLines
 from watchrun.mcp.text import render
 from watchrun.mcp.tool import Tool
 from watchrun.output.runlog import RunLog
@@ -161,6 +162,34 @@ def _parse(uri: str) -> tuple[str, str | None]:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
 
+async def _until_ended(run: Any, lines: StdinLines | None, out: object, log: RunLog) -> None:
+    """The session on the SDK's transport, which ends once every answer owed is written; but
+    when the client's messages have ended and it reads no more, its answers wait
+    ANSWER_GRACE_S at most: then they are dropped, and the session ends all the same."""
+    task = asyncio.ensure_future(run)
+    if lines is None or not isinstance(out, StdoutLines):
+        await task
+        return
+    ended = asyncio.ensure_future(lines.ended.wait())
+    try:
+        await asyncio.wait({task, ended}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done() and not (await asyncio.wait({task}, timeout=ANSWER_GRACE_S))[0]:
+            log.warning(f"the MCP client read no answer for {ANSWER_GRACE_S:g} s after its "
+                        "messages ended: the answers still owed are dropped, and the session "
+                        "ends", event="answers-dropped")
+            out.abort()  # (a write waiting for the pipe fails: the transport ends)
+            if not (await asyncio.wait({task}, timeout=ANSWER_GRACE_S))[0]:
+                task.cancel()
+        await asyncio.wait({task})
+    finally:
+        ended.cancel()
+        if not task.done():  # (this one cancelled: the SDK's run with it)
+            task.cancel()
+            await asyncio.wait({task})
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        raise exc
+
+
 def _error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                 is_error=True)
@@ -171,11 +200,18 @@ async def serve(config: Config, log: RunLog, cwd: str, broken: str | None = None
     started has stopped. `broken`: the config is invalid, and every call answers that."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a client gone: EPIPE, and we clean up
     lines = await StdinLines.open()
-    await serve_session(config, log, cwd, broken, lines, signals=lines is not None)
+    out = await StdoutLines.open() if lines is not None else None
+    await serve_session(config, log, cwd, broken, lines, out, signals=lines is not None)
+
+
+ANSWER_GRACE_S = 2.0
+"""Once the client's messages have ended (stdin closed, a signal), how long the answers still
+owed may take to go out: a client that reads none holds them no longer than this."""
 
 
 async def serve_session(config: Config, log: RunLog, cwd: str, broken: str | None,
-                        lines: StdinLines | None, stdout: anyio.AsyncFile[str] | None = None, *,
+                        lines: StdinLines | None,
+                        stdout: anyio.AsyncFile[str] | StdoutLines | None = None, *,
                         signals: bool = False) -> None:
     """`serve`'s session: the client's messages from `lines` (None: the SDK reads stdin), the
     answers to `stdout` (an async text file; None: the process's stdout), SIGTERM and SIGINT
@@ -193,13 +229,17 @@ async def serve_session(config: Config, log: RunLog, cwd: str, broken: str | Non
         server = build_server(Tool(config, runners, cwd, broken), followers, log)
         handled = (signal.SIGTERM, signal.SIGINT) if signals else ()
         restore = handle_signals(loop, dict.fromkeys(handled, end))
-        try:
-            async with stdio_server(stdin=cast(Any, lines), stdout=stdout) as (read, write):
+        async def session() -> None:
+            async with stdio_server(stdin=cast(Any, lines), stdout=cast(Any, stdout)) as (
+                    read, write):
                 if lines is not None:
                     lines.answer_to(write)  # what the SDK would drop is answered there
                 options = server.create_initialization_options(
                     NotificationOptions(resources_changed=True))
                 await server.run(read, write, options)
+
+        try:
+            await _until_ended(session(), lines, stdout, log)
         except* (BrokenPipeError, ConnectionResetError):  # (writing an answer)
             log.info("the MCP client is gone (its end of stdout is closed): the session ends",
                      event="client-gone")

@@ -43,10 +43,14 @@ class StdinLines:
     shared with stdout and stderr.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.ReadTransport) -> None:
+    def __init__(self, reader: asyncio.StreamReader, transport: asyncio.ReadTransport,
+                 ended: asyncio.Event) -> None:
         self.reader, self.transport = reader, transport
         self._write: Any = None
         self._writable = asyncio.Event()
+        self.ended = ended
+        """Set when the client's messages end (stdin closed, or `close`), however many of them
+        are still to be handled."""
 
     @classmethod
     async def open(cls) -> StdinLines | None:
@@ -69,11 +73,10 @@ class StdinLines:
         """The lines read from `fd` (a pipe or a socket, which it now owns): stdin's private
         duplicate, or a pipe of a session served in a test's process."""
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=MAX_LINE)
+        reader, ended = asyncio.StreamReader(limit=MAX_LINE), asyncio.Event()
         pipe = os.fdopen(fd, "rb", buffering=0)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe)
-        return cls(reader, transport)
+        transport, _ = await loop.connect_read_pipe(lambda: _Ending(reader, ended), pipe)
+        return cls(reader, transport, ended)
 
     def answer_to(self, write: Any) -> None:
         """Send the errors answered here on `write`, the SDK's stream of SessionMessages to
@@ -127,9 +130,26 @@ class StdinLines:
 
     def close(self) -> None:
         """End the lines now (EOF for the SDK: the session ends) and close the descriptor."""
+        self.ended.set()
         self.reader.feed_eof()
         if not self.transport.is_closing():
             self.transport.close()
+
+
+class _Ending(asyncio.StreamReaderProtocol):
+    """Says when the pipe ended (`ended`), before its buffered lines are read."""
+
+    def __init__(self, reader: asyncio.StreamReader, ended: asyncio.Event) -> None:
+        super().__init__(reader)
+        self._ended = ended
+
+    def eof_received(self) -> bool:
+        self._ended.set()
+        return bool(super().eof_received())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended.set()
+        super().connection_lost(exc)
 
 
 def vet(line: str) -> tuple[str, Error | None]:

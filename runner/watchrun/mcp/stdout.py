@@ -1,0 +1,55 @@
+"""The answers to the MCP client on stdout, written on the event loop: a client that stops
+reading holds no thread in a write (the SDK's writer, a thread blocked on a full pipe, kept the
+session and everything it started alive for as long as the client kept its end open), so the
+session can still end when stdin closes or a signal comes."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import stat
+
+__all__ = ["StdoutLines"]
+
+
+class StdoutLines:
+    """An async text file for `mcp.server.stdio.stdio_server(stdout=…)`: `write` queues, `flush`
+    waits until the pipe takes it, `abort` drops what is queued (a `flush` waiting then raises
+    ConnectionResetError). Only for a pipe or a socket: stdout is duplicated onto a private
+    descriptor written in non-blocking mode, and fd 1 is pointed at stderr, so a child's or a
+    stray print goes there, never between the answers (as the SDK does). A terminal or a file
+    is left to the SDK's own writer (`open` returns None)."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    @classmethod
+    async def open(cls) -> StdoutLines | None:
+        try:
+            mode = os.fstat(1).st_mode
+        except OSError:
+            return None
+        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+            return None
+        fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+        os.dup2(2, 1)
+        return await cls.of_fd(fd)
+
+    @classmethod
+    async def of_fd(cls, fd: int) -> StdoutLines:
+        """Answers written to `fd` (a pipe or a socket, which it now owns)."""
+        loop = asyncio.get_running_loop()
+        pipe = os.fdopen(fd, "wb", buffering=0)
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                            pipe)
+        return cls(asyncio.StreamWriter(transport, protocol, None, loop))
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+    def abort(self) -> None:
+        self._writer.transport.abort()
