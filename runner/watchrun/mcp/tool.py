@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from watchrun.views.humanize import named
 
 __all__ = ["Failed", "Tool"]
 
-ADD_TRIES = 3
+ADD_TRIES = 10
 """An id chosen for `add` that someone else took meanwhile is replaced this often."""
 
 
@@ -140,6 +141,7 @@ class Tool:
         runner = runner or await self.runners.for_add()
         chosen = "id" not in watcher
         wid = str(watcher.get("id") or await self._free_id(runner))
+        clashed: set[str] = set()  # (ids chosen that another client's add took meanwhile)
         try:
             for _ in range(ADD_TRIES):
                 # endWithClient: a live runner stops it when this process ends, even killed
@@ -149,14 +151,18 @@ class Tool:
                 err: dict[str, Any] = found if isinstance(found, dict) else {}
                 if reply.get("ok") or not chosen or err.get("code") != "exists":
                     break
-                self._reserved.discard(wid)  # (taken by another client of the runner)
-                wid = await self._free_id(runner)
+                self._reserved.discard(wid)  # (taken by another client of the runner, whose
+                clashed.add(wid.lower())  # adds under way do not show in `list` yet)
+                wid = await self._free_id(runner, clashed)
         finally:
             if chosen:  # added (the runner lists it now) or refused: free either way
                 self._reserved.discard(wid)
         if not reply.get("ok"):
             if err.get("code") == "invalid":
                 refuse_invalid(err.get("diagnostics") or [])
+            if chosen and err.get("code") == "exists":  # (its advice names another's watcher)
+                raise Failed(f"no free watcher id in {ADD_TRIES} tries: other clients of the "
+                             "runner are adding watchers too; give this one an `id`")
             raise Failed(str(err.get("message") or "the runner refused the watcher"))
         self.runners.added[wid] = runner
         warnings = [diagnostic(d) for d in reply.get("warnings") or [] if isinstance(d, dict)]
@@ -167,12 +173,12 @@ class Tool:
             details["warnings"] = warnings
         return details
 
-    async def _free_id(self, runner: Runner) -> str:
+    async def _free_id(self, runner: Runner, clashed: AbstractSet[str] = frozenset()) -> str:
         """The first of w1, w2, … that no watcher of the runner, the config or the output dir
         uses (ignoring case: ids are file names), nor an `add` of this session under way:
         reserved until that add is answered (concurrent adds took the same one, and all but
         one were refused "in use", even where the refusal was `limits.maxWatchers`)."""
-        taken = {str(w.get("id")).lower() for w in await self._listed(runner)}
+        taken = {str(w.get("id")).lower() for w in await self._listed(runner)} | clashed
         taken |= {w.id.lower() for w in self.config.watchers}
         taken |= {x.lower() for x in await asyncio.to_thread(self._on_disk)}
         n = 1
