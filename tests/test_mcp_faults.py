@@ -158,6 +158,14 @@ DROPPED: list[tuple[Any, Any, int, str]] = [
      "a response (`id`, `result` or `error`)"),
     ({"jsonrpc": "2.0", "method": 7}, None, -32600, "a message is a request (`method`, `id`), "
      "a notification (`method`) or a response (`id`, `result` or `error`)"),
+    # the SDK answers these "Invalid request parameters", naming no field (explorer mcp F4)
+    ({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+      "params": {"name": "watch", "arguments": [1]}}, 5, -32602,
+     "`params.arguments` must be an object (the tool's arguments), not list [1]"),
+    ({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {}}, 6, -32602,
+     "`params.name` must be a string (the tool's name), not missing"),
+    ({"jsonrpc": "2.0", "id": 7, "method": "resources/read", "params": {"uri": 5}}, 7, -32602,
+     "`params.uri` must be a string (the resource's URI), not int 5"),
 ]
 """Requests the SDK would drop unanswered (the client then waits forever): each with the id
 of its answer and the error it gets."""

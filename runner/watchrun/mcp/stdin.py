@@ -194,7 +194,24 @@ def _request_error(request: dict[str, Any]) -> Error | None:
     params = request.get("params")
     if params is not None and not isinstance(params, dict):
         return rid, types.INVALID_PARAMS, "`params` must be an object"
+    for key, kind, what in _PARAMS.get(request["method"], ()):  # (the SDK's own refusal of
+        value = (params or {}).get(key)  # these names no field: "Invalid request parameters")
+        if (value is None and kind is not dict) or (value is not None and
+                                                     not isinstance(value, kind)):
+            got = "missing" if value is None else f"{type(value).__name__} {value!r:.40}"
+            return rid, types.INVALID_PARAMS, f"`params.{key}` must be {what}, not {got}"
     return None
+
+
+_PARAMS: dict[str, tuple[tuple[str, type, str], ...]] = {
+    "tools/call": (("name", str, "a string (the tool's name)"),
+                   ("arguments", dict, "an object (the tool's arguments)")),
+    "resources/read": (("uri", str, "a string (the resource's URI)"),),
+    "resources/subscribe": (("uri", str, "a string (the resource's URI)"),),
+    "resources/unsubscribe": (("uri", str, "a string (the resource's URI)"),),
+}
+"""What the requests the tool answers take in `params` (an optional object: dict), checked
+here so that a wrong one is named."""
 
 
 def head_id(head: str) -> int | str | None:
