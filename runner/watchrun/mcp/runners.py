@@ -27,6 +27,10 @@ __all__ = ["LiveRunner", "NoAnswer", "NoRunner", "Runner", "Runners", "SessionRu
 
 REQUEST_TIMEOUT_S = 75.0
 """A `stop` waits for its watcher (stopTimeout is at most 60 s)."""
+READ_TIMEOUT_S = 10.0
+"""A `list` or `status` waits for nothing but the runner's loop: a runner that does not answer
+it in this long is stuck, and the call says so well within a client's own timeout (a Gemini
+CLI's is 30 s)."""
 
 
 class NoRunner(Exception):
@@ -59,7 +63,8 @@ class LiveRunner:
 
     async def request(self, payload: dict[str, Any]) -> dict[str, Any]:
         try:
-            return await asyncio.to_thread(request, self.socket, payload, REQUEST_TIMEOUT_S)
+            wait = READ_TIMEOUT_S if payload.get("cmd") in READS else REQUEST_TIMEOUT_S
+            return await asyncio.to_thread(request, self.socket, payload, wait)
         except NotListening as exc:
             raise NoRunner(str(exc)) from exc
         except Unreachable as exc:
