@@ -11,6 +11,7 @@ import json
 import os
 import re
 import stat
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -19,7 +20,7 @@ from mcp.shared.message import SessionMessage
 
 from watchrun.output.jsonl import valid_value
 
-__all__ = ["StdinLines", "head_id", "vet"]
+__all__ = ["StdinLines", "claim_pipe", "head_id", "vet"]
 
 MAX_LINE = 4 << 20
 """A longer message is not read: it is discarded up to its newline and answered with an error
@@ -54,19 +55,8 @@ class StdinLines:
 
     @classmethod
     async def open(cls) -> StdinLines | None:
-        try:
-            mode = os.fstat(0).st_mode
-        except OSError:
-            return None
-        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-            return None
-        fd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.dup2(null, 0)
-        finally:
-            os.close(null)
-        return await cls.of_fd(fd)
+        fd = claim_pipe(0, lambda: os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
+        return None if fd is None else await cls.of_fd(fd)
 
     @classmethod
     async def of_fd(cls, fd: int) -> StdinLines:
@@ -134,6 +124,26 @@ class StdinLines:
         self.reader.feed_eof()
         if not self.transport.is_closing():
             self.transport.close()
+
+
+def claim_pipe(fd: int, diversion: Callable[[], int]) -> int | None:
+    """When `fd` (stdin or stdout) is a pipe or a socket: the client's end moved to a private
+    close-on-exec descriptor (returned), and `fd` pointed at `diversion()` (which is closed
+    then), so a child or a stray read or print never touches the client's messages. None for
+    a terminal or a file (left as it is: a terminal's non-blocking flag would be shared)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        return None
+    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    other = diversion()
+    try:
+        os.dup2(other, fd)
+    finally:
+        os.close(other)
+    return private
 
 
 class _Ending(asyncio.StreamReaderProtocol):

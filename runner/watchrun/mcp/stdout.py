@@ -6,9 +6,9 @@ session can still end when stdin closes or a signal comes."""
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
-import stat
+
+from watchrun.mcp.stdin import claim_pipe
 
 __all__ = ["StdoutLines"]
 
@@ -26,15 +26,8 @@ class StdoutLines:
 
     @classmethod
     async def open(cls) -> StdoutLines | None:
-        try:
-            mode = os.fstat(1).st_mode
-        except OSError:
-            return None
-        if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-            return None
-        fd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-        os.dup2(2, 1)
-        return await cls.of_fd(fd)
+        fd = claim_pipe(1, lambda: os.dup(2))
+        return None if fd is None else await cls.of_fd(fd)
 
     @classmethod
     async def of_fd(cls, fd: int) -> StdoutLines:
