@@ -27,7 +27,7 @@ from watchrun.agents.clean import clean_record, unreserved
 from watchrun.agents.providers import PROVIDERS, make_adapter
 from watchrun.agents.tally import Tally
 from watchrun.config import load_config
-from watchrun.match.framing import LineFramer
+from watchrun.match.framing import BOM, LineFramer
 from watchrun.match.sanitize import decode, edge_text, sanitize
 from watchrun.output.backward import last_records
 from watchrun.output.records import ReadStats, iter_records
@@ -174,12 +174,15 @@ def test_config_alias_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
                                                                               "surrogatepass")),
                       max_size=12),
        max_line=st.integers(4, 64))
+@example(parts=[BOM], max_line=4)  # (found beside two busy loops: a lone byte order mark)
+@example(parts=[BOM[:1], BOM[1:] + b"ab\n", b"c"], max_line=4)
 def test_framing_and_sanitizer_bound_every_line_and_clean_it(
     parts: list[bytes], max_line: int
 ) -> None:
     framer = LineFramer(max_line)
     total = b"".join(parts)
-    seen_source = 0
+    seen_source = len(BOM) if total.startswith(BOM) else 0  # (a UTF-8 byte order mark that
+    # begins the stream is no line's: README, "Output")
     for chunk in [framer.feed(p) for p in parts] + [framer.finish()]:
         assert framer.pending <= len(total)
         assert framer.held <= max_line  # the bounded buffer, whatever the input
@@ -192,7 +195,7 @@ def test_framing_and_sanitizer_bound_every_line_and_clean_it(
             text, _ = sanitize(decode(line), max_line)
             assert sanitized(text) and "\n" not in text
             assert "\n" not in edge_text(text) and "\u2028" not in edge_text(text)
-    assert seen_source == len(total)
+    assert seen_source == framer.position == len(total)
 
 
 def test_a_long_line_is_framed_in_bounded_memory() -> None:
