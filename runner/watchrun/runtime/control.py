@@ -250,10 +250,11 @@ class _Twice(ValueError):
 
 
 def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) < len(pairs):
-        twice = next(k for i, (k, _) in enumerate(pairs) if k in (p for p, _ in pairs[:i]))
-        raise _Twice(f"the key {twice!r} is given twice")
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Twice(f"the key {key!r} is given twice")
+        out[key] = value
     return out
 
 
