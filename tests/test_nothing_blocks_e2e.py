@@ -289,7 +289,7 @@ def test_a_pattern_slow_for_re2_scans_off_the_loop(tmp_path: Path) -> None:
     try:
         r.wait_running()
         rng = random.Random(7)
-        append(slow, "".join(rng.choice("ab") for _ in range(24_000)) + "\n")
+        append(slow, "".join(rng.choice("ab") for _ in range(12_000)) + "\n")
         append(calm, "ERROR meanwhile\n")
         wait_for(lambda: r.matches("calm"), "the other watcher's match")
         wait_for(lambda: {w["id"]: w for w in r.control({"cmd": "list"})["watchers"]}[
