@@ -10,7 +10,7 @@ from msgspec import Struct
 
 from watchrun.actions.windows import Firing
 from watchrun.match.redact import Redactor, add_counts
-from watchrun.match.sanitize import clip, sanitize
+from watchrun.match.sanitize import clip, sanitize, shorten
 from watchrun.output.jsonl import valid_unicode
 
 __all__ = ["ENV_LINES_BYTES", "LABEL_BYTES", "SLACK_TEXT_CHARS", "Context", "Outgoing", "build"]
@@ -162,8 +162,7 @@ def _slack_fit(doc: dict[str, Any]) -> tuple[str, int]:
     first one that alone does not clipped; a line cut either way (or at maxLineBytes) ends in
     `…`."""
     w = doc["watcher"]
-    label = w["label"] if len(w["label"]) <= SLACK_LABEL_CHARS else \
-        w["label"][: SLACK_LABEL_CHARS - 1] + "…"
+    label = shorten(w["label"], SLACK_LABEL_CHARS)
     head = (f"*watchrun*: `{_slack_escape(w['id'])}` ({_slack_escape(label)}) matched "
             f"{doc['count']} line{'s' if doc['count'] != 1 else ''}")
     extra = []

@@ -12,7 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from watchrun.match.sanitize import edge_json, edge_text
+from watchrun.match.sanitize import edge_json, edge_text, shorten
 from watchrun.views.humanize import Paint, no_paint, when
 
 __all__ = ["dumps", "printable", "render_list", "render_transcript", "render_watch"]
@@ -187,8 +187,8 @@ REPLY_SHOWN = 60
 
 
 def _reply(reply: object) -> str:
-    one = " ".join(reply.split()) if isinstance(reply, str) else ""
-    return one[: REPLY_SHOWN - 1] + "…" if len(one) > REPLY_SHOWN else one or "-"
+    return shorten(" ".join(reply.split()), REPLY_SHOWN) or "-" if isinstance(reply, str) \
+        else "-"
 
 
 def _last_turn(row: dict[str, Any]) -> str:
