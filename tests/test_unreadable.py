@@ -17,13 +17,13 @@ BOM = ("not-utf8", "is UTF-16 (it starts with a byte order mark); watchrun reads
 BARE = "not-utf8"
 
 
-def judged(data: bytes, cuts: list[int]) -> list[tuple[str, str] | None]:
-    """What `Beginning.feed` says for each read of `data` split at `cuts`, then at the end."""
+def judged(data: bytes, cuts: list[int]) -> list[tuple[str, str]]:
+    """All that `Beginning.feed` says for the reads of `data` split at `cuts`, then the end."""
     b, said, last = Beginning(), [], 0
     for cut in [*sorted({c for c in cuts if 0 < c < len(data)}), len(data)]:  # (no b"")
-        said.append(b.feed(data[last:cut]))
+        said += b.feed(data[last:cut])
         last = cut
-    return [*said, b.feed(b"")]
+    return [*said, *b.feed(b"")]
 
 
 @pytest.mark.parametrize(("data", "code"), [
@@ -36,7 +36,7 @@ def judged(data: bytes, cuts: list[int]) -> list[tuple[str, str] | None]:
     (b"", None),
 ], ids=["bom", "bare-be", "bare-short", "gzip", "utf8-bom", "nul-hole", "empty"])
 def test_a_beginning_is_judged_once(data: bytes, code: str | None) -> None:
-    said = [x for x in judged(data, []) if x is not None]
+    said = judged(data, [])
     assert [x[0] for x in said] == ([code] if code else [])
     if code == "not-utf8" and data.startswith(b"\xff\xfe"):
         assert said == [BOM]
@@ -45,4 +45,4 @@ def test_a_beginning_is_judged_once(data: bytes, code: str | None) -> None:
 @given(st.lists(st.integers(0, 2 * LOOKED_AT), max_size=20))
 def test_however_the_reads_split_it_the_beginning_is_said_once(cuts: list[int]) -> None:
     data = ("\ufeff" + UTF16).encode("utf-16-le")
-    assert [x for x in judged(data, cuts) if x is not None] == [BOM]
+    assert judged(data, cuts) == [BOM]

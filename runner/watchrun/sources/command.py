@@ -265,9 +265,9 @@ class CommandSource:
                                              return_when=asyncio.FIRST_COMPLETED)
                 if reading.done():
                     data, reading = reading.result(), None
-                    if (said := self._beginning.feed(data)) is not None:  # (never matched)
-                        await ctx.event("error", code=said[0], run=n,
-                                        message=f"run {n}: the command's output {said[1]}")
+                    for code, why in self._beginning.feed(data):  # (never matched)
+                        await ctx.event("error", code=code, run=n,
+                                        message=f"run {n}: the command's output {why}")
                     if not data:
                         return stopped
                     await self._deliver(ctx, framer.feed(data), wait=wait)

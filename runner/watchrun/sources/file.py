@@ -25,7 +25,7 @@ from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotated import Entry
 from watchrun.sources.rotation import Rotation
-from watchrun.sources.unreadable import UNREADABLE
+from watchrun.sources.unreadable import unreadable
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
@@ -213,10 +213,8 @@ class FileSource(Rotation):
                             f"cannot read {gen.path}: {exc.strerror}", unread=True)
             return
         await gen.finish(ctx, self.name)
-        for begins, code, why in UNREADABLE:  # no text pattern matches it: never a pass
-            if begins(gen.head):
-                await ctx.event("error", code=code, path=gen.path,
-                                message=f"{gen.path} {why}")
+        for code, why in unreadable(gen.head):  # no text pattern matches it: never a pass
+            await ctx.event("error", code=code, path=gen.path, message=f"{gen.path} {why}")
         if gen.pos < end:
             gen.seen_size = gen.pos  # said now: the next run does not count them again
             await _not_read(ctx, gen, end, "cut-short",

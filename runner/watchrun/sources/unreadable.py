@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from watchrun.sources.compressed import compressed
 
-__all__ = ["UNREADABLE", "Beginning", "bare_utf16", "utf16_bom"]
+__all__ = ["UNREADABLE", "Beginning", "bare_utf16", "unreadable", "utf16_bom"]
 
 LOOKED_AT = 256
 """The first bytes of a file that say whether it is UTF-16 without a byte order mark."""
@@ -52,19 +52,25 @@ xz, zstd, lz4 or zip stream): the `error` code and message said. UTF-16 that beg
 file (appended to UTF-8 lines) is not looked for: only the first bytes are."""
 
 
+def unreadable(head: bytes) -> list[tuple[str, str]]:
+    """The `error` code and why of each UNREADABLE beginning that `head` (the first bytes of a
+    file, or of a command's output) has."""
+    return [(code, why) for begins, code, why in UNREADABLE if begins(head)]
+
+
 class Beginning:
     """A stream's first LOOKED_AT bytes as they come (a command's output), judged once."""
 
     def __init__(self) -> None:
         self.head, self.judged = b"", False
 
-    def feed(self, data: bytes) -> tuple[str, str] | None:
-        """The `error` code and why (as UNREADABLE says them) once the beginning is known to be
-        one no text pattern matches past; None until then, and after. `b""`: the end."""
+    def feed(self, data: bytes) -> list[tuple[str, str]]:
+        """`unreadable` of the beginning once it is known (LOOKED_AT bytes, or the end: `b""`);
+        nothing before, and after."""
         if self.judged:
-            return None
+            return []
         self.head += data[: LOOKED_AT - len(self.head)]
         if data and len(self.head) < LOOKED_AT:
-            return None
+            return []
         self.judged = True
-        return next(((code, why) for begins, code, why in UNREADABLE if begins(self.head)), None)
+        return unreadable(self.head)
