@@ -83,6 +83,23 @@ def test_maxlinebytes_raised_as_a_cut_lines_verdict_advises_judges_that_line_who
     assert aside_said(r.err, "limits.maxLineBytes"), r.err
 
 
+def test_a_retry_on_the_same_checkout_judges_only_what_came_since_an_error(
+        tmp_path: Path) -> None:
+    """README: what an ERROR was about (here a line cut at maxLineBytes) is said by that run
+    only; a retry on the same checkout, nothing changed, judges the lines that came since, and
+    the checkpoint's removal judges it all again."""
+    log = tmp_path / "server.log"
+    log.write_text("INFO " + "x" * 70_000 + " ERROR past the cut\n")
+    gated = watcher("ERROR", gate={"maxMatches": 0})
+    assert once(tmp_path, gated).rc == 3
+    retry = once(tmp_path, gated)
+    assert (retry.rc, table_row(retry.out, "server-log")[1:]) == (0, ["0", "0", "-", "pass"]), \
+        retry.out + retry.err
+    for f in (tmp_path / ".watchrun" / "state").iterdir():
+        f.unlink()
+    assert once(tmp_path, gated).rc == 3
+
+
 def test_a_live_runner_started_with_another_pattern_keeps_its_position(tmp_path: Path) -> None:
     """A live runner is no gate: started again with another pattern it reads on from where the
     last one stopped, matching what comes (and what came while it was down) with the new
