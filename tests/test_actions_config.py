@@ -158,14 +158,13 @@ def test_a_variable_in_an_exec_script_stays_one_shell_word(tmp_path: Path) -> No
 
 
 def test_validate_shows_plans_and_actions_but_never_a_webhook_path(tmp_path: Path) -> None:
-    from liverunner import watchrun_bin
+    from liverunner import cli
 
     config = tmp_path / "watch.yaml"
     config.write_text(W + "    wake: fix\n    actions: [{type: webhook, url: "
                       "'https://hooks.example/services/T0/s3cr3t'}]\n" + AG +
                       "    dependsOn: [review]\n")
-    p = subprocess.run([watchrun_bin(), "validate", "-c", str(config)], capture_output=True,
-                       text=True, timeout=30)
+    p = cli("validate", "-c", config, timeout=30)
     assert p.returncode == 0, p.stderr
     assert "→ plan review → fix" in p.stdout
     assert "action webhook: webhook https://hooks.example" in p.stdout

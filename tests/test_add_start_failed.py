@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, write_config
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +65,9 @@ def wr(r: LiveRunner, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def wr_proc(r: LiveRunner, *args: str) -> subprocess.CompletedProcess[str]:
-    """`wr` through the console script: for `start` (inproc refuses it) and one real `add`."""
-    return subprocess.run([watchrun_bin(), *args, "-c", str(r.config)], cwd=r.config.parent,
-                          capture_output=True, text=True, timeout=60)
+    """`wr` as a process of its own (liverunner.cli): for `start` (inproc refuses it) and one
+    real `add`."""
+    return cli(*args, "-c", r.config, cwd=r.config.parent, timeout=60)
 
 
 def listed(r: LiveRunner) -> dict[str, dict[str, Any]]:

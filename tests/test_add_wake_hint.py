@@ -8,15 +8,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from liverunner import LiveRunner, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, write_config
 
 HINT = ("(--wake takes an agent's name, once per agent; leave it out and the runner's "
         "limits.wakeOnMatch decides)")
 
 
 def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([watchrun_bin(), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)
+    return cli(*args, cwd=cwd, timeout=60)
 
 
 @pytest.mark.parametrize("agents", [[], [{"name": "triage", "provider": "mock"}]])

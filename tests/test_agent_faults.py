@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from inproc import inproc
-from liverunner import alive
+from liverunner import alive, cli
 from test_agent_turn import check_records, of
 
 from watchrun.agents.clean import clean_record
@@ -52,8 +52,7 @@ def write_config(tmp_path: Path, agent: dict[str, Any], **extra: Any) -> Path:
 
 
 def watchrun(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(WATCHRUN), *args, "-c", str(cfg)], cwd=cfg.parent,
-                          capture_output=True, text=True, timeout=DEADLINE_S)
+    return cli(*args, "-c", cfg, cwd=cfg.parent, timeout=DEADLINE_S)
 
 
 def records(tmp_path: Path) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from inproc import inproc
-from liverunner import LiveRunner, guardian_of, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, guardian_of, wait_for, watchrun_bin, write_config
 
 _AGENT = ("import json, sys, time\n"
           "print(json.dumps({'type': 'system', 'subtype': 'init', 'session_id': 's1'}), "
@@ -23,8 +23,7 @@ _AGENT = ("import json, sys, time\n"
 
 def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`watchrun ARGS` as a process: `agent run` (a turn)."""
-    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60, check=False)
+    return cli(*args, cwd=cwd, timeout=60)
 
 
 def view(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from liverunner import wait_for, watchrun_bin, write_config
+from liverunner import cli, wait_for, watchrun_bin, write_config
 
 from watchrun.agents.streamlock import StreamBusyError, StreamLock, held_by
 from watchrun.output import flocks
@@ -58,16 +58,14 @@ def test_agent_stop_without_a_runner_names_the_agent_run_that_holds_it(tmp_path:
         stream = tmp_path / ".watchrun" / "agents" / "a.jsonl"
         wait_for(lambda: stream.exists() and b'"kind":"session"' in stream.read_bytes(),
                  "the turn under way")
-        stop = subprocess.run([watchrun_bin(), "agent", "stop", "a", "--json"], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=60, check=False)
+        stop = cli("agent", "stop", "a", "--json", cwd=tmp_path, timeout=60)
         error = json.loads(stop.stdout or stop.stderr)["error"]
         assert (error["code"], error["pid"]) == ("agent_busy", run.pid), error
         assert f"`kill -INT {run.pid}`" in error["message"]
     finally:
         run.kill()
         run.wait()
-    stop = subprocess.run([watchrun_bin(), "agent", "stop", "a", "--json"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60, check=False)
+    stop = cli("agent", "stop", "a", "--json", cwd=tmp_path, timeout=60)
     assert stop.returncode == 0 and json.loads(stop.stdout)["stopped"] is False, stop
 
 

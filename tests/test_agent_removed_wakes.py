@@ -6,11 +6,10 @@ with the reason in `status` (a real runner, real agent scripts, SIGHUP)."""
 from __future__ import annotations
 
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, read_records, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, read_records, wait_for, write_config
 
 STUBBORN = """\
 #!/bin/sh
@@ -79,9 +78,8 @@ def test_matches_made_while_a_removed_agent_is_closed_are_recorded_dropped(
     states = sorted((d["deliveryState"], d.get("reason"), d["count"]) for d in finals.values())
     assert states == [("delivered", None, 1), ("dropped", "agent-removed", 5)]
     assert agent_records(tmp_path, "s")[-1]["status"] == "disabled"
-    shown = subprocess.run([watchrun_bin(), "agent", "transcript", "s", "--output-dir",
-                            ".watchrun", "--format", "text"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=30).stdout
+    shown = cli("agent", "transcript", "s", "--output-dir", ".watchrun", "--format", "text",
+                cwd=tmp_path).stdout
     assert "  hint: a reload (SIGHUP, `systemctl reload`) removed the agent from the config" \
         in shown.splitlines(), shown
     assert "unknown agent" not in r.stderr()
@@ -110,10 +108,8 @@ def test_a_runtime_watcher_waking_a_removed_agent_is_stopped_and_status_says_why
         write_config(tmp_path, {"agents": []})
         r.send(signal.SIGHUP)
         r.wait_log("reloaded")
-        status = subprocess.run([watchrun_bin(), "status", "-c", str(config)], cwd=tmp_path,
-                                capture_output=True, text=True, timeout=30)
-        start = subprocess.run([watchrun_bin(), "start", "rt", "-c", str(config)], cwd=tmp_path,
-                               capture_output=True, text=True, timeout=30)
+        status = cli("status", "-c", config, cwd=tmp_path)
+        start = cli("start", "rt", "-c", config, cwd=tmp_path)
         with added.open("a") as fh:
             fh.write("ERROR 2\n")
         listed = r.control({"cmd": "list"})
@@ -156,7 +152,6 @@ def test_a_turn_a_reload_stopped_says_so_in_the_transcript(tmp_path: Path) -> No
         "once limits.stopTimeout (3 s) is up, and what waits for it (a reload, the control " \
         "requests behind it) waits until then"
     assert slow in log and log.index(slow) < log.index("config changed: restarted"), log
-    shown = subprocess.run([watchrun_bin(), "agent", "transcript", "s", "--format", "text"],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=30).stdout
+    shown = cli("agent", "transcript", "s", "--format", "text", cwd=tmp_path).stdout
     assert "  hint: a reload (SIGHUP, `systemctl reload`) changed the agent's config: the turn " \
         "was stopped and the agent restarted with it" in shown.splitlines(), shown

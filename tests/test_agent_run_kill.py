@@ -16,6 +16,7 @@ from liverunner import (
     DEADLINE_S,
     LiveRunner,
     alive,
+    cli,
     guardian_of,
     wait_for,
     watchrun_bin,
@@ -121,15 +122,13 @@ def test_agent_stop_names_the_agent_run_that_runs_the_turn(tmp_path: Path) -> No
     proc = _agent_run(config)
     try:
         wait_for(lambda: len(_three(pids)) == 3 and _recorded(config), "the agent's tree")
-        stop = subprocess.run([watchrun_bin(), "agent", "stop", "work", "-c", str(config)],
-                              capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+        stop = cli("agent", "stop", "work", "-c", config)
         assert stop.returncode == 3, stop.stderr
         assert (f"work's turn is run by another process (pid {proc.pid}), not a runner: stop it "
                 f"with Ctrl-C there, or `kill -INT {proc.pid}`") in stop.stderr
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=DEADLINE_S) == 130
-        stop = subprocess.run([watchrun_bin(), "agent", "stop", "work", "-c", str(config)],
-                              capture_output=True, text=True, timeout=DEADLINE_S, check=False)
+        stop = cli("agent", "stop", "work", "-c", config)
         assert (stop.returncode, stop.stdout) == (
             0, "work has no running turn (no runner is live on this output dir)\n"), stop.stderr
     finally:

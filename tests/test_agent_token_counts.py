@@ -6,16 +6,12 @@ metrics as a 301-digit number)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from inproc import inproc
-from liverunner import read_records
-
-WATCHRUN = str(Path(sys.executable).parent / "watchrun")
+from liverunner import cli, read_records
 
 
 def agent(usage: dict[str, Any]) -> str:
@@ -33,8 +29,7 @@ def test_an_implausible_token_count_is_refused_and_recorded(
     (tmp_path / "ag.sh").chmod(0o755)
     (tmp_path / "watch.yaml").write_text(
         "agents:\n  - {name: a, provider: claude, command: [./ag.sh, '{prompt}']}\n")
-    p = subprocess.run([WATCHRUN, "agent", "run", "a", "--prompt", "hi"], cwd=tmp_path,
-                       capture_output=True, text=True, timeout=30)
+    p = cli("agent", "run", "a", "--prompt", "hi", cwd=tmp_path, timeout=30)
     assert p.returncode == 0, p.stderr
     listed = inproc(tmp_path, "agent", "list", "--json")  # (a read: in this process)
     assert json.loads(listed.stdout)["agents"][0]["tokens"] == 7

@@ -7,13 +7,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from liverunner import watchrun_bin, write_config
+from liverunner import cli, write_config
 from recordcheck import validate_records
 
 
 def agent_run(folder: Path, prompt: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([watchrun_bin(), "agent", "run", "a1", "--prompt", prompt],
-                          cwd=folder, capture_output=True, text=True, timeout=60, check=False)
+    return cli("agent", "run", "a1", "--prompt", prompt, cwd=folder, timeout=60)
 
 
 def test_a_torn_agent_record_is_cut_and_said(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""`watchrun agent watch | transcript | list` through the real console script: config or output
+"""`watchrun agent watch | transcript | list` as real `watchrun` processes: config or output
 dir, JSON and text forms, errors as JSON with exit codes, and `--until` in a separate process
 woken by records this test appends. Most reads run the script's `main` in this process
 (`here`, tests/inproc.py: the same output and exit status, ~0.1 s of CPU less each); each
@@ -18,7 +18,7 @@ import pytest
 from agentrecords import AgentLog, History, standard_history
 from inproc import inproc
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from liverunner import wait_for
+from liverunner import cli, wait_for
 
 from watchrun.cli.agent_views import AgentRef
 from watchrun.views.agent_watch import build_watch, parse_include
@@ -36,9 +36,8 @@ def site(tmp_path: Path) -> tuple[Path, History]:
 
 
 def watchrun(cwd: Path, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    """The console script itself, as a process."""
-    return subprocess.run([WATCHRUN, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    """`watchrun ARGS`, a process of its own (liverunner.cli)."""
+    return cli(*args, cwd=cwd, timeout=timeout)
 
 
 def here(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

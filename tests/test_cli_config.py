@@ -1,11 +1,11 @@
-"""The config commands through the real `watchrun` console script: validate, config, schema,
-init, --version and --help.
+"""The config commands as real `watchrun` processes: validate, config, schema, init, --version
+and --help.
 
-Each command is run by the console script (`run`) at least once here: `validate` of the example,
-`config` from another folder, `schema`, `init`, `--version`, `--help`, no arguments, a bare `-c`
-and a closed pipe. Their other cases run in this test process (`here`, tests/inproc.py: the
-same `main()` the script calls, its stdout, stderr and exit status) without the ~0.1 s of CPU
-each new interpreter costs."""
+Each command runs as a process of its own (`run`, liverunner.cli) at least once here: `validate`
+of the example, `config` from another folder, `schema`, `init`, `--version`, `--help`, no
+arguments, a bare `-c`, and a closed pipe (the console script). Their other cases run in this
+test process (`here`, tests/inproc.py: the same `main()` the script calls, its stdout, stderr
+and exit status) without the ~0.1 s of CPU each new interpreter costs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from inproc import inproc
+from liverunner import cli
 
 ROOT = Path(__file__).parents[1]
 _BESIDE = Path(sys.executable).parent / "watchrun"
@@ -28,8 +29,8 @@ BAD = (
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([WATCHRUN, *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60, check=False)
+    """`watchrun ARGS`, a process of its own (liverunner.cli)."""
+    return cli(*args, cwd=cwd, timeout=60)
 
 
 def here(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

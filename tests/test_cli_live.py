@@ -5,7 +5,7 @@ lines, the watcher count of `run --once`, colour only on a TTY, shell completion
 The polled `list` and the commands that only ask the live runner or read its files run in
 this test process (tests/inproc.py: the same `main()` as the console script, its stdout, stderr
 and status); `stop`, `agent stop` and `agent send` against the live runner, every start, the
-colour tests (a real terminal and a real pipe) and `completion bash` run the console script."""
+colour tests (a real terminal and a real pipe) and `completion bash` run as processes."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, watchrun_bin, write_config
 from test_metrics import free_port, scrape
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def wr(cwd: Path, *args: str, env: dict[str, str] | None = None,
        ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120, check=False, env=env)
+    return cli(*args, cwd=cwd, env=env, timeout=120)
 
 
 def listed(cwd: Path) -> dict[str, dict[str, Any]]:

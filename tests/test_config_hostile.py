@@ -3,14 +3,13 @@ controls through `config --format toml`, a directory in place of a checkpoint.
 
 `validate` of a config that is only text runs in this test process (tests/inproc.py: the same
 `main()` as the console script, its stdout, stderr and status); a FIFO (a hang must meet a
-timeout), `run --once` and what `config` writes to its real stdout run the console script."""
+timeout), `run --once` and what `config` writes to its real stdout run as a process of their
+own (tests/liverunner.py `cli`)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from inproc import inproc
+from liverunner import cli
 
 from watchrun.config import load_config
 from watchrun.config.dump import config_to_dict, dump_config
@@ -25,8 +25,6 @@ from watchrun.match.sanitize import edge_text
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.identity import Checkpoint
 
-_BESIDE = Path(sys.executable).parent / "watchrun"
-WATCHRUN = str(_BESIDE) if _BESIDE.exists() else (shutil.which("watchrun") or "watchrun")
 N400 = "9" * 400
 N5000 = "9" * 5000
 W = "watchers: [{id: a, command: echo, pattern: x}]\n"
@@ -34,9 +32,9 @@ W = "watchers: [{id: a, command: echo, pattern: x}]\n"
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None
         ) -> subprocess.CompletedProcess[str]:
-    """The console script; a hang fails the test at the timeout instead of stalling it."""
-    return subprocess.run([WATCHRUN, *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, **(env or {})}, timeout=60, check=False)
+    """`watchrun ARGS`, a process of its own (liverunner.cli); a hang fails the test at the
+    timeout instead of stalling it."""
+    return cli(*args, cwd=cwd, env={**os.environ, **(env or {})}, timeout=60)
 
 
 def validate(tmp_path: Path, name: str, text: str, **env: str

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
-from liverunner import LiveRunner, wait_for, watchrun_bin
+from liverunner import LiveRunner, cli, wait_for
 
 from watchrun.config import Diagnostic, load_config
 from watchrun.config.model import GateSpec
@@ -83,8 +82,7 @@ def test_validate_refuses_a_layer_with_one_id_twice(tmp_path: Path) -> None:
     (tmp_path / "sub" / "over.yaml").write_text(
         "watchers:\n  - id: api\n    path: x.log\n    pattern: FATAL\n  - id: api\n"
         "    pattern: Z\n", encoding="utf-8")
-    proc = subprocess.run([watchrun_bin(), "validate", "-c", "base.yaml", "-c", "sub/over.yaml"],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False)
+    proc = cli("validate", "-c", "base.yaml", "-c", "sub/over.yaml", cwd=tmp_path, timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "sub/over.yaml:5:5: error: watchers[2].id: duplicate id `api` (also at " \
            "watchers[1].id); each id must be unique" in proc.stdout + proc.stderr

@@ -4,11 +4,10 @@ case only, where the user cannot have meant it (gate.md findings 11, 12, 15)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
-from liverunner import watchrun_bin
+from liverunner import cli
 
 from watchrun.config import LoadResult, load_config
 
@@ -131,8 +130,7 @@ def test_the_every_line_check_never_stalls_on_a_hostile_regex(tmp_path: Path) ->
     (tmp_path / "w.yaml").write_text(
         f"watchers:\n  - {{id: h, path: app.log, pattern: x, exclude: ['{hostile}']}}\n",
         encoding="utf-8")
-    done = subprocess.run([watchrun_bin(), "validate", "-c", str(tmp_path / "w.yaml")],
-                          capture_output=True, text=True, timeout=30, check=False)
+    done = cli("validate", "-c", tmp_path / "w.yaml", timeout=30)
     assert done.returncode == 2
     assert (f"watchers[0].exclude[0]: {json.dumps(hostile)} matches the empty string, so it "
             "excludes every line") in done.stdout + done.stderr

@@ -4,11 +4,10 @@ own agent statuses and words no adapter emits are warnings (errors under --stric
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from liverunner import cli
 
 from watchrun.agents.providers import PROVIDERS, make_adapter
 from watchrun.config import load_config
@@ -17,7 +16,6 @@ from watchrun.config.statuses import PROVIDER_STATUSES, RUNNER_STATUSES, STATUS_
 ROOT = Path(__file__).parents[1]
 PROVIDERS_DIR = ROOT / "runner" / "watchrun" / "agents" / "providers"
 FIXTURES = ROOT / "tests" / "fixtures" / "providers"
-WATCHRUN = Path(sys.executable).parent / "watchrun"
 
 CLAUDE_REPORTS = ("compacting, hook-…, idle, rate-limit, requesting, task-…; Claude Code's "
                   "`system/status` words are passed through as written, so one not listed "
@@ -83,12 +81,10 @@ def test_until_status(tmp_path: Path, provider: str, until: str, warning: str | 
 
 def test_validate_warns_and_strict_refuses(tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text("agents: [{name: t, provider: codex, until: 'status:idle'}]\n")
-    plain = subprocess.run([str(WATCHRUN), "validate", "-c", "w.yaml"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=30)
+    plain = cli("validate", "-c", "w.yaml", cwd=tmp_path)
     assert plain.returncode == 0, plain.stdout + plain.stderr
     assert "warning: agents[0].until: `idle` is the runner's own agent status" in plain.stdout
-    strict = subprocess.run([str(WATCHRUN), "validate", "--strict", "-c", "w.yaml"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    strict = cli("validate", "--strict", "-c", "w.yaml", cwd=tmp_path)
     assert strict.returncode == 2
     assert "error: agents[0].until: `idle` is the runner's own agent status" in strict.stdout
 

@@ -11,14 +11,13 @@ import io
 import json
 import os
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import watchrun_bin, write_config
+from liverunner import cli, write_config
 
 import watchrun.runtime.control as control
 from watchrun.output.runlog import RunLog
@@ -246,8 +245,7 @@ def test_a_planted_symlink_at_the_lock_path_is_refused_by_its_own_name(tmp_path:
     out = tmp_path / ".watchrun"
     out.mkdir(mode=0o750)
     (out / "control.lock").symlink_to(tmp_path / "target")
-    res = subprocess.run([watchrun_bin(), "run", "-c", str(config)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("run", "-c", config, timeout=60)
     assert res.returncode == 3, res.stderr
     assert f"control socket {out / 'control.sock'}: {out / 'control.lock'}: is a symlink (to " \
         f"{tmp_path / 'target'})" in res.stderr, res.stderr

@@ -11,7 +11,6 @@ import json
 import select
 import signal
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 from inproc import inproc
-from liverunner import DEADLINE_S, LiveRunner, alive, wait_for, watchrun_bin, write_config
+from liverunner import DEADLINE_S, LiveRunner, alive, cli, wait_for, write_config
 
 from watchrun.runtime import control
 from watchrun.runtime.client import request
@@ -324,12 +323,12 @@ def resetting_runner(root: Path) -> Iterator[None]:
 def test_stop_against_a_runner_that_does_not_answer_is_an_error(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log",
                                                    "pattern": "ERROR"}]})
-    argv = [watchrun_bin(), "stop", "app", "-c", str(config)]
-    nobody = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S)
+    argv = ["stop", "app", "-c", str(config)]
+    nobody = cli(*argv)
     assert (nobody.returncode, nobody.stdout) == (
         0, "app is already stopped (no runner is live on this output dir)\n")
     with resetting_runner(tmp_path / ".watchrun"):
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=DEADLINE_S)
+        done = cli(*argv)
     assert done.returncode == 3, (done.stdout, done.stderr)
     assert "stopped" not in done.stdout
     assert done.stderr.startswith("watchrun: error: the runner did not answer: "), done.stderr
@@ -368,8 +367,7 @@ def test_a_reply_that_never_ends_is_bounded_by_the_timeout(tmp_path: Path) -> No
     try:
         wait_for(lambda: (out / "control.sock").exists(), "the socket")
         began = time.monotonic()
-        done = subprocess.run([watchrun_bin(), "list", "--output-dir", str(out)],
-                              capture_output=True, text=True, timeout=DEADLINE_S)
+        done = cli("list", "--output-dir", out)
         took = time.monotonic() - began
     finally:
         stop.set()

@@ -20,6 +20,7 @@ from inproc import inproc
 from liverunner import (
     DEADLINE_S,
     LiveRunner,
+    cli,
     hold_runner_lock,
     wait_for,
     watchrun_bin,
@@ -33,10 +34,9 @@ from watchrun.runtime.client import NoReply, NotListening, request
 
 def wr(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`watchrun ARGS -c CONFIG` in this process (tests/inproc.py: the same `main`, output and
-    status); `start`, which inproc refuses, through the console script."""
+    status); `start`, which inproc refuses, as a process of its own (`cli`)."""
     if args[:1] == ("start",):
-        return subprocess.run([watchrun_bin(), *args, "-c", str(config)], capture_output=True,
-                              text=True, timeout=DEADLINE_S)
+        return cli(*args, "-c", config)
     return inproc(config.parent, *args, "-c", str(config))
 
 

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, watchrun_bin, write_config
 
 from watchrun.output import flocks
 
 
 def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60, check=False)
+    return cli(*args, cwd=cwd, timeout=60)
 
 
 def listed(cwd: Path, run: Callable[..., subprocess.CompletedProcess[str]] = wr,

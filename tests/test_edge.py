@@ -5,8 +5,8 @@ extra line nor drive the terminal."""
 
 from __future__ import annotations
 
+import functools
 import json
-import subprocess
 import sys
 import unicodedata
 from pathlib import Path
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from inproc import inproc
-from liverunner import watchrun_bin, write_config
+from liverunner import cli as run_cli
+from liverunner import write_config
 
 from watchrun.match.sanitize import edge_json, edge_text
 from watchrun.output.outdir import prepare_output_dir
@@ -52,14 +53,16 @@ def test_edge_text_table(value: object, shown: str) -> None:
     assert edge_text(value) == shown
 
 
-INVISIBLE = [chr(c) for c in range(0x110000)
-             if unicodedata.category(chr(c)) == "Cf" or c in (0x115F, 0x1160, 0x3164, 0xFFA0)]
-"""Unicode's format characters and the Hangul fillers: they draw nothing (helper-91's F12 and
-helper-92's F6: the tag characters U+E0020-U+E007F can spell an instruction nobody sees)."""
+@functools.cache
+def invisible() -> list[str]:
+    """Unicode's format characters and the Hangul fillers: they draw nothing (helper-91's F12 and
+    helper-92's F6: the tag characters U+E0020-U+E007F can spell an instruction nobody sees)."""
+    return [chr(c) for c in range(0x110000)
+            if unicodedata.category(chr(c)) == "Cf" or c in (0x115F, 0x1160, 0x3164, 0xFFA0)]
 
 
 def test_every_invisible_character_is_shown_escaped() -> None:
-    for char in INVISIBLE:
+    for char in invisible():
         want = f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
         assert edge_text(f"a{char}b") == f"a{want}b", hex(ord(char))
         assert edge_text(f"a{char}b", multiline=True) == f"a{want}b", hex(ord(char))
@@ -157,8 +160,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg = write_config(folder, {"output": {"dir": "out"}, "watchers": [
         {"id": "app", "label": "app\nFAKE\u2028label", "command": [sys.executable, "-c", script],
          "pattern": "ERROR"}]})
-    res = subprocess.run([watchrun_bin(), "run", "--once", "--quiet", "-c", str(cfg)],
-                         capture_output=True, text=True, timeout=60, check=False)
+    res = run_cli("run", "--once", "--quiet", "-c", cfg, timeout=60)
     assert res.returncode == 0, res.stderr
     return folder / "out"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from liverunner import watchrun_bin, write_config
+from liverunner import cli, write_config
 
 from watchrun.config import load_config
 from watchrun.config.interpolate import interpolate
@@ -283,16 +283,13 @@ def test_run_once_with_a_hostile_branch_runs_nothing(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, {"watchers": [
         {"id": "build", "command": f"{PROG} ${{BRANCH}}", "pattern": "touch",
          "gate": {"maxMatches": 0}}]})
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False, cwd=tmp_path,
-                         env=tree_env(BRANCH=HOSTILE))
+    res = cli("run", "--once", "-c", cfg, timeout=60, cwd=tmp_path, env=tree_env(BRANCH=HOSTILE))
     assert not (tmp_path / "pwned").exists()
     assert res.returncode == 2, res.stderr  # refused: nothing ran
     assert "watchers[0].command: `${BRANCH}` is in shell code and its value holds ';'" \
         in res.stderr
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False, cwd=tmp_path,
-                         env=tree_env(BRANCH="touch *"))
+    res = cli("run", "--once", "-c", cfg, timeout=60, cwd=tmp_path,
+              env=tree_env(BRANCH="touch *"))
     assert json.dumps(["touch *"]) in res.stdout  # echoed: one argument, the literal value
     assert res.returncode == 1  # the gate sees the literal text, as one line
 
@@ -302,8 +299,7 @@ def test_agent_run_receives_the_value_as_one_argument(tmp_path: Path) -> None:
         "name": "t", "provider": "generic", "command": f"{PROG} --flags ${{FLAGS}} {{prompt}}",
         "prompt": "hello"}]})
     env = tree_env(FLAGS="--dangerously-skip-permissions --yolo")
-    res = subprocess.run([watchrun_bin(), "agent", "run", "t", "-c", str(cfg)],
-                         capture_output=True, text=True, timeout=60, check=False, env=env)
+    res = cli("agent", "run", "t", "-c", cfg, timeout=60, env=env)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[0]) == [
         "--flags", "--dangerously-skip-permissions --yolo", "hello"]

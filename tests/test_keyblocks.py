@@ -5,12 +5,11 @@ tail or the runner's log, however the stream is cut into chunks."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-from liverunner import watchrun_bin, write_config
+from liverunner import cli, write_config
 from recordcheck import validate_records
 
 from watchrun.match.keyblocks import MAX_BLOCK_BYTES, KeyBlocks, inside
@@ -69,8 +68,7 @@ def test_output_redact_records_no_line_of_a_private_key(tmp_path: Path) -> None:
     (tmp_path / "app.log").write_text("\n".join(lines) + "\n")
     cfg = write_config(tmp_path, {"output": {"dir": "out", "redact": True}, "watchers": [
         {"id": "app", "path": "app.log", "pattern": ".", "fromStart": True}]})
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("run", "--once", "-c", cfg, timeout=60)
     assert res.returncode == 0, res.stderr
     for path in (tmp_path / "out").rglob("*"):
         if path.is_file():
@@ -81,8 +79,7 @@ def test_output_redact_records_no_line_of_a_private_key(tmp_path: Path) -> None:
     assert lines == ["ERROR dumping the config:", *["[REDACTED:private-key]"] * 4, "after"]
     status = json.loads((tmp_path / "out" / "state" / "app.status.json").read_text())
     assert status["redacted"] == {"private-key": 1}
-    logs = subprocess.run([watchrun_bin(), "logs", "app", "-c", str(cfg)], capture_output=True,
-                          text=True, timeout=60, check=False)
+    logs = cli("logs", "app", "-c", cfg, timeout=60)
     assert "b3BlbnNz" not in logs.stdout and "[REDACTED:private-key]" in logs.stdout
 
 
@@ -97,13 +94,11 @@ def test_a_logs_tail_that_starts_inside_a_key_block_shows_none_of_it(tmp_path: P
                                   "output": {"dir": "out", "redact": True},
                                   "watchers": [{"id": "app", "path": "app.log", "pattern": "after",
                                                 "fromStart": True}]})
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("run", "--once", "-c", cfg, timeout=60)
     assert res.returncode == 0, res.stderr
     for path in (tmp_path / "out").rglob("*"):
         if path.is_file():
             assert b"b3BlbnNz" not in path.read_bytes(), path
-    logs = subprocess.run([watchrun_bin(), "logs", "app", "-c", str(cfg)], capture_output=True,
-                          text=True, timeout=60, check=False)
+    logs = cli("logs", "app", "-c", cfg, timeout=60)
     shown = logs.stdout.splitlines()[-10:]
     assert shown == ["[REDACTED:private-key]"] * 8 + ["after 1", "after 2"], logs.stdout

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from inproc import inproc
-from liverunner import DEADLINE_S, read_records, watchrun_bin, write_config
+from liverunner import cli, read_records, write_config
 from webhook_server import receiver
 
 PW = "Hunter2Hunter2"
@@ -25,8 +25,7 @@ STDIN_TO = "import sys; open(sys.argv[1], 'w').write(sys.stdin.read())"
 
 def _cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PW": PW, "PW_Q": PW_Q}
-    return subprocess.run([watchrun_bin(), *args], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=DEADLINE_S, check=False)
+    return cli(*args, cwd=folder, env=env)
 
 
 def _view(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from liverunner import watchrun_bin, write_config
+from liverunner import cli, write_config
 
 from watchrun.output.outdir import prepare_output_dir
 from watchrun.output.safefs import UnsafePathError
@@ -85,8 +85,7 @@ def test_a_run_ends_no_process_a_planted_groups_file_names(
     (tmp_path / "app.log").write_text("")
     cfg = write_config(tmp_path, {"output": {"dir": str(out)}, "watchers": [
         {"id": "app", "path": str(tmp_path / "app.log"), "pattern": "ERROR"}]})
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)  # a FIFO must not hang it
+    res = cli("run", "--once", "-c", cfg, timeout=60)  # a FIFO must not hang it
     assert res.returncode == 0, res.stderr
     assert victim.poll() is None, "the victim named by a planted file was ended"
     assert f"{layout.state / name}: " in res.stderr

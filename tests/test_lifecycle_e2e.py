@@ -1,4 +1,4 @@
-"""Never hang, never fail open (issue #10), through the real console script: a failed start is
+"""Never hang, never fail open (issue #10), through a real `watchrun` process: a failed start is
 undone and exits 3 in one line; an interrupted once run starts nothing more and fails closed;
 children die with a SIGKILLed runner; a reload error never ends the runner."""
 
@@ -20,6 +20,7 @@ import pytest
 from liverunner import (
     LiveRunner,
     alive,
+    cli,
     guardian_of,
     read_records,
     session_pids,
@@ -36,8 +37,7 @@ def run_cli(folder: Path, config: dict[str, Any],
             *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
     path = write_config(folder, config)
     started = time.monotonic()
-    p = subprocess.run([watchrun_bin(), "run", "-c", str(path), *args], capture_output=True,
-                       text=True, timeout=TIMEOUT_S, cwd=folder)
+    p = cli("run", "-c", path, *args, timeout=TIMEOUT_S, cwd=folder)
     return p, time.monotonic() - started
 
 

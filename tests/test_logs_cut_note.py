@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, write_config
 
 
 def test_logs_says_how_much_of_a_line_the_reader_cut(tmp_path: Path) -> None:
@@ -19,8 +18,8 @@ def test_logs_says_how_much_of_a_line_the_reader_cut(tmp_path: Path) -> None:
     r = LiveRunner(config)
 
     def logs() -> list[str]:
-        return subprocess.run([watchrun_bin(), "logs", "app", "-c", "watch.yaml"], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=60).stdout.splitlines()
+        return cli("logs", "app", "-c", "watch.yaml", cwd=tmp_path,
+                   timeout=60).stdout.splitlines()
 
     try:
         r.wait_running()
@@ -31,9 +30,8 @@ def test_logs_says_how_much_of_a_line_the_reader_cut(tmp_path: Path) -> None:
         omitted = cut["omittedBytes"]
         assert omitted > 0
         note = f" [cut: {omitted} more bytes not kept]"
-        huge = subprocess.run([watchrun_bin(), "matches", "app", "-c", "watch.yaml"],
-                              cwd=tmp_path, capture_output=True, text=True,
-                              timeout=60).stdout.splitlines()[0]
+        huge = cli("matches", "app", "-c", "watch.yaml", cwd=tmp_path,
+                   timeout=60).stdout.splitlines()[0]
         assert huge.endswith("xxx" + note)
         tail = r.out / "state" / "app.tail"
         wait_for(lambda: tail.exists() and b"plain line" in tail.read_bytes(), "the snapshot")

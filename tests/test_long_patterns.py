@@ -6,10 +6,10 @@ characters (the schema says so, naming the length)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from liverunner import cli
 
 from watchrun.match.literals import exact_literals, required_literals
 from watchrun.match.regex import analyse
@@ -41,8 +41,7 @@ def test_a_pattern_over_65536_characters_is_refused_naming_its_length(tmp_path: 
     for n, status in ((65_536, 0), (65_537, 2)):
         config.write_text(json.dumps({"watchers": [{"id": "w", "path": "app.log",
                                                     "pattern": "a" * n}]}))
-        p = subprocess.run([sys.executable, "-m", "watchrun", "validate", "-c", str(config)],
-                           capture_output=True, text=True, timeout=60)
+        p = cli("validate", "-c", config, timeout=60)
         assert p.returncode == status, p.stdout + p.stderr
         said = p.stdout + p.stderr
         if status:

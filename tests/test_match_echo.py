@@ -4,10 +4,9 @@ others always said (README: "the rest are counted"), after a burst too, with not
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
-from liverunner import LiveRunner, read_records, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, read_records, wait_for, write_config
 
 from watchrun.output.runlog import MATCH_LINES_PER_SECOND
 
@@ -41,8 +40,7 @@ def test_a_burst_with_nothing_after_it_has_its_held_count_said(tmp_path: Path) -
 
 def test_a_once_run_says_the_held_count_before_the_watcher_stops(tmp_path: Path) -> None:
     config = _burst(tmp_path)
-    proc = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = cli("run", "--once", "-c", config, cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     shown, held = _said(proc.stderr)
     assert shown + held == LINES and held > 0, proc.stderr

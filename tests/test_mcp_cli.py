@@ -21,6 +21,7 @@ import forkserver
 import pytest
 from liverunner import (
     DEADLINE_S,
+    cli,
     modules_after_commands,
     read_records,
     spawned_by,
@@ -133,8 +134,7 @@ def test_a_clamped_limit_is_said_as_run_says_it(tmp_path: Path) -> None:
     assert p.returncode == 0 and p.stdout == "", p.stderr
     assert "limits.maxWatchers: 9999 clamped to 500" in p.stderr, p.stderr
     assert "nothing to run" not in p.stderr, p.stderr
-    ran = subprocess.run([watchrun_bin(), "validate", "-c", str(config)], capture_output=True,
-                         text=True, timeout=DEADLINE_S)
+    ran = cli("validate", "-c", config)
     assert "limits.maxWatchers: 9999 clamped to 500" in ran.stdout + ran.stderr
 
 
@@ -164,8 +164,7 @@ def test_a_killed_server_leaves_no_orphans_and_holds_the_output_dir_while_it_run
                 found = spawned_by(server)
                 return found if len(found) >= 2 else []
             seen["children"] = await until(both, "the command and its child")
-            run = subprocess.run([watchrun_bin(), "run", "-c", str(config)], timeout=DEADLINE_S,
-                                 capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            run = cli("run", "-c", config)
             assert run.returncode == 3 and "another runner is live" in run.stderr
             os.kill(server, signal.SIGKILL)
 

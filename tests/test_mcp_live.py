@@ -3,7 +3,7 @@ that runner over its control socket, what it adds is a runtime watcher of the ru
 `watchrun list`), and the session's end stops what the session added, nothing else.
 
 Most of the operator's `watchrun list`/`stop` run in this process (tests/inproc.py: the same
-`main`, a process's CPU spared); one of each, `add`, `start` and `run` are the console script.
+`main`, a process's CPU spared); one of each, `add`, `start` and `run` are processes of their own.
 The sessions are served in this process too (mcpclient.mcp_inproc: the SDK's client over two
 pipes; the server process's own behaviour is tests/test_mcp_cli.py's): their end stops what
 they added whatever process they run in."""
@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import anyio
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, write_config
 from mcpclient import mcp_inproc, until
 
 
 def listed(config: Path, *, process: bool = False) -> dict[str, dict[str, Any]]:
-    """`watchrun list -c CONFIG --json`, by id (in this process, or the console script's)."""
+    """`watchrun list -c CONFIG --json`, by id (in this process, or a process of its own)."""
     args = ("list", "-c", str(config), "--json")
-    p = subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, timeout=60) \
-        if process else inproc(Path.cwd(), *args)
+    p = cli(*args, timeout=60) if process else inproc(Path.cwd(), *args)
     assert p.returncode == 0, p.stderr
     return {w["id"]: w for w in json.loads(p.stdout)["watchers"]}
 
@@ -94,16 +92,15 @@ def test_clear_forgets_the_sessions_watchers_not_the_operators(tmp_path: Path) -
     (tmp_path / "app.log").write_text("")
     runner = LiveRunner(config)
 
-    def cli(*args: str, process: bool = True) -> None:
-        done = subprocess.run([watchrun_bin(), *args, "-c", str(config)], capture_output=True,
-                              text=True, timeout=60, cwd=tmp_path) if process \
+    def wr(*args: str, process: bool = True) -> None:
+        done = cli(*args, "-c", config, timeout=60, cwd=tmp_path) if process \
             else inproc(tmp_path, *args, "-c", str(config))
         assert done.returncode == 0, done.stderr
     try:
         runner.wait_running()
-        cli("add", "op", "--path", "app.log", "--pattern", "WARN")
-        cli("stop", "op")
-        cli("stop", "cfg", process=False)
+        wr("add", "op", "--path", "app.log", "--pattern", "WARN")
+        wr("stop", "op")
+        wr("stop", "cfg", process=False)
 
         async def body() -> None:
             async with mcp_inproc(tmp_path, "-c", str(config)) as c:
@@ -115,7 +112,7 @@ def test_clear_forgets_the_sessions_watchers_not_the_operators(tmp_path: Path) -
         anyio.run(body)
         assert {w: row["status"] for w, row in listed(config).items()} == {
             "cfg": "stopped", "op": "stopped", "once": "exited"}
-        cli("start", "op")  # the operator's runtime watcher kept its settings
+        wr("start", "op")  # the operator's runtime watcher kept its settings
         assert listed(config, process=True)["op"]["status"] == "running"
     finally:
         assert runner.stop() == 0

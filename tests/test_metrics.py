@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, wait_for, write_config
+from liverunner import cli as process_cli
 
 from watchrun.runtime.counters import Counters, RecentLines
 from watchrun.runtime.metrics import (
@@ -264,13 +265,12 @@ def scrape(port: int) -> dict[str, float]:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`watchrun ARGS` from `cwd`: a `run` through the console script (a process: its start
+    """`watchrun ARGS` from `cwd`: a `run` as a process of its own (liverunner.cli: its start
     fails or it would run on), the rest (`stop`, `clear`, `agent send`, `status`: they ask the
     runner) in this process (tests/inproc.py)."""
     if args[0] != "run":
         return inproc(cwd, *args)
-    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, timeout=30,
-                          cwd=cwd)
+    return process_cli(*args, cwd=cwd)
 
 
 def test_a_live_runner_counts_across_reload_stop_and_clear(tmp_path: Path) -> None:

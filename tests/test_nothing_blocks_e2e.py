@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, write_config
 
 HOSTILE = "a" * 40 + "!\n"
 """`^(a+)+$(?<=a)` tries about 2**40 ways to split this line before it gives up."""
@@ -205,11 +205,9 @@ def test_an_output_dir_path_longer_than_af_unix_allows_works(tmp_path: Path) -> 
     try:
         wait_for(lambda: r.matches("c"), "the command to be up")
         assert r.control({"cmd": "status"})["watchers"] == ["c"]
-        second = subprocess.run([watchrun_bin(), "-c", str(config)], capture_output=True,
-                                text=True, timeout=30)
+        second = cli("-c", config)
         assert second.returncode == 3 and "another runner is live" in second.stderr
-        stop = subprocess.run([watchrun_bin(), "stop", "c", "-c", str(config)],
-                              capture_output=True, text=True, timeout=30)
+        stop = cli("stop", "c", "-c", config)
         assert stop.returncode == 0, stop.stderr
         wait_for(lambda: r.records("c")[-1]["kind"] == "stop", "the watcher stopped")
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from insupervisor import FaultySink, Running, Sinks
-from liverunner import wait_for, watchrun_bin, write_config
+from liverunner import cli, wait_for, watchrun_bin, write_config
 from test_once import TIMEOUT_S, base_env, gated, once, table_row
 
 from watchrun.cli.once_report import report_once
@@ -68,9 +68,8 @@ def test_a_relative_output_dir_is_where_the_run_is_not_where_it_was_cached(
     env = base_env(WATCHRUN_CACHE_DIR=str(tmp_path / "cache"))
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-        proc = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg), "--output-dir",
-                               "out"], cwd=tmp_path / name, env=env, capture_output=True,
-                              text=True, timeout=TIMEOUT_S, check=False)
+        proc = cli("run", "--once", "-c", cfg, "--output-dir", "out", cwd=tmp_path / name,
+                   env=env, timeout=TIMEOUT_S)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"writing JSONL under {tmp_path / name / 'out'}\n" in proc.stderr
         assert (tmp_path / name / "out" / "watchers" / "c.jsonl").exists()
@@ -198,9 +197,7 @@ def test_a_max_matches_written_as_a_whole_float_is_a_gate(tmp_path: Path) -> Non
     cfg = write_config(tmp_path, {"watchers": [gated("c", "echo ERROR", "ERROR")]})
     cfg.write_text(cfg.read_text().replace("gate: {}", "gate: {maxMatches: 0.0}"))
     assert "maxMatches: 0.0" in cfg.read_text()
-    proc = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], cwd=tmp_path,
-                          env=base_env(), capture_output=True, text=True, timeout=TIMEOUT_S,
-                          check=False)
+    proc = cli("run", "--once", "-c", cfg, cwd=tmp_path, env=base_env(), timeout=TIMEOUT_S)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert table_row(proc.stdout, "c")[1:] == ["1", "0", "0", "FAIL"], proc.stdout
     assert "never be crossed" not in proc.stderr

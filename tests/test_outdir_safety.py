@@ -22,12 +22,11 @@ from pathlib import Path
 import pytest
 from inproc import inproc
 from liverunner import (
-    DEADLINE_S,
     LiveRunner,
     as_nobody,
+    cli,
     read_records,
     wait_for,
-    watchrun_bin,
     write_config,
 )
 
@@ -377,8 +376,7 @@ def test_run_once_refuses_a_symlinked_watcher_stream_before_anything_runs(
             {"id": "fine", "command": f"touch {ran}; echo ERROR two", "pattern": "ERROR"},
         ],
     })
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("run", "--once", "-c", cfg, timeout=60)
     assert res.returncode == 3, res.stderr
     assert f"{layout.jsonl('watcher', 'evil')}" in res.stderr and "symlink" in res.stderr
     assert "evil" in res.stdout and "ERROR" in res.stdout  # its gate's verdict: could not run
@@ -451,8 +449,7 @@ def test_symlinked_agent_stream_stops_the_run_with_a_clear_error(tmp_path: Path,
         "watchers": [{"id": "app", "command": "echo ERROR", "pattern": "ERROR",
                       "wake": "triage"}],
     })
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("run", "--once", "-c", cfg, timeout=60)
     assert res.returncode == 3, res.stderr
     assert "could not start: agents" in res.stderr
     assert str(layout.jsonl("agent", "triage")) in res.stderr
@@ -465,8 +462,7 @@ def test_run_warns_when_it_fixes_a_group_writable_output_dir(tmp_path: Path) -> 
     out.chmod(0o775)
     cfg = write_config(tmp_path, {"output": {"dir": str(out)},
                                   "watchers": [{"id": "a", "command": "true", "pattern": "x"}]})
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("run", "--once", "-c", cfg, timeout=60)
     assert res.returncode == 0, res.stderr
     assert f"{out}: was writable by group or others (mode 0775); now 0755" in res.stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
@@ -478,8 +474,7 @@ def test_run_refuses_a_shared_output_dir_before_starting_anything(tmp_path: Path
     out.chmod(0o1777)
     cfg = write_config(tmp_path, {"watchers": [{"id": "a", "command": f"touch {marker}",
                                                 "pattern": "x"}]})
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg), "--output-dir",
-                          str(out)], capture_output=True, text=True, timeout=60, check=False)
+    res = cli("run", "--once", "-c", cfg, "--output-dir", out, timeout=60)
     assert res.returncode == 3, res.stderr
     assert f"{out}: EPERM: it is writable by others (a shared directory, mode 1777)" in res.stderr
     assert "Traceback" not in res.stderr
@@ -617,8 +612,7 @@ def test_a_watcher_led_to_its_own_records_by_a_link_refuses_them(tmp_path: Path)
         assert r.matches("a") == []
     finally:
         r.stop()
-    once = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=DEADLINE_S)
+    once = cli("run", "--once", "-c", config, cwd=tmp_path)
     assert once.returncode == 3 and "the runner's own records (through a link)" in once.stdout, \
         once
 
@@ -643,8 +637,7 @@ def test_symlinked_notes_and_agent_lock_are_never_followed(tmp_path: Path, targe
         "agents": [{"name": "triage", "provider": "mock"}],
         "watchers": [{"id": "app", "command": "echo ERROR", "pattern": "ERROR",
                       "wake": "triage"}]})
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("run", "--once", "-c", cfg, timeout=60)
     assert "Traceback" not in res.stderr
     assert res.returncode == 3, res.stderr
     assert (f"could not start: {what}{layout.state / name}: is a symlink (to {target}); "
@@ -671,8 +664,7 @@ def test_a_planted_note_of_any_kind_stops_the_stream(tmp_path: Path, target: Pat
     PLANTED[planted](note, target)
     cfg = write_config(tmp_path, {"output": {"dir": str(out)}, "watchers": [
         {"id": "app", "command": "echo ERROR", "pattern": "ERROR"}]})
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("run", "--once", "-c", cfg, timeout=60)
     assert "Traceback" not in res.stderr
     assert res.returncode == 3, res.stderr
     assert (f"could not start: watcher app: EPERM: cannot read the note of records given up "
@@ -707,8 +699,7 @@ def test_fifos_in_place_of_state_files_and_streams_hang_no_command(tmp_path: Pat
                                    "regular file")}
     for args, (code, text) in said.items():  # (the views in this process: a hang would
         # still fail the test, at its timeout; the run is a process: it starts an agent)
-        res = (subprocess.run([watchrun_bin(), *args, "-c", str(cfg)], capture_output=True,
-                              text=True, timeout=30, check=False) if args[0] == "run"
+        res = (cli(*args, "-c", cfg) if args[0] == "run"
                else inproc(tmp_path, *args, "-c", str(cfg)))
         assert "Traceback" not in res.stderr, args
         assert res.returncode == code and text in res.stdout + res.stderr, (args, res.stderr)
@@ -716,8 +707,7 @@ def test_fifos_in_place_of_state_files_and_streams_hang_no_command(tmp_path: Pat
     layout.jsonl("watcher", "app").unlink()
     (layout.state / "processes.json").unlink()  # (replaced by the run above)
     os.mkfifo(layout.state / "processes.json")
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=30, check=False)
+    res = cli("run", "--once", "-c", cfg)
     assert res.returncode == 3, res.stderr  # where the last run ended is lost: not a pass
     assert "app.checkpoint.json is corrupt: it is a named pipe (FIFO)" in res.stderr
     assert all(stat.S_ISREG((layout.state / name).stat().st_mode) for name in (

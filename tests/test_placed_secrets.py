@@ -8,12 +8,11 @@ The secrets below are fakes."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, write_config
 from webhook_server import receiver
 
 from watchrun.config import load_config
@@ -85,8 +84,7 @@ def test_the_config_dump_still_shows_no_rule_of_a_secret(tmp_path: Path) -> None
 
 
 def _cli(folder: Path, env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([watchrun_bin(), *args], cwd=folder, capture_output=True, text=True,
-                          timeout=DEADLINE_S, check=False, env=env)
+    done = cli(*args, cwd=folder, env=env)
     assert done.returncode == 0, (args, done.stderr)
     return done.stdout
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, read_records, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, read_records, wait_for, write_config
 
 AGENT = """\
 #!/bin/sh
@@ -63,8 +62,7 @@ def test_a_removed_dependent_s_waiting_step_is_recorded_dropped(tmp_path: Path) 
         ("status", "disabled", "")]
     for where in (("transcript", "-c", "watch.yaml"), ("transcript", "--output-dir", ".watchrun"),
                   ("agent", "transcript", "review", "-c", "watch.yaml")):
-        p = subprocess.run([watchrun_bin(), *where], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=30)
+        p = cli(*where, cwd=tmp_path)
         (plan,) = [t for t in json.loads(p.stdout)["turns"] if t.get("skipped") is not None]
         assert (plan["outcome"], [s["reason"] for s in plan["skipped"]]) == (
             "agent-removed", ["agent-removed"]), where

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from inproc import inproc
-from liverunner import watchrun_bin, write_config
+from liverunner import cli, write_config
 
 from watchrun.config.programcode import program_code
 
@@ -80,17 +79,14 @@ def test_a_value_in_an_interpreters_code_is_refused(tmp_path: Path, tool: str,
     assert checked.returncode == 2, checked.stdout
     assert f"error: {key}: `${{V}}` is in the " in checked.stdout
     assert "its value would run as code there" in checked.stdout
-    ran = subprocess.run([watchrun_bin(), "run", "--once"], capture_output=True, text=True,
-                         cwd=tmp_path, env=env, timeout=60, check=False)
+    ran = cli("run", "--once", cwd=tmp_path, env=env, timeout=60)
     assert ran.returncode == 2 and "nothing was started" in ran.stderr
     assert not (tmp_path / "pwned").exists()
 
 
 def test_a_value_after_the_code_is_one_literal_argument(tmp_path: Path) -> None:
     _config(tmp_path, ["python3", "-c", "import sys; print('got', sys.argv[1])", "${V}"])
-    ran = subprocess.run([watchrun_bin(), "run", "--once"], capture_output=True, text=True,
-                         cwd=tmp_path, env={**os.environ, "V": HOSTILE}, timeout=60,
-                         check=False)
+    ran = cli("run", "--once", cwd=tmp_path, env={**os.environ, "V": HOSTILE}, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert f"got {HOSTILE}" in ran.stdout and not (tmp_path / "pwned").exists()
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
-from liverunner import watchrun_bin
+from liverunner import cli
 from recordcheck import validate_records
 from test_plan_transcript import plan_turns, validated
 from webhook_server import receiver
@@ -28,8 +27,7 @@ def test_the_readme_reaction_config_runs_end_to_end(tmp_path: Path) -> None:
     config.write_text(react_config())
     with receiver(200) as slack:
         env = {**os.environ, "SLACK_WEBHOOK_URL": slack.url}
-        p = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)], env=env,
-                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        p = cli("run", "--once", "-c", config, env=env, cwd=tmp_path, timeout=120)
         assert p.returncode == 0, p.stderr
         texts = [b["text"] for b in slack.bodies()]
     out = tmp_path / ".watchrun"
@@ -53,8 +51,7 @@ def test_the_readme_reaction_config_runs_end_to_end(tmp_path: Path) -> None:
         assert secret not in path.read_text()
     assert secret not in p.stderr
 
-    t = subprocess.run([watchrun_bin(), "transcript", "-c", str(config)], env=env,
-                       capture_output=True, text=True, timeout=60)
+    t = cli("transcript", "-c", config, env=env, timeout=60)
     assert t.returncode == 0, t.stderr
     doc = validated(json.loads(t.stdout))
     plans = plan_turns(doc)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from liverunner import DEADLINE_S, read_records, watchrun_bin, write_config
+from liverunner import cli, read_records, write_config
 
 from watchrun.match.plain import plain_text, plain_texts
 from watchrun.output import jsonl
@@ -30,10 +30,9 @@ DIR = "d\u202eir\x1b[31mRED\x1b]0;title\x07"
 NAME = "app\u2066x\x1b]8;;http:evil\x07link\x1b]8;;\x07\x9b2J.log"
 
 
-def _run(folder: Path) -> subprocess.CompletedProcess[bytes]:
+def _run(folder: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "LOGF": str(folder / DIR / NAME)}
-    return subprocess.run([watchrun_bin(), "run", "--once"], cwd=folder, env=env,
-                          capture_output=True, timeout=DEADLINE_S, check=False)
+    return cli("run", "--once", cwd=folder, env=env)
 
 
 @pytest.fixture

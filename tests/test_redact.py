@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from liverunner import read_records, watchrun_bin, write_config
+from liverunner import cli, read_records, write_config
 from recordcheck import validate_records
 
 from watchrun.config import load_config
@@ -237,8 +237,7 @@ def run_once(tmp_path: Path, redact: bool) -> subprocess.CompletedProcess[str]:
         "watchers": [{"id": "app", "command": "cat app.log", "cwd": str(tmp_path),
                       "pattern": "ERROR", "wake": "triage"}],
     })
-    return subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                          text=True, timeout=60, check=False)
+    return cli("run", "--once", "-c", cfg, timeout=60)
 
 
 def test_secret_in_a_matched_line_never_reaches_the_agent(tmp_path: Path) -> None:
@@ -263,9 +262,7 @@ def test_a_manual_prompt_is_redacted_too(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, {"output": {"dir": "out"}, "agents": [{
         "name": "t", "provider": "generic", "command": [sys.executable, ARGV, "{prompt}"]}]})
     token = "ghp_" + "a1B2" * 9
-    res = subprocess.run([watchrun_bin(), "agent", "run", "t", "-c", str(cfg), "--prompt",
-                          f"why does {token} fail?"], capture_output=True, text=True,
-                         timeout=60, check=False)
+    res = cli("agent", "run", "t", "-c", cfg, "--prompt", f"why does {token} fail?", timeout=60)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout.splitlines()[0]) == ["why does [REDACTED:github-token] fail?"]
     assert token not in (tmp_path / "out" / "agents" / "t.jsonl").read_text()
@@ -306,8 +303,7 @@ def test_a_matched_private_key_body_reaches_the_agent_as_markers(tmp_path: Path)
         "watchers": [{"id": "keys", "path": str(tmp_path / "key.log"), "fromStart": True,
                       "pattern": "^[A-Za-z0-9+/]{60,}$", "wake": "triage"}],
     })
-    res = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("run", "--once", "-c", cfg, timeout=60)
     assert res.returncode == 0, res.stderr
     recs = validate_records(tmp_path / "out" / "agents" / "triage.jsonl")
     prompt = next(r for r in recs if r["kind"] == "prompt")

@@ -8,13 +8,12 @@ The secrets below are fakes in the right shape (none is a live credential)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from liverunner import LiveRunner, read_records, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, read_records, wait_for, write_config
 from test_redact import RULES
 from webhook_server import receiver
 
@@ -152,14 +151,16 @@ def test_a_cut_secret_leaves_no_head_in_records_views_log_or_webhook(tmp_path: P
             assert lines[0].endswith("x [REDACTED:github-token]"), lines  # (with
             assert "x [REDACTED:aws-" in lines[1], lines  # `output.redact` clipped at LIMIT)
             if redact:
-                shown = subprocess.run([watchrun_bin(), "-c", str(config), "matches", "f"],
-                                       capture_output=True, text=True, check=True).stdout
+                done = cli("-c", config, "matches", "f")
+                assert done.returncode == 0, done.stderr
+                shown = done.stdout
                 assert " [REDACTED:github-token] [cut: 20 more bytes not kept]" in shown, shown
                 assert " [REDACTED:aws- [cut: 11 more bytes not kept]" in shown
                 wait_for(lambda: counted(runner.out) == {"github-token": 1,
                                                          "aws-access-key-id": 1}, "counts")
-                logs = subprocess.run([watchrun_bin(), "-c", str(config), "logs", "f"],
-                                      capture_output=True, text=True, check=True).stdout
+                done = cli("-c", config, "logs", "f")
+                assert done.returncode == 0, done.stderr
+                logs = done.stdout
                 assert logs.count("x [REDACTED:") == 2, logs
                 said = shown + logs
         finally:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import importlib
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from liverunner import watchrun_bin, write_config
+from liverunner import cli, write_config
 
 from watchrun.match.nullable import matches_empty
 
@@ -65,7 +64,6 @@ def test_on_random_patterns_the_tree_agrees_with_python(pattern: str) -> None:
 def test_validate_of_such_a_pattern_ends(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"watchers": [
         {"id": "a", "path": "a.log", "pattern": HOSTILE, "exclude": ["x" + HOSTILE]}]})
-    res = subprocess.run([watchrun_bin(), "validate", "-c", str(config)], capture_output=True,
-                         text=True, timeout=30, check=False)
+    res = cli("validate", "-c", config)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "valid — 1 watcher" in res.stdout

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from liverunner import LiveRunner, read_records, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, read_records, wait_for, watchrun_bin, write_config
 from recordcheck import validate_records
 
 PY = sys.executable
@@ -247,8 +247,7 @@ def test_output_dir_unusable_fails_before_starting_anything(tmp_path: Path) -> N
     marker = tmp_path / "ran"
     config = cfg(tmp_path, [{"id": "c", "command": f"touch {marker}", "pattern": "x"}],
                  output={"dir": "blocker/out"})
-    p = subprocess.run([watchrun_bin(), "-c", str(config)], capture_output=True, text=True,
-                       timeout=30)
+    p = cli("-c", config)
     assert p.returncode == 3
     assert "blocker" in p.stderr and "Traceback" not in p.stderr
     assert not marker.exists()
@@ -259,8 +258,7 @@ def test_a_second_runner_on_the_same_output_dir_is_refused(tmp_path: Path) -> No
     r = LiveRunner(config)
     try:
         r.wait_log("running")
-        p = subprocess.run([watchrun_bin(), "-c", str(config)], capture_output=True, text=True,
-                           timeout=30)
+        p = cli("-c", config)
         assert p.returncode == 3
         assert "another runner" in p.stderr
     finally:
@@ -301,8 +299,7 @@ def test_invalid_config_starts_nothing(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     config = cfg(tmp_path, [{"id": "c", "command": f"touch {marker}", "pattern": "(",
                              "patern": "x"}])
-    p = subprocess.run([watchrun_bin(), "-c", str(config)], capture_output=True, text=True,
-                       timeout=30)
+    p = cli("-c", config)
     assert p.returncode == 2
     assert "watchers[0].pattern" in p.stderr and "did you mean" in p.stderr
     assert not marker.exists() and not (tmp_path / ".watchrun").exists()

@@ -4,7 +4,7 @@ validation as `validate` does it, duplicate ids, maxWatchers, wake, reload, a ru
 The `watchrun` commands that ask the runner or read (`add`, `stop`, `restart`, `clear`,
 `list`, `validate`) run in this process (tests/inproc.py: the same `main`, stdout, stderr and
 status, without a new interpreter each), `start` too; one real call each of `add`, `list`,
-`restart` and `stop` goes through the console script (`wr_proc`)."""
+`restart` and `stop` runs as a process of its own (`wr_proc`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, write_config
 from recordcheck import validate_records
 
 
@@ -25,9 +25,8 @@ def wr(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def wr_proc(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`watchrun ARGS` run from `cwd` through the console script (a process)."""
-    return subprocess.run([watchrun_bin(), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60)
+    """`watchrun ARGS` run from `cwd` as a process of its own (liverunner.cli)."""
+    return cli(*args, cwd=cwd, timeout=60)
 
 
 def listed(r: LiveRunner) -> dict[str, dict[str, Any]]:

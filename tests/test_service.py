@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, wait_for, write_config
+from liverunner import cli as process_cli
 from recordcheck import validate_records
 
 
@@ -21,8 +22,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     (tests/inproc.py: the console script's `main`, without a new interpreter's CPU)."""
     if args[0] != "run":
         return inproc(cwd, *args)
-    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, timeout=30,
-                          cwd=cwd)
+    return process_cli(*args, cwd=cwd)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from liverunner import watchrun_bin, write_config
+from liverunner import cli, write_config
 
 from watchrun.config.handover import code_indexes
 
@@ -69,8 +69,7 @@ def run_once(folder: Path, command: list[str], value: str,
     cfg = write_config(folder, {"watchers": [{"id": "w", "command": command, "pattern": "ZZZ"}]})
     env = {"PATH": path or os.environ.get("PATH", "/usr/bin:/bin"), "V": value,
            **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
-    return subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                          text=True, timeout=60, check=False, cwd=folder, env=env)
+    return cli("run", "--once", "-c", cfg, timeout=60, cwd=folder, env=env)
 
 
 def commands(folder: Path) -> list[tuple[list[str], str, str | None]]:
@@ -118,8 +117,7 @@ def test_an_agent_prompt_there_is_refused(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, {"agents": [{
         "name": "remote", "provider": "claude", "command": ["ssh", "box", "claude", "-p",
                                                             "{prompt}"]}]})
-    res = subprocess.run([watchrun_bin(), "validate", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("validate", "-c", cfg, timeout=60)
     assert res.returncode == 2, res.stdout
     assert "agents[0].command: has {prompt} inside the script of a shell's -c (or what ssh" \
         in res.stdout
@@ -132,8 +130,7 @@ def test_an_agent_prompt_in_env_split_string_is_refused(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, {"agents": [{
         "name": "a", "provider": "generic", "command": ["env", "-S",
                                                         "sh -c 'echo got {prompt}'"]}]})
-    res = subprocess.run([watchrun_bin(), "validate", "-c", str(cfg)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    res = cli("validate", "-c", cfg, timeout=60)
     assert res.returncode == 2, res.stdout
     assert "agents[0].command: has {prompt} inside the script of a shell's -c" in res.stdout
 
@@ -155,8 +152,7 @@ def test_an_ssh_proxy_command_is_shell_code_on_this_host(tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.glob("got-*")) == ["got-release  1.2 *"]
     cfg = write_config(tmp_path, {"agents": [{
         "name": "a", "provider": "generic", "command": "ssh -o ProxyCommand={prompt} box"}]})
-    checked = subprocess.run([watchrun_bin(), "validate", "-c", str(cfg)], capture_output=True,
-                             text=True, timeout=60, check=False)
+    checked = cli("validate", "-c", cfg, timeout=60)
     assert checked.returncode == 2, checked.stdout
     assert "agents[0].command: has {prompt} inside the script of a shell's -c (or what ssh" \
         in checked.stdout

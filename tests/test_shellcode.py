@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, write_config
 
 from watchrun.config import load_config
 from watchrun.config.interpolate import interpolate
@@ -194,8 +194,7 @@ def run_once(folder: Path, command: object, value: str) -> subprocess.CompletedP
     cfg = write_config(folder, {"watchers": [{"id": "w", "command": command, "pattern": "ZZZ"}]})
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "V": value,
            **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
-    return subprocess.run([watchrun_bin(), "run", "--once", "-c", str(cfg)], capture_output=True,
-                          text=True, timeout=60, check=False, cwd=folder, env=env)
+    return cli("run", "--once", "-c", cfg, timeout=60, cwd=folder, env=env)
 
 
 def _refused(res: subprocess.CompletedProcess[str], folder: Path, key: str, char: str) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
-from liverunner import DEADLINE_S, LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, write_config
 from mcpclient import mcp_inproc
 
 SECRET = "s3cretPassw0rdValue"
@@ -21,8 +21,7 @@ TOKEN = "AKIAIOSFODNN7EXAMPLE"
 
 def _cli(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DB_URL": f"postgres://app:{SECRET}@db.internal/x", "KEY": TOKEN}
-    return subprocess.run([watchrun_bin(), *args], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=DEADLINE_S, check=False)
+    return cli(*args, cwd=folder, env=env)
 
 
 def test_a_command_lines_secret_is_redacted_in_every_status_answer(tmp_path: Path) -> None:
@@ -88,12 +87,12 @@ def test_a_watched_for_secret_in_pattern_or_exclude_is_redacted_in_status(
         assert data["pattern"] == "ERR|[REDACTED:github-token]", data
         assert data["exclude"] == ["[REDACTED:aws-access-key-id]", "DEBUG"], data
         for args in (["status", "c"], ["status", "c", "--json"], ["list", "--json"], ["list"]):
-            shown = subprocess.run([watchrun_bin(), *args], cwd=tmp_path, capture_output=True,
-                                   text=True, timeout=DEADLINE_S, check=False, env=env)
+            shown = cli(*args, cwd=tmp_path, env=env)
             assert shown.returncode == 0, (args, shown.stderr)
             assert GHP not in shown.stdout and TOKEN not in shown.stdout, (args, shown.stdout)
-        text = subprocess.run([watchrun_bin(), "status", "c"], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=DEADLINE_S, check=True, env=env).stdout
+        status = cli("status", "c", cwd=tmp_path, env=env)
+        assert status.returncode == 0, status.stderr
+        text = status.stdout
         assert "ERR|[REDACTED:github-token]" in text and "[REDACTED:aws-access-key-id]" in text
         assert runner.stop() == 0
     finally:
@@ -103,9 +102,7 @@ def test_a_watched_for_secret_in_pattern_or_exclude_is_redacted_in_status(
 def test_without_output_redact_status_shows_the_pattern_as_written(tmp_path: Path) -> None:
     write_config(tmp_path, {"watchers": [{"id": "c", "command": "echo ERR",
                                           "pattern": "ERR|${GHP}", "exclude": [TOKEN]}]})
-    done = subprocess.run([watchrun_bin(), "run", "--once"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=DEADLINE_S, check=False,
-                          env={**os.environ, "GHP": GHP})
+    done = cli("run", "--once", cwd=tmp_path, env={**os.environ, "GHP": GHP})
     assert done.returncode == 0, done.stderr
     data = json.loads((tmp_path / ".watchrun" / "state" / "c.status.json").read_text())
     assert (data["pattern"], data["exclude"]) == (f"ERR|{GHP}", [TOKEN])

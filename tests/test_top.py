@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import DEADLINE_S, LiveRunner, hold_runner_lock, watchrun_bin, write_config
+from liverunner import DEADLINE_S, LiveRunner, cli, hold_runner_lock, write_config
 from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
@@ -278,8 +277,7 @@ def test_without_a_runner_the_screen_reads_the_output_dir(tmp_path: Path) -> Non
     (tmp_path / "app.log").write_text("INFO ok\n" + HOSTILE + "\nERROR second\n")
     config = write_config(tmp_path, {"watchers": [
         {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]})
-    done = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)],
-                          capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path)
+    done = cli("run", "--once", "-c", config, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     app = TopApp(Feed(tmp_path / ".watchrun"), interval=0.2)
 
@@ -310,8 +308,7 @@ def test_the_pane_wraps_long_matches_at_its_width(tmp_path: Path) -> None:
     (tmp_path / "app.log").write_text(long + "\n" + "".join(f"ERROR {i}\n" for i in range(80)))
     config = write_config(tmp_path, {"watchers": [
         {"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]})
-    done = subprocess.run([watchrun_bin(), "run", "--once", "-c", str(config)],
-                          capture_output=True, text=True, timeout=DEADLINE_S, cwd=tmp_path)
+    done = cli("run", "--once", "-c", config, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     feed = Feed(tmp_path / ".watchrun")
     app = TopApp(feed, interval=3600)

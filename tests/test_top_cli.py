@@ -23,6 +23,7 @@ import pytest
 from liverunner import (
     DEADLINE_S,
     LiveRunner,
+    cli,
     modules_after_commands,
     wait_for,
     watchrun_bin,
@@ -67,9 +68,7 @@ def test_the_readme_shows_the_committed_screenshot() -> None:
 
 
 def test_without_a_terminal_it_points_to_list(tmp_path: Path) -> None:
-    done = subprocess.run([watchrun_bin(), "top", "--output-dir", str(tmp_path)],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=DEADLINE_S)
+    done = cli("top", "--output-dir", tmp_path)
     assert done.returncode == 2
     assert done.stderr == ("watchrun: error: `watchrun top` needs a terminal; `watchrun list` "
                            "prints the same rows\n")
@@ -147,9 +146,7 @@ def test_json_is_refused_before_the_command_as_after_it(tmp_path: Path) -> None:
     """helper-91's F9: `watchrun top --json` was refused but `watchrun --json top` opened the
     screen (and without a terminal said so in plain text)."""
     for argv in (["--json", "top"], ["top", "--json"], ["--json", "mcp"], ["mcp", "--json"]):
-        done = subprocess.run([watchrun_bin(), *argv, "--output-dir", str(tmp_path)],
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=DEADLINE_S)
+        done = cli(*argv, "--output-dir", tmp_path)
         assert done.returncode == 2, argv
         word = argv[0] if argv[0] != "--json" else argv[1]
         assert json.loads(done.stdout)["error"]["message"].startswith(

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from inproc import inproc
+from liverunner import cli
 
-WATCHRUN = str(Path(sys.executable).parent / "watchrun")
 SAID = {"type": "assistant", "session_id": "s1", "message": {
     "id": "m1", "role": "assistant", "content": [{"type": "text", "text": "partial work"}]}}
 CRASH = f"""\
@@ -24,9 +23,8 @@ kill -9 $$
 
 
 def watchrun(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The console script, as a process (`agent run`: a turn)."""
-    return subprocess.run([WATCHRUN, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=30)
+    """`watchrun ARGS` as a process of its own (`agent run`: a turn; liverunner.cli)."""
+    return cli(*args, cwd=cwd)
 
 
 def view(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -85,7 +83,7 @@ def test_an_error_text_with_a_newline_cannot_print_a_line_of_its_own(tmp_path: P
     p = watchrun(tmp_path, "agent", "run", "liar", "-c", "watch.yaml", "--prompt", "hi")
     assert p.returncode != 0
     for args in (("agent", "transcript", "liar"), ("transcript",)):
-        run = watchrun if args == ("transcript",) else view  # (one as the console script)
+        run = watchrun if args == ("transcript",) else view  # (one as a process of its own)
         text = run(tmp_path, *args, "-c", "watch.yaml", "--format", "text").stdout
         assert f"  error: boom\\n{FORGED}" in text.splitlines(), text
         assert not [x for x in text.splitlines() if FORGED in x and not x.startswith("  ")]

@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, wait_for, watchrun_bin, write_config
 from test_follow import Lines
 
 from watchrun.output import tailfile
 
 
 def wr(cwd: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """`watchrun ARGS` as a process (the console script itself)."""
-    return subprocess.run([watchrun_bin(), *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, check=False)
+    """`watchrun ARGS` as a process of its own (liverunner.cli)."""
+    return cli(*args, cwd=cwd, timeout=timeout)
 
 
 def outside(tmp_path: Path) -> Path:
@@ -125,7 +124,7 @@ def test_an_output_dir_that_is_no_directory_is_said_so(
     (tmp_path / "notadir").write_text("hi\n")
     (tmp_path / "loop").symlink_to("loop")
     od = {"file": "notadir", "loop": "loop", "under a file": "notadir/sub"}[kind]
-    # (in this process, but one `stop` through the console script itself)
+    # (in this process, but one `stop` as a process of its own)
     run = wr if (command, kind) == (["stop", "x"], "file") else inproc
     p = run(tmp_path, *command, "--output-dir", od)
     why = {"file": "ENOTDIR: it exists and is not a directory",
