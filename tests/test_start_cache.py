@@ -177,6 +177,32 @@ def test_an_entry_names_the_interpreter_only_when_its_config_holds_it(
     assert calls == [1], "a config holding the interpreter's path was hit under another"
 
 
+def test_a_config_edited_while_it_is_loaded_is_never_stored_as_what_it_held_before(
+        tmp_path: Path, cached: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Explorer config F1: the key was made of one read of the file and the config of a second;
+    a file edited in between (a deploy's write while the runner starts) was stored under the
+    key of what it held before, and from then on that content ran the other command (`echo
+    BBBB` while the file said `echo AAAA`). Now what is keyed is what is validated."""
+    path = write(tmp_path, CONFIG.replace("make ", "echo AAAA "))
+    read = config_cache.read_regular
+
+    def edited_after(p: Path, limit: int = -1) -> bytes:  # the edit lands just after the read
+        data = read(p, limit)
+        p.write_text(CONFIG.replace("make ", "echo BBBB "))
+        return data
+
+    monkeypatch.setattr(config_cache, "read_regular", edited_after)
+    first = load_config([path], env=ENV, cache=True)
+    monkeypatch.undo()
+    monkeypatch.setenv("WATCHRUN_CACHE_DIR", str(cached.parent))
+    assert first.config is not None and "AAAA" in str(first.config.watchers[1].command)
+    path.write_text(CONFIG.replace("make ", "echo AAAA "))  # the file as it was keyed
+    calls = _validations(monkeypatch)
+    again = load_config([path], env=ENV, cache=True)
+    assert again.config is not None and "AAAA" in str(again.config.watchers[1].command)
+    assert calls == [], "the entry is used: it holds the content it was keyed by"
+
+
 def test_an_invalid_config_is_never_stored(tmp_path: Path, cached: Path) -> None:
     path = write(tmp_path, CONFIG.replace('pattern: "error:"', 'pattern: "[oops"'))
     assert load_config([path], env=ENV, cache=True).config is None

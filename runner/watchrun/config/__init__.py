@@ -38,12 +38,15 @@ def load_config(
         from watchrun.config.cache import cached_load
 
         return cached_load(paths, environ, output_dir, strict,
-                           lambda e: _load(paths, e, output_dir, strict), refresh=refresh)
+                           lambda e, read: _load(paths, e, output_dir, strict, read),
+                           refresh=refresh)
     return _load(paths, environ, output_dir, strict)
 
 
 def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None,
-          strict: bool) -> LoadResult:
+          strict: bool, contents: Sequence[bytes] | None = None) -> LoadResult:
+    """The load of `paths`, of their `contents` when the caller read them (the cache: what it
+    keys is what is validated, never a file edited between two reads)."""
     from watchrun.config.checks import Ctx
     from watchrun.config.interpolate import interpolate_tree
     from watchrun.config.layering import layer
@@ -59,9 +62,10 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
         return LoadResult(None, report.finish(displays, strict))
     folders: dict[str, Path] = {}
     trees: list[CMap] = []
-    for path, display in zip(paths, displays, strict=True):
+    for k, (path, display) in enumerate(zip(paths, displays, strict=True)):
         folders.setdefault(display, Path(os.path.abspath(path)).parent)
-        tree = read_config_file(Path(path), display, report)
+        tree = read_config_file(Path(path), display, report,
+                                None if contents is None else contents[k])
         if tree is None:
             continue
         if not tree and len(paths) == 1:

@@ -38,7 +38,7 @@ import msgspec
 from watchrun import __version__
 from watchrun.config import model
 from watchrun.config.diagnostics import Diagnostic, LoadResult
-from watchrun.config.loader import read_regular
+from watchrun.config.loader import MAX_BYTES, read_regular
 from watchrun.config.private import PrivateStore
 from watchrun.match.redact import Rule
 
@@ -97,20 +97,23 @@ class _Recording(Mapping[str, str]):
 
 
 def cached_load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None,
-                strict: bool, load: Callable[[Mapping[str, str]], LoadResult], *,
+                strict: bool, load: Callable[[Mapping[str, str], Sequence[bytes] | None],
+                                             LoadResult], *,
                 refresh: bool = False) -> LoadResult:
-    """`load(env)` (a full load), unless an entry for these files, settings and environment
-    exists (never looked for with `refresh`); a full load without errors is stored."""
+    """`load(env, contents)` (a full load of the files' contents as the key read them, or, with
+    None, as it reads them), unless an entry for these files, settings and environment exists
+    (never looked for with `refresh`); a full load without errors is stored."""
     where = cache_dir(os.environ)
-    key = _key(paths, output_dir, strict) if where is not None else None
-    if where is None or key is None:
-        return load(env)
+    keyed = _key(paths, output_dir, strict) if where is not None else None
+    if where is None or keyed is None:
+        return load(env, None)
+    key, contents = keyed
     store = PrivateStore(where, ".json", keep=KEEP, max_bytes=16 << 20)
     hit = None if refresh else _read(store.load(key), key, env)
     if hit is not None:
         return hit
     recording = _Recording(env)
-    result = load(recording)
+    result = load(recording, contents)
     if result.config is not None:
         with contextlib.suppress(TypeError, ValueError):
             encoded = _encode(result)
@@ -130,13 +133,16 @@ def _digest(value: str | bytes | None) -> str | None:
                           else value).hexdigest()
 
 
-def _key(paths: Sequence[Path], output_dir: Path | None, strict: bool) -> str | None:
-    """The hex key of a load of `paths`, or None when a file cannot be read (validation
-    then reports it)."""
-    files = []
+def _key(paths: Sequence[Path], output_dir: Path | None, strict: bool
+         ) -> tuple[str, list[bytes]] | None:
+    """The hex key of a load of `paths` and the files' contents it was made of (the load
+    validates those, not a second read: a file edited in between would be stored under the key
+    of what it held before), or None when a file cannot be read (validation then reports it)."""
+    files, contents = [], []
     try:
         for p in paths:
-            files.append((str(p), os.path.abspath(p), _digest(read_regular(Path(p)))))
+            contents.append(read_regular(Path(p), MAX_BYTES + 1))
+            files.append((str(p), os.path.abspath(p), _digest(contents[-1])))
     except OSError:  # missing, unreadable, or not a regular file (a FIFO is never waited on)
         return None
     import importlib.util
@@ -144,7 +150,7 @@ def _key(paths: Sequence[Path], output_dir: Path | None, strict: bool) -> str | 
     out = os.path.abspath(output_dir) if output_dir else None  # (relative: to the cwd)
     head = [FORMAT, __version__, _code(), files, out, strict,
             os.path.expanduser("~"), importlib.util.find_spec("re2") is not None]
-    return hashlib.sha256(json.dumps(head).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(head).encode()).hexdigest(), contents
 
 
 def _code() -> list[Any]:

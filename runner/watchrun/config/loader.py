@@ -36,7 +36,7 @@ __all__ = [
 FORMATS: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 """Config formats by file extension."""
 
-_MAX_BYTES = 16 * 1024**2
+MAX_BYTES = 16 * 1024**2
 """A config file larger than this is refused (it is surely not a config)."""
 
 _MAX_DEPTH = 64
@@ -93,14 +93,16 @@ def config_format(path: Path) -> str | None:
     return None
 
 
-def read_config_file(path: Path, display: str, report: Reporter) -> CMap | None:
-    """The tree of one config file; None (with an error reported) if it cannot be used.
+def read_config_file(path: Path, display: str, report: Reporter,
+                     data: bytes | None = None) -> CMap | None:
+    """The tree of one config file (of `data`, its contents read already, when given); None
+    (with an error reported) if it cannot be used.
 
     An empty file gives an empty CMap: the caller decides whether that is an error.
     """
     top = Origin(display)
     try:
-        data = read_regular(path, _MAX_BYTES + 1)
+        data = read_regular(path, MAX_BYTES + 1) if data is None else data
     except FileNotFoundError:
         report.error((), "config file not found", top)
         return None
@@ -110,8 +112,8 @@ def read_config_file(path: Path, display: str, report: Reporter) -> CMap | None:
     except OSError as exc:
         report.error((), f"cannot read config file: {exc.strerror or exc}", top)
         return None
-    if len(data) > _MAX_BYTES:
-        report.error((), f"config file is larger than {_MAX_BYTES // 1024**2} MiB", top)
+    if len(data) > MAX_BYTES:
+        report.error((), f"config file is larger than {MAX_BYTES // 1024**2} MiB", top)
         return None
     fmt = config_format(path)
     if fmt is None:
