@@ -203,6 +203,25 @@ def test_a_config_edited_while_it_is_loaded_is_never_stored_as_what_it_held_befo
     assert calls == [], "the entry is used: it holds the content it was keyed by"
 
 
+def test_an_output_dir_link_pointed_elsewhere_is_a_miss(tmp_path: Path, cached: Path) -> None:
+    """Explorer config F2: validation refuses a watcher of the runner's own files where the
+    output dir's symlink leads; the key held the link's path only, so a link pointed into a
+    watched folder since was still "valid" from the cache, and the runner started. Now where
+    the link leads is part of the entry: pointed elsewhere, the config is validated again."""
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y" / "watchers").mkdir(parents=True)
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "x")
+    path = write(tmp_path, "watchers:\n  - id: z\n    path: ./y/watchers/z.jsonl\n"
+                           "    pattern: ERROR\n")
+    assert load_config([path], env=ENV, output_dir=link, cache=True).config is not None
+    link.unlink()
+    link.symlink_to(tmp_path / "y")
+    again = load_config([path], env=ENV, output_dir=link, cache=True)
+    assert again.config is None
+    assert any("is one of the runner's own files" in d.message for d in again.diagnostics)
+
+
 def test_an_invalid_config_is_never_stored(tmp_path: Path, cached: Path) -> None:
     path = write(tmp_path, CONFIG.replace('pattern: "error:"', 'pattern: "[oops"'))
     assert load_config([path], env=ENV, cache=True).config is None

@@ -9,7 +9,8 @@ version, the schema's contents and the size and mtime of every module of `config
 `match/`. The entry also lists the environment variables the config interpolated (recorded
 while it was validated) with a hash of each value: a changed or newly set one is a miss; and
 the interpreter's path when the result holds it (the mock agent's default command): another
-interpreter is a miss. `validate` and `config` never read an entry and store what they
+interpreter is a miss; and where the output dir's symlinks led: a link pointed elsewhere since
+is a miss. `validate` and `config` never read an entry and store what they
 validated without error, so a `run` after them starts at once.
 
 Where: `$WATCHRUN_CACHE_DIR`, else systemd's `$CACHE_DIRECTORY`, else `$XDG_CACHE_HOME/watchrun`
@@ -119,11 +120,17 @@ def cached_load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path 
             encoded = _encode(result)
             doc = {"format": FORMAT, "key": key,
                    "env": {n: _digest(env.get(n)) for n in sorted(recording.seen)},
-                   "result": encoded}
+                   "outputDir": _resolved(result), "result": encoded}
             if json.dumps(sys.executable)[1:-1] in json.dumps(encoded):
                 doc["executable"] = sys.executable  # (the mock agent's default command)
             store.save(key, json.dumps(doc, separators=(",", ":")).encode())
     return result
+
+
+def _resolved(result: LoadResult) -> str | None:
+    """Where the output dir's symlinks lead: validation refuses a watcher of the runner's own
+    files there (`config/watchers.py`), so a link pointed elsewhere since is a miss."""
+    return None if result.config is None else os.path.realpath(result.config.output.dir)
 
 
 def _digest(value: str | bytes | None) -> str | None:
@@ -180,7 +187,9 @@ def _read(data: bytes | None, key: str, env: Mapping[str, str]) -> LoadResult | 
         if any(_digest(env.get(name)) != digest for name, digest in doc["env"].items()):
             return None
         result = _decode(doc["result"])
-        return result if isinstance(result, LoadResult) and result.config is not None else None
+        if not isinstance(result, LoadResult) or result.config is None:
+            return None
+        return result if doc.get("outputDir") == _resolved(result) else None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
