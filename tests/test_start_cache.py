@@ -121,18 +121,20 @@ def test_the_key_holds_the_schema_and_every_module_validation_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the `schema` and `code` cases above stand in for: an edited (or reinstalled)
     module of config/ or match/, or another schema, makes another key."""
-    import watchrun.match.regex
     import watchrun.schemas
 
+    here = Path(str(config_cache.__file__)).parent  # (copies: touching the installed modules
+    for folder in (here, here.parent / "match"):  # made another worker's entries misses)
+        shutil.copytree(folder, tmp_path / "pkg" / folder.name, copy_function=shutil.copy2,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(config_cache, "__file__", str(tmp_path / "pkg" / "config" / "cache.py"))
     before = config_cache._code()
-    for module in (config_cache, watchrun.match.regex):  # one of each folder
-        path = Path(str(module.__file__))
+    for path in (tmp_path / "pkg" / "config" / "cache.py", tmp_path / "pkg" / "match" /
+                 "regex.py"):  # one of each folder
         st = path.stat()
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
-        try:
-            assert config_cache._code() != before, path
-        finally:
-            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert config_cache._code() != before, path
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert config_cache._code() == before
     real = Path(str(watchrun.schemas.__file__)).parent / config_cache.SCHEMA_FILE
     (tmp_path / config_cache.SCHEMA_FILE).write_bytes(real.read_bytes() + b" ")
