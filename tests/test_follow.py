@@ -170,6 +170,34 @@ def test_a_second_rotation_at_the_same_step_of_the_listing_skips_no_generation(
     s.close()
 
 
+def _recs(*items: int | str) -> str:
+    """JSONL lines: a record of each int seq, each str as it is (a line that is no record)."""
+    return "".join(f"{x}\n" if isinstance(x, str) else json.dumps(
+        {"schema": 1, "seq": x, "kind": "match", "line": f"n{x}"}) + "\n" for x in items)
+
+
+def test_lines_that_are_no_records_are_counted_once_whatever_the_holes(tmp_path: Path) -> None:
+    """Explorer views F1: at each seq hole the follower read the kept files again and counted
+    their bad lines again (2 garbage lines said as 6 skipped after two holes). Now a line is
+    counted by the read that meets it first; the catch-up counts only what lies between the
+    records it catches up on, in files this follower never read."""
+    path = tmp_path / "w.jsonl"
+    path.write_text(_recs("garbage1", "garbage2", 1))
+    follower = JsonlFollower(path)
+    follower.start_after(0)
+    assert seqs(follower.read()) == [1] and follower.stats.invalid == 2
+    for seq in (4, 7):  # two holes in the same file
+        with path.open("a") as fh:
+            fh.write(_recs(seq))
+        assert seqs(follower.read()) == [seq]
+    assert (follower.stats.invalid, follower.missing) == (2, 4)
+    path.rename(tmp_path / "w.jsonl.2")  # rotated twice before the follower looked again:
+    (tmp_path / "w.jsonl.1").write_text(_recs(8, "garbage3", 9))  # a bad line it never read
+    path.write_text(_recs(10))
+    assert seqs(follower.read()) == [8, 9, 10]
+    assert (follower.stats.invalid, follower.missing, follower.gaps) == (3, 4, 0)
+
+
 def test_a_stream_removed_and_begun_again_is_read_whole(tmp_path: Path) -> None:
     path = tmp_path / "app.jsonl"
     s = sink(path, max_bytes=1 << 20)

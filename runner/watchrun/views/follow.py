@@ -144,8 +144,18 @@ class JsonlFollower(Generations):
         hold them; what is in none is counted: rotated away if older than the oldest retained
         record (listed after the read, so a rotation meanwhile is not taken for damage)."""
         found: int = hole["seq"]
-        out = [r for r in iter_records(self.path, since_seq=self.last, stats=self.stats)
-               if r["seq"] < found]
+        out: list[dict[str, Any]] = []
+        seen, before = ReadStats(), None
+        for rec in iter_records(self.path, since_seq=self.last, stats=seen):
+            if rec["seq"] >= found:
+                break
+            if before is not None:  # lines skipped between two records caught up on are in
+                # files this follower never read (not those before them or after: it read
+                # those, or they are older; counted again, they were said again at every hole)
+                self.stats.torn += seen.torn - before.torn
+                self.stats.invalid += seen.invalid - before.invalid
+            before = ReadStats(seen.torn, seen.invalid)
+            out.append(rec)
         oldest = oldest_seq(self.path) or found
         for rec in [*out, hole]:
             seq = rec["seq"]
