@@ -85,6 +85,24 @@ def test_logs_of_a_tail_that_cannot_be_read_fails_as_the_follower_does(
     assert j.returncode == 3 and json.loads(j.stdout)["error"]["code"] == "read_failed"
 
 
+@pytest.mark.parametrize("dangling", [True, False])
+def test_matches_of_a_jsonl_that_is_a_symlink_fails_to_read_it(tmp_path: Path,
+                                                               dangling: bool) -> None:
+    """Explorer views F2: a dangling link in place of the JSONL was "no status of 'e'"
+    (`not_found`, exit 2) while `known` named it; a link to a file, `read_failed` (exit 3).
+    Either is a JSONL that cannot be read: `read_failed`, exit 3, as `-f` says it."""
+    od = tmp_path / "out"
+    (od / "watchers").mkdir(parents=True)
+    (tmp_path / "real.jsonl").write_text('{"schema":1,"seq":1,"kind":"match","line":"x"}\n')
+    (od / "watchers" / "e.jsonl").symlink_to(tmp_path / ("gone.jsonl" if dangling else
+                                                        "real.jsonl"))
+    p = inproc(tmp_path, "matches", "e", "--output-dir", str(od))
+    assert p.returncode == 3 and p.stdout == "", p.stderr
+    assert p.stderr.startswith("watchrun: error: cannot read the matches of e: ")
+    j = inproc(tmp_path, "matches", "e", "--json", "--output-dir", str(od))
+    assert j.returncode == 3 and json.loads(j.stdout)["error"]["code"] == "read_failed"
+
+
 def test_logs_of_a_watcher_with_no_tail_yet_is_empty(tmp_path: Path) -> None:
     od = recorded(tmp_path)
     p = inproc(tmp_path, "logs", "app", "--json", "--output-dir", str(od))

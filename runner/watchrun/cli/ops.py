@@ -103,7 +103,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
         return ExitStatus.OK
     status = next((s for s in live or [] if s.get("id") == args.id), None) or \
         views.load_status(where.root, args.id)
-    recorded = (where.root / "watchers" / f"{args.id}.jsonl").exists()
+    recorded = os.path.lexists(where.root / "watchers" / f"{args.id}.jsonl")  # (a link there
+    # is no "not found": reading it fails, `read_failed`)
     if status is None and (op == "status" or not (recorded or args.id in _configured(where))):
         known = _known_watchers(where)
         snapshot = where.root / "state" / f"{args.id}.status.json"
