@@ -364,3 +364,16 @@ def test_the_mcp_reads_of_a_file_that_cannot_be_read_are_an_error(tmp_path: Path
     (od / "watchers" / "app.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
     with pytest.raises(ReadError, match=r"^cannot read the matches of app: .*is a symlink"):
         read_matches(od, "app", 10, None)
+
+
+@pytest.mark.parametrize(("path", "shown"), [
+    (["a"], "a:5"), ({"k": "v"}, "k=v:5"), (7, "7:5"), (True, "yes:5"), ("/x.log", "/x.log:5"),
+])  # fmt: skip
+def test_a_match_line_shows_a_mistyped_path_as_text_never_a_repr(path: object,
+                                                                   shown: str) -> None:
+    """Explorer views F4: a crafted or damaged record whose `path` is a list printed `['a']`
+    (docs/cli.md: never a Python repr)."""
+    from watchrun.views.watchers import match_line
+
+    line = match_line({"ts": "2026-12-07T00:00:00.000Z", "path": path, "lineNo": 5, "line": "x"})
+    assert line == f"2026-12-07T00:00:00.000Z  {shown}  x"

@@ -201,7 +201,7 @@ def status_lines(status: dict[str, Any], now: datetime, paint: Paint = no_paint)
 def match_line(rec: dict[str, Any]) -> str:
     """One `matches` line for people: `ts  where:lineNo  line`, and a mark where the line was
     cut at `maxLineBytes` (the record's `truncated`/`omittedBytes`)."""
-    place = rec.get("path") or f"run {value(rec.get('run'))}"
+    place = value(rec["path"]) if rec.get("path") else f"run {value(rec.get('run'))}"
     omitted = rec.get("omittedBytes")
     cut = None if rec.get("truncated") is not True else (
         omitted if isinstance(omitted, int) and omitted > 0 else 0)
