@@ -56,9 +56,26 @@ def test_edge_text_table(value: object, shown: str) -> None:
 @functools.cache
 def invisible() -> list[str]:
     """Unicode's format characters and the Hangul fillers: they draw nothing (helper-91's F12 and
-    helper-92's F6: the tag characters U+E0020-U+E007F can spell an instruction nobody sees)."""
+    helper-92's F6: the tag characters U+E0020-U+E007F can spell an instruction nobody sees);
+    and the other default ignorables that draw nothing (explorer views, 2026-12-07): the
+    combining grapheme joiner, the Khmer inherent vowels, the Mongolian and the 256 variation
+    selectors, which can spell hidden bytes too."""
+    others = {0x034F, 0x17B4, 0x17B5, *range(0x180B, 0x1810), *range(0xFE00, 0xFE10),
+              *range(0xE0100, 0xE01F0)}
     return [chr(c) for c in range(0x110000)
-            if unicodedata.category(chr(c)) == "Cf" or c in (0x115F, 0x1160, 0x3164, 0xFFA0)]
+            if unicodedata.category(chr(c)) == "Cf" or c in (0x115F, 0x1160, 0x3164, 0xFFA0)
+            or c in others]
+
+
+def test_bytes_hidden_in_variation_selectors_are_shown() -> None:
+    """One variation selector per byte value after a visible character draws as that character
+    alone ("variation selector smuggling" of a prompt); each is shown escaped, so the line that
+    reaches a terminal or an agent's prompt is as long as what it holds."""
+    def selector(b: int) -> str:
+        return chr(0xFE00 + b) if b < 16 else chr(0xE0100 + b - 16)
+
+    shown = edge_text("ok" + "".join(selector(b) for b in b"rm -rf /"))
+    assert shown.startswith("ok\\U000e0162\\U000e015d") and len(shown) == 2 + 8 * 10, shown
 
 
 def test_every_invisible_character_is_shown_escaped() -> None:

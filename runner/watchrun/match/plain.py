@@ -17,13 +17,17 @@ BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 MARKS = f"\u2028\u2029{BIDI}"
 """U+2028/U+2029 and the bidi controls: ordinary text to `sanitize`, but they break or reorder
 what a terminal shows, so records and the edge write them as `\\u` escapes."""
-HIDDEN = ("\u00ad\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u180e\u200b-\u200d"
-          "\u2060-\u2065\u206a-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd"
-          "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
-          "\U000e0020-\U000e007f")
+HIDDEN = ("\u00ad\u034f\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4"
+          "\u17b5\u180b-\u180f\u200b-\u200d\u2060-\u2065\u206a-\u206f\u3164\ufe00-\ufe0f"
+          "\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+          "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+          "\U000e0100-\U000e01ef")
 """The other invisible characters (a regex class's body): Unicode's format characters (Cf:
 soft hyphen, zero-width space and joiners, word joiner, BOM, interlinear annotation, the tag
-characters that can spell a hidden instruction) and the Hangul fillers, which draw nothing.
+characters that can spell a hidden instruction), the Hangul fillers, and the other default
+ignorables that draw nothing: the combining grapheme joiner, the Khmer inherent vowels, the
+Mongolian and the 256 variation selectors (one per byte value: a run of them after any
+character spells hidden bytes; an emoji's U+FE0F is shown escaped too, as its joiners are).
 Records keep them (they are the line); what a person or a model reads shows them escaped."""
 MARKS_UTF8 = re.compile(b"\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]|\xd8\x9c")
 """`MARKS` in UTF-8 (each a whole character: a lead byte starts every match)."""
