@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -360,6 +361,30 @@ ISOLATED = "matched with Python re (backtracking) in an isolated worker, 250 ms 
 )
 def test_regex_engine_note(pattern: str, note: str | None) -> None:
     assert regex_engine_note(pattern) == note
+
+
+@pytest.mark.parametrize(("written", "value"), [
+    ("1e3", 1000.0), ("1.0e3", 1000.0), ("1.e3", 1000.0), ("-2E-1", -0.2), (".5", 0.5),
+    ("1.0e+3", 1000.0), ("'1e3'", "1e3"), ("1e", "1e"), ("e3", "e3"), ("1e3x", "1e3x"),
+])  # fmt: skip
+def test_yaml_floats_are_yaml_1_2s(tmp_path: Path, written: str, value: object) -> None:
+    """docs/config.md: YAML 1.2 scalars. PyYAML's 1.1 resolver wants a dot and a signed
+    exponent, so `1e3` and `1.0e3` were strings (`limits.pollMs: string "1e3" is not a
+    duration`; explorer config item 13); JSON and YAML 1.2 read them as numbers."""
+    path = tmp_path / "watch.yaml"
+    path.write_text("limits: {pollMs: " + written + "}\nwatchers:\n  - {id: a, command: 'true', "
+                    "pattern: x, env: {V: " + written + "}}\n")
+    result = load_config([path], env={})
+    if value == 1000.0:
+        assert result.config is not None, [d.format() for d in result.diagnostics]
+        assert result.config.limits.poll_ms == 1000
+        assert result.config.watchers[0].env["V"] == "1000.0"
+    else:
+        assert result.config is None
+        said = [d.format() for d in result.diagnostics]
+        assert any(f"limits.pollMs: {'string' if isinstance(value, str) else 'number'} "
+                   f"{json.dumps(value) if isinstance(value, str) else value}" in d
+                   for d in said), said
 
 
 @pytest.mark.parametrize(("written", "value"), [

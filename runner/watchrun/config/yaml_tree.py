@@ -161,6 +161,9 @@ class _YamlBuilder:
             return _yaml_float(value)
         if kind == "str" and not node.style and re.fullmatch(r"0o[0-7]+", value):
             return read_int(value, 8)  # YAML 1.2's octal: PyYAML's 1.1 resolver calls it a string
+        if kind == "str" and not node.style and re.fullmatch(_FLOAT12, value) \
+                and re.search(r"[.eE]", value):
+            return float(value)  # YAML 1.2: `1e3`, `1.0e3` (1.1 wants a dot, a signed exponent)
         if kind in ("str", "timestamp"):
             return value
         self.report.error(path, f"unsupported YAML type !!{kind}", self.origin(node))
@@ -175,10 +178,14 @@ def _yaml_int(text: str) -> int | str | TooLong:
     return text  # YAML 1.1's `1_000`, `0b11`, sexagesimal `1:30` and `-0x1F` stay strings
 
 
+_FLOAT12 = r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"
+"""YAML 1.2's core schema float (without .inf and .nan)."""
+
+
 def _yaml_float(text: str) -> float | str:
     special = {".inf": "inf", "+.inf": "inf", "-.inf": "-inf", ".nan": "nan"}
     if text.lower() in special:
         return float(special[text.lower()])
-    if re.fullmatch(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?", text):
+    if re.fullmatch(_FLOAT12, text):
         return float(text)
     return text  # YAML 1.1's `1_000.5` and `190:20:30.15` stay strings
