@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -194,3 +195,28 @@ def test_an_answer_cut_before_the_turn_saw_it_is_said_cut(
         "limits.maxLineBytes): this is its start" in err
     (fin,) = of(agent_records(cfg, "big"), "dispatch-finished")
     assert fin["replyTruncated"] is True
+
+
+def test_a_secret_in_the_agents_command_is_redacted_in_its_records(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Explorer streams F3: a `${VAR}` key and a token written in an agent's `command` were
+    recorded whole in its `dispatch-start` record (agents/*.jsonl, which shippers send off the
+    machine), `output.redact` or not. They are hidden as a prompt's secrets are; the agent
+    itself still gets them."""
+    key = "sk-ant-api03-" + "A" * 40
+    token = "ghp_" + "abcdefghij" * 3 + "012345"
+    monkeypatch.setenv("MY_API_KEY", key)
+    cfg = tmp_path / "watch.yaml"
+    seen = tmp_path / "argv.json"
+    cfg.write_text(
+        "agents:\n  - name: a\n    provider: mock\n    command: [" + json.dumps(sys.executable)
+        + ", '-c', 'import json, sys; json.dump(sys.argv[1:], open(sys.argv[1], \"w\"))', "
+        + json.dumps(str(seen)) + ", '--api-key', '${MY_API_KEY}', '--token=" + token
+        + "', '{prompt}']\n    prompt: hi\n")
+    run(cfg, "a")
+    start = next(r for r in agent_records(cfg, "a") if r["kind"] == "dispatch-start")
+    shown = json.dumps(start["command"])
+    assert key not in shown and token not in shown, shown
+    assert "[REDACTED:anthropic-api-key]" in shown and "--token=[REDACTED:token]" in shown
+    assert json.loads(seen.read_text())[2:4] == [key, f"--token={token}"]

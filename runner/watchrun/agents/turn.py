@@ -134,7 +134,9 @@ class TurnRunner:
         self.turn_id = self.output.turn_id = tid = f"turn-{self.out.next_seq}"
         self.out.emit("dispatch-start", {
             "turnId": tid, "trigger": trigger, "deliveries": list(deliveries),
-            "command": list(self.spec.command), "pid": self.pid, "pty": self.spec.pty,
+            "command": [redactor(self.spec.redact).redact(part)[0] for part in self.spec.command],
+            "pid": self.pid, "pty": self.spec.pty,  # (a `${VAR}` secret in the command: hidden
+            # always, as in a prompt: agents/*.jsonl may be shipped off the machine)
             "provider": self.spec.provider, **({"planId": plan} if plan else {})})
         self.out.emit("prompt", {"turnId": tid, "text": prompt,
                                  **({"redacted": self.redacted} if self.redacted else {}),
