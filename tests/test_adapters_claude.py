@@ -292,3 +292,22 @@ def test_a_permission_refusal_is_a_denied_call_that_never_ran() -> None:
 
 def claude_line(obj: dict[str, object]) -> str:
     return json.dumps(obj)
+
+
+@pytest.mark.parametrize(("block", "kinds"), [
+    ({"type": "output_text", "text": "the whole answer"}, ["raw"]),
+    ({"type": "citation_text", "text": "cited"}, ["raw"]),
+    ({"type": "mcp_tool_use", "id": "t1", "name": "search", "input": {"q": 1}}, ["tool"]),
+    ({"type": "redacted_thinking", "data": "opaque"}, []),
+    ({"type": "text", "text": ""}, []),
+])  # fmt: skip
+def test_a_content_block_it_does_not_know_is_recorded_raw(block: dict[str, object],
+                                                         kinds: list[str]) -> None:
+    """Explorer streams F1: a block type it did not know (a renamed `text`, say) left no record
+    and the turn ended done with an empty reply. Its line is kept `raw` (malformed-event,
+    naming the type); an MCP tool call is a tool call; a block that holds no text is none."""
+    line = json.dumps({"type": "assistant", "message": {"id": "m1", "content": [block]}})
+    out = ClaudeAdapter().parse(line)
+    assert [o.kind for o in out] == kinds
+    if kinds == ["raw"]:
+        assert out[0].fields["value"] == line and repr(block["type"]) in out[0].fields["error"]

@@ -169,3 +169,18 @@ def test_a_result_without_a_status_says_so() -> None:
     assert done["ok"] is False
     assert done["reason"] == ("its result event has no status (not Gemini CLI's stream-json? "
                               "`gemini -p … --output-format stream-json`)")
+
+
+def test_a_message_of_the_models_role_is_text_and_one_it_does_not_know_is_kept_raw() -> None:
+    """Explorer streams F1: a message whose role was not `assistant` (`model`, the Gemini API's
+    name for it) left no record and the turn ended done with an empty reply. `model` is the
+    assistant; a role it does not know keeps its line `raw`; a user's message is none."""
+    def parse(role: object) -> list[tuple[str, dict[str, object]]]:
+        line = json.dumps({"type": "message", "role": role, "content": "the whole answer"})
+        return [(o.kind, dict(o.fields)) for o in GeminiAdapter().parse(line)]
+
+    assert parse("model") == parse("assistant") == [("text", {"text": "the whole answer"})]
+    assert parse("user") == []
+    ((kind, fields),) = parse("narrator")
+    assert kind == "raw" and "the whole answer" in str(fields["value"])
+    assert fields["error"] == "message.role: expected assistant, model or user, got 'narrator'"

@@ -28,6 +28,9 @@ __all__ = ["ClaudeAdapter"]
 RESTORED_TOTALS_SINCE = (2, 1, 277)
 """From this version a resumed process restores the session's saved totals on `result`."""
 RESUME_FLAGS = ("--resume", "-r", "--continue", "-c")
+SILENT_BLOCKS = frozenset(("text", "thinking", "redacted_thinking", "image", "document",
+                           "tool_use", "server_tool_use", "mcp_tool_use"))
+"""Content blocks it knows (those that hold no text to record, too): any other is recorded."""
 _DENIED = re.compile(r"requested permissions? to use|haven'?t granted it|permission.{0,20}denied",
                      re.IGNORECASE)
 """A tool_result saying the call was refused by the permissions (it never ran)."""
@@ -170,7 +173,7 @@ class ClaudeAdapter(JsonAdapter):
                     text := shape.text(block.get("thinking"), "thinking block.thinking")):
                 out.append(observation("reasoning", text=text, messageId=mid,
                                        parentCallId=parent))
-            elif btype in ("tool_use", "server_tool_use"):
+            elif btype in ("tool_use", "server_tool_use", "mcp_tool_use"):
                 if call_id := shape.text(block.get("id"), f"{btype} block.id", required=True):
                     out += self.tool(call_id, str(block.get("name") or "?"),
                                      block.get("input"), messageId=mid, parentCallId=parent)
@@ -178,6 +181,8 @@ class ClaudeAdapter(JsonAdapter):
                     block["tool_use_id"], f"{btype} block.tool_use_id", required=True)):
                 out += self.tool_result(call_id, bool(block.get("is_error")),
                                         result_text(block.get("content")))
+            elif btype not in SILENT_BLOCKS:  # a block it does not know: its line is kept `raw`
+                shape.problems.append(f"content block.type: expected a known one, got {btype!r}")
         usage = msg.get("usage")
         if mid and isinstance(usage, dict):
             out += self._snapshot(obj, mid, anthropic_usage(usage), msg.get("model"), False)

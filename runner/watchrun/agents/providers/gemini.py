@@ -166,7 +166,13 @@ class GeminiAdapter(JsonAdapter):
             return [observation("session", sessionId=self._session, model=obj.get("model"))]
         if kind == "message":
             content = self.shape.text(obj.get("content"), "message.content")
-            if obj.get("role") != "assistant" or content is None:
+            role = obj.get("role")
+            if role == "model":  # (the Gemini API's name for the assistant)
+                role = "assistant"
+            elif role not in ("assistant", "user") and content:  # a role it does not know:
+                self.shape.problems.append(  # (kept `raw`: its text never vanishes)
+                    f"message.role: expected assistant, model or user, got {role!r}")
+            if role != "assistant" or content is None:
                 return []
             if obj.get("delta"):
                 self._chunks.append(content)
