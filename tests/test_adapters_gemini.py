@@ -184,3 +184,20 @@ def test_a_message_of_the_models_role_is_text_and_one_it_does_not_know_is_kept_r
     ((kind, fields),) = parse("narrator")
     assert kind == "raw" and "the whole answer" in str(fields["value"])
     assert fields["error"] == "message.role: expected assistant, model or user, got 'narrator'"
+
+
+def test_tool_calls_without_an_id_are_each_kept_raw_never_dropped() -> None:
+    """Explorer streams F2: a call without `tool_id` was recorded as call "None", and every later
+    one without an id, its result and its file change were dropped as repeats of it. Each such
+    line is kept `raw` (malformed-event, naming the field), so none vanishes."""
+    adapter = GeminiAdapter()
+    out = [o for line in (
+        {"type": "tool_use", "tool_name": "read_file", "parameters": {"file_path": "a"}},
+        {"type": "tool_result", "status": "success", "output": "A body"},
+        {"type": "tool_use", "tool_name": "write_file", "parameters": {"file_path": "b"}},
+        {"type": "tool_result", "status": "success", "output": "B body"},
+    ) for o in adapter.parse(json.dumps(line))]
+    assert [o.kind for o in out] == ["raw"] * 4
+    assert ["write_file" in str(o.fields["value"]) for o in out] == [False, False, True, False]
+    assert "B body" in str(out[3].fields["value"])
+    assert out[0].fields["error"] == "tool_use.tool_id: expected a call id, got null"

@@ -102,3 +102,16 @@ def test_auto_rejected_permissions_are_denied_calls() -> None:
     assert r.results == {"call_rm": True} and r.files == []  # it never ran
     assert r.completed[0]["ok"] is True
     assert r.completed[0]["result"] == "I could not delete build/: the permission was rejected."
+
+
+def test_tool_parts_without_an_id_are_each_kept_raw_never_dropped() -> None:
+    """Explorer streams F2: a completed tool part without `callID` or `id` was call "?", and the
+    next one (an edit) was dropped as a repeat of it, its file change too. Each is kept `raw`."""
+    adapter = OpenCodeAdapter()
+    out = [o for tool, path in (("bash", None), ("edit", "/x/y.py")) for o in adapter.parse(
+        json.dumps({"type": "tool_use", "part": {"type": "tool", "tool": tool, "state": {
+            "status": "completed", "input": {"filePath": path} if path else {"command": "ls"},
+            "output": "ok"}}}))]
+    assert [o.kind for o in out] == ["raw", "raw"]
+    assert "/x/y.py" in str(out[1].fields["value"])
+    assert out[1].fields["error"] == "tool part.callID: expected a call id, got null"

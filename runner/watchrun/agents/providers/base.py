@@ -15,6 +15,7 @@ from watchrun.agents.providers.shape import (
     as_list,
     as_str,
     epoch_to_iso,
+    json_type,
 )
 from watchrun.agents.providers.toolinfo import (
     classify_problem,
@@ -179,6 +180,15 @@ class JsonAdapter:
 
     def unknown(self, line: str, type_: Any) -> list[Observation]:
         return [self.raw(line, "unknown-event", type=str(type_) if type_ is not None else None)]
+
+    def call_id(self, value: Any, what: str) -> str | None:
+        """A tool call's id; None, its line kept `raw`, when there is none: calls without one
+        cannot be told apart (every one after the first was dropped as a repeat)."""
+        if isinstance(value, str) and value:
+            return value
+        self.shape.problems.append(f"{what}: expected a call id, got "
+                                   f"{'an empty string' if value == '' else json_type(value)}")
+        return None
 
     # -- tools -----------------------------------------------------------------------------
 

@@ -181,7 +181,9 @@ class GeminiAdapter(JsonAdapter):
         if kind == "tool_use":
             flushed = self._flush()
             self._last_text = None
-            return [*flushed, *self.tool(str(obj.get("tool_id")), str(obj.get("tool_name") or "?"),
+            if (call := self.call_id(obj.get("tool_id"), "tool_use.tool_id")) is None:
+                return flushed
+            return [*flushed, *self.tool(call, str(obj.get("tool_name") or "?"),
                                          obj.get("parameters"))]
         if kind == "tool_result":
             error = as_dict(obj.get("error"))
@@ -192,7 +194,9 @@ class GeminiAdapter(JsonAdapter):
             failed = obj.get("status") == "error"
             flushed = self._flush()
             self._last_text = None
-            return [*flushed, *self.tool_result(str(obj.get("tool_id")), failed, text,
+            if (call := self.call_id(obj.get("tool_id"), "tool_result.tool_id")) is None:
+                return flushed
+            return [*flushed, *self.tool_result(call, failed, text,
                                                 errorType=error.get("type") if error else None)]
         if kind == "error":
             message = str(obj.get("message") or "error")

@@ -102,7 +102,9 @@ class OpenCodeAdapter(JsonAdapter):
         return out
 
     def _tool(self, part: dict[str, Any]) -> list[Observation]:
-        call_id = str(part.get("callID") or part.get("id") or "?")
+        call_id = self.call_id(part.get("callID") or part.get("id"), "tool part.callID")
+        if call_id is None:
+            return []
         state = as_dict(part.get("state"))
         out = self.tool(call_id, str(part.get("tool") or "?"), state.get("input"),
                         title=state.get("title"))
