@@ -429,3 +429,23 @@ def test_config_md_s_literal_dollar_brace_pattern_matches_that_text(tmp_path: Pa
     assert Matcher(w.pattern).find(b"x ${HOME} y\n/root\n") == [(0, 11)]
     assert "pattern: '\\$${HOME}'" in Path(__file__).parent.parent.joinpath(
         "docs/config.md").read_text()
+
+
+@pytest.mark.parametrize(("written", "passed", "warned"), [
+    ("1.10", "1.1", True), ("1e3", "1000.0", True), ("8080", "8080", False),
+    ("'1.10'", "1.10", False),
+])  # fmt: skip
+def test_an_env_number_whose_spelling_is_lost_is_warned_of(tmp_path: Path, written: str,
+                                                            passed: str, warned: bool) -> None:
+    """Explorer cmd F1: `VERSION: 1.10` reached the command as "1.1", with no word (not even
+    with --strict). A fraction is passed as the number reads, with a warning naming it."""
+    path = tmp_path / "watch.yaml"
+    path.write_text("watchers:\n  - {id: a, command: 'true', pattern: x, env: {V: "
+                    + written + "}}\n")
+    result = load_config([path], env={})
+    assert result.config is not None and result.config.watchers[0].env["V"] == passed
+    said = [d.format() for d in result.diagnostics if "env.V" in d.format()]
+    assert said == ([f"warning: watchers[0].env.V: read as the number {passed}, passed as "
+                     f"\"{passed}\": a number's spelling is not kept (`1.10` is 1.1); quote the "
+                     f"value to pass it as written ({path}:2:48)"] if warned else [])
+    assert (load_config([path], env={}, strict=True).config is None) == warned

@@ -168,6 +168,10 @@ class Ctx:
             if isinstance(value, bool) or not isinstance(value, str | int | float):
                 continue  # the schema reported it
             out[str(key)] = value if isinstance(value, str) else str(value)
+            if isinstance(value, float):  # (`1.10` is 1.1: the number, not what was written)
+                self.report.warning((*path, str(key)), f"read as the number {value}, passed "
+                                    f"as \"{value}\": a number's spelling is not kept (`1.10` "
+                                    "is 1.1); quote the value to pass it as written")
         return out
 
     def unique(self, path: KeyPath, value: Any, seen: dict[str, tuple[KeyPath, str]],
