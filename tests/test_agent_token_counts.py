@@ -22,9 +22,11 @@ def agent(usage: dict[str, Any]) -> str:
 
 
 @pytest.mark.parametrize(("bad", "shown"), [
-    (1e300, "1e+300"), (-5, "-5"), (2.5, "2.5"), (10**13, str(10**13))])
+    (1e300, "1e+300"), (-5, "-5"), (2.5, "2.5"), (10**13, str(10**13)),
+    ("5", "'5'"), (True, "True"),  # (explorer streams F4: read as 0, with no record)
+])
 def test_an_implausible_token_count_is_refused_and_recorded(
-        tmp_path: Path, bad: float, shown: str) -> None:
+        tmp_path: Path, bad: object, shown: str) -> None:
     (tmp_path / "ag.sh").write_text(agent({"input_tokens": 7, "output_tokens": bad}))
     (tmp_path / "ag.sh").chmod(0o755)
     (tmp_path / "watch.yaml").write_text(

@@ -117,16 +117,19 @@ def refused_counts() -> Iterator[list[str]]:
 
 def _int(data: Mapping[str, Any], *keys: str) -> int | None:
     """The first of `keys` present as a token count in `data` (None when none is): a whole
-    number from 0 to MAX_TOKENS; another number reads as absent, and is noted."""
+    number from 0 to MAX_TOKENS; another value (another number, a string, true) reads as
+    absent, and is noted."""
     for key in keys:
         value = data.get(key)
-        if not isinstance(value, int | float) or isinstance(value, bool):
+        if value is None:
             continue
-        if math.isfinite(value) and value == int(value) and 0 <= value <= MAX_TOKENS:
+        if isinstance(value, int | float) and not isinstance(value, bool) and \
+                math.isfinite(value) and value == int(value) and 0 <= value <= MAX_TOKENS:
             return int(value)
         notes = _refused.get()  # (json.loads reads NaN and Infinity too)
         if notes is not None:
-            notes.append(f"{key}: {value!r} is not a token count (a whole number from 0 to "
+            shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:57]}..."
+            notes.append(f"{key}: {shown} is not a token count (a whole number from 0 to "
                          f"{MAX_TOKENS}): read as not reported")
         return None
     return None
