@@ -35,18 +35,14 @@ _DENIED = re.compile(r"requested permissions? to use|haven'?t granted it|permiss
                      re.IGNORECASE)
 """A tool_result saying the call was refused by the permissions (it never ran)."""
 
-_SUBTYPE_CODES = {
-    "error_max_turns": "max-turns",
-    "error_during_execution": "execution",
-    "error_max_budget_usd": "max-budget",
-    "error_max_structured_output_retries": "structured-output",
-}
+_SUBTYPE_CODES = {"error_max_turns": "max-turns", "error_during_execution": "execution",
+                  "error_max_budget_usd": "max-budget",
+                  "error_max_structured_output_retries": "structured-output"}
 
 
 def _version(text: Any) -> tuple[int, int, int] | None:
     match = re.match(r"(\d+)\.(\d+)\.(\d+)", text) if isinstance(text, str) else None
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
-
 
 
 class ClaudeAdapter(JsonAdapter):
