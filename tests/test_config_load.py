@@ -378,7 +378,7 @@ def test_yaml_floats_are_yaml_1_2s(tmp_path: Path, written: str, value: object) 
     if value == 1000.0:
         assert result.config is not None, [d.format() for d in result.diagnostics]
         assert result.config.limits.poll_ms == 1000
-        assert result.config.watchers[0].env["V"] == "1000.0"
+        assert result.config.watchers[0].env["V"] == written  # (an env value: as written)
     else:
         assert result.config is None
         said = [d.format() for d in result.diagnostics]
@@ -401,7 +401,8 @@ def test_yaml_integers_are_yaml_1_2s(tmp_path: Path, written: str, value: object
     path.write_text(f"watchers:\n  - {watcher}\n")
     result = load_config([path], env={})
     assert result.config is not None, [d.format() for d in result.diagnostics]
-    assert result.config.watchers[0].env["V"] == str(value)
+    assert result.config.watchers[0].env["V"] == written.strip("'\"")  # (an env value: as
+    # written, a number or not; the number it reads as is checked in `limits` below)
     limits = tmp_path / "limits.yaml"
     limits.write_text(f"limits: {{maxMatches: {written}}}\n")
     result = load_config([path, limits], env={})
@@ -431,21 +432,29 @@ def test_config_md_s_literal_dollar_brace_pattern_matches_that_text(tmp_path: Pa
         "docs/config.md").read_text()
 
 
-@pytest.mark.parametrize(("written", "passed", "warned"), [
-    ("1.10", "1.1", True), ("1e3", "1000.0", True), ("8080", "8080", False),
-    ("'1.10'", "1.10", False),
+@pytest.mark.parametrize(("fmt", "written", "passed"), [
+    ("yaml", "1.10", "1.10"), ("yaml", "0022", "0022"), ("yaml", "0x1F", "0x1F"),
+    ("yaml", "0o17", "0o17"), ("yaml", "1e3", "1e3"), ("yaml", "8080", "8080"),
+    ("json", "1.10", "1.1"), ("json", "1e3", "1000.0"), ("json", "8080", "8080"),
+    ("toml", "1.10", "1.1"), ("toml", "8080", "8080"),
 ])  # fmt: skip
-def test_an_env_number_whose_spelling_is_lost_is_warned_of(tmp_path: Path, written: str,
-                                                            passed: str, warned: bool) -> None:
-    """Explorer cmd F1: `VERSION: 1.10` reached the command as "1.1", with no word (not even
-    with --strict). A fraction is passed as the number reads, with a warning naming it."""
-    path = tmp_path / "watch.yaml"
-    path.write_text("watchers:\n  - {id: a, command: 'true', pattern: x, env: {V: "
-                    + written + "}}\n")
+def test_an_env_number_is_passed_as_written_or_warned_of(tmp_path: Path, fmt: str,
+                                                         written: str, passed: str) -> None:
+    """Explorer cmd F1: `VERSION: 1.10` reached the command as "1.1" (`0022` as "22"), with no
+    word, not even with --strict. In YAML an env value is its text as written; JSON and TOML
+    numbers are read before watchrun sees them, so a fraction is passed as the number reads,
+    with a warning naming it (--strict refuses it)."""
+    path = tmp_path / f"watch.{fmt}"
+    path.write_text({
+        "yaml": "watchers:\n  - {id: a, command: 'true', pattern: x, env: {V: %s}}\n",
+        "json": '{"watchers": [{"id": "a", "command": "true", "pattern": "x", "env": {"V": %s}}]}',
+        "toml": '[[watchers]]\nid = "a"\ncommand = "true"\npattern = "x"\nenv = {V = %s}\n',
+    }[fmt] % written)
     result = load_config([path], env={})
     assert result.config is not None and result.config.watchers[0].env["V"] == passed
-    said = [d.format() for d in result.diagnostics if "env.V" in d.format()]
-    assert said == ([f"warning: watchers[0].env.V: read as the number {passed}, passed as "
-                     f"\"{passed}\": a number's spelling is not kept (`1.10` is 1.1); quote the "
-                     f"value to pass it as written ({path}:2:48)"] if warned else [])
+    warned = passed != written
+    said = [d.message for d in result.diagnostics if d.path == "watchers[0].env.V"]
+    assert said == ([f"read as the number {passed}, passed as \"{passed}\": a number's "
+                     "spelling is not kept (`1.10` is 1.1); quote the value to pass it as "
+                     "written"] if warned else [])
     assert (load_config([path], env={}, strict=True).config is None) == warned

@@ -155,6 +155,8 @@ class _YamlBuilder:
             return None
         if kind == "bool":
             return {"true": True, "false": False}.get(value.lower(), value)
+        if len(path) > 1 and path[-2] == "env" and kind in ("int", "float", "str"):
+            return value  # an environment value is a string: `1.10`, `0022` as written
         if kind == "int":
             return _yaml_int(value)
         if kind == "float":
