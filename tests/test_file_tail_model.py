@@ -118,7 +118,15 @@ class TailModel(RuleBasedStateMachine):
         def done() -> bool:
             return len(self.texts()) >= want and self.source.inode == inode
 
-        self._run(wait_for(done, 30, f"{want} lines from inode {inode}"))  # (a loaded host)
+        try:
+            self._run(wait_for(done, 30, f"{want} lines from inode {inode}"))  # (a loaded host)
+        except AssertionError as exc:  # (what differs, to tell a lost line from a missed switch)
+            got = self.texts()
+            raise AssertionError(
+                f"{exc}: {len(got)} recorded, following inode {self.source.inode}; missing "
+                f"{[x for x in self.expected if x not in got]}; records "
+                f"{[(r['kind'], r.get('line') or r.get('path')) for r in self.records()][-12:]}"
+            ) from None
 
     def _settle(self) -> None:
         """Let the tailer see an intermediate state (one more wake-up, then parked)."""
