@@ -55,6 +55,8 @@ class TurnRunner:
         self._cancelled = False
         self.output = TurnOutput(spec, limits, out, clock, tracker, settle_s, self._poke,
                                  self._request_stop)
+        self._redactor = redactor(spec.redact)
+        """What hides secrets before they leave: in the prompt, and in the recorded command."""
         self.redacted: dict[str, int] = {}
         """Secrets redacted from this turn's prompt, by kind."""
         self.cut = 0
@@ -94,7 +96,7 @@ class TurnRunner:
         running this is cancelled, the process is stopped (`aborted`) and recorded first.
         The agent gets the prompt cleaned as the recorder cleans text (SPEC §6), then redacted."""
         prompt = clean_text(prompt, None)[0]
-        prompt, self.redacted = redactor(self.spec.redact).redact(prompt)  # before it leaves
+        prompt, self.redacted = self._redactor.redact(prompt)  # before it leaves
         stdin = None
         if not self.spec.pty and not any(PROMPT_TOKEN in a for a in self.spec.command):
             stdin = prompt.encode()  # no {prompt} in the command: the prompt goes to stdin
@@ -134,9 +136,10 @@ class TurnRunner:
         self.turn_id = self.output.turn_id = tid = f"turn-{self.out.next_seq}"
         self.out.emit("dispatch-start", {
             "turnId": tid, "trigger": trigger, "deliveries": list(deliveries),
-            "command": [redactor(self.spec.redact).redact(part)[0] for part in self.spec.command],
-            "pid": self.pid, "pty": self.spec.pty,  # (a `${VAR}` secret in the command: hidden
-            # always, as in a prompt: agents/*.jsonl may be shipped off the machine)
+            # (a `${VAR}` secret in the command: hidden always, as in a prompt: agents/*.jsonl
+            # may be shipped off the machine)
+            "command": [self._redactor.redact(part)[0] for part in self.spec.command],
+            "pid": self.pid, "pty": self.spec.pty,
             "provider": self.spec.provider, **({"planId": plan} if plan else {})})
         self.out.emit("prompt", {"turnId": tid, "text": prompt,
                                  **({"redacted": self.redacted} if self.redacted else {}),
