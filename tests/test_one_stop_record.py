@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from liverunner import LiveRunner, wait_for, write_config
 
 
@@ -50,13 +51,15 @@ def test_starting_it_again_writes_no_stop_between(tmp_path: Path) -> None:
                for a, b in itertools.pairwise(lifecycle)), lifecycle
 
 
-def test_a_manual_start_begins_a_new_count_of_starts(tmp_path: Path) -> None:
-    """docs/config.md (`restart`): `watchrun start` after the start limit is a person's choice,
-    and begins a new count: five more starts, then the limit again (explorer cmd item 2 asked
-    which it was)."""
+@pytest.mark.parametrize("cmd", ["start", "restart"])
+def test_a_manual_start_begins_a_new_count_of_starts(tmp_path: Path, cmd: str) -> None:
+    """docs/config.md (`restart`): `watchrun start` (or `restart`) after the start limit is a
+    person's choice, and begins a new count: five more starts, then the limit again (explorer
+    cmd item 2 asked which it was)."""
     runner = _limited(tmp_path)
     try:
-        assert runner.control({"cmd": "start", "id": "c"})["started"]
+        reply = runner.control({"cmd": cmd, "id": "c"})
+        assert reply["ok"] and reply["started"], reply
         wait_for(lambda: _lifecycle(runner.records("c")).count("stop:start-limit") == 2,
                  "the start limit again")
         assert _lifecycle(runner.records("c")) == (["start:"] * 5 + ["stop:start-limit"]) * 2
