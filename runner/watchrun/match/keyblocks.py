@@ -12,13 +12,17 @@ The BEGIN and END edges are the redaction rule's own (`redact.key_block()`, from
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
+from msgspec.structs import replace
+
+from watchrun.events import MatchInfo
 from watchrun.match.literals import required_literals
-from watchrun.match.redact import KeyBlock, key_block
+from watchrun.match.redact import KeyBlock, key_block, marker
 from watchrun.match.regex import analyse
 
-__all__ = ["MAX_BLOCK_BYTES", "KeyBlocks", "Region", "inside", "key_body"]
+__all__ = ["MAX_BLOCK_BYTES", "KeyBlocks", "Region", "hide_key_bodies", "inside", "key_body"]
 
 MAX_BLOCK_BYTES = 64 * 1024
 """A block with no END line within this many bytes of its BEGIN line ends there (an 8192-bit
@@ -89,3 +93,14 @@ def inside(regions: list[Region], pos: int) -> int:
         if lo <= pos <= hi:
             return block
     return 0
+
+
+def hide_key_bodies(found: Sequence[MatchInfo], spans: list[tuple[int, int]],
+                    regions: list[Region]) -> list[MatchInfo]:
+    """The matches (at the starts of `spans`) with each line inside a key block as the marker:
+    how they leave the machine when the records keep them (no `output.redact`)."""
+    out = list(found)
+    for k, (start, _) in enumerate(spans[: len(out)]):
+        if key_body(inside(regions, start), out[k].line):
+            out[k] = replace(out[k], line=marker("private-key"))
+    return out

@@ -17,13 +17,17 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 from msgspec import Struct, field
 
 from watchrun.config.model import WatcherSpec
+from watchrun.events import Chunk
 from watchrun.match.literals import candidate_lines
 from watchrun.match.matcher import BACKTRACKING_BUDGET_S
 from watchrun.match.regex import analyse
+from watchrun.match.simd import count_newlines
 from watchrun.process.spawn import Proc, Spawner, SpawnError, end_now
 from watchrun.runtime.regex_worker import FAILED, HEAD, INIT, SCAN, SPAN, SPANS
 
@@ -50,6 +54,19 @@ class Scan(Struct):
     """`gate.require` matched a line of the chunk."""
     slow: list[tuple[int, int]] = field(default_factory=list)
     """Lines skipped because matching them took longer than the budget."""
+
+    def timeouts(self, chunk: Chunk, budget_s: float) -> Iterator[dict[str, Any]]:
+        """The fields of an `error{regex-timeout}` record for each `slow` line of `chunk`."""
+        budget_ms = round(budget_s * 1000)
+        where = {"path": chunk.path, "inode": chunk.inode} if chunk.path is not None \
+            else {"run": chunk.run}
+        for start, end in self.slow:
+            line_no = chunk.line_no + count_newlines(chunk.data, 0, start)
+            offset = chunk.source_offset(start) if chunk.cuts else chunk.offset + start
+            yield {"code": "regex-timeout", "lineNo": line_no, "offset": offset,
+                   "bytes": end - start, **where, "message": (
+                       f"line {line_no} was not matched within {budget_ms} ms; "
+                       "skipped (the pattern backtracks on it)")}
 
 
 class IsolatedMatcher:

@@ -6,11 +6,9 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from msgspec.structs import replace
-
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import Chunk, MatchInfo
-from watchrun.match.keyblocks import KeyBlocks, Region, inside, key_body
+from watchrun.match.keyblocks import KeyBlocks, Region, hide_key_bodies, inside, key_body
 from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, clean_text, marker, redact_line
 from watchrun.match.sanitize import clip, raw_text, redrawn, sanitize
@@ -204,11 +202,7 @@ class WatcherPipeline:
         prompt's own redaction needs the block's BEGIN line, which a key body's match lacks."""
         if self.redactor is not None or not self._regions:
             return found
-        out = list(found)
-        for k, (start, _) in enumerate(spans[: len(out)]):
-            if key_body(inside(self._regions, start), out[k].line):
-                out[k] = replace(out[k], line=marker("private-key"))
-        return out
+        return hide_key_bodies(found, spans, self._regions)
 
     def _members(self, chunk: Chunk) -> tuple[bytes, str]:
         """`where_members` of the chunk's source, kept while it does not change."""
@@ -233,16 +227,8 @@ class WatcherPipeline:
         assert self.isolated is not None
         found = await self.isolated.scan(chunk.data)
         self.counters.require_seen |= found.require_hit
-        budget_ms = round(self.isolated.budget_s * 1000)
-        for start, end in found.slow:
-            line_no = chunk.line_no + count_newlines(chunk.data, 0, start)
-            offset = chunk.source_offset(start) if chunk.cuts else chunk.offset + start
-            where = {"path": chunk.path, "inode": chunk.inode} if chunk.path is not None \
-                else {"run": chunk.run}
-            await self.event("error", code="regex-timeout", lineNo=line_no, offset=offset,
-                             bytes=end - start, **where, message=(
-                                 f"line {line_no} was not matched within {budget_ms} ms; "
-                                 "skipped (the pattern backtracks on it)"))
+        for fields in found.timeouts(chunk, self.isolated.budget_s):
+            await self.event("error", **fields)
         return found.spans
 
     def _match(self, chunk: Chunk, span: tuple[int, int], rows: Rows, k: int) -> None:
