@@ -18,18 +18,18 @@ from watchrun.offload import offload
 from watchrun.sources.applies import applied, beside, judged_gone, left_beside
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.followed import MISSING
-from watchrun.sources.generation import Generation, Recorded, resumable
+from watchrun.sources.generation import Recorded, resumable
 from watchrun.sources.identity import birth_ns
+from watchrun.sources.once_read import OnceRead
 from watchrun.sources.opened import Plan, open_at_path
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.rotated import Entry
-from watchrun.sources.rotation import Rotation
-from watchrun.sources.unreadable import unreadable
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
-class FileSource(Rotation):
+
+class FileSource(OnceRead):
     """Follows one path; see SPEC §3.2. Every generation of the file is read, oldest first;
     nothing is re-emitted across rotation or restart; what cannot be read is a `gap` record."""
 
@@ -171,64 +171,6 @@ class FileSource(Rotation):
         msg = f"{self.name} does not exist" if exc.errno in MISSING else None
         await self._error(ctx, exc, msg, watch)
 
-    async def _read_once(self, ctx: SourceContext, watch: Watch) -> None:
-        """Once mode: every generation to its current end; an unterminated last line counts.
-        A file that took the path meanwhile (a rename and a new file, a symlink swapped) is
-        read too, after its `rotate` record, as the live tailer reads it."""
-        read: set[int] = set()
-        for rounds in range(self.max_gens + 1):
-            for gen in [*self._old, *([self._cur] if self._cur else [])]:
-                if id(gen) not in read:
-                    read.add(id(gen))
-                    await self._read_to_end(ctx, gen)
-            if self._cur is None or not await offload(self._moved, self._cur):
-                return
-            if rounds == self.max_gens:
-                break
-            if not await self._switch(ctx, watch, self._cur):
-                return
-        await ctx.event("error", code="rotated", path=self.name, unread=True, message=(
-            f"{self.name} was rotated while it was read, more often than "
-            f"limits.maxGenerations={self.max_gens} generations are followed: the file at "
-            "its path at the end was not read"))
-
-    async def _gone_at_end(self, ctx: SourceContext) -> None:
-        """Once mode, every generation found read: a path with no file at it (the followed
-        generation renamed away, nothing made in its place) is said in the stream, as at a
-        start that found nothing to read (the verdict is an ERROR either way)."""
-        try:
-            await offload(os.stat, self.path)
-        except OSError as exc:
-            if exc.errno in MISSING:
-                await self._error(ctx, exc, f"{self.name} does not exist", None)
-
-    async def _read_to_end(self, ctx: SourceContext, gen: Generation) -> None:
-        end = gen.seen_size
-        try:
-            end = os.fstat(gen.fd).st_size
-            await self._drain(ctx, gen, end)
-        except OSError as exc:  # a failing disk: the rest of this generation is not read,
-            # and the record says so (a once verdict's ERROR); the other ones are read
-            await _not_read(ctx, gen, end, errno.errorcode.get(exc.errno or 0, "EIO"),
-                            f"cannot read {gen.path}: {exc.strerror}", unread=True)
-            return
-        await gen.finish(ctx, self.name)
-        for code, why in unreadable(gen.head):  # no text pattern matches it: never a pass
-            await ctx.event("error", code=code, path=gen.path, message=f"{gen.path} {why}")
-        if gen.pos < end:
-            gen.seen_size = gen.pos  # said now: the next run does not count them again
-            await _not_read(ctx, gen, end, "cut-short",
-                            f"{gen.path} was truncated while it was read")
-
-    def _moved(self, gen: Generation) -> bool:
-        """Another file than `gen` is at the path (blocking: in a worker thread). Not when none
-        can be seen (renamed away without a new one, deleted: nothing more is there to read)."""
-        try:
-            at = os.stat(self.path)
-        except OSError:
-            return False
-        return not gen.is_file(at)
-
     async def _reconcile(self, ctx: SourceContext, watch: Watch) -> None:
         """Bring everything up to date: old generations, appearance, truncation, rotation."""
         if watch.stale:
@@ -286,14 +228,6 @@ class FileSource(Rotation):
             o.start = 0 if self.spec.from_start else ini[3]  # unreadable at start: what came since
             o.line_no = await offload(count_lines, o.fd, o.start)
         await self._apply(ctx, watch, Plan([o], at_path=True, arrived=1))
-
-
-async def _not_read(ctx: SourceContext, gen: Generation, end: int, code: str, why: str,
-                    **flags: bool) -> None:
-    """The `error` record of a once read that stopped short of `end`: how many bytes not read."""
-    lost = max(0, end - gen.pos)
-    await ctx.event("error", code=code, path=gen.path, **flags, unreadBytes=lost,
-                    message=f"{why}: {lost} of its {end} bytes were not read")
 
 
 def _rewritten(plan: Plan, state: FileState) -> bool:
