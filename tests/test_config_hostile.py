@@ -64,8 +64,11 @@ def validate(tmp_path: Path, name: str, text: str, **env: str
         (f"limits: {{rotateWait: '{N5000}'}}\n",
          "warning: limits.rotateWait: 999999…999999 (5000 digits) clamped to 10m "
          "(allowed 0\u201310m)"),
+        (f"limits: {{stopTimeout: '{'1s' * 100_000}'}}\n",  # a sum of durations, no one number
+         "warning: limits.stopTimeout: 1s1s1s…1s1s1s (200000 characters) clamped to 1m "
+         "(allowed 0\u20131m)"),
     ],
-    ids=["count", "output", "duration-string", "size-string", "digit-string-5000"],
+    ids=["count", "output", "duration-string", "size-string", "digit-string-5000", "sum"],
 )
 def test_a_huge_number_of_the_right_type_is_clamped_with_a_short_warning(
     tmp_path: Path, line: str, warning: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 import sys
 
 from msgspec import Struct
@@ -48,9 +49,14 @@ def too_long_message(value: TooLong) -> str:
 
 
 def short_number(text: str, keep: int = 6) -> str:
-    """`text` (a number as written) itself when short; else its start and end around `…`,
-    with the count of its digits: `999999…999999 (5000 digits)`."""
+    """`text` (a number as written, maybe with a unit) itself when short; else its start and
+    end around `…`, with the count of its digits: `999999…999999 (5000 digits)`; of its
+    characters when it is no one number (`1s1s1s…1s1s1s (200000 characters)`)."""
     if len(text) <= 2 * keep + 8:
         return text
-    digits = sum(c.isdigit() for c in text)
-    return f"{text[:keep]}…{text[-keep:]} ({digits} digits)"
+    body = text.strip().lstrip("+-").rstrip(string.ascii_letters + " ")
+    if all(c.isdigit() or c in "_.eE" for c in body):
+        count = f"{sum(c.isdigit() for c in text)} digits"
+    else:
+        count = f"{len(text)} characters"
+    return f"{text[:keep]}…{text[-keep:]} ({count})"
