@@ -1,10 +1,11 @@
 """`validate` under `WATCHRUN_ENGINES` says what the runner's start will say: a watcher whose
 regexes no allowed engine can run, or an engine name it does not know, is an error (exit 2). It
 showed `engine: re`, an engine the variable had not allowed, and "valid", for a config whose
-`run` then never started (exit 3)."""
+`run` then never started (exit 3). A watcher's error is located in the file, as every other."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -43,3 +44,16 @@ def test_an_allowed_engine_is_the_one_shown(tmp_path: Path) -> None:
     for engines in ("re", "re2", "re+prefilter"):
         shown = inproc(tmp_path, "validate", env={**os.environ, "WATCHRUN_ENGINES": engines})
         assert shown.returncode == 0 and f"engine: {engines}\n" in shown.stdout, shown.stdout
+
+
+def test_the_error_names_where_the_pattern_is_written(tmp_path: Path) -> None:
+    (tmp_path / "watch.yaml").write_text(
+        "watchers:\n  - id: w\n    path: a.log\n    gate: {require: '^\\W'}\n"
+        "    pattern: ERROR\n")
+    env = {**os.environ, "WATCHRUN_ENGINES": "re+prefilter"}
+    text = inproc(tmp_path, "validate", env=env)
+    assert text.returncode == 2
+    assert "watch.yaml:4:12: error: watchers[0].gate.require: no engine can run" in text.stdout
+    doc = json.loads(inproc(tmp_path, "validate", "--format", "json", env=env).stdout)
+    assert [(d["path"], d["line"], d["column"]) for d in doc["diagnostics"]] == [
+        ("watchers[0].gate.require", 4, 12)]

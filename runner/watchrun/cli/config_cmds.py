@@ -54,38 +54,15 @@ def annotation(d: Diagnostic, workspace: str, title: str = "watchrun validate") 
     return f"::{d.severity} {','.join(props)}::{escape_data(printable(text))}"
 
 
-def _load(args: argparse.Namespace, strict: bool = False) -> LoadResult:
+def _load(args: argparse.Namespace, strict: bool = False, engines: bool = False) -> LoadResult:
     from watchrun.sources.orphans import orphan_diagnostics
     from watchrun.views.watchers import added_at_runtime
 
-    result = load_config(args.config, output_dir=args.output_dir, strict=strict, refresh=True)
+    result = load_config(args.config, output_dir=args.output_dir, strict=strict, refresh=True,
+                         engines=engines)
     if result.config is not None:  # checkpoints no watcher will read (when the dir exists)
         result.diagnostics.extend(orphan_diagnostics(result.config, added_at_runtime))
     return result
-
-
-def _engines_checked(result: LoadResult) -> LoadResult:
-    """`validate`: a watcher whose regexes no engine `WATCHRUN_ENGINES` allows can run (or an
-    engine name it does not know) is an error, as the runner's start refuses it (exit 3)."""
-    from watchrun.match.matcher import Matcher
-
-    if result.config is None:
-        return result
-    found: list[Diagnostic] = []
-    for i, w in enumerate(result.config.watchers):
-        regexes = [("pattern", w.pattern, w.exclude)]
-        if w.gate is not None and w.gate.require is not None:
-            regexes.append(("gate.require", w.gate.require, ()))
-        for key, rx, exclude in regexes:
-            try:
-                Matcher(rx, exclude, case_sensitive=w.case_sensitive)
-            except ValueError as exc:
-                why = str(exc)
-                if "WATCHRUN_ENGINES" in why:  # (of the environment, not of a watcher)
-                    return LoadResult(None, [*result.diagnostics, Diagnostic("", why)])
-                found.append(Diagnostic(f"watchers[{i}].{key}", f"{why}; WATCHRUN_ENGINES="
-                                        f"{os.environ.get('WATCHRUN_ENGINES')} allows no other"))
-    return LoadResult(None, [*result.diagnostics, *found]) if found else result
 
 
 def _notes(w: WatcherSpec) -> list[tuple[str, str]]:
@@ -104,7 +81,7 @@ def _engine(w: WatcherSpec) -> str:
     """The matching engine the runner will use for this watcher's pattern."""
     from watchrun.match.matcher import best_engine
 
-    return best_engine(w.pattern, w.case_sensitive)  # (`_engines_checked` saw it compile)
+    return best_engine(w.pattern, w.case_sensitive)  # (`validate`'s load saw it compile)
 
 
 def _source(w: WatcherSpec, config: Config) -> str:
@@ -155,7 +132,7 @@ def _validate_each(args: argparse.Namespace) -> int:
     ones = [argparse.Namespace(**{**vars(args), "config": [p], "each": False})
             for p in args.config]
     if args.format == "json":
-        results = [(one, _engines_checked(_load(one, strict=args.strict))) for one in ones]
+        results = [(one, _load(one, strict=args.strict, engines=True)) for one in ones]
         valid = all(r.ok for _, r in results)
         Out(True).doc({"valid": valid, "results": [_validate_doc(o, r) for o, r in results]})
         return ExitStatus.OK if valid else ExitStatus.USAGE
@@ -165,7 +142,7 @@ def _validate_each(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     if getattr(args, "each", False) and len(args.config) > 1:
         return _validate_each(args)
-    result = _engines_checked(_load(args, strict=args.strict))
+    result = _load(args, strict=args.strict, engines=True)
     files = " + ".join(str(p) for p in args.config)
     errors, warnings = len(result.errors), len(result.warnings)
     if args.format == "json":

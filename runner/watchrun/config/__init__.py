@@ -24,6 +24,7 @@ def load_config(
     strict: bool = False,
     cache: bool = False,
     refresh: bool = False,
+    engines: bool = False,
 ) -> LoadResult:
     """Load config files layered in order and validate them; never raises for a user mistake.
 
@@ -31,20 +32,22 @@ def load_config(
     `output.dir`; `strict` turns warnings into errors. The result has a Config only when there
     is no error, and every diagnostic (errors and warnings) either way. With `cache`, an
     unchanged config loaded before is not validated again (`config/cache.py`); with `refresh`,
-    it is validated in full all the same, and stored when it has no error (`validate`).
+    it is validated in full all the same, and stored when it has no error (`validate`). With
+    `engines` (`validate`), a regex no engine `WATCHRUN_ENGINES` allows can run is an error.
     """
     environ = os.environ if env is None else env
     if cache or refresh:
         from watchrun.config.cache import cached_load
 
         return cached_load(paths, environ, output_dir, strict,
-                           lambda e, read: _load(paths, e, output_dir, strict, read),
+                           lambda e, read: _load(paths, e, output_dir, strict, read, engines),
                            refresh=refresh)
-    return _load(paths, environ, output_dir, strict)
+    return _load(paths, environ, output_dir, strict, engines=engines)
 
 
 def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None,
-          strict: bool, contents: Sequence[bytes] | None = None) -> LoadResult:
+          strict: bool, contents: Sequence[bytes] | None = None,
+          engines: bool = False) -> LoadResult:
     """The load of `paths`, of their `contents` when the caller read them (the cache: what it
     keys is what is validated, never a file edited between two reads)."""
     from watchrun.config.checks import Ctx
@@ -53,7 +56,7 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
     from watchrun.config.loader import read_config_file
     from watchrun.config.schema import check_schema
     from watchrun.config.secrets import known_secrets
-    from watchrun.config.validate import build_config
+    from watchrun.config.validate import build_config, check_engines
 
     report = Reporter()
     displays = [str(p) for p in paths]
@@ -87,7 +90,10 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
     check_schema(root, report)
     sources = tuple(Path(os.path.abspath(p)) for p in paths)
     config = build_config(Ctx(root, folders, report), sources, output_dir, known)
+    unknown = check_engines(config, report) if engines and config is not None else None
     diagnostics = report.finish(displays, strict)
+    if unknown is not None:
+        diagnostics.append(Diagnostic("", unknown))
     if any(d.severity == "error" for d in diagnostics):
         config = None
     return LoadResult(config, diagnostics)

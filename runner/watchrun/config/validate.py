@@ -13,6 +13,7 @@ from msgspec.structs import replace
 
 from watchrun.config.checks import Ctx
 from watchrun.config.clamp import RANGES, build_limits, clamp
+from watchrun.config.diagnostics import Reporter
 from watchrun.config.handover import code_indexes
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
 from watchrun.config.plans import check_dependencies
@@ -21,7 +22,7 @@ from watchrun.config.schema import did_you_mean
 from watchrun.config.statuses import until_status_warning
 from watchrun.config.tree import CMap, KeyPath
 from watchrun.config.watchers import build_watchers
-from watchrun.match.matcher import BACKTRACKING_BUDGET_S, needs_backtracking
+from watchrun.match.matcher import BACKTRACKING_BUDGET_S, Matcher, needs_backtracking
 from watchrun.match.redact import RedactError, Rule, check_rule
 
 __all__ = [
@@ -241,3 +242,24 @@ def regex_engine_note(pattern: str, case_sensitive: bool = False) -> str | None:
         return None
     return (f"uses {what}; matched with Python re (backtracking) in an isolated worker, "
             f"{BACKTRACKING_BUDGET_S * 1000:g} ms per line")
+
+
+def check_engines(config: Config, report: Reporter) -> str | None:
+    """`validate`: a watcher whose regexes no engine `WATCHRUN_ENGINES` allows can run is an
+    error at its place, as the runner's start refuses it (exit 3). An engine name the variable
+    names and no watcher's place locates is returned: the environment's error, not the file's."""
+    for i, w in enumerate(config.watchers):
+        regexes: list[tuple[KeyPath, str, tuple[str, ...]]] = [
+            (("watchers", i, "pattern"), w.pattern, tuple(w.exclude))]
+        if w.gate is not None and w.gate.require is not None:
+            regexes.append((("watchers", i, "gate", "require"), w.gate.require, ()))
+        for at, rx, exclude in regexes:
+            try:
+                Matcher(rx, exclude, case_sensitive=w.case_sensitive)
+            except ValueError as exc:
+                why = str(exc)
+                if "WATCHRUN_ENGINES" in why:  # (of the environment, not of a watcher)
+                    return why
+                report.error(at, f"{why}; WATCHRUN_ENGINES="
+                             f"{os.environ.get('WATCHRUN_ENGINES')} allows no other")
+    return None
