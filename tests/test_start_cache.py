@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -222,6 +223,27 @@ def test_an_output_dir_link_pointed_elsewhere_is_a_miss(tmp_path: Path, cached: 
     again = load_config([path], env=ENV, output_dir=link, cache=True)
     assert again.config is None
     assert any("is one of the runner's own files" in d.message for d in again.diagnostics)
+
+
+def test_a_users_home_moved_is_a_miss(tmp_path: Path, cached: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `~user` path is that user's home as the user database says now (`usermod -d` moved
+    it): the entry keeps the home each `~user` gave, and a moved one is validated again."""
+    me = pwd.getpwuid(os.getuid())
+    path = write(tmp_path, f"watchers:\n  - id: a\n    path: ~{me.pw_name}/app.log\n"
+                           "    pattern: ERROR\n")
+    first = load_config([path], env=ENV, cache=True).require()
+    assert first.watchers[0].path == Path(me.pw_dir, "app.log")
+    real = pwd.getpwnam
+
+    def moved(name: str) -> pwd.struct_passwd:
+        e = real(name)
+        return pwd.struct_passwd((*e[:5], str(tmp_path / "moved"), e[6])) if name == me.pw_name \
+            else e
+
+    monkeypatch.setattr(pwd, "getpwnam", moved)
+    again = load_config([path], env=ENV, cache=True).require()
+    assert again.watchers[0].path == tmp_path / "moved" / "app.log"
 
 
 def test_an_invalid_config_is_never_stored(tmp_path: Path, cached: Path) -> None:

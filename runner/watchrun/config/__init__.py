@@ -96,7 +96,7 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
         diagnostics.append(Diagnostic("", unknown))
     if any(d.severity == "error" for d in diagnostics):
         config = None
-    return LoadResult(config, diagnostics)
+    return LoadResult(config, diagnostics, report.homes)
 
 
 def _warn_empty_lists(tree: CMap, report: Reporter) -> None:

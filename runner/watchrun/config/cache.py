@@ -10,8 +10,9 @@ version, the schema's contents and the size and mtime of every module of `config
 while it was validated) with a hash of each value: a changed or newly set one is a miss; and
 the interpreter's path when the result holds it (the mock agent's default command): another
 interpreter is a miss; and where the output dir's symlinks led: a link pointed elsewhere since
-is a miss. `validate` and `config` never read an entry and store what they
-validated without error, so a `run` after them starts at once.
+is a miss; and the home each `~user` in a path was expanded to: a home moved since is a miss.
+`validate` and `config` never read an entry and store what they validated without error, so a
+`run` after them starts at once.
 
 Where: `$WATCHRUN_CACHE_DIR`, else systemd's `$CACHE_DIRECTORY`, else `$XDG_CACHE_HOME/watchrun`
 (`~/.cache/watchrun`), under `config/`; not state/, which lives in the output dir that only a
@@ -175,7 +176,7 @@ def _code() -> list[Any]:
 
 def _read(data: bytes | None, key: str, env: Mapping[str, str]) -> LoadResult | None:
     """The entry's result, unless it is missing, for another key, or an interpolated
-    variable changed since it was written."""
+    variable or the home of a `~user` it names changed since it was written."""
     if data is None:
         return None
     try:
@@ -189,6 +190,8 @@ def _read(data: bytes | None, key: str, env: Mapping[str, str]) -> LoadResult | 
         result = _decode(doc["result"])
         if not isinstance(result, LoadResult) or result.config is None:
             return None
+        if any(os.path.expanduser(f"~{user}") != home for user, home in result.homes.items()):
+            return None  # (a user's home moved: its paths are others now)
         return result if doc.get("outputDir") == _resolved(result) else None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None

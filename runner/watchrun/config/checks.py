@@ -47,8 +47,10 @@ class Ctx:
         symlinks are kept (a followed log may be a symlink that moves).
         """
         expanded = os.path.expanduser(value)
+        user = value[1:].split("/", 1)[0] if value.startswith("~") else ""
+        if user and expanded != value:
+            self.report.homes[user] = os.path.expanduser(f"~{user}")
         if value.startswith("~") and expanded == value:
-            user = value[1:].split("/", 1)[0]
             self.report.error(path, f"{json.dumps(value)}: no user {json.dumps(user)} here to "
                               "expand `~` to (write ./~… for a folder named so)"
                               if user else f"{json.dumps(value)}: `~` cannot be expanded "

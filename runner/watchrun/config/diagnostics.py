@@ -72,6 +72,9 @@ class LoadResult(Struct):
 
     config: Config | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    homes: dict[str, str] = field(default_factory=dict)
+    """Each `~user` the config's paths name, and the home it was expanded to (a cached load
+    holds while every one still expands to it: `config/cache.py`)."""
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -99,6 +102,7 @@ class Reporter:
         self.root: Any = None
         self.diagnostics: list[Diagnostic] = []
         self._muted: set[str] = set()
+        self.homes: dict[str, str] = {}  # `~user` → home, as `LoadResult.homes`
         self.yaml_words: set[Origin] = set()
         """Where a value was an unquoted YAML `yes`/`no`/`on`/`off`/`y`/`n` (the origin its
         key or list item is located at): a boolean to YAML 1.1, a string here."""
