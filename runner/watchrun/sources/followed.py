@@ -20,12 +20,7 @@ from watchrun.notify import Notifier, Watch
 from watchrun.offload import offload
 from watchrun.sources.applies import Required, matching
 from watchrun.sources.checkpoints import CheckpointStore, FileState
-from watchrun.sources.generation import (
-    Generation,
-    Recorded,
-    next_seq,
-    resumable,
-)
+from watchrun.sources.generation import Generation, Recorded, next_seq, resumable
 from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint
 from watchrun.sources.keeper import Keeper
 from watchrun.sources.opened import Opened, Plan
