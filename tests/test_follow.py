@@ -133,6 +133,33 @@ def test_a_listing_made_in_the_middle_of_a_rotation_skips_no_generation(
     s.close()
 
 
+def test_a_writer_rotating_at_every_look_for_a_while_is_waited_for_not_given_up_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner rotating its JSONL faster than a follower looks (64 KiB files at 40k records
+    a second, another follower reading too): the names changed between the two listings of
+    each of the 10 quick tries, and `matches -f` ended with `read_failed` "files kept rotating
+    while reading; try again" (explorer views, item 6). Now the later tries wait a little
+    first. The seam: the writer rotates right after each of the first 24 listings (12 tries)."""
+    path = tmp_path / "app.jsonl"
+    s = sink(path, max_bytes=300, keep=100)
+    write(s, 3)
+    real = records.retained_files
+    listings: list[int] = []
+
+    def rotating(where: Path, keep: int | None = None) -> list[Path]:
+        found = real(where, keep)
+        listings.append(len(found))
+        if len(listings) <= 24:
+            write(s, 3)  # past max_bytes: one rotation or more
+        return found
+
+    monkeypatch.setattr(records, "retained_files", rotating)
+    got = seqs(list(records.iter_records(path)))
+    assert len(listings) > 24  # it looked again after the writer stopped rotating at every look
+    assert got == list(range(1, s.next_seq)), got
+    s.close()
+
+
 def test_a_second_rotation_at_the_same_step_of_the_listing_skips_no_generation(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """As above, with `output.keep` reached (`.3` → `.4` replaces the oldest), and the next

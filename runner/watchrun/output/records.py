@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any, BinaryIO, TypeGuard
@@ -38,6 +39,8 @@ ID_RULE = "1 to 64 letters, digits, `_`, `.` or `-`, starting with a letter or d
 _CURSOR = re.compile(rf"({ID_PATTERN}):([0-9a-f]{{16}})")
 _ID = re.compile(ID_PATTERN)
 _BLOCK = 64 * 1024
+QUICK_TRIES, SNAPSHOT_TRIES = 10, 55
+"""`open_snapshot`'s tries of a stable listing: the first ones at once, then with pauses."""
 _MAX_SEQ = 2**64 - 1
 
 
@@ -118,8 +121,12 @@ def open_snapshot(path: Path, keep: int | None = None) -> list[BinaryIO]:
     and a generation is skipped), and then each name still names the file opened (checked after
     the second listing, not before: the next rotation, listed at the same step, gives the same
     names). A symlink (or anything but a regular file) in place of one is refused:
-    `safefs.UnsafePathError`."""
-    for _ in range(10):
+    `safefs.UnsafePathError`. A writer rotating faster than a look is waited for: after the
+    first quick tries, a pause before each (1 ms more each time, at most 10 ms; ~0.4 s in all,
+    blocking: views and worker threads only), so a look lands between two rotations."""
+    for attempt in range(SNAPSHOT_TRIES):
+        if attempt >= QUICK_TRIES:
+            time.sleep(min(attempt - QUICK_TRIES + 1, 10) / 1000)
         files: list[BinaryIO] = []
         stable = True
         names = retained_files(path, keep)
