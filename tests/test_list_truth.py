@@ -2,19 +2,25 @@
 (its command waiting out `stopTimeout`) is `stopping` in `list` and `status ID`, and `status`
 counts it as being stopped (`list` said `running` with its uptime ticking while `status` said
 the runner had 0 watchers: helper-87's finding 3); and after `clear --all`, `list` does not
-say that no watcher has run (finding 6). The `watchrun` commands (reads, and `clear`, which asks
-the runner) run in this process (tests/inproc.py)."""
+say that no watcher has run (finding 6), nor when it cannot list the output dir's folders (an
+explorer's side finding: another user's 0700 dir said "no watchers have run", exit 0). The
+`watchrun` commands (reads, and `clear`, which asks the runner) run in this process
+(tests/inproc.py), but for the one run as another user."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from inproc import inproc
-from liverunner import LiveRunner, wait_for, write_config
+from liverunner import LiveRunner, as_nobody, cli, wait_for, watchrun_bin, write_config
 
 
 def test_a_watcher_waiting_out_its_stop_timeout_is_stopping(tmp_path: Path) -> None:
@@ -94,3 +100,29 @@ def test_clear_forgets_a_watcher_whose_command_exited(tmp_path: Path) -> None:
         assert not (tmp_path / ".watchrun" / "state" / "once.status.json").exists()
     finally:
         assert r.stop() == 0
+
+
+def test_list_of_an_output_dir_it_cannot_read_fails_and_says_why() -> None:
+    nobody = as_nobody()
+    base = Path(tempfile.mkdtemp(prefix="watchrun-list-"))
+    try:
+        base.chmod(0o755)
+        (base / "app.log").write_text("ERROR x\n")
+        config = write_config(base, {"watchers": [{"id": "app", "path": "app.log",
+                                                   "pattern": "ERROR", "fromStart": True}]})
+        assert cli("run", "--once", "-c", str(config), cwd=base).returncode == 0
+        out = base / ".watchrun"
+        assert "app" in cli("list", "--output-dir", str(out), cwd=base).stdout  # root reads it
+        out.chmod(0o755)
+        (out / "state").chmod(0o700)
+        text = subprocess.run([*nobody, watchrun_bin(), "list", "--output-dir", str(out)],
+                              capture_output=True, text=True, cwd=base, timeout=60)
+        assert text.returncode == 3, text
+        assert f"error: cannot list {out / 'state'}: Permission denied" in text.stderr
+        assert "no watchers have run" not in text.stdout
+        doc = subprocess.run([*nobody, watchrun_bin(), "list", "--output-dir", str(out),
+                              "--json"], capture_output=True, text=True, cwd=base, timeout=60)
+        assert doc.returncode == 3
+        assert json.loads(doc.stdout)["error"]["code"] == "read_failed"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -93,6 +93,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
                  "may be stale")
     now = datetime.now(UTC)
     if op == "list":
+        if live is None and (why := views.unlistable(where.root)) is not None:
+            return out.fail("read_failed", why)  # (not "no watchers have run")
         statuses = live if live is not None else views.load_statuses(where.root, unreadable=True)
         if out.as_json:
             out.doc({"outputDir": str(where.root), "watchers": statuses})
@@ -182,8 +184,7 @@ def _known_watchers(where: Where) -> list[str]:
 def _recorded(where: Where) -> list[str]:
     """Ids with a JSONL in the output dir's `watchers/`."""
     with contextlib.suppress(OSError):
-        return sorted(p.name.removesuffix(".jsonl") for p in (where.root / "watchers").glob(
-            "*.jsonl"))
+        return sorted(p.stem for p in (where.root / "watchers").glob("*.jsonl"))
     return []
 
 

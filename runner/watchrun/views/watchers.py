@@ -85,6 +85,19 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
     return out
 
 
+def unlistable(root: Path) -> str | None:
+    """Why the snapshots or the JSONL of `root` cannot be listed (another user's 0700 output
+    dir), or None: a folder that is not there is listed as empty."""
+    for folder in (root / "state", root / "watchers"):
+        try:
+            os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except OSError as exc:
+            return f"cannot list {folder}: {exc.strerror}"
+    return None
+
+
 def _unreadable(path: Path, wid: str) -> dict[str, Any]:
     return {"id": wid, "status": "unreadable", "live": False, "lastError": (
         f"its status snapshot {path} cannot be read ({unreadable_why(path)}); a runner writes "
