@@ -12,8 +12,9 @@ from liverunner import LiveRunner, read_records, wait_for, write_config
 
 SAVES = """\
 #!/usr/bin/env python3
-import json, sys
-open(sys.argv[1], "w").write(sys.argv[2])
+import json, os, sys
+open(sys.argv[1] + ".part", "w").write(sys.argv[2])
+os.replace(sys.argv[1] + ".part", sys.argv[1])  # (whole once it exists: the test waits for it)
 print(json.dumps({"type": "system", "subtype": "init", "session_id": "s"}))
 print(json.dumps({"type": "result", "subtype": "success", "is_error": False,
                   "result": %s, "session_id": "s"}))
