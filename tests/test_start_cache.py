@@ -279,7 +279,8 @@ def test_a_directory_or_entry_others_could_write_is_not_trusted(tmp_path: Path,
 def test_a_directory_or_entry_of_another_user_is_not_trusted(tmp_path: Path,
                                                              cached: Path) -> None:
     """docs/security.md guard 7: an entry or a directory not the runner's own is ignored,
-    however private its mode (root gives them to nobody here)."""
+    however private its mode (root gives them to nobody here), and so is the directory when
+    the folder it is in is another user's or anyone may write it."""
     if os.geteuid() != 0:
         pytest.skip("needs root to give a file to another user")
     path = write(tmp_path)
@@ -292,6 +293,18 @@ def test_a_directory_or_entry_of_another_user_is_not_trusted(tmp_path: Path,
     os.chown(entry, 0, 0)
     os.chown(cached, 65534, 65534)
     assert "rm -rf" not in str(load_config([path], env=ENV, cache=True).config)
+    os.chown(cached, 0, 0)
+    entry.write_text(json.dumps(json.loads(entry.read_text())).replace("make all", "rm -rf"))
+    assert "rm -rf" in str(load_config([path], env=ENV, cache=True).config)  # (forged again:
+    # the misses above stored the config they validated)
+    base = cached.parent  # $WATCHRUN_CACHE_DIR: another user's folder can have its content
+    os.chown(base, 65534, 65534)  # swapped (explorer security, 2c): not trusted either
+    assert "rm -rf" not in str(load_config([path], env=ENV, cache=True).config)
+    os.chown(base, 0, 0)
+    os.chmod(base, 0o777)  # nor one anyone may write
+    assert "rm -rf" not in str(load_config([path], env=ENV, cache=True).config)
+    os.chmod(base, 0o755)  # root's and no one else may write it: the entry is read again
+    assert "rm -rf" in str(load_config([path], env=ENV, cache=True).config)
 
 
 def test_the_cache_can_be_turned_off(tmp_path: Path, cached: Path,

@@ -1,7 +1,9 @@
 """Files in a directory only the runner may write: the store under both start-up caches.
 
-The directory is created 0700 and opened `O_NOFOLLOW | O_DIRECTORY`; a directory or file that is
-not the runner's own, or that group or others could write, is not trusted (a miss). Files are
+The directory is created 0700 and opened `O_NOFOLLOW | O_DIRECTORY` through the folder it is in;
+a directory or file that is not the runner's own, or that group or others could write, is not
+trusted (a miss), nor is the directory when the folder it is in (`$WATCHRUN_CACHE_DIR`, ...) is
+neither the runner's nor root's, or group or others could write it. Files are
 written 0600 through a temporary file renamed relative to the directory's fd, read without
 following a link, and pruned to the newest `keep`. Errors are misses: a cache never fails a
 start.
@@ -27,6 +29,11 @@ def _trusted(st: os.stat_result) -> bool:
     return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
+def _held(st: os.stat_result) -> bool:
+    """The folder the store's directory is in: the runner's or root's, no one else may write."""
+    return st.st_uid in (os.geteuid(), 0) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 class PrivateStore:
     """`load`/`save` of `<key><suffix>` files (keys: sha256 hex) in `where`."""
 
@@ -39,10 +46,18 @@ class PrivateStore:
                 missing = [d for d in (self.where, *self.where.parents) if not d.exists()]
                 for d in reversed(missing):  # each directory this creates is private (0700)
                     d.mkdir(mode=0o700, exist_ok=True)
-        try:
-            fd = os.open(self.where, _DIR)
+        try:  # (the folder it is in too: another user could swap what is in their folder)
+            pfd = os.open(self.where.parent, _DIR & ~os.O_NOFOLLOW)
         except OSError:
             return None
+        try:
+            if not _held(os.fstat(pfd)):
+                return None
+            fd = os.open(self.where.name, _DIR, dir_fd=pfd)
+        except OSError:
+            return None
+        finally:
+            os.close(pfd)
         if not _trusted(os.fstat(fd)):
             os.close(fd)
             return None
