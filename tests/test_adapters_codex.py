@@ -247,3 +247,47 @@ def test_a_declined_command_is_denied_and_never_ran() -> None:
     assert r.of("tool-denied") == [{"callId": "item_9", "name": "command_execution",
                                     "reason": "declined", "message": "rm -rf /"}]
     assert r.results == {"item_9": True} and r.files == []
+
+
+def _item(kind: str, item: dict[str, object]) -> dict[str, object]:
+    return {"type": f"item.{kind}", "item": item}
+
+
+def _legacy(msg: dict[str, object]) -> dict[str, object]:
+    return {"id": "0", "msg": msg}
+
+
+_NO_ID = "expected a call id, got null"
+
+
+@pytest.mark.parametrize("lines", [
+    [(_item("completed", {"type": "command_execution", "command": command, "exit_code": 0,
+                          "aggregated_output": "done", "status": "completed"}),
+      f"command_execution item.id: {_NO_ID}") for command in ("ls", "rm -rf build")],
+    [(_item("completed", {"type": "file_change", "id": "", "status": "completed", "changes": [
+        {"path": path, "kind": "update"}]}),
+      "file_change item.id: expected a call id, got an empty string") for path in "ab"],
+    [(_item("started", {"type": "mcp_tool_call", "id": 7, "server": "s", "tool": tool,
+                        "arguments": {}}),
+      "mcp_tool_call item.id: expected a call id, got number") for tool in ("ls", "push")],
+    [(_legacy({"type": f"exec_command_{end}", "command": ["bash", "-lc", command],
+               "exit_code": 0, "aggregated_output": command}),
+      f"exec_command_{end}.call_id: {_NO_ID}")
+     for command in ("ls", "rm -rf build") for end in ("begin", "end")],
+    [(_legacy({"type": f"patch_apply_{end}", "changes": {path: {"update": {}}},
+               "success": True}), f"patch_apply_{end}.call_id: {_NO_ID}")
+     for path in "ab" for end in ("begin", "end")],
+    [(_legacy({"type": f"mcp_tool_call_{end}", "invocation": {"server": "s", "tool": tool},
+               "result": {"Ok": {"content": []}}}), f"mcp_tool_call_{end}.call_id: {_NO_ID}")
+     for tool in ("ls", "push") for end in ("begin", "end")],
+])  # fmt: skip
+def test_tool_calls_without_an_id_are_each_kept_raw_never_dropped(
+        lines: list[tuple[dict[str, object], str]]) -> None:
+    """Explorer streams2 F2: a call without an id was call "?" (current) or "None" (legacy),
+    and every later one without an id, its result and its file change were dropped as repeats
+    of it (`rm -rf build` left no record). Each such line is kept `raw`, naming the field."""
+    adapter = CodexAdapter()
+    for obj, error in lines:
+        line = json.dumps(obj)
+        assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
+                for o in adapter.parse(line)] == [("raw", line, error)]

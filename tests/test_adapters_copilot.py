@@ -91,3 +91,20 @@ def test_a_result_without_an_exit_code_says_so_not_none() -> None:
     assert done["ok"] is False
     assert done["reason"] == ("its result event has no exitCode (not Copilot's JSON output? "
                               "`copilot -p … --output-format json`)")
+
+
+def test_tool_calls_without_an_id_are_each_kept_raw_never_dropped() -> None:
+    """Explorer streams2 F2: a call without `toolCallId` was call "?", and the next one (an
+    edit), its result and its file change were dropped as repeats of it. Each is kept `raw`."""
+    adapter = CopilotAdapter()
+    for tool, args, call in (("bash", {"command": "ls"}, None), ("edit", {"path": "/x/y.py"}, "")):
+        for line in (
+            json.dumps({"type": "tool.execution_start", "data": {
+                "toolCallId": call, "toolName": tool, "arguments": args}}),
+            json.dumps({"type": "tool.execution_complete", "data": {
+                "toolCallId": call, "success": True, "result": {"content": f"{tool} ok"}}}),
+        ):
+            error = "data.toolCallId: expected a call id, got " + (
+                "null" if call is None else "an empty string")
+            assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
+                    for o in adapter.parse(line)] == [("raw", line, error)]

@@ -91,3 +91,16 @@ def test_a_message_only_in_result_and_self_answered_queries() -> None:
     r = replay_lines(CursorAdapter(), lines)
     assert r.texts == ["only here"] and r.completed[0]["result"] == "only here"
     assert r.of("raw") == []
+
+
+def test_tool_calls_without_an_id_are_each_kept_raw_never_dropped() -> None:
+    """Explorer streams2 F2: a call without `call_id` was call "?", and the next one (an edit)
+    was dropped as a repeat of it, its result and file change too. Each is kept `raw`."""
+    adapter = CursorAdapter()
+    for sub, call in (("started", None), ("completed", None), ("started", 3), ("completed", 3)):
+        body = {"args": {"path": "/x/y.py"}, "result": {"success": {"diffString": "d"}}}
+        line = json.dumps({"type": "tool_call", "subtype": sub, "call_id": call,
+                           "tool_call": {"editToolCall" if call else "shellToolCall": body}})
+        error = f"tool_call.call_id: expected a call id, got {'number' if call else 'null'}"
+        assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
+                for o in adapter.parse(line)] == [("raw", line, error)]

@@ -79,3 +79,16 @@ def test_retry_pending_at_end_gives_no_completed() -> None:
              {"type": "auto_retry_start", "attempt": 1, "errorMessage": "overloaded"}]
     r = replay_lines(PiAdapter(), [json.dumps(x) for x in lines])
     assert r.completed == []
+
+
+def test_tool_executions_without_an_id_are_each_kept_raw_never_dropped() -> None:
+    """As explorer streams2 F2 found for the other adapters: a `tool_execution_*` without
+    `toolCallId` was call "None", and every later one was dropped as a repeat of it."""
+    adapter = PiAdapter()
+    for name, args in (("bash", {"command": "ls"}), ("write", {"path": "/etc/x"})):
+        for kind in ("tool_execution_start", "tool_execution_end"):
+            line = json.dumps({"type": kind, "toolName": name, "args": args, "isError": False,
+                               "result": {"content": [{"type": "text", "text": name}]}})
+            assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
+                    for o in adapter.parse(line)] == [
+                ("raw", line, f"{kind}.toolCallId: expected a call id, got null")]

@@ -13,6 +13,10 @@ from watchrun.agents.providers.usage import UsageTracker
 
 __all__ = ["CodexAdapter"]
 
+TOOL_ITEMS = frozenset(("command_execution", "file_change", "mcp_tool_call", "web_search",
+                        "collab_tool_call"))
+"""Items that are tool calls: their `id` is the call id, and one without it is kept `raw`."""
+
 
 class CodexAdapter(CodexLegacy):
     """Codex `exec --json`.
@@ -88,7 +92,7 @@ class CodexAdapter(CodexLegacy):
 
     def _item(self, phase: str, item: dict[str, Any], line: str) -> list[Observation]:
         itype = item.get("type")
-        iid = str(item.get("id") or "?")
+        iid = as_str(item.get("id"))
         done = phase == "completed"
         if itype == "agent_message":
             text = self.shape.text(item.get("text"), "agent_message.text")
@@ -108,6 +112,15 @@ class CodexAdapter(CodexLegacy):
             return [observation("status", status="todo", items=items)]
         if itype == "error":
             return [observation("warning", message=str(item.get("message") or "warning"))]
+        if itype in TOOL_ITEMS:
+            call = self.call_id(item.get("id"), f"{itype} item.id")
+            return [] if call is None else self._tool_item(itype, call, item, done)
+        if done or phase == "started":
+            return self.unknown(line, f"item/{itype}")
+        return []
+
+    def _tool_item(self, itype: str, iid: str, item: dict[str, Any], done: bool
+                   ) -> list[Observation]:
         if itype == "command_execution":
             command = command_line(item.get("command"))
             out = self.tool(iid, "command_execution", {"command": command})
@@ -138,18 +151,15 @@ class CodexAdapter(CodexLegacy):
         if itype == "web_search":
             out = self.tool(iid, "web_search", {"query": item.get("query")})
             return out + (self.tool_result(iid, False, "") if done else [])
-        if itype == "collab_tool_call":
-            args = {"prompt": item.get("prompt"), "receivers": item.get("receiver_thread_ids")}
-            out = self.tool(iid, str(item.get("tool") or "collab"), args)
-            if done:
-                states = {k: as_dict(v) for k, v in as_dict(item.get("agents_states")).items()}
-                text = "\n".join(f"{k}: {v.get('status')} {v.get('message') or ''}".rstrip()
-                                 for k, v in states.items())
-                out += self.tool_result(iid, item.get("status") == "failed", text)
-            return out
-        if done or phase == "started":
-            return self.unknown(line, f"item/{itype}")
-        return []
+        # collab_tool_call
+        args = {"prompt": item.get("prompt"), "receivers": item.get("receiver_thread_ids")}
+        out = self.tool(iid, str(item.get("tool") or "collab"), args)
+        if done:
+            states = {k: as_dict(v) for k, v in as_dict(item.get("agents_states")).items()}
+            text = "\n".join(f"{k}: {v.get('status')} {v.get('message') or ''}".rstrip()
+                             for k, v in states.items())
+            out += self.tool_result(iid, item.get("status") == "failed", text)
+        return out
 
     def _file_change(self, iid: str, item: dict[str, Any], done: bool) -> list[Observation]:
         changes = [c for c in as_list(item.get("changes")) if isinstance(c, dict)]

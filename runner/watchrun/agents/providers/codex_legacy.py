@@ -16,6 +16,9 @@ __all__ = ["KIND_OPS", "CodexLegacy", "command_line"]
 
 KIND_OPS = {"add": "write", "update": "edit", "delete": "delete"}
 LEGACY_KEY = "codex-legacy"
+CALL_KINDS = frozenset(("exec_command_begin", "exec_command_end", "patch_apply_begin",
+                        "patch_apply_end", "mcp_tool_call_begin", "mcp_tool_call_end"))
+"""A tool call's messages, whose `call_id` is the call id (one without it is kept `raw`)."""
 
 
 def command_line(value: Any) -> str:
@@ -85,37 +88,9 @@ class CodexLegacy(JsonAdapter):
                 return []
             self._final = text
             return [observation("text", text=text)]
-        if kind == "exec_command_begin":
-            return self.tool(str(msg.get("call_id")), "exec_command",
-                             {"command": command_line(msg.get("command")), "cwd": msg.get("cwd")})
-        if kind == "exec_command_end":
-            code = msg.get("exit_code")
-            output = msg.get("aggregated_output")
-            if not isinstance(output, str):
-                output = "".join(str(msg.get(k) or "") for k in ("stdout", "stderr"))
-            return self.tool_result(str(msg.get("call_id")), code not in (0, None), output,
-                                    exitCode=code)
-        if kind == "patch_apply_begin":
-            changes = as_dict(msg.get("changes"))
-            ops: dict[str, str] = {}
-            for path, change in changes.items():
-                change = as_dict(change)
-                verb = str(change.get("type") or next(iter(change), "update")).lower()
-                ops[path] = KIND_OPS.get(verb, "edit")
-            self._patches[str(msg.get("call_id"))] = ops
-            return self.tool(str(msg.get("call_id")), "apply_patch", {"files": list(changes)})
-        if kind == "patch_apply_end":
-            return self._legacy_patch_end(msg)
-        if kind == "mcp_tool_call_begin":
-            inv = as_dict(msg.get("invocation"))
-            name = f"{inv.get('server') or 'mcp'}.{inv.get('tool') or '?'}"
-            return self.tool(str(msg.get("call_id")), name, inv.get("arguments"))
-        if kind == "mcp_tool_call_end":
-            result = as_dict(msg.get("result"))
-            failed = "Err" in result
-            ok = as_dict(result.get("Ok"))
-            text = result.get("Err") if failed else result_text(ok.get("content"))
-            return self.tool_result(str(msg.get("call_id")), failed, str(text or ""))
+        if kind in CALL_KINDS:
+            call = self.call_id(msg.get("call_id"), f"{kind}.call_id")
+            return [] if call is None else self._legacy_call(kind, call, msg)
         if kind == "token_count":
             info = as_dict(msg.get("info"))
             totals = info.get("total_token_usage") if info else msg
@@ -141,8 +116,39 @@ class CodexLegacy(JsonAdapter):
             return [*out, observation("completed", ok=True, result=self._final)]
         return self.unknown(line, f"msg/{kind}")
 
-    def _legacy_patch_end(self, msg: dict[str, Any]) -> list[Observation]:
-        call_id = str(msg.get("call_id"))
+    def _legacy_call(self, kind: str, call: str, msg: dict[str, Any]) -> list[Observation]:
+        if kind == "exec_command_begin":
+            return self.tool(call, "exec_command",
+                             {"command": command_line(msg.get("command")), "cwd": msg.get("cwd")})
+        if kind == "exec_command_end":
+            code = msg.get("exit_code")
+            output = msg.get("aggregated_output")
+            if not isinstance(output, str):
+                output = "".join(str(msg.get(k) or "") for k in ("stdout", "stderr"))
+            return self.tool_result(call, code not in (0, None), output, exitCode=code)
+        if kind == "patch_apply_begin":
+            changes = as_dict(msg.get("changes"))
+            ops: dict[str, str] = {}
+            for path, change in changes.items():
+                change = as_dict(change)
+                verb = str(change.get("type") or next(iter(change), "update")).lower()
+                ops[path] = KIND_OPS.get(verb, "edit")
+            self._patches[call] = ops
+            return self.tool(call, "apply_patch", {"files": list(changes)})
+        if kind == "patch_apply_end":
+            return self._legacy_patch_end(call, msg)
+        if kind == "mcp_tool_call_begin":
+            inv = as_dict(msg.get("invocation"))
+            name = f"{inv.get('server') or 'mcp'}.{inv.get('tool') or '?'}"
+            return self.tool(call, name, inv.get("arguments"))
+        # mcp_tool_call_end
+        result = as_dict(msg.get("result"))
+        failed = "Err" in result
+        ok = as_dict(result.get("Ok"))
+        text = result.get("Err") if failed else result_text(ok.get("content"))
+        return self.tool_result(call, failed, str(text or ""))
+
+    def _legacy_patch_end(self, call_id: str, msg: dict[str, Any]) -> list[Observation]:
         ok = bool(msg.get("success", True))
         text = "".join(str(msg.get(k) or "") for k in ("stdout", "stderr"))
         out = self.tool_result(call_id, not ok, text)

@@ -85,11 +85,14 @@ class CopilotAdapter(JsonAdapter):
         if kind == "assistant.usage":
             return [self.usage(copilot_usage(data), source="call", model=data.get("model"),
                                parentCallId=data.get("parentToolCallId"))]
-        if kind == "tool.execution_start":
-            return self.tool(str(data.get("toolCallId") or "?"), str(data.get("toolName") or "?"),
-                             data.get("arguments"), parentCallId=data.get("parentToolCallId"))
-        if kind == "tool.execution_complete":
-            return self._complete(data)
+        if kind in ("tool.execution_start", "tool.execution_complete"):
+            call = self.call_id(data.get("toolCallId"), "data.toolCallId")
+            if call is None:
+                return []
+            if kind == "tool.execution_complete":
+                return self._complete(call, data)
+            return self.tool(call, str(data.get("toolName") or "?"), data.get("arguments"),
+                             parentCallId=data.get("parentToolCallId"))
         if kind == "model.call_failure":
             status = data.get("statusCode")
             message = str(data.get("errorMessage") or data.get("failureKind")
@@ -128,8 +131,7 @@ class CopilotAdapter(JsonAdapter):
         return [*out, observation("text", text=text, messageId=data.get("messageId"),
                                   phase=data.get("phase"), parentCallId=parent)]
 
-    def _complete(self, data: dict[str, Any]) -> list[Observation]:
-        call_id = str(data.get("toolCallId") or "?")
+    def _complete(self, call_id: str, data: dict[str, Any]) -> list[Observation]:
         parent = as_str(data.get("parentToolCallId"))
         if data.get("success") is True:
             result = as_dict(data.get("result"))

@@ -132,7 +132,9 @@ class CursorAdapter(JsonAdapter):
         return out
 
     def _tool_call(self, obj: dict[str, Any], sub: Any) -> list[Observation]:
-        call_id = str(obj.get("call_id") or "?")
+        call_id = self.call_id(obj.get("call_id"), "tool_call.call_id")
+        if call_id is None:
+            return []
         name, body = _tool(as_dict(obj.get("tool_call")))
         out = self.tool(call_id, name, body.get("args"))
         if sub != "completed":

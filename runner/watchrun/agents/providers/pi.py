@@ -81,11 +81,12 @@ class PiAdapter(JsonAdapter):
             return []
         if kind == "message_end":
             return self._message(self.shape.obj(obj.get("message"), "message", required=True))
-        if kind == "tool_execution_start":
-            return self.tool(str(obj.get("toolCallId")), str(obj.get("toolName") or "?"),
-                             obj.get("args"))
-        if kind == "tool_execution_end":
-            return self.tool_result(str(obj.get("toolCallId")), bool(obj.get("isError")),
+        if kind in ("tool_execution_start", "tool_execution_end"):
+            if (call := self.call_id(obj.get("toolCallId"), f"{kind}.toolCallId")) is None:
+                return []
+            if kind == "tool_execution_start":
+                return self.tool(call, str(obj.get("toolName") or "?"), obj.get("args"))
+            return self.tool_result(call, bool(obj.get("isError")),
                                     result_text(as_dict(obj.get("result")).get("content")))
         if kind == "auto_compaction_start":
             self._compaction = obj.get("reason")
