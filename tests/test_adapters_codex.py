@@ -291,3 +291,10 @@ def test_tool_calls_without_an_id_are_each_kept_raw_never_dropped(
         line = json.dumps(obj)
         assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
                 for o in adapter.parse(line)] == [("raw", line, error)]
+
+
+def test_an_item_or_msg_type_that_is_no_string_is_an_unknown_event() -> None:
+    """Not `TypeError: unhashable type` (a type looked up in a set of tool kinds)."""
+    for obj in (_item("completed", {"id": "i", "type": []}), _legacy({"type": {}})):
+        (raw,) = CodexAdapter().parse(json.dumps(obj))
+        assert (raw.kind, raw.fields["reason"]) == ("raw", "unknown-event")

@@ -13,8 +13,8 @@ from watchrun.agents.providers.usage import UsageTracker
 
 __all__ = ["CodexAdapter"]
 
-TOOL_ITEMS = frozenset(("command_execution", "file_change", "mcp_tool_call", "web_search",
-                        "collab_tool_call"))
+TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search",
+              "collab_tool_call")
 """Items that are tool calls: their `id` is the call id, and one without it is kept `raw`."""
 
 

@@ -16,8 +16,8 @@ __all__ = ["KIND_OPS", "CodexLegacy", "command_line"]
 
 KIND_OPS = {"add": "write", "update": "edit", "delete": "delete"}
 LEGACY_KEY = "codex-legacy"
-CALL_KINDS = frozenset(("exec_command_begin", "exec_command_end", "patch_apply_begin",
-                        "patch_apply_end", "mcp_tool_call_begin", "mcp_tool_call_end"))
+CALL_KINDS = ("exec_command_begin", "exec_command_end", "patch_apply_begin", "patch_apply_end",
+              "mcp_tool_call_begin", "mcp_tool_call_end")
 """A tool call's messages, whose `call_id` is the call id (one without it is kept `raw`)."""
 
 
