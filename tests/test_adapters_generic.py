@@ -74,8 +74,8 @@ def _mutate(value: Any, data: st.DataObject) -> Any:
 def test_a_drifted_protocol_line_never_raises(data: st.DataObject) -> None:
     """Real lines with a field of the wrong shape give observations (or raw), never an
     exception, and the handlers need no catch-all: a malformed-event says which field had the
-    wrong type (the adapter's shape check) or which token count was out of range, never which
-    exception a handler raised."""
+    wrong type (the adapter's shape check), which token count was out of range or which call id
+    a line used again for another call or result, never which exception a handler raised."""
     provider, line = data.draw(st.sampled_from(_LINES))
     adapter = make_adapter(provider)
     exit_code = data.draw(st.sampled_from([0, 1, 41, None]))
@@ -85,6 +85,8 @@ def test_a_drifted_protocol_line_never_raises(data: st.DataObject) -> None:
         json.dumps(dict(obs.fields))
         if obs.fields.get("reason") == "malformed-event":
             assert all(": expected " in p or " is not a token count " in p
+                       or ": already used by another call (" in p
+                       or ": already answered with another result" in p
                        for p in obs.fields["error"].split("; ")), obs
 
 

@@ -22,6 +22,7 @@ from watchrun.agents.providers.toolinfo import (
     clip,
     file_ops,
     retry_class,
+    same_call,
     summary,
 )
 from watchrun.agents.providers.usage import Usage, UsageTracker, refused_counts
@@ -106,7 +107,8 @@ class JsonAdapter:
     (`unknown-event`); an object whose fields break the handler is `raw`
     (`malformed-event`, with `error`), so no line ever raises; and so is one whose expected
     fields, read through `self.shape`, are of the wrong type (after what the rest of the line
-    gave), so a line that carried text never vanishes without a record.
+    gave), so a line that carried text never vanishes without a record; and one that reuses
+    a call id for another call or another result (`tool`, `tool_result`).
     """
 
     provider: ClassVar[str] = ""
@@ -115,7 +117,9 @@ class JsonAdapter:
         self.tracker = tracker if tracker is not None else UsageTracker()
         self.argv = tuple(argv)
         self._tools: dict[str, str] = {}
-        self._results: set[str] = set()
+        self._inputs: dict[str, Mapping[str, Any]] = {}
+        self._results: dict[str, tuple[bool, int]] = {}
+        """Call id (`denied:` id, of a denial): its result's error flag and output's hash."""
         self._touches: dict[str, list[tuple[str, str, str | None]]] = {}
         self._last_problem: str | None = None
         self.shape = Shape()
@@ -195,15 +199,20 @@ class JsonAdapter:
     def reset_tools(self) -> None:
         """Forget call ids (a protocol that numbers its calls afresh in every turn)."""
         self._tools.clear()
+        self._inputs.clear()
         self._results.clear()
         self._touches.clear()
 
     def tool(self, call_id: str, name: str, args: Any, **extra: Any) -> list[Observation]:
-        """A tool call, once per call id; its file ops wait for a successful result."""
-        if call_id in self._tools:
-            return []
-        self._tools[call_id] = name
+        """A tool call, once per call id; its file ops wait for a successful result. The
+        same call again is nothing; another call with its id keeps its line `raw`."""
         data = args if isinstance(args, Mapping) else ({} if args is None else {"value": args})
+        if call_id in self._tools:
+            if not same_call((self._tools[call_id], self._inputs[call_id]), (name, data)):
+                self.shape.problems.append(f"call id {call_id!r}: already used by another "
+                                           f"call ({self._tools[call_id]})")
+            return []
+        self._tools[call_id], self._inputs[call_id] = name, data
         self._touches[call_id] = file_ops(name, data)
         return [observation(
             "tool", callId=call_id, name=name, input=dict(data), summary=summary(name, data),
@@ -215,10 +224,15 @@ class JsonAdapter:
     ) -> list[Observation]:
         """A tool's result, once per call id, then the files it touched: all of them when it
         succeeded; only the command (`op: run`) when it failed, since a failed command still
-        ran, while a failed edit changed nothing; none when it never `ran` (refused)."""
+        ran, while a failed edit changed nothing; none when it never `ran` (refused). The
+        same result again is nothing; another one for that call keeps its line `raw`."""
+        answer = (bool(is_error), hash(output))
         if call_id in self._results:
+            if self._results[call_id] != answer:
+                self.shape.problems.append(f"call id {call_id!r}: already answered with "
+                                           "another result")
             return []
-        self._results.add(call_id)
+        self._results[call_id] = answer
         text, cut = clip(output, RESULT_CHARS)
         out = [observation(
             "tool-result", callId=call_id, isError=bool(is_error), preview=text,
@@ -238,7 +252,7 @@ class JsonAdapter:
         if key is not None:
             if key in self._results:
                 return []
-            self._results.add(key)
+            self._results[key] = (True, 0)
         return [observation("tool-denied", callId=call_id, name=name or (
             self._tools.get(call_id) if call_id else None), reason=reason, message=message,
             **extra)]

@@ -11,7 +11,7 @@ from watchrun.agents.clean import clean_value
 
 __all__ = [
     "FILE_OPS", "classify_problem", "clip", "file_ops", "parse_retry", "result_text",
-    "retry_class", "summary",
+    "retry_class", "same_call", "summary",
 ]
 
 FILE_OPS = ("read", "write", "edit", "delete", "search", "list", "run")
@@ -82,6 +82,19 @@ def file_ops(name: str, args: Mapping[str, Any]) -> list[tuple[str, str, str | N
     if patch:
         return [(p.strip(), op, None) for p in _PATCH_FILE.findall(patch)]
     return []
+
+
+def same_call(first: tuple[str, Mapping[str, Any]], later: tuple[str, Mapping[str, Any]]
+              ) -> bool:
+    """Whether `later` (name, input) under a call id already seen is that call again (a
+    started event, then its completed one, or a snapshot repeating it): the same name (or
+    one of them unknown, "?"), and either no input or every field the first gave a value
+    with the same value (a later event may fill in what an earlier one left empty)."""
+    (name, data), (again, more) = first, later
+    if name != again and "?" not in (name, again):
+        return False
+    return not more or all(more.get(k) == v for k, v in data.items()
+                           if v not in (None, "", [], {}))
 
 
 def summary(name: str, args: Any) -> str:
