@@ -298,3 +298,25 @@ def test_an_item_or_msg_type_that_is_no_string_is_an_unknown_event() -> None:
     for obj in (_item("completed", {"id": "i", "type": []}), _legacy({"type": {}})):
         (raw,) = CodexAdapter().parse(json.dumps(obj))
         assert (raw.kind, raw.fields["reason"]) == ("raw", "unknown-event")
+
+
+@pytest.mark.parametrize(("obj", "error"), [
+    (_item("completed", {"id": "i", "type": "agent_message",
+                         "content": [{"type": "output_text", "text": "THE ANSWER"}]}),
+     "agent_message.text: expected a string, got null"),
+    (_item("completed", {"id": "i", "type": "agent_message", "message": "THE ANSWER"}),
+     "agent_message.text: expected a string, got null"),
+    (_legacy({"type": "agent_message", "text": "THE ANSWER"}),
+     "agent_message.message: expected a string, got null"),
+    (_item("started", {"id": "i", "type": "agent_message"}), None),
+    (_item("completed", {"id": "i", "type": "agent_message", "text": ""}), None),
+    (_legacy({"type": "agent_message", "message": ""}), None),
+])  # fmt: skip
+def test_a_message_without_its_text_where_it_should_be_is_kept_raw(
+        obj: dict[str, object], error: str | None) -> None:
+    """Explorer streams2 F1: an agent message whose text sat under another key left no record
+    and the turn ended done with an empty reply. Its line is kept `raw`, naming the field; a
+    message that is empty, or not done yet, is nothing."""
+    line = json.dumps(obj)
+    assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
+            for o in CodexAdapter().parse(line)] == ([("raw", line, error)] if error else [])

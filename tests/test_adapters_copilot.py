@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from adapter_replay import Replay, replay, replay_lines
 
 from watchrun.agents.providers.copilot import CopilotAdapter
@@ -108,3 +109,18 @@ def test_tool_calls_without_an_id_are_each_kept_raw_never_dropped() -> None:
                 "null" if call is None else "an empty string")
             assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
                     for o in adapter.parse(line)] == [("raw", line, error)]
+
+
+@pytest.mark.parametrize(("data", "error"), [
+    ({"messageId": "m", "text": "THE ANSWER"}, "data.content: expected a string, got null"),
+    ({"messageId": "m", "content": "", "toolRequests": [{"toolCallId": "c", "name": "bash"}]},
+     None),
+])
+def test_a_message_without_its_content_is_kept_raw(data: dict[str, object],
+                                                   error: str | None) -> None:
+    """Explorer streams2 F1: an `assistant.message` whose text sat under another key left no
+    record and the turn ended done with an empty reply. Its line is kept `raw`; a message that
+    only requests tools (empty `content`) is nothing."""
+    line = json.dumps({"type": "assistant.message", "data": data})
+    assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
+            for o in CopilotAdapter().parse(line)] == ([("raw", line, error)] if error else [])

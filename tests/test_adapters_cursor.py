@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from adapter_replay import Replay, replay, replay_lines
 
 from watchrun.agents.providers.cursor import CursorAdapter
@@ -104,3 +105,26 @@ def test_tool_calls_without_an_id_are_each_kept_raw_never_dropped() -> None:
         error = f"tool_call.call_id: expected a call id, got {'number' if call else 'null'}"
         assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
                 for o in adapter.parse(line)] == [("raw", line, error)]
+
+
+@pytest.mark.parametrize(("message", "kinds", "error"), [
+    ({"content": [{"type": "output_text", "text": "THE ANSWER"}]}, ["raw"],
+     "content block.type: expected a known one, got 'output_text'"),
+    ({"content": [{"type": "text", "content": "THE ANSWER"}]}, ["raw"],
+     "text block.text: expected a string, got null"),
+    ({"text": "THE ANSWER"}, ["raw"], "message.content: expected an array, got null"),
+    ({"content": [{"type": "text", "text": "hi"}, {"type": "x", "text": "more"}]},
+     ["text-delta", "raw"], "content block.type: expected a known one, got 'x'"),
+    ({"content": [{"type": "text", "text": ""}, {"type": "thinking", "thinking": "t"}]}, [],
+     None),
+])  # fmt: skip
+def test_a_message_whose_text_is_not_where_it_should_be_is_kept_raw(
+        message: dict[str, object], kinds: list[str], error: str | None) -> None:
+    """Explorer streams2 F1: an `assistant` line whose text sat in a block of another type (or
+    under another key) left no record and the turn ended done with an empty reply. Its line
+    is kept `raw` (after what the rest of it gave), naming what was expected."""
+    line = json.dumps({"type": "assistant", "message": {"role": "assistant", **message}})
+    out = CursorAdapter().parse(line)
+    assert [o.kind for o in out] == kinds
+    assert [(o.fields["value"], o.fields["error"]) for o in out if o.kind == "raw"] == (
+        [(line, error)] if error else [])

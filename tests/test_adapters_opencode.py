@@ -115,3 +115,13 @@ def test_tool_parts_without_an_id_are_each_kept_raw_never_dropped() -> None:
     assert [o.kind for o in out] == ["raw", "raw"]
     assert "/x/y.py" in str(out[1].fields["value"])
     assert out[1].fields["error"] == "tool part.callID: expected a call id, got null"
+
+
+def test_a_text_part_without_its_text_is_kept_raw() -> None:
+    """Explorer streams2 F1: a `text` part whose text sat under another key left no record and
+    the turn ended done with an empty reply. Its line is kept `raw`; an empty text is none."""
+    line = json.dumps({"type": "text", "part": {"type": "text", "content": "THE ANSWER"}})
+    assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
+            for o in OpenCodeAdapter().parse(line)] == [
+        ("raw", line, "part.text: expected a string, got null")]
+    assert OpenCodeAdapter().parse(json.dumps({"type": "text", "part": {"text": ""}})) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from adapter_replay import Replay, replay, replay_lines
 
 from watchrun.agents.providers.pi import PiAdapter
@@ -92,3 +93,26 @@ def test_tool_executions_without_an_id_are_each_kept_raw_never_dropped() -> None
             assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
                     for o in adapter.parse(line)] == [
                 ("raw", line, f"{kind}.toolCallId: expected a call id, got null")]
+
+
+@pytest.mark.parametrize(("message", "kinds", "error"), [
+    ({"content": [{"type": "output_text", "text": "THE ANSWER"}]}, ["raw"],
+     "content block.type: expected a known one, got 'output_text'"),
+    ({"content": [{"type": "text", "content": "THE ANSWER"}]}, ["raw"],
+     "text.text: expected a string, got null"),
+    ({"text": "THE ANSWER"}, ["raw"], "message.content: expected an array, got null"),
+    ({"content": [{"type": "text", "text": "hi"}, {"text": "more"}]}, ["text", "raw"],
+     "content block.type: expected a known one, got None"),
+    ({"content": [], "stopReason": "aborted"}, ["failure"], None),
+    ({"content": [{"type": "image", "data": "…"}, {"type": "text", "text": ""}]}, [], None),
+])  # fmt: skip
+def test_a_message_whose_text_is_not_where_it_should_be_is_kept_raw(
+        message: dict[str, object], kinds: list[str], error: str | None) -> None:
+    """Explorer streams2 F1: an assistant `message_end` whose text sat in a block of another
+    type (or under another key) left no record and the turn ended done with an empty reply.
+    Its line is kept `raw` (after what the rest of it gave), naming what was expected."""
+    line = json.dumps({"type": "message_end", "message": {"role": "assistant", **message}})
+    out = PiAdapter().parse(line)
+    assert [o.kind for o in out] == kinds
+    assert [(o.fields["value"], o.fields["error"]) for o in out if o.kind == "raw"] == (
+        [(line, error)] if error else [])

@@ -95,7 +95,7 @@ class CodexAdapter(CodexLegacy):
         iid = as_str(item.get("id"))
         done = phase == "completed"
         if itype == "agent_message":
-            text = self.shape.text(item.get("text"), "agent_message.text")
+            text = self.shape.text(item.get("text"), "agent_message.text", required=done)
             if not done or text is None:
                 return []
             if self._final is None or item.get("phase") != "commentary":

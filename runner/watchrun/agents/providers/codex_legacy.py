@@ -83,7 +83,7 @@ class CodexLegacy(JsonAdapter):
             delta = self.shape.text(msg.get("delta"), "agent_message_delta.delta")
             return [observation("text-delta", text=delta)] if delta else []
         if kind == "agent_message":
-            text = self.shape.text(msg.get("message"), "agent_message.message")
+            text = self.shape.text(msg.get("message"), "agent_message.message", required=True)
             if text is None:
                 return []
             self._final = text

@@ -118,7 +118,7 @@ class CopilotAdapter(JsonAdapter):
         return self.unknown(line, kind)
 
     def _message(self, data: dict[str, Any]) -> list[Observation]:
-        text = self.shape.text(data.get("content"), "data.content")
+        text = self.shape.text(data.get("content"), "data.content", required=True)
         parent = as_str(data.get("parentToolCallId"))
         out: list[Observation] = []
         if reasoning := self.shape.text(data.get("reasoningText"), "data.reasoningText"):

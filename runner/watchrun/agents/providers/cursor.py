@@ -18,6 +18,9 @@ from watchrun.agents.providers.usage import UsageTracker, cursor_usage
 
 __all__ = ["CursorAdapter"]
 
+SILENT_BLOCKS = ("thinking", "redacted_thinking", "tool_use", "image")
+"""Content blocks of an `assistant` line that hold no text of the answer (`text` does; any
+other is recorded `raw`, so a message's text never vanishes under a new block type)."""
 _BULKY = ("beforeFullFileContent", "afterFullFileContent", "fileContent", "streamContent")
 """Result fields that repeat whole files: left out of a tool result's text."""
 _AUTH = re.compile(r"not logged in|authenticat|api key|login", re.IGNORECASE)
@@ -109,9 +112,17 @@ class CursorAdapter(JsonAdapter):
 
     def _assistant(self, obj: dict[str, Any]) -> list[Observation]:
         message = self.shape.obj(obj.get("message"), "message", required=True)
-        content = self.shape.items(message.get("content"), "message.content")
-        text = "".join(str(b.get("text") or "") for b in content
-                       if isinstance(b, dict) and b.get("type") == "text")
+        parts: list[str] = []
+        for block in self.shape.items(message.get("content"), "message.content",
+                                      required=isinstance(obj.get("message"), dict)):
+            block = self.shape.obj(block, "a content block")
+            if block.get("type") == "text":
+                parts.append(self.shape.text(block.get("text"), "text block.text",
+                                             required=True) or "")
+            elif block.get("type") not in SILENT_BLOCKS:  # its line is kept `raw`
+                self.shape.problems.append(
+                    f"content block.type: expected a known one, got {block.get('type')!r}")
+        text = "".join(parts)
         if not text:
             return []
         if self._parts and text == "".join(self._parts):  # the whole message after its deltas

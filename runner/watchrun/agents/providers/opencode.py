@@ -65,7 +65,7 @@ class OpenCodeAdapter(JsonAdapter):
         if kind == "step_start":
             self._ended = False
         elif kind == "text":
-            if text := self.shape.text(part.get("text"), "part.text"):
+            if text := self.shape.text(part.get("text"), "part.text", required=True):
                 self._final = text
                 out.append(observation("text", text=text, messageId=part.get("messageID")))
         elif kind == "reasoning":

@@ -19,6 +19,9 @@ from watchrun.agents.providers.usage import UsageTracker, pi_usage
 __all__ = ["PiAdapter"]
 
 _FAILED_STOPS = ("error", "aborted")
+BLOCKS = ("text", "thinking", "toolCall", "image")
+"""The content blocks of an assistant message it knows (an image holds no text): any other
+keeps its line `raw`, so a message's text never vanishes under a new block type."""
 
 
 
@@ -119,10 +122,11 @@ class PiAdapter(JsonAdapter):
         texts: list[str] = []
         self._messages += 1
         mid = f"message-{self._messages}"
-        for block in self.shape.items(msg.get("content"), "message.content"):
+        for block in self.shape.items(msg.get("content"), "message.content", required=True):
             block = self.shape.obj(block, "a content block")
             btype = block.get("type")
-            if btype == "text" and (text := self.shape.text(block.get("text"), "text.text")):
+            if btype == "text" and (text := self.shape.text(block.get("text"), "text.text",
+                                                            required=True)):
                 texts.append(text)
                 out.append(observation("text", text=text, messageId=mid))
             elif btype == "thinking" and (
@@ -131,6 +135,9 @@ class PiAdapter(JsonAdapter):
             elif btype == "toolCall" and as_str(block.get("id")):
                 out += self.tool(str(block["id"]), str(block.get("name") or "?"),
                                  block.get("arguments"))
+            elif btype not in BLOCKS:
+                self.shape.problems.append(f"content block.type: expected a known one, got "
+                                           f"{btype!r}")
         if isinstance(msg.get("usage"), dict):
             out.append(self.usage(pi_usage(msg["usage"]), source="message",
                                   model=msg.get("model")))
