@@ -320,3 +320,22 @@ def test_a_message_without_its_text_where_it_should_be_is_kept_raw(
     line = json.dumps(obj)
     assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
             for o in CodexAdapter().parse(line)] == ([("raw", line, error)] if error else [])
+
+
+@pytest.mark.parametrize(("before", "after", "ok"), [
+    ([_legacy({"type": "stream_error", "message": "stream error: fatal model failure"})], [],
+     None),
+    ([], [_legacy({"type": "stream_error", "message": "stream disconnected, giving up"})], None),
+    ([_legacy({"type": "stream_error"})], [], True),  # no message: a retry, as before
+    ([], [_legacy({"type": "error", "message": "boom"})], None),
+    ([_legacy({"type": "stream_error", "message": "stream error: x; retrying 2/5 in 1s…"})], [],
+     True),
+])  # fmt: skip
+def test_legacy_exit_0_after_a_message_completes_only_with_no_error(
+        before: list[dict[str, object]], after: list[dict[str, object]], ok: bool | None) -> None:
+    """Explorer streams2 F4: a `stream_error` that is no retry notice was recorded as a failure
+    and the exit-0 rule still made the turn `completed{ok:true}` ("no error" excludes it)."""
+    message = _legacy({"type": "agent_message", "message": "PONG"})
+    r = replay_lines(CodexAdapter(), [json.dumps(o) for o in (*before, message, *after)])
+    assert [c["ok"] for c in r.completed] == ([] if ok is None else [ok])
+    assert len(r.of("failure")) == (0 if ok else 1)

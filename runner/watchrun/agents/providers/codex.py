@@ -37,7 +37,8 @@ class CodexAdapter(CodexLegacy):
     `error` lines are failures (quota when they speak of rate or usage limits); `error` items
     are warnings. The call id of a tool is `item.id`; a declined command is `tool-denied`.
     The old envelope (≤ 0.43) may end without `task_complete`: a process that exits 0 after
-    an agent message and no error completed with that message.
+    an agent message and no error (an `error` or `stream_error` that is no retry notice)
+    completed with that message.
     """
 
     provider: ClassVar[str] = "codex"

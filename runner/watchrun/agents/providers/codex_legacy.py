@@ -100,10 +100,9 @@ class CodexLegacy(JsonAdapter):
                 self.tracker.forget(LEGACY_KEY)
                 self._legacy_counted = True
             return [self._total(LEGACY_KEY, totals, fresh=True)]
-        if kind == "stream_error":
-            return self._error(str(msg.get("message") or "stream error; retrying"))
-        if kind == "error":
-            message = str(msg.get("message") or "error")
+        if kind in ("stream_error", "error"):  # an error unless a retry notice (`_error`)
+            message = str(msg.get("message") or ("stream error; retrying"
+                                                  if kind == "stream_error" else "error"))
             self._legacy_error = self._legacy_error or parse_retry(message) is None
             return self._error(message)
         if kind == "task_complete":
