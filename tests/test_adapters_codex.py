@@ -339,3 +339,26 @@ def test_legacy_exit_0_after_a_message_completes_only_with_no_error(
     r = replay_lines(CodexAdapter(), [json.dumps(o) for o in (*before, message, *after)])
     assert [c["ok"] for c in r.completed] == ([] if ok is None else [ok])
     assert len(r.of("failure")) == (0 if ok else 1)
+
+
+_THREAD = {"type": "thread.started", "thread_id": "t"}
+_ANSWER = _item("completed", {"id": "item_0", "type": "agent_message", "text": "answer"})
+
+
+@pytest.mark.parametrize("objs", [
+    [{"model": "gpt-5-codex", "sandbox": "read-only"}, _THREAD, {"type": "turn.started"},
+     _ANSWER],
+    [_THREAD, {"type": "turn.started"}, _ANSWER,
+     _legacy({"type": "agent_message", "message": "legacy answer"})],
+    [{"prompt": "hi"}, {"type": "turn.started"}, _ANSWER],
+    [_legacy({"type": "task_started"}), {"type": "item.updated", "item": {"id": "x",
+                                                                          "type": "todo_list"}},
+     _legacy({"type": "agent_message", "message": "legacy answer"})],
+])  # fmt: skip
+def test_a_current_format_stream_never_takes_the_legacy_exit_0_rule(
+        objs: list[dict[str, object]]) -> None:
+    """Explorer streams2 F5: one old-looking line (a typeless config line, a `msg` envelope)
+    switched the ≤ 0.43 exit-0 rule on for a current-format turn, so one without
+    `turn.completed` that exited 0 was `completed{ok:true}` (done), not incomplete."""
+    r = replay_lines(CodexAdapter(), [json.dumps(o) for o in objs])
+    assert r.completed == [] and r.texts[-1] in ("answer", "legacy answer")

@@ -16,6 +16,10 @@ __all__ = ["CodexAdapter"]
 TOOL_ITEMS = ("command_execution", "file_change", "mcp_tool_call", "web_search",
               "collab_tool_call")
 """Items that are tool calls: their `id` is the call id, and one without it is kept `raw`."""
+CURRENT = ("thread.started", "turn.started", "turn.completed", "turn.failed", "error",
+           "item.started", "item.updated", "item.completed", "item.plan.delta",
+           "request_user_input")
+"""The current format's events: a stream that printed one is no old-envelope stream."""
 
 
 class CodexAdapter(CodexLegacy):
@@ -38,7 +42,10 @@ class CodexAdapter(CodexLegacy):
     are warnings. The call id of a tool is `item.id`; a declined command is `tool-denied`.
     The old envelope (≤ 0.43) may end without `task_complete`: a process that exits 0 after
     an agent message and no error (an `error` or `stream_error` that is no retry notice)
-    completed with that message.
+    completed with that message. That rule is for a stream of the old envelope only: once a
+    current-format event (`CURRENT`) was seen it is off for the process, whatever
+    old-looking line (a `msg` envelope, a typeless config or prompt line) came before or
+    comes after, so a current turn without `turn.completed` is never `completed` by it.
     """
 
     provider: ClassVar[str] = "codex"
@@ -46,18 +53,20 @@ class CodexAdapter(CodexLegacy):
     def __init__(self, tracker: UsageTracker | None = None, argv: Sequence[str] = ()) -> None:
         super().__init__(tracker, argv)
         self._thread: str | None = None
+        self._current = False
 
     def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
-        if isinstance(obj.get("msg"), dict):
-            self._legacy = True
-            return self._legacy_msg(obj["msg"], line)
         kind = obj.get("type")
+        old = isinstance(obj.get("msg"), dict) or (kind is None and bool(
+            {"prompt", "model", "sandbox"} & obj.keys()))
+        self._current = self._current or kind in CURRENT
+        self._legacy = (self._legacy or old) and not self._current
+        if isinstance(obj.get("msg"), dict):
+            return self._legacy_msg(obj["msg"], line)
         if kind is None:
             if "prompt" in obj:
-                self._legacy = True
                 return []  # the old format's prompt echo
             if "model" in obj or "sandbox" in obj:
-                self._legacy = True
                 return [observation("status", status="config", model=obj.get("model"),
                                     sandbox=obj.get("sandbox"))]
             return self.unknown(line, None)
