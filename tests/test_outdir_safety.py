@@ -354,6 +354,38 @@ def test_readers_do_not_follow_symlinked_state_files(tmp_path: Path, target: Pat
     assert views.load_statuses(layout.root) == []
 
 
+def test_a_directory_in_place_of_a_status_snapshot_is_said_not_silently_never_written(
+        tmp_path: Path) -> None:
+    """Explorer security 1b: a directory left at `state/app.status.json` and `state/app.tail`
+    (an earlier run's user, a restore): the runner ran on without writing either and without a
+    word, and `logs app` said `[Errno 1] is not a regular file: '…'`. Now each is a warning
+    (once), and the reader names the file and the problem."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+    state = tmp_path / ".watchrun" / "state"
+    (state / "app.status.json").mkdir(parents=True)
+    (state / "app.tail").mkdir()
+    for d in (tmp_path / ".watchrun", state):
+        d.chmod(0o750)
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": str(log), "pattern": "ERROR"}]})
+    r = LiveRunner(config)
+    try:
+        r.wait_log("warning: cannot write <dir>/.watchrun/state/app.status.json: Is a directory;")
+        r.wait_log("warning: cannot write <dir>/.watchrun/state/app.tail: Is a directory;")
+        with log.open("a") as f:
+            f.write("ERROR 1\n")
+        wait_for(lambda: "ERROR 1" in r.stderr(), "the match")
+        assert r.stop() == 0
+    finally:
+        r.close()
+    assert r.stderr().count("cannot write") == 2  # once each, not at every snapshot
+    shown = cli("logs", "app", "-c", str(config), cwd=tmp_path)
+    assert shown.returncode == 3
+    assert f"cannot read the logs of app: {state / 'app.tail'} is not a regular file" in \
+        shown.stderr and "[Errno" not in shown.stderr
+
+
 # -- end to end: the watcher fails closed, the others run, the gate says so -------------------
 
 

@@ -50,6 +50,9 @@ class UnsafePathError(OSError):
     def __init__(self, path: Path | str, code: int, problem: str) -> None:
         super().__init__(code, problem, str(path))
 
+    def __str__(self) -> str:  # (said to people: the path and the problem, no errno repr)
+        return f"{self.filename} {self.strerror}"
+
 
 def _symlink_error(path: Path | str, dir_fd: int | None, name: str) -> UnsafePathError:
     try:

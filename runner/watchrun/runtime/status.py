@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 from pathlib import Path
@@ -19,6 +20,7 @@ from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.runtime.snapshot_text import TAIL_LINE_BYTES, snapshot_json, tail_lines
 from watchrun.runtime.status_entry import Entry, snapshot
 
+log = logging.getLogger("watchrun.status")  # (the runner log's `status` events)
 FLUSH_DELAY_S = 1.0
 """Snapshots are written at most this often, and only after something changed."""
 
@@ -43,6 +45,7 @@ class StatusBoard:
         self.started_at = clock.now()
         self._gen = 0
         self._stored: dict[Path, int] = {}  # path -> generation written (or removed) last
+        self._failing: dict[Path, str] = {}  # path -> why its last write failed (said once)
         self._lock = threading.Lock()  # generations; held briefly, never across I/O
         self._io_lock = threading.Lock()  # one writer of snapshot files at a time
         self._writing: asyncio.Future[None] | None = None
@@ -244,7 +247,16 @@ class StatusBoard:
                     # no fsync: a snapshot is rewritten within a second of any change, and one
                     # lost to a power cut is superseded; an fsync each held the journal
                     safefs.write_atomic(path, data, sync=False)
-                except OSError:
-                    continue  # status is best effort; records and checkpoints must not be lost
+                except OSError as exc:  # best effort (records and checkpoints come first),
+                    self._said(path, exc.strerror or str(exc))  # but never silently
+                    continue
+                self._failing.pop(path, None)
                 with self._lock:
                     self._stored[path] = gen
+
+    def _said(self, path: Path, why: str) -> None:
+        """A snapshot that cannot be written is a warning, once until it is written again."""
+        if self._failing.get(path) != why:
+            self._failing[path] = why
+            log.warning("cannot write %s: %s; `watchrun list`, `status` and `logs` show what "
+                        "it held last, or nothing, until it can be written", path, why)
