@@ -237,8 +237,9 @@ def test_copied_or_disguised_snapshots_make_no_second_row(tmp_path: Path) -> Non
     log.close()
     reply = {"ok": True, "state": "running", "watchers": ["a", "triage"]}
     rows = Feed(tmp_path, control=fixed(reply)).poll().rows
-    assert [(r.kind, r.id) for r in rows] == [("file", "a"), ("?", "triage"),
-                                               ("agent", "triage")]
+    assert [(r.kind, r.id, r.status) for r in rows] == [
+        ("?", "a-old", "unreadable"),  # the copy: under its file's name, as `list` shows it
+        ("file", "a", "running"), ("?", "triage", "running"), ("agent", "triage", "idle")]
 
 
 @pytest.mark.parametrize(("problems", "dropped", "note"), [

@@ -21,7 +21,7 @@ from watchrun.tui.model import ENDED, Row, Snapshot, format_match
 from watchrun.tui.tails import Matches, new_matches, transcript
 from watchrun.tui.text import inert
 from watchrun.views.agent_window import StatusTracker, delivery_state, settled
-from watchrun.views.watchers import load_statuses
+from watchrun.views.watchers import load_statuses, unreadable_why
 
 __all__ = ["POLL_TIMEOUT_S", "STOP_TIMEOUT_S", "Control", "Feed", "detached"]
 
@@ -115,12 +115,19 @@ class Feed:
 
     def _watcher_rows(self, live_ids: set[str] | None, stopping: set[str]) -> list[Row]:
         rows, seen = [], set()
-        for snap in load_statuses(self.root):
+        for snap in load_statuses(self.root, unreadable=True):
+            wid = str(snap.get("id", "?"))
+            status = str(snap.get("status", "?"))
+            if status == "unreadable":  # (as `watchrun list` shows it: nothing hidden)
+                seen.add(wid)
+                why = unreadable_why(self.root / "state" / f"{wid}.status.json")
+                rows.append(Row("?", wid, status, None, 0, None, f"its status snapshot state/"
+                                f"{wid}.status.json cannot be read ({why}); a runner writes "
+                                "it anew while the watcher runs"))
+                continue
             if live_ids is not None and not snap.get("live"):
                 continue  # an earlier runner's: not the live one's, nor in `watchrun list`
-            wid = str(snap.get("id", "?"))
             seen.add(wid)
-            status = str(snap.get("status", "?"))
             if wid in stopping:
                 status = "stopping"  # (no longer among `watchers`: its process still runs)
             elif live_ids is not None and wid not in live_ids and status not in ENDED:

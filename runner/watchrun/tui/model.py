@@ -9,8 +9,8 @@ from msgspec import Struct, field
 
 from watchrun.tui.text import ago, inert
 
-__all__ = ["ENDED", "TROUBLE", "Row", "Snapshot", "Unreported", "chips", "format_match",
-           "row_cells"]
+__all__ = ["ENDED", "TROUBLE", "UNREADABLE", "Row", "Snapshot", "Unreported", "chips",
+           "format_match", "row_cells"]
 
 ID_CHARS = 32
 """An id's cell at most (ids may have 64 characters: at 80 columns, one such pushed STATUS
@@ -20,6 +20,10 @@ ENDED = frozenset({"stopped", "exited", "fatal"})
 TROUBLE = frozenset({"error", "paused"})
 """A watcher that runs but cannot read its file (`error`) or write its records (`paused`): not
 at work, so not counted in the ⊚ chip (starting, running, waiting, backoff and stopping are)."""
+UNREADABLE = "unreadable"
+"""A watcher whose status snapshot cannot be read (`watchrun list` says the same): its counts
+are unknown (`?`), it is not counted in the ⊚ chip, and its unreported count is kept for when
+its snapshot can be read again."""
 
 
 class Row(Struct, frozen=True):
@@ -89,7 +93,7 @@ class Unreported:
     def observe(self, rows: Iterable[Row]) -> None:
         present = set()
         for row in rows:
-            if row.is_agent:
+            if row.is_agent or row.status == UNREADABLE:  # (no counts: as if missing)
                 continue
             present.add(row.id)
             back = self._gone.pop(row.id, None)
@@ -124,7 +128,8 @@ class Unreported:
 
 def chips(rows: Iterable[Row], unreported: Unreported) -> tuple[str, str]:
     """The seed's two chips: `⊚ N` watchers at work and `! N` unreported matches."""
-    running = sum(1 for r in rows if r.running and r.status not in TROUBLE)
+    running = sum(1 for r in rows
+                  if r.running and r.status not in TROUBLE and r.status != UNREADABLE)
     return f"⊚ {running}", f"! {unreported.total()}"
 
 
@@ -132,6 +137,8 @@ def row_cells(row: Row, unreported: int, now: float) -> list[str]:
     """The cells of a row, as plain text (the screen wraps each in a `Text`, never markup)."""
     matches = f"{row.matches:,}" + (f" (+{unreported})" if unreported else "")
     lines = "-" if row.lines is None else f"{row.lines:,}"
+    if row.status == UNREADABLE:  # (no snapshot to say them)
+        lines = matches = "?"
     return [inert(row.kind, 8), inert(row.id, ID_CHARS), inert(row.status, 12), lines, matches,
             ago(row.last_match, now), inert(row.detail, 120)]
 
