@@ -104,7 +104,7 @@ class PaneScreen(Screen[None]):
     async def _fetch_transcript(self) -> None:
         got = await asyncio.to_thread(self.feed.transcript, self.row.id, self.after)
         if got is not None and got[0] != self.after and (log := self._open_log()) is not None:
-            at_end, self.after = log.at_end, got[0]
+            at_end, self.after = log.following, got[0]
             if got[1] != self._shown:  # (records the transcript does not show change nothing)
                 self._shown = got[1]
                 log.reset()
@@ -119,7 +119,7 @@ class PaneScreen(Screen[None]):
         if (log := self._open_log()) is None:
             return
         name = inert(self.row.id, 64)
-        at_end = log.at_end
+        at_end = log.following
         notes = []
         if got.restarted:
             notes.append(f"— {name}'s JSONL started over (removed, then begun again at seq 1): "

@@ -40,6 +40,10 @@ class WrappingLog(RichLog):
         """The lines each text was wrapped into (none until the log has a width)."""
         self._wrapped_at = 0
         """The width the shown lines were wrapped at; 0 until the log has a width."""
+        self.following = True
+        """Following the newest line like `tail -f`: cleared only when the view is scrolled
+        away from the end (the person's scrolling), set again when it is back there; a resize
+        keeps it (a shorter view is no longer at the end, and was once taken for scrolled)."""
 
     def add(self, *texts: Text, scroll_end: bool) -> None:
         self.texts.extend(texts)
@@ -61,29 +65,43 @@ class WrappingLog(RichLog):
 
     @property
     def at_end(self) -> bool:
-        """Showing the newest line: followed like `tail -f` unless the person scrolled up."""
+        """Showing the newest line (where the view is, not whether it follows)."""
         return self.is_vertical_scroll_end or self.max_scroll_y == 0
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        """Every move of the view (a key, the wheel, the scrollbar; or this log's own move to
+        its end) says whether it follows; a resize moves nothing, and clearing the log sets
+        no position (Textual only ever lowers one to the new end: following again)."""
+        super().watch_scroll_y(old_value, new_value)
+        self.following = self.at_end
 
     def on_resize(self, event: events.Resize) -> None:
         self.call_later(self._rewrap)  # after RichLog's own handler has taken the new size
 
     def _rewrap(self) -> None:
+        """Wrap again at a new width; at any resize, back to the end when following."""
         width = self.scrollable_content_region.width
-        if width <= 0 or width == self._wrapped_at:
+        if width <= 0:
             return
-        at_end = self.at_end
-        self._wrapped_at = width
-        self.clear()
-        self._heights.clear()
-        for text in self.texts:
-            self._put(text, width)
-        self._settle(at_end)
+        if width != self._wrapped_at:
+            self._wrapped_at = width
+            self.clear()
+            self._heights.clear()
+            for text in self.texts:
+                self._put(text, width)
+        self._settle(self.following)
 
     def _settle(self, scroll_end: bool) -> None:
         """Once a batch of texts is in: the log's new size, then its end shown if asked."""
         self.virtual_size = Size(self._widest_line_width, len(self.lines))
         if scroll_end:
-            self.scroll_end(animate=False, immediate=False, x_axis=False)
+            self.call_after_refresh(self._to_end)  # (once the new size is laid out)
+
+    def _to_end(self) -> None:
+        """The newest line, unless the person scrolled away meanwhile (a key pressed just
+        after a resize or a refresh is not undone)."""
+        if self.following:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
 
     def _put(self, text: Text, width: int) -> None:
         before, plain = len(self.lines), text.plain
@@ -135,10 +153,10 @@ class WrappingLog(RichLog):
 
     def _drop(self, count: int) -> None:
         """Take the oldest `count` lines away, keeping the view where it was."""
-        at_end = self.at_end
+        following = self.following
         del self.lines[:count]
         self._start_line += count  # (RichLog's line cache is keyed by it, as when it trims)
         self.virtual_size = Size(self.virtual_size.width, len(self.lines))
-        if not at_end:
+        if not following:
             self.scroll_to(y=max(0, self.scroll_y - count), animate=False, immediate=True)
         self.refresh()
