@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from watchrun.cli.emit import Out
@@ -25,6 +26,9 @@ def cmd_top(args: argparse.Namespace) -> int:
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return out.fail("usage", "`watchrun top` needs a terminal; `watchrun list` prints the "
                         "same rows")
+    if os.environ.get("TERM") == "dumb":  # (Textual would draw its full colour screen there)
+        return out.fail("usage", "`watchrun top` needs a terminal that draws a full screen, "
+                        "not TERM=dumb; `watchrun list` prints the same rows")
     from watchrun.tui.feed import Feed
 
     agents = {a.name: a.provider for a in where.config.agents} if where.config else {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import ClassVar
 
 from rich.text import Text
@@ -227,6 +228,8 @@ class TopApp(App[None]):
     """
 
     def __init__(self, feed: Feed, *, interval: float = 1.0, clock: Clock | None = None) -> None:
+        if os.environ.get("NO_COLOR") == "":  # unset, as no-color.org says (and the CLI's
+            del os.environ["NO_COLOR"]  # colour): Textual would take it for set
         super().__init__()
         self.feed = feed
         self.interval = interval
