@@ -9,6 +9,7 @@ import fcntl
 import os
 import pty
 import re
+import signal
 import struct
 import subprocess
 import termios
@@ -76,3 +77,13 @@ def test_term_dumb_is_refused_with_exit_2(tmp_path: Path) -> None:
                                       "draws a full screen, not TERM=dumb; `watchrun list` "
                                       "prints the same rows"), "the error")
         assert b"\x1b[?1049h" not in screen.seen  # no alternate screen was entered
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_ends_the_screen_and_gives_the_terminal_back(
+        tmp_path: Path, sig: signal.Signals) -> None:
+    with top(tmp_path) as screen:
+        wait_for(lambda: screen.shows("no watchers or agents have run"), "the screen")
+        screen.proc.send_signal(sig)
+        assert screen.proc.wait(DEADLINE_S) == 0
+        wait_for(lambda: all(seq in screen.seen for seq in RESTORED), "the terminal restored")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from typing import ClassVar
 
 from rich.text import Text
@@ -248,6 +249,13 @@ class TopApp(App[None]):
     @property
     def note(self) -> str:
         return self.snapshot.note if self.snapshot is not None else "not read yet"
+
+    def on_mount(self) -> None:
+        """SIGTERM (`kill`, `timeout`) and SIGHUP end the screen as `q` does, so Textual gives
+        the terminal back (the alternate screen left, mouse reporting off, the cursor shown)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, self.exit)  # (called in the loop, not the handler)
 
     def get_default_screen(self) -> Screen[None]:
         return self.list_screen
