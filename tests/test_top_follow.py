@@ -1,15 +1,17 @@
 """`watchrun top`'s panes keep following the newest line through resizes (the explorer's B: a
 shorter terminal left the matches pane, and the transcript pane, where it was, and new matches
-were no longer followed until `G`). Only the person's scrolling stops the following."""
+were no longer followed until `G`). Only the person's scrolling stops the following. And what
+a follower sees of a flood: the skip is said under the pane, not only far above (E)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from test_top import drive, snapshot, strips, until
+from test_top import drive, shown, snapshot, strips, until
 from test_top_panes import agent_stream, matches, pane_of, refreshed, text
 from textual.pilot import Pilot
+from textual.widgets import Static
 
 from watchrun.tui.app import TopApp
 from watchrun.tui.feed import Feed
@@ -77,3 +79,38 @@ def test_the_transcript_pane_follows_through_a_shorter_terminal(tmp_path: Path) 
                     "the new turn shown at the bottom")
 
     drive(app, body, size=(120, 30))
+
+
+def test_a_flood_skip_is_said_under_the_newest_lines_and_counted_in_all(tmp_path: Path) -> None:
+    """The explorer's E: the note on a flood's skip was a line ~1000 lines above the newest,
+    gone at the next refresh, so a person following never saw it. A line under the pane keeps
+    the last skip and the count since the pane opened."""
+    snapshot(tmp_path, "app")
+    matches(tmp_path, [f"ERROR early-{i}" for i in range(10)])
+    app = TopApp(Feed(tmp_path), interval=3600)
+
+    async def body(pilot: Pilot[None]) -> None:
+        pane = pane_of(app, "app")
+        await app.push_screen(pane)
+        log = pane.log_view
+        await until(pilot, lambda: bottom(log).endswith("ERROR early-9"), "the matches")
+        line = pane.query_one("#pane-skip", Static)
+        assert not line.display
+        matches(tmp_path, [f"ERROR flood {i}" for i in range(20_000)], first=11)
+        await until(pilot, refreshed(pane, lambda: bottom(log).endswith("ERROR flood 19999")),
+                    "the newest of the first flood")
+        await until(pilot, lambda: "records skipped" in shown(line), "the skip said")
+        assert shown(line).startswith("… 19,000 records skipped (seq 11 to 19010; 19,000 since "
+                                      "the pane opened): more came than the pane reads")
+        assert line.region.y > log.region.y and line.region.height >= 1  # under the pane
+        matches(tmp_path, [f"ERROR more {i}" for i in range(9_000)], first=20_011)
+        await until(pilot, refreshed(pane, lambda: bottom(log).endswith("ERROR more 8999")),
+                    "the newest of the second flood")
+        await until(pilot, lambda: "27,000 since" in shown(line), "the skips added up")
+        assert shown(line).startswith("… 8,000 records skipped (seq 20011 to 28010; 27,000 "
+                                      "since the pane opened)")
+        matches(tmp_path, ["ERROR calm"], first=29_011)
+        await until(pilot, refreshed(pane, lambda: bottom(log).endswith("ERROR calm")), "calm")
+        assert "27,000 since the pane opened" in shown(line)  # kept: still true
+
+    drive(app, body, size=(200, 30))

@@ -224,6 +224,7 @@ class TopApp(App[None]):
     #rows { height: 1fr; overflow-x: hidden; }
     #notice { height: 1; color: $text-muted; }
     #pane-error { height: auto; max-height: 3; color: $error; }
+    #pane-skip { height: auto; max-height: 2; }
     ConfirmScreen { align: center middle; }
     #question { width: auto; padding: 1 3; border: thick $warning; background: $surface; }
     """

@@ -53,6 +53,8 @@ class PaneScreen(Screen[None]):
         self._shown = ""
         """Agents: the transcript shown."""
         self._busy = False
+        self._skipped = 0
+        """Watchers: records a flood made the pane skip since it opened."""
 
     def compose(self) -> ComposeResult:
         what = "transcript" if self.row.is_agent else f"matches (the last {PANE_LINES}, live)"
@@ -61,6 +63,9 @@ class PaneScreen(Screen[None]):
             yield WrappingLog(TRANSCRIPT_CHARS, id="pane")
         else:  # (a note of a skip or a new stream is a text too)
             yield WrappingLog(PANE_LINES + 20, clip=MATCH_LINES, id="pane")
+        skip = Static(id="pane-skip")  # (under the newest lines: where a follower looks)
+        skip.display = False
+        yield skip
         yield Static(id="pane-error")  # (a Text, never a toast: a toast's string is markup)
         yield Footer()
 
@@ -126,9 +131,14 @@ class PaneScreen(Screen[None]):
                          "its newest matches follow —")
         if got.skipped:
             first, end = got.skipped
-            notes.append(f"… {end - first + 1:,} records skipped (seq {first} to {end}): more "
-                         f"came than the pane reads in a refresh; `watchrun matches {name}` "
-                         "has them")
+            count, said = end - first + 1, ("more came than the pane reads in a refresh; "
+                                            f"`watchrun matches {name}` has them")
+            self._skipped += count
+            notes.append(f"… {count:,} records skipped (seq {first} to {end}): {said}")
+            skip = self.query_one("#pane-skip", Static)  # (kept: the log's note scrolls away)
+            skip.display = True
+            skip.update(Text(f"… {count:,} records skipped (seq {first} to {end}; "
+                             f"{self._skipped:,} since the pane opened): {said}", style="yellow"))
         if notes or got.records:
             log.add(*(Text(n, style="dim") for n in notes),
                     *texts, scroll_end=at_end)
