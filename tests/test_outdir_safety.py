@@ -724,8 +724,8 @@ def test_fifos_in_place_of_state_files_and_streams_hang_no_command(tmp_path: Pat
                                                 "pattern": "ERROR"}]})
     said = {("list",): (0, "its status snapshot"),
             ("status", "app"): (3, f"{layout.state / 'app.status.json'}) cannot be read"),
-            ("logs", "app"): (3, f"is not a regular file: '{layout.state / 'app.tail'}'"),
-            ("matches", "app"): (3, f"is not a regular file: '{layout.jsonl('watcher', 'app')}'"),
+            ("logs", "app"): (3, f"{layout.state / 'app.tail'} is not a regular file"),
+            ("matches", "app"): (3, f"{layout.jsonl('watcher', 'app')} is not a regular file"),
             ("agent", "list"): (3, f"{layout.jsonl('agent', 'triage')}: is not a regular file"),
             ("run", "--once"): (3, f"cannot open {layout.jsonl('agent', 'triage')}: is not a "
                                    "regular file")}
