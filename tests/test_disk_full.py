@@ -8,6 +8,7 @@ import asyncio
 import errno
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -171,6 +172,12 @@ def test_runner_on_a_full_disk_pauses_stops_and_loses_nothing(tmp_path: Path) ->
         # gap record, or two when the first was written before the stop record was given up
         kinds = [k for g in gaps for k, n in g["kinds"].items() for _ in range(n)]
         assert 1 <= len(gaps) <= 2 and kinds.count("stop") == 1 and "match" in kinds, gaps
+        said = re.search(r"\[app\] error: (\d+) records \(seq (\d+) to (\d+)\) could not be "
+                         r"written and were given up at the stop; the next start records their "
+                         "gap", r.stderr())  # (records.md: "the log says how many")
+        assert said, r.stderr()
+        n, lo, hi = map(int, said.groups())
+        assert n == sum(g["records"] for g in gaps if lo <= g["fromSeq"] <= g["toSeq"] <= hi)
     finally:
         umount(mnt)
 

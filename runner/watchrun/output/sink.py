@@ -97,6 +97,8 @@ class JsonlSink:
             raise _error(exc, f"cannot read the note of records given up {exc.filename}") from exc
         """Records given up at the last shutdown keep their seqs: none is used twice."""
         self.unkept = 0  # (see `close`)
+        self.kept: list[tuple[int, int]] = []
+        """At close: the runs of seqs given up unwritten, left to the note for the next start."""
 
     @property
     def cursor_prefix(self) -> str:
@@ -272,6 +274,7 @@ class JsonlSink:
         if self.unwritten.lost or self.unwritten.noted:
             with contextlib.suppress(SinkWriteError):
                 self.write_lines([])
+        self.kept = [(lo, hi) for lo, hi, _ in self.unwritten.runs()]
         self.unkept, why = self.unwritten.keep()
         self._closed = True
         fd = self._fd

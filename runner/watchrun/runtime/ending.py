@@ -118,4 +118,9 @@ async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Ev
     except Exception as exc:  # (records given up that no gap or note keeps: the run fails)
         problems.append(f"closing its JSONL failed: {exc}")
         sup.runtime_errors.append(f"{wid}: closing its JSONL failed: {exc}")
+    else:
+        if n := sum(hi - lo + 1 for lo, hi in rt.sink.kept):  # (kept: nothing is lost)
+            problems.append(f"{n} records (seq {rt.sink.kept[0][0]} to {rt.sink.kept[-1][1]}) "
+                            "could not be written and were given up at the stop; the next "
+                            "start records their gap")
     return ev, problems
