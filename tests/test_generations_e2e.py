@@ -127,7 +127,7 @@ def test_every_line_once_or_a_record_of_its_loss(tmp_path: Path, mode: str) -> N
     claims = [x for x in recs if x["kind"] == "gap" or x.get("unreadBytes")]
     if not deletes:  # every generation stays on disk: nothing is lost, no loss is claimed
         assert lost == {}, {gens[i]["first"]: (v[0], v[-1], len(v)) for i, v in lost.items()}
-        assert claims == []
+        assert claims == [], claims
         return
     gaps = [x for x in recs if x["kind"] == "gap"]
     assert all(x["reason"] == "missing" for x in gaps), [
