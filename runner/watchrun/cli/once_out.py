@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from watchrun.cli.gate_report import StopCommands
 
 if TYPE_CHECKING:
+    from watchrun.match.redact import Redactor
     from watchrun.output.logstream import LogStream
 
 __all__ = ["StdoutEcho", "close_fence", "open_fence", "say", "stdout_failed", "stdout_stream"]
@@ -75,15 +76,19 @@ class StdoutEcho:
     escape sequences and control characters never reach the terminal or the CI log. While
     more than the stream's backlog waits for a reader, the command waits here (its pipe fills)
     and the loop goes on (signals, other watchers); once the run is stopping, lines the reader
-    has no room for are counted instead (`unshown`)."""
+    has no room for are counted instead (`unshown`). With `output.redact` (`redactor`), redacted
+    as the records are: the CI log is text that leaves the machine."""
 
-    def __init__(self) -> None:
+    def __init__(self, redactor: Redactor | None = None) -> None:
         self.unshown = 0
+        self.redactor = redactor
 
     async def __call__(self, data: bytes, wait: bool) -> None:
         from watchrun.match.sanitize import clean_line, edge_text
 
         text, out = clean_line(data)[0], stdout_stream()
+        if self.redactor is not None:
+            text = self.redactor.redact(text)[0]
         if not text.isascii():  # (bidi controls and U+2028/U+2029: shown escaped, as everywhere)
             text = edge_text(text, multiline=True)
         if out is None:

@@ -106,7 +106,8 @@ def _prepare(args: argparse.Namespace
 
     become_subreaper()
     raise_fd_limit()
-    echo = StdoutEcho() if args.once and not args.quiet and not as_json else None
+    echo = StdoutEcho(config.records_redactor()) if args.once and not args.quiet and \
+        not as_json else None
     sup = Supervisor(
         config,
         layout,
