@@ -144,6 +144,43 @@ def test_file_that_is_only_a_torn_line_continues_from_rotated_copy(tmp_path: Pat
         assert sink.next_seq == first_live  # continues after the last record of .1
 
 
+class Killed(BaseException):
+    """The runner's SIGKILL, at the seam: nothing after it runs."""
+
+
+@pytest.mark.parametrize("left", ["no live file", "a torn record"])
+def test_a_crash_in_a_rotation_with_none_kept_never_begins_the_seqs_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, left: str) -> None:
+    """`output.keep: 0`: a rotation removes the live file, then makes the next. A SIGKILL in
+    between (744 of 1765 looks under a flood, explorer output 2d) or during the new file's first
+    write left no record of the stream, and the next start numbered from seq 1 again, its
+    cursors the same as records shipped before. The seam: the kill right after the removal."""
+    layout = prepare_output_dir(tmp_path / "out")
+    path = layout.jsonl("watcher", "app")
+    sink = open_sink(path, "app", max_bytes=300, keep=0)
+    import watchrun.output.sink as sink_module
+
+    real, opened = sink_module.open_live, []
+
+    def killed_after_the_removal(where: Path) -> object:
+        opened.append(where)
+        raise Killed()
+
+    monkeypatch.setattr(sink_module, "open_live", killed_after_the_removal)
+    with pytest.raises(Killed):
+        for n in range(1, 100):
+            sink.write("match", match(n))
+    monkeypatch.setattr(sink_module, "open_live", real)
+    assert opened and not path.exists()  # the rotation removed it; the kill came before more
+    reached = sink.next_seq - 1  # the record the kill kept from the new file (not written)
+    if left == "a torn record":
+        path.write_bytes(b'{"schema":1,"seq":%d,"cur' % reached)
+    with open_sink(path, "app", max_bytes=300, keep=0) as again:
+        assert again.next_seq == reached > 1
+        again.write("match", match(1))
+    assert [r["seq"] for r in iter_records(path)] == [reached]
+
+
 def test_rotation_keeps_n_files_and_everything_retained_reads_in_order(tmp_path: Path) -> None:
     path = tmp_path / "server.jsonl"
     Path(f"{path}.7").write_bytes(b"stale\n")  # from an older, larger `keep`

@@ -167,7 +167,7 @@ class JsonlSink:
             self._check_file()
             while i < len(lines):
                 if self._size > 0 and self._size + len(lines[i]) > self.max_bytes:
-                    self._rotate()
+                    self._rotate(seq_of(lines[i])[0] - 1)
                 j = _batch_end(lines, i, min(BATCH_BYTES, self.max_bytes - self._size))
                 try:
                     self._write_all(b"".join(lines[i:j]) if j > i + 1 else lines[i])
@@ -244,9 +244,13 @@ class JsonlSink:
         self._fd, self._size, self._inode = live.fd, live.size, live.inode
         return live.last_line
 
-    def _rotate(self) -> None:
+    def _rotate(self, last: int) -> None:
         """Rotate the live file away (`livefile.rotate`) and open a new one. The file rotated
-        away is made durable in a thread (`Syncer`), not on the event loop."""
+        away is made durable in a thread (`Syncer`), not on the event loop. With none kept, its
+        `last` seq is noted first: a crash before the new file has a record does not begin
+        the stream again at seq 1."""
+        if self.keep == 0:
+            self.unwritten.reached(last)
         fd, self._fd = self._fd, -1
         let_go(self._inode)
         try:

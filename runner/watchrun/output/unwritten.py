@@ -88,6 +88,10 @@ class Unwritten:
         self.error: OSError | None = None  # the last failure of the note
         self.unkept = ""  # (set by `keep`: the seqs it could not keep)
         self._noted = False
+        self.floor = 0
+        """The highest seq of a file rotated away with none kept (`output.keep: 0`): the next
+        start numbers past it when it finds no record (a crash between the unlink and the
+        first record of the new file)."""
 
     def give_up(self, lines: list[bytes]) -> None:
         for line in lines:
@@ -127,7 +131,7 @@ class Unwritten:
                 del self.lost[seq]
         if not self.lost and not self.noted and self._noted:
             self._noted = False  # (tried once: what stays is below the stream's last record)
-            self._write_note(b"")
+            self.save_note()
 
     # -- the note on disk -----------------------------------------------------------------
     def prepare(self, last_seq: int) -> int:
@@ -150,7 +154,8 @@ class Unwritten:
         finally:
             os.close(fd)
         self.retry = not self.reserved
-        top = last_seq
+        self.floor = _floor_in(text)
+        top = max(last_seq, self.floor)
         for lo, hi, kinds in _runs_in(text):
             if top < lo:
                 self.noted.append((lo, hi, kinds))
@@ -193,9 +198,18 @@ class Unwritten:
         return sum(hi - lo + 1 for lo, hi, _ in runs), self.error or OSError(errno.ENOENT, "")
 
     def save_note(self) -> bool:
-        """Keep the lost runs on disk for the next start (into the space allocated at open)."""
+        """Keep the lost runs (and the floor) on disk for the next start (into the space
+        allocated at open); an empty note when there is neither."""
         runs = [[lo, hi, kinds] for lo, hi, kinds in self.runs()][-MAX_RUNS:]
-        return self._write_note(json.dumps({"runs": runs}).encode())
+        doc = {"runs": runs} | ({"floor": self.floor} if self.floor else {})
+        saved = self._write_note(json.dumps(doc).encode() if runs or self.floor else b"")
+        self._noted = self._noted and bool(runs)  # (a floor alone explains nothing)
+        return saved
+
+    def reached(self, seq: int) -> None:
+        """A file ending at `seq` is rotated away and none is kept: keep `seq` as the floor."""
+        self.floor = seq
+        self.save_note()
 
     def _open(self) -> int:
         """The note, opened (created when missing: an inode, no data), or -1."""
@@ -252,6 +266,14 @@ class Unwritten:
             return False
         finally:
             os.close(fd)
+
+
+def _floor_in(text: bytes) -> int:
+    """The floor a note holds (0: none, or unreadable)."""
+    with contextlib.suppress(ValueError, AttributeError):
+        floor = json.loads(text).get("floor") if text else 0
+        return floor if type(floor) is int and floor > 0 else 0
+    return 0
 
 
 def _runs_in(text: bytes) -> list[Run]:
