@@ -71,6 +71,19 @@ def as_nobody() -> list[str]:
     return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
+def nobody_runs_watchrun() -> list[str]:
+    """`as_nobody()`, once nobody can run this `watchrun` (a checkout in a 0700 folder, as a
+    fresh clone under `mktemp -d`, is out of its reach): the calling test is skipped if not."""
+    import pytest
+
+    nobody = as_nobody()
+    proc = subprocess.run([*nobody, watchrun_bin(), "--version"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    if proc.returncode != 0:
+        pytest.skip(f"watchrun cannot run as nobody here: {proc.stderr[-200:]}")
+    return nobody
+
+
 _HELD: dict[Path, Any] = {}
 
 

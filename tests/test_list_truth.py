@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from inproc import inproc
-from liverunner import LiveRunner, as_nobody, cli, wait_for, watchrun_bin, write_config
+from liverunner import LiveRunner, cli, nobody_runs_watchrun, wait_for, watchrun_bin, write_config
 
 
 def test_a_watcher_waiting_out_its_stop_timeout_is_stopping(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_clear_forgets_a_watcher_whose_command_exited(tmp_path: Path) -> None:
 
 
 def test_list_of_an_output_dir_it_cannot_read_fails_and_says_why() -> None:
-    nobody = as_nobody()
+    nobody = nobody_runs_watchrun()
     base = Path(tempfile.mkdtemp(prefix="watchrun-list-"))
     try:
         base.chmod(0o755)
