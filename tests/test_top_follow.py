@@ -36,9 +36,15 @@ def test_the_matches_pane_follows_through_resizes_until_scrolled_up(tmp_path: Pa
         seq = 151
         for size in ((140, 30), (100, 30), (40, 12), (60, 9), (140, 40)):  # shorter, narrower
             await pilot.resize_terminal(*size)
-            await until(pilot, lambda s=size, n=seq: log.scrollable_content_region.width ==
-                        s[0] - 2 and bottom(log).endswith(f"ERROR tick {n - 2}"),
-                        f"the newest match still shown at {size}")
+            try:
+                await until(pilot, lambda s=size, n=seq: log.scrollable_content_region.width ==
+                            s[0] - 2 and bottom(log).endswith(f"ERROR tick {n - 2}"),
+                            f"the newest match still shown at {size}")
+            except AssertionError as exc:  # (what the log was doing: failed once, loaded)
+                raise AssertionError(
+                    f"{exc}: width {log.scrollable_content_region.width}, scroll_y "
+                    f"{log.scroll_y} of {log.max_scroll_y}, following {log.following}, "
+                    f"bottom {bottom(log)!r}") from None
             matches(tmp_path, [f"ERROR tick {seq - 1}"], first=seq)
             await until(pilot, refreshed(pane, lambda s=seq: bottom(log).endswith(
                 f"ERROR tick {s - 1}")), f"a new match followed at {size}")

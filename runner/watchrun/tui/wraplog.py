@@ -97,11 +97,14 @@ class WrappingLog(RichLog):
         if scroll_end:
             self.call_after_refresh(self._to_end)  # (once the new size is laid out)
 
-    def _to_end(self) -> None:
+    def _to_end(self, again: bool = True) -> None:
         """The newest line, unless the person scrolled away meanwhile (a key pressed just
-        after a resize or a refresh is not undone)."""
+        after a resize or a refresh is not undone); once more after the next refresh, as a
+        layout still settling (a loaded host) can move the end after this scroll."""
         if self.following:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
+            if again:
+                self.call_after_refresh(self._to_end, False)
 
     def _put(self, text: Text, width: int) -> None:
         before, plain = len(self.lines), text.plain
