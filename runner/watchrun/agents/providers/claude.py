@@ -177,8 +177,8 @@ class ClaudeAdapter(JsonAdapter):
                     block["tool_use_id"], f"{btype} block.tool_use_id", required=True)):
                 out += self.tool_result(call_id, bool(block.get("is_error")),
                                         result_text(block.get("content")))
-            elif btype not in SILENT_BLOCKS:  # a block it does not know: its line is kept `raw`
-                shape.problems.append(f"content block.type: expected a known one, got {btype!r}")
+            else:  # a block it does not know: its line is kept `raw`
+                shape.known(btype, SILENT_BLOCKS, "content block.type")
         usage = msg.get("usage")
         if mid and isinstance(usage, dict):
             out += self._snapshot(obj, mid, anthropic_usage(usage), msg.get("model"), False)

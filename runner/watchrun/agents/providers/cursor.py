@@ -119,9 +119,8 @@ class CursorAdapter(JsonAdapter):
             if block.get("type") == "text":
                 parts.append(self.shape.text(block.get("text"), "text block.text",
                                              required=True) or "")
-            elif block.get("type") not in SILENT_BLOCKS:  # its line is kept `raw`
-                self.shape.problems.append(
-                    f"content block.type: expected a known one, got {block.get('type')!r}")
+            else:  # its line is kept `raw`
+                self.shape.known(block.get("type"), SILENT_BLOCKS, "content block.type")
         text = "".join(parts)
         if not text:
             return []

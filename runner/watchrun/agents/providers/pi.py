@@ -135,9 +135,8 @@ class PiAdapter(JsonAdapter):
             elif btype == "toolCall" and as_str(block.get("id")):
                 out += self.tool(str(block["id"]), str(block.get("name") or "?"),
                                  block.get("arguments"))
-            elif btype not in BLOCKS:
-                self.shape.problems.append(f"content block.type: expected a known one, got "
-                                           f"{btype!r}")
+            else:
+                self.shape.known(btype, BLOCKS, "content block.type")
         if isinstance(msg.get("usage"), dict):
             out.append(self.usage(pi_usage(msg["usage"]), source="message",
                                   model=msg.get("model")))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +48,14 @@ class Shape:
             return value
         self._wrong(value, what, "an array", required)
         return []
+
+    def known(self, value: Any, known: Collection[Any], what: str) -> bool:
+        """Whether `value` is one of the `known` (a content block's type, say); noted if not,
+        so a line whose text sits under a new kind is kept `raw`, never lost."""
+        if value in known:
+            return True
+        self.problems.append(f"{what}: expected a known one, got {value!r}")
+        return False
 
     def text(self, value: Any, what: str, *, required: bool = False) -> str | None:
         """A non-empty string; "" reads as absent and is no problem."""
