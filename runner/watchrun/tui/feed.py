@@ -21,7 +21,7 @@ from watchrun.tui.model import ENDED, Row, Snapshot, format_match
 from watchrun.tui.tails import Matches, new_matches, transcript
 from watchrun.tui.text import inert
 from watchrun.views.agent_window import StatusTracker, delivery_state, settled
-from watchrun.views.watchers import load_statuses, unreadable_why
+from watchrun.views.watchers import load_statuses, unreadable_note
 
 __all__ = ["POLL_TIMEOUT_S", "STOP_TIMEOUT_S", "Control", "Feed", "detached"]
 
@@ -120,10 +120,9 @@ class Feed:
             status = str(snap.get("status", "?"))
             if status == "unreadable":  # (as `watchrun list` shows it: nothing hidden)
                 seen.add(wid)
-                why = unreadable_why(self.root / "state" / f"{wid}.status.json")
-                rows.append(Row("?", wid, status, None, 0, None, f"its status snapshot state/"
-                                f"{wid}.status.json cannot be read ({why}); a runner writes "
-                                "it anew while the watcher runs"))
+                name = f"state/{wid}.status.json"
+                rows.append(Row("?", wid, status, None, 0, None,
+                                unreadable_note(self.root / name, name)))
                 continue
             if live_ids is not None and not snap.get("live"):
                 continue  # an earlier runner's: not the live one's, nor in `watchrun list`

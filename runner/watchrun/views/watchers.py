@@ -99,9 +99,14 @@ def unlistable(root: Path) -> str | None:
 
 
 def _unreadable(path: Path, wid: str) -> dict[str, Any]:
-    return {"id": wid, "status": "unreadable", "live": False, "lastError": (
-        f"its status snapshot {path} cannot be read ({unreadable_why(path)}); a runner writes "
-        "it anew while the watcher runs")}
+    return {"id": wid, "status": "unreadable", "live": False,
+            "lastError": unreadable_note(path, str(path))}
+
+
+def unreadable_note(path: Path, shown: str) -> str:
+    """What is said of a status snapshot that is there but cannot be read, named `shown`."""
+    return (f"its status snapshot {shown} cannot be read ({unreadable_why(path)}); a runner "
+            "writes it anew while the watcher runs")
 
 
 def unreadable_why(path: Path) -> str:
