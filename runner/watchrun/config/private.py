@@ -25,13 +25,11 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _trusted(st: os.stat_result) -> bool:
-    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
-def _held(st: os.stat_result) -> bool:
-    """The folder the store's directory is in: the runner's or root's, no one else may write."""
-    return st.st_uid in (os.geteuid(), 0) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+def _trusted(st: os.stat_result, *, root_too: bool = False) -> bool:
+    """The runner's own (`root_too`: or root's, as the folder the store's directory is in may
+    be), and no one else may write it."""
+    owners = (os.geteuid(), 0) if root_too else (os.geteuid(),)
+    return st.st_uid in owners and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 class PrivateStore:
@@ -51,7 +49,7 @@ class PrivateStore:
         except OSError:
             return None
         try:
-            if not _held(os.fstat(pfd)):
+            if not _trusted(os.fstat(pfd), root_too=True):
                 return None
             fd = os.open(self.where.name, _DIR, dir_fd=pfd)
         except OSError:
