@@ -154,9 +154,10 @@ class Unwritten:
         finally:
             os.close(fd)
         self.retry = not self.reserved
-        self.floor = _floor_in(text)
+        doc = _note_doc(text)
+        self.floor = _floor_in(doc)
         top = max(last_seq, self.floor)
-        for lo, hi, kinds in _runs_in(text):
+        for lo, hi, kinds in _runs_in(doc):
             if top < lo:
                 self.noted.append((lo, hi, kinds))
                 top = hi
@@ -268,22 +269,25 @@ class Unwritten:
             os.close(fd)
 
 
-def _floor_in(text: bytes) -> int:
-    """The floor a note holds (0: none, or unreadable)."""
-    with contextlib.suppress(ValueError, AttributeError):
-        floor = json.loads(text).get("floor") if text else 0
-        return floor if type(floor) is int and floor > 0 else 0
-    return 0
-
-
-def _runs_in(text: bytes) -> list[Run]:
-    """The runs a note holds, oldest first (none when it is empty or unreadable)."""
+def _note_doc(text: bytes) -> dict[str, Any]:
+    """A note's JSON ({} when it is empty or unreadable)."""
     try:
         doc = json.loads(text) if text else {}
     except ValueError:
-        return []
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _floor_in(doc: dict[str, Any]) -> int:
+    """The floor a note holds (0: none)."""
+    floor = doc.get("floor")
+    return floor if type(floor) is int and floor > 0 else 0
+
+
+def _runs_in(doc: dict[str, Any]) -> list[Run]:
+    """The runs a note holds, oldest first."""
     out: list[Run] = []
-    runs = doc.get("runs") if isinstance(doc, dict) else None
+    runs = doc.get("runs")
     for run in runs if isinstance(runs, list) else []:
         if not (isinstance(run, list) and len(run) == 3):
             continue
