@@ -1,6 +1,7 @@
 """A SIGHUP reload leaves a watcher stopped with `watchrun stop` stopped (as supervisord's
 `update` leaves a program a user stopped), changed or not, and its summary counts the watchers
-by what they do instead of calling every one it holds running."""
+by what they do instead of calling every one it holds running; a stopped one takes no room
+from runtime watchers, and a reload that disables watchers says why it stopped each."""
 
 from __future__ import annotations
 
@@ -173,3 +174,55 @@ def test_clear_forgets_a_stopped_config_watchers_status_not_that_it_was_stopped(
     finally:
         assert r.stop() == 0
     assert r.left == []
+
+
+def test_a_config_watcher_stopped_by_request_takes_no_room_from_runtime_ones_at_a_reload(
+        tmp_path: Path) -> None:
+    """`add` and `start` count only the watchers that run under `limits.maxWatchers`; the
+    reload counted the config's stopped `ticker` too, so a SIGHUP with nothing changed stopped
+    a runtime watcher `add` had accepted (`no room`), `start` ran it, the next SIGHUP stopped it
+    again."""
+    conf = {"limits": {"maxWatchers": 2}, **_config(tmp_path, _ticker("tick"))}
+    r = LiveRunner(write_config(tmp_path, conf))
+    try:
+        _stop_ticker(r)  # running: app; stopped by request: ticker
+        extra = {"id": "extra", "path": str(tmp_path / "app.log"), "pattern": "WARN"}
+        assert r.control({"cmd": "add", "watcher": extra})["ok"]
+        r.send(signal.SIGHUP)
+        r.wait_log("reloaded:")
+        assert KEPT in r.stderr(), r.stderr()
+        assert r.control({"cmd": "status"})["watchers"] == ["app", "extra"]
+        assert r.control({"cmd": "status"})["problems"] == []
+        assert _listed(r, "extra")["status"] == "running"
+    finally:
+        assert r.stop() == 0
+    assert "no room" not in r.stderr(), r.stderr()
+
+
+def test_a_reload_that_disables_watchers_says_why_a_runtime_one_stopped(tmp_path: Path) -> None:
+    """A reload to `limits.enabled: false` stopped a runtime watcher as `removed`, with no
+    `lastError` and no problem in `status`; once enabled again it stayed stopped, unexplained."""
+    conf = _config(tmp_path, _ticker("tick"))
+    r = LiveRunner(write_config(tmp_path, conf))
+    try:
+        r.wait_running()
+        extra = {"id": "extra", "path": str(tmp_path / "app.log"), "pattern": "WARN"}
+        assert r.control({"cmd": "add", "watcher": extra})["ok"]
+        write_config(tmp_path, {"limits": {"enabled": False}, **conf})
+        r.send(signal.SIGHUP)
+        r.wait_log("reloaded:")
+        why = "limits.enabled is false: stopped (`watchrun start extra` once it is true again"
+        listed = _listed(r, "extra")
+        assert listed["status"] == "stopped" and why in listed["lastError"], listed
+        assert [p for p in r.control({"cmd": "status"})["problems"] if why in p], \
+            r.control({"cmd": "status"})
+        assert "[extra] limits.enabled is false; stopped" in r.stderr(), r.stderr()
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        wait_for(lambda: r.stderr().count("reloaded:") == 2, "the second reload")
+        assert why in _listed(r, "extra")["lastError"]
+        assert r.control({"cmd": "start", "id": "extra"})["ok"]
+        wait_for(lambda: _listed(r, "extra")["status"] == "running", "extra started again")
+    finally:
+        assert r.stop() == 0
+    assert "[extra] removed" not in r.stderr(), r.stderr()

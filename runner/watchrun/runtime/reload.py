@@ -6,9 +6,10 @@ the config's spec. Watchers added at runtime are in no file: they keep running (
 the limits or output settings change), unless the config now names their id, which then is the
 config's, or names it in other case or as a watcher's `previousId` (that watcher takes its
 place: it is stopped and forgotten), or `limits.maxWatchers` has no room left for them after
-the config's (the oldest kept first), or they wake an agent the config no longer has (stopped:
-their matches would wake no one; what they matched before, with the agent's queue, is
-recorded dropped). A removed file watcher whose file is gone is forgotten
+the config's (those stopped by request take none; the oldest kept first), or they wake an
+agent the config no longer has (stopped: their matches would wake no one; what they matched
+before, with the agent's queue, is recorded dropped), or `limits.enabled` is now false (each
+stopped with that said in `status`). A removed file watcher whose file is gone is forgotten
 (runtime/forgetting.py). No step's failure ends the runner: each is reported (log, `status`, an
 `error` record where the watcher has a sink) and the rest goes on."""
 
@@ -135,6 +136,11 @@ async def apply(sup: Reloading, new: Config) -> str | None:
     in_case = {wid.lower(): wid for wid in wanted}
     taken_over: set[str] = set()
     cased: set[str] = set()  # (of those, the ones whose checkpoint no watcher adopts)
+    # the config's watchers stopped by request stay stopped (_kept_stopped): as for `add`,
+    # they take no room under maxWatchers
+    before = {w.id for w in old.watchers}
+    resting = {wid for wid in sup.set.stopped_by_request
+               if wid in wanted and wid in before and wid not in sup.set.running}
     for wid, spec in list(sup.set.runtime.items()):
         if wid in wanted:
             del sup.set.runtime[wid]
@@ -165,7 +171,7 @@ async def apply(sup: Reloading, new: Config) -> str | None:
                             f"{wid}` forgets it; or put the agent back and `watchrun start "
                             f"{wid}`)", wid)
                 continue
-            if len(wanted) >= new.limits.max_watchers:  # (oldest first: the newest give way)
+            if len(wanted) - len(resting) >= new.limits.max_watchers:  # (oldest first)
                 no_room.add(wid)
                 sup.problem(f"reload: limits.maxWatchers is {new.limits.max_watchers}, filled "
                             "by the config's watchers and those added before it: stopped "
@@ -173,11 +179,15 @@ async def apply(sup: Reloading, new: Config) -> str | None:
                             "forgets it)", wid)
                 continue
             wanted[wid] = spec  # kept: in no file, it lives until stopped or the runner exits
+        elif wid in sup.set.running:  # (no watcher runs: as `add` and `start` are refused)
+            sup.problem("reload: limits.enabled is false: stopped (`watchrun start "
+                        f"{wid}` once it is true again, `watchrun clear` forgets it)", wid)
     held = _kept_stopped(sup, old, wanted, global_change)
     trouble: dict[str, str] = {}
 
     async def stop(wid: str) -> None:
         why = "no room" if wid in no_room else "its agent removed" if wid in orphans else \
+            "limits.enabled is false" if not new.limits.enabled else \
             "removed" if wid not in wanted else "config changed"
         problems = await sup.set.stop(wid, reason="reload")
         sup.log.info(f"{why}; stopped", wid)
