@@ -62,6 +62,11 @@ def test_a_live_runner_through_the_cli(tmp_path: Path) -> None:
         assert up == {"loop": 1, "missing": 0, "unreadable": 0}  # cannot look: down
         p = inproc(tmp_path, "status", "-c", "live.yaml", "unreadable")
         assert re.search(r"^status +error$", p.stdout, re.M) and "live  " in p.stdout
+        p = inproc(tmp_path, "status", "-c", "live.yaml")  # the runner's: said, not `none`
+        assert p.returncode == 0 and p.stdout.splitlines()[1] == \
+            "not reading: unreadable (error) (`watchrun list` says why)", p.stdout
+        p = inproc(tmp_path, "status", "-c", "live.yaml", "--json")
+        assert json.loads(p.stdout)["notReading"] == [{"id": "unreadable", "status": "error"}]
         (tmp_path / "logs").mkdir()
         (tmp_path / "logs" / "later.log").write_text("ERROR now\n")
         wait_for(lambda: listed(tmp_path)["missing"]["status"] == "running", "it appeared")

@@ -277,6 +277,11 @@ def _runner_status(root: Path, out: Out) -> int:
     lines = [f"runner {edge_text(str(doc.get('state')))}: {len(watchers)} watcher"
              f"{'' if len(watchers) == 1 else 's'}{also}, output dir {edge_text(str(root))}",
              f"problems: {len(problems) + dropped or 'none'}"]
+    blind = [w for w in doc.get("notReading") or [] if isinstance(w, dict)]
+    if blind:  # (not the runner's problems: its watchers', which `list` explains)
+        lines.insert(1, "not reading: " + ", ".join(
+            f"{edge_text(str(w.get('id')))} ({edge_text(str(w.get('status')))})" for w in blind)
+            + " (`watchrun list` says why)")
     lines += [f"  - {edge_text(p)}" for p in problems]
     if dropped:
         lines.append(f"  (and {dropped} older, no longer listed: see the runner's log)")

@@ -10,7 +10,7 @@ from watchrun.config.model import Config, WatcherSpec
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.runtime import manage
-from watchrun.runtime.census import ended
+from watchrun.runtime.census import doing, ended
 from watchrun.runtime.control import PEER_PID
 from watchrun.runtime.forgetting import forget_files
 from watchrun.runtime.lag import LoopLag
@@ -126,6 +126,9 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
     if cmd == "status":
         return {"ok": True, "state": str(sup.state), "watchers": sorted(sup.watchers),
                 "stopping": sup.board.being_stopped(),
+                "notReading": [{"id": wid, "status": doing(rt)}  # (as `list` counts them)
+                               for wid, rt in sorted(sup.watchers.items())
+                               if doing(rt) in ("error", "fatal")],
                 "loopLagMaxS": round(sup.lag.max_s, 3),
                 "problems": [*(sup.hub.problems() if sup.hub is not None else []),
                              *sup.problems],
