@@ -65,10 +65,14 @@ def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRunner]:
     yield from a_runner(tmp_path_factory.mktemp("runner"))
 
 
+CLEARS = "`all`, `ids`, `mine`"
+"""`clear`'s fields, as a refusal names them."""
+
+
 @pytest.mark.parametrize(("req", "field", "expected"), [
-    ({"cmd": "clear", "id": "app"}, "id", "`all`, `ids`"),  # (cleared every ended watcher)
-    ({"cmd": "clear", "all": True, "idz": ["x"]}, "idz", "`all`, `ids`"),  # (cleared all)
-    ({"cmd": "stop", "id": "nope", "all": True}, "all", "`id`"),
+    ({"cmd": "clear", "id": "app"}, "id", CLEARS),  # (cleared every ended watcher)
+    ({"cmd": "clear", "all": True, "idz": ["x"]}, "idz", CLEARS),  # (cleared all)
+    ({"cmd": "stop", "id": "nope", "all": True}, "all", "`id`, `mine`"),
     ({"cmd": "list", "junk": 1}, "junk", "none but `cmd`"),
     ({"cmd": 5}, "cmd", "a string"),
 ])
@@ -179,6 +183,8 @@ NAN = float("nan")
     ({"cmd": "clear", "ids": "app"}, "ids", "an array of watcher ids", "a string"),
     ({"cmd": "clear", "ids": ["app", 5]}, "ids", "an array of watcher ids",
      "an array with a non-string"),
+    ({"cmd": "clear", "mine": "yes"}, "mine", "true or false", "a string"),
+    ({"cmd": "stop", "id": "app", "mine": 1}, "mine", "true or false", "a number"),
     ({"cmd": "stop", "id": NAN}, "id", "a string", "a number"),
     ({"cmd": "stop", "id": ["app"]}, "id", "a string", "an array"),
     ({"cmd": "stop"}, "id", "a string", None),

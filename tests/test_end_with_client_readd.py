@@ -194,3 +194,30 @@ def test_a_runner_stops_while_a_client_that_added_a_watcher_lives_on(tmp_path: P
         code = r.stop(timeout=20)
     assert code == 0, r.stderr()
     assert stops(r, "mine") == ["shutdown"]
+
+
+def test_mine_stops_and_clears_only_the_clients_own_watchers_as_it_added_them(
+        runner: LiveRunner, tmp_path: Path) -> None:
+    """docs/control.md: `stop` and `clear` with `mine: true` (`watchrun mcp`'s) act only on
+    the watchers the requesting process added with `endWithClient`, still as it added them:
+    not one another client added (under an id it had, after a `clear`), nor one added without
+    `endWithClient`."""
+    r = runner  # the client is the test process itself
+    for wid, tied in (("w", True), ("x", True), ("loose", False)):
+        assert r.control(add(tmp_path, wid, end_with_client=tied))["ok"] is True
+    refused = r.control({"cmd": "stop", "id": "loose", "mine": True})
+    assert refused["error"]["code"] == "not_found", refused
+    assert r.control({"cmd": "stop", "id": "w", "mine": True})["wasRunning"] is True
+    assert r.control({"cmd": "clear", "mine": True})["cleared"] == 1  # w: stopped, its own
+    other = Client(r, add(tmp_path, "w", end_with_client=True))  # w again, another's
+    try:
+        refused = r.control({"cmd": "stop", "id": "w", "mine": True})
+        assert refused["error"]["code"] == "not_found", refused
+        cleared = r.control({"cmd": "clear", "all": True, "mine": True, "ids": ["w", "loose"]})
+        assert cleared["cleared"] == 0
+        assert r.control({"cmd": "clear", "all": True, "mine": True})["cleared"] == 1  # x
+        assert listed(r) == {"w": "running", "loose": "running"}
+        assert stops(r, "w") == ["requested"] and stops(r, "loose") == []
+        matches_line(r, tmp_path, "w", "the other client's")
+    finally:
+        other.close()

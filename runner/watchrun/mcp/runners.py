@@ -211,7 +211,8 @@ class Runners:
         self.live = LiveRunner(self.root / "control.sock")
         self.session: SessionRunner | None = None
         self.added: dict[str, Runner] = {}
-        """The watchers this session added, and where: they end with the session."""
+        """The ids of the watchers this session added, and where: they end with the session
+        (on a live runner, those still as the session added them: `mine`)."""
         self._lock = asyncio.Lock()
 
     async def current(self) -> Runner | None:
@@ -243,12 +244,14 @@ class Runners:
             return session
 
     async def close(self) -> None:
-        """The session ended: stop the watchers it added to the live runner, then its own
-        runner (and every watcher and process of it)."""
+        """The session ended: stop the watchers it added to the live runner, those still as it
+        added them (the runner checks: an id cleared and added again since, or taken over by
+        the config in a reload, is not the session's), then its own runner (and every watcher
+        and process of it)."""
         live = [wid for wid, runner in self.added.items() if runner is self.live]
         if live:
             self.log.info(f"the MCP session ended: stopping {', '.join(live)} on the live "
-                          "runner", event="session-end")
+                          "runner, those still the session's", event="session-end")
             await asyncio.gather(*(self._stop_live(wid) for wid in live))
         if self.session is not None:
             self.log.info("the MCP session ended: stopping its runner", event="session-end")
@@ -256,4 +259,4 @@ class Runners:
 
     async def _stop_live(self, wid: str) -> None:
         with contextlib.suppress(NoRunner, NoAnswer):  # (gone, or stalled: endWithClient)
-            await self.live.request({"cmd": "stop", "id": wid})
+            await self.live.request({"cmd": "stop", "id": wid, "mine": True})

@@ -189,13 +189,12 @@ class Tool:
 
     async def _clear(self, runner: Runner, every: bool) -> int:
         """Forget stopped watchers; `every`: stop running ones first. On a live runner only
-        those this session added: the runner's own (its config's, the operator's) are not the
-        session's, stopped or not."""
+        those this session added, as it added them (`mine`: the runner checks): the runner's
+        own (its config's, the operator's, one added again under an id the session cleared)
+        are not the session's, stopped or not."""
         request: dict[str, Any] = {"cmd": "clear", "all": every}
         if runner.kind == "live":
-            request["ids"] = [w for w, r in self.runners.added.items() if r is runner]
-            if not request["ids"]:
-                return 0
+            request["mine"] = True
         reply = await self._ask(runner, request)
         return int(reply.get("cleared") or 0)
 

@@ -13,7 +13,7 @@ from watchrun.config.model import WatcherSpec
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.watchers import WatcherSet
 
-__all__ = ["Managing", "own", "release"]
+__all__ = ["Managing", "added_by", "own", "release"]
 
 
 class Managing(Protocol):
@@ -52,6 +52,18 @@ def own(sup: Managing, pid: int, spec: WatcherSpec) -> None:
         following.add(task)
         task.add_done_callback(following.discard)
     owners[pid][spec.id] = spec
+
+
+def added_by(sup: Managing, pid: int | None) -> set[str]:
+    """The ids of the watchers process `pid` added with `endWithClient` that are still as it
+    added them, running or stopped: not one added again under the same id since, nor a config
+    watcher that took the id over in a reload."""
+    return _still(sup, _OWNERS.get(sup, {}).get(pid, {}) if pid is not None else {})
+
+
+def _still(sup: Managing, specs: dict[str, WatcherSpec]) -> set[str]:
+    """Those of `specs` the runner holds as they were added (the spec itself, not an equal)."""
+    return {wid for wid, spec in specs.items() if sup.set.runtime.get(wid) is spec}
 
 
 def release(sup: Managing) -> None:
@@ -96,8 +108,8 @@ async def _owner_gone(sup: Managing, pid: int, specs: dict[str, WatcherSpec]) ->
     async with sup.changing:
         if str(sup.state) != "running":
             return  # a runner that is stopping stops them anyway
-        ids = [wid for wid, spec in specs.items()
-               if sup.set.runtime.get(wid) is spec and wid in sup.set.running]
+        still = _still(sup, specs)
+        ids = [wid for wid in specs if wid in still and wid in sup.set.running]
         if ids:
             sup.log.info(f"process {pid}, which added {', '.join(ids)}, has ended: stopping "
                          "them", event="client-gone")

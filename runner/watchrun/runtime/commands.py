@@ -11,6 +11,7 @@ from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.runtime import manage
 from watchrun.runtime.census import doing, ended
+from watchrun.runtime.client_gone import added_by
 from watchrun.runtime.control import PEER_PID
 from watchrun.runtime.forgetting import forget_files
 from watchrun.runtime.lag import LoopLag
@@ -54,8 +55,8 @@ FIELDS: dict[str, dict[str, tuple[type, bool]]] = {
     "add": {"watcher": (dict, True), "endWithClient": (bool, False)},
     "start": {"id": (str, True)},
     "restart": {"id": (str, True)},
-    "stop": {"id": (str, True)},
-    "clear": {"all": (bool, False), "ids": (list, False)},
+    "stop": {"id": (str, True), "mine": (bool, False)},
+    "clear": {"all": (bool, False), "ids": (list, False), "mine": (bool, False)},
     "agent-send": {"name": (str, True), "text": (str, True)},
     "agent-stop": {"name": (str, True)},
 }
@@ -83,6 +84,9 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
     if cmd == "stop":
         wid = req["id"]
         async with sup.changing:  # looked for in turn: a restart or reload may be starting it
+            if req.get("mine", False) and wid not in added_by(sup, PEER_PID.get()):
+                return _fail("not_found", f"no watcher {wid!r} that this client added with "
+                             "`endWithClient` (the one under that id now, if any, is not it)")
             if wid in sup.set.stopping:  # (the runner's stop, under way: it ends with it)
                 await asyncio.shield(sup.set.stopping[wid])
                 return {"ok": True, "wasRunning": True,
@@ -97,8 +101,11 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
                     "message": f"{wid} is already stopped (it had {had})"}
         return {"ok": True, "wasRunning": True, "message": f"stopped {wid}"}
     if cmd == "clear":
-        only = set(req["ids"]) if "ids" in req else None  # (`watchrun mcp`: its session's own)
         async with sup.changing:
+            only = set(req["ids"]) if "ids" in req else None
+            if req.get("mine", False):  # (`watchrun mcp`: its session's own)
+                mine = added_by(sup, PEER_PID.get())
+                only = mine if only is None else only & mine
             every = req.get("all", False)
             for wid in [w for w, rt in sup.watchers.items()
                         if (only is None or w in only) and (every or ended(rt))]:
