@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from watchrun.match.sanitize import edge_text
-from watchrun.views.humanize import when
+from watchrun.views.humanize import not_reading, when
 from watchrun.views.watchers import table
 
 __all__ = ["LIST_ROWS", "render"]
@@ -23,7 +23,7 @@ def render(details: dict[str, Any], now: datetime) -> str:
         return f"watch {action}: {details['error']}"
     watch = details.get("watch")
     if action == "add" and isinstance(watch, dict):
-        lines = [f"{watch['id']} added: {_describe(watch)}"]
+        lines = [f"{watch['id']} added: {_added(watch)}"]
         lines += [f"warning: {w}" for w in details.get("warnings", [])]
         return "\n".join(lines)
     if action == "stop":
@@ -39,13 +39,32 @@ def render(details: dict[str, Any], now: datetime) -> str:
     return f"watch {action}: done"
 
 
+def _added(w: dict[str, Any]) -> str:
+    """What it does, or, when its first look found nothing to read, that (as the runner's
+    `message` and `watchrun add` say it) and what it will look for."""
+    src = w["source"]
+    name = src["path"] if src["kind"] == "file" else _command(src)
+    note = not_reading(src["kind"], w.get("state"), name, w.get("lastError"),
+                       "the `stop` action")
+    return f"{note}; it looks {_how(w)}" if note is not None else _describe(w)
+
+
 def _describe(w: dict[str, Any]) -> str:
+    return f"{_what(w)} {_how(w)}"
+
+
+def _what(w: dict[str, Any]) -> str:
     src = w["source"]
     if src["kind"] == "file":
-        what = f"tailing {src['path']}"
-    else:
-        cmd = src["command"] if isinstance(src["command"], str) else " ".join(src["command"])
-        what = f"running `{cmd}`" + (f" in {src['cwd']}" if src.get("cwd") else "")
+        return f"tailing {src['path']}"
+    return f"running `{_command(src)}`" + (f" in {src['cwd']}" if src.get("cwd") else "")
+
+
+def _command(src: dict[str, Any]) -> str:
+    return src["command"] if isinstance(src["command"], str) else " ".join(src["command"])
+
+
+def _how(w: dict[str, Any]) -> str:
     how = f"for /{w['pattern']}/"
     if w["exclude"]:
         how += f" except /{'/, /'.join(w['exclude'])}/"
@@ -55,7 +74,7 @@ def _describe(w: dict[str, Any]) -> str:
         how += " from its start"
     if w["wakeAgents"]:
         how += f"; a match wakes {', '.join(w['wakeAgents'])}"
-    return f"{what} {how}"
+    return how
 
 
 def _list(details: dict[str, Any], now: datetime) -> str:

@@ -26,6 +26,7 @@ from watchrun.runtime.compile_probe import Refusal, probe
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
 from watchrun.runtime.wiring import precompile
+from watchrun.views.humanize import not_reading
 
 __all__ = ["MAX_EXCLUDE", "MAX_LABEL", "MAX_PATTERN", "Managing", "Refused", "add", "bounded",
            "probed", "start"]
@@ -106,16 +107,9 @@ async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, An
 def _added(wid: str, record: dict[str, Any]) -> str:
     """What an `add` that started its watcher says: `started ID`, unless its file is not
     there yet (`waiting`) or cannot be read (`error`): it is kept, and tries again."""
-    status, source = record.get("status"), record.get("source")
-    if status == "waiting" and record.get("kind") == "file":
-        return f"added {wid}: waiting for {source} (not there yet; followed once it appears)"
-    if status == "error":
-        why = str(record.get("lastError") or "unknown error").removeprefix(
-            f"cannot read {source}: ")
-        return (f"added {wid}: cannot read {source} yet: {why} (it is kept, and tries again "
-                f"whenever the path changes: a regular file there is followed; `watchrun stop "
-                f"{wid}` ends it)")
-    return f"started {wid}"
+    note = not_reading(record.get("kind"), record.get("status"), str(record.get("source")),
+                       record.get("lastError"), f"`watchrun stop {wid}`")
+    return f"added {wid}: {note}" if note is not None else f"started {wid}"
 
 
 async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:

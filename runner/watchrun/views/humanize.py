@@ -1,4 +1,5 @@
-"""Values for people (pure): relative times, lists and flags without reprs, status colours."""
+"""Values for people (pure): relative times, lists and flags without reprs, status colours, what
+an added watcher's first look found."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 from watchrun.clock import parse_ts
 
-__all__ = ["NAMED", "Paint", "ago", "as_datetime", "named", "no_paint", "paint", "value", "when"]
+__all__ = ["NAMED", "Paint", "ago", "as_datetime", "named", "no_paint", "not_reading", "paint",
+           "value", "when"]
 
 NAMED = 20
 """Ids a message names at most (`known: …`): an output dir may have thousands."""
@@ -92,3 +94,18 @@ def named(ids: list[str], limit: int = NAMED) -> str:
     if len(ids) <= limit:
         return ", ".join(ids) or "none"
     return f"{', '.join(ids[:limit])}, … and {len(ids) - limit} more"
+
+
+def not_reading(kind: object, status: object, source: str, last_error: object,
+                stop: str) -> str | None:
+    """What an `add` says of a watcher that started but does not read its source yet (as
+    `watchrun add` and the MCP tool's `add` say it): `waiting for PATH (…)`, a file not there
+    yet; `cannot read PATH yet: REASON (…)`, one it cannot read (`status` error). None: it
+    reads. `stop` names how the caller's user ends it."""
+    if status == "waiting" and kind == "file":
+        return f"waiting for {source} (not there yet; followed once it appears)"
+    if status == "error":
+        why = str(last_error or "unknown error").removeprefix(f"cannot read {source}: ")
+        return (f"cannot read {source} yet: {why} (it is kept, and tries again whenever the "
+                f"path changes: a regular file there is followed; {stop} ends it)")
+    return None
