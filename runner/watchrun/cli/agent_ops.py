@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from watchrun.cli.asking import Unanswered, ask
 from watchrun.cli.emit import Out
 from watchrun.cli.ops import (
-    Unanswered,
     Where,
-    _ask,
     _code,
     _done,
     _no_runner,
@@ -43,7 +42,7 @@ def _agent_control(args: argparse.Namespace, out: Out) -> int:
     payload: dict[str, Any] = {"cmd": f"agent-{action}", "name": name}
     if action == "send":
         payload["text"] = args.text
-        reply = _ask(where.root, payload)
+        reply = ask(where.root, payload)
         if reply is None:
             return _no_runner(out, where.root)
         if not reply.get("ok"):
@@ -51,7 +50,7 @@ def _agent_control(args: argparse.Namespace, out: Out) -> int:
         did = reply.get("deliveryId")
         return _done(out, {"name": name, "queued": True, "deliveryId": did,
                            "message": f"queued for {name} as {did}"})
-    reply = _ask(where.root, payload)
+    reply = ask(where.root, payload)
     if reply is not None and reply.get("ok"):
         return _done(out, {"name": name, "stopped": True,
                            "message": str(reply.get("message", f"stopped {name}'s turn"))})

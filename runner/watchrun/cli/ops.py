@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from watchrun.cli.asking import Unanswered, ask
 from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
 from watchrun.views.humanize import named
@@ -70,7 +71,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
         if op == "stop":
             return _stop(where, args.id, out)
         if op == "clear":
-            return _control(where.root, {"cmd": "clear", "all": bool(args.all)}, out)
+            return _control(where, {"cmd": "clear", "all": bool(args.all)}, out)
         if op == "status" and args.id is None:
             return _runner_status(where.root, out)
     except Unanswered as exc:
@@ -192,7 +193,7 @@ def _stop(where: Where, wid: str, out: Out) -> int:
     """`stop ID`: like `systemctl stop`, a watcher that is not running is a success that says
     so; only a watcher nobody knows is an error (exit 2)."""
     known = _known_watchers(where)
-    reply = _ask(where.root, {"cmd": "stop", "id": wid})
+    reply = ask(where.root, {"cmd": "stop", "id": wid}, where.config)
     if isinstance(reply, dict) and reply.get("ok"):
         return _done(out, {"id": wid, "stopped": True,
                            "wasRunning": reply.get("wasRunning") is not False,
@@ -205,35 +206,6 @@ def _stop(where: Where, wid: str, out: Out) -> int:
     why = "no runner is live on this output dir" if reply is None else "it was not running"
     return _done(out, {"id": wid, "stopped": True, "wasRunning": False,
                        "message": f"{wid} is already stopped ({why})"})
-
-
-class Unanswered(Exception):
-    """A runner is live but did not answer: reached, and no reply came (a reset, a close, a
-    timeout, a garbled reply: the request may still be carried out), or it holds the output
-    dir's `control.lock` and `control.sock` does not reach it (nothing was sent). Either is an
-    error (exit 3, `no_answer`), never taken for "no runner"."""
-
-    def fail(self, out: Out, **details: Any) -> int:
-        return out.fail("no_answer", str(self), **details)
-
-
-def _ask(root: Path, payload: dict[str, Any]) -> dict[str, Any] | None:
-    """The live runner's reply, or None when no runner is live on the output dir (nothing
-    listens on its socket, nothing holds its `control.lock`); Unanswered when one is live and
-    gave no reply. The one place a command line decides "no runner"."""
-    from watchrun.runtime.client import READS, NotListening, Unreachable, request
-
-    try:
-        return request(root / "control.sock", payload)
-    except NotListening:
-        return None
-    except Unreachable as exc:
-        raise Unanswered(str(exc)) from exc
-    except (OSError, ValueError) as exc:
-        later = "" if payload.get("cmd") in READS else (
-            "; it may still be carried out (`watchrun list` shows what the runner holds once "
-            "it answers)")
-        raise Unanswered(f"the runner did not answer: {exc}{later}") from exc
 
 
 def _done(out: Out, doc: dict[str, Any]) -> int:
@@ -261,7 +233,7 @@ def _runner_status(root: Path, out: Out) -> int:
     reload's among them until one applies); no runner is `no_runner` (exit 3)."""
     from watchrun.match.sanitize import edge_text
 
-    reply = _ask(root, {"cmd": "status"})
+    reply = ask(root, {"cmd": "status"})
     if reply is None:
         return _no_runner(out, root)
     if not reply.get("ok"):
@@ -294,10 +266,10 @@ def _no_runner(out: Out, root: Path, **details: Any) -> int:
                     "run` running with this output dir?", outputDir=str(root), **details)
 
 
-def _control(root: Path, payload: dict[str, Any], out: Out) -> int:
-    reply = _ask(root, payload)
+def _control(where: Where, payload: dict[str, Any], out: Out) -> int:
+    reply = ask(where.root, payload, where.config)
     if reply is None:
-        return _no_runner(out, root)
+        return _no_runner(out, where.root)
     if not reply.get("ok"):
         return _refused(out, reply)
     doc = {k: v for k, v in reply.items() if k != "ok"}

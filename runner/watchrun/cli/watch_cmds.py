@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import Any
 
+from watchrun.cli.asking import Unanswered, ask
 from watchrun.cli.emit import Out
-from watchrun.cli.ops import Unanswered, _ask, _no_runner, resolve
+from watchrun.cli.ops import Where, _no_runner, resolve
 from watchrun.config.yaml_tree import PLAIN_BOOL_HINT
 from watchrun.exitcodes import ExitStatus
 
@@ -20,7 +20,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     where = resolve(args, out)
     if isinstance(where, int):
         return where
-    return _send(where.root, {"cmd": "add", "watcher": watcher_of(args)}, out, args.id)
+    return _send(where, {"cmd": "add", "watcher": watcher_of(args)}, out, args.id)
 
 
 WAKE_FLAG_HINT = (" (--wake takes an agent's name, once per agent; leave it out and the "
@@ -47,7 +47,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     where = resolve(args, out)
     if isinstance(where, int):
         return where
-    return _send(where.root, {"cmd": args.op, "id": args.id}, out, args.id)
+    return _send(where, {"cmd": args.op, "id": args.id}, out, args.id)
 
 
 def watcher_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -81,13 +81,13 @@ def _absolute(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path)) if path else path
 
 
-def _send(root: Path, payload: dict[str, Any], out: Out, wid: str) -> int:
+def _send(where: Where, payload: dict[str, Any], out: Out, wid: str) -> int:
     try:
-        reply = _ask(root, payload)
+        reply = ask(where.root, payload, where.config)
     except Unanswered as exc:
         return exc.fail(out, id=wid)
     if reply is None:
-        return _no_runner(out, root, id=wid)
+        return _no_runner(out, where.root, id=wid)
     if not reply.get("ok"):
         err = reply.get("error")
         err = err if isinstance(err, dict) else {}

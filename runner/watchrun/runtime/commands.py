@@ -107,10 +107,12 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
                 mine = added_by(sup, PEER_PID.get())
                 only = mine if only is None else only & mine
             every = req.get("all", False)
-            for wid in [w for w, rt in sup.watchers.items()
-                        if (only is None or w in only) and (every or ended(rt))]:
-                await sup.stop_watcher(wid, reason="requested")  # (one that exited or failed
-                # has ended already: `clear` forgets it as a stopped one, as `top`'s `d` says)
+            # (one that exited or failed has ended already: `clear` forgets it as a stopped
+            # one, as `top`'s `d` says; stopped together, as a reload stops them: one by one,
+            # commands that wait out stopTimeout held the answer for the sum of theirs)
+            await asyncio.gather(*(sup.stop_watcher(w, reason="requested")
+                                   for w, rt in list(sup.watchers.items())
+                                   if (only is None or w in only) and (every or ended(rt))))
             forgot = sup.board.forget_stopped(only)
             gone = [w for w in sup.set.runtime if w not in sup.watchers
                     and (only is None or w in only)]
