@@ -15,6 +15,7 @@ from watchrun.runtime.client_gone import added_by
 from watchrun.runtime.control import PEER_PID
 from watchrun.runtime.forgetting import forget_files
 from watchrun.runtime.lag import LoopLag
+from watchrun.runtime.leftovers import left_over
 from watchrun.runtime.problems import Problems
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
@@ -113,15 +114,18 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
             await asyncio.gather(*(sup.stop_watcher(w, reason="requested")
                                    for w, rt in list(sup.watchers.items())
                                    if (only is None or w in only) and (every or ended(rt))))
-            forgot = sup.board.forget_stopped(only)
+            earlier = [] if only is not None else await left_over(sup)  # (listed before the
+            forgot = sup.board.forget_stopped(only)  # board removes their snapshots)
             gone = [w for w in sup.set.runtime if w not in sup.watchers
                     and (only is None or w in only)]
             for wid in gone:
                 del sup.set.runtime[wid]  # a cleared runtime watcher is gone for good: its
-            await forget_files(sup, sup.set, sorted({*forgot, *gone}))  # id added again is new
-        cleared = len(forgot)
-        many = "" if cleared == 1 else "s"
-        return {"ok": True, "cleared": cleared, "message": f"cleared {cleared} watcher{many}"}
+            await forget_files(sup, sup.set, sorted({*forgot, *gone, *earlier}))  # id added
+        cleared = len(forgot)  # again is new, and so is one only an earlier runner ran
+        said = f"cleared {cleared} watcher{'' if cleared == 1 else 's'}"
+        if earlier:
+            said += f"; also forgot what an earlier runner left of {', '.join(earlier)}"
+        return {"ok": True, "cleared": cleared, "leftovers": earlier, "message": said}
     if cmd in ("agent-send", "agent-stop"):
         if sup.hub is None:
             return _fail("unknown_agent" if cmd == "agent-send" else "not_found",

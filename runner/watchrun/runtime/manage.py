@@ -21,6 +21,7 @@ from watchrun.match.scanning import Store
 from watchrun.offload import at_stop
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
+from watchrun.runtime import leftovers
 from watchrun.runtime.client_gone import own
 from watchrun.runtime.compile_probe import Refusal, probe
 from watchrun.runtime.status import StatusBoard
@@ -99,7 +100,8 @@ async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, An
                      event="watcher-added")
         if owner is not None:
             own(sup, owner, spec)
-        reply["message"] = _added(spec.id, reply["watcher"])
+        resumed, said = leftovers.resumed(spec.id, sup.set.running.get(spec.id))
+        reply = {**reply, **resumed, "message": _added(spec.id, reply["watcher"]) + said}
         warnings = [d.to_dict() for d in diagnostics]
         return {**reply, "warnings": warnings} if warnings else reply
 

@@ -143,7 +143,7 @@ class StatusBoard:
         does not hold) and forget their entries."""
         with self._io_lock, self._lock:
             self._gen += 1
-            if self._ours():  # (another runner's state/: its files are not ours to remove)
+            if self.ours():  # (another runner's state/: its files are not ours to remove)
                 on_disk = [p.name.removesuffix(".status.json") for p in
                            self.dir.glob("*.status.json")] if strays else []
                 for wid in {*gone, *(w for w in on_disk if w not in self.entries)}:
@@ -155,7 +155,7 @@ class StatusBoard:
             del self.entries[wid]
             self._dirty.discard(wid)
 
-    def _ours(self) -> bool:
+    def ours(self) -> bool:
         """`state/` is still the directory this board started with: the output dir removed and
         made again by a second runner holds that runner's snapshots, not this one's."""
         try:
@@ -237,7 +237,7 @@ class StatusBoard:
         """Write rendered files unless a newer generation of them is already on disk."""
         gen, files = batch
         with self._io_lock:
-            if not self._ours():
+            if not self.ours():
                 return
             for path, data in files:
                 with self._lock:

@@ -42,6 +42,9 @@ class FileSource(OnceRead):
     """The warning that the checkpoint found at start was of another path, set aside."""
     resumed: tuple[str, int] | None = None
     """Where the read began when it went on from a checkpoint: the file and its line number."""
+    read_on: tuple[str, int] | None = None
+    """Where the read began when the watcher had a checkpoint, its first line too (what
+    `watchrun add` says of an id an earlier run left a checkpoint of)."""
 
     async def run(self, ctx: SourceContext) -> None:
         watch = self.notifier.watch(self.path)
@@ -111,8 +114,10 @@ class FileSource(OnceRead):
             await self._unreadable(ctx, OSError(errno.ENOENT, "missing"), problems, watch, plan)
             return
         self._required.carry(ctx, state, plan, self._matching)
-        if state is not None and plan.steps[0].start > 0:  # (read on: a `require` unseen is
-            self.resumed = (plan.steps[0].path, plan.steps[0].line_no)  # unseen since there)
+        if state is not None:
+            self.read_on = (plan.steps[0].path, plan.steps[0].line_no)
+            if plan.steps[0].start > 0:  # (read on: a `require` unseen is unseen since there)
+                self.resumed = self.read_on
         await self._apply(ctx, watch, plan, start=problems, seq=seq)
         await left_beside(ctx, self.spec, self.name, *self._beside)
         await self._keep.save(self._state())  # durable before READY: a crash right after

@@ -42,9 +42,11 @@ def orphan_diagnostics(config: Config, added: Callable[[Path], Mapping[str, bool
             continue  # a live runner's runtime watcher
         why = (f"`{wid}`, which was added at runtime (`watchrun add`) to a runner that has "
                f"ended: `watchrun add` with the same id and path continues from it; otherwise "
-               "delete the file") if wid in runtime else (
+               "`watchrun clear` (with a runner live) forgets it, or delete the file"
+               ) if wid in runtime else (
                f"`{wid}`, which is not in the config: if a watcher was renamed from `{wid}`, set "
-               f"`previousId: {wid}` on it to continue from there; otherwise delete the file")
+               f"`previousId: {wid}` on it to continue from there (before a `watchrun clear`, "
+               "which forgets it); otherwise delete the file")
         out.append(Diagnostic("watchers", f"{state / (wid + SUFFIX)} is the checkpoint of "
                               f"watcher {why}", "warning"))
     return out

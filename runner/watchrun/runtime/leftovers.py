@@ -1,0 +1,65 @@
+"""What earlier runs left in state/ of watcher ids this runner does not hold: the checkpoint an
+`add` reads on from (its reply says so), and the files `clear` forgets of them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Protocol
+
+from watchrun.config.model import Config
+from watchrun.match.redact import clean_text
+from watchrun.offload import offload
+from watchrun.output.records import is_id
+from watchrun.runtime.forgetting import stays_configured
+from watchrun.runtime.status import StatusBoard
+from watchrun.runtime.watchers import WatcherSet
+from watchrun.runtime.wiring import WatcherRuntime
+from watchrun.sources.checkpoints import SUFFIX
+
+SNAPSHOT = ".status.json"
+
+
+class Holding(Protocol):
+    config: Config
+    set: WatcherSet
+    board: StatusBoard
+
+
+def _held(sup: Holding) -> set[str]:
+    ws = sup.set
+    return {*sup.board.entries, *ws.running, *ws.later, *ws.stopping, *ws.runtime}
+
+
+async def left_over(sup: Holding) -> list[str]:
+    """`clear`: the ids of watchers this runner does not hold that earlier runs left files of in
+    state/: a status snapshot, or a checkpoint of a watcher the config does not name (a runtime
+    watcher of a runner that ended, whose snapshot an earlier `clear` removed). Empty when
+    state/ is no longer this runner's directory (another runner's files are not its to forget)."""
+    if not sup.board.ours():
+        return []
+    names: list[str] = []
+    with contextlib.suppress(OSError):
+        names = await offload(os.listdir, sup.board.dir)
+    held, found = _held(sup), set()
+    for name in names:
+        snapshot = name.endswith(SNAPSHOT)
+        wid = name.removesuffix(SNAPSHOT if snapshot else SUFFIX)
+        if (snapshot or name.endswith(SUFFIX)) and is_id(wid) and wid not in held and (
+                snapshot or not stays_configured(sup.config, wid)):
+            found.add(wid)
+    return sorted(found)
+
+
+def resumed(wid: str, rt: WatcherRuntime | None) -> tuple[dict[str, Any], str]:
+    """`add`: where an added file watcher began to read when it had a checkpoint (one an earlier
+    run of its id left): the reply's `resumedFrom`, and what its message adds to `started ID`.
+    Nothing when it had none."""
+    at = None if rt is None else getattr(rt.source, "read_on", None)
+    if rt is None or at is None:
+        return {}, ""
+    path = clean_text(at[0], rt.pipeline.redactor)
+    return {"resumedFrom": {"path": path, "line": at[1]}}, (
+        f", resumed from its checkpoint: from line {at[1]} of {path}, where an earlier run of "
+        f"{wid} left off (what was written since is read; `watchrun stop {wid}` then `watchrun "
+        "clear` forget the checkpoint: added again, it starts at the end of its file)")
