@@ -1,6 +1,7 @@
 """A watcher added at runtime to a runner that has ended, seen from the next runner on the same
-output dir: `add` of its id says that it reads on from its checkpoint, and `clear` forgets it
-for good, its checkpoint too (README "Watchers added at runtime").
+output dir: `start` of its id says what it was and how to add it again, `add` says that it
+reads on from its checkpoint, and `clear` forgets it for good, its checkpoint too (README
+"Watchers added at runtime").
 
 The `watchrun` commands run in this process (tests/inproc.py); the runners are processes."""
 
@@ -45,7 +46,7 @@ def ended_runner_with(tmp_path: Path, *wids: str, quiet: str | None = None) -> P
     return config
 
 
-def test_add_of_an_earlier_runners_watcher_says_it_reads_on_from_its_checkpoint(
+def test_start_of_an_earlier_runners_watcher_says_to_add_it_and_add_reads_on(
         tmp_path: Path) -> None:
     config = ended_runner_with(tmp_path, "x", quiet="e")
     log = tmp_path / "x.log"
@@ -56,6 +57,15 @@ def test_add_of_an_earlier_runners_watcher_says_it_reads_on_from_its_checkpoint(
         r.wait_running()
         shown = json.loads(wr(tmp_path, "status", "x", "--json").stdout)
         assert (shown["origin"], shown["status"], shown["live"]) == ("runtime", "stopped", False)
+        for op in ("start", "restart"):  # not_found, exit 2, as documented; and why
+            p = wr(tmp_path, op, "x")
+            assert p.returncode == 2, p.stderr
+            assert ("watchrun: error: no watcher 'x' (known: c1): x was added at runtime "
+                    "(`watchrun add`) to an earlier runner (pid ") in p.stderr, p.stderr
+            assert ("and is not in the config, so no later runner starts it; `watchrun add x` "
+                    "with its path and pattern (`watchrun status x` shows them) adds it again, "
+                    "reading on from its checkpoint (what its file got since is matched; "
+                    "`watchrun clear` first forgets the checkpoint)") in p.stderr, p.stderr
         p = wr(tmp_path, "add", "x", "--path", "x.log", "--pattern", "ERROR", "--json")
         assert p.returncode == 0, p.stderr
         reply = json.loads(p.stdout)

@@ -1,21 +1,26 @@
 """What earlier runs left in state/ of watcher ids this runner does not hold: the checkpoint an
-`add` reads on from (its reply says so), and the files `clear` forgets of them."""
+`add` reads on from (its reply says so), the status snapshot that says why `start` of such an
+id is refused, and the files `clear` forgets of them."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+from pathlib import Path
 from typing import Any, Protocol
 
 from watchrun.config.model import Config
 from watchrun.match.redact import clean_text
 from watchrun.offload import offload
+from watchrun.output import safefs
 from watchrun.output.records import is_id
 from watchrun.runtime.forgetting import stays_configured
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
 from watchrun.runtime.wiring import WatcherRuntime
 from watchrun.sources.checkpoints import SUFFIX
+from watchrun.views.watchers import STATUS_BYTES
 
 SNAPSHOT = ".status.json"
 
@@ -63,3 +68,38 @@ def resumed(wid: str, rt: WatcherRuntime | None) -> tuple[dict[str, Any], str]:
         f", resumed from its checkpoint: from line {at[1]} of {path}, where an earlier run of "
         f"{wid} left off (what was written since is read; `watchrun stop {wid}` then `watchrun "
         "clear` forget the checkpoint: added again, it starts at the end of its file)")
+
+
+async def why_not_held(sup: Holding, wid: str) -> str:
+    """`start`/`restart` of an id this runner does not hold: what an earlier runner's status
+    snapshot of it says it was, for the refusal (none: "")."""
+    if not is_id(wid) or wid in sup.board.entries or not sup.board.ours():
+        return ""
+    snap, kept = await offload(_earlier, sup.board.dir, wid)
+    if snap is None:
+        return ""
+    pid = snap.get("runnerPid")
+    runner = f"an earlier runner (pid {pid})" if isinstance(pid, int) else "an earlier runner"
+    reads_on = kept and snap.get("kind") == "file"
+    if snap.get("origin") == "runtime":
+        what = "its command" if snap.get("kind") == "command" else "its path"
+        again = ", reading on from its checkpoint (what its file got since is matched; " \
+            "`watchrun clear` first forgets the checkpoint)" if reads_on else ""
+        return (f": {wid} was added at runtime (`watchrun add`) to {runner} and is not in the "
+                f"config, so no later runner starts it; `watchrun add {wid}` with {what} and "
+                f"pattern (`watchrun status {wid}` shows them) adds it again{again}; a watcher "
+                "you want to keep belongs in the config file")
+    again = ", reading on from its checkpoint" if reads_on else ""
+    return (f": {wid} was a watcher of the config of {runner}, and this runner's config does not "
+            f"name it; put it back in the config (then SIGHUP) to run it again{again}")
+
+
+def _earlier(state: Path, wid: str) -> tuple[dict[str, Any] | None, bool]:
+    """In a worker thread: the status snapshot of `wid` in `state` (None: none, or not one that
+    can be read), and whether its checkpoint is there."""
+    kept = os.path.lexists(state / f"{wid}{SUFFIX}")
+    try:
+        snap = json.loads(safefs.read_bytes(state / f"{wid}{SNAPSHOT}", STATUS_BYTES + 1))
+    except (OSError, ValueError, RecursionError):
+        return None, kept
+    return (snap if isinstance(snap, dict) and snap.get("id") == wid else None), kept

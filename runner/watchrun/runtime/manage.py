@@ -122,11 +122,11 @@ async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:
         what = "restart watchers" if restart else "start watchers"
         _can_change(sup, what)
         spec = sup.set.spec_of(wid)
-        if spec is None:
+        if spec is None:  # (an earlier runner's: its snapshot says what it was)
             known = sorted({*sup.set.running, *sup.set.runtime,
                             *(w.id for w in sup.config.watchers)})
-            raise Refused("not_found", f"no watcher {wid!r} (known: "
-                          f"{', '.join(known) or 'none'})", id=wid, known=known)
+            raise Refused("not_found", f"no watcher {wid!r} (known: {', '.join(known) or 'none'})"
+                          f"{await leftovers.why_not_held(sup, wid)}", id=wid, known=known)
         if gone := sup.config.missing_agents(spec):  # (a reload removed it: it stopped then)
             raise Refused("invalid", f"{wid} wakes agent {gone[0]!r}, which the config does not "
                           f"have: its matches would wake no one (`watchrun clear {wid}` forgets "
