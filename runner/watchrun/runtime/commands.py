@@ -19,6 +19,7 @@ from watchrun.runtime.leftovers import left_over
 from watchrun.runtime.problems import Problems
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
+from watchrun.views.humanize import named
 
 if TYPE_CHECKING:
     from watchrun.agents.hub import AgentHub
@@ -124,7 +125,7 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         cleared = len(forgot)  # again is new, and so is one only an earlier runner ran
         said = f"cleared {cleared} watcher{'' if cleared == 1 else 's'}"
         if earlier:
-            said += f"; also forgot what an earlier runner left of {', '.join(earlier)}"
+            said += f"; also forgot what an earlier runner left of {named(earlier)}"
         return {"ok": True, "cleared": cleared, "leftovers": earlier, "message": said}
     if cmd in ("agent-send", "agent-stop"):
         if sup.hub is None:
