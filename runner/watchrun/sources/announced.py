@@ -19,10 +19,7 @@ def missing_gap(cp: Checkpoint, recorded: Mark | None = None,
     file), or found as `archive` (compressed, beginning as it did; `seen`: bytes of it known
     past the checkpoint): read up to its checkpoint, or past the last line recorded from it
     after that."""
-    offset, line_no = cp.offset, cp.line_no
-    if recorded is not None and recorded.offset >= offset:
-        offset = recorded.offset + len(recorded.line.encode("utf-8", "replace")) + 1
-        line_no = max(line_no, recorded.line_no + 1)
+    offset, line_no = _after(cp, recorded)
     unread = max(0, cp.size - offset, cp.offset + seen - offset)
     if archive is not None:
         return {"reason": "compressed", "path": archive.path, "inode": archive.st.st_ino,
@@ -37,6 +34,32 @@ def missing_gap(cp: Checkpoint, recorded: Mark | None = None,
                        f"{line_no} (offset {offset}) on: {unread} bytes of it seen then were "
                        "not read, nor what was written to it after the runner last looked, nor "
                        "any generation created and deleted while the runner was not looking"}
+
+
+def copy_gone(cp: Checkpoint, recorded: Mark | None, made: str) -> dict[str, Any]:
+    """The generation being read was truncated, and the copy that held what followed what
+    was read is gone (`copies.overwritten`: `made`, a copy written later, is no copy of it). Its
+    `unreadBytes` is 0, not known: what it held past that, if anything, was never seen (the
+    bytes seen are the truncation's `rotate` record's)."""
+    offset, line_no = _after(cp, recorded)
+    return {"reason": "missing", "path": cp.path, "inode": cp.inode, "offset": offset,
+            "lineNo": line_no, "unreadBytes": 0,
+            "message": f"the generation being read (inode {cp.inode}) was truncated, and no "
+                       f"copy of it holds its lines from line {line_no} (offset {offset}) on: "
+                       f"{made}, written since, does not begin as it did, so it was copied and "
+                       "truncated again and the copy that went on from there was overwritten "
+                       "or deleted (more truncations than copies kept, logrotate's `rotate`); "
+                       "what it held past there, if anything, was not read"}
+
+
+def _after(cp: Checkpoint, recorded: Mark | None) -> tuple[int, int]:
+    """The offset and line number from which the generation `cp` is not known read: its
+    checkpoint, or past the last line recorded from it after that (before a crash)."""
+    offset, line_no = cp.offset, cp.line_no
+    if recorded is not None and recorded.offset >= offset:
+        offset = recorded.offset + len(recorded.line.encode("utf-8", "replace")) + 1
+        line_no = max(line_no, recorded.line_no + 1)
+    return offset, line_no
 
 
 def announce(plan: Plan, cur: Opened | None, last: Checkpoint, reused: bool,

@@ -201,6 +201,19 @@ def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int
     return None
 
 
+def overwritten(cp: Checkpoint, fresh: list[Opened]) -> str | None:
+    """The followed generation was truncated and no copy holds what was read of it: the name
+    of one of `fresh` (generations written since its checkpoint that hold none read: made
+    since, or a name copied over since, as `cp` does, which keeps its inode and birth time)
+    that does not begin as it did, if any. copytruncate is in use, and what was copied after
+    that copy is no copy of it: the copy that went on from what was read was overwritten or
+    deleted (`rotate N` with more truncations than N between two looks). An empty one is no
+    sign of it (a copy of the file while it was empty)."""
+    if not cp.fingerprint_len:
+        return None
+    return next((o.path for o in fresh if o.st.st_size and not same_head(cp, o.fd)), None)
+
+
 def finished(known: list[Checkpoint]) -> list[Checkpoint]:
     """Generations read to their end, at a start (none is open yet)."""
     return [cp for cp in known if cp.finished]

@@ -56,6 +56,9 @@ class Plan(Struct):
     """After a truncation: a copy holding the truncated generation (copytruncate)."""
     cut: Checkpoint | None = None
     """After a truncation: the copy cut short of what was read (all it holds was read)."""
+    lost: str | None = None
+    """After a truncation with no copy found: a generation made since that is no copy of it
+    (another copy made later): the copy that went on from what was read is gone."""
     grown: list[tuple[Checkpoint, int]] = field(default_factory=list)
     """Generations released early found grown (their `gap` is in `gaps`), and their size now."""
     arrived: int = 0

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from watchrun.sources.announced import announce, missing_gap
+from watchrun.sources.announced import announce, copy_gone, missing_gap
 from watchrun.sources.copies import (
     copied_past,
     copied_since,
@@ -16,6 +16,7 @@ from watchrun.sources.copies import (
     emptied,
     finished,
     ident,
+    overwritten,
     written_again,
 )
 from watchrun.sources.generation import Recorded
@@ -139,6 +140,7 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
     back = _read_before(cur, known[:-1]) if cur is not None and not at_path else None
     if cur is not None and back is not None:  # the path points back at a generation read
         cur.start, cur.line_no, cur.origin = back.offset, back.line_no, back  # before
+    no_copy = False  # the followed generation, truncated, with no copy found
     for cp in known:
         if (cp.finished and cp is not last) or (cp is last and at_path) or cp is back:
             continue
@@ -149,7 +151,9 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         elif (whole := archived(cp, entries, taken, judged)) is not None:  # read to its end, then
             _judge(whole, taken, judged)  # compressed (or its copytruncate copy): nothing lost,
             # and the archive is no generation rotated since, now or renumbered later
-        elif not (cp.finished or (rewritten and cp is last)):
+        elif rewritten and cp is last:
+            no_copy = True
+        elif not cp.finished:
             if (error := refused(cp, entries, unlisted)) is not None:
                 plan.errors.append(error)  # not gone: it could not be looked at (an
                 plan.kept.append(cp)  # error at each start until it can)
@@ -162,6 +166,8 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         before = plan.steps[-1].path if plan.steps else None
         fresh, gaps, now = newer(entries, known, last.mtime_ns, taken, max_n, before,
                                  drained=finished(known), judged=judged)
+        if no_copy and (shown := overwritten(last, fresh)) is not None:  # its copy is gone
+            plan.gaps.append(copy_gone(last, recorded.last(last), shown))
         plan.steps += fresh
         plan.gaps += gaps
         judged.update(now)
@@ -175,6 +181,24 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
                          if g.get("path") == archive.path else g for g in plan.gaps]
     plan.archives = judged_kept(judged, entries)
     return entries
+
+
+def _copy_of(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
+             judged: set[Archive], plan: Plan) -> bool:
+    """After a truncation: the copy of `ended` (read on from where it was read), or its
+    archive holding exactly what was read (judged: nothing lost), or the copy cut short of
+    that (all it holds was read). False when none of these is there."""
+    plan.copy = locate(ended, entries, taken, copies_only=True)
+    if plan.copy is not None:
+        taken.add(ident(plan.copy.st))
+    elif (whole := archived(ended, entries, taken, judged)) is not None:
+        _judge(whole, taken, judged)  # the copy, compressed before the runner looked: it
+        return True  # holds what was read, nothing lost
+    else:
+        plan.cut = cut_short(ended, entries, taken)
+        if plan.cut is not None:
+            taken.add((plan.cut.dev, plan.cut.inode))
+    return plan.copy is not None or plan.cut is not None
 
 
 def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
@@ -206,17 +230,7 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
         entries = scan(path, [*known, ended])
         taken = {(ended.dev, ended.inode)} | ({ident(cur.st)} if cur is not None else set())
         judged = set(archives)
-        if truncated:
-            plan.copy = locate(ended, entries, taken, copies_only=True)
-            if plan.copy is not None:
-                taken.add(ident(plan.copy.st))
-            elif (whole := archived(ended, entries, taken, judged)) is not None:
-                _judge(whole, taken, judged)  # the copy, compressed before the runner looked:
-                # it holds what was read, nothing lost
-            else:
-                plan.cut = cut_short(ended, entries, taken)
-                if plan.cut is not None:
-                    taken.add((plan.cut.dev, plan.cut.inode))
+        continued = not truncated or _copy_of(ended, entries, taken, judged, plan)
         before = next((e.path for e in entries if ident(e.st) == (ended.dev, ended.inode)), None)
         # while running, every generation known is finished or still open (read to its end
         # yet), but for the one truncated: what it held past the truncation is lost
@@ -224,6 +238,8 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
         drained = [cp for cp in [*known, ended] if (cp.dev, cp.inode) != cut]
         fresh, gaps, now = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n,
                                  before, drained=drained, judged=judged)
+        if not continued:
+            plan.lost = overwritten(ended, fresh)
         plan.steps, plan.gaps = fresh, gaps
         plan.archives = judged_kept(judged.union(now), entries)
         if not truncated:  # (the copies of a truncation never were at the path)

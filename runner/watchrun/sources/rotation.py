@@ -12,6 +12,7 @@ from msgspec.structs import replace
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
+from watchrun.sources.announced import copy_gone
 from watchrun.sources.followed import MISSING, Followed
 from watchrun.sources.generation import Generation, next_seq
 from watchrun.sources.identity import FINGERPRINT_BYTES
@@ -86,7 +87,10 @@ class Rotation(Followed):
             await gen.finish(ctx, self.name)
         if plan.cut is not None:
             self._remember(plan.cut)
-        self._remember(gen.checkpoint(at_read=True, finished=True))
+        read = gen.checkpoint(at_read=True, finished=True)
+        if plan.lost is not None:  # (from where it was read to, its last line now recorded)
+            plan.gaps.insert(0, copy_gone(read, None, plan.lost))
+        self._remember(read)
         old_size, read_to = gen.seen_size, gen.pos
         gen.reset(0, 1, next_seq(ctx))
         gen.seen_size = os.fstat(gen.fd).st_size
