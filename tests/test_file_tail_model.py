@@ -1,13 +1,15 @@
 """Model-based test (after Vector's file_watcher tests): random writes, rotations (also several
-while the tailer is stopped or stalled), truncations, rewrites that keep the head, clean and
-crash restarts, against real files and the real pipeline and sink; rotateWait passes only in
-a step of its own (the model's clock). Every complete line is recorded exactly once, in order;
-no `gap` or `rotate` record claims a byte was lost (the writer waits for the tailer before a
+while the tailer is stopped or stalled), truncations (copies kept, or compressed while the
+tailer looks), rewrites that keep the head, clean and crash restarts, against real files and
+the real pipeline and sink; rotateWait passes only in a step of its own (the model's clock).
+Every complete line is recorded exactly once, in order; no `gap` or `rotate` record claims a
+byte was lost, nor an archive lines never read (the writer waits for the tailer before a
 copytruncate, so nothing is)."""
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import io
 import os
 import shutil
@@ -222,6 +224,29 @@ class TailModel(RuleBasedStateMachine):
         if size:
             self._run(wait_for(lambda: self._truncations() > truncations, 10, "the truncation"))
 
+    @precondition(lambda self: self.generations)
+    @rule(k=st.integers(0, 3), settle=st.booleans())
+    def copytruncate_compressed(self, k: int, settle: bool) -> None:
+        """logrotate `copytruncate` + `compress`, the copy straight to the compressor: the
+        tailer sees the truncation while half the archive is written, then it is whole (and,
+        `settle`, rotateWait passes: it is judged then; else later, at a stop or a crash's
+        start, say). Every line in it was read: no loss is claimed."""
+        self._complete_partial()
+        self._catch_up()
+        self.rotations += 1
+        truncations, data = self._truncations(), self.path.read_bytes()
+        whole = gzip.compress(data)
+        archive = self.dir / f"app.log.{self.rotations}.gz"
+        os.truncate(self.path, 0)
+        archive.write_bytes(whole[: len(whole) // 2])
+        if data:
+            self._run(wait_for(lambda: self._truncations() > truncations, 10, "the truncation"))
+        archive.write_bytes(whole)
+        if settle:
+            self.time_passes()
+        self._write(self._lines(k))
+        self._catch_up()
+
     def _truncations(self) -> int:
         return sum(1 for r in self.records() if r.get("reason") == "truncate")
 
@@ -332,6 +357,7 @@ class TailModel(RuleBasedStateMachine):
     def no_loss_is_claimed(self) -> None:
         for r in self.records():
             assert r.get("unreadBytes", 0) == 0, r
+            assert r.get("reason") != "compressed", r  # (every archive holds lines read)
 
     def teardown(self) -> None:
         try:

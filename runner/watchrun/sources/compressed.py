@@ -182,6 +182,15 @@ def holds_whole(fd: int, cp: Checkpoint) -> bool:
     return _as_read(fd, cp) == (True, False)  # (cut short: not known whole, a gap as before)
 
 
+def unsettled(fd: int, cp: Checkpoint) -> bool:
+    """The compressed file may still be the archive of the checkpointed generation's copy, and
+    cannot be told whole yet: empty (its compressor has just made it), or cut short before
+    its first bytes or the bytes before the checkpoint's offset came out (being written)."""
+    if not os.pread(fd, 1, 0):
+        return True
+    return cp.offset <= WHOLE_MAX and _as_read(fd, cp) is None
+
+
 def holds_begun(fd: int, cp: Checkpoint) -> bool:
     """The compressed file holds what was read of the checkpointed generation and more: the
     generation, compressed before it was read to its end. By its first bytes alone past

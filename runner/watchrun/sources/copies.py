@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from watchrun.sources.compressed import WHOLE_MAX, content_at, holds_begun
+from watchrun.sources.compressed import WHOLE_MAX, content_at, holds_begun, unsettled
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
     Archive,
@@ -21,7 +21,7 @@ from watchrun.sources.identity import (
 )
 from watchrun.sources.opened import Opened, Plan, open_entry
 from watchrun.sources.rotated import Entry
-from watchrun.sources.siblings import identity, newer
+from watchrun.sources.siblings import identity, newer, second
 
 
 def ident(st: os.stat_result) -> tuple[int, int]:
@@ -199,6 +199,29 @@ def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int
         finally:
             os.close(o.fd)
     return None
+
+
+def being_written(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
+                  judged: set[Archive]) -> list[Entry]:
+    """The archives made since the truncated generation's checkpoint that may be its copy's
+    but cannot be told whole yet (`compressed.unsettled`: its compressor still writing it, as
+    logrotate's `compress` does right after the truncation). Judged at once, such an archive
+    was a false `gap`, and once whole it was another archive (its size and mtime changed),
+    judged again: a second one."""
+    found = []
+    for e in entries:
+        if not (e.named and e.compressed) or ident(e.st) in taken or \
+                identity(e.st) in judged or e.st.st_mtime_ns < second(ended.mtime_ns):
+            continue
+        o = open_entry(e)
+        if o is None:
+            continue
+        try:
+            if unsettled(o.fd, ended):
+                found.append(e)
+        finally:
+            os.close(o.fd)
+    return found
 
 
 def overwritten(cp: Checkpoint, fresh: list[Opened]) -> str | None:

@@ -70,8 +70,11 @@ class FileSource(OnceRead):
                     await saver
             for timer in self._timers:
                 timer.cancel()
-            self._caught_up(ctx)
-            await self._keep.final(self._state())
+            try:
+                await self._settle(ctx, watch, final=True)  # (not left unsaid at a stop)
+            finally:
+                self._caught_up(ctx)
+                await self._keep.final(self._state())
             for gen in [*self._old, *([self._cur] if self._cur else [])]:
                 self._close(gen, watch)
             watch.close()
@@ -193,6 +196,7 @@ class FileSource(OnceRead):
                 await self._appear(ctx, watch)
             if self._cur is not None:
                 await self._follow(ctx, watch, self._cur)
+            await self._settle(ctx, watch)
             if self._pending is None:  # every generation known at the start was read once
                 self._resume_seq, self._recorded = None, Recorded()
             self._last_error = None
@@ -214,7 +218,8 @@ class FileSource(OnceRead):
         if self._released is not None:
             ended, self._released = self._released, None
             plan = await offload(plan_switch, self.path, ended, self._known(),
-                                 self.max_gens, truncated=False, archives=self._archives)
+                                 self.max_gens, truncated=False, archives=self._archives,
+                                 waiting=self._pending_archives())
             if not plan.at_path:
                 plan.close()
                 self._released = ended

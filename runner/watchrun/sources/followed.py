@@ -27,6 +27,7 @@ from watchrun.sources.opened import Opened, Plan
 from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
 from watchrun.sources.rotated import NO_FDS
 from watchrun.sources.unseen import Unseen
+from watchrun.sources.unsettled import Waiting
 
 SAVE_EVERY = 1.0
 """At most one checkpoint write per second while lines flow; none while idle."""
@@ -60,6 +61,7 @@ class Followed:
         self._gone_at: float | None = None
         self._unseen = Unseen()  # files that came to the path and went before any look
         self._archives: tuple[Archive, ...] = ()  # compressed siblings judged (FileState's)
+        self._waiting: list[Waiting] = []  # archives seen cut short, judged once they settle
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
         self._matching = matching(spec, limits.max_line_bytes)  # (checkpointed: `applies`)

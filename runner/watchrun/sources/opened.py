@@ -56,6 +56,9 @@ class Plan(Struct):
     """After a truncation: a copy holding the truncated generation (copytruncate)."""
     cut: Checkpoint | None = None
     """After a truncation: the copy cut short of what was read (all it holds was read)."""
+    waiting: list[Entry] = field(default_factory=list)
+    """After a truncation: archives that may be the copy's, cut short (being written): judged
+    once they have not changed for rotateWait (`sources/unsettled.py`)."""
     lost: str | None = None
     """After a truncation with no copy found: a generation made since that is no copy of it
     (another copy made later): the copy that went on from what was read is gone."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from watchrun.sources.announced import announce, copy_gone, missing_gap
 from watchrun.sources.copies import (
+    being_written,
     copied_past,
     copied_since,
     cut_short,
@@ -187,7 +188,8 @@ def _copy_of(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]
              judged: set[Archive], plan: Plan) -> bool:
     """After a truncation: the copy of `ended` (read on from where it was read), or its
     archive holding exactly what was read (judged: nothing lost), or the copy cut short of
-    that (all it holds was read). False when none of these is there."""
+    that (all it holds was read); and the archives that may be the copy's but are still being
+    written (`plan.waiting`: passed over now). False when none of these is there."""
     plan.copy = locate(ended, entries, taken, copies_only=True)
     if plan.copy is not None:
         taken.add(ident(plan.copy.st))
@@ -198,7 +200,10 @@ def _copy_of(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]
         plan.cut = cut_short(ended, entries, taken)
         if plan.cut is not None:
             taken.add((plan.cut.dev, plan.cut.inode))
-    return plan.copy is not None or plan.cut is not None
+    if ended.fingerprint_len:
+        plan.waiting = being_written(ended, entries, taken, judged)
+        taken.update(ident(e.st) for e in plan.waiting)
+    return plan.copy is not None or plan.cut is not None or bool(plan.waiting)
 
 
 def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
@@ -210,31 +215,36 @@ def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
 
 
 def plan_switch(path: Path, ended: Checkpoint, known: list[Checkpoint], max_n: int, *,
-                truncated: bool, archives: Collection[Archive] = ()) -> Plan:
+                truncated: bool, archives: Collection[Archive] = (),
+                waiting: Collection[tuple[int, int]] = ()) -> Plan:
     """The followed generation `ended` left the path (or was truncated at `ended.offset`):
     find a copy of it (truncated), the generations rotated since, and the file at the path.
-    `archives`: the compressed siblings judged already (not judged again)."""
+    `archives`: the compressed siblings judged already (not judged again); `waiting`: those
+    (device, inode) to be judged once they stop changing (passed over)."""
     def make() -> tuple[Plan, tuple[int, int] | None]:
         cur = open_at_path(path)
         at = ident(cur.st) if cur is not None else None
-        plan = _switch_with(path, cur, ended, known, max_n, truncated, archives)
+        plan = _switch_with(path, cur, ended, known, max_n, truncated, archives, waiting)
         return plan, at
 
     return _settled(path, make)
 
 
 def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[Checkpoint],
-                 max_n: int, truncated: bool, archives: Collection[Archive]) -> Plan:
+                 max_n: int, truncated: bool, archives: Collection[Archive],
+                 waiting: Collection[tuple[int, int]]) -> Plan:
     plan = Plan()
     try:
         entries = scan(path, [*known, ended])
-        taken = {(ended.dev, ended.inode)} | ({ident(cur.st)} if cur is not None else set())
+        taken = {(ended.dev, ended.inode), *waiting} | (
+            {ident(cur.st)} if cur is not None else set())
         judged = set(archives)
         continued = not truncated or _copy_of(ended, entries, taken, judged, plan)
         before = next((e.path for e in entries if ident(e.st) == (ended.dev, ended.inode)), None)
         # while running, every generation known is finished or still open (read to its end
-        # yet), but for the one truncated: what it held past the truncation is lost
-        cut = (ended.dev, ended.inode) if truncated else None
+        # yet), but for one truncated with no copy found: what it held past what was read
+        # is lost (its copy's archive, compressed, holds exactly what was read or is a gap)
+        cut = (ended.dev, ended.inode) if truncated and plan.copy is None else None
         drained = [cp for cp in [*known, ended] if (cp.dev, cp.inode) != cut]
         fresh, gaps, now = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n,
                                  before, drained=drained, judged=judged)

@@ -18,6 +18,7 @@ from watchrun.sources.generation import Generation, next_seq
 from watchrun.sources.identity import FINGERPRINT_BYTES
 from watchrun.sources.opened import Plan
 from watchrun.sources.plans import plan_switch
+from watchrun.sources.unsettled import settle, waiting
 
 
 class Rotation(Followed):
@@ -65,7 +66,7 @@ class Rotation(Followed):
         reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
         plan = await offload(plan_switch, self.path, gen.checkpoint(at_read=True),
                              self._known(), self.max_gens, truncated=False,
-                             archives=self._archives)
+                             archives=self._archives, waiting=self._pending_archives())
         if not plan.steps:
             return False  # gone again already; the next wake-up looks again
         if plan.at_path and plan.steps[-1].announce is not None:
@@ -78,8 +79,9 @@ class Rotation(Followed):
         """The followed file was truncated (or rewritten in place). What was not read yet is
         read from a copy when one is found beside it (copytruncate); the rest is counted."""
         ended = gen.checkpoint()
-        plan = await offload(plan_switch, self.path, ended, self._known(),
-                             self.max_gens, truncated=True, archives=self._archives)
+        plan = await offload(plan_switch, self.path, ended, self._known(), self.max_gens,
+                             truncated=True, archives=self._archives,
+                             waiting=self._pending_archives())
         copy = plan.copy
         if copy is not None:
             plan.steps.insert(0, copy)  # read from the recorded position on
@@ -90,6 +92,9 @@ class Rotation(Followed):
         read = gen.checkpoint(at_read=True, finished=True)
         if plan.lost is not None:  # (from where it was read to, its last line now recorded)
             plan.gaps.insert(0, copy_gone(read, None, plan.lost))
+        if plan.waiting:
+            self._waiting += waiting(plan.waiting, read, self.clock.monotonic())
+            self._later(watch, self.rotate_wait)
         self._remember(read)
         old_size, read_to = gen.seen_size, gen.pos
         gen.reset(0, 1, next_seq(ctx))
@@ -106,8 +111,10 @@ class Rotation(Followed):
         """Read the copy and the middle generations of a plan now, before the current file;
         they are kept open for rotateWait (a copy may still be being written)."""
         await self._gaps(ctx, plan)
-        if not plan.steps and not plan.gaps:
+        if not plan.steps and not plan.gaps and not plan.waiting:
             return []  # nothing to read first: no checkpoint save before the current file
+        # (an archive waiting to be judged is not kept in the checkpoint: the truncation is,
+        # so that after a crash the archive is known for what was read of the generation)
         olds = [await self._open(ctx, o) for o in plan.steps]  # the copy, then the middle ones
         for o, old in zip(plan.steps, olds, strict=True):
             old.read_as = o.path
@@ -138,7 +145,7 @@ class Rotation(Followed):
             first = os.pread(gen.fd, FINGERPRINT_BYTES, 0)  # (copies made later: of these or
             plan = await offload(plan_switch, self.path, gen.checkpoint(),  # newer)
                                  self._known(), self.max_gens, truncated=True,
-                                 archives=self._archives)
+                                 archives=self._archives, waiting=self._pending_archives())
             await self._read_first(ctx, watch, plan)
             if os.pread(gen.fd, len(first), 0) == first:
                 if gen.pos == 0:
@@ -178,3 +185,23 @@ class Rotation(Followed):
         self._remember(cp)
         self._close(gen, watch)
         await self._keep.save(self._state())  # finished: not taken for lost after a crash
+
+    def _pending_archives(self) -> list[tuple[int, int]]:
+        """The archives waiting to be judged (device, inode): no plan judges them."""
+        return [w.seen[:2] for w in self._waiting]
+
+    async def _settle(self, ctx: SourceContext, watch: Watch, *, final: bool = False) -> None:
+        """Judge the archives seen cut short at a truncation that have not changed for
+        rotateWait (all of them, as they are, when `final`: the source stops), once each."""
+        now = self.clock.monotonic()
+        if not self._waiting or (not final and now < min(w.since for w in self._waiting)
+                                 + self.rotate_wait):
+            return
+        self._waiting, gaps, judged = await offload(settle, self._waiting, self._known(), now,
+                                                    self.rotate_wait, final=final)
+        for gap in gaps:
+            await ctx.event("gap", **gap)
+        self._archives = (*self._archives, *judged)  # (passed over from now on)
+        if self._waiting:
+            self._later(watch, self.rotate_wait)
+        self._keep.dirty.set()

@@ -116,7 +116,7 @@ def _archive_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]
     judged (by earlier looks: another generation's), whose content passes `test`."""
     for e in entries:
         if not (e.named and e.compressed) or (e.st.st_dev, e.st.st_ino) in taken or \
-                e.st.st_mtime_ns < _second(cp.mtime_ns) or identity(e.st) in judged:
+                e.st.st_mtime_ns < second(cp.mtime_ns) or identity(e.st) in judged:
             continue
         o = open_entry(e)
         if o is None:
@@ -129,7 +129,7 @@ def _archive_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]
     return None
 
 
-def _second(mtime_ns: int) -> int:
+def second(mtime_ns: int) -> int:
     """`mtime_ns` to the whole second: bzip2 gives its archive the mtime of the file it
     compressed to the second only, so its archive looked older than what it holds."""
     return mtime_ns - mtime_ns % 1_000_000_000
@@ -168,7 +168,7 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
     try:
         for e in entries:
             if not e.named or (e.st.st_dev, e.st.st_ino) in taken or \
-                    e.st.st_mtime_ns < (_second(after_ns) if e.compressed else after_ns) \
+                    e.st.st_mtime_ns < (second(after_ns) if e.compressed else after_ns) \
                     or identity(e.st) in judged:
                 continue
             o = open_entry(e)

@@ -1,0 +1,101 @@
+"""Archives seen cut short when the followed file was truncated (logrotate's `copytruncate` +
+`compress`, the compressor still writing the copy's archive): not judged then, but once they
+have not changed for rotateWait (as a rotated file is released once idle that long), once each."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+from typing import Any
+
+from msgspec import Struct
+
+from watchrun.sources.compressed import drained_or_empty, holds_whole
+from watchrun.sources.identity import Archive, Checkpoint
+from watchrun.sources.opened import open_entry
+from watchrun.sources.rotated import NO_FDS, Entry
+from watchrun.sources.siblings import identity
+
+
+class Waiting(Struct, frozen=True):
+    """An archive seen cut short at the truncation of `owner`, not judged yet."""
+
+    path: str
+    seen: Archive
+    """Its device, inode, size and mtime when last looked at (they change while it grows)."""
+    since: float
+    """When it was last seen changed (the source's monotonic clock)."""
+    owner: Checkpoint
+    """The truncated generation as far as it was read: an archive that holds exactly that is
+    its copy, compressed, and nothing is lost."""
+
+
+def waiting(entries: list[Entry], owner: Checkpoint, now: float) -> list[Waiting]:
+    return [Waiting(e.path, identity(e.st), now, owner) for e in entries]
+
+
+def settle(items: list[Waiting], known: Collection[Checkpoint], now: float, wait: float, *,
+           final: bool = False) -> tuple[list[Waiting], list[dict[str, Any]], list[Archive]]:
+    """In a worker thread: each archive unchanged for `wait` seconds (each, when `final`: the
+    source stops) is judged, once: no loss when it holds exactly what was read of its owner,
+    or what was read of another generation `known` (read to its end, or still open, so read
+    to its end yet: a copy found and read), or nothing; else a `gap{compressed}`, as for an
+    archive judged at once — so is one still cut short then, or gone before it was whole.
+    Returns those still waiting, the gaps, and the archives judged (passed over from then on)."""
+    still: list[Waiting] = []
+    gaps: list[dict[str, Any]] = []
+    judged: list[Archive] = []
+    for w in items:
+        e = _found(w)
+        if e is not None and not final and identity(e.st) != w.seen:
+            still.append(Waiting(e.path, identity(e.st), now, w.owner))  # (still growing)
+            continue
+        if e is not None and not final and now - w.since < wait:
+            still.append(w)
+            continue
+        if e is None:
+            gaps.append(_gap(w.path, w.seen[1], "was gone before it could be read whole"))
+            continue
+        judged.append(identity(e.st))
+        others = [cp for cp in known if (cp.dev, cp.inode) != (w.owner.dev, w.owner.inode)]
+        if not _no_loss(e, w.owner, others):
+            gaps.append(_gap(e.path, e.st.st_ino, "was rotated and compressed before it was read"))
+    return still, gaps, judged
+
+
+def _no_loss(e: Entry, owner: Checkpoint, others: list[Checkpoint]) -> bool:
+    o = open_entry(e)
+    if o is None:
+        return False
+    try:
+        return holds_whole(o.fd, owner) or drained_or_empty(o.fd, others)
+    finally:
+        os.close(o.fd)
+
+
+def _found(w: Waiting) -> Entry | None:
+    """The archive where it was, or renamed beside it since (logrotate's renumbering keeps
+    its inode); None when it is gone (or cannot be looked at: not known whole either)."""
+    dev, ino = w.seen[:2]
+    try:
+        st = os.stat(w.path, follow_symlinks=False)
+        if (st.st_dev, st.st_ino) == (dev, ino):
+            return Entry(w.path, st, True)
+    except OSError as exc:
+        if exc.errno in NO_FDS:
+            raise
+    try:
+        with os.scandir(os.path.dirname(w.path)) as listing:
+            for d in listing:
+                if d.inode() == ino and d.is_file(follow_symlinks=False):
+                    st = d.stat(follow_symlinks=False)
+                    if st.st_dev == dev:
+                        return Entry(d.path, st, True)
+    except OSError as exc:
+        if exc.errno in NO_FDS:
+            raise
+    return None
+
+
+def _gap(path: str, inode: int, what: str) -> dict[str, Any]:
+    return {"reason": "compressed", "path": path, "inode": inode, "message": f"{path} {what}"}

@@ -1,0 +1,149 @@
+"""logrotate `copytruncate` + `compress`: the runner looks at the truncation while the copy's
+archive is still being written (the runner frozen from the truncation until half the archive
+is written; logrotate's own order of events, which a busy runner meets by itself). That
+archive, every line of which had been read, was a `gap{compressed}` at once, and a second one
+for the same archive once whole, at the emptied file's next write (found by an explorer,
+2026-12-07: a false loss claim, an ERROR in a once run). An archive cut short is now judged
+once it has not changed for rotateWait, once; one still cut short then is a gap."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import LiveRunner, read_records, wait_for, write_config
+
+LINE = 40
+
+
+def lines(first: int, last: int) -> bytes:
+    return b"".join(b"L%08d %s\n" % (i, b"x" * (LINE - 11)) for i in range(first, last + 1))
+
+
+def records(tmp_path: Path) -> list[dict[str, Any]]:
+    return read_records(tmp_path / ".watchrun" / "watchers" / "f.jsonl")
+
+
+def numbers(tmp_path: Path) -> list[int]:
+    return [int(r["line"][1:9]) for r in records(tmp_path) if r["kind"] == "match"]
+
+
+def gaps(tmp_path: Path) -> list[tuple[str, str]]:
+    return [(r["reason"], r["path"]) for r in records(tmp_path) if r["kind"] == "gap"]
+
+
+def judged(tmp_path: Path, archive: Path) -> bool:
+    """The checkpoint keeps the archive as it is now among those judged (the runner judged
+    it, and passes over it from then on)."""
+    try:
+        doc = json.loads((tmp_path / ".watchrun" / "state" / "f.checkpoint.json").read_text())
+    except (OSError, ValueError):
+        return False
+    st = archive.stat()
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns] in doc.get("archives", [])
+
+
+def truncated_while_compressed(tmp_path: Path, rotate_wait: str, *, plain_copy: bool,
+                               part: float) -> tuple[LiveRunner, Path, bytes]:
+    """A runner that read lines 1-1000 of app.log is frozen; the file is copied (kept as
+    `app.log.1` while it is compressed, or sent straight to the compressor) and truncated,
+    and `part` of the archive `app.log.1.gz` written; the runner goes on and sees the
+    truncation. Returns the runner, the archive and the rest of it, not written yet."""
+    log, archive = tmp_path / "app.log", tmp_path / "app.log.1.gz"
+    log.write_bytes(b"")
+    config = write_config(tmp_path, {"limits": {"rotateWait": rotate_wait}, "watchers": [
+        {"id": "f", "path": "app.log", "pattern": "^L"}]})
+    r = LiveRunner(config)
+    r.wait_running()
+    with log.open("ab") as f:
+        f.write(lines(1, 1000))
+    wait_for(lambda: len(numbers(tmp_path)) == 1000, "lines 1-1000 recorded")
+    r.send(signal.SIGSTOP)
+    whole = gzip.compress(log.read_bytes())
+    if plain_copy:
+        shutil.copyfile(log, tmp_path / "app.log.1")
+    os.truncate(log, 0)
+    cut = int(len(whole) * part)
+    archive.write_bytes(whole[:cut])
+    r.send(signal.SIGCONT)
+    wait_for(lambda: any(x["kind"] == "rotate" for x in records(tmp_path)), "the truncation")
+    return r, archive, whole[cut:]
+
+
+def finish_compressing(tmp_path: Path, archive: Path, rest: bytes) -> None:
+    with archive.open("ab") as f:
+        f.write(rest)
+    Path(tmp_path / "app.log.1").unlink(missing_ok=True)  # (gzip removes what it compressed)
+
+
+def next_lines(tmp_path: Path) -> None:
+    with (tmp_path / "app.log").open("ab") as f:
+        f.write(lines(1001, 1010))
+    wait_for(lambda: 1010 in numbers(tmp_path), "lines 1001-1010 recorded")
+
+
+@pytest.mark.parametrize("plain_copy", [False, True], ids=["piped", "copy-kept-meanwhile"])
+@pytest.mark.parametrize("whole", [True, False], ids=["completed", "left-cut-short"])
+def test_an_archive_seen_being_written_is_judged_once_it_settles(tmp_path: Path, whole: bool,
+                                                                 plain_copy: bool) -> None:
+    """Completed after the look: no gap (its lines were all read), judged once it held still
+    for rotateWait. Left cut short (its compressor stopped) with no copy beside it: one gap,
+    once. With the plain copy beside it (gzip removes it once done), which is read on from
+    where the file was read: no gap either way."""
+    r, archive, rest = truncated_while_compressed(tmp_path, "300ms", plain_copy=plain_copy,
+                                                  part=0.5)
+    lost = not whole and not plain_copy
+    try:
+        if whole:
+            finish_compressing(tmp_path, archive, rest)
+        next_lines(tmp_path)
+        wait_for(lambda: judged(tmp_path, archive), "the archive judged, live")
+        with (tmp_path / "app.log").open("ab") as f:  # (a later look passes over it)
+            f.write(lines(1011, 1020))
+        wait_for(lambda: 1020 in numbers(tmp_path), "lines 1011-1020 recorded")
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    got = numbers(tmp_path)
+    assert sorted(got) == list(range(1, 1021)) == sorted(set(got))
+    assert gaps(tmp_path) == ([("compressed", str(archive))] if lost else [])
+    [truncation] = [x for x in records(tmp_path) if x["kind"] == "rotate"]
+    assert (truncation["reason"], truncation["unreadBytes"]) == ("truncate", 0)
+
+
+def test_an_archive_whole_beside_its_copy_at_the_look_is_no_gap(tmp_path: Path) -> None:
+    """gzip has written the whole archive and not yet removed the copy: the copy is found
+    and read on; the archive, which holds what the copy does, is no loss (it was a gap: the
+    truncated generation was not counted as read for its copy's archive)."""
+    r, archive, rest = truncated_while_compressed(tmp_path, "300ms", plain_copy=True, part=1)
+    try:
+        assert rest == b""
+        finish_compressing(tmp_path, archive, rest)
+        next_lines(tmp_path)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    assert sorted(numbers(tmp_path)) == list(range(1, 1011))
+    assert gaps(tmp_path) == []
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["completed", "cut-short"])
+def test_an_archive_still_waiting_at_a_stop_is_judged_then(tmp_path: Path, whole: bool) -> None:
+    """The runner stops before rotateWait passed (30 s here): the archive is judged as it is
+    then, not left unsaid (nor said before it could be known whole)."""
+    r, archive, rest = truncated_while_compressed(tmp_path, "30s", plain_copy=False, part=0.5)
+    try:
+        if whole:
+            finish_compressing(tmp_path, archive, rest)
+        next_lines(tmp_path)
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    assert sorted(numbers(tmp_path)) == list(range(1, 1011))
+    assert gaps(tmp_path) == ([] if whole else [("compressed", str(archive))])
