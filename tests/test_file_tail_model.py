@@ -572,3 +572,26 @@ def test_an_empty_copy_made_after_the_checkpoint_of_an_empty_file(
         assert m.texts() == m.expected == ["L1"]
     finally:
         m.teardown()
+
+
+def test_a_truncation_whose_archive_was_already_whole_is_saved_before_a_crash() -> None:
+    """The steps the copytruncate + compress rule found (2026-12-07): lines read from a file
+    whose last saved checkpoint was taken while it was empty, then copytruncate with the archive
+    whole before the tailer looked (judged at once: no gap), then a crash. The truncation was
+    not saved, so the next start, from the empty file's checkpoint, took the archive for lines
+    never read (a false `gap{compressed}`) and recorded the new line again."""
+    m = InotifyGenerationsModel()
+    try:
+        m.store.frozen = True  # (no save lands while the lines are read)
+        m._write(m._lines(2))
+        m._catch_up()
+        m.store.frozen = False
+        data = m.path.read_bytes()
+        (m.dir / "app.log.1.gz").write_bytes(gzip.compress(data))
+        os.truncate(m.path, 0)
+        m._run(wait_for(lambda: m._truncations() == 1, 10, "the truncation"))
+        m.crash(k=1, rotate=False)
+        m.every_complete_line_exactly_once_in_order()
+        m.no_loss_is_claimed()
+    finally:
+        m.teardown()

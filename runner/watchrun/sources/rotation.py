@@ -103,6 +103,8 @@ class Rotation(Followed):
         gen.announce = announce = {"reason": "truncate", "inode": gen.inode,
                                    "oldInode": gen.inode, "oldSize": old_size}
         olds = await self._read_first(ctx, watch, plan)
+        if not olds:  # (else saved before they were read) durable before more is read: a
+            await self._keep.save(self._state())  # crash's start goes on from the truncation
         if copy is not None:
             read_to = olds[0].pos  # what the copy held (read now, maybe still being written)
         announce["unreadBytes"] = max(0, old_size - read_to)
