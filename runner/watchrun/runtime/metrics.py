@@ -17,9 +17,9 @@ from watchrun.runtime.accepting import Acceptor
 from watchrun.runtime.metrics_families import Snapshot, build_registry
 
 MAX_CONNECTIONS = 16
-"""Connections served at once. One more makes room by closing the oldest that has not sent its
-request head yet, else the oldest already answered (neither can keep a probe out); with none
-such, it is closed."""
+"""Connections served at once. One more makes room by closing the oldest already answered,
+else the oldest that has not sent its request head yet (neither can keep a probe out); with
+none such, it is closed."""
 BACKLOG = 100
 MAX_HEAD_BYTES = 8192
 """Request line and headers together; a larger request gets 431."""
@@ -83,12 +83,15 @@ class MetricsServer:
 
     def _connected(self, conn: socket.socket) -> None:
         """Served by a task the server owns (close() ends its connection and awaits it). Past
-        MAX_CONNECTIONS, the oldest client still sending its request head is cut off to make
-        room (16 idle connections, reopened as they were closed, kept /livez from answering
-        and a liveness probe restarted a healthy runner), else the oldest one answered that has
-        not closed yet (16 such kept it out for 10 s); with none such, closed at once."""
+        MAX_CONNECTIONS, the oldest one answered that has not closed yet is closed to make room
+        (16 such kept /livez out for 10 s; its response and FIN are out, so it loses nothing),
+        else the oldest client still sending its request head is cut off (16 idle connections,
+        reopened as they were closed, kept /livez from answering and a liveness probe restarted
+        a healthy runner); with none such, closed at once. Answered ones go first: a scraper
+        whose request is on its way may not have been read yet (10 scrapers back to back were
+        reset while 8 answered connections lingered)."""
         if len(self._clients) >= MAX_CONNECTIONS:
-            room = self._heads or self._answered
+            room = self._answered or self._heads
             if not room:
                 conn.close()
                 return
