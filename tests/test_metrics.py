@@ -491,6 +491,14 @@ def test_an_address_without_a_host_is_loopback(address: str, bound: tuple[str, i
 @pytest.mark.parametrize(("address", "said"), [
     ("nonsense", "expected HOST:PORT"), ("host:", "expected HOST:PORT"),
     ("", "expected HOST:PORT"),  # (it started with no metrics, exit 0: explorer ops 1)
+    # a Unicode digit was a bare `invalid literal for int()`; fullwidth ones were port 9464;
+    # an unbalanced bracket was taken as if it were balanced (an explorer's F6)
+    ("127.0.0.1:\u00b2", "expected HOST:PORT"),  # ²
+    ("127.0.0.1:\uff19\uff14\uff16\uff14", "expected HOST:PORT"),  # fullwidth 9464
+    ("127.0.0.1:\u0669\u0664\u0666\u0664", "expected HOST:PORT"),  # Arabic-Indic 9464
+    ("[::1:9464", "expected HOST:PORT"),
+    ("::1]:9464", "expected HOST:PORT"), ("[]:9464", "expected HOST:PORT"),
+    ("[::1]x:9464", "expected HOST:PORT"),
     ("127.0.0.1:0", "port 0 is out of range: use 1 to 65535"),
     ("[::1]:99999", "port 99999 is out of range: use 1 to 65535")])
 def test_a_bad_metrics_address_is_a_usage_error(tmp_path: Path, address: str, said: str) -> None:

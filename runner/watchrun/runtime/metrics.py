@@ -28,15 +28,19 @@ REQUEST_TIMEOUT_S = 10.0
 is closed (a slow or idle client cannot hold one of the MAX_CONNECTIONS)."""
 
 def parse_address(text: str) -> tuple[str, int]:
-    """`127.0.0.1:9464`, `[::1]:9464` or `:9464` (loopback). ValueError with a clear message."""
+    """`127.0.0.1:9464`, `[::1]:9464` or `:9464` (loopback). ValueError with a clear message:
+    also for a port of digits other than ASCII ones, and brackets that are not the host's
+    own pair."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
+    bracketed = host.startswith("[") and host.endswith("]")
+    inner = host[1:-1] if bracketed else host
+    if not sep or not (port.isascii() and port.isdigit()) or "[" in inner or "]" in inner or (
+            bracketed and not inner):
         raise ValueError(f"--metrics {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
     if not 0 < int(port) < 65536:
         raise ValueError(f"--metrics {text!r}: port {int(port)} is out of range: use 1 to "
                          "65535, e.g. 127.0.0.1:9464")
-    host = host.strip("[]") or "127.0.0.1"
-    return host, int(port)
+    return inner or "127.0.0.1", int(port)
 
 
 Response = tuple[str, list[tuple[str, str]], bytes]
