@@ -47,10 +47,11 @@ SNAPSHOT: dict[str, Any] = {
 
 
 @contextlib.contextmanager
-def served(snapshot: dict[str, Any], timeout_s: float = 10.0) -> Iterator[MetricsServer]:
-    """A MetricsServer on 127.0.0.1 (a free port), its loop in a thread; closed on exit."""
+def served(snapshot: dict[str, Any], timeout_s: float = 10.0,
+           host: str = "127.0.0.1") -> Iterator[MetricsServer]:
+    """A MetricsServer on `host` (a free port), its loop in a thread; closed on exit."""
     loop = asyncio.new_event_loop()
-    server = MetricsServer("127.0.0.1", 0, lambda: snapshot, timeout_s=timeout_s)
+    server = MetricsServer(host, 0, lambda: snapshot, timeout_s=timeout_s)
     ready = threading.Event()
 
     async def main() -> None:
@@ -469,6 +470,32 @@ def test_a_scrape_short_of_descriptors_is_closed_and_said_once(tmp_path: Path) -
         assert r.stop() == 0
     err = r.stderr()
     assert "internal error" not in err and err.count("cannot accept a connection") == 1, err
+
+
+def _ipv6() -> bool:
+    """This host can listen on IPv6's unspecified address."""
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6(), reason="no IPv6 on this host")
+def test_the_ipv6_unspecified_address_serves_ipv4_too() -> None:
+    """An explorer's F5: `--metrics [::]:PORT` was IPv6 only (IPV6_V6ONLY set on every IPv6
+    socket), so an IPv4 scraper or kubelet probe was refused, unlike Go exporters and Vector,
+    and no address served both families. `[::]` is dual-stack now; `[::1]` stays IPv6 only."""
+    with served(SNAPSHOT, host="::") as srv:
+        assert raw(srv.port, b"GET /livez HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+        with socket.create_connection(("::1", srv.port), timeout=10) as s:
+            s.sendall(b"GET /livez HTTP/1.1\r\n\r\n")
+            assert s.recv(100).startswith(b"HTTP/1.1 200 ")
+    with served(SNAPSHOT, host="::1") as srv:  # (a specific address: that one only)
+        assert srv._socks[0].getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 1
 
 
 def test_a_busy_metrics_port_fails_the_start_with_exit_3(tmp_path: Path) -> None:

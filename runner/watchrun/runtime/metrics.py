@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
+import ipaddress
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -76,8 +77,11 @@ class MetricsServer:
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(
                 self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+            # (`::` alone takes IPv4 too, as Go exporters and Vector do; beside an IPv4
+            # socket of its own, from a name that resolves to both, it takes IPv6 only)
+            both = not any(info[0] == socket.AF_INET for info in infos)
             for info in dict.fromkeys(infos):
-                self._socks.append(_listen(*info))
+                self._socks.append(_listen(*info, both=both))
         except OSError as exc:  # the caller names the address
             self._close_listening()
             raise OSError(exc.errno, f"cannot listen: {exc.strerror or exc}") from exc
@@ -213,13 +217,17 @@ class MetricsServer:
         self._socks = []
 
 
-def _listen(family: int, kind: int, proto: int, _name: str, address: Any) -> socket.socket:
-    """A non-blocking socket listening on `address` (SO_REUSEADDR; an IPv6 one only IPv6)."""
+def _listen(family: int, kind: int, proto: int, _name: str, address: Any, *,
+            both: bool) -> socket.socket:
+    """A non-blocking socket listening on `address` (SO_REUSEADDR). An IPv6 one listens on
+    IPv6 only, but for the unspecified address `::` when `both`: IPv4 too (dual-stack,
+    whatever the host's `net.ipv6.bindv6only`)."""
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            only = not (both and ipaddress.ip_address(address[0]).is_unspecified)
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, int(only))
         sock.bind(address)
         sock.listen(BACKLOG)
         sock.setblocking(False)
