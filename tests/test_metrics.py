@@ -29,6 +29,7 @@ from watchrun.runtime.counters import Counters, RecentLines
 from watchrun.runtime.metrics import (
     MAX_CONNECTIONS,
     MAX_HEAD_BYTES,
+    REQUEST_TIMEOUT_S,
     MetricsServer,
     parse_address,
 )
@@ -547,3 +548,16 @@ def test_every_family_is_in_the_readme_s_metrics_table() -> None:
     names = {f.name + suffix.get(f.type, "") for f in _families(snap)}
     missing = sorted(n for n in names if f"`{n}`" not in table)
     assert not missing, missing
+
+
+def test_the_security_page_names_the_metrics_listener_and_its_caps() -> None:
+    """An explorer's F8: docs/security.md's threat model ("who controls what") left out the
+    runner's one network listener, unauthenticated plain HTTP on `0.0.0.0:9464` in the image
+    and the manifests, and what it reveals. Its row and its guard say the caps the code has."""
+    security = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
+    who = security.split("## Who controls what", 1)[1].split("\n## ", 1)[0]
+    assert any(line.startswith("| the metrics endpoint (`--metrics") for line in who.splitlines())
+    guard = security.split("### 8. The metrics endpoint", 1)[1].split("\n## ", 1)[0]
+    for said in (f"at most {MAX_CONNECTIONS} connections", f"{MAX_HEAD_BYTES // 1024} KiB",
+                 f"{REQUEST_TIMEOUT_S:g} s for a request", "NetworkPolicy", "0.0.0.0:9464"):
+        assert said in " ".join(guard.split()), said
