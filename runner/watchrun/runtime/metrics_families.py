@@ -35,7 +35,9 @@ WATCHER_COUNTERS = (
     ("errors", "watchrun_errors", "Error records written."),
     ("skippedDuplicates", "watchrun_skipped_duplicates",
      "Lines not read again after a crash: their records were in the JSONL already."),
-    ("restarts", "watchrun_restarts", "Restarts of a command watcher's command."),
+    ("restarts", "watchrun_restarts", "Times the watcher started again, as `watchrun list` "
+     "counts them: its command restarted by its restart policy, `watchrun start`/`restart`, a "
+     "reload that changed it."),
     ("rotations", "watchrun_rotations", "Rotations, truncations and replacements of a file."),
     ("gaps", "watchrun_gaps", "Gaps: data that could not be read (see the gap records)."),
     ("redactions", "watchrun_redactions", "Secrets redacted from records."),

@@ -52,9 +52,9 @@ class StatusBoard:
         self._starts = 0
 
     def add(self, spec: WatcherSpec, pipeline: WatcherPipeline, source: object, engine: str,
-            origin: str = "config") -> None:
+            origin: str = "config") -> bool:
         """A watcher (re)starts; an earlier entry of the same id gives its restarts (plus this
-        one) and its last error."""
+        one) and its last error. Whether it starts again (counted in its restarts)."""
         prev = self.entries.get(spec.id)
         self._starts += 1
         run = f"{os.getpid()}@{iso_ts(self.started_at)}#{self._starts}"
@@ -65,6 +65,7 @@ class StatusBoard:
         self.entries[spec.id] = entry
         pipeline.on_touch = lambda wid=spec.id: self.touch(wid)
         self.touch(spec.id)
+        return prev is not None
 
     def event(self, wid: str, kind: str, fields: dict[str, Any]) -> None:
         """A record the watcher wrote: restarts and errors are counted and kept."""

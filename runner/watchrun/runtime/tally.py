@@ -10,7 +10,8 @@ from watchrun.runtime.counters import Counters
 
 WATCHER_EVENTS = {"start": "restarts", "rotate": "rotations", "gap": "gaps"}
 """Watcher records counted from the runner's events (the pipeline does not count them): a
-`start` only as a restart (with `attempt`: a run the restart policy started again)."""
+`start` only as a restart (with `attempt`: a run the restart policy started again; the
+watcher's own starts again are counted by `attach`)."""
 EVENT_KEYS = tuple(WATCHER_EVENTS.values())
 TOKEN_KINDS = ("input", "cached", "output")
 
@@ -42,17 +43,22 @@ class Tally:
 
     A watcher rebuilt by a reload gets new pipeline counters; `attach` adds the old ones' final
     values to a base, so `lines` and `matches` keep counting. A stopped or cleared watcher keeps
-    its series. Rotations, restarts, gaps and agent turns are counted from the runner's events
-    (`RunLog.add_tap(tally.observe)`), which are the same whatever the log level.
+    its series. Rotations, the restart policy's restarts, gaps and agent turns are counted from
+    the runner's events (`RunLog.add_tap(tally.observe)`), which are the same whatever the log
+    level; the watcher's starts again (`start`/`restart`, a reload) by `attach`, so restarts
+    count what `list`'s restarts count (but `clear` does not set them back).
     """
 
     def __init__(self) -> None:
         self._watchers: dict[str, _Watcher] = {}
         self._agents: dict[str, _Agent] = {}
 
-    def attach(self, wid: str, counters: Counters) -> None:
-        """A (re)built watcher's pipeline counters; the previous pipeline's are kept in totals."""
+    def attach(self, wid: str, counters: Counters, *, again: bool = False) -> None:
+        """A (re)built watcher's pipeline counters; the previous pipeline's are kept in totals.
+        `again`: it starts again (`watchrun start`/`restart`, a reload that rebuilt it), a
+        restart as `list` counts it (`StatusBoard.add`)."""
         w = self._watchers.setdefault(wid, _Watcher())
+        w.events["restarts"] += again
         if w.current is not None and w.current is not counters:
             for key, value in _counts(w.current).items():
                 w.base[key] = w.base.get(key, 0) + value

@@ -115,9 +115,10 @@ class WatcherSet:
         return Seams(sup.clock, sup.spawner, self.store, self.notifier, self.sinks, self.databases)
 
     def launch(self, rt: WatcherRuntime) -> None:
-        self.sup.board.add(rt.spec, rt.pipeline, rt.source, rt.engine, self.origin(rt.spec.id))
+        again = self.sup.board.add(rt.spec, rt.pipeline, rt.source, rt.engine,
+                                   self.origin(rt.spec.id))
         self._report_writes(rt)
-        self.sup.tally.attach(rt.spec.id, rt.pipeline.counters)
+        self.sup.tally.attach(rt.spec.id, rt.pipeline.counters, again=again)
         rt.task = self.sup.spawn(self._run(rt), rt.spec.id)
         self.running[rt.spec.id] = rt
         self.sup.attach_actions(rt.spec, rt.pipeline)
