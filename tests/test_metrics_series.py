@@ -53,3 +53,55 @@ def test_restarts_total_counts_what_list_counts(tmp_path: Path) -> None:
         wait_for(lambda: len(r.matches("fl")) == 4, "each run's `up`", DEADLINE_S)
     finally:
         assert r.stop() == 0
+
+
+def test_a_watcher_a_reload_could_not_start_has_series_and_a_row(tmp_path: Path) -> None:
+    """An explorer's F3: a watcher a reload added but could not start (its JSONL could not be
+    opened: no inodes left, a directory at its path) had no series at all, so no
+    `watchrun_watcher_up == 0` alert fired; `watchrun list` did not list it; and the reload
+    counted as successful. Now it has its series (down, counters 0) and a row (`stopped`,
+    with why), and the reload is `partial`: `watchrun_config_last_reload_successful` 0 until
+    a reload applies whole."""
+    (tmp_path / "a.log").write_text("")
+    (tmp_path / "b.log").write_text("")
+    conf: dict[str, Any] = {"watchers": [{"id": "a", "path": "a.log", "pattern": "ERROR"}]}
+    port = free_port()
+    r = LiveRunner(write_config(tmp_path, conf), "--metrics", f"127.0.0.1:{port}")
+    blocked = r.out / "watchers" / "newbad.jsonl"
+    try:
+        r.wait_running()
+        blocked.mkdir()  # (as a full disk: its JSONL cannot be opened)
+        conf["watchers"].append({"id": "newbad", "path": "b.log", "pattern": "ERROR"})
+        write_config(tmp_path, conf)
+        r.send(signal.SIGHUP)
+        r.wait_log("reloaded:", timeout=DEADLINE_S)
+        s = Scrape(port)
+        assert s.watcher("newbad") == {
+            **{f"watchrun_{n}_total": 0.0 for n in (
+                "lines", "bytes", "matches", "truncated", "lines_cut", "errors",
+                "skipped_duplicates", "restarts", "rotations", "gaps", "redactions")},
+            "watchrun_watcher_up": 0.0, "watchrun_last_match_timestamp_seconds": 0.0}
+        assert s("watchrun_watcher_up", watcher="a") == 1
+        assert s("watchrun_config_last_reload_successful") == 0
+        assert [s("watchrun_config_reloads_total", result=x) for x in (
+            "ok", "partial", "failed")] == [0, 1, 0]
+        row = listed(r, "newbad")
+        assert row is not None, "not listed"
+        assert row["status"] == "stopped" and row["restarts"] == 0
+        assert "could not be started" in row["lastError"] and "newbad.jsonl" in row["lastError"]
+
+        blocked.rmdir()  # space again: `watchrun start` starts it, its first start
+        assert r.control({"cmd": "start", "id": "newbad"})["ok"]
+        row = listed(r, "newbad")
+        assert row is not None and row["status"] == "running" and row["restarts"] == 0
+        s = Scrape(port)
+        assert s("watchrun_watcher_up", watcher="newbad") == 1
+        assert s("watchrun_restarts_total", watcher="newbad") == 0
+        assert s("watchrun_config_last_reload_successful") == 0  # (until a reload applies)
+        r.send(signal.SIGHUP)
+        ok = wait_for(lambda: (s := Scrape(port))(
+            "watchrun_config_reloads_total", result="ok") == 1 and s, "the whole reload",
+            DEADLINE_S)
+        assert ok("watchrun_config_last_reload_successful") == 1
+    finally:
+        assert r.stop() == 0

@@ -485,7 +485,7 @@ def test_a_reloaded_watcher_renamed_from_a_runtime_one_takes_its_place(tmp_path:
 def test_a_reloaded_watcher_whose_jsonl_is_a_symlink_is_not_started(tmp_path: Path) -> None:
     """docs/security.md: on a reload, a new watcher whose JSONL is a planted symlink is not
     started, the target is untouched, the log names the path and `status` lists the problem;
-    the watchers that were running go on."""
+    the watchers that were running go on. It is listed `stopped`, with why."""
     base = {"watchers": [{"id": "cfg", "path": "c.log", "pattern": "x"}]}
     config = write_config(tmp_path, base)
     r = LiveRunner(config)
@@ -500,7 +500,8 @@ def test_a_reloaded_watcher_whose_jsonl_is_a_symlink_is_not_started(tmp_path: Pa
         r.send(signal.SIGHUP)
         wait_for(lambda: any(str(planted) in p and "symlink" in p
                              for p in r.control({"cmd": "status"})["problems"]), "the problem")
-        assert str(planted) in r.stderr() and set(listed(r)) == {"cfg"}
+        assert str(planted) in r.stderr() and set(listed(r)) == {"cfg", "nw"}
+        assert listed(r)["nw"]["status"] == "stopped" and "symlink" in listed(r)["nw"]["lastError"]
         assert target.read_text() == "kept\n" and planted.is_symlink()
     finally:
         assert r.stop() == 0

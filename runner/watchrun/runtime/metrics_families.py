@@ -48,7 +48,8 @@ class RunnerCollector(Collector):
     """The runner's own metrics, read from the supervisor's snapshot at each scrape.
 
     The snapshot: `up` (bool), `watchers` (live watchers: id → {"up": bool}), `totals` (every
-    watcher seen: `Tally.watchers()`), `agents` (the hub's snapshot: live agents), `agentTotals`
+    watcher seen or to run, started or not: `Tally.watchers()`), `reloads` (by result, and
+    `last`), `agents` (the hub's snapshot: live agents), `agentTotals`
     (`Tally.agents()`), `actions` (`ActionHub.counts()`) and, when the loop monitor runs,
     `loop_lag_max_s`."""
 
@@ -75,11 +76,14 @@ def _families(snap: dict[str, Any]) -> Iterable[Metric]:
                                 "loop was late to run a task, recently.", value=float(lag))
     reloads = snap.get("reloads", {})
     yield GaugeMetricFamily("watchrun_config_last_reload_successful", "0 when the last SIGHUP "
-                            "reload failed (the running config was kept), else 1.",
+                            "reload failed (the running config was kept) or applied only in "
+                            "part (a watcher, the agents or the actions could not be started: "
+                            "`watchrun status` says why), else 1.",
                             value=float(reloads.get("last", 1)))
-    done = CounterMetricFamily("watchrun_config_reloads", "SIGHUP reloads, by result.",
-                               labels=["result"])
-    for result in ("ok", "failed"):
+    done = CounterMetricFamily("watchrun_config_reloads", "SIGHUP reloads, by result: ok, "
+                               "partial (applied but for what could not start), failed (the "
+                               "running config kept).", labels=["result"])
+    for result in ("ok", "partial", "failed"):
         done.add_metric([result], float(reloads.get(result, 0)))
     yield done
     yield from _watchers(snap.get("watchers", {}), snap.get("totals", {}))

@@ -11,7 +11,9 @@ agent the config no longer has (stopped: their matches would wake no one; what t
 before, with the agent's queue, is recorded dropped), or `limits.enabled` is now false (each
 stopped with that said in `status`). A removed file watcher whose file is gone is forgotten
 (runtime/forgetting.py). No step's failure ends the runner: each is reported (log, `status`, an
-`error` record where the watcher has a sink) and the rest goes on."""
+`error` record where the watcher has a sink) and the rest goes on; the parts of the new config
+that could not apply (the agents, the actions, a watcher that could not start: listed
+`stopped`, with why) make the reload `partial`."""
 
 from __future__ import annotations
 
@@ -108,12 +110,14 @@ class Reloading(Protocol):
     def problem(self, message: str, wid: str | None = None) -> None: ...
 
 
-async def apply(sup: Reloading, new: Config) -> str | None:
-    """Apply `new`; or, when it cannot apply while running, nothing of it, and say why."""
+async def apply(sup: Reloading, new: Config) -> tuple[str | None, list[str]]:
+    """Apply `new`: nothing, and why, when it cannot apply while running; else None and the
+    parts of it that could not apply (each reported as it failed)."""
     old = sup.config
     if old.output.dir != new.output.dir:
         return (f"output.dir cannot change while running ({old.output.dir} → "
-                f"{new.output.dir}): restart the runner")
+                f"{new.output.dir}): restart the runner"), []
+    unapplied: list[str] = []
     global_change = old.limits != new.limits or old.output != new.output
     sup.config = new
     try:
@@ -122,12 +126,14 @@ async def apply(sup: Reloading, new: Config) -> str | None:
         elif new.agents:
             await sup.start_hub()
     except Exception as exc:
+        unapplied.append("the agents")
         sup.problem(f"reload: the agents could not be updated: {exc}")
     try:  # before changed watchers stop: their actions' last records go in their streams
         if sup.actions is not None:
             await sup.actions.reload(new)
         sup.start_actions()
     except Exception as exc:
+        unapplied.append("the actions")
         sup.problem(f"reload: the actions could not be updated: {exc}")
     wanted = {w.id: w for w in new.watchers} if new.limits.enabled else {}
     no_room: set[str] = set()
@@ -216,15 +222,21 @@ async def apply(sup: Reloading, new: Config) -> str | None:
     for at in range(0, len(todo), PRECOMPILE_BATCH):
         batch = todo[at:at + PRECOMPILE_BATCH]  # compiled off the loop, then started
         await asyncio.to_thread(precompile, batch, sup.set.databases, threading.get_ident())
-        for spec in batch:
-            if sup.stop_heard is None:  # (one may come during a start)
-                await _start(sup, spec, trouble.get(spec.id))
+        for spec in batch:  # (`stop_heard`: one may come during a start)
+            if sup.stop_heard is None and not await _start(sup, spec, trouble.get(spec.id)):
+                unapplied.append(f"watcher {spec.id}")
     await forget_gone(sup, sup.set, old)
     counts = sup.set.census()
     watchers, each = counted(counts)
-    sup.log.info(f"reloaded: {watchers}{each or ' running'}", event="reloaded",
-                 watchers=sum(counts.values()), running=counts.get("running", 0), states=counts)
-    return None
+    fields = {"watchers": sum(counts.values()), "running": counts.get("running", 0),
+              "states": counts}
+    if unapplied:  # (each said above, and in `status`)
+        sup.log.warning(f"reloaded: {watchers}{each or ' running'}; not applied: "
+                        f"{', '.join(unapplied)}", event="reloaded", **fields,
+                        unapplied=unapplied)
+    else:
+        sup.log.info(f"reloaded: {watchers}{each or ' running'}", event="reloaded", **fields)
+    return None, unapplied
 
 
 def _kept_stopped(sup: Reloading, old: Config, wanted: dict[str, WatcherSpec],
@@ -250,15 +262,18 @@ def _kept_stopped(sup: Reloading, old: Config, wanted: dict[str, WatcherSpec],
     return held
 
 
-async def _start(sup: Reloading, spec: WatcherSpec, trouble: str | None) -> None:
-    """Start a new or changed watcher; `trouble`: what went wrong while it was stopped."""
+async def _start(sup: Reloading, spec: WatcherSpec, trouble: str | None) -> bool:
+    """Start a new or changed watcher; `trouble`: what went wrong while it was stopped. One
+    that cannot start (its JSONL cannot be opened) is listed stopped, with why: False."""
     try:
         rt = await sup.set.build_off_loop(spec)
     except Exception as exc:
+        sup.board.not_started(spec, sup.set.origin(spec.id), sup.config.records_redactor())
         sup.problem(f"reload: could not be started: {exc}", spec.id)
-        return
+        return False
     sup.set.launch(rt)
     if trouble:  # told in its own stream too, now that it has a sink again
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(rt.pipeline.event("error", code="reload-problem", message=(
                 f"while it was stopped for the reload: {trouble}")), STOP_RECORD_S)
+    return True

@@ -14,6 +14,7 @@ from typing import Any
 from watchrun import offload
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
+from watchrun.match.redact import Redactor
 from watchrun.output import safefs, tailfile
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
@@ -54,18 +55,33 @@ class StatusBoard:
     def add(self, spec: WatcherSpec, pipeline: WatcherPipeline, source: object, engine: str,
             origin: str = "config") -> bool:
         """A watcher (re)starts; an earlier entry of the same id gives its restarts (plus this
-        one) and its last error. Whether it starts again (counted in its restarts)."""
+        one, unless it never started) and its last error. Whether it starts again (counted in
+        its restarts)."""
         prev = self.entries.get(spec.id)
         self._starts += 1
         run = f"{os.getpid()}@{iso_ts(self.started_at)}#{self._starts}"
         entry = Entry(spec, pipeline, source, engine, origin, run, self.clock.now(),
-                       self.clock.monotonic())
+                       self.clock.monotonic(), redactor=pipeline.redactor)
+        again = prev is not None and prev.pipeline is not None
         if prev is not None:
-            entry.restarts, entry.last_error = prev.restarts + 1, prev.last_error
+            entry.restarts, entry.last_error = prev.restarts + again, prev.last_error
         self.entries[spec.id] = entry
         pipeline.on_touch = lambda wid=spec.id: self.touch(wid)
         self.touch(spec.id)
-        return prev is not None
+        return again
+
+    def not_started(self, spec: WatcherSpec, origin: str, redactor: Redactor | None) -> None:
+        """A watcher to run that could not be started (a reload's: its JSONL could not be
+        opened) is listed `stopped`, with the spec `watchrun start` starts: one that never
+        started gets an entry with no pipeline (its counts 0; `note` gives it its why)."""
+        entry = self.entries.get(spec.id)
+        if entry is None:
+            entry = Entry(spec, None, None, None, origin, "", self.clock.now(),
+                          self.clock.monotonic(), stopped=True, redactor=redactor)
+            self.entries[spec.id] = entry
+        elif entry.spec != spec:
+            entry.spec, entry.said, entry.redactor = spec, None, redactor
+        self.touch(spec.id)
 
     def event(self, wid: str, kind: str, fields: dict[str, Any]) -> None:
         """A record the watcher wrote: restarts and errors are counted and kept."""
@@ -225,8 +241,10 @@ class StatusBoard:
                 continue
             snap = snapshot(entry, self.clock.now(), self.started_at, self.lag)
             files.append((self.dir / f"{wid}.status.json", snapshot_json(snap)))
+            if entry.pipeline is None:  # (it read nothing: no tail)
+                continue
             tail = entry.pipeline.counters.tail.last(TAIL_LINE_BYTES)  # (here, not per chunk)
-            lines = tail_lines(tail, entry.pipeline.redactor,  # `output.redact`: the tail too
+            lines = tail_lines(tail, entry.redactor,  # `output.redact`: the tail too
                                entry.pipeline.limits.max_line_bytes)
             files.append((self.dir / f"{wid}.tail",
                           tailfile.render(entry.run, snap["linesRead"], lines)))

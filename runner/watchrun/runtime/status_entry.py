@@ -9,21 +9,28 @@ from msgspec import Struct
 
 from watchrun.clock import iso_ts
 from watchrun.config.model import WatcherSpec
-from watchrun.match.redact import clean_text
+from watchrun.match.redact import Redactor, clean_text
+from watchrun.runtime.counters import Counters, RecentLines
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.runtime.snapshot_text import Said, said
 
 __all__ = ["Entry", "snapshot"]
 
+NOTHING = Counters(RecentLines(0))
+"""The counts of a watcher that never started (read, never changed)."""
+
 
 class Entry(Struct):
     """A watcher on the status board: what it is, its pipeline and source, its lifecycle."""
 
     spec: WatcherSpec
-    pipeline: WatcherPipeline
+    pipeline: WatcherPipeline | None
+    """None: it never started in this runner (a reload could not start it): `stopped`, its
+    counts 0, its `lastError` why."""
     source: object
-    engine: str
+    engine: str | None
+    """The regex engine its matcher uses (None: it never started)."""
     origin: str
     """`config` (from the config file) or `runtime` (added through the control socket)."""
     run: str
@@ -42,19 +49,23 @@ class Entry(Struct):
     failed: bool = False
     """Its source ended with an internal error (status `fatal`)."""
     last_error: str | None = None
+    redactor: Redactor | None = None
+    """With `output.redact`: what redacts its text here (its pipeline's)."""
 
 
 def snapshot(entry: Entry, now: float, runner_started_at: float,
              lag: LoopLag | None) -> dict[str, Any]:
     """What `list`/`status` say of a watcher: its spec, status, process, counters."""
-    spec, c, src = entry.spec, entry.pipeline.counters, entry.source
-    if entry.said is None:  # (the spec does not change: made once)
-        entry.said = said(spec, entry.pipeline.redactor)
+    spec, src, redactor = entry.spec, entry.source, entry.redactor
+    c = entry.pipeline.counters if entry.pipeline is not None else NOTHING
+    if entry.said is None:  # (made once for each spec it is listed with)
+        entry.said = said(spec, redactor)
     label, source, cwd, pattern, exclude = entry.said
     state = getattr(src, "state", None)
     status = "stopped" if entry.stopped else "fatal" if entry.failed else \
         "stopping" if entry.stopping else str(state) if state is not None else "running"
-    if status in ("running", "error") and entry.pipeline.writer.failing:
+    if status in ("running", "error") and entry.pipeline is not None and \
+            entry.pipeline.writer.failing:
         status = "paused"  # (its records cannot be written: reading waits for them; a file
         # source says `error` once its checkpoint cannot be saved on that full disk either)
     snap: dict[str, Any] = {
@@ -75,10 +86,10 @@ def snapshot(entry: Entry, now: float, runner_started_at: float,
         "pid": getattr(src, "pid", None),
         "runnerPid": os.getpid(),
         "runnerStartedAt": iso_ts(runner_started_at),
-        "startedAt": iso_ts(entry.started_at),
+        "startedAt": iso_ts(entry.started_at) if entry.pipeline is not None else None,
         "updatedAt": iso_ts(now),
         "restarts": entry.restarts,
-        "lastError": entry.last_error and clean_text(entry.last_error, entry.pipeline.redactor),
+        "lastError": entry.last_error and clean_text(entry.last_error, redactor),
         "linesRead": c.lines,
         "bytesRead": c.bytes_read,
         "matchCount": c.matches,

@@ -99,7 +99,7 @@ class Supervisor(SupervisorHubs):
         """A stop signal that came while a reload was applied: it starts nothing more."""
         self.kill_timer: asyncio.TimerHandle | None = None
         """Kills what remains, once stopTimeout has passed since that signal (`kill_after`)."""
-        self.reloads = {"ok": 0, "failed": 0, "last": 1}  # SIGHUP reloads (metrics; last: ok)
+        self.reloads = {"ok": 0, "partial": 0, "failed": 0, "last": 1}  # (last: applied whole)
         self._inbox: SignalInbox | None = None
         self._stop_asked: signal.Signals | None = None  # (before `run()`: see request_*)
         self._reload_asked = False
@@ -247,6 +247,7 @@ class Supervisor(SupervisorHubs):
     def metrics_snapshot(self) -> dict[str, Any]:
         agents = self.hub.snapshot() if self.hub is not None else []
         watchers = {wid: counters_of(rt) for wid, rt in self.watchers.items()}
+        self.tally.know(self.set.named())  # (one a reload could not start: its series, down)
         return {"up": self.state == RunnerState.RUNNING, "watchers": watchers, "agents": agents,
                 "loop_lag_max_s": self.lag.max_s, "totals": self.tally.watchers(),
                 "agentTotals": self.tally.agents(),
@@ -276,15 +277,17 @@ class Supervisor(SupervisorHubs):
                     self.reading_config = False
                     refused = "the new config is invalid or could not be read (the log's " \
                         "`reload:` lines, or `watchrun validate`, say why)" if new is None else None
+                    unapplied: list[str] = []
                     if new is not None:  # (what failed reloads said is no longer so)
                         self.problems.forget("reload failed")
-                        refused = await reloading.apply(self, new)
+                        refused, unapplied = await reloading.apply(self, new)
                     if refused is not None:  # nothing of the new config applied
                         self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
                         self.problem(f"reload failed: {refused}; keeping the running one",
                                      event="reload-failed")
-                    else:
-                        self.reloads |= {"ok": self.reloads["ok"] + 1, "last": 1}
+                    else:  # (`partial`: applied but for these parts, each a problem)
+                        done = "partial" if unapplied else "ok"
+                        self.reloads |= {done: self.reloads[done] + 1, "last": int(not unapplied)}
                 except Exception as exc:
                     self.reloads |= {"failed": self.reloads["failed"] + 1, "last": 0}
                     self.problem(f"reload failed: {exc!r}; going on with what is running")

@@ -65,6 +65,11 @@ class Tally:
             w.last_match_at = w.current.last_match_at or w.last_match_at
         w.current = counters
 
+    def know(self, wids: set[str]) -> None:
+        """Watchers the runner is to run, started or not: each has its series from now on."""
+        for wid in wids - self._watchers.keys():
+            self._watchers[wid] = _Watcher()
+
     def observe(self, level: str, event: str, subject: str | None, name: str | None,
                 fields: dict[str, Any]) -> None:
         """A `RunLog` tap: counts the events metrics report."""

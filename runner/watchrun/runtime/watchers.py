@@ -79,10 +79,14 @@ class WatcherSet:
         for rt in self.running.values():
             counts[doing(rt)] += 1
         counts["queued"] += len(self.later)
-        config = self.sup.config
-        named = {*self.runtime, *(w.id for w in config.watchers if config.limits.enabled)}
-        counts["stopped"] += len(named - self.running.keys() - self.later.keys())
+        counts["stopped"] += len(self.named() - self.running.keys() - self.later.keys())
         return {what: n for what, n in counts.items() if n}
+
+    def named(self) -> set[str]:
+        """Every watcher the runner is to run: the config's (unless `limits.enabled` is
+        false) and those added at runtime, running or not."""
+        config = self.sup.config
+        return {*self.runtime, *(w.id for w in config.watchers if config.limits.enabled)}
 
     @property
     def notify_mode(self) -> str:
