@@ -1,15 +1,26 @@
 """`--metrics` against a live runner: which watchers have series and what their counters count,
 as `watchrun list` and the log show them: restarts however the watcher started again, a
-watcher a reload could not start, `gap` records of records given up on a full disk."""
+watcher a reload could not start, `gap` records of records given up on a full disk (a real
+tmpfs filled up)."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from liverunner import LiveRunner, wait_for, write_config
+from recordcheck import validate_records
+from test_disk_full import explained
 from test_metrics_live import Scrape, free_port
+from tmpfs import fill, full_disk_runner, mount_tmpfs, umount
+
+from watchrun.clock import SystemClock
+from watchrun.output.outdir import prepare_output_dir
+from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.output.writer import AsyncWriter
 
 DEADLINE_S = 20.0
 """For each wait: generous for a loaded 2-core box; a passing run takes a fraction of it."""
@@ -105,3 +116,64 @@ def test_a_watcher_a_reload_could_not_start_has_series_and_a_row(tmp_path: Path)
         assert ok("watchrun_config_last_reload_successful") == 1
     finally:
         assert r.stop() == 0
+
+
+def test_gaps_of_records_given_up_on_a_full_disk_are_counted_and_logged(
+        tmp_path: Path) -> None:
+    """An explorer's F4: the `gap{unwritten}` record that says thousands of match records were
+    never written (given up at a stop on a full disk, written at the next start) was in the
+    JSONL only: `watchrun_gaps_total` stayed 0 and the runner's log had no `gap` line, since
+    the sink writes it ahead of the next record, not through the watcher's events. Now it is
+    counted and logged as every other gap is."""
+    with full_disk_runner(tmp_path) as (mnt, log, port, r):
+        filler = fill(mnt, leave=20_000)  # room for a few dozen records, not for 400
+        with open(log, "a") as fh:
+            fh.writelines(f"ERROR line {n} {'x' * 200}\n" for n in range(1, 401))
+        r.wait_log("cannot write records: ENOSPC", timeout=DEADLINE_S)
+        assert r.control({"cmd": "stop", "id": "app"})["ok"]  # what waits is given up
+        r.wait_log("the next start records their gap", timeout=DEADLINE_S)
+        assert Scrape(port)("watchrun_gaps_total", watcher="app") == 0
+        filler.unlink()
+        assert r.control({"cmd": "start", "id": "app"})["ok"]
+        jsonl = r.out / "watchers" / "app.jsonl"
+        gaps = wait_for(lambda: explained(validate_records(jsonl, contiguous=False)),
+                        "the gap record written", DEADLINE_S)
+        assert all(g["reason"] == "unwritten" for g in gaps), gaps
+        wait_for(lambda: Scrape(port)("watchrun_gaps_total", watcher="app") == len(gaps),
+                 "the gap counted", DEADLINE_S)
+        for g in gaps:
+            r.wait_log(f"[app] warning: gap (unwritten): {g['message']}", timeout=DEADLINE_S)
+        row = listed(r, "app")
+        assert row is not None and row["status"] == "running"
+
+
+def test_a_gap_record_the_close_writes_is_told(tmp_path: Path) -> None:
+    """The same for the `gap` a sink's close writes (the records given up at the stop, when
+    there is room by then): the writer's close tells of it, so it is logged and counted."""
+    fs = tmp_path / "mnt"
+    mount_tmpfs(fs, "256k")
+    try:
+        path = prepare_output_dir(fs / "out").jsonl("watcher", "w")
+        sink = JsonlSink(path, "w", max_bytes=1 << 30, keep=1, clock=SystemClock())
+        sink.write("start", {"path": "/x", "inode": 1, "offset": 0})
+        filler = fill(fs)
+        told: list[dict[str, Any]] = []
+
+        async def main() -> None:
+            writer = AsyncWriter(sink)
+            writer.on_gap = told.append
+            lines = [sink.record("match", {"line": "x" * 1000, "lineNo": n, "offset": n,
+                                           "path": "/x", "inode": 1}) for n in range(1, 41)]
+            with pytest.raises(SinkWriteError):  # one try, then given up
+                await writer.write_lines(lines, give_up_after=0)
+            assert told == []
+            filler.unlink()  # room again by the close
+            await writer.close()
+
+        asyncio.run(main())
+        gaps = explained(validate_records(path, contiguous=False))
+        assert len(gaps) == 1 and gaps[0]["kinds"] == {"match": gaps[0]["records"]}, gaps
+        internal = ("schema", "seq", "cursor", "ts", "kind")
+        assert told == [{k: v for k, v in gaps[0].items() if k not in internal}]
+    finally:
+        umount(fs)

@@ -7,7 +7,9 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from watchrun.offload import at_stop
 from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.output.unwritten import Run, Unwritten, seq_of
 
 __all__ = ["CLOSE_WRITE_S", "AsyncWriter"]
 
@@ -37,6 +39,9 @@ class AsyncWriter:
         later write gets one try (a disk that failed that long is not waited for again)."""
         self.failing = False
         """True from the first failure of an episode until a write succeeds again."""
+        self.on_gap: Callable[[dict[str, Any]], None] | None = None
+        """Told the fields of each `gap{unwritten}` record the sink writes ahead of the lines
+        it is given (seqs given up earlier: at a stop, by an earlier runner), once in the file."""
         self.retries = 0
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -47,6 +52,50 @@ class AsyncWriter:
         seq = self.sink.next_seq - 1
         await self.write_lines([line])
         return seq
+
+    def write_now(self, kind: str, fields: Mapping[str, Any]) -> int:
+        """`sink.write`: one try, now (SinkWriteError), `on_gap` told as by `write_lines`."""
+        due = self._due(self.sink.next_seq)
+        try:
+            return self.sink.write(kind, fields)
+        finally:
+            self._told(due)
+
+    async def close(self) -> None:
+        """Close the sink off the loop (`offload.at_stop`); its close writes the `gap` records
+        of what was given up when it can, and `on_gap` is told of those (when it returned)."""
+        due = self._due(None)
+        try:
+            await at_stop(self.sink.close)
+        except SinkWriteError:  # (it closed: its sync or its note failed)
+            self._told(due)
+            raise
+        self._told(due)
+
+    def _write(self, lines: list[bytes]) -> None:
+        """`sink.write_lines`, `on_gap` told of the gap records it wrote ahead of `lines`."""
+        due = self._due(seq_of(lines[0])[0] if lines else None)
+        try:
+            self.sink.write_lines(lines)
+        finally:
+            self._told(due)
+
+    def _due(self, below: int | None) -> list[Run]:
+        """The runs of seqs given up whose `gap` records a write of seqs from `below` on (all
+        of them: None) writes first, when someone is to be told."""
+        unwritten = self.sink.unwritten
+        if self.on_gap is None or not (unwritten.lost or unwritten.noted):
+            return []
+        return unwritten.runs(below)
+
+    def _told(self, due: list[Run]) -> None:
+        """`on_gap` told of each of the `due` runs whose `gap` record is now in the file."""
+        if not due or self.on_gap is None:
+            return
+        left = {(lo, hi) for lo, hi, _ in self.sink.unwritten.runs()}
+        for lo, hi, kinds in due:
+            if (lo, hi) not in left:
+                self.on_gap(Unwritten.gap_fields(lo, hi, kinds))
 
     async def write_lines(self, lines: Sequence[bytes], *, give_up_after: float | None = None,
                           on_written: Callable[[int], None] | None = None) -> None:
@@ -74,7 +123,7 @@ class AsyncWriter:
         delay = self.initial_delay
         while True:
             try:
-                self.sink.write_lines(pending)
+                self._write(pending)
                 written = len(pending)
                 pending.clear()
                 if on_written is not None and written:

@@ -12,7 +12,6 @@ from msgspec.structs import replace
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
-from watchrun.offload import at_stop
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
@@ -114,7 +113,7 @@ async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Ev
     if rt.pipeline.isolated is not None:
         await rt.pipeline.isolated.close()
     try:
-        await at_stop(rt.sink.close)
+        await rt.pipeline.writer.close()  # (its gap records, when it writes them: logged)
     except Exception as exc:  # (records given up that no gap or note keeps: the run fails)
         problems.append(f"closing its JSONL failed: {exc}")
         sup.runtime_errors.append(f"{wid}: closing its JSONL failed: {exc}")

@@ -39,7 +39,8 @@ WATCHER_COUNTERS = (
      "counts them: its command restarted by its restart policy, `watchrun start`/`restart`, a "
      "reload that changed it."),
     ("rotations", "watchrun_rotations", "Rotations, truncations and replacements of a file."),
-    ("gaps", "watchrun_gaps", "Gaps: data that could not be read (see the gap records)."),
+    ("gaps", "watchrun_gaps", "Gap records: data that could not be read, or records given up "
+     "unwritten on a full disk (see the gap records)."),
     ("redactions", "watchrun_redactions", "Secrets redacted from records."),
 )
 

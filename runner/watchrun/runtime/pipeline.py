@@ -63,14 +63,11 @@ class WatcherPipeline:
         isolated: IsolatedMatcher | None = None,
         judges: bool = False,
     ) -> None:
-        self.spec = spec
+        self.spec, self.limits, self.sink, self.writer = spec, limits, sink, writer
         self.judges = judges
         """A once run's: a verdict counts the matches a run that never ended recorded."""
-        self.limits = limits
-        self.sink = sink
-        self.writer = writer
-        self.matcher = matcher
-        self.log = log
+        writer.on_gap = lambda fields: self._told("gap", fields)
+        self.matcher, self.log = matcher, log
         self.on_matches, self.on_event = on_matches, on_event
         self.require = require
         self._off_loop = any(m is not None and m.engine != "hyperscan" for m in (matcher, require))
@@ -291,7 +288,12 @@ class WatcherPipeline:
         if kind == "error":  # (error records written: not one waiting or given up)
             self.counters.errors += 1
         self.stopped = self.stopped or kind == "stop"
+        self._told(kind, clean, echo)
+
+    def _told(self, kind: str, fields: dict[str, Any], echo: bool = True) -> None:
+        """A record in the file (a `gap{unwritten}` the sink wrote too: `AsyncWriter.on_gap`)
+        is logged, so counted by the metrics, unless the caller said it, and told (`on_event`)."""
         if echo:
-            self.log.event(self.spec.id, kind, clean)
+            self.log.event(self.spec.id, kind, fields)
         if self.on_event is not None:
-            self.on_event(self.spec, kind, clean)
+            self.on_event(self.spec, kind, fields)

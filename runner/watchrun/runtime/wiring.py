@@ -150,8 +150,8 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
         msg = f"repaired a torn last record ({sink.repaired_bytes} bytes) after a crash"
         log.warning(msg, wid)
         with contextlib.suppress(SinkWriteError):
-            sink.write("error", {"code": "sink-repaired", "message": msg,
-                                 "bytes": sink.repaired_bytes})
+            writer.write_now("error", {"code": "sink-repaired", "message": msg,
+                                       "bytes": sink.repaired_bytes})
     return WatcherRuntime(spec, sink, pipeline, source, matcher.engine)
 
 
