@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +48,14 @@ SNAPSHOT: dict[str, Any] = {
 
 
 @contextlib.contextmanager
-def served(snapshot: dict[str, Any], timeout_s: float = 10.0,
+def served(snapshot: dict[str, Any] | Callable[[], dict[str, Any]], timeout_s: float = 10.0,
            host: str = "127.0.0.1") -> Iterator[MetricsServer]:
-    """A MetricsServer on `host` (a free port), its loop in a thread; closed on exit."""
+    """A MetricsServer on `host` (a free port) serving `snapshot` (or what it returns), its
+    loop in a thread; closed on exit."""
     loop = asyncio.new_event_loop()
-    server = MetricsServer(host, 0, lambda: snapshot, timeout_s=timeout_s)
+    take = snapshot if callable(snapshot) else lambda: snapshot
+    server = MetricsServer(host, 0, take, up=lambda: bool(take().get("up")),
+                           timeout_s=timeout_s)
     ready = threading.Event()
 
     async def main() -> None:
@@ -251,6 +254,80 @@ def test_ten_clients_scraping_back_to_back_are_never_reset() -> None:
             t.join(30)
     assert not errors, f"{len(errors)} failed scrapes of {sum(counts)}: {errors[:3]}"
     assert len(counts) == 10 and sum(counts) >= 100, counts
+
+
+def test_back_to_back_scrapes_take_a_bounded_share_of_the_loop() -> None:
+    """An explorer's F9: every scrape was built on the loop, whatever the rate: 0.11 ms per
+    watcher (57 ms at 500), so back-to-back scrapers held the loop most of the time, and a
+    flood that took 1.4 s unscraped took 41 s with 16 scrapers (its command blocked on its
+    pipe meanwhile). Building bodies now takes at most a tenth of the loop's time: the next is
+    built no sooner than nine times the last one's build time after it; a scrape that comes
+    sooner waits for it, and is answered with what was so when it came, or later."""
+    spent: list[float] = []
+    seen = {"matches": 0}
+
+    def big() -> dict[str, Any]:  # a large runner's snapshot: 4 ms of the loop each
+        began = time.perf_counter()
+        while time.perf_counter() - began < 0.004:
+            pass
+        spent.append(time.perf_counter() - began)
+        return {**SNAPSHOT, "totals": {"app": {"matches": seen["matches"]}}}
+
+    errors: list[BaseException] = []
+
+    def scrape_for(port: int, until: float) -> None:
+        try:
+            while time.monotonic() < until:
+                assert request(port, "GET", "/metrics")[0] == 200
+        except BaseException as exc:  # (reported by the test's thread)
+            errors.append(exc)
+
+    with served(big) as srv:
+        began = time.monotonic()
+        threads = [threading.Thread(target=scrape_for, args=(srv.port, began + 1.5))
+                   for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        elapsed = time.monotonic() - began
+        assert not errors, errors[:3]
+        assert sum(spent) <= 0.2 * elapsed, (len(spent), sum(spent), elapsed)
+        for n in (1, 2, 3):  # never older than the request: asked right after a change
+            seen["matches"] = n
+            body = request(srv.port, "GET", "/metrics")[2].decode()
+            assert f'watchrun_matches_total{{watcher="app"}} {n}.0' in body.splitlines()
+        assert request(srv.port, "GET", "/healthz")[::2] == (200, b"ok\n")
+
+
+def test_scrapes_waiting_for_their_turn_do_not_hold_the_close() -> None:
+    """Scrapes waiting for their turn to build a body (0.2 s each here, so 1.8 s apart) are
+    ended by the runner's stop, not built one by one first (4 of them: about 7 s)."""
+    def slow() -> dict[str, Any]:
+        began = time.perf_counter()
+        while time.perf_counter() - began < 0.2:
+            pass
+        return SNAPSHOT
+
+    ended: list[BaseException | int] = []
+
+    def scrape(port: int) -> None:
+        try:
+            ended.append(request(port, "GET", "/metrics")[0])
+        except (OSError, http.client.HTTPException) as exc:  # (cut off by the close)
+            ended.append(exc)
+
+    with served(slow) as srv:
+        assert request(srv.port, "GET", "/metrics")[0] == 200  # the next: 1.8 s from now
+        threads = [threading.Thread(target=scrape, args=(srv.port,)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(srv._clients) == 4, "the 4 scrapes waiting")
+        closing = time.monotonic()
+    took = time.monotonic() - closing
+    for t in threads:
+        t.join(30)
+    assert took < 1.5 and len(ended) == 4, (took, ended)
 
 
 @pytest.mark.parametrize("sent", [b"", b"GET /metrics HTTP/1.1\r\nHost: x\r\n"])

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import ipaddress
 import socket
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from prometheus_client.exposition import choose_encoder, gzip_accepted
-
 from watchrun.runtime.accepting import Acceptor
+from watchrun.runtime.metrics_bodies import Bodies, Response, plain
 from watchrun.runtime.metrics_families import Snapshot, build_registry
 
 MAX_CONNECTIONS = 16
@@ -44,23 +42,20 @@ def parse_address(text: str) -> tuple[str, int]:
     return inner or "127.0.0.1", int(port)
 
 
-Response = tuple[str, list[tuple[str, str]], bytes]
-"""Status line, headers, body."""
-
-
 class MetricsServer:
     """GET/HEAD /metrics (Prometheus or OpenMetrics text, gzip when asked, `name[]` filters)
-    /healthz and /livez; 405 for other methods, 404 for other paths. One request per connection.
+    /healthz (`up`: whether the runner runs) and /livez; 405 for other methods, 404 for other
+    paths. One request per connection. Bodies are built one at a time, spaced
+    (`metrics_bodies.SCRAPE_SHARE`).
     Accepted by `accepting.Acceptor`: out of descriptors, a scraper is closed at once and one
     warning a minute (`warn`) says so."""
 
-    def __init__(self, host: str, port: int, snapshot: Snapshot, *,
+    def __init__(self, host: str, port: int, snapshot: Snapshot, *, up: Callable[[], bool],
                  timeout_s: float = REQUEST_TIMEOUT_S,
                  warn: Callable[[str], None] | None = None) -> None:
         self.host, self.port = host, port
-        self.snapshot = snapshot
-        self.timeout_s = timeout_s
-        self.registry = build_registry(snapshot)
+        self.up, self.timeout_s = up, timeout_s
+        self.bodies = Bodies(build_registry(snapshot))
         self._accept = Acceptor(f"--metrics {host}:{port}", warn)
         self._socks: list[socket.socket] = []
         self._serving: list[asyncio.Task[None]] = []
@@ -161,40 +156,26 @@ class MetricsServer:
             if (task := asyncio.current_task()) is not None:
                 self._heads.pop(task, None)
         if head is None:
-            return "", _plain("431 Request Header Fields Too Large", "request head too large\n")
+            return "", plain("431 Request Header Fields Too Large", "request head too large\n")
         parts = head[0].split(" ") if head else []
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            return "", _plain("400 Bad Request", "expected METHOD TARGET HTTP/1.x\n")
+            return "", plain("400 Bad Request", "expected METHOD TARGET HTTP/1.x\n")
         method, target, _ = parts
         if method not in ("GET", "HEAD"):
-            status, headers, body = _plain("405 Method Not Allowed", "use GET or HEAD\n")
+            status, headers, body = plain("405 Method Not Allowed", "use GET or HEAD\n")
             return method, (status, [*headers, ("Allow", "GET, HEAD")], body)
         url = urlsplit(target)
         if url.path == "/metrics":
-            try:
-                return method, self._metrics(_headers(head[1:]), parse_qs(url.query))
-            except Exception as exc:  # a bug in a collector: say so, keep serving
-                return method, _plain("500 Internal Server Error", f"cannot collect: {exc!r}\n")
+            return method, await self.bodies.answer(_headers(head[1:]), parse_qs(url.query))
         if url.path == "/healthz":
-            if self.snapshot().get("up"):
-                return method, _plain("200 OK", "ok\n")
-            return method, _plain("503 Service Unavailable", "not running\n")
+            if self.up():
+                return method, plain("200 OK", "ok\n")
+            return method, plain("503 Service Unavailable", "not running\n")
         if url.path == "/livez":  # (answered by the loop: it runs, whatever the runner does)
-            return method, _plain("200 OK", "alive\n")
+            return method, plain("200 OK", "alive\n")
         if url.path == "/":
-            return method, _plain("200 OK", "watchrun: /metrics /healthz /livez\n")
-        return method, _plain("404 Not Found", "not found: try /metrics, /healthz or /livez\n")
-
-    def _metrics(self, fields: dict[str, str], query: dict[str, list[str]]) -> Response:
-        encoder, content_type = choose_encoder(fields.get("accept", ""))
-        names = query.get("name[]")
-        source = self.registry.restricted_registry(names) if names else self.registry
-        body = encoder(source)
-        headers = [("Content-Type", content_type)]
-        if gzip_accepted(fields.get("accept-encoding", "")):
-            body = gzip.compress(body)
-            headers.append(("Content-Encoding", "gzip"))
-        return "200 OK", headers, body
+            return method, plain("200 OK", "watchrun: /metrics /healthz /livez\n")
+        return method, plain("404 Not Found", "not found: try /metrics, /healthz or /livez\n")
 
     async def close(self) -> None:
         for serving in self._serving:
@@ -204,10 +185,10 @@ class MetricsServer:
         self._close_listening()
         for task, held in self._clients.items():
             if isinstance(held, socket.socket):  # (a task not yet run never closes it)
-                task.cancel()
                 held.close()
             else:
-                held.transport.abort()  # the handler sees the connection end and returns
+                held.transport.abort()
+            task.cancel()  # (one waiting for its turn to build a body would build it first)
         await asyncio.gather(*self._clients, return_exceptions=True)
         self._accept.close()
 
@@ -262,7 +243,3 @@ def _headers(lines: list[str]) -> dict[str, str]:
         if sep:
             fields[name.strip().lower()] = value.strip()
     return fields
-
-
-def _plain(status: str, text: str) -> Response:
-    return status, [("Content-Type", "text/plain; charset=utf-8")], text.encode()

@@ -52,6 +52,9 @@ class Starting(Protocol):
     set: WatcherSet
     reload_pending: bool
 
+    @property
+    def state(self) -> object: ...
+
     async def control(self, req: dict[str, Any]) -> dict[str, Any]: ...
     def metrics_snapshot(self) -> dict[str, Any]: ...
     async def start_hub(self) -> None: ...
@@ -108,7 +111,8 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
         from watchrun.runtime.metrics import MetricsServer  # prometheus_client: only if asked
 
         host, port = sup.metrics
-        metrics = MetricsServer(host, port, sup.metrics_snapshot, warn=log.warning)
+        metrics = MetricsServer(host, port, sup.metrics_snapshot, warn=log.warning,
+                                up=lambda: str(sup.state) == "running")
         await _step(metrics.start, f"--metrics {host}:{port}")
         undo.push_async_callback(metrics.close)
     await _end_leftovers(sup)
