@@ -41,8 +41,8 @@ class FileState(Struct, frozen=True):
     """The watcher's `path` (absolute) when it was saved: a checkpoint of another path is not
     applied (`FileSource`). None: saved before it was kept (applied, as then)."""
     archives: tuple[Archive, ...] = ()
-    """Compressed siblings judged already, still there (`siblings.judged_kept`): a `gap` was
-    written for each, or none was due; none is judged again, renumbered or not."""
+    """Siblings judged already (`identity.Archive`), still there (`siblings.judged_kept`): a
+    `gap` was written for each, or none was due; none is judged again, renumbered or not."""
     matching: tuple[tuple[str, str], ...] = ()
     """What decided the matching when it was saved: config key, digest (`applies.matching`);
     a once run sets aside one of another. (): saved before it was kept (applied, as then)."""
@@ -62,10 +62,10 @@ _FIELDS: dict[str, tuple[str, type]] = {
     "lineNo": ("line_no", int), "path": ("path", str),
 }
 _OPTIONAL: dict[str, tuple[str, type]] = {
-    "tail": ("tail", str), "tailLen": ("tail_len", int), "size": ("size", int),
-    "mtimeNs": ("mtime_ns", int), "finished": ("finished", bool), "seq": ("seq", int),
-    "since": ("since", int), "deleted": ("deleted", bool), "announce": ("announce", str),
-    "inodeGen": ("inode_gen", int), "releasedEarly": ("released_early", bool),
+    "tail": ("tail", str), "tailLen": ("tail_len", int), "size": ("size", int), "seq": ("seq", int),
+    "mtimeNs": ("mtime_ns", int), "finished": ("finished", bool), "since": ("since", int),
+    "deleted": ("deleted", bool), "announce": ("announce", str), "inodeGen": ("inode_gen", int),
+    "releasedEarly": ("released_early", bool), "beside": ("beside", bool),
 }
 
 

@@ -17,6 +17,7 @@ from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.sources.applies import applied, beside, judged_gone, left_beside
 from watchrun.sources.checkpoints import FileState
+from watchrun.sources.first_look import first_look
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Recorded, resumable
 from watchrun.sources.identity import birth_ns
@@ -154,13 +155,18 @@ class FileSource(OnceRead):
         o = open_at_path(self.path)
         if o is None:
             return Plan()
-        if self.once:  # (a first run: what it does not read beside the file is said)
-            self._beside = beside(self.path, self._began_ns)
+        try:  # (the files beside it now: none is read later for lines written since)
+            known, judged = first_look(self.path, o, self._kept)
+            if self.once:  # (a first run: what it does not read beside the file is said)
+                self._beside = beside(self.path, self._began_ns)
+        except OSError:
+            os.close(o.fd)
+            raise
         if not (self.spec.from_start or self.once or o.st.st_size == 0):
             window = min(self.limits.max_line_bytes + 1, 1 << 20)
             o.start = tail_start(o.fd, o.st.st_size, window)
             o.line_no = count_lines(o.fd, o.start)
-        return Plan([o], at_path=True)
+        return Plan([o], at_path=True, kept=known, archives=judged)
 
     async def _unreadable(self, ctx: SourceContext, exc: OSError, problems: list[str],
                           watch: Watch, plan: Plan | None = None) -> None:

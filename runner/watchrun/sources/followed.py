@@ -108,10 +108,11 @@ class Followed:
         return self._cur.framer.pending if self._cur else 0
 
     async def _open(self, ctx: SourceContext, o: Opened, seq: int | None = None) -> Generation:
-        """A generation from what a plan opened. After a crash, lines recorded past the
-        checkpoint (up to the last recorded line of that inode) are skipped, not read again.
-        `seq`: a lower bound of the seqs of its lines' records (default: the next record's)."""
-        start, line_no = o.start, o.line_no
+        """A generation from what a plan opened (read now: no longer a file `beside` it). After
+        a crash, lines recorded past the checkpoint (up to the last recorded line of that inode)
+        are skipped. `seq`: a lower bound of the seqs of its lines' records (default: the next)."""
+        start, line_no, at = o.start, o.line_no, (o.st.st_dev, o.st.st_ino)
+        self._history = [c for c in self._history if not c.beside or (c.dev, c.inode) != at]
         renewed = o.announce is not None and o.announce["reason"] in ("truncate", "recreate")
         finished = {(cp.inode, cp.since) for cp in self._history if cp.since}
         marks = self._recorded.marks(o.st.st_ino, o.generation(), o.origin, renewed, finished)

@@ -18,8 +18,9 @@ inode; a position in it by the hash of (up to) the 1024 bytes before it."""
 
 
 Archive = tuple[int, int, int, int]
-"""A compressed sibling as judged once (lost lines or none): its device, inode, size and
-mtime in ns, which a rename (logrotate's renumbering) keeps."""
+"""A compressed sibling as judged once (lost lines or none), or a plain one beside the file
+when its watcher began (`sources/first_look.py`): its device, inode, size and mtime in ns,
+which a rename (logrotate's renumbering) keeps."""
 
 
 FS_IOC_GETVERSION = 0x80087601
@@ -114,6 +115,11 @@ class Checkpoint(Struct, frozen=True):
     released_early: bool = False
     """Released (finished) by limits.maxGenerations while it may still have been written to,
     at `size`: found grown past that later, what it grew by was not read (a `gap`)."""
+    beside: bool = False
+    """Never read: beside the file when the watcher first looked at it, with no checkpoint yet
+    (`sources/first_look.py`), checkpointed at its size then (`line_no` 1, not counted: never
+    read on from, it is no generation read before when it comes to the path); found grown
+    past `size` later, what it grew by was not read either (a `gap`)."""
 
     @property
     def unread(self) -> int:
@@ -180,8 +186,9 @@ def identifies(cp: Checkpoint, fd: int, st: os.stat_result, gen: int | None) -> 
 def position(dev: int, inode: int, mtime_ns: int, head: bytes, tail: bytes, offset: int,
              line_no: int, path: str, *, size: int = 0, finished: bool = False,
              seq: int | None = None, since: int = 0, deleted: bool = False,
-             announce: str = "", inode_gen: int | None = None) -> Checkpoint:
+             announce: str = "", inode_gen: int | None = None, beside: bool = False
+             ) -> Checkpoint:
     """The checkpoint of a generation at `offset`, given its head and the bytes before it."""
     return Checkpoint(dev, inode, fingerprint(head), offset, line_no, path, len(head),
                       fingerprint(tail), len(tail), max(offset, size), mtime_ns, finished, seq,
-                      since, deleted, announce, inode_gen)
+                      since, deleted, announce, inode_gen, beside=beside)

@@ -50,7 +50,9 @@ class Plan(Struct):
     errors: list[dict[str, Any]] = field(default_factory=list)
     """`error` records (after the gaps): a checkpointed generation that could not be looked at."""
     kept: list[Checkpoint] = field(default_factory=list)
-    """Those generations: kept in the checkpoint, looked for again at the next start."""
+    """Those generations: kept in the checkpoint, looked for again at the next start. At a
+    first look (no checkpoint): the files beside the file, known from then on, never read
+    (`sources/first_look.py`)."""
     at_path: bool = False
     copy: Opened | None = None
     """After a truncation: a copy holding the truncated generation (copytruncate)."""
@@ -68,8 +70,9 @@ class Plan(Struct):
     """After a rotation: the generations it found that came to the path after the one followed
     (read, or a `gap`), as a file source counts those it never saw (`Watch.arrivals`)."""
     archives: list[Archive] | None = None
-    """The compressed siblings judged, by earlier looks or this one, still there (to keep in
-    the checkpoint, `judged_kept`); None: the siblings were not listed (those known stay)."""
+    """The siblings judged (`identity.Archive`), by earlier looks or this one, still there (to
+    keep in the checkpoint, `judged_kept`); None: the siblings were not listed (those known
+    stay)."""
 
     def close(self) -> None:
         for o in [*self.steps, *([self.copy] if self.copy else [])]:

@@ -209,9 +209,12 @@ def _copy_of(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]
 def _read_before(cur: Opened, known: list[Checkpoint]) -> Checkpoint | None:
     """The newest of the checkpointed generations that the file at the path is (its inode,
     still holding what was read of it): the path was pointed back at it (a symlink flipped
-    back, a hard link), so it is read on from its checkpoint, not again from its start."""
+    back, a hard link), so it is read on from its checkpoint, not again from its start. (Not
+    a file that was only beside it when the watcher began, `beside`: never read, it comes to
+    the path as any other file does.)"""
     gen = cur.generation()
-    return next((cp for cp in reversed(known) if identifies(cp, cur.fd, cur.st, gen)), None)
+    return next((cp for cp in reversed(known)
+                 if not cp.beside and identifies(cp, cur.fd, cur.st, gen)), None)
 
 
 def plan_switch(path: Path, ended: Checkpoint, known: list[Checkpoint], max_n: int, *,

@@ -1,6 +1,6 @@
-"""Generations released (early under limits.maxGenerations, or idle for rotateWait) found again
-grown: what was written to them after the release was not read, and a `gap` record counts it
-(only what they grew by)."""
+"""Generations released (early under limits.maxGenerations, or idle for rotateWait; or never
+read: beside the file when its watcher began) found again grown: what was written to them after
+the release was not read, and a `gap` record counts it (only what they grew by)."""
 
 from __future__ import annotations
 
@@ -52,10 +52,13 @@ def _gap(cp: Checkpoint, path: str, size: int, max_n: int) -> dict[str, Any]:
     unread = size - cp.size
     why = (f"while more than limits.maxGenerations={max_n} rotated generations were open"
            if cp.released_early else "after it had not grown for limits.rotateWait")
+    was = (f"was beside the file when the watcher began (not read: a new watcher follows the "
+           f"file from its end), {cp.size} bytes long," if cp.beside else
+           f"was released at offset {cp.size} {why},")
     return {"reason": "max-generations" if cp.released_early else "late-write", "path": path,
             "inode": cp.inode, "offset": cp.size, "unreadBytes": unread,
-            "message": f"{path} (inode {cp.inode}) was released at offset {cp.size} {why}, "
-                       f"and written to after that: those {unread} bytes were not read"}
+            "message": f"{path} (inode {cp.inode}) {was} and written to after that: those "
+                       f"{unread} bytes were not read"}
 
 
 def regrown_gaps(path: Path, known: list[Checkpoint], max_n: int, plan: Plan,

@@ -36,8 +36,9 @@ def identity(st: os.stat_result) -> Archive:
 
 
 def judged_kept(judged: Collection[Archive], entries: list[Entry]) -> list[Archive]:
-    """The archives judged (lost lines, or none) that are still among the siblings, unchanged;
-    those gone (logrotate's `rotate N` deleted them) are forgotten."""
+    """The siblings judged (`identity.Archive`: archives, lost lines or none; files beside
+    the file when its watcher began) that are still among them, unchanged; those gone
+    (logrotate's `rotate N` deleted them) or changed are forgotten."""
     there = {identity(e.st) for e in entries}
     return sorted((a for a in judged if a in there), key=lambda a: (a[3], a[1]))[-ARCHIVES_KEPT:]
 
