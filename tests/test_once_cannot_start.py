@@ -95,3 +95,32 @@ def test_every_spawn_failure_is_said_as_such_whatever_its_errno(tmp_path: Path) 
     assert "(ELOOP)" in reasons["loop"][0] and "(ENAMETOOLONG)" in reasons["long"][0]
     assert doc_json["interrupted"] is None
     assert [v["errorKind"] for v in doc_json["verdicts"]] == ["not-run", "not-run"]
+
+
+def test_a_start_that_fails_after_an_ungated_watcher_names_its_cause_for_every_watcher(
+        tmp_path: Path) -> None:
+    """A start that fails at watcher b (its JSONL is a directory) after ungated a was built:
+    every watcher is an ERROR naming that cause, in the table, `--json` and JUnit (the cause
+    was in no report, and only a was listed, "stopped before it": `1 watcher could not run`)."""
+    out = tmp_path / "out"
+    (out / "watchers" / "b.jsonl").mkdir(parents=True)
+    for wid in "abc":
+        (tmp_path / f"{wid}.log").write_text("x\n")
+    doc = {"output": {"dir": str(out)}, "watchers": [
+        {"id": wid, "path": str(tmp_path / f"{wid}.log"), "pattern": "ERROR"} for wid in "abc"]}
+    cause = f"could not start: watcher b: EPERM: cannot open {out}/watchers/b.jsonl"
+    junit = tmp_path / "report.xml"
+    run = once(tmp_path, doc, "--junit", str(junit))
+    assert run.rc == 3, run.err
+    assert [table_row(run.out, wid)[-1] for wid in "abc"] == ["ERROR"] * 3
+    assert run.out.count(f"it never ran: {cause}") == 3, run.out
+    assert "watchrun: FAILED: 3 watchers could not run" in run.out
+    assert run.err.count("EPERM") == 1, run.err  # the log says it once, not once a watcher
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    assert [c.get("name") for c in cases] == ["a", "b", "c"]
+    for case in cases:
+        error = case.find("error")
+        assert error is not None and cause in error.get("message", ""), ET.tostring(case)
+    doc_json = json.loads(once(tmp_path, doc, "--json").out)
+    assert (doc_json["passed"], doc_json["errors"]) == (False, 3)
+    assert all(cause in v["reasons"][0] for v in doc_json["verdicts"])

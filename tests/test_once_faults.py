@@ -174,7 +174,8 @@ def test_a_run_level_failure_is_a_github_annotation_too(tmp_path: Path) -> None:
 def test_a_run_without_gates_that_could_not_start_says_so_in_the_footer_and_annotation(
         tmp_path: Path) -> None:
     """Its output dir unusable, a once run without gates exited 3 under "no gated watchers"
-    alone; the footer and the annotation now say it never ran, and why."""
+    alone; the footer now says its watcher could not run, and the verdict and the annotation
+    why."""
     (tmp_path / "out").write_text("a file where the output dir should be\n")
     summary = tmp_path / "summary.md"
     r = once(tmp_path, {"output": {"dir": "out"}, "watchers": [
@@ -182,11 +183,12 @@ def test_a_run_without_gates_that_could_not_start_says_so_in_the_footer_and_anno
         GITHUB_ACTIONS="true", GITHUB_STEP_SUMMARY=str(summary))
     assert r.rc == 3, r.out + r.err
     footer = [ln for ln in r.out.splitlines() if ln.startswith("watchrun: FAILED: ")]
-    assert len(footer) == 1 and footer[0].startswith("watchrun: FAILED: it never ran: "), r.out
-    assert "out" in footer[0] and "gates hold" not in footer[0]
+    assert footer == ["watchrun: FAILED: 1 watcher could not run"], r.out
+    assert "app: could not run\n  - it never ran: output dir: " in r.out
     assert "no gated watchers" not in r.out, r.out  # (printed above the failure, as a pass)
     errors = [ln for ln in r.out.splitlines() if ln.startswith("::error ")]
-    assert len(errors) == 1 and errors[0].startswith("::error title=watchrun::it never ran: ")
+    assert len(errors) == 1 and errors[0].startswith(
+        "::error title=watchrun gate app (could not run)::it never ran: output dir: "), errors
     assert "FAILED" in summary.read_text() and "No gated watchers." not in summary.read_text()
 
 

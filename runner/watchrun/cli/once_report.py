@@ -62,7 +62,8 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
                 missing: str | None = None) -> int:
     """Print the verdicts (inside the fence), then the annotations; write the step summary
     and the JUnit report; return the once-mode exit status (0 pass, 1 crossed, 3 error).
-    A gated watcher that never ran is an ERROR (`missing`: why nothing ran)."""
+    A gated watcher that never ran is an ERROR; `missing`: why the start failed, and then
+    every watcher is one."""
     from watchrun.cli import gate_report as report
     from watchrun.output.logstream import EXIT_WAIT_S
     from watchrun.runtime import gate
@@ -72,15 +73,17 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     if missing is None:
         missing = gate.NEVER_RAN if config.limits.enabled else \
             "it never ran: limits.enabled is false"
-    verdicts = gate.relativize(gate.judge_all(config.watchers, evidence, missing), os.getcwd())
+    verdicts = gate.relativize(gate.judge_all(config.watchers, evidence, missing,
+                                              start_failed=never_started is not None),
+                               os.getcwd())
     interrupted = sup.stop_reason if sup.stop_reason not in (None, "once", "startup-failed") \
         else None  # a signal ended the run before it ended by itself: never a pass
     problems = [f"it was interrupted by {interrupted} before it ended by itself"] \
         if interrupted else []  # (and what failed that no verdict names: never a pass)
     problems += [e for e in sup.runtime_errors if not any(
         v.status is gate.Status.ERROR and e.startswith(f"{v.id}: ") for v in verdicts)]
-    if never_started is not None and not verdicts:  # no gate's verdict to say it: the run's
-        problems.append(never_started)
+    if never_started is not None and not any(never_started in v.reasons for v in verdicts):
+        problems.append(never_started)  # no verdict says why the start failed: the run's
     verdicts, problems = gate.redacted(verdicts, problems, config.records_redactor())
     status = ExitStatus.OK
     if args.junit is not None:  # first: a report that could not be written is no pass either
@@ -116,7 +119,8 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
                 log.warning(f"cannot append to GITHUB_STEP_SUMMARY {summary}: {exc.strerror}")
     for v in verdicts:
         if v.status is gate.Status.ERROR:
-            log.error("; ".join(v.errors), v.id)
+            if v.errors != (never_started,):  # (a failed start's cause is logged once, above)
+                log.error("; ".join(v.errors), v.id)
             status = ExitStatus.RUNTIME
     if sup.runtime_errors:
         status = ExitStatus.RUNTIME

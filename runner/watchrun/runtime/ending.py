@@ -15,7 +15,7 @@ from watchrun.events import MatchInfo
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
-from watchrun.runtime.gate import Evidence, Trouble
+from watchrun.runtime.gate import STOPPED_BEFORE, Evidence, Trouble
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
 from watchrun.runtime.wiring import WatcherRuntime, evidence_of
@@ -73,8 +73,7 @@ async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Ev
     ending."""
     problems: list[str] = []
     if rt.task is None:
-        ev = replace(evidence_of(rt), error="it never started: the run was stopped before it",
-                     trouble=Trouble.NOT_RUN)
+        ev = replace(evidence_of(rt), error=STOPPED_BEFORE, trouble=Trouble.NOT_RUN)
     else:
         cut_short = not rt.task.done() and sup.once and rt.spec.kind == "file"
         # (a command that had not exited now is killed: its exit is the stop's, not its own)

@@ -261,16 +261,26 @@ def cut_note(lines: int, limit: int) -> str | None:
 
 
 NEVER_RAN = "it never ran, so there is no evidence to judge it by"
+STOPPED_BEFORE = "it never started: the run was stopped before it"
+"""The error of a watcher built but never started (`runtime.ending.end`)."""
 
 
 def judge_all(specs: Sequence[WatcherSpec], evidence: Mapping[str, Evidence],
-              missing: str = NEVER_RAN) -> list[Verdict]:
+              missing: str = NEVER_RAN, *, start_failed: bool = False) -> list[Verdict]:
     """Verdicts in config order: every gated watcher, and every watcher with an error. Fails
     closed: a gated watcher without evidence (it never started) is an ERROR, `missing` says
-    why; a gate never passes because its watcher could not look."""
-    found = (judge(w, evidence.get(w.id) or Evidence(0, error=missing, trouble=Trouble.NOT_RUN))
-             for w in specs if w.id in evidence or w.gate is not None)
+    why; a gate never passes because its watcher could not look. `start_failed`: the run's
+    start failed, so no watcher ran: every one is an ERROR, gated or not, and one built but
+    never started says `missing` too (why the start failed, not only that it stopped)."""
+    found = (judge(w, _evidence(evidence.get(w.id), missing, start_failed)) for w in specs
+             if start_failed or w.id in evidence or w.gate is not None)
     return [v for v in found if v is not None]
+
+
+def _evidence(ev: Evidence | None, missing: str, start_failed: bool) -> Evidence:
+    if ev is None or (start_failed and ev.error == STOPPED_BEFORE):
+        return Evidence(0, error=missing, trouble=Trouble.NOT_RUN)
+    return ev
 
 
 def path_under(path: str, base: str) -> str | None:
