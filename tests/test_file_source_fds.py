@@ -1,9 +1,11 @@
 """Out of descriptors (a real RLIMIT_NOFILE, lowered in this process) while a rotation needs
-rotated generations opened: an `error` record says so, the source looks again, and once
-descriptors are available every generation is read, once, with no gap: no silent loss."""
+rotated generations opened, or the checkpoint is loaded or first saved: an `error` record says
+so with the limit, the source tries again, and once descriptors are available every line is
+read, once, with no gap: no silent loss, and no watcher failed for good."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 from collections.abc import Iterator
@@ -12,7 +14,9 @@ from pathlib import Path
 import pytest
 from filehelpers import MODES, Tail, append, notifier_for, run
 
-from watchrun.sources.checkpoints import CheckpointStore
+from watchrun.sources.checkpoints import CheckpointStore, FileState
+
+LIMIT_SAID = "Too many open files (this runner may have "
 
 
 @pytest.fixture
@@ -26,6 +30,34 @@ def nofile() -> Iterator[tuple[int, int]]:
 def in_use() -> int:
     """Descriptors open in this process (the listing's own one not counted)."""
     return len(os.listdir("/proc/self/fd")) - 1
+
+
+class Starved(CheckpointStore):
+    """A store whose first call of each kind in `starve` (`load`, `save`) runs with no
+    descriptor to spare: the real open in it fails with EMFILE."""
+
+    starve: set[str]
+
+    def load(self, watcher_id: str) -> FileState | None:
+        with self._starved("load"):
+            return super().load(watcher_id)
+
+    def save(self, watcher_id: str, state: FileState, ticket: int | None = None) -> bool:
+        with self._starved("save"):
+            return super().save(watcher_id, state, ticket)
+
+    @contextlib.contextmanager
+    def _starved(self, what: str) -> Iterator[None]:
+        if what not in self.starve:
+            yield
+            return
+        self.starve.discard(what)
+        limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (in_use(), limits[1]))
+        try:
+            yield
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, limits)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -57,3 +89,57 @@ def test_rotated_generations_are_read_once_descriptors_are_back(
             assert await t.lines(6) == ["a1", "a2", "m1", "m2", "b1", "b2"]
 
     run(body())
+
+
+def test_a_first_checkpoint_save_short_of_descriptors_is_said_and_saved_again(
+        tmp_path: Path, nofile: tuple[int, int]) -> None:
+    """It escaped the source: `OSError(24, …)` in the log, `error{internal}`, the watcher
+    `fatal` for good (explore-limits F2). Now an `error{EMFILE}` with the limit, the file still
+    followed, and the save made again a second later with no line read meanwhile."""
+    log = tmp_path / "app.log"
+    log.write_text("before\n")
+    store = Starved(tmp_path / "state")
+    store.starve = {"save"}
+
+    async def body() -> None:
+        async with Tail(log, notifier_for("inotify"), store) as t:
+            await t.until(lambda: bool(t.rec.of("error")), "an error record")
+            (error,) = t.rec.of("error")
+            assert error["code"] == "EMFILE"
+            assert error["message"].startswith(
+                f"cannot save checkpoint: {store.path('w')}: {LIMIT_SAID}"), error
+            await t.until(store.path("w").exists, "the checkpoint saved again")
+            append(log, "ERROR after")
+            assert await t.lines(1) == ["ERROR after"]
+            assert len(t.rec.of("error")) == 1
+
+    run(body())
+
+
+def test_a_checkpoint_unread_for_want_of_descriptors_is_loaded_again_not_taken_for_lost(
+        tmp_path: Path, nofile: tuple[int, int]) -> None:
+    """The store's load failing with EMFILE was "where the last run ended is lost": the
+    watcher started at the end, skipping what came since the last run, and saved over the
+    checkpoint. Now it says why it waits, loads it again, and reads on from it."""
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    async def first() -> None:
+        async with Tail(log, notifier_for("inotify"), CheckpointStore(tmp_path / "state")) as t:
+            append(log, "a1")
+            assert await t.lines(1) == ["a1"]
+
+    run(first())
+    append(log, "b1")  # while no runner ran
+    store = Starved(tmp_path / "state")
+    store.starve = {"load"}
+
+    async def second() -> None:
+        async with Tail(log, notifier_for("inotify"), store) as t:
+            assert await t.lines(1) == ["b1"]
+            (error,) = t.rec.of("error")
+            assert error["code"] == "EMFILE"
+            assert error["message"].startswith(
+                f"cannot read checkpoint {store.path('w')}: {LIMIT_SAID}"), error
+
+    run(second())

@@ -40,7 +40,7 @@ def _prepare(args: argparse.Namespace
     from watchrun.output.outdir import OutputDirError, prepare_output_dir
     from watchrun.output.runlog import ForwardToRunLog, RunLog
     from watchrun.process.spawn import Spawner, become_subreaper
-    from watchrun.process.tree import raise_fd_limit
+    from watchrun.process.tree import raise_fd_limit, short_of_files
     from watchrun.runtime.supervisor import Supervisor
 
     log = RunLog(args.log_format, quiet=args.quiet)
@@ -86,9 +86,11 @@ def _prepare(args: argparse.Namespace
     try:
         layout = prepare_output_dir(config.output.dir)
     except OutputDirError as exc:
-        log.error(str(exc))
+        hint = short_of_files(exc.errno_name)  # (out of descriptors: the limit, and its knob)
+        why = str(exc) if hint is None else f"{exc} ({hint})"
+        log.error(why)
         if args.once:  # the gates could not look: their verdicts say so (and the JUnit file)
-            never_ran(config, args, log, fence, f"it never ran: {exc}")
+            never_ran(config, args, log, fence, f"it never ran: {why}")
         return ExitStatus.RUNTIME
     for note in layout.fixed:
         log.warning(note)
@@ -141,6 +143,10 @@ def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
             run_with_workers(sup.run(), workers)
         except StartupError as exc:  # undone already: say why in one line
             failed = f"could not start: {exc}"
+        except OSError as exc:  # (no event loop could be made: out of descriptors)
+            from watchrun.process.tree import os_error_said
+
+            failed = f"could not run: {os_error_said(exc)}"
         except Exception as exc:  # a bug: still one line and exit 3, never a traceback
             failed = f"internal error: {exc!r}"
         if failed is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import resource
 import signal
@@ -16,8 +17,8 @@ from watchrun.process.procstat import LINUX, SPAWN_ID, Stat, read_table, spawn_i
 
 __all__ = ["HELPERS", "LINUX", "SPAWNED", "SPAWN_ID", "Stat", "Table", "adopted_zombies",
            "become_subreaper", "boot_ticks", "die_with_parent", "family", "forking",
-           "raise_fd_limit", "read_table", "reap", "reap_adopted", "reap_orphans", "scan",
-           "short_of_files", "spawn_id_of", "start_time"]
+           "os_error_said", "raise_fd_limit", "read_table", "reap", "reap_adopted",
+           "reap_orphans", "scan", "short_of_files", "spawn_id_of", "start_time"]
 
 SPAWNED: set[int] = set()  # live pids we spawned: asyncio's child watcher reaps these, never us
 HELPERS: set[int] = set()  # the runner's own children (the guardian): in no tree, reaped by theirs
@@ -85,6 +86,17 @@ def short_of_files(errno_name: str | None) -> str | None:
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     return (f"this runner may have {soft} files open; each watcher needs a few: raise the "
             "limit with `ulimit -n`, or LimitNOFILE= in its systemd unit")
+
+
+def os_error_said(exc: OSError) -> str:
+    """An OS error where none was looked for, as one line: its errno's name, the file and why
+    (`EMFILE: /x/state: Too many open files`), with `short_of_files`' hint: never a repr."""
+    name = errno.errorcode.get(exc.errno or 0)
+    why = exc.strerror or str(exc)
+    if exc.filename is not None and str(exc.filename) not in why:
+        why = f"{exc.filename}: {why}"
+    hint = short_of_files(name)
+    return f"{name or type(exc).__name__}: {why}" + ("" if hint is None else f" ({hint})")
 
 
 def boot_ticks() -> int:

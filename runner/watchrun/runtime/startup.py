@@ -21,7 +21,7 @@ from watchrun.output.sink import SinkWriteError
 from watchrun.process.groups import PROCESSES, GroupRegistry, agent_processes, end_leftovers
 from watchrun.process.guard import LazyGuardian
 from watchrun.process.spawn import Spawner
-from watchrun.process.tree import short_of_files
+from watchrun.process.tree import os_error_said, short_of_files
 from watchrun.runtime.control import ControlServer
 from watchrun.runtime.ending import finish
 from watchrun.runtime.signals import SignalInbox
@@ -98,6 +98,8 @@ async def _start(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
         await _steps(sup, undo)
     except (StartupError, asyncio.CancelledError):
         raise
+    except OSError as exc:  # a step that names none (leftovers' scan of state/): its errno
+        raise StartupError(os_error_said(exc)) from exc
     except Exception as exc:  # a bug: still one line, and everything undone
         raise StartupError(f"internal error while starting: {exc!r}") from exc
 

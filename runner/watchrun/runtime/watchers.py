@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from watchrun.inotify import remote_fs
 from watchrun.notify import Notifier
 from watchrun.offload import StuckCall, offload
 from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.process.tree import os_error_said
 from watchrun.runtime.census import DOING, doing
 from watchrun.runtime.ending import STOP_RECORD_S, Owner, end
 from watchrun.runtime.gate import Evidence
@@ -184,16 +186,21 @@ class WatcherSet:
         except Exception as exc:  # a bug, or a worker that cannot run: not the other watchers
             from watchrun.runtime.isolation import WorkerError
 
+            code = "internal"
             if isinstance(exc, SinkWriteError):  # (a once run's write deadline passed)
                 rt.failure = f"its records could not be written: {exc}"
+            elif isinstance(exc, OSError):  # (out of descriptors: the limit, not a repr)
+                rt.failure = os_error_said(exc)
+                code = errno.errorcode.get(exc.errno or 0, code)
             else:
                 rt.failure = str(exc) if isinstance(exc, WorkerError) else repr(exc)
             self.sup.runtime_errors.append(f"{wid}: {rt.failure}")
             self.sup.log.error(f"watcher failed: {rt.failure}", wid)
             self.sup.board.failed(wid, rt.failure)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(rt.pipeline.event("error", code="internal",
-                                                         message=rt.failure), STOP_RECORD_S)
+                await asyncio.wait_for(rt.pipeline.event(
+                    "error", code=code, message=rt.failure.removeprefix(f"{code}: ")),
+                    STOP_RECORD_S)
         finally:
             self.sup.board.touch(wid)
 

@@ -118,7 +118,12 @@ def run_with_workers(main: Coroutine[Any, Any, T], workers: Workers) -> T:
         asyncio.get_running_loop().set_default_executor(workers)
         return await main
 
-    return asyncio.run(with_workers())
+    running = with_workers()
+    try:
+        return asyncio.run(running)
+    finally:  # (no loop could be made, out of descriptors: neither was ever awaited)
+        running.close()
+        main.close()
 
 
 def stuck_message(stuck: list[str]) -> str:

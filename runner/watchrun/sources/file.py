@@ -15,17 +15,18 @@ from typing import Any
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
+from watchrun.process.tree import short_of_files
 from watchrun.sources.applies import applied, beside, judged_gone, left_beside
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.first_look import first_look
-from watchrun.sources.followed import MISSING
+from watchrun.sources.followed import MISSING, RETRY_S
 from watchrun.sources.generation import Recorded, resumable
 from watchrun.sources.identity import birth_ns
 from watchrun.sources.once_read import OnceRead
 from watchrun.sources.opened import Plan, open_at_path
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
-from watchrun.sources.rotated import Entry
+from watchrun.sources.rotated import NO_FDS, Entry
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
@@ -43,6 +44,8 @@ class FileSource(OnceRead):
     """The warning that the checkpoint found at start was of another path, set aside."""
     resumed: tuple[str, int] | None = None
     """Where the read began when it went on from a checkpoint: the file and its line number."""
+    _save_said: tuple[str | None, FileState | None] | None = None
+    """The last checkpoint save that failed, as said, and the state saved before it."""
     read_on: tuple[str, int] | None = None
     """Where the read began when the watcher had a checkpoint, its first line too (what
     `watchrun add` says of an id an earlier run left a checkpoint of)."""
@@ -88,9 +91,21 @@ class FileSource(OnceRead):
         return self.once and self.spec.from_start
 
     async def _begin(self, ctx: SourceContext, watch: Watch) -> None:
-        seen = len(self.store.problems)
-        state, plan, failed = await offload(self._prepare)  # one call off the loop for both
-        problems = self.store.problems[seen:]
+        while True:
+            seen = len(self.store.problems)
+            state, plan, failed = await offload(self._prepare)  # one call off the loop for both
+            problems = self.store.problems[seen:]
+            short = _short_of_files(problems, str(self.store.path(self.spec.id)))
+            if short is None:
+                break
+            if plan is not None:
+                plan.close()
+            if self.once:
+                raise OSError(*short)
+            self.store.problems.remove(short[1])  # (said here: not kept, once a second)
+            await self._error(ctx, OSError(*short), short[1], None)
+            self.ready.set()  # the runner goes on; this watcher loads it again a second later
+            await asyncio.sleep(RETRY_S)
         if self._aside_note is not None:
             log.warning("%s", self._aside_note)
         resumes, seq = resumable(ctx), None
@@ -124,8 +139,26 @@ class FileSource(OnceRead):
                 self.resumed = self.read_on
         await self._apply(ctx, watch, plan, start=problems, seq=seq)
         await left_beside(ctx, self.spec, self.name, *self._beside)
-        await self._keep.save(self._state())  # durable before READY: a crash right after
-        # the start resumes from here, not from nothing (which would skip what came between)
+        try:  # durable before READY: a crash right after the start resumes from here, not
+            await self._keep.save(self._state())  # from nothing (skipping what came between)
+        except OSError as exc:
+            if self.once:  # (a once run whose checkpoint cannot be kept is no pass)
+                raise OSError(exc.errno, f"cannot save checkpoint: {exc.strerror}") from exc
+            await self._save_failed(ctx, exc)  # (and the saver, started next, tries again)
+
+    async def _save_failed(self, ctx: SourceContext, exc: OSError) -> None:
+        """A checkpoint save that failed: one `error` record until a save goes through (the
+        file is still read: no `error` state); out of descriptors, said with the limit, and
+        the saver tries again a second later (as an open is), not only after the next line."""
+        code = errno.errorcode.get(exc.errno or 0, "EIO")
+        hint = short_of_files(code)
+        if hint is not None:
+            self._keep.dirty.set()
+        said = (exc.strerror, self._keep.saved)
+        if said != self._save_said:
+            self._save_said = said
+            await ctx.event("error", code=code, path=self.name, message=(
+                f"cannot save checkpoint: {exc.strerror}" + (f" ({hint})" if hint else "")))
 
     def _prepare(self) -> tuple[FileState | None, Plan | None, OSError | None]:
         """In a worker thread: the checkpoint, and the plan from it as if no record was left
@@ -244,6 +277,18 @@ class FileSource(OnceRead):
             o.start = 0 if self.spec.from_start else ini[3]  # unreadable at start: what came since
             o.line_no = await offload(count_lines, o.fd, o.start)
         await self._apply(ctx, watch, Plan([o], at_path=True, arrived=1))
+
+
+def _short_of_files(problems: list[str], path: str) -> tuple[int, str] | None:
+    """The checkpoint at `path` the store could not read for want of descriptors (its problem
+    names it and ends with the errno's text): not lost, so it is loaded again (a once run
+    fails), never started without, which would skip what came since the last run and save
+    over it."""
+    for num in NO_FDS:
+        for text in problems:
+            if path in text and text.endswith(os.strerror(num)):
+                return num, text
+    return None
 
 
 def _rewritten(plan: Plan, state: FileState) -> bool:

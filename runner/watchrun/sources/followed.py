@@ -18,6 +18,7 @@ from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.notify import Notifier, Watch
 from watchrun.offload import offload
+from watchrun.process.tree import short_of_files
 from watchrun.sources.applies import Required, matching
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.generation import Generation, Recorded, next_seq, resumable
@@ -275,17 +276,17 @@ class Followed:
         return FileState(tuple(gens), min(seqs) if seqs else None, self.name, self._archives,
                          self._matching, self._required.seen, live)
 
-    async def _save_failed(self, ctx: SourceContext, exc: OSError) -> None:
-        await self._error(ctx, exc, f"cannot save checkpoint: {exc.strerror}", None)
-
     async def _error(self, ctx: SourceContext, exc: OSError, message: str | None,
                      watch: Watch | None) -> None:
         """One `error` record per distinct problem (not one per poll). Out of descriptors
-        (EMFILE/ENFILE), the source looks again on a timer: no event may come."""
+        (EMFILE/ENFILE), said with the limit, the source looks again on a timer: no event may
+        come."""
         code = errno.errorcode.get(exc.errno or 0, "EIO")
         msg = message or f"cannot read {self.name}: {exc.strerror}"
-        if watch is not None and exc.errno in NO_FDS:
-            self._later(watch, RETRY_S)
+        if exc.errno in NO_FDS:
+            msg += f" ({short_of_files(code)})"
+            if watch is not None:
+                self._later(watch, RETRY_S)
         if (code, msg) != self._last_error:
             self._last_error = (code, msg)
             fields: dict[str, Any] = {"code": code, "message": msg, "path": self.name}
