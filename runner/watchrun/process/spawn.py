@@ -32,6 +32,7 @@ from watchrun.process.tree import (
     reap_orphans,
     short_of_files,
 )
+from watchrun.process.unwaited import end_unwaited
 
 __all__ = ["SPAWN_ID", "ExitInfo", "Proc", "SpawnError", "Spawner", "become_subreaper", "end_now",
            "reap_orphans"]
@@ -155,6 +156,11 @@ class Spawner:
             if master >= 0:
                 os.close(master)
             raise _spawn_error(exc, argv, shown, cwd, child_env) from None
+        except RuntimeError as exc:  # forked, then no thread to wait for it: ended, not left
+            if master >= 0:
+                os.close(master)
+            why = await end_unwaited(spawn_id, exc)
+            raise SpawnError("EAGAIN", f"cannot start {shown!r}: {why}") from None
         finally:
             if slave >= 0:
                 os.close(slave)

@@ -52,12 +52,17 @@ class Workers(ThreadPoolExecutor):
         with self._lock:
             if self._shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-            self._queue.put((fut, fn, args, kwargs))
             if not self._idle.acquire(blocking=False) and len(self._daemons) < self._max:
                 thread = threading.Thread(target=self._work, daemon=True,
                                           name=f"watchrun-worker-{len(self._daemons)}")
-                self._daemons.append(thread)
-                thread.start()
+                try:
+                    thread.start()
+                except RuntimeError:  # (a process limit): the threads there are take it, or
+                    if not self._daemons:  # it is refused, never queued for a later one
+                        raise
+                else:
+                    self._daemons.append(thread)  # (one never started is never joined)
+            self._queue.put((fut, fn, args, kwargs))
         return fut
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
