@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -130,3 +131,48 @@ def test_a_worker_thread_that_cannot_start_leaves_the_call_to_the_others_or_refu
     assert first.result(10) is True and second.result(10) is None
     workers.shutdown()
     assert ran == ["queued"] and workers.stuck == []
+
+
+REAL_LIMIT = """
+import asyncio, os, resource, sys
+from watchrun.process.spawn import Spawner, SpawnError
+import watchrun.process.unwaited  # (imported as root: the interpreter may be under /root)
+uid = int(sys.argv[1])
+os.setgroups([]); os.setgid(uid); os.setuid(uid)
+def tasks():
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                found += [t for t in os.listdir(f"/proc/{pid}/task")
+                          if os.stat(f"/proc/{pid}/task/{t}").st_uid == uid]
+            except OSError:
+                pass
+    return found
+n = len(tasks())  # this process's threads: the fork fits the limit, a thread more does not
+resource.setrlimit(resource.RLIMIT_NPROC, (n + 1, n + 1))
+async def main():
+    try:
+        await Spawner().spawn("exec sleep 300", cwd="/", env={})
+        print("spawned")
+    except SpawnError as exc:
+        print(exc.errno_name, exc.message)
+asyncio.run(main())
+print("left", len(tasks()) - n)
+"""
+
+
+@threaded
+def test_a_real_process_limit_that_refuses_the_waiter_thread_leaves_no_child() -> None:
+    """RLIMIT_NPROC of a user no other process runs as, set to what its one process holds plus
+    one: the fork fits and the waiter thread does not (as root only: it switches users)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run as a user no other process runs as")
+    uid = 60000 + os.getpid() % 5000
+    done = subprocess.run([sys.executable, "-c", REAL_LIMIT, str(uid)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    said, left = done.stdout.splitlines()
+    assert said.startswith("EAGAIN cannot start 'exec sleep 300': can't start new thread to "
+                           "wait for it, so it was ended"), done.stdout
+    assert left == "left 0", done.stdout  # the child reaped: no process of that user is left
