@@ -1,5 +1,6 @@
 """The command line: argument parsing and one handler module per group of commands."""
 
+import errno
 import os
 import sys
 
@@ -13,12 +14,26 @@ _ONLY_PRINTS = frozenset({"-h", "--help", "--version"})
 """Options that print and exit: no run starts (a Ctrl-C then is 130, as in other commands)."""
 
 
+def not_begun(exc: BaseException) -> str:
+    """What failed before a run began (out of memory reading the config, or loading a module),
+    in one line; nothing imported to say it: memory may be short."""
+    if isinstance(exc, MemoryError):
+        why = "out of memory (MemoryError)"
+    elif isinstance(exc, OSError) and exc.strerror:
+        why = f"{errno.errorcode.get(exc.errno or 0, type(exc).__name__)}: " + (
+            exc.strerror if exc.filename is None else f"{exc.filename}: {exc.strerror}")
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    return f"could not start: {why}; nothing was started"
+
+
 def entry() -> int:
     """The `watchrun` console script: `main`. A command line that names no other command is a
     `run` (the default): its signals are caught before anything else loads (`catch_early_stops`:
     a SIGHUP from logrotate's postrotate or `systemctl reload` is recorded, not fatal); in the
     other commands a Ctrl-C while the modules load ends as one later does (130, no traceback)."""
-    if _OTHER_COMMANDS.isdisjoint(sys.argv[1:]) and _ONLY_PRINTS.isdisjoint(sys.argv[1:]):
+    running = _OTHER_COMMANDS.isdisjoint(sys.argv[1:]) and _ONLY_PRINTS.isdisjoint(sys.argv[1:])
+    if running:
         catch_early_stops(once="--once" in sys.argv[1:])  # (as PID 1 too: a once run's 3)
     try:
         try:
@@ -31,9 +46,12 @@ def entry() -> int:
             Stops.settle()
     except Exception as exc:
         stop = Stops.unwrapped(exc) if Stops.caught else None
-        if stop is None:
+        if stop is not None:
+            raise stop from None
+        if not running:  # (another command's failure: its traceback, as ever)
             raise
-        raise stop from None
+        print(f"watchrun: error: {not_begun(exc)}", file=sys.stderr)  # (not 1: a crossed gate)
+        status = 3
     finally:
         if Stops.caught:  # (later ones change nothing but the log's last wait)
             Stops.exiting()

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchrun.cli.emit import log_diagnostic
+from watchrun.cli import not_begun
+from watchrun.cli.emit import Out, log_diagnostic
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.main import startup_gc
 from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence
@@ -24,11 +25,27 @@ if TYPE_CHECKING:
 
 def run(args: argparse.Namespace) -> int:
     catch_early_stops(once=args.once)
-    with startup_gc():
-        prepared = _prepare(args)
+    try:
+        with startup_gc():
+            prepared = _prepare(args)
+    except Exception as exc:  # (out of memory reading the config): one line, exit 3
+        if Stops.caught and Stops.unwrapped(exc) is not None:
+            raise  # (a stop: `cli.entry` ends as it says)
+        return _not_begun(args, exc)
     if isinstance(prepared, int):
         return prepared
     return _run(args, *prepared)
+
+
+def _not_begun(args: argparse.Namespace, exc: Exception) -> int:
+    """What failed before the run began, said in one line: exit 3, never a traceback and
+    Python's exit 1 (in a once run, the code of a crossed gate). `--json` once: the document
+    is the error, `run_failed`."""
+    message = not_begun(exc)
+    if args.once and getattr(args, "format", "text") == "json":
+        return Out(True).fail("run_failed", message)
+    print(f"watchrun: error: {message}", file=sys.stderr)
+    return ExitStatus.RUNTIME
 
 
 def _prepare(args: argparse.Namespace

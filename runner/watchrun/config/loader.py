@@ -61,10 +61,15 @@ class NotAFile(OSError):
         super().__init__(f"is {file_kind(mode)}, not a config file")
 
 
+_CHUNK = 64 * 1024
+"""A config is read this much at a time: `read(limit)` allocated the whole limit (16 MiB) for a
+100-byte file, and under a tight memory limit that was a MemoryError."""
+
+
 def read_regular(path: Path, limit: int = -1) -> bytes:
     """The regular file at `path` (a symlink is followed), up to `limit` bytes when one is
-    given; NotAFile for anything else. It is opened without blocking, so a FIFO cannot hang the
-    caller."""
+    given (read in chunks: memory for what is there, not for the limit); NotAFile for anything
+    else. It is opened without blocking, so a FIFO cannot hang the caller."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -79,8 +84,12 @@ def read_regular(path: Path, limit: int = -1) -> bytes:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise NotAFile(mode)
-        with open(fd, "rb", closefd=False) as f:
-            return f.read(limit)
+        chunks: list[bytes] = []
+        left = limit
+        while left and (chunk := os.read(fd, _CHUNK if left < 0 else min(left, _CHUNK))):
+            chunks.append(chunk)
+            left = left - len(chunk) if left > 0 else left
+        return b"".join(chunks)
     finally:
         os.close(fd)
 

@@ -1,0 +1,69 @@
+"""A run short of memory before its loop (explore-limits F6): reading the config allocated the
+16 MiB limit whatever the file's size, and a MemoryError there was a Python traceback and exit
+1, which in `run --once` means "a gate is crossed". Now a config takes memory for what is in it,
+and what fails before the run begins is one line and exit 3 (`--json`: `run_failed`)."""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from inproc import inproc
+from liverunner import watchrun_bin, write_config
+
+import watchrun.config as config_package
+from watchrun.config.loader import MAX_BYTES, read_regular
+
+TIMEOUT_S = 60
+GATED = {"watchers": [{"id": "big", "path": "big.log", "pattern": "FATAL",
+                       "gate": {"maxMatches": 0}}]}
+
+
+def test_a_config_read_takes_memory_for_what_is_in_it(tmp_path: Path) -> None:
+    path = write_config(tmp_path, GATED)
+    tracemalloc.start()
+    try:
+        data = read_regular(Path(path), MAX_BYTES + 1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert data == Path(path).read_bytes()
+    assert peak < 1 << 20, peak  # (it was 16 MiB and more, for a 100-byte file)
+
+
+@pytest.mark.parametrize("mib", range(20, 72, 4))
+def test_a_once_run_short_of_memory_exits_3_in_one_line_never_1(tmp_path: Path, mib: int) -> None:
+    """Under a real address-space limit, whatever fails first (a module's load, the config's
+    read, a thread's stack): exit 3 and one line, or a run that passes; never Python's 1."""
+    (tmp_path / "big.log").write_text("INFO fine\n")
+    path = write_config(tmp_path, GATED)
+    done = subprocess.run(
+        [watchrun_bin(), "run", "--once", "-c", str(path)], capture_output=True, text=True,
+        timeout=TIMEOUT_S, cwd=tmp_path,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (mib << 20, mib << 20)))
+    assert "Traceback" not in done.stderr, done.stderr
+    if done.returncode == 0:
+        assert "watchrun: passed: the 1 gate holds" in done.stdout
+        return
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "watchrun: error: " in done.stderr.splitlines()[-1], done.stderr
+
+
+def test_a_memory_error_reading_the_config_is_run_failed_in_the_json_document(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_config(tmp_path, GATED)
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(config_package, "load_config", no_memory)  # (what `run` calls)
+    said = "could not start: out of memory (MemoryError); nothing was started"
+    text = inproc(tmp_path, "run", "--once", "-c", "watch.yaml")
+    assert (text.returncode, text.stdout, text.stderr) == (3, "", f"watchrun: error: {said}\n")
+    as_json = inproc(tmp_path, "run", "--once", "--json", "-c", "watch.yaml")
+    assert as_json.returncode == 3, as_json.stderr
+    assert json.loads(as_json.stdout) == {"error": {"code": "run_failed", "message": said}}
