@@ -23,12 +23,14 @@ import json
 import os
 import socket
 import struct
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from watchrun.output import flocks, safefs
-from watchrun.runtime.accepting import Acceptor
+from watchrun.process.tree import short_of_files
+from watchrun.runtime.accepting import PRESSURE_LOG_S, Acceptor
 from watchrun.runtime.client import LOCK_NAME, is_live, unix_address
 
 if TYPE_CHECKING:
@@ -65,6 +67,8 @@ class ControlServer:
         self._clients: set[asyncio.Task[None]] = set()
         self._accept: Acceptor | None = None
         self._lock = -1
+        self._short, self._short_said = 0, -PRESSURE_LOG_S
+        """Requests failed for want of descriptors, and when that was last logged."""
 
     async def start(self) -> None:
         """Hold the output dir's lock, then bind and listen; OSError (`another runner is live`)
@@ -145,8 +149,17 @@ class ControlServer:
             return await self.handler(request)
         except OSError as exc:  # (a TimeoutError too: its text may be empty)
             said = str(exc) or type(exc).__name__
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # (the file it was opening: no news)
+                said = f"{exc.strerror} ({short_of_files(errno.errorcode[exc.errno])})"
+                self._short += 1
+                if time.monotonic() - self._short_said < PRESSURE_LOG_S:
+                    return _fail("os_error", said)  # (said once a minute, as accept's)
+                self._short_said = time.monotonic()
+                said_here = f"{said}; {self._short} so far" if self._short > 1 else said
+            else:
+                said_here = said
             if self.log is not None:
-                self.log.error(f"control request {request.get('cmd')!r} failed: {said}")
+                self.log.error(f"control request {request.get('cmd')!r} failed: {said_here}")
             return _fail("os_error", said)
         except Exception as exc:
             if self.log is not None:

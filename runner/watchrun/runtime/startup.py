@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import errno
 import functools
+import importlib
 import signal
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -109,6 +110,8 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
     control = ControlServer(layout.control_socket, sup.control, log)
     await _step(control.start, f"control socket {layout.control_socket}")
     undo.push_async_callback(control.close)  # refused above when another runner is live
+    if not sup.once:  # the requests' code is loaded now: out of descriptors later, a first
+        importlib.import_module("watchrun.runtime.commands")  # request could not open it
     if sup.metrics is not None:
         from watchrun.runtime.metrics import MetricsServer  # prometheus_client: only if asked
 

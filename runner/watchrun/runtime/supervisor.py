@@ -255,7 +255,8 @@ class Supervisor(SupervisorHubs):
                 "reloads": dict(self.reloads)}
 
     async def control(self, req: dict[str, Any]) -> dict[str, Any]:
-        from watchrun.runtime.commands import dispatch  # at the first request, not at start
+        from watchrun.runtime.commands import dispatch  # (a live runner's start loaded it;
+        # a once run's first request does: `run --once` starts without it)
 
         return await dispatch(self, req)
 
