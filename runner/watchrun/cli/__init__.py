@@ -22,9 +22,19 @@ def not_begun(exc: BaseException) -> str:
     elif isinstance(exc, OSError) and exc.strerror:
         why = f"{errno.errorcode.get(exc.errno or 0, type(exc).__name__)}: " + (
             exc.strerror if exc.filename is None else f"{exc.filename}: {exc.strerror}")
+    elif _unloadable(exc):
+        why = str(exc)
     else:
         why = f"{type(exc).__name__}: {exc}"
     return f"could not start: {why}; nothing was started"
+
+
+def _unloadable(exc: BaseException) -> bool:
+    """An installed engine that cannot be loaded (google-re2 under a memory limit, a broken
+    install): said in one line by every command, not only by a run. Nothing is imported to
+    tell (memory may be short): raised, its module is loaded."""
+    optional = sys.modules.get("watchrun.match.optional")
+    return optional is not None and isinstance(exc, optional.Unloadable)
 
 
 def entry() -> int:
@@ -48,7 +58,7 @@ def entry() -> int:
         stop = Stops.unwrapped(exc) if Stops.caught else None
         if stop is not None:
             raise stop from None
-        if not running:  # (another command's failure: its traceback, as ever)
+        if not (running or _unloadable(exc)):  # (another command's failure: its traceback)
             raise
         print(f"watchrun: error: {not_begun(exc)}", file=sys.stderr)  # (not 1: a crossed gate)
         status = 3

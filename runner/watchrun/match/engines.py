@@ -13,6 +13,7 @@ from typing import Any
 
 from watchrun.match.hs_engine import build_hyperscan, hs
 from watchrun.match.literals import candidate_lines, exact_literals, required_literals
+from watchrun.match.optional import re2_installed
 from watchrun.match.regex import Analysis, Unsupported
 from watchrun.match.scanning import (
     Compiled,
@@ -23,7 +24,6 @@ from watchrun.match.scanning import (
     all_lines,
     dense,
     filtered,
-    re2_installed,
     re2_regex,
     re_scan,
     rejecter,

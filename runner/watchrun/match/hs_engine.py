@@ -9,6 +9,7 @@ import operator
 from itertools import repeat
 from typing import Any
 
+from watchrun.match.optional import optional
 from watchrun.match.regex import Analysis, Unsupported
 from watchrun.match.scanning import (
     Compiled,
@@ -19,7 +20,6 @@ from watchrun.match.scanning import (
     dense,
     filtered,
     lines_at,
-    optional,
     re2_regex,
     re_scan,
     rejecter,

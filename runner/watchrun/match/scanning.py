@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import importlib.util
 import itertools
 import operator
 import re
@@ -17,6 +15,7 @@ from typing import Any, Protocol
 from msgspec import Struct
 
 from watchrun.match.literals import exact_literals, required_literals
+from watchrun.match.optional import re2, re2_installed
 from watchrun.match.regex import Analysis, Unsupported
 from watchrun.match.simd import count_of, lower_ascii
 from watchrun.match.translate import translate
@@ -34,27 +33,6 @@ class Store(Hashable, Protocol):
 
     def load(self, key: str) -> bytes | None: ...
     def save(self, key: str, data: bytes) -> None: ...
-
-
-def optional(name: str) -> Any:
-    """The module `name`, or None when it is not installed (an optional engine)."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
-@functools.cache
-def re2() -> Any:
-    """google-re2, imported at first use (a start whose patterns need no RE2 does not pay the
-    2 ms of loading it), or None when it is not installed."""
-    return optional("re2")
-
-
-@functools.cache
-def re2_installed() -> bool:
-    """Whether google-re2 is there, without importing it."""
-    return importlib.util.find_spec("re2") is not None
 
 
 class Compiled(Struct, frozen=True):

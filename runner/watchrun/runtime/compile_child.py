@@ -16,7 +16,7 @@ import signal
 import sys
 from typing import Any
 
-from watchrun.match import scanning
+from watchrun.match import optional
 from watchrun.match.matcher import Matcher, needs_backtracking
 from watchrun.match.syntax import prepare
 
@@ -31,7 +31,7 @@ def _emit(record: dict[str, Any]) -> None:
 def _timed_re2(budget: float) -> None:
     """Every RE2 compile (the checks', the engines') under `budget` CPU seconds: ITIMER_PROF
     ends this process with SIGPROF when one runs past it, even inside RE2's C++."""
-    module = scanning.re2()
+    module = optional.re2()
     if module is None:
         return
     compile_ = module.compile
