@@ -3,12 +3,14 @@
 loading (`[Errno 24] Too many open files: '…/runtime/commands.py'`), one error line per
 request. A live runner loads the requests' code when its socket is bound; a request that runs
 out of descriptors (a once run's first, which loads it then) is answered with the limit and
-where to raise it, and logged once a minute, as a connection it could not accept is."""
+where to raise it, and logged once a minute, as a connection it could not accept is; so is a
+watcher a reload could not start for want of them."""
 
 from __future__ import annotations
 
 import os
 import resource
+import signal
 from pathlib import Path
 
 from liverunner import LiveRunner, cli, wait_for, write_config
@@ -61,4 +63,27 @@ def test_a_request_out_of_descriptors_is_answered_with_the_limit_and_logged_once
         failed = [ln for ln in r.stderr().splitlines() if "control request" in ln]
         assert len(failed) == 1 and LIMIT_SAID in failed[0], r.stderr()
     finally:
+        r.stop()
+
+
+def test_a_reload_out_of_descriptors_says_the_limit_for_a_watcher_it_could_not_start(
+        tmp_path: Path) -> None:
+    """A watcher a reload could not start for want of descriptors was said with the errno's
+    text only (`reload: could not be started: EMFILE: cannot open …jsonl: Too many open
+    files`), where every other step says the limit and where to raise it."""
+    (tmp_path / "app.log").write_text("")
+    conf = {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR"}]}
+    config = write_config(tmp_path, conf)
+    r = LiveRunner(config)
+    try:
+        wait_for(lambda: "agents running" in r.stderr(), "the runner to be ready")
+        conf["watchers"].append({"id": "more", "path": "app.log", "pattern": "WARN"})
+        write_config(tmp_path, conf)
+        starve(r.pid)
+        r.send(signal.SIGHUP)
+        r.wait_log("reloaded:")
+        said = [ln for ln in r.stderr().splitlines() if "[more]" in ln and "could not" in ln]
+        assert said and "raise the limit with `ulimit -n`" in said[0], r.stderr()
+    finally:
+        resource.prlimit(r.pid, resource.RLIMIT_NOFILE, (1024, 1024))
         r.stop()

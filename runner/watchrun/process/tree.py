@@ -88,6 +88,14 @@ def short_of_files(errno_name: str | None) -> str | None:
             "limit with `ulimit -n`, or LimitNOFILE= in its systemd unit")
 
 
+def limit_hint(exc: BaseException) -> str:
+    """` (short_of_files' hint)` for an error of a step that ran out of descriptors (an OSError,
+    or a sink's error naming its errno in `errno_name`); "" for any other."""
+    name = getattr(exc, "errno_name", None) or errno.errorcode.get(getattr(exc, "errno", 0) or 0)
+    hint = short_of_files(name)
+    return "" if hint is None else f" ({hint})"
+
+
 def os_error_said(exc: OSError) -> str:
     """An OS error where none was looked for, as one line: its errno's name, the file and why
     (`EMFILE: /x/state: Too many open files`), with `short_of_files`' hint: never a repr."""
@@ -95,8 +103,7 @@ def os_error_said(exc: OSError) -> str:
     why = exc.strerror or str(exc)
     if exc.filename is not None and str(exc.filename) not in why:
         why = f"{exc.filename}: {why}"
-    hint = short_of_files(name)
-    return f"{name or type(exc).__name__}: {why}" + ("" if hint is None else f" ({hint})")
+    return f"{name or type(exc).__name__}: {why}{limit_hint(exc)}"
 
 
 def boot_ticks() -> int:

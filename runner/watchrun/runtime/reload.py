@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
+from watchrun.process.tree import limit_hint
 from watchrun.runtime.census import counted
 from watchrun.runtime.ending import STOP_RECORD_S
 from watchrun.runtime.forgetting import forget_files, forget_gone
@@ -269,7 +270,7 @@ async def _start(sup: Reloading, spec: WatcherSpec, trouble: str | None) -> bool
         rt = await sup.set.build_off_loop(spec)
     except Exception as exc:
         sup.board.not_started(spec, sup.set.origin(spec.id), sup.config.records_redactor())
-        sup.problem(f"reload: could not be started: {exc}", spec.id)
+        sup.problem(f"reload: could not be started: {exc}{limit_hint(exc)}", spec.id)
         return False
     sup.set.launch(rt)
     if trouble:  # told in its own stream too, now that it has a sink again

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import functools
 import importlib
 import signal
@@ -22,7 +21,7 @@ from watchrun.output.sink import SinkWriteError
 from watchrun.process.groups import PROCESSES, GroupRegistry, agent_processes, end_leftovers
 from watchrun.process.guard import LazyGuardian
 from watchrun.process.spawn import Spawner
-from watchrun.process.tree import os_error_said, short_of_files
+from watchrun.process.tree import limit_hint, os_error_said
 from watchrun.runtime.control import ControlServer
 from watchrun.runtime.ending import finish
 from watchrun.runtime.signals import SignalInbox
@@ -202,12 +201,4 @@ async def _step(fn: Callable[[], Awaitable[Any]], what: str) -> Any:
         named = getattr(exc, "filename", None)
         if named is not None and str(named) not in what + why:  # (another file: its lock)
             why = f"{named}: {why}"
-        raise StartupError(f"{what}: {why}{_short_of_files(exc)}") from exc
-
-
-def _short_of_files(exc: Exception) -> str:
-    """For a step that ran out of descriptors: the limit, and where to raise it."""
-    name = exc.errno_name if isinstance(exc, SinkWriteError) else \
-        errno.errorcode.get(getattr(exc, "errno", None) or 0)
-    hint = short_of_files(name)
-    return "" if hint is None else f" ({hint})"
+        raise StartupError(f"{what}: {why}{limit_hint(exc)}") from exc
