@@ -110,9 +110,16 @@ def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> N
         (b"\xff\xfe garbage", "not valid JSON"),
         (b'{"version":2,"generations":[{"dev":1,"inode":2,"fingerprint":"f","fingerprintLen":0,'
          b'"offset":1,"lineNo":1,"path":"/p"}],"archives":[[1,2,3]]}', "field 'archives'"),
+        # a seq past what a stream counts to (its next record's cursor past 16 hex digits)
+        (b'{"version":2,"seq":4611686018427387904,"generations":[{"dev":1,"inode":2,'
+         b'"fingerprint":"f","fingerprintLen":0,"offset":1,"lineNo":1,"path":"/p"}]}',
+         "not a positive integer below 2**62"),
+        (b'{"version":2,"seq":1,"generations":[{"dev":1,"inode":2,"fingerprint":"f",'
+         b'"fingerprintLen":0,"offset":1,"lineNo":1,"path":"/p","seq":99999999999999999999}]}',
+         "seq or a fingerprint length out of range"),
     ],
     ids=["truncated", "nul", "version", "no-generations", "seq", "array", "empty", "type",
-         "range", "binary", "archives"],
+         "range", "binary", "archives", "seq-too-big", "generation-seq-too-big"],
 )  # fmt: skip
 def test_corrupt_checkpoint_is_set_aside_with_one_problem(
     tmp_path: Path, content: bytes, reason: str

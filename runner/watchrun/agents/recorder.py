@@ -148,6 +148,10 @@ async def open_recorder(path: Path, name: str, out: OutputSpec, line_bytes: int,
         log.warning(msg, name)
         rec.emit("error", {"code": "sink-repaired", "message": msg,
                            "bytes": sink.repaired_bytes})
+    if sink.unwritten.damage is not None:  # (as a watcher's stream says it, too)
+        log.warning(sink.unwritten.damage, name)
+        rec.emit("error", {"code": "note-corrupt", "message": sink.unwritten.damage,
+                           "path": str(sink.unwritten.note)})
     left = history.open_turn.get("turnId") if history.open_turn is not None else None
     queued = [d["count"] if isinstance(d.get("count"), int) else 0 for d in history.queued]
     settle_history(rec.emit, history, clock)

@@ -15,6 +15,7 @@ fields, U+2028/U+2029 and bidi controls take that path; match records of plain l
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import math
@@ -26,8 +27,8 @@ import orjson
 
 from watchrun.match.plain import MARKS, MARKS_UTF8
 
-__all__ = ["dumps", "escape_marks", "json_str", "plain_bodies", "safe_str", "valid_unicode",
-           "valid_value"]
+__all__ = ["batch_end", "dumps", "escape_marks", "json_str", "plain_bodies", "safe_str",
+           "valid_unicode", "valid_value"]
 
 _UNSAFE = re.compile(f"[\x7f-\x9f{MARKS}\ud800-\udfff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -193,3 +194,12 @@ def match_records(prefix: bytes, seq: int, ts: bytes, lines: Sequence[bytes],
             itertools.count(seq), itertools.count(seq), *columns, strict=False), stop - seq))
         seq = stop
     return out
+
+
+def batch_end(lines: Sequence[bytes], i: int, limit: int) -> int:
+    """The end of the longest run `lines[i:j]` of at most `limit` bytes, at least one line
+    (sizes summed in C: the batch of a flood of records is cut without a loop per record)."""
+    if len(lines) - i == 1:  # (a tailed file's usual batch)
+        return i + 1
+    sizes = list(itertools.accumulate(map(len, itertools.islice(lines, i, None))))
+    return i + max(1, bisect.bisect_right(sizes, limit))

@@ -42,6 +42,10 @@ _BLOCK = 64 * 1024
 QUICK_TRIES, SNAPSHOT_TRIES = 10, 55
 """`open_snapshot`'s tries of a stable listing: the first ones at once, then with pauses."""
 _MAX_SEQ = 2**64 - 1
+SEQ_LIMIT = 1 << 62
+"""The runner's state (a note of seqs given up, a checkpoint) names seqs below this: no stream
+counts that far, and a larger one (damage, a planted file) would number records past it, their
+cursors past 16 hex digits."""
 
 
 def is_id(value: object) -> TypeGuard[str]:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import errno
-import itertools
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -13,11 +11,12 @@ from typing import Any
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.output import safefs
-from watchrun.output.jsonl import dumps, match_records
+from watchrun.output.jsonl import batch_end, dumps, match_records
 from watchrun.output.livefile import last_record, let_go, open_live, rotate, size_if_same
+from watchrun.output.notefile import note_path
 from watchrun.output.records import format_cursor
 from watchrun.output.syncer import Syncer
-from watchrun.output.unwritten import Unwritten, note_path, seq_of
+from watchrun.output.unwritten import Unwritten, seq_of
 
 __all__ = ["JsonlSink", "SinkWriteError"]
 
@@ -42,15 +41,6 @@ def _error(exc: OSError, doing: str) -> SinkWriteError:
     code = exc.errno if exc.errno is not None else errno.EIO
     why = exc.strerror if isinstance(exc, safefs.UnsafePathError) else os.strerror(code)
     return SinkWriteError(errno.errorcode.get(code, str(code)), f"{doing}: {why}")
-
-
-def _batch_end(lines: Sequence[bytes], i: int, limit: int) -> int:
-    """The end of the longest run `lines[i:j]` of at most `limit` bytes, at least one line
-    (sizes summed in C: the batch of a flood of records is cut without a loop per record)."""
-    if len(lines) - i == 1:  # (a tailed file's usual batch)
-        return i + 1
-    sizes = list(itertools.accumulate(map(len, itertools.islice(lines, i, None))))
-    return i + max(1, bisect.bisect_right(sizes, limit))
 
 
 class JsonlSink:
@@ -168,7 +158,7 @@ class JsonlSink:
             while i < len(lines):
                 if self._size > 0 and self._size + len(lines[i]) > self.max_bytes:
                     self._rotate(seq_of(lines[i])[0] - 1)
-                j = _batch_end(lines, i, min(BATCH_BYTES, self.max_bytes - self._size))
+                j = batch_end(lines, i, min(BATCH_BYTES, self.max_bytes - self._size))
                 try:
                     self._write_all(b"".join(lines[i:j]) if j > i + 1 else lines[i])
                 except SinkWriteError as exc:

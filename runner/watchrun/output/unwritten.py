@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -14,17 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.output import safefs
+from watchrun.output.notefile import NOTE_BYTES, SLOT, Run, encode, read_note, set_aside
 
-NOTE_BYTES = 4096
-"""The note is allocated at open (or as soon as space comes back), so writing it later needs
-no free space."""
 MAX_RUNS = 64
 _SEQ = re.compile(rb'^\{"schema":1,"seq":([0-9]+),')
 _KIND = re.compile(rb'"kind":"([A-Za-z0-9_-]+)"')
 _FLAGS = os.O_RDWR | os.O_CREAT
-
-Run = tuple[int, int, dict[str, int]]
-"""Consecutive seqs `lo..hi` given up, and how many records of each kind they were."""
 
 
 def seq_of(line: bytes) -> tuple[int, str]:
@@ -35,46 +29,18 @@ def seq_of(line: bytes) -> tuple[int, str]:
     return int(m.group(1)), k.group(1).decode() if k else "?"
 
 
-def note_path(path: Path) -> Path | None:
-    """Where the note of a stream lives: `state/<watchers|agents>-<id>.unwritten` beside the
-    output dir's `watchers/` and `agents/` (none for a JSONL file elsewhere)."""
-    if path.parent.name not in ("watchers", "agents"):
-        return None
-    return path.parent.parent / "state" / f"{path.parent.name}-{path.stem}.unwritten"
-
-
-def drop_spent(note: Path) -> bool:
-    """Remove a stream's note that keeps nothing (all zero, no stamp), its stream closed: the
-    reserve of a watcher forgotten for good. One that keeps runs stays. True when removed."""
-    fd = safefs.open_read(note, owned=True)  # (no symlink followed; a regular file of ours)
-    try:
-        stamp, text = _read_note(fd)
-    finally:
-        os.close(fd)
-    kept = stamp > 0 or bool(text)
-    if not kept:
-        safefs.unlink(note)
-    return not kept
-
-
-def _read_note(fd: int) -> tuple[int, bytes]:
-    """What a note keeps: the seq stamped on its modification time (`Unwritten`; 0 or less
-    when none) and its JSON text (NUL padding removed). The stamp is read first: allocating or
-    writing the note sets its time."""
-    return -os.fstat(fd).st_mtime_ns, os.pread(fd, NOTE_BYTES, 0).rstrip(b"\0")
-
-
 class Unwritten:
     """Seqs given up unwritten, until a `gap` record for them is written.
 
     Each run of consecutive seqs `lo..hi` becomes one gap record that takes seq `hi` itself, so
     the stream stays in seq order and the record right after `lo - 1` says what happened.
 
-    The note keeps the runs for the next start: JSON in its 4 KiB allocated at open. When those
-    could never be allocated (the disk was full from the open to the close), the highest seq
-    given up is stamped on the note's modification time instead, `hi` nanoseconds before 1970
-    (an inode field: setting it needs no free space); the next start takes every seq above the
-    stream's last record up to `hi` as given up (kinds unknown: `?`)."""
+    The note keeps the runs for the next start: JSON in the two slots allocated at open, written
+    in turn (`notefile`). When those could never be allocated (the disk was full from the open
+    to the close), the highest seq given up is stamped on the note's modification time instead,
+    `hi` nanoseconds before 1970 (an inode field: setting it needs no free space); the next
+    start takes every seq above the stream's last record up to `hi` as given up (kinds
+    unknown: `?`)."""
 
     def __init__(self, note: Path | None) -> None:
         self.note = note
@@ -87,7 +53,10 @@ class Unwritten:
         """Allocate the note after the next write that goes through (space may be back)."""
         self.error: OSError | None = None  # the last failure of the note
         self.unkept = ""  # (set by `keep`: the seqs it could not keep)
+        self.damage: str | None = None
+        """Said at the start: the note was damaged (what it kept is not known), set aside."""
         self._noted = False
+        self._slot, self._gen = -1, 0  # the slot written last (the next write: the other one)
         self.floor = 0
         """The highest seq of a file rotated away with none kept (`output.keep: 0`): the next
         start numbers past it when it finds no record (a crash between the unlink and the
@@ -141,7 +110,8 @@ class Unwritten:
         symlink, a directory, a FIFO, a hard link, another user's file: planted, and the note it
         replaced may have kept seqs, so the stream does not start); a note that cannot be (the
         disk or its inodes full, a file that cannot be written) is said at the stop if seqs
-        were given up then."""
+        were given up then. A damaged note (`notefile.read_note`) is set aside and said
+        (`damage`), and the numbering goes on past every seq it still names."""
         fd = self._open()
         if isinstance(self.error, safefs.UnsafePathError):
             raise self.error  # planted: what it stands for may have kept seqs
@@ -149,25 +119,46 @@ class Unwritten:
             self.retry = self.note is not None
             return last_seq + 1
         try:
-            stamp, text = _read_note(fd)  # (before allocating sets its time)
-            self._allocate(fd)
+            note = read_note(fd)  # (before allocating sets its time)
+            if note.damage is not None:
+                fd = self._set_aside(fd, note.damage)
+            if fd >= 0:
+                self._allocate(fd)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         self.retry = not self.reserved
-        doc = _note_doc(text)
-        self.floor = _floor_in(doc)
+        self._slot, self._gen = -1 if self.damage else note.slot, note.gen  # (a new note)
+        self.floor = max(note.floor, note.salvaged)
         top = max(last_seq, self.floor)
-        for lo, hi, kinds in _runs_in(doc):
+        for lo, hi, kinds in note.runs:
             if top < lo:
                 self.noted.append((lo, hi, kinds))
                 top = hi
-        if stamp > top:  # given up by a run that could not write the note
-            self.noted.append((top + 1, stamp, {"?": stamp - top}))
-            if not self.save_note():  # (as JSON when the note could be allocated now)
-                self._stamp(stamp)
-            top = stamp
+        stamped = note.stamp > top  # given up by a run that could not write the note
+        if stamped:
+            self.noted.append((top + 1, note.stamp, {"?": note.stamp - top}))
+            top = note.stamp
+        if (stamped or self.damage is not None) and not self.save_note() and top > last_seq:
+            self._stamp(top)  # (kept as JSON above, when the note could be allocated now)
+        if self.damage is not None:
+            self.damage += (": the seqs it kept are not known; the stream goes on past every seq "
+                            f"it still names (the highest: {note.salvaged}), from seq {top + 1}"
+                            if note.salvaged else
+                            ": the seqs it kept are not known and it names none; the stream goes "
+                            f"on from seq {top + 1} (records the last run gave up unwritten, if "
+                            "any, may have had the seqs from there)")
         self._noted = bool(self.noted)
         return top + 1
+
+    def _set_aside(self, fd: int, why: str) -> int:
+        """The note is damaged: set it aside (`notefile.set_aside`) and open a new one."""
+        os.close(fd)
+        assert self.note is not None
+        where = set_aside(self.note)
+        self.damage = f"the note of records given up unwritten {self.note} is damaged ({why}); " \
+            + where
+        return self._open()
 
     def reserve(self) -> None:
         """Allocate the note's space, which could not be when the stream was opened."""
@@ -200,10 +191,9 @@ class Unwritten:
 
     def save_note(self) -> bool:
         """Keep the lost runs (and the floor) on disk for the next start (into the space
-        allocated at open); an empty note when there is neither."""
-        runs = [[lo, hi, kinds] for lo, hi, kinds in self.runs()][-MAX_RUNS:]
-        doc = {"runs": runs} | ({"floor": self.floor} if self.floor else {})
-        saved = self._write_note(json.dumps(doc).encode() if runs or self.floor else b"")
+        allocated at open, the slot not written last); a note of neither when there is none."""
+        runs = self.runs()[-MAX_RUNS:]
+        saved = self._write_note(encode(self._gen + 1, runs, self.floor), runs or self.floor)
         self._noted = self._noted and bool(runs)  # (a floor alone explains nothing)
         return saved
 
@@ -230,18 +220,22 @@ class Unwritten:
         except OSError as exc:
             self.error = exc
 
-    def _write_note(self, data: bytes) -> bool:
+    def _write_note(self, data: bytes, keeps: object) -> bool:
+        """Write one slot: the one not written last, so a write torn by a crash leaves the
+        other whole (what it keeps is as if this write had not begun)."""
         fd = self._open()
         if fd < 0:
             return False
+        slot = 1 - self._slot if self._slot >= 0 else 0
         try:
-            os.pwrite(fd, data.ljust(NOTE_BYTES, b"\0")[:NOTE_BYTES], 0)
+            os.pwrite(fd, data.ljust(SLOT, b"\0"), slot * SLOT)
             os.fsync(fd)
-            self._noted = bool(data)
+            self._slot, self._gen = slot, self._gen + 1
+            self._noted = bool(keeps)
             return True
         except OSError as exc:
             self.error = exc
-            if not data:  # nothing to keep: at least no stamp stays
+            if not keeps:  # nothing to keep: at least no stamp stays
                 with contextlib.suppress(OSError):
                     os.utime(fd)
             return False
@@ -268,33 +262,3 @@ class Unwritten:
         finally:
             os.close(fd)
 
-
-def _note_doc(text: bytes) -> dict[str, Any]:
-    """A note's JSON ({} when it is empty or unreadable)."""
-    try:
-        doc = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _floor_in(doc: dict[str, Any]) -> int:
-    """The floor a note holds (0: none)."""
-    floor = doc.get("floor")
-    return floor if type(floor) is int and floor > 0 else 0
-
-
-def _runs_in(doc: dict[str, Any]) -> list[Run]:
-    """The runs a note holds, oldest first."""
-    out: list[Run] = []
-    runs = doc.get("runs")
-    for run in runs if isinstance(runs, list) else []:
-        if not (isinstance(run, list) and len(run) == 3):
-            continue
-        lo, hi, kinds = run
-        if type(lo) is int and type(hi) is int and 0 < lo <= hi:
-            named = kinds.items() if isinstance(kinds, dict) else []
-            counts = {str(k): n for k, n in named if type(n) is int and n > 0}
-            unknown = hi - lo + 1 - sum(counts.values())
-            out.append((lo, hi, counts | {"?": unknown} if unknown > 0 else counts))
-    return sorted(out)

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from watchrun.config.model import Config
 from watchrun.offload import offload
+from watchrun.output.notefile import drop_spent, note_path
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
-from watchrun.output.unwritten import drop_spent, note_path
 from watchrun.runtime.status import StatusBoard
 
 if TYPE_CHECKING:

@@ -152,6 +152,11 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
         with contextlib.suppress(SinkWriteError):
             writer.write_now("error", {"code": "sink-repaired", "message": msg,
                                        "bytes": sink.repaired_bytes})
+    if sink.unwritten.damage is not None:  # (set aside, numbered past: `Unwritten.prepare`)
+        log.warning(sink.unwritten.damage, wid)
+        with contextlib.suppress(SinkWriteError):
+            writer.write_now("error", {"code": "note-corrupt", "message": sink.unwritten.damage,
+                                       "path": str(sink.unwritten.note)})
     return WatcherRuntime(spec, sink, pipeline, source, matcher.engine)
 
 

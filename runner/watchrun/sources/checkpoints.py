@@ -11,7 +11,6 @@ import os
 import re
 import stat
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,8 @@ from msgspec.structs import replace
 
 from watchrun.config.loader import file_kind
 from watchrun.output import safefs
+from watchrun.output.notefile import set_aside
+from watchrun.output.records import SEQ_LIMIT
 from watchrun.sources.identity import Archive, Checkpoint
 
 MAX_FILE_BYTES = 1 << 20
@@ -80,11 +81,11 @@ def _position(doc: Any) -> Checkpoint:
         if not isinstance(val, typ) or (typ is int and isinstance(val, bool)):
             raise ValueError(f"field {key!r} missing or not a {typ.__name__}")
         values[name] = val
-    if values["offset"] < 0 or values["line_no"] < 1 or values.get("seq", 1) < 1 or \
-            values.get("since", 0) < 0 or not (
+    if values["offset"] < 0 or values["line_no"] < 1 or values.get("since", 0) < 0 or \
+            not 0 < values.get("seq", 1) < SEQ_LIMIT or not (
         0 <= values["fingerprint_len"] <= 1 << 20 and 0 <= values.get("tail_len", 0) <= 1 << 20
     ):
-        raise ValueError("offset, lineNo or a fingerprint length out of range")
+        raise ValueError("offset, lineNo, seq or a fingerprint length out of range")
     return Checkpoint(**values)
 
 
@@ -105,8 +106,9 @@ def decode(text: str) -> FileState:
     gens, seq = doc.get("generations"), doc.get("seq")
     if not isinstance(gens, list) or not gens:
         raise ValueError("field 'generations' missing or empty")
-    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or seq < 1):
-        raise ValueError("field 'seq' is not a positive integer")
+    if seq is not None and (not isinstance(seq, int) or isinstance(seq, bool) or
+                            not 0 < seq < SEQ_LIMIT):
+        raise ValueError("field 'seq' is not a positive integer below 2**62")
     path = doc.get("path")
     if path is not None and (not isinstance(path, str) or not path):
         raise ValueError("field 'path' is not a non-empty string")
@@ -272,20 +274,8 @@ class CheckpointStore:
             return None
 
     def _set_aside(self, path: Path, reason: str) -> None:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        target = path.with_name(f"{path.name}.corrupt-{stamp}")
-        n = 1
-        while os.path.lexists(target):
-            n += 1
-            target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
-        try:
-            safefs.replace(path, target)
-            where = f"set aside as {target.name}"
-        except OSError as exc:
-            where = f"could not be set aside ({exc.strerror})"
-        self.problems.append(
-            f"checkpoint {path} is corrupt: {reason}; {where}; starting without a checkpoint"
-        )
+        self.problems.append(f"checkpoint {path} is corrupt: {reason}; {set_aside(path)}; "
+                             "starting without a checkpoint")
 
 
 def _planted(path: Path) -> str | None:
