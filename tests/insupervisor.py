@@ -1,5 +1,6 @@
 """Test helper: a real Supervisor in the test's own event loop (real files, processes, sockets and
-signals), with fault seams injected through its constructor: a spawner, a sink factory."""
+signals), with fault seams injected through its constructor: a spawner, a sink factory, a
+checkpoint store."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.supervisor import RunnerState, Supervisor
 from watchrun.runtime.wiring import open_sink
+from watchrun.sources.checkpoints import CheckpointStore
 
 DEADLINE_S = 20.0
 
@@ -85,12 +87,14 @@ class Running:
     def __init__(self, folder: Path, config: dict[str, Any] | Config, *,
                  spawner: Spawner | None = None, sinks: Callable[..., JsonlSink] = open_sink,
                  reload: Callable[[], Config | None] | None = None, once: bool = False,
-                 log: RunLog | None = None) -> None:
+                 log: RunLog | None = None,
+                 checkpoints: Callable[[Path], CheckpointStore] = CheckpointStore) -> None:
         self.folder = folder
         self.config = config if isinstance(config, Config) else load(folder, config)
         self.layout = prepare_output_dir(self.config.output.dir)
         self.sup = Supervisor(self.config, self.layout, log or RunLog(quiet=True), SystemClock(),
-                              spawner or Spawner(), once=once, reload=reload, sinks=sinks)
+                              spawner or Spawner(), once=once, reload=reload, sinks=sinks,
+                              checkpoints=checkpoints)
         self.task: asyncio.Task[None] | None = None
 
     def records(self, wid: str) -> list[dict[str, Any]]:

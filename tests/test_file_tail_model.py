@@ -48,8 +48,9 @@ class FreezableStore(CheckpointStore):
 
     frozen = False
 
-    def save(self, watcher_id: str, state: FileState, ticket: int | None = None) -> bool:
-        return False if self.frozen else super().save(watcher_id, state, ticket)
+    def save(self, watcher_id: str, state: FileState, ticket: int | None = None, *,
+             first: Callable[[], None] | None = None) -> bool:
+        return False if self.frozen else super().save(watcher_id, state, ticket, first=first)
 
 
 class ModelClock(SystemClock):

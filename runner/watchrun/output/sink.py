@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +48,12 @@ class JsonlSink:
 
     Durability: records are in the page cache when a write returns (they survive a crash of
     the runner, not of the machine); a file rotated away is fsynced in a thread (`Syncer`),
-    the live one on close, which also waits for those.
+    what a checkpoint covers before it is saved (`durable`), the live file on close, which also
+    waits for those. `syncer`: its fsync and fdatasync (the seam tests inject).
     """
 
-    def __init__(self, path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock
-                 ) -> None:
+    def __init__(self, path: Path, stream_id: str, *, max_bytes: int, keep: int, clock: Clock,
+                 syncer: Syncer | None = None) -> None:
         self._prefix = format_cursor(stream_id, 0)[:-16]  # validates the id
         self._prefix_b = self._prefix.encode()
         self.path, self.stream_id, self.clock = path, stream_id, clock
@@ -62,7 +63,7 @@ class JsonlSink:
         self.reopens = 0
         """Times the live file was found removed or replaced by someone else and reopened."""
         self.rotations = 0
-        self._syncer = Syncer()
+        self._syncer = syncer or Syncer()
         self._fd, self._size, self._closed = -1, 0, False
         self._inode = (0, 0)  # (st_ino, st_dev) of the open live file
         self._torn = False  # a failed write left bytes past _size that could not be cut yet
@@ -140,6 +141,12 @@ class JsonlSink:
                 self.next_seq = seq
             raise
         return seq
+
+    def durable(self) -> Callable[[], None] | None:
+        """A job for a worker thread that makes every record written so far durable
+        (`Syncer.barrier`), run before a checkpoint that covers them is saved; None when no
+        record was written since the last one."""
+        return self._syncer.barrier(self._fd, self._inode, self._size, self.path)
 
     # -- writing ----------------------------------------------------------------------------
     def write_lines(self, lines: Sequence[bytes]) -> None:
@@ -274,7 +281,7 @@ class JsonlSink:
         fd = self._fd
         try:
             if fd >= 0:
-                os.fsync(fd)
+                self._syncer.fsync(fd)
             self._syncer.wait()
         except OSError as exc:
             raise _error(exc, f"cannot sync {self.path}") from exc

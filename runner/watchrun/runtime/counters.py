@@ -226,6 +226,8 @@ def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
                 f"still have written was never read): {fields.get('message')}")
     if kind == "error" and fields.get("code") in ("not-utf8", "compressed"):
         return f"lines were never read: {fields.get('message')}"
+    if kind == "gap" and reason == "lost":  # (a killed once run's matches among them)
+        return f"records of an earlier run are lost, uncounted: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "uncounted-matches":
         return f"matches were never counted: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "regex-timeout":

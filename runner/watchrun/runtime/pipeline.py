@@ -13,9 +13,7 @@ from watchrun.match.matcher import Matcher
 from watchrun.match.redact import Redactor, clean_text, marker, redact_line
 from watchrun.match.sanitize import clip, raw_text, redrawn, sanitize
 from watchrun.match.simd import count_newlines
-from watchrun.offload import offload
 from watchrun.output.jsonl import json_str
-from watchrun.output.recorded import recorded_since
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
@@ -28,7 +26,7 @@ from watchrun.runtime.matches import (
     plain_rows,
     where_members,
 )
-from watchrun.sources.generation import Recorded
+from watchrun.runtime.resuming import Resuming
 
 if TYPE_CHECKING:
     from watchrun.runtime.isolation import IsolatedMatcher
@@ -36,15 +34,12 @@ if TYPE_CHECKING:
 FIRST_KEPT = 5
 FINAL_WRITE_S = 2.0
 """How long the `stop` record is retried on a failing disk before it is given up."""
-INTERRUPTED = "interrupted"
-"""The `stop` reason of a once run that a signal ended before it ended by itself: its verdict
-judged part of what it was to, so the next once run counts its matches as a killed run's."""
 OnMatches = Callable[[WatcherSpec, Sequence[MatchInfo], "WatcherPipeline"], None]
 """Who gets a watcher's new matches (agents, actions), with the pipeline they came through:
 also while the watcher is being stopped, when it is no running watcher's any more."""
 
 
-class WatcherPipeline:
+class WatcherPipeline(Resuming):
     """The `SourceContext` a watcher's source reports into."""
 
     def __init__(
@@ -89,46 +84,6 @@ class WatcherPipeline:
         self.on_touch: Callable[[], None] | None = None
         self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
         self._where: tuple[object, bytes, str] = (None, b"", "")  # (path, inode) or run: members
-
-    # -- `sources.generation.Resumable`: crash recovery without repeats ---------------------
-    @property
-    def next_seq(self) -> int:
-        return self.sink.next_seq
-
-    async def recorded(self, since_seq: int) -> Recorded:
-        """What was recorded from `since_seq` on (the records a crash kept past the
-        checkpoint): read backwards from the end of the stream, in a worker thread. Nothing to
-        read when the stream's last record (read when the sink opened) is older, or is that
-        seq and neither a `match` nor a `rotate` (a clean stop's `stop` record). For a once run
-        (`judges`), a stream that does not end with a `stop` record was left by a run that never
-        ended, and one that ends with `stop{interrupted}` by a once run a signal ended before it
-        ended by itself, so no verdict judged its matches: all of them, behind the checkpoint
-        too, are `unjudged` (counted), and when some were rotated away no verdict can be given
-        (an `error`)."""
-        last = self.sink.last_record
-        if last is None:
-            return Recorded()
-        killed = self.judges and (last.get("kind") != "stop" or last.get("reason") == INTERRUPTED)
-        # (a live runner has no verdict: it does not read back every record a crashed one wrote)
-        past = last["seq"] > since_seq or (
-            last["seq"] == since_seq and last.get("kind") in ("match", "rotate"))
-        if not past and not killed:
-            return Recorded()
-        found: list[tuple[str, str]] | None = [] if killed else None
-        epochs, ended, whole = await offload(recorded_since, self.sink.path, since_seq,
-                                             self.sink.keep, found)
-        if found is not None:
-            self.counters.unjudged = found
-            if not whole:
-                await self.event("error", code="uncounted-matches", message=(
-                    "the run before this one did not end by itself (killed, or interrupted by a "
-                    "signal), and the first of its records were rotated away (output.keep) "
-                    "before they could be counted: "
-                    f"{len(found)} of its matches are counted, the others are not known"))
-        return Recorded(epochs, ended)
-
-    def skipped(self, lines: int) -> None:
-        self.counters.skipped_duplicates += lines
 
     def lines_in_last_chunk(self) -> int:
         """`framing.CountsLines`: the lines of the last chunk, counting only what `chunk()`

@@ -45,6 +45,12 @@ class Across:
     def skipped(self, lines: int) -> None:
         self._home.call_soon_threadsafe(self._pipeline.skipped, lines)
 
+    async def lost(self, seq: int) -> None:
+        await self._on_home(self._pipeline.lost(seq))
+
+    async def durable(self) -> Callable[[], None] | None:
+        return await self._on_home(self._pipeline.durable())
+
     @property
     def next_seq(self) -> int:
         return self._pipeline.next_seq  # (an int read; its writes are ordered by `_on_home`)

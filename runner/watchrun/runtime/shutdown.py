@@ -13,7 +13,7 @@ from watchrun.config.model import Config
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
 from watchrun.runtime.ending import finish
-from watchrun.runtime.pipeline import INTERRUPTED
+from watchrun.runtime.resuming import INTERRUPTED
 from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.watchers import WatcherSet

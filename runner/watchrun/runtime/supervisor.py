@@ -40,6 +40,8 @@ from watchrun.runtime.wiring import open_sink
 from watchrun.sources.checkpoints import CheckpointStore
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
     from watchrun.runtime.pipeline import WatcherPipeline
@@ -66,7 +68,8 @@ class Supervisor(SupervisorHubs):
                  echo: Echo | None = None,
                  reload: Callable[[], Config | None] | None = None, force_poll: bool = False,
                  metrics: tuple[str, int] | None = None, guardian: bool = False,
-                 sinks: Callable[..., JsonlSink] = open_sink) -> None:
+                 sinks: Callable[..., JsonlSink] = open_sink,
+                 checkpoints: Callable[[Path], CheckpointStore] = CheckpointStore) -> None:
         self.config, self.layout, self.log, self.clock = config, layout, log, clock
         self.spawner, self.once, self._reload = spawner, once, reload
         self.force_poll, self.metrics, self.guardian = force_poll, metrics, guardian
@@ -85,7 +88,7 @@ class Supervisor(SupervisorHubs):
         """Why it stopped: `once` (a once run's end), a signal's name, `startup-failed`."""
         self.tally = Tally()  # metrics totals: survive reload, stop and clear
         log.add_tap(self.tally.observe)
-        self.set = WatcherSet(self, CheckpointStore(layout.state), sinks, echo)
+        self.set = WatcherSet(self, checkpoints(layout.state), sinks, echo)
         self._tg: asyncio.TaskGroup | None = None
         self.hub_task: asyncio.Task[None] | None = None
         self.driver: asyncio.Task[None] | None = None

@@ -11,6 +11,7 @@ import os
 import re
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -214,8 +215,12 @@ class CheckpointStore:
                 self._set_aside(path, str(exc))
                 return None
 
-    def save(self, watcher_id: str, state: FileState, ticket: int | None = None) -> bool:
-        """Write `state`; False (nothing written) when a newer ticket was written already."""
+    def save(self, watcher_id: str, state: FileState, ticket: int | None = None, *,
+             first: Callable[[], None] | None = None) -> bool:
+        """Write `state`; False (nothing written) when a newer ticket was written already.
+        `first`: what makes the records `state` covers durable (`Keeper`), run before."""
+        if first is not None:
+            first()
         path = self.path(watcher_id)
         tmp = path.with_name(path.name + ".tmp")
         data = encode(state)

@@ -12,6 +12,8 @@ import stat
 import time
 from typing import Any
 
+from msgspec.structs import replace
+
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
@@ -22,6 +24,7 @@ from watchrun.sources.first_look import first_look
 from watchrun.sources.followed import MISSING, RETRY_S
 from watchrun.sources.generation import Recorded, resumable
 from watchrun.sources.identity import birth_ns
+from watchrun.sources.keeper import Covered
 from watchrun.sources.once_read import OnceRead
 from watchrun.sources.opened import Plan, open_at_path
 from watchrun.sources.plans import plan_start, plan_switch
@@ -49,10 +52,14 @@ class FileSource(OnceRead):
     read_on: tuple[str, int] | None = None
     """Where the read began when the watcher had a checkpoint, its first line too (what
     `watchrun add` says of an id an earlier run left a checkpoint of)."""
+    _reached: int | None = None
+    """The highest seq the checkpoint found at start keeps: the stream had given out those
+    below it (None: none, or one adopted from another id, whose stream it was)."""
 
     async def run(self, ctx: SourceContext) -> None:
         watch = self.notifier.watch(self.path)
         saver: asyncio.Task[None] | None = None
+        self._keep.covered = ctx if isinstance(ctx, Covered) else None
         try:
             await self._begin(ctx, watch)
             self.ready.set()
@@ -108,6 +115,8 @@ class FileSource(OnceRead):
             await asyncio.sleep(RETRY_S)
         if self._aside_note is not None:
             log.warning("%s", self._aside_note)
+        if self._reached is not None and self._keep.covered is not None:
+            await self._keep.covered.lost(self._reached)  # (a stream that ends before it)
         resumes, seq = resumable(ctx), None
         if (state is not None and state.seq is not None and resumes is not None
                 and not self._rereads):
@@ -163,11 +172,18 @@ class FileSource(OnceRead):
     def _prepare(self) -> tuple[FileState | None, Plan | None, OSError | None]:
         """In a worker thread: the checkpoint, and the plan from it as if no record was left
         past it (as after every clean stop; `_begin` plans again when a crash left some)."""
-        if self.spec.previous_id is not None:
-            self.store.adopt(self.spec.previous_id, self.spec.id)
+        adopted = self.spec.previous_id is not None and self.store.adopt(self.spec.previous_id,
+                                                                          self.spec.id)
+        loaded = self.store.load(self.spec.id)
+        if loaded is not None and adopted:  # its seqs are of the old id's stream, not this one's
+            loaded = replace(loaded, seq=None, generations=tuple(
+                replace(g, seq=None) for g in loaded.generations))
+        elif loaded is not None:  # (each seq it keeps is one the stream had reached)
+            self._reached = max((s for s in (loaded.seq, *(g.seq for g in loaded.generations))
+                                 if s is not None), default=None)
         # (a checkpoint set aside: the first save replaces it)
-        state, self._aside_note = applied(self.store.load(self.spec.id), self.spec, self.name,
-                                          self._matching, once=self.once)
+        state, self._aside_note = applied(loaded, self.spec, self.name, self._matching,
+                                          once=self.once)
         if state is not None:
             self._history = [cp for cp in state.generations if cp.finished][-self._kept :]
             self._archives = state.archives

@@ -1,15 +1,34 @@
 """Saving a watcher's checkpoint from the event loop: in worker threads (fsync off the loop),
-at most once per interval while it moves, newer saves winning over older ones."""
+at most once per interval while it moves, newer saves winning over older ones, each after the
+records it covers are durable."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol, runtime_checkable
 
 from watchrun.sources.checkpoints import CheckpointStore, FileState
 
 log = logging.getLogger("watchrun.checkpoints")
+
+Job = Callable[[], None]
+
+
+@runtime_checkable
+class Covered(Protocol):
+    """A `SourceContext` whose records a checkpoint covers (`runtime.resuming.Resuming`)."""
+
+    async def durable(self) -> Job | None:
+        """On its loop: a job for a worker thread that makes every record written so far
+        durable (`JsonlSink.durable`); None when nothing was written since."""
+        ...
+
+    async def lost(self, seq: int) -> None:
+        """The checkpoint's records before `seq` are not all in the stream: number on from
+        `seq`, after a record that says so."""
+        ...
 
 
 class Keeper:
@@ -17,7 +36,10 @@ class Keeper:
     seconds while it moves (armed by activity, so an idle watcher costs nothing), and on
     demand. Each save takes a ticket from the store (shared by every keeper of the runner, so
     a watcher restarted by a reload keeps the order); the store drops a save older than one it
-    wrote."""
+    wrote. A checkpoint never reaches the disk before the records it covers: the job of
+    `covered.durable` runs first, in the save's worker thread (a power cut would otherwise
+    leave it past the end of the stream: the lines it covers never read again, their seqs given
+    out again)."""
 
     def __init__(self, store: CheckpointStore, watcher_id: str, interval: float) -> None:
         self.store, self.id, self.interval = store, watcher_id, interval
@@ -25,6 +47,8 @@ class Keeper:
         self.dirty = asyncio.Event()
         self.in_flight = 0
         """Saves running in worker threads."""
+        self.covered: Covered | None = None
+        """Whose records the checkpoint covers (set when the source runs; None: no records)."""
 
     async def run(
         self,
@@ -51,11 +75,15 @@ class Keeper:
         if state is None or state == self.saved:
             return
         ticket = self.store.ticket()
-        job = asyncio.ensure_future(asyncio.to_thread(self.store.save, self.id, state, ticket))
+        job = asyncio.ensure_future(self._write(state, ticket))
         self.in_flight += 1
         job.add_done_callback(self._landed)
         if await asyncio.shield(job):
             self.saved = state
+
+    async def _write(self, state: FileState, ticket: int) -> bool:
+        first = await self.covered.durable() if self.covered is not None else None
+        return await asyncio.to_thread(self.store.save, self.id, state, ticket, first=first)
 
     def _landed(self, _: object) -> None:
         self.in_flight -= 1
