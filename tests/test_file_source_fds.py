@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,9 +42,10 @@ class Starved(CheckpointStore):
         with self._starved("load"):
             return super().load(watcher_id)
 
-    def save(self, watcher_id: str, state: FileState, ticket: int | None = None) -> bool:
+    def save(self, watcher_id: str, state: FileState, ticket: int | None = None, *,
+             first: Callable[[], None] | None = None) -> bool:
         with self._starved("save"):
-            return super().save(watcher_id, state, ticket)
+            return super().save(watcher_id, state, ticket, first=first)
 
     @contextlib.contextmanager
     def _starved(self, what: str) -> Iterator[None]:

@@ -8,8 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from watchrun.offload import at_stop
+from watchrun.output.notefile import Run
 from watchrun.output.sink import JsonlSink, SinkWriteError
-from watchrun.output.unwritten import Run, Unwritten, seq_of
+from watchrun.output.unwritten import Unwritten, seq_of
 
 __all__ = ["CLOSE_WRITE_S", "AsyncWriter"]
 

@@ -2,7 +2,8 @@
 path and, for a once run, by a once run under the same matching (pattern, exclude,
 caseSensitive, gate, maxLineBytes); what it carries over (a gate's `require` seen); with none,
 what a once run leaves beside the file; what it keeps of generations a start found gone with
-the path."""
+the path; a checkpoint not loaded for want of descriptors (loaded again, not taken for lost),
+and a file rewritten the same since it (a once run reads it whole)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.opened import Plan
-from watchrun.sources.rotated import Entry, scan
+from watchrun.sources.rotated import NO_FDS, Entry, scan
 
 log = logging.getLogger("watchrun.checkpoints")
 
@@ -162,3 +163,22 @@ def judged_gone(state: FileState, plan: Plan) -> FileState:
                  else replace(cp, finished=True, deleted=True) for cp in state.generations)
     archives = state.archives if plan.archives is None else tuple(plan.archives)
     return replace(state, generations=gens, archives=archives)
+
+
+def unloaded_for_fds(problems: list[str], path: str) -> tuple[int, str] | None:
+    """The checkpoint at `path` the store could not read for want of descriptors (its problem
+    names it and ends with the errno's text): not lost, so it is loaded again (a once run
+    fails), never started without, which would skip what came since the last run and save
+    over it."""
+    for num in NO_FDS:
+        for text in problems:
+            if path in text and text.endswith(os.strerror(num)):
+                return num, text
+    return None
+
+
+def rewritten(plan: Plan, state: FileState) -> bool:
+    """The file checkpointed last, written since (mtime moved) but not grown: rewritten the same."""
+    o, cp = plan.steps[-1], state.generations[-1]
+    return ((o.st.st_dev, o.st.st_ino) == (cp.dev, cp.inode) and o.start == cp.offset
+            == o.st.st_size and cp.mtime_ns not in (0, o.st.st_mtime_ns))

@@ -18,6 +18,7 @@ from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.process.tree import short_of_files
+from watchrun.sources import applies
 from watchrun.sources.applies import applied, beside, judged_gone, left_beside
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.first_look import first_look
@@ -29,7 +30,7 @@ from watchrun.sources.once_read import OnceRead
 from watchrun.sources.opened import Plan, open_at_path
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
-from watchrun.sources.rotated import NO_FDS, Entry
+from watchrun.sources.rotated import Entry
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
@@ -102,7 +103,7 @@ class FileSource(OnceRead):
             seen = len(self.store.problems)
             state, plan, failed = await offload(self._prepare)  # one call off the loop for both
             problems = self.store.problems[seen:]
-            short = _short_of_files(problems, str(self.store.path(self.spec.id)))
+            short = applies.unloaded_for_fds(problems, str(self.store.path(self.spec.id)))
             if short is None:
                 break
             if plan is not None:
@@ -198,7 +199,7 @@ class FileSource(OnceRead):
         if state is not None:
             plan = plan_start(self.path, list(state.generations), self.max_gens, self._recorded,
                               state.archives)
-            if plan.at_path and (self._rereads or (self.once and _rewritten(plan, state))):
+            if plan.at_path and (self._rereads or (self.once and applies.rewritten(plan, state))):
                 plan.steps[-1].start, plan.steps[-1].line_no = 0, 1  # the file at the path whole
             return plan
         o = open_at_path(self.path)
@@ -294,21 +295,3 @@ class FileSource(OnceRead):
             o.line_no = await offload(count_lines, o.fd, o.start)
         await self._apply(ctx, watch, Plan([o], at_path=True, arrived=1))
 
-
-def _short_of_files(problems: list[str], path: str) -> tuple[int, str] | None:
-    """The checkpoint at `path` the store could not read for want of descriptors (its problem
-    names it and ends with the errno's text): not lost, so it is loaded again (a once run
-    fails), never started without, which would skip what came since the last run and save
-    over it."""
-    for num in NO_FDS:
-        for text in problems:
-            if path in text and text.endswith(os.strerror(num)):
-                return num, text
-    return None
-
-
-def _rewritten(plan: Plan, state: FileState) -> bool:
-    """The file checkpointed last, written since (mtime moved) but not grown: rewritten the same."""
-    o, cp = plan.steps[-1], state.generations[-1]
-    return ((o.st.st_dev, o.st.st_ino) == (cp.dev, cp.inode) and o.start == cp.offset
-            == o.st.st_size and cp.mtime_ns not in (0, o.st.st_mtime_ns))
