@@ -27,9 +27,12 @@ def nofile() -> Iterator[tuple[int, int]]:
     resource.setrlimit(resource.RLIMIT_NOFILE, limits)
 
 
-def in_use() -> int:
-    """Descriptors open in this process (the listing's own one not counted)."""
-    return len(os.listdir("/proc/self/fd")) - 1
+def lowest_free() -> int:
+    """The lowest descriptor number free in this process: a soft limit of it leaves no open
+    one to spare (a count of those open does not, in a worker that closed some below others)."""
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.close(fd)
+    return fd
 
 
 class Starved(CheckpointStore):
@@ -54,7 +57,7 @@ class Starved(CheckpointStore):
             return
         self.starve.discard(what)
         limits = resource.getrlimit(resource.RLIMIT_NOFILE)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (in_use(), limits[1]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free(), limits[1]))
         try:
             yield
         finally:
@@ -79,7 +82,7 @@ def test_rotated_generations_are_read_once_descriptors_are_back(
             append(log, "m1", "m2")
             os.rename(log, tmp_path / "app.log.2")
             append(log, "b1")
-            resource.setrlimit(resource.RLIMIT_NOFILE, (in_use(), nofile[1]))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free(), nofile[1]))
             await t.until(lambda: any(e["code"] == "EMFILE" for e in t.rec.of("error")),
                           "an EMFILE error record")
             resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
