@@ -22,8 +22,9 @@ def starve(pid: int) -> None:
     """The runner's soft descriptor limit down to what it holds and one: a client is accepted,
     and nothing more can be opened while it is served."""
     hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)[1]
-    held = len(os.listdir(f"/proc/{pid}/fd"))
-    resource.prlimit(pid, resource.RLIMIT_NOFILE, (held + 1, hard))
+    held = {int(fd) for fd in os.listdir(f"/proc/{pid}/fd")}
+    free = [fd for fd in range(len(held) + 2) if fd not in held]  # (a closed one below others
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (free[1], hard))  # is free: one, no more)
 
 
 def test_a_live_runner_out_of_descriptors_still_answers_its_first_requests(
