@@ -169,31 +169,41 @@ def handler(token: str | None, out: str, max_body: int, timeout: float = TIMEOUT
 
 class Server(ThreadingHTTPServer):
     """A thread per client, at most MAX_CLIENTS at once: the next waits in the listen backlog
-    until one is done (or dropped as silent)."""
+    until one is done (or dropped as silent). A thread counts until it has ended and been
+    joined: one that had only given its slot back, still ending, made MAX_CLIENTS + 1."""
 
     request_queue_size = 128  # the listen backlog (socketserver's default is 5)
 
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
-        self.slots = threading.BoundedSemaphore(MAX_CLIENTS)
-        self.done: list[threading.Thread] = []  # threads that gave their slot back, ending
+        self.changed = threading.Condition()
+        self.live = 0  # threads started and not joined yet
+        self.done: list[threading.Thread] = []  # threads that are ending, to be joined
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        self.slots.acquire()
-        while self.done:  # (the thread that gave this slot back has ended before the next
-            self.done.pop().join()  # starts: never more than MAX_CLIENTS threads at once)
+        with self.changed:
+            while True:
+                while self.done:  # (each has left the lock for good: joining it cannot wait
+                    self.done.pop().join()  # on this one)
+                    self.live -= 1
+                if self.live < MAX_CLIENTS:
+                    break
+                self.changed.wait()
+            self.live += 1
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self.slots.release()
+            with self.changed:
+                self.live -= 1
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self.done.append(threading.current_thread())
-            self.slots.release()
+            with self.changed:
+                self.done.append(threading.current_thread())
+                self.changed.notify()
 
 
 def main() -> int:
