@@ -66,6 +66,16 @@ def after_start(log: Path, again: bool = True) -> None:
         fh.write(b"ERROR live 1\n")
 
 
+def first_start(config: Path) -> None:
+    """A runner started on `config` and stopped once it runs: the first checkpoint is saved."""
+    first = LiveRunner(config)
+    try:
+        first.wait_running()
+        assert first.stop() == 0
+    finally:
+        first.close()
+
+
 def picked(record: dict[str, Any], like: dict[str, Any]) -> dict[str, Any]:
     return {k: record.get(k) for k in like}
 
@@ -104,12 +114,7 @@ def test_a_restart_after_a_first_start_on_a_just_rotated_log_reads_only_what_cam
     log = just_rotated(tmp_path / "d", TICKS[when])
     config = write_config(tmp_path, {"watchers": [
         {"id": "app", "path": "d/app.log", "pattern": "ERROR"}]})
-    first = LiveRunner(config)
-    try:
-        first.wait_running()
-        assert first.stop() == 0
-    finally:
-        first.close()
+    first_start(config)
     with log.with_name("app.log.1").open("ab") as fh:
         fh.write(LATE)
     with log.open("ab") as fh:
@@ -163,12 +168,7 @@ def test_a_copy_made_over_a_file_beside_the_log_while_the_runner_was_down_is_rea
     os.utime(older, ns=(made, made))
     config = write_config(tmp_path, {"watchers": [
         {"id": "app", "path": "d/app.log", "pattern": "ERROR"}]})
-    first = LiveRunner(config)
-    try:
-        first.wait_running()
-        assert first.stop() == 0
-    finally:
-        first.close()
+    first_start(config)
     copy = log.with_name("app.log.1")
     inode = copy.stat().st_ino
     log.write_bytes(b"ERROR copied\n")
