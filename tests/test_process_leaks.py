@@ -123,15 +123,17 @@ def test_a_daemon_left_by_a_run_is_stopped_when_the_run_ends(tmp_path: Path) -> 
 
 
 # A daemon that ignores SIGTERM (its grace runs out: SIGKILL) and, once it got one, appends a
-# line to `ticks` every 0.1 s; the command exits at once.
-DEAF_DAEMON = ("sh -c 'trap \"T=1\" TERM; while :; do sleep 0.1; [ -n \"$T\" ] && echo t >> ticks;"
-               " done' </dev/null >/dev/null 2>&1 & echo started")
+# line to `ticks` every 0.1 s; the command exits as soon as the daemon's trap is set (before,
+# on a loaded host, a SIGTERM at once could come first and end it: no tick, ever).
+DEAF = ("sh -c 'trap \"T=1\" TERM; : > deaf; while :; do sleep 0.1;"
+        " [ -n \"$T\" ] && echo t >> ticks; done'")
+READY = "until [ -e deaf ]; do sleep 0.01; done; echo started"
+DEAF_DAEMON = f"{DEAF} </dev/null >/dev/null 2>&1 & {READY}"
 
 
 # A holder of the command's output that ignores SIGTERM (its grace runs out: SIGKILL) and, once
-# it got one, appends a line to `ticks` every 0.1 s; the command exits at once.
-DEAF_HOLDER = ("sh -c 'trap \"T=1\" TERM; while :; do sleep 0.1; [ -n \"$T\" ] && echo t >> ticks;"
-               " done' & echo started")
+# it got one, appends a line to `ticks` every 0.1 s; the command exits once its trap is set.
+DEAF_HOLDER = f"{DEAF} & {READY}"
 
 
 @pytest.mark.parametrize(("command", "code", "said"), [
@@ -174,12 +176,15 @@ def test_a_once_command_that_exited_is_judged_by_its_exit_when_its_daemon_is_bei
     judged by its own exit (the run is still INTERRUPTED: exit 3)."""
     config = write_config(tmp_path, {"limits": {"stopTimeout": "4s"}, "watchers": [
         {"id": "svc", "command": DEAF_DAEMON, "pattern": "started", "gate": {"exitCode": True}}]})
-    ticks = tmp_path / "ticks"
-    proc = subprocess.Popen([watchrun_bin(), "run", "--once", "--json", "-c", str(config)],
-                            cwd=tmp_path, env=base_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
+    ticks, err = tmp_path / "ticks", tmp_path / "stderr.txt"
+    with err.open("wb") as fh:  # (its log, said if the daemon's SIGTERM never comes)
+        proc = subprocess.Popen([watchrun_bin(), "run", "--once", "--json", "-c", str(config)],
+                                cwd=tmp_path, env=base_env(), stdout=subprocess.PIPE, stderr=fh)
     try:
-        wait_for(lambda: ticks.exists() and ticks.read_text(), "the daemon's SIGTERM")
+        try:
+            wait_for(lambda: ticks.exists() and ticks.read_text(), "the daemon's SIGTERM")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the run's log:\n{err.read_text()}") from None
     finally:
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
