@@ -1,5 +1,6 @@
 """The command line: argument parsing and one handler module per group of commands."""
 
+import contextlib
 import errno
 import os
 import sys
@@ -45,6 +46,7 @@ def entry() -> int:
     running = _OTHER_COMMANDS.isdisjoint(sys.argv[1:]) and _ONLY_PRINTS.isdisjoint(sys.argv[1:])
     if running:
         catch_early_stops(once="--once" in sys.argv[1:])  # (as PID 1 too: a once run's 3)
+    short_of_memory = False
     try:
         try:
             from watchrun.cli.main import main
@@ -61,11 +63,21 @@ def entry() -> int:
         if not (running or _unloadable(exc)):  # (another command's failure: its traceback)
             raise
         print(f"watchrun: error: {not_begun(exc)}", file=sys.stderr)  # (not 1: a crossed gate)
-        status = 3
+        status, short_of_memory = 3, isinstance(exc, MemoryError)
     finally:
         if Stops.caught:  # (later ones change nothing but the log's last wait)
             Stops.exiting()
+    if short_of_memory:  # its line is the last: the interpreter's own end, short of memory
+        _end_now(status)  # too, printed MemoryErrors after it
     return status
+
+
+def _end_now(status: int) -> None:
+    """Exit with `status` now, what was printed flushed, without the interpreter's finalization."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 if os.getpid() == 1:  # the kernel drops a signal sent to a PID 1 with no handler for it
