@@ -21,7 +21,7 @@ from watchrun.sources.identity import (
 )
 from watchrun.sources.opened import Opened, Plan, open_entry
 from watchrun.sources.rotated import Entry
-from watchrun.sources.siblings import identity, newer, second
+from watchrun.sources.siblings import archives_of, identity, newer
 
 
 def ident(st: os.stat_result) -> tuple[int, int]:
@@ -208,20 +208,7 @@ def being_written(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int,
     logrotate's `compress` does right after the truncation). Judged at once, such an archive
     was a false `gap`, and once whole it was another archive (its size and mtime changed),
     judged again: a second one."""
-    found = []
-    for e in entries:
-        if not (e.named and e.compressed) or ident(e.st) in taken or \
-                identity(e.st) in judged or e.st.st_mtime_ns < second(ended.mtime_ns):
-            continue
-        o = open_entry(e)
-        if o is None:
-            continue
-        try:
-            if unsettled(o.fd, ended):
-                found.append(e)
-        finally:
-            os.close(o.fd)
-    return found
+    return list(archives_of(ended, entries, taken, judged, unsettled))
 
 
 def overwritten(cp: Checkpoint, fresh: list[Opened]) -> str | None:

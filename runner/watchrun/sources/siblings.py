@@ -6,7 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 from watchrun.sources.compressed import (
@@ -113,7 +113,14 @@ def begun_archive(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, in
 def _archive_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
                 judged: Collection[Archive], test: Callable[[int, Checkpoint], bool]
                 ) -> Entry | None:
-    """The first archive (by its compressed name) made after the checkpoint, not taken or
+    """The first of `archives_of`, or None."""
+    return next(archives_of(cp, entries, taken, judged, test), None)
+
+
+def archives_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
+                judged: Collection[Archive], test: Callable[[int, Checkpoint], bool]
+                ) -> Iterator[Entry]:
+    """The archives (by their compressed names) made after the checkpoint, not taken or
     judged (by earlier looks: another generation's), whose content passes `test`."""
     for e in entries:
         if not (e.named and e.compressed) or (e.st.st_dev, e.st.st_ino) in taken or \
@@ -123,11 +130,11 @@ def _archive_of(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]
         if o is None:
             continue
         try:
-            if test(o.fd, cp):
-                return e
+            passed = test(o.fd, cp)
         finally:
             os.close(o.fd)
-    return None
+        if passed:
+            yield e
 
 
 def second(mtime_ns: int) -> int:
