@@ -5,7 +5,6 @@ id is refused, and the files `clear` forgets of them."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,14 +12,13 @@ from typing import Any, Protocol
 from watchrun.config.model import Config
 from watchrun.match.redact import clean_text
 from watchrun.offload import offload
-from watchrun.output import safefs
 from watchrun.output.records import is_id
 from watchrun.runtime.forgetting import stays_configured
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
 from watchrun.runtime.wiring import WatcherRuntime
 from watchrun.sources.checkpoints import SUFFIX
-from watchrun.views.watchers import STATUS_BYTES
+from watchrun.views.watchers import read_snapshot
 
 SNAPSHOT = ".status.json"
 
@@ -97,9 +95,4 @@ async def why_not_held(sup: Holding, wid: str) -> str:
 def _earlier(state: Path, wid: str) -> tuple[dict[str, Any] | None, bool]:
     """In a worker thread: the status snapshot of `wid` in `state` (None: none, or not one that
     can be read), and whether its checkpoint is there."""
-    kept = os.path.lexists(state / f"{wid}{SUFFIX}")
-    try:
-        snap = json.loads(safefs.read_bytes(state / f"{wid}{SNAPSHOT}", STATUS_BYTES + 1))
-    except (OSError, ValueError, RecursionError):
-        return None, kept
-    return (snap if isinstance(snap, dict) and snap.get("id") == wid else None), kept
+    return read_snapshot(state / f"{wid}{SNAPSHOT}", wid), os.path.lexists(state / f"{wid}{SUFFIX}")

@@ -66,13 +66,10 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
     except OSError:
         return []
     for path in names:
-        try:
-            snap = json.loads(safefs.read_bytes(path, STATUS_BYTES + 1))
-        except (OSError, ValueError, RecursionError):
-            snap = None
         wid = path.name.removesuffix(".status.json")
-        if not isinstance(snap, dict) or snap.get("id") != wid:  # (a runner writes each
-            if unreadable:  # watcher's as `<id>.status.json`: another id is a copy)
+        snap = read_snapshot(path, wid)
+        if snap is None:
+            if unreadable:
                 out.append(_unreadable(path, wid))
             continue
         live = runner.alive(snap.get("runnerPid"))
@@ -83,6 +80,17 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
             snap["pid"] = None
         out.append(snap)
     return out
+
+
+def read_snapshot(path: Path, wid: str) -> dict[str, Any] | None:
+    """The status snapshot of watcher `wid` at `path`, or None: unreadable, a symlink, not a
+    JSON object whose `id` is `wid` (a runner writes each watcher's as `<id>.status.json`:
+    another id is a copy)."""
+    try:
+        snap = json.loads(safefs.read_bytes(path, STATUS_BYTES + 1))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return snap if isinstance(snap, dict) and snap.get("id") == wid else None
 
 
 def unlistable(root: Path) -> str | None:
