@@ -16,6 +16,7 @@ from watchrun.cli.gate_report import (
     in_github_actions,
     junit,
     markdown,
+    relativize,
     summary_table,
 )
 from watchrun.cli.verdicts import verdicts_doc
@@ -28,7 +29,6 @@ from watchrun.runtime.gate import (
     Verdict,
     judge,
     judge_all,
-    relativize,
 )
 
 LOG = "/ws/build/app.log"

@@ -8,14 +8,28 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
+from msgspec.structs import replace
+
 from watchrun.match.sanitize import edge_text, shorten
-from watchrun.runtime.gate import Line, Status, Trouble, Verdict, path_under
+from watchrun.runtime.gate import Line, Status, Trouble, Verdict
 
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 error annotations per step; the rest are summarised in one warning."""
 SHOW_CHARS = 300
 """A matched line is clipped to this many characters in the table, annotations and reports."""
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def path_under(path: str, base: str) -> str | None:
+    """`path` relative to the directory `base`, or None when it is not inside it."""
+    prefix = base.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
+def relativize(verdicts: Sequence[Verdict], base: str) -> list[Verdict]:
+    """Show paths under `base` relative to it in every `where`. Pure."""
+    return [replace(v, first=tuple(replace(ln, where=path_under(ln.where, base) or ln.where)
+                                   for ln in v.first)) for v in verdicts]  # fmt: skip
 
 
 def _count(verdicts: Sequence[Verdict], status: Status) -> int:

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from msgspec.structs import replace
 
-from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
+from watchrun.cli.gate_report import (
+    StopCommands,
+    github_workspace,
+    in_github_actions,
+    relativize,
+)
 from watchrun.cli.once_out import close_fence, open_fence, say, stdout_failed, stdout_stream
 from watchrun.exitcodes import ExitStatus
 from watchrun.output.safefs import write_all
@@ -73,9 +78,8 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     if missing is None:
         missing = gate.NEVER_RAN if config.limits.enabled else \
             "it never ran: limits.enabled is false"
-    verdicts = gate.relativize(gate.judge_all(config.watchers, evidence, missing,
-                                              start_failed=never_started is not None),
-                               os.getcwd())
+    verdicts = relativize(gate.judge_all(config.watchers, evidence, missing,
+                                         start_failed=never_started is not None), os.getcwd())
     interrupted = sup.stop_reason if sup.stop_reason not in (None, "once", "startup-failed") \
         else None  # a signal ended the run before it ended by itself: never a pass
     problems = [f"it was interrupted by {interrupted} before it ended by itself"] \

@@ -283,12 +283,6 @@ def _evidence(ev: Evidence | None, missing: str, start_failed: bool) -> Evidence
     return ev
 
 
-def path_under(path: str, base: str) -> str | None:
-    """`path` relative to the directory `base`, or None when it is not inside it."""
-    prefix = base.rstrip("/") + "/"
-    return path[len(prefix) :] if path.startswith(prefix) else None
-
-
 def redacted(verdicts: Sequence[Verdict], problems: Sequence[str], redactor: Redactor | None
              ) -> tuple[list[Verdict], list[str]]:
     """The verdicts' labels and reasons, and the run's problems, as `status` shows a watcher:
@@ -297,9 +291,3 @@ def redacted(verdicts: Sequence[Verdict], problems: Sequence[str], redactor: Red
     return [replace(v, label=clean_text(v.label, redactor),
                     reasons=tuple(clean_text(r, redactor) for r in v.reasons))
             for v in verdicts], [clean_text(p, redactor) for p in problems]
-
-
-def relativize(verdicts: Sequence[Verdict], base: str) -> list[Verdict]:
-    """Show paths under `base` relative to it in every `where`. Pure."""
-    return [replace(v, first=tuple(replace(ln, where=path_under(ln.where, base) or ln.where)
-                                   for ln in v.first)) for v in verdicts]  # fmt: skip

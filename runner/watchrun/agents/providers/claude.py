@@ -219,14 +219,12 @@ class ClaudeAdapter(JsonAdapter):
         parent = as_str(obj.get("parent_tool_use_id"))
         if etype == "message_start":
             msg = as_dict(event.get("message"))
-            if not as_str(msg.get("id")):
-                return []
-            self._streaming[parent] = msg["id"]
+            if mid := as_str(msg.get("id")):
+                self._streaming[parent] = mid
             usage = msg.get("usage")
-            if isinstance(usage, dict):
-                return self._snapshot(obj, msg["id"], anthropic_usage(usage), msg.get("model"),
-                                      False)
-            return []
+            if not mid or not isinstance(usage, dict):
+                return []
+            return self._snapshot(obj, mid, anthropic_usage(usage), msg.get("model"), False)
         mid = self._streaming.get(parent)
         if etype == "content_block_delta":
             delta = self.shape.obj(event.get("delta"), "event.delta")
