@@ -68,18 +68,22 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
     for path in names:
         wid = path.name.removesuffix(".status.json")
         snap = read_snapshot(path, wid)
-        if snap is None:
-            if unreadable:
-                out.append(_unreadable(path, wid))
-            continue
-        live = runner.alive(snap.get("runnerPid"))
-        snap["live"] = live
-        if not live and snap.get("status") not in ("stopped", "exited", "fatal", "refused"):
-            snap["status"] = "stopped"
-        if not live and "pid" in snap:  # its runner's end ended it (the pid may be another's)
-            snap["pid"] = None
-        out.append(snap)
+        if snap is not None:
+            out.append(_judged(snap, runner))
+        elif unreadable:
+            out.append(_unreadable(path, wid))
     return out
+
+
+def _judged(snap: dict[str, Any], runner: _Runner) -> dict[str, Any]:
+    """`snap` with `live` set, and what its runner's end made of it when that runner is gone."""
+    live = runner.alive(snap.get("runnerPid"))
+    snap["live"] = live
+    if not live and snap.get("status") not in ("stopped", "exited", "fatal", "refused"):
+        snap["status"] = "stopped"
+    if not live and "pid" in snap:  # its runner's end ended it (the pid may be another's)
+        snap["pid"] = None
+    return snap
 
 
 def read_snapshot(path: Path, wid: str) -> dict[str, Any] | None:
@@ -133,7 +137,10 @@ def added_at_runtime(root: Path) -> dict[str, bool]:
 
 
 def load_status(root: Path, wid: str) -> dict[str, Any] | None:
-    return next((s for s in load_statuses(root) if s.get("id") == wid), None)
+    """Watcher `wid`'s last snapshot, judged as `load_statuses` judges each (`wid` a valid id,
+    `output.records.is_id`: a file name in the state folder), or None."""
+    snap = read_snapshot(root / "state" / f"{wid}.status.json", wid)
+    return None if snap is None else _judged(snap, _Runner(root))
 
 
 def matches(root: Path, wid: str, lines: int, stats: ReadStats | None = None
