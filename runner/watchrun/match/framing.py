@@ -64,6 +64,8 @@ class LineFramer:
         self._omitted = 0  # bytes of the pending line dropped beyond `max`
         self._window = max(1, max_line_bytes // 2)
         self._source: tuple[int | None, str | None, int | None] = (None, None, None)
+        self.told: int | None = None
+        """Where the last long line its source said began (`cutting`): each is said once."""
 
     def stamp(self, *, inode: int | None = None, path: str | None = None,
               run: int | None = None) -> None:
@@ -98,6 +100,12 @@ class LineFramer:
     def held(self) -> int:
         """Bytes of the pending line kept in memory (at most `max`: the rest is counted)."""
         return sum(map(len, self._parts))
+
+    @property
+    def cutting(self) -> int | None:
+        """The source offset where the pending line began once it is longer than `max` with no
+        end yet (its bytes past `max` counted, not kept); None while there is no such line."""
+        return self._offset if self._omitted else None
 
     def feed(self, data: bytes) -> Chunk | None:
         """Add bytes; return the complete lines they finish, if any. A UTF-8 byte order mark

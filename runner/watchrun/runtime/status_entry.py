@@ -96,6 +96,7 @@ def snapshot(entry: Entry, now: float, runner_started_at: float,
         "truncated": c.truncated,
         "linesCut": c.cut_lines,
         "bytesCut": c.cut_bytes,
+        "longLine": _long_line(src, redactor),
         "skippedDuplicates": c.skipped_duplicates,
         "errors": c.errors,
         "redacted": dict(c.redacted),
@@ -111,3 +112,12 @@ def snapshot(entry: Entry, now: float, runner_started_at: float,
         snap["exitCode"] = getattr(last_exit, "exit_code", None)
         snap["signal"] = getattr(last_exit, "signal", None)
     return snap
+
+
+def _long_line(src: object, redactor: Redactor | None) -> dict[str, Any] | None:
+    """The source's line growing past limits.maxLineBytes with no end yet (`sources/long_line.py`:
+    `path` or `run`, `offset`, `lineNo`, `bytes` so far), its path as `source` shows it."""
+    line = getattr(src, "long_line", None)
+    if not isinstance(line, dict):
+        return None
+    return {k: clean_text(v, redactor) if isinstance(v, str) else v for k, v in line.items()}

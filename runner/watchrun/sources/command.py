@@ -16,6 +16,7 @@ from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import LineFramer
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
 from watchrun.sources.leftovers import TreeStop, end_holders, end_rest
+from watchrun.sources.long_line import growing, say
 from watchrun.sources.restarts import (
     HEALTHY_S,
     START_LIMIT,
@@ -65,6 +66,7 @@ class CommandSource:
         self._grace = limits.stop_timeout_ms / 1000
         self._started = 0.0  # monotonic start of the current run
         self._beginning = Beginning()  # (the current run's output's)
+        self._framer: LineFramer | None = None  # (the current run's output's)
         self.ready = asyncio.Event()
         """Set once the first start has been attempted (its `start` or `error` record is
         written), or at once for a schedule. The runner sends READY=1 after every source."""
@@ -74,6 +76,11 @@ class CommandSource:
         self.could_not_start = False
         """The last start failed: the spawner said the command could not be started, whatever
         the errno (a once run's verdict: ERROR, "could not be started")."""
+
+    @property
+    def long_line(self) -> dict[str, Any] | None:
+        """`status`'s `longLine`: a line growing past limits.maxLineBytes (`long_line.py`)."""
+        return None if self._framer is None else growing(self._framer, run=self.run_no)
 
     async def run(self, ctx: SourceContext) -> None:
         """Until cancelled, or until the command is done for good (EXITED or FATAL; a FATAL
@@ -203,7 +210,8 @@ class CommandSource:
         return info
 
     async def _pump(self, proc: Proc, ctx: SourceContext, n: int) -> ExitInfo:
-        framer, self._beginning = LineFramer(self.limits.max_line_bytes), Beginning()
+        framer = self._framer = LineFramer(self.limits.max_line_bytes)
+        self._beginning = Beginning()
         framer.stamp(run=n)
         stop, eof = TreeStop(), False  # (eof: the output was read to its end)
         try:
@@ -271,6 +279,8 @@ class CommandSource:
                     if not data:
                         return stopped
                     await self._deliver(ctx, framer.feed(data), wait=wait)
+                    if len(data) < READ_SIZE:  # (all it printed so far is read)
+                        await say(ctx, framer, run=n)
                 elif not done and stopped is None:
                     stopped = await stop.run(end_holders(proc, self._grace, ctx, n, drain_s))
                     deadline = loop.time() + drain_s

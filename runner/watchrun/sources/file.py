@@ -26,6 +26,7 @@ from watchrun.sources.followed import MISSING, RETRY_S
 from watchrun.sources.generation import Recorded, resumable
 from watchrun.sources.identity import birth_ns
 from watchrun.sources.keeper import Covered
+from watchrun.sources.long_line import say_in
 from watchrun.sources.once_read import OnceRead
 from watchrun.sources.opened import Plan, open_at_path
 from watchrun.sources.plans import plan_start, plan_switch
@@ -253,6 +254,7 @@ class FileSource(OnceRead):
             if self._cur is not None:
                 await self._follow(ctx, watch, self._cur)
             await self._settle(ctx, watch)
+            await say_in(ctx, [*self._old, *([self._cur] if self._cur else [])], self.name)
             if self._pending is None:  # every generation known at the start was read once
                 self._resume_seq, self._recorded = None, Recorded()
             self._last_error = None

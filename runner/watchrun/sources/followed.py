@@ -24,6 +24,7 @@ from watchrun.sources.checkpoints import CheckpointStore, FileState
 from watchrun.sources.generation import Generation, Recorded, next_seq, resumable
 from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint
 from watchrun.sources.keeper import Keeper
+from watchrun.sources.long_line import growing_in
 from watchrun.sources.opened import Opened, Plan
 from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
 from watchrun.sources.rotated import NO_FDS
@@ -107,6 +108,11 @@ class Followed:
     def pending_bytes(self) -> int:
         """Bytes of an unterminated last line waiting for its newline."""
         return self._cur.framer.pending if self._cur else 0
+
+    @property
+    def long_line(self) -> dict[str, Any] | None:
+        """`status`'s `longLine`: a line growing past limits.maxLineBytes (`long_line.py`)."""
+        return growing_in([*self._old, *([self._cur] if self._cur else [])], self.name)
 
     async def _open(self, ctx: SourceContext, o: Opened, seq: int | None = None) -> Generation:
         """A generation from what a plan opened (read now: no longer a file `beside` it). After
