@@ -88,7 +88,7 @@ class FileSource(OnceRead):
             finally:
                 self._caught_up(ctx)
                 await self._keep.final(self._state())
-            for gen in [*self._old, *([self._cur] if self._cur else [])]:
+            for gen in self.opened:
                 self._close(gen, watch)
             watch.close()
 
@@ -254,7 +254,7 @@ class FileSource(OnceRead):
             if self._cur is not None:
                 await self._follow(ctx, watch, self._cur)
             await self._settle(ctx, watch)
-            await say_in(ctx, [*self._old, *([self._cur] if self._cur else [])], self.name)
+            await say_in(ctx, self.opened, self.name)
             if self._pending is None:  # every generation known at the start was read once
                 self._resume_seq, self._recorded = None, Recorded()
             self._last_error = None

@@ -105,6 +105,12 @@ class Followed:
         return self._keep.in_flight > 0
 
     @property
+    def opened(self) -> list[Generation]:
+        """The generations open, oldest first: those rotated away and still read, then the
+        one at the path."""
+        return [*self._old, *([self._cur] if self._cur else [])]
+
+    @property
     def pending_bytes(self) -> int:
         """Bytes of an unterminated last line waiting for its newline."""
         return self._cur.framer.pending if self._cur else 0
@@ -112,7 +118,7 @@ class Followed:
     @property
     def long_line(self) -> dict[str, Any] | None:
         """`status`'s `longLine`: a line growing past limits.maxLineBytes (`long_line.py`)."""
-        return growing_in([*self._old, *([self._cur] if self._cur else [])], self.name)
+        return growing_in(self.opened, self.name)
 
     async def _open(self, ctx: SourceContext, o: Opened, seq: int | None = None) -> Generation:
         """A generation from what a plan opened (read now: no longer a file `beside` it). After
@@ -255,8 +261,7 @@ class Followed:
         self._history = [*self._history, cp][-self._kept :]
 
     def _known(self) -> list[Checkpoint]:
-        opened = [*self._old, *([self._cur] if self._cur else [])]
-        return [*self._history, *(g.checkpoint(at_read=True) for g in opened)]
+        return [*self._history, *(g.checkpoint(at_read=True) for g in self.opened)]
 
     def _caught_up(self, ctx: SourceContext) -> None:
         """At stop: a generation with nothing read past its last recorded line takes the seq of
@@ -265,12 +270,12 @@ class Followed:
         seq = next_seq(ctx)
         if seq is None or self._resume_seq is not None:
             return  # the resume is not over: the records it looks for are still needed
-        for gen in [*self._old, *([self._cur] if self._cur else [])]:
+        for gen in self.opened:
             if gen.pos == gen.done[0]:
                 gen.done_seq = seq
 
     def _state(self) -> FileState | None:
-        opened, live = [*self._old, *([self._cur] if self._cur else [])], not self.once
+        opened, live = self.opened, not self.once
         if not opened and self._pending is not None:
             return replace(self._pending, path=self.name, matching=self._matching, live=live)
         gens = [*self._history, *(g.checkpoint() for g in opened)]

@@ -24,7 +24,7 @@ class OnceRead(Rotation):
         read too, after its `rotate` record, as the live tailer reads it."""
         read: set[int] = set()
         for rounds in range(self.max_gens + 1):
-            for gen in [*self._old, *([self._cur] if self._cur else [])]:
+            for gen in self.opened:
                 if id(gen) not in read:
                     read.add(id(gen))
                     await self._read_to_end(ctx, gen)
