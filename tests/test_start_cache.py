@@ -129,18 +129,43 @@ def test_the_key_holds_the_schema_and_every_module_validation_runs(
         shutil.copytree(folder, tmp_path / "pkg" / folder.name, copy_function=shutil.copy2,
                         ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(config_cache, "__file__", str(tmp_path / "pkg" / "config" / "cache.py"))
-    before = config_cache._code()
     for path in (tmp_path / "pkg" / "config" / "cache.py", tmp_path / "pkg" / "match" /
                  "regex.py"):  # one of each folder
+        before = config_cache._code()
+        assert config_cache._code() == before  # (nothing else changes it)
         st = path.stat()
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
         assert config_cache._code() != before, path
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert config_cache._code() == before
+    before = config_cache._code()
     real = Path(str(watchrun.schemas.__file__)).parent / config_cache.SCHEMA_FILE
     (tmp_path / config_cache.SCHEMA_FILE).write_bytes(real.read_bytes() + b" ")
     monkeypatch.setattr(watchrun.schemas, "__file__", str(tmp_path / "__init__.py"))
     assert config_cache._code() != before
+
+
+def test_another_install_or_a_reinstall_with_the_same_sizes_and_mtimes_is_a_miss(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two installs whose modules have the same sizes and mtimes (a Nix store sets every mtime
+    to 1; an image build clamps them), one with a check changed in place (a bound of the same
+    width), are two keys: the one did not run with the other's clamps. So is a module written
+    again with the same size and its mtime set back."""
+    here = Path(str(config_cache.__file__)).parent
+    keys = []
+    for name in ("a", "b"):
+        for folder in (here, here.parent / "match"):
+            shutil.copytree(folder, tmp_path / name / folder.name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        for path in (tmp_path / name).rglob("*.py"):
+            os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+        monkeypatch.setattr(config_cache, "__file__", str(tmp_path / name / "config" / "cache.py"))
+        keys.append(config_cache._code())
+    assert keys[0] != keys[1]
+    clamp = tmp_path / "b" / "config" / "clamp.py"
+    text = clamp.read_text()
+    clamp.write_text(text.replace("64 * 1024", "32 * 1024", 1))
+    assert len(clamp.read_text()) == len(text) and clamp.read_text() != text
+    os.utime(clamp, ns=(1_000_000_000, 1_000_000_000))
+    assert config_cache._code() != keys[1]
 
 
 @pytest.mark.parametrize("command", ["validate", "config"])

@@ -5,9 +5,10 @@ found no error, and any miss validates again. An entry is found by a key over ev
 result depends on: each file's path and contents, `--output-dir` (as an absolute path: a
 relative one is relative to the working directory), the strictness, the home directory (`~`),
 whether google-re2 is importable (it decides which patterns need `backtracking`), watchrun's
-version, the schema's contents and the size and mtime of every module of `config/` and
-`match/`. The entry also lists the environment variables the config interpolated (recorded
-while it was validated) with a hash of each value: a changed or newly set one is a miss; and
+version, the schema's contents, where the modules of `config/` and `match/` are and the size,
+mtime, ctime and inode of every one of them. The entry also lists the environment variables the
+config interpolated (recorded while it was validated) with a hash of each value: a changed or
+newly set one is a miss; and
 the interpreter's path when the result holds it (the mock agent's default command): another
 interpreter is a miss; and where the output dir's symlinks led: a link pointed elsewhere since
 is a miss; and the home each `~user` in a path was expanded to: a home moved since is a miss.
@@ -162,16 +163,20 @@ def _key(paths: Sequence[Path], output_dir: Path | None, strict: bool
 
 
 def _code() -> list[Any]:
-    """What validation runs: the schema's contents, and each module of config/ and match/ (size
-    and mtime: an edited or reinstalled module is a miss)."""
+    """What validation runs: the schema's contents, and where the modules of config/ and match/
+    are and each one's size, mtime, ctime and inode: an edited or reinstalled module is a miss,
+    and so is another install, though its modules have the same sizes and mtimes (a Nix store
+    sets every mtime to 1; an image build clamps them to one date): no tool sets a ctime."""
     import importlib  # the schema read as a file: importlib.resources costs more than the rest
 
     schemas = importlib.import_module("watchrun.schemas")
     here = Path(__file__).parent
-    mods = [(e.name, e.stat().st_size, e.stat().st_mtime_ns) for d in (here, here.parent / "match")
-            for e in sorted(os.scandir(d), key=lambda e: e.name) if e.name.endswith(".py")]
+    mods = [(e.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            for d in (here, here.parent / "match")
+            for e in sorted(os.scandir(d), key=lambda e: e.name) if e.name.endswith(".py")
+            for st in (e.stat(),)]
     with open(Path(str(schemas.__file__)).parent / SCHEMA_FILE, "rb") as fh:
-        return [_digest(fh.read()), mods]
+        return [_digest(fh.read()), str(here), mods]
 
 
 def _read(data: bytes | None, key: str, env: Mapping[str, str]) -> LoadResult | None:
