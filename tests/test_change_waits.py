@@ -4,7 +4,7 @@ behind one ahead of it. `watchrun stop` said "the runner did not answer" (exit 3
 a healthy runner doing what its config says, and so did an `add` of another id waiting its
 turn, which was then carried out.
 
-The CLI's waits are lowered here (`cli/asking.py`'s ANSWER_S and CHANGE_MARGIN_S) against a
+The CLI's waits are lowered here (`runtime/client.py`'s ANSWER_S and CHANGE_MARGIN_S) against a
 stopTimeout of 1 s, so the test takes seconds; the commands run in this process
 (tests/inproc.py), the runner is a process."""
 
@@ -21,8 +21,8 @@ import pytest
 from liverunner import LiveRunner, wait_for, write_config
 from test_runtime_watchers import lines_of, listed, wr
 
-from watchrun.cli import asking
 from watchrun.config import load_config
+from watchrun.runtime import client
 
 STOP_S = 1.0
 STUBBORN = "trap '' TERM; echo ERROR ignoring TERM; while :; do sleep 0.1; done"
@@ -58,8 +58,8 @@ def stopping(r: LiveRunner, wid: str) -> Iterator[None]:
 
 def test_stop_add_and_clear_behind_a_stop_wait_out_stop_timeout(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(asking, "ANSWER_S", 0.5)  # (a request that waits for nothing)
-    monkeypatch.setattr(asking, "CHANGE_MARGIN_S", 1.0)  # a change: twice 1 s, and 1 s
+    monkeypatch.setattr(client, "ANSWER_S", 0.5)  # (a request that waits for nothing)
+    monkeypatch.setattr(client, "CHANGE_MARGIN_S", 1.0)  # a change: twice 1 s, and 1 s
     (tmp_path / "a.log").write_text("")
     r = LiveRunner(write_config(tmp_path, {"limits": {"stopTimeout": f"{STOP_S:g}s"},
                                            "watchers": []}))
@@ -88,8 +88,8 @@ def test_a_change_waits_twice_the_configs_stop_timeout_and_a_margin(tmp_path: Pa
     config = write_config(tmp_path, {"limits": {"stopTimeout": "32s"}, "watchers": []})
     loaded = load_config([config]).config
     assert loaded is not None
-    assert [asking.wait_s(cmd, loaded) for cmd in ("stop", "add", "clear", "status")] == [
+    assert [client.wait_s(cmd, loaded) for cmd in ("stop", "add", "clear", "status")] == [
         79.0, 79.0, 79.0, 30.0]
-    assert asking.wait_s("restart", None) == 135.0
+    assert client.wait_s("restart", None) == 135.0
     default = load_config([write_config(tmp_path, {"watchers": []})]).config
-    assert default is not None and asking.wait_s("start", default) == 30.0
+    assert default is not None and client.wait_s("start", default) == 30.0

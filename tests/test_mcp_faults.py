@@ -310,18 +310,20 @@ def test_a_read_of_a_runner_that_does_not_answer_gives_up_before_a_clients_timeo
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Explorer mcp U1: a live runner that never answers (stopped by SIGSTOP) held every call
     75 s, `list` too, past a Gemini CLI's 30 s timeout. A read (`list`, `status`) waits
-    READ_TIMEOUT_S (10 s; here made short), a change the 75 s its stop may take."""
+    READ_TIMEOUT_S (10 s; here made short), a change as long as its stops may take (`wait_s`)."""
     import asyncio
     import socket as sockets
 
     from watchrun.mcp import runners
+    from watchrun.runtime.client import wait_s
 
     monkeypatch.setattr(runners, "READ_TIMEOUT_S", 0.2)
-    assert runners.READ_TIMEOUT_S < runners.REQUEST_TIMEOUT_S
+    assert wait_s("stop", None) > runners.READ_TIMEOUT_S
     with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as silent:
         silent.bind(str(tmp_path / "control.sock"))
         silent.listen(4)  # (accepted by the kernel, never read: a stopped runner)
         started = time.monotonic()
         with pytest.raises(runners.NoAnswer, match="did not answer: timed out"):
-            asyncio.run(runners.LiveRunner(tmp_path / "control.sock").request({"cmd": "list"}))
+            asyncio.run(runners.LiveRunner(tmp_path / "control.sock", None).request(
+                {"cmd": "list"}))
         assert time.monotonic() - started < 5

@@ -1,5 +1,5 @@
-"""A command line's request to the live runner: how long it waits for the answer, and a runner
-that is live but gave none (never taken for "no runner")."""
+"""A command line's request to the live runner (waiting `runtime.client.wait_s` for the answer),
+and a runner that is live but gave none (never taken for "no runner")."""
 
 from __future__ import annotations
 
@@ -7,36 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from watchrun.cli.emit import Out
+from watchrun.runtime.client import wait_s
 
 if TYPE_CHECKING:
     from watchrun.config.model import Config
-
-ANSWER_S = 30.0
-"""How long a request waits for the runner's answer (`status`, `agent send/stop`); a change at
-least as long."""
-CHANGE_MARGIN_S = 15.0
-"""How much longer a change waits than the stops it may wait for (`wait_s`)."""
-CHANGES = frozenset({"add", "start", "restart", "stop", "clear"})
-"""The requests that take the runner's one lock for changes in turn (docs/control.md)."""
-
-
-def wait_s(cmd: object, config: Config | None) -> float:
-    """How long a `cmd` request waits for its answer. A change may stop a command, which has
-    `limits.stopTimeout` to end after SIGTERM (a `clear` stops its watchers together), and
-    waits its turn behind a change ahead of it that may do the same: it waits twice that long
-    plus CHANGE_MARGIN_S (ANSWER_S at least). The config's stopTimeout; without a config
-    (`--output-dir`), the most it may be (60 s)."""
-    if cmd not in CHANGES:
-        return ANSWER_S
-    if config is None:
-        from watchrun.config.clamp import LIMIT_RULES
-
-        most = LIMIT_RULES["stopTimeout"][1]
-        assert most is not None  # (a duration's range)
-        stop_ms = most.hi
-    else:
-        stop_ms = config.limits.stop_timeout_ms
-    return max(ANSWER_S, 2 * stop_ms / 1000 + CHANGE_MARGIN_S)
 
 
 class Unanswered(Exception):

@@ -32,7 +32,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     from watchrun.tui.feed import Feed
 
     agents = {a.name: a.provider for a in where.config.agents} if where.config else {}
-    app = TopApp(Feed(where.root, agents))
+    app = TopApp(Feed(where.root, agents, config=where.config))
     app.run()
     if app.pending is not None:  # (its thread is not waited for)
         out.note(f"quit while the {app.pending} waited for the runner's answer; the runner may "

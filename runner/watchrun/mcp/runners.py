@@ -19,14 +19,20 @@ from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
 from watchrun.process.tree import become_subreaper
-from watchrun.runtime.client import READS, NotListening, Unreachable, holders, is_live, request
+from watchrun.runtime.client import (
+    READS,
+    NotListening,
+    Unreachable,
+    holders,
+    is_live,
+    request,
+    wait_s,
+)
 from watchrun.runtime.supervisor import StartupError, Supervisor
 
 __all__ = ["LiveRunner", "NoAnswer", "NoRunner", "Runner", "Runners", "SessionRunner",
            "StartFailed"]
 
-REQUEST_TIMEOUT_S = 75.0
-"""A `stop` waits for its watcher (stopTimeout is at most 60 s)."""
 READ_TIMEOUT_S = 10.0
 """A `list` or `status` waits for nothing but the runner's loop: a runner that does not answer
 it in this long is stuck, and the call says so well within a client's own timeout (a Gemini
@@ -54,23 +60,26 @@ class Runner(Protocol):
 
 
 class LiveRunner:
-    """The output dir's live runner, over its control socket (a blocking client, in a thread)."""
+    """The output dir's live runner, over its control socket (a blocking client, in a thread).
+    A change waits for its answer as `watchrun` does (`wait_s`), by `config`: the one this
+    session loaded, or None (no config file: the defaults are not the live runner's)."""
 
     kind = "live"
 
-    def __init__(self, socket: Path) -> None:
-        self.socket = socket
+    def __init__(self, socket: Path, config: Config | None) -> None:
+        self.socket, self.config = socket, config
 
     async def request(self, payload: dict[str, Any]) -> dict[str, Any]:
+        cmd = payload.get("cmd")
         try:
-            wait = READ_TIMEOUT_S if payload.get("cmd") in READS else REQUEST_TIMEOUT_S
+            wait = READ_TIMEOUT_S if cmd in READS else wait_s(cmd, self.config)
             return await asyncio.to_thread(request, self.socket, payload, wait)
         except NotListening as exc:
             raise NoRunner(str(exc)) from exc
         except Unreachable as exc:
             raise NoAnswer(str(exc)) from exc
         except (OSError, ValueError) as exc:
-            later = "" if payload.get("cmd") in READS else \
+            later = "" if cmd in READS else \
                 "; it may still be carried out (`list` shows it once the runner answers)"
             raise NoAnswer(f"the runner on {self.socket} did not answer: {exc}{later}") \
                 from exc
@@ -208,7 +217,7 @@ class Runners:
                  on_end: Callable[[], None]) -> None:
         self.config, self.log, self._tg, self._on_end = config, log, tg, on_end
         self.root = Path(config.output.dir)
-        self.live = LiveRunner(self.root / "control.sock")
+        self.live = LiveRunner(self.root / "control.sock", config if config.sources else None)
         self.session: SessionRunner | None = None
         self.added: dict[str, Runner] = {}
         """The ids of the watchers this session added, and where: they end with the session

@@ -13,10 +13,14 @@ import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["LOCK_NAME", "READS", "NoReply", "NotListening", "Unreachable", "holders",
-           "is_live", "request", "unix_address"]
+if TYPE_CHECKING:
+    from watchrun.config.model import Config
+
+__all__ = ["ANSWER_S", "CHANGES", "CHANGE_MARGIN_S", "LOCK_NAME", "READS", "NoReply",
+           "NotListening", "Unreachable", "holders", "is_live", "request", "unix_address",
+           "wait_s"]
 
 _SUN_PATH = 107  # bytes of an AF_UNIX path, without the terminating NUL
 _NOBODY = {errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR, errno.ELOOP}
@@ -28,6 +32,13 @@ ending) before it says the runner cannot be reached."""
 SETTLE_POLL_S = 0.02
 READS = frozenset({"list", "status"})
 """Requests that change nothing: one with no reply leaves nothing to be carried out later."""
+CHANGES = frozenset({"add", "start", "restart", "stop", "clear"})
+"""The requests that take the runner's one lock for changes in turn (docs/control.md)."""
+ANSWER_S = 30.0
+"""How long a request waits for the runner's answer (`watchrun status`, `agent send/stop`); a
+change at least as long."""
+CHANGE_MARGIN_S = 15.0
+"""How much longer a change waits than the stops it may wait for (`wait_s`)."""
 LOCK_NAME = "control.lock"
 """Beside the socket: locked by the live runner of the output dir (`runtime/control.py`)."""
 
@@ -82,6 +93,26 @@ def holders(path: Path) -> list[int]:
     from watchrun.output import flocks  # (only here: importing the client loads no layer)
 
     return flocks.holders(path.with_name(LOCK_NAME))
+
+
+def wait_s(cmd: object, config: Config | None) -> float:
+    """How long a `cmd` request waits for its answer: the one rule of `watchrun`, `top` and
+    `mcp`. A change may stop a command, which has `limits.stopTimeout` to end after SIGTERM (a
+    `clear` stops its watchers together), and waits its turn behind a change ahead of it that
+    may do the same: it waits twice that long plus CHANGE_MARGIN_S (ANSWER_S at least). The
+    config's stopTimeout; without one (`--output-dir`, `mcp` with no config file), the most it
+    may be (60 s)."""
+    if cmd not in CHANGES:
+        return ANSWER_S
+    if config is None:
+        from watchrun.config.clamp import LIMIT_RULES  # (only here: the client loads no layer)
+
+        most = LIMIT_RULES["stopTimeout"][1]
+        assert most is not None  # (a duration's range)
+        stop_ms = most.hi
+    else:
+        stop_ms = config.limits.stop_timeout_ms
+    return max(ANSWER_S, 2 * stop_ms / 1000 + CHANGE_MARGIN_S)
 
 
 def _nobody(path: Path, why: str, listening: bool = True) -> OSError:

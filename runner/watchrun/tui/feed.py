@@ -11,27 +11,28 @@ import re
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from watchrun.output.backward import last_records
 from watchrun.output.outdir import layout_for
 from watchrun.output.records import ID_PATTERN, iter_records, stream_ids
-from watchrun.runtime.client import request
+from watchrun.runtime.client import request, wait_s
 from watchrun.tui.model import ENDED, Row, Snapshot, format_match
 from watchrun.tui.tails import Matches, new_matches, transcript
 from watchrun.tui.text import inert
 from watchrun.views.agent_window import StatusTracker, delivery_state, settled
 from watchrun.views.watchers import load_statuses, unreadable_note
 
-__all__ = ["POLL_TIMEOUT_S", "STOP_TIMEOUT_S", "Control", "Feed", "detached"]
+if TYPE_CHECKING:
+    from watchrun.config.model import Config
+
+__all__ = ["POLL_TIMEOUT_S", "Control", "Feed", "detached"]
 
 T = TypeVar("T")
 
 Control = Callable[[Path, dict[str, Any], float], dict[str, Any]]
 """`runtime.client.request`: one request to the live runner (ConnectionError when none)."""
 POLL_TIMEOUT_S = 2.0
-STOP_TIMEOUT_S = 75.0
-"""A stop waits for the watcher's process group: up to limits.stopTimeout (at most 60 s)."""
 
 
 class _AgentTally:
@@ -78,12 +79,15 @@ class Feed:
     """Reads what the screen shows and sends its requests (stop, clear) to the live runner."""
 
     def __init__(self, root: Path, agents: Mapping[str, str] | None = None,
-                 control: Control = request) -> None:
+                 control: Control = request, config: Config | None = None) -> None:
         self.root = root
         self.layout = layout_for(root)
         self.config_agents = dict(agents or {})
         """Agents named by the config: name -> provider (others are found as JSONL files)."""
         self.control = control
+        self.config = config
+        """The runner's config as `top` read it (None: `--output-dir` alone): how long a stop
+        or clear waits for its answer (`wait_s`)."""
         self._agents: dict[str, _AgentTally] = {}
 
     # -- the rows ---------------------------------------------------------------------------
@@ -185,7 +189,8 @@ class Feed:
 
     def _send(self, payload: dict[str, Any]) -> tuple[bool, str]:
         try:
-            reply = self.control(self.layout.control_socket, payload, STOP_TIMEOUT_S)
+            reply = self.control(self.layout.control_socket, payload,
+                                 wait_s(payload["cmd"], self.config))
         except (OSError, ValueError) as exc:
             return False, inert(f"{exc}; is `watchrun run` running with this output dir?")
         if reply.get("ok"):
@@ -214,8 +219,9 @@ def _int(value: Any) -> int | None:
 
 
 async def detached(call: Callable[[], T]) -> T:
-    """`call()` in a daemon thread: a request that waits out its 75 s for a runner that stopped
-    answering must not hold up quitting (`asyncio.to_thread`'s pool is joined at the end)."""
+    """`call()` in a daemon thread: a request that waits out its `wait_s` for a runner that
+    stopped answering must not hold up quitting (`asyncio.to_thread`'s pool is joined at the
+    end)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[T] = loop.create_future()
 
