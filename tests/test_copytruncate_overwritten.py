@@ -4,8 +4,9 @@ rotations): the copy that held what followed what was read is overwritten by the
 those lines are gone. Only `rotate{truncate, unreadBytes: 0}` was written, and a once run's
 gate passed (exit 0) over an ERROR line nobody read, where the rename analog is a
 `gap{missing}` and exit 3 (found by an explorer, 2026-12-07). Now a copy made since that does
-not begin as the truncated file did says so: `gap{missing}` (unreadBytes 0: not known). The
-cases that lose nothing stay without a gap."""
+not begin as the truncated file did says so: `gap{missing}` (unreadBytes 0: not known;
+`laterCopy`, that copy), and the once run's ERROR advises keeping more copies, not the
+`make clean` advice of a log deleted. The cases that lose nothing stay without a gap."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 from liverunner import LiveRunner, read_records, wait_for, write_config
+from recordcheck import validate_records
 from test_once import once, table_row
 
 CONFIG = {"watchers": [{"id": "f", "path": "app.log", "pattern": "ERROR",
@@ -116,11 +118,18 @@ def test_a_copy_overwritten_between_two_once_runs_fails_the_gate_closed(tmp_path
         assert gaps == []
         return
     assert table_row(second.out, "f")[-1] == "ERROR"
-    assert "could not look at every line" in second.out
+    validate_records(tmp_path / ".watchrun" / "watchers" / "f.jsonl")  # (`laterCopy` too)
     [gap] = gaps
     assert (gap["reason"], gap["path"], gap["inode"], gap["offset"], gap["lineNo"],
-            gap["unreadBytes"]) == ("missing", str(log), log.stat().st_ino, len(FIRST), 101, 0)
+            gap["unreadBytes"], gap["laterCopy"]) == (
+        "missing", str(log), log.stat().st_ino, len(FIRST), 101, 0, f"{log}.1")
     assert f"{log}.1, written since, does not begin as it did" in gap["message"]
+    # the ERROR's advice is for copies kept too few, not for a log deleted (`make clean`)
+    assert f"f: could not look at every line\n  - lines of {log} may never have been read: " \
+           f"{gap['message']} (the log was copied and truncated more often between two looks, " \
+           "as between two runs, than its copies are kept: keep more copies, logrotate's " \
+           "`rotate N`, or run the gate on the finished log before it is rotated)\n" \
+           in second.out, second.out
     assert not [x for x in recs if x["kind"] == "match"]  # (the ERROR line was never read)
 
 

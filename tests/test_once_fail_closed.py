@@ -30,6 +30,9 @@ def test_a_generation_gone_since_the_last_run_is_no_pass(tmp_path: Path) -> None
            f"  - lines of {log} may never have been read: the generation being read (inode " \
            in r.out, r.out
     assert "is gone from line 2 (offset 3) on" in r.out
+    assert "nor any generation created and deleted while the runner was not looking (a log " \
+           "deleted on purpose between two runs, as `make clean` does, is judged whole with a " \
+           "fresh --output-dir per build)\n" in r.out, r.out
     assert r.out.rstrip().endswith("watchrun: FAILED: 1 watcher could not look at every line")
     gaps = [x for x in read_records(tmp_path / ".watchrun" / "watchers" / "a.jsonl")
             if x["kind"] == "gap"]

@@ -190,6 +190,11 @@ _UNKNOWN_LOSS = ("compressed", "missing", "unseen")
 
 _GONE_HINT = (" (a log deleted on purpose between two runs, as `make clean` does, is judged "
               "whole with a fresh --output-dir per build)")
+_COPIED_HINT = (" (the log was copied and truncated more often between two looks, as between two "
+                "runs, than its copies are kept: keep more copies, logrotate's `rotate N`, or "
+                "run the gate on the finished log before it is rotated)")
+"""A `gap{missing}` with a `laterCopy`: copytruncate's copy of what followed the read is gone,
+not the log (`sources/announced.py`'s `copy_gone`)."""
 
 
 def _lost(fields: Mapping[str, Any]) -> int:
@@ -217,7 +222,9 @@ def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
         else:
             of = f" of {fields['path']}" if isinstance(fields.get("path"), str) else ""
             what = f"lines{of} may never have been read"
-        hint = _GONE_HINT if reason == "missing" and not lost else ""
+        hint = ""
+        if reason == "missing" and not lost:
+            hint = _COPIED_HINT if fields.get("laterCopy") else _GONE_HINT
         return f"{what}: {fields.get('message', reason)}{hint}"
     if kind == "error" and fields.get("code") == "output-held-open":
         if fields.get("unread"):

@@ -38,12 +38,13 @@ def missing_gap(cp: Checkpoint, recorded: Mark | None = None,
 
 def copy_gone(cp: Checkpoint, recorded: Mark | None, made: str) -> dict[str, Any]:
     """The generation being read was truncated, and the copy that held what followed what
-    was read is gone (`copies.overwritten`: `made`, a copy written later, is no copy of it). Its
-    `unreadBytes` is 0, not known: what it held past that, if anything, was never seen (the
-    bytes seen are the truncation's `rotate` record's)."""
+    was read is gone (`copies.overwritten`: `made`, a copy written later, is no copy of it: its
+    `laterCopy`, which the once report's hint tells from a log deleted). Its `unreadBytes` is 0,
+    not known: what it held past that, if anything, was never seen (the bytes seen are the
+    truncation's `rotate` record's)."""
     offset, line_no = _after(cp, recorded)
     return {"reason": "missing", "path": cp.path, "inode": cp.inode, "offset": offset,
-            "lineNo": line_no, "unreadBytes": 0,
+            "lineNo": line_no, "unreadBytes": 0, "laterCopy": made,
             "message": f"the generation being read (inode {cp.inode}) was truncated, and no "
                        f"copy of it holds its lines from line {line_no} (offset {offset}) on: "
                        f"{made}, written since, does not begin as it did, so it was copied and "
