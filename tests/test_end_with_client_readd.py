@@ -206,13 +206,16 @@ def test_mine_stops_and_clears_only_the_clients_own_watchers_as_it_added_them(
     for wid, tied in (("w", True), ("x", True), ("loose", False)):
         assert r.control(add(tmp_path, wid, end_with_client=tied))["ok"] is True
     refused = r.control({"cmd": "stop", "id": "loose", "mine": True})
-    assert refused["error"]["code"] == "not_found", refused
+    assert (refused["error"]["code"], refused["error"]["mine"]) == ("not_found", False), refused
     assert r.control({"cmd": "stop", "id": "w", "mine": True})["wasRunning"] is True
+    # its own, no longer running: `not_found` without `mine: false`
+    again = r.control({"cmd": "stop", "id": "w", "mine": True})
+    assert again["error"] == {"code": "not_found", "message": "no running watcher 'w'"}
     assert r.control({"cmd": "clear", "mine": True})["cleared"] == 1  # w: stopped, its own
     other = Client(r, add(tmp_path, "w", end_with_client=True))  # w again, another's
     try:
         refused = r.control({"cmd": "stop", "id": "w", "mine": True})
-        assert refused["error"]["code"] == "not_found", refused
+        assert (refused["error"]["code"], refused["error"]["mine"]) == ("not_found", False)
         cleared = r.control({"cmd": "clear", "all": True, "mine": True, "ids": ["w", "loose"]})
         assert cleared["cleared"] == 0
         assert r.control({"cmd": "clear", "all": True, "mine": True})["cleared"] == 1  # x

@@ -33,9 +33,10 @@ each) with status and counts.
 `since` to get only the matches recorded after it. A result holds at most 1 MiB of lines \
 (`omitted` counts those left out).
 - logs: a watcher's last raw lines, sanitized (`id`, `lines`).
-- stop: stop a watcher (`id`); stopping one that is not running is not an error.
+- stop: stop a watcher (`id`); stopping one that is not running is not an error. On a live \
+runner only one this session added.
 - clear: forget stopped and ended (exited, fatal) watchers; with `all`, stop and forget every \
-one.
+one. On a live runner only those this session added.
 A file is followed like `tail -F` from its end unless `fromStart`; a command runs under \
 /bin/sh -c in its own process group. Watchers added here end with the MCP session. Subscribe \
 to the resource watchrun://watchers/{id}/matches to be told when a watcher records new matches."""

@@ -201,14 +201,26 @@ class Tool:
     # -- stop -----------------------------------------------------------------------------
     async def _stop(self, runner: Runner | None, wid: str) -> dict[str, Any]:
         """As `watchrun stop`: a watcher that is not running is no error (`stopped: false`);
-        only one nobody knows is."""
-        stopped = False
+        only one nobody knows is. On a live runner only one this session added, as it added
+        it (`mine`, as `clear` and the session's end): the runner's own (its config's, one a
+        person added) is refused, and nothing is stopped."""
+        stopped = others = False
         if runner is not None:
-            reply = await self._ask(runner, {"cmd": "stop", "id": wid}, missing_ok=True)
+            request: dict[str, Any] = {"cmd": "stop", "id": wid}
+            if runner.kind == "live":
+                request["mine"] = True
+            reply = await self._ask(runner, request, missing_ok=True)
             stopped = bool(reply.get("ok"))
+            err = reply.get("error")
+            others = isinstance(err, dict) and err.get("mine") is False
         record = await self._record(runner, wid)
         if record is None and not stopped:
             raise Failed(await self._unknown(wid))
+        if others:
+            raise Failed(f"{wid} is not a watcher this session added, so it was not stopped: "
+                         "on a live runner the tool stops only its session's own watchers, "
+                         "never the runner's (its config's, or one a person or another "
+                         f"session added); a person stops it with `watchrun stop {wid}`")
         return {"stopped": stopped, **({"watch": record} if record else {})}
 
     # -- reading --------------------------------------------------------------------------

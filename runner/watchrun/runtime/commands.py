@@ -87,8 +87,10 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         wid = req["id"]
         async with sup.changing:  # looked for in turn: a restart or reload may be starting it
             if req.get("mine", False) and wid not in added_by(sup, PEER_PID.get()):
-                return _fail("not_found", f"no watcher {wid!r} that this client added with "
-                             "`endWithClient` (the one under that id now, if any, is not it)")
+                return manage.Refused(  # (`mine: false`: not the client's, whatever it is)
+                    "not_found", f"no watcher {wid!r} that this client added with "
+                    "`endWithClient` (the one under that id now, if any, is not it)",
+                    mine=False).reply()
             if wid in sup.set.stopping:  # (the runner's stop, under way: it ends with it)
                 await asyncio.shield(sup.set.stopping[wid])
                 return {"ok": True, "wasRunning": True,
