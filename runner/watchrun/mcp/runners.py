@@ -23,7 +23,7 @@ from watchrun.runtime.client import (
     READS,
     NotListening,
     Unreachable,
-    holders,
+    held,
     is_live,
     request,
     wait_s,
@@ -86,11 +86,12 @@ class LiveRunner:
 
     def live(self) -> bool:
         """Whether a runner is live here: one listens on the socket, or holds `control.lock`
-        (a runner whose socket was removed or replaced: its requests say so)."""
+        as the kernel says (a runner whose socket was removed or replaced, or in another pid
+        namespace: its requests say so)."""
         if is_live(self.socket):
             return True
         try:
-            return bool(holders(self.socket))
+            return held(self.socket)
         except OSError:
             return False
 

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from watchrun.config.model import Config
 
 __all__ = ["ANSWER_S", "CHANGES", "CHANGE_MARGIN_S", "LOCK_NAME", "READS", "NoReply",
-           "NotListening", "Unreachable", "holders", "is_live", "request", "unix_address",
-           "wait_s"]
+           "NotListening", "Unreachable", "held", "holders", "is_live", "request",
+           "unix_address", "wait_s"]
 
 _SUN_PATH = 107  # bytes of an AF_UNIX path, without the terminating NUL
 _NOBODY = {errno.ENOENT, errno.ECONNREFUSED, errno.ENOTDIR, errno.ELOOP}
@@ -87,10 +87,20 @@ def is_live(path: Path) -> bool:
     return True
 
 
-def holders(path: Path) -> list[int]:
-    """The pids holding the `control.lock` beside the control socket `path` ([]: none), from
-    /proc/locks; OSError when it cannot tell."""
+def held(path: Path) -> bool:
+    """Whether a process holds the `control.lock` beside the control socket `path`, as the
+    kernel says (`flocks.held`: a runner in any pid namespace); OSError when it cannot tell
+    (the lock cannot be opened)."""
     from watchrun.output import flocks  # (only here: importing the client loads no layer)
+
+    return flocks.held(path.with_name(LOCK_NAME))
+
+
+def holders(path: Path) -> list[int]:
+    """The pids, as /proc/locks shows them, holding the `control.lock` beside the control
+    socket `path` ([]: none, or none visible from this pid namespace); OSError when it
+    cannot tell."""
+    from watchrun.output import flocks
 
     return flocks.holders(path.with_name(LOCK_NAME))
 
@@ -117,21 +127,31 @@ def wait_s(cmd: object, config: Config | None) -> float:
 
 def _nobody(path: Path, why: str, listening: bool = True) -> OSError:
     """What to raise when `path` reaches no runner (`why`): Unreachable when a process holds
-    `control.lock` (a runner whose socket was removed or replaced); else NotListening. When
-    /proc/locks cannot tell: NotListening if nothing `listening` there (as before the lock
-    was read), else NoReply (a symlink or a file there is no proof that no runner lives)."""
+    `control.lock` (a runner whose socket was removed or replaced), as the kernel says, named
+    by its pid where /proc/locks shows it; else NotListening. A lock this process cannot open
+    (another user's) is asked of /proc/locks alone; when neither can tell: NotListening if
+    nothing `listening` there, else NoReply (a symlink or a file there is no proof that no
+    runner lives)."""
+    from watchrun.output import flocks
+
+    lock = path.with_name(LOCK_NAME)
     try:
-        held = holders(path)
+        busy: bool | None = held(path)
     except OSError:
-        if listening:
-            return NotListening(f"no live runner on {path} ({why})")
-        return NoReply(f"cannot reach a runner on {path}: {why}; /proc/locks cannot tell "
-                       f"whether one holds {LOCK_NAME}")
-    if not held:
+        busy = None
+    pids: list[int] = []
+    if busy is not False:
+        try:
+            pids = holders(path)
+        except OSError:
+            if busy is None and not listening:
+                return NoReply(f"cannot reach a runner on {path}: {why}; cannot tell whether "
+                               f"one holds {LOCK_NAME}")
+    if not (busy or pids):
         return NotListening(f"no live runner on {path} ({why})")
-    return Unreachable(f"a runner (pid {held[0]}) holds {path.with_name(LOCK_NAME)} but cannot "
-                       f"be reached on {path}: {why}; nothing was sent to it (a runner makes "
-                       "its socket when it starts: stop it and start it again)")
+    return Unreachable(f"a runner ({flocks.pid_said(pids[0] if pids else None)}) holds {lock} "
+                       f"but cannot be reached on {path}: {why}; nothing was sent to it (a "
+                       "runner makes its socket when it starts: stop it and start it again)")
 
 
 def _check_path(path: Path) -> None:

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import contextvars
 import errno
-import fcntl
 import json
 import os
 import socket
@@ -192,30 +191,21 @@ class ControlServer:
 
 
 def _hold(path: Path) -> int:
-    """The descriptor of `path` (opened with no symlink followed), locked `flock(LOCK_EX)`;
-    OSError naming the holder's pid when another process holds it. Nothing is written to it:
-    a runner starts on a full disk."""
+    """The descriptor of `path` (opened with no symlink followed), locked `flock(LOCK_EX)`
+    (`flocks.take`: a client's probe of it is waited out); OSError naming the holder's pid
+    when another process holds it. Nothing is written to it: a runner starts on a full disk."""
     fd = safefs.open_write(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        flocks.take(fd)
     except BlockingIOError:
         st = os.fstat(fd)
         os.close(fd)
-        raise OSError(errno.EWOULDBLOCK, f"another runner is live on {path.parent} (pid "
-                      f"{_holder(st)}, which holds {path.name})") from None
+        raise OSError(errno.EWOULDBLOCK, f"another runner is live on {path.parent} ("
+                      f"{flocks.pid_said(flocks.holder(st))}, which holds {path.name})") from None
     except BaseException:
         os.close(fd)
         raise
     return fd
-
-
-def _holder(st: os.stat_result) -> str:
-    """The pid holding a flock on the file of `st`, from /proc/locks ("unknown" without it)."""
-    try:
-        found = flocks.holders_of(st)
-    except OSError:
-        found = []
-    return str(found[0]) if found else "unknown"
 
 
 def _check_peer(conn: socket.socket) -> int:
