@@ -1,17 +1,20 @@
 """Runners and `agent run`s in other pid namespaces (containers sharing an output dir): whether
 one holds its lock is the kernel's answer, not /proc/locks' (which lists only the locks of the
 processes its pid namespace can see), and a pid is named only as the caller sees it (an
-explorer's F1)."""
+explorer's F1 and F6)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pidns
-from liverunner import cli, processes, wait_for, write_config
+import pytest
+from liverunner import alive, cli, processes, wait_for, write_config
 
 pytestmark = pidns.needs_pid_namespaces
 
@@ -75,3 +78,71 @@ def test_a_runner_in_another_pid_namespace_is_no_answer_never_no_runner(tmp_path
         assert [w["status"] for w in json.loads(listed.stdout)["watchers"]] == ["running"]
     finally:
         pidns.end(runner, out / "control.lock")
+
+
+class AgentRun(NamedTuple):
+    config: Path
+    mark: Path
+    """The agent's shell has this path on its command line."""
+    pid: int
+    """`agent run`'s host pid (pid 1 in its namespace)."""
+
+
+@pytest.fixture
+def agent_run(tmp_path: Path) -> Iterator[AgentRun]:
+    """`agent run slow` in a pid namespace of its own, its turn under way (its processes
+    recorded in `state/agent-slow.processes.json`)."""
+    mark = tmp_path / "mark"
+    config = write_config(tmp_path, {"agents": [
+        {"name": "slow", "provider": "generic",
+         "command": ["sh", "-c", 'touch "$0.up"; sleep 600; :', str(mark)]}]})
+    state = tmp_path / ".watchrun" / "state"
+    proc = pidns.start(tmp_path, "agent", "run", "slow", "--prompt", "hi", "-c", str(config))
+
+    def recorded() -> bool:
+        try:
+            return bool(json.loads((state / "agent-slow.processes.json").read_text())["groups"])
+        except (OSError, ValueError):
+            return False
+    try:
+        wait_for(lambda: Path(f"{mark}.up").exists() and recorded(), "the turn under way")
+        yield AgentRun(config, mark, _child_of(proc.pid))
+    finally:
+        pidns.end(proc, state / "agents-slow.lock")
+
+
+def test_agent_views_in_a_sibling_namespace_see_the_turn_running(agent_run: AgentRun,
+                                                                 tmp_path: Path) -> None:
+    """F1 (views): from a sibling namespace nobody seemed to hold the agent's lock, so a
+    running turn was `interrupted`, "its runner is gone: nothing runs it"."""
+    listed = pidns.run(tmp_path, "agent", "list", "-c", str(agent_run.config), "--json")
+    assert [a["status"] for a in json.loads(listed.stdout)["agents"]] == ["running"], listed
+    watch = pidns.run(tmp_path, "agent", "transcript", "slow", "-c", str(agent_run.config))
+    assert "nothing runs it" not in watch.stdout + watch.stderr, watch
+
+
+def test_agent_stop_of_an_agent_run_in_another_namespace_is_agent_busy(agent_run: AgentRun,
+                                                                       tmp_path: Path) -> None:
+    """F6: `agent stop` said "slow has no running turn", exit 0, of a turn an `agent run` in
+    another pid namespace ran (its written pid, 1, was not among the holders the host sees).
+    Now `agent_busy`, exit 3, naming the pid as the caller sees it — never `kill -INT 1`, init
+    on a host — or none where it cannot see it."""
+    host = cli("agent", "stop", "slow", "-c", agent_run.config, "--json")
+    assert host.returncode == 3, host
+    err = _error(host)
+    assert (err["code"], err["pid"]) == ("agent_busy", agent_run.pid), err
+    assert f"`kill -INT {agent_run.pid}`" in str(err["message"]), err
+    sibling = pidns.run(tmp_path, "agent", "stop", "slow", "-c", str(agent_run.config), "--json")
+    assert sibling.returncode == 3, sibling
+    err = _error(sibling)
+    assert (err["code"], err["pid"]) == ("agent_busy", None), err
+    assert "(pid not visible from here)" in str(err["message"]), err
+    assert "kill -INT 1`" not in str(err["message"]), err
+    again = pidns.run(tmp_path, "agent", "run", "slow", "--prompt", "x", "-c",
+                      str(agent_run.config), "--json")
+    assert again.returncode == 3, again
+    err = _error(again)
+    assert (err["code"], err["pid"]) == ("agent_busy", None), err
+    assert "being written by another process (pid not visible from here)" in str(
+        err["message"]), err
+    assert alive(agent_run.pid)

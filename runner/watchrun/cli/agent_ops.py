@@ -58,13 +58,14 @@ def _agent_control(args: argparse.Namespace, out: Out) -> int:
         return _refused(out, reply)
     if reply is None:  # no runner: an `agent run` may have the agent
         from watchrun.agents.streamlock import held_by
+        from watchrun.output.flocks import pid_said
 
         busy = held_by(where.root / "agents" / f"{name}.jsonl", name)
-        if busy is not None:
-            how = f"Ctrl-C there, or `kill -INT {busy.pid}`" if busy.pid else "Ctrl-C there"
-            return out.fail("agent_busy", f"{name}'s turn is run by another process"
-                            f"{f' (pid {busy.pid})' if busy.pid else ''}, not a runner: "
-                            f"stop it with {how}", name=name, pid=busy.pid)
+        if busy is not None:  # (its pid as seen here: one written in a container may be init)
+            how = f"`kill -INT {busy.pid}`" if busy.pid else "`kill -INT` its pid there"
+            return out.fail("agent_busy", f"{name}'s turn is run by another process "
+                            f"({pid_said(busy.pid)}), not a runner: stop it with Ctrl-C "
+                            f"there, or {how}", name=name, pid=busy.pid)
     why = "no runner is live on this output dir" if reply is None else "nothing to stop"
     return _done(out, {"name": name, "stopped": False,
                        "message": f"{name} has no running turn ({why})"})

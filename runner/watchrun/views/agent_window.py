@@ -110,12 +110,13 @@ def status_tracker(path: Path) -> StatusTracker:
 
 
 def writer_gone(path: Path) -> bool:
-    """Whether nobody holds the agent's lock (`state/agents-<name>.lock`): the process that
-    wrote its stream (`agent run`, a runner) is gone. False when that cannot be told (no lock
-    file, no /proc/locks)."""
+    """Whether nobody holds the agent's lock (`state/agents-<name>.lock`), as the kernel says
+    (`flocks.held`: a writer in another pid namespace holds it too): the process that wrote
+    its stream (`agent run`, a runner) is gone. False when that cannot be told (no lock file,
+    or it cannot be opened)."""
     lock = lock_path(path)
     try:
-        return lock.exists() and not flocks.holders(lock)
+        return lock.exists() and not flocks.held(lock)
     except OSError:
         return False
 
