@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,6 +146,31 @@ def test_groups_of_a_dead_runner_are_leftovers(tmp_path: Path) -> None:
     assert leftover_groups(path) == (gone.pid, [Group(7, 8, "s")])
     path.write_text("{not json")
     assert leftover_groups(path) == (None, [])
+
+
+def test_groups_of_a_recorder_that_holds_its_lock_are_no_leftovers(tmp_path: Path) -> None:
+    """An `agent run` in another pid namespace wrote its own pid (1 there), which here is
+    another process or none: judged by it, its live turn was ended. While a process holds the
+    lock (`state/agents-NAME.lock`, the kernel's answer) nothing is left over; once it is let
+    go, its groups are."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    path, lock = tmp_path / "agent-a.processes.json", tmp_path / "agents-a.lock"
+    path.write_text(json.dumps({"runner": {"pid": gone.pid, "start": 1},
+                                "groups": [{"pgid": 7, "start": 8, "spawnId": "s"}]}))
+    assert leftover_groups(path, lock) == (gone.pid, [Group(7, 8, "s")])  # (no lock file yet)
+    lock.write_text("")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                               "f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True); time.sleep(600)", str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert leftover_groups(path, lock) == (None, [])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert leftover_groups(path, lock) == (gone.pid, [Group(7, 8, "s")])
 
 
 @pytest.mark.parametrize("clean", [True, False])

@@ -1,7 +1,7 @@
 """Runners and `agent run`s in other pid namespaces (containers sharing an output dir): whether
 one holds its lock is the kernel's answer, not /proc/locks' (which lists only the locks of the
 processes its pid namespace can see), and a pid is named only as the caller sees it (an
-explorer's F1 and F6)."""
+explorer's F1, F3 and F6)."""
 
 from __future__ import annotations
 
@@ -146,3 +146,26 @@ def test_agent_stop_of_an_agent_run_in_another_namespace_is_agent_busy(agent_run
     assert "being written by another process (pid not visible from here)" in str(
         err["message"]), err
     assert alive(agent_run.pid)
+
+
+def _agent_shell(mark: Path) -> list[int]:
+    return [pid for pid, st, (cmdline,) in processes("cmdline")
+            if str(mark).encode() in cmdline and st[0] != b"Z"]
+
+
+def test_a_runner_started_beside_a_live_agent_run_of_another_namespace_ends_nothing(
+        agent_run: AgentRun, tmp_path: Path) -> None:
+    """F3: `run --once` on the host judged the `agent run` dead by its pid (1, its own
+    namespace's) and ended its live turn: "ended 2 processes left running by a previous
+    `agent run` (pid 1)", and the turn failed, killed by SIGTERM."""
+    shell = _agent_shell(agent_run.mark)
+    assert len(shell) == 1
+    (tmp_path / "app.log").write_text("")
+    host = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "ERROR"}]}, "host.yaml")
+    once = cli("run", "--once", "-c", host)
+    assert once.returncode == 0, once.stderr
+    assert "ended" not in once.stderr, once.stderr
+    assert alive(shell[0]) and alive(agent_run.pid)
+    listed = json.loads(cli("agent", "list", "-c", agent_run.config, "--json").stdout)
+    assert [a["status"] for a in listed["agents"]] == ["running"], listed

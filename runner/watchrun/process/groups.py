@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from watchrun.output import safefs
+from watchrun.output import flocks, safefs
 from watchrun.process.guardian import Group, end_groups, members
 from watchrun.process.procstat import start_time
 
@@ -29,11 +29,32 @@ PROCESSES_BYTES = 16 << 20
 """A groups file is read up to this much (a runner's own holds a few hundred bytes a group)."""
 
 
-def leftover_groups(path: Path) -> tuple[int | None, list[Group]]:
+def leftover_groups(path: Path, lock: Path | None = None) -> tuple[int | None, list[Group]]:
     """The groups recorded in `path` by a runner that is no longer alive: (its pid, groups).
     A live recorder (same pid and start time) leaves nothing to clean up; so does a missing or
     unreadable file. The file says whom to signal, so only the runner's own regular file is
-    believed: a symlink, FIFO, hard link or another user's file raises `UnsafePathError`."""
+    believed: a symlink, FIFO, hard link or another user's file raises `UnsafePathError`.
+    `lock`: the lock the recorder holds for its life (an `agent run`'s stream lock), which the
+    kernel tells held from any pid namespace, where the recorder's pid may be another process
+    here: while a process holds it, nothing is left over. The file is read under a shared lock
+    on it (`flocks.share`), so an `agent run` that starts meanwhile waits, and then writes
+    its own; a lock that cannot be opened leaves nothing to end (it cannot be told)."""
+    if lock is None:
+        return _recorded(path)
+    try:
+        fd = safefs.open_read(lock)
+    except FileNotFoundError:  # (no `agent run` of it ever took it)
+        return _recorded(path)
+    except OSError:
+        return None, []
+    try:
+        return _recorded(path) if flocks.share(fd) else (None, [])
+    finally:
+        os.close(fd)
+
+
+def _recorded(path: Path) -> tuple[int | None, list[Group]]:
+    """`leftover_groups` by the recorder's pid and start time."""
     try:
         doc = json.loads(safefs.read_bytes(path, PROCESSES_BYTES, owned=True))
         runner = doc["runner"]
@@ -55,10 +76,11 @@ def agent_processes(name: str) -> str:
     return f"agent-{name}.{PROCESSES}"
 
 
-def end_leftovers(path: Path, grace_s: float) -> tuple[int | None, int]:
+def end_leftovers(path: Path, grace_s: float, lock: Path | None = None
+                  ) -> tuple[int | None, int]:
     """End what a dead recorder of `path` left running: (its pid, processes signalled).
-    Blocking: run it in a thread. Raises `UnsafePathError` as `leftover_groups` does."""
-    pid, groups = leftover_groups(path)
+    Blocking: run it in a thread. `lock` and `UnsafePathError` as in `leftover_groups`."""
+    pid, groups = leftover_groups(path, lock)
     return pid, end_groups(groups, grace_s) if groups else 0
 
 

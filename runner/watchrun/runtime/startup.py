@@ -9,8 +9,10 @@ import functools
 import importlib
 import signal
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Protocol
 
+from watchrun.agents.streamlock import lock_path
 from watchrun.config.model import Config
 from watchrun.notify import Notifier
 from watchrun.offload import StuckCall
@@ -169,19 +171,26 @@ async def _close_board(sup: Starting) -> None:
 async def _end_leftovers(sup: Starting) -> None:
     """Process groups a previous runner of this output dir left (it was SIGKILLed, and so was
     its guardian) are ended before their watchers start again, and so are those a killed
-    `agent run` left. A groups file that is not the runner's own (a planted symlink, FIFO or
-    another user's file) is not believed: said, and nothing is signalled."""
+    `agent run` left: only while nothing holds that agent's lock, whatever its pid says (an
+    `agent run` in another pid namespace recorded its pid there). A groups file that is not
+    the runner's own (a planted symlink, FIFO or another user's file) is not believed: said,
+    and nothing is signalled."""
     state = sup.layout.state
     grace = sup.config.limits.stop_timeout_ms / 1000
-    for path in [state / PROCESSES, *sorted(state.glob(agent_processes("*")))]:
+    # (the runner's own file: its writer held control.lock, which this runner holds now)
+    found: list[tuple[Path, Path | None]] = [(state / PROCESSES, None)]
+    for path in sorted(state.glob(agent_processes("*"))):
+        name = path.name.removeprefix("agent-").removesuffix(f".{PROCESSES}")
+        found.append((path, lock_path(sup.layout.agents / f"{name}.jsonl")))
+    for path, lock in found:
         try:
-            pid, ended = await asyncio.to_thread(end_leftovers, path, grace)
+            pid, ended = await asyncio.to_thread(end_leftovers, path, grace, lock)
         except UnsafePathError as exc:
             sup.log.warning(f"{exc.filename}: {exc.strerror}; not trusted, so no process it "
                             "names is ended")
             continue
         if ended:
-            who = "runner" if path.name == PROCESSES else "`agent run`"
+            who = "runner" if lock is None else "`agent run`"
             sup.log.warning(f"ended {ended} processes left running by a previous {who} "
                             f"(pid {pid}) of this output dir")
 
