@@ -140,7 +140,7 @@ def test_a_strangers_lock_with_the_same_inode_elsewhere_is_no_runner(
             0, "app is already stopped (no runner is live on this output dir)"), stop
         from watchrun.mcp.runners import LiveRunner
 
-        assert not LiveRunner(one / ".watchrun" / "control.sock").live()
+        assert not LiveRunner(one / ".watchrun" / "control.sock", None).live()
     finally:
         stranger.kill()
         stranger.wait()

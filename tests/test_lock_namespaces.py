@@ -63,7 +63,8 @@ def test_a_runner_in_another_pid_namespace_is_no_answer_never_no_runner(tmp_path
         live = pidns.run(tmp_path, sys.executable, "-c",
                          "import sys; from pathlib import Path\n"
                          "from watchrun.mcp.runners import LiveRunner\n"
-                         "print(LiveRunner(Path(sys.argv[1])).live())", str(out / "control.sock"))
+                         "print(LiveRunner(Path(sys.argv[1]), None).live())",
+                         str(out / "control.sock"))
         assert live.stdout.split() == ["True"], live  # (the session does not start its own)
         host = cli("stop", "app", "-c", config, "--json")  # the host sees it: named, host pid
         pid = _child_of(runner.pid)
