@@ -1,5 +1,7 @@
 """Test helper: watchrun processes in pid namespaces of their own (`unshare --pid`), as in
-containers that share an output dir with the host or with each other."""
+containers that share an output dir with the host or with each other: `watchrun run` as the
+first process (PID 1) of its namespace, as a container runs it (`start`, `NsRunner`), and
+commands run to their end in a sibling namespace (`run`)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from liverunner import DEADLINE_S, wait_for, watchrun_bin
@@ -53,3 +56,53 @@ def end(proc: subprocess.Popen[bytes], lock: Path) -> None:
         os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     wait_for(lambda: not flocks.held(lock), f"{lock.name} to be let go")
+
+
+class NsRunner:
+    """`watchrun run -c CONFIG` as PID 1 of a new pid namespace; `pid` is its pid here."""
+
+    def __init__(self, config: Path) -> None:
+        self.out = config.parent / ".watchrun"
+        self.err = config.parent / f"ns-runner-{os.getpid()}-{id(self)}.err"
+        with open(self.err, "wb") as err:
+            self.proc = subprocess.Popen([*UNSHARE, watchrun_bin(), "run", "-c", str(config)],
+                                         cwd=config.parent, start_new_session=True,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=err)
+        self.pid = int(wait_for(self._child, "unshare's child, the namespace's PID 1"))
+
+    def _child(self) -> int | None:
+        try:
+            kids = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return None
+        return int(kids.split()[0]) if kids.split() else None
+
+    def request(self, payload: dict[str, Any]) -> dict[str, Any]:
+        from watchrun.runtime.client import request
+
+        return request(self.out / "control.sock", payload, timeout=DEADLINE_S)
+
+    def wait_running(self) -> None:
+        def running() -> bool:
+            try:
+                return self.request({"cmd": "status"}).get("state") == "running"
+            except OSError:
+                assert self.proc.poll() is None, self.err.read_text()
+                return False
+        wait_for(running, "the namespace's runner to be running")
+
+    def kill(self) -> None:
+        """SIGKILL its PID 1: the kernel kills every process of the namespace (a container
+        killed), and the runner cleans nothing up."""
+        os.kill(self.pid, signal.SIGKILL)
+        self.proc.wait(DEADLINE_S)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(DEADLINE_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(DEADLINE_S)

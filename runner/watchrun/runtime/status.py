@@ -15,7 +15,7 @@ from watchrun import offload
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.redact import Redactor
-from watchrun.output import safefs, tailfile
+from watchrun.output import runlock, safefs, tailfile
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.runtime.snapshot_text import TAIL_LINE_BYTES, snapshot_json, tail_lines
@@ -32,7 +32,8 @@ class StatusBoard:
     The snapshots are rendered on the loop (a few hundred microseconds per watcher) and written
     (tmp + rename) by a worker thread, so a slow disk never delays a match record. Each
     write carries a generation: an older snapshot never replaces a newer one, nor revives one
-    that `forget_stopped` removed.
+    that `forget_stopped` removed. Before the first, the runner's run lock is made
+    (`output/runlock.py`): each snapshot names it (`runnerId`), and it is held until `close`.
     """
 
     def __init__(self, state_dir: Path, clock: Clock, lag: LoopLag | None = None) -> None:
@@ -44,6 +45,8 @@ class StatusBoard:
         self._dirty: set[str] = set()
         self._timer: asyncio.TimerHandle | None = None
         self.started_at = clock.now()
+        self.runner_id = runlock.new_id()
+        self._run = runlock.RunLock(state_dir, self.runner_id)
         self._gen = 0
         self._stored: dict[Path, int] = {}  # path -> generation written (or removed) last
         self._failing: dict[Path, str] = {}  # path -> why its last write failed (said once)
@@ -207,7 +210,7 @@ class StatusBoard:
             self._timer.cancel()
             self._timer = None
         dirty, self._dirty = self._dirty, set()
-        self._store(self._render(sorted(dirty)))
+        self._store(self._render(sorted(dirty)), last=True)
 
     async def aclose(self) -> None:
         """`close()` for the running loop: the last snapshots are rendered here and written in
@@ -218,7 +221,7 @@ class StatusBoard:
         if self._writing is not None:
             await asyncio.wait({self._writing}, timeout=offload.STOP_CALL_S)
         dirty, self._dirty = self._dirty, set()
-        await offload.at_stop(self._store, self._render(sorted(dirty)))
+        await offload.at_stop(self._store, self._render(sorted(dirty)), True)
 
     def live(self) -> list[dict[str, Any]]:
         """The live `list`: every watcher's snapshot now, with `uptimeS` and `live: true`."""
@@ -227,7 +230,7 @@ class StatusBoard:
     def live_record(self, wid: str) -> dict[str, Any]:
         """One watcher's snapshot now; `uptimeS`: seconds since it (re)started, while it runs."""
         entry = self.entries[wid]
-        snap = snapshot(entry, self.clock.now(), self.started_at, self.lag)
+        snap = snapshot(entry, self.clock.now(), (self.runner_id, self.started_at), self.lag)
         since = self.clock.monotonic() - entry.started_mono
         up = snap["status"] == "running"
         return {**snap, "uptimeS": round(since, 3) if up else None, "live": True}
@@ -239,7 +242,7 @@ class StatusBoard:
             entry = self.entries.get(wid)
             if entry is None:
                 continue
-            snap = snapshot(entry, self.clock.now(), self.started_at, self.lag)
+            snap = snapshot(entry, self.clock.now(), (self.runner_id, self.started_at), self.lag)
             files.append((self.dir / f"{wid}.status.json", snapshot_json(snap)))
             if entry.pipeline is None:  # (it read nothing: no tail)
                 continue
@@ -252,13 +255,15 @@ class StatusBoard:
             self._gen += 1
             return self._gen, files
 
-    def _store(self, batch: tuple[int, list[tuple[Path, bytes]]]) -> None:
-        """Write rendered files unless a newer generation of them is already on disk."""
+    def _store(self, batch: tuple[int, list[tuple[Path, bytes]]], last: bool = False) -> None:
+        """Write rendered files unless a newer generation of them is already on disk, the run
+        lock first (`last`: then let go of it, the runner ends)."""
         gen, files = batch
         with self._io_lock:
-            if not self.ours():
-                return
-            for path, data in files:
+            ours = bool(files) and self.ours()
+            if ours:
+                self._hold_run()
+            for path, data in files if ours else ():
                 with self._lock:
                     if self._stored.get(path, 0) >= gen:
                         continue
@@ -272,10 +277,22 @@ class StatusBoard:
                 self._failing.pop(path, None)
                 with self._lock:
                     self._stored[path] = gen
+            if last:
+                self._run.release()
 
-    def _said(self, path: Path, why: str) -> None:
-        """A snapshot that cannot be written is a warning, once until it is written again."""
+    def _hold_run(self) -> None:
+        """The run lock, made before the snapshots that name it."""
+        try:
+            self._run.hold()
+        except OSError as exc:
+            self._said(self._run.path, exc.strerror or str(exc), "without a runner's answer, "
+                       "`watchrun list` and `status` take this runner's watchers for stopped")
+        else:
+            self._failing.pop(self._run.path, None)
+
+    def _said(self, path: Path, why: str, meanwhile: str = "`watchrun list`, `status` and "
+              "`logs` show what it held last, or nothing") -> None:
+        """A file that cannot be written is a warning, once until it is written again."""
         if self._failing.get(path) != why:
             self._failing[path] = why
-            log.warning("cannot write %s: %s; `watchrun list`, `status` and `logs` show what "
-                        "it held last, or nothing, until it can be written", path, why)
+            log.warning("cannot write %s: %s; %s until it can be written", path, why, meanwhile)

@@ -53,9 +53,10 @@ class Entry(Struct):
     """With `output.redact`: what redacts its text here (its pipeline's)."""
 
 
-def snapshot(entry: Entry, now: float, runner_started_at: float,
+def snapshot(entry: Entry, now: float, runner: tuple[str, float],
              lag: LoopLag | None) -> dict[str, Any]:
-    """What `list`/`status` say of a watcher: its spec, status, process, counters."""
+    """What `list`/`status` say of a watcher: its spec, status, process, counters; `runner`
+    is the runner's run id (its run lock, `output/runlock.py`) and start."""
     spec, src, redactor = entry.spec, entry.source, entry.redactor
     c = entry.pipeline.counters if entry.pipeline is not None else NOTHING
     if entry.said is None:  # (made once for each spec it is listed with)
@@ -85,7 +86,8 @@ def snapshot(entry: Entry, now: float, runner_started_at: float,
         "origin": entry.origin,
         "pid": getattr(src, "pid", None),
         "runnerPid": os.getpid(),
-        "runnerStartedAt": iso_ts(runner_started_at),
+        "runnerId": runner[0],
+        "runnerStartedAt": iso_ts(runner[1]),
         "startedAt": iso_ts(entry.started_at) if entry.pipeline is not None else None,
         "updatedAt": iso_ts(now),
         "restarts": entry.restarts,

@@ -18,7 +18,7 @@ from typing import Any
 from watchrun.config.shellwords import command_line
 from watchrun.events import cut_note
 from watchrun.match.sanitize import edge_text, shorten
-from watchrun.output import flocks, safefs, tailfile
+from watchrun.output import flocks, runlock, safefs, tailfile
 from watchrun.output.backward import last_records
 from watchrun.output.records import ReadStats
 from watchrun.views.humanize import Paint, no_paint, value, when
@@ -28,18 +28,31 @@ STATUS_BYTES = 1 << 20
 
 
 class _Runner:
-    """Whether the runner that wrote a snapshot still runs: it holds the output dir's
-    `control.lock` (the kernel lets go of it when the runner dies, SIGKILLed or not). A bare
-    `kill(pid, 0)` said yes for a zombie and for whatever process reused the pid; it remains
-    only where /proc/locks cannot be read."""
+    """Whether the runner that wrote a snapshot still runs: it holds the run lock its snapshot
+    names (`runnerId`, `output/runlock.py`), a flock the kernel lets go of when it dies. Pids
+    alone took a new runner with the same pid (a container's PID 1 at every start) for the
+    writer of every snapshot an earlier one left. A snapshot with no run id (an older
+    watchrun's), or one whose run lock cannot be opened, is its `runnerPid` holding the output
+    dir's `control.lock`; a bare `kill(pid, 0)` (which said yes for a zombie and for whatever
+    process reused the pid) remains only where /proc/locks cannot be read either."""
 
     def __init__(self, root: Path) -> None:
+        self._state = root / "state"
+        self._runs: dict[str | None, bool | None] = {}  # run id -> its run lock held (once each)
         try:
             self._held: list[int] | None = flocks.holders(root / "control.lock")
         except OSError:
             self._held = None
 
-    def alive(self, pid: Any) -> bool:
+    def alive(self, snap: dict[str, Any]) -> bool:
+        rid = snap.get("runnerId")
+        rid = rid if isinstance(rid, str) else None
+        if rid not in self._runs:
+            self._runs[rid] = runlock.alive(self._state, rid)
+        found = self._runs[rid]
+        if found is not None:
+            return found
+        pid = snap.get("runnerPid")
         if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
             return False
         if self._held is not None:
@@ -77,7 +90,7 @@ def load_statuses(root: Path, unreadable: bool = False) -> list[dict[str, Any]]:
 
 def _judged(snap: dict[str, Any], runner: _Runner) -> dict[str, Any]:
     """`snap` with `live` set, and what its runner's end made of it when that runner is gone."""
-    live = runner.alive(snap.get("runnerPid"))
+    live = runner.alive(snap)
     snap["live"] = live
     if not live and snap.get("status") not in ("stopped", "exited", "fatal", "refused"):
         snap["status"] = "stopped"
