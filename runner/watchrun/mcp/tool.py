@@ -160,6 +160,12 @@ class Tool:
         if not reply.get("ok"):
             if err.get("code") == "invalid":
                 refuse_invalid(err.get("diagnostics") or [])
+            if err.get("code") == "cannot_follow_client":  # (the runner's advice is a client's)
+                raise Failed(f"the runner live on {self.root} cannot see this MCP server's "
+                             "process (it runs in another pid namespace: a container), so a "
+                             "watcher added there would not end with this session, and one "
+                             "a killed server left would run on: nothing was added. Run `watchrun"
+                             " mcp` in the runner's container, or put the watcher in its config")
             if chosen and err.get("code") == "exists":  # (its advice names another's watcher)
                 raise Failed(f"no free watcher id in {ADD_TRIES} tries: other clients of the "
                              "runner are adding watchers too; give this one an `id`")

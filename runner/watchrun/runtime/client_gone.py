@@ -57,8 +57,9 @@ def own(sup: Managing, pid: int, spec: WatcherSpec) -> None:
 def added_by(sup: Managing, pid: int | None) -> set[str]:
     """The ids of the watchers process `pid` added with `endWithClient` that are still as it
     added them, running or stopped: not one added again under the same id since, nor a config
-    watcher that took the id over in a reload."""
-    return _still(sup, _OWNERS.get(sup, {}).get(pid, {}) if pid is not None else {})
+    watcher that took the id over in a reload. None for no pid, nor for pid 0 (every client
+    outside the runner's pid namespace has it: none is told from another)."""
+    return _still(sup, _OWNERS.get(sup, {}).get(pid, {}) if pid else {})
 
 
 def _still(sup: Managing, specs: dict[str, WatcherSpec]) -> set[str]:

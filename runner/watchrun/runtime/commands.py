@@ -63,6 +63,9 @@ FIELDS: dict[str, dict[str, tuple[type, bool]]] = {
     "agent-stop": {"name": (str, True)},
 }
 """Each command's fields: (type, required); docs/control.md gives the same."""
+UNSEEN = ("this client is in a pid namespace the runner cannot see (its pid is 0 here: the "
+          "runner runs in a container, the client on the host or in another one)")
+"""Why a client's process cannot be followed (`endWithClient`) nor told from another (`mine`)."""
 _ALLOWED = {dict: "an object", str: "a string", bool: "true or false",
             list: "an array of watcher ids"}
 _JSON_TYPE = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
@@ -76,6 +79,12 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         _check_fields(cmd, req)
         if cmd == "add":
             owner = PEER_PID.get() if req.get("endWithClient", False) else None
+            if owner == 0:  # (SO_PEERCRED's pid of a peer outside the runner's pid namespace)
+                raise manage.Refused("cannot_follow_client", f"{UNSEEN}, so the runner could not "
+                                     "stop the watcher when this client ends (`endWithClient`); "
+                                     "nothing was added: send the `add` from the runner's pid "
+                                     "namespace, or without `endWithClient` and stop the "
+                                     "watcher yourself")
             return await manage.add(sup, req["watcher"], owner)
         if cmd in ("start", "restart"):
             return await manage.start(sup, req["id"], restart=cmd == "restart")
@@ -87,10 +96,11 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         wid = req["id"]
         async with sup.changing:  # looked for in turn: a restart or reload may be starting it
             if req.get("mine", False) and wid not in added_by(sup, PEER_PID.get()):
+                why = f"{UNSEEN}: it can have added none" if PEER_PID.get() == 0 else \
+                    "the one under that id now, if any, is not it"
                 return manage.Refused(  # (`mine: false`: not the client's, whatever it is)
                     "not_found", f"no watcher {wid!r} that this client added with "
-                    "`endWithClient` (the one under that id now, if any, is not it)",
-                    mine=False).reply()
+                    f"`endWithClient` ({why})", mine=False).reply()
             if wid in sup.set.stopping:  # (the runner's stop, under way: it ends with it)
                 await asyncio.shield(sup.set.stopping[wid])
                 return {"ok": True, "wasRunning": True,
