@@ -279,7 +279,8 @@ def test_watchrun_status_without_an_id_shows_a_failed_reload(tmp_path: Path) -> 
     try:
         r.wait_running()
         fine = status()
-        assert (fine.returncode, fine.stdout.splitlines()[1:]) == (0, ["problems: none"]), fine
+        assert (fine.returncode, fine.stdout.splitlines()[1:]) == (0, [
+            f"runner: pid {r.pid}, config {config}", "problems: none"]), fine
         assert fine.stdout.startswith("runner running: 1 watcher, output dir ")
         config.write_text("watchers: [")
         r.send(signal.SIGHUP)
@@ -287,10 +288,10 @@ def test_watchrun_status_without_an_id_shows_a_failed_reload(tmp_path: Path) -> 
         failed = status()
         assert failed.returncode == 0, failed.stderr
         said = failed.stdout.splitlines()
-        assert said[1] == "problems: 1" and said[2].startswith("  - reload failed"), said
+        assert said[2] == "problems: 1" and said[3].startswith("  - reload failed"), said
         doc = json.loads(status("--json").stdout)
         assert doc["state"] == "running" and doc["watchers"] == ["app"]
-        assert len(doc["problems"]) == 1 and doc["problems"][0] in said[2]
+        assert len(doc["problems"]) == 1 and doc["problems"][0] in said[3]
     finally:
         assert r.stop() == 0
     gone = status()

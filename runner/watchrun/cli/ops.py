@@ -73,7 +73,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
         if op == "clear":
             return _control(where, {"cmd": "clear", "all": bool(args.all)}, out)
         if op == "status" and args.id is None:
-            return _runner_status(where.root, out)
+            return _runner_status(where, out)
     except Unanswered as exc:
         return exc.fail(out)
     from watchrun.cli.live import NoAnswer, follow, live_statuses
@@ -203,9 +203,14 @@ def _stop(where: Where, wid: str, out: Out) -> int:
                         known=known)
     if reply is not None and _code(reply) != "not_found":
         return _refused(out, reply)
+    from watchrun.cli.runner_said import not_yours
+
     why = "no runner is live on this output dir" if reply is None else "it was not running"
-    return _done(out, {"id": wid, "stopped": True, "wasRunning": False,
-                       "message": f"{wid} is already stopped ({why})"})
+    other = None if reply is None else not_yours(where.root, where.config, _error(reply).get(
+        "runner"), wid)  # (two configs on one output dir: the other one's runner)
+    return _done(out, {"id": wid, "stopped": True, "wasRunning": False, "message":
+                       f"{wid} is already stopped ({why})" if other is None else
+                       f"{wid} is not running there: {other}"})
 
 
 def _done(out: Out, doc: dict[str, Any]) -> int:
@@ -217,8 +222,12 @@ def _done(out: Out, doc: dict[str, Any]) -> int:
 
 
 def _code(reply: dict[str, Any]) -> str | None:
+    return str(_error(reply).get("code")) if _error(reply) else None
+
+
+def _error(reply: dict[str, Any]) -> dict[str, Any]:
     err = reply.get("error")
-    return str(err.get("code")) if isinstance(err, dict) else None
+    return err if isinstance(err, dict) else {}
 
 
 def _refused(out: Out, reply: dict[str, Any]) -> int:
@@ -228,17 +237,21 @@ def _refused(out: Out, reply: dict[str, Any]) -> int:
     return out.fail(code, str(err.get("message") or "the runner refused the request"))
 
 
-def _runner_status(root: Path, out: Out) -> int:
-    """`status` without an id: the live runner's state, its watchers and its problems (a failed
-    reload's among them until one applies); no runner is `no_runner` (exit 3)."""
+def _runner_status(where: Where, out: Out) -> int:
+    """`status` without an id: the live runner's state, which runner it is (its pid as seen
+    here, its config), its watchers and its problems (a failed reload's among them until one
+    applies); no runner is `no_runner` (exit 3)."""
+    from watchrun.cli.runner_said import described, pid_here, yours_differs
     from watchrun.match.sanitize import edge_text
 
+    root = where.root
     reply = ask(root, {"cmd": "status"})
     if reply is None:
         return _no_runner(out, root)
     if not reply.get("ok"):
         return _refused(out, reply)
     doc = {k: v for k, v in reply.items() if k != "ok"}
+    doc["pidHere"] = pid_here(root, doc)
     if out.as_json:
         out.doc(doc)
         return ExitStatus.OK
@@ -248,7 +261,13 @@ def _runner_status(root: Path, out: Out) -> int:
     also = f" ({stopping} more being stopped)" if stopping else ""
     lines = [f"runner {edge_text(str(doc.get('state')))}: {len(watchers)} watcher"
              f"{'' if len(watchers) == 1 else 's'}{also}, output dir {edge_text(str(root))}",
-             f"problems: {len(problems) + dropped or 'none'}"]
+             f"runner: {described(root, doc)}", f"problems: {len(problems) + dropped or 'none'}"]
+    if doc.get("session") is True:
+        lines.insert(2, "it is a `watchrun mcp` session's own runner: every watcher it runs ends "
+                     "with that session")
+    if yours_differs(where.config, doc):
+        lines.insert(2, edge_text(f"your config ({', '.join(map(str, where.config.sources))}) is "
+                                  "not this runner's: both use this output dir"))
     blind = [w for w in doc.get("notReading") or [] if isinstance(w, dict)]
     if blind:  # (not the runner's problems: its watchers', which `list` explains)
         lines.insert(1, "not reading: " + ", ".join(

@@ -95,6 +95,11 @@ def _send(where: Where, payload: dict[str, Any], out: Out, wid: str) -> int:
         details = {k: v for k, v in err.items() if k not in ("code", "message", "id")}
         if payload["cmd"] == "add":
             _as_flags(details.get("diagnostics"))
+        elif code == "not_found":  # (two configs on one output dir: the other one's runner)
+            from watchrun.cli.runner_said import not_yours
+
+            other = not_yours(where.root, where.config, details.get("runner"), wid)
+            message = message if other is None else f"{message}; {other}"
         if not out.as_json and code == "invalid":
             for d in details.get("diagnostics") or []:
                 out.note(f"{d.get('severity', 'error')}: {d.get('path')}: {d.get('message')}")

@@ -35,6 +35,7 @@ from watchrun.mcp.stdout import StdoutLines
 from watchrun.mcp.text import render
 from watchrun.mcp.tool import Tool
 from watchrun.output.runlog import RunLog
+from watchrun.runtime.identity import SESSION
 from watchrun.runtime.signals import handle_signals
 
 __all__ = ["build_server", "serve", "serve_session"]
@@ -217,6 +218,7 @@ async def serve_session(config: Config, log: RunLog, cwd: str, broken: str | Non
     answers to `stdout` (an async text file; None: the process's stdout), SIGTERM and SIGINT
     ending it when `signals`. (A test serves one on pipes in its own process.)"""
     loop = asyncio.get_running_loop()
+    SESSION.set(True)  # (a runner started within is the session's: its `status` says so)
 
     def end() -> None:
         if lines is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
-from watchrun.runtime import manage
+from watchrun.runtime import identity, manage
 from watchrun.runtime.census import doing, ended
 from watchrun.runtime.client_gone import added_by
 from watchrun.runtime.control import PEER_PID
@@ -85,7 +85,12 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
                                      "nothing was added: send the `add` from the runner's pid "
                                      "namespace, or without `endWithClient` and stop the "
                                      "watcher yourself")
-            return await manage.add(sup, req["watcher"], owner)
+            reply = await manage.add(sup, req["watcher"], owner)
+            if identity.SESSION.get():  # (whoever added it: said, as `status` says it)
+                reply |= {"endsWithSession": True,
+                          "message": reply["message"] + identity.session_note(
+                              reply["watcher"]["id"])}
+            return reply
         if cmd in ("start", "restart"):
             return await manage.start(sup, req["id"], restart=cmd == "restart")
     except manage.Refused as exc:
@@ -106,7 +111,8 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
                 return {"ok": True, "wasRunning": True,
                         "message": f"stopped {wid} (the runner was stopping it)"}
             if wid not in sup.watchers:
-                return _fail("not_found", f"no running watcher {wid!r}")
+                return _fail("not_found", f"no running watcher {wid!r}",
+                             runner=identity.fields(sup))
             how = ended(sup.watchers[wid])  # (its task ended: stopped now, but it did not run)
             await sup.stop_watcher(wid, reason="requested")
         if how is not None:
@@ -150,7 +156,8 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": stopped, "message": f"stopped the running turn of {name}"} if stopped \
             else _fail("not_found", f"{name} has no running turn")
     if cmd == "status":
-        return {"ok": True, "state": str(sup.state), "watchers": sorted(sup.watchers),
+        return {"ok": True, "state": str(sup.state), **identity.fields(sup),
+                "watchers": sorted(sup.watchers),
                 "stopping": sup.board.being_stopped(),
                 "notReading": [{"id": wid, "status": doing(rt)}  # (as `list` counts them)
                                for wid, rt in sorted(sup.watchers.items())
@@ -196,5 +203,5 @@ def _check_fields(cmd: Any, req: dict[str, Any]) -> None:
                                  f"{got}", field=key, expected=allowed, got=got)
 
 
-def _fail(code: str, message: str) -> dict[str, Any]:
-    return {"ok": False, "error": {"code": code, "message": message}}
+def _fail(code: str, message: str, **details: Any) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code, "message": message, **details}}

@@ -21,7 +21,7 @@ from watchrun.match.scanning import Store
 from watchrun.offload import at_stop
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
-from watchrun.runtime import leftovers
+from watchrun.runtime import identity, leftovers
 from watchrun.runtime.client_gone import own
 from watchrun.runtime.compile_probe import Refusal, probe
 from watchrun.runtime.status import StatusBoard
@@ -126,7 +126,8 @@ async def start(sup: Managing, wid: str, *, restart: bool) -> dict[str, Any]:
             known = sorted({*sup.set.running, *sup.set.runtime,
                             *(w.id for w in sup.config.watchers)})
             raise Refused("not_found", f"no watcher {wid!r} (known: {', '.join(known) or 'none'})"
-                          f"{await leftovers.why_not_held(sup, wid)}", id=wid, known=known)
+                          f"{await leftovers.why_not_held(sup, wid)}", id=wid, known=known,
+                          runner=identity.fields(sup))
         if gone := sup.config.missing_agents(spec):  # (a reload removed it: it stopped then)
             raise Refused("invalid", f"{wid} wakes agent {gone[0]!r}, which the config does not "
                           f"have: its matches would wake no one (`watchrun clear {wid}` forgets "
