@@ -222,7 +222,8 @@ def _done(out: Out, doc: dict[str, Any]) -> int:
 
 
 def _code(reply: dict[str, Any]) -> str | None:
-    return str(_error(reply).get("code")) if _error(reply) else None
+    err = _error(reply)
+    return str(err.get("code")) if err else None
 
 
 def _error(reply: dict[str, Any]) -> dict[str, Any]:
