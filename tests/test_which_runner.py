@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 from liverunner import LiveRunner, cli, write_config
 from mcpclient import mcp_inproc
-from pidns import NsRunner, elsewhere, needs_pid_namespaces
+from pidns import NsRunner, needs_pid_namespaces, run
 
 OLD = "while true; do echo ERROR old; sleep 0.5; done"
 
@@ -68,7 +68,7 @@ def test_status_gives_a_containers_runners_pid_as_the_host_sees_it(tmp_path: Pat
         host = cli("status", "-c", theirs, cwd=tmp_path).stdout.splitlines()
         assert host[1] == f"runner: pid {runner.pid} here, 1 in its own pid namespace, " \
             f"config {theirs}", host
-        sibling = elsewhere("status", "-c", theirs, cwd=tmp_path)
+        sibling = run(tmp_path, "status", "-c", str(theirs))
         assert sibling.returncode == 0, sibling.stderr
         assert sibling.stdout.splitlines()[1] == "runner: pid 1 in its own pid namespace, " \
             f"not visible from here, config {theirs}", sibling.stdout

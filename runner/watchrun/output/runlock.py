@@ -5,7 +5,7 @@ The runner makes the file under the random run id its snapshots carry (`runnerId
 `flock` on it for its life; the kernel lets go when the runner dies, SIGKILLed or not. A pid
 cannot tell runners apart (a container's runner is PID 1 at every start, so the previous one's
 snapshots looked live), nor be seen from a sibling pid namespace; a flock is the kernel's, and a
-reader tests it with a shared lock that does not wait.
+reader tests it with `flocks.probe`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 import secrets
 from pathlib import Path
 
-from watchrun.output import safefs
+from watchrun.output import flocks, safefs
 
 __all__ = ["RunLock", "alive", "new_id"]
 
@@ -47,14 +47,11 @@ def alive(state: Path, rid: object) -> bool | None:
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
+        return flocks.probe(fd)
     except OSError:
         return None
     finally:
-        os.close(fd)  # (and with it the shared lock, when it was taken)
-    return False
+        os.close(fd)
 
 
 class RunLock:
