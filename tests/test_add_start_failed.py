@@ -7,9 +7,9 @@ the error codes; docs/cli.md, `add`):
   failed at its JSONL, nothing of it is kept: not running, not listed, its id free (its JSONL
   records the attempt: the `error` and a `stop{reason: startup-failed}`). `start` of such a
   watcher is refused the same way, and it stays listed, stopped, with its last error;
-- a file watcher whose path cannot be read (a directory, a FIFO, /dev/null, a symlink loop, a
-  /proc file) said a bare "started X"; it is added (a path that becomes a regular file later is
-  followed), and `watchrun add` says what it is waiting for and why, exit 0;
+- a file watcher whose path cannot be read (a directory, a FIFO, a socket, /dev/null, a symlink
+  loop, a /proc file) said a bare "started X"; it is added (a path that becomes a regular file
+  later is followed), and `watchrun add` says what it is waiting for and why, exit 0;
 - `--path ''` and `--cwd ''` were taken for the current directory by `watchrun add`, while the
   socket refuses an empty path (`watchers[0].path: must not be empty`): the CLI refuses them
   with that message."""
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -152,20 +153,25 @@ def _unreadable(tmp_path: Path, kind: str) -> tuple[str, str]:
     """A path of `kind` that a file watcher cannot read, and what its error says."""
     if kind == "directory":
         (tmp_path / "adir").mkdir()
-        return str(tmp_path / "adir"), "not a regular file"
+        return str(tmp_path / "adir"), "is a directory, not a regular file"
     if kind == "fifo":
         os.mkfifo(tmp_path / "fifo")
-        return str(tmp_path / "fifo"), "not a regular file"
+        return str(tmp_path / "fifo"), "is a named pipe (FIFO), not a regular file"
+    if kind == "socket":
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(tmp_path / "sock"))
+        return str(tmp_path / "sock"), "is a socket, not a regular file"
     if kind == "symlink-loop":
         (tmp_path / "loop").symlink_to(tmp_path / "loop2")
         (tmp_path / "loop2").symlink_to(tmp_path / "loop")
         return str(tmp_path / "loop"), "symbolic links"
     if kind == "proc":
-        return "/proc/self/status", "procfs/sysfs pseudo-file"
-    return "/dev/null", "not a regular file"
+        return "/proc/self/status", "is a procfs pseudo-file"
+    return "/dev/null", "is a character device, not a regular file"
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo", "dev-null", "symlink-loop", "proc"])
+@pytest.mark.parametrize("kind", ["directory", "fifo", "socket", "dev-null", "symlink-loop",
+                                  "proc"])
 def test_watchrun_add_of_a_file_it_cannot_read_says_so(runner: LiveRunner, tmp_path: Path,
                                                        kind: str) -> None:
     """Added (exit 0: the watcher is held and tries again), but never a bare "started X": the

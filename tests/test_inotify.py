@@ -119,7 +119,7 @@ def test_statfs_reads_the_file_system_type_stat_f_prints(tmp_path: Path) -> None
     coreutils' `stat -f` reads (the same number), also for a path that does not exist yet."""
     shown = subprocess.run(["stat", "-f", "-c", "%t", str(tmp_path)], capture_output=True,
                            text=True, check=True).stdout.strip()
-    assert inotify._statfs_type(os.fsencode(tmp_path)) == int(shown, 16)
+    assert inotify.fs_type(os.fsencode(tmp_path)) == int(shown, 16)
     assert inotify.remote_fs(tmp_path / "not" / "yet" / "app.log") is None  # a local one
 
 
@@ -129,7 +129,7 @@ def test_a_path_on_a_remote_file_system_is_polled(tmp_path: Path,
     writes: a file appended to by another host never woke its watcher, and the README asked
     the user to know it and set WATCHRUN_FORCE_POLL=1. Such a path is polled by itself now,
     as GNU tail does, and the notifier says why. (This test's own file system plays NFS.)"""
-    magic = inotify._statfs_type(os.fsencode(tmp_path))
+    magic = inotify.fs_type(os.fsencode(tmp_path))
     assert magic is not None
     monkeypatch.setitem(inotify.REMOTE_FS, magic, "nfs")
     log = tmp_path / "app.log"
@@ -164,7 +164,7 @@ def test_a_path_on_a_remote_file_system_is_polled(tmp_path: Path,
 REMOTE = """
 import os, sys
 from watchrun import inotify
-inotify.REMOTE_FS[inotify._statfs_type(os.fsencode("."))] = "nfs"  # this one plays NFS
+inotify.REMOTE_FS[inotify.fs_type(os.fsencode("."))] = "nfs"  # this one plays NFS
 sys.argv = ["watchrun", *sys.argv[1:]]
 from watchrun.cli import entry
 sys.exit(entry())

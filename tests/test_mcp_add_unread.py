@@ -53,9 +53,9 @@ def test_add_says_its_file_is_not_there_or_cannot_be_read(tmp_path: Path, kind: 
     with runner_of(kind, config):
         anyio.run(body)
     assert texts["d"] == (
-        f"d added: cannot read {adir} yet: not a regular file (it is kept, and tries again "
-        "whenever the path changes: a regular file there is followed; the `stop` action ends "
-        "it); it looks for /ERROR/")
+        f"d added: cannot read {adir} yet: is a directory, not a regular file (it is kept, and "
+        "tries again whenever the path changes: a regular file there is followed; the `stop` "
+        "action ends it); it looks for /ERROR/")
     assert texts["m"] == (f"m added: waiting for {missing} (not there yet; followed once it "
                           "appears); it looks for /ERROR/")
     assert texts["ok"] == f"ok added: tailing {tmp_path / 'app.log'} for /ERROR/"

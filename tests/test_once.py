@@ -355,15 +355,18 @@ def test_an_unreadable_log_file_is_a_runtime_error_not_a_pass(tmp_path: Path) ->
     assert (v["status"], v["errorKind"]) == ("error", "not-run")
 
 
-@pytest.mark.parametrize("make", [os.mkfifo, os.mkdir])
-def test_a_gate_on_a_fifo_or_a_directory_fails_closed(tmp_path: Path, make: Any) -> None:
+@pytest.mark.parametrize(("make", "what"), [(os.mkfifo, "a named pipe (FIFO)"),
+                                            (os.mkdir, "a directory")])
+def test_a_gate_on_a_fifo_or_a_directory_fails_closed(tmp_path: Path, make: Any,
+                                                      what: str) -> None:
     """Not a regular file at the path (config.md: a FIFO is an error, `run --once` exit 3): the
     gate is never passed on what could not be read, and a FIFO is never waited on."""
     make(tmp_path / "build.log")
     r = once(tmp_path, {"watchers": [{"id": "log", "path": "build.log", "pattern": "ERROR",
                                       "fromStart": True, "gate": {"maxMatches": 0}}]})
     assert (r.rc, table_row(r.out, "log")[-1]) == (3, "ERROR"), r.out + r.err
-    assert f"[log] error: cannot read {tmp_path}/build.log: not a regular file\n" in r.err
+    assert f"[log] error: cannot read {tmp_path}/build.log: is {what}, not a regular file\n" \
+        in r.err
     assert "(not opened yet)" in r.err and "not there" not in r.err  # it is there
     (error,) = [x for x in read_records(tmp_path / ".watchrun" / "watchers" / "log.jsonl")
                 if x["kind"] == "error"]
@@ -706,7 +709,7 @@ def test_a_gate_on_a_procfs_file_fails_closed(tmp_path: Path) -> None:
                                         "pattern": "^Name", "fromStart": True,
                                         "gate": {"maxMatches": 0}}]}, "--quiet")
     assert run.rc == 3, run.out
-    assert "a procfs/sysfs pseudo-file (its size is always 0" in run.out
+    assert "is a procfs pseudo-file, not a regular file: its size says nothing" in run.out
 
 
 def test_a_failed_agent_turn_or_action_is_a_warning_not_a_verdict(tmp_path: Path) -> None:

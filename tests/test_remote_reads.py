@@ -25,7 +25,7 @@ import os, sys, time
 import watchrun.offload, watchrun.runtime.lag, watchrun.runtime.watchers, watchrun.runtime.workers
 from watchrun import inotify
 SHARE = {share!r}
-inotify.REMOTE_FS[inotify._statfs_type(os.fsencode(SHARE))] = "nfs"  # this one plays NFS
+inotify.REMOTE_FS[inotify.fs_type(os.fsencode(SHARE))] = "nfs"  # this one plays NFS
 watchrun.runtime.lag.STALL_S = 1.0  # (5 s)
 watchrun.offload.STOP_CALL_S, watchrun.runtime.workers.GRACE_S = 1.5, 1.0  # (10 s, 5 s)
 watchrun.runtime.watchers.AFTER_GRACE_S = 1.0
@@ -47,8 +47,8 @@ demand); the stall is said after 1 s, a stop waits 1.5 s for the reads."""
 @pytest.fixture
 def share(tmp_path: Path) -> Iterator[Path]:
     """A directory on another file system than the test's (tmpfs), to play the remote one."""
-    if not SHM.is_dir() or inotify._statfs_type(os.fsencode(SHM)) == \
-            inotify._statfs_type(os.fsencode(tmp_path)):
+    if not SHM.is_dir() or inotify.fs_type(os.fsencode(SHM)) == \
+            inotify.fs_type(os.fsencode(tmp_path)):
         pytest.skip("needs /dev/shm on a file system of its own")
     folder = Path(tempfile.mkdtemp(dir=SHM, prefix="watchrun-share-"))
     yield folder

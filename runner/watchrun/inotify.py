@@ -17,7 +17,7 @@ import select
 import struct
 from typing import Any, NamedTuple
 
-__all__ = ["REMOTE_FS", "Event", "INotify", "remote_fs"]
+__all__ = ["REMOTE_FS", "Event", "INotify", "fs_type", "remote_fs"]
 
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (of the name that follows)
 _READ = 64 * 1024
@@ -56,12 +56,14 @@ not see it (another host, a FUSE daemon): network, cluster and FUSE file systems
 tail polls for the same reason."""
 
 
-def _statfs_type(path: bytes) -> int | None:
-    """`statfs(path).f_type` (None: the call failed; errno is set)."""
-    if _LIBC is None or not hasattr(_LIBC, "statfs"):
+def fs_type(at: bytes | int) -> int | None:
+    """`statfs(at).f_type`, `fstatfs` of a descriptor (None: the call failed, errno is set;
+    or there is no such call here)."""
+    call = "fstatfs" if isinstance(at, int) else "statfs"
+    if _LIBC is None or not hasattr(_LIBC, call):
         return None
     buf = ctypes.create_string_buffer(256)  # struct statfs (120 bytes on 64-bit Linux)
-    if _LIBC.statfs(path, buf) != 0:
+    if getattr(_LIBC, call)(at, buf) != 0:
         return None
     return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF  # f_type comes first
 
@@ -71,7 +73,7 @@ def remote_fs(path: str | os.PathLike[str]) -> str | None:
     path that does not exist yet), or None: a local one, or not known."""
     at = os.path.abspath(os.fspath(path))
     while True:
-        magic = _statfs_type(os.fsencode(at))
+        magic = fs_type(os.fsencode(at))
         if magic is not None:
             return REMOTE_FS.get(magic)
         if ctypes.get_errno() not in (errno.ENOENT, errno.ENOTDIR) or at == "/":

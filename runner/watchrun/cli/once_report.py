@@ -216,7 +216,7 @@ def _with_errors(sup: Ran, config: Config) -> dict[str, Evidence]:
     """The evidence, plus why a source could not do its job: a command that could not start
     (its last `error` record says why), a file that cannot be read after the run."""
     from watchrun.output.backward import last_records
-    from watchrun.sources.generation import open_regular
+    from watchrun.sources.regular import open_regular
 
     out = dict(sup.evidence)
     for w in config.watchers:

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
-import functools
 import json
 import os
-import stat
 from collections.abc import Callable, Collection
-from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
 from msgspec import Struct, field
 
 from watchrun.events import SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
-from watchrun.output.livefile import writing
 from watchrun.output.recorded import Epoch, Mark
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
@@ -265,35 +259,3 @@ def next_seq(ctx: SourceContext) -> int | None:
     """The seq the context's next record gets, when it numbers its records."""
     r = resumable(ctx)
     return r.next_seq if r is not None else None
-
-
-def open_regular(path: Path | str) -> tuple[int, os.stat_result]:
-    """Open for reading (never blocks on a FIFO); OSError unless it is a regular file whose size
-    says what it holds (not a procfs or sysfs pseudo-file: its size is 0 whatever it holds, so
-    a follower that reads up to the size would read nothing and say so nowhere)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        code = errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL
-        raise OSError(code, "not a regular file")
-    own = writing((st.st_ino, st.st_dev))
-    if own is not None:
-        os.close(fd)
-        raise OSError(errno.ELOOP, f"it is {own}, the runner's own records (through a link): a "
-                      "watcher of its records would record each match again, without end")
-    if st.st_size == 0 and st.st_dev in _pseudo_devices():
-        os.close(fd)
-        raise OSError(errno.EINVAL, "a procfs/sysfs pseudo-file (its size is always 0, so it "
-                      "cannot be followed): watch `cat` of it as a command instead")
-    return fd, st
-
-
-@functools.cache
-def _pseudo_devices() -> frozenset[int]:
-    """The devices of /proc and /sys (where they are mounted)."""
-    found = set()
-    for root in ("/proc", "/sys"):
-        with contextlib.suppress(OSError):
-            found.add(os.stat(root).st_dev)
-    return frozenset(found)

@@ -11,8 +11,8 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.sources.generation import open_regular
 from watchrun.sources.identity import Archive, Checkpoint, inode_generation
+from watchrun.sources.regular import open_regular
 from watchrun.sources.rotated import NO_FDS, Entry
 
 _MISSING = (errno.ENOENT, errno.ENOTDIR)

@@ -15,7 +15,6 @@ from watchrun.sources.compressed import (
     holds_whole,
     is_compressed,
 )
-from watchrun.sources.generation import open_regular
 from watchrun.sources.identity import (
     Archive,
     Checkpoint,
@@ -23,6 +22,7 @@ from watchrun.sources.identity import (
     identifies,
 )
 from watchrun.sources.opened import Opened, Plan, open_entry
+from watchrun.sources.regular import open_regular
 from watchrun.sources.rotated import NO_FDS, Entry
 
 _DIGITS = re.compile(r"[0-9]+")

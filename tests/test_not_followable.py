@@ -1,0 +1,123 @@
+"""Paths a file watcher cannot follow, found by hand (docs/config.md, `path`):
+
+- a pseudo-file of procfs or sysfs mounted anywhere but /proc and /sys (a host's /proc at
+  /host/proc, cgroupfs, tracefs, ...) was followed as an empty file: a `--once` gate over it
+  passed, a live watcher was `running` on nothing; a sysfs attribute (its size 4096, not 0)
+  was read once and then "truncated while it was read". Each is refused by its file system's
+  type, as a /proc file is;
+- a socket at the path was said as `No such device or address`, a FIFO or a device as `not a
+  regular file`: each is said as what it is."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import LiveRunner, write_config
+from test_once import once, table_row
+
+REFUSED = "pseudo-file, not a regular file: its size says nothing of what it holds"
+
+
+@pytest.fixture
+def mount(tmp_path: Path) -> Iterator[Any]:
+    """`mount(fstype)`: a fresh mount of that file system under `tmp_path` (the test is skipped
+    where this process may not mount it), unmounted at the end."""
+    done: list[Path] = []
+
+    def mounted(fstype: str) -> Path:
+        at = tmp_path / f"mnt-{fstype}"
+        at.mkdir()
+        p = subprocess.run(["mount", "-t", fstype, fstype, str(at)], capture_output=True,
+                           text=True, check=False)
+        if p.returncode != 0:
+            pytest.skip(f"cannot mount {fstype} here: {p.stderr.strip()}")
+        done.append(at)
+        return at
+
+    yield mounted
+    for at in done:
+        subprocess.run(["umount", "-l", str(at)], check=True)
+
+
+def _sysfs_attribute() -> str:
+    """A sysfs attribute of the system's /sys, whose size is not 0 (4096) whatever it holds."""
+    for path in ("/sys/kernel/mm/transparent_hugepage/enabled", "/sys/class/net/lo/operstate",
+                 "/sys/kernel/profiling"):
+        if os.path.exists(path) and os.stat(path).st_size > 0:
+            return path
+    pytest.skip("no sysfs attribute of a size other than 0 here")
+
+
+def _gated(wid: str, path: str) -> dict[str, Any]:
+    return {"id": wid, "path": path, "pattern": ".", "fromStart": True,
+            "gate": {"maxMatches": 0}}
+
+
+def test_a_pseudo_file_of_any_mount_fails_a_gate_closed(tmp_path: Path, mount: Any) -> None:
+    """Each holds lines the pattern matches; each gate passed with nothing read (but the sysfs
+    attribute, read once as a 4096-byte file "truncated while it was read"). Now each is an
+    ERROR saying which pseudo file system it is on."""
+    proc, trace = mount("proc"), mount("tracefs")
+    files = {"hostproc": (str(proc / "self" / "status"), "procfs"),
+             "tracefs": (str(trace / "trace_pipe"), "tracefs"),
+             "sysfs": (_sysfs_attribute(), "sysfs")}
+    run = once(tmp_path, {"watchers": [_gated(w, p) for w, (p, _) in files.items()]})
+    assert run.rc == 3, run.out + run.err
+    for wid, (path, fstype) in files.items():
+        assert table_row(run.out, wid)[1:] == ["0", "0", "-", "ERROR"], run.out
+        assert f"cannot read {path}: is a {fstype} {REFUSED}" in run.out, run.out
+
+
+def test_a_live_watcher_of_a_cgroup_file_is_an_error_not_running(tmp_path: Path,
+                                                                 mount: Any) -> None:
+    """It was `running`, 0 lines read, forever; now `error`, and `list` says why."""
+    cg = mount("cgroup2")
+    (tmp_path / "app.log").write_text("")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "cg", "path": str(cg / "cgroup.procs"), "pattern": "[0-9]"},
+        {"id": "app", "path": "app.log", "pattern": "ERR"}]})
+    runner = LiveRunner(config)
+    try:
+        runner.wait_running()
+        listed = {w["id"]: w for w in runner.control({"cmd": "list"})["watchers"]}
+        assert listed["cg"]["status"] == "error", listed["cg"]
+        assert f"is a cgroup2 {REFUSED}" in listed["cg"]["lastError"], listed["cg"]
+        assert listed["app"]["status"] == "running", listed["app"]
+    finally:
+        runner.stop()
+
+
+def _other(tmp_path: Path, kind: str) -> str:
+    """A path to something of `kind` other than a regular file."""
+    path = tmp_path / kind
+    if kind == "socket":
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(path))
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/null")
+    return str(path)
+
+
+@pytest.mark.parametrize(("kind", "said"), [
+    ("socket", "is a socket, not a regular file"),
+    ("fifo", "is a named pipe (FIFO), not a regular file"),
+    ("directory", "is a directory, not a regular file"),
+    ("dev-null", "is a character device, not a regular file")])
+def test_what_is_at_the_path_instead_of_a_file_is_said(tmp_path: Path, kind: str,
+                                                        said: str) -> None:
+    """A socket was "No such device or address" (open(2)'s ENXIO), the others "not a regular
+    file"; each is said as the config loader says a config path that is no file."""
+    path = _other(tmp_path, kind)
+    run = once(tmp_path, {"watchers": [_gated("w", path)]})
+    assert run.rc == 3, run.out + run.err
+    assert f"  - cannot read {path}: {said}\n" in run.out, run.out
