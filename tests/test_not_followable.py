@@ -6,7 +6,10 @@
   was read once and then "truncated while it was read". Each is refused by its file system's
   type, as a /proc file is;
 - a socket at the path was said as `No such device or address`, a FIFO or a device as `not a
-  regular file`: each is said as what it is."""
+  regular file`: each is said as what it is;
+- a file that opens but cannot be read (a read denied, EIO, ESPIPE) failed the whole runner's
+  start with a message naming no path; it is that watcher's `error`, the others run. And every
+  look at it kept one more descriptor open."""
 
 from __future__ import annotations
 
@@ -18,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from liverunner import LiveRunner, write_config
+from liverunner import LiveRunner, wait_for, write_config
+from readdenied import read_denied
 from test_once import once, table_row
 
 REFUSED = "pseudo-file, not a regular file: its size says nothing of what it holds"
@@ -121,3 +125,71 @@ def test_what_is_at_the_path_instead_of_a_file_is_said(tmp_path: Path, kind: str
     run = once(tmp_path, {"watchers": [_gated("w", path)]})
     assert run.rc == 3, run.out + run.err
     assert f"  - cannot read {path}: {said}\n" in run.out, run.out
+
+
+@pytest.fixture
+def denied(tmp_path: Path) -> Iterator[Any]:
+    """`denied.log`, holding a line, that opens but cannot be read while the test runs."""
+    log = tmp_path / "denied.log"
+    log.write_text("ERR before\n")
+    with read_denied(log) as d:
+        yield d
+
+
+def test_a_file_that_opens_but_cannot_be_read_is_its_watchers_error(tmp_path: Path,
+                                                                    denied: Any) -> None:
+    """The runner did not start (exit 3, `could not start: watcher den: EPERM: Operation not
+    permitted`, no path named): now that watcher is an `error` naming its path, the other one
+    runs; `run --once` judges it an ERROR naming the path, the other gate as it holds."""
+    (tmp_path / "app.log").write_text("")
+    watchers = [{"id": "den", "path": "denied.log", "pattern": "ERR", "fromStart": True},
+                {"id": "app", "path": "app.log", "pattern": "ERR"}]
+    runner = LiveRunner(write_config(tmp_path, {"watchers": watchers}))
+    try:
+        runner.wait_running()
+        with (tmp_path / "app.log").open("a") as f:
+            f.write("ERR after\n")
+        wait_for(lambda: [m["line"] for m in runner.matches("app")] == ["ERR after"],
+                 "the other watcher's match")
+        listed = {w["id"]: w for w in runner.control({"cmd": "list"})["watchers"]}
+        assert listed["den"]["status"] == "error", listed["den"]
+        assert listed["den"]["lastError"] == \
+            f"cannot read {tmp_path / 'denied.log'}: Operation not permitted", listed["den"]
+    finally:
+        assert runner.stop() == 0, runner.stderr()
+    run = once(tmp_path, {"watchers": [{**w, "gate": {"maxMatches": 5}} for w in watchers]})
+    assert run.rc == 3, run.out + run.err
+    assert (table_row(run.out, "den")[-1], table_row(run.out, "app")[-1]) == ("ERROR", "pass")
+    assert f"  - cannot read {tmp_path / 'denied.log'}: Operation not permitted\n" in run.out
+
+
+@pytest.mark.parametrize("from_start", [True, False])
+def test_looking_again_at_a_file_that_cannot_be_read_keeps_no_descriptor(
+        tmp_path: Path, denied: Any, from_start: bool) -> None:
+    """Each look at the path (a write to it) opened it and kept the descriptor when its read
+    failed: 50 writes, 50 descriptors held by the runner. Now none is held."""
+    log = tmp_path / "denied.log"
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "den", "path": "denied.log", "pattern": "ERR", "fromStart": from_start}]})
+    runner = LiveRunner(config)
+    try:
+        runner.wait_running()
+        for i in range(50):
+            seen = denied.denied
+            with log.open("a") as f:
+                f.write(f"ERR {i}\n")
+            wait_for(lambda: denied.denied > seen, "the runner's look at the file")  # noqa: B023
+
+        def held() -> list[str]:
+            fds = Path(f"/proc/{runner.pid}/fd")
+            return [n for n in os.listdir(fds) if _points_at(fds / n, log)]
+        wait_for(lambda: not held(), "no descriptor of the file held by the runner", 5)
+    finally:
+        runner.stop()
+
+
+def _points_at(fd: Path, target: Path) -> bool:
+    try:
+        return os.readlink(fd) == str(target)
+    except OSError:
+        return False

@@ -22,7 +22,7 @@ from watchrun.sources import applies
 from watchrun.sources.applies import applied, beside, judged_gone, left_beside
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.first_look import first_look
-from watchrun.sources.followed import MISSING, RETRY_S
+from watchrun.sources.followed import RETRY_S
 from watchrun.sources.generation import Recorded, resumable
 from watchrun.sources.identity import birth_ns
 from watchrun.sources.keeper import Covered
@@ -148,7 +148,12 @@ class FileSource(OnceRead):
             self.read_on = (plan.steps[0].path, plan.steps[0].line_no)
             if plan.steps[0].start > 0:  # (read on: a `require` unseen is unseen since there)
                 self.resumed = self.read_on
-        await self._apply(ctx, watch, plan, start=problems, seq=seq)
+        try:
+            await self._apply(ctx, watch, plan, start=problems, seq=seq)
+        except OSError as exc:  # (opened, but not read: EIO, ESPIPE, a read denied)
+            self._pending = state
+            await self._unreadable(ctx, exc, problems, watch)
+            return
         await left_beside(ctx, self.spec, self.name, *self._beside)
         try:  # durable before READY: a crash right after the start resumes from here, not
             await self._keep.save(self._state())  # from nothing (skipping what came between)
@@ -210,31 +215,14 @@ class FileSource(OnceRead):
             known, judged = first_look(self.path, o, self._kept)
             if self.once:  # (a first run: what it does not read beside the file is said)
                 self._beside = beside(self.path, self._began_ns)
+            if not (self.spec.from_start or self.once or o.st.st_size == 0):
+                window = min(self.limits.max_line_bytes + 1, 1 << 20)
+                o.start = tail_start(o.fd, o.st.st_size, window)
+                o.line_no = count_lines(o.fd, o.start)
         except OSError:
             os.close(o.fd)
             raise
-        if not (self.spec.from_start or self.once or o.st.st_size == 0):
-            window = min(self.limits.max_line_bytes + 1, 1 << 20)
-            o.start = tail_start(o.fd, o.st.st_size, window)
-            o.line_no = count_lines(o.fd, o.start)
         return Plan([o], at_path=True, kept=known, archives=judged)
-
-    async def _unreadable(self, ctx: SourceContext, exc: OSError, problems: list[str],
-                          watch: Watch, plan: Plan | None = None) -> None:
-        await ctx.event("start", path=self.name, inode=None, offset=0)
-        await self._problems(ctx, problems)
-        if plan is not None and (plan.gaps or plan.errors):
-            await self._gaps(ctx, plan)
-            await self._keep.save(self._state())  # (a restart does not say them again)
-        with contextlib.suppress(OSError):
-            st0 = os.stat(self.path)
-            if stat.S_ISREG(st0.st_mode):
-                self._initial = (st0.st_dev, st0.st_ino, birth_ns(self.path), st0.st_size)
-        if exc.errno in MISSING and not self.once:
-            return  # waiting for it to appear is not an error: the start record has inode
-            # null, the log says "not opened yet", `list` says `waiting`
-        msg = f"{self.name} does not exist" if exc.errno in MISSING else None
-        await self._error(ctx, exc, msg, watch)
 
     async def _reconcile(self, ctx: SourceContext, watch: Watch) -> None:
         """Bring everything up to date: old generations, appearance, truncation, rotation."""
@@ -290,10 +278,15 @@ class FileSource(OnceRead):
         o = open_at_path(self.path)
         if o is None:
             return
-        ini, self._initial = self._initial, None
+        plan, ini = Plan([o], at_path=True, arrived=1), self._initial
         if ini and ini[:2] == (o.st.st_dev, o.st.st_ino) and ini[3] <= o.st.st_size \
                 and (ini[2] is None or ini[2] == birth_ns(o.fd)):  # (not a new file, same inode)
             o.start = 0 if self.spec.from_start else ini[3]  # unreadable at start: what came since
-            o.line_no = await offload(count_lines, o.fd, o.start)
-        await self._apply(ctx, watch, Plan([o], at_path=True, arrived=1))
+            try:
+                o.line_no = await offload(count_lines, o.fd, o.start)
+            except OSError:
+                plan.close()
+                raise
+        await self._apply(ctx, watch, plan)
+        self._initial = None
 

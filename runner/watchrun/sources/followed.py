@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
 import os
+import stat
 from typing import Any
 
 from msgspec.structs import replace
@@ -17,16 +17,16 @@ from watchrun.clock import Clock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.notify import Notifier, Watch
-from watchrun.offload import offload
 from watchrun.process.tree import short_of_files
 from watchrun.sources.applies import Required, matching
 from watchrun.sources.checkpoints import CheckpointStore, FileState
-from watchrun.sources.generation import Generation, Recorded, next_seq, resumable
-from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint
+from watchrun.sources.generation import Generation, Recorded, next_seq
+from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint, birth_ns
 from watchrun.sources.keeper import Keeper
 from watchrun.sources.long_line import growing_in
-from watchrun.sources.opened import Opened, Plan
-from watchrun.sources.reading import READ_SIZE, count_lines, recorded_end
+from watchrun.sources.making import Making
+from watchrun.sources.opened import Plan
+from watchrun.sources.reading import READ_SIZE
 from watchrun.sources.rotated import NO_FDS
 from watchrun.sources.unseen import Unseen
 from watchrun.sources.unsettled import Waiting
@@ -38,7 +38,7 @@ RETRY_S = 1.0
 MISSING = (errno.ENOENT, errno.ENOTDIR)
 
 
-class Followed:
+class Followed(Making):
     """The generations of one followed path and what is known of them; see SPEC §3.2."""
 
     def __init__(self, spec: WatcherSpec, limits: Limits, store: CheckpointStore,
@@ -120,76 +120,11 @@ class Followed:
         """`status`'s `longLine`: a line growing past limits.maxLineBytes (`long_line.py`)."""
         return growing_in(self.opened, self.name)
 
-    async def _open(self, ctx: SourceContext, o: Opened, seq: int | None = None) -> Generation:
-        """A generation from what a plan opened (read now: no longer a file `beside` it). After
-        a crash, lines recorded past the checkpoint (up to the last recorded line of that inode)
-        are skipped. `seq`: a lower bound of the seqs of its lines' records (default: the next)."""
-        start, line_no, at = o.start, o.line_no, (o.st.st_dev, o.st.st_ino)
-        self._history = [c for c in self._history if not c.beside or (c.dev, c.inode) != at]
-        renewed = o.announce is not None and o.announce["reason"] in ("truncate", "recreate")
-        finished = {(cp.inode, cp.since) for cp in self._history if cp.since}
-        marks = self._recorded.marks(o.st.st_ino, o.generation(), o.origin, renewed, finished)
-        resumes = resumable(ctx)
-        end = -1
-        if marks and resumes is not None:
-            end = await offload(recorded_end, o.fd, o.st.st_size, marks)
-        if resumes is not None and end > start:
-            skipped_to = await offload(count_lines, o.fd, end, start, line_no)
-            resumes.skipped(skipped_to - line_no)
-            start, line_no = end, skipped_to
-        if self._resume_seq is not None:
-            seq = self._resume_seq
-        gen = Generation(o.fd, o.st, start, line_no, self.limits.max_line_bytes, path=o.path,
-                         seq=seq if seq is not None else next_seq(ctx), inode_gen=o.generation())
-        gen.announce = o.announce
-        began = self._recorded.began(gen.inode)
-        if o.origin is None and gen.announce is not None and marks and began:
-            gen.announce, gen.since = None, began  # its `rotate` record and lines were
-            # written before a crash: not again (a second one began an epoch of its own, and
-            # a checkpoint saved before it was written took the lines for the first one's)
-        if o.origin is not None and o.origin.inode != gen.inode and gen.announce is None:
-            gen.since = began  # a copy: its records follow the last `rotate` record into its
-            # inode (the number may have been another generation's, read earlier)
-        if o.origin is not None and o.origin.inode == gen.inode:  # the same generation, on
-            gen.since = o.origin.since
-            if o.origin.announce and gen.announce is None:  # (saved before it was written)
-                written = self._recorded.announced(o.origin)
-                if written is None:
-                    gen.announce = json.loads(o.origin.announce)
-                else:  # written before a crash: not again (its lines follow that record)
-                    gen.since = written
-        if gen.announce is not None and (first := next_seq(ctx)) is not None:
-            gen.done_seq = first  # its records follow its `rotate` record, not yet written:
-            # the first one into its inode from here (an older seq, as a resume gives, may
-            # find an earlier truncation of the same inode after a crash)
-        return gen
-
-    def _again(self, ctx: SourceContext, o: Opened) -> Generation | None:
-        """The path points back at a generation read before (a symlink flipped back, a hard
-        link): still open (rotated away, read for rotateWait), it is followed on from where it
-        is, not read by a second reader; once released, it is opened again at its checkpoint
-        (no longer finished). After the `rotate` record that says so."""
-        if o.origin is None or (o.origin.dev, o.origin.inode) != (o.st.st_dev, o.st.st_ino):
-            return None
-        if o.announce is not None:
-            o.announce["reason"] = "rename"  # (not a new file: its lines go on)
-        self._history = [cp for cp in self._history if cp is not o.origin]
-        gen = next((g for g in self._old if (g.dev, g.inode) == (o.origin.dev, o.origin.inode)),
-                   None)
-        if gen is None:
-            return None
-        os.close(o.fd)
-        self._old.remove(gen)
-        gen.announce, gen.grew_at = o.announce, None
-        if gen.announce is not None and (first := next_seq(ctx)) is not None:
-            gen.done_seq = first  # (nothing past `done` is recorded yet: its records follow)
-        return gen
-
     async def _apply(self, ctx: SourceContext, watch: Watch, plan: Plan, *,
                      start: list[str] | None = None, seq: int | None = None) -> None:
         """Open what a plan found: the last generation is followed, the others are read first
         (at once) and kept open for rotateWait; the one followed until now joins them."""
-        gens = [self._again(ctx, o) or await self._open(ctx, o, seq) for o in plan.steps]
+        gens = await self._made(ctx, plan, seq)
         for o, gen in zip(plan.steps, gens, strict=True):  # (its lines name the file read)
             gen.read_as = None if plan.at_path and o is plan.steps[-1] else o.path
         *olds, cur = gens
@@ -302,6 +237,25 @@ class Followed:
             self._last_error = (code, msg)
             fields: dict[str, Any] = {"code": code, "message": msg, "path": self.name}
             await ctx.event("error", **fields)
+
+    async def _unreadable(self, ctx: SourceContext, exc: OSError, problems: list[str],
+                          watch: Watch, plan: Plan | None = None) -> None:
+        """A start with nothing read (`exc`: why): its `start` record, what the plan judged, and
+        an `error` (none while a live watcher's file is missing: it waits)."""
+        await ctx.event("start", path=self.name, inode=None, offset=0)
+        await self._problems(ctx, problems)
+        if plan is not None and (plan.gaps or plan.errors):
+            await self._gaps(ctx, plan)
+            await self._keep.save(self._state())  # (a restart does not say them again)
+        with contextlib.suppress(OSError):
+            st0 = os.stat(self.path)
+            if stat.S_ISREG(st0.st_mode):
+                self._initial = (st0.st_dev, st0.st_ino, birth_ns(self.path), st0.st_size)
+        if exc.errno in MISSING and not self.once:
+            return  # waiting for it to appear is not an error: the start record has inode
+            # null, the log says "not opened yet", `list` says `waiting`
+        msg = f"{self.name} does not exist" if exc.errno in MISSING else None
+        await self._error(ctx, exc, msg, watch)
 
     async def _problems(self, ctx: SourceContext, problems: list[str]) -> None:
         """The checkpoint could not be used: where the last run ended is lost, so a once run

@@ -75,7 +75,8 @@ class Plan(Struct):
     stay)."""
 
     def close(self) -> None:
-        for o in [*self.steps, *([self.copy] if self.copy else [])]:
+        """Close what it opened (the copy once: a truncation reads it first, among `steps`)."""
+        for o in [*self.steps, *([self.copy] if self.copy and self.copy not in self.steps else [])]:
             with contextlib.suppress(OSError):
                 os.close(o.fd)
 

@@ -117,7 +117,7 @@ class Rotation(Followed):
             return []  # nothing to read first: no checkpoint save before the current file
         # (an archive waiting to be judged is not kept in the checkpoint: the truncation is,
         # so that after a crash the archive is known for what was read of the generation)
-        olds = [await self._open(ctx, o) for o in plan.steps]  # the copy, then the middle ones
+        olds = await self._made(ctx, plan, again=False)  # the copy, then the middle ones
         for o, old in zip(plan.steps, olds, strict=True):
             old.read_as = o.path
         now = self.clock.monotonic()
