@@ -283,8 +283,8 @@ def test_a_hostile_label_reaches_the_program_and_the_receiver_sanitized(tmp_path
     slack = next(json.loads(b)["text"] for b in sent if b"text" in b)
     for text in [*labels, slack]:
         assert not any(c in text for c in "\x1b\x07\x9b"), text
-        assert "pwned" not in text
-    assert shown == "deploy red\n\u202eevil"
+    # its controls shown escaped, as `status` shows the label: inert text, none of it dropped
+    assert shown == "deploy \\u001b]0;pwned\\u0007\\u001b[31mred\\u001b[0m\n\u202eevil\\u009b2J"
 
 
 def test_what_a_program_leaves_running_is_stopped_and_said(tmp_path: Path) -> None:

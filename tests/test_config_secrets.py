@@ -162,6 +162,17 @@ def test_no_piece_of_a_placed_value_survives_in_the_label(place: dict[str, Any],
         assert piece not in shown.replace("[REDACTED:", ""), (value, shown)
 
 
+def test_a_value_in_a_path_is_hidden_as_the_name_shows_it(tmp_path: Path) -> None:
+    """A path's controls are shown escaped (`\\u007f`), never removed: the value is hidden in
+    that form, exactly (with a non-ASCII letter beside the DEL, neither JSON form is it; the
+    `password=` rule alone took the rest of the path with it)."""
+    config = _load(tmp_path, [{"id": "w", "pattern": "E",
+                               "path": "/srv/db_password=${V}/app.log"}],
+                   {"V": "H\u00fcnter2Hunter2\x7fXyz"})
+    assert config is not None
+    assert _shown(config) == ["/srv/db_password=[REDACTED:password]/app.log"]
+
+
 @given(st.text(min_size=1, max_size=20))
 def test_every_written_form_is_found_by_its_rule(value: str) -> None:
     forms = written_forms(value)

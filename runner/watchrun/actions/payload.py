@@ -10,7 +10,7 @@ from msgspec import Struct
 
 from watchrun.actions.windows import Firing
 from watchrun.match.redact import Redactor, add_counts
-from watchrun.match.sanitize import clip, sanitize, shorten
+from watchrun.match.sanitize import clip, name_text, shorten
 from watchrun.output.jsonl import valid_unicode
 
 __all__ = ["ENV_LINES_BYTES", "LABEL_BYTES", "SLACK_TEXT_CHARS", "Context", "Outgoing", "build"]
@@ -82,13 +82,14 @@ def build(ctx: Context, firing: Firing, redactor: Redactor, limit: int) -> Outgo
     """The firing's document (the generic JSON body), at most `limit` bytes encoded: its lines
     redacted together (a secret spanning lines, a private-key block, is found whole), and the
     watcher's label too (by default its command line, which may carry a `${VAR}` password),
-    sanitized as lines are, and each line's `where` (a file's path may hold one as well).
+    its controls escaped as records hold a name (`name_text`: a `\\r` in a path drops
+    nothing), and each line's `where` (a file's path may hold one as well).
     Lines that do not fit are left out (`omitted`), a first line that alone does not fit is
     clipped; a line cut either way is marked `truncated`. A line cut at limits.maxLineBytes
     loses the head of a secret that went on past the cut too."""
     texts, counts = redactor.redact_lines([m.line for m in firing.matches],
                                           [m.cut is not None for m in firing.matches])
-    label, found = redactor.redact(sanitize(ctx.label)[0])  # (a `${VAR}` in it: untrusted)
+    label, found = redactor.redact(name_text(ctx.label))  # (a `${VAR}` in it: untrusted)
     add_counts(counts, found)
     doc = {
         "source": "watchrun", "ts": ctx.ts,

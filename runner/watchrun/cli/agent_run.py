@@ -19,7 +19,7 @@ from watchrun.cli.emit import Out, config_failed
 from watchrun.clock import SystemClock
 from watchrun.config import load_config
 from watchrun.config.model import AgentSpec, Config
-from watchrun.match.sanitize import edge_text
+from watchrun.match.sanitize import edge_name, edge_text
 from watchrun.output.outdir import OutputDirError, OutputLayout, prepare_output_dir
 from watchrun.output.runlog import RunLog
 from watchrun.output.safefs import UnsafePathError
@@ -91,8 +91,8 @@ async def _own_processes(layout: OutputLayout, name: str, grace_s: float, log: R
     try:
         pid, ended = await asyncio.to_thread(end_leftovers, path, grace_s)
     except UnsafePathError as exc:
-        log.warning(f"{exc.filename}: {exc.strerror}; not trusted, so no process it names is "
-                    "ended", name)
+        log.warning(f"{edge_name(exc.filename)}: {exc.strerror}; not trusted, so no process it "
+                    "names is ended", name)
     else:
         if ended:
             log.warning(f"ended {ended} processes left running by a previous `agent run` "

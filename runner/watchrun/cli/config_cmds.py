@@ -15,7 +15,7 @@ from watchrun.config.model import AgentSpec, Config, WatcherSpec
 from watchrun.config.plans import plan_order
 from watchrun.exitcodes import ExitStatus
 from watchrun.match.redact import clean_text
-from watchrun.match.sanitize import edge_text
+from watchrun.match.sanitize import edge_name, edge_text
 
 __all__ = ["cmd_config", "cmd_init", "cmd_schema", "cmd_validate"]
 
@@ -167,7 +167,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     width = max((len(w.id) for w in config.watchers), default=0)
     width = max([width, *(len(a.name) for a in config.agents)])
     for w in config.watchers:
-        source = _source(w, config)
+        source = edge_name(_source(w, config))  # (a tab in a file name shown as `\t`)
         source = source if len(source) <= 72 else source[:71] + "…"
         wake = f"  → wakes {', '.join(w.wake)}" if w.wake else ""
         plan = plan_order(w.wake, {a.name: a.depends_on for a in config.agents})

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from msgspec.structs import replace
 
-from watchrun.match.sanitize import edge_text, shorten
+from watchrun.match.sanitize import edge_name, edge_text, shorten
 from watchrun.runtime.gate import Line, Status, Trouble, Verdict
 
 MAX_ANNOTATIONS = 10
@@ -68,8 +68,9 @@ def footer(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
 def _shown(ln: Line, limit: int = SHOW_CHARS) -> str:
     """A matched line as every report shows it: `where: text`, both through the edge
     sanitizer (a file name or a line with escape sequences, bidi controls or U+2028 is shown
-    escaped, never acted on by a terminal or a browser), the text cut to `limit`."""
-    return f"{edge_text(ln.where)}: {shorten(edge_text(ln.text), limit)}"
+    escaped, never acted on by a terminal or a browser; the file name by `edge_name`, its tabs
+    too), the text cut to `limit`."""
+    return f"{edge_name(ln.where)}: {shorten(edge_text(ln.text), limit)}"
 
 
 def summary_table(verdicts: Sequence[Verdict], problems: Sequence[str] = ()) -> str:
@@ -129,7 +130,7 @@ def annotation_lines(verdicts: Sequence[Verdict], workspace: str | None = None,
             head = reasons.pop(0)
             for ln in v.first:
                 file = path_under(ln.path, workspace) if ln.path and workspace else None
-                file = edge_text(file) if file is not None else None
+                file = edge_name(file) if file is not None else None
                 msg = f"{head}\n{_shown(ln)}"
                 wanted.append(_command("error", msg, title, file, ln.line_no))
         wanted.extend(_command("error", r, title) for r in reasons)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from watchrun.cli.emit import Out, config_failed, exit_status, log_diagnostic
 from watchrun.exitcodes import ExitStatus
+from watchrun.match.sanitize import edge_name
 
 if TYPE_CHECKING:
     from watchrun.config.diagnostics import Diagnostic
@@ -56,7 +57,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     ForwardToRunLog(log).install()
     for d in said:  # (clamped limits, …: as `run` says them)
         log_diagnostic(log, d)
-    log.info(f"MCP server on stdio; output dir {config.output.dir}", event="mcp")
+    log.info(f"MCP server on stdio; output dir {edge_name(config.output.dir)}", event="mcp")
     from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
     workers = Workers()  # (a call stuck in a dead file system cannot hold the exit)

@@ -17,6 +17,7 @@ from watchrun.cli.once_out import StdoutEcho, close_fence, open_fence
 from watchrun.cli.once_report import never_ran, report_interrupted, report_once
 from watchrun.cli.stops import LateStop, Stops, catch_early_stops, late_stops
 from watchrun.exitcodes import ExitStatus
+from watchrun.match.sanitize import edge_name
 from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
 
     config, log = sup.config, sup.log
     open_fence(fence)
-    log.info(f"writing JSONL under {sup.layout.root}")
+    log.info(f"writing JSONL under {edge_name(sup.layout.root)}")
     started = time.monotonic()
     failed: str | None = None
     workers = Workers()

@@ -133,16 +133,17 @@ class Ctx:
         `"\\ud800"`) that is not one of a file name's undecodable bytes (U+DC80-U+DCFF): no
         command line, environment, path or URL can hold either (the start would fail on it).
         `shown` (a command, which list, status and records show): nor a terminal control, which
-        every such surface strips, so what is shown would not be what runs. (A path may: a file
-        name is data, shown sanitized as a rotated sibling's is.)"""
+        the shell gets as itself while every such surface shows its escape (`\\u001b`): almost
+        always a `\\e` in YAML double quotes meant for the shell. (A path may: a file name is
+        data, shown with its controls escaped as a rotated sibling's is.)"""
         if isinstance(node, str):
             control = _CONTROL.search(node) if shown else None
             if control is not None and "\0" not in node:
                 self.report.error(path, f"{json.dumps(node)[:200]} contains U+"
                                   f"{ord(control.group()):04X}, a terminal control character: "
-                                  "`list`, `status` and the records would show the command "
-                                  "without it (an escape sequence whole) while the shell ran "
-                                  "all of it; write what makes one, as `printf '\\033'` (in YAML "
+                                  "the shell would get the character itself, while `list`, "
+                                  "`status` and the records show it as an escape (`\\u001b`); "
+                                  "write what makes one, as `printf '\\033'` (in YAML "
                                   "single quotes or a plain scalar: `\\e` in double quotes is "
                                   "the character itself)")
             if "\0" in node:

@@ -33,7 +33,7 @@ from watchrun.config.interpolate import references
 from watchrun.config.shellwords import quote
 from watchrun.config.tree import CMap, CSeq
 from watchrun.match.redact import Rule, redactor
-from watchrun.match.sanitize import sanitize
+from watchrun.match.sanitize import name_text, sanitize
 
 __all__ = ["MIN_BARE", "known_secrets", "written_forms"]
 
@@ -161,14 +161,15 @@ def written_forms(value: str) -> list[str]:
     """The ways `value` may be written in what watchrun shows: as is; quoted for the shell as
     a word, inside `"…"` or `'…'` (`config/shellwords.py`); each of those inside a list
     command's argument its label quotes (`'--password=a'"'"'b'`, the script of a list's
-    `sh -c` quoted twice so); JSON-escaped; each also as sanitized. Longest first. A byte of
+    `sh -c` quoted twice so); JSON-escaped; each also as sanitized and as a name shows it
+(`name_text`: controls escaped). Longest first. A byte of
     the environment that is not UTF-8 (a lone surrogate here) is U+FFFD in all of them, as
     everything watchrun writes has it (a surrogate cannot be encoded: the rule failed)."""
     value = _SURROGATES.sub("\ufffd", value)
     forms = {value, shlex.quote(value), quote(value, "double"), quote(value, "single")}
     forms |= {f.replace("'", "'\"'\"'") for f in forms}
     forms |= {json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
-    forms |= {sanitize(f)[0] for f in forms}
+    forms |= {sanitize(f)[0] for f in forms} | {name_text(f) for f in forms}
     return sorted((f for f in forms if f), key=lambda f: (-len(f), f))
 
 

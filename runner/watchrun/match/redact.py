@@ -43,7 +43,7 @@ from watchrun.match.redact_rules import (
     rule_options,
     rules_from,
 )
-from watchrun.match.sanitize import sanitize
+from watchrun.match.sanitize import name_text, sanitize
 
 __all__ = ["KIND", "MARKERS", "KeyBlock", "RedactError", "Redactor", "Rule", "add_counts",
            "builtin_rules", "check_rule", "clean_text", "key_block", "marker", "redact_line",
@@ -262,9 +262,10 @@ def redact_line(redactor: Redactor, text: str, raw: str, cut: bool = False
 
 
 def clean_text(text: str, redactor: Redactor | None) -> str:
-    """A text field others may have chosen (a `${VAR}` in a label or command, a file name) as
-    records and snapshots hold it: sanitized (SPEC §6), and redacted when given a redactor."""
-    clean = sanitize(text)[0]
+    """A text field others may have chosen (a `${VAR}` in a label or command, a file name, a
+    message naming one) as records and snapshots hold it: its controls escaped, none dropped
+    (`name_text`), and redacted when given a redactor."""
+    clean = name_text(text)
     return clean if redactor is None else redactor.redact(clean)[0]
 
 

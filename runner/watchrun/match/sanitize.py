@@ -21,6 +21,9 @@ as `\\u` escapes (a reader splitting on Unicode line breaks is then safe too). `
 tells, from the bytes of a line and in C, that none of the rules applies to it: the fast path of
 match records.
 
+A name (a file's path, a cwd, a label) is not a line: `name_text` escapes its controls and
+drops nothing (rules 2 and 3 showed `/tmp/x\\r/var/log/auth.log` as `/var/log/auth.log`).
+
 At the edge, where text leaves the runner for a person or another program (`logs`, `matches`,
 `status`, `list`, the runner's log), there are exactly two functions: `edge_text` for a line of
 text (sanitized, and every line or paragraph separator and bidirectional control shown as an
@@ -49,7 +52,9 @@ __all__ = [
     "clean_line",
     "decode",
     "edge_json",
+    "edge_name",
     "edge_text",
+    "name_text",
     "raw_text",
     "sanitize",
 ]
@@ -156,6 +161,33 @@ def _clean(text: str) -> str:
     if _rx(_SURROGATES).search(text) is not None:
         text = _rx(_SURROGATES).sub("\ufffd", text)
     return text
+
+
+_SHORT = {"\b": "\\b", "\f": "\\f", "\r": "\\r"}
+
+
+def name_text(text: str) -> str:
+    """A name others chose (a watched file's path, a cwd, a label, a command's words) as records
+    and snapshots hold it: each C0 control but tab and newline, DEL and each C1 control shown
+    as its escape (`\\r`, `\\b`, `\\u001b`: an escape sequence loses its ESC only), a lone
+    surrogate (a byte that is not UTF-8) as U+FFFD; no character is dropped. A backslash is
+    not escaped: `\\r` may be those two characters (the record's `inode` tells the file)."""
+    if _NEEDS_WORK.search(text) is None:
+        return text
+    text = _rx(_CONTROLS).sub(_escape_control, text)
+    return _rx(_SURROGATES).sub("\ufffd", text)
+
+
+def edge_name(value: object) -> str:
+    """A name as a terminal surface or the text log shows it: `name_text`, its tabs and
+    newlines as `\\t` and `\\n` too (a table's columns stay aligned), then `edge_text`."""
+    text = name_text(value if isinstance(value, str) else str(value))
+    return edge_text(text.replace("\t", "\\t") if "\t" in text else text)
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    char = match.group()
+    return _SHORT.get(char) or f"\\u{ord(char):04x}"
 
 
 def _has_c1_introducer(text: str) -> bool:

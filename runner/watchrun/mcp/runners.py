@@ -15,6 +15,7 @@ import msgspec
 
 from watchrun.clock import SystemClock
 from watchrun.config.model import Config
+from watchrun.match.sanitize import edge_name
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
@@ -249,8 +250,8 @@ class Runners:
                 if await asyncio.to_thread(self.live.live):
                     return self.live  # a runner started meanwhile and took the socket
                 raise
-            self.log.info(f"no runner was live on {self.root}: this session runs its own "
-                          "until it ends", event="session-runner")
+            self.log.info(f"no runner was live on {edge_name(self.root)}: this session runs "
+                          "its own until it ends", event="session-runner")
             return session
 
     async def close(self) -> None:

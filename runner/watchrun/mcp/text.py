@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from watchrun.match.sanitize import edge_text
+from watchrun.match.sanitize import edge_name, edge_text
 from watchrun.views.humanize import not_reading, when
 from watchrun.views.watchers import table
 
@@ -100,7 +100,8 @@ def _list(details: dict[str, Any], now: datetime) -> str:
 
 def _rows(watches: list[dict[str, Any]], now: datetime) -> str:
     rows = [[w["id"], w["status"], w["source"]["kind"], str(w["matchCount"]),
-             str(w["linesRead"]), when(w.get("lastMatchAt"), now, short=True), w["label"]]
+             str(w["linesRead"]), when(w.get("lastMatchAt"), now, short=True),
+             edge_name(w["label"])]
             for w in watches]
     return table(rows, ["ID", "STATUS", "KIND", "MATCHES", "LINES", "LAST MATCH", "LABEL"])
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, TextIO
 
 from watchrun.clock import iso_ts
 from watchrun.events import MatchInfo, cut_note
-from watchrun.match.sanitize import edge_json, edge_text, sanitize
+from watchrun.match.sanitize import edge_json, edge_name, edge_text, sanitize
 from watchrun.output.logstream import LogStream
 
 MATCH_LINES_PER_SECOND = 20
@@ -210,8 +210,8 @@ class RunLog:
             fields: dict[str, Any] = {"where": m.where, "line": m.line, "lineNo": m.line_no}
             if m.cut is not None:
                 fields["truncated"] = True
-            self._emit("info", "match", f"match {m.where}: {m.line}{cut_note(m.cut)}", source,
-                       fields)
+            self._emit("info", "match", f"match {edge_name(m.where)}: {m.line}"
+                       f"{cut_note(m.cut)}", source, fields)
         if len(found) > len(shown):  # counted in bulk: no per-match work past the budget
             self._held[source] = self._held.get(source, 0) + len(found) - len(shown)
             self._say_later(source, now + 1 - clock)
@@ -256,16 +256,16 @@ class RunLog:
 
 
 def describe(kind: str, f: dict[str, Any]) -> str:
-    """One readable line for a non-match record."""
+    """One readable line for a non-match record (its path as `edge_name` shows it)."""
     if kind == "start":
         if f.get("pid") is not None:
             again = f", restart attempt {f['attempt']}" if f.get("attempt") else ""
             return f"started run {f.get('run')} (pid {f['pid']}{again})"
         # inode null: missing (waited for), or not readable (its error record comes next)
-        return f"following {f.get('path')}" + (" (not opened yet)" if f.get("inode") is None
-                                                else "")
+        return f"following {edge_name(f.get('path'))}" + (
+            " (not opened yet)" if f.get("inode") is None else "")
     if kind == "rotate":
-        return f"{f.get('path')} rotated ({f.get('reason')})"
+        return f"{edge_name(f.get('path'))} rotated ({f.get('reason')})"
     if kind == "exit":
         how = f"signal {f['signal']}" if f.get("signal") else f"exit code {f.get('exitCode')}"
         return f"run {f.get('run')} ended: {how}"

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from watchrun.config.model import Config
+from watchrun.match.sanitize import edge_name
 from watchrun.offload import offload
 from watchrun.output.notefile import drop_spent, note_path
 from watchrun.output.outdir import OutputLayout
@@ -70,5 +71,5 @@ async def forget_gone(sup: Forgetting, ws: WatcherSet, old: Config) -> None:
         sup.board.forget(wid)
         ws.stopped_by_request.discard(wid)
         left = "" if await forget_files(sup, ws, [wid]) else ", some left (above)"
-        sup.log.info(f"its file {spec.path} is gone: forgotten (its row and state files{left}; "
-                     "its JSONL stays)", wid, event="forgotten")
+        sup.log.info(f"its file {edge_name(spec.path)} is gone: forgotten (its row and state "
+                     f"files{left}; its JSONL stays)", wid, event="forgotten")

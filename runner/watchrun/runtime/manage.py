@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from watchrun.config.adding import check_added
 from watchrun.config.diagnostics import Diagnostic
 from watchrun.config.model import Config, WatcherSpec
+from watchrun.match.sanitize import edge_name
 from watchrun.match.scanning import Store
 from watchrun.offload import at_stop
 from watchrun.output.runlog import RunLog
@@ -96,7 +97,7 @@ async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, An
             del sup.set.runtime[spec.id]
             sup.board.forget(spec.id)  # (launched, then stopped: its entry and snapshot)
             raise
-        sup.log.info(f"added at runtime ({spec.kind} {spec.label})", spec.id,
+        sup.log.info(f"added at runtime ({spec.kind} {edge_name(spec.label)})", spec.id,
                      event="watcher-added")
         if owner is not None:
             own(sup, owner, spec)

@@ -135,7 +135,8 @@ class RecentMatches:
 def where_members(chunk: Chunk, redactor: Redactor | None = None) -> tuple[bytes, str]:
     """The record's fields after `offset` (`,"path":…,"inode":…` or `,"run":…`) and how a
     match is located for people (`path` or `run N`, before `:lineNo`). The path is a text
-    field like any other (SPEC §6): a file name others chose keeps no escape sequence, and
+    field like any other (SPEC §6): a file name others chose has its controls escaped, none
+    dropped (`clean_text`: `x\\r/var/log/a.log` is not shown as `/var/log/a.log`), and
     with `output.redact` (`redactor`) a `${VAR}` secret in it is hidden as in `status`."""
     if chunk.path is not None:
         inode = b"null" if chunk.inode is None else b"%d" % chunk.inode

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from watchrun.agents.streamlock import lock_path
 from watchrun.config.model import Config
+from watchrun.match.sanitize import edge_name
 from watchrun.notify import Notifier
 from watchrun.offload import StuckCall
 from watchrun.output.outdir import OutputLayout
@@ -186,8 +187,8 @@ async def _end_leftovers(sup: Starting) -> None:
         try:
             pid, ended = await asyncio.to_thread(end_leftovers, path, grace, lock)
         except UnsafePathError as exc:
-            sup.log.warning(f"{exc.filename}: {exc.strerror}; not trusted, so no process it "
-                            "names is ended")
+            sup.log.warning(f"{edge_name(exc.filename)}: {exc.strerror}; not trusted, so no "
+                            "process it names is ended")
             continue
         if ended:
             who = "runner" if lock is None else "`agent run`"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from watchrun.config.model import WatcherSpec
 from watchrun.inotify import remote_fs
+from watchrun.match.sanitize import edge_name
 from watchrun.notify import Notifier
 from watchrun.offload import StuckCall, offload
 from watchrun.output.sink import JsonlSink, SinkWriteError
@@ -211,10 +212,11 @@ class WatcherSet:
 
         assert isinstance(rt.source, FileSource)
         wid, poll_ms = rt.spec.id, self.sup.config.limits.poll_ms
+        path = edge_name(rt.spec.path)
         if self.sup.once:
-            self.sup.log.info(f"{rt.spec.path} is on {fs}: read on a thread of its own", wid)
+            self.sup.log.info(f"{path} is on {fs}: read on a thread of its own", wid)
         else:
-            self.sup.log.warning(f"{rt.spec.path} is on {fs}, where inotify does not see what "
+            self.sup.log.warning(f"{path} is on {fs}, where inotify does not see what "
                                  f"other hosts write; polling it every {poll_ms} ms, on a "
                                  "thread of its own", wid)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from watchrun.match.sanitize import edge_name
 from watchrun.output.backward import last_records
 from watchrun.output.outdir import layout_for
 from watchrun.output.records import ID_PATTERN, iter_records, stream_ids
@@ -137,7 +138,8 @@ class Feed:
                 status = "stopped"  # a snapshot the live runner no longer runs
             source = snap.get("source")
             source = " ".join(map(str, source)) if isinstance(source, list) else str(source)
-            detail = str(snap.get("label") or source)  # the label defaults to the source
+            detail = edge_name(snap.get("label") or source)  # (defaults to the source; a tab
+            # in a file name shown as `\t`, not as the space `inert` makes of it)
             kind = snap.get("kind") if snap.get("kind") in ("file", "command") else "?"  # (never
             # `agent`, whatever a snapshot says: a watcher's row is not an agent's, nor keyed so)
             rows.append(Row(str(kind), wid, status, _int(snap.get("linesRead")),

@@ -7,6 +7,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from watchrun.match.sanitize import edge_name
 from watchrun.tui.text import ago, inert
 
 __all__ = ["ENDED", "TROUBLE", "UNREADABLE", "Row", "Snapshot", "Unreported", "chips",
@@ -147,7 +148,8 @@ def format_match(rec: dict[str, Any]) -> str:
     """One line of the matches pane: `ts  file:lineNo  line` (the file's name: the pane's title
     names the watcher; a rotated sibling still shows as itself), or `run N:lineNo`."""
     path = rec.get("path")
-    where = path.rsplit("/", 1)[-1] if isinstance(path, str) else f"run {rec.get('run')}"
+    where = edge_name(path.rsplit("/", 1)[-1]) if isinstance(path, str) else \
+        f"run {rec.get('run')}"
     line_no = rec.get("lineNo")
     head = f"{rec.get('ts', '?')}  {where}{'' if line_no is None else f':{line_no}'}"
     cut = " [truncated]" if rec.get("truncated") else ""

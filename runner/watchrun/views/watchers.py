@@ -2,7 +2,8 @@
 
 What is read is untrusted (anyone who could write the output dir could have written it): files
 are opened without following symlinks (`output.safefs`), read up to a bound, and every value
-that reaches the terminal goes through `edge_text`; JSON goes out through `edge_json`.
+that reaches the terminal goes through `edge_text` (a name: `edge_name`); JSON goes out through
+`edge_json`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from watchrun.config.shellwords import command_line
 from watchrun.events import cut_note
-from watchrun.match.sanitize import edge_text, shorten
+from watchrun.match.sanitize import edge_name, edge_text, shorten
 from watchrun.output import flocks, runlock, safefs, tailfile
 from watchrun.output.backward import last_records
 from watchrun.output.records import ReadStats
@@ -25,6 +26,10 @@ from watchrun.views.humanize import Paint, no_paint, value, when
 
 STATUS_BYTES = 1 << 20
 """A status snapshot larger than this is not one (skipped)."""
+
+NAMES = frozenset({"label", "source", "cwd", "longLine"})
+"""The status keys whose values hold a name (a file's path, a directory): shown by `edge_name`,
+a tab in it as `\\t`."""
 
 
 class _Runner:
@@ -214,7 +219,7 @@ def list_table(statuses: list[dict[str, Any]], now: datetime, paint: Paint = no_
             value(unknown or s.get("matchCount", 0)),
             value(unknown or s.get("linesRead", 0)),
             when(s.get("lastMatchAt"), now, short=True),
-            shorten(edge_text(value(source)), 48),
+            shorten(edge_name(value(source)), 48),
             shorten(edge_text(value(s.get("lastError") or "-")), 60),
         ])
     return table(rows, ["ID", "STATUS", "ORIGIN", "KIND", "PID", "UPTIME", "RESTARTS",
@@ -237,7 +242,8 @@ def status_lines(status: dict[str, Any], now: datetime, paint: Paint = no_paint)
     width = max((len(k) for k in keys.values()), default=0)
     out = []
     for k, v in status.items():
-        text = edge_text(when(v, now) if k.endswith("At") else value(v))
+        shown = edge_name if k in NAMES else edge_text
+        text = shown(when(v, now) if k.endswith("At") else value(v))
         if k == "status":
             text = paint(text, text)
         out.append(f"{keys[k]:<{width}}  {text}".rstrip())
@@ -247,7 +253,7 @@ def status_lines(status: dict[str, Any], now: datetime, paint: Paint = no_paint)
 def match_line(rec: dict[str, Any]) -> str:
     """One `matches` line for people: `ts  where:lineNo  line`, and a mark where the line was
     cut at `maxLineBytes` (the record's `truncated`/`omittedBytes`)."""
-    place = value(rec["path"]) if rec.get("path") else f"run {value(rec.get('run'))}"
+    place = edge_name(value(rec["path"])) if rec.get("path") else f"run {value(rec.get('run'))}"
     omitted = rec.get("omittedBytes")
     cut = None if rec.get("truncated") is not True else (
         omitted if isinstance(omitted, int) and omitted > 0 else 0)
