@@ -21,7 +21,8 @@ from liverunner import watchrun_bin, write_config
 
 from watchrun.events import MatchInfo
 from watchrun.output import runlog as runlog_module
-from watchrun.output.runlog import ForwardToRunLog, RunLog, on_journal
+from watchrun.output.logstream import on_journal
+from watchrun.output.runlog import ForwardToRunLog, RunLog
 
 TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 FORBIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")

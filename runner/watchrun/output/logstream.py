@@ -1,6 +1,7 @@
 """Lines to a file descriptor (the runner's log on stderr, a once run's output on stdout) without
 ever blocking the caller: written at once when the descriptor can take them, else queued for a
-writer thread; what does not fit is counted and said, or waited for."""
+writer thread; what does not fit is counted and said, or waited for. Also what the stream is:
+the journal (`on_journal`), a terminal (`is_tty`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import select
 import stat
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
 
 BACKLOG_BYTES = 1 << 20
 """Bytes held while the descriptor is not read (a stopped pager, a stalled log collector). Log
@@ -31,6 +32,27 @@ within EXIT_WAIT_S)."""
 _STRAIGHT = select.PIPE_BUF
 """A line no longer than this is written at once when poll says the descriptor has room: a
 pipe with room takes it whole, without blocking."""
+
+
+def on_journal(stream: TextIO, environ: Mapping[str, str]) -> bool:
+    """True when `stream` is connected to the journal: systemd sets JOURNAL_STREAM to the
+    `device:inode` of the stream it connected (systemd.exec(5)); a redirected stderr differs."""
+    dev, sep, ino = environ.get("JOURNAL_STREAM", "").partition(":")
+    if not sep or not dev.isdigit() or not ino.isdigit():
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):  # StringIO & co. raise UnsupportedOperation
+        return False
+    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+
+
+def is_tty(stream: TextIO) -> bool:
+    """Whether `stream` is a terminal (a closed or odd stream: not one)."""
+    try:
+        return stream.isatty()
+    except (OSError, ValueError):
+        return False
 
 
 class LogStream:

@@ -15,7 +15,8 @@ from typing import Any, Literal, TextIO
 from watchrun.clock import iso_ts
 from watchrun.events import MatchInfo, cut_note
 from watchrun.match.sanitize import edge_json, edge_name, edge_text, sanitize
-from watchrun.output.logstream import LogStream
+from watchrun.output.logstream import LogStream, is_tty, on_journal
+from watchrun.output.selflog import SELF_ECHO_NOTE, echoes_a_match
 
 MATCH_LINES_PER_SECOND = 20
 """Matches echoed per watcher per second; the rest are summarised (they are all in the JSONL)."""
@@ -28,27 +29,6 @@ ENVELOPE = ("ts", "level", "event", "watcher", "agent", "msg")
 
 Tap = Callable[[str, str, str | None, str | None, dict[str, Any]], None]
 """Sees every event, logged or not (quiet): (level, event, "watcher" | "agent", name, fields)."""
-
-
-
-def on_journal(stream: TextIO, environ: Mapping[str, str]) -> bool:
-    """True when `stream` is connected to the journal: systemd sets JOURNAL_STREAM to the
-    `device:inode` of the stream it connected (systemd.exec(5)); a redirected stderr differs."""
-    dev, sep, ino = environ.get("JOURNAL_STREAM", "").partition(":")
-    if not sep or not dev.isdigit() or not ino.isdigit():
-        return False
-    try:
-        st = os.fstat(stream.fileno())
-    except (OSError, ValueError, AttributeError):  # StringIO & co. raise UnsupportedOperation
-        return False
-    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
-
-
-def _is_tty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (OSError, ValueError):
-        return False
 
 
 def text_field(text: str) -> str:
@@ -79,7 +59,7 @@ class _Out:
         """`dropped(n)`: the line that says `n` lines were dropped (stderr not read)."""
         self.stream = stream
         self.journal = on_journal(stream, environ)
-        self.timestamps = (not self.journal and not _is_tty(stream)) if timestamps is None \
+        self.timestamps = (not self.journal and not is_tty(stream)) if timestamps is None \
             else timestamps
         self.lock = threading.Lock()  # one whole line per write, also from worker threads
         self.taps: list[Tap] = []
@@ -129,6 +109,7 @@ class RunLog:
         self._budget: dict[str, tuple[int, int]] = {}  # watcher → (second, lines echoed)
         self._held: dict[str, int] = {}  # watcher → matches not echoed, not yet said
         self._due: set[str] = set()  # watchers whose held count a timer will say
+        self._echoes: set[str] = set()  # watchers told they match the log's own echoes
 
     @property
     def stream(self) -> TextIO:
@@ -138,7 +119,7 @@ class RunLog:
         """The same log, where `source` names a `subject` (e.g. "agent") instead of a watcher."""
         view = copy.copy(self)
         view.subject = subject
-        view._budget, view._held, view._due = {}, {}, set()
+        view._budget, view._held, view._due, view._echoes = {}, {}, set(), set()
         return view
 
     def add_tap(self, tap: Tap) -> None:
@@ -196,7 +177,9 @@ class RunLog:
     def matches(self, source: str, found: Sequence[MatchInfo]) -> None:
         """Echo matched lines, at most MATCH_LINES_PER_SECOND per watcher per second; the
         number of the others is said when the second is over (its next match, its next event,
-        or a timer of the running event loop, whichever comes first)."""
+        or a timer of the running event loop, whichever comes first). A line that is the log's
+        own echo of a match is not echoed, which would be matched again without end; the first
+        is said (`output/selflog.py`)."""
         if self.quiet:
             return
         clock = time.monotonic()
@@ -207,6 +190,11 @@ class RunLog:
             second, used = now, 0
         shown = found[: max(0, MATCH_LINES_PER_SECOND - used)]
         for m in shown:
+            if echoes_a_match(m.line):  # (recorded, never echoed: `output/selflog.py`)
+                if source not in self._echoes:
+                    self._echoes.add(source)
+                    self.warning(SELF_ECHO_NOTE, source, event="self-echo")
+                continue
             fields: dict[str, Any] = {"where": m.where, "line": m.line, "lineNo": m.line_no}
             if m.cut is not None:
                 fields["truncated"] = True

@@ -12,6 +12,7 @@ from typing import NoReturn
 from watchrun.config.loader import file_kind
 from watchrun.inotify import fs_type
 from watchrun.output.livefile import writing
+from watchrun.output.selflog import OWN_LOG, own_log
 
 PSEUDO_FS = {
     0x9FA0: "procfs", 0x62656572: "sysfs", 0x27E0EB: "cgroup", 0x63677270: "cgroup2",
@@ -44,6 +45,8 @@ def open_regular(path: Path | str) -> tuple[int, os.stat_result]:
             raise OSError(errno.ELOOP, f"it is {own}, the runner's own records (through a "
                           "link): a watcher of its records would record each match again, "
                           "without end")
+        if own_log((st.st_ino, st.st_dev)):
+            raise OSError(errno.ELOOP, OWN_LOG)
         pseudo = PSEUDO_FS.get(fs_type(fd) or 0)
         if pseudo is not None:
             raise OSError(errno.EINVAL, f"is a {pseudo} pseudo-file, not a regular file: its "
