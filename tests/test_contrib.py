@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import tomllib
 from datetime import datetime
 from pathlib import Path
@@ -327,14 +328,19 @@ def test_the_sidecar_s_watchrun_starts_on_its_volumes_and_writes_what_vector_rea
     assert "EPERM" not in (tmp_path / "err").read_text()
 
 
-def test_the_daemonset_follows_pod_logs_as_they_come(tmp_path: Path) -> None:
-    """The DaemonSet's own container command and config, with its paths moved under tmp_path:
-    pods.py lists the pod logs there, the runner follows them, and a pod that starts later is
-    picked up (SIGHUP) and read from its first line."""
+DOWNWARD = {"metadata.namespace": "watchrun", "metadata.name": "watchrun-x7k2p"}
+"""What the downward API gives the DaemonSet's pod (`valueFrom.fieldRef`)."""
+OWN_LOG = "watchrun_watchrun-x7k2p_3333/watchrun/0.log"
+"""That pod's own container log under /var/log/pods, where the kubelet writes its stderr."""
+
+
+def daemonset(tmp_path: Path, pods: Path, stderr: int) -> tuple[subprocess.Popen[bytes], Path]:
+    """The DaemonSet's own container command, config and environment (the downward API's values
+    from DOWNWARD), its paths moved under tmp_path, started with `stderr`; and its state dir."""
     docs = manifests("daemonset.yaml")
     (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
-    etc, state, pods = tmp_path / "etc", tmp_path / "state", tmp_path / "pods"
-    for d in (etc, state, pods):
+    etc, state = tmp_path / "etc", tmp_path / "state"
+    for d in (etc, state):
         d.mkdir()
 
     def moved(text: str) -> str:
@@ -342,21 +348,30 @@ def test_the_daemonset_follows_pod_logs_as_they_come(tmp_path: Path) -> None:
 
     for key, text in cm["data"].items():
         (etc / key).write_text(moved(text))
-    old = pods / "default_web-0_1111" / "nginx" / "0.log"
-    old.parent.mkdir(parents=True)
-    old.write_text("ERROR before the runner: followed from the end, not matched\n")
     w = container(pod_spec(docs), "watchrun")
     env = {**os.environ, "PODS_DIR": str(pods), "PODS_SCAN_SECONDS": "0.1",
            "PODS_FORGET_SECONDS": "0",
            "PATH": f"{Path(watchrun_bin()).parent}{os.pathsep}{os.environ['PATH']}"}
-    env.update({e["name"]: e["value"] for e in w["env"] if e["name"] != "PODS_SCAN_SECONDS"})
+    env.update({e["name"]: e.get("value") or DOWNWARD[e["valueFrom"]["fieldRef"]["fieldPath"]]
+                for e in w["env"] if e["name"] != "PODS_SCAN_SECONDS"})
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
     argv = [*w["command"], moved(w["args"][0]).replace("0.0.0.0:9464", f"127.0.0.1:{port}")]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                            start_new_session=True), state
+
+
+def test_the_daemonset_follows_pod_logs_as_they_come(tmp_path: Path) -> None:
+    """The DaemonSet's own container command and config, with its paths moved under tmp_path:
+    pods.py lists the pod logs there, the runner follows them, and a pod that starts later is
+    picked up (SIGHUP) and read from its first line."""
+    pods = tmp_path / "pods"
+    old = pods / "default_web-0_1111" / "nginx" / "0.log"
+    old.parent.mkdir(parents=True)
+    old.write_text("ERROR before the runner: followed from the end, not matched\n")
     err = (tmp_path / "err").open("w")
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err,
-                            start_new_session=True)
+    proc, state = daemonset(tmp_path, pods, err.fileno())
     out = state / "watchers"
     try:
         wait_for(lambda: '"event":"start","watcher":"default.web-0.nginx.0"' in (
@@ -390,6 +405,51 @@ def test_the_daemonset_follows_pod_logs_as_they_come(tmp_path: Path) -> None:
     assert new_matches == ["panic: written before the runner saw the file"]
     log = (tmp_path / "err").read_text()
     assert '"event":"reloaded"' in log and "Traceback" not in log
+
+
+def kubelet(read: int, log: Path) -> None:
+    """What the kubelet does with a container's stderr: each line appended to the container's
+    log under /var/log/pods, in the CRI format (`<time> stderr F <line>`), until it ends."""
+    with os.fdopen(read, "rb") as pipe, log.open("ab", buffering=0) as out:
+        for line in pipe:
+            out.write(b"2026-01-01T00:00:00.000000000Z stderr F " + line)
+
+
+def test_the_daemonset_leaves_its_own_pod_log_out(tmp_path: Path) -> None:
+    """The kubelet writes the runner's stderr, its JSON log with every match echoed, to the
+    runner's own pod log under /var/log/pods: pods.py listed it, so its watcher matched each
+    echo again, JSON-escaped once more, without end (one ERROR elsewhere: ~1.5 MB of log in a
+    second). pods.py leaves out the logs of its own pod (POD_NAMESPACE, POD_NAME)."""
+    pods = tmp_path / "pods"
+    own, web = pods / OWN_LOG, pods / "default_web-0_1111" / "nginx" / "0.log"
+    for log in (own, web):
+        log.parent.mkdir(parents=True)
+        log.write_text("")
+    read, write = os.pipe()
+    proc, state = daemonset(tmp_path, pods, write)
+    os.close(write)
+    writer = threading.Thread(target=kubelet, args=(read, own))
+    writer.start()
+    try:
+        wait_for(lambda: '"event":"start","watcher":"default.web-0.nginx.0"' in own.read_text(),
+                 "the runner following web-0's log")
+        listed = [w["path"] for w in yaml.safe_load((state / "pods.json").read_text())["watchers"]]
+        assert listed == [str(web)]  # before: its own log too
+        with web.open("a") as fh:
+            fh.write("ERROR in web-0\n")
+        wait_for(lambda: '"event":"match","watcher":"default.web-0.nginx.0"' in own.read_text(),
+                 "the match echoed into the runner's own pod log")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        writer.join(timeout=30)
+    echoes = [line for line in own.read_text().splitlines() if '"event":"match"' in line]
+    assert len(echoes) == 1 and "self-echo" not in own.read_text(), echoes
+    assert sorted(p.name for p in (state / "watchers").glob("*.jsonl")) == [
+        "default.web-0.nginx.0.jsonl", "pod-discovery.jsonl"]
 
 
 def test_the_daemonset_names_long_and_reused_pod_logs_apart(tmp_path: Path) -> None:
