@@ -14,11 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "runner" / "watchrun"
 
-BASE = {"events", "clock", "exitcodes", "inotify", "inotify_watches", "arrivals", "notify",
-        "offload"}
-"""Top-level modules every layer may use: the event vocabulary, the clock seam, exit codes, the
-kernel's change notification and what waits on it (the runner's file sources and the CLI's
-followers share one inotify binding), and the worker thread for blocking calls."""
+BASE = {"events", "clock", "cron", "exitcodes", "inotify", "inotify_watches", "arrivals",
+        "notify", "offload"}
+"""Top-level modules every layer may use: the event vocabulary, the clock seam and the cron
+schedules on it, exit codes, the kernel's change notification and what waits on it (the
+runner's file sources and the CLI's followers share one inotify binding), and the worker thread
+for blocking calls."""
 
 ALLOWED: dict[str, set[str]] = {
     "match": set(),

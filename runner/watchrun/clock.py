@@ -1,4 +1,4 @@
-"""The clock seam: monotonic time for timers, wall time only for records."""
+"""The clock seam: monotonic time for timers, wall time only for records and schedules."""
 
 from __future__ import annotations
 
@@ -6,6 +6,11 @@ import math
 import time
 from datetime import UTC, datetime
 from typing import Protocol
+
+RECHECK_S = 60.0
+"""The longest single wait for a time of the wall clock (a cron tick), which asyncio's timers do
+not follow: a clock stepped back or forward (NTP, by hand) or a machine that slept shows within
+this long."""
 
 
 class Clock(Protocol):
@@ -61,18 +66,3 @@ def parse_ts(text: object) -> float | None:
     except ValueError:
         return None
     return (ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)).timestamp()
-
-
-def next_cron(expr: str, after: float) -> float:
-    """The first tick of cron `expr` (local time, as cron runs) after epoch `after`. The ticks
-    are counted in local wall time and each is turned into an epoch with the zone's rules for
-    its own date (`mktime`), so `0 9 * * *` is 09:00 on both sides of a DST change (an aware
-    datetime would carry today's UTC offset into every later tick). croniter is imported
-    here, on first use: a runner without schedules never loads it."""
-    from croniter import croniter  # type: ignore[import-untyped]
-
-    ticks = croniter(expr, datetime.fromtimestamp(after))  # naive: local wall time
-    while True:
-        at = time.mktime(ticks.get_next(datetime).timetuple())  # (tm_isdst -1: its date's)
-        if at > after:  # (an hour that repeats when DST ends can map to before `after`)
-            return at

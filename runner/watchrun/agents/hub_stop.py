@@ -114,7 +114,7 @@ class StoppingHub:
                 if a.turn is not None:
                     a.turn.abort("the agent's config changed", "reload-changed")
                 await self._cancel([a])
-                a.spec, a.next_tick, a.task = spec, None, None
+                a.spec, a.ticks, a.task = spec, None, None
                 a.unstartable, a.unstarted = None, 0  # (its old command's problem)
                 a.window.max_turns = spec.max_turns
                 self._start(a)

@@ -12,8 +12,9 @@ from watchrun.agents.prompt import Delivery, TurnWindow, render_prompt, render_t
 from watchrun.agents.providers.usage import UsageTracker
 from watchrun.agents.recorder import Recorder
 from watchrun.agents.turn import PROMPT_BYTES, TurnRunner
-from watchrun.clock import Clock, next_cron
+from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits, WatcherSpec
+from watchrun.cron import Ticks
 from watchrun.match.sanitize import sanitize
 from watchrun.output.runlog import RunLog
 
@@ -69,7 +70,8 @@ class AgentState(Struct, eq=False):
     """Its plan steps whose dependencies have not ended yet: not in its queue, but their
     deliveries are recorded `queued` (agents/plan.py), so `drop_all` drops them too."""
     schedule_due: int | None = None
-    next_tick: float | None = None
+    ticks: Ticks | None = None
+    """Its schedule's ticks, from its loop's first look (None: not yet, or no schedule)."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     working: bool = False
     turn: TurnRunner | None = None
@@ -158,16 +160,19 @@ class AgentState(Struct, eq=False):
         self.wake.set()
 
     def tick(self, clock: Clock) -> float | None:
-        """Mark a due cron tick; seconds until the next one (None: no schedule)."""
+        """Mark a due cron tick (one for however many passed: a turn is due, or not); seconds
+        to sleep before asking again (None: no schedule). The ticks are the command watcher's
+        (`cron.Ticks`): a clock set back or forward, or a resume, is followed within a minute."""
         expr = self.spec.schedule
         if not expr:
             return None
-        now = clock.now()
-        if self.next_tick is None or now >= self.next_tick:
-            if self.next_tick is not None and self.schedule_due is None:
+        if self.ticks is None:
+            self.ticks = Ticks(expr, clock)
+        while not (wait := self.ticks.wait()):
+            self.ticks.take()
+            if self.schedule_due is None:
                 self.schedule_due = self.rec.next_seq
-            self.next_tick = next_cron(expr, now)
-        return max(0.0, self.next_tick - now)
+        return wait
 
     def prompt_for(self, trigger: str, batch: list[Delivery], step: PlanStep | None,
                    match_lines: int) -> str:

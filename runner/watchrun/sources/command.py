@@ -10,8 +10,9 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any
 
-from watchrun.clock import Clock, iso_ts, next_cron
+from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import Limits, WatcherSpec
+from watchrun.cron import Ticks
 from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import LineFramer
 from watchrun.process.spawn import ExitInfo, Proc, Spawner, SpawnError
@@ -28,7 +29,6 @@ from watchrun.sources.unreadable import Beginning
 
 READ_SIZE = 64 * 1024
 DRAIN_MIN_S = 0.5  # after the exit, wait at least this long for EOF before stopping the tree
-TICK_CHECK_S = 60.0  # longest single sleep while waiting for a tick: wall-clock jumps show up
 
 Echo = Callable[[bytes, bool], Awaitable[None]]
 """`echo(lines, wait)`: where a once run shows its commands' output as it comes. Awaited, so a
@@ -129,22 +129,15 @@ class CommandSource:
 
     async def _schedule(self, ctx: SourceContext, cron: str) -> None:
         """Run at every cron tick (wall clock, local time); skip a tick while a run is on."""
-        base = self.clock.now()
+        ticks = Ticks(cron, self.clock)
         task: asyncio.Task[ExitInfo | None] | None = None
-        reached: float | None = None  # the last tick reached (run or skipped)
         try:
             while True:
-                tick = next_cron(cron, base)
                 if task is None or task.done():
                     self.state = ProcState.WAITING  # STOPPED/EXITED -> WAITING
-                while (left := tick - self.clock.now()) > 0:
-                    await self._sleep_or_finish(min(left, TICK_CHECK_S), task)
-                    if self.clock.now() < base:  # the clock was set back: count from now on
-                        base = self.clock.now()
-                        tick = next_cron(cron, base)
-                        tick = next_cron(cron, tick) if tick == reached else tick
-                base = max(tick, self.clock.now())  # after a forward jump: one run, no burst
-                reached = tick
+                while wait := ticks.wait():
+                    await self._sleep_or_finish(wait, task)
+                tick = ticks.take()  # (run or skipped)
                 if task is not None and not task.done():
                     await ctx.event("error", code="tick-skipped", run=self.run_no, message=(
                         f"tick {iso_ts(tick)} skipped: run {self.run_no} is still running"))
