@@ -28,19 +28,27 @@ DEADLINE_S = 20.0
 
 
 class FakeClock:
-    """Monotonic time moves only when told (`advance`); wall time follows it."""
+    """Time moves only when told: `advance` moves monotonic, elapsed and wall time; `suspend`
+    elapsed and wall time only (the machine slept: Linux's monotonic clock stood still)."""
 
     def __init__(self) -> None:
         self.mono = 1000.0
+        self.slept = 0.0
 
     def monotonic(self) -> float:
         return self.mono
 
+    def elapsed(self) -> float:
+        return self.mono + self.slept
+
     def now(self) -> float:
-        return 1_760_000_000.0 + self.mono
+        return 1_760_000_000.0 + self.mono + self.slept
 
     def advance(self, seconds: float) -> None:
         self.mono += seconds
+
+    def suspend(self, seconds: float) -> None:
+        self.slept += seconds
 
 
 @dataclass

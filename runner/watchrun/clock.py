@@ -1,4 +1,5 @@
-"""The clock seam: monotonic time for timers, wall time only for records and schedules."""
+"""The clock seam: monotonic time for timers, elapsed time (counting a suspend) for windows,
+wall time only for records and schedules."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 RECHECK_S = 60.0
-"""The longest single wait for a time of the wall clock (a cron tick), which asyncio's timers do
-not follow: a clock stepped back or forward (NTP, by hand) or a machine that slept shows within
-this long."""
+"""The longest single wait for a time of a clock asyncio's timers do not follow: the wall clock
+(a cron tick), stepped back or forward by NTP or by hand, or `elapsed` (a window's end), which
+runs on while the machine sleeps: a step or a resume shows within this long."""
+_BOOTTIME = getattr(time, "CLOCK_BOOTTIME", None)
 
 
 class Clock(Protocol):
     def monotonic(self) -> float: ...
+    def elapsed(self) -> float: ...
     def now(self) -> float: ...
 
 
@@ -22,7 +25,16 @@ class SystemClock:
     """The real clock."""
 
     def monotonic(self) -> float:
+        """Timers and durations: asyncio's clock. On Linux it stands still while the machine
+        sleeps (a laptop's lid closed)."""
         return time.monotonic()
+
+    def elapsed(self) -> float:
+        """Windows of time (maxTurns' hour, a command's start limit, an action's throttle and
+        threshold): like `monotonic` it never steps, but it counts the time the machine slept
+        (CLOCK_BOOTTIME; where there is none, the monotonic clock). "The last hour" is an hour
+        of the day, not an hour the machine was awake."""
+        return time.monotonic() if _BOOTTIME is None else time.clock_gettime(_BOOTTIME)
 
     def now(self) -> float:
         return time.time()

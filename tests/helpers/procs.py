@@ -95,20 +95,30 @@ class Recorder:
 
 
 class FakeClock:
-    """A clock the test moves by hand (both monotonic and wall time)."""
+    """A clock the test moves by hand: `advance` moves monotonic, elapsed and wall time;
+    `suspend` elapsed and wall time only (the machine slept: Linux's monotonic clock stood
+    still)."""
 
     def __init__(self, wall: float = 1_700_000_000.0) -> None:
         self.mono = 1000.0
         self.wall = wall
+        self.slept = 0.0
 
     def monotonic(self) -> float:
         return self.mono
+
+    def elapsed(self) -> float:
+        return self.mono + self.slept
 
     def now(self) -> float:
         return self.wall
 
     def advance(self, seconds: float) -> None:
         self.mono += seconds
+        self.wall += seconds
+
+    def suspend(self, seconds: float) -> None:
+        self.slept += seconds
         self.wall += seconds
 
 

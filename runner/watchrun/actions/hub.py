@@ -15,7 +15,7 @@ from watchrun.actions.results import Result
 from watchrun.actions.watcher_actions import Stream, WatcherActions
 from watchrun.actions.webhook import BACKOFF_S, send
 from watchrun.actions.windows import Carried
-from watchrun.clock import Clock
+from watchrun.clock import RECHECK_S, Clock
 from watchrun.config.model import ActionSpec, Config, WatcherSpec
 from watchrun.events import MatchInfo
 from watchrun.match.redact import redactor
@@ -110,12 +110,15 @@ class ActionHub:
         self._tg = None
 
     async def _timer(self) -> None:
-        """Sends what a throttle window held when the window ends."""
+        """Sends what a throttle window held when the window ends, looking RECHECK_S apart at
+        most: the windows are on `Clock.elapsed`, which runs on while the machine sleeps, and
+        asyncio's timers do not."""
         while True:
             self._poke.clear()
             due = [a.tick() for w in self._watchers.values() for a in w.actions]
             soonest = min((d for d in due if d is not None), default=None)
-            delay = None if soonest is None else max(0.0, soonest - self.clock.monotonic())
+            delay = None if soonest is None else \
+                min(max(0.0, soonest - self.clock.elapsed()), RECHECK_S)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._poke.wait(), delay)
 

@@ -101,12 +101,12 @@ class ActionRuntime:
 
     # -- input ------------------------------------------------------------------------------
     def offer(self, found: Sequence[MatchInfo]) -> None:
-        self.take(self.gate.offer(self.host.clock.monotonic(), found))
+        self.take(self.gate.offer(self.host.clock.elapsed(), found))
 
     def tick(self) -> float | None:
         """Send what a throttle window held once it ended, record drops the last second held
-        back; when to tick next (monotonic)."""
-        now = self.host.clock.monotonic()
+        back; when to tick next (`Clock.elapsed`, as the windows: a suspend counts)."""
+        now = self.host.clock.elapsed()
         due = self.gate.due(now)
         if due is not None:
             self.take([due])
@@ -129,7 +129,7 @@ class ActionRuntime:
 
     def _suppressed(self, s: Suppression) -> None:
         self._count("suppressed")
-        left_ms = max(0, round((s.window_end - self.host.clock.monotonic()) * 1000))
+        left_ms = max(0, round((s.window_end - self.host.clock.elapsed()) * 1000))
         self.record("action-suppressed", self._fields(count=s.count, suppressed=s.suppressed,
                                                       windowEndsInMs=left_ms))
         if s.suppressed == 1:
@@ -143,7 +143,7 @@ class ActionRuntime:
         self._dropped[1] += firing.count
         self._unrecorded[0] += 1
         self._unrecorded[1] += firing.count
-        self._record_dropped(self.host.clock.monotonic())
+        self._record_dropped(self.host.clock.elapsed())
 
     def _record_dropped(self, now: float) -> None:
         """The `action-dropped` record of queue-full drops, at most one a DROP_RECORD_S."""
@@ -156,7 +156,7 @@ class ActionRuntime:
         if not n:
             return
         self._unrecorded = [0, 0]
-        self._drop_recorded_at = self.host.clock.monotonic()
+        self._drop_recorded_at = self.host.clock.elapsed()
         why = f"its queue was full ({self.spec.queue} waiting, {self.spec.concurrency} " \
             "running)" if reason == "queue-full" else ENDED.get(reason, reason)
         self.record("action-dropped", self._fields(count=n, matches=matches, reason=reason,
@@ -218,7 +218,7 @@ class ActionRuntime:
         """A firing goes out: counted, its `action-fired` record written, its payload built."""
         self._count("fired")
         n, clock = self.counts["fired"], self.host.clock  # (counts outlive a reload)
-        self._record_dropped(clock.monotonic())  # (before the firing that says how many)
+        self._record_dropped(clock.elapsed())  # (before the firing that says how many)
         dropped, self._dropped = self._dropped, [0, 0]
         ctx = Context(self.watcher.id, self.watcher.label, self.spec.name, n, iso_ts(clock.now()),
                       dropped[0], dropped[1])

@@ -1,6 +1,7 @@
-"""When an action fires (pure, over the monotonic time it is given): `when` thresholds (N
-matches within a sliding window) and `throttle` windows (at most one firing per window; what is
-suppressed is counted and sent as one firing when the window ends)."""
+"""When an action fires (pure, over the time it is given: `Clock.elapsed`, which counts a
+suspend): `when` thresholds (N matches within a sliding window) and `throttle` windows (at most
+one firing per window; what is suppressed is counted and sent as one firing when the window
+ends)."""
 
 from __future__ import annotations
 
@@ -73,14 +74,14 @@ class Suppression(Struct, frozen=True):
     suppressed: int
     """Firings suppressed in this window so far (this one included)."""
     window_end: float
-    """When the window ends (monotonic seconds): then the held firings go out as one."""
+    """When the window ends (elapsed seconds): then the held firings go out as one."""
 
 
 class Carried(Struct, frozen=True):
     """A gate's windows, for the gate of the same action after a reload."""
 
     window_end: float | None
-    """When the throttle window open then ends (monotonic seconds), or None."""
+    """When the throttle window open then ends (elapsed seconds), or None."""
     counted: list[tuple[float, int, list[MatchInfo], tuple[str, str]]]
     """The batches the threshold counted in its window: (time, matches, kept, span)."""
     held: Firing | None = None
@@ -179,5 +180,5 @@ class Gate:
         self._size = sum(len(m.line) for _, _, kept, _ in self._window for m in kept)
 
     def next_due(self) -> float | None:
-        """When `due` has something to give (monotonic seconds), or None."""
+        """When `due` has something to give (elapsed seconds), or None."""
         return self._window_end if self._held is not None else None

@@ -94,7 +94,7 @@ class AgentHub(StoppingHub):
             rec.writer.on_error = failing
         window = TurnWindow(spec.max_turns)
         now = self.clock.now()
-        window.seed((now - t for t in h.starts), self.clock.monotonic())
+        window.seed((now - t for t in h.starts), self.clock.elapsed())
         a = AgentState(spec, rec, h.tracker, window, turns=h.turns, tokens=h.tokens,
                        last_reply=h.reply)
         a.rec.emit("status", {"status": "idle", "source": "runner"})
@@ -160,7 +160,7 @@ class AgentHub(StoppingHub):
         if len(a.sends) >= MAX_SENDS:
             return {"ok": False, "error": {"code": "queue_full", "message": f"{name} already "
                                            f"has {MAX_SENDS} prompts waiting"}}
-        wait = a.window.retry_in(self.clock.monotonic())
+        wait = a.window.retry_in(self.clock.elapsed())
         if wait and a.turn is None:  # its turn would start now, and be refused (max-turns)
             n = a.spec.max_turns
             return {"ok": False, "error": {"code": "limit", "message": (

@@ -212,7 +212,8 @@ def render_turn_prompt(template: str, deliveries: Sequence[Delivery], match_line
 
 
 class TurnWindow:
-    """`maxTurns` per hour: a sliding window of turn start times (monotonic seconds)."""
+    """`maxTurns` per hour: a sliding window of turn start times (`Clock.elapsed` seconds: an
+    hour the machine slept through counts)."""
 
     def __init__(self, max_turns: int, window_s: float = 3600.0) -> None:
         self.max_turns = max_turns

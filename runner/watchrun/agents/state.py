@@ -90,7 +90,7 @@ class AgentState(Struct, eq=False):
     refused: tuple[int, int, int] = (0, 0, 0)
     """Refused turns, their deliveries and matches (or prompts) not said in the log yet."""
     refusal_said: float | None = None
-    """When the log last said a refusal (monotonic); None: the next one is said at once."""
+    """When the log last said a refusal (`Clock.elapsed`); None: the next one is said at once."""
     recorded: dict[str, tuple[float, asyncio.TimerHandle | None]] = field(default_factory=dict)
     """Per waiting delivery: when its count was last recorded (the loop's clock), and the timer
     that records it when its second is up."""
@@ -193,7 +193,7 @@ class AgentState(Struct, eq=False):
         `started`); else its deliveries are recorded dropped (reason max-turns) and the log says
         when the next one may: at once for the first refusal, then at most every
         REFUSED_LOG_S, counting the refusals between."""
-        spec, now = self.spec, clock.monotonic()
+        spec, now = self.spec, clock.elapsed()
         wait = self.window.retry_in(now)
         if not wait:
             if self.refused[0]:  # (refusals the log has not said yet)
@@ -224,7 +224,7 @@ class AgentState(Struct, eq=False):
 
     def started(self, clock: Clock) -> None:
         """A turn's process started: it counts against maxTurns now."""
-        self.window.allow(clock.monotonic())
+        self.window.allow(clock.elapsed())
         self.unstartable, self.unstarted = None, 0
 
     def not_started(self, error: str) -> None:

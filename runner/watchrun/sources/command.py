@@ -62,7 +62,7 @@ class CommandSource:
         self.run_no = 0
         self.last_exit: ExitInfo | None = None
         self.pid: int | None = None
-        self._starts: deque[float] = deque(maxlen=START_LIMIT)  # the last starts' monotonic times
+        self._starts: deque[float] = deque(maxlen=START_LIMIT)  # the last starts (elapsed)
         self._grace = limits.stop_timeout_ms / 1000
         self._started = 0.0  # monotonic start of the current run
         self._beginning = Beginning()  # (the current run's output's)
@@ -122,7 +122,7 @@ class CommandSource:
             await self.sleep(delay / 1000)  # BACKOFF -> STARTING when it returns
 
     def _start_limited(self) -> bool:
-        now = self.clock.monotonic()
+        now = self.clock.elapsed()  # (a window: the time the machine slept counts)
         while self._starts and now - self._starts[0] >= START_WINDOW_S:
             self._starts.popleft()
         return len(self._starts) >= START_LIMIT
@@ -170,7 +170,7 @@ class CommandSource:
         self.run_no += 1
         n = self.run_no
         self.state = ProcState.STARTING  # STOPPED/BACKOFF/WAITING -> STARTING
-        self._starts.append(self.clock.monotonic())
+        self._starts.append(self.clock.elapsed())
         spec = self.spec
         assert spec.command is not None
         try:
