@@ -135,6 +135,28 @@ def test_the_lag_monitor_records_the_worst_stall() -> None:
     assert 0.25 < asyncio.run(main()) < 1.0
 
 
+def test_the_worst_stall_is_forgotten_once_older_than_the_window() -> None:
+    """The gauge an alert watches (`watchrun_loop_lag_max_seconds`, `loopLagMaxS`) was the worst
+    since the start, so one stall kept it up, and an alert on it firing, until a restart. It is
+    the worst of the last WINDOW_S (300 s; 0.5 s here): a stall shows, then clears."""
+    async def main() -> tuple[float, float]:
+        lag = LoopLag(0.01, window_s=0.5)
+        monitor = asyncio.ensure_future(lag.run())
+        await asyncio.sleep(0.05)
+        time.sleep(0.3)  # a stall, as a blocking call on the loop would make
+        await asyncio.sleep(0.05)
+        seen = lag.max_s
+        end = time.monotonic() + 20
+        while lag.max_s >= 0.25 and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        monitor.cancel()
+        return seen, lag.max_s
+
+    seen, later = asyncio.run(main())
+    assert 0.25 < seen < 1.0
+    assert later < 0.25
+
+
 @pytest.mark.parametrize(("pattern", "require", "case"), [
     (r"(err|fat)(or|al)\b(?<!xfatal)", None, False),  # literals {err, fat}, folded
     (r"(?<=\[)(\w)\1", r"ERROR \d+", True),  # no literal of 2+ bytes: every line goes

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from liverunner import read_records, wait_for, write_config
 
+from watchrun.runtime.client import request
 from watchrun.runtime.workers import Workers, run_with_workers
 
 HANGS = """
@@ -230,7 +231,8 @@ def test_a_stopped_process_is_said_as_such_not_as_a_file_system_that_does_not_an
     continued, that its event loop had been held in `EpollSelector.select` "(a file system that
     does not answer?)": an error that sent the operator looking at the disks. The guard thread
     was stopped as well: the loop, late by more than the stall bound with the process having used
-    no CPU meanwhile, says that the whole process did not run (a warning), once it runs."""
+    no CPU meanwhile, says that the whole process did not run (a warning), once it runs. Nor is
+    it the loop's lag: `loopLagMaxS` (and the metrics' gauge) said 3 s for it, until a restart."""
     (tmp_path / "app.log").write_text("")
     cfg = write_config(tmp_path, {"watchers": [
         {"id": "log", "path": "app.log", "pattern": "ERROR"}]})
@@ -243,10 +245,12 @@ def test_a_stopped_process_is_said_as_such_not_as_a_file_system_that_does_not_an
         wait_for(lambda: time.monotonic() - stopped > 3.0, "3 s of the fault")  # (its length)
         proc.send_signal(signal.SIGCONT)
         wait_for(lambda: "did not run for" in "".join(err), "the stall to be said")
+        status = request(tmp_path / ".watchrun" / "control.sock", {"cmd": "status"}, timeout=30)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=60)
     text = "".join(err)
     assert rc == 0, text
+    assert status["loopLagMaxS"] < 1.0, status
     assert "has not run for" not in text and "runs again" not in text, text
     (said,) = [line for line in text.splitlines() if "did not run for" in line]
     assert "watchrun: warning: the runner did not run for " in said and \

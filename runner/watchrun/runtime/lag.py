@@ -1,5 +1,5 @@
-"""The loop-lag monitor: how late the event loop runs a timer, i.e. the worst stall so far, and a
-thread that says a stall while it lasts (the loop cannot say it is held)."""
+"""The loop-lag monitor: how late the event loop runs a timer, i.e. the worst stall of the last
+minutes, and a thread that says a stall while it lasts (the loop cannot say it is held)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from types import FrameType
 
@@ -22,22 +23,30 @@ OVERSLEPT_S = 1.0
 running either: the whole process was not (SIGSTOP, a frozen container or VM, a host out of
 CPU), not its event loop alone. (One that used it was kept from the interpreter by a busy call
 that holds it: that is the loop's stall.)"""
+WINDOW_S = 300.0
+"""`max_s` is the worst lateness of the last 5 minutes: the gauge an alert watches fires for a
+stall and clears 5 minutes after it (a scrape every 5 minutes or more often sees it). The worst
+since the start could never clear: one stall pinned it until the runner restarted."""
 
 
 class LoopLag:
     """Runs as a task of the supervisor; `max_s` is exposed in `status` and the metrics.
     `stalled(seconds, where)` is called from the guard thread once a stall passes STALL_S, and
     `resumed(seconds)` on the loop when it runs again; `suspended(seconds)` on the loop when it
-    ran that late while the process used little CPU and the guard said nothing: the whole
-    process did not run (None: such a stall is not said here)."""
+    ran that late (STALL_S or more) while the process used little CPU and the guard said
+    nothing: the whole process did not run (None: such a stall is not said here). That is no
+    lateness of the loop, and `max_s` does not count it; a shorter one cannot be told from a
+    loop held by a blocking call, and counts."""
 
     def __init__(self, interval_s: float = INTERVAL_S, *,
                  stalled: Callable[[float, str], None] | None = None,
                  resumed: Callable[[float], None] | None = None,
-                 suspended: Callable[[float], None] | None = None) -> None:
-        self.interval_s = interval_s
-        self.max_s = 0.0
-        """The worst lateness seen since the runner started (seconds)."""
+                 suspended: Callable[[float], None] | None = None,
+                 window_s: float = WINDOW_S) -> None:
+        self.interval_s, self.window_s = interval_s, window_s
+        self._worst: deque[tuple[float, float]] = deque()
+        """(when, lateness) of the window's ticks that no later tick was as late as: the first
+        is the worst (each tick drops the ones it outdoes, and those older than the window)."""
         self.last_s = 0.0
         """The lateness of the latest tick."""
         self._stalled, self._resumed, self._suspended = stalled, resumed, suspended
@@ -59,20 +68,37 @@ class LoopLag:
                 await asyncio.sleep(max(0.0, due - loop.time()))
                 now = loop.time()
                 self.last_s = max(0.0, now - due)
-                self.max_s = max(self.max_s, self.last_s)
                 self._beat, said = time.monotonic(), self._said
+                suspended = said is None and self.last_s >= STALL_S and \
+                    time.process_time() - cpu < self.last_s / 2  # the guard did not run either
+                if not suspended:
+                    self._note(self._beat, self.last_s)
                 if said is not None:
                     self._said = None
                     if self._resumed is not None:
                         self._resumed(self._beat - said)
-                elif self.last_s >= STALL_S and time.process_time() - cpu < self.last_s / 2 \
-                        and self._suspended is not None:  # the guard did not run either
+                elif suspended and self._suspended is not None:
                     self._suspended(self.last_s)
                 due, cpu = now + self.interval_s, time.process_time()
         finally:
             stop.set()
             if guard is not None:
                 guard.join(1.0)
+
+    @property
+    def max_s(self) -> float:
+        """The worst lateness of the last `window_s` seconds (read on the loop's thread)."""
+        horizon = time.monotonic() - self.window_s
+        return next((late for at, late in self._worst if at >= horizon), 0.0)
+
+    def _note(self, at: float, late: float) -> None:
+        """A tick at `at` (monotonic) was `late` seconds late."""
+        worst = self._worst
+        while worst and worst[-1][1] <= late:
+            worst.pop()
+        worst.append((at, late))
+        while worst[0][0] < at - self.window_s:
+            worst.popleft()
 
     def _guard(self, loop_thread: int, stop: threading.Event) -> None:
         """In its own thread: a stall past STALL_S is said once, with where the loop is; not

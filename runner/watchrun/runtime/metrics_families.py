@@ -74,7 +74,8 @@ def _families(snap: dict[str, Any]) -> Iterable[Metric]:
     lag = snap.get("loop_lag_max_s")
     if lag is not None:
         yield GaugeMetricFamily("watchrun_loop_lag_max_seconds", "The longest the event "
-                                "loop was late to run a task, recently.", value=float(lag))
+                                "loop was late to run a task in the last 5 minutes (a stop of "
+                                "the whole process not counted).", value=float(lag))
     reloads = snap.get("reloads", {})
     yield GaugeMetricFamily("watchrun_config_last_reload_successful", "0 when the last SIGHUP "
                             "reload failed (the running config was kept) or applied only in "
