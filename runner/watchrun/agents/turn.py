@@ -155,7 +155,7 @@ class TurnRunner:
         try:
             while self.stop_reason is None and not exited.done():
                 self._poke.clear()
-                delay = self._check_timers()
+                delay = self._check_timers(proc)
                 if self.stop_reason is not None:
                     break
                 poke = asyncio.ensure_future(self._poke.wait())
@@ -232,15 +232,21 @@ class TurnRunner:
         self._request_stop("reader-failed",
                            f"reading the agent's {stream} failed ({what}); stopped the agent")
 
-    def _check_timers(self) -> float | None:
-        """Fire the deadline, idle timeout or completion settle; seconds to the next one."""
+    def _check_timers(self, proc: Proc) -> float | None:
+        """Fire the deadline, idle timeout or completion settle; seconds to the next one. An
+        idle timeout that is due with output waiting in the agent's pipes, unread, is not: the
+        agent printed while the runner did not run (a freeze), and its output counts from now,
+        when the runner sees it."""
         now, spec = self.clock.monotonic(), self.spec
         timers: list[tuple[float, str, str]] = []
         if spec.deadline_ms is not None:
             timers.append((self._started + spec.deadline_ms / 1000, "deadline",
                            f"the turn ran longer than its deadline ({spec.deadline_ms} ms)"))
         if spec.idle_timeout_ms is not None:
-            timers.append((self.output.activity + spec.idle_timeout_ms / 1000, "idle-timeout",
+            idle_s = spec.idle_timeout_ms / 1000
+            if now >= self.output.activity + idle_s and proc.output_waiting():
+                self.output.activity = now
+            timers.append((self.output.activity + idle_s, "idle-timeout",
                            f"no output for {spec.idle_timeout_ms} ms (idleTimeout)"))
         if self.output.settle_at is not None:
             timers.append((self.output.settle_at, "completion",

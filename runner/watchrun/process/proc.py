@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import signal
 import weakref
 from typing import Any
@@ -88,6 +89,20 @@ class Proc:
         if self._protocol.stderr is None:
             raise RuntimeError("read_stderr() needs spawn(..., separate_stderr=True)")
         return await self._protocol.stderr.read(n)
+
+    def output_waiting(self) -> bool:
+        """Output the child printed waits in its stdout or stderr pipe (or its pty), not read by
+        the loop yet. After the runner did not run (SIGSTOP, a frozen container or VM) the
+        loop's first turn runs the timers that came due and reads nothing (the interrupted
+        epoll_wait returns no events): a timer that judges the child by its output asks here."""
+        pipes = [self._transport.get_pipe_transport(fd) for fd in (1, 2)]
+        pipes += [t for t in self.extra if isinstance(t, asyncio.ReadTransport)]
+        poll = select.poll()
+        for pipe in pipes:
+            if pipe is not None and not pipe.is_closing():
+                with contextlib.suppress(AttributeError, ValueError, OSError):  # (closed)
+                    poll.register(pipe.get_extra_info("pipe").fileno(), select.POLLIN)
+        return any(events & select.POLLIN for _, events in poll.poll(0))
 
     async def wait(self) -> ExitInfo:
         """The main process's exit, as soon as it is reaped (open pipes do not delay it)."""
