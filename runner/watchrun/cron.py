@@ -11,8 +11,7 @@ from watchrun.clock import RECHECK_S, Clock
 
 __all__ = ["Ticks", "next_cron", "wildcard"]
 
-
-DAY_S = 86_400
+_DAY_S = 86_400
 
 
 def wildcard(expr: str) -> bool:
@@ -30,11 +29,12 @@ def next_cron(expr: str, after: float) -> float:
     `TZ`, /etc/localtime) as cron(8) runs it, Vixie cron's and cronie's rules for a DST change
     included: a wildcard schedule (`wildcard`) ticks at each wall time as it passes, so through
     the hour repeated when DST ends twice and through the hour DST skips not at all; a
-    fixed-time schedule ticks once a day, at the first of a repeated time, and at the end of the
-    gap (03:00) for a time DST skips (02:30). The wall times come from croniter (imported here,
-    on first use: a runner without schedules never loads it), each turned into the epochs that
-    show it (`_instants`); ticks before `after` in wall time can be after it in epochs when DST
-    ends, so the search starts as far back as the local offset can fall (`_spread`)."""
+    fixed-time schedule ticks once for each of its times: at the first of a repeated time, and
+    at the end of the gap (03:00) for a time DST skips (02:30). The wall times come from
+    croniter (imported here, on first use: a runner without schedules never loads it), each
+    turned into the epochs that show it (`_instants`); ticks before `after` in wall time can
+    be after it in epochs when DST ends, so the search starts as far back as the local offset
+    can fall (`_spread`)."""
     from croniter import croniter  # type: ignore[import-untyped]
 
     wild = wildcard(expr)
@@ -53,7 +53,7 @@ def next_cron(expr: str, after: float) -> float:
 
 def _offsets(t: float) -> set[int]:
     """The local UTC offsets (seconds) a day either side of `t` and at it."""
-    return {time.localtime(t + d).tm_gmtoff for d in (-DAY_S, 0, DAY_S)}
+    return {time.localtime(t + d).tm_gmtoff for d in (-_DAY_S, 0, _DAY_S)}
 
 
 def _spread(t: float) -> int:
