@@ -40,13 +40,8 @@ def open_regular(path: Path | str) -> tuple[int, os.stat_result]:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _not_regular(st.st_mode)
-        own = writing((st.st_ino, st.st_dev))
-        if own is not None:
-            raise OSError(errno.ELOOP, f"it is {own}, the runner's own records (through a "
-                          "link): a watcher of its records would record each match again, "
-                          "without end")
-        if own_log((st.st_ino, st.st_dev)):
-            raise OSError(errno.ELOOP, OWN_LOG)
+        if (own := runners_own(st)) is not None:
+            raise OSError(errno.ELOOP, own)
         pseudo = PSEUDO_FS.get(fs_type(fd) or 0)
         if pseudo is not None:
             raise OSError(errno.EINVAL, f"is a {pseudo} pseudo-file, not a regular file: its "
@@ -56,6 +51,17 @@ def open_regular(path: Path | str) -> tuple[int, os.stat_result]:
         os.close(fd)
         raise
     return fd, st
+
+
+def runners_own(st: os.stat_result) -> str | None:
+    """Why the file of `st` is not to be read, when it is one the runner writes: its records
+    (reached through a link) or its own log (its stderr): a watcher of either would record, or
+    echo, each match again without end. None for any other file."""
+    own = writing((st.st_ino, st.st_dev))
+    if own is not None:
+        return (f"it is {own}, the runner's own records (through a link): a watcher of its "
+                "records would record each match again, without end")
+    return OWN_LOG if own_log((st.st_ino, st.st_dev)) else None
 
 
 def _refuse_other(path: Path | str, exc: OSError) -> NoReturn:

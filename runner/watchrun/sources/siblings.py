@@ -22,7 +22,7 @@ from watchrun.sources.identity import (
     identifies,
 )
 from watchrun.sources.opened import Opened, Plan, open_entry
-from watchrun.sources.regular import open_regular
+from watchrun.sources.regular import open_regular, runners_own
 from watchrun.sources.rotated import NO_FDS, Entry
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -73,6 +73,8 @@ def refused(cp: Checkpoint, entries: list[Entry], unlisted: dict[str, OSError]
     it was looked for and is not there (opened now: renamed again meanwhile, looked for next)."""
     where = os.path.dirname(cp.path)
     e = next((e for e in entries if (e.st.st_dev, e.st.st_ino) == (cp.dev, cp.inode)), None)
+    if e is not None and runners_own(e.st) is not None:
+        return None  # (its inode reused by a file the runner writes: no generation of this log)
     if e is not None:
         try:
             os.close(open_regular(e.path)[0])
