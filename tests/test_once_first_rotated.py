@@ -4,10 +4,12 @@ judge and is an ERROR naming it; one rotated before the run began is named in a 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from inproc import once_in_process
 from test_once import once, table_row
 
 ROTATIONS = {
@@ -48,3 +50,22 @@ def test_a_generation_rotated_before_the_run_is_named_in_a_warning(tmp_path: Pat
     assert (r.rc, table_row(r.out, "a")[-1]) == (0, "pass"), r.out + r.err
     warned = [ln for ln in r.err.splitlines() if "warning" in ln and "app.log.1" in ln]
     assert len(warned) == 1 and "from before this run, not read" in warned[0], r.err
+
+
+def test_a_generation_from_before_the_run_is_older_whatever_the_runner_s_clock(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`app.log.1` changed just before the run, and the runner's wall clock 30 s behind the
+    file system's (an NFS server's clock ahead; the host's own set back since): its ctime was
+    after the run's start by the runner's clock, so it was taken for one rotated away during
+    the run, an ERROR (exit 3) on a clean log at every first run until the skew was gone. Now
+    what was beside the log as the run began is older, with no clock compared."""
+    (tmp_path / "app.log.1").write_text("old ok\n")
+    (tmp_path / "app.log").write_text("ok\n")
+    config = {"watchers": [
+        {"id": "a", "path": "app.log", "pattern": "ERROR", "gate": {"maxMatches": 0}}]}
+    assert once_in_process(config)  # (the clock set back below is this process's)
+    real = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real() - 30 * 10**9)
+    r = once(tmp_path, config)
+    assert (r.rc, table_row(r.out, "a")[-1]) == (0, "pass"), r.out + r.err
+    assert "from before this run, not read" in r.err and "under way" not in r.out + r.err

@@ -125,15 +125,27 @@ class Required:
         return self.before or (self._counted is not None and self._counted.counters.require_seen)
 
 
-def beside(path: Path, began_ns: int) -> tuple[list[Entry], list[Entry]]:
+def beside_now(path: Path) -> frozenset[tuple[int, int, int, int, int]]:
+    """The files beside `path` named as its rotated generations (`rotated.scan`) as a once run
+    begins, before its commands (blocking): device, inode, size, mtime and ctime of each, to
+    tell later which of them changed or came meanwhile, with no clock but the file system's."""
+    return frozenset(_changed(e.st) for e in scan(path, []) if e.named)
+
+
+def _changed(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def beside(path: Path, began: frozenset[tuple[int, int, int, int, int]]
+           ) -> tuple[list[Entry], list[Entry]]:
     """A once run with no checkpoint (blocking: in a worker thread): the files beside `path`
     named as its rotated generations (`rotated.scan`), not empty, in two lists: those changed
-    since the run began (`began_ns`; renamed, copied or written meanwhile: rotated away while
-    its commands ran), and the older ones."""
+    or new since the run began (not among `began`, `beside_now`'s: renamed, copied or written
+    meanwhile, rotated away while its commands ran), and the older ones."""
     found = sorted((e for e in scan(path, []) if e.named and e.st.st_size > 0),
                    key=lambda e: e.path)
-    return ([e for e in found if e.st.st_ctime_ns >= began_ns],
-            [e for e in found if e.st.st_ctime_ns < began_ns])
+    return ([e for e in found if _changed(e.st) not in began],
+            [e for e in found if _changed(e.st) in began])
 
 
 async def left_beside(ctx: SourceContext, spec: WatcherSpec, name: str,

@@ -9,7 +9,6 @@ import errno
 import logging
 import os
 import stat
-import time
 from typing import Any
 
 from msgspec.structs import replace
@@ -42,7 +41,8 @@ class FileSource(OnceRead):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._began_ns = time.time_ns()  # (built as the run begins, before its commands)
+        self._began = applies.beside_now(self.path) if self.once else frozenset()  # (built
+        # as the run begins, before its commands: what is beside the file then is older)
         self._beside: tuple[list[Entry], list[Entry]] = ([], [])
 
     _aside_note: str | None = None
@@ -214,7 +214,7 @@ class FileSource(OnceRead):
         try:  # (the files beside it now: none is read later for lines written since)
             known, judged = first_look(self.path, o, self._kept)
             if self.once:  # (a first run: what it does not read beside the file is said)
-                self._beside = beside(self.path, self._began_ns)
+                self._beside = beside(self.path, self._began)
             if not (self.spec.from_start or self.once or o.st.st_size == 0):
                 window = min(self.limits.max_line_bytes + 1, 1 << 20)
                 o.start = tail_start(o.fd, o.st.st_size, window)
