@@ -44,7 +44,9 @@ class FileState(Struct, frozen=True):
     applied (`FileSource`). None: saved before it was kept (applied, as then)."""
     archives: tuple[Archive, ...] = ()
     """Siblings judged already (`identity.Archive`), still there (`siblings.judged_kept`): a
-    `gap` was written for each, or none was due; none is judged again, renumbered or not."""
+    `gap` was written for each archive, or none was due, and the other siblings the last look
+    listed were there then (`siblings.LISTED` among them: all of them); none is judged again,
+    renumbered or not."""
     matching: tuple[tuple[str, str], ...] = ()
     """What decided the matching when it was saved: config key, digest (`applies.matching`);
     a once run sets aside one of another. (): saved before it was kept (applied, as then)."""

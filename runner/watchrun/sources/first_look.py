@@ -18,7 +18,7 @@ from watchrun.sources.identity import (
 )
 from watchrun.sources.opened import Opened, open_entry
 from watchrun.sources.rotated import Entry, scan
-from watchrun.sources.siblings import ARCHIVES_KEPT, identity, second
+from watchrun.sources.siblings import judged_kept
 
 
 def first_look(path: Path, cur: Opened, kept: int) -> tuple[list[Checkpoint], list[Archive]]:
@@ -31,10 +31,10 @@ def first_look(path: Path, cur: Opened, kept: int) -> tuple[list[Checkpoint], li
     which the application may write to until it reopens its file); at most `kept`, the
     newest. A later look passes over each while it holds what it held then (its first bytes
     and those before that end): written to after, it is still no copy; made anew or copied
-    over, it is one. As judged (passed over while unchanged, `siblings.identity`; at most
-    ARCHIVES_KEPT, the newest): the compressed ones a later look could take for archives made
-    since (modified in the second of `cur`'s mtime or later: no `gap` is due for them), and
-    the plain ones modified no earlier than `cur` beyond the `kept` newest.
+    over, it is one. Every sibling is judged too (passed over while unchanged,
+    `siblings.identity`; `judged_kept`: with LISTED, a plain one not among them later came
+    since, whatever its mtime): the archives a later look could take for archives made since
+    (no `gap` is due for them), the plain ones beyond the `kept` newest and the older ones.
     An empty sibling is not kept: it holds nothing to know it by, and what it gets later was
     written since. OSError: out of descriptors (nothing is left open)."""
     mtime = cur.st.st_mtime_ns
@@ -43,10 +43,7 @@ def first_look(path: Path, cur: Opened, kept: int) -> tuple[list[Checkpoint], li
                    key=lambda e: (e.st.st_mtime_ns, e.st.st_ino))
     chosen = [e for e in plain if e.st.st_mtime_ns >= mtime] or plain[-1:]
     known = [cp for e in chosen[-kept:] if (cp := _at_end(e)) is not None]
-    judged = [identity(e.st) for e in entries
-              if e.compressed and e.st.st_mtime_ns >= second(mtime)]
-    judged += [identity(e.st) for e in chosen[:-kept]]  # (more than `kept`: by identity)
-    return known, sorted(judged, key=lambda a: (a[3], a[1]))[-ARCHIVES_KEPT:]
+    return known, judged_kept((), entries, ())
 
 
 def _at_end(e: Entry) -> Checkpoint | None:

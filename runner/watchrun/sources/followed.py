@@ -62,7 +62,7 @@ class Followed(Making):
         """Device, inode, birth time (`birth_ns`) and size of a file unreadable at start."""
         self._gone_at: float | None = None
         self._unseen = Unseen()  # files that came to the path and went before any look
-        self._archives: tuple[Archive, ...] = ()  # compressed siblings judged (FileState's)
+        self._archives: tuple[Archive, ...] = ()  # siblings judged (FileState's)
         self._waiting: list[Waiting] = []  # archives seen cut short, judged once they settle
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)

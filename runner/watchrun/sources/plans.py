@@ -73,7 +73,7 @@ def plan_start(path: Path, known: list[Checkpoint], max_n: int, recorded: Record
     since, found among the siblings, then the file at the path. The same inode at the path
     with other first bytes is a new file (a deleted file's inode reused at once, as ext4 does);
     with the same first bytes or inode generation number, the file was truncated or rewritten
-    in place. `archives`: the compressed siblings judged already (not judged again)."""
+    in place. `archives`: the siblings judged already (not judged again; `judged_kept`)."""
     def make() -> tuple[Plan, tuple[int, int] | None]:
         cur = open_at_path(path)
         plan = _start_with(path, cur, known, max_n, recorded, archives)
@@ -165,8 +165,8 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
                     _judge(found_as, taken, judged)
     if not at_path:  # generations rotated after the one followed, before the file at the path
         before = plan.steps[-1].path if plan.steps else None
-        fresh, gaps, now = newer(entries, known, last.mtime_ns, taken, max_n, before,
-                                 drained=finished(known), judged=judged)
+        fresh, gaps, now = newer(entries, known, _modified(last, plan), taken, max_n, before,
+                                 drained=finished(known), judged=judged, rotated=True)
         if no_copy and (shown := overwritten(last, fresh)) is not None:  # its copy is gone
             plan.gaps.append(copy_gone(last, recorded.last(last), shown))
         plan.steps += fresh
@@ -180,8 +180,15 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
             archive, seen = packed
             plan.gaps = [missing_gap(last, recorded.last(last), archive, seen)
                          if g.get("path") == archive.path else g for g in plan.gaps]
-    plan.archives = judged_kept(judged, entries)
+    plan.archives = judged_kept(judged, entries, taken)
     return entries
+
+
+def _modified(last: Checkpoint, plan: Plan) -> int:
+    """When the generation followed was last seen modified; from a checkpoint that does not
+    say (version 1), when it was found now (else 0: it is gone, and what rotation keeps
+    beside the log came after it, as `rotate N` deletes the oldest first)."""
+    return last.mtime_ns or next((o.st.st_mtime_ns for o in plan.steps if o.origin is last), 0)
 
 
 def _copy_of(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]],
@@ -222,8 +229,8 @@ def plan_switch(path: Path, ended: Checkpoint, known: list[Checkpoint], max_n: i
                 waiting: Collection[tuple[int, int]] = ()) -> Plan:
     """The followed generation `ended` left the path (or was truncated at `ended.offset`):
     find a copy of it (truncated), the generations rotated since, and the file at the path.
-    `archives`: the compressed siblings judged already (not judged again); `waiting`: those
-    (device, inode) to be judged once they stop changing (passed over)."""
+    `archives`: the siblings judged already (not judged again; `judged_kept`); `waiting`:
+    those (device, inode) to be judged once they stop changing (passed over)."""
     def make() -> tuple[Plan, tuple[int, int] | None]:
         cur = open_at_path(path)
         at = ident(cur.st) if cur is not None else None
@@ -250,11 +257,11 @@ def _switch_with(path: Path, cur: Opened | None, ended: Checkpoint, known: list[
         cut = (ended.dev, ended.inode) if truncated and plan.copy is None else None
         drained = [cp for cp in [*known, ended] if (cp.dev, cp.inode) != cut]
         fresh, gaps, now = newer(entries, [*known, ended], ended.mtime_ns, taken, max_n,
-                                 before, drained=drained, judged=judged)
+                                 before, drained=drained, judged=judged, rotated=True)
         if not continued:
             plan.lost = overwritten(ended, fresh)
         plan.steps, plan.gaps = fresh, gaps
-        plan.archives = judged_kept(judged.union(now), entries)
+        plan.archives = judged_kept(judged.union(now), entries, taken)
         if not truncated:  # (the copies of a truncation never were at the path)
             plan.arrived = len(fresh) + sum(g.get("generations", 1) for g in gaps) + (
                 cur is not None)

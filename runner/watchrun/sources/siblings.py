@@ -30,17 +30,30 @@ _DIGITS = re.compile(r"[0-9]+")
 ARCHIVES_KEPT = 1024
 """At most this many judged archives are kept (the newest): one more is judged again."""
 
+LISTED: Archive = (0, 0, 0, 0)
+"""Among the siblings judged (no file has inode 0): they are every sibling of the last look
+(`judged_kept`), so a plain one not among them, holding no generation known, came since,
+whatever its mtime (a clock set back). Without it (a checkpoint of an older runner, which
+judged only archives; more than ARCHIVES_KEPT siblings) the mtime tells: one modified before
+the generation read last is older. An older runner drops it as a sibling no longer there."""
+
 
 def identity(st: os.stat_result) -> Archive:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def judged_kept(judged: Collection[Archive], entries: list[Entry]) -> list[Archive]:
-    """The siblings judged (`identity.Archive`: archives, lost lines or none; files beside
-    the file when its watcher began) that are still among them, unchanged; those gone
-    (logrotate's `rotate N` deleted them) or changed are forgotten."""
+def judged_kept(judged: Collection[Archive], entries: list[Entry],
+                taken: Collection[tuple[int, int]]) -> list[Archive]:
+    """What a look that listed `entries` leaves judged: the siblings judged before (archives,
+    lost lines or none; files beside the file when its watcher began) that are still among
+    them, unchanged, and every other one it listed by a rotated name, but those `taken` (open,
+    being read); with LISTED when all fit in ARCHIVES_KEPT. Those gone (logrotate's `rotate
+    N` deleted them) or changed are forgotten."""
     there = {identity(e.st) for e in entries}
-    return sorted((a for a in judged if a in there), key=lambda a: (a[3], a[1]))[-ARCHIVES_KEPT:]
+    listed = {identity(e.st) for e in entries if e.named and (e.st.st_dev, e.st.st_ino)
+              not in taken}
+    kept = sorted((a for a in listed.union(judged) if a in there), key=lambda a: (a[3], a[1]))
+    return kept[-ARCHIVES_KEPT:] if len(kept) > ARCHIVES_KEPT else [LISTED, *kept]
 
 
 def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
@@ -164,22 +177,29 @@ def _oldest_first(found: list[Opened], before: str | None) -> None:
 
 def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
           taken: set[tuple[int, int]], max_n: int, before: str | None = None, *,
-          drained: Collection[Checkpoint] = (), judged: Collection[Archive] = ()
-          ) -> tuple[list[Opened], list[dict[str, Any]], list[Archive]]:
+          drained: Collection[Checkpoint] = (), judged: Collection[Archive] = (),
+          rotated: bool = False) -> tuple[list[Opened], list[dict[str, Any]], list[Archive]]:
     """Generations rotated after `after_ns` that hold nothing already read, oldest first (by
     modification time, see `_oldest_first`), at most the newest `max_n`; gaps for skipped
     ones and for compressed ones, unless they hold what was read of one of the generations
     `drained` (read to their end, or still open) or hold nothing; and the compressed ones
     judged so. Those `judged` by an earlier look (by `identity`: renumbered since, maybe) are
-    passed over."""
+    passed over. `rotated` (the generations rotated past the one read last): with every
+    sibling of the last look judged (`LISTED`), a plain one that is not, nor a generation
+    known by its inode (one still open, empty when it was read: nothing tells it by its
+    bytes), is taken whatever its mtime (written after a clock was set back); an archive
+    keeps the mtime of what it holds."""
     found: list[Opened] = []
     gaps: list[dict[str, Any]] = []
     now: list[Archive] = []
+    listed = rotated and LISTED in judged
+    inodes = {(cp.dev, cp.inode) for cp in known}
     try:
         for e in entries:
-            if not e.named or (e.st.st_dev, e.st.st_ino) in taken or \
-                    e.st.st_mtime_ns < (second(after_ns) if e.compressed else after_ns) \
-                    or identity(e.st) in judged:
+            at = (e.st.st_dev, e.st.st_ino)
+            if not e.named or at in taken or identity(e.st) in judged or (
+                    e.st.st_mtime_ns < (second(after_ns) if e.compressed else after_ns)
+                    and (e.compressed or not listed or at in inodes)):
                 continue
             o = open_entry(e)
             if e.compressed:  # (by name: the gap stands when it cannot be opened either)
