@@ -62,10 +62,12 @@ def applied(state: FileState | None, spec: WatcherSpec, name: str,
     """The checkpoint as it applies (None: set aside, read as by a new watcher) and the warning
     that says why it was set aside; `now`: the watcher's `matching(spec)`. A checkpoint of
     another path is set aside; in a once run, so is one a live runner saved (no gate judged
-    the lines before it, and those before the live runner's start were never read) and one
+    the lines before it, and those before the live runner's start were never read), one
     saved under another matching, whose run judged the lines before it with another pattern or
-    gate (a live runner keeps both: the lines that come are matched anew, as after a reload).
-    Blocking (realpath): in a worker thread."""
+    gate, and one saved with no matching (by a watchrun older than it, which did not say
+    whether a live runner saved it or under what matching): a live runner keeps them (the
+    lines that come are matched anew, as after a reload). Blocking (realpath): in a worker
+    thread."""
     if state is None:
         return None, None
     start = "from its first line" if once or spec.from_start else "from its end"
@@ -77,6 +79,11 @@ def applied(state: FileState | None, spec: WatcherSpec, name: str,
         return None, (
             f"watcher {spec.id}: its checkpoint was saved by a live runner (`watchrun run`), "
             f"whose lines no gate judged: set aside; {name} is read as by a new watcher ({start})")
+    if once and not state.matching:
+        return None, (
+            f"watcher {spec.id}: its checkpoint was saved by an older watchrun, which did not "
+            "record whether a live runner saved it or what pattern and gate judged the lines "
+            f"before it: set aside; {name} is read as by a new watcher ({start})")
     keys = changed(state.matching, now) if once else []
     if keys:
         return None, (

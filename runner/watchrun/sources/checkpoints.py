@@ -49,7 +49,8 @@ class FileState(Struct, frozen=True):
     renumbered or not."""
     matching: tuple[tuple[str, str], ...] = ()
     """What decided the matching when it was saved: config key, digest (`applies.matching`);
-    a once run sets aside one of another. (): saved before it was kept (applied, as then)."""
+    a once run sets aside one of another. (): saved before it was kept (a once run sets it
+    aside too; a live runner applies it, as then)."""
     require_seen: bool = False
     """A gate's `require` was seen in the lines up to it (`applies.Required`)."""
     live: bool = False
