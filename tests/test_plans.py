@@ -16,8 +16,8 @@ from test_checkpoints import generation_of
 
 from watchrun.output.recorded import Epoch, Mark
 from watchrun.sources import copies, plans
-from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import Checkpoint, birth_ns, inode_generation, position
+from watchrun.sources.resume import Recorded
 
 
 def write(path: Path, text: str) -> None:

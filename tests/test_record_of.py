@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from watchrun.match.redact import redact_line, redactor
 from watchrun.match.sanitize import clip, raw_text, sanitize
 from watchrun.output.recorded import Epoch, Mark, is_record_of, recorded_since
-from watchrun.sources.generation import Recorded
+from watchrun.sources.resume import Recorded
 
 KEY = "AKIAIOSFODNN7EXAMPLE"
 

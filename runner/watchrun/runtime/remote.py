@@ -16,7 +16,7 @@ from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.runtime.workers import Workers
 from watchrun.sources.file import FileSource
-from watchrun.sources.generation import Recorded
+from watchrun.sources.resume import Recorded
 
 __all__ = ["BEAT_S", "follow_elsewhere"]
 

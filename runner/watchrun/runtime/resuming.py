@@ -10,7 +10,7 @@ from watchrun.offload import offload
 from watchrun.output.recorded import recorded_since
 from watchrun.output.sink import JsonlSink
 from watchrun.runtime.counters import Counters
-from watchrun.sources.generation import Recorded
+from watchrun.sources.resume import Recorded
 
 INTERRUPTED = "interrupted"
 """The `stop` reason of a once run that a signal ended before it ended by itself: its verdict
@@ -18,7 +18,7 @@ judged part of what it was to, so the next once run counts its matches as a kill
 
 
 class Resuming:
-    """`sources.generation.Resumable` (crash recovery without repeats) and
+    """`sources.resume.Resumable` (crash recovery without repeats) and
     `sources.keeper.Covered` (a checkpoint never ahead of the records), for `WatcherPipeline`."""
 
     sink: JsonlSink

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from watchrun.output.recorded import Mark
-from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import Checkpoint
 from watchrun.sources.opened import Opened, Plan
+from watchrun.sources.resume import Recorded
 from watchrun.sources.rotated import Entry
 
 

@@ -22,7 +22,6 @@ from watchrun.sources.applies import applied, beside, judged_gone, left_beside
 from watchrun.sources.checkpoints import FileState
 from watchrun.sources.first_look import first_look
 from watchrun.sources.followed import RETRY_S
-from watchrun.sources.generation import Recorded, resumable
 from watchrun.sources.identity import birth_ns
 from watchrun.sources.keeper import Covered
 from watchrun.sources.long_line import say_in
@@ -30,6 +29,7 @@ from watchrun.sources.once_read import OnceRead
 from watchrun.sources.opened import Plan, open_at_path
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
+from watchrun.sources.resume import Recorded, resumable
 from watchrun.sources.rotated import Entry
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)

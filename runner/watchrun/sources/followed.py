@@ -20,13 +20,14 @@ from watchrun.notify import Notifier, Watch
 from watchrun.process.tree import short_of_files
 from watchrun.sources.applies import Required, matching
 from watchrun.sources.checkpoints import CheckpointStore, FileState
-from watchrun.sources.generation import Generation, Recorded, next_seq
+from watchrun.sources.generation import Generation
 from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint, birth_ns
 from watchrun.sources.keeper import Keeper
 from watchrun.sources.long_line import growing_in
 from watchrun.sources.making import Making
 from watchrun.sources.opened import Plan
 from watchrun.sources.reading import READ_SIZE
+from watchrun.sources.resume import Recorded, next_seq
 from watchrun.sources.rotated import NO_FDS
 from watchrun.sources.unseen import Unseen
 from watchrun.sources.unsettled import Waiting

@@ -9,10 +9,11 @@ import os
 from watchrun.config.model import Limits
 from watchrun.events import SourceContext
 from watchrun.offload import offload
-from watchrun.sources.generation import Generation, Recorded, next_seq, resumable
+from watchrun.sources.generation import Generation
 from watchrun.sources.identity import Checkpoint
 from watchrun.sources.opened import Opened, Plan
 from watchrun.sources.reading import count_lines, recorded_end
+from watchrun.sources.resume import Recorded, next_seq, resumable
 
 
 class Making:

@@ -20,7 +20,6 @@ from watchrun.sources.copies import (
     overwritten,
     written_again,
 )
-from watchrun.sources.generation import Recorded
 from watchrun.sources.identity import (
     Archive,
     Checkpoint,
@@ -31,6 +30,7 @@ from watchrun.sources.identity import (
 )
 from watchrun.sources.opened import Opened, Plan, open_at_path
 from watchrun.sources.released import regrown_gaps
+from watchrun.sources.resume import Recorded
 from watchrun.sources.rotated import Entry, scan
 from watchrun.sources.siblings import (
     archived,

@@ -14,10 +14,11 @@ from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.sources.announced import copy_gone
 from watchrun.sources.followed import MISSING, Followed
-from watchrun.sources.generation import Generation, next_seq
+from watchrun.sources.generation import Generation
 from watchrun.sources.identity import FINGERPRINT_BYTES
 from watchrun.sources.opened import Plan
 from watchrun.sources.plans import plan_switch
+from watchrun.sources.resume import next_seq
 from watchrun.sources.unsettled import settle, waiting
 
 
