@@ -136,6 +136,10 @@ class LineFramer:
         self._parts, self._offset = [], len(BOM)
         return (head + data)[len(BOM) :]
 
+    def skip(self, n: int) -> None:
+        """`n` bytes of the source, between two lines, are no line's (a hole's NUL bytes)."""
+        self._offset += n
+
     def finish(self) -> Chunk | None:
         """End of stream (a command exited): the unterminated last line becomes a line."""
         if not self._parts and not self._omitted:

@@ -23,6 +23,8 @@ class Counters(Struct):
     matches: int = 0
     skipped_duplicates: int = 0
     """Lines not read again after a crash: they were recorded before it."""
+    skipped_nul: int = 0
+    """NUL bytes of a file passed over before a line (a hole: `sources/zeros.py`)."""
     truncated: int = 0
     cut_lines: int = 0
     """Lines longer than `maxLineBytes`, matched or not: only their first `maxLineBytes` were

@@ -18,8 +18,9 @@ judged part of what it was to, so the next once run counts its matches as a kill
 
 
 class Resuming:
-    """`sources.resume.Resumable` (crash recovery without repeats) and
-    `sources.keeper.Covered` (a checkpoint never ahead of the records), for `WatcherPipeline`."""
+    """`sources.resume.Resumable` (crash recovery without repeats),
+    `sources.keeper.Covered` (a checkpoint never ahead of the records) and
+    `sources.zeros.CountsNul` (a hole's NUL bytes passed over), for `WatcherPipeline`."""
 
     sink: JsonlSink
     judges: bool
@@ -68,6 +69,10 @@ class Resuming:
 
     def skipped(self, lines: int) -> None:
         self.counters.skipped_duplicates += lines
+
+    def skipped_nul(self, count: int) -> None:
+        """`sources.zeros.CountsNul`: NUL bytes passed over before a line (a hole)."""
+        self.counters.skipped_nul += count
 
     async def lost(self, seq: int) -> None:
         """The checkpoint counts the records before `seq` as given out, yet the stream ends

@@ -16,8 +16,9 @@ from watchrun.sources.identity import (
     position,
     tail_before,
 )
-from watchrun.sources.reading import first_read, hold_heap
+from watchrun.sources.reading import FIRST_READ, first_read, hold_heap
 from watchrun.sources.resume import next_seq
+from watchrun.sources.zeros import CountsNul, Nuls, head_of
 
 
 class Generation:
@@ -43,6 +44,8 @@ class Generation:
         self.read_as: str | None = None
         """The name its lines are recorded under when it was not opened at the watched path (a
         rotated generation found beside it, a copy: `app.log.1`); None: the watched path's."""
+        self.nul = Nuls()
+        """Its NUL bytes not written yet at its end (`zeros.py`)."""
         self.reset(pos, line_no, seq)
 
     def reset(self, pos: int, line_no: int, seq: int | None = None) -> None:
@@ -50,8 +53,9 @@ class Generation:
         self.framer = LineFramer(self.max_line, offset=pos, line_no=line_no)
         self.done = (pos, line_no)  # records are written up to here: the checkpoint
         self.done_seq = seq  # every record of a line past `done` has at least this seq
-        self.head = os.pread(self.fd, FINGERPRINT_BYTES, 0)
+        self.head = head_of(self.fd, FINGERPRINT_BYTES)
         self.tail = tail_before(self.fd, pos)
+        self.nul.forget()
 
     def took(self, data: bytes) -> None:
         """Account for `data` read at `pos`; extend a short head while it is contiguous."""
@@ -60,6 +64,13 @@ class Generation:
             self.head += data[have - self.pos : FINGERPRINT_BYTES - self.pos]
         self.pos += len(data)
         self.tail = (self.tail + data[-FINGERPRINT_BYTES:])[-FINGERPRINT_BYTES:]
+
+    def passed(self, n: int) -> None:
+        """`n` NUL bytes at `pos`, before a line, are passed over (a hole: `zeros.py`)."""
+        some = min(n, FINGERPRINT_BYTES)  # (what the fingerprints take of them)
+        self.took(bytes(some))
+        self.pos += n - some
+        self.framer.skip(n)
 
     def is_file(self, st: os.stat_result) -> bool:
         """`st` (a stat of the watched path) is of this generation's file."""
@@ -91,9 +102,11 @@ class Generation:
         return the bytes read. `moved()` is called once a chunk's records are written and the
         checkpoint moved."""
         counter = _counter(ctx)
-        start = self.pos
+        start, waited, self.nul.ahead = self.pos, self.nul.ahead, 0
         self.framer.stamp(inode=self.inode, path=self.read_as or path)
         want = first_read(self.fd, self.pos, size, held)
+        if waited:  # (at NUL bytes not written yet: what was filled of them first, not all)
+            want = min(want, FIRST_READ)
         while end is None or self.pos < end:
             want = want if end is None else min(want, end - self.pos)
             data = os.pread(self.fd, want, self.pos)
@@ -104,6 +117,9 @@ class Generation:
             if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
                 self.changed = True  # truncated (copytruncate) since the last look: `data`
                 break  # may be the next generation's; the caller finds the copy first
+            got = len(data)
+            take, skip = self.nul.cut(self.fd, self.pos, data, not self.framer.pending)
+            data = data if take == got else data[:take]
             self.took(data)
             chunk = self.framer.feed(data)
             if chunk is not None:
@@ -113,11 +129,15 @@ class Generation:
                 self.done = (chunk.end, self.framer.line_no)
                 self.done_seq = next_seq(ctx)
                 moved()
-            if len(data) < want or want < size:  # (a first read of what `fstat` showed: a
-                break  # write since then is another event, another drain)
+            if skip:
+                self.passed(skip)
+                if isinstance(ctx, CountsNul):  # (once per hole)
+                    ctx.skipped_nul(skip)
+            elif self.nul.ahead or got < want or (want < size and not waited):  # (a first
+                break  # read of what `fstat` showed: a write since is another event, drain)
             want = size
             await asyncio.sleep(0)  # fairness: other watchers read between our chunks
-        self.seen_size = max(self.seen_size, self.pos)
+        self.seen_size = max(self.seen_size, self.pos + self.nul.ahead)
         return self.pos - start
 
     async def finish(self, ctx: SourceContext, path: str) -> None:

@@ -62,7 +62,7 @@ class OnceRead(Rotation):
         await gen.finish(ctx, self.name)
         for code, why in unreadable(gen.head):  # no text pattern matches it: never a pass
             await ctx.event("error", code=code, path=gen.path, message=f"{gen.path} {why}")
-        if gen.pos < end:
+        if gen.pos < end and not gen.nul.ahead:  # (NUL bytes not written yet: nothing to read)
             gen.seen_size = gen.pos  # said now: the next run does not count them again
             await _not_read(ctx, gen, end, "cut-short",
                             f"{gen.path} was truncated while it was read")

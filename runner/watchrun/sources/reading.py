@@ -7,6 +7,7 @@ import os
 
 from watchrun.match.simd import count_newlines
 from watchrun.output.recorded import Mark, is_record_of
+from watchrun.sources.zeros import written_end
 
 READ_SIZE = 1 << 20
 """A backlog is read this much at a time (between two yields to the loop): a chunk's Python work
@@ -53,7 +54,9 @@ def hold_heap() -> None:
 
 def tail_start(fd: int, size: int, window: int) -> int:
     """Following from the end: start at the beginning of an unterminated last line (looked for
-    within `window` bytes), so that line is emitted whole once its newline comes."""
+    within `window` bytes), so that line is emitted whole once its newline comes; before the NUL
+    bytes that end the file (not written yet: `zeros.py`)."""
+    size = written_end(fd, size)
     n = min(size, window)
     nl = os.pread(fd, n, size - n).rfind(b"\n")
     if nl >= 0:

@@ -4,6 +4,7 @@ in between, oldest first), deletion (drained for rotateWait, then released)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 
@@ -20,10 +21,14 @@ from watchrun.sources.opened import Plan
 from watchrun.sources.plans import plan_switch
 from watchrun.sources.resume import next_seq
 from watchrun.sources.unsettled import settle, waiting
+from watchrun.sources.zeros import head_of
 
 
 class Rotation(Followed):
     """The rotation steps of the file source (the generation followed leaves or changes)."""
+
+    _nul_look: asyncio.TimerHandle | None = None
+    """The next look at NUL bytes waiting at the end of the file (`_filled_later`)."""
 
     async def _follow(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
         st = os.fstat(gen.fd)
@@ -31,11 +36,14 @@ class Rotation(Followed):
             await self._truncated(ctx, watch, gen, st)
             st = os.fstat(gen.fd)
         confirmed = bool(gen.head)  # its first bytes were still there after `st` was taken
-        if not confirmed and st.st_size > 0:  # (copied and truncated while empty to us?)
+        if not confirmed and st.st_size > gen.pos + gen.nul.ahead:  # (copied and truncated
+            # while empty to us? not while it holds only NUL bytes, not written yet)
             await self._copies(ctx, watch, gen)
         if await self._drain(ctx, gen, held=st.st_size):
             gen.grew_at = self.clock.monotonic()
             watch.hurry()  # polling: look again soon while the file grows
+        if gen.nul.ahead and not watch.polling:
+            self._filled_later(watch)
         if gen.changed:  # truncated while it was read: look again at once
             gen.changed = False
             watch.poke()
@@ -59,6 +67,14 @@ class Rotation(Followed):
                                 "renamed away): what they held was not read")
             return
         await self._switch(ctx, watch, gen)
+
+    def _filled_later(self, watch: Watch) -> None:
+        """NUL bytes wait at the end of the file to be written: look again in pollMs, as a
+        writer that fills them through mmap makes no inotify event."""
+        loop = asyncio.get_running_loop()
+        if self._nul_look is None or self._nul_look.when() <= loop.time():
+            self._nul_look = loop.call_later(self.notifier.poll_s, watch.poke)
+            self._timers.append(self._nul_look)
 
     async def _switch(self, ctx: SourceContext, watch: Watch, gen: Generation) -> bool:
         """The followed generation `gen` left the path (renamed, or deleted and a new file
@@ -97,7 +113,7 @@ class Rotation(Followed):
             self._waiting += waiting(plan.waiting, read, self.clock.monotonic())
             self._later(watch, self.rotate_wait)
         self._remember(read)
-        old_size, read_to = gen.seen_size, gen.pos
+        old_size, read_to = gen.seen_size, gen.pos + gen.nul.ahead  # (not written: not lost)
         gen.reset(0, 1, next_seq(ctx))
         gen.seen_size = os.fstat(gen.fd).st_size
         gen.seen_mtime, gen.pinned = st.st_mtime_ns, True  # (taken before the siblings were)
@@ -145,7 +161,7 @@ class Rotation(Followed):
             if (at.st_dev, at.st_ino) != (gen.dev, gen.inode):
                 return
         for _ in range(self.max_gens):
-            first = os.pread(gen.fd, FINGERPRINT_BYTES, 0)  # (copies made later: of these or
+            first = head_of(gen.fd, FINGERPRINT_BYTES)  # (copies made later: of these or
             plan = await offload(plan_switch, self.path, gen.checkpoint(),  # newer)
                                  self._known(), self.max_gens, truncated=True,
                                  archives=self._archives, waiting=self._pending_archives())
