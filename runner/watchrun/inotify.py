@@ -1,5 +1,6 @@
 """Linux inotify through ctypes and the process's own libc: init, add and remove watches, read;
-and which file systems inotify cannot see others' changes on (statfs).
+which file systems inotify cannot see others' changes on (statfs); and the mount table's
+changes, which inotify does not report.
 
 A dozen lines of the kernel API instead of a dependency: inotify-simple looked libc up with
 `ctypes.util.find_library`, which runs `ldconfig -p` (a child process) at every start. The
@@ -17,7 +18,7 @@ import select
 import struct
 from typing import Any, NamedTuple
 
-__all__ = ["REMOTE_FS", "Event", "INotify", "fs_type", "remote_fs"]
+__all__ = ["REMOTE_FS", "Event", "INotify", "MountTable", "fs_type", "remote_fs"]
 
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (of the name that follows)
 _READ = 64 * 1024
@@ -136,3 +137,31 @@ class INotify:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class MountTable:
+    """The runner's mount table, readable (`fileno`, for `loop.add_reader`) once it changed: a
+    file system mounted or unmounted anywhere in its mount namespace, which makes no inotify
+    event, yet may change where a path leads. /proc/self/mountinfo is always readable, and
+    marked POLLPRI at each change: the loop waits on an epoll of it for that mark alone.
+    OSError where /proc is not mounted."""
+
+    def __init__(self) -> None:
+        self._fd = os.open("/proc/self/mountinfo", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            self._ep = select.epoll()
+            self._ep.register(self._fd, select.EPOLLPRI)
+        except OSError:
+            os.close(self._fd)
+            raise
+
+    def fileno(self) -> int:
+        return self._ep.fileno()
+
+    def seen(self) -> None:
+        """The change it was readable for is taken: it is readable again at the next one."""
+        self._ep.poll(0)
+
+    def close(self) -> None:
+        self._ep.close()
+        os.close(self._fd)

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from msgspec import Struct
 
-from watchrun.inotify import INotify
+from watchrun.inotify import INotify, MountTable
 
 __all__ = [
     "FILE_MASK",
@@ -53,6 +53,15 @@ def _open_inotify() -> Any:
     return INotify()
 
 
+def _mount_table() -> MountTable | None:
+    """The mount table's changes; None where /proc is not mounted (a file system mounted or
+    unmounted on a watched path's way then goes unseen with inotify)."""
+    try:
+        return MountTable()
+    except OSError:
+        return None
+
+
 class Sub(Struct, Generic[W], eq=False):
     """One interest in a kernel watch: wake `watch` for events (with `name`, when set; "": only
     the watched object's own)."""
@@ -84,6 +93,7 @@ class WatchTable(Generic[W]):
             except OSError as exc:
                 self._warn(f"inotify unavailable ({exc.strerror}); polling every {poll_ms} ms")
         self.mode = "inotify" if self._ino is not None else "poll" if enabled else "none"
+        self._mounts = _mount_table() if self._ino is not None else None
 
     def _warn(self, message: str) -> None:
         self.problems.append(message)
@@ -92,6 +102,21 @@ class WatchTable(Generic[W]):
             log.warning(message)
         else:
             log.debug(message)
+
+    def _detach(self) -> None:
+        """Its descriptors are no longer read on the loop they were added to."""
+        if self._loop is not None and not self._loop.is_closed():
+            for fd in (self._ino, self._mounts):
+                if fd is not None:
+                    self._loop.remove_reader(fd.fileno())
+
+    def _shut(self) -> None:
+        """Its descriptors taken off the loop and closed."""
+        self._detach()
+        for fd in (self._ino, self._mounts):
+            if fd is not None:
+                fd.close()
+        self._ino = self._mounts = None
 
     def _add(self, path: str, mask: int) -> int:
         if self._ino is None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from watchrun.arrivals import Arrivals, leaf_watch
-from watchrun.inotify import remote_fs
+from watchrun.inotify import MountTable, remote_fs
 from watchrun.inotify_watches import (
     FILE_MASK,
     IN_DELETE_SELF,
@@ -50,11 +50,7 @@ class Notifier(WatchTable["Watch"]):
         return w
 
     def close(self) -> None:
-        if self._ino is not None:
-            if self._loop is not None and not self._loop.is_closed():
-                self._loop.remove_reader(self._ino.fileno())
-            self._ino.close()
-            self._ino = None
+        self._shut()
         self._subs.clear()
         for w in list(self._watches):
             w.polling = True
@@ -68,10 +64,18 @@ class Notifier(WatchTable["Watch"]):
     def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._ino is None or self._loop is loop:
             return
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.remove_reader(self._ino.fileno())
+        self._detach()
         loop.add_reader(self._ino.fileno(), self._on_readable)
+        if self._mounts is not None:
+            loop.add_reader(self._mounts.fileno(), self._on_mounts, self._mounts)
         self._loop = loop
+
+    def _on_mounts(self, mounts: MountTable) -> None:
+        """A file system was mounted or unmounted: every path is resolved again and looked at
+        (one that leads elsewhere now is a rotation; inotify says nothing of it)."""
+        mounts.seen()
+        for w in self._watches:
+            w._wake(resolve=True)
 
     def _on_readable(self) -> None:
         try:
