@@ -180,3 +180,21 @@ def test_a_hole_before_a_line_is_passed_over_and_counted(tmp_path: Path, mode: s
     assert [(m["line"], m["lineNo"], m["offset"]) for m in r.matches("app")] == [
         ("ERR after the truncation 1", 1, 1000), ("ERR after the truncation 2", 2, 1027)]
     assert (shown["skippedNulBytes"], shown["linesCut"]) == (1000, 0)
+
+
+def test_a_once_run_passes_over_every_hole_before_a_line(tmp_path: Path) -> None:
+    """Runs of 8 or more NUL bytes before lines, many within one read and across reads: the
+    line after each is matched whole (`^ERR` matches it; it had not, the NUL bytes being its
+    first bytes) and the NUL bytes are counted; fewer than 8 are the line's bytes (a UTF-16 or
+    UTF-32 newline is followed by one to three)."""
+    holes = [8 + i * 7 % 3000 for i in range(2000)]  # (8 bytes to 3 KB: 3 MB, many reads)
+    (tmp_path / "app.log").write_bytes(b"".join(bytes(n) + b"ERR %d\n" % i
+                                                for i, n in enumerate(holes))
+                                       + bytes(3) + b"ERR after three NUL bytes\n")
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "app", "path": "app.log", "pattern": "^ERR", "gate": {"maxMatches": 5000}}]})
+    done = cli("run", "--once", "-c", config, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = json.loads((tmp_path / ".watchrun" / "state" / "app.status.json").read_text())
+    assert (status["linesRead"], status["matchCount"], status["skippedNulBytes"]) == (
+        2001, 2000, sum(holes))

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any, cast
 
-from watchrun.events import SourceContext
+from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
@@ -102,7 +102,7 @@ class Generation:
         return the bytes read. `moved()` is called once a chunk's records are written and the
         checkpoint moved."""
         counter = _counter(ctx)
-        start, waited, self.nul.ahead = self.pos, self.nul.ahead, 0
+        start, waited, self.nul.ahead, holes = self.pos, self.nul.ahead, 0, 0
         self.framer.stamp(inode=self.inode, path=self.read_as or path)
         want = first_read(self.fd, self.pos, size, held)
         if waited:  # (at NUL bytes not written yet: what was filled of them first, not all)
@@ -117,28 +117,37 @@ class Generation:
             if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
                 self.changed = True  # truncated (copytruncate) since the last look: `data`
                 break  # may be the next generation's; the caller finds the copy first
-            got = len(data)
-            take, skip = self.nul.cut(self.fd, self.pos, data, not self.framer.pending)
-            data = data if take == got else data[:take]
-            self.took(data)
-            chunk = self.framer.feed(data)
-            if chunk is not None:
-                await ctx.chunk(chunk)
-                if counter is not None:
-                    self.framer.settle(counter.lines_in_last_chunk())
-                self.done = (chunk.end, self.framer.line_no)
-                self.done_seq = next_seq(ctx)
-                moved()
-            if skip:
+            got, base, at, skip = len(data), self.pos, 0, 0
+            while at < got:  # its pieces between holes (`zeros.py`)
+                take, skip = self.nul.cut(self.fd, base, data, at, not self.framer.pending)
+                piece = data if (at, take) == (0, got) else data[at:take]
+                self.took(piece)
+                chunk = self.framer.feed(piece)
+                if chunk is not None:
+                    await self._handed(ctx, chunk, counter, moved)
+                if not skip:
+                    break
                 self.passed(skip)
-                if isinstance(ctx, CountsNul):  # (once per hole)
-                    ctx.skipped_nul(skip)
-            elif self.nul.ahead or got < want or (want < size and not waited):  # (a first
-                break  # read of what `fstat` showed: a write since is another event, drain)
+                holes, at = holes + skip, take + skip
+            if not (skip or self.nul.more) and (  # (a first read of what `fstat` showed:
+                    self.nul.ahead or got < want or (want < size and not waited)):  # a
+                break  # write since then is another event, another drain)
             want = size
             await asyncio.sleep(0)  # fairness: other watchers read between our chunks
         self.seen_size = max(self.seen_size, self.pos + self.nul.ahead)
+        if holes and isinstance(ctx, CountsNul):
+            ctx.skipped_nul(holes)
         return self.pos - start
+
+    async def _handed(self, ctx: SourceContext, chunk: Chunk, counter: CountsLines | None,
+                      moved: Callable[[], None]) -> None:
+        """`chunk` handed to `ctx`: its records are written, the checkpoint moves past it."""
+        await ctx.chunk(chunk)
+        if counter is not None:
+            self.framer.settle(counter.lines_in_last_chunk())
+        self.done = (chunk.end, self.framer.line_no)
+        self.done_seq = next_seq(ctx)
+        moved()
 
     async def finish(self, ctx: SourceContext, path: str) -> None:
         """This generation ends (rotated away, truncated, once mode): its unterminated last

@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 SCAN = 1 << 20
-"""NUL bytes are looked through this much at a time (a hole is passed with SEEK_DATA, unread)."""
+"""NUL bytes are looked through this much at a time."""
+LOOK = 64 << 20
+"""Bytes of NUL data looked through at most in one look (a hole is passed with SEEK_DATA, unread):
+NUL bytes that go on further are looked through at the next one, not in one go on the loop."""
+HOLE = 8
+"""NUL bytes that begin a line are a hole, passed over, from this many on; fewer are the line's
+(a UTF-16 or UTF-32 newline is followed by one to three)."""
 _ZEROS = bytes(SCAN)
+_NEAR = 256  # (a run that ends within this many bytes is found by `strip`, without a search)
+_RUN = bytes(HOLE)
+_NL_RUN = b"\n" + _RUN
 
 
 def _nul(view: memoryview) -> bool:
@@ -21,6 +30,9 @@ def _nul(view: memoryview) -> bool:
 def run_end(data: bytes, start: int = 0) -> int:
     """The index of the first byte of `data` at or after `start` that is not NUL (len(data):
     none is)."""
+    near = data[start : start + _NEAR]
+    if len(kept := near.lstrip(b"\0")):
+        return start + len(near) - len(kept)
     view, lo, hi = memoryview(data), start, len(data)
     if _nul(view[lo:hi]):
         return hi
@@ -38,6 +50,8 @@ def run_start(data: bytes) -> int:
     view, lo, hi = memoryview(data), 0, len(data)
     if not data or data[-1]:
         return hi
+    if kept := len(data[-_NEAR:].rstrip(b"\0")):
+        return max(0, hi - _NEAR) + kept
     if _nul(view):
         return 0
     while hi - lo > 1:  # (view[hi:] is NUL; view[lo:hi] holds another byte)
@@ -49,45 +63,61 @@ def run_start(data: bytes) -> int:
     return hi
 
 
-def next_data(fd: int, off: int) -> int | None:
-    """The offset of the file's first byte at or after `off` that is not NUL; None when it holds
-    only NUL bytes from `off` to its end."""
-    while True:
+class Look(NamedTuple):
+    """What a look past an offset found."""
+
+    at: int | None
+    """The offset of the first byte that is not NUL (None: none was found)."""
+    to: int
+    """How far it looked: to `at`, to the end of the file, or as far as LOOK took it."""
+
+
+def look_past(fd: int, off: int, size: int) -> Look:
+    """The file's first byte at or after `off` that is not NUL (`size`: its size by an fstat
+    just made)."""
+    read = 0
+    while read < LOOK:
         try:
             off = os.lseek(fd, off, os.SEEK_DATA)  # past a hole, unread
         except OSError as exc:
             if exc.errno == errno.ENXIO:
-                return None
+                return Look(None, max(off, size))
             # (else a file system that cannot tell its holes: they are read)
         data = os.pread(fd, SCAN, off)
         at = run_end(data)
         if at < len(data):
-            return off + at
+            return Look(off + at, off + at)
+        off, read = off + len(data), read + len(data)
         if len(data) < SCAN:
-            return None
-        off += len(data)
+            return Look(None, max(off, size))
+    return Look(None, off)
 
 
 def head_of(fd: int, n: int) -> bytes:
-    """The file's first `n` bytes, less the NUL bytes that end it (not written yet)."""
+    """The file's first `n` bytes, less the NUL bytes that end them unless other bytes are
+    found after those (else they may not be written yet)."""
     head = os.pread(fd, n, 0)
     end = run_start(head)
-    return head[:end] if end < len(head) and next_data(fd, len(head)) is None else head
+    if end == len(head):
+        return head
+    return head if look_past(fd, len(head), os.fstat(fd).st_size).at is not None else head[:end]
 
 
 def written_end(fd: int, size: int) -> int:
     """Where the NUL bytes that end the file (`size` bytes long) begin: `size` when its last
-    byte is another one. Its holes are passed with SEEK_DATA/SEEK_HOLE, not read."""
+    byte is another one, or when more than LOOK bytes of them are data (its holes are passed
+    with SEEK_DATA/SEEK_HOLE, not read)."""
     if not size or os.pread(fd, 1, size - 1) != b"\0":
         return size
+    budget = LOOK
     for start, end in reversed(_data(fd, size)):
-        while end > start:
+        while end > start and budget > 0:
             n = min(SCAN, end - start)
             kept = run_start(os.pread(fd, n, end - n))
             if kept:
                 return end - n + kept
-            end -= n
-    return 0
+            end, budget = end - n, budget - n
+    return 0 if budget > 0 else size
 
 
 def _data(fd: int, size: int) -> list[tuple[int, int]]:
@@ -123,47 +153,62 @@ class Nuls:
     NUL bytes that run to the end of the file are not read: a writer that extends its file
     first and fills it later (an mmap logger, `ftruncate` or `fallocate` ahead) has not written
     them yet, and reading them would make its fill look like a rewrite. Once other bytes follow
-    them they are read: in a line, as its bytes; before a line (a hole a writer without
-    O_APPEND left after a copytruncate), passed over, so the line after them is matched whole."""
+    them they are read: HOLE or more before a line (a hole a writer without O_APPEND left after a
+    copytruncate), passed over, so the line after them is matched whole; else as the line's."""
 
-    __slots__ = ("_known", "ahead")
+    __slots__ = ("_known", "ahead", "more")
 
     def __init__(self) -> None:
         self.ahead = 0
         """NUL bytes from the read position to the end of the file at the last read."""
-        self._known = (0, 0)  # (from, to): NUL bytes up to the end of the file at a last look
+        self.more = False
+        """The last read stopped at NUL bytes not looked through to their end yet (LOOK): the
+        next read goes on looking."""
+        self._known = (0, Look(None, 0))  # where the last look's NUL bytes began, what it found
 
     def forget(self) -> None:
         """The generation is read again from its start (truncated): what was seen is not so."""
-        self.ahead, self._known = 0, (0, 0)
+        self.ahead, self.more, self._known = 0, False, (0, Look(None, 0))
 
-    def cut(self, fd: int, pos: int, data: bytes, line_start: bool) -> tuple[int, int]:
-        """`data` read at `pos` (at the start of a line when `line_start`): read its first
-        `take` bytes, then pass over `skip` NUL bytes (a hole before a line: other bytes follow
-        them, maybe past `data`). When the two do not reach the end of `data`, the rest of the
-        file is NUL bytes (`ahead`): the read stops there until they are written."""
-        n, self.ahead = len(data), 0
-        if b"\0" not in data:  # (memchr: what an ordinary read pays)
+    def cut(self, fd: int, base: int, data: bytes, at: int, line_start: bool
+            ) -> tuple[int, int]:
+        """`data` read at offset `base`, from its index `at` on (a line begins there when
+        `line_start`): what to read of it, up to its index `take`; then `skip` NUL bytes to pass
+        over (a hole: HOLE or more before a line, other bytes after them, maybe past `data`).
+        When the two stop short of its end, NUL bytes follow that are not written yet, or not
+        known to be (`ahead`, `more`): the read stops there."""
+        n, self.ahead, self.more = len(data), 0, False
+        if data.find(b"\0", at) < 0:  # (memchr: what an ordinary read pays)
             return n, 0
-        begins = line_start and not data[0]
-        i = 0 if begins else data.find(b"\n\0") + 1
-        if begins or i:  # NUL bytes begin a line at i
-            j = run_end(data, i)
-            if j < n:
-                return i, j - i
-            found = self._after(fd, pos + i, pos + n)
-            return (i, 0) if found is None else (i, found - pos - i)
-        end = run_start(data)  # NUL bytes in a line are its bytes, unless the file ends there
-        return (end, 0) if end < n and self._after(fd, pos + end, pos + n) is None else (n, 0)
-
-    def _after(self, fd: int, run: int, off: int) -> int | None:
-        """The offset of the first byte past `off` that is not NUL (the bytes from `run` to `off`
-        are NUL); None when there is none up to the end of the file (`ahead`: the NUL bytes from
-        `run` on). NUL bytes found to run to its end at an earlier look are not looked through
-        again, as a writer fills them from their start (unless the file is shorter now)."""
-        size, (since, to) = os.fstat(fd).st_size, self._known
-        known = since <= run and off < to <= size and next_data(fd, to) is None
-        found = None if known else next_data(fd, off)
+        if line_start and data.startswith(_RUN, at):
+            hole = at
+        else:
+            nl = data.find(_NL_RUN, at)
+            hole = n if nl < 0 else nl + 1
+        past = run_end(data, hole)
+        if past < n:  # (other bytes follow it in `data`)
+            return hole, past - hole
+        end = hole if hole < n else run_start(data)  # (the NUL bytes that end `data`)
+        if end == n:  # (NUL bytes inside its lines are theirs)
+            return n, 0
+        begins = data[end - 1 : end] == b"\n" if end > at else line_start
+        found = self._after(fd, base + end, base + n, exact=begins)
         if found is None:
-            self.ahead, self._known = size - run, (run, size)
-        return found
+            return end, 0
+        return (end, found - base - end) if begins and found - base - end >= HOLE else (n, 0)
+
+    def _after(self, fd: int, run: int, off: int, *, exact: bool) -> int | None:
+        """The offset of the first byte past `off` that is not NUL (the bytes from `run` to `off`
+        are NUL); None when none is known: the NUL bytes from `run` on run to the end of the
+        file (`ahead`), or further than was looked yet (`more`). A look goes on where the last
+        one of the same NUL bytes ended, as a writer fills them from their start (not when the
+        file is shorter now, nor to pass a hole over, `exact`: as far as a look finds now)."""
+        size, (since, last) = os.fstat(fd).st_size, self._known
+        if since <= run and off < last.to <= size and not (exact and last.at is not None):
+            found = last if last.at is not None else look_past(fd, last.to, size)
+        else:
+            found = look_past(fd, off, size)
+        self._known = (run, found)
+        if found.at is None:
+            self.ahead, self.more = size - run, found.to < size
+        return found.at
