@@ -71,10 +71,9 @@ class Rotation(Followed):
     def _filled_later(self, watch: Watch) -> None:
         """NUL bytes wait at the end of the file to be written: look again in pollMs, as a
         writer that fills them through mmap makes no inotify event."""
-        loop = asyncio.get_running_loop()
-        if self._nul_look is None or self._nul_look.when() <= loop.time():
-            self._nul_look = loop.call_later(self.notifier.poll_s, watch.poke)
-            self._timers.append(self._nul_look)
+        if self._nul_look is None or self._nul_look.when() <= asyncio.get_running_loop().time():
+            self._later(watch, self.notifier.poll_s)
+            self._nul_look = self._timers[-1]
 
     async def _switch(self, ctx: SourceContext, watch: Watch, gen: Generation) -> bool:
         """The followed generation `gen` left the path (renamed, or deleted and a new file
