@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import sys
 import time
 from collections import deque
 from typing import Any
 
+from watchrun.process.helper_exit import ended
 from watchrun.process.spawn import Spawner, SpawnError, end_now
 from watchrun.process.tree import watchrun_home
 
@@ -126,26 +126,14 @@ async def probe(raw: Any) -> None:
                               time.monotonic() - began, 3), budget=WALL_S) from None
     finally:
         await end_now(proc)
-    _verdict(lines, info.signal, info.exit_code, _why(noise), time.monotonic() - began)
+    _verdict(lines, info.signal, info.exit_code, b"\n".join(noise), time.monotonic() - began)
 
 
 def _field(lines: list[dict[str, Any]]) -> str:
     return next((str(x["field"]) for x in reversed(lines) if "field" in x), "pattern")
 
 
-_ERROR_LINE = re.compile(rb"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::|$)")
-
-
-def _why(noise: deque[bytes]) -> str:
-    """The cause in what a failed child said: the last exception line (a traceback's last line;
-    in a fatal error at interpreter start it comes before the thread dump's `<no Python
-    frame>`), else its last line."""
-    said = [x.strip() for x in noise if x.strip()]
-    line = next((x for x in reversed(said) if _ERROR_LINE.match(x)), said[-1] if said else b"")
-    return line.decode("utf-8", "replace")[:200]
-
-
-def _verdict(lines: list[dict[str, Any]], sig: str | None, code: int | None, why: str,
+def _verdict(lines: list[dict[str, Any]], sig: str | None, code: int | None, said: bytes,
              wall: float) -> None:
     """Return when the child compiled everything within budget, else raise its Refusal."""
     if code == 0 and any(x.get("done") for x in lines):
@@ -165,9 +153,9 @@ def _verdict(lines: list[dict[str, Any]], sig: str | None, code: int | None, why
                       f"{TOTAL_BUDGET_S:g} s budget of a watcher added at runtime; nothing was "
                       "started. Simplify them", field=field, seconds=TOTAL_BUDGET_S,
                       budget=TOTAL_BUDGET_S)
-    how = f"killed by {sig}" if sig else f"exit status {code}"
+    how = ended(code, sig, said)
     if not any(x.get("ready") for x in lines):
         raise Refusal("start_failed", f"cannot check the watcher's regexes: the compile check "
-                      f"did not start ({how}{': ' + why if why else ''}); nothing was started")
-    raise Refusal("bad_request", f"compiling `{field}` made the compile check fail ({how}"
-                  f"{': ' + why if why else ''}); nothing was started", field=field)
+                      f"did not start ({how}); nothing was started")
+    raise Refusal("bad_request", f"compiling `{field}` made the compile check fail ({how}); "
+                  "nothing was started", field=field)

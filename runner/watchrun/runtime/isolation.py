@@ -15,6 +15,7 @@ by one in a fresh worker, each under the budget; a line that runs out is skipped
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from watchrun.match.literals import candidate_lines
 from watchrun.match.matcher import BACKTRACKING_BUDGET_S
 from watchrun.match.regex import analyse
 from watchrun.match.simd import count_newlines
+from watchrun.process.helper_exit import KEEP_BYTES, ended
 from watchrun.process.spawn import Proc, Spawner, SpawnError, end_now
 from watchrun.runtime.regex_worker import FAILED, HEAD, INIT, SCAN, SPAN, SPANS
 
@@ -35,6 +37,8 @@ __all__ = ["IsolatedMatcher", "Scan", "WorkerError"]
 
 START_TIMEOUT_S = 30.0
 """Time for a new worker to start and compile the patterns (an interpreter start, under load)."""
+EXIT_WAIT_S = 5.0
+"""Time for a worker that closed its pipes without answering to exit and say why."""
 
 
 class WorkerError(Exception):
@@ -152,18 +156,26 @@ class IsolatedMatcher:
         return spans, bool(hit)
 
     async def _start(self) -> Proc:
+        """A worker that has compiled the patterns. Its stderr is its own pipe: a worker that
+        cannot start (its package replaced under the runner, a broken install) writes a
+        traceback there, which is said, not read as the protocol's replies."""
         argv = [sys.executable, "-m", "watchrun.runtime.regex_worker"]
         try:
-            proc = await self.spawner.spawn(argv, cwd=None, env={}, stdin_pipe=True)
+            proc = await self.spawner.spawn(argv, cwd=None, env={}, stdin_pipe=True,
+                                            separate_stderr=True)
         except SpawnError as exc:
             raise WorkerError(f"cannot start the regex worker: {exc}") from None
         self._proc = proc
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
                 status, body = await self._request(proc, INIT, self._init)
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+        except TimeoutError:
             await self._discard()
-            raise WorkerError(f"the regex worker did not start: {exc!r}") from None
+            raise WorkerError(f"the regex worker did not start: no answer in "
+                              f"{START_TIMEOUT_S:g} s") from None
+        except (asyncio.IncompleteReadError, ConnectionError):
+            raise WorkerError(f"the regex worker did not start ({await self._ended()})"
+                              ) from None
         if status == FAILED:
             await self._discard()
             raise WorkerError(f"the regex worker refused the pattern: {body.decode()}")
@@ -175,6 +187,20 @@ class IsolatedMatcher:
         await proc.stdin.drain()
         status, size = HEAD.unpack(await proc.read_exactly(HEAD.size))
         return status, await proc.read_exactly(size) if size else b""
+
+    async def _ended(self) -> str:
+        """How a worker that closed its pipes ended: its exit status and the last line of its
+        stderr (`helper_exit.ended`). It is ending: given EXIT_WAIT_S, then killed."""
+        proc, said = self._proc, b""
+        assert proc is not None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(EXIT_WAIT_S):
+                while part := await proc.read_stderr(KEEP_BYTES):
+                    said = (said + part)[-KEEP_BYTES:]
+                await proc.wait()
+        await self._discard()
+        info = await proc.wait()
+        return ended(info.exit_code, info.signal, said)
 
     async def _discard(self) -> None:
         """Kill the worker (it may be deep in a search) and reap it, even when cancelled."""

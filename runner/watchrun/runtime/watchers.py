@@ -193,8 +193,10 @@ class WatcherSet:
             elif isinstance(exc, OSError):  # (out of descriptors: the limit, not a repr)
                 rt.failure = os_error_said(exc)
                 code = errno.errorcode.get(exc.errno or 0, code)
+            elif isinstance(exc, WorkerError):  # (not a bug: its own code, its own words)
+                rt.failure, code = str(exc), "regex-worker"
             else:
-                rt.failure = str(exc) if isinstance(exc, WorkerError) else repr(exc)
+                rt.failure = repr(exc)
             self.sup.runtime_errors.append(f"{wid}: {rt.failure}")
             self.sup.log.error(f"watcher failed: {rt.failure}", wid)
             self.sup.board.failed(wid, rt.failure)
