@@ -289,8 +289,8 @@ def test_a_guardian_that_ended_is_replaced_and_told_the_groups(tmp_path: Path) -
         escapee = escapee_up(r, pids)
         first = guardian_of(r.pid)
         os.kill(first, signal.SIGKILL)
-        r.wait_log(f"the guardian process (pid {first}) ended (signal 9); starting another, "
-                   "told the process groups")
+        r.wait_log(f"the guardian process (pid {first}) ended (killed by SIGKILL); starting "
+                   "another, told the process groups")
         second = guardian_of(r.pid)
         assert second != first
         r.proc.kill()

@@ -98,8 +98,10 @@ async def _own_processes(layout: OutputLayout, name: str, grace_s: float, log: R
             log.warning(f"ended {ended} processes left running by a previous `agent run` "
                         f"(pid {pid}) of {name}", name)
     guardian = LazyGuardian(lambda text: log.warning(text, name),
-                            "if this process is SIGKILLed, the agent's processes are ended by "
-                            "the next `agent run` of it or runner of this output dir")
+                            "if this process is SIGKILLed, the processes the agent started are "
+                            "left running (the agent itself still dies with it; the next "
+                            "`agent run` of it or runner of this output dir ends the rest)",
+                            lambda text: log.info(text, name))
     registry = GroupRegistry(path, guardian.tell, log.warning, guardian.start)
     guardian.known = registry.groups.values
     return guardian, registry

@@ -10,8 +10,9 @@ it is `exit status 1: ImportError: …`, never its traceback taken for protocol 
 from __future__ import annotations
 
 import re
+import signal
 
-__all__ = ["KEEP_BYTES", "ended", "how_ended", "last_words"]
+__all__ = ["KEEP_BYTES", "ended", "how_ended", "last_words", "returncode_ended"]
 
 KEEP_BYTES = 64 * 1024
 """How much of the end of a helper's output is kept to find its last words in."""
@@ -32,6 +33,16 @@ def last_words(output: bytes) -> str:
 def how_ended(exit_code: int | None, sig: str | None) -> str:
     """`exit status N`, or `killed by SIGNAME`."""
     return f"killed by {sig}" if sig else f"exit status {exit_code}"
+
+
+def returncode_ended(returncode: int) -> tuple[int | None, str | None]:
+    """(exit code, signal name) of a `subprocess` return code (negative: the signal)."""
+    if returncode >= 0:
+        return returncode, None
+    try:
+        return None, signal.Signals(-returncode).name
+    except ValueError:
+        return None, f"SIG{-returncode}"
 
 
 def ended(exit_code: int | None, sig: str | None, output: bytes) -> str:

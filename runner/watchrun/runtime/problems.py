@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from watchrun.output.runlog import RunLog
@@ -22,12 +22,16 @@ class Problems:
 
     def __init__(self, log: RunLog) -> None:
         self.log = log
+        self.standing: list[Callable[[], str | None]] = []
+        """Problems that last while a condition does (no guardian process can start), each
+        listed first while it is one (its owner logs it)."""
         self._kept: deque[str] = deque(maxlen=KEEP)
         self._dropped: Counter[str] = Counter()
         """Problems older than the last KEEP, by head (`_head`): in the log, not in `status`."""
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._kept)
+        yield from (text for standing in self.standing if (text := standing()) is not None)
+        yield from self._kept
 
     @property
     def dropped(self) -> int:

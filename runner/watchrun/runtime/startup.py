@@ -27,6 +27,7 @@ from watchrun.process.spawn import Spawner
 from watchrun.process.tree import limit_hint, os_error_said
 from watchrun.runtime.control import ControlServer
 from watchrun.runtime.ending import finish
+from watchrun.runtime.problems import Problems
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.watchers import WatcherSet
@@ -54,6 +55,7 @@ class Starting(Protocol):
     board: StatusBoard
     set: WatcherSet
     reload_pending: bool
+    problems: Problems
 
     @property
     def state(self) -> object: ...
@@ -125,7 +127,8 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
     await _end_leftovers(sup)
     guardian = None
     if sup.guardian:  # started with the first child: a runner of files only needs none
-        guardian = LazyGuardian(log.warning)
+        guardian = LazyGuardian(log.warning, inform=log.info)
+        sup.problems.standing.append(guardian.problem)
         undo.push_async_callback(asyncio.to_thread, guardian.close)
         undo.callback(guardian.unwatch)  # (first: a guardian told to end is not replaced)
     registry = sup.spawner.registry = GroupRegistry(
