@@ -98,7 +98,7 @@ def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> N
     [
         (b'{"version":1,"dev":1,"ino', "not valid JSON"),
         (b"\x00" * 64, "NUL bytes"),
-        (b'{"version":3,"dev":1}', "unknown version 3"),
+        (b'{"version":0,"dev":1}', "unknown version 0"),
         (b'{"version":2,"seq":1,"generations":[]}', "'generations' missing or empty"),
         (b'{"version":2,"seq":0,"generations":[{}]}', "'seq' is not a positive"),
         (b"[1,2]", "not a JSON object"),

@@ -1,7 +1,7 @@
-"""What an upgrade of watchrun meets: helpers started from the package's files while a runner
-runs (the guardian, the regex worker) whose files were replaced under it, as `pip install -U`
-replaces them. Each runner here runs from its own copy of the package, which the test then
-breaks."""
+"""What an upgrade or a downgrade of watchrun meets: helpers started from the package's files
+while a runner runs (the guardian, the regex worker) whose files were replaced under it, as
+`pip install -U` replaces them (each such runner runs from its own copy of the package, which
+the test then breaks), and state written by a newer watchrun."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
-from liverunner import LiveRunner, cli, guardian_of, wait_for, write_config
+from liverunner import LiveRunner, cli, guardian_of, read_records, wait_for, write_config
 
 from watchrun.process.tree import start_time
 
@@ -120,3 +121,28 @@ def test_a_regex_worker_that_cannot_start_says_its_exit_status_and_last_line(
         assert r.stop() == 3  # (a watcher that failed)
     finally:
         r.close()
+
+
+def test_a_checkpoint_of_a_newer_watchrun_is_said_so_and_set_aside(tmp_path: Path) -> None:
+    """An explorer's F8: a checkpoint a newer watchrun wrote (a version this one does not know)
+    was called corrupt. It is still set aside (its lines are not judged: a once run's verdict
+    is an ERROR), and said for what it is."""
+    log = tmp_path / "app.log"
+    log.write_text("ERROR one\n")
+    config = write_config(tmp_path, {"watchers": [{"id": "app", "path": "app.log",
+                                                   "pattern": "ERROR"}]})
+    assert cli("run", "--once", "-c", config).returncode == 0  # (makes the output dir)
+    state = tmp_path / ".watchrun" / "state"
+    newer: dict[str, Any] = {"version": 3, "positions": [{"path": str(log), "offset": 10}]}
+    (state / "app.checkpoint.json").write_text(json.dumps(newer))
+    done = cli("run", "--once", "-c", config)
+    said = (f"checkpoint {state / 'app.checkpoint.json'} was written by a newer watchrun "
+            "(version 3; this one reads up to 2); set aside as app.checkpoint.json.corrupt-")
+    assert said in done.stderr, done.stderr
+    assert "is corrupt" not in done.stderr
+    assert done.returncode == 3, done.stderr  # where the last run ended is not known
+    [kept] = state.glob("app.checkpoint.json.corrupt-*")
+    assert json.loads(kept.read_text()) == newer
+    records = read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+    [error] = [x for x in records if x["kind"] == "error"]
+    assert said in error["message"] and error["unread"] is True

@@ -28,6 +28,7 @@ MAX_FILE_BYTES = 1 << 20
 """A checkpoint file is read up to this size (a larger one is not a checkpoint: corrupt)."""
 
 VERSION = 2
+NEWER = "was written by a newer watchrun"
 SUFFIX = ".checkpoint.json"
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """A watcher id (whole: `fullmatch`), as the config schema allows it."""
@@ -105,8 +106,10 @@ def decode(text: str) -> FileState:
         raise ValueError("not a JSON object")
     if doc.get("version") == 1:  # one generation, no seq: written before generations
         return FileState((_position(doc),))
-    if doc.get("version") != VERSION:
-        raise ValueError(f"unknown version {doc.get('version')!r} (expected {VERSION})")
+    if isinstance(version := doc.get("version"), int) and version > VERSION:  # (not damaged)
+        raise ValueError(f"{NEWER} (version {version}; this one reads up to {VERSION})")
+    if version != VERSION:
+        raise ValueError(f"unknown version {version!r} (expected {VERSION})")
     gens, seq = doc.get("generations"), doc.get("seq")
     if not isinstance(gens, list) or not gens:
         raise ValueError("field 'generations' missing or empty")
@@ -282,8 +285,9 @@ class CheckpointStore:
             return None
 
     def _set_aside(self, path: Path, reason: str) -> None:
-        self.problems.append(f"checkpoint {path} is corrupt: {reason}; {set_aside(path)}; "
-                             "starting without a checkpoint")
+        said = reason if reason.startswith(NEWER) else f"is corrupt: {reason}"
+        self.problems.append(f"checkpoint {path} {said}; {set_aside(path)}; starting without a "
+                             "checkpoint")
 
 
 def _planted(path: Path) -> str | None:
