@@ -27,6 +27,7 @@ from watchrun.agents.clean import clean_record, unreserved
 from watchrun.agents.providers import PROVIDERS, make_adapter
 from watchrun.agents.tally import Tally
 from watchrun.config import load_config
+from watchrun.config.model import Config, Limits, OutputSpec
 from watchrun.match.framing import BOM, LineFramer
 from watchrun.match.sanitize import decode, edge_text, sanitize
 from watchrun.output.backward import last_records
@@ -353,6 +354,7 @@ class FakeRunner:
         self.state = "running"
         self.lag = LoopLag()
         self.problems = Problems(RunLog(quiet=True))
+        self.config = Config(Limits(), OutputSpec(state_dir))
 
     async def stop_watcher(self, wid: str, reason: str) -> None:
         raise AssertionError("no watcher runs")
