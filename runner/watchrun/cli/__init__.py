@@ -4,6 +4,7 @@ import contextlib
 import errno
 import os
 import sys
+from typing import NoReturn
 
 from watchrun.cli.stops import Stops, catch_early_stops
 
@@ -46,7 +47,6 @@ def entry() -> int:
     running = _OTHER_COMMANDS.isdisjoint(sys.argv[1:]) and _ONLY_PRINTS.isdisjoint(sys.argv[1:])
     if running:
         catch_early_stops(once="--once" in sys.argv[1:])  # (as PID 1 too: a once run's 3)
-    short_of_memory = False
     try:
         try:
             from watchrun.cli.main import main
@@ -62,21 +62,26 @@ def entry() -> int:
             raise stop from None
         if not (running or _unloadable(exc)):  # (another command's failure: its traceback)
             raise
-        print(f"watchrun: error: {not_begun(exc)}", file=sys.stderr)  # (not 1: a crossed gate)
-        status, short_of_memory = 3, isinstance(exc, MemoryError)
+        line = f"watchrun: error: {not_begun(exc)}"  # (not 1: a crossed gate)
+        if isinstance(exc, MemoryError):  # its line is the last: any Python run after it,
+            end_now(3, line)  # short of memory too, printed `MemoryError:` lines after it
+        print(line, file=sys.stderr)
+        status = 3
     finally:
         if Stops.caught:  # (later ones change nothing but the log's last wait)
             Stops.exiting()
-    if short_of_memory:  # its line is the last: the interpreter's own end, short of memory
-        _end_now(status)  # too, printed MemoryErrors after it
     return status
 
 
-def _end_now(status: int) -> None:
-    """Exit with `status` now, what was printed flushed, without the interpreter's finalization."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+def end_now(status: int, line: str | None) -> NoReturn:
+    """Print `line` (if any) to stderr and exit with `status` now, stdout flushed, with no more
+    Python run: not the interpreter's finalization either, which, short of memory, printed
+    `MemoryError:` lines after the one line a run says."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    if line is not None:
+        with contextlib.suppress(OSError):
+            os.write(2, line.encode(errors="replace") + b"\n")
     os._exit(status)
 
 

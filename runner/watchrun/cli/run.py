@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchrun.cli import not_begun
+from watchrun.cli import end_now, not_begun
 from watchrun.cli.emit import Out, log_diagnostic
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.main import startup_gc
@@ -42,11 +42,16 @@ def _not_begun(args: argparse.Namespace, exc: Exception) -> int:
     """What failed before the run began, said in one line: exit 3, never a traceback and
     Python's exit 1 (in a once run, the code of a crossed gate). `--json` once: the document
     is the error, `run_failed`."""
-    message = not_begun(exc)
+    message, line = not_begun(exc), None
     if args.once and getattr(args, "format", "text") == "json":
-        return Out(True).fail("run_failed", message)
-    print(f"watchrun: error: {message}", file=sys.stderr)
-    return ExitStatus.RUNTIME
+        status = Out(True).fail("run_failed", message)
+    else:
+        status, line = ExitStatus.RUNTIME, f"watchrun: error: {message}"
+    if isinstance(exc, MemoryError):  # (its line the last: `end_now`)
+        end_now(status, line)
+    if line is not None:
+        print(line, file=sys.stderr)
+    return status
 
 
 def _prepare(args: argparse.Namespace
