@@ -8,14 +8,17 @@ from __future__ import annotations
 import json
 import resource
 import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from inproc import inproc
 from liverunner import watchrun_bin, write_config
 
 import watchrun.config as config_package
+from watchrun.cli import run as run_command
 from watchrun.config.loader import MAX_BYTES, read_regular
 
 TIMEOUT_S = 60
@@ -61,9 +64,20 @@ def test_a_memory_error_reading_the_config_is_run_failed_in_the_json_document(
         raise MemoryError
 
     monkeypatch.setattr(config_package, "load_config", no_memory)  # (what `run` calls)
+    ended: list[int] = []
+
+    def end_now(status: int, line: str | None) -> NoReturn:
+        """As `cli.end_now`, which ends the process (this one is pytest's): with the status."""
+        if line is not None:
+            print(line, file=sys.stderr)
+        ended.append(status)
+        raise SystemExit(status)
+
+    monkeypatch.setattr(run_command, "end_now", end_now)
     said = "could not start: out of memory (MemoryError); nothing was started"
     text = inproc(tmp_path, "run", "--once", "-c", "watch.yaml")
     assert (text.returncode, text.stdout, text.stderr) == (3, "", f"watchrun: error: {said}\n")
     as_json = inproc(tmp_path, "run", "--once", "--json", "-c", "watch.yaml")
     assert as_json.returncode == 3, as_json.stderr
     assert json.loads(as_json.stdout) == {"error": {"code": "run_failed", "message": said}}
+    assert ended == [3, 3]  # (each ended at once: the interpreter's end is short of memory too)
