@@ -35,10 +35,12 @@ VALID: dict[str, dict[str, Any]] = {
     "exit": {"exitCode": None, "signal": "SIGKILL", "status": "killed", "run": 2,
              "signals": ["SIGTERM", "SIGKILL"], "stragglers": 1},
     "restart": {"attempt": 1, "delayMs": 1000},
-    "error": {"code": "file-unreadable", "message": "permission denied", "errno": "EACCES"},
+    "error": {"code": "EACCES", "message": "permission denied", "path": "/var/log/a.log.1"},
     "stop": {"reason": "shutdown"},
     "dropped": {"count": 3, "reason": "queue-full"},
-    "dispatch-start": {"turn": 1, "trigger": "wake"},
+    "dispatch-start": {"turnId": "turn-3", "trigger": "wake", "deliveries": ["d-2"],
+                       "command": ["claude", "-p", "{prompt}"], "pid": 4242, "pty": False,
+                       "provider": "claude"},
     "prompt": {"text": "Find the cause."},
     "delivery": {"deliveryState": "queued", "watcher": "server", "count": 2},
     "text": {"text": "Final answer"},
@@ -63,8 +65,9 @@ VALID: dict[str, dict[str, Any]] = {
     "quota": {"message": "rate limited", "resetAt": "2026-05-16T13:00:00.000Z"},
     "stopped": {"reason": "idle-timeout"},
     "status": {"status": "idle"},
-    "dispatch-finished": {"status": "done", "completed": True, "usage": USAGE, "durationMs": 1200,
-                          "exitCode": 0},
+    "dispatch-finished": {"turnId": "turn-3", "status": "done", "completed": True, "usage": USAGE,
+                          "tokens": 13, "durationMs": 1200, "exitCode": 0, "signal": None,
+                          "reply": "Final answer"},
     "session": {"sessionId": "0199-abc"},
     "completed": {"ok": True, "result": "Final answer"},
     "action-fired": {"action": "page", "type": "webhook", "firing": 1, "reason": "match",
@@ -135,7 +138,11 @@ def test_valid_example_of_each_kind(kind: str) -> None:
         ("match", {"line": "x", "lineNo": 1, "offset": 0, "run": 1, "truncated": True,
                    "omittedBytes": 0}),
         ("exit", {"exitCode": 2, "signal": None, "status": "exited", "run": 1}),
-        ("rotate", {"reason": "truncate", "path": "/a", "inode": 1, "oldInode": 1, "size": 0}),
+        ("rotate", {"reason": "truncate", "path": "/a", "inode": 1, "oldInode": 1, "oldSize": 0}),
+        ("error", {"code": "ENOENT", "message": "cannot start 'x…'", "turnId": "turn-4",
+                   "truncated": True, "omittedBytes": 300}),
+        ("dispatch-start", {"turnId": "turn-4", "trigger": "manual", "deliveries": [],
+                            "command": ["x"], "pid": None, "pty": False, "provider": "generic"}),
     ],
 )
 def test_more_valid_records(kind: str, fields: dict[str, Any]) -> None:
@@ -167,6 +174,11 @@ INVALID = [
     ("match lineNo 0", rec("match", line="x", lineNo=0, offset=0, run=1)),
     ("match inode null", rec("match", line="x", lineNo=1, offset=0, path="/a", inode=None)),
     ("rotate reason", rec("rotate", reason="moved", path="/a", inode=1)),
+    ("rotate size (never written)", rec("rotate", reason="truncate", path="/a", inode=1,
+                                        size=0)),
+    ("error errno (never written)", rec("error", code="EACCES", message="x", errno="EACCES")),
+    ("turnId not turn-<seq>", rec("text", text="x", turnId="t1")),
+    ("dispatch-start pid 0", rec("dispatch-start", **VALID["dispatch-start"] | {"pid": 0})),
     ("exit without signal", rec("exit", exitCode=0, status="exited", run=1)),
     ("exit status", rec("exit", exitCode=0, signal=None, status="success", run=1)),
     ("exit signals", rec("exit", exitCode=None, signal="SIGKILL", status="killed", run=1,
@@ -262,5 +274,6 @@ def test_docs_records_md_lists_every_kind_of_the_schema() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "records.md").read_text()
     listed = set(re.findall(r"^\| `([a-z-]+)` \|", doc, flags=re.M))
     kinds = set(json.loads((Path(__file__).resolve().parents[1] / "schemas" /
-                            "record.schema.json").read_text())["$defs"]) - {"envelope", "tokens"}
+                            "record.schema.json").read_text())["$defs"]["envelope"]["properties"]
+                ["kind"]["enum"])
     assert listed == kinds
