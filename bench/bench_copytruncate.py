@@ -104,7 +104,7 @@ def one_round(mode: str, rate: int, seconds: float, every: float) -> dict[str, f
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rate", type=int, default=20_000)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--every", type=float, default=0.5)

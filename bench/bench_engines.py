@@ -119,7 +119,7 @@ def grep(args: list[str]) -> Callable[[], int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--path", type=Path, default=Path("/tmp/watchrun-bench.log"))

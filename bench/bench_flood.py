@@ -38,7 +38,7 @@ ANCHOR = "seq | sed | grep"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lines", type=int, default=5_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--target", type=float, default=8.0, help="ratio to the anchor")

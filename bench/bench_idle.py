@@ -136,7 +136,7 @@ def trial(name: str, work: Path, n: int, settle: float, seconds: float) -> dict[
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--watchers", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=12.0)
     parser.add_argument("--settle", type=float, default=3.0)

@@ -61,7 +61,7 @@ def count_matches(jsonl: Path) -> tuple[int, list[dict[str, object]]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", type=Path, default=Path("/tmp/watchrun-bench-mem"))
     parser.add_argument("--skip-all-match", action="store_true",

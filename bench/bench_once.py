@@ -63,7 +63,7 @@ def recorded_lines(jsonl: Path) -> dict[int, str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="1GiB")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--log", type=Path, default=Path("/tmp/watchrun-bench.log"))

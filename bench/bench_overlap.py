@@ -119,7 +119,7 @@ def main() -> int:
     if len(sys.argv) == 4 and sys.argv[1] == "--way":
         print(*way(sys.argv[2], sys.argv[3]))
         return 0
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", default="300MiB")
     parser.add_argument("--error-rate", type=float, default=0.002)
     parser.add_argument("--rounds", type=int, default=7)

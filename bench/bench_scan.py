@@ -75,7 +75,7 @@ def matched(out_dir: Path) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--log", choices=("realistic", "project"), default="realistic")
     parser.add_argument("--size", default="300MiB")
     parser.add_argument("--error-rate", type=float, default=0.002)

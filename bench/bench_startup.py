@@ -124,7 +124,7 @@ def watcher_cost(work: Path, variants: list[Variant], mode: str, rounds: int
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--watcher-rounds", type=int, default=5)
     parser.add_argument("--work", type=Path, default=Path("/tmp/watchrun-bench-startup"))

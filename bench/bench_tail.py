@@ -381,7 +381,7 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
         return writer(Path(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5],
                       float(sys.argv[6]))
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=int, default=50_000, help="lines/s (default 50000)")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=5)

@@ -103,7 +103,7 @@ def ensure(path: Path, size: int, seed: int = 1) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--size", default="1GiB", help="e.g. 300MiB, 1GiB (default 1GiB)")
     parser.add_argument("--seed", type=int, default=1)

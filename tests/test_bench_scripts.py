@@ -1,8 +1,9 @@
 """The benchmark scripts bench/RESULTS.md tells how to run still run, on tiny inputs: each
 checks what it measures (the same matches as grep, records that parse back, no line lost) and
-exits 1 when that fails. Not run here: bench_startup, bench_idle and bench_memory (10-20 s
-each, and they exit 1 on a missed performance target, which a tiny run on a busy machine is
-not a test of); `tests/test_perf_guards.py` guards those costs."""
+exits 1 when that fails; and each one's `--help` says what it measures in whole sentences. Not
+run here but for their `--help`: bench_startup, bench_idle and bench_memory (10-20 s each, and
+they exit 1 on a missed performance target, which a tiny run on a busy machine is not a test
+of); `tests/test_perf_guards.py` guards those costs."""
 
 from __future__ import annotations
 
@@ -46,3 +47,18 @@ def test_a_benchmark_script_runs_and_checks_its_results(tmp_path: Path, script: 
                           capture_output=True, text=True, env=env, timeout=100, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(shows, done.stdout), done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")
+                                          if "ArgumentParser(" in p.read_text()))
+def test_a_benchmark_script_s_help_says_what_it_does_in_whole_sentences(script: str) -> None:
+    """`--help` showed the first line of the script's docstring, cut mid-sentence in six of
+    them ("… on 5 M lines that all match, next to the same"): it shows the first paragraph,
+    which ends a sentence."""
+    done = subprocess.run([sys.executable, str(BENCH / script), "--help"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    description = " ".join(done.stdout.split("\n\n")[1].split())
+    assert description.endswith((".", ".)")), description
+    first = (BENCH / script).read_text().split('"""')[1].split("\n\n")[0]
+    assert description.startswith(" ".join(first.split())[:60]), description

@@ -256,6 +256,18 @@ def test_the_receiver_takes_the_largest_body_at_watchrun_s_default_limits() -> N
     assert BODY_BYTES <= module.MAX_BODY
 
 
+def test_the_receiver_s_help_says_what_it_does_in_whole_sentences() -> None:
+    """`receiver.py --help` ended mid-sentence ("…: checks the"): it showed the first line of
+    its docstring, whose first sentence goes on over the next. It shows the first paragraph."""
+    done = subprocess.run([sys.executable, str(WEBHOOKS / "receiver.py"), "--help"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    description = " ".join(done.stdout.split("\n\n")[1].split())
+    assert description == (
+        "A generic receiver for watchrun's JSON webhook body (contrib/webhooks/json.yaml): "
+        "checks the bearer token, appends each firing as one line to a JSONL file, answers 204.")
+
+
 @pytest.mark.parametrize(("layer", "name"), [("slack.yaml", "slack"), ("json.yaml", "alerts")])
 def test_each_template_says_it_replaces_the_watcher_s_actions(tmp_path: Path, layer: str,
                                                                name: str) -> None:

@@ -207,7 +207,7 @@ class Server(ThreadingHTTPServer):
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--out", default="alerts.jsonl", help="JSONL file the firings go to")
