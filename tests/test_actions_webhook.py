@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import json
+import re
 import socket
 import threading
 import time
@@ -19,6 +21,7 @@ from actionrig import DEADLINE_S, FakeClock, Rig, until, watcher, webhook
 from webhook_server import Receiver, receiver
 
 from watchrun.actions.payload import SLACK_TEXT_CHARS
+from watchrun.actions.webhook import RETRY_STATUSES
 from watchrun.config.model import Limits, ThresholdSpec, WatcherSpec
 
 
@@ -65,6 +68,37 @@ def test_retries_stop_at_the_limit_and_a_4xx_is_not_retried(tmp_path: Path) -> N
                 assert (by["b"]["status"], by["b"]["attempts"]) == ("failed", 1)
         asyncio.run(body())
         assert (failing.count(), missing.count()) == (3, 1)
+
+
+RETRIED = sorted(RETRY_STATUSES)
+
+
+@pytest.mark.parametrize("status", RETRIED)
+def test_a_retry_status_below_500_is_retried(tmp_path: Path, status: int) -> None:
+    with receiver(status, 200) as rx:
+        async def body() -> None:
+            async with Rig(tmp_path, watcher(webhook(rx.url, retries=1))) as rig:
+                rig.deliver("ERROR x")
+                (result,) = await rig.wait("action-result")
+                assert (result["status"], result["attempts"]) == ("ok", 2)
+        asyncio.run(body())
+        assert rx.count() == 2
+
+
+def test_the_config_schema_and_the_docs_name_the_statuses_retried() -> None:
+    """The config schema's `retries` description (what an editor shows) said "5xx, 408, 429"
+    while 425 is retried too: it, docs/config.md and README name every 5xx and RETRY_STATUSES."""
+    root = Path(__file__).resolve().parents[1]
+    schema = json.loads((root / "schemas" / "watch.schema.json").read_text())
+    row = next(line for line in (root / "docs" / "config.md").read_text().splitlines()
+               if line.startswith("| `retries` |"))
+    readme = re.search(r"A 5xx,.*?is retried `retries` times", (root / "README.md").read_text(),
+                       flags=re.S)
+    assert readme is not None
+    texts = [schema["$defs"]["action"]["properties"]["retries"]["description"], row, readme[0]]
+    for text in texts:
+        assert "5xx" in text, text
+        assert sorted(int(n) for n in re.findall(r"\b4\d\d\b", text)) == RETRIED, text
 
 
 def test_a_hanging_receiver_times_out_and_delays_nothing_else(tmp_path: Path) -> None:
