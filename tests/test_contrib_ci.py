@@ -199,11 +199,31 @@ def test_the_pre_commit_hook_is_declared_for_python() -> None:
     # the names README lists, and the one it says is not taken
     ("watch-ci.yaml", True), ("watch.prod.yml", True), ("watchrun.json", True),
     (".watchrun.toml", True), ("watch_ci.yaml", False),
+    # README: `watch` or `watchrun` with an optional leading dot (only `.watchrun` was taken)
+    (".watch.yaml", True), ("ci/.watch-prod.yml", True), (".watchdog.yaml", False),
 ])
 def test_the_hook_checks_watchrun_config_names(path: str, checked: bool) -> None:
+    assert picked(path) is checked
+
+
+def picked(path: str) -> bool:
     h = hook()
-    picked = re.search(h["files"], path) is not None and not re.search(h["exclude"], path)
-    assert picked is checked
+    return re.search(h["files"], path) is not None and not re.search(h["exclude"], path)
+
+
+def test_the_hook_takes_the_names_readme_lists_and_the_ones_run_finds() -> None:
+    """README's pre-commit names are taken and its "not" names are not; so is every name `run`
+    looks for without `-c`, also hidden (a leading dot)."""
+    from watchrun.cli.discover import NAMES
+
+    readme = (ROOT / "README.md").read_text()
+    bullet = readme.split("* **pre-commit**", 1)[1].split("each file on", 1)[0]
+    taken, refused = bullet.split("; not", 1)
+    names = re.findall(r"`([^`]+\.(?:ya?ml|json|toml))`", taken)
+    assert ".watch.yaml" in names and ".watchrun.toml" in names
+    assert [n for n in [*names, *NAMES, *(f".{n}" for n in NAMES)] if not picked(n)] == []
+    others = [n.replace("*", "watch") for n in re.findall(r"`([^`]+\.json|[^`]+\.yaml)`", refused)]
+    assert others and [n for n in others if picked(n)] == []
 
 
 def test_the_hook_passes_valid_files_and_names_the_location_of_errors(tmp_path: Path) -> None:
