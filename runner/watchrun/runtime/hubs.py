@@ -1,13 +1,15 @@
-"""The supervisor's hubs: starting the agent hub, and the action hub with each watcher's actions."""
+"""The supervisor's hubs: starting the agent hub, and the action hub with each watcher's actions;
+a watcher's matches handed to both."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
+from watchrun.events import MatchInfo
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
@@ -17,11 +19,13 @@ if TYPE_CHECKING:
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
     from watchrun.runtime.pipeline import WatcherPipeline
+    from watchrun.runtime.watchers import WatcherSet
 
 
 class SupervisorHubs:
     """The part of `Supervisor` that builds the hubs (each imported only when the config has
-    agents, or actions) and passes a watcher's start and stop on to its actions."""
+    agents, or actions), hands them a watcher's matches, and passes a watcher's start and stop
+    on to its actions."""
 
     config: Config
     layout: OutputLayout
@@ -35,6 +39,7 @@ class SupervisorHubs:
     actions: ActionHub | None
     actions_task: asyncio.Task[None] | None
     spawn: Callable[[Any, str], asyncio.Task[Any]]
+    set: WatcherSet
 
     async def start_hub(self) -> None:
         hub = await asyncio.to_thread(_agent_hub)  # (~20 ms of imports: off the loop)
@@ -42,6 +47,17 @@ class SupervisorHubs:
                                   self.clock, self.spawner, once=self.once,
                                   problem=self.problems.keep)
         self.hub_task = self.spawn(self.hub.run(), "agents")
+
+    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo],
+                stream: WatcherPipeline) -> None:
+        """New matches of a watcher, also of one being stopped (it reads until it ends): to
+        the agents it wakes, and to its actions, which fire for a running watcher only."""
+        if spec.wake and self.hub is not None:
+            self.hub.deliver(spec, found)
+        if spec.actions and self.actions is not None:
+            rt = self.set.running.get(spec.id)
+            stopping = rt is None or rt.pipeline is not stream
+            self.actions.deliver(spec, found, stream, stopping=stopping)
 
     # -- actions --------------------------------------------------------------------------
     async def record_unfired(self, wid: str, pipeline: WatcherPipeline) -> None:

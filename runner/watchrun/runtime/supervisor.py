@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from watchrun.clock import Clock
-from watchrun.config.model import Config, WatcherSpec
-from watchrun.events import MatchInfo
+from watchrun.config.model import Config
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 
     from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
-    from watchrun.runtime.pipeline import WatcherPipeline
     from watchrun.sources.command import Echo
 
 __all__ = ["RunnerState", "StartupError", "Supervisor"]
@@ -224,18 +222,6 @@ class Supervisor(SupervisorHubs):
             await self.hub.idle()
         if self.actions is not None:
             await self.actions.idle()
-
-    # -- agents ---------------------------------------------------------------------------
-    def matched(self, spec: WatcherSpec, found: Sequence[MatchInfo],
-                stream: WatcherPipeline) -> None:
-        """New matches of a watcher, also of one being stopped (it reads until it ends): to
-        the agents it wakes, and to its actions, which fire for a running watcher only."""
-        if spec.wake and self.hub is not None:
-            self.hub.deliver(spec, found)
-        if spec.actions and self.actions is not None:
-            rt = self.watchers.get(spec.id)
-            stopping = rt is None or rt.pipeline is not stream
-            self.actions.deliver(spec, found, stream, stopping=stopping)
 
     # -- requests, reload, problems -------------------------------------------------------
     def problem(self, message: str, wid: str | None = None, event: str = "message") -> None:
