@@ -118,6 +118,8 @@ def test_any_ordinary_value_arrives_whole_through_bash(value: str, which: int) -
         ("echo $$((${V} + 1))", "inside an arithmetic"),
         ("echo $${X:-${V}}", "inside a shell parameter expansion"),
         ("cat <<EOF\n${V}\nEOF", "inside a here-document"),
+        ("cat <<${V}", "in a here-document's delimiter"),  # (found by the atheris run: the
+        ("cat <<-'E${V}'\nx\nE", "in a here-document's delimiter"),  # reader gave it none)
         ("echo \\${V}", "right after a `\\`"),
         ('echo "\\${V}"', "right after a `\\`"),
         ("echo $$${V}", "right after a `$`"),

@@ -231,6 +231,8 @@ class _Reader:
         start = j
         while j < len(text) and text[j] not in _META:
             j += 1
+        for _ in range(text.count(self.mark, start, j)):
+            self.place("in a here-document's delimiter")
         word = text[start:j].replace("'", "").replace('"', "").replace("\\", "")
         if self.mark in word or not word:
             self.untrack("a here-document delimiter")
