@@ -1,221 +1,195 @@
-"""The long fuzz run: coverage-guided atheris on the same targets as tests/test_fuzz.py.
+"""The long fuzz run: coverage-guided atheris on the properties of tests/test_fuzz.py, and more.
 
-Not part of the suite (atheris is optional: `pip install 'atheris>=2.3'`). Run one target:
+Not part of the suite (atheris is optional: `pip install -e '.[fuzz]'`). A corpus for every
+target from real inputs (the provider fixtures, the repository's configs, every control command)
+first, then one target on its corpus:
 
-    python tests/fuzz_atheris.py TARGET [-max_total_time=600] [-jobs=2] [CORPUS_DIR]
+    python tests/fuzz_atheris.py seed DIR
+    python tests/fuzz_atheris.py TARGET [-max_total_time=600] [libFuzzer options] [DIR/TARGET]
 
-TARGET is one of: config, framing, adapters, control, records, redact, shellwords. Any
-exception or broken property is a crash with the input saved as `crash-*`; turn it into a
-test. Known bugs that other areas are fixing are listed in KNOWN (each has an xfail test).
-
-Seed corpora from real inputs first (provider fixtures, the example configs) with
-`python tests/fuzz_atheris.py seed DIR`, then pass `DIR/adapters` or `DIR/config` as the
-corpus of those targets.
+TARGET is one of: adapters, config, control, framing, records, redact, shellwords. Any exception
+or broken property is a crash with the input saved as `crash-*`: turn it into a test. The
+properties are `tests/fuzzparts.py`'s, which the suite's Hypothesis run checks too;
+tests/test_readme.py runs each documented command on its seed corpus with atheris stubbed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import atheris  # type: ignore[import-not-found]
 
 with atheris.instrument_imports():
-    from watchrun.agents.prompt import Tally, clean_fields
-    from watchrun.agents.providers import PROVIDERS, make_adapter
+    from fuzzparts import (
+        MARK,
+        ask,
+        check_contexts,
+        check_framing,
+        check_load,
+        check_reply,
+        check_turn,
+        idle_runner,
+        sanitized,
+    )
+
+    from watchrun.agents.providers import PROVIDERS
     from watchrun.config import (  # noqa: F401 (load_config imports these lazily: load
         checks,  # them now, so that instrument_all covers them)
         interpolate,
         layering,
-        load_config,
         loader,
         schema,
         validate,
     )
-    from watchrun.config.shellwords import contexts
-    from watchrun.match.framing import LineFramer
+    from watchrun.match.framing import BOM
     from watchrun.match.redact import redactor
-    from watchrun.match.sanitize import decode, edge_json, edge_text, sanitize
+    from watchrun.match.sanitize import decode, edge_json
     from watchrun.output.backward import last_records
     from watchrun.output.records import iter_records
-    from watchrun.runtime.commands import dispatch
+    from watchrun.runtime.commands import FIELDS, dispatch
     from watchrun.runtime.control import ControlServer
-    from watchrun.runtime.status import StatusBoard
 
-atheris.instrument_all()
-
-KNOWN = {
-    "adapters": "RecursionError from deeply nested JSON is skipped, and record keys and "
-                "NaN are not checked (#13; the xfail tests in tests/test_fuzz.py)",
-    "control": "RecursionError from a deeply nested request (#10; xfail test): skipped",
-}
-WORK = Path(tempfile.mkdtemp(prefix="watchrun-fuzz-"))
-UNSAFE = {chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
+Target = Callable[[bytes], None]
 
 
-def clean(text: str) -> bool:
-    return not (set(text) & UNSAFE) and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+def fuzz_adapters(work: Path, data: bytes) -> None:
+    """Input: one byte choosing the provider, then its stdout."""
+    if data:
+        provider = sorted(PROVIDERS)[data[0] % len(PROVIDERS)]
+        check_turn(provider, [decode(line) for line in data[1:].split(b"\n")])
 
 
-def values(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in values(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in values(v)]
-    return []
-
-
-def deep(text: str) -> bool:
-    depth = 0
-    for ch in text:
-        depth += ch in "[{"
-        if depth > 500:
-            return True
-    return False
-
-
-def fuzz_config(data: bytes) -> None:
+def fuzz_config(work: Path, data: bytes) -> None:
     """Input: one byte choosing the format (YAML, JSON, TOML), then the file."""
+    if data:
+        path = work / f"w{['.yaml', '.json', '.toml'][data[0] % 3]}"
+        path.write_bytes(data[1:])
+        check_load(path)
+
+
+def fuzz_framing(work: Path, data: bytes) -> None:
+    """Input: one byte for the line limit (4 to 300 bytes), then reads: each a length byte (1 to
+    256 bytes) and that many bytes."""
     if not data:
         return
-    path = WORK / f"w{['.yaml', '.json', '.toml'][data[0] % 3]}"
-    path.write_bytes(data[1:])
-    for d in load_config([path], env={"X": "a b; touch x"}).diagnostics:
-        assert clean(d.format()) and "\u2028" not in d.format(), d.format()
+    parts, i = [], 1
+    while i < len(data):
+        parts.append(data[i + 1:i + 2 + data[i]])
+        i += 2 + data[i]
+    check_framing(parts, 4 + data[0] % 297)
 
 
-def fuzz_framing(data: bytes) -> None:
-    fdp = atheris.FuzzedDataProvider(data)
-    max_line = fdp.ConsumeIntInRange(4, 300)
-    framer = LineFramer(max_line)
-    while fdp.remaining_bytes():
-        chunk = framer.feed(fdp.ConsumeBytes(fdp.ConsumeIntInRange(1, 512)))
-        assert framer.pending <= max_line or framer.held <= max_line
-        for line in (chunk.data.split(b"\n")[:-1] if chunk else []):
-            assert len(line) <= max_line + 3
-            text = sanitize(decode(line), max_line)[0]
-            assert clean(text) and clean(edge_text(text)) and "\n" not in edge_text(text)
+def fuzz_control(loop: asyncio.AbstractEventLoop, sock: Path, data: bytes) -> None:
+    """Input: one request line, sent to a runner's control socket."""
+    check_reply(loop.run_until_complete(ask(sock, data.replace(b"\n", b" "))))
 
 
-def fuzz_adapters(data: bytes) -> None:
-    """Input: one byte choosing the provider, then its stdout (UTF-8)."""
-    if not data:
-        return
-    provider = sorted(PROVIDERS)[data[0] % len(PROVIDERS)]
-    text = data[1:].decode("utf-8", "replace")
-    if deep(text):
-        return  # KNOWN
-    tally = Tally(make_adapter(provider))
-    records = []
-    for line in text.split("\n"):
-        records += tally.line(sanitize(line)[0])
-    records += tally.finish()
-    for kind, fields in records:
-        cleaned, _ = clean_fields(fields, 65536)
-        assert all(clean(s) for s in values(cleaned)), (kind, cleaned)
-
-
-class _Runner:
-    def __init__(self) -> None:
-        self.watchers: dict[str, Any] = {}
-        self.board = StatusBoard(WORK, _Clock())
-        self.hub = None
-        self.state = "running"
-
-    async def stop_watcher(self, wid: str, reason: str) -> None:
-        raise AssertionError("no watcher runs")
-
-
-class _Clock:
-    def now(self) -> float:
-        return 0.0
-
-    def monotonic(self) -> float:
-        return 0.0
-
-
-_LOOP = asyncio.new_event_loop()
-_SOCK = WORK / "c.sock"
-
-
-def fuzz_control(data: bytes) -> None:
-    line = data.replace(b"\n", b" ")
-    if deep(line.decode("latin-1")):
-        return  # KNOWN
-
-    async def ask() -> dict[str, Any]:
-        reader, writer = await asyncio.open_unix_connection(str(_SOCK))
-        writer.write(line + b"\n")
-        await writer.drain()
-        reply = json.loads(await asyncio.wait_for(reader.read(), 10))
-        writer.close()
-        return reply  # type: ignore[no-any-return]
-
-    reply = _LOOP.run_until_complete(ask())
-    assert isinstance(reply, dict) and isinstance(reply.get("ok"), bool), reply
-
-
-def fuzz_records(data: bytes) -> None:
-    path = WORK / "x.jsonl"
+def fuzz_records(work: Path, data: bytes) -> None:
+    """Input: a JSONL file, read forwards, from its end and from a cursor."""
+    path = work / "x.jsonl"
     path.write_bytes(data)
     for rec in [*iter_records(path), *last_records(path, 5), *iter_records(path, since_seq=3)]:
-        assert isinstance(rec, dict) and type(rec["seq"]) is int
+        assert isinstance(rec, dict) and type(rec["seq"]) is int, rec
 
 
-def fuzz_redact(data: bytes) -> None:
-    text = atheris.FuzzedDataProvider(data).ConsumeUnicodeNoSurrogates(len(data))
-    once, _ = redactor().redact(text)
-    assert redactor().redact(once) == (once, {}), (text, once)
-    assert clean(edge_json(once).replace("\n", ""))
+def fuzz_redact(work: Path, data: bytes) -> None:
+    """Input: a line. Redacting it again changes nothing; its JSON for a terminal is clean."""
+    once, _ = redactor().redact(decode(data))
+    assert redactor().redact(once) == (once, {}), once
+    assert sanitized(edge_json(once)), once
 
 
-def fuzz_shellwords(data: bytes) -> None:
-    text = atheris.FuzzedDataProvider(data).ConsumeUnicodeNoSurrogates(len(data))
-    mark = "\ue000"
-    for dialect in ("sh", "shlex"):
-        found = contexts(text, mark, dialect)  # type: ignore[arg-type]
-        assert len(found) == text.count(mark)
+def fuzz_shellwords(work: Path, data: bytes) -> None:
+    """Input: a command; U+E000 marks its references."""
+    check_contexts(decode(data))
 
 
-TARGETS = {"config": fuzz_config, "framing": fuzz_framing, "adapters": fuzz_adapters,
-           "control": fuzz_control, "records": fuzz_records, "redact": fuzz_redact,
-           "shellwords": fuzz_shellwords}
+TARGETS: dict[str, Callable[..., None]] = {
+    "adapters": fuzz_adapters, "config": fuzz_config, "control": fuzz_control,
+    "framing": fuzz_framing, "records": fuzz_records, "redact": fuzz_redact,
+    "shellwords": fuzz_shellwords}
+
+
+@contextlib.contextmanager
+def target(name: str, work: Path) -> Iterator[Target]:
+    """Target `name`, its files in `work`; the control target's runner serves a real socket."""
+    if name != "control":
+        yield functools.partial(TARGETS[name], work)
+        return
+    loop = asyncio.new_event_loop()
+    sock = work / "c.sock"
+    runner = idle_runner(work)
+    server = ControlServer(sock, lambda req: dispatch(runner, req))
+    loop.run_until_complete(server.start())
+    try:
+        yield functools.partial(fuzz_control, loop, sock)
+    finally:
+        loop.run_until_complete(server.close())
+        loop.close()
+
+
+def _reads(limit: int, *reads: bytes) -> bytes:
+    """A framing input: the line limit, then each read with its length byte."""
+    return bytes([limit - 4]) + b"".join(bytes([len(r) - 1]) + r for r in reads)
+
+
+_VALUE = {dict: {"id": "w", "path": "/nonexistent/w.log", "pattern": "ERROR"}, str: "w",
+          bool: True, list: ["w"]}
+SEEDS: dict[str, list[bytes]] = {
+    "control": [json.dumps({"cmd": cmd, **{k: _VALUE[t] for k, (t, _) in fields.items()}}).encode()
+                for cmd, fields in {**FIELDS, "list": {}, "status": {}}.items()]
+    + [b'{"cmd": "nope"}', b"[1]", b"{"],
+    "framing": [_reads(16, b"plain\nline\n", b"\x1b[31mred\x1b[0m\r\n"),
+                _reads(8, BOM, b"caf\xc3", b"\xa9 long line cut here\n", b"no newline")],
+    "records": [b'{"seq": 1, "kind": "match", "line": "x"}\n{"seq": 2, "kind": "start"}\n'
+                b'{"seq": 3, "kind": "match"}\n{"seq": 4', b'{"seq": 1e400}\n[[[]]]\n'],
+    "redact": [b"password=hunter2 and AKIAIOSFODNN7EXAMPLE",
+               b"Authorization: Bearer abc.def.ghi https://u:p4ss@example.com/x",
+               b"-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----"],
+    "shellwords": [f"echo {MARK} '{MARK}' \"{MARK}\" # {MARK}".encode(),
+                   f"x=$(printf %s {MARK}) `{MARK}` $'{MARK}' ${{a:-{MARK}}}".encode(),
+                   f"cat <<EOF\n{MARK}\nEOF\necho \\{MARK}".encode()],
+}
+"""Corpora written by hand, for the targets whose inputs the repository has no files of."""
 
 
 def seed(folder: Path) -> None:
-    """Corpora from real inputs: every provider fixture file, and the repository's configs."""
+    """A corpus per target in `folder/TARGET`: every provider fixture file, the repository's
+    configs, and SEEDS."""
     root = Path(__file__).resolve().parent.parent
     providers = sorted(PROVIDERS)
-    (folder / "adapters").mkdir(parents=True, exist_ok=True)
-    (folder / "config").mkdir(parents=True, exist_ok=True)
+    for name in TARGETS:
+        (folder / name).mkdir(parents=True, exist_ok=True)
     for f in sorted((root / "tests" / "fixtures" / "providers").glob("*/*.jsonl")):
         name = "mock" if f.parent.name == "claude" and "takopi" in f.name else f.parent.name
         data = bytes([providers.index(name)]) + f.read_bytes()
         (folder / "adapters" / f"{f.parent.name}-{f.stem}").write_bytes(data)
     for i, f in enumerate([root / "watch.yaml.example", *sorted(root.glob("contrib/**/*.yaml"))]):
         (folder / "config" / f"{i}-{f.name}").write_bytes(b"\x00" + f.read_bytes())
+    for name, inputs in SEEDS.items():
+        for i, data in enumerate(inputs):
+            (folder / name / f"seed-{i}").write_bytes(data)
 
 
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "seed":
-        seed(Path(sys.argv[2]))
+    args = sys.argv[1:]
+    if len(args) == 2 and args[0] == "seed":
+        seed(Path(args[1]))
         return
-    if len(sys.argv) < 2 or sys.argv[1] not in TARGETS:
-        sys.exit(f"usage: {sys.argv[0]} {{{','.join(TARGETS)}}} [libFuzzer options]")
-    name = sys.argv.pop(1)
-    if name in KNOWN:
-        print(f"known and skipped: {KNOWN[name]}", file=sys.stderr)
-    if name == "control":
-        server = ControlServer(_SOCK, lambda req: dispatch(_Runner(), req))
-        _LOOP.run_until_complete(server.start())
-    atheris.Setup(sys.argv, TARGETS[name])
-    atheris.Fuzz()
+    if not args or args[0] not in TARGETS:
+        sys.exit(f"usage: {sys.argv[0]} {{seed DIR | {'|'.join(TARGETS)} [libFuzzer options]}}")
+    atheris.instrument_all()  # (not for `seed`: instrumented, Python's exit prints errors)
+    work = Path(tempfile.mkdtemp(prefix="watchrun-fuzz-"))  # (kept: libFuzzer ends the
+    with target(args[0], work) as one:  # process, Python's cleanup does not run)
+        atheris.Setup([sys.argv[0], *args[1:]], one)
+        atheris.Fuzz()
 
 
 if __name__ == "__main__":

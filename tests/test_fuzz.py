@@ -1,10 +1,11 @@
 """Property fuzzing of everything that reads input others control (issue #12 item 5): the config
-loader, framing + sanitizer, every provider adapter, the control-socket request parsing and
-the JSONL record reader. For each: no exception escapes, every output that reaches a record or
-a terminal is sanitized, memory stays bounded.
+loader and its reader of shell commands, framing + sanitizer, every provider adapter, the
+control-socket request parsing and the JSONL record reader. For each: no exception escapes,
+every output that reaches a record or a terminal is sanitized, memory stays bounded.
 
 This is the short run (a few seconds in the suite). The long run is coverage-guided atheris on
-the same targets: `python tests/fuzz_atheris.py TARGET -max_total_time=600` (docs/security.md).
+the same properties (`tests/fuzzparts.py`): `python tests/fuzz_atheris.py TARGET
+-max_total_time=600` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -14,56 +15,39 @@ import json
 import os
 import random
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from fuzzparts import (
+    MARK,
+    ask,
+    check_contexts,
+    check_framing,
+    check_load,
+    check_reply,
+    check_turn,
+    idle_runner,
+    sanitized,
+    shown_fields,
+    strings,
+    turn_records,
+)
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from watchrun.agents.clean import clean_record, unreserved
-from watchrun.agents.providers import PROVIDERS, make_adapter
-from watchrun.agents.tally import Tally
+from watchrun.agents.providers import PROVIDERS
 from watchrun.config import load_config
-from watchrun.config.model import Config, Limits, OutputSpec
 from watchrun.match.framing import BOM, LineFramer
-from watchrun.match.sanitize import decode, edge_text, sanitize
 from watchrun.output.backward import last_records
 from watchrun.output.records import ReadStats, iter_records
-from watchrun.output.runlog import RunLog
-from watchrun.runtime.commands import dispatch
+from watchrun.runtime.commands import FIELDS, dispatch
 from watchrun.runtime.control import ControlServer
-from watchrun.runtime.lag import LoopLag
-from watchrun.runtime.problems import Problems
-from watchrun.runtime.status import StatusBoard
 
 FIXTURES = Path(__file__).parent / "fixtures" / "providers"
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 QUICK = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
-
-UNSAFE = {chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]}
-"""What no sanitized text field may hold (tab and newline are kept by `sanitize`)."""
-
-
-def sanitized(text: str) -> bool:
-    return not (set(text) & UNSAFE) and not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
-
-
-def strings(value: Any, keys: bool = True) -> Iterator[str]:
-    """Every string in a JSON value (with `keys`, the object keys too)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if keys:
-                yield str(k)
-            yield from strings(v, keys)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from strings(v, keys)
-
 
 NASTY = st.sampled_from(["\x1b[2J", "\x1b]0;t\x07", "\x9b31m", "\u2028", "\x85", "\x00", "\x7f",
                          "\r", "\ud800", "é", "😀", "${X}", "$$", "\n", "'", '"', "\\"])
@@ -112,15 +96,6 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
     return doc
 
 
-def check_load(path: Path) -> None:
-    result = load_config([path], env={"X": "a b; touch x", "EMPTY": ""})
-    for d in result.diagnostics:
-        line = d.format()
-        assert sanitized(line.replace("\n", " ")) and "\u2028" not in line, line
-    if result.config is not None:
-        assert not any(d.severity == "error" for d in result.diagnostics)
-
-
 @FAST
 @given(doc=configs(), fmt=st.sampled_from(["yaml", "json"]))
 @example(doc={"limits": {"enabled": "\ud800${X}"}}, fmt="json")  # (RE2 refused a lone
@@ -167,6 +142,20 @@ def test_config_alias_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     assert peak < 64 << 20, f"peak {peak >> 20} MiB"
 
 
+SHELL = st.lists(st.sampled_from([
+    MARK, "<<", "<<-", "<<<", " ", "\t", "\n", "'", '"', "\\", "$", "(", ")", "{", "}", "`", "#",
+    ";", "x", "EOF", "$(", "${", "$((", "$'", "case a in a) :;; esac"]), max_size=20).map("".join)
+"""Shell syntax around references (MARK), as `${VAR}`s in a command are read."""
+
+
+@FAST
+@given(text=SHELL)
+@example(text=f"cat <<{MARK}")  # (found by the atheris run: a reference in a here-document's
+# delimiter was given no context, and `validate` of `command: cat <<${X}` ended in a traceback)
+def test_shell_reader_gives_every_reference_a_context_or_a_refusal(text: str) -> None:
+    check_contexts(text)
+
+
 # -- framing + sanitizer ------------------------------------------------------------------------
 
 
@@ -180,23 +169,7 @@ def test_config_alias_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
 def test_framing_and_sanitizer_bound_every_line_and_clean_it(
     parts: list[bytes], max_line: int
 ) -> None:
-    framer = LineFramer(max_line)
-    total = b"".join(parts)
-    seen_source = len(BOM) if total.startswith(BOM) else 0  # (a UTF-8 byte order mark that
-    # begins the stream is no line's: README, "Output")
-    for chunk in [framer.feed(p) for p in parts] + [framer.finish()]:
-        assert framer.pending <= len(total)
-        assert framer.held <= max_line  # the bounded buffer, whatever the input
-        if chunk is None:
-            continue
-        assert chunk.offset == seen_source and chunk.data.endswith(b"\n")
-        seen_source = chunk.end
-        for line in chunk.data.split(b"\n")[:-1]:
-            assert len(line) <= max_line + 3  # cut on a UTF-8 boundary, never past the limit
-            text, _ = sanitize(decode(line), max_line)
-            assert sanitized(text) and "\n" not in text
-            assert "\n" not in edge_text(text) and "\u2028" not in edge_text(text)
-    assert seen_source == framer.position == len(total)
+    check_framing(parts, max_line)
 
 
 def test_a_long_line_is_framed_in_bounded_memory() -> None:
@@ -267,41 +240,14 @@ def provider_lines(draw: st.DrawFn, provider: str) -> list[str]:
     return out
 
 
-def turn_records(provider: str, lines: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """What a turn writes for these stdout lines: lines parsed as printed, then every record
-    cleaned by the recorder (`clean_record`) and tallied, as agents/turn.py does."""
-    adapter, tally = make_adapter(provider), Tally()
-    found = [obs for line in lines for obs in adapter.parse(line)] + adapter.finish(0)
-    records = []
-    for obs in found:
-        clean = clean_record(obs.kind, unreserved(obs.fields), 65536)
-        tally.note(obs.kind, clean)
-        records.append((obs.kind, clean))
-    tally.reply()
-    return records
-
-
-def shown_fields(kind: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """The fields every surface shows: all but the two that keep what the agent printed, on
-    purpose (a terminal line's `raw`, a `raw` record's `value`: shown only with `--raw`)."""
-    hidden = {"raw", "value"} if kind == "raw" else {"raw"}
-    return {k: v for k, v in fields.items() if k not in hidden}
-
-
 @pytest.mark.parametrize("provider", sorted(PROVIDERS))
 def test_every_adapter_survives_mutated_protocol_lines(provider: str) -> None:
-    """No exception, every text value sanitized, output bounded by the input."""
+    """No exception, every text value and key sanitized, output bounded by the input."""
 
     @QUICK
     @given(lines=provider_lines(provider))
     def check(lines: list[str]) -> None:
-        size = sum(len(line) for line in lines)
-        out = 0
-        for kind, fields in turn_records(provider, lines):
-            out += len(json.dumps(fields))
-            shown = shown_fields(kind, fields)
-            assert all(sanitized(s) for s in strings(shown, keys=False)), (kind, fields)
-        assert out <= 8 * size + 4096, f"{out} bytes of records from {size} bytes of input"
+        check_turn(provider, lines)
 
     check()
 
@@ -344,30 +290,9 @@ def test_adapter_records_have_clean_keys_and_finite_numbers(provider: str) -> No
 # -- the control socket -------------------------------------------------------------------------
 
 
-class FakeRunner:
-    """The narrow `commands.Runner` surface, with no watchers and no agents."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.watchers: dict[str, Any] = {}
-        self.board = StatusBoard(state_dir, _Clock())
-        self.hub = None
-        self.state = "running"
-        self.lag = LoopLag()
-        self.problems = Problems(RunLog(quiet=True))
-        self.config = Config(Limits(), OutputSpec(state_dir))
-
-    async def stop_watcher(self, wid: str, reason: str) -> None:
-        raise AssertionError("no watcher runs")
-
-
-class _Clock:
-    def now(self) -> float:
-        return 1_700_000_000.0
-
-    def monotonic(self) -> float:
-        return 0.0
-
-
+FIELD_VALUES: dict[type, st.SearchStrategy[Any]] = {
+    str: TEXT, bool: st.booleans(), list: st.lists(TEXT, max_size=3),
+    dict: st.dictionaries(st.sampled_from(["id", "path", "pattern", "command"]), TEXT)}
 REQUESTS = st.one_of(
     st.binary(max_size=200).map(lambda b: b.replace(b"\n", b" ")),
     JSON_ANY.map(lambda v: json.dumps(v).encode()),
@@ -375,22 +300,19 @@ REQUESTS = st.one_of(
                                                    "status", "nope"]) | JSON_ANY},
                           optional={"id": JSON_ANY, "name": JSON_ANY, "text": JSON_ANY,
                                     "all": JSON_ANY}).map(lambda d: json.dumps(d).encode()),
+    st.sampled_from(sorted([*FIELDS, "list", "status"])).flatmap(
+        lambda cmd: st.fixed_dictionaries(
+            {"cmd": st.just(cmd), **{k: FIELD_VALUES[t] for k, (t, req) in
+                                     FIELDS.get(cmd, {}).items() if req}},
+            optional={k: FIELD_VALUES[t] for k, (t, req) in FIELDS.get(cmd, {}).items()
+                      if not req})).map(lambda d: json.dumps(d).encode()),
 )
-
-
-async def ask(path: Path, line: bytes) -> dict[str, Any]:
-    reader, writer = await asyncio.open_unix_connection(str(path))
-    writer.write(line + b"\n")
-    await writer.drain()
-    data = await asyncio.wait_for(reader.read(), 10)
-    writer.close()
-    reply = json.loads(data)
-    assert isinstance(reply, dict)
-    return reply
+"""Request lines: any bytes, any JSON, and requests of every command with fields of the right
+types (which reach the runner)."""
 
 
 def test_control_socket_answers_every_request_line(tmp_path: Path) -> None:
-    runner = FakeRunner(tmp_path)
+    runner = idle_runner(tmp_path)
     sock = Path(os.path.join(tmp_path, "c.sock"))
 
     @QUICK
@@ -401,9 +323,7 @@ def test_control_socket_answers_every_request_line(tmp_path: Path) -> None:
             await server.start()
             try:
                 for line in lines:
-                    reply = await ask(sock, line)
-                    assert isinstance(reply.get("ok"), bool)
-                    assert sanitized(json.dumps(reply))
+                    check_reply(await ask(sock, line))
                 assert (await ask(sock, b'{"cmd": "status"}'))["ok"] is True  # still serving
             finally:
                 await server.close()
@@ -414,8 +334,10 @@ def test_control_socket_answers_every_request_line(tmp_path: Path) -> None:
 
 
 def test_control_socket_answers_a_deeply_nested_request(tmp_path: Path) -> None:
+    runner = idle_runner(tmp_path)
+
     async def main() -> dict[str, Any]:
-        server = ControlServer(tmp_path / "c.sock", lambda req: dispatch(FakeRunner(tmp_path), req))
+        server = ControlServer(tmp_path / "c.sock", lambda req: dispatch(runner, req))
         await server.start()
         try:
             return await ask(tmp_path / "c.sock", b"[" * 100_000 + b"]" * 100_000)
