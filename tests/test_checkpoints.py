@@ -281,12 +281,18 @@ def test_locate_finds_a_copy_and_nothing_rewritten(tmp_path: Path) -> None:
 
 
 def test_scan_follows_the_series_of_a_symlinks_targets(tmp_path: Path) -> None:
-    for name in ("gen-0001.log", "gen-0002.log", "gen-0003.log", "gen-0003.log.1", "other.log"):
+    """The link pointed at gen-0001 (checkpointed) and now at gen-0003: gen-0002 came between;
+    gen-0000 (older), gen-0004 (not pointed at yet) and worker-2's series are no generations.
+    With no target before the one now, nothing tells which digits count: none by its digits."""
+    for name in ("gen-0000.log", "gen-0001.log", "gen-0002.log", "gen-0003.log",
+                 "gen-0003.log.1", "gen-0004.log", "worker-2-0002.log", "other.log"):
         (tmp_path / name).write_text("x\n")
     link = tmp_path / "app.log"
     link.symlink_to(tmp_path / "gen-0003.log")
-    names = sorted(os.path.basename(e.path) for e in scan(link, []))
+    names = sorted(os.path.basename(e.path) for e in scan(link, [cp_for(tmp_path / "gen-0001.log",
+                                                                        2)]))
     assert names == ["gen-0001.log", "gen-0002.log", "gen-0003.log.1"]
+    assert [os.path.basename(e.path) for e in scan(link, [])] == ["gen-0003.log.1"]
 
 
 def test_a_copy_is_found_when_the_checkpoint_is_before_the_read_position(tmp_path: Path) -> None:

@@ -39,7 +39,8 @@ def test_a_symlink_swapped_while_planning_is_planned_again(
     log = tmp_path / "app.log"
     write(tmp_path / "gen-0000.log", "a1\n")
     st = os.stat(tmp_path / "gen-0000.log")
-    ended = position(st.st_dev, st.st_ino, st.st_mtime_ns, b"a1\n", b"a1\n", 3, 2, str(log))
+    ended = position(st.st_dev, st.st_ino, st.st_mtime_ns, b"a1\n", b"a1\n", 3, 2,
+                     str(tmp_path / "gen-0000.log"))  # (the link's target then, as kept)
     write(tmp_path / "gen-0001.log", "b1\n")
     swap(log, "gen-0001.log")
     real_scan, calls = plans.scan, []

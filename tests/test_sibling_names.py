@@ -1,6 +1,7 @@
 """Which files beside a log are its rotated generations: names of a rotation scheme and the
 generations the checkpoint knows, never another program's file whose name merely begins with
-the log's (`app.log.pos`, `app.log.json`), end to end through `run --once` and a live runner."""
+the log's (`app.log.pos`, `app.log.json`) nor another log's named alike but for its digits
+(`worker-2.log.1` beside `worker-1.log`), end to end through `run --once` and a live runner."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from liverunner import LiveRunner, read_records, wait_for, write_config
 from test_once import once, table_row
 
-from watchrun.sources.rotated import rotated_name
+from watchrun.sources.rotated import rotated_name, sibling_name
 
 OTHERS = ["app.log.pos", "app.log.json", "app.log.err", "app.log.swp"]
 """Other programs' files beside app.log: a shipper's position file, a JSON twin, an error
@@ -45,6 +46,32 @@ def append(path: Path, text: str) -> None:
 ])
 def test_a_rotated_name_is_one_a_rotation_scheme_makes(name: str, is_generation: bool) -> None:
     assert rotated_name(name, "app.log") is is_generation
+
+
+@pytest.mark.parametrize(("name", "bases", "targets", "is_generation"), [
+    ("worker-1.log.2", ["worker-1.log", "worker-1.log.1"], [], True),
+    ("worker-2.log.1", ["worker-1.log", "worker-1.log.1"], [], False),
+    ("pod0002.log.1", ["pod0001.log", "pod0001.log.1"], [], False),
+    ("pod0001.log.2", ["pod0001.log", "pod0001.log.1"], [], True),
+    ("0.log.20261207-000000", ["0.log", "0.log.20261206-000000"], [], True),  # kubelet
+    ("1.log.20261207-000000", ["0.log", "0.log.20261206-000000"], [], False),
+    ("1.log", ["0.log", "0.log.20261206-000000"], [], False),
+    ("app.log-20261202", ["app.log", "app.log-20261201"], [], True),  # dateext
+    ("web2.log-20261202", ["web1.log", "web1.log-20261201"], [], False),
+    # a symlinked path: between two of its link's targets, the series they count in
+    ("gen-0002.log", ["app.log"], ["gen-0001.log", "gen-0003.log"], True),
+    ("app-2026-12-01.log", ["app.log"], ["app-2026-11-30.log", "app-2026-12-02.log"], True),
+    ("gen-0004.log", ["app.log"], ["gen-0001.log", "gen-0003.log"], False),  # not swapped to
+    ("gen-0000.log", ["app.log"], ["gen-0001.log", "gen-0003.log"], False),  # older
+    ("gen-0002.log", ["app.log"], ["gen-0003.log"], False),  # one target: which digits count?
+    ("worker-2-0002.log", ["w1.log"], ["worker-1-0001.log", "worker-1-0003.log"], False),
+])
+def test_a_generations_name_is_the_logs_own_never_another_logs_numbered_alike(
+        name: str, bases: list[str], targets: list[str], is_generation: bool) -> None:
+    """The names a watcher's path and its checkpointed generations had (`bases`) and those its
+    symlinked path pointed at (`targets`): a name equal to one of them but for its digits was a
+    generation, so w1's `worker-1.log.1` made `worker-2.log.1` w1's."""
+    assert sibling_name(name, bases, targets) is is_generation
 
 
 def test_files_that_merely_begin_with_the_logs_name_are_never_read_as_its_generations(
@@ -137,3 +164,48 @@ def test_a_live_runner_reads_no_other_file_after_a_rotation_it_did_not_see(
     finally:
         r.close()
     assert lines(tmp_path) == ["ERROR gen1", "ERROR cur"]
+
+
+def test_a_watcher_never_reads_a_log_named_alike_but_for_its_digits(tmp_path: Path) -> None:
+    """worker-1.log and worker-2.log, each rotated by rename: once w1 had `worker-1.log.1` in
+    its checkpoint, w2's `worker-2.log.1` was taken for a generation of worker-1.log at its
+    next rotation, and its line recorded by w1 too. Now each records only its own lines."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    one, two = logs / "worker-1.log", logs / "worker-2.log"
+    one.write_text("")
+    two.write_text("")
+    config = write_config(tmp_path, {"limits": {"rotateWait": "0s"}, "watchers": [
+        {"id": "w1", "path": str(one), "pattern": "ERROR"},
+        {"id": "w2", "path": str(two), "pattern": "ERROR"}]})
+
+    def rotate(log: Path, n: int) -> None:
+        log.rename(log.with_name(f"{log.name}.{n}"))
+        log.write_text("")
+
+    def recorded(wid: str, text: str) -> None:
+        wait_for(lambda: text in [m["line"] for m in r.matches(wid)], f"{text!r} for {wid}")
+
+    r = LiveRunner(config)
+    try:
+        r.wait_running()
+        rotate(one, 1)
+        append(one, "ERROR a from worker-1\n")
+        recorded("w1", "ERROR a from worker-1")
+        append(two, "ERROR b from worker-2\n")
+        recorded("w2", "ERROR b from worker-2")
+        rotate(two, 1)
+        append(two, "ERROR c from worker-2\n")
+        recorded("w2", "ERROR c from worker-2")
+        rotate(one, 2)
+        append(one, "ERROR d from worker-1\n")
+        recorded("w1", "ERROR d from worker-1")
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    w1 = r.records("w1")
+    assert [(m["path"], m["line"]) for m in w1 if m["kind"] == "match"] == [
+        (str(one), "ERROR a from worker-1"), (str(one), "ERROR d from worker-1")]
+    assert all("worker-2" not in str(rec) for rec in w1), w1
+    assert [m["line"] for m in r.matches("w2")] == ["ERROR b from worker-2",
+                                                    "ERROR c from worker-2"]

@@ -1,7 +1,8 @@
 """Which files beside a followed path may be its generations: names of a rotation scheme
 (`app.log.1`, `app.log.2.gz`, `app.log-20261201`, `app.log.2026-12-01_13`), a symlink's old
 targets and their numbered kin, and files that are a generation the checkpoint knows (by inode,
-whatever their name); never a file that merely begins with the log's name (`app.log.pos`)."""
+whatever their name); never a file that merely begins with the log's name (`app.log.pos`), nor
+another log's named alike but for its digits (`worker-2.log.1` beside `worker-1.log`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import contextlib
 import errno
 import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from msgspec import Struct
@@ -50,19 +52,39 @@ def _mask(name: str) -> str:
     return _DIGITS.sub("#", name)
 
 
-def _named(name: str, base: str, masked: bool) -> bool:
-    return name != base and (rotated_name(name, base) or (masked and _mask(name) == _mask(base)))
+def _numbers(name: str) -> tuple[int, ...]:
+    return tuple(int(d) for d in _DIGITS.findall(name))
+
+
+def kin(name: str, targets: Collection[str]) -> bool:
+    """`name` is in the series of a symlinked path's `targets` (the names its link pointed at
+    in one directory): the same name but for its digits, numbered between two targets of that
+    shape (`app-0002.log` after `app-0001.log` and before `app-0003.log`). Never with one
+    target (nothing tells which digits count), nor outside them: `worker-2-0002.log` beside
+    the targets `worker-1-0001.log` and `worker-1-0003.log` is another series."""
+    shape = _mask(name)
+    numbers = [_numbers(t) for t in targets if _mask(t) == shape]
+    return len(set(numbers)) > 1 and min(numbers) < _numbers(name) < max(numbers)
+
+
+def sibling_name(name: str, bases: Collection[str], targets: Collection[str] = ()) -> bool:
+    """`name`, in a directory where the watcher's path or its checkpointed generations were
+    named `bases`, is a generation's: what a rotation scheme makes of one of them
+    (`rotated_name`), or, for a symlinked path, `kin` of its link's `targets` there. Another
+    log whose name differs only in digits (`worker-2.log.1` beside `worker-1.log.1`) is not."""
+    return any(rotated_name(name, b) for b in bases) or kin(name, targets)
 
 
 def scan(path: Path, known: list[Checkpoint], unlisted: dict[str, OSError] | None = None
          ) -> list[Entry]:
-    """Regular files (symlinks are not followed) beside the path with a rotated generation's
-    name (`rotated_name`), or, for a symlinked path, that are where a checkpointed generation
-    was (its target then) or only differ from a target's name in their digits (`app-0001.log`
-    → `app-0002.log`); and under any name, a checkpointed generation found by its inode (a
-    rotated file renamed `app.log.old`). The path itself and its target now are not among
-    them. A directory that cannot be listed (permissions) adds its error to `unlisted`."""
-    rules: dict[str, set[tuple[str, bool]]] = {str(path.parent): {(path.name, False)}}
+    """Regular files (symlinks are not followed) beside the path or a checkpointed generation
+    with a rotated generation's name (`sibling_name`), or, for a symlinked path, that are where
+    a checkpointed generation was (its target then) or numbered between two of its targets
+    (`kin`); and under any name, a checkpointed generation found by its inode (a rotated file
+    renamed `app.log.old`). The path itself and its target now are not among them. A directory
+    that cannot be listed (permissions) adds its error to `unlisted`."""
+    bases: dict[str, set[str]] = {str(path.parent): {path.name}}
+    series: dict[str, set[str]] = {}  # a symlinked path's targets, by directory
     targets = [Path(cp.path) for cp in known]
     own: set[str] = set()  # a symlink's targets themselves (`a.log` when it was `b.log`)
     real = os.path.realpath(path)
@@ -73,13 +95,15 @@ def scan(path: Path, known: list[Checkpoint], unlisted: dict[str, OSError] | Non
             own = {str(t) for t in targets if t not in (path, now)}
             targets.append(now)
             skip.add(str(now))
+            for t in targets:
+                series.setdefault(str(t.parent), set()).add(t.name)
     for t in targets:
         if t != path:
-            rules.setdefault(str(t.parent), set()).add((t.name, True))
+            bases.setdefault(str(t.parent), set()).add(t.name)
     ids = {(cp.dev, cp.inode) for cp in known}
     inodes = {ino for _, ino in ids}
     found: list[Entry] = []
-    for directory, bases in rules.items():
+    for directory, names in bases.items():
         try:
             entries = list(os.scandir(directory))
         except OSError as exc:
@@ -91,7 +115,7 @@ def scan(path: Path, known: list[Checkpoint], unlisted: dict[str, OSError] | Non
         for e in entries:
             if e.path in skip:
                 continue
-            named = e.path in own or any(_named(e.name, b, m) for b, m in bases)
+            named = e.path in own or sibling_name(e.name, names, series.get(directory, ()))
             if not named and e.inode() not in inodes:  # (the directory's, no stat)
                 continue
             try:
