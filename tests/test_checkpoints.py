@@ -81,7 +81,7 @@ def test_a_complete_tmp_file_from_an_interrupted_save_is_used(tmp_path: Path) ->
     loaded = store.load("w")
     assert loaded is not None and loaded.current.offset == 20
     assert not store.path("w").with_name("w.checkpoint.json.tmp").exists()
-    assert store.problems == []
+    assert store.taken("w") == []
 
 
 def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> None:
@@ -90,7 +90,7 @@ def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> N
     store.path("w").with_name("w.checkpoint.json.tmp").write_text('{"version":2,"se')
     loaded = store.load("w")
     assert loaded is not None and loaded.current.offset == 10
-    assert store.problems == []
+    assert store.taken("w") == []
 
 
 @pytest.mark.parametrize(
@@ -127,12 +127,12 @@ def test_corrupt_checkpoint_is_set_aside_with_one_problem(
     store = CheckpointStore(tmp_path)
     store.path("w").write_bytes(content)
     assert store.load("w") is None
-    (problem,) = store.problems
+    (problem,) = store.taken("w")
     assert str(store.path("w")) in problem and reason in problem and "set aside" in problem
     (aside,) = tmp_path.glob("w.checkpoint.json.corrupt-*")
     assert aside.read_bytes() == content
     assert not store.path("w").exists()
-    assert store.load("w") is None and len(store.problems) == 1  # now simply absent
+    assert store.load("w") is None and store.taken("w") == []  # now simply absent
 
 
 @pytest.mark.parametrize("planted", ["another user's", "hard-linked"])
@@ -155,10 +155,10 @@ def test_a_checkpoint_the_runner_does_not_own_alone_is_set_aside_not_trusted(
         pytest.skip("only root can give a file to another user")
     reader = CheckpointStore(tmp_path)
     assert reader.load("w") is None
-    (problem,) = reader.problems
+    (problem,) = reader.taken("w")
     assert why in problem and "not trusted" in problem and "set aside" in problem, problem
     fresh = CheckpointStore(tmp_path)
-    assert fresh.load("w") is None and fresh.problems == []  # (set aside by the first load)
+    assert fresh.load("w") is None and fresh.taken("w") == []  # (set aside by the first load)
     (aside,) = tmp_path.glob("w.checkpoint.json.corrupt-*")
     assert json.loads(aside.read_text())["seq"] == 5
 

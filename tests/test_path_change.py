@@ -305,7 +305,8 @@ def test_a_path_that_is_not_a_string_is_a_corrupt_checkpoint(tmp_path: Path, bad
     doc = json.loads(store.path("w").read_text())
     store.path("w").write_text(json.dumps({**doc, "path": bad}))
     assert store.load("w") is None
-    assert "field 'path'" in store.problems[0] and "set aside" in store.problems[0]
+    (problem,) = store.taken("w")
+    assert "field 'path'" in problem and "set aside" in problem
 
 
 def test_forget_deletes_the_checkpoint_and_a_save_asked_for_before_stays_undone(

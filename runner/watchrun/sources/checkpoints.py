@@ -171,7 +171,7 @@ class CheckpointStore:
     def __init__(self, state_dir: Path) -> None:
         self.dir = state_dir
         self._identity = safefs.dir_identity(state_dir)  # (never another runner's state/)
-        self.problems: list[str] = []
+        self._problems: dict[str, list[str]] = {}  # watcher id → what its loads met
         self._locks: dict[str, threading.Lock] = {}  # per watcher: saves run in worker threads
         self._locks_lock = threading.Lock()
         self._written: dict[str, int] = {}  # watcher id → ticket of the last save written
@@ -196,7 +196,7 @@ class CheckpointStore:
         path = self.path(watcher_id)
         tmp = path.with_name(path.name + ".tmp")
         with self._lock(watcher_id):
-            recovered = self._read_tmp(tmp)
+            recovered = self._read_tmp(watcher_id, tmp)
             if recovered is not None:
                 with contextlib.suppress(OSError):
                     safefs.replace(tmp, path)
@@ -209,17 +209,25 @@ class CheckpointStore:
             except OSError as exc:
                 kind = _planted(path)
                 if kind is not None:  # in the way of every save too: moved out of it
-                    self._set_aside(path, f"it is {kind}, not a checkpoint file")
+                    self._set_aside(watcher_id, path, f"it is {kind}, not a checkpoint file")
                 elif isinstance(exc, safefs.UnsafePathError) and exc.errno == errno.EPERM:
-                    self._set_aside(path, f"it {exc.strerror}: not trusted")
+                    self._set_aside(watcher_id, path, f"it {exc.strerror}: not trusted")
                 else:
-                    self.problems.append(f"cannot read checkpoint {path}: {exc.strerror}")
+                    self._met(watcher_id, f"cannot read checkpoint {path}: {exc.strerror}")
                 return None
             try:
                 return decode(text)
             except ValueError as exc:
-                self._set_aside(path, str(exc))
+                self._set_aside(watcher_id, path, str(exc))
                 return None
+
+    def taken(self, watcher_id: str) -> list[str]:
+        """The problems `watcher_id`'s loads met since it last took them (another watcher's
+        are never among them), no longer kept."""
+        return self._problems.pop(watcher_id, [])
+
+    def _met(self, watcher_id: str, problem: str) -> None:
+        self._problems.setdefault(watcher_id, []).append(problem)
 
     def save(self, watcher_id: str, state: FileState, ticket: int | None = None, *,
              first: Callable[[], None] | None = None) -> bool:
@@ -268,14 +276,14 @@ class CheckpointStore:
             with contextlib.suppress(OSError):
                 safefs.fsync_dir(self.dir)
 
-    def _read_tmp(self, tmp: Path) -> FileState | None:
+    def _read_tmp(self, watcher_id: str, tmp: Path) -> FileState | None:
         try:
             text = safefs.read_bytes(tmp, MAX_FILE_BYTES, owned=True).decode(
                 "utf-8", errors="replace")
         except OSError:
             kind = _planted(tmp)
             if kind is not None:  # a save could neither replace nor remove it
-                self._set_aside(tmp, f"it is {kind}, not a checkpoint file")
+                self._set_aside(watcher_id, tmp, f"it is {kind}, not a checkpoint file")
             return None
         try:
             return decode(text)
@@ -284,9 +292,9 @@ class CheckpointStore:
                 safefs.unlink(tmp)  # an interrupted write: the stable file is the truth
             return None
 
-    def _set_aside(self, path: Path, reason: str) -> None:
+    def _set_aside(self, watcher_id: str, path: Path, reason: str) -> None:
         said = reason if reason.startswith(NEWER) else f"is corrupt: {reason}"
-        self.problems.append(f"checkpoint {path} {said}; {set_aside(path)}; starting without a "
+        self._met(watcher_id, f"checkpoint {path} {said}; {set_aside(path)}; starting without a "
                              "checkpoint")
 
 

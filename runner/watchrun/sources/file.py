@@ -101,9 +101,8 @@ class FileSource(OnceRead):
 
     async def _begin(self, ctx: SourceContext, watch: Watch) -> None:
         while True:
-            seen = len(self.store.problems)
             state, plan, failed = await offload(self._prepare)  # one call off the loop for both
-            problems = self.store.problems[seen:]
+            problems = self.store.taken(self.spec.id)  # (its own: others load meanwhile)
             short = applies.unloaded_for_fds(problems, str(self.store.path(self.spec.id)))
             if short is None:
                 break
@@ -111,8 +110,7 @@ class FileSource(OnceRead):
                 plan.close()
             if self.once:
                 raise OSError(*short)
-            self.store.problems.remove(short[1])  # (said here: not kept, once a second)
-            await self._error(ctx, OSError(*short), short[1], None)
+            await self._error(ctx, OSError(*short), short[1], None)  # (not kept: once a second)
             self.ready.set()  # the runner goes on; this watcher loads it again a second later
             await asyncio.sleep(RETRY_S)
         if self._aside_note is not None:
