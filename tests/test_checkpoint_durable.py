@@ -24,7 +24,8 @@ from watchrun.clock import SystemClock
 from watchrun.output.records import retained_files
 from watchrun.output.sink import JsonlSink
 from watchrun.output.syncer import Syncer
-from watchrun.sources.checkpoints import CheckpointStore, FileState, encode
+from watchrun.sources.checkpoint_doc import FileState, encode
+from watchrun.sources.checkpoints import CheckpointStore
 
 
 def seqs_in(fd: int) -> set[int]:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from msgspec.structs import replace
 
-from watchrun.sources.checkpoints import CheckpointStore, FileState
+from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.identity import (
     Checkpoint,
     identifies,

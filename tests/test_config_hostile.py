@@ -22,7 +22,8 @@ from liverunner import cli
 from watchrun.config import load_config
 from watchrun.config.dump import config_to_dict, dump_config
 from watchrun.match.sanitize import edge_text
-from watchrun.sources.checkpoints import CheckpointStore, FileState
+from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.identity import Checkpoint
 
 N400 = "9" * 400

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from filehelpers import MODES, Tail, append, notifier_for, run
 
-from watchrun.sources.checkpoints import CheckpointStore, FileState
+from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoints import CheckpointStore
 
 LIMIT_SAID = "Too many open files (this runner may have "
 

@@ -36,7 +36,8 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.pipeline import WatcherPipeline
-from watchrun.sources.checkpoints import CheckpointStore, FileState
+from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.file import FileSource
 from watchrun.sources.generation import Generation
 

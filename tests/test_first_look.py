@@ -18,7 +18,7 @@ import pytest
 from liverunner import LiveRunner, cli, wait_for, write_config
 from msgspec.structs import replace
 
-from watchrun.sources.checkpoints import decode, encode
+from watchrun.sources.checkpoint_doc import decode, encode
 
 OLD = b"old ERROR a\nold ERROR b\n"
 LATE = b"old ERROR late\n"

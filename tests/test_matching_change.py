@@ -13,7 +13,8 @@ import pytest
 from liverunner import LiveRunner, wait_for, write_config
 from test_once import once, table_row
 
-from watchrun.sources.checkpoints import CheckpointStore, FileState
+from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.identity import Checkpoint
 
 

@@ -35,7 +35,8 @@ from watchrun.output.backward import last_records
 from watchrun.output.outdir import OutputDirError, prepare_output_dir
 from watchrun.output.records import iter_records
 from watchrun.output.sink import JsonlSink, SinkWriteError
-from watchrun.sources.checkpoints import CheckpointStore, FileState
+from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.identity import Checkpoint
 
 PASSWD = b"root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/sh"

@@ -17,7 +17,8 @@ import pytest
 from inproc import inproc
 from liverunner import LiveRunner, read_records, wait_for, write_config
 
-from watchrun.sources.checkpoints import CheckpointStore, FileState
+from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.identity import Checkpoint
 
 OLD_LINES = 2000

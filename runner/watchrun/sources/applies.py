@@ -18,7 +18,7 @@ from msgspec.structs import replace
 
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import SourceContext
-from watchrun.sources.checkpoints import FileState
+from watchrun.sources.checkpoint_doc import FileState
 from watchrun.sources.opened import Plan
 from watchrun.sources.rotated import NO_FDS, Entry, scan
 

@@ -19,7 +19,7 @@ from watchrun.offload import offload
 from watchrun.process.tree import short_of_files
 from watchrun.sources import applies
 from watchrun.sources.applies import applied, beside, judged_gone, left_beside
-from watchrun.sources.checkpoints import FileState
+from watchrun.sources.checkpoint_doc import FileState
 from watchrun.sources.first_look import first_look
 from watchrun.sources.followed import RETRY_S
 from watchrun.sources.identity import birth_ns

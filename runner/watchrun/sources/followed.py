@@ -19,7 +19,8 @@ from watchrun.events import SourceContext
 from watchrun.notify import Notifier, Watch
 from watchrun.process.tree import short_of_files
 from watchrun.sources.applies import Required, matching
-from watchrun.sources.checkpoints import CheckpointStore, FileState
+from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.generation import Generation
 from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint, birth_ns
 from watchrun.sources.keeper import Keeper
