@@ -13,13 +13,14 @@ from hypothesis import strategies as st
 
 from watchrun.clock import SystemClock
 from watchrun.config.model import Limits, WatcherSpec
-from watchrun.events import Chunk
+from watchrun.events import Chunk, Cut
 from watchrun.match.framing import CountsLines, LineFramer
+from watchrun.match.keyblocks import Region
 from watchrun.match.matcher import Matcher
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
-from watchrun.runtime.counters import RecentLines
+from watchrun.runtime.counters import LONG_CHUNK, RecentLines
 from watchrun.runtime.pipeline import WatcherPipeline
 
 PIECES = st.lists(st.sampled_from([b"a", b"ERROR x", b"\n", b"\n\n", b"\xc3\xa9", b"y" * 30]),
@@ -92,6 +93,44 @@ def test_recent_lines_holds_only_what_the_tail_needs() -> None:
                            (b"line 9999", 0, None)]
     assert tail.lines == 10_000
     assert len(tail._held) <= 3  # not one reference per chunk ever seen
+
+
+LINE = 100  # bytes, newline included: 656 lines make a chunk longer than LONG_CHUNK
+
+
+def _long_chunk(first: int, lines: int, offset: int, key: tuple[int, int] | None
+                ) -> tuple[Chunk, list[Region], list[tuple[bytes, int, int | None]]]:
+    """`lines` lines numbered from `first` (every 7th one cut, 7 bytes omitted; those between
+    `key`'s two indexes inside key block 1), its regions, and what the tail shows of each."""
+    body = [f"{first + i:08d} ".encode().ljust(LINE - 1, b"x") for i in range(lines)]
+    data = b"".join(x + b"\n" for x in body)
+    cuts = tuple(Cut(i * LINE, 7) for i in range(lines) if (first + i) % 7 == 0)
+    regions: list[Region] = [(key[0] * LINE, key[1] * LINE, 1)] if key else []
+    shown = [(x, 1 if key and key[0] <= i <= key[1] else 0, 7 if (first + i) % 7 == 0 else None)
+             for i, x in enumerate(body)]
+    return Chunk(data, offset, first, offset + len(data), cuts, inode=1, path="/x"), regions, shown
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 2000), st.booleans()), min_size=1, max_size=8),
+       st.sampled_from([1, 37, 500]))
+def test_recent_lines_keeps_what_its_lines_cost_not_whole_reads(
+        sizes: list[tuple[int, bool]], keep: int) -> None:
+    """A file's read is up to 1 MiB: 200 watchers each keeping two whole reads held 400 MB for
+    tails of 500 lines. A long chunk keeps only the lines the tail shows, cut lines and
+    key blocks with them."""
+    tail, shown, line_no = RecentLines(keep), [], 1
+    for lines, key in sizes:
+        chunk, regions, said = _long_chunk(line_no, lines, (line_no - 1) * LINE,
+                                           (lines // 3, lines // 2) if key else None)
+        tail.add(chunk, regions)
+        shown += said
+        line_no += lines
+        assert tail.lines == line_no - 1
+        assert tail.last() == shown[-keep:]
+        kept = sum(len(h[0]) for h in tail._held) + len(chunk.data if tail._newest is None
+                                                         else tail._newest.data)
+        assert kept <= 2 * keep * LINE + 2 * LONG_CHUNK, (kept, keep)
 
 
 def _pipeline(tmp_path: Path, max_log_lines: int = 500) -> WatcherPipeline:

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from msgspec import Struct, field
+from msgspec import Struct, field, structs
 
 from watchrun.events import Chunk, Cut, MatchInfo
 from watchrun.match.keyblocks import Region, inside
@@ -93,8 +93,12 @@ class RecentLines:
     asked (a status snapshot, at most once a second), never on the hot path.
 
     A chunk's line count is the next chunk's `line_no` minus its own when the next one follows
-    it in the same stream (same inode or run, next byte offset); otherwise it is counted.
-    Memory: the bytes of the last `keep` lines, plus at most two chunks.
+    it in the same stream (same inode or run, next byte offset); otherwise it is counted. A
+    chunk longer than `LONG_CHUNK` is counted as it comes and only its last `keep` lines are
+    kept (a copy): a file's read is up to 1 MiB, and 200 watchers each keeping two whole reads
+    held 400 MB for tails of 500 lines.
+    Memory: the bytes of the last `keep` lines, plus fewer than `keep` lines before them (held
+    chunks' lines not needed yet) and up to `LONG_CHUNK` bytes of chunks not cut.
     """
 
     __slots__ = ("_done", "_held", "_held_lines", "_newest", "_newest_lines", "_newest_regions",
@@ -120,12 +124,39 @@ class RecentLines:
                 n = n if n > 0 else count_newlines(prev.data)
             self._done += n
             if self.keep:
-                self._held.append((prev.data, n, self._newest_regions, prev.cuts))
-                self._held_lines += n
+                kept = min(n, self.keep)  # (a long chunk: its last `keep` lines only)
+                self._held.append((prev.data, kept, self._newest_regions, prev.cuts))
+                self._held_lines += kept
                 held = self._held
                 while len(held) > 1 and self._held_lines - held[0][1] >= self.keep:
                     self._held_lines -= held.popleft()[1]
-        self._newest, self._newest_lines, self._newest_regions = chunk, -1, regions
+        self._newest_lines = -1
+        if self.keep and len(chunk.data) > LONG_CHUNK:
+            self._newest_lines = count_newlines(chunk.data)
+            data, cuts, regions = _last_of(chunk.data, chunk.cuts, regions,
+                                           self._newest_lines, self.keep)
+            chunk = structs.replace(chunk, data=data, cuts=cuts)
+            self._trim(min(self._newest_lines, self.keep))
+        self._newest, self._newest_regions = chunk, regions
+
+    def _trim(self, newest: int) -> None:
+        """Let go of held lines the tail no longer needs, the newest chunk holding `newest`
+        lines: chunks before them, and the needless head of a long oldest one (a copy)."""
+        held = self._held
+        while held and self._held_lines - held[0][1] + newest >= self.keep:
+            self._held_lines -= held.popleft()[1]
+        if held and len(held[0][0]) > LONG_CHUNK:
+            data, n, regions, cuts = held[0]
+            need = self.keep - newest - (self._held_lines - n)
+            if need < n:
+                data, cuts, regions = _last_of(data, cuts, regions, n, need)
+                held[0] = (data, need, regions, cuts)
+                self._held_lines -= n - need
+
+    @property
+    def counted(self) -> int:
+        """The lines of the newest chunk when they are counted already (-1: not yet)."""
+        return self._newest_lines
 
     @property
     def lines(self) -> int:
@@ -159,6 +190,30 @@ class RecentLines:
             if need <= 0:
                 break
         return out
+
+
+LONG_CHUNK = 64 * 1024
+"""A chunk longer than this keeps only its last `keep` lines in a tail (`RecentLines`)."""
+
+
+def _last_of(data: bytes, cuts: tuple[Cut, ...], regions: list[Region], lines: int, keep: int
+             ) -> tuple[bytes, tuple[Cut, ...], list[Region]]:
+    """The last `keep` lines of `data` (`lines` lines; a copy), with their cut lines and
+    key-block regions moved with them."""
+    drop = lines - keep
+    if drop <= 0:
+        return data, cuts, regions
+    if drop < keep:  # (the fewer newlines to look for)
+        at = -1
+        for _ in range(drop):
+            at = data.find(b"\n", at + 1)
+    else:
+        at = len(data) - 1
+        for _ in range(keep):
+            at = data.rfind(b"\n", 0, at)
+    base = at + 1
+    return (data[base:], tuple(Cut(c.pos - base, c.omitted) for c in cuts if c.pos >= base),
+            [(lo - base, hi - base, block) for lo, hi, block in regions if hi >= base])
 
 
 def _follows(prev: Chunk, chunk: Chunk) -> bool:

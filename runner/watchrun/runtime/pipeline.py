@@ -87,9 +87,14 @@ class WatcherPipeline(Resuming):
 
     def lines_in_last_chunk(self) -> int:
         """`framing.CountsLines`: the lines of the last chunk, counting only what `chunk()`
-        did not count while numbering its matched lines (so the source need not count)."""
+        did not count while numbering its matched lines (so the source need not count); a
+        long chunk the tail counted as it kept its last lines is not counted again. The
+        chunk's bytes are let go of (an idle watcher would keep a 1 MiB read)."""
         data, lines, pos = self._counted
-        return lines + count_newlines(data, pos)
+        counted = self.counters.tail.counted
+        n = counted if counted >= 0 else lines + count_newlines(data, pos)
+        self._counted = (b"", n, 0)
+        return n
 
     async def chunk(self, chunk: Chunk) -> None:
         """The hot path: O(1) Python work per chunk plus one engine scan of its bytes; lines
