@@ -16,6 +16,7 @@ import subprocess
 import threading
 import tomllib
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import yaml
 from liverunner import read_records, wait_for, watchrun_bin, write_config
 
 from watchrun.config.clamp import LIMIT_RULES
+from watchrun.config.model import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRIB = ROOT / "contrib"
@@ -450,6 +452,88 @@ def test_the_daemonset_leaves_its_own_pod_log_out(tmp_path: Path) -> None:
     assert len(echoes) == 1 and "self-echo" not in own.read_text(), echoes
     assert sorted(p.name for p in (state / "watchers").glob("*.jsonl")) == [
         "default.web-0.nginx.0.jsonl", "pod-discovery.jsonl"]
+
+
+LINE_BYTES = 1024
+"""The pod log lines the DaemonSet's memory limit is sized for (README "Kubernetes")."""
+
+
+def mebibytes(quantity: str) -> int:
+    """A Kubernetes memory quantity (`256Mi`, `1Gi`) in MiB."""
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * (1024 if unit == "Gi" else 1)
+
+
+def session_peak_kib(sid: int) -> int:
+    """The peak resident memory (VmHWM) of every live process of session `sid`, summed: what
+    counts against a container's memory limit (the runner and the pods.py it runs)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:
+                status = (stat.parent / "status").read_text()
+                total += int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+        except (OSError, IndexError, AttributeError):
+            continue  # (gone meanwhile, or a kernel thread)
+    return total
+
+
+def all_read(out: Path, left: set[str], mark: str) -> bool:
+    """Whether every watcher of `left` recorded `mark` (those that did leave it)."""
+    left.difference_update([wid for wid in sorted(left)
+                            if mark in (out / f"{wid}.jsonl").read_text()])
+    return not left
+
+
+def test_the_daemonset_fits_its_memory_limit_at_its_watcher_cap(tmp_path: Path) -> None:
+    """The manifest's memory limit covers its own cap of pod logs (PODS_MAX_WATCHERS) with its
+    ConfigMap's limits once every watcher's tail and matches are full: 450 watchers under the
+    default maxLogLines 500 and maxMatches 200 took 275 MiB against a limit of 256Mi, and the
+    kernel kills a pod over it. Measured on the DaemonSet's own command and config."""
+    docs = manifests("daemonset.yaml")
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    set_limits = yaml.safe_load(cm["data"]["watch.yaml"])["limits"]
+    limits = {"maxLogLines": set_limits.get("maxLogLines", Limits().max_log_lines),
+              "maxMatches": set_limits.get("maxMatches", Limits().max_matches)}
+    w = container(pod_spec(docs), "watchrun")
+    cap = int(re.search(r'"PODS_MAX_WATCHERS", "(\d+)"', cm["data"]["pods.py"]).group(1))  # type: ignore[union-attr]
+    assert "PODS_MAX_WATCHERS" not in {e["name"] for e in w["env"]}  # (pods.py's default)
+    limit_mib = mebibytes(w["resources"]["limits"]["memory"])
+    pods = tmp_path / "pods"
+    logs = [pods / f"default_app-{i:03d}_{i}" / "c" / "0.log" for i in range(cap)]
+    for log in logs:
+        log.parent.mkdir(parents=True)
+        log.write_text("")
+    err = (tmp_path / "err").open("w")
+    proc, state = daemonset(tmp_path, pods, err.fileno())
+    out = state / "watchers"
+    try:
+        wait_for(lambda: (tmp_path / "err").read_text().count('"event":"start"') > cap,
+                 f"the runner following {cap} pod logs", timeout=120)
+        per_round = max(limits["maxLogLines"], 2 * limits["maxMatches"])
+        for round_no in range(2):  # every tail and every ring of matches full, twice over
+            for i, log in enumerate(logs):
+                lines = [f"2026-01-01T00:00:00.000000000Z stdout F {'ERROR' if k % 2 else 'INFO'}"
+                         f" app-{i} round {round_no} line {k} " for k in range(per_round)]
+                lines[-1] = f"2026-01-01T00:00:00.000000000Z stdout F ERROR round {round_no} done "
+                with log.open("a") as fh:
+                    fh.write("".join(x.ljust(LINE_BYTES - 1, "x") + "\n" for x in lines))
+            wait_for(partial(all_read, out, {f"default.app-{i:03d}.c.0" for i in range(cap)},
+                             f"round {round_no} done"),
+                     f"round {round_no} read by every watcher", timeout=120)
+        peak_mib = session_peak_kib(proc.pid) / 1024
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        err.close()
+    assert peak_mib < limit_mib, (
+        f"{cap} watchers with maxLogLines {limits['maxLogLines']}, maxMatches "
+        f"{limits['maxMatches']} and {LINE_BYTES}-byte lines peaked at {peak_mib:.0f} MiB; "
+        f"the limit is {limit_mib} MiB")
 
 
 def test_the_daemonset_names_long_and_reused_pod_logs_apart(tmp_path: Path) -> None:
