@@ -81,6 +81,7 @@ class WatchTable(Generic[W]):
         self.poll_s = poll_ms / 1000
         self.wakeups = 0  # how often any Watch.wait returned
         self.overflows = 0  # IN_Q_OVERFLOW seen (every watch was woken to reconcile)
+        self.mount_changes = 0  # the mount table changed (every watch was woken to resolve)
         self.problems: list[str] = []
         self._ino: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None

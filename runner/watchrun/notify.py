@@ -74,6 +74,7 @@ class Notifier(WatchTable["Watch"]):
         """A file system was mounted or unmounted: every path is resolved again and looked at
         (one that leads elsewhere now is a rotation; inotify says nothing of it)."""
         mounts.seen()
+        self.mount_changes += 1
         for w in self._watches:
             w._wake(resolve=True)
 
