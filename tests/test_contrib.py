@@ -580,6 +580,46 @@ def test_the_daemonset_keeps_a_briefly_missing_pod_log_listed(tmp_path: Path) ->
     assert listed("0") == []
 
 
+def test_the_daemonset_past_its_cap_keeps_the_watched_logs_and_names_those_left_out(
+        tmp_path: Path) -> None:
+    """Past PODS_MAX_WATCHERS, pods.py kept the first logs in path order: a new pod whose path
+    sorted earlier took the slot of a watched log (the reload stopped its watcher), and the
+    warning named neither. A watched log keeps its slot; a newcomer waits, named."""
+    (cm,) = [d for d in manifests("daemonset.yaml") if d["kind"] == "ConfigMap"]
+    script = tmp_path / "pods.py"
+    script.write_text(cm["data"]["pods.py"])
+    pods, config = tmp_path / "pods", tmp_path / "pods.json"
+    env = {**os.environ, "PODS_DIR": str(pods), "PODS_CONFIG": str(config),
+           "PODS_MAX_WATCHERS": "2"}
+
+    def pod(name: str) -> str:
+        log = pods / f"ns_{name}_1" / "c" / "0.log"
+        log.parent.mkdir(parents=True)
+        log.write_text("x\n")
+        return str(log)
+
+    def once() -> tuple[list[str], str]:
+        p = subprocess.run(["python3", str(script), "--once"], env=env, check=True, timeout=30,
+                           capture_output=True, text=True)
+        return [w["path"] for w in yaml.safe_load(config.read_text())["watchers"]], p.stdout
+
+    b, c = pod("b-pod"), pod("c-pod")
+    assert once()[0] == [b, c]
+    a, z = pod("a-new"), pod("z-new")  # a-new sorts before both
+    listed, said = once()
+    assert listed == [b, c], said
+    warning = [line for line in said.splitlines() if line.startswith("WARNING")]
+    assert len(warning) == 1 and "2 pod logs not watched" in warning[0] and \
+        "cap is 2 (PODS_MAX_WATCHERS)" in warning[0], said
+    assert a in warning[0] and z in warning[0] and b not in warning[0], said
+    shutil.rmtree(pods / "ns_c-pod_1")  # c-pod goes: the first one waiting takes its slot
+    env["PODS_FORGET_SECONDS"] = "0"
+    listed, said = once()
+    assert listed == [a, b] and z in said, said
+    (watcher,) = [w for w in yaml.safe_load(config.read_text())["watchers"] if w["path"] == a]
+    assert watcher["fromStart"] is True  # (what it logged while it waited is read)
+
+
 
 
 # -- shippers -----------------------------------------------------------------------------------
