@@ -1,5 +1,5 @@
 """`--metrics`: prometheus_client exposition over a capped HTTP server, with real requests on
-loopback; counters that survive reload, stop and `clear`."""
+loopback; counters that survive reload, stop and `clear` (of a watcher the config names)."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_metrics_are_prometheus_text_with_process_metrics_and_every_series() -> 
     assert status == 200 and headers["content-type"].startswith("text/plain; version=0.0.4")
     for line in (
         'watchrun_up 1.0', 'watchrun_watcher_up{watcher="app"} 1.0',
-        'watchrun_watcher_up{watcher="gone"} 0.0',  # stopped and cleared: still there, down
+        'watchrun_watcher_up{watcher="gone"} 0.0',  # stopped: still there, down
         'watchrun_lines_total{watcher="app"} 10.0', 'watchrun_lines_total{watcher="gone"} 4.0',
         'watchrun_restarts_total{watcher="app"} 1.0', 'watchrun_gaps_total{watcher="app"} 0.0',
         'watchrun_rotations_total{watcher="gone"} 0.0',

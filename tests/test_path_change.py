@@ -314,12 +314,31 @@ def test_forget_deletes_the_checkpoint_and_a_save_asked_for_before_stays_undone(
         tmp_path: Path) -> None:
     store = CheckpointStore(tmp_path / "state")
     store.forget("w")  # nothing there (not even the folder): nothing to do
-    store.save("w", state_of("/logs/app.log"), store.ticket())
-    late = store.ticket()  # a save asked for before the clear, landing after it
+    store.save("w", state_of("/logs/app.log"), store.order.ticket("w"))
+    store.order.settled("w")
+    late = store.order.ticket("w")  # a save asked for before the clear, landing after it
     store.path("w").with_name("w.checkpoint.json.tmp").write_text("{")
     store.forget("w")
     assert list(store.dir.iterdir()) == []
     assert not store.save("w", state_of("/logs/app.log"), late)
     assert list(store.dir.iterdir()) == []
-    assert store.save("w", state_of("/logs/zz.log"), store.ticket())  # a new watcher's
+    assert store.save("w", state_of("/logs/zz.log"), store.order.ticket("w"))  # a new watcher's
     assert store.load("w") == state_of("/logs/zz.log")
+
+
+def test_a_forgotten_watcher_with_no_save_in_flight_leaves_nothing_in_the_store(
+        tmp_path: Path) -> None:
+    """The store kept a lock and the last ticket written of every watcher it ever saved, so
+    a node agent that forgets gone pods for good grew by each one, for its life."""
+    store = CheckpointStore(tmp_path / "state")
+    for n in range(50):
+        wid = f"pod-{n}"
+        assert store.save(wid, state_of(f"/logs/{wid}.log"), store.order.ticket(wid))
+        store.order.settled(wid)
+        assert store.load(wid) is not None
+        store.forget(wid)
+    assert list(store.dir.iterdir()) == []
+    held = vars(store.order)
+    assert (held["_locks"], held["_written"], held["_pending"]) == ({}, {}, {})
+    assert store.save("pod-0", state_of("/logs/again.log"), store.order.ticket("pod-0"))
+    assert store.load("pod-0") == state_of("/logs/again.log")  # added again: a new watcher

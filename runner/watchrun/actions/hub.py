@@ -93,6 +93,10 @@ class ActionHub:
         """The counts of one action; they outlive reloads (metrics never go back)."""
         return self._counts.setdefault(wid, {}).setdefault(action, {})
 
+    def forget(self, wid: str) -> None:
+        """A watcher forgotten for good: its counts go (its series with them)."""
+        self._counts.pop(wid, None)
+
     def counts(self) -> dict[str, dict[str, dict[str, int]]]:
         """watcher → action → {fired, suppressed, dropped, ok, failed, timeout, cancelled}."""
         return {w: {a: dict(c) for a, c in actions.items()} for w, actions in self._counts.items()}

@@ -18,10 +18,12 @@ from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.leftovers import left_over
 from watchrun.runtime.problems import Problems
 from watchrun.runtime.status import StatusBoard
+from watchrun.runtime.tally import Tally
 from watchrun.runtime.watchers import WatcherSet
 from watchrun.views.humanize import named
 
 if TYPE_CHECKING:
+    from watchrun.actions.hub import ActionHub
     from watchrun.agents.hub import AgentHub
 
 
@@ -34,6 +36,8 @@ class Runner(Protocol):
     set: WatcherSet
     board: StatusBoard
     hub: AgentHub | None
+    actions: ActionHub | None
+    tally: Tally
     lag: LoopLag
     once: bool
     changing: asyncio.Lock

@@ -1,5 +1,6 @@
 """The state files of watchers forgotten for good (`watchrun clear`; a reload that removes a
-file watcher whose file is gone), removed without following a link."""
+file watcher whose file is gone), removed without following a link, and what the runner holds
+of them in memory: their metric series."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from watchrun.output.notefile import drop_spent, note_path
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.runtime.status import StatusBoard
+from watchrun.runtime.tally import Tally
 
 if TYPE_CHECKING:
+    from watchrun.actions.hub import ActionHub
     from watchrun.runtime.watchers import WatcherSet
 
 
@@ -25,6 +28,10 @@ class Forgetting(Protocol):
     layout: OutputLayout
     log: RunLog
     board: StatusBoard
+    tally: Tally
+
+    @property
+    def actions(self) -> ActionHub | None: ...
 
 
 def stays_configured(config: Config, wid: str) -> bool:
@@ -35,16 +42,19 @@ def stays_configured(config: Config, wid: str) -> bool:
 
 async def forget_files(sup: Forgetting, ws: WatcherSet, ids: Iterable[str]) -> bool:
     """Remove what stays on disk of watchers whose rows were forgotten: the checkpoint of one
-    the config no longer names, and a `.unwritten` note that keeps nothing (one that keeps
-    seqs the JSONL does not explain yet stays with the JSONL, which is never removed). Never
-    of a watcher that runs or is stopping. A failure is logged; the rest goes on. False when
-    one failed."""
+    the config no longer names (forgotten for good: its metric series go too), and a
+    `.unwritten` note that keeps nothing (one that keeps seqs the JSONL does not explain yet
+    stays with the JSONL, which is never removed). Never of a watcher that runs or is
+    stopping. A failure is logged; the rest goes on. False when one failed."""
     done = True
     for wid in ids:
         if wid in ws.running or wid in ws.later or wid in ws.stopping:
             continue
         try:
             if not stays_configured(sup.config, wid) and wid not in ws.runtime:
+                sup.tally.forget(wid)
+                if sup.actions is not None:
+                    sup.actions.forget(wid)
                 await offload(ws.store.forget, wid)
             note = note_path(sup.layout.jsonl("watcher", wid))
             if note is not None:

@@ -33,6 +33,7 @@ from watchrun.runtime.forgetting import forget_files, forget_gone
 from watchrun.runtime.shutdown import Stopping, hup_while_stopping, kill_after
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
+from watchrun.runtime.tally import Tally
 from watchrun.runtime.watchers import WatcherSet
 from watchrun.runtime.wiring import precompile
 
@@ -105,6 +106,7 @@ class Reloading(Protocol):
     set: WatcherSet
     hub: AgentHub | None
     actions: ActionHub | None
+    tally: Tally
 
     async def start_hub(self) -> None: ...
     def start_actions(self) -> None: ...

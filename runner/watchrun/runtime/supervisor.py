@@ -84,7 +84,7 @@ class Supervisor(SupervisorHubs):
         self.runtime_errors: list[str] = []
         self.stop_reason: str | None = None
         """Why it stopped: `once` (a once run's end), a signal's name, `startup-failed`."""
-        self.tally = Tally()  # metrics totals: survive reload, stop and clear
+        self.tally = Tally()  # metrics totals: survive reload and stop, not a forget for good
         log.add_tap(self.tally.observe)
         self.set = WatcherSet(self, checkpoints(layout.state), sinks, echo)
         self._tg: asyncio.TaskGroup | None = None

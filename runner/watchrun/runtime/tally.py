@@ -1,4 +1,5 @@
-"""Metrics totals that outlive a watcher's restart, a reload and `clear` (counters only grow)."""
+"""Metrics totals that outlive a watcher's restart, a reload and its stop (counters only grow),
+until the watcher is forgotten for good."""
 
 from __future__ import annotations
 
@@ -42,12 +43,13 @@ class Tally:
     """Per watcher and per agent, from the first time the runner saw it: counters only grow.
 
     A watcher rebuilt by a reload gets new pipeline counters; `attach` adds the old ones' final
-    values to a base, so `lines` and `matches` keep counting. A stopped or cleared watcher keeps
-    its series. Rotations, the restart policy's restarts, gaps and agent turns are counted from
-    the runner's events (`RunLog.add_tap(tally.observe)`), which are the same whatever the log
-    level; the watcher's starts again (`start`/`restart`, a reload) by `attach`, so restarts
-    count what `list`'s restarts count (but `clear` does not set them back).
-    """
+    values to a base, so `lines` and `matches` keep counting. A stopped watcher keeps its
+    series, and so does a cleared one the config still names; one forgotten for good (`forget`:
+    no config names it, it was not added at runtime) loses them. Rotations, the restart
+    policy's restarts, gaps and agent turns are counted from the runner's events
+    (`RunLog.add_tap(tally.observe)`), which are the same whatever the log level; the
+    watcher's starts again (`start`/`restart`, a reload) by `attach`, so restarts count what
+    `list`'s restarts count (but `clear` does not set them back)."""
 
     def __init__(self) -> None:
         self._watchers: dict[str, _Watcher] = {}
@@ -64,6 +66,12 @@ class Tally:
                 w.base[key] = w.base.get(key, 0) + value
             w.last_match_at = w.current.last_match_at or w.last_match_at
         w.current = counters
+
+    def forget(self, wid: str) -> None:
+        """A watcher forgotten for good (`clear`, a reload that forgets a watcher whose file is
+        gone): its series go, as a gone target's do, or every pod a node ever ran would keep
+        13 series (`up` 0: down for an alert) for the runner's life."""
+        self._watchers.pop(wid, None)
 
     def know(self, wids: set[str]) -> None:
         """Watchers the runner is to run, started or not: each has its series from now on."""

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import os
 import re
 import stat
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from watchrun.config.loader import file_kind
 from watchrun.output import safefs
 from watchrun.output.notefile import set_aside
 from watchrun.sources.checkpoint_doc import NEWER, FileState, decode, encode
+from watchrun.sources.saveorder import SaveOrder
 
 MAX_FILE_BYTES = 1 << 20
 """A checkpoint file is read up to this size (a larger one is not a checkpoint: corrupt)."""
@@ -32,28 +31,16 @@ class CheckpointStore:
     Write order is tmp file, fsync(file), rename, fsync(dir), so a crash at any point leaves
     either the old or the new checkpoint. A leftover tmp file is used only when it parses (it
     was complete, just not renamed yet). Corrupt files are set aside, never fatal. Saves are
-    ordered by ticket: a save older than one already written is dropped, so a slow worker
-    thread can never put an old position back.
+    ordered by ticket (`SaveOrder`): a save older than one already written is dropped, so a
+    slow worker thread can never put an old position back.
     """
 
     def __init__(self, state_dir: Path) -> None:
         self.dir = state_dir
         self._identity = safefs.dir_identity(state_dir)  # (never another runner's state/)
         self._problems: dict[str, list[str]] = {}  # watcher id → what its loads met
-        self._locks: dict[str, threading.Lock] = {}  # per watcher: saves run in worker threads
-        self._locks_lock = threading.Lock()
-        self._written: dict[str, int] = {}  # watcher id → ticket of the last save written
-        self._tickets = itertools.count(1)
-
-    def ticket(self) -> int:
-        """A number for a save about to be asked for: later asks get larger numbers (without
-        the lock, which a save in a worker thread may hold while it fsyncs)."""
-        return next(self._tickets)
-
-    def _lock(self, watcher_id: str) -> threading.Lock:
-        """The lock of one watcher's file: watchers save (and fsync) in parallel."""
-        with self._locks_lock:
-            return self._locks.setdefault(watcher_id, threading.Lock())
+        self.order = SaveOrder()
+        self._lock = self.order.lock
 
     def path(self, watcher_id: str) -> Path:
         if not ID.fullmatch(watcher_id):
@@ -107,10 +94,8 @@ class CheckpointStore:
         tmp = path.with_name(path.name + ".tmp")
         data = encode(state)
         with self._lock(watcher_id):
-            if ticket is not None:
-                if ticket <= self._written.get(watcher_id, 0):
-                    return False
-                self._written[watcher_id] = ticket
+            if ticket is not None and not self.order.newer(watcher_id, ticket):
+                return False
             try:
                 safefs.make_dir(self.dir)
                 safefs.same_dir(self.dir, self._identity)
@@ -134,10 +119,11 @@ class CheckpointStore:
     def forget(self, watcher_id: str) -> None:
         """Delete the watcher's checkpoint (and a leftover tmp file): `watchrun clear` of a
         watcher added at runtime, gone for good. A save asked for before this is not written
-        after it (it takes an older ticket)."""
+        after it (it takes an older ticket); what the store held for the watcher goes too."""
         path = self.path(watcher_id)
+        self._problems.pop(watcher_id, None)
         with self._lock(watcher_id):
-            self._written[watcher_id] = self.ticket()
+            self.order.forgotten(watcher_id)
             for p in (path, path.with_name(path.name + ".tmp")):
                 with contextlib.suppress(FileNotFoundError):
                     safefs.unlink(p)

@@ -75,7 +75,7 @@ class Keeper:
         this is cancelled; a later save still wins over it."""
         if state is None or state == self.saved:
             return
-        ticket = self.store.ticket()
+        ticket = self.store.order.ticket(self.id)
         job = asyncio.ensure_future(self._write(state, ticket))
         self.in_flight += 1
         job.add_done_callback(self._landed)
@@ -83,8 +83,11 @@ class Keeper:
             self.saved = state
 
     async def _write(self, state: FileState, ticket: int) -> bool:
-        first = await self.covered.durable() if self.covered is not None else None
-        return await asyncio.to_thread(self.store.save, self.id, state, ticket, first=first)
+        try:
+            first = await self.covered.durable() if self.covered is not None else None
+            return await asyncio.to_thread(self.store.save, self.id, state, ticket, first=first)
+        finally:
+            self.store.order.settled(self.id)
 
     def _landed(self, _: object) -> None:
         self.in_flight -= 1
