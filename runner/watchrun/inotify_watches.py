@@ -83,11 +83,13 @@ class WatchTable(Generic[W]):
         self.overflows = 0  # IN_Q_OVERFLOW seen (every watch was woken to reconcile)
         self.mount_changes = 0  # the mount table changed (every watch was woken to resolve)
         self.problems: list[str] = []
+        self.starved: set[W] = set()
+        """Watches that poll because the inotify watch limit is reached (until they close)."""
         self._ino: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._subs: dict[int, list[Sub[W]]] = {}
         self._watches: set[W] = set()
-        self._warned = False
+        self._warned = self._starved_said = False
         if enabled and not (force_poll or os.environ.get("WATCHRUN_FORCE_POLL") == "1"):
             try:
                 self._ino = _open_inotify()
@@ -103,6 +105,31 @@ class WatchTable(Generic[W]):
             log.warning(message)
         else:
             log.debug(message)
+
+    def _polls(self, watch: W, message: str, *, starved: bool) -> None:
+        """`watch` polls from now on, as `message` says; `starved`: for want of inotify
+        watches, counted while it lasts (`starving`): the first is a warning, the others are
+        in the count."""
+        if not starved:
+            self._warn(message)
+            return
+        self.starved.add(watch)
+        if self._starved_said:
+            log.debug(message)
+            return
+        self._starved_said = True
+        log.warning(f"{message}: the inotify watch limit is reached (raise "
+                    "fs.inotify.max_user_watches); other watchers short of watches poll too, "
+                    "counted in `watchrun status`")
+
+    def starving(self) -> str | None:
+        """The standing problem while any watch polls for want of inotify watches."""
+        n = len(self.starved)
+        if not n:
+            return None
+        return (f"{n} watcher{'s' if n > 1 else ''} poll: the inotify watch limit is reached "
+                "(fs.inotify.max_user_watches); raise it, then restart them (`watchrun restart "
+                "ID`: a watcher polls until it starts again)")
 
     def _detach(self) -> None:
         """Its descriptors are no longer read on the loop they were added to."""

@@ -261,19 +261,20 @@ class Watch:
         self._path_subs.clear()
         self._fd_subs.clear()
         self.notifier._watches.discard(self)
+        self.notifier.starved.discard(self)
         self._wake()
 
     # -- internals --------------------------------------------------------------------------
     def _fall_back(self, exc: OSError, target: str) -> None:
         code = errno.errorcode.get(exc.errno or 0, "OSError")
         self._poll_instead(f"cannot watch {target} with inotify ({code}: {exc.strerror})",
-                           " (raise fs.inotify.max_user_watches)" if exc.errno in _EXHAUSTED
-                           else "")
+                           starved=exc.errno in _EXHAUSTED)
 
-    def _poll_instead(self, why: str, advice: str = "") -> None:
-        """From now on this watch polls (its inotify watches are left to `close`)."""
-        self.notifier._warn(f"{why}; polling {self.path} every "
-                            f"{round(self.notifier.poll_s * 1000)} ms{advice}")
+    def _poll_instead(self, why: str, *, starved: bool = False) -> None:
+        """From now on this watch polls (its inotify watches are left to `close`); `starved`:
+        for want of inotify watches."""
+        self.notifier._polls(self, f"{why}; polling {self.path} every "
+                             f"{round(self.notifier.poll_s * 1000)} ms", starved=starved)
         self.polling = True
         self.arrivals.watching(None)
         self._wake()

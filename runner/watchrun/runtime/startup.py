@@ -142,6 +142,7 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
     notifier = Notifier(config.limits.poll_ms, force_poll=sup.force_poll, enabled=not sup.once)
     undo.callback(notifier.close)
     sup.set.notifier = notifier
+    sup.problems.standing.append(notifier.starving)
     for problem in notifier.problems:
         log.warning(problem)
     undo.push_async_callback(_close_board, sup)

@@ -188,9 +188,11 @@ class Supervisor(SupervisorHubs):
         watchers, each = counted(counts)
         a = len(self.config.agents)
         summary = f"{watchers}{each}, {a} agent{'' if a == 1 else 's'} running"
-        self.log.info(f"{summary} (change notification: {self.set.notify_mode})", event="ready",
+        mode, polling = self.set.notify_mode
+        said = f"{mode}, {polling} polling" if polling else mode
+        self.log.info(f"{summary} (change notification: {said})", event="ready",
                       watchers=sum(counts.values()), running=counts.get("running", 0),
-                      states=counts, agents=a, notify=self.set.notify_mode)
+                      states=counts, agents=a, notify=mode, polling=polling)
         self.sd.ready(summary)
         if self.sd.watchdog_s:
             self.watchdog = self.spawn(self.sd.keep_pinging(self.sd.watchdog_s / 2), "watchdog")

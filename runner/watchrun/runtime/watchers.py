@@ -92,8 +92,13 @@ class WatcherSet:
         return {*self.runtime, *(w.id for w in config.watchers if config.limits.enabled)}
 
     @property
-    def notify_mode(self) -> str:
-        return self.notifier.mode if self.notifier is not None else "none"
+    def notify_mode(self) -> tuple[str, int]:
+        """The notifier's mode, and how many file watchers poll while it is "inotify" (for
+        want of watches, or where inotify cannot watch their path)."""
+        n = self.notifier
+        if n is None:
+            return "none", 0
+        return n.mode, sum(w.polling for w in n.watches) if n.mode == "inotify" else 0
 
     def build(self, spec: WatcherSpec, sink: JsonlSink | None = None) -> WatcherRuntime:
         """Open its sink (unless opened already) and wire it; raises (SinkWriteError,
