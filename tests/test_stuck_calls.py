@@ -64,7 +64,7 @@ def seamed_runner(code: str, cfg: Path) -> Iterator[tuple[subprocess.Popen[str],
 SEAMS = {
     "a checkpoint save": ("watchrun.sources.checkpoints", "CheckpointStore", "save"),
     "a JSONL's close": ("watchrun.output.sink", "JsonlSink", "close"),
-    "a status snapshot's write": ("watchrun.runtime.status", "StatusBoard", "_store"),
+    "a status snapshot's write": ("watchrun.runtime.status_files", "SnapshotFiles", "store"),
 }
 
 

@@ -167,15 +167,17 @@ class RecentLines:
             self._newest_lines = count_newlines(newest.data)
         return self._done + self._newest_lines
 
-    def last(self, cap: int | None = None) -> list[tuple[bytes, int, int | None]]:
+    def last(self, cap: int | None = None, n: int | None = None
+             ) -> list[tuple[bytes, int, int | None]]:
         """The last `keep` lines (raw bytes, without their newlines; at most the first `cap`
         bytes of each), oldest first, each with the private-key block it lies in (0: none; its
         BEGIN line may be long gone from them) and, for a line the reader cut at
-        `maxLineBytes`, the bytes it left out (`Cut.omitted`; None: a whole line)."""
-        if self._newest is None or not self.keep:
+        `maxLineBytes`, the bytes it left out (`Cut.omitted`; None: a whole line). `n`: only
+        the last `n` of them."""
+        need = self.keep if n is None else min(n, self.keep)
+        if self._newest is None or need <= 0:
             return []
         out: list[tuple[bytes, int, int | None]] = []
-        need = self.keep
         chunks = [(self._newest.data, self._newest_regions, self._newest.cuts),
                   *((d, r, c) for d, _, r, c in reversed(self._held))]
         for data, regions, cuts in chunks:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +15,13 @@ from watchrun import offload
 from watchrun.clock import Clock, iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.redact import Redactor
-from watchrun.output import runlock, safefs, tailfile
+from watchrun.output import runlock, safefs
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
-from watchrun.runtime.snapshot_text import TAIL_LINE_BYTES, snapshot_json, tail_lines
+from watchrun.runtime.snapshot_text import snapshot_json
 from watchrun.runtime.status_entry import Entry, snapshot
+from watchrun.runtime.status_files import Batch, SnapshotFiles
+from watchrun.runtime.tail_files import TailWrite
 
 log = logging.getLogger("watchrun.status")  # (the runner log's `status` events)
 FLUSH_DELAY_S = 1.0
@@ -29,8 +31,9 @@ FLUSH_DELAY_S = 1.0
 class StatusBoard:
     """Keeps `state/<id>.status.json` and `state/<id>.tail` current, debounced.
 
-    The snapshots are rendered on the loop (a few hundred microseconds per watcher) and written
-    (tmp + rename) by a worker thread, so a slow disk never delays a match record. Each
+    The snapshots are rendered on the loop (a few hundred microseconds per watcher; a `.tail`:
+    the lines new since its last write, `runtime/tail_files.py`) and written (tmp + rename; a
+    `.tail` appended to) by a worker thread, so a slow disk never delays a match record. Each
     write carries a generation: an older snapshot never replaces a newer one, nor revives one
     that `forget_stopped` removed. Before the first, the runner's run lock is made
     (`output/runlock.py`): each snapshot names it (`runnerId`), and it is held until `close`.
@@ -46,12 +49,7 @@ class StatusBoard:
         self._timer: asyncio.TimerHandle | None = None
         self.started_at = clock.now()
         self.runner_id = runlock.new_id()
-        self._run = runlock.RunLock(state_dir, self.runner_id)
-        self._gen = 0
-        self._stored: dict[Path, int] = {}  # path -> generation written (or removed) last
-        self._failing: dict[Path, str] = {}  # path -> why its last write failed (said once)
-        self._lock = threading.Lock()  # generations; held briefly, never across I/O
-        self._io_lock = threading.Lock()  # one writer of snapshot files at a time
+        self._files = SnapshotFiles(runlock.RunLock(state_dir, self.runner_id), self.ours)
         self._writing: asyncio.Future[None] | None = None
         self._starts = 0
 
@@ -161,16 +159,12 @@ class StatusBoard:
     def _drop(self, gone: list[str], strays: bool) -> None:
         """Remove the snapshots of `gone` (`strays`: and of every watcher on disk this board
         does not hold) and forget their entries."""
-        with self._io_lock, self._lock:
-            self._gen += 1
-            if self.ours():  # (another runner's state/: its files are not ours to remove)
-                on_disk = [p.name.removesuffix(".status.json") for p in
-                           self.dir.glob("*.status.json")] if strays else []
-                for wid in {*gone, *(w for w in on_disk if w not in self.entries)}:
-                    for p in (self.dir / f"{wid}.status.json", self.dir / f"{wid}.tail"):
-                        self._stored[p] = self._gen  # a queued older write must not revive it
-                        with contextlib.suppress(OSError):
-                            safefs.unlink(p)
+        def paths() -> Iterator[Path]:
+            on_disk = [p.name.removesuffix(".status.json") for p in
+                       self.dir.glob("*.status.json")] if strays else []
+            for wid in {*gone, *(w for w in on_disk if w not in self.entries)}:
+                yield from (self.dir / f"{wid}.status.json", self.dir / f"{wid}.tail")
+        self._files.remove(paths)
         for wid in gone:
             del self.entries[wid]
             self._dirty.discard(wid)
@@ -192,36 +186,44 @@ class StatusBoard:
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        if loop is not None and self._writing is not None and not self._writing.done():
+        if loop is not None and self._behind():
             self._timer = loop.call_later(FLUSH_DELAY_S, self.flush)  # the disk is behind
             return
         dirty, self._dirty = self._dirty, set()
-        files = self._render(sorted(dirty))
-        if not files:
-            return
+        batch = self._render(sorted(dirty))
         if loop is None:
-            self._store(files)
-        else:
-            self._writing = loop.run_in_executor(None, self._store, files)
+            self._files.store(batch)
+        elif batch[1] or batch[2]:
+            self._writing = loop.run_in_executor(None, self._files.store, batch)
+            self._writing.add_done_callback(self._redo)
+
+    def _redo(self, _: object) -> None:
+        """The `.tail`s an append could not be made to are written whole, soon."""
+        for wid in self._files.tails.redo():
+            self.touch(wid)
 
     def close(self) -> None:
         """Cancel the timer and write what changed, now (an older queued write is skipped)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        dirty, self._dirty = self._dirty, set()
-        self._store(self._render(sorted(dirty)), last=True)
+        self._files.store(self._last(), last=True)
 
     async def aclose(self) -> None:
         """`close()` for the running loop: the last snapshots are rendered here and written in
         a worker thread after any write still in flight."""
+        if self._writing is not None:
+            await asyncio.wait({self._writing}, timeout=offload.STOP_CALL_S)
+        await offload.at_stop(self._files.store, self._last(), True)
+
+    def _last(self) -> Batch:
+        """The timer cancelled, what changed rendered (each `.tail` whole while a write is still
+        under way: what that write leaves in the file is not known yet)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._writing is not None:
-            await asyncio.wait({self._writing}, timeout=offload.STOP_CALL_S)
         dirty, self._dirty = self._dirty, set()
-        await offload.at_stop(self._store, self._render(sorted(dirty)), True)
+        return self._render(sorted(dirty), self._behind())
+
+    def _behind(self) -> bool:
+        return self._writing is not None and not self._writing.done()
 
     def live(self) -> list[dict[str, Any]]:
         """The live `list`: every watcher's snapshot now, with `uptimeS` and `live: true`."""
@@ -235,9 +237,12 @@ class StatusBoard:
         up = snap["status"] == "running"
         return {**snap, "uptimeS": round(since, 3) if up else None, "live": True}
 
-    def _render(self, wids: list[str]) -> tuple[int, list[tuple[Path, bytes]]]:
-        """The snapshot files of these watchers, and their generation (on the loop)."""
+    def _render(self, wids: list[str], whole: bool = False
+                ) -> Batch:
+        """The snapshot files of these watchers and their `.tail` writes (`whole`: each one
+        written whole), and their generation (on the loop)."""
         files: list[tuple[Path, bytes]] = []
+        tails: list[TailWrite] = []
         for wid in wids:
             entry = self.entries.get(wid)
             if entry is None:
@@ -246,53 +251,9 @@ class StatusBoard:
             files.append((self.dir / f"{wid}.status.json", snapshot_json(snap)))
             if entry.pipeline is None:  # (it read nothing: no tail)
                 continue
-            tail = entry.pipeline.counters.tail.last(TAIL_LINE_BYTES)  # (here, not per chunk)
-            lines = tail_lines(tail, entry.redactor,  # `output.redact`: the tail too
-                               entry.pipeline.limits.max_line_bytes)
-            files.append((self.dir / f"{wid}.tail",
-                          tailfile.render(entry.run, snap["linesRead"], lines)))
-        with self._lock:
-            self._gen += 1
-            return self._gen, files
-
-    def _store(self, batch: tuple[int, list[tuple[Path, bytes]]], last: bool = False) -> None:
-        """Write rendered files unless a newer generation of them is already on disk, the run
-        lock first (`last`: then let go of it, the runner ends)."""
-        gen, files = batch
-        with self._io_lock:
-            ours = bool(files) and self.ours()
-            if ours:
-                self._hold_run()
-            for path, data in files if ours else ():
-                with self._lock:
-                    if self._stored.get(path, 0) >= gen:
-                        continue
-                try:
-                    # no fsync: a snapshot is rewritten within a second of any change, and one
-                    # lost to a power cut is superseded; an fsync each held the journal
-                    safefs.write_atomic(path, data, sync=False)
-                except OSError as exc:  # best effort (records and checkpoints come first),
-                    self._said(path, exc.strerror or str(exc))  # but never silently
-                    continue
-                self._failing.pop(path, None)
-                with self._lock:
-                    self._stored[path] = gen
-            if last:
-                self._run.release()
-
-    def _hold_run(self) -> None:
-        """The run lock, made before the snapshots that name it."""
-        try:
-            self._run.hold()
-        except OSError as exc:
-            self._said(self._run.path, exc.strerror or str(exc), "without a runner's answer, "
-                       "`watchrun list` and `status` take this runner's watchers for stopped")
-        else:
-            self._failing.pop(self._run.path, None)
-
-    def _said(self, path: Path, why: str, meanwhile: str = "`watchrun list`, `status` and "
-              "`logs` show what it held last, or nothing") -> None:
-        """A file that cannot be written is a warning, once until it is written again."""
-        if self._failing.get(path) != why:
-            self._failing[path] = why
-            log.warning("cannot write %s: %s; %s until it can be written", path, why, meanwhile)
+            pipe = entry.pipeline  # (its lines here, not per chunk; `output.redact`: them too)
+            tail = self._files.tails.render(wid, self.dir / f"{wid}.tail", entry.run,
+                                      snap["linesRead"], pipe.counters.tail, entry.redactor,
+                                      pipe.limits.max_line_bytes, whole)
+            tails += [tail] if tail is not None else []
+        return self._files.batch(files, tails)
