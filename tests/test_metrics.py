@@ -25,7 +25,7 @@ from inproc import inproc
 from liverunner import LiveRunner, wait_for, write_config
 from liverunner import cli as process_cli
 
-from watchrun.runtime.counters import Counters, RecentLines
+from watchrun.runtime.counters import Counters
 from watchrun.runtime.metrics import (
     MAX_CONNECTIONS,
     MAX_HEAD_BYTES,
@@ -33,6 +33,7 @@ from watchrun.runtime.metrics import (
     MetricsServer,
     parse_address,
 )
+from watchrun.runtime.recent_lines import RecentLines
 from watchrun.runtime.tally import Tally
 
 SNAPSHOT: dict[str, Any] = {

@@ -20,8 +20,8 @@ from watchrun.match.matcher import Matcher
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
-from watchrun.runtime.counters import LONG_CHUNK, RecentLines
 from watchrun.runtime.pipeline import WatcherPipeline
+from watchrun.runtime.recent_lines import LONG_CHUNK, RecentLines
 
 PIECES = st.lists(st.sampled_from([b"a", b"ERROR x", b"\n", b"\n\n", b"\xc3\xa9", b"y" * 30]),
                   max_size=80)  # fmt: skip

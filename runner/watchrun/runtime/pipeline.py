@@ -17,7 +17,7 @@ from watchrun.output.jsonl import json_str
 from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
-from watchrun.runtime.counters import Counters, Landed, RecentLines
+from watchrun.runtime.counters import Counters, Landed
 from watchrun.runtime.matches import (
     Found,
     RecentMatches,
@@ -26,6 +26,7 @@ from watchrun.runtime.matches import (
     plain_rows,
     where_members,
 )
+from watchrun.runtime.recent_lines import RecentLines
 from watchrun.runtime.resuming import Resuming
 
 if TYPE_CHECKING:

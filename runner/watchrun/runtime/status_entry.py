@@ -10,9 +10,10 @@ from msgspec import Struct
 from watchrun.clock import iso_ts
 from watchrun.config.model import WatcherSpec
 from watchrun.match.redact import Redactor, clean_text
-from watchrun.runtime.counters import Counters, RecentLines
+from watchrun.runtime.counters import Counters
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
+from watchrun.runtime.recent_lines import RecentLines
 from watchrun.runtime.snapshot_text import Said, said
 
 __all__ = ["Entry", "snapshot"]

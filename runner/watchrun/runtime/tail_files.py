@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from watchrun.match.redact import Redactor
 from watchrun.output import safefs, tailfile
-from watchrun.runtime.counters import RecentLines
+from watchrun.runtime.recent_lines import RecentLines
 from watchrun.runtime.snapshot_text import TAIL_LINE_BYTES, tail_lines
 
 COMPACT_AT = 2
