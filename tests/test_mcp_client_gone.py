@@ -13,7 +13,7 @@ import anyio
 import pytest
 from liverunner import read_records, spawned_by, wait_for, write_config
 from mcp.shared.exceptions import MCPError
-from mcpclient import mcp_inproc
+from mcpclient import mcp_inproc, until
 from test_mcp_faults import RawClient
 
 DEAF = "trap 'echo >> termed' TERM; echo up; while :; do sleep 0.1; done"
@@ -88,5 +88,10 @@ def test_a_stop_call_the_client_gives_up_on_still_stops_and_records_it(tmp_path:
             assert stops(jsonl) == ["requested"]
             await anyio.to_thread.run_sync(
                 lambda: wait_for(lambda: not holders(jsonl), "w1's JSONL to be closed", 15))
-            assert (await c.status("w1"))["status"] == "stopped"
+
+
+            async def stopped() -> bool:  # (the list may say so a moment after the record)
+                return (await c.status("w1"))["status"] == "stopped"
+
+            await until(stopped, "w1 to be listed stopped", 15)
     anyio.run(body)

@@ -15,6 +15,7 @@ from typing import Any
 
 from liverunner import LiveRunner, cli, guardian_of, read_records, wait_for, write_config
 
+import watchrun.schemas
 from watchrun.process.tree import start_time
 
 PKG = Path(__file__).resolve().parent.parent / "runner" / "watchrun"
@@ -38,7 +39,9 @@ def package_copy(tmp_path: Path) -> Path:
     """A copy of the watchrun package for one runner (the folder to put on PYTHONPATH)."""
     home = tmp_path / "site"
     shutil.copytree(PKG, home / "watchrun", ignore=shutil.ignore_patterns("__pycache__"))
-    return home
+    shutil.copytree(Path(str(watchrun.schemas.__file__)).parent, home / "watchrun" / "schemas",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # (installed apart from the
+    return home  # package's source in a development install, inside it in a `pip install .`)
 
 
 def runner_from(home: Path, config: Path) -> LiveRunner:
