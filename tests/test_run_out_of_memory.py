@@ -81,3 +81,27 @@ def test_a_memory_error_reading_the_config_is_run_failed_in_the_json_document(
     assert as_json.returncode == 3, as_json.stderr
     assert json.loads(as_json.stdout) == {"error": {"code": "run_failed", "message": said}}
     assert ended == [3, 3]  # (each ended at once: the interpreter's end is short of memory too)
+
+
+LIBRARY_LOGS = """\
+import logging
+from watchrun.output.runlog import ForwardToRunLog, RunLog
+ForwardToRunLog(RunLog("text")).install()  # (as a run does before it loads its config)
+try:
+    raise ValueError("unsupported hash type blake2b")
+except ValueError:
+    logging.exception("code for hash blake2b was not found.")  # (hashlib, short of memory)
+logging.getLogger("some.library").warning("a warning")
+"""
+
+
+def test_what_a_library_logs_is_one_line_of_the_runs_log_never_a_traceback() -> None:
+    """hashlib, short of memory (a run under a 32 MiB limit), logs `code for hash blake2b was not
+    found` with its traceback through the root logger, which printed both: a traceback on a
+    run's stderr. A library's log is a line of the run's log, its traceback left out."""
+    done = subprocess.run([sys.executable, "-c", LIBRARY_LOGS], capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    assert "Traceback" not in done.stderr, done.stderr
+    said = [line.split(" ", 1)[1] for line in done.stderr.splitlines()]
+    assert said == ["watchrun: error: code for hash blake2b was not found.",
+                    "watchrun: warning: a warning"], done.stderr

@@ -270,7 +270,9 @@ def describe(kind: str, f: dict[str, Any]) -> str:
 
 class ForwardToRunLog(logging.Handler):
     """Routes the `watchrun.*` stdlib loggers (notifier, checkpoints) into the runner's log, so
-    every line on stderr has one format (text or JSON); the event is the logger's last name."""
+    every line on stderr has one format (text or JSON); the event is the logger's last name.
+    It is also the last resort of every other logger with no handler (the standard library's
+    own: hashlib short of memory logged a traceback), said as one line, its traceback not."""
 
     def __init__(self, log: RunLog) -> None:
         super().__init__(logging.WARNING)
@@ -284,3 +286,6 @@ class ForwardToRunLog(logging.Handler):
         root = logging.getLogger("watchrun")
         root.addHandler(self)
         root.propagate = False
+        logging.lastResort = self
+        if not logging.root.handlers:  # (else `logging.exception`'s basicConfig prints them)
+            logging.root.addHandler(self)
