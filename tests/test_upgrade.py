@@ -16,6 +16,7 @@ from typing import Any
 from liverunner import LiveRunner, cli, guardian_of, read_records, wait_for, write_config
 
 import watchrun.schemas
+from watchrun.process.guard import LazyGuardian
 from watchrun.process.tree import start_time
 
 PKG = Path(__file__).resolve().parent.parent / "runner" / "watchrun"
@@ -149,3 +150,14 @@ def test_a_checkpoint_of_a_newer_watchrun_is_said_so_and_set_aside(tmp_path: Pat
     records = read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
     [error] = [x for x in records if x["kind"] == "error"]
     assert said in error["message"] and error["unread"] is True
+
+
+def test_a_guardian_that_cannot_start_for_a_day_is_still_tried_a_minute_apart() -> None:
+    """The wait before the next start doubles up to a minute: after 1024 failed starts (17
+    hours of them) `2 ** n` seconds was no float, and the OverflowError ended the retries."""
+    guardian = LazyGuardian(warn=lambda _: None)
+    for _ in range(1100):  # (no loop: nothing is started, only the next wait counted)
+        guardian._cannot_start("exit status 1: ImportError: guardian unavailable")
+    problem = guardian.problem()
+    assert problem is not None and problem.startswith(
+        "the guardian process: 1100 starts in a row failed (exit status 1: ImportError")

@@ -237,7 +237,8 @@ class LazyGuardian:
     def _cannot_start(self, why: str) -> None:
         """Said once, then started again after RETRY_S, 2 RETRY_S, … up to RETRY_CAP_S."""
         self._why = why
-        delay = min(RETRY_S * 2**self._unstarted, RETRY_CAP_S)
+        delay = min(RETRY_S * 2 ** min(self._unstarted, 16), RETRY_CAP_S)  # (2**1024 s is
+        # no float: a day of failing starts, a minute apart, would end the retries)
         if not self._unstarted:
             self._warn(f"the guardian process cannot start ({why}): until one starts, "
                        f"{self._unprotected}; trying again in {delay:g} s, then twice as long "
