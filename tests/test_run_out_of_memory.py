@@ -105,3 +105,34 @@ def test_what_a_library_logs_is_one_line_of_the_runs_log_never_a_traceback() -> 
     said = [line.split(" ", 1)[1] for line in done.stderr.splitlines()]
     assert said == ["watchrun: error: code for hash blake2b was not found.",
                     "watchrun: warning: a warning"], done.stderr
+
+
+LOGGED_AS_IT_LOADS = """\
+import importlib.abc, logging, sys
+class Logs(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "watchrun.runtime.supervisor":  # (hashlib loads with the supervisor's
+            sys.meta_path.remove(self)  # engines, and logs there when short of memory)
+            try:
+                raise ValueError("unsupported hash type blake2b")
+            except ValueError:
+                logging.exception("code for hash blake2b was not found.")
+        return None
+sys.meta_path.insert(0, Logs())
+sys.argv = ["watchrun", "run", "--once", "-c", "watch.yaml"]
+from watchrun.cli import entry
+sys.exit(entry())
+"""
+
+
+def test_what_a_module_logs_as_a_run_loads_it_is_a_line_of_the_runs_log(tmp_path: Path) -> None:
+    """A run loads the supervisor's modules (and hashlib with them) once its log takes what
+    other loggers say: a run under a 32 MiB limit printed hashlib's traceback, logged while
+    those modules loaded, before it."""
+    (tmp_path / "big.log").write_text("INFO fine\n")
+    write_config(tmp_path, GATED)
+    done = subprocess.run([sys.executable, "-c", LOGGED_AS_IT_LOADS], capture_output=True,
+                          text=True, timeout=TIMEOUT_S, cwd=tmp_path)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "watchrun: error: code for hash blake2b was not found." in done.stderr, done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr

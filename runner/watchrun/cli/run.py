@@ -58,16 +58,18 @@ def _prepare(args: argparse.Namespace
              ) -> tuple[Supervisor, StopCommands | None, StdoutEcho | None] | int:
     """Load the config and build the supervisor, with no cyclic garbage collection meanwhile
     (`cli.main.startup_gc`); an exit status when that fails."""
+    from watchrun.output.runlog import ForwardToRunLog, RunLog
+
+    log = RunLog(args.log_format, quiet=args.quiet)
+    ForwardToRunLog(log).install()  # (first: what the modules below log as they load, as
+    # hashlib short of memory does, is a line of this log)
     from watchrun.clock import SystemClock
     from watchrun.config import load_config
     from watchrun.output.outdir import OutputDirError, prepare_output_dir
-    from watchrun.output.runlog import ForwardToRunLog, RunLog
     from watchrun.process.spawn import Spawner, become_subreaper
     from watchrun.process.tree import raise_fd_limit, short_of_files
     from watchrun.runtime.supervisor import Supervisor
 
-    log = RunLog(args.log_format, quiet=args.quiet)
-    ForwardToRunLog(log).install()
     paths = [Path(p) for p in args.config]
     output_dir = Path(args.output_dir) if args.output_dir else None
     result = load_config(paths, output_dir=output_dir, cache=True)
