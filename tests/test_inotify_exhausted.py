@@ -76,3 +76,27 @@ def test_watchers_short_of_inotify_watches_are_counted_in_the_log_status_and_rea
     assert len(warned) == 1, log  # one warning, not one per watcher
     assert "the inotify watch limit is reached (raise fs.inotify.max_user_watches)" in warned[0]
     assert "counted in `watchrun status`" in warned[0]
+
+
+def test_a_follower_short_of_inotify_watches_does_not_point_at_watchrun_status(
+        tmp_path: Path) -> None:
+    """`logs --follow` with no inotify watch to be had polls and says so; what it says is not
+    the runner's warning ("counted in `watchrun status`": a view's watches are not)."""
+    _userns()
+    config = write_config(tmp_path, {"watchers": [
+        {"id": "w", "path": "app.log", "pattern": "ERROR"}], "limits": {"pollMs": 20}})
+    script = 'echo 0 > /proc/sys/user/max_inotify_watches && exec "$0" logs w --follow -c "$1"'
+    err_path = tmp_path / "err"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(["unshare", "--user", "--map-root-user", "sh", "-c", script,
+                                 watchrun_bin(), str(config)], stderr=err,
+                                stdout=subprocess.DEVNULL, start_new_session=True)
+        try:
+            warned = wait_for(lambda: [line for line in err_path.read_text().splitlines()
+                                       if "inotify watch limit is reached" in line],
+                              "the follower's warning")
+        finally:
+            proc.kill()
+            proc.wait()
+    assert "watchrun status" not in warned[0], warned[0]
+    assert "polled" in warned[0], warned[0]

@@ -75,10 +75,13 @@ class WatchTable(Generic[W]):
     """A notifier's inotify descriptor, counters and problems, and the subscriptions to its kernel
     watches by watch descriptor: one kernel watch serves every subscription to its inode
     (IN_MASK_ADD) and is removed with the last. `mode`: "inotify", "poll" (no inotify to be had,
-    or polling asked for) or "none" (`enabled=False`)."""
+    or polling asked for) or "none" (`enabled=False`). `counted`: the runner's, whose watches
+    short of inotify are counted in `watchrun status` (a view's are not)."""
 
-    def __init__(self, poll_ms: int, *, force_poll: bool = False, enabled: bool = True) -> None:
+    def __init__(self, poll_ms: int, *, force_poll: bool = False, enabled: bool = True,
+                 counted: bool = False) -> None:
         self.poll_s = poll_ms / 1000
+        self._counted = counted
         self.wakeups = 0  # how often any Watch.wait returned
         self.overflows = 0  # IN_Q_OVERFLOW seen (every watch was woken to reconcile)
         self.mount_changes = 0  # the mount table changed (every watch was woken to resolve)
@@ -118,9 +121,10 @@ class WatchTable(Generic[W]):
             log.debug(message)
             return
         self._starved_said = True
+        others = ("other watchers short of watches poll too, counted in `watchrun status`"
+                  if self._counted else "other files short of watches are polled too")
         log.warning(f"{message}: the inotify watch limit is reached (raise "
-                    "fs.inotify.max_user_watches); other watchers short of watches poll too, "
-                    "counted in `watchrun status`")
+                    f"fs.inotify.max_user_watches); {others}")
 
     def starving(self) -> str | None:
         """The standing problem while any watch polls for want of inotify watches."""

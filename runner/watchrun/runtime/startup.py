@@ -139,7 +139,8 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
     # once: the file sources read to their end and never wait, so nothing is watched (adding
     # an inotify watch to a directory makes the kernel walk its cached entries: 11 ms on a /tmp
     # that had held many files)
-    notifier = Notifier(config.limits.poll_ms, force_poll=sup.force_poll, enabled=not sup.once)
+    notifier = Notifier(config.limits.poll_ms, force_poll=sup.force_poll, enabled=not sup.once,
+                        counted=True)
     undo.callback(notifier.close)
     sup.set.notifier = notifier
     sup.problems.standing.append(notifier.starving)
