@@ -143,7 +143,9 @@ def unread(kind: str, fields: Mapping[str, Any]) -> str | None:
         return f"a line was never matched: {fields.get('message')}"
     if kind == "error" and fields.get("code") == "cut-short":
         return f"{lost} bytes were never read: {fields.get('message')}"
-    if kind == "error" and fields.get("code") == "checkpoint-corrupt" and fields.get("unread"):
+    if kind == "error" and fields.get("unread") and (
+            fields.get("code") == "checkpoint-corrupt"  # (or it could not be read at all)
+            or str(fields.get("message", "")).startswith("cannot read checkpoint ")):
         return f"where the last run ended is lost (what was rotated away since is not read): " \
                f"{fields.get('message')}"
     if kind == "error" and fields.get("unread") is True:  # a read that failed

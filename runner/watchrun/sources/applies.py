@@ -18,7 +18,7 @@ from msgspec.structs import replace
 
 from watchrun.config.model import GateSpec, WatcherSpec
 from watchrun.events import SourceContext
-from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoint_doc import FileState, LoadProblem
 from watchrun.sources.opened import Plan
 from watchrun.sources.rotated import NO_FDS, Entry, scan
 
@@ -184,15 +184,15 @@ def judged_gone(state: FileState, plan: Plan) -> FileState:
     return replace(state, generations=gens, archives=archives)
 
 
-def unloaded_for_fds(problems: list[str], path: str) -> tuple[int, str] | None:
+def unloaded_for_fds(problems: list[LoadProblem], path: str) -> tuple[int, str] | None:
     """The checkpoint at `path` the store could not read for want of descriptors (its problem
     names it and ends with the errno's text): not lost, so it is loaded again (a once run
     fails), never started without, which would skip what came since the last run and save
     over it."""
     for num in NO_FDS:
-        for text in problems:
-            if path in text and text.endswith(os.strerror(num)):
-                return num, text
+        for p in problems:
+            if path in p.message and p.message.endswith(os.strerror(num)):
+                return num, p.message
     return None
 
 

@@ -18,6 +18,14 @@ __all__ = ["NEWER", "VERSION", "FileState", "decode", "encode"]
 VERSION = 2
 NEWER = "was written by a newer watchrun"
 
+
+class LoadProblem(Struct, frozen=True):
+    """What loading a watcher's checkpoint met: its `error` record's `code` (the errno's name of
+    a read that failed, or `checkpoint-corrupt` for one set aside) and `message`."""
+
+    code: str
+    message: str
+
 class FileState(Struct, frozen=True):
     """What a file watcher checkpoints: its generations, oldest first (the last one is the file
     it follows), and the seq of the first record that may cover a line past them."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from watchrun.config.loader import file_kind
 from watchrun.output import safefs
 from watchrun.output.notefile import set_aside
-from watchrun.sources.checkpoint_doc import NEWER, FileState, decode, encode
+from watchrun.sources.checkpoint_doc import NEWER, FileState, LoadProblem, decode, encode
 from watchrun.sources.saveorder import SaveOrder
 
 MAX_FILE_BYTES = 1 << 20
@@ -38,7 +38,7 @@ class CheckpointStore:
     def __init__(self, state_dir: Path) -> None:
         self.dir = state_dir
         self._identity = safefs.dir_identity(state_dir)  # (never another runner's state/)
-        self._problems: dict[str, list[str]] = {}  # watcher id → what its loads met
+        self._problems: dict[str, list[LoadProblem]] = {}  # watcher id → what its loads met
         self.order = SaveOrder()
         self._lock = self.order.lock
 
@@ -68,7 +68,8 @@ class CheckpointStore:
                 elif isinstance(exc, safefs.UnsafePathError) and exc.errno == errno.EPERM:
                     self._set_aside(watcher_id, path, f"it {exc.strerror}: not trusted")
                 else:
-                    self._met(watcher_id, f"cannot read checkpoint {path}: {exc.strerror}")
+                    code = errno.errorcode.get(exc.errno or 0, "EIO")
+                    self._met(watcher_id, f"cannot read checkpoint {path}: {exc.strerror}", code)
                 return None
             try:
                 return decode(text)
@@ -76,13 +77,13 @@ class CheckpointStore:
                 self._set_aside(watcher_id, path, str(exc))
                 return None
 
-    def taken(self, watcher_id: str) -> list[str]:
+    def taken(self, watcher_id: str) -> list[LoadProblem]:
         """The problems `watcher_id`'s loads met since it last took them (another watcher's
         are never among them), no longer kept."""
         return self._problems.pop(watcher_id, [])
 
-    def _met(self, watcher_id: str, problem: str) -> None:
-        self._problems.setdefault(watcher_id, []).append(problem)
+    def _met(self, watcher_id: str, problem: str, code: str = "checkpoint-corrupt") -> None:
+        self._problems.setdefault(watcher_id, []).append(LoadProblem(code, problem))
 
     def save(self, watcher_id: str, state: FileState, ticket: int | None = None, *,
              first: Callable[[], None] | None = None) -> bool:

@@ -19,7 +19,7 @@ from watchrun.events import SourceContext
 from watchrun.notify import Notifier, Watch
 from watchrun.process.tree import short_of_files
 from watchrun.sources.applies import Required, matching
-from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoint_doc import FileState, LoadProblem
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.generation import Generation
 from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint, birth_ns
@@ -123,7 +123,7 @@ class Followed(Making):
         return growing_in(self.opened, self.name)
 
     async def _apply(self, ctx: SourceContext, watch: Watch, plan: Plan, *,
-                     start: list[str] | None = None, seq: int | None = None) -> None:
+                     start: list[LoadProblem] | None = None, seq: int | None = None) -> None:
         """Open what a plan found: the last generation is followed, the others are read first
         (at once) and kept open for rotateWait; the one followed until now joins them."""
         gens = await self._made(ctx, plan, seq)
@@ -240,7 +240,7 @@ class Followed(Making):
             fields: dict[str, Any] = {"code": code, "message": msg, "path": self.name}
             await ctx.event("error", **fields)
 
-    async def _unreadable(self, ctx: SourceContext, exc: OSError, problems: list[str],
+    async def _unreadable(self, ctx: SourceContext, exc: OSError, problems: list[LoadProblem],
                           watch: Watch, plan: Plan | None = None) -> None:
         """A start with nothing read (`exc`: why): its `start` record, what the plan judged, and
         an `error` (none while a live watcher's file is missing: it waits)."""
@@ -259,10 +259,9 @@ class Followed(Making):
         msg = f"{self.name} does not exist" if exc.errno in MISSING else None
         await self._error(ctx, exc, msg, watch)
 
-    async def _problems(self, ctx: SourceContext, problems: list[str]) -> None:
+    async def _problems(self, ctx: SourceContext, problems: list[LoadProblem]) -> None:
         """The checkpoint could not be used: where the last run ended is lost, so a once run
         cannot know it looked at every line (`unread`: its verdict is an ERROR)."""
         flags = {"unread": True} if self.once else {}
-        for msg in problems:
-            await ctx.event("error", code="checkpoint-corrupt", message=msg, path=self.name,
-                            **flags)
+        for p in problems:
+            await ctx.event("error", code=p.code, message=p.message, path=self.name, **flags)
