@@ -4,6 +4,7 @@ case only, where the user cannot have meant it (gate.md findings 11, 12, 15)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -101,7 +102,8 @@ def test_a_verbose_regex_may_span_lines(tmp_path: Path) -> None:
     ("task (échec|failed)", "échec", "échec|ÉCHEC"),
     ("Ошибка", "Ошибка", "Ошибка|ОШИБКА|ошибка"),
     ("\\u043e\\u0448\\u0438\\u0431\\u043a\\u0430", "ошибка", "ошибка|ОШИБКА"),
-    ("\\xe9chec", "échec", "échec|ÉCHEC")])
+    ("\\xe9chec", "échec", "échec|ÉCHEC"),
+    ("\\351chec", "échec", "échec|ÉCHEC")])  # (an octal escape means the character too)
 def test_a_caseless_regex_with_a_non_ascii_letter_is_a_warning(
         tmp_path: Path, rx: str, word: str, forms: str) -> None:
     letter = word[0]
@@ -134,3 +136,45 @@ def test_the_every_line_check_never_stalls_on_a_hostile_regex(tmp_path: Path) ->
     assert done.returncode == 2
     assert (f"watchers[0].exclude[0]: {json.dumps(hostile)} matches the empty string, so it "
             "excludes every line") in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(("key", "char", "name"), [
+    ("pattern", "\u200b", "ZERO WIDTH SPACE"),
+    ("exclude[0]", "\u202e", "RIGHT-TO-LEFT OVERRIDE"),
+    ("gate.require", "\ufeff", "ZERO WIDTH NO-BREAK SPACE")])
+def test_an_invisible_character_in_a_regex_is_a_warning(tmp_path: Path, key: str, char: str,
+                                                        name: str) -> None:
+    """(explore-encodings F6) `exclude: ["health<ZWSP>check"]` never excluded and `require:
+    "done<BOM>"` could never be met, while the config looked right in an editor; `validate
+    --strict` said nothing."""
+    rx = f"health{char}check"
+    item = {"pattern": f"pattern: '{rx}'", "exclude[0]": f"pattern: x, exclude: ['{rx}']",
+            "gate.require": f"pattern: x, gate: {{require: '{rx}'}}"}[key]
+    result = load(tmp_path, f"watchers:\n  - {{id: z, path: app.log, {item}}}\n")
+    assert result.config is not None
+    code = f"{ord(char):04x}"
+    assert said(result) == [("warning", f"watchers[0].{key}", f'"health\\u{code}check" holds '
+                             f"U+{code.upper()} ({name}), an invisible character, as itself: "
+                             "the pattern does not match what it looks like; delete it, or "
+                             f"write the escape `\\u{code}` (in YAML single quotes) if it is "
+                             "meant")]
+    strict = cli("validate", "--strict", "-c", tmp_path / "w.yaml")
+    assert strict.returncode == 2, strict.stdout + strict.stderr
+
+
+def test_the_escape_of_an_invisible_character_passes(tmp_path: Path) -> None:
+    result = load(tmp_path, "watchers:\n  - {id: z, path: app.log, pattern: 'a\\u200bb'}\n")
+    assert said(result) == []
+
+
+def test_a_pattern_of_bytes_that_are_not_utf8_names_the_byte(tmp_path: Path) -> None:
+    """(explore-encodings F7) `PAT=$'caf\\xe9'` from a Latin-1 terminal, through `${PAT}`:
+    Python's "'utf-8' codec can't encode character '\\udce9' …: surrogates not allowed" was the
+    whole answer."""
+    path = tmp_path / "w.yaml"
+    path.write_text("watchers:\n  - {id: l, path: app.log, pattern: '${PAT}'}\n")
+    result = load_config([path], env={"PAT": os.fsdecode(b"caf\xe9")})
+    assert result.config is None
+    assert said(result) == [("error", "watchers[0].pattern", "invalid regex 'caf\\udce9': holds "
+                             "the byte 0xE9 at character 3, which is not UTF-8 text (a Latin-1 "
+                             "terminal or variable?); write the pattern in UTF-8")]

@@ -101,6 +101,9 @@ TABLE = [
     ("café", (), False, [b"caf\xc3\xa9 au lait"]),
     ("(?:É|é) AU", (), False, [b"caf\xc3\xa9 au lait", b"CAF\xc3\x89 AU LAIT"]),
     (r"\xe9 au", (), False, [b"caf\xc3\xa9 au lait"]),  # \xe9 means the character é
+    (r"\351 au", (), False, [b"caf\xc3\xa9 au lait"]),  # so does the octal \351
+    (r"\\351", (), False, []),  # a backslash, then 351
+    (r"\101U", (), False, [b"caf\xc3\xa9 au lait", b"CAF\xc3\x89 AU LAIT"]),  # octal ASCII A
     (r"\bau\b", (), True, [b"caf\xc3\xa9 au lait"]),
     (r"caf\w", (), False, []),  # \w is ASCII on bytes
     ("caf.", (), False, [b"caf\xc3\xa9 au lait", b"CAF\xc3\x89 AU LAIT"]),  # . is one byte

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,15 @@ class Ctx:
                               "character, as itself: list, status and the MCP tool would show "
                               f"the pattern without it; write the regex escape `\\x{code:02x}`")
             return False
+        hidden = next((c for c in pattern if not c.isascii() and unicodedata.category(c) == "Cf"),
+                      None)
+        if hidden is not None:  # (ZWSP, a BOM pasted with the value, a bidi override, …)
+            code = ord(hidden)
+            self.report.warning(path, f"{json.dumps(pattern)[:200]} holds U+{code:04X} ("
+                                f"{unicodedata.name(hidden, 'a format character')}), an "
+                                "invisible character, as itself: the pattern does not match "
+                                "what it looks like; delete it, or write the escape "
+                                f"`\\u{code:04x}` (in YAML single quotes) if it is meant")
         try:
             re.compile(prepare(pattern), flags)
         except re.error as exc:

@@ -86,6 +86,8 @@ def analyse(pattern: str, case_sensitive: bool) -> Analysis:
         reference = re.compile(data, flags)
     except re.error as exc:
         raise ValueError(f"invalid regex {shorten(pattern, 200)!r}: {exc}") from None
+    except UnicodeEncodeError as exc:  # a byte that is not UTF-8 (`surrogateescape`'d)
+        raise ValueError(f"invalid regex {shorten(pattern, 200)!r}: {_not_utf8(exc)}") from None
     except KeyError as exc:  # \N{...} with an unknown name
         raise ValueError(f"invalid regex {shorten(pattern, 200)!r}: {exc.args[0]}") from None
     except ValueError as exc:  # prepare's
@@ -113,23 +115,36 @@ def analyse(pattern: str, case_sensitive: bool) -> Analysis:
 
 
 _TEXT_ESCAPE = re.compile(
-    r"\\(?:\\|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{[^}]*\}|x[89a-fA-F][0-9a-fA-F])"
+    r"\\(?:\\|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{[^}]*\}|x[89a-fA-F][0-9a-fA-F]|[23][0-7]{2})"
 )
 
 
 def _to_bytes(pattern: str) -> bytes:
     """UTF-8 of the pattern, where the escapes of a non-ASCII character (`\\u00e9`,
-    `\\U0001F600`, `\\N{EM DASH}`, `\\xe9`) become the escaped UTF-8 bytes of that character,
-    as they mean a character in a text pattern."""
+    `\\U0001F600`, `\\N{EM DASH}`, `\\xe9`, the octal `\\351`) become the escaped UTF-8 bytes
+    of that character, as they mean a character in a text pattern. (Three octal digits are
+    always an octal escape in `re`, never a group reference.)"""
 
     def utf8(match: re.Match[str]) -> str:
         text = match.group()
         if text == "\\\\":
             return text
-        char = unicodedata.lookup(text[3:-1]) if text[1] == "N" else chr(int(text[2:], 16))
+        char = (unicodedata.lookup(text[3:-1]) if text[1] == "N"
+                else chr(int(text[1:], 8)) if text[1] in "23" else chr(int(text[2:], 16)))
         return "".join(f"\\x{b:02x}" for b in char.encode("utf-8", "surrogatepass"))
 
     return _TEXT_ESCAPE.sub(utf8, pattern).encode("utf-8")
+
+
+def _not_utf8(exc: UnicodeEncodeError) -> str:
+    """A lone surrogate where the pattern came from bytes (argv, the environment) that were not
+    UTF-8: name the byte (U+DC80-U+DCFF stand for 0x80-0xFF) or the surrogate."""
+    code = ord(exc.object[exc.start])
+    if 0xDC80 <= code <= 0xDCFF:
+        return (f"holds the byte 0x{code - 0xDC00:02X} at character {exc.start}, which is not "
+                "UTF-8 text (a Latin-1 terminal or variable?); write the pattern in UTF-8")
+    return (f"holds U+{code:04X} at character {exc.start}, a lone surrogate (not a character); "
+            "write the character itself or its escape")
 
 
 def _bytes_problem(pattern: str, tree: Any) -> str | None:
