@@ -395,6 +395,28 @@ def test_a_utf16_log_without_a_byte_order_mark_is_not_a_pass(tmp_path: Path, cod
     assert (error_codes(tmp_path, "log"), error_codes(tmp_path, "hole")) == (["not-utf8"], [])
 
 
+@pytest.mark.parametrize(("codec", "bom", "how"), [
+    ("utf-32-be", True, "it starts with a byte order mark"),
+    ("utf-32-le", True, "it starts with a byte order mark"),
+    ("utf-32-le", False, "NULs beside each character"),
+    ("utf-32-be", False, "NULs beside each character")], ids=["be-bom", "le-bom", "le", "be"])
+def test_a_utf32_log_is_not_a_pass(tmp_path: Path, codec: str, bom: bool, how: str) -> None:
+    """A log in UTF-32 (.NET's `Encoding.UTF32`) with an ERROR in it passed the gate (exit 0,
+    "the 1 gate holds"): three NULs beside each letter are no UTF-16, and its LE byte order
+    mark was taken for UTF-16's, with advice (`iconv -f UTF-16`) that leaves it unreadable.
+    Now it is an ERROR that names UTF-32 and its iconv."""
+    text = "".join(f"INFO step {i}\r\n" for i in range(5)) + "ERROR deploy failed\r\n"
+    (tmp_path / "b.log").write_bytes((("\ufeff" if bom else "") + text).encode(codec))
+    r = once(tmp_path, {"watchers": [{"id": "log", "path": "b.log", "pattern": "ERROR",
+                                      "gate": {"maxMatches": 0}}]})
+    assert (r.rc, table_row(r.out, "log")[1:]) == (3, ["0", "0", "-", "ERROR"]), r.out + r.err
+    advice = "iconv -f UTF-32 -t UTF-8" if bom else "iconv -f UTF-32LE -t UTF-8, or UTF-32BE"
+    (said,) = [x for x in r.out.splitlines() if "lines were never read" in x]
+    assert said.startswith(f"  - lines were never read: {tmp_path}/b.log is UTF-32 ({how}"), said
+    assert said.endswith(f"watchrun reads UTF-8: convert it first ({advice})"), said
+    assert error_codes(tmp_path, "log") == ["not-utf8"]
+
+
 @pytest.mark.parametrize("via", ["printed", "zcat"])
 def test_a_commands_utf16_output_is_not_a_pass(tmp_path: Path, via: str) -> None:
     """The same UTF-16 as a command's output (a program that prints it; `zcat` of a compressed
