@@ -18,6 +18,7 @@ from watchrun.sources.identity import (
 )
 from watchrun.sources.reading import FIRST_READ, first_read, hold_heap
 from watchrun.sources.resume import next_seq
+from watchrun.sources.unreadable import judged
 from watchrun.sources.zeros import CountsNul, Nuls, head_of
 
 
@@ -56,6 +57,7 @@ class Generation:
         self.head = head_of(self.fd, FINGERPRINT_BYTES)
         self.tail = tail_before(self.fd, pos)
         self.nul.forget()
+        self.judged = False  # (its first bytes: `judge`)
 
     def took(self, data: bytes) -> None:
         """Account for `data` read at `pos`; extend a short head while it is contiguous."""
@@ -102,6 +104,8 @@ class Generation:
         return the bytes read. `moved()` is called once a chunk's records are written and the
         checkpoint moved."""
         counter = _counter(ctx)
+        if not self.judged:  # (before its lines when its first bytes are known: most files)
+            await self.judge(ctx)
         start, waited, self.nul.ahead, holes = self.pos, self.nul.ahead, 0, 0
         self.framer.stamp(inode=self.inode, path=self.read_as or path)
         want = first_read(self.fd, self.pos, size, held)
@@ -137,7 +141,22 @@ class Generation:
         self.seen_size = max(self.seen_size, self.pos + self.nul.ahead)
         if holes and isinstance(ctx, CountsNul):
             ctx.skipped_nul(holes)
+        if not self.judged:  # (what was read may have made them known)
+            await self.judge(ctx)
         return self.pos - start
+
+    async def judge(self, ctx: SourceContext, *, end: bool = False) -> None:
+        """Its first bytes said, once, when no text pattern can read past them (UTF-16, UTF-32,
+        compressed: `unreadable.py`), as `error` records: once LOOKED_AT of them are known, or
+        at its `end` (rotated away, truncated, released, a once run's read) with fewer. Said
+        again after a truncation (`reset`: other first bytes). Its lines are read all the same
+        (counted; a pattern written for those bytes may match them)."""
+        said = judged(self.head, end)
+        if said is None:
+            return
+        self.judged = True
+        for code, why in said:
+            await ctx.event("error", code=code, path=self.path, message=f"{self.path} {why}")
 
     async def _handed(self, ctx: SourceContext, chunk: Chunk, counter: CountsLines | None,
                       moved: Callable[[], None]) -> None:
@@ -151,11 +170,14 @@ class Generation:
 
     async def finish(self, ctx: SourceContext, path: str) -> None:
         """This generation ends (rotated away, truncated, once mode): its unterminated last
-        line becomes a line, since no newline will come. The checkpoint stays before it."""
+        line becomes a line, since no newline will come (the checkpoint stays before it), and
+        first bytes too few to judge so far are judged as they are."""
         self.framer.stamp(inode=self.inode, path=self.read_as or path)
         chunk = self.framer.finish()
         if chunk is not None:
             await ctx.chunk(chunk)
+        if not self.judged:
+            await self.judge(ctx, end=True)
 
     def checkpoint(self, *, finished: bool = False, at_read: bool = False) -> Checkpoint:
         """Its checkpoint at the last recorded line (or at the read position), from memory:
