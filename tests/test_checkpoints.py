@@ -128,7 +128,8 @@ def test_corrupt_checkpoint_is_set_aside_with_one_problem(
     store = CheckpointStore(tmp_path)
     store.path("w").write_bytes(content)
     assert store.load("w") is None
-    (problem,) = store.taken("w")
+    ((code, problem),) = [(p.code, p.message) for p in store.taken("w")]
+    assert code == "checkpoint-corrupt"
     assert str(store.path("w")) in problem and reason in problem and "set aside" in problem
     (aside,) = tmp_path.glob("w.checkpoint.json.corrupt-*")
     assert aside.read_bytes() == content
@@ -156,7 +157,8 @@ def test_a_checkpoint_the_runner_does_not_own_alone_is_set_aside_not_trusted(
         pytest.skip("only root can give a file to another user")
     reader = CheckpointStore(tmp_path)
     assert reader.load("w") is None
-    (problem,) = reader.taken("w")
+    ((code, problem),) = [(p.code, p.message) for p in reader.taken("w")]
+    assert code == "checkpoint-corrupt"
     assert why in problem and "not trusted" in problem and "set aside" in problem, problem
     fresh = CheckpointStore(tmp_path)
     assert fresh.load("w") is None and fresh.taken("w") == []  # (set aside by the first load)

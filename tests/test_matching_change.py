@@ -149,4 +149,4 @@ def test_a_matching_that_is_not_an_object_of_strings_is_a_corrupt_checkpoint(
     doc = json.loads(store.path("w").read_text())
     store.path("w").write_text(json.dumps({**doc, "matching": bad}))
     assert store.load("w") is None
-    assert "field 'matching' is not an object of strings" in store.taken("w")[0]
+    assert "field 'matching' is not an object of strings" in store.taken("w")[0].message

@@ -306,7 +306,8 @@ def test_a_path_that_is_not_a_string_is_a_corrupt_checkpoint(tmp_path: Path, bad
     doc = json.loads(store.path("w").read_text())
     store.path("w").write_text(json.dumps({**doc, "path": bad}))
     assert store.load("w") is None
-    (problem,) = store.taken("w")
+    ((code, problem),) = [(p.code, p.message) for p in store.taken("w")]
+    assert code == "checkpoint-corrupt"
     assert "field 'path'" in problem and "set aside" in problem
 
 
