@@ -53,8 +53,13 @@ class LineFramer:
     said how many there were with `settle`.
     """
 
-    def __init__(self, max_line_bytes: int, *, offset: int = 0, line_no: int = 1) -> None:
+    def __init__(self, max_line_bytes: int, *, offset: int = 0, line_no: int = 1,
+                 passing: bool = False) -> None:
         self.max = max_line_bytes
+        self.passing = passing
+        """`offset` is inside line `line_no`, whose head was handed out with no end (by `finish`,
+        then `go_on`; or by an earlier run): the bytes up to its newline are its rest, passed
+        over (no line of their own), and the line after it is `line_no` + 1."""
         self._offset = offset  # source offset of the first byte not yet handed out in a chunk
         self._line_no = line_no  # of the first line of the last chunk while it is unsettled
         self._unsettled: bytes | None = None  # the last chunk's bytes, lines not counted yet
@@ -111,6 +116,8 @@ class LineFramer:
         """Add bytes; return the complete lines they finish, if any. A UTF-8 byte order mark
         that begins the stream is not part of its first line (`^ERROR` missed line 1 of a
         file a Windows tool wrote), however the reads split it."""
+        if self.passing:
+            data = self._pass_over(data)
         if not self._offset and not self._omitted and self.held < len(BOM):
             data = self._without_bom(data)
         if self._omitted:
@@ -135,6 +142,21 @@ class LineFramer:
             return data
         self._parts, self._offset = [], len(BOM)
         return (head + data)[len(BOM) :]
+
+    def _pass_over(self, data: bytes) -> bytes:
+        """`data` less the rest of the line being passed over (all of it until a newline)."""
+        nl = data.find(b"\n")
+        if nl < 0:
+            self._offset += len(data)
+            return b""
+        self._offset += nl + 1
+        self._line_no, self.passing = self.line_no + 1, False
+        return data[nl + 1 :]
+
+    def go_on(self) -> None:
+        """The line `finish` just handed out may still be written on (a file a once run read
+        to its end): what comes is its rest (`passing`), and it keeps its number."""
+        self._unsettled, self.passing = None, True
 
     def skip(self, n: int) -> None:
         """`n` bytes of the source, between two lines, are no line's (a hole's NUL bytes)."""

@@ -26,7 +26,8 @@ class Generation:
     """One open generation (inode) of the watched file and how far it has been read."""
 
     def __init__(self, fd: int, st: os.stat_result, pos: int, line_no: int, max_line: int, *,
-                 path: str, seq: int | None = None, inode_gen: int | None = None) -> None:
+                 path: str, seq: int | None = None, inode_gen: int | None = None,
+                 within: bool = False) -> None:
         self.fd, self.dev, self.inode, self.path = fd, st.st_dev, st.st_ino, path
         self.inode_gen = inode_gen
         """Its inode's generation number (None: not known), kept in its checkpoints."""
@@ -47,12 +48,16 @@ class Generation:
         rotated generation found beside it, a copy: `app.log.1`); None: the watched path's."""
         self.nul = Nuls()
         """Its NUL bytes not written yet at its end (`zeros.py`)."""
-        self.reset(pos, line_no, seq)
+        self.reset(pos, line_no, seq, within=within)
 
-    def reset(self, pos: int, line_no: int, seq: int | None = None) -> None:
+    def reset(self, pos: int, line_no: int, seq: int | None = None, *,
+              within: bool = False) -> None:
         self.pos = pos  # next byte to read
-        self.framer = LineFramer(self.max_line, offset=pos, line_no=line_no)
+        self.framer = LineFramer(self.max_line, offset=pos, line_no=line_no, passing=within)
         self.done = (pos, line_no)  # records are written up to here: the checkpoint
+        self.within = within
+        """`done` is inside its line, whose head was recorded (`finish`): the rest is passed
+        over (`LineFramer.passing`)."""
         self.done_seq = seq  # every record of a line past `done` has at least this seq
         self.head = head_of(self.fd, FINGERPRINT_BYTES)
         self.tail = tail_before(self.fd, pos)
@@ -129,6 +134,11 @@ class Generation:
                 chunk = self.framer.feed(piece)
                 if chunk is not None:
                     await self._handed(ctx, chunk, counter, moved)
+                elif self.within:  # the rest of a line recorded before: nothing to record
+                    self.done, self.done_seq = (self.framer.position, self.framer.line_no), \
+                        next_seq(ctx)
+                    moved()
+                self.within = self.within and self.framer.passing
                 if not skip:
                     break
                 self.passed(skip)
@@ -168,14 +178,21 @@ class Generation:
         self.done_seq = next_seq(ctx)
         moved()
 
-    async def finish(self, ctx: SourceContext, path: str) -> None:
+    async def finish(self, ctx: SourceContext, path: str, *, kept: bool = False) -> None:
         """This generation ends (rotated away, truncated, once mode): its unterminated last
-        line becomes a line, since no newline will come (the checkpoint stays before it), and
-        first bytes too few to judge so far are judged as they are."""
+        line becomes a line, since no newline will come, and first bytes too few to judge so
+        far are judged as they are. The checkpoint stays before that line; with `kept` (a once
+        run: the next run reads on from the checkpoint), past it when a record covers it (it
+        matched): its rest, once written, is passed over, not judged again."""
         self.framer.stamp(inode=self.inode, path=self.read_as or path)
         chunk = self.framer.finish()
         if chunk is not None:
+            seq = next_seq(ctx)
             await ctx.chunk(chunk)
+            if kept and seq is not None and next_seq(ctx) != seq:
+                self.framer.go_on()
+                self.done, self.done_seq = (chunk.end, chunk.line_no), next_seq(ctx)
+                self.within = True
         if not self.judged:
             await self.judge(ctx, end=True)
 
@@ -183,6 +200,7 @@ class Generation:
         """Its checkpoint at the last recorded line (or at the read position), from memory:
         the file may have been truncated or rewritten since it was read."""
         off, line_no = (self.pos, self.framer.line_no) if at_read else self.done
+        within = self.framer.passing if at_read else self.within
         ahead = self.pos - off
         tail = self.tail if not ahead else self.tail[: max(0, len(self.tail) - ahead)]
         pending = json.dumps(self.announce) if self.announce else ""
@@ -193,7 +211,7 @@ class Generation:
         return position(self.dev, self.inode, self.seen_mtime, self.head, tail, off, line_no,
                         self.path, size=self.seen_size, finished=finished, seq=self.done_seq,
                         since=self.since, deleted=deleted, announce=pending,
-                        inode_gen=self.inode_gen)
+                        inode_gen=self.inode_gen, mid_line=within)
 
 
 _COUNTS: dict[type, bool] = {}

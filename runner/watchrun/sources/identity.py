@@ -120,6 +120,10 @@ class Checkpoint(Struct, frozen=True):
     (`sources/first_look.py`), checkpointed at its size then (`line_no` 1, not counted: never
     read on from, it is no generation read before when it comes to the path); found grown
     past `size` later, what it grew by was not read either (a `gap`)."""
+    mid_line: bool = False
+    """`offset` is inside line `line_no`: a once run recorded its head, up to `offset`, when it
+    had no newline yet (it matched); its rest, up to its newline, is passed over, not judged
+    again."""
 
     @property
     def unread(self) -> int:
@@ -186,9 +190,9 @@ def identifies(cp: Checkpoint, fd: int, st: os.stat_result, gen: int | None) -> 
 def position(dev: int, inode: int, mtime_ns: int, head: bytes, tail: bytes, offset: int,
              line_no: int, path: str, *, size: int = 0, finished: bool = False,
              seq: int | None = None, since: int = 0, deleted: bool = False,
-             announce: str = "", inode_gen: int | None = None, beside: bool = False
-             ) -> Checkpoint:
+             announce: str = "", inode_gen: int | None = None, beside: bool = False,
+             mid_line: bool = False) -> Checkpoint:
     """The checkpoint of a generation at `offset`, given its head and the bytes before it."""
     return Checkpoint(dev, inode, fingerprint(head), offset, line_no, path, len(head),
                       fingerprint(tail), len(tail), max(offset, size), mtime_ns, finished, seq,
-                      since, deleted, announce, inode_gen, beside=beside)
+                      since, deleted, announce, inode_gen, beside=beside, mid_line=mid_line)

@@ -29,24 +29,29 @@ class Making:
     async def _open(self, ctx: SourceContext, o: Opened, seq: int | None = None) -> Generation:
         """A generation from what a plan opened (read now: no longer a file `beside` it). After
         a crash, lines recorded past the checkpoint (up to the last recorded line of that inode)
-        are skipped. `seq`: a lower bound of the seqs of its lines' records (default: the next)."""
+        are skipped. `seq`: a lower bound of the seqs of its lines' records (default: the next).
+        Read on from inside a line whose head was recorded (`Checkpoint.mid_line`), its rest is
+        passed over."""
         start, line_no, at = o.start, o.line_no, (o.st.st_dev, o.st.st_ino)
+        within = o.origin is not None and o.origin.mid_line and (start, line_no) == (
+            o.origin.offset, o.origin.line_no)
         self._history = [c for c in self._history if not c.beside or (c.dev, c.inode) != at]
         renewed = o.announce is not None and o.announce["reason"] in ("truncate", "recreate")
         finished = {(cp.inode, cp.since) for cp in self._history if cp.since}
         marks = self._recorded.marks(o.st.st_ino, o.generation(), o.origin, renewed, finished)
         resumes = resumable(ctx)
-        end = -1
+        end, inside = -1, False
         if marks and resumes is not None:
-            end = await offload(recorded_end, o.fd, o.st.st_size, marks)
+            end, inside = await offload(recorded_end, o.fd, o.st.st_size, marks)
         if resumes is not None and end > start:
             skipped_to = await offload(count_lines, o.fd, end, start, line_no)
             resumes.skipped(skipped_to - line_no)
-            start, line_no = end, skipped_to
+            start, line_no, within = end, skipped_to, inside
         if self._resume_seq is not None:
             seq = self._resume_seq
         gen = Generation(o.fd, o.st, start, line_no, self.limits.max_line_bytes, path=o.path,
-                         seq=seq if seq is not None else next_seq(ctx), inode_gen=o.generation())
+                         seq=seq if seq is not None else next_seq(ctx), inode_gen=o.generation(),
+                         within=within)
         gen.announce = o.announce
         began = self._recorded.began(gen.inode)
         if o.origin is None and gen.announce is not None and marks and began:

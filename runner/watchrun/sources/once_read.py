@@ -58,8 +58,8 @@ class OnceRead(Rotation):
             await _not_read(ctx, gen, end, errno.errorcode.get(exc.errno or 0, "EIO"),
                             f"cannot read {gen.path}: {exc.strerror}", unread=True)
             return
-        await gen.finish(ctx, self.name)  # (its first bytes judged, if not yet: never a
-        # pass over a file no text pattern matches, `Generation.judge`)
+        await gen.finish(ctx, self.name, kept=True)  # (its first bytes judged, if not yet:
+        # never a pass over a file no text pattern matches, `Generation.judge`)
         if gen.pos < end and not gen.nul.ahead:  # (NUL bytes not written yet: nothing to read)
             gen.seen_size = gen.pos  # said now: the next run does not count them again
             await _not_read(ctx, gen, end, "cut-short",

@@ -84,18 +84,19 @@ def count_lines(fd: int, end: int, start: int = 0, line_no: int = 1) -> int:
 MARK_READ = 64 * 1024  # bytes read to compare a recorded line (redacted, it is shorter)
 
 
-def recorded_end(fd: int, size: int, marks: list[Mark]) -> int:
+def recorded_end(fd: int, size: int, marks: list[Mark]) -> tuple[int, bool]:
     """The offset just past the last of `marks` (offset, recorded line) that is really in the
-    file (a file truncated and rewritten since holds other lines there); -1 when none is.
-    Run it in a worker thread."""
-    best = -1
+    file (a file truncated and rewritten since holds other lines there); -1 when none is. True
+    with it when that line has no newline yet (recorded by a once run as its last line): the
+    offset, `size`, is inside it. Run it in a worker thread."""
+    best = (-1, False)
     for offset, text, _ in marks:
         head = os.pread(fd, max(MARK_READ, len(text.encode()) + 16), offset)
         nl = head.find(b"\n")
         line = (head if nl < 0 else head[:nl]).decode("utf-8", "replace")
         if offset < size and is_record_of(text, line):
             end = offset + nl + 1 if nl >= 0 else line_end(fd, offset + len(head), 1 << 40)
-            best = max(best, end if end is not None else size)
+            best = max(best, (end, False) if end is not None else (size, True))
     return best
 
 
