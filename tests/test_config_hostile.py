@@ -247,7 +247,7 @@ def test_a_directory_in_place_of_a_checkpoint_is_set_aside_by_name(tmp_path: Pat
     store = CheckpointStore(tmp_path)
     store.path("w").mkdir()
     assert store.load("w") is None
-    (problem,) = store.taken("w")
+    (problem,) = [p.message for p in store.taken("w")]
     assert problem.startswith(f"checkpoint {store.path('w')} is corrupt: it is a directory, "
                               "not a checkpoint file; set aside as w.checkpoint.json.corrupt-")
     store.save("w", state())
@@ -259,7 +259,7 @@ def test_a_directory_in_place_of_the_temporary_file_is_set_aside(tmp_path: Path)
     tmp = tmp_path / "w.checkpoint.json.tmp"
     tmp.mkdir()
     assert store.load("w") is None
-    (problem,) = store.taken("w")
+    (problem,) = [p.message for p in store.taken("w")]
     assert f"checkpoint {tmp} is corrupt: it is a directory" in problem
     store.save("w", state())
     assert store.load("w") == state()

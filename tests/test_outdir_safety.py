@@ -327,7 +327,7 @@ def test_symlinked_checkpoint_files_are_never_followed(
     store = CheckpointStore(layout.state)
     assert store.load("x") is None
     if name == "x.checkpoint.json":
-        (problem,) = store.taken("x")
+        (problem,) = [p.message for p in store.taken("x")]
         assert "symlink (to" in problem
     store.save("x", checkpoint())
     path = layout.state / "x.checkpoint.json"
