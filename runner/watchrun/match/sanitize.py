@@ -79,9 +79,9 @@ _SURROGATES = "[\ud800-\udfff]"
 _EDGE_LINE = re.compile(f"[\n{MARKS}{HIDDEN}]")
 _EDGE_LINES = f"[{MARKS}{HIDDEN}]"
 _EDGE_JSON = f"[\x7f-\x9f{MARKS}{HIDDEN}\ud800-\udfff]"
-_WORKFLOW = re.compile(r"##\[|^([ \t]*):(?=:[A-Za-z])", re.MULTILINE)
-"""What the GitHub Actions runner obeys in a line of a step's output: `##[command]` anywhere,
-`::command` at the start of a line after blanks (`edge_text` writes `#\\u0023[`, `\\u003a:`)."""
+_WORKFLOW = re.compile(r"##\[|^([^\S\n]*):(?=:[A-Za-z])", re.MULTILINE)
+"""What the GitHub Actions runner obeys in a step's output: `##[command]` anywhere, `::command`
+at a line's start after Unicode white space (.NET's `TrimStart`): shown `#\\u0023[`, `\\u003a:`."""
 
 
 @functools.cache
