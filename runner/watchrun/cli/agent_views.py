@@ -232,6 +232,7 @@ def cmd_agent_list(args: argparse.Namespace) -> int:
             rows.append(list_row({**row, "status": settled(row["status"], path)}))
         if out.as_json:
             return dumps({"agents": rows})
-        return render_list(rows, datetime.now(UTC), paint if out.colour else no_paint)
+        return render_list(rows, datetime.now(UTC), paint if out.colour else no_paint,
+                           out.stdout.encoding)
 
     return _run(args, body)

@@ -100,7 +100,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
         if out.as_json:
             out.doc({"outputDir": str(where.root), "watchers": statuses})
         elif statuses:
-            out.block(views.list_table(statuses, now, _paint(out)))
+            out.block(views.list_table(statuses, now, _paint(out), out.stdout.encoding))
         else:
             out.line(_none_listed(where, live is not None))
         return ExitStatus.OK

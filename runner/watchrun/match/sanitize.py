@@ -128,8 +128,8 @@ def sanitize(text: str, max_bytes: int | None = None) -> tuple[str, bool]:
 
 
 def shorten(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters for display, the cut shown as `…` (a table cell, a
-    verdict line); `clip` is the byte-exact cut for records."""
+    """`text` cut to `limit` characters for display, the cut shown as `…` (a verdict line, a
+    message; a table's cell by terminal cells: `views.cells.fit`); `clip` cuts records' bytes."""
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 
 

@@ -12,7 +12,8 @@ import re
 from datetime import datetime
 from typing import Any
 
-from watchrun.match.sanitize import edge_json, edge_text, shorten
+from watchrun.match.sanitize import edge_json, edge_text
+from watchrun.views.cells import cells, fit, pad
 from watchrun.views.humanize import Paint, no_paint, when
 
 __all__ = ["dumps", "printable", "render_list", "render_transcript", "render_watch"]
@@ -164,31 +165,35 @@ def _agent(agent: dict[str, Any], t: dict[str, Any]) -> list[str]:
     return out
 
 
-def render_list(rows: list[dict[str, Any]], now: datetime, paint: Paint = no_paint) -> str:
-    """The `agent list` table (rows as `agent list --json` has them, camelCase)."""
+def render_list(rows: list[dict[str, Any]], now: datetime, paint: Paint = no_paint,
+                encoding: str | None = None) -> str:
+    """The `agent list` table (rows as `agent list --json` has them, camelCase), padded by
+    terminal cells on a stream of `encoding` (`views.cells`)."""
     header = ["NAME", "PROVIDER", "STATUS", "TURNS", "TOKENS", "LAST TURN", "LAST ACTIVITY",
               "LAST REPLY"]
     body = [[_line(x) for x in (r["name"], r["provider"], r["status"], r["turns"], r["tokens"],
                                 _last_turn(r), when(r.get("lastActivity"), now, short=True),
-                                _reply(r.get("lastReply")))] for r in rows]
-    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+                                _reply(r.get("lastReply"), encoding))] for r in rows]
+    widths = [max(cells(row[i], encoding) for row in [header, *body])
+              for i in range(len(header))]
     lines = []
     for n, row in enumerate([header, *body]):
-        cells = [c.ljust(w) for c, w in zip(row, widths, strict=True)]
+        padded = [pad(c, w, encoding) for c, w in zip(row, widths, strict=True)]
         if n:
-            cells[2] = paint(cells[2], row[2])
-            cells[5] = paint(cells[5], str(rows[n - 1].get("lastTurn") or ""))
-        lines.append("  ".join(cells).rstrip())
+            padded[2] = paint(padded[2], row[2])
+            padded[5] = paint(padded[5], str(rows[n - 1].get("lastTurn") or ""))
+        lines.append("  ".join(padded).rstrip())
     return "\n".join(lines) + "\n"
 
 
 REPLY_SHOWN = 60
-"""Characters of the last reply the `agent list` table shows, on one line."""
+"""Terminal cells of the last reply the `agent list` table shows, on one line."""
 
 
-def _reply(reply: object) -> str:
-    return shorten(" ".join(reply.split()), REPLY_SHOWN) or "-" if isinstance(reply, str) \
-        else "-"
+def _reply(reply: object, encoding: str | None) -> str:
+    """The last reply on one line, as shown (escapes and all), cut to `REPLY_SHOWN` cells."""
+    return fit(_line(" ".join(reply.split())), REPLY_SHOWN, encoding) or "-" \
+        if isinstance(reply, str) else "-"
 
 
 def _last_turn(row: dict[str, Any]) -> str:

@@ -18,10 +18,11 @@ from typing import Any
 
 from watchrun.config.shellwords import command_line
 from watchrun.events import cut_note
-from watchrun.match.sanitize import edge_name, edge_text, shorten
+from watchrun.match.sanitize import edge_name, edge_text
 from watchrun.output import flocks, runlock, safefs, tailfile
 from watchrun.output.backward import last_records
 from watchrun.output.records import ReadStats
+from watchrun.views.cells import cells, fit, pad
 from watchrun.views.humanize import Paint, no_paint, value, when
 
 STATUS_BYTES = 1 << 20
@@ -186,22 +187,26 @@ def logs(root: Path, wid: str, lines: int) -> list[str]:
 
 
 def table(rows: list[list[str]], header: list[str], paint: Paint = no_paint,
-          status_col: int | None = None) -> str:
+          status_col: int | None = None, encoding: str | None = None) -> str:
     """A plain aligned table for people; every cell goes through `edge_text`, and only then is
-    the status column painted (so colour is never measured nor sanitized away)."""
-    cells = [[edge_text(c) for c in r] for r in [header, *rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    the status column painted (so colour is never measured nor sanitized away). Columns are
+    padded by terminal cells (`views.cells`: a CJK character takes two, a combining mark
+    none) on a stream of `encoding`."""
+    shown = [[edge_text(c) for c in r] for r in [header, *rows]]
+    widths = [max(cells(r[i], encoding) for r in shown) for i in range(len(header))]
     out = []
-    for n, r in enumerate(cells):
-        padded = [c.ljust(w) for c, w in zip(r, widths, strict=True)]
+    for n, r in enumerate(shown):
+        padded = [pad(c, w, encoding) for c, w in zip(r, widths, strict=True)]
         if n and status_col is not None:
             padded[status_col] = paint(padded[status_col], r[status_col])
         out.append("  ".join(padded).rstrip())
     return "\n".join(out)
 
 
-def list_table(statuses: list[dict[str, Any]], now: datetime, paint: Paint = no_paint) -> str:
-    """The `list` table: one row per watcher, last match as a relative time."""
+def list_table(statuses: list[dict[str, Any]], now: datetime, paint: Paint = no_paint,
+               encoding: str | None = None) -> str:
+    """The `list` table: one row per watcher, last match as a relative time; laid out for a
+    stream of `encoding` (`table`)."""
     rows = []
     for s in statuses:
         source = s.get("source")
@@ -219,12 +224,12 @@ def list_table(statuses: list[dict[str, Any]], now: datetime, paint: Paint = no_
             value(unknown or s.get("matchCount", 0)),
             value(unknown or s.get("linesRead", 0)),
             when(s.get("lastMatchAt"), now, short=True),
-            shorten(edge_name(value(source)), 48),
-            shorten(edge_text(value(s.get("lastError") or "-")), 60),
+            fit(edge_name(value(source)), 48, encoding),
+            fit(edge_text(value(s.get("lastError") or "-")), 60, encoding),
         ])
     return table(rows, ["ID", "STATUS", "ORIGIN", "KIND", "PID", "UPTIME", "RESTARTS",
                         "MATCHES", "LINES", "LAST MATCH", "SOURCE", "LAST ERROR"],
-                 paint, status_col=1)
+                 paint, status_col=1, encoding=encoding)
 
 
 def uptime(seconds: Any) -> str:
