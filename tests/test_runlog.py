@@ -137,7 +137,7 @@ def test_json_lines_carry_the_event_its_subject_and_its_fields() -> None:
 
 
 @pytest.mark.parametrize(("cut", "mark"), [(4000, " [cut: 4000 more bytes not kept]"),
-                                            (0, " [cut: the rest was not kept]")])
+                                            (0, " [text clipped: the line was matched whole]")])
 def test_an_echoed_line_cut_at_max_line_bytes_says_so(cut: int, mark: str) -> None:
     """The log echoed a cut line as if it were whole (`matches` and the verdict marked it)."""
     text, js = io.StringIO(), io.StringIO()

@@ -66,16 +66,20 @@ class MatchInfo(Struct, frozen=True):
     cursor: str = ""
     """The cursor of its `match` record (`<watcher>:<seq as 16 hex>`)."""
     cut: int | None = None
-    """The line was cut at limits.maxLineBytes (its record `truncated`): the bytes left out
-    (0 when not counted); None when it is whole."""
+    """Its record is `truncated`: the bytes of the line the reader left out at
+    limits.maxLineBytes, or 0 when only its text was clipped there (a line within the limit
+    whose text came out longer: an undecodable byte is a 3-byte U+FFFD, a redaction marker may
+    be longer than its secret; matched whole, its `raw` kept as `output.redact` allows); None:
+    whole."""
 
 
 def cut_note(cut: int | None) -> str:
-    """How a line cut at limits.maxLineBytes is marked for people, after its text (`MatchInfo.cut`:
-    '' for a whole line)."""
+    """How a `truncated` line is marked for people, after its text (`MatchInfo.cut`: '' for a
+    whole line)."""
     if cut is None:
         return ""
-    return f" [cut: {cut} more bytes not kept]" if cut > 0 else " [cut: the rest was not kept]"
+    return f" [cut: {cut} more bytes not kept]" if cut > 0 else \
+        " [text clipped: the line was matched whole]"
 
 
 

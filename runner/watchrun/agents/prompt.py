@@ -39,17 +39,19 @@ NO_ANSWER = "(no answer from {name}: this turn is not part of a plan)"
 
 def cut_mark(line: str, cut: int | None, max_bytes: int, hide: Redactor) -> str:
     """A matched line as a woken agent reads it: one cut at limits.maxLineBytes (`cut`: the
-    bytes left out, 0 when not counted) says so at its end, so its start is not taken for the
-    whole line; its text gives way to the mark, so the two fit in `max_bytes` (and the
-    delivery record keeps the mark). The head of a secret the cut split is hidden
-    (`hide.cut_end`): before the mark, the prompt's redaction would not see it as one."""
+    bytes left out; 0 when only its text was clipped there, `MatchInfo.cut`) says so at its
+    end, so its start is not taken for the whole line; its text gives way to the mark, so the
+    two fit in `max_bytes` (and the delivery record keeps the mark). The head of a secret the
+    cut split is hidden (`hide.cut_end`): before the mark, the prompt's redaction would not see
+    it as one."""
     if cut is None:
         return line
     size = len(line.encode())
 
     def mark(n: int) -> str:
-        what = f"{n} bytes of this line" if cut else "the rest of this line"
-        return f" [… {what} cut: over limits.maxLineBytes …]"
+        if not cut:
+            return " [… text clipped at limits.maxLineBytes: the line was matched whole …]"
+        return f" [… {n} bytes of this line cut: over limits.maxLineBytes …]"
 
     room = max(0, max_bytes - len(mark(cut + size).encode()))
     head = _clip_whole(line, room)

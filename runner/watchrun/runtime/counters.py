@@ -25,6 +25,8 @@ class Counters(Struct):
     skipped_nul: int = 0
     """NUL bytes of a file passed over before a line (a hole: `sources/zeros.py`)."""
     truncated: int = 0
+    """Match records of lines cut at `maxLineBytes` (`linesCut` matched); not one whose text
+    alone was clipped there (`omittedBytes: 0`): nothing of that line was left out."""
     cut_lines: int = 0
     """Lines longer than `maxLineBytes`, matched or not: only their first `maxLineBytes` were
     kept, so only that part was matched."""
@@ -79,7 +81,7 @@ class Landed:
         c.matches += n
         c.last_match_at = time.time()
         if rows.cuts:
-            c.truncated += sum(1 for k in rows.cuts if lo <= k < hi)
+            c.truncated += sum(1 for k, omitted in rows.cuts.items() if omitted and lo <= k < hi)
         for k, found in (rows.redacted or {}).items():
             if lo <= k < hi:
                 for kind, m in found.items():

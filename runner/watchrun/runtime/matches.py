@@ -39,8 +39,8 @@ class Rows(Struct):
     """Each line as text (plain ASCII bytes on the flood path), for a `MatchInfo`; or all of
     them joined by newlines, split when a line is first asked for (most are never shown)."""
     cuts: dict[int, int] | None = None
-    """The rows whose line was cut at limits.maxLineBytes: the bytes left out (0: not
-    counted)."""
+    """The rows whose record is `truncated`: the bytes of the line left out at
+    limits.maxLineBytes (0: only the text was clipped, `MatchInfo.cut`)."""
     whole: dict[int, str] | None = None
     """The rows whose line a `\r` redrew: the whole line as a verdict shows it (`redrawn`)."""
     redacted: dict[int, dict[str, int]] | None = None

@@ -257,7 +257,8 @@ def status_lines(status: dict[str, Any], now: datetime, paint: Paint = no_paint)
 
 def match_line(rec: dict[str, Any]) -> str:
     """One `matches` line for people: `ts  where:lineNo  line`, and a mark where the line was
-    cut at `maxLineBytes` (the record's `truncated`/`omittedBytes`)."""
+    cut at `maxLineBytes` or only its text clipped there (the record's `truncated` and
+    `omittedBytes`: `cut_note`)."""
     place = edge_name(value(rec["path"])) if rec.get("path") else f"run {value(rec.get('run'))}"
     omitted = rec.get("omittedBytes")
     cut = None if rec.get("truncated") is not True else (
