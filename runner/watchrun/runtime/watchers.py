@@ -39,7 +39,7 @@ __all__ = ["WatcherSet", "counters_of"]
 
 class WatcherSet:
     """Every watcher of the runner, by state: `later` (built), `running` (a task), stopped (gone
-    from both, its evidence kept)."""
+    from both; in a once run its evidence kept for the verdict)."""
 
     def __init__(self, sup: Owner, store: CheckpointStore,
                  sinks: Callable[..., JsonlSink], echo: Echo | None) -> None:
@@ -256,7 +256,9 @@ class WatcherSet:
         self.sup.board.stopping(wid)
         if reason == "requested":
             self.stopped_by_request.add(wid)
-        self.evidence[wid], problems = await end(self.sup, wid, rt, reason)
+        evidence, problems = await end(self.sup, wid, rt, reason)
+        if self.sup.once:  # (what the verdict judges: a live runner keeps no stopped one's)
+            self.evidence[wid] = evidence
         for text in problems:
             self.sup.problem(text, wid)
         self.sup.board.stopped(wid)
