@@ -205,7 +205,6 @@ def test_a_sink_that_cannot_write_does_not_hang_the_stop(
             await r.stop()
             assert time.monotonic() - started < 5.0
             assert any("the stop record could not be written" in p for p in r.sup.problems)
-            assert "its records could not be written" in str(r.sup.evidence["app"].error)
 
     asyncio.run(main())
 
