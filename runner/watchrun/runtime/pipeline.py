@@ -62,6 +62,7 @@ class WatcherPipeline(Resuming):
         self.spec, self.limits, self.sink, self.writer = spec, limits, sink, writer
         self.judges = judges
         """A once run's: a verdict counts the matches a run that never ended recorded."""
+        self.opening = []
         writer.on_gap = lambda fields: self._told("gap", fields)
         self.matcher, self.log = matcher, log
         self.on_matches, self.on_event = on_matches, on_event
@@ -238,6 +239,7 @@ class WatcherPipeline(Resuming):
         """Record (and log, unless `echo` is false: the caller said it) an event; its text fields
         sanitized (SPEC §6: a `path` or a `message` may hold a file name others chose), with
         `output.redact` redacted too (a `start` record's `command` holds what a `${VAR}` gave)."""
+        self.opened()  # (what the sink's open found goes first, if `lost` has not said it)
         clean = {k: self._said(v) for k, v in fields.items()
                  if v is not None or k in ("exitCode", "signal")}
         if kind in ("gap", "rotate", "error"):

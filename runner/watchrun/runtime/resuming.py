@@ -3,12 +3,14 @@ recorded past the checkpoint, a stream that ends before it, and its records made
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from watchrun.offload import offload
 from watchrun.output.recorded import recorded_since
-from watchrun.output.sink import JsonlSink
+from watchrun.output.sink import JsonlSink, SinkWriteError
+from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.counters import Counters
 from watchrun.sources.resume import Recorded
 
@@ -23,9 +25,14 @@ class Resuming:
     `sources.zeros.CountsNul` (a hole's NUL bytes passed over), for `WatcherPipeline`."""
 
     sink: JsonlSink
+    writer: AsyncWriter
     judges: bool
     """A once run's: a verdict counts the matches a run that never ended recorded."""
     counters: Counters
+    opening: list[tuple[str, dict[str, Any]]]
+    """The records of what the sink's open found (a torn last record cut off, a damaged
+    note), said once the stream's numbering is settled: by `lost`, after its `gap`, or before
+    the first record of this start (`opened`)."""
 
     async def event(self, kind: str, *, echo: bool = True, **fields: Any) -> None:
         """Write a non-match record (`WatcherPipeline.event`)."""
@@ -77,20 +84,35 @@ class Resuming:
     async def lost(self, seq: int) -> None:
         """The checkpoint counts the records before `seq` as given out, yet the stream ends
         before some of them (its end lost: a power cut its disk did not keep, its files removed
-        or put back from a copy; or records the runner was killed as it wrote). Their seqs are
-        not given out again: a `gap{lost}` takes `seq` and says which are missing, and the
-        records after it go on from there."""
-        first = self.sink.next_seq
-        if seq <= first:
-            return
-        self.sink.next_seq = seq
-        n = seq - first
-        await self.event("gap", reason="lost", fromSeq=first, toSeq=seq - 1, records=n, message=(
-            f"{n} records (seq {first} to {seq - 1}) are not in the stream, although its "
-            "checkpoint counts them as given out: the stream's end was lost (a power cut its "
-            "disk did not keep, its files removed or put back from a copy), or the runner was "
-            "killed as it wrote them; the lines they covered are not read again, and their seqs "
-            f"are not given out again: this record takes seq {seq}"))
+        or put back from a copy; or records the runner was killed as it wrote, a torn last one
+        among them, which the sink's open cut off). Their seqs are not given out again: a
+        `gap{lost}` takes `seq` and says which are missing, and the records after it go on from
+        there, the first of them what the open found (`opening`): called before any record of
+        this start, so none takes a lost seq."""
+        first = self.sink.next_seq  # (after the last whole record, and past the note's)
+        if seq > first:
+            held, self.opening = self.opening, []  # (said after the gap, past the lost seqs)
+            self.sink.next_seq = seq
+            n = seq - first
+            try:
+                await self.event("gap", reason="lost", fromSeq=first, toSeq=seq - 1, records=n,
+                                 message=(
+                    f"{n} records (seq {first} to {seq - 1}) are not in the stream, although "
+                    "its checkpoint counts them as given out: the stream's end was lost (a power "
+                    "cut its disk did not keep, its files removed or put back from a copy), or "
+                    "the runner was killed as it wrote them; the lines they covered are not read "
+                    f"again, and their seqs are not given out again: this record takes seq {seq}"))
+            finally:
+                self.opening = held
+        self.opened()
+
+    def opened(self) -> None:
+        """Write the records of `opening`, if not written yet: one try each (on a full disk
+        they are dropped, their seqs given back; the log said what they say)."""
+        opening, self.opening = self.opening, []
+        for kind, fields in opening:
+            with contextlib.suppress(SinkWriteError):
+                self.writer.write_now(kind, fields)
 
     async def durable(self) -> Callable[[], None] | None:
         """The sink's job that makes its records durable (`JsonlSink.durable`)."""

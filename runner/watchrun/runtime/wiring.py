@@ -146,17 +146,18 @@ def _build(spec: WatcherSpec, config: Config, log: RunLog, seams: Seams, sink: J
 
         source = CommandSource(spec, config.limits, seams.clock, seams.spawner, once=once,
                                echo=echo)
+    # (their records wait for a file watcher's checkpoint: a stream that ends before the seq it
+    # counts, a torn record among the lost, numbers on past it first: `Resuming.lost`)
     if sink.repaired_bytes:
         msg = f"repaired a torn last record ({sink.repaired_bytes} bytes) after a crash"
         log.warning(msg, wid)
-        with contextlib.suppress(SinkWriteError):
-            writer.write_now("error", {"code": "sink-repaired", "message": msg,
-                                       "bytes": sink.repaired_bytes})
+        pipeline.opening.append(("error", {"code": "sink-repaired", "message": msg,
+                                           "bytes": sink.repaired_bytes}))
     if sink.unwritten.damage is not None:  # (set aside, numbered past: `Unwritten.prepare`)
         log.warning(sink.unwritten.damage, wid)
-        with contextlib.suppress(SinkWriteError):
-            writer.write_now("error", {"code": "note-corrupt", "message": sink.unwritten.damage,
-                                       "path": str(sink.unwritten.note)})
+        pipeline.opening.append(("error", {"code": "note-corrupt",
+                                           "message": sink.unwritten.damage,
+                                           "path": str(sink.unwritten.note)}))
     return WatcherRuntime(spec, sink, pipeline, source, matcher.engine)
 
 
