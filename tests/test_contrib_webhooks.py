@@ -177,7 +177,10 @@ def test_the_receiver_drops_silent_clients_and_bounds_its_threads(tmp_path: Path
         finally:
             for s in [*silent, half]:
                 s.close()
-    assert 60 <= max(seen) <= 65, seen  # 64 clients' threads and the main one, never more
+    # 64 clients' threads and the main one; a thread joined has given the interpreter up but may
+    # still be ending in the kernel a moment (its task is in /proc until then): two such at most
+    # on a loaded host, where the unbounded server had 201
+    assert 60 <= max(seen) <= 67, seen
 
 
 def test_the_receiver_answers_a_head_that_stops_or_trickles_in_with_408(tmp_path: Path) -> None:
