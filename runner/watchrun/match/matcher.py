@@ -3,7 +3,8 @@
 Semantics (the reference, which every engine reproduces exactly): a line matches when
 `re.search(pattern.encode("utf-8"), line, flags)` finds a match, where `line` is the line's
 bytes without its b"\\n" and `flags` is re.IGNORECASE unless the watcher is case-sensitive, and
-no `exclude` pattern (same rules) matches it. So matching is on UTF-8 bytes:
+no `exclude` pattern (same rules) matches it. So matching is on UTF-8 bytes, with one change to
+Python's rules (the last point):
 
 - case folding is ASCII only, like `grep -i` in the C locale (`error` matches `ERROR`, but
   `é` does not match `É`);
@@ -12,7 +13,9 @@ no `exclude` pattern (same rules) matches it. So matching is on UTF-8 bytes:
 - a non-ASCII character in a class (`[éè]`) or a quantifier on a lone non-ASCII character
   (`é+`) would act on bytes, so they are rejected with a ValueError suggesting `(?:é|è)` or
   `(?:é)+`; `\\u00e9`, `\\xe9` and `\\N{...}` mean the character (its UTF-8 bytes);
-- invalid UTF-8 and NUL bytes in a line are ordinary bytes.
+- invalid UTF-8 and NUL bytes in a line are ordinary bytes;
+- `$` is `\\r?\\Z`: it also matches before a `\\r` that ends the line, taking it (the CR of a
+  CRLF line ending, which no surface shows; `watchrun.match.line_end`); `\\Z` does not.
 
 Engines, fastest first: "hyperscan" (one scan per chunk reporting each matching line once, at
 its end; the excludes in the same scan), "re2" (linear time), "re+prefilter" (stdlib:

@@ -4,12 +4,14 @@ to engine syntax is `translate.py`.
 
 The translation of a pattern is exact *per line*: every node is rewritten so that it can never
 match b"\\n" (`.` -> `[^\\n]`, `\\s` -> `[\\t\\v\\f\\r ]`, classes lose b"\\n", a literal b"\\n"
-becomes a never-matching class), `\\A`/`^` -> multi-line `^`, `\\Z`/`$` -> multi-line `$`, and
+becomes a never-matching class), `\\A`/`^` -> multi-line `^`, `\\Z` -> multi-line `$`, `$` ->
+`\\r?` and a multi-line `$` (a line's final `\\r` is part of its end: `line_end.py`), and
 classes are rewritten as explicit byte sets computed by the stdlib itself (so case folding and
 category semantics are Python's). A match of the translated pattern in a chunk of lines
-therefore never spans a newline, and it exists inside a line exactly when Python's
-`re.search` finds one in that line alone. One known difference is left to the caller: Python's
-`\\B` does not match the empty string, the engines' does, so empty lines are re-checked.
+therefore never spans a newline, and it exists inside a line exactly when the reference regex
+(Python's, with that `$`) finds one in that line alone. One known difference is left to the
+caller: Python's `\\B` does not match the empty string, the engines' does, so empty lines are
+re-checked.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from msgspec import Struct
 
+from watchrun.match.line_end import reference as dollar_reference
 from watchrun.match.nullable import matches_empty
 from watchrun.match.sanitize import shorten
 from watchrun.match.syntax import prepare
@@ -99,6 +102,8 @@ def analyse(pattern: str, case_sensitive: bool) -> Analysis:
     if problem:
         raise ValueError(f"invalid regex {shorten(pattern, 200)!r}: {problem}")
     kinds = set(_ops(tree))
+    if C.AT in kinds and any(op is C.AT and av is C.AT_END for op, av in walk(tree)):
+        reference = dollar_reference(tree, flags)  # `$` takes a line's final `\r` too
     caseless = bool(tree.state.flags & re.IGNORECASE)
     scoped = any(add & re.IGNORECASE for add in _scoped_flags(tree))
     return Analysis(

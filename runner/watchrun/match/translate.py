@@ -23,7 +23,7 @@ _CATEGORIES = {
 _AT = {
     C.AT_BEGINNING: "^",
     C.AT_BEGINNING_STRING: "^",
-    C.AT_END: "$",
+    C.AT_END: "\\x0d?$",  # the end, taking a final `\r` with it (`line_end.py`)
     C.AT_END_STRING: "$",
     C.AT_BOUNDARY: "\\b",
     C.AT_NON_BOUNDARY: "\\B",
@@ -96,14 +96,15 @@ def translate(analysis: Analysis, dialect: str) -> bytes:
     also fold bytes >= 0x80 (Python folds ASCII only). Raises Unsupported."""
     if dialect != "py" and analysis.python_only:
         raise Unsupported("lookaround, backreference, conditional, atomic or possessive")
-    return _seq(analysis.tree, analysis.caseless, dialect).encode("ascii")
+    return _seq(analysis.tree, analysis.caseless, dialect, False).encode("ascii")
 
 
-def _seq(tree: Any, fold: bool, dialect: str) -> str:
-    return "".join(_node(op, av, fold, dialect) for op, av in tree.data)
+def _seq(tree: Any, fold: bool, dialect: str, behind: bool) -> str:
+    """The sequence `tree`; `behind`: in a lookbehind, where Python needs a fixed width."""
+    return "".join(_node(op, av, fold, dialect, behind) for op, av in tree.data)
 
 
-def _node(op: Any, av: Any, fold: bool, dialect: str) -> str:
+def _node(op: Any, av: Any, fold: bool, dialect: str, behind: bool) -> str:
     if op is C.LITERAL:
         if fold and dialect != "py":
             return _emit_set(byte_set(((C.LITERAL, av),), True))
@@ -113,19 +114,19 @@ def _node(op: Any, av: Any, fold: bool, dialect: str) -> str:
     if op is C.AT:
         if av not in _AT:
             raise Unsupported(f"anchor {av}")
-        return _AT[av]
+        return "(?=\\x0d?$)" if behind and av is C.AT_END else _AT[av]
     if op is C.BRANCH:
-        return "(?:" + "|".join(_seq(alt, fold, dialect) for alt in av[1]) + ")"
+        return "(?:" + "|".join(_seq(alt, fold, dialect, behind) for alt in av[1]) + ")"
     if op is C.SUBPATTERN:
         group, sub = av[0], av[3]
         inner_fold = scope_folds(fold, av)
-        body = _seq(sub, inner_fold, dialect)
+        body = _seq(sub, inner_fold, dialect, behind)
         if inner_fold != fold and dialect == "py":
             body = ("(?i:" if inner_fold else "(?-i:") + body + ")"
         return f"({body})" if group is not None and dialect == "py" else f"(?:{body})"
     if op in REPEATS:
         low, high, sub = av
-        body = "(?:" + _seq(sub, fold, dialect) + ")"
+        body = "(?:" + _seq(sub, fold, dialect, behind) + ")"
         count = f"{{{low},}}" if high == C.MAXREPEAT else f"{{{low},{high}}}"
         suffix = {C.MAX_REPEAT: "", C.MIN_REPEAT: "?", C.POSSESSIVE_REPEAT: "+"}[op]
         return body + count + suffix
@@ -138,13 +139,13 @@ def _node(op: Any, av: Any, fold: bool, dialect: str) -> str:
             if direction > 0
             else ("<=" if op is C.ASSERT else "<!")
         )
-        return f"(?{kind}{_seq(sub, fold, dialect)})"
+        return f"(?{kind}{_seq(sub, fold, dialect, behind or direction < 0)})"
     if op is C.GROUPREF:
         return f"(?:\\{av})"
     if op is C.GROUPREF_EXISTS:
         group, yes, no = av
-        other = "" if no is None else "|" + _seq(no, fold, dialect)
-        return f"(?({group}){_seq(yes, fold, dialect)}{other})"
+        other = "" if no is None else "|" + _seq(no, fold, dialect, behind)
+        return f"(?({group}){_seq(yes, fold, dialect, behind)}{other})"
     if op is C.ATOMIC_GROUP:
-        return f"(?>{_seq(av, fold, dialect)})"
+        return f"(?>{_seq(av, fold, dialect, behind)})"
     raise Unsupported(str(op))
