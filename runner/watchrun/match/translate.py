@@ -9,7 +9,7 @@ from typing import Any
 
 from watchrun.match.regex import REPEATS, Analysis, C, Unsupported, scope_folds
 
-__all__ = ["byte_set", "translate"]
+__all__ = ["DOLLAR", "byte_set", "lf_only", "translate"]
 
 _NL = 10
 _CATEGORIES = {
@@ -20,15 +20,24 @@ _CATEGORIES = {
     C.CATEGORY_WORD: "\\w",
     C.CATEGORY_NOT_WORD: "\\W",
 }
+DOLLAR = b"\\x0d?$"
+"""`$` translated: the end, taking a final `\\r` with it (`line_end.py`)."""
 _AT = {
     C.AT_BEGINNING: "^",
     C.AT_BEGINNING_STRING: "^",
-    C.AT_END: "\\x0d?$",  # the end, taking a final `\r` with it (`line_end.py`)
+    C.AT_END: DOLLAR.decode(),
     C.AT_END_STRING: "$",
     C.AT_BOUNDARY: "\\b",
     C.AT_NON_BOUNDARY: "\\B",
 }
 _NEVER = "[^\\x00-\\xff]"
+
+
+def lf_only(expr: bytes) -> bytes:
+    """A translation with each `$` as the engine's own, which means the same on lines with no
+    `\\r` (hyperscan scans such a chunk faster so: `build done$` is one literal at a line's end,
+    not two). Nothing else is written `\\x0d?$`: a literal `$` is `\\x24`, a repeat `{0,1}`."""
+    return expr.replace(DOLLAR, b"$")
 
 
 # --- byte sets -------------------------------------------------------------------------------
