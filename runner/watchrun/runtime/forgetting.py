@@ -1,6 +1,6 @@
 """The state files of watchers forgotten for good (`watchrun clear`; a reload that removes a
-file watcher whose file is gone), removed without following a link, and what the runner holds
-of them in memory: their metric series."""
+file watcher whose file is gone; an `add` refused `start_failed`), removed without following a
+link, and what the runner holds of them in memory: their metric series."""
 
 from __future__ import annotations
 
@@ -38,6 +38,23 @@ def stays_configured(config: Config, wid: str) -> bool:
     """The config still names it (or names it as a watcher's `previousId`): its checkpoint
     is where `watchrun start`, a reload or the next runner resume it."""
     return any(w.id == wid or w.previous_id == wid for w in config.watchers)
+
+
+async def forget_refused(sup: Forgetting, wid: str) -> None:
+    """An `add` refused once its watcher was built (`start_failed`): what the attempt left goes
+    (its metric series, its empty `.unwritten` reserve), so nothing of it stays but its JSONL.
+    A note that keeps seqs stays with the JSONL; a checkpoint an earlier run left stays."""
+    sup.tally.forget(wid)
+    if sup.actions is not None:
+        sup.actions.forget(wid)
+    note = note_path(sup.layout.jsonl("watcher", wid))
+    try:
+        if note is not None:
+            await offload(drop_spent, note)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        sup.log.warning(f"cannot delete the empty note of the refused watcher: {exc}", wid)
 
 
 async def forget_files(sup: Forgetting, ws: WatcherSet, ids: Iterable[str]) -> bool:

@@ -12,6 +12,8 @@ from typing import Any, Protocol
 from watchrun.config.model import Config
 from watchrun.match.redact import clean_text
 from watchrun.offload import offload
+from watchrun.output import safefs
+from watchrun.output.notefile import read_note
 from watchrun.output.records import is_id
 from watchrun.runtime.forgetting import stays_configured
 from watchrun.runtime.status import StatusBoard
@@ -21,6 +23,8 @@ from watchrun.sources.checkpoints import SUFFIX
 from watchrun.views.watchers import read_snapshot
 
 SNAPSHOT = ".status.json"
+NOTE = ("watchers-", ".unwritten")
+"""A watcher's note in state/ is `watchers-ID.unwritten` (`output.notefile.note_path`)."""
 
 
 class Holding(Protocol):
@@ -36,22 +40,50 @@ def _held(sup: Holding) -> set[str]:
 
 async def left_over(sup: Holding) -> list[str]:
     """`clear`: the ids of watchers this runner does not hold that earlier runs left files of in
-    state/: a status snapshot, or a checkpoint of a watcher the config does not name (a runtime
-    watcher of a runner that ended, whose snapshot an earlier `clear` removed). Empty when
-    state/ is no longer this runner's directory (another runner's files are not its to forget)."""
+    state/: a status snapshot, or, of a watcher the config does not name, a checkpoint (a
+    runtime watcher of a runner that ended, whose snapshot an earlier `clear` removed) or a
+    `.unwritten` note that keeps nothing (the empty reserve of an `add` refused by an earlier
+    version, or by a runner killed before it removed it).
+    Empty when state/ is no longer this runner's directory (another runner's files are not its
+    to forget)."""
     if not sup.board.ours():
         return []
     names: list[str] = []
     with contextlib.suppress(OSError):
         names = await offload(os.listdir, sup.board.dir)
-    held, found = _held(sup), set()
+    held, found, notes = _held(sup), set(), set()
     for name in names:
         snapshot = name.endswith(SNAPSHOT)
-        wid = name.removesuffix(SNAPSHOT if snapshot else SUFFIX)
-        if (snapshot or name.endswith(SUFFIX)) and is_id(wid) and wid not in held and (
-                snapshot or not stays_configured(sup.config, wid)):
+        note = name.startswith(NOTE[0]) and name.endswith(NOTE[1])
+        wid = name[len(NOTE[0]):-len(NOTE[1])] if note else \
+            name.removesuffix(SNAPSHOT if snapshot else SUFFIX)
+        if not is_id(wid) or wid in held:
+            continue
+        if snapshot or (name.endswith(SUFFIX) and not stays_configured(sup.config, wid)):
             found.add(wid)
-    return sorted(found)
+        elif note and not stays_configured(sup.config, wid):
+            notes.add(wid)
+    spent = await offload(_spent, sup.board.dir, sorted(notes - found))
+    return sorted(found | spent)
+
+
+def _spent(state: Path, wids: list[str]) -> set[str]:
+    """In a worker thread: those of `wids` whose note in `state` keeps nothing (one that
+    cannot be read is left alone)."""
+    found = set()
+    for wid in wids:
+        try:
+            fd = safefs.open_read(state / f"{NOTE[0]}{wid}{NOTE[1]}", owned=True)
+        except OSError:
+            continue
+        try:
+            if not read_note(fd).keeps:
+                found.add(wid)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return found
 
 
 def resumed(wid: str, rt: WatcherRuntime | None) -> tuple[dict[str, Any], str]:

@@ -20,12 +20,11 @@ from watchrun.config.model import Config, WatcherSpec
 from watchrun.match.sanitize import edge_name
 from watchrun.match.scanning import Store
 from watchrun.offload import at_stop
-from watchrun.output.runlog import RunLog
 from watchrun.output.sink import SinkWriteError
 from watchrun.runtime import identity, leftovers
 from watchrun.runtime.client_gone import own
 from watchrun.runtime.compile_probe import Refusal, probe
-from watchrun.runtime.status import StatusBoard
+from watchrun.runtime.forgetting import Forgetting, forget_refused
 from watchrun.runtime.watchers import WatcherSet
 from watchrun.runtime.wiring import precompile
 from watchrun.views.humanize import not_reading
@@ -43,13 +42,10 @@ MAX_LABEL = 1024
 """Bytes of an added watcher's `label`: a display name (its status, `list`, agents' prompts)."""
 
 
-class Managing(Protocol):
+class Managing(Forgetting, Protocol):
     """What these requests need of the supervisor."""
 
-    config: Config
-    log: RunLog
     set: WatcherSet
-    board: StatusBoard
     once: bool
     changing: asyncio.Lock
 
@@ -96,6 +92,7 @@ async def add(sup: Managing, raw: Any, owner: int | None = None) -> dict[str, An
         except Refused:  # as one refused before: not running, not listed, its id free
             del sup.set.runtime[spec.id]
             sup.board.forget(spec.id)  # (launched, then stopped: its entry and snapshot)
+            await forget_refused(sup, spec.id)
             raise
         sup.log.info(f"added at runtime ({spec.kind} {edge_name(spec.label)})", spec.id,
                      event="watcher-added")
