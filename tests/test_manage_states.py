@@ -16,6 +16,7 @@ from liverunner import LiveRunner, wait_for, write_config
 
 from watchrun.config.model import Config, Limits, OutputSpec
 from watchrun.runtime.commands import dispatch
+from watchrun.views.humanize import DISABLED
 
 
 class Stub:
@@ -36,7 +37,7 @@ WATCHER = {"id": "w", "command": "true", "pattern": "x"}
     (Stub("reloading"), "refused", "the runner is reloading"),
     (Stub("stopping"), "refused", "the runner is stopping"),
     (Stub("running", once=True), "refused", "a `run --once` runner cannot"),
-    (Stub("running", enabled=False), "refused", "limits.enabled is false"),
+    (Stub("running", enabled=False), "refused", DISABLED),
 ])
 @pytest.mark.parametrize("request_", [{"cmd": "add", "watcher": WATCHER},
                                       {"cmd": "start", "id": "w"},

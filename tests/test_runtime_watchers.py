@@ -373,7 +373,7 @@ def test_add_is_refused_when_watchers_are_disabled(tmp_path: Path) -> None:
         p = wr(tmp_path, "add", "a", "--path", "a.log", "--pattern", "x", "--json")
         err = json.loads(p.stdout)["error"]
         assert (p.returncode, err["code"]) == (3, "refused")
-        assert "limits.enabled is false" in err["message"]
+        assert "disabled by `limits.enabled: false`" in err["message"]
     finally:
         assert r.stop() == 0
 

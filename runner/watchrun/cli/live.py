@@ -1,5 +1,5 @@
-"""What the live runner answers (`list`), and what a watcher records, as it is recorded
-(`matches/logs --follow`)."""
+"""What the live runner answers (`list`; what `list` says when it lists none), and what a
+watcher records, as it is recorded (`matches/logs --follow`)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ import select
 import stat
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from watchrun.config.model import Config
 from watchrun.exitcodes import ExitStatus
 from watchrun.match.sanitize import edge_json, edge_text
+from watchrun.views.humanize import DISABLED
 
 if TYPE_CHECKING:
     from watchrun.notify import Watch
 
-__all__ = ["NoAnswer", "follow", "live_statuses"]
+__all__ = ["Listed", "NoAnswer", "follow", "live_statuses", "none_listed"]
 
 LIST_TIMEOUT_S = 5.0
 """How long `list` waits for a live runner's answer before it reads the snapshots instead."""
@@ -48,7 +49,15 @@ class NoAnswer(Exception):
         return cls(f"the runner refused `list` ({code}: {message})", reached=False)
 
 
-def live_statuses(root: Path) -> list[dict[str, Any]] | None:
+class Listed(NamedTuple):
+    """The live runner's `list`: its watchers, and whether its config lets it run them."""
+
+    watchers: list[dict[str, Any]]
+    enabled: bool
+    """False: `limits.enabled: false` (a runner that does not say is taken to run them)."""
+
+
+def live_statuses(root: Path) -> Listed | None:
     """The live runner's `list` (origin, status, pid, uptime, restarts, last error, counts),
     or None when no runner listens on the output dir (the snapshots are read then);
     `NoAnswer` when one listens and does not answer."""
@@ -65,7 +74,24 @@ def live_statuses(root: Path) -> list[dict[str, Any]] | None:
     found = reply.get("watchers")
     if not reply.get("ok") or not isinstance(found, list):
         raise NoAnswer.said(reply.get("error"))
-    return [w for w in found if isinstance(w, dict)]
+    return Listed([w for w in found if isinstance(w, dict)], reply.get("enabled") is not False)
+
+
+def none_listed(root: Path, live: Listed | None, configured: list[str], recorded: list[str]
+                ) -> str:
+    """Why `list` shows no watcher. "No watchers have run" only when nothing says one did: a
+    live runner's `clear --all` forgets them all, and their JSONL stays; a live runner whose
+    config disables its watchers says so (`start` would be refused)."""
+    if live is not None and not live.enabled:
+        return f"the live runner on {root} lists no watchers: {DISABLED}"
+    if live is not None:
+        again = f"; `watchrun start ID` starts a config watcher again: {', '.join(configured)}"
+        return (f"the live runner on {root} lists no watchers (`clear` forgets stopped "
+                f"ones){again if configured else ''}")
+    if recorded:
+        return (f"no status snapshot is in {root / 'state'}; records of "
+                f"{', '.join(recorded)} are kept (`watchrun matches ID`)")
+    return f"no watchers have run with output dir {root}"
 
 
 def follow(args: argparse.Namespace, root: Path, match_lines: int, config: Config | None) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 from watchrun.cli.asking import Unanswered, ask
 from watchrun.cli.emit import Out, config_failed
 from watchrun.exitcodes import ExitStatus
-from watchrun.views.humanize import named
+from watchrun.views.humanize import DISABLED, named
 
 DEFAULT_MATCH_LINES = 50
 STOPPED = ("stopped", "exited", "fatal")
@@ -76,7 +76,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
             return _runner_status(where, out)
     except Unanswered as exc:
         return exc.fail(out)
-    from watchrun.cli.live import NoAnswer, follow, live_statuses
+    from watchrun.cli.live import NoAnswer, follow, live_statuses, none_listed
 
     if getattr(args, "follow", False):
         known = _known_watchers(where)  # a typo is said, not waited for until Ctrl-C
@@ -96,15 +96,20 @@ def cmd_ops(args: argparse.Namespace) -> int:
     if op == "list":
         if live is None and (why := views.unlistable(where.root)) is not None:
             return out.fail("read_failed", why)  # (not "no watchers have run")
-        statuses = live if live is not None else views.load_statuses(where.root, unreadable=True)
+        statuses = live.watchers if live is not None else \
+            views.load_statuses(where.root, unreadable=True)
         if out.as_json:
-            out.doc({"outputDir": str(where.root), "watchers": statuses})
+            out.doc({"outputDir": str(where.root), "watchers": statuses,
+                     **({"enabled": live.enabled} if live is not None else {})})
         elif statuses:
             out.block(views.list_table(statuses, now, _paint(out), out.stdout.encoding))
+            if live is not None and not live.enabled:
+                out.note(f"note: {DISABLED}")
         else:
-            out.line(_none_listed(where, live is not None))
+            out.line(none_listed(where.root, live, _configured(where), _recorded(where)))
         return ExitStatus.OK
-    status = next((s for s in live or [] if s.get("id") == args.id), None) or \
+    status = next((s for s in (live.watchers if live is not None else [])
+                   if s.get("id") == args.id), None) or \
         views.load_status(where.root, args.id)
     recorded = os.path.lexists(where.root / "watchers" / f"{args.id}.jsonl")  # (a link there
     # is no "not found": reading it fails, `read_failed`)
@@ -154,20 +159,6 @@ def cmd_ops(args: argparse.Namespace) -> int:
     else:
         out.lines(lines)
     return ExitStatus.OK
-
-
-def _none_listed(where: Where, live: bool) -> str:
-    """Why `list` shows no watcher. "No watchers have run" only when nothing says one did: a
-    live runner's `clear --all` forgets them all, and their JSONL stays."""
-    configured, recorded = _configured(where), _recorded(where)
-    if live:
-        again = f"; `watchrun start ID` starts a config watcher again: {', '.join(configured)}"
-        return (f"the live runner on {where.root} lists no watchers (`clear` forgets stopped "
-                f"ones){again if configured else ''}")
-    if recorded:
-        return (f"no status snapshot is in {where.root / 'state'}; records of "
-                f"{', '.join(recorded)} are kept (`watchrun matches ID`)")
-    return f"no watchers have run with output dir {where.root}"
 
 
 def _configured(where: Where) -> list[str]:

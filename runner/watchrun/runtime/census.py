@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from watchrun.config.model import Config
 from watchrun.runtime.wiring import WatcherRuntime
+from watchrun.views.humanize import DISABLED
 
-__all__ = ["DOING", "counted", "doing", "ended"]
+__all__ = ["DOING", "counted", "disabled", "doing", "ended"]
 
 DOING = {"running": "running", "error": "error", "exited": "exited", "fatal": "fatal",
          "stopped": "stopped", "queued": "to read after the commands"}
@@ -35,3 +37,9 @@ def counted(counts: dict[str, int]) -> tuple[str, str]:
         return f"{n} watcher{'' if n == 1 else 's'}", ""
     each = ", ".join(f"{k} {DOING[what]}" for what, k in counts.items())
     return f"{n} watcher{'' if n == 1 else 's'}", f" ({each})"
+
+
+def disabled(config: Config) -> str | None:
+    """Why the runner runs none of its watchers (`limits.enabled: false`), as its log, `status`
+    (a problem while it lasts) and a refused `start` say it; None when it runs them."""
+    return None if config.limits.enabled else DISABLED

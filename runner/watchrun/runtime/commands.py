@@ -100,7 +100,8 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
     except manage.Refused as exc:
         return exc.reply()
     if cmd == "list":
-        return {"ok": True, "state": str(sup.state), "watchers": sup.board.live()}
+        return {"ok": True, "state": str(sup.state), "enabled": sup.config.limits.enabled,
+                "watchers": sup.board.live()}
     if cmd == "stop":
         wid = req["id"]
         async with sup.changing:  # looked for in turn: a restart or reload may be starting it
@@ -161,7 +162,7 @@ async def dispatch(sup: Runner, req: dict[str, Any]) -> dict[str, Any]:
             else _fail("not_found", f"{name} has no running turn")
     if cmd == "status":
         return {"ok": True, "state": str(sup.state), **identity.fields(sup),
-                "watchers": sorted(sup.watchers),
+                "enabled": sup.config.limits.enabled, "watchers": sorted(sup.watchers),
                 "stopping": sup.board.being_stopped(),
                 "notReading": [{"id": wid, "status": doing(rt)}  # (as `list` counts them)
                                for wid, rt in sorted(sup.watchers.items())

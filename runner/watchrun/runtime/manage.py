@@ -27,7 +27,7 @@ from watchrun.runtime.compile_probe import Refusal, probe
 from watchrun.runtime.forgetting import Forgetting, forget_refused
 from watchrun.runtime.watchers import WatcherSet
 from watchrun.runtime.wiring import precompile
-from watchrun.views.humanize import not_reading
+from watchrun.views.humanize import DISABLED, not_reading
 
 __all__ = ["MAX_EXCLUDE", "MAX_LABEL", "MAX_PATTERN", "Managing", "Refused", "add", "bounded",
            "probed", "start"]
@@ -206,7 +206,7 @@ def _can_change(sup: Managing, what: str) -> None:
     if state != "running":
         raise Refused("refused", f"the runner is {state}")
     if not sup.config.limits.enabled:
-        raise Refused("refused", "limits.enabled is false: this runner runs no watchers")
+        raise Refused("refused", DISABLED)
 
 
 def _taken(sup: Managing, wid: str) -> str | None:

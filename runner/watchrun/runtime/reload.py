@@ -27,7 +27,7 @@ from watchrun.config.model import Config, WatcherSpec
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.process.tree import limit_hint
-from watchrun.runtime.census import counted
+from watchrun.runtime.census import counted, disabled
 from watchrun.runtime.ending import STOP_RECORD_S
 from watchrun.runtime.forgetting import forget_files, forget_gone
 from watchrun.runtime.shutdown import Stopping, hup_while_stopping, kill_after
@@ -231,14 +231,16 @@ async def apply(sup: Reloading, new: Config) -> tuple[str | None, list[str]]:
     await forget_gone(sup, sup.set, old)
     counts = sup.set.census()
     watchers, each = counted(counts)
+    said = f"reloaded: {watchers}{each or ' running'}"
+    if (why := disabled(sup.config)) is not None:
+        said += f": {why}"
     fields = {"watchers": sum(counts.values()), "running": counts.get("running", 0),
               "states": counts}
     if unapplied:  # (each said above, and in `status`)
-        sup.log.warning(f"reloaded: {watchers}{each or ' running'}; not applied: "
-                        f"{', '.join(unapplied)}", event="reloaded", **fields,
-                        unapplied=unapplied)
+        sup.log.warning(f"{said}; not applied: {', '.join(unapplied)}", event="reloaded",
+                        **fields, unapplied=unapplied)
     else:
-        sup.log.info(f"reloaded: {watchers}{each or ' running'}", event="reloaded", **fields)
+        sup.log.info(said, event="reloaded", **fields)
     return None, unapplied
 
 

@@ -25,7 +25,7 @@ from watchrun.process.spawn import Spawner
 from watchrun.runtime import client_gone, startup
 from watchrun.runtime import reload as reloading
 from watchrun.runtime import shutdown as stopping
-from watchrun.runtime.census import counted
+from watchrun.runtime.census import counted, disabled
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.hubs import SupervisorHubs
 from watchrun.runtime.lag import LoopLag
@@ -73,6 +73,7 @@ class Supervisor(SupervisorHubs):
         self.force_poll, self.metrics, self.guardian = force_poll, metrics, guardian
         self.state = RunnerState.STARTING
         self.problems = Problems(log)
+        self.problems.standing.append(lambda: disabled(self.config))  # (as the config is now)
         self.lag = LoopLag(stalled=self.problems.stalled, resumed=self.problems.resumed,
                            suspended=self.problems.suspended)
         self.board = StatusBoard(layout.state, clock, self.lag)
@@ -188,12 +189,14 @@ class Supervisor(SupervisorHubs):
         watchers, each = counted(counts)
         a = len(self.config.agents)
         summary = f"{watchers}{each}, {a} agent{'' if a == 1 else 's'} running"
+        why = disabled(self.config) if not self.once else None  # (once: its verdict says it)
+        off = f": {why}" if why is not None else ""
         mode, polling = self.set.notify_mode
         said = f"{mode}, {polling} polling" if polling else mode
-        self.log.info(f"{summary} (change notification: {said})", event="ready",
+        self.log.info(f"{summary} (change notification: {said}){off}", event="ready",
                       watchers=sum(counts.values()), running=counts.get("running", 0),
                       states=counts, agents=a, notify=mode, polling=polling)
-        self.sd.ready(summary)
+        self.sd.ready(summary + off)
         if self.sd.watchdog_s:
             self.watchdog = self.spawn(self.sd.keep_pinging(self.sd.watchdog_s / 2), "watchdog")
         if self.once:
