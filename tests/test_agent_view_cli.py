@@ -117,6 +117,24 @@ def test_watch_errors(site: tuple[Path, History], args: list[str], code: str,
     assert e["code"] == code and e["message"]
 
 
+@pytest.mark.parametrize("form", [[], ["--format", "text"]], ids=["json", "text"])
+def test_a_timeout_that_is_no_duration_is_refused_without_until(
+        site: tuple[Path, History], form: list[str]) -> None:
+    """An explorer's F7: `--timeout` was read only with `--until`, so a typo (`5min`) printed
+    the view, exit 0, until someone added `--until`; it is a usage error whatever else is
+    given, naming the value and the forms a duration takes."""
+    cwd, _ = site
+    p = watchrun(cwd, "agent", "watch", "triage", "-c", "watch.yaml", "--timeout", "5min", *form)
+    said = "--timeout '5min': '5min' is not a duration: use a number of milliseconds or a " \
+        "string like 250ms, 10s, 5m, 2h (or 1h30m)"
+    if form:
+        assert (p.returncode, p.stdout) == (2, ""), p.stdout
+        assert p.stderr == f"watchrun: error: invalid_argument: {said}\n", p.stderr
+    else:
+        e = error(p, 2)
+        assert (e["code"], e["message"]) == ("invalid_argument", said), e
+
+
 def test_unknown_agent_lists_the_known_ones(site: tuple[Path, History]) -> None:
     cwd, _ = site
     e = error(here(cwd, "agent", "transcript", "nope", "-c", "watch.yaml"), 2)

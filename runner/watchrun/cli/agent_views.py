@@ -151,7 +151,7 @@ def cmd_agent_watch(args: argparse.Namespace) -> int:
                                 bool(getattr(args, "raw", False)))
         tail = _tail(getattr(args, "tail", None))
         until, since = getattr(args, "until", None), getattr(args, "since", None)
-        timeout_s = _timeout_s(getattr(args, "timeout", None)) if until else 0.0
+        timeout_s = _timeout_s(getattr(args, "timeout", None))  # (checked without --until too)
         if until:
             parse_until(until)
         root, agents = _where(args, out)
