@@ -58,6 +58,21 @@ def nonempty(text: str) -> str:
     return text
 
 
+class MetricsAddress(argparse.Action):
+    """`--metrics HOST:PORT`, parsed as it is read (`runtime.metrics.parse_address`): a bad one
+    is a usage error that names it, before any config is read (with `--json`, the error
+    document on stdout, as every usage error's)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from watchrun.runtime.metrics import parse_address
+
+        try:
+            setattr(namespace, self.dest, parse_address(str(values)))
+        except ValueError as exc:
+            parser.error(str(exc))
+
+
 def path_arg(text: str) -> Path:
     """A path given on the command line (`nonempty`)."""
     return Path(nonempty(text))
@@ -98,7 +113,7 @@ def configure_run(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="only warnings and errors on stderr")
     p.add_argument("--junit", metavar="FILE", type=path_arg,
                    help="with --once: write a JUnit report")
-    p.add_argument("--metrics", metavar="HOST:PORT",
+    p.add_argument("--metrics", metavar="HOST:PORT", action=MetricsAddress,
                    help="serve Prometheus metrics, /healthz and /livez on HOST:PORT")
     p.set_defaults(format="text")
     p.add_argument("--json", dest="format", action="store_const", const="json",

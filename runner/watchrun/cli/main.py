@@ -113,6 +113,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         parser.error(_no_json(args.command))  # (`watchrun --json top`: the screen opened)
     if extra:  # said with the command's own usage (`run --bogus` showed the top level's)
         _deepest(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    if getattr(args, "junit", None) is not None and not args.once:  # (ignored, it had run a
+        _deepest(parser, args).error(  # live runner: a CI step that forgot --once hung)
+            "--junit needs --once: only a once run writes a JUnit report (`watchrun run --once "
+            "--junit FILE`); without --once a live runner would run until stopped")
     pre_config, pre_out, pre_json = args.pre_config, args.pre_output_dir, args.pre_json
     del args.pre_config, args.pre_output_dir, args.pre_json
     cmd = COMMANDS[args.command]

@@ -99,15 +99,6 @@ def _prepare(args: argparse.Namespace
     # the verdict table) is fenced, so a log line cannot run a workflow command. (A JSON
     # document needs no fence: no line of it can start a command.)
     fence = StopCommands() if args.once and in_github_actions() and not as_json else None
-    metrics = None
-    if args.metrics is not None:  # (an empty one too: refused, not taken for none)
-        from watchrun.runtime.metrics import parse_address
-
-        try:
-            metrics = parse_address(args.metrics)
-        except ValueError as exc:
-            log.error(str(exc))
-            return ExitStatus.USAGE
     try:
         layout = prepare_output_dir(config.output.dir)
     except OutputDirError as exc:
@@ -145,7 +136,7 @@ def _prepare(args: argparse.Namespace
         echo=echo,
         reload=reload,  # type: ignore[arg-type]
         force_poll=os.environ.get("WATCHRUN_FORCE_POLL") == "1",
-        metrics=metrics,
+        metrics=args.metrics,  # (HOST, PORT) or None: parsed as it was read (`MetricsAddress`)
         guardian=True,
     )
     Stops.tell(sup.request_stop, sup.request_reload)
