@@ -1,6 +1,6 @@
 """The process's standard streams made safe to use: descriptors 0-2 open, text that stdout's or
-stderr's encoding cannot show written as `\\u` escapes, and a stdout that cannot be written said
-as such, never an error."""
+stderr's encoding cannot show written as `\\u` escapes, every byte written to stdout (whatever
+its buffering), and a stdout that cannot be written said as such, never an error."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import select
 import sys
 from typing import TYPE_CHECKING
 
@@ -50,15 +51,30 @@ class StdoutFailed(Exception):
 
 
 class _Stdout(io.FileIO):
-    """Descriptor 1, whose failed writes raise StdoutFailed."""
+    """Descriptor 1, whose writes write every byte, and whose failed writes raise StdoutFailed.
+    A raw write may take part of its bytes (a reader that is behind when a signal comes, or
+    goes away: the next write is EPIPE) or none (stdout left non-blocking by whoever shares
+    it, full): the rest is written, once there is room. (A TextIOWrapper straight on a raw
+    file, as PYTHONUNBUFFERED makes it, drops what a short write left; a BufferedWriter raised
+    BlockingIOError.)"""
 
     def write(self, data: Buffer, /) -> int:
-        try:
-            return super().write(data)
-        except (BrokenPipeError, BlockingIOError):
-            raise
-        except OSError as exc:
-            raise StdoutFailed(exc.strerror or str(exc)) from exc
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            try:
+                n = super().write(view[done:])
+            except BrokenPipeError:
+                raise
+            except OSError as exc:
+                raise StdoutFailed(exc.strerror or str(exc)) from exc
+            if n is None:  # (non-blocking, and full)
+                select.select([], [self.fileno()], [])
+            elif n == 0:
+                raise StdoutFailed("it took no byte of a write")
+            else:
+                done += n
+        return done
 
 
 def std_out() -> None:
