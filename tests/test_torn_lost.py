@@ -6,34 +6,12 @@ the `gap{lost}` covers its seq, the repair is said after it, and a once verdict 
 
 from __future__ import annotations
 
-import json
-import signal
 from pathlib import Path
 from typing import Any
 
 from liverunner import LiveRunner, cli, read_records, wait_for, write_config
 from recordcheck import validate_records
-
-
-def killed_after(tmp_path: Path, config: Path, lines: int) -> int:
-    """`lines` matches recorded and checkpointed, then SIGKILL: the checkpoint's seq."""
-    out, log = tmp_path / "out", tmp_path / "app.log"
-    jsonl, checkpoint = out / "watchers" / "app.jsonl", out / "state" / "app.checkpoint.json"
-    r = LiveRunner(config)
-    r.out = out
-    try:
-        r.wait_running()
-        with open(log, "a") as fh:
-            fh.writelines(f"ERROR line {i}\n" for i in range(1, lines + 1))
-        wait_for(lambda: len(read_records(jsonl)) == 1 + lines, "the matches recorded")
-        size = log.stat().st_size
-        wait_for(lambda: json.loads(checkpoint.read_text())["generations"][-1]["offset"] == size,
-                 "the checkpoint to cover them")
-        r.send(signal.SIGKILL)
-        r.proc.wait(timeout=20)
-    finally:
-        r.close()
-    return int(json.loads(checkpoint.read_text())["seq"])
+from test_checkpoint_durable import killed_after
 
 
 def tear(jsonl: Path, kept: int) -> bytes:
