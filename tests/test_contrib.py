@@ -27,6 +27,7 @@ from liverunner import read_records, wait_for, watchrun_bin, write_config
 
 from watchrun.config.clamp import LIMIT_RULES
 from watchrun.config.model import Limits
+from watchrun.offload import stop_bound_s
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRIB = ROOT / "contrib"
@@ -210,6 +211,20 @@ def test_kubernetes_pods_are_wired_and_locked_down(name: str) -> None:
     assert w["readinessProbe"]["httpGet"]["path"] == "/healthz"
     assert w["livenessProbe"]["httpGet"]["path"] == "/livez"  # (a long reload is no death)
     assert "pip install" not in argv
+
+
+def test_systemd_and_kubernetes_wait_longer_than_the_runner_s_stop() -> None:
+    """A runner's stop ends within twice limits.stopTimeout plus 10 s, also held by an output
+    dir that stopped answering (README "Running it"): a service manager that SIGKILLs sooner
+    cuts short a stop that would still end on its own, and what it says."""
+    bound = stop_bound_s(Limits().stop_timeout_ms / 1000)
+    assert float(unit_service()["TimeoutStopSec"]) > bound
+    for name in ("sidecar.yaml", "daemonset.yaml"):
+        docs = manifests(name)
+        for cm in [d for d in docs if "watch.yaml" in d.get("data", {})]:
+            limits = yaml.safe_load(cm["data"]["watch.yaml"]).get("limits", {})
+            assert "stopTimeout" not in limits, name  # (the default, as `bound` has it)
+        assert pod_spec(docs)["terminationGracePeriodSeconds"] > bound, name
 
 
 def test_every_sidecar_container_is_non_root_with_a_read_only_root() -> None:

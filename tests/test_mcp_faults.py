@@ -302,8 +302,8 @@ def test_a_session_whose_jsonl_close_hangs_still_ends_and_says_so(tmp_path: Path
         client.close()
     err = Path(client.err.name).read_text()
     assert rc == 3, err
-    assert "Dead.close did not return in 1.5 s" in err and "still running 1 s after the stop " \
-        "(Dead.close): a file system that does not answer?" in err, err
+    assert "Dead.close did not return in 1.5 s" in err and "1 blocking call still running at " \
+        "the end of the stop (Dead.close): a file system that does not answer?" in err, err
 
 
 def test_a_read_of_a_runner_that_does_not_answer_gives_up_before_a_clients_timeout(

@@ -1,7 +1,7 @@
 """Blocking calls run off the event loop in one worker thread, results handed back in batches:
 `asyncio.to_thread` without a thread hop, a loop wake-up and a fight for the GIL per call (500
 file watchers start with 500 such calls); and the stop's blocking calls, each waited for a
-bounded time (`at_stop`)."""
+bounded time (`at_stop`), all of them within the stop's one deadline (`stop_left`)."""
 
 from __future__ import annotations
 
@@ -29,13 +29,23 @@ when it runs out of calls), and starts a drainer when the running ones are stuck
 STOP_CALL_S = 10.0
 """How long a stop waits for one blocking call (a JSONL's close and fsync, the last status
 snapshots) before it goes on without it."""
+STOP_MARGIN_S = 10.0
+"""A runner's whole stop ends within twice limits.stopTimeout (the actions' programs, then the
+commands, each TERMed and given that long) plus this, from the stop signal (`stop_bound_s`)."""
+RESERVE_S = 1.0
+"""The stop's own waits end this long before its deadline, so that its end can still say what
+it gave up before the deadline ends the process (`runtime.deadline`)."""
+
+_stop_at: float | None = None
+"""When the stop's waits end (monotonic), once a bounded stop began; None: no such stop."""
 
 _Done = tuple["asyncio.Future[Any]", Any, BaseException | None]
 
 
 class StuckCall(Exception):
-    """A blocking call of the stop did not return in STOP_CALL_S: it goes on in its worker
-    thread, which the run's end names (`runtime.workers`) and does not wait for."""
+    """A blocking call of the stop did not return in STOP_CALL_S (or by the stop's deadline): it
+    goes on in its worker thread, which the run's end names (`runtime.workers`) and does not
+    wait for."""
 
 
 class Offload:
@@ -141,11 +151,38 @@ async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     return await offloader().run(functools.partial(fn, *args, **kwargs))
 
 
+def stop_bound_s(stop_timeout_s: float) -> float:
+    """How long a runner's stop may take, from its signal: twice `stop_timeout_s` plus
+    STOP_MARGIN_S."""
+    return 2 * stop_timeout_s + STOP_MARGIN_S
+
+
+def stop_by(deadline: float | None) -> None:
+    """From now on every wait of the stop (`stop_left`) ends RESERVE_S before `deadline`
+    (monotonic); None: the waits are their own again (the stop has ended)."""
+    global _stop_at
+    _stop_at = None if deadline is None else deadline - RESERVE_S
+
+
+def stop_left(cap: float) -> float:
+    """How long a wait of the stop may take: `cap`, or what is left of the stop's waits, if
+    less (0 once they are over)."""
+    at = _stop_at
+    return cap if at is None else max(0.0, min(cap, at - time.monotonic()))
+
+
 async def at_stop(fn: Callable[..., T], /, *args: Any) -> T:
-    """`fn(*args)` in a worker thread (`asyncio.to_thread`), waited for at most STOP_CALL_S:
-    a file system that stops answering cannot hold a stop forever. `StuckCall` past that."""
-    try:
-        return await asyncio.wait_for(asyncio.to_thread(fn, *args), STOP_CALL_S)
-    except TimeoutError:
-        raise StuckCall(f"{getattr(fn, '__qualname__', fn)} did not return in "
-                        f"{STOP_CALL_S:g} s (a file system that does not answer?)") from None
+    """`fn(*args)` in a worker thread, waited for at most STOP_CALL_S, and not past the stop's
+    deadline (`stop_left`): a file system that stops answering cannot hold a stop forever.
+    `StuckCall` past that; the call goes on in its thread, which the run's end names."""
+    budget = stop_left(STOP_CALL_S)
+    call = asyncio.get_running_loop().run_in_executor(None, fn, *args)  # (started even when
+    try:  # no time is left: it may be quick, and a hung one is named at the run's end)
+        await asyncio.wait({call}, timeout=budget)
+    finally:
+        call.cancel()  # (done: nothing; else the thread runs on, and its result is dropped)
+    if not call.cancelled():
+        return call.result()
+    when = f"in {STOP_CALL_S:g} s" if budget == STOP_CALL_S else "by the stop's deadline"
+    raise StuckCall(f"{getattr(fn, '__qualname__', fn)} did not return {when} (a file "
+                    "system that does not answer?)")

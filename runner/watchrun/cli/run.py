@@ -18,6 +18,8 @@ from watchrun.cli.once_report import never_ran, report_interrupted, report_once
 from watchrun.cli.stops import LateStop, Stops, catch_early_stops, late_stops
 from watchrun.exitcodes import ExitStatus
 from watchrun.match.sanitize import edge_name
+from watchrun.offload import stop_bound_s
+from watchrun.runtime.deadline import StopDeadline
 from watchrun.runtime.workers import Workers, run_with_workers, stuck_message
 
 if TYPE_CHECKING:
@@ -146,7 +148,7 @@ def _prepare(args: argparse.Namespace
 def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
          echo: StdoutEcho | None) -> int:
     """Run the supervisor to its end; the exit status (once mode: the verdicts')."""
-    from watchrun.runtime.supervisor import StartupError
+    from watchrun.runtime.supervisor import RunnerState, StartupError
 
     config, log = sup.config, sup.log
     open_fence(fence)
@@ -154,9 +156,12 @@ def _run(args: argparse.Namespace, sup: Supervisor, fence: StopCommands | None,
     started = time.monotonic()
     failed: str | None = None
     workers = Workers()
+    deadline = StopDeadline(stop_bound_s(config.limits.stop_timeout_ms / 1000), log, workers,
+                            lambda: sup.state in (RunnerState.STOPPING, RunnerState.STOPPED))
     try:
         try:
-            run_with_workers(sup.run(), workers)
+            with deadline.watching():  # (a stop held past its bound ends the process, exit 3)
+                run_with_workers(sup.run(), workers)
         except StartupError as exc:  # undone already: say why in one line
             failed = f"could not start: {exc}"
         except OSError as exc:  # (no event loop could be made: out of descriptors)

@@ -149,6 +149,12 @@ class RunLog:
               **fields: Any) -> None:
         self.log("error", event, msg, source, **fields)
 
+    def drain(self, stall_s: float) -> None:
+        """Wait until the lines said so far are written, as long as stderr's reader takes some
+        at least every `stall_s` (before an `os._exit`, which writes nothing more)."""
+        if self._out.unblocked is not None:
+            self._out.unblocked.drain(stall_s)
+
     def _emit(self, level: str, event: str, msg: str, source: str | None,
               fields: dict[str, Any]) -> None:
         self._out.write(level, self._line(level, event, msg, source, fields))

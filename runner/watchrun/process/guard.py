@@ -23,13 +23,14 @@ import fcntl
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterable
 
 from watchrun.process.groups import Group
 from watchrun.process.helper_exit import KEEP_BYTES, ended, returncode_ended
 from watchrun.process.tree import HELPERS, forking, watchrun_home
 
-__all__ = ["RETRY_CAP_S", "RETRY_S", "UP_S", "Guardian", "LazyGuardian", "command"]
+__all__ = ["RETRY_CAP_S", "RETRY_S", "UP_S", "Guardian", "LazyGuardian", "command", "forsake"]
 
 UP_S = 1.0
 """A guardian still running this long after its start started well: one that ends later is
@@ -38,6 +39,9 @@ milliseconds); one killed sooner is replaced at once the first time (an operator
 RETRY_S, RETRY_CAP_S = 1.0, 60.0
 """The wait before the next start once a guardian cannot start, doubled each time up to the cap
 (as a command watcher's restart delays, `sources/restarts.py`)."""
+_TOLD: set[int] = set()
+"""The write ends of the live guardians' pipes (`forsake`); changed under `_TOLD_LOCK`."""
+_TOLD_LOCK = threading.Lock()
 
 
 def command() -> list[str]:
@@ -78,7 +82,9 @@ class Guardian:
             self.release()
             self.problem = f"{exc.strerror} ({errno.errorcode.get(exc.errno or 0, 'EIO')})"
         else:
-            self._w = w
+            with _TOLD_LOCK:
+                self._w = w
+                _TOLD.add(w)
             for fd in (w, self._out):
                 fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
         finally:
@@ -123,22 +129,40 @@ class Guardian:
 
     def release(self) -> None:
         """Close the pipes of a guardian that ended (nothing is told to it any more)."""
-        for fd in (self._w, self._out):
-            if fd >= 0:
-                os.close(fd)
-        self._w = self._out = -1
+        with _TOLD_LOCK:
+            _TOLD.discard(self._w)
+            for fd in (self._w, self._out):
+                if fd >= 0:
+                    os.close(fd)
+            self._w = self._out = -1
 
     def close(self) -> None:
         """A clean exit: every group was ended by the runner itself."""
         if self._w >= 0:
             self.tell(".\n")
-            os.close(self._w)
-            self._w = -1
+            with _TOLD_LOCK:
+                _TOLD.discard(self._w)
+                os.close(self._w)
+                self._w = -1
         if self._proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=2)
                 HELPERS.discard(self._proc.pid)
         self.release()
+
+
+def forsake() -> None:
+    """From any thread, as a runner gives up its stop (a thread held in the kernel keeps the
+    descriptors open): each guardian's pipe ends without the goodbye, so it ends its groups now;
+    the write end becomes /dev/null, never closed (the loop may write to its number still)."""
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        with _TOLD_LOCK:
+            for fd in _TOLD:
+                with contextlib.suppress(OSError):
+                    os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 _UNPROTECTED = ("if the runner is SIGKILLed, the processes its children started are left "

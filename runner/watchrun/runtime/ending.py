@@ -12,6 +12,7 @@ from msgspec.structs import replace
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
 from watchrun.events import MatchInfo
+from watchrun.offload import stop_left
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.process.spawn import Spawner
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["AFTER_GRACE_S", "STOP_RECORD_S", "Owner", "end", "finish"]
 
 STOP_RECORD_S = 5.0
-"""How long a `stop` record may wait for its sink (a full disk) before the stop goes on."""
+"""How long a `stop` record may wait for its sink (a full disk) before the stop goes on (less
+when the runner's stop has less left: `offload.stop_left`)."""
 AFTER_GRACE_S = 5.0
 """A stopped watcher's task gets stopTimeout plus this to end (its tree's SIGKILL rounds, its
 last records), then it is cancelled again."""
@@ -96,13 +98,15 @@ async def end(sup: Owner, wid: str, rt: WatcherRuntime, reason: str) -> tuple[Ev
                          trouble=Trouble.FAILED)
         if not rt.pipeline.stopped:  # what its actions did not fire, before the stop
             try:
-                await asyncio.wait_for(sup.record_unfired(wid, rt.pipeline), STOP_RECORD_S)
+                await asyncio.wait_for(sup.record_unfired(wid, rt.pipeline),
+                                       stop_left(STOP_RECORD_S))
             except Exception as exc:  # (given up: the disk is full, say)
                 problems.append(f"the records of matches its actions did not fire could "
                                 f"not be written: {str(exc) or type(exc).__name__}")
         try:  # (one `stop` a start: a source that gave up wrote its own)
             if not rt.pipeline.stopped:
-                await asyncio.wait_for(rt.pipeline.event("stop", reason=reason), STOP_RECORD_S)
+                await asyncio.wait_for(rt.pipeline.event("stop", reason=reason),
+                                       stop_left(STOP_RECORD_S))
         except Exception as exc:  # (a once run: its JSONL is short of it, never a pass)
             problems.append("the stop record could not be written: "
                             f"{str(exc) or type(exc).__name__}")

@@ -65,10 +65,10 @@ class Across:
 async def follow_elsewhere(source: FileSource, pipeline: WatcherPipeline, *, name: str,
                            poll_ms: int, watching: bool, said: Callable[[str, bool], None]) -> None:
     """Run `source` on a new loop in a daemon thread until it ends; cancelled, cancel it there
-    and wait STOP_CALL_S at most (or until cancelled again) for it to end: `StuckCall` if it
-    did not, the thread left to its call. `watching` False (once mode): the source never
-    waits, nothing is polled. `said(text, stalled)`: a stall of its loop past STALL_S and the
-    end of one, on this loop."""
+    and wait STOP_CALL_S at most (or until cancelled again; not past the stop's deadline:
+    `offload.stop_left`) for it to end: `StuckCall` if it did not, the thread left to its call.
+    `watching` False (once mode): the source never waits, nothing is polled. `said(text,
+    stalled)`: a stall of its loop past STALL_S and the end of one, on this loop."""
     home = asyncio.get_running_loop()
     ended: asyncio.Future[BaseException | None] = home.create_future()
 
@@ -109,7 +109,7 @@ async def follow_elsewhere(source: FileSource, pipeline: WatcherPipeline, *, nam
         loop.call_soon_threadsafe(task.cancel)
         began = home.time()
         with contextlib.suppress(asyncio.CancelledError):  # (a second one: not waited longer)
-            await asyncio.wait({ended}, timeout=offload.STOP_CALL_S)
+            await asyncio.wait({ended}, timeout=offload.stop_left(offload.STOP_CALL_S))
         if not ended.done():
             raise offload.StuckCall(
                 f"its reads of {source.path} did not end {home.time() - began:.1f} s after the "

@@ -210,7 +210,7 @@ class StatusBoard:
         """`close()` for the running loop: the last snapshots are rendered here and written in
         a worker thread after any write still in flight."""
         if self._writing is not None:
-            await asyncio.wait({self._writing}, timeout=offload.STOP_CALL_S)
+            await asyncio.wait({self._writing}, timeout=offload.stop_left(offload.STOP_CALL_S))
         await offload.at_stop(self._files.store, self._last(), True)
 
     def _last(self) -> Batch:

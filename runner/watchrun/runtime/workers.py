@@ -3,8 +3,9 @@
 asyncio's default executor joins its threads when the loop closes and again at interpreter exit,
 without a bound: one call stuck in the kernel (a checkpoint written to a dead NFS mount, a /proc
 read of a process stuck in D state) kept a stopped runner alive forever after SIGTERM. These
-threads are daemon threads: `shutdown` waits for them at most `grace_s`, then names what is
-still running (`stuck`), and the process exits without them.
+threads are daemon threads: `shutdown` waits for them at most `grace_s` (and not past a runner's
+stop deadline: `offload.stop_left`), then names what is still running (`stuck`), and the process
+exits without them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["GRACE_S", "Workers", "run_with_workers", "stuck_message"]
+from watchrun.offload import stop_left
+
+__all__ = ["GRACE_S", "Workers", "calls", "run_with_workers", "stuck_message"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -81,11 +84,15 @@ class Workers(ThreadPoolExecutor):
             self._queue.put(None)
         if not wait:
             return
-        deadline = time.monotonic() + self._grace_s
+        deadline = time.monotonic() + stop_left(self._grace_s)
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self.stuck = self.running()
+
+    def running(self) -> list[str]:
+        """What the threads are running now (qualified names; from any thread)."""
         with self._lock:
-            self.stuck = sorted(self._running.values())
+            return sorted(self._running.values())
 
     def _work(self) -> None:
         me = threading.get_ident()
@@ -133,5 +140,10 @@ def run_with_workers(main: Coroutine[Any, Any, T], workers: Workers) -> T:
 
 def stuck_message(stuck: list[str]) -> str:
     """What a command says of the calls `Workers.shutdown` stopped waiting for."""
-    return (f"{len(stuck)} blocking calls still running {GRACE_S:g} s after the stop "
-            f"({', '.join(stuck)}): a file system that does not answer? Exiting without them")
+    return (f"{calls(stuck)} still running at the end of the stop ({', '.join(stuck)}): a file "
+            "system that does not answer? Exiting without them")
+
+
+def calls(names: list[str]) -> str:
+    """`1 blocking call`, `2 blocking calls`."""
+    return f"{len(names)} blocking call{'' if len(names) == 1 else 's'}"
