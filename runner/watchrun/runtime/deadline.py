@@ -33,10 +33,13 @@ from watchrun.process.guard import forsake
 from watchrun.runtime.lag import held_in
 from watchrun.runtime.workers import Workers, calls
 
-__all__ = ["TICK_S", "StopDeadline"]
+__all__ = ["LOOK_S", "StopDeadline"]
 
-TICK_S = 0.1
-"""How often the thread looks: a stop that came is seen, and the deadline kept, to this."""
+LOOK_S = 1.0
+"""Until a stop begins, how often the thread looks for one that came without a byte in the
+pipe (a signal pending in the kernel, the supervisor stopping on its own): one seen is taken to
+have begun at the look before, so that its deadline is never late. (A byte wakes it at once;
+once the stop began, it sleeps until its deadline.)"""
 SAY_S = 1.0
 """How long the last line may take to be written (a log nobody reads) before the exit."""
 STOPS = frozenset({signal.SIGTERM, signal.SIGINT})
@@ -76,27 +79,31 @@ class StopDeadline:
             os.close(wake_r)
             os.close(wake_w)
 
-    def _begin(self, why: str) -> None:
+    def _begin(self, since: float, why: str) -> None:
         if self._since is None:
-            self._since, self._why = time.monotonic(), why
-            offload.stop_by(self._since + self.bound_s)
+            self._since, self._why = since, why
+            offload.stop_by(since + self.bound_s)
 
     def _watch(self, wake_r: int, loop_thread: int) -> None:
         """The thread: takes no stop signal itself (so one that no thread took shows as
-        pending), and looks every TICK_S until the stop has ended or its deadline is past."""
+        pending), and looks until the stop has ended or its deadline is past."""
         signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
         poll = select.poll()
         poll.register(wake_r, select.POLLIN)
+        before = time.monotonic()  # the last look that saw no stop
         while True:
-            if poll.poll(TICK_S * 1000):
+            left = LOOK_S if self._since is None else \
+                self._since + self.bound_s - time.monotonic()
+            if poll.poll(max(0.0, left) * 1000):
                 with contextlib.suppress(OSError):
                     came = os.read(wake_r, 4096)
                     if seen := sorted(STOPS.intersection(came)):
-                        self._begin(signal.Signals(seen[0]).name)
+                        self._begin(time.monotonic(), signal.Signals(seen[0]).name)
             if seen := sorted(STOPS & signal.sigpending()):
-                self._begin(seen[0].name)
+                self._begin(before, seen[0].name)
             if self._stopping():
-                self._begin("its start")
+                self._begin(before, "its start")
+            before = time.monotonic()
             with self._lock:
                 if self._ended:
                     return
