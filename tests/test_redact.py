@@ -320,3 +320,39 @@ def test_redact_tree_redacts_every_string_and_keeps_keys_and_other_values() -> N
            "none": None, "flag": True}
     assert redact_tree(doc, r) == {"password=hunter2xyz": ["ok", {
         "line": "x password=[REDACTED:password]"}], "n": 3, "none": None, "flag": True}
+
+
+ANCHORED = [Rule("tok", r"token=\S+$"), Rule("auth", r"(?i)^auth: \S+"),
+            Rule("pin", r"^pin=\d+$")]
+LINES = ["a token=abc123", "b token=def456", "c token=x y", "AUTH: s3cr3t", "x auth: kept",
+         "pin=1234", "pin=12 34"]
+
+
+def test_anchors_are_each_lines_when_lines_go_out_together() -> None:
+    """(explore-fresh F2) A firing's lines (an action's body, an agent's prompt, `logs` with
+    `output.redact`) are redacted as one text; RE2's `^` and `$` were that text's ends, so
+    `token=\\S+$` redacted the last line's token only and sent the others as they were."""
+    r = redactor(tuple(ANCHORED))
+    out, counts = r.redact_lines(LINES)
+    assert out == ["a [REDACTED:tok]", "b [REDACTED:tok]", "c token=x y", "[REDACTED:auth]",
+                   "x auth: kept", "[REDACTED:pin]", "pin=12 34"]
+    assert counts == {"tok": 2, "auth": 1, "pin": 1}
+    assert out == [r.redact(line)[0] for line in LINES]  # as each line alone
+    assert r.redact("\n".join(LINES))[0] == "\n".join(out)  # (a prompt: one text)
+
+
+@given(st.lists(st.sampled_from(LINES), min_size=1, max_size=6))
+def test_lines_redacted_together_are_redacted_as_each_alone(lines: list[str]) -> None:
+    r = redactor(tuple(ANCHORED))
+    assert r.redact_lines(lines)[0] == [r.redact(line)[0] for line in lines]
+
+
+def test_logs_redacts_every_line_an_anchored_rule_names(tmp_path: Path) -> None:
+    (tmp_path / "app.log").write_text("".join(f"ERROR {c} token=t0k3n{c}\n" for c in "abc"))
+    config = write_config(tmp_path, {
+        "output": {"dir": "out", "redact": True}, "redact": [
+            {"kind": "tok", "pattern": r"token=\S+$"}],
+        "watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR", "fromStart": True}]})
+    assert cli("run", "--once", "-c", config).returncode == 0
+    logs = cli("logs", "app", "-c", config)
+    assert logs.stdout.splitlines() == [f"ERROR {c} [REDACTED:tok]" for c in "abc"], logs.stdout

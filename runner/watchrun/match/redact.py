@@ -65,14 +65,16 @@ def marker(kind: str) -> str:
 
 
 class _Pass:
-    """Rules compiled into one RE2 alternation: the leftmost match wins, then the earlier rule."""
+    """Rules compiled into one RE2 alternation: the leftmost match wins, then the earlier rule.
+    Each in multi-line mode: `^` and `$` are a line's start and end in a text of many lines."""
 
     def __init__(self, rules: Sequence[Rule]) -> None:
         self.rules = tuple(rules)
         parts = []
         for i, rule in enumerate(self.rules):
             pattern = rule.pattern.replace(SECRET_GROUP, f"(?P<_ws{i}>")
-            parts.append(f"(?P<_wr{i}>{pattern})")
+            parts.append(f"(?P<_wr{i}>(?m:{pattern}))")  # (^ and $: each line's, as lines
+            # that go out together are redacted as one text: `redact_lines`)
         self.regex = re2_module().compile("|".join(parts), rule_options())
         index = self.regex.groupindex
         self.rule_of = {index[f"_wr{i}"]: i for i in range(len(self.rules))}
