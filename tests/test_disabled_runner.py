@@ -61,3 +61,17 @@ def test_every_surface_says_the_watchers_are_disabled(tmp_path: Path) -> None:
     finally:
         assert r.stop() == 0
     assert "Traceback" not in r.stderr()
+
+
+def test_a_once_run_says_its_watchers_are_disabled(tmp_path: Path) -> None:
+    """(explore-fresh F1) A once run's start line said `0 watchers, 0 agents running` and
+    nothing of why; an ungated watcher was passed over in silence (exit 0), a gated one's
+    ERROR said `limits.enabled is false` in words of its own."""
+    config = write_config(tmp_path, {"limits": {"enabled": False}, "watchers": [
+        {"id": "app", "command": "echo hi", "pattern": "hi"},
+        {"id": "g", "command": "echo hi", "pattern": "hi", "gate": {"maxMatches": 0}}]})
+    said = "its watchers are disabled by `limits.enabled: false` in its config: it runs none"
+    run = cli("run", "--once", "-c", config)
+    assert run.returncode == 3, run.stdout + run.stderr
+    assert f"0 watchers, 0 agents running (change notification: none): {said}" in run.stderr
+    assert f"it never ran: {said}" in run.stdout, run.stdout

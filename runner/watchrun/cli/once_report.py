@@ -72,12 +72,13 @@ def report_once(sup: Ran, config: Config, args: argparse.Namespace, took: float,
     from watchrun.cli import gate_report as report
     from watchrun.output.logstream import EXIT_WAIT_S
     from watchrun.runtime import gate
+    from watchrun.runtime.census import disabled
 
     evidence = _with_errors(sup, config)
     never_started = missing
     if missing is None:
         missing = gate.NEVER_RAN if config.limits.enabled else \
-            "it never ran: limits.enabled is false"
+            f"it never ran: {disabled(config, once=True)}"
     verdicts = relativize(gate.judge_all(config.watchers, evidence, missing,
                                          start_failed=never_started is not None), os.getcwd())
     interrupted = sup.stop_reason if sup.stop_reason not in (None, "once", "startup-failed") \

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from watchrun.config.model import Config
 from watchrun.runtime.wiring import WatcherRuntime
-from watchrun.views.humanize import DISABLED
+from watchrun.views.humanize import DISABLED, DISABLED_ONCE
 
 __all__ = ["DOING", "counted", "disabled", "doing", "ended"]
 
@@ -39,7 +39,8 @@ def counted(counts: dict[str, int]) -> tuple[str, str]:
     return f"{n} watcher{'' if n == 1 else 's'}", f" ({each})"
 
 
-def disabled(config: Config) -> str | None:
+def disabled(config: Config, once: bool = False) -> str | None:
     """Why the runner runs none of its watchers (`limits.enabled: false`), as its log, `status`
-    (a problem while it lasts) and a refused `start` say it; None when it runs them."""
-    return None if config.limits.enabled else DISABLED
+    (a problem while it lasts) and a refused `start` say it (`once`: a once run's start line
+    and verdicts); None when it runs them."""
+    return None if config.limits.enabled else DISABLED_ONCE if once else DISABLED

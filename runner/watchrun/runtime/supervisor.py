@@ -189,7 +189,7 @@ class Supervisor(SupervisorHubs):
         watchers, each = counted(counts)
         a = len(self.config.agents)
         summary = f"{watchers}{each}, {a} agent{'' if a == 1 else 's'} running"
-        why = disabled(self.config) if not self.once else None  # (once: its verdict says it)
+        why = disabled(self.config, self.once)
         off = f": {why}" if why is not None else ""
         mode, polling = self.set.notify_mode
         said = f"{mode}, {polling} polling" if polling else mode

@@ -9,8 +9,8 @@ from typing import Any
 
 from watchrun.clock import parse_ts
 
-__all__ = ["DISABLED", "NAMED", "Paint", "ago", "as_datetime", "named", "no_paint", "not_reading",
-           "paint", "value", "when"]
+__all__ = ["DISABLED", "DISABLED_ONCE", "NAMED", "Paint", "ago", "as_datetime", "named",
+           "no_paint", "not_reading", "paint", "value", "when"]
 
 NAMED = 20
 """Ids a message names at most (`known: …`): an output dir may have thousands."""
@@ -18,6 +18,8 @@ DISABLED = ("the runner's watchers are disabled by `limits.enabled: false` in it
             "none, and `start` and `add` are refused (set it to true, then reload: SIGHUP)")
 """What the runner's log, `status`, `list` and a refused `start` or `add` say of a runner whose
 config has `limits.enabled: false`."""
+DISABLED_ONCE = "its watchers are disabled by `limits.enabled: false` in its config: it runs none"
+"""What a once run's start line and verdicts say of it (nothing to start, add or reload)."""
 
 Paint = Callable[[str, str], str]
 """(text, status) -> the text as printed: coloured for a terminal, or as it is."""
