@@ -165,3 +165,24 @@ def test_the_waits_of_a_stop_are_one_deadline_not_a_sum(tmp_path: Path) -> None:
         "Dead.close, Dead.store, Dead.store): a file system that does not answer? Exiting " \
         "without them" in text, text  # (the snapshots' periodic write, and the last one)
     assert "the stop did not end" not in text, text  # (its own end said it, in time)
+
+
+def test_a_run_is_not_cut_by_the_deadline_an_earlier_run_of_the_process_left(
+        tmp_path: Path) -> None:
+    """The deadline's thread could take a once run's own end for a stop after the run had ended
+    (`stopping()` seen as the loop was leaving) and set a deadline nothing cleared: the next
+    runner in the same process (a `watchrun mcp` session's, a test's) found it long past at
+    its stop, and every last record timed out at once (`its records could not be written: the
+    stop record`, exit 3). Here the earlier run's deadline is set, and past, before the run."""
+    from test_once import once
+
+    from watchrun import offload
+
+    (tmp_path / "app.log").write_text("INFO fine\n")
+    offload.stop_by(time.monotonic() - 60)
+    try:
+        run = once(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "ERROR",
+                                            "fromStart": True, "gate": {"maxMatches": 0}}]})
+    finally:
+        offload.stop_by(None)
+    assert run.rc == 0, run.out + run.err

@@ -60,6 +60,7 @@ class StopDeadline:
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
         """In the main thread, which runs the loop, for as long as the loop runs."""
+        offload.stop_by(None)  # (a run of its own: an earlier one's stop is no bound on it)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         was = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         thread = threading.Thread(target=self._watch, args=(wake_r, threading.get_ident()),
@@ -80,9 +81,10 @@ class StopDeadline:
             os.close(wake_w)
 
     def _begin(self, since: float, why: str) -> None:
-        if self._since is None:
-            self._since, self._why = since, why
-            offload.stop_by(since + self.bound_s)
+        with self._lock:  # (never after the stop ended: a deadline left set would cut the
+            if self._since is None and not self._ended:  # next run's stop in this process)
+                self._since, self._why = since, why
+                offload.stop_by(since + self.bound_s)
 
     def _watch(self, wake_r: int, loop_thread: int) -> None:
         """The thread: takes no stop signal itself (so one that no thread took shows as
