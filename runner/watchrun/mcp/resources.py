@@ -2,7 +2,8 @@
 for what came after a cursor), and the subscriptions to them: a subscribed watcher's JSONL is
 skimmed for new match records (woken by inotify or polling; bounded reads in a worker thread,
 no record parsed) and every subscriber of its URI is told (`notifications/resources/updated`,
-or a `subscriptions/listen` event), at most once per MIN_GAP_S."""
+or a `subscriptions/listen` event), at most once per MIN_GAP_S. At most MAX_FOLLOWED URIs are
+followed at once, and those of a watcher no longer known (cleared) are followed no more."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import contextlib
 import functools
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, quote, urlsplit
@@ -21,11 +22,14 @@ from watchrun.output.records import ID_PATTERN
 from watchrun.output.runlog import RunLog
 from watchrun.views.skim import MatchSkimmer
 
-__all__ = ["TEMPLATE", "Followers", "parse_uri", "uri_of"]
+__all__ = ["MAX_FOLLOWED", "TEMPLATE", "Followers", "Full", "parse_uri", "uri_of"]
 
 TEMPLATE = "watchrun://watchers/{id}/matches"
 MIN_GAP_S = 0.2
 """At most one update per URI this often: a flood of matches is one refetch, not thousands."""
+MAX_FOLLOWED = 100
+"""The URIs one session follows at once: each holds its watcher's JSONL open (a descriptor, an
+inotify watch), and a client's descriptor limit is often 1024."""
 T = TypeVar("T")
 Send = Callable[[str], Awaitable[None]]
 """Sends `notifications/resources/updated` for a URI to the client."""
@@ -44,6 +48,10 @@ def parse_uri(uri: str) -> tuple[str, str | None]:
         raise ValueError(f"not a watchrun resource: {uri!r} (they are {TEMPLATE})")
     since = parse_qs(parts.query).get("since")
     return segments[0], since[-1] if since else None
+
+
+class Full(Exception):
+    """A subscription refused: MAX_FOLLOWED URIs are followed already."""
 
 
 class Followers:
@@ -74,12 +82,30 @@ class Followers:
     def close(self) -> None:
         self._closing.set()
 
+    def room(self, uris: Collection[str]) -> None:
+        """Raise Full unless the URIs not followed yet of `uris` fit within MAX_FOLLOWED."""
+        new = {uri for uri in uris if uri not in self._subs}
+        if new and len(self._subs) + len(new) > MAX_FOLLOWED:
+            raise Full(f"this session follows {len(self._subs)} resources, and follows at most "
+                       f"{MAX_FOLLOWED} at once (each holds a watcher's JSONL open): "
+                       "unsubscribe from one first (`resources/unsubscribe`)")
+
+    def keep(self, known: Collection[str]) -> None:
+        """End the subscriptions of URIs whose watcher is not among the `known` ids (cleared:
+        it records nothing more), and their followers with them."""
+        for uri in [u for u in self._subs if parse_uri(u)[0] not in known]:
+            self._subs.pop(uri)
+            if uri in self._tasks:
+                self._tasks[uri][0].cancel()
+
     async def subscribe(self, uri: str, key: object, send: Send) -> None:
-        """`send(uri)` on each batch of new matches of `uri`'s watcher (which may not exist
-        yet), until `unsubscribe(uri, key)`. Returns once the watcher's JSONL is followed: a
-        match recorded after it is told (the follower began after the subscription was
-        answered, and passed over a match recorded in between)."""
+        """`send(uri)` on each batch of new matches of `uri`'s watcher, until `unsubscribe(uri,
+        key)` or `keep` without it; Full when MAX_FOLLOWED URIs are followed already. Returns
+        once the watcher's JSONL is followed: a match recorded after it is told (the follower
+        began after the subscription was answered, and passed over a match recorded in
+        between)."""
         wid, _ = parse_uri(uri)
+        self.room([uri])
         self._subs.setdefault(uri, {})[key] = send
         if uri not in self._tasks and self._tg is not None:
             started = asyncio.Event()

@@ -28,8 +28,9 @@ from watchrun import __version__
 from watchrun.config.model import Config
 from watchrun.match.sanitize import edge_json
 from watchrun.mcp import schema
-from watchrun.mcp.resources import TEMPLATE, Followers, parse_uri, uri_of
-from watchrun.mcp.runners import Runners
+from watchrun.mcp.calls import Failed
+from watchrun.mcp.resources import TEMPLATE, Followers, Full, parse_uri, uri_of
+from watchrun.mcp.runners import NoAnswer, Runners
 from watchrun.mcp.stdin import StdinLines
 from watchrun.mcp.stdout import StdoutLines
 from watchrun.mcp.text import render
@@ -68,6 +69,26 @@ def build_server(tool: Tool, followers: Followers, log: RunLog) -> Server[Any]:
     async def publish(uri: str) -> None:
         await bus.publish(ResourceUpdated(uri))
 
+    async def known() -> set[str]:
+        """The ids of the watchers whose resources can be followed (those `status` knows); the
+        followers of others end (cleared: they record nothing more)."""
+        try:
+            ids = await tool.known()
+        except (Failed, NoAnswer) as exc:
+            raise MCPError(types.INTERNAL_ERROR, f"cannot tell which watchers there are: {exc}"
+                           ) from None
+        followers.keep(ids)
+        return ids
+
+    async def follow(uris: set[str], key: object, send: Any) -> None:
+        """Follow `uris` (all or none: Full is refused before any is followed)."""
+        try:
+            followers.room(uris)
+        except Full as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
+        for uri in uris:
+            await followers.subscribe(uri, key, send)
+
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[TOOL])
 
@@ -85,6 +106,9 @@ def build_server(tool: Tool, followers: Followers, log: RunLog) -> Server[Any]:
                     await bus.publish(ResourcesListChanged())
                 else:
                     await ctx.session.send_resource_list_changed()
+            if details.get("action") == "clear":  # (the cleared ones are followed no more)
+                with contextlib.suppress(MCPError):
+                    await known()
         if details.get("action") not in schema.ACTIONS:  # no WatchDetails without an action
             return _error_result(str(details.get("error")))
         text = render(details, datetime.now(UTC))
@@ -119,8 +143,13 @@ def build_server(tool: Tool, followers: Followers, log: RunLog) -> Server[Any]:
             uri=params.uri, mime_type="application/json", text=edge_json(details))])
 
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        _parse(params.uri)
-        await followers.subscribe(params.uri, HANDSHAKE, ctx.session.send_resource_updated)
+        """Only to a watcher `status` knows (one cleared records nothing more; one that never
+        was would cost a follower for nothing): another is refused as `resources/read` is."""
+        wid, _ = _parse(params.uri)
+        if wid not in await known():
+            raise MCPError(RESOURCE_NOT_FOUND, f"cannot subscribe to {params.uri}: "
+                           f"{await tool.unknown(wid)}", {"uri": params.uri})
+        await follow({params.uri}, HANDSHAKE, ctx.session.send_resource_updated)
         return types.EmptyResult()
 
     async def unsubscribe(ctx: Any,
@@ -130,17 +159,18 @@ def build_server(tool: Tool, followers: Followers, log: RunLog) -> Server[Any]:
 
     async def listen(ctx: Any, params: types.SubscriptionsListenRequestParams
                      ) -> types.SubscriptionsListenResult:
-        """A 2026-07-28 subscription stream: the SDK's handler serves it; the watchers whose
-        URIs it names are followed while it is open (another URI is honored and never fires)."""
-        uris = set()
+        """A 2026-07-28 subscription stream: the SDK's handler serves it; the watchers `status`
+        knows whose URIs it names are followed while it is open (another URI is honored and
+        never fires, as the SDK honors one of a resource that does not exist)."""
+        ids, uris = await known(), set()
         for uri in params.notifications.resource_subscriptions or []:
             with contextlib.suppress(ValueError):
-                parse_uri(uri)
-                uris.add(uri)
+                if parse_uri(uri)[0] in ids:
+                    uris.add(uri)
         for uri in uris:
             listening[uri] += 1
-            await followers.subscribe(uri, LISTEN, publish)
         try:
+            await follow(uris, LISTEN, publish)
             return await streams(ctx, params)
         finally:
             for uri in uris:

@@ -85,10 +85,10 @@ class Tool:
         record = await self._record(runner, wid)
         if call.action == "status":
             if record is None:
-                raise Failed(await self._unknown(wid))
+                raise Failed(await self.unknown(wid))
             return {**base, "watch": record}, False
         if record is None and not await asyncio.to_thread(self._recorded, wid):
-            raise Failed(await self._unknown(wid))
+            raise Failed(await self.unknown(wid))
         details = await self._lines(call, wid)
         return {**base, **({"watch": record} if record else {}), **details}, False
 
@@ -221,7 +221,7 @@ class Tool:
             others = isinstance(err, dict) and err.get("mine") is False
         record = await self._record(runner, wid)
         if record is None and not stopped:
-            raise Failed(await self._unknown(wid))
+            raise Failed(await self.unknown(wid))
         if others:
             raise Failed(f"{wid} is not a watcher this session added, so it was not stopped: "
                          "on a live runner the tool stops only its session's own watchers, "
@@ -276,13 +276,19 @@ class Tool:
                 "*.jsonl")}
         return set()
 
-    async def _unknown(self, wid: str) -> str:
-        """No watcher `wid`: the ids known (listed, or with a status snapshot), and apart those
-        cleared whose records are kept (`matches` and `logs` read them; `status` has none)."""
+    async def known(self) -> set[str]:
+        """The ids `status` knows: the runner's list and the output dir's status snapshots (a
+        resource to subscribe to). Raises Failed or NoAnswer when the runner did not answer."""
         runner = await self.runners.current()
         known = await asyncio.to_thread(self._snapshots)
         if runner is not None:  # (without one, its list is those snapshots)
             known |= {str(w.get("id")) for w in await self._listed(runner)}
+        return known
+
+    async def unknown(self, wid: str) -> str:
+        """No watcher `wid`: the ids known (listed, or with a status snapshot), and apart those
+        cleared whose records are kept (`matches` and `logs` read them; `status` has none)."""
+        known = await self.known()
         kept = await asyncio.to_thread(self._jsonls) - known
         text = f"no watcher {wid!r} (known: {named(sorted(known))}"
         if wid in kept:
