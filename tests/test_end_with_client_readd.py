@@ -1,7 +1,8 @@
 """docs/control.md `add`: `endWithClient: true` ties a watcher to the process that sent the
 request; when that process ends the runner stops the watcher (`stop` reason `client-gone`, listed
-stopped until `clear`). One added again under the same id after a `clear` is a new watcher, not
-stopped then — neither because of the first client nor when its pid-watch fires late."""
+stopped: tests/test_end_with_client_kept.py for how long). One added again under the same id
+after a `clear` is a new watcher, not stopped then — neither because of the first client nor
+when its pid-watch fires late."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def runner(tmp_path: Path) -> Iterator[LiveRunner]:
 def test_a_watcher_added_again_after_clear_is_not_stopped_for_the_gone_client(
         runner: LiveRunner, tmp_path: Path, again_ends_with_client: bool) -> None:
     """docs/control.md `add`: the first client's watcher is stopped when it ends
-    (`client-gone`, listed stopped until `clear`); one added again under the same id after the
+    (`client-gone`, listed stopped); one added again under the same id after the
     `clear`, by a second client that lives on, is a new watcher, not stopped then; with
     `endWithClient` it is stopped when that second client ends (`client-gone`), not before."""
     r = runner

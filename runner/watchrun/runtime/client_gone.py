@@ -1,6 +1,7 @@
 """Watchers added with `endWithClient` end with the process that added them: its pidfd is
 followed, and when it ends (killed or not) the watchers it added, still as it added them, stop
-(`stop{reason: client-gone}`)."""
+(`stop{reason: client-gone}`). The runner keeps the rows of the last ENDED_KEPT such watchers
+whose client ended, and forgets older ones as `clear` does (their JSONL stays)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,21 @@ import weakref
 from typing import Any, Protocol
 
 from watchrun.config.model import WatcherSpec
-from watchrun.output.runlog import RunLog
+from watchrun.runtime.forgetting import Forgetting, forget_stopped
 from watchrun.runtime.watchers import WatcherSet
+from watchrun.views.humanize import named
 
-__all__ = ["Managing", "added_by", "own", "release"]
+__all__ = ["ENDED_KEPT", "Managing", "added_by", "own", "release"]
+
+ENDED_KEPT = 20
+"""The watchers whose client ended that stay listed (stopped): as many as `limits.maxWatchers`
+runs by default. An agent's session adds some to a long-lived runner every time; older ones are
+forgotten as `clear` forgets them, so the rows, state files and metric series stay bounded."""
 
 
-class Managing(Protocol):
+class Managing(Forgetting, Protocol):
     """What following clients needs of the supervisor."""
 
-    log: RunLog
     set: WatcherSet
     changing: asyncio.Lock
 
@@ -38,6 +44,11 @@ _OWNERS: weakref.WeakKeyDictionary[Managing, dict[int, dict[str, WatcherSpec]]] 
 _FOLLOWING: weakref.WeakKeyDictionary[Managing, set[asyncio.Task[None]]] = \
     weakref.WeakKeyDictionary()
 """Per runner: the tasks following its clients (`release` cancels them)."""
+
+
+_ENDED: weakref.WeakKeyDictionary[Managing, dict[str, WatcherSpec]] = \
+    weakref.WeakKeyDictionary()
+"""Per runner: the watchers whose client ended, as it added them, the oldest first."""
 
 
 def own(sup: Managing, pid: int, spec: WatcherSpec) -> None:
@@ -72,6 +83,7 @@ def release(sup: Managing) -> None:
     for task in list(_FOLLOWING.pop(sup, ())):
         task.cancel()
     _OWNERS.pop(sup, None)
+    _ENDED.pop(sup, None)
 
 
 async def _watch_client(sup: Managing, pid: int, specs: dict[str, WatcherSpec]) -> None:
@@ -105,7 +117,7 @@ def _settle(fut: asyncio.Future[None]) -> None:
 
 async def _owner_gone(sup: Managing, pid: int, specs: dict[str, WatcherSpec]) -> None:
     """Stop the watchers that process `pid` added with `endWithClient` and that still run as it
-    added them (not one re-added under the same id since)."""
+    added them (not one re-added under the same id since); then keep the last ENDED_KEPT."""
     async with sup.changing:
         if str(sup.state) != "running":
             return  # a runner that is stopping stops them anyway
@@ -114,5 +126,33 @@ async def _owner_gone(sup: Managing, pid: int, specs: dict[str, WatcherSpec]) ->
         if ids:
             sup.log.info(f"process {pid}, which added {', '.join(ids)}, has ended: stopping "
                          "them", event="client-gone")
+        elif still:
+            sup.log.info(f"process {pid}, which added {', '.join(w for w in specs if w in still)}"
+                         ", has ended (they are stopped already)", event="client-gone")
         for wid in ids:
             await sup.set.stop(wid, reason="client-gone")
+        await _keep_last(sup, {wid: spec for wid, spec in specs.items() if wid in still})
+
+
+async def _keep_last(sup: Managing, ended: dict[str, WatcherSpec]) -> None:
+    """`ended` are the newest watchers whose client ended; forget the oldest beyond ENDED_KEPT
+    of those that rest as their client left them (one cleared since, added again by another,
+    or started again by someone is no longer counted: it is not a row its client left)."""
+    kept = _ENDED.setdefault(sup, {})
+    for wid, spec in ended.items():
+        kept.pop(wid, None)
+        kept[wid] = spec  # (the newest last)
+    ws = sup.set
+    for wid, spec in list(kept.items()):
+        if ws.runtime.get(wid) is not spec or wid in ws.running or wid in ws.later or \
+                wid in ws.stopping:
+            del kept[wid]
+    old = list(kept)[:max(0, len(kept) - ENDED_KEPT)]
+    if not old:
+        return
+    for wid in old:
+        del kept[wid]
+    await forget_stopped(sup, ws, old)
+    sup.log.info(f"forgot {named(old)}, stopped when the client that added them ended: the "
+                 f"runner keeps the last {ENDED_KEPT} such watchers listed (their JSONL stays)",
+                 event="forgotten")

@@ -1,6 +1,7 @@
 """The state files of watchers forgotten for good (`watchrun clear`; a reload that removes a
-file watcher whose file is gone; an `add` refused `start_failed`), removed without following a
-link, and what the runner holds of them in memory: their metric series."""
+file watcher whose file is gone; an `add` refused `start_failed`; the oldest of those whose
+client ended), removed without following a link, and what the runner holds of them in memory:
+their metric series."""
 
 from __future__ import annotations
 
@@ -81,6 +82,17 @@ async def forget_files(sup: Forgetting, ws: WatcherSet, ids: Iterable[str]) -> b
             sup.log.warning(f"cannot delete the state files of the forgotten watcher: {exc}", wid)
             done = False
     return done
+
+
+async def forget_stopped(sup: Forgetting, ws: WatcherSet, ids: list[str]) -> None:
+    """Forget stopped runtime watchers as `clear IDS` does: their rows and snapshots, their
+    specs (one added again under such an id is new), checkpoints and metric series; their JSONL
+    stays."""
+    sup.board.forget_stopped(set(ids))
+    for wid in ids:
+        ws.runtime.pop(wid, None)
+        ws.stopped_by_request.discard(wid)
+    await forget_files(sup, ws, ids)
 
 
 async def forget_gone(sup: Forgetting, ws: WatcherSet, old: Config) -> None:
