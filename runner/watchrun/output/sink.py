@@ -11,7 +11,7 @@ from typing import Any
 
 from watchrun.clock import Clock, iso_ts
 from watchrun.output import safefs
-from watchrun.output.jsonl import batch_end, dumps, match_records
+from watchrun.output.jsonl import batch_end, batch_ends, dumps, match_records
 from watchrun.output.livefile import last_record, let_go, open_live, rotate, size_if_same
 from watchrun.output.notefile import note_path
 from watchrun.output.records import format_cursor
@@ -159,13 +159,13 @@ class JsonlSink:
         gaps = self._gaps(lines) if self.unwritten.lost or self.unwritten.noted else []
         if gaps:
             lines = [*(g for _, _, g in gaps), *lines]
-        i = 0
+        i, ends = 0, batch_ends(lines)
         try:
             self._check_file()
             while i < len(lines):
                 if self._size > 0 and self._size + len(lines[i]) > self.max_bytes:
                     self._rotate(seq_of(lines[i])[0] - 1)
-                j = batch_end(lines, i, min(BATCH_BYTES, self.max_bytes - self._size))
+                j = batch_end(ends, i, min(BATCH_BYTES, self.max_bytes - self._size))
                 try:
                     self._write_all(b"".join(lines[i:j]) if j > i + 1 else lines[i])
                 except SinkWriteError as exc:
