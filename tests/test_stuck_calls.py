@@ -210,8 +210,54 @@ def test_a_loop_held_by_a_read_is_said_while_it_lasts_and_when_it_ends(tmp_path:
     assert "watchrun: error: the event loop has not run for 1 s: it is held in drain " \
         "(<string>:" in stalled, stalled  # (the seam's own frame: a real read's is ours)
     assert "called from Followed._drain (watchrun/sources/followed.py:" in stalled, stalled
+    assert "(a file system that does not answer?)" in stalled, stalled  # (off CPU: waiting)
     assert "warning: the event loop runs again after a stall of " in text
     assert "nothing is read, recorded or answered until it returns" in stalled
+
+
+BUSY = """
+import os, sys
+import watchrun.runtime.lag as lag
+lag.STALL_S = 1.0
+from watchrun.output.sink import JsonlSink
+real = JsonlSink.match_records
+def match_records(self, *args, **kwargs):
+    while os.path.exists("hang"):  # formatting records that takes seconds, on CPU
+        pass
+    return real(self, *args, **kwargs)
+JsonlSink.match_records = match_records
+sys.argv = ["watchrun", *sys.argv[1:]]
+from watchrun.cli import entry
+sys.exit(entry())
+"""
+"""`watchrun` whose match records take CPU while the file `hang` exists, its stalls said
+after 1 s."""
+
+
+def test_a_loop_held_by_the_runners_own_work_is_not_blamed_on_a_file_system(
+        tmp_path: Path) -> None:
+    """The loop held by a flood's records being formatted (explore-latency F1) was said as
+    "held in JsonlSink.write_lines (...) (a file system that does not answer?)": the disk was
+    fine. A stall during which the loop's thread was on CPU is said as the runner's own work."""
+    (tmp_path / "app.log").write_text("")
+    cfg = write_config(tmp_path, {"watchers": [
+        {"id": "log", "path": "app.log", "pattern": "ERROR"}]})
+    with seamed_runner(BUSY, cfg) as (proc, err):
+        wait_for(lambda: "1 watcher, 0 agents running" in "".join(err), "the start")
+        (tmp_path / "hang").touch()
+        with (tmp_path / "app.log").open("a") as fh:
+            fh.write("ERROR one\n")  # its record's formatting holds the loop
+        wait_for(lambda: "has not run for" in "".join(err), "the stall to be said")
+        (tmp_path / "hang").unlink()
+        wait_for(lambda: "runs again after a stall of" in "".join(err), "the end of the stall")
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+    text = "".join(err)
+    assert rc == 0, text
+    (stalled,) = [line for line in text.splitlines() if "has not run for" in line]
+    assert "called from WatcherPipeline." in stalled, stalled
+    assert "(busy on CPU: the runner's own work, not a wait on storage)" in stalled, stalled
+    assert "file system" not in stalled, stalled
 
 
 SUSPENDABLE = """

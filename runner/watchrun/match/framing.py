@@ -18,6 +18,11 @@ class CountsLines(Protocol):
         """The number of lines in the chunk the last `chunk()` call was given."""
         ...
 
+    def matches_in_last_chunk(self) -> int:
+        """The number of its lines that matched (a file source reads less at a time after a
+        chunk of many: `reading.DENSE_READ`)."""
+        ...
+
 
 def utf8_boundary(data: bytes, limit: int) -> int:
     """The largest k <= limit such that data[:k] does not end inside a UTF-8 sequence."""

@@ -17,7 +17,11 @@ INTERVAL_S = 0.1
 up as that timer's lateness, to within the loop's own scheduling (~1 ms)."""
 STALL_S = 5.0
 """A loop whose timer has not run for this long is stalled (a read on a file system that
-stopped answering): the guard thread says so then, and where the loop is held."""
+stopped answering, or work of the runner's own that no yield cuts): the guard thread says so
+then, where the loop is held, and whether its thread was busy on CPU meanwhile (`BUSY`)."""
+BUSY = 0.5
+"""A stall during which the loop's thread used at least this share of the time on CPU is busy:
+the runner's own work (or a call that computes), not a wait on storage."""
 OVERSLEPT_S = 1.0
 """A guard that wakes this late, while the process used less than half that CPU time, was not
 running either: the whole process was not (SIGSTOP, a frozen container or VM, a host out of
@@ -31,7 +35,8 @@ since the start could never clear: one stall pinned it until the runner restarte
 
 class LoopLag:
     """Runs as a task of the supervisor; `max_s` is exposed in `status` and the metrics.
-    `stalled(seconds, where)` is called from the guard thread once a stall passes STALL_S, and
+    `stalled(seconds, where, busy)` is called from the guard thread once a stall passes STALL_S
+    (`busy`: the loop's thread was on CPU for most of it, `BUSY`), and
     `resumed(seconds)` on the loop when it runs again; `suspended(seconds)` on the loop when it
     ran that late (STALL_S or more) while the process used little CPU and the guard said
     nothing: the whole process did not run (None: such a stall is not said here). That is no
@@ -39,7 +44,7 @@ class LoopLag:
     loop held by a blocking call, and counts."""
 
     def __init__(self, interval_s: float = INTERVAL_S, *,
-                 stalled: Callable[[float, str], None] | None = None,
+                 stalled: Callable[[float, str, bool], None] | None = None,
                  resumed: Callable[[float], None] | None = None,
                  suspended: Callable[[float], None] | None = None,
                  window_s: float = WINDOW_S) -> None:
@@ -51,15 +56,17 @@ class LoopLag:
         """The lateness of the latest tick."""
         self._stalled, self._resumed, self._suspended = stalled, resumed, suspended
         self._beat = time.monotonic()  # the loop's last tick
+        self._beat_cpu = 0.0  # the loop thread's CPU time at it
         self._said: float | None = None  # the beat of a stall the guard has said
 
     async def run(self) -> None:
         """Until cancelled (the guard thread ends with it)."""
         loop = asyncio.get_running_loop()
         stop = threading.Event()
-        guard = None
+        guard, clock = None, time.pthread_getcpuclockid(threading.get_ident())
+        self._beat_cpu = time.clock_gettime(clock)
         if self._stalled is not None:
-            guard = threading.Thread(target=self._guard, args=(threading.get_ident(), stop),
+            guard = threading.Thread(target=self._guard, args=(threading.get_ident(), clock, stop),
                                      name="watchrun-stall-guard", daemon=True)
             guard.start()
         try:
@@ -69,6 +76,7 @@ class LoopLag:
                 now = loop.time()
                 self.last_s = max(0.0, now - due)
                 self._beat, said = time.monotonic(), self._said
+                self._beat_cpu = time.clock_gettime(clock)
                 suspended = said is None and self.last_s >= STALL_S and \
                     time.process_time() - cpu < self.last_s / 2  # the guard did not run either
                 if not suspended:
@@ -100,11 +108,11 @@ class LoopLag:
         while worst[0][0] < at - self.window_s:
             worst.popleft()
 
-    def _guard(self, loop_thread: int, stop: threading.Event) -> None:
+    def _guard(self, loop_thread: int, clock: int, stop: threading.Event) -> None:
         """In its own thread: a stall past STALL_S is said once, with where the loop is; not
         when the guard itself woke OVERSLEPT_S late (the process did not run: the loop says
         that). It wakes when the last tick is STALL_S old, about every STALL_S on a loop that
-        runs."""
+        runs. `clock`: the loop thread's CPU clock."""
         due, cpu = time.monotonic(), time.process_time()
         while True:
             beat, now = self._beat, time.monotonic()
@@ -113,7 +121,8 @@ class LoopLag:
             if held >= STALL_S and self._said is None and self._stalled is not None and \
                     not overslept:  # (overslept: the loop's next tick says it, if it can run)
                 self._said = beat
-                self._stalled(held, held_in(sys._current_frames().get(loop_thread)))
+                busy = time.clock_gettime(clock) - self._beat_cpu >= held * BUSY
+                self._stalled(held, held_in(sys._current_frames().get(loop_thread)), busy)
             wait = STALL_S - held if held < STALL_S else STALL_S
             due, cpu = time.monotonic() + wait, time.process_time()
             if stop.wait(wait):

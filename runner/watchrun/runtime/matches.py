@@ -54,6 +54,23 @@ class Rows(Struct):
             out = [replace(m, line=self.whole.get(k, m.line)) for k, m in enumerate(out)]
         return out
 
+    def parts(self, n: int) -> list[Rows]:
+        """These rows in parts of at most `n` (itself when it holds no more), each part's
+        `cuts`, `whole` and `redacted` keyed from its own first row."""
+        if len(self.lines) <= n:
+            return [self]
+        texts = self.split()
+        out = [Rows(self.lines[lo : lo + n], self.line_nos[lo : lo + n],
+                    self.offsets[lo : lo + n], self.rest[lo : lo + n], texts[lo : lo + n])
+               for lo in range(0, len(self.lines), n)]
+        for name in ("cuts", "whole", "redacted"):
+            for k, value in (getattr(self, name) or {}).items():
+                part = out[k // n]
+                if getattr(part, name) is None:
+                    setattr(part, name, {})
+                getattr(part, name)[k % n] = value
+        return out
+
     def split(self) -> list[str | bytes]:
         """`texts`, one per line."""
         if isinstance(self.texts, str):

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from watchrun.runtime.isolation import IsolatedMatcher
 
 FIRST_KEPT = 5
+SLICE = 4096
+"""A chunk's match records are built, written and handed on this many at a time, the loop let
+run between: all at once, the 524k of a 1 MiB read of 2-byte matching lines held it seconds."""
 FINAL_WRITE_S = 2.0
 """How long the `stop` record is retried on a failing disk before it is given up."""
 OnMatches = Callable[[WatcherSpec, Sequence[MatchInfo], "WatcherPipeline"], None]
@@ -85,6 +88,7 @@ class WatcherPipeline(Resuming):
                                  recent=RecentMatches(limits.max_matches))
         self.on_touch: Callable[[], None] | None = None
         self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
+        self._matched = 0  # the last chunk's matching lines
         self._where: tuple[object, bytes, str] = (None, b"", "")  # (path, inode) or run: members
 
     def lines_in_last_chunk(self) -> int:
@@ -98,10 +102,16 @@ class WatcherPipeline(Resuming):
         self._counted = (b"", n, 0)
         return n
 
+    def matches_in_last_chunk(self) -> int:
+        """`framing.CountsLines`: the matching lines of the last chunk."""
+        return self._matched
+
     async def chunk(self, chunk: Chunk) -> None:
         """The hot path: O(1) Python work per chunk plus one engine scan of its bytes; lines
-        are looked at one by one only where the engine found a match."""
+        are looked at one by one only where the engine found a match. Their records go out
+        SLICE at a time, the loop let run between."""
         data = chunk.data
+        self._matched = 0
         c = self.counters
         c.bytes_read += chunk.end - chunk.offset
         if self._keys is not None:  # (every chunk: a block goes on across them)
@@ -129,8 +139,17 @@ class WatcherPipeline(Resuming):
             return
         else:
             rows = self._rows(chunk, spans)
-        found = Found(rows, self._members(chunk)[1], self.sink.cursor_prefix, self.sink.next_seq)
-        landed = Landed(c, rows)
+        self._matched = len(rows.lines)
+        where = self._members(chunk)[1]
+        for k, part in enumerate(rows.parts(SLICE)):
+            if k:
+                await asyncio.sleep(0)  # fairness: other watchers run between the slices
+            await self._record(part, spans[k * SLICE : (k + 1) * SLICE], where)
+
+    async def _record(self, rows: Rows, spans: list[tuple[int, int]], where: str) -> None:
+        """Write the match records of `rows` (whose lines are `spans`, or none were needed)."""
+        found = Found(rows, where, self.sink.cursor_prefix, self.sink.next_seq)
+        landed = Landed(self.counters, rows)
         try:
             await self.writer.write_lines(self.sink.match_records(
                 rows.lines, rows.line_nos, rows.offsets, rows.rest), on_written=landed)

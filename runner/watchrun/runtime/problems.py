@@ -60,12 +60,15 @@ class Problems:
         self.report(f"internal error: {context.get('message', 'in the event loop')}"
                     + (f": {exc!r}" if exc is not None else ""))
 
-    def stalled(self, held_s: float, where: str) -> None:
-        """From the loop-lag guard's thread: the loop has not run for STALL_S."""
+    def stalled(self, held_s: float, where: str, busy: bool) -> None:
+        """From the loop-lag guard's thread: the loop has not run for STALL_S; `busy`: its
+        thread was on CPU (the runner's own work), else it waits in a call (storage?)."""
+        why = ("busy on CPU: the runner's own work, not a wait on storage" if busy else
+               "a file system that does not answer?")
         self.log.error(f"the event loop has not run for {held_s:.0f} s: it is held in {where} "
-                       "(a file system that does not answer?); nothing is read, recorded or "
-                       "answered until it returns", event="loop-stalled", stalledS=held_s,
-                       where=where)
+                       f"({why}); nothing is read, recorded or answered until it returns",
+                       event="loop-stalled", stalledS=held_s, where=where,
+                       cause="busy" if busy else "waiting")
 
     def suspended(self, held_s: float) -> None:
         """From the loop-lag guard's thread: the whole process did not run for `held_s`."""

@@ -58,6 +58,9 @@ class Across:
     def lines_in_last_chunk(self) -> int:
         return self._pipeline.lines_in_last_chunk()  # (set before the chunk's call returned)
 
+    def matches_in_last_chunk(self) -> int:
+        return self._pipeline.matches_in_last_chunk()
+
     async def _on_home(self, coro: Coroutine[Any, Any, T]) -> T:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._home))
 
@@ -80,7 +83,7 @@ async def follow_elsewhere(source: FileSource, pipeline: WatcherPipeline, *, nam
         if not ended.done():
             ended.set_result(exc)
 
-    lag = LoopLag(BEAT_S, stalled=lambda s, where: on_home(said, (
+    lag = LoopLag(BEAT_S, stalled=lambda s, where, _busy: on_home(said, (
         f"its reads of {source.path} have not returned for {s:.0f} s: held in {where}; this "
         "watcher reads nothing until they return (the others go on)"), True),
         resumed=lambda s: on_home(said, f"its reads of {source.path} returned after a stall "

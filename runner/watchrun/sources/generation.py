@@ -16,7 +16,14 @@ from watchrun.sources.identity import (
     position,
     tail_before,
 )
-from watchrun.sources.reading import FIRST_READ, first_read, hold_heap
+from watchrun.sources.reading import (
+    DENSE_MATCHES,
+    DENSE_READ,
+    FIRST_READ,
+    READ_SIZE,
+    first_read,
+    hold_heap,
+)
 from watchrun.sources.resume import next_seq
 from watchrun.sources.unreadable import judged
 from watchrun.sources.zeros import CountsNul, Nuls, head_of
@@ -48,6 +55,9 @@ class Generation:
         rotated generation found beside it, a copy: `app.log.1`); None: the watched path's."""
         self.nul = Nuls()
         """Its NUL bytes not written yet at its end (`zeros.py`)."""
+        self.step = DENSE_READ
+        """What its next read asks for at most: DENSE_READ after a chunk of many matches, up to
+        READ_SIZE (doubling) after chunks of few (`reading.DENSE_READ`)."""
         self.reset(pos, line_no, seq, within=within)
 
     def reset(self, pos: int, line_no: int, seq: int | None = None, *,
@@ -104,8 +114,9 @@ class Generation:
         self, ctx: SourceContext, path: str, size: int, end: int | None, moved: Callable[[], None],
         held: int | None = None,
     ) -> int:
-        """Read to EOF (or `end`), at most `size` bytes at a time (the first read: what the file
-        holds, `held` when the caller has just looked), yielding to the loop in between;
+        """Read to EOF (or `end`), at most `size` bytes at a time, fewer while its chunks hold
+        many matches (`step`; the first read: what the file holds, `held` when the caller has
+        just looked), yielding to the loop in between;
         return the bytes read. `moved()` is called once a chunk's records are written and the
         checkpoint moved."""
         counter = _counter(ctx)
@@ -113,7 +124,8 @@ class Generation:
             await self.judge(ctx)
         start, waited, self.nul.ahead, holes = self.pos, self.nul.ahead, 0, 0
         self.framer.stamp(inode=self.inode, path=self.read_as or path)
-        want = first_read(self.fd, self.pos, size, held)
+        cap = min(size, self.step)
+        want = first_read(self.fd, self.pos, cap, held)
         if waited:  # (at NUL bytes not written yet: what was filled of them first, not all)
             want = min(want, FIRST_READ)
         while end is None or self.pos < end:
@@ -144,9 +156,9 @@ class Generation:
                 self.passed(skip)
                 holes, at = holes + skip, take + skip
             if not (skip or self.nul.more) and (  # (a first read of what `fstat` showed:
-                    self.nul.ahead or got < want or (want < size and not waited)):  # a
+                    self.nul.ahead or got < want or (want < cap and not waited)):  # a
                 break  # write since then is another event, another drain)
-            want = size
+            cap = want = min(size, self.step)
             await asyncio.sleep(0)  # fairness: other watchers read between our chunks
         self.seen_size = max(self.seen_size, self.pos + self.nul.ahead)
         if holes and isinstance(ctx, CountsNul):
@@ -174,6 +186,8 @@ class Generation:
         await ctx.chunk(chunk)
         if counter is not None:
             self.framer.settle(counter.lines_in_last_chunk())
+            dense = counter.matches_in_last_chunk() > DENSE_MATCHES
+            self.step = DENSE_READ if dense else min(READ_SIZE, 2 * self.step)
         self.done = (chunk.end, self.framer.line_no)
         self.done_seq = next_seq(ctx)
         moved()

@@ -13,6 +13,12 @@ READ_SIZE = 1 << 20
 """A backlog is read this much at a time (between two yields to the loop): a chunk's Python work
 is paid per read (256 KiB reads: 5-10 % more CPU on a big file; 4 MiB ones no longer fit the
 caches between the scan and the per-match line counts)."""
+DENSE_READ = 64 * 1024
+"""A generation's reads start at this size and double with each chunk of few matches, up to
+READ_SIZE; a chunk of more than DENSE_MATCHES matches brings them back to it. A read of 1 MiB of
+2-byte matching lines is 524k records, whose scan held the loop for ~0.3 s: a flood of short
+matching lines is read as a command's output is, 64 KiB (32k records at most) per loop turn."""
+DENSE_MATCHES = 4096
 FIRST_READ = 64 * 1024
 """The least a drain asks for first when the file seemed to hold less: a read of what is there
 (a tailed file grew by a few KiB) allocates no READ_SIZE buffer to shrink again."""
