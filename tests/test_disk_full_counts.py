@@ -124,7 +124,8 @@ def test_truncated_and_redacted_count_only_the_records_written(tmp_path: Path) -
     assert status["truncated"] == len([r for r in matches if r.get("truncated")])
     assert status["redacted"] == {
         "password": sum(r["line"].count("[REDACTED:password]") for r in matches)}
-    assert status["linesCut"] == status["linesRead"] == 200
+    assert status["linesCut"] == status["linesRead"] >= len(matches)  # (every line read is cut:
+    # those read past the last record written too, however many reads came before the give-up)
 
 
 def test_a_gate_crossed_by_the_records_written_shows_their_lines(tmp_path: Path) -> None:
