@@ -181,11 +181,13 @@ def every_line(chunk: Chunk, where: bytes) -> Rows | None:
 
 
 def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
-               where: bytes) -> tuple[Rows, list[int], int]:
+               where: bytes, after: tuple[int, int] | None = None) -> tuple[Rows, list[int], int]:
     """The columns of the matched lines `spans`, the indexes of the lines that need
     sanitizing (not `plain_text`: their columns are placeholders, the caller fills them in),
     and how many lines of the chunk precede the last matched line. Line numbers are counted up
-    to each match only; no loop over the matches in Python (`plain_texts`)."""
+    to each match only; no loop over the matches in Python (`plain_texts`). `after`: the start
+    and line number of the chunk's matched line before `spans` (a slice of its matches), where
+    the count goes on from; None: from the chunk's start."""
     data = chunk.data
     starts = list(map(operator.itemgetter(0), spans))
     ends = list(map(operator.itemgetter(1), spans))
@@ -196,8 +198,9 @@ def plain_rows(chunk: Chunk, spans: Sequence[tuple[int, int]], max_bytes: int,
         odd = sorted({*odd, *itertools.compress(range(len(starts)), map(chunk.cut_at, starts))})
     else:
         offsets = list(map(chunk.offset.__add__, starts))
-    gaps = map(newline_counter(data), itertools.chain((0,), starts), starts)
-    line_nos = list(itertools.accumulate(gaps, initial=chunk.line_no))
+    first, line_no = after if after is not None else (0, chunk.line_no)
+    gaps = map(newline_counter(data), itertools.chain((first,), starts), starts)
+    line_nos = list(itertools.accumulate(gaps, initial=line_no))
     del line_nos[0]
     rows = Rows(plain_bodies(utf8), line_nos, offsets, [where] * len(starts), text)
     return rows, odd, line_nos[-1] - chunk.line_no

@@ -21,6 +21,7 @@ from watchrun.sources.reading import (
     DENSE_READ,
     FIRST_READ,
     READ_SIZE,
+    START_READ,
     first_read,
     hold_heap,
 )
@@ -55,9 +56,9 @@ class Generation:
         rotated generation found beside it, a copy: `app.log.1`); None: the watched path's."""
         self.nul = Nuls()
         """Its NUL bytes not written yet at its end (`zeros.py`)."""
-        self.step = DENSE_READ
-        """What its next read asks for at most: DENSE_READ after a chunk of many matches, up to
-        READ_SIZE (doubling) after chunks of few (`reading.DENSE_READ`)."""
+        self.step = START_READ
+        """What its next read asks for at most: START_READ first, DENSE_READ after a chunk of many
+        matches, up to READ_SIZE (doubling) after chunks of few (`reading.DENSE_READ`)."""
         self.reset(pos, line_no, seq, within=within)
 
     def reset(self, pos: int, line_no: int, seq: int | None = None, *,
@@ -133,7 +134,7 @@ class Generation:
             data = os.pread(self.fd, want, self.pos)
             if not data:
                 break
-            if len(data) == size:
+            if len(data) == cap:
                 hold_heap()  # a backlog: its read buffers are reused, not faulted in anew
             if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
                 self.changed = True  # truncated (copytruncate) since the last look: `data`

@@ -19,6 +19,10 @@ READ_SIZE; a chunk of more than DENSE_MATCHES matches brings them back to it. A 
 2-byte matching lines is 524k records, whose scan held the loop for ~0.3 s: a flood of short
 matching lines is read as a command's output is, 64 KiB (32k records at most) per loop turn."""
 DENSE_MATCHES = 4096
+START_READ = 256 * 1024
+"""A generation's first read asks for this much at most: a 1 MiB first read of 2-byte matching
+lines held the loop ~0.15 s (its scan and its 524k spans) before its records could go out in
+slices, a 64 KiB one split a backlog of a few long matched lines into a wake of an agent each."""
 FIRST_READ = 64 * 1024
 """The least a drain asks for first when the file seemed to hold less: a read of what is there
 (a tailed file grew by a few KiB) allocates no READ_SIZE buffer to shrink again."""
