@@ -3,11 +3,12 @@ watcher's line is recorded while the flood is still being recorded, the loop kee
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Any
 
-from liverunner import LiveRunner, lag_limit, wait_for, write_config
+from liverunner import LiveRunner, lag_limit, read_records, wait_for, write_config
 
 FLOOD_LINES = 2 << 20
 """2-byte matching lines (`x\\n`): 4 MiB, 2 M match records (8 reads of 1 MiB, each of which
@@ -56,3 +57,22 @@ def test_a_flood_of_short_matching_lines_does_not_hold_the_other_watchers(
 def _matches(listed: dict[str, Any], wid: str) -> int:
     """A watcher's `matchCount` in a control `list` answer."""
     return int(next(w["matchCount"] for w in listed["watchers"] if w["id"] == wid))
+
+
+def test_the_slices_of_one_read_number_their_lines_as_one(tmp_path: Path) -> None:
+    """A read of 9 000 matching lines goes out in three slices of records, each slice's columns
+    built as it goes (the line count going on from the slice before): every record has its
+    line's number and offset, as one pass over the read gave them."""
+    from test_once import once
+
+    (tmp_path / "app.log").write_bytes(b"".join(b"x%d\n" % n for n in range(1, 9001)))
+    run = once(tmp_path, {"watchers": [{"id": "app", "path": "app.log", "pattern": "x",
+                                        "fromStart": True}]})
+    assert run.rc == 0, run.err
+    matches = [r for r in read_records(tmp_path / ".watchrun" / "watchers" / "app.jsonl")
+               if r["kind"] == "match"]
+    assert [(r["lineNo"], r["line"]) for r in matches] == [
+        (n, f"x{n}") for n in range(1, 9001)]
+    lines = [b"x%d\n" % n for n in range(1, 9001)]
+    assert [r["offset"] for r in matches] == list(itertools.accumulate(
+        map(len, lines[:-1]), initial=0))
