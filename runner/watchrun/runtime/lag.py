@@ -20,8 +20,10 @@ STALL_S = 5.0
 stopped answering, or work of the runner's own that no yield cuts): the guard thread says so
 then, where the loop is held, and whether its thread was busy on CPU meanwhile (`BUSY`)."""
 BUSY = 0.5
-"""A stall during which the loop's thread used at least this share of the time on CPU is busy:
-the runner's own work (or a call that computes), not a wait on storage."""
+"""Where /proc cannot say whether the loop's thread is running or waiting for a CPU (`_runnable`),
+a stall during which it used at least this share of the time on CPU is busy: the runner's own
+work (or a call that computes), not a wait on storage. (Its share alone is no answer on a host
+short of CPU: a thread that computes there runs a fraction of the time.)"""
 OVERSLEPT_S = 1.0
 """A guard that wakes this late, while the process used less than half that CPU time, was not
 running either: the whole process was not (SIGSTOP, a frozen container or VM, a host out of
@@ -66,8 +68,10 @@ class LoopLag:
         guard, clock = None, time.pthread_getcpuclockid(threading.get_ident())
         self._beat_cpu = time.clock_gettime(clock)
         if self._stalled is not None:
-            guard = threading.Thread(target=self._guard, args=(threading.get_ident(), clock, stop),
-                                     name="watchrun-stall-guard", daemon=True)
+            guard = threading.Thread(
+                target=self._guard, args=(threading.get_ident(), threading.get_native_id(),
+                                          clock, stop),
+                name="watchrun-stall-guard", daemon=True)
             guard.start()
         try:
             due, cpu = loop.time() + self.interval_s, time.process_time()
@@ -108,11 +112,11 @@ class LoopLag:
         while worst[0][0] < at - self.window_s:
             worst.popleft()
 
-    def _guard(self, loop_thread: int, clock: int, stop: threading.Event) -> None:
+    def _guard(self, loop_thread: int, native: int, clock: int, stop: threading.Event) -> None:
         """In its own thread: a stall past STALL_S is said once, with where the loop is; not
         when the guard itself woke OVERSLEPT_S late (the process did not run: the loop says
         that). It wakes when the last tick is STALL_S old, about every STALL_S on a loop that
-        runs. `clock`: the loop thread's CPU clock."""
+        runs. `native`: the loop thread's id to the kernel; `clock`: its CPU clock."""
         due, cpu = time.monotonic(), time.process_time()
         while True:
             beat, now = self._beat, time.monotonic()
@@ -121,7 +125,9 @@ class LoopLag:
             if held >= STALL_S and self._said is None and self._stalled is not None and \
                     not overslept:  # (overslept: the loop's next tick says it, if it can run)
                 self._said = beat
-                busy = time.clock_gettime(clock) - self._beat_cpu >= held * BUSY
+                busy = _runnable(native)
+                if busy is None:
+                    busy = time.clock_gettime(clock) - self._beat_cpu >= held * BUSY
                 self._stalled(held, held_in(sys._current_frames().get(loop_thread)), busy)
             wait = STALL_S - held if held < STALL_S else STALL_S
             due, cpu = time.monotonic() + wait, time.process_time()
@@ -153,3 +159,16 @@ def _frame(frame: FrameType) -> str:
     if name.startswith(_PACKAGE + os.sep):
         name = os.path.relpath(name, os.path.dirname(_PACKAGE))
     return f"{frame.f_code.co_qualname} ({name}:{frame.f_lineno})"
+
+
+def _runnable(tid: int) -> bool | None:
+    """Whether the thread `tid` (the kernel's id) is running or waiting for a CPU now (state R:
+    computing), rather than asleep in a call (S, D: waiting on a file system, a lock, a pipe);
+    None where /proc does not say."""
+    try:
+        with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    state = stat[stat.rfind(b")") + 2 :][:1]  # (after the command's name, which may hold ")")
+    return state == b"R" if state else None
