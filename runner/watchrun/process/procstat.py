@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["LINUX", "SPAWN_ID", "Plain", "Stat", "read_table", "spawn_id_of", "start_time"]
+__all__ = ["LINUX", "SPAWN_ID", "Plain", "Stat", "read_table", "spawn_id_of", "start_time",
+           "stat_fields"]
 
 LINUX = sys.platform.startswith("linux")
 SPAWN_ID = "WATCHRUN_SPAWN_ID"  # in every child's env; inherited, so escapees stay attributable
@@ -47,28 +48,30 @@ class Stat(Plain):
         self.state, self.ppid, self.pgid, self.sid, self.start = state, ppid, pgid, sid, start
 
 
-def start_time(pid: int) -> int | None:
-    """The start time of `pid` (clock ticks since boot, /proc/<pid>/stat field 22): with the pid
-    it names one process for good, even after the pid is reused. None when it is gone."""
+def stat_fields(path: str) -> list[bytes] | None:
+    """The fields of a /proc `stat` file (`/proc/<pid>/stat`, `/proc/self/task/<tid>/stat`)
+    after the command's name, which may hold spaces and parens: its state first. None when it
+    cannot be read (the process or thread is gone)."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(path, "rb") as f:
             raw = f.read()
     except OSError:
         return None
-    return int(raw[raw.rindex(b")") + 2 :].split()[19])
+    return raw[raw.rindex(b")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of `pid` (clock ticks since boot, /proc/<pid>/stat field 22): with the pid
+    it names one process for good, even after the pid is reused. None when it is gone."""
+    r = stat_fields(f"/proc/{pid}/stat")
+    return None if r is None else int(r[19])
 
 
 def read_table() -> dict[int, Stat]:
     """Every process on the host, from /proc/<pid>/stat."""
     out: dict[int, Stat] = {}
     for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            r = raw[raw.rindex(b")") + 2 :].split()  # comm may hold spaces and parens
+        if name.isdigit() and (r := stat_fields(f"/proc/{name}/stat")) is not None:
             out[int(name)] = Stat(r[0].decode(), int(r[1]), int(r[2]), int(r[3]), int(r[19]))
     return out
 

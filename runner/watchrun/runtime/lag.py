@@ -12,6 +12,8 @@ from collections import deque
 from collections.abc import Callable
 from types import FrameType
 
+from watchrun.process.procstat import stat_fields
+
 INTERVAL_S = 0.1
 """A timer every 100 ms (10 wake-ups a second): a stall that covers one of its deadlines shows
 up as that timer's lateness, to within the loop's own scheduling (~1 ms)."""
@@ -165,10 +167,5 @@ def _runnable(tid: int) -> bool | None:
     """Whether the thread `tid` (the kernel's id) is running or waiting for a CPU now (state R:
     computing), rather than asleep in a call (S, D: waiting on a file system, a lock, a pipe);
     None where /proc does not say."""
-    try:
-        with open(f"/proc/self/task/{tid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    state = stat[stat.rfind(b")") + 2 :][:1]  # (after the command's name, which may hold ")")
-    return state == b"R" if state else None
+    fields = stat_fields(f"/proc/self/task/{tid}/stat")
+    return fields[0] == b"R" if fields else None
