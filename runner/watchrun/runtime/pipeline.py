@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from watchrun.config.model import Limits, WatcherSpec
@@ -132,26 +132,32 @@ class WatcherPipeline(Resuming):
             hit, spans = await asyncio.to_thread(self._look, data, need, rows is None) \
                 if self._off_loop else self._look(data, need, rows is None)
             c.require_seen |= hit
-        where = self._members(chunk)[1]
         if rows is not None:
             self._counted = (data, len(rows.lines), len(data))
             self._matched = len(rows.lines)
-            for k, part in enumerate(rows.parts(SLICE)):
-                if k:
-                    await asyncio.sleep(0)  # fairness: other watchers run between the slices
-                await self._record(part, [], where)
-            return
-        if not spans:
+            slices: Iterator[tuple[Rows, list[tuple[int, int]]]] = (
+                (part, []) for part in rows.parts(SLICE))
+        elif not spans:
             self._counted = (data, 0, 0)
             return
-        self._matched = len(spans)
-        after: tuple[int, int] | None = None
-        for k in range(0, len(spans), SLICE):  # (each slice's rows built when it goes out: all
-            if k:  # of a 1 MiB read of 2-byte lines at once held the loop ~0.3 s)
+        else:
+            self._matched = len(spans)
+            slices = self._sliced(chunk, spans)
+        where = self._members(chunk)[1]
+        for k, (some, lines) in enumerate(slices):
+            if k:
                 await asyncio.sleep(0)  # fairness: other watchers run between the slices
+            await self._record(some, lines, where)
+
+    def _sliced(self, chunk: Chunk, spans: list[tuple[int, int]]
+                ) -> Iterator[tuple[Rows, list[tuple[int, int]]]]:
+        """The rows of `spans`, SLICE at a time, each built as it is asked for (all of a 1 MiB
+        read of 2-byte lines at once held the loop ~0.3 s), with their spans."""
+        after: tuple[int, int] | None = None
+        for k in range(0, len(spans), SLICE):
             some = spans[k : k + SLICE]
             rows, after = self._rows(chunk, some, after)
-            await self._record(rows, some, where)
+            yield rows, some
 
     async def _record(self, rows: Rows, spans: list[tuple[int, int]], where: str) -> None:
         """Write the match records of `rows` (whose lines are `spans`, or none were needed)."""
