@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from watchrun.process.groups import Group, GroupRegistry, end_groups, leftover_groups, members
-from watchrun.process.guard import command
+from watchrun.process.guard import LazyGuardian, command
 from watchrun.process.tree import Stat, read_table, start_time
 
 
@@ -192,3 +192,41 @@ def test_the_guardian_ends_the_groups_only_when_the_runner_dies(
     while not all(dead(p) for p in kids) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert all(dead(p) for p in kids)
+
+
+def test_a_guardian_started_again_has_the_groups_before_it_exists(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loaded run's find: a guardian started again was told the groups only after its start,
+    so a runner SIGKILLed in between (the test killed it on the "starting another, told the
+    process groups" line) left them running. The groups are in its pipe before it starts: here
+    the runner "dies" the moment the new guardian exists (its end of the pipe turns to
+    /dev/null), and the guardian still ends the group."""
+    victim = subprocess.Popen(["sleep", "1000"], start_new_session=True,
+                              env={**os.environ, "WATCHRUN_SPAWN_ID": "t.1.abc"})
+    real = subprocess.Popen
+
+    def dies_after_start(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        proc: subprocess.Popen[bytes] = real(*args, **kwargs)  # type: ignore[call-overload]
+        pipe = os.readlink(f"/proc/self/fd/{kwargs['stdin']}")
+        null = os.open(os.devnull, os.O_WRONLY)
+        for fd in map(int, os.listdir("/proc/self/fd")):  # the write end: the runner is gone
+            with contextlib.suppress(OSError):
+                if fd != kwargs["stdin"] and os.readlink(f"/proc/self/fd/{fd}") == pipe:
+                    os.dup2(null, fd)
+        os.close(null)
+        return proc
+
+    monkeypatch.setattr("watchrun.process.guard.subprocess.Popen", dies_after_start)
+    lazy = LazyGuardian(warn=lambda _: None)
+    lazy.known = lambda: [Group(victim.pid, start_time(victim.pid), "t.1.abc")]
+    try:
+        lazy.start()  # (no loop: the guardian is not watched, only started)
+        assert victim.wait(timeout=10) in (-signal.SIGTERM, -signal.SIGKILL)  # (ended by it)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()
+        guardian = lazy._guardian
+        if guardian is not None and guardian._proc is not None:
+            guardian._proc.wait(timeout=10)
+            guardian.release()

@@ -60,7 +60,9 @@ def command() -> list[str]:
 class Guardian:
     """The runner's side: starts the guardian and feeds it (never blocking the loop)."""
 
-    def __init__(self) -> None:
+    def __init__(self, told: Iterable[str] = ()) -> None:
+        """`told`: the groups' lines, in its pipe before it exists (a runner SIGKILLed just
+        after the start still has them ended)."""
         self.problem: str | None = None
         """Why it could not be started at all (fork or exec failed), if so."""
         self.up = False
@@ -68,6 +70,10 @@ class Guardian:
         self._said = b""
         self._out = -1  # its stderr: the traceback of a failed start
         r, w = os.pipe()  # both O_CLOEXEC: no child of the runner inherits the write end
+        fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)
+        ahead = "".join(told).encode()
+        self.left = ahead[_put(w, ahead):].decode()
+        """What the pipe could not hold before the start: to `tell` after it."""
         into = -1
         try:
             self._out, into = os.pipe()
@@ -85,8 +91,8 @@ class Guardian:
             with _TOLD_LOCK:
                 self._w = w
                 _TOLD.add(w)
-            for fd in (w, self._out):
-                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+            fcntl.fcntl(self._out, fcntl.F_SETFL,
+                        fcntl.fcntl(self._out, fcntl.F_GETFL) | os.O_NONBLOCK)
         finally:
             os.close(r)
             if into >= 0:
@@ -151,6 +157,15 @@ class Guardian:
         self.release()
 
 
+def _put(fd: int, data: bytes) -> int:
+    """Write as much of `data` as a non-blocking pipe takes now; how much it took."""
+    done = 0
+    with contextlib.suppress(BlockingIOError):
+        while done < len(data):
+            done += os.write(fd, data[done:])
+    return done
+
+
 def forsake() -> None:
     """From any thread, as a runner gives up its stop (a thread held in the kernel keeps the
     descriptors open): each guardian's pipe ends without the goodbye, so it ends its groups now;
@@ -208,14 +223,14 @@ class LazyGuardian:
 
     def _begin(self) -> None:
         self._timer = None
-        guardian = self._guardian = Guardian()
+        guardian = self._guardian = Guardian(group.told() for group in self.known())
         if guardian.problem is not None:
             self._guardian = None
             self._failed += 1
             self._cannot_start(guardian.problem)
             return
-        for group in self.known():
-            guardian.tell(group.told())
+        if guardian.left:
+            guardian.tell(guardian.left)
         pid = guardian.pid
         with contextlib.suppress(OSError, RuntimeError, AttributeError):  # (no loop: no watch)
             assert pid is not None
