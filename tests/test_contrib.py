@@ -6,6 +6,7 @@ configs read what watchrun writes."""
 from __future__ import annotations
 
 import configparser
+import fnmatch
 import os
 import re
 import shlex
@@ -730,7 +731,17 @@ def test_fluent_bit_has_its_parser_keeps_the_file_and_checkpoints(
     parsers = {p["Name"]: p for kind, p in fluent_bit_sections(parsers_file.read_text())
                if kind == "PARSER"}
     tail = sections["INPUT"]
-    assert tail["Name"] == "tail" and globs_hit(tail["Path"].split(","), out) == written
+    live = [p for p in written if p.endswith(".jsonl")]
+    assert tail["Name"] == "tail" and globs_hit(tail["Path"].split(","), out) == live
+    # A Path that matches a rotated file (it did) reads it again from its head once Fluent Bit
+    # drops it, Rotate_Wait after the rename: every record sent twice (its tail docs). It reads
+    # a renamed file to its end within Rotate_Wait instead, as README says.
+    assert str(out / "watchers" / "w.jsonl.1") in written
+    for pattern in tail["Path"].split(","):
+        for rotated in ("watchers/w.jsonl.1", "agents/a.jsonl.5"):
+            assert not fnmatch.fnmatchcase(f"/var/lib/watchrun/{rotated}", pattern), pattern
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"to its end within `Rotate_Wait` ({int(tail['Rotate_Wait'])} s)" in readme
     parser = parsers[tail["Parser"]]
     fmt, c_fmt, py = TS_FORMATS["fluent-bit"]
     assert (parser["Format"], parser["Time_Key"], parser["Time_Format"]) == ("json", "ts", fmt)
