@@ -352,14 +352,17 @@ OWN_LOG = "watchrun_watchrun-x7k2p_3333/watchrun/0.log"
 """That pod's own container log under /var/log/pods, where the kubelet writes its stderr."""
 
 
-def daemonset(tmp_path: Path, pods: Path, stderr: int) -> tuple[subprocess.Popen[bytes], Path]:
+def daemonset(tmp_path: Path, pods: Path, stderr: int,
+              **settings: str) -> tuple[subprocess.Popen[bytes], Path]:
     """The DaemonSet's own container command, config and environment (the downward API's values
-    from DOWNWARD), its paths moved under tmp_path, started with `stderr`; and its state dir."""
+    from DOWNWARD; `settings` in place of the manifest's, as an edited manifest rolled out
+    sets them), its paths moved under tmp_path, started with `stderr`; and its state dir (kept
+    from an earlier start, as the node's hostPath is)."""
     docs = manifests("daemonset.yaml")
     (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
     etc, state = tmp_path / "etc", tmp_path / "state"
     for d in (etc, state):
-        d.mkdir()
+        d.mkdir(exist_ok=True)
 
     def moved(text: str) -> str:
         return text.replace("/etc/watchrun", str(etc)).replace("/var/lib/watchrun", str(state))
@@ -372,6 +375,8 @@ def daemonset(tmp_path: Path, pods: Path, stderr: int) -> tuple[subprocess.Popen
            "PATH": f"{Path(watchrun_bin()).parent}{os.pathsep}{os.environ['PATH']}"}
     env.update({e["name"]: e.get("value") or DOWNWARD[e["valueFrom"]["fieldRef"]["fieldPath"]]
                 for e in w["env"] if e["name"] != "PODS_SCAN_SECONDS"})
+    assert set(settings) <= {e["name"] for e in w["env"]}
+    env.update(settings)
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
@@ -423,6 +428,52 @@ def test_the_daemonset_follows_pod_logs_as_they_come(tmp_path: Path) -> None:
     assert new_matches == ["panic: written before the runner saw the file"]
     log = (tmp_path / "err").read_text()
     assert '"event":"reloaded"' in log and "Traceback" not in log
+
+
+def matched(jsonl: Path) -> list[str]:
+    return [r["line"] for r in read_records(jsonl) if r["kind"] == "match"]
+
+
+def test_the_daemonset_rolled_out_with_another_pattern_matches_it_in_every_pod_log(
+        tmp_path: Path) -> None:
+    """POD_PATTERN edited and rolled out: pods.py kept each log it had listed on the node with
+    the pattern it was first listed with, so the new pattern reached only pods that came later.
+    The new pod's runner matches the new pattern in a log listed before, reads on from its
+    checkpoint (a line both patterns match is not matched again) and reads what was written
+    while no runner was up."""
+    pods = tmp_path / "pods"
+    web = pods / "default_web-0_1111" / "nginx" / "0.log"
+    web.parent.mkdir(parents=True)
+    web.write_text("")
+    out = tmp_path / "state" / "watchers" / "default.web-0.nginx.0.jsonl"
+
+    def pod(n: int, **settings: str) -> Path:
+        """One pod of the DaemonSet on the node, from its start to its SIGTERM."""
+        err_path = tmp_path / f"err{n}"
+        with err_path.open("w") as err:
+            proc, state = daemonset(tmp_path, pods, err.fileno(), **settings)
+            try:
+                wait_for(lambda: '"event":"start","watcher":"default.web-0.nginx.0"' in
+                         err_path.read_text(), "the runner following web-0's log")
+                with web.open("a") as fh:
+                    fh.write(f"WARN {n} seen\nERROR {n} seen\n")
+                wait_for(lambda: f"ERROR {n} seen" in matched(out), "the last line matched")
+                proc.send_signal(signal.SIGTERM)
+                assert proc.wait(timeout=30) == 0
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        return state
+
+    pod(0)
+    with web.open("a") as fh:
+        fh.write("WARN while the pod was rolled\n")
+    state = pod(1, POD_PATTERN="ERROR|WARN")
+    assert matched(out) == ["ERROR 0 seen", "WARN while the pod was rolled", "WARN 1 seen",
+                            "ERROR 1 seen"]
+    assert {w["pattern"] for w in yaml.safe_load((state / "pods.json").read_text())[
+        "watchers"]} == {"ERROR|WARN"}
 
 
 def kubelet(read: int, log: Path) -> None:
@@ -569,6 +620,43 @@ def test_the_daemonset_names_long_and_reused_pod_logs_apart(tmp_path: Path) -> N
     assert "ns.web-0.c.0" in ids
     shutil.copy(tmp_path / "pods.json", tmp_path / "watch.json")
     validate_config(tmp_path / "watch.json")
+
+
+def test_the_daemonset_s_pods_py_puts_a_changed_pattern_on_every_listed_log(
+        tmp_path: Path) -> None:
+    """pods.py kept a listed log's entry as first written, and sent a reload only when the list
+    of paths changed: a new POD_PATTERN never reached the logs listed already. Every listed log
+    takes the pattern set now, keeping its id and fromStart; the file is rewritten and the
+    runner (here a shell that stands in for it) is told to reload."""
+    (cm,) = [d for d in manifests("daemonset.yaml") if d["kind"] == "ConfigMap"]
+    script = tmp_path / "pods.py"
+    script.write_text(cm["data"]["pods.py"])
+    pods, config = tmp_path / "pods", tmp_path / "pods.json"
+    for rel in ("ns_web-0_1/c/0.log", "ns_api-0_2/c/0.log"):
+        (pods / rel).parent.mkdir(parents=True)
+        (pods / rel).write_text("")
+    env = {**os.environ, "PODS_DIR": str(pods), "PODS_CONFIG": str(config),
+           "POD_PATTERN": "ERROR|FATAL"}
+    subprocess.run(["python3", str(script), "--once"], env=env, check=True, timeout=30,
+                   capture_output=True)
+    before = config.read_text()
+    # the loop, as the runner's pod-discovery watcher runs it (its parent gets the SIGHUP)
+    runner = subprocess.Popen(
+        ["sh", "-c", 'trap \'kill "$c"; echo reload; exit\' HUP; python3 "$0" & c=$!; wait',
+         str(script)], env={**env, "POD_PATTERN": "ERROR|WARN"}, stdout=subprocess.PIPE,
+        text=True, start_new_session=True)
+    try:
+        said, _ = runner.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        said = "no reload within 30 s"
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.communicate()
+    assert said.splitlines() == ["watching 2 pod logs", "reload"], said
+    was, now = (yaml.safe_load(text)["watchers"] for text in (before, config.read_text()))
+    assert [w["pattern"] for w in now] == ["ERROR|WARN", "ERROR|WARN"]
+    assert [{**w, "pattern": "ERROR|WARN"} for w in was] == now  # ids, fromStart kept
 
 
 def test_the_daemonset_keeps_a_briefly_missing_pod_log_listed(tmp_path: Path) -> None:
