@@ -50,12 +50,11 @@ def test_systemd_unit_runs_as_a_notify_service_and_reloads(tmp_path: Path) -> No
     assert svc["Type"] == "notify" and "HUP" in svc["ExecReload"] and svc["WatchdogSec"]
     argv = shlex.split(svc["ExecStart"])
     assert Path(argv[0]).name == "watchrun" and argv[1] == "run"
-    assert argv[argv.index("--output-dir") + 1] == f"/var/lib/{svc['StateDirectory']}"
-    config = write_config(tmp_path, {"watchers": [
+    assert "--output-dir" not in argv  # the config names it (the header says how)
+    config = write_config(tmp_path, {"output": {"dir": str(tmp_path / "state")}, "watchers": [
         {"id": "c", "command": "echo ERROR hi; exec sleep 1000", "pattern": "ERROR"}]})
     argv = [watchrun_bin(), *argv[1:]]
     argv[argv.index("-c") + 1] = str(config)
-    argv[argv.index("--output-dir") + 1] = str(tmp_path / "state")
     sock_path = tmp_path / "notify.sock"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.bind(str(sock_path))
@@ -83,6 +82,69 @@ def test_systemd_unit_runs_as_a_notify_service_and_reloads(tmp_path: Path) -> No
         proc.stderr.close()
         sock.close()
     assert (tmp_path / "state" / "watchers" / "c.jsonl").exists()
+
+
+def unit_header() -> str:
+    """The unit file's comment lines before its first section, without their `#`."""
+    text = (SYSTEMD / "watchrun.service").read_text().split("\n[", 1)[0]
+    return "\n".join(line[1:] for line in text.splitlines())
+
+
+def test_the_unit_s_runner_is_reached_by_the_commands_its_header_gives(tmp_path: Path) -> None:
+    """The unit gave its output dir on its command line only: `watchrun status|stop -c
+    /etc/watchrun/watch.yaml` looked in /etc/watchrun/.watchrun, and `stop` said `already
+    stopped`, exit 0, while the service ran on. The config names the state directory as the
+    header says; then the unit's ExecStart and the commands the header gives, the paths moved
+    under tmp_path (the state directory a link into a private/ of mode 0700, as DynamicUser
+    makes it), reach the same runner."""
+    svc = unit_service()
+    header = unit_header()
+    state = f"/var/lib/{svc['StateDirectory']}"
+    (output,) = re.findall(r"^ +(output: \{dir: \S+\})$", header, re.MULTILINE)
+    assert yaml.safe_load(output) == {"output": {"dir": state}}
+    status, stop = re.findall(r"^ +sudo (/opt/watchrun/bin/watchrun .+)$", header, re.MULTILINE)
+    private = tmp_path / "var" / "lib" / "private"
+    (private / svc["StateDirectory"]).mkdir(parents=True)
+    private.chmod(0o700)
+    (tmp_path / state.lstrip("/")).symlink_to(Path("private") / svc["StateDirectory"])
+    etc = tmp_path / "etc" / "watchrun"
+    etc.mkdir(parents=True)
+    log = tmp_path / "app.log"
+    log.write_text("")
+
+    def moved(text: str) -> str:
+        return text.replace("/opt/watchrun/bin/watchrun", watchrun_bin()).replace(
+            "/etc/watchrun", str(etc)).replace(state, str(tmp_path / state.lstrip("/")))
+
+    (etc / "watch.yaml").write_text(moved(output) + "\n" + yaml.safe_dump(
+        {"watchers": [{"id": "sys", "path": str(log), "pattern": "ERROR"}]}))
+
+    def operator(command: str) -> str:
+        p = subprocess.run(shlex.split(moved(command).replace("<id>", "sys")),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return p.stdout
+
+    sock_path = tmp_path / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(sock_path))
+    sock.settimeout(20)
+    proc = subprocess.Popen([moved(a) for a in shlex.split(svc["ExecStart"])],
+                            env={**os.environ, "NOTIFY_SOCKET": str(sock_path)},
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        while "READY=1" not in sock.recv(4096).decode():
+            pass
+        assert "runner running: 1 watcher" in operator(status)
+        assert operator(stop).splitlines() == ["stopped sys"]  # (not "already stopped")
+        assert "runner running: 0 watchers" in operator(status) and proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        sock.close()
 
 
 def exposure(root: Path) -> tuple[float, str]:
