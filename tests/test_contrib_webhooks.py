@@ -257,6 +257,12 @@ def test_the_receiver_takes_the_largest_body_at_watchrun_s_default_limits() -> N
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert BODY_BYTES <= module.MAX_BODY
+    # README named 2 x matchLines x maxLineBytes, 6.25 MiB, as the bound to raise it by
+    readme = " ".join((WEBHOOKS.parents[1] / "README.md").read_text().split())
+    said = (f"accepts bodies up to {module.MAX_BODY >> 20} MiB, and watchrun's body is at most "
+            f"the action's `maxBodyBytes`, {BODY_BYTES >> 20} MiB unless raised, so raise "
+            f"`--max-body` only with a `maxBodyBytes` over {module.MAX_BODY >> 20} MiB")
+    assert said in readme
 
 
 def test_the_receiver_s_help_says_what_it_does_in_whole_sentences() -> None:
