@@ -330,12 +330,16 @@ def test_matches_of_a_killed_run_rotated_away_before_they_were_counted_fail_clos
     assert f"[app] error: matches were never counted: {why}\n" in again.err
 
 
-def test_a_log_rewritten_the_same_between_two_runs_is_judged_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["truncated", "replaced"])
+def test_a_log_rewritten_the_same_between_two_runs_is_judged_again(
+        tmp_path: Path, how: str) -> None:
     """A re-run of a failed build on the same checkout writes the same `build.log` again
     (`make > build.log`: same inode, same bytes). The checkpoint's fingerprints matched, so the
     run took it for the file it had read, with nothing new: exit 0 on the same warning. A file
     written since (its mtime moved) that did not grow past the checkpoint was rewritten: it is
-    read whole. An untouched one is not read again."""
+    read whole. An untouched one is not read again. "replaced": a tool that writes a new file
+    and renames it over the log (another inode number, the same bytes), which a start reads on
+    from the checkpoint as it does a file a remount numbered anew: rewritten the same too."""
     log = tmp_path / "build.log"
     config = {"watchers": [{"id": "log", "path": "build.log", "pattern": "warning:",
                             "gate": {"maxMatches": 0}}]}
@@ -343,10 +347,15 @@ def test_a_log_rewritten_the_same_between_two_runs_is_judged_again(tmp_path: Pat
     log.write_text(text)
     assert once(tmp_path, config).rc == 1
     before = log.stat()
-    with open(log, "r+") as fh:  # what `>` does: truncate the same inode, write it again
-        fh.truncate(0)
-        fh.write(text)
-    assert log.stat().st_mtime_ns != before.st_mtime_ns and log.stat().st_ino == before.st_ino
+    if how == "truncated":
+        with open(log, "r+") as fh:  # what `>` does: truncate the same inode, write it again
+            fh.truncate(0)
+            fh.write(text)
+    else:
+        (tmp_path / "build.log.new").write_text(text)
+        os.replace(tmp_path / "build.log.new", log)
+    assert log.stat().st_mtime_ns != before.st_mtime_ns
+    assert (log.stat().st_ino == before.st_ino) is (how == "truncated")
     again = once(tmp_path, config)
     assert again.rc == 1, again.out + again.err
     assert table_row(again.out, "log")[1:] == ["1", "0", "-", "FAIL"], again.out

@@ -715,3 +715,93 @@ def test_a_copytruncate_of_the_emptied_file_whose_banner_comes_back_is_read_from
         assert announce is not None and announce["reason"] == "truncate"
     finally:
         plan.close()
+
+
+def three_lines(log: Path) -> Checkpoint:
+    """`log` holding three lines, and the checkpoint of them read to their end."""
+    write(log, "line 1\nline 2\nline 3\n")
+    st, data = log.stat(), log.read_bytes()
+    return position(st.st_dev, st.st_ino, st.st_mtime_ns, data, data, len(data), 4, str(log))
+
+
+@pytest.mark.parametrize("number", ["device", "inode"])
+def test_the_followed_file_under_other_numbers_is_read_on_from_its_checkpoint(
+        tmp_path: Path, number: str) -> None:
+    """The checkpoint was saved before a remount gave the file system another device number
+    (or gave the file another inode number): the file at the path, holding what was read, is
+    read on from the checkpoint, with no `rotate` and no `gap`; the siblings listed to make
+    sure the generation was not renamed beside it are judged as they are numbered now. (It was
+    read from its first line after a `gap{missing}`.)"""
+    log = tmp_path / "app.log"
+    write(tmp_path / "app.log.1", "older\n")
+    cp = three_lines(log)
+    was = msgspec.structs.replace(cp, **{"dev" if number == "device" else "inode": 1 << 40})
+    write(log, "line 1\nline 2\nline 3\nline 4\n")
+    plan = plans.plan_start(log, [was], 10, Recorded())
+    try:
+        (o,) = plan.steps
+        assert (o.start, o.line_no, o.origin, o.announce) == (cp.offset, 4, was, None)
+        assert plan.at_path and plan.renumbered and not plan.gaps
+        older = (tmp_path / "app.log.1").stat()
+        assert plan.archives is not None and (older.st_dev, older.st_ino, older.st_size,
+                                              older.st_mtime_ns) in plan.archives
+    finally:
+        plan.close()
+
+
+def test_a_copy_of_the_followed_file_renamed_beside_it_is_no_renumbering(tmp_path: Path) -> None:
+    """The guard: the followed file was copied, renamed `app.log.1` (its writer adds line 4 to
+    it) and the copy moved to the path. The generation is beside the path under its numbers:
+    it is read on from the checkpoint (line 4 is there only), and the copy at the path is a
+    generation of its own. (Taken for the file renumbered, line 4 was never read.)"""
+    log = tmp_path / "app.log"
+    cp = three_lines(log)
+    copy = tmp_path / "copy"
+    copy.write_bytes(log.read_bytes())
+    log.rename(tmp_path / "app.log.1")
+    with open(tmp_path / "app.log.1", "a") as f:
+        f.write("line 4\n")
+    os.replace(copy, log)
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        renamed, at_path = plan.steps
+        assert (renamed.path, renamed.start, at_path.start) == (
+            str(tmp_path / "app.log.1"), cp.offset, 0)
+        assert at_path.st.st_ino == log.stat().st_ino and not plan.renumbered
+    finally:
+        plan.close()
+
+
+def test_a_checkpoint_of_a_deleted_generation_is_not_renumbered(tmp_path: Path) -> None:
+    """A generation checkpointed deleted is gone: a file at the path that holds its bytes
+    under another inode number is another one, read from its first line."""
+    log = tmp_path / "app.log"
+    cp = msgspec.structs.replace(three_lines(log), inode=1 << 40, deleted=True)
+    plan = plans.plan_start(log, [cp], 10, Recorded())
+    try:
+        (o,) = plan.steps
+        assert (o.start, o.origin, plan.renumbered) == (0, None, False)
+    finally:
+        plan.close()
+
+
+def test_a_file_given_the_generations_inode_number_beside_it_is_not_the_generation(
+        tmp_path: Path) -> None:
+    """The followed file was replaced by a copy (another inode number) and its old number was
+    given to a new file beside it (`runner.err`: ext4 hands a freed number out at once). That
+    file is no generation: the copy at the path is read on from the checkpoint. (Taken for the
+    generation renamed beside the path by its numbers, the copy was read from line 1.)"""
+    log = tmp_path / "app.log"
+    cp = three_lines(log)
+    err = tmp_path / "runner.err"
+    write(err, "not the log\n")
+    copy = tmp_path / "copy"
+    copy.write_bytes(log.read_bytes() + b"line 4\n")
+    os.replace(copy, log)
+    plan = plans.plan_start(log, [msgspec.structs.replace(cp, inode=err.stat().st_ino)], 10,
+                            Recorded())
+    try:
+        (o,) = plan.steps
+        assert (o.start, plan.renumbered) == (cp.offset, True)
+    finally:
+        plan.close()

@@ -197,7 +197,8 @@ def unloaded_for_fds(problems: list[LoadProblem], path: str) -> tuple[int, str] 
 
 
 def rewritten(plan: Plan, state: FileState) -> bool:
-    """The file checkpointed last, written since (mtime moved) but not grown: rewritten the same."""
+    """The file checkpointed last (under its numbers or others: `plans.plan_start`), written
+    since (mtime moved) but not grown: rewritten the same (or a copy of it put in its place)."""
     o, cp = plan.steps[-1], state.generations[-1]
-    return ((o.st.st_dev, o.st.st_ino) == (cp.dev, cp.inode) and o.start == cp.offset
-            == o.st.st_size and cp.mtime_ns not in (0, o.st.st_mtime_ns))
+    return (o.origin is cp and o.start == cp.offset == o.st.st_size
+            and cp.mtime_ns not in (0, o.st.st_mtime_ns))

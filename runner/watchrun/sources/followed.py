@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import os
 import stat
 from typing import Any
@@ -30,6 +31,7 @@ from watchrun.sources.opened import Plan
 from watchrun.sources.reading import READ_SIZE
 from watchrun.sources.resume import Recorded, next_seq
 from watchrun.sources.rotated import NO_FDS
+from watchrun.sources.siblings import renumbered_note
 from watchrun.sources.unseen import Unseen
 from watchrun.sources.unsettled import Waiting
 
@@ -38,6 +40,8 @@ SAVE_EVERY = 1.0
 RETRY_S = 1.0
 """An open that failed for want of descriptors (EMFILE/ENFILE) is tried again this often."""
 MISSING = (errno.ENOENT, errno.ENOTDIR)
+
+log = logging.getLogger("watchrun.checkpoints")
 
 
 class Followed(Making):
@@ -134,6 +138,10 @@ class Followed(Making):
         if start is not None:
             inode = cur.inode if plan.at_path else None
             await ctx.event("start", path=self.name, inode=inode, offset=cur.pos)
+            at = plan.steps[-1]  # (not when a once run reads it whole: `FileSource._plan`)
+            if plan.renumbered and at.origin is not None and at.start == at.origin.offset:
+                log.warning("%s", renumbered_note(self.spec.id, self.name, at.origin, at.st,
+                                                  cur.done[1]))
             await self._problems(ctx, start)
         await self._gaps(ctx, plan)
         if self._cur is not None:

@@ -187,6 +187,16 @@ def identifies(cp: Checkpoint, fd: int, st: os.stat_result, gen: int | None) -> 
     return holds(cp, fd, st) if cp.fingerprint_len else st.st_size >= cp.offset
 
 
+def renumbered(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
+    """True when the open file holds the checkpoint's generation under another device or inode
+    number: a remount gives a network, FUSE or overlay file system the next free device number,
+    and FUSE without `use_ino` or CIFS `noserverino` number inodes anew. The bytes decide
+    (`holds`: the head and the bytes before the offset): a copy of the generation put in its
+    place is taken too, and reading on from the offset neither repeats nor skips a line of it.
+    Not a generation checkpointed deleted: it is gone, whatever holds its bytes."""
+    return (st.st_dev, st.st_ino) != (cp.dev, cp.inode) and not cp.deleted and holds(cp, fd, st)
+
+
 def position(dev: int, inode: int, mtime_ns: int, head: bytes, tail: bytes, offset: int,
              line_no: int, path: str, *, size: int = 0, finished: bool = False,
              seq: int | None = None, since: int = 0, deleted: bool = False,

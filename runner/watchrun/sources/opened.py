@@ -54,6 +54,9 @@ class Plan(Struct):
     first look (no checkpoint): the files beside the file, known from then on, never read
     (`sources/first_look.py`)."""
     at_path: bool = False
+    renumbered: bool = False
+    """At a start: the file at the path is the checkpointed generation under another device or
+    inode number (a remount), read on from its checkpoint (`siblings.renumbered_at`)."""
     copy: Opened | None = None
     """After a truncation: a copy holding the truncated generation (copytruncate)."""
     cut: Checkpoint | None = None

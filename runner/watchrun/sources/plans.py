@@ -40,6 +40,7 @@ from watchrun.sources.siblings import (
     locate,
     newer,
     refused,
+    renumbered_at,
 )
 
 SETTLE_TRIES = 5
@@ -69,7 +70,8 @@ def _settled(path: Path, make: Callable[[], tuple[Plan, tuple[int, int] | None]]
 def plan_start(path: Path, known: list[Checkpoint], max_n: int, recorded: Recorded,
                archives: Collection[Archive] = ()) -> Plan:
     """Resume from checkpointed generations (`known`, oldest first; the last is the one that
-    was followed): the file at the path when it is still that one; otherwise every generation
+    was followed): the file at the path when it is still that one (or holds it under another
+    device or inode number, as after a remount: `renumbered_at`); otherwise every generation
     since, found among the siblings, then the file at the path. The same inode at the path
     with other first bytes is a new file (a deleted file's inode reused at once, as ext4 does);
     with the same first bytes or inode generation number, the file was truncated or rewritten
@@ -96,11 +98,15 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
                 recorded: Recorded, archives: Collection[Archive]) -> Plan:
     last = known[-1]
     at_path = cur is not None and identifies(last, cur.fd, cur.st, cur.generation())
+    listed = None if cur is None or at_path else renumbered_at(path, last, cur)
+    at_path = at_path or listed is not None  # (remounted: the siblings listed are judged)
     again = cur is not None and at_path and written_again(path, last, cur)
     if cur is not None and at_path:
         cur.start, cur.line_no, cur.origin = last.offset, last.line_no, last
         if all(cp.finished for cp in known[:-1]) and not emptied(last, cur) and not again:
-            return regrown_gaps(path, known, max_n, Plan([cur], at_path=True))
+            judged = None if listed is None else judged_kept(archives, listed, [ident(cur.st)])
+            return regrown_gaps(path, known, max_n, Plan(
+                [cur], at_path=True, renumbered=listed is not None, archives=judged))
     # the followed file's inode is at the path, `rewritten` (truncated or rewritten in place)
     # when it kept its first bytes or its inode generation number says it is the same file
     # (a new file given its number, as that number shows, is neither)
@@ -118,6 +124,7 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
         raise
     truncated = at_path and cur is not None and cur.origin is None  # (a copy made since
     # says so: read from its start again)
+    plan.renumbered = listed is not None and not truncated
     return announce(plan, cur, last, reused, rewritten or truncated, recorded)
 
 

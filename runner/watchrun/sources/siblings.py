@@ -7,6 +7,7 @@ import errno
 import os
 import re
 from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
 from typing import Any
 
 from watchrun.sources.compressed import (
@@ -20,10 +21,11 @@ from watchrun.sources.identity import (
     Checkpoint,
     holds,
     identifies,
+    renumbered,
 )
 from watchrun.sources.opened import Opened, Plan, open_entry
 from watchrun.sources.regular import open_regular, runners_own
-from watchrun.sources.rotated import NO_FDS, Entry
+from watchrun.sources.rotated import NO_FDS, Entry, scan
 
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -76,6 +78,33 @@ def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
             return o
         os.close(o.fd)
     return None
+
+
+def renumbered_at(path: Path, cp: Checkpoint, cur: Opened) -> list[Entry] | None:
+    """The siblings listed when the file at the path (`cur`) is the checkpointed generation
+    under another device or inode number (`identity.renumbered`: a remount), None when it is
+    not. Not when a file beside it is the generation under its own numbers (`identifies`; not
+    a new file given its inode number since): that one was renamed, and the file at the path is
+    a copy of it (read as a generation of its own, as before). Lists the siblings only when the
+    numbers changed."""
+    if not renumbered(cp, cur.fd, cur.st):
+        return None
+    entries = scan(path, [cp])
+    found = locate(cp, [e for e in entries if (e.st.st_dev, e.st.st_ino) == (cp.dev, cp.inode)],
+                   set())
+    if found is not None:
+        os.close(found.fd)
+        return None
+    return entries
+
+
+def renumbered_note(wid: str, path: str, cp: Checkpoint, st: os.stat_result,
+                    line_no: int) -> str:
+    """What the log says of a start that found the checkpointed generation renumbered."""
+    what = [f"{name} number ({now}, not {was})" for name, now, was in (
+        ("device", st.st_dev, cp.dev), ("inode", st.st_ino, cp.inode)) if now != was]
+    return (f"watcher {wid}: {path} has another {' and '.join(what)} than its checkpoint (a "
+            f"remount?); its content is the same, so reading goes on at line {line_no}")
 
 
 def refused(cp: Checkpoint, entries: list[Entry], unlisted: dict[str, OSError]

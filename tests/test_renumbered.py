@@ -1,0 +1,246 @@
+"""A followed file found under another device or inode number than its checkpoint, its content
+kept: a remount (network, FUSE and overlay file systems take the next free device number, in
+mount order), or a copy put in its place. It is read on from the checkpoint, said in the log;
+a file at the path with other first bytes is still a new generation. The real runner on real
+files: an overlay file system mounted again (root), a copy moved in with `os.replace`. (The
+start plan: tests/test_plans.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from liverunner import LiveRunner, cli, read_records, wait_for, write_config
+
+MODES = ["once", "live"]
+"""`run --once` twice, or a live runner stopped and started again."""
+
+
+class Overlay:
+    """An overlay file system of `lower` and `upper` at `mnt`, mounted again on demand under
+    another device number: the old one is held by a tmpfs mounted in between, as another
+    mount takes it when a share is mounted again after a reboot or in another order."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.mnt = root, root / "mnt"
+        for d in ("lower", "upper", "work", "mnt"):
+            (root / d).mkdir(parents=True)
+        self.mounted: list[Path] = []
+
+    def mount(self) -> None:
+        opts = ",".join(f"{d}dir={self.root / d}" for d in ("lower", "upper", "work"))
+        done = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(self.mnt)],
+                              capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount an overlay file system here ({done.stderr.strip()})")
+        self.mounted.append(self.mnt)
+
+    def again(self) -> None:
+        """Unmount and mount again, under another device number."""
+        was = os.stat(self.mnt).st_dev
+        for i in range(5):
+            self._umount(self.mnt)
+            spacer = self.root / f"spacer-{i}"
+            spacer.mkdir()
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "spacer", str(spacer)],
+                           check=True, timeout=30)
+            self.mounted.append(spacer)
+            self.mount()
+            if os.stat(self.mnt).st_dev != was:
+                return
+        raise AssertionError("the overlay kept its device number over 5 mounts")
+
+    def _umount(self, where: Path) -> None:
+        subprocess.run(["umount", str(where)], check=True, timeout=30)
+        self.mounted.remove(where)
+
+    def close(self) -> None:
+        for where in reversed(self.mounted):
+            subprocess.run(["umount", "-l", str(where)], check=False, timeout=30)
+
+
+@pytest.fixture
+def overlay(tmp_path: Path) -> Iterator[Overlay]:
+    fs = Overlay(tmp_path / "ov")
+    try:
+        fs.mount()
+        yield fs
+    finally:
+        fs.close()
+
+
+def append(log: Path, line: str) -> None:
+    with open(log, "a") as f:
+        f.write(line + "\n")
+
+
+def watching(folder: Path, log: Path) -> Path:
+    """A config whose watcher `app` follows `log` (lines 1 and 2 in it already) for ERROR."""
+    log.write_text("line 1 ERROR\nline 2 ERROR\n")
+    return write_config(folder, {"output": {"dir": str(folder / "out")}, "watchers": [
+        {"id": "app", "path": str(log), "pattern": "ERROR", "gate": {"maxMatches": 100}}]})
+
+
+def records(config: Path) -> list[dict[str, Any]]:
+    return read_records(config.parent / "out" / "watchers" / "app.jsonl")
+
+
+def last_run(config: Path) -> list[dict[str, Any]]:
+    recs = records(config)
+    starts = [i for i, r in enumerate(recs) if r["kind"] == "start"]
+    return recs[starts[-1]:]
+
+
+def run(mode: str, config: Path, log: Path, line: str) -> str:
+    """One run that records `line`, appended to `log` before a once run, or while the live
+    runner runs when it is new there (a new watcher follows from the end); its log (stderr)."""
+    if mode == "once":
+        if line not in log.read_text():
+            append(log, line)
+        done = cli("run", "--once", "-c", config)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "pass" in done.stdout, done.stdout
+        return done.stderr
+    r = LiveRunner(config)
+    try:
+        r.out = config.parent / "out"
+        r.wait_running()
+        if line not in log.read_text():
+            append(log, line)
+        wait_for(lambda: line in [m["line"] for m in r.matches("app")], f"{line!r} recorded")
+        assert r.stop() == 0, r.stderr()
+        return r.stderr()
+    finally:
+        r.close()
+
+
+def assert_read_on(config: Path, said: str, number: str, line_no: int) -> None:
+    """The last run recorded line `line_no` alone, with no gap, rotate or error, and the log
+    said why it went on from the checkpoint; no line was recorded twice."""
+    this = last_run(config)
+    assert [(m["line"], m["lineNo"]) for m in this if m["kind"] == "match"] == [
+        (f"line {line_no} ERROR", line_no)], this
+    assert not [x for x in this if x["kind"] in ("gap", "rotate", "error")], this
+    lines = [m["line"] for m in records(config) if m["kind"] == "match"]
+    assert len(lines) == len(set(lines)), lines
+    assert f"has another {number} number" in said, said
+    assert f"its content is the same, so reading goes on at line {line_no}" in said, said
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_remount_under_another_device_number_is_read_on(
+        tmp_path: Path, overlay: Overlay, mode: str) -> None:
+    """The log is on an overlay file system; the runner records line 3 and stops. The file
+    system is mounted again under another device number (its inode number and content kept)
+    and line 4 is appended. The next run records line 4 alone and passes. (It read the whole
+    log again from line 1, after a `gap{missing}` saying the generation read was gone and a
+    `rotate{recreate}`: a once run exited 3.)"""
+    log = overlay.mnt / "app.log"
+    config = watching(tmp_path, log)
+    run(mode, config, log, "line 3 ERROR")
+    inode = log.stat().st_ino
+    overlay.again()
+    assert log.stat().st_ino == inode
+    append(log, "line 4 ERROR")
+    said = run(mode, config, log, "line 4 ERROR")
+    assert_read_on(config, said, "device", 4)
+    (start,) = [x for x in last_run(config) if x["kind"] == "start"]
+    assert start["inode"] == inode
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_copy_put_in_place_of_the_log_is_read_on(tmp_path: Path, mode: str) -> None:
+    """While the runner is down the log is copied, the copy written line 4 and moved over the
+    log (`os.replace`): another inode number, the same bytes up to where the runner had read,
+    as a FUSE file system without `use_ino` or CIFS `noserverino` number a file anew at each
+    mount. The next run records line 4 alone. (It read the copy from line 1.)"""
+    log = tmp_path / "app.log"
+    config = watching(tmp_path, log)
+    run(mode, config, log, "line 3 ERROR")
+    copy = tmp_path / "app.log.new"
+    shutil.copyfile(log, copy)
+    append(copy, "line 4 ERROR")
+    os.replace(copy, log)
+    said = run(mode, config, log, "line 4 ERROR")
+    assert_read_on(config, said, "inode", 4)
+    (start,) = [x for x in last_run(config) if x["kind"] == "start"]
+    assert start["inode"] == log.stat().st_ino
+
+
+def test_after_a_sigkill_a_copy_put_in_place_is_read_on_past_what_was_recorded(
+        tmp_path: Path) -> None:
+    """The runner records line 3 and is killed inside the checkpoint's one-second lag: its
+    record is past the checkpoint, under the old inode number. While it is down the log is
+    replaced by a copy written line 4. On restart the record past the checkpoint stands for the
+    copy's line 3 (the same bytes there): line 4 alone is recorded."""
+    log = tmp_path / "app.log"
+    config = watching(tmp_path, log)
+    state = tmp_path / "out" / "state" / "app.checkpoint.json"
+    r = LiveRunner(config)
+    try:
+        r.out = tmp_path / "out"
+        r.wait_running()
+        append(log, "line 3 ERROR")
+        wait_for(lambda: r.matches("app"), "line 3 recorded")
+        r.send(signal.SIGKILL)
+        r.proc.wait(timeout=10)
+    finally:
+        r.close()
+    if json.loads(state.read_text())["generations"][-1]["offset"] == log.stat().st_size:
+        pytest.skip("the checkpoint was saved past line 3 before the kill: no record past it "
+                    "(the host took over a second)")
+    copy = tmp_path / "app.log.new"
+    shutil.copyfile(log, copy)
+    append(copy, "line 4 ERROR")
+    os.replace(copy, log)
+    said = run("live", config, log, "line 4 ERROR")
+    assert_read_on(config, said, "inode", 4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_file_of_other_first_bytes_put_in_place_is_read_from_its_first_line(
+        tmp_path: Path, mode: str) -> None:
+    """The guard: a new file moved over the log that does not begin as it did is a new
+    generation, read from its first line after a `rotate` record, whatever it holds after."""
+    log = tmp_path / "app.log"
+    config = watching(tmp_path, log)
+    run(mode, config, log, "line 3 ERROR")
+    new = tmp_path / "app.log.new"
+    new.write_text("LINE 1 ERROR\n" + log.read_text()[len("line 1 ERROR\n"):])
+    os.replace(new, log)
+    if mode == "once":  # (exit 3: the old file is gone, a `gap{missing}`)
+        cli("run", "--once", "-c", config)
+    else:
+        run(mode, config, log, "LINE 1 ERROR")
+    this = last_run(config)
+    assert [m["line"] for m in this if m["kind"] == "match"][:1] == ["LINE 1 ERROR"], this
+    kinds = [x["kind"] for x in this]
+    assert "rotate" in kinds and kinds.index("rotate") < kinds.index("match"), kinds
+
+
+def test_a_log_rotated_over_a_remount_is_read_on_in_its_rotated_file(
+        tmp_path: Path, overlay: Overlay) -> None:
+    """The guard on a remount: the log was rotated too (renamed `app.log.1` after line 4, a new
+    `app.log` made). The new file at the path does not hold what was read: the rotated one,
+    found by its content (its device number is another now), is read on from line 4, then the
+    new file from its first line; nothing twice, nothing missing, the once run passes."""
+    log = overlay.mnt / "app.log"
+    config = watching(tmp_path, log)
+    run("once", config, log, "line 3 ERROR")
+    append(log, "line 4 ERROR")
+    log.rename(overlay.mnt / "app.log.1")
+    log.write_text("new 1 ERROR\n")
+    overlay.again()
+    said = run("once", config, log, "new 1 ERROR")
+    this = last_run(config)
+    assert [(m["line"], m["path"]) for m in this if m["kind"] == "match"] == [
+        ("line 4 ERROR", str(overlay.mnt / "app.log.1")), ("new 1 ERROR", str(log))], this
+    assert not [x for x in this if x["kind"] in ("gap", "error")], this
+    assert "has another" not in said, said
