@@ -123,6 +123,33 @@ def test_statfs_reads_the_file_system_type_stat_f_prints(tmp_path: Path) -> None
     assert inotify.remote_fs(tmp_path / "not" / "yet" / "app.log") is None  # a local one
 
 
+TAIL_POLLS = {
+    "acfs": 0x61636673, "afs": 0x5346414F, "aufs": 0x61756673, "ceph": 0x00C36400,
+    "cifs": 0xFF534D42, "coda": 0x73757245, "fhgfs": 0x19830326, "fuse": 0x65735546,
+    "fusectl": 0x65735543, "gfs/gfs2": 0x01161970, "gpfs": 0x47504653, "ibrix": 0x013111A8,
+    "k-afs": 0x6B414653, "lustre": 0x0BD00BD0, "novell": 0x564C, "nfs": 0x6969,
+    "nfsd": 0x6E667364, "ocfs2": 0x7461636F, "overlayfs": 0x794C7630, "panfs": 0xAAD7AAEA,
+    "pipefs": 0x50495045, "prl_fs": 0x7C7C6673, "smb": 0x517B, "smb2": 0xFE534D42,
+    "snfs": 0xBEEFDEAD, "vboxsf": 0x786F4256, "vmhgfs": 0xBACBACBC, "vxfs": 0xA501FCF5,
+}
+"""The statfs types coreutils' src/stat.c (`human_fstype`) marks "remote", so that tail polls a
+file there: its names and magic numbers."""
+
+
+def test_the_remote_file_systems_are_those_gnu_tail_polls() -> None:
+    """docs/decisions.md says the list is GNU tail's: it lacked VirtualBox, Parallels and VMware
+    shared folders, BeeGFS, VxFS, ACFS, IBRIX, aufs… (a vboxsf synced folder the host writes
+    to never woke its watcher, and no warning said why). All of them but overlayfs (a write
+    through the overlay is seen: documented), and 9p, which tail takes for local (WSL's drives,
+    a VM's share of its host's files)."""
+    missing = [name for name, magic in TAIL_POLLS.items()
+               if name != "overlayfs" and magic not in inotify.REMOTE_FS]
+    assert missing == []
+    assert TAIL_POLLS["overlayfs"] not in inotify.REMOTE_FS
+    assert set(inotify.REMOTE_FS) - set(TAIL_POLLS.values()) == {0x01021997}  # 9p
+    assert inotify.REMOTE_FS[0x786F4256] == "vboxsf"  # (the name its warning gives)
+
+
 def test_a_path_on_a_remote_file_system_is_polled(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """On NFS (and SMB, 9p, FUSE, cluster file systems) inotify sees only this host's own

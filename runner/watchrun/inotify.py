@@ -51,10 +51,16 @@ REMOTE_FS = {
     0x5346414F: "afs", 0x6B414653: "afs", 0x00C36400: "ceph", 0x65735546: "fuse",
     0x0BD00BD0: "lustre", 0x47504653: "gpfs", 0x7461636F: "ocfs2", 0x01161970: "gfs2",
     0x73757245: "coda", 0x564C: "ncp", 0xAAD7AAEA: "panfs", 0xBEEFDEAD: "snfs",
+    0x19830326: "beegfs", 0xA501FCF5: "vxfs", 0x61636673: "acfs", 0x013111A8: "ibrix",
+    0x786F4256: "vboxsf", 0x7C7C6673: "prl_fs", 0xBACBACBC: "vmhgfs", 0x61756673: "aufs",
+    0x6E667364: "nfsd", 0x65735543: "fusectl", 0x50495045: "pipefs",
 }
 """statfs(2) `f_type`s of file systems whose files are changed where this kernel's inotify does
-not see it (another host, a FUSE daemon): network, cluster and FUSE file systems, the ones GNU
-tail polls for the same reason."""
+not see it (another host, a FUSE daemon, a VM's host: VirtualBox, Parallels and VMware shared
+folders; aufs, whose branches change under it): every type GNU tail polls for that reason
+(coreutils' stat.c marks them "remote") but overlayfs (a write through the overlay is seen;
+`WATCHRUN_FORCE_POLL=1` where a lower layer changes), and 9p, which tail takes for local: a
+VM's share of its host's files (WSL's drives), whose changes on the host inotify does not see."""
 
 
 def fs_type(at: bytes | int) -> int | None:
