@@ -18,7 +18,7 @@ import select
 import struct
 from typing import Any, NamedTuple
 
-__all__ = ["REMOTE_FS", "Event", "INotify", "MountTable", "fs_type", "remote_fs"]
+__all__ = ["REMOTE_FS", "Event", "INotify", "MountTable", "TurnedRemote", "fs_type", "remote_fs"]
 
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (of the name that follows)
 _READ = 64 * 1024
@@ -61,6 +61,16 @@ folders; aufs, whose branches change under it): every type GNU tail polls for th
 (coreutils' stat.c marks them "remote") but overlayfs (a write through the overlay is seen;
 `WATCHRUN_FORCE_POLL=1` where a lower layer changes), and 9p, which tail takes for local: a
 VM's share of its host's files (WSL's drives), whose changes on the host inotify does not see."""
+
+
+class TurnedRemote(Exception):
+    """Raised by a watch of a notifier made with `leave_remote` (the live runner's) that finds
+    its path on a remote file system (`fs`; mounted over it since its watcher started): its
+    owner goes on with it elsewhere (the runner: on a thread of its own, `runtime.remote`)."""
+
+    def __init__(self, fs: str) -> None:
+        super().__init__(f"on {fs} now")
+        self.fs = fs
 
 
 def fs_type(at: bytes | int) -> int | None:

@@ -76,12 +76,15 @@ class WatchTable(Generic[W]):
     watches by watch descriptor: one kernel watch serves every subscription to its inode
     (IN_MASK_ADD) and is removed with the last. `mode`: "inotify", "poll" (no inotify to be had,
     or polling asked for) or "none" (`enabled=False`). `counted`: the runner's, whose watches
-    short of inotify are counted in `watchrun status` (a view's are not)."""
+    short of inotify are counted in `watchrun status` (a view's are not). `leave_remote`: a
+    watch that finds its path on a remote file system raises `TurnedRemote` instead of polling
+    it (the live runner's: such a file is read on a thread of its own)."""
 
     def __init__(self, poll_ms: int, *, force_poll: bool = False, enabled: bool = True,
-                 counted: bool = False) -> None:
+                 counted: bool = False, leave_remote: bool = False) -> None:
         self.poll_s = poll_ms / 1000
         self._counted = counted
+        self.leave_remote = leave_remote
         self.wakeups = 0  # how often any Watch.wait returned
         self.overflows = 0  # IN_Q_OVERFLOW seen (every watch was woken to reconcile)
         self.mount_changes = 0  # the mount table changed (every watch was woken to resolve)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from watchrun.arrivals import Arrivals, leaf_watch
-from watchrun.inotify import MountTable, remote_fs
+from watchrun.inotify import MountTable, TurnedRemote, remote_fs
 from watchrun.inotify_watches import (
     FILE_MASK,
     IN_DELETE_SELF,
@@ -45,8 +45,8 @@ class Notifier(WatchTable["Watch"]):
 
     def watch(self, path: Path) -> Watch:
         w = Watch(self, Path(path))
+        w.rearm(first=True)  # (a `TurnedRemote` from it leaves nothing armed)
         self._watches.add(w)
-        w.rearm(first=True)
         return w
 
     def close(self) -> None:
@@ -117,13 +117,11 @@ class Watch:
     """
 
     def __init__(self, notifier: Notifier, path: Path) -> None:
-        self.notifier = notifier
-        self.path = path
+        self.notifier, self.path = notifier, path
         self.polling = notifier.mode != "inotify"
         self.stale = False
         """Set when the directory layout may have changed: call `rearm()` to re-resolve."""
-        self._flag = False
-        self._hurry = False
+        self._flag = self._hurry = False
         self._waiter: asyncio.Future[None] | None = None
         self._path_subs: dict[tuple[int, str | None], Sub[Watch]] = {}
         self._fd_subs: dict[int, Sub[Watch]] = {}
@@ -199,11 +197,15 @@ class Watch:
         re-resolve: the path may have changed before the watch existed. Not after a `first`
         arm that found the file: the owner looks after arming anyway, the file is watched, and
         a change to the path since is an event in one of its directories, which marks the
-        watch stale (a file source's start saves a second arm)."""
+        watch stale (a file source's start saves a second arm). `TurnedRemote` for a path on a
+        remote file system when the notifier is to `leave_remote`, polling too."""
         self.stale = False
-        if self.polling or self.notifier._ino is None:
+        polls, leave = self.polling or self.notifier._ino is None, self.notifier.leave_remote
+        remote = remote_fs(self.path) if leave or not polls else None
+        if remote is not None and leave:
+            raise TurnedRemote(remote)
+        if polls:
             return
-        remote = remote_fs(self.path)
         if remote is not None:  # (what other hosts write there never wakes inotify)
             self._poll_instead(f"{self.path} is on {remote}, where inotify does not see what "
                                "other hosts write")
@@ -258,8 +260,7 @@ class Watch:
     def close(self) -> None:
         for sub in [*self._path_subs.values(), *self._fd_subs.values()]:
             self.notifier._unsubscribe(sub)
-        self._path_subs.clear()
-        self._fd_subs.clear()
+        self._path_subs, self._fd_subs = {}, {}
         self.notifier._watches.discard(self)
         self.notifier.starved.discard(self)
         self._wake()

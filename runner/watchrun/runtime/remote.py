@@ -1,5 +1,6 @@
 """A file on a remote file system is followed on an event loop of its own, in a thread: a read
-that never returns (an NFS server gone, a hard mount) holds that watcher, not the runner."""
+that never returns (an NFS server gone, a hard mount) holds that watcher, not the runner. So is
+one whose path turned remote after its watcher started, from its checkpoint."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Coroutine
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from watchrun import offload
 from watchrun.events import Chunk
+from watchrun.match.sanitize import edge_name
 from watchrun.notify import Notifier
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
@@ -18,7 +20,11 @@ from watchrun.runtime.workers import Workers
 from watchrun.sources.file import FileSource
 from watchrun.sources.resume import Recorded
 
-__all__ = ["BEAT_S", "follow_elsewhere"]
+if TYPE_CHECKING:
+    from watchrun.runtime.ending import Owner
+    from watchrun.runtime.wiring import WatcherRuntime
+
+__all__ = ["BEAT_S", "follow_elsewhere", "follow_remote"]
 
 T = TypeVar("T")
 
@@ -63,6 +69,33 @@ class Across:
 
     async def _on_home(self, coro: Coroutine[Any, Any, T]) -> T:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._home))
+
+
+async def follow_remote(sup: Owner, rt: WatcherRuntime, fs: str, *, moved: bool) -> None:
+    """`rt`'s file, on the remote file system `fs`, followed on a loop of its own, as the log
+    says. `moved`: its path turned remote after the watcher started, and its source ended on
+    the runner's loop (`HandOver`): one made anew goes on from its checkpoint there."""
+    assert isinstance(rt.source, FileSource)
+    wid, poll_ms = rt.spec.id, sup.config.limits.poll_ms
+    if moved:
+        rt.source = rt.source.successor()
+        if (entry := sup.board.entries.get(wid)) is not None:  # (`list`, `status`: its state)
+            entry.source = rt.source
+    path, now = edge_name(rt.spec.path), " now" if moved else ""
+    if sup.once:
+        sup.log.info(f"{path} is on {fs}: read on a thread of its own", wid)
+    else:
+        sup.log.warning(f"{path} is on {fs}{now}, where inotify does not see what other hosts "
+                        f"write; polling it every {poll_ms} ms, on a thread of its own", wid)
+
+    def said(text: str, stalled: bool) -> None:
+        if stalled:
+            sup.problem(text, wid)
+        else:
+            sup.log.warning(text, wid, event="source-resumed")
+
+    await follow_elsewhere(rt.source, rt.pipeline, name=wid, poll_ms=poll_ms,
+                           watching=not sup.once, said=said)
 
 
 async def follow_elsewhere(source: FileSource, pipeline: WatcherPipeline, *, name: str,

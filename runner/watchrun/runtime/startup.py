@@ -140,7 +140,7 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
     # an inotify watch to a directory makes the kernel walk its cached entries: 11 ms on a /tmp
     # that had held many files)
     notifier = Notifier(config.limits.poll_ms, force_poll=sup.force_poll, enabled=not sup.once,
-                        counted=True)
+                        counted=True, leave_remote=not sup.once)  # (`runtime.remote`)
     undo.callback(notifier.close)
     sup.set.notifier = notifier
     sup.problems.standing.append(notifier.starving)

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from watchrun.config.model import WatcherSpec
-from watchrun.inotify import remote_fs
-from watchrun.match.sanitize import edge_name
+from watchrun.inotify import TurnedRemote, remote_fs
 from watchrun.notify import Notifier
 from watchrun.offload import StuckCall, offload
 from watchrun.output.sink import JsonlSink, SinkWriteError
@@ -179,7 +178,10 @@ class WatcherSet:
             if rt.spec.path is not None and (fs := await offload(remote_fs, rt.spec.path)):
                 await self._remote(rt, fs)
             else:
-                await rt.source.run(rt.pipeline)
+                try:
+                    await rt.source.run(rt.pipeline)
+                except TurnedRemote as turned:  # (a file system mounted over it since)
+                    await self._remote(rt, turned.fs, moved=True)
         except asyncio.CancelledError:
             raise
         except StuckCall as exc:  # (its thread is left to the call that does not return)
@@ -212,29 +214,13 @@ class WatcherSet:
         finally:
             self.sup.board.touch(wid)
 
-    async def _remote(self, rt: WatcherRuntime, fs: str) -> None:
-        """A file on a remote file system: followed on a loop of its own (`runtime.remote`)."""
-        from watchrun.runtime.remote import follow_elsewhere
-        from watchrun.sources.file import FileSource
+    async def _remote(self, rt: WatcherRuntime, fs: str, *, moved: bool = False) -> None:
+        """A file on a remote file system: followed on a loop of its own (`runtime.remote`);
+        `moved`: its path turned remote while its source ran on the runner's loop, and a new
+        one goes on from where that one ended."""
+        from watchrun.runtime.remote import follow_remote
 
-        assert isinstance(rt.source, FileSource)
-        wid, poll_ms = rt.spec.id, self.sup.config.limits.poll_ms
-        path = edge_name(rt.spec.path)
-        if self.sup.once:
-            self.sup.log.info(f"{path} is on {fs}: read on a thread of its own", wid)
-        else:
-            self.sup.log.warning(f"{path} is on {fs}, where inotify does not see what "
-                                 f"other hosts write; polling it every {poll_ms} ms, on a "
-                                 "thread of its own", wid)
-
-        def said(text: str, stalled: bool) -> None:
-            if stalled:
-                self.sup.problem(text, wid)
-            else:
-                self.sup.log.warning(text, wid, event="source-resumed")
-
-        await follow_elsewhere(rt.source, rt.pipeline, name=wid, poll_ms=poll_ms,
-                               watching=not self.sup.once, said=said)
+        await follow_remote(self.sup, rt, fs, moved=moved)
 
     def _event(self, spec: WatcherSpec, kind: str, fields: dict[str, Any]) -> None:
         self.sup.board.event(spec.id, kind, fields)

@@ -14,6 +14,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from watchrun.events import SourceContext
+from watchrun.inotify import TurnedRemote
 from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.process.tree import short_of_files
@@ -22,10 +23,10 @@ from watchrun.sources.applies import applied, beside, judged_gone, left_beside
 from watchrun.sources.checkpoint_doc import FileState
 from watchrun.sources.first_look import first_look
 from watchrun.sources.followed import RETRY_S
+from watchrun.sources.handover import HandOver
 from watchrun.sources.identity import birth_ns
 from watchrun.sources.keeper import Covered
 from watchrun.sources.long_line import say_in
-from watchrun.sources.once_read import OnceRead
 from watchrun.sources.opened import Plan, open_at_path
 from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
@@ -35,7 +36,7 @@ from watchrun.sources.rotated import Entry
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
 
-class FileSource(OnceRead):
+class FileSource(HandOver):
     """Follows one path; see SPEC §3.2. Every generation of the file is read, oldest first;
     nothing is re-emitted across rotation or restart; what cannot be read is a `gap` record."""
 
@@ -76,6 +77,9 @@ class FileSource(OnceRead):
             while True:  # own arming (the path, the descriptor) need no second look
                 await self._reconcile(ctx, watch)
                 await watch.wait()
+        except TurnedRemote:  # (the runner goes on with the path on a thread of its own)
+            await self._hand_over(ctx, watch)
+            raise
         finally:
             if saver is not None:
                 saver.cancel()
