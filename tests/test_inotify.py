@@ -199,6 +199,8 @@ sys.exit(entry())
 
 
 def test_the_runner_polls_a_file_on_a_remote_file_system_and_says_so(tmp_path: Path) -> None:
+    """The warning names it, and the ready line counts it among the file watchers that poll
+    (it counted 0: the file is polled on a thread of its own, by a notifier of its own)."""
     log = tmp_path / "app.log"
     log.write_text("")
     cfg = write_config(tmp_path, {"limits": {"pollMs": 50}, "watchers": [
@@ -213,3 +215,6 @@ def test_the_runner_polls_a_file_on_a_remote_file_system_and_says_so(tmp_path: P
         assert proc.wait(timeout=30) == 0
     assert f"[app] warning: {log} is on nfs, where inotify does not see what other hosts " \
         "write; polling it every 50 ms, on a thread of its own" in "".join(err)
+    ready = [x for x in err if "agents running" in x]
+    assert ready[0].endswith("1 watcher, 0 agents running (change notification: inotify, "
+                             "1 polling)\n") or "(change notification: poll)" in ready[0], ready

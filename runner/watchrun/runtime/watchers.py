@@ -58,6 +58,8 @@ class WatcherSet:
         """Watchers stopped by `stop` (or `clear --all`) and not started since: a reload leaves
         a config watcher among them stopped, as supervisord's `update` does."""
         self.databases = disk_store(os.environ)
+        self.elsewhere: set[str] = set()
+        """File watchers whose remote file is followed on a thread of its own, polled there."""
 
     def origin(self, wid: str) -> str:
         return "runtime" if wid in self.runtime else "config"
@@ -93,11 +95,12 @@ class WatcherSet:
     @property
     def notify_mode(self) -> tuple[str, int]:
         """The notifier's mode, and how many file watchers poll while it is "inotify" (for
-        want of watches, or where inotify cannot watch their path)."""
+        want of watches, or where inotify cannot watch their path; those on a remote file
+        system poll on their own thread)."""
         n = self.notifier
-        if n is None:
-            return "none", 0
-        return n.mode, sum(w.polling for w in n.watches) if n.mode == "inotify" else 0
+        if n is None or n.mode != "inotify":
+            return "none" if n is None else n.mode, 0
+        return n.mode, sum(w.polling for w in n.watches) + len(self.elsewhere)
 
     def build(self, spec: WatcherSpec, sink: JsonlSink | None = None) -> WatcherRuntime:
         """Open its sink (unless opened already) and wire it; raises (SinkWriteError,
@@ -215,12 +218,16 @@ class WatcherSet:
             self.sup.board.touch(wid)
 
     async def _remote(self, rt: WatcherRuntime, fs: str, *, moved: bool = False) -> None:
-        """A file on a remote file system: followed on a loop of its own (`runtime.remote`);
-        `moved`: its path turned remote while its source ran on the runner's loop, and a new
-        one goes on from where that one ended."""
+        """A file on a remote file system: followed on a loop of its own (`runtime.remote`),
+        polled there (counted in `notify_mode`); `moved`: its path turned remote while its
+        source ran on the runner's loop, and a new one goes on from where that one ended."""
         from watchrun.runtime.remote import follow_remote
 
-        await follow_remote(self.sup, rt, fs, moved=moved)
+        self.elsewhere.add(rt.spec.id)
+        try:
+            await follow_remote(self.sup, rt, fs, moved=moved)
+        finally:
+            self.elsewhere.discard(rt.spec.id)
 
     def _event(self, spec: WatcherSpec, kind: str, fields: dict[str, Any]) -> None:
         self.sup.board.event(spec.id, kind, fields)
