@@ -11,7 +11,7 @@ socket, as `watchrun add` asks it; its check processes are the test's children. 
 real ones: regexes slow to compile; a check process stopped before it runs (SIGSTOP, as a host
 that gives it no CPU), under a deadline shortened to keep the test fast (the module's `WALL_S`:
 there is no parameter); an interpreter that does not exist; an environment in which it cannot
-start. The module's `_SPAWNER` is the seam for the two that change how it is started. Budgets
+start. The module's `_SPAWNER` is the seam for the three that change how it is started. Budgets
 are CPU time, so only CPU times are compared (the box may be loaded)."""
 
 from __future__ import annotations
@@ -271,10 +271,13 @@ def test_a_check_that_cannot_be_started_is_refused_start_failed(tmp_path: Path,
 
 def test_a_check_that_dies_before_it_is_ready_is_refused_start_failed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A check process whose interpreter could not start (PYTHONHOME, which it inherits, names
-    no Python: it exits at once) is refused `start_failed`, not blamed on the regexes
-    (`bad_request`), with the cause the interpreter gave (it said `<no Python frame>`, the last
-    line of the fatal error's thread dump); nothing was started or is left running."""
+    """A check process whose interpreter could not start (PYTHONHOME names no Python: it exits
+    at once) is refused `start_failed`, not blamed on the regexes (`bad_request`), with the
+    cause the interpreter gave (it said `<no Python frame>`, the last line of the fatal error's
+    thread dump); nothing was started or is left running. (The runner starts it with `-I`,
+    which ignores PYTHONHOME: the test's seam starts it without.)"""
+    monkeypatch.setattr(compile_probe, "_SPAWNER",
+                        Rewritten(lambda argv: [x for x in argv if x != "-I"]))
 
     async def main() -> dict[str, Any]:
         async with Running(tmp_path, {"watchers": [_app(tmp_path)]}) as r:

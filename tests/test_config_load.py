@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from watchrun.config.dump import config_to_dict, dump_config
 from watchrun.config.interpolate import escape, interpolate
 from watchrun.config.model import Config, GateSpec, Limits, RestartPolicy
 from watchrun.config.validate import regex_engine_note
+from watchrun.process.helper_start import helper_command
 
 ROOT = Path(__file__).parents[1]
 W = "watchers:\n  - id: a\n    path: app.log\n    pattern: x\n"
@@ -122,7 +122,7 @@ def test_wake(tmp_path: Path, wake_on_match: bool, wake: str | None,
         ("gemini", ("gemini", "-p", "{prompt}", "--output-format", "stream-json")),
         ("opencode", ("opencode", "run", "--format", "json", "{prompt}")),
         ("pi", ("pi", "--mode", "json", "-p", "{prompt}")),
-        ("mock", (sys.executable, "-m", "watchrun.agents.mock_agent", "{prompt}")),
+        ("mock", (*helper_command("watchrun.agents.mock_agent"), "{prompt}")),
     ],
 )
 def test_agent_defaults(tmp_path: Path, provider: str, argv: tuple[str, ...]) -> None:

@@ -41,10 +41,12 @@ ALLOWED: dict[str, set[str]] = {
 cli → tui / mcp → runtime → views/agents/actions/sources → output/process → config → match
 (`mcp` embeds a runner for its session, so it sits above `runtime`)."""
 
-ALLOWED_MODULES: dict[str, set[str]] = {"tui": {"watchrun.runtime.client"}}
+ALLOWED_MODULES: dict[str, set[str]] = {"tui": {"watchrun.runtime.client"},
+                                         "config": {"watchrun.process.helper_start"}}
 """Single modules a layer may import from a layer it may not: the live screen talks to the
 runner through the control socket's client only (it imports no other layer), never through
-the supervisor."""
+the supervisor; the `mock` provider's default command is the argv every helper interpreter
+is started with (which imports no layer)."""
 
 
 def _module_name(path: Path) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from watchrun.config.tree import CMap, KeyPath
 from watchrun.config.watchers import build_watchers
 from watchrun.match.matcher import BACKTRACKING_BUDGET_S, Matcher, needs_backtracking
 from watchrun.match.redact import RedactError, Rule, check_rule
+from watchrun.process.helper_start import helper_command
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -41,7 +41,7 @@ PROVIDER_COMMANDS: dict[str, tuple[str, ...] | None] = {
     "pi": ("pi", "--mode", "json", "-p", "{prompt}"),
     "cursor": ("cursor-agent", "-p", "{prompt}", "--output-format", "stream-json"),
     "copilot": ("copilot", "-p", "{prompt}", "--output-format", "json"),
-    "mock": (sys.executable, "-m", "watchrun.agents.mock_agent", "{prompt}"),
+    "mock": (*helper_command("watchrun.agents.mock_agent"), "{prompt}"),
     "generic": None,
 }
 """Each provider's default argv; `generic` has none, so its `command` is required."""

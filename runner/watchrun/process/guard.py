@@ -22,13 +22,13 @@ import errno
 import fcntl
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterable
 
 from watchrun.process.groups import Group
 from watchrun.process.helper_exit import KEEP_BYTES, ended, returncode_ended
-from watchrun.process.tree import HELPERS, forking, watchrun_home
+from watchrun.process.helper_start import helper_command
+from watchrun.process.tree import HELPERS, forking
 
 __all__ = ["RETRY_CAP_S", "RETRY_S", "UP_S", "Guardian", "LazyGuardian", "command", "forsake"]
 
@@ -45,16 +45,10 @@ _TOLD_LOCK = threading.Lock()
 
 
 def command() -> list[str]:
-    """The guardian's argv: `guardian.main` in this interpreter, without site (`-S`: no .pth
-    files, no site-packages; the guardian needs only the standard library and watchrun, found
-    where this runner found it) and with the environment ignored (`-I`: no PYTHONPATH,
-    PYTHONSTARTUP or user site can put code into it, and the current directory is not on its
-    path). ~15 ms of CPU instead of ~60 (docs/decisions.md). `-I` ignores
-    PYTHONDONTWRITEBYTECODE too: `-B` passes the runner's on (a guardian started under a file
-    size limit wrote its `.pyc` cut short, and every later start from that tree failed)."""
-    return [sys.executable, "-I", "-S", *(["-B"] if sys.dont_write_bytecode else []), "-c",
-            f"import sys; sys.path.append({watchrun_home()!r}); "
-            "from watchrun.process.guardian import main; sys.exit(main())"]
+    """The guardian's argv: `guardian.main` in this interpreter, isolated and without site, on
+    the standard library and watchrun's directory only (`helper_start.helper_command`): ~15 ms
+    of CPU instead of ~60 (docs/decisions.md)."""
+    return helper_command("watchrun.process.guardian")
 
 
 class Guardian:

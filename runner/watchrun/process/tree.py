@@ -35,14 +35,6 @@ def become_subreaper(enable: bool = True) -> bool:
     return bool(_prctl(_PR_SET_CHILD_SUBREAPER, int(enable), 0, 0, 0) == 0)
 
 
-def watchrun_home() -> str:
-    """The directory this interpreter found the watchrun package in: a helper interpreter
-    started without site (the guardian, the compile probe's child) is pointed there."""
-    import watchrun
-
-    return os.path.dirname(os.path.dirname(os.path.abspath(watchrun.__file__)))
-
-
 _child_nofile: tuple[int, int] | None = None
 """The RLIMIT_NOFILE the runner started with, once it raised its own: its children get it back,
 as systemd asks of a program that raises its soft limit (a program that sizes a table by the

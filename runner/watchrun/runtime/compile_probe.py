@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 import time
 from collections import deque
 from typing import Any
 
 from watchrun.process.helper_exit import ended
+from watchrun.process.helper_start import helper_command
 from watchrun.process.spawn import Spawner, SpawnError, end_now
-from watchrun.process.tree import watchrun_home
 
 __all__ = ["RE2_BUDGET_S", "TOTAL_BUDGET_S", "WALL_S", "Refusal", "command", "probe",
            "regexes"]
@@ -62,16 +60,12 @@ class Refusal(Exception):
 
 
 def command() -> list[str]:
-    """The child's argv: `compile_child.main` in this interpreter without site (`-S`: no .pth
-    file run, ~20 ms; the editable install's finder alone cost ~19), on this runner's module
-    search path (so it finds watchrun, google-re2, hyperscan and msgspec where the runner found
-    them), watchrun's own home first. Its environment is the runner's, as before
-    (`WATCHRUN_ENGINES`)."""
-    home = watchrun_home()
-    path = [home, *(p for p in sys.path if os.path.isabs(p) and p != home)]
-    return [sys.executable, "-S", "-c",
-            f"import sys; sys.path[:] = {path!r}; "
-            "from watchrun.runtime.compile_child import main; main()"]
+    """The child's argv: `compile_child.main` in this interpreter, isolated and without site
+    (`-S`: no .pth file run, ~20 ms; the editable install's finder alone cost ~19), on this
+    runner's module search path (so it finds watchrun, google-re2, hyperscan and msgspec where
+    the runner found them: `helper_start.helper_command`). Its environment is the runner's, as
+    before (`WATCHRUN_ENGINES`)."""
+    return helper_command("watchrun.runtime.compile_child", packages=True)
 
 
 def regexes(raw: Any) -> list[tuple[str, str]]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +29,7 @@ from watchrun.match.matcher import BACKTRACKING_BUDGET_S
 from watchrun.match.regex import analyse
 from watchrun.match.simd import count_newlines
 from watchrun.process.helper_exit import KEEP_BYTES, ended
+from watchrun.process.helper_start import helper_command
 from watchrun.process.spawn import Proc, Spawner, SpawnError, end_now
 from watchrun.runtime.regex_worker import FAILED, HEAD, INIT, SCAN, SPAN, SPANS
 
@@ -159,7 +159,7 @@ class IsolatedMatcher:
         """A worker that has compiled the patterns. Its stderr is its own pipe: a worker that
         cannot start (its package replaced under the runner, a broken install) writes a
         traceback there, which is said, not read as the protocol's replies."""
-        argv = [sys.executable, "-m", "watchrun.runtime.regex_worker"]
+        argv = helper_command("watchrun.runtime.regex_worker", packages=True)
         try:
             proc = await self.spawner.spawn(argv, cwd=None, env={}, stdin_pipe=True,
                                             separate_stderr=True)

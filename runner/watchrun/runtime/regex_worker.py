@@ -1,7 +1,8 @@
 """The regex worker program: matches one watcher's chunks with Python `re` in its own process, so
 a backtracking pattern can stall only this process, which the runner kills at the time budget.
 
-Run as `python -m watchrun.runtime.regex_worker`. Requests on stdin, replies on stdout, each a
+Run as `python -m watchrun.runtime.regex_worker` (the runner starts it by `main`:
+`process/helper_start.py`). Requests on stdin, replies on stdout, each a
 header `!BI` (op or status, payload length) and a payload:
 
 - INIT, payload JSON {pattern, exclude, caseSensitive, require}: reply OK, or FAILED + message;
@@ -66,5 +67,9 @@ def serve(inp: BinaryIO, out: BinaryIO) -> None:
         out.flush()
 
 
-if __name__ == "__main__":
+def main() -> None:
     serve(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    main()
