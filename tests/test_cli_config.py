@@ -10,6 +10,7 @@ and exit status) without the ~0.1 s of CPU each new interpreter costs."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -305,3 +306,30 @@ def test_validate_shows_the_engine_of_each_watcher(tmp_path: Path) -> None:
     assert engines["backref"] in ("re", "re+prefilter")  # backreferences need backtracking
     text = here("validate", "-c", str(cfg)).stdout
     assert f"engine: {engines['fast']}" in text
+
+
+@pytest.mark.parametrize("command", [["validate"], ["validate", "--json"], ["config"],
+                                     ["config", "--json"]], ids=" ".join)
+def test_a_check_whose_module_will_not_load_is_one_line_and_exit_3(
+        tmp_path: Path, command: list[str]) -> None:
+    """An explorer's P4: with croniter broken (a half-replaced install: here a `croniter.py`
+    without `croniter` in it, first on the path), `validate` and `config` of a `schedule:`
+    ended in a traceback and exit 1, a crossed gate's status, and `--json` printed no JSON. Now
+    one line naming the module (or the error document), exit 3, as a run that cannot begin."""
+    broken = tmp_path / "site"
+    broken.mkdir()
+    (broken / "croniter.py").write_text("")
+    path = os.pathsep.join([str(broken), *filter(None, [os.environ.get("PYTHONPATH")])])
+    (tmp_path / "w.yaml").write_text(
+        "agents:\n  - name: a\n    provider: mock\n    schedule: '*/5 * * * *'\n")
+    proc = subprocess.run([WATCHRUN, *command, "-c", "w.yaml"], cwd=tmp_path, text=True,
+                          capture_output=True, timeout=60, env={**os.environ, "PYTHONPATH": path})
+    said = ("cannot check the config: a module a check needs would not load (ImportError: "
+            f"cannot import name 'croniter' from 'croniter' ({broken / 'croniter.py'})); "
+            "reinstall watchrun with its dependencies")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    if "--json" in command:
+        assert json.loads(proc.stdout) == {"error": {"code": "check_failed", "message": said}}
+        assert proc.stderr == ""
+    else:
+        assert (proc.stdout, proc.stderr) == ("", f"watchrun: error: {said}\n")

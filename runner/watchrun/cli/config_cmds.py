@@ -14,6 +14,7 @@ from watchrun.config.diagnostics import Diagnostic
 from watchrun.config.model import AgentSpec, Config, WatcherSpec
 from watchrun.config.plans import plan_order
 from watchrun.exitcodes import ExitStatus
+from watchrun.match.optional import Unloadable
 from watchrun.match.redact import clean_text
 from watchrun.match.sanitize import edge_name, edge_text
 
@@ -139,7 +140,24 @@ def _validate_each(args: argparse.Namespace) -> int:
     return max(cmd_validate(one) for one in ones)
 
 
+def _unchecked(args: argparse.Namespace, exc: ImportError | Unloadable) -> int:
+    """A module a check needs would not load (croniter for `schedule:`, a google-re2 that is
+    installed and cannot be loaded): one line naming it, or the `--json` error document, exit 3
+    (not a traceback and Python's 1, a crossed gate's status), as a run that cannot begin."""
+    why = str(exc) if isinstance(exc, Unloadable) else (
+        f"a module a check needs would not load ({type(exc).__name__}: {exc}); reinstall "
+        "watchrun with its dependencies")
+    return Out.for_args(args).fail("check_failed", f"cannot check the config: {why}")
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        return _validate(args)
+    except (ImportError, Unloadable) as exc:
+        return _unchecked(args, exc)
+
+
+def _validate(args: argparse.Namespace) -> int:
     if getattr(args, "each", False) and len(args.config) > 1:
         return _validate_each(args)
     result = _load(args, strict=args.strict, engines=True)
@@ -187,7 +205,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_config(args: argparse.Namespace) -> int:
     from watchrun.config.dump import dump_config
 
-    result = _load(args)
+    try:
+        result = _load(args)
+    except (ImportError, Unloadable) as exc:
+        return _unchecked(args, exc)
     if result.config is None:
         return config_failed(Out.for_args(args), result.diagnostics)
     for d in result.diagnostics:
