@@ -9,6 +9,7 @@ from typing import Any
 from watchrun.cli.asking import Unanswered, ask
 from watchrun.cli.emit import Out
 from watchrun.cli.ops import Where, _no_runner, resolve
+from watchrun.config.homes import expand_home, unexpanded
 from watchrun.config.yaml_tree import PLAIN_BOOL_HINT
 from watchrun.exitcodes import ExitStatus
 
@@ -17,10 +18,14 @@ __all__ = ["cmd_add", "cmd_start", "watcher_of"]
 
 def cmd_add(args: argparse.Namespace) -> int:
     out = Out.for_args(args)
+    try:
+        watcher = watcher_of(args)
+    except ValueError as exc:  # (a `~` that names no home)
+        return out.fail("invalid_argument", str(exc))
     where = resolve(args, out)
     if isinstance(where, int):
         return where
-    return _send(where, {"cmd": "add", "watcher": watcher_of(args)}, out, args.id)
+    return _send(where, {"cmd": "add", "watcher": watcher}, out, args.id)
 
 
 WAKE_FLAG_HINT = (" (--wake takes an agent's name, once per agent; leave it out and the "
@@ -52,14 +57,15 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 def watcher_of(args: argparse.Namespace) -> dict[str, Any]:
     """The config-shaped watcher `add` sends: paths made absolute against the current
-    directory (the runner resolves nothing against its own), a command's cwd made explicit."""
+    directory (the runner resolves nothing against its own), a command's cwd made explicit.
+    ValueError: a path's `~` names no home (`config/homes.py`)."""
     w: dict[str, Any] = {"id": args.id, "pattern": args.pattern}
     if args.path is not None:
-        w["path"] = _absolute(args.path)
+        w["path"] = _absolute("--path", args.path)
     else:
         w["command"] = args.source_command
     if args.cwd is not None:
-        w["cwd"] = _absolute(args.cwd)  # (with --path: refused by the runner's own check)
+        w["cwd"] = _absolute("--cwd", args.cwd)  # (with --path: refused by the runner's check)
     elif args.source_command is not None:
         w["cwd"] = os.getcwd()
     if args.exclude:
@@ -74,11 +80,16 @@ def watcher_of(args: argparse.Namespace) -> dict[str, Any]:
     return w
 
 
-def _absolute(path: str) -> str:
+def _absolute(flag: str, path: str) -> str:
     """`path` made absolute; an empty one is sent as it is, for the runner to refuse
     (`watchers[0].path: must not be empty`, as `validate` does): made absolute, `--path ''`
     was the current directory, and `--cwd ''` ran the command there."""
-    return os.path.abspath(os.path.expanduser(path)) if path else path
+    if not path:
+        return path
+    expanded = expand_home(path)
+    if expanded is None:  # (not a folder named `~` in the current directory)
+        raise ValueError(f"{flag} {unexpanded(path)}")
+    return os.path.abspath(expanded)
 
 
 def _send(where: Where, payload: dict[str, Any], out: Out, wid: str) -> int:

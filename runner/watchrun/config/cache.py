@@ -41,6 +41,7 @@ import msgspec
 from watchrun import __version__
 from watchrun.config import model
 from watchrun.config.diagnostics import Diagnostic, LoadResult
+from watchrun.config.homes import expand_home
 from watchrun.config.loader import MAX_BYTES, read_regular
 from watchrun.config.private import PrivateStore
 from watchrun.match.redact import Rule
@@ -63,12 +64,16 @@ cached too), redaction rules and diagnostics."""
 
 
 def cache_dir(environ: Mapping[str, str]) -> Path | None:
-    """Where entries live, or None when the cache is off."""
+    """Where entries live, or None when the cache is off (also when it would be under a home
+    directory and none can be found: `config/homes.py`)."""
     if environ.get("WATCHRUN_CONFIG_CACHE", "1") == "0":
         return None
     base = environ.get("WATCHRUN_CACHE_DIR") or environ.get("CACHE_DIRECTORY", "").split(":")[0]
     if not base:
-        xdg = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        home = expand_home("~")
+        xdg = environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home else None)
+        if xdg is None:  # (no home found: not a `~` folder in the current directory)
+            return None
         base = os.path.join(xdg, "watchrun")
     return Path(base) / "config"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from watchrun.config.diagnostics import Reporter
+from watchrun.config.homes import expand_home, unexpanded
 from watchrun.config.tree import CMap, KeyPath, format_path, locate
 from watchrun.config.yaml_tree import bool_hint
 from watchrun.match.syntax import prepare
@@ -47,15 +48,13 @@ class Ctx:
         `~` is expanded (`~name` of a user there is not: an error, not a folder named so);
         symlinks are kept (a followed log may be a symlink that moves).
         """
-        expanded = os.path.expanduser(value)
+        expanded = expand_home(value)
         user = value[1:].split("/", 1)[0] if value.startswith("~") else ""
-        if user and expanded != value:
+        if expanded is None:
+            self.report.error(path, unexpanded(value))
+            expanded = value
+        elif user:
             self.report.homes[user] = os.path.expanduser(f"~{user}")
-        if value.startswith("~") and expanded == value:
-            self.report.error(path, f"{json.dumps(value)}: no user {json.dumps(user)} here to "
-                              "expand `~` to (write ./~… for a folder named so)"
-                              if user else f"{json.dumps(value)}: `~` cannot be expanded "
-                              "(no HOME and no home directory in the user database)")
         return Path(os.path.abspath(self.folder(path) / expanded))
 
     def regex(self, path: KeyPath, pattern: Any, flags: int) -> bool:

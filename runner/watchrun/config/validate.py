@@ -14,6 +14,7 @@ from watchrun.config.checks import Ctx
 from watchrun.config.clamp import RANGES, build_limits, clamp
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.handover import code_indexes
+from watchrun.config.homes import expand_home, unexpanded
 from watchrun.config.model import AgentSpec, Config, Limits, OutputSpec
 from watchrun.config.plans import check_dependencies
 from watchrun.config.programcode import program_code
@@ -111,7 +112,11 @@ def _redact(ctx: Ctx, raw: Any) -> tuple[Rule, ...]:
 def _output(ctx: Ctx, raw: Any, output_dir: Path | None) -> OutputSpec | None:
     raw = raw if isinstance(raw, dict) else {}
     if output_dir is not None:
-        folder = Path(os.path.abspath(os.path.expanduser(output_dir)))
+        expanded = expand_home(str(output_dir))
+        if expanded is None:
+            ctx.report.error((), f"--output-dir {unexpanded(str(output_dir))}")
+            return None
+        folder = Path(os.path.abspath(expanded))
     elif isinstance(raw.get("dir"), str):
         said = len(ctx.report.diagnostics)
         ctx.os_strings(("output", "dir"), raw["dir"])  # (a NUL: no path can hold one)

@@ -12,6 +12,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from watchrun.config.homes import expand_home, unexpanded
 from watchrun.mcp.schema import ACTIONS, INPUT_SCHEMA, MAX_LINES
 from watchrun.output.records import ID_RULE, is_id, parse_cursor
 
@@ -86,7 +87,10 @@ def _watcher(args: dict[str, Any], cwd: str) -> dict[str, Any]:
     for key in ("path", "cwd"):
         value = w.get(key)
         if isinstance(value, str) and value:
-            w[key] = os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
+            expanded = expand_home(value)
+            if expanded is None:  # (not a folder named `~` in `cwd`)
+                raise CallError(f"{key}: {unexpanded(value)}")
+            w[key] = os.path.normpath(os.path.join(cwd, expanded))
     if "command" in w and "cwd" not in w and "path" not in w:
         w["cwd"] = cwd
     return w
