@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from watchrun.config.tree import CMap, KeyPath, format_path, locate
 from watchrun.config.yaml_tree import bool_hint
 from watchrun.match.syntax import prepare
 
-__all__ = ["CRON_ALIASES", "Ctx", "quoted"]
+__all__ = ["CRON_ALIASES", "Ctx", "quoted", "unencodable"]
 
 CRON_ALIASES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 
@@ -25,6 +26,20 @@ def quoted(pattern: str, limit: int = 200) -> str:
     if len(pattern) <= limit:
         return json.dumps(pattern)
     return f"{json.dumps(pattern[:limit])}… ({len(pattern)} characters)"
+
+
+def unencodable(text: str, at: int, encoding: str) -> str:
+    """Why `text[at]` cannot be in a command line, the environment, a path or a URL, whose
+    strings are encoded in the file system's `encoding`: a lone surrogate (U+D800-U+DFFF, not a
+    character) in any; another character in an encoding without it (a Latin-1 or ASCII locale,
+    PYTHONUTF8=0), which UTF-8 would write."""
+    code = ord(text[at])
+    if 0xD800 <= code <= 0xDFFF:
+        return (f"{json.dumps(text)} contains U+{code:04X}, a lone surrogate (not a character), "
+                "which no command line, environment, path or URL can hold")
+    return (f"{json.dumps(text)} contains U+{code:04X}, which cannot be written in this "
+            f"system's file name encoding ({encoding}): run watchrun under a UTF-8 locale "
+            "(LANG=C.UTF-8) or with PYTHONUTF8=1")
 
 
 class Ctx:
@@ -138,9 +153,10 @@ class Ctx:
                               "\"make test\"")
 
     def os_strings(self, path: KeyPath, node: Any, shown: bool = False) -> None:
-        """Report every string under `node` that holds a NUL byte, or a lone surrogate (JSON's
-        `"\\ud800"`) that is not one of a file name's undecodable bytes (U+DC80-U+DCFF): no
-        command line, environment, path or URL can hold either (the start would fail on it).
+        """Report every string under `node` that holds a NUL byte, a lone surrogate (JSON's
+        `"\\ud800"`) that is not one of a file name's undecodable bytes (U+DC80-U+DCFF), or a
+        character the file system's encoding has not (`unencodable`): no command line,
+        environment, path or URL can hold any of them (the start would fail on it).
         `shown` (a command, which list, status and records show): nor a terminal control, which
         the shell gets as itself while every such surface shows its escape (`\\u001b`): almost
         always a `\\e` in YAML double quotes meant for the shell. (A path may: a file name is
@@ -161,9 +177,8 @@ class Ctx:
             try:
                 os.fsencode(node)
             except UnicodeEncodeError as exc:
-                self.report.error(path, f"{json.dumps(node)} contains U+{ord(node[exc.start]):04X}"
-                                  ", a lone surrogate (not a character), which no command line, "
-                                  "environment, path or URL can hold")
+                self.report.error(path, unencodable(node, exc.start,
+                                                    sys.getfilesystemencoding()))
         elif isinstance(node, dict):
             for key, value in node.items():
                 self.os_strings((*path, key), value)
