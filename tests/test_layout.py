@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "runner" / "watchrun"
 
 BASE = {"events", "clock", "cron", "exitcodes", "inotify", "inotify_watches", "arrivals",
-        "notify", "offload"}
+        "notify", "offload", "preads"}
 """Top-level modules every layer may use: the event vocabulary, the clock seam and the cron
 schedules on it, exit codes, the kernel's change notification and what waits on it (the
-runner's file sources and the CLI's followers share one inotify binding), and the worker thread
-for blocking calls."""
+runner's file sources and the CLI's followers share one inotify binding), the worker thread
+for blocking calls, and whole reads at an offset (a file system's reads may return fewer bytes)."""
 
 ALLOWED: dict[str, set[str]] = {
     "match": set(),

@@ -121,13 +121,14 @@ def test_a_read_that_fails_mid_file_is_an_error_naming_the_file_and_what_was_not
     """EIO from a failing disk after the first read of a once run: the watcher died with an
     `internal` error `OSError(5, 'Input/output error')`, naming neither the file nor what was
     lost. Now an `error` record with the errno's name, the path and `unreadBytes`, and the
-    verdict an ERROR that says so. (The seam: `os.pread` fails for this file past its start.)"""
+    verdict an ERROR that says so. (The seam: `os.pread` fails for this file's bytes past its
+    start; a read at its end, which reads no block, returns nothing.)"""
     log = tmp_path / "app.log"
     log.write_text("".join(f"INFO {n}\n" for n in range(100)) + "ERROR late\n")
     size, real = log.stat().st_size, os.pread
 
     def failing(fd: int, n: int, offset: int) -> bytes:
-        if offset >= 64 and os.path.samestat(os.fstat(fd), log.stat()):
+        if 64 <= offset < size and os.path.samestat(os.fstat(fd), log.stat()):
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         return real(fd, n, offset)
 

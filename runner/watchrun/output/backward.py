@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from watchrun.output.records import ReadStats, open_snapshot, parse_record
+from watchrun.preads import pread_full
 
 __all__ = ["complete_tail", "last_records", "newest_first", "reverse_lines"]
 
@@ -90,7 +91,7 @@ def complete_tail(fd: int, size: int) -> tuple[int, bytes]:
     pos = size
     while pos > 0:
         step = min(_BLOCK, pos)
-        block = os.pread(fd, step, pos - step)
+        block = pread_full(fd, step, pos - step)
         nl = block.rfind(b"\n")
         if nl >= 0:
             start = block.rfind(b"\n", 0, nl) + 1

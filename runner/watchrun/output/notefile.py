@@ -15,6 +15,7 @@ from typing import Any
 
 from watchrun.output import safefs
 from watchrun.output.records import SEQ_LIMIT
+from watchrun.preads import pread_full
 
 SLOT = 4096
 NOTE_BYTES = 2 * SLOT
@@ -81,7 +82,7 @@ def read_note(fd: int) -> Note:
         note.stamp = -mtime
     elif mtime <= -SEQ_LIMIT:
         problems.append(f"its modification time ({mtime} ns) is no seq a runner stamps")
-    data = os.pread(fd, NOTE_BYTES, 0)
+    data = pread_full(fd, NOTE_BYTES, 0)
     for slot in (0, 1):
         raw = data[slot * SLOT:(slot + 1) * SLOT].rstrip(b"\0")
         if not raw:

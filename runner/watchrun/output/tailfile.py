@@ -13,6 +13,7 @@ from pathlib import Path
 from msgspec import Struct, field
 
 from watchrun.output import safefs
+from watchrun.preads import pread_full
 
 __all__ = ["MARK", "READ_BYTES", "Tail", "load", "more", "parse", "render"]
 
@@ -93,11 +94,11 @@ def load(path: Path, limit: int = READ_BYTES) -> Tail | None:
     try:
         size = os.fstat(fd).st_size
         if size <= limit:
-            return parse(_pread(fd, size, 0))
-        head = _pread(fd, min(_HEAD_BYTES, size), 0)
+            return parse(pread_full(fd, size, 0))
+        head = pread_full(fd, min(_HEAD_BYTES, size), 0)
         head = head[:head.index(b"\n") + 1] if head.startswith(MARK.encode()) and \
             b"\n" in head else b""
-        body = _pread(fd, limit, size - limit)
+        body = pread_full(fd, limit, size - limit)
         cut = size - limit + body.find(b"\n") + 1
         return parse(head + body[cut - size + limit:], _newlines(fd, len(head), cut))
     finally:
@@ -110,11 +111,3 @@ def _newlines(fd: int, lo: int, hi: int) -> int:
     while lo < hi and (part := os.pread(fd, min(hi - lo, 1 << 24), lo)):
         found, lo = found + part.count(b"\n"), lo + len(part)
     return found
-
-
-def _pread(fd: int, n: int, at: int) -> bytes:
-    parts: list[bytes] = []
-    while n > 0 and (part := os.pread(fd, min(n, 1 << 24), at)):
-        parts.append(part)
-        n, at = n - len(part), at + len(part)
-    return b"".join(parts)

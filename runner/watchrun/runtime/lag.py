@@ -139,14 +139,18 @@ class LoopLag:
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 """watchrun's own directory: frames of files under it are ours."""
+_WRAPPER = os.path.join(_PACKAGE, "preads.py")
+"""`pread_full`'s file: a read held there is said with what called it."""
 
 
 def held_in(frame: FrameType | None) -> str:
     """`fn (file:line)` of the innermost Python frame, and of watchrun's innermost one when
-    that is another (a library's or the standard library's frame inside ours)."""
+    that is another (a library's or the standard library's frame inside ours, or
+    `pread_full`'s: the read it makes is its caller's)."""
     inner, ours = frame, None
     while frame is not None and ours is None:
-        if frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
+        name = frame.f_code.co_filename
+        if name.startswith(_PACKAGE + os.sep) and name != _WRAPPER:
             ours = frame
         frame = frame.f_back
     if inner is None:

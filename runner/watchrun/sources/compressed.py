@@ -11,6 +11,7 @@ import struct
 import zlib
 from collections.abc import Collection
 
+from watchrun.preads import pread_full
 from watchrun.sources.identity import FINGERPRINT_BYTES, Checkpoint, begins_as, fingerprint
 
 PROBE = 4096
@@ -66,7 +67,7 @@ def compressed(head: bytes) -> bool:
 
 
 def is_compressed(fd: int) -> bool:
-    return compressed(os.pread(fd, PROBE, 0))
+    return compressed(pread_full(fd, PROBE, 0))
 
 
 def compressed_head(fd: int) -> bytes | None:
@@ -74,7 +75,7 @@ def compressed_head(fd: int) -> bytes | None:
     holds fewer; nothing when the file is empty, as one is while its compressor starts), from
     at most COMPRESSED_READ bytes of it; None for other formats, for content that cannot be
     decompressed, and when the head is not within that bound."""
-    first = os.pread(fd, 12, 0)
+    first = pread_full(fd, 12, 0)
     if not first:
         return b""
     d = _decompressor(first)
@@ -145,7 +146,7 @@ class _Parts:
     another format: one of _BROKEN)."""
 
     def __init__(self, fd: int) -> None:
-        d = _decompressor(os.pread(fd, 12, 0))
+        d = _decompressor(pread_full(fd, 12, 0))
         if d is None:
             raise ValueError("not gzip, bzip2 or xz")
         self.fd, self.pos, self.d = fd, 0, d

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from watchrun.preads import pread_full
 from watchrun.sources.compressed import WHOLE_MAX, content_at, holds_begun, unsettled
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
@@ -52,7 +53,7 @@ def copied_since(cur: Opened, last: Checkpoint, entries: list[Entry], known: lis
     Plan([o for o in fresh if not o.st.st_size]).close()  # copies of it still empty: nothing
     fresh = [o for o in fresh if o.st.st_size]  # to read, and no sign it was emptied again
     if fresh and not _went_on_otherwise(cur, last.offset, [
-            os.pread(o.fd, AHEAD, last.offset) for o in fresh]):  # snapshots (backups) the
+            pread_full(o.fd, AHEAD, last.offset) for o in fresh]):  # snapshots (backups) the
         Plan(fresh).close()  # file goes on from alike: not truncated since
         return  # (its gaps are not written: the archives they name are not judged yet)
     plan.gaps += gaps
@@ -126,7 +127,7 @@ def _went_on_otherwise(cur: Opened, offset: int, pasts: list[bytes]) -> bool:
     """Some copy goes on past the offset (`pasts`: its next AHEAD bytes) otherwise than the
     file at the path does: the file was truncated since the copy was made, and maybe written
     the same first bytes again. None does: the copies are snapshots of it (backups)."""
-    return any(past != os.pread(cur.fd, len(past), offset) for past in pasts)
+    return any(past != pread_full(cur.fd, len(past), offset) for past in pasts)
 
 
 def _born_since(fd: int, st: os.stat_result, last: Checkpoint) -> int | None:
@@ -143,7 +144,7 @@ offset."""
 
 
 def _plain_copies(last: Checkpoint, fresh: list[Opened]) -> list[_Copy]:
-    return [((born, o.st.st_mtime_ns), o, os.pread(o.fd, AHEAD, last.offset)) for o in fresh
+    return [((born, o.st.st_mtime_ns), o, pread_full(o.fd, AHEAD, last.offset)) for o in fresh
             if o.st.st_size > last.offset and holds(last, o.fd, o.st)
             and (born := _born_since(o.fd, o.st, last)) is not None]
 
@@ -193,7 +194,7 @@ def cut_short(ended: Checkpoint, entries: list[Entry], taken: set[tuple[int, int
             if same_head(ended, o.fd):
                 size = o.st.st_size  # (its line number there is not counted: it is finished)
                 return position(o.st.st_dev, o.st.st_ino, o.st.st_mtime_ns,
-                                os.pread(o.fd, FINGERPRINT_BYTES, 0), tail_before(o.fd, size),
+                                pread_full(o.fd, FINGERPRINT_BYTES, 0), tail_before(o.fd, size),
                                 size, ended.line_no, e.path, size=size, finished=True,
                                 inode_gen=o.generation())
         finally:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from watchrun.preads import pread_full
 from watchrun.sources.copies import ident
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
@@ -57,7 +58,7 @@ def _at_end(e: Entry) -> Checkpoint | None:
     try:
         size = o.st.st_size
         return position(o.st.st_dev, o.st.st_ino, o.st.st_mtime_ns,
-                        os.pread(o.fd, FINGERPRINT_BYTES, 0), tail_before(o.fd, size), size,
+                        pread_full(o.fd, FINGERPRINT_BYTES, 0), tail_before(o.fd, size), size,
                         1, e.path, finished=True, inode_gen=o.generation(), beside=True)
     finally:
         os.close(o.fd)

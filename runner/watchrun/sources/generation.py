@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from watchrun.events import Chunk, SourceContext
 from watchrun.match.framing import CountsLines, LineFramer
+from watchrun.preads import pread_full
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
     Checkpoint,
@@ -99,7 +100,7 @@ class Generation:
         position are no longer the same (rewritten in place, maybe to a bigger size)."""
         if st.st_size < self.pos:
             return True
-        if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
+        if self.head and pread_full(self.fd, len(self.head), 0) != self.head:
             return True
         return bool(self.tail) and tail_before(self.fd, self.pos) != self.tail
 
@@ -131,12 +132,12 @@ class Generation:
             want = min(want, FIRST_READ)
         while end is None or self.pos < end:
             want = want if end is None else min(want, end - self.pos)
-            data = os.pread(self.fd, want, self.pos)
+            data = pread_full(self.fd, want, self.pos)  # (fewer: the end of the file)
             if not data:
                 break
             if len(data) == cap:
                 hold_heap()  # a backlog: its read buffers are reused, not faulted in anew
-            if self.head and os.pread(self.fd, len(self.head), 0) != self.head:
+            if self.head and pread_full(self.fd, len(self.head), 0) != self.head:
                 self.changed = True  # truncated (copytruncate) since the last look: `data`
                 break  # may be the next generation's; the caller finds the copy first
             got, base, at, skip = len(data), self.pos, 0, 0

@@ -12,6 +12,8 @@ import struct
 
 from msgspec import Struct
 
+from watchrun.preads import pread_full
+
 FINGERPRINT_BYTES = 1024
 """A generation is identified by the hash of (up to) its first 1024 bytes, plus device and
 inode; a position in it by the hash of (up to) the 1024 bytes before it."""
@@ -132,9 +134,9 @@ class Checkpoint(Struct, frozen=True):
 
 
 def tail_before(fd: int, offset: int) -> bytes:
-    """The (up to) FINGERPRINT_BYTES bytes just before `offset`."""
+    """The (up to) FINGERPRINT_BYTES bytes just before `offset` (fewer: the file ends first)."""
     n = min(FINGERPRINT_BYTES, offset)
-    return os.pread(fd, n, offset - n) if n else b""
+    return pread_full(fd, n, offset - n) if n else b""
 
 
 def holds(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
@@ -144,7 +146,7 @@ def holds(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
     if not cp.fingerprint_len or st.st_size < cp.offset or not same_head(cp, fd):
         return False
     if cp.tail_len:
-        tail = os.pread(fd, cp.tail_len, cp.offset - cp.tail_len)
+        tail = pread_full(fd, cp.tail_len, cp.offset - cp.tail_len)
         return len(tail) == cp.tail_len and fingerprint(tail) == cp.tail
     return True
 
@@ -152,7 +154,7 @@ def holds(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
 def same_head(cp: Checkpoint, fd: int) -> bool:
     """The open file starts with the checkpointed generation's first bytes (False when the
     checkpoint has none: nothing to compare)."""
-    head = os.pread(fd, cp.fingerprint_len, 0) if cp.fingerprint_len else b""
+    head = pread_full(fd, cp.fingerprint_len, 0) if cp.fingerprint_len else b""
     return bool(head) and len(head) == cp.fingerprint_len and fingerprint(head) == cp.fingerprint
 
 

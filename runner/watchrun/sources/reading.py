@@ -7,6 +7,7 @@ import os
 
 from watchrun.match.simd import count_newlines
 from watchrun.output.recorded import Mark, is_record_of
+from watchrun.preads import pread_full
 from watchrun.sources.zeros import written_end
 
 READ_SIZE = 1 << 20
@@ -68,7 +69,7 @@ def tail_start(fd: int, size: int, window: int) -> int:
     bytes that end the file (not written yet: `zeros.py`)."""
     size = written_end(fd, size)
     n = min(size, window)
-    nl = os.pread(fd, n, size - n).rfind(b"\n")
+    nl = pread_full(fd, n, size - n).rfind(b"\n")
     if nl >= 0:
         return size - n + nl + 1
     return 0 if n == size else size
@@ -101,7 +102,7 @@ def recorded_end(fd: int, size: int, marks: list[Mark]) -> tuple[int, bool]:
     offset, `size`, is inside it. Run it in a worker thread."""
     best = (-1, False)
     for offset, text, _ in marks:
-        head = os.pread(fd, max(MARK_READ, len(text.encode()) + 16), offset)
+        head = pread_full(fd, max(MARK_READ, len(text.encode()) + 16), offset)
         nl = head.find(b"\n")
         line = (head if nl < 0 else head[:nl]).decode("utf-8", "replace")
         if offset < size and is_record_of(text, line):

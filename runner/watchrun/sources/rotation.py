@@ -13,6 +13,7 @@ from msgspec.structs import replace
 from watchrun.events import SourceContext
 from watchrun.notify import Watch
 from watchrun.offload import offload
+from watchrun.preads import pread_full
 from watchrun.sources.announced import copy_gone
 from watchrun.sources.followed import MISSING, Followed
 from watchrun.sources.generation import Generation
@@ -165,7 +166,7 @@ class Rotation(Followed):
                                  self._known(), self.max_gens, truncated=True,
                                  archives=self._archives, waiting=self._pending_archives())
             await self._read_first(ctx, watch, plan)
-            if os.pread(gen.fd, len(first), 0) == first:
+            if pread_full(gen.fd, len(first), 0) == first:
                 if gen.pos == 0:
                     gen.head = first  # reading it notices a truncation from now on
                 return

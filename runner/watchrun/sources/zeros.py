@@ -8,6 +8,8 @@ import errno
 import os
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from watchrun.preads import pread_full
+
 SCAN = 1 << 20
 """NUL bytes are looked through this much at a time."""
 LOOK = 64 << 20
@@ -83,7 +85,7 @@ def look_past(fd: int, off: int, size: int) -> Look:
             if exc.errno == errno.ENXIO:
                 return Look(None, max(off, size))
             # (else a file system that cannot tell its holes: they are read)
-        data = os.pread(fd, SCAN, off)
+        data = pread_full(fd, SCAN, off)
         at = run_end(data)
         if at < len(data):
             return Look(off + at, off + at)
@@ -96,7 +98,7 @@ def look_past(fd: int, off: int, size: int) -> Look:
 def head_of(fd: int, n: int) -> bytes:
     """The file's first `n` bytes, less the NUL bytes that end them unless other bytes are
     found after those (else they may not be written yet)."""
-    head = os.pread(fd, n, 0)
+    head = pread_full(fd, n, 0)
     end = run_start(head)
     if end == len(head):
         return head
@@ -113,7 +115,7 @@ def written_end(fd: int, size: int) -> int:
     for start, end in reversed(_data(fd, size)):
         while end > start and budget > 0:
             n = min(SCAN, end - start)
-            kept = run_start(os.pread(fd, n, end - n))
+            kept = run_start(pread_full(fd, n, end - n))
             if kept:
                 return end - n + kept
             end, budget = end - n, budget - n

@@ -20,6 +20,7 @@ from watchrun.output.records import (
     oldest_seq,
     parse_record,
 )
+from watchrun.preads import pread_full
 from watchrun.views.agent_window import explains
 
 __all__ = ["Generations", "JsonlFollower", "TailFollower"]
@@ -175,7 +176,7 @@ class JsonlFollower(Generations):
         while True:
             want = BLOCK
             while True:
-                data = os.pread(self._fd, want, self._pos)
+                data = pread_full(self._fd, want, self._pos)
                 cut = data.rfind(b"\n")
                 if cut >= 0 or len(data) < want:
                     break

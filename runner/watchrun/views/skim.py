@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from watchrun.preads import pread_full
 from watchrun.views.follow import ROUNDS, Generations
 
 __all__ = ["BUDGET", "MARK", "SLICE", "MatchSkimmer"]
@@ -73,7 +74,7 @@ class MatchSkimmer(Generations):
         if os.fstat(self._fd).st_size < self._pos:  # cut short in place: from its start
             self._pos, self._pending = 0, False
         while budget > 0:
-            data = os.pread(self._fd, SLICE, self._pos)
+            data = pread_full(self._fd, SLICE, self._pos)
             budget -= len(data)
             end = data.rfind(b"\n") + 1
             if end:
@@ -94,7 +95,7 @@ class MatchSkimmer(Generations):
         still being written, a slice before the end)."""
         size = os.fstat(self._fd).st_size
         start = max(0, size - SLICE)
-        return start + os.pread(self._fd, size - start, start).rfind(b"\n") + 1
+        return start + pread_full(self._fd, size - start, start).rfind(b"\n") + 1
 
     def _successor(self) -> bool:
         """Whether the open file is now `<id>.jsonl.1`: the path's new file came right after
