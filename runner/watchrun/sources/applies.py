@@ -198,7 +198,10 @@ def unloaded_for_fds(problems: list[LoadProblem], path: str) -> tuple[int, str] 
 
 def rewritten(plan: Plan, state: FileState) -> bool:
     """The file checkpointed last (under its numbers or others: `plans.plan_start`), written
-    since (mtime moved) but not grown: rewritten the same (or a copy of it put in its place)."""
+    since (mtime moved) but not grown: rewritten the same (or a copy of it put in its place).
+    Not grown as reads tell, too: where attributes are cached apart from the data (sshfs,
+    FUSE `attr_timeout`), the size `stat` reports may still be the checkpointed one while a
+    read past it returns what was appended (`Generation.rewritten`)."""
     o, cp = plan.steps[-1], state.generations[-1]
     return (o.origin is cp and o.start == cp.offset == o.st.st_size
-            and cp.mtime_ns not in (0, o.st.st_mtime_ns))
+            and cp.mtime_ns not in (0, o.st.st_mtime_ns) and not os.pread(o.fd, 1, cp.offset))

@@ -95,11 +95,13 @@ class Generation:
         """`st` (a stat of the watched path) is of this generation's file."""
         return (st.st_dev, st.st_ino) == (self.dev, self.inode)
 
-    def rewritten(self, st: os.stat_result) -> bool:
+    def rewritten(self) -> bool:
         """Truncated below what was read, or its first bytes or the bytes before the read
-        position are no longer the same (rewritten in place, maybe to a bigger size)."""
-        if st.st_size < self.pos:
-            return True
+        position are no longer the same (rewritten in place, maybe to a bigger size). Told by
+        what reads return, not by the size `fstat` reports: where attributes are cached apart
+        from the data (NFS and CIFS `actimeo`, FUSE `attr_timeout`, sshfs), that size lags
+        what a read has just returned, and a file read past it is no truncated one while it
+        still holds the bytes read (docs/decisions.md: "A size below the read position")."""
         if self.head and pread_full(self.fd, len(self.head), 0) != self.head:
             return True
         return bool(self.tail) and tail_before(self.fd, self.pos) != self.tail

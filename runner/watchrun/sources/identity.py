@@ -141,9 +141,10 @@ def tail_before(fd: int, offset: int) -> bytes:
 
 def holds(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
     """True when the open file holds the checkpoint's content up to its offset: the same first
-    bytes and the same bytes before the offset. The generation itself, or a copy of it. A
-    checkpoint of an empty file holds no content to recognise: nothing holds it."""
-    if not cp.fingerprint_len or st.st_size < cp.offset or not same_head(cp, fd):
+    bytes and the same bytes before the offset, as reads return them (a size `st` below the
+    offset may lag the data: `Generation.rewritten`). The generation itself, or a copy of it.
+    A checkpoint of an empty file holds no content to recognise: nothing holds it."""
+    if not cp.fingerprint_len or not same_head(cp, fd):
         return False
     if cp.tail_len:
         tail = pread_full(fd, cp.tail_len, cp.offset - cp.tail_len)

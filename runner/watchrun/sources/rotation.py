@@ -33,7 +33,7 @@ class Rotation(Followed):
 
     async def _follow(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
         st = os.fstat(gen.fd)
-        if gen.rewritten(st):  # copytruncate, or truncated and rewritten
+        if gen.rewritten():  # copytruncate, or truncated and rewritten
             await self._truncated(ctx, watch, gen, st)
             st = os.fstat(gen.fd)
         confirmed = bool(gen.head)  # its first bytes were still there after `st` was taken
