@@ -32,6 +32,7 @@ from watchrun.sources.plans import plan_start, plan_switch
 from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.resume import Recorded, resumable
 from watchrun.sources.rotated import Entry
+from watchrun.sources.stale import Stale
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
@@ -227,27 +228,29 @@ class FileSource(HandOver):
         return Plan([o], at_path=True, kept=known, archives=judged)
 
     async def _reconcile(self, ctx: SourceContext, watch: Watch) -> None:
-        """Bring everything up to date: old generations, appearance, truncation, rotation."""
+        """Bring everything up to date: old generations, appearance, truncation, rotation. A
+        generation found gone meanwhile (`sources/stale.py`) is released, and all is looked at
+        again without it (at most once for each generation that can be open)."""
         if watch.stale:
             watch.rearm()
         try:
-            now = self.clock.monotonic()
-            for gen in list(self._old):
-                if await self._drain(ctx, gen):
-                    gen.grew_at = now
-                    self._later(watch, self.rotate_wait)
-                idle = now - (gen.grew_at or now) >= self.rotate_wait
-                if idle or (len(self._old) > self.max_gens and gen is self._old[0]):
-                    await self._release(ctx, gen, watch, early=not idle)
-            if self._cur is None:
-                await self._appear(ctx, watch)
-            if self._cur is not None:
-                await self._follow(ctx, watch, self._cur)
+            failed = False
+            for _ in range(self.max_gens + 2):
+                try:
+                    failed = await self._rotated(ctx, watch)
+                    if self._cur is None:
+                        await self._appear(ctx, watch)
+                    if self._cur is not None:
+                        await self._follow(ctx, watch, self._cur)
+                    break
+                except Stale as exc:
+                    await self._lost(ctx, exc.gen, watch, exc)
             await self._settle(ctx, watch)
             await say_in(ctx, self.opened, self.name)
             if self._pending is None:  # every generation known at the start was read once
                 self._resume_seq, self._recorded = None, Recorded()
-            self._last_error = None
+            if not failed:  # (else a rotated generation's error stands: `_rotated`)
+                self._last_error = None
         except OSError as exc:
             if exc.errno in (errno.EISDIR, errno.EINVAL):  # (not a regular file at the path)
                 with contextlib.suppress(OSError):

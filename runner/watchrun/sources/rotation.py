@@ -1,11 +1,13 @@
 """How the file source follows a file through rotation: truncation (read the copy first, count
 what is lost), copies made while it looked away, renames and symlink swaps (the generations
-in between, oldest first), deletion (drained for rotateWait, then released)."""
+in between, oldest first), deletion (drained for rotateWait, then released), and a generation
+whose descriptor no longer reads (released: `stale.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 
 from msgspec.structs import replace
@@ -21,6 +23,7 @@ from watchrun.sources.identity import FINGERPRINT_BYTES
 from watchrun.sources.opened import Plan
 from watchrun.sources.plans import plan_switch
 from watchrun.sources.resume import next_seq
+from watchrun.sources.stale import Stale, known_size, lost_gap, named, reading
 from watchrun.sources.unsettled import settle, waiting
 from watchrun.sources.zeros import head_of
 
@@ -32,10 +35,13 @@ class Rotation(Followed):
     """The next look at NUL bytes waiting at the end of the file (`_filled_later`)."""
 
     async def _follow(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
-        st = os.fstat(gen.fd)
-        if gen.rewritten():  # copytruncate, or truncated and rewritten
-            await self._truncated(ctx, watch, gen, st)
+        with reading(gen):
             st = os.fstat(gen.fd)
+            rewritten = gen.rewritten()
+        if rewritten:  # copytruncate, or truncated and rewritten
+            await self._truncated(ctx, watch, gen, st)
+            with reading(gen):
+                st = os.fstat(gen.fd)
         confirmed = bool(gen.head)  # its first bytes were still there after `st` was taken
         if not confirmed and st.st_size > gen.pos + gen.nul.ahead:  # (copied and truncated
             # while empty to us? not while it holds only NUL bytes, not written yet)
@@ -80,7 +86,8 @@ class Rotation(Followed):
         """The followed generation `gen` left the path (renamed, or deleted and a new file
         made; a symlink swapped): open the generations rotated since and the file at the path,
         after their `rotate` records. False when nothing is there (gone again already)."""
-        reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
+        with reading(gen):
+            reason = "rename" if os.fstat(gen.fd).st_nlink > 0 else "recreate"
         plan = await offload(plan_switch, self.path, gen.checkpoint(at_read=True),
                              self._known(), self.max_gens, truncated=False,
                              archives=self._archives, waiting=self._pending_archives())
@@ -197,13 +204,75 @@ class Rotation(Followed):
         it grew by was not read (`sources/released.py`)."""
         await gen.finish(ctx, self.name)
         cp = replace(gen.checkpoint(finished=True), released_early=early)
-        with contextlib.suppress(OSError):  # (where it is now: a start looks there for what
-            name = os.readlink(f"/proc/self/fd/{gen.fd}")  # was written to it after this)
-            if os.path.isabs(name) and not name.endswith(" (deleted)"):
-                cp = replace(cp, path=name)
+        if (name := named(gen)) is not None:  # (where it is now: a start looks there for
+            cp = replace(cp, path=name)  # what was written to it after this)
         self._remember(cp)
         self._close(gen, watch)
         await self._keep.save(self._state())  # finished: not taken for lost after a crash
+
+    async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None,
+                     held: int | None = None) -> int:
+        with reading(gen):  # (ESTALE: that generation is gone, `_reconcile` releases it)
+            return await super()._drain(ctx, gen, end, held)
+
+    async def _rotated(self, ctx: SourceContext, watch: Watch) -> bool:
+        """Read the generations rotated away, each released once it has not grown for
+        rotateWait (or early: more than limits.maxGenerations open). One whose reads fail does
+        not hold up the others or the file at the path: gone (ESTALE), it is released now;
+        failing otherwise (EIO), it is the watcher's error and is tried again at each look,
+        until it is released as the others are (`_lost`: with the gap of what it could not be
+        read of). True: one failed and is still open."""
+        now, failed = self.clock.monotonic(), False
+        for gen in list(self._old):
+            fault: OSError | None = None
+            try:
+                if await self._drain(ctx, gen):
+                    gen.grew_at = now
+                    self._later(watch, self.rotate_wait)
+            except Stale as exc:
+                await self._lost(ctx, gen, watch, exc)
+                continue
+            except OSError as exc:
+                fault = exc
+            idle = now - (gen.grew_at or now) >= self.rotate_wait
+            if idle or (len(self._old) > self.max_gens and gen is self._old[0]):
+                if fault is None:
+                    await self._release(ctx, gen, watch, early=not idle)
+                else:
+                    await self._lost(ctx, gen, watch, fault)
+            elif fault is not None and not failed:
+                failed = True
+                await self._error(ctx, fault, (
+                    f"cannot read {named(gen) or gen.read_as or gen.path} (inode {gen.inode}, "
+                    f"rotated away from {self.name}): {fault.strerror}; {self.name} is read on, "
+                    "and this one is released once it has not been read for "
+                    "limits.rotateWait"), watch)
+        return failed
+
+    async def _lost(self, ctx: SourceContext, gen: Generation, watch: Watch,
+                    exc: OSError) -> None:
+        """`gen`'s descriptor no longer reads (`exc`; `stale.py`): it is released now, its
+        last line so far a line, a `gap{missing}` for what of it is not read (`lost_gap`), its
+        checkpoint finished (deleted, when ESTALE says so: its inode number may be another
+        file's next). The one at the path leaves it: the next look reads the file there."""
+        if gen is not self._cur and gen not in self._old:
+            return  # (released already)
+        size = known_size(gen)
+        await gen.finish(ctx, self.name)
+        read = gen.checkpoint(at_read=True, finished=True)
+        gap = lost_gap(read, named(gen) or gen.read_as or gen.path, size, exc,
+                       followed=gen is self._cur)
+        if gap is not None:
+            await ctx.event("gap", **gap)
+        cp = gen.checkpoint(finished=True)
+        if exc.errno == errno.ESTALE:
+            cp = replace(cp, deleted=True)
+        self._remember(cp)
+        self._close(gen, watch)
+        if gen is self._cur:
+            self._released, self._cur, self._gone_at = cp, None, None
+            watch.rearm()
+        await self._keep.save(self._state())
 
     def _pending_archives(self) -> list[tuple[int, int]]:
         """The archives waiting to be judged (device, inode): no plan judges them."""
