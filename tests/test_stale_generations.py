@@ -4,7 +4,9 @@ rotated away, or the one followed after the path got a new file, the watcher was
 `error` for good: every look failed on it before the path was looked at, and the new file was
 never read. Now that generation is released (a `gap{missing}` says what of it was not read) and
 the new file is followed. A rotated generation whose reads fail otherwise (EIO) no longer holds
-up the file at the path either.
+up the file at the path either. And a path-based FUSE file system (sshfs), whose fstat of a
+file renamed on the server gives the attributes of the file at its path now, no longer makes a
+rename look like a truncation first.
 
 A local file system gives no ESTALE: the real file source reads real files, and the fault is
 injected where it reads them (`os.pread`, `os.fstat`) for the descriptors of the generation
@@ -19,6 +21,7 @@ import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filehelpers import MODES, Recorder, Tail, append, notifier_for, open_fds_to
@@ -204,6 +207,40 @@ def test_a_rotated_generation_whose_reads_fail_holds_up_nothing(
         "missing", str(rotated), inode, 2, len("old ERROR 2\n"))
     assert "(Input/output error: rotated away, its reads failed until it was released)" \
         in gap["message"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_rename_on_a_path_based_fuse_file_system_is_no_truncation(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """sshfs-like: after a rename on the server, fstat of the renamed file's descriptor gives
+    the attributes of the (shorter) file now at the path. That was taken for a truncation of
+    the followed file (a false `rotate{truncate}`) before the rename was seen."""
+    log, rotated = tmp_path / "app.log", tmp_path / "app.log.1"
+    log.write_text("old ERROR 1\n")
+    real_fstat = os.fstat
+
+    def path_based(fd: int) -> os.stat_result:
+        return os.stat(log) if where(fd) == str(rotated) else real_fstat(fd)
+
+    monkeypatch.setattr(os, "fstat", path_based)
+
+    async def body() -> Recorder:
+        notifier = notifier_for(mode)
+        async with Tail(log, notifier, CheckpointStore(tmp_path / "state"), from_start=True,
+                        limits=LONG_WAIT) as t:
+            await t.lines(1)
+            log.rename(rotated)
+            log.write_text("n\n")
+            await t.lines(2)
+            append(log, "new ERROR 2")
+            await t.lines(3)
+        notifier.close()
+        return t.rec
+
+    rec = asyncio.run(body())
+    assert rec.texts() == ["old ERROR 1", "n", "new ERROR 2"]
+    rotates: list[dict[str, Any]] = rec.of("rotate")
+    assert [r["reason"] for r in rotates] == ["rename"], rotates
 
 
 NFS_READS = """

@@ -37,16 +37,18 @@ class Rotation(Followed):
     async def _follow(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
         with reading(gen):
             st = os.fstat(gen.fd)
-            rewritten = gen.rewritten()
+            own = gen.is_file(st)  # (not on a path-based FUSE file system, sshfs: after a
+            # rename on the server, the attributes of the file at its path now, not of it)
+            rewritten = own and gen.rewritten()
         if rewritten:  # copytruncate, or truncated and rewritten
             await self._truncated(ctx, watch, gen, st)
             with reading(gen):
                 st = os.fstat(gen.fd)
-        confirmed = bool(gen.head)  # its first bytes were still there after `st` was taken
-        if not confirmed and st.st_size > gen.pos + gen.nul.ahead:  # (copied and truncated
-            # while empty to us? not while it holds only NUL bytes, not written yet)
+        confirmed = own and bool(gen.head)  # its first bytes were there after `st` was taken
+        if own and not confirmed and st.st_size > gen.pos + gen.nul.ahead:  # (copied and
+            # truncated while empty to us? not while it holds only NUL bytes, not written yet)
             await self._copies(ctx, watch, gen)
-        if await self._drain(ctx, gen, held=st.st_size):
+        if await self._drain(ctx, gen, held=st.st_size if own else None):
             gen.grew_at = self.clock.monotonic()
             watch.hurry()  # polling: look again soon while the file grows
         if gen.nul.ahead and not watch.polling:
@@ -61,7 +63,7 @@ class Rotation(Followed):
         except OSError as exc:
             if exc.errno not in MISSING:
                 raise
-            await self._gone(ctx, gen, watch, st.st_nlink)
+            await self._gone(ctx, gen, watch, st.st_nlink if own else 1)
             return
         self._gone_at = None
         if gen.is_file(now_at):
