@@ -175,7 +175,7 @@ def test_a_rotated_generation_whose_reads_fail_holds_up_nothing(
     async def body() -> Recorder:
         notifier = notifier_for(mode)
         async with Tail(log, notifier, CheckpointStore(tmp_path / "state"), from_start=True,
-                        limits=Limits(rotate_wait_ms=1500)) as t:
+                        limits=Limits(rotate_wait_ms=3000)) as t:
             await t.lines(1)
             log.rename(rotated)
             log.write_text("new ERROR 1\n")
