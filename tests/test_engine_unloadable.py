@@ -29,5 +29,6 @@ def test_an_installed_re2_that_cannot_be_loaded_is_said_in_one_line(
     done = subprocess.run([watchrun_bin(), *command, "-c", "watch.yaml"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 3, done.stdout + done.stderr
-    assert f"watchrun: error: could not start: {SAID}" in done.stderr, done.stderr
+    said = "cannot check the config" if command == ["validate"] else "could not start"
+    assert f"watchrun: error: {said}: {SAID}" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and "invalid config" not in done.stderr
