@@ -7,7 +7,8 @@ socket was removed, or looked at in the instant before it listened.
 Bounded on every side: only the runner's own user (or root) is served (SO_PEERCRED); at most
 MAX_CLIENTS at once (the next is told `busy` once its request is read: a reply, never a reset); a
 request is at most MAX_REQUEST bytes and MAX_DEPTH levels of JSON, and must arrive within IDLE_S;
-running out of descriptors is logged once a minute, not per attempt (`accepting.py`).
+running out of descriptors is logged once a minute, not per attempt (`accepting.py`). A stop
+waits for no client but those whose request is being carried out (`close`).
 An output dir whose socket path is longer than AF_UNIX allows is reached through
 /proc/self/fd, for binding and connecting alike.
 """
@@ -27,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from watchrun import offload
 from watchrun.output import flocks, safefs
 from watchrun.process.tree import short_of_files
 from watchrun.runtime.accepting import PRESSURE_LOG_S, Acceptor
@@ -42,7 +44,8 @@ MAX_CLIENTS = 16
 IDLE_S = 10.0
 """A client has this long to send its request, and to take the reply."""
 DRAIN_S = 30.0
-"""At shutdown, requests in flight (a `stop` waits for its watcher) get this long to finish."""
+"""At shutdown, requests being carried out (a `stop` waits for its watcher) get this long to
+finish, and no longer than the runner's stop allows (`offload.stop_left`)."""
 BUSY_READ_S = 1.0
 """A client past MAX_CLIENTS has this long to send its request before it is told `busy`."""
 _PEERCRED = struct.Struct("3i")
@@ -64,6 +67,10 @@ class ControlServer:
         self._sock: socket.socket | None = None
         self._serving: asyncio.Task[None] | None = None
         self._clients: set[asyncio.Task[None]] = set()
+        self._carrying: set[asyncio.Task[None]] = set()
+        """The clients whose request the handler is carrying out (the others are reading a
+        request or sending a reply: the client's pace, which a stop does not wait for)."""
+        self._closing = False
         self._accept: Acceptor | None = None
         self._lock = -1
         self._short, self._short_said = 0, -PRESSURE_LOG_S
@@ -114,6 +121,7 @@ class ControlServer:
         task = asyncio.ensure_future(self._client(conn))
         self._clients.add(task)
         task.add_done_callback(self._clients.discard)
+        task.add_done_callback(lambda _: conn.close())  # (also one cancelled before it ran)
 
     async def _client(self, conn: socket.socket) -> None:
         loop = asyncio.get_running_loop()
@@ -135,10 +143,20 @@ class ControlServer:
             except (OSError, ConnectionError):
                 return  # the client is gone: nobody to answer
             else:
-                reply = await self._answer(request)
+                task = asyncio.current_task()
+                assert task is not None
+                self._carrying.add(task)
+                try:
+                    reply = await self._answer(request)
+                finally:
+                    self._carrying.discard(task)
+            data = json.dumps(reply).encode() + b"\n"
             with contextlib.suppress(OSError, TimeoutError):
+                if self._closing:  # what the socket takes at once, no wait for the client
+                    conn.send(data)  # (a reply cut short: the client says it got none whole)
+                    return
                 async with asyncio.timeout(IDLE_S):
-                    await loop.sock_sendall(conn, json.dumps(reply).encode() + b"\n")
+                    await loop.sock_sendall(conn, data)
 
     async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         """The handler's reply; its failure is answered and logged, never a dropped connection
@@ -166,17 +184,24 @@ class ControlServer:
             return _fail("internal", repr(exc))
 
     async def close(self) -> None:
-        """Stop accepting; let requests in flight finish (up to DRAIN_S); remove the socket."""
+        """Stop accepting; drop the clients still sending a request or taking a reply at once,
+        let the requests being carried out finish (up to DRAIN_S, within the stop's deadline:
+        their replies then go out as far as the socket takes them at once); remove the socket.
+        A client's pace never holds a stop: one that trickled its request and read no reply
+        held it 20 s, past a `stopTimeout: 0s` runner's deadline (exit 3)."""
         if self._serving is not None:
             self._serving.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._serving
             self._serving = None
-        if self._clients:
-            await asyncio.wait(set(self._clients), timeout=DRAIN_S)
-            for task in list(self._clients):
-                task.cancel()
-            await asyncio.gather(*self._clients, return_exceptions=True)
+        self._closing = True
+        for task in self._clients - self._carrying:
+            task.cancel()
+        if self._carrying:
+            await asyncio.wait(set(self._carrying), timeout=offload.stop_left(DRAIN_S))
+        for task in list(self._clients):
+            task.cancel()
+        await asyncio.gather(*self._clients, return_exceptions=True)
         if self._sock is not None:
             self._sock.close()
             self._sock = None
