@@ -226,6 +226,35 @@ def test_answered_clients_that_do_not_close_cannot_keep_a_probe_out() -> None:
                 s.close()
 
 
+def test_scrapers_that_do_not_read_their_response_cannot_keep_a_probe_out() -> None:
+    """An explorer's F2: 16 scrapers that sent `GET /metrics` and read nothing held every slot
+    while their response was being written (a body larger than the kernel buffers: ~100 KB at
+    a network's MSS, here 300 watchers over MSS 1460 and a small receive buffer), and every
+    /livez was reset for 10 s at a time. One past the cap now cuts off the oldest of them."""
+    ids = [f"pod-kube-system-coredns-5d78c9869d-{i:05d}" for i in range(300)]
+    many = {**SNAPSHOT, "watchers": {w: {"up": True} for w in ids},
+            "totals": {w: {"lines": 10, "matches": 2} for w in ids}}
+    with served(many, timeout_s=60) as srv:
+        stalled = []
+        try:
+            for _ in range(MAX_CONNECTIONS):
+                s = socket.socket()
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1460)  # (loopback: 64 KiB)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+                s.settimeout(10)
+                s.connect(("127.0.0.1", srv.port))
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                stalled.append(s)
+            for s in stalled:  # each one's response is going out, and it takes no more
+                assert s.recv(5, socket.MSG_PEEK) == b"HTTP/"
+            for _ in range(3):
+                assert raw(srv.port, b"GET /livez HTTP/1.1\r\n\r\n").startswith(
+                    b"HTTP/1.1 200 ")
+        finally:
+            for s in stalled:
+                s.close()
+
+
 def test_ten_clients_scraping_back_to_back_are_never_reset() -> None:
     """An explorer's F1: 10 scrapers (each: connect, GET, read to the end, close, again) got a
     reset in about one scrape in ten, below the 16-connection cap: finished connections linger

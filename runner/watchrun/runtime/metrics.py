@@ -17,8 +17,9 @@ from watchrun.runtime.metrics_families import Snapshot, build_registry
 
 MAX_CONNECTIONS = 16
 """Connections served at once. One more makes room by closing the oldest already answered,
-else the oldest that has not sent its request head yet (neither can keep a probe out); with
-none such, it is closed."""
+else cutting off the oldest whose response is written but not taken by its client, else the
+oldest that has not sent its request head yet (none of them can keep a probe out); with none
+such (every one's response being built), it is closed."""
 BACKLOG = 100
 MAX_HEAD_BYTES = 8192
 """Request line and headers together; a larger request gets 431."""
@@ -60,11 +61,14 @@ class MetricsServer:
         self._socks: list[socket.socket] = []
         self._serving: list[asyncio.Task[None]] = []
         self._clients: dict[asyncio.Task[Any], asyncio.StreamWriter | socket.socket] = {}
+        """Each connection's task, and its writer (its socket until it has one)."""
         self._heads: dict[asyncio.Task[Any], None] = {}
         """Clients still sending their request head, oldest first."""
         self._answered: dict[asyncio.Task[Any], None] = {}
         """Clients whose response is out, waiting for them to close (oldest first)."""
-        """Each connection's task, and its writer (its socket until it has one)."""
+        self._untaken: dict[asyncio.Task[Any], None] = {}
+        """Clients whose whole response is written (into asyncio's buffer), not all taken by
+        them yet (oldest first)."""
 
     async def start(self) -> None:
         """Listen (every address `host` resolves to, as asyncio's servers do); OSError naming
@@ -92,9 +96,12 @@ class MetricsServer:
         reopened as they were closed, kept /livez from answering and a liveness probe restarted
         a healthy runner); with none such, closed at once. Answered ones go first: a scraper
         whose request is on its way may not have been read yet (10 scrapers back to back were
-        reset while 8 answered connections lingered)."""
+        reset while 8 answered connections lingered). Next, the oldest whose response is
+        written but not all taken (a client that reads slowly or not at all loses the rest):
+        16 scrapers that read none of a body larger than the kernel buffers (~100 KB over a
+        network's MSS) kept /livez out for 10 s at a time."""
         if len(self._clients) >= MAX_CONNECTIONS:
-            room = self._answered or self._heads
+            room = self._answered or self._untaken or self._heads
             if not room:
                 conn.close()
                 return
@@ -129,7 +136,9 @@ class MetricsServer:
                          f"Content-Length: {len(body)}", "Connection: close", "", ""]
                 head = "\r\n".join(lines).encode("latin-1")
                 writer.write(head if method == "HEAD" else head + body)
+                self._untaken[task] = None  # (cut off to make room while it is not taken)
                 await writer.drain()
+                self._untaken.pop(task, None)
                 # Lingering close: read what the client still sends (a head past the cap) until
                 # it closes, so the close is a FIN after the response, not a reset before it.
                 writer.write_eof()
@@ -141,6 +150,7 @@ class MetricsServer:
         finally:
             self._clients.pop(task, None)
             self._heads.pop(task, None)
+            self._untaken.pop(task, None)
             self._answered.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
