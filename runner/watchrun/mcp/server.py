@@ -29,6 +29,7 @@ from watchrun.config.model import Config
 from watchrun.match.sanitize import edge_json
 from watchrun.mcp import schema
 from watchrun.mcp.calls import Failed
+from watchrun.mcp.owed import Owed
 from watchrun.mcp.resources import TEMPLATE, Followers, Full, parse_uri, uri_of
 from watchrun.mcp.runners import NoAnswer, Runners
 from watchrun.mcp.stdin import StdinLines
@@ -264,11 +265,16 @@ async def serve_session(config: Config, log: RunLog, cwd: str, broken: str | Non
         async def session() -> None:
             async with stdio_server(stdin=cast(Any, lines), stdout=cast(Any, stdout)) as (
                     read, write):
+                answers: Any = write
                 if lines is not None:
-                    lines.answer_to(write)  # what the SDK would drop is answered there
+                    # what the SDK would drop is answered there; and no more is read while
+                    # MAX_OWED answers are not taken (a client that reads none costs that many)
+                    owed = Owed(lambda text: log.info(text, event="client-behind"))
+                    lines.answer_to(write, owed)
+                    answers = owed.counting(write)
                 options = server.create_initialization_options(
                     NotificationOptions(resources_changed=True))
-                await server.run(read, write, options)
+                await server.run(read, answers, options)
 
         try:
             await _until_ended(session(), lines, stdout, log)

@@ -1,6 +1,7 @@
 """The MCP client's messages on stdin, read on the event loop: no thread blocked in a read, so the
 session can end at once (a signal ends it as EOF does), which the SDK's threaded reader cannot.
-Every request gets an answer: one the SDK would drop unanswered is answered here instead."""
+Every request gets an answer: one the SDK would drop unanswered is answered here instead. While
+the session owes MAX_OWED answers, no more is read (`owed.py`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from watchrun.mcp.owed import Owed
 from watchrun.output.jsonl import valid_value
 
 __all__ = ["StdinLines", "claim_pipe", "head_id", "vet"]
@@ -32,6 +34,8 @@ _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[{}\[\]]', re.S)
 _COLON = re.compile(r"\s*:\s*")
 Error = tuple[int | str | None, int, str]
 """An answer to send instead of handing a line on: (the request's id, code, message)."""
+Vetted = tuple[str, Error | None, dict[str, Any] | None]
+"""`vet`'s: the line to hand on, the answer to send instead, the message (a JSON object)."""
 
 
 class StdinLines:
@@ -49,6 +53,8 @@ class StdinLines:
         self.reader, self.transport = reader, transport
         self._write: Any = None
         self._writable = asyncio.Event()
+        self._owed: Owed | None = None
+        self._closed = False
         self.ended = ended
         """Set when the client's messages end (stdin closed, or `close`), however many of them
         are still to be handled."""
@@ -68,10 +74,11 @@ class StdinLines:
         transport, _ = await loop.connect_read_pipe(lambda: _Ending(reader, ended), pipe)
         return cls(reader, transport, ended)
 
-    def answer_to(self, write: Any) -> None:
+    def answer_to(self, write: Any, owed: Owed | None = None) -> None:
         """Send the errors answered here on `write`, the SDK's stream of SessionMessages to
-        stdout (until this is called, they wait)."""
-        self._write = write
+        stdout (until this is called, they wait); tell `owed` of each message handed on, and
+        read none while it has no room."""
+        self._write, self._owed = write, owed
         self._writable.set()
 
     def __aiter__(self) -> StdinLines:
@@ -79,6 +86,10 @@ class StdinLines:
 
     async def __anext__(self) -> str:
         while True:
+            if self._owed is not None:
+                await self._owed.room()
+            if self._closed:  # (what was read and not handed on yet is not)
+                raise StopAsyncIteration
             data, overlong = await self._line()
             if not data:
                 raise StopAsyncIteration
@@ -87,8 +98,10 @@ class StdinLines:
                                     types.INVALID_REQUEST, f"the message is longer than "
                                     f"{MAX_LINE} bytes ({MAX_LINE >> 20} MiB); it was not read"))
                 continue
-            line, error = vet(data.decode("utf-8", errors="replace"))
+            line, error, message = vet(data.decode("utf-8", errors="replace"))
             if error is None:
+                if self._owed is not None and message is not None:
+                    self._owed.read(message)
                 return line
             await self._answer(error)
 
@@ -120,6 +133,9 @@ class StdinLines:
 
     def close(self) -> None:
         """End the lines now (EOF for the SDK: the session ends) and close the descriptor."""
+        self._closed = True
+        if self._owed is not None:
+            self._owed.close()  # (a wait for room ends)
         self.ended.set()
         self.reader.feed_eof()
         if not self.transport.is_closing():
@@ -162,35 +178,36 @@ class _Ending(asyncio.StreamReaderProtocol):
         super().connection_lost(exc)
 
 
-def vet(line: str) -> tuple[str, Error | None]:
-    """`line` as the SDK should get it, or the error to answer instead: the SDK drops, without
-    an answer, a line that is not JSON and a request it cannot parse (a `params` that is not an
-    object, an `id` that is neither a string nor an integer), and its client would wait for
-    the reply forever. Each lone surrogate in the JSON (`"\\udcff"`, legal JSON but not
-    Unicode) is made U+FFFD, which the SDK's parser would refuse too."""
+def vet(line: str) -> Vetted:
+    """`line` as the SDK should get it, or the error to answer instead, and the message (None
+    when it is no JSON object): the SDK drops, without an answer, a line that is not JSON and
+    a request it cannot parse (a `params` that is not an object, an `id` that is neither a
+    string nor an integer), and its client would wait for the reply forever. Each lone
+    surrogate in the JSON (`"\\udcff"`, legal JSON but not Unicode) is made U+FFFD, which the
+    SDK's parser would refuse too."""
     if not line.strip():
-        return line, None
+        return line, None, None
     try:
         value = json.loads(line)
     except RecursionError:
         return line, (head_id(line[:HEAD]), types.INVALID_REQUEST, "the message is nested too "
-                      "deeply")
+                      "deeply"), None
     except ValueError as exc:
-        return line, (None, types.PARSE_ERROR, f"the message is not JSON: {exc}")
+        return line, (None, types.PARSE_ERROR, f"the message is not JSON: {exc}"), None
     if not isinstance(value, dict):
         return line, (None, types.INVALID_REQUEST, "a message is one JSON object (a batch is "
-                      "not supported)")
+                      "not supported)"), None
     if "id" in value and ("method" in value or not {"result", "error"} & value.keys()):
         error = _request_error(value)
         if error is not None:
-            return line, error
+            return line, error, value
     elif "id" not in value and not isinstance(value.get("method"), str):
         return line, (None, types.INVALID_REQUEST, "a message is a request (`method`, `id`), "
-                      "a notification (`method`) or a response (`id`, `result` or `error`)")
+                      "a notification (`method`) or a response (`id`, `result` or `error`)"), value
     if _SURROGATE_ESCAPE.search(line) is None:
-        return line, None
+        return line, None, value
     valid = valid_value(value)
-    return (line if valid == value else json.dumps(valid, ensure_ascii=False) + "\n"), None
+    return (line if valid == value else json.dumps(valid, ensure_ascii=False) + "\n"), None, valid
 
 
 def _request_error(request: dict[str, Any]) -> Error | None:
