@@ -724,14 +724,26 @@ def three_lines(log: Path) -> Checkpoint:
     return position(st.st_dev, st.st_ino, st.st_mtime_ns, data, data, len(data), 4, str(log))
 
 
+FUSE = 0x65735546
+"""statfs's f_type of a FUSE file system (sshfs): one whose inode numbers may not outlive a
+mount (`identity.NUMBERED_ANEW`)."""
+
+
+def on_fuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files opened are taken to be on FUSE (the seam: `identity.fs_type`)."""
+    monkeypatch.setattr("watchrun.sources.identity.fs_type", lambda at: FUSE)
+
+
 @pytest.mark.parametrize("number", ["device", "inode"])
 def test_the_followed_file_under_other_numbers_is_read_on_from_its_checkpoint(
-        tmp_path: Path, number: str) -> None:
+        tmp_path: Path, number: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The checkpoint was saved before a remount gave the file system another device number
-    (or gave the file another inode number): the file at the path, holding what was read, is
-    read on from the checkpoint, with no `rotate` and no `gap`; the siblings listed to make
-    sure the generation was not renamed beside it are judged as they are numbered now. (It was
-    read from its first line after a `gap{missing}`.)"""
+    (or, on FUSE, gave the file another inode number): the file at the path, holding what was
+    read, is read on from the checkpoint, with no `rotate` and no `gap`; the siblings listed to
+    make sure the generation was not renamed beside it are judged as they are numbered now. (It
+    was read from its first line after a `gap{missing}`.)"""
+    if number == "inode":
+        on_fuse(monkeypatch)
     log = tmp_path / "app.log"
     write(tmp_path / "app.log.1", "older\n")
     cp = three_lines(log)
@@ -749,11 +761,33 @@ def test_the_followed_file_under_other_numbers_is_read_on_from_its_checkpoint(
         plan.close()
 
 
-def test_a_copy_of_the_followed_file_renamed_beside_it_is_no_renumbering(tmp_path: Path) -> None:
+def test_another_inode_number_on_a_local_disk_is_another_file_however_it_begins(
+        tmp_path: Path) -> None:
+    """explore-fresh3 F1: on a local disk inode numbers do not change under a file, so a file
+    at the path under another one is a new file even when it begins with the bytes read (a log
+    made again with the same banner): read from its first line, with a `gap{missing}` for the
+    generation gone. (Taken for the old file renumbered, what the old one held past the
+    checkpoint was lost without a gap.)"""
+    log = tmp_path / "app.log"
+    cp = three_lines(log)
+    was = msgspec.structs.replace(cp, inode=1 << 40)
+    write(log, "line 1\nline 2\nline 3\nline 4\n")
+    plan = plans.plan_start(log, [was], 10, Recorded())
+    try:
+        (o,) = plan.steps
+        assert (o.start, o.origin, plan.renumbered) == (0, None, False)
+        assert [g["reason"] for g in plan.gaps] == ["missing"]
+    finally:
+        plan.close()
+
+
+def test_a_copy_of_the_followed_file_renamed_beside_it_is_no_renumbering(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The guard: the followed file was copied, renamed `app.log.1` (its writer adds line 4 to
     it) and the copy moved to the path. The generation is beside the path under its numbers:
     it is read on from the checkpoint (line 4 is there only), and the copy at the path is a
     generation of its own. (Taken for the file renumbered, line 4 was never read.)"""
+    on_fuse(monkeypatch)  # (where another inode number could be the same file)
     log = tmp_path / "app.log"
     cp = three_lines(log)
     copy = tmp_path / "copy"
@@ -772,9 +806,11 @@ def test_a_copy_of_the_followed_file_renamed_beside_it_is_no_renumbering(tmp_pat
         plan.close()
 
 
-def test_a_checkpoint_of_a_deleted_generation_is_not_renumbered(tmp_path: Path) -> None:
+def test_a_checkpoint_of_a_deleted_generation_is_not_renumbered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A generation checkpointed deleted is gone: a file at the path that holds its bytes
     under another inode number is another one, read from its first line."""
+    on_fuse(monkeypatch)  # (where another inode number could be the same file)
     log = tmp_path / "app.log"
     cp = msgspec.structs.replace(three_lines(log), inode=1 << 40, deleted=True)
     plan = plans.plan_start(log, [cp], 10, Recorded())
@@ -786,11 +822,13 @@ def test_a_checkpoint_of_a_deleted_generation_is_not_renumbered(tmp_path: Path) 
 
 
 def test_a_file_given_the_generations_inode_number_beside_it_is_not_the_generation(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The followed file was replaced by a copy (another inode number) and its old number was
     given to a new file beside it (`runner.err`: ext4 hands a freed number out at once). That
     file is no generation: the copy at the path is read on from the checkpoint. (Taken for the
-    generation renamed beside the path by its numbers, the copy was read from line 1.)"""
+    generation renamed beside the path by its numbers, the copy was read from line 1.) On
+    FUSE, where the copy's other inode number may be a mount's renumbering."""
+    on_fuse(monkeypatch)
     log = tmp_path / "app.log"
     cp = three_lines(log)
     err = tmp_path / "runner.err"

@@ -12,11 +12,16 @@ import struct
 
 from msgspec import Struct
 
+from watchrun.inotify import REMOTE_FS, fs_type
 from watchrun.preads import pread_full
 
 FINGERPRINT_BYTES = 1024
 """A generation is identified by the hash of (up to) its first 1024 bytes, plus device and
 inode; a position in it by the hash of (up to) the 1024 bytes before it."""
+
+NUMBERED_ANEW = {"fuse", "cifs", "smb", "smb2"}
+"""File systems whose inode numbers may not outlive a mount (FUSE without `use_ino`, sshfs among
+them; CIFS `noserverino`): there a file under another inode number may be the same file."""
 
 
 Archive = tuple[int, int, int, int]
@@ -194,10 +199,17 @@ def renumbered(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
     """True when the open file holds the checkpoint's generation under another device or inode
     number: a remount gives a network, FUSE or overlay file system the next free device number,
     and FUSE without `use_ino` or CIFS `noserverino` number inodes anew. The bytes decide
-    (`holds`: the head and the bytes before the offset): a copy of the generation put in its
-    place is taken too, and reading on from the offset neither repeats nor skips a line of it.
+    (`holds`: the head and the bytes before the offset), but only where the numbers could have
+    changed under the same file: another device number (a remount) with the same inode number
+    on any file system, another inode number only on one that makes them anew (`NUMBERED_ANEW`).
+    Elsewhere a file under another inode number is another file, however it begins (a log
+    made again with the same banner: read from its first line, the old one's unread end a gap).
     Not a generation checkpointed deleted: it is gone, whatever holds its bytes."""
-    return (st.st_dev, st.st_ino) != (cp.dev, cp.inode) and not cp.deleted and holds(cp, fd, st)
+    if (st.st_dev, st.st_ino) == (cp.dev, cp.inode) or cp.deleted:
+        return False
+    if st.st_ino != cp.inode and REMOTE_FS.get(fs_type(fd) or 0) not in NUMBERED_ANEW:
+        return False
+    return holds(cp, fd, st)
 
 
 def position(dev: int, inode: int, mtime_ns: int, head: bytes, tail: bytes, offset: int,
