@@ -14,7 +14,6 @@ FROM python:${PYTHON_VERSION}-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY runner/ runner/
-COPY schemas/ schemas/
 RUN python -m pip install --no-cache-dir "build>=1.2" \
  && python -m build --wheel --outdir /wheels \
  && python -m pip wheel --no-cache-dir --wheel-dir /wheels /wheels/watchrun-*.whl

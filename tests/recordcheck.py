@@ -1,4 +1,4 @@
-"""Test helper: validate every record of a JSONL stream against schemas/record.schema.json.
+"""Test helper: validate every record of a JSONL stream against the record schema.
 
 Usage in any test: `from recordcheck import validate_records; recs = validate_records(path)`.
 """

@@ -89,7 +89,8 @@ def test_the_config_schema_and_the_docs_name_the_statuses_retried() -> None:
     """The config schema's `retries` description (what an editor shows) said "5xx, 408, 429"
     while 425 is retried too: it, docs/config.md and README name every 5xx and RETRY_STATUSES."""
     root = Path(__file__).resolve().parents[1]
-    schema = json.loads((root / "schemas" / "watch.schema.json").read_text())
+    schema = json.loads((root / "runner" / "watchrun" / "schemas" / "watch.schema.json")
+                        .read_text())
     row = next(line for line in (root / "docs" / "config.md").read_text().splitlines()
                if line.startswith("| `retries` |"))
     readme = re.search(r"A 5xx,.*?is retried `retries` times", (root / "README.md").read_text(),

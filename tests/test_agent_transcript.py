@@ -148,7 +148,8 @@ def test_a_turn_stopped_by_the_runner_is_killed(tmp_path: Path, stop: str, outco
     assert turn["error"] == {"error": f"stopped: {stop}", "hint": hint, "stopped": stop}
 
 
-BY = json.loads((Path(__file__).parents[1] / "schemas" / "record.schema.json").read_text())[
+BY = json.loads((Path(__file__).parents[1] / "runner" / "watchrun" / "schemas" /
+                   "record.schema.json").read_text())[
     "$defs"]["stopped"]["properties"]["by"]["enum"]
 
 

@@ -31,7 +31,7 @@ from watchrun.process.spawn import Spawner
 MOCK = (sys.executable, "-m", "watchrun.agents.mock_agent", "{prompt}")
 DEADLINE_S = 20.0
 def check_records(path: Path) -> list[dict[str, Any]]:
-    """Every record, validated against schemas/record.schema.json."""
+    """Every record, validated against the record schema."""
     return validate_records(path)
 
 

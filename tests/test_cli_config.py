@@ -172,7 +172,8 @@ def test_schema() -> None:
     proc = run("schema")
     assert proc.returncode == 0
     schema = json.loads(proc.stdout)
-    assert schema == json.loads((ROOT / "schemas" / "watch.schema.json").read_text())
+    assert schema == json.loads((ROOT / "runner" / "watchrun" / "schemas" /
+                                 "watch.schema.json").read_text())
     assert here("schema", "config").stdout == proc.stdout
     from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
@@ -187,6 +188,27 @@ def test_other_schemas_print_or_say_they_are_missing(name: str) -> None:
     else:
         assert proc.returncode == 2
         assert f"the `{name}` schema is not available in this installation" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_schema_without_the_schemas_package_is_not_found_not_a_traceback(tmp_path: Path) -> None:
+    """docs/config.md: `watchrun schema` exits 2 when the schema is not installed, and so it does
+    when the whole `watchrun.schemas` package is gone (a tree or install without it): a copy of
+    the code without it, run with the dependencies on the path and no site hooks (-S: no
+    editable install's finder can supply another tree's schemas)."""
+    import site
+
+    shutil.copytree(ROOT / "runner" / "watchrun", tmp_path / "watchrun",
+                    ignore=shutil.ignore_patterns("__pycache__", "schemas"))
+    path = os.pathsep.join([str(tmp_path), *site.getsitepackages()])
+    for json_flag in ([], ["--json"]):
+        proc = subprocess.run([sys.executable, "-S", "-m", "watchrun", *json_flag, "schema",
+                               "record"], env={**os.environ, "PYTHONPATH": path}, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, proc.stderr
+        error = json.loads(proc.stdout)["error"]  # `schema` prints JSON, its errors too
+        assert error["code"] == "not_found"
+        assert "the `record` schema is not available in this installation" in error["message"]
         assert "Traceback" not in proc.stderr
 
 

@@ -1,9 +1,11 @@
 """The package layout keeps its dependency arrows (docs/architecture.md): no import runs
-against them, there are no import cycles, and pyproject lists every package."""
+against them, there are no import cycles, pyproject lists every package, and the published
+schemas/ is the package's."""
 
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 import tomllib
@@ -24,6 +26,7 @@ for blocking calls, and whole reads at an offset (a file system's reads may retu
 ALLOWED: dict[str, set[str]] = {
     "match": set(),
     "config": {"match"},
+    "schemas": set(),  # data: the JSON Schemas, read as package resources (config/schema.py)
     "output": {"match"},
     "process": {"output", "match"},  # state/processes.json is written through output.safefs;
     # a command is shortened for an error by match.sanitize
@@ -166,9 +169,35 @@ def test_pyproject_lists_every_package() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
     listed = set(config["tool"]["setuptools"]["packages"])
     found = {_module_name(p.parent / "__init__.py") for p in PKG.rglob("__init__.py")}
-    assert found | {"watchrun.schemas"} == listed
-    assert config["tool"]["setuptools"]["package-dir"] == {"": "runner", "watchrun.schemas":
-                                                           "schemas"}
+    assert found == listed
+    assert config["tool"]["setuptools"]["package-dir"] == {"": "runner"}
+
+
+def test_a_source_tree_reads_its_own_schemas() -> None:
+    """Code run from a tree (`PYTHONPATH=<tree>/runner`) gets that tree's schemas, never those
+    of another install: the schemas are package data under runner/, mapped from nowhere else."""
+    done = subprocess.run([sys.executable, "-c", "import watchrun.schemas as s; print(s.__file__)"],
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "runner")},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == PKG / "schemas" / "__init__.py"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (PKG / "schemas").glob("*.json")))
+def test_the_published_schemas_are_the_packages(name: str) -> None:
+    """The top-level schemas/ (SPEC §2, the copy an editor or a raw URL points at) is the
+    package's schemas byte for byte; watchrun reads runner/watchrun/schemas/, edit it there."""
+    published = ROOT / "schemas" / name
+    assert published.exists(), f"schemas/{name} is missing: cp runner/watchrun/schemas/{name} " \
+        "schemas/"
+    assert published.read_bytes() == (PKG / "schemas" / name).read_bytes(), (
+        f"schemas/{name} differs from runner/watchrun/schemas/{name}, the one watchrun reads: "
+        "make the change there and copy it to schemas/")
+
+
+def test_the_published_schemas_are_all_packaged() -> None:
+    assert sorted(p.name for p in (ROOT / "schemas").iterdir()) == sorted(
+        p.name for p in (PKG / "schemas").glob("*.json"))
 
 
 def test_every_module_says_its_job() -> None:

@@ -1,7 +1,8 @@
 """Packaging works as written: `python -m build` makes the sdist and the wheel (the wheel from
-the sdist) out of exactly what the Dockerfile copies; the wheel installs into a fresh venv with
-no package index, as the Dockerfile's runtime stage installs it, and the installed `watchrun`
-runs the example. The Dockerfile itself is linted (no Docker engine here)."""
+the sdist), and the Dockerfile's build stage the same wheel out of what it copies; the wheel
+installs into a fresh venv with no package index, as the Dockerfile's runtime stage installs
+it, and the installed `watchrun` runs the example. The Dockerfile itself is linted (no Docker
+engine here)."""
 
 from __future__ import annotations
 
@@ -104,27 +105,58 @@ def test_the_image_is_the_one_the_examples_use() -> None:
 
 # -- build, install, run -----------------------------------------------------------------------
 def run(*argv: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True,
+    """`argv`, which must succeed, without the suite's PYTHONPATH: an installed `watchrun`
+    runs the installed code, never the source tree the suite imports."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    p = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, f"{shlex.join(map(str, argv))}\n{p.stdout}\n{p.stderr}"
     return p
 
 
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`python -m build` (sdist, then the wheel from the sdist) on a copy of what the Dockerfile
-    copies; the build backend comes from this environment (no download)."""
-    src = tmp_path_factory.mktemp("src")
-    for item in build_context():
+UNTRACKED = shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info", ".pytest_cache",
+                                   ".mypy_cache", ".ruff_cache", ".hypothesis", ".watchrun",
+                                   "build", "dist")
+"""What a checkout holds besides its sources (.gitignore's names, and .git)."""
+
+
+def copy_tree(items: list[str], to: Path) -> Path:
+    """`items` of the repository copied to `to`, without caches and build outputs."""
+    to.mkdir(exist_ok=True)
+    for item in items:
         path = ROOT / item
         if path.is_dir():
-            shutil.copytree(path, src / item, ignore=shutil.ignore_patterns(
-                "__pycache__", "*.egg-info"))
+            shutil.copytree(path, to / item, ignore=UNTRACKED)
         else:
-            shutil.copy(path, src / item)
+            shutil.copy(path, to / item)
+    return to
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`python -m build` (the sdist, then the wheel from the sdist) on a copy of the source
+    tree, as a release is built; the build backend comes from this environment (no download)."""
+    names = os.listdir(ROOT)
+    items = sorted(set(names) - UNTRACKED(str(ROOT), names))
+    src = copy_tree(items, tmp_path_factory.mktemp("src"))
     out = tmp_path_factory.mktemp("dist")
     run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, src)
     return out
+
+
+def test_the_image_builds_the_released_wheel(dist: Path, tmp_path: Path) -> None:
+    """The Dockerfile's build stage (`python -m build --wheel` on what it copies) makes the
+    wheel the release makes from its sdist, file for file."""
+    src = copy_tree(build_context(), tmp_path / "context")
+    run(sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", tmp_path, src)
+
+    def contents(wheel: Path) -> dict[str, bytes]:
+        with zipfile.ZipFile(wheel) as zf:
+            return {n: zf.read(n) for n in zf.namelist() if not n.endswith("/RECORD")}
+
+    (image,) = tmp_path.glob("*.whl")
+    (released,) = dist.glob("*.whl")
+    assert contents(image) == contents(released)
 
 
 def test_the_sdist_and_wheel_carry_the_code_schemas_and_entry_point(dist: Path) -> None:
@@ -133,13 +165,14 @@ def test_the_sdist_and_wheel_carry_the_code_schemas_and_entry_point(dist: Path) 
         names = set(tar.getnames())
     top = f"watchrun-{__version__}"
     assert {f"{top}/pyproject.toml", f"{top}/README.md", f"{top}/schemas/watch.schema.json",
+            f"{top}/runner/watchrun/schemas/watch.schema.json",
             f"{top}/runner/watchrun/cli/main.py"} <= names
     (wheel,) = dist.glob(f"watchrun-{__version__}-py3-none-any.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
         entry = zf.read(f"watchrun-{__version__}.dist-info/entry_points.txt").decode()
         meta = zf.read(f"watchrun-{__version__}.dist-info/METADATA").decode()
-    schemas = {p.name for p in (ROOT / "schemas").glob("*.json")}
+    schemas = {p.name for p in (ROOT / "runner" / "watchrun" / "schemas").glob("*.json")}
     assert {f"watchrun/schemas/{s}" for s in schemas} <= names
     packages = {str(p.relative_to(ROOT / "runner")) for p in (ROOT / "runner" / "watchrun")
                 .rglob("*.py") if "__pycache__" not in p.parts}
@@ -175,7 +208,7 @@ def test_the_installed_wheel_runs_the_example(installed: Path, tmp_path: Path) -
     config = tmp_path / "watch.yaml.example"
     config.write_text((ROOT / "watch.yaml.example").read_text())
     err = (tmp_path / "err").open("w")
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["PATH"] = f"{installed}{os.pathsep}/usr/bin:/bin"
     proc = subprocess.Popen([installed / "watchrun", "-c", config], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)

@@ -1,6 +1,6 @@
 """The transcript's parent mode (seed 004) rebuilt from the agents' JSONL of real plan runs:
 `watchrun agent transcript NAME` and the run-level `watchrun transcript` (the CLI's `main`, in
-this process: tests/inproc.py), validated against schemas/transcript.schema.json; failed and
+this process: tests/inproc.py), validated against the transcript schema; failed and
 skipped steps, a plan still running, and a plan a crashed runner left open."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""schemas/record.schema.json names every field the runner writes, under the record's kind, and
+"""The record schema names every field the runner writes, under the record's kind, and
 every field it names is written. Agent kinds accept fields they do not list (an adapter's own),
 so validating records cannot see a field missing from the schema, nor one the schema promises
 that never comes (`dispatch-start.turn`, while `turnId` went undescribed): the field names are
@@ -18,7 +18,8 @@ from recordscenes import Written, everything
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "runner" / "watchrun"
-SCHEMA = json.loads((ROOT / "schemas" / "record.schema.json").read_text())
+SCHEMA = json.loads((ROOT / "runner" / "watchrun" / "schemas" / "record.schema.json")
+                    .read_text())
 DEFS: dict[str, Any] = SCHEMA["$defs"]
 KINDS: list[str] = DEFS["envelope"]["properties"]["kind"]["enum"]
 

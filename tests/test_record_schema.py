@@ -1,4 +1,4 @@
-"""schemas/record.schema.json: every kind of SPEC §4, strict watcher records, open agent records,
+"""The record schema: every kind of SPEC §4, strict watcher records, open agent records,
 and the `validate_records` helper other tests rely on."""
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ def test_docs_records_md_lists_every_kind_of_the_schema() -> None:
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "records.md").read_text()
     listed = set(re.findall(r"^\| `([a-z-]+)` \|", doc, flags=re.M))
-    kinds = set(json.loads((Path(__file__).resolve().parents[1] / "schemas" /
-                            "record.schema.json").read_text())["$defs"]["envelope"]["properties"]
-                ["kind"]["enum"])
+    schema = json.loads((Path(__file__).resolve().parents[1] / "runner" / "watchrun" /
+                         "schemas" / "record.schema.json").read_text())
+    kinds = set(schema["$defs"]["envelope"]["properties"]["kind"]["enum"])
     assert listed == kinds

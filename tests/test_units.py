@@ -17,7 +17,8 @@ from watchrun.config.units import (
     parse_size,
 )
 
-SCHEMA = json.loads((Path(__file__).parents[1] / "schemas" / "watch.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).parents[1] / "runner" / "watchrun" / "schemas" /
+                    "watch.schema.json").read_text())
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ from typing import Any
 
 from liverunner import LiveRunner, cli, guardian_of, read_records, wait_for, write_config
 
-import watchrun.schemas
 from watchrun.process.guard import LazyGuardian
 from watchrun.process.tree import start_time
 
@@ -40,9 +39,7 @@ def package_copy(tmp_path: Path) -> Path:
     """A copy of the watchrun package for one runner (the folder to put on PYTHONPATH)."""
     home = tmp_path / "site"
     shutil.copytree(PKG, home / "watchrun", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(Path(str(watchrun.schemas.__file__)).parent, home / "watchrun" / "schemas",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # (installed apart from the
-    return home  # package's source in a development install, inside it in a `pip install .`)
+    return home
 
 
 def runner_from(home: Path, config: Path) -> LiveRunner:

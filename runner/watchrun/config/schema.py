@@ -56,11 +56,12 @@ _TYPES = {
 
 
 def schema_text(name: str) -> str:
-    """The text of schema `name` (a key of SCHEMA_FILES); raises FileNotFoundError if absent."""
-    file = resources.files("watchrun.schemas").joinpath(SCHEMA_FILES[name])
+    """The text of schema `name` (a key of SCHEMA_FILES); raises FileNotFoundError if it is
+    absent, or the whole `watchrun.schemas` package is."""
     try:
-        return file.read_text(encoding="utf-8")
-    except (FileNotFoundError, NotADirectoryError) as exc:
+        return resources.files("watchrun.schemas").joinpath(SCHEMA_FILES[name]).read_text(
+            encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError) as exc:
         raise FileNotFoundError(SCHEMA_FILES[name]) from exc
 
 
