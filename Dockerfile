@@ -12,7 +12,7 @@ ARG PYTHON_VERSION=3.12
 
 FROM python:${PYTHON_VERSION}-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY runner/ runner/
 RUN python -m pip install --no-cache-dir "build>=1.2" \
  && python -m build --wheel --outdir /wheels \

@@ -140,7 +140,8 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     items = sorted(set(names) - UNTRACKED(str(ROOT), names))
     src = copy_tree(items, tmp_path_factory.mktemp("src"))
     out = tmp_path_factory.mktemp("dist")
-    run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, src)
+    said = run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, src)
+    (out / "build.log").write_text(said.stdout + said.stderr)
     return out
 
 
@@ -179,6 +180,26 @@ def test_the_sdist_and_wheel_carry_the_code_schemas_and_entry_point(dist: Path) 
     assert packages <= names
     assert "watchrun = watchrun.cli:entry" in entry
     assert "Requires-Dist: prometheus-client>=" in meta
+
+
+def test_the_licence_text_ships_and_the_build_has_no_license_deprecation(dist: Path) -> None:
+    """MIT's one condition is that its text goes with every copy: the sdist and the wheel carry
+    LICENSE (the wheel's metadata names it), and the build says no license deprecation (the
+    `project.license` table stops building after 2027-02-18)."""
+    log = (dist / "build.log").read_text()
+    said = [ln for ln in log.splitlines() if re.search(r"licen[cs]e", ln, re.I)
+            and re.search(r"deprecat", ln, re.I)]
+    assert said == [], log
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "Copyright (c) 2026 the watchrun developers" in text
+    top = f"watchrun-{__version__}"
+    with tarfile.open(next(dist.glob("*.tar.gz"))) as tar:
+        member = tar.extractfile(f"{top}/LICENSE")
+        assert member is not None and member.read().decode() == text
+    with zipfile.ZipFile(next(dist.glob("*.whl"))) as zf:
+        assert zf.read(f"{top}.dist-info/licenses/LICENSE").decode() == text
+        meta = zf.read(f"{top}.dist-info/METADATA").decode()
+    assert "License-Expression: MIT" in meta and "License-File: LICENSE" in meta
 
 
 @pytest.fixture(scope="module")
