@@ -202,6 +202,31 @@ def test_the_licence_text_ships_and_the_build_has_no_license_deprecation(dist: P
     assert "License-Expression: MIT" in meta and "License-File: LICENSE" in meta
 
 
+def test_the_sdist_is_the_source_tree_and_its_tests_run(dist: Path, tmp_path: Path) -> None:
+    """A packager (Debian, conda-forge, Nix) builds from the sdist and runs the tests there: it
+    holds every file of the tree (git's list, in a checkout), not only tests/test_*.py, and its
+    tests run from it."""
+    (sdist,) = dist.glob("*.tar.gz")
+    top = f"watchrun-{__version__}"
+    with tarfile.open(sdist) as tar:
+        names = {n.removeprefix(f"{top}/") for n in tar.getnames()}
+        tar.extractall(tmp_path, filter="data")
+    assert {"tests/conftest.py", "tests/liverunner.py", "watch.yaml.example", "MANIFEST.in",
+            "contrib/systemd/watchrun.service", "docs/architecture.md"} <= names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    if (ROOT / ".git").exists():
+        tracked = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True, text=True,
+                                 check=True, timeout=60).stdout.split("\n")
+        assert sorted(set(filter(None, tracked)) - names) == []
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / top / "runner")}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_layout.py", "tests/test_packaging.py", "-k",
+                           "published or dockerfile or the_image_is"], cwd=tmp_path / top,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " passed" in done.stdout
+
+
 @pytest.fixture(scope="module")
 def installed(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with watchrun installed from the wheel and a wheelhouse, no index: the
