@@ -563,6 +563,22 @@ def test_options_between_agent_and_its_action_are_the_actions(between: list[str]
     assert vars(parse(["agent", *between, "list"])) == vars(parse(["agent", "list", *between]))
 
 
+@pytest.mark.parametrize("argv", [["agent", "-c"], ["agent", "--output-dir"],
+                                  ["agent", "-c", "w.yaml", "--output-dir"],
+                                  ["--json", "agent", "-c"]])
+def test_an_option_before_an_agent_action_without_its_value_is_a_usage_error(
+        tmp_path: Path, argv: list[str]) -> None:
+    """`watchrun agent -c<Enter>` was a traceback (`KeyError: None`) and exit 1, a crossed
+    gate's status; it is argparse's usage error, exit 2, as `watchrun agent list -c` is."""
+    done = wr(tmp_path, *argv)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    option = "--output-dir" if argv[-1] == "--output-dir" else "-c/--config"
+    said = json.loads(done.stdout)["error"]["message"] if "--json" in argv else done.stderr
+    assert f"watchrun agent: error: argument {option}: expected one argument" in said or \
+        f"watchrun agent: argument {option}: expected one argument" in said, said
+
+
 def test_agent_without_its_action_says_an_action_is_due(tmp_path: Path) -> None:
     done = inproc(tmp_path, "agent", "-c", "w.yaml")
     assert done.returncode == 2

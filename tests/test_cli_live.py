@@ -262,6 +262,38 @@ def test_bash_completes_commands_actions_and_options(tmp_path: Path) -> None:
     assert "--config" in bash_complete(script, ["watchrun", "--"])
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completes_files_and_folders_between_agent_and_its_action(tmp_path: Path) -> None:
+    """docs/cli.md: -c and --output-dir may stand between `agent` and its action, and the
+    completion gives file names after -c, folders after --output-dir; there it offered the
+    actions."""
+    script = tmp_path / "watchrun.bash"
+    script.write_text(inproc(tmp_path, "completion", "bash").stdout)
+    (tmp_path / "watch.yaml").write_text("")
+    (tmp_path / "out").mkdir()
+    assert bash_complete(script, ["watchrun", "agent", "-c", "watch."]) == ["watch.yaml"]
+    assert bash_complete(script, ["watchrun", "agent", "--config", "watch."]) == ["watch.yaml"]
+    assert bash_complete(script, ["watchrun", "agent", "--output-dir", "o"]) == ["out"]
+    assert bash_complete(script, ["watchrun", "agent", "-c", "watch.yaml", "s"]) == [
+        "send", "stop"]
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_completes_files_and_folders_between_agent_and_its_action(tmp_path: Path) -> None:
+    script = tmp_path / "watchrun.fish"
+    script.write_text(inproc(tmp_path, "completion", "fish").stdout)
+    (tmp_path / "watch.yaml").write_text("")
+    (tmp_path / "out").mkdir()
+
+    def offered(line: str) -> list[str]:
+        p = subprocess.run(["fish", "--no-config", "-c", f"source {script}; complete -C '{line}'"],
+                           capture_output=True, text=True, timeout=30, check=True, cwd=tmp_path)
+        return [ln.split("\t")[0] for ln in p.stdout.splitlines()]
+
+    assert offered("watchrun agent -c watch.") == ["watch.yaml"]
+    assert offered("watchrun agent --output-dir o") == ["out/"]
+
+
 def test_normal_commands_do_not_import_shtab(tmp_path: Path) -> None:
     code = ("import sys; from watchrun.cli.main import main; "
             f"main(['list', '--output-dir', {str(tmp_path)!r}]); "

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["MAX_LINES", "Formatter", "add_config_args", "add_where_args", "json_flag",
-           "lines_count"]
+__all__ = ["MAX_LINES", "Formatter", "add_before_args", "add_config_args", "add_where_args",
+           "json_flag", "lines_count"]
 
 MAX_LINES = 2000
 """`--lines` is 1 to this (as limits.matchLines; seed 001's bound)."""
@@ -97,6 +97,19 @@ def add_where_args(p: argparse.ArgumentParser) -> None:
                 "watch.yml, watch.json or watch.toml)")
     p.add_argument("--output-dir", metavar="DIR", type=path_arg,
                    help="read this output dir directly (no config needed)")
+
+
+def add_before_args(p: argparse.ArgumentParser, default: object = None) -> None:
+    """-c, --output-dir, --json (hidden) before a command, or an agent action (normalize moves
+    them after it; `default` SUPPRESS: nothing set there for the action's to lose): so one
+    without its value is a usage error, and the completion offers a file or folder after it."""
+    hidden = argparse.SUPPRESS
+    p.add_argument("-c", "--config", dest="pre_config", metavar="FILE", type=path_arg,
+                   action="append", default=default, help=hidden)
+    p.add_argument("--output-dir", dest="pre_output_dir", metavar="DIR", type=path_arg,
+                   default=default, help=hidden)
+    p.add_argument("--json", dest="pre_json", action="store_true",
+                   default=False if default is None else default, help=hidden)
 
 
 def json_flag(p: argparse.ArgumentParser) -> None:
@@ -222,6 +235,7 @@ def _agent_parser(subs: argparse._SubParsersAction[argparse.ArgumentParser], nam
 
 
 def configure_agent(p: argparse.ArgumentParser) -> None:
+    add_before_args(p, argparse.SUPPRESS)
     subs = p.add_subparsers(dest="agent_command", metavar="ACTION", required=True)
     ls = _agent_parser(subs, "list", "every agent with its status, turns, tokens, last reply",
                        "example:\n  watchrun agent list -c watch.yaml")

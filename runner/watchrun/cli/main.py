@@ -61,9 +61,13 @@ def normalize(argv: Sequence[str]) -> list[str]:
     if at is None:
         words.insert(0, "run")
     elif words[at] == "agent":  # (-c/--output-dir/--json between it and its action: after it)
-        moved, j = [], at + 1
+        moved: list[str] = []
+        j = at + 1
         while j < len(words) and words[j].split("=")[0] in (*_WHERE, "--json"):
             step = 1 if "=" in words[j] or words[j] == "--json" else 2
+            if j + step > len(words):  # its value is missing: left where it is, for the
+                moved = []  # agent parser's usage error (it declares them for that)
+                break
             moved += words[j:j + step]
             j += step
         if moved and j < len(words):

@@ -10,6 +10,7 @@ from typing import NoReturn
 from watchrun import __version__
 from watchrun.cli.arguments import (
     Formatter,
+    add_before_args,
     add_where_args,
     configure_add,
     configure_agent,
@@ -23,7 +24,6 @@ from watchrun.cli.arguments import (
     configure_start,
     configure_transcript,
     configure_validate,
-    path_arg,
 )
 
 __all__ = ["COMMANDS", "Command", "Parser", "build_parser", "parsers"]
@@ -166,11 +166,7 @@ def build_parser(only: str | None = None) -> Parser:
         formatter_class=raw,
     )
     parser.add_argument("--version", action="version", version=f"watchrun {__version__}")
-    parser.add_argument("-c", "--config", dest="pre_config", metavar="FILE", type=path_arg,
-                        action="append", help=argparse.SUPPRESS)
-    parser.add_argument("--output-dir", dest="pre_output_dir", metavar="DIR", type=path_arg,
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--json", dest="pre_json", action="store_true", help=argparse.SUPPRESS)
+    add_before_args(parser)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND")
     for cmd in COMMANDS.values():
         if only is None or only == cmd.name:
