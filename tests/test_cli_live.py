@@ -292,6 +292,9 @@ def test_fish_completes_files_and_folders_between_agent_and_its_action(tmp_path:
 
     assert offered("watchrun agent -c watch.") == ["watch.yaml"]
     assert offered("watchrun agent --output-dir o") == ["out/"]
+    # (shtab 1.9.2's fish script offered nothing after -c: pyproject's bound is 1.9.3)
+    assert offered("watchrun list -c watch.") == offered("watchrun -c watch.") == ["watch.yaml"]
+    assert offered("watchrun --output-dir o") == ["out/"]
 
 
 def test_normal_commands_do_not_import_shtab(tmp_path: Path) -> None:
