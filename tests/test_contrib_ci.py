@@ -19,8 +19,6 @@ from inproc import inproc
 from liverunner import watchrun_bin
 from packaging.requirements import Requirement
 
-from watchrun import __version__
-
 ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / "contrib" / "ci"
 SAMPLE = CI / "sample"
@@ -72,17 +70,39 @@ def run_lines(lines: list[str], repo: Path, env: dict[str, str],
     return result
 
 
-def assert_installs_a_release(line: str, url_prefix: str) -> None:
-    """The install line names something that exists once released: watchrun's repository at
-    the tag of this version (OWNER is the placeholder the README says to replace), not an
-    unpublished `pip install watchrun`."""
+PIN = "COMMIT"
+"""What every install line pins until a release is tagged (README "Installing": a commit)."""
+
+
+def assert_installs_a_commit(line: str, url_prefix: str) -> None:
+    """The install line names something that exists: watchrun's repository at a commit (OWNER
+    and COMMIT are the placeholders README says to replace), not an unpublished `pip install
+    watchrun` nor a tag that was never made."""
     argv = shlex.split(line)
     assert argv[:4] == ["python", "-m", "pip", "install"] and len(argv) == 5
     req = Requirement(argv[4])
     assert req.name == "watchrun" and req.url is not None
     assert req.url.startswith(url_prefix)
-    tag = req.url.removeprefix(url_prefix).removesuffix(".tar.gz")
-    assert tag == f"v{__version__}"
+    assert req.url.removeprefix(url_prefix).removesuffix(".tar.gz") == PIN
+
+
+def test_every_documented_install_pins_a_commit_until_a_release_is_tagged() -> None:
+    """No release tag exists yet: README, contrib/ and the hook file pinned `@v0.1.0`, so every
+    documented install failed (`pathspec 'v0.1.0' did not match`). Each pins COMMIT, which
+    README says how to fill in."""
+    found = []
+    for path in [ROOT / "README.md", ROOT / ".pre-commit-hooks.yaml",
+                 *(p for p in sorted((ROOT / "contrib").rglob("*")) if p.is_file())]:
+        for m in re.finditer(r"github\.com/OWNER/watchrun(?:@|/archive/(?:refs/tags/)?)"
+                             r"([^\s\"']+?)(?:\.tar\.gz)?[\s\"']|^[\s#]*rev: *(\S+)",
+                             path.read_text(), re.M):
+            found.append((str(path.relative_to(ROOT)), m.group(1) or m.group(2)))
+    assert {p for p, _ in found} == {"README.md", ".pre-commit-hooks.yaml",
+                                     "contrib/ci/github-actions.yml", "contrib/ci/gitlab-ci.yml",
+                                     "contrib/systemd/watchrun.service"}
+    assert [(p, ref) for p, ref in found if ref != PIN] == []
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "`COMMIT` stands for a full commit hash" in readme
 
 
 # -- GitHub Actions -----------------------------------------------------------------------------
@@ -98,7 +118,7 @@ def test_the_workflow_is_well_formed() -> None:
     steps = wf["jobs"]["build"]["steps"]
     assert steps[0]["uses"].startswith("actions/checkout@")
     (install,) = [s["run"] for s in steps if "pip install" in s.get("run", "")]
-    assert_installs_a_release(install, "git+https://github.com/OWNER/watchrun@")
+    assert_installs_a_commit(install, "git+https://github.com/OWNER/watchrun@")
     (gate,) = [s for s in steps if s.get("run", "").startswith("watchrun run --once")]
     assert "continue-on-error" not in gate  # the exit status fails the job
     (upload,) = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
@@ -146,7 +166,7 @@ def test_the_workflow_fails_with_an_annotation_when_a_gate_is_crossed(
 def test_the_gitlab_job_runs_on_the_sample_project(repo: Path) -> None:
     job = yaml.safe_load((CI / "gitlab-ci.yml").read_text())["watchrun-gate"]
     (install,) = [ln for ln in job["before_script"] if "pip install" in ln]
-    assert_installs_a_release(install, "https://github.com/OWNER/watchrun/archive/refs/tags/")
+    assert_installs_a_commit(install, "https://github.com/OWNER/watchrun/archive/")
     cmd = gate_command(job["script"])
     assert job["artifacts"]["when"] == "always"
     assert job["artifacts"]["reports"]["junit"] == junit_arg(cmd)
