@@ -33,6 +33,7 @@ from watchrun.config.interpolate import references
 from watchrun.config.shellwords import quote
 from watchrun.config.tree import CMap, CSeq
 from watchrun.match.redact import Rule, redactor
+from watchrun.match.redact_rules import re2_module
 from watchrun.match.sanitize import name_text, sanitize
 
 __all__ = ["MIN_BARE", "known_secrets", "written_forms"]
@@ -174,8 +175,7 @@ def written_forms(value: str) -> list[str]:
 
 
 def _rule(kind: str, name: str, value: str) -> Rule | None:
-    import re2  # type: ignore[import-untyped]
-
+    re2 = re2_module()
     forms = written_forms(value)
     anchored = f"{re2.escape(name)}(?P<secret>{'|'.join(map(re2.escape, forms))})" \
         if name else ""

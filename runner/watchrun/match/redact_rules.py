@@ -10,6 +10,8 @@ from typing import Any
 
 from msgspec import Struct
 
+from watchrun.match.optional import Unloadable, re2_installed
+
 KIND = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 """A rule's kind: shown in `[REDACTED:kind]` and used as the key of the counts."""
 SECRET_GROUP = "(?P<secret>"
@@ -46,10 +48,25 @@ class KeyBlock(Struct, frozen=True):
         return Rule(self.kind, self.pattern)
 
 
-def re2_module() -> Any:
-    """google-re2, imported when a rule is compiled (not by every module that names `Rule`)."""
-    import re2  # type: ignore[import-untyped]
+class Re2Required(Unloadable):
+    """google-re2 missing or not loadable where redaction needs it: said in one line by every
+    command, exit 3 (as an `Unloadable` engine is), never a traceback."""
 
+
+def re2_module() -> Any:
+    """google-re2, imported when a rule is compiled (not by every module that names `Rule`).
+    Redaction has no fallback: it runs its patterns, a config's own among them, over every
+    line, and only RE2 runs them in linear time (docs/decisions.md)."""
+    try:
+        import re2  # type: ignore[import-untyped]
+    except ImportError as exc:
+        why = (f"could not be loaded ({' '.join(str(exc).split())})" if re2_installed()
+               else "is not installed")
+        raise Re2Required(
+            f"google-re2 is required for redaction (output.redact, redact: rules and the "
+            f"values of a config's ${{VAR}}s), which runs only on RE2's linear-time engine, and "
+            f"it {why}: pip install google-re2 (wheels for Linux with glibc on x86_64 and "
+            f"aarch64; elsewhere it is built from source: README \"Installing\")") from None
     return re2
 
 
@@ -60,14 +77,16 @@ def rule_options() -> Any:
 
 
 def check_rule(rule: Rule) -> None:
-    """Raise RedactError when `rule` cannot be used (its kind, or a pattern RE2 refuses)."""
+    """Raise RedactError when `rule` cannot be used (its kind, or a pattern RE2 refuses), and
+    Re2Required when RE2 is not there to tell."""
+    re2 = re2_module()
     if not KIND.fullmatch(rule.kind):
         raise RedactError(f"invalid kind {rule.kind!r}: lowercase letters, digits and -, "
                           "at most 40")
     if rule.pattern.count(SECRET_GROUP) > 1:
         raise RedactError("at most one group may be named `secret`")
     try:
-        compiled = re2_module().compile(rule.pattern, rule_options())
+        compiled = re2.compile(rule.pattern, rule_options())
     except Exception as exc:  # re2.error and what else the binding raises for a bad pattern
         raise RedactError(f"RE2 cannot compile it ({exc}); redaction patterns run on RE2 "
                           "(linear time), without lookaround or backreferences") from None
