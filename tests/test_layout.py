@@ -196,8 +196,9 @@ def test_the_published_schemas_are_the_packages(name: str) -> None:
 
 
 def test_the_published_schemas_are_all_packaged() -> None:
-    assert sorted(p.name for p in (ROOT / "schemas").iterdir()) == sorted(
-        p.name for p in (PKG / "schemas").glob("*.json"))
+    published = (p.name for p in (ROOT / "schemas").iterdir() if p.name != "__pycache__")
+    assert sorted(published) == sorted(p.name for p in (PKG / "schemas").glob("*.json"))  # (a
+    # checkout that once held the package there may keep its ignored `__pycache__`)
 
 
 def test_every_module_says_its_job() -> None:
