@@ -22,10 +22,10 @@ RAMFS = 0x858458F6
 
 MOUNTED_LATER = f"""
 import os, sys, time
-import watchrun.runtime.lag
+import watchrun.runtime.lag, watchrun.runtime.remote
 from watchrun import inotify
 inotify.REMOTE_FS[{RAMFS}] = "nfs"  # a ramfs mounted over the share plays NFS
-watchrun.runtime.lag.STALL_S = 1.0  # (5 s)
+watchrun.runtime.lag.STALL_S, watchrun.runtime.remote.BEAT_S = 1.0, 0.2  # (5 s, 1 s)
 real = os.pread
 def pread(fd, n, pos):
     while os.path.exists("hang") and inotify.fs_type(fd) == {RAMFS}:

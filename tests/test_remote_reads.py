@@ -23,10 +23,11 @@ SHM = Path("/dev/shm")
 HUNG_READS = """
 import os, sys, time
 import watchrun.offload, watchrun.runtime.lag, watchrun.runtime.watchers, watchrun.runtime.workers
+import watchrun.runtime.remote
 from watchrun import inotify
 SHARE = {share!r}
 inotify.REMOTE_FS[inotify.fs_type(os.fsencode(SHARE))] = "nfs"  # this one plays NFS
-watchrun.runtime.lag.STALL_S = 1.0  # (5 s)
+watchrun.runtime.lag.STALL_S, watchrun.runtime.remote.BEAT_S = 1.0, 0.2  # (5 s, 1 s)
 watchrun.offload.STOP_CALL_S, watchrun.runtime.workers.GRACE_S = 1.5, 1.0  # (10 s, 5 s)
 watchrun.runtime.watchers.AFTER_GRACE_S = 1.0
 real = os.pread

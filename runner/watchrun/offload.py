@@ -1,7 +1,8 @@
 """Blocking calls run off the event loop in one worker thread, results handed back in batches:
 `asyncio.to_thread` without a thread hop, a loop wake-up and a fight for the GIL per call (500
-file watchers start with 500 such calls); and the stop's blocking calls, each waited for a
-bounded time (`at_stop`), all of them within the stop's one deadline (`stop_left`)."""
+file watchers start with 500 such calls), or on the loop itself where it follows one watcher
+(`Inline`); and the stop's blocking calls, each waited for a bounded time (`at_stop`), all of
+them within the stop's one deadline (`stop_left`)."""
 
 from __future__ import annotations
 
@@ -51,8 +52,11 @@ class StuckCall(Exception):
 class Offload:
     """A queue of blocking calls and the drainers that run them."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, drainers: int = DRAINERS) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, drainers: int = DRAINERS,
+                 spawn: Callable[[Callable[[], None]], object] | None = None) -> None:
         self._loop, self._drainers = loop, drainers
+        self._spawn = spawn or functools.partial(loop.run_in_executor, None)
+        """How a drainer starts: in the loop's default executor, unless told otherwise."""
         self._calls: collections.deque[tuple[Callable[[], Any], asyncio.Future[Any]]] = \
             collections.deque()
         self._done: collections.deque[_Done] = collections.deque()
@@ -72,7 +76,7 @@ class Offload:
             self._running += start
         self._out += 1
         if start:
-            self._loop.run_in_executor(None, self._drain)
+            self._spawn(self._drain)
         if self._tick is None:
             self._tick = self._loop.call_later(TICK_S, self._on_tick)
         return await fut
@@ -109,8 +113,9 @@ class Offload:
             self._running += start
         if start:
             try:
-                self._loop.run_in_executor(None, self._drain)
-            except RuntimeError:  # the executor is shutting down (the run is ending)
+                self._spawn(self._drain)
+            except RuntimeError:  # the executor is shutting down (the run is ending), or no
+                # thread can start (a process limit)
                 with self._lock:
                     self._running -= 1
         if self._out:
@@ -133,6 +138,14 @@ class Offload:
                 fut.set_exception(exc)
 
 
+class Inline(Offload):
+    """Calls made on the loop itself: one that follows a single watcher (`runtime.remote`), where
+    a call that does not return is to hold it, so that its stall guard says where."""
+
+    async def run(self, call: Callable[[], T]) -> T:
+        return call()
+
+
 _BY_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Offload] = \
     weakref.WeakKeyDictionary()
 
@@ -146,8 +159,15 @@ def offloader() -> Offload:
     return off
 
 
+def inline() -> None:
+    """From now on `offload` on the running loop makes its calls there (`Inline`)."""
+    loop = asyncio.get_running_loop()
+    _BY_LOOP[loop] = Inline(loop)
+
+
 async def offload(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """`fn(*args, **kwargs)` in a worker thread, as `asyncio.to_thread` (no context copied)."""
+    """`fn(*args, **kwargs)` in a worker thread, as `asyncio.to_thread` (no context copied);
+    on the loop itself after `inline`."""
     return await offloader().run(functools.partial(fn, *args, **kwargs))
 
 

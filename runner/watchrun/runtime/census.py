@@ -6,7 +6,7 @@ from watchrun.config.model import Config
 from watchrun.runtime.wiring import WatcherRuntime
 from watchrun.views.humanize import DISABLED, DISABLED_ONCE
 
-__all__ = ["DOING", "counted", "disabled", "doing", "ended"]
+__all__ = ["DOING", "counted", "disabled", "doing", "ended", "held_up"]
 
 DOING = {"running": "running", "error": "error", "exited": "exited", "fatal": "fatal",
          "stopped": "stopped", "queued": "to read after the commands"}
@@ -44,3 +44,13 @@ def disabled(config: Config, once: bool = False) -> str | None:
     (a problem while it lasts) and a refused `start` say it (`once`: a once run's start line
     and verdicts); None when it runs them."""
     return None if config.limits.enabled else DISABLED_ONCE if once else DISABLED
+
+
+def held_up(wids: list[str]) -> str:
+    """What the ready line adds for the watchers the start did not wait for, held by a file
+    system that does not answer (`WatcherSet.held_up`); `` when there are none."""
+    if not wids:
+        return ""
+    whose = "its" if len(wids) == 1 else "their"
+    return f"; not ready yet: {', '.join(wids)} ({whose} reads have not returned: `watchrun " \
+        "status` says where)"

@@ -14,6 +14,7 @@ from watchrun import offload
 from watchrun.events import Chunk
 from watchrun.match.sanitize import edge_name
 from watchrun.notify import Notifier
+from watchrun.runtime.first_looks import Said, resumed_said, stalled_said
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.runtime.workers import Workers
@@ -71,10 +72,12 @@ class Across:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._home))
 
 
-async def follow_remote(sup: Owner, rt: WatcherRuntime, fs: str, *, moved: bool) -> None:
+async def follow_remote(sup: Owner, rt: WatcherRuntime, fs: str, *, moved: bool,
+                        said: Said) -> None:
     """`rt`'s file, on the remote file system `fs`, followed on a loop of its own, as the log
-    says. `moved`: its path turned remote after the watcher started, and its source ended on
-    the runner's loop (`HandOver`): one made anew goes on from its checkpoint there."""
+    says; its stalls `said` (`first_looks.Said`). `moved`: its path turned remote after the
+    watcher started, and its source ended on the runner's loop (`HandOver`): one made anew goes
+    on from its checkpoint there."""
     assert isinstance(rt.source, FileSource)
     wid, poll_ms = rt.spec.id, sup.config.limits.poll_ms
     if moved:
@@ -87,19 +90,12 @@ async def follow_remote(sup: Owner, rt: WatcherRuntime, fs: str, *, moved: bool)
     else:
         sup.log.warning(f"{path} is on {fs}{now}, where inotify does not see what other hosts "
                         f"write; polling it every {poll_ms} ms, on a thread of its own", wid)
-
-    def said(text: str, stalled: bool) -> None:
-        if stalled:
-            sup.problem(text, wid)
-        else:
-            sup.log.warning(text, wid, event="source-resumed")
-
     await follow_elsewhere(rt.source, rt.pipeline, name=wid, poll_ms=poll_ms,
                            watching=not sup.once, said=said)
 
 
 async def follow_elsewhere(source: FileSource, pipeline: WatcherPipeline, *, name: str,
-                           poll_ms: int, watching: bool, said: Callable[[str, bool], None]) -> None:
+                           poll_ms: int, watching: bool, said: Said) -> None:
     """Run `source` on a new loop in a daemon thread until it ends; cancelled, cancel it there
     and wait STOP_CALL_S at most (or until cancelled again; not past the stop's deadline:
     `offload.stop_left`) for it to end: `StuckCall` if it did not, the thread left to its call.
@@ -116,11 +112,9 @@ async def follow_elsewhere(source: FileSource, pipeline: WatcherPipeline, *, nam
         if not ended.done():
             ended.set_result(exc)
 
-    lag = LoopLag(BEAT_S, stalled=lambda s, where, _busy: on_home(said, (
-        f"its reads of {source.path} have not returned for {s:.0f} s: held in {where}; this "
-        "watcher reads nothing until they return (the others go on)"), True),
-        resumed=lambda s: on_home(said, f"its reads of {source.path} returned after a stall "
-                                  f"of {s:.1f} s", False))
+    lag = LoopLag(BEAT_S, stalled=lambda s, where, _busy: on_home(
+        said, stalled_said(source.path, s, where), True),
+        resumed=lambda s: on_home(said, resumed_said(source.path, s), False))
     source.ready = _Relay(source.ready, on_home)  # (before the thread: no one sees it change)
     loop = asyncio.new_event_loop()
     loop.set_default_executor(Workers())  # (daemon threads: a call stuck there holds no exit)
@@ -158,9 +152,13 @@ async def follow_elsewhere(source: FileSource, pipeline: WatcherPipeline, *, nam
 async def _follow(source: FileSource, ctx: Across, lag: LoopLag, poll_ms: int,
                   watching: bool) -> None:
     """On the remote loop: a notifier that polls (inotify does not see other hosts' writes),
-    the lag monitor, and the source."""
+    the lag monitor, and the source, whose blocking calls are made on this loop (`inline`): one
+    that does not return, its first stat or open too, holds the loop, which the lag monitor's
+    guard thread (started first) says."""
+    offload.inline()
     source.notifier = Notifier(poll_ms, force_poll=True, enabled=watching)
     beat = asyncio.create_task(lag.run())
+    await asyncio.sleep(0)  # (the guard thread starts before the source's first call)
     try:
         await source.run(ctx)
     finally:

@@ -70,7 +70,8 @@ class Starting(Protocol):
 
 async def start_or_stop(sup: Starting, undo: contextlib.AsyncExitStack,
                         inbox: SignalInbox) -> str | None:
-    """Start; None once every source holds its start position. A SIGTERM/SIGINT meanwhile
+    """Start; None once every source holds its start position (or is held by a file system
+    that does not answer: `WatcherSet.ready`). A SIGTERM/SIGINT meanwhile
     abandons the start and returns the signal's name (the caller stops what did start); a
     SIGHUP is kept for after it. Raises StartupError."""
     starting = asyncio.ensure_future(_start(sup, undo))

@@ -25,7 +25,7 @@ from watchrun.process.spawn import Spawner
 from watchrun.runtime import client_gone, startup
 from watchrun.runtime import reload as reloading
 from watchrun.runtime import shutdown as stopping
-from watchrun.runtime.census import counted, disabled
+from watchrun.runtime.census import counted, disabled, held_up
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.hubs import SupervisorHubs
 from watchrun.runtime.lag import LoopLag
@@ -182,7 +182,8 @@ class Supervisor(SupervisorHubs):
         return self._tg.create_task(coro, name=name)
 
     def started(self) -> None:
-        """Every source holds its start position: STARTING -> RUNNING, READY=1."""
+        """Every source holds its start position, but those held by their file system (said,
+        and named here): STARTING -> RUNNING, READY=1."""
         self.state = RunnerState.RUNNING
         # once: file watchers start after the commands, but they are part of this run
         counts = self.set.census()  # (a command that could not start is no running one)
@@ -190,12 +191,13 @@ class Supervisor(SupervisorHubs):
         a = len(self.config.agents)
         summary = f"{watchers}{each}, {a} agent{'' if a == 1 else 's'} running"
         why = disabled(self.config, self.once)
-        off = f": {why}" if why is not None else ""
+        held = self.set.held_up()
+        off = f": {why}" if why is not None else held_up(held)
         mode, polling = self.set.notify_mode
         said = f"{mode}, {polling} polling" if polling else mode
         self.log.info(f"{summary} (change notification: {said}){off}", event="ready",
                       watchers=sum(counts.values()), running=counts.get("running", 0),
-                      states=counts, agents=a, notify=mode, polling=polling)
+                      states=counts, agents=a, notify=mode, polling=polling, notReady=held)
         self.sd.ready(summary + off)
         if self.sd.watchdog_s:
             self.watchdog = self.spawn(self.sd.keep_pinging(self.sd.watchdog_s / 2), "watchdog")

@@ -12,13 +12,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from watchrun.config.model import WatcherSpec
-from watchrun.inotify import TurnedRemote, remote_fs
+from watchrun.inotify import TurnedRemote
 from watchrun.notify import Notifier
 from watchrun.offload import StuckCall, offload
 from watchrun.output.sink import JsonlSink, SinkWriteError
 from watchrun.process.tree import os_error_said
-from watchrun.runtime.census import DOING, doing
+from watchrun.runtime.census import DOING, doing, ended
 from watchrun.runtime.ending import STOP_RECORD_S, Owner, end
+from watchrun.runtime.first_looks import Said, which_fs
 from watchrun.runtime.gate import Evidence
 from watchrun.runtime.hscache import disk_store
 from watchrun.runtime.wiring import (
@@ -158,17 +159,26 @@ class WatcherSet:
             self.launch(rt)
 
     async def ready(self, rts: list[WatcherRuntime]) -> str | None:
-        """Wait until every source holds its start position; the failure of one, if any."""
+        """Wait until every source holds its start position, or is held by its file system (a
+        call that has not returned for STALL_S, said: `held_up`); the failure of one, if any."""
         for rt in rts:
             assert rt.task is not None
-            waiter = asyncio.ensure_future(rt.source.ready.wait())
+            waiters = {asyncio.ensure_future(rt.source.ready.wait()),
+                       asyncio.ensure_future(rt.stalled.wait())}
             try:
-                await asyncio.wait({waiter, rt.task}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({*waiters, rt.task}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                waiter.cancel()
+                for waiter in waiters:
+                    waiter.cancel()
             if rt.failure is not None:
                 return f"watcher {rt.spec.id}: {rt.failure}"
         return None
+
+    def held_up(self) -> list[str]:
+        """The running watchers whose start is held by their file system: not ready, a call of
+        theirs stalled (the start did not wait for them; each is ready once its call returns)."""
+        return sorted(wid for wid, rt in self.running.items() if rt.stalled.is_set()
+                      and not rt.source.ready.is_set() and ended(rt) is None)
 
     async def wait_running(self) -> None:
         tasks = {rt.task for rt in self.running.values() if rt.task is not None}
@@ -178,7 +188,8 @@ class WatcherSet:
     async def _run(self, rt: WatcherRuntime) -> None:
         wid = rt.spec.id
         try:
-            if rt.spec.path is not None and (fs := await offload(remote_fs, rt.spec.path)):
+            if rt.spec.path is not None and \
+                    (fs := await which_fs(rt.spec.path, self._said(rt))):
                 await self._remote(rt, fs)
             else:
                 try:
@@ -225,9 +236,22 @@ class WatcherSet:
 
         self.elsewhere.add(rt.spec.id)
         try:
-            await follow_remote(self.sup, rt, fs, moved=moved)
+            await follow_remote(self.sup, rt, fs, moved=moved, said=self._said(rt))
         finally:
             self.elsewhere.discard(rt.spec.id)
+
+    def _said(self, rt: WatcherRuntime) -> Said:
+        """How a stall of the watcher's calls and its end are said: the log and `status` (as a
+        problem); a stall also lets a start go on without it (`rt.stalled`)."""
+        wid = rt.spec.id
+
+        def said(text: str, stalled: bool) -> None:
+            if stalled:
+                rt.stalled.set()
+                self.sup.problem(text, wid)
+            else:
+                self.sup.log.warning(text, wid, event="source-resumed")
+        return said
 
     def _event(self, spec: WatcherSpec, kind: str, fields: dict[str, Any]) -> None:
         self.sup.board.event(spec.id, kind, fields)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from watchrun.clock import Clock
 from watchrun.config.model import Config, WatcherSpec
@@ -60,6 +60,9 @@ class WatcherRuntime(Struct):
     """The running source; None while built but not started (once mode: files after commands)."""
     failure: str | None = None
     """Why the source ended with an internal error, if it did."""
+    stalled: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once a call of its source has not returned for STALL_S (a file system that does not
+    answer), as said: a start does not wait for it (`WatcherSet.ready`)."""
 
 
 def precompile(specs: Sequence[WatcherSpec], databases: Store | None, loop_thread: int) -> None:
