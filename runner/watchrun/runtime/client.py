@@ -151,7 +151,9 @@ def _nobody(path: Path, why: str, listening: bool = True) -> OSError:
         return NotListening(f"no live runner on {path} ({why})")
     return Unreachable(f"a runner ({flocks.pid_said(pids[0] if pids else None)}) holds {lock} "
                        f"but cannot be reached on {path}: {why}; nothing was sent to it (a "
-                       "runner makes its socket when it starts: stop it and start it again)")
+                       "runner makes its socket when it starts: stop it and start it again; a "
+                       "`run --once` whose output dir cannot hold one has none, as its log "
+                       "says)")
 
 
 def _check_path(path: Path) -> None:

@@ -46,6 +46,9 @@ IDLE_S = 10.0
 DRAIN_S = 30.0
 """At shutdown, requests being carried out (a `stop` waits for its watcher) get this long to
 finish, and no longer than the runner's stop allows (`offload.stop_left`)."""
+NO_SOCKET = frozenset({errno.EPERM, errno.ENOSYS, errno.EOPNOTSUPP})
+"""What bind says on a file system that cannot hold a Unix socket: sshfs and other FUSE ones
+(EPERM, ENOSYS), SMB/CIFS (EOPNOTSUPP)."""
 BUSY_READ_S = 1.0
 """A client past MAX_CLIENTS has this long to send its request before it is told `busy`."""
 _PEERCRED = struct.Struct("3i")
@@ -76,12 +79,20 @@ class ControlServer:
         self._short, self._short_said = 0, -PRESSURE_LOG_S
         """Requests failed for want of descriptors, and when that was last logged."""
 
-    async def start(self) -> None:
+    async def start(self, *, lock_alone: bool = False) -> OSError | None:
         """Hold the output dir's lock, then bind and listen; OSError (`another runner is live`)
-        when another runner holds it or answers on the socket. Nothing is left on failure."""
+        when another runner holds it or answers on the socket. Nothing is left on failure.
+        `lock_alone`: a bind the file system refuses (`NO_SOCKET`) leaves the lock held, no
+        socket made, and is returned."""
         self._lock = _hold(self.path.with_name(LOCK_NAME))
         try:
             self._sock = self._bind()
+        except OSError as exc:
+            if lock_alone and exc.errno in NO_SOCKET:
+                return exc
+            os.close(self._lock)
+            self._lock = -1
+            raise
         except BaseException:
             os.close(self._lock)
             self._lock = -1
@@ -89,6 +100,7 @@ class ControlServer:
         self._accept = Acceptor("control socket", self.log.warning if self.log is not None
                                  else None)
         self._serving = asyncio.ensure_future(self._accept.serve(self._sock, self._connected))
+        return None
 
     def _bind(self) -> socket.socket:
         if self.path.is_symlink():  # never connected through: nothing under the dir is followed

@@ -112,9 +112,7 @@ async def _start(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
 
 async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
     layout, config, log = sup.layout, sup.config, sup.log
-    control = ControlServer(layout.control_socket, sup.control, log)
-    await _step(control.start, f"control socket {layout.control_socket}")
-    undo.push_async_callback(control.close)  # refused above when another runner is live
+    await _control(sup, undo)
     if not sup.once:  # the requests' code is loaded now: out of descriptors later, a first
         importlib.import_module("watchrun.runtime.commands")  # request could not open it
     if sup.metrics is not None:
@@ -164,6 +162,29 @@ async def _steps(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
         if failed is not None:
             raise StartupError(failed)
     sup.started()
+
+
+async def _control(sup: Starting, undo: contextlib.AsyncExitStack) -> None:
+    """The control socket, and the output dir's lock (refused when another runner is live). A
+    file system that cannot hold a socket (sshfs, SMB/CIFS, FUSE: `NO_SOCKET`) is a failed
+    start that says so, but in a once run, which is not controlled: it goes on with the lock
+    alone (no command reaches it), and says that once."""
+    path = sup.layout.control_socket
+    control = ControlServer(path, sup.control, sup.log)
+    refused = await _step(functools.partial(control.start, lock_alone=True),
+                          f"control socket {path}")
+    undo.push_async_callback(control.close)
+    if refused is None:
+        return
+    said = f"control socket {path}: {refused.strerror}: the output dir's file system does not " \
+        "take a Unix socket (sshfs, SMB/CIFS and other FUSE file systems cannot hold one)"
+    if not sup.once:
+        raise StartupError(f"{said}, which `watchrun status`, `list`, `stop` and the other "
+                           "commands reach the runner through; give it an output dir on a "
+                           "local disk (`--output-dir`, or `output.dir` in the config)")
+    sup.log.warning(f"{said}; this run goes on without one, so `watchrun status` and the other "
+                    "commands cannot reach it (an output dir on a local disk can: "
+                    "`--output-dir`, `output.dir`)", event="no-control-socket")
 
 
 async def _close_board(sup: Starting) -> None:
