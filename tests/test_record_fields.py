@@ -8,6 +8,7 @@ fixture replayed, and the code that writes records: the field names in its calls
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from pathlib import Path
@@ -66,6 +67,7 @@ def undescribed(kind: str, fields: Any) -> list[str]:
             if f not in names and not any(re.search(p, f) for p in patterns)]
 
 
+@functools.cache  # (every .py of the runner parsed: once, not once per use)
 def written_in_code() -> dict[tuple[str, str], str]:
     """(kind, field) -> where, for each field name given in a call that writes a record: an
     adapter's `observation("kind", field=…)` or a base adapter helper's extra keyword, a
