@@ -327,9 +327,10 @@ def test_the_documented_bounds_are_the_servers() -> None:
     """README and docs/control.md give these numbers (16 clients, 256 KiB, 10 s, 32 levels; the
     metrics endpoint: 16 connections, an 8 KiB head, 10 s); the tests above and in
     test_metrics.py exercise the constants, this keeps the docs' numbers the constants."""
-    from watchrun.runtime import metrics
+    from watchrun.runtime import control_request, metrics
 
-    assert (control.MAX_CLIENTS, control.MAX_REQUEST, control.IDLE_S, control.MAX_DEPTH) == (
+    assert (control.MAX_CLIENTS, control.MAX_REQUEST, control.IDLE_S,
+            control_request.MAX_DEPTH) == (
         16, 256 * 1024, 10.0, 32)
     assert (metrics.MAX_CONNECTIONS, metrics.MAX_HEAD_BYTES, metrics.REQUEST_TIMEOUT_S) == (
         16, 8 * 1024, 10.0)

@@ -6,9 +6,10 @@ touches the socket only once it holds it, so a second runner is refused even whe
 socket was removed, or looked at in the instant before it listened.
 Bounded on every side: only the runner's own user (or root) is served (SO_PEERCRED); at most
 MAX_CLIENTS at once (the next is told `busy` once its request is read: a reply, never a reset); a
-request is at most MAX_REQUEST bytes and MAX_DEPTH levels of JSON, and must arrive within IDLE_S;
-running out of descriptors is logged once a minute, not per attempt (`accepting.py`). A stop
-waits for no client but those whose request is being carried out (`close`).
+request is at most MAX_REQUEST bytes and MAX_DEPTH levels of JSON (`control_request.py`), and
+must arrive within IDLE_S; running out of descriptors is logged once a minute, not per
+attempt (`accepting.py`). A stop waits for no client but those whose request is being carried
+out (`close`).
 An output dir whose socket path is longer than AF_UNIX allows is reached through
 /proc/self/fd, for binding and connecting alike.
 """
@@ -33,13 +34,13 @@ from watchrun.output import flocks, safefs
 from watchrun.process.tree import short_of_files
 from watchrun.runtime.accepting import PRESSURE_LOG_S, Acceptor
 from watchrun.runtime.client import LOCK_NAME, is_live, unix_address
+from watchrun.runtime.control_request import Refused, parse
 
 if TYPE_CHECKING:
     from watchrun.output.runlog import RunLog
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 MAX_REQUEST = 256 * 1024
-MAX_DEPTH = 32
 MAX_CLIENTS = 16
 IDLE_S = 10.0
 """A client has this long to send its request, and to take the reply."""
@@ -54,12 +55,6 @@ BUSY_READ_S = 1.0
 _PEERCRED = struct.Struct("3i")
 PEER_PID: contextvars.ContextVar[int | None] = contextvars.ContextVar("PEER_PID", default=None)
 """While a handler runs: the pid of the process that sent the request (SO_PEERCRED)."""
-
-
-class _Refused(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 class ControlServer:
@@ -141,14 +136,14 @@ class ControlServer:
             try:
                 PEER_PID.set(_check_peer(conn))
                 if len(self._clients) > MAX_CLIENTS:
-                    with contextlib.suppress(TimeoutError, _Refused):  # the reply, not a reset
+                    with contextlib.suppress(TimeoutError, Refused):  # the reply, not a reset
                         async with asyncio.timeout(BUSY_READ_S):
                             await _read_request(loop, conn)
-                    raise _Refused("busy", f"more than {MAX_CLIENTS} clients at once; retry")
+                    raise Refused("busy", f"more than {MAX_CLIENTS} clients at once; retry")
                 async with asyncio.timeout(IDLE_S):
                     data = await _read_request(loop, conn)
-                request = _parse(data)
-            except _Refused as exc:
+                request = parse(data)
+            except Refused as exc:
                 reply = _fail(exc.code, str(exc))
             except TimeoutError:
                 reply = _fail("timeout", f"no complete request within {IDLE_S:g} s")
@@ -251,7 +246,7 @@ def _check_peer(conn: socket.socket) -> int:
     pid, uid, _gid = _PEERCRED.unpack(
         conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
     if uid not in (0, os.geteuid()):
-        raise _Refused("permission_denied", f"uid {uid} may not control this runner")
+        raise Refused("permission_denied", f"uid {uid} may not control this runner")
     return int(pid)
 
 
@@ -263,53 +258,8 @@ async def _read_request(loop: asyncio.AbstractEventLoop, conn: socket.socket) ->
             break
         data += part
         if len(data) > MAX_REQUEST and b"\n" not in data[:MAX_REQUEST + 1]:
-            raise _Refused("request_too_large", f"a request is at most {MAX_REQUEST} bytes")
+            raise Refused("request_too_large", f"a request is at most {MAX_REQUEST} bytes")
     return data.split(b"\n", 1)[0]
-
-
-def _parse(data: bytes) -> dict[str, Any]:
-    """The request: a JSON object, at most MAX_DEPTH objects and arrays deep, no key twice (the
-    last one would win without a word: `"id": "a", "id": "b"` stopped `b`)."""
-    try:
-        request = json.loads(data, object_pairs_hook=_once_each)
-    except RecursionError:
-        raise _Refused("bad_request", f"JSON nested deeper than {MAX_DEPTH} levels") from None
-    except _Twice as exc:
-        raise _Refused("bad_request", str(exc)) from None
-    except ValueError as exc:
-        raise _Refused("bad_request", f"not JSON: {exc}") from None
-    if _depth(request) > MAX_DEPTH:
-        raise _Refused("bad_request", f"JSON nested deeper than {MAX_DEPTH} levels")
-    if not isinstance(request, dict):
-        raise _Refused("bad_request", "a request is a JSON object")
-    return request
-
-
-class _Twice(ValueError):
-    """A key given twice in one JSON object."""
-
-
-def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Twice(f"the key {key!r} is given twice")
-        out[key] = value
-    return out
-
-
-def _depth(value: Any) -> int:
-    """How many objects and arrays deep `value` is (a scalar: 0)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if not isinstance(item, dict | list):
-            continue
-        deepest = max(deepest, depth)
-        if depth > MAX_DEPTH:
-            break
-        stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
-    return deepest
 
 
 def _fail(code: str, message: str) -> dict[str, Any]:
