@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from watchrun.process.groups import Group, GroupRegistry, end_groups, leftover_groups, members
-from watchrun.process.guard import LazyGuardian, command
+from watchrun.process.guard import command
+from watchrun.process.guard_lazy import LazyGuardian
 from watchrun.process.tree import Stat, read_table, start_time
 
 

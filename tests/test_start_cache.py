@@ -427,7 +427,7 @@ def test_the_guardian_starts_with_the_first_child_not_with_the_runner() -> None:
     import asyncio
 
     from watchrun.process.groups import GroupRegistry
-    from watchrun.process.guard import LazyGuardian
+    from watchrun.process.guard_lazy import LazyGuardian
     from watchrun.process.spawn import Spawner
 
     async def main() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from liverunner import LiveRunner, cli, guardian_of, read_records, wait_for, write_config
 
-from watchrun.process.guard import LazyGuardian
+from watchrun.process.guard_lazy import LazyGuardian
 from watchrun.process.tree import start_time
 
 PKG = Path(__file__).resolve().parent.parent / "runner" / "watchrun"

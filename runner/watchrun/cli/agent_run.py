@@ -25,7 +25,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.safefs import UnsafePathError
 from watchrun.output.sink import SinkWriteError
 from watchrun.process.groups import GroupRegistry, agent_processes, end_leftovers
-from watchrun.process.guard import LazyGuardian
+from watchrun.process.guard_lazy import LazyGuardian
 from watchrun.process.spawn import Spawner, become_subreaper
 from watchrun.runtime.signals import handle_signals
 from watchrun.runtime.workers import Workers, run_with_workers, stuck_message

@@ -22,7 +22,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.safefs import UnsafePathError
 from watchrun.output.sink import SinkWriteError
 from watchrun.process.groups import PROCESSES, GroupRegistry, agent_processes, end_leftovers
-from watchrun.process.guard import LazyGuardian
+from watchrun.process.guard_lazy import LazyGuardian
 from watchrun.process.spawn import Spawner
 from watchrun.process.tree import limit_hint, os_error_said
 from watchrun.runtime.control import ControlServer
