@@ -9,69 +9,21 @@ CIFS: tests/test_plans.py.)"""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from liverunner import LiveRunner, cli, read_records, wait_for, write_config
+from overlayfs import Overlay, overlay_at
 
 MODES = ["once", "live"]
 """`run --once` twice, or a live runner stopped and started again."""
 
 
-class Overlay:
-    """An overlay file system of `lower` and `upper` at `mnt`, mounted again on demand under
-    another device number: the old one is held by a tmpfs mounted in between, as another
-    mount takes it when a share is mounted again after a reboot or in another order."""
-
-    def __init__(self, root: Path) -> None:
-        self.root, self.mnt = root, root / "mnt"
-        for d in ("lower", "upper", "work", "mnt"):
-            (root / d).mkdir(parents=True)
-        self.mounted: list[Path] = []
-
-    def mount(self) -> None:
-        opts = ",".join(f"{d}dir={self.root / d}" for d in ("lower", "upper", "work"))
-        done = subprocess.run(["mount", "-t", "overlay", "overlay", "-o", opts, str(self.mnt)],
-                              capture_output=True, text=True, timeout=30)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount an overlay file system here ({done.stderr.strip()})")
-        self.mounted.append(self.mnt)
-
-    def again(self) -> None:
-        """Unmount and mount again, under another device number."""
-        was = os.stat(self.mnt).st_dev
-        for i in range(5):
-            self._umount(self.mnt)
-            spacer = self.root / f"spacer-{i}"
-            spacer.mkdir()
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "spacer", str(spacer)],
-                           check=True, timeout=30)
-            self.mounted.append(spacer)
-            self.mount()
-            if os.stat(self.mnt).st_dev != was:
-                return
-        raise AssertionError("the overlay kept its device number over 5 mounts")
-
-    def _umount(self, where: Path) -> None:
-        subprocess.run(["umount", str(where)], check=True, timeout=30)
-        self.mounted.remove(where)
-
-    def close(self) -> None:
-        for where in reversed(self.mounted):
-            subprocess.run(["umount", "-l", str(where)], check=False, timeout=30)
-
-
 @pytest.fixture
 def overlay(tmp_path: Path) -> Iterator[Overlay]:
-    fs = Overlay(tmp_path / "ov")
-    try:
-        fs.mount()
-        yield fs
-    finally:
-        fs.close()
+    yield from overlay_at(tmp_path / "ov")
 
 
 def append(log: Path, line: str) -> None:
