@@ -95,6 +95,7 @@ class FileSource(HandOver):
                 await self._keep.final(self._state())
             for gen in self.opened:
                 self._close(gen, watch)
+            self._drop_shadows(watch)
             watch.close()
 
     @property

@@ -106,6 +106,14 @@ class Generation:
             return True
         return bool(self.tail) and tail_before(self.fd, self.pos) != self.tail
 
+    def went_on(self, fd: int, st: os.stat_result, path: str, inode_gen: int | None) -> int:
+        """This generation is read on from the file open as `fd` (found holding what was read
+        of it under other numbers: `sources/remounted.py`), at the same position, its pending
+        line too; returns the descriptor it was read from until now (the caller's to close)."""
+        old, self.fd, self.dev, self.inode = self.fd, fd, st.st_dev, st.st_ino
+        self.path, self.inode_gen = path, inode_gen
+        return old
+
     def saw(self, st: os.stat_result) -> None:
         """`st` (an fstat) was taken while this generation was still at the watched path (its
         first bytes were checked after it): a generation rotated after it is modified no

@@ -11,10 +11,10 @@ from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Generation
-from watchrun.sources.rotation import Rotation
+from watchrun.sources.remounted import Remounted
 
 
-class OnceRead(Rotation):
+class OnceRead(Remounted):
     """The once-mode steps of the file source (`run --once`: read to the end, then stop)."""
 
     async def _read_once(self, ctx: SourceContext, watch: Watch) -> None:
