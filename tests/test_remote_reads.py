@@ -47,6 +47,10 @@ demand); the stall is said after 1 s, a stop waits 1.5 s for the reads."""
 
 @pytest.fixture
 def share(tmp_path: Path) -> Iterator[Path]:
+    yield from a_share(tmp_path)
+
+
+def a_share(tmp_path: Path) -> Iterator[Path]:
     """A directory on another file system than the test's (tmpfs), to play the remote one."""
     if not SHM.is_dir() or inotify.fs_type(os.fsencode(SHM)) == \
             inotify.fs_type(os.fsencode(tmp_path)):

@@ -5,21 +5,16 @@ answers, the held watcher starts and reads its file once."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
 import signal
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from liverunner import cli, wait_for, write_config
 from test_nothing_blocks_e2e import Notifications
+from test_remote_reads import a_share, matched
 from test_stuck_calls import seamed_runner
-
-from watchrun import inotify
 
 SHM = Path("/dev/shm")
 
@@ -66,20 +61,7 @@ the look at which file system the path is on, or from the source's first look at
 
 @pytest.fixture
 def share(tmp_path: Path) -> Iterator[Path]:
-    """A directory on another file system than the test's (tmpfs), to play the remote one."""
-    if not SHM.is_dir() or inotify.fs_type(os.fsencode(SHM)) == \
-            inotify.fs_type(os.fsencode(tmp_path)):
-        pytest.skip("needs /dev/shm on a file system of its own")
-    folder = Path(tempfile.mkdtemp(dir=SHM, prefix="watchrun-share-"))
-    yield folder
-    shutil.rmtree(folder)
-
-
-def matched(jsonl: Path) -> list[str]:
-    if not jsonl.exists():
-        return []
-    recs = [json.loads(x) for x in jsonl.read_text().splitlines()]
-    return [r["line"] for r in recs if r["kind"] == "match"]
+    yield from a_share(tmp_path)
 
 
 @pytest.mark.parametrize("call", sorted(HELD_IN))
