@@ -1,6 +1,7 @@
 """google-re2 is required for redaction, which has no fallback engine (a config's own patterns
 run over every line): without it, or with one that cannot be loaded, a config that redacts
-(`output.redact`, `redact:` rules, the values of its `${VAR}`s) is refused in one line that
+(`output.redact`, `redact:` rules, the values of its `${VAR}`s; an agent's prompts and an
+action's bodies always are) is refused in one line that
 names the package and how to install it, exit 3; it was `No module named 're2'`, and a
 traceback from `validate`. Matching itself still falls back to the other engines."""
 
@@ -16,8 +17,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUIRED = ("google-re2 is required for redaction (output.redact, redact: rules and the values "
-            "of a config's ${VAR}s), which runs only on RE2's linear-time engine, and it ")
+REQUIRED = ("google-re2 is required for redaction (output.redact, redact: rules, the values of "
+            "a config's ${VAR}s, agents' prompts, actions' bodies), which runs only on RE2's "
+            "linear-time engine, and it ")
 HOW = ": pip install google-re2 (wheels for Linux with glibc on x86_64 and aarch64; elsewhere "
 CONFIGS = {
     "interpolates": "watchers:\n  - id: cmd\n    command: \"echo ERROR here ${HOME}\"\n"
@@ -26,6 +28,10 @@ CONFIGS = {
                    "watchers:\n  - {id: cmd, command: echo ERROR here, pattern: ERROR}\n",
     "output-redact": "output: {redact: true}\n"
                      "watchers:\n  - {id: cmd, command: echo ERROR here, pattern: ERROR}\n",
+    "agent": "watchers:\n  - {id: cmd, command: echo ERROR here, pattern: ERROR, wake: [t]}\n"
+             "agents:\n  - {name: t, provider: mock}\n",
+    "action": "watchers:\n  - id: cmd\n    command: echo ERROR here\n    pattern: ERROR\n"
+              "    actions: [{type: exec, name: x, command: [\"true\"]}]\n",
 }
 
 
@@ -92,7 +98,7 @@ def test_validate_json_says_it_in_the_error_document(tmp_path: Path) -> None:
                                        f"loaded (no libre2){HOW}")
 
 
-@pytest.mark.parametrize("config", ["interpolates", "output-redact"])
+@pytest.mark.parametrize("config", ["interpolates", "output-redact", "agent", "action"])
 def test_without_re2_a_config_that_redacts_is_refused_and_one_that_does_not_runs(
         tmp_path: Path, without_re2: Path, config: str) -> None:
     (tmp_path / "watch.yaml").write_text(CONFIGS[config])

@@ -24,6 +24,7 @@ from watchrun.config.tree import CMap, KeyPath
 from watchrun.config.watchers import build_watchers
 from watchrun.match.matcher import BACKTRACKING_BUDGET_S, Matcher, needs_backtracking
 from watchrun.match.redact import RedactError, Rule, check_rule
+from watchrun.match.redact_rules import re2_module
 from watchrun.process.helper_start import helper_command
 
 __all__ = [
@@ -77,6 +78,8 @@ def build_config(ctx: Ctx, sources: tuple[Path, ...], output_dir: Path | None,
         report.warning((), NOTHING_TO_RUN)
     if report.has_errors or output is None:
         return None
+    if agents or output.redact or any(w.actions for w in watchers):
+        re2_module()  # (every prompt, action body and record redacted: said now, not at a match)
     return Config(
         limits=limits,
         output=output,

@@ -63,8 +63,9 @@ def re2_module() -> Any:
         why = (f"could not be loaded ({' '.join(str(exc).split())})" if re2_installed()
                else "is not installed")
         raise Re2Required(
-            f"google-re2 is required for redaction (output.redact, redact: rules and the "
-            f"values of a config's ${{VAR}}s), which runs only on RE2's linear-time engine, and "
+            f"google-re2 is required for redaction (output.redact, redact: rules, the values "
+            f"of a config's ${{VAR}}s, agents' prompts, actions' bodies), which runs only on "
+            f"RE2's linear-time engine, and "
             f"it {why}: pip install google-re2 (wheels for Linux with glibc on x86_64 and "
             f"aarch64; elsewhere it is built from source: README \"Installing\")") from None
     return re2
