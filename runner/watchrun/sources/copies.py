@@ -145,7 +145,7 @@ offset."""
 
 def _plain_copies(last: Checkpoint, fresh: list[Opened]) -> list[_Copy]:
     return [((born, o.st.st_mtime_ns), o, pread_full(o.fd, AHEAD, last.offset)) for o in fresh
-            if o.st.st_size > last.offset and holds(last, o.fd, o.st)
+            if o.st.st_size > last.offset and holds(last, o.fd)
             and (born := _born_since(o.fd, o.st, last)) is not None]
 
 

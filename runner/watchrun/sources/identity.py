@@ -144,11 +144,11 @@ def tail_before(fd: int, offset: int) -> bytes:
     return pread_full(fd, n, offset - n) if n else b""
 
 
-def holds(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
+def holds(cp: Checkpoint, fd: int) -> bool:
     """True when the open file holds the checkpoint's content up to its offset: the same first
-    bytes and the same bytes before the offset, as reads return them (a size `st` below the
-    offset may lag the data: `Generation.rewritten`). The generation itself, or a copy of it.
-    A checkpoint of an empty file holds no content to recognise: nothing holds it."""
+    bytes and the same bytes before the offset, as reads return them (not the size `fstat`
+    reports, which may lag the data: `Generation.rewritten`). The generation itself, or a copy
+    of it. A checkpoint of an empty file holds no content to recognise: nothing holds it."""
     if not cp.fingerprint_len or not same_head(cp, fd):
         return False
     if cp.tail_len:
@@ -192,7 +192,7 @@ def identifies(cp: Checkpoint, fd: int, st: os.stat_result, gen: int | None) -> 
     still holds what was read (an inode can be reused; a file can be rewritten in place)."""
     if (st.st_dev, st.st_ino) != (cp.dev, cp.inode) or cp.deleted or other_generation(cp, gen):
         return False
-    return holds(cp, fd, st) if cp.fingerprint_len else st.st_size >= cp.offset
+    return holds(cp, fd) if cp.fingerprint_len else st.st_size >= cp.offset
 
 
 def renumbered(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
@@ -209,7 +209,7 @@ def renumbered(cp: Checkpoint, fd: int, st: os.stat_result) -> bool:
         return False
     if st.st_ino != cp.inode and REMOTE_FS.get(fs_type(fd) or 0) not in NUMBERED_ANEW:
         return False
-    return holds(cp, fd, st)
+    return holds(cp, fd)
 
 
 def position(dev: int, inode: int, mtime_ns: int, head: bytes, tail: bytes, offset: int,

@@ -72,7 +72,7 @@ def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
         o = open_entry(e)
         if o is None:
             continue
-        found = identifies(cp, o.fd, o.st, o.generation()) if e in same else holds(cp, o.fd, o.st)
+        found = identifies(cp, o.fd, o.st, o.generation()) if e in same else holds(cp, o.fd)
         if found and not is_compressed(o.fd):
             o.start, o.line_no, o.origin = cp.offset, cp.line_no, cp
             return o
@@ -239,7 +239,7 @@ def newer(entries: list[Entry], known: list[Checkpoint], after_ns: int,
                                             "was read"})
             elif o is None:
                 continue
-            elif any(holds(cp, o.fd, o.st) for cp in known):
+            elif any(holds(cp, o.fd) for cp in known):
                 pass  # a generation (or a copy of one) read before
             elif is_compressed(o.fd):
                 now.append(identity(e.st))
