@@ -13,13 +13,14 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from watchrun import offload
 from watchrun.inotify import remote_fs
 from watchrun.runtime import lag
 from watchrun.runtime.workers import Workers
 
-__all__ = ["resumed_said", "stalled_said", "which_fs"]
+__all__ = ["resumed_said", "stalled_said", "stopped_reads", "which_fs"]
 
 Said = Callable[[str, bool], None]
 """`said(text, stalled)`: a watcher's reads that have not returned for STALL_S (True), and
@@ -62,16 +63,26 @@ async def which_fs(path: Path, said: Said) -> str | None:
             await asyncio.wait({call})
             said(resumed_said(path, time.monotonic() - began), False)
     except asyncio.CancelledError:
-        stopped = time.monotonic()
-        with contextlib.suppress(asyncio.CancelledError):  # (a second one: not waited longer)
-            await asyncio.wait({call}, timeout=offload.stop_left(offload.STOP_CALL_S))
-        if call.done():
+        try:
+            await stopped_reads(call, path)
+        except offload.StuckCall:
+            call.cancel()
             raise
-        call.cancel()
+        raise
+    return call.result()
+
+
+async def stopped_reads(out: asyncio.Future[Any], path: Path) -> None:
+    """A stop cancelled the wait for a watcher's reads (`out`): they are waited for
+    STOP_CALL_S at most, not past the stop's deadline (a second cancel ends the wait);
+    `StuckCall` when they did not end, their thread left to them."""
+    stopped = time.monotonic()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait({out}, timeout=offload.stop_left(offload.STOP_CALL_S))
+    if not out.done():
         raise offload.StuckCall(
             f"its reads of {path} did not end {time.monotonic() - stopped:.1f} s after the stop "
             "(a file system that does not answer?); left to their thread") from None
-    return call.result()
 
 
 def _looks() -> offload.Offload:

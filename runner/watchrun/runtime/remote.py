@@ -14,7 +14,7 @@ from watchrun import offload
 from watchrun.events import Chunk
 from watchrun.match.sanitize import edge_name
 from watchrun.notify import Notifier
-from watchrun.runtime.first_looks import Said, resumed_said, stalled_said
+from watchrun.runtime.first_looks import Said, resumed_said, stalled_said, stopped_reads
 from watchrun.runtime.lag import LoopLag
 from watchrun.runtime.pipeline import WatcherPipeline
 from watchrun.runtime.workers import Workers
@@ -137,13 +137,7 @@ async def follow_elsewhere(source: FileSource, pipeline: WatcherPipeline, *, nam
         await asyncio.wait({ended})
     except asyncio.CancelledError:
         loop.call_soon_threadsafe(task.cancel)
-        began = home.time()
-        with contextlib.suppress(asyncio.CancelledError):  # (a second one: not waited longer)
-            await asyncio.wait({ended}, timeout=offload.stop_left(offload.STOP_CALL_S))
-        if not ended.done():
-            raise offload.StuckCall(
-                f"its reads of {source.path} did not end {home.time() - began:.1f} s after the "
-                "stop (a file system that does not answer?); left to their thread") from None
+        await stopped_reads(ended, source.path)
         raise
     if (exc := ended.result()) is not None:
         raise exc
