@@ -44,13 +44,15 @@ def pytest_collection(session: pytest.Session) -> None:
     `__pycache__`, so that each rewrites about 1/N of them and loads the rest. All four workers
     rewrote every module at once (PYTHONDONTWRITEBYTECODE, or a fresh clone): ~7 s of CPU each
     on a suite bound by two cores' CPU. A module that fails to import here is left to pytest's
-    own collection, which reports it."""
-    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(
-        "PYTEST_XDIST_WORKER_COUNT")
-    if worker is None or count is None or int(count) < 2:
+    own collection, which reports it. (A worker is told by its config, not by the environment:
+    a pytest that a test starts inherits PYTEST_XDIST_WORKER, and importing every module there
+    took the sdist's test 38 s of a loaded suite.)"""
+    given = getattr(session.config, "workerinput", None)
+    if given is None or int(given["workercount"]) < 2:
         return
+    count = int(given["workercount"])
     files = sorted(p.stem for p in Path(__file__).parent.glob("test_*.py"))
-    start = int(worker.removeprefix("gw")) % int(count) * len(files) // int(count)
+    start = int(given["workerid"].removeprefix("gw")) % count * len(files) // count
     saved, sys.dont_write_bytecode = sys.dont_write_bytecode, False
     try:
         for name in files[start:] + files[:start]:

@@ -121,9 +121,13 @@ def deliveries(folder: Path) -> list[dict[str, Any]]:
 
 
 def lag_limit() -> float:
-    """The worst loop stall an end-to-end test accepts: 100 ms, or 250 ms on a loaded box (more
-    runnable processes than cores, as when the suite runs beside two busy loops)."""
-    return 0.1 if os.getloadavg()[0] < (os.cpu_count() or 1) else 0.25
+    """The worst loop stall an end-to-end test accepts: 100 ms, or 500 ms on a loaded box (more
+    runnable processes than cores, as when the suite runs beside two busy loops: there a runner
+    waits its turn for a CPU, and a flood's worker thread that holds the GIL is put off the CPU
+    holding it; 0.295 s was seen in a full run on a slow host, no stall of the runner's own). The
+    stalls these tests guard against (a flood, a history or a backtracking regex handled on the
+    loop) hold it for seconds."""
+    return 0.1 if os.getloadavg()[0] < (os.cpu_count() or 1) else 0.5
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

@@ -52,7 +52,11 @@ def losses(gens: list[dict[str, Any]], last: int, got: set[int]) -> dict[int, li
 @pytest.mark.parametrize("mode", ["rename", "symlink", "copytruncate", "recreate"])
 def test_every_line_once_or_a_record_of_its_loss(tmp_path: Path, mode: str) -> None:
     log, genlog = tmp_path / "app.log", tmp_path / "generations.jsonl"
-    config = write_config(tmp_path, {"limits": {"rotateWait": "300ms"}, "watchers": [
+    # (One JSONL however long the run: ~30 MB in 8 s alone, past the default 64 MiB rotation of
+    # output.maxBytes in a loaded run, where the records of the first generations were in
+    # app.jsonl.1 and the test took them for lost.)
+    config = write_config(tmp_path, {"limits": {"rotateWait": "300ms"},
+                                     "output": {"maxBytes": "1GiB"}, "watchers": [
         {"id": "app", "path": str(log), "pattern": "^[0-9]", "fromStart": True}]})
     jsonl = tmp_path / ".watchrun" / "watchers" / "app.jsonl"
     writer = subprocess.Popen([sys.executable, str(WRITER), str(log), mode, str(genlog)],
