@@ -128,3 +128,47 @@ def test_a_message_whose_text_is_not_where_it_should_be_is_kept_raw(
     assert [o.kind for o in out] == kinds
     assert [(o.fields["value"], o.fields["error"]) for o in out if o.kind == "raw"] == (
         [(line, error)] if error else [])
+
+
+def test_partial_output_the_whole_runs_text_at_the_end_is_no_new_message() -> None:
+    """Explorer providers F1: with `--stream-partial-output` the CLI ends with a line without
+    `timestamp_ms` holding the text of every message of the run; it was read as a new delta,
+    so the transcript said the reply twice and the answer was the whole run's text."""
+    r = run("partial_output_four_forms.documented.jsonl")
+    assert r.texts == ["Reading the file...", "The file says hello."]
+    assert [d["text"] for d in r.of("text-delta")] == [
+        "Reading the file...", "The file ", "says hello."]
+    assert r.completed[0]["result"] == "The file says hello."
+    assert r.of("raw") == []
+
+
+def _said(text: str, stamp: bool) -> str:
+    line = {"type": "assistant", "message": {"role": "assistant",
+                                             "content": [{"type": "text", "text": text}]}}
+    return json.dumps(line | ({"timestamp_ms": 1} if stamp else {}))
+
+
+_CALL = json.dumps({"type": "tool_call", "subtype": "started", "call_id": "c1",
+                    "tool_call": {"readToolCall": {"args": {"path": "x"}}}})
+_END = json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": "?"})
+
+
+@pytest.mark.parametrize(("lines", "texts"), [
+    # the run's text again while the last message's deltas are pending: they are the message
+    ([_said("Look.", True), _CALL, _said("It ", True), _said("is x.", True),
+      _said("Look.It is x.", False)], ["Look.", "It is x."]),
+    # a streamed run's only message, said again whole at the end
+    ([_said("Hi ", True), _said("there.", True), _CALL, _said("Hi there.", False)],
+     ["Hi there."]),
+    # a streamed run: a new message that repeats one earlier message of two is a message
+    ([_said("A.", True), _CALL, _said("B.", True), _CALL, _said("A.", False)],
+     ["A.", "B.", "A."]),
+    # no partial output: every line is a message, one said twice too
+    ([_said("Done.", False), _CALL, _said("Done.", False)], ["Done.", "Done."]),
+    ([_said("A.", False), _CALL, _said("B.", False), _CALL, _said("A.B.", False)],
+     ["A.", "B.", "A.B."]),
+])  # fmt: skip
+def test_which_assistant_line_repeats_the_run(lines: list[str], texts: list[str]) -> None:
+    r = replay_lines(CursorAdapter(), [*lines, _END])
+    assert r.texts == texts
+    assert r.completed[0]["result"] == texts[-1]

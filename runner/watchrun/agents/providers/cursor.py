@@ -55,12 +55,17 @@ class CursorAdapter(JsonAdapter):
     `result`; `interaction_query` is the CLI answering itself and carries nothing).
 
     Text: without `--stream-partial-output` each `assistant` line is one whole message (the
-    text between tool calls); with it, token deltas come as `assistant` lines and a last one
-    repeats the whole message. So each `assistant` line is a `text-delta`, and the message
-    becomes one `text` when a line repeats what came before it, or when a tool call, the result
-    or the end follows. The answer is the last message: `result.result` concatenates every
-    message of the run (it is the answer only when no message came). Thinking deltas are
-    joined into one `reasoning` at `thinking/completed`.
+    text between tool calls); with it, token deltas come as `assistant` lines with
+    `timestamp_ms` and a last one repeats the whole message. So each `assistant` line is a
+    `text-delta`, and the message becomes one `text` when a line repeats what came before it,
+    or when a tool call, the result or the end follows. With partial output the CLI also
+    prints, at the end, the whole run's text once more: a line without `timestamp_ms`, in a run
+    whose earlier lines had it, whose text is every message so far joined (the pending deltas
+    last). That line is a repeat, no record: its pending deltas become their message, and
+    nothing else. A line that repeats one earlier message only is a new message (a message
+    said again), unless it is the run's only one. The answer is the last message:
+    `result.result` concatenates every message of the run (it is the answer only when no
+    message came). Thinking deltas are joined into one `reasoning` at `thinking/completed`.
 
     Tools: `tool_call` `started`/`completed` with `call_id`; the result is `success`, `error`
     or `rejected` (a permission refused it: `tool-denied`). A shell result with a non-zero
@@ -82,6 +87,10 @@ class CursorAdapter(JsonAdapter):
         self._parts: list[str] = []
         self._thinking: list[str] = []
         self._last_message: str | None = None
+        self._said: list[str] = []
+        """Every message of the run so far, in order."""
+        self._streamed = False
+        """An `assistant` line with `timestamp_ms` came: the run streams partial output."""
         self._ended = False
         self._last_stderr: str | None = None
 
@@ -124,6 +133,10 @@ class CursorAdapter(JsonAdapter):
         text = "".join(parts)
         if not text:
             return []
+        if "timestamp_ms" in obj:
+            self._streamed = True
+        elif self._streamed and self._said and text == "".join(self._said + self._parts):
+            return self._flush()  # the whole run's text again, at its end (class docstring)
         if self._parts and text == "".join(self._parts):  # the whole message after its deltas
             self._parts = []
             return self._message(text)
@@ -132,6 +145,7 @@ class CursorAdapter(JsonAdapter):
 
     def _message(self, text: str) -> list[Observation]:
         self._last_message = text
+        self._said.append(text)
         return [observation("text", text=text)]
 
     def _flush(self) -> list[Observation]:
