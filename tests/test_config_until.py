@@ -17,7 +17,10 @@ ROOT = Path(__file__).parents[1]
 PROVIDERS_DIR = ROOT / "runner" / "watchrun" / "agents" / "providers"
 FIXTURES = ROOT / "tests" / "fixtures" / "providers"
 
-CLAUDE_REPORTS = ("compacting, hook-…, idle, rate-limit, requesting, task-…; Claude Code's "
+CLAUDE_REPORTS = ("authenticated, authenticating, compacting, elicitation-complete, "
+                  "files-persisted, hook-…, idle, notification, plugin-install, "
+                  "prompt-suggestion, rate-limit, requesting, task-…, tool-progress, "
+                  "tool-summary; Claude Code's "
                   "`system/status` words are passed through as written, so one not listed "
                   "here counts too")
 
@@ -104,8 +107,8 @@ def test_the_runner_statuses_are_the_ones_the_runner_writes() -> None:
     assert '"disabled"' in (ROOT / "runner/watchrun/agents/hub_stop.py").read_text()
 
 
-MODULES = {"claude": ["claude.py"], "mock": ["claude.py"], "codex": ["codex.py",
-           "codex_legacy.py"]}
+MODULES = {"claude": ["claude.py", "claude_notices.py"],
+           "mock": ["claude.py", "claude_notices.py"], "codex": ["codex.py", "codex_legacy.py"]}
 
 
 def literal_statuses(provider: str) -> tuple[set[str], bool]:

@@ -15,6 +15,10 @@ _CLAUDE = frozenset({
     "rate-limit",  # rate_limit_event (not rejected)
     "compacting", "requesting",  # system/status: Claude Code's word, passed through as written
     "idle",  # system/status with no status: a compaction ended
+    # (claude_notices.py) beside the conversation: tool_use_summary, prompt_suggestion,
+    # auth_status, the heartbeats of a call left without a result, system notices
+    "tool-summary", "prompt-suggestion", "authenticating", "authenticated", "tool-progress",
+    "plugin-install", "files-persisted", "notification", "elicitation-complete",
 })
 PROVIDER_STATUSES: dict[str, frozenset[str]] = {
     "claude": _CLAUDE,

@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from watchrun.agents.providers.base import (
-    JsonAdapter,
     Observation,
     as_dict,
     as_list,
@@ -15,6 +14,7 @@ from watchrun.agents.providers.base import (
     epoch_to_iso,
     observation,
 )
+from watchrun.agents.providers.claude_notices import ClaudeNotices
 from watchrun.agents.providers.toolinfo import result_text
 from watchrun.agents.providers.usage import (
     Usage,
@@ -31,9 +31,6 @@ RESUME_FLAGS = ("--resume", "-r", "--continue", "-c")
 SILENT_BLOCKS = frozenset(("text", "thinking", "redacted_thinking", "image", "document",
                            "tool_use", "server_tool_use", "mcp_tool_use"))
 """Content blocks it knows (those that hold no text to record, too): any other is recorded."""
-_DENIED = re.compile(r"requested permissions? to use|haven'?t granted it|permission.{0,20}denied",
-                     re.IGNORECASE)
-"""A tool_result saying the call was refused by the permissions (it never ran)."""
 
 _SUBTYPE_CODES = {"error_max_turns": "max-turns", "error_during_execution": "execution",
                   "error_max_budget_usd": "max-budget",
@@ -45,8 +42,8 @@ def _version(text: Any) -> tuple[int, int, int] | None:
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
-class ClaudeAdapter(JsonAdapter):
-    """Claude Code stream-json.
+class ClaudeAdapter(ClaudeNotices):
+    """Claude Code stream-json (messages beside the conversation: `ClaudeNotices`).
 
     Usage rule: `assistant.message.usage` is a per-API-call snapshot repeated on every content
     block line of one `message.id` (and its output count is the early one), so it is counted
@@ -86,7 +83,6 @@ class ClaudeAdapter(JsonAdapter):
         self._counted: dict[str, Usage] = {}
         self._results_seen: set[str] = set()
         self._streaming: dict[str | None, str] = {}
-        self._last_text: str | None = None
 
     def _key(self, obj: Mapping[str, Any]) -> str:
         return f"claude:{as_str(obj.get('session_id')) or self._session or '?'}"
@@ -111,7 +107,7 @@ class ClaudeAdapter(JsonAdapter):
             return self._rate_limit(as_dict(obj.get("rate_limit_info")))
         if kind == "result":
             return self._result(obj)
-        return self.unknown(line, kind)
+        return self.notice(obj, line)
 
     def _system(self, obj: dict[str, Any], line: str) -> list[Observation]:
         sub = obj.get("subtype")
@@ -143,7 +139,7 @@ class ClaudeAdapter(JsonAdapter):
                 description=obj.get("description") or obj.get("summary"),
                 state=obj.get("status") or as_dict(obj.get("patch")).get("status"),
             )]
-        return self.unknown(line, f"system/{sub}")
+        return self.system_notice(obj, sub, line)
 
     def _assistant(self, obj: dict[str, Any]) -> list[Observation]:
         msg = self.shape.obj(obj.get("message"), "message", required=True)
@@ -206,7 +202,7 @@ class ClaudeAdapter(JsonAdapter):
             if block.get("type") == "tool_result" and (call_id := self.shape.text(
                     block.get("tool_use_id"), "tool_result block.tool_use_id", required=True)):
                 text = result_text(block.get("content"))
-                refused = bool(block.get("is_error")) and _DENIED.search(text) is not None
+                refused = self.refused(call_id, bool(block.get("is_error")), text)
                 out += self.tool_result(call_id, bool(block.get("is_error")), text,
                                         ran=not refused, parentCallId=parent)
                 if refused:
