@@ -69,7 +69,7 @@ class Followed(Making):
         self._gone_at: float | None = None
         self._unseen = Unseen()  # files that came to the path and went before any look
         self._archives: tuple[Archive, ...] = ()  # siblings judged (FileState's)
-        self._waiting: list[Waiting] = []  # archives seen cut short, judged once they settle
+        self._waiting: list[Waiting] = []  # archives seen cut short (`unsettled.py`)
         self._last_error: tuple[str, str] | None = None
         self._keep = Keeper(store, spec.id, SAVE_EVERY)
         self._matching = matching(spec, limits.max_line_bytes)  # (checkpointed: `applies`)

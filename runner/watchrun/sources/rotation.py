@@ -17,7 +17,7 @@ from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.preads import pread_full
 from watchrun.sources.announced import copy_gone
-from watchrun.sources.followed import MISSING, Followed
+from watchrun.sources.followed import MISSING, Followed, log
 from watchrun.sources.generation import Generation
 from watchrun.sources.identity import FINGERPRINT_BYTES
 from watchrun.sources.opened import Plan
@@ -277,20 +277,23 @@ class Rotation(Followed):
         await self._keep.save(self._state())
 
     def _pending_archives(self) -> list[tuple[int, int]]:
-        """The archives waiting to be judged (device, inode): no plan judges them."""
+        """The archives waiting to be judged, or watched after their gap (device, inode): no
+        plan judges them."""
         return [w.seen[:2] for w in self._waiting]
 
     async def _settle(self, ctx: SourceContext, watch: Watch, *, final: bool = False) -> None:
         """Judge the archives seen cut short at a truncation that have not changed for
-        rotateWait (all of them, as they are, when `final`: the source stops), once each."""
+        rotateWait (all of them, as they are, when `final`: the source stops): `settle`."""
         now = self.clock.monotonic()
         if not self._waiting or (not final and now < min(w.since for w in self._waiting)
                                  + self.rotate_wait):
             return
-        self._waiting, gaps, judged = await offload(settle, self._waiting, self._known(), now,
-                                                    self.rotate_wait, final=final)
+        self._waiting, gaps, judged, notes = await offload(
+            settle, self._waiting, self._known(), now, self.rotate_wait, final=final)
         for gap in gaps:
             await ctx.event("gap", **gap)
+        for note in notes:
+            log.warning("watcher %s: %s", self.spec.id, note)
         self._archives = (*self._archives, *judged)  # (passed over from now on)
         if self._waiting:
             self._later(watch, self.rotate_wait)

@@ -1,16 +1,18 @@
 """Archives seen cut short when the followed file was truncated (logrotate's `copytruncate` +
 `compress`, the compressor still writing the copy's archive): not judged then, but once they
-have not changed for rotateWait (as a rotated file is released once idle that long), once each."""
+have not changed for rotateWait (as a rotated file is released once idle that long), once each;
+one still cut short then is watched on, so that its compressor finishing later is no new loss."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Literal
 
 from msgspec import Struct
+from msgspec.structs import replace
 
-from watchrun.sources.compressed import drained_or_empty, holds_whole
+from watchrun.sources.compressed import drained_or_empty, holds_whole, unsettled
 from watchrun.sources.identity import Archive, Checkpoint
 from watchrun.sources.opened import open_entry
 from watchrun.sources.rotated import NO_FDS, Entry
@@ -28,6 +30,10 @@ class Waiting(Struct, frozen=True):
     owner: Checkpoint
     """The truncated generation as far as it was read: an archive that holds exactly that is
     its copy, compressed, and nothing is lost."""
+    said: Archive | None = None
+    """Its identity when its `gap` was written, still cut short (or when looked at since, cut
+    short still): its compressor may only have paused longer than rotateWait. Passed over by
+    every look while it is watched; not said lost again."""
 
 
 def waiting(entries: list[Entry], owner: Checkpoint, now: float) -> list[Waiting]:
@@ -35,40 +41,63 @@ def waiting(entries: list[Entry], owner: Checkpoint, now: float) -> list[Waiting
 
 
 def settle(items: list[Waiting], known: Collection[Checkpoint], now: float, wait: float, *,
-           final: bool = False) -> tuple[list[Waiting], list[dict[str, Any]], list[Archive]]:
+           final: bool = False
+           ) -> tuple[list[Waiting], list[dict[str, Any]], list[Archive], list[str]]:
     """In a worker thread: each archive unchanged for `wait` seconds (each, when `final`: the
     source stops) is judged, once: no loss when it holds exactly what was read of its owner,
     or what was read of another generation `known` (read to its end, or still open, so read
     to its end yet: a copy found and read), or nothing; else a `gap{compressed}`, as for an
-    archive judged at once — so is one still cut short then, or gone before it was whole.
-    Returns those still waiting, the gaps, and the archives judged (passed over from then on)."""
+    archive judged at once — so is one gone before it was whole, and one still cut short
+    then, which is watched on (`Waiting.said`): completed since, it is judged again, no gap
+    either way, a note when it holds what was read after all. Returns those still waiting,
+    the gaps, the archives judged (passed over from then on) and the notes for the log."""
     still: list[Waiting] = []
     gaps: list[dict[str, Any]] = []
     judged: list[Archive] = []
+    notes: list[str] = []
     for w in items:
         e = _found(w)
         if e is not None and not final and identity(e.st) != w.seen:
-            still.append(Waiting(e.path, identity(e.st), now, w.owner))  # (still growing)
+            still.append(replace(w, path=e.path, seen=identity(e.st), since=now))  # (growing)
             continue
         if e is not None and not final and now - w.since < wait:
             still.append(w)
             continue
-        if e is None:
-            gaps.append(_gap(w.path, w.seen[1], "was gone before it could be read whole"))
+        if e is None or identity(e.st) == w.said:  # (gone, or unchanged since said lost)
+            if w.said is None:
+                gaps.append(_gap(w.path, w.seen[1], "was gone before it could be read whole"))
+            elif e is not None and not final:
+                still.append(replace(w, since=now))
             continue
         judged.append(identity(e.st))
         others = [cp for cp in known if (cp.dev, cp.inode) != (w.owner.dev, w.owner.inode)]
-        if not _no_loss(e, w.owner, others):
+        found = _judge(e, w.owner, others)
+        if found == "short" and not final:
+            still.append(replace(w, path=e.path, seen=identity(e.st), since=now,
+                                 said=identity(e.st)))
+        if w.said is None and found != "whole":
             gaps.append(_gap(e.path, e.st.st_ino, "was rotated and compressed before it was read"))
-    return still, gaps, judged
+        elif w.said is not None and found == "whole":
+            notes.append(f"{e.path} (inode {e.st.st_ino}), said lost by a gap{{compressed}} "
+                         f"when it was still cut short after limits.rotateWait, was completed "
+                         f"since and holds every line read of {w.owner.path} (inode "
+                         f"{w.owner.inode}): nothing of it was lost (its compressor paused "
+                         "longer than rotateWait; a longer one waits for it)")
+    return still, gaps, judged, notes
 
 
-def _no_loss(e: Entry, owner: Checkpoint, others: list[Checkpoint]) -> bool:
+def _judge(e: Entry, owner: Checkpoint, others: list[Checkpoint]
+           ) -> Literal["whole", "short", "lost"]:
+    """`whole`: the archive holds exactly what was read of its owner, or what was read of one
+    of the others, or nothing; `short`: not, and cut short (its compressor may still finish
+    it); `lost`: neither (or it cannot be opened)."""
     o = open_entry(e)
     if o is None:
-        return False
+        return "lost"
     try:
-        return holds_whole(o.fd, owner) or drained_or_empty(o.fd, others)
+        if holds_whole(o.fd, owner) or drained_or_empty(o.fd, others):
+            return "whole"
+        return "short" if unsettled(o.fd, owner) else "lost"
     finally:
         os.close(o.fd)
 
