@@ -4,7 +4,10 @@ jsonschema stays the validator of record: an entry is only ever written from a f
 found no error, and any miss validates again. An entry is found by a key over everything the
 result depends on: each file's path and contents, `--output-dir` (as an absolute path: a
 relative one is relative to the working directory), the strictness, the home directory (`~`),
-whether google-re2 is importable (it decides which patterns need `backtracking`), watchrun's
+whether google-re2 is importable (it decides which patterns need `backtracking`), the file
+system's encoding and its error handler (a string it cannot encode is an error:
+`config/checks.py`), UTF-8 mode and `-B` (the mock agent's default command passes both on:
+`process/helper_start.py`), how many digits an integer may have (more is an error), watchrun's
 version, the schema's contents, where the modules of `config/` and `match/` are and the size,
 mtime, ctime and inode of every one of them. The entry also lists the environment variables the
 config interpolated (recorded while it was validated) with a hash of each value: a changed or
@@ -163,7 +166,9 @@ def _key(paths: Sequence[Path], output_dir: Path | None, strict: bool
 
     out = os.path.abspath(output_dir) if output_dir else None  # (relative: to the cwd)
     head = [FORMAT, __version__, _code(), files, out, strict,
-            os.path.expanduser("~"), importlib.util.find_spec("re2") is not None]
+            os.path.expanduser("~"), importlib.util.find_spec("re2") is not None,
+            sys.getfilesystemencoding(), sys.getfilesystemencodeerrors(), sys.flags.utf8_mode,
+            sys.dont_write_bytecode, sys.get_int_max_str_digits()]
     return hashlib.sha256(json.dumps(head).encode()).hexdigest(), contents
 
 
