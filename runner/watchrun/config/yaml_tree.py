@@ -47,10 +47,24 @@ class TooManyValues(Exception):
     """More than MAX_NODES values: the caller reports it."""
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A `\\u` escape of a surrogate (U+D800-U+DFFF), which libyaml refuses."""
+
+_BYTE_ESCAPE = re.compile(r"\\(?:u|U0000)[dD][cC][89a-fA-F][0-9a-fA-F]")
+"""One of U+DC80-U+DCFF: a file name's undecodable byte, as `watchrun config` writes it."""
+
+
 def read_yaml(text: str, display: str, report: Reporter) -> Any:
+    """The tree of YAML `text`. A document whose only surrogate escapes are of a file name's
+    undecodable bytes (`"\\uDCFF"`) is read with PyYAML's own loader, which takes them (as
+    PyYAML's `safe_load` and JSON do); libyaml refuses every surrogate escape, and keeps
+    refusing the others."""
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    escapes = _SURROGATE_ESCAPE.findall(text) if "\\" in text else []
+    if escapes and all(_BYTE_ESCAPE.fullmatch(e) for e in escapes):
+        loader = yaml.SafeLoader
     odd = _ODD_BREAK.search(text)
     if odd is not None:
         report.error((), _unescaped(text[odd.start()], "PyYAML would read it as a line break"),
