@@ -10,9 +10,10 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+from watchrun.config.clamp import LIMIT_RULES
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.homes import expand_home, unexpanded
-from watchrun.config.tree import CMap, KeyPath, format_path, locate
+from watchrun.config.tree import CMap, KeyPath, Origin, format_path, locate
 from watchrun.config.yaml_tree import bool_hint
 from watchrun.match.syntax import prepare
 
@@ -186,6 +187,26 @@ class Ctx:
             for i, value in enumerate(node):
                 self.os_strings((*path, i), value)
 
+    def cap(self, key: str, raw: list[Any], limit: int, setting: str) -> None:
+        """Report more items in the list `key` (`watchers`, `agents`) than `limits.<setting>`
+        (`limit`) allows: where the layer that added the first one past it wrote that one (a
+        later layer that changes an item keeps its place), and where the limit was set."""
+        rule = LIMIT_RULES[setting][1]
+        if len(raw) <= limit or rule is None:
+            return
+        first = raw[limit]
+        named = first.get("id" if key == "watchers" else "name") if isinstance(first, CMap) \
+            else None
+        limits = self.root.get("limits")
+        written = locate(self.root, ("limits", setting)) \
+            if isinstance(limits, CMap) and setting in limits else None
+        self.report.error((key,), f"{len(raw)} {key} configured but limits.{setting} is {limit} "
+                          f"({f'set at {_place(written)}' if written else 'the default'}; it can "
+                          f"be raised up to {rule.hi}): the first past it is {key}[{limit}]"
+                          f"{f' `{named}`' if isinstance(named, str) else ''}",
+                          first.origin if isinstance(first, CMap) else locate(self.root,
+                                                                               (key, limit)))
+
     def env(self, path: KeyPath, raw: Any) -> dict[str, str]:
         """An env mapping with values as strings (numbers are written as they read)."""
         if not isinstance(raw, dict):
@@ -246,6 +267,11 @@ class Ctx:
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """Controls but tab and newline (a multi-line command keeps its line breaks), NUL too: shown,
 each would be gone (in a command, a NUL has its own error)."""
+
+
+def _place(origin: Origin) -> str:
+    """`origin` as a diagnostic writes it: `file:line:column`, as much of it as is known."""
+    return ":".join(str(n) for n in (origin.file, origin.line, origin.column) if n is not None)
 
 
 def did_you_mean_agents(name: str, agents: list[str]) -> str:

@@ -142,9 +142,7 @@ def _output(ctx: Ctx, raw: Any, output_dir: Path | None) -> OutputSpec | None:
 def _agents(ctx: Ctx, raw: Any, limits: Limits) -> list[AgentSpec]:
     if not isinstance(raw, list):
         return []
-    if len(raw) > limits.max_agents:
-        ctx.report.error(("agents",), f"{len(raw)} agents configured but limits.maxAgents is "
-                         f"{limits.max_agents} (it can be raised up to 64)")
+    ctx.cap("agents", raw, limits.max_agents, "maxAgents")
     seen: dict[str, tuple[KeyPath, str]] = {}
     out = []
     for i, item in enumerate(raw):

@@ -33,9 +33,7 @@ def build_watchers(ctx: Ctx, raw: Any, agents: list[str], limits: Limits,
     socket: a watcher of its own records would feed on them)."""
     if not isinstance(raw, list):
         return []
-    if len(raw) > limits.max_watchers:
-        ctx.report.error(("watchers",), f"{len(raw)} watchers configured but limits.maxWatchers "
-                         f"is {limits.max_watchers} (it can be raised up to 500)")
+    ctx.cap("watchers", raw, limits.max_watchers, "maxWatchers")
     seen: dict[str, tuple[KeyPath, str]] = {}
     out: list[WatcherSpec] = []
     owned = _owned_by_runner(output_dir) if output_dir else ()
