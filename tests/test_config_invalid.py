@@ -223,7 +223,9 @@ BOOL_WORDS = [
     ("yaml", W + "    fromStart: y\n", "watchers[0].fromStart", NOT_BOOL.format("y") + YAML12),
     ("yaml", W + '    fromStart: "yes"\n', "watchers[0].fromStart", NOT_BOOL.format("yes") + PLAIN),
     ("yaml", W + "    fromStart: 'on'\n", "watchers[0].fromStart", NOT_BOOL.format("on") + PLAIN),
-    ("yaml", W + "    fromStart: ${X}\n", "watchers[0].fromStart", NOT_BOOL.format("no") + PLAIN),
+    ("yaml", W + "    fromStart: ${X}\n", "watchers[0].fromStart", NOT_BOOL.format("no") + PLAIN
+     + "; it is the value of `${X}`, which is read as a boolean when it is true or false "
+     "(True, TRUE, False, FALSE)"),  # (the value of a whole `${X}`: it says so)
     ("json", JW + '"fromStart": "yes"}]}', "watchers[0].fromStart", NOT_BOOL.format("yes") + PLAIN),
     ("toml", TW + 'fromStart = "yes"\n', "watchers[0].fromStart", NOT_BOOL.format("yes") + PLAIN),
     ("json", '{"limits": {"enabled": "off"}}', "limits.enabled", NOT_BOOL.format("off") + PLAIN),

@@ -103,6 +103,9 @@ class Reporter:
         self.diagnostics: list[Diagnostic] = []
         self._muted: set[str] = set()
         self.homes: dict[str, str] = {}  # `~user` → home, as `LoadResult.homes`
+        self.interpolated: dict[KeyPath, str] = {}
+        """Values that were one whole reference (`"${X}"`, `"${X:-d}"`): path → the reference
+        as written (`config/schema.py` reads one as true/false or an integer there)."""
         self.yaml_words: set[Origin] = set()
         """Where a value was an unquoted YAML `yes`/`no`/`on`/`off`/`y`/`n` (the origin its
         key or list item is located at): a boolean to YAML 1.1, a string here."""

@@ -35,6 +35,8 @@ _IN_CODE = (
     "it from the environment in the code (os.environ, $ENV{{…}}, ENV[…], process.env, "
     "ENVIRON[…])"
 )
+_WHOLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
+"""A value that is one reference and nothing else."""
 _REF = re.compile(r"\$(?:(\$)|\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|(\{[^}]*\}?))")
 
 
@@ -181,6 +183,8 @@ def interpolate_tree(node: Any, env: Mapping[str, str], report: Reporter,
         text, problems = interpolate(node, env)
         for problem in problems:
             report.error(path, problem)
+        if not problems and _WHOLE.fullmatch(node):
+            report.interpolated[path] = node
         return text
     return node
 

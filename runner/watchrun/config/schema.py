@@ -149,11 +149,66 @@ def did_you_mean(word: str, choices: list[str], label: str = "allowed") -> str:
 
 
 def check_schema(tree: Any, report: Reporter) -> None:
-    """Report every JSON Schema error of `tree` with its location, value and what is allowed."""
-    for err in _validator().iter_errors(tree):
+    """Report every JSON Schema error of `tree` with its location, value and what is allowed.
+    A value that was one whole `${VAR}` where true/false or an integer is wanted becomes one
+    when it spells one (`_typed`); else its error says where it came from."""
+    errors = list(_validator().iter_errors(tree))
+    if report.interpolated and _coerce(errors, tree, report):
+        errors = list(_validator().iter_errors(tree))
+    for err in errors:
         path = tuple(err.absolute_path)
         for sub_path, message in _translate(err, report):
+            ref = report.interpolated.get(path) if not sub_path else None
+            read = _READ.get(str(err.validator_value)) if err.validator == "type" else None
+            if ref is not None and read is not None:
+                message += f"; it is the value of `{ref}`, {read}"
+            elif ref is not None:
+                message += f" (the value of `{ref}`)"
             report.error(path + sub_path, message)
+
+
+_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False,
+          "FALSE": False}
+"""YAML 1.2's booleans (the core schema's spellings)."""
+
+
+_READ = {"boolean": "which is read as a boolean when it is true or false (True, TRUE, False, "
+         "FALSE)", "integer": "which is read as an integer when it is decimal digits (an "
+         "optional sign, then 0-9)"}
+"""What a whole `${VAR}` value is read as, by the type its key wants."""
+
+
+def _typed(text: str, types: list[str]) -> bool | int | None:
+    """`text` as the boolean or decimal integer it spells, when `types` wants one."""
+    if "boolean" in types and text in _BOOLS:
+        return _BOOLS[text]
+    if "integer" in types and re.fullmatch(r"[-+]?[0-9]+", text):
+        try:
+            return int(text)
+        except ValueError:  # (more digits than Python converts: the string's error stands)
+            return None
+    return None
+
+
+def _coerce(errors: list[Any], tree: Any, report: Reporter) -> bool:
+    """Set each whole-`${VAR}` string of a type error that `_typed` reads to its value in
+    `tree`; whether any was."""
+    done = False
+    for err in errors:
+        path = tuple(err.absolute_path)
+        if err.validator != "type" or not isinstance(err.instance, str) or not path \
+                or path not in report.interpolated:
+            continue
+        wanted = err.validator_value
+        value = _typed(err.instance, wanted if isinstance(wanted, list) else [wanted])
+        if value is None:
+            continue
+        parent = tree
+        for part in path[:-1]:
+            parent = parent[part]
+        parent[path[-1]] = value
+        done = True
+    return done
 
 
 def _fitting_branch(err: Any) -> list[Any]:
