@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from watchrun.config import load_config
 from watchrun.config.dump import config_to_dict, dump_config
+from watchrun.config.interpolate import escape
 from watchrun.match.sanitize import edge_text
 
 
@@ -69,13 +70,15 @@ U+DC80-U+DCFF."""
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(folder=NAMES, name=NAMES, value=NAMES)
 @example(folder="nu\udcff", name="a.log", value="\udc80")
+@example(folder="$", name="${", value="${")
 def test_yaml_of_a_config_with_any_file_names_loads_back_to_it(
         tmp_path: Path, folder: str, name: str, value: str) -> None:
     src = tmp_path / "w.json"  # (JSON writes a lone surrogate as "\udcff")
-    src.write_text(json.dumps({"output": {"dir": f"/o/{folder}"}, "watchers": [
-        {"id": "a", "path": f"/l/{folder}/{name}", "pattern": "X"},
-        {"id": "b", "command": ["ls", value], "cwd": f"/c/{folder}", "pattern": "X",
-         "env": {"V": value}}]}))
+    folder_, name_, value_ = escape(folder), escape(name), escape(value)  # (`$` as `$$`)
+    src.write_text(json.dumps({"output": {"dir": f"/o/{folder_}"}, "watchers": [
+        {"id": "a", "path": f"/l/{folder_}/{name_}", "pattern": "X"},
+        {"id": "b", "command": ["ls", value_], "cwd": f"/c/{folder_}", "pattern": "X",
+         "env": {"V": value_}}]}))
     first = load_config([src], env={}).require()
     printed = edge_text(dump_config(first, "yaml"), multiline=True)
     again = tmp_path / "again.yaml"
