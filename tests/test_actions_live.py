@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from inproc import inproc
 from liverunner import LiveRunner, alive, read_records, wait_for, write_config
 from recordcheck import validate_records
@@ -397,20 +398,21 @@ def test_a_second_signal_while_an_action_stops_leaves_no_false_left_running(
 
 def test_a_reload_that_restarts_the_watcher_says_so_not_that_the_action_changed(
         tmp_path: Path) -> None:
-    """Only `output.keep` changed: the watcher restarts and its running firing is cancelled,
-    which was said as "a reload changed the action" (found by an actions explorer)."""
+    """Only `limits.maxLineBytes` changed: the watcher restarts and its running firing is
+    cancelled, which was said as "a reload changed the action" (found by an actions
+    explorer)."""
     log, pidfile = tmp_path / "app.log", tmp_path / "pid"
     log.write_text("")
     slow = {"type": "exec", "name": "slow",
             "command": ["sh", "-c", f"echo $$$$ > {pidfile}; exec sleep 60"]}
-    conf: dict[str, Any] = {"output": {"keep": 5}, "watchers": [
+    conf: dict[str, Any] = {"limits": {"maxLineBytes": 4096}, "watchers": [
         {"id": "app", "path": "app.log", "pattern": "ERROR", "actions": [slow]}]}
     r = LiveRunner(write_config(tmp_path, conf))
     try:
         r.wait_log("running")
         append(log, "ERROR 1\n")
         wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the program")
-        conf["output"]["keep"] = 6
+        conf["limits"]["maxLineBytes"] = 8192
         write_config(tmp_path, conf)
         r.send(signal.SIGHUP)
         r.wait_log("reloaded")
@@ -418,20 +420,23 @@ def test_a_reload_that_restarts_the_watcher_says_so_not_that_the_action_changed(
     finally:
         assert r.stop() == 0
     assert (result["status"], result["error"]["message"]) == ("cancelled", (
-        "a reload restarted the watcher (its own config, the output or the limits changed; "
-        "the action did not) while it ran"))
+        "a reload restarted the watcher or made its actions anew (its own config, a limit it "
+        "reads at its start or limits.matchLines changed; the action did not) while it ran"))
     assert "changed the action" not in r.stderr()
     validate_records(r.out / "watchers" / "app.jsonl")
 
 
-def test_a_throttled_page_held_over_a_reload_of_the_output_goes_out(tmp_path: Path) -> None:
+@pytest.mark.parametrize("change", [("output", "keep", 6), ("limits", "matchLines", 20)])
+def test_a_throttled_page_held_over_a_reload_of_the_output_goes_out(
+        tmp_path: Path, change: tuple[str, str, int]) -> None:
     """Only `output.keep` changed: the watcher restarted and the match its throttle window held
     was dropped, so the page that would have said it never went out (found by an actions
-    explorer). It goes out when the window ends, in the restarted watcher's stream."""
+    explorer). It goes out when the window ends: the watcher runs on, set in place, and a
+    matchLines change, which makes its actions anew, hands them the window at once."""
     log = tmp_path / "app.log"
     log.write_text("")
     with receiver(200) as rx:
-        conf: dict[str, Any] = {"output": {"keep": 5}, "watchers": [
+        conf: dict[str, Any] = {"output": {"keep": 5}, "limits": {}, "watchers": [
             {"id": "app", "path": "app.log", "pattern": "ERROR", "actions": [
                 {"type": "webhook", "name": "page", "url": rx.url, "throttle": "2s"}]}]}
         r = LiveRunner(write_config(tmp_path, conf))
@@ -441,7 +446,7 @@ def test_a_throttled_page_held_over_a_reload_of_the_output_goes_out(tmp_path: Pa
             wait_for(lambda: rx.count() == 1, "the first page")
             append(log, "ERROR 2\n")
             wait_for(lambda: kinds(r, "action-suppressed"), "the second match held")
-            conf["output"]["keep"] = 6
+            conf[change[0]][change[1]] = change[2]
             write_config(tmp_path, conf)
             r.send(signal.SIGHUP)
             r.wait_log("reloaded")

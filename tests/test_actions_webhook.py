@@ -720,7 +720,7 @@ def test_a_reload_does_not_reopen_a_throttle_window(tmp_path: Path) -> None:
             async with paged_once(tmp_path, rx, clock) as rig:
                 old = rig.hub.config
                 await rig.hub.reload(msgspec.structs.replace(  # (a limit: every watcher)
-                    old, limits=msgspec.structs.replace(old.limits, stop_timeout_ms=600)))
+                    old, limits=msgspec.structs.replace(old.limits, max_line_bytes=4096)))
                 rig.deliver("ERROR 2")
                 (held,) = await rig.wait("action-suppressed")
                 assert held["windowEndsInMs"] == 50_000
@@ -746,7 +746,7 @@ def test_what_a_throttle_window_held_goes_out_after_a_reload_that_restarts_the_w
                 await rig.wait("action-suppressed")
                 old = rig.hub.config
                 await rig.hub.reload(msgspec.structs.replace(
-                    old, limits=msgspec.structs.replace(old.limits, stop_timeout_ms=600)))
+                    old, limits=msgspec.structs.replace(old.limits, max_line_bytes=4096)))
                 rig.hub.attach(rig.spec, rig.stream)  # (the runner: when it starts again)
                 clock.advance(50)  # the window ends
                 rig.hub.poke()
@@ -770,7 +770,7 @@ def test_a_held_firing_whose_watcher_never_starts_again_is_counted_dropped(
                 await rig.wait("action-suppressed")
                 old = rig.hub.config
                 await rig.hub.reload(msgspec.structs.replace(
-                    old, limits=msgspec.structs.replace(old.limits, stop_timeout_ms=600)))
+                    old, limits=msgspec.structs.replace(old.limits, max_line_bytes=4096)))
                 await rig.hub.shutdown()  # (no attach: it failed to start again, say)
                 assert rig.hub.counts()["app"]["hook"]["dropped"] == 1
                 assert ("action hook: 1 firing (1 matches) held by its throttle dropped: its "
@@ -825,7 +825,7 @@ def test_a_reload_keeps_the_matches_a_threshold_has_counted(tmp_path: Path) -> N
                 clock.advance(10)
                 old = rig.hub.config
                 await rig.hub.reload(msgspec.structs.replace(
-                    old, limits=msgspec.structs.replace(old.limits, stop_timeout_ms=600)))
+                    old, limits=msgspec.structs.replace(old.limits, max_line_bytes=4096)))
                 rig.deliver("ERROR 2")
                 (fired,) = await rig.wait("action-fired")
                 assert (fired["reason"], fired["count"]) == ("threshold", 2)

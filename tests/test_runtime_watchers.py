@@ -334,8 +334,8 @@ def test_reload_keeps_runtime_watchers_and_a_new_runner_has_none(tmp_path: Path)
         assert (after["origin"], after["status"], after["pid"], after["startedAt"]) == \
             ("runtime", "running", before["pid"], before["startedAt"])  # untouched
         assert len(r.matches("rt")) == 1
-        # Changed limits restart every watcher, the added one too, still `runtime`.
-        write_config(tmp_path, {"limits": {"maxLogLines": 100}, "watchers": [
+        # A limit read at a start restarts every watcher, the added one too, still `runtime`.
+        write_config(tmp_path, {"limits": {"maxLineBytes": 4096}, "watchers": [
             *base["watchers"], {"id": "more", "path": "m.log", "pattern": "x"}]})
         r.send(signal.SIGHUP)
         wait_for(lambda: listed(r)["rt"]["restarts"] == 1 and listed(r)["rt"]["pid"], "rt again")

@@ -17,6 +17,7 @@ from watchrun.actions.webhook import BACKOFF_S, send
 from watchrun.actions.windows import Carried
 from watchrun.clock import RECHECK_S, Clock
 from watchrun.config.model import ActionSpec, Config, WatcherSpec
+from watchrun.config.shared import restart_reason
 from watchrun.events import MatchInfo
 from watchrun.match.redact import redactor
 from watchrun.output.runlog import RunLog
@@ -222,23 +223,30 @@ class ActionHub:
 
     # -- reload and stop -------------------------------------------------------------------------
     async def reload(self, config: Config) -> None:
-        """Before the supervisor restarts changed watchers: their actions are closed (running
-        firings cancelled and recorded in the old stream); unchanged watchers keep theirs, and
-        an unchanged action of a changed watcher keeps its windows (`Gate.carry`)."""
+        """Before the supervisor restarts changed watchers (and those a limit read at a start
+        restarts: `restart_reason`): their actions are closed (running firings cancelled and
+        recorded in the old stream); an unchanged action of theirs keeps its windows
+        (`Gate.carry`). Unchanged watchers keep theirs; the redaction and stopTimeout are read
+        as a firing starts, but a changed matchLines (each action's `keep`) makes them anew,
+        windows kept."""
         old = self.config
-        everything = old.limits != config.limits or old.output != config.output \
-            or old.redact != config.redact
+        lines = old.limits.match_lines != config.limits.match_lines
         self._configure(config)
         wanted = {**self._runtime, **self._specs}
         for wid, w in list(self._watchers.items()):
-            if everything or wanted.get(wid) != w.spec:
+            spec = wanted.get(wid)
+            goes_on = spec is not None and spec == w.spec and \
+                restart_reason(spec.kind, old, config) is None
+            if lines or not goes_on:
                 del self._watchers[wid]
-                kept = wanted[wid].actions if wid in wanted else ()
+                kept = spec.actions if spec is not None else ()
                 carried = {a.spec.name: (a.spec, a.gate.carry()) for a in w.actions
                            if a.spec in kept}
                 await w.close("action-removed", kept)
                 if carried:
                     self._carried[wid] = carried
+                if goes_on:  # (it reads on: its actions take their windows up at once)
+                    self._attached(w.spec, w.stream).kick()
 
     async def stop_watcher(self, wid: str) -> None:
         """A watcher is being stopped (`watchrun stop`, `restart`, `clear`, …): its running

@@ -46,8 +46,9 @@ class Host(Protocol):
 ENDED = {"runner-stopped": "the runner stopped",
          "action-removed": "a reload removed or changed the action",
          "watcher-stopped": "the watcher was stopped (`watchrun stop`, `restart`, `clear`)",
-         "watcher-restarted": "a reload restarted the watcher (its own config, the output or "
-                              "the limits changed; the action did not)"}
+         "watcher-restarted": "a reload restarted the watcher or made its actions anew (its "
+                              "own config, a limit it reads at its start or limits.matchLines "
+                              "changed; the action did not)"}
 """Why an action's firings ended before they went out, by the reason code its records carry."""
 
 

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from watchrun.config.diagnostics import ConfigError, Diagnostic, LoadResult, Reporter
 from watchrun.config.tree import CMap, CSeq, KeyPath, Origin
 
@@ -65,6 +67,7 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
         return LoadResult(None, report.finish(displays, strict))
     folders: dict[str, Path] = {}
     trees: list[CMap] = []
+    empty: list[Path] = []
     for k, (path, display) in enumerate(zip(paths, displays, strict=True)):
         folders.setdefault(display, Path(os.path.abspath(path)).parent)
         tree = read_config_file(Path(path), display, report,
@@ -76,6 +79,7 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
                          "writes a starter config)", Origin(display))
         elif not tree:
             report.warning((), "empty config file: this layer adds nothing", Origin(display))
+            empty.append(Path(os.path.abspath(path)))
         elif trees:
             _warn_empty_lists(tree, report)
         trees.append(tree)
@@ -90,6 +94,8 @@ def _load(paths: Sequence[Path], env: Mapping[str, str], output_dir: Path | None
     check_schema(root, report)
     sources = tuple(Path(os.path.abspath(p)) for p in paths)
     config = build_config(Ctx(root, folders, report), sources, output_dir, known)
+    if config is not None and empty:  # (a reload refuses a layer emptied since: runtime/retune)
+        config = msgspec.structs.replace(config, empty=tuple(empty))
     unknown = check_engines(config, report) if engines and config is not None else None
     diagnostics = report.finish(displays, strict)
     if unknown is not None:

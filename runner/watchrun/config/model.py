@@ -177,6 +177,8 @@ class Config(Struct, frozen=True):
     agents: tuple[AgentSpec, ...] = ()
     sources: tuple[Path, ...] = ()
     """The config files it was loaded from, in layering order."""
+    empty: tuple[Path, ...] = ()
+    """Those of them with no settings (a layer that adds nothing: a warning)."""
     redact: tuple[Rule, ...] = ()
     """`redact:` rules added to the built-in secret rules (`match/redact.py`), and a `known`
     rule for each `${VAR}` value the config puts where a secret goes (`config/secrets.py`)."""

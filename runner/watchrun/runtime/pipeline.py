@@ -73,9 +73,7 @@ class WatcherPipeline(Resuming):
         self._off_loop = any(m is not None and m.engine != "hyperscan" for m in (matcher, require))
         """RE2 (or `re`) scans in a worker thread: linear, yet `a.{1000}x|b.{1000}y` takes
         seconds on a 64 KiB line (google-re2 lets the interpreter lock go as it searches)."""
-        self.redactor = redactor
-        """Set with `output.redact`: match records, the tail and the log are redacted."""
-        self._keys = KeyBlocks() if redactor is not None or spec.wake or spec.actions else None
+        self._keys = KeyBlocks() if spec.wake or spec.actions else None
         """Private-key blocks are followed for the records with `output.redact`, and always for
         a watcher whose matches leave the machine (`wake`, `actions`)."""
         self._regions: list[Region] = []  # of the chunk at hand: its lines inside a key block
@@ -89,6 +87,12 @@ class WatcherPipeline(Resuming):
         self.on_touch: Callable[[], None] | None = None
         self._counted: tuple[bytes, int, int] = (b"", 0, 0)  # last chunk: data, lines, pos
         self._matched = 0  # the last chunk's matching lines
+        self.redact_with(redactor)
+
+    def redact_with(self, redactor: Redactor | None) -> None:
+        """From now on (its start; a reload that changed `redact`), `output.redact`'s redactor."""
+        self.redactor = redactor  # (match records, the tail and the log are redacted with it)
+        self._keys = self._keys or (KeyBlocks() if redactor is not None else None)
         self._where: tuple[object, bytes, str] = (None, b"", "")  # (path, inode) or run: members
 
     def lines_in_last_chunk(self) -> int:

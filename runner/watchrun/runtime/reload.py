@@ -2,18 +2,19 @@
 runner: unchanged watchers keep running, changed and removed ones stop, new and changed ones
 start, but a watcher stopped by request (`watchrun stop`), changed or not, stays stopped (as
 supervisord's `update` leaves a program a user stopped) until `watchrun start` starts it with
-the config's spec. Watchers added at runtime are in no file: they keep running (restarted when
-the limits or output settings change), unless the config now names their id, which then is the
-config's, or names it in other case or as a watcher's `previousId` (that watcher takes its
-place: it is stopped and forgotten), or `limits.maxWatchers` has no room left for them after
-the config's (those stopped by request take none; the oldest kept first), or they wake an
-agent the config no longer has (stopped: their matches would wake no one; what they matched
-before, with the agent's queue, is recorded dropped), or `limits.enabled` is now false (each
-stopped with that said in `status`). A removed file watcher whose file is gone is forgotten
-(runtime/forgetting.py). No step's failure ends the runner: each is reported (log, `status`, an
-`error` record where the watcher has a sink) and the rest goes on; the parts of the new config
-that could not apply (the agents, the actions, a watcher that could not start: listed
-`stopped`, with why) make the reload `partial`."""
+the config's spec. A change of the settings all watchers share is set in place, but for a limit
+a watcher reads only at its start, which restarts those that read it (runtime/retune.py).
+Watchers added at runtime are in no file: they keep running, unless the config now names their
+id, which then is the config's, or names it in other case or as a watcher's `previousId` (that
+watcher takes its place: it is stopped and forgotten), or `limits.maxWatchers` has no room left
+for them after the config's (those stopped by request take none; the oldest kept first), or
+they wake an agent the config no longer has (stopped: their matches would wake no one; what
+they matched before, with the agent's queue, is recorded dropped), or `limits.enabled` is now
+false (each stopped with that said in `status`). A removed file watcher whose file is gone is
+forgotten (runtime/forgetting.py). No step's failure ends the runner: each is reported (log,
+`status`, an `error` record where the watcher has a sink) and the rest goes on; the parts of
+the new config that could not apply (the agents, the actions, a watcher that could not start:
+listed `stopped`, with why) make the reload `partial`."""
 
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ import threading
 from typing import TYPE_CHECKING, Protocol
 
 from watchrun.config.model import Config, WatcherSpec
+from watchrun.config.shared import restart_reason, shared_changes
 from watchrun.output.outdir import OutputLayout
 from watchrun.output.runlog import RunLog
 from watchrun.process.tree import limit_hint
 from watchrun.runtime.census import counted, disabled
 from watchrun.runtime.ending import STOP_RECORD_S
 from watchrun.runtime.forgetting import forget_files, forget_gone
+from watchrun.runtime.retune import emptied, retune
 from watchrun.runtime.shutdown import Stopping, hup_while_stopping, kill_after
 from watchrun.runtime.signals import SignalInbox
 from watchrun.runtime.status import StatusBoard
@@ -120,8 +123,12 @@ async def apply(sup: Reloading, new: Config) -> tuple[str | None, list[str]]:
     if old.output.dir != new.output.dir:
         return (f"output.dir cannot change while running ({old.output.dir} → "
                 f"{new.output.dir}): restart the runner"), []
+    if (why := emptied(old, new)) is not None:
+        return why, []
     unapplied: list[str] = []
-    global_change = old.limits != new.limits or old.output != new.output
+    if shared := shared_changes(old, new):  # (before a stop: its last records redacted so too)
+        sup.log.info(retune(sup.set, sup.board, old, new), event="reload-settings",
+                     settings=shared)
     sup.config = new
     try:
         if sup.hub is not None:
@@ -191,22 +198,25 @@ async def apply(sup: Reloading, new: Config) -> tuple[str | None, list[str]]:
         elif wid in sup.set.running:  # (no watcher runs: as `add` and `start` are refused)
             sup.problem("reload: limits.enabled is false: stopped (`watchrun start "
                         f"{wid}` once it is true again, `watchrun clear` forgets it)", wid)
-    held = _kept_stopped(sup, old, wanted, global_change)
+    held = _kept_stopped(sup, old, wanted, bool(shared))
+    restarts = {wid: why for wid, rt in sup.set.running.items()
+                if (why := restart_reason(rt.spec.kind, old, new)) is not None}
     trouble: dict[str, str] = {}
 
     async def stop(wid: str) -> None:
         why = "no room" if wid in no_room else "its agent removed" if wid in orphans else \
             "limits.enabled is false" if not new.limits.enabled else \
-            "removed" if wid not in wanted else "config changed"
+            "removed" if wid not in wanted else "config changed" \
+            if sup.set.running[wid].spec != wanted[wid] else None
         problems = await sup.set.stop(wid, reason="reload")
-        sup.log.info(f"{why}; stopped", wid)
+        sup.log.info(f"{why}; stopped" if why else f"restarting: {restarts[wid]}", wid)
         if problems:
             trouble[wid] = "; ".join(problems)
 
     # together, as the runner's stop does: one by one, commands that wait out stopTimeout
     # held the reload (and every signal behind it) for the sum of theirs
     await asyncio.gather(*(stop(wid) for wid, rt in list(sup.set.running.items())
-                           if wid not in wanted or rt.spec != wanted[wid] or global_change))
+                           if wid not in wanted or rt.spec != wanted[wid] or wid in restarts))
     try:  # what the stopped watchers matched for removed agents: recorded dropped
         if sup.hub is not None:
             await sup.hub.settle()
@@ -245,7 +255,7 @@ async def apply(sup: Reloading, new: Config) -> tuple[str | None, list[str]]:
 
 
 def _kept_stopped(sup: Reloading, old: Config, wanted: dict[str, WatcherSpec],
-                  global_change: bool) -> set[str]:
+                  shared: bool) -> set[str]:
     """The config's watchers stopped by request that the new config names too: they stay
     stopped (said in the log; `list` shows the spec `watchrun start` will start). Those it no
     longer names are gone, as any removed watcher: named again, they are new, and start."""
@@ -256,7 +266,7 @@ def _kept_stopped(sup: Reloading, old: Config, wanted: dict[str, WatcherSpec],
     board = sup.set.sup.board
     for wid in sorted(held):
         spec = wanted[wid]
-        changed = global_change or before[wid] != spec
+        changed = shared or before[wid] != spec
         then = "its new settings apply when" if changed else "it runs again once"
         sup.log.info(f"stopped by request: kept stopped by the reload ({then} `watchrun start "
                      f"{wid}` starts it)", wid, event="kept-stopped", changed=changed)

@@ -63,7 +63,6 @@ class CommandSource:
         self.last_exit: ExitInfo | None = None
         self.pid: int | None = None
         self._starts: deque[float] = deque(maxlen=START_LIMIT)  # the last starts (elapsed)
-        self._grace = limits.stop_timeout_ms / 1000
         self._started = 0.0  # monotonic start of the current run
         self._beginning = Beginning()  # (the current run's output's)
         self._framer: LineFramer | None = None  # (the current run's output's)
@@ -76,6 +75,11 @@ class CommandSource:
         self.could_not_start = False
         """The last start failed: the spawner said the command could not be started, whatever
         the errno (a once run's verdict: ERROR, "could not be started")."""
+
+    @property
+    def _grace(self) -> float:
+        """stopTimeout in seconds, as `limits` says when it is needed (a reload sets them)."""
+        return self.limits.stop_timeout_ms / 1000
 
     @property
     def long_line(self) -> dict[str, Any] | None:
