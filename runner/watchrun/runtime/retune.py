@@ -50,6 +50,7 @@ def retune(watchers: WatcherSet, board: StatusBoard, old: Config, new: Config) -
                      "it restart")
     return "settings changed: " + "; ".join(parts)
 
+
 def emptied(old: Config, new: Config) -> str | None:
     """Why `new` cannot apply when a config file that had settings in `old` has none now (an
     editor or `cat >` truncates it, then writes): it would remove every watcher it defines."""
