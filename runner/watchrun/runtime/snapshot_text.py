@@ -10,6 +10,7 @@ import orjson
 from watchrun.config.model import WatcherSpec
 from watchrun.events import cut_note
 from watchrun.match.keyblocks import key_body
+from watchrun.match.plain import plain_chunk
 from watchrun.match.redact import Redactor, clean_text, marker, redact_tree
 from watchrun.match.sanitize import edge_text, raw_text, sanitize
 from watchrun.output.jsonl import escape_marks, valid_value
@@ -81,17 +82,36 @@ def tail_lines(tail: list[tuple[bytes, int, int | None]], redactor: Redactor | N
     that may have been
     cut (at TAIL_LINE_BYTES, or at `max_line_bytes` when the line was read: 3 bytes less, a
     UTF-8 boundary) loses the head of a secret that went on past the cut too."""
-    lines = [sanitize(raw_text(b), None)[0] for b, _, _ in tail]
+    lines, text = _texts(tail)
     if redactor is not None:
         longest = min(TAIL_LINE_BYTES, max_line_bytes - 3)
         red = redactor.redact_lines(lines, [len(raw) >= longest or cut is not None
                                             for raw, _, cut in tail])[0]
-        lines = [marker("private-key") if key_body(block, line) else r
-                 for line, r, (_, block, _) in zip(lines, red, tail, strict=True)]
-    shown = [edge_text(x, multiline=True) for x in lines]
+        red = [marker("private-key") if key_body(block, line) else r
+               for line, r, (_, block, _) in zip(lines, red, tail, strict=True)]
+        text = text if red == lines else None  # (something redacted: each line looked at)
+        lines = red
+    if text is None:
+        shown = [edge_text(x, multiline=True) for x in lines]
+    elif "##[" in text or "::" in text:  # (plain: only a workflow command to escape)
+        shown = [edge_text(x, multiline=True) if "##[" in x or "::" in x else x for x in lines]
+    else:
+        shown = lines
     return [x[:TAIL_LINE_CHARS] + CUT_MARK if len(x) > TAIL_LINE_CHARS or len(raw) >=
             TAIL_LINE_BYTES else x + cut_note(cut)
             for x, (raw, _, cut) in zip(shown, tail, strict=True)]
+
+
+def _texts(tail: list[tuple[bytes, int, int | None]]) -> tuple[list[str], str | None]:
+    """The lines decoded and sanitized, and, when all of them are plain ASCII, their text
+    joined by newlines (told in C on their bytes, `plain_chunk`: then decoded at once, and
+    `sanitize` and `edge_text` change nothing in them but a workflow command). A `.tail` of
+    1 KiB lines took ~55 µs a line to render, ~90 % of it those functions' regex searches."""
+    joined = b"\n".join([raw for raw, _, _ in tail])
+    if tail and plain_chunk(joined):
+        text = joined.decode("ascii")
+        return text.split("\n"), text
+    return [sanitize(raw_text(b), None)[0] for b, _, _ in tail], None
 
 
 def snapshot_json(snap: dict[str, Any]) -> bytes:
