@@ -62,6 +62,8 @@ def kin(name: str, targets: Collection[str]) -> bool:
     shape (`app-0002.log` after `app-0001.log` and before `app-0003.log`). Never with one
     target (nothing tells which digits count), nor outside them: `worker-2-0002.log` beside
     the targets `worker-1-0001.log` and `worker-1-0003.log` is another series."""
+    if len(targets) < 2:  # (most paths: no symlink; each name of a directory comes here)
+        return False
     shape = _mask(name)
     numbers = [_numbers(t) for t in targets if _mask(t) == shape]
     return len(set(numbers)) > 1 and min(numbers) < _numbers(name) < max(numbers)
@@ -112,10 +114,15 @@ def scan(path: Path, known: list[Checkpoint], unlisted: dict[str, OSError] | Non
             if unlisted is not None:
                 unlisted[directory] = exc
             continue
+        kin_of = series.get(directory, ())
+        if not own and len(kin_of) < 2:  # no symlink's series: only a name that begins with
+            prefixes = tuple(names)  # a base's, or a known inode, can be one (judging each
+            entries = [e for e in entries  # name of a folder of 450 logs took ~1 ms a scan)
+                       if e.name.startswith(prefixes) or e.inode() in inodes]
         for e in entries:
             if e.path in skip:
                 continue
-            named = e.path in own or sibling_name(e.name, names, series.get(directory, ()))
+            named = e.path in own or sibling_name(e.name, names, kin_of)
             if not named and e.inode() not in inodes:  # (the directory's, no stat)
                 continue
             try:
