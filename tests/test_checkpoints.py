@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from msgspec.structs import replace
 
-from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.checkpoint_doc import FileState, Watched
 from watchrun.sources.checkpoints import CheckpointStore
 from watchrun.sources.identity import (
     Checkpoint,
@@ -43,9 +43,10 @@ def test_save_then_load_round_trips(tmp_path: Path) -> None:
     old = Checkpoint(1, 1, "ef" * 32, 40, 3, "/var/log/x.log.1", 40, finished=True, seq=12,
                      deleted=True)
     judged = ((1, 9, 57, 1796506699531171252),)  # (an archive judged: device, inode, size, mtime)
-    store.save("api", FileState((old, cp), 42, archives=judged))
-    assert CheckpointStore(tmp_path / "state").load("api") == FileState((old, cp), 42,
-                                                                         archives=judged)
+    watched = (Watched("/var/log/x.log.1.gz", judged[0], replace(old, seq=None)),)
+    store.save("api", FileState((old, cp), 42, archives=judged, watched=watched))
+    assert CheckpointStore(tmp_path / "state").load("api") == FileState(
+        (old, cp), 42, archives=judged, watched=watched)
     assert store.load("other") is None
     mode = stat.S_IMODE(store.path("api").stat().st_mode)
     assert mode == 0o640
@@ -111,6 +112,9 @@ def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> N
         (b"\xff\xfe garbage", "not valid JSON"),
         (b'{"version":2,"generations":[{"dev":1,"inode":2,"fingerprint":"f","fingerprintLen":0,'
          b'"offset":1,"lineNo":1,"path":"/p"}],"archives":[[1,2,3]]}', "field 'archives'"),
+        (b'{"version":2,"generations":[{"dev":1,"inode":2,"fingerprint":"f","fingerprintLen":0,'
+         b'"offset":1,"lineNo":1,"path":"/p"}],"watched":[{"path":"/p.1.gz","archive":[1,3,4,5],'
+         b'"owner":{"dev":1}}]}', "field 'watched': field 'inode'"),
         # a seq past what a stream counts to (its next record's cursor past 16 hex digits)
         (b'{"version":2,"seq":4611686018427387904,"generations":[{"dev":1,"inode":2,'
          b'"fingerprint":"f","fingerprintLen":0,"offset":1,"lineNo":1,"path":"/p"}]}',
@@ -120,7 +124,7 @@ def test_a_torn_tmp_file_is_ignored_and_the_stable_one_wins(tmp_path: Path) -> N
          "seq or a fingerprint length out of range"),
     ],
     ids=["truncated", "nul", "version", "no-generations", "seq", "array", "empty", "type",
-         "range", "binary", "archives", "seq-too-big", "generation-seq-too-big"],
+         "range", "binary", "archives", "watched", "seq-too-big", "generation-seq-too-big"],
 )  # fmt: skip
 def test_corrupt_checkpoint_is_set_aside_with_one_problem(
     tmp_path: Path, content: bytes, reason: str

@@ -7,7 +7,8 @@ for the same archive once whole, at the emptied file's next write (found by an e
 once it has not changed for rotateWait, once; one still cut short then is a gap. Its compressor
 may only have paused longer than rotateWait (a busy host): the archive completed later was a
 second `gap{compressed}` (found 2026-12-07); it is watched on after its gap, and not said lost
-again (the log says so when it holds every line read after all)."""
+again (the log says so when it holds every line read after all), across a restart of the
+runner too (it was said lost again: found 2026-12-07, explore-fresh5 F3)."""
 
 from __future__ import annotations
 
@@ -146,6 +147,41 @@ def test_an_archive_said_lost_while_cut_short_is_not_said_lost_again_once_comple
         wait_for(lambda: judged(tmp_path, archive), "the archive judged, still cut short")
         assert gaps(tmp_path) == [("compressed", str(archive))]
         finish_compressing(tmp_path, archive, rest[len(rest) // 2 :])
+        wait_for(lambda: judged(tmp_path, archive), "the completed archive judged")
+        if not more:
+            r.wait_log("was completed since and holds every line read of <dir>/app.log")
+        with (tmp_path / "app.log").open("ab") as f:
+            f.write(lines(1011, 1020))
+        wait_for(lambda: 1020 in numbers(tmp_path), "lines 1011-1020 recorded")
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    assert sorted(numbers(tmp_path)) == list(range(1, 1021))
+    assert gaps(tmp_path) == [("compressed", str(archive))]
+    assert ("was completed since" in r.stderr()) is not more
+
+
+@pytest.mark.parametrize("more", [False, True], ids=["holds-what-was-read", "holds-more"])
+def test_an_archive_said_lost_is_not_said_lost_again_when_completed_across_a_restart(
+        tmp_path: Path, more: bool) -> None:
+    """The archive said lost while cut short; the runner is stopped (a deploy); the
+    compressor completes the archive; the runner is started again and the file written on.
+    The checkpoint keeps the archive watched: no second gap, and the log says when it holds
+    every line read after all; holding lines never read, it stays the one gap, no note."""
+    unread = lines(5001, 5005) if more else b""
+    r, archive, rest = truncated_while_compressed(tmp_path, "300ms", plain_copy=False,
+                                                  part=0.5, unread=unread)
+    try:
+        wait_for(lambda: judged(tmp_path, archive), "the archive judged half written")
+        assert gaps(tmp_path) == [("compressed", str(archive))]
+        assert r.stop() == 0, r.stderr()
+    finally:
+        r.close()
+    finish_compressing(tmp_path, archive, rest)
+    r = LiveRunner(tmp_path / "watch.yaml")
+    try:
+        r.wait_running()
+        next_lines(tmp_path)  # (looks for copies of the emptied file: passes over the archive)
         wait_for(lambda: judged(tmp_path, archive), "the completed archive judged")
         if not more:
             r.wait_log("was completed since and holds every line read of <dir>/app.log")

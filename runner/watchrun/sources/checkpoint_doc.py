@@ -13,7 +13,7 @@ from msgspec.structs import replace
 from watchrun.output.records import SEQ_LIMIT
 from watchrun.sources.identity import Archive, Checkpoint
 
-__all__ = ["NEWER", "VERSION", "FileState", "decode", "encode"]
+__all__ = ["NEWER", "VERSION", "FileState", "Watched", "decode", "encode"]
 
 VERSION = 2
 NEWER = "was written by a newer watchrun"
@@ -25,6 +25,17 @@ class LoadProblem(Struct, frozen=True):
 
     code: str
     message: str
+
+class Watched(Struct, frozen=True):
+    """An archive said lost by a `gap{compressed}` while cut short, watched on so that its
+    compressor finishing it is no second gap (`unsettled.Waiting.said`), across a restart."""
+
+    path: str
+    said: Archive
+    """Its identity when last looked at, cut short still."""
+    owner: Checkpoint
+    """The truncated generation as read: an archive holding exactly that is its copy."""
+
 
 class FileState(Struct, frozen=True):
     """What a file watcher checkpoints: its generations, oldest first (the last one is the file
@@ -48,6 +59,8 @@ class FileState(Struct, frozen=True):
     """A gate's `require` was seen in the lines up to it (`applies.Required`)."""
     live: bool = False
     """Saved by a live runner, whose lines no gate judged: a once run sets it aside (`applies`)."""
+    watched: tuple[Watched, ...] = ()
+    """Archives said lost while cut short, watched on (`unsettled.WATCHED_KEPT` at most)."""
 
     @property
     def current(self) -> Checkpoint:
@@ -116,7 +129,8 @@ def decode(text: str) -> FileState:
     return FileState(tuple(p if p.seq is not None else replace(p, seq=seq)
                            for p in map(_position, gens)), seq, path,
                      _archives(doc.get("archives", [])), _matching(doc.get("matching", {})),
-                     doc.get("requireSeen") is True, doc.get("live") is True)
+                     doc.get("requireSeen") is True, doc.get("live") is True,
+                     _watched(doc.get("watched", [])))
 
 
 def _matching(doc: Any) -> tuple[tuple[str, str], ...]:
@@ -134,9 +148,23 @@ def _archives(doc: Any) -> tuple[Archive, ...]:
     return tuple((a[0], a[1], a[2], a[3]) for a in doc)
 
 
+def _watched(doc: Any) -> tuple[Watched, ...]:
+    try:
+        if not isinstance(doc, list) or not all(
+                isinstance(w, dict) and isinstance(w.get("path"), str) for w in doc):
+            raise ValueError("not a list of objects with a 'path'")
+        return tuple(Watched(w["path"], _archives([w.get("archive")])[0],
+                             _position(w.get("owner"))) for w in doc)
+    except ValueError as exc:
+        raise ValueError(f"field 'watched': {exc}") from None
+
+
+def _generation(cp: Checkpoint) -> dict[str, Any]:
+    return {key: getattr(cp, name) for key, (name, _) in (_FIELDS | _OPTIONAL).items()}
+
+
 def encode(state: FileState) -> bytes:
-    fields = (_FIELDS | _OPTIONAL).items()
-    gens = [{key: getattr(cp, name) for key, (name, _) in fields} for cp in state.generations]
+    gens = [_generation(cp) for cp in state.generations]
     doc: dict[str, Any] = {"version": VERSION, "seq": state.seq, "generations": gens}
     if state.path is not None:  # (an optional field: version 2 still, read by older runners)
         doc["path"] = state.path
@@ -148,4 +176,7 @@ def encode(state: FileState) -> bytes:
         doc["requireSeen"] = True
     if state.live:  # (optional too: an older runner's once run applies it)
         doc["live"] = True
+    if state.watched:  # (optional too: an older runner judges those archives again)
+        doc["watched"] = [{"path": w.path, "archive": list(w.said), "owner": _generation(w.owner)}
+                          for w in state.watched]
     return (json.dumps(doc, separators=(",", ":")) + "\n").encode()

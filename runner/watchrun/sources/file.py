@@ -33,6 +33,7 @@ from watchrun.sources.reading import count_lines, tail_start
 from watchrun.sources.resume import Recorded, resumable
 from watchrun.sources.rotated import Entry
 from watchrun.sources.stale import Stale
+from watchrun.sources.unsettled import restored
 
 log = logging.getLogger("watchrun.checkpoints")  # (the runner log's `checkpoints` events)
 
@@ -198,6 +199,7 @@ class FileSource(HandOver):
         if state is not None:
             self._history = [cp for cp in state.generations if cp.finished][-self._kept :]
             self._archives = state.archives
+            self._waiting = restored(state.watched, self.clock.monotonic(), self.rotate_wait)
             self._keep.saved = state  # on disk: the same state is not written again at start
         try:
             return state, self._plan(state), None
@@ -208,7 +210,7 @@ class FileSource(HandOver):
         """Where reading starts (blocking: in a worker thread)."""
         if state is not None:
             plan = plan_start(self.path, list(state.generations), self.max_gens, self._recorded,
-                              state.archives)
+                              state.archives, self._pending_archives())
             if plan.at_path and (self._rereads or (self.once and applies.rewritten(plan, state))):
                 plan.steps[-1].start, plan.steps[-1].line_no = 0, 1  # the file at the path whole
             return plan

@@ -33,7 +33,7 @@ from watchrun.sources.resume import Recorded, next_seq
 from watchrun.sources.rotated import NO_FDS
 from watchrun.sources.siblings import renumbered_note
 from watchrun.sources.unseen import Unseen
-from watchrun.sources.unsettled import Waiting
+from watchrun.sources.unsettled import Waiting, watched
 
 SAVE_EVERY = 1.0
 """At most one checkpoint write per second while lines flow; none while idle."""
@@ -222,7 +222,8 @@ class Followed(Making):
     def _state(self) -> FileState | None:
         opened, live = self.opened, not self.once
         if not opened and self._pending is not None:
-            return replace(self._pending, path=self.name, matching=self._matching, live=live)
+            return replace(self._pending, path=self.name, matching=self._matching, live=live,
+                           watched=watched(self._waiting))
         gens = [*self._history, *(g.checkpoint() for g in opened)]
         if not gens:
             return None
@@ -230,7 +231,7 @@ class Followed(Making):
         if self._resume_seq is not None:
             seqs.append(self._resume_seq)
         return FileState(tuple(gens), min(seqs) if seqs else None, self.name, self._archives,
-                         self._matching, self._required.seen, live)
+                         self._matching, self._required.seen, live, watched(self._waiting))
 
     async def _error(self, ctx: SourceContext, exc: OSError, message: str | None,
                      watch: Watch | None) -> None:

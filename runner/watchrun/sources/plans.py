@@ -68,26 +68,29 @@ def _settled(path: Path, make: Callable[[], tuple[Plan, tuple[int, int] | None]]
 
 
 def plan_start(path: Path, known: list[Checkpoint], max_n: int, recorded: Recorded,
-               archives: Collection[Archive] = ()) -> Plan:
+               archives: Collection[Archive] = (),
+               waiting: Collection[tuple[int, int]] = ()) -> Plan:
     """Resume from checkpointed generations (`known`, oldest first; the last is the one that
     was followed): the file at the path when it is still that one (or holds it under another
     device or inode number, as after a remount: `renumbered_at`); otherwise every generation
     since, found among the siblings, then the file at the path. The same inode at the path
     with other first bytes is a new file (a deleted file's inode reused at once, as ext4 does);
     with the same first bytes or inode generation number, the file was truncated or rewritten
-    in place. `archives`: the siblings judged already (not judged again; `judged_kept`)."""
+    in place. `archives`: the siblings judged already (not judged again; `judged_kept`);
+    `waiting`: those (device, inode) watched after their gap (passed over: `unsettled.py`)."""
     def make() -> tuple[Plan, tuple[int, int] | None]:
         cur = open_at_path(path)
-        plan = _start_with(path, cur, known, max_n, recorded, archives)
+        plan = _start_with(path, cur, known, max_n, recorded, archives, waiting)
         return plan, ident(cur.st) if cur is not None else None
 
     return _settled(path, make)
 
 
 def _start_with(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
-                recorded: Recorded, archives: Collection[Archive]) -> Plan:
+                recorded: Recorded, archives: Collection[Archive],
+                waiting: Collection[tuple[int, int]]) -> Plan:
     try:
-        return _plan_start(path, cur, known, max_n, recorded, archives)
+        return _plan_start(path, cur, known, max_n, recorded, archives, waiting)
     except OSError:
         if cur is not None:
             os.close(cur.fd)
@@ -95,7 +98,8 @@ def _start_with(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
 
 
 def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
-                recorded: Recorded, archives: Collection[Archive]) -> Plan:
+                recorded: Recorded, archives: Collection[Archive],
+                waiting: Collection[tuple[int, int]]) -> Plan:
     last = known[-1]
     at_path = cur is not None and identifies(last, cur.fd, cur.st, cur.generation())
     listed = None if cur is None or at_path else renumbered_at(path, last, cur)
@@ -117,7 +121,7 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
     plan = Plan()
     try:
         entries = _gather(path, cur, known, max_n, recorded, at_path, rewritten, again, plan,
-                          set(archives))
+                          set(archives), waiting)
         regrown_gaps(path, known, max_n, plan, cur, entries=entries)
     except OSError:
         plan.close()
@@ -136,15 +140,15 @@ def _judge(archive: Entry, taken: set[tuple[int, int]], judged: set[Archive]) ->
 
 def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
             recorded: Recorded, at_path: bool, rewritten: bool, again: bool, plan: Plan,
-            judged: set[Archive]) -> list[Entry]:
+            judged: set[Archive], waiting: Collection[tuple[int, int]]) -> list[Entry]:
     """The checkpointed generations found again, gaps for the lost ones, then those rotated
     after the one followed (not yet the file at the path; or, `again` (`written_again`), the
-    copies made of it since), and the archives judged (`judged`: by earlier looks); returns
-    the siblings listed."""
+    copies made of it since), and the archives judged (`judged`: by earlier looks; `waiting`
+    passed over); returns the siblings listed."""
     last = known[-1]
     unlisted: dict[str, OSError] = {}
     entries = scan(path, known, unlisted)
-    taken = {ident(cur.st)} if cur is not None else set()
+    taken = {*waiting, *([ident(cur.st)] if cur is not None else [])}
     back = _read_before(cur, known[:-1]) if cur is not None and not at_path else None
     if cur is not None and back is not None:  # the path points back at a generation read
         cur.start, cur.line_no, cur.origin = back.offset, back.line_no, back  # before

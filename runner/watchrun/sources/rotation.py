@@ -295,6 +295,6 @@ class Rotation(Followed):
         for note in notes:
             log.warning("watcher %s: %s", self.spec.id, note)
         self._archives = (*self._archives, *judged)  # (passed over from now on)
-        if self._waiting:
+        if self._waiting and not final:  # (at the stop, those watched on are checkpointed)
             self._later(watch, self.rotate_wait)
         self._keep.dirty.set()

@@ -1,7 +1,8 @@
 """Archives seen cut short when the followed file was truncated (logrotate's `copytruncate` +
 `compress`, the compressor still writing the copy's archive): not judged then, but once they
 have not changed for rotateWait (as a rotated file is released once idle that long), once each;
-one still cut short then is watched on, so that its compressor finishing later is no new loss."""
+one still cut short then is watched on, so that its compressor finishing later is no new loss
+(across a restart too: the checkpoint keeps it, `FileState.watched`)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ from typing import Any, Literal
 from msgspec import Struct
 from msgspec.structs import replace
 
+from watchrun.sources.checkpoint_doc import Watched
 from watchrun.sources.compressed import drained_or_empty, holds_whole, unsettled
 from watchrun.sources.identity import Archive, Checkpoint
 from watchrun.sources.opened import open_entry
 from watchrun.sources.rotated import NO_FDS, Entry
 from watchrun.sources.siblings import identity
+
+WATCHED_KEPT = 64
+"""At most this many archives are watched after their gap (the newest): an older one is
+dropped from watching, said in the log; completed later, it is judged as any archive."""
 
 
 class Waiting(Struct, frozen=True):
@@ -40,6 +46,18 @@ def waiting(entries: list[Entry], owner: Checkpoint, now: float) -> list[Waiting
     return [Waiting(e.path, identity(e.st), now, owner) for e in entries]
 
 
+def watched(items: list[Waiting]) -> tuple[Watched, ...]:
+    """What the checkpoint keeps of them: those watched after their gap."""
+    return tuple(Watched(w.path, w.said, w.owner) for w in items if w.said is not None)
+
+
+def restored(kept: tuple[Watched, ...], now: float, wait: float) -> list[Waiting]:
+    """The archives a checkpoint keeps watched, looked at by the start's first look (as if
+    unchanged for `wait` already: one completed while the runner was stopped is judged once
+    it has not changed for `wait` from then on)."""
+    return [Waiting(w.path, w.said, now - wait, w.owner, w.said) for w in kept]
+
+
 def settle(items: list[Waiting], known: Collection[Checkpoint], now: float, wait: float, *,
            final: bool = False
            ) -> tuple[list[Waiting], list[dict[str, Any]], list[Archive], list[str]]:
@@ -48,9 +66,10 @@ def settle(items: list[Waiting], known: Collection[Checkpoint], now: float, wait
     or what was read of another generation `known` (read to its end, or still open, so read
     to its end yet: a copy found and read), or nothing; else a `gap{compressed}`, as for an
     archive judged at once — so is one gone before it was whole, and one still cut short
-    then, which is watched on (`Waiting.said`): completed since, it is judged again, no gap
-    either way, a note when it holds what was read after all. Returns those still waiting,
-    the gaps, the archives judged (passed over from then on) and the notes for the log."""
+    then, which is watched on (`Waiting.said`; still when `final`, to be kept in the
+    checkpoint; WATCHED_KEPT at most): completed since, it is judged again, no gap either way,
+    a note when it holds what was read after all. Returns those still waiting, the gaps, the
+    archives judged (passed over from then on) and the notes for the log."""
     still: list[Waiting] = []
     gaps: list[dict[str, Any]] = []
     judged: list[Archive] = []
@@ -66,13 +85,13 @@ def settle(items: list[Waiting], known: Collection[Checkpoint], now: float, wait
         if e is None or identity(e.st) == w.said:  # (gone, or unchanged since said lost)
             if w.said is None:
                 gaps.append(_gap(w.path, w.seen[1], "was gone before it could be read whole"))
-            elif e is not None and not final:
-                still.append(replace(w, since=now))
+            elif e is not None:
+                still.append(replace(w, path=e.path, since=now))
             continue
         judged.append(identity(e.st))
         others = [cp for cp in known if (cp.dev, cp.inode) != (w.owner.dev, w.owner.inode)]
         found = _judge(e, w.owner, others)
-        if found == "short" and not final:
+        if found == "short":
             still.append(replace(w, path=e.path, seen=identity(e.st), since=now,
                                  said=identity(e.st)))
         if w.said is None and found != "whole":
@@ -83,7 +102,20 @@ def settle(items: list[Waiting], known: Collection[Checkpoint], now: float, wait
                          f"since and holds every line read of {w.owner.path} (inode "
                          f"{w.owner.inode}): nothing of it was lost (its compressor paused "
                          "longer than rotateWait; a longer one waits for it)")
-    return still, gaps, judged, notes
+    return _bounded(still, notes), gaps, judged, notes
+
+
+def _bounded(items: list[Waiting], notes: list[str]) -> list[Waiting]:
+    """`items` but the oldest watched past WATCHED_KEPT, said in `notes`."""
+    said = [w for w in items if w.said is not None]
+    if len(said) <= WATCHED_KEPT:
+        return items
+    dropped = {id(w) for w in said[: len(said) - WATCHED_KEPT]}
+    notes.append(f"{len(dropped)} archive(s) said lost while cut short, the oldest of "
+                 f"{len(said)}, {said[0].path} first, are no longer watched (at most "
+                 f"{WATCHED_KEPT} are): one completed later is judged as any archive, and a "
+                 "second gap{compressed} for it is possible")
+    return [w for w in items if id(w) not in dropped]
 
 
 def _judge(e: Entry, owner: Checkpoint, others: list[Checkpoint]
