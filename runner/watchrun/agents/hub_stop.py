@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, NamedTuple
 
+from msgspec.structs import replace
+
 from watchrun.agents.plan import Plans
 from watchrun.agents.state import AgentState
 from watchrun.config.model import AgentSpec, Config
@@ -101,7 +103,8 @@ class StoppingHub:
         """Apply a new config: removed agents are halted (their running turn aborted) and
         closed by `settle`, which the reload calls once the watchers that woke them stopped;
         changed ones restarted (their running turn aborted, their queue kept), new ones
-        started."""
+        started. A change of the `redact` rules alone restarts no agent: its next turn's prompt
+        is redacted with them (docs/config.md "Reload")."""
         self.config = config
         specs = {s.name: s for s in config.agents}
         for name, a in list(self._agents.items()):
@@ -110,7 +113,10 @@ class StoppingHub:
                 del self._agents[name]
                 self._removing[name] = a
                 await self._halt([a], REMOVED)
-            elif spec != a.spec:
+            elif replace(spec, redact=a.spec.redact) == a.spec:  # (the same, or only the
+                # rules: a turn takes them as it starts, the running one's prompt has left)
+                a.spec = spec
+            else:
                 if a.turn is not None:
                     a.turn.abort("the agent's config changed", "reload-changed")
                 await self._cancel([a])
