@@ -1,5 +1,5 @@
 """Real-runner SIGHUPs whose shared settings reach what runs: the redact rules alone restart no
-agent."""
+agent, the new stopTimeout is that of the reload's own stop of a command it restarts."""
 
 from __future__ import annotations
 
@@ -50,3 +50,34 @@ def test_a_reload_of_the_redact_rules_alone_keeps_a_running_agent_turn(tmp_path:
         assert r.stop() == 0
     err = r.stderr()
     assert "config changed" not in err and "cancelled" not in err, err
+
+
+def test_a_restarting_command_is_stopped_with_the_stop_timeout_of_the_same_reload(
+        tmp_path: Path) -> None:
+    """explore-fresh5 F2: a reload that changed stopTimeout and maxLineBytes (a restart) set
+    the new stopTimeout only in the watchers it did not restart: the restarting command was
+    stopped with the old one (SIGKILLed after the old 1 s, though it had been given 20 s to
+    end cleanly; and the other way, waited out the old, longer grace). Now the reload's own
+    stop of it is the "next stop of a command" the new stopTimeout applies to."""
+    base = tmp_path / "base.yaml"
+    base.write_text("watchers:\n  - id: slow\n    command: [sh, -c, \"trap 'echo got TERM; "
+                    "sleep 2; echo clean exit; exit 0' TERM; echo up; while true; do sleep "
+                    "0.05; done\"]\n    pattern: up\n", encoding="utf-8")
+    over = tmp_path / "over.json"
+    over.write_text('{"limits": {"stopTimeout": "1s"}}', encoding="utf-8")
+    r = LiveRunner(base, "-c", str(over))
+    try:
+        r.wait_running()
+        r.wait_log("[slow] match run 1:1: up")
+        _reload(r, over, {"limits": {"stopTimeout": "20s", "maxLineBytes": "32KiB"}})
+        r.wait_log("[slow] run 1 ended: exit code 0")  # (the 2 s it needs, within 20 s)
+        wait_for(lambda: r.stderr().count("[slow] match run 1:1: up") == 2, "its restart")
+        _reload(r, over, {"limits": {"stopTimeout": "1s", "maxLineBytes": "64KiB"}})
+        r.wait_log("[slow] run 1 ended: signal SIGKILL")  # (killed 1 s after SIGTERM)
+        wait_for(lambda: r.stderr().count("[slow] match run 1:1: up") == 3, "its restart")
+    finally:
+        assert r.stop() == 0
+    err = r.stderr()
+    assert err.count("[slow] restarting: limits.maxLineBytes changed") == 2, err
+    ends = [line.split("ended: ")[1] for line in err.splitlines() if "[slow] run 1 ended" in line]
+    assert ends == ["exit code 0", "signal SIGKILL", "signal SIGKILL"], err  # (the last: the stop)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from msgspec.structs import replace
+
 from watchrun.config.model import Config
-from watchrun.config.shared import AT_START, LIMIT_KEYS, restart_reason, shared_changes
+from watchrun.config.shared import AT_START, LIMIT_KEYS, shared_changes
 
 if TYPE_CHECKING:
     from watchrun.runtime.status import StatusBoard
@@ -19,16 +21,19 @@ __all__ = ["emptied", "retune"]
 
 def retune(watchers: WatcherSet, board: StatusBoard, old: Config, new: Config) -> str:
     """Set `new`'s shared settings in place in the running watchers (each, also one a reload
-    restarts next: its last records are redacted as the new rules say), and in what `list`,
-    `status` and `logs` show of every watcher the board lists; what the log says of it."""
+    restarts next: its last records are redacted as the new rules say, its command stopped
+    with the new stopTimeout; the limits it read at its start it keeps until then), and in
+    what `list`, `status` and `logs` show of every watcher the board lists; what the log says
+    of it."""
     redaction = old.redact != new.redact or old.output.redact != new.output.redact
     if watchers.notifier is not None:  # (a file's own, when it is followed elsewhere)
         watchers.notifier.poll_s = new.limits.poll_ms / 1000
     for wid, rt in watchers.running.items():
         if redaction:
             rt.pipeline.redact_with(new.records_redactor())
-        if restart_reason(rt.spec.kind, old, new) is None:  # (else it is built with them)
-            rt.pipeline.limits = rt.source.limits = new.limits
+        read = {f: getattr(rt.source.limits, f) for f, kinds in AT_START.items()
+                if rt.spec.kind in kinds}
+        rt.pipeline.limits = rt.source.limits = replace(new.limits, **read)
         rt.pipeline.counters.recent.keep = max(0, new.limits.max_matches)
         rt.pipeline.counters.tail.keep = max(0, new.limits.max_log_lines)
         rt.sink.max_bytes, rt.sink.keep = max(1, new.output.max_bytes), max(0, new.output.keep)
