@@ -90,13 +90,15 @@ def size_if_same(path: Path, inode: tuple[int, int]) -> int | None:
 
 
 def rotate(path: Path, keep: int) -> None:
-    """`<id>.jsonl` → `.1` → `.2` … `.keep` (the oldest is replaced); keep=0 keeps none."""
-    if keep == 0:
-        safefs.unlink(path)
-        return
+    """`<id>.jsonl` → `.1` → `.2` … `.keep` (the oldest is replaced); keep=0 keeps none. The
+    rotated files numbered past `keep` (a keep lowered since they were made) go first: kept,
+    they would join the live file across the records rotated away in between."""
     for old in retained_files(path):
         if old != path and int(old.name.rsplit(".", 1)[1]) > keep:
             safefs.unlink(old)
+    if keep == 0:
+        safefs.unlink(path)
+        return
     for n in range(keep - 1, 0, -1):
         with contextlib.suppress(FileNotFoundError):
             safefs.replace(Path(f"{path}.{n}"), Path(f"{path}.{n + 1}"))
