@@ -117,3 +117,95 @@ def test_sdk_messages_beside_the_conversation(line: dict[str, object],
     out = ClaudeAdapter().parse(json.dumps(line))
     assert [(o.kind, o.fields["type"] if o.kind == "raw" else dict(o.fields)) for o in out] == \
         records
+
+
+def _call(call_id: str) -> str:
+    return claude_line({"type": "assistant", "session_id": "s", "message": {
+        "id": f"m-{call_id}", "role": "assistant", "content": [
+            {"type": "tool_use", "id": call_id, "name": "Bash",
+             "input": {"command": "rm -rf x"}}]}})
+
+
+def _result_of(call_id: str, text: str, is_error: bool = True) -> str:
+    return claude_line({"type": "user", "session_id": "s", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call_id, "is_error": is_error, "content": text}]}})
+
+
+def _beat(call_id: str, elapsed: int) -> str:
+    return claude_line({"type": "tool_progress", "tool_use_id": call_id, "tool_name": "Bash",
+                        "parent_tool_use_id": None, "elapsed_time_seconds": elapsed,
+                        "session_id": "s"})
+
+
+def _notice(call_id: str | None, message: str = "Permission to use Bash has been denied.") -> str:
+    return claude_line({"type": "system", "subtype": "permission_denied", "tool_name": "Bash",
+                        "message": message, "session_id": "s"}
+                       | ({"tool_use_id": call_id} if call_id else {}))
+
+
+def _end(*denied: str) -> str:
+    return claude_line({"type": "result", "subtype": "success", "is_error": False,
+                        "session_id": "s", "result": "done", "permission_denials": [
+                            {"tool_name": "Bash", "tool_use_id": c, "tool_input": {}}
+                            for c in denied]})
+
+
+_REFUSAL = "Permission to use Bash has been denied."
+
+
+@pytest.mark.parametrize(("lines", "records"), [
+    # a heartbeat after its call's result is of a call that has ended: no "got no result"
+    ([_call("t1"), _beat("t1", 2), _result_of("t1", "ok", False), _beat("t1", 4), _end()],
+     [("tool-result", "t1", 1), ("file-change", "t1", "run")]),
+    # a notice without tool_use_id is of the one open call of its tool: one record, with it
+    ([_call("t1"), _notice(None), _result_of("t1", _REFUSAL), _end("t1")],
+     [("tool-denied", "t1", _REFUSAL), ("tool-result", "t1", None)]),
+    # ... and of no call when several are open, standing for the next denial of that tool
+    ([_call("t1"), _call("t2"), _notice(None), _result_of("t1", _REFUSAL),
+      _result_of("t2", "done", False), _end("t1")],
+     [("tool-denied", None, _REFUSAL), ("tool-result", "t1", None), ("tool-result", "t2", None),
+      ("file-change", "t2", "run")]),
+    # the notice after the call's result (the stream swapped them): still refused, no op: run
+    ([_call("t1"), _result_of("t1", "blocked by hook"), _notice("t1", "Blocked by a hook"),
+      _end("t1")],
+     [("tool-result", "t1", None), ("tool-denied", "t1", "Blocked by a hook")]),
+    ([_call("t1"), _result_of("t1", "blocked by hook"), _notice(None, "Blocked by a hook"),
+      _end("t1")],
+     [("tool-result", "t1", None), ("tool-denied", "t1", "Blocked by a hook")]),
+    # a failed command no denial follows ran: its op: run, after the next line or at the end
+    ([_call("t1"), _result_of("t1", "rm: x: Is a directory")],
+     [("tool-result", "t1", None), ("file-change", "t1", "run")]),
+])  # fmt: skip
+def test_interleavings_record_each_call_once(lines: list[str],
+                                             records: list[tuple[str, str | None, object]]) -> None:
+    """Explorer fresh5 F6: a beat after the result was a false "got no result" status, a
+    notice without an id or after the result a second record, or an `op: run` of a refused call."""
+    r = replay_lines(ClaudeAdapter(), lines)
+    seen = [(o.kind, o.fields.get("callId"), o.fields.get("heartbeats") if o.kind == "tool-result"
+             else o.fields.get("op") if o.kind == "file-change" else o.fields.get("message"))
+            for o in r.obs if o.kind in ("tool-result", "tool-denied", "file-change", "status")]
+    assert seen == records
+
+
+@pytest.mark.parametrize(("text", "refused"), [
+    # Claude's own sentences, the whole result
+    ("Claude requested permissions to use Bash, but you haven't granted it yet.", True),
+    ("Claude requested permissions to write to /w/x.txt, but you haven't granted it yet.", True),
+    ("Claude requested permissions to read from /w/a.md, but you haven't granted it yet.", True),
+    ("Permission to use Bash has been denied.", True),
+    (DONT_ASK, True),
+    # a command's own error text: the command ran
+    ("ERROR: requested permission to write is not granted by role", False),
+    ("rm: cannot remove 'x': Permission denied", False),
+    ("remote: Permission to org/repo.git denied to bob.", False),
+    ("psql: error: permission denied for table users", False),
+    ("Error: Permission to use the camera has been denied by policy", False),
+    ("curl: (22) The requested URL returned error: 403 (you haven't granted it)", False),
+    ("log: Claude requested permissions to use Bash, but you haven't granted it yet.", False),
+])  # fmt: skip
+def test_only_claudes_sentences_are_a_refusal(text: str, refused: bool) -> None:
+    """Explorer fresh5 F6: `requested permissions? to` matched a command's own error, so a
+    command that ran was a refusal and its `op: run` was dropped."""
+    r = replay_lines(ClaudeAdapter(), [_call("t1"), _result_of("t1", text)])
+    assert (len(r.of("tool-denied")), r.files) == ((1, []) if refused else
+                                                   (0, [("rm -rf x", "run")]))
