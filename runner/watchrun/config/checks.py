@@ -13,6 +13,7 @@ from typing import Any
 from watchrun.config.clamp import LIMIT_RULES
 from watchrun.config.diagnostics import Reporter
 from watchrun.config.homes import expand_home, unexpanded
+from watchrun.config.text_values import TEXTS, lone_surrogate
 from watchrun.config.tree import CMap, KeyPath, Origin, format_path, locate
 from watchrun.config.yaml_tree import bool_hint
 from watchrun.match.syntax import prepare
@@ -129,12 +130,16 @@ class Ctx:
 
     def executed(self, path: KeyPath, item: Any) -> None:
         """`os_strings` on what of a watcher, an agent or an action reaches an exec, a path or
-        a request (its actions' too)."""
+        a request, and `lone_surrogate` on what is text (its actions' too)."""
         if not isinstance(item, dict):
             return
         for key in ("command", "cwd", "env", "path", "url", "headers"):
             if key in item:
-                self.os_strings((*path, key), item[key], shown=key == "command")
+                self.os_strings((*path, key), item[key], shown=key == "command",
+                                text=TEXTS.get(key))
+        for key in ("prompt", "until"):
+            if key in item:
+                lone_surrogate(self.report, (*path, key), item[key], TEXTS[key])
         self.program((*path, "command"), item.get("command"))
         actions = item.get("actions")
         for j, action in enumerate(actions if isinstance(actions, list) else []):
@@ -153,15 +158,20 @@ class Ctx:
             self.report.error(path, "must not be blank: a command line run by /bin/sh -c, e.g. "
                               "\"make test\"")
 
-    def os_strings(self, path: KeyPath, node: Any, shown: bool = False) -> None:
+    def os_strings(self, path: KeyPath, node: Any, shown: bool = False,
+                   text: str | None = None) -> None:
         """Report every string under `node` that holds a NUL byte, a lone surrogate (JSON's
         `"\\ud800"`) that is not one of a file name's undecodable bytes (U+DC80-U+DCFF), or a
         character the file system's encoding has not (`unencodable`): no command line,
-        environment, path or URL can hold any of them (the start would fail on it).
+        environment, path or URL can hold any of them (the start would fail on it). `text`
+        (what a URL or header becomes): a string that is text, whose every lone surrogate is
+        reported by `lone_surrogate` instead.
         `shown` (a command, which list, status and records show): nor a terminal control, which
         the shell gets as itself while every such surface shows its escape (`\\u001b`): almost
         always a `\\e` in YAML double quotes meant for the shell. (A path may: a file name is
         data, shown with its controls escaped as a rotated sibling's is.)"""
+        if text is not None and lone_surrogate(self.report, path, node, text):
+            return
         if isinstance(node, str):
             control = _CONTROL.search(node) if shown else None
             if control is not None and "\0" not in node:
@@ -182,10 +192,10 @@ class Ctx:
                                                     sys.getfilesystemencoding()))
         elif isinstance(node, dict):
             for key, value in node.items():
-                self.os_strings((*path, key), value)
+                self.os_strings((*path, key), value, text=text)
         elif isinstance(node, list):
             for i, value in enumerate(node):
-                self.os_strings((*path, i), value)
+                self.os_strings((*path, i), value, text=text)
 
     def cap(self, key: str, raw: list[Any], limit: int, setting: str) -> None:
         """Report more items in the list `key` (`watchers`, `agents`) than `limits.<setting>`
