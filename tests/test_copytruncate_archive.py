@@ -126,6 +126,24 @@ def test_an_archive_seen_being_written_is_judged_once_it_settles(tmp_path: Path,
     assert (truncation["reason"], truncation["unreadBytes"]) == ("truncate", 0)
 
 
+def written_on(tmp_path: Path, r: LiveRunner, more: bool) -> None:
+    """The completed archive judged: the log's note when it holds what was read; then lines
+    1011-1020 written and recorded, and the runner stopped."""
+    if not more:
+        r.wait_log("was completed since and holds every line read of <dir>/app.log")
+    with (tmp_path / "app.log").open("ab") as f:
+        f.write(lines(1011, 1020))
+    wait_for(lambda: 1020 in numbers(tmp_path), "lines 1011-1020 recorded")
+    assert r.stop() == 0, r.stderr()
+
+
+def said_lost_once(tmp_path: Path, r: LiveRunner, archive: Path, more: bool) -> None:
+    """Every line once, the archive one gap, the note only when it held what was read."""
+    assert sorted(numbers(tmp_path)) == list(range(1, 1021))
+    assert gaps(tmp_path) == [("compressed", str(archive))]
+    assert ("was completed since" in r.stderr()) is not more
+
+
 @pytest.mark.parametrize("more", [False, True], ids=["holds-what-was-read", "holds-more"])
 def test_an_archive_said_lost_while_cut_short_is_not_said_lost_again_once_completed(
         tmp_path: Path, more: bool) -> None:
@@ -148,17 +166,10 @@ def test_an_archive_said_lost_while_cut_short_is_not_said_lost_again_once_comple
         assert gaps(tmp_path) == [("compressed", str(archive))]
         finish_compressing(tmp_path, archive, rest[len(rest) // 2 :])
         wait_for(lambda: judged(tmp_path, archive), "the completed archive judged")
-        if not more:
-            r.wait_log("was completed since and holds every line read of <dir>/app.log")
-        with (tmp_path / "app.log").open("ab") as f:
-            f.write(lines(1011, 1020))
-        wait_for(lambda: 1020 in numbers(tmp_path), "lines 1011-1020 recorded")
-        assert r.stop() == 0, r.stderr()
+        written_on(tmp_path, r, more)
     finally:
         r.close()
-    assert sorted(numbers(tmp_path)) == list(range(1, 1021))
-    assert gaps(tmp_path) == [("compressed", str(archive))]
-    assert ("was completed since" in r.stderr()) is not more
+    said_lost_once(tmp_path, r, archive, more)
 
 
 @pytest.mark.parametrize("more", [False, True], ids=["holds-what-was-read", "holds-more"])
@@ -183,17 +194,10 @@ def test_an_archive_said_lost_is_not_said_lost_again_when_completed_across_a_res
         r.wait_running()
         next_lines(tmp_path)  # (looks for copies of the emptied file: passes over the archive)
         wait_for(lambda: judged(tmp_path, archive), "the completed archive judged")
-        if not more:
-            r.wait_log("was completed since and holds every line read of <dir>/app.log")
-        with (tmp_path / "app.log").open("ab") as f:
-            f.write(lines(1011, 1020))
-        wait_for(lambda: 1020 in numbers(tmp_path), "lines 1011-1020 recorded")
-        assert r.stop() == 0, r.stderr()
+        written_on(tmp_path, r, more)
     finally:
         r.close()
-    assert sorted(numbers(tmp_path)) == list(range(1, 1021))
-    assert gaps(tmp_path) == [("compressed", str(archive))]
-    assert ("was completed since" in r.stderr()) is not more
+    said_lost_once(tmp_path, r, archive, more)
 
 
 def test_an_archive_whole_beside_its_copy_at_the_look_is_no_gap(tmp_path: Path) -> None:
