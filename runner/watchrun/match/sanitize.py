@@ -12,17 +12,15 @@ Rules, in the order they are applied by `sanitize`:
    (`"10%\\r100%"` -> `"100%"`), as a terminal would show it.
 3. A backspace deletes the character before it on the same line (`"a\\bb"` -> `"b"`,
    overstruck `"E\\bE"` -> `"E"`), as a terminal would show it.
-4. Remaining C0 controls except tab and newline, DEL, C1 controls (U+0080-U+009F) and lone
-   surrogates are removed (surrogates become U+FFFD).
+4. Other C0 controls (not tab, newline), DEL and C1 are removed; lone surrogates become U+FFFD.
 5. The text is clipped at `max_bytes` of UTF-8 on a character boundary.
 
 U+2028/U+2029 are ordinary text and are kept; the record encoder (`output/jsonl.py`) writes them
 as `\\u` escapes (a reader splitting on Unicode line breaks is then safe too). `match/plain.py`
-tells, from the bytes of a line and in C, that none of the rules applies to it: the fast path of
-match records.
+tells, in C, that no rule applies to a line: the fast path of match records and `edge_text`.
 
-A name (a file's path, a cwd, a label) is not a line: `name_text` escapes its controls and
-drops nothing (rules 2 and 3 showed `/tmp/x\\r/var/log/auth.log` as `/var/log/auth.log`).
+A name (a path, a cwd, a label) is not a line: `name_text` escapes its controls, drops nothing
+(rules 2 and 3 showed `/tmp/x\\r/var/log/auth.log` as `/var/log/auth.log`).
 
 At the edge, where text leaves the runner for a person or another program (`logs`, `matches`,
 `status`, `list`, the runner's log), there are exactly two functions: `edge_text` for a line of
@@ -224,17 +222,14 @@ def edge_text(value: object, *, multiline: bool = False) -> str:
     characters (`plain.HIDDEN`) and, unless `multiline`, newlines shown as `\\n`/`\\u2028`
     escapes; what the GitHub Actions runner would obey as a workflow command in a step's
     output is shown escaped too (`_WORKFLOW`). The one function every terminal surface and
-    text log line goes through. Plain ASCII text (told in C: `plain_chunk`) has nothing but a
-    workflow command to escape: the regex searches took ~40 µs for a 1 KiB line, and the
-    runner's log echoes up to 20 matched lines a second per watcher."""
+    text log line goes through. Plain ASCII (told in C) has only a workflow command to escape
+    (the regexes took ~40 µs a 1 KiB line; the log echoes 20 matches a second per watcher)."""
     text = value if isinstance(value, str) else str(value)
-    if not (text.isascii() and plain_chunk(text.encode("ascii")) and
-            (multiline or "\n" not in text)):
+    plain = text.isascii() and plain_chunk(text.encode("ascii"))
+    if not plain or (not multiline and "\n" in text):
         text, _ = sanitize(text)
         unsafe = _rx(_EDGE_LINES) if multiline else _EDGE_LINE
-        if unsafe.search(text) is not None:
-            text = unsafe.sub(lambda m: "\\n" if m.group() == "\n" else _escape_unsafe(m),
-                              text)
+        text = unsafe.sub(lambda m: "\\n" if m.group() == "\n" else _escape_unsafe(m), text)
     if "##[" in text or "::" in text:  # (a line of a CI step's output: nothing it obeys)
         text = _WORKFLOW.sub(lambda m: "#\\u0023[" if m.group(1) is None else
                              m.group(1) + "\\u003a", text)

@@ -93,8 +93,7 @@ class WatcherPipeline(Resuming):
         """From now on (its start; a reload that changed `redact`), `output.redact`'s redactor."""
         self.redactor = redactor  # (match records, the tail and the log are redacted with it)
         self._keys = self._keys or (KeyBlocks() if redactor is not None else None)
-        self._where: tuple[object, bytes, str] = (None, b"", "")  # (path, inode) or run: its
-        # members, redacted with the redactor: made again with a new one
+        self._where: tuple[object, bytes, str] = (None, b"", "")  # its members, redacted anew
 
     def lines_in_last_chunk(self) -> int:
         """`framing.CountsLines`: the lines of the last chunk, counting only what `chunk()`
