@@ -127,7 +127,7 @@ async def apply(sup: Reloading, new: Config) -> tuple[str | None, list[str]]:
         return why, []
     unapplied: list[str] = []
     if shared := shared_changes(old, new):  # (before a stop: its last records redacted so too)
-        sup.log.info(retune(sup.set, sup.board, old, new), event="reload-settings",
+        sup.log.info(retune(sup.set, sup.board, old, new, shared), event="reload-settings",
                      settings=shared)
     sup.config = new
     try:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from msgspec.structs import replace
 
 from watchrun.config.model import Config
-from watchrun.config.shared import AT_START, LIMIT_KEYS, shared_changes
+from watchrun.config.shared import AT_START, LIMIT_KEYS
 
 if TYPE_CHECKING:
     from watchrun.runtime.status import StatusBoard
@@ -19,18 +19,20 @@ if TYPE_CHECKING:
 __all__ = ["emptied", "retune"]
 
 
-def retune(watchers: WatcherSet, board: StatusBoard, old: Config, new: Config) -> str:
-    """Set `new`'s shared settings in place in the running watchers (each, also one a reload
-    restarts next: its last records are redacted as the new rules say, its command stopped
-    with the new stopTimeout; the limits it read at its start it keeps until then), and in
-    what `list`, `status` and `logs` show of every watcher the board lists; what the log says
-    of it."""
+def retune(watchers: WatcherSet, board: StatusBoard, old: Config, new: Config,
+           shared: list[str]) -> str:
+    """Set `new`'s shared settings (`shared`: their keys, as `shared_changes` gives them) in
+    place in the running watchers (each, also one a reload restarts next: its last records are
+    redacted as the new rules say, its command stopped with the new stopTimeout; the limits it
+    read at its start it keeps until then), and in what `list`, `status` and `logs` show of
+    every watcher the board lists; what the log says of it."""
     redaction = old.redact != new.redact or old.output.redact != new.output.redact
+    redactor = new.records_redactor()
     if watchers.notifier is not None:  # (a file's own, when it is followed elsewhere)
         watchers.notifier.poll_s = new.limits.poll_ms / 1000
     for wid, rt in watchers.running.items():
         if redaction:
-            rt.pipeline.redact_with(new.records_redactor())
+            rt.pipeline.redact_with(redactor)
         read = {f: getattr(rt.source.limits, f) for f, kinds in AT_START.items()
                 if rt.spec.kind in kinds}
         rt.pipeline.limits = rt.source.limits = replace(new.limits, **read)
@@ -43,11 +45,10 @@ def retune(watchers: WatcherSet, board: StatusBoard, old: Config, new: Config) -
     if redaction:
         for wid, entry in board.entries.items():
             own = watchers.running.get(wid)
-            entry.redactor = own.pipeline.redactor if own is not None else new.records_redactor()
+            entry.redactor = own.pipeline.redactor if own is not None else redactor
             entry.said = None  # (made again, with it)
             board.touch(wid)
     at_start = {f"limits.{LIMIT_KEYS[f]}" for f in AT_START}
-    shared = shared_changes(old, new)
     kept = [k for k in shared if k not in at_start]
     parts = [f"{', '.join(kept)} applied in place (the running watchers go on)"] if kept else []
     if restart := [k for k in shared if k in at_start]:
