@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from overlayfs import Overlay, overlay_at
 from tmpfs import tiny
 
 # Hypothesis fails an example that takes over 200 ms by default: on a loaded 2-core box the
@@ -87,3 +88,10 @@ def pipe() -> Iterator[tuple[int, int]]:
 def tiny_fs(tmp_path: Path) -> Iterator[Path]:
     """A real, small tmpfs (tests/tmpfs.py), unmounted after the test."""
     yield from tiny(tmp_path)
+
+
+@pytest.fixture
+def overlay(tmp_path: Path) -> Iterator[Overlay]:
+    """An overlay file system mounted under tmp_path/ov (tests/overlayfs.py), unmounted after
+    the test."""
+    yield from overlay_at(tmp_path / "ov")

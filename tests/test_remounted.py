@@ -12,26 +12,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from filehelpers import append
 from liverunner import LiveRunner, wait_for, write_config
-from overlayfs import Overlay, overlay_at
+from overlayfs import Overlay
 from test_plans import on_fuse, three_lines
 from tmpfs import mount_tmpfs, umount
-
-
-@pytest.fixture
-def overlay(tmp_path: Path) -> Iterator[Overlay]:
-    yield from overlay_at(tmp_path / "ov")
-
-
-def append(log: Path, line: str) -> None:
-    with open(log, "a") as f:
-        f.write(line + "\n")
 
 
 def following(folder: Path, log: Path) -> LiveRunner:

@@ -9,26 +9,16 @@ CIFS: tests/test_plans.py.)"""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from filehelpers import append
 from liverunner import LiveRunner, cli, read_records, wait_for, write_config
-from overlayfs import Overlay, overlay_at
+from overlayfs import Overlay
 
 MODES = ["once", "live"]
 """`run --once` twice, or a live runner stopped and started again."""
-
-
-@pytest.fixture
-def overlay(tmp_path: Path) -> Iterator[Overlay]:
-    yield from overlay_at(tmp_path / "ov")
-
-
-def append(log: Path, line: str) -> None:
-    with open(log, "a") as f:
-        f.write(line + "\n")
 
 
 def watching(folder: Path, log: Path) -> Path:
