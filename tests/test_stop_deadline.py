@@ -161,9 +161,12 @@ def test_the_waits_of_a_stop_are_one_deadline_not_a_sum(tmp_path: Path) -> None:
         "deadline (a file system that does not answer?)" in text, text
     assert "error: the last status snapshots were not written: Dead.store did not return by " \
         "the stop's deadline" in text, text
-    assert "error: 4 blocking calls still running at the end of the stop (Dead.close, " \
-        "Dead.close, Dead.store, Dead.store): a file system that does not answer? Exiting " \
-        "without them" in text, text  # (the snapshots' periodic write, and the last one)
+    # (the snapshots' periodic write, and the last one; on a slow host also the guardian's
+    # goodbye, begun after the hung calls had spent the deadline: a CI run listed it fifth)
+    said = "a file system that does not answer? Exiting without them"
+    assert any(f"error: {n} blocking calls still running at the end of the stop (Dead.close, "
+               f"Dead.close, Dead.store, Dead.store{more}): {said}" in text
+               for n, more in ((4, ""), (5, ", LazyGuardian.close"))), text
     assert "the stop did not end" not in text, text  # (its own end said it, in time)
 
 
