@@ -90,6 +90,19 @@ def test_a_drifted_protocol_line_never_raises(data: st.DataObject) -> None:
                        for p in obs.fields["error"].split("; ")), obs
 
 
+@pytest.mark.parametrize("kind", [[], {}, ["text"]])
+def test_a_content_block_whose_type_is_an_array_or_object_is_noted_not_raised(
+        kind: Any) -> None:
+    """Found by the property above in a CI run: `Shape.known` looked such a type up in a set,
+    and the TypeError (unhashable) was what the malformed-event said."""
+    line = {"type": "assistant", "message": {"id": "m1", "role": "assistant",
+                                             "content": [{"type": kind, "thinking": ""}]}}
+    out = make_adapter("claude").parse(json.dumps(line))
+    [raw] = [o for o in out if o.fields.get("reason") == "malformed-event"]
+    assert raw.fields["error"] == \
+        f"content block.type: expected a known one, got {kind!r}", raw
+
+
 class _Broken(JsonAdapter):
     provider = "broken"
 

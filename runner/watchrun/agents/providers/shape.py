@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Hashable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,8 +51,9 @@ class Shape:
 
     def known(self, value: Any, known: Collection[Any], what: str) -> bool:
         """Whether `value` is one of the `known` (a content block's type, say); noted if not,
-        so a line whose text sits under a new kind is kept `raw`, never lost."""
-        if value in known:
+        so a line whose text sits under a new kind is kept `raw`, never lost (an array or an
+        object is none: it has no hash to look up)."""
+        if isinstance(value, Hashable) and value in known:
             return True
         self.problems.append(f"{what}: expected a known one, got {value!r}")
         return False
