@@ -268,6 +268,32 @@ def test_a_client_that_reads_no_answer_still_ends_its_session(tmp_path: Path,
         assert time.monotonic() - started < DEADLINE_S
         assert not alive(pid)
         assert "the answers still owed are dropped" in (tmp_path / client.err.name).read_text()
+        whole = client.stdout.read().split(b"\n")[:-1]  # (the last may be cut off by the drop)
+        assert len([m for m in map(json.loads, whole) if "id" in m]) < 200  # (so they were)
+    finally:
+        client.close()
+
+
+def test_a_client_that_closes_stdin_after_its_requests_gets_every_answer(tmp_path: Path) -> None:
+    """`watchrun mcp` as a filter: requests piped in, stdin closed at once, the answers read
+    after. The SDK cancels what it is still handling when its input ends (7 of 29 went
+    unanswered, unsaid); it sees the end only once every answer owed went out."""
+    write_config(tmp_path, {"watchers": []})
+    client = RawClient(tmp_path)
+    try:
+        ids = range(100, 129)
+        client.send(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                                         "params": {"name": "watch", "arguments": {
+                                             "action": "list"}}}).encode() + b"\n"
+                             for i in ids))
+        assert client.proc.stdin is not None
+        client.proc.stdin.close()
+        assert client.proc.wait(DEADLINE_S) == 0
+        read = [json.loads(line) for line in client.stdout.read().splitlines()]
+        answers = [m for m in read if "id" in m]
+        assert sorted(a["id"] for a in answers) == list(ids)
+        assert all(a["result"]["isError"] is False for a in answers), answers
+        assert "dropped" not in (tmp_path / client.err.name).read_text()
     finally:
         client.close()
 

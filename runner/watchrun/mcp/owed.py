@@ -30,8 +30,9 @@ class Owed:
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self._ids: Counter[str] = Counter()
-        self._room = asyncio.Event()
+        self._room, self._none = asyncio.Event(), asyncio.Event()
         self._room.set()
+        self._none.set()
         self._say, self._said = say, False
         self._closed = False
 
@@ -50,10 +51,15 @@ class Owed:
         """Until fewer than MAX_OWED answers are owed."""
         await self._room.wait()
 
+    async def none(self) -> None:
+        """Until no answer is owed (or this is closed)."""
+        await self._none.wait()
+
     def close(self) -> None:
-        """The client's messages have ended: nothing is held back from now on."""
+        """The session ends now: nothing is held back from now on."""
         self._closed = True
         self._room.set()
+        self._none.set()
 
     def counting(self, write: Any) -> _Counting:
         """`write` (the SDK's stream of messages to the writer), telling this of each answer
@@ -73,6 +79,10 @@ class Owed:
             self._ids.pop(key, None)
 
     def _update(self) -> None:
+        if self._closed or not self._ids:
+            self._none.set()
+        else:
+            self._none.clear()
         if self._closed or self._ids.total() < MAX_OWED:
             self._room.set()
             return

@@ -206,10 +206,12 @@ async def _until_ended(run: Any, lines: StdinLines | None, out: object, log: Run
     try:
         await asyncio.wait({task, ended}, return_when=asyncio.FIRST_COMPLETED)
         if not task.done() and not (await asyncio.wait({task}, timeout=ANSWER_GRACE_S))[0]:
-            log.warning(f"the MCP client read no answer for {ANSWER_GRACE_S:g} s after its "
-                        "messages ended: the answers still owed are dropped, and the session "
-                        "ends", event="answers-dropped")
+            log.warning(f"{ANSWER_GRACE_S:g} s after the MCP client's messages ended, answers "
+                        "owed to it are not yet read (or not yet made): the answers still owed "
+                        "are dropped, and the session ends",
+                        event="answers-dropped")
             out.abort()  # (a write waiting for the pipe fails: the transport ends)
+            lines.close()  # (EOF for the SDK, which held for the answers owed)
             if not (await asyncio.wait({task}, timeout=ANSWER_GRACE_S))[0]:
                 task.cancel()
         await asyncio.wait({task})

@@ -1,7 +1,8 @@
 """The MCP client's messages on stdin, read on the event loop: no thread blocked in a read, so the
 session can end at once (a signal ends it as EOF does), which the SDK's threaded reader cannot.
-Every request gets an answer: one the SDK would drop unanswered is answered here instead. While
-the session owes MAX_OWED answers, no more is read (`owed.py`)."""
+Every request gets an answer: one the SDK would drop unanswered is answered here instead, and the
+SDK sees the end of stdin only once every answer owed went out. While the session owes MAX_OWED
+answers, no more is read (`owed.py`)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,8 @@ class StdinLines:
                 raise StopAsyncIteration
             data, overlong = await self._line()
             if not data:
+                if self._owed is not None:  # (the SDK cancels what it is still handling at
+                    await self._owed.none()  # EOF: it gets EOF once all is answered or `close`)
                 raise StopAsyncIteration
             if overlong:
                 await self._answer((head_id(data.decode("utf-8", errors="replace")),

@@ -23,6 +23,9 @@ class StdoutLines:
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
+        # (by asyncio's default a `drain` returns with up to 64 KiB still queued: answers the
+        # pipe never took, lost unsaid when the session ends)
+        writer.transport.set_write_buffer_limits(high=0)
 
     @classmethod
     async def open(cls) -> StdoutLines | None:
@@ -45,4 +48,5 @@ class StdoutLines:
         await self._writer.drain()
 
     def abort(self) -> None:
-        self._writer.transport.abort()
+        if not self._writer.transport.is_closing():  # (the client may have closed its end)
+            self._writer.transport.abort()
