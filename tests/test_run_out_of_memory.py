@@ -66,10 +66,11 @@ def test_a_memory_error_reading_the_config_is_run_failed_in_the_json_document(
     monkeypatch.setattr(config_package, "load_config", no_memory)  # (what `run` calls)
     ended: list[int] = []
 
-    def end_now(status: int, line: str | None) -> NoReturn:
+    def end_now(status: int, line: str | bytes | None) -> NoReturn:
         """As `cli.end_now`, which ends the process (this one is pytest's): with the status."""
         if line is not None:
-            print(line, file=sys.stderr)
+            print(line.decode().rstrip("\n") if isinstance(line, bytes) else line,
+                  file=sys.stderr)
         ended.append(status)
         raise SystemExit(status)
 
@@ -136,3 +137,37 @@ def test_what_a_module_logs_as_a_run_loads_it_is_a_line_of_the_runs_log(tmp_path
     assert "Traceback" not in done.stderr, done.stderr
     assert "watchrun: error: code for hash blake2b was not found." in done.stderr, done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+
+SHORT = """
+import sys
+import watchrun.cli
+import watchrun.config
+
+def no_memory(*args, **kwargs):
+    raise MemoryError
+
+watchrun.cli.not_begun = no_memory  # (short of memory, making the line fails too)
+if sys.argv[1] == "loading":  # (a module's load)
+    sys.modules["watchrun.cli.main"] = type(sys)("watchrun.cli.main")
+    sys.modules["watchrun.cli.main"].main = no_memory
+else:  # (the config's read, in `run`)
+    watchrun.config.load_config = no_memory
+sys.argv = ["watchrun", "run", *sys.argv[2:], "-c", "watch.yaml"]
+sys.exit(watchrun.cli.entry())
+"""
+
+
+@pytest.mark.parametrize("where", ["loading", "reading"])
+@pytest.mark.parametrize("once", [[], ["--once"]])
+def test_a_run_out_of_memory_says_so_with_a_line_made_before(tmp_path: Path, where: str,
+                                                             once: list[str]) -> None:
+    """Short of memory when the run fails (20 MiB on a loaded host), making the line that says
+    so failed too: a traceback and exit 1, a crossed gate's. The line is made before it is
+    needed: exit 3 and that line, whatever else cannot be done."""
+    write_config(tmp_path, GATED)
+    done = subprocess.run([sys.executable, "-c", SHORT, where, *once], capture_output=True,
+                          text=True, timeout=TIMEOUT_S, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (3, "watchrun: error: could not start: out of "
+                                                 "memory (MemoryError); nothing was started\n")

@@ -16,11 +16,17 @@ _ONLY_PRINTS = frozenset({"-h", "--help", "--version"})
 """Options that print and exit: no run starts (a Ctrl-C then is 130, as in other commands)."""
 
 
+_NO_MEMORY = "out of memory (MemoryError)"
+NO_MEMORY_LINE = f"watchrun: error: could not start: {_NO_MEMORY}; nothing was started\n".encode()
+"""A run's last line when memory ran out before it began: made before it is needed (short
+of memory, making it failed too, and Python's traceback and 1 followed)."""
+
+
 def not_begun(exc: BaseException) -> str:
     """What failed before a run began (out of memory reading the config, or loading a module),
     in one line; nothing imported to say it: memory may be short."""
     if isinstance(exc, MemoryError):
-        why = "out of memory (MemoryError)"
+        why = _NO_MEMORY
     elif isinstance(exc, OSError) and exc.strerror:
         why = f"{errno.errorcode.get(exc.errno or 0, type(exc).__name__)}: " + (
             exc.strerror if exc.filename is None else f"{exc.filename}: {exc.strerror}")
@@ -62,10 +68,9 @@ def entry() -> int:
             raise stop from None
         if not (running or _unloadable(exc)):  # (another command's failure: its traceback)
             raise
-        line = f"watchrun: error: {not_begun(exc)}"  # (not 1: a crossed gate)
         if isinstance(exc, MemoryError):  # its line is the last: any Python run after it,
-            end_now(3, line)  # short of memory too, printed `MemoryError:` lines after it
-        print(line, file=sys.stderr)
+            end_now(3, NO_MEMORY_LINE)  # short of memory too, printed `MemoryError:` lines
+        print(f"watchrun: error: {not_begun(exc)}", file=sys.stderr)  # (not 1: a crossed gate)
         status = 3
     finally:
         if Stops.caught:  # (later ones change nothing but the log's last wait)
@@ -73,15 +78,16 @@ def entry() -> int:
     return status
 
 
-def end_now(status: int, line: str | None) -> NoReturn:
-    """Print `line` (if any) to stderr and exit with `status` now, stdout flushed, with no more
-    Python run: not the interpreter's finalization either, which, short of memory, printed
-    `MemoryError:` lines after the one line a run says."""
+def end_now(status: int, line: str | bytes | None) -> NoReturn:
+    """Print `line` (if any; bytes: as they are, its newline included) to stderr and exit with
+    `status` now, stdout flushed, with no more Python run: not the interpreter's finalization
+    either, which, short of memory, printed `MemoryError:` lines after the one line a run says."""
     with contextlib.suppress(Exception):
         sys.stdout.flush()
-    if line is not None:
-        with contextlib.suppress(OSError):
-            os.write(2, line.encode(errors="replace") + b"\n")
+    with contextlib.suppress(Exception):  # (MemoryError too: the exit comes all the same)
+        if line is not None:
+            os.write(2, line if isinstance(line, bytes) else
+                     line.encode(errors="replace") + b"\n")
     os._exit(status)
 
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchrun.cli import end_now, not_begun
+from watchrun.cli import NO_MEMORY_LINE, end_now, not_begun
 from watchrun.cli.emit import Out, log_diagnostic
 from watchrun.cli.gate_report import StopCommands, github_workspace, in_github_actions
 from watchrun.cli.main import startup_gc
@@ -44,8 +44,11 @@ def _not_begun(args: argparse.Namespace, exc: Exception) -> int:
     """What failed before the run began, said in one line: exit 3, never a traceback and
     Python's exit 1 (in a once run, the code of a crossed gate). `--json` once: the document
     is the error, `run_failed`."""
+    json_once = args.once and getattr(args, "format", "text") == "json"
+    if isinstance(exc, MemoryError) and not json_once:  # (its line made before it is needed)
+        end_now(ExitStatus.RUNTIME, NO_MEMORY_LINE)
     message, line = not_begun(exc), None
-    if args.once and getattr(args, "format", "text") == "json":
+    if json_once:
         status = Out(True).fail("run_failed", message)
     else:
         status, line = ExitStatus.RUNTIME, f"watchrun: error: {message}"
