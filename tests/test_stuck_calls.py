@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -162,26 +163,24 @@ def test_the_loop_uses_them_for_to_thread_and_its_close_is_bounded() -> None:
 
 
 STALLS = """
-import os, sys, time
+import os, sys
 import watchrun.runtime.lag as lag
 lag.STALL_S = 1.0
 from watchrun.sources.generation import Generation
 real = Generation.drain
 async def drain(self, *args, **kwargs):
-    while True:  # the watched file's file system does not answer: the read blocks in the
-        try:  # kernel, on the loop, until `hang` is removed (no call here has a frame of its
-            os.stat("hang")  # own, as a read has not: `os.path.exists` was sampled as the
-        except FileNotFoundError:  # frame that held the loop, once)
-            break
-        time.sleep(0.01)
-    return await real(self, *args, **kwargs)
+    if os.path.exists("hang"):  # the watched file's file system does not answer: the read
+        with open("hang", "rb") as fifo:  # blocks in the kernel, on the loop, asleep, until
+            fifo.read()  # the test writes to `hang` (a FIFO) and closes it (no call here has
+        os.unlink("hang")  # a frame of its own, as a read has not; a poll of `hang` every
+    return await real(self, *args, **kwargs)  # 10 ms was seen running on a loaded host)
 Generation.drain = drain
 sys.argv = ["watchrun", *sys.argv[1:]]
 from watchrun.cli import entry
 sys.exit(entry())
 """
-"""`watchrun` whose reads of the watched file block the loop while the file `hang` exists,
-with the stall reported after 1 s (5 s in the runner)."""
+"""`watchrun` whose read of the watched file blocks the loop in a FIFO `hang` until it is
+written to, with the stall reported after 1 s (5 s in the runner)."""
 
 
 def test_a_loop_held_by_a_read_is_said_while_it_lasts_and_when_it_ends(tmp_path: Path) -> None:
@@ -194,11 +193,12 @@ def test_a_loop_held_by_a_read_is_said_while_it_lasts_and_when_it_ends(tmp_path:
         {"id": "log", "path": "app.log", "pattern": "ERROR"}]})
     with seamed_runner(STALLS, cfg) as (proc, err):
         wait_for(lambda: "1 watcher, 0 agents running" in "".join(err), "the start")
-        (tmp_path / "hang").touch()
+        os.mkfifo(tmp_path / "hang")
         with (tmp_path / "app.log").open("a") as fh:
             fh.write("ERROR one\n")  # its read holds the loop
         wait_for(lambda: "has not run for" in "".join(err), "the stall to be said")
-        (tmp_path / "hang").unlink()
+        with (tmp_path / "hang").open("wb") as fifo:
+            fifo.write(b"answered\n")
         wait_for(lambda: "runs again after a stall of" in "".join(err), "the end of the stall")
         jsonl = tmp_path / ".watchrun" / "watchers" / "log.jsonl"
         wait_for(lambda: b'"line":"ERROR one"' in jsonl.read_bytes(), "the match record")
