@@ -93,7 +93,7 @@ class FileSource(HandOver):
                 await self._settle(ctx, watch, final=True)  # (not left unsaid at a stop)
             finally:
                 self._caught_up(ctx)
-                await self._keep.final(self._state())
+                await self._keep.final(self._state(stopping=True))
             for gen in self.opened:
                 self._close(gen, watch)
             self._drop_shadows(watch)

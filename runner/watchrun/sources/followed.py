@@ -32,6 +32,7 @@ from watchrun.sources.reading import READ_SIZE
 from watchrun.sources.resume import Recorded, next_seq
 from watchrun.sources.rotated import NO_FDS
 from watchrun.sources.siblings import renumbered_note
+from watchrun.sources.stopped import at_stop
 from watchrun.sources.unseen import Unseen
 from watchrun.sources.unsettled import Waiting, watched
 
@@ -219,12 +220,14 @@ class Followed(Making):
             if gen.pos == gen.done[0]:
                 gen.done_seq = seq
 
-    def _state(self) -> FileState | None:
+    def _state(self, *, stopping: bool = False) -> FileState | None:
+        """The checkpoint to save; `stopping`: the live watcher's last (`stopped.at_stop`)."""
         opened, live = self.opened, not self.once
         if not opened and self._pending is not None:
             return replace(self._pending, path=self.name, matching=self._matching, live=live,
                            watched=watched(self._waiting))
-        gens = [*self._history, *(g.checkpoint() for g in opened)]
+        gens = [*self._history, *(at_stop(g, followed=g is self._cur) if stopping and live
+                                  else g.checkpoint() for g in opened)]
         if not gens:
             return None
         seqs = [g.done_seq for g in opened if g.done_seq is not None]

@@ -103,7 +103,8 @@ class Checkpoint(Struct, frozen=True):
     mtime_ns: int = 0
     """Its modification time when last looked at: generations rotated later are newer."""
     finished: bool = False
-    """Read to its end and released (rotated away or deleted, and idle for rotateWait)."""
+    """Read to its end and released (rotated away or deleted, and idle for rotateWait; or
+    rotated away, deleted and read to its end at a live watcher's stop: `stopped.at_stop`)."""
     seq: int | None = None
     """Every record of a line past `offset` has at least this seq (after a crash, the records
     from it on say what was read past the checkpoint)."""
