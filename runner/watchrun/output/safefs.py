@@ -83,12 +83,14 @@ def open_dir(path: Path | str, *, dir_fd: int | None = None) -> int:
 
 
 @contextlib.contextmanager
-def _parent(path: Path) -> Iterator[int]:
-    fd = open_dir(path.parent)
+def _parent(path: Path, dfd: int | None = None) -> Iterator[int]:
+    """`path`'s directory as a descriptor: `dfd` when the caller holds it open, else opened."""
+    fd = open_dir(path.parent) if dfd is None else dfd
     try:
         yield fd
     finally:
-        os.close(fd)
+        if dfd is None:
+            os.close(fd)
 
 
 def _open(path: Path, dfd: int, flags: int, mode: int) -> int:
@@ -144,19 +146,19 @@ def open_read(path: Path, *, owned: bool = False) -> int:
     return fd
 
 
-def open_write(path: Path, flags: int, mode: int) -> int:
+def open_write(path: Path, flags: int, mode: int, dfd: int | None = None) -> int:
     """Open (maybe create) a file the runner writes: no symlink, a regular file of the runner's
     own with a single link. `flags` are the caller's (`O_WRONLY | O_APPEND | O_CREAT` ...)."""
-    with _parent(path) as dfd:
+    with _parent(path, dfd) as dfd:
         fd = _open(path, dfd, flags, mode)
     _check(path, fd, owned=True)
     return fd
 
 
-def create_exclusive(path: Path, mode: int) -> int:
+def create_exclusive(path: Path, mode: int, dfd: int | None = None) -> int:
     """A fresh file at `path` for writing: whatever was there (a stale temporary file, or a
     planted symlink) is unlinked first, then the file is created with O_EXCL."""
-    with _parent(path) as dfd:
+    with _parent(path, dfd) as dfd:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path.name, dir_fd=dfd)
         return _open(path, dfd, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -170,13 +172,14 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int = 0o640, tmp: Path | None = None,
-                 sync: bool = True, sync_dir: bool = False) -> None:
+                 sync: bool = True, sync_dir: bool = False, dfd: int | None = None) -> None:
     """Replace `path` with `data` so a reader sees the old file or the new one, never half:
     written to `tmp` (default `.NAME.tmp` beside it) with no symlink followed, fsynced (unless
     not `sync`), renamed over `path` (and the directory fsynced too with `sync_dir`: the rename
-    survives a crash). A write that fails (a full disk) leaves no `tmp` behind."""
+    survives a crash). A write that fails (a full disk) leaves no `tmp` behind. `dfd`: the
+    directory, held open by a caller that writes many files in it (`open_dir`)."""
     tmp = tmp if tmp is not None else path.with_name(f".{path.name}.tmp")
-    fd = create_exclusive(tmp, mode)
+    fd = create_exclusive(tmp, mode, dfd)
     try:
         try:
             os.fchmod(fd, mode)
@@ -185,10 +188,10 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o640, tmp: Path | None
                 os.fsync(fd)
         finally:
             os.close(fd)
-        replace(tmp, path)
+        replace(tmp, path, dfd)
     except BaseException:
         with contextlib.suppress(OSError):
-            unlink(tmp)
+            unlink(tmp, dfd)
         raise
     if sync_dir:
         fsync_dir(path.parent)
@@ -212,18 +215,18 @@ def read_bytes(path: Path, limit: int | None = None, *, owned: bool = False) -> 
         os.close(fd)
 
 
-def replace(src: Path, dst: Path) -> None:
+def replace(src: Path, dst: Path, dfd: int | None = None) -> None:
     """`rename(src, dst)` within one directory: a symlink at either name is moved or replaced
     itself, never followed."""
     if src.parent != dst.parent:
         raise ValueError(f"{src} and {dst} are not in the same directory")
-    with _parent(src) as dfd:
+    with _parent(src, dfd) as dfd:
         os.rename(src.name, dst.name, src_dir_fd=dfd, dst_dir_fd=dfd)
 
 
-def unlink(path: Path) -> None:
+def unlink(path: Path, dfd: int | None = None) -> None:
     """Remove the name `path` (a symlink is removed itself); FileNotFoundError when absent."""
-    with _parent(path) as dfd:
+    with _parent(path, dfd) as dfd:
         os.unlink(path.name, dir_fd=dfd)
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import TypeAlias
@@ -60,12 +61,15 @@ class SnapshotFiles:
             ours = bool(files or tails) and self._ours()
             if ours:
                 self._hold_run()
-            # no fsync: a snapshot is written again within a second of any change, and one
-            # lost to a power cut is superseded; an fsync each held the journal
-            for path, data in files if ours else ():
-                self._put(path, gen, partial(safefs.write_atomic, path, data, sync=False))
-            for tail in tails if ours else ():
-                self._put(tail.path, gen, partial(self.tails.write, tail))
+            with _held_dir(self._run.path.parent if ours else None) as dfd:
+                # no fsync: a snapshot is written again within a second of any change, and one
+                # lost to a power cut is superseded; an fsync each held the journal
+                for path, data in files if ours else ():
+                    self._put(path, gen, partial(safefs.write_atomic, path, data, sync=False,
+                                                 dfd=_within(dfd, path)))
+                for tail in tails if ours else ():
+                    self._put(tail.path, gen, partial(self.tails.write, tail,
+                                                      _within(dfd, tail.path)))
             if last:
                 self._run.release()
 
@@ -99,3 +103,23 @@ class SnapshotFiles:
         if self._failing.get(path) != why:
             self._failing[path] = why
             log.warning("cannot write %s: %s; %s until it can be written", path, why, meanwhile)
+
+
+@contextlib.contextmanager
+def _held_dir(path: Path | None) -> Iterator[tuple[Path, int] | None]:
+    """state/ opened once for a batch of snapshot files (None: not to be written, or it cannot
+    be opened: each write then opens it, and says why it fails)."""
+    fd = None
+    if path is not None:
+        with contextlib.suppress(OSError):
+            fd = safefs.open_dir(path)
+    try:
+        yield None if fd is None or path is None else (path, fd)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _within(held: tuple[Path, int] | None, path: Path) -> int | None:
+    """The held directory's descriptor when `path` is in it."""
+    return held[1] if held is not None and path.parent == held[0] else None

@@ -77,17 +77,17 @@ class TailFiles:
         return TailWrite(wid, path, tailfile.render(run, end, lines, keep), None,
                          Mark(run, redactor, end, len(lines)))
 
-    def write(self, item: TailWrite) -> None:
+    def write(self, item: TailWrite, dfd: int | None = None) -> None:
         """Write it (an OSError is the caller's to say; the file is then rewritten whole at its
         next snapshot). An append to a file not as the last write left it (removed meanwhile)
-        is not made: the watcher is one `redo()` returns."""
+        is not made: the watcher is one `redo()` returns. `dfd`: its directory, held open."""
         with self._lock:
             held = self._held.pop(item.path, None)
         if item.base is None:
-            safefs.write_atomic(item.path, item.data, sync=False)
+            safefs.write_atomic(item.path, item.data, sync=False, dfd=dfd)
         else:
             try:
-                fd = safefs.open_write(item.path, os.O_WRONLY | os.O_APPEND, 0o640) \
+                fd = safefs.open_write(item.path, os.O_WRONLY | os.O_APPEND, 0o640, dfd) \
                     if held == item.base else None
             except FileNotFoundError:
                 fd = None
