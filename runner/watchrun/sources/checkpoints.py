@@ -8,13 +8,15 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from watchrun.config.loader import file_kind
 from watchrun.output import safefs
 from watchrun.output.notefile import set_aside
 from watchrun.sources.checkpoint_doc import NEWER, FileState, LoadProblem, decode, encode
+from watchrun.sources.savebatch import Ask, Outcome, SaveBatch
 from watchrun.sources.saveorder import SaveOrder
 
 MAX_FILE_BYTES = 1 << 20
@@ -29,18 +31,25 @@ class CheckpointStore:
     """One JSON file per watcher: `<state_dir>/<id>.checkpoint.json`, replaced atomically.
 
     Write order is tmp file, fsync(file), rename, fsync(dir), so a crash at any point leaves
-    either the old or the new checkpoint. A leftover tmp file is used only when it parses (it
-    was complete, just not renamed yet). Corrupt files are set aside, never fatal. Saves are
-    ordered by ticket (`SaveOrder`): a save older than one already written is dropped, so a
-    slow worker thread can never put an old position back.
+    either the old or the new checkpoint (a batch of saves, `save_all`, fsyncs the directory
+    once after its last rename; none of them counts as saved before). A leftover tmp file is
+    used only when it parses (it was complete, just not renamed yet). Corrupt files are set
+    aside, never fatal. Saves are ordered by ticket (`SaveOrder`): a save older than one
+    already written is dropped, so a slow worker thread can never put an old position back.
     """
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, fsync_dir: Callable[[int], None] | None = None
+                 ) -> None:
+        """`fsync_dir`: the fsync of state/ that ends a batch of saves (a test's seam)."""
         self.dir = state_dir
+        self._fsync_dir = fsync_dir or os.fsync  # (looked up now: a test may replace os.fsync)
         self._identity = safefs.dir_identity(state_dir)  # (never another runner's state/)
         self._problems: dict[str, list[LoadProblem]] = {}  # watcher id → what its loads met
         self.order = SaveOrder()
         self._lock = self.order.lock
+        self.batch = SaveBatch(self.save_all)
+        """How a keeper saves from its loop: with the other saves of the same turn."""
+        self._held = threading.local()  # .fd: state/, open while a `save_all` runs
 
     def path(self, watcher_id: str) -> Path:
         if not ID.fullmatch(watcher_id):
@@ -94,16 +103,44 @@ class CheckpointStore:
         path = self.path(watcher_id)
         tmp = path.with_name(path.name + ".tmp")
         data = encode(state)
+        held = getattr(self._held, "fd", None)  # (-1: in a batch, state/ not open yet)
         with self._lock(watcher_id):
             if ticket is not None and not self.order.newer(watcher_id, ticket):
                 return False
             try:
-                safefs.make_dir(self.dir)
-                safefs.same_dir(self.dir, self._identity)
-                safefs.write_atomic(path, data, tmp=tmp, sync_dir=True)
+                if held is None or held < 0:
+                    safefs.make_dir(self.dir)
+                    safefs.same_dir(self.dir, self._identity)
+                if held is not None and held < 0:
+                    held = self._held.fd = safefs.open_dir(self.dir)
+                safefs.write_atomic(path, data, tmp=tmp, sync_dir=held is None, dfd=held)
             except OSError as exc:  # the same error, naming the checkpoint it is about
                 raise OSError(exc.errno, f"{path}: {exc.strerror or exc}") from exc
             return True
+
+    def save_all(self, asks: Sequence[Ask]) -> list[Outcome]:
+        """Several saves in this worker thread (`SaveBatch`), each by `save`, with state/
+        checked and opened once and fsynced once, after the last rename: no save counts as
+        written before that fsync (if it fails, each save renamed before it fails with it)."""
+        self._held.fd = -1
+        out: list[Outcome] = []
+        try:
+            for ask in asks:
+                try:
+                    out.append(self.save(ask.watcher_id, ask.state, ask.ticket, first=ask.first))
+                except Exception as exc:  # (that save's error: the others go on)
+                    out.append(exc)
+            if self._held.fd >= 0 and True in out:
+                try:
+                    self._fsync_dir(self._held.fd)
+                except OSError as exc:
+                    out = [OSError(exc.errno, f"{self.path(a.watcher_id)}: {exc.strerror}")
+                           if o is True else o for a, o in zip(asks, out, strict=True)]
+        finally:
+            if self._held.fd >= 0:
+                os.close(self._held.fd)
+            self._held.fd = None
+        return out
 
     def adopt(self, old_id: str, new_id: str) -> bool:
         """Rename `old_id`'s checkpoint to `new_id` (a watcher's `previousId`), unless `new_id`

@@ -1,6 +1,6 @@
 """Saving a watcher's checkpoint from the event loop: in worker threads (fsync off the loop),
-at most once per interval while it moves, newer saves winning over older ones, each after the
-records it covers are durable."""
+with the other watchers' saves of the same turn, at most once per interval while it moves,
+newer saves winning over older ones, each after the records it covers are durable."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from watchrun.sources.checkpoint_doc import FileState
 from watchrun.sources.checkpoints import CheckpointStore
+from watchrun.sources.savebatch import Ask
 
 log = logging.getLogger("watchrun.checkpoints")
 
@@ -34,13 +35,14 @@ class Covered(Protocol):
 
 class Keeper:
     """Persists one watcher's checkpoint from worker threads: at most once per `interval`
-    seconds while it moves (armed by activity, so an idle watcher costs nothing), and on
-    demand. Each save takes a ticket from the store (shared by every keeper of the runner, so
-    a watcher restarted by a reload keeps the order); the store drops a save older than one it
-    wrote. A checkpoint never reaches the disk before the records it covers: the job of
-    `covered.durable` runs first, in the save's worker thread (a power cut would otherwise
-    leave it past the end of the stream: the lines it covers never read again, their seqs given
-    out again)."""
+    seconds while it moves (armed by activity, so an idle watcher costs nothing; at a tick the
+    loop's keepers share, so the saves of the watchers that moved go in one batch:
+    `savebatch.py`), and on demand. Each save takes a ticket from the store (shared by every
+    keeper of the runner, so a watcher restarted by a reload keeps the order); the store drops
+    a save older than one it wrote. A checkpoint never reaches the disk before the records it
+    covers: the job of `covered.durable` runs first, in the save's worker thread (a power cut
+    would otherwise leave it past the end of the stream: the lines it covers never read again,
+    their seqs given out again)."""
 
     def __init__(self, store: CheckpointStore, watcher_id: str, interval: float) -> None:
         self.store, self.id, self.interval = store, watcher_id, interval
@@ -61,8 +63,8 @@ class Keeper:
         first = True
         while True:
             await self.dirty.wait()
-            if not first:
-                await asyncio.sleep(self.interval)
+            if not first:  # (a tick the loop's keepers share: their saves go together)
+                await self.store.batch.tick(self.interval)
             first = False
             self.dirty.clear()
             try:
@@ -85,7 +87,7 @@ class Keeper:
     async def _write(self, state: FileState, ticket: int) -> bool:
         try:
             first = await self.covered.durable() if self.covered is not None else None
-            return await asyncio.to_thread(self.store.save, self.id, state, ticket, first=first)
+            return await self.store.batch.save(Ask(self.id, state, ticket, first))
         finally:
             self.store.order.settled(self.id)
 
