@@ -137,3 +137,16 @@ def test_keepers_that_moved_within_one_interval_save_at_the_same_tick() -> None:
             assert b.done()  # (woken in a's turn: its own interval would end half one later)
 
         runner.run(body())
+
+
+def test_a_turn_of_many_saves_is_split_into_jobs_of_64(tmp_path: Path) -> None:
+    """130 saves in one turn: three jobs (64, 64, 2), run in parallel, every save written."""
+    store = Counted(tmp_path)
+    store.batches = []
+
+    async def body() -> list[bool]:
+        return await asyncio.gather(*(store.batch.save(Ask(f"w{i}", state(2), None, None))
+                                      for i in range(130)))
+
+    assert asyncio.run(body()) == [True] * 130
+    assert sorted(len(b) for b in store.batches) == [2, 64, 64]
