@@ -5,15 +5,17 @@ keepers share, so the watchers that moved within one interval are saved in the s
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import weakref
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from watchrun.sources.checkpoint_doc import FileState
+
+if TYPE_CHECKING:  # (asyncio only once a loop saves: `validate` reads checkpoints without it)
+    import asyncio
 
 BATCH_SAVES = 64
 """Saves per worker-thread job at most: a larger batch is split into jobs that run in parallel
@@ -64,6 +66,8 @@ class SaveBatch:
     async def save(self, ask: Ask) -> bool:
         """Whether `ask` was written (False: a newer save was); its error raised. The job runs
         on even if this is cancelled."""
+        import asyncio  # (see above)
+
         loop = asyncio.get_running_loop()
         on = self._on(loop)
         fut: asyncio.Future[bool] = loop.create_future()
@@ -86,6 +90,8 @@ class SaveBatch:
     async def tick(self, interval: float) -> None:
         """Return at the loop's next multiple of `interval` seconds: the keepers of the loop
         that wait meanwhile all wake in the same turn, and their saves go in one batch."""
+        import asyncio  # (see above)
+
         loop = asyncio.get_running_loop()
         on = self._on(loop)
         at = (math.floor(loop.time() / interval) + 1) * interval
