@@ -71,6 +71,7 @@ U+DC80-U+DCFF."""
 @given(folder=NAMES, name=NAMES, value=NAMES)
 @example(folder="nu\udcff", name="a.log", value="\udc80")
 @example(folder="$", name="${", value="${")
+@example(folder=".", name="a", value="x")  # (a path is made absolute: docs/config.md)
 def test_yaml_of_a_config_with_any_file_names_loads_back_to_it(
         tmp_path: Path, folder: str, name: str, value: str) -> None:
     src = tmp_path / "w.json"  # (JSON writes a lone surrogate as "\udcff")
@@ -85,4 +86,5 @@ def test_yaml_of_a_config_with_any_file_names_loads_back_to_it(
     again.write_text(printed, encoding="utf-8")
     second = load_config([again], env={}).require()
     assert config_to_dict(second) == config_to_dict(first)
-    assert os.fsencode(second.watchers[0].path or "") == os.fsencode(f"/l/{folder}/{name}")
+    assert os.fsencode(second.watchers[0].path or "") == os.fsencode(
+        os.path.abspath(f"/l/{folder}/{name}"))
