@@ -158,6 +158,14 @@ DROPPED: list[tuple[Any, Any, int, str]] = [
      "a response (`id`, `result` or `error`)"),
     ({"jsonrpc": "2.0", "method": 7}, None, -32600, "a message is a request (`method`, `id`), "
      "a notification (`method`) or a response (`id`, `result` or `error`)"),
+    # the SDK takes these for responses, answers nothing, and the request was counted as owed
+    # (8 of them: the session read no further message; one: stdin's end held 2 s, then
+    # "dropped"): explorer mcpend F3
+    ({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "error": {"code": 1, "message": "m"}},
+     8, -32600, "a message is a request (`method`) or a response (`result` or `error`), not "
+     "both"),
+    ({"jsonrpc": "2.0", "id": "r", "method": "tools/list", "result": {}}, "r", -32600,
+     "a message is a request (`method`) or a response (`result` or `error`), not both"),
     # the SDK answers these "Invalid request parameters", naming no field (explorer mcp F4)
     ({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
       "params": {"name": "watch", "arguments": [1]}}, 5, -32602,
