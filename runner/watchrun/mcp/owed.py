@@ -20,7 +20,8 @@ MAX_OWED = 8
 """Requests read whose answers the writer has not taken yet, at most."""
 LONG_LIVED = frozenset({"subscriptions/listen"})
 """Requests answered only when the client ends them (a 2026-07-28 subscription stream): not
-counted, or a client holding MAX_OWED streams open would never be read again."""
+counted on a 2026-07-28 connection, or a client holding MAX_OWED streams open would never be
+read again (on a 2025 one, the SDK answers them at once: Method not found)."""
 
 
 class Owed:
@@ -34,12 +35,22 @@ class Owed:
         self._room.set()
         self._none.set()
         self._say, self._said = say, False
-        self._closed = False
+        self._closed = self._unheld = False
+        self._modern: bool | None = None
+        """Whether the connection is a 2026-07-28 one (None: no request yet). Its first
+        request decides, as the SDK's: a `_meta` envelope naming the version, on a request
+        other than `initialize`."""
 
     def read(self, message: dict[str, Any]) -> None:
         """A message from the client, as it is handed to the SDK."""
         method, rid = message.get("method"), message.get("id")
-        if rid is not None and isinstance(method, str) and method not in LONG_LIVED:
+        if rid is not None and isinstance(method, str) and self._modern is None:
+            meta = params.get("_meta") if isinstance(params := message.get("params"), dict) \
+                else None
+            self._modern = method != "initialize" and isinstance(meta, dict) and \
+                types.PROTOCOL_VERSION_META_KEY in meta
+        if rid is not None and isinstance(method, str) and not (self._modern and
+                                                                method in LONG_LIVED):
             self._ids[str(rid)] += 1
         elif rid is None and method == "notifications/cancelled":
             params = message.get("params")
@@ -54,6 +65,12 @@ class Owed:
     async def none(self) -> None:
         """Until no answer is owed (or this is closed)."""
         await self._none.wait()
+
+    def ended(self) -> None:
+        """The client's messages have ended: reading is held back no more (`none` still waits
+        for the answers owed)."""
+        self._unheld = True
+        self._update()
 
     def close(self) -> None:
         """The session ends now: nothing is held back from now on."""
@@ -83,7 +100,7 @@ class Owed:
             self._none.set()
         else:
             self._none.clear()
-        if self._closed or self._ids.total() < MAX_OWED:
+        if self._closed or self._unheld or self._ids.total() < MAX_OWED:
             self._room.set()
             return
         if not self._said:

@@ -29,6 +29,7 @@ from watchrun.config.model import Config
 from watchrun.match.sanitize import edge_json
 from watchrun.mcp import schema
 from watchrun.mcp.calls import Failed
+from watchrun.mcp.ending import until_ended
 from watchrun.mcp.owed import Owed
 from watchrun.mcp.resources import TEMPLATE, Followers, Full, parse_uri, uri_of
 from watchrun.mcp.runners import NoAnswer, Runners
@@ -194,36 +195,6 @@ def _parse(uri: str) -> tuple[str, str | None]:
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None
 
 
-async def _until_ended(run: Any, lines: StdinLines | None, out: object, log: RunLog) -> None:
-    """The session on the SDK's transport, which ends once every answer owed is written; but
-    when the client's messages have ended and it reads no more, its answers wait
-    ANSWER_GRACE_S at most: then they are dropped, and the session ends all the same."""
-    task = asyncio.ensure_future(run)
-    if lines is None or not isinstance(out, StdoutLines):
-        await task
-        return
-    ended = asyncio.ensure_future(lines.ended.wait())
-    try:
-        await asyncio.wait({task, ended}, return_when=asyncio.FIRST_COMPLETED)
-        if not task.done() and not (await asyncio.wait({task}, timeout=ANSWER_GRACE_S))[0]:
-            log.warning(f"{ANSWER_GRACE_S:g} s after the MCP client's messages ended, answers "
-                        "owed to it are not yet read (or not yet made): the answers still owed "
-                        "are dropped, and the session ends",
-                        event="answers-dropped")
-            out.abort()  # (a write waiting for the pipe fails: the transport ends)
-            lines.close()  # (EOF for the SDK, which held for the answers owed)
-            if not (await asyncio.wait({task}, timeout=ANSWER_GRACE_S))[0]:
-                task.cancel()
-        await asyncio.wait({task})
-    finally:
-        ended.cancel()
-        if not task.done():  # (this one cancelled: the SDK's run with it)
-            task.cancel()
-            await asyncio.wait({task})
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        raise exc
-
-
 def _error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                 is_error=True)
@@ -234,13 +205,7 @@ async def serve(config: Config, log: RunLog, cwd: str, broken: str | None = None
     started has stopped. `broken`: the config is invalid, and every call answers that."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a client gone: EPIPE, and we clean up
     lines = await StdinLines.open()
-    out = await StdoutLines.open() if lines is not None else None
-    await serve_session(config, log, cwd, broken, lines, out, signals=lines is not None)
-
-
-ANSWER_GRACE_S = 2.0
-"""Once the client's messages have ended (stdin closed, a signal), how long the answers still
-owed may take to go out: a client that reads none holds them no longer than this."""
+    await serve_session(config, log, cwd, broken, lines, await StdoutLines.open(), signals=True)
 
 
 async def serve_session(config: Config, log: RunLog, cwd: str, broken: str | None,
@@ -254,8 +219,15 @@ async def serve_session(config: Config, log: RunLog, cwd: str, broken: str | Non
     SESSION.set(True)  # (a runner started within is the session's: its `status` says so)
 
     def end() -> None:
-        if lines is not None:
-            lines.close()  # EOF for the SDK's reader: the session ends as if stdin closed
+        """A signal (or the session's runner ended by one): the client's messages end, as at
+        stdin's end; a second signal ends the session at once (EOF for the SDK's reader)."""
+        if lines is not None and lines.ending:
+            lines.close()
+        elif lines is not None:
+            log.info("the MCP session ends: its client's messages are read no further, and the "
+                     "answers owed go out first (a second SIGTERM or SIGINT ends it at once)",
+                     event="session-ending")
+            lines.end()
 
     async with asyncio.TaskGroup() as tg:
         runners = Runners(config, log, tg, on_end=end)
@@ -279,10 +251,11 @@ async def serve_session(config: Config, log: RunLog, cwd: str, broken: str | Non
                 await server.run(read, answers, options)
 
         try:
-            await _until_ended(session(), lines, stdout, log)
+            await until_ended(session(), lines, stdout, log)
         except* (BrokenPipeError, ConnectionResetError):  # (writing an answer)
-            log.info("the MCP client is gone (its end of stdout is closed): the session ends",
-                     event="client-gone")
+            if not (isinstance(stdout, StdoutLines) and stdout.aborted):  # (not cut here)
+                log.info("the MCP client is gone (its end of stdout is closed): the session "
+                         "ends", event="client-gone")
         finally:
             # Signals stay handled until everything stopped: the session's runner handles them
             # while it runs (a second SIGTERM kills what remains), else `end` does (nothing).

@@ -1,17 +1,16 @@
 """The MCP client's messages on stdin, read on the event loop: no thread blocked in a read, so the
 session can end at once (a signal ends it as EOF does), which the SDK's threaded reader cannot.
 Every request gets an answer: one the SDK would drop unanswered is answered here instead
-(`vet.py`), and the SDK sees the end of stdin only once every answer owed went out. While the
-session owes MAX_OWED answers, no more is read (`owed.py`)."""
+(`vet.py`), and the SDK sees the end of stdin only once every answer owed went out (it cancels
+what it still handles then). While the session owes MAX_OWED answers, no more is read
+(`owed.py`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
-import stat
-from collections.abc import Callable
+import select
 from typing import Any
 
 import anyio
@@ -19,23 +18,25 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from watchrun.mcp.owed import Owed
+from watchrun.mcp.pipes import claim_pipe, feed
 from watchrun.mcp.vet import HEAD, Error, head_id, vet
 
-__all__ = ["StdinLines", "claim_pipe"]
+__all__ = ["StdinLines"]
 
 MAX_LINE = 4 << 20
 """A longer message is not read: it is discarded up to its newline and answered with an error
 (-32600), with its `id` when that is found in its first HEAD bytes, else `null`."""
+_HANGUP = select.POLLHUP | getattr(select, "POLLRDHUP", 0)
 
 
 class StdinLines:
     """An async iterator of stdin's lines (str), for `mcp.server.stdio.stdio_server(stdin=…)`.
 
-    Only for a pipe or a socket (what MCP clients give): stdin is duplicated onto a private
-    descriptor read in non-blocking mode, and fd 0 is pointed at /dev/null, so a child or a stray
-    read gets EOF instead of the client's messages (as the SDK does). A terminal or a file is left
-    to the SDK's own reader (`open` returns None): a terminal's non-blocking flag would be
-    shared with stdout and stderr.
+    Stdin is read from a private descriptor in non-blocking mode, and fd 0 is pointed at
+    /dev/null, so a child or a stray read gets EOF instead of the client's messages (as the SDK
+    does): a pipe or a socket (what MCP clients give) itself, a file or a terminal through a pipe
+    a thread fills (`pipes.feed`: a terminal's non-blocking flag would be shared with stdout
+    and stderr), so each gets the same answers.
     """
 
     def __init__(self, reader: asyncio.StreamReader, transport: asyncio.ReadTransport,
@@ -44,15 +45,23 @@ class StdinLines:
         self._write: Any = None
         self._writable = asyncio.Event()
         self._owed: Owed | None = None
-        self._closed = False
+        self._closed = self._ending = False
         self.ended = ended
         """Set when the client's messages end (stdin closed, or `close`), however many of them
-        are still to be handled."""
+        are still to be handled (`hung_up` tells when reading is paused)."""
 
     @classmethod
-    async def open(cls) -> StdinLines | None:
-        fd = claim_pipe(0, lambda: os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
-        return None if fd is None else await cls.of_fd(fd)
+    async def open(cls) -> StdinLines:
+        def devnull() -> int:
+            return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        fd = claim_pipe(0, devnull)
+        if fd is not None:
+            return await cls.of_fd(fd)
+        fd, whole = feed(0, devnull)
+        lines = await cls.of_fd(fd)
+        if whole:  # (a file's messages are all there: they end at its end)
+            lines.ended.set()
+        return lines
 
     @classmethod
     async def of_fd(cls, fd: int) -> StdinLines:
@@ -80,8 +89,8 @@ class StdinLines:
                 await self._owed.room()
             if self._closed:  # (what was read and not handed on yet is not)
                 raise StopAsyncIteration
-            data, overlong = await self._line()
-            if not data:
+            data, overlong = (b"", False) if self._ending else await self._line()
+            if not data or self._ending:  # (after `end`: what was read since is dropped)
                 if self._owed is not None:  # (the SDK cancels what it is still handling at
                     await self._owed.none()  # EOF: it gets EOF once all is answered or `close`)
                 raise StopAsyncIteration
@@ -123,35 +132,51 @@ class StdinLines:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             await self._write.send(SessionMessage(reply))
 
+    def end(self) -> None:
+        """The client's messages end here (a signal), as at stdin's end: no more is read (what
+        was read and not handed on yet is not), and the SDK gets EOF once no answer is owed."""
+        if self._ending or self._closed:
+            return
+        self._ending = True
+        if self._owed is not None:
+            self._owed.ended()  # (a wait for room ends)
+        self._stop_reading()
+
+    @property
+    def ending(self) -> bool:
+        """Whether `end` was called."""
+        return self._ending
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called: the SDK has its EOF, or will at its next line."""
+        return self._closed
+
+    def hung_up(self) -> bool:
+        """Whether the client's messages have ended (`ended`). While reading is paused (more
+        than twice MAX_LINE read and not handed on, as the answers owed are not taken), the
+        pipe's end cannot be read: it is looked for as a hang-up then (POLLHUP: no writer is
+        left, whatever data is still in the pipe)."""
+        if not (self.ended.is_set() or self.transport.is_closing()
+                or self.transport.is_reading()):
+            poll = select.poll()
+            poll.register(self.transport.get_extra_info("pipe").fileno(), _HANGUP)
+            if any(events & _HANGUP for _, events in poll.poll(0)):
+                self.ended.set()
+        return self.ended.is_set()
+
     def close(self) -> None:
         """End the lines now (EOF for the SDK: the session ends) and close the descriptor."""
         self._closed = True
         if self._owed is not None:
             self._owed.close()  # (a wait for room ends)
+        self._stop_reading()
+
+    def _stop_reading(self) -> None:
         self.ended.set()
         self.reader.feed_eof()
         if not self.transport.is_closing():
             self.transport.close()
-
-
-def claim_pipe(fd: int, diversion: Callable[[], int]) -> int | None:
-    """When `fd` (stdin or stdout) is a pipe or a socket: the client's end moved to a private
-    close-on-exec descriptor (returned), and `fd` pointed at `diversion()` (which is closed
-    then), so a child or a stray read or print never touches the client's messages. None for
-    a terminal or a file (left as it is: a terminal's non-blocking flag would be shared)."""
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return None
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
-        return None
-    private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    other = diversion()
-    try:
-        os.dup2(other, fd)
-    finally:
-        os.close(other)
-    return private
 
 
 class _Ending(asyncio.StreamReaderProtocol):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from watchrun.mcp.stdin import claim_pipe
+from watchrun.mcp.pipes import claim_pipe
 
 __all__ = ["StdoutLines"]
 
@@ -23,6 +23,9 @@ class StdoutLines:
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
+        self._given = 0
+        self.aborted = False
+        """Whether `abort` cut the answers (then a write that fails is no sign of the client)."""
         # (by asyncio's default a `drain` returns with up to 64 KiB still queued: answers the
         # pipe never took, lost unsaid when the session ends)
         writer.transport.set_write_buffer_limits(high=0)
@@ -42,11 +45,24 @@ class StdoutLines:
         return cls(asyncio.StreamWriter(transport, protocol, None, loop))
 
     async def write(self, text: str) -> None:
-        self._writer.write(text.encode("utf-8"))
+        data = text.encode("utf-8")
+        self._given += len(data)
+        self._writer.write(data)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether bytes written are waiting for the pipe to take them."""
+        return self._writer.transport.get_write_buffer_size() > 0
+
+    @property
+    def taken(self) -> int:
+        """How many bytes the pipe has taken so far (it grows while the client reads)."""
+        return self._given - self._writer.transport.get_write_buffer_size()
 
     async def flush(self) -> None:
         await self._writer.drain()
 
     def abort(self) -> None:
+        self.aborted = True
         if not self._writer.transport.is_closing():  # (the client may have closed its end)
             self._writer.transport.abort()
