@@ -2,9 +2,9 @@
 (`startup.py` and `shutdown.py` take the supervisor through the start and the stop).
 
 Every task belongs to the supervisor's TaskGroup (watchers, the agent hub, the action hub, the
-once-mode driver, the watchdog, the loop-lag monitor, the orphan reaper) and is cancelled and
-awaited by it. Everything start-up acquires is pushed on an exit stack, so a failed step undoes
-the steps before it, in reverse, exactly as a normal stop does.
+once-mode driver, the watchdog, the loop-lag monitor, the orphan reaper, the heap trimmer) and
+is cancelled and awaited by it. Everything start-up acquires is pushed on an exit stack, so a
+failed step undoes the steps before it, in reverse, exactly as a normal stop does.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from watchrun.runtime.sdnotify import SdNotify
 from watchrun.runtime.signals import SignalInbox, handle_signals, reap_orphans_when
 from watchrun.runtime.status import StatusBoard
 from watchrun.runtime.tally import Tally
+from watchrun.runtime.trim import Trimmer
 from watchrun.runtime.watchers import WatcherSet, counters_of
 from watchrun.runtime.wiring import open_sink
 from watchrun.sources.checkpoints import CheckpointStore
@@ -137,6 +138,8 @@ class Supervisor(SupervisorHubs):
                 self._tg = tg
                 helpers = [tg.create_task(self.lag.run(), name="loop-lag"),
                            tg.create_task(reap_orphans_when(self._orphans), name="orphans")]
+                if not self.once:  # (a once run's heap ends with it)
+                    helpers.append(tg.create_task(Trimmer().run(), name="heap-trim"))
                 reason = "startup-failed"
                 try:
                     reason = await startup.start_or_stop(self, undo, inbox) or \
