@@ -61,6 +61,16 @@ def err_of(client: RawClient) -> str:
     return Path(client.err.name).read_text()
 
 
+def add_deaf(client: RawClient, tmp_path: Path) -> None:
+    """Add `w1`, a command that ignores SIGTERM (its stop takes the whole stopTimeout), and
+    wait until its trap is set (its `up` matched: a SIGTERM before would end it at once)."""
+    assert client.ask(json.loads(call(1, action="add", command=DEAF, pattern="up")))[
+        "result"]["isError"] is False
+    jsonl = tmp_path / ".watchrun" / "watchers" / "w1.jsonl"
+    wait_for(lambda: any(r["kind"] == "match" for r in read_records(jsonl)),
+             "the command to have set its trap (its `up` matched)")
+
+
 def test_a_client_reading_slowly_after_closing_stdin_gets_every_answer_whole(
         tmp_path: Path) -> None:
     """The 2 s ran from stdin's end: a client reading a 1.7 MB answer at 400 kB/s got a line
@@ -98,11 +108,7 @@ def test_a_call_running_when_the_client_ends_is_answered(tmp_path: Path, ending:
     write_config(tmp_path, {"limits": {"stopTimeout": "3s"}, "watchers": []})
     client = RawClient(tmp_path)
     try:
-        assert client.ask(json.loads(call(1, action="add", command=DEAF, pattern="up")))[
-            "result"]["isError"] is False
-        jsonl = tmp_path / ".watchrun" / "watchers" / "w1.jsonl"
-        wait_for(lambda: any(r["kind"] == "match" for r in read_records(jsonl)),
-                 "the command to have set its trap (its `up` matched)")
+        add_deaf(client, tmp_path)
         client.send(call(2, action="stop", id="w1"))
         wait_for((tmp_path / "termed").exists, "the stop to be under way (TERM sent)")
         if ending == "SIGTERM":
@@ -127,11 +133,7 @@ def test_a_client_that_reads_again_after_the_drop_gets_its_calls_answered(
     write_config(tmp_path, {"limits": {"stopTimeout": "5s"}, "watchers": []})
     client = RawClient(tmp_path)
     try:
-        assert client.ask(json.loads(call(1, action="add", command=DEAF, pattern="up")))[
-            "result"]["isError"] is False
-        jsonl = tmp_path / ".watchrun" / "watchers" / "w1.jsonl"
-        wait_for(lambda: any(r["kind"] == "match" for r in read_records(jsonl)),
-                 "the command to have set its trap (its `up` matched)")
+        add_deaf(client, tmp_path)
         client.send(call(2, action="stop", id="w1") + b"".join(
             call(100 + i, action="list") for i in range(200)))  # (and not one answer read)
         wait_for((tmp_path / "termed").exists, "the stop to be under way (TERM sent)")
