@@ -44,14 +44,14 @@ class Owed:
     def read(self, message: dict[str, Any]) -> None:
         """A message from the client, as it is handed to the SDK."""
         method, rid = message.get("method"), message.get("id")
-        if rid is not None and isinstance(method, str) and self._modern is None:
-            meta = params.get("_meta") if isinstance(params := message.get("params"), dict) \
-                else None
-            self._modern = method != "initialize" and isinstance(meta, dict) and \
-                types.PROTOCOL_VERSION_META_KEY in meta
-        if rid is not None and isinstance(method, str) and not (self._modern and
-                                                                method in LONG_LIVED):
-            self._ids[str(rid)] += 1
+        if rid is not None and isinstance(method, str):
+            if self._modern is None:
+                meta = params.get("_meta") if isinstance(params := message.get("params"),
+                                                         dict) else None
+                self._modern = method != "initialize" and isinstance(meta, dict) and \
+                    types.PROTOCOL_VERSION_META_KEY in meta
+            if not (self._modern and method in LONG_LIVED):
+                self._ids[str(rid)] += 1
         elif rid is None and method == "notifications/cancelled":
             params = message.get("params")
             if isinstance(params, dict) and params.get("requestId") is not None:

@@ -221,9 +221,11 @@ async def serve_session(config: Config, log: RunLog, cwd: str, broken: str | Non
     def end() -> None:
         """A signal (or the session's runner ended by one): the client's messages end, as at
         stdin's end; a second signal ends the session at once (EOF for the SDK's reader)."""
-        if lines is not None and lines.ending:
+        if lines is None:
+            return
+        if lines.ending:
             lines.close()
-        elif lines is not None:
+        else:
             log.info("the MCP session ends: its client's messages are read no further, and the "
                      "answers owed go out first (a second SIGTERM or SIGINT ends it at once)",
                      event="session-ending")
