@@ -12,11 +12,13 @@ runner too (it was said lost again: found 2026-12-07, explore-fresh5 F3)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import shutil
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +139,23 @@ def written_on(tmp_path: Path, r: LiveRunner, more: bool) -> None:
     assert r.stop() == 0, r.stderr()
 
 
+@contextlib.contextmanager
+def said_lost_half_written(tmp_path: Path, more: bool) -> Iterator[tuple[LiveRunner, Path,
+                                                                         bytes]]:
+    """A runner that judged an archive half written by a compressor pausing longer than
+    rotateWait (one gap: all it can know), with 5 lines never read before it when `more`:
+    the runner, the archive and the rest its compressor is to write. Closed at the end."""
+    unread = lines(5001, 5005) if more else b""
+    r, archive, rest = truncated_while_compressed(tmp_path, "300ms", plain_copy=False,
+                                                  part=0.5, unread=unread)
+    try:
+        wait_for(lambda: judged(tmp_path, archive), "the archive judged half written")
+        assert gaps(tmp_path) == [("compressed", str(archive))]
+        yield r, archive, rest
+    finally:
+        r.close()
+
+
 def said_lost_once(tmp_path: Path, r: LiveRunner, archive: Path, more: bool) -> None:
     """Every line once, the archive one gap, the note only when it held what was read."""
     assert sorted(numbers(tmp_path)) == list(range(1, 1021))
@@ -153,12 +172,7 @@ def test_an_archive_said_lost_while_cut_short_is_not_said_lost_again_once_comple
     emptied file's next write judging it again); when it holds every line read, the log says
     nothing was lost after all. Holding lines never read (written while the runner was
     frozen), it stays the one gap, with no such note."""
-    unread = lines(5001, 5005) if more else b""
-    r, archive, rest = truncated_while_compressed(tmp_path, "300ms", plain_copy=False,
-                                                  part=0.5, unread=unread)
-    try:
-        wait_for(lambda: judged(tmp_path, archive), "the archive judged half written")
-        assert gaps(tmp_path) == [("compressed", str(archive))]
+    with said_lost_half_written(tmp_path, more) as (r, archive, rest):
         with archive.open("ab") as f:
             f.write(rest[: len(rest) // 2])
         next_lines(tmp_path)  # (looks for copies of the emptied file: passes over the archive)
@@ -167,8 +181,6 @@ def test_an_archive_said_lost_while_cut_short_is_not_said_lost_again_once_comple
         finish_compressing(tmp_path, archive, rest[len(rest) // 2 :])
         wait_for(lambda: judged(tmp_path, archive), "the completed archive judged")
         written_on(tmp_path, r, more)
-    finally:
-        r.close()
     said_lost_once(tmp_path, r, archive, more)
 
 
@@ -179,15 +191,8 @@ def test_an_archive_said_lost_is_not_said_lost_again_when_completed_across_a_res
     compressor completes the archive; the runner is started again and the file written on.
     The checkpoint keeps the archive watched: no second gap, and the log says when it holds
     every line read after all; holding lines never read, it stays the one gap, no note."""
-    unread = lines(5001, 5005) if more else b""
-    r, archive, rest = truncated_while_compressed(tmp_path, "300ms", plain_copy=False,
-                                                  part=0.5, unread=unread)
-    try:
-        wait_for(lambda: judged(tmp_path, archive), "the archive judged half written")
-        assert gaps(tmp_path) == [("compressed", str(archive))]
+    with said_lost_half_written(tmp_path, more) as (r, archive, rest):
         assert r.stop() == 0, r.stderr()
-    finally:
-        r.close()
     finish_compressing(tmp_path, archive, rest)
     r = LiveRunner(tmp_path / "watch.yaml")
     try:
