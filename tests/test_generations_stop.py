@@ -99,7 +99,7 @@ def test_on_a_network_file_system_its_size_is_not_trusted_at_a_stop(
     """Where the descriptor's size may lag what it holds (attributes cached apart from the
     data), nothing past what was read is not known: the gap stays, 0 bytes known. (A seam: the
     stop's look takes the file system for NFS; the source reads it as the local file it is.)"""
-    monkeypatch.setattr(stopped, "fs_type", lambda fd: 0x6969)
+    monkeypatch.setattr(stopped, "known_local", lambda fd: False)  # (as on NFS)
     rec = _run(tmp_path)
     assert rec.texts() == ["x new 2"]
     assert [(g["reason"], g["offset"], g["unreadBytes"]) for g in rec.of("gap")] == [

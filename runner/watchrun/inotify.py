@@ -18,7 +18,8 @@ import select
 import struct
 from typing import Any, NamedTuple
 
-__all__ = ["REMOTE_FS", "Event", "INotify", "MountTable", "TurnedRemote", "fs_type", "remote_fs"]
+__all__ = ["REMOTE_FS", "Event", "INotify", "MountTable", "TurnedRemote", "fs_type", "known_local",
+           "remote_fs"]
 
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (of the name that follows)
 _READ = 64 * 1024
@@ -83,6 +84,13 @@ def fs_type(at: bytes | int) -> int | None:
     if getattr(_LIBC, call)(at, buf) != 0:
         return None
     return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF  # f_type comes first
+
+
+def known_local(fd: int) -> bool:
+    """Whether the file open on `fd` is on a file system known to be local (not a remote one,
+    and `fstatfs` answered)."""
+    kind = fs_type(fd)
+    return kind is not None and kind not in REMOTE_FS
 
 
 def remote_fs(path: str | os.PathLike[str]) -> str | None:

@@ -9,7 +9,7 @@ import contextlib
 from typing import Self
 
 from watchrun.events import SourceContext
-from watchrun.inotify import REMOTE_FS, TurnedRemote, fs_type
+from watchrun.inotify import TurnedRemote, known_local
 from watchrun.notify import Watch
 from watchrun.offload import offload
 from watchrun.sources.generation import Generation
@@ -56,4 +56,4 @@ class HandOver(OnceRead):
 
 def _local(gens: list[Generation]) -> list[Generation]:
     """Those of `gens` on a file system known to be local (fstatfs: in a worker thread)."""
-    return [g for g in gens if (kind := fs_type(g.fd)) is not None and kind not in REMOTE_FS]
+    return [g for g in gens if known_local(g.fd)]

@@ -7,7 +7,7 @@ import os
 
 from msgspec.structs import replace
 
-from watchrun.inotify import REMOTE_FS, fs_type
+from watchrun.inotify import known_local
 from watchrun.sources.generation import Generation
 from watchrun.sources.identity import Checkpoint
 
@@ -29,8 +29,7 @@ def at_stop(gen: Generation, *, followed: bool) -> Checkpoint:
         st = os.fstat(gen.fd)
     except OSError:
         return cp
-    kind = fs_type(gen.fd)
-    if not gen.is_file(st) or kind is None or kind in REMOTE_FS:
+    if not gen.is_file(st) or not known_local(gen.fd):
         return cp
     if max(cp.size, st.st_size) <= cp.offset:
         return replace(cp, finished=True)
