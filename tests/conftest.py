@@ -1,7 +1,8 @@
 """Suite-wide settings: the config cache of every runner the tests start lives in the session's
 temporary directory, not in the user's ~/.cache (tests of the cache set their own); property
 tests have no per-example deadline; Ctrl-C reaches the processes the tests start however the
-suite was launched; xdist's workers share the work of rewriting the test modules' asserts."""
+suite was launched; xdist's workers share the work of rewriting the test modules' asserts; the
+file-source tests' notifiers are closed after each test."""
 
 from __future__ import annotations
 
@@ -72,6 +73,15 @@ def _config_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
         os.environ.pop("WATCHRUN_CACHE_DIR", None)
     else:
         os.environ["WATCHRUN_CACHE_DIR"] = saved
+
+
+@pytest.fixture(autouse=True)
+def _close_notifiers() -> Iterator[None]:
+    """The file-source tests' notifiers (tests/filehelpers.py) are closed after each test."""
+    yield
+    helpers = sys.modules.get("filehelpers")
+    if helpers is not None:
+        helpers.close_notifiers()
 
 
 @pytest.fixture

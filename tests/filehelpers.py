@@ -38,10 +38,24 @@ def open_fds_to(path: Path) -> list[str]:
     return out
 
 
+MADE: list[Notifier] = []
+"""The notifiers `notifier_for` made: conftest closes them after each test (left to the
+collector, each held an inotify instance, and one worker running test_file_tail.py held 43 of
+the user's 128 to its end: the runners other tests started then polled, `inotify_init1: Too
+many open files`)."""
+
+
 def notifier_for(mode: str, poll_ms: int = POLL_MS) -> Notifier:
     n = Notifier(poll_ms, force_poll=(mode == "poll"))
     assert n.mode == mode
+    MADE.append(n)
     return n
+
+
+def close_notifiers() -> None:
+    """Close what `notifier_for` made."""
+    while MADE:
+        MADE.pop().close()
 
 
 def spec_for(path: Path, *, from_start: bool = False, wid: str = "w") -> WatcherSpec:
