@@ -21,7 +21,7 @@ from watchrun.output.runlog import RunLog
 from watchrun.output.sink import JsonlSink
 from watchrun.output.writer import AsyncWriter
 from watchrun.runtime.pipeline import WatcherPipeline
-from watchrun.runtime.recent_lines import LONG_CHUNK, RecentLines
+from watchrun.runtime.recent_lines import LONG_CHUNK, RecentLines, _start_of_last
 
 PIECES = st.lists(st.sampled_from([b"a", b"ERROR x", b"\n", b"\n\n", b"\xc3\xa9", b"y" * 30]),
                   max_size=80)  # fmt: skip
@@ -113,9 +113,9 @@ def _long_chunk(first: int, lines: int, offset: int, key: tuple[int, int] | None
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 2000), st.booleans()), min_size=1, max_size=8),
-       st.sampled_from([1, 37, 500]))
+       st.sampled_from([1, 37, 500]), st.booleans())
 def test_recent_lines_keeps_what_its_lines_cost_not_whole_reads(
-        sizes: list[tuple[int, bool]], keep: int) -> None:
+        sizes: list[tuple[int, bool]], keep: int, settle: bool) -> None:
     """A file's read is up to 1 MiB: 200 watchers each keeping two whole reads held 400 MB for
     tails of 500 lines. A long chunk keeps only the lines the tail shows, cut lines and
     key blocks with them."""
@@ -124,13 +124,30 @@ def test_recent_lines_keeps_what_its_lines_cost_not_whole_reads(
         chunk, regions, said = _long_chunk(line_no, lines, (line_no - 1) * LINE,
                                            (lines // 3, lines // 2) if key else None)
         tail.add(chunk, regions)
+        if settle:  # (as the pipeline does once it has counted the chunk; else the next add)
+            tail.settle(lines)
         shown += said
         line_no += lines
         assert tail.lines == line_no - 1
         assert tail.last() == shown[-keep:]
         kept = sum(len(h[0]) for h in tail._held) + len(chunk.data if tail._newest is None
                                                          else tail._newest.data)
-        assert kept <= 2 * keep * LINE + 2 * LONG_CHUNK, (kept, keep)
+        newest = len(chunk.data) if not settle else 0  # (kept whole until it is counted)
+        assert kept <= 2 * keep * LINE + 2 * LONG_CHUNK + newest, (kept, keep)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 3), st.integers(0, 400), st.just(70_000)), min_size=2,
+                max_size=300), st.data())
+def test_where_the_last_lines_begin_is_found_however_long_the_lines_are(
+        lengths: list[int], data: st.DataObject) -> None:
+    """`_start_of_last` guesses where the last `keep` lines begin from the average line and
+    counts from there: lines far shorter or longer at the end than on average (a 70 000-byte
+    line among empty ones) move the guess, never the answer."""
+    text = b"".join(b"y" * n + b"\n" for n in lengths)
+    keep = data.draw(st.integers(1, len(lengths) - 1))
+    expected = len(b"".join(b"y" * n + b"\n" for n in lengths[:-keep]))
+    assert _start_of_last(text, len(lengths), keep) == expected
 
 
 def _pipeline(tmp_path: Path, max_log_lines: int = 500) -> WatcherPipeline:

@@ -97,13 +97,13 @@ class WatcherPipeline(Resuming):
 
     def lines_in_last_chunk(self) -> int:
         """`framing.CountsLines`: the lines of the last chunk, counting only what `chunk()`
-        did not count while numbering its matched lines (so the source need not count); a
-        long chunk the tail counted as it kept its last lines is not counted again. The
-        chunk's bytes are let go of (an idle watcher would keep a 1 MiB read)."""
+        did not count while numbering its matched lines (so the source need not count); the
+        tail is told (a long chunk keeps only its last lines there), and the chunk's bytes
+        are let go of (an idle watcher would keep a 1 MiB read)."""
         data, lines, pos = self._counted
-        counted = self.counters.tail.counted
-        n = counted if counted >= 0 else lines + count_newlines(data, pos)
+        n = lines + count_newlines(data, pos)
         self._counted = (b"", n, 0)
+        self.counters.tail.settle(n)
         return n
 
     def matches_in_last_chunk(self) -> int:
