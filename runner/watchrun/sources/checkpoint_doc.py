@@ -77,7 +77,7 @@ _OPTIONAL: dict[str, tuple[str, type]] = {
     "mtimeNs": ("mtime_ns", int), "finished": ("finished", bool), "since": ("since", int),
     "deleted": ("deleted", bool), "announce": ("announce", str), "inodeGen": ("inode_gen", int),
     "releasedEarly": ("released_early", bool), "beside": ("beside", bool),
-    "midLine": ("mid_line", bool),
+    "midLine": ("mid_line", bool), "birthNs": ("born", int),
 }
 
 

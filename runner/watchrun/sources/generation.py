@@ -14,6 +14,7 @@ from watchrun.preads import pread_full
 from watchrun.sources.identity import (
     FINGERPRINT_BYTES,
     Checkpoint,
+    birth_ns,
     position,
     tail_before,
 )
@@ -40,6 +41,8 @@ class Generation:
         self.fd, self.dev, self.inode, self.path = fd, st.st_dev, st.st_ino, path
         self.inode_gen = inode_gen
         """Its inode's generation number (None: not known), kept in its checkpoints."""
+        self.born = birth_ns(fd) if inode_gen is None else None
+        """Where that is not known (tmpfs): when its inode was made, kept in its checkpoints."""
         self.max_line = max_line
         self.seen_size, self.seen_mtime = st.st_size, st.st_mtime_ns
         self.grew_at: float | None = None  # monotonic time of its last growth (once retired)
@@ -112,6 +115,7 @@ class Generation:
         line too; returns the descriptor it was read from until now (the caller's to close)."""
         old, self.fd, self.dev, self.inode = self.fd, fd, st.st_dev, st.st_ino
         self.path, self.inode_gen = path, inode_gen
+        self.born = birth_ns(fd) if inode_gen is None else None
         return old
 
     def saw(self, st: os.stat_result) -> None:
@@ -237,7 +241,7 @@ class Generation:
         return position(self.dev, self.inode, self.seen_mtime, self.head, tail, off, line_no,
                         self.path, size=self.seen_size, finished=finished, seq=self.done_seq,
                         since=self.since, deleted=deleted, announce=pending,
-                        inode_gen=self.inode_gen, mid_line=within)
+                        inode_gen=self.inode_gen, mid_line=within, born=self.born)
 
 
 _COUNTS: dict[type, bool] = {}

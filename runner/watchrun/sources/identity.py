@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import os
 import struct
+from collections.abc import Callable
 
 from msgspec import Struct
 
@@ -132,6 +133,10 @@ class Checkpoint(Struct, frozen=True):
     """`offset` is inside line `line_no`: a once run recorded its head, up to `offset`, when it
     had no newline yet (it matched); its rest, up to its newline, is passed over, not judged
     again."""
+    born: int | None = None
+    """Where the file system keeps no generation number (tmpfs): when its inode was made
+    (`birth_ns`), which says the same file is at the inode number still (truncated or rewritten
+    in place), never that another is (overlayfs gives a file copied up a new birth time)."""
 
     @property
     def unread(self) -> int:
@@ -181,10 +186,13 @@ def other_generation(cp: Checkpoint, gen: int | None) -> bool:
     return cp.inode_gen is not None and gen is not None and gen != cp.inode_gen
 
 
-def same_generation(cp: Checkpoint, gen: int | None) -> bool:
-    """The inode number still belongs to the checkpointed file: both generation numbers are
-    known and equal (its content may have been truncated or rewritten since)."""
-    return cp.inode_gen is not None and gen == cp.inode_gen
+def same_generation(cp: Checkpoint, gen: int | None, born: Callable[[], int | None]) -> bool:
+    """The inode number still belongs to the checkpointed file (its content may have been
+    truncated or rewritten since): both generation numbers are known and equal; or, where the
+    file system keeps none, both birth times (`born()`: the open file's, asked only then)."""
+    if cp.inode_gen is not None:
+        return gen == cp.inode_gen
+    return cp.born is not None and gen is None and born() == cp.born
 
 
 def identifies(cp: Checkpoint, fd: int, st: os.stat_result, gen: int | None) -> bool:
@@ -217,8 +225,9 @@ def position(dev: int, inode: int, mtime_ns: int, head: bytes, tail: bytes, offs
              line_no: int, path: str, *, size: int = 0, finished: bool = False,
              seq: int | None = None, since: int = 0, deleted: bool = False,
              announce: str = "", inode_gen: int | None = None, beside: bool = False,
-             mid_line: bool = False) -> Checkpoint:
+             mid_line: bool = False, born: int | None = None) -> Checkpoint:
     """The checkpoint of a generation at `offset`, given its head and the bytes before it."""
     return Checkpoint(dev, inode, fingerprint(head), offset, line_no, path, len(head),
                       fingerprint(tail), len(tail), max(offset, size), mtime_ns, finished, seq,
-                      since, deleted, announce, inode_gen, beside=beside, mid_line=mid_line)
+                      since, deleted, announce, inode_gen, beside=beside, mid_line=mid_line,
+                      born=born)

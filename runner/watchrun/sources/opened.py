@@ -11,7 +11,7 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from watchrun.sources.identity import Archive, Checkpoint, inode_generation
+from watchrun.sources.identity import Archive, Checkpoint, birth_ns, inode_generation
 from watchrun.sources.regular import open_regular
 from watchrun.sources.rotated import NO_FDS, Entry
 
@@ -39,6 +39,10 @@ class Opened(Struct):
         if not self.asked:
             self.gen, self.asked = inode_generation(self.fd), True
         return self.gen
+
+    def born(self) -> int | None:
+        """When its inode was made (`birth_ns`: one statx)."""
+        return birth_ns(self.fd)
 
 
 class Plan(Struct):

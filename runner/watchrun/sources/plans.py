@@ -117,7 +117,7 @@ def _plan_start(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: 
     reused = (cur is not None and ident(cur.st) == (last.dev, last.inode)
               and not other_generation(last, cur.generation()))
     rewritten = (reused and cur is not None and not at_path and not last.deleted
-                 and (same_head(last, cur.fd) or same_generation(last, cur.generation())))
+                 and (same_head(last, cur.fd) or same_generation(last, cur.generation(), cur.born)))
     plan = Plan()
     try:
         entries = _gather(path, cur, known, max_n, recorded, at_path, rewritten, again, plan,
