@@ -116,3 +116,36 @@ def test_a_message_whose_text_is_not_where_it_should_be_is_kept_raw(
     assert [o.kind for o in out] == kinds
     assert [(o.fields["value"], o.fields["error"]) for o in out if o.kind == "raw"] == (
         [(line, error)] if error else [])
+
+
+def test_pi_0_73_compaction_events_are_a_status_and_a_compaction() -> None:
+    """explore-clis F4: pi 0.73 prints `compaction_start`/`compaction_end` (no longer
+    `auto_compaction_*`); both were `raw` unknown-events, so `until: status:compacting` never
+    fired and no `compaction` was recorded."""
+    r = run("v0.73.1_threshold_compaction.documented.jsonl")
+    assert r.of("raw") == []
+    assert r.of("status") == [{"status": "compacting", "reason": "threshold"}]
+    assert r.of("compaction") == [{"trigger": "threshold", "tokensBefore": 180012}]
+    assert r.completed == [{"ok": True, "result": "The build passes.",
+                            "sessionId": "01a2530f-c4bc-7500-9b53-51e54038b079",
+                            "reason": "stop"}]
+
+
+def test_a_failed_compaction_is_a_warning_not_a_compaction() -> None:
+    """The real pi 0.73.1 lines of a manual compaction that could not reach the model."""
+    r = run("v0.73.1_rpc_compaction_failed.excerpt.jsonl")
+    assert r.of("raw") == []
+    assert r.of("status") == [{"status": "compacting", "reason": "manual"}]
+    assert r.of("compaction") == []
+    assert r.of("warning") == [{"message": "Compaction failed: Summarization failed: "
+                                "Connection error.", "code": "compaction-failed"}]
+
+
+@pytest.mark.parametrize("prefix", ["", "auto_"])
+def test_both_names_of_an_aborted_compaction(prefix: str) -> None:
+    lines = [{"type": f"{prefix}compaction_start", "reason": "overflow"},
+             {"type": f"{prefix}compaction_end", "reason": "overflow", "aborted": True,
+              "willRetry": False}]
+    r = replay_lines(PiAdapter(), [json.dumps(x) for x in lines])
+    assert r.of("status") == [{"status": "compacting", "reason": "overflow"}]
+    assert r.of("compaction") == [{"trigger": "overflow", "aborted": True}]

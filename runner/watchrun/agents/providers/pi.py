@@ -22,12 +22,15 @@ _FAILED_STOPS = ("error", "aborted")
 BLOCKS = ("text", "thinking", "toolCall", "image")
 """The content blocks of an assistant message it knows (an image holds no text): any other
 keeps its line `raw`, so a message's text never vanishes under a new block type."""
-
+COMPACTION_START = ("compaction_start", "auto_compaction_start")
+COMPACTION_END = ("compaction_end", "auto_compaction_end")
+"""pi 0.73 named its compaction events `compaction_*` (manual ones too); older builds print
+`auto_compaction_*` with the same fields."""
 
 
 class PiAdapter(JsonAdapter):
     """pi JSON events (`session`, `agent_*`, `turn_*`, `message_*`, `tool_execution_*`,
-    `auto_compaction_*`, `auto_retry_*`).
+    `compaction_*` (≤ 0.72: `auto_compaction_*`), `auto_retry_*`).
 
     Usage rule: each assistant `message_end` is one API call with its own `usage` (an
     increment); `message_start`/`message_update` usage is zero or partial and `turn_end` and
@@ -39,7 +42,9 @@ class PiAdapter(JsonAdapter):
     messages carry no id). The answer is the last assistant message with text of the last
     turn. Tool calls and results are deduplicated by `toolCallId` (they repeat in `toolCall`
     blocks, `toolResult` messages and `turn_end.toolResults`).
-    `auto_retry_start` is a `model-retry`; `auto_compaction_end` a `compaction`.
+    `auto_retry_start` is a `model-retry`; `compaction_start` a `status` `compacting`;
+    `compaction_end` a `compaction`, or a `warning` (`compaction-failed`) when it carries
+    `errorMessage` (nothing was compacted).
     Status: auto-retry and compaction add `agent_start`/`agent_end` pairs, so the outcome is
     decided at the end of the stream: `completed` when the last lifecycle event was
     `agent_end` or `auto_retry_end`, ok unless the last assistant `stopReason` is error or
@@ -91,12 +96,15 @@ class PiAdapter(JsonAdapter):
                 return self.tool(call, str(obj.get("toolName") or "?"), obj.get("args"))
             return self.tool_result(call, bool(obj.get("isError")),
                                     result_text(as_dict(obj.get("result")).get("content")))
-        if kind == "auto_compaction_start":
+        if kind in COMPACTION_START:
             self._compaction = obj.get("reason")
             return [observation("status", status="compacting", reason=obj.get("reason"))]
-        if kind == "auto_compaction_end":
+        if kind in COMPACTION_END:
+            trigger, self._compaction = self._compaction or obj.get("reason"), None
+            if error := as_str(obj.get("errorMessage")):
+                return [observation("warning", message=error, code="compaction-failed")]
             result = as_dict(obj.get("result"))
-            return [observation("compaction", trigger=self._compaction,
+            return [observation("compaction", trigger=trigger,
                                 tokensBefore=result.get("tokensBefore"),
                                 aborted=True if obj.get("aborted") else None)]
         if kind == "auto_retry_start":
