@@ -40,18 +40,27 @@ SHOWN = ("ERROR disk full" + "".join(f"\\U{0xE0000 + ord(c):08x}" for c in "run 
     (("cli", "--message={prompt}"), "--flag", ["cli", "--message=--flag"]),  # its value
     (("cli", "-{prompt}"), "-x", ["cli", "--x"]),  # the config chose the dash
     (("cli", "{prompt}"), "ERROR --flag", ["cli", "ERROR --flag"]),
+    # explore-clis F7: pi read a prompt beginning with `@` as a file to attach ("File not
+    # found: …"); the real pi 0.73.1 reads " @x" as the prompt
+    (("pi", "--mode", "json", "-p", "{prompt}"), "@alice: disk full",
+     ["pi", "--mode", "json", "-p", " @alice: disk full"]),
+    (("cli", "--file=@{prompt}"), "@x", ["cli", "--file=@@x"]),  # within an argument: as is
+    (("cli", "@{prompt}"), "args.txt", ["cli", "@args.txt"]),  # the config chose the `@`
+    (("cli", "{prompt}"), "mail @alice", ["cli", "mail @alice"]),
 ])
 def test_a_prompt_cannot_begin_an_option(command: tuple[str, ...], prompt: str,
                                          expected: list[str]) -> None:
     assert render_command(command, prompt) == expected
 
 
-@given(st.text(), st.sampled_from(["{prompt}", "{prompt}{prompt}", "x{prompt}", "--m={prompt}"]))
+@given(st.text(), st.sampled_from(["{prompt}", "{prompt}{prompt}", "x{prompt}", "--m={prompt}",
+                                   "@{prompt}"]))
 def test_no_argument_the_prompt_begins_is_an_option(prompt: str, template: str) -> None:
-    """Whatever the prompt, an argument begins with `-` only where the config wrote the dash;
+    """Whatever the prompt, an argument begins with `-` or `@` only where the config wrote it;
     and the prompt's text is all there, in order."""
     arg = render_command(("cli", template), prompt)[1]
     assert not arg.startswith("-") or template.startswith("-")
+    assert not arg.startswith("@") or template.startswith("@")
     assert arg.lstrip(" ") == template.replace("{prompt}", prompt).lstrip(" ")
 
 

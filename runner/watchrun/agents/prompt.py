@@ -143,14 +143,17 @@ def fit_argument(command: Sequence[str], prompt: str, limit: int = ARG_BYTES) ->
 
 def render_command(command: Sequence[str], prompt: str) -> list[str]:
     """argv with `{prompt}` replaced inside each element: the prompt is never split or run by a
-    shell, so it cannot inject arguments or shell syntax. Nor an option: an element the prompt
-    begins (`{prompt}`, whose text may begin with a matched line) that would begin with `-`
-    begins with a space instead, which no option parser reads as an option."""
+    shell, so it cannot inject arguments or shell syntax. Nor an option or a file to read: an
+    element the prompt begins (`{prompt}`, whose text may begin with a matched line) that would
+    begin with `-` or `@` begins with a space instead, which no option parser reads as an option
+    and no CLI as `@FILE` (pi attaches the file an `@` argument names, and fails when there is
+    none; gcc, javac and argparse's `fromfile_prefix_chars` read one as more arguments)."""
     return [_not_an_option(arg, arg.replace(PROMPT_TOKEN, prompt)) for arg in command]
 
 
 def _not_an_option(template: str, arg: str) -> str:
-    return f" {arg}" if arg.startswith("-") and not template.startswith("-") else arg
+    head = arg[:1]
+    return f" {arg}" if head in ("-", "@") and not template.startswith(head) else arg
 
 
 class Delivery(Struct):
