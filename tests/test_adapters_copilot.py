@@ -7,7 +7,9 @@ import json
 import pytest
 from adapter_replay import Replay, replay, replay_lines
 
+from watchrun.agents.clean import clean_record
 from watchrun.agents.providers.copilot import CopilotAdapter
+from watchrun.agents.tally import Tally, turn_error, turn_outcome
 
 SESSION = "0199d2f0-7c1f-7000-8000-00000000c0de"
 
@@ -124,3 +126,48 @@ def test_a_message_without_its_content_is_kept_raw(data: dict[str, object],
     line = json.dumps({"type": "assistant.message", "data": data})
     assert [(o.kind, o.fields.get("value"), o.fields.get("error"))
             for o in CopilotAdapter().parse(line)] == ([("raw", line, error)] if error else [])
+
+
+def test_abort_subagent_failure_and_notification() -> None:
+    """explore-clis F9: `abort`, `subagent.failed` and `system.notification` (copilot-sdk
+    1.0.14's session events) were each a `raw` unknown-event, and an aborted turn whose
+    `result` said exit 0 was `done` with the narration before the abort as its answer."""
+    r = run("sdk1.0.14_abort_subagent_failed_notification.documented.jsonl")
+    assert r.of("raw") == []
+    assert r.of("warning") == [{"message": "Explore failed: Model call failed: 503 Service "
+                                "Unavailable", "code": "subagent-failed", "callId": "call_1"}]
+    assert r.results == {"call_1": True}  # the call's own result, from execution_complete
+    assert r.of("status") == [{
+        "status": "notification", "state": "shell_completed",
+        "description": "<system_notification>Shell command \"make nightly\" completed with exit "
+                       "code 0</system_notification>"}]
+    assert r.of("failure") == [{"message": "the user aborted the turn (Ctrl+C)",
+                                "code": "aborted"}]
+    (done,) = r.completed
+    assert done["ok"] is False and "result" not in done
+    assert done["reason"] == "the user aborted the turn (Ctrl+C)"
+    tally = Tally()
+    for o in r.obs:
+        tally.note(o.kind, clean_record(o.kind, o.fields, None))
+    status, _ = turn_outcome(stop_reason=None, completed_ok=tally.completed_ok,
+                             marker_seen=False, exit_code=0, generic=False)
+    assert status == "failed"
+    assert turn_error(status, None, "", tally, 0, None) == {
+        "code": "aborted", "message": "the user aborted the turn (Ctrl+C)"}
+
+
+@pytest.mark.parametrize(("event", "kind", "message"), [
+    ({"type": "abort", "data": {"reason": "autopilot_credit_limit"}}, "failure",
+     "autopilot stopped the run: its objective reached the --max-ai-credits limit"),
+    ({"type": "abort", "data": {"reason": "new_reason"}}, "failure",
+     "the turn was aborted (new_reason)"),
+    ({"type": "abort", "data": {}}, "failure", "the turn was aborted (no reason given)"),
+    # a sub-agent's abort (`agentId`): its parent goes on
+    ({"type": "abort", "agentId": "agent-7", "data": {"reason": "user_abort"}}, "warning",
+     "a sub-agent was aborted (user_abort)"),
+    ({"type": "subagent.failed", "data": {"toolCallId": "c", "agentName": "explore",
+                                          "error": "boom"}}, "warning", "explore failed: boom"),
+])  # fmt: skip
+def test_aborts_and_failed_subagents(event: dict[str, object], kind: str, message: str) -> None:
+    (obs,) = CopilotAdapter().parse(json.dumps(event))
+    assert (obs.kind, obs.fields["message"]) == (kind, message)

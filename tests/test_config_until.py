@@ -68,7 +68,9 @@ NO_STATUS = ("the {} adapter reports no status, so this marker never ends a turn
     ("gemini", "status:compacting", NO_STATUS.format("gemini")),
     ("opencode", "status:busy", NO_STATUS.format("opencode")),
     ("cursor", "status:done", NO_STATUS.format("cursor")),
-    ("copilot", "status:done", NO_STATUS.format("copilot")),
+    ("copilot", "status:notification", None),  # its system.notification (explore-clis F9)
+    ("copilot", "status:done", "the copilot adapter reports no status `done`; it reports: "
+     "notification"),
     ("generic", "status:done", NO_STATUS.format("generic")),
 ])
 def test_until_status(tmp_path: Path, provider: str, until: str, warning: str | None) -> None:

@@ -28,7 +28,7 @@ PROVIDER_STATUSES: dict[str, frozenset[str]] = {
     "gemini": frozenset(),
     "opencode": frozenset(),
     "cursor": frozenset(),
-    "copilot": frozenset(),
+    "copilot": frozenset({"notification"}),  # system.notification
     "generic": frozenset(),
 }
 """Provider -> the status words its adapter reports (agents/providers/), besides families."""

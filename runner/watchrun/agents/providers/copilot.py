@@ -30,6 +30,12 @@ _QUIET = frozenset({
 """Events that say nothing a transcript shows (the turn loop, deltas of things that arrive
 whole later, hooks); other unknown types are kept as `raw` unless marked ephemeral."""
 AUTH_ADVICE = "run `copilot login` (or set COPILOT_GITHUB_TOKEN / GH_TOKEN) for the agent"
+ABORTS = {"user_initiated": "the user aborted the turn (Ctrl+C)",
+          "remote_command": "a remote command aborted the turn",
+          "user_abort": "an MCP server's user.abort notification aborted the turn",
+          "autopilot_credit_limit": "autopilot stopped the run: its objective reached the "
+                                    "--max-ai-credits limit"}
+"""`abort.data.reason` (copilot-sdk's `AbortReason`) in words; another is named as written."""
 
 
 class CopilotAdapter(JsonAdapter):
@@ -48,7 +54,12 @@ class CopilotAdapter(JsonAdapter):
 
     Problems: `model.call_failure` is a `model-error` (the CLI retries by itself); `session.error`
     a failure (or quota); `session.warning` a `warning`; `session.compaction_complete` a
-    `compaction`. Status: `result.exitCode` 0 and no `session.error` is ok.
+    `compaction`. `abort` ends the turn: a failure (code `aborted`, `reason` in words; a
+    sub-agent's, with `agentId`, is a `warning`: its parent goes on). `subagent.failed` is a
+    `warning` (`subagent-failed`, `callId`: the call that ran it; that call's own result comes
+    as `tool.execution_complete`). `system.notification` is a `status` `notification`
+    (`description`: its text, `state`: what it is about, e.g. `agent_completed`).
+    Status: `result.exitCode` 0 and no `session.error` or `abort` is ok.
     """
 
     provider: ClassVar[str] = "copilot"
@@ -108,6 +119,18 @@ class CopilotAdapter(JsonAdapter):
         if kind == "session.warning":
             return [observation("warning", message=str(data.get("message") or "warning"),
                                 code=data.get("warningType"))]
+        if kind == "abort":
+            return self._abort(obj, as_str(data.get("reason")) or "no reason given")
+        if kind == "subagent.failed":
+            who = as_str(data.get("agentDisplayName")) or as_str(data.get("agentName"))
+            return [observation("warning", code="subagent-failed",
+                                message=f"{who or 'a sub-agent'} failed: "
+                                        f"{as_str(data.get('error')) or 'no reason given'}",
+                                callId=as_str(data.get("toolCallId")))]
+        if kind == "system.notification":
+            text = self.shape.text(data.get("content"), "data.content")
+            return [observation("status", status="notification", description=text or None,
+                                state=as_str(as_dict(data.get("kind")).get("type")))]
         if kind == "session.compaction_complete":
             return [observation("compaction", trigger=data.get("trigger"),
                                 tokensBefore=data.get("preCompactionTokens"),
@@ -116,6 +139,13 @@ class CopilotAdapter(JsonAdapter):
         if kind in _QUIET or obj.get("ephemeral") is True or kind.startswith("session."):
             return []
         return self.unknown(line, kind)
+
+    def _abort(self, obj: dict[str, Any], reason: str) -> list[Observation]:
+        if as_str(obj.get("agentId")):  # a sub-agent's: its parent goes on
+            return [observation("warning", message=f"a sub-agent was aborted ({reason})",
+                                code="aborted")]
+        self._error = ABORTS.get(reason) or f"the turn was aborted ({reason})"
+        return self.problem(self._error, code="aborted", dedupe=False)
 
     def _message(self, data: dict[str, Any]) -> list[Observation]:
         text = self.shape.text(data.get("content"), "data.content", required=True)
