@@ -19,6 +19,10 @@ The rule:
    written before a tool call (or in an earlier message) is never joined to the answer.
 3. Otherwise the streamed `text-delta`s since the last segment boundary, joined.
 
+A root record with `retracted` (message ids: Claude's `supersedes` and model-refusal fallback)
+withdraws those messages: a segment, or deltas, of a withdrawn message are dropped, so a refused
+reply is never the answer; until the agent says something else, the answer is empty.
+
 While a turn runs, its answer is not known yet; `so_far()` is the rule's text or, when the
 newest segment is still empty (a tool call just started), the last non-empty segment, so a
 running turn shows the newest thing the agent said.
@@ -69,11 +73,15 @@ class AnswerTracker:
         self._segment = _Parts()
         self._segment_id: object = None
         self._deltas = _Parts()
+        self._delta_id: object = None
         self._previous = ""
+        self._previous_id: object = None
 
     def feed(self, kind: str, rec: dict[str, Any]) -> None:
         if not is_root(rec):
             return
+        if isinstance(gone := rec.get("retracted"), list):
+            self._retract({g for g in gone if isinstance(g, str)})
         text, cut = rec.get("text"), rec.get("truncated") is True
         if kind in BOUNDARIES:
             self._remember()
@@ -90,6 +98,7 @@ class AnswerTracker:
             self._segment_id, self._deltas = mid, _Parts()
         elif kind == "text-delta" and isinstance(text, str):
             self._deltas.add(text, cut)
+            self._delta_id = rec.get("messageId")
         elif kind == "completed" and rec.get("ok") is True:
             result = rec.get("result")
             if isinstance(result, str) and result:
@@ -99,6 +108,19 @@ class AnswerTracker:
         current = self.text()[0] if self._final is None else ""
         if current.strip():
             self._previous = current
+            self._previous_id = self._segment_id if self._segment.items else self._delta_id
+
+    def _retract(self, gone: set[str]) -> None:
+        """Drop what the withdrawn messages said (module doc)."""
+        def withdrawn(mid: object) -> bool:  # (an id is whatever JSON the provider printed)
+            return isinstance(mid, str) and mid in gone
+
+        if withdrawn(self._segment_id):
+            self._segment, self._segment_id = _Parts(), None
+        if withdrawn(self._delta_id):
+            self._deltas, self._delta_id = _Parts(), None
+        if withdrawn(self._previous_id):
+            self._previous, self._previous_id = "", None
 
     def so_far(self) -> str:
         """While the turn runs: the answer, else the last non-empty segment."""

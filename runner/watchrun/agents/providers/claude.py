@@ -14,7 +14,7 @@ from watchrun.agents.providers.base import (
     epoch_to_iso,
     observation,
 )
-from watchrun.agents.providers.claude_notices import ClaudeNotices
+from watchrun.agents.providers.claude_revisions import ClaudeRevisions
 from watchrun.agents.providers.toolinfo import result_text
 from watchrun.agents.providers.usage import (
     Usage,
@@ -42,8 +42,9 @@ def _version(text: Any) -> tuple[int, int, int] | None:
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
 
 
-class ClaudeAdapter(ClaudeNotices):
-    """Claude Code stream-json (messages beside the conversation: `ClaudeNotices`).
+class ClaudeAdapter(ClaudeRevisions):
+    """Claude Code stream-json (messages beside the conversation: `ClaudeNotices`; refusals,
+    withdrawn messages, conversation resets: `ClaudeRevisions`).
 
     Usage rule: `assistant.message.usage` is a per-API-call snapshot repeated on every content
     block line of one `message.id` (and its output count is the early one), so it is counted
@@ -78,10 +79,7 @@ class ClaudeAdapter(ClaudeNotices):
 
     def __init__(self, tracker: UsageTracker | None = None, argv: Sequence[str] = ()) -> None:
         super().__init__(tracker, argv)
-        self._session: str | None = None
         self._process_scoped = False
-        self._counted: dict[str, Usage] = {}
-        self._results_seen: set[str] = set()
         self._streaming: dict[str | None, str] = {}
 
     def _key(self, obj: Mapping[str, Any]) -> str:
@@ -149,10 +147,12 @@ class ClaudeAdapter(ClaudeNotices):
         if isinstance(content, str):  # shorthand for one text block (class docstring)
             content = [{"type": "text", "text": content}]
         content = self.shape.items(content, "message.content")
+        out = self.revise(obj, mid, parent)
         if obj.get("error") or obj.get("is_api_error_message"):
             message = result_text(content).strip() or str(obj.get("error"))
-            return self.problem(message, code=str(obj.get("error") or "api-error"))
-        out: list[Observation] = []
+            refused = msg.get("stop_reason") == "refusal"  # (its model refused the request)
+            return out + self.problem(message, code="refusal" if refused else str(
+                obj.get("error") or "api-error"))
         shape = self.shape
         for block in content:
             block = shape.obj(block, "a content block")
@@ -160,7 +160,7 @@ class ClaudeAdapter(ClaudeNotices):
             if btype == "text" and (text := shape.text(block.get("text"), "text block.text")):
                 out.append(observation("text", text=text, messageId=mid, parentCallId=parent))
                 if parent is None:
-                    self._last_text = text
+                    self._last_text, self._last_mid = text, mid
             elif btype == "thinking" and (
                     text := shape.text(block.get("thinking"), "thinking block.thinking")):
                 out.append(observation("reasoning", text=text, messageId=mid,
