@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from adapter_replay import Replay, replay, replay_lines
+from adapter_replay import FIXTURES, Replay, replay, replay_lines
 
 from watchrun.agents.providers.opencode import OpenCodeAdapter
 
@@ -125,3 +125,18 @@ def test_a_text_part_without_its_text_is_kept_raw() -> None:
             for o in OpenCodeAdapter().parse(line)] == [
         ("raw", line, "part.text: expected a string, got null")]
     assert OpenCodeAdapter().parse(json.dumps({"type": "text", "part": {"text": ""}})) == []
+
+
+def test_a_rejected_call_without_done_as_opencode_1_18_33_prints_it() -> None:
+    """explore-clis F10: opencode 1.18.33's `--format json` writes no `done` (only
+    step_start, step_finish, text, reasoning, tool_use, error); its rejection notice is a
+    plain stderr line. The rejected call is still a denial, and the last `step_finish` ends
+    the turn."""
+    path = FIXTURES / "opencode" / "documented_permission_rejected.documented.jsonl"
+    lines = [x for x in path.read_text().splitlines() if '"type":"done"' not in x]
+    r = replay_lines(OpenCodeAdapter(), lines, stderr=[
+        "! permission requested: bash (rm -rf build); auto-rejecting"])
+    assert [(d.get("callId"), d["name"]) for d in r.of("tool-denied")] == [("call_rm", "bash")]
+    assert r.completed == [{"ok": True, "sessionId": "ses_4e1f2a9b7ffeAbCdEfGhIjKl",
+                            "result": "I could not delete build/: the permission was rejected.",
+                            "reason": "stop"}]

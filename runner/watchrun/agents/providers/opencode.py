@@ -30,17 +30,21 @@ class OpenCodeAdapter(JsonAdapter):
     `tokens.input` excludes `cache.read` and `cache.write`, and `tokens.output` excludes
     `tokens.reasoning`; both are added back. `cost` rides along as `costUsd`.
 
-    Status: a `done` event completes the turn (ok unless an `error` event came). Without
-    `done` (older builds) the end of the stream completes it when the last event was a
-    `step_finish` whose reason is not `tool-calls` (ok), or when an `error` came (failed);
-    a stream cut mid-step gives no `completed`. A tool arrives once, when it finished, with
-    its `state`; the call id is `part.callID`. The answer is the last text part.
+    Status: a `done` event, where a build prints one, completes the turn (ok unless an
+    `error` event came). Without `done` (1.18.33, the npm release of 2026-12, prints none: only
+    step_start, step_finish, text, reasoning, tool_use and error) the end of the stream
+    completes it when the last event was a `step_finish` whose reason is not `tool-calls`
+    (ok), or when an `error` came (failed); a stream cut mid-step gives no `completed`. A
+    tool arrives once, when it finished, with its `state`; the call id is `part.callID`. The
+    answer is the last text part.
 
     Rejections: without `--auto`, `opencode run` rejects every permission request; the tool
     part then errors with "The user rejected permission to use this specific tool call" (or,
-    for a deny rule, "…specified a rule which prevents you…"), and newer builds list the
-    rejected permissions in `done.rejected`. Each is a `tool-denied` (once per call, and a
-    `done` entry only for a tool not already reported).
+    for a deny rule, "…specified a rule which prevents you…"), and the run says
+    "permission requested: …; auto-rejecting" on stderr (plain text). Builds that print `done`
+    (its source in anomalyco/opencode's run.ts at 00f9806) also list the rejected permissions
+    in `done.rejected`. Each is a `tool-denied` (once per call, and a `done` entry only for a
+    tool not already reported).
     """
 
     provider: ClassVar[str] = "opencode"
