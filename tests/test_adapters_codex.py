@@ -164,6 +164,20 @@ def test_retry_notices_are_model_retries(message: str, fields: dict[str, object]
     assert r.of("failure") == [] and r.of("quota") == []
 
 
+def test_waiting_for_network_is_a_retry_not_a_failure() -> None:
+    """Explore-clis F5: codex 0.171 offline prints `Reconnecting... N/5 (…)`, then `Reconnecting...
+    waiting for network (…)` until it is stopped. That notice was a `failure` (the turn's
+    error, had it exited); every one of them is a `model-retry`."""
+    r = replay(CodexAdapter(), "codex", "real_v0.171_offline_waiting_for_network.jsonl", None)
+    assert r.of("failure") == [] and r.of("quota") == []
+    retries = r.of("model-retry")
+    assert [x.get("attempt") for x in retries] == [2, 3, 4, 5, None, None, None, None]
+    assert retries[-1] == {"error": "network", "message": "waiting for network (Connection "
+                           "failed: error sending request)"}
+    assert [w["message"][:40] for w in r.of("warning")] == [
+        "Falling back from WebSockets to HTTPS tr"]
+
+
 def test_legacy_exec_command_and_task_complete() -> None:
     r = run("legacy_mid2025_msg_envelope_exec_command.jsonl")
     assert r.tools == [("call_I1o1QnQDtlLjGMg4Vd9HXJLd", "exec_command")]

@@ -185,6 +185,9 @@ def test_retry_class(message: str, status: int | None, kind: str) -> None:
 @pytest.mark.parametrize(("message", "parsed"), [
     ("Reconnecting... 1/5", ("reconnecting", 1, 5, None)),
     ("Reconnecting... 3/5 (stream disconnected)", ("stream disconnected", 3, 5, None)),
+    # codex 0.171, offline, once its 5 attempts are spent (explore-clis F5)
+    ("Reconnecting... waiting for network (Connection failed: error sending request)",
+     ("waiting for network (Connection failed: error sending request)", None, None, None)),
     ("stream error: boom; retrying 2/5 in 421ms…", ("boom", 2, 5, 421)),
     ("stream error: slow; retrying 1/5 in 2.1s…", ("slow", 1, 5, 2100)),
     ("Retrying", ("retrying", None, None, None)),

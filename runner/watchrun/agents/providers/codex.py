@@ -37,7 +37,8 @@ class CodexAdapter(CodexLegacy):
     totals of runs made elsewhere: that increment is `complete: false`.
 
     Status: `turn.completed` is ok, `turn.failed` is not. Retry notices (`Reconnecting... 1/5`,
-    `stream error: …; retrying 1/5 in 206ms…`) are `model-retry`, never failures; other
+    `Reconnecting... waiting for network (…)`, `stream error: …; retrying 1/5 in 206ms…`) are
+    `model-retry`, never failures; other
     `error` lines are failures (quota when they speak of rate or usage limits); `error` items
     are warnings. The call id of a tool is `item.id`; a declined command is `tool-denied`.
     The old envelope (≤ 0.43) may end without `task_complete`: a process that exits 0 after

@@ -180,7 +180,7 @@ def retry_class(message: str, status: object = None) -> str:
     return "unknown"
 
 
-_RECONNECT = re.compile(r"^\s*Reconnecting\b\W*(?:(\d+)\s*/\s*(\d+))?\s*(?:\((.*)\))?\s*$",
+_RECONNECT = re.compile(r"^\s*Reconnecting\b\W*(?:(\d+)\s*/\s*(\d+))?(.*)$",
                         re.IGNORECASE | re.DOTALL)
 _RETRYING = re.compile(r"^(?:(.*?)[;,]\s*)?retrying\b\s*(?:(\d+)\s*/\s*(\d+))?"
                        r"(?:\s*in\s*([\d.]+)\s*(ms|s)\b)?", re.IGNORECASE | re.DOTALL)
@@ -188,11 +188,16 @@ _RETRYING = re.compile(r"^(?:(.*?)[;,]\s*)?retrying\b\s*(?:(\d+)\s*/\s*(\d+))?"
 
 def parse_retry(message: str) -> tuple[str, int | None, int | None, int | None] | None:
     """A retry notice as (reason, attempt, max attempts, delay ms), else None:
-    `Reconnecting... 2/5 (reason)` and `stream error: reason; retrying 1/5 in 206ms…`."""
+    `Reconnecting... 2/5 (reason)`, `Reconnecting... waiting for network (reason)` (codex
+    0.171, offline, once its attempts are spent: it waits on, never a failure) and
+    `stream error: reason; retrying 1/5 in 206ms…`."""
     m = _RECONNECT.match(message)
     if m:
         n, most = (int(m[1]), int(m[2])) if m[1] else (None, None)
-        return (m[3] or "reconnecting").strip(), n, most, None
+        said = m[3].strip()
+        if said.startswith("(") and said.endswith(")") and "(" not in said[1:]:
+            said = said[1:-1].strip()  # the reason alone, in its parentheses
+        return said or "reconnecting", n, most, None
     m = _RETRYING.match(message)
     if m is None:
         return None
