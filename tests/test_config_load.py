@@ -118,7 +118,7 @@ def test_wake(tmp_path: Path, wake_on_match: bool, wake: str | None,
     ("provider", "argv"),
     [
         ("claude", ("claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose")),
-        ("codex", ("codex", "exec", "--json", "{prompt}")),
+        ("codex", ("codex", "exec", "--json", "--", "{prompt}")),
         ("gemini", ("gemini", "-p", "{prompt}", "--output-format", "stream-json")),
         ("opencode", ("opencode", "run", "--format", "json", "{prompt}")),
         ("pi", ("pi", "--mode", "json", "-p", "{prompt}")),

@@ -37,7 +37,10 @@ __all__ = [
 
 PROVIDER_COMMANDS: dict[str, tuple[str, ...] | None] = {
     "claude": ("claude", "-p", "{prompt}", "--output-format", "stream-json", "--verbose"),
-    "codex": ("codex", "exec", "--json", "{prompt}"),
+    # (`--`: a prompt that is one word naming a subcommand of `codex exec` — help, review,
+    # resume, fork — ran that subcommand; after `--` codex-cli 0.171 reads it as the prompt,
+    # checked with the real CLI, as it reads " help", the leading-space form, too)
+    "codex": ("codex", "exec", "--json", "--", "{prompt}"),
     "gemini": ("gemini", "-p", "{prompt}", "--output-format", "stream-json"),
     "opencode": ("opencode", "run", "--format", "json", "{prompt}"),
     "pi": ("pi", "--mode", "json", "-p", "{prompt}"),
