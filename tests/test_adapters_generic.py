@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from watchrun.agents.providers import KINDS, PROVIDERS, Observation, UsageTracker, make_adapter
 from watchrun.agents.providers.base import JsonAdapter
 from watchrun.agents.providers.generic import GenericAdapter
+from watchrun.agents.providers.stderr_tail import StderrTail
 from watchrun.agents.providers.toolinfo import (
     classify_problem,
     file_ops,
@@ -151,6 +152,9 @@ def test_a_long_command_is_clipped_as_a_run_path() -> None:
     (("FatalAuthenticationError",), "auth"),
     (("Upstream timeout while calling provider", 504), None),
     (("Reached maximum number of turns (1)",), None),
+    (("No API key found for the selected model.",), "auth"),  # pi 0.73, no key set
+    (("Error: missing API key",), "auth"),
+    (("Used 3 API keys",), None),
 ])
 def test_problem_classification(texts: tuple[object, ...], kind: str | None) -> None:
     assert classify_problem(*texts) == kind
@@ -206,3 +210,25 @@ def test_an_infinite_count_is_no_count() -> None:
     (obs,) = make_adapter("claude").parse(line)
     assert (obs.kind, obs.fields.get("attempt"), obs.fields.get("maxAttempts")) == (
         "model-retry", None, 10)
+
+
+@pytest.mark.parametrize(("lines", "reason"), [
+    # a Python traceback: its last line, not a frame nor the caret under it
+    (["Traceback (most recent call last):", '  File "x.py", line 1, in <module>', "    1/0",
+      "    ^^^", "ZeroDivisionError: division by zero"], "ZeroDivisionError: division by zero"),
+    # Node's uncaught error: the message, not its stack nor the version line after it
+    (["/app/cli.js:10", "    throw new Error('boom');", "    ^", "", "Error: boom",
+      "    at Object.<anonymous> (/app/cli.js:10:11)", "", "Node.js v22.3.0"], "Error: boom"),
+    # gemini 0.61's trust refusal comes in red: read without its escape sequences
+    (["\x1b[31mGemini CLI is not running in a trusted directory.\x1b[0m"],
+     "Gemini CLI is not running in a trusted directory."),
+    (["Reading additional input from stdin...", "done, exiting"], "done, exiting"),
+    (["  only", "  indented"], "indented"),
+    (["", "}", "   "], None),
+    ([], None),
+])
+def test_the_stderr_line_that_says_why(lines: list[str], reason: str | None) -> None:
+    tail = StderrTail()
+    for line in lines:
+        tail.feed(line)
+    assert tail.reason == reason

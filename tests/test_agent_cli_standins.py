@@ -19,8 +19,9 @@ CODEX = r'''
 first positional names a subcommand (`resume`, `fork`, `review`, `help`) unless `--` came
 before it; else it is the prompt. What each subcommand printed with no more arguments is
 quoted from explore-clis' runs of the real CLI (out/codex-help.out, codex-review.err,
-codex-resume.err; fork's, codex exec --json fork, run by this fix's helper)."""
-import json, sys
+codex-resume.err; fork's, codex exec --json fork, run by this fix's helper). Outside a git
+repository, without --skip-git-repo-check, it exits 1 saying so on stderr (NOT_A_REPO)."""
+import json, os, sys
 args = sys.argv[1:]
 assert args[0] == "exec", args
 positional, literal = [], False
@@ -44,6 +45,11 @@ if not literal and word == "fork":
           "Usage: codex exec fork <SESSION_ID> [PROMPT]\n\n"
           "For more information, try '--help'.", file=sys.stderr)
     sys.exit(2)
+here = os.getcwd()
+while not os.path.isdir(os.path.join(here, ".git")) and here != "/":
+    here = os.path.dirname(here)
+if "--skip-git-repo-check" not in args and not os.path.isdir(os.path.join(here, ".git")):
+    sys.exit(NOT_A_REPO)
 for event in ({"type": "thread.started", "thread_id": "t-1"}, {"type": "turn.started"},
               {"type": "item.completed", "item": {"id": "item_0", "type": "agent_message",
                                                   "text": f"prompt: {word}"}},
@@ -52,11 +58,48 @@ for event in ({"type": "thread.started", "thread_id": "t-1"}, {"type": "turn.sta
     print(json.dumps(event), flush=True)
 '''
 
+CODEX_NOT_A_REPO = (
+    # codex-cli 0.171.0, `codex exec --json -- hello` in a folder of no git repository, HOME
+    # empty under /tmp: explore-clis out/codex-plain.err, run again by this fix's helper
+    'WARNING: proceeding, even though we could not create PATH aliases: Refusing to create '
+    'helper binaries under temporary dir "/tmp" (codex_home: AbsolutePathBuf('
+    '"/tmp/home/.codex"))\n'
+    "Reading additional input from stdin...\n"
+    "Not inside a trusted directory and --skip-git-repo-check was not specified.")
+PI_NO_KEY = (
+    # pi 0.73.1 (@mariozechner/pi-coding-agent), `pi --mode json -p "say hi"` with no
+    # credentials: explore-clis out/pi.err, run again by this fix's helper (exit 1)
+    "No API key found for the selected model.\n\n"
+    "Use /login to log into a provider via OAuth or API key. See:\n"
+    "  /tmp/node_modules/@mariozechner/pi-coding-agent/docs/providers.md\n"
+    "  /tmp/node_modules/@mariozechner/pi-coding-agent/docs/models.md")
+PI_SESSION = ('{"type":"session","version":3,"id":"01a25317-c02a-7578-826c-9338a28b355a",'
+              '"timestamp":"2026-12-08T00:39:55.178Z","cwd":"/tmp/plain"}')
+COPILOT_NO_AUTH = (
+    # @github/copilot 1.0.102, `copilot -p "say hi" --output-format json` with no credentials:
+    # explore-clis out/copilot.err, run again by this fix's helper (exit 1, nothing on stdout)
+    "Error: No authentication information found.\n\n"
+    "Copilot can be authenticated with GitHub using an OAuth Token or a Fine-Grained Personal "
+    "Access Token.\n\n"
+    "To authenticate, you can use any of the following methods:\n"
+    "  \u2022 Start 'copilot' and run the '/login' command\n"
+    "  \u2022 Set the COPILOT_GITHUB_TOKEN, GH_TOKEN, or GITHUB_TOKEN environment variable\n"
+    "  \u2022 Run 'gh auth login' to authenticate with the GitHub CLI")
+
+
+def saying(stdout: str, stderr: str, code: int) -> str:
+    """A stand-in's body: it prints `stdout` and `stderr` (a line each at least) and exits
+    `code`."""
+    return (f"import sys\nsys.stdout.write({stdout!r})\nsys.stdout.flush()\n"
+            f"sys.stderr.write({stderr!r} + '\\n')\nsys.exit({code})\n")
+
 
 def standin(bin_dir: Path, name: str, body: str) -> None:
     """`name` on PATH: `body` run by this Python."""
     bin_dir.mkdir(exist_ok=True)
     path = bin_dir / name
+    if name == "codex":
+        body = f"NOT_A_REPO = {CODEX_NOT_A_REPO!r}\n{body}"
     path.write_text(f"#!{sys.executable}\n{body}")
     path.chmod(0o755)
 
@@ -86,9 +129,64 @@ def test_a_one_word_prompt_naming_a_codex_subcommand_is_the_prompt(
     """Explore-clis F6: `codex exec --json help` printed exec's help and exited 0 (a turn with
     no answer); `review` ran a code review. The default command puts `--` before the prompt."""
     standin(bin_dir, "codex", CODEX)
+    (tmp_path / ".git").mkdir()  # (the agent's cwd: the config's folder)
     status, recs = agent_run(tmp_path, "codex", word)
     assert status == 0, capsys.readouterr().err
     assert capsys.readouterr().out == f"prompt: {word}\n"
     (start,) = of(recs, "dispatch-start")
     assert start["command"] == ["codex", "exec", "--json", "--", "{prompt}"]
     assert json.dumps(of(recs, "dispatch-finished")[0]["reply"]) == json.dumps(f"prompt: {word}")
+
+
+@pytest.mark.parametrize(("provider", "body", "reason", "code"), [
+    ("codex", CODEX, "Not inside a trusted directory and --skip-git-repo-check was not "
+                     "specified.", "failure"),
+    ("pi", saying(PI_SESSION + "\n", PI_NO_KEY, 1), "No API key found for the selected model.",
+     "auth"),
+    ("copilot", saying("", COPILOT_NO_AUTH, 1), "Error: No authentication information found.",
+     "auth"),
+])
+def test_a_cli_that_exits_saying_why_on_stderr_fails_with_its_words(
+        tmp_path: Path, bin_dir: Path, provider: str, body: str, reason: str, code: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Explore-clis F2: codex, pi and copilot exit 1 before their stream says anything of why
+    (no API key, no login, no git repository); `agent run` and `agent list` said only "the
+    process exited with code 1", the reason left in the `stderr` records. The turn's error is
+    the CLI's own line that says why: not its last line (a list of ways to log in, a path),
+    nor a WARNING before it."""
+    standin(bin_dir, provider, body)
+    status, recs = agent_run(tmp_path, provider, "say hi")
+    assert status == 1
+    err = capsys.readouterr().err
+    (fin,) = of(recs, "dispatch-finished")
+    assert fin["error"]["message"].startswith(reason), fin["error"]
+    assert fin["error"]["code"] == code
+    assert f"turn-1 failed: {reason}" in err
+    (failure,) = of(recs, "failure")
+    assert failure["message"] == fin["error"]["message"]
+
+
+def test_the_reason_read_on_stderr_is_redacted_and_bounded(
+        tmp_path: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The line lifted out of stderr becomes the turn's error, which `agent run` prints and
+    `agent list` shows: a key the CLI echoes there is `[REDACTED:kind]`, a `${VAR}` secret of
+    the agent's `env` too, as in a prompt; a long line keeps its first KiB."""
+    key = "sk-ant-api03-" + "B" * 40
+    monkeypatch.setenv("PASS_FOR_AGENT", "hunter2-correct-horse")
+    line = (f"Error: the key {key} was refused; the token $AGENT_TOKEN too "
+            + "and so on " * 300)
+    standin(bin_dir, "pi", "import os, sys\n"
+            f"sys.exit({line!r}.replace('$AGENT_TOKEN', os.environ['AGENT_TOKEN']))\n")
+    status, recs = agent_run(tmp_path, "pi", "say hi",
+                             "    env: {AGENT_TOKEN: '${PASS_FOR_AGENT}'}\n")
+    assert status == 1
+    err = capsys.readouterr().err
+    (fin,) = of(recs, "dispatch-finished")
+    message = fin["error"]["message"]
+    assert key not in message and "hunter2" not in message and key not in err
+    assert "hunter2" not in err
+    assert message.startswith("Error: the key [REDACTED:anthropic-api-key] was refused; the "
+                              "token [REDACTED:"), message
+    assert message.endswith("…") and len(message.encode()) <= 1024 + 3
+    assert any(key in str(r.get("text")) for r in of(recs, "stderr"))  # (recorded as printed)

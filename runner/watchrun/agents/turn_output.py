@@ -1,7 +1,8 @@
 """A turn's output as it is printed: stdout lines through the provider's adapter into records
 (an oversized protocol line ends the parsing, a generic agent's long line is cut; a long line
 is parsed in a worker thread, and its many records are written a slice at a time),
-stderr lines as `stderr` records, the tally of what was written."""
+stderr lines as `stderr` records (what the adapter reads in them, or in the exit, told redacted),
+the tally of what was written."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from watchrun.clock import Clock
 from watchrun.config.model import AgentSpec, Limits
 from watchrun.events import Chunk
 from watchrun.match.framing import LineFramer
-from watchrun.match.sanitize import decode
+from watchrun.match.redact import redactor
+from watchrun.match.sanitize import clip, decode
 from watchrun.process.spawn import Proc
 
 __all__ = ["SLICE_RECORDS", "TurnOutput"]
@@ -33,6 +35,8 @@ PARSE_OFF_LOOP_BYTES = 256 * 1024
 """A protocol line this long is parsed in a worker thread: the adapter's parse of one line of
 400 000 blocks (15 MB) held the loop ~2 s; in a thread the loop runs between the interpreter's
 switches, held only for the JSON decode itself (~0.3 s of that line)."""
+REASON_BYTES = 1024
+"""A failure read from stderr or the exit keeps this many bytes of its message."""
 _NOT_EVENTS = frozenset({"output", "raw"})
 """Observations of a line that is no event of the provider's protocol (plain output, JSON it
 does not know or cannot read): after the final result they do not move the settle on."""
@@ -52,6 +56,7 @@ class TurnOutput:
         self.adapter = make_adapter(spec.provider, tracker, spec.command)
         self._text_only = spec.provider == "generic"  # no protocol: a long line is text, cut
         self.tally = Tally(spec.until)
+        self._hide = redactor(spec.redact)
         self.turn_id = ""
         self.activity = 0.0
         self.settle_at: float | None = None
@@ -191,11 +196,23 @@ class TurnOutput:
                 cut = {"truncated": True} if chunk.cuts and chunk.cut_at(pos) else {}
                 self.out.emit("stderr", {"turnId": self.turn_id, "text": text, "raw": text,
                                          **cut}, limit=self.limits.max_line_bytes)
-            found = self.adapter.stderr(text)
+            found = self._told(self.adapter.stderr(text))
             self._observe(found)
             self._after_final(found, silent_event=False)
             pos = end + 1
 
     def finish(self, exit_code: int | None) -> None:
         """The adapter's last observations, once the process has exited."""
-        self._observe(self.adapter.finish(exit_code))
+        self._observe(self._told(self.adapter.finish(exit_code)))
+
+    def _told(self, found: list[Observation]) -> list[Observation]:
+        """A failure the adapter read in stderr or the exit (the CLI's own words: its error
+        line, which `agent run` and `agent list` show as the turn's error) redacted as a
+        prompt is, its `${VAR}` secrets too, and clipped to REASON_BYTES."""
+        return [Observation(o.kind, {**o.fields, "message": self._reason(o.fields["message"])})
+                if o.kind in ("failure", "quota") and isinstance(o.fields.get("message"), str)
+                else o for o in found]
+
+    def _reason(self, text: str) -> str:
+        said, cut = clip(self._hide.redact(clean_text(text, None)[0])[0], REASON_BYTES)
+        return f"{said}…" if cut else said

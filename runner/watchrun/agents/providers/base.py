@@ -1,5 +1,5 @@
-"""Shared machinery of the JSON-lines adapters (framing, tools, problems); the contract they
-keep is `contract.py`."""
+"""Shared machinery of the JSON-lines adapters (framing, tools, problems, why a process
+exited); the contract they keep is `contract.py`."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from watchrun.agents.providers.shape import (
     epoch_to_iso,
     json_type,
 )
+from watchrun.agents.providers.stderr_tail import StderrTail
 from watchrun.agents.providers.toolinfo import (
     classify_problem,
     clip,
@@ -74,6 +75,9 @@ class JsonAdapter:
         """Call id (`denied:` id, of a denial): its result's error flag and output's hash."""
         self._touches: dict[str, list[tuple[str, str, str | None]]] = {}
         self._last_problem: str | None = None
+        self._verdict = False  # a `completed` came: the exit status explains nothing
+        self.said = StderrTail()
+        """The stderr lines, for why the process exited without a result."""
         self.shape = Shape()
         """The wrong-typed fields of the line being handled."""
 
@@ -102,6 +106,7 @@ class JsonAdapter:
         except Exception as exc:  # protocol drift must never break a turn
             return [self.raw(text, "malformed-event", error=f"{type(exc).__name__}: {exc}")]
         self.shape.problems += refused
+        self._verdict = self._verdict or any(o.kind == "completed" for o in found)
         if self.shape.problems:
             return [*found, self.raw(text, "malformed-event",
                                      error="; ".join(self.shape.problems))]
@@ -118,10 +123,26 @@ class JsonAdapter:
         return [self.raw(line, "unparseable", error="not a JSON object")]
 
     def stderr(self, line: str) -> list[Observation]:
+        self.said.feed(line)
         return []
 
     def finish(self, exit_code: int | None) -> list[Observation]:
+        """`end`'s observations; then, for a process that exited non-zero with no verdict (no
+        `completed`, no failure), the failure its stderr told (`said`, `exit_problem`)."""
+        out = self.end(exit_code)
+        settled = self._verdict or self._last_problem is not None or \
+            any(o.kind == "completed" for o in out)
+        reason = None if settled or not exit_code else self.said.reason
+        return out + (self.exit_problem(reason) if reason else [])
+
+    def end(self, exit_code: int | None) -> list[Observation]:
+        """What was pending when the process ended (the provider's own rules)."""
         return []
+
+    def exit_problem(self, reason: str) -> list[Observation]:
+        """The failure of a process that exited non-zero without a result, `reason` the stderr
+        line that says why; a provider adds its advice."""
+        return self.problem(reason)
 
     def resumed(self, *flags: str) -> bool:
         """True when the argv template resumes an earlier session (one of `flags`), looked for

@@ -187,7 +187,7 @@ class ClaudeNotices(JsonAdapter):
             out = [o for o in out if o.kind != "file-change"]
         return out
 
-    def finish(self, exit_code: int | None) -> list[Observation]:
+    def end(self, exit_code: int | None) -> list[Observation]:
         out = [observation("status", status="tool-progress", callId=call_id, name=beat["name"],
                            heartbeats=beat["heartbeats"], elapsedS=beat["elapsedS"],
                            parentCallId=beat["parentCallId"])
@@ -196,4 +196,4 @@ class ClaudeNotices(JsonAdapter):
         held = [o for call_id, obs in self._held.items() if call_id not in self._refused
                 for o in obs]
         self._held.clear()
-        return held + out + super().finish(exit_code)
+        return held + out + super().end(exit_code)

@@ -63,7 +63,7 @@ class CodexLegacy(JsonAdapter):
             inc = Usage(inc.input, inc.cached, inc.output, False)
         return self.usage(inc, source="turn", sessionKey=key, total=total.counts())
 
-    def finish(self, exit_code: int | None) -> list[Observation]:
+    def end(self, exit_code: int | None) -> list[Observation]:
         if (self._legacy and not self._legacy_done and not self._legacy_error
                 and exit_code == 0 and self._final is not None):
             self._legacy_done = True

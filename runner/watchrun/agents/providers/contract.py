@@ -63,5 +63,6 @@ class Adapter(Protocol):
 
     def finish(self, exit_code: int | None) -> list[Observation]:
         """The process ended (`exit_code` None: killed or never started): whatever was
-        pending (joined text, a final status the exit status decides)."""
+        pending (joined text, a final status the exit status decides; a non-zero exit with
+        no verdict, the failure its stderr told)."""
         ...

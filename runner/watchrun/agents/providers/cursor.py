@@ -75,7 +75,7 @@ class CursorAdapter(JsonAdapter):
     increment; without `cacheReadTokens` it is `complete: false`.
 
     Status: `result.is_error`. On failure the CLI may print no `result` at all and say why on
-    stderr: then the last stderr line, with the exit status, is the failure (auth and
+    stderr: then the stderr line that says why (`stderr_tail.py`) is the failure (auth and
     workspace-trust refusals get advice).
     """
 
@@ -91,8 +91,6 @@ class CursorAdapter(JsonAdapter):
         """Every message of the run so far, in order."""
         self._streamed = False
         """An `assistant` line with `timestamp_ms` came: the run streams partial output."""
-        self._ended = False
-        self._last_stderr: str | None = None
 
     def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
         kind, sub = obj.get("type"), obj.get("subtype")
@@ -186,7 +184,6 @@ class CursorAdapter(JsonAdapter):
         return out + self.tool_result(call_id, True, message)
 
     def _result(self, obj: dict[str, Any]) -> list[Observation]:
-        self._ended = True
         out = self._flush()
         usage = obj.get("usage")
         if isinstance(usage, dict):
@@ -208,17 +205,11 @@ class CursorAdapter(JsonAdapter):
         ))
         return out
 
-    def stderr(self, line: str) -> list[Observation]:
-        if line.strip():
-            self._last_stderr = line.strip()
-        return []
+    def end(self, exit_code: int | None) -> list[Observation]:
+        return self._flush()
 
-    def finish(self, exit_code: int | None) -> list[Observation]:
-        out = self._flush()
-        if self._ended or exit_code in (0, None):
-            return out
-        message = self._last_stderr or f"cursor-agent exited with code {exit_code}"
-        advice = (TRUST_ADVICE if _TRUST.search(message) else
-                  AUTH_ADVICE if _AUTH.search(message) else None)
-        return out + self.problem(message, code="auth" if advice == AUTH_ADVICE else None,
-                                  advice=advice)
+    def exit_problem(self, reason: str) -> list[Observation]:
+        advice = (TRUST_ADVICE if _TRUST.search(reason) else
+                  AUTH_ADVICE if _AUTH.search(reason) else None)
+        return self.problem(reason, code="auth" if advice == AUTH_ADVICE else None,
+                            advice=advice)

@@ -109,7 +109,7 @@ class GeminiAdapter(JsonAdapter):
         self._last_text = text
         return [observation("text", text=text)]
 
-    def finish(self, exit_code: int | None) -> list[Observation]:
+    def end(self, exit_code: int | None) -> list[Observation]:
         out = self._flush()
         if self._pretty is not None:
             out += self._pretty_unfinished()
@@ -128,6 +128,7 @@ class GeminiAdapter(JsonAdapter):
                 self._err = [text]
                 return []
             if not (stripped.startswith("{") and stripped.endswith("}")):
+                self.said.feed(line)  # (plain text: why it may exit; a JSON error says it)
                 return []
             self._err = [text]
         else:

@@ -128,7 +128,7 @@ class OpenCodeAdapter(JsonAdapter):
                 out += self.denied(call_id, name, reason, str(text))
         return out
 
-    def finish(self, exit_code: int | None) -> list[Observation]:
+    def end(self, exit_code: int | None) -> list[Observation]:
         if self._done or not (self._ended or self._error):
             return []
         ok = self._error is None

@@ -163,7 +163,7 @@ class PiAdapter(JsonAdapter):
             return []
         return self.tool_result(call_id, bool(res.get("isError")), result_text(res.get("content")))
 
-    def finish(self, exit_code: int | None) -> list[Observation]:
+    def end(self, exit_code: int | None) -> list[Observation]:
         if not self._ended:
             return []
         ok = self._stop not in _FAILED_STOPS

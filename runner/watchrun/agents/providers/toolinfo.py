@@ -152,7 +152,8 @@ _QUOTA = re.compile(
 )
 _AUTH = re.compile(
     r"\b401\b|\b403\b|unauthori[sz]ed|authenticat|forbidden|invalid.{0,12}api.?key|"
-    r"oauth|not logged in|login required|permission to access",
+    r"oauth|not logged in|login required|permission to access|\bno api.?key\b|"
+    r"missing.{0,12}api.?key|api.?key.{0,20}(?:not (?:found|set)|missing)",
     re.IGNORECASE,
 )
 
