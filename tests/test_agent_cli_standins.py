@@ -140,7 +140,7 @@ def test_a_one_word_prompt_naming_a_codex_subcommand_is_the_prompt(
 
 @pytest.mark.parametrize(("provider", "body", "reason", "code"), [
     ("codex", CODEX, "Not inside a trusted directory and --skip-git-repo-check was not "
-                     "specified.", "failure"),
+                     "specified.", "untrusted-workspace"),
     ("pi", saying(PI_SESSION + "\n", PI_NO_KEY, 1), "No API key found for the selected model.",
      "auth"),
     ("copilot", saying("", COPILOT_NO_AUTH, 1), "Error: No authentication information found.",
@@ -190,3 +190,22 @@ def test_the_reason_read_on_stderr_is_redacted_and_bounded(
                               "token [REDACTED:"), message
     assert message.endswith("…") and len(message.encode()) <= 1024 + 3
     assert any(key in str(r.get("text")) for r in of(recs, "stderr"))  # (recorded as printed)
+
+
+def test_codex_outside_a_git_repository_says_how_to_fix_it(
+        tmp_path: Path, bin_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Explore-clis F3: `codex exec` outside a git repository exits 1 unless given
+    `--skip-git-repo-check`; the agent's `cwd` (the config's folder by default) need not be
+    one. watchrun does not add the flag: its error says what to do."""
+    standin(bin_dir, "codex", CODEX)
+    status, recs = agent_run(tmp_path, "codex", "say hi")
+    assert status == 1
+    err = capsys.readouterr().err
+    (fin,) = of(recs, "dispatch-finished")
+    message = fin["error"]["message"]
+    assert "set the agent's `cwd` to a git repository" in message
+    assert "add --skip-git-repo-check to the agent's command" in message
+    assert message in err
+    status, recs = agent_run(tmp_path, "codex", "say hi", "    command: [codex, exec, --json, "
+                             "--skip-git-repo-check, --, '{prompt}']\n")
+    assert status == 0 and capsys.readouterr().out == "prompt: say hi\n"

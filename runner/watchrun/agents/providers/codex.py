@@ -20,6 +20,11 @@ CURRENT = ("thread.started", "turn.started", "turn.completed", "turn.failed", "e
            "item.started", "item.updated", "item.completed", "item.plan.delta",
            "request_user_input")
 """The current format's events: a stream that printed one is no old-envelope stream."""
+NOT_A_REPOSITORY = ("codex exec runs only inside a git repository: set the agent's `cwd` to a "
+                    "git repository, or add --skip-git-repo-check to the agent's command")
+"""What to do when codex refused to run outside a git repository (it said `Not inside a trusted
+directory and --skip-git-repo-check was not specified.` on stderr, and exited 1). watchrun does
+not add the flag by itself: which folders an agent may run in is the user's to decide."""
 
 
 class CodexAdapter(CodexLegacy):
@@ -47,6 +52,9 @@ class CodexAdapter(CodexLegacy):
     current-format event (`CURRENT`) was seen it is off for the process, whatever
     old-looking line (a `msg` envelope, a typeless config or prompt line) came before or
     comes after, so a current turn without `turn.completed` is never `completed` by it.
+
+    Outside a git repository codex exits 1 before its stream starts, unless given
+    `--skip-git-repo-check`: the failure says so and what to do (`NOT_A_REPOSITORY`).
     """
 
     provider: ClassVar[str] = "codex"
@@ -55,6 +63,11 @@ class CodexAdapter(CodexLegacy):
         super().__init__(tracker, argv)
         self._thread: str | None = None
         self._current = False
+
+    def exit_problem(self, reason: str) -> list[Observation]:
+        if "--skip-git-repo-check" in reason:
+            return self.problem(f"{reason} ({NOT_A_REPOSITORY})", code="untrusted-workspace")
+        return super().exit_problem(reason)
 
     def handle(self, obj: dict[str, Any], line: str) -> list[Observation]:
         kind = obj.get("type")
