@@ -86,6 +86,27 @@ COPILOT_NO_AUTH = (
     "  \u2022 Set the COPILOT_GITHUB_TOKEN, GH_TOKEN, or GITHUB_TOKEN environment variable\n"
     "  \u2022 Run 'gh auth login' to authenticate with the GitHub CLI")
 
+GEMINI = r'''
+"""Gemini CLI 0.61.0 (@google/gemini-cli) in a folder it has not trusted, a key set: it exits 55
+saying so in red on stderr (explore-clis out/gemini-key.err, run again by this fix's helper),
+unless given --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true; then it goes on (the real one to
+the network: here the stream of the docs' example, docs_stream_json_example.jsonl, cut down)."""
+import json, os, sys
+if "--skip-trust" not in sys.argv and os.environ.get("GEMINI_CLI_TRUST_WORKSPACE") != "true":
+    sys.stderr.write(
+        "\x1b[31mGemini CLI is not running in a trusted directory. To proceed, either use "
+        "`--skip-trust`, set the `GEMINI_CLI_TRUST_WORKSPACE=true` environment variable, or "
+        "trust this directory in interactive mode. For more details, see "
+        "https://geminicli.com/docs/cli/trusted-folders/#headless-and-automated-environments"
+        "\x1b[0m\n")
+    sys.exit(55)
+for event in ({"type": "init", "session_id": "abc123", "model": "gemini-2.0-flash-exp"},
+              {"type": "message", "role": "assistant", "content": "trusted", "delta": True},
+              {"type": "result", "status": "success", "stats": {
+                  "total_tokens": 12, "input_tokens": 10, "output_tokens": 2, "cached": 0}}):
+    print(json.dumps(event), flush=True)
+'''
+
 
 def saying(stdout: str, stderr: str, code: int) -> str:
     """A stand-in's body: it prints `stdout` and `stderr` (a line each at least) and exits
@@ -209,3 +230,30 @@ def test_codex_outside_a_git_repository_says_how_to_fix_it(
     status, recs = agent_run(tmp_path, "codex", "say hi", "    command: [codex, exec, --json, "
                              "--skip-git-repo-check, --, '{prompt}']\n")
     assert status == 0 and capsys.readouterr().out == "prompt: say hi\n"
+
+
+@pytest.mark.parametrize("trusted", [
+    "    env: {GEMINI_API_KEY: fake-key, GEMINI_CLI_TRUST_WORKSPACE: 'true'}\n",
+    "    env: {GEMINI_API_KEY: fake-key}\n    command: [gemini, -p, '{prompt}', "
+    "--output-format, stream-json, --skip-trust]\n",
+])
+def test_gemini_in_an_untrusted_folder_says_how_to_trust_it(
+        tmp_path: Path, bin_dir: Path, trusted: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Explore-clis F1: Gemini CLI 0.61 exits 55 in every folder it has not trusted (a fresh
+    checkout, a container, a CI job), and the error said only "the workspace is not trusted".
+    watchrun does not skip the check (the user's safety decision): the error says the three
+    ways to trust the folder, and either of the two a config can hold works."""
+    standin(bin_dir, "gemini", GEMINI)
+    status, recs = agent_run(tmp_path, "gemini", "say hi", "    env: {GEMINI_API_KEY: x}\n")
+    assert status == 1
+    err = capsys.readouterr().err
+    (fin,) = of(recs, "dispatch-finished")
+    message = fin["error"]["message"]
+    assert fin["error"]["code"] == "untrusted-workspace"
+    assert message.startswith("gemini exited with code 55: the workspace is not trusted")
+    for fix in ("running `gemini` in it once", "set GEMINI_CLI_TRUST_WORKSPACE=true in the "
+                "agent's env", "add --skip-trust to the agent's command"):
+        assert fix in message and fix in err, fix
+    status, recs = agent_run(tmp_path, "gemini", "say hi", trusted)
+    assert status == 0 and capsys.readouterr().out == "trusted\n"

@@ -25,10 +25,15 @@ EXIT_CODES = {
     52: ("config", "invalid configuration"),
     53: ("max-turns", "the session turn limit was reached"),
     54: ("tool", "a tool failed fatally"),
-    55: ("untrusted-workspace", "the workspace is not trusted"),
+    55: ("untrusted-workspace", "the workspace is not trusted (Gemini CLI runs headless only in a "
+         "folder it trusts: trust this one by running `gemini` in it once, or set "
+         "GEMINI_CLI_TRUST_WORKSPACE=true in the agent's env, or add --skip-trust to the "
+         "agent's command)"),
     130: ("cancelled", "cancelled"),
 }
-"""Gemini CLI exit codes (its `FatalError` subclasses) -> (failure code, message)."""
+"""Gemini CLI exit codes (its `FatalError` subclasses) -> (failure code, message). 55: since
+0.61 it refuses a headless run in a folder it has not trusted; watchrun does not skip the check
+(`--skip-trust`) by itself, which is the user's safety decision: the message says how."""
 AUTH_ADVICE = ("log in by running `gemini` once, or set GEMINI_API_KEY (or Vertex AI "
                "credentials) in the agent's env")
 QUOTA_ADVICE = "a Gemini quota or rate limit was hit: wait for it to reset or pick another model"
