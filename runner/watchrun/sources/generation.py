@@ -16,6 +16,7 @@ from watchrun.sources.identity import (
     Checkpoint,
     birth_ns,
     position,
+    punched,
     tail_before,
 )
 from watchrun.sources.reading import (
@@ -104,10 +105,21 @@ class Generation:
         what reads return, not by the size `fstat` reports: where attributes are cached apart
         from the data (NFS and CIFS `actimeo`, FUSE `attr_timeout`, sshfs), that size lags
         what a read has just returned, and a file read past it is no truncated one while it
-        still holds the bytes read (docs/decisions.md: "A size below the read position")."""
-        if self.head and pread_full(self.fd, len(self.head), 0) != self.head:
+        still holds the bytes read (docs/decisions.md: "A size below the read position"). First
+        bytes that read as NUL where they changed, the bytes before the read position still the
+        same, are a hole punched in its head (`fallocate --punch-hole`, to free a log's space
+        under its writer): not rewritten."""
+        if self.head and not self._head_kept():
             return True
         return bool(self.tail) and tail_before(self.fd, self.pos) != self.tail
+
+    def _head_kept(self) -> bool:
+        """Its first bytes read as they did; or changed only to NUL bytes, the bytes before the
+        read position still the same (a punched hole; a copytruncate whose writer goes on at
+        its old offset leaves NUL bytes before that position too)."""
+        now = pread_full(self.fd, len(self.head), 0)
+        return now == self.head or (bool(self.tail) and punched(self.head, now)
+                                    and tail_before(self.fd, self.pos) == self.tail)
 
     def went_on(self, fd: int, st: os.stat_result, path: str, inode_gen: int | None) -> int:
         """This generation is read on from the file open as `fd` (found holding what was read
@@ -151,7 +163,7 @@ class Generation:
                 break
             if len(data) == cap:
                 hold_heap()  # a backlog: its read buffers are reused, not faulted in anew
-            if self.head and pread_full(self.fd, len(self.head), 0) != self.head:
+            if self.head and not self._head_kept():
                 self.changed = True  # truncated (copytruncate) since the last look: `data`
                 break  # may be the next generation's; the caller finds the copy first
             got, base, at, skip = len(data), self.pos, 0, 0

@@ -155,12 +155,25 @@ def holds(cp: Checkpoint, fd: int) -> bool:
     bytes and the same bytes before the offset, as reads return them (not the size `fstat`
     reports, which may lag the data: `Generation.rewritten`). The generation itself, or a copy
     of it. A checkpoint of an empty file holds no content to recognise: nothing holds it."""
-    if not cp.fingerprint_len or not same_head(cp, fd):
+    if not cp.fingerprint_len or not (same_head(cp, fd) or (cp.tail_len and _holed(cp, fd))):
         return False
     if cp.tail_len:
         tail = pread_full(fd, cp.tail_len, cp.offset - cp.tail_len)
         return len(tail) == cp.tail_len and fingerprint(tail) == cp.tail
     return True
+
+
+def punched(head: bytes, now: bytes) -> bool:
+    """`now`, what the first bytes `head` read as later, differs from them only by NUL bytes:
+    a hole punched there (`fallocate --punch-hole`), not a rewrite."""
+    return len(now) == len(head) and all(n == h or not n for n, h in zip(now, head, strict=True))
+
+
+def _holed(cp: Checkpoint, fd: int) -> bool:
+    """The checkpointed first bytes read as NUL now, every one (a hole punched over them: what
+    they were is known only by their fingerprint, so a partly punched head is not told)."""
+    head = pread_full(fd, cp.fingerprint_len, 0)
+    return len(head) == cp.fingerprint_len and not head.strip(b"\0")
 
 
 def same_head(cp: Checkpoint, fd: int) -> bool:
