@@ -147,9 +147,10 @@ def test_a_read_that_fails_mid_file_is_an_error_naming_the_file_and_what_was_not
     assert "ERROR late" not in rec.texts() and not again.of("error")
     (error,) = rec.of("error")
     lost = size - 64
-    assert error == {"code": "EIO", "path": str(log), "unread": True, "unreadBytes": lost,
-                     "message": f"cannot read {log}: Input/output error: {lost} of its {size} "
-                                "bytes were not read"}
+    assert error == {"code": "EIO", "path": str(log), "unread": True, "offset": 64,
+                     "unreadBytes": lost,
+                     "message": f"cannot read {log} from offset 64 on: Input/output error: "
+                                f"{lost} of its {size} bytes were not read"}
     assert _judged_error(log, error) == f"lines were never read: {error['message']}"
 
 

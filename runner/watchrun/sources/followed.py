@@ -32,6 +32,7 @@ from watchrun.sources.reading import READ_SIZE
 from watchrun.sources.resume import Recorded, next_seq
 from watchrun.sources.rotated import NO_FDS
 from watchrun.sources.siblings import renumbered_note
+from watchrun.sources.stale import Unread
 from watchrun.sources.stopped import at_stop
 from watchrun.sources.unseen import Unseen
 from watchrun.sources.unsettled import Waiting, watched
@@ -242,7 +243,8 @@ class Followed(Making):
         (EMFILE/ENFILE), said with the limit, the source looks again on a timer: no event may
         come."""
         code = errno.errorcode.get(exc.errno or 0, "EIO")
-        msg = message or f"cannot read {self.name}: {exc.strerror}"
+        msg = message or (exc.message if isinstance(exc, Unread) else
+                          f"cannot read {self.name}: {exc.strerror}")
         if exc.errno in NO_FDS:
             msg += f" ({short_of_files(code)})"
             if watch is not None:

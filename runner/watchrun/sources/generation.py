@@ -25,6 +25,7 @@ from watchrun.sources.reading import (
     FIRST_READ,
     READ_SIZE,
     START_READ,
+    before_fault,
     first_read,
     hold_heap,
 )
@@ -158,7 +159,13 @@ class Generation:
             want = min(want, FIRST_READ)
         while end is None or self.pos < end:
             want = want if end is None else min(want, end - self.pos)
-            data = pread_full(self.fd, want, self.pos)  # (fewer: the end of the file)
+            fault: OSError | None = None
+            try:
+                data = pread_full(self.fd, want, self.pos)  # (fewer: the end of the file)
+            except OSError as exc:  # (a bad block: what is before it is read, then `exc`)
+                data, fault = before_fault(self.fd, want, self.pos), exc
+                if not data:
+                    raise
             if not data:
                 break
             if len(data) == cap:
@@ -183,6 +190,8 @@ class Generation:
                     break
                 self.passed(skip)
                 holes, at = holes + skip, take + skip
+            if fault is not None:  # (from `pos` on, nothing reads: the caller says so)
+                raise fault
             if not (skip or self.nul.more) and (  # (a first read of what `fstat` showed:
                     self.nul.ahead or got < want or (want < cap and not waited)):  # a
                 break  # write since then is another event, another drain)

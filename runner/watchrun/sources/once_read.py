@@ -53,10 +53,12 @@ class OnceRead(Remounted):
         try:
             end = os.fstat(gen.fd).st_size
             await self._drain(ctx, gen, end)
-        except OSError as exc:  # a failing disk: the rest of this generation is not read,
-            # and the record says so (a once verdict's ERROR); the other ones are read
+        except OSError as exc:  # a failing disk: the rest of this generation is not read
+            # (from where reads fail: the lines before a bad block are), and the record says so
+            # (a once verdict's ERROR); the other ones are read
             await _not_read(ctx, gen, end, errno.errorcode.get(exc.errno or 0, "EIO"),
-                            f"cannot read {gen.path}: {exc.strerror}", unread=True)
+                            f"cannot read {gen.path} from offset {gen.pos} on: {exc.strerror}",
+                            unread=True, offset=gen.pos)
             return
         await gen.finish(ctx, self.name, kept=True)  # (its first bytes judged, if not yet:
         # never a pass over a file no text pattern matches, `Generation.judge`)
@@ -76,7 +78,7 @@ class OnceRead(Remounted):
 
 
 async def _not_read(ctx: SourceContext, gen: Generation, end: int, code: str, why: str,
-                    **flags: bool) -> None:
+                    **flags: int) -> None:
     """The `error` record of a once read that stopped short of `end`: how many bytes not read."""
     lost = max(0, end - gen.pos)
     await ctx.event("error", code=code, path=gen.path, **flags, unreadBytes=lost,

@@ -27,6 +27,9 @@ slices, a 64 KiB one split a backlog of a few long matched lines into a wake of 
 FIRST_READ = 64 * 1024
 """The least a drain asks for first when the file seemed to hold less: a read of what is there
 (a tailed file grew by a few KiB) allocates no READ_SIZE buffer to shrink again."""
+PAGE = 4096
+"""A read that failed (EIO: one bad block fails every read that covers it) is asked again this
+much at a time, up to the piece that fails (`before_fault`)."""
 HEAP_MMAP_THRESHOLD = 4 << 20
 HEAP_TRIM_THRESHOLD = 4 << 20
 _heap_held = False
@@ -39,6 +42,24 @@ def first_read(fd: int, pos: int, size: int, held: int | None = None) -> int:
     if held is None:
         held = os.fstat(fd).st_size
     return min(size, max(held - pos, FIRST_READ))
+
+
+def before_fault(fd: int, size: int, pos: int) -> bytes:
+    """After a read of `size` bytes at `pos` failed: what of them reads, asked again a page at a
+    time up to the first page that fails (a bad block: the lines before it are read). Empty
+    when the page at `pos` fails too. Only on such an error: a read that works is one call."""
+    parts, at, end = [], pos, pos + size
+    while at < end:
+        want = min(PAGE - at % PAGE, end - at)
+        try:
+            part = pread_full(fd, want, at)
+        except OSError:
+            break
+        parts.append(part)
+        at += len(part)
+        if len(part) < want:
+            break
+    return b"".join(parts)
 
 
 def hold_heap() -> None:

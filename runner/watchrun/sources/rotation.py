@@ -27,7 +27,7 @@ class Rotation(Truncation):
     """The next look at NUL bytes waiting at the end of the file (`_filled_later`)."""
 
     async def _follow(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
-        with reading(gen):
+        with reading(gen, self.name):  # (its reads failing: `Unread`, the watcher's error)
             st = os.fstat(gen.fd)
             own = gen.is_file(st)  # (not on a path-based FUSE file system, sshfs: after a
             # rename on the server, the attributes of the file at its path now, not of it)
@@ -40,7 +40,9 @@ class Rotation(Truncation):
         if own and not confirmed and st.st_size > gen.pos + gen.nul.ahead:  # (copied and
             # truncated while empty to us? not while it holds only NUL bytes, not written yet)
             await self._copies(ctx, watch, gen)
-        if await self._drain(ctx, gen, held=st.st_size if own else None):
+        with reading(gen, self.name):
+            grew = await self._drain(ctx, gen, held=st.st_size if own else None)
+        if grew:
             gen.grew_at = self.clock.monotonic()
             watch.hurry()  # polling: look again soon while the file grows
         if gen.nul.ahead and not watch.polling:

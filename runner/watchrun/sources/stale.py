@@ -24,18 +24,31 @@ class Stale(OSError):
         self.gen = gen
 
 
+class Unread(OSError):
+    """Another failure of a read of the generation followed at the path (EIO: a bad block, a
+    failing disk): the watcher's `error` says from which offset on it does not read."""
+
+    def __init__(self, gen: Generation, exc: OSError, name: str) -> None:
+        super().__init__(exc.errno, exc.strerror)
+        self.message = f"cannot read {name} from offset {gen.pos} on: {exc.strerror}"
+
+
 @contextlib.contextmanager
-def reading(gen: Generation) -> Iterator[None]:
+def reading(gen: Generation, followed: str | None = None) -> Iterator[None]:
     """ESTALE raised within (by an operation on `gen`'s descriptor) is raised as `Stale(gen)`;
-    a `Stale` already naming a generation (read within: a copy, a rotated one) stays as it is."""
+    a `Stale` already naming a generation (read within: a copy, a rotated one) stays as it is.
+    With `followed` (`gen` is the generation followed at that path), another OSError is raised
+    as `Unread`."""
     try:
         yield
-    except Stale:
+    except (Stale, Unread):
         raise
     except OSError as exc:
-        if exc.errno != errno.ESTALE:
+        if exc.errno == errno.ESTALE:
+            raise Stale(gen, exc) from exc
+        if followed is None:
             raise
-        raise Stale(gen, exc) from exc
+        raise Unread(gen, exc, followed) from exc
 
 
 def named(gen: Generation) -> str | None:
