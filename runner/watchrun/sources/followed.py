@@ -163,7 +163,12 @@ class Followed(Making):
             self._unseen.arrived += plan.arrived
             await self._keep.save(self._state())  # the switch is durable before more is read
             for gen in [*([before] if before is not None else []), *gens]:
-                await self._drain(ctx, gen)
+                try:
+                    await self._drain(ctx, gen)
+                except OSError as exc:  # the one followed until now does not read (EIO): the
+                    if gen is not before or exc.errno == errno.ESTALE:  # new ones are read
+                        raise  # now, and it is looked at again at once as a rotated one
+                    watch.poke()  # (`Rotation._rotated`: its error, its release)
         self._keep.dirty.set()
 
     async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None,

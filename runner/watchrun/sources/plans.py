@@ -168,7 +168,8 @@ def _gather(path: Path, cur: Opened | None, known: list[Checkpoint], max_n: int,
         elif not cp.finished:
             if (error := refused(cp, entries, unlisted)) is not None:
                 plan.errors.append(error)  # not gone: it could not be looked at (an
-                plan.kept.append(cp)  # error at each start until it can)
+                plan.kept.append(cp)  # error at each start until it can; no newer one)
+                taken.add((cp.dev, cp.inode))
             else:  # gone; or compressed with lines not read: one gap, the archive judged
                 found_as = begun_archive(cp, entries, taken, judged)
                 plan.gaps.append(missing_gap(cp, recorded.last(cp), found_as))

@@ -16,7 +16,7 @@ from watchrun.offload import offload
 from watchrun.sources.followed import MISSING
 from watchrun.sources.generation import Generation
 from watchrun.sources.plans import plan_switch
-from watchrun.sources.stale import Stale, known_size, lost_gap, named, reading
+from watchrun.sources.stale import Stale, Unread, known_size, lost_gap, named, reading
 from watchrun.sources.truncation import Truncation
 
 
@@ -27,7 +27,27 @@ class Rotation(Truncation):
     """The next look at NUL bytes waiting at the end of the file (`_filled_later`)."""
 
     async def _follow(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
-        with reading(gen, self.name):  # (its reads failing: `Unread`, the watcher's error)
+        try:
+            await self._read_followed(ctx, watch, gen)
+        except Unread as exc:
+            await self._unread(ctx, watch, gen, exc)
+
+    async def _unread(self, ctx: SourceContext, watch: Watch, gen: Generation,
+                      exc: Unread) -> None:
+        """The generation followed does not read (`exc`: EIO, a bad block). While it is the
+        file at the path, that is the watcher's `error`, and the next look tries again (a
+        failure that passes loses nothing); once another file took the path (logrotate renamed
+        it, a new one was made), that one is followed (`_switch`), and `gen`, rotated away, is
+        said and released as a rotated generation whose reads fail is (`_rotated`)."""
+        try:
+            moved = not gen.is_file(os.stat(self.path))
+        except OSError:
+            moved = False
+        if not moved or not await self._switch(ctx, watch, gen):
+            raise exc
+
+    async def _read_followed(self, ctx: SourceContext, watch: Watch, gen: Generation) -> None:
+        with reading(gen, self.name):  # (its reads failing: `Unread`, `_unread`)
             st = os.fstat(gen.fd)
             own = gen.is_file(st)  # (not on a path-based FUSE file system, sshfs: after a
             # rename on the server, the attributes of the file at its path now, not of it)

@@ -62,7 +62,8 @@ def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
            copies_only: bool = False) -> Opened | None:
     """The checkpoint's generation among `entries`: by device and inode first (renamed), then
     by content among the rotated names (a copy made by copytruncate). Opened, reading set to
-    start at its offset."""
+    start at its offset. One whose bytes do not read (EIO: a bad block) is not it (`refused`
+    says so of the generation's own inode)."""
     same = [e for e in entries if (e.st.st_dev, e.st.st_ino) == (cp.dev, cp.inode)]
     others = [e for e in entries if e not in same and e.named and e.st.st_size >= cp.offset]
     others.sort(key=lambda e: -e.st.st_mtime_ns)  # the newest copy first
@@ -72,7 +73,14 @@ def locate(cp: Checkpoint, entries: list[Entry], taken: set[tuple[int, int]], *,
         o = open_entry(e)
         if o is None:
             continue
-        found = identifies(cp, o.fd, o.st, o.generation()) if e in same else holds(cp, o.fd)
+        try:
+            found = identifies(cp, o.fd, o.st, o.generation()) if e in same else holds(cp,
+                                                                                      o.fd)
+        except OSError as exc:
+            if exc.errno in NO_FDS:
+                os.close(o.fd)
+                raise
+            found = False
         if found and not is_compressed(o.fd):
             o.start, o.line_no, o.origin = cp.offset, cp.line_no, cp
             return o
@@ -110,16 +118,21 @@ def renumbered_note(wid: str, path: str, cp: Checkpoint, st: os.stat_result,
 def refused(cp: Checkpoint, entries: list[Entry], unlisted: dict[str, OSError]
             ) -> dict[str, Any] | None:
     """The `error` record of a checkpointed generation not found because it could not be
-    looked at: found by its inode but not opened (permissions), or in a directory that could
-    not be listed; with the bytes known unread (its size now, else the checkpoint's). None when
-    it was looked for and is not there (opened now: renamed again meanwhile, looked for next)."""
+    looked at: found by its inode but not opened (permissions) or not read (EIO: the bytes that
+    tell it), or in a directory that could not be listed; with the bytes known unread (its
+    size now, else the checkpoint's). None when it was looked for and is not there (opened and
+    read now: renamed again meanwhile, looked for next; another file given its inode)."""
     where = os.path.dirname(cp.path)
     e = next((e for e in entries if (e.st.st_dev, e.st.st_ino) == (cp.dev, cp.inode)), None)
     if e is not None and runners_own(e.st) is not None:
         return None  # (its inode reused by a file the runner writes: no generation of this log)
     if e is not None:
         try:
-            os.close(open_regular(e.path)[0])
+            fd = open_regular(e.path)[0]
+            try:
+                holds(cp, fd)
+            finally:
+                os.close(fd)
             return None
         except OSError as exc:
             if exc.errno in NO_FDS:
