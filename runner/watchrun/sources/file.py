@@ -17,12 +17,11 @@ from watchrun.events import SourceContext
 from watchrun.inotify import TurnedRemote
 from watchrun.notify import Watch
 from watchrun.offload import offload
-from watchrun.process.tree import short_of_files
 from watchrun.sources import applies
 from watchrun.sources.applies import applied, beside, judged_gone, left_beside
 from watchrun.sources.checkpoint_doc import FileState
+from watchrun.sources.faults import RETRY_S
 from watchrun.sources.first_look import first_look
-from watchrun.sources.followed import RETRY_S
 from watchrun.sources.handover import HandOver
 from watchrun.sources.identity import birth_ns
 from watchrun.sources.keeper import Covered
@@ -52,8 +51,6 @@ class FileSource(HandOver):
     """The warning that the checkpoint found at start was of another path, set aside."""
     resumed: tuple[str, int] | None = None
     """Where the read began when it went on from a checkpoint: the file and its line number."""
-    _save_said: tuple[str | None, FileState | None] | None = None
-    """The last checkpoint save that failed, as said, and the state saved before it."""
     read_on: tuple[str, int] | None = None
     """Where the read began when the watcher had a checkpoint, its first line too (what
     `watchrun add` says of an id an earlier run left a checkpoint of)."""
@@ -160,26 +157,8 @@ class FileSource(HandOver):
             await self._unreadable(ctx, exc, problems, watch)
             return
         await left_beside(ctx, self.spec, self.name, *self._beside)
-        try:  # durable before READY: a crash right after the start resumes from here, not
-            await self._keep.save(self._state())  # from nothing (skipping what came between)
-        except OSError as exc:
-            if self.once:  # (a once run whose checkpoint cannot be kept is no pass)
-                raise OSError(exc.errno, f"cannot save checkpoint: {exc.strerror}") from exc
-            await self._save_failed(ctx, exc)  # (and the saver, started next, tries again)
-
-    async def _save_failed(self, ctx: SourceContext, exc: OSError) -> None:
-        """A checkpoint save that failed: one `error` record until a save goes through (the
-        file is still read: no `error` state); out of descriptors, said with the limit, and
-        the saver tries again a second later (as an open is), not only after the next line."""
-        code = errno.errorcode.get(exc.errno or 0, "EIO")
-        hint = short_of_files(code)
-        if hint is not None:
-            self._keep.dirty.set()
-        said = (exc.strerror, self._keep.saved)
-        if said != self._save_said:
-            self._save_said = said
-            await ctx.event("error", code=code, path=self.name, message=(
-                f"cannot save checkpoint: {exc.strerror}" + (f" ({hint})" if hint else "")))
+        # durable before READY: a crash right after the start resumes from here, not from
+        await self._saved(ctx, self._state())  # nothing (skipping what came between)
 
     def _prepare(self) -> tuple[FileState | None, Plan | None, OSError | None]:
         """In a worker thread: the checkpoint, and the plan from it as if no record was left

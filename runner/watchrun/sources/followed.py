@@ -1,6 +1,6 @@
 """The state of one followed path shared by the parts of the file source: the generations
 open and finished, the checkpoint kept of them, and the steps every part takes (open what a
-plan found, skipping what a crash already recorded; read; save; record an error)."""
+plan found, skipping what a crash already recorded; read; save; their errors: `faults.py`)."""
 
 from __future__ import annotations
 
@@ -18,35 +18,30 @@ from watchrun.clock import Clock
 from watchrun.config.model import Limits, WatcherSpec
 from watchrun.events import SourceContext
 from watchrun.notify import Notifier, Watch
-from watchrun.process.tree import short_of_files
 from watchrun.sources.applies import Required, matching
 from watchrun.sources.checkpoint_doc import FileState, LoadProblem
 from watchrun.sources.checkpoints import CheckpointStore
+from watchrun.sources.faults import Faults
 from watchrun.sources.generation import Generation
 from watchrun.sources.identity import FINISHED_KEPT, Archive, Checkpoint, birth_ns
 from watchrun.sources.keeper import Keeper
 from watchrun.sources.long_line import growing_in
-from watchrun.sources.making import Making
 from watchrun.sources.opened import Plan
 from watchrun.sources.reading import READ_SIZE
 from watchrun.sources.resume import Recorded, next_seq
-from watchrun.sources.rotated import NO_FDS
 from watchrun.sources.siblings import renumbered_note
-from watchrun.sources.stale import Unread
 from watchrun.sources.stopped import at_stop
 from watchrun.sources.unseen import Unseen
 from watchrun.sources.unsettled import Waiting, watched
 
 SAVE_EVERY = 1.0
 """At most one checkpoint write per second while lines flow; none while idle."""
-RETRY_S = 1.0
-"""An open that failed for want of descriptors (EMFILE/ENFILE) is tried again this often."""
 MISSING = (errno.ENOENT, errno.ENOTDIR)
 
 log = logging.getLogger("watchrun.checkpoints")
 
 
-class Followed(Making):
+class Followed(Faults):
     """The generations of one followed path and what is known of them; see SPEC §3.2."""
 
     def __init__(self, spec: WatcherSpec, limits: Limits, store: CheckpointStore,
@@ -161,7 +156,7 @@ class Followed(Making):
             self._later(watch, self.rotate_wait)
         if start is None:
             self._unseen.arrived += plan.arrived
-            await self._keep.save(self._state())  # the switch is durable before more is read
+            await self._saved(ctx, self._state())  # the switch is durable before more is read
             for gen in [*([before] if before is not None else []), *gens]:
                 try:
                     await self._drain(ctx, gen)
@@ -187,11 +182,6 @@ class Followed(Making):
         watch.untrack(gen.fd)
         with contextlib.suppress(OSError):
             os.close(gen.fd)
-
-    def _later(self, watch: Watch, delay: float) -> None:
-        loop = asyncio.get_running_loop()
-        self._timers = [t for t in self._timers if t.when() > loop.time()]
-        self._timers.append(loop.call_later(delay + 0.05, watch.poke))
 
     async def _gaps(self, ctx: SourceContext, plan: Plan) -> None:
         """The plan's `gap` records, then its `error` records; the archives it judged are
@@ -242,23 +232,6 @@ class Followed(Making):
         return FileState(tuple(gens), min(seqs) if seqs else None, self.name, self._archives,
                          self._matching, self._required.seen, live, watched(self._waiting))
 
-    async def _error(self, ctx: SourceContext, exc: OSError, message: str | None,
-                     watch: Watch | None) -> None:
-        """One `error` record per distinct problem (not one per poll). Out of descriptors
-        (EMFILE/ENFILE), said with the limit, the source looks again on a timer: no event may
-        come."""
-        code = errno.errorcode.get(exc.errno or 0, "EIO")
-        msg = message or (exc.message if isinstance(exc, Unread) else
-                          f"cannot read {self.name}: {exc.strerror}")
-        if exc.errno in NO_FDS:
-            msg += f" ({short_of_files(code)})"
-            if watch is not None:
-                self._later(watch, RETRY_S)
-        if (code, msg) != self._last_error:
-            self._last_error = (code, msg)
-            fields: dict[str, Any] = {"code": code, "message": msg, "path": self.name}
-            await ctx.event("error", **fields)
-
     async def _unreadable(self, ctx: SourceContext, exc: OSError, problems: list[LoadProblem],
                           watch: Watch, plan: Plan | None = None) -> None:
         """A start with nothing read (`exc`: why): its `start` record, what the plan judged, and
@@ -267,7 +240,7 @@ class Followed(Making):
         await self._problems(ctx, problems)
         if plan is not None and (plan.gaps or plan.errors):
             await self._gaps(ctx, plan)
-            await self._keep.save(self._state())  # (a restart does not say them again)
+            await self._saved(ctx, self._state())  # (a restart does not say them again)
         with contextlib.suppress(OSError):
             st0 = os.stat(self.path)
             if stat.S_ISREG(st0.st_mode):
@@ -277,10 +250,3 @@ class Followed(Making):
             # null, the log says "not opened yet", `list` says `waiting`
         msg = f"{self.name} does not exist" if exc.errno in MISSING else None
         await self._error(ctx, exc, msg, watch)
-
-    async def _problems(self, ctx: SourceContext, problems: list[LoadProblem]) -> None:
-        """The checkpoint could not be used: where the last run ended is lost, so a once run
-        cannot know it looked at every line (`unread`: its verdict is an ERROR)."""
-        flags = {"unread": True} if self.once else {}
-        for p in problems:
-            await ctx.event("error", code=p.code, message=p.message, path=self.name, **flags)

@@ -141,7 +141,7 @@ class Remounted(Rotation):
         self._unseen.arrived += 1  # (it came to the path: `Unseen`, as a plan's file does)
         watch.track(o.fd)
         self._later(watch, self.rotate_wait)
-        await self._keep.save(self._state())  # the switch is durable before more is read
+        await self._saved(ctx, self._state())  # the switch is durable before more is read
         await self._drain(ctx, gen)
         return True
 

@@ -130,7 +130,7 @@ class Rotation(Truncation):
             self._close(gen, watch)
             self._cur, self._gone_at = None, None
             watch.rearm()
-            await self._keep.save(self._state())
+            await self._saved(ctx, self._state())
 
     async def _release(self, ctx: SourceContext, gen: Generation, watch: Watch, *,
                        early: bool = False) -> None:
@@ -143,7 +143,7 @@ class Rotation(Truncation):
             cp = replace(cp, path=name)  # what was written to it after this)
         self._remember(cp)
         self._close(gen, watch)
-        await self._keep.save(self._state())  # finished: not taken for lost after a crash
+        await self._saved(ctx, self._state())  # finished: not taken for lost after a crash
 
     async def _drain(self, ctx: SourceContext, gen: Generation, end: int | None = None,
                      held: int | None = None) -> int:
@@ -207,4 +207,4 @@ class Rotation(Truncation):
         if gen is self._cur:
             self._released, self._cur, self._gone_at = cp, None, None
             watch.rearm()
-        await self._keep.save(self._state())
+        await self._saved(ctx, self._state())

@@ -57,7 +57,7 @@ class Truncation(Followed):
                                    "oldInode": gen.inode, "oldSize": old_size}
         olds = await self._read_first(ctx, watch, plan)
         if not olds:  # (else saved before they were read) durable before more is read: a
-            await self._keep.save(self._state())  # crash's start goes on from the truncation
+            await self._saved(ctx, self._state())  # crash's start goes on from the truncation
         if copy is not None:
             read_to = olds[0].pos  # what the copy held (read now, maybe still being written)
         announce["unreadBytes"] = max(0, old_size - read_to)
@@ -82,7 +82,7 @@ class Truncation(Followed):
             self._old.append(old)
         if olds:
             self._later(watch, self.rotate_wait)
-        await self._keep.save(self._state())  # the truncation is durable before more is read
+        await self._saved(ctx, self._state())  # the truncation is durable before more is read
         for old in olds:
             await self._drain(ctx, old)
         self._keep.dirty.set()
