@@ -233,3 +233,32 @@ def test_a_file_whose_first_bytes_do_not_read_renamed_away_leaves_the_new_file_f
                    f"{read_to}) on were not read ({size - read_to} bytes known)"}]
     (rotate,) = rec.of("rotate")
     assert rotate["oldInode"] == inode
+
+
+def test_the_line_a_bad_block_cuts_is_no_line_when_its_file_is_released(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lines before the bad block are read; the one it cuts was recorded, once the file
+    was renamed away and released, as a line of the bytes before the block (its rest is
+    there, unread), and the gap began after it. Now that line is none: the gap begins with it."""
+    log, rotated = tmp_path / "app.log", tmp_path / "app.log.1"
+    text = numbered_lines(1, 4000)
+    log.write_text(text)
+    size, inode = log.stat().st_size, log.stat().st_ino
+    BadBlock(monkeypatch, log, BAD_AT)
+    read = before(text, PAGE_AT)
+    cut_at = sum(len(line) + 1 for line in read)
+
+    async def body() -> Recorder:
+        async with Tail(log, notifier_for("inotify"), CheckpointStore(tmp_path / "state"),
+                        from_start=True, limits=Limits(rotate_wait_ms=300)) as t:
+            await rotated_by_rename(t, log, rotated)
+            await t.until(lambda: bool(t.rec.of("gap")), "the release of the old one")
+            append(log, "new ERROR 2")
+            await t.until(lambda: "new ERROR 2" in t.rec.texts(), "its next line")
+        return t.rec
+
+    rec = asyncio.run(body())
+    assert rec.texts() == [*read, "new ERROR 1", "new ERROR 2"]
+    (gap,) = rec.of("gap")
+    assert (gap["inode"], gap["offset"], gap["lineNo"], gap["unreadBytes"]) == (
+        inode, cut_at, len(read) + 1, size - cut_at), gap

@@ -186,21 +186,24 @@ class Rotation(Truncation):
 
     async def _lost(self, ctx: SourceContext, gen: Generation, watch: Watch,
                     exc: OSError) -> None:
-        """`gen`'s descriptor no longer reads (`exc`; `stale.py`): it is released now, its
-        last line so far a line, a `gap{missing}` for what of it is not read (`lost_gap`), its
-        checkpoint finished (deleted, when ESTALE says so: its inode number may be another
-        file's next). The one at the path leaves it: the next look reads the file there."""
+        """`gen`'s descriptor no longer reads (`exc`; `stale.py`): it is released now, a
+        `gap{missing}` for what of it is not read (`lost_gap`), its checkpoint finished
+        (deleted, when ESTALE says so: its inode number may be another file's next). Gone
+        (ESTALE), its last line so far is a line; failing (EIO: a bad block), the line its
+        failure cut is none (its rest is there, unread): the gap begins with it. The one at
+        the path leaves it: the next look reads the file there."""
         if gen is not self._cur and gen not in self._old:
             return  # (released already)
-        size = known_size(gen)
-        await gen.finish(ctx, self.name)
-        read = gen.checkpoint(at_read=True, finished=True)
+        size, gone = known_size(gen), exc.errno == errno.ESTALE
+        if gone:
+            await gen.finish(ctx, self.name)
+        read = gen.checkpoint(at_read=gone, finished=True)
         gap = lost_gap(read, named(gen) or gen.read_as or gen.path, size, exc,
                        followed=gen is self._cur)
         if gap is not None:
             await ctx.event("gap", **gap)
         cp = gen.checkpoint(finished=True)
-        if exc.errno == errno.ESTALE:
+        if gone:
             cp = replace(cp, deleted=True)
         self._remember(cp)
         self._close(gen, watch)
