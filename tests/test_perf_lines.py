@@ -136,6 +136,18 @@ def test_recent_lines_keeps_what_its_lines_cost_not_whole_reads(
         assert kept <= 2 * keep * LINE + 2 * LONG_CHUNK + newest, (kept, keep)
 
 
+def test_a_long_chunk_counted_by_a_snapshot_first_is_still_cut_when_settled() -> None:
+    """A status snapshot may ask for the line count between a chunk's `add` and the pipeline's
+    `settle`: the chunk is cut to its last lines all the same, not held whole to the next."""
+    tail = RecentLines(5)
+    chunk, regions, said = _long_chunk(1, 2000, 0, None)
+    tail.add(chunk, regions)
+    assert tail.lines == 2000
+    tail.settle(2000)
+    assert tail._newest is not None and len(tail._newest.data) == 5 * LINE
+    assert tail.last() == said[-5:]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(st.integers(0, 3), st.integers(0, 400), st.just(70_000)), min_size=2,
                 max_size=300), st.data())

@@ -66,8 +66,9 @@ class RecentLines:
     def settle(self, lines: int) -> None:
         """The newest chunk holds `lines` lines (its consumer counted them as it numbered its
         matches): a long one keeps only its last `keep` lines from now on."""
-        if self._newest is not None and self._newest_lines < 0:
-            self._newest_lines = lines
+        if self._newest is not None:
+            if self._newest_lines < 0:  # (else counted already: a snapshot asked `lines`)
+                self._newest_lines = lines
             if self.keep:
                 self._cut_newest(self._newest)
 
