@@ -1,8 +1,8 @@
 """Suite-wide settings: the config cache of every runner the tests start lives in the session's
 temporary directory, not in the user's ~/.cache (tests of the cache set their own); property
-tests have no per-example deadline; Ctrl-C reaches the processes the tests start however the
-suite was launched; xdist's workers share the work of rewriting the test modules' asserts; the
-file-source tests' notifiers are closed after each test."""
+tests have no per-example deadline; Ctrl-C (and a SIGHUP) reaches the processes the tests start
+however the suite was launched; xdist's workers share the work of rewriting the test modules'
+asserts; the file-source tests' notifiers are closed after each test."""
 
 from __future__ import annotations
 
@@ -32,6 +32,11 @@ settings.load_profile("watchrun")
 # a runner or a follower then saw it ignored and timed out. Tests act as a terminal's user does.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# Under `nohup` every process the suite starts inherits SIGHUP ignored, and a POSIX shell cannot
+# trap a signal ignored when it began: the DaemonSet test's stand-in runner (`trap … HUP` in
+# sh) never saw pods.py's reload (found running the suite under nohup, 2026-12-08).
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 # The mock agent obeys the `[mock:…]` directives in its prompt only when told to (a log line must
 # not make it hang or fork): the tests drive it with them, and every process they start inherits
